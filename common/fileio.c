@@ -1,0 +1,129 @@
+#include "common/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+
+static int write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int act_fsync_dir(int dirfd, act_error *err)
+{
+    if (fsync(dirfd) < 0)
+        return act_error_set(err, errno, "fsync of directory failed: %s", strerror(errno));
+    return 0;
+}
+
+int act_write_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+                     act_error *err)
+{
+    uint32_t nonce = 0;
+    if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
+        nonce = (uint32_t)getpid();
+    char tmp[NAME_MAX + 1];
+    if (snprintf(tmp, sizeof(tmp), ".%s.tmp-%08x", name, nonce) >= (int)sizeof(tmp))
+        return act_error_set(err, ENAMETOOLONG, "file name %s is too long to write atomically",
+                             name);
+
+    _cleanup_close_ int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd < 0)
+        return act_error_set(err, errno, "cannot create %s: %s", tmp, strerror(errno));
+    int r = write_all(fd, data, len);
+    if (r == 0 && fchmod(fd, mode) < 0)
+        r = -errno; /* the umask must not narrow what the caller asked for */
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
+        r = -errno;
+    if (r < 0) {
+        unlinkat(dirfd, tmp, 0);
+        return act_error_set(err, -r, "cannot write %s: %s", name, strerror(-r));
+    }
+    return act_fsync_dir(dirfd, err);
+}
+
+int act_read_file(int dirfd, const char *name, size_t max, char **out, size_t *out_len,
+                  act_error *err)
+{
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return act_error_set(err, errno, "cannot open %s: %s", name, strerror(errno));
+
+    size_t cap = 4096, len = 0;
+    _cleanup_free_ char *buf = malloc(cap + 1);
+    if (!buf)
+        return act_error_set(err, ENOMEM, "out of memory reading %s", name);
+    for (;;) {
+        if (len == cap) {
+            if (cap > max)
+                break;
+            size_t grown = cap * 2;
+            char *bigger = realloc(buf, grown + 1);
+            if (!bigger)
+                return act_error_set(err, ENOMEM, "out of memory reading %s", name);
+            buf = bigger;
+            cap = grown;
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return act_error_set(err, errno, "cannot read %s: %s", name, strerror(errno));
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len > max)
+            break;
+    }
+    if (len > max)
+        return act_error_set(err, EFBIG, "%s is larger than %zu bytes; refusing to read it", name,
+                             max);
+    buf[len] = '\0';
+    if (out_len)
+        *out_len = len;
+    *out = TAKE_PTR(buf);
+    return 0;
+}
+
+int act_mkdir_p(const char *path, mode_t mode, act_error *err)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+        return act_error_set(err, ENAMETOOLONG, "path %s is too long", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(buf, mode) < 0 && errno != EEXIST)
+                return act_error_set(err, errno, "cannot create directory %s: %s", buf,
+                                     strerror(errno));
+            *p = saved;
+            if (saved == '\0')
+                break;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,26 @@
+/* Whole-file reads and crash-safe whole-file writes, relative to a directory
+ * fd so callers never build paths from names twice. */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+/* Replaces dirfd/name with data: a temporary file in the same directory,
+ * fsync, rename over name, fsync the directory. A crash at any point leaves
+ * either the old or the new content under name, never a torn one, and at
+ * worst a stale ".name.tmp-*" file that the next write does not trip on. */
+int act_write_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+                     act_error *err);
+
+/* Reads dirfd/name whole into a NUL-terminated malloc'd buffer. A file larger
+ * than max bytes is refused with -EFBIG, read no further. */
+int act_read_file(int dirfd, const char *name, size_t max, char **out, size_t *out_len,
+                  act_error *err);
+
+/* fsyncs the directory itself, making a rename or unlink in it durable. */
+int act_fsync_dir(int dirfd, act_error *err);
+
+/* mkdir -p of a relative or absolute path, each new component with mode. */
+int act_mkdir_p(const char *path, mode_t mode, act_error *err);

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that building, testing and running the
+# activator needs. Cheap when they are already there: apt-get runs only for
+# what is missing, so the README commands stay fast on a prepared machine.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential clang meson ninja-build pkg-config cmake
+  # libraries (see meson.build)
+  libsystemd-dev libseccomp-dev libnng-dev libcmocka-dev libcgroup-dev
+  libssl-dev libjson-c-dev libinih-dev libcurl4-openssl-dev
+  # tests: a real etcd, curl for the HTTP baselines, systemd tools for unit checks
+  etcd-server etcd-client curl systemd coreutils iproute2
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: missing packages: ${missing[*]}; run as root (sudo $0)" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # etcd-server's package starts a system etcd on the default ports; the tests
+  # start their own on free loopback ports and never use it.
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

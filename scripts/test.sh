@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds with -Werror
+# under gcc (with AddressSanitizer + UndefinedBehaviorSanitizer) and clang,
+# and runs every test. Run as root: the cgroup, process and daemon tests use
+# real cgroups and skip (saying why) without root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/install-deps.sh
+
+setup() { # build-dir, then meson options
+  local dir=$1
+  shift
+  if [[ -f $dir/build.ninja ]]; then
+    meson setup --reconfigure "$dir" "$@" >/dev/null
+  else
+    meson setup "$dir" "$@" >/dev/null
+  fi
+}
+
+# clang: warnings are errors; built, not run (the sanitizer build runs).
+CC=clang setup build/clang -Dwerror=true -Dbenchmarks=true
+ninja -C build/clang
+
+CC=gcc setup build/test -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
+ninja -C build/test
+meson test -C build/test --print-errorlogs --num-processes 2 "$@"

@@ -1,0 +1,137 @@
+/* Unit tests of common/: name rules, errors, atomic file writes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/fileio.h"
+#include "common/names.h"
+
+static void names_accepts_the_allowed_alphabet(void **state)
+{
+    (void)state;
+    assert_true(act_name_is_valid("web1"));
+    assert_true(act_name_is_valid("v1.2.3-rc_4"));
+    assert_true(act_name_is_valid("a"));
+    char longest[ACT_NAME_MAX + 1];
+    memset(longest, 'x', ACT_NAME_MAX);
+    longest[ACT_NAME_MAX] = '\0';
+    assert_true(act_name_is_valid(longest));
+}
+
+static void names_refuses_traversal_and_junk(void **state)
+{
+    (void)state;
+    const char *bad[] = {"", ".", "..", ".hidden", "a/b", "../etc", "a b", "tab\t", "caf\xc3\xa9",
+                         "x\n"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        act_error err = {0};
+        assert_false(act_name_is_valid(bad[i]));
+        assert_int_equal(act_name_check("host", bad[i], &err), -EINVAL);
+        assert_non_null(strstr(err.message, "host name"));
+    }
+    assert_false(act_name_is_valid(NULL));
+    char too_long[ACT_NAME_MAX + 2];
+    memset(too_long, 'x', ACT_NAME_MAX + 1);
+    too_long[ACT_NAME_MAX + 1] = '\0';
+    act_error err = {0};
+    assert_int_equal(act_name_check("version", too_long, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "longer than 64"));
+}
+
+static void names_error_escapes_control_bytes(void **state)
+{
+    (void)state;
+    act_error err = {0};
+    act_name_check("host", "a\nb", &err);
+    assert_null(strchr(err.message, '\n'));
+    assert_non_null(strstr(err.message, "\\x0a"));
+}
+
+static void error_prefix_keeps_errno(void **state)
+{
+    (void)state;
+    act_error err = {0};
+    assert_int_equal(act_error_set(&err, ENOENT, "release %s: not staged", "v1"), -ENOENT);
+    assert_int_equal(act_error_prefix(&err, "host %s", "web1"), -ENOENT);
+    assert_string_equal(err.message, "host web1: release v1: not staged");
+    assert_int_equal(act_error_set(NULL, EPERM, "no sink"), -EPERM);
+}
+
+static void fileio_atomic_write_replaces_and_reads_back(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/act-common-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    _cleanup_close_ int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dirfd >= 0);
+    act_error err = {0};
+
+    assert_int_equal(act_write_atomic(dirfd, "claim.json", "one", 3, 0640, &err), 0);
+    assert_int_equal(act_write_atomic(dirfd, "claim.json", "second", 6, 0640, &err), 0);
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(act_read_file(dirfd, "claim.json", 100, &text, &len, &err), 0);
+    assert_string_equal(text, "second");
+    assert_int_equal(len, 6);
+
+    struct stat st;
+    assert_int_equal(fstatat(dirfd, "claim.json", &st, 0), 0);
+    assert_int_equal(st.st_mode & 07777, 0640);
+
+    /* A file over the limit is refused, not truncated. */
+    _cleanup_free_ char *big = NULL;
+    assert_int_equal(act_read_file(dirfd, "claim.json", 5, &big, NULL, &err), -EFBIG);
+    assert_null(big);
+    assert_non_null(strstr(err.message, "larger than 5 bytes"));
+
+    assert_int_equal(act_read_file(dirfd, "absent.json", 5, &big, NULL, &err), -ENOENT);
+
+    assert_int_equal(unlinkat(dirfd, "claim.json", 0), 0);
+    assert_int_equal(rmdir(dir), 0); /* no temp file left behind */
+}
+
+static void fileio_mkdir_p_creates_nested(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/act-common-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char nested[256];
+    snprintf(nested, sizeof(nested), "%s/a/b/c", dir);
+    act_error err = {0};
+    assert_int_equal(act_mkdir_p(nested, 0755, &err), 0);
+    assert_int_equal(act_mkdir_p(nested, 0755, &err), 0);
+    struct stat st;
+    assert_int_equal(stat(nested, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    char path[300];
+    snprintf(path, sizeof(path), "%s/a/b/c", dir);
+    rmdir(path);
+    snprintf(path, sizeof(path), "%s/a/b", dir);
+    rmdir(path);
+    snprintf(path, sizeof(path), "%s/a", dir);
+    rmdir(path);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(names_accepts_the_allowed_alphabet),
+        cmocka_unit_test(names_refuses_traversal_and_junk),
+        cmocka_unit_test(names_error_escapes_control_bytes),
+        cmocka_unit_test(error_prefix_keeps_errno),
+        cmocka_unit_test(fileio_atomic_write_replaces_and_reads_back),
+        cmocka_unit_test(fileio_mkdir_p_creates_nested),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
