@@ -1,0 +1,354 @@
+#include "activator/records/records.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "common/cleanup.h"
+#include "common/fileio.h"
+
+/* Records are small; anything bigger was not written by us. */
+#define RECORD_MAX (64 * 1024)
+
+static const char *const phase_names[] = {
+    [ACT_GEN_STARTING] = "starting",
+    [ACT_GEN_SERVING] = "serving",
+    [ACT_GEN_RETIRING] = "retiring",
+};
+
+const char *act_generation_phase_name(act_generation_phase phase)
+{
+    return (size_t)phase < ARRAY_SIZE(phase_names) ? phase_names[phase] : "unknown";
+}
+
+static void json_putp(json_object **obj)
+{
+    json_object_put(*obj);
+}
+#define _cleanup_json_ _cleanup_(json_putp)
+
+int act_records_open_host(int state_dirfd, const char *host, act_error *err)
+{
+    int r = act_name_check("host", host, err);
+    if (r < 0)
+        return r;
+    if (mkdirat(state_dirfd, "hosts", 0755) < 0 && errno != EEXIST)
+        return act_error_set(err, errno, "cannot create hosts/: %s", strerror(errno));
+    char path[ACT_NAME_MAX + 32];
+    snprintf(path, sizeof(path), "hosts/%s", host);
+    if (mkdirat(state_dirfd, path, 0755) < 0 && errno != EEXIST)
+        return act_error_set(err, errno, "cannot create %s: %s", path, strerror(errno));
+    int fd = openat(state_dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return act_error_set(err, errno, "cannot open %s: %s", path, strerror(errno));
+    if (mkdirat(fd, "generations", 0755) < 0 && errno != EEXIST) {
+        int saved = errno;
+        close(fd);
+        return act_error_set(err, saved, "cannot create %s/generations: %s", path, strerror(saved));
+    }
+    return fd;
+}
+
+static void add_build(json_object *obj, const act_build_ref *build)
+{
+    json_object *b = json_object_new_object();
+    json_object_object_add(b, "version", json_object_new_string(build->version));
+    json_object_object_add(b, "digest", json_object_new_string(build->digest));
+    json_object_object_add(b, "build_digest", json_object_new_string(build->build_digest));
+    json_object_object_add(obj, "build", b);
+}
+
+static int write_json(int dirfd, const char *name, json_object *obj, act_error *err)
+{
+    size_t len = 0;
+    const char *text = json_object_to_json_string_length(obj, JSON_C_TO_STRING_PLAIN, &len);
+    return act_write_atomic(dirfd, name, text, len, 0644, err);
+}
+
+/* Strict field readers: a record that lost a field or changed a type is
+ * reported with the field's name rather than read as zero. */
+static int get_field(json_object *obj, const char *where, const char *field, json_type type,
+                     json_object **out, act_error *err)
+{
+    if (!json_object_object_get_ex(obj, field, out) || !json_object_is_type(*out, type))
+        return act_error_set(err, EBADMSG, "%s: field \"%s\" is missing or not a %s", where, field,
+                             json_type_to_name(type));
+    return 0;
+}
+
+static int get_string(json_object *obj, const char *where, const char *field, char *out,
+                      size_t out_size, act_error *err)
+{
+    json_object *value;
+    int r = get_field(obj, where, field, json_type_string, &value, err);
+    if (r < 0)
+        return r;
+    if ((size_t)json_object_get_string_len(value) >= out_size)
+        return act_error_set(err, EBADMSG, "%s: field \"%s\" is longer than %zu bytes", where,
+                             field, out_size - 1);
+    memcpy(out, json_object_get_string(value), (size_t)json_object_get_string_len(value) + 1);
+    return 0;
+}
+
+static int get_u64(json_object *obj, const char *where, const char *field, uint64_t *out,
+                   act_error *err)
+{
+    json_object *value;
+    int r = get_field(obj, where, field, json_type_int, &value, err);
+    if (r < 0)
+        return r;
+    if (json_object_get_int64(value) < 0)
+        return act_error_set(err, EBADMSG, "%s: field \"%s\" is negative", where, field);
+    *out = json_object_get_uint64(value);
+    return 0;
+}
+
+static int get_build(json_object *obj, const char *where, act_build_ref *build, act_error *err)
+{
+    json_object *b;
+    int r = get_field(obj, where, "build", json_type_object, &b, err);
+    if (r == 0)
+        r = get_string(b, where, "version", build->version, sizeof(build->version), err);
+    if (r == 0)
+        r = get_string(b, where, "digest", build->digest, sizeof(build->digest), err);
+    if (r == 0)
+        r = get_string(b, where, "build_digest", build->build_digest, sizeof(build->build_digest),
+                       err);
+    return r;
+}
+
+static int read_json(int dirfd, const char *name, const char *where, json_object **out,
+                     act_error *err)
+{
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    int r = act_read_file(dirfd, name, RECORD_MAX, &text, &len, err);
+    if (r < 0)
+        return r;
+    enum json_tokener_error parse_error = json_tokener_success;
+    json_object *obj = json_tokener_parse_verbose(text, &parse_error);
+    if (!obj || !json_object_is_type(obj, json_type_object)) {
+        json_object_put(obj);
+        return act_error_set(err, EBADMSG, "%s: not a JSON object (%s)", where,
+                             json_tokener_error_desc(parse_error));
+    }
+    *out = obj;
+    return 0;
+}
+
+static void generation_file(uint64_t generation, char *out, size_t out_size)
+{
+    snprintf(out, out_size, "generations/%" PRIu64 ".json", generation);
+}
+
+int act_records_write_generation(int host_dirfd, const act_generation_record *record,
+                                 act_error *err)
+{
+    _cleanup_json_ json_object *obj = json_object_new_object();
+    json_object_object_add(obj, "host", json_object_new_string(record->host));
+    json_object_object_add(obj, "generation", json_object_new_uint64(record->generation));
+    json_object_object_add(obj, "session", json_object_new_uint64(record->session));
+    json_object_object_add(obj, "admission_revision",
+                           json_object_new_uint64(record->admission_revision));
+    json_object_object_add(obj, "incarnation", json_object_new_string(record->incarnation));
+    add_build(obj, &record->build);
+    json_object_object_add(obj, "phase",
+                           json_object_new_string(act_generation_phase_name(record->phase)));
+    json_object_object_add(obj, "pid", json_object_new_int(record->pid));
+    json_object_object_add(obj, "started_usec", json_object_new_uint64(record->started_usec));
+
+    _cleanup_close_ int dirfd =
+        openat(host_dirfd, "generations", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (dirfd < 0)
+        return act_error_set(err, errno, "host %s: cannot open generations/: %s", record->host,
+                             strerror(errno));
+    char name[64];
+    snprintf(name, sizeof(name), "%" PRIu64 ".json", record->generation);
+    return write_json(dirfd, name, obj, err);
+}
+
+static int parse_phase(const char *text, act_generation_phase *out)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(phase_names); i++) {
+        if (strcmp(text, phase_names[i]) == 0) {
+            *out = (act_generation_phase)i;
+            return 0;
+        }
+    }
+    return -EBADMSG;
+}
+
+int act_records_read_generation(int host_dirfd, const char *host, uint64_t generation,
+                                act_generation_record *out, act_error *err)
+{
+    char name[64], where[160];
+    generation_file(generation, name, sizeof(name));
+    snprintf(where, sizeof(where), "host %s: generation record %s", host, name);
+    _cleanup_json_ json_object *obj = NULL;
+    int r = read_json(host_dirfd, name, where, &obj, err);
+    if (r < 0)
+        return r;
+
+    act_generation_record record = {0};
+    char phase[16];
+    json_object *pid;
+    r = get_string(obj, where, "host", record.host, sizeof(record.host), err);
+    if (r == 0)
+        r = get_u64(obj, where, "generation", &record.generation, err);
+    if (r == 0)
+        r = get_u64(obj, where, "session", &record.session, err);
+    if (r == 0)
+        r = get_u64(obj, where, "admission_revision", &record.admission_revision, err);
+    if (r == 0)
+        r = get_string(obj, where, "incarnation", record.incarnation, sizeof(record.incarnation),
+                       err);
+    if (r == 0)
+        r = get_build(obj, where, &record.build, err);
+    if (r == 0)
+        r = get_string(obj, where, "phase", phase, sizeof(phase), err);
+    if (r == 0 && parse_phase(phase, &record.phase) < 0)
+        r = act_error_set(err, EBADMSG, "%s: unknown phase \"%s\"", where, phase);
+    if (r == 0)
+        r = get_field(obj, where, "pid", json_type_int, &pid, err);
+    if (r == 0)
+        r = get_u64(obj, where, "started_usec", &record.started_usec, err);
+    if (r < 0)
+        return r;
+    record.pid = json_object_get_int(pid);
+    /* A record under another host's directory, or naming another number than
+     * its file, was moved by hand; trusting it could retire the wrong process. */
+    if (strcmp(record.host, host) != 0 || record.generation != generation)
+        return act_error_set(err, EBADMSG, "%s: names host %s generation %" PRIu64, where,
+                             record.host, record.generation);
+    *out = record;
+    return 0;
+}
+
+int act_records_remove_generation(int host_dirfd, uint64_t generation, act_error *err)
+{
+    char name[64];
+    generation_file(generation, name, sizeof(name));
+    if (unlinkat(host_dirfd, name, 0) < 0 && errno != ENOENT)
+        return act_error_set(err, errno, "cannot remove %s: %s", name, strerror(errno));
+    return 0;
+}
+
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Only "<digits>.json" names a record; temp files and strays are skipped. */
+static bool parse_record_name(const char *name, uint64_t *generation)
+{
+    char *end = NULL;
+    if (name[0] < '0' || name[0] > '9')
+        return false;
+    errno = 0;
+    unsigned long long value = strtoull(name, &end, 10);
+    if (errno || strcmp(end, ".json") != 0)
+        return false;
+    *generation = value;
+    return true;
+}
+
+int act_records_list_generations(int host_dirfd, uint64_t **out, size_t *count, act_error *err)
+{
+    int fd = openat(host_dirfd, "generations", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return act_error_set(err, errno, "cannot open generations/: %s", strerror(errno));
+    DIR *dir = fdopendir(fd);
+    if (!dir) {
+        close(fd);
+        return act_error_set(err, errno, "cannot list generations/: %s", strerror(errno));
+    }
+    _cleanup_free_ uint64_t *numbers = NULL;
+    size_t used = 0, cap = 0;
+    struct dirent *entry;
+    while ((entry = readdir(dir))) {
+        uint64_t generation;
+        if (!parse_record_name(entry->d_name, &generation))
+            continue;
+        if (used == cap) {
+            cap = cap ? cap * 2 : 8;
+            uint64_t *grown = realloc(numbers, cap * sizeof(*numbers));
+            if (!grown) {
+                closedir(dir);
+                return act_error_set(err, ENOMEM, "out of memory listing generations");
+            }
+            numbers = grown;
+        }
+        numbers[used++] = generation;
+    }
+    closedir(dir);
+    if (used)
+        qsort(numbers, used, sizeof(*numbers), compare_u64);
+    *out = TAKE_PTR(numbers);
+    *count = used;
+    return 0;
+}
+
+int act_records_write_build_state(int host_dirfd, const act_build_state *state, act_error *err)
+{
+    _cleanup_json_ json_object *obj = json_object_new_object();
+    add_build(obj, &state->build);
+    json_object_object_add(obj, "generation", json_object_new_uint64(state->generation));
+    json_object_object_add(obj, "session", json_object_new_uint64(state->session));
+    json_object_object_add(obj, "written_usec", json_object_new_uint64(state->written_usec));
+    return write_json(host_dirfd, "build-state.json", obj, err);
+}
+
+int act_records_read_build_state(int host_dirfd, const char *host, act_build_state *out,
+                                 act_error *err)
+{
+    char where[128];
+    snprintf(where, sizeof(where), "host %s: build-state.json", host);
+    _cleanup_json_ json_object *obj = NULL;
+    int r = read_json(host_dirfd, "build-state.json", where, &obj, err);
+    if (r < 0)
+        return r;
+    act_build_state state = {0};
+    r = get_build(obj, where, &state.build, err);
+    if (r == 0)
+        r = get_u64(obj, where, "generation", &state.generation, err);
+    if (r == 0)
+        r = get_u64(obj, where, "session", &state.session, err);
+    if (r == 0)
+        r = get_u64(obj, where, "written_usec", &state.written_usec, err);
+    if (r == 0)
+        *out = state;
+    return r;
+}
+
+int act_records_read_checkpoint(int host_dirfd, const char *host, char *out, size_t out_size,
+                                act_error *err)
+{
+    char where[128];
+    snprintf(where, sizeof(where), "host %s: checkpoint.json", host);
+    _cleanup_json_ json_object *obj = NULL;
+    int r = read_json(host_dirfd, "checkpoint.json", where, &obj, err);
+    if (r == -ENOENT) {
+        out[0] = '\0';
+        act_error_clear(err);
+        return 0;
+    }
+    if (r < 0)
+        return r;
+    return get_string(obj, where, "checkpoint", out, out_size, err);
+}
+
+int act_records_write_checkpoint(int host_dirfd, const char *checkpoint, act_error *err)
+{
+    _cleanup_json_ json_object *obj = json_object_new_object();
+    json_object_object_add(obj, "checkpoint", json_object_new_string(checkpoint));
+    return write_json(host_dirfd, "checkpoint.json", obj, err);
+}
