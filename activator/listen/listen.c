@@ -1,0 +1,181 @@
+#include "activator/listen/listen.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+
+static int parse_port(const char *text, const char *where, const char *spec, uint16_t *port,
+                      act_error *err)
+{
+    char *end = NULL;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno || !*text || *end || value < 1 || value > 65535)
+        return act_error_set(err, EINVAL, "%s: \"%s\" has no valid port (1-65535) after the ':'",
+                             where, spec);
+    *port = (uint16_t)value;
+    return 0;
+}
+
+int act_listen_parse(const char *spec, const char *where, act_listen_address *out,
+                     act_error *err)
+{
+    act_listen_address address = {0};
+    if (spec[0] == '/') {
+        if (strlen(spec) >= sizeof(address.addr.un.sun_path))
+            return act_error_set(err, ENAMETOOLONG, "%s: unix path \"%s\" is longer than %zu bytes",
+                                 where, spec, sizeof(address.addr.un.sun_path) - 1);
+        address.addr.un.sun_family = AF_UNIX;
+        strcpy(address.addr.un.sun_path, spec);
+        address.len = sizeof(address.addr.un);
+        *out = address;
+        return 0;
+    }
+
+    char host[INET6_ADDRSTRLEN + 2];
+    const char *port_text;
+    if (spec[0] == '[') {
+        const char *close = strchr(spec, ']');
+        if (!close || close[1] != ':' || (size_t)(close - spec - 1) >= sizeof(host))
+            return act_error_set(err, EINVAL, "%s: \"%s\" is not [IPv6]:PORT", where, spec);
+        memcpy(host, spec + 1, (size_t)(close - spec - 1));
+        host[close - spec - 1] = '\0';
+        port_text = close + 2;
+    } else {
+        const char *colon = strrchr(spec, ':');
+        if (!colon || (size_t)(colon - spec) >= sizeof(host))
+            return act_error_set(err, EINVAL,
+                                 "%s: \"%s\" is not ADDRESS:PORT, [IPv6]:PORT or an absolute unix "
+                                 "path",
+                                 where, spec);
+        memcpy(host, spec, (size_t)(colon - spec));
+        host[colon - spec] = '\0';
+        port_text = colon + 1;
+    }
+    uint16_t port;
+    int r = parse_port(port_text, where, spec, &port, err);
+    if (r < 0)
+        return r;
+    if (inet_pton(AF_INET, host, &address.addr.in4.sin_addr) == 1) {
+        address.addr.in4.sin_family = AF_INET;
+        address.addr.in4.sin_port = htons(port);
+        address.len = sizeof(address.addr.in4);
+    } else if (inet_pton(AF_INET6, host, &address.addr.in6.sin6_addr) == 1) {
+        address.addr.in6.sin6_family = AF_INET6;
+        address.addr.in6.sin6_port = htons(port);
+        address.len = sizeof(address.addr.in6);
+    } else {
+        return act_error_set(err, EINVAL,
+                             "%s: \"%s\" is not a numeric IPv4 or IPv6 address (host names are not "
+                             "resolved)",
+                             where, host);
+    }
+    *out = address;
+    return 0;
+}
+
+void act_listen_format(const act_listen_address *address, char *out, size_t out_size)
+{
+    char host[INET6_ADDRSTRLEN];
+    switch (address->addr.sa.sa_family) {
+    case AF_UNIX:
+        snprintf(out, out_size, "%s", address->addr.un.sun_path);
+        break;
+    case AF_INET:
+        inet_ntop(AF_INET, &address->addr.in4.sin_addr, host, sizeof(host));
+        snprintf(out, out_size, "%s:%u", host, ntohs(address->addr.in4.sin_port));
+        break;
+    case AF_INET6:
+        inet_ntop(AF_INET6, &address->addr.in6.sin6_addr, host, sizeof(host));
+        snprintf(out, out_size, "[%s]:%u", host, ntohs(address->addr.in6.sin6_port));
+        break;
+    default:
+        snprintf(out, out_size, "(unknown family %d)", address->addr.sa.sa_family);
+    }
+}
+
+/* Only a socket file is ours to replace: a path that names a regular file or
+ * a directory is a configuration mistake, reported rather than deleted. */
+static int remove_stale_unix_socket(const char *path, act_error *err)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return errno == ENOENT ? 0 : act_error_set(err, errno, "cannot inspect %s: %s", path,
+                                                   strerror(errno));
+    if (!S_ISSOCK(st.st_mode))
+        return act_error_set(err, EEXIST,
+                             "%s exists and is not a socket; remove it or choose another "
+                             "ListenStream= path",
+                             path);
+    if (unlink(path) < 0)
+        return act_error_set(err, errno, "cannot replace stale socket %s: %s", path,
+                             strerror(errno));
+    return 0;
+}
+
+int act_listen_bind(const act_listen_address *address, int backlog, act_error *err)
+{
+    char shown[160];
+    act_listen_format(address, shown, sizeof(shown));
+    int family = address->addr.sa.sa_family;
+    _cleanup_close_ int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return act_error_set(err, errno, "cannot create a socket for %s: %s", shown,
+                             strerror(errno));
+    if (family == AF_UNIX) {
+        int r = remove_stale_unix_socket(address->addr.un.sun_path, err);
+        if (r < 0)
+            return r;
+    } else {
+        int on = 1;
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) < 0)
+            return act_error_set(err, errno, "cannot set SO_REUSEADDR on %s: %s", shown,
+                                 strerror(errno));
+        /* [::]:80 would otherwise also take IPv4 and clash with 0.0.0.0:80. */
+        if (family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on)) < 0)
+            return act_error_set(err, errno, "cannot set IPV6_V6ONLY on %s: %s", shown,
+                                 strerror(errno));
+    }
+    if (bind(fd, &address->addr.sa, address->len) < 0)
+        return act_error_set(err, errno, "cannot bind %s: %s%s", shown, strerror(errno),
+                             errno == EADDRINUSE ? " (another program listens there)" : "");
+    if (listen(fd, backlog > 0 ? backlog : SOMAXCONN) < 0)
+        return act_error_set(err, errno, "cannot listen on %s: %s", shown, strerror(errno));
+    return TAKE_FD(fd);
+}
+
+bool act_listen_fd_matches(int fd, const act_listen_address *address)
+{
+    int listening = 0, type = 0;
+    socklen_t size = sizeof(listening);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) < 0 || !listening)
+        return false;
+    size = sizeof(type);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) < 0 || type != SOCK_STREAM)
+        return false;
+    act_listen_address bound = {0};
+    bound.len = sizeof(bound.addr);
+    if (getsockname(fd, &bound.addr.sa, &bound.len) < 0)
+        return false;
+    if (bound.addr.sa.sa_family != address->addr.sa.sa_family)
+        return false;
+    switch (address->addr.sa.sa_family) {
+    case AF_UNIX:
+        return strcmp(bound.addr.un.sun_path, address->addr.un.sun_path) == 0;
+    case AF_INET:
+        return bound.addr.in4.sin_port == address->addr.in4.sin_port &&
+               bound.addr.in4.sin_addr.s_addr == address->addr.in4.sin_addr.s_addr;
+    case AF_INET6:
+        return bound.addr.in6.sin6_port == address->addr.in6.sin6_port &&
+               memcmp(&bound.addr.in6.sin6_addr, &address->addr.in6.sin6_addr,
+                      sizeof(struct in6_addr)) == 0;
+    }
+    return false;
+}

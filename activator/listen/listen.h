@@ -1,0 +1,42 @@
+/* Listening sockets the daemon owns on behalf of its hosts.
+ *
+ * The daemon binds every ListenStream= itself and keeps the socket for the
+ * host's whole life: parked, a first connection waits in the backlog; across
+ * a swap, generations N and N+1 accept from the same socket; across a daemon
+ * restart, the socket survives in systemd's FD store. So a client never sees
+ * a refused connection because of the activator. */
+#pragma once
+
+#include <stdbool.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "common/error.h"
+
+typedef struct act_listen_address {
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in4;
+        struct sockaddr_in6 in6;
+        struct sockaddr_un un;
+    } addr;
+    socklen_t len;
+} act_listen_address;
+
+/* Parses "127.0.0.1:8080", "[::1]:8080" or an absolute unix path
+ * "/run/web1.sock". `where` prefixes errors ("web1.conf:12: ListenStream"). */
+int act_listen_parse(const char *spec, const char *where, act_listen_address *out,
+                     act_error *err);
+
+/* Binds and listens: SO_REUSEADDR, close-on-exec, non-blocking (the daemon
+ * watches it on its loop; generations get it as-is and may change that).
+ * A stale unix socket file is replaced; any other file at the path is not. */
+int act_listen_bind(const act_listen_address *address, int backlog, act_error *err);
+
+/* True when fd is a listening stream socket bound to address: how the daemon
+ * recognises a socket handed back from the FD store after a restart. */
+bool act_listen_fd_matches(int fd, const act_listen_address *address);
+
+/* Human form for logs and status: "127.0.0.1:8080", "[::1]:8080", a path. */
+void act_listen_format(const act_listen_address *address, char *out, size_t out_size);

@@ -1,0 +1,115 @@
+/* Listening sockets: parsing, binding, recognising an fd from the FD store. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "activator/listen/listen.h"
+#include "common/cleanup.h"
+
+static void parses_the_three_forms(void **state)
+{
+    (void)state;
+    act_listen_address address;
+    act_error err = {0};
+    char shown[128];
+    assert_int_equal(act_listen_parse("127.0.0.1:8080", "t", &address, &err), 0);
+    act_listen_format(&address, shown, sizeof(shown));
+    assert_string_equal(shown, "127.0.0.1:8080");
+    assert_int_equal(act_listen_parse("[::1]:9", "t", &address, &err), 0);
+    act_listen_format(&address, shown, sizeof(shown));
+    assert_string_equal(shown, "[::1]:9");
+    assert_int_equal(act_listen_parse("/run/web1.sock", "t", &address, &err), 0);
+    act_listen_format(&address, shown, sizeof(shown));
+    assert_string_equal(shown, "/run/web1.sock");
+}
+
+static void refuses_bad_specs_saying_where(void **state)
+{
+    (void)state;
+    const char *bad[] = {"8080", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", "localhost:80",
+                         "[::1:80", "[::1]80", "relative/path", "1.2.3.4:80x", ""};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        act_listen_address address;
+        act_error err = {0};
+        assert_true(act_listen_parse(bad[i], "web1.conf:7: ListenStream", &address, &err) < 0);
+        assert_non_null(strstr(err.message, "web1.conf:7: ListenStream"));
+    }
+}
+
+static void binds_tcp_and_recognises_it(void **state)
+{
+    (void)state;
+    act_listen_address address;
+    act_error err = {0};
+    /* Port 0 is refused by the parser, so find a free port by binding one. */
+    _cleanup_close_ int probe = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in any = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(any);
+    assert_int_equal(bind(probe, (struct sockaddr *)&any, sizeof(any)), 0);
+    assert_int_equal(getsockname(probe, (struct sockaddr *)&any, &len), 0);
+    char spec[64];
+    snprintf(spec, sizeof(spec), "127.0.0.1:%u", ntohs(any.sin_port));
+    close(TAKE_FD(probe));
+
+    assert_int_equal(act_listen_parse(spec, "t", &address, &err), 0);
+    _cleanup_close_ int fd = act_listen_bind(&address, 16, &err);
+    assert_true(fd >= 0);
+    assert_true(act_listen_fd_matches(fd, &address));
+
+    act_listen_address other = address;
+    other.addr.in4.sin_port = htons((uint16_t)(ntohs(address.addr.in4.sin_port) ^ 1));
+    assert_false(act_listen_fd_matches(fd, &other));
+
+    /* The port is ours: a second bind says who is in the way. */
+    assert_int_equal(act_listen_bind(&address, 16, &err), -EADDRINUSE);
+    assert_non_null(strstr(err.message, "another program listens there"));
+}
+
+static void unix_socket_replaces_only_stale_sockets(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/act-listen-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof(path), "%s/web.sock", dir);
+    act_listen_address address;
+    act_error err = {0};
+    assert_int_equal(act_listen_parse(path, "t", &address, &err), 0);
+
+    int first = act_listen_bind(&address, 0, &err);
+    assert_true(first >= 0);
+    close(first); /* leaves a stale socket file, as a crashed daemon would */
+    _cleanup_close_ int second = act_listen_bind(&address, 0, &err);
+    assert_true(second >= 0);
+    assert_true(act_listen_fd_matches(second, &address));
+    unlink(path);
+
+    FILE *file = fopen(path, "w");
+    assert_non_null(file);
+    fclose(file);
+    assert_int_equal(act_listen_bind(&address, 0, &err), -EEXIST);
+    assert_non_null(strstr(err.message, "is not a socket"));
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0); /* not deleted */
+    unlink(path);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parses_the_three_forms),
+        cmocka_unit_test(refuses_bad_specs_saying_where),
+        cmocka_unit_test(binds_tcp_and_recognises_it),
+        cmocka_unit_test(unix_socket_replaces_only_stale_sockets),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
