@@ -1,0 +1,300 @@
+#include "activator/probe/probe.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+
+extern char **environ;
+
+struct act_probe {
+    sd_event *loop;
+    const act_probe_spec *spec;
+    uint64_t deadline_usec; /* CLOCK_MONOTONIC */
+    uint64_t interval_usec;
+    act_probe_done done;
+    void *userdata;
+    sd_event_source *timer;   /* next try, or the deadline while a try runs */
+    sd_event_source *attempt; /* the connect's socket or the command's pidfd */
+    int attempt_fd;
+    char last_failure[256];
+};
+
+static void free_argv(char **argv)
+{
+    for (char **p = argv; p && *p; p++)
+        free(*p);
+    free(argv);
+}
+
+void act_probe_spec_clear(act_probe_spec *spec)
+{
+    free_argv(spec->argv);
+    spec->argv = NULL;
+}
+
+/* Splits on blanks; probe commands are simple ("PATH ARGS"), so no quoting. */
+static int split_command(const char *text, const char *where, char ***out, act_error *err)
+{
+    size_t cap = 4, used = 0;
+    char **argv = calloc(cap, sizeof(*argv));
+    if (!argv)
+        return act_error_set(err, ENOMEM, "out of memory");
+    for (const char *p = text; *p;) {
+        p += strspn(p, " \t");
+        size_t len = strcspn(p, " \t");
+        if (!len)
+            break;
+        if (used + 2 > cap) {
+            cap *= 2;
+            char **grown = realloc(argv, cap * sizeof(*argv));
+            if (!grown) {
+                free_argv(argv);
+                return act_error_set(err, ENOMEM, "out of memory");
+            }
+            argv = grown;
+        }
+        argv[used] = strndup(p, len);
+        argv[++used] = NULL;
+        p += len;
+    }
+    if (!used || argv[0][0] != '/') {
+        free_argv(argv);
+        return act_error_set(err, EINVAL, "%s: exec: needs an absolute program path, got \"%s\"",
+                             where, text);
+    }
+    *out = argv;
+    return 0;
+}
+
+int act_probe_parse(const char *text, const char *where, act_probe_spec *out, act_error *err)
+{
+    act_probe_spec spec = {0};
+    if (strcmp(text, "notify") == 0) {
+        spec.kind = ACT_PROBE_NOTIFY;
+    } else if (strncmp(text, "tcp:", 4) == 0 || strncmp(text, "unix:", 5) == 0) {
+        bool is_unix = text[0] == 'u';
+        const char *target = text + (is_unix ? 5 : 4);
+        if (is_unix != (target[0] == '/'))
+            return act_error_set(err, EINVAL, "%s: \"%s\": use tcp:ADDR:PORT or unix:/ABSOLUTE/PATH",
+                                 where, text);
+        int r = act_listen_parse(target, where, &spec.address, err);
+        if (r < 0)
+            return r;
+        spec.kind = ACT_PROBE_CONNECT;
+    } else if (strncmp(text, "exec:", 5) == 0) {
+        int r = split_command(text + 5, where, &spec.argv, err);
+        if (r < 0)
+            return r;
+        spec.kind = ACT_PROBE_EXEC;
+    } else {
+        return act_error_set(err, EINVAL,
+                             "%s: \"%s\" is not one of notify, tcp:ADDR:PORT, unix:PATH, exec:PATH "
+                             "ARGS",
+                             where, text);
+    }
+    *out = spec;
+    return 0;
+}
+
+static void end_attempt(act_probe *probe)
+{
+    probe->attempt = sd_event_source_disable_unref(probe->attempt);
+    if (probe->attempt_fd >= 0 && probe->spec->kind == ACT_PROBE_EXEC) {
+        /* A command still running when the probe ends is killed and reaped
+         * here, so no probe ever leaves a zombie or a stray process. */
+        siginfo_t info = {0};
+        if (waitid(P_PIDFD, (id_t)probe->attempt_fd, &info, WEXITED | WNOHANG) == 0 &&
+            info.si_pid == 0) {
+            syscall(SYS_pidfd_send_signal, probe->attempt_fd, SIGKILL, NULL, 0);
+            waitid(P_PIDFD, (id_t)probe->attempt_fd, &info, WEXITED);
+        }
+    }
+    if (probe->attempt_fd >= 0)
+        close(probe->attempt_fd);
+    probe->attempt_fd = -1;
+}
+
+static void finish(act_probe *probe, bool ok)
+{
+    end_attempt(probe);
+    probe->timer = sd_event_source_disable_unref(probe->timer);
+    probe->done(probe, ok, ok ? NULL : probe->last_failure, probe->userdata);
+}
+
+static int on_timer(sd_event_source *source, uint64_t usec, void *userdata);
+
+/* After a failed try: the next one after the interval, or give up when the
+ * deadline comes first. */
+static void schedule_retry(act_probe *probe)
+{
+    end_attempt(probe);
+    uint64_t now = 0;
+    sd_event_now(probe->loop, CLOCK_MONOTONIC, &now);
+    if (now >= probe->deadline_usec) {
+        finish(probe, false);
+        return;
+    }
+    uint64_t next = now + probe->interval_usec;
+    if (next > probe->deadline_usec)
+        next = probe->deadline_usec;
+    probe->timer = sd_event_source_disable_unref(probe->timer);
+    if (sd_event_add_time(probe->loop, &probe->timer, CLOCK_MONOTONIC, next, 0, on_timer, probe) <
+        0)
+        finish(probe, false);
+}
+
+static int on_connect_ready(sd_event_source *source, int fd, uint32_t revents, void *userdata)
+{
+    act_probe *probe = userdata;
+    int error = 0;
+    socklen_t len = sizeof(error);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) < 0)
+        error = errno;
+    if (error == 0) {
+        finish(probe, true);
+        return 0;
+    }
+    snprintf(probe->last_failure, sizeof(probe->last_failure), "connect failed: %s",
+             strerror(error));
+    schedule_retry(probe);
+    return 0;
+}
+
+static int try_connect(act_probe *probe)
+{
+    const act_listen_address *address = &probe->spec->address;
+    int fd = socket(address->addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    probe->attempt_fd = fd;
+    if (connect(fd, &address->addr.sa, address->len) == 0) {
+        finish(probe, true);
+        return 0;
+    }
+    if (errno != EINPROGRESS) {
+        snprintf(probe->last_failure, sizeof(probe->last_failure), "connect failed: %s",
+                 strerror(errno));
+        schedule_retry(probe);
+        return 0;
+    }
+    return sd_event_add_io(probe->loop, &probe->attempt, fd, EPOLLOUT, on_connect_ready, probe);
+}
+
+static int on_command_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata)
+{
+    act_probe *probe = userdata;
+    siginfo_t info = {0};
+    if (waitid(P_PIDFD, (id_t)fd, &info, WEXITED | WNOHANG) < 0 || info.si_pid == 0)
+        return 0; /* spurious wake: not exited yet */
+    if (info.si_code == CLD_EXITED && info.si_status == 0) {
+        finish(probe, true);
+        return 0;
+    }
+    snprintf(probe->last_failure, sizeof(probe->last_failure), "%s %s %d", probe->spec->argv[0],
+             info.si_code == CLD_EXITED ? "exited with status" : "was killed by signal",
+             info.si_status);
+    schedule_retry(probe);
+    return 0;
+}
+
+static int try_command(act_probe *probe)
+{
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    pid_t pid;
+    int r = posix_spawn(&pid, probe->spec->argv[0], &actions, NULL, probe->spec->argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (r != 0) {
+        snprintf(probe->last_failure, sizeof(probe->last_failure), "cannot run %s: %s",
+                 probe->spec->argv[0], strerror(r));
+        schedule_retry(probe);
+        return 0;
+    }
+    /* The child is ours and unreaped, so its pid cannot be reused before
+     * pidfd_open. */
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0) {
+        r = -errno;
+        waitpid(pid, NULL, 0);
+        return r;
+    }
+    probe->attempt_fd = fd;
+    return sd_event_add_io(probe->loop, &probe->attempt, fd, EPOLLIN, on_command_exit, probe);
+}
+
+static int on_timer(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    act_probe *probe = userdata;
+    probe->timer = sd_event_source_disable_unref(probe->timer);
+    if (probe->attempt) {
+        /* The deadline passed while a try was still running. */
+        snprintf(probe->last_failure + strlen(probe->last_failure),
+                 sizeof(probe->last_failure) - strlen(probe->last_failure), "%s",
+                 probe->last_failure[0] ? " (then timed out)" : "timed out");
+        finish(probe, false);
+        return 0;
+    }
+    int r = probe->spec->kind == ACT_PROBE_EXEC ? try_command(probe) : try_connect(probe);
+    if (r < 0) {
+        snprintf(probe->last_failure, sizeof(probe->last_failure), "probe failed: %s",
+                 strerror(-r));
+        finish(probe, false);
+        return 0;
+    }
+    /* A try in flight is bounded by the deadline. */
+    if (probe->attempt && !probe->timer)
+        sd_event_add_time(probe->loop, &probe->timer, CLOCK_MONOTONIC, probe->deadline_usec, 0,
+                          on_timer, probe);
+    return 0;
+}
+
+int act_probe_start(sd_event *loop, const act_probe_spec *spec, uint64_t timeout_usec,
+                    uint64_t interval_usec, act_probe_done done, void *userdata, act_probe **out,
+                    act_error *err)
+{
+    if (spec->kind == ACT_PROBE_NOTIFY)
+        return act_error_set(err, EINVAL, "notify readiness is not a probe");
+    act_probe *probe = calloc(1, sizeof(*probe));
+    if (!probe)
+        return act_error_set(err, ENOMEM, "out of memory");
+    uint64_t now = 0;
+    sd_event_now(loop, CLOCK_MONOTONIC, &now);
+    *probe = (act_probe){
+        .loop = loop,
+        .spec = spec,
+        .deadline_usec = now + timeout_usec,
+        .interval_usec = interval_usec ? interval_usec : 50000,
+        .done = done,
+        .userdata = userdata,
+        .attempt_fd = -1,
+    };
+    /* The first try runs from the loop, so `done` never fires before the
+     * caller has stored the probe. */
+    int r = sd_event_add_time(loop, &probe->timer, CLOCK_MONOTONIC, now, 0, on_timer, probe);
+    if (r < 0) {
+        free(probe);
+        return act_error_set(err, -r, "cannot start probe: %s", strerror(-r));
+    }
+    *out = probe;
+    return 0;
+}
+
+void act_probe_free(act_probe *probe)
+{
+    if (!probe)
+        return;
+    end_attempt(probe);
+    sd_event_source_disable_unref(probe->timer);
+    free(probe);
+}

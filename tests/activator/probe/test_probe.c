@@ -1,0 +1,122 @@
+/* Probes on a real loop against real sockets and commands. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "activator/probe/probe.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+
+typedef struct outcome {
+    bool finished;
+    bool ok;
+    char why[256];
+} outcome;
+
+static void on_done(act_probe *probe, bool ok, const char *why, void *userdata)
+{
+    outcome *result = userdata;
+    result->finished = true;
+    result->ok = ok;
+    snprintf(result->why, sizeof(result->why), "%s", why ? why : "");
+}
+
+static outcome run_probe(const char *text, uint64_t timeout_usec)
+{
+    sd_event *loop = NULL;
+    assert_int_equal(sd_event_new(&loop), 0);
+    act_probe_spec spec;
+    act_error err = {0};
+    assert_int_equal(act_probe_parse(text, "test", &spec, &err), 0);
+    outcome result = {0};
+    act_probe *probe = NULL;
+    assert_int_equal(act_probe_start(loop, &spec, timeout_usec, 20000, on_done, &result, &probe,
+                                     &err),
+                     0);
+    while (!result.finished)
+        assert_true(sd_event_run(loop, UINT64_MAX) >= 0);
+    act_probe_free(probe);
+    act_probe_spec_clear(&spec);
+    sd_event_unref(loop);
+    return result;
+}
+
+static uint16_t listening_port(int *fd_out)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in address = {.sin_family = AF_INET,
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(address);
+    assert_int_equal(bind(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&address, &len), 0);
+    *fd_out = fd;
+    return ntohs(address.sin_port);
+}
+
+static void tcp_probe_succeeds_once_something_listens(void **state)
+{
+    (void)state;
+    _cleanup_close_ int fd = -1;
+    uint16_t port = listening_port(&fd);
+    assert_int_equal(listen(fd, 4), 0);
+    char text[64];
+    snprintf(text, sizeof(text), "tcp:127.0.0.1:%u", port);
+    outcome result = run_probe(text, 2000000);
+    assert_true(result.ok);
+}
+
+static void tcp_probe_times_out_on_a_closed_port(void **state)
+{
+    (void)state;
+    _cleanup_close_ int fd = -1;
+    uint16_t port = listening_port(&fd); /* bound, never listening: refused */
+    char text[64];
+    snprintf(text, sizeof(text), "tcp:127.0.0.1:%u", port);
+    uint64_t start = act_now_usec();
+    outcome result = run_probe(text, 200000);
+    assert_false(result.ok);
+    assert_non_null(strstr(result.why, "Connection refused"));
+    assert_true(act_now_usec() - start >= 200000);
+}
+
+static void exec_probe_reports_status(void **state)
+{
+    (void)state;
+    assert_true(run_probe("exec:/bin/true", 1000000).ok);
+    outcome failed = run_probe("exec:/bin/sh -c exit\\ 3", 100000);
+    assert_false(failed.ok);
+    outcome slow = run_probe("exec:/bin/sleep 5", 200000);
+    assert_false(slow.ok);
+    assert_non_null(strstr(slow.why, "timed out"));
+}
+
+static void bad_specs_are_refused(void **state)
+{
+    (void)state;
+    const char *bad[] = {"http://x", "tcp:", "tcp:/path", "unix:relative", "exec:", "exec:sh -c 1",
+                         "ready"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        act_probe_spec spec;
+        act_error err = {0};
+        assert_true(act_probe_parse(bad[i], "web1.conf:4: Ready", &spec, &err) < 0);
+        assert_non_null(strstr(err.message, "web1.conf:4: Ready"));
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(tcp_probe_succeeds_once_something_listens),
+        cmocka_unit_test(tcp_probe_times_out_on_a_closed_port),
+        cmocka_unit_test(exec_probe_reports_status),
+        cmocka_unit_test(bad_specs_are_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
