@@ -1,0 +1,144 @@
+/* Shared pieces of release/ that are not part of its public API. Tests may
+ * include this header to exercise a part (the O_NOFOLLOW walk, the manifest
+ * parser) directly. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <openssl/evp.h>
+
+#include "common/error.h"
+#include "release/release.h"
+
+/* Streaming block size for every hash and copy: large enough that the
+ * per-call overhead of read() and EVP_DigestUpdate() disappears next to the
+ * hashing itself, small enough to stay in L2/L3-friendly territory. */
+#define REL_BLOCK_SIZE (1u << 20)
+
+/* Source directories deeper than this are refused: every level holds a
+ * directory fd open during the copy and the walks recurse. */
+#define REL_MAX_DEPTH 64
+
+#define REL_MANIFEST_NAME "manifest.json"
+#define REL_LIVE_NAME "live"
+#define REL_STAGING_PREFIX ".staging-"
+#define REL_TRASH_PREFIX ".trash-"
+#define REL_LIVE_TMP_PREFIX ".live.tmp-"
+
+struct rel_store {
+    int dirfd;
+    char *path; /* for error messages only; lookups go through dirfd */
+};
+
+/* ---- names and paths (names.c) ---- */
+
+/* A version name is a common/names.h name that is also not "live", which
+ * would collide with the live link in the same directory. */
+int rel_version_check(const char *version, act_error *err);
+
+/* True for a path inside a build: relative, components of 1 to 255 bytes
+ * separated by single '/', none "." or "..", no control characters, shorter
+ * than REL_PATH_SIZE. */
+bool rel_build_path_is_valid(const char *path);
+int rel_build_path_check(const char *what, const char *path, act_error *err);
+
+/* True for 64 lowercase hex digits. */
+bool rel_digest_is_valid(const char *digest);
+
+/* ---- hashing (digest.c) ---- */
+
+/* A new EVP context initialised for SHA-256, or NULL when out of memory. */
+EVP_MD_CTX *rel_sha256_new(void);
+/* Finishes ctx into lowercase hex. */
+int rel_sha256_final_hex(EVP_MD_CTX *ctx, char out[REL_DIGEST_SIZE]);
+
+/* ---- opening inside a build (open_beneath.c) ---- */
+
+/* Opens path (a valid build path) relative to build_dirfd with flags, never
+ * following a symlink on any component and never leaving build_dirfd.
+ * Returns the fd or a negative errno (-ELOOP for a symlink). Uses openat2
+ * when the kernel has it, else rel_open_beneath_walk. */
+int rel_open_beneath(int build_dirfd, const char *path, int flags);
+/* The fallback: one O_NOFOLLOW openat per component. */
+int rel_open_beneath_walk(int build_dirfd, const char *path, int flags);
+
+/* ---- manifests (manifest.c) ---- */
+
+typedef struct rel_file {
+    char *path;
+    uint64_t size;
+    char digest[REL_DIGEST_SIZE];
+} rel_file;
+
+typedef struct rel_manifest {
+    char host[REL_NAME_SIZE];
+    char version[REL_NAME_SIZE];
+    char exec_path[REL_PATH_SIZE];
+    char build_digest[REL_DIGEST_SIZE];
+    uint64_t staged_at;
+    rel_file *files; /* sorted by path, strcmp order, no duplicates */
+    size_t n_files;
+} rel_manifest;
+
+/* Computes the build digest (encoding in release.h) of files, which must
+ * already be sorted. */
+int rel_build_digest(const rel_file *files, size_t n_files, char out[REL_DIGEST_SIZE]);
+
+/* Reads and validates <version_dirfd>/manifest.json. where is the file's
+ * path for messages. host and version are what the directory says the build
+ * is; a manifest naming anything else is refused. */
+int rel_manifest_read(int version_dirfd, const char *where, const char *host,
+                      const char *version, rel_manifest *out, act_error *err);
+
+/* Writes m as <dirfd>/manifest.json (mode 0444) with act_write_atomic. */
+int rel_manifest_write(int dirfd, const rel_manifest *m, act_error *err);
+
+/* The file entry for path, or NULL. */
+const rel_file *rel_manifest_find(const rel_manifest *m, const char *path);
+
+/* Fills id from m; exec_path selects the executable (m->exec_path when
+ * NULL). The path must be listed. */
+void rel_manifest_identity(const rel_manifest *m, const rel_file *exec, rel_identity *id);
+
+void rel_manifest_clear(rel_manifest *m);
+
+/* ---- host directories (store.c) ---- */
+
+/* Opens <releases>/<host> as a directory fd, never through a symlink.
+ * With create, makes it first (mode 0755). */
+int rel_host_open(rel_store *store, const char *host, bool create, act_error *err);
+
+/* Opens <host>/<version> as a directory fd, never through a symlink; errors
+ * say that the version is not staged. */
+int rel_version_open(rel_store *store, int host_dirfd, const char *host, const char *version,
+                     act_error *err);
+
+/* Reads the live link of an open host directory into out, once. */
+int rel_live_read(rel_store *store, int host_dirfd, const char *host, char out[REL_NAME_SIZE],
+                  act_error *err);
+
+/* Takes an exclusive flock on fd, waiting; promote and gc hold the host's so
+ * gc never removes a version that a concurrent promote is making live. */
+int rel_lock(int fd, bool wait);
+
+/* Removes dirfd/name and everything below it. */
+int rel_remove_tree(int dirfd, const char *name);
+
+/* Removes staging and trash directories that nobody holds a lock on any
+ * more: leftovers of a stage or gc that crashed. Best effort. With
+ * live_tmp_too (only under the host lock) also removes stale temporary live
+ * links of a crashed promote. */
+void rel_sweep_stale(int host_dirfd, bool live_tmp_too);
+
+/* A random 8-hex-digit suffix for temporary names. */
+void rel_random_suffix(char out[9]);
+
+/* Lists the versions in an open host directory (rel_list's body). */
+int rel_list_open(rel_store *store, int host_dirfd, const char *host, rel_entry **entries,
+                  size_t *n, act_error *err);
+
+/* Verifies the version directory (rel_verify's body). */
+int rel_verify_open(rel_store *store, int host_dirfd, const char *host, const char *version,
+                    act_error *err);

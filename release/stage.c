@@ -1,0 +1,446 @@
+/* rel_stage: copy a build into the releases tree, hashing while copying, and
+ * make it visible in one rename. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/fileio.h"
+#include "common/names.h"
+#include "release/internal.h"
+
+uint64_t rel_test_abort_after_bytes;
+
+typedef struct stage_copy {
+    const char *host;
+    const char *version;
+    const char *source_path;
+    const char *exec_path; /* the executable, relative to the build root */
+    rel_file *files;
+    size_t n_files, cap_files;
+    uint64_t copied;
+    unsigned char *buf;
+    act_error *err;
+} stage_copy;
+
+static void md_ctx_freep(EVP_MD_CTX **ctx)
+{
+    EVP_MD_CTX_free(*ctx);
+}
+
+static int write_all(int fd, const unsigned char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int add_file(stage_copy *copy, const char *path, uint64_t size, const char *digest)
+{
+    if (copy->n_files == copy->cap_files) {
+        size_t cap = copy->cap_files ? copy->cap_files * 2 : 16;
+        rel_file *grown = realloc(copy->files, cap * sizeof(rel_file));
+        if (!grown)
+            return -ENOMEM;
+        copy->files = grown;
+        copy->cap_files = cap;
+    }
+    rel_file *file = &copy->files[copy->n_files];
+    file->path = strdup(path);
+    if (!file->path)
+        return -ENOMEM;
+    file->size = size;
+    memcpy(file->digest, digest, REL_DIGEST_SIZE);
+    copy->n_files++;
+    return 0;
+}
+
+/* Copies one open regular file to dst_dirfd/name, hashing the bytes on
+ * their way through, and records it under rel_path. */
+static int copy_file(stage_copy *copy, int src_fd, int dst_dirfd, const char *name,
+                     const char *rel_path, mode_t src_mode)
+{
+    act_error *err = copy->err;
+    _cleanup_(md_ctx_freep) EVP_MD_CTX *ctx = rel_sha256_new();
+    if (!ctx)
+        return act_error_set(err, ENOMEM, "out of memory setting up SHA-256");
+    _cleanup_close_ int dst_fd =
+        openat(dst_dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (dst_fd < 0)
+        return act_error_set(err, errno, "cannot create the staged copy of %s: %s", rel_path,
+                             strerror(errno));
+    (void)posix_fadvise(src_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+
+    uint64_t size = 0;
+    for (;;) {
+        ssize_t n = read(src_fd, copy->buf, REL_BLOCK_SIZE);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return act_error_set(err, errno, "cannot read %s from %s: %s", rel_path,
+                                 copy->source_path, strerror(errno));
+        }
+        if (n == 0)
+            break;
+        if (EVP_DigestUpdate(ctx, copy->buf, (size_t)n) != 1)
+            return act_error_set(err, EIO, "SHA-256 update failed in OpenSSL");
+        int r = write_all(dst_fd, copy->buf, (size_t)n);
+        if (r < 0)
+            return act_error_set(err, -r, "cannot write the staged copy of %s: %s", rel_path,
+                                 strerror(-r));
+        size += (uint64_t)n;
+        copy->copied += (uint64_t)n;
+        /* The crash test: die the way a power cut or SIGKILL would, with no
+         * cleanup handler running, halfway through a file. */
+        if (rel_test_abort_after_bytes && copy->copied >= rel_test_abort_after_bytes)
+            kill(getpid(), SIGKILL);
+    }
+
+    /* Staged files are read-only; the executable and anything that was
+     * executable in the source keep the execute bits. Nothing is writable by
+     * group or other, which resolve insists on. */
+    bool executable = strcmp(rel_path, copy->exec_path) == 0 || (src_mode & 0111);
+    if (fchmod(dst_fd, executable ? 0555 : 0444) < 0)
+        return act_error_set(err, errno, "cannot set the mode of the staged %s: %s", rel_path,
+                             strerror(errno));
+    if (fsync(dst_fd) < 0)
+        return act_error_set(err, errno, "cannot fsync the staged %s: %s", rel_path,
+                             strerror(errno));
+    char digest[REL_DIGEST_SIZE];
+    if (rel_sha256_final_hex(ctx, digest) < 0)
+        return act_error_set(err, EIO, "SHA-256 finalisation failed in OpenSSL");
+    if (add_file(copy, rel_path, size, digest) < 0)
+        return act_error_set(err, ENOMEM, "out of memory recording %s", rel_path);
+    return 0;
+}
+
+static int join_path(char *out, const char *prefix, const char *name)
+{
+    int n = prefix[0] ? snprintf(out, REL_PATH_SIZE, "%s/%s", prefix, name)
+                      : snprintf(out, REL_PATH_SIZE, "%s", name);
+    return n < 0 || n >= REL_PATH_SIZE ? -ENAMETOOLONG : 0;
+}
+
+static void closedirp(DIR **dir)
+{
+    if (*dir)
+        closedir(*dir);
+}
+
+/* Copies the directory src_dirfd into dst_dirfd (both open), entry by
+ * entry, refusing anything but regular files and directories. */
+static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *prefix,
+                    int depth)
+{
+    act_error *err = copy->err;
+    if (depth > REL_MAX_DEPTH)
+        return act_error_set(err, ELOOP, "source %s: directories nest deeper than %d levels at "
+                             "%s", copy->source_path, REL_MAX_DEPTH, prefix);
+    int dup_fd = dup(src_dirfd);
+    if (dup_fd < 0)
+        return act_error_set(err, errno, "cannot read source %s: %s", copy->source_path,
+                             strerror(errno));
+    _cleanup_(closedirp) DIR *dir = fdopendir(dup_fd);
+    if (!dir) {
+        close(dup_fd);
+        return act_error_set(err, errno, "cannot read source %s: %s", copy->source_path,
+                             strerror(errno));
+    }
+    struct dirent *de;
+    errno = 0;
+    while ((de = readdir(dir))) {
+        const char *name = de->d_name;
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+            continue;
+        char rel_path[REL_PATH_SIZE];
+        if (join_path(rel_path, prefix, name) < 0)
+            return act_error_set(err, ENAMETOOLONG, "source %s: path %s/%s is longer than %d "
+                                 "bytes", copy->source_path, prefix, name, REL_PATH_SIZE - 1);
+        if (rel_build_path_check("file in source", rel_path, err) < 0)
+            return act_error_prefix(err, "source %s", copy->source_path);
+        if (depth == 0 && strcmp(name, REL_MANIFEST_NAME) == 0)
+            return act_error_set(err, EINVAL, "source %s: a top-level %s is reserved for the "
+                                 "staged build's manifest; move or rename it",
+                                 copy->source_path, REL_MANIFEST_NAME);
+
+        struct stat st;
+        if (fstatat(src_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            return act_error_set(err, errno, "source %s: cannot stat %s: %s", copy->source_path,
+                                 rel_path, strerror(errno));
+        if (S_ISLNK(st.st_mode))
+            return act_error_set(err, ELOOP, "source %s: %s is a symlink; a build must hold the "
+                                 "real files (copy the target in instead)",
+                                 copy->source_path, rel_path);
+        if (S_ISDIR(st.st_mode)) {
+            if (mkdirat(dst_dirfd, name, 0755) < 0)
+                return act_error_set(err, errno, "cannot create staged directory %s: %s",
+                                     rel_path, strerror(errno));
+            _cleanup_close_ int src_child =
+                openat(src_dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            _cleanup_close_ int dst_child =
+                openat(dst_dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (src_child < 0 || dst_child < 0)
+                return act_error_set(err, errno, "source %s: cannot open directory %s: %s",
+                                     copy->source_path, rel_path, strerror(errno));
+            int r = copy_dir(copy, src_child, dst_child, rel_path, depth + 1);
+            if (r < 0)
+                return r;
+            continue;
+        }
+        if (!S_ISREG(st.st_mode))
+            return act_error_set(err, EPERM, "source %s: %s is not a regular file or directory "
+                                 "(a device, fifo or socket); leave it out of the build",
+                                 copy->source_path, rel_path);
+        _cleanup_close_ int src_fd =
+            openat(src_dirfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+        if (src_fd < 0)
+            return act_error_set(err, errno, "source %s: cannot open %s: %s", copy->source_path,
+                                 rel_path, strerror(errno));
+        int r = copy_file(copy, src_fd, dst_dirfd, name, rel_path, st.st_mode);
+        if (r < 0)
+            return r;
+        errno = 0;
+    }
+    if (errno != 0)
+        return act_error_set(err, errno, "cannot read source %s: %s", copy->source_path,
+                             strerror(errno));
+    if (fsync(dst_dirfd) < 0)
+        return act_error_set(err, errno, "cannot fsync staged directory %s: %s",
+                             prefix[0] ? prefix : ".", strerror(errno));
+    return 0;
+}
+
+static int file_cmp(const void *a, const void *b)
+{
+    return strcmp(((const rel_file *)a)->path, ((const rel_file *)b)->path);
+}
+
+/* Fills the staging directory from the source and writes its manifest. */
+static int fill_staging(stage_copy *copy, int src_fd, const struct stat *src_st,
+                        int staging_fd, rel_manifest *m)
+{
+    act_error *err = copy->err;
+    copy->buf = malloc(REL_BLOCK_SIZE);
+    if (!copy->buf)
+        return act_error_set(err, ENOMEM, "out of memory allocating the copy buffer");
+    int r;
+    if (S_ISDIR(src_st->st_mode))
+        r = copy_dir(copy, src_fd, staging_fd, "", 0);
+    else
+        r = copy_file(copy, src_fd, staging_fd, copy->exec_path, copy->exec_path,
+                      src_st->st_mode);
+    if (r < 0)
+        return r;
+    if (fsync(staging_fd) < 0)
+        return act_error_set(err, errno, "cannot fsync the staging directory: %s",
+                             strerror(errno));
+
+    qsort(copy->files, copy->n_files, sizeof(rel_file), file_cmp);
+    m->files = copy->files;
+    m->n_files = copy->n_files;
+    const rel_file *exec = rel_manifest_find(m, copy->exec_path);
+    if (!exec)
+        return act_error_set(err, ENOENT, "source %s has no regular file %s; exec_path must name "
+                             "the executable inside the build", copy->source_path,
+                             copy->exec_path);
+    snprintf(m->host, sizeof(m->host), "%s", copy->host);
+    snprintf(m->version, sizeof(m->version), "%s", copy->version);
+    snprintf(m->exec_path, sizeof(m->exec_path), "%s", copy->exec_path);
+    m->staged_at = act_wallclock_usec();
+    if (rel_build_digest(m->files, m->n_files, m->build_digest) < 0)
+        return act_error_set(err, EIO, "cannot compute the build digest");
+    r = rel_manifest_write(staging_fd, m, err);
+    if (r < 0)
+        return r;
+    /* Made traversable only now: a half-filled staging dir stays 0700. */
+    if (fchmod(staging_fd, 0755) < 0 || fsync(staging_fd) < 0)
+        return act_error_set(err, errno, "cannot finish the staging directory: %s",
+                             strerror(errno));
+    return 0;
+}
+
+/* The version already exists: same content is a no-op, anything else is
+ * refused. Either way the caller drops its staging copy. */
+static int compare_existing(rel_store *store, int host_dirfd, const rel_manifest *staged,
+                            rel_identity *out, act_error *err)
+{
+    const char *host = staged->host, *version = staged->version;
+    _cleanup_close_ int version_fd = rel_version_open(store, host_dirfd, host, version, err);
+    if (version_fd < 0)
+        return version_fd;
+    char where[PATH_MAX];
+    snprintf(where, sizeof(where), "%s/%s/%s/%s", store->path, host, version, REL_MANIFEST_NAME);
+    rel_manifest existing;
+    int r = rel_manifest_read(version_fd, where, host, version, &existing, err);
+    if (r < 0)
+        return act_error_prefix(err, "host %s: version %s already exists and cannot be compared",
+                                host, version);
+    if (strcmp(existing.build_digest, staged->build_digest) != 0 ||
+        strcmp(existing.exec_path, staged->exec_path) != 0) {
+        r = act_error_set(err, EEXIST,
+                          "host %s: version %s is already staged with different content (build "
+                          "digest %s, executable %s); this source has build digest %s, executable "
+                          "%s; stage it under a new version",
+                          host, version, existing.build_digest, existing.exec_path,
+                          staged->build_digest, staged->exec_path);
+        rel_manifest_clear(&existing);
+        return r;
+    }
+    /* Same content: make sure what is on disk still is that content before
+     * telling the caller all is well. */
+    r = rel_verify_open(store, host_dirfd, host, version, err);
+    if (r < 0) {
+        rel_manifest_clear(&existing);
+        return act_error_prefix(err, "host %s: version %s is staged with this content but is "
+                                "damaged on disk; remove it (gc) and stage it again",
+                                host, version);
+    }
+    if (out)
+        rel_manifest_identity(&existing, NULL, out);
+    rel_manifest_clear(&existing);
+    return 0;
+}
+
+static const char *base_name(const char *path)
+{
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    const char *slash = memrchr(path, '/', len);
+    return slash ? slash + 1 : path;
+}
+
+int rel_stage(rel_store *store, const char *host, const char *version, const char *source_path,
+              const char *exec_path, rel_identity *out, act_error *err)
+{
+    int r = act_name_check("host", host, err);
+    if (r < 0)
+        return r;
+    r = rel_version_check(version, err);
+    if (r < 0)
+        return r;
+    if (!source_path || source_path[0] == '\0')
+        return act_error_set(err, EINVAL, "host %s: version %s: the source path is empty", host,
+                             version);
+    if (exec_path && (r = rel_build_path_check("exec_path", exec_path, err)) < 0)
+        return act_error_prefix(err, "host %s: version %s", host, version);
+
+    /* The top-level source may be reached through a symlink (an operator's
+     * "current" link); inside a directory nothing is followed. */
+    _cleanup_close_ int src_fd = open(source_path, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+    if (src_fd < 0)
+        return act_error_set(err, errno, "host %s: version %s: cannot open source %s: %s", host,
+                             version, source_path, strerror(errno));
+    struct stat src_st;
+    if (fstat(src_fd, &src_st) < 0)
+        return act_error_set(err, errno, "host %s: version %s: cannot stat source %s: %s", host,
+                             version, source_path, strerror(errno));
+
+    char single_name[REL_PATH_SIZE];
+    if (S_ISREG(src_st.st_mode)) {
+        if (exec_path)
+            return act_error_set(err, EINVAL, "host %s: version %s: source %s is a single file, "
+                                 "so exec_path must be empty (the file is the executable)",
+                                 host, version, source_path);
+        /* A single-file build keeps its file name, so the process sees the
+         * argv[0]-like name it was built with. */
+        snprintf(single_name, sizeof(single_name), "%s", base_name(source_path));
+        if (!rel_build_path_is_valid(single_name) || strchr(single_name, '/') ||
+            strcmp(single_name, REL_MANIFEST_NAME) == 0)
+            return act_error_set(err, EINVAL, "host %s: version %s: source file name \"%s\" "
+                                 "cannot be a file name inside a build; rename the file",
+                                 host, version, single_name);
+        exec_path = single_name;
+    } else if (S_ISDIR(src_st.st_mode)) {
+        if (!exec_path)
+            return act_error_set(err, EINVAL, "host %s: version %s: source %s is a directory; "
+                                 "name the executable inside it (exec_path)",
+                                 host, version, source_path);
+    } else {
+        return act_error_set(err, EINVAL, "host %s: version %s: source %s is neither a regular "
+                             "file nor a directory", host, version, source_path);
+    }
+
+    _cleanup_close_ int host_dirfd = rel_host_open(store, host, true, err);
+    if (host_dirfd < 0)
+        return host_dirfd;
+    rel_sweep_stale(host_dirfd, false);
+
+    char suffix[9], staging_name[NAME_MAX + 1];
+    rel_random_suffix(suffix);
+    snprintf(staging_name, sizeof(staging_name), "%s%s-%s", REL_STAGING_PREFIX, version, suffix);
+    if (mkdirat(host_dirfd, staging_name, 0700) < 0)
+        return act_error_set(err, errno, "host %s: version %s: cannot create staging directory "
+                             "%s/%s/%s: %s", host, version, store->path, host, staging_name,
+                             strerror(errno));
+    _cleanup_close_ int staging_fd =
+        openat(host_dirfd, staging_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* The lock marks the staging directory as in use; a sweep by another
+     * stage or gc leaves it alone until this process exits. */
+    if (staging_fd < 0 || rel_lock(staging_fd, false) < 0) {
+        r = act_error_set(err, errno, "host %s: version %s: cannot open and lock staging "
+                          "directory %s: %s", host, version, staging_name, strerror(errno));
+        rel_remove_tree(host_dirfd, staging_name);
+        return r;
+    }
+
+    stage_copy copy = {
+        .host = host,
+        .version = version,
+        .source_path = source_path,
+        .exec_path = exec_path,
+        .err = err,
+    };
+    rel_manifest m = {0};
+    r = fill_staging(&copy, src_fd, &src_st, staging_fd, &m);
+    free(copy.buf);
+    /* From here m owns the file list. */
+    m.files = copy.files;
+    m.n_files = copy.n_files;
+    if (r < 0) {
+        act_error_prefix(err, "host %s: version %s: staging failed, nothing was changed", host,
+                         version);
+        goto drop_staging;
+    }
+
+    if (renameat2(host_dirfd, staging_name, host_dirfd, version, RENAME_NOREPLACE) == 0) {
+        r = act_fsync_dir(host_dirfd, err);
+        if (r < 0) {
+            act_error_prefix(err, "host %s: version %s", host, version);
+        } else if (out) {
+            rel_manifest_identity(&m, NULL, out);
+        }
+        rel_manifest_clear(&m);
+        return r;
+    }
+    if (errno == EEXIST || errno == ENOTEMPTY) {
+        r = compare_existing(store, host_dirfd, &m, out, err);
+    } else {
+        r = act_error_set(err, errno, "host %s: version %s: cannot rename the staged build into "
+                          "place: %s", host, version, strerror(errno));
+    }
+
+drop_staging:
+    rel_manifest_clear(&m);
+    int rr = rel_remove_tree(host_dirfd, staging_name);
+    if (rr < 0 && r == 0)
+        r = act_error_set(err, -rr, "host %s: version %s: cannot remove staging directory %s: %s",
+                          host, version, staging_name, strerror(-rr));
+    return r;
+}

@@ -1,0 +1,154 @@
+/* rel_verify: re-hash every file of a build and check the build holds
+ * exactly what its manifest lists. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/names.h"
+#include "release/internal.h"
+
+typedef struct verify_walk {
+    const rel_manifest *m;
+    bool *seen; /* parallel to m->files */
+    const char *label;
+    act_error *err;
+} verify_walk;
+
+static void closedirp(DIR **dir)
+{
+    if (*dir)
+        closedir(*dir);
+}
+
+static int check_file(verify_walk *walk, int dirfd, const char *name, const char *rel_path)
+{
+    act_error *err = walk->err;
+    const rel_file *file = rel_manifest_find(walk->m, rel_path);
+    if (!file)
+        return act_error_set(err, EBADMSG, "%s: file %s is in the build but not in its manifest; "
+                             "something was added after staging; restage the version",
+                             walk->label, rel_path);
+    walk->seen[file - walk->m->files] = true;
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return act_error_set(err, errno, "%s: cannot open %s: %s", walk->label, rel_path,
+                             strerror(errno));
+    char actual[REL_DIGEST_SIZE];
+    uint64_t size = 0;
+    int r = rel_digest_fd(fd, actual, &size, err);
+    if (r < 0)
+        return act_error_prefix(err, "%s: %s", walk->label, rel_path);
+    if (size != file->size || strcmp(actual, file->digest) != 0)
+        return act_error_set(err, EBADMSG,
+                             "%s: file %s does not match its manifest: expected SHA-256 %s (%llu "
+                             "bytes), actual SHA-256 %s (%llu bytes); restage the version",
+                             walk->label, rel_path, file->digest,
+                             (unsigned long long)file->size, actual, (unsigned long long)size);
+    return 0;
+}
+
+static int walk_dir(verify_walk *walk, int dirfd, const char *prefix, int depth)
+{
+    act_error *err = walk->err;
+    if (depth > REL_MAX_DEPTH)
+        return act_error_set(err, ELOOP, "%s: directories nest deeper than %d levels", walk->label,
+                             REL_MAX_DEPTH);
+    int dup_fd = dup(dirfd);
+    if (dup_fd < 0)
+        return act_error_set(err, errno, "%s: cannot read the build: %s", walk->label,
+                             strerror(errno));
+    _cleanup_(closedirp) DIR *dir = fdopendir(dup_fd);
+    if (!dir) {
+        close(dup_fd);
+        return act_error_set(err, errno, "%s: cannot read the build: %s", walk->label,
+                             strerror(errno));
+    }
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        const char *name = de->d_name;
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+            continue;
+        if (depth == 0 && strcmp(name, REL_MANIFEST_NAME) == 0)
+            continue;
+        char rel_path[REL_PATH_SIZE];
+        int n = prefix[0] ? snprintf(rel_path, sizeof(rel_path), "%s/%s", prefix, name)
+                          : snprintf(rel_path, sizeof(rel_path), "%s", name);
+        if (n < 0 || (size_t)n >= sizeof(rel_path))
+            return act_error_set(err, EBADMSG, "%s: a path under %s is too long to be in a "
+                                 "manifest; something was added after staging",
+                                 walk->label, prefix);
+        struct stat st;
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            return act_error_set(err, errno, "%s: cannot stat %s: %s", walk->label, rel_path,
+                                 strerror(errno));
+        int r;
+        if (S_ISDIR(st.st_mode)) {
+            _cleanup_close_ int child =
+                openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (child < 0)
+                return act_error_set(err, errno, "%s: cannot open %s: %s", walk->label, rel_path,
+                                     strerror(errno));
+            r = walk_dir(walk, child, rel_path, depth + 1);
+        } else if (S_ISREG(st.st_mode)) {
+            r = check_file(walk, dirfd, name, rel_path);
+        } else if (S_ISLNK(st.st_mode)) {
+            r = act_error_set(err, ELOOP, "%s: %s is a symlink; a build holds only real files; "
+                              "restage the version", walk->label, rel_path);
+        } else {
+            r = act_error_set(err, EPERM, "%s: %s is not a regular file or directory; restage "
+                              "the version", walk->label, rel_path);
+        }
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int rel_verify_open(rel_store *store, int host_dirfd, const char *host, const char *version,
+                    act_error *err)
+{
+    _cleanup_close_ int version_fd = rel_version_open(store, host_dirfd, host, version, err);
+    if (version_fd < 0)
+        return version_fd;
+    char where[PATH_MAX], label[256];
+    snprintf(where, sizeof(where), "%s/%s/%s/%s", store->path, host, version, REL_MANIFEST_NAME);
+    snprintf(label, sizeof(label), "host %s: version %s", host, version);
+    rel_manifest m;
+    int r = rel_manifest_read(version_fd, where, host, version, &m, err);
+    if (r < 0)
+        return act_error_prefix(err, "%s", label);
+    _cleanup_free_ bool *seen = calloc(m.n_files, sizeof(bool));
+    if (!seen) {
+        rel_manifest_clear(&m);
+        return act_error_set(err, ENOMEM, "%s: out of memory verifying", label);
+    }
+    verify_walk walk = {.m = &m, .seen = seen, .label = label, .err = err};
+    r = walk_dir(&walk, version_fd, "", 0);
+    for (size_t i = 0; r == 0 && i < m.n_files; i++)
+        if (!seen[i])
+            r = act_error_set(err, EBADMSG, "%s: file %s listed in the manifest is missing from "
+                              "the build; restage the version", label, m.files[i].path);
+    rel_manifest_clear(&m);
+    return r;
+}
+
+int rel_verify(rel_store *store, const char *host, const char *version, act_error *err)
+{
+    int r = act_name_check("host", host, err);
+    if (r < 0)
+        return r;
+    r = rel_version_check(version, err);
+    if (r < 0)
+        return act_error_prefix(err, "host %s", host);
+    _cleanup_close_ int host_dirfd = rel_host_open(store, host, false, err);
+    if (host_dirfd < 0)
+        return host_dirfd;
+    return rel_verify_open(store, host_dirfd, host, version, err);
+}
