@@ -1,0 +1,385 @@
+#include "activator/control/request.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "common/cleanup.h"
+
+/* Fields a request may carry besides "v" and "op", as bits so each op's
+ * required and allowed sets are one line of the table below. */
+enum {
+    F_HOST = 1u << 0,
+    F_VERSION = 1u << 1,
+    F_BOX = 1u << 2,
+    F_PATH = 1u << 3,
+    F_MODE = 1u << 4,
+    F_NO_WAIT = 1u << 5,
+    F_PROMOTE = 1u << 6,
+};
+
+static const struct field_spec {
+    unsigned bit;
+    const char *name;
+    json_type type;
+} fields[] = {
+    {F_HOST, "host", json_type_string},       {F_VERSION, "version", json_type_string},
+    {F_BOX, "box", json_type_string},         {F_PATH, "path", json_type_string},
+    {F_MODE, "mode", json_type_string},       {F_NO_WAIT, "no_wait", json_type_boolean},
+    {F_PROMOTE, "promote", json_type_boolean},
+};
+
+static const struct op_spec {
+    const char *name;
+    unsigned required;
+    unsigned optional;
+} ops[ACT_OP__COUNT] = {
+    [ACT_OP_STATUS] = {"status", 0, F_HOST},
+    [ACT_OP_WAKE] = {"wake", F_HOST, F_NO_WAIT},
+    [ACT_OP_PARK] = {"park", F_HOST, 0},
+    [ACT_OP_SWAP] = {"swap", F_HOST | F_VERSION, F_MODE | F_NO_WAIT},
+    [ACT_OP_STAGE] = {"stage", F_HOST | F_VERSION | F_PATH, F_PROMOTE},
+    [ACT_OP_PROMOTE] = {"promote", F_HOST | F_VERSION, 0},
+    [ACT_OP_RELEASES] = {"releases", F_HOST, 0},
+    [ACT_OP_CLAIM_SHOW] = {"claim.show", F_HOST, 0},
+    [ACT_OP_CLAIM_ASSIGN] = {"claim.assign", F_HOST | F_BOX, 0},
+    [ACT_OP_CLAIM_RELEASE] = {"claim.release", F_HOST, 0},
+    [ACT_OP_STATS] = {"stats", 0, 0},
+    [ACT_OP_VERSION] = {"version", 0, 0},
+};
+
+const char *act_op_name(act_op op)
+{
+    if ((unsigned)op >= ACT_OP__COUNT)
+        return NULL;
+    return ops[op].name;
+}
+
+int act_op_from_name(const char *name)
+{
+    for (size_t i = 0; i < ACT_OP__COUNT; i++)
+        if (strcmp(ops[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+const char *act_swap_mode_name(act_swap_mode mode)
+{
+    return mode == ACT_SWAP_STOP_FIRST ? "stop-first" : "overlap";
+}
+
+static int refuse(act_request_error *err, const char *code, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int refuse(act_request_error *err, const char *code, int errnum, const char *fmt, ...)
+{
+    char message[sizeof(err->error.message)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    err->code = code;
+    return act_error_set(&err->error, errnum, "%s", message);
+}
+
+/* Shows a client-chosen string inside an error sentence: printable ASCII as
+ * is, everything else escaped, cut short, so the reply stays one line. */
+static void quote(const char *s, size_t len, char *out, size_t out_size)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 8 < out_size; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (isascii(c) && isprint(c) && c != '"' && c != '\\')
+            out[o++] = (char)c;
+        else
+            o += (size_t)snprintf(out + o, out_size - o, "\\x%02x", c);
+        if (o + 8 >= out_size && i + 1 < len) {
+            o += (size_t)snprintf(out + o, out_size - o, "...");
+            break;
+        }
+    }
+    out[o] = '\0';
+}
+
+static const char *json_type_phrase(json_type type)
+{
+    switch (type) {
+    case json_type_null:
+        return "null";
+    case json_type_boolean:
+        return "a boolean";
+    case json_type_double:
+    case json_type_int:
+        return "a number";
+    case json_type_object:
+        return "an object";
+    case json_type_array:
+        return "an array";
+    case json_type_string:
+        return "a string";
+    }
+    return "an unknown type";
+}
+
+static void list_fields(unsigned set, char *out, size_t out_size)
+{
+    size_t o = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+        if (!(set & fields[i].bit))
+            continue;
+        o += (size_t)snprintf(out + o, out_size - o, "%s%s", o ? ", " : "", fields[i].name);
+        if (o >= out_size)
+            return;
+    }
+    if (o == 0)
+        snprintf(out, out_size, "none");
+}
+
+static int parse_json(const char *data, size_t len, json_object **out, act_request_error *err)
+{
+    /* json-c would stop at a NUL and report success on the prefix; a NUL in a
+     * text protocol is always a broken or hostile client. */
+    const char *nul = memchr(data, '\0', len);
+    if (nul)
+        return refuse(err, ACT_REQ_BAD_JSON, EINVAL,
+                      "request is not JSON: it contains a NUL byte at offset %zu; send one UTF-8 "
+                      "JSON object",
+                      (size_t)(nul - data));
+
+    /* Requests are flat objects; a small depth limit keeps hostile nesting cheap. */
+    json_tokener *tok = json_tokener_new_ex(8);
+    if (!tok)
+        return refuse(err, ACT_REQ_BAD_JSON, ENOMEM, "out of memory parsing the request");
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+
+    json_object *obj = json_tokener_parse_ex(tok, data, (int)len);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    size_t end = json_tokener_get_parse_end(tok);
+    json_tokener_free(tok);
+
+    if (!obj) {
+        if (jerr == json_tokener_continue || jerr == json_tokener_success)
+            return refuse(err, ACT_REQ_BAD_JSON, EINVAL,
+                          "request is not JSON: it ends in the middle of a value (%zu bytes "
+                          "read); send one complete JSON object",
+                          len);
+        return refuse(err, ACT_REQ_BAD_JSON, EINVAL,
+                      "request is not JSON: %s at offset %zu; send one JSON object such as "
+                      "{\"v\":1,\"op\":\"status\"}",
+                      json_tokener_error_desc(jerr), end);
+    }
+    for (size_t i = end; i < len; i++) {
+        if (!isspace((unsigned char)data[i])) {
+            json_object_put(obj);
+            return refuse(err, ACT_REQ_BAD_JSON, EINVAL,
+                          "request is not JSON: unexpected data after the object at offset %zu; "
+                          "send exactly one JSON object",
+                          i);
+        }
+    }
+    if (!json_object_is_type(obj, json_type_object)) {
+        json_type type = json_object_get_type(obj);
+        json_object_put(obj);
+        return refuse(err, ACT_REQ_BAD_TYPE, EINVAL,
+                      "request is %s, not an object; send {\"v\":1,\"op\":\"...\"}",
+                      json_type_phrase(type));
+    }
+    *out = obj;
+    return 0;
+}
+
+/* Copies a string field that must be a name (host, version, box). */
+static int take_name(const char *what, json_object *value, char *out, act_request_error *err)
+{
+    const char *s = json_object_get_string(value);
+    size_t len = (size_t)json_object_get_string_len(value);
+    if (strlen(s) != len) {
+        char shown[96];
+        quote(s, len, shown, sizeof(shown));
+        return refuse(err, ACT_REQ_BAD_NAME, EINVAL,
+                      "%s name \"%s\" contains a NUL character; names are 1 to %d characters of "
+                      "A-Z a-z 0-9 . _ -",
+                      what, shown, ACT_NAME_MAX);
+    }
+    act_error name_err = {0};
+    if (act_name_check(what, s, &name_err) < 0)
+        return refuse(err, ACT_REQ_BAD_NAME, EINVAL, "field \"%s\": %s", what,
+                      name_err.message);
+    memcpy(out, s, len + 1);
+    return 0;
+}
+
+static int take_path(json_object *value, char *out, act_request_error *err)
+{
+    const char *s = json_object_get_string(value);
+    size_t len = (size_t)json_object_get_string_len(value);
+    char shown[128];
+    quote(s, len, shown, sizeof(shown));
+    if (len == 0 || s[0] != '/')
+        return refuse(err, ACT_REQ_BAD_VALUE, EINVAL,
+                      "field \"path\": \"%s\" is not an absolute path; name the build on this box "
+                      "as /absolute/path",
+                      shown);
+    if (len > ACT_REQUEST_PATH_MAX)
+        return refuse(err, ACT_REQ_BAD_VALUE, EINVAL,
+                      "field \"path\" is %zu bytes long, more than %d; use a shorter path", len,
+                      ACT_REQUEST_PATH_MAX);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f)
+            return refuse(err, ACT_REQ_BAD_VALUE, EINVAL,
+                          "field \"path\": \"%s\" contains a control character at offset %zu; "
+                          "rename the file",
+                          shown, i);
+    }
+    memcpy(out, s, len + 1);
+    return 0;
+}
+
+static int take_field(const struct field_spec *spec, json_object *value, act_request *req,
+                      act_request_error *err)
+{
+    switch (spec->bit) {
+    case F_HOST:
+        return take_name("host", value, req->host, err);
+    case F_VERSION:
+        return take_name("version", value, req->version, err);
+    case F_BOX:
+        return take_name("box", value, req->box, err);
+    case F_PATH:
+        return take_path(value, req->path, err);
+    case F_MODE: {
+        const char *mode = json_object_get_string(value);
+        if (strcmp(mode, "overlap") == 0)
+            req->mode = ACT_SWAP_OVERLAP;
+        else if (strcmp(mode, "stop-first") == 0)
+            req->mode = ACT_SWAP_STOP_FIRST;
+        else {
+            char shown[64];
+            quote(mode, (size_t)json_object_get_string_len(value), shown, sizeof(shown));
+            return refuse(err, ACT_REQ_BAD_VALUE, EINVAL,
+                          "field \"mode\": \"%s\" is not a swap mode; use \"overlap\" or "
+                          "\"stop-first\"",
+                          shown);
+        }
+        return 0;
+    }
+    case F_NO_WAIT:
+        req->no_wait = json_object_get_boolean(value);
+        return 0;
+    case F_PROMOTE:
+        req->promote = json_object_get_boolean(value);
+        return 0;
+    }
+    return refuse(err, ACT_REQ_UNKNOWN_FIELD, EINVAL, "internal: field without a parser");
+}
+
+static int check_version_and_op(json_object *obj, act_request *req, act_request_error *err)
+{
+    json_object *v = NULL, *op = NULL;
+    if (!json_object_object_get_ex(obj, "v", &v))
+        return refuse(err, ACT_REQ_MISSING_FIELD, EINVAL,
+                      "request has no \"v\" field; send \"v\":%d (the protocol version)",
+                      ACT_PROTOCOL_VERSION);
+    if (!json_object_is_type(v, json_type_int))
+        return refuse(err, ACT_REQ_BAD_TYPE, EINVAL,
+                      "field \"v\" is %s, not an integer; send \"v\":%d",
+                      json_type_phrase(json_object_get_type(v)), ACT_PROTOCOL_VERSION);
+    int64_t version = json_object_get_int64(v);
+    if (version != ACT_PROTOCOL_VERSION)
+        return refuse(err, ACT_REQ_BAD_VERSION, EINVAL,
+                      "protocol version %lld is not spoken here; this daemon speaks \"v\":%d",
+                      (long long)version, ACT_PROTOCOL_VERSION);
+
+    if (!json_object_object_get_ex(obj, "op", &op))
+        return refuse(err, ACT_REQ_MISSING_FIELD, EINVAL,
+                      "request has no \"op\" field; send an op such as \"status\"");
+    if (!json_object_is_type(op, json_type_string))
+        return refuse(err, ACT_REQ_BAD_TYPE, EINVAL, "field \"op\" is %s, not a string",
+                      json_type_phrase(json_object_get_type(op)));
+    const char *name = json_object_get_string(op);
+    int index = act_op_from_name(name);
+    if (index < 0 || strlen(name) != (size_t)json_object_get_string_len(op)) {
+        char shown[96];
+        quote(name, (size_t)json_object_get_string_len(op), shown, sizeof(shown));
+        return refuse(err, ACT_REQ_UNKNOWN_OP, EINVAL,
+                      "unknown op \"%s\"; ops are status, wake, park, swap, stage, promote, "
+                      "releases, claim.show, claim.assign, claim.release, stats, version",
+                      shown);
+    }
+    req->op = (act_op)index;
+    return 0;
+}
+
+int act_request_parse(const void *data, size_t len, act_request *req, act_request_error *err)
+{
+    memset(req, 0, sizeof(*req));
+    err->code = NULL;
+    act_error_clear(&err->error);
+
+    if (len > ACT_REQUEST_MAX_BYTES)
+        return refuse(err, ACT_REQ_TOO_LARGE, EMSGSIZE,
+                      "request is %zu bytes, more than the %d-byte limit; send a smaller request",
+                      len, ACT_REQUEST_MAX_BYTES);
+    if (len == 0)
+        return refuse(err, ACT_REQ_BAD_JSON, EINVAL,
+                      "request is empty; send one JSON object such as {\"v\":1,\"op\":\"status\"}");
+
+    json_object *obj = NULL;
+    int r = parse_json(data, len, &obj, err);
+    if (r < 0)
+        return r;
+
+    r = check_version_and_op(obj, req, err);
+    if (r < 0)
+        goto out;
+
+    const struct op_spec *spec = &ops[req->op];
+    unsigned allowed = spec->required | spec->optional, seen = 0;
+    json_object_object_foreach(obj, key, value)
+    {
+        if (strcmp(key, "v") == 0 || strcmp(key, "op") == 0)
+            continue;
+        const struct field_spec *field = NULL;
+        for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
+            if ((allowed & fields[i].bit) && strcmp(fields[i].name, key) == 0)
+                field = &fields[i];
+        if (!field) {
+            char shown[96], allowed_list[128];
+            quote(key, strlen(key), shown, sizeof(shown));
+            list_fields(allowed, allowed_list, sizeof(allowed_list));
+            r = refuse(err, ACT_REQ_UNKNOWN_FIELD, EINVAL,
+                       "field \"%s\" is not part of op \"%s\"; its fields are: %s", shown,
+                       spec->name, allowed_list);
+            goto out;
+        }
+        if (!json_object_is_type(value, field->type)) {
+            r = refuse(err, ACT_REQ_BAD_TYPE, EINVAL, "op \"%s\": field \"%s\" is %s, not %s",
+                       spec->name, field->name, json_type_phrase(json_object_get_type(value)),
+                       json_type_phrase(field->type));
+            goto out;
+        }
+        r = take_field(field, value, req, err);
+        if (r < 0)
+            goto out;
+        seen |= field->bit;
+    }
+
+    unsigned missing = spec->required & ~seen;
+    if (missing) {
+        char missing_list[128];
+        list_fields(missing, missing_list, sizeof(missing_list));
+        r = refuse(err, ACT_REQ_MISSING_FIELD, EINVAL, "op \"%s\" needs field(s): %s",
+                   spec->name, missing_list);
+        goto out;
+    }
+    r = 0;
+out:
+    json_object_put(obj);
+    return r;
+}

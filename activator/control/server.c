@@ -1,0 +1,432 @@
+#include "activator/control/control.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/supplemental/tls/tls.h>
+
+#include "activator/control/handoff.h"
+#include "activator/control/nng_errno.h"
+#include "activator/control/peer.h"
+#include "common/clock.h"
+#include "common/cleanup.h"
+#include "common/fileio.h"
+#include "common/log.h"
+
+typedef enum slot_state {
+    SLOT_RECV, /* NNG is receiving into the context */
+    SLOT_LOOP, /* a request is with the loop (queued or awaiting a reply) */
+    SLOT_SEND, /* NNG is sending the reply */
+} slot_state;
+
+/* One REP context. Its address is the reply handle the daemon holds. */
+struct act_control_reply {
+    act_handoff_node node; /* first, so a node pointer is a slot pointer */
+    act_control *control;
+    nng_ctx ctx;
+    nng_aio *aio;
+    nng_msg *msg; /* the request while with the loop; reused for the reply */
+    slot_state state;
+    bool peer_refused;
+    uint64_t peer_uid;
+    act_op op;
+    const char *op_name;
+    uint64_t received_usec;
+};
+
+struct act_control {
+    nng_socket socket;
+    bool socket_open;
+    nng_listener tls_listener;
+    bool have_tls;
+    nng_tls_config *tls_config;
+    act_handoff *handoff;
+    act_control_options options;
+    char *url;
+    unsigned n_slots;
+    act_control_reply *slots;
+};
+
+static void start_recv(act_control_reply *slot)
+{
+    slot->state = SLOT_RECV;
+    nng_ctx_recv(slot->ctx, slot->aio);
+}
+
+/* Runs on an NNG thread: judge the peer (which needs only the immutable
+ * options and the pipe), then hand the message to the loop. */
+static bool peer_is_allowed(act_control *control, nng_msg *msg, uint64_t *uid_out)
+{
+    nng_pipe pipe = nng_msg_get_pipe(msg);
+    *uid_out = UINT64_MAX;
+    if (control->have_tls) {
+        nng_listener listener = nng_pipe_listener(pipe);
+        /* The TLS listener requires a client certificate signed by
+         * TLSClientCA=, so a pipe that exists there is authenticated. */
+        if (nng_listener_id(listener) == nng_listener_id(control->tls_listener))
+            return true;
+    }
+    uint64_t uid, gid;
+    if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) != 0 ||
+        nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_GID, &gid) != 0)
+        return false;
+    *uid_out = uid;
+    return act_peer_allowed((uid_t)uid, (gid_t)gid, control->options.have_control_gid,
+                            control->options.control_gid);
+}
+
+static void on_aio(void *arg)
+{
+    act_control_reply *slot = arg;
+    int rv = nng_aio_result(slot->aio);
+
+    if (slot->state == SLOT_SEND) {
+        if (rv != 0) /* a failed send leaves the message with us */
+            nng_msg_free(nng_aio_get_msg(slot->aio));
+        if (rv == NNG_ECLOSED)
+            return;
+        start_recv(slot);
+        return;
+    }
+
+    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+        return;
+    if (rv != 0) {
+        start_recv(slot);
+        return;
+    }
+    slot->msg = nng_aio_get_msg(slot->aio);
+    nng_aio_set_msg(slot->aio, NULL);
+    slot->peer_refused = !peer_is_allowed(slot->control, slot->msg, &slot->peer_uid);
+    slot->received_usec = act_now_usec();
+    slot->state = SLOT_LOOP;
+    act_handoff_push(slot->control->handoff, &slot->node);
+}
+
+static int send_reply(act_control_reply *slot, const char *outcome, const char *json, size_t len)
+{
+    if (slot->state != SLOT_LOOP) {
+        act_log(LOG_ERR, "control: a reply was sent twice for one request; the second is dropped");
+        return -EALREADY;
+    }
+    act_control *control = slot->control;
+    nng_msg *msg = TAKE_PTR(slot->msg);
+    nng_msg_clear(msg);
+    int rv = nng_msg_append(msg, json, len);
+    if (rv != 0) {
+        nng_msg_free(msg);
+        /* The client waits for a reply it will not get; its timeout ends it. */
+        act_log(LOG_ERR, "control: out of memory building a %zu-byte reply", len);
+        start_recv(slot);
+        return -ENOMEM;
+    }
+    if (control->options.observe)
+        control->options.observe(slot->op_name, outcome, act_now_usec() - slot->received_usec,
+                                 control->options.userdata);
+    slot->state = SLOT_SEND;
+    nng_aio_set_msg(slot->aio, msg);
+    nng_ctx_send(slot->ctx, slot->aio);
+    return 0;
+}
+
+int act_control_reply_ok(act_control_reply *slot, json_object *result)
+{
+    json_object *reply = json_object_new_object();
+    if (!reply) {
+        json_object_put(result);
+        return act_control_reply_error(slot, "internal", "out of memory building the reply");
+    }
+    json_object_object_add(reply, "ok", json_object_new_boolean(1));
+    json_object_object_add(reply, "result", result);
+    size_t len;
+    const char *json = json_object_to_json_string_length(reply, JSON_C_TO_STRING_PLAIN, &len);
+    int r = send_reply(slot, "ok", json, len);
+    json_object_put(reply);
+    return r;
+}
+
+static int reply_error_message(act_control_reply *slot, const char *code, const char *message)
+{
+    json_object *reply = json_object_new_object();
+    json_object *error = json_object_new_object();
+    if (!reply || !error) {
+        json_object_put(reply);
+        json_object_put(error);
+        static const char fallback[] =
+            "{\"ok\":false,\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+        return send_reply(slot, "internal", fallback, sizeof(fallback) - 1);
+    }
+    json_object_object_add(error, "code", json_object_new_string(code));
+    json_object_object_add(error, "message", json_object_new_string(message));
+    json_object_object_add(reply, "ok", json_object_new_boolean(0));
+    json_object_object_add(reply, "error", error);
+    size_t len;
+    const char *json = json_object_to_json_string_length(reply, JSON_C_TO_STRING_PLAIN, &len);
+    int r = send_reply(slot, code, json, len);
+    json_object_put(reply);
+    return r;
+}
+
+int act_control_reply_error(act_control_reply *slot, const char *code, const char *fmt, ...)
+{
+    char message[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    return reply_error_message(slot, code, message);
+}
+
+act_op act_control_reply_op(const act_control_reply *slot)
+{
+    return slot->op;
+}
+
+static void refuse_peer(act_control_reply *slot)
+{
+    act_control *control = slot->control;
+    if (slot->peer_uid == UINT64_MAX) {
+        act_control_reply_error(slot, ACT_REQ_FORBIDDEN,
+                                "the control socket could not identify this peer; connect over "
+                                "the local socket as root or a member of ControlGroup=");
+        return;
+    }
+    if (control->options.have_control_gid)
+        act_control_reply_error(slot, ACT_REQ_FORBIDDEN,
+                                "uid %llu may not use the control socket: only root and members "
+                                "of group %u (ControlGroup=) may; ask an administrator to add "
+                                "the user to that group or run as root",
+                                (unsigned long long)slot->peer_uid,
+                                (unsigned)control->options.control_gid);
+    else
+        act_control_reply_error(slot, ACT_REQ_FORBIDDEN,
+                                "uid %llu may not use the control socket: only root may (no "
+                                "ControlGroup= is configured); run as root or set ControlGroup=",
+                                (unsigned long long)slot->peer_uid);
+}
+
+/* Loop thread: one received request. */
+static void on_request(act_handoff_node *node, void *userdata)
+{
+    act_control_reply *slot = (act_control_reply *)node;
+    act_control *control = userdata;
+    slot->op_name = "none";
+
+    if (slot->peer_refused) {
+        refuse_peer(slot);
+        return;
+    }
+
+    act_request request;
+    act_request_error parse_err;
+    if (act_request_parse(nng_msg_body(slot->msg), nng_msg_len(slot->msg), &request,
+                          &parse_err) < 0) {
+        reply_error_message(slot, parse_err.code, parse_err.error.message);
+        return;
+    }
+    slot->op = request.op;
+    slot->op_name = act_op_name(request.op);
+    control->options.dispatch(&request, slot, control->options.userdata);
+}
+
+const char *act_control_tls_engine(void)
+{
+    return nng_tls_engine_name();
+}
+
+static int read_pem(const char *what, const char *path, char **out, act_error *err)
+{
+    size_t len;
+    int r = act_read_file(AT_FDCWD, path, 1024 * 1024, out, &len, err);
+    if (r < 0)
+        return act_error_prefix(err, "%s %s", what, path);
+    return 0;
+}
+
+static int setup_tls(act_control *control, act_error *err)
+{
+    const act_control_options *o = &control->options;
+    if (!o->tls_certificate || !o->tls_key || !o->tls_client_ca)
+        return act_error_set(err, EINVAL,
+                             "ControlListen=%s needs TLSCertificate=, TLSKey= and TLSClientCA=; "
+                             "set all three",
+                             o->tls_url);
+    if (strncmp(o->tls_url, "tls+tcp://", 10) != 0)
+        return act_error_set(err, EINVAL,
+                             "ControlListen=%s is not a tls+tcp://ADDR:PORT URL; the remote "
+                             "listener is TLS only",
+                             o->tls_url);
+
+    int rv = nng_tls_config_alloc(&control->tls_config, NNG_TLS_MODE_SERVER);
+    if (rv == NNG_ENOTSUP)
+        return act_error_set(err, EOPNOTSUPP,
+                             "ControlListen=%s: this build of NNG has no TLS support (engine "
+                             "\"%s\"); remove ControlListen= or install an NNG built with TLS",
+                             o->tls_url, nng_tls_engine_name());
+    if (rv != 0)
+        return act_error_set(err, act_nng_errno(rv), "TLS configuration: %s", nng_strerror(rv));
+
+    _cleanup_free_ char *cert = NULL, *key = NULL;
+    int r = read_pem("TLSCertificate=", o->tls_certificate, &cert, err);
+    if (r < 0)
+        return r;
+    r = read_pem("TLSKey=", o->tls_key, &key, err);
+    if (r < 0)
+        return r;
+    rv = nng_tls_config_own_cert(control->tls_config, cert, key, NULL);
+    if (rv != 0)
+        return act_error_set(err, act_nng_errno(rv),
+                             "TLSCertificate=%s / TLSKey=%s: %s; check both are PEM and belong "
+                             "together",
+                             o->tls_certificate, o->tls_key, nng_strerror(rv));
+    rv = nng_tls_config_ca_file(control->tls_config, o->tls_client_ca);
+    if (rv != 0)
+        return act_error_set(err, act_nng_errno(rv),
+                             "TLSClientCA=%s: %s; name a PEM file of CA certificates",
+                             o->tls_client_ca, nng_strerror(rv));
+    rv = nng_tls_config_auth_mode(control->tls_config, NNG_TLS_AUTH_MODE_REQUIRED);
+    if (rv == 0)
+        rv = nng_listener_create(&control->tls_listener, control->socket, o->tls_url);
+    if (rv == 0)
+        rv = nng_listener_set_ptr(control->tls_listener, NNG_OPT_TLS_CONFIG, control->tls_config);
+    if (rv == 0)
+        rv = nng_listener_start(control->tls_listener, 0);
+    if (rv != 0)
+        return act_error_set(err, act_nng_errno(rv),
+                             "ControlListen=%s: %s; check the address is local and free",
+                             o->tls_url, nng_strerror(rv));
+    control->have_tls = true;
+    return 0;
+}
+
+static int listen_local(act_control *control, act_error *err)
+{
+    const char *url = control->options.url;
+    nng_listener listener;
+    int rv = nng_listener_create(&listener, control->socket, url);
+    if (rv != 0)
+        return act_error_set(err, act_nng_errno(rv),
+                             "Control=%s: %s; use ipc:///path/control.ipc", url, nng_strerror(rv));
+    if (strncmp(url, "ipc://", 6) == 0) {
+        int mode = control->options.ipc_permissions ? control->options.ipc_permissions : 0600;
+        rv = nng_listener_set_int(listener, NNG_OPT_IPC_PERMISSIONS, mode);
+        if (rv != 0)
+            return act_error_set(err, act_nng_errno(rv), "Control=%s: setting mode %o: %s", url,
+                                 (unsigned)mode, nng_strerror(rv));
+    } else {
+        /* Only ipc:// tells us the peer's uid; anything else would be open to
+         * whoever can reach the address. */
+        return act_error_set(err, EINVAL,
+                             "Control=%s is not an ipc:// URL; the local control socket must "
+                             "be ipc:// (use ControlListen=tls+tcp://... for remote access)",
+                             url);
+    }
+    rv = nng_listener_start(listener, 0);
+    if (rv != 0)
+        return act_error_set(err, act_nng_errno(rv),
+                             "Control=%s: listening: %s; check the directory exists and no "
+                             "other activatord uses it",
+                             url, nng_strerror(rv));
+    return 0;
+}
+
+void act_control_free(act_control *control)
+{
+    if (!control)
+        return;
+    if (control->socket_open)
+        nng_close(control->socket); /* cancels every context's operation */
+    for (unsigned i = 0; control->slots && i < control->n_slots; i++) {
+        act_control_reply *slot = &control->slots[i];
+        if (slot->aio)
+            nng_aio_free(slot->aio); /* waits for a running callback */
+        if (slot->msg)
+            nng_msg_free(slot->msg);
+    }
+    act_handoff_free(control->handoff);
+    if (control->tls_config)
+        nng_tls_config_free(control->tls_config);
+    free(control->slots);
+    free(control->url);
+    free(control);
+}
+
+int act_control_new(sd_event *event, const act_control_options *options, act_control **out,
+                    act_error *err)
+{
+    if (!options->url || !options->dispatch)
+        return act_error_set(err, EINVAL, "control: a URL and a dispatch callback are required");
+
+    act_control *control = calloc(1, sizeof(*control));
+    if (!control)
+        return act_error_set(err, ENOMEM, "out of memory for the control server");
+    control->options = *options;
+    control->url = strdup(options->url);
+    control->options.url = control->url;
+    control->n_slots = options->contexts ? options->contexts : ACT_CONTROL_DEFAULT_CONTEXTS;
+    control->slots = calloc(control->n_slots, sizeof(*control->slots));
+    int r;
+    if (!control->url || !control->slots) {
+        r = act_error_set(err, ENOMEM, "out of memory for the control server");
+        goto fail;
+    }
+
+    r = act_handoff_new(event, on_request, control, &control->handoff, err);
+    if (r < 0)
+        goto fail;
+
+    int rv = nng_rep0_open(&control->socket);
+    if (rv != 0) {
+        r = act_error_set(err, act_nng_errno(rv), "control: opening a REP socket: %s",
+                          nng_strerror(rv));
+        goto fail;
+    }
+    control->socket_open = true;
+    nng_socket_set_size(control->socket, NNG_OPT_RECVMAXSZ, ACT_CONTROL_RECV_MAX_BYTES);
+
+    for (unsigned i = 0; i < control->n_slots; i++) {
+        act_control_reply *slot = &control->slots[i];
+        slot->control = control;
+        rv = nng_ctx_open(&slot->ctx, control->socket);
+        if (rv == 0)
+            rv = nng_aio_alloc(&slot->aio, on_aio, slot);
+        if (rv != 0) {
+            r = act_error_set(err, act_nng_errno(rv), "control: opening context %u: %s", i,
+                              nng_strerror(rv));
+            goto fail;
+        }
+    }
+
+    r = listen_local(control, err);
+    if (r < 0)
+        goto fail;
+    if (options->tls_url) {
+        r = setup_tls(control, err);
+        if (r < 0)
+            goto fail;
+    }
+
+    for (unsigned i = 0; i < control->n_slots; i++)
+        start_recv(&control->slots[i]);
+    *out = control;
+    return 0;
+
+fail:
+    act_control_free(control);
+    return r;
+}
+
+int act_control_tls_port(const act_control *control)
+{
+    int port;
+    if (!control->have_tls ||
+        nng_listener_get_int(control->tls_listener, NNG_OPT_TCP_BOUND_PORT, &port) != 0)
+        return -1;
+    return port;
+}

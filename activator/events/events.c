@@ -1,0 +1,261 @@
+#include "activator/events/events.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/pubsub0/pub.h>
+
+#include "activator/control/nng_errno.h"
+#include "activator/control/peer.h"
+#include "common/clock.h"
+#include "common/names.h"
+
+/* Longest message we publish; a longer reason is cut to fit. */
+#define EVENT_MAX_BYTES 2048
+
+static const char *const kind_names[ACT_EVENT__COUNT] = {
+    [ACT_EVENT_WAKING] = "waking",
+    [ACT_EVENT_ADMITTED] = "admitted",
+    [ACT_EVENT_RESTORING] = "restoring",
+    [ACT_EVENT_EXEC] = "exec",
+    [ACT_EVENT_READY] = "ready",
+    [ACT_EVENT_PUBLISHED] = "published",
+    [ACT_EVENT_SERVING] = "serving",
+    [ACT_EVENT_PARKING] = "parking",
+    [ACT_EVENT_PARKED] = "parked",
+    [ACT_EVENT_RETIRING] = "retiring",
+    [ACT_EVENT_RETIRED] = "retired",
+    [ACT_EVENT_FAILED] = "failed",
+    [ACT_EVENT_REFUSED] = "refused",
+    [ACT_EVENT_SWAP_STARTED] = "swap.started",
+    [ACT_EVENT_SWAP_DONE] = "swap.done",
+    [ACT_EVENT_SWAP_FAILED] = "swap.failed",
+    [ACT_EVENT_CLAIM_CHANGED] = "claim.changed",
+};
+
+struct act_events {
+    nng_socket socket;
+    uint64_t sequence;
+    char box[ACT_NAME_MAX + 1];
+    bool have_control_gid;
+    gid_t control_gid;
+};
+
+const char *act_event_kind_name(act_event_kind kind)
+{
+    if ((unsigned)kind >= ACT_EVENT__COUNT)
+        return NULL;
+    return kind_names[kind];
+}
+
+int act_event_kind_from_name(const char *name)
+{
+    for (int i = 0; i < ACT_EVENT__COUNT; i++)
+        if (strcmp(kind_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+int act_events_host_prefix(const char *host, char *buf, size_t size)
+{
+    if (!act_name_is_valid(host))
+        return -EINVAL;
+    int n = snprintf(buf, size, "host.%s.", host);
+    return n < 0 || (size_t)n >= size ? -ENOBUFS : 0;
+}
+
+int act_events_split(const char *msg, size_t len, size_t *topic_len, const char **json)
+{
+    const char *space = memchr(msg, ' ', len);
+    if (!space)
+        return -EINVAL;
+    *topic_len = (size_t)(space - msg);
+    *json = space + 1;
+    return 0;
+}
+
+/* A bounded buffer writer: formatting never allocates and never overruns;
+ * on overflow the event is cut (only a long reason can cause it). */
+typedef struct writer {
+    char *buf;
+    size_t len, cap;
+} writer;
+
+static void put(writer *w, const char *s, size_t n)
+{
+    if (n > w->cap - w->len)
+        n = w->cap - w->len;
+    memcpy(w->buf + w->len, s, n);
+    w->len += n;
+}
+
+#define PUT_LITERAL(w, s) put((w), (s), sizeof(s) - 1)
+
+static void put_u64(writer *w, uint64_t value)
+{
+    char digits[24];
+    size_t n = 0;
+    do {
+        digits[sizeof(digits) - 1 - n++] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value);
+    put(w, digits + sizeof(digits) - n, n);
+}
+
+/* JSON string or null. Leaves room for the closing brace so a cut reason
+ * still yields a valid object. Non-ASCII bytes become '?': the values are
+ * our own names and sentences, and a subscriber must never get bad UTF-8. */
+static void put_string(writer *w, const char *s)
+{
+    if (!s) {
+        PUT_LITERAL(w, "null");
+        return;
+    }
+    static const char hex[] = "0123456789abcdef";
+    size_t limit = w->cap - 16; /* "...\"}" and slack */
+    put(w, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (w->len >= limit) {
+            PUT_LITERAL(w, "...");
+            break;
+        }
+        unsigned char c = *p;
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            put(w, esc, 2);
+        } else if (c < 0x20) {
+            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            put(w, esc, 6);
+        } else if (c >= 0x7f) {
+            put(w, "?", 1);
+        } else {
+            put(w, (const char *)p, 1);
+        }
+    }
+    put(w, "\"", 1);
+}
+
+int act_events_publish(act_events *events, const act_event *event)
+{
+    const char *kind = act_event_kind_name(event->kind);
+    if (!kind || !act_name_is_valid(event->host))
+        return -EINVAL;
+
+    char buf[EVENT_MAX_BYTES];
+    writer w = {buf, 0, sizeof(buf)};
+    uint64_t sequence = events->sequence + 1;
+    size_t host_len = strlen(event->host);
+
+    PUT_LITERAL(&w, "host.");
+    put(&w, event->host, host_len);
+    put(&w, ".", 1);
+    put(&w, kind, strlen(kind));
+    PUT_LITERAL(&w, " {\"seq\":");
+    put_u64(&w, sequence);
+    PUT_LITERAL(&w, ",\"time_usec\":");
+    put_u64(&w, act_wallclock_usec());
+    PUT_LITERAL(&w, ",\"box\":");
+    put_string(&w, events->box);
+    PUT_LITERAL(&w, ",\"event\":\"");
+    put(&w, kind, strlen(kind));
+    PUT_LITERAL(&w, "\",\"host\":\"");
+    put(&w, event->host, host_len);
+    PUT_LITERAL(&w, "\",\"generation\":");
+    if (event->generation)
+        put_u64(&w, event->generation);
+    else
+        PUT_LITERAL(&w, "null");
+    PUT_LITERAL(&w, ",\"version\":");
+    put_string(&w, event->version);
+    PUT_LITERAL(&w, ",\"digest\":");
+    put_string(&w, event->digest);
+    PUT_LITERAL(&w, ",\"pid\":");
+    if (event->pid > 0)
+        put_u64(&w, (uint64_t)event->pid);
+    else
+        PUT_LITERAL(&w, "null");
+    PUT_LITERAL(&w, ",\"reason\":");
+    put_string(&w, event->reason);
+    PUT_LITERAL(&w, "}");
+
+    /* PUB never blocks: a subscriber whose queue is full loses this message
+     * (and sees the gap in seq), the loop never waits for it. */
+    int rv = nng_send(events->socket, buf, w.len, NNG_FLAG_NONBLOCK);
+    if (rv != 0)
+        return -act_nng_errno(rv);
+    events->sequence = sequence;
+    return 0;
+}
+
+uint64_t act_events_sequence(const act_events *events)
+{
+    return events->sequence;
+}
+
+/* NNG thread, before a pipe joins the socket: subscribers are admitted like
+ * control clients. Closing the pipe here keeps it from ever seeing a message. */
+static void on_pipe_add(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+{
+    act_events *events = arg;
+    uint64_t uid, gid;
+    if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) != 0 ||
+        nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_GID, &gid) != 0 ||
+        !act_peer_allowed((uid_t)uid, (gid_t)gid, events->have_control_gid, events->control_gid))
+        nng_pipe_close(pipe);
+}
+
+int act_events_new(const act_events_options *options, act_events **out, act_error *err)
+{
+    if (!options->url || strncmp(options->url, "ipc://", 6) != 0)
+        return act_error_set(err, EINVAL,
+                             "Events=%s is not an ipc:// URL; use ipc:///path/events.ipc",
+                             options->url ? options->url : "(unset)");
+    if (options->box && !act_name_is_valid(options->box))
+        return act_error_set(err, EINVAL, "events: box id \"%s\" is not a valid name",
+                             options->box);
+
+    act_events *events = calloc(1, sizeof(*events));
+    if (!events)
+        return act_error_set(err, ENOMEM, "out of memory for the events publisher");
+    if (options->box)
+        snprintf(events->box, sizeof(events->box), "%s", options->box);
+    events->have_control_gid = options->have_control_gid;
+    events->control_gid = options->control_gid;
+
+    nng_listener listener;
+    int rv = nng_pub0_open(&events->socket);
+    if (rv != 0) {
+        free(events);
+        return act_error_set(err, act_nng_errno(rv), "events: opening a PUB socket: %s",
+                             nng_strerror(rv));
+    }
+    int mode = options->ipc_permissions ? options->ipc_permissions : 0600;
+    int buffer = options->send_buffer ? options->send_buffer : 1024;
+    if ((rv = nng_socket_set_int(events->socket, NNG_OPT_SENDBUF, buffer)) != 0 ||
+        (rv = nng_pipe_notify(events->socket, NNG_PIPE_EV_ADD_PRE, on_pipe_add, events)) != 0 ||
+        (rv = nng_listener_create(&listener, events->socket, options->url)) != 0 ||
+        (rv = nng_listener_set_int(listener, NNG_OPT_IPC_PERMISSIONS, mode)) != 0 ||
+        (rv = nng_listener_start(listener, 0)) != 0) {
+        int r = act_error_set(err, act_nng_errno(rv),
+                              "Events=%s: %s; check the directory exists and no other "
+                              "activatord uses it",
+                              options->url, nng_strerror(rv));
+        nng_close(events->socket);
+        free(events);
+        return r;
+    }
+    *out = events;
+    return 0;
+}
+
+void act_events_free(act_events *events)
+{
+    if (!events)
+        return;
+    nng_close(events->socket);
+    free(events);
+}

@@ -1,0 +1,89 @@
+/* Events: what happens to each host, published on an NNG PUB socket.
+ *
+ * Each message is "<topic> <json>" with topic "host.<host>.<event>", so a
+ * subscriber takes one host with the prefix "host.<host>." (NNG subscriptions
+ * are prefixes) or everything with "". The JSON is one object:
+ *   {"seq":42,"time_usec":1700000000123456,"box":"box-1","event":"ready",
+ *    "host":"web1","generation":3,"version":"v2","digest":"ab12...",
+ *    "pid":1234,"reason":null}
+ * seq counts every published event of this daemon from 1 with no gaps, so a
+ * subscriber that sees a gap knows it lost messages (PUB drops for a
+ * subscriber that does not keep up, by design: the daemon never waits for
+ * one). Unknown values are null. time_usec is wall-clock (CLOCK_REALTIME).
+ *
+ * Publishing runs on the loop thread and costs one formatted buffer and one
+ * non-blocking NNG send. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+typedef enum act_event_kind {
+    ACT_EVENT_WAKING,
+    ACT_EVENT_ADMITTED,
+    ACT_EVENT_RESTORING,
+    ACT_EVENT_EXEC,
+    ACT_EVENT_READY,
+    ACT_EVENT_PUBLISHED,
+    ACT_EVENT_SERVING,
+    ACT_EVENT_PARKING,
+    ACT_EVENT_PARKED,
+    ACT_EVENT_RETIRING,
+    ACT_EVENT_RETIRED,
+    ACT_EVENT_FAILED,
+    ACT_EVENT_REFUSED,
+    ACT_EVENT_SWAP_STARTED,
+    ACT_EVENT_SWAP_DONE,
+    ACT_EVENT_SWAP_FAILED,
+    ACT_EVENT_CLAIM_CHANGED,
+    ACT_EVENT__COUNT,
+} act_event_kind;
+
+/* What one event says. Strings may be NULL (published as null). */
+typedef struct act_event {
+    act_event_kind kind;
+    const char *host;    /* required; a valid host name */
+    uint64_t generation; /* 0: none */
+    const char *version;
+    const char *digest;
+    pid_t pid; /* 0: none */
+    const char *reason; /* a reason code ("ready_timeout") or a sentence */
+} act_event;
+
+typedef struct act_events act_events;
+
+typedef struct act_events_options {
+    const char *url;       /* Events=, e.g. "ipc:///run/activator/events.ipc" */
+    const char *box;       /* this box's id, carried by every event */
+    int ipc_permissions;   /* mode of an ipc:// socket file; 0 means 0600 */
+    bool have_control_gid; /* ControlGroup=: its members may subscribe besides root */
+    gid_t control_gid;
+    int send_buffer; /* messages queued per subscriber; 0 means 1024 */
+} act_events_options;
+
+/* Binds the PUB socket. Local subscribers are admitted like control clients
+ * (root or ControlGroup=); other pipes are closed as they connect. */
+int act_events_new(const act_events_options *options, act_events **out, act_error *err);
+void act_events_free(act_events *events);
+
+/* Loop thread. Publishes one event. -EINVAL for a missing or bad host name or
+ * kind (nothing is published and no sequence number is used). */
+int act_events_publish(act_events *events, const act_event *event);
+
+/* The sequence number of the last published event (0 before the first). */
+uint64_t act_events_sequence(const act_events *events);
+
+/* "swap.started" for ACT_EVENT_SWAP_STARTED; NULL when out of range. */
+const char *act_event_kind_name(act_event_kind kind);
+int act_event_kind_from_name(const char *name);
+
+/* Writes "host.<host>." (the subscription prefix of one host) into buf. */
+int act_events_host_prefix(const char *host, char *buf, size_t size);
+
+/* Splits a received message at the first space: the topic is [0, *topic_len)
+ * and the JSON starts at *json. -EINVAL when there is no space. */
+int act_events_split(const char *msg, size_t len, size_t *topic_len, const char **json);

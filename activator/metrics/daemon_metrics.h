@@ -1,0 +1,32 @@
+/* The daemon's metric families (issue 6), registered in one place so their
+ * names and labels are fixed and documented here:
+ *
+ *   activator_hosts{state}                        gauge: hosts per pipeline state
+ *   activator_wakes_total{outcome,reason}         counter: outcome serving|refused|failed,
+ *                                                 reason a reason code or "none"
+ *   activator_wake_duration_seconds               histogram: trigger to serving
+ *   activator_generations_started_total           counter
+ *   activator_generations_retired_total           counter
+ *   activator_host_memory_current_bytes{host}     gauge: the generation's memory.current
+ *   activator_host_pids_current{host}             gauge: the generation's pids.current
+ *   activator_store_errors_total{operation}       counter: claim store failures
+ *   activator_events_published_total              counter
+ *   activator_control_requests_total{op,outcome}  counter: outcome "ok" or the error code */
+#pragma once
+
+#include "activator/metrics/metrics.h"
+
+typedef struct act_daemon_metrics {
+    act_metric *hosts;
+    act_metric *wakes;
+    act_metric *wake_duration;
+    act_metric *generations_started;
+    act_metric *generations_retired;
+    act_metric *host_memory_current;
+    act_metric *host_pids_current;
+    act_metric *store_errors;
+    act_metric *events_published;
+    act_metric *control_requests;
+} act_daemon_metrics;
+
+int act_daemon_metrics_register(act_metrics *metrics, act_daemon_metrics *out, act_error *err);

@@ -1,0 +1,33 @@
+/* Serves a metrics registry at http://MetricsListen=/metrics over NNG's HTTP
+ * server.
+ *
+ * NNG calls the handler on its own thread; the handler only queues the
+ * request for the event loop. The loop calls the refresh callback (where the
+ * daemon copies gauges such as memory.current into the registry), renders the
+ * registry and completes the request, so NNG never reads daemon state. */
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include "activator/metrics/metrics.h"
+#include "common/error.h"
+
+#define ACT_METRICS_DEFAULT_LISTEN "127.0.0.1:9464"
+#define ACT_METRICS_PATH "/metrics"
+
+typedef struct act_metrics_server act_metrics_server;
+
+/* Loop thread, before each render. */
+typedef void (*act_metrics_refresh_fn)(act_metrics *metrics, void *userdata);
+
+/* listen is ADDR:PORT ("127.0.0.1:9464", "[::1]:9464"; port 0 picks a free
+ * one). refresh may be NULL. */
+int act_metrics_server_new(sd_event *event, const char *listen, act_metrics *metrics,
+                           act_metrics_refresh_fn refresh, void *userdata,
+                           act_metrics_server **out, act_error *err);
+
+/* The bound TCP port. */
+int act_metrics_server_port(const act_metrics_server *server);
+
+/* Loop thread. Answers queued scrapes with 503 and stops the server. */
+void act_metrics_server_free(act_metrics_server *server);
