@@ -3,6 +3,7 @@
  * parser) directly. */
 #pragma once
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -122,6 +123,9 @@ int rel_live_read(rel_store *store, int host_dirfd, const char *host, char out[R
 /* Takes an exclusive flock on fd, waiting; promote and gc hold the host's so
  * gc never removes a version that a concurrent promote is making live. */
 int rel_lock(int fd, bool wait);
+
+/* Opens the directory dirfd for readdir with its own file offset. */
+DIR *rel_opendir_at(int dirfd);
 
 /* Removes dirfd/name and everything below it. */
 int rel_remove_tree(int dirfd, const char *name);

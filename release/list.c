@@ -44,16 +44,10 @@ int rel_list_open(rel_store *store, int host_dirfd, const char *host, rel_entry 
     /* No live link, or a damaged one, just means nothing is marked live. */
     (void)rel_live_read(store, host_dirfd, host, live, &live_err);
 
-    int dup_fd = dup(host_dirfd);
-    if (dup_fd < 0)
+    _cleanup_(closedirp) DIR *dir = rel_opendir_at(host_dirfd);
+    if (!dir)
         return act_error_set(err, errno, "host %s: cannot read %s/%s: %s", host, store->path,
                              host, strerror(errno));
-    _cleanup_(closedirp) DIR *dir = fdopendir(dup_fd);
-    if (!dir) {
-        close(dup_fd);
-        return act_error_set(err, errno, "host %s: cannot read %s/%s: %s", host, store->path,
-                             host, strerror(errno));
-    }
     _cleanup_free_ rel_entry *list = NULL;
     size_t count = 0, cap = 0;
     struct dirent *de;

@@ -288,7 +288,8 @@ int rel_manifest_read(int version_dirfd, const char *where, const char *host,
                                                            : json_tokener_error_desc(jerr),
                              json_tokener_get_parse_end(tok));
     if (json_tokener_get_parse_end(tok) != len)
-        return act_error_set(err, EUCLEAN, "manifest %s has trailing data after byte %zu", where,
+        return act_error_set(err, EUCLEAN, "manifest %s is not valid JSON (trailing data after "
+                             "byte %zu); restage the version", where,
                              json_tokener_get_parse_end(tok));
     if (!json_object_is_type(root, json_type_object))
         return act_error_set(err, EUCLEAN, "manifest %s: the top level must be an object", where);

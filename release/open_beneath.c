@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -30,8 +31,14 @@ int rel_open_beneath_walk(int build_dirfd, const char *path, int flags)
             break;
         *slash = '\0';
         int next = openat(at, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (next < 0)
+        if (next < 0) {
+            /* O_DIRECTORY reports a symlink as ENOTDIR; say what it is. */
+            struct stat st;
+            if (errno == ENOTDIR && fstatat(at, component, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISLNK(st.st_mode))
+                return -ELOOP;
             return -errno;
+        }
         act_closep(&dirfd);
         dirfd = next;
         at = dirfd;

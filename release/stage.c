@@ -89,7 +89,13 @@ static int copy_file(stage_copy *copy, int src_fd, int dst_dirfd, const char *na
 
     uint64_t size = 0;
     for (;;) {
-        ssize_t n = read(src_fd, copy->buf, REL_BLOCK_SIZE);
+        size_t want = REL_BLOCK_SIZE;
+        /* Under the crash test, stop the read exactly at the abort point so
+         * the process dies with a file really cut in the middle. */
+        if (rel_test_abort_after_bytes && rel_test_abort_after_bytes > copy->copied &&
+            rel_test_abort_after_bytes - copy->copied < want)
+            want = (size_t)(rel_test_abort_after_bytes - copy->copied);
+        ssize_t n = read(src_fd, copy->buf, want);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -152,16 +158,10 @@ static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *
     if (depth > REL_MAX_DEPTH)
         return act_error_set(err, ELOOP, "source %s: directories nest deeper than %d levels at "
                              "%s", copy->source_path, REL_MAX_DEPTH, prefix);
-    int dup_fd = dup(src_dirfd);
-    if (dup_fd < 0)
+    _cleanup_(closedirp) DIR *dir = rel_opendir_at(src_dirfd);
+    if (!dir)
         return act_error_set(err, errno, "cannot read source %s: %s", copy->source_path,
                              strerror(errno));
-    _cleanup_(closedirp) DIR *dir = fdopendir(dup_fd);
-    if (!dir) {
-        close(dup_fd);
-        return act_error_set(err, errno, "cannot read source %s: %s", copy->source_path,
-                             strerror(errno));
-    }
     struct dirent *de;
     errno = 0;
     while ((de = readdir(dir))) {

@@ -152,18 +152,29 @@ void rel_random_suffix(char out[9])
     snprintf(out, 9, "%08x", nonce);
 }
 
+DIR *rel_opendir_at(int dirfd)
+{
+    /* A dup() would share the file offset with dirfd, so a directory that
+     * was read once would look empty to the next reader. */
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    DIR *dir = fdopendir(fd);
+    if (!dir) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+    }
+    return dir;
+}
+
 static int remove_children(int dirfd, int depth)
 {
     if (depth > REL_MAX_DEPTH)
         return -ELOOP;
-    int dup_fd = dup(dirfd);
-    if (dup_fd < 0)
+    DIR *dir = rel_opendir_at(dirfd);
+    if (!dir)
         return -errno;
-    DIR *dir = fdopendir(dup_fd);
-    if (!dir) {
-        close(dup_fd);
-        return -errno;
-    }
     int r = 0;
     struct dirent *de;
     while ((de = readdir(dir))) {
@@ -211,14 +222,9 @@ static bool has_prefix(const char *s, const char *prefix)
 
 void rel_sweep_stale(int host_dirfd, bool live_tmp_too)
 {
-    int dup_fd = dup(host_dirfd);
-    if (dup_fd < 0)
+    DIR *dir = rel_opendir_at(host_dirfd);
+    if (!dir)
         return;
-    DIR *dir = fdopendir(dup_fd);
-    if (!dir) {
-        close(dup_fd);
-        return;
-    }
     struct dirent *de;
     while ((de = readdir(dir))) {
         if (live_tmp_too && has_prefix(de->d_name, REL_LIVE_TMP_PREFIX)) {

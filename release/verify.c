@@ -60,16 +60,10 @@ static int walk_dir(verify_walk *walk, int dirfd, const char *prefix, int depth)
     if (depth > REL_MAX_DEPTH)
         return act_error_set(err, ELOOP, "%s: directories nest deeper than %d levels", walk->label,
                              REL_MAX_DEPTH);
-    int dup_fd = dup(dirfd);
-    if (dup_fd < 0)
+    _cleanup_(closedirp) DIR *dir = rel_opendir_at(dirfd);
+    if (!dir)
         return act_error_set(err, errno, "%s: cannot read the build: %s", walk->label,
                              strerror(errno));
-    _cleanup_(closedirp) DIR *dir = fdopendir(dup_fd);
-    if (!dir) {
-        close(dup_fd);
-        return act_error_set(err, errno, "%s: cannot read the build: %s", walk->label,
-                             strerror(errno));
-    }
     struct dirent *de;
     while ((de = readdir(dir))) {
         const char *name = de->d_name;
