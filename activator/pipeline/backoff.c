@@ -1,0 +1,61 @@
+/* Attempt and failure-park backoff (see backoff.h). */
+#include "activator/pipeline/backoff.h"
+
+#include <limits.h>
+
+#include "common/cleanup.h"
+
+/* unit · 2^exponent, saturating at UINT64_MAX so that a large streak or a
+ * large configured unit can never wrap to a short delay. */
+static uint64_t doubled(uint64_t unit, unsigned exponent)
+{
+    if (unit == 0)
+        return 0;
+    if (exponent >= 63 || unit > (UINT64_MAX >> exponent))
+        return UINT64_MAX;
+    return unit << exponent;
+}
+
+uint64_t act_attempt_backoff_usec(unsigned failed_starts, uint64_t unit_usec)
+{
+    if (failed_starts == 0)
+        return 0;
+    return doubled(unit_usec, failed_starts - 1);
+}
+
+uint64_t act_failure_park_delay_usec(unsigned streak, uint64_t base_usec, uint64_t max_usec)
+{
+    if (streak == 0)
+        return 0;
+    uint64_t delay = doubled(base_usec, streak - 1);
+    return delay < max_usec ? delay : max_usec;
+}
+
+const char *act_park_cause_to_string(act_park_cause cause)
+{
+    static const char *const names[_ACT_PARK_CAUSE_MAX] = {
+        [ACT_PARK_IDLE] = "idle",
+        [ACT_PARK_REQUEST] = "request",
+        [ACT_PARK_CLAIM_LOST] = "claim_lost",
+        [ACT_PARK_FAILURE] = "failure",
+    };
+    if ((unsigned)cause >= ARRAY_SIZE(names))
+        return "unknown";
+    return names[cause];
+}
+
+unsigned act_failure_streak_next(unsigned streak, act_park_cause cause, bool served_long_enough)
+{
+    switch (cause) {
+    case ACT_PARK_IDLE:
+        return 0;
+    case ACT_PARK_FAILURE:
+        if (served_long_enough)
+            return 1;
+        return streak == UINT_MAX ? streak : streak + 1;
+    case ACT_PARK_REQUEST:
+    case ACT_PARK_CLAIM_LOST:
+    default:
+        return streak;
+    }
+}

@@ -1,0 +1,119 @@
+/* Start budgets: per-host token bucket and box-wide cap (see budget.h). */
+#include "activator/pipeline/budget.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#define USEC_PER_SEC 1000000ULL
+
+int act_token_bucket_init(act_token_bucket *bucket, double rate_per_sec, uint64_t now_usec,
+                          act_error *err)
+{
+    if (!isfinite(rate_per_sec) || rate_per_sec <= 0 || rate_per_sec > 1e6)
+        return act_error_set(err, EINVAL,
+                             "start rate %g per second is out of range: use a number above 0 "
+                             "and at most 1000000",
+                             rate_per_sec);
+    uint64_t interval = (uint64_t)llround((double)USEC_PER_SEC / rate_per_sec);
+    if (interval == 0)
+        interval = 1;
+    /* One second of tokens, and never less than one token: a host limited
+     * to one start every five seconds must still be able to start. */
+    uint64_t burst = rate_per_sec < 1.0 ? 1 : (uint64_t)floor(rate_per_sec);
+    *bucket = (act_token_bucket){
+        .interval_usec = interval,
+        .tolerance_usec = (burst - 1) * interval,
+        .full_at_usec = now_usec,
+    };
+    return 0;
+}
+
+uint64_t act_token_bucket_take(act_token_bucket *bucket, uint64_t now_usec)
+{
+    uint64_t full_at = bucket->full_at_usec > now_usec ? bucket->full_at_usec : now_usec;
+    /* A token is there when the debt ahead of now stays within the burst. */
+    if (full_at - now_usec > bucket->tolerance_usec)
+        return full_at - now_usec - bucket->tolerance_usec;
+    bucket->full_at_usec = full_at + bucket->interval_usec;
+    return 0;
+}
+
+unsigned act_token_bucket_available(const act_token_bucket *bucket, uint64_t now_usec)
+{
+    uint64_t debt = bucket->full_at_usec > now_usec ? bucket->full_at_usec - now_usec : 0;
+    uint64_t capacity = bucket->tolerance_usec + bucket->interval_usec;
+    if (debt >= capacity)
+        return 0;
+    return (unsigned)((capacity - debt) / bucket->interval_usec);
+}
+
+int act_start_cap_init(act_start_cap *cap, unsigned limit, act_error *err)
+{
+    if (limit < 1)
+        return act_error_set(err, EINVAL,
+                             "a cap of 0 starts in flight would never start anything: use 1 or "
+                             "more");
+    *cap = (act_start_cap){.limit = limit};
+    return 0;
+}
+
+bool act_start_cap_acquire(act_start_cap *cap, act_start_waiter *waiter,
+                           act_start_granted_fn granted, void *userdata)
+{
+    /* A free slot goes to a newcomer only when nobody is held; release hands
+     * slots to held starts directly, so that cannot jump the queue anyway. */
+    if (cap->in_flight < cap->limit && cap->held == 0) {
+        cap->in_flight++;
+        return true;
+    }
+    *waiter = (act_start_waiter){
+        .prev = cap->tail,
+        .granted = granted,
+        .userdata = userdata,
+        .queued = true,
+    };
+    if (cap->tail)
+        cap->tail->next = waiter;
+    else
+        cap->head = waiter;
+    cap->tail = waiter;
+    cap->held++;
+    return false;
+}
+
+static void unlink_waiter(act_start_cap *cap, act_start_waiter *waiter)
+{
+    if (waiter->prev)
+        waiter->prev->next = waiter->next;
+    else
+        cap->head = waiter->next;
+    if (waiter->next)
+        waiter->next->prev = waiter->prev;
+    else
+        cap->tail = waiter->prev;
+    waiter->prev = waiter->next = NULL;
+    waiter->queued = false;
+    cap->held--;
+}
+
+void act_start_cap_release(act_start_cap *cap)
+{
+    if (cap->in_flight == 0)
+        return;
+    act_start_waiter *first = cap->head;
+    if (!first) {
+        cap->in_flight--;
+        return;
+    }
+    unlink_waiter(cap, first);
+    /* The slot passes from the releaser to the first held start unchanged,
+     * so in_flight stays as it is. */
+    first->granted(first, first->userdata);
+}
+
+void act_start_cap_withdraw(act_start_cap *cap, act_start_waiter *waiter)
+{
+    if (waiter->queued)
+        unlink_waiter(cap, waiter);
+}

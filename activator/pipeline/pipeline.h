@@ -1,0 +1,289 @@
+/* The per-host wake pipeline: an explicit state machine on an sd-event loop.
+ *
+ * A wake runs these steps, each an operation from a table the caller
+ * supplies (the daemon's adapters over claims/, release/ and cgroup/, or a
+ * test's fakes):
+ *
+ *   (refuse if an earlier generation is not proven stopped)
+ *   read, admit, restore                               once per wake
+ *   reserve, materialize, prepare, gate, exec, ready   per attempt, at most max_starts
+ *   replicate, publish, healthy                        once, after a ready attempt
+ *   failed                                             retires a started attempt
+ *
+ * Every operation is asynchronous: it is called with the wake and finishes by
+ * calling act_wake_complete (or act_wake_retired for `failed`) exactly once,
+ * either before it returns or later from the loop. The pipeline always moves
+ * to the next step from the loop, never from inside a completion, so an
+ * operation may complete synchronously without recursion.
+ *
+ * One wake is in flight per host: triggers arriving meanwhile join it and all
+ * get its one outcome. Nothing here blocks; timers use
+ * sd_event_add_time_relative on CLOCK_MONOTONIC. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <systemd/sd-event.h>
+
+#include "activator/pipeline/backoff.h"
+#include "activator/pipeline/budget.h"
+#include "activator/pipeline/reason.h"
+#include "common/error.h"
+
+typedef enum act_step {
+    ACT_STEP_NONE = 0, /* "start": before the first operation */
+    ACT_STEP_READ,
+    ACT_STEP_ADMIT,
+    ACT_STEP_RESTORE,
+    ACT_STEP_RESERVE,
+    ACT_STEP_MATERIALIZE,
+    ACT_STEP_PREPARE,
+    ACT_STEP_GATE,
+    ACT_STEP_EXEC,
+    ACT_STEP_READY,
+    ACT_STEP_REPLICATE,
+    ACT_STEP_PUBLISH,
+    ACT_STEP_HEALTHY,
+    ACT_STEP_FAILED,
+    _ACT_STEP_MAX,
+} act_step;
+
+/* "start", "read", "admit", ..., "failed". */
+const char *act_step_to_string(act_step step);
+
+typedef struct act_host act_host;
+typedef struct act_wake act_wake;
+
+typedef void (*act_step_fn)(act_wake *wake, void *userdata);
+
+/* The operations. A NULL entry is a step with nothing to do: it succeeds at
+ * once (no ExecRestore=, no ExecReplicate=, or a test that does not care). */
+typedef struct act_pipeline_ops {
+    act_step_fn read;        /* read the claim: not_owner, wrong_phase, store_error */
+    act_step_fn admit;       /* CAS the claim and verify it: claim_changed, store_error */
+    act_step_fn restore;     /* bring the state directory to the claim's checkpoint */
+    act_step_fn reserve;     /* the attempt's generation: number, cgroup leaf, record */
+    act_step_fn materialize; /* what the exec needs on disk: state, sockets, notify socket */
+    act_step_fn prepare;     /* resolve the live link once, open, hash, compare pin and manifest */
+    act_step_fn gate;        /* ownership, pin, held, build state, ownership again */
+    act_step_fn exec;        /* clone3 the verified fd into the generation's cgroup */
+    act_step_fn ready;       /* wait for readiness; the pipeline bounds it by ready_timeout */
+    act_step_fn replicate;   /* start ExecReplicate= */
+    act_step_fn publish;     /* same admission re-read, CAS the claim to serving */
+    act_step_fn healthy;     /* the health check of the published generation */
+    /* Retires a generation (act_wake_retirement says which and why) and
+     * reports with act_wake_retired whether it is proven stopped. */
+    act_step_fn failed;
+    /* Called when the pipeline stops waiting for an operation that has not
+     * completed (only `ready`: its window closed, or the wake was cancelled).
+     * The operation must stop and must not complete afterwards. */
+    void (*abandon)(act_wake *wake, act_step step, void *userdata);
+} act_pipeline_ops;
+
+typedef struct act_pipeline_config {
+    unsigned max_starts;          /* attempts per wake, 1 to 5 */
+    uint64_t backoff_unit_usec;   /* attempt backoff unit: waits 1, 2, 4, 8 units */
+    uint64_t ready_timeout_usec;  /* the ready window, above 0 and at most 30 s */
+    uint64_t park_backoff_base_usec; /* failure-park backoff base (25 ms) */
+    uint64_t park_backoff_max_usec;  /* failure-park backoff cap (30 s) */
+    double start_rate_per_sec;    /* per-host token bucket rate; 0 for no limit */
+    uint64_t budget_wait_max_usec; /* longest a start waits for a budget before refusal */
+    act_start_cap *start_cap;     /* box-wide cap shared by all hosts; NULL for none */
+} act_pipeline_config;
+
+/* The defaults of DESIGN.md and the issues: 5 starts, 1 s unit, 30 s ready
+ * window, 25 ms .. 30 s failure-park backoff, no rate limit, 30 s budget wait,
+ * no cap. */
+void act_pipeline_config_init(act_pipeline_config *config);
+
+/* Checks every field and names the first bad one; -EINVAL or 0. */
+int act_pipeline_config_check(const act_pipeline_config *config, act_error *err);
+
+typedef enum act_host_state {
+    ACT_HOST_PARKED,   /* nothing runs; a trigger starts a wake */
+    ACT_HOST_WAKING,   /* a wake is in flight */
+    ACT_HOST_SERVING,  /* a published, healthy generation serves */
+    ACT_HOST_RETIRING, /* the serving generation is being retired */
+    _ACT_HOST_STATE_MAX,
+} act_host_state;
+
+/* "parked", "waking", "serving", "retiring". */
+const char *act_host_state_to_string(act_host_state state);
+
+typedef enum act_trigger {
+    ACT_TRIGGER_CONNECTION,   /* a connection on a parked host's socket */
+    ACT_TRIGGER_WARM,         /* activatorctl wake */
+    ACT_TRIGGER_CLAIM_CHANGE, /* a claim that newly names this box */
+    _ACT_TRIGGER_MAX,
+} act_trigger;
+
+const char *act_trigger_to_string(act_trigger trigger);
+
+typedef enum act_wake_kind {
+    ACT_WAKE_SERVING,   /* the host serves */
+    ACT_WAKE_REFUSED,   /* a refusal: nothing of the build ran, nothing retried */
+    ACT_WAKE_FAILED,    /* starts failed and the wake gave up */
+    ACT_WAKE_CANCELLED, /* a park request or a lost claim stopped it */
+} act_wake_kind;
+
+const char *act_wake_kind_to_string(act_wake_kind kind);
+
+/* The one outcome of a wake, given to every trigger that joined it. */
+typedef struct act_wake_result {
+    act_wake_kind kind;
+    act_reason reason;  /* ACT_REASON_NONE when serving */
+    act_step step;      /* the step that refused or failed */
+    unsigned attempts;  /* starts begun (reserve called) */
+    bool unproven;      /* a generation it started is not proven stopped */
+    const char *message; /* one sentence; valid during the callback only */
+} act_wake_result;
+
+typedef void (*act_wake_done_fn)(act_host *host, const act_wake_result *result, void *userdata);
+
+typedef enum act_event_type {
+    ACT_EVENT_WAKING,    /* a wake began (trigger) */
+    ACT_EVENT_JOINED,    /* a trigger joined the wake in flight (trigger) */
+    ACT_EVENT_DEFERRED,  /* the wake waits out the failure-park backoff (delay_usec) */
+    ACT_EVENT_STEP,      /* an operation was called (step, attempt) */
+    ACT_EVENT_ADMITTED,  /* admit succeeded */
+    ACT_EVENT_HELD,      /* a start waits for a budget (delay_usec, 0 when queued for a slot) */
+    ACT_EVENT_EXECUTED,  /* exec succeeded: the build runs */
+    ACT_EVENT_READY,     /* ready succeeded */
+    ACT_EVENT_PUBLISHED, /* publish succeeded */
+    ACT_EVENT_FAILED,    /* a step failed (step, attempt, reason) */
+    ACT_EVENT_REFUSED,   /* a step refused (step, attempt, reason) */
+    ACT_EVENT_RETIRING,  /* `failed` was called (reason) */
+    ACT_EVENT_RETIRED,   /* the generation is proven stopped */
+    ACT_EVENT_UNPROVEN,  /* the generation is not proven stopped */
+    ACT_EVENT_BACKOFF,   /* next attempt after delay_usec */
+    ACT_EVENT_SERVING,   /* the wake ended serving */
+    ACT_EVENT_GAVE_UP,   /* the wake ended failed (reason) */
+    ACT_EVENT_CANCELLED, /* the wake ended cancelled (reason) */
+    ACT_EVENT_EXITED,    /* the serving generation exited (status) */
+    ACT_EVENT_PARKING,   /* the serving generation is being retired (park_cause) */
+    ACT_EVENT_PARKED,    /* the host is parked */
+    ACT_EVENT_PROVEN,    /* a proof cleared the unproven stop */
+    _ACT_EVENT_MAX,
+} act_event_type;
+
+/* "waking", "joined", ..., "proven". */
+const char *act_event_type_to_string(act_event_type type);
+
+typedef struct act_event {
+    act_event_type type;
+    act_step step;
+    unsigned attempt; /* 1-based; 0 outside the attempt loop */
+    act_reason reason;
+    act_trigger trigger;
+    act_park_cause park_cause;
+    int status;          /* ACT_EVENT_EXITED: the exit status */
+    uint64_t delay_usec; /* DEFERRED, HELD, BACKOFF */
+    uint64_t at_usec;    /* CLOCK_MONOTONIC when it happened */
+    const char *message; /* a sentence or NULL; valid during the callback only */
+} act_event;
+
+/* Observes every transition. It may be called from inside the act_host_*
+ * calls as well as from the loop; it must not call back into the host. */
+typedef void (*act_event_fn)(act_host *host, const act_event *event, void *userdata);
+
+/* A host's pipeline. name is checked with act_name_check; config with
+ * act_pipeline_config_check; both are copied. ops must outlive the host. */
+int act_host_new(sd_event *loop, const char *name, const act_pipeline_config *config,
+                 const act_pipeline_ops *ops, void *ops_userdata, act_event_fn on_event,
+                 void *event_userdata, act_host **ret, act_error *err);
+
+/* Frees a host with no wake or retirement in flight; -EBUSY (and nothing
+ * freed) otherwise: cancel or park it and let the loop finish first. */
+int act_host_free(act_host *host);
+
+enum {
+    ACT_WAKE_STARTED = 0, /* a new wake began; done is called with its outcome */
+    ACT_WAKE_JOINED = 1,  /* joined the wake in flight (or the one queued behind a
+                           * retirement); done is called with its outcome */
+    ACT_WAKE_ALREADY_SERVING = 2, /* the host serves; done is not called */
+};
+
+/* A trigger. Returns one of the ACT_WAKE_* values or -ENOMEM. done is never
+ * called before this returns: outcomes are delivered from the loop. done may
+ * be NULL. The callback must not free the host. */
+int act_host_wake(act_host *host, act_trigger trigger, act_wake_done_fn done, void *userdata);
+
+/* Stops a wake in flight at its next step boundary (timers and budget waits
+ * at once, a pending `ready` at once through abandon), runs `failed` for a
+ * started attempt, and ends the wake cancelled with reason (ACT_REASON_CANCELLED
+ * for a park request, ACT_REASON_NOT_OWNER for a claim taken over). Triggers
+ * queued behind a retirement are cancelled too. Returns 1 when something was
+ * cancelled, 0 when nothing was in flight. */
+int act_host_cancel(act_host *host, act_reason reason, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Parks the host: a serving generation is retired through `failed` (graceful
+ * for idle and request), a wake in flight is cancelled. Updates the
+ * failure-park streak by cause. Returns 1 when something was started or
+ * cancelled, 0 when the host was already parked or retiring. */
+int act_host_park(act_host *host, act_park_cause cause);
+
+/* The serving generation's main process exited with status (observed through
+ * its pidfd). Status 0 is an idle park; anything else a failure park, whose
+ * streak restarts when served_long_enough (it served for FailureResetSec).
+ * The generation is retired through `failed` to prove its cgroup empty.
+ * -ESRCH when the host is not serving. */
+int act_host_generation_exited(act_host *host, int status, bool served_long_enough);
+
+/* An earlier generation is now proven stopped (for example the daemon's sweep
+ * found its cgroup empty): clears the unproven stop so wakes run again. */
+void act_host_report_proof(act_host *host);
+
+const char *act_host_name(const act_host *host);
+act_host_state act_host_get_state(const act_host *host);
+bool act_host_is_unproven(const act_host *host);
+unsigned act_host_failure_streak(const act_host *host);
+
+/* What `failed` is asked to retire. */
+typedef enum act_retire_cause {
+    ACT_RETIRE_ATTEMPT,   /* a start of this wake failed, was refused or cancelled */
+    ACT_RETIRE_UNCERTAIN, /* a failure after ready: the claim may name it; give up */
+    ACT_RETIRE_EXITED,    /* the serving generation's main process exited */
+    ACT_RETIRE_PARK,      /* the serving generation is parked */
+} act_retire_cause;
+
+typedef struct act_retirement {
+    act_retire_cause cause;
+    act_reason reason;   /* why (ACT_REASON_NONE for an idle park) */
+    unsigned attempt;    /* the attempt retired; 0 for a serving generation */
+    bool record_attempt; /* record a failed attempt of the build */
+    bool exec_started;   /* the build's process was started */
+    bool graceful;       /* SIGTERM and StopTimeoutSec first (parks); else kill now */
+    act_park_cause park_cause; /* ACT_RETIRE_PARK and ACT_RETIRE_EXITED */
+} act_retirement;
+
+/* Completes the operation in flight: ACT_REASON_NONE for success, otherwise
+ * the refusal or failure with one sentence. Returns 0, or -ESTALE (and
+ * ignores the call) when no operation of this wake is waiting for it. */
+int act_wake_complete(act_wake *wake, act_reason reason, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static inline int act_wake_ok(act_wake *wake)
+{
+    return act_wake_complete(wake, ACT_REASON_NONE, NULL);
+}
+
+/* Completes `failed`: proven says the generation is proven stopped (its
+ * cgroup empty). Unproven leaves the host refusing wakes with unproven_stop
+ * until act_host_report_proof. Returns 0 or -ESTALE as act_wake_complete. */
+int act_wake_retired(act_wake *wake, bool proven, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+act_host *act_wake_host(const act_wake *wake);
+/* The operation in flight. */
+act_step act_wake_step(const act_wake *wake);
+/* The current attempt, 1-based; 0 before the attempt loop. */
+unsigned act_wake_attempt(const act_wake *wake);
+/* What `failed` must retire; valid while `failed` runs. */
+const act_retirement *act_wake_retirement(const act_wake *wake);
+
+/* Per-wake data for the operations (the admitted claim, the generation's
+ * handles...). destroy, if set, runs when the wake is freed. */
+void act_wake_set_data(act_wake *wake, void *data, void (*destroy)(void *data));
+void *act_wake_get_data(const act_wake *wake);

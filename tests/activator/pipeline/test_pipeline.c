@@ -1,0 +1,802 @@
+/* The wake pipeline on a real sd-event loop, with scripted operations.
+ *
+ * Backoff units are milliseconds here instead of seconds; delays are checked
+ * against the unit with a tolerance, never against wall-clock constants. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "activator/pipeline/pipeline.h"
+#include "common/cleanup.h"
+#include "fake-ops.h"
+
+#define MSEC 1000ULL
+
+typedef struct fixture {
+    sd_event *loop;
+    fake_ops fake;
+    act_pipeline_config config;
+    act_host *host;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    assert_int_equal(sd_event_new(&f->loop), 0);
+    fake_ops_init(&f->fake, f->loop);
+    act_pipeline_config_init(&f->config);
+    f->config.backoff_unit_usec = 20 * MSEC;
+    f->config.ready_timeout_usec = 30 * MSEC;
+    f->config.park_backoff_base_usec = 40 * MSEC;
+    f->config.park_backoff_max_usec = 1000 * MSEC;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f->host) {
+        /* Let anything still in flight finish before freeing. */
+        for (int i = 0; i < 200 && act_host_free(f->host) == -EBUSY; i++)
+            sd_event_run(f->loop, 10 * MSEC);
+    }
+    sd_event_unref(f->loop);
+    free(f);
+    return 0;
+}
+
+static void make_host(fixture *f)
+{
+    act_error err = {0};
+    assert_int_equal(act_host_new(f->loop, "web1", &f->config, &f->fake.table, &f->fake,
+                                  fake_on_event, &f->fake, &f->host, &err),
+                     0);
+}
+
+static void wake_and_wait(fixture *f, fake_result *result)
+{
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, result),
+                     ACT_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &result->count, 5000));
+}
+
+static void happy_path_runs_every_step_in_order(void **state)
+{
+    fixture *f = *state;
+    /* Some steps complete later from the loop, the rest synchronously. */
+    f->fake.delay_usec[ACT_STEP_ADMIT] = 2 * MSEC;
+    f->fake.delay_usec[ACT_STEP_READY] = 5 * MSEC;
+    f->fake.delay_usec[ACT_STEP_PUBLISH] = 1 * MSEC;
+    make_host(f);
+    fake_result result = {0};
+    wake_and_wait(f, &result);
+
+    const act_step expected[] = {
+        ACT_STEP_READ,    ACT_STEP_ADMIT,   ACT_STEP_RESTORE,   ACT_STEP_RESERVE,
+        ACT_STEP_MATERIALIZE, ACT_STEP_PREPARE, ACT_STEP_GATE,  ACT_STEP_EXEC,
+        ACT_STEP_READY,   ACT_STEP_REPLICATE, ACT_STEP_PUBLISH, ACT_STEP_HEALTHY,
+    };
+    assert_int_equal(f->fake.log_len, ARRAY_SIZE(expected));
+    for (size_t i = 0; i < ARRAY_SIZE(expected); i++)
+        assert_string_equal(act_step_to_string(f->fake.log[i]), act_step_to_string(expected[i]));
+    assert_int_equal(result.count, 1);
+    assert_int_equal(result.kind, ACT_WAKE_SERVING);
+    assert_int_equal(result.reason, ACT_REASON_NONE);
+    assert_int_equal(result.attempts, 1);
+    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
+    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 0);
+
+    /* The milestones come in pipeline order. */
+    const act_event_type milestones[] = {ACT_EVENT_WAKING, ACT_EVENT_ADMITTED, ACT_EVENT_EXECUTED,
+                                         ACT_EVENT_READY, ACT_EVENT_PUBLISHED, ACT_EVENT_SERVING};
+    int last = -1;
+    for (size_t i = 0; i < ARRAY_SIZE(milestones); i++) {
+        int at = fake_find_event(&f->fake, milestones[i], 0);
+        assert_true(at > last);
+        last = at;
+    }
+    /* A serving host does not start a second wake. */
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_WARM, fake_on_done, &result),
+                     ACT_WAKE_ALREADY_SERVING);
+}
+
+typedef struct refusal_case {
+    act_step step;
+    act_reason reason;
+} refusal_case;
+
+static void every_refusal_stops_before_exec_and_is_not_retried(void **state)
+{
+    fixture *f = *state;
+    const refusal_case cases[] = {
+        {ACT_STEP_READ, ACT_REASON_NOT_OWNER},
+        {ACT_STEP_READ, ACT_REASON_WRONG_PHASE},
+        {ACT_STEP_ADMIT, ACT_REASON_CLAIM_CHANGED},
+        {ACT_STEP_MATERIALIZE, ACT_REASON_NOT_STAGED},
+        {ACT_STEP_PREPARE, ACT_REASON_PIN_MISMATCH},
+        {ACT_STEP_PREPARE, ACT_REASON_HELD_MISMATCH},
+        {ACT_STEP_PREPARE, ACT_REASON_DIGEST_MISMATCH},
+        {ACT_STEP_GATE, ACT_REASON_NOT_OWNER},
+        {ACT_STEP_GATE, ACT_REASON_CLAIM_CHANGED},
+        {ACT_STEP_GATE, ACT_REASON_PIN_MISMATCH},
+        {ACT_STEP_GATE, ACT_REASON_HELD_MISMATCH},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        fake_ops_init(&f->fake, f->loop);
+        for (unsigned call = 0; call < FAKE_MAX_CALLS; call++)
+            f->fake.outcome[cases[i].step][call] = cases[i].reason;
+        make_host(f);
+        fake_result result = {0};
+        wake_and_wait(f, &result);
+        fake_run_for(f->loop, 100); /* long enough for a retry at 20 ms to show */
+
+        assert_int_equal(result.count, 1);
+        assert_int_equal(result.kind, ACT_WAKE_REFUSED);
+        assert_string_equal(act_reason_to_string(result.reason),
+                            act_reason_to_string(cases[i].reason));
+        assert_int_equal(result.step, cases[i].step);
+        assert_non_null(strstr(result.message, act_reason_to_string(cases[i].reason)));
+        assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 0);
+        assert_true(f->fake.calls[ACT_STEP_RESERVE] <= 1);
+        assert_int_equal(f->fake.calls[cases[i].step], 1);
+        assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_BACKOFF), 0);
+        assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_REFUSED), 1);
+        /* What an attempt reserved is retired, and never as the build's
+         * failure. */
+        assert_int_equal(f->fake.calls[ACT_STEP_FAILED], f->fake.calls[ACT_STEP_RESERVE]);
+        if (f->fake.calls[ACT_STEP_FAILED])
+            assert_false(f->fake.retirements[0].record_attempt);
+        assert_int_equal(act_host_get_state(f->host), ACT_HOST_PARKED);
+        assert_int_equal(act_host_failure_streak(f->host), 0);
+        assert_int_equal(act_host_free(f->host), 0);
+        f->host = NULL;
+    }
+}
+
+static void ready_timeout_is_retried_with_doubling_backoff_then_given_up(void **state)
+{
+    fixture *f = *state;
+    f->config.max_starts = 5;
+    /* ready never answers: the pipeline's own window must close it. */
+    f->fake.hang[ACT_STEP_READY] = true;
+    make_host(f);
+    fake_result result = {0};
+    wake_and_wait(f, &result);
+
+    assert_int_equal(result.kind, ACT_WAKE_FAILED);
+    assert_int_equal(result.reason, ACT_REASON_READY_TIMEOUT);
+    assert_int_equal(result.attempts, 5);
+    assert_non_null(strstr(result.message, "gave up after 5 starts"));
+    assert_int_equal(f->fake.calls[ACT_STEP_READ], 1);
+    assert_int_equal(f->fake.calls[ACT_STEP_ADMIT], 1);
+    assert_int_equal(f->fake.calls[ACT_STEP_RESTORE], 1);
+    assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 5);
+    assert_int_equal(f->fake.abandoned, 5);
+    assert_int_equal(f->fake.calls[ACT_STEP_PUBLISH], 0);
+    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 5);
+    for (unsigned i = 0; i < 5; i++) {
+        assert_int_equal(f->fake.retirements[i].attempt, i + 1);
+        assert_int_equal(f->fake.retirements[i].cause, ACT_RETIRE_ATTEMPT);
+        assert_int_equal(f->fake.retirements[i].reason, ACT_REASON_READY_TIMEOUT);
+        assert_true(f->fake.retirements[i].record_attempt);
+        assert_true(f->fake.retirements[i].exec_started);
+    }
+
+    /* Four waits, doubling from the unit; each measured from the BACKOFF
+     * event to the next reserve, never shorter than asked and not much
+     * longer. */
+    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_BACKOFF), 4);
+    uint64_t measured[4];
+    for (unsigned n = 0; n < 4; n++) {
+        const fake_event *backoff = &f->fake.events[fake_find_event(&f->fake, ACT_EVENT_BACKOFF, n)];
+        uint64_t unit = f->config.backoff_unit_usec;
+        assert_int_equal(backoff->delay_usec, unit << n);
+        int next = -1;
+        for (unsigned i = (unsigned)fake_find_event(&f->fake, ACT_EVENT_BACKOFF, n);
+             i < f->fake.n_events; i++)
+            if (f->fake.events[i].type == ACT_EVENT_STEP &&
+                f->fake.events[i].step == ACT_STEP_RESERVE) {
+                next = (int)i;
+                break;
+            }
+        assert_true(next > 0);
+        measured[n] = f->fake.events[next].at_usec - backoff->at_usec;
+        assert_true(measured[n] + 500 >= backoff->delay_usec);
+        assert_true(measured[n] < backoff->delay_usec + 5 * unit);
+    }
+    /* The spacing itself doubles (within tolerance). */
+    for (unsigned n = 1; n < 4; n++) {
+        double ratio = (double)measured[n] / (double)measured[n - 1];
+        assert_true(ratio > 1.3 && ratio < 3.0);
+    }
+    /* Giving up is a failure park: the next wake waits its backoff. */
+    assert_int_equal(act_host_failure_streak(f->host), 1);
+}
+
+static void a_crash_before_ready_is_retried_and_can_then_serve(void **state)
+{
+    fixture *f = *state;
+    f->fake.outcome[ACT_STEP_READY][0] = ACT_REASON_CRASHED;
+    f->fake.outcome[ACT_STEP_EXEC][1] = ACT_REASON_EXEC_FAILED;
+    make_host(f);
+    fake_result result = {0};
+    wake_and_wait(f, &result);
+    assert_int_equal(result.kind, ACT_WAKE_SERVING);
+    assert_int_equal(result.attempts, 3);
+    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 2);
+    assert_true(f->fake.retirements[0].exec_started);
+    assert_false(f->fake.retirements[1].exec_started);
+    assert_true(f->fake.retirements[1].record_attempt);
+    assert_int_equal(f->fake.calls[ACT_STEP_RESTORE], 1);
+    assert_int_equal(f->fake.calls[ACT_STEP_ADMIT], 1);
+}
+
+static void a_gate_refusal_records_no_failed_attempt(void **state)
+{
+    fixture *f = *state;
+    /* Even a reason that would be retried elsewhere ends the wake at the
+     * gate. */
+    const act_reason reasons[] = {ACT_REASON_NOT_OWNER, ACT_REASON_STORE_ERROR,
+                                  ACT_REASON_EXEC_FAILED};
+    for (size_t i = 0; i < ARRAY_SIZE(reasons); i++) {
+        fake_ops_init(&f->fake, f->loop);
+        f->fake.outcome[ACT_STEP_GATE][0] = reasons[i];
+        make_host(f);
+        fake_result result = {0};
+        wake_and_wait(f, &result);
+        fake_run_for(f->loop, 100);
+        assert_int_equal(result.kind, ACT_WAKE_REFUSED);
+        assert_int_equal(result.reason, reasons[i]);
+        assert_int_equal(result.step, ACT_STEP_GATE);
+        assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 0);
+        assert_int_equal(f->fake.calls[ACT_STEP_GATE], 1);
+        assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
+        assert_false(f->fake.retirements[0].record_attempt);
+        assert_false(f->fake.retirements[0].exec_started);
+        assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_FAILED), 0);
+        assert_int_equal(act_host_failure_streak(f->host), 0);
+        assert_int_equal(act_host_free(f->host), 0);
+        f->host = NULL;
+    }
+}
+
+static void a_failure_after_ready_is_never_retried(void **state)
+{
+    fixture *f = *state;
+    const refusal_case cases[] = {
+        {ACT_STEP_REPLICATE, ACT_REASON_REPLICATE_FAILED},
+        {ACT_STEP_PUBLISH, ACT_REASON_PUBLISH_LOST},
+        {ACT_STEP_HEALTHY, ACT_REASON_UNHEALTHY},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        fake_ops_init(&f->fake, f->loop);
+        f->fake.outcome[cases[i].step][0] = cases[i].reason;
+        make_host(f);
+        fake_result result = {0};
+        wake_and_wait(f, &result);
+        fake_run_for(f->loop, 100);
+        assert_int_equal(result.kind, ACT_WAKE_FAILED);
+        assert_int_equal(result.reason, cases[i].reason);
+        assert_int_equal(f->fake.calls[ACT_STEP_RESERVE], 1);
+        assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 1);
+        assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
+        assert_int_equal(f->fake.retirements[0].cause, ACT_RETIRE_UNCERTAIN);
+        assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_BACKOFF), 0);
+        assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_GAVE_UP), 1);
+        assert_int_equal(act_host_free(f->host), 0);
+        f->host = NULL;
+    }
+}
+
+static void an_unproven_stop_refuses_wakes_until_proof(void **state)
+{
+    fixture *f = *state;
+    f->fake.outcome[ACT_STEP_READY][0] = ACT_REASON_CRASHED;
+    f->fake.unproven[0] = true;
+    make_host(f);
+
+    fake_result first = {0};
+    wake_and_wait(f, &first);
+    fake_run_for(f->loop, 100);
+    /* Retryable, but the crashed attempt may still run: no second start. */
+    assert_int_equal(first.kind, ACT_WAKE_FAILED);
+    assert_int_equal(first.reason, ACT_REASON_CRASHED);
+    assert_true(first.unproven);
+    assert_non_null(strstr(first.message, "not proven stopped"));
+    assert_int_equal(f->fake.calls[ACT_STEP_RESERVE], 1);
+    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_UNPROVEN), 1);
+    assert_true(act_host_is_unproven(f->host));
+
+    fake_result second = {0};
+    wake_and_wait(f, &second);
+    assert_int_equal(second.kind, ACT_WAKE_REFUSED);
+    assert_int_equal(second.reason, ACT_REASON_UNPROVEN_STOP);
+    assert_int_equal(f->fake.calls[ACT_STEP_READ], 1);
+
+    act_host_report_proof(f->host);
+    assert_false(act_host_is_unproven(f->host));
+    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_PROVEN), 1);
+    fake_result third = {0};
+    wake_and_wait(f, &third);
+    assert_int_equal(third.kind, ACT_WAKE_SERVING);
+    assert_int_equal(f->fake.calls[ACT_STEP_READ], 2);
+}
+
+typedef struct join_state {
+    act_host *host;
+    fake_result *late;
+    int joined;
+} join_state;
+
+static join_state *joiner_hook_state;
+
+static void trigger_during_exec(fake_ops *fake, act_wake *wake, act_step step)
+{
+    if (step == ACT_STEP_EXEC)
+        joiner_hook_state->joined = act_host_wake(joiner_hook_state->host,
+                                                  ACT_TRIGGER_CLAIM_CHANGE, fake_on_done,
+                                                  joiner_hook_state->late);
+}
+
+static void concurrent_triggers_join_one_wake_and_share_its_outcome(void **state)
+{
+    fixture *f = *state;
+    f->fake.delay_usec[ACT_STEP_READY] = 20 * MSEC;
+    f->fake.on_call = trigger_during_exec;
+    make_host(f);
+    fake_result results[4] = {{0}};
+    join_state hook = {.host = f->host, .late = &results[3], .joined = -1};
+    joiner_hook_state = &hook;
+
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &results[0]),
+                     ACT_WAKE_STARTED);
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &results[1]),
+                     ACT_WAKE_JOINED);
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_WARM, fake_on_done, &results[2]),
+                     ACT_WAKE_JOINED);
+    /* Outcomes only come from the loop. */
+    assert_int_equal(results[0].count, 0);
+    assert_true(fake_run_until(f->loop, &results[3].count, 5000));
+    fake_run_for(f->loop, 20);
+
+    assert_int_equal(hook.joined, ACT_WAKE_JOINED);
+    for (size_t i = 0; i < ARRAY_SIZE(results); i++) {
+        assert_int_equal(results[i].count, 1);
+        assert_int_equal(results[i].kind, ACT_WAKE_SERVING);
+    }
+    assert_int_equal(f->fake.calls[ACT_STEP_READ], 1);
+    assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 1);
+    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_JOINED), 3);
+    joiner_hook_state = NULL;
+}
+
+static void joiners_of_a_failed_wake_all_get_the_failure(void **state)
+{
+    fixture *f = *state;
+    f->config.max_starts = 2;
+    f->fake.outcome[ACT_STEP_READY][0] = ACT_REASON_CRASHED;
+    f->fake.outcome[ACT_STEP_READY][1] = ACT_REASON_CRASHED;
+    make_host(f);
+    fake_result results[3] = {{0}};
+    for (size_t i = 0; i < ARRAY_SIZE(results); i++)
+        assert_true(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &results[i]) >=
+                    0);
+    assert_true(fake_run_until(f->loop, &results[2].count, 5000));
+    for (size_t i = 0; i < ARRAY_SIZE(results); i++) {
+        assert_int_equal(results[i].count, 1);
+        assert_int_equal(results[i].kind, ACT_WAKE_FAILED);
+        assert_int_equal(results[i].reason, ACT_REASON_CRASHED);
+        assert_int_equal(results[i].attempts, 2);
+    }
+}
+
+static void cancel_while_ready_abandons_it_and_retires_the_attempt(void **state)
+{
+    fixture *f = *state;
+    f->fake.hang[ACT_STEP_READY] = true;
+    f->config.ready_timeout_usec = 30 * 1000 * MSEC;
+    make_host(f);
+    fake_result result = {0};
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &result),
+                     ACT_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &f->fake.calls[ACT_STEP_READY], 5000));
+    assert_int_equal(act_host_park(f->host, ACT_PARK_REQUEST), 1);
+    assert_true(fake_run_until(f->loop, &result.count, 5000));
+
+    assert_int_equal(result.kind, ACT_WAKE_CANCELLED);
+    assert_int_equal(result.reason, ACT_REASON_CANCELLED);
+    assert_int_equal(f->fake.abandoned, 1);
+    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
+    assert_false(f->fake.retirements[0].record_attempt);
+    assert_true(f->fake.retirements[0].exec_started);
+    assert_int_equal(f->fake.calls[ACT_STEP_REPLICATE], 0);
+    assert_int_equal(act_host_get_state(f->host), ACT_HOST_PARKED);
+    assert_int_equal(act_host_failure_streak(f->host), 0);
+}
+
+static void cancel_during_a_step_stops_at_its_boundary(void **state)
+{
+    fixture *f = *state;
+    f->fake.delay_usec[ACT_STEP_MATERIALIZE] = 30 * MSEC;
+    make_host(f);
+    fake_result result = {0};
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &result),
+                     ACT_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &f->fake.calls[ACT_STEP_MATERIALIZE], 5000));
+    /* The claim was taken over: the step in flight finishes, nothing after. */
+    assert_int_equal(act_host_cancel(f->host, ACT_REASON_NOT_OWNER, "claim now names box-2"), 1);
+    assert_true(fake_run_until(f->loop, &result.count, 5000));
+    assert_int_equal(result.kind, ACT_WAKE_CANCELLED);
+    assert_int_equal(result.reason, ACT_REASON_NOT_OWNER);
+    assert_string_equal(result.message, "claim now names box-2");
+    assert_int_equal(f->fake.calls[ACT_STEP_PREPARE], 0);
+    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
+    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_CANCELLED), 1);
+}
+
+static void cancel_during_backoff_or_before_start_stops_at_once(void **state)
+{
+    fixture *f = *state;
+    f->config.backoff_unit_usec = 10 * 1000 * MSEC; /* a wait the test must not sit out */
+    f->fake.outcome[ACT_STEP_READY][0] = ACT_REASON_READY_TIMEOUT;
+    make_host(f);
+    fake_result result = {0};
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &result),
+                     ACT_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &f->fake.calls[ACT_STEP_FAILED], 5000));
+    fake_run_for(f->loop, 20);
+    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_BACKOFF), 1);
+    assert_int_equal(act_host_cancel(f->host, ACT_REASON_CANCELLED, "shutting down"), 1);
+    assert_true(fake_run_until(f->loop, &result.count, 1000));
+    assert_int_equal(result.kind, ACT_WAKE_CANCELLED);
+    assert_int_equal(f->fake.calls[ACT_STEP_RESERVE], 1);
+    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1); /* the failed attempt's only */
+
+    /* Cancelled before the loop ran it: no operation at all. */
+    fake_result early = {0};
+    unsigned reads = f->fake.calls[ACT_STEP_READ];
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_WARM, fake_on_done, &early),
+                     ACT_WAKE_STARTED);
+    assert_int_equal(act_host_cancel(f->host, ACT_REASON_CANCELLED, "park"), 1);
+    assert_true(fake_run_until(f->loop, &early.count, 1000));
+    assert_int_equal(early.kind, ACT_WAKE_CANCELLED);
+    assert_int_equal(f->fake.calls[ACT_STEP_READ], reads);
+    assert_int_equal(act_host_cancel(f->host, ACT_REASON_CANCELLED, "nothing"), 0);
+}
+
+static void a_trigger_after_cancel_starts_a_fresh_wake(void **state)
+{
+    fixture *f = *state;
+    f->fake.delay_usec[ACT_STEP_ADMIT] = 20 * MSEC;
+    make_host(f);
+    fake_result cancelled = {0}, fresh = {0};
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &cancelled),
+                     ACT_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &f->fake.calls[ACT_STEP_ADMIT], 5000));
+    assert_int_equal(act_host_park(f->host, ACT_PARK_REQUEST), 1);
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &fresh),
+                     ACT_WAKE_JOINED);
+    assert_true(fake_run_until(f->loop, &fresh.count, 5000));
+    assert_int_equal(cancelled.kind, ACT_WAKE_CANCELLED);
+    assert_int_equal(fresh.kind, ACT_WAKE_SERVING);
+    assert_int_equal(f->fake.calls[ACT_STEP_READ], 2);
+}
+
+static void serve(fixture *f)
+{
+    fake_result result = {0};
+    wake_and_wait(f, &result);
+    assert_int_equal(result.kind, ACT_WAKE_SERVING);
+}
+
+static void wait_parked(fixture *f)
+{
+    for (int i = 0; i < 500 && act_host_get_state(f->host) != ACT_HOST_PARKED; i++)
+        sd_event_run(f->loop, 10 * MSEC);
+    assert_int_equal(act_host_get_state(f->host), ACT_HOST_PARKED);
+}
+
+static void exits_and_parks_drive_the_failure_park_backoff(void **state)
+{
+    fixture *f = *state;
+    make_host(f);
+    serve(f);
+    assert_int_equal(act_host_generation_exited(f->host, 1, false), 0);
+    assert_int_equal(act_host_get_state(f->host), ACT_HOST_RETIRING);
+    wait_parked(f);
+    assert_int_equal(f->fake.retirements[0].cause, ACT_RETIRE_EXITED);
+    assert_int_equal(f->fake.retirements[0].reason, ACT_REASON_CRASHED);
+    assert_int_equal(act_host_failure_streak(f->host), 1);
+
+    /* Re-activation waits base · 2^0, then base · 2^1 after a second crash. */
+    for (unsigned streak = 1; streak <= 2; streak++) {
+        unsigned deferred = fake_count_events(&f->fake, ACT_EVENT_DEFERRED);
+        serve(f);
+        assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_DEFERRED), deferred + 1);
+        const fake_event *event =
+            &f->fake.events[fake_find_event(&f->fake, ACT_EVENT_DEFERRED, deferred)];
+        uint64_t expected = f->config.park_backoff_base_usec << (streak - 1);
+        assert_true(event->delay_usec <= expected);
+        assert_true(event->delay_usec + 30 * MSEC >= expected);
+        int read = -1;
+        for (unsigned i = (unsigned)fake_find_event(&f->fake, ACT_EVENT_DEFERRED, deferred);
+             i < f->fake.n_events && read < 0; i++)
+            if (f->fake.events[i].type == ACT_EVENT_STEP && f->fake.events[i].step == ACT_STEP_READ)
+                read = (int)i;
+        assert_true(read > 0);
+        assert_true(f->fake.events[read].at_usec - event->at_usec + 500 >= event->delay_usec);
+        if (streak == 1) {
+            assert_int_equal(act_host_generation_exited(f->host, 2, false), 0);
+            wait_parked(f);
+            assert_int_equal(act_host_failure_streak(f->host), 2);
+        }
+    }
+
+    /* A generation that served long enough restarts the count. */
+    assert_int_equal(act_host_generation_exited(f->host, 1, true), 0);
+    wait_parked(f);
+    assert_int_equal(act_host_failure_streak(f->host), 1);
+    serve(f);
+    /* Exit status 0 is an idle park: the streak is cleared. */
+    assert_int_equal(act_host_generation_exited(f->host, 0, false), 0);
+    wait_parked(f);
+    assert_int_equal(act_host_failure_streak(f->host), 0);
+    unsigned deferred = fake_count_events(&f->fake, ACT_EVENT_DEFERRED);
+    serve(f);
+    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_DEFERRED), deferred);
+
+    /* An operator's park keeps the streak and retires gracefully; an idle
+     * park clears it. */
+    assert_int_equal(act_host_park(f->host, ACT_PARK_REQUEST), 1);
+    wait_parked(f);
+    unsigned last = f->fake.calls[ACT_STEP_FAILED] - 1;
+    assert_int_equal(f->fake.retirements[last].cause, ACT_RETIRE_PARK);
+    assert_true(f->fake.retirements[last].graceful);
+    assert_int_equal(act_host_park(f->host, ACT_PARK_IDLE), 0);
+    assert_int_equal(act_host_generation_exited(f->host, 0, false), -ESRCH);
+}
+
+static void a_trigger_during_retirement_wakes_after_it(void **state)
+{
+    fixture *f = *state;
+    make_host(f);
+    serve(f);
+    f->fake.delay_usec[ACT_STEP_FAILED] = 20 * MSEC;
+    assert_int_equal(act_host_park(f->host, ACT_PARK_IDLE), 1);
+    fake_result result = {0};
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &result),
+                     ACT_WAKE_JOINED);
+    assert_true(fake_run_until(f->loop, &result.count, 5000));
+    assert_int_equal(result.kind, ACT_WAKE_SERVING);
+    assert_int_equal(f->fake.calls[ACT_STEP_READ], 2);
+    /* The retirement finished before the new wake read anything. */
+    int parked = fake_find_event(&f->fake, ACT_EVENT_PARKED, 0);
+    int waking = fake_find_event(&f->fake, ACT_EVENT_WAKING, 1);
+    assert_true(parked >= 0 && waking > parked);
+}
+
+static void an_unproven_park_refuses_the_next_wake(void **state)
+{
+    fixture *f = *state;
+    make_host(f);
+    serve(f);
+    f->fake.unproven[0] = true;
+    assert_int_equal(act_host_park(f->host, ACT_PARK_CLAIM_LOST), 1);
+    wait_parked(f);
+    assert_true(act_host_is_unproven(f->host));
+    fake_result result = {0};
+    wake_and_wait(f, &result);
+    assert_int_equal(result.reason, ACT_REASON_UNPROVEN_STOP);
+}
+
+/* Budgets inside the pipeline: hosts share one box-wide cap. */
+static void the_box_cap_holds_starts_and_wakes_them_in_order(void **state)
+{
+    fixture *f = *state;
+    act_start_cap cap;
+    assert_int_equal(act_start_cap_init(&cap, 1, NULL), 0);
+    char order[8][16];
+    unsigned order_len = 0;
+    fake_ops fakes[3];
+    act_host *hosts[3] = {NULL};
+    fake_result results[3] = {{0}};
+    const char *names[] = {"a", "b", "c"};
+    f->config.start_cap = &cap;
+    for (int i = 0; i < 3; i++) {
+        fake_ops_init(&fakes[i], f->loop);
+        fakes[i].label = names[i];
+        fakes[i].reserve_order = order;
+        fakes[i].reserve_order_len = &order_len;
+        fakes[i].delay_usec[ACT_STEP_READY] = 15 * MSEC;
+        assert_int_equal(act_host_new(f->loop, names[i], &f->config, &fakes[i].table, &fakes[i],
+                                      fake_on_event, &fakes[i], &hosts[i], NULL),
+                         0);
+    }
+    /* a takes the slot; c and then b ask while it is taken. */
+    assert_int_equal(act_host_wake(hosts[0], ACT_TRIGGER_CONNECTION, fake_on_done, &results[0]),
+                     ACT_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &fakes[0].calls[ACT_STEP_RESERVE], 1000));
+    assert_int_equal(act_host_wake(hosts[2], ACT_TRIGGER_CONNECTION, fake_on_done, &results[2]),
+                     ACT_WAKE_STARTED);
+    for (int i = 0; i < 100 && fake_count_events(&fakes[2], ACT_EVENT_HELD) == 0; i++)
+        sd_event_run(f->loop, 1 * MSEC);
+    assert_int_equal(fake_count_events(&fakes[2], ACT_EVENT_HELD), 1);
+    assert_int_equal(act_host_wake(hosts[1], ACT_TRIGGER_CONNECTION, fake_on_done, &results[1]),
+                     ACT_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &results[1].count, 5000));
+    assert_true(fake_run_until(f->loop, &results[2].count, 5000));
+
+    assert_int_equal(order_len, 3);
+    assert_string_equal(order[0], "a");
+    assert_string_equal(order[1], "c");
+    assert_string_equal(order[2], "b");
+    assert_int_equal(fake_count_events(&fakes[2], ACT_EVENT_HELD), 1);
+    assert_int_equal(fake_count_events(&fakes[1], ACT_EVENT_HELD), 1);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(results[i].kind, ACT_WAKE_SERVING);
+        assert_int_equal(act_host_free(hosts[i]), 0);
+    }
+    assert_int_equal(cap.in_flight, 0);
+    assert_int_equal(cap.held, 0);
+}
+
+static void a_held_start_past_the_budget_wait_is_refused(void **state)
+{
+    fixture *f = *state;
+    act_start_cap cap;
+    assert_int_equal(act_start_cap_init(&cap, 1, NULL), 0);
+    f->config.start_cap = &cap;
+    f->config.budget_wait_max_usec = 20 * MSEC;
+    /* Something else holds the only slot for good. */
+    act_start_waiter unused;
+    assert_true(act_start_cap_acquire(&cap, &unused, NULL, NULL));
+    make_host(f);
+    fake_result result = {0};
+    wake_and_wait(f, &result);
+    assert_int_equal(result.kind, ACT_WAKE_REFUSED);
+    assert_int_equal(result.reason, ACT_REASON_BUDGET);
+    assert_int_equal(f->fake.calls[ACT_STEP_RESERVE], 0);
+    assert_int_equal(cap.held, 0);
+    act_start_cap_release(&cap);
+    assert_int_equal(cap.in_flight, 0);
+}
+
+static void the_start_rate_paces_a_crash_loop_of_one_host_only(void **state)
+{
+    fixture *f = *state;
+    /* 4 starts a second, burst 4: the fifth start of a crash loop waits for
+     * a token, about a quarter second after the first. */
+    f->config.start_rate_per_sec = 4;
+    f->config.backoff_unit_usec = 1 * MSEC;
+    for (unsigned i = 0; i < 5; i++)
+        f->fake.outcome[ACT_STEP_READY][i] = ACT_REASON_CRASHED;
+    make_host(f);
+    fake_result result = {0};
+    wake_and_wait(f, &result);
+    assert_int_equal(result.kind, ACT_WAKE_FAILED);
+    assert_int_equal(result.attempts, 5);
+    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_HELD), 1);
+    const fake_event *held = &f->fake.events[fake_find_event(&f->fake, ACT_EVENT_HELD, 0)];
+    assert_int_equal(held->attempt, 5);
+    assert_true(held->delay_usec > 150 * MSEC && held->delay_usec <= 250 * MSEC);
+
+    /* Another host with its own bucket starts at once meanwhile. */
+    fake_ops other;
+    fake_ops_init(&other, f->loop);
+    act_host *quiet = NULL;
+    assert_int_equal(act_host_new(f->loop, "quiet", &f->config, &other.table, &other,
+                                  fake_on_event, &other, &quiet, NULL),
+                     0);
+    fake_result quiet_result = {0};
+    assert_int_equal(act_host_wake(quiet, ACT_TRIGGER_WARM, fake_on_done, &quiet_result),
+                     ACT_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &quiet_result.count, 1000));
+    assert_int_equal(quiet_result.kind, ACT_WAKE_SERVING);
+    assert_int_equal(fake_count_events(&other, ACT_EVENT_HELD), 0);
+    assert_int_equal(act_host_free(quiet), 0);
+}
+
+static void bad_names_and_configs_are_refused_with_a_sentence(void **state)
+{
+    fixture *f = *state;
+    act_error err = {0};
+    act_host *host = NULL;
+    assert_int_equal(act_host_new(f->loop, "../etc", &f->config, &f->fake.table, &f->fake, NULL,
+                                  NULL, &host, &err),
+                     -EINVAL);
+    assert_null(host);
+    assert_non_null(strstr(err.message, "host name"));
+
+    act_pipeline_config bad = f->config;
+    bad.max_starts = 6;
+    act_error_clear(&err);
+    assert_int_equal(act_host_new(f->loop, "web1", &bad, &f->fake.table, &f->fake, NULL, NULL,
+                                  &host, &err),
+                     -EINVAL);
+    assert_non_null(strstr(err.message, "web1"));
+    assert_non_null(strstr(err.message, "MaxStarts=6"));
+
+    bad = f->config;
+    bad.ready_timeout_usec = 31 * 1000 * MSEC;
+    act_error_clear(&err);
+    assert_int_equal(act_pipeline_config_check(&bad, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "ReadyTimeoutSec"));
+}
+
+static int early_completion[3];
+
+static void complete_early(fake_ops *fake, act_wake *wake, act_step step)
+{
+    if (step != ACT_STEP_READ)
+        return;
+    /* The wrong completion for the step, then the right one; the fake then
+     * completes a second time, which must be ignored. */
+    early_completion[0] = act_wake_retired(wake, true, NULL);
+    early_completion[1] = act_wake_ok(wake);
+    early_completion[2] = act_wake_complete(wake, ACT_REASON_NONE, NULL);
+}
+
+static void late_or_double_completions_are_ignored(void **state)
+{
+    fixture *f = *state;
+    f->fake.on_call = complete_early;
+    make_host(f);
+    serve(f);
+    assert_int_equal(early_completion[0], -ESTALE);
+    assert_int_equal(early_completion[1], 0);
+    assert_int_equal(early_completion[2], -ESTALE);
+    assert_int_equal(f->fake.calls[ACT_STEP_ADMIT], 1);
+    assert_int_equal(f->fake.calls[ACT_STEP_HEALTHY], 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(happy_path_runs_every_step_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(every_refusal_stops_before_exec_and_is_not_retried, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            ready_timeout_is_retried_with_doubling_backoff_then_given_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_crash_before_ready_is_retried_and_can_then_serve, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_gate_refusal_records_no_failed_attempt, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_failure_after_ready_is_never_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(an_unproven_stop_refuses_wakes_until_proof, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(concurrent_triggers_join_one_wake_and_share_its_outcome,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(joiners_of_a_failed_wake_all_get_the_failure, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(cancel_while_ready_abandons_it_and_retires_the_attempt,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(cancel_during_a_step_stops_at_its_boundary, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(cancel_during_backoff_or_before_start_stops_at_once,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(a_trigger_after_cancel_starts_a_fresh_wake, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(exits_and_parks_drive_the_failure_park_backoff, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_trigger_during_retirement_wakes_after_it, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(an_unproven_park_refuses_the_next_wake, setup, teardown),
+        cmocka_unit_test_setup_teardown(the_box_cap_holds_starts_and_wakes_them_in_order, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_held_start_past_the_budget_wait_is_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(the_start_rate_paces_a_crash_loop_of_one_host_only,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(bad_names_and_configs_are_refused_with_a_sentence, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(late_or_double_completions_are_ignored, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
