@@ -24,8 +24,8 @@ static bool is_kept(const char *version, const char *const *keep, size_t n_keep)
 /* Renames the version to a hidden trash name first: the version vanishes in
  * one step, so a concurrent resolve sees it whole or not at all, and a crash
  * during the deletion leaves only a trash directory for the next sweep. */
-static int remove_version(rel_store *store, int host_dirfd, const char *host,
-                          const char *version, act_error *err)
+static int remove_version(rel_store *store, int host_dirfd, const char *host, const char *version,
+                          act_error *err)
 {
     char suffix[9], trash[NAME_MAX + 1];
     rel_random_suffix(suffix);
@@ -42,7 +42,8 @@ static int remove_version(rel_store *store, int host_dirfd, const char *host,
         (void)rel_lock(trash_fd, false);
     r = rel_remove_tree(host_dirfd, trash);
     if (r < 0)
-        return act_error_set(err, -r, "host %s: version %s is gone from view but %s/%s/%s could "
+        return act_error_set(err, -r,
+                             "host %s: version %s is gone from view but %s/%s/%s could "
                              "not be deleted: %s; the next gc retries",
                              host, version, store->path, host, trash, strerror(-r));
     return 0;
@@ -124,7 +125,7 @@ int rel_gc(rel_store *store, const char *host, const char *const *keep_versions,
         }
         count++;
     }
-    rel_sweep_stale(host_dirfd, true);
+    rel_sweep_stale(host_dirfd);
     if (removed)
         *removed = count;
     return first_error;

@@ -90,8 +90,8 @@ int rel_build_digest(const rel_file *files, size_t n_files, char out[REL_DIGEST_
 /* Reads and validates <version_dirfd>/manifest.json. where is the file's
  * path for messages. host and version are what the directory says the build
  * is; a manifest naming anything else is refused. */
-int rel_manifest_read(int version_dirfd, const char *where, const char *host,
-                      const char *version, rel_manifest *out, act_error *err);
+int rel_manifest_read(int version_dirfd, const char *where, const char *host, const char *version,
+                      rel_manifest *out, act_error *err);
 
 /* Writes m as <dirfd>/manifest.json (mode 0444) with act_write_atomic. */
 int rel_manifest_write(int dirfd, const rel_manifest *m, act_error *err);
@@ -123,6 +123,7 @@ int rel_live_read(rel_store *store, int host_dirfd, const char *host, char out[R
 /* Takes an exclusive flock on fd, waiting; promote and gc hold the host's so
  * gc never removes a version that a concurrent promote is making live. */
 int rel_lock(int fd, bool wait);
+void rel_unlock(int fd);
 
 /* Opens the directory dirfd for readdir with its own file offset. */
 DIR *rel_opendir_at(int dirfd);
@@ -131,10 +132,12 @@ DIR *rel_opendir_at(int dirfd);
 int rel_remove_tree(int dirfd, const char *name);
 
 /* Removes staging and trash directories that nobody holds a lock on any
- * more: leftovers of a stage or gc that crashed. Best effort. With
- * live_tmp_too (only under the host lock) also removes stale temporary live
- * links of a crashed promote. */
-void rel_sweep_stale(int host_dirfd, bool live_tmp_too);
+ * more, and temporary live links: leftovers of a stage, gc or promote that
+ * crashed. Best effort. Call it with the host lock held: stage creates and
+ * locks its staging directory under that lock, and promote creates and
+ * renames its temporary link under it, so nothing in progress looks
+ * abandoned to the sweep. */
+void rel_sweep_stale(int host_dirfd);
 
 /* A random 8-hex-digit suffix for temporary names. */
 void rel_random_suffix(char out[9]);

@@ -46,8 +46,8 @@ int rel_list_open(rel_store *store, int host_dirfd, const char *host, rel_entry 
 
     _cleanup_(closedirp) DIR *dir = rel_opendir_at(host_dirfd);
     if (!dir)
-        return act_error_set(err, errno, "host %s: cannot read %s/%s: %s", host, store->path,
-                             host, strerror(errno));
+        return act_error_set(err, errno, "host %s: cannot read %s/%s: %s", host, store->path, host,
+                             strerror(errno));
     _cleanup_free_ rel_entry *list = NULL;
     size_t count = 0, cap = 0;
     struct dirent *de;
@@ -64,8 +64,7 @@ int rel_list_open(rel_store *store, int host_dirfd, const char *host, rel_entry 
             size_t grown = cap ? cap * 2 : 8;
             rel_entry *bigger = realloc(list, grown * sizeof(rel_entry));
             if (!bigger)
-                return act_error_set(err, ENOMEM, "host %s: out of memory listing versions",
-                                     host);
+                return act_error_set(err, ENOMEM, "host %s: out of memory listing versions", host);
             list = bigger;
             cap = grown;
         }
@@ -93,8 +92,7 @@ int rel_list_open(rel_store *store, int host_dirfd, const char *host, rel_entry 
     return 0;
 }
 
-int rel_list(rel_store *store, const char *host, rel_entry **entries, size_t *n,
-             act_error *err)
+int rel_list(rel_store *store, const char *host, rel_entry **entries, size_t *n, act_error *err)
 {
     *entries = NULL;
     *n = 0;

@@ -99,18 +99,21 @@ int rel_manifest_write(int dirfd, const rel_manifest *m, act_error *err)
 
 /* Reads the manifest through an O_NOFOLLOW fd: a manifest that is a symlink
  * could point anywhere and is refused like any other symlink in a build. */
-static int read_bounded(int dirfd, const char *where, char **out, size_t *out_len,
-                        act_error *err)
+static int read_bounded(int dirfd, const char *where, char **out, size_t *out_len, act_error *err)
 {
     _cleanup_close_ int fd =
         openat(dirfd, REL_MANIFEST_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
     if (fd < 0) {
         if (errno == ELOOP)
-            return act_error_set(err, ELOOP, "manifest %s is a symlink; a build's manifest must "
-                                 "be a regular file; restage the version", where);
+            return act_error_set(err, ELOOP,
+                                 "manifest %s is a symlink; a build's manifest must "
+                                 "be a regular file; restage the version",
+                                 where);
         if (errno == ENOENT)
-            return act_error_set(err, EUCLEAN, "manifest %s is missing; the version was not "
-                                 "staged by this tool; remove it and stage it again", where);
+            return act_error_set(err, EUCLEAN,
+                                 "manifest %s is missing; the version was not "
+                                 "staged by this tool; remove it and stage it again",
+                                 where);
         return act_error_set(err, errno, "cannot open manifest %s: %s", where, strerror(errno));
     }
     struct stat st;
@@ -135,8 +138,7 @@ static int read_bounded(int dirfd, const char *where, char **out, size_t *out_le
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return act_error_set(err, errno, "cannot read manifest %s: %s", where,
-                                 strerror(errno));
+            return act_error_set(err, errno, "cannot read manifest %s: %s", where, strerror(errno));
         }
         if (n == 0)
             break;
@@ -157,8 +159,8 @@ static int get_field(json_object *obj, const char *where, const char *key, const
                      json_type type, json_object **out, act_error *err)
 {
     static const char *const type_names[] = {
-        [json_type_null] = "null",     [json_type_boolean] = "a boolean",
-        [json_type_double] = "a number", [json_type_int] = "an integer",
+        [json_type_null] = "null",        [json_type_boolean] = "a boolean",
+        [json_type_double] = "a number",  [json_type_int] = "an integer",
         [json_type_object] = "an object", [json_type_array] = "an array",
         [json_type_string] = "a string",
     };
@@ -209,8 +211,10 @@ static int parse_files(json_object *array, const char *where, rel_manifest *m, a
 {
     size_t n = json_object_array_length(array);
     if (n == 0)
-        return act_error_set(err, EUCLEAN, "manifest %s: field files is empty; a build has at "
-                             "least its executable", where);
+        return act_error_set(err, EUCLEAN,
+                             "manifest %s: field files is empty; a build has at "
+                             "least its executable",
+                             where);
     m->files = calloc(n, sizeof(rel_file));
     if (!m->files)
         return act_error_set(err, ENOMEM, "out of memory reading manifest %s", where);
@@ -262,8 +266,8 @@ static void tokener_freep(json_tokener **t)
         json_tokener_free(*t);
 }
 
-int rel_manifest_read(int version_dirfd, const char *where, const char *host,
-                      const char *version, rel_manifest *out, act_error *err)
+int rel_manifest_read(int version_dirfd, const char *where, const char *host, const char *version,
+                      rel_manifest *out, act_error *err)
 {
     memset(out, 0, sizeof(*out));
     _cleanup_free_ char *text = NULL;
@@ -281,16 +285,18 @@ int rel_manifest_read(int version_dirfd, const char *where, const char *host,
     _cleanup_(json_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     if (!root || jerr != json_tokener_success)
-        return act_error_set(err, EUCLEAN, "manifest %s is not valid JSON (%s at byte %zu); "
+        return act_error_set(err, EUCLEAN,
+                             "manifest %s is not valid JSON (%s at byte %zu); "
                              "restage the version",
                              where,
                              jerr == json_tokener_continue ? "unexpected end of file"
                                                            : json_tokener_error_desc(jerr),
                              json_tokener_get_parse_end(tok));
     if (json_tokener_get_parse_end(tok) != len)
-        return act_error_set(err, EUCLEAN, "manifest %s is not valid JSON (trailing data after "
-                             "byte %zu); restage the version", where,
-                             json_tokener_get_parse_end(tok));
+        return act_error_set(err, EUCLEAN,
+                             "manifest %s is not valid JSON (trailing data after "
+                             "byte %zu); restage the version",
+                             where, json_tokener_get_parse_end(tok));
     if (!json_object_is_type(root, json_type_object))
         return act_error_set(err, EUCLEAN, "manifest %s: the top level must be an object", where);
 
@@ -305,20 +311,26 @@ int rel_manifest_read(int version_dirfd, const char *where, const char *host,
     if (r == 0)
         r = get_string(root, where, "host", "host", m.host, sizeof(m.host), err);
     if (r == 0 && strcmp(m.host, host) != 0)
-        r = act_error_set(err, EUCLEAN, "manifest %s: field host is \"%s\" but the build is "
-                          "staged for host %s", where, m.host, host);
+        r = act_error_set(err, EUCLEAN,
+                          "manifest %s: field host is \"%s\" but the build is "
+                          "staged for host %s",
+                          where, m.host, host);
     if (r == 0)
         r = get_string(root, where, "version", "version", m.version, sizeof(m.version), err);
     if (r == 0 && strcmp(m.version, version) != 0)
-        r = act_error_set(err, EUCLEAN, "manifest %s: field version is \"%s\" but the build is "
-                          "staged as version %s", where, m.version, version);
+        r = act_error_set(err, EUCLEAN,
+                          "manifest %s: field version is \"%s\" but the build is "
+                          "staged as version %s",
+                          where, m.version, version);
     if (r == 0)
-        r = get_string(root, where, "exec_path", "exec_path", m.exec_path, sizeof(m.exec_path), err);
+        r = get_string(root, where, "exec_path", "exec_path", m.exec_path, sizeof(m.exec_path),
+                       err);
     if (r == 0 && !rel_build_path_is_valid(m.exec_path))
         r = act_error_set(err, EUCLEAN,
                           "manifest %s: field exec_path is not a valid path inside a build", where);
     if (r == 0)
-        r = get_string(root, where, "build_digest", "build_digest", m.build_digest, sizeof(m.build_digest), err);
+        r = get_string(root, where, "build_digest", "build_digest", m.build_digest,
+                       sizeof(m.build_digest), err);
     if (r == 0 && !rel_digest_is_valid(m.build_digest))
         r = act_error_set(err, EUCLEAN,
                           "manifest %s: field build_digest is not 64 lowercase hex digits", where);

@@ -42,14 +42,14 @@ int rel_promote(rel_store *store, const char *host, const char *version, act_err
         return act_error_set(err, errno, "host %s: cannot create a new live link in %s/%s: %s",
                              host, store->path, host, strerror(errno));
     if (renameat(host_dirfd, tmp_name, host_dirfd, REL_LIVE_NAME) < 0) {
-        r = act_error_set(err, errno, "host %s: cannot replace %s/%s/live: %s", host,
-                          store->path, host, strerror(errno));
+        r = act_error_set(err, errno, "host %s: cannot replace %s/%s/live: %s", host, store->path,
+                          host, strerror(errno));
         unlinkat(host_dirfd, tmp_name, 0);
         return r;
     }
     r = act_fsync_dir(host_dirfd, err);
     if (r < 0)
-        return act_error_prefix(err, "host %s: live now names %s but may not survive a crash",
-                                host, version);
+        return act_error_prefix(err, "host %s: live now names %s but may not survive a crash", host,
+                                version);
     return 0;
 }

@@ -151,8 +151,7 @@ int rel_promote(rel_store *store, const char *host, const char *version, act_err
 
 /* Reads <host>/live once into out. -ENOENT when the host has no live link;
  * -EUCLEAN when the link's target is not a valid version name. */
-int rel_live_version(rel_store *store, const char *host, char out[REL_NAME_SIZE],
-                     act_error *err);
+int rel_live_version(rel_store *store, const char *host, char out[REL_NAME_SIZE], act_error *err);
 
 /* Resolves the build a start must run and opens its executable.
  *
@@ -173,8 +172,8 @@ int rel_live_version(rel_store *store, const char *host, char out[REL_NAME_SIZE]
  *
  * On success the caller owns out->exec_fd; release it with
  * rel_resolved_release. On failure out->exec_fd is -1. */
-int rel_resolve(rel_store *store, const char *host, const rel_pin *pin,
-                const char *exec_override, rel_resolved *out, act_error *err);
+int rel_resolve(rel_store *store, const char *host, const rel_pin *pin, const char *exec_override,
+                rel_resolved *out, act_error *err);
 
 /* Closes out->exec_fd (if open) and sets it to -1. Safe to call twice. */
 void rel_resolved_release(rel_resolved *resolved);
@@ -182,8 +181,7 @@ void rel_resolved_release(rel_resolved *resolved);
 /* Lists the staged versions of host, oldest staged first (ties by name).
  * A host with no directory has no versions: 0 with *n = 0. The caller frees
  * *entries with free(). */
-int rel_list(rel_store *store, const char *host, rel_entry **entries, size_t *n,
-             act_error *err);
+int rel_list(rel_store *store, const char *host, rel_entry **entries, size_t *n, act_error *err);
 
 /* Re-hashes every file of the build against its manifest and checks that
  * the build holds exactly the listed files (no extra file, no symlink, no

@@ -27,25 +27,29 @@ static int check_pin(const rel_pin *pin, act_error *err)
     if (r < 0)
         return act_error_prefix(err, "pin");
     if (!rel_digest_is_valid(pin->digest))
-        return act_error_set(err, EINVAL, "pin for version %s: digest is not 64 lowercase hex "
-                             "digits; a pin names a build digest", pin->version);
+        return act_error_set(err, EINVAL,
+                             "pin for version %s: digest is not 64 lowercase hex "
+                             "digits; a pin names a build digest",
+                             pin->version);
     return 0;
 }
 
 /* Opens the executable and checks what kind of file it is; the content is
  * checked by the caller. */
-static int open_executable(const char *where, int version_fd, const char *exec_path,
-                           act_error *err)
+static int open_executable(const char *where, int version_fd, const char *exec_path, act_error *err)
 {
     _cleanup_close_ int fd = rel_open_beneath(version_fd, exec_path, O_RDONLY | O_NOCTTY);
     if (fd < 0) {
         if (fd == -ELOOP)
-            return act_error_set(err, ELOOP, "%s: executable %s is a symlink or lies under one; "
+            return act_error_set(err, ELOOP,
+                                 "%s: executable %s is a symlink or lies under one; "
                                  "a build must hold the real file; restage the version",
                                  where, exec_path);
         if (fd == -ENOENT || fd == -ENOTDIR)
-            return act_error_set(err, ENOENT, "%s: executable %s is missing from the build; "
-                                 "restage the version", where, exec_path);
+            return act_error_set(err, ENOENT,
+                                 "%s: executable %s is missing from the build; "
+                                 "restage the version",
+                                 where, exec_path);
         return act_error_set(err, -fd, "%s: cannot open executable %s: %s", where, exec_path,
                              strerror(-fd));
     }
@@ -59,7 +63,8 @@ static int open_executable(const char *where, int version_fd, const char *exec_p
     /* Anyone who can write the file could change what runs between this
      * hash and the exec; staged files are 0555 and owned by the stager. */
     if (st.st_mode & (S_IWGRP | S_IWOTH))
-        return act_error_set(err, EPERM, "%s: executable %s is writable by %s (mode %04o); "
+        return act_error_set(err, EPERM,
+                             "%s: executable %s is writable by %s (mode %04o); "
                              "refusing to run it; restage the version",
                              where, exec_path,
                              (st.st_mode & S_IWGRP) && (st.st_mode & S_IWOTH) ? "group and other"
@@ -67,18 +72,20 @@ static int open_executable(const char *where, int version_fd, const char *exec_p
                                                                               : "other",
                              (unsigned)(st.st_mode & 07777));
     if (st.st_uid != 0 && st.st_uid != geteuid())
-        return act_error_set(err, EPERM, "%s: executable %s is owned by uid %u, neither root nor "
-                             "this process's user; refusing to run it", where, exec_path,
-                             (unsigned)st.st_uid);
+        return act_error_set(err, EPERM,
+                             "%s: executable %s is owned by uid %u, neither root nor "
+                             "this process's user; refusing to run it",
+                             where, exec_path, (unsigned)st.st_uid);
     if (!(st.st_mode & 0111))
-        return act_error_set(err, EPERM, "%s: executable %s has no execute permission (mode "
-                             "%04o); restage the version", where, exec_path,
-                             (unsigned)(st.st_mode & 07777));
+        return act_error_set(err, EPERM,
+                             "%s: executable %s has no execute permission (mode "
+                             "%04o); restage the version",
+                             where, exec_path, (unsigned)(st.st_mode & 07777));
     return TAKE_FD(fd);
 }
 
-int rel_resolve(rel_store *store, const char *host, const rel_pin *pin,
-                const char *exec_override, rel_resolved *out, act_error *err)
+int rel_resolve(rel_store *store, const char *host, const rel_pin *pin, const char *exec_override,
+                rel_resolved *out, act_error *err)
 {
     memset(&out->identity, 0, sizeof(out->identity));
     out->exec_fd = -1;
@@ -122,8 +129,10 @@ int rel_resolve(rel_store *store, const char *host, const rel_pin *pin,
     char actual[REL_DIGEST_SIZE];
     uint64_t actual_size = 0;
     if (!exec) {
-        r = act_error_set(err, ENOENT, "%s: executable override %s is not a file of the build "
-                          "(not in %s)", label, exec_path, where);
+        r = act_error_set(err, ENOENT,
+                          "%s: executable override %s is not a file of the build "
+                          "(not in %s)",
+                          label, exec_path, where);
         goto out;
     }
     if (pin && strcmp(pin->digest, m.build_digest) != 0) {

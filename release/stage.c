@@ -151,13 +151,14 @@ static void closedirp(DIR **dir)
 
 /* Copies the directory src_dirfd into dst_dirfd (both open), entry by
  * entry, refusing anything but regular files and directories. */
-static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *prefix,
-                    int depth)
+static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *prefix, int depth)
 {
     act_error *err = copy->err;
     if (depth > REL_MAX_DEPTH)
-        return act_error_set(err, ELOOP, "source %s: directories nest deeper than %d levels at "
-                             "%s", copy->source_path, REL_MAX_DEPTH, prefix);
+        return act_error_set(err, ELOOP,
+                             "source %s: directories nest deeper than %d levels at "
+                             "%s",
+                             copy->source_path, REL_MAX_DEPTH, prefix);
     _cleanup_(closedirp) DIR *dir = rel_opendir_at(src_dirfd);
     if (!dir)
         return act_error_set(err, errno, "cannot read source %s: %s", copy->source_path,
@@ -170,12 +171,15 @@ static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *
             continue;
         char rel_path[REL_PATH_SIZE];
         if (join_path(rel_path, prefix, name) < 0)
-            return act_error_set(err, ENAMETOOLONG, "source %s: path %s/%s is longer than %d "
-                                 "bytes", copy->source_path, prefix, name, REL_PATH_SIZE - 1);
+            return act_error_set(err, ENAMETOOLONG,
+                                 "source %s: path %s/%s is longer than %d "
+                                 "bytes",
+                                 copy->source_path, prefix, name, REL_PATH_SIZE - 1);
         if (rel_build_path_check("file in source", rel_path, err) < 0)
             return act_error_prefix(err, "source %s", copy->source_path);
         if (depth == 0 && strcmp(name, REL_MANIFEST_NAME) == 0)
-            return act_error_set(err, EINVAL, "source %s: a top-level %s is reserved for the "
+            return act_error_set(err, EINVAL,
+                                 "source %s: a top-level %s is reserved for the "
                                  "staged build's manifest; move or rename it",
                                  copy->source_path, REL_MANIFEST_NAME);
 
@@ -184,13 +188,14 @@ static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *
             return act_error_set(err, errno, "source %s: cannot stat %s: %s", copy->source_path,
                                  rel_path, strerror(errno));
         if (S_ISLNK(st.st_mode))
-            return act_error_set(err, ELOOP, "source %s: %s is a symlink; a build must hold the "
+            return act_error_set(err, ELOOP,
+                                 "source %s: %s is a symlink; a build must hold the "
                                  "real files (copy the target in instead)",
                                  copy->source_path, rel_path);
         if (S_ISDIR(st.st_mode)) {
             if (mkdirat(dst_dirfd, name, 0755) < 0)
-                return act_error_set(err, errno, "cannot create staged directory %s: %s",
-                                     rel_path, strerror(errno));
+                return act_error_set(err, errno, "cannot create staged directory %s: %s", rel_path,
+                                     strerror(errno));
             _cleanup_close_ int src_child =
                 openat(src_dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             _cleanup_close_ int dst_child =
@@ -204,7 +209,8 @@ static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *
             continue;
         }
         if (!S_ISREG(st.st_mode))
-            return act_error_set(err, EPERM, "source %s: %s is not a regular file or directory "
+            return act_error_set(err, EPERM,
+                                 "source %s: %s is not a regular file or directory "
                                  "(a device, fifo or socket); leave it out of the build",
                                  copy->source_path, rel_path);
         _cleanup_close_ int src_fd =
@@ -232,8 +238,8 @@ static int file_cmp(const void *a, const void *b)
 }
 
 /* Fills the staging directory from the source and writes its manifest. */
-static int fill_staging(stage_copy *copy, int src_fd, const struct stat *src_st,
-                        int staging_fd, rel_manifest *m)
+static int fill_staging(stage_copy *copy, int src_fd, const struct stat *src_st, int staging_fd,
+                        rel_manifest *m)
 {
     act_error *err = copy->err;
     copy->buf = malloc(REL_BLOCK_SIZE);
@@ -243,22 +249,21 @@ static int fill_staging(stage_copy *copy, int src_fd, const struct stat *src_st,
     if (S_ISDIR(src_st->st_mode))
         r = copy_dir(copy, src_fd, staging_fd, "", 0);
     else
-        r = copy_file(copy, src_fd, staging_fd, copy->exec_path, copy->exec_path,
-                      src_st->st_mode);
+        r = copy_file(copy, src_fd, staging_fd, copy->exec_path, copy->exec_path, src_st->st_mode);
     if (r < 0)
         return r;
     if (fsync(staging_fd) < 0)
-        return act_error_set(err, errno, "cannot fsync the staging directory: %s",
-                             strerror(errno));
+        return act_error_set(err, errno, "cannot fsync the staging directory: %s", strerror(errno));
 
     qsort(copy->files, copy->n_files, sizeof(rel_file), file_cmp);
     m->files = copy->files;
     m->n_files = copy->n_files;
     const rel_file *exec = rel_manifest_find(m, copy->exec_path);
     if (!exec)
-        return act_error_set(err, ENOENT, "source %s has no regular file %s; exec_path must name "
-                             "the executable inside the build", copy->source_path,
-                             copy->exec_path);
+        return act_error_set(err, ENOENT,
+                             "source %s has no regular file %s; exec_path must name "
+                             "the executable inside the build",
+                             copy->source_path, copy->exec_path);
     snprintf(m->host, sizeof(m->host), "%s", copy->host);
     snprintf(m->version, sizeof(m->version), "%s", copy->version);
     snprintf(m->exec_path, sizeof(m->exec_path), "%s", copy->exec_path);
@@ -307,7 +312,8 @@ static int compare_existing(rel_store *store, int host_dirfd, const rel_manifest
     r = rel_verify_open(store, host_dirfd, host, version, err);
     if (r < 0) {
         rel_manifest_clear(&existing);
-        return act_error_prefix(err, "host %s: version %s is staged with this content but is "
+        return act_error_prefix(err,
+                                "host %s: version %s is staged with this content but is "
                                 "damaged on disk; remove it (gc) and stage it again",
                                 host, version);
     }
@@ -355,7 +361,8 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
     char single_name[REL_PATH_SIZE];
     if (S_ISREG(src_st.st_mode)) {
         if (exec_path)
-            return act_error_set(err, EINVAL, "host %s: version %s: source %s is a single file, "
+            return act_error_set(err, EINVAL,
+                                 "host %s: version %s: source %s is a single file, "
                                  "so exec_path must be empty (the file is the executable)",
                                  host, version, source_path);
         /* A single-file build keeps its file name, so the process sees the
@@ -363,42 +370,57 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
         snprintf(single_name, sizeof(single_name), "%s", base_name(source_path));
         if (!rel_build_path_is_valid(single_name) || strchr(single_name, '/') ||
             strcmp(single_name, REL_MANIFEST_NAME) == 0)
-            return act_error_set(err, EINVAL, "host %s: version %s: source file name \"%s\" "
+            return act_error_set(err, EINVAL,
+                                 "host %s: version %s: source file name \"%s\" "
                                  "cannot be a file name inside a build; rename the file",
                                  host, version, single_name);
         exec_path = single_name;
     } else if (S_ISDIR(src_st.st_mode)) {
         if (!exec_path)
-            return act_error_set(err, EINVAL, "host %s: version %s: source %s is a directory; "
+            return act_error_set(err, EINVAL,
+                                 "host %s: version %s: source %s is a directory; "
                                  "name the executable inside it (exec_path)",
                                  host, version, source_path);
     } else {
-        return act_error_set(err, EINVAL, "host %s: version %s: source %s is neither a regular "
-                             "file nor a directory", host, version, source_path);
+        return act_error_set(err, EINVAL,
+                             "host %s: version %s: source %s is neither a regular "
+                             "file nor a directory",
+                             host, version, source_path);
     }
 
     _cleanup_close_ int host_dirfd = rel_host_open(store, host, true, err);
     if (host_dirfd < 0)
         return host_dirfd;
-    rel_sweep_stale(host_dirfd, false);
+    /* Under the host lock, the sweep cannot mistake a staging directory
+     * that another stage has just made, and not yet locked, for a crashed
+     * one. The copy itself runs without the host lock. */
+    r = rel_lock(host_dirfd, true);
+    if (r < 0)
+        return act_error_set(err, -r, "host %s: cannot lock %s/%s: %s", host, store->path, host,
+                             strerror(-r));
+    rel_sweep_stale(host_dirfd);
 
     char suffix[9], staging_name[NAME_MAX + 1];
     rel_random_suffix(suffix);
     snprintf(staging_name, sizeof(staging_name), "%s%s-%s", REL_STAGING_PREFIX, version, suffix);
     if (mkdirat(host_dirfd, staging_name, 0700) < 0)
-        return act_error_set(err, errno, "host %s: version %s: cannot create staging directory "
-                             "%s/%s/%s: %s", host, version, store->path, host, staging_name,
-                             strerror(errno));
+        return act_error_set(err, errno,
+                             "host %s: version %s: cannot create staging directory "
+                             "%s/%s/%s: %s",
+                             host, version, store->path, host, staging_name, strerror(errno));
     _cleanup_close_ int staging_fd =
         openat(host_dirfd, staging_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     /* The lock marks the staging directory as in use; a sweep by another
      * stage or gc leaves it alone until this process exits. */
     if (staging_fd < 0 || rel_lock(staging_fd, false) < 0) {
-        r = act_error_set(err, errno, "host %s: version %s: cannot open and lock staging "
-                          "directory %s: %s", host, version, staging_name, strerror(errno));
+        r = act_error_set(err, errno,
+                          "host %s: version %s: cannot open and lock staging "
+                          "directory %s: %s",
+                          host, version, staging_name, strerror(errno));
         rel_remove_tree(host_dirfd, staging_name);
         return r;
     }
+    rel_unlock(host_dirfd);
 
     stage_copy copy = {
         .host = host,
@@ -432,8 +454,10 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
     if (errno == EEXIST || errno == ENOTEMPTY) {
         r = compare_existing(store, host_dirfd, &m, out, err);
     } else {
-        r = act_error_set(err, errno, "host %s: version %s: cannot rename the staged build into "
-                          "place: %s", host, version, strerror(errno));
+        r = act_error_set(err, errno,
+                          "host %s: version %s: cannot rename the staged build into "
+                          "place: %s",
+                          host, version, strerror(errno));
     }
 
 drop_staging:

@@ -60,19 +60,23 @@ int rel_host_open(rel_store *store, const char *host, bool create, act_error *er
             if (r < 0)
                 return act_error_prefix(err, "releases directory %s", store->path);
         } else if (errno != EEXIST) {
-            return act_error_set(err, errno, "host %s: cannot create %s/%s: %s", host,
-                                 store->path, host, strerror(errno));
+            return act_error_set(err, errno, "host %s: cannot create %s/%s: %s", host, store->path,
+                                 host, strerror(errno));
         }
     }
     int fd = openat(store->dirfd, host, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0)
         return fd;
     if (errno == ENOENT)
-        return act_error_set(err, ENOENT, "host %s: nothing is staged (no directory %s/%s); "
-                             "stage a release first", host, store->path, host);
+        return act_error_set(err, ENOENT,
+                             "host %s: nothing is staged (no directory %s/%s); "
+                             "stage a release first",
+                             host, store->path, host);
     if (errno == ELOOP || errno == ENOTDIR)
-        return act_error_set(err, ELOOP, "host %s: %s/%s is not a directory (a symlink or a "
-                             "file); remove it", host, store->path, host);
+        return act_error_set(err, ELOOP,
+                             "host %s: %s/%s is not a directory (a symlink or a "
+                             "file); remove it",
+                             host, store->path, host);
     return act_error_set(err, errno, "host %s: cannot open %s/%s: %s", host, store->path, host,
                          strerror(errno));
 }
@@ -84,14 +88,17 @@ int rel_version_open(rel_store *store, int host_dirfd, const char *host, const c
     if (fd >= 0)
         return fd;
     if (errno == ENOENT)
-        return act_error_set(err, ENOENT, "host %s: version %s is not staged (no %s/%s/%s); "
-                             "stage it first", host, version, store->path, host, version);
+        return act_error_set(err, ENOENT,
+                             "host %s: version %s is not staged (no %s/%s/%s); "
+                             "stage it first",
+                             host, version, store->path, host, version);
     if (errno == ELOOP || errno == ENOTDIR)
-        return act_error_set(err, ELOOP, "host %s: version %s: %s/%s/%s is a symlink or a file, "
+        return act_error_set(err, ELOOP,
+                             "host %s: version %s: %s/%s/%s is a symlink or a file, "
                              "not a staged build; remove it and stage the version again",
                              host, version, store->path, host, version);
-    return act_error_set(err, errno, "host %s: version %s: cannot open %s/%s/%s: %s", host,
-                         version, store->path, host, version, strerror(errno));
+    return act_error_set(err, errno, "host %s: version %s: cannot open %s/%s/%s: %s", host, version,
+                         store->path, host, version, strerror(errno));
 }
 
 int rel_live_read(rel_store *store, int host_dirfd, const char *host, char out[REL_NAME_SIZE],
@@ -101,14 +108,17 @@ int rel_live_read(rel_store *store, int host_dirfd, const char *host, char out[R
     ssize_t n = readlinkat(host_dirfd, REL_LIVE_NAME, target, sizeof(target) - 1);
     if (n < 0) {
         if (errno == ENOENT)
-            return act_error_set(err, ENOENT, "host %s: no live version (%s/%s/live does not "
+            return act_error_set(err, ENOENT,
+                                 "host %s: no live version (%s/%s/live does not "
                                  "exist); promote a staged version first",
                                  host, store->path, host);
         if (errno == EINVAL)
-            return act_error_set(err, EUCLEAN, "host %s: %s/%s/live is not a symlink; remove it "
-                                 "and promote a version", host, store->path, host);
-        return act_error_set(err, errno, "host %s: cannot read %s/%s/live: %s", host,
-                             store->path, host, strerror(errno));
+            return act_error_set(err, EUCLEAN,
+                                 "host %s: %s/%s/live is not a symlink; remove it "
+                                 "and promote a version",
+                                 host, store->path, host);
+        return act_error_set(err, errno, "host %s: cannot read %s/%s/live: %s", host, store->path,
+                             host, strerror(errno));
     }
     target[n] = '\0';
     /* The target is only ever a bare version name written by promote. A
@@ -116,15 +126,15 @@ int rel_live_read(rel_store *store, int host_dirfd, const char *host, char out[R
      * lead resolve out of the host's directory. */
     act_error name_err = {0};
     if ((size_t)n >= REL_NAME_SIZE || rel_version_check(target, &name_err) < 0)
-        return act_error_set(err, EUCLEAN, "host %s: %s/%s/live points to something that is not "
+        return act_error_set(err, EUCLEAN,
+                             "host %s: %s/%s/live points to something that is not "
                              "a version name (%s); promote a version to repair it",
                              host, store->path, host, name_err.message);
     memcpy(out, target, (size_t)n + 1);
     return 0;
 }
 
-int rel_live_version(rel_store *store, const char *host, char out[REL_NAME_SIZE],
-                     act_error *err)
+int rel_live_version(rel_store *store, const char *host, char out[REL_NAME_SIZE], act_error *err)
 {
     int r = act_name_check("host", host, err);
     if (r < 0)
@@ -142,6 +152,11 @@ int rel_lock(int fd, bool wait)
             return -errno;
     }
     return 0;
+}
+
+void rel_unlock(int fd)
+{
+    (void)flock(fd, LOCK_UN);
 }
 
 void rel_random_suffix(char out[9])
@@ -220,18 +235,19 @@ static bool has_prefix(const char *s, const char *prefix)
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-void rel_sweep_stale(int host_dirfd, bool live_tmp_too)
+void rel_sweep_stale(int host_dirfd)
 {
     DIR *dir = rel_opendir_at(host_dirfd);
     if (!dir)
         return;
     struct dirent *de;
     while ((de = readdir(dir))) {
-        if (live_tmp_too && has_prefix(de->d_name, REL_LIVE_TMP_PREFIX)) {
+        if (has_prefix(de->d_name, REL_LIVE_TMP_PREFIX)) {
             (void)unlinkat(host_dirfd, de->d_name, 0);
             continue;
         }
-        if (!has_prefix(de->d_name, REL_STAGING_PREFIX) && !has_prefix(de->d_name, REL_TRASH_PREFIX))
+        if (!has_prefix(de->d_name, REL_STAGING_PREFIX) &&
+            !has_prefix(de->d_name, REL_TRASH_PREFIX))
             continue;
         /* A stage or gc in progress holds an flock on its directory; the
          * kernel drops it when that process dies, so an unlocked one is a

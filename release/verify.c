@@ -32,7 +32,8 @@ static int check_file(verify_walk *walk, int dirfd, const char *name, const char
     act_error *err = walk->err;
     const rel_file *file = rel_manifest_find(walk->m, rel_path);
     if (!file)
-        return act_error_set(err, EBADMSG, "%s: file %s is in the build but not in its manifest; "
+        return act_error_set(err, EBADMSG,
+                             "%s: file %s is in the build but not in its manifest; "
                              "something was added after staging; restage the version",
                              walk->label, rel_path);
     walk->seen[file - walk->m->files] = true;
@@ -49,8 +50,8 @@ static int check_file(verify_walk *walk, int dirfd, const char *name, const char
         return act_error_set(err, EBADMSG,
                              "%s: file %s does not match its manifest: expected SHA-256 %s (%llu "
                              "bytes), actual SHA-256 %s (%llu bytes); restage the version",
-                             walk->label, rel_path, file->digest,
-                             (unsigned long long)file->size, actual, (unsigned long long)size);
+                             walk->label, rel_path, file->digest, (unsigned long long)file->size,
+                             actual, (unsigned long long)size);
     return 0;
 }
 
@@ -75,7 +76,8 @@ static int walk_dir(verify_walk *walk, int dirfd, const char *prefix, int depth)
         int n = prefix[0] ? snprintf(rel_path, sizeof(rel_path), "%s/%s", prefix, name)
                           : snprintf(rel_path, sizeof(rel_path), "%s", name);
         if (n < 0 || (size_t)n >= sizeof(rel_path))
-            return act_error_set(err, EBADMSG, "%s: a path under %s is too long to be in a "
+            return act_error_set(err, EBADMSG,
+                                 "%s: a path under %s is too long to be in a "
                                  "manifest; something was added after staging",
                                  walk->label, prefix);
         struct stat st;
@@ -93,11 +95,15 @@ static int walk_dir(verify_walk *walk, int dirfd, const char *prefix, int depth)
         } else if (S_ISREG(st.st_mode)) {
             r = check_file(walk, dirfd, name, rel_path);
         } else if (S_ISLNK(st.st_mode)) {
-            r = act_error_set(err, ELOOP, "%s: %s is a symlink; a build holds only real files; "
-                              "restage the version", walk->label, rel_path);
+            r = act_error_set(err, ELOOP,
+                              "%s: %s is a symlink; a build holds only real files; "
+                              "restage the version",
+                              walk->label, rel_path);
         } else {
-            r = act_error_set(err, EPERM, "%s: %s is not a regular file or directory; restage "
-                              "the version", walk->label, rel_path);
+            r = act_error_set(err, EPERM,
+                              "%s: %s is not a regular file or directory; restage "
+                              "the version",
+                              walk->label, rel_path);
         }
         if (r < 0)
             return r;
@@ -127,8 +133,10 @@ int rel_verify_open(rel_store *store, int host_dirfd, const char *host, const ch
     r = walk_dir(&walk, version_fd, "", 0);
     for (size_t i = 0; r == 0 && i < m.n_files; i++)
         if (!seen[i])
-            r = act_error_set(err, EBADMSG, "%s: file %s listed in the manifest is missing from "
-                              "the build; restage the version", label, m.files[i].path);
+            r = act_error_set(err, EBADMSG,
+                              "%s: file %s listed in the manifest is missing from "
+                              "the build; restage the version",
+                              label, m.files[i].path);
     rel_manifest_clear(&m);
     return r;
 }

@@ -63,26 +63,25 @@ static void malformed_manifests_name_file_and_field(void **state)
              "\"exec_path\": \"rel-test-app-v1\", \"staged_at\": 1");
     char text[4096];
     const char *bd = id.build_digest;
-    snprintf(text, sizeof(text), "{%s, \"build_digest\": \"%s\", \"files\": [%s]", head, bd,
-             entry);
+    snprintf(text, sizeof(text), "{%s, \"build_digest\": \"%s\", \"files\": [%s]", head, bd, entry);
     expect_refused(fx, text, EUCLEAN, "not valid JSON");
-    snprintf(text, sizeof(text), "{%s, \"build_digest\": \"%s\", \"files\": [%s]} x", head,
-             bd, entry);
+    snprintf(text, sizeof(text), "{%s, \"build_digest\": \"%s\", \"files\": [%s]} x", head, bd,
+             entry);
     expect_refused(fx, text, EUCLEAN, "not valid JSON");
     snprintf(text, sizeof(text), "{%s, \"build_digest\": \"%s\"}", head, bd);
     expect_refused(fx, text, EUCLEAN, "field files is missing");
-    snprintf(text, sizeof(text), "{%s, \"build_digest\": \"%s\", \"files\": {\"a\": %s}}",
-             head, bd, entry);
+    snprintf(text, sizeof(text), "{%s, \"build_digest\": \"%s\", \"files\": {\"a\": %s}}", head, bd,
+             entry);
     expect_refused(fx, text, EUCLEAN, "field files must be an array");
-    snprintf(text, sizeof(text), "{%s, \"build_digest\": \"%.10s\", \"files\": [%s]}", head,
-             bd, entry);
+    snprintf(text, sizeof(text), "{%s, \"build_digest\": \"%.10s\", \"files\": [%s]}", head, bd,
+             entry);
     expect_refused(fx, text, EUCLEAN, "field build_digest is not 64");
     /* Edited: a well-formed digest of something else. */
     snprintf(text, sizeof(text), "{%s, \"build_digest\": \"%s\", \"files\": [%s]}", head,
              good_digest, entry);
     expect_refused(fx, text, EUCLEAN, "field build_digest is");
-    snprintf(text, sizeof(text), "{%s, \"build_digest\": \"%s\", \"files\": [%s, %s]}", head,
-             bd, entry, entry);
+    snprintf(text, sizeof(text), "{%s, \"build_digest\": \"%s\", \"files\": [%s, %s]}", head, bd,
+             entry, entry);
     expect_refused(fx, text, EUCLEAN, "field files[1].path is out of order");
 
     /* Field-level mistakes in an otherwise well-formed manifest. */

@@ -16,12 +16,25 @@
 #include "release/release.h"
 #include "tests/release/helpers.h"
 
-/* NUL cannot sit inside a C string, so "a NUL" is the empty name (the NUL
- * comes first) and a name cut short by one, which is then just a shorter
- * valid name, not a way around the rules. */
+/* A NUL cannot sit inside a C string: through this API a name with a NUL in
+ * it is just the part before the NUL, so the empty string is the case of a
+ * NUL first byte. */
 static const char *const bad_names[] = {
-    "",       ".",       "..",     "../etc", "a/b", "/abs", ".hidden", "a b",
-    "tab\tx", "nl\nx",   "caf\xc3\xa9", "x;rm", "a\\b", "*",   "~root",
+    "",
+    ".",
+    "..",
+    "../etc",
+    "a/b",
+    "/abs",
+    ".hidden",
+    "a b",
+    "tab\tx",
+    "nl\nx",
+    "caf\xc3\xa9",
+    "x;rm",
+    "a\\b",
+    "*",
+    "~root",
     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", /* 65 */
 };
 
@@ -104,8 +117,7 @@ static void bad_version_names_are_refused_everywhere(void **state)
         assert_int_equal(rel_verify(fx->store, "web1", bad, &err), -EINVAL);
         assert_names(&err, "version", bad);
         if (strlen(bad) < REL_NAME_SIZE) {
-            assert_int_equal(rel_resolve(fx->store, "web1", &pin, NULL, &resolved, &err),
-                             -EINVAL);
+            assert_int_equal(rel_resolve(fx->store, "web1", &pin, NULL, &resolved, &err), -EINVAL);
             assert_names(&err, "version", bad);
         }
         const char *keep[] = {bad};
@@ -159,8 +171,7 @@ int main(int argc, char **argv)
                                         rt_teardown),
         cmocka_unit_test_setup_teardown(bad_version_names_are_refused_everywhere, rt_setup,
                                         rt_teardown),
-        cmocka_unit_test_setup_teardown(bad_paths_inside_builds_are_refused, rt_setup,
-                                        rt_teardown),
+        cmocka_unit_test_setup_teardown(bad_paths_inside_builds_are_refused, rt_setup, rt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,8 +82,7 @@ static void pin_digest_must_match_the_build(void **state)
     /* A pin naming v2's version with v1's digest: refused, naming both. */
     rel_pin stale = {.version = "v2"};
     memcpy(stale.digest, v1.build_digest, sizeof(stale.digest));
-    assert_int_equal(rel_resolve(fx->store, "web1", &stale, NULL, &resolved, &err),
-                     -EKEYREJECTED);
+    assert_int_equal(rel_resolve(fx->store, "web1", &stale, NULL, &resolved, &err), -EKEYREJECTED);
     assert_int_equal(resolved.exec_fd, -1);
     assert_non_null(strstr(err.message, "host web1"));
     assert_non_null(strstr(err.message, "version v2"));
@@ -261,8 +260,8 @@ int main(int argc, char **argv)
                                         rt_teardown),
         cmocka_unit_test_setup_teardown(symlinks_and_writable_files_are_refused, rt_setup,
                                         rt_teardown),
-        cmocka_unit_test_setup_teardown(symlinked_directory_in_the_build_path_is_refused,
-                                        rt_setup, rt_teardown),
+        cmocka_unit_test_setup_teardown(symlinked_directory_in_the_build_path_is_refused, rt_setup,
+                                        rt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -314,8 +314,8 @@ int main(int argc, char **argv)
                                         rt_teardown),
         cmocka_unit_test_setup_teardown(stage_killed_midway_leaves_nothing_and_retry_succeeds,
                                         rt_setup, rt_teardown),
-        cmocka_unit_test_setup_teardown(stage_refuses_unsafe_sources_and_changes_nothing,
-                                        rt_setup, rt_teardown),
+        cmocka_unit_test_setup_teardown(stage_refuses_unsafe_sources_and_changes_nothing, rt_setup,
+                                        rt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
