@@ -1,0 +1,256 @@
+/* The process layer: cgroup leaves per generation, spawning into them, and
+ * killing them with proof that nothing is left.
+ *
+ * Layout under the activator's cgroup root (see DESIGN.md):
+ *   <root>/supervisor            the daemon itself, when the root is "auto"
+ *   <root>/hosts/<host>/<leaf>   one leaf per generation ("g-7") or helper ("restore-7")
+ *
+ * Processes only ever live in leaves, so every inner node may carry enabled
+ * controllers (cgroup v2's "no internal processes" rule). On a hybrid host the
+ * limits that v2 cannot enforce go to the v1 controllers (memory, pids, cpu)
+ * through libcgroup, in the same path relative to each v1 mount, and spawned
+ * processes join those v1 groups before they exec.
+ *
+ * Everything here is usable from a single-threaded event loop (sd-event): the
+ * pidfd of a spawned process and the leaf's events fd are pollable, and the
+ * checks behind them never block. The *_blocking and *_wait helpers block and
+ * exist for tests and the CLI.
+ *
+ * Objects are not thread-safe; one thread owns them. A cg_leaf borrows its
+ * cg_root, which must outlive it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+typedef struct cg_root cg_root;
+typedef struct cg_leaf cg_leaf;
+typedef struct cg_seccomp_program cg_seccomp_program;
+
+/* ---- the root of the activator's subtree ---- */
+
+/* Opens (creating what is missing) the activator's cgroup subtree and its
+ * "hosts" node, and enables every controller the root offers down to the
+ * host nodes so leaves can carry limits.
+ *
+ * path_or_auto:
+ *   "auto"   the process's own cgroup, which systemd's Delegate=yes hands to
+ *            the daemon. The caller moves itself into "<own>/supervisor"
+ *            first, because a cgroup that holds processes cannot enable
+ *            controllers for its children. A process already in a
+ *            "supervisor" leaf (a second open) uses the parent. Refused when
+ *            the process sits in the cgroup2 root: that is the whole machine.
+ *   "/sys/fs/cgroup/activator"  an absolute path under the cgroup2 mount,
+ *   "activator.slice/activator" or a path relative to that mount.
+ * The cgroup2 mount and the v1 controller mounts are found in
+ * /proc/self/mountinfo, never assumed. */
+int cg_root_open(const char *path_or_auto, cg_root **out, act_error *err);
+
+/* Creates a fresh, uniquely named root below the caller's own cgroup
+ * ("<own>/<label>-<pid>-<random>") for tests and benchmarks, so they never
+ * touch a cgroup they did not create. */
+int cg_root_create_throwaway(const char *label, cg_root **out, act_error *err);
+
+/* Removes a root made by cg_root_create_throwaway and everything below it in
+ * the v2 and v1 hierarchies: populated leaves are killed with proof first,
+ * then every directory is removed bottom-up. Fails with -EPERM for a root
+ * that was opened rather than created, because its subtree is not ours to
+ * delete. Frees root in every case; returns -EBUSY when something stayed. */
+int cg_root_destroy_throwaway(cg_root *root, act_error *err);
+
+/* Frees the handle; the cgroups stay (generations outlive the daemon). */
+void cg_root_free(cg_root *root);
+
+/* The root's absolute v2 path, for logs and operators. */
+const char *cg_root_path(const cg_root *root);
+
+/* ---- limits ---- */
+
+/* Resource limits of a leaf; 0 leaves a limit unset. A set limit that this
+ * host cannot enforce (no v2 controller enabled and no v1 hierarchy for it)
+ * fails the leaf's creation instead of being dropped silently. MemoryHigh has
+ * no v1 equivalent and therefore needs the v2 memory controller. */
+typedef struct cg_limits {
+    uint64_t memory_max;        /* bytes: memory.max / v1 memory.limit_in_bytes */
+    uint64_t memory_high;       /* bytes: memory.high (v2 only) */
+    uint64_t pids_max;          /* tasks: pids.max */
+    uint32_t cpu_quota_percent; /* 200 = two CPUs: cpu.max / v1 cfs_quota_us */
+    uint32_t cpu_weight;        /* 1..10000, 100 is the default: cpu.weight / v1 cpu.shares */
+} cg_limits;
+
+/* ---- leaves ---- */
+
+/* Creates <root>/hosts/<host>/<leaf_name> in v2 (and its v1 mirrors on a
+ * hybrid host) with limits (NULL: none). Both names must pass act_name_check,
+ * because they become path components. An existing leaf is refused with
+ * -EEXIST: a generation number names one start only. On failure nothing is
+ * left behind. */
+int cg_leaf_create(cg_root *root, const char *host, const char *leaf_name,
+                   const cg_limits *limits, cg_leaf **out, act_error *err);
+
+/* Opens an existing leaf without touching its limits: the base of recovery
+ * after a daemon restart, whose generations kept running. */
+int cg_leaf_open(cg_root *root, const char *host, const char *leaf_name, cg_leaf **out,
+                 act_error *err);
+
+/* The leaf's absolute v2 path, and its path in the v1 hierarchy of
+ * controller ("memory", "pids", "cpu") or NULL when that controller is not
+ * handled through v1 for this root. */
+const char *cg_leaf_path(const cg_leaf *leaf);
+const char *cg_leaf_v1_path(const cg_leaf *leaf, const char *controller);
+const char *cg_leaf_host(const cg_leaf *leaf);
+const char *cg_leaf_name(const cg_leaf *leaf);
+
+/* Removes the leaf's directories (v2 and v1), then the host node when this
+ * was its last leaf. Fails with -EBUSY while processes remain: kill with
+ * proof first. The handle stays valid for cg_leaf_free. */
+int cg_leaf_remove(cg_leaf *leaf, act_error *err);
+
+/* Frees the handle; the cgroup itself stays. */
+void cg_leaf_free(cg_leaf *leaf);
+
+/* ---- spawning ---- */
+
+/* One setrlimit the child applies before exec. */
+typedef struct cg_rlimit {
+    int resource; /* RLIMIT_NOFILE, ... */
+    struct rlimit limit;
+} cg_rlimit;
+
+#define CG_ID_UNSET ((uint32_t)-1)
+
+/* What a spawned process gets. Everything is copied or prepared in the
+ * parent before clone3, because the child may only run async-signal-safe
+ * code until it execs (no malloc, no stdio, no libseccomp, no NNG).
+ * Fill it with cg_spawn_spec_init first, which sets the defaults noted. */
+typedef struct cg_spawn_spec {
+    int exec_fd;              /* opened, verified executable; run with execveat(AT_EMPTY_PATH) */
+    const char *const *argv;  /* argv[0] required, NULL-terminated */
+    const char *const *envp;  /* NULL-terminated or NULL; LISTEN_* entries are replaced */
+    int stdout_fd;            /* -1 (default): /dev/null */
+    int stderr_fd;            /* -1 (default): /dev/null */
+    const int *listen_fds;    /* become fds 3.. in order, with LISTEN_FDS/LISTEN_PID */
+    size_t n_listen_fds;
+    const char *const *listen_fdnames; /* n_listen_fds names or NULL; joined with ':' */
+    uint32_t uid, gid;        /* CG_ID_UNSET (default): keep ours */
+    const gid_t *groups;      /* supplementary groups, applied when gid is set */
+    size_t n_groups;
+    const char *working_directory; /* NULL: stay where the daemon is */
+    mode_t umask;             /* default 0022 */
+    const cg_rlimit *rlimits;
+    size_t n_rlimits;
+    bool no_new_privs;        /* PR_SET_NO_NEW_PRIVS; required for seccomp with a non-root uid */
+    const cg_seccomp_program *seccomp; /* NULL: no filter */
+    /* Tests only: take the fork + cgroup.procs + pidfd_open path that is
+     * otherwise used when the kernel refuses clone3's CLONE_INTO_CGROUP. */
+    bool force_fork_fallback;
+} cg_spawn_spec;
+
+void cg_spawn_spec_init(cg_spawn_spec *spec);
+
+/* A spawned process. The caller owns pidfd: poll it (readable on exit),
+ * reap with waitid(P_PIDFD), signal with pidfd_send_signal, close it. */
+typedef struct cg_process {
+    pid_t pid;
+    int pidfd;
+} cg_process;
+
+/* Starts spec's executable inside leaf: clone3(CLONE_PIDFD |
+ * CLONE_INTO_CGROUP), or fork + cgroup.procs + pidfd_open when the kernel
+ * refuses that; on a hybrid host the child joins the leaf's v1 groups before
+ * anything else. Returns once the child has exec'd or failed: a failure in
+ * the child (exec of a missing, non-executable or truncated file, chdir,
+ * setuid, seccomp, ...) comes back here through a CLOEXEC pipe as that step's
+ * errno with a sentence naming it, and the failed child is already reaped.
+ * No PR_SET_PDEATHSIG: a generation must outlive a daemon restart. */
+int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_error *err);
+
+/* ---- seccomp ---- */
+
+/* Compiles a filter in the parent with libseccomp into a BPF program the
+ * child loads with the raw seccomp() syscall.
+ * profile "default": denies with EPERM what a server never needs (mount and
+ *   namespace admin, module loading, reboot, swap, raw I/O, kexec, ptrace
+ *   and other debugging calls, bpf, clock setting, obsolete calls); clone3
+ *   gets ENOSYS so libc falls back to clone, whose namespace flags are
+ *   checked. profile "none": allows everything not in deny.
+ * allow removes names from the profile; deny adds names (EPERM). Unknown
+ * names and a name in both lists are refused. *out is NULL when the result
+ * filters nothing ("none" without deny). */
+int cg_seccomp_compile(const char *profile, const char *const *allow, const char *const *deny,
+                       cg_seccomp_program **out, act_error *err);
+void cg_seccomp_program_free(cg_seccomp_program *program);
+
+/* ---- kill with proof, for an event loop ---- */
+
+/* Starts killing every process in the leaf: cgroup.kill, or where the kernel
+ * lacks it, freeze + SIGKILL each pid in cgroup.procs + thaw. Returns at
+ * once; emptiness is proven by cgroup.events, see below. */
+int cg_leaf_kill_start(cg_leaf *leaf, act_error *err);
+
+/* An fd (inotify on the leaf's cgroup.events) that becomes readable when the
+ * leaf's populated state may have changed. Owned by the leaf; register it
+ * with the event loop and call cg_leaf_populated when it fires. */
+int cg_leaf_events_fd(cg_leaf *leaf, act_error *err);
+
+/* Reads "populated" from cgroup.events without blocking. It first drains the
+ * events fd, so a change after this read always makes the fd readable again
+ * and an edge is never lost. */
+int cg_leaf_populated(cg_leaf *leaf, bool *populated, act_error *err);
+
+/* Blocking: waits for populated 0 through the events fd, bounded by
+ * timeout_usec. Returns 0 when proven empty, -ETIMEDOUT when not proven
+ * (with err saying so); never a sleep loop. */
+int cg_leaf_wait_empty(cg_leaf *leaf, uint64_t timeout_usec, act_error *err);
+
+/* Blocking: kill_start, then wait_empty. 0 = proven empty, -ETIMEDOUT = not
+ * proven, other negative errno = could not even try. */
+int cg_leaf_kill_and_wait(cg_leaf *leaf, uint64_t timeout_usec, act_error *err);
+
+/* Blocking retire of a generation: SIGTERM to the main process through
+ * pidfd_send_signal (pidfd -1: none known, e.g. after a restart), up to
+ * grace_usec for it to exit, then kill with proof bounded by
+ * kill_timeout_usec. Leftovers of a main process that exited in time are
+ * killed at once, because nothing else would ever stop them. Returns as
+ * cg_leaf_kill_and_wait. The caller still reaps its child through pidfd. */
+int cg_retire_blocking(cg_leaf *leaf, int pidfd, uint64_t grace_usec, uint64_t kill_timeout_usec,
+                       act_error *err);
+
+/* Tests only: make cg_leaf_kill_start use the freeze + SIGKILL + thaw path
+ * even where cgroup.kill exists. */
+void cg_leaf_force_kill_fallback(cg_leaf *leaf, bool force);
+
+/* ---- stats ---- */
+
+typedef struct cg_stats {
+    bool has_memory;          /* false when no memory accounting covers the leaf */
+    uint64_t memory_current;  /* bytes: memory.current or v1 memory.usage_in_bytes */
+    uint64_t oom_kills;       /* memory.events or v1 memory.oom_control "oom_kill" */
+    bool has_pids;
+    uint64_t pids_current;    /* pids.current */
+    uint64_t cpu_usage_usec;  /* v2 cpu.stat usage_usec (the cgroup core always has it) */
+} cg_stats;
+
+int cg_leaf_stats(cg_leaf *leaf, cg_stats *stats, act_error *err);
+
+/* ---- recovery ---- */
+
+/* A process found in an existing leaf, with a pidfd proven to refer to it. */
+typedef struct cg_found_process {
+    pid_t pid;
+    int pidfd; /* take it by setting -1; the rest are closed after the callback */
+} cg_found_process;
+
+/* Called once per leaf; a negative return stops the walk and is returned. */
+typedef int (*cg_enumerate_fn)(const char *host, const char *leaf_name, cg_found_process *procs,
+                               size_t n_procs, void *userdata);
+
+/* Walks <root>/hosts/<host>/<leaf> (generations "g-N" and helper leaves),
+ * opening a pidfd for each process in it. Directories whose names fail
+ * act_name_is_valid are logged and skipped: we never created them. */
+int cg_enumerate(cg_root *root, cg_enumerate_fn fn, void *userdata, act_error *err);

@@ -1,0 +1,204 @@
+/* Killing a leaf and proving it empty. The proof is cgroup.events saying
+ * "populated 0", learnt through a notification (inotify), never by sleeping
+ * and looking again. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cgroup/internal.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+/* A leaf that keeps forking between sweeps of the freeze fallback is frozen
+ * by then; more sweeps than this mean something is badly wrong. */
+#define CG_KILL_SWEEPS_MAX 16
+
+int cg_leaf_events_fd(cg_leaf *leaf, act_error *err)
+{
+    if (leaf->inotify_fd >= 0)
+        return leaf->inotify_fd;
+    _cleanup_close_ int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0)
+        return act_error_set(err, errno, "cannot create an inotify instance for %s: %s",
+                             leaf->v2_path, strerror(errno));
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/cgroup.events", leaf->v2_path);
+    if (inotify_add_watch(fd, path, IN_MODIFY) < 0)
+        return act_error_set(err, errno, "cannot watch %s: %s", path, strerror(errno));
+    leaf->inotify_fd = TAKE_FD(fd);
+    return leaf->inotify_fd;
+}
+
+static void drain(int fd)
+{
+    char buf[4096];
+    while (read(fd, buf, sizeof(buf)) > 0)
+        ;
+}
+
+int cg_leaf_populated(cg_leaf *leaf, bool *populated, act_error *err)
+{
+    if (leaf->inotify_fd >= 0)
+        drain(leaf->inotify_fd);
+    char buf[256];
+    ssize_t n = pread(leaf->cgevents_fd, buf, sizeof(buf) - 1, 0);
+    if (n < 0)
+        return act_error_set(err, errno, "cannot read %s/cgroup.events: %s", leaf->v2_path,
+                             strerror(errno));
+    buf[n] = '\0';
+    uint64_t value = 0;
+    if (!cg_parse_keyed(buf, "populated", &value))
+        return act_error_set(err, EBADMSG, "%s/cgroup.events has no \"populated\" line",
+                             leaf->v2_path);
+    *populated = value != 0;
+    return 0;
+}
+
+/* Sends SIGKILL to every pid listed in cgroup.procs; returns how many were
+ * newly signalled (pids in seen[] were signalled by an earlier sweep). */
+static int kill_listed(cg_leaf *leaf, pid_t *seen, size_t *n_seen, size_t cap)
+{
+    char buf[65536];
+    int r = cg_read_file_at(leaf->dir_fd, "cgroup.procs", buf, sizeof(buf));
+    if (r < 0)
+        return r;
+    int fresh = 0;
+    for (char *p = buf; *p;) {
+        char *end = NULL;
+        long pid = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        p = end + strspn(end, "\n");
+        bool known = false;
+        for (size_t i = 0; i < *n_seen && !known; i++)
+            known = seen[i] == pid;
+        if (known)
+            continue;
+        kill((pid_t)pid, SIGKILL);
+        fresh++;
+        if (*n_seen < cap)
+            seen[(*n_seen)++] = (pid_t)pid;
+    }
+    return fresh;
+}
+
+/* For kernels without cgroup.kill: freeze so that nothing forks unseen
+ * between reading cgroup.procs and signalling (a child forked into a
+ * freezing cgroup starts frozen), kill what is listed until a sweep finds
+ * nothing new, then thaw so the killed processes can die. A process that a
+ * fork in flight produced just as we thawed is caught by looking once more
+ * and going round again. */
+static int kill_by_freezing(cg_leaf *leaf, act_error *err)
+{
+    pid_t seen[1024];
+    size_t n_seen = 0;
+    for (int round = 0; round < CG_KILL_SWEEPS_MAX; round++) {
+        int r = cg_write_file_at(leaf->dir_fd, "cgroup.freeze", "1");
+        if (r < 0)
+            return act_error_set(err, -r, "cannot freeze %s: %s", leaf->v2_path, strerror(-r));
+        for (int sweep = 0; sweep < CG_KILL_SWEEPS_MAX; sweep++) {
+            r = kill_listed(leaf, seen, &n_seen, ARRAY_SIZE(seen));
+            if (r <= 0)
+                break;
+        }
+        int thaw = cg_write_file_at(leaf->dir_fd, "cgroup.freeze", "0");
+        if (r < 0)
+            return act_error_set(err, -r, "cannot read %s/cgroup.procs: %s", leaf->v2_path,
+                                 strerror(-r));
+        if (thaw < 0)
+            return act_error_set(err, -thaw, "cannot thaw %s after killing: %s", leaf->v2_path,
+                                 strerror(-thaw));
+        r = kill_listed(leaf, seen, &n_seen, ARRAY_SIZE(seen));
+        if (r == 0)
+            return 0;
+        if (r < 0)
+            return act_error_set(err, -r, "cannot read %s/cgroup.procs: %s", leaf->v2_path,
+                                 strerror(-r));
+    }
+    return act_error_set(err, EAGAIN,
+                         "%s keeps producing processes faster than they can be killed; try "
+                         "again",
+                         leaf->v2_path);
+}
+
+int cg_leaf_kill_start(cg_leaf *leaf, act_error *err)
+{
+    if (!leaf->force_kill_fallback) {
+        int r = cg_write_file_at(leaf->dir_fd, "cgroup.kill", "1");
+        if (r == 0)
+            return 0;
+        if (r != -ENOENT)
+            return act_error_set(err, -r, "cannot write cgroup.kill of %s: %s", leaf->v2_path,
+                                 strerror(-r));
+    }
+    return kill_by_freezing(leaf, err);
+}
+
+int cg_leaf_wait_empty(cg_leaf *leaf, uint64_t timeout_usec, act_error *err)
+{
+    int fd = cg_leaf_events_fd(leaf, err);
+    if (fd < 0)
+        return fd;
+    uint64_t deadline = act_now_usec() + timeout_usec;
+    for (;;) {
+        bool populated = true;
+        int r = cg_leaf_populated(leaf, &populated, err);
+        if (r < 0)
+            return r;
+        if (!populated)
+            return 0;
+        uint64_t now = act_now_usec();
+        if (now >= deadline)
+            return act_error_set(err, ETIMEDOUT,
+                                 "cgroup %s still has processes after %llu ms; it is NOT proven "
+                                 "empty",
+                                 leaf->v2_path, (unsigned long long)(timeout_usec / 1000));
+        uint64_t left_ms = (deadline - now + 999) / 1000;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, left_ms > 60000 ? 60000 : (int)left_ms) < 0 && errno != EINTR)
+            return act_error_set(err, errno, "cannot poll the events of %s: %s", leaf->v2_path,
+                                 strerror(errno));
+    }
+}
+
+int cg_leaf_kill_and_wait(cg_leaf *leaf, uint64_t timeout_usec, act_error *err)
+{
+    int r = cg_leaf_kill_start(leaf, err);
+    if (r < 0)
+        return r;
+    return cg_leaf_wait_empty(leaf, timeout_usec, err);
+}
+
+int cg_retire_blocking(cg_leaf *leaf, int pidfd, uint64_t grace_usec, uint64_t kill_timeout_usec,
+                       act_error *err)
+{
+    if (pidfd >= 0) {
+        if (syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) < 0 && errno != ESRCH)
+            return act_error_set(err, errno, "cannot send SIGTERM to the main process of %s: %s",
+                                 leaf->v2_path, strerror(errno));
+        /* The pidfd turns readable when the main process exits. */
+        uint64_t deadline = act_now_usec() + grace_usec;
+        for (;;) {
+            uint64_t now = act_now_usec();
+            if (now >= deadline)
+                break;
+            uint64_t left_ms = (deadline - now + 999) / 1000;
+            struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+            int n = poll(&pfd, 1, left_ms > 60000 ? 60000 : (int)left_ms);
+            if (n > 0)
+                break;
+            if (n < 0 && errno != EINTR)
+                return act_error_set(err, errno, "cannot poll the main process of %s: %s",
+                                     leaf->v2_path, strerror(errno));
+        }
+    }
+    return cg_leaf_kill_and_wait(leaf, kill_timeout_usec, err);
+}

@@ -1,0 +1,114 @@
+/* Resource limits: checked against what the host can enforce before
+ * anything is created, then written to v2 control files (the v1 side is
+ * written by libcgroup at creation, see v1.c). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cgroup/internal.h"
+
+/* The period cpu.max expresses the quota against: 100 ms, the default. */
+#define CG_CPU_PERIOD_USEC 100000
+
+/* Where a limit of controller c goes: v2, v1, or nowhere (an error). */
+static int route_check(const cg_root *root, enum cg_controller c, const char *what,
+                       act_error *err)
+{
+    if (root->v2_has[c] || root->v1_mount[c])
+        return 0;
+    return act_error_set(err, EOPNOTSUPP,
+                         "%s is set but the %s controller is neither enabled for %s (cgroup v2) "
+                         "nor mounted as cgroup v1; delegate the controller to the activator or "
+                         "drop the limit",
+                         what, cg_controller_names[c], root->v2_path);
+}
+
+int cg_limits_check(const cg_root *root, const cg_limits *limits, act_error *err)
+{
+    if (!limits)
+        return 0;
+    int r;
+    if (limits->memory_max && (r = route_check(root, CG_MEMORY, "MemoryMax", err)) < 0)
+        return r;
+    if (limits->memory_high) {
+        if (!root->v2_has[CG_MEMORY])
+            return act_error_set(err, EOPNOTSUPP,
+                                 "MemoryHigh is set but the v2 memory controller is not enabled "
+                                 "for %s, and cgroup v1 has no equivalent; use MemoryMax on this "
+                                 "host or delegate the v2 memory controller",
+                                 root->v2_path);
+        if (limits->memory_max && limits->memory_high > limits->memory_max)
+            return act_error_set(err, EINVAL,
+                                 "MemoryHigh (%" PRIu64 ") is above MemoryMax (%" PRIu64
+                                 "); set it at or below MemoryMax",
+                                 limits->memory_high, limits->memory_max);
+    }
+    if (limits->pids_max && (r = route_check(root, CG_PIDS, "PidsMax", err)) < 0)
+        return r;
+    if (limits->cpu_quota_percent) {
+        if (limits->cpu_quota_percent > 100000)
+            return act_error_set(err, EINVAL,
+                                 "CPUQuota %" PRIu32 "%% is more than 1000 CPUs; use a percentage "
+                                 "such as 200 for two CPUs",
+                                 limits->cpu_quota_percent);
+        if ((r = route_check(root, CG_CPU, "CPUQuota", err)) < 0)
+            return r;
+    }
+    if (limits->cpu_weight) {
+        if (limits->cpu_weight > 10000)
+            return act_error_set(err, EINVAL,
+                                 "CPUWeight %" PRIu32 " is out of range; use 1 to 10000 (100 is "
+                                 "the default)",
+                                 limits->cpu_weight);
+        if ((r = route_check(root, CG_CPU, "CPUWeight", err)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+static int write_limit(cg_leaf *leaf, const char *file, const char *value, act_error *err)
+{
+    int r = cg_write_file_at(leaf->dir_fd, file, value);
+    if (r < 0)
+        return act_error_set(err, -r, "cannot write \"%s\" to %s/%s: %s", value, leaf->v2_path,
+                             file, strerror(-r));
+    return 0;
+}
+
+int cg_limits_apply_v2(cg_leaf *leaf, const cg_limits *limits, act_error *err)
+{
+    if (!limits)
+        return 0;
+    const cg_root *root = leaf->root;
+    char value[64];
+    int r = 0;
+    if (root->v2_has[CG_MEMORY] && limits->memory_max) {
+        snprintf(value, sizeof(value), "%" PRIu64, limits->memory_max);
+        if ((r = write_limit(leaf, "memory.max", value, err)) < 0)
+            return r;
+    }
+    if (root->v2_has[CG_MEMORY] && limits->memory_high) {
+        snprintf(value, sizeof(value), "%" PRIu64, limits->memory_high);
+        if ((r = write_limit(leaf, "memory.high", value, err)) < 0)
+            return r;
+    }
+    if (root->v2_has[CG_PIDS] && limits->pids_max) {
+        snprintf(value, sizeof(value), "%" PRIu64, limits->pids_max);
+        if ((r = write_limit(leaf, "pids.max", value, err)) < 0)
+            return r;
+    }
+    if (root->v2_has[CG_CPU] && limits->cpu_quota_percent) {
+        snprintf(value, sizeof(value), "%" PRIu64 " %d",
+                 (uint64_t)limits->cpu_quota_percent * CG_CPU_PERIOD_USEC / 100,
+                 CG_CPU_PERIOD_USEC);
+        if ((r = write_limit(leaf, "cpu.max", value, err)) < 0)
+            return r;
+    }
+    if (root->v2_has[CG_CPU] && limits->cpu_weight) {
+        snprintf(value, sizeof(value), "%" PRIu32, limits->cpu_weight);
+        if ((r = write_limit(leaf, "cpu.weight", value, err)) < 0)
+            return r;
+    }
+    return 0;
+}

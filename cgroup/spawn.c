@@ -1,0 +1,359 @@
+/* Spawning into a leaf: the parent side. Everything the child needs is
+ * prepared here (see spawn_internal.h), then clone3 puts the child straight
+ * into the leaf with a pidfd, and a CLOEXEC pipe tells us whether the exec
+ * happened or which step failed with which errno. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/sched.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgroup/seccomp_internal.h"
+#include "cgroup/spawn_internal.h"
+#include "common/cleanup.h"
+
+/* More listening sockets than this is a configuration mistake. */
+#define CG_LISTEN_FDS_MAX 1024
+/* systemd's limit on one fd name. */
+#define CG_FDNAME_MAX 255
+#define LISTEN_PID_PREFIX "LISTEN_PID="
+
+void cg_spawn_spec_init(cg_spawn_spec *spec)
+{
+    memset(spec, 0, sizeof(*spec));
+    spec->exec_fd = -1;
+    spec->stdout_fd = -1;
+    spec->stderr_fd = -1;
+    spec->uid = CG_ID_UNSET;
+    spec->gid = CG_ID_UNSET;
+    spec->umask = 0022;
+}
+
+static bool fd_is_open(int fd)
+{
+    return fd >= 0 && fcntl(fd, F_GETFD) >= 0;
+}
+
+static int check_fdname(const char *name, size_t index, act_error *err)
+{
+    size_t len = name ? strlen(name) : 0;
+    if (len == 0 || len > CG_FDNAME_MAX)
+        return act_error_set(err, EINVAL,
+                             "listen fd name %zu is empty or longer than %d characters; give "
+                             "each socket a short name",
+                             index, CG_FDNAME_MAX);
+    for (const char *p = name; *p; p++)
+        if (*p == ':' || *p < 0x21 || *p > 0x7e)
+            return act_error_set(err, EINVAL,
+                                 "listen fd name \"%.64s\" has a ':' or a character outside "
+                                 "printable ASCII; rename it",
+                                 name);
+    return 0;
+}
+
+static int check_spec(const cg_spawn_spec *spec, act_error *err)
+{
+    if (!fd_is_open(spec->exec_fd))
+        return act_error_set(err, EBADF,
+                             "exec fd %d is not an open file; open and verify the executable "
+                             "first",
+                             spec->exec_fd);
+    if (!spec->argv || !spec->argv[0])
+        return act_error_set(err, EINVAL, "argv is empty; argv[0] is required");
+    if ((spec->stdout_fd >= 0 && !fd_is_open(spec->stdout_fd)) ||
+        (spec->stderr_fd >= 0 && !fd_is_open(spec->stderr_fd)))
+        return act_error_set(err, EBADF, "stdout fd %d or stderr fd %d is not open",
+                             spec->stdout_fd, spec->stderr_fd);
+    if (spec->n_listen_fds > CG_LISTEN_FDS_MAX)
+        return act_error_set(err, EINVAL, "%zu listening sockets is more than %d",
+                             spec->n_listen_fds, CG_LISTEN_FDS_MAX);
+    for (size_t i = 0; i < spec->n_listen_fds; i++) {
+        if (!fd_is_open(spec->listen_fds[i]))
+            return act_error_set(err, EBADF, "listen fd %zu (%d) is not open", i,
+                                 spec->listen_fds[i]);
+        int r = spec->listen_fdnames ? check_fdname(spec->listen_fdnames[i], i, err) : 0;
+        if (r < 0)
+            return r;
+    }
+    if (spec->uid != CG_ID_UNSET && spec->gid == CG_ID_UNSET)
+        return act_error_set(err, EINVAL,
+                             "uid %" PRIu32 " is set without a gid; set the gid too, or the "
+                             "process would keep our groups",
+                             spec->uid);
+    if (spec->n_groups && spec->gid == CG_ID_UNSET)
+        return act_error_set(err, EINVAL, "supplementary groups need a gid to be set as well");
+    if (spec->seccomp && !spec->no_new_privs && spec->uid != CG_ID_UNSET && spec->uid != 0)
+        return act_error_set(err, EINVAL,
+                             "a seccomp filter for uid %" PRIu32 " needs no_new_privs; enable it",
+                             spec->uid);
+    return 0;
+}
+
+static bool is_listen_variable(const char *entry)
+{
+    return strncmp(entry, "LISTEN_FDS=", 11) == 0 || strncmp(entry, "LISTEN_PID=", 11) == 0 ||
+           strncmp(entry, "LISTEN_FDNAMES=", 15) == 0;
+}
+
+/* The environment the child execs with, all in one allocation owned by
+ * *block: the caller's entries minus stale LISTEN_* ones, then our LISTEN_*
+ * entries. LISTEN_PID gets 20 blank digits that the child fills with its own
+ * pid, since nobody knows that pid before clone returns. */
+static int build_env(const cg_spawn_spec *spec, char ***envp_out, char **listen_pid_digits,
+                     void **block, act_error *err)
+{
+    size_t n_env = 0, names_len = 0;
+    for (size_t i = 0; spec->envp && spec->envp[i]; i++)
+        n_env++;
+    for (size_t i = 0; spec->listen_fdnames && i < spec->n_listen_fds; i++)
+        names_len += strlen(spec->listen_fdnames[i]) + 1;
+
+    size_t strings = 32 + sizeof(LISTEN_PID_PREFIX) + 21 + 16 + names_len + 1;
+    size_t table = (n_env + 4) * sizeof(char *);
+    char *mem = calloc(1, table + strings);
+    if (!mem)
+        return act_error_set(err, ENOMEM, "out of memory");
+    char **envp = (char **)mem;
+    char *text = mem + table;
+    size_t k = 0;
+    for (size_t i = 0; i < n_env; i++)
+        if (!is_listen_variable(spec->envp[i]))
+            envp[k++] = (char *)spec->envp[i];
+    *listen_pid_digits = NULL;
+    if (spec->n_listen_fds > 0) {
+        envp[k++] = text;
+        text += sprintf(text, "LISTEN_FDS=%zu", spec->n_listen_fds) + 1;
+        envp[k++] = text;
+        text += sprintf(text, "%s", LISTEN_PID_PREFIX);
+        *listen_pid_digits = text;
+        text += 21;
+        if (spec->listen_fdnames) {
+            envp[k++] = text;
+            text += sprintf(text, "LISTEN_FDNAMES=");
+            for (size_t i = 0; i < spec->n_listen_fds; i++)
+                text += sprintf(text, "%s%s", i ? ":" : "", spec->listen_fdnames[i]);
+            text++;
+        }
+    }
+    envp[k] = NULL;
+    *envp_out = envp;
+    *block = mem;
+    return 0;
+}
+
+static const char *step_sentence(enum cg_child_step step)
+{
+    switch (step) {
+    case CG_STEP_JOIN_V1: return "cannot join the leaf's cgroup v1 groups";
+    case CG_STEP_JOIN_V2: return "cannot move into the leaf through cgroup.procs";
+    case CG_STEP_SETSID: return "cannot start a new session";
+    case CG_STEP_FDS: return "cannot set up its file descriptors";
+    case CG_STEP_SIGNALS: return "cannot reset its signal mask";
+    case CG_STEP_RLIMIT: return "cannot apply a resource limit (rlimit)";
+    case CG_STEP_SETGROUPS: return "cannot set the supplementary groups";
+    case CG_STEP_SETGID: return "cannot switch group id";
+    case CG_STEP_SETUID: return "cannot switch user id";
+    case CG_STEP_CHDIR: return "cannot change to the working directory";
+    case CG_STEP_NO_NEW_PRIVS: return "cannot set no_new_privs";
+    case CG_STEP_SECCOMP: return "cannot load the seccomp filter";
+    case CG_STEP_EXEC: return "cannot execute";
+    }
+    return "failed at an unknown step";
+}
+
+/* The file behind exec_fd, for error messages only. */
+static void describe_fd(int fd, char *buf, size_t size)
+{
+    char link[64];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, buf, size - 1);
+    if (n < 0)
+        n = snprintf(buf, size, "fd %d", fd);
+    buf[n] = '\0';
+}
+
+static int report_failure(cg_leaf *leaf, const cg_spawn_spec *spec,
+                          const struct cg_child_report *report, act_error *err)
+{
+    char detail[PATH_MAX + 64] = "";
+    if (report->step == CG_STEP_EXEC)
+        describe_fd(spec->exec_fd, detail, sizeof(detail));
+    else if (report->step == CG_STEP_CHDIR && spec->working_directory)
+        snprintf(detail, sizeof(detail), "%s", spec->working_directory);
+    else if (report->step == CG_STEP_SETUID || report->step == CG_STEP_SETGID)
+        snprintf(detail, sizeof(detail), "uid %" PRIu32 " gid %" PRIu32, spec->uid, spec->gid);
+    const char *hint = "";
+    if (report->step == CG_STEP_EXEC && report->error == ENOEXEC)
+        hint = "; the file is not a complete executable for this machine (truncated?)";
+    else if (report->step == CG_STEP_EXEC && report->error == EACCES)
+        hint = "; the file is not executable (check its mode and mount options)";
+    else if (report->step == CG_STEP_EXEC && report->error == ENOENT)
+        hint = "; the file or its interpreter is missing";
+    return act_error_set(err, report->error, "leaf %s: child %s%s%s: %s (errno %d)%s",
+                         leaf->v2_path, step_sentence((enum cg_child_step)report->step),
+                         detail[0] ? " " : "", detail, strerror(report->error), report->error,
+                         hint);
+}
+
+/* Errors with which a kernel says "no clone3" or "no CLONE_INTO_CGROUP". */
+static bool clone3_refused(int e)
+{
+    return e == ENOSYS || e == E2BIG || e == EINVAL || e == EOPNOTSUPP;
+}
+
+static pid_t clone_into_leaf(cg_leaf *leaf, struct cg_child_plan *plan, bool force_fork,
+                             int *pidfd, int *v2_procs_fd, int *clone_errno)
+{
+    if (!force_fork) {
+        struct clone_args args = {
+            .flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
+            .pidfd = (uint64_t)(uintptr_t)pidfd,
+            .exit_signal = SIGCHLD,
+            .cgroup = (uint64_t)leaf->dir_fd,
+        };
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid == 0)
+            cg_child_run(plan);
+        if (pid > 0 || !clone3_refused(errno)) {
+            *clone_errno = errno;
+            return pid;
+        }
+    }
+    /* Fork fallback: the child moves itself into the leaf before anything
+     * else, so no code of the app ever runs outside it. */
+    *v2_procs_fd = openat(leaf->dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+    if (*v2_procs_fd < 0) {
+        *clone_errno = errno;
+        return -1;
+    }
+    plan->v2_procs_fd = *v2_procs_fd;
+    pid_t pid = _Fork();
+    if (pid == 0)
+        cg_child_run(plan);
+    *clone_errno = errno;
+    if (pid > 0) {
+        /* Our unreaped child cannot be recycled, so this pidfd is its. */
+        *pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (*pidfd < 0)
+            *clone_errno = errno;
+    }
+    return pid;
+}
+
+static int read_report(int fd, struct cg_child_report *report)
+{
+    size_t got = 0;
+    while (got < sizeof(*report)) {
+        ssize_t n = read(fd, (char *)report + got, sizeof(*report) - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    return (int)got;
+}
+
+int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_error *err)
+{
+    int r = check_spec(spec, err);
+    if (r < 0)
+        return act_error_prefix(err, "leaf %s: cannot spawn", leaf->v2_path);
+
+    _cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY);
+    if (null_fd < 0)
+        return act_error_set(err, errno, "cannot open /dev/null: %s", strerror(errno));
+    size_t n_fds = 3 + spec->n_listen_fds;
+    _cleanup_free_ int *fd_sources = calloc(2 * n_fds, sizeof(int));
+    if (!fd_sources)
+        return act_error_set(err, ENOMEM, "out of memory");
+    fd_sources[0] = null_fd;
+    fd_sources[1] = spec->stdout_fd >= 0 ? spec->stdout_fd : null_fd;
+    fd_sources[2] = spec->stderr_fd >= 0 ? spec->stderr_fd : null_fd;
+    for (size_t i = 0; i < spec->n_listen_fds; i++)
+        fd_sources[3 + i] = spec->listen_fds[i];
+
+    char **envp = NULL;
+    _cleanup_free_ void *env_block = NULL;
+    struct cg_child_plan plan = {
+        .v2_procs_fd = -1,
+        .fd_sources = fd_sources,
+        .fd_scratch = fd_sources + n_fds,
+        .n_fds = n_fds,
+        .exec_fd = spec->exec_fd,
+        .argv = (char *const *)spec->argv,
+        .rlimits = spec->rlimits,
+        .n_rlimits = spec->n_rlimits,
+        .set_gid = spec->gid != CG_ID_UNSET,
+        .gid = spec->gid,
+        .groups = spec->groups,
+        .n_groups = spec->n_groups,
+        .set_uid = spec->uid != CG_ID_UNSET,
+        .uid = spec->uid,
+        .working_directory = spec->working_directory,
+        .umask = spec->umask & 0777,
+        .no_new_privs = spec->no_new_privs,
+        .seccomp = spec->seccomp ? &spec->seccomp->fprog : NULL,
+    };
+    if ((r = build_env(spec, &envp, &plan.listen_pid_digits, &env_block, err)) < 0)
+        return r;
+    plan.envp = envp;
+    for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
+        plan.v1_procs_fds[c] = leaf->v1_procs_fd[c];
+
+    int pipe_fds[2];
+    if (pipe2(pipe_fds, O_CLOEXEC) < 0)
+        return act_error_set(err, errno, "cannot create the exec report pipe: %s",
+                             strerror(errno));
+    _cleanup_close_ int report_read = pipe_fds[0];
+    _cleanup_close_ int report_write = pipe_fds[1];
+    plan.report_fd = report_write;
+
+    /* With every signal blocked, no handler of ours can run in the child
+     * before it has reset them; the child unblocks right before exec. */
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    int pidfd = -1, clone_errno = 0;
+    _cleanup_close_ int v2_procs_fd = -1;
+    pid_t pid = clone_into_leaf(leaf, &plan, spec->force_fork_fallback, &pidfd, &v2_procs_fd,
+                                &clone_errno);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (pid < 0)
+        return act_error_set(err, clone_errno, "leaf %s: cannot create a process: %s%s",
+                             leaf->v2_path, strerror(clone_errno),
+                             clone_errno == EAGAIN ? " (the leaf's PidsMax may be reached)" : "");
+    if (pidfd < 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return act_error_set(err, clone_errno, "leaf %s: cannot open a pidfd for pid %d: %s",
+                             leaf->v2_path, (int)pid, strerror(clone_errno));
+    }
+
+    close(TAKE_FD(report_write));
+    struct cg_child_report report = {0};
+    int got = read_report(report_read, &report);
+    if (got != 0) {
+        /* The child failed before exec and exited 127; reap it now, its
+         * failure is reported here and nowhere later. */
+        siginfo_t info;
+        waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED);
+        close(pidfd);
+        if (got != (int)sizeof(report))
+            return act_error_set(err, EIO, "leaf %s: child sent a malformed exec report",
+                                 leaf->v2_path);
+        return report_failure(leaf, spec, &report, err);
+    }
+    out->pid = pid;
+    out->pidfd = pidfd;
+    return 0;
+}

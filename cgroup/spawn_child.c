@@ -1,0 +1,148 @@
+/* The spawned child, between clone3 (or fork) and execveat.
+ *
+ * Only async-signal-safe code runs here: raw syscalls on memory the parent
+ * prepared. No malloc, no stdio, no libseccomp, no NNG, and not even libc
+ * wrappers that consult thread state (after a raw clone3, libc's idea of our
+ * thread id is the parent's), so every call is syscall(). */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cgroup/spawn_internal.h"
+
+/* The kernel's struct sigaction for rt_sigaction on x86-64 and most other
+ * architectures: handler, flags, restorer, mask. */
+struct kernel_sigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)(void);
+    unsigned long mask;
+};
+
+#define KERNEL_SIGSET_BYTES 8
+#define KERNEL_NSIG 64
+
+_Noreturn static void fail(int report_fd, enum cg_child_step step, int error)
+{
+    struct cg_child_report report = {.step = step, .error = error ? error : EIO};
+    syscall(SYS_write, report_fd, &report, sizeof(report));
+    for (;;)
+        syscall(SYS_exit_group, 127);
+}
+
+static int write_zero(int fd)
+{
+    return syscall(SYS_write, fd, "0", 1) == 1 ? 0 : errno;
+}
+
+/* Moves the wanted fds to 0..n-1 and marks everything else close-on-exec.
+ * Sources are first copied above n, so that placing one never overwrites
+ * another that still has to be placed. */
+static int place_fds(const struct cg_child_plan *plan, int *report_fd, int *exec_fd)
+{
+    int floor = (int)plan->n_fds;
+    int moved = (int)syscall(SYS_fcntl, *report_fd, F_DUPFD_CLOEXEC, floor);
+    if (moved < 0)
+        return errno;
+    *report_fd = moved;
+    moved = (int)syscall(SYS_fcntl, *exec_fd, F_DUPFD_CLOEXEC, floor);
+    if (moved < 0)
+        return errno;
+    *exec_fd = moved;
+    for (size_t i = 0; i < plan->n_fds; i++) {
+        plan->fd_scratch[i] = (int)syscall(SYS_fcntl, plan->fd_sources[i], F_DUPFD_CLOEXEC, floor);
+        if (plan->fd_scratch[i] < 0)
+            return errno;
+    }
+    for (size_t i = 0; i < plan->n_fds; i++)
+        if (syscall(SYS_dup3, plan->fd_scratch[i], (int)i, 0) < 0)
+            return errno;
+    if (syscall(SYS_close_range, (unsigned)floor, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+        /* Kernels before 5.11: mark them one by one. */
+        for (int fd = floor; fd < 65536; fd++)
+            syscall(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);
+    }
+    return 0;
+}
+
+/* Handlers vanish at exec anyway, but an ignored signal (the daemon ignores
+ * SIGPIPE) would stay ignored in the app. */
+static void reset_signal_dispositions(void)
+{
+    struct kernel_sigaction dfl = {.handler = SIG_DFL};
+    for (int sig = 1; sig <= KERNEL_NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            syscall(SYS_rt_sigaction, sig, &dfl, NULL, KERNEL_SIGSET_BYTES);
+}
+
+static void format_pid(char *digits, long pid)
+{
+    char reversed[24];
+    int n = 0;
+    do {
+        reversed[n++] = (char)('0' + pid % 10);
+        pid /= 10;
+    } while (pid > 0 && n < 20);
+    for (int i = 0; i < n; i++)
+        digits[i] = reversed[n - 1 - i];
+    digits[n] = '\0';
+}
+
+_Noreturn void cg_child_run(const struct cg_child_plan *plan)
+{
+    int report_fd = plan->report_fd;
+    int exec_fd = plan->exec_fd;
+    int e;
+
+    /* Join the v1 groups before anything else, so every page and task the
+     * child makes from here on is charged where its limits are. */
+    for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
+        if (plan->v1_procs_fds[c] >= 0 && (e = write_zero(plan->v1_procs_fds[c])) != 0)
+            fail(report_fd, CG_STEP_JOIN_V1, e);
+    if (plan->v2_procs_fd >= 0 && (e = write_zero(plan->v2_procs_fd)) != 0)
+        fail(report_fd, CG_STEP_JOIN_V2, e);
+
+    if (syscall(SYS_setsid) < 0)
+        fail(report_fd, CG_STEP_SETSID, errno);
+    if ((e = place_fds(plan, &report_fd, &exec_fd)) != 0)
+        fail(report_fd, CG_STEP_FDS, e);
+    reset_signal_dispositions();
+
+    if (plan->listen_pid_digits)
+        format_pid(plan->listen_pid_digits, syscall(SYS_getpid));
+
+    for (size_t i = 0; i < plan->n_rlimits; i++)
+        if (syscall(SYS_prlimit64, 0, plan->rlimits[i].resource, &plan->rlimits[i].limit, NULL) <
+            0)
+            fail(report_fd, CG_STEP_RLIMIT, errno);
+    if (plan->set_gid) {
+        if (syscall(SYS_setgroups, plan->n_groups, plan->groups) < 0)
+            fail(report_fd, CG_STEP_SETGROUPS, errno);
+        if (syscall(SYS_setresgid, plan->gid, plan->gid, plan->gid) < 0)
+            fail(report_fd, CG_STEP_SETGID, errno);
+    }
+    if (plan->set_uid && syscall(SYS_setresuid, plan->uid, plan->uid, plan->uid) < 0)
+        fail(report_fd, CG_STEP_SETUID, errno);
+    if (plan->working_directory && syscall(SYS_chdir, plan->working_directory) < 0)
+        fail(report_fd, CG_STEP_CHDIR, errno);
+    syscall(SYS_umask, plan->umask);
+    if (plan->no_new_privs && syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        fail(report_fd, CG_STEP_NO_NEW_PRIVS, errno);
+    if (plan->seccomp &&
+        syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, plan->seccomp) < 0)
+        fail(report_fd, CG_STEP_SECCOMP, errno);
+
+    /* The parent blocked every signal around clone; the app starts with none
+     * blocked, as any freshly started program expects. */
+    unsigned long empty_mask = 0;
+    if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty_mask, NULL, KERNEL_SIGSET_BYTES) < 0)
+        fail(report_fd, CG_STEP_SIGNALS, errno);
+
+    syscall(SYS_execveat, exec_fd, "", plan->argv, plan->envp, AT_EMPTY_PATH);
+    fail(report_fd, CG_STEP_EXEC, errno);
+}

@@ -1,0 +1,62 @@
+/* The plan a spawned child carries out between clone3 and exec. The parent
+ * prepares every byte of it; the child only reads it and makes syscalls. */
+#pragma once
+
+#include <linux/filter.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgroup/internal.h"
+
+enum cg_child_step {
+    CG_STEP_JOIN_V1 = 1,
+    CG_STEP_JOIN_V2,
+    CG_STEP_SETSID,
+    CG_STEP_FDS,
+    CG_STEP_SIGNALS,
+    CG_STEP_RLIMIT,
+    CG_STEP_SETGROUPS,
+    CG_STEP_SETGID,
+    CG_STEP_SETUID,
+    CG_STEP_CHDIR,
+    CG_STEP_NO_NEW_PRIVS,
+    CG_STEP_SECCOMP,
+    CG_STEP_EXEC,
+};
+
+/* What a failed child writes to the report pipe before it exits. */
+struct cg_child_report {
+    int32_t step;
+    int32_t error;
+};
+
+struct cg_child_plan {
+    int v1_procs_fds[CG_CONTROLLER_COUNT]; /* -1: none */
+    int v2_procs_fd;      /* fork fallback only: the child moves itself; else -1 */
+    const int *fd_sources; /* become fds 0..n_fds-1: stdin, stdout, stderr, listen fds */
+    int *fd_scratch;      /* n_fds ints the child may write (its copy of the memory) */
+    size_t n_fds;
+    int exec_fd;
+    int report_fd;        /* write end of the CLOEXEC report pipe */
+    char *const *argv;
+    char *const *envp;
+    char *listen_pid_digits; /* inside envp's "LISTEN_PID=" entry, room for 20 digits; or NULL */
+    const cg_rlimit *rlimits;
+    size_t n_rlimits;
+    bool set_gid;
+    gid_t gid;
+    const gid_t *groups;
+    size_t n_groups;
+    bool set_uid;
+    uid_t uid;
+    const char *working_directory;
+    mode_t umask;
+    bool no_new_privs;
+    const struct sock_fprog *seccomp;
+};
+
+/* Runs the plan and execs; on failure reports the step and errno through
+ * report_fd and exits 127. Async-signal-safe: raw syscalls only. */
+_Noreturn void cg_child_run(const struct cg_child_plan *plan);

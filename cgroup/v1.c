@@ -1,0 +1,107 @@
+/* Hybrid hosts: the v1 memory, pids and cpu hierarchies, driven through
+ * libcgroup. Only creation with limits goes through it; joining happens in
+ * the spawned child through pre-opened cgroup.procs fds, because libcgroup is
+ * not async-signal-safe. */
+#include <errno.h>
+#include <inttypes.h>
+#include <libcgroup.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cgroup/internal.h"
+
+/* cfs_period_us the quota is expressed against: 100 ms, the kernel default. */
+#define CG_V1_CFS_PERIOD_USEC 100000
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int init_result;
+
+static void init_libcgroup(void)
+{
+    init_result = cgroup_init();
+}
+
+static int libcgroup_errno(int code)
+{
+    if (code == ECGOTHER) {
+        int e = cgroup_get_last_errno();
+        return e > 0 ? e : EIO;
+    }
+    return code == ECGROUPNOTEXIST ? ENOENT : EIO;
+}
+
+int cg_v1_init(act_error *err)
+{
+    pthread_once(&init_once, init_libcgroup);
+    if (init_result != 0)
+        return act_error_set(err, libcgroup_errno(init_result),
+                             "libcgroup cannot initialise (%s); the v1 controllers of this "
+                             "hybrid host are unusable",
+                             cgroup_strerror(init_result));
+    return 0;
+}
+
+/* cpu.weight (1..10000, default 100) to cpu.shares (default 1024) the way
+ * systemd converts it, so a host behaves alike on v1 and v2. */
+static uint64_t weight_to_shares(uint32_t weight)
+{
+    uint64_t shares = (uint64_t)weight * 1024 / 100;
+    if (shares < 2)
+        shares = 2;
+    if (shares > 262144)
+        shares = 262144;
+    return shares;
+}
+
+static int add_values(cg_root *root, struct cgroup *cg, const cg_limits *limits)
+{
+    for (int c = 0; c < CG_CONTROLLER_COUNT; c++) {
+        if (!root->v1_mount[c])
+            continue;
+        struct cgroup_controller *ctl = cgroup_add_controller(cg, cg_controller_names[c]);
+        if (!ctl)
+            return -ENOMEM;
+        if (!limits)
+            continue;
+        int r = 0;
+        if (c == CG_MEMORY && limits->memory_max)
+            r = cgroup_add_value_uint64(ctl, "memory.limit_in_bytes", limits->memory_max);
+        if (c == CG_PIDS && limits->pids_max)
+            r = cgroup_add_value_uint64(ctl, "pids.max", limits->pids_max);
+        if (c == CG_CPU && limits->cpu_quota_percent) {
+            r = cgroup_add_value_int64(ctl, "cpu.cfs_period_us", CG_V1_CFS_PERIOD_USEC);
+            if (r == 0)
+                r = cgroup_add_value_int64(ctl, "cpu.cfs_quota_us",
+                                           (int64_t)limits->cpu_quota_percent *
+                                               CG_V1_CFS_PERIOD_USEC / 100);
+        }
+        if (r == 0 && c == CG_CPU && limits->cpu_weight)
+            r = cgroup_add_value_uint64(ctl, "cpu.shares", weight_to_shares(limits->cpu_weight));
+        if (r != 0)
+            return -libcgroup_errno(r);
+    }
+    return 0;
+}
+
+int cg_v1_create(cg_root *root, const char *rel, const cg_limits *limits, act_error *err)
+{
+    int r = cg_v1_init(err);
+    if (r < 0)
+        return r;
+    struct cgroup *cg = cgroup_new_cgroup(rel);
+    if (!cg)
+        return act_error_set(err, ENOMEM, "out of memory describing v1 cgroup %s", rel);
+    r = add_values(root, cg, limits);
+    if (r < 0) {
+        cgroup_free(&cg);
+        return act_error_set(err, -r, "cannot describe v1 cgroup %s: %s", rel, strerror(-r));
+    }
+    int code = cgroup_create_cgroup(cg, 0);
+    cgroup_free(&cg);
+    if (code != 0)
+        return act_error_set(err, libcgroup_errno(code),
+                             "cannot create v1 cgroup %s with its limits through libcgroup: %s",
+                             rel, cgroup_strerror(code));
+    return 0;
+}

@@ -1,0 +1,202 @@
+#include "tests/cgroup/cgt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/clock.h"
+
+int cgt_check_can_run(const char *suite)
+{
+    if (geteuid() != 0) {
+        printf("SKIP %s: needs root to create cgroups (run the tests as root)\n", suite);
+        return CGT_SKIP;
+    }
+    cg_root *root = NULL;
+    act_error err = {0};
+    int r = cg_root_create_throwaway("act-probe", &root, &err);
+    if (r == -ENOENT) {
+        printf("SKIP %s: no cgroup2 hierarchy here: %s\n", suite, err.message);
+        return CGT_SKIP;
+    }
+    if (r < 0) {
+        printf("FAIL %s: cannot create a throwaway cgroup: %s\n", suite, err.message);
+        return 1;
+    }
+    r = cg_root_destroy_throwaway(root, &err);
+    if (r < 0) {
+        printf("FAIL %s: cannot remove a throwaway cgroup: %s\n", suite, err.message);
+        return 1;
+    }
+    return 0;
+}
+
+bool cgt_force_fork(void)
+{
+    return getenv("CG_TEST_FORCE_FORK") != NULL;
+}
+
+bool cgt_force_kill_fallback(void)
+{
+    return getenv("CG_TEST_FORCE_KILL_FALLBACK") != NULL;
+}
+
+int cgt_setup_root(void **state)
+{
+    cg_root *root = NULL;
+    act_error err = {0};
+    if (cg_root_create_throwaway("act-test", &root, &err) < 0) {
+        print_error("cannot create a throwaway root: %s\n", err.message);
+        return -1;
+    }
+    *state = root;
+    return 0;
+}
+
+/* The final check: every child of ours has been reaped (none left running
+ * or as a zombie), and the throwaway subtree is gone everywhere. */
+int cgt_teardown_root(void **state)
+{
+    cg_root *root = *state;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s", cg_root_path(root));
+    act_error err = {0};
+    int r = cg_root_destroy_throwaway(root, &err);
+    if (r < 0) {
+        print_error("throwaway root not removed: %s\n", err.message);
+        return -1;
+    }
+    if (!cgt_gone(path)) {
+        print_error("%s is still there\n", path);
+        return -1;
+    }
+    if (waitpid(-1, NULL, WNOHANG) != -1 || errno != ECHILD) {
+        print_error("a child process of the test is left over\n");
+        return -1;
+    }
+    return 0;
+}
+
+cg_leaf *cgt_leaf(cg_root *root, const char *host, const char *name, const cg_limits *limits)
+{
+    cg_leaf *leaf = NULL;
+    act_error err = {0};
+    int r = cg_leaf_create(root, host, name, limits, &leaf, &err);
+    if (r < 0)
+        print_error("cg_leaf_create: %s\n", err.message);
+    assert_int_equal(r, 0);
+    cg_leaf_force_kill_fallback(leaf, cgt_force_kill_fallback());
+    return leaf;
+}
+
+int cgt_open_app(const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", CG_APP_DIR, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        print_error("cannot open test app %s: %s\n", path, strerror(errno));
+    assert_true(fd >= 0);
+    return fd;
+}
+
+int cgt_spawn(cg_leaf *leaf, const char *app, const char *const *args,
+              void (*tweak)(cg_spawn_spec *spec, void *data), void *data, cg_process *proc,
+              int *stdout_read, act_error *err)
+{
+    const char *argv[16] = {app};
+    for (size_t i = 0; args && args[i] && i < 14; i++)
+        argv[i + 1] = args[i];
+    int pipe_fds[2];
+    assert_int_equal(pipe2(pipe_fds, O_CLOEXEC), 0);
+    _cleanup_close_ int exec_fd = cgt_open_app(app);
+    cg_spawn_spec spec;
+    cg_spawn_spec_init(&spec);
+    spec.exec_fd = exec_fd;
+    spec.argv = argv;
+    spec.stdout_fd = pipe_fds[1];
+    spec.force_fork_fallback = cgt_force_fork();
+    if (tweak)
+        tweak(&spec, data);
+    int r = cg_spawn(leaf, &spec, proc, err);
+    close(pipe_fds[1]);
+    if (stdout_read)
+        *stdout_read = pipe_fds[0];
+    else
+        close(pipe_fds[0]);
+    return r;
+}
+
+char *cgt_read_until(int fd, const char *marker, int timeout_ms)
+{
+    size_t cap = 65536, len = 0;
+    char *buf = calloc(1, cap + 1);
+    assert_non_null(buf);
+    uint64_t deadline = act_now_usec() + (uint64_t)timeout_ms * 1000;
+    while (!strstr(buf, marker) && len < cap) {
+        uint64_t now = act_now_usec();
+        if (now >= deadline)
+            break;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, (int)((deadline - now) / 1000) + 1) <= 0)
+            continue;
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        buf[len] = '\0';
+    }
+    return buf;
+}
+
+bool cgt_value(const char *text, const char *key, char *buf, size_t size)
+{
+    size_t key_len = strlen(key);
+    for (const char *line = text; line && *line;) {
+        if (strncmp(line, key, key_len) == 0 && line[key_len] == '=') {
+            const char *v = line + key_len + 1;
+            size_t n = strcspn(v, "\n");
+            snprintf(buf, size, "%.*s", (int)n, v);
+            return true;
+        }
+        line = strchr(line, '\n');
+        if (line)
+            line++;
+    }
+    return false;
+}
+
+void cgt_reap(int pidfd, siginfo_t *info)
+{
+    siginfo_t ignored;
+    memset(info ? info : &ignored, 0, sizeof(siginfo_t));
+    assert_int_equal(waitid(P_PIDFD, (id_t)pidfd, info ? info : &ignored, WEXITED), 0);
+    close(pidfd);
+}
+
+bool cgt_pid_in_cgroup(const char *dir, pid_t pid)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    long p;
+    bool found = false;
+    while (!found && fscanf(f, "%ld", &p) == 1)
+        found = p == pid;
+    fclose(f);
+    return found;
+}
+
+bool cgt_gone(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) < 0 && errno == ENOENT;
+}

@@ -1,0 +1,418 @@
+/* cg_spawn against real cgroups and processes: joining the leaf, exit status
+ * through the pidfd, exactly the fds asked for, LISTEN_* with the child's own
+ * pid, credentials, seccomp, and exec failures reported to the caller.
+ * CG_TEST_FORCE_FORK=1 runs the same tests on the fork fallback path. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "tests/cgroup/cgt.h"
+
+static void expect_kv(const char *out, const char *key, const char *want)
+{
+    char got[512];
+    if (!cgt_value(out, key, got, sizeof(got))) {
+        print_error("no %s= in output:\n%s\n", key, out);
+        fail();
+    }
+    if (strcmp(got, want) != 0) {
+        print_error("%s=%s, expected %s\n", key, got, want);
+        fail();
+    }
+}
+
+static void spawn_joins_leaf_and_pidfd_reports_exit(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-1", NULL);
+    cg_process proc;
+    int out_fd;
+    act_error err = {0};
+    const char *args[] = {"7", "wait", NULL};
+    assert_int_equal(cgt_spawn(leaf, "cg-probe", args, NULL, NULL, &proc, &out_fd, &err), 0);
+    _cleanup_free_ char *out = cgt_read_until(out_fd, "end\n", 10000);
+    char pid_text[32];
+    snprintf(pid_text, sizeof(pid_text), "%d", (int)proc.pid);
+    expect_kv(out, "pid", pid_text);
+    assert_true(cgt_pid_in_cgroup(cg_leaf_path(leaf), proc.pid));
+    for (const char *c = "memory"; c; c = strcmp(c, "memory") == 0 ? "pids" : NULL)
+        if (cg_leaf_v1_path(leaf, c))
+            assert_true(cgt_pid_in_cgroup(cg_leaf_v1_path(leaf, c), proc.pid));
+
+    assert_int_equal(syscall(SYS_pidfd_send_signal, proc.pidfd, SIGTERM, NULL, 0), 0);
+    siginfo_t info;
+    cgt_reap(proc.pidfd, &info);
+    assert_int_equal(info.si_code, CLD_EXITED);
+    assert_int_equal(info.si_status, 7);
+    assert_int_equal(cg_leaf_wait_empty(leaf, 10000000, &err), 0);
+    assert_int_equal(cg_leaf_remove(leaf, &err), 0);
+    assert_true(cgt_gone(cg_leaf_path(leaf)));
+    close(out_fd);
+    cg_leaf_free(leaf);
+}
+
+struct fd_setup {
+    int listen_fds[2];
+    const char *names[2];
+    const char *envp[4];
+    cg_rlimit rlimit;
+};
+
+static void with_listen_fds(cg_spawn_spec *spec, void *data)
+{
+    struct fd_setup *setup = data;
+    spec->listen_fds = setup->listen_fds;
+    spec->n_listen_fds = 2;
+    spec->listen_fdnames = setup->names;
+    spec->envp = setup->envp;
+    spec->umask = 0027;
+    spec->working_directory = "/";
+    spec->rlimits = &setup->rlimit;
+    spec->n_rlimits = 1;
+}
+
+static void listen_fds_arrive_at_3_and_nothing_leaks(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-2", NULL);
+    /* An fd without CLOEXEC in the parent must not reach the child. */
+    _cleanup_close_ int leaky = open("/dev/zero", O_RDONLY);
+    assert_true(leaky >= 0);
+    _cleanup_close_ int tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    _cleanup_close_ int unix_sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(tcp, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(listen(tcp, 8), 0);
+    socklen_t len = sizeof(sin);
+    assert_int_equal(getsockname(tcp, (struct sockaddr *)&sin, &len), 0);
+
+    struct fd_setup setup = {
+        .listen_fds = {tcp, unix_sock},
+        .names = {"web", "admin"},
+        .envp = {"CG_TEST_MARK=hello", "LISTEN_PID=1", "LISTEN_FDS=9", NULL},
+        .rlimit = {.resource = RLIMIT_NOFILE, .limit = {512, 512}},
+    };
+    /* A daemon ignores SIGPIPE and blocks signals it reads from a signalfd;
+     * the app must start with neither. */
+    sigset_t usr2, saved_mask;
+    sigemptyset(&usr2);
+    sigaddset(&usr2, SIGUSR2);
+    sigprocmask(SIG_BLOCK, &usr2, &saved_mask);
+    void (*saved_pipe)(int) = signal(SIGPIPE, SIG_IGN);
+
+    cg_process proc;
+    int out_fd;
+    act_error err = {0};
+    int r = cgt_spawn(leaf, "cg-probe", NULL, with_listen_fds, &setup, &proc, &out_fd, &err);
+    signal(SIGPIPE, saved_pipe);
+    sigprocmask(SIG_SETMASK, &saved_mask, NULL);
+    assert_int_equal(r, 0);
+    _cleanup_free_ char *out = cgt_read_until(out_fd, "end\n", 10000);
+    char text[64];
+    snprintf(text, sizeof(text), "%d", (int)proc.pid);
+    expect_kv(out, "LISTEN_PID", text);
+    expect_kv(out, "pid", text);
+    expect_kv(out, "LISTEN_FDS", "2");
+    expect_kv(out, "LISTEN_FDNAMES", "web:admin");
+    expect_kv(out, "CG_TEST_MARK", "hello");
+    expect_kv(out, "fds", "0 1 2 3 4");
+    snprintf(text, sizeof(text), "%d", ntohs(sin.sin_port));
+    expect_kv(out, "fd3port", text);
+    expect_kv(out, "session_leader", "1");
+    expect_kv(out, "umask", "0027");
+    expect_kv(out, "cwd", "/");
+    expect_kv(out, "nofile", "512");
+    expect_kv(out, "sigblk", "0000000000000000");
+    expect_kv(out, "sigign", "0000000000000000");
+    expect_kv(out, "nnp", "0");
+    expect_kv(out, "seccomp", "0");
+    siginfo_t info;
+    cgt_reap(proc.pidfd, &info);
+    assert_int_equal(info.si_code, CLD_EXITED);
+    assert_int_equal(info.si_status, 0);
+    close(out_fd);
+    cg_leaf_free(leaf);
+}
+
+static void without_sockets(cg_spawn_spec *spec, void *data)
+{
+    static const char *const envp[] = {"LISTEN_FDS=3", "LISTEN_PID=99", "KEEP=1", NULL};
+    spec->envp = envp;
+}
+
+static void no_listen_fds_means_no_listen_env(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-3", NULL);
+    cg_process proc;
+    int out_fd;
+    act_error err = {0};
+    assert_int_equal(cgt_spawn(leaf, "cg-probe", NULL, without_sockets, NULL, &proc, &out_fd, &err),
+                     0);
+    _cleanup_free_ char *out = cgt_read_until(out_fd, "end\n", 10000);
+    expect_kv(out, "LISTEN_FDS", "(unset)");
+    expect_kv(out, "LISTEN_PID", "(unset)");
+    expect_kv(out, "fds", "0 1 2");
+    cgt_reap(proc.pidfd, NULL);
+    close(out_fd);
+    cg_leaf_free(leaf);
+}
+
+static cg_seccomp_program *compile(const char *profile, const char *const *allow,
+                                   const char *const *deny)
+{
+    cg_seccomp_program *program = NULL;
+    act_error err = {0};
+    int r = cg_seccomp_compile(profile, allow, deny, &program, &err);
+    if (r < 0)
+        print_error("%s\n", err.message);
+    assert_int_equal(r, 0);
+    return program;
+}
+
+static void as_nobody_with_seccomp(cg_spawn_spec *spec, void *data)
+{
+    static const gid_t groups[] = {65534};
+    spec->uid = 65534;
+    spec->gid = 65534;
+    spec->groups = groups;
+    spec->n_groups = 1;
+    spec->no_new_privs = true;
+    spec->seccomp = data;
+    spec->working_directory = "/";
+}
+
+static void credentials_no_new_privs_and_seccomp_apply(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-4", NULL);
+    cg_seccomp_program *program = compile("default", NULL, NULL);
+    cg_process proc;
+    int out_fd;
+    act_error err = {0};
+    int r = cgt_spawn(leaf, "cg-probe", NULL, as_nobody_with_seccomp, program, &proc, &out_fd, &err);
+    if (r < 0)
+        print_error("%s\n", err.message);
+    assert_int_equal(r, 0);
+    _cleanup_free_ char *out = cgt_read_until(out_fd, "end\n", 10000);
+    expect_kv(out, "uid", "65534");
+    expect_kv(out, "gid", "65534");
+    expect_kv(out, "groups", "65534");
+    expect_kv(out, "nnp", "1");
+    expect_kv(out, "seccomp", "2");
+    cgt_reap(proc.pidfd, NULL);
+    close(out_fd);
+    cg_seccomp_program_free(program);
+    cg_leaf_free(leaf);
+}
+
+static void with_filter(cg_spawn_spec *spec, void *data)
+{
+    spec->no_new_privs = true;
+    spec->seccomp = data;
+}
+
+static char *run_syscalls(cg_leaf *leaf, cg_seccomp_program *program)
+{
+    cg_process proc;
+    int out_fd;
+    act_error err = {0};
+    int r = cgt_spawn(leaf, "cg-syscalls", NULL, with_filter, program, &proc, &out_fd, &err);
+    if (r < 0)
+        print_error("%s\n", err.message);
+    assert_int_equal(r, 0);
+    char *out = cgt_read_until(out_fd, "end\n", 10000);
+    siginfo_t info;
+    cgt_reap(proc.pidfd, &info);
+    assert_int_equal(info.si_code, CLD_EXITED);
+    assert_int_equal(info.si_status, 0);
+    close(out_fd);
+    return out;
+}
+
+static void default_profile_denies_admin_calls_and_allows_server_calls(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-5", NULL);
+    cg_seccomp_program *program = compile("default", NULL, NULL);
+    _cleanup_free_ char *out = run_syscalls(leaf, program);
+    const char *denied[] = {"mount", "unshare", "ptrace", "reboot", "bpf", "clock_settime"};
+    for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
+        expect_kv(out, denied[i], "EPERM");
+    const char *allowed[] = {"uname",  "getpid", "clock_gettime", "open", "socket",
+                             "bind",   "listen", "fork",          "thread"};
+    for (size_t i = 0; i < ARRAY_SIZE(allowed); i++)
+        expect_kv(out, allowed[i], "ok");
+    cg_seccomp_program_free(program);
+    cg_leaf_free(leaf);
+}
+
+static void profile_allow_and_deny_lists_change_the_filter(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-6", NULL);
+    const char *allow[] = {"unshare", NULL};
+    const char *deny[] = {"uname", NULL};
+    cg_seccomp_program *program = compile("default", allow, deny);
+    _cleanup_free_ char *out = run_syscalls(leaf, program);
+    expect_kv(out, "unshare", "ok");
+    expect_kv(out, "uname", "EPERM");
+    expect_kv(out, "mount", "EPERM");
+    cg_seccomp_program_free(program);
+
+    program = compile("none", NULL, deny);
+    _cleanup_free_ char *out_none = run_syscalls(leaf, program);
+    expect_kv(out_none, "uname", "EPERM");
+    expect_kv(out_none, "mount", "other"); /* not filtered: ENOENT for the missing target */
+    cg_seccomp_program_free(program);
+    cg_leaf_free(leaf);
+}
+
+static void seccomp_compile_refuses_bad_input(void **state)
+{
+    (void)state;
+    cg_seccomp_program *program = NULL;
+    act_error err = {0};
+    const char *unknown[] = {"no_such_call", NULL};
+    assert_int_equal(cg_seccomp_compile("default", NULL, unknown, &program, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "no_such_call"));
+    const char *both[] = {"uname", NULL};
+    assert_int_equal(cg_seccomp_compile("default", both, both, &program, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "both allowed and denied"));
+    assert_int_equal(cg_seccomp_compile("strict", NULL, NULL, &program, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "\"strict\""));
+    assert_null(program);
+    assert_int_equal(cg_seccomp_compile("none", NULL, NULL, &program, &err), 0);
+    assert_null(program);
+}
+
+/* Files that must not run: each failure comes back from cg_spawn itself. */
+static void exec_failures_reach_the_caller(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-7", NULL);
+    char dir[] = "/tmp/cg-exec-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    _cleanup_close_ int probe = cgt_open_app("cg-probe");
+    char head[64];
+    assert_int_equal(pread(probe, head, sizeof(head), 0), (ssize_t)sizeof(head));
+    struct {
+        const char *name;
+        const void *content;
+        size_t len;
+        mode_t mode;
+        int expected;
+    } cases[] = {
+        {"missing-interpreter", "#!/nonexistent/interpreter\n", 27, 0755, ENOENT},
+        {"not-executable", head, sizeof(head), 0644, EACCES},
+        {"truncated", head, sizeof(head), 0755, ENOEXEC},
+        {"garbage", "hello\n", 6, 0755, ENOEXEC},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char path[128];
+        snprintf(path, sizeof(path), "%s/%s", dir, cases[i].name);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, cases[i].mode);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, cases[i].content, cases[i].len), (ssize_t)cases[i].len);
+        assert_int_equal(fchmod(fd, cases[i].mode), 0);
+        close(fd);
+        _cleanup_close_ int exec_fd = open(path, O_RDONLY | O_CLOEXEC);
+        const char *argv[] = {cases[i].name, NULL};
+        cg_spawn_spec spec;
+        cg_spawn_spec_init(&spec);
+        spec.exec_fd = exec_fd;
+        spec.argv = argv;
+        spec.force_fork_fallback = cgt_force_fork();
+        cg_process proc = {.pid = -1, .pidfd = -1};
+        act_error err = {0};
+        int r = cg_spawn(leaf, &spec, &proc, &err);
+        if (r != -cases[i].expected)
+            print_error("%s: got %d (%s), expected -%d\n", cases[i].name, r, err.message,
+                        cases[i].expected);
+        assert_int_equal(r, -cases[i].expected);
+        assert_non_null(strstr(err.message, "cannot execute"));
+        assert_non_null(strstr(err.message, path));
+        assert_non_null(strstr(err.message, strerror(cases[i].expected)));
+        assert_int_equal(proc.pidfd, -1);
+        /* The failed child is already reaped. */
+        assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+        assert_int_equal(cg_leaf_wait_empty(leaf, 10000000, &err), 0);
+        unlink(path);
+    }
+    rmdir(dir);
+    cg_leaf_free(leaf);
+}
+
+static void in_missing_directory(cg_spawn_spec *spec, void *data)
+{
+    spec->working_directory = "/nonexistent-cg-dir";
+}
+
+static void child_step_failure_names_the_step(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-8", NULL);
+    cg_process proc;
+    act_error err = {0};
+    int r = cgt_spawn(leaf, "cg-probe", NULL, in_missing_directory, NULL, &proc, NULL, &err);
+    assert_int_equal(r, -ENOENT);
+    assert_non_null(strstr(err.message, "working directory /nonexistent-cg-dir"));
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+    cg_leaf_free(leaf);
+}
+
+static void spawn_refuses_a_bad_spec_before_forking(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-9", NULL);
+    const char *argv[] = {"x", NULL};
+    cg_process proc;
+    act_error err = {0};
+    cg_spawn_spec spec;
+    cg_spawn_spec_init(&spec);
+    spec.argv = argv;
+    assert_int_equal(cg_spawn(leaf, &spec, &proc, &err), -EBADF);
+    assert_non_null(strstr(err.message, "exec fd -1"));
+
+    _cleanup_close_ int exec_fd = cgt_open_app("cg-probe");
+    spec.exec_fd = exec_fd;
+    int fds[] = {0};
+    const char *names[] = {"a:b"};
+    spec.listen_fds = fds;
+    spec.n_listen_fds = 1;
+    spec.listen_fdnames = names;
+    assert_int_equal(cg_spawn(leaf, &spec, &proc, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "a:b"));
+
+    spec.n_listen_fds = 0;
+    spec.uid = 1000;
+    assert_int_equal(cg_spawn(leaf, &spec, &proc, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "without a gid"));
+    bool populated = true;
+    assert_int_equal(cg_leaf_populated(leaf, &populated, &err), 0);
+    assert_false(populated);
+    cg_leaf_free(leaf);
+}
+
+int main(void)
+{
+    int r = cgt_check_can_run("cgroup spawn");
+    if (r != 0)
+        return r;
+#define T(f) cmocka_unit_test_setup_teardown(f, cgt_setup_root, cgt_teardown_root)
+    const struct CMUnitTest tests[] = {
+        T(spawn_joins_leaf_and_pidfd_reports_exit),
+        T(listen_fds_arrive_at_3_and_nothing_leaks),
+        T(no_listen_fds_means_no_listen_env),
+        T(credentials_no_new_privs_and_seccomp_apply),
+        T(default_profile_denies_admin_calls_and_allows_server_calls),
+        T(profile_allow_and_deny_lists_change_the_filter),
+        T(seccomp_compile_refuses_bad_input),
+        T(exec_failures_reach_the_caller),
+        T(child_step_failure_names_the_step),
+        T(spawn_refuses_a_bad_spec_before_forking),
+    };
+    return cmocka_run_group_tests_name(cgt_force_fork() ? "cgroup spawn (fork fallback)"
+                                                        : "cgroup spawn",
+                                       tests, NULL, NULL);
+}
