@@ -1,0 +1,87 @@
+# bash completion for activatorctl
+_activatorctl()
+{
+    local cur prev words cword
+    _init_completion || return
+
+    local commands="status wake park swap stage promote releases claim watch stats version help"
+    local global_opts="--connect --events --json --timeout --tls-cert --tls-key --tls-ca --no-color --help"
+
+    case $prev in
+        --connect | --events)
+            return ;;
+        --tls-cert | --tls-key | --tls-ca)
+            _filedir
+            return ;;
+        --timeout)
+            return ;;
+        --mode)
+            COMPREPLY=($(compgen -W "overlap stop-first" -- "$cur"))
+            return ;;
+    esac
+
+    # Find the command word, skipping global options and their values.
+    local i command= connect=() nargs=0
+    for ((i = 1; i < cword; i++)); do
+        case ${words[i]} in
+            --connect | --events)
+                connect+=("${words[i]}" "${words[i + 1]}")
+                ((i++)) ;;
+            --timeout | --tls-cert | --tls-key | --tls-ca)
+                ((i++)) ;;
+            -*) ;;
+            *)
+                if [[ -z $command ]]; then
+                    command=${words[i]}
+                else
+                    ((nargs++))
+                fi ;;
+        esac
+    done
+
+    if [[ -z $command ]]; then
+        if [[ $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "$global_opts" -- "$cur"))
+        else
+            COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+        fi
+        return
+    fi
+
+    local opts="--help"
+    case $command in
+        status) opts+=" --names" ;;
+        wake) opts+=" --no-wait" ;;
+        swap) opts+=" --mode --no-wait" ;;
+        stage) opts+=" --promote" ;;
+    esac
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+        return
+    fi
+
+    _activatorctl_hosts()
+    {
+        activatorctl "${connect[@]}" --timeout 2 status --names 2>/dev/null
+    }
+
+    case $command in
+        help)
+            ((nargs == 0)) && COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
+        claim)
+            if ((nargs == 0)); then
+                COMPREPLY=($(compgen -W "show assign release" -- "$cur"))
+            elif ((nargs == 1)); then
+                COMPREPLY=($(compgen -W "$(_activatorctl_hosts)" -- "$cur"))
+            fi ;;
+        status | wake | park | releases | watch | swap | promote)
+            ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_activatorctl_hosts)" -- "$cur")) ;;
+        stage)
+            if ((nargs == 0)); then
+                COMPREPLY=($(compgen -W "$(_activatorctl_hosts)" -- "$cur"))
+            elif ((nargs == 2)); then
+                _filedir
+            fi ;;
+    esac
+} &&
+    complete -F _activatorctl activatorctl

@@ -1,0 +1,291 @@
+/* The control server over real NNG ipc sockets: bad requests get error
+ * replies and the server keeps serving, a long request does not block status,
+ * an unprivileged peer is refused, and activatorctl reports an absent daemon
+ * with exit status 3. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <json-c/json.h>
+#include <nng/nng.h>
+
+#include "control_harness.h"
+
+static const char *activatorctl;
+
+/* Parses a reply and checks ok and (for failures) the error code. */
+static void expect_reply(const char *reply, bool ok, const char *code)
+{
+    json_object *obj = json_tokener_parse(reply);
+    if (!obj)
+        fail_msg("reply is not JSON: %s", reply);
+    json_object *ok_value, *error, *code_value, *message;
+    assert_true(json_object_object_get_ex(obj, "ok", &ok_value));
+    if (json_object_get_boolean(ok_value) != ok)
+        fail_msg("reply %s: wanted ok=%d", reply, ok);
+    if (!ok) {
+        assert_true(json_object_object_get_ex(obj, "error", &error));
+        assert_true(json_object_object_get_ex(error, "code", &code_value));
+        assert_true(json_object_object_get_ex(error, "message", &message));
+        if (strcmp(json_object_get_string(code_value), code) != 0)
+            fail_msg("reply %s: wanted code %s", reply, code);
+        assert_true(strlen(json_object_get_string(message)) > 10);
+    }
+    json_object_put(obj);
+}
+
+static void expect_status_ok(const char *url)
+{
+    char *reply = NULL;
+    const char *status = "{\"v\":1,\"op\":\"status\"}";
+    assert_int_equal(harness_request(url, status, strlen(status), 5000, &reply), 0);
+    expect_reply(reply, true, NULL);
+    assert_non_null(strstr(reply, "\"web1\""));
+    free(reply);
+}
+
+static void test_bad_requests_then_status(void **state)
+{
+    harness h;
+    assert_int_equal(harness_start(&h, NULL), 0);
+    static const struct {
+        const char *body;
+        const char *code;
+    } cases[] = {
+        {"not json at all", "bad_json"},
+        {"{\"v\":1,\"op\":\"status\"", "bad_json"},
+        {"[]", "bad_type"},
+        {"{\"v\":1,\"op\":42}", "bad_type"},
+        {"{\"v\":1,\"op\":\"wake\",\"host\":true}", "bad_type"},
+        {"{\"v\":1,\"op\":\"explode\"}", "unknown_op"},
+        {"{\"v\":1,\"op\":\"wake\"}", "missing_field"},
+        {"{\"op\":\"status\"}", "missing_field"},
+        {"{\"v\":1,\"op\":\"wake\",\"host\":\"../../etc/passwd\"}", "bad_name"},
+        {"{\"v\":1,\"op\":\"swap\",\"host\":\"web1\",\"version\":\"a/b\"}", "bad_name"},
+        {"{\"v\":9,\"op\":\"status\"}", "bad_protocol_version"},
+        {"{\"v\":1,\"op\":\"status\",\"extra\":1}", "unknown_field"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *reply = NULL;
+        int rv = harness_request(h.url, cases[i].body, strlen(cases[i].body), 5000, &reply);
+        if (rv != 0)
+            fail_msg("request %s: %s", cases[i].body, nng_strerror(rv));
+        expect_reply(reply, false, cases[i].code);
+        free(reply);
+        expect_status_ok(h.url);
+    }
+
+    /* A 1 MiB body is answered with too_large, not just dropped. */
+    size_t big = 1024 * 1024;
+    char *body = malloc(big);
+    memset(body, 'x', big);
+    char *reply = NULL;
+    assert_int_equal(harness_request(h.url, body, big, 10000, &reply), 0);
+    expect_reply(reply, false, "too_large");
+    assert_non_null(strstr(reply, "1048576 bytes"));
+    free(reply);
+
+    /* Above the transport limit the connection is dropped; the server keeps
+     * serving everyone else. */
+    free(body);
+    big = ACT_CONTROL_RECV_MAX_BYTES + 1024;
+    body = calloc(1, big);
+    reply = NULL;
+    assert_int_not_equal(harness_request(h.url, body, big, 1000, &reply), 0);
+    assert_null(reply);
+    free(body);
+    expect_status_ok(h.url);
+
+    /* A peer that sends garbage at the socket level: nothing breaks. */
+    expect_status_ok(h.url);
+    harness_stop(&h);
+}
+
+typedef struct slow_client {
+    const char *url;
+    atomic_bool done;
+    int rv;
+    char *reply;
+} slow_client;
+
+static void *send_slow_wake(void *arg)
+{
+    slow_client *c = arg;
+    const char *wake = "{\"v\":1,\"op\":\"wake\",\"host\":\"slow\"}";
+    c->rv = harness_request(c->url, wake, strlen(wake), 10000, &c->reply);
+    atomic_store(&c->done, true);
+    return NULL;
+}
+
+static void test_long_request_does_not_block_status(void **state)
+{
+    harness h;
+    assert_int_equal(harness_start(&h, NULL), 0);
+    slow_client clients[3] = {{.url = h.url}, {.url = h.url}, {.url = h.url}};
+    pthread_t threads[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&threads[i], NULL, send_slow_wake, &clients[i]), 0);
+    /* Give the wakes time to reach the server and occupy their contexts. */
+    usleep(200 * 1000);
+    for (int i = 0; i < 20; i++)
+        expect_status_ok(h.url);
+    /* Every status was answered while the wakes (1.5 s each) were still
+     * waiting: they hold three contexts and block none of the others. */
+    for (int i = 0; i < 3; i++)
+        assert_false(atomic_load(&clients[i].done));
+    for (int i = 0; i < 3; i++) {
+        pthread_join(threads[i], NULL);
+        assert_int_equal(clients[i].rv, 0);
+        expect_reply(clients[i].reply, true, NULL);
+        assert_non_null(strstr(clients[i].reply, "\"generation\":7"));
+        free(clients[i].reply);
+    }
+    harness_stop(&h);
+}
+
+static void test_socket_mode(void **state)
+{
+    harness h;
+    assert_int_equal(harness_start(&h, NULL), 0);
+    char path[200];
+    snprintf(path, sizeof(path), "%s/control.ipc", h.dir);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISSOCK(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0600);
+    harness_stop(&h);
+}
+
+static void test_unprivileged_peer_refused(void **state)
+{
+    if (geteuid() != 0) {
+        print_message("skipped: switching to uid 65534 needs root\n");
+        skip();
+    }
+    /* Mode 0666 lets uid 65534 connect at all, so the credential check (not
+     * the file mode) is what refuses it. */
+    act_control_options open_mode = {.ipc_permissions = 0666};
+    harness h;
+    assert_int_equal(harness_start(&h, &open_mode), 0);
+    char out[4096];
+    char *argv[] = {(char *)activatorctl, "--connect", h.url, "status", NULL};
+    int status = harness_run(argv, 65534, 65534, out, sizeof(out));
+    if (status != 1 || !strstr(out, "uid 65534 may not use the control socket") ||
+        !strstr(out, "[forbidden]"))
+        fail_msg("activatorctl as uid 65534: status %d, output:\n%s", status, out);
+    /* root still gets through. */
+    expect_status_ok(h.url);
+    harness_stop(&h);
+
+    /* With ControlGroup=65534 the same peer is admitted. */
+    act_control_options with_group = {
+        .ipc_permissions = 0666, .have_control_gid = true, .control_gid = 65534};
+    assert_int_equal(harness_start(&h, &with_group), 0);
+    char *argv2[] = {(char *)activatorctl, "--connect", h.url, "status", NULL};
+    status = harness_run(argv2, 65534, 65534, out, sizeof(out));
+    if (status != 0 || !strstr(out, "web1"))
+        fail_msg("activatorctl as a ControlGroup member: status %d, output:\n%s", status, out);
+    harness_stop(&h);
+}
+
+static void test_activatorctl_no_daemon(void **state)
+{
+    char dir[] = "/tmp/act-ctl-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char url[128], out[4096];
+    snprintf(url, sizeof(url), "ipc://%s/control.ipc", dir);
+    char *argv[] = {(char *)activatorctl, "--connect", url, "status", NULL};
+    int status = harness_run(argv, (uid_t)-1, 0, out, sizeof(out));
+    if (status != 3 || !strstr(out, url) || !strstr(out, "hint:"))
+        fail_msg("activatorctl without a daemon: status %d, output:\n%s", status, out);
+
+    /* A stale socket file (daemon died) is reported the same way. */
+    harness h;
+    assert_int_equal(harness_start(&h, NULL), 0);
+    char *argv2[] = {(char *)activatorctl, "--connect", h.url, "--timeout", "5", "wake", "web1",
+                     NULL};
+    harness_stop(&h);
+    status = harness_run(argv2, (uid_t)-1, 0, out, sizeof(out));
+    if (status != 3 || !strstr(out, h.url))
+        fail_msg("activatorctl after the daemon stopped: status %d, output:\n%s", status, out);
+    rmdir(dir);
+}
+
+static void test_activatorctl_against_server(void **state)
+{
+    harness h;
+    assert_int_equal(harness_start(&h, NULL), 0);
+    char out[8192];
+
+    char *status[] = {(char *)activatorctl, "--connect", h.url, "status", NULL};
+    int rc = harness_run(status, (uid_t)-1, 0, out, sizeof(out));
+    if (rc != 0 || !strstr(out, "HOST") || !strstr(out, "web1") || !strstr(out, "12 MiB") ||
+        strstr(out, "\033["))
+        fail_msg("status: rc %d, output:\n%s", rc, out);
+
+    char *json[] = {(char *)activatorctl, "--connect", h.url, "--json", "status", NULL};
+    rc = harness_run(json, (uid_t)-1, 0, out, sizeof(out));
+    json_object *parsed = json_tokener_parse(out);
+    if (rc != 0 || !parsed)
+        fail_msg("--json status: rc %d, output:\n%s", rc, out);
+    json_object_put(parsed);
+
+    char *refused[] = {(char *)activatorctl, "--connect", h.url, "wake", "web1", NULL};
+    rc = harness_run(refused, (uid_t)-1, 0, out, sizeof(out));
+    if (rc != 1 || !strstr(out, "claim names box b2") || !strstr(out, "[not_owner]"))
+        fail_msg("refused wake: rc %d, output:\n%s", rc, out);
+
+    char *slow[] = {(char *)activatorctl, "--connect", h.url, "wake", "slow", NULL};
+    rc = harness_run(slow, (uid_t)-1, 0, out, sizeof(out));
+    if (rc != 0 || !strstr(out, "slow: serving"))
+        fail_msg("slow wake: rc %d, output:\n%s", rc, out);
+
+    char *usage[] = {(char *)activatorctl, "--connect", h.url, "wake", NULL};
+    rc = harness_run(usage, (uid_t)-1, 0, out, sizeof(out));
+    if (rc != 2 || !strstr(out, "Try 'activatorctl wake --help'"))
+        fail_msg("wake without HOST: rc %d, output:\n%s", rc, out);
+
+    char *bad_name[] = {(char *)activatorctl, "--connect", h.url, "park", "../x", NULL};
+    rc = harness_run(bad_name, (uid_t)-1, 0, out, sizeof(out));
+    if (rc != 2 || !strstr(out, "host name"))
+        fail_msg("park ../x: rc %d, output:\n%s", rc, out);
+
+    static const char *const commands[] = {"status", "wake",  "park",     "swap",  "stage",
+                                           "promote", "releases", "claim", "watch", "stats",
+                                           "version"};
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        char *help[] = {(char *)activatorctl, (char *)commands[i], "--help", NULL};
+        rc = harness_run(help, (uid_t)-1, 0, out, sizeof(out));
+        if (rc != 0 || !strstr(out, "Usage: activatorctl"))
+            fail_msg("%s --help: rc %d, output:\n%s", commands[i], rc, out);
+    }
+    harness_stop(&h);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH-TO-ACTIVATORCTL\n", argv[0]);
+        return 2;
+    }
+    activatorctl = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_requests_then_status),
+        cmocka_unit_test(test_long_request_does_not_block_status),
+        cmocka_unit_test(test_socket_mode),
+        cmocka_unit_test(test_unprivileged_peer_refused),
+        cmocka_unit_test(test_activatorctl_no_daemon),
+        cmocka_unit_test(test_activatorctl_against_server),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

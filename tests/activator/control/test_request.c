@@ -1,0 +1,154 @@
+/* The control request parser: every kind of bad request is refused with the
+ * right code and a sentence naming the field; good requests parse exactly. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "activator/control/request.h"
+
+static void expect_refused(const char *body, const char *code, const char *needle)
+{
+    act_request req;
+    act_request_error err;
+    int r = act_request_parse(body, strlen(body), &req, &err);
+    if (r >= 0 || !err.code || strcmp(err.code, code) != 0 || !strstr(err.error.message, needle))
+        fail_msg("request %s: got r=%d code=%s message=\"%s\"; wanted code %s mentioning \"%s\"",
+                 body, r, err.code ? err.code : "(none)", err.error.message, code, needle);
+}
+
+static void test_not_json(void **state)
+{
+    expect_refused("hello", ACT_REQ_BAD_JSON, "not JSON");
+    expect_refused("{\"v\":1,\"op\":\"status\"", ACT_REQ_BAD_JSON, "middle");
+    expect_refused("{\"v\":1,\"op\":\"status\"} trailing", ACT_REQ_BAD_JSON, "offset 22");
+    expect_refused("{'v':1}", ACT_REQ_BAD_JSON, "not JSON");
+    expect_refused("", ACT_REQ_BAD_JSON, "empty");
+    expect_refused("[1,2]", ACT_REQ_BAD_TYPE, "an array");
+    expect_refused("\"status\"", ACT_REQ_BAD_TYPE, "a string");
+    /* Invalid UTF-8 inside a string. */
+    expect_refused("{\"v\":1,\"op\":\"st\xff\"}", ACT_REQ_BAD_JSON, "not JSON");
+}
+
+static void test_nul_byte(void **state)
+{
+    static const char body[] = "{\"v\":1,\"op\":\"status\"}\0junk";
+    act_request req;
+    act_request_error err;
+    assert_int_equal(act_request_parse(body, sizeof(body) - 1, &req, &err), -EINVAL);
+    assert_string_equal(err.code, ACT_REQ_BAD_JSON);
+    assert_non_null(strstr(err.error.message, "NUL byte at offset 21"));
+}
+
+static void test_too_large(void **state)
+{
+    size_t len = 1024 * 1024;
+    char *body = malloc(len);
+    assert_non_null(body);
+    memset(body, ' ', len);
+    memcpy(body, "{\"v\":1,\"op\":\"status\"}", 21);
+    act_request req;
+    act_request_error err;
+    assert_int_equal(act_request_parse(body, len, &req, &err), -EMSGSIZE);
+    assert_string_equal(err.code, ACT_REQ_TOO_LARGE);
+    assert_non_null(strstr(err.error.message, "1048576 bytes"));
+    free(body);
+}
+
+static void test_version_and_op(void **state)
+{
+    expect_refused("{\"op\":\"status\"}", ACT_REQ_MISSING_FIELD, "\"v\"");
+    expect_refused("{\"v\":\"1\",\"op\":\"status\"}", ACT_REQ_BAD_TYPE, "field \"v\" is a string");
+    expect_refused("{\"v\":2,\"op\":\"status\"}", ACT_REQ_BAD_VERSION, "version 2");
+    expect_refused("{\"v\":1}", ACT_REQ_MISSING_FIELD, "\"op\"");
+    expect_refused("{\"v\":1,\"op\":7}", ACT_REQ_BAD_TYPE, "field \"op\" is a number");
+    expect_refused("{\"v\":1,\"op\":\"reboot\"}", ACT_REQ_UNKNOWN_OP, "unknown op \"reboot\"");
+    expect_refused("{\"v\":1,\"op\":\"sta\\u0000tus\"}", ACT_REQ_UNKNOWN_OP, "\\x00");
+}
+
+static void test_fields(void **state)
+{
+    expect_refused("{\"v\":1,\"op\":\"wake\"}", ACT_REQ_MISSING_FIELD, "needs field(s): host");
+    expect_refused("{\"v\":1,\"op\":\"swap\",\"host\":\"web1\"}", ACT_REQ_MISSING_FIELD,
+                   "version");
+    expect_refused("{\"v\":1,\"op\":\"stage\"}", ACT_REQ_MISSING_FIELD, "host, version, path");
+    expect_refused("{\"v\":1,\"op\":\"wake\",\"host\":5}", ACT_REQ_BAD_TYPE,
+                   "field \"host\" is a number, not a string");
+    expect_refused("{\"v\":1,\"op\":\"wake\",\"host\":\"web1\",\"no_wait\":\"yes\"}",
+                   ACT_REQ_BAD_TYPE, "no_wait");
+    expect_refused("{\"v\":1,\"op\":\"wake\",\"host\":\"web1\",\"hots\":1}", ACT_REQ_UNKNOWN_FIELD,
+                   "field \"hots\" is not part of op \"wake\"; its fields are: host, no_wait");
+    expect_refused("{\"v\":1,\"op\":\"status\",\"version\":\"v1\"}", ACT_REQ_UNKNOWN_FIELD,
+                   "version");
+    expect_refused("{\"v\":1,\"op\":\"swap\",\"host\":\"a\",\"version\":\"b\",\"mode\":\"fast\"}",
+                   ACT_REQ_BAD_VALUE, "overlap");
+    expect_refused("{\"v\":1,\"op\":\"wake\",\"host\":null}", ACT_REQ_BAD_TYPE, "null");
+}
+
+static void test_bad_names(void **state)
+{
+    expect_refused("{\"v\":1,\"op\":\"wake\",\"host\":\"../etc\"}", ACT_REQ_BAD_NAME,
+                   "host name \"../etc\"");
+    expect_refused("{\"v\":1,\"op\":\"wake\",\"host\":\"a/b\"}", ACT_REQ_BAD_NAME, "a/b");
+    expect_refused("{\"v\":1,\"op\":\"wake\",\"host\":\"\"}", ACT_REQ_BAD_NAME, "empty");
+    expect_refused("{\"v\":1,\"op\":\"wake\",\"host\":\"web\\u0000x\"}", ACT_REQ_BAD_NAME, "NUL");
+    expect_refused("{\"v\":1,\"op\":\"promote\",\"host\":\"web1\",\"version\":\".hidden\"}",
+                   ACT_REQ_BAD_NAME, "version name");
+    expect_refused("{\"v\":1,\"op\":\"claim.assign\",\"host\":\"web1\",\"box\":\"b 2\"}",
+                   ACT_REQ_BAD_NAME, "box name");
+    expect_refused("{\"v\":1,\"op\":\"stage\",\"host\":\"w\",\"version\":\"v\",\"path\":\"rel\"}",
+                   ACT_REQ_BAD_VALUE, "absolute");
+    expect_refused(
+        "{\"v\":1,\"op\":\"stage\",\"host\":\"w\",\"version\":\"v\",\"path\":\"/a\\nb\"}",
+        ACT_REQ_BAD_VALUE, "control character");
+}
+
+static void test_good_requests(void **state)
+{
+    act_request req;
+    act_request_error err;
+    const char *status = "{\"v\":1,\"op\":\"status\"}";
+    assert_int_equal(act_request_parse(status, strlen(status), &req, &err), 0);
+    assert_int_equal(req.op, ACT_OP_STATUS);
+    assert_string_equal(req.host, "");
+
+    const char *swap = " {\"op\":\"swap\",\"v\":1,\"host\":\"web1\",\"version\":\"v2.0\","
+                       "\"mode\":\"stop-first\",\"no_wait\":true}\n";
+    assert_int_equal(act_request_parse(swap, strlen(swap), &req, &err), 0);
+    assert_int_equal(req.op, ACT_OP_SWAP);
+    assert_string_equal(req.host, "web1");
+    assert_string_equal(req.version, "v2.0");
+    assert_int_equal(req.mode, ACT_SWAP_STOP_FIRST);
+    assert_true(req.no_wait);
+
+    const char *stage = "{\"v\":1,\"op\":\"stage\",\"host\":\"web1\",\"version\":\"v3\","
+                        "\"path\":\"/srv/builds/web1 v3\",\"promote\":true}";
+    assert_int_equal(act_request_parse(stage, strlen(stage), &req, &err), 0);
+    assert_string_equal(req.path, "/srv/builds/web1 v3");
+    assert_true(req.promote);
+
+    const char *assign = "{\"v\":1,\"op\":\"claim.assign\",\"host\":\"web1\",\"box\":\"box-2\"}";
+    assert_int_equal(act_request_parse(assign, strlen(assign), &req, &err), 0);
+    assert_int_equal(req.op, ACT_OP_CLAIM_ASSIGN);
+    assert_string_equal(req.box, "box-2");
+
+    for (int op = 0; op < ACT_OP__COUNT; op++)
+        assert_int_equal(act_op_from_name(act_op_name((act_op)op)), op);
+    assert_null(act_op_name(ACT_OP__COUNT));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_not_json),      cmocka_unit_test(test_nul_byte),
+        cmocka_unit_test(test_too_large),     cmocka_unit_test(test_version_and_op),
+        cmocka_unit_test(test_fields),        cmocka_unit_test(test_bad_names),
+        cmocka_unit_test(test_good_requests),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
