@@ -27,7 +27,7 @@ static void test_not_json(void **state)
     expect_refused("hello", ACT_REQ_BAD_JSON, "not JSON");
     expect_refused("{\"v\":1,\"op\":\"status\"", ACT_REQ_BAD_JSON, "middle");
     expect_refused("{\"v\":1,\"op\":\"status\"} trailing", ACT_REQ_BAD_JSON, "offset 22");
-    expect_refused("{'v':1}", ACT_REQ_BAD_JSON, "not JSON");
+    expect_refused("{\"v\":1,}", ACT_REQ_BAD_JSON, "not JSON");
     expect_refused("", ACT_REQ_BAD_JSON, "empty");
     expect_refused("[1,2]", ACT_REQ_BAD_TYPE, "an array");
     expect_refused("\"status\"", ACT_REQ_BAD_TYPE, "a string");
