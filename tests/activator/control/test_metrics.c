@@ -1,0 +1,370 @@
+/* Metrics: the registry renders valid Prometheus text (checked by a small
+ * parser here), and the NNG HTTP server serves it from the event loop, with a
+ * counter that moves between two scrapes. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <systemd/sd-event.h>
+
+#include "activator/metrics/daemon_metrics.h"
+#include "activator/metrics/server.h"
+
+/* ---- a small Prometheus text-format parser ---- */
+
+typedef struct family_seen {
+    char name[128];
+    char type[16];
+} family_seen;
+
+/* Returns true when text is valid exposition format; fills why otherwise.
+ * Checks: HELP/TYPE lines, every sample belongs to a TYPE'd family (with the
+ * _bucket/_sum/_count suffixes for histograms), label syntax and escapes, and
+ * values that parse as floats. Finds the value of want (a full sample name
+ * with labels) when given. */
+static bool parse_prometheus(const char *text, const char *want, double *found, char *why,
+                             size_t why_size)
+{
+    family_seen families[64];
+    size_t n_families = 0;
+    bool have_found = false;
+    const char *line = text;
+    int lineno = 0;
+    while (*line) {
+        lineno++;
+        const char *end = strchr(line, '\n');
+        if (!end) {
+            snprintf(why, why_size, "line %d: no final newline", lineno);
+            return false;
+        }
+        size_t len = (size_t)(end - line);
+        char buf[1024];
+        if (len >= sizeof(buf)) {
+            snprintf(why, why_size, "line %d: too long", lineno);
+            return false;
+        }
+        memcpy(buf, line, len);
+        buf[len] = '\0';
+        line = end + 1;
+        if (len == 0)
+            continue;
+        if (buf[0] == '#') {
+            char name[128], type[16];
+            if (strncmp(buf, "# HELP ", 7) == 0)
+                continue;
+            if (sscanf(buf, "# TYPE %127s %15s", name, type) != 2 ||
+                (strcmp(type, "counter") && strcmp(type, "gauge") && strcmp(type, "histogram") &&
+                 strcmp(type, "summary") && strcmp(type, "untyped"))) {
+                snprintf(why, why_size, "line %d: bad comment: %.120s", lineno, buf);
+                return false;
+            }
+            if (n_families == 64)
+                return false;
+            snprintf(families[n_families].name, sizeof(families[0].name), "%s", name);
+            snprintf(families[n_families].type, sizeof(families[0].type), "%s", type);
+            n_families++;
+            continue;
+        }
+        /* name */
+        char *p = buf;
+        if (!(isalpha((unsigned char)*p) || *p == '_' || *p == ':')) {
+            snprintf(why, why_size, "line %d: bad metric name: %.120s", lineno, buf);
+            return false;
+        }
+        while (isalnum((unsigned char)*p) || *p == '_' || *p == ':')
+            p++;
+        char name[128];
+        snprintf(name, sizeof(name), "%.*s", (int)(p - buf), buf);
+        /* labels */
+        if (*p == '{') {
+            p++;
+            while (*p != '}') {
+                if (!(isalpha((unsigned char)*p) || *p == '_')) {
+                    snprintf(why, why_size, "line %d: bad label name: %.120s", lineno, buf);
+                    return false;
+                }
+                while (isalnum((unsigned char)*p) || *p == '_')
+                    p++;
+                if (p[0] != '=' || p[1] != '"') {
+                    snprintf(why, why_size, "line %d: label without =\"value\": %.120s", lineno, buf);
+                    return false;
+                }
+                p += 2;
+                while (*p && *p != '"') {
+                    if (*p == '\\') {
+                        if (p[1] != '\\' && p[1] != '"' && p[1] != 'n') {
+                            snprintf(why, why_size, "line %d: bad escape: %.120s", lineno, buf);
+                            return false;
+                        }
+                        p++;
+                    }
+                    p++;
+                }
+                if (*p != '"') {
+                    snprintf(why, why_size, "line %d: unterminated label value", lineno);
+                    return false;
+                }
+                p++;
+                if (*p == ',')
+                    p++;
+                else if (*p != '}') {
+                    snprintf(why, why_size, "line %d: bad label separator: %.120s", lineno, buf);
+                    return false;
+                }
+            }
+            p++;
+        }
+        if (*p != ' ') {
+            snprintf(why, why_size, "line %d: no space before the value: %.120s", lineno, buf);
+            return false;
+        }
+        char sample[512];
+        snprintf(sample, sizeof(sample), "%.*s", (int)(p - buf), buf);
+        p++;
+        char *value_end;
+        double value;
+        if (strcmp(p, "+Inf") == 0 || strcmp(p, "-Inf") == 0 || strcmp(p, "NaN") == 0) {
+            value = strcmp(p, "NaN") == 0 ? NAN : (p[0] == '+' ? INFINITY : -INFINITY);
+        } else {
+            errno = 0;
+            value = strtod(p, &value_end);
+            if (errno || value_end == p || (*value_end && *value_end != ' ')) {
+                snprintf(why, why_size, "line %d: value is not a number: %.120s", lineno, buf);
+                return false;
+            }
+        }
+        /* the family */
+        bool known = false;
+        for (size_t i = 0; i < n_families && !known; i++) {
+            size_t flen = strlen(families[i].name);
+            if (strcmp(name, families[i].name) == 0)
+                known = strcmp(families[i].type, "histogram") != 0;
+            else if (strcmp(families[i].type, "histogram") == 0 &&
+                     strncmp(name, families[i].name, flen) == 0 &&
+                     (!strcmp(name + flen, "_bucket") || !strcmp(name + flen, "_sum") ||
+                      !strcmp(name + flen, "_count")))
+                known = true;
+        }
+        if (!known) {
+            snprintf(why, why_size, "line %d: sample %s has no TYPE line", lineno, name);
+            return false;
+        }
+        if (want && strcmp(sample, want) == 0) {
+            *found = value;
+            have_found = true;
+        }
+    }
+    if (want && !have_found) {
+        snprintf(why, why_size, "no sample %s", want);
+        return false;
+    }
+    return true;
+}
+
+static void test_registry_renders_valid_text(void **state)
+{
+    act_metrics *m = act_metrics_new();
+    act_daemon_metrics d;
+    act_error err = {0};
+    assert_int_equal(act_daemon_metrics_register(m, &d, &err), 0);
+    assert_int_equal(act_metric_add(d.wakes, ACT_LABELS("serving", "none"), 1), 0);
+    assert_int_equal(act_metric_add(d.wakes, ACT_LABELS("refused", "not_owner"), 2), 0);
+    assert_int_equal(act_metric_observe(d.wake_duration, NULL, 0.2), 0);
+    assert_int_equal(act_metric_observe(d.wake_duration, NULL, 500), 0);
+    assert_int_equal(act_metric_set(d.host_memory_current, ACT_LABELS("we\"ird\\host\n"), 1e6),
+                     0);
+    assert_int_equal(act_metric_set(d.hosts, ACT_LABELS("serving"), 3), 0);
+    for (int i = 0; i < 1000; i++) { /* many series: the hash table grows */
+        char host[16];
+        snprintf(host, sizeof(host), "h%d", i);
+        assert_int_equal(act_metric_set(d.host_pids_current, ACT_LABELS(host), i), 0);
+    }
+    assert_int_equal(act_metric_remove(d.host_pids_current, ACT_LABELS("h7")), 0);
+    assert_true(act_metric_get(d.host_pids_current, ACT_LABELS("h999")) == 999);
+    assert_true(act_metric_get(d.host_pids_current, ACT_LABELS("h7")) == 0);
+
+    /* Misuse is refused. */
+    assert_int_equal(act_metric_add(d.wakes, ACT_LABELS("serving"), 1), -EINVAL);
+    assert_int_equal(act_metric_add(d.wakes, ACT_LABELS("a", "b"), -1), -EINVAL);
+    assert_int_equal(act_metric_add(d.wake_duration, NULL, 1), -EINVAL);
+    assert_int_equal(act_metric_set(d.generations_started, NULL, 5), 0);
+    assert_int_equal(act_metric_set(d.generations_started, NULL, 4), -EINVAL);
+    assert_true(act_metrics_add_family(m, ACT_METRIC_COUNTER, "bad-name", "", NULL, NULL, 0,
+                                       NULL, &err) < 0);
+    assert_true(act_metrics_add_family(m, ACT_METRIC_COUNTER, "activator_hosts", "", NULL, NULL,
+                                       0, NULL, &err) < 0);
+
+    char *text;
+    size_t len;
+    assert_int_equal(act_metrics_render(m, &text, &len), 0);
+    char why[256] = "";
+    double value = -1;
+    if (!parse_prometheus(text, "activator_wakes_total{outcome=\"refused\",reason=\"not_owner\"}",
+                          &value, why, sizeof(why)))
+        fail_msg("%s\n%s", why, text);
+    assert_true(value == 2);
+    assert_true(parse_prometheus(text, "activator_wake_duration_seconds_bucket{le=\"+Inf\"}",
+                                 &value, why, sizeof(why)));
+    assert_true(value == 2);
+    assert_true(parse_prometheus(text, "activator_wake_duration_seconds_bucket{le=\"0.25\"}",
+                                 &value, why, sizeof(why)));
+    assert_true(value == 1);
+    assert_non_null(strstr(text, "{host=\"we\\\"ird\\\\host\\n\"} 1000000\n"));
+    assert_non_null(strstr(text, "activator_generations_retired_total 0\n"));
+    /* The parser itself rejects broken text. */
+    assert_false(parse_prometheus("x{a=\"1} 2\n", NULL, NULL, why, sizeof(why)));
+    assert_false(parse_prometheus("# TYPE x counter\nx two\n", NULL, NULL, why, sizeof(why)));
+    assert_false(parse_prometheus("y 1\n", NULL, NULL, why, sizeof(why)));
+    free(text);
+    act_metrics_free(m);
+}
+
+typedef struct fetch {
+    char url[128];
+    atomic_bool done;
+    long status;
+    char *body;
+    size_t len;
+} fetch;
+
+static size_t on_body(char *data, size_t size, size_t n, void *userdata)
+{
+    fetch *f = userdata;
+    char *grown = realloc(f->body, f->len + size * n + 1);
+    if (!grown)
+        return 0;
+    f->body = grown;
+    memcpy(f->body + f->len, data, size * n);
+    f->len += size * n;
+    f->body[f->len] = '\0';
+    return size * n;
+}
+
+static void *fetch_thread(void *arg)
+{
+    fetch *f = arg;
+    CURL *curl = curl_easy_init();
+    curl_easy_setopt(curl, CURLOPT_URL, f->url);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
+    if (curl_easy_perform(curl) == CURLE_OK)
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &f->status);
+    curl_easy_cleanup(curl);
+    atomic_store(&f->done, true);
+    return NULL;
+}
+
+/* Fetches url while this thread runs the loop, as the daemon's loop would. */
+static void scrape(sd_event *event, int port, const char *path, fetch *f)
+{
+    memset(f, 0, sizeof(*f));
+    snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d%s", port, path);
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, fetch_thread, f), 0);
+    while (!atomic_load(&f->done))
+        assert_true(sd_event_run(event, 50 * 1000) >= 0);
+    pthread_join(thread, NULL);
+}
+
+static unsigned refreshes;
+
+static void on_refresh(act_metrics *m, void *userdata)
+{
+    /* Runs on the loop thread before each render, where the daemon copies
+     * live values in. */
+    refreshes++;
+    act_daemon_metrics *d = userdata;
+    act_metric_set(d->host_memory_current, ACT_LABELS("web1"), 4096.0 * refreshes);
+}
+
+static void test_http_scrape_and_counter_moves(void **state)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    sd_event *event;
+    assert_int_equal(sd_event_new(&event), 0);
+    act_metrics *m = act_metrics_new();
+    act_daemon_metrics d;
+    act_error err = {0};
+    assert_int_equal(act_daemon_metrics_register(m, &d, &err), 0);
+    act_metrics_server *server;
+    if (act_metrics_server_new(event, "127.0.0.1:0", m, on_refresh, &d, &server, &err) < 0)
+        fail_msg("metrics server: %s", err.message);
+    int port = act_metrics_server_port(server);
+    assert_true(port > 0);
+
+    fetch f;
+    scrape(event, port, "/metrics", &f);
+    assert_int_equal(f.status, 200);
+    char why[256];
+    double before = -1, after = -1;
+    if (!parse_prometheus(f.body, "activator_control_requests_total{op=\"status\",outcome=\"ok\"}",
+                          &before, why, sizeof(why))) {
+        /* No request yet: the labelled series does not exist. */
+        assert_true(parse_prometheus(f.body, NULL, NULL, why, sizeof(why)));
+        before = 0;
+    }
+    free(f.body);
+
+    act_metric_add(d.control_requests, ACT_LABELS("status", "ok"), 1);
+    act_metric_add(d.generations_started, NULL, 1);
+    scrape(event, port, "/metrics", &f);
+    assert_int_equal(f.status, 200);
+    if (!parse_prometheus(f.body, "activator_control_requests_total{op=\"status\",outcome=\"ok\"}",
+                          &after, why, sizeof(why)))
+        fail_msg("%s\n%s", why, f.body);
+    assert_true(after == before + 1);
+    double started = 0, memory = 0;
+    assert_true(parse_prometheus(f.body, "activator_generations_started_total", &started, why,
+                                 sizeof(why)));
+    assert_true(started == 1);
+    assert_true(parse_prometheus(f.body, "activator_host_memory_current_bytes{host=\"web1\"}",
+                                 &memory, why, sizeof(why)));
+    assert_true(memory == 4096.0 * 2); /* refreshed on the loop before each render */
+    free(f.body);
+
+    scrape(event, port, "/other", &f);
+    assert_int_equal(f.status, 404);
+    free(f.body);
+
+    act_metrics_server_free(server);
+    act_metrics_free(m);
+    sd_event_unref(event);
+    curl_global_cleanup();
+}
+
+static void test_bad_listen(void **state)
+{
+    sd_event *event;
+    assert_int_equal(sd_event_new(&event), 0);
+    act_metrics *m = act_metrics_new();
+    act_metrics_server *server;
+    act_error err = {0};
+    assert_true(act_metrics_server_new(event, "127.0.0.1:99999", m, NULL, NULL, &server, &err) <
+                0);
+    assert_non_null(strstr(err.message, "MetricsListen=127.0.0.1:99999"));
+    assert_true(act_metrics_server_new(event, "/tmp/x", m, NULL, NULL, &server, &err) < 0);
+    act_metrics_free(m);
+    sd_event_unref(event);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_registry_renders_valid_text),
+        cmocka_unit_test(test_http_scrape_and_counter_moves),
+        cmocka_unit_test(test_bad_listen),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
