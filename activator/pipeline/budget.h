@@ -19,7 +19,7 @@
 /* The bucket is kept as the time at which it would be full again ("theoretical
  * arrival time", GCRA): exact in integers, one field of state. */
 typedef struct act_token_bucket {
-    uint64_t interval_usec; /* time to earn one token: 1 s / rate */
+    uint64_t interval_usec;  /* time to earn one token: 1 s / rate */
     uint64_t tolerance_usec; /* (burst - 1) · interval: how far ahead starts may run */
     uint64_t full_at_usec;   /* monotonic time at which the bucket is full again */
 } act_token_bucket;

@@ -96,6 +96,8 @@ int act_host_free(act_host *host)
 
 int act_host_wake(act_host *host, act_trigger trigger, act_wake_done_fn done, void *userdata)
 {
+    if ((unsigned)trigger >= _ACT_TRIGGER_MAX)
+        return -EINVAL;
     if (host->state == ACT_HOST_SERVING)
         return ACT_WAKE_ALREADY_SERVING;
 
@@ -213,10 +215,9 @@ int act_host_park(act_host *host, act_park_cause cause)
     case ACT_HOST_RETIRING:
         snprintf(message, sizeof(message), "host %s: park requested (%s) during the wake",
                  host->name, act_park_cause_to_string(cause));
-        return cancel_with(host,
-                           cause == ACT_PARK_CLAIM_LOST ? ACT_REASON_NOT_OWNER
-                                                        : ACT_REASON_CANCELLED,
-                           message);
+        return cancel_with(
+            host, cause == ACT_PARK_CLAIM_LOST ? ACT_REASON_NOT_OWNER : ACT_REASON_CANCELLED,
+            message);
     case ACT_HOST_PARKED:
     default:
         return 0;

@@ -45,9 +45,9 @@ struct act_wake {
     act_wake_phase phase;
     act_trigger trigger;
 
-    act_step step;                 /* the operation in flight or just completed */
-    act_reason completed_reason;   /* its completion */
-    bool completed_proven;         /* `failed`'s completion */
+    act_step step;               /* the operation in flight or just completed */
+    act_reason completed_reason; /* its completion */
+    bool completed_proven;       /* `failed`'s completion */
     char completed_message[ACT_MESSAGE_MAX];
 
     unsigned attempt;  /* 1-based attempt of the loop; 0 before it */

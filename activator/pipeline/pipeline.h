@@ -82,14 +82,14 @@ typedef struct act_pipeline_ops {
 } act_pipeline_ops;
 
 typedef struct act_pipeline_config {
-    unsigned max_starts;          /* attempts per wake, 1 to 5 */
-    uint64_t backoff_unit_usec;   /* attempt backoff unit: waits 1, 2, 4, 8 units */
-    uint64_t ready_timeout_usec;  /* the ready window, above 0 and at most 30 s */
+    unsigned max_starts;             /* attempts per wake, 1 to 5 */
+    uint64_t backoff_unit_usec;      /* attempt backoff unit: waits 1, 2, 4, 8 units */
+    uint64_t ready_timeout_usec;     /* the ready window, above 0 and at most 30 s */
     uint64_t park_backoff_base_usec; /* failure-park backoff base (25 ms) */
     uint64_t park_backoff_max_usec;  /* failure-park backoff cap (30 s) */
-    double start_rate_per_sec;    /* per-host token bucket rate; 0 for no limit */
-    uint64_t budget_wait_max_usec; /* longest a start waits for a budget before refusal */
-    act_start_cap *start_cap;     /* box-wide cap shared by all hosts; NULL for none */
+    double start_rate_per_sec;       /* per-host token bucket rate; 0 for no limit */
+    uint64_t budget_wait_max_usec;   /* longest a start waits for a budget before refusal */
+    act_start_cap *start_cap;        /* box-wide cap shared by all hosts; NULL for none */
 } act_pipeline_config;
 
 /* The defaults of DESIGN.md and the issues: 5 starts, 1 s unit, 30 s ready
@@ -132,10 +132,10 @@ const char *act_wake_kind_to_string(act_wake_kind kind);
 /* The one outcome of a wake, given to every trigger that joined it. */
 typedef struct act_wake_result {
     act_wake_kind kind;
-    act_reason reason;  /* ACT_REASON_NONE when serving */
-    act_step step;      /* the step that refused or failed */
-    unsigned attempts;  /* starts begun (reserve called) */
-    bool unproven;      /* a generation it started is not proven stopped */
+    act_reason reason;   /* ACT_REASON_NONE when serving */
+    act_step step;       /* the step that refused or failed */
+    unsigned attempts;   /* starts begun (reserve called) */
+    bool unproven;       /* a generation it started is not proven stopped */
     const char *message; /* one sentence; valid during the callback only */
 } act_wake_result;
 
@@ -198,13 +198,13 @@ int act_host_new(sd_event *loop, const char *name, const act_pipeline_config *co
 int act_host_free(act_host *host);
 
 enum {
-    ACT_WAKE_STARTED = 0, /* a new wake began; done is called with its outcome */
-    ACT_WAKE_JOINED = 1,  /* joined the wake in flight (or the one queued behind a
-                           * retirement); done is called with its outcome */
+    ACT_WAKE_STARTED = 0,         /* a new wake began; done is called with its outcome */
+    ACT_WAKE_JOINED = 1,          /* joined the wake in flight (or the one queued behind a
+                                   * retirement); done is called with its outcome */
     ACT_WAKE_ALREADY_SERVING = 2, /* the host serves; done is not called */
 };
 
-/* A trigger. Returns one of the ACT_WAKE_* values or -ENOMEM. done is never
+/* A trigger. Returns one of the ACT_WAKE_* values, -EINVAL or -ENOMEM. done is never
  * called before this returns: outcomes are delivered from the loop. done may
  * be NULL. The callback must not free the host. */
 int act_host_wake(act_host *host, act_trigger trigger, act_wake_done_fn done, void *userdata);
@@ -250,11 +250,11 @@ typedef enum act_retire_cause {
 
 typedef struct act_retirement {
     act_retire_cause cause;
-    act_reason reason;   /* why (ACT_REASON_NONE for an idle park) */
-    unsigned attempt;    /* the attempt retired; 0 for a serving generation */
-    bool record_attempt; /* record a failed attempt of the build */
-    bool exec_started;   /* the build's process was started */
-    bool graceful;       /* SIGTERM and StopTimeoutSec first (parks); else kill now */
+    act_reason reason;         /* why (ACT_REASON_NONE for an idle park) */
+    unsigned attempt;          /* the attempt retired; 0 for a serving generation */
+    bool record_attempt;       /* record a failed attempt of the build */
+    bool exec_started;         /* the build's process was started */
+    bool graceful;             /* SIGTERM and StopTimeoutSec first (parks); else kill now */
     act_park_cause park_cause; /* ACT_RETIRE_PARK and ACT_RETIRE_EXITED */
 } act_retirement;
 

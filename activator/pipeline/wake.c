@@ -143,6 +143,8 @@ static void release_slot(act_wake *wake)
 }
 
 static void record_completion(act_wake *wake, act_reason reason, bool proven, const char *fmt,
+                              va_list ap) __attribute__((format(printf, 4, 0)));
+static void record_completion(act_wake *wake, act_reason reason, bool proven, const char *fmt,
                               va_list ap)
 {
     wake->completed_reason = reason;
@@ -244,11 +246,10 @@ static int window_closed(sd_event_source *source, uint64_t usec, void *userdata)
     if (wake->phase != ACT_PHASE_OP || wake->step != ACT_STEP_READY)
         return 0;
     wake_abandon(wake);
-    complete_internally(wake, ACT_REASON_READY_TIMEOUT,
-                        "host %s: attempt %u was not ready within %llu ms (ReadyTimeoutSec)",
-                        wake->host->name, wake->attempt,
-                        (unsigned long long)(wake->host->config.ready_timeout_usec /
-                                             USEC_PER_MSEC));
+    complete_internally(
+        wake, ACT_REASON_READY_TIMEOUT,
+        "host %s: attempt %u was not ready within %llu ms (ReadyTimeoutSec)", wake->host->name,
+        wake->attempt, (unsigned long long)(wake->host->config.ready_timeout_usec / USEC_PER_MSEC));
     return 0;
 }
 
@@ -292,8 +293,7 @@ static void wake_step_failed(act_wake *wake)
      * name this generation, and a blind retry could run two. */
     wake->failure_retry =
         step_in_attempt(step) && step != ACT_STEP_GATE && act_reason_is_retryable(reason);
-    snprintf(wake->failure_message, sizeof(wake->failure_message), "%s",
-             wake->completed_message);
+    snprintf(wake->failure_message, sizeof(wake->failure_message), "%s", wake->completed_message);
 
     emit(wake, wake->failure_refused ? ACT_EVENT_REFUSED : ACT_EVENT_FAILED, step, reason, 0,
          wake->failure_message);
@@ -301,8 +301,8 @@ static void wake_step_failed(act_wake *wake)
     if (!wake->attempt_live) {
         /* read, admit and restore start nothing the pipeline must retire;
          * their own operations clean up after themselves. */
-        wake_finish(wake, wake->failure_refused ? ACT_WAKE_REFUSED : ACT_WAKE_FAILED, reason,
-                    step, wake->failure_message);
+        wake_finish(wake, wake->failure_refused ? ACT_WAKE_REFUSED : ACT_WAKE_FAILED, reason, step,
+                    wake->failure_message);
         return;
     }
     bool record = step != ACT_STEP_GATE && act_reason_blames_build(reason);
@@ -533,9 +533,9 @@ static void wake_begin(act_wake *wake)
         wake_cancel_cleanup(wake);
         return;
     }
-    uint64_t delay = act_failure_park_delay_usec(host->failure_streak,
-                                                 host->config.park_backoff_base_usec,
-                                                 host->config.park_backoff_max_usec);
+    uint64_t delay =
+        act_failure_park_delay_usec(host->failure_streak, host->config.park_backoff_base_usec,
+                                    host->config.park_backoff_max_usec);
     uint64_t since = act_host_now(host) - host->last_failure_park_usec;
     if (delay > since) {
         int r = arm(wake, &wake->timer, delay - since, timer_fired);

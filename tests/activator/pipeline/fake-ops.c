@@ -57,8 +57,8 @@ static void fake_step(act_wake *wake, void *userdata)
         if (!what)
             abort();
         *what = (later){.wake = wake, .reason = reason, .retire = retire, .proven = proven};
-        if (sd_event_add_time_relative(fake->loop, NULL, CLOCK_MONOTONIC, fake->delay_usec[step],
-                                       1, complete_later, what) < 0)
+        if (sd_event_add_time_relative(fake->loop, NULL, CLOCK_MONOTONIC, fake->delay_usec[step], 1,
+                                       complete_later, what) < 0)
             abort();
         return;
     }

@@ -39,9 +39,9 @@ struct fake_ops {
 
     /* The script. */
     act_reason outcome[_ACT_STEP_MAX][FAKE_MAX_CALLS]; /* by call index; NONE = ok */
-    bool hang[_ACT_STEP_MAX];                  /* never complete: wait for abandon */
-    uint64_t delay_usec[_ACT_STEP_MAX];        /* complete after this long; 0 = at once */
-    bool unproven[FAKE_MAX_CALLS];             /* `failed` call i cannot prove the stop */
+    bool hang[_ACT_STEP_MAX];                          /* never complete: wait for abandon */
+    uint64_t delay_usec[_ACT_STEP_MAX];                /* complete after this long; 0 = at once */
+    bool unproven[FAKE_MAX_CALLS];                     /* `failed` call i cannot prove the stop */
     void (*on_call)(fake_ops *fake, act_wake *wake, act_step step);
 
     /* What happened. */

@@ -79,9 +79,9 @@ static void happy_path_runs_every_step_in_order(void **state)
     wake_and_wait(f, &result);
 
     const act_step expected[] = {
-        ACT_STEP_READ,    ACT_STEP_ADMIT,   ACT_STEP_RESTORE,   ACT_STEP_RESERVE,
-        ACT_STEP_MATERIALIZE, ACT_STEP_PREPARE, ACT_STEP_GATE,  ACT_STEP_EXEC,
-        ACT_STEP_READY,   ACT_STEP_REPLICATE, ACT_STEP_PUBLISH, ACT_STEP_HEALTHY,
+        ACT_STEP_READ,        ACT_STEP_ADMIT,     ACT_STEP_RESTORE, ACT_STEP_RESERVE,
+        ACT_STEP_MATERIALIZE, ACT_STEP_PREPARE,   ACT_STEP_GATE,    ACT_STEP_EXEC,
+        ACT_STEP_READY,       ACT_STEP_REPLICATE, ACT_STEP_PUBLISH, ACT_STEP_HEALTHY,
     };
     assert_int_equal(f->fake.log_len, ARRAY_SIZE(expected));
     for (size_t i = 0; i < ARRAY_SIZE(expected); i++)
@@ -94,8 +94,8 @@ static void happy_path_runs_every_step_in_order(void **state)
     assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 0);
 
     /* The milestones come in pipeline order. */
-    const act_event_type milestones[] = {ACT_EVENT_WAKING, ACT_EVENT_ADMITTED, ACT_EVENT_EXECUTED,
-                                         ACT_EVENT_READY, ACT_EVENT_PUBLISHED, ACT_EVENT_SERVING};
+    const act_event_type milestones[] = {ACT_EVENT_WAKING, ACT_EVENT_ADMITTED,  ACT_EVENT_EXECUTED,
+                                         ACT_EVENT_READY,  ACT_EVENT_PUBLISHED, ACT_EVENT_SERVING};
     int last = -1;
     for (size_t i = 0; i < ARRAY_SIZE(milestones); i++) {
         int at = fake_find_event(&f->fake, milestones[i], 0);
@@ -195,7 +195,8 @@ static void ready_timeout_is_retried_with_doubling_backoff_then_given_up(void **
     assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_BACKOFF), 4);
     uint64_t measured[4];
     for (unsigned n = 0; n < 4; n++) {
-        const fake_event *backoff = &f->fake.events[fake_find_event(&f->fake, ACT_EVENT_BACKOFF, n)];
+        const fake_event *backoff =
+            &f->fake.events[fake_find_event(&f->fake, ACT_EVENT_BACKOFF, n)];
         uint64_t unit = f->config.backoff_unit_usec;
         assert_int_equal(backoff->delay_usec, unit << n);
         int next = -1;
@@ -340,9 +341,8 @@ static join_state *joiner_hook_state;
 static void trigger_during_exec(fake_ops *fake, act_wake *wake, act_step step)
 {
     if (step == ACT_STEP_EXEC)
-        joiner_hook_state->joined = act_host_wake(joiner_hook_state->host,
-                                                  ACT_TRIGGER_CLAIM_CHANGE, fake_on_done,
-                                                  joiner_hook_state->late);
+        joiner_hook_state->joined = act_host_wake(joiner_hook_state->host, ACT_TRIGGER_CLAIM_CHANGE,
+                                                  fake_on_done, joiner_hook_state->late);
 }
 
 static void concurrent_triggers_join_one_wake_and_share_its_outcome(void **state)
@@ -386,8 +386,7 @@ static void joiners_of_a_failed_wake_all_get_the_failure(void **state)
     make_host(f);
     fake_result results[3] = {{0}};
     for (size_t i = 0; i < ARRAY_SIZE(results); i++)
-        assert_true(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &results[i]) >=
-                    0);
+        assert_true(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &results[i]) >= 0);
     assert_true(fake_run_until(f->loop, &results[2].count, 5000));
     for (size_t i = 0; i < ARRAY_SIZE(results); i++) {
         assert_int_equal(results[i].count, 1);
@@ -691,8 +690,8 @@ static void the_start_rate_paces_a_crash_loop_of_one_host_only(void **state)
     fake_ops other;
     fake_ops_init(&other, f->loop);
     act_host *quiet = NULL;
-    assert_int_equal(act_host_new(f->loop, "quiet", &f->config, &other.table, &other,
-                                  fake_on_event, &other, &quiet, NULL),
+    assert_int_equal(act_host_new(f->loop, "quiet", &f->config, &other.table, &other, fake_on_event,
+                                  &other, &quiet, NULL),
                      0);
     fake_result quiet_result = {0};
     assert_int_equal(act_host_wake(quiet, ACT_TRIGGER_WARM, fake_on_done, &quiet_result),
@@ -717,9 +716,9 @@ static void bad_names_and_configs_are_refused_with_a_sentence(void **state)
     act_pipeline_config bad = f->config;
     bad.max_starts = 6;
     act_error_clear(&err);
-    assert_int_equal(act_host_new(f->loop, "web1", &bad, &f->fake.table, &f->fake, NULL, NULL,
-                                  &host, &err),
-                     -EINVAL);
+    assert_int_equal(
+        act_host_new(f->loop, "web1", &bad, &f->fake.table, &f->fake, NULL, NULL, &host, &err),
+        -EINVAL);
     assert_non_null(strstr(err.message, "web1"));
     assert_non_null(strstr(err.message, "MaxStarts=6"));
 
@@ -766,8 +765,7 @@ int main(void)
             ready_timeout_is_retried_with_doubling_backoff_then_given_up, setup, teardown),
         cmocka_unit_test_setup_teardown(a_crash_before_ready_is_retried_and_can_then_serve, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(a_gate_refusal_records_no_failed_attempt, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(a_gate_refusal_records_no_failed_attempt, setup, teardown),
         cmocka_unit_test_setup_teardown(a_failure_after_ready_is_never_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(an_unproven_stop_refuses_wakes_until_proof, setup,
                                         teardown),
@@ -779,8 +777,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(cancel_during_a_step_stops_at_its_boundary, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(cancel_during_backoff_or_before_start_stops_at_once,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(cancel_during_backoff_or_before_start_stops_at_once, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(a_trigger_after_cancel_starts_a_fresh_wake, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(exits_and_parks_drive_the_failure_park_backoff, setup,
@@ -792,8 +790,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(a_held_start_past_the_budget_wait_is_refused, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(the_start_rate_paces_a_crash_loop_of_one_host_only,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(the_start_rate_paces_a_crash_loop_of_one_host_only, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(bad_names_and_configs_are_refused_with_a_sentence, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(late_or_double_completions_are_ignored, setup, teardown),

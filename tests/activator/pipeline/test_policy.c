@@ -182,10 +182,9 @@ static void a_newcomer_does_not_jump_held_starts(void **state)
 
 static void reasons_round_trip_and_follow_their_table(void **state)
 {
-    const char *expected[] = {"not_owner",       "wrong_phase",   "unproven_stop",
-                              "claim_changed",   "pin_mismatch",  "held_mismatch",
-                              "digest_mismatch", "restore_failed", "exec_failed",
-                              "ready_timeout",   "publish_lost",  "budget"};
+    const char *expected[] = {"not_owner",    "wrong_phase",   "unproven_stop",   "claim_changed",
+                              "pin_mismatch", "held_mismatch", "digest_mismatch", "restore_failed",
+                              "exec_failed",  "ready_timeout", "publish_lost",    "budget"};
     for (size_t i = 0; i < ARRAY_SIZE(expected); i++) {
         int reason = act_reason_from_string(expected[i]);
         assert_true(reason > 0);
