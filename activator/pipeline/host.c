@@ -19,19 +19,19 @@ uint64_t act_host_now(const act_host *host)
     return now;
 }
 
-void act_host_emit(act_host *host, const act_event *event)
+void act_host_emit(act_host *host, const act_wake_event *event)
 {
     if (!host->on_event)
         return;
-    act_event stamped = *event;
+    act_wake_event stamped = *event;
     stamped.at_usec = act_now_usec();
     host->on_event(host, &stamped, host->event_userdata);
 }
 
-static void emit_host(act_host *host, act_event_type type, act_reason reason, act_trigger trigger,
+static void emit_host(act_host *host, act_wake_event_type type, act_reason reason, act_trigger trigger,
                       act_park_cause cause, int status, const char *message)
 {
-    act_event event = {
+    act_wake_event event = {
         .type = type,
         .step = ACT_STEP_NONE,
         .reason = reason,
@@ -44,7 +44,7 @@ static void emit_host(act_host *host, act_event_type type, act_reason reason, ac
 }
 
 int act_host_new(sd_event *loop, const char *name, const act_pipeline_config *config,
-                 const act_pipeline_ops *ops, void *ops_userdata, act_event_fn on_event,
+                 const act_pipeline_ops *ops, void *ops_userdata, act_wake_event_fn on_event,
                  void *event_userdata, act_host **ret, act_error *err)
 {
     int r;
@@ -113,7 +113,7 @@ int act_host_wake(act_host *host, act_trigger trigger, act_wake_done_fn done, vo
          * trigger what it asks for: it waits for the next wake instead. */
         bool follows = wake->mode == ACT_WAKE_MODE_RETIRE || wake->cancel_requested;
         act_joiner_list_append(follows ? &wake->followers : &wake->joiners, joiner);
-        emit_host(host, ACT_EVENT_JOINED, ACT_REASON_NONE, trigger, ACT_PARK_IDLE, 0, NULL);
+        emit_host(host, ACT_WAKE_EVENT_JOINED, ACT_REASON_NONE, trigger, ACT_PARK_IDLE, 0, NULL);
         return ACT_WAKE_JOINED;
     }
 
@@ -208,7 +208,7 @@ int act_host_park(act_host *host, act_park_cause cause)
         if (r < 0)
             return r;
         note_park(host, cause, false);
-        emit_host(host, ACT_EVENT_PARKING, retirement.reason, ACT_TRIGGER_WARM, cause, 0, NULL);
+        emit_host(host, ACT_WAKE_EVENT_PARKING, retirement.reason, ACT_TRIGGER_WARM, cause, 0, NULL);
         return 1;
     }
     case ACT_HOST_WAKING:
@@ -239,7 +239,7 @@ int act_host_generation_exited(act_host *host, int status, bool served_long_enou
     if (r < 0)
         return r;
     note_park(host, cause, served_long_enough);
-    emit_host(host, ACT_EVENT_EXITED, retirement.reason, ACT_TRIGGER_WARM, cause, status, NULL);
+    emit_host(host, ACT_WAKE_EVENT_EXITED, retirement.reason, ACT_TRIGGER_WARM, cause, status, NULL);
     return 0;
 }
 
@@ -248,7 +248,7 @@ void act_host_report_proof(act_host *host)
     if (!host->unproven)
         return;
     host->unproven = false;
-    emit_host(host, ACT_EVENT_PROVEN, ACT_REASON_NONE, ACT_TRIGGER_WARM, ACT_PARK_IDLE, 0, NULL);
+    emit_host(host, ACT_WAKE_EVENT_PROVEN, ACT_REASON_NONE, ACT_TRIGGER_WARM, ACT_PARK_IDLE, 0, NULL);
 }
 
 const char *act_host_name(const act_host *host)

@@ -89,7 +89,7 @@ struct act_host {
     act_pipeline_config config;
     const act_pipeline_ops *ops;
     void *ops_userdata;
-    act_event_fn on_event;
+    act_wake_event_fn on_event;
     void *event_userdata;
 
     act_host_state state;
@@ -103,7 +103,7 @@ struct act_host {
 };
 
 uint64_t act_host_now(const act_host *host);
-void act_host_emit(act_host *host, const act_event *event);
+void act_host_emit(act_host *host, const act_wake_event *event);
 
 /* wake.c */
 int act_wake_new(act_host *host, act_wake_mode mode, act_trigger trigger, act_wake **ret);

@@ -141,56 +141,56 @@ typedef struct act_wake_result {
 
 typedef void (*act_wake_done_fn)(act_host *host, const act_wake_result *result, void *userdata);
 
-typedef enum act_event_type {
-    ACT_EVENT_WAKING,    /* a wake began (trigger) */
-    ACT_EVENT_JOINED,    /* a trigger joined the wake in flight (trigger) */
-    ACT_EVENT_DEFERRED,  /* the wake waits out the failure-park backoff (delay_usec) */
-    ACT_EVENT_STEP,      /* an operation was called (step, attempt) */
-    ACT_EVENT_ADMITTED,  /* admit succeeded */
-    ACT_EVENT_HELD,      /* a start waits for a budget (delay_usec, 0 when queued for a slot) */
-    ACT_EVENT_EXECUTED,  /* exec succeeded: the build runs */
-    ACT_EVENT_READY,     /* ready succeeded */
-    ACT_EVENT_PUBLISHED, /* publish succeeded */
-    ACT_EVENT_FAILED,    /* a step failed (step, attempt, reason) */
-    ACT_EVENT_REFUSED,   /* a step refused (step, attempt, reason) */
-    ACT_EVENT_RETIRING,  /* `failed` was called (reason) */
-    ACT_EVENT_RETIRED,   /* the generation is proven stopped */
-    ACT_EVENT_UNPROVEN,  /* the generation is not proven stopped */
-    ACT_EVENT_BACKOFF,   /* next attempt after delay_usec */
-    ACT_EVENT_SERVING,   /* the wake ended serving */
-    ACT_EVENT_GAVE_UP,   /* the wake ended failed (reason) */
-    ACT_EVENT_CANCELLED, /* the wake ended cancelled (reason) */
-    ACT_EVENT_EXITED,    /* the serving generation exited (status) */
-    ACT_EVENT_PARKING,   /* the serving generation is being retired (park_cause) */
-    ACT_EVENT_PARKED,    /* the host is parked */
-    ACT_EVENT_PROVEN,    /* a proof cleared the unproven stop */
-    _ACT_EVENT_MAX,
-} act_event_type;
+typedef enum act_wake_event_type {
+    ACT_WAKE_EVENT_WAKING,    /* a wake began (trigger) */
+    ACT_WAKE_EVENT_JOINED,    /* a trigger joined the wake in flight (trigger) */
+    ACT_WAKE_EVENT_DEFERRED,  /* the wake waits out the failure-park backoff (delay_usec) */
+    ACT_WAKE_EVENT_STEP,      /* an operation was called (step, attempt) */
+    ACT_WAKE_EVENT_ADMITTED,  /* admit succeeded */
+    ACT_WAKE_EVENT_HELD,      /* a start waits for a budget (delay_usec, 0 when queued for a slot) */
+    ACT_WAKE_EVENT_EXECUTED,  /* exec succeeded: the build runs */
+    ACT_WAKE_EVENT_READY,     /* ready succeeded */
+    ACT_WAKE_EVENT_PUBLISHED, /* publish succeeded */
+    ACT_WAKE_EVENT_FAILED,    /* a step failed (step, attempt, reason) */
+    ACT_WAKE_EVENT_REFUSED,   /* a step refused (step, attempt, reason) */
+    ACT_WAKE_EVENT_RETIRING,  /* `failed` was called (reason) */
+    ACT_WAKE_EVENT_RETIRED,   /* the generation is proven stopped */
+    ACT_WAKE_EVENT_UNPROVEN,  /* the generation is not proven stopped */
+    ACT_WAKE_EVENT_BACKOFF,   /* next attempt after delay_usec */
+    ACT_WAKE_EVENT_SERVING,   /* the wake ended serving */
+    ACT_WAKE_EVENT_GAVE_UP,   /* the wake ended failed (reason) */
+    ACT_WAKE_EVENT_CANCELLED, /* the wake ended cancelled (reason) */
+    ACT_WAKE_EVENT_EXITED,    /* the serving generation exited (status) */
+    ACT_WAKE_EVENT_PARKING,   /* the serving generation is being retired (park_cause) */
+    ACT_WAKE_EVENT_PARKED,    /* the host is parked */
+    ACT_WAKE_EVENT_PROVEN,    /* a proof cleared the unproven stop */
+    _ACT_WAKE_EVENT_MAX,
+} act_wake_event_type;
 
 /* "waking", "joined", ..., "proven". */
-const char *act_event_type_to_string(act_event_type type);
+const char *act_wake_event_type_to_string(act_wake_event_type type);
 
-typedef struct act_event {
-    act_event_type type;
+typedef struct act_wake_event {
+    act_wake_event_type type;
     act_step step;
     unsigned attempt; /* 1-based; 0 outside the attempt loop */
     act_reason reason;
     act_trigger trigger;
     act_park_cause park_cause;
-    int status;          /* ACT_EVENT_EXITED: the exit status */
+    int status;          /* ACT_WAKE_EVENT_EXITED: the exit status */
     uint64_t delay_usec; /* DEFERRED, HELD, BACKOFF */
     uint64_t at_usec;    /* CLOCK_MONOTONIC when it happened */
     const char *message; /* a sentence or NULL; valid during the callback only */
-} act_event;
+} act_wake_event;
 
 /* Observes every transition. It may be called from inside the act_host_*
  * calls as well as from the loop; it must not call back into the host. */
-typedef void (*act_event_fn)(act_host *host, const act_event *event, void *userdata);
+typedef void (*act_wake_event_fn)(act_host *host, const act_wake_event *event, void *userdata);
 
 /* A host's pipeline. name is checked with act_name_check; config with
  * act_pipeline_config_check; both are copied. ops must outlive the host. */
 int act_host_new(sd_event *loop, const char *name, const act_pipeline_config *config,
-                 const act_pipeline_ops *ops, void *ops_userdata, act_event_fn on_event,
+                 const act_pipeline_ops *ops, void *ops_userdata, act_wake_event_fn on_event,
                  void *event_userdata, act_host **ret, act_error *err);
 
 /* Frees a host with no wake or retirement in flight; -EBUSY (and nothing

@@ -52,20 +52,20 @@ const char *act_wake_kind_to_string(act_wake_kind kind)
     return NAME_OF(names, kind);
 }
 
-const char *act_event_type_to_string(act_event_type type)
+const char *act_wake_event_type_to_string(act_wake_event_type type)
 {
-    static const char *const names[_ACT_EVENT_MAX] = {
-        [ACT_EVENT_WAKING] = "waking",       [ACT_EVENT_JOINED] = "joined",
-        [ACT_EVENT_DEFERRED] = "deferred",   [ACT_EVENT_STEP] = "step",
-        [ACT_EVENT_ADMITTED] = "admitted",   [ACT_EVENT_HELD] = "held",
-        [ACT_EVENT_EXECUTED] = "executed",   [ACT_EVENT_READY] = "ready",
-        [ACT_EVENT_PUBLISHED] = "published", [ACT_EVENT_FAILED] = "failed",
-        [ACT_EVENT_REFUSED] = "refused",     [ACT_EVENT_RETIRING] = "retiring",
-        [ACT_EVENT_RETIRED] = "retired",     [ACT_EVENT_UNPROVEN] = "unproven",
-        [ACT_EVENT_BACKOFF] = "backoff",     [ACT_EVENT_SERVING] = "serving",
-        [ACT_EVENT_GAVE_UP] = "gave_up",     [ACT_EVENT_CANCELLED] = "cancelled",
-        [ACT_EVENT_EXITED] = "exited",       [ACT_EVENT_PARKING] = "parking",
-        [ACT_EVENT_PARKED] = "parked",       [ACT_EVENT_PROVEN] = "proven",
+    static const char *const names[_ACT_WAKE_EVENT_MAX] = {
+        [ACT_WAKE_EVENT_WAKING] = "waking",       [ACT_WAKE_EVENT_JOINED] = "joined",
+        [ACT_WAKE_EVENT_DEFERRED] = "deferred",   [ACT_WAKE_EVENT_STEP] = "step",
+        [ACT_WAKE_EVENT_ADMITTED] = "admitted",   [ACT_WAKE_EVENT_HELD] = "held",
+        [ACT_WAKE_EVENT_EXECUTED] = "executed",   [ACT_WAKE_EVENT_READY] = "ready",
+        [ACT_WAKE_EVENT_PUBLISHED] = "published", [ACT_WAKE_EVENT_FAILED] = "failed",
+        [ACT_WAKE_EVENT_REFUSED] = "refused",     [ACT_WAKE_EVENT_RETIRING] = "retiring",
+        [ACT_WAKE_EVENT_RETIRED] = "retired",     [ACT_WAKE_EVENT_UNPROVEN] = "unproven",
+        [ACT_WAKE_EVENT_BACKOFF] = "backoff",     [ACT_WAKE_EVENT_SERVING] = "serving",
+        [ACT_WAKE_EVENT_GAVE_UP] = "gave_up",     [ACT_WAKE_EVENT_CANCELLED] = "cancelled",
+        [ACT_WAKE_EVENT_EXITED] = "exited",       [ACT_WAKE_EVENT_PARKING] = "parking",
+        [ACT_WAKE_EVENT_PARKED] = "parked",       [ACT_WAKE_EVENT_PROVEN] = "proven",
     };
     return NAME_OF(names, type);
 }

@@ -60,10 +60,10 @@ static void joiner_list_free(act_joiner_list *list)
     list->head = list->tail = NULL;
 }
 
-static void emit(act_wake *wake, act_event_type type, act_step step, act_reason reason,
+static void emit(act_wake *wake, act_wake_event_type type, act_step step, act_reason reason,
                  uint64_t delay_usec, const char *message)
 {
-    act_event event = {
+    act_wake_event event = {
         .type = type,
         .step = step,
         .attempt = wake->attempt,
@@ -209,7 +209,7 @@ static void wake_call(act_wake *wake, act_step step)
         wake->attempt_live = true;
         wake->exec_started = false;
     }
-    emit(wake, step == ACT_STEP_FAILED ? ACT_EVENT_RETIRING : ACT_EVENT_STEP, step,
+    emit(wake, step == ACT_STEP_FAILED ? ACT_WAKE_EVENT_RETIRING : ACT_WAKE_EVENT_STEP, step,
          step == ACT_STEP_FAILED ? wake->retirement.reason : ACT_REASON_NONE, 0, NULL);
     if (step == ACT_STEP_READY) {
         /* The window is the pipeline's, not the operation's, so a ready
@@ -295,7 +295,7 @@ static void wake_step_failed(act_wake *wake)
         step_in_attempt(step) && step != ACT_STEP_GATE && act_reason_is_retryable(reason);
     snprintf(wake->failure_message, sizeof(wake->failure_message), "%s", wake->completed_message);
 
-    emit(wake, wake->failure_refused ? ACT_EVENT_REFUSED : ACT_EVENT_FAILED, step, reason, 0,
+    emit(wake, wake->failure_refused ? ACT_WAKE_EVENT_REFUSED : ACT_WAKE_EVENT_FAILED, step, reason, 0,
          wake->failure_message);
 
     if (!wake->attempt_live) {
@@ -315,7 +315,7 @@ static void wake_retired(act_wake *wake)
     bool proven = wake->completed_proven;
     char message[ACT_MESSAGE_MAX * 3];
 
-    emit(wake, proven ? ACT_EVENT_RETIRED : ACT_EVENT_UNPROVEN, ACT_STEP_FAILED,
+    emit(wake, proven ? ACT_WAKE_EVENT_RETIRED : ACT_WAKE_EVENT_UNPROVEN, ACT_STEP_FAILED,
          wake->retirement.reason, 0, wake->completed_message[0] ? wake->completed_message : NULL);
     wake->attempt_live = false;
     wake->exec_started = false;
@@ -350,7 +350,7 @@ static void wake_retired(act_wake *wake)
         int r = arm(wake, &wake->timer, delay, timer_fired);
         if (r >= 0) {
             wake->phase = ACT_PHASE_BACKOFF;
-            emit(wake, ACT_EVENT_BACKOFF, wake->failure_step, wake->failure_reason, delay, NULL);
+            emit(wake, ACT_WAKE_EVENT_BACKOFF, wake->failure_step, wake->failure_reason, delay, NULL);
             return;
         }
         snprintf(message, sizeof(message), "%s; host %s: cannot arm the backoff timer: %s",
@@ -388,7 +388,7 @@ static void wake_step_done(act_wake *wake)
         wake_call(wake, ACT_STEP_ADMIT);
         return;
     case ACT_STEP_ADMIT:
-        emit(wake, ACT_EVENT_ADMITTED, step, ACT_REASON_NONE, 0, NULL);
+        emit(wake, ACT_WAKE_EVENT_ADMITTED, step, ACT_REASON_NONE, 0, NULL);
         wake_call(wake, ACT_STEP_RESTORE);
         return;
     case ACT_STEP_RESTORE:
@@ -402,11 +402,11 @@ static void wake_step_done(act_wake *wake)
         return;
     case ACT_STEP_EXEC:
         wake->exec_started = true;
-        emit(wake, ACT_EVENT_EXECUTED, step, ACT_REASON_NONE, 0, NULL);
+        emit(wake, ACT_WAKE_EVENT_EXECUTED, step, ACT_REASON_NONE, 0, NULL);
         wake_call(wake, ACT_STEP_READY);
         return;
     case ACT_STEP_READY:
-        emit(wake, ACT_EVENT_READY, step, ACT_REASON_NONE, 0, NULL);
+        emit(wake, ACT_WAKE_EVENT_READY, step, ACT_REASON_NONE, 0, NULL);
         /* A ready generation no longer counts as a start in flight. */
         release_slot(wake);
         wake_call(wake, ACT_STEP_REPLICATE);
@@ -416,7 +416,7 @@ static void wake_step_done(act_wake *wake)
         return;
     case ACT_STEP_PUBLISH:
         wake->published = true;
-        emit(wake, ACT_EVENT_PUBLISHED, step, ACT_REASON_NONE, 0, NULL);
+        emit(wake, ACT_WAKE_EVENT_PUBLISHED, step, ACT_REASON_NONE, 0, NULL);
         wake_call(wake, ACT_STEP_HEALTHY);
         return;
     case ACT_STEP_HEALTHY: {
@@ -434,7 +434,7 @@ static void wake_step_done(act_wake *wake)
 
 static void wake_refuse_budget(act_wake *wake, const char *message)
 {
-    emit(wake, ACT_EVENT_REFUSED, ACT_STEP_RESERVE, ACT_REASON_BUDGET, 0, message);
+    emit(wake, ACT_WAKE_EVENT_REFUSED, ACT_STEP_RESERVE, ACT_REASON_BUDGET, 0, message);
     wake_finish(wake, ACT_WAKE_REFUSED, ACT_REASON_BUDGET, ACT_STEP_RESERVE, message);
 }
 
@@ -471,7 +471,7 @@ static void wake_try_budget(act_wake *wake)
             if (r < 0)
                 goto timer_failed;
             wake->phase = ACT_PHASE_TOKEN;
-            emit(wake, ACT_EVENT_HELD, ACT_STEP_RESERVE, ACT_REASON_BUDGET, wait, NULL);
+            emit(wake, ACT_WAKE_EVENT_HELD, ACT_STEP_RESERVE, ACT_REASON_BUDGET, wait, NULL);
             return;
         }
     }
@@ -483,7 +483,7 @@ static void wake_try_budget(act_wake *wake)
             goto timer_failed;
         }
         wake->phase = ACT_PHASE_SLOT;
-        emit(wake, ACT_EVENT_HELD, ACT_STEP_RESERVE, ACT_REASON_BUDGET, 0, NULL);
+        emit(wake, ACT_WAKE_EVENT_HELD, ACT_STEP_RESERVE, ACT_REASON_BUDGET, 0, NULL);
         return;
     }
     wake->holds_slot = config->start_cap != NULL;
@@ -493,7 +493,7 @@ static void wake_try_budget(act_wake *wake)
 timer_failed:
     snprintf(message, sizeof(message), "host %s: cannot arm the budget timer: %s", host->name,
              strerror(-r));
-    emit(wake, ACT_EVENT_FAILED, ACT_STEP_RESERVE, ACT_REASON_SETUP_FAILED, 0, message);
+    emit(wake, ACT_WAKE_EVENT_FAILED, ACT_STEP_RESERVE, ACT_REASON_SETUP_FAILED, 0, message);
     wake_finish(wake, ACT_WAKE_FAILED, ACT_REASON_SETUP_FAILED, ACT_STEP_RESERVE, message);
 }
 
@@ -513,7 +513,7 @@ static void wake_check_and_read(act_wake *wake)
                  "host %s: an earlier generation is not proven stopped; no wake runs until its "
                  "stop is proven (its cgroup found empty)",
                  host->name);
-        emit(wake, ACT_EVENT_REFUSED, ACT_STEP_NONE, ACT_REASON_UNPROVEN_STOP, 0, message);
+        emit(wake, ACT_WAKE_EVENT_REFUSED, ACT_STEP_NONE, ACT_REASON_UNPROVEN_STOP, 0, message);
         wake_finish(wake, ACT_WAKE_REFUSED, ACT_REASON_UNPROVEN_STOP, ACT_STEP_NONE, message);
         return;
     }
@@ -528,7 +528,7 @@ static void wake_begin(act_wake *wake)
         wake_call(wake, ACT_STEP_FAILED);
         return;
     }
-    emit(wake, ACT_EVENT_WAKING, ACT_STEP_NONE, ACT_REASON_NONE, 0, NULL);
+    emit(wake, ACT_WAKE_EVENT_WAKING, ACT_STEP_NONE, ACT_REASON_NONE, 0, NULL);
     if (wake->cancel_requested) {
         wake_cancel_cleanup(wake);
         return;
@@ -541,7 +541,7 @@ static void wake_begin(act_wake *wake)
         int r = arm(wake, &wake->timer, delay - since, timer_fired);
         if (r >= 0) {
             wake->phase = ACT_PHASE_DELAY;
-            emit(wake, ACT_EVENT_DEFERRED, ACT_STEP_NONE, ACT_REASON_NONE, delay - since, NULL);
+            emit(wake, ACT_WAKE_EVENT_DEFERRED, ACT_STEP_NONE, ACT_REASON_NONE, delay - since, NULL);
             return;
         }
         /* Without a timer the backoff cannot be honoured; waking at once is
@@ -661,16 +661,16 @@ static void deliver(act_host *host, act_joiner_list *joiners, const act_wake_res
     joiner_list_free(joiners);
 }
 
-static act_event_type terminal_event(act_wake_kind kind)
+static act_wake_event_type terminal_event(act_wake_kind kind)
 {
     switch (kind) {
     case ACT_WAKE_SERVING:
-        return ACT_EVENT_SERVING;
+        return ACT_WAKE_EVENT_SERVING;
     case ACT_WAKE_CANCELLED:
-        return ACT_EVENT_CANCELLED;
+        return ACT_WAKE_EVENT_CANCELLED;
     case ACT_WAKE_FAILED:
     default:
-        return ACT_EVENT_GAVE_UP;
+        return ACT_WAKE_EVENT_GAVE_UP;
     }
 }
 
@@ -702,7 +702,7 @@ static void wake_finish(act_wake *wake, act_wake_kind kind, act_reason reason, a
     host->current = NULL;
     if (wake->mode == ACT_WAKE_MODE_RETIRE) {
         host->state = ACT_HOST_PARKED;
-        emit(wake, ACT_EVENT_PARKED, ACT_STEP_FAILED, wake->retirement.reason, 0,
+        emit(wake, ACT_WAKE_EVENT_PARKED, ACT_STEP_FAILED, wake->retirement.reason, 0,
              host->unproven ? "the generation is not proven stopped" : NULL);
         if (!joiners.head && !followers.head) {
             act_wake_free(wake);

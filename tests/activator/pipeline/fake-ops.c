@@ -99,7 +99,7 @@ void fake_ops_init(fake_ops *fake, sd_event *loop)
     };
 }
 
-void fake_on_event(act_host *host, const act_event *event, void *userdata)
+void fake_on_event(act_host *host, const act_wake_event *event, void *userdata)
 {
     fake_ops *fake = userdata;
     if (fake->n_events >= FAKE_MAX_LOG)
@@ -142,7 +142,7 @@ void fake_run_for(sd_event *loop, unsigned msec)
         sd_event_run(loop, 5 * 1000);
 }
 
-unsigned fake_count_events(const fake_ops *fake, act_event_type type)
+unsigned fake_count_events(const fake_ops *fake, act_wake_event_type type)
 {
     unsigned count = 0;
     for (unsigned i = 0; i < fake->n_events; i++)
@@ -150,7 +150,7 @@ unsigned fake_count_events(const fake_ops *fake, act_event_type type)
     return count;
 }
 
-int fake_find_event(const fake_ops *fake, act_event_type type, unsigned nth)
+int fake_find_event(const fake_ops *fake, act_wake_event_type type, unsigned nth)
 {
     for (unsigned i = 0; i < fake->n_events; i++)
         if (fake->events[i].type == type && nth-- == 0)

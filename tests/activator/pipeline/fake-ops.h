@@ -12,7 +12,7 @@
 #define FAKE_MAX_LOG 512
 
 typedef struct fake_event {
-    act_event_type type;
+    act_wake_event_type type;
     act_step step;
     unsigned attempt;
     act_reason reason;
@@ -63,7 +63,7 @@ struct fake_ops {
 void fake_ops_init(fake_ops *fake, sd_event *loop);
 
 /* Event hook for act_host_new with a fake_ops as userdata. */
-void fake_on_event(act_host *host, const act_event *event, void *userdata);
+void fake_on_event(act_host *host, const act_wake_event *event, void *userdata);
 
 /* Joiner callback with a fake_result as userdata. */
 void fake_on_done(act_host *host, const act_wake_result *result, void *userdata);
@@ -75,6 +75,6 @@ bool fake_run_until(sd_event *loop, const unsigned *flag, unsigned timeout_msec)
 /* Runs the loop for about msec. */
 void fake_run_for(sd_event *loop, unsigned msec);
 
-unsigned fake_count_events(const fake_ops *fake, act_event_type type);
+unsigned fake_count_events(const fake_ops *fake, act_wake_event_type type);
 /* Index of the n-th (0-based) event of type, or -1. */
-int fake_find_event(const fake_ops *fake, act_event_type type, unsigned nth);
+int fake_find_event(const fake_ops *fake, act_wake_event_type type, unsigned nth);

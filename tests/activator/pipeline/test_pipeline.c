@@ -94,8 +94,8 @@ static void happy_path_runs_every_step_in_order(void **state)
     assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 0);
 
     /* The milestones come in pipeline order. */
-    const act_event_type milestones[] = {ACT_EVENT_WAKING, ACT_EVENT_ADMITTED,  ACT_EVENT_EXECUTED,
-                                         ACT_EVENT_READY,  ACT_EVENT_PUBLISHED, ACT_EVENT_SERVING};
+    const act_wake_event_type milestones[] = {ACT_WAKE_EVENT_WAKING, ACT_WAKE_EVENT_ADMITTED,  ACT_WAKE_EVENT_EXECUTED,
+                                         ACT_WAKE_EVENT_READY,  ACT_WAKE_EVENT_PUBLISHED, ACT_WAKE_EVENT_SERVING};
     int last = -1;
     for (size_t i = 0; i < ARRAY_SIZE(milestones); i++) {
         int at = fake_find_event(&f->fake, milestones[i], 0);
@@ -146,8 +146,8 @@ static void every_refusal_stops_before_exec_and_is_not_retried(void **state)
         assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 0);
         assert_true(f->fake.calls[ACT_STEP_RESERVE] <= 1);
         assert_int_equal(f->fake.calls[cases[i].step], 1);
-        assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_BACKOFF), 0);
-        assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_REFUSED), 1);
+        assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_BACKOFF), 0);
+        assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_REFUSED), 1);
         /* What an attempt reserved is retired, and never as the build's
          * failure. */
         assert_int_equal(f->fake.calls[ACT_STEP_FAILED], f->fake.calls[ACT_STEP_RESERVE]);
@@ -192,17 +192,17 @@ static void ready_timeout_is_retried_with_doubling_backoff_then_given_up(void **
     /* Four waits, doubling from the unit; each measured from the BACKOFF
      * event to the next reserve, never shorter than asked and not much
      * longer. */
-    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_BACKOFF), 4);
+    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_BACKOFF), 4);
     uint64_t measured[4];
     for (unsigned n = 0; n < 4; n++) {
         const fake_event *backoff =
-            &f->fake.events[fake_find_event(&f->fake, ACT_EVENT_BACKOFF, n)];
+            &f->fake.events[fake_find_event(&f->fake, ACT_WAKE_EVENT_BACKOFF, n)];
         uint64_t unit = f->config.backoff_unit_usec;
         assert_int_equal(backoff->delay_usec, unit << n);
         int next = -1;
-        for (unsigned i = (unsigned)fake_find_event(&f->fake, ACT_EVENT_BACKOFF, n);
+        for (unsigned i = (unsigned)fake_find_event(&f->fake, ACT_WAKE_EVENT_BACKOFF, n);
              i < f->fake.n_events; i++)
-            if (f->fake.events[i].type == ACT_EVENT_STEP &&
+            if (f->fake.events[i].type == ACT_WAKE_EVENT_STEP &&
                 f->fake.events[i].step == ACT_STEP_RESERVE) {
                 next = (int)i;
                 break;
@@ -261,7 +261,7 @@ static void a_gate_refusal_records_no_failed_attempt(void **state)
         assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
         assert_false(f->fake.retirements[0].record_attempt);
         assert_false(f->fake.retirements[0].exec_started);
-        assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_FAILED), 0);
+        assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_FAILED), 0);
         assert_int_equal(act_host_failure_streak(f->host), 0);
         assert_int_equal(act_host_free(f->host), 0);
         f->host = NULL;
@@ -289,8 +289,8 @@ static void a_failure_after_ready_is_never_retried(void **state)
         assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 1);
         assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
         assert_int_equal(f->fake.retirements[0].cause, ACT_RETIRE_UNCERTAIN);
-        assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_BACKOFF), 0);
-        assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_GAVE_UP), 1);
+        assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_BACKOFF), 0);
+        assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_GAVE_UP), 1);
         assert_int_equal(act_host_free(f->host), 0);
         f->host = NULL;
     }
@@ -312,7 +312,7 @@ static void an_unproven_stop_refuses_wakes_until_proof(void **state)
     assert_true(first.unproven);
     assert_non_null(strstr(first.message, "not proven stopped"));
     assert_int_equal(f->fake.calls[ACT_STEP_RESERVE], 1);
-    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_UNPROVEN), 1);
+    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_UNPROVEN), 1);
     assert_true(act_host_is_unproven(f->host));
 
     fake_result second = {0};
@@ -323,7 +323,7 @@ static void an_unproven_stop_refuses_wakes_until_proof(void **state)
 
     act_host_report_proof(f->host);
     assert_false(act_host_is_unproven(f->host));
-    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_PROVEN), 1);
+    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_PROVEN), 1);
     fake_result third = {0};
     wake_and_wait(f, &third);
     assert_int_equal(third.kind, ACT_WAKE_SERVING);
@@ -373,7 +373,7 @@ static void concurrent_triggers_join_one_wake_and_share_its_outcome(void **state
     }
     assert_int_equal(f->fake.calls[ACT_STEP_READ], 1);
     assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 1);
-    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_JOINED), 3);
+    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_JOINED), 3);
     joiner_hook_state = NULL;
 }
 
@@ -437,7 +437,7 @@ static void cancel_during_a_step_stops_at_its_boundary(void **state)
     assert_string_equal(result.message, "claim now names box-2");
     assert_int_equal(f->fake.calls[ACT_STEP_PREPARE], 0);
     assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
-    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_CANCELLED), 1);
+    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_CANCELLED), 1);
 }
 
 static void cancel_during_backoff_or_before_start_stops_at_once(void **state)
@@ -451,7 +451,7 @@ static void cancel_during_backoff_or_before_start_stops_at_once(void **state)
                      ACT_WAKE_STARTED);
     assert_true(fake_run_until(f->loop, &f->fake.calls[ACT_STEP_FAILED], 5000));
     fake_run_for(f->loop, 20);
-    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_BACKOFF), 1);
+    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_BACKOFF), 1);
     assert_int_equal(act_host_cancel(f->host, ACT_REASON_CANCELLED, "shutting down"), 1);
     assert_true(fake_run_until(f->loop, &result.count, 1000));
     assert_int_equal(result.kind, ACT_WAKE_CANCELLED);
@@ -516,18 +516,18 @@ static void exits_and_parks_drive_the_failure_park_backoff(void **state)
 
     /* Re-activation waits base · 2^0, then base · 2^1 after a second crash. */
     for (unsigned streak = 1; streak <= 2; streak++) {
-        unsigned deferred = fake_count_events(&f->fake, ACT_EVENT_DEFERRED);
+        unsigned deferred = fake_count_events(&f->fake, ACT_WAKE_EVENT_DEFERRED);
         serve(f);
-        assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_DEFERRED), deferred + 1);
+        assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_DEFERRED), deferred + 1);
         const fake_event *event =
-            &f->fake.events[fake_find_event(&f->fake, ACT_EVENT_DEFERRED, deferred)];
+            &f->fake.events[fake_find_event(&f->fake, ACT_WAKE_EVENT_DEFERRED, deferred)];
         uint64_t expected = f->config.park_backoff_base_usec << (streak - 1);
         assert_true(event->delay_usec <= expected);
         assert_true(event->delay_usec + 30 * MSEC >= expected);
         int read = -1;
-        for (unsigned i = (unsigned)fake_find_event(&f->fake, ACT_EVENT_DEFERRED, deferred);
+        for (unsigned i = (unsigned)fake_find_event(&f->fake, ACT_WAKE_EVENT_DEFERRED, deferred);
              i < f->fake.n_events && read < 0; i++)
-            if (f->fake.events[i].type == ACT_EVENT_STEP && f->fake.events[i].step == ACT_STEP_READ)
+            if (f->fake.events[i].type == ACT_WAKE_EVENT_STEP && f->fake.events[i].step == ACT_STEP_READ)
                 read = (int)i;
         assert_true(read > 0);
         assert_true(f->fake.events[read].at_usec - event->at_usec + 500 >= event->delay_usec);
@@ -547,9 +547,9 @@ static void exits_and_parks_drive_the_failure_park_backoff(void **state)
     assert_int_equal(act_host_generation_exited(f->host, 0, false), 0);
     wait_parked(f);
     assert_int_equal(act_host_failure_streak(f->host), 0);
-    unsigned deferred = fake_count_events(&f->fake, ACT_EVENT_DEFERRED);
+    unsigned deferred = fake_count_events(&f->fake, ACT_WAKE_EVENT_DEFERRED);
     serve(f);
-    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_DEFERRED), deferred);
+    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_DEFERRED), deferred);
 
     /* An operator's park keeps the streak and retires gracefully; an idle
      * park clears it. */
@@ -576,8 +576,8 @@ static void a_trigger_during_retirement_wakes_after_it(void **state)
     assert_int_equal(result.kind, ACT_WAKE_SERVING);
     assert_int_equal(f->fake.calls[ACT_STEP_READ], 2);
     /* The retirement finished before the new wake read anything. */
-    int parked = fake_find_event(&f->fake, ACT_EVENT_PARKED, 0);
-    int waking = fake_find_event(&f->fake, ACT_EVENT_WAKING, 1);
+    int parked = fake_find_event(&f->fake, ACT_WAKE_EVENT_PARKED, 0);
+    int waking = fake_find_event(&f->fake, ACT_WAKE_EVENT_WAKING, 1);
     assert_true(parked >= 0 && waking > parked);
 }
 
@@ -624,9 +624,9 @@ static void the_box_cap_holds_starts_and_wakes_them_in_order(void **state)
     assert_true(fake_run_until(f->loop, &fakes[0].calls[ACT_STEP_RESERVE], 1000));
     assert_int_equal(act_host_wake(hosts[2], ACT_TRIGGER_CONNECTION, fake_on_done, &results[2]),
                      ACT_WAKE_STARTED);
-    for (int i = 0; i < 100 && fake_count_events(&fakes[2], ACT_EVENT_HELD) == 0; i++)
+    for (int i = 0; i < 100 && fake_count_events(&fakes[2], ACT_WAKE_EVENT_HELD) == 0; i++)
         sd_event_run(f->loop, 1 * MSEC);
-    assert_int_equal(fake_count_events(&fakes[2], ACT_EVENT_HELD), 1);
+    assert_int_equal(fake_count_events(&fakes[2], ACT_WAKE_EVENT_HELD), 1);
     assert_int_equal(act_host_wake(hosts[1], ACT_TRIGGER_CONNECTION, fake_on_done, &results[1]),
                      ACT_WAKE_STARTED);
     assert_true(fake_run_until(f->loop, &results[1].count, 5000));
@@ -636,8 +636,8 @@ static void the_box_cap_holds_starts_and_wakes_them_in_order(void **state)
     assert_string_equal(order[0], "a");
     assert_string_equal(order[1], "c");
     assert_string_equal(order[2], "b");
-    assert_int_equal(fake_count_events(&fakes[2], ACT_EVENT_HELD), 1);
-    assert_int_equal(fake_count_events(&fakes[1], ACT_EVENT_HELD), 1);
+    assert_int_equal(fake_count_events(&fakes[2], ACT_WAKE_EVENT_HELD), 1);
+    assert_int_equal(fake_count_events(&fakes[1], ACT_WAKE_EVENT_HELD), 1);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(results[i].kind, ACT_WAKE_SERVING);
         assert_int_equal(act_host_free(hosts[i]), 0);
@@ -681,8 +681,8 @@ static void the_start_rate_paces_a_crash_loop_of_one_host_only(void **state)
     wake_and_wait(f, &result);
     assert_int_equal(result.kind, ACT_WAKE_FAILED);
     assert_int_equal(result.attempts, 5);
-    assert_int_equal(fake_count_events(&f->fake, ACT_EVENT_HELD), 1);
-    const fake_event *held = &f->fake.events[fake_find_event(&f->fake, ACT_EVENT_HELD, 0)];
+    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_HELD), 1);
+    const fake_event *held = &f->fake.events[fake_find_event(&f->fake, ACT_WAKE_EVENT_HELD, 0)];
     assert_int_equal(held->attempt, 5);
     assert_true(held->delay_usec > 150 * MSEC && held->delay_usec <= 250 * MSEC);
 
@@ -698,7 +698,7 @@ static void the_start_rate_paces_a_crash_loop_of_one_host_only(void **state)
                      ACT_WAKE_STARTED);
     assert_true(fake_run_until(f->loop, &quiet_result.count, 1000));
     assert_int_equal(quiet_result.kind, ACT_WAKE_SERVING);
-    assert_int_equal(fake_count_events(&other, ACT_EVENT_HELD), 0);
+    assert_int_equal(fake_count_events(&other, ACT_WAKE_EVENT_HELD), 0);
     assert_int_equal(act_host_free(quiet), 0);
 }
 
