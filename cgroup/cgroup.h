@@ -108,7 +108,8 @@ const char *cg_leaf_name(const cg_leaf *leaf);
 
 /* Removes the leaf's directories (v2 and v1), then the host node when this
  * was its last leaf. Fails with -EBUSY while processes remain: kill with
- * proof first. The handle stays valid for cg_leaf_free. */
+ * proof first; the handle then stays fully usable. After a successful
+ * removal only the name and path getters and cg_leaf_free remain. */
 int cg_leaf_remove(cg_leaf *leaf, act_error *err);
 
 /* Frees the handle; the cgroup itself stays. */

@@ -58,6 +58,9 @@ bool cg_parse_keyed(const char *text, const char *key, uint64_t *value);
 
 /* libcgroup glue (v1.c). */
 int cg_v1_init(act_error *err);
+/* Whether a leaf gets a mirror in controller c's v1 hierarchy. */
+bool cg_v1_mirror_needed(const cg_root *root, enum cg_controller c, const cg_limits *limits);
+/* Makes the leaf's v1 mirrors and writes its v1 limits. */
 int cg_v1_create(cg_root *root, const char *rel, const cg_limits *limits, act_error *err);
 
 /* Limits (limits.c). */

@@ -77,6 +77,7 @@ static int open_v1_mirrors(cg_leaf *leaf, act_error *err)
         if (fd < 0)
             return act_error_set(err, errno, "cannot open %s: %s", procs, strerror(errno));
         leaf->v1_procs_fd[c] = fd;
+        free(leaf->v1_path[c]);
         leaf->v1_path[c] = TAKE_PTR(path);
     }
     return 0;
@@ -212,11 +213,7 @@ int cg_leaf_create(cg_root *root, const char *host, const char *leaf_name,
     }
 
     cg_leaf *leaf = NULL;
-    bool needs_v1 = false;
-    for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
-        needs_v1 |= root->v1_mount[c] != NULL;
-    if (needs_v1)
-        r = cg_v1_create(root, rel, limits, err);
+    r = cg_v1_create(root, rel, limits, err);
     if (r == 0)
         r = cg_leaf_open_rel(root, rel, host, leaf_name, &leaf, err);
     if (r == 0)
@@ -232,16 +229,40 @@ int cg_leaf_create(cg_root *root, const char *host, const char *leaf_name,
     return 0;
 }
 
+/* Open control files make the kernel drain them when their directory goes,
+ * which costs more than the rmdir itself; a removed leaf needs none of them. */
+static void close_control_files(cg_leaf *leaf)
+{
+    for (int c = 0; c < CG_CONTROLLER_COUNT; c++) {
+        if (leaf->v1_procs_fd[c] >= 0)
+            close(leaf->v1_procs_fd[c]);
+        leaf->v1_procs_fd[c] = -1;
+    }
+    int *fds[] = {&leaf->cgevents_fd, &leaf->inotify_fd};
+    for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
+        if (*fds[i] >= 0)
+            close(*fds[i]);
+        *fds[i] = -1;
+    }
+}
+
 int cg_leaf_remove(cg_leaf *leaf, act_error *err)
 {
-    int r = cg_rmdir_everywhere(leaf->root, leaf->rel, err);
-    if (r == -EBUSY)
+    bool populated = false;
+    if (cg_leaf_populated(leaf, &populated, err) == 0 && populated)
         return act_error_set(err, EBUSY,
                              "cannot remove cgroup leaf %s: processes remain in it; kill it with "
                              "proof of empty first",
                              leaf->v2_path);
-    if (r < 0)
+    close_control_files(leaf);
+    int r = cg_rmdir_everywhere(leaf->root, leaf->rel, err);
+    if (r < 0) {
+        /* Still there: keep the handle usable for another kill and try. */
+        act_error ignored = {0};
+        leaf->cgevents_fd = openat(leaf->dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
+        open_v1_mirrors(leaf, &ignored);
         return r;
+    }
     if (leaf->host[0])
         remove_host_node_if_empty(leaf->root, leaf->host);
     return 0;

@@ -1,13 +1,16 @@
-/* Hybrid hosts: the v1 memory, pids and cpu hierarchies, driven through
- * libcgroup. Only creation with limits goes through it; joining happens in
- * the spawned child through pre-opened cgroup.procs fds, because libcgroup is
- * not async-signal-safe. */
+/* Hybrid hosts: the v1 memory, pids and cpu hierarchies. The leaf's mirror
+ * directories are made with mkdir and its limits written through libcgroup;
+ * joining happens in the spawned child through pre-opened cgroup.procs fds,
+ * because libcgroup is not async-signal-safe. */
 #include <errno.h>
 #include <inttypes.h>
 #include <libcgroup.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "common/fileio.h"
 
 #include "cgroup/internal.h"
 
@@ -54,20 +57,39 @@ static uint64_t weight_to_shares(uint32_t weight)
     return shares;
 }
 
+static bool wants(enum cg_controller c, const cg_limits *limits)
+{
+    if (!limits)
+        return false;
+    switch (c) {
+    case CG_MEMORY: return limits->memory_max != 0;
+    case CG_PIDS: return limits->pids_max != 0;
+    case CG_CPU: return limits->cpu_quota_percent != 0 || limits->cpu_weight != 0;
+    default: return false;
+    }
+}
+
+bool cg_v1_mirror_needed(const cg_root *root, enum cg_controller c, const cg_limits *limits)
+{
+    if (!root->v1_mount[c])
+        return false;
+    /* memory and pids always, for the leaf's stats; cpu only for a limit,
+     * since v2's cpu.stat already gives the usage. */
+    return c != CG_CPU || wants(c, limits);
+}
+
 static int add_values(cg_root *root, struct cgroup *cg, const cg_limits *limits)
 {
     for (int c = 0; c < CG_CONTROLLER_COUNT; c++) {
-        if (!root->v1_mount[c])
+        if (!root->v1_mount[c] || !wants(c, limits))
             continue;
         struct cgroup_controller *ctl = cgroup_add_controller(cg, cg_controller_names[c]);
         if (!ctl)
             return -ENOMEM;
-        if (!limits)
-            continue;
         int r = 0;
-        if (c == CG_MEMORY && limits->memory_max)
+        if (c == CG_MEMORY)
             r = cgroup_add_value_uint64(ctl, "memory.limit_in_bytes", limits->memory_max);
-        if (c == CG_PIDS && limits->pids_max)
+        if (c == CG_PIDS)
             r = cgroup_add_value_uint64(ctl, "pids.max", limits->pids_max);
         if (c == CG_CPU && limits->cpu_quota_percent) {
             r = cgroup_add_value_int64(ctl, "cpu.cfs_period_us", CG_V1_CFS_PERIOD_USEC);
@@ -84,10 +106,46 @@ static int add_values(cg_root *root, struct cgroup *cg, const cg_limits *limits)
     return 0;
 }
 
+/* The mirrors are plain directories: libcgroup's creation also chowns every
+ * control file and rereads the mount table, several times the cost of the
+ * mkdir, for nothing we need. libcgroup writes the limits. */
+static int make_mirrors(cg_root *root, const char *rel, const cg_limits *limits, act_error *err)
+{
+    for (int c = 0; c < CG_CONTROLLER_COUNT; c++) {
+        if (!cg_v1_mirror_needed(root, c, limits))
+            continue;
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof(path), "%s/%s", root->v1_mount[c], rel) >= (int)sizeof(path))
+            return act_error_set(err, ENAMETOOLONG, "v1 cgroup path for %s is too long", rel);
+        if (mkdir(path, 0755) == 0)
+            continue;
+        if (errno == ENOENT) {
+            char *slash = strrchr(path, '/');
+            *slash = '\0';
+            int r = act_mkdir_p(path, 0755, err);
+            *slash = '/';
+            if (r < 0)
+                return r;
+            if (mkdir(path, 0755) == 0)
+                continue;
+        }
+        return act_error_set(err, errno, "cannot create v1 cgroup %s: %s", path,
+                             strerror(errno));
+    }
+    return 0;
+}
+
 int cg_v1_create(cg_root *root, const char *rel, const cg_limits *limits, act_error *err)
 {
-    int r = cg_v1_init(err);
+    int r = make_mirrors(root, rel, limits, err);
     if (r < 0)
+        return r;
+    bool any_limit = false;
+    for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
+        any_limit |= root->v1_mount[c] && wants(c, limits);
+    if (!any_limit)
+        return 0;
+    if ((r = cg_v1_init(err)) < 0)
         return r;
     struct cgroup *cg = cgroup_new_cgroup(rel);
     if (!cg)
@@ -97,11 +155,11 @@ int cg_v1_create(cg_root *root, const char *rel, const cg_limits *limits, act_er
         cgroup_free(&cg);
         return act_error_set(err, -r, "cannot describe v1 cgroup %s: %s", rel, strerror(-r));
     }
-    int code = cgroup_create_cgroup(cg, 0);
+    int code = cgroup_modify_cgroup(cg);
     cgroup_free(&cg);
     if (code != 0)
         return act_error_set(err, libcgroup_errno(code),
-                             "cannot create v1 cgroup %s with its limits through libcgroup: %s",
-                             rel, cgroup_strerror(code));
+                             "cannot write the v1 limits of %s through libcgroup: %s", rel,
+                             cgroup_strerror(code));
     return 0;
 }
