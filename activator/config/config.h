@@ -1,0 +1,129 @@
+/* activatord's configuration: /etc/activator/activatord.conf and one
+ * /etc/activator/hosts/<host>.conf per host, INI files with systemd-style
+ * keys read with inih.
+ *
+ * Every problem in a file is collected, not only the first: each becomes one
+ * line "FILE:LINE: KEY: what is wrong (what to do)". A file with any problem
+ * yields nothing (a bad host file is skipped, the other hosts still load);
+ * nothing half-read ever reaches the daemon. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "activator/config/parse-syscalls.h"
+#include "activator/listen/listen.h"
+#include "activator/probe/probe.h"
+
+#define ACT_CONFIG_DAEMON_DEFAULT_PATH "/etc/activator/activatord.conf"
+
+/* One problem found in a configuration file. */
+typedef struct act_config_error {
+    char *file;    /* the path as given or found */
+    unsigned line; /* 1-based; 0 when the problem is the file or a missing key */
+    char *key;     /* the key or "[Section]"; NULL for file-level problems */
+    char *text;    /* the whole line: "FILE:LINE: KEY: what is wrong (what to do)" */
+} act_config_error;
+
+/* The problems of one or more loads, in the order found. */
+typedef struct act_config_errors {
+    act_config_error *items;
+    size_t n;
+    size_t cap;
+} act_config_errors;
+
+void act_config_errors_free(act_config_errors *errors);
+
+/* Prints one text per line; returns how many. What --check-config shows. */
+size_t act_config_errors_print(const act_config_errors *errors, FILE *out);
+
+/* How many of the errors were found in file (the path as reported). */
+size_t act_config_errors_count_file(const act_config_errors *errors, const char *file);
+
+/* [Activator] of activatord.conf. Every string is malloc'd and set (defaults
+ * filled in) except where NULL is documented. */
+typedef struct act_daemon_config {
+    char *box;               /* Box=, required: this machine's stable box id */
+    char *store;             /* Store=, default dir://<StateDirectory>/claims */
+    char *state_directory;   /* StateDirectory=, default /var/lib/activator */
+    char *runtime_directory; /* RuntimeDirectory=, default /run/activator */
+    char *hosts_directory;   /* HostsDirectory=, default /etc/activator/hosts */
+    char *cgroup_root;       /* CgroupRoot=; NULL for auto (the delegated cgroup) */
+    bool claim_unclaimed;    /* ClaimUnclaimed=, default yes */
+    char *control;           /* Control=, default ipc://<RuntimeDirectory>/control.ipc */
+    char *events;            /* Events=, default ipc://<RuntimeDirectory>/events.ipc */
+    char *control_group;     /* ControlGroup=; NULL: root only */
+    char *control_listen;    /* ControlListen= tls+tcp://ADDR:PORT; NULL: none */
+    char *tls_certificate;   /* TLSCertificate=, TLSKey=, TLSClientCA=: required with */
+    char *tls_key;           /* ControlListen=, NULL otherwise */
+    char *tls_client_ca;
+    char *metrics_listen;             /* MetricsListen= ADDR:PORT, default 127.0.0.1:9464;
+                                         NULL when set to "no" */
+    uint32_t max_concurrent_starts;   /* MaxConcurrentStarts=, default 2 x online CPUs */
+    uint64_t failure_backoff_max_usec; /* FailureBackoffMaxSec=, default 30 s */
+    uint64_t failure_reset_usec;       /* FailureResetSec=, default 10 s */
+} act_daemon_config;
+
+/* Reads the daemon's file. Returns 0 with *config filled, or a negative errno
+ * (-EINVAL for problems in the file, the open's errno when it cannot be read)
+ * with every problem appended to errors and *config zeroed. */
+int act_config_load_daemon(const char *path, act_daemon_config *config, act_config_errors *errors);
+void act_daemon_config_free(act_daemon_config *config);
+
+/* No limit: the value of a [Limits] size or count set to "infinity". */
+#define ACT_LIMIT_INFINITY UINT64_MAX
+
+/* [Limits] of a host file; 0 means "not set" (the cgroup's default). */
+typedef struct act_limits {
+    uint64_t memory_max;        /* MemoryMax= bytes or ACT_LIMIT_INFINITY */
+    uint64_t memory_high;       /* MemoryHigh= bytes or ACT_LIMIT_INFINITY */
+    uint64_t pids_max;          /* PidsMax= or ACT_LIMIT_INFINITY */
+    uint32_t cpu_quota_percent; /* CPUQuota=, 100 = one CPU */
+    uint16_t cpu_weight;        /* CPUWeight= 1..10000 */
+    act_syscall_filter syscall_filter; /* SystemCallFilter=, default "default" */
+} act_limits;
+
+/* One host file. Kept compact (heap strings, arrays sized to their content)
+ * because a box holds 10,000 of them. */
+typedef struct act_host_config {
+    char *name;                  /* the file name without .conf, a valid host name */
+    char **exec_argv;            /* Exec=: [0] is a path inside the staged build */
+    char **environment;          /* Environment= "KEY=VALUE" words, a later KEY replacing an
+                                    earlier one; NULL-terminated, NULL when none */
+    char *user;                  /* User=; NULL: run as the daemon's user */
+    char *group;                 /* Group=; NULL: the user's primary group */
+    char **exec_restore;         /* ExecRestore=: absolute path then arguments; NULL: none */
+    char **exec_replicate;       /* ExecReplicate=: likewise; NULL: none */
+    act_probe_spec ready;        /* Ready=, default notify */
+    act_probe_spec *health_check; /* HealthCheck=; NULL: none (never notify) */
+    act_listen_address *listen;  /* ListenStream= in file order */
+    uint64_t ready_timeout_usec; /* ReadyTimeoutSec=, 1..30 s, default 30 s */
+    uint64_t stop_timeout_usec;  /* StopTimeoutSec=, default 10 s */
+    uint64_t idle_timeout_usec;  /* IdleTimeoutSec=, default 300 s; 0: never park when idle */
+    double start_rate_limit;     /* StartRateLimit= starts per second; 0: no limit */
+    act_limits limits;
+    uint32_t backlog;            /* Backlog=, default SOMAXCONN */
+    uint16_t n_listen;
+    uint8_t max_starts;          /* MaxStarts=, 1..5, default 5 */
+} act_host_config;
+
+/* Reads dir/file_name as host file_name minus ".conf". file_name must be a
+ * plain "<host>.conf" with a valid host name: "../x.conf" or ".hidden.conf"
+ * are refused before anything is opened. Returns 0 with *host filled, or a
+ * negative errno with the problems appended to errors and *host zeroed. */
+int act_config_load_host_file(const char *dir, const char *file_name, act_host_config *host,
+                              act_config_errors *errors);
+
+/* Reads every "*.conf" in dir, in name order. Files with problems are
+ * skipped (their problems appended to errors), the others returned in
+ * *hosts (a malloc'd array, *n of them). Two files binding the same
+ * ListenStream= address: the later file is refused. Returns 0 (even when
+ * some files were skipped: check errors->n), or a negative errno when dir
+ * cannot be read at all. */
+int act_config_load_hosts(const char *dir, act_host_config **hosts, size_t *n,
+                          act_config_errors *errors);
+
+void act_host_config_free(act_host_config *host);
+void act_host_configs_free(act_host_config *hosts, size_t n);

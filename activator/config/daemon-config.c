@@ -1,0 +1,322 @@
+/* [Activator] of activatord.conf. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "activator/config/config-internal.h"
+#include "activator/config/config.h"
+#include "activator/config/parse-account.h"
+#include "activator/config/parse-duration.h"
+#include "activator/config/parse-number.h"
+#include "activator/config/parse-path.h"
+#include "activator/config/parse-url.h"
+#include "common/cleanup.h"
+#include "common/names.h"
+
+void act_daemon_config_free(act_daemon_config *config)
+{
+    free(config->box);
+    free(config->store);
+    free(config->state_directory);
+    free(config->runtime_directory);
+    free(config->hosts_directory);
+    free(config->cgroup_root);
+    free(config->control);
+    free(config->events);
+    free(config->control_group);
+    free(config->control_listen);
+    free(config->tls_certificate);
+    free(config->tls_key);
+    free(config->tls_client_ca);
+    free(config->metrics_listen);
+    *config = (act_daemon_config){0};
+}
+
+static int set_string(char **field, const char *value, act_error *err)
+{
+    char *copy = strdup(value);
+    if (!copy)
+        return act_error_set(err, ENOMEM, "out of memory");
+    free(*field);
+    *field = copy;
+    return 0;
+}
+
+static int apply_box(void *target, const char *value, act_error *err)
+{
+    act_daemon_config *c = target;
+    act_error name_err = {0};
+    if (act_name_check("box", value, &name_err) < 0)
+        return act_error_set(err, EINVAL, "%s (box names follow the host name rules)",
+                             name_err.message);
+    return set_string(&c->box, value, err);
+}
+
+static int apply_store(void *target, const char *value, act_error *err)
+{
+    int r = act_parse_store_url(value, err);
+    return r < 0 ? r : set_string(&((act_daemon_config *)target)->store, value, err);
+}
+
+#define PATH_KEY(fn, field)                                                                        \
+    static int fn(void *target, const char *value, act_error *err)                                 \
+    {                                                                                              \
+        int r = act_parse_absolute_path(value, err);                                               \
+        return r < 0 ? r : set_string(&((act_daemon_config *)target)->field, value, err);          \
+    }
+PATH_KEY(apply_state_directory, state_directory)
+PATH_KEY(apply_runtime_directory, runtime_directory)
+PATH_KEY(apply_hosts_directory, hosts_directory)
+PATH_KEY(apply_tls_certificate, tls_certificate)
+PATH_KEY(apply_tls_key, tls_key)
+PATH_KEY(apply_tls_client_ca, tls_client_ca)
+#undef PATH_KEY
+
+static int apply_cgroup_root(void *target, const char *value, act_error *err)
+{
+    act_daemon_config *c = target;
+    if (strcmp(value, "auto") == 0) {
+        free(c->cgroup_root);
+        c->cgroup_root = NULL;
+        return 0;
+    }
+    act_error path_err = {0};
+    if (act_parse_absolute_path(value, &path_err) < 0)
+        return act_error_set(err, EINVAL,
+                             "%s; write auto for the cgroup systemd delegated to the service, or "
+                             "an absolute cgroup path",
+                             path_err.message);
+    return set_string(&c->cgroup_root, value, err);
+}
+
+static int apply_claim_unclaimed(void *target, const char *value, act_error *err)
+{
+    return act_parse_bool(value, &((act_daemon_config *)target)->claim_unclaimed, err);
+}
+
+static int apply_control(void *target, const char *value, act_error *err)
+{
+    if (strncmp(value, "tcp://", 6) == 0 || strncmp(value, "tls+tcp://", 10) == 0)
+        return act_error_set(err, EINVAL,
+                             "Control= is the local socket, checked by peer credentials (use "
+                             "ipc:///PATH here and ControlListen=tls+tcp://ADDR:PORT for remote "
+                             "control)");
+    int r = act_parse_nng_url(value, ACT_URL_IPC, err);
+    return r < 0 ? r : set_string(&((act_daemon_config *)target)->control, value, err);
+}
+
+static int apply_events(void *target, const char *value, act_error *err)
+{
+    int r = act_parse_nng_url(value, ACT_URL_IPC | ACT_URL_TCP, err);
+    return r < 0 ? r : set_string(&((act_daemon_config *)target)->events, value, err);
+}
+
+static int apply_control_group(void *target, const char *value, act_error *err)
+{
+    int r = act_parse_account_name("group", value, err);
+    return r < 0 ? r : set_string(&((act_daemon_config *)target)->control_group, value, err);
+}
+
+static int apply_control_listen(void *target, const char *value, act_error *err)
+{
+    int r = act_parse_nng_url(value, ACT_URL_TLS_TCP, err);
+    return r < 0 ? r : set_string(&((act_daemon_config *)target)->control_listen, value, err);
+}
+
+static int apply_metrics_listen(void *target, const char *value, act_error *err)
+{
+    act_daemon_config *c = target;
+    if (strcmp(value, "no") == 0) {
+        free(c->metrics_listen);
+        c->metrics_listen = NULL;
+        return 0;
+    }
+    act_listen_address address;
+    act_error listen_err = {0};
+    if (value[0] == '/' || act_listen_parse(value, "MetricsListen", &address, &listen_err) < 0)
+        return act_error_set(err, EINVAL,
+                             "\"%s\" is not ADDR:PORT (write 127.0.0.1:9464 or [::1]:9464, or no "
+                             "to serve no metrics)",
+                             value);
+    return set_string(&c->metrics_listen, value, err);
+}
+
+static int apply_max_concurrent_starts(void *target, const char *value, act_error *err)
+{
+    uint64_t n;
+    int r = act_parse_uint(value, 1, 4096, &n, err);
+    if (r < 0)
+        return r;
+    ((act_daemon_config *)target)->max_concurrent_starts = (uint32_t)n;
+    return 0;
+}
+
+static int apply_failure_backoff_max(void *target, const char *value, act_error *err)
+{
+    return act_parse_duration_range(value, 25 * 1000, 3600 * ACT_USEC_PER_SEC,
+                                    &((act_daemon_config *)target)->failure_backoff_max_usec,
+                                    err);
+}
+
+static int apply_failure_reset(void *target, const char *value, act_error *err)
+{
+    return act_parse_duration_range(value, ACT_USEC_PER_SEC, 86400 * ACT_USEC_PER_SEC,
+                                    &((act_daemon_config *)target)->failure_reset_usec, err);
+}
+
+enum {
+    KEY_BOX,
+    KEY_STORE,
+    KEY_STATE_DIRECTORY,
+    KEY_RUNTIME_DIRECTORY,
+    KEY_HOSTS_DIRECTORY,
+    KEY_CGROUP_ROOT,
+    KEY_CLAIM_UNCLAIMED,
+    KEY_CONTROL,
+    KEY_EVENTS,
+    KEY_CONTROL_GROUP,
+    KEY_CONTROL_LISTEN,
+    KEY_TLS_CERTIFICATE,
+    KEY_TLS_KEY,
+    KEY_TLS_CLIENT_CA,
+    KEY_METRICS_LISTEN,
+    KEY_MAX_CONCURRENT_STARTS,
+    KEY_FAILURE_BACKOFF_MAX,
+    KEY_FAILURE_RESET,
+    N_KEYS,
+};
+
+static const act_ini_key daemon_keys[N_KEYS] = {
+    [KEY_BOX] = {"Activator", "Box", apply_box, false},
+    [KEY_STORE] = {"Activator", "Store", apply_store, false},
+    [KEY_STATE_DIRECTORY] = {"Activator", "StateDirectory", apply_state_directory, false},
+    [KEY_RUNTIME_DIRECTORY] = {"Activator", "RuntimeDirectory", apply_runtime_directory, false},
+    [KEY_HOSTS_DIRECTORY] = {"Activator", "HostsDirectory", apply_hosts_directory, false},
+    [KEY_CGROUP_ROOT] = {"Activator", "CgroupRoot", apply_cgroup_root, false},
+    [KEY_CLAIM_UNCLAIMED] = {"Activator", "ClaimUnclaimed", apply_claim_unclaimed, false},
+    [KEY_CONTROL] = {"Activator", "Control", apply_control, false},
+    [KEY_EVENTS] = {"Activator", "Events", apply_events, false},
+    [KEY_CONTROL_GROUP] = {"Activator", "ControlGroup", apply_control_group, false},
+    [KEY_CONTROL_LISTEN] = {"Activator", "ControlListen", apply_control_listen, false},
+    [KEY_TLS_CERTIFICATE] = {"Activator", "TLSCertificate", apply_tls_certificate, false},
+    [KEY_TLS_KEY] = {"Activator", "TLSKey", apply_tls_key, false},
+    [KEY_TLS_CLIENT_CA] = {"Activator", "TLSClientCA", apply_tls_client_ca, false},
+    [KEY_METRICS_LISTEN] = {"Activator", "MetricsListen", apply_metrics_listen, false},
+    [KEY_MAX_CONCURRENT_STARTS] = {"Activator", "MaxConcurrentStarts",
+                                   apply_max_concurrent_starts, false},
+    [KEY_FAILURE_BACKOFF_MAX] = {"Activator", "FailureBackoffMaxSec", apply_failure_backoff_max,
+                                 false},
+    [KEY_FAILURE_RESET] = {"Activator", "FailureResetSec", apply_failure_reset, false},
+};
+
+/* Sets *field to prefix+arg+suffix unless the file set it. */
+static int default_string(char **field, const char *prefix, const char *arg, const char *suffix)
+{
+    if (*field)
+        return 0;
+    return asprintf(field, "%s%s%s", prefix, arg, suffix) < 0 ? -ENOMEM : 0;
+}
+
+/* Fills what the file left unset, and checks what spans several keys. */
+static int finish(act_daemon_config *c, const char *path, const unsigned *key_lines,
+                  act_config_errors *errors)
+{
+    int problems = 0;
+    if (!c->box) {
+        act_config_errors_add(errors, path, 0, "Box",
+                              "not set (add Box=NAME under [Activator]: a stable name for this "
+                              "machine, such as its host name)");
+        problems++;
+    }
+    if (default_string(&c->state_directory, "", "/var/lib/activator", "") < 0 ||
+        default_string(&c->runtime_directory, "", "/run/activator", "") < 0 ||
+        default_string(&c->hosts_directory, "", "/etc/activator/hosts", "") < 0 ||
+        default_string(&c->store, "dir://", c->state_directory, "/claims") < 0 ||
+        default_string(&c->control, "ipc://", c->runtime_directory, "/control.ipc") < 0 ||
+        default_string(&c->events, "ipc://", c->runtime_directory, "/events.ipc") < 0)
+        return -ENOMEM;
+    if (!key_lines[KEY_METRICS_LISTEN] && !(c->metrics_listen = strdup("127.0.0.1:9464")))
+        return -ENOMEM;
+
+    /* The defaults derived from RuntimeDirectory= must still fit a unix
+     * socket address, or the daemon would fail only when it binds. */
+    static const int derived[] = {KEY_CONTROL, KEY_EVENTS};
+    for (size_t i = 0; i < sizeof(derived) / sizeof(derived[0]); i++) {
+        const char *url = derived[i] == KEY_CONTROL ? c->control : c->events;
+        act_error err = {0};
+        if (!key_lines[derived[i]] &&
+            act_parse_nng_url(url, ACT_URL_IPC | ACT_URL_TCP, &err) < 0) {
+            act_config_errors_add(errors, path, key_lines[KEY_RUNTIME_DIRECTORY],
+                                  "RuntimeDirectory",
+                                  "the default %s= %s (choose a shorter RuntimeDirectory= or set "
+                                  "%s= yourself)",
+                                  daemon_keys[derived[i]].name, err.message,
+                                  daemon_keys[derived[i]].name);
+            problems++;
+        }
+    }
+
+    bool tls_any = c->tls_certificate || c->tls_key || c->tls_client_ca;
+    if (c->control_listen) {
+        static const int needed[] = {KEY_TLS_CERTIFICATE, KEY_TLS_KEY, KEY_TLS_CLIENT_CA};
+        for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
+            if (key_lines[needed[i]])
+                continue;
+            act_config_errors_add(errors, path, key_lines[KEY_CONTROL_LISTEN], "ControlListen",
+                                  "needs %s= as well (remote control requires TLS with client "
+                                  "certificates: set TLSCertificate=, TLSKey= and TLSClientCA=)",
+                                  daemon_keys[needed[i]].name);
+            problems++;
+        }
+    } else if (tls_any) {
+        unsigned line = key_lines[KEY_TLS_CERTIFICATE]   ? key_lines[KEY_TLS_CERTIFICATE]
+                        : key_lines[KEY_TLS_KEY]         ? key_lines[KEY_TLS_KEY]
+                                                         : key_lines[KEY_TLS_CLIENT_CA];
+        act_config_errors_add(errors, path, line, "ControlListen",
+                              "TLS files are set but ControlListen= is not, so they would be "
+                              "unused (add ControlListen=tls+tcp://ADDR:PORT or remove them)");
+        problems++;
+    }
+    return problems;
+}
+
+static long online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 1;
+}
+
+int act_config_load_daemon(const char *path, act_daemon_config *config, act_config_errors *errors)
+{
+    *config = (act_daemon_config){0};
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        int saved = errno;
+        act_config_errors_add(errors, path, 0, NULL,
+                              "cannot open: %s (create it, or name another file with --config)",
+                              strerror(saved));
+        return -saved;
+    }
+    act_daemon_config c = {
+        .claim_unclaimed = true,
+        .max_concurrent_starts = (uint32_t)(2 * online_cpus()),
+        .failure_backoff_max_usec = 30 * ACT_USEC_PER_SEC,
+        .failure_reset_usec = 10 * ACT_USEC_PER_SEC,
+    };
+    unsigned key_lines[N_KEYS] = {0};
+    int problems = act_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, key_lines, errors);
+    if (problems < 0) {
+        act_daemon_config_free(&c);
+        return problems;
+    }
+    int finished = finish(&c, path, key_lines, errors);
+    if (finished < 0 || problems > 0 || finished > 0) {
+        act_daemon_config_free(&c);
+        return finished < 0 ? finished : -EINVAL;
+    }
+    *config = c;
+    return 0;
+}

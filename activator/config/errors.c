@@ -1,0 +1,66 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "activator/config/config-internal.h"
+#include "activator/config/config.h"
+
+void act_config_errors_free(act_config_errors *errors)
+{
+    for (size_t i = 0; i < errors->n; i++) {
+        free(errors->items[i].file);
+        free(errors->items[i].key);
+        free(errors->items[i].text);
+    }
+    free(errors->items);
+    *errors = (act_config_errors){0};
+}
+
+size_t act_config_errors_print(const act_config_errors *errors, FILE *out)
+{
+    for (size_t i = 0; i < errors->n; i++)
+        fprintf(out, "%s\n", errors->items[i].text);
+    return errors->n;
+}
+
+size_t act_config_errors_count_file(const act_config_errors *errors, const char *file)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < errors->n; i++)
+        if (strcmp(errors->items[i].file, file) == 0)
+            count++;
+    return count;
+}
+
+void act_config_errors_add(act_config_errors *errors, const char *file, unsigned line,
+                           const char *key, const char *fmt, ...)
+{
+    char what[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+
+    if (errors->n == errors->cap) {
+        size_t cap = errors->cap ? errors->cap * 2 : 8;
+        act_config_error *grown = realloc(errors->items, cap * sizeof(*grown));
+        if (!grown)
+            abort(); /* a few bytes for an error report: nothing sensible is left to do */
+        errors->items = grown;
+        errors->cap = cap;
+    }
+    act_config_error *e = &errors->items[errors->n];
+    *e = (act_config_error){.line = line};
+    e->file = strdup(file);
+    e->key = key ? strdup(key) : NULL;
+    char where[64] = "";
+    if (line)
+        snprintf(where, sizeof(where), ":%u", line);
+    int r = key ? asprintf(&e->text, "%s%s: %s: %s", file, where, key, what)
+                : asprintf(&e->text, "%s%s: %s", file, where, what);
+    if (r < 0 || !e->file || (key && !e->key))
+        abort();
+    errors->n++;
+}

@@ -1,0 +1,482 @@
+/* One host file: [Host], [Listen] and [Limits]. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "activator/config/config-internal.h"
+#include "activator/config/config.h"
+#include "activator/config/parse-account.h"
+#include "activator/config/parse-duration.h"
+#include "activator/config/parse-env.h"
+#include "activator/config/parse-number.h"
+#include "activator/config/parse-path.h"
+#include "activator/config/parse-size.h"
+#include "activator/config/split-argv.h"
+#include "common/cleanup.h"
+#include "common/names.h"
+
+/* More sockets than this for one host is a generated file gone wrong. */
+#define LISTEN_MAX 64
+
+void act_host_config_free(act_host_config *host)
+{
+    free(host->name);
+    act_strv_free(host->exec_argv);
+    act_strv_free(host->environment);
+    free(host->user);
+    free(host->group);
+    act_strv_free(host->exec_restore);
+    act_strv_free(host->exec_replicate);
+    act_probe_spec_clear(&host->ready);
+    if (host->health_check) {
+        act_probe_spec_clear(host->health_check);
+        free(host->health_check);
+    }
+    free(host->listen);
+    act_syscall_filter_clear(&host->limits.syscall_filter);
+    *host = (act_host_config){0};
+}
+
+void act_host_configs_free(act_host_config *hosts, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        act_host_config_free(&hosts[i]);
+    free(hosts);
+}
+
+static void strv_freep(char ***strv)
+{
+    act_strv_free(*strv);
+}
+
+/* The probe and listen parsers put "WHERE: " in front of their messages; the
+ * config error line already names file, line and key. */
+static int reword(int r, act_error *err)
+{
+    if (r < 0 && strncmp(err->message, ": ", 2) == 0)
+        memmove(err->message, err->message + 2, strlen(err->message + 2) + 1);
+    return r;
+}
+
+static int apply_exec(void *target, const char *value, act_error *err)
+{
+    act_host_config *h = target;
+    __attribute__((cleanup(strv_freep))) char **argv = NULL;
+    int r = act_split_argv(value, &argv, err);
+    if (r < 0)
+        return r;
+    r = act_parse_build_path(argv[0] ? argv[0] : "", err);
+    if (r < 0)
+        return r;
+    h->exec_argv = TAKE_PTR(argv);
+    return 0;
+}
+
+/* ExecRestore= and ExecReplicate= run tools of the machine, not of the
+ * build: an absolute program path, then arguments. */
+static int parse_host_command(const char *value, char ***out, act_error *err)
+{
+    __attribute__((cleanup(strv_freep))) char **argv = NULL;
+    int r = act_split_argv(value, &argv, err);
+    if (r < 0)
+        return r;
+    act_error path_err = {0};
+    if (act_parse_absolute_path(argv[0] ? argv[0] : "", &path_err) < 0)
+        return act_error_set(err, EINVAL, "the program %s", path_err.message);
+    *out = TAKE_PTR(argv);
+    return 0;
+}
+
+static int apply_exec_restore(void *target, const char *value, act_error *err)
+{
+    return parse_host_command(value, &((act_host_config *)target)->exec_restore, err);
+}
+
+static int apply_exec_replicate(void *target, const char *value, act_error *err)
+{
+    return parse_host_command(value, &((act_host_config *)target)->exec_replicate, err);
+}
+
+static int apply_environment(void *target, const char *value, act_error *err)
+{
+    act_host_config *h = target;
+    if (value[0] == '\0') {
+        act_strv_free(h->environment);
+        h->environment = NULL;
+        return 0;
+    }
+    char **words = NULL;
+    int r = act_split_argv(value, &words, err);
+    if (r < 0)
+        return r;
+    size_t n_words = act_strv_length(words);
+    for (size_t i = 0; i < n_words && r >= 0; i++)
+        r = act_parse_env_assignment(words[i], err);
+    /* Only when every word is valid are they merged, a later KEY replacing
+     * an earlier one; a bad line changes nothing. */
+    for (size_t i = 0; i < n_words && r >= 0; i++) {
+        size_t n = act_strv_length(h->environment), j;
+        for (j = 0; j < n && !act_env_same_key(h->environment[j], words[i]); j++)
+            ;
+        if (j < n) {
+            free(h->environment[j]);
+            h->environment[j] = TAKE_PTR(words[i]);
+            continue;
+        }
+        char **grown = realloc(h->environment, (n + 2) * sizeof(char *));
+        if (!grown) {
+            r = act_error_set(err, ENOMEM, "out of memory");
+            break;
+        }
+        grown[n] = TAKE_PTR(words[i]);
+        grown[n + 1] = NULL;
+        h->environment = grown;
+    }
+    for (size_t i = 0; i < n_words; i++)
+        free(words[i]);
+    free(words);
+    return r < 0 ? r : 0;
+}
+
+static int apply_user(void *target, const char *value, act_error *err)
+{
+    act_host_config *h = target;
+    int r = act_parse_account_name("user", value, err);
+    if (r < 0)
+        return r;
+    return (h->user = strdup(value)) ? 0 : act_error_set(err, ENOMEM, "out of memory");
+}
+
+static int apply_group(void *target, const char *value, act_error *err)
+{
+    act_host_config *h = target;
+    int r = act_parse_account_name("group", value, err);
+    if (r < 0)
+        return r;
+    return (h->group = strdup(value)) ? 0 : act_error_set(err, ENOMEM, "out of memory");
+}
+
+static int apply_ready(void *target, const char *value, act_error *err)
+{
+    act_host_config *h = target;
+    act_probe_spec spec = {0};
+    int r = reword(act_probe_parse(value, "", &spec, err), err);
+    if (r < 0)
+        return r;
+    act_probe_spec_clear(&h->ready);
+    h->ready = spec;
+    return 0;
+}
+
+static int apply_health_check(void *target, const char *value, act_error *err)
+{
+    act_host_config *h = target;
+    if (strcmp(value, "notify") == 0)
+        return act_error_set(err, EINVAL,
+                             "notify says when an app is ready, it cannot check its health (use "
+                             "tcp:ADDR:PORT, unix:PATH or exec:PATH ARGS, or remove the line)");
+    act_probe_spec *spec = calloc(1, sizeof(*spec));
+    if (!spec)
+        return act_error_set(err, ENOMEM, "out of memory");
+    int r = reword(act_probe_parse(value, "", spec, err), err);
+    if (r < 0) {
+        free(spec);
+        return r;
+    }
+    h->health_check = spec;
+    return 0;
+}
+
+static int apply_ready_timeout(void *target, const char *value, act_error *err)
+{
+    return act_parse_duration_range(value, ACT_USEC_PER_SEC, 30 * ACT_USEC_PER_SEC,
+                                    &((act_host_config *)target)->ready_timeout_usec, err);
+}
+
+static int apply_stop_timeout(void *target, const char *value, act_error *err)
+{
+    return act_parse_duration_range(value, 0, 3600 * ACT_USEC_PER_SEC,
+                                    &((act_host_config *)target)->stop_timeout_usec, err);
+}
+
+static int apply_idle_timeout(void *target, const char *value, act_error *err)
+{
+    return act_parse_duration_range(value, 0, 365 * 86400 * ACT_USEC_PER_SEC,
+                                    &((act_host_config *)target)->idle_timeout_usec, err);
+}
+
+static int apply_max_starts(void *target, const char *value, act_error *err)
+{
+    uint64_t n;
+    int r = act_parse_uint(value, 1, 5, &n, err);
+    if (r < 0)
+        return r;
+    ((act_host_config *)target)->max_starts = (uint8_t)n;
+    return 0;
+}
+
+static int apply_start_rate_limit(void *target, const char *value, act_error *err)
+{
+    return act_parse_rate(value, 1e6, &((act_host_config *)target)->start_rate_limit, err);
+}
+
+static int apply_listen_stream(void *target, const char *value, act_error *err)
+{
+    act_host_config *h = target;
+    if (value[0] == '\0') {
+        free(h->listen);
+        h->listen = NULL;
+        h->n_listen = 0;
+        return 0;
+    }
+    act_listen_address address;
+    int r = reword(act_listen_parse(value, "", &address, err), err);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < h->n_listen; i++)
+        if (h->listen[i].len == address.len && memcmp(&h->listen[i].addr, &address.addr, address.len) == 0)
+            return act_error_set(err, EEXIST, "%s is already listed (remove the repeat)", value);
+    if (h->n_listen >= LISTEN_MAX)
+        return act_error_set(err, E2BIG, "more than %d sockets for one host (split the host)",
+                             LISTEN_MAX);
+    act_listen_address *grown = realloc(h->listen, (h->n_listen + 1u) * sizeof(*grown));
+    if (!grown)
+        return act_error_set(err, ENOMEM, "out of memory");
+    grown[h->n_listen++] = address;
+    h->listen = grown;
+    return 0;
+}
+
+static int apply_backlog(void *target, const char *value, act_error *err)
+{
+    uint64_t n;
+    int r = act_parse_uint(value, 1, 65535, &n, err);
+    if (r < 0)
+        return r;
+    ((act_host_config *)target)->backlog = (uint32_t)n;
+    return 0;
+}
+
+static int apply_memory_max(void *target, const char *value, act_error *err)
+{
+    return act_parse_size(value, &((act_host_config *)target)->limits.memory_max, err);
+}
+
+static int apply_memory_high(void *target, const char *value, act_error *err)
+{
+    return act_parse_size(value, &((act_host_config *)target)->limits.memory_high, err);
+}
+
+static int apply_pids_max(void *target, const char *value, act_error *err)
+{
+    act_host_config *h = target;
+    if (strcmp(value, "infinity") == 0) {
+        h->limits.pids_max = ACT_LIMIT_INFINITY;
+        return 0;
+    }
+    /* The kernel's pid_max tops out at 4194304 (PID_MAX_LIMIT). */
+    return act_parse_uint(value, 1, 4194304, &h->limits.pids_max, err);
+}
+
+static int apply_cpu_quota(void *target, const char *value, act_error *err)
+{
+    return act_parse_percent(value, 1, 100000, &((act_host_config *)target)->limits.cpu_quota_percent,
+                             err);
+}
+
+static int apply_cpu_weight(void *target, const char *value, act_error *err)
+{
+    uint64_t n;
+    int r = act_parse_uint(value, 1, 10000, &n, err);
+    if (r < 0)
+        return r;
+    ((act_host_config *)target)->limits.cpu_weight = (uint16_t)n;
+    return 0;
+}
+
+static int apply_syscall_filter(void *target, const char *value, act_error *err)
+{
+    return act_parse_syscall_filter(value, &((act_host_config *)target)->limits.syscall_filter,
+                                    err);
+}
+
+enum {
+    KEY_EXEC,
+    KEY_ENVIRONMENT,
+    KEY_USER,
+    KEY_GROUP,
+    KEY_READY,
+    KEY_READY_TIMEOUT,
+    KEY_HEALTH_CHECK,
+    KEY_STOP_TIMEOUT,
+    KEY_IDLE_TIMEOUT,
+    KEY_MAX_STARTS,
+    KEY_EXEC_RESTORE,
+    KEY_EXEC_REPLICATE,
+    KEY_START_RATE_LIMIT,
+    KEY_LISTEN_STREAM,
+    KEY_BACKLOG,
+    KEY_MEMORY_MAX,
+    KEY_MEMORY_HIGH,
+    KEY_PIDS_MAX,
+    KEY_CPU_QUOTA,
+    KEY_CPU_WEIGHT,
+    KEY_SYSTEM_CALL_FILTER,
+    N_KEYS,
+};
+
+static const act_ini_key host_keys[N_KEYS] = {
+    [KEY_EXEC] = {"Host", "Exec", apply_exec, false},
+    [KEY_ENVIRONMENT] = {"Host", "Environment", apply_environment, true},
+    [KEY_USER] = {"Host", "User", apply_user, false},
+    [KEY_GROUP] = {"Host", "Group", apply_group, false},
+    [KEY_READY] = {"Host", "Ready", apply_ready, false},
+    [KEY_READY_TIMEOUT] = {"Host", "ReadyTimeoutSec", apply_ready_timeout, false},
+    [KEY_HEALTH_CHECK] = {"Host", "HealthCheck", apply_health_check, false},
+    [KEY_STOP_TIMEOUT] = {"Host", "StopTimeoutSec", apply_stop_timeout, false},
+    [KEY_IDLE_TIMEOUT] = {"Host", "IdleTimeoutSec", apply_idle_timeout, false},
+    [KEY_MAX_STARTS] = {"Host", "MaxStarts", apply_max_starts, false},
+    [KEY_EXEC_RESTORE] = {"Host", "ExecRestore", apply_exec_restore, false},
+    [KEY_EXEC_REPLICATE] = {"Host", "ExecReplicate", apply_exec_replicate, false},
+    [KEY_START_RATE_LIMIT] = {"Host", "StartRateLimit", apply_start_rate_limit, false},
+    [KEY_LISTEN_STREAM] = {"Listen", "ListenStream", apply_listen_stream, true},
+    [KEY_BACKLOG] = {"Listen", "Backlog", apply_backlog, false},
+    [KEY_MEMORY_MAX] = {"Limits", "MemoryMax", apply_memory_max, false},
+    [KEY_MEMORY_HIGH] = {"Limits", "MemoryHigh", apply_memory_high, false},
+    [KEY_PIDS_MAX] = {"Limits", "PidsMax", apply_pids_max, false},
+    [KEY_CPU_QUOTA] = {"Limits", "CPUQuota", apply_cpu_quota, false},
+    [KEY_CPU_WEIGHT] = {"Limits", "CPUWeight", apply_cpu_weight, false},
+    [KEY_SYSTEM_CALL_FILTER] = {"Limits", "SystemCallFilter", apply_syscall_filter, false},
+};
+
+static int finish(act_host_config *h, const char *path, const unsigned *key_lines,
+                  act_config_errors *errors)
+{
+    int problems = 0;
+    if (!h->exec_argv) {
+        act_config_errors_add(errors, path, 0, "Exec",
+                              "not set (add Exec=PATH ARGS under [Host], PATH inside the staged "
+                              "build, like Exec=bin/server --port 8080)");
+        problems++;
+    }
+    if (h->group && !h->user) {
+        act_config_errors_add(errors, path, key_lines[KEY_GROUP], "Group",
+                              "set without User= (set User= too, or remove Group=)");
+        problems++;
+    }
+    uint64_t high = h->limits.memory_high, max = h->limits.memory_max;
+    if (high && max && high != ACT_LIMIT_INFINITY && max != ACT_LIMIT_INFINITY && high > max) {
+        act_config_errors_add(errors, path, key_lines[KEY_MEMORY_HIGH], "MemoryHigh",
+                              "is above MemoryMax=, so it would never throttle (make it lower "
+                              "than MemoryMax= or remove it)");
+        problems++;
+    }
+    return problems;
+}
+
+/* Checks file_name and derives the host name; 0 or a problem reported. */
+static int host_name_from_file(const char *dir, const char *file_name, char **name,
+                               act_config_errors *errors)
+{
+    char shown[160];
+    snprintf(shown, sizeof(shown), "%s/%.100s", dir, file_name);
+    if (strchr(file_name, '/')) {
+        act_config_errors_add(errors, shown, 0, NULL,
+                              "a host file must be a plain file name in the hosts directory, "
+                              "not a path (move it into %s)",
+                              dir);
+        return -EINVAL;
+    }
+    size_t len = strlen(file_name);
+    if (len < 6 || strcmp(file_name + len - 5, ".conf") != 0) {
+        act_config_errors_add(errors, shown, 0, NULL,
+                              "a host file's name must be <host>.conf (rename it)");
+        return -EINVAL;
+    }
+    _cleanup_free_ char *host = strndup(file_name, len - 5);
+    if (!host)
+        return -ENOMEM;
+    act_error err = {0};
+    if (act_name_check("host", host, &err) < 0) {
+        act_config_errors_add(errors, shown, 0, NULL,
+                              "%s (the file name without .conf is the host name; rename the file)",
+                              err.message);
+        return -EINVAL;
+    }
+    *name = TAKE_PTR(host);
+    return 0;
+}
+
+static int load_host_at(int dir_fd, const char *dir, const char *file_name, act_host_config *out,
+                        act_config_errors *errors)
+{
+    *out = (act_host_config){0};
+    _cleanup_free_ char *name = NULL;
+    int r = host_name_from_file(dir, file_name, &name, errors);
+    if (r < 0)
+        return r;
+    _cleanup_free_ char *path = NULL;
+    if (asprintf(&path, "%s/%s", dir, file_name) < 0)
+        return -ENOMEM;
+    _cleanup_close_ int fd = openat(dir_fd, file_name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        int saved = errno;
+        act_config_errors_add(errors, path, 0, NULL, "cannot open: %s (check the file)",
+                              strerror(saved));
+        return -saved;
+    }
+    act_host_config h = {
+        .ready = {.kind = ACT_PROBE_NOTIFY},
+        .ready_timeout_usec = 30 * ACT_USEC_PER_SEC,
+        .stop_timeout_usec = 10 * ACT_USEC_PER_SEC,
+        .idle_timeout_usec = 300 * ACT_USEC_PER_SEC,
+        .max_starts = 5,
+        .backlog = SOMAXCONN,
+    };
+    unsigned key_lines[N_KEYS] = {0};
+    int problems = act_ini_parse_fd(fd, path, host_keys, N_KEYS, &h, key_lines, errors);
+    if (problems < 0) {
+        act_host_config_free(&h);
+        return problems;
+    }
+    problems += finish(&h, path, key_lines, errors);
+    if (problems > 0) {
+        act_host_config_free(&h);
+        return -EINVAL;
+    }
+    h.name = TAKE_PTR(name);
+    *out = h;
+    return 0;
+}
+
+int act_config_load_host_file(const char *dir, const char *file_name, act_host_config *host,
+                              act_config_errors *errors)
+{
+    *host = (act_host_config){0};
+    /* The name is checked before the directory is even opened: a refused
+     * name touches nothing. */
+    _cleanup_free_ char *name = NULL;
+    int r = host_name_from_file(dir, file_name, &name, errors);
+    if (r < 0)
+        return r;
+    _cleanup_close_ int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) {
+        int saved = errno;
+        act_config_errors_add(errors, dir, 0, NULL,
+                              "cannot open the hosts directory: %s (create it or set "
+                              "HostsDirectory=)",
+                              strerror(saved));
+        return -saved;
+    }
+    return load_host_at(dir_fd, dir, file_name, host, errors);
+}
+
+int act_config_load_host_at(int dir_fd, const char *dir, const char *file_name,
+                            act_host_config *host, act_config_errors *errors)
+{
+    return load_host_at(dir_fd, dir, file_name, host, errors);
+}

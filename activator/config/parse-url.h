@@ -1,0 +1,19 @@
+/* URLs in the daemon's configuration: the claim store and NNG endpoints. */
+#pragma once
+
+#include "common/error.h"
+
+/* Store=: "dir:///ABSOLUTE/PATH" (the embedded store) or
+ * "etcd://HOST:PORT[/PREFIX]" (an etcd v3 cluster's JSON gateway). */
+int act_parse_store_url(const char *text, act_error *err);
+
+/* Which NNG transports a key accepts. */
+enum {
+    ACT_URL_IPC = 1 << 0,     /* ipc:///ABSOLUTE/PATH */
+    ACT_URL_TCP = 1 << 1,     /* tcp://ADDR:PORT */
+    ACT_URL_TLS_TCP = 1 << 2, /* tls+tcp://ADDR:PORT */
+};
+
+/* An NNG listen URL with one of the allowed transports. ADDR is numeric
+ * (127.0.0.1, [::1]) or a host name; PORT is 1..65535. */
+int act_parse_nng_url(const char *text, unsigned allowed, act_error *err);

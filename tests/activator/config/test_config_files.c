@@ -1,0 +1,628 @@
+/* Tests of activatord.conf and host files read from real files: every key
+ * good and bad, the file:line of each error, all errors of a file reported,
+ * bad host files skipped while good ones load, traversal names refused. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "activator/config/config.h"
+#include "activator/config/parse-duration.h"
+#include "activator/config/split-argv.h"
+#include "common/cleanup.h"
+
+static char tmp_dir[] = "/tmp/act-config-test-XXXXXX";
+
+static void write_file(const char *name, const char *content)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", tmp_dir, name);
+    FILE *f = fopen(path, "we");
+    assert_non_null(f);
+    fputs(content, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static char *path_of(const char *name)
+{
+    static char path[512];
+    snprintf(path, sizeof(path), "%s/%s", tmp_dir, name);
+    return path;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    strcpy(tmp_dir, "/tmp/act-config-test-XXXXXX");
+    return mkdtemp(tmp_dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The error at index i reads "PATH:LINE: KEY: ..." exactly. */
+static void assert_error_at(const act_config_errors *errors, size_t i, const char *file,
+                            unsigned line, const char *key)
+{
+    assert_true(i < errors->n);
+    const act_config_error *e = &errors->items[i];
+    char prefix[600];
+    if (line)
+        snprintf(prefix, sizeof(prefix), "%s:%u: %s: ", file, line, key);
+    else
+        snprintf(prefix, sizeof(prefix), "%s: %s: ", file, key);
+    if (strncmp(e->text, prefix, strlen(prefix)) != 0)
+        fail_msg("error %zu is \"%s\", expected it to start with \"%s\"", i, e->text, prefix);
+    assert_int_equal(e->line, line);
+    assert_string_equal(e->key, key);
+    /* Each says what to do. */
+    assert_non_null(strchr(e->text, '('));
+}
+
+static void daemon_defaults(void **state)
+{
+    (void)state;
+    write_file("d.conf", "[Activator]\nBox=box-1\n");
+    act_daemon_config c;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_daemon(path_of("d.conf"), &c, &errors), 0);
+    assert_int_equal(errors.n, 0);
+    assert_string_equal(c.box, "box-1");
+    assert_string_equal(c.store, "dir:///var/lib/activator/claims");
+    assert_string_equal(c.state_directory, "/var/lib/activator");
+    assert_string_equal(c.runtime_directory, "/run/activator");
+    assert_string_equal(c.hosts_directory, "/etc/activator/hosts");
+    assert_null(c.cgroup_root);
+    assert_true(c.claim_unclaimed);
+    assert_string_equal(c.control, "ipc:///run/activator/control.ipc");
+    assert_string_equal(c.events, "ipc:///run/activator/events.ipc");
+    assert_null(c.control_group);
+    assert_null(c.control_listen);
+    assert_string_equal(c.metrics_listen, "127.0.0.1:9464");
+    assert_int_equal(c.max_concurrent_starts, 2 * sysconf(_SC_NPROCESSORS_ONLN));
+    assert_int_equal(c.failure_backoff_max_usec, 30 * ACT_USEC_PER_SEC);
+    assert_int_equal(c.failure_reset_usec, 10 * ACT_USEC_PER_SEC);
+    act_daemon_config_free(&c);
+}
+
+static void daemon_every_key(void **state)
+{
+    (void)state;
+    /* The sample, inline comments included, plus every other key. */
+    write_file("d.conf", "# activatord.conf\n"
+                         "[Activator]\n"
+                         "Box=box-1\n"
+                         "StateDirectory=/srv/act           # releases/, hosts/, claims/\n"
+                         "RuntimeDirectory=/run/act2\n"
+                         "HostsDirectory=/srv/act/hosts\n"
+                         "CgroupRoot=/sys/fs/cgroup/act.slice\n"
+                         "ClaimUnclaimed=no ; fleet mode\n"
+                         "Events=tcp://127.0.0.1:7001\n"
+                         "ControlGroup=activator\n"
+                         "ControlListen=tls+tcp://0.0.0.0:7443\n"
+                         "TLSCertificate=/etc/activator/tls/cert.pem\n"
+                         "TLSKey=/etc/activator/tls/key.pem\n"
+                         "TLSClientCA=/etc/activator/tls/ca.pem\n"
+                         "MetricsListen=[::1]:9100\n"
+                         "MaxConcurrentStarts=7\n"
+                         "FailureBackoffMaxSec=1min\n"
+                         "FailureResetSec=20s\n");
+    act_daemon_config c;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_daemon(path_of("d.conf"), &c, &errors), 0);
+    act_config_errors_print(&errors, stderr);
+    assert_int_equal(errors.n, 0);
+    assert_string_equal(c.store, "dir:///srv/act/claims"); /* follows StateDirectory= */
+    assert_string_equal(c.state_directory, "/srv/act");
+    assert_string_equal(c.control, "ipc:///run/act2/control.ipc");
+    assert_string_equal(c.events, "tcp://127.0.0.1:7001");
+    assert_string_equal(c.hosts_directory, "/srv/act/hosts");
+    assert_string_equal(c.cgroup_root, "/sys/fs/cgroup/act.slice");
+    assert_false(c.claim_unclaimed);
+    assert_string_equal(c.control_group, "activator");
+    assert_string_equal(c.control_listen, "tls+tcp://0.0.0.0:7443");
+    assert_string_equal(c.tls_certificate, "/etc/activator/tls/cert.pem");
+    assert_string_equal(c.tls_key, "/etc/activator/tls/key.pem");
+    assert_string_equal(c.tls_client_ca, "/etc/activator/tls/ca.pem");
+    assert_string_equal(c.metrics_listen, "[::1]:9100");
+    assert_int_equal(c.max_concurrent_starts, 7);
+    assert_int_equal(c.failure_backoff_max_usec, 60 * ACT_USEC_PER_SEC);
+    assert_int_equal(c.failure_reset_usec, 20 * ACT_USEC_PER_SEC);
+    act_daemon_config_free(&c);
+
+    write_file("d2.conf", "[Activator]\nBox=b\nStore=etcd://127.0.0.1:2379/activator\n"
+                          "Control=ipc:///tmp/c.ipc\nCgroupRoot=auto\nMetricsListen=no\n");
+    assert_int_equal(act_config_load_daemon(path_of("d2.conf"), &c, &errors), 0);
+    assert_string_equal(c.store, "etcd://127.0.0.1:2379/activator");
+    assert_string_equal(c.control, "ipc:///tmp/c.ipc");
+    assert_null(c.cgroup_root);
+    assert_null(c.metrics_listen);
+    act_daemon_config_free(&c);
+    act_config_errors_free(&errors);
+}
+
+/* One bad value per key: each file has the bad line on line 3 and nothing
+ * else wrong, so exactly one error naming line 3 and the key must come back. */
+static void daemon_each_bad_key(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *value;
+    } bad[] = {
+        {"Box", "../box"},
+        {"Box", ".hidden"},
+        {"Store", "s3://bucket"},
+        {"Store", "dir://relative/path"},
+        {"StateDirectory", "var/lib"},
+        {"RuntimeDirectory", "/run/../etc"},
+        {"HostsDirectory", "hosts"},
+        {"CgroupRoot", "relative"},
+        {"ClaimUnclaimed", "perhaps"},
+        {"Control", "tcp://127.0.0.1:1"},
+        {"Control", "ipc://relative"},
+        {"Events", "udp://x:1"},
+        {"ControlGroup", "bad group"},
+        {"ControlListen", "tcp://0.0.0.0:7443"},
+        {"TLSCertificate", "cert.pem"},
+        {"MetricsListen", "localhost:9464"},
+        {"MetricsListen", "127.0.0.1"},
+        {"MaxConcurrentStarts", "0"},
+        {"MaxConcurrentStarts", "many"},
+        {"FailureBackoffMaxSec", "2 fortnights"},
+        {"FailureBackoffMaxSec", "2d"},
+        {"FailureResetSec", "0"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        char content[512];
+        snprintf(content, sizeof(content), "[Activator]\nBox=box-1\n%s=%s\n", bad[i].key,
+                 bad[i].value);
+        if (strcmp(bad[i].key, "Box") == 0)
+            snprintf(content, sizeof(content), "[Activator]\n\n%s=%s\n", bad[i].key, bad[i].value);
+        write_file("bad.conf", content);
+        act_daemon_config c;
+        act_config_errors errors = {0};
+        assert_int_equal(act_config_load_daemon(path_of("bad.conf"), &c, &errors), -EINVAL);
+        if (errors.n < 1)
+            fail_msg("%s=%s was accepted", bad[i].key, bad[i].value);
+        assert_error_at(&errors, 0, path_of("bad.conf"), 3, bad[i].key);
+        assert_null(c.box); /* nothing half-read is handed out */
+        act_config_errors_free(&errors);
+    }
+}
+
+static void daemon_all_errors_of_a_file(void **state)
+{
+    (void)state;
+    char long_line[400];
+    memset(long_line, 'x', sizeof(long_line) - 1);
+    long_line[sizeof(long_line) - 1] = '\0';
+    char content[2048];
+    snprintf(content, sizeof(content),
+             "Box=early\n"                     /* 1: before any section */
+             "[Activator]\n"                   /* 2 */
+             "box=lowercase\n"                 /* 3: case-sensitive key */
+             "Frobnicate=yes\n"                /* 4: unknown key */
+             "MaxConcurrentStarts=-3\n"        /* 5: bad value */
+             "this line has no equals sign\n"  /* 6: syntax */
+             "StateDirectory=\n"               /* 7: empty */
+             "MaxConcurrentStarts=4\n"         /* 8: set twice */
+             "Store=%s\n"                      /* 9: too long */
+             "[Nonsense]\n"                    /* 10: unknown section */
+             "Anything=goes\n"                 /* 11: not reported again */
+             "[Activator\n"                    /* 12: broken header */
+             "TLSKey=/k.pem\n",                /* 13: under no section; then TLS w/o listen */
+             long_line);
+    write_file("many.conf", content);
+    act_daemon_config c;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_daemon(path_of("many.conf"), &c, &errors), -EINVAL);
+    act_config_errors_print(&errors, stderr);
+    const char *f = path_of("many.conf");
+    size_t i = 0;
+    assert_error_at(&errors, i++, f, 1, "Box");
+    assert_error_at(&errors, i++, f, 3, "box");
+    assert_non_null(strstr(errors.items[1].text, "did you mean Box?"));
+    assert_error_at(&errors, i++, f, 4, "Frobnicate");
+    assert_error_at(&errors, i++, f, 5, "MaxConcurrentStarts");
+    assert_int_equal(errors.items[i].line, 6);
+    assert_null(errors.items[i++].key);
+    assert_error_at(&errors, i++, f, 7, "StateDirectory");
+    assert_error_at(&errors, i++, f, 8, "MaxConcurrentStarts");
+    assert_non_null(strstr(errors.items[i - 1].text, "first on line 5"));
+    assert_int_equal(errors.items[i].line, 9);
+    assert_non_null(strstr(errors.items[i++].text, "longer than"));
+    assert_error_at(&errors, i++, f, 10, "[Nonsense]");
+    assert_int_equal(errors.items[i++].line, 12);
+    /* Cross-key and missing-key problems come after the line-by-line ones. */
+    assert_error_at(&errors, i++, f, 0, "Box");
+    assert_int_equal(errors.n, i);
+    assert_int_equal(act_config_errors_count_file(&errors, f), errors.n);
+    act_config_errors_free(&errors);
+}
+
+static void daemon_cross_key_rules(void **state)
+{
+    (void)state;
+    write_file("tls.conf", "[Activator]\nBox=b\nControlListen=tls+tcp://0.0.0.0:7443\n"
+                           "TLSKey=/k.pem\n");
+    act_daemon_config c;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_daemon(path_of("tls.conf"), &c, &errors), -EINVAL);
+    assert_int_equal(errors.n, 2); /* TLSCertificate= and TLSClientCA= missing */
+    assert_error_at(&errors, 0, path_of("tls.conf"), 3, "ControlListen");
+    assert_non_null(strstr(errors.items[0].text, "TLSCertificate"));
+    assert_non_null(strstr(errors.items[1].text, "TLSClientCA"));
+    act_config_errors_free(&errors);
+
+    write_file("tls2.conf", "[Activator]\nBox=b\nTLSCertificate=/c.pem\n");
+    assert_int_equal(act_config_load_daemon(path_of("tls2.conf"), &c, &errors), -EINVAL);
+    assert_int_equal(errors.n, 1);
+    assert_error_at(&errors, 0, path_of("tls2.conf"), 3, "ControlListen");
+    act_config_errors_free(&errors);
+
+    /* A RuntimeDirectory= too long for the derived ipc socket path. */
+    char content[512], dir[200];
+    memset(dir, 'r', sizeof(dir) - 1);
+    dir[0] = '/';
+    dir[120] = '\0';
+    snprintf(content, sizeof(content), "[Activator]\nBox=b\nRuntimeDirectory=%s\n", dir);
+    write_file("rt.conf", content);
+    assert_int_equal(act_config_load_daemon(path_of("rt.conf"), &c, &errors), -EINVAL);
+    assert_true(errors.n >= 1);
+    assert_error_at(&errors, 0, path_of("rt.conf"), 3, "RuntimeDirectory");
+    act_config_errors_free(&errors);
+}
+
+static void daemon_missing_file(void **state)
+{
+    (void)state;
+    act_daemon_config c;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_daemon(path_of("absent.conf"), &c, &errors), -ENOENT);
+    assert_int_equal(errors.n, 1);
+    assert_non_null(strstr(errors.items[0].text, "absent.conf: cannot open"));
+    act_config_errors_free(&errors);
+}
+
+static const char *const good_host =
+    "[Host]\n"
+    "Exec=bin/server --port 8080 --title 'web one'\n"
+    "Environment=MODE=prod \"GREETING=hello world\"\n"
+    "Environment=MODE=staging\n"
+    "User=web1\n"
+    "Group=web1\n"
+    "Ready=tcp:127.0.0.1:8080\n"
+    "ReadyTimeoutSec=20\n"
+    "HealthCheck=exec:/usr/lib/web1/check --fast\n"
+    "StopTimeoutSec=5s\n"
+    "IdleTimeoutSec=0\n"
+    "MaxStarts=3\n"
+    "ExecRestore=/usr/lib/web1/restore --from s3\n"
+    "ExecReplicate=/usr/lib/web1/replicate\n"
+    "StartRateLimit=2.5\n"
+    "[Listen]\n"
+    "ListenStream=127.0.0.1:8080\n"
+    "ListenStream=[::1]:8080\n"
+    "ListenStream=/run/web1.sock\n"
+    "Backlog=512\n"
+    "[Limits]\n"
+    "MemoryMax=512M\n"
+    "MemoryHigh=400M\n"
+    "PidsMax=256\n"
+    "CPUQuota=200%\n"
+    "CPUWeight=500\n"
+    "SystemCallFilter=default ~ptrace\n";
+
+static void host_every_key(void **state)
+{
+    (void)state;
+    write_file("web1.conf", good_host);
+    act_host_config h;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_host_file(tmp_dir, "web1.conf", &h, &errors), 0);
+    act_config_errors_print(&errors, stderr);
+    assert_int_equal(errors.n, 0);
+    assert_string_equal(h.name, "web1");
+    assert_int_equal(act_strv_length(h.exec_argv), 5);
+    assert_string_equal(h.exec_argv[0], "bin/server");
+    assert_string_equal(h.exec_argv[4], "web one");
+    assert_int_equal(act_strv_length(h.environment), 2);
+    assert_string_equal(h.environment[0], "MODE=staging"); /* a later KEY wins */
+    assert_string_equal(h.environment[1], "GREETING=hello world");
+    assert_string_equal(h.user, "web1");
+    assert_string_equal(h.group, "web1");
+    assert_int_equal(h.ready.kind, ACT_PROBE_CONNECT);
+    assert_int_equal(h.ready.address.addr.sa.sa_family, AF_INET);
+    assert_int_equal(h.ready_timeout_usec, 20 * ACT_USEC_PER_SEC);
+    assert_non_null(h.health_check);
+    assert_int_equal(h.health_check->kind, ACT_PROBE_EXEC);
+    assert_string_equal(h.health_check->argv[1], "--fast");
+    assert_int_equal(h.stop_timeout_usec, 5 * ACT_USEC_PER_SEC);
+    assert_int_equal(h.idle_timeout_usec, 0);
+    assert_int_equal(h.max_starts, 3);
+    assert_string_equal(h.exec_restore[0], "/usr/lib/web1/restore");
+    assert_string_equal(h.exec_restore[2], "s3");
+    assert_string_equal(h.exec_replicate[0], "/usr/lib/web1/replicate");
+    assert_true(h.start_rate_limit == 2.5);
+    assert_int_equal(h.n_listen, 3);
+    char shown[128];
+    act_listen_format(&h.listen[1], shown, sizeof(shown));
+    assert_string_equal(shown, "[::1]:8080");
+    act_listen_format(&h.listen[2], shown, sizeof(shown));
+    assert_string_equal(shown, "/run/web1.sock");
+    assert_int_equal(h.backlog, 512);
+    assert_int_equal(h.limits.memory_max, 512ULL << 20);
+    assert_int_equal(h.limits.memory_high, 400ULL << 20);
+    assert_int_equal(h.limits.pids_max, 256);
+    assert_int_equal(h.limits.cpu_quota_percent, 200);
+    assert_int_equal(h.limits.cpu_weight, 500);
+    assert_int_equal(h.limits.syscall_filter.base, ACT_SYSCALLS_DEFAULT);
+    assert_string_equal(h.limits.syscall_filter.deny[0], "ptrace");
+    act_host_config_free(&h);
+}
+
+static void host_defaults(void **state)
+{
+    (void)state;
+    write_file("tiny.conf", "[Host]\nExec=bin/app\n");
+    act_host_config h;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_host_file(tmp_dir, "tiny.conf", &h, &errors), 0);
+    assert_string_equal(h.name, "tiny");
+    assert_null(h.environment);
+    assert_null(h.user);
+    assert_int_equal(h.ready.kind, ACT_PROBE_NOTIFY);
+    assert_null(h.health_check);
+    assert_int_equal(h.ready_timeout_usec, 30 * ACT_USEC_PER_SEC);
+    assert_int_equal(h.stop_timeout_usec, 10 * ACT_USEC_PER_SEC);
+    assert_int_equal(h.idle_timeout_usec, 300 * ACT_USEC_PER_SEC);
+    assert_int_equal(h.max_starts, 5);
+    assert_true(h.start_rate_limit == 0);
+    assert_int_equal(h.n_listen, 0);
+    assert_int_equal(h.backlog, SOMAXCONN);
+    assert_int_equal(h.limits.memory_max, 0);
+    assert_int_equal(h.limits.syscall_filter.base, ACT_SYSCALLS_DEFAULT);
+    act_host_config_free(&h);
+
+    write_file("inf.conf", "[Host]\nExec=bin/app\n[Limits]\nMemoryMax=infinity\n"
+                           "PidsMax=infinity\nSystemCallFilter=none\n");
+    assert_int_equal(act_config_load_host_file(tmp_dir, "inf.conf", &h, &errors), 0);
+    assert_true(h.limits.memory_max == ACT_LIMIT_INFINITY);
+    assert_true(h.limits.pids_max == ACT_LIMIT_INFINITY);
+    assert_int_equal(h.limits.syscall_filter.base, ACT_SYSCALLS_NONE);
+    act_host_config_free(&h);
+    assert_int_equal(errors.n, 0);
+}
+
+static void host_each_bad_key(void **state)
+{
+    (void)state;
+    /* Line 1 [Host], line 2 Exec=bin/app, line 3 [SECTION], line 4 the bad key. */
+    static const struct {
+        const char *section, *key, *value;
+    } bad[] = {
+        {"Host", "Environment", "MODE"},
+        {"Host", "Environment", "LISTEN_FDS=3"},
+        {"Host", "Environment", "'unclosed=1"},
+        {"Host", "User", "no such user!"},
+        {"Host", "Group", "9999999999"},
+        {"Host", "Ready", "http://x"},
+        {"Host", "Ready", "tcp:localhost:80"},
+        {"Host", "Ready", "unix:relative.sock"},
+        {"Host", "Ready", "exec:relative/check"},
+        {"Host", "ReadyTimeoutSec", "31"},
+        {"Host", "ReadyTimeoutSec", "0"},
+        {"Host", "HealthCheck", "notify"},
+        {"Host", "HealthCheck", "tcp:127.0.0.1:0"},
+        {"Host", "StopTimeoutSec", "soon"},
+        {"Host", "IdleTimeoutSec", "-1"},
+        {"Host", "MaxStarts", "0"},
+        {"Host", "MaxStarts", "6"},
+        {"Host", "ExecRestore", "restore.sh"},
+        {"Host", "ExecReplicate", "/usr/lib/../x"},
+        {"Host", "StartRateLimit", "0"},
+        {"Host", "StartRateLimit", "fast"},
+        {"Listen", "ListenStream", "8080"},
+        {"Listen", "ListenStream", "localhost:8080"},
+        {"Listen", "ListenStream", "127.0.0.1:70000"},
+        {"Listen", "ListenStream", "run/x.sock"},
+        {"Listen", "Backlog", "0"},
+        {"Limits", "MemoryMax", "512Q"},
+        {"Limits", "MemoryHigh", "-1"},
+        {"Limits", "PidsMax", "0"},
+        {"Limits", "CPUQuota", "200"},
+        {"Limits", "CPUWeight", "10001"},
+        {"Limits", "CPUWeight", "0"},
+        {"Limits", "SystemCallFilter", "strict"},
+        {"Limits", "SystemCallFilter", "default ~notasyscall"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        char content[512];
+        snprintf(content, sizeof(content), "[Host]\nExec=bin/app\n[%s]\n%s=%s\n", bad[i].section,
+                 bad[i].key, bad[i].value);
+        write_file("bad.conf", content);
+        act_host_config h;
+        act_config_errors errors = {0};
+        assert_true(act_config_load_host_file(tmp_dir, "bad.conf", &h, &errors) < 0);
+        if (errors.n != 1) {
+            act_config_errors_print(&errors, stderr);
+            fail_msg("%s=%s gave %zu errors, expected 1", bad[i].key, bad[i].value, errors.n);
+        }
+        char file[600];
+        snprintf(file, sizeof(file), "%s/bad.conf", tmp_dir);
+        assert_int_equal(errors.items[0].line, 4);
+        assert_string_equal(errors.items[0].key, bad[i].key);
+        char prefix[700];
+        snprintf(prefix, sizeof(prefix), "%s:4: %s: ", file, bad[i].key);
+        assert_true(strncmp(errors.items[0].text, prefix, strlen(prefix)) == 0);
+        assert_null(h.name);
+        act_config_errors_free(&errors);
+    }
+}
+
+static void host_all_errors_and_cross_keys(void **state)
+{
+    (void)state;
+    write_file("many.conf", "[Host]\n"                       /* 1 */
+                            "Exec=/usr/bin/server\n"         /* 2: absolute */
+                            "Group=web\n"                    /* 3: without User (reported last) */
+                            "ReadyTimeoutSec=45\n"           /* 4 */
+                            "[Listen]\n"                     /* 5 */
+                            "ListenStream=127.0.0.1:8080\n"  /* 6 */
+                            "ListenStream=127.0.0.1:8080\n"  /* 7: repeat */
+                            "Exec=bin/x\n"                   /* 8: wrong section */
+                            "[Limits]\n"                     /* 9 */
+                            "MemoryMax=100M\n"               /* 10 */
+                            "MemoryHigh=200M\n");            /* 11: above max (last) */
+    act_host_config h;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_host_file(tmp_dir, "many.conf", &h, &errors), -EINVAL);
+    act_config_errors_print(&errors, stderr);
+    char file[600];
+    snprintf(file, sizeof(file), "%s/many.conf", tmp_dir);
+    assert_int_equal(errors.n, 7);
+    assert_error_at(&errors, 0, file, 2, "Exec");
+    assert_error_at(&errors, 1, file, 4, "ReadyTimeoutSec");
+    assert_error_at(&errors, 2, file, 7, "ListenStream");
+    assert_error_at(&errors, 3, file, 8, "Exec");
+    assert_non_null(strstr(errors.items[3].text, "belongs in [Host], not in [Listen]"));
+    /* Exec= never parsed well, so it is also missing; then the cross-key rules. */
+    assert_error_at(&errors, 4, file, 0, "Exec");
+    assert_error_at(&errors, 5, file, 3, "Group");
+    assert_error_at(&errors, 6, file, 11, "MemoryHigh");
+    act_config_errors_free(&errors);
+
+    write_file("high.conf", "[Host]\nExec=bin/x\n[Limits]\nMemoryMax=100M\nMemoryHigh=200M\n");
+    assert_int_equal(act_config_load_host_file(tmp_dir, "high.conf", &h, &errors), -EINVAL);
+    assert_int_equal(errors.n, 1);
+    snprintf(file, sizeof(file), "%s/high.conf", tmp_dir);
+    assert_error_at(&errors, 0, file, 5, "MemoryHigh");
+    act_config_errors_free(&errors);
+}
+
+static void host_file_names_refused(void **state)
+{
+    (void)state;
+    write_file(".hidden.conf", "[Host]\nExec=bin/x\n");
+    const char *bad[] = {"../x.conf", ".hidden.conf", "a/b.conf", "web1.txt", ".conf",
+                         "web 1.conf", "/etc/passwd"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        act_host_config h;
+        act_config_errors errors = {0};
+        assert_int_equal(act_config_load_host_file(tmp_dir, bad[i], &h, &errors), -EINVAL);
+        assert_int_equal(errors.n, 1);
+        assert_null(h.name);
+        act_config_errors_free(&errors);
+    }
+}
+
+static void hosts_directory_skips_bad_files(void **state)
+{
+    (void)state;
+    char dir[600];
+    snprintf(dir, sizeof(dir), "%s/hosts", tmp_dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    write_file("hosts/web1.conf", "[Host]\nExec=bin/a\n[Listen]\nListenStream=127.0.0.1:8001\n");
+    write_file("hosts/web2.conf", "[Host]\nExec=bin/b\nMaxStarts=9\nUser=bad user\n");
+    write_file("hosts/web3.conf", "[Host]\nExec=bin/c\n[Listen]\nListenStream=127.0.0.1:8003\n");
+    /* web4 wants web1's address: the later file in name order is refused. */
+    write_file("hosts/web4.conf", "[Host]\nExec=bin/d\n[Listen]\nListenStream=127.0.0.1:8001\n");
+    write_file("hosts/.hidden.conf", "[Host]\nExec=bin/e\n");
+    write_file("hosts/README", "not a host file, ignored\n");
+    write_file("hosts/web5.conf.bak", "[Host]\nExec=bin/f\n");
+    snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/sub.conf");
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(dir, sizeof(dir), "%s/hosts", tmp_dir);
+
+    act_host_config *hosts = NULL;
+    size_t n = 0;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_hosts(dir, &hosts, &n, &errors), 0);
+    act_config_errors_print(&errors, stderr);
+    assert_int_equal(n, 2);
+    assert_string_equal(hosts[0].name, "web1");
+    assert_string_equal(hosts[1].name, "web3");
+    char file[700];
+    snprintf(file, sizeof(file), "%s/.hidden.conf", dir);
+    assert_int_equal(act_config_errors_count_file(&errors, file), 1);
+    assert_non_null(strstr(errors.items[0].text, "starts with '.'"));
+    snprintf(file, sizeof(file), "%s/web2.conf", dir);
+    assert_int_equal(act_config_errors_count_file(&errors, file), 2); /* both problems */
+    snprintf(file, sizeof(file), "%s/sub.conf", dir);
+    assert_int_equal(act_config_errors_count_file(&errors, file), 1);
+    snprintf(file, sizeof(file), "%s/web4.conf", dir);
+    assert_int_equal(act_config_errors_count_file(&errors, file), 1);
+    assert_int_equal(errors.n, 5);
+    act_host_configs_free(hosts, n);
+    act_config_errors_free(&errors);
+
+    /* A missing directory is an error of its own, with nothing loaded. */
+    assert_true(act_config_load_hosts("/nonexistent/hosts", &hosts, &n, &errors) == -ENOENT);
+    assert_int_equal(n, 0);
+    assert_int_equal(errors.n, 1);
+    act_config_errors_free(&errors);
+}
+
+static void files_that_are_not_text(void **state)
+{
+    (void)state;
+    write_file("nul.conf", "[Host]\nExec=bin/x\n");
+    int fd = open(path_of("nul.conf"), O_WRONLY | O_APPEND | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "User=a\0b\n", 9), 9);
+    close(fd);
+    act_host_config h;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_host_file(tmp_dir, "nul.conf", &h, &errors), -EINVAL);
+    assert_int_equal(errors.n, 1);
+    assert_int_equal(errors.items[0].line, 3);
+    act_config_errors_free(&errors);
+
+    /* A UTF-8 byte order mark and CRLF line ends are fine. */
+    write_file("bom.conf", "\xEF\xBB\xBF[Host]\r\nExec=bin/x\r\n");
+    assert_int_equal(act_config_load_host_file(tmp_dir, "bom.conf", &h, &errors), 0);
+    assert_string_equal(h.exec_argv[0], "bin/x");
+    act_host_config_free(&h);
+    assert_int_equal(errors.n, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(daemon_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(daemon_every_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(daemon_each_bad_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(daemon_all_errors_of_a_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(daemon_cross_key_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(daemon_missing_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(host_every_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(host_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(host_each_bad_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(host_all_errors_and_cross_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(host_file_names_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(hosts_directory_skips_bad_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(files_that_are_not_text, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

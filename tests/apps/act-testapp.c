@@ -1,0 +1,360 @@
+/* act-testapp: the demo and test app. A small HTTP/1.0 server that takes its
+ * listening sockets the systemd way (LISTEN_FDS, through sd_listen_fds, so it
+ * runs unchanged under systemd or activatord) or from --listen, says READY=1
+ * on NOTIFY_SOCKET, and answers every request with
+ *   demo version=V generation=G pid=P
+ * On SIGTERM it stops accepting, finishes the requests in flight and exits 0.
+ *
+ * Flags that make it misbehave on purpose, for the daemon's tests:
+ *   --never-ready            never send READY=1 (still serves)
+ *   --ready-delay-ms N       wait N ms before accepting and READY=1
+ *   --exit-after-ready CODE  exit with CODE right after READY=1
+ *   --crash-after-ms N       die of SIGSEGV N ms after start (no core dump)
+ *   --exit-immediately CODE  exit with CODE before doing anything
+ *   --ignore-sigterm         carry on after SIGTERM (only SIGKILL stops it)
+ *   --slow-response-ms N     answer each request N ms after it arrived */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "activator/listen/listen.h"
+
+#define MAX_LISTEN 16
+#define REQUEST_MAX 8192
+
+typedef struct conn {
+    int fd;
+    size_t got;           /* request bytes read */
+    char request[REQUEST_MAX];
+    uint64_t respond_at;  /* 0 while still reading; then when to start writing */
+    char *response;       /* malloc'd once the request is complete */
+    size_t response_len;
+    size_t sent;
+} conn;
+
+typedef struct options {
+    const char *version;
+    bool never_ready;
+    long ready_delay_ms;
+    int exit_after_ready; /* -1: no */
+    long crash_after_ms;  /* -1: no */
+    bool ignore_sigterm;
+    long slow_response_ms;
+} options;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: act-testapp [--listen ADDR:PORT|PATH]... [--version V] [--never-ready]\n"
+                 "       [--ready-delay-ms N] [--exit-after-ready CODE] [--crash-after-ms N]\n"
+                 "       [--exit-immediately CODE] [--ignore-sigterm] [--slow-response-ms N]\n"
+                 "Without --listen, the sockets come from LISTEN_FDS (systemd socket "
+                 "activation).\n");
+}
+
+static long number_arg(const char *flag, const char *text)
+{
+    char *end = NULL;
+    errno = 0;
+    long value = text ? strtol(text, &end, 10) : -1;
+    if (!text || errno || *end || value < 0) {
+        fprintf(stderr, "act-testapp: %s needs a non-negative number\n", flag);
+        exit(2);
+    }
+    return value;
+}
+
+static int bind_listen(const char *spec)
+{
+    act_listen_address address;
+    act_error err = {0};
+    if (act_listen_parse(spec, "--listen", &address, &err) < 0) {
+        fprintf(stderr, "act-testapp: %s\n", err.message);
+        exit(2);
+    }
+    int fd = act_listen_bind(&address, SOMAXCONN, &err);
+    if (fd < 0) {
+        fprintf(stderr, "act-testapp: %s\n", err.message);
+        exit(1);
+    }
+    return fd;
+}
+
+/* A crash that a supervisor sees as death by signal, without a core dump
+ * slowing the test down or cluttering the machine. */
+static void crash(void)
+{
+    prctl(PR_SET_DUMPABLE, 0);
+    signal(SIGSEGV, SIG_DFL);
+    raise(SIGSEGV);
+    _exit(139);
+}
+
+static bool request_complete(const conn *c)
+{
+    return memmem(c->request, c->got, "\r\n\r\n", 4) || memmem(c->request, c->got, "\n\n", 2) ||
+           c->got == REQUEST_MAX;
+}
+
+static void prepare_response(conn *c, const options *opt, const char *generation)
+{
+    char body[256];
+    int body_len = snprintf(body, sizeof(body), "demo version=%s generation=%s pid=%d\n",
+                            opt->version, generation, (int)getpid());
+    int len = asprintf(&c->response,
+                       "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+                       "Connection: close\r\n\r\n%s",
+                       body_len, body);
+    if (len < 0) {
+        c->response = NULL;
+        c->response_len = 0;
+        return;
+    }
+    c->response_len = (size_t)len;
+    c->respond_at = now_ms() + (uint64_t)opt->slow_response_ms;
+    if (c->respond_at == 0)
+        c->respond_at = 1;
+}
+
+static void close_conn(conn *c)
+{
+    close(c->fd);
+    free(c->response);
+    *c = (conn){.fd = -1};
+}
+
+int main(int argc, char **argv)
+{
+    options opt = {.exit_after_ready = -1, .crash_after_ms = -1};
+    int listen_fds[MAX_LISTEN];
+    int n_listen = 0;
+    uint64_t start_ms = now_ms();
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--listen") == 0 && next && n_listen < MAX_LISTEN) {
+            listen_fds[n_listen++] = bind_listen(next);
+            i++;
+        } else if (strcmp(a, "--version") == 0 && next) {
+            opt.version = next;
+            i++;
+        } else if (strcmp(a, "--never-ready") == 0) {
+            opt.never_ready = true;
+        } else if (strcmp(a, "--ready-delay-ms") == 0) {
+            opt.ready_delay_ms = number_arg(a, next), i++;
+        } else if (strcmp(a, "--exit-after-ready") == 0) {
+            opt.exit_after_ready = (int)number_arg(a, next), i++;
+        } else if (strcmp(a, "--crash-after-ms") == 0) {
+            opt.crash_after_ms = number_arg(a, next), i++;
+        } else if (strcmp(a, "--exit-immediately") == 0) {
+            exit((int)number_arg(a, next));
+        } else if (strcmp(a, "--ignore-sigterm") == 0) {
+            opt.ignore_sigterm = true;
+        } else if (strcmp(a, "--slow-response-ms") == 0) {
+            opt.slow_response_ms = number_arg(a, next), i++;
+        } else if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "act-testapp: unknown or incomplete argument %s\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!opt.version)
+        opt.version = getenv("ACT_TESTAPP_VERSION") ? getenv("ACT_TESTAPP_VERSION") : "unknown";
+    const char *generation =
+        getenv("ACTIVATOR_GENERATION") ? getenv("ACTIVATOR_GENERATION") : "none";
+
+    if (n_listen == 0) {
+        int n = sd_listen_fds(1);
+        if (n < 0) {
+            fprintf(stderr, "act-testapp: LISTEN_FDS: %s\n", strerror(-n));
+            return 1;
+        }
+        for (int i = 0; i < n && n_listen < MAX_LISTEN; i++)
+            listen_fds[n_listen++] = SD_LISTEN_FDS_START + i;
+    }
+    if (n_listen == 0) {
+        fprintf(stderr, "act-testapp: no sockets: pass --listen ADDR:PORT or run under "
+                        "socket activation (LISTEN_FDS)\n");
+        return 2;
+    }
+    for (int i = 0; i < n_listen; i++) {
+        int flags = fcntl(listen_fds[i], F_GETFL);
+        fcntl(listen_fds[i], F_SETFL, flags | O_NONBLOCK);
+        fcntl(listen_fds[i], F_SETFD, FD_CLOEXEC);
+    }
+
+    /* SIGTERM arrives through a signalfd so the loop handles it between
+     * requests, never in the middle of one. */
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    int sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    signal(SIGPIPE, SIG_IGN);
+
+    conn *conns = NULL;
+    size_t n_conns = 0;
+    bool ready = false, stopping = false;
+    uint64_t ready_at = start_ms + (uint64_t)opt.ready_delay_ms;
+
+    for (;;) {
+        uint64_t now = now_ms();
+        if (opt.crash_after_ms >= 0 && now >= start_ms + (uint64_t)opt.crash_after_ms)
+            crash();
+        if (!ready && !stopping && now >= ready_at) {
+            ready = true;
+            if (!opt.never_ready)
+                sd_notifyf(0, "READY=1\nSTATUS=serving version %s generation %s", opt.version,
+                           generation);
+            if (opt.exit_after_ready >= 0)
+                exit(opt.exit_after_ready);
+        }
+
+        size_t active = 0;
+        for (size_t i = 0; i < n_conns; i++)
+            active += conns[i].fd >= 0;
+        if (stopping && active == 0)
+            break;
+
+        /* poll set: signalfd, listeners (while ready and not stopping), conns. */
+        size_t cap = 1 + (size_t)n_listen + n_conns;
+        struct pollfd *pfds = calloc(cap, sizeof(*pfds));
+        size_t *owner = calloc(cap, sizeof(*owner));
+        if (!pfds || !owner)
+            return 1;
+        size_t n_pfds = 0;
+        pfds[n_pfds++] = (struct pollfd){.fd = sig_fd, .events = POLLIN};
+        bool accepting = ready && !stopping;
+        for (int i = 0; i < n_listen && accepting; i++)
+            pfds[n_pfds++] = (struct pollfd){.fd = listen_fds[i], .events = POLLIN};
+        size_t first_conn = n_pfds;
+        int64_t timeout = -1;
+        if (!ready)
+            timeout = (int64_t)(ready_at - now);
+        if (opt.crash_after_ms >= 0) {
+            int64_t until_crash = (int64_t)(start_ms + (uint64_t)opt.crash_after_ms - now);
+            if (timeout < 0 || until_crash < timeout)
+                timeout = until_crash < 0 ? 0 : until_crash;
+        }
+        for (size_t i = 0; i < n_conns; i++) {
+            conn *c = &conns[i];
+            if (c->fd < 0)
+                continue;
+            short events = 0;
+            if (!c->response)
+                events = POLLIN;
+            else if (now >= c->respond_at)
+                events = POLLOUT;
+            else {
+                int64_t wait = (int64_t)(c->respond_at - now);
+                if (timeout < 0 || wait < timeout)
+                    timeout = wait;
+            }
+            owner[n_pfds] = i;
+            pfds[n_pfds++] = (struct pollfd){.fd = c->fd, .events = events};
+        }
+        int r = poll(pfds, n_pfds, timeout > INT32_MAX ? INT32_MAX : (int)timeout);
+        if (r < 0 && errno != EINTR)
+            return 1;
+
+        if (pfds[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read(sig_fd, &si, sizeof(si)) == sizeof(si)) {
+                if (opt.ignore_sigterm && si.ssi_signo == SIGTERM) {
+                    fprintf(stderr, "act-testapp: ignoring SIGTERM as told\n");
+                    continue;
+                }
+                stopping = true;
+            }
+            if (stopping) {
+                sd_notify(0, "STOPPING=1");
+                /* Our copies only: the daemon keeps its own, so new clients
+                 * wait in the backlog for the next generation. */
+                for (int i = 0; i < n_listen; i++)
+                    close(listen_fds[i]);
+                n_listen = 0;
+            }
+        }
+        for (size_t p = 1; p < first_conn && !stopping; p++) {
+            if (!(pfds[p].revents & POLLIN))
+                continue;
+            for (;;) {
+                int fd = accept4(pfds[p].fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0)
+                    break;
+                size_t slot = n_conns;
+                for (size_t i = 0; i < n_conns; i++)
+                    if (conns[i].fd < 0) {
+                        slot = i;
+                        break;
+                    }
+                if (slot == n_conns) {
+                    conn *grown = realloc(conns, (n_conns + 1) * sizeof(*conns));
+                    if (!grown) {
+                        close(fd);
+                        break;
+                    }
+                    conns = grown;
+                    n_conns++;
+                }
+                conns[slot] = (conn){.fd = fd};
+            }
+        }
+        for (size_t p = first_conn; p < n_pfds; p++) {
+            conn *c = &conns[owner[p]];
+            if (c->fd < 0 || !pfds[p].revents)
+                continue;
+            if (!c->response) {
+                ssize_t got = read(c->fd, c->request + c->got, REQUEST_MAX - c->got);
+                if (got > 0)
+                    c->got += (size_t)got;
+                if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+                    /* The client went away before asking: nothing to answer. */
+                    if (!(got == 0 && c->got > 0)) {
+                        close_conn(c);
+                        continue;
+                    }
+                }
+                if (request_complete(c) || got == 0)
+                    prepare_response(c, &opt, generation);
+                if (!c->response && c->got == REQUEST_MAX)
+                    close_conn(c);
+            } else {
+                ssize_t sent = send(c->fd, c->response + c->sent, c->response_len - c->sent,
+                                    MSG_NOSIGNAL);
+                if (sent > 0)
+                    c->sent += (size_t)sent;
+                if ((sent < 0 && errno != EAGAIN && errno != EINTR) ||
+                    c->sent == c->response_len)
+                    close_conn(c);
+            }
+        }
+        free(pfds);
+        free(owner);
+    }
+    free(conns);
+    return 0;
+}

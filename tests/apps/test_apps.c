@@ -1,0 +1,303 @@
+/* Runs act-testapp and act-notify-echo the way activatord does: a listening
+ * socket passed as fd 3 with LISTEN_FDS/LISTEN_PID/LISTEN_FDNAMES, a
+ * NOTIFY_SOCKET datagram socket for READY=1, SIGTERM to stop. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/cleanup.h"
+
+static const char *testapp_path, *echo_path;
+
+typedef struct app {
+    pid_t pid;
+    int notify_fd;
+    char notify_path[108];
+    uint16_t port;
+} app;
+
+/* A listening TCP socket on a free loopback port. */
+static int listen_loopback(uint16_t *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    assert_int_equal(listen(fd, 128), 0);
+    socklen_t len = sizeof(addr);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    *port = ntohs(addr.sin_port);
+    return fd;
+}
+
+static void start_app(app *a, const char *path, const char *const *extra_args)
+{
+    uint16_t port;
+    int listen_fd = listen_loopback(&port);
+    a->port = port;
+    snprintf(a->notify_path, sizeof(a->notify_path), "/tmp/act-apps-notify-%d-%ld", getpid(),
+             (long)random());
+    a->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    strcpy(un.sun_path, a->notify_path);
+    assert_int_equal(bind(a->notify_fd, (struct sockaddr *)&un, sizeof(un)), 0);
+
+    const char *argv[16] = {path};
+    size_t n = 1;
+    for (size_t i = 0; extra_args && extra_args[i] && n < 15; i++)
+        argv[n++] = extra_args[i];
+    argv[n] = NULL;
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* This test is single-threaded, so setenv after fork is safe here. */
+        /* dup2 onto itself keeps close-on-exec set, so fd 3 already being
+         * the socket needs the flag cleared instead. */
+        if (listen_fd == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(listen_fd, 3) < 0)
+            _exit(127);
+        char pid_text[32];
+        snprintf(pid_text, sizeof(pid_text), "%d", getpid());
+        setenv("LISTEN_FDS", "1", 1);
+        setenv("LISTEN_PID", pid_text, 1);
+        setenv("LISTEN_FDNAMES", "web/0", 1);
+        setenv("NOTIFY_SOCKET", a->notify_path, 1);
+        setenv("ACTIVATOR_GENERATION", "7", 1);
+        setenv("ACT_TESTAPP_VERSION", "v-env", 1);
+        execv(path, (char *const *)argv);
+        _exit(127);
+    }
+    close(listen_fd);
+    a->pid = pid;
+}
+
+/* Waits for one notify datagram containing want; returns whether it came. */
+static bool wait_notify(app *a, const char *want, int timeout_ms)
+{
+    struct pollfd pfd = {.fd = a->notify_fd, .events = POLLIN};
+    while (poll(&pfd, 1, timeout_ms) == 1) {
+        char buf[512];
+        ssize_t got = recv(a->notify_fd, buf, sizeof(buf) - 1, 0);
+        if (got <= 0)
+            return false;
+        buf[got] = '\0';
+        if (strstr(buf, want))
+            return true;
+    }
+    return false;
+}
+
+static int connect_app(const app *a)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons(a->port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    return fd;
+}
+
+/* Reads until EOF into buf. */
+static size_t read_all(int fd, char *buf, size_t size)
+{
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < size && (r = read(fd, buf + got, size - 1 - got)) > 0)
+        got += (size_t)r;
+    buf[got] = '\0';
+    return got;
+}
+
+static void http_get(const app *a, char *reply, size_t size)
+{
+    int fd = connect_app(a);
+    const char *req = "GET / HTTP/1.0\r\nHost: test\r\n\r\n";
+    assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    read_all(fd, reply, size);
+    close(fd);
+}
+
+static int stop_app(app *a, int sig)
+{
+    if (sig)
+        kill(a->pid, sig);
+    int status;
+    assert_int_equal(waitpid(a->pid, &status, 0), a->pid);
+    close(a->notify_fd);
+    unlink(a->notify_path);
+    return status;
+}
+
+static void testapp_serves_socket_activation(void **state)
+{
+    (void)state;
+    app a;
+    start_app(&a, testapp_path, NULL);
+    assert_true(wait_notify(&a, "READY=1", 5000));
+    char reply[1024], want[128];
+    http_get(&a, reply, sizeof(reply));
+    assert_non_null(strstr(reply, "HTTP/1.0 200 OK\r\n"));
+    snprintf(want, sizeof(want), "demo version=v-env generation=7 pid=%d\n", a.pid);
+    assert_non_null(strstr(reply, want));
+    int status = stop_app(&a, SIGTERM);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void testapp_serves_concurrent_clients(void **state)
+{
+    (void)state;
+    app a;
+    const char *args[] = {"--version", "v-arg", NULL};
+    start_app(&a, testapp_path, args);
+    assert_true(wait_notify(&a, "READY=1", 5000));
+    /* 50 connections open at once, each sending its request before any is read. */
+    int fds[50];
+    for (int i = 0; i < 50; i++) {
+        fds[i] = connect_app(&a);
+        const char *req = "GET / HTTP/1.0\r\n\r\n";
+        assert_int_equal(write(fds[i], req, strlen(req)), (ssize_t)strlen(req));
+    }
+    for (int i = 0; i < 50; i++) {
+        char reply[1024];
+        read_all(fds[i], reply, sizeof(reply));
+        assert_non_null(strstr(reply, "version=v-arg generation=7"));
+        close(fds[i]);
+    }
+    assert_int_equal(WEXITSTATUS(stop_app(&a, SIGTERM)), 0);
+}
+
+static void testapp_finishes_in_flight_request_on_sigterm(void **state)
+{
+    (void)state;
+    app a;
+    const char *args[] = {"--slow-response-ms", "400", NULL};
+    start_app(&a, testapp_path, args);
+    assert_true(wait_notify(&a, "READY=1", 5000));
+    int fd = connect_app(&a);
+    const char *req = "GET / HTTP/1.0\r\n\r\n";
+    assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    usleep(100 * 1000); /* let the app read the request before it is told to stop */
+    kill(a.pid, SIGTERM);
+    assert_true(wait_notify(&a, "STOPPING=1", 5000));
+    char reply[1024];
+    read_all(fd, reply, sizeof(reply));
+    close(fd);
+    assert_non_null(strstr(reply, "200 OK"));
+    int status = stop_app(&a, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void testapp_misbehaves_on_request(void **state)
+{
+    (void)state;
+    app a;
+    const char *exit_now[] = {"--exit-immediately", "3", NULL};
+    start_app(&a, testapp_path, exit_now);
+    int status = stop_app(&a, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 3);
+
+    const char *after_ready[] = {"--exit-after-ready", "4", NULL};
+    start_app(&a, testapp_path, after_ready);
+    assert_true(wait_notify(&a, "READY=1", 5000));
+    status = stop_app(&a, 0);
+    assert_int_equal(WEXITSTATUS(status), 4);
+
+    const char *crash[] = {"--crash-after-ms", "100", NULL};
+    start_app(&a, testapp_path, crash);
+    status = stop_app(&a, 0);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGSEGV);
+
+    /* --never-ready serves but never says READY=1. */
+    const char *never[] = {"--never-ready", NULL};
+    start_app(&a, testapp_path, never);
+    char reply[1024];
+    http_get(&a, reply, sizeof(reply));
+    assert_non_null(strstr(reply, "200 OK"));
+    assert_false(wait_notify(&a, "READY=1", 200));
+    assert_int_equal(WEXITSTATUS(stop_app(&a, SIGTERM)), 0);
+
+    /* --ready-delay-ms holds READY=1 back for the delay. */
+    const char *delay[] = {"--ready-delay-ms", "300", NULL};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    start_app(&a, testapp_path, delay);
+    assert_true(wait_notify(&a, "READY=1", 5000));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long elapsed_ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    assert_true(elapsed_ms >= 300);
+    assert_int_equal(WEXITSTATUS(stop_app(&a, SIGTERM)), 0);
+
+    /* --ignore-sigterm outlives SIGTERM; only SIGKILL ends it. */
+    const char *stubborn[] = {"--ignore-sigterm", NULL};
+    start_app(&a, testapp_path, stubborn);
+    assert_true(wait_notify(&a, "READY=1", 5000));
+    kill(a.pid, SIGTERM);
+    usleep(200 * 1000);
+    http_get(&a, reply, sizeof(reply));
+    assert_non_null(strstr(reply, "200 OK"));
+    status = stop_app(&a, SIGKILL);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGKILL);
+}
+
+static void notify_echo_echoes(void **state)
+{
+    (void)state;
+    app a;
+    start_app(&a, echo_path, NULL);
+    assert_true(wait_notify(&a, "READY=1", 5000));
+    int fd = connect_app(&a);
+    assert_int_equal(write(fd, "ping\n", 5), 5);
+    char buf[16] = {0};
+    size_t got = 0;
+    while (got < 5) {
+        ssize_t r = read(fd, buf + got, sizeof(buf) - 1 - got);
+        assert_true(r > 0);
+        got += (size_t)r;
+    }
+    assert_string_equal(buf, "ping\n");
+    close(fd);
+    int status = stop_app(&a, SIGTERM);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: test_apps PATH-TO-act-testapp PATH-TO-act-notify-echo\n");
+        return 2;
+    }
+    testapp_path = argv[1];
+    echo_path = argv[2];
+    srandom((unsigned)getpid());
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(testapp_serves_socket_activation),
+        cmocka_unit_test(testapp_serves_concurrent_clients),
+        cmocka_unit_test(testapp_finishes_in_flight_request_on_sigterm),
+        cmocka_unit_test(testapp_misbehaves_on_request),
+        cmocka_unit_test(notify_echo_echoes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
