@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(
   # build
   build-essential clang meson ninja-build pkg-config cmake
+  # libFuzzer and the sanitizer runtimes for clang (the fuzz targets)
+  libclang-rt-14-dev
   # libraries (see meson.build)
   libsystemd-dev libseccomp-dev libnng-dev libcmocka-dev libcgroup-dev
   libssl-dev libjson-c-dev libinih-dev libcurl4-openssl-dev

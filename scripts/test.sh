@@ -18,9 +18,11 @@ setup() { # build-dir, then meson options
   fi
 }
 
-# clang: warnings are errors; built, not run (the sanitizer build runs).
-CC=clang setup build/clang -Dwerror=true -Dbenchmarks=true
+# clang: warnings are errors; built, not run (the sanitizer build runs),
+# except the libFuzzer targets, which run for a bounded time.
+CC=clang setup build/clang -Dwerror=true -Dbenchmarks=true -Dfuzz=true
 ninja -C build/clang
+meson test -C build/clang --print-errorlogs --suite fuzz
 
 CC=gcc setup build/test -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
 ninja -C build/test

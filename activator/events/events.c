@@ -118,22 +118,33 @@ static void put_string(writer *w, const char *s)
     static const char hex[] = "0123456789abcdef";
     size_t limit = w->cap - 16; /* "...\"}" and slack */
     put(w, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        /* Copy runs of plain characters at once: names and digests are
+         * nothing but, and per-byte puts would dominate the publish cost. */
+        const unsigned char *run = p;
+        while (*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\')
+            p++;
+        if (p > run) {
+            size_t n = (size_t)(p - run);
+            size_t room = w->len < limit ? limit - w->len : 0;
+            put(w, (const char *)run, n < room ? n : room);
+        }
         if (w->len >= limit) {
             PUT_LITERAL(w, "...");
             break;
         }
-        unsigned char c = *p;
+        if (!*p)
+            break;
+        unsigned char c = *p++;
         if (c == '"' || c == '\\') {
             char esc[2] = {'\\', (char)c};
             put(w, esc, 2);
         } else if (c < 0x20) {
             char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
             put(w, esc, 6);
-        } else if (c >= 0x7f) {
-            put(w, "?", 1);
         } else {
-            put(w, (const char *)p, 1);
+            put(w, "?", 1);
         }
     }
     put(w, "\"", 1);
