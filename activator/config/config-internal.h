@@ -30,8 +30,8 @@ typedef struct act_ini_key {
  * each key's apply. key_lines[i] receives the line where keys[i] was last
  * set (0: never), for checks that span keys. Returns the number of problems
  * added to errors, or a negative errno when fd could not be read. */
-int act_ini_parse_fd(int fd, const char *path, const act_ini_key *keys, size_t n_keys,
-                     void *target, unsigned *key_lines, act_config_errors *errors);
+int act_ini_parse_fd(int fd, const char *path, const act_ini_key *keys, size_t n_keys, void *target,
+                     unsigned *key_lines, act_config_errors *errors);
 
 /* act_config_load_host_file on an open hosts directory (dir names it in
  * errors). */

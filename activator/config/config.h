@@ -59,9 +59,9 @@ typedef struct act_daemon_config {
     char *tls_certificate;   /* TLSCertificate=, TLSKey=, TLSClientCA=: required with */
     char *tls_key;           /* ControlListen=, NULL otherwise */
     char *tls_client_ca;
-    char *metrics_listen;             /* MetricsListen= ADDR:PORT, default 127.0.0.1:9464;
-                                         NULL when set to "no" */
-    uint32_t max_concurrent_starts;   /* MaxConcurrentStarts=, default 2 x online CPUs */
+    char *metrics_listen;              /* MetricsListen= ADDR:PORT, default 127.0.0.1:9464;
+                                          NULL when set to "no" */
+    uint32_t max_concurrent_starts;    /* MaxConcurrentStarts=, default 2 x online CPUs */
     uint64_t failure_backoff_max_usec; /* FailureBackoffMaxSec=, default 30 s */
     uint64_t failure_reset_usec;       /* FailureResetSec=, default 10 s */
 } act_daemon_config;
@@ -77,36 +77,36 @@ void act_daemon_config_free(act_daemon_config *config);
 
 /* [Limits] of a host file; 0 means "not set" (the cgroup's default). */
 typedef struct act_limits {
-    uint64_t memory_max;        /* MemoryMax= bytes or ACT_LIMIT_INFINITY */
-    uint64_t memory_high;       /* MemoryHigh= bytes or ACT_LIMIT_INFINITY */
-    uint64_t pids_max;          /* PidsMax= or ACT_LIMIT_INFINITY */
-    uint32_t cpu_quota_percent; /* CPUQuota=, 100 = one CPU */
-    uint16_t cpu_weight;        /* CPUWeight= 1..10000 */
+    uint64_t memory_max;               /* MemoryMax= bytes or ACT_LIMIT_INFINITY */
+    uint64_t memory_high;              /* MemoryHigh= bytes or ACT_LIMIT_INFINITY */
+    uint64_t pids_max;                 /* PidsMax= or ACT_LIMIT_INFINITY */
+    uint32_t cpu_quota_percent;        /* CPUQuota=, 100 = one CPU */
+    uint16_t cpu_weight;               /* CPUWeight= 1..10000 */
     act_syscall_filter syscall_filter; /* SystemCallFilter=, default "default" */
 } act_limits;
 
 /* One host file. Kept compact (heap strings, arrays sized to their content)
  * because a box holds 10,000 of them. */
 typedef struct act_host_config {
-    char *name;                  /* the file name without .conf, a valid host name */
-    char **exec_argv;            /* Exec=: [0] is a path inside the staged build */
-    char **environment;          /* Environment= "KEY=VALUE" words, a later KEY replacing an
-                                    earlier one; NULL-terminated, NULL when none */
-    char *user;                  /* User=; NULL: run as the daemon's user */
-    char *group;                 /* Group=; NULL: the user's primary group */
-    char **exec_restore;         /* ExecRestore=: absolute path then arguments; NULL: none */
-    char **exec_replicate;       /* ExecReplicate=: likewise; NULL: none */
-    act_probe_spec ready;        /* Ready=, default notify */
+    char *name;                   /* the file name without .conf, a valid host name */
+    char **exec_argv;             /* Exec=: [0] is a path inside the staged build */
+    char **environment;           /* Environment= "KEY=VALUE" words, a later KEY replacing an
+                                     earlier one; NULL-terminated, NULL when none */
+    char *user;                   /* User=; NULL: run as the daemon's user */
+    char *group;                  /* Group=; NULL: the user's primary group */
+    char **exec_restore;          /* ExecRestore=: absolute path then arguments; NULL: none */
+    char **exec_replicate;        /* ExecReplicate=: likewise; NULL: none */
+    act_probe_spec ready;         /* Ready=, default notify */
     act_probe_spec *health_check; /* HealthCheck=; NULL: none (never notify) */
-    act_listen_address *listen;  /* ListenStream= in file order */
-    uint64_t ready_timeout_usec; /* ReadyTimeoutSec=, 1..30 s, default 30 s */
-    uint64_t stop_timeout_usec;  /* StopTimeoutSec=, default 10 s */
-    uint64_t idle_timeout_usec;  /* IdleTimeoutSec=, default 300 s; 0: never park when idle */
-    double start_rate_limit;     /* StartRateLimit= starts per second; 0: no limit */
+    act_listen_address *listen;   /* ListenStream= in file order */
+    uint64_t ready_timeout_usec;  /* ReadyTimeoutSec=, 1..30 s, default 30 s */
+    uint64_t stop_timeout_usec;   /* StopTimeoutSec=, default 10 s */
+    uint64_t idle_timeout_usec;   /* IdleTimeoutSec=, default 300 s; 0: never park when idle */
+    double start_rate_limit;      /* StartRateLimit= starts per second; 0: no limit */
     act_limits limits;
-    uint32_t backlog;            /* Backlog=, default SOMAXCONN */
+    uint32_t backlog; /* Backlog=, default SOMAXCONN */
     uint16_t n_listen;
-    uint8_t max_starts;          /* MaxStarts=, 1..5, default 5 */
+    uint8_t max_starts; /* MaxStarts=, 1..5, default 5 */
 } act_host_config;
 
 /* Reads dir/file_name as host file_name minus ".conf". file_name must be a

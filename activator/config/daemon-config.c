@@ -157,8 +157,7 @@ static int apply_max_concurrent_starts(void *target, const char *value, act_erro
 static int apply_failure_backoff_max(void *target, const char *value, act_error *err)
 {
     return act_parse_duration_range(value, 25 * 1000, 3600 * ACT_USEC_PER_SEC,
-                                    &((act_daemon_config *)target)->failure_backoff_max_usec,
-                                    err);
+                                    &((act_daemon_config *)target)->failure_backoff_max_usec, err);
 }
 
 static int apply_failure_reset(void *target, const char *value, act_error *err)
@@ -205,8 +204,8 @@ static const act_ini_key daemon_keys[N_KEYS] = {
     [KEY_TLS_KEY] = {"Activator", "TLSKey", apply_tls_key, false},
     [KEY_TLS_CLIENT_CA] = {"Activator", "TLSClientCA", apply_tls_client_ca, false},
     [KEY_METRICS_LISTEN] = {"Activator", "MetricsListen", apply_metrics_listen, false},
-    [KEY_MAX_CONCURRENT_STARTS] = {"Activator", "MaxConcurrentStarts",
-                                   apply_max_concurrent_starts, false},
+    [KEY_MAX_CONCURRENT_STARTS] = {"Activator", "MaxConcurrentStarts", apply_max_concurrent_starts,
+                                   false},
     [KEY_FAILURE_BACKOFF_MAX] = {"Activator", "FailureBackoffMaxSec", apply_failure_backoff_max,
                                  false},
     [KEY_FAILURE_RESET] = {"Activator", "FailureResetSec", apply_failure_reset, false},
@@ -247,14 +246,12 @@ static int finish(act_daemon_config *c, const char *path, const unsigned *key_li
     for (size_t i = 0; i < sizeof(derived) / sizeof(derived[0]); i++) {
         const char *url = derived[i] == KEY_CONTROL ? c->control : c->events;
         act_error err = {0};
-        if (!key_lines[derived[i]] &&
-            act_parse_nng_url(url, ACT_URL_IPC | ACT_URL_TCP, &err) < 0) {
-            act_config_errors_add(errors, path, key_lines[KEY_RUNTIME_DIRECTORY],
-                                  "RuntimeDirectory",
-                                  "the default %s= %s (choose a shorter RuntimeDirectory= or set "
-                                  "%s= yourself)",
-                                  daemon_keys[derived[i]].name, err.message,
-                                  daemon_keys[derived[i]].name);
+        if (!key_lines[derived[i]] && act_parse_nng_url(url, ACT_URL_IPC | ACT_URL_TCP, &err) < 0) {
+            act_config_errors_add(
+                errors, path, key_lines[KEY_RUNTIME_DIRECTORY], "RuntimeDirectory",
+                "the default %s= %s (choose a shorter RuntimeDirectory= or set "
+                "%s= yourself)",
+                daemon_keys[derived[i]].name, err.message, daemon_keys[derived[i]].name);
             problems++;
         }
     }
@@ -272,9 +269,9 @@ static int finish(act_daemon_config *c, const char *path, const unsigned *key_li
             problems++;
         }
     } else if (tls_any) {
-        unsigned line = key_lines[KEY_TLS_CERTIFICATE]   ? key_lines[KEY_TLS_CERTIFICATE]
-                        : key_lines[KEY_TLS_KEY]         ? key_lines[KEY_TLS_KEY]
-                                                         : key_lines[KEY_TLS_CLIENT_CA];
+        unsigned line = key_lines[KEY_TLS_CERTIFICATE] ? key_lines[KEY_TLS_CERTIFICATE]
+                        : key_lines[KEY_TLS_KEY]       ? key_lines[KEY_TLS_KEY]
+                                                       : key_lines[KEY_TLS_CLIENT_CA];
         act_config_errors_add(errors, path, line, "ControlListen",
                               "TLS files are set but ControlListen= is not, so they would be "
                               "unused (add ControlListen=tls+tcp://ADDR:PORT or remove them)");

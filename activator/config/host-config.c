@@ -238,7 +238,8 @@ static int apply_listen_stream(void *target, const char *value, act_error *err)
     if (r < 0)
         return r;
     for (size_t i = 0; i < h->n_listen; i++)
-        if (h->listen[i].len == address.len && memcmp(&h->listen[i].addr, &address.addr, address.len) == 0)
+        if (h->listen[i].len == address.len &&
+            memcmp(&h->listen[i].addr, &address.addr, address.len) == 0)
             return act_error_set(err, EEXIST, "%s is already listed (remove the repeat)", value);
     if (h->n_listen >= LISTEN_MAX)
         return act_error_set(err, E2BIG, "more than %d sockets for one host (split the host)",
@@ -284,8 +285,8 @@ static int apply_pids_max(void *target, const char *value, act_error *err)
 
 static int apply_cpu_quota(void *target, const char *value, act_error *err)
 {
-    return act_parse_percent(value, 1, 100000, &((act_host_config *)target)->limits.cpu_quota_percent,
-                             err);
+    return act_parse_percent(value, 1, 100000,
+                             &((act_host_config *)target)->limits.cpu_quota_percent, err);
 }
 
 static int apply_cpu_weight(void *target, const char *value, act_error *err)
@@ -422,7 +423,8 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, act_
     _cleanup_free_ char *path = NULL;
     if (asprintf(&path, "%s/%s", dir, file_name) < 0)
         return -ENOMEM;
-    _cleanup_close_ int fd = openat(dir_fd, file_name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    _cleanup_close_ int fd =
+        openat(dir_fd, file_name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         int saved = errno;
         act_config_errors_add(errors, path, 0, NULL, "cannot open: %s (check the file)",

@@ -143,8 +143,9 @@ static char *read_line(char *str, int num, void *stream)
 
     bool pass = true;
     if ((int)strlen(line) >= num) {
-        problem(st, NULL, "the line is longer than %d characters (shorten it; repeatable keys "
-                          "such as Environment= can be split over several lines)",
+        problem(st, NULL,
+                "the line is longer than %d characters (shorten it; repeatable keys "
+                "such as Environment= can be split over several lines)",
                 num - 1);
         pass = false;
     } else if (line[0] == '[') {
@@ -222,8 +223,9 @@ static int handle_key(void *user, const char *section, const char *name, const c
         }
         if (value[0] == '\0') {
             st->key_lines[index] = st->line;
-            problem(st, name, "the value is empty (give a value, or remove the line to keep the "
-                              "default)");
+            problem(st, name,
+                    "the value is empty (give a value, or remove the line to keep the "
+                    "default)");
             return 1;
         }
     }
@@ -234,8 +236,8 @@ static int handle_key(void *user, const char *section, const char *name, const c
     return 1;
 }
 
-int act_ini_parse_fd(int fd, const char *path, const act_ini_key *keys, size_t n_keys,
-                     void *target, unsigned *key_lines, act_config_errors *errors)
+int act_ini_parse_fd(int fd, const char *path, const act_ini_key *keys, size_t n_keys, void *target,
+                     unsigned *key_lines, act_config_errors *errors)
 {
     struct stat stat_buf;
     if (fstat(fd, &stat_buf) < 0)
@@ -285,7 +287,7 @@ int act_ini_parse_fd(int fd, const char *path, const act_ini_key *keys, size_t n
     }
     return st.problems;
 
-cannot_read: {
+cannot_read : {
     int saved = errno;
     act_config_errors_add(errors, path, 0, NULL, "cannot read: %s (check the file)",
                           strerror(saved));

@@ -21,11 +21,11 @@ int act_parse_account_name(const char *what, const char *text, act_error *err)
         return 0;
     }
     size_t body = len && text[len - 1] == '$' ? len - 1 : len;
-    bool ok = body > 0 && len <= 32 &&
-              ((text[0] >= 'a' && text[0] <= 'z') || (text[0] >= 'A' && text[0] <= 'Z') ||
-               text[0] == '_') &&
-              strspn(text, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") ==
-                  body;
+    bool ok =
+        body > 0 && len <= 32 &&
+        ((text[0] >= 'a' && text[0] <= 'z') || (text[0] >= 'A' && text[0] <= 'Z') ||
+         text[0] == '_') &&
+        strspn(text, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") == body;
     if (!ok)
         return act_error_set(err, EINVAL,
                              "\"%s\" is not a valid %s name (use a name of letters, digits, _ . "

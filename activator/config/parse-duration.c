@@ -96,7 +96,7 @@ int act_parse_duration(const char *text, uint64_t *usec, act_error *err)
     *usec = total;
     return 0;
 
-too_long: {
+too_long : {
     char shown[ACT_CONFIG_QUOTE_MAX];
     return act_error_set(err, ERANGE, "%s is too long a time span (use a shorter one)",
                          act_config_quote(text, shown, sizeof(shown)));
@@ -109,9 +109,12 @@ void act_format_duration(uint64_t usec, char *out, size_t out_size)
         const char *suffix;
         uint64_t usec;
     } steps[] = {
-        {"d", 86400 * ACT_USEC_PER_SEC}, {"h", 3600 * ACT_USEC_PER_SEC},
-        {"min", 60 * ACT_USEC_PER_SEC},  {"s", ACT_USEC_PER_SEC},
-        {"ms", 1000},                    {"us", 1},
+        {"d", 86400 * ACT_USEC_PER_SEC},
+        {"h", 3600 * ACT_USEC_PER_SEC},
+        {"min", 60 * ACT_USEC_PER_SEC},
+        {"s", ACT_USEC_PER_SEC},
+        {"ms", 1000},
+        {"us", 1},
     };
     if (usec == 0) {
         snprintf(out, out_size, "0");
@@ -119,20 +122,20 @@ void act_format_duration(uint64_t usec, char *out, size_t out_size)
     }
     size_t used = 0;
     out[0] = '\0';
-    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]) && usec; i++) {
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]) && usec && used < out_size; i++) {
         uint64_t count = usec / steps[i].usec;
         if (count == 0)
             continue;
         usec -= count * steps[i].usec;
-        int w = snprintf(out + used, used < out_size ? out_size - used : 0, "%s%" PRIu64 "%s",
-                         used ? " " : "", count, steps[i].suffix);
+        int w = snprintf(out + used, out_size - used, "%s%" PRIu64 "%s", used ? " " : "", count,
+                         steps[i].suffix);
         if (w > 0)
             used += (size_t)w;
     }
 }
 
-int act_parse_duration_range(const char *text, uint64_t min_usec, uint64_t max_usec,
-                             uint64_t *usec, act_error *err)
+int act_parse_duration_range(const char *text, uint64_t min_usec, uint64_t max_usec, uint64_t *usec,
+                             act_error *err)
 {
     uint64_t value;
     int r = act_parse_duration(text, &value, err);

@@ -15,8 +15,8 @@ int act_parse_duration(const char *text, uint64_t *usec, act_error *err);
 
 /* The same, then refuses results outside min_usec..max_usec with a message
  * naming the bounds in readable units. */
-int act_parse_duration_range(const char *text, uint64_t min_usec, uint64_t max_usec,
-                             uint64_t *usec, act_error *err);
+int act_parse_duration_range(const char *text, uint64_t min_usec, uint64_t max_usec, uint64_t *usec,
+                             act_error *err);
 
 /* "30s", "1min 30s", "250ms", "0": the shortest exact readable form. */
 void act_format_duration(uint64_t usec, char *out, size_t out_size);

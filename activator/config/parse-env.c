@@ -7,7 +7,7 @@
 
 static bool reserved_key(const char *key, size_t len)
 {
-    static const char *const exact[] = {"LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
+    static const char *const exact[] = {"LISTEN_FDS",    "LISTEN_PID",    "LISTEN_FDNAMES",
                                         "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"};
     for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
         if (strlen(exact[i]) == len && strncmp(key, exact[i], len) == 0)
@@ -20,9 +20,9 @@ int act_parse_env_assignment(const char *word, act_error *err)
     char shown[ACT_CONFIG_QUOTE_MAX];
     const char *eq = strchr(word, '=');
     size_t key_len = eq ? (size_t)(eq - word) : strlen(word);
-    bool key_ok = key_len > 0 && !(word[0] >= '0' && word[0] <= '9') &&
-                  strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
-                      key_len;
+    bool key_ok =
+        key_len > 0 && !(word[0] >= '0' && word[0] <= '9') &&
+        strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == key_len;
     if (!eq)
         return act_error_set(err, EINVAL,
                              "\"%s\" is not an assignment (write KEY=VALUE; quote it as "

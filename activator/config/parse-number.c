@@ -39,9 +39,8 @@ int act_parse_uint(const char *text, uint64_t min, uint64_t max, uint64_t *out, 
     errno = 0;
     unsigned long long value = strtoull(text, NULL, 10);
     if (errno == ERANGE || value < min || value > max)
-        return act_error_set(err, ERANGE,
-                             "%s is out of range (use %" PRIu64 " to %" PRIu64 ")", shown, min,
-                             max);
+        return act_error_set(err, ERANGE, "%s is out of range (use %" PRIu64 " to %" PRIu64 ")",
+                             shown, min, max);
     *out = value;
     return 0;
 }

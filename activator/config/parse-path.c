@@ -37,8 +37,7 @@ int act_parse_absolute_path(const char *text, act_error *err)
                              shown);
     if (has_dot_component(text))
         return act_error_set(err, EINVAL,
-                             "\"%s\" has a . or .. component (write the path without them)",
-                             shown);
+                             "\"%s\" has a . or .. component (write the path without them)", shown);
     if (has_control_char(text))
         return act_error_set(err, EINVAL,
                              "\"%s\" has a control character (remove it from the path)", shown);

@@ -77,7 +77,7 @@ int act_parse_size(const char *text, uint64_t *out, act_error *err)
     *out = value;
     return 0;
 
-too_big: {
+too_big : {
     char shown[ACT_CONFIG_QUOTE_MAX];
     return act_error_set(err, ERANGE, "%s does not fit in 64 bits (use infinity for no limit)",
                          act_config_quote(text, shown, sizeof(shown)));

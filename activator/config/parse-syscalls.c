@@ -73,10 +73,11 @@ int act_parse_syscall_filter(const char *text, act_syscall_filter *out, act_erro
                                  "e.g. ptrace or io_uring_setup)",
                                  shown);
         if (!deny && filter.base == ACT_SYSCALLS_NONE)
-            return act_error_set(err, EINVAL,
-                                 "%s is allowed, but with none nothing is denied (drop the name, or "
-                                 "start with default)",
-                                 shown);
+            return act_error_set(
+                err, EINVAL,
+                "%s is allowed, but with none nothing is denied (drop the name, or "
+                "start with default)",
+                shown);
         r = strv_append(deny ? &filter.deny : &filter.allow, name, err);
         if (r < 0)
             return r;

@@ -92,8 +92,9 @@ int act_parse_nng_url(const char *text, unsigned allowed, act_error *err)
         const char *path = text + 6;
         act_error path_err = {0};
         if (act_parse_absolute_path(path, &path_err) < 0)
-            return act_error_set(err, EINVAL, "\"%s\" does not name an absolute socket path (write %s)",
-                                 shown, forms);
+            return act_error_set(err, EINVAL,
+                                 "\"%s\" does not name an absolute socket path (write %s)", shown,
+                                 forms);
         if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
             return act_error_set(err, ENAMETOOLONG,
                                  "the socket path of \"%s\" is longer than %zu bytes (choose a "
@@ -111,7 +112,6 @@ int act_parse_nng_url(const char *text, unsigned allowed, act_error *err)
                              forms);
     const char *rest = skip_host_port(host_port);
     if (!rest || *rest != '\0')
-        return act_error_set(err, EINVAL, "\"%s\" has no valid ADDR:PORT (write %s)", shown,
-                             forms);
+        return act_error_set(err, EINVAL, "\"%s\" has no valid ADDR:PORT (write %s)", shown, forms);
     return 0;
 }

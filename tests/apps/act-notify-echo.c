@@ -69,7 +69,8 @@ int main(int argc, char **argv)
     epoll_ctl(ep, EPOLL_CTL_ADD, sig_fd, &ev);
     for (int i = 0; i < n_listen; i++) {
         fcntl(listen_fds[i], F_SETFL, fcntl(listen_fds[i], F_GETFL) | O_NONBLOCK);
-        ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = TAG_LISTEN | (unsigned)listen_fds[i]};
+        ev = (struct epoll_event){.events = EPOLLIN,
+                                  .data.u64 = TAG_LISTEN | (unsigned)listen_fds[i]};
         epoll_ctl(ep, EPOLL_CTL_ADD, listen_fds[i], &ev);
     }
     sd_notify(0, "READY=1");

@@ -37,10 +37,10 @@
 
 typedef struct conn {
     int fd;
-    size_t got;           /* request bytes read */
+    size_t got; /* request bytes read */
     char request[REQUEST_MAX];
-    uint64_t respond_at;  /* 0 while still reading; then when to start writing */
-    char *response;       /* malloc'd once the request is complete */
+    uint64_t respond_at; /* 0 while still reading; then when to start writing */
+    char *response;      /* malloc'd once the request is complete */
     size_t response_len;
     size_t sent;
 } conn;
@@ -343,12 +343,11 @@ int main(int argc, char **argv)
                 if (!c->response && c->got == REQUEST_MAX)
                     close_conn(c);
             } else {
-                ssize_t sent = send(c->fd, c->response + c->sent, c->response_len - c->sent,
-                                    MSG_NOSIGNAL);
+                ssize_t sent =
+                    send(c->fd, c->response + c->sent, c->response_len - c->sent, MSG_NOSIGNAL);
                 if (sent > 0)
                     c->sent += (size_t)sent;
-                if ((sent < 0 && errno != EAGAIN && errno != EINTR) ||
-                    c->sent == c->response_len)
+                if ((sent < 0 && errno != EAGAIN && errno != EINTR) || c->sent == c->response_len)
                     close_conn(c);
             }
         }

@@ -219,19 +219,19 @@ static void daemon_all_errors_of_a_file(void **state)
     long_line[sizeof(long_line) - 1] = '\0';
     char content[2048];
     snprintf(content, sizeof(content),
-             "Box=early\n"                     /* 1: before any section */
-             "[Activator]\n"                   /* 2 */
-             "box=lowercase\n"                 /* 3: case-sensitive key */
-             "Frobnicate=yes\n"                /* 4: unknown key */
-             "MaxConcurrentStarts=-3\n"        /* 5: bad value */
-             "this line has no equals sign\n"  /* 6: syntax */
-             "StateDirectory=\n"               /* 7: empty */
-             "MaxConcurrentStarts=4\n"         /* 8: set twice */
-             "Store=%s\n"                      /* 9: too long */
-             "[Nonsense]\n"                    /* 10: unknown section */
-             "Anything=goes\n"                 /* 11: not reported again */
-             "[Activator\n"                    /* 12: broken header */
-             "TLSKey=/k.pem\n",                /* 13: under no section; then TLS w/o listen */
+             "Box=early\n"                    /* 1: before any section */
+             "[Activator]\n"                  /* 2 */
+             "box=lowercase\n"                /* 3: case-sensitive key */
+             "Frobnicate=yes\n"               /* 4: unknown key */
+             "MaxConcurrentStarts=-3\n"       /* 5: bad value */
+             "this line has no equals sign\n" /* 6: syntax */
+             "StateDirectory=\n"              /* 7: empty */
+             "MaxConcurrentStarts=4\n"        /* 8: set twice */
+             "Store=%s\n"                     /* 9: too long */
+             "[Nonsense]\n"                   /* 10: unknown section */
+             "Anything=goes\n"                /* 11: not reported again */
+             "[Activator\n"                   /* 12: broken header */
+             "TLSKey=/k.pem\n",               /* 13: under no section; then TLS w/o listen */
              long_line);
     write_file("many.conf", content);
     act_daemon_config c;
@@ -305,34 +305,33 @@ static void daemon_missing_file(void **state)
     act_config_errors_free(&errors);
 }
 
-static const char *const good_host =
-    "[Host]\n"
-    "Exec=bin/server --port 8080 --title 'web one'\n"
-    "Environment=MODE=prod \"GREETING=hello world\"\n"
-    "Environment=MODE=staging\n"
-    "User=web1\n"
-    "Group=web1\n"
-    "Ready=tcp:127.0.0.1:8080\n"
-    "ReadyTimeoutSec=20\n"
-    "HealthCheck=exec:/usr/lib/web1/check --fast\n"
-    "StopTimeoutSec=5s\n"
-    "IdleTimeoutSec=0\n"
-    "MaxStarts=3\n"
-    "ExecRestore=/usr/lib/web1/restore --from s3\n"
-    "ExecReplicate=/usr/lib/web1/replicate\n"
-    "StartRateLimit=2.5\n"
-    "[Listen]\n"
-    "ListenStream=127.0.0.1:8080\n"
-    "ListenStream=[::1]:8080\n"
-    "ListenStream=/run/web1.sock\n"
-    "Backlog=512\n"
-    "[Limits]\n"
-    "MemoryMax=512M\n"
-    "MemoryHigh=400M\n"
-    "PidsMax=256\n"
-    "CPUQuota=200%\n"
-    "CPUWeight=500\n"
-    "SystemCallFilter=default ~ptrace\n";
+static const char *const good_host = "[Host]\n"
+                                     "Exec=bin/server --port 8080 --title 'web one'\n"
+                                     "Environment=MODE=prod \"GREETING=hello world\"\n"
+                                     "Environment=MODE=staging\n"
+                                     "User=web1\n"
+                                     "Group=web1\n"
+                                     "Ready=tcp:127.0.0.1:8080\n"
+                                     "ReadyTimeoutSec=20\n"
+                                     "HealthCheck=exec:/usr/lib/web1/check --fast\n"
+                                     "StopTimeoutSec=5s\n"
+                                     "IdleTimeoutSec=0\n"
+                                     "MaxStarts=3\n"
+                                     "ExecRestore=/usr/lib/web1/restore --from s3\n"
+                                     "ExecReplicate=/usr/lib/web1/replicate\n"
+                                     "StartRateLimit=2.5\n"
+                                     "[Listen]\n"
+                                     "ListenStream=127.0.0.1:8080\n"
+                                     "ListenStream=[::1]:8080\n"
+                                     "ListenStream=/run/web1.sock\n"
+                                     "Backlog=512\n"
+                                     "[Limits]\n"
+                                     "MemoryMax=512M\n"
+                                     "MemoryHigh=400M\n"
+                                     "PidsMax=256\n"
+                                     "CPUQuota=200%\n"
+                                     "CPUWeight=500\n"
+                                     "SystemCallFilter=default ~ptrace\n";
 
 static void host_every_key(void **state)
 {
@@ -484,17 +483,17 @@ static void host_each_bad_key(void **state)
 static void host_all_errors_and_cross_keys(void **state)
 {
     (void)state;
-    write_file("many.conf", "[Host]\n"                       /* 1 */
-                            "Exec=/usr/bin/server\n"         /* 2: absolute */
-                            "Group=web\n"                    /* 3: without User (reported last) */
-                            "ReadyTimeoutSec=45\n"           /* 4 */
-                            "[Listen]\n"                     /* 5 */
-                            "ListenStream=127.0.0.1:8080\n"  /* 6 */
-                            "ListenStream=127.0.0.1:8080\n"  /* 7: repeat */
-                            "Exec=bin/x\n"                   /* 8: wrong section */
-                            "[Limits]\n"                     /* 9 */
-                            "MemoryMax=100M\n"               /* 10 */
-                            "MemoryHigh=200M\n");            /* 11: above max (last) */
+    write_file("many.conf", "[Host]\n"                      /* 1 */
+                            "Exec=/usr/bin/server\n"        /* 2: absolute */
+                            "Group=web\n"                   /* 3: without User (reported last) */
+                            "ReadyTimeoutSec=45\n"          /* 4 */
+                            "[Listen]\n"                    /* 5 */
+                            "ListenStream=127.0.0.1:8080\n" /* 6 */
+                            "ListenStream=127.0.0.1:8080\n" /* 7: repeat */
+                            "Exec=bin/x\n"                  /* 8: wrong section */
+                            "[Limits]\n"                    /* 9 */
+                            "MemoryMax=100M\n"              /* 10 */
+                            "MemoryHigh=200M\n");           /* 11: above max (last) */
     act_host_config h;
     act_config_errors errors = {0};
     assert_int_equal(act_config_load_host_file(tmp_dir, "many.conf", &h, &errors), -EINVAL);
@@ -525,8 +524,8 @@ static void host_file_names_refused(void **state)
 {
     (void)state;
     write_file(".hidden.conf", "[Host]\nExec=bin/x\n");
-    const char *bad[] = {"../x.conf", ".hidden.conf", "a/b.conf", "web1.txt", ".conf",
-                         "web 1.conf", "/etc/passwd"};
+    const char *bad[] = {"../x.conf", ".hidden.conf", "a/b.conf",   "web1.txt",
+                         ".conf",     "web 1.conf",   "/etc/passwd"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         act_host_config h;
         act_config_errors errors = {0};

@@ -48,8 +48,20 @@ static void sizes(void **state)
     assert_int_equal(act_parse_size("infinity", &v, &err), 0);
     assert_true(v == ACT_SIZE_INFINITY);
 
-    const char *bad[] = {"", "M", "12X", "-1", "1.5", "0", "0M", "1 G", "1.G", ".5G",
-                         "99999999999999999999", "16777216T", "infinite", "1e9"};
+    const char *bad[] = {"",
+                         "M",
+                         "12X",
+                         "-1",
+                         "1.5",
+                         "0",
+                         "0M",
+                         "1 G",
+                         "1.G",
+                         ".5G",
+                         "99999999999999999999",
+                         "16777216T",
+                         "infinite",
+                         "1e9"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         v = 7;
         err = (act_error){0};
@@ -85,9 +97,8 @@ static void durations(void **state)
     }
 
     err = (act_error){0};
-    assert_int_equal(act_parse_duration_range("45", ACT_USEC_PER_SEC, 30 * ACT_USEC_PER_SEC, &v,
-                                              &err),
-                     -ERANGE);
+    assert_int_equal(
+        act_parse_duration_range("45", ACT_USEC_PER_SEC, 30 * ACT_USEC_PER_SEC, &v, &err), -ERANGE);
     assert_non_null(strstr(err.message, "1s to 30s"));
     assert_actionable(&err);
 
@@ -151,9 +162,9 @@ static void argv_splitting(void **state)
     (void)state;
     act_error err = {0};
     __attribute__((cleanup(strv_freep))) char **argv = NULL;
-    assert_int_equal(act_split_argv("bin/server --title 'a b' \"c \\\"d\\\"\" e\\ f x\"y z\"w ''",
-                                    &argv, &err),
-                     0);
+    assert_int_equal(
+        act_split_argv("bin/server --title 'a b' \"c \\\"d\\\"\" e\\ f x\"y z\"w ''", &argv, &err),
+        0);
     assert_int_equal(act_strv_length(argv), 7);
     assert_string_equal(argv[0], "bin/server");
     assert_string_equal(argv[1], "--title");
@@ -189,8 +200,9 @@ static void environment_words(void **state)
     act_error err = {0};
     assert_int_equal(act_parse_env_assignment("MODE=prod", &err), 0);
     assert_int_equal(act_parse_env_assignment("_X1=", &err), 0);
-    const char *bad[] = {"MODE", "=x", "1X=2", "A-B=1", "LISTEN_FDS=3", "NOTIFY_SOCKET=/x",
-                         "ACTIVATOR_HOST=x", "A B=1"};
+    const char *bad[] = {
+        "MODE", "=x", "1X=2", "A-B=1", "LISTEN_FDS=3", "NOTIFY_SOCKET=/x", "ACTIVATOR_HOST=x",
+        "A B=1"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
         assert_int_equal(act_parse_env_assignment(bad[i], &err), -EINVAL);
@@ -207,8 +219,8 @@ static void accounts(void **state)
     const char *good[] = {"web1", "_svc", "www-data", "machine$", "1000", "0"};
     for (size_t i = 0; i < ARRAY_SIZE(good); i++)
         assert_int_equal(act_parse_account_name("user", good[i], &err), 0);
-    const char *bad[] = {"", "1abc", "-x", "a b", "../x", "x:y", "4294967295",
-                         "abcdefghijabcdefghijabcdefghijabc"};
+    const char *bad[] = {"",     "1abc", "-x",         "a b",
+                         "../x", "x:y",  "4294967295", "abcdefghijabcdefghijabcdefghijabc"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
         assert_true(act_parse_account_name("user", bad[i], &err) < 0);
@@ -228,8 +240,8 @@ static void paths(void **state)
         assert_true(act_parse_absolute_path(bad_abs[i], &err) < 0);
         assert_actionable(&err);
     }
-    const char *bad_build[] = {"", "/usr/bin/server", "../server", "bin/../../x", "./bin/x",
-                               "bin/\x01x"};
+    const char *bad_build[] = {"",        "/usr/bin/server", "../server", "bin/../../x",
+                               "./bin/x", "bin/\x01x"};
     for (size_t i = 0; i < ARRAY_SIZE(bad_build); i++) {
         err = (act_error){0};
         assert_true(act_parse_build_path(bad_build[i], &err) < 0);
@@ -244,8 +256,14 @@ static void urls(void **state)
     assert_int_equal(act_parse_store_url("dir:///var/lib/activator/claims", &err), 0);
     assert_int_equal(act_parse_store_url("etcd://127.0.0.1:2379/activator", &err), 0);
     assert_int_equal(act_parse_store_url("etcd://etcd-1.internal:2379", &err), 0);
-    const char *bad_store[] = {"", "dir://relative", "dir:///a/../b", "etcd://", "etcd://h",
-                               "etcd://h:99999/x", "etcd://h:2379/a b", "http://h:1/x",
+    const char *bad_store[] = {"",
+                               "dir://relative",
+                               "dir:///a/../b",
+                               "etcd://",
+                               "etcd://h",
+                               "etcd://h:99999/x",
+                               "etcd://h:2379/a b",
+                               "http://h:1/x",
                                "/var/lib/claims"};
     for (size_t i = 0; i < ARRAY_SIZE(bad_store); i++) {
         err = (act_error){0};
@@ -256,7 +274,8 @@ static void urls(void **state)
     assert_int_equal(act_parse_nng_url("tls+tcp://[::1]:7000", ACT_URL_TLS_TCP, &err), 0);
     assert_int_equal(act_parse_nng_url("tcp://127.0.0.1:7000", ACT_URL_IPC | ACT_URL_TCP, &err), 0);
     const char *bad_nng[] = {"tcp://127.0.0.1:7000", "ipc://relative", "tls+tcp://h",
-                             "ipc:///" "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                             "ipc:///"
+                             "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
     for (size_t i = 0; i < ARRAY_SIZE(bad_nng); i++) {
         err = (act_error){0};
@@ -273,9 +292,8 @@ static void syscall_filters(void **state)
     assert_int_equal(act_parse_syscall_filter("default", &f, &err), 0);
     assert_int_equal(f.base, ACT_SYSCALLS_DEFAULT);
     assert_null(f.deny);
-    assert_int_equal(act_parse_syscall_filter("default ~ptrace io_uring_setup ~kexec_load", &f,
-                                              &err),
-                     0);
+    assert_int_equal(
+        act_parse_syscall_filter("default ~ptrace io_uring_setup ~kexec_load", &f, &err), 0);
     assert_int_equal(act_strv_length(f.deny), 2);
     assert_string_equal(f.deny[0], "ptrace");
     assert_string_equal(f.deny[1], "kexec_load");
@@ -285,8 +303,13 @@ static void syscall_filters(void **state)
     assert_int_equal(f.base, ACT_SYSCALLS_NONE);
     act_syscall_filter_clear(&f);
 
-    const char *bad[] = {"", "strict", "~ptrace", "default ~ptrac", "default @mount",
-                         "none ptrace", "default 'unclosed"};
+    const char *bad[] = {"",
+                         "strict",
+                         "~ptrace",
+                         "default ~ptrac",
+                         "default @mount",
+                         "none ptrace",
+                         "default 'unclosed"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
         assert_true(act_parse_syscall_filter(bad[i], &f, &err) < 0);
@@ -298,10 +321,14 @@ static void syscall_filters(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(sizes),        cmocka_unit_test(durations),
-        cmocka_unit_test(numbers),      cmocka_unit_test(argv_splitting),
-        cmocka_unit_test(environment_words), cmocka_unit_test(accounts),
-        cmocka_unit_test(paths),        cmocka_unit_test(urls),
+        cmocka_unit_test(sizes),
+        cmocka_unit_test(durations),
+        cmocka_unit_test(numbers),
+        cmocka_unit_test(argv_splitting),
+        cmocka_unit_test(environment_words),
+        cmocka_unit_test(accounts),
+        cmocka_unit_test(paths),
+        cmocka_unit_test(urls),
         cmocka_unit_test(syscall_filters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
