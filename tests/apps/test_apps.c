@@ -52,12 +52,18 @@ static void start_app(app *a, const char *path, const char *const *extra_args)
     uint16_t port;
     int listen_fd = listen_loopback(&port);
     a->port = port;
-    snprintf(a->notify_path, sizeof(a->notify_path), "/tmp/act-apps-notify-%d-%ld", getpid(),
+    /* An abstract socket ("@name" to sd_notify): nothing is left on disk
+     * even when a failing test never reaches its cleanup. */
+    snprintf(a->notify_path, sizeof(a->notify_path), "@act-apps-notify-%d-%ld", getpid(),
              (long)random());
     a->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un un = {.sun_family = AF_UNIX};
-    strcpy(un.sun_path, a->notify_path);
-    assert_int_equal(bind(a->notify_fd, (struct sockaddr *)&un, sizeof(un)), 0);
+    size_t name_len = strlen(a->notify_path);
+    memcpy(un.sun_path, a->notify_path, name_len);
+    un.sun_path[0] = '\0';
+    assert_int_equal(bind(a->notify_fd, (struct sockaddr *)&un,
+                          (socklen_t)(offsetof(struct sockaddr_un, sun_path) + name_len)),
+                     0);
 
     const char *argv[16] = {path};
     size_t n = 1;
@@ -141,7 +147,6 @@ static int stop_app(app *a, int sig)
     int status;
     assert_int_equal(waitpid(a->pid, &status, 0), a->pid);
     close(a->notify_fd);
-    unlink(a->notify_path);
     return status;
 }
 
