@@ -144,14 +144,18 @@ int cg_leaf_kill_start(cg_leaf *leaf, act_error *err)
 
 int cg_leaf_wait_empty(cg_leaf *leaf, uint64_t timeout_usec, act_error *err)
 {
+    /* Most leaves are empty by the time anyone asks; no watch needed then. */
+    bool populated = true;
+    int r = cg_leaf_populated(leaf, &populated, err);
+    if (r < 0 || !populated)
+        return r;
     int fd = cg_leaf_events_fd(leaf, err);
     if (fd < 0)
         return fd;
     uint64_t deadline = act_now_usec() + timeout_usec;
     for (;;) {
-        bool populated = true;
-        int r = cg_leaf_populated(leaf, &populated, err);
-        if (r < 0)
+        /* Read after the watch exists, so an exit in between is not lost. */
+        if ((r = cg_leaf_populated(leaf, &populated, err)) < 0)
             return r;
         if (!populated)
             return 0;

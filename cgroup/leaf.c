@@ -175,11 +175,14 @@ static int make_host_node(cg_root *root, const char *host, act_error *err)
     return 0;
 }
 
+/* The v2 node answers first: while it still holds another leaf, so do the
+ * v1 mirrors, and asking them too costs more than the whole leaf removal. */
 static void remove_host_node_if_empty(cg_root *root, const char *host)
 {
+    if (unlinkat(root->hosts_fd, host, AT_REMOVEDIR) < 0)
+        return;
     _cleanup_free_ char *rel = NULL;
     act_error ignored = {0};
-    /* Another leaf of the host keeps it busy; that is the normal case. */
     if (asprintf(&rel, "%s/hosts/%s", root->rel, host) >= 0)
         cg_rmdir_everywhere(root, rel, &ignored);
 }
@@ -246,6 +249,19 @@ static void close_control_files(cg_leaf *leaf)
     }
 }
 
+/* The v2 leaf, then exactly the v1 mirrors this leaf has. */
+static int remove_leaf_dirs(cg_leaf *leaf, act_error *err)
+{
+    if (rmdir(leaf->v2_path) < 0 && errno != ENOENT)
+        return act_error_set(err, errno, "cannot remove cgroup %s: %s", leaf->v2_path,
+                             strerror(errno));
+    for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
+        if (leaf->v1_path[c] && rmdir(leaf->v1_path[c]) < 0 && errno != ENOENT)
+            return act_error_set(err, errno, "cannot remove cgroup %s: %s", leaf->v1_path[c],
+                                 strerror(errno));
+    return 0;
+}
+
 int cg_leaf_remove(cg_leaf *leaf, act_error *err)
 {
     bool populated = false;
@@ -255,7 +271,7 @@ int cg_leaf_remove(cg_leaf *leaf, act_error *err)
                              "proof of empty first",
                              leaf->v2_path);
     close_control_files(leaf);
-    int r = cg_rmdir_everywhere(leaf->root, leaf->rel, err);
+    int r = remove_leaf_dirs(leaf, err);
     if (r < 0) {
         /* Still there: keep the handle usable for another kill and try. */
         act_error ignored = {0};

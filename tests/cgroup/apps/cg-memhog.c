@@ -4,6 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Every chunk stays reachable from here, so no compiler may drop the
+ * allocations as unused (clang does that to malloc + memset otherwise). */
+static char *volatile chunks[65536];
+
 int main(int argc, char **argv)
 {
     long mib = argc > 1 ? atol(argv[1]) : 1024;
@@ -14,6 +18,7 @@ int main(int argc, char **argv)
             return 2;
         }
         memset(chunk, (int)(i & 0xff) | 1, 1 << 20);
+        chunks[i & 65535] = chunk;
     }
     printf("survived\n");
     return 0;
