@@ -102,6 +102,9 @@ int cg_leaf_open(cg_root *root, const char *host, const char *leaf_name, cg_leaf
  * controller ("memory", "pids", "cpu") or NULL when that controller is not
  * handled through v1 for this root. */
 const char *cg_leaf_path(const cg_leaf *leaf);
+/* The leaf's path relative to the cgroup2 mount, without a leading '/':
+ * what /proc/<pid>/cgroup shows (after "0::/") for a process inside it. */
+const char *cg_leaf_relative_path(const cg_leaf *leaf);
 const char *cg_leaf_v1_path(const cg_leaf *leaf, const char *controller);
 const char *cg_leaf_host(const cg_leaf *leaf);
 const char *cg_leaf_name(const cg_leaf *leaf);

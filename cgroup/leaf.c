@@ -35,6 +35,11 @@ const char *cg_leaf_path(const cg_leaf *leaf)
     return leaf->v2_path;
 }
 
+const char *cg_leaf_relative_path(const cg_leaf *leaf)
+{
+    return leaf->rel;
+}
+
 const char *cg_leaf_host(const cg_leaf *leaf)
 {
     return leaf->host;
