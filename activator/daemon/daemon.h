@@ -1,0 +1,174 @@
+/* activatord's shared state: one daemon, a table of hosts, and for each host
+ * the generations it runs. Everything here is owned by the sd-event loop's
+ * thread; nothing is touched from another thread.
+ *
+ * The parts, each in its own file:
+ *   daemon.c      start-up, signals, sd_notify, shutdown
+ *   hosts.c       the host table, listening sockets, demand watching
+ *   generation.c  one running generation: leaf, process, notify socket, retirement
+ *   wake_ops.c    the pipeline's operations over claims/, release/ and cgroup/
+ *   restore.c     ExecRestore= in its own leaf
+ *   recovery.c    what a previous daemon left running
+ *   claim_watch.c claims that change under us
+ *   dispatch.c    control requests
+ *   announce.c    pipeline transitions to logs, events and metrics */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "activator/config/config.h"
+#include "activator/control/control.h"
+#include "activator/events/events.h"
+#include "activator/notify/notify.h"
+#include "activator/pipeline/pipeline.h"
+#include "activator/probe/probe.h"
+#include "activator/records/records.h"
+#include "cgroup/cgroup.h"
+#include "claims/claims.h"
+#include "release/release.h"
+
+typedef struct act_daemon act_daemon;
+typedef struct act_daemon_host act_daemon_host;
+typedef struct act_generation act_generation;
+
+/* One start of a host: its cgroup leaf, its main process, its notify socket.
+ * It lives from `reserve` until it is proven stopped. */
+struct act_generation {
+    act_daemon_host *host;
+    uint64_t number;
+    uint64_t session;
+    uint64_t admission_revision;
+    act_build_ref build;
+    cg_leaf *leaf;
+    cg_process process;              /* pid 0 / pidfd -1 before the exec */
+    cg_process helper;               /* ExecReplicate= in the same leaf; pidfd -1 when none */
+    /* When set, an exit of the main process goes here instead of to the
+     * pipeline: helper leaves (ExecRestore=) wait for their own outcome. */
+    void (*on_exit)(act_generation *gen, void *userdata);
+    void *on_exit_userdata;
+    sd_event_source *exit_source;    /* the pidfd, while the process runs */
+    bool exited;
+    int exit_status;                 /* 0..255, or 128 + signal */
+    act_notify *notify;              /* Ready=notify only */
+    bool ready;                      /* READY=1 seen */
+    uint64_t exec_usec;              /* CLOCK_MONOTONIC at exec */
+    uint64_t serving_usec;           /* CLOCK_MONOTONIC when published; 0 before */
+
+    /* Retirement in flight. */
+    sd_event_source *grace_timer;    /* SIGTERM sent, waiting for the main process */
+    sd_event_source *empty_source;   /* the leaf's cgroup.events */
+    sd_event_source *kill_timer;     /* bound on proving the leaf empty */
+    void (*retired)(act_generation *gen, bool proven, const char *why, void *userdata);
+    void *retired_userdata;
+};
+
+struct act_daemon_host {
+    act_daemon *daemon;
+    const act_host_config *config;
+    act_host *pipeline;
+    int host_dirfd;                  /* <state>/hosts/<host> */
+    int *listen_fds;                 /* config->n_listen, bound at start-up */
+    char **listen_names;             /* LISTEN_FDNAMES entries */
+    sd_event_source **demand_sources; /* watching the sockets while parked */
+    cg_seccomp_program *seccomp;     /* compiled once from SystemCallFilter= */
+    uid_t uid;                       /* User=, or ours */
+    gid_t gid;
+    bool have_credentials;
+
+    act_generation *serving;         /* the published generation, if any */
+    act_generation *starting;        /* the generation the wake in flight starts */
+
+    /* What the wake in flight knows. */
+    claim observed;                  /* the claim read at `read` */
+    claim admitted;                  /* our admission, revision = its fencing token */
+    rel_resolved resolved;           /* the verified build (exec_fd -1 when none) */
+    act_probe *probe;                /* readiness or health probe in flight */
+    act_wake *waiting_wake;          /* an op waiting for an async answer */
+    sd_event_source *gate_hold;      /* the test hook that pauses before the gate */
+    act_generation *restoring;       /* ExecRestore= in flight */
+    sd_event_source *restore_timer;
+
+    bool unproven_at_start;          /* recovery could not prove an old generation stopped */
+    char last_reason[32];
+    char last_message[256];
+    uint64_t failed_attempts;        /* attempts recorded against a build */
+};
+
+struct act_daemon {
+    sd_event *loop;
+    act_daemon_config config;
+    act_host_config *host_configs;
+    size_t n_hosts;
+    act_daemon_host *hosts;          /* sorted by name, parallel to host_configs */
+    char incarnation[33];            /* random per start */
+    int state_dirfd;
+    claim_store *store;
+    claims_watch *watch;
+    uint64_t watch_revision;
+    rel_store *releases;
+    cg_root *cgroups;
+    act_start_cap start_cap;
+    act_events *events;
+    act_control *control;
+    bool stopping;
+    uint64_t stop_deadline_usec;
+    int exit_code;
+};
+
+/* daemon.c: STATUS= for systemctl status, with counts of hosts by state. */
+void act_daemon_update_status(act_daemon *daemon);
+
+/* hosts.c */
+int act_hosts_setup(act_daemon *daemon, act_error *err);
+void act_hosts_teardown(act_daemon *daemon);
+act_daemon_host *act_hosts_find(act_daemon *daemon, const char *name);
+/* Watches a parked host's sockets for the first connection (or stops). */
+void act_host_watch_demand(act_daemon_host *host, bool watch);
+/* Accepts and closes the connections waiting on a host's sockets. */
+void act_host_drain_backlog(act_daemon_host *host);
+/* User= and Group= looked up on this box; *have is false without User=. */
+int act_host_credentials(const act_host_config *config, uid_t *uid, gid_t *gid, bool *have,
+                         act_error *err);
+
+/* generation.c */
+/* Creates the leaf <kind>-<number> ("g-7", "restore-7") with the host's limits. */
+int act_generation_new(act_daemon_host *host, const char *kind, uint64_t number,
+                       act_generation **out, act_error *err);
+/* Execs the verified build (host->resolved) with the host's sockets. */
+int act_generation_spawn(act_generation *gen, act_error *err);
+/* Execs an operator-installed helper (argv[0] absolute) in gen's leaf, with
+ * extra_env ("KEY=VALUE" or NULL) added; as gen's main process or, with
+ * main_process false, beside it (ExecReplicate=). */
+int act_generation_spawn_helper(act_generation *gen, char *const *argv, const char *extra_env,
+                                bool main_process, act_error *err);
+/* Retires gen: SIGTERM and up to grace_usec (graceful) then cgroup kill,
+ * proof of empty bounded by kill_timeout_usec, leaf and record removed. done
+ * runs on the loop, once. */
+int act_generation_retire(act_generation *gen, bool graceful,
+                          void (*done)(act_generation *gen, bool proven, const char *why,
+                                       void *userdata),
+                          void *userdata);
+void act_generation_free(act_generation *gen);
+int act_generation_write_record(act_generation *gen, act_generation_phase phase, act_error *err);
+
+/* wake_ops.c */
+extern const act_pipeline_ops act_wake_ops;
+
+/* recovery.c */
+int act_recover(act_daemon *daemon, act_error *err);
+
+/* claim_watch.c */
+int act_claim_watch_start(act_daemon *daemon, act_error *err);
+
+/* dispatch.c */
+void act_dispatch(const act_request *request, act_control_reply *reply, void *userdata);
+
+/* announce.c */
+void act_announce(act_host *pipeline, const act_wake_event *event, void *userdata);
+void act_publish(act_daemon_host *host, act_event_kind kind, const act_generation *gen,
+                 const char *reason);
+
+/* The daemon's own clock for generations' timings. */
+uint64_t act_daemon_now(const act_daemon *daemon);

@@ -1,0 +1,17 @@
+/* Entry points of activatord, called from main.c. */
+#pragma once
+
+#include <sys/types.h>
+
+#include "common/error.h"
+
+/* Runs the daemon until SIGTERM; returns the process exit code. */
+int act_daemon_run(const char *config_path);
+
+/* Validates the daemon file, every host file and what they name on this box
+ * (users, groups); prints "FILE:LINE: KEY: what is wrong" lines. Returns the
+ * process exit code: 0 when everything is valid. */
+int act_daemon_check_config(const char *config_path);
+
+/* ControlGroup= by name or number. */
+int act_daemon_lookup_group(const char *name, gid_t *gid, act_error *err);

@@ -1,0 +1,435 @@
+/* Control requests, already validated by activator/control/request.c, turned
+ * into actions on the daemon. Replies that depend on a wake or on the claim
+ * store are sent from the callback that learns the outcome. */
+#include "activator/daemon/daemon.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+
+#ifndef ACTIVATOR_VERSION
+#define ACTIVATOR_VERSION "unknown"
+#endif
+
+static void add_string(json_object *obj, const char *key, const char *value)
+{
+    if (value && value[0])
+        json_object_object_add(obj, key, json_object_new_string(value));
+}
+
+static void add_u64(json_object *obj, const char *key, uint64_t value)
+{
+    json_object_object_add(obj, key, json_object_new_uint64(value));
+}
+
+static json_object *host_status(act_daemon_host *host)
+{
+    json_object *status = json_object_new_object();
+    add_string(status, "host", host->config->name);
+    add_string(status, "state", act_host_state_to_string(act_host_get_state(host->pipeline)));
+    const act_generation *gen = host->serving ? host->serving : host->starting;
+    if (gen) {
+        add_u64(status, "generation", gen->number);
+        add_string(status, "version", gen->build.version);
+        add_string(status, "digest", gen->build.build_digest);
+        add_u64(status, "pid", (uint64_t)gen->process.pid);
+        if (gen->serving_usec) {
+            /* since_usec is wall clock: the CLI shows it as an uptime. */
+            uint64_t served = act_now_usec() - gen->serving_usec;
+            add_u64(status, "since_usec", act_wallclock_usec() - served);
+        }
+        cg_stats stats;
+        if (cg_leaf_stats(gen->leaf, &stats, NULL) == 0) {
+            if (stats.has_memory)
+                add_u64(status, "memory_current", stats.memory_current);
+            if (stats.has_pids)
+                add_u64(status, "pids_current", stats.pids_current);
+        }
+        add_string(status, "cgroup", cg_leaf_path(gen->leaf));
+    }
+    if (act_host_is_unproven(host->pipeline) || host->unproven_at_start)
+        add_string(status, "reason", "unproven_stop");
+    else
+        add_string(status, "reason", host->last_reason);
+    add_string(status, "message", host->last_message);
+    add_u64(status, "failure_streak", act_host_failure_streak(host->pipeline));
+    return status;
+}
+
+/* Every per-host op names a configured host; anything else is a clear refusal. */
+static act_daemon_host *find_host(act_daemon *daemon, const act_request *request,
+                                  act_control_reply *reply)
+{
+    act_daemon_host *host = act_hosts_find(daemon, request->host);
+    if (!host)
+        act_control_reply_error(reply, "unknown_host",
+                                "host %s is not configured on box %s; add %s/%s.conf and restart "
+                                "or reload the daemon",
+                                request->host, daemon->config.box, daemon->config.hosts_directory,
+                                request->host);
+    return host;
+}
+
+static void reply_status(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+{
+    if (request->host[0]) {
+        act_daemon_host *host = find_host(daemon, request, reply);
+        if (host)
+            act_control_reply_ok(reply, host_status(host));
+        return;
+    }
+    json_object *hosts = json_object_new_array();
+    for (size_t i = 0; i < daemon->n_hosts; i++)
+        json_object_array_add(hosts, host_status(&daemon->hosts[i]));
+    json_object *result = json_object_new_object();
+    json_object_object_add(result, "hosts", hosts);
+    act_control_reply_ok(reply, result);
+}
+
+/* ---- wake, park ---------------------------------------------------------- */
+
+typedef struct wake_request {
+    act_daemon_host *host;
+    act_control_reply *reply;
+} wake_request;
+
+static void on_wake_done(act_host *pipeline, const act_wake_result *result, void *userdata)
+{
+    wake_request *request = userdata;
+    if (result->kind == ACT_WAKE_SERVING)
+        act_control_reply_ok(request->reply, host_status(request->host));
+    else
+        act_control_reply_error(request->reply,
+                                result->reason != ACT_REASON_NONE
+                                    ? act_reason_to_string(result->reason)
+                                    : act_wake_kind_to_string(result->kind),
+                                "%s", result->message ? result->message : "the wake did not serve");
+    free(request);
+}
+
+static void do_wake(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+{
+    act_daemon_host *host = find_host(daemon, request, reply);
+    if (!host)
+        return;
+    if (daemon->stopping) {
+        act_control_reply_error(reply, "stopping", "box %s is stopping; wake refused",
+                                daemon->config.box);
+        return;
+    }
+    wake_request *waiting = NULL;
+    if (!request->no_wait) {
+        waiting = calloc(1, sizeof(*waiting));
+        if (!waiting) {
+            act_control_reply_error(reply, "internal", "out of memory");
+            return;
+        }
+        *waiting = (wake_request){.host = host, .reply = reply};
+    }
+    int r = act_host_wake(host->pipeline, ACT_TRIGGER_WARM, waiting ? on_wake_done : NULL,
+                          waiting);
+    if (r < 0 || r == ACT_WAKE_ALREADY_SERVING)
+        free(waiting);
+    if (r < 0)
+        act_control_reply_error(reply, "internal", "host %s: wake failed: %s", request->host,
+                                strerror(-r));
+    else if (r == ACT_WAKE_ALREADY_SERVING || request->no_wait)
+        act_control_reply_ok(reply, host_status(host));
+}
+
+static void do_park(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+{
+    act_daemon_host *host = find_host(daemon, request, reply);
+    if (!host)
+        return;
+    act_host_park(host->pipeline, ACT_PARK_REQUEST);
+    act_control_reply_ok(reply, host_status(host));
+}
+
+/* ---- releases ------------------------------------------------------------ */
+
+static void reply_release_error(act_control_reply *reply, int r, const act_error *err)
+{
+    const char *code = r == -ENOENT         ? "not_staged"
+                       : r == -EEXIST       ? "version_exists"
+                       : r == -EBADMSG      ? "digest_mismatch"
+                       : r == -EKEYREJECTED ? "pin_mismatch"
+                       : r == -EINVAL       ? ACT_REQ_BAD_VALUE
+                                            : "release_error";
+    act_control_reply_error(reply, code, "%s", err->message);
+}
+
+static void do_stage(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+{
+    act_daemon_host *host = find_host(daemon, request, reply);
+    if (!host)
+        return;
+    rel_identity identity;
+    act_error err = {0};
+    /* A directory build names its executable by the host's Exec= path; a
+     * single file is the executable. */
+    struct stat st;
+    bool directory = stat(request->path, &st) == 0 && S_ISDIR(st.st_mode);
+    int r = rel_stage(daemon->releases, request->host, request->version, request->path,
+                      directory ? host->config->exec_argv[0] : NULL, &identity, &err);
+    if (r == 0 && request->promote)
+        r = rel_promote(daemon->releases, request->host, request->version, &err);
+    if (r < 0) {
+        reply_release_error(reply, r, &err);
+        return;
+    }
+    json_object *result = json_object_new_object();
+    add_string(result, "host", request->host);
+    add_string(result, "version", identity.version);
+    add_string(result, "digest", identity.build_digest);
+    json_object_object_add(result, "live", json_object_new_boolean(request->promote));
+    act_control_reply_ok(reply, result);
+}
+
+static void do_promote(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+{
+    if (!find_host(daemon, request, reply))
+        return;
+    act_error err = {0};
+    int r = rel_promote(daemon->releases, request->host, request->version, &err);
+    if (r < 0) {
+        reply_release_error(reply, r, &err);
+        return;
+    }
+    json_object *result = json_object_new_object();
+    add_string(result, "host", request->host);
+    add_string(result, "version", request->version);
+    json_object_object_add(result, "live", json_object_new_boolean(true));
+    act_control_reply_ok(reply, result);
+}
+
+static void do_releases(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+{
+    if (!find_host(daemon, request, reply))
+        return;
+    rel_entry *entries = NULL;
+    size_t n = 0;
+    act_error err = {0};
+    int r = rel_list(daemon->releases, request->host, &entries, &n, &err);
+    if (r < 0) {
+        reply_release_error(reply, r, &err);
+        return;
+    }
+    json_object *result = json_object_new_object();
+    add_string(result, "host", request->host);
+    json_object *list = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *entry = json_object_new_object();
+        add_string(entry, "version", entries[i].identity.version);
+        add_string(entry, "digest", entries[i].identity.build_digest);
+        add_u64(entry, "size", entries[i].identity.size);
+        add_u64(entry, "staged_usec", entries[i].identity.staged_at);
+        if (!entries[i].manifest_ok)
+            add_string(entry, "problem", entries[i].problem);
+        if (entries[i].is_live)
+            add_string(result, "live", entries[i].identity.version);
+        json_object_array_add(list, entry);
+    }
+    json_object_object_add(result, "releases", list);
+    free(entries);
+    act_control_reply_ok(reply, result);
+}
+
+/* ---- claims -------------------------------------------------------------- */
+
+typedef struct claim_request {
+    act_daemon *daemon;
+    act_control_reply *reply;
+    act_op op;
+    char host[ACT_NAME_MAX + 1];
+    char box[ACT_NAME_MAX + 1];
+} claim_request;
+
+static json_object *claim_json(const claim *c)
+{
+    char *text = claim_to_json(c);
+    json_object *body = text ? json_tokener_parse(text) : NULL;
+    free(text);
+    if (!body)
+        body = json_object_new_object();
+    json_object_object_add(body, "revision", json_object_new_uint64(c->revision));
+    json_object *result = json_object_new_object();
+    add_string(result, "host", c->host);
+    json_object_object_add(result, "claim", body);
+    return result;
+}
+
+static void on_claim_written(claim_store *store, int result, uint64_t new_revision,
+                             const claim *current, const act_error *err, void *userdata)
+{
+    claim_request *request = userdata;
+    if (result == CLAIMS_CHANGED)
+        act_control_reply_error(request->reply, "claim_changed",
+                                "host %s: the claim changed while it was being written; retry",
+                                request->host);
+    else if (result < 0)
+        act_control_reply_error(request->reply, "store_error", "host %s: %s", request->host,
+                                err->message);
+    else {
+        json_object *ok = json_object_new_object();
+        add_string(ok, "host", request->host);
+        add_string(ok, "executor", request->op == ACT_OP_CLAIM_ASSIGN ? request->box : "");
+        add_u64(ok, "revision", new_revision);
+        act_control_reply_ok(request->reply, ok);
+    }
+    free(request);
+}
+
+static void on_claim_read(claim_store *store, int result, const claim *c, const act_error *err,
+                          void *userdata)
+{
+    claim_request *request = userdata;
+    if (result < 0) {
+        act_control_reply_error(request->reply, "store_error", "host %s: %s", request->host,
+                                err->message);
+        free(request);
+        return;
+    }
+    if (request->op == ACT_OP_CLAIM_SHOW) {
+        if (result == 0)
+            act_control_reply_error(request->reply, "no_claim", "host %s has no claim",
+                                    request->host);
+        else
+            act_control_reply_ok(request->reply, claim_json(c));
+        free(request);
+        return;
+    }
+    claim next = {0};
+    if (result == 1)
+        next = *c;
+    snprintf(next.host, sizeof(next.host), "%s", request->host);
+    if (request->op == ACT_OP_CLAIM_ASSIGN) {
+        /* An assignment starts a fresh serving op on the named box; the
+         * holder (who ran it last) stays for the record. */
+        snprintf(next.op.id, sizeof(next.op.id), "assign");
+        next.op.kind = CLAIM_OP_SERVING;
+        snprintf(next.op.phase, sizeof(next.op.phase), "assigned");
+        snprintf(next.op.exec, sizeof(next.op.exec), "%s", request->box);
+    } else {
+        if (result == 0) {
+            act_control_reply_error(request->reply, "no_claim", "host %s has no claim to release",
+                                    request->host);
+            free(request);
+            return;
+        }
+        snprintf(next.op.id, sizeof(next.op.id), "release");
+        next.op.kind = CLAIM_OP_SERVING;
+        snprintf(next.op.phase, sizeof(next.op.phase), "parked");
+        next.op.exec[0] = '\0';
+    }
+    act_error call_err = {0};
+    if (claims_cas_async(store, request->host, result == 1 ? c->revision : 0, &next,
+                         on_claim_written, request, &call_err) < 0) {
+        act_control_reply_error(request->reply, "store_error", "host %s: %s", request->host,
+                                call_err.message);
+        free(request);
+    }
+}
+
+static void do_claim(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+{
+    act_daemon_host *host = act_hosts_find(daemon, request->host);
+    if (request->op == ACT_OP_CLAIM_RELEASE && host)
+        act_host_park(host->pipeline, ACT_PARK_REQUEST); /* retire it here first */
+    claim_request *pending = calloc(1, sizeof(*pending));
+    if (!pending) {
+        act_control_reply_error(reply, "internal", "out of memory");
+        return;
+    }
+    *pending = (claim_request){.daemon = daemon, .reply = reply, .op = request->op};
+    snprintf(pending->host, sizeof(pending->host), "%s", request->host);
+    snprintf(pending->box, sizeof(pending->box), "%s", request->box);
+    act_error err = {0};
+    if (claims_read_async(daemon->store, request->host, on_claim_read, pending, &err) < 0) {
+        act_control_reply_error(reply, "store_error", "host %s: %s", request->host, err.message);
+        free(pending);
+    }
+}
+
+/* ---- stats, version ------------------------------------------------------ */
+
+static void reply_stats(act_daemon *daemon, act_control_reply *reply)
+{
+    uint64_t by_state[_ACT_HOST_STATE_MAX] = {0};
+    uint64_t failed_attempts = 0;
+    for (size_t i = 0; i < daemon->n_hosts; i++) {
+        by_state[act_host_get_state(daemon->hosts[i].pipeline)]++;
+        failed_attempts += daemon->hosts[i].failed_attempts;
+    }
+    json_object *result = json_object_new_object();
+    add_u64(result, "hosts", daemon->n_hosts);
+    for (int state = 0; state < _ACT_HOST_STATE_MAX; state++) {
+        char key[32];
+        snprintf(key, sizeof(key), "hosts_%s", act_host_state_to_string((act_host_state)state));
+        add_u64(result, key, by_state[state]);
+    }
+    add_u64(result, "failed_attempts", failed_attempts);
+    add_u64(result, "events_published", daemon->events ? act_events_sequence(daemon->events) : 0);
+    act_control_reply_ok(reply, result);
+}
+
+static void reply_version(act_daemon *daemon, act_control_reply *reply)
+{
+    json_object *result = json_object_new_object();
+    add_string(result, "version", ACTIVATOR_VERSION);
+    add_string(result, "box", daemon->config.box);
+    add_string(result, "incarnation", daemon->incarnation);
+    add_string(result, "store", claims_store_kind(daemon->store));
+    act_control_reply_ok(reply, result);
+}
+
+void act_dispatch(const act_request *request, act_control_reply *reply, void *userdata)
+{
+    act_daemon *daemon = userdata;
+    switch (request->op) {
+    case ACT_OP_STATUS:
+        reply_status(daemon, request, reply);
+        return;
+    case ACT_OP_WAKE:
+        do_wake(daemon, request, reply);
+        return;
+    case ACT_OP_PARK:
+        do_park(daemon, request, reply);
+        return;
+    case ACT_OP_SWAP:
+        act_control_reply_error(reply, "unsupported",
+                                "host %s: zero-downtime swaps are not built yet on this daemon; "
+                                "stage the version, promote it, then park and wake the host",
+                                request->host);
+        return;
+    case ACT_OP_STAGE:
+        do_stage(daemon, request, reply);
+        return;
+    case ACT_OP_PROMOTE:
+        do_promote(daemon, request, reply);
+        return;
+    case ACT_OP_RELEASES:
+        do_releases(daemon, request, reply);
+        return;
+    case ACT_OP_CLAIM_SHOW:
+    case ACT_OP_CLAIM_ASSIGN:
+    case ACT_OP_CLAIM_RELEASE:
+        do_claim(daemon, request, reply);
+        return;
+    case ACT_OP_STATS:
+        reply_stats(daemon, reply);
+        return;
+    case ACT_OP_VERSION:
+        reply_version(daemon, reply);
+        return;
+    case ACT_OP__COUNT:
+        break;
+    }
+    act_control_reply_error(reply, ACT_REQ_UNKNOWN_OP, "unknown op");
+}

@@ -1,0 +1,399 @@
+/* One generation of a host: created at `reserve`, spawned at `exec`, and
+ * retired with proof of empty, whatever the reason it ends. */
+#include "activator/daemon/daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+/* How long a cgroup kill may take to show an empty leaf before the stop is
+ * called unproven. The kernel kills synchronously; this only bounds a leaf
+ * stuck in uninterruptible sleep (a hung NFS read, say). */
+#define KILL_PROOF_TIMEOUT_USEC (10 * 1000 * 1000ull)
+
+static void limits_from_config(const act_limits *limits, cg_limits *out)
+{
+    /* "infinity" is the cgroup's own default, so it is simply not written. */
+    *out = (cg_limits){
+        .memory_max = limits->memory_max == ACT_LIMIT_INFINITY ? 0 : limits->memory_max,
+        .memory_high = limits->memory_high == ACT_LIMIT_INFINITY ? 0 : limits->memory_high,
+        .pids_max = limits->pids_max == ACT_LIMIT_INFINITY ? 0 : limits->pids_max,
+        .cpu_quota_percent = limits->cpu_quota_percent,
+        .cpu_weight = limits->cpu_weight,
+    };
+}
+
+int act_generation_new(act_daemon_host *host, const char *kind, uint64_t number,
+                       act_generation **out, act_error *err)
+{
+    char leaf_name[32];
+    snprintf(leaf_name, sizeof(leaf_name), "%s-%" PRIu64, kind, number);
+    cg_limits limits;
+    limits_from_config(&host->config->limits, &limits);
+
+    act_generation *gen = calloc(1, sizeof(*gen));
+    if (!gen)
+        return act_error_set(err, ENOMEM, "out of memory");
+    gen->host = host;
+    gen->number = number;
+    gen->process.pidfd = -1;
+    gen->helper.pidfd = -1;
+    int r = cg_leaf_create(host->daemon->cgroups, host->config->name, leaf_name, &limits,
+                           &gen->leaf, err);
+    if (r < 0) {
+        free(gen);
+        return r;
+    }
+    *out = gen;
+    return 0;
+}
+
+int act_generation_write_record(act_generation *gen, act_generation_phase phase, act_error *err)
+{
+    act_daemon_host *host = gen->host;
+    act_generation_record record = {
+        .generation = gen->number,
+        .session = gen->session,
+        .admission_revision = gen->admission_revision,
+        .build = gen->build,
+        .phase = phase,
+        .pid = gen->process.pid,
+        .started_usec = act_wallclock_usec(),
+    };
+    snprintf(record.host, sizeof(record.host), "%s", host->config->name);
+    snprintf(record.incarnation, sizeof(record.incarnation), "%s", host->daemon->incarnation);
+    return act_records_write_generation(host->host_dirfd, &record, err);
+}
+
+static int exit_status_of(const siginfo_t *info)
+{
+    return info->si_code == CLD_EXITED ? info->si_status : 128 + info->si_status;
+}
+
+static void start_kill(act_generation *gen);
+
+static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata)
+{
+    act_generation *gen = userdata;
+    siginfo_t info = {0};
+    if (waitid(P_PIDFD, (id_t)fd, &info, WEXITED | WNOHANG) < 0 || info.si_pid == 0)
+        return 0;
+    gen->exit_source = sd_event_source_disable_unref(gen->exit_source);
+    gen->exited = true;
+    gen->exit_status = exit_status_of(&info);
+    act_daemon_host *host = gen->host;
+    act_log_fields(gen->exit_status == 0 ? LOG_INFO : LOG_WARNING,
+                   &(act_log_ctx){.host = host->config->name, .generation = gen->number,
+                                  .build = gen->build.version},
+                   "host %s: generation %" PRIu64 " (pid %d) %s %d", host->config->name,
+                   gen->number, (int)gen->process.pid,
+                   info.si_code == CLD_EXITED ? "exited with status" : "was killed by signal",
+                   info.si_status);
+
+    if (gen->on_exit && !gen->retired) {
+        gen->on_exit(gen, gen->on_exit_userdata);
+        return 0;
+    }
+    if (gen->grace_timer) {
+        /* Retiring: the main process is gone, so the grace period is over. */
+        gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
+        start_kill(gen);
+        return 0;
+    }
+    if (gen == host->starting && host->waiting_wake &&
+        act_wake_step(host->waiting_wake) == ACT_STEP_READY) {
+        act_wake *wake = TAKE_PTR(host->waiting_wake);
+        act_probe_free(TAKE_PTR(host->probe));
+        act_wake_complete(wake, ACT_REASON_CRASHED,
+                          "host %s: generation %" PRIu64 " exited with status %d before it was ready",
+                          host->config->name, gen->number, gen->exit_status);
+        return 0;
+    }
+    if (gen == host->serving && !gen->grace_timer && !gen->empty_source) {
+        uint64_t served = act_now_usec() - gen->serving_usec;
+        bool long_enough = served >= host->daemon->config.failure_reset_usec;
+        act_host_generation_exited(host->pipeline, gen->exit_status, long_enough);
+    }
+    return 0;
+}
+
+static void free_strv(char **strv)
+{
+    for (char **p = strv; p && *p; p++)
+        free(*p);
+    free(strv);
+}
+
+/* The environment a generation starts with: its Environment= lines, then
+ * what the activator tells every generation. LISTEN_* are added by cg_spawn. */
+static char **build_environment(act_generation *gen, const char *extra)
+{
+    const act_host_config *config = gen->host->config;
+    size_t n_config = 0;
+    for (char **e = config->environment; e && *e; e++)
+        n_config++;
+    char **envp = calloc(n_config + 9, sizeof(*envp));
+    if (!envp)
+        return NULL;
+    size_t n = 0;
+    bool has_path = false;
+    for (size_t i = 0; i < n_config; i++) {
+        has_path = has_path || strncmp(config->environment[i], "PATH=", 5) == 0;
+        envp[n++] = strdup(config->environment[i]);
+    }
+    if (!has_path)
+        envp[n++] = strdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    if (gen->notify &&
+        asprintf(&envp[n++], "NOTIFY_SOCKET=%s", act_notify_socket_path(gen->notify)) < 0)
+        envp[n - 1] = NULL;
+    if (asprintf(&envp[n++], "ACTIVATOR_HOST=%s", config->name) < 0)
+        envp[n - 1] = NULL;
+    if (asprintf(&envp[n++], "ACTIVATOR_GENERATION=%" PRIu64, gen->number) < 0)
+        envp[n - 1] = NULL;
+    if (asprintf(&envp[n++], "ACTIVATOR_VERSION=%s", gen->build.version) < 0)
+        envp[n - 1] = NULL;
+    if (asprintf(&envp[n++], "STATE_DIRECTORY=%s/hosts/%s/state",
+                 gen->host->daemon->config.state_directory, config->name) < 0)
+        envp[n - 1] = NULL;
+    if (extra)
+        envp[n++] = strdup(extra);
+    for (size_t i = 0; i < n; i++) {
+        if (!envp[i]) {
+            for (size_t j = 0; j < n; j++)
+                free(envp[j]);
+            free(envp);
+            return NULL;
+        }
+    }
+    return envp;
+}
+
+static int spawn(act_generation *gen, int exec_fd, const char *const *argv, char **envp,
+                 bool with_sockets, cg_process *out, act_error *err)
+{
+    act_daemon_host *host = gen->host;
+    const act_host_config *config = host->config;
+
+    char state_dir[4096];
+    snprintf(state_dir, sizeof(state_dir), "%s/hosts/%s/state",
+             host->daemon->config.state_directory, config->name);
+
+    cg_spawn_spec spec;
+    cg_spawn_spec_init(&spec);
+    spec.exec_fd = exec_fd;
+    spec.argv = argv;
+    spec.envp = (const char *const *)envp;
+    /* The generation's output goes where ours goes: the journal under
+     * systemd, so its lines carry the unit's context. */
+    spec.stdout_fd = STDERR_FILENO;
+    spec.stderr_fd = STDERR_FILENO;
+    if (with_sockets) {
+        spec.listen_fds = host->listen_fds;
+        spec.n_listen_fds = config->n_listen;
+        spec.listen_fdnames = (const char *const *)host->listen_names;
+    }
+    if (host->have_credentials) {
+        spec.uid = host->uid;
+        spec.gid = host->gid;
+    }
+    spec.working_directory = state_dir;
+    spec.no_new_privs = true;
+    spec.seccomp = host->seccomp;
+
+    return cg_spawn(gen->leaf, &spec, out, err);
+}
+
+static int watch_exit(act_generation *gen, act_error *err)
+{
+    gen->exec_usec = act_now_usec();
+    int r = sd_event_add_io(gen->host->daemon->loop, &gen->exit_source, gen->process.pidfd,
+                            EPOLLIN, on_process_exit, gen);
+    if (r < 0)
+        return act_error_set(err, -r, "cannot watch pid %d: %s", (int)gen->process.pid,
+                             strerror(-r));
+    return 0;
+}
+
+int act_generation_spawn(act_generation *gen, act_error *err)
+{
+    act_daemon_host *host = gen->host;
+    char **envp = build_environment(gen, NULL);
+    if (!envp)
+        return act_error_set(err, ENOMEM, "out of memory building the environment");
+    int r = spawn(gen, host->resolved.exec_fd, (const char *const *)host->config->exec_argv, envp,
+                  true, &gen->process, err);
+    free_strv(envp);
+    return r < 0 ? r : watch_exit(gen, err);
+}
+
+/* Helpers (ExecRestore=, ExecReplicate=) are absolute paths the operator
+ * installed, not staged builds: opened here, never through the live link. */
+static int open_helper(const char *path, act_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return act_error_set(err, errno, "cannot open %s: %s", path, strerror(errno));
+    return fd;
+}
+
+int act_generation_spawn_helper(act_generation *gen, char *const *argv, const char *extra_env,
+                                bool main_process, act_error *err)
+{
+    _cleanup_close_ int fd = open_helper(argv[0], err);
+    if (fd < 0)
+        return fd;
+    char **envp = build_environment(gen, extra_env);
+    if (!envp)
+        return act_error_set(err, ENOMEM, "out of memory building the environment");
+    cg_process *process = main_process ? &gen->process : &gen->helper;
+    int r = spawn(gen, fd, (const char *const *)argv, envp, false, process, err);
+    free_strv(envp);
+    if (r < 0 || !main_process)
+        return r;
+    return watch_exit(gen, err);
+}
+
+/* Reaps the main process if it is still ours to reap, so no zombie stays. */
+static void reap(act_generation *gen)
+{
+    gen->exit_source = sd_event_source_disable_unref(gen->exit_source);
+    if (gen->helper.pidfd >= 0) {
+        /* The helper lived in the same leaf, so the proof of empty covers
+         * it; this only collects its exit status. */
+        siginfo_t info = {0};
+        waitid(P_PIDFD, (id_t)gen->helper.pidfd, &info, WEXITED | WNOHANG);
+        close(gen->helper.pidfd);
+        gen->helper.pidfd = -1;
+    }
+    if (gen->process.pidfd >= 0 && !gen->exited) {
+        siginfo_t info = {0};
+        if (waitid(P_PIDFD, (id_t)gen->process.pidfd, &info, WEXITED | WNOHANG) == 0 &&
+            info.si_pid != 0) {
+            gen->exited = true;
+            gen->exit_status = exit_status_of(&info);
+        }
+    }
+}
+
+static void finish_retire(act_generation *gen, bool proven, const char *why)
+{
+    gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
+    gen->empty_source = sd_event_source_disable_unref(gen->empty_source);
+    gen->kill_timer = sd_event_source_disable_unref(gen->kill_timer);
+    reap(gen);
+    act_error err = {0};
+    if (proven) {
+        if (cg_leaf_remove(gen->leaf, &err) < 0)
+            act_log(LOG_WARNING, "host %s: %s", gen->host->config->name, err.message);
+        if (act_records_remove_generation(gen->host->host_dirfd, gen->number, &err) < 0)
+            act_log(LOG_WARNING, "host %s: %s", gen->host->config->name, err.message);
+    }
+    act_notify_free(TAKE_PTR(gen->notify));
+    void (*done)(act_generation *, bool, const char *, void *) = gen->retired;
+    gen->retired = NULL;
+    if (done)
+        done(gen, proven, why, gen->retired_userdata);
+}
+
+static void check_empty(act_generation *gen)
+{
+    bool populated = true;
+    act_error err = {0};
+    if (cg_leaf_populated(gen->leaf, &populated, &err) < 0) {
+        finish_retire(gen, false, err.message);
+        return;
+    }
+    if (!populated)
+        finish_retire(gen, true, NULL);
+}
+
+static int on_leaf_events(sd_event_source *source, int fd, uint32_t revents, void *userdata)
+{
+    check_empty(userdata);
+    return 0;
+}
+
+static int on_kill_timeout(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    act_generation *gen = userdata;
+    char why[160];
+    snprintf(why, sizeof(why), "cgroup %s still has processes %llu s after the kill",
+             cg_leaf_path(gen->leaf), KILL_PROOF_TIMEOUT_USEC / 1000000ull);
+    finish_retire(gen, false, why);
+    return 0;
+}
+
+static void start_kill(act_generation *gen)
+{
+    act_daemon *daemon = gen->host->daemon;
+    act_error err = {0};
+    int events_fd = cg_leaf_events_fd(gen->leaf, &err);
+    if (events_fd < 0 ||
+        sd_event_add_io(daemon->loop, &gen->empty_source, events_fd, EPOLLIN, on_leaf_events,
+                        gen) < 0 ||
+        sd_event_add_time_relative(daemon->loop, &gen->kill_timer, CLOCK_MONOTONIC,
+                                   KILL_PROOF_TIMEOUT_USEC, 0, on_kill_timeout, gen) < 0) {
+        finish_retire(gen, false, events_fd < 0 ? err.message : "cannot watch cgroup.events");
+        return;
+    }
+    if (cg_leaf_kill_start(gen->leaf, &err) < 0) {
+        finish_retire(gen, false, err.message);
+        return;
+    }
+    check_empty(gen);
+}
+
+static int on_grace_over(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    act_generation *gen = userdata;
+    gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
+    act_log(LOG_NOTICE, "host %s: generation %" PRIu64 " did not stop within StopTimeoutSec; killing",
+            gen->host->config->name, gen->number);
+    start_kill(gen);
+    return 0;
+}
+
+int act_generation_retire(act_generation *gen, bool graceful,
+                          void (*done)(act_generation *gen, bool proven, const char *why,
+                                       void *userdata),
+                          void *userdata)
+{
+    gen->retired = done;
+    gen->retired_userdata = userdata;
+    bool running = gen->process.pidfd >= 0 && !gen->exited;
+    if (graceful && running &&
+        syscall(SYS_pidfd_send_signal, gen->process.pidfd, SIGTERM, NULL, 0) == 0 &&
+        sd_event_add_time_relative(gen->host->daemon->loop, &gen->grace_timer, CLOCK_MONOTONIC,
+                                   gen->host->config->stop_timeout_usec, 0, on_grace_over,
+                                   gen) >= 0)
+        return 0; /* on_process_exit or on_grace_over goes on */
+    start_kill(gen);
+    return 0;
+}
+
+void act_generation_free(act_generation *gen)
+{
+    if (!gen)
+        return;
+    gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
+    gen->empty_source = sd_event_source_disable_unref(gen->empty_source);
+    gen->kill_timer = sd_event_source_disable_unref(gen->kill_timer);
+    reap(gen);
+    act_notify_free(gen->notify);
+    if (gen->process.pidfd >= 0)
+        close(gen->process.pidfd);
+    cg_leaf_free(gen->leaf);
+    free(gen);
+}

@@ -1,0 +1,285 @@
+/* The host table: one entry per configured host, with the sockets the
+ * daemon holds for it and its pipeline. */
+#include "activator/daemon/daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+
+static int compare_host_name(const void *key, const void *element)
+{
+    const act_daemon_host *host = element;
+    return strcmp(key, host->config->name);
+}
+
+act_daemon_host *act_hosts_find(act_daemon *daemon, const char *name)
+{
+    return bsearch(name, daemon->hosts, daemon->n_hosts, sizeof(*daemon->hosts),
+                   compare_host_name);
+}
+
+/* Sockets handed back by systemd's FD store after a restart, by name. */
+typedef struct inherited_fds {
+    int *fds;
+    char **names;
+    size_t n;
+} inherited_fds;
+
+static void inherited_collect(inherited_fds *inherited)
+{
+    char **names = NULL;
+    int n = sd_listen_fds_with_names(1, &names);
+    if (n <= 0)
+        return;
+    inherited->fds = calloc((size_t)n, sizeof(int));
+    inherited->names = names;
+    inherited->n = (size_t)n;
+    for (int i = 0; i < n; i++) {
+        inherited->fds[i] = SD_LISTEN_FDS_START + i;
+        fcntl(inherited->fds[i], F_SETFD, FD_CLOEXEC);
+    }
+}
+
+/* Takes the inherited socket named "<host>/<index>" if it is still bound to
+ * what the config says; a socket whose address changed is not reused. */
+static int inherited_take(inherited_fds *inherited, const char *name,
+                          const act_listen_address *address)
+{
+    for (size_t i = 0; i < inherited->n; i++) {
+        if (inherited->fds[i] < 0 || strcmp(inherited->names[i], name) != 0)
+            continue;
+        int fd = inherited->fds[i];
+        inherited->fds[i] = -1;
+        if (act_listen_fd_matches(fd, address)) {
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+            return fd;
+        }
+        close(fd);
+    }
+    return -1;
+}
+
+static void inherited_release(inherited_fds *inherited)
+{
+    for (size_t i = 0; i < inherited->n; i++) {
+        if (inherited->fds[i] >= 0) {
+            act_log(LOG_NOTICE, "closing inherited socket %s: no configured host uses it now",
+                    inherited->names[i]);
+            close(inherited->fds[i]);
+        }
+        free(inherited->names[i]);
+    }
+    free(inherited->fds);
+    free(inherited->names);
+}
+
+/* Keeps the socket in systemd's FD store, so a restarted daemon gets the
+ * same socket back and clients never see it closed. */
+static void store_fd(const char *name, int fd)
+{
+    char state[320];
+    snprintf(state, sizeof(state), "FDSTORE=1\nFDNAME=%s", name);
+    sd_pid_notify_with_fds(0, 0, state, &fd, 1);
+}
+
+static int bind_sockets(act_daemon_host *host, inherited_fds *inherited, act_error *err)
+{
+    const act_host_config *config = host->config;
+    host->listen_fds = calloc(config->n_listen ? config->n_listen : 1, sizeof(int));
+    host->listen_names = calloc((size_t)config->n_listen + 1, sizeof(char *));
+    host->demand_sources = calloc(config->n_listen ? config->n_listen : 1, sizeof(void *));
+    if (!host->listen_fds || !host->listen_names || !host->demand_sources)
+        return act_error_set(err, ENOMEM, "out of memory");
+    for (uint16_t i = 0; i < config->n_listen; i++)
+        host->listen_fds[i] = -1;
+    for (uint16_t i = 0; i < config->n_listen; i++) {
+        char name[ACT_NAME_MAX + 16];
+        snprintf(name, sizeof(name), "%s/%u", config->name, i);
+        host->listen_names[i] = strdup(name);
+        if (!host->listen_names[i])
+            return act_error_set(err, ENOMEM, "out of memory");
+        int fd = inherited_take(inherited, name, &config->listen[i]);
+        if (fd < 0) {
+            fd = act_listen_bind(&config->listen[i], (int)config->backlog, err);
+            if (fd < 0)
+                return act_error_prefix(err, "host %s", config->name);
+            store_fd(name, fd);
+        }
+        host->listen_fds[i] = fd;
+    }
+    return 0;
+}
+
+int act_host_credentials(const act_host_config *config, uid_t *uid, gid_t *gid, bool *have,
+                         act_error *err)
+{
+    *have = false;
+    if (!config->user)
+        return 0;
+    struct passwd *user = getpwnam(config->user);
+    if (!user)
+        return act_error_set(err, ENOENT,
+                             "host %s: User=%s does not exist on this box; create it or change "
+                             "User=",
+                             config->name, config->user);
+    *uid = user->pw_uid;
+    *gid = user->pw_gid;
+    if (config->group) {
+        struct group *group = getgrnam(config->group);
+        if (!group)
+            return act_error_set(err, ENOENT,
+                                 "host %s: Group=%s does not exist on this box; create it or "
+                                 "change Group=",
+                                 config->name, config->group);
+        *gid = group->gr_gid;
+    }
+    *have = true;
+    return 0;
+}
+
+static int compile_filter(act_daemon_host *host, act_error *err)
+{
+    const act_syscall_filter *filter = &host->config->limits.syscall_filter;
+    int r = cg_seccomp_compile(filter->base == ACT_SYSCALLS_NONE ? "none" : "default",
+                               (const char *const *)filter->allow,
+                               (const char *const *)filter->deny, &host->seccomp, err);
+    return r < 0 ? act_error_prefix(err, "host %s: SystemCallFilter=", host->config->name) : 0;
+}
+
+static void pipeline_config_for(const act_daemon *daemon, const act_host_config *config,
+                                act_pipeline_config *out)
+{
+    act_pipeline_config_init(out);
+    out->max_starts = config->max_starts;
+    out->ready_timeout_usec = config->ready_timeout_usec;
+    out->park_backoff_max_usec = daemon->config.failure_backoff_max_usec;
+    out->start_rate_per_sec = config->start_rate_limit;
+    out->start_cap = (act_start_cap *)&daemon->start_cap;
+}
+
+static int setup_host(act_daemon *daemon, act_daemon_host *host, const act_host_config *config,
+                      inherited_fds *inherited, act_error *err)
+{
+    host->daemon = daemon;
+    host->config = config;
+    host->host_dirfd = -1;
+    host->resolved.exec_fd = -1;
+    int r = act_records_open_host(daemon->state_dirfd, config->name, err);
+    if (r < 0)
+        return r;
+    host->host_dirfd = r;
+    if ((r = bind_sockets(host, inherited, err)) < 0 || (r = act_host_credentials(config, &host->uid, &host->gid, &host->have_credentials,
+                                  err)) < 0 ||
+        (r = compile_filter(host, err)) < 0)
+        return r;
+    act_pipeline_config pipeline_config;
+    pipeline_config_for(daemon, config, &pipeline_config);
+    return act_host_new(daemon->loop, config->name, &pipeline_config, &act_wake_ops, host,
+                        act_announce, host, &host->pipeline, err);
+}
+
+int act_hosts_setup(act_daemon *daemon, act_error *err)
+{
+    daemon->hosts = calloc(daemon->n_hosts ? daemon->n_hosts : 1, sizeof(*daemon->hosts));
+    if (!daemon->hosts)
+        return act_error_set(err, ENOMEM, "out of memory");
+    inherited_fds inherited = {0};
+    inherited_collect(&inherited);
+    int r = 0;
+    /* act_config_load_hosts returns the hosts in name order, so the table is
+     * sorted for act_hosts_find without another sort. */
+    for (size_t i = 0; i < daemon->n_hosts && r == 0; i++)
+        r = setup_host(daemon, &daemon->hosts[i], &daemon->host_configs[i], &inherited, err);
+    inherited_release(&inherited);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < daemon->n_hosts; i++)
+        act_host_watch_demand(&daemon->hosts[i], true);
+    return 0;
+}
+
+/* A connection waits in a parked host's backlog: it wakes the host and stays
+ * there until the new generation accepts it. */
+static int on_demand(sd_event_source *source, int fd, uint32_t revents, void *userdata)
+{
+    act_daemon_host *host = userdata;
+    act_host_watch_demand(host, false);
+    act_host_wake(host->pipeline, ACT_TRIGGER_CONNECTION, NULL, NULL);
+    return 0;
+}
+
+void act_host_watch_demand(act_daemon_host *host, bool watch)
+{
+    for (uint16_t i = 0; i < host->config->n_listen; i++) {
+        sd_event_source **source = &host->demand_sources[i];
+        if (!watch) {
+            if (*source)
+                sd_event_source_set_enabled(*source, SD_EVENT_OFF);
+            continue;
+        }
+        if (!*source &&
+            sd_event_add_io(host->daemon->loop, source, host->listen_fds[i], EPOLLIN, on_demand,
+                            host) < 0) {
+            act_log(LOG_ERR, "host %s: cannot watch its socket for connections", host->config->name);
+            continue;
+        }
+        sd_event_source_set_enabled(*source, SD_EVENT_ON);
+    }
+}
+
+/* A host we must not serve (refused for good) answers waiting clients by
+ * closing their connections, rather than leaving them hanging until their
+ * own timeout, and so that the backlog does not trigger wake after wake. */
+void act_host_drain_backlog(act_daemon_host *host)
+{
+    for (uint16_t i = 0; i < host->config->n_listen; i++) {
+        int fd;
+        while ((fd = accept4(host->listen_fds[i], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
+            close(fd);
+    }
+}
+
+void act_hosts_teardown(act_daemon *daemon)
+{
+    for (size_t i = 0; i < daemon->n_hosts; i++) {
+        act_daemon_host *host = &daemon->hosts[i];
+        if (!host->daemon)
+            continue;
+        if (host->pipeline && act_host_free(host->pipeline) < 0)
+            act_log(LOG_WARNING, "host %s: pipeline still busy at exit", host->config->name);
+        for (uint16_t j = 0; j < host->config->n_listen; j++) {
+            sd_event_source_disable_unref(host->demand_sources[j]);
+            if (host->listen_fds[j] >= 0)
+                close(host->listen_fds[j]);
+            free(host->listen_names[j]);
+        }
+        free(host->demand_sources);
+        free(host->listen_fds);
+        free(host->listen_names);
+        cg_seccomp_program_free(host->seccomp);
+        rel_resolved_release(&host->resolved);
+        act_generation_free(host->serving);
+        act_generation_free(host->starting);
+        act_probe_free(host->probe);
+        sd_event_source_disable_unref(host->gate_hold);
+        sd_event_source_disable_unref(host->restore_timer);
+        act_generation_free(host->restoring);
+        if (host->host_dirfd >= 0)
+            close(host->host_dirfd);
+    }
+    free(daemon->hosts);
+    daemon->hosts = NULL;
+}

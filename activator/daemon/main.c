@@ -1,0 +1,127 @@
+/* activatord's command line. */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "activator/config/config.h"
+#include "activator/daemon/daemon.h"
+#include "activator/daemon/daemon_main.h"
+#include "common/log.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: activatord [--config PATH] [--check-config] [--verbose]\n"
+            "\n"
+            "Runs the host activator of this box (normally as activatord.service).\n"
+            "\n"
+            "  --config PATH    daemon configuration (default %s)\n"
+            "  --check-config   validate the configuration and every host file, print each\n"
+            "                   problem as FILE:LINE: KEY: what is wrong, and exit\n"
+            "  --verbose        log every pipeline step\n"
+            "  --version        print the version and exit\n"
+            "  --help           show this help\n",
+            ACT_CONFIG_DAEMON_DEFAULT_PATH);
+}
+
+int act_daemon_lookup_group(const char *name, gid_t *gid, act_error *err)
+{
+    struct group *group = getgrnam(name);
+    if (group) {
+        *gid = group->gr_gid;
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long value = strtoul(name, &end, 10);
+    if (!errno && end != name && !*end) {
+        *gid = (gid_t)value;
+        return 0;
+    }
+    return act_error_set(err, ENOENT, "ControlGroup=%s: no such group on this box; create it or "
+                                      "change ControlGroup=",
+                         name);
+}
+
+int act_daemon_check_config(const char *config_path)
+{
+    act_config_errors errors = {0};
+    act_daemon_config config = {0};
+    size_t problems = 0;
+    if (act_config_load_daemon(config_path, &config, &errors) == 0) {
+        act_host_config *hosts = NULL;
+        size_t n = 0;
+        act_config_load_hosts(config.hosts_directory, &hosts, &n, &errors);
+        /* What the files name must exist on this box too. */
+        for (size_t i = 0; i < n; i++) {
+            uid_t uid;
+            gid_t gid;
+            bool have;
+            act_error err = {0};
+            if (act_host_credentials(&hosts[i], &uid, &gid, &have, &err) < 0) {
+                fprintf(stderr, "%s/%s.conf: %s\n", config.hosts_directory, hosts[i].name,
+                        err.message);
+                problems++;
+            }
+        }
+        gid_t gid;
+        act_error err = {0};
+        if (config.control_group && act_daemon_lookup_group(config.control_group, &gid, &err) < 0) {
+            fprintf(stderr, "%s: %s\n", config_path, err.message);
+            problems++;
+        }
+        if (!errors.n && !problems)
+            printf("%s: ok (%zu hosts in %s)\n", config_path, n, config.hosts_directory);
+        act_host_configs_free(hosts, n);
+        act_daemon_config_free(&config);
+    }
+    problems += act_config_errors_print(&errors, stderr);
+    act_config_errors_free(&errors);
+    return problems ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"check-config", no_argument, NULL, 'C'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    const char *config_path = ACT_CONFIG_DAEMON_DEFAULT_PATH;
+    bool check = false;
+    int option;
+    while ((option = getopt_long(argc, argv, "c:hv", options, NULL)) != -1) {
+        switch (option) {
+        case 'c':
+            config_path = optarg;
+            break;
+        case 'C':
+            check = true;
+            break;
+        case 'v':
+            act_log_set_max_priority(LOG_DEBUG);
+            break;
+        case 'V':
+            printf("activatord %s\n", ACTIVATOR_VERSION);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "activatord: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    return check ? act_daemon_check_config(config_path) : act_daemon_run(config_path);
+}

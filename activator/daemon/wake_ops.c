@@ -1,0 +1,714 @@
+/* The wake pipeline's operations, over claims/, release/ and cgroup/.
+ *
+ * Each operation either completes at once or starts one asynchronous call
+ * (a claim read or CAS, a probe, a process) and parks the wake in
+ * host->waiting_wake until that call answers on the loop. Only one
+ * operation of a host is in flight at a time, so one slot is enough. */
+#include "activator/daemon/daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "activator/daemon/restore.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+static act_daemon_host *host_of(void *userdata)
+{
+    return userdata;
+}
+
+static const char *box_of(const act_daemon_host *host)
+{
+    return host->daemon->config.box;
+}
+
+static const char *name_of(const act_daemon_host *host)
+{
+    return host->config->name;
+}
+
+/* Takes the parked wake: the answer that arrives completes it exactly once. */
+static act_wake *take_wake(act_daemon_host *host)
+{
+    return TAKE_PTR(host->waiting_wake);
+}
+
+/* A claim store call that could not even be started ends the step. */
+static void store_call_failed(act_wake *wake, act_daemon_host *host, const act_error *err)
+{
+    host->waiting_wake = NULL;
+    act_wake_complete(wake, ACT_REASON_STORE_ERROR, "host %s: %s", name_of(host), err->message);
+}
+
+/* ---- read ---------------------------------------------------------------- */
+
+/* The claim decides: another executor means not ours, and the op's phase
+ * must allow a wake. */
+static void judge_observed(act_wake *wake, act_daemon_host *host)
+{
+    act_error err = {0};
+    if (!claim_owned_by(&host->observed, box_of(host))) {
+        const char *executor = claim_executor(&host->observed);
+        act_wake_complete(wake, ACT_REASON_NOT_OWNER,
+                          executor[0] ? "host %s: claim names box %s as executor, this box is %s"
+                                      : "host %s: claim is released (no executor)%.0s, this box is %s",
+                          name_of(host), executor, box_of(host));
+        return;
+    }
+    if (claim_phase_allows_wake(&host->observed, box_of(host), false, &err) < 0) {
+        act_wake_complete(wake, ACT_REASON_WRONG_PHASE, "%s", err.message);
+        return;
+    }
+    act_wake_ok(wake);
+}
+
+static void on_unclaimed_created(claim_store *store, int result, uint64_t new_revision,
+                                 const claim *current, const act_error *err, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    act_wake *wake = take_wake(host);
+    if (result == CLAIMS_CHANGED) {
+        /* Someone created a claim at the same moment: judge theirs. */
+        host->observed = *current;
+        judge_observed(wake, host);
+        return;
+    }
+    if (result < 0) {
+        act_wake_complete(wake, ACT_REASON_STORE_ERROR, "host %s: cannot create its claim: %s",
+                          name_of(host), err->message);
+        return;
+    }
+    host->observed.revision = new_revision;
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(host)},
+                   "host %s: had no claim; claimed it for box %s (ClaimUnclaimed=yes)",
+                   name_of(host), box_of(host));
+    judge_observed(wake, host);
+}
+
+/* The claim a box writes for a configured host nobody has claimed yet. */
+static void unclaimed_claim(const act_daemon_host *host, claim *out)
+{
+    *out = (claim){0};
+    snprintf(out->host, sizeof(out->host), "%s", name_of(host));
+    snprintf(out->op.id, sizeof(out->op.id), "unclaimed");
+    out->op.kind = CLAIM_OP_SERVING;
+    snprintf(out->op.phase, sizeof(out->op.phase), "assigned");
+    snprintf(out->op.exec, sizeof(out->op.exec), "%s", box_of(host));
+}
+
+static void on_read(claim_store *store, int result, const claim *c, const act_error *err,
+                    void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    if (result < 0) {
+        act_wake_complete(take_wake(host), ACT_REASON_STORE_ERROR,
+                          "host %s: cannot read its claim: %s", name_of(host), err->message);
+        return;
+    }
+    if (result == 0) {
+        if (!host->daemon->config.claim_unclaimed) {
+            act_wake_complete(take_wake(host), ACT_REASON_NOT_OWNER,
+                              "host %s: no claim names this box (%s); assign it with "
+                              "'activatorctl claim assign %s %s'",
+                              name_of(host), box_of(host), name_of(host), box_of(host));
+            return;
+        }
+        unclaimed_claim(host, &host->observed);
+        act_error call_err = {0};
+        if (claims_cas_async(store, name_of(host), 0, &host->observed, on_unclaimed_created, host,
+                             &call_err) < 0)
+            store_call_failed(take_wake(host), host, &call_err);
+        return;
+    }
+    host->observed = *c;
+    judge_observed(take_wake(host), host);
+}
+
+static void op_read(act_wake *wake, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    if (host->unproven_at_start) {
+        act_wake_complete(wake, ACT_REASON_UNPROVEN_STOP,
+                          "host %s: a generation left by the previous daemon is not proven "
+                          "stopped; see the log for its cgroup",
+                          name_of(host));
+        return;
+    }
+    act_error err = {0};
+    host->waiting_wake = wake;
+    if (claims_read_async(host->daemon->store, name_of(host), on_read, host, &err) < 0)
+        store_call_failed(wake, host, &err);
+}
+
+/* ---- admit --------------------------------------------------------------- */
+
+static void on_admitted(claim_store *store, int result, uint64_t new_revision,
+                        const claim *current, const act_error *err, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    act_wake *wake = take_wake(host);
+    if (result == CLAIMS_CHANGED) {
+        act_wake_complete(wake, ACT_REASON_CLAIM_CHANGED,
+                          "host %s: the claim changed between read (revision %" PRIu64
+                          ") and admission (now revision %" PRIu64 ")",
+                          name_of(host), host->observed.revision, current->revision);
+        return;
+    }
+    if (result < 0) {
+        act_wake_complete(wake, ACT_REASON_STORE_ERROR, "host %s: admission failed: %s",
+                          name_of(host), err->message);
+        return;
+    }
+    host->admitted.revision = new_revision;
+    act_error check = {0};
+    if (claim_admission_ok(&host->observed, &host->admitted, host->daemon->incarnation, &check) <
+        0) {
+        act_wake_complete(wake, ACT_REASON_CLAIM_CHANGED, "%s", check.message);
+        return;
+    }
+    act_wake_ok(wake);
+}
+
+static void op_admit(act_wake *wake, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    claim_next_admission(&host->observed, box_of(host), host->daemon->incarnation,
+                         act_wallclock_usec(), &host->admitted);
+    act_error err = {0};
+    host->waiting_wake = wake;
+    if (claims_cas_async(host->daemon->store, name_of(host), host->observed.revision,
+                         &host->admitted, on_admitted, host, &err) < 0)
+        store_call_failed(wake, host, &err);
+}
+
+/* ---- restore ------------------------------------------------------------- */
+
+static void op_restore(act_wake *wake, void *userdata)
+{
+    act_restore_start(host_of(userdata), wake);
+}
+
+/* ---- reserve, materialize ------------------------------------------------ */
+
+static void op_reserve(act_wake *wake, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    act_error err = {0};
+    act_generation *gen = NULL;
+    /* Every attempt of one admission is the same generation N: the claim
+     * names N, and a failed attempt's leaf is removed before the next. */
+    int r = act_generation_new(host, "g", host->admitted.holder.generation, &gen, &err);
+    if (r < 0) {
+        act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
+                          err.message);
+        return;
+    }
+    gen->session = host->admitted.holder.session;
+    gen->admission_revision = host->admitted.revision;
+    host->starting = gen;
+    /* Written before anything runs in the leaf, so a successor daemon that
+     * finds the leaf also finds whose it is. */
+    if (act_generation_write_record(gen, ACT_GEN_STARTING, &err) < 0) {
+        act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
+                          err.message);
+        return;
+    }
+    act_wake_ok(wake);
+}
+
+static void on_notify(act_notify *notify, const act_notify_message *message, void *userdata)
+{
+    act_generation *gen = userdata;
+    act_daemon_host *host = gen->host;
+    if (message->status)
+        act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(host), .generation = gen->number},
+                       "host %s: generation %" PRIu64 " status: %s", name_of(host), gen->number,
+                       message->status);
+    if (!message->ready || gen->ready)
+        return;
+    gen->ready = true;
+    if (gen == host->starting && host->waiting_wake &&
+        act_wake_step(host->waiting_wake) == ACT_STEP_READY)
+        act_wake_ok(take_wake(host));
+}
+
+static int make_state_directory(act_daemon_host *host, act_error *err)
+{
+    if (mkdirat(host->host_dirfd, "state", 0750) < 0 && errno != EEXIST)
+        return act_error_set(err, errno, "cannot create the state directory: %s",
+                             strerror(errno));
+    if (host->have_credentials &&
+        fchownat(host->host_dirfd, "state", host->uid, host->gid, AT_SYMLINK_NOFOLLOW) < 0)
+        return act_error_set(err, errno, "cannot hand the state directory to uid %u: %s",
+                             (unsigned)host->uid, strerror(errno));
+    return 0;
+}
+
+static void op_materialize(act_wake *wake, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    act_generation *gen = host->starting;
+    act_error err = {0};
+    if (make_state_directory(host, &err) < 0) {
+        act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
+                          err.message);
+        return;
+    }
+    if (host->config->ready.kind == ACT_PROBE_NOTIFY && !gen->notify) {
+        char path[256], cgroup[4096];
+        snprintf(path, sizeof(path), "%s/notify/%s.%" PRIu64,
+                 host->daemon->config.runtime_directory, name_of(host), gen->number);
+        snprintf(cgroup, sizeof(cgroup), "/%s", cg_leaf_relative_path(gen->leaf));
+        if (act_notify_open(host->daemon->loop, path, cgroup, on_notify, gen, &gen->notify,
+                            &err) < 0) {
+            act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
+                              err.message);
+            return;
+        }
+    }
+    act_wake_ok(wake);
+}
+
+/* ---- prepare, gate ------------------------------------------------------- */
+
+static act_reason reason_of_resolve(int r)
+{
+    switch (r) {
+    case -ENOENT:
+        return ACT_REASON_NOT_STAGED;
+    case -EKEYREJECTED:
+        return ACT_REASON_PIN_MISMATCH;
+    case -EBADMSG:
+    case -EUCLEAN:
+    case -ELOOP:
+    case -EPERM:
+        return ACT_REASON_DIGEST_MISMATCH;
+    default:
+        return ACT_REASON_SETUP_FAILED;
+    }
+}
+
+/* The held version freezes the host: a build that is not it never runs. */
+static bool held_mismatch(const act_daemon_host *host, const claim *c)
+{
+    return c->held[0] && strcmp(c->held, host->resolved.identity.version) != 0;
+}
+
+static bool pin_mismatch(const act_daemon_host *host, const claim *c)
+{
+    return c->has_pin && (strcmp(c->pin.version, host->resolved.identity.version) != 0 ||
+                          strcmp(c->pin.digest, host->resolved.identity.build_digest) != 0);
+}
+
+static void op_prepare(act_wake *wake, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    const claim *admitted = &host->admitted;
+    rel_pin pin = {0};
+    if (admitted->has_pin) {
+        snprintf(pin.version, sizeof(pin.version), "%s", admitted->pin.version);
+        snprintf(pin.digest, sizeof(pin.digest), "%s", admitted->pin.digest);
+    }
+    rel_resolved_release(&host->resolved);
+    act_error err = {0};
+    /* The live link is read once here; everything after uses this fd. The
+     * build's manifest names its executable (Exec='s path, for a directory
+     * build, when it was staged), so no override is passed. */
+    int r = rel_resolve(host->daemon->releases, name_of(host), admitted->has_pin ? &pin : NULL,
+                        NULL, &host->resolved, &err);
+    if (r < 0) {
+        act_wake_complete(wake, reason_of_resolve(r), "%s", err.message);
+        return;
+    }
+    if (held_mismatch(host, admitted)) {
+        act_wake_complete(wake, ACT_REASON_HELD_MISMATCH,
+                          "host %s: held on version %s, but the build to run is %s",
+                          name_of(host), admitted->held, host->resolved.identity.version);
+        return;
+    }
+    act_build_ref *build = &host->starting->build;
+    snprintf(build->version, sizeof(build->version), "%s", host->resolved.identity.version);
+    snprintf(build->digest, sizeof(build->digest), "%s", host->resolved.identity.digest);
+    snprintf(build->build_digest, sizeof(build->build_digest), "%s",
+             host->resolved.identity.build_digest);
+    act_wake_ok(wake);
+}
+
+/* The gate re-reads the claim twice: before and after the build state is
+ * written. Between admission and exec another box may have taken the host;
+ * if so nothing is exec'd. */
+static void gate_second_read(act_daemon_host *host);
+
+static bool gate_claim_still_ours(act_wake *wake, act_daemon_host *host, int result,
+                                  const claim *fresh, const act_error *err)
+{
+    if (result < 0) {
+        act_wake_complete(wake, ACT_REASON_STORE_ERROR, "host %s: gate cannot read the claim: %s",
+                          name_of(host), err->message);
+        return false;
+    }
+    if (result == 0) {
+        act_wake_complete(wake, ACT_REASON_NOT_OWNER, "host %s: the claim was deleted before exec",
+                          name_of(host));
+        return false;
+    }
+    if (fresh->revision == host->admitted.revision)
+        return true;
+    if (!claim_owned_by(fresh, box_of(host)))
+        act_wake_complete(wake, ACT_REASON_NOT_OWNER,
+                          "host %s: before exec, the claim names box %s as executor, this box is "
+                          "%s",
+                          name_of(host), claim_executor(fresh), box_of(host));
+    else if (pin_mismatch(host, fresh))
+        act_wake_complete(wake, ACT_REASON_PIN_MISMATCH,
+                          "host %s: before exec, the pin changed to %s", name_of(host),
+                          fresh->has_pin ? fresh->pin.version : "(none)");
+    else
+        act_wake_complete(wake, ACT_REASON_CLAIM_CHANGED,
+                          "host %s: before exec, the claim moved from our admission (revision %" PRIu64
+                          ") to revision %" PRIu64,
+                          name_of(host), host->admitted.revision, fresh->revision);
+    return false;
+}
+
+static void on_gate_second_read(claim_store *store, int result, const claim *c,
+                                const act_error *err, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    act_wake *wake = take_wake(host);
+    if (gate_claim_still_ours(wake, host, result, c, err))
+        act_wake_ok(wake);
+}
+
+static void on_gate_first_read(claim_store *store, int result, const claim *c,
+                               const act_error *err, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    act_wake *wake = take_wake(host);
+    if (!gate_claim_still_ours(wake, host, result, c, err))
+        return;
+    if (pin_mismatch(host, &host->admitted)) {
+        act_wake_complete(wake, ACT_REASON_PIN_MISMATCH,
+                          "host %s: the resolved build %s is not the pinned %s", name_of(host),
+                          host->resolved.identity.version, host->admitted.pin.version);
+        return;
+    }
+    if (held_mismatch(host, &host->admitted)) {
+        act_wake_complete(wake, ACT_REASON_HELD_MISMATCH,
+                          "host %s: held on version %s, but the build to run is %s",
+                          name_of(host), host->admitted.held, host->resolved.identity.version);
+        return;
+    }
+    act_generation *gen = host->starting;
+    act_build_state state = {
+        .build = gen->build,
+        .generation = gen->number,
+        .session = gen->session,
+        .written_usec = act_wallclock_usec(),
+    };
+    act_error write_err = {0};
+    if (act_records_write_build_state(host->host_dirfd, &state, &write_err) < 0 ||
+        act_generation_write_record(gen, ACT_GEN_STARTING, &write_err) < 0) {
+        act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
+                          write_err.message);
+        return;
+    }
+    host->waiting_wake = wake;
+    gate_second_read(host);
+}
+
+static void gate_second_read(act_daemon_host *host)
+{
+    act_error err = {0};
+    if (claims_read_async(host->daemon->store, name_of(host), on_gate_second_read, host, &err) <
+        0)
+        store_call_failed(take_wake(host), host, &err);
+}
+
+static void gate_first_read(act_daemon_host *host)
+{
+    act_error err = {0};
+    if (claims_read_async(host->daemon->store, name_of(host), on_gate_first_read, host, &err) < 0)
+        store_call_failed(take_wake(host), host, &err);
+}
+
+/* Test hook: with ACTIVATOR_TEST_GATE_HOLD=<path> set, the gate waits until
+ * <path> exists, so a test can change the claim between admission and exec
+ * at a moment it controls. Never set in production. */
+static int on_gate_hold_tick(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    const char *hold = getenv("ACTIVATOR_TEST_GATE_HOLD");
+    if (hold && access(hold, F_OK) < 0) {
+        sd_event_source_set_time_relative(source, 10 * 1000);
+        sd_event_source_set_enabled(source, SD_EVENT_ONESHOT);
+        return 0;
+    }
+    host->gate_hold = sd_event_source_disable_unref(host->gate_hold);
+    gate_first_read(host);
+    return 0;
+}
+
+static void op_gate(act_wake *wake, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    host->waiting_wake = wake;
+    if (getenv("ACTIVATOR_TEST_GATE_HOLD") &&
+        sd_event_add_time_relative(host->daemon->loop, &host->gate_hold, CLOCK_MONOTONIC, 0, 0,
+                                   on_gate_hold_tick, host) >= 0)
+        return;
+    gate_first_read(host);
+}
+
+/* ---- exec, ready --------------------------------------------------------- */
+
+static void op_exec(act_wake *wake, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    act_generation *gen = host->starting;
+    act_error err = {0};
+    int r = act_generation_spawn(gen, &err);
+    rel_resolved_release(&host->resolved);
+    if (r < 0) {
+        act_wake_complete(wake, ACT_REASON_EXEC_FAILED, "host %s: %s", name_of(host),
+                          err.message);
+        return;
+    }
+    if (act_generation_write_record(gen, ACT_GEN_STARTING, &err) < 0)
+        act_log(LOG_WARNING, "host %s: %s", name_of(host), err.message);
+    act_wake_ok(wake);
+}
+
+static void on_probe_done(act_probe *probe, bool ok, const char *why, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    act_wake *wake = take_wake(host);
+    act_probe_free(TAKE_PTR(host->probe));
+    act_step step = act_wake_step(wake);
+    if (ok)
+        act_wake_ok(wake);
+    else
+        act_wake_complete(wake,
+                          step == ACT_STEP_HEALTHY ? ACT_REASON_UNHEALTHY
+                                                   : ACT_REASON_READY_TIMEOUT,
+                          "host %s: %s probe failed: %s", name_of(host),
+                          step == ACT_STEP_HEALTHY ? "health" : "readiness", why);
+}
+
+static void start_probe(act_wake *wake, act_daemon_host *host, const act_probe_spec *spec,
+                        uint64_t timeout_usec)
+{
+    act_error err = {0};
+    host->waiting_wake = wake;
+    if (act_probe_start(host->daemon->loop, spec, timeout_usec, 20 * 1000, on_probe_done, host,
+                        &host->probe, &err) < 0) {
+        host->waiting_wake = NULL;
+        act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
+                          err.message);
+    }
+}
+
+static void op_ready(act_wake *wake, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    act_generation *gen = host->starting;
+    if (host->config->ready.kind != ACT_PROBE_NOTIFY) {
+        start_probe(wake, host, &host->config->ready, host->config->ready_timeout_usec);
+        return;
+    }
+    if (gen->ready) {
+        act_wake_ok(wake);
+        return;
+    }
+    /* on_notify or on_process_exit completes it; the pipeline bounds the
+     * wait by ReadyTimeoutSec and calls abandon when it closes. */
+    host->waiting_wake = wake;
+}
+
+static void op_abandon(act_wake *wake, act_step step, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    if (host->waiting_wake == wake)
+        host->waiting_wake = NULL;
+    act_probe_free(TAKE_PTR(host->probe));
+    act_restore_abandon(host);
+}
+
+/* ---- replicate, publish, healthy ----------------------------------------- */
+
+static void op_replicate(act_wake *wake, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    act_error err = {0};
+    if (act_replicate_start(host, host->starting, &err) < 0) {
+        act_wake_complete(wake, ACT_REASON_REPLICATE_FAILED, "host %s: %s", name_of(host),
+                          err.message);
+        return;
+    }
+    act_wake_ok(wake);
+}
+
+/* What a published generation serves on, for routers reading the claim. */
+static void format_handle(const act_daemon_host *host, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (uint16_t i = 0; i < host->config->n_listen && used + 2 < size; i++) {
+        char address[160];
+        act_listen_format(&host->config->listen[i], address, sizeof(address));
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? "," : "", address);
+    }
+    if (!out[0])
+        snprintf(out, size, "%s/g-%" PRIu64, host->daemon->config.box,
+                 host->admitted.holder.generation);
+}
+
+static void on_published(claim_store *store, int result, uint64_t new_revision,
+                         const claim *current, const act_error *err, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    act_wake *wake = take_wake(host);
+    if (result == CLAIMS_CHANGED) {
+        act_wake_complete(wake, ACT_REASON_PUBLISH_LOST,
+                          "host %s: the claim changed while publishing generation %" PRIu64,
+                          name_of(host), host->admitted.holder.generation);
+        return;
+    }
+    if (result < 0) {
+        act_wake_complete(wake, ACT_REASON_STORE_ERROR, "host %s: publishing failed: %s",
+                          name_of(host), err->message);
+        return;
+    }
+    host->admitted.revision = new_revision;
+    act_generation *gen = TAKE_PTR(host->starting);
+    gen->serving_usec = act_now_usec();
+    host->serving = gen;
+    act_error write_err = {0};
+    if (act_generation_write_record(gen, ACT_GEN_SERVING, &write_err) < 0)
+        act_log(LOG_WARNING, "host %s: %s", name_of(host), write_err.message);
+    act_wake_ok(wake);
+}
+
+static void on_publish_read(claim_store *store, int result, const claim *c, const act_error *err,
+                            void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    if (result <= 0) {
+        act_wake_complete(take_wake(host), result < 0 ? ACT_REASON_STORE_ERROR
+                                                      : ACT_REASON_PUBLISH_LOST,
+                          "host %s: before publishing, %s", name_of(host),
+                          result < 0 ? err->message : "the claim was deleted");
+        return;
+    }
+    if (!claim_same_admission(&host->admitted, c)) {
+        act_wake_complete(take_wake(host), ACT_REASON_PUBLISH_LOST,
+                          "host %s: before publishing, the claim no longer describes our "
+                          "admission (session %" PRIu64 ", generation %" PRIu64 ")",
+                          name_of(host), host->admitted.holder.session,
+                          host->admitted.holder.generation);
+        return;
+    }
+    claim next = *c;
+    snprintf(next.op.phase, sizeof(next.op.phase), "serving");
+    format_handle(host, next.holder.handle, sizeof(next.holder.handle));
+    host->admitted = next;
+    act_error call_err = {0};
+    if (claims_cas_async(store, name_of(host), c->revision, &next, on_published, host,
+                         &call_err) < 0)
+        store_call_failed(take_wake(host), host, &call_err);
+}
+
+static void op_publish(act_wake *wake, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    act_error err = {0};
+    host->waiting_wake = wake;
+    if (claims_read_async(host->daemon->store, name_of(host), on_publish_read, host, &err) < 0)
+        store_call_failed(wake, host, &err);
+}
+
+static void op_healthy(act_wake *wake, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    if (!host->config->health_check) {
+        act_wake_ok(wake);
+        return;
+    }
+    start_probe(wake, host, host->config->health_check, host->config->ready_timeout_usec);
+}
+
+/* ---- failed -------------------------------------------------------------- */
+
+static void on_generation_retired(act_generation *gen, bool proven, const char *why,
+                                  void *userdata)
+{
+    act_wake *wake = userdata;
+    act_daemon_host *host = gen->host;
+    if (host->starting == gen)
+        host->starting = NULL;
+    if (host->serving == gen)
+        host->serving = NULL;
+    uint64_t number = gen->number;
+    if (proven) {
+        act_generation_free(gen);
+        act_wake_retired(wake, true, "host %s: generation %" PRIu64 " is proven stopped",
+                         name_of(host), number);
+    } else {
+        /* An unproven generation keeps its handle (and cgroup): the next
+         * daemon or a later sweep must still be able to prove it stopped. */
+        act_log_fields(LOG_ERR, &(act_log_ctx){.host = name_of(host), .generation = number},
+                       "host %s: generation %" PRIu64 " is NOT proven stopped: %s", name_of(host),
+                       number, why);
+        act_generation_free(gen);
+        act_wake_retired(wake, false, "host %s: generation %" PRIu64 " not proven stopped: %s",
+                         name_of(host), number, why);
+    }
+}
+
+static void op_failed(act_wake *wake, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    const act_retirement *retirement = act_wake_retirement(wake);
+    act_restore_abandon(host);
+    rel_resolved_release(&host->resolved);
+    if (retirement->record_attempt) {
+        host->failed_attempts++;
+        snprintf(host->last_reason, sizeof(host->last_reason), "%s",
+                 act_reason_to_string(retirement->reason));
+    }
+    act_generation *gen = NULL;
+    if (retirement->cause == ACT_RETIRE_EXITED || retirement->cause == ACT_RETIRE_PARK)
+        gen = host->serving;
+    else
+        gen = host->starting ? host->starting : host->serving;
+    if (!gen) {
+        act_wake_retired(wake, true, "host %s: nothing was started", name_of(host));
+        return;
+    }
+    act_generation_retire(gen, retirement->graceful, on_generation_retired, wake);
+}
+
+const act_pipeline_ops act_wake_ops = {
+    .read = op_read,
+    .admit = op_admit,
+    .restore = op_restore,
+    .reserve = op_reserve,
+    .materialize = op_materialize,
+    .prepare = op_prepare,
+    .gate = op_gate,
+    .exec = op_exec,
+    .ready = op_ready,
+    .replicate = op_replicate,
+    .publish = op_publish,
+    .healthy = op_healthy,
+    .failed = op_failed,
+    .abandon = op_abandon,
+};
