@@ -1,0 +1,338 @@
+/* The claim's JSON body, strict in both directions.
+ *
+ * Body layout (host and revision live in the store key and the store):
+ *   {
+ *     "holder": {"box": "b1", "incarnation": "9f..", "session": 3, "generation": 7,
+ *                "stamp_usec": 1700000000000000, "handle": "/run/..."},   optional
+ *     "op":     {"id": "op-12", "kind": "serving", "phase": "serving", "exec": "b1"},
+ *     "pin":    {"version": "v2", "digest": "<sha256 hex>",
+ *                "failure_reason": "", "failure_message": ""},             optional
+ *     "held":   "v1",                                                     optional
+ *     "state":  {"checkpoint": "..."}                                     optional
+ *   }
+ * Unknown fields are refused: a box must not act on a claim it only partly
+ * understands, because the part it skipped may be the part that fences it. */
+#include "claims/claims.h"
+#include "claims/store_internal.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct parse_ctx {
+    const char *host;
+    act_error *err;
+} parse_ctx;
+
+static int field_error(parse_ctx *ctx, const char *field, const char *what)
+{
+    return act_error_set(ctx->err, EINVAL, "host %s: claim field %s %s; fix or rewrite the claim",
+                         ctx->host, field, what);
+}
+
+static int get_member(parse_ctx *ctx, json_object *obj, const char *parent, const char *key,
+                      json_type type, bool required, json_object **out)
+{
+    char field[64];
+    snprintf(field, sizeof(field), "%s%s%s", parent, parent[0] ? "." : "", key);
+    *out = NULL;
+    if (!json_object_object_get_ex(obj, key, out) || !*out) {
+        *out = NULL;
+        return required ? field_error(ctx, field, "is missing") : 0;
+    }
+    if (!json_object_is_type(*out, type)) {
+        char what[64];
+        snprintf(what, sizeof(what), "must be %s, not %s", json_type_to_name(type),
+                 json_type_to_name(json_object_get_type(*out)));
+        return field_error(ctx, field, what);
+    }
+    return 0;
+}
+
+static int get_string(parse_ctx *ctx, json_object *obj, const char *parent, const char *key,
+                      bool required, char *dst, size_t dst_size)
+{
+    json_object *member;
+    int r = get_member(ctx, obj, parent, key, json_type_string, required, &member);
+    if (r < 0 || !member)
+        return r;
+    size_t len = (size_t)json_object_get_string_len(member);
+    const char *s = json_object_get_string(member);
+    char field[64];
+    snprintf(field, sizeof(field), "%s%s%s", parent, parent[0] ? "." : "", key);
+    if (len >= dst_size) {
+        char what[64];
+        snprintf(what, sizeof(what), "is longer than %zu bytes", dst_size - 1);
+        return field_error(ctx, field, what);
+    }
+    if (memchr(s, '\0', len))
+        return field_error(ctx, field, "contains a NUL byte");
+    memcpy(dst, s, len + 1);
+    return 0;
+}
+
+static int get_u64(parse_ctx *ctx, json_object *obj, const char *parent, const char *key,
+                   uint64_t *dst)
+{
+    json_object *member;
+    int r = get_member(ctx, obj, parent, key, json_type_int, true, &member);
+    if (r < 0)
+        return r;
+    /* json-c keeps values above INT64_MAX as unsigned, where get_int64 clamps
+     * to INT64_MAX; only a really negative number reads below zero. */
+    if (json_object_get_int64(member) < 0) {
+        char field[64];
+        snprintf(field, sizeof(field), "%s.%s", parent, key);
+        return field_error(ctx, field, "is negative");
+    }
+    *dst = json_object_get_uint64(member);
+    return 0;
+}
+
+/* Refuses members outside allowed so a typo ("sesion") is an error, not a
+ * silently missing value. */
+static int check_known(parse_ctx *ctx, json_object *obj, const char *parent,
+                       const char *const *allowed)
+{
+    json_object_object_foreach(obj, key, value)
+    {
+        (void)value;
+        bool known = false;
+        for (const char *const *a = allowed; *a && !known; a++)
+            known = strcmp(*a, key) == 0;
+        if (!known) {
+            char field[96];
+            snprintf(field, sizeof(field), "%s%s%.40s", parent, parent[0] ? "." : "", key);
+            return field_error(ctx, field, "is not a claim field");
+        }
+    }
+    return 0;
+}
+
+static int parse_holder(parse_ctx *ctx, json_object *obj, claim_holder *h)
+{
+    static const char *const allowed[] = {"box",        "incarnation", "session", "generation",
+                                          "stamp_usec", "handle",      NULL};
+    int r = check_known(ctx, obj, "holder", allowed);
+    if (r >= 0)
+        r = get_string(ctx, obj, "holder", "box", true, h->box, sizeof(h->box));
+    if (r >= 0)
+        r = get_string(ctx, obj, "holder", "incarnation", true, h->incarnation,
+                       sizeof(h->incarnation));
+    if (r >= 0)
+        r = get_u64(ctx, obj, "holder", "session", &h->session);
+    if (r >= 0)
+        r = get_u64(ctx, obj, "holder", "generation", &h->generation);
+    if (r >= 0)
+        r = get_u64(ctx, obj, "holder", "stamp_usec", &h->stamp_usec);
+    if (r >= 0)
+        r = get_string(ctx, obj, "holder", "handle", false, h->handle, sizeof(h->handle));
+    return r;
+}
+
+static int parse_op(parse_ctx *ctx, json_object *obj, claim_op *op)
+{
+    static const char *const allowed[] = {"id", "kind", "phase", "exec", NULL};
+    char kind[32] = "";
+    int r = check_known(ctx, obj, "op", allowed);
+    if (r >= 0)
+        r = get_string(ctx, obj, "op", "id", true, op->id, sizeof(op->id));
+    if (r >= 0)
+        r = get_string(ctx, obj, "op", "kind", true, kind, sizeof(kind));
+    if (r >= 0)
+        r = get_string(ctx, obj, "op", "phase", true, op->phase, sizeof(op->phase));
+    if (r >= 0)
+        r = get_string(ctx, obj, "op", "exec", true, op->exec, sizeof(op->exec));
+    if (r < 0)
+        return r;
+    if (claim_op_kind_from_string(kind, &op->kind) < 0)
+        return field_error(ctx, "op.kind",
+                           "is not one of serving, hold, move, probe");
+    return 0;
+}
+
+static int parse_pin(parse_ctx *ctx, json_object *obj, claim_pin *pin)
+{
+    static const char *const allowed[] = {"version", "digest", "failure_reason",
+                                          "failure_message", NULL};
+    int r = check_known(ctx, obj, "pin", allowed);
+    if (r >= 0)
+        r = get_string(ctx, obj, "pin", "version", true, pin->version, sizeof(pin->version));
+    if (r >= 0)
+        r = get_string(ctx, obj, "pin", "digest", true, pin->digest, sizeof(pin->digest));
+    if (r >= 0)
+        r = get_string(ctx, obj, "pin", "failure_reason", false, pin->failure_reason,
+                       sizeof(pin->failure_reason));
+    if (r >= 0)
+        r = get_string(ctx, obj, "pin", "failure_message", false, pin->failure_message,
+                       sizeof(pin->failure_message));
+    return r;
+}
+
+static int parse_body(parse_ctx *ctx, json_object *root, claim *c)
+{
+    static const char *const allowed[] = {"holder", "op", "pin", "held", "state", NULL};
+    json_object *member;
+    int r = check_known(ctx, root, "", allowed);
+    if (r < 0)
+        return r;
+
+    if ((r = get_member(ctx, root, "", "holder", json_type_object, false, &member)) < 0)
+        return r;
+    if (member && (r = parse_holder(ctx, member, &c->holder)) < 0)
+        return r;
+
+    if ((r = get_member(ctx, root, "", "op", json_type_object, true, &member)) < 0)
+        return r;
+    if ((r = parse_op(ctx, member, &c->op)) < 0)
+        return r;
+
+    if ((r = get_member(ctx, root, "", "pin", json_type_object, false, &member)) < 0)
+        return r;
+    if (member) {
+        c->has_pin = true;
+        if ((r = parse_pin(ctx, member, &c->pin)) < 0)
+            return r;
+    }
+
+    if ((r = get_string(ctx, root, "", "held", false, c->held, sizeof(c->held))) < 0)
+        return r;
+
+    if ((r = get_member(ctx, root, "", "state", json_type_object, false, &member)) < 0)
+        return r;
+    if (member) {
+        static const char *const state_allowed[] = {"checkpoint", NULL};
+        if ((r = check_known(ctx, member, "state", state_allowed)) < 0)
+            return r;
+        if ((r = get_string(ctx, member, "state", "checkpoint", true, c->state.checkpoint,
+                            sizeof(c->state.checkpoint))) < 0)
+            return r;
+    }
+    return 0;
+}
+
+int claim_from_json(const char *host, const char *text, size_t len, claim *out, act_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    const char *shown_host = host && host[0] ? host : "(unnamed)";
+    if (len > CLAIM_JSON_MAX)
+        return act_error_set(err, EFBIG,
+                             "host %s: claim body is %zu bytes, over the %d byte limit; the "
+                             "stored value is not a claim, rewrite or delete it",
+                             shown_host, len, CLAIM_JSON_MAX);
+    json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return act_error_set(err, ENOMEM, "host %s: out of memory parsing claim", shown_host);
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+    json_object *root = json_tokener_parse_ex(tok, text, (int)len);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    size_t consumed = json_tokener_get_parse_end(tok);
+    json_tokener_free(tok);
+    if (!root || jerr != json_tokener_success) {
+        json_object_put(root);
+        return act_error_set(err, EINVAL,
+                             "host %s: claim body is not valid JSON (%s at byte %zu); rewrite or "
+                             "delete the claim",
+                             shown_host,
+                             jerr == json_tokener_continue ? "unexpected end"
+                                                           : json_tokener_error_desc(jerr),
+                             consumed);
+    }
+    for (size_t i = consumed; i < len; i++) {
+        if (text[i] != ' ' && text[i] != '\n' && text[i] != '\t' && text[i] != '\r') {
+            json_object_put(root);
+            return act_error_set(err, EINVAL,
+                                 "host %s: claim body has trailing bytes after the JSON object "
+                                 "at byte %zu; rewrite the claim", shown_host, i);
+        }
+    }
+    int r = claim_from_json_object(host, root, out, err);
+    json_object_put(root);
+    return r;
+}
+
+int claim_from_json_object(const char *host, json_object *root, claim *out, act_error *err)
+{
+    const char *shown_host = host && host[0] ? host : "(unnamed)";
+    parse_ctx ctx = {.host = shown_host, .err = err};
+    int r;
+    memset(out, 0, sizeof(*out));
+    if (!json_object_is_type(root, json_type_object))
+        r = act_error_set(err, EINVAL, "host %s: claim body must be a JSON object, not %s",
+                          shown_host, json_type_to_name(json_object_get_type(root)));
+    else
+        r = parse_body(&ctx, root, out);
+    if (r < 0) {
+        memset(out, 0, sizeof(*out));
+        return r;
+    }
+    snprintf(out->host, sizeof(out->host), "%s", host ? host : "");
+    if ((r = claim_validate(out, err)) < 0) {
+        memset(out, 0, sizeof(*out));
+        return r;
+    }
+    return 0;
+}
+
+static bool holder_is_empty(const claim_holder *h)
+{
+    return !h->box[0] && !h->incarnation[0] && !h->session && !h->generation && !h->stamp_usec &&
+           !h->handle[0];
+}
+
+static void add_string(json_object *obj, const char *key, const char *value)
+{
+    json_object_object_add(obj, key, json_object_new_string(value));
+}
+
+json_object *claim_to_json_object(const claim *c)
+{
+    json_object *root = json_object_new_object();
+    if (!root)
+        return NULL;
+    if (!holder_is_empty(&c->holder)) {
+        json_object *h = json_object_new_object();
+        add_string(h, "box", c->holder.box);
+        add_string(h, "incarnation", c->holder.incarnation);
+        json_object_object_add(h, "session", json_object_new_uint64(c->holder.session));
+        json_object_object_add(h, "generation", json_object_new_uint64(c->holder.generation));
+        json_object_object_add(h, "stamp_usec", json_object_new_uint64(c->holder.stamp_usec));
+        add_string(h, "handle", c->holder.handle);
+        json_object_object_add(root, "holder", h);
+    }
+    json_object *op = json_object_new_object();
+    add_string(op, "id", c->op.id);
+    const char *kind = claim_op_kind_to_string(c->op.kind);
+    add_string(op, "kind", kind ? kind : "");
+    add_string(op, "phase", c->op.phase);
+    add_string(op, "exec", c->op.exec);
+    json_object_object_add(root, "op", op);
+    if (c->has_pin) {
+        json_object *pin = json_object_new_object();
+        add_string(pin, "version", c->pin.version);
+        add_string(pin, "digest", c->pin.digest);
+        add_string(pin, "failure_reason", c->pin.failure_reason);
+        add_string(pin, "failure_message", c->pin.failure_message);
+        json_object_object_add(root, "pin", pin);
+    }
+    if (c->held[0])
+        add_string(root, "held", c->held);
+    if (c->state.checkpoint[0]) {
+        json_object *state = json_object_new_object();
+        add_string(state, "checkpoint", c->state.checkpoint);
+        json_object_object_add(root, "state", state);
+    }
+    return root;
+}
+
+char *claim_to_json(const claim *c)
+{
+    json_object *root = claim_to_json_object(c);
+    if (!root)
+        return NULL;
+    const char *text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
+                                                                JSON_C_TO_STRING_NOSLASHESCAPE);
+    char *copy = text ? strdup(text) : NULL;
+    json_object_put(root);
+    return copy;
+}

@@ -1,0 +1,126 @@
+/* The claim model: kinds, their phases, and field validation shared by the
+ * codec and by callers that build claims in memory. */
+#include "claims/claims.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#include "common/names.h"
+
+/* The phase table from claims.h, indexed by kind. */
+static const char *const serving_phases[] = {"assigned", "starting", "serving", "parked", "failed",
+                                             NULL};
+static const char *const hold_phases[] = {"holding", NULL};
+static const char *const move_phases[] = {"draining", "moving", NULL};
+static const char *const probe_phases[] = {"probing", NULL};
+
+static const struct {
+    const char *name;
+    const char *const *phases;
+} kinds[] = {
+    [CLAIM_OP_SERVING] = {"serving", serving_phases},
+    [CLAIM_OP_HOLD] = {"hold", hold_phases},
+    [CLAIM_OP_MOVE] = {"move", move_phases},
+    [CLAIM_OP_PROBE] = {"probe", probe_phases},
+};
+
+const char *claim_op_kind_to_string(claim_op_kind kind)
+{
+    if ((unsigned)kind >= sizeof(kinds) / sizeof(kinds[0]))
+        return NULL;
+    return kinds[kind].name;
+}
+
+int claim_op_kind_from_string(const char *name, claim_op_kind *out)
+{
+    for (unsigned i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        if (name && strcmp(kinds[i].name, name) == 0) {
+            *out = (claim_op_kind)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+bool claim_phase_is_valid(claim_op_kind kind, const char *phase)
+{
+    if ((unsigned)kind >= sizeof(kinds) / sizeof(kinds[0]) || !phase)
+        return false;
+    for (const char *const *p = kinds[kind].phases; *p; p++) {
+        if (strcmp(*p, phase) == 0)
+            return true;
+    }
+    return false;
+}
+
+bool claim_has_holder(const claim *c)
+{
+    return c->holder.box[0] != '\0';
+}
+
+static bool is_hex_digest(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++) {
+        if (!isxdigit((unsigned char)s[n]) || isupper((unsigned char)s[n]))
+            return false;
+    }
+    return n == 64;
+}
+
+/* Optional names (box, exec, incarnation, op id, versions) may be empty but,
+ * when set, follow the same rule as host names: they end up in paths, logs
+ * and control messages, where traversal or control characters do harm. */
+static int check_optional_name(const claim *c, const char *field, const char *value,
+                               act_error *err)
+{
+    if (value[0] == '\0' || act_name_is_valid(value))
+        return 0;
+    act_error why = {0};
+    act_name_check(field, value, &why);
+    return act_error_set(err, EINVAL, "host %s: claim field %s: %s", c->host, field, why.message);
+}
+
+int claim_validate(const claim *c, act_error *err)
+{
+    act_error why = {0};
+    if (act_name_check("host", c->host, &why) < 0)
+        return act_error_set(err, EINVAL, "claim: %s", why.message);
+
+    const struct {
+        const char *field;
+        const char *value;
+    } names[] = {
+        {"holder.box", c->holder.box},   {"holder.incarnation", c->holder.incarnation},
+        {"op.id", c->op.id},             {"op.exec", c->op.exec},
+        {"held", c->held},               {"pin.version", c->has_pin ? c->pin.version : ""},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        int r = check_optional_name(c, names[i].field, names[i].value, err);
+        if (r < 0)
+            return r;
+    }
+    if (c->op.id[0] == '\0')
+        return act_error_set(err, EINVAL, "host %s: claim field op.id is empty; every op needs an id",
+                             c->host);
+    const char *kind = claim_op_kind_to_string(c->op.kind);
+    if (!kind)
+        return act_error_set(err, EINVAL, "host %s: claim field op.kind has no known value (%d)",
+                             c->host, (int)c->op.kind);
+    if (!claim_phase_is_valid(c->op.kind, c->op.phase))
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field op.phase: \"%.31s\" is not a phase of a %s op; "
+                             "see the phase table in claims/claims.h",
+                             c->host, c->op.phase, kind);
+    if (c->has_pin) {
+        if (c->pin.version[0] == '\0')
+            return act_error_set(err, EINVAL, "host %s: claim field pin.version is empty; a pin "
+                                              "names a version", c->host);
+        if (!is_hex_digest(c->pin.digest))
+            return act_error_set(err, EINVAL,
+                                 "host %s: claim field pin.digest is not 64 lowercase hex digits "
+                                 "(a SHA-256); record the build's digest",
+                                 c->host);
+    }
+    return 0;
+}

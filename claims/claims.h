@@ -1,0 +1,272 @@
+/* Claims: the record that says which box may run a host, and the stores that
+ * keep it behind compare-and-swap.
+ *
+ * A claim is the fencing between boxes: a box starts a host only after it has
+ * won a compare-and-swap on the host's claim (an "admission"), and the store
+ * revision that CAS returns is the token every later step re-checks. This
+ * library knows nothing of cgroups or releases; it models the record, reads
+ * and writes it as strict JSON, answers small pure questions about it, and
+ * stores it in a directory (one machine) or in etcd v3 (a fleet).
+ *
+ * Return convention: a negative errno with an act_error filled on failure.
+ * Two outcomes are results, not errors, because callers branch on them:
+ *   - reads return 1 when the claim exists and 0 when it is absent;
+ *   - cas and delete return CLAIMS_CHANGED when the expected revision no longer
+ *     holds, and fill the claim that is there now.
+ */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+typedef struct sd_event sd_event;
+
+/* A claim's JSON body is refused above this size: a record this small never
+ * needs more, and a huge value is corruption or an attack on the reader. */
+#define CLAIM_JSON_MAX (64 * 1024)
+
+/* A compare-and-swap or delete found a different revision than expected. It is
+ * a distinct code (not an I/O failure) so a caller can re-read and retry, or
+ * give up, knowing the store itself is fine. */
+#define CLAIMS_CHANGED (-ESTALE)
+
+/* What the current op on a host is doing. The kind decides which phases are
+ * legal and who may wake the host:
+ *
+ *   kind      phases                                          a wake by op.exec
+ *   --------  ----------------------------------------------  -------------------------
+ *   serving   assigned, starting, serving, parked, failed     allowed (not a probe)
+ *   hold      holding                                         allowed (the pinned start
+ *                                                             of a swap), not a probe
+ *   move      draining, moving                                refused: the host is
+ *                                                             leaving this box
+ *   probe     probing                                         only a probe wake
+ *
+ * An empty op.exec means the host is released: no box may wake it, whatever
+ * the kind. "failed" still allows a wake because the daemon's failure-park
+ * backoff, not the claim, decides when to try again; moving a host off a
+ * failing box is the operator's move op. */
+typedef enum claim_op_kind {
+    CLAIM_OP_SERVING = 0,
+    CLAIM_OP_HOLD,
+    CLAIM_OP_MOVE,
+    CLAIM_OP_PROBE,
+} claim_op_kind;
+
+/* Who holds the host now: written by the box at each admission, so a reader
+ * can tell which daemon start (incarnation) made which generation. */
+typedef struct claim_holder {
+    char box[65];         /* box id of the admitting daemon; empty = no holder yet */
+    char incarnation[65]; /* that daemon's random per-start id; two starts never share one */
+    uint64_t session;     /* bumped by every admission; only grows, so a stale writer is seen */
+    uint64_t generation;  /* number N of the generation the admission started (cgroup g-N) */
+    uint64_t stamp_usec;  /* wall clock of the admission, for people and for same-admission */
+    char handle[256];     /* what the published generation serves on (e.g. a socket path) */
+} claim_holder;
+
+/* The operation in progress, written by whoever orchestrates the fleet and by
+ * the admitting box for the serving phases. */
+typedef struct claim_op {
+    char id[65];        /* names the op so a probe or a swap can tell it is still current */
+    claim_op_kind kind; /* see the table above */
+    char phase[32];     /* one of the kind's phases; anything else is refused by the codec */
+    char exec[65];      /* the box that may act; empty = released */
+} claim_op;
+
+/* The build the next start must run exactly: a swap's choice. A failed swap
+ * to this pin is recorded next to it so every box sees why it was abandoned. */
+typedef struct claim_pin {
+    char version[65];          /* release version name */
+    char digest[65];           /* SHA-256 of the build, 64 lowercase hex digits */
+    char failure_reason[32];   /* short token ("not-ready", "digest"), empty = no failure */
+    char failure_message[256]; /* the human sentence for that failure */
+} claim_pin;
+
+/* The host's state directory as the claim names it; a box restores it before
+ * the first exec when its local copy differs. */
+typedef struct claim_state {
+    char checkpoint[129]; /* empty = no checkpoint named */
+} claim_state;
+
+typedef struct claim {
+    char host[65]; /* the store key; not in the JSON body, so a body cannot claim another host */
+    claim_holder holder;
+    claim_op op;
+    bool has_pin;
+    claim_pin pin;
+    char held[65]; /* version an operator froze the host on; empty = not held */
+    claim_state state;
+    /* The store revision this claim was read or written at: the fencing token.
+     * Not part of the JSON body. 0 never names a stored claim, so a "current"
+     * claim with revision 0 means "absent". */
+    uint64_t revision;
+} claim;
+
+/* ---- model -------------------------------------------------------------- */
+
+/* "serving", "hold", "move", "probe"; NULL for a value outside the enum. */
+const char *claim_op_kind_to_string(claim_op_kind kind);
+/* Parses a kind name; returns 0 or -EINVAL. */
+int claim_op_kind_from_string(const char *name, claim_op_kind *out);
+/* True when phase is one of kind's phases in the table above. */
+bool claim_phase_is_valid(claim_op_kind kind, const char *phase);
+/* True when a holder has been recorded (its box is set). */
+bool claim_has_holder(const claim *c);
+/* Checks every field against the rules the codec enforces (names, digest,
+ * kind/phase) so a claim built in memory is refused before it is stored, with
+ * the same kind of error a bad stored claim gets. */
+int claim_validate(const claim *c, act_error *err);
+
+/* ---- JSON codec ----------------------------------------------------------- */
+
+/* Parses a claim body for host (the store key). Strict: wrong types, missing
+ * required fields, unknown kind or phase, bad names and bodies over
+ * CLAIM_JSON_MAX are refused with an error naming the host and the field.
+ * out->revision is set to 0; the store fills it. Returns 0 or -EINVAL/-EFBIG. */
+int claim_from_json(const char *host, const char *text, size_t len, claim *out, act_error *err);
+/* Serializes every field except host and revision (which live in the key and
+ * the store) into a malloc'd string; NULL only when out of memory. */
+char *claim_to_json(const claim *c);
+
+/* ---- predicates: pure, no I/O ---------------------------------------------- */
+
+/* The box that may act on the host: the holder's box for a serving op whose
+ * holder is set (the admitted box is the one serving), otherwise op.exec.
+ * Returns "" when released. Never NULL for a non-NULL claim. */
+const char *claim_executor(const claim *c);
+/* True when box is the claim's executor (and the host is not released). */
+bool claim_owned_by(const claim *c, const char *box);
+/* May box wake the host now? probe says the wake is a probe. Refusals fill err
+ * with why ("host web1: op move/draining does not allow a wake") and return
+ * -EPERM; a claim that names another executor returns -EPERM too. */
+int claim_phase_allows_wake(const claim *c, const char *box, bool probe, act_error *err);
+/* Verifies what a CAS admitted against what was observed before it: the
+ * admitted holder carries our incarnation, its session grew, its generation
+ * changed. Anything else means another writer got in between; -ESTALE. */
+int claim_admission_ok(const claim *observed, const claim *admitted, const char *incarnation,
+                       act_error *err);
+/* True when two reads describe the same admission: same host, holder
+ * incarnation, stamp, session and generation, and the same op (id, kind,
+ * phase, exec). The revision is deliberately not compared, so a re-read that
+ * only saw an unrelated write still matches. */
+bool claim_same_admission(const claim *a, const claim *b);
+/* Builds the claim a box writes to admit itself: a copy of observed with the
+ * holder set to box/incarnation/stamp, session + 1, generation + 1, op.exec =
+ * box, and phase "starting" (kind becomes serving; a probe op stays a probe in
+ * "probing", since the probe runs under its op). The handle is cleared
+ * because the new generation has published nothing yet. */
+void claim_next_admission(const claim *observed, const char *box, const char *incarnation,
+                          uint64_t stamp_usec, claim *next);
+
+/* ---- stores --------------------------------------------------------------- */
+
+typedef struct claim_store claim_store;
+
+typedef struct claims_store_options {
+    int timeout_ms;         /* per call, across all endpoint attempts; 0 = 5000 */
+    const char *ca_file;    /* etcd: CA bundle; setting it (or cert_file) switches to https */
+    const char *cert_file;  /* etcd: client certificate (PEM) */
+    const char *key_file;   /* etcd: client key (PEM) */
+    const char *username;   /* etcd: user for /v3/auth/authenticate; NULL = no auth */
+    const char *password;
+} claims_store_options;
+
+/* Opens "dir:///abs/path" (created if missing) or
+ * "etcd://host:port[,host:port...]/prefix". options may be NULL. Opening an
+ * etcd store does not contact it; the first call does. */
+int claims_store_open(const char *url, const claims_store_options *options, claim_store **out,
+                      act_error *err);
+/* Cancels everything in flight without calling its callbacks, stops watches
+ * and frees the store. Do not call it from one of the store's own callbacks. */
+void claims_store_free(claim_store *store);
+/* "dir" or "etcd", for messages. */
+const char *claims_store_kind(const claim_store *store);
+
+/* Synchronous calls, for the CLI and tests. They run the store's private
+ * event loop (never the attached one) until the call completes or times out. */
+
+/* Returns 1 and fills out (with its revision) when the claim exists, 0 when it
+ * is absent, negative on failure (a malformed stored claim included). */
+int claims_read(claim_store *store, const char *host, claim *out, act_error *err);
+/* Writes c as host's claim if its revision is still expected_revision (0 =
+ * the claim must not exist). Returns 0 and sets *new_revision, or
+ * CLAIMS_CHANGED and fills current_on_conflict (revision 0 = now absent;
+ * may be NULL), or a negative errno. */
+int claims_cas(claim_store *store, const char *host, uint64_t expected_revision, const claim *c,
+               uint64_t *new_revision, claim *current_on_conflict, act_error *err);
+/* Deletes host's claim if its revision is still expected_revision. Returns 0,
+ * CLAIMS_CHANGED (current_on_conflict filled, may be NULL) or a negative
+ * errno. Deleting an absent claim is CLAIMS_CHANGED with revision 0. */
+int claims_delete(claim_store *store, const char *host, uint64_t expected_revision,
+                  claim *current_on_conflict, act_error *err);
+
+/* Told about each stored claim that list skipped because it does not parse. */
+typedef void (*claims_problem_fn)(const char *host, const act_error *problem, void *userdata);
+/* Every well-formed claim, sorted by host, in a malloc'd array. Malformed ones
+ * are skipped and each is reported to problem (or logged when problem is
+ * NULL), so one bad record never hides the rest. */
+int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
+                void *userdata, act_error *err);
+
+/* One change seen by a watch, in store revision order. */
+typedef enum claim_change_kind {
+    CLAIM_CHANGE_PUT = 0, /* claim holds the new value */
+    CLAIM_CHANGE_DELETE,  /* the host's claim was deleted; claim.host is set */
+    CLAIM_CHANGE_MALFORMED, /* a value was written that does not parse; problem says why */
+} claim_change_kind;
+
+typedef struct claim_change {
+    claim_change_kind kind;
+    uint64_t revision;
+    claim claim;
+    act_error problem;
+} claim_change;
+
+/* Collects changes with revision >= from_revision until want of them arrived
+ * or timeout_ms passed (then it returns what it has; 0 changes is not an
+ * error). For tests and "activatorctl watch"-style tools. */
+int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want, int timeout_ms,
+                         claim_change **out, size_t *n_out, act_error *err);
+
+/* Asynchronous calls, for the daemon's sd-event loop. The store must be
+ * attached to that loop first. Callbacks run on the loop, never inside the
+ * calling function, and may start further calls. The err passed to a callback
+ * is only valid during it. */
+
+/* Attaches the store to the caller's loop (it takes a reference). The etcd
+ * backend drives libcurl's multi interface from it; the dir backend completes
+ * calls through deferred sources and watches through inotify. */
+int claims_store_attach_event(claim_store *store, sd_event *event, act_error *err);
+
+typedef void (*claims_read_fn)(claim_store *store, int result, const claim *c,
+                               const act_error *err, void *userdata);
+typedef void (*claims_cas_fn)(claim_store *store, int result, uint64_t new_revision,
+                              const claim *current, const act_error *err, void *userdata);
+
+/* result as claims_read: 1 found (c set), 0 absent, negative with err. */
+int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, void *userdata,
+                      act_error *err);
+/* result as claims_cas; current is set on CLAIMS_CHANGED (revision 0 = absent). */
+int claims_cas_async(claim_store *store, const char *host, uint64_t expected_revision,
+                     const claim *c, claims_cas_fn fn, void *userdata, act_error *err);
+/* result as claims_delete; new_revision is the delete's revision. */
+int claims_delete_async(claim_store *store, const char *host, uint64_t expected_revision,
+                        claims_cas_fn fn, void *userdata, act_error *err);
+
+typedef struct claims_watch claims_watch;
+/* Called for each change in revision order, or once with error < 0 when the
+ * watch ended (server gone, history compacted: err says which and what to
+ * do). After an error the watch is dead; free it and start a new one from the
+ * last revision seen + 1. */
+typedef void (*claims_watch_fn)(claims_watch *watch, const claim_change *change, int error,
+                                const act_error *err, void *userdata);
+/* Starts a long-lived watch on the attached loop: etcd's streaming /v3/watch,
+ * or inotify on the dir store's change journal. */
+int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_fn fn,
+                       void *userdata, claims_watch **out, act_error *err);
+/* Stops and frees a watch; safe from inside its own callback. */
+void claims_watch_free(claims_watch *watch);

@@ -1,0 +1,530 @@
+/* See etcd_client.h. */
+#include "claims/etcd_client.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+
+#define MAX_ENDPOINTS 16
+#define MAX_GLUES 4
+
+struct etcd_client {
+    char *endpoints[MAX_ENDPOINTS];
+    size_t n_endpoints;
+    size_t preferred; /* the endpoint that answered last; calls start there */
+    int timeout_ms;
+    bool tls;
+    char *ca_file, *cert_file, *key_file, *username, *password;
+    char *token;
+    curl_glue *glues[MAX_GLUES];
+    etcd_call *calls; /* every call in flight, for cancellation */
+};
+
+struct etcd_call {
+    curl_glue_job job;
+    etcd_client *client;
+    curl_glue *glue;
+    etcd_call *next;
+    char *path;
+    char *body;
+    struct curl_slist *headers;
+    char *response;
+    size_t response_len;
+    size_t endpoint;  /* index into client->endpoints */
+    size_t attempted; /* endpoints tried so far */
+    uint64_t deadline_usec;
+    char errbuf[CURL_ERROR_SIZE];
+    char failures[512]; /* what each endpoint tried so far said */
+    bool reauthenticated;
+    bool streamed; /* a streaming call got its first message: no failover after that */
+    etcd_call_done_fn done;
+    etcd_stream_fn stream;
+    void *userdata;
+    etcd_call *waiting; /* for an auth call: the call to send once a token arrived */
+};
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+int etcd_client_new(const char *endpoints, const claims_store_options *options,
+                    etcd_client **out, act_error *err)
+{
+    etcd_client *client = calloc(1, sizeof(*client));
+    if (!client)
+        return act_error_set(err, ENOMEM, "etcd: out of memory");
+    char *list = strdup(endpoints);
+    char *rest = list;
+    for (char *ep = strsep(&rest, ","); ep; ep = strsep(&rest, ",")) {
+        const char *colon = strrchr(ep, ':');
+        if (client->n_endpoints == MAX_ENDPOINTS || !colon || colon == ep || !colon[1] ||
+            strspn(colon + 1, "0123456789") != strlen(colon + 1) || strpbrk(ep, "/@ ?#")) {
+            int r = act_error_set(err, EINVAL,
+                                  "etcd endpoint \"%.100s\" is not host:port (at most %d "
+                                  "endpoints); write etcd://host:port[,host:port...]/prefix",
+                                  ep, MAX_ENDPOINTS);
+            free(list);
+            etcd_client_free(client);
+            return r;
+        }
+        client->endpoints[client->n_endpoints++] = strdup(ep);
+    }
+    free(list);
+    if (client->n_endpoints == 0) {
+        etcd_client_free(client);
+        return act_error_set(err, EINVAL, "etcd store URL names no endpoint; write "
+                                          "etcd://host:port/prefix");
+    }
+    client->timeout_ms = options->timeout_ms;
+    client->tls = options->ca_file || options->cert_file;
+    client->ca_file = dup_or_null(options->ca_file);
+    client->cert_file = dup_or_null(options->cert_file);
+    client->key_file = dup_or_null(options->key_file);
+    client->username = dup_or_null(options->username);
+    client->password = dup_or_null(options->password);
+    *out = client;
+    return 0;
+}
+
+static void call_free(etcd_call *call)
+{
+    for (etcd_call **p = &call->client->calls; *p; p = &(*p)->next) {
+        if (*p == call) {
+            *p = call->next;
+            break;
+        }
+    }
+    if (call->job.easy)
+        curl_easy_cleanup(call->job.easy);
+    curl_slist_free_all(call->headers);
+    free(call->path);
+    free(call->body);
+    free(call->response);
+    free(call);
+}
+
+void etcd_call_cancel(etcd_call *call)
+{
+    if (!call)
+        return;
+    /* An auth call started for this one would otherwise resume a freed call. */
+    for (etcd_call *other = call->client->calls; other; other = other->next) {
+        if (other->waiting == call) {
+            etcd_call_cancel(other);
+            break;
+        }
+    }
+    if (call->job.easy)
+        curl_glue_remove(call->glue, &call->job);
+    call_free(call);
+}
+
+void etcd_client_free(etcd_client *client)
+{
+    if (!client)
+        return;
+    while (client->calls)
+        etcd_call_cancel(client->calls);
+    for (size_t i = 0; i < MAX_GLUES; i++)
+        curl_glue_free(client->glues[i]);
+    for (size_t i = 0; i < client->n_endpoints; i++)
+        free(client->endpoints[i]);
+    free(client->ca_file);
+    free(client->cert_file);
+    free(client->key_file);
+    free(client->username);
+    free(client->password);
+    free(client->token);
+    free(client);
+}
+
+int etcd_client_glue(etcd_client *client, sd_event *event, curl_glue **out, act_error *err)
+{
+    size_t i;
+    for (i = 0; i < MAX_GLUES && client->glues[i]; i++) {
+        if (curl_glue_event(client->glues[i]) == event) {
+            *out = client->glues[i];
+            return 0;
+        }
+    }
+    if (i == MAX_GLUES)
+        return act_error_set(err, EBUSY, "etcd: store used from more than %d event loops",
+                             MAX_GLUES);
+    int r = curl_glue_new(event, &client->glues[i]);
+    if (r < 0)
+        return act_error_set(err, -r, "etcd: cannot set up libcurl on the event loop");
+    *out = client->glues[i];
+    return 0;
+}
+
+const char *etcd_call_endpoint(const etcd_call *call)
+{
+    return call->client->endpoints[call->endpoint];
+}
+
+static size_t on_write(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    etcd_call *call = userdata;
+    size_t n = size * nmemb;
+    /* A claim answer is small; anything far beyond a list of many claims is
+     * not something we asked for. */
+    if (call->response_len + n > (size_t)256 * 1024 * 1024)
+        return 0;
+    char *grown = realloc(call->response, call->response_len + n + 1);
+    if (!grown)
+        return 0;
+    call->response = grown;
+    memcpy(call->response + call->response_len, data, n);
+    call->response_len += n;
+    call->response[call->response_len] = '\0';
+    if (!call->stream)
+        return n;
+    /* The gateway streams one JSON message per line. */
+    char *start = call->response, *newline;
+    while ((newline = memchr(start, '\n', call->response_len - (size_t)(start - call->response)))) {
+        *newline = '\0';
+        json_object *message = json_tokener_parse(start);
+        start = newline + 1;
+        if (!message)
+            continue;
+        call->streamed = true;
+        bool keep = call->stream(call, message, call->userdata);
+        json_object_put(message);
+        if (!keep)
+            return 0;
+    }
+    size_t rest = call->response_len - (size_t)(start - call->response);
+    memmove(call->response, start, rest);
+    call->response_len = rest;
+    call->response[rest] = '\0';
+    return n;
+}
+
+static void on_transfer_done(curl_glue_job *job, CURLcode result);
+static int call_start(etcd_client *client, curl_glue *glue, const char *path, char *body,
+                      etcd_call_done_fn done, etcd_stream_fn stream, void *userdata,
+                      etcd_call *waiting, etcd_call **out, act_error *err);
+static int send_call(etcd_call *call, act_error *err);
+
+static void finish(etcd_call *call, int result, json_object *response, const act_error *err)
+{
+    if (result >= 0)
+        call->client->preferred = call->endpoint;
+    call->done(call, result, response, err, call->userdata);
+    call_free(call);
+}
+
+static void finish_error(etcd_call *call, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void finish_error(etcd_call *call, int errnum, const char *fmt, ...)
+{
+    act_error err = {.errnum = errnum};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err.message, sizeof(err.message), fmt, ap);
+    va_end(ap);
+    finish(call, -errnum, NULL, &err);
+}
+
+static int64_t remaining_ms(const etcd_call *call)
+{
+    uint64_t now = act_now_usec();
+    return now >= call->deadline_usec ? 0 : (int64_t)((call->deadline_usec - now) / 1000);
+}
+
+/* Records why this endpoint failed and moves to the next one; false when
+ * every endpoint was tried or the budget is spent. */
+static bool fail_over(etcd_call *call, const char *why)
+{
+    size_t used = strlen(call->failures);
+    snprintf(call->failures + used, sizeof(call->failures) - used, "%s%s: %s",
+             used ? "; " : "", etcd_call_endpoint(call), why);
+    if (call->streamed || call->attempted >= call->client->n_endpoints || remaining_ms(call) < 1)
+        return false;
+    call->endpoint = (call->endpoint + 1) % call->client->n_endpoints;
+    return true;
+}
+
+static int errno_for_curl(CURLcode code)
+{
+    switch (code) {
+    case CURLE_OPERATION_TIMEDOUT:
+        return ETIMEDOUT;
+    case CURLE_COULDNT_CONNECT:
+        return ECONNREFUSED;
+    case CURLE_COULDNT_RESOLVE_HOST:
+        return EHOSTUNREACH;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CACERT_BADFILE:
+        return EPROTO;
+    default:
+        return EIO;
+    }
+}
+
+static void on_auth_done(etcd_call *auth, int result, json_object *response,
+                         const act_error *err, void *userdata)
+{
+    etcd_call *waiting = userdata;
+    etcd_client *client = auth->client;
+    json_object *token;
+    act_error send_err = {0};
+    if (result < 0) {
+        finish_error(waiting, err->errnum, "%s", err->message);
+        return;
+    }
+    if (!json_object_object_get_ex(response, "token", &token)) {
+        finish_error(waiting, EACCES,
+                     "etcd endpoint %s: authentication as user %s returned no token; is auth "
+                     "enabled on the cluster?",
+                     etcd_call_endpoint(auth), client->username);
+        return;
+    }
+    free(client->token);
+    client->token = strdup(json_object_get_string(token));
+    waiting->endpoint = auth->endpoint;
+    if (send_call(waiting, &send_err) < 0)
+        finish(waiting, -send_err.errnum, NULL, &send_err);
+}
+
+static int start_auth(etcd_call *waiting, act_error *err)
+{
+    etcd_client *client = waiting->client;
+    json_object *body = json_object_new_object();
+    json_object_object_add(body, "name", json_object_new_string(client->username));
+    json_object_object_add(body, "password",
+                           json_object_new_string(client->password ? client->password : ""));
+    char *text = strdup(json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN));
+    json_object_put(body);
+    return call_start(client, waiting->glue, "/v3/auth/authenticate", text, on_auth_done, NULL,
+                      waiting, waiting, NULL, err);
+}
+
+/* The gateway answers a failed call with {"error","message","code"} (gRPC
+ * codes); decides between auth retry, failover and a final error. */
+static void handle_http_error(etcd_call *call, long status, json_object *response)
+{
+    etcd_client *client = call->client;
+    json_object *message_obj = NULL, *code_obj = NULL;
+    const char *message = "no error message";
+    int code = 0;
+    if (response && json_object_object_get_ex(response, "message", &message_obj))
+        message = json_object_get_string(message_obj);
+    else if (response && json_object_object_get_ex(response, "error", &message_obj) &&
+             json_object_is_type(message_obj, json_type_string))
+        message = json_object_get_string(message_obj);
+    if (response && json_object_object_get_ex(response, "code", &code_obj))
+        code = json_object_get_int(code_obj);
+
+    bool is_auth_call = call->waiting != NULL;
+    if (is_auth_call || strstr(message, "authentication failed")) {
+        finish_error(call, EACCES,
+                     "etcd endpoint %s: authentication as user %s failed (%s); check the claim "
+                     "store's username and password",
+                     etcd_call_endpoint(call), client->username ? client->username : "(none)",
+                     message);
+        return;
+    }
+    /* 16 = Unauthenticated: the token expired or auth was just enabled. */
+    if ((code == 16 || strstr(message, "token") || strstr(message, "user name is empty")) &&
+        client->username && !call->reauthenticated) {
+        call->reauthenticated = true;
+        free(client->token);
+        client->token = NULL;
+        act_error err = {0};
+        if (start_auth(call, &err) < 0)
+            finish(call, -err.errnum, NULL, &err);
+        return;
+    }
+    if (code == 7 || code == 16 || status == 401 || status == 403 ||
+        strstr(message, "user name is empty") || strstr(message, "permission denied")) {
+        finish_error(call, EACCES,
+                     "etcd endpoint %s: permission denied (%s); %s", etcd_call_endpoint(call),
+                     message,
+                     client->username ? "grant the user access to the claim prefix"
+                                      : "the cluster has auth enabled; configure a username");
+        return;
+    }
+    /* 14 = Unavailable (no leader, member stopping): another member may answer. */
+    char why[256];
+    snprintf(why, sizeof(why), "HTTP %ld: %s", status, message);
+    if ((code == 14 || status >= 500) && fail_over(call, why)) {
+        act_error err = {0};
+        if (send_call(call, &err) < 0)
+            finish(call, -err.errnum, NULL, &err);
+        return;
+    }
+    if (code == 14 || status >= 500)
+        finish_error(call, EIO, "etcd: every endpoint failed: %s", call->failures);
+    else
+        finish_error(call, EIO, "etcd endpoint %s: %s %s refused (HTTP %ld): %s",
+                     etcd_call_endpoint(call), call->path, call->stream ? "stream" : "call",
+                     status, message);
+}
+
+static void on_transfer_done(curl_glue_job *job, CURLcode result)
+{
+    etcd_call *call = (etcd_call *)job;
+    long status = 0;
+    curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (result != CURLE_OK) {
+        int errnum = errno_for_curl(result);
+        char why[320];
+        if (errnum == ETIMEDOUT)
+            snprintf(why, sizeof(why), "no answer within the time budget (%s)", call->errbuf);
+        else
+            snprintf(why, sizeof(why), "%s", call->errbuf[0] ? call->errbuf
+                                                             : curl_easy_strerror(result));
+        if (fail_over(call, why)) {
+            act_error err = {0};
+            if (send_call(call, &err) < 0)
+                finish(call, -err.errnum, NULL, &err);
+            return;
+        }
+        if (call->stream && call->streamed)
+            finish_error(call, errnum, "etcd endpoint %s: watch stream ended (%s); start a new "
+                                       "watch from the last revision seen + 1",
+                         etcd_call_endpoint(call), why);
+        else
+            finish_error(call, errnum, "etcd: no endpoint answered within %d ms: %s; is etcd "
+                                       "running and reachable?",
+                         call->client->timeout_ms, call->failures);
+        return;
+    }
+    json_object *response = call->response_len ? json_tokener_parse(call->response) : NULL;
+    if (status != 200) {
+        handle_http_error(call, status, response);
+        json_object_put(response);
+        return;
+    }
+    if (call->stream) {
+        /* A stream that ends cleanly still ends: the server went away. */
+        finish_error(call, ECONNRESET, "etcd endpoint %s: watch stream closed by the server; "
+                                       "start a new watch from the last revision seen + 1",
+                     etcd_call_endpoint(call));
+        json_object_put(response);
+        return;
+    }
+    if (!response || !json_object_is_type(response, json_type_object)) {
+        json_object_put(response);
+        finish_error(call, EPROTO, "etcd endpoint %s: %s answered with something that is not "
+                                   "JSON; is this an etcd v3 gateway?",
+                     etcd_call_endpoint(call), call->path);
+        return;
+    }
+    finish(call, 0, response, NULL);
+    json_object_put(response);
+}
+
+static int send_call(etcd_call *call, act_error *err)
+{
+    etcd_client *client = call->client;
+    if (client->username && !client->token && !call->waiting)
+        return start_auth(call, err);
+
+    if (call->job.easy)
+        curl_easy_reset(call->job.easy);
+    else
+        call->job.easy = curl_easy_init();
+    CURL *easy = call->job.easy;
+    if (!easy)
+        return act_error_set(err, ENOMEM, "etcd: cannot create a libcurl handle");
+    call->attempted++;
+    free(call->response);
+    call->response = NULL;
+    call->response_len = 0;
+    call->errbuf[0] = '\0';
+
+    char url[512];
+    snprintf(url, sizeof(url), "%s://%s%s", client->tls ? "https" : "http",
+             etcd_call_endpoint(call), call->path);
+    curl_slist_free_all(call->headers);
+    call->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    /* libcurl asks for "100 Continue" before bodies over 1 KiB and waits up
+     * to a second for it; a claim txn is just over that, and the wait would
+     * dominate every CAS. */
+    call->headers = curl_slist_append(call->headers, "Expect:");
+    if (client->token && !call->waiting) {
+        char header[1024];
+        snprintf(header, sizeof(header), "Authorization: %s", client->token);
+        call->headers = curl_slist_append(call->headers, header);
+    }
+    int64_t budget = remaining_ms(call);
+    if (budget < 1)
+        budget = 1;
+    curl_easy_setopt(easy, CURLOPT_URL, url);
+    curl_easy_setopt(easy, CURLOPT_POST, 1L);
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, call->body);
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE, (long)strlen(call->body));
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, call->headers);
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, call);
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, call->errbuf);
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)budget);
+    curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, client->tls ? "https" : "http");
+    if (call->stream)
+        curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    else
+        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)budget);
+    if (client->ca_file)
+        curl_easy_setopt(easy, CURLOPT_CAINFO, client->ca_file);
+    if (client->cert_file)
+        curl_easy_setopt(easy, CURLOPT_SSLCERT, client->cert_file);
+    if (client->key_file)
+        curl_easy_setopt(easy, CURLOPT_SSLKEY, client->key_file);
+    call->job.done = on_transfer_done;
+    int r = curl_glue_add(call->glue, &call->job);
+    if (r < 0)
+        return act_error_set(err, -r, "etcd: cannot start a request on the event loop");
+    return 0;
+}
+
+/* waiting is set for an auth call: it is sent without a token, on the
+ * waiting call's endpoint, and resumes that call when it completes. */
+static int call_start(etcd_client *client, curl_glue *glue, const char *path, char *body,
+                      etcd_call_done_fn done, etcd_stream_fn stream, void *userdata,
+                      etcd_call *waiting, etcd_call **out, act_error *err)
+{
+    if (!body)
+        return act_error_set(err, ENOMEM, "etcd: out of memory building a request");
+    etcd_call *call = calloc(1, sizeof(*call));
+    if (!call) {
+        free(body);
+        return act_error_set(err, ENOMEM, "etcd: out of memory");
+    }
+    call->client = client;
+    call->glue = glue;
+    call->path = strdup(path);
+    call->body = body;
+    call->done = done;
+    call->stream = stream;
+    call->userdata = userdata;
+    call->endpoint = waiting ? waiting->endpoint : client->preferred;
+    call->waiting = waiting;
+    call->deadline_usec = act_now_usec() + (uint64_t)client->timeout_ms * 1000;
+    call->next = client->calls;
+    client->calls = call;
+    int r = send_call(call, err);
+    if (r < 0) {
+        call_free(call);
+        return r;
+    }
+    if (out)
+        *out = call;
+    return 0;
+}
+
+int etcd_call_start(etcd_client *client, curl_glue *glue, const char *path, char *body,
+                    etcd_call_done_fn done, etcd_stream_fn stream, void *userdata,
+                    etcd_call **out, act_error *err)
+{
+    return call_start(client, glue, path, body, done, stream, userdata, NULL, out, err);
+}

@@ -1,0 +1,30 @@
+/* The etcd v3 JSON gateway's wire format: base64 keys and values, request
+ * bodies, and key-value decoding. Shared by the store and by the benchmark's
+ * bare-libcurl baseline, which must post byte-for-byte the same txn. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "claims/claims.h"
+
+/* Base64 with OpenSSL's EVP block coder; malloc'd, NUL-terminated. */
+char *etcd_b64_encode(const void *data, size_t len);
+/* Returns 0, or -EINVAL for text that is not base64. */
+int etcd_b64_decode(const char *text, char **out, size_t *out_len);
+
+/* {"key":..., "range_end":...}; range_end NULL reads one key. */
+char *etcd_range_body(const char *key, const char *range_end);
+/* A compare-and-swap as one txn: compare MOD == expected (or CREATE == 0 when
+ * expected is 0), put value (or delete the key when value is NULL) on
+ * success, and range the key on failure so the caller learns what is there. */
+char *etcd_txn_body(const char *key, uint64_t expected, const char *value);
+/* {"create_request":{key, range_end, start_revision}}; start 0 = from now. */
+char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_revision);
+
+/* Reads an integer that the gateway may send as a JSON string ("12") or a
+ * number; 0 when absent. */
+uint64_t etcd_json_u64(json_object *obj, const char *key);
+/* Decodes one kv ({key, value, mod_revision}) as host's claim; revision set. */
+int etcd_kv_to_claim(const char *host, json_object *kv, claim *out, act_error *err);

@@ -1,0 +1,480 @@
+/* The store front: URL dispatch, argument checks at the edge, and the bridges
+ * that give every backend both a synchronous and an asynchronous face. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "claims/store_internal.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/names.h"
+
+#define DEFAULT_TIMEOUT_MS 5000
+
+int claims_compare_by_host(const void *a, const void *b)
+{
+    return strcmp(((const claim *)a)->host, ((const claim *)b)->host);
+}
+
+int claims_store_open(const char *url, const claims_store_options *options, claim_store **out,
+                      act_error *err)
+{
+    claims_store_options defaults = {0};
+    if (!options)
+        options = &defaults;
+    if (options->timeout_ms < 0)
+        return act_error_set(err, EINVAL, "claim store: timeout %d ms is negative",
+                             options->timeout_ms);
+    claims_store_options effective = *options;
+    if (effective.timeout_ms == 0)
+        effective.timeout_ms = DEFAULT_TIMEOUT_MS;
+    int r;
+    if (!url)
+        return act_error_set(err, EINVAL, "claim store URL is missing; use dir:///path or "
+                                          "etcd://host:port/prefix");
+    if (strncmp(url, "dir://", 6) == 0)
+        r = claims_dir_open(url + 6, &effective, out, err);
+    else if (strncmp(url, "etcd://", 7) == 0)
+        r = claims_etcd_open(url + 7, &effective, out, err);
+    else
+        return act_error_set(err, EINVAL,
+                             "claim store URL \"%.200s\" has an unknown scheme; use dir:///path or "
+                             "etcd://host:port[,host:port...]/prefix",
+                             url);
+    if (r < 0)
+        return r;
+    (*out)->timeout_ms = effective.timeout_ms;
+    return 0;
+}
+
+struct deferred_call {
+    deferred_call *next;
+    claim_store *store;
+    sd_event_source *source;
+    enum { DEFERRED_READ, DEFERRED_CAS, DEFERRED_DELETE } op;
+    char host[ACT_NAME_MAX + 1];
+    uint64_t expected;
+    claim value;
+    claims_read_fn read_fn;
+    claims_cas_fn cas_fn;
+    void *userdata;
+};
+
+static void deferred_unlink(deferred_call *call)
+{
+    for (deferred_call **p = &call->store->deferred; *p; p = &(*p)->next) {
+        if (*p == call) {
+            *p = call->next;
+            break;
+        }
+    }
+    sd_event_source_disable_unref(call->source);
+    free(call);
+}
+
+void claims_store_free(claim_store *store)
+{
+    if (!store)
+        return;
+    while (store->deferred)
+        deferred_unlink(store->deferred);
+    sd_event *attached = store->attached, *private_loop = store->private_loop;
+    store->ops->free(store);
+    sd_event_unref(attached);
+    sd_event_unref(private_loop);
+}
+
+const char *claims_store_kind(const claim_store *store)
+{
+    return store->ops->kind;
+}
+
+bool claims_watch_deliver(claims_watch *watch, const claim_change *change, int error,
+                          const act_error *err)
+{
+    watch->delivering = true;
+    watch->fn(watch, change, error, err, watch->userdata);
+    watch->delivering = false;
+    if (watch->free_requested) {
+        watch->free(watch);
+        return false;
+    }
+    return true;
+}
+
+void claims_watch_free(claims_watch *watch)
+{
+    if (!watch)
+        return;
+    if (watch->delivering) {
+        watch->free_requested = true;
+        return;
+    }
+    watch->free(watch);
+}
+
+static int check_host(const char *host, act_error *err)
+{
+    act_error why = {0};
+    if (act_name_check("host", host, &why) < 0)
+        return act_error_set(err, EINVAL, "claim store: %s", why.message);
+    return 0;
+}
+
+/* A claim written under host is validated as that host's, whatever its own
+ * host field says, so the key and the body can never disagree. */
+static int check_claim_for(const char *host, const claim *c, claim *checked, act_error *err)
+{
+    *checked = *c;
+    snprintf(checked->host, sizeof(checked->host), "%s", host);
+    return claim_validate(checked, err);
+}
+
+/* ---- synchronous calls over an asynchronous backend ---------------------- */
+
+typedef struct sync_wait {
+    bool done;
+    int result;
+    uint64_t new_revision;
+    claim *claim_out;
+    claim *claims;
+    size_t n_claims;
+    act_error *err;
+} sync_wait;
+
+static int private_loop(claim_store *store, sd_event **out, act_error *err)
+{
+    if (!store->private_loop) {
+        int r = sd_event_new(&store->private_loop);
+        if (r < 0)
+            return act_error_set(err, -r, "claim store: cannot create its event loop");
+    }
+    *out = store->private_loop;
+    return 0;
+}
+
+static int run_until_done(claim_store *store, sync_wait *wait)
+{
+    while (!wait->done) {
+        int r = sd_event_run(store->private_loop, UINT64_MAX);
+        if (r < 0)
+            return act_error_set(wait->err, -r, "claim store: event loop failed");
+    }
+    return wait->result;
+}
+
+static void copy_error(sync_wait *wait, int result, const act_error *err)
+{
+    wait->done = true;
+    wait->result = result;
+    if (result < 0 && result != CLAIMS_CHANGED && wait->err && err)
+        *wait->err = *err;
+}
+
+static void on_sync_read(claim_store *store, int result, const claim *c, const act_error *err,
+                         void *userdata)
+{
+    sync_wait *wait = userdata;
+    if (result > 0 && c && wait->claim_out)
+        *wait->claim_out = *c;
+    copy_error(wait, result, err);
+}
+
+static void on_sync_cas(claim_store *store, int result, uint64_t new_revision,
+                        const claim *current, const act_error *err, void *userdata)
+{
+    sync_wait *wait = userdata;
+    wait->new_revision = new_revision;
+    if (result == CLAIMS_CHANGED && wait->claim_out)
+        *wait->claim_out = current ? *current : (claim){0};
+    copy_error(wait, result, err);
+}
+
+static void on_sync_list(claim_store *store, int result, claim *claims, size_t n,
+                         const act_error *err, void *userdata)
+{
+    sync_wait *wait = userdata;
+    wait->claims = claims;
+    wait->n_claims = n;
+    copy_error(wait, result, err);
+}
+
+int claims_read(claim_store *store, const char *host, claim *out, act_error *err)
+{
+    int r = check_host(host, err);
+    if (r < 0)
+        return r;
+    if (store->ops->read)
+        return store->ops->read(store, host, out, err);
+    sd_event *loop;
+    if ((r = private_loop(store, &loop, err)) < 0)
+        return r;
+    sync_wait wait = {.claim_out = out, .err = err};
+    if ((r = store->ops->read_async(store, loop, host, on_sync_read, &wait, err)) < 0)
+        return r;
+    return run_until_done(store, &wait);
+}
+
+int claims_cas(claim_store *store, const char *host, uint64_t expected_revision, const claim *c,
+               uint64_t *new_revision, claim *current_on_conflict, act_error *err)
+{
+    claim checked;
+    int r = check_host(host, err);
+    if (r < 0 || (r = check_claim_for(host, c, &checked, err)) < 0)
+        return r;
+    if (store->ops->cas)
+        return store->ops->cas(store, host, expected_revision, &checked, new_revision,
+                               current_on_conflict, err);
+    sd_event *loop;
+    if ((r = private_loop(store, &loop, err)) < 0)
+        return r;
+    sync_wait wait = {.claim_out = current_on_conflict, .err = err};
+    r = store->ops->cas_async(store, loop, host, expected_revision, &checked, on_sync_cas, &wait,
+                              err);
+    if (r < 0)
+        return r;
+    r = run_until_done(store, &wait);
+    if (r == 0 && new_revision)
+        *new_revision = wait.new_revision;
+    return r;
+}
+
+int claims_delete(claim_store *store, const char *host, uint64_t expected_revision,
+                  claim *current_on_conflict, act_error *err)
+{
+    int r = check_host(host, err);
+    if (r < 0)
+        return r;
+    uint64_t ignored;
+    if (store->ops->del)
+        return store->ops->del(store, host, expected_revision, &ignored, current_on_conflict,
+                               err);
+    sd_event *loop;
+    if ((r = private_loop(store, &loop, err)) < 0)
+        return r;
+    sync_wait wait = {.claim_out = current_on_conflict, .err = err};
+    r = store->ops->del_async(store, loop, host, expected_revision, on_sync_cas, &wait, err);
+    if (r < 0)
+        return r;
+    return run_until_done(store, &wait);
+}
+
+int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
+                void *userdata, act_error *err)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (store->ops->list)
+        return store->ops->list(store, out, n_out, problem, userdata, err);
+    sd_event *loop;
+    int r = private_loop(store, &loop, err);
+    if (r < 0)
+        return r;
+    sync_wait wait = {.err = err};
+    r = store->ops->list_async(store, loop, problem, userdata, on_sync_list, &wait, err);
+    if (r < 0)
+        return r;
+    r = run_until_done(store, &wait);
+    if (r < 0) {
+        free(wait.claims);
+        return r;
+    }
+    *out = wait.claims;
+    *n_out = wait.n_claims;
+    return 0;
+}
+
+/* ---- watch collection on the private loop --------------------------------- */
+
+typedef struct collect_state {
+    claim_change *changes;
+    size_t n, want;
+    int error;
+    act_error *err;
+    bool timed_out;
+} collect_state;
+
+static void on_collect(claims_watch *watch, const claim_change *change, int error,
+                       const act_error *err, void *userdata)
+{
+    collect_state *state = userdata;
+    if (error < 0) {
+        state->error = error;
+        if (state->err && err)
+            *state->err = *err;
+        return;
+    }
+    claim_change *grown = realloc(state->changes, (state->n + 1) * sizeof(*grown));
+    if (!grown) {
+        state->error = act_error_set(state->err, ENOMEM, "claim watch: out of memory");
+        return;
+    }
+    state->changes = grown;
+    state->changes[state->n++] = *change;
+}
+
+static int on_collect_timeout(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    ((collect_state *)userdata)->timed_out = true;
+    return 0;
+}
+
+int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want, int timeout_ms,
+                         claim_change **out, size_t *n_out, act_error *err)
+{
+    *out = NULL;
+    *n_out = 0;
+    sd_event *loop;
+    int r = private_loop(store, &loop, err);
+    if (r < 0)
+        return r;
+    collect_state state = {.want = want, .err = err};
+    claims_watch *watch = NULL;
+    r = store->ops->watch_start(store, loop, from_revision, on_collect, &state, &watch, err);
+    if (r < 0)
+        return r;
+    sd_event_source *timer = NULL;
+    r = sd_event_add_time_relative(loop, &timer, CLOCK_MONOTONIC,
+                                   (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000, 0,
+                                   on_collect_timeout, &state);
+    if (r < 0) {
+        claims_watch_free(watch);
+        return act_error_set(err, -r, "claim watch: cannot arm its timeout");
+    }
+    while (state.n < state.want && state.error == 0 && !state.timed_out) {
+        r = sd_event_run(loop, UINT64_MAX);
+        if (r < 0) {
+            state.error = act_error_set(err, -r, "claim watch: event loop failed");
+            break;
+        }
+    }
+    sd_event_source_disable_unref(timer);
+    claims_watch_free(watch);
+    if (state.error < 0) {
+        free(state.changes);
+        return state.error;
+    }
+    *out = state.changes;
+    *n_out = state.n;
+    return 0;
+}
+
+/* ---- asynchronous calls over a synchronous backend ------------------------ */
+
+static int on_deferred(sd_event_source *source, void *userdata)
+{
+    deferred_call *call = userdata;
+    claim_store *store = call->store;
+    act_error err = {0};
+    claim current = {0};
+    uint64_t new_revision = 0;
+    int r;
+    /* Unlinked before the callback so a callback that starts another call or
+     * frees the store never sees this one. */
+    deferred_call copy = *call;
+    deferred_unlink(call);
+    switch (copy.op) {
+    case DEFERRED_READ:
+        r = store->ops->read(store, copy.host, &current, &err);
+        copy.read_fn(store, r, r > 0 ? &current : NULL, &err, copy.userdata);
+        break;
+    case DEFERRED_CAS:
+        r = store->ops->cas(store, copy.host, copy.expected, &copy.value, &new_revision, &current,
+                            &err);
+        copy.cas_fn(store, r, new_revision, r == CLAIMS_CHANGED ? &current : NULL, &err,
+                    copy.userdata);
+        break;
+    case DEFERRED_DELETE:
+        r = store->ops->del(store, copy.host, copy.expected, &new_revision, &current, &err);
+        copy.cas_fn(store, r, new_revision, r == CLAIMS_CHANGED ? &current : NULL, &err,
+                    copy.userdata);
+        break;
+    }
+    return 0;
+}
+
+static int defer_call(claim_store *store, deferred_call *template, act_error *err)
+{
+    deferred_call *call = malloc(sizeof(*call));
+    if (!call)
+        return act_error_set(err, ENOMEM, "claim store: out of memory");
+    *call = *template;
+    call->store = store;
+    int r = sd_event_add_defer(store->attached, &call->source, on_deferred, call);
+    if (r < 0) {
+        free(call);
+        return act_error_set(err, -r, "claim store: cannot queue a call on the event loop");
+    }
+    call->next = store->deferred;
+    store->deferred = call;
+    return 0;
+}
+
+static int check_attached(claim_store *store, act_error *err)
+{
+    if (!store->attached)
+        return act_error_set(err, EBADFD, "claim store: asynchronous call before "
+                                          "claims_store_attach_event; attach the loop first");
+    return 0;
+}
+
+int claims_store_attach_event(claim_store *store, sd_event *event, act_error *err)
+{
+    if (store->attached)
+        return act_error_set(err, EBUSY, "claim store: already attached to an event loop");
+    store->attached = sd_event_ref(event);
+    return 0;
+}
+
+int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, void *userdata,
+                      act_error *err)
+{
+    int r = check_attached(store, err);
+    if (r < 0 || (r = check_host(host, err)) < 0)
+        return r;
+    if (store->ops->read_async)
+        return store->ops->read_async(store, store->attached, host, fn, userdata, err);
+    deferred_call call = {.op = DEFERRED_READ, .read_fn = fn, .userdata = userdata};
+    snprintf(call.host, sizeof(call.host), "%s", host);
+    return defer_call(store, &call, err);
+}
+
+int claims_cas_async(claim_store *store, const char *host, uint64_t expected_revision,
+                     const claim *c, claims_cas_fn fn, void *userdata, act_error *err)
+{
+    claim checked;
+    int r = check_attached(store, err);
+    if (r < 0 || (r = check_host(host, err)) < 0 ||
+        (r = check_claim_for(host, c, &checked, err)) < 0)
+        return r;
+    if (store->ops->cas_async)
+        return store->ops->cas_async(store, store->attached, host, expected_revision, &checked,
+                                     fn, userdata, err);
+    deferred_call call = {.op = DEFERRED_CAS, .expected = expected_revision, .value = checked,
+                          .cas_fn = fn, .userdata = userdata};
+    snprintf(call.host, sizeof(call.host), "%s", host);
+    return defer_call(store, &call, err);
+}
+
+int claims_delete_async(claim_store *store, const char *host, uint64_t expected_revision,
+                        claims_cas_fn fn, void *userdata, act_error *err)
+{
+    int r = check_attached(store, err);
+    if (r < 0 || (r = check_host(host, err)) < 0)
+        return r;
+    if (store->ops->del_async)
+        return store->ops->del_async(store, store->attached, host, expected_revision, fn,
+                                     userdata, err);
+    deferred_call call = {.op = DEFERRED_DELETE, .expected = expected_revision, .cas_fn = fn,
+                          .userdata = userdata};
+    snprintf(call.host, sizeof(call.host), "%s", host);
+    return defer_call(store, &call, err);
+}
+
+int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_fn fn,
+                       void *userdata, claims_watch **out, act_error *err)
+{
+    int r = check_attached(store, err);
+    if (r < 0)
+        return r;
+    return store->ops->watch_start(store, store->attached, from_revision, fn, userdata, out, err);
+}

@@ -1,0 +1,386 @@
+/* The embedded claim store: one JSON file per host in a directory, with
+ * compare-and-swap under flock. Layout in store_dir.h. */
+#include "claims/store_dir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/fileio.h"
+#include "common/log.h"
+#include "common/names.h"
+
+/* An envelope is the body plus a few bytes of wrapper; anything much larger
+ * cannot hold a claim within CLAIM_JSON_MAX and is refused unread. */
+#define ENVELOPE_MAX (CLAIM_JSON_MAX + 256)
+
+static void json_putp(json_object **obj)
+{
+    json_object_put(*obj);
+}
+#define _cleanup_json_ _cleanup_(json_putp)
+
+/* Reads <host>.json. Returns 1 with the claim, 0 when absent (no file or a
+ * tombstone; *revision is then the tombstone's or 0), negative when the file
+ * is unreadable. *revision is set whenever the envelope's revision could be
+ * read, even if the claim inside is malformed, so a CAS can repair it. */
+static int read_envelope(dir_store *ds, const char *host, claim *out, uint64_t *revision,
+                         act_error *err)
+{
+    char name[ACT_NAME_MAX + 8];
+    snprintf(name, sizeof(name), "%s.json", host);
+    *revision = 0;
+    memset(out, 0, sizeof(*out));
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    act_error why = {0};
+    int r = act_read_file(ds->dirfd, name, ENVELOPE_MAX, &text, &len, &why);
+    if (r == -ENOENT)
+        return 0;
+    if (r == -EFBIG)
+        return act_error_set(err, EFBIG,
+                             "host %s: claim file %s/%s is over the %d byte claim limit; it is "
+                             "not a claim, delete it",
+                             host, ds->path, name, CLAIM_JSON_MAX);
+    if (r < 0)
+        return act_error_set(err, -r, "host %s: cannot read claim: %s", host, why.message);
+
+    json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return act_error_set(err, ENOMEM, "host %s: out of memory", host);
+    _cleanup_json_ json_object *root = json_tokener_parse_ex(tok, text, (int)len);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    json_tokener_free(tok);
+    if (!root || jerr != json_tokener_success || !json_object_is_type(root, json_type_object))
+        return act_error_set(err, EINVAL,
+                             "host %s: claim file %s/%s is not a JSON object (%s); rewrite it "
+                             "with a CAS or delete the file",
+                             host, ds->path, name,
+                             jerr == json_tokener_success ? "wrong type"
+                                                          : json_tokener_error_desc(jerr));
+    json_object *rev = NULL, *body = NULL, *deleted = NULL;
+    if (!json_object_object_get_ex(root, "revision", &rev) ||
+        !json_object_is_type(rev, json_type_int) || json_object_get_int64(rev) <= 0)
+        return act_error_set(err, EINVAL,
+                             "host %s: claim file %s/%s has no positive integer field revision; "
+                             "delete the file",
+                             host, ds->path, name);
+    *revision = json_object_get_uint64(rev);
+    if (json_object_object_get_ex(root, "deleted", &deleted) && json_object_get_boolean(deleted))
+        return 0;
+    if (!json_object_object_get_ex(root, "claim", &body))
+        return act_error_set(err, EINVAL,
+                             "host %s: claim file %s/%s has no field claim; rewrite it with a CAS "
+                             "or delete the file", host, ds->path, name);
+    if (len > CLAIM_JSON_MAX)
+        return act_error_set(err, EFBIG, "host %s: claim body is over the %d byte limit; "
+                                         "rewrite it with a CAS", host, CLAIM_JSON_MAX);
+    r = claim_from_json_object(host, body, out, err);
+    if (r < 0)
+        return r;
+    out->revision = *revision;
+    return 1;
+}
+
+static int dir_read(claim_store *store, const char *host, claim *out, act_error *err)
+{
+    uint64_t revision;
+    return read_envelope((dir_store *)store, host, out, &revision, err);
+}
+
+static int read_counter(dir_store *ds, uint64_t *out, act_error *err)
+{
+    _cleanup_free_ char *text = NULL;
+    size_t len;
+    act_error why = {0};
+    int r = act_read_file(ds->dirfd, DIR_REVISION_FILE, 64, &text, &len, &why);
+    *out = 0;
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return act_error_set(err, -r, "claim store %s: cannot read revision counter: %s",
+                             ds->path, why.message);
+    char *end;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno || end == text || (*end && *end != '\n'))
+        return act_error_set(err, EINVAL,
+                             "claim store %s: %s/%s is not a number; restore it to at least the "
+                             "highest revision in the claim files",
+                             ds->path, ds->path, DIR_REVISION_FILE);
+    *out = value;
+    return 0;
+}
+
+/* Appends one change to the journal, restarting it past DIR_JOURNAL_MAX.
+ * Failure here is logged, not returned: the claim is already durably
+ * written, and failing the CAS would make the caller retry a write that
+ * happened. */
+static void journal_append(dir_store *ds, const char *host, uint64_t revision, const claim *c)
+{
+    struct stat st;
+    if (fstatat(ds->dirfd, DIR_JOURNAL_FILE, &st, 0) == 0 && st.st_size > DIR_JOURNAL_MAX) {
+        char floor[64];
+        int n = snprintf(floor, sizeof(floor), "{\"revision_floor\":%" PRIu64 "}\n", revision);
+        act_error err = {0};
+        if (act_write_atomic(ds->dirfd, DIR_JOURNAL_FILE, floor, (size_t)n, 0644, &err) < 0)
+            act_log(LOG_WARNING, "claim store %s: cannot compact journal: %s", ds->path,
+                    err.message);
+    }
+    _cleanup_json_ json_object *line = json_object_new_object();
+    json_object_object_add(line, "revision", json_object_new_uint64(revision));
+    json_object_object_add(line, "host", json_object_new_string(host));
+    if (c)
+        json_object_object_add(line, "claim", claim_to_json_object(c));
+    else
+        json_object_object_add(line, "deleted", json_object_new_boolean(1));
+    const char *text = json_object_to_json_string_ext(line, JSON_C_TO_STRING_PLAIN);
+    _cleanup_free_ char *with_newline = NULL;
+    if (asprintf(&with_newline, "%s\n", text) < 0)
+        return;
+    _cleanup_close_ int fd =
+        openat(ds->dirfd, DIR_JOURNAL_FILE, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    size_t len = strlen(with_newline);
+    if (fd < 0 || write(fd, with_newline, len) != (ssize_t)len)
+        act_log(LOG_WARNING, "claim store %s: cannot append to the journal: %m; watchers may "
+                             "miss revision %" PRIu64, ds->path, revision);
+}
+
+/* Writes host's next state (c, or a tombstone when c is NULL) under the lock
+ * once the expected revision matched: counter first, so the counter is never
+ * behind a claim file, then the file, then the journal. */
+static int commit_locked(dir_store *ds, const char *host, uint64_t current_revision,
+                         const claim *c, uint64_t *new_revision, act_error *err)
+{
+    uint64_t counter;
+    int r = read_counter(ds, &counter, err);
+    if (r < 0)
+        return r;
+    /* The max guards a host file whose revision got ahead of a hand-edited
+     * counter: a revision must never repeat for one host. */
+    uint64_t next = (counter > current_revision ? counter : current_revision) + 1;
+    char number[32];
+    int n = snprintf(number, sizeof(number), "%" PRIu64 "\n", next);
+    act_error why = {0};
+    if ((r = act_write_atomic(ds->dirfd, DIR_REVISION_FILE, number, (size_t)n, 0644, &why)) < 0)
+        return act_error_set(err, -r, "claim store %s: cannot advance the revision: %s",
+                             ds->path, why.message);
+
+    _cleanup_json_ json_object *envelope = json_object_new_object();
+    json_object_object_add(envelope, "revision", json_object_new_uint64(next));
+    if (c)
+        json_object_object_add(envelope, "claim", claim_to_json_object(c));
+    else
+        json_object_object_add(envelope, "deleted", json_object_new_boolean(1));
+    const char *text = json_object_to_json_string_ext(envelope, JSON_C_TO_STRING_PLAIN);
+    if (!text)
+        return act_error_set(err, ENOMEM, "host %s: out of memory", host);
+    size_t len = strlen(text);
+    if (len > ENVELOPE_MAX)
+        return act_error_set(err, EFBIG, "host %s: claim is over the %d byte limit", host,
+                             CLAIM_JSON_MAX);
+    char name[ACT_NAME_MAX + 8];
+    snprintf(name, sizeof(name), "%s.json", host);
+    if ((r = act_write_atomic(ds->dirfd, name, text, len, 0644, &why)) < 0)
+        return act_error_set(err, -r, "host %s: cannot write claim: %s", host, why.message);
+    journal_append(ds, host, next, c);
+    *new_revision = next;
+    return 0;
+}
+
+static int lock_store(dir_store *ds, act_error *err)
+{
+    while (flock(ds->lockfd, LOCK_EX) < 0) {
+        if (errno != EINTR)
+            return act_error_set(err, errno, "claim store %s: cannot lock %s: %m", ds->path,
+                                 DIR_LOCK_FILE);
+    }
+    return 0;
+}
+
+static void unlock_store(dir_store *ds)
+{
+    flock(ds->lockfd, LOCK_UN);
+}
+
+/* The shared body of cas and delete; c == NULL deletes. */
+static int dir_write(dir_store *ds, const char *host, uint64_t expected, const claim *c,
+                     uint64_t *new_revision, claim *current, act_error *err)
+{
+    int r = lock_store(ds, err);
+    if (r < 0)
+        return r;
+    claim existing;
+    uint64_t revision = 0;
+    act_error read_err = {0};
+    r = read_envelope(ds, host, &existing, &revision, &read_err);
+    /* A malformed claim whose revision is known can be replaced by a CAS that
+     * names that revision; that is how an operator repairs it. */
+    if (r < 0 && !(revision != 0 && revision == expected && expected != 0)) {
+        unlock_store(ds);
+        *err = read_err;
+        return -read_err.errnum;
+    }
+    uint64_t current_revision = r > 0 ? revision : 0;
+    if (r >= 0 && current_revision != expected) {
+        unlock_store(ds);
+        if (current)
+            *current = r > 0 ? existing : (claim){0};
+        if (current && r == 0)
+            snprintf(current->host, sizeof(current->host), "%s", host);
+        return CLAIMS_CHANGED;
+    }
+    r = commit_locked(ds, host, revision, c, new_revision, err);
+    unlock_store(ds);
+    return r;
+}
+
+static int dir_cas(claim_store *store, const char *host, uint64_t expected, const claim *c,
+                   uint64_t *new_revision, claim *current, act_error *err)
+{
+    uint64_t revision = 0;
+    int r = dir_write((dir_store *)store, host, expected, c, &revision, current, err);
+    if (r == 0 && new_revision)
+        *new_revision = revision;
+    return r;
+}
+
+static int dir_delete(claim_store *store, const char *host, uint64_t expected,
+                      uint64_t *new_revision, claim *current, act_error *err)
+{
+    if (expected == 0) {
+        /* Revision 0 means "absent", so deleting it is always a conflict:
+         * report what is there. */
+        claim now;
+        int r = dir_read(store, host, &now, err);
+        if (r < 0)
+            return r;
+        if (current) {
+            *current = r > 0 ? now : (claim){0};
+            snprintf(current->host, sizeof(current->host), "%s", host);
+        }
+        return CLAIMS_CHANGED;
+    }
+    return dir_write((dir_store *)store, host, expected, NULL, new_revision, current, err);
+}
+
+static bool host_file_name(const char *name, char *host, size_t host_size)
+{
+    size_t len = strlen(name);
+    if (len <= 5 || strcmp(name + len - 5, ".json") != 0 || len - 5 >= host_size)
+        return false;
+    memcpy(host, name, len - 5);
+    host[len - 5] = '\0';
+    return act_name_is_valid(host);
+}
+
+static int dir_list(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
+                    void *userdata, act_error *err)
+{
+    dir_store *ds = (dir_store *)store;
+    int fd = openat(ds->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return act_error_set(err, errno, "claim store %s: cannot open: %m", ds->path);
+    DIR *dir = fdopendir(fd);
+    if (!dir) {
+        close(fd);
+        return act_error_set(err, errno, "claim store %s: cannot list: %m", ds->path);
+    }
+    claim *claims = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *entry;
+    while ((entry = readdir(dir))) {
+        char host[ACT_NAME_MAX + 1];
+        if (!host_file_name(entry->d_name, host, sizeof(host)))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            claim *grown = realloc(claims, cap * sizeof(*claims));
+            if (!grown) {
+                free(claims);
+                closedir(dir);
+                return act_error_set(err, ENOMEM, "claim store %s: out of memory", ds->path);
+            }
+            claims = grown;
+        }
+        uint64_t revision;
+        act_error bad = {0};
+        int r = read_envelope(ds, host, &claims[n], &revision, &bad);
+        if (r > 0)
+            n++;
+        else if (r < 0 && problem)
+            problem(host, &bad, userdata);
+        else if (r < 0)
+            act_log(LOG_WARNING, "claim list skipped: %s", bad.message);
+    }
+    closedir(dir);
+    if (n > 1)
+        qsort(claims, n, sizeof(*claims), claims_compare_by_host);
+    *out = claims;
+    *n_out = n;
+    return 0;
+}
+
+static void dir_free(claim_store *store)
+{
+    dir_store *ds = (dir_store *)store;
+    if (ds->dirfd >= 0)
+        close(ds->dirfd);
+    if (ds->lockfd >= 0)
+        close(ds->lockfd);
+    free(ds->path);
+    free(ds);
+}
+
+static const claims_store_ops dir_ops = {
+    .kind = "dir",
+    .free = dir_free,
+    .read = dir_read,
+    .cas = dir_cas,
+    .del = dir_delete,
+    .list = dir_list,
+    .watch_start = dir_watch_start,
+};
+
+int claims_dir_open(const char *path, const claims_store_options *options, claim_store **out,
+                    act_error *err)
+{
+    if (path[0] != '/')
+        return act_error_set(err, EINVAL,
+                             "claim store URL dir://%.200s needs an absolute path: dir:///path",
+                             path);
+    if (strstr(path, "/../") || (strlen(path) >= 3 && strcmp(path + strlen(path) - 3, "/..") == 0))
+        return act_error_set(err, EINVAL, "claim store URL dir://%.200s contains \"..\"; name "
+                                          "the directory directly", path);
+    act_error why = {0};
+    int r = act_mkdir_p(path, 0755, &why);
+    if (r < 0)
+        return act_error_set(err, -r, "claim store %s: cannot create: %s", path, why.message);
+    dir_store *ds = calloc(1, sizeof(*ds));
+    if (!ds)
+        return act_error_set(err, ENOMEM, "claim store %s: out of memory", path);
+    ds->base.ops = &dir_ops;
+    ds->lockfd = -1;
+    ds->path = strdup(path);
+    ds->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (ds->dirfd < 0 || !ds->path) {
+        r = act_error_set(err, errno ? errno : ENOMEM, "claim store %s: cannot open: %m", path);
+        dir_free(&ds->base);
+        return r;
+    }
+    ds->lockfd = openat(ds->dirfd, DIR_LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (ds->lockfd < 0) {
+        r = act_error_set(err, errno, "claim store %s: cannot open %s: %m", path, DIR_LOCK_FILE);
+        dir_free(&ds->base);
+        return r;
+    }
+    *out = &ds->base;
+    return 0;
+}

@@ -1,0 +1,40 @@
+/* The dir store's on-disk layout, shared by its CAS side and its watch side.
+ *
+ *   <dir>/<host>.json   {"revision":N,"claim":{...body...}}
+ *                       or the tombstone {"revision":N,"deleted":true}, left by a
+ *                       delete so the deleted claim's revision keeps growing
+ *   <dir>/.revision     the store-wide revision counter (decimal)
+ *   <dir>/.lock         flock'd around every CAS and delete
+ *   <dir>/.journal      one line per change, appended under the lock:
+ *                       {"revision":N,"host":"h","claim":{...}} or
+ *                       {"revision":N,"host":"h","deleted":true}; a compacted
+ *                       journal starts with {"revision_floor":R}
+ *
+ * Hidden names cannot collide with hosts: host names never start with '.'.
+ * The claim files and the counter are the truth and are written temp + fsync
+ * + rename + fsync dir. The journal only feeds watches, so it is appended
+ * without fsync: a crash can lose its tail, never a claim. */
+#pragma once
+
+#include "claims/store_internal.h"
+
+#define DIR_REVISION_FILE ".revision"
+#define DIR_LOCK_FILE ".lock"
+#define DIR_JOURNAL_FILE ".journal"
+/* Past this size the journal is restarted (under the lock) with only a floor
+ * line, so it never grows without bound; older watchers get a clear
+ * "compacted" error like etcd's. */
+#define DIR_JOURNAL_MAX (4 * 1024 * 1024)
+
+typedef struct dir_store {
+    claim_store base;
+    char *path;
+    int dirfd;
+    int lockfd;
+} dir_store;
+
+int dir_watch_start(claim_store *store, sd_event *event, uint64_t from_revision,
+                    claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);
+/* Parses one journal line into a change; returns 0, or 1 for a floor line
+ * (revision set to the floor), or negative for a line that is not JSON. */
+int dir_journal_parse_line(const char *line, size_t len, claim_change *change, act_error *err);

@@ -1,0 +1,83 @@
+/* What a claim store backend implements, and the pieces store.c shares with
+ * the backends. Not installed; only claims/ includes it. */
+#pragma once
+
+#include <json-c/json.h>
+#include <systemd/sd-event.h>
+
+#include "claims/claims.h"
+
+/* Delivers a backend's list result; claims is malloc'd and handed over. */
+typedef void (*claims_list_done_fn)(claim_store *store, int result, claim *claims, size_t n,
+                                    const act_error *err, void *userdata);
+
+/* A backend provides either the synchronous calls (dir: local files, fast)
+ * or the asynchronous ones (etcd: network), and store.c builds the other
+ * flavour on top, so each backend implements each operation once. */
+typedef struct claims_store_ops {
+    const char *kind;
+    void (*free)(claim_store *store);
+
+    int (*read)(claim_store *store, const char *host, claim *out, act_error *err);
+    int (*cas)(claim_store *store, const char *host, uint64_t expected, const claim *c,
+               uint64_t *new_revision, claim *current, act_error *err);
+    int (*del)(claim_store *store, const char *host, uint64_t expected, uint64_t *new_revision,
+               claim *current, act_error *err);
+    int (*list)(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
+                void *userdata, act_error *err);
+
+    int (*read_async)(claim_store *store, sd_event *event, const char *host, claims_read_fn fn,
+                      void *userdata, act_error *err);
+    int (*cas_async)(claim_store *store, sd_event *event, const char *host, uint64_t expected,
+                     const claim *c, claims_cas_fn fn, void *userdata, act_error *err);
+    int (*del_async)(claim_store *store, sd_event *event, const char *host, uint64_t expected,
+                     claims_cas_fn fn, void *userdata, act_error *err);
+    int (*list_async)(claim_store *store, sd_event *event, claims_problem_fn problem,
+                      void *problem_userdata, claims_list_done_fn fn, void *userdata,
+                      act_error *err);
+
+    /* Required: both backends watch on a loop (the attached or the private). */
+    int (*watch_start)(claim_store *store, sd_event *event, uint64_t from_revision,
+                       claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);
+} claims_store_ops;
+
+typedef struct deferred_call deferred_call;
+
+struct claim_store {
+    const claims_store_ops *ops;
+    int timeout_ms;
+    sd_event *attached;      /* the caller's loop, for the async API */
+    sd_event *private_loop;  /* created on first synchronous call of an async backend */
+    deferred_call *deferred; /* async calls of a sync backend waiting for their turn */
+};
+
+struct claims_watch {
+    claim_store *store;
+    claims_watch_fn fn;
+    void *userdata;
+    void (*free)(claims_watch *watch);
+    /* A callback may free its own watch; the free then waits until the
+     * delivery that called it has returned. */
+    bool delivering;
+    bool free_requested;
+};
+
+/* Calls the watch's callback; returns false when the callback freed the
+ * watch, which the caller must then no longer touch. */
+bool claims_watch_deliver(claims_watch *watch, const claim_change *change, int error,
+                          const act_error *err);
+
+/* Parses a claim body already parsed as JSON (the dir store's envelope and
+ * journal hold the body as an object). Same rules as claim_from_json. */
+int claim_from_json_object(const char *host, json_object *body, claim *out, act_error *err);
+/* The body as a json-c object, for embedding in an envelope; NULL on ENOMEM. */
+json_object *claim_to_json_object(const claim *c);
+
+/* Backend constructors; path/url are the part after the scheme. */
+int claims_dir_open(const char *path, const claims_store_options *options, claim_store **out,
+                    act_error *err);
+int claims_etcd_open(const char *spec, const claims_store_options *options, claim_store **out,
+                     act_error *err);
+
+/* Compare for qsort by host. */
+int claims_compare_by_host(const void *a, const void *b);

@@ -1,0 +1,205 @@
+/* See etcd_harness.h. */
+#include "etcd_harness.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+bool etcd_harness_available(void)
+{
+    return access(ETCD_HARNESS_BINARY, X_OK) == 0;
+}
+
+/* The kernel hands out a free port for port 0; closing it right away leaves a
+ * tiny window for someone else to take it, which a retry of the whole start
+ * covers. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(addr);
+    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+        getsockname(fd, (struct sockaddr *)&addr, &len) < 0) {
+        int r = -errno;
+        close(fd);
+        return r;
+    }
+    close(fd);
+    return ntohs(addr.sin_port);
+}
+
+static size_t collect(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    char **buf = userdata;
+    size_t old = *buf ? strlen(*buf) : 0, n = size * nmemb;
+    char *grown = realloc(*buf, old + n + 1);
+    if (!grown)
+        return 0;
+    memcpy(grown + old, data, n);
+    grown[old + n] = '\0';
+    *buf = grown;
+    return n;
+}
+
+long etcd_harness_post(const etcd_harness *h, const char *path, const char *body,
+                       const char *token, char **response)
+{
+    CURL *easy = curl_easy_init();
+    if (!easy)
+        return -ENOMEM;
+    char url[256], auth[1024];
+    snprintf(url, sizeof(url), "http://%s%s", h->endpoint, path);
+    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
+    if (token) {
+        snprintf(auth, sizeof(auth), "Authorization: %s", token);
+        headers = curl_slist_append(headers, auth);
+    }
+    char *buf = NULL;
+    curl_easy_setopt(easy, CURLOPT_URL, url);
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, &buf);
+    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    CURLcode code = curl_easy_perform(easy);
+    long status = -EIO;
+    if (code == CURLE_OK)
+        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(easy);
+    if (response)
+        *response = buf;
+    else
+        free(buf);
+    return status;
+}
+
+static int spawn(etcd_harness *h, act_error *err)
+{
+    char data[PATH_MAX + 8], log[PATH_MAX + 16], client[64], peer[64], cluster[96];
+    snprintf(data, sizeof(data), "%s/data", h->dir);
+    snprintf(log, sizeof(log), "%s/etcd.log", h->dir);
+    snprintf(client, sizeof(client), "http://127.0.0.1:%d", h->client_port);
+    snprintf(peer, sizeof(peer), "http://127.0.0.1:%d", h->peer_port);
+    snprintf(cluster, sizeof(cluster), "default=%s", peer);
+    pid_t pid = fork();
+    if (pid < 0)
+        return act_error_set(err, errno, "etcd harness: fork: %m");
+    if (pid == 0) {
+        /* Only async-signal-safe calls until exec. A test that dies must not
+         * leave etcd behind, hence the parent-death signal. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+        }
+        char *const argv[] = {ETCD_HARNESS_BINARY,
+                              "--name", "default",
+                              "--data-dir", data,
+                              "--listen-client-urls", client,
+                              "--advertise-client-urls", client,
+                              "--listen-peer-urls", peer,
+                              "--initial-advertise-peer-urls", peer,
+                              "--initial-cluster", cluster,
+                              "--log-level", "error",
+                              NULL};
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    h->pid = pid;
+    /* Wait until it answers; etcd takes about a second to elect itself. */
+    for (int i = 0; i < 400; i++) {
+        long status = etcd_harness_post(h, "/v3/kv/range", "{\"key\":\"AA==\"}", NULL, NULL);
+        if (status == 200)
+            return 0;
+        int wstatus;
+        if (waitpid(pid, &wstatus, WNOHANG) == pid) {
+            h->pid = 0;
+            return act_error_set(err, EIO, "etcd harness: etcd exited during start; see %s",
+                                 log);
+        }
+        struct timespec pause = {.tv_nsec = 50 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    etcd_harness_stop(h);
+    return act_error_set(err, ETIMEDOUT, "etcd harness: etcd did not answer on %s within 20 s; "
+                                         "see %s", h->endpoint, log);
+}
+
+int etcd_harness_start(etcd_harness *h, act_error *err)
+{
+    memset(h, 0, sizeof(*h));
+    if (!etcd_harness_available())
+        return act_error_set(err, ENOENT, "%s is not installed (Debian package etcd-server)",
+                             ETCD_HARNESS_BINARY);
+    snprintf(h->dir, sizeof(h->dir), "/tmp/act-etcd-XXXXXX");
+    if (!mkdtemp(h->dir))
+        return act_error_set(err, errno, "etcd harness: mkdtemp: %m");
+    for (int attempt = 0; attempt < 3; attempt++) {
+        h->client_port = free_port();
+        h->peer_port = free_port();
+        if (h->client_port <= 0 || h->peer_port <= 0 || h->client_port == h->peer_port)
+            continue;
+        snprintf(h->endpoint, sizeof(h->endpoint), "127.0.0.1:%d", h->client_port);
+        snprintf(h->url_prefix, sizeof(h->url_prefix), "etcd://%s", h->endpoint);
+        int r = spawn(h, err);
+        if (r != -EIO)
+            return r;
+    }
+    return -EIO;
+}
+
+void etcd_harness_stop(etcd_harness *h)
+{
+    if (h->pid <= 0)
+        return;
+    kill(h->pid, SIGTERM);
+    int status;
+    for (int i = 0; i < 200; i++) {
+        if (waitpid(h->pid, &status, WNOHANG) == h->pid) {
+            h->pid = 0;
+            return;
+        }
+        struct timespec pause = {.tv_nsec = 25 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    kill(h->pid, SIGKILL);
+    waitpid(h->pid, &status, 0);
+    h->pid = 0;
+}
+
+int etcd_harness_restart(etcd_harness *h, act_error *err)
+{
+    etcd_harness_stop(h);
+    return spawn(h, err);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+void etcd_harness_destroy(etcd_harness *h)
+{
+    etcd_harness_stop(h);
+    if (h->dir[0])
+        nftw(h->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    h->dir[0] = '\0';
+}

@@ -1,0 +1,37 @@
+/* A real etcd for tests and benchmarks: started on free loopback ports with a
+ * temporary data directory, stopped and removed afterwards. Never touches a
+ * system etcd (which Debian's etcd-server may run on 2379). */
+#pragma once
+
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+#define ETCD_HARNESS_BINARY "/usr/bin/etcd"
+
+typedef struct etcd_harness {
+    pid_t pid;                /* 0 when not running */
+    char dir[PATH_MAX];       /* temp dir holding data/ and etcd.log */
+    int client_port, peer_port;
+    char endpoint[64];        /* "127.0.0.1:<client_port>" */
+    char url_prefix[96];      /* "etcd://127.0.0.1:<port>" */
+} etcd_harness;
+
+/* True when the etcd binary is installed; tests skip (exit 77) otherwise. */
+bool etcd_harness_available(void);
+/* Picks free ports (binding port 0), makes the temp dir, starts etcd and
+ * waits (up to 20 s) until it answers a range request. */
+int etcd_harness_start(etcd_harness *h, act_error *err);
+/* SIGTERM and wait; the data dir and ports are kept for a restart. */
+void etcd_harness_stop(etcd_harness *h);
+/* Starts etcd again on the same ports and data. */
+int etcd_harness_restart(etcd_harness *h, act_error *err);
+/* Stops etcd if running and removes the temp dir. */
+void etcd_harness_destroy(etcd_harness *h);
+/* POSTs body to path on the harness etcd with plain libcurl (no claims code),
+ * for planting raw values and for admin calls. Returns the HTTP status, or
+ * negative; *response (may be NULL) gets the malloc'd body. */
+long etcd_harness_post(const etcd_harness *h, const char *path, const char *body,
+                       const char *token, char **response);

@@ -1,0 +1,260 @@
+/* Unit tests of the claim model: the strict codec and the pure predicates. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "claims/claims.h"
+
+static const char *digest = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+static claim full_claim(void)
+{
+    claim c = {0};
+    snprintf(c.host, sizeof(c.host), "web1");
+    snprintf(c.holder.box, sizeof(c.holder.box), "b1");
+    snprintf(c.holder.incarnation, sizeof(c.holder.incarnation), "inc-a");
+    c.holder.session = 7;
+    c.holder.generation = 12;
+    c.holder.stamp_usec = 1700000000123456ULL;
+    snprintf(c.holder.handle, sizeof(c.holder.handle), "/run/activator/web1/g-12.sock \"q\"");
+    snprintf(c.op.id, sizeof(c.op.id), "op-3");
+    c.op.kind = CLAIM_OP_SERVING;
+    snprintf(c.op.phase, sizeof(c.op.phase), "serving");
+    snprintf(c.op.exec, sizeof(c.op.exec), "b1");
+    c.has_pin = true;
+    snprintf(c.pin.version, sizeof(c.pin.version), "v2");
+    snprintf(c.pin.digest, sizeof(c.pin.digest), "%s", digest);
+    snprintf(c.pin.failure_reason, sizeof(c.pin.failure_reason), "not-ready");
+    snprintf(c.pin.failure_message, sizeof(c.pin.failure_message), "v2 never said READY=1");
+    snprintf(c.held, sizeof(c.held), "v1");
+    snprintf(c.state.checkpoint, sizeof(c.state.checkpoint), "ckpt-2024-01-01");
+    c.revision = 99;
+    return c;
+}
+
+static void codec_round_trip_preserves_every_field(void **state)
+{
+    claim c = full_claim();
+    c.holder.session = UINT64_MAX - 1; /* above INT64_MAX: json-c keeps it unsigned */
+    char *text = claim_to_json(&c);
+    assert_non_null(text);
+    assert_null(strstr(text, "\"revision\""));
+    claim back;
+    act_error err = {0};
+    assert_int_equal(claim_from_json("web1", text, strlen(text), &back, &err), 0);
+    c.revision = 0; /* not part of the body */
+    assert_memory_equal(&c, &back, sizeof(c));
+    free(text);
+
+    claim minimal = {0};
+    snprintf(minimal.host, sizeof(minimal.host), "web2");
+    snprintf(minimal.op.id, sizeof(minimal.op.id), "op-1");
+    minimal.op.kind = CLAIM_OP_MOVE;
+    snprintf(minimal.op.phase, sizeof(minimal.op.phase), "draining");
+    text = claim_to_json(&minimal);
+    assert_int_equal(claim_from_json("web2", text, strlen(text), &back, &err), 0);
+    assert_memory_equal(&minimal, &back, sizeof(minimal));
+    assert_false(back.has_pin);
+    free(text);
+}
+
+static void expect_refusal(const char *text, int errnum, const char *field)
+{
+    claim out;
+    act_error err = {0};
+    int r = claim_from_json("web9", text, strlen(text), &out, &err);
+    if (r != -errnum || !strstr(err.message, "web9") || (field && !strstr(err.message, field)))
+        fail_msg("input %.80s: got %d \"%s\", wanted -%d naming %s", text, r, err.message, errnum,
+                 field ? field : "(host only)");
+}
+
+static void codec_refuses_bad_input_naming_host_and_field(void **state)
+{
+    const char *op = "\"op\":{\"id\":\"o\",\"kind\":\"serving\",\"phase\":\"serving\",\"exec\":\"b\"}";
+    char text[512];
+    expect_refusal("{", EINVAL, NULL);
+    expect_refusal("[]", EINVAL, NULL);
+    expect_refusal("{}", EINVAL, "op");
+    expect_refusal("{\"op\":{\"id\":\"o\",\"kind\":\"serving\",\"phase\":\"serving\"}}", EINVAL,
+                   "op.exec");
+    expect_refusal("{\"op\":{\"id\":\"o\",\"kind\":\"sleeping\",\"phase\":\"x\",\"exec\":\"\"}}",
+                   EINVAL, "op.kind");
+    expect_refusal("{\"op\":{\"id\":\"o\",\"kind\":\"move\",\"phase\":\"serving\",\"exec\":\"\"}}",
+                   EINVAL, "op.phase");
+    expect_refusal("{\"op\":{\"id\":5,\"kind\":\"move\",\"phase\":\"moving\",\"exec\":\"\"}}",
+                   EINVAL, "op.id");
+    snprintf(text, sizeof(text), "{%s,\"holder\":{\"box\":\"b\",\"incarnation\":\"i\","
+             "\"session\":\"3\",\"generation\":1,\"stamp_usec\":1}}", op);
+    expect_refusal(text, EINVAL, "holder.session");
+    snprintf(text, sizeof(text), "{%s,\"holder\":{\"box\":\"b\",\"incarnation\":\"i\","
+             "\"session\":-3,\"generation\":1,\"stamp_usec\":1}}", op);
+    expect_refusal(text, EINVAL, "holder.session");
+    snprintf(text, sizeof(text), "{%s,\"holder\":{\"box\":\"b\",\"incarnation\":\"i\","
+             "\"session\":3,\"stamp_usec\":1}}", op);
+    expect_refusal(text, EINVAL, "holder.generation");
+    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"abc\"}}", op);
+    expect_refusal(text, EINVAL, "pin.digest");
+    snprintf(text, sizeof(text), "{%s,\"held\":\"../etc\"}", op);
+    expect_refusal(text, EINVAL, "held");
+    snprintf(text, sizeof(text), "{%s,\"sesion\":1}", op);
+    expect_refusal(text, EINVAL, "sesion");
+    snprintf(text, sizeof(text), "{%s} trailing", op);
+    expect_refusal(text, EINVAL, NULL);
+    snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":7}}", op);
+    expect_refusal(text, EINVAL, "state.checkpoint");
+
+    /* Oversize: refused before parsing, with the limit named. */
+    size_t big = CLAIM_JSON_MAX + 1;
+    char *huge = malloc(big + 1);
+    memset(huge, ' ', big);
+    huge[big] = '\0';
+    claim out;
+    act_error err = {0};
+    assert_int_equal(claim_from_json("web9", huge, big, &out, &err), -EFBIG);
+    assert_non_null(strstr(err.message, "web9"));
+    free(huge);
+
+    /* A string longer than its field is refused, not truncated. */
+    char long_exec[200];
+    memset(long_exec, 'x', 100);
+    long_exec[100] = '\0';
+    snprintf(text, sizeof(text), "{\"op\":{\"id\":\"o\",\"kind\":\"serving\",\"phase\":\"serving\","
+             "\"exec\":\"%s\"}}", long_exec);
+    expect_refusal(text, EINVAL, "op.exec");
+}
+
+static claim serving_by(const char *exec, const char *holder_box)
+{
+    claim c = {0};
+    snprintf(c.host, sizeof(c.host), "web1");
+    snprintf(c.op.id, sizeof(c.op.id), "op-1");
+    c.op.kind = CLAIM_OP_SERVING;
+    snprintf(c.op.phase, sizeof(c.op.phase), "assigned");
+    snprintf(c.op.exec, sizeof(c.op.exec), "%s", exec);
+    if (holder_box) {
+        snprintf(c.holder.box, sizeof(c.holder.box), "%s", holder_box);
+        snprintf(c.holder.incarnation, sizeof(c.holder.incarnation), "inc-old");
+        c.holder.session = 4;
+        c.holder.generation = 9;
+    }
+    c.revision = 10;
+    return c;
+}
+
+static void executor_is_holder_for_serving_else_exec(void **state)
+{
+    claim c = serving_by("b1", NULL);
+    assert_string_equal(claim_executor(&c), "b1");
+    c = serving_by("b1", "b2");
+    assert_string_equal(claim_executor(&c), "b2");
+    assert_true(claim_owned_by(&c, "b2"));
+    assert_false(claim_owned_by(&c, "b1"));
+    c.op.kind = CLAIM_OP_MOVE;
+    snprintf(c.op.phase, sizeof(c.op.phase), "moving");
+    assert_string_equal(claim_executor(&c), "b1");
+    /* Released: nobody owns it, even the holder. */
+    c = serving_by("", "b2");
+    assert_false(claim_owned_by(&c, "b2"));
+    assert_false(claim_owned_by(&c, ""));
+}
+
+static void phase_table_decides_wakes_and_probes(void **state)
+{
+    const struct {
+        claim_op_kind kind;
+        const char *phase;
+        bool wake, probe;
+    } rows[] = {
+        {CLAIM_OP_SERVING, "assigned", true, false}, {CLAIM_OP_SERVING, "starting", true, false},
+        {CLAIM_OP_SERVING, "serving", true, false},  {CLAIM_OP_SERVING, "parked", true, false},
+        {CLAIM_OP_SERVING, "failed", true, false},   {CLAIM_OP_HOLD, "holding", true, false},
+        {CLAIM_OP_MOVE, "draining", false, false},   {CLAIM_OP_MOVE, "moving", false, false},
+        {CLAIM_OP_PROBE, "probing", false, true},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        claim c = serving_by("b1", NULL);
+        c.op.kind = rows[i].kind;
+        snprintf(c.op.phase, sizeof(c.op.phase), "%s", rows[i].phase);
+        act_error err = {0};
+        assert_int_equal(claim_phase_allows_wake(&c, "b1", false, &err), rows[i].wake ? 0 : -EPERM);
+        assert_int_equal(claim_phase_allows_wake(&c, "b1", true, &err), rows[i].probe ? 0 : -EPERM);
+        /* Never for another box. */
+        assert_int_equal(claim_phase_allows_wake(&c, "b2", rows[i].probe, &err), -EPERM);
+        assert_non_null(strstr(err.message, "web1"));
+    }
+    claim released = serving_by("", NULL);
+    act_error err = {0};
+    assert_int_equal(claim_phase_allows_wake(&released, "b1", false, &err), -EPERM);
+    assert_non_null(strstr(err.message, "released"));
+}
+
+static void next_admission_and_admission_check(void **state)
+{
+    claim observed = serving_by("b1", "b1");
+    claim next;
+    claim_next_admission(&observed, "b1", "inc-new", 555, &next);
+    assert_int_equal(next.holder.session, 5);
+    assert_int_equal(next.holder.generation, 10);
+    assert_string_equal(next.holder.incarnation, "inc-new");
+    assert_string_equal(next.op.phase, "starting");
+    assert_string_equal(next.op.exec, "b1");
+    assert_int_equal(next.holder.stamp_usec, 555);
+    act_error err = {0};
+    assert_int_equal(claim_validate(&next, &err), 0);
+    assert_int_equal(claim_admission_ok(&observed, &next, "inc-new", &err), 0);
+    /* Someone else's incarnation, or a session that did not grow, or the
+     * same generation: another writer got in. */
+    assert_int_equal(claim_admission_ok(&observed, &next, "inc-other", &err), -ESTALE);
+    claim stale = next;
+    stale.holder.session = observed.holder.session;
+    assert_int_equal(claim_admission_ok(&observed, &stale, "inc-new", &err), -ESTALE);
+    stale = next;
+    stale.holder.generation = observed.holder.generation;
+    assert_int_equal(claim_admission_ok(&observed, &stale, "inc-new", &err), -ESTALE);
+    /* A hold's pinned start becomes the serving start; a probe stays a probe. */
+    observed.op.kind = CLAIM_OP_PROBE;
+    snprintf(observed.op.phase, sizeof(observed.op.phase), "probing");
+    claim_next_admission(&observed, "b1", "inc-new", 556, &next);
+    assert_int_equal(next.op.kind, CLAIM_OP_PROBE);
+    assert_string_equal(next.op.phase, "probing");
+}
+
+static void same_admission_ignores_revision_only(void **state)
+{
+    claim a = serving_by("b1", "b1"), b = a;
+    b.revision = 42;
+    assert_true(claim_same_admission(&a, &b));
+    snprintf(b.held, sizeof(b.held), "v3"); /* unrelated field */
+    assert_true(claim_same_admission(&a, &b));
+    b = a;
+    b.holder.session++;
+    assert_false(claim_same_admission(&a, &b));
+    b = a;
+    snprintf(b.op.phase, sizeof(b.op.phase), "serving");
+    assert_false(claim_same_admission(&a, &b));
+    b = a;
+    b.holder.stamp_usec++;
+    assert_false(claim_same_admission(&a, &b));
+    b = a;
+    b.revision = 0; /* absent */
+    assert_false(claim_same_admission(&a, &b));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(codec_round_trip_preserves_every_field),
+        cmocka_unit_test(codec_refuses_bad_input_naming_host_and_field),
+        cmocka_unit_test(executor_is_holder_for_serving_else_exec),
+        cmocka_unit_test(phase_table_decides_wakes_and_probes),
+        cmocka_unit_test(next_admission_and_admission_check),
+        cmocka_unit_test(same_admission_ignores_revision_only),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,413 @@
+/* The behavioural suite every claim store must pass, run once per backend:
+ *   test_store dir     (a temp directory)
+ *   test_store etcd    (a real etcd started on free loopback ports) */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <systemd/sd-event.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "store_fixture.h"
+
+static store_fixture fixture;
+
+static claim_store *open_fresh(char *url, size_t size)
+{
+    store_fixture_fresh_url(&fixture, url, size);
+    claim_store *store = NULL;
+    act_error err = {0};
+    claims_store_options options = {.timeout_ms = 5000};
+    if (claims_store_open(url, &options, &store, &err) < 0)
+        fail_msg("open %s: %s", url, err.message);
+    return store;
+}
+
+static void read_create_cas_stale_delete(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    claim got, current;
+    uint64_t rev1 = 0, rev2 = 0;
+
+    assert_int_equal(claims_read(store, "web1", &got, &err), 0);
+
+    claim c = fixture_claim("web1", 1);
+    assert_int_equal(claims_cas(store, "web1", 0, &c, &rev1, &current, &err), 0);
+    assert_true(rev1 > 0);
+    assert_int_equal(claims_read(store, "web1", &got, &err), 1);
+    assert_int_equal(got.revision, rev1);
+    assert_int_equal(got.holder.session, 1);
+
+    /* Creating again is a conflict that returns what is there. */
+    claim other = fixture_claim("web1", 50);
+    assert_int_equal(claims_cas(store, "web1", 0, &other, NULL, &current, &err), CLAIMS_CHANGED);
+    assert_int_equal(current.revision, rev1);
+    assert_int_equal(current.holder.session, 1);
+
+    c.holder.session = 2;
+    assert_int_equal(claims_cas(store, "web1", rev1, &c, &rev2, &current, &err), 0);
+    assert_true(rev2 > rev1);
+
+    /* A stale expected revision: changed, with the current claim. */
+    other.holder.session = 99;
+    assert_int_equal(claims_cas(store, "web1", rev1, &other, NULL, &current, &err),
+                     CLAIMS_CHANGED);
+    assert_int_equal(current.revision, rev2);
+    assert_int_equal(current.holder.session, 2);
+    assert_string_equal(current.host, "web1");
+    assert_int_equal(claims_read(store, "web1", &got, &err), 1);
+    assert_int_equal(got.holder.session, 2);
+
+    /* Expecting a revision on an absent claim: changed, current absent. */
+    assert_int_equal(claims_cas(store, "nohost", 5, &c, NULL, &current, &err), CLAIMS_CHANGED);
+    assert_int_equal(current.revision, 0);
+
+    assert_int_equal(claims_delete(store, "web1", rev1, &current, &err), CLAIMS_CHANGED);
+    assert_int_equal(current.revision, rev2);
+    assert_int_equal(claims_delete(store, "web1", rev2, &current, &err), 0);
+    assert_int_equal(claims_read(store, "web1", &got, &err), 0);
+    assert_int_equal(claims_delete(store, "web1", rev2, &current, &err), CLAIMS_CHANGED);
+    assert_int_equal(current.revision, 0);
+    assert_int_equal(claims_delete(store, "web1", 0, &current, &err), CLAIMS_CHANGED);
+    assert_int_equal(current.revision, 0);
+    /* Created again after a delete: a new, larger revision. */
+    uint64_t rev3;
+    assert_int_equal(claims_cas(store, "web1", 0, &c, &rev3, &current, &err), 0);
+    assert_true(rev3 > rev2);
+
+    /* Bad input is refused and changes nothing. */
+    assert_int_equal(claims_cas(store, "../x", 0, &c, NULL, &current, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "host name"));
+    claim bad = c;
+    snprintf(bad.op.phase, sizeof(bad.op.phase), "dancing");
+    assert_int_equal(claims_cas(store, "web1", rev3, &bad, NULL, &current, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "op.phase"));
+    assert_int_equal(claims_read(store, "web1", &got, &err), 1);
+    assert_int_equal(got.revision, rev3);
+    claims_store_free(store);
+}
+
+static void list_returns_all_sorted(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    const char *hosts[] = {"web3", "api", "web1"};
+    for (size_t i = 0; i < 3; i++) {
+        claim c = fixture_claim(hosts[i], i + 1);
+        assert_int_equal(claims_cas(store, hosts[i], 0, &c, NULL, NULL, &err), 0);
+    }
+    claim *claims;
+    size_t n;
+    assert_int_equal(claims_list(store, &claims, &n, NULL, NULL, &err), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(claims[0].host, "api");
+    assert_string_equal(claims[1].host, "web1");
+    assert_string_equal(claims[2].host, "web3");
+    assert_int_equal(claims[2].holder.session, 1);
+    assert_true(claims[0].revision > 0);
+    free(claims);
+    claims_store_free(store);
+}
+
+static void watch_sees_every_change_in_order(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    uint64_t first = 0, rev = 0;
+    claim c = fixture_claim("web1", 1);
+    assert_int_equal(claims_cas(store, "web1", 0, &c, &first, NULL, &err), 0);
+    rev = first;
+    uint64_t expected_revs[12];
+    expected_revs[0] = first;
+    for (int i = 2; i <= 10; i++) {
+        c.holder.session = (uint64_t)i;
+        assert_int_equal(claims_cas(store, "web1", rev, &c, &rev, NULL, &err), 0);
+        expected_revs[i - 1] = rev;
+    }
+    claim other = fixture_claim("web2", 77);
+    assert_int_equal(claims_cas(store, "web2", 0, &other, &expected_revs[10], NULL, &err), 0);
+    uint64_t del_rev_before = rev;
+    assert_int_equal(claims_delete(store, "web1", del_rev_before, NULL, &err), 0);
+
+    claim_change *changes;
+    size_t n;
+    assert_int_equal(claims_watch_collect(store, first, 12, 5000, &changes, &n, &err), 0);
+    assert_int_equal(n, 12);
+    for (size_t i = 0; i < 10; i++) {
+        assert_int_equal(changes[i].kind, CLAIM_CHANGE_PUT);
+        assert_string_equal(changes[i].claim.host, "web1");
+        assert_int_equal(changes[i].claim.holder.session, i + 1);
+        assert_int_equal(changes[i].revision, expected_revs[i]);
+    }
+    assert_int_equal(changes[10].kind, CLAIM_CHANGE_PUT);
+    assert_string_equal(changes[10].claim.host, "web2");
+    assert_int_equal(changes[11].kind, CLAIM_CHANGE_DELETE);
+    assert_string_equal(changes[11].claim.host, "web1");
+    for (size_t i = 1; i < n; i++)
+        assert_true(changes[i].revision > changes[i - 1].revision);
+    free(changes);
+
+    /* From a later revision only the later changes come. */
+    assert_int_equal(claims_watch_collect(store, expected_revs[9], 3, 3000, &changes, &n, &err),
+                     0);
+    assert_int_equal(n, 3);
+    assert_int_equal(changes[0].revision, expected_revs[9]);
+    free(changes);
+    claims_store_free(store);
+}
+
+/* The daemon's way: everything on one sd-event loop. */
+typedef struct async_state {
+    claim_store *store;
+    int step;
+    uint64_t revision;
+    int watched;
+    uint64_t last_watched;
+    bool failed;
+    sd_event *event;
+} async_state;
+
+static void on_async_cas(claim_store *store, int result, uint64_t new_revision,
+                         const claim *current, const act_error *err, void *userdata);
+
+static void on_async_read(claim_store *store, int result, const claim *c, const act_error *err,
+                          void *userdata)
+{
+    async_state *s = userdata;
+    claim next = fixture_claim("web1", 1);
+    act_error start_err = {0};
+    if (s->step == 0 && result == 0) {
+        s->step = 1;
+        if (claims_cas_async(store, "web1", 0, &next, on_async_cas, s, &start_err) < 0)
+            s->failed = true;
+    } else if (s->step == 5 && result == 1 && c->holder.session == 5) {
+        s->step = 6;
+    } else {
+        s->failed = true;
+    }
+}
+
+static void on_async_cas(claim_store *store, int result, uint64_t new_revision,
+                         const claim *current, const act_error *err, void *userdata)
+{
+    async_state *s = userdata;
+    act_error start_err = {0};
+    if (result != 0) {
+        s->failed = true;
+        return;
+    }
+    s->revision = new_revision;
+    if (s->step < 5) {
+        claim next = fixture_claim("web1", (uint64_t)s->step + 1);
+        s->step++;
+        if (claims_cas_async(store, "web1", new_revision, &next, on_async_cas, s, &start_err) < 0)
+            s->failed = true;
+    } else if (claims_read_async(store, "web1", on_async_read, s, &start_err) < 0) {
+        s->failed = true;
+    }
+}
+
+static void on_async_watch(claims_watch *watch, const claim_change *change, int error,
+                           const act_error *err, void *userdata)
+{
+    async_state *s = userdata;
+    if (error < 0 || change->kind != CLAIM_CHANGE_PUT || change->revision <= s->last_watched) {
+        s->failed = true;
+        return;
+    }
+    s->last_watched = change->revision;
+    s->watched++;
+    if (s->watched == 5)
+        claims_watch_free(watch); /* freeing from inside its own callback is allowed */
+}
+
+static void async_calls_and_watch_on_the_callers_loop(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    async_state s = {.store = store};
+    assert_int_equal(sd_event_new(&s.event), 0);
+    /* Before attaching, asynchronous calls are refused with a reason. */
+    assert_int_equal(claims_read_async(store, "web1", on_async_read, &s, &err), -EBADFD);
+    assert_int_equal(claims_store_attach_event(store, s.event, &err), 0);
+    claims_watch *watch;
+    assert_int_equal(claims_watch_start(store, 0, on_async_watch, &s, &watch, &err), 0);
+    assert_int_equal(claims_read_async(store, "web1", on_async_read, &s, &err), 0);
+    for (int i = 0; i < 2000 && !s.failed && (s.step < 6 || s.watched < 5); i++)
+        assert_true(sd_event_run(s.event, 100 * 1000) >= 0);
+    assert_false(s.failed);
+    assert_int_equal(s.step, 6);
+    assert_int_equal(s.watched, 5);
+    assert_int_equal(s.last_watched, s.revision);
+    claims_store_free(store);
+    sd_event_unref(s.event);
+}
+
+static int increment_sessions(const char *url, int rounds)
+{
+    claim_store *store;
+    act_error err = {0};
+    claims_store_options options = {.timeout_ms = 10000};
+    if (claims_store_open(url, &options, &store, &err) < 0)
+        return 2;
+    claim current;
+    int r = claims_read(store, "race", &current, &err);
+    for (int done = 0; done < rounds && r >= 0;) {
+        claim next = current;
+        next.holder.session++;
+        r = claims_cas(store, "race", current.revision, &next, &next.revision, &current, &err);
+        if (r == 0) {
+            current = next;
+            done++;
+        } else if (r == CLAIMS_CHANGED) {
+            r = 0; /* current now holds the winner's claim: retry on it */
+        }
+    }
+    if (r < 0)
+        fprintf(stderr, "racer failed: %s\n", err.message);
+    claims_store_free(store);
+    return r < 0 ? 1 : 0;
+}
+
+static void two_processes_race_500_increments_each(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    claim c = fixture_claim("race", 0);
+    assert_int_equal(claims_cas(store, "race", 0, &c, NULL, NULL, &err), 0);
+    pid_t racers[2];
+    for (int i = 0; i < 2; i++) {
+        racers[i] = fork();
+        assert_true(racers[i] >= 0);
+        if (racers[i] == 0)
+            _exit(increment_sessions(url, 500));
+    }
+    for (int i = 0; i < 2; i++) {
+        int status;
+        assert_int_equal(waitpid(racers[i], &status, 0), racers[i]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    claim final;
+    assert_int_equal(claims_read(store, "race", &final, &err), 1);
+    assert_int_equal(final.holder.session, 1000);
+    claims_store_free(store);
+}
+
+typedef struct problems {
+    int n;
+    char hosts[8][65];
+    char messages[8][1024];
+} problems;
+
+static void note_problem(const char *host, const act_error *problem, void *userdata)
+{
+    problems *p = userdata;
+    if (p->n < 8) {
+        snprintf(p->hosts[p->n], sizeof(p->hosts[0]), "%s", host);
+        snprintf(p->messages[p->n], sizeof(p->messages[0]), "%s", problem->message);
+    }
+    p->n++;
+}
+
+static const char *problem_for(problems *p, const char *host)
+{
+    for (int i = 0; i < p->n && i < 8; i++) {
+        if (strcmp(p->hosts[i], host) == 0)
+            return p->messages[i];
+    }
+    return NULL;
+}
+
+static void malformed_claims_are_named_and_skipped(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    claim good = fixture_claim("good", 1);
+    assert_int_equal(claims_cas(store, "good", 0, &good, NULL, NULL, &err), 0);
+
+    /* The dir store wraps bodies in an envelope; etcd stores the body. */
+    bool dir = !fixture.etcd;
+    const char *bad_json = "{\"revision\":3,\"claim\":{not json";
+    const char *wrong_type_dir = "{\"revision\":3,\"claim\":{\"op\":{\"id\":7,\"kind\":\"serving\","
+                                 "\"phase\":\"serving\",\"exec\":\"b1\"}}}";
+    const char *wrong_type_etcd = "{\"op\":{\"id\":7,\"kind\":\"serving\",\"phase\":\"serving\","
+                                  "\"exec\":\"b1\"}}";
+    store_fixture_plant(&fixture, url, "badjson", bad_json + (dir ? 0 : 23),
+                        strlen(bad_json + (dir ? 0 : 23)));
+    const char *wrong = dir ? wrong_type_dir : wrong_type_etcd;
+    store_fixture_plant(&fixture, url, "wrongtype", wrong, strlen(wrong));
+    size_t huge_len = 1024 * 1024;
+    char *huge = malloc(huge_len);
+    memset(huge, ' ', huge_len);
+    memcpy(huge, "{\"op\":", 6);
+    store_fixture_plant(&fixture, url, "huge", huge, huge_len);
+    free(huge);
+
+    claim got;
+    assert_int_equal(claims_read(store, "badjson", &got, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "badjson"));
+    assert_int_equal(claims_read(store, "wrongtype", &got, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "wrongtype"));
+    assert_non_null(strstr(err.message, "op.id"));
+    assert_int_equal(claims_read(store, "huge", &got, &err), -EFBIG);
+    assert_non_null(strstr(err.message, "huge"));
+    assert_non_null(strstr(err.message, "limit"));
+
+    problems p = {0};
+    claim *claims;
+    size_t n;
+    assert_int_equal(claims_list(store, &claims, &n, note_problem, &p, &err), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(claims[0].host, "good");
+    free(claims);
+    assert_int_equal(p.n, 3);
+    assert_non_null(problem_for(&p, "badjson"));
+    assert_non_null(strstr(problem_for(&p, "wrongtype"), "op.id"));
+    assert_non_null(problem_for(&p, "huge"));
+
+    /* A CAS against a malformed claim is refused (dir: the envelope is
+     * unreadable) or conflicts (etcd: the current value is reported bad);
+     * either way nothing is overwritten by accident. */
+    claim repair = fixture_claim("wrongtype", 1);
+    int r = claims_cas(store, "wrongtype", 0, &repair, NULL, &got, &err);
+    assert_true(r < 0);
+    claims_store_free(store);
+}
+
+static int setup(void **state)
+{
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *backend = argc > 1 ? argv[1] : "dir";
+    int r = store_fixture_setup(&fixture, backend);
+    if (r != 0)
+        return r;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(read_create_cas_stale_delete),
+        cmocka_unit_test(list_returns_all_sorted),
+        cmocka_unit_test(watch_sees_every_change_in_order),
+        cmocka_unit_test(async_calls_and_watch_on_the_callers_loop),
+        cmocka_unit_test(two_processes_race_500_increments_each),
+        cmocka_unit_test(malformed_claims_are_named_and_skipped),
+    };
+    r = cmocka_run_group_tests_name(backend, tests, setup, NULL);
+    store_fixture_teardown(&fixture);
+    return r;
+}
