@@ -86,7 +86,7 @@ struct act_daemon_host {
     rel_resolved resolved;           /* the verified build (exec_fd -1 when none) */
     act_probe *probe;                /* readiness or health probe in flight */
     act_wake *waiting_wake;          /* an op waiting for an async answer */
-    sd_event_source *gate_hold;      /* the test hook that pauses before the gate */
+    sd_event_source *test_hold;      /* a test hook pausing before gate or publish */
     act_generation *restoring;       /* ExecRestore= in flight */
     sd_event_source *restore_timer;
 

@@ -274,7 +274,7 @@ void act_hosts_teardown(act_daemon *daemon)
         act_generation_free(host->serving);
         act_generation_free(host->starting);
         act_probe_free(host->probe);
-        sd_event_source_disable_unref(host->gate_hold);
+        sd_event_source_disable_unref(host->test_hold);
         sd_event_source_disable_unref(host->restore_timer);
         act_generation_free(host->restoring);
         if (host->host_dirfd >= 0)

@@ -440,32 +440,55 @@ static void gate_first_read(act_daemon_host *host)
         store_call_failed(take_wake(host), host, &err);
 }
 
-/* Test hook: with ACTIVATOR_TEST_GATE_HOLD=<path> set, the gate waits until
- * <path> exists, so a test can change the claim between admission and exec
+/* Test hooks: with ACTIVATOR_TEST_GATE_HOLD=<path> (or _PUBLISH_HOLD) set,
+ * the gate (or publish) step waits until <path> exists, so a test can change
+ * the claim between admission and exec (or between ready and publication)
  * at a moment it controls. Never set in production. */
-static int on_gate_hold_tick(sd_event_source *source, uint64_t usec, void *userdata)
+typedef struct test_hold {
+    act_daemon_host *host;
+    const char *path;
+    void (*then)(act_daemon_host *host);
+} test_hold;
+
+static int on_test_hold_tick(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    act_daemon_host *host = host_of(userdata);
-    const char *hold = getenv("ACTIVATOR_TEST_GATE_HOLD");
-    if (hold && access(hold, F_OK) < 0) {
+    test_hold *hold = userdata;
+    if (access(hold->path, F_OK) < 0) {
         sd_event_source_set_time_relative(source, 10 * 1000);
         sd_event_source_set_enabled(source, SD_EVENT_ONESHOT);
         return 0;
     }
-    host->gate_hold = sd_event_source_disable_unref(host->gate_hold);
-    gate_first_read(host);
+    act_daemon_host *host = hold->host;
+    void (*then)(act_daemon_host *) = hold->then;
+    host->test_hold = sd_event_source_disable_unref(host->test_hold); /* frees hold */
+    then(host);
     return 0;
+}
+
+/* Runs then(host) now, or once the hold file named by env_name exists. */
+static void after_test_hold(act_daemon_host *host, const char *env_name,
+                            void (*then)(act_daemon_host *host))
+{
+    const char *path = getenv(env_name);
+    test_hold *hold = path ? calloc(1, sizeof(*hold)) : NULL;
+    if (hold) {
+        *hold = (test_hold){.host = host, .path = path, .then = then};
+        if (sd_event_add_time_relative(host->daemon->loop, &host->test_hold, CLOCK_MONOTONIC, 0,
+                                       0, on_test_hold_tick, hold) >= 0) {
+            sd_event_source_set_destroy_callback(host->test_hold, free);
+            act_log(LOG_NOTICE, "host %s: %s: waiting for %s", name_of(host), env_name, path);
+            return;
+        }
+        free(hold);
+    }
+    then(host);
 }
 
 static void op_gate(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
     host->waiting_wake = wake;
-    if (getenv("ACTIVATOR_TEST_GATE_HOLD") &&
-        sd_event_add_time_relative(host->daemon->loop, &host->gate_hold, CLOCK_MONOTONIC, 0, 0,
-                                   on_gate_hold_tick, host) >= 0)
-        return;
-    gate_first_read(host);
+    after_test_hold(host, "ACTIVATOR_TEST_GATE_HOLD", gate_first_read);
 }
 
 /* ---- exec, ready --------------------------------------------------------- */
@@ -626,13 +649,18 @@ static void on_publish_read(claim_store *store, int result, const claim *c, cons
         store_call_failed(take_wake(host), host, &call_err);
 }
 
+static void publish_read(act_daemon_host *host)
+{
+    act_error err = {0};
+    if (claims_read_async(host->daemon->store, name_of(host), on_publish_read, host, &err) < 0)
+        store_call_failed(take_wake(host), host, &err);
+}
+
 static void op_publish(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    act_error err = {0};
     host->waiting_wake = wake;
-    if (claims_read_async(host->daemon->store, name_of(host), on_publish_read, host, &err) < 0)
-        store_call_failed(wake, host, &err);
+    after_test_hold(host, "ACTIVATOR_TEST_PUBLISH_HOLD", publish_read);
 }
 
 static void op_healthy(act_wake *wake, void *userdata)
