@@ -116,8 +116,15 @@ void act_announce(act_host *pipeline, const act_wake_event *event, void *userdat
     act_daemon_host *host = userdata;
     const act_generation *gen = current_generation(host);
     log_event(host, event, gen);
+    act_telemetry_wake_event(host, event);
 
-    if (event->reason != ACT_REASON_NONE) {
+    /* Status shows why the last wake did not serve; a served wake clears it. */
+    if (event->type == ACT_WAKE_EVENT_SERVING) {
+        host->last_reason[0] = '\0';
+        host->last_message[0] = '\0';
+    } else if (event->reason != ACT_REASON_NONE &&
+               (event->type == ACT_WAKE_EVENT_FAILED || event->type == ACT_WAKE_EVENT_REFUSED ||
+                event->type == ACT_WAKE_EVENT_GAVE_UP || event->type == ACT_WAKE_EVENT_EXITED)) {
         snprintf(host->last_reason, sizeof(host->last_reason), "%s",
                  act_reason_to_string(event->reason));
         snprintf(host->last_message, sizeof(host->last_message), "%s",

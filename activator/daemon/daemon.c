@@ -90,6 +90,9 @@ static int open_messaging(act_daemon *daemon, act_error *err)
         .dispatch = act_dispatch,
         .userdata = daemon,
     };
+    r = act_telemetry_open(daemon, &control.observe, err);
+    if (r < 0)
+        return r;
     if (config->control_group) {
         r = act_daemon_lookup_group(config->control_group, &control.control_gid, err);
         if (r < 0)
@@ -255,6 +258,7 @@ static int start(act_daemon *daemon, const char *config_path, act_error *err)
 static void teardown(act_daemon *daemon)
 {
     act_control_free(daemon->control);
+    act_telemetry_close(daemon);
     act_events_free(daemon->events);
     daemon->events = NULL;
     claims_watch_free(daemon->watch);

@@ -21,6 +21,8 @@
 #include "activator/config/config.h"
 #include "activator/control/control.h"
 #include "activator/events/events.h"
+#include "activator/metrics/daemon_metrics.h"
+#include "activator/metrics/server.h"
 #include "activator/notify/notify.h"
 #include "activator/pipeline/pipeline.h"
 #include "activator/probe/probe.h"
@@ -94,6 +96,7 @@ struct act_daemon_host {
     char last_reason[32];
     char last_message[256];
     uint64_t failed_attempts;        /* attempts recorded against a build */
+    uint64_t wake_started_usec;      /* for the wake-duration histogram */
 };
 
 struct act_daemon {
@@ -112,6 +115,9 @@ struct act_daemon {
     act_start_cap start_cap;
     act_events *events;
     act_control *control;
+    act_metrics *metrics;
+    act_daemon_metrics telemetry;
+    act_metrics_server *metrics_server;
     bool stopping;
     uint64_t stop_deadline_usec;
     int exit_code;
@@ -164,6 +170,11 @@ int act_claim_watch_start(act_daemon *daemon, act_error *err);
 
 /* dispatch.c */
 void act_dispatch(const act_request *request, act_control_reply *reply, void *userdata);
+
+/* telemetry.c: the metrics registry and its HTTP server (MetricsListen=). */
+int act_telemetry_open(act_daemon *daemon, act_control_observe_fn *observe, act_error *err);
+void act_telemetry_close(act_daemon *daemon);
+void act_telemetry_wake_event(act_daemon_host *host, const act_wake_event *event);
 
 /* announce.c */
 void act_announce(act_host *pipeline, const act_wake_event *event, void *userdata);
