@@ -205,7 +205,7 @@ int claims_read(claim_store *store, const char *host, claim *out, act_error *err
         return r;
     if (store->ops->read)
         return store->ops->read(store, host, out, err);
-    sd_event *loop;
+    sd_event *loop = NULL;
     if ((r = private_loop(store, &loop, err)) < 0)
         return r;
     sync_wait wait = {.claim_out = out, .err = err};
@@ -224,7 +224,7 @@ int claims_cas(claim_store *store, const char *host, uint64_t expected_revision,
     if (store->ops->cas)
         return store->ops->cas(store, host, expected_revision, &checked, new_revision,
                                current_on_conflict, err);
-    sd_event *loop;
+    sd_event *loop = NULL;
     if ((r = private_loop(store, &loop, err)) < 0)
         return r;
     sync_wait wait = {.claim_out = current_on_conflict, .err = err};
@@ -248,7 +248,7 @@ int claims_delete(claim_store *store, const char *host, uint64_t expected_revisi
     if (store->ops->del)
         return store->ops->del(store, host, expected_revision, &ignored, current_on_conflict,
                                err);
-    sd_event *loop;
+    sd_event *loop = NULL;
     if ((r = private_loop(store, &loop, err)) < 0)
         return r;
     sync_wait wait = {.claim_out = current_on_conflict, .err = err};
@@ -265,7 +265,7 @@ int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_f
     *n_out = 0;
     if (store->ops->list)
         return store->ops->list(store, out, n_out, problem, userdata, err);
-    sd_event *loop;
+    sd_event *loop = NULL;
     int r = private_loop(store, &loop, err);
     if (r < 0)
         return r;
@@ -323,7 +323,7 @@ int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want
 {
     *out = NULL;
     *n_out = 0;
-    sd_event *loop;
+    sd_event *loop = NULL;
     int r = private_loop(store, &loop, err);
     if (r < 0)
         return r;

@@ -90,6 +90,11 @@ long etcd_harness_post(const etcd_harness *h, const char *path, const char *body
     return status;
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
 static int spawn(etcd_harness *h, act_error *err)
 {
     char data[PATH_MAX + 8], log[PATH_MAX + 16], client[64], peer[64], cluster[96];
@@ -159,6 +164,11 @@ int etcd_harness_start(etcd_harness *h, act_error *err)
             continue;
         snprintf(h->endpoint, sizeof(h->endpoint), "127.0.0.1:%d", h->client_port);
         snprintf(h->url_prefix, sizeof(h->url_prefix), "etcd://%s", h->endpoint);
+        /* A start that lost its port race leaves a half-bootstrapped member
+         * behind; the next try must start from an empty data dir. */
+        char data[PATH_MAX + 8];
+        snprintf(data, sizeof(data), "%s/data", h->dir);
+        nftw(data, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
         int r = spawn(h, err);
         if (r != -EIO)
             return r;
@@ -189,11 +199,6 @@ int etcd_harness_restart(etcd_harness *h, act_error *err)
 {
     etcd_harness_stop(h);
     return spawn(h, err);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
 }
 
 void etcd_harness_destroy(etcd_harness *h)
