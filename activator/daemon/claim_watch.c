@@ -49,12 +49,12 @@ static void host_claim_changed(act_daemon_host *host, const claim_change *change
                             "host %s: the claim no longer names this box", host->config->name);
         else if (state == ACT_HOST_SERVING)
             act_host_park(host->pipeline, ACT_PARK_CLAIM_LOST);
-        host->observed.op.exec[0] = '\0';
+        host->claim_ours = false;
         return;
     }
     /* Newly ours: the last claim we saw named someone else (or nobody). */
-    bool newly = !claim_owned_by(&host->observed, box);
-    host->observed = change->claim;
+    bool newly = !host->claim_ours;
+    host->claim_ours = true;
     if (newly && state == ACT_HOST_PARKED &&
         claim_phase_allows_wake(&change->claim, box, false, NULL) == 0)
         act_host_wake(host->pipeline, ACT_TRIGGER_CLAIM_CHANGE, NULL, NULL);

@@ -122,7 +122,7 @@ static bool all_stopped(const act_daemon *daemon)
     for (size_t i = 0; i < daemon->n_hosts; i++) {
         const act_daemon_host *host = &daemon->hosts[i];
         if (act_host_get_state(host->pipeline) != ACT_HOST_PARKED || host->serving ||
-            host->starting || host->restoring)
+            host->starting || host->w)
             return false;
     }
     return true;

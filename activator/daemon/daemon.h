@@ -34,6 +34,7 @@
 typedef struct act_daemon act_daemon;
 typedef struct act_daemon_host act_daemon_host;
 typedef struct act_generation act_generation;
+typedef struct act_wake_state act_wake_state;
 
 /* One start of a host: its cgroup leaf, its main process, its notify socket.
  * It lives from `reserve` until it is proven stopped. */
@@ -66,6 +67,20 @@ struct act_generation {
     void *retired_userdata;
 };
 
+/* What one wake knows, from `read` to its end. Kept apart from the host so
+ * that 10,000 parked hosts do not each carry two claims and a build. */
+struct act_wake_state {
+    act_daemon_host *host;
+    claim observed;                  /* the claim read at `read` */
+    claim admitted;                  /* our admission, revision = its fencing token */
+    rel_resolved resolved;           /* the verified build (exec_fd -1 when none) */
+    act_probe *probe;                /* readiness or health probe in flight */
+    act_wake *waiting_wake;          /* an op waiting for an async answer */
+    sd_event_source *test_hold;      /* a test hook pausing before gate or publish */
+    act_generation *restoring;       /* ExecRestore= in flight */
+    sd_event_source *restore_timer;
+};
+
 struct act_daemon_host {
     act_daemon *daemon;
     const act_host_config *config;
@@ -82,15 +97,8 @@ struct act_daemon_host {
     act_generation *serving;         /* the published generation, if any */
     act_generation *starting;        /* the generation the wake in flight starts */
 
-    /* What the wake in flight knows. */
-    claim observed;                  /* the claim read at `read` */
-    claim admitted;                  /* our admission, revision = its fencing token */
-    rel_resolved resolved;           /* the verified build (exec_fd -1 when none) */
-    act_probe *probe;                /* readiness or health probe in flight */
-    act_wake *waiting_wake;          /* an op waiting for an async answer */
-    sd_event_source *test_hold;      /* a test hook pausing before gate or publish */
-    act_generation *restoring;       /* ExecRestore= in flight */
-    sd_event_source *restore_timer;
+    act_wake_state *w;               /* what the wake in flight knows; NULL between wakes */
+    bool claim_ours;                 /* the last claim seen names this box as executor */
 
     bool unproven_at_start;          /* recovery could not prove an old generation stopped */
     char last_reason[32];
@@ -161,6 +169,8 @@ int act_generation_write_record(act_generation *gen, act_generation_phase phase,
 
 /* wake_ops.c */
 extern const act_pipeline_ops act_wake_ops;
+/* Frees a wake's state (the pipeline calls it when the wake ends). */
+void act_wake_state_free(void *state);
 
 /* recovery.c */
 int act_recover(act_daemon *daemon, act_error *err);

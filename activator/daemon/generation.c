@@ -112,10 +112,10 @@ static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, vo
         start_kill(gen);
         return 0;
     }
-    if (gen == host->starting && host->waiting_wake &&
-        act_wake_step(host->waiting_wake) == ACT_STEP_READY) {
-        act_wake *wake = TAKE_PTR(host->waiting_wake);
-        act_probe_free(TAKE_PTR(host->probe));
+    if (gen == host->starting && host->w && host->w->waiting_wake &&
+        act_wake_step(host->w->waiting_wake) == ACT_STEP_READY) {
+        act_wake *wake = TAKE_PTR(host->w->waiting_wake);
+        act_probe_free(TAKE_PTR(host->w->probe));
         act_wake_complete(wake, ACT_REASON_CRASHED,
                           "host %s: generation %" PRIu64 " exited with status %d before it was ready",
                           host->config->name, gen->number, gen->exit_status);
@@ -232,7 +232,7 @@ int act_generation_spawn(act_generation *gen, act_error *err)
     char **envp = build_environment(gen, NULL);
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
-    int r = spawn(gen, host->resolved.exec_fd, (const char *const *)host->config->exec_argv, envp,
+    int r = spawn(gen, host->w->resolved.exec_fd, (const char *const *)host->config->exec_argv, envp,
                   true, &gen->process, err);
     free_strv(envp);
     return r < 0 ? r : watch_exit(gen, err);

@@ -176,7 +176,6 @@ static int setup_host(act_daemon *daemon, act_daemon_host *host, const act_host_
     host->daemon = daemon;
     host->config = config;
     host->host_dirfd = -1;
-    host->resolved.exec_fd = -1;
     int r = act_records_open_host(daemon->state_dirfd, config->name, err);
     if (r < 0)
         return r;
@@ -270,13 +269,9 @@ void act_hosts_teardown(act_daemon *daemon)
         free(host->listen_fds);
         free(host->listen_names);
         cg_seccomp_program_free(host->seccomp);
-        rel_resolved_release(&host->resolved);
+        act_wake_state_free(host->w);
         act_generation_free(host->serving);
         act_generation_free(host->starting);
-        act_probe_free(host->probe);
-        sd_event_source_disable_unref(host->test_hold);
-        sd_event_source_disable_unref(host->restore_timer);
-        act_generation_free(host->restoring);
         if (host->host_dirfd >= 0)
             close(host->host_dirfd);
     }

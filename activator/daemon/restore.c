@@ -31,7 +31,7 @@ static void on_restore_leaf_retired(act_generation *gen, bool proven, const char
 {
     restore_outcome *outcome = userdata;
     act_daemon_host *host = gen->host;
-    host->restoring = NULL;
+    host->w->restoring = NULL;
     act_generation_free(gen);
     act_wake *wake = outcome->wake;
     if (!proven)
@@ -47,15 +47,15 @@ static void on_restore_leaf_retired(act_generation *gen, bool proven, const char
 
 static void finish_restore(act_daemon_host *host, act_reason reason, const char *message)
 {
-    host->restore_timer = sd_event_source_disable_unref(host->restore_timer);
-    act_generation *gen = host->restoring;
+    host->w->restore_timer = sd_event_source_disable_unref(host->w->restore_timer);
+    act_generation *gen = host->w->restoring;
     restore_outcome *outcome = calloc(1, sizeof(*outcome));
     if (!outcome) {
-        act_wake_complete(TAKE_PTR(host->waiting_wake), ACT_REASON_RESTORE_FAILED,
+        act_wake_complete(TAKE_PTR(host->w->waiting_wake), ACT_REASON_RESTORE_FAILED,
                           "host %s: out of memory", name_of(host));
         return;
     }
-    outcome->wake = TAKE_PTR(host->waiting_wake);
+    outcome->wake = TAKE_PTR(host->w->waiting_wake);
     outcome->reason = reason;
     snprintf(outcome->message, sizeof(outcome->message), "%s", message ? message : "");
     act_generation_retire(gen, false, on_restore_leaf_retired, outcome);
@@ -64,7 +64,7 @@ static void finish_restore(act_daemon_host *host, act_reason reason, const char 
 static void on_restore_exit(act_generation *gen, void *userdata)
 {
     act_daemon_host *host = gen->host;
-    const char *checkpoint = host->admitted.state.checkpoint;
+    const char *checkpoint = host->w->admitted.state.checkpoint;
     char message[1200];
     if (gen->exit_status != 0) {
         snprintf(message, sizeof(message), "host %s: ExecRestore= %s exited with status %d",
@@ -96,7 +96,7 @@ static int on_restore_timeout(sd_event_source *source, uint64_t usec, void *user
 
 void act_restore_start(act_daemon_host *host, act_wake *wake)
 {
-    const char *wanted = host->admitted.state.checkpoint;
+    const char *wanted = host->w->admitted.state.checkpoint;
     if (!host->config->exec_restore || !wanted[0]) {
         act_wake_ok(wake);
         return;
@@ -114,18 +114,18 @@ void act_restore_start(act_daemon_host *host, act_wake *wake)
     }
 
     act_generation *gen = NULL;
-    if (act_generation_new(host, "restore", host->admitted.holder.generation, &gen, &err) < 0) {
+    if (act_generation_new(host, "restore", host->w->admitted.holder.generation, &gen, &err) < 0) {
         act_wake_complete(wake, ACT_REASON_RESTORE_FAILED, "host %s: %s", name_of(host),
                           err.message);
         return;
     }
     gen->on_exit = on_restore_exit;
-    host->restoring = gen;
-    host->waiting_wake = wake;
+    host->w->restoring = gen;
+    host->w->waiting_wake = wake;
     char env[256];
     snprintf(env, sizeof(env), "ACTIVATOR_CHECKPOINT=%s", wanted);
     if (act_generation_spawn_helper(gen, host->config->exec_restore, env, true, &err) < 0 ||
-        sd_event_add_time_relative(host->daemon->loop, &host->restore_timer, CLOCK_MONOTONIC,
+        sd_event_add_time_relative(host->daemon->loop, &host->w->restore_timer, CLOCK_MONOTONIC,
                                    RESTORE_TIMEOUT_USEC, 0, on_restore_timeout, host) < 0) {
         char message[1200];
         snprintf(message, sizeof(message), "host %s: cannot start ExecRestore=: %s", name_of(host),
@@ -149,10 +149,10 @@ static void on_abandoned_restore_retired(act_generation *gen, bool proven, const
 
 void act_restore_abandon(act_daemon_host *host)
 {
-    if (!host->restoring)
+    if (!host->w || !host->w->restoring)
         return;
-    host->restore_timer = sd_event_source_disable_unref(host->restore_timer);
-    act_generation *gen = TAKE_PTR(host->restoring);
+    host->w->restore_timer = sd_event_source_disable_unref(host->w->restore_timer);
+    act_generation *gen = TAKE_PTR(host->w->restoring);
     gen->on_exit = NULL;
     act_generation_retire(gen, false, on_abandoned_restore_retired, NULL);
 }

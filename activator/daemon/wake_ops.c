@@ -2,7 +2,7 @@
  *
  * Each operation either completes at once or starts one asynchronous call
  * (a claim read or CAS, a probe, a process) and parks the wake in
- * host->waiting_wake until that call answers on the loop. Only one
+ * host->w->waiting_wake until that call answers on the loop. Only one
  * operation of a host is in flight at a time, so one slot is enough. */
 #include "activator/daemon/daemon.h"
 
@@ -38,13 +38,13 @@ static const char *name_of(const act_daemon_host *host)
 /* Takes the parked wake: the answer that arrives completes it exactly once. */
 static act_wake *take_wake(act_daemon_host *host)
 {
-    return TAKE_PTR(host->waiting_wake);
+    return TAKE_PTR(host->w->waiting_wake);
 }
 
 /* A claim store call that could not even be started ends the step. */
 static void store_call_failed(act_wake *wake, act_daemon_host *host, const act_error *err)
 {
-    host->waiting_wake = NULL;
+    host->w->waiting_wake = NULL;
     act_wake_complete(wake, ACT_REASON_STORE_ERROR, "host %s: %s", name_of(host), err->message);
 }
 
@@ -55,15 +55,16 @@ static void store_call_failed(act_wake *wake, act_daemon_host *host, const act_e
 static void judge_observed(act_wake *wake, act_daemon_host *host)
 {
     act_error err = {0};
-    if (!claim_owned_by(&host->observed, box_of(host))) {
-        const char *executor = claim_executor(&host->observed);
+    host->claim_ours = claim_owned_by(&host->w->observed, box_of(host));
+    if (!host->claim_ours) {
+        const char *executor = claim_executor(&host->w->observed);
         act_wake_complete(wake, ACT_REASON_NOT_OWNER,
                           executor[0] ? "host %s: claim names box %s as executor, this box is %s"
                                       : "host %s: claim is released (no executor)%.0s, this box is %s",
                           name_of(host), executor, box_of(host));
         return;
     }
-    if (claim_phase_allows_wake(&host->observed, box_of(host), false, &err) < 0) {
+    if (claim_phase_allows_wake(&host->w->observed, box_of(host), false, &err) < 0) {
         act_wake_complete(wake, ACT_REASON_WRONG_PHASE, "%s", err.message);
         return;
     }
@@ -77,7 +78,7 @@ static void on_unclaimed_created(claim_store *store, int result, uint64_t new_re
     act_wake *wake = take_wake(host);
     if (result == CLAIMS_CHANGED) {
         /* Someone created a claim at the same moment: judge theirs. */
-        host->observed = *current;
+        host->w->observed = *current;
         judge_observed(wake, host);
         return;
     }
@@ -86,7 +87,7 @@ static void on_unclaimed_created(claim_store *store, int result, uint64_t new_re
                           name_of(host), err->message);
         return;
     }
-    host->observed.revision = new_revision;
+    host->w->observed.revision = new_revision;
     act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(host)},
                    "host %s: had no claim; claimed it for box %s (ClaimUnclaimed=yes)",
                    name_of(host), box_of(host));
@@ -121,20 +122,45 @@ static void on_read(claim_store *store, int result, const claim *c, const act_er
                               name_of(host), box_of(host), name_of(host), box_of(host));
             return;
         }
-        unclaimed_claim(host, &host->observed);
+        unclaimed_claim(host, &host->w->observed);
         act_error call_err = {0};
-        if (claims_cas_async(store, name_of(host), 0, &host->observed, on_unclaimed_created, host,
+        if (claims_cas_async(store, name_of(host), 0, &host->w->observed, on_unclaimed_created, host,
                              &call_err) < 0)
             store_call_failed(take_wake(host), host, &call_err);
         return;
     }
-    host->observed = *c;
+    host->w->observed = *c;
     judge_observed(take_wake(host), host);
+}
+
+void act_wake_state_free(void *data)
+{
+    act_wake_state *w = data;
+    if (!w)
+        return;
+    act_daemon_host *host = w->host;
+    act_restore_abandon(host);
+    rel_resolved_release(&w->resolved);
+    act_probe_free(w->probe);
+    sd_event_source_disable_unref(w->test_hold);
+    if (host->w == w)
+        host->w = NULL;
+    free(w);
 }
 
 static void op_read(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
+    act_wake_state *w = calloc(1, sizeof(*w));
+    if (!w) {
+        act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: out of memory",
+                          name_of(host));
+        return;
+    }
+    w->host = host;
+    w->resolved.exec_fd = -1;
+    host->w = w;
+    act_wake_set_data(wake, w, act_wake_state_free);
     if (host->unproven_at_start) {
         act_wake_complete(wake, ACT_REASON_UNPROVEN_STOP,
                           "host %s: a generation left by the previous daemon is not proven "
@@ -143,7 +169,7 @@ static void op_read(act_wake *wake, void *userdata)
         return;
     }
     act_error err = {0};
-    host->waiting_wake = wake;
+    host->w->waiting_wake = wake;
     if (claims_read_async(host->daemon->store, name_of(host), on_read, host, &err) < 0)
         store_call_failed(wake, host, &err);
 }
@@ -159,7 +185,7 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision,
         act_wake_complete(wake, ACT_REASON_CLAIM_CHANGED,
                           "host %s: the claim changed between read (revision %" PRIu64
                           ") and admission (now revision %" PRIu64 ")",
-                          name_of(host), host->observed.revision, current->revision);
+                          name_of(host), host->w->observed.revision, current->revision);
         return;
     }
     if (result < 0) {
@@ -167,9 +193,9 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision,
                           name_of(host), err->message);
         return;
     }
-    host->admitted.revision = new_revision;
+    host->w->admitted.revision = new_revision;
     act_error check = {0};
-    if (claim_admission_ok(&host->observed, &host->admitted, host->daemon->incarnation, &check) <
+    if (claim_admission_ok(&host->w->observed, &host->w->admitted, host->daemon->incarnation, &check) <
         0) {
         act_wake_complete(wake, ACT_REASON_CLAIM_CHANGED, "%s", check.message);
         return;
@@ -180,12 +206,12 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision,
 static void op_admit(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    claim_next_admission(&host->observed, box_of(host), host->daemon->incarnation,
-                         act_wallclock_usec(), &host->admitted);
+    claim_next_admission(&host->w->observed, box_of(host), host->daemon->incarnation,
+                         act_wallclock_usec(), &host->w->admitted);
     act_error err = {0};
-    host->waiting_wake = wake;
-    if (claims_cas_async(host->daemon->store, name_of(host), host->observed.revision,
-                         &host->admitted, on_admitted, host, &err) < 0)
+    host->w->waiting_wake = wake;
+    if (claims_cas_async(host->daemon->store, name_of(host), host->w->observed.revision,
+                         &host->w->admitted, on_admitted, host, &err) < 0)
         store_call_failed(wake, host, &err);
 }
 
@@ -205,14 +231,14 @@ static void op_reserve(act_wake *wake, void *userdata)
     act_generation *gen = NULL;
     /* Every attempt of one admission is the same generation N: the claim
      * names N, and a failed attempt's leaf is removed before the next. */
-    int r = act_generation_new(host, "g", host->admitted.holder.generation, &gen, &err);
+    int r = act_generation_new(host, "g", host->w->admitted.holder.generation, &gen, &err);
     if (r < 0) {
         act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
                           err.message);
         return;
     }
-    gen->session = host->admitted.holder.session;
-    gen->admission_revision = host->admitted.revision;
+    gen->session = host->w->admitted.holder.session;
+    gen->admission_revision = host->w->admitted.revision;
     host->starting = gen;
     /* Written before anything runs in the leaf, so a successor daemon that
      * finds the leaf also finds whose it is. */
@@ -235,8 +261,8 @@ static void on_notify(act_notify *notify, const act_notify_message *message, voi
     if (!message->ready || gen->ready)
         return;
     gen->ready = true;
-    if (gen == host->starting && host->waiting_wake &&
-        act_wake_step(host->waiting_wake) == ACT_STEP_READY)
+    if (gen == host->starting && host->w->waiting_wake &&
+        act_wake_step(host->w->waiting_wake) == ACT_STEP_READY)
         act_wake_ok(take_wake(host));
 }
 
@@ -299,31 +325,31 @@ static act_reason reason_of_resolve(int r)
 /* The held version freezes the host: a build that is not it never runs. */
 static bool held_mismatch(const act_daemon_host *host, const claim *c)
 {
-    return c->held[0] && strcmp(c->held, host->resolved.identity.version) != 0;
+    return c->held[0] && strcmp(c->held, host->w->resolved.identity.version) != 0;
 }
 
 static bool pin_mismatch(const act_daemon_host *host, const claim *c)
 {
-    return c->has_pin && (strcmp(c->pin.version, host->resolved.identity.version) != 0 ||
-                          strcmp(c->pin.digest, host->resolved.identity.build_digest) != 0);
+    return c->has_pin && (strcmp(c->pin.version, host->w->resolved.identity.version) != 0 ||
+                          strcmp(c->pin.digest, host->w->resolved.identity.build_digest) != 0);
 }
 
 static void op_prepare(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    const claim *admitted = &host->admitted;
+    const claim *admitted = &host->w->admitted;
     rel_pin pin = {0};
     if (admitted->has_pin) {
         snprintf(pin.version, sizeof(pin.version), "%s", admitted->pin.version);
         snprintf(pin.digest, sizeof(pin.digest), "%s", admitted->pin.digest);
     }
-    rel_resolved_release(&host->resolved);
+    rel_resolved_release(&host->w->resolved);
     act_error err = {0};
     /* The live link is read once here; everything after uses this fd. The
      * build's manifest names its executable (Exec='s path, for a directory
      * build, when it was staged), so no override is passed. */
     int r = rel_resolve(host->daemon->releases, name_of(host), admitted->has_pin ? &pin : NULL,
-                        NULL, &host->resolved, &err);
+                        NULL, &host->w->resolved, &err);
     if (r < 0) {
         act_wake_complete(wake, reason_of_resolve(r), "%s", err.message);
         return;
@@ -331,14 +357,14 @@ static void op_prepare(act_wake *wake, void *userdata)
     if (held_mismatch(host, admitted)) {
         act_wake_complete(wake, ACT_REASON_HELD_MISMATCH,
                           "host %s: held on version %s, but the build to run is %s",
-                          name_of(host), admitted->held, host->resolved.identity.version);
+                          name_of(host), admitted->held, host->w->resolved.identity.version);
         return;
     }
     act_build_ref *build = &host->starting->build;
-    snprintf(build->version, sizeof(build->version), "%s", host->resolved.identity.version);
-    snprintf(build->digest, sizeof(build->digest), "%s", host->resolved.identity.digest);
+    snprintf(build->version, sizeof(build->version), "%s", host->w->resolved.identity.version);
+    snprintf(build->digest, sizeof(build->digest), "%s", host->w->resolved.identity.digest);
     snprintf(build->build_digest, sizeof(build->build_digest), "%s",
-             host->resolved.identity.build_digest);
+             host->w->resolved.identity.build_digest);
     act_wake_ok(wake);
 }
 
@@ -360,7 +386,7 @@ static bool gate_claim_still_ours(act_wake *wake, act_daemon_host *host, int res
                           name_of(host));
         return false;
     }
-    if (fresh->revision == host->admitted.revision)
+    if (fresh->revision == host->w->admitted.revision)
         return true;
     if (!claim_owned_by(fresh, box_of(host)))
         act_wake_complete(wake, ACT_REASON_NOT_OWNER,
@@ -375,7 +401,7 @@ static bool gate_claim_still_ours(act_wake *wake, act_daemon_host *host, int res
         act_wake_complete(wake, ACT_REASON_CLAIM_CHANGED,
                           "host %s: before exec, the claim moved from our admission (revision %" PRIu64
                           ") to revision %" PRIu64,
-                          name_of(host), host->admitted.revision, fresh->revision);
+                          name_of(host), host->w->admitted.revision, fresh->revision);
     return false;
 }
 
@@ -395,16 +421,16 @@ static void on_gate_first_read(claim_store *store, int result, const claim *c,
     act_wake *wake = take_wake(host);
     if (!gate_claim_still_ours(wake, host, result, c, err))
         return;
-    if (pin_mismatch(host, &host->admitted)) {
+    if (pin_mismatch(host, &host->w->admitted)) {
         act_wake_complete(wake, ACT_REASON_PIN_MISMATCH,
                           "host %s: the resolved build %s is not the pinned %s", name_of(host),
-                          host->resolved.identity.version, host->admitted.pin.version);
+                          host->w->resolved.identity.version, host->w->admitted.pin.version);
         return;
     }
-    if (held_mismatch(host, &host->admitted)) {
+    if (held_mismatch(host, &host->w->admitted)) {
         act_wake_complete(wake, ACT_REASON_HELD_MISMATCH,
                           "host %s: held on version %s, but the build to run is %s",
-                          name_of(host), host->admitted.held, host->resolved.identity.version);
+                          name_of(host), host->w->admitted.held, host->w->resolved.identity.version);
         return;
     }
     act_generation *gen = host->starting;
@@ -421,7 +447,7 @@ static void on_gate_first_read(claim_store *store, int result, const claim *c,
                           write_err.message);
         return;
     }
-    host->waiting_wake = wake;
+    host->w->waiting_wake = wake;
     gate_second_read(host);
 }
 
@@ -460,7 +486,7 @@ static int on_test_hold_tick(sd_event_source *source, uint64_t usec, void *userd
     }
     act_daemon_host *host = hold->host;
     void (*then)(act_daemon_host *) = hold->then;
-    host->test_hold = sd_event_source_disable_unref(host->test_hold); /* frees hold */
+    host->w->test_hold = sd_event_source_disable_unref(host->w->test_hold); /* frees hold */
     then(host);
     return 0;
 }
@@ -473,9 +499,9 @@ static void after_test_hold(act_daemon_host *host, const char *env_name,
     test_hold *hold = path ? calloc(1, sizeof(*hold)) : NULL;
     if (hold) {
         *hold = (test_hold){.host = host, .path = path, .then = then};
-        if (sd_event_add_time_relative(host->daemon->loop, &host->test_hold, CLOCK_MONOTONIC, 0,
+        if (sd_event_add_time_relative(host->daemon->loop, &host->w->test_hold, CLOCK_MONOTONIC, 0,
                                        0, on_test_hold_tick, hold) >= 0) {
-            sd_event_source_set_destroy_callback(host->test_hold, free);
+            sd_event_source_set_destroy_callback(host->w->test_hold, free);
             act_log(LOG_NOTICE, "host %s: %s: waiting for %s", name_of(host), env_name, path);
             return;
         }
@@ -487,7 +513,7 @@ static void after_test_hold(act_daemon_host *host, const char *env_name,
 static void op_gate(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    host->waiting_wake = wake;
+    host->w->waiting_wake = wake;
     after_test_hold(host, "ACTIVATOR_TEST_GATE_HOLD", gate_first_read);
 }
 
@@ -499,7 +525,7 @@ static void op_exec(act_wake *wake, void *userdata)
     act_generation *gen = host->starting;
     act_error err = {0};
     int r = act_generation_spawn(gen, &err);
-    rel_resolved_release(&host->resolved);
+    rel_resolved_release(&host->w->resolved);
     if (r < 0) {
         act_wake_complete(wake, ACT_REASON_EXEC_FAILED, "host %s: %s", name_of(host),
                           err.message);
@@ -514,7 +540,7 @@ static void on_probe_done(act_probe *probe, bool ok, const char *why, void *user
 {
     act_daemon_host *host = host_of(userdata);
     act_wake *wake = take_wake(host);
-    act_probe_free(TAKE_PTR(host->probe));
+    act_probe_free(TAKE_PTR(host->w->probe));
     act_step step = act_wake_step(wake);
     if (ok)
         act_wake_ok(wake);
@@ -530,10 +556,10 @@ static void start_probe(act_wake *wake, act_daemon_host *host, const act_probe_s
                         uint64_t timeout_usec)
 {
     act_error err = {0};
-    host->waiting_wake = wake;
+    host->w->waiting_wake = wake;
     if (act_probe_start(host->daemon->loop, spec, timeout_usec, 20 * 1000, on_probe_done, host,
-                        &host->probe, &err) < 0) {
-        host->waiting_wake = NULL;
+                        &host->w->probe, &err) < 0) {
+        host->w->waiting_wake = NULL;
         act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
                           err.message);
     }
@@ -553,15 +579,17 @@ static void op_ready(act_wake *wake, void *userdata)
     }
     /* on_notify or on_process_exit completes it; the pipeline bounds the
      * wait by ReadyTimeoutSec and calls abandon when it closes. */
-    host->waiting_wake = wake;
+    host->w->waiting_wake = wake;
 }
 
 static void op_abandon(act_wake *wake, act_step step, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    if (host->waiting_wake == wake)
-        host->waiting_wake = NULL;
-    act_probe_free(TAKE_PTR(host->probe));
+    if (!host->w)
+        return;
+    if (host->w->waiting_wake == wake)
+        host->w->waiting_wake = NULL;
+    act_probe_free(TAKE_PTR(host->w->probe));
     act_restore_abandon(host);
 }
 
@@ -591,7 +619,7 @@ static void format_handle(const act_daemon_host *host, char *out, size_t size)
     }
     if (!out[0])
         snprintf(out, size, "%s/g-%" PRIu64, host->daemon->config.box,
-                 host->admitted.holder.generation);
+                 host->w->admitted.holder.generation);
 }
 
 static void on_published(claim_store *store, int result, uint64_t new_revision,
@@ -602,7 +630,7 @@ static void on_published(claim_store *store, int result, uint64_t new_revision,
     if (result == CLAIMS_CHANGED) {
         act_wake_complete(wake, ACT_REASON_PUBLISH_LOST,
                           "host %s: the claim changed while publishing generation %" PRIu64,
-                          name_of(host), host->admitted.holder.generation);
+                          name_of(host), host->w->admitted.holder.generation);
         return;
     }
     if (result < 0) {
@@ -610,7 +638,7 @@ static void on_published(claim_store *store, int result, uint64_t new_revision,
                           name_of(host), err->message);
         return;
     }
-    host->admitted.revision = new_revision;
+    host->w->admitted.revision = new_revision;
     act_generation *gen = TAKE_PTR(host->starting);
     gen->serving_usec = act_now_usec();
     host->serving = gen;
@@ -631,18 +659,18 @@ static void on_publish_read(claim_store *store, int result, const claim *c, cons
                           result < 0 ? err->message : "the claim was deleted");
         return;
     }
-    if (!claim_same_admission(&host->admitted, c)) {
+    if (!claim_same_admission(&host->w->admitted, c)) {
         act_wake_complete(take_wake(host), ACT_REASON_PUBLISH_LOST,
                           "host %s: before publishing, the claim no longer describes our "
                           "admission (session %" PRIu64 ", generation %" PRIu64 ")",
-                          name_of(host), host->admitted.holder.session,
-                          host->admitted.holder.generation);
+                          name_of(host), host->w->admitted.holder.session,
+                          host->w->admitted.holder.generation);
         return;
     }
     claim next = *c;
     snprintf(next.op.phase, sizeof(next.op.phase), "serving");
     format_handle(host, next.holder.handle, sizeof(next.holder.handle));
-    host->admitted = next;
+    host->w->admitted = next;
     act_error call_err = {0};
     if (claims_cas_async(store, name_of(host), c->revision, &next, on_published, host,
                          &call_err) < 0)
@@ -659,7 +687,7 @@ static void publish_read(act_daemon_host *host)
 static void op_publish(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    host->waiting_wake = wake;
+    host->w->waiting_wake = wake;
     after_test_hold(host, "ACTIVATOR_TEST_PUBLISH_HOLD", publish_read);
 }
 
@@ -705,8 +733,10 @@ static void op_failed(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
     const act_retirement *retirement = act_wake_retirement(wake);
-    act_restore_abandon(host);
-    rel_resolved_release(&host->resolved);
+    if (host->w) {
+        act_restore_abandon(host);
+        rel_resolved_release(&host->w->resolved);
+    }
     if (retirement->record_attempt) {
         host->failed_attempts++;
         snprintf(host->last_reason, sizeof(host->last_reason), "%s",
