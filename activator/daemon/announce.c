@@ -140,8 +140,15 @@ void act_announce(act_host *pipeline, const act_wake_event *event, void *userdat
     }
 
     switch (event->type) {
+    case ACT_WAKE_EVENT_SERVING:
+        act_idle_watch(host, true);
+        break;
+    case ACT_WAKE_EVENT_PARKING:
+        act_idle_watch(host, false);
+        break;
     case ACT_WAKE_EVENT_PARKED:
         /* Parked: the sockets are ours to watch again, for the next client. */
+        act_idle_watch(host, false);
         if (!host->daemon->stopping)
             act_host_watch_demand(host, true);
         break;

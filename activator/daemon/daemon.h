@@ -105,6 +105,8 @@ struct act_daemon_host {
     char last_message[256];
     uint64_t failed_attempts;        /* attempts recorded against a build */
     uint64_t wake_started_usec;      /* for the wake-duration histogram */
+    sd_event_source *idle_timer;     /* while serving with IdleTimeoutSec= */
+    uint64_t last_active_usec;       /* last check that found a connection */
 };
 
 struct act_daemon {
@@ -145,6 +147,9 @@ void act_host_drain_backlog(act_daemon_host *host);
 /* User= and Group= looked up on this box; *have is false without User=. */
 int act_host_credentials(const act_host_config *config, uid_t *uid, gid_t *gid, bool *have,
                          act_error *err);
+
+/* idle.c: parks a serving host after IdleTimeoutSec= with no connection. */
+void act_idle_watch(act_daemon_host *host, bool watch);
 
 /* generation.c */
 /* Creates the leaf <kind>-<number> ("g-7", "restore-7") with the host's limits. */

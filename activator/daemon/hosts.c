@@ -270,6 +270,7 @@ void act_hosts_teardown(act_daemon *daemon)
         free(host->listen_names);
         cg_seccomp_program_free(host->seccomp);
         act_wake_state_free(host->w);
+        sd_event_source_disable_unref(host->idle_timer);
         act_generation_free(host->serving);
         act_generation_free(host->starting);
         if (host->host_dirfd >= 0)

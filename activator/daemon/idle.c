@@ -1,0 +1,61 @@
+/* Idle parking: a serving host with no connection on its sockets for
+ * IdleTimeoutSec is parked, its generation retired with proof, and its
+ * sockets watched again for the next client. */
+#include "activator/daemon/daemon.h"
+
+#include <inttypes.h>
+
+#include "activator/connections/connections.h"
+#include "common/log.h"
+
+/* Checks often enough that a host parks within a quarter of its timeout
+ * late, and never more than every 2 s (a box may serve many hosts). */
+static uint64_t check_interval(const act_host_config *config)
+{
+    uint64_t interval = config->idle_timeout_usec / 4;
+    if (interval > 2 * 1000 * 1000)
+        interval = 2 * 1000 * 1000;
+    if (interval < 50 * 1000)
+        interval = 50 * 1000;
+    return interval;
+}
+
+static int on_idle_check(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    act_daemon_host *host = userdata;
+    const act_host_config *config = host->config;
+    uint64_t now = act_daemon_now(host->daemon);
+    uint64_t connections = 0;
+    act_error err = {0};
+    if (act_connections_count(config->listen, config->n_listen, &connections, &err) < 0) {
+        /* Unknown is not idle: never park a host on a failed count. */
+        act_log(LOG_WARNING, "host %s: %s", config->name, err.message);
+        connections = 1;
+    }
+    if (connections > 0)
+        host->last_active_usec = now;
+    if (now - host->last_active_usec >= config->idle_timeout_usec) {
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = config->name},
+                       "host %s: no connection for %" PRIu64 " s; parking", config->name,
+                       config->idle_timeout_usec / 1000000);
+        host->idle_timer = sd_event_source_disable_unref(host->idle_timer);
+        act_host_park(host->pipeline, ACT_PARK_IDLE);
+        return 0;
+    }
+    sd_event_source_set_time_relative(source, check_interval(config));
+    sd_event_source_set_enabled(source, SD_EVENT_ONESHOT);
+    return 0;
+}
+
+void act_idle_watch(act_daemon_host *host, bool watch)
+{
+    host->idle_timer = sd_event_source_disable_unref(host->idle_timer);
+    /* Without sockets the daemon cannot see clients: such a host parks only
+     * when its generation exits with status 0. */
+    if (!watch || !host->config->idle_timeout_usec || !host->config->n_listen)
+        return;
+    host->last_active_usec = act_daemon_now(host->daemon);
+    if (sd_event_add_time_relative(host->daemon->loop, &host->idle_timer, CLOCK_MONOTONIC,
+                                   check_interval(host->config), 0, on_idle_check, host) < 0)
+        act_log(LOG_ERR, "host %s: cannot watch for idleness", host->config->name);
+}
