@@ -233,6 +233,12 @@ static int start(act_daemon *daemon, const char *config_path, act_error *err)
     /* A child that dies while we write to its pipe must not kill us. */
     signal(SIGPIPE, SIG_IGN);
 
+    /* One listening socket per ListenStream= of every host, plus notify
+     * sockets and pidfds: far past the usual soft limit of 1024. The
+     * generations get the limit we were started with back. */
+    getrlimit(RLIMIT_NOFILE, &daemon->nofile);
+    setrlimit(RLIMIT_NOFILE, &(struct rlimit){daemon->nofile.rlim_max, daemon->nofile.rlim_max});
+
     if ((r = make_incarnation(daemon, err)) < 0 || (r = open_directories(daemon, err)) < 0)
         return r;
     r = cg_root_open(daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto",

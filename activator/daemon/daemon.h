@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <systemd/sd-event.h>
 
 #include "activator/config/config.h"
@@ -128,6 +129,7 @@ struct act_daemon {
     act_metrics *metrics;
     act_daemon_metrics telemetry;
     act_metrics_server *metrics_server;
+    struct rlimit nofile;            /* as we were started: what generations get */
     bool stopping;
     uint64_t stop_deadline_usec;
     int exit_code;

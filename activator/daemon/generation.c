@@ -209,6 +209,9 @@ static int spawn(act_generation *gen, int exec_fd, const char *const *argv, char
         spec.gid = host->gid;
     }
     spec.working_directory = state_dir;
+    cg_rlimit nofile = {.resource = RLIMIT_NOFILE, .limit = host->daemon->nofile};
+    spec.rlimits = &nofile;
+    spec.n_rlimits = 1;
     spec.no_new_privs = true;
     spec.seccomp = host->seccomp;
 
