@@ -1,0 +1,255 @@
+/* End-to-end harness for activatord: runs the real daemon binary as a child
+ * process against real cgroups, a real claim store (dir:// or a real etcd),
+ * real NNG sockets and real apps, and gives the tests what they need to
+ * drive and observe it.
+ *
+ * One dh_daemon per test:
+ *   - a temp dir with activatord.conf, hosts/, state/ and run/;
+ *   - a throwaway cgroup root (cg_root_create_throwaway) passed as CgroupRoot=
+ *     and destroyed at the end, which proves nothing is left in it;
+ *   - for etcd, a real etcd on free loopback ports (tests/claims/etcd_harness.h);
+ *   - the daemon started with its own NOTIFY_SOCKET, as systemd would, and
+ *     waited for until it says READY=1;
+ *   - an NNG SUB socket on the daemon's events, synchronised before use, and
+ *     NNG REQ requests on its control socket;
+ *   - the test's own client of the daemon's claim store.
+ *
+ * Every host file also gets a "beacon" host that is never woken: writing its
+ * claim makes the daemon publish a claim.changed event, which is how the
+ * harness knows that its subscriber is connected before a test acts.
+ *
+ * The helpers fail the running cmocka test (fail_msg) on anything unexpected,
+ * after printing the tail of the daemon's log. */
+#pragma once
+
+#include <limits.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cmocka.h>
+#include <json-c/json.h>
+#include <nng/nng.h>
+
+#include "cgroup/cgroup.h"
+#include "claims/claims.h"
+#include "release/release.h"
+#include "tests/claims/etcd_harness.h"
+
+/* Exit code meson reads as "skipped". */
+#define DH_SKIP 77
+
+/* The box id every test daemon runs as, and one that is not this box. */
+#define DH_BOX "box-1"
+#define DH_OTHER_BOX "box-2"
+
+/* The host the harness uses to synchronise its event subscriber. */
+#define DH_BEACON_HOST "beacon"
+
+typedef enum dh_store_kind {
+    DH_STORE_DIR,
+    DH_STORE_ETCD,
+} dh_store_kind;
+
+/* One event received from the daemon's PUB socket. */
+typedef struct dh_event {
+    uint64_t seq;
+    uint64_t time_usec; /* wall clock, as the daemon stamped it */
+    uint64_t generation;
+    int64_t pid;
+    char name[32]; /* "exec", "claim.changed" */
+    char host[65];
+    char box[65];
+    char version[65];
+    char reason[160];
+} dh_event;
+
+typedef struct dh_daemon {
+    dh_store_kind store_kind;
+    char dir[64]; /* /tmp/act-e2e-XXXXXX */
+    char config_path[128];
+    char state_dir[128];
+    char runtime_dir[128];
+    char hosts_dir[128];
+    char log_path[128];
+    char notify_path[128];
+    char control_url[160];
+    char events_url[160];
+    char store_url[PATH_MAX];
+
+    cg_root *cgroups;
+    char cgroup_path[PATH_MAX];
+    etcd_harness etcd;
+    bool etcd_started;
+    claim_store *store;
+
+    pid_t pid; /* the daemon; 0 when not running */
+    int pidfd;
+
+    /* The daemon's notify socket, read by a thread like systemd reads it. */
+    int notify_fd;
+    int notify_stop[2];
+    pthread_t notify_thread;
+    bool notify_thread_running;
+    pthread_mutex_t notify_lock;
+    bool ready_seen;    /* READY=1 */
+    bool stopping_seen; /* STOPPING=1 */
+    unsigned fds_received;
+    char last_status[256];
+
+    nng_socket sub;
+    bool sub_open;
+    dh_event *events;
+    size_t n_events;
+    size_t cap_events;
+    uint64_t mark; /* dh_event_wait looks only at events after this seq */
+} dh_daemon;
+
+/* Whether the tests can run here: root, a cgroup2 hierarchy, and for etcd the
+ * etcd binary. Prints why not and returns DH_SKIP, or returns 0. */
+int dh_check_can_run(const char *suite, dh_store_kind kind);
+
+/* Makes the temp dir, the cgroup root, (etcd,) the store client and
+ * activatord.conf. extra_conf (may be NULL) is appended to [Activator]. */
+void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf);
+
+/* Stops whatever still runs (SIGTERM, then SIGKILL), removes the temp dir and
+ * etcd, and destroys the cgroup root. Returns -1 when the root could not be
+ * removed whole (something was left in it), else 0. */
+int dh_teardown(dh_daemon *d);
+
+/* A free TCP port on 127.0.0.1 (bound with port 0, then closed). */
+int dh_free_port(void);
+
+/* Writes hosts/<host>.conf with the formatted text. */
+void dh_write_host(dh_daemon *d, const char *host, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Writes the usual host file for act-e2e-app listening on 127.0.0.1:port:
+ * Exec=act-e2e-app <app_args>, the marker in Environment=, ReadyTimeoutSec=5,
+ * StopTimeoutSec=1, and extra_host_lines (may be NULL) in [Host]. */
+void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app_args,
+                       const char *extra_host_lines);
+
+/* Stages act-e2e-app as host/version straight into <state>/releases and, with
+ * promote, makes it live. identity (may be NULL) receives what was staged. */
+void dh_stage(dh_daemon *d, const char *host, const char *version, bool promote,
+              rel_identity *identity);
+
+/* The path of the staged executable of host/version. */
+void dh_staged_exec_path(dh_daemon *d, const char *host, const char *version, char *out,
+                         size_t size);
+
+/* Starts activatord (extra_env: NULL-terminated "KEY=VALUE" list, may be
+ * NULL), waits for READY=1 and connects and synchronises the subscriber. */
+void dh_start(dh_daemon *d, const char *const *extra_env);
+
+/* SIGTERM, then waits (bounded) for the daemon to exit. Returns its exit
+ * status (128 + signal when killed by one). */
+int dh_stop(dh_daemon *d);
+
+/* Stops the daemon and checks the clean exit: status 0, STOPPING=1 seen, no
+ * process left in the cgroup subtree, no generation leaf, and every pid any
+ * app attempt ever had is gone. */
+void dh_stop_and_check_clean(dh_daemon *d);
+
+/* Prints the last lines of the daemon's log (stderr of the daemon). */
+void dh_dump_log(dh_daemon *d);
+
+#define DH_CHECK(d, cond, ...)                                                                     \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            dh_dump_log(d);                                                                        \
+            fail_msg(__VA_ARGS__);                                                                 \
+        }                                                                                          \
+    } while (0)
+
+/* ---- control ---- */
+
+/* One request on a fresh REQ socket to url. Returns 0 with *reply malloc'd
+ * (NUL-terminated), or the NNG error. */
+int dh_request_raw(const char *url, const void *body, size_t len, int timeout_ms, char **reply);
+
+/* A request to the daemon's control socket, its reply parsed (the caller
+ * puts it). Fails the test when there is no reply or it is not JSON. */
+json_object *dh_request(dh_daemon *d, int timeout_ms, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A wake request whose reply is awaited on another thread. */
+typedef struct dh_async dh_async;
+dh_async *dh_request_start(dh_daemon *d, int timeout_ms, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+json_object *dh_request_finish(dh_daemon *d, dh_async *async);
+
+/* {"ok":true} or not; the error code ("ok" for a success); the result. */
+bool dh_reply_ok(json_object *reply);
+const char *dh_reply_code(json_object *reply);
+json_object *dh_reply_result(json_object *reply);
+
+/* status of one host: the result object (the caller puts it). */
+json_object *dh_status(dh_daemon *d, const char *host);
+
+/* Small readers of a JSON object: "" or 0 when the key is absent. */
+const char *dh_json_str(json_object *obj, const char *key);
+uint64_t dh_json_u64(json_object *obj, const char *key);
+
+/* ---- events ---- */
+
+/* Receives what arrived, waiting up to wait_ms for the first message. */
+void dh_events_pump(dh_daemon *d, int wait_ms);
+
+/* Forgets nothing, but makes dh_event_wait look only at later events. */
+void dh_events_mark(dh_daemon *d);
+
+/* Waits up to timeout_ms for an event of host named name after the mark.
+ * Returns true with *out filled (out may be NULL). */
+bool dh_event_wait(dh_daemon *d, const char *host, const char *name, int timeout_ms,
+                   dh_event *out);
+
+/* How many events of host named name arrived after the mark. */
+size_t dh_events_count(dh_daemon *d, const char *host, const char *name);
+
+/* ---- claims ---- */
+
+/* Reads host's claim; false when there is none. */
+bool dh_claim_get(dh_daemon *d, const char *host, claim *out);
+
+/* Writes c as host's claim whatever is there now (read, CAS, retry). Returns
+ * the new revision. */
+uint64_t dh_claim_put(dh_daemon *d, const claim *c);
+
+/* A fresh claim for host: a serving op "assigned" on box, no holder. */
+void dh_claim_assigned(const char *host, const char *box, claim *out);
+
+/* ---- observation ---- */
+
+/* GET / from 127.0.0.1:port; returns the body's length with the body in buf,
+ * or a negative errno. */
+int dh_http_get(int port, char *buf, size_t size);
+
+/* The pids recorded in host's marker, one per attempt that ran; returns how
+ * many (0 when the app never ran). */
+size_t dh_marker_pids(dh_daemon *d, const char *host, pid_t *pids, size_t max);
+
+/* Waits up to timeout_ms until host's marker lists at least count runs (an
+ * exec event comes when the exec happened, the marker a moment later). */
+bool dh_marker_wait(dh_daemon *d, const char *host, size_t count, int timeout_ms);
+
+/* Whether <cgroup root>/hosts/<host>/<leaf> exists, and how many leaves the
+ * host has. */
+bool dh_leaf_exists(dh_daemon *d, const char *host, const char *leaf);
+size_t dh_leaf_count(dh_daemon *d, const char *host);
+
+/* How many generation records <state>/hosts/<host>/generations/ holds. */
+size_t dh_generation_records(dh_daemon *d, const char *host);
+
+/* Reads a whole small file into a malloc'd string; NULL when absent. */
+char *dh_read_text(const char *path);
+
+/* Runs argv with stdout and stderr captured into out (NUL-terminated).
+ * Returns the exit status, or -1. */
+int dh_run(char *const argv[], char *out, size_t out_size);
