@@ -480,6 +480,21 @@ void dh_dump_log(dh_daemon *d)
     free(log);
 }
 
+bool dh_log_wait(dh_daemon *d, const char *text, int timeout_ms)
+{
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        char *log = dh_read_text(d->log_path);
+        bool found = log && strstr(log, text);
+        free(log);
+        if (found)
+            return true;
+        if (now_ms() >= deadline)
+            return false;
+        sleep_ms(20);
+    }
+}
+
 static void subscribe(dh_daemon *d);
 
 void dh_start(dh_daemon *d, const char *const *extra_env)
@@ -771,6 +786,21 @@ json_object *dh_status(dh_daemon *d, const char *host)
     json_object *result = json_object_get(dh_reply_result(reply));
     json_object_put(reply);
     return result;
+}
+
+bool dh_wait_state(dh_daemon *d, const char *host, const char *state, int timeout_ms)
+{
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        json_object *status = dh_status(d, host);
+        bool reached = strcmp(dh_json_str(status, "state"), state) == 0;
+        json_object_put(status);
+        if (reached)
+            return true;
+        if (now_ms() >= deadline)
+            return false;
+        sleep_ms(20);
+    }
 }
 
 const char *dh_json_str(json_object *obj, const char *key)

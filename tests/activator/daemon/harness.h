@@ -157,6 +157,12 @@ int dh_stop(dh_daemon *d);
  * app attempt ever had is gone. */
 void dh_stop_and_check_clean(dh_daemon *d);
 
+/* Waits up to timeout_ms for text to appear in the daemon's log. */
+bool dh_log_wait(dh_daemon *d, const char *text, int timeout_ms);
+
+/* Polls status until host is in state (e.g. "parked"); false on timeout. */
+bool dh_wait_state(dh_daemon *d, const char *host, const char *state, int timeout_ms);
+
 /* Prints the last lines of the daemon's log (stderr of the daemon). */
 void dh_dump_log(dh_daemon *d);
 

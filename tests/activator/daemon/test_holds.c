@@ -1,0 +1,187 @@
+/* The two moments a wake re-checks the claim, driven through the daemon's
+ * test hooks on the dir store or a real etcd (argv[1]):
+ *   - the gate, just before exec: ACTIVATOR_TEST_GATE_HOLD=<path> pauses the
+ *     wake there; the test hands the claim to another box and lets it go on.
+ *     Nothing may be exec'd and the reason is not_owner.
+ *   - publication, after ready: ACTIVATOR_TEST_PUBLISH_HOLD=<path> pauses it
+ *     there; the test changes the admission (a newer session) and lets it go
+ *     on. The generation must be retired with proof and the reason is
+ *     publish_lost, and the claim is left as the other writer made it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static dh_store_kind store_kind = DH_STORE_DIR;
+
+static int setup(void **state)
+{
+    *state = calloc(1, sizeof(dh_daemon));
+    return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    int r = dh_teardown(*state);
+    free(*state);
+    return r;
+}
+
+static void touch(dh_daemon *d, const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    DH_CHECK(d, fd >= 0, "cannot create %s: %s", path, strerror(errno));
+    close(fd);
+}
+
+/* Starts demo's daemon with the hook env_name=<dir>/<file> and an assigned
+ * claim; returns the hook's path in hold. */
+static void start_with_hold(dh_daemon *d, const char *env_name, char *hold, size_t size)
+{
+    dh_setup(d, store_kind, NULL);
+    dh_write_app_host(d, "demo", dh_free_port(), NULL, NULL);
+    dh_stage(d, "demo", "v1", true, NULL);
+    claim assigned;
+    dh_claim_assigned("demo", DH_BOX, &assigned);
+    dh_claim_put(d, &assigned);
+    snprintf(hold, size, "%s/hold-go", d->dir);
+    char env[PATH_MAX + 64];
+    snprintf(env, sizeof(env), "%s=%s", env_name, hold);
+    const char *const extra_env[] = {env, NULL};
+    dh_start(d, extra_env);
+    dh_events_mark(d);
+}
+
+static void test_gate_refuses_when_another_box_took_the_claim(void **state)
+{
+    dh_daemon *d = *state;
+    char hold[PATH_MAX], waiting[PATH_MAX + 32];
+    start_with_hold(d, "ACTIVATOR_TEST_GATE_HOLD", hold, sizeof(hold));
+    dh_async *wake = dh_request_start(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+
+    DH_CHECK(d, dh_event_wait(d, "demo", "admitted", 10000, NULL), "no admitted event");
+    /* The wake must really be paused at the gate, not merely admitted. */
+    snprintf(waiting, sizeof(waiting), "waiting for %s", hold);
+    DH_CHECK(d, dh_log_wait(d, waiting, 10000), "the wake never paused at the gate hook");
+
+    claim admitted;
+    DH_CHECK(d, dh_claim_get(d, "demo", &admitted), "no claim after admission");
+    DH_CHECK(d, strcmp(admitted.holder.box, DH_BOX) == 0, "the admission did not name " DH_BOX);
+    claim taken = admitted;
+    snprintf(taken.holder.box, sizeof(taken.holder.box), DH_OTHER_BOX);
+    snprintf(taken.holder.incarnation, sizeof(taken.holder.incarnation), "fedcba9876543210");
+    taken.holder.session = admitted.holder.session + 1;
+    taken.holder.generation = admitted.holder.generation + 1;
+    snprintf(taken.op.exec, sizeof(taken.op.exec), DH_OTHER_BOX);
+    uint64_t taken_revision = dh_claim_put(d, &taken);
+    touch(d, hold);
+
+    json_object *reply = dh_request_finish(d, wake);
+    DH_CHECK(d, !dh_reply_ok(reply) && strcmp(dh_reply_code(reply), "not_owner") == 0,
+             "wake after the takeover: expected not_owner, got %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+    dh_events_pump(d, 200);
+    DH_CHECK(d, dh_events_count(d, "demo", "exec") == 0, "an exec event despite the takeover");
+    pid_t pids[4];
+    DH_CHECK(d, dh_marker_pids(d, "demo", pids, 4) == 0, "the app ran (pid %d) after the takeover",
+             (int)pids[0]);
+    DH_CHECK(d, dh_leaf_count(d, "demo") == 0, "%zu generation leaves left",
+             dh_leaf_count(d, "demo"));
+
+    /* The other box's claim is theirs: the refusal wrote nothing over it. */
+    claim after;
+    DH_CHECK(d, dh_claim_get(d, "demo", &after), "the claim disappeared");
+    DH_CHECK(d, after.revision == taken_revision && strcmp(claim_executor(&after), DH_OTHER_BOX) == 0,
+             "the daemon changed the other box's claim (revision %" PRIu64 " -> %" PRIu64
+             ", executor %s)",
+             taken_revision, after.revision, claim_executor(&after));
+
+    /* Status tells an operator why the wake did not serve. */
+    json_object *status = dh_status(d, "demo");
+    bool says_not_owner = strcmp(dh_json_str(status, "reason"), "not_owner") == 0;
+    char status_text[1024];
+    snprintf(status_text, sizeof(status_text), "%s", json_object_to_json_string(status));
+    json_object_put(status);
+    DH_CHECK(d, says_not_owner, "status does not say not_owner: %s", status_text);
+    dh_stop_and_check_clean(d);
+}
+
+static void test_publish_lost_when_the_admission_changed(void **state)
+{
+    dh_daemon *d = *state;
+    char hold[PATH_MAX], waiting[PATH_MAX + 32];
+    start_with_hold(d, "ACTIVATOR_TEST_PUBLISH_HOLD", hold, sizeof(hold));
+    dh_async *wake = dh_request_start(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+
+    dh_event ready;
+    DH_CHECK(d, dh_event_wait(d, "demo", "ready", 10000, &ready), "no ready event");
+    snprintf(waiting, sizeof(waiting), "waiting for %s", hold);
+    DH_CHECK(d, dh_log_wait(d, waiting, 10000), "the wake never paused at the publish hook");
+    DH_CHECK(d, dh_marker_wait(d, "demo", 1, 5000), "the app did not run");
+    pid_t pids[4];
+    dh_marker_pids(d, "demo", pids, 4);
+
+    claim admitted;
+    DH_CHECK(d, dh_claim_get(d, "demo", &admitted), "no claim after admission");
+    DH_CHECK(d, admitted.holder.generation == ready.generation,
+             "the admission names generation %" PRIu64 ", ready was for %" PRIu64,
+             admitted.holder.generation, ready.generation);
+    /* Another admission happened in between: a newer session. */
+    claim changed = admitted;
+    changed.holder.session = admitted.holder.session + 1;
+    uint64_t changed_revision = dh_claim_put(d, &changed);
+    touch(d, hold);
+
+    json_object *reply = dh_request_finish(d, wake);
+    DH_CHECK(d, !dh_reply_ok(reply) && strcmp(dh_reply_code(reply), "publish_lost") == 0,
+             "wake after the admission changed: expected publish_lost, got %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(d, dh_event_wait(d, "demo", "retired", 10000, NULL), "no retired event");
+    dh_event failed;
+    DH_CHECK(d, dh_event_wait(d, "demo", "failed", 5000, &failed) &&
+                    strcmp(failed.reason, "publish_lost") == 0,
+             "no failed event with reason publish_lost");
+    DH_CHECK(d, dh_events_count(d, "demo", "published") == 0 &&
+                    dh_events_count(d, "demo", "serving") == 0,
+             "the lost generation was announced as published or serving");
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+    DH_CHECK(d, dh_leaf_count(d, "demo") == 0, "the retired generation's leaf is left");
+    DH_CHECK(d, kill(pids[0], 0) < 0 && errno == ESRCH,
+             "the retired generation's app (pid %d) still runs", (int)pids[0]);
+
+    /* Nothing after ready is retried blindly: one attempt, one app. */
+    DH_CHECK(d, dh_marker_pids(d, "demo", pids, 4) == 1, "the lost generation was retried");
+    claim after;
+    DH_CHECK(d, dh_claim_get(d, "demo", &after), "the claim disappeared");
+    DH_CHECK(d, after.revision == changed_revision && strcmp(after.op.phase, "serving") != 0,
+             "the daemon published over the changed admission (revision %" PRIu64 " -> %" PRIu64
+             ", phase %s)",
+             changed_revision, after.revision, after.op.phase);
+    dh_stop_and_check_clean(d);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "etcd") == 0)
+        store_kind = DH_STORE_ETCD;
+    int r = dh_check_can_run(store_kind == DH_STORE_ETCD ? "daemon-holds-etcd" : "daemon-holds-dir",
+                             store_kind);
+    if (r)
+        return r;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_gate_refuses_when_another_box_took_the_claim, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_publish_lost_when_the_admission_changed, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
