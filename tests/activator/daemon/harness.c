@@ -302,16 +302,18 @@ void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app
 {
     char marker[PATH_MAX];
     marker_path(d, host, marker, sizeof(marker));
+    const char *extra = extra_host_lines ? extra_host_lines : "";
     dh_write_host(d, host,
                   "[Host]\n"
                   "Exec=act-e2e-app %s\n"
                   "Environment=E2E_MARKER=%s\n"
-                  "ReadyTimeoutSec=5\n"
+                  "%s"
                   "StopTimeoutSec=1\n"
                   "%s"
                   "[Listen]\n"
                   "ListenStream=127.0.0.1:%d\n",
-                  app_args ? app_args : "", marker, extra_host_lines ? extra_host_lines : "",
+                  app_args ? app_args : "", marker,
+                  extra && strstr(extra, "ReadyTimeoutSec=") ? "" : "ReadyTimeoutSec=5\n", extra,
                   port);
 }
 
@@ -476,7 +478,10 @@ void dh_dump_log(dh_daemon *d)
         if (newline)
             start = newline + 1;
     }
-    print_error("---- activatord log (%s) ----\n%s---- end of log ----\n", d->log_path, start);
+    /* Straight to stderr: cmocka's print_error cuts long messages. */
+    fprintf(stderr, "---- activatord log (%s) ----\n%s---- end of log ----\n", d->log_path,
+            start);
+    fflush(stderr);
     free(log);
 }
 
