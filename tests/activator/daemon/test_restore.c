@@ -1,0 +1,273 @@
+/* ExecRestore= under the real daemon: a small shell script appends one line
+ * per run ("HOST CHECKPOINT GENERATION STATE_DIRECTORY") to a file, and the
+ * test sets the claim's state.checkpoint.
+ *   - it runs once per new checkpoint: not again for the same checkpoint on a
+ *     later wake, again when the claim names a new one;
+ *   - it does not run again when an attempt is retried;
+ *   - a restore that fails execs nothing, records no checkpoint, and so runs
+ *     again on the next wake;
+ *   - it runs on the first wake of a host, whose state directory does not
+ *     exist yet;
+ *   - an executable script named directly in ExecRestore= runs (operators'
+ *     helpers are often scripts). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fileio.h"
+#include "harness.h"
+
+static int setup(void **state)
+{
+    *state = calloc(1, sizeof(dh_daemon));
+    return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    int r = dh_teardown(*state);
+    free(*state);
+    return r;
+}
+
+typedef struct restore_paths {
+    char script[PATH_MAX];
+    char runs[PATH_MAX];
+    char fail_flag[PATH_MAX];
+} restore_paths;
+
+static void write_restore_script(dh_daemon *d, restore_paths *paths)
+{
+    snprintf(paths->script, sizeof(paths->script), "%s/restore.sh", d->dir);
+    snprintf(paths->runs, sizeof(paths->runs), "%s/restores", d->dir);
+    snprintf(paths->fail_flag, sizeof(paths->fail_flag), "%s/fail-restore", d->dir);
+    FILE *f = fopen(paths->script, "we");
+    DH_CHECK(d, f, "cannot write %s: %s", paths->script, strerror(errno));
+    fprintf(f,
+            "#!/bin/sh\n"
+            "echo \"$ACTIVATOR_HOST $ACTIVATOR_CHECKPOINT $ACTIVATOR_GENERATION $STATE_DIRECTORY\" "
+            ">> %s\n"
+            "if [ -e %s ]; then exit 3; fi\n"
+            "exit 0\n",
+            paths->runs, paths->fail_flag);
+    fclose(f);
+    chmod(paths->script, 0755);
+}
+
+/* The lines of the runs file, in order; returns how many. */
+static size_t restore_runs(const restore_paths *paths, char lines[][256], size_t max)
+{
+    char *text = dh_read_text(paths->runs);
+    size_t n = 0;
+    for (char *line = text ? strtok(text, "\n") : NULL; line && n < max;
+         line = strtok(NULL, "\n"))
+        snprintf(lines[n++], 256, "%s", line);
+    free(text);
+    return n;
+}
+
+/* A host that already has its state directory (it served on this box
+ * before), so a test of the restore's bookkeeping does not depend on the
+ * first-wake case, which test_restore_on_a_fresh_host covers. */
+static void make_state_directory(dh_daemon *d)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/hosts/demo/state", d->state_dir);
+    act_error err = {0};
+    DH_CHECK(d, act_mkdir_p(path, 0750, &err) == 0, "mkdir %s: %s", path, err.message);
+}
+
+static void set_checkpoint(dh_daemon *d, const char *checkpoint)
+{
+    claim c;
+    if (!dh_claim_get(d, "demo", &c))
+        dh_claim_assigned("demo", DH_BOX, &c);
+    snprintf(c.state.checkpoint, sizeof(c.state.checkpoint), "%s", checkpoint);
+    dh_claim_put(d, &c);
+}
+
+static uint64_t wake_expect(dh_daemon *d, const char *code)
+{
+    json_object *reply = dh_request(d, 60000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+    bool as_expected = strcmp(dh_reply_code(reply), code) == 0;
+    uint64_t generation = dh_json_u64(dh_reply_result(reply), "generation");
+    char text[2048];
+    snprintf(text, sizeof(text), "%s", json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(d, as_expected, "wake: expected %s, got %s", code, text);
+    return generation;
+}
+
+static void park(dh_daemon *d)
+{
+    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"park\",\"host\":\"demo\"}");
+    DH_CHECK(d, dh_reply_ok(reply), "park: %s", json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+}
+
+static void check_run(dh_daemon *d, const char *line, const char *checkpoint, uint64_t generation)
+{
+    char expected[512];
+    snprintf(expected, sizeof(expected), "demo %s %" PRIu64 " %s/hosts/demo/state", checkpoint,
+             generation, d->state_dir);
+    DH_CHECK(d, strcmp(line, expected) == 0, "restore ran with \"%s\", expected \"%s\"", line,
+             expected);
+}
+
+static void test_restore_once_per_checkpoint(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    restore_paths paths;
+    write_restore_script(d, &paths);
+    char extra[PATH_MAX + 64];
+    snprintf(extra, sizeof(extra), "ExecRestore=/bin/sh %s\n", paths.script);
+    dh_write_app_host(d, "demo", dh_free_port(), NULL, extra);
+    dh_stage(d, "demo", "v1", true, NULL);
+    make_state_directory(d);
+    set_checkpoint(d, "cp-1");
+    dh_start(d, NULL);
+
+    uint64_t first = wake_expect(d, "ok");
+    char lines[8][256];
+    DH_CHECK(d, restore_runs(&paths, lines, 8) == 1, "the first wake did not restore exactly once");
+    check_run(d, lines[0], "cp-1", first);
+    DH_CHECK(d, !dh_leaf_exists(d, "demo", "restore-1"), "the restore's leaf is left");
+
+    /* Same checkpoint: the state directory is already there. */
+    park(d);
+    wake_expect(d, "ok");
+    DH_CHECK(d, restore_runs(&paths, lines, 8) == 1,
+             "a wake with the checkpoint already restored ran the restore again");
+
+    /* A new checkpoint: restored again, once. */
+    park(d);
+    set_checkpoint(d, "cp-2");
+    uint64_t third = wake_expect(d, "ok");
+    DH_CHECK(d, restore_runs(&paths, lines, 8) == 2, "a new checkpoint was not restored once");
+    check_run(d, lines[1], "cp-2", third);
+    dh_stop_and_check_clean(d);
+}
+
+static void test_restore_not_repeated_on_retry(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    restore_paths paths;
+    write_restore_script(d, &paths);
+    char extra[PATH_MAX + 96];
+    snprintf(extra, sizeof(extra), "ExecRestore=/bin/sh %s\nReadyTimeoutSec=1\nMaxStarts=2\n",
+             paths.script);
+    dh_write_app_host(d, "demo", dh_free_port(), "--never-ready", extra);
+    dh_stage(d, "demo", "v1", true, NULL);
+    make_state_directory(d);
+    set_checkpoint(d, "cp-1");
+    dh_start(d, NULL);
+
+    wake_expect(d, "ready_timeout");
+    pid_t pids[4];
+    DH_CHECK(d, dh_marker_pids(d, "demo", pids, 4) == 2, "expected two attempts of the app");
+    char lines[8][256];
+    DH_CHECK(d, restore_runs(&paths, lines, 8) == 1,
+             "the restore ran %zu times for one wake with a retried attempt",
+             restore_runs(&paths, lines, 8));
+    dh_stop_and_check_clean(d);
+}
+
+static void test_failed_restore_execs_nothing_and_runs_again(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    restore_paths paths;
+    write_restore_script(d, &paths);
+    char extra[PATH_MAX + 64];
+    snprintf(extra, sizeof(extra), "ExecRestore=/bin/sh %s\n", paths.script);
+    dh_write_app_host(d, "demo", dh_free_port(), NULL, extra);
+    dh_stage(d, "demo", "v1", true, NULL);
+    make_state_directory(d);
+    set_checkpoint(d, "cp-1");
+    FILE *flag = fopen(paths.fail_flag, "we");
+    DH_CHECK(d, flag, "cannot create %s", paths.fail_flag);
+    fclose(flag);
+    dh_start(d, NULL);
+    dh_events_mark(d);
+
+    wake_expect(d, "restore_failed");
+    dh_events_pump(d, 200);
+    DH_CHECK(d, dh_events_count(d, "demo", "exec") == 0, "an exec event after a failed restore");
+    pid_t pids[4];
+    DH_CHECK(d, dh_marker_pids(d, "demo", pids, 4) == 0, "the app ran after a failed restore");
+    DH_CHECK(d, dh_leaf_count(d, "demo") == 0, "leaves left after a failed restore");
+
+    /* Nothing was recorded, so the next wake restores again, and serves. */
+    unlink(paths.fail_flag);
+    wake_expect(d, "ok");
+    char lines[8][256];
+    DH_CHECK(d, restore_runs(&paths, lines, 8) == 2,
+             "after a failed restore the next wake did not restore again");
+    dh_stop_and_check_clean(d);
+}
+
+static void test_restore_script_named_directly(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    restore_paths paths;
+    write_restore_script(d, &paths);
+    char extra[PATH_MAX + 64];
+    snprintf(extra, sizeof(extra), "ExecRestore=%s\n", paths.script);
+    dh_write_app_host(d, "demo", dh_free_port(), NULL, extra);
+    dh_stage(d, "demo", "v1", true, NULL);
+    make_state_directory(d);
+    set_checkpoint(d, "cp-1");
+    dh_start(d, NULL);
+
+    uint64_t generation = wake_expect(d, "ok");
+    char lines[8][256];
+    DH_CHECK(d, restore_runs(&paths, lines, 8) == 1, "the script did not run once");
+    check_run(d, lines[0], "cp-1", generation);
+    dh_stop_and_check_clean(d);
+}
+
+/* The first wake of a host on this box: its state directory does not exist
+ * yet, and filling it is exactly the restore's job. */
+static void test_restore_on_a_fresh_host(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    restore_paths paths;
+    write_restore_script(d, &paths);
+    char extra[PATH_MAX + 64];
+    snprintf(extra, sizeof(extra), "ExecRestore=/bin/sh %s\n", paths.script);
+    dh_write_app_host(d, "demo", dh_free_port(), NULL, extra);
+    dh_stage(d, "demo", "v1", true, NULL);
+    set_checkpoint(d, "cp-1");
+    dh_start(d, NULL);
+
+    uint64_t generation = wake_expect(d, "ok");
+    char lines[8][256];
+    DH_CHECK(d, restore_runs(&paths, lines, 8) == 1, "the restore did not run once");
+    check_run(d, lines[0], "cp-1", generation);
+    dh_stop_and_check_clean(d);
+}
+
+int main(void)
+{
+    int r = dh_check_can_run("daemon-restore", DH_STORE_DIR);
+    if (r)
+        return r;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_restore_once_per_checkpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restore_not_repeated_on_retry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_restore_execs_nothing_and_runs_again, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_restore_on_a_fresh_host, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restore_script_named_directly, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
