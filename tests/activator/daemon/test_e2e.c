@@ -6,6 +6,7 @@
  * with nothing left behind, also while a host serves or wakes. */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +271,48 @@ static void test_sigterm_while_waking(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* Another box named executor under a serving host: the local generation is
+ * retired with proof at once, and the other box's claim is left alone. */
+static void test_claim_taken_while_serving_retires_the_generation(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, store_kind, NULL);
+    int port = dh_free_port();
+    dh_write_app_host(d, "demo", port, NULL, NULL);
+    dh_stage(d, "demo", "v1", true, NULL);
+    dh_start(d, NULL);
+    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+    DH_CHECK(d, dh_reply_ok(reply), "wake: %s", json_object_to_json_string(reply));
+    int64_t pid = (int64_t)dh_json_u64(dh_reply_result(reply), "pid");
+    json_object_put(reply);
+    dh_events_mark(d);
+
+    claim serving;
+    DH_CHECK(d, dh_claim_get(d, "demo", &serving), "no claim while serving");
+    claim taken = serving;
+    snprintf(taken.holder.box, sizeof(taken.holder.box), DH_OTHER_BOX);
+    snprintf(taken.holder.incarnation, sizeof(taken.holder.incarnation), "fedcba9876543210");
+    taken.holder.session = serving.holder.session + 1;
+    taken.holder.generation = serving.holder.generation + 1;
+    snprintf(taken.op.exec, sizeof(taken.op.exec), DH_OTHER_BOX);
+    snprintf(taken.op.phase, sizeof(taken.op.phase), "starting");
+    taken.holder.handle[0] = '\0';
+    uint64_t taken_revision = dh_claim_put(d, &taken);
+
+    DH_CHECK(d, dh_event_wait(d, "demo", "retired", 10000, NULL),
+             "the generation was not retired after another box took the claim");
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+    DH_CHECK(d, dh_leaf_count(d, "demo") == 0, "the retired generation's leaf is left");
+    DH_CHECK(d, kill((pid_t)pid, 0) < 0 && errno == ESRCH,
+             "the retired generation's app (pid %" PRId64 ") still runs", pid);
+    claim after;
+    DH_CHECK(d, dh_claim_get(d, "demo", &after), "the claim disappeared");
+    DH_CHECK(d, after.revision == taken_revision,
+             "the daemon wrote over the other box's claim (revision %" PRIu64 " -> %" PRIu64 ")",
+             taken_revision, after.revision);
+    dh_stop_and_check_clean(d);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "etcd") == 0)
@@ -283,6 +326,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_wake_events_in_order_without_gaps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_while_serving, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_while_waking, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_claim_taken_while_serving_retires_the_generation,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
