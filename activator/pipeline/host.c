@@ -1,5 +1,5 @@
-/* A host's pipeline: triggers, joins, cancellation, parks, exits and proofs.
- * The step machine itself is in wake.c. */
+/* A host's pipeline: triggers, swaps, joins, cancellation, parks, exits and
+ * proofs. The step machine itself is in wake.c. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -94,6 +94,14 @@ int act_host_free(act_host *host)
     return 0;
 }
 
+/* The wake that decides what a new trigger or a cancel gets: a retirement
+ * queued behind a swap is where the host is going, not the swap ending first. */
+static act_wake *pending_wake(const act_host *host)
+{
+    act_wake *wake = host->current;
+    return wake && wake->queued_retirement ? wake->queued_retirement : wake;
+}
+
 int act_host_wake(act_host *host, act_trigger trigger, act_wake_done_fn done, void *userdata)
 {
     if ((unsigned)trigger >= _ACT_TRIGGER_MAX)
@@ -107,7 +115,7 @@ int act_host_wake(act_host *host, act_trigger trigger, act_wake_done_fn done, vo
     joiner->done = done;
     joiner->userdata = userdata;
 
-    act_wake *wake = host->current;
+    act_wake *wake = pending_wake(host);
     if (wake) {
         /* A retirement, or a wake already told to stop, cannot give this
          * trigger what it asks for: it waits for the next wake instead. */
@@ -129,10 +137,43 @@ int act_host_wake(act_host *host, act_trigger trigger, act_wake_done_fn done, vo
     return ACT_WAKE_STARTED;
 }
 
+int act_host_swap(act_host *host, act_wake_done_fn done, void *userdata)
+{
+    if (!host)
+        return -EINVAL;
+    /* One thing at a time per host: a second swap, or a swap racing a wake
+     * or a retirement, would leave the claim naming whichever came last. */
+    if (host->current)
+        return -EBUSY;
+    if (host->state != ACT_HOST_SERVING)
+        return -ESRCH;
+
+    act_joiner *joiner = calloc(1, sizeof(*joiner));
+    if (!joiner)
+        return -ENOMEM;
+    joiner->done = done;
+    joiner->userdata = userdata;
+    act_wake *wake = NULL;
+    /* An operator's request, like activatorctl wake. */
+    int r = act_wake_new(host, ACT_WAKE_MODE_SWAP, ACT_TRIGGER_WARM, &wake);
+    if (r < 0) {
+        free(joiner);
+        return r;
+    }
+    act_joiner_list_append(&wake->joiners, joiner);
+    host->current = wake;
+    act_wake_kick(wake);
+    return ACT_WAKE_STARTED;
+}
+
 static int cancel_with(act_host *host, act_reason reason, const char *message)
 {
-    act_wake *wake = host->current;
+    act_wake *wake = pending_wake(host);
     if (!wake)
+        return 0;
+    /* N+1 serves already and N is on its way out: undoing that would take a
+     * second swap, not a cancel. */
+    if (act_wake_is_replacing(wake))
         return 0;
     if (wake->mode == ACT_WAKE_MODE_RETIRE || wake->cancel_requested) {
         /* The retirement (or the stop already asked for) goes on; what gets
@@ -163,15 +204,30 @@ int act_host_cancel(act_host *host, act_reason reason, const char *fmt, ...)
     return cancel_with(host, reason, message);
 }
 
-static int start_retirement(act_host *host, const act_retirement *retirement)
+/* Retires the serving generation now, or, during a swap, once the swap has
+ * ended: `failed` retires one generation at a time. The swap is cancelled
+ * unless N is already being replaced, so that what gets parked is N with no
+ * N+1 beside it; cancel_reason and cancel_message say why. */
+static int start_retirement(act_host *host, const act_retirement *retirement,
+                            act_reason cancel_reason, const char *cancel_message)
 {
     act_wake *wake = NULL;
     int r = act_wake_new(host, ACT_WAKE_MODE_RETIRE, ACT_TRIGGER_WARM, &wake);
     if (r < 0)
         return r;
     wake->retirement = *retirement;
-    host->current = wake;
     host->state = ACT_HOST_RETIRING;
+
+    act_wake *swap = host->current;
+    if (swap) {
+        /* Only a swap runs beside a serving generation, and a queued
+         * retirement makes the host RETIRING, so there is never a second. */
+        swap->queued_retirement = wake;
+        if (!swap->cancel_requested && !act_wake_is_replacing(swap))
+            act_wake_request_cancel(swap, cancel_reason, cancel_message);
+        return 1;
+    }
+    host->current = wake;
     act_wake_kick(wake);
     return 1;
 }
@@ -204,7 +260,13 @@ int act_host_park(act_host *host, act_park_cause cause)
             .graceful = cause != ACT_PARK_FAILURE,
             .park_cause = cause,
         };
-        int r = start_retirement(host, &retirement);
+        snprintf(message, sizeof(message),
+                 "host %s: park requested (%s) during the swap; the new generation is retired "
+                 "before the serving one parks",
+                 host->name, act_park_cause_to_string(cause));
+        int r = start_retirement(
+            host, &retirement,
+            cause == ACT_PARK_CLAIM_LOST ? ACT_REASON_NOT_OWNER : ACT_REASON_CANCELLED, message);
         if (r < 0)
             return r;
         note_park(host, cause, false);
@@ -226,8 +288,12 @@ int act_host_park(act_host *host, act_park_cause cause)
 
 int act_host_generation_exited(act_host *host, int status, bool served_long_enough)
 {
+    char message[ACT_MESSAGE_MAX];
+
     if (host->state != ACT_HOST_SERVING)
         return -ESRCH;
+    if (host->current && act_wake_is_replacing(host->current))
+        return -EBUSY;
     act_park_cause cause = status == 0 ? ACT_PARK_IDLE : ACT_PARK_FAILURE;
     act_retirement retirement = {
         .cause = ACT_RETIRE_EXITED,
@@ -235,7 +301,11 @@ int act_host_generation_exited(act_host *host, int status, bool served_long_enou
         .graceful = false,
         .park_cause = cause,
     };
-    int r = start_retirement(host, &retirement);
+    snprintf(message, sizeof(message),
+             "host %s: the serving generation exited with status %d during the swap; the new "
+             "generation is retired and the host parks",
+             host->name, status);
+    int r = start_retirement(host, &retirement, ACT_REASON_CANCELLED, message);
     if (r < 0)
         return r;
     note_park(host, cause, served_long_enough);

@@ -22,6 +22,7 @@ typedef struct act_joiner_list {
 typedef enum act_wake_mode {
     ACT_WAKE_MODE_START,  /* the pipeline proper: read .. healthy */
     ACT_WAKE_MODE_RETIRE, /* only `failed`, for a serving generation */
+    ACT_WAKE_MODE_SWAP,   /* the pipeline for N+1 beside a serving N, then `failed` for N */
 } act_wake_mode;
 
 /* Where a wake is. Every phase but OP waits for the loop: a timer, the
@@ -75,6 +76,12 @@ struct act_wake {
     sd_event_source *timer;   /* delay, token, slot timeout, backoff */
     sd_event_source *window;  /* the ready window */
 
+    /* A swap only: the retirement of the serving generation that a park or
+     * N's exit asked for. It is allocated when asked, so nothing can fail
+     * later, and it becomes the host's current wake when the swap ends;
+     * triggers arriving meanwhile follow it. */
+    act_wake *queued_retirement;
+
     act_joiner_list joiners;   /* get this wake's outcome */
     act_joiner_list followers; /* arrived during a retirement or after a cancel: start
                                 * the next wake */
@@ -110,6 +117,8 @@ int act_wake_new(act_host *host, act_wake_mode mode, act_trigger trigger, act_wa
 void act_wake_free(act_wake *wake);
 void act_wake_kick(act_wake *wake);
 void act_wake_request_cancel(act_wake *wake, act_reason reason, const char *message);
+/* A swap whose N+1 is healthy and whose `failed` is retiring N: past cancelling. */
+bool act_wake_is_replacing(const act_wake *wake);
 
 void act_joiner_list_append(act_joiner_list *list, act_joiner *joiner);
 void act_joiner_list_move(act_joiner_list *to, act_joiner_list *from);

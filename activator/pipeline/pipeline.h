@@ -8,7 +8,8 @@
  *   read, admit, restore                               once per wake
  *   reserve, materialize, prepare, gate, exec, ready   per attempt, at most max_starts
  *   replicate, publish, healthy                        once, after a ready attempt
- *   failed                                             retires a started attempt
+ *   failed                                             retires a started attempt (and,
+ *                                                      in a swap, the generation replaced)
  *
  * Every operation is asynchronous: it is called with the wake and finishes by
  * calling act_wake_complete (or act_wake_retired for `failed`) exactly once,
@@ -18,7 +19,12 @@
  *
  * One wake is in flight per host: triggers arriving meanwhile join it and all
  * get its one outcome. Nothing here blocks; timers use
- * sd_event_add_time_relative on CLOCK_MONOTONIC. */
+ * sd_event_add_time_relative on CLOCK_MONOTONIC.
+ *
+ * A swap (act_host_swap) is a wake in swap mode on a serving host: the same
+ * steps start generation N+1 beside the serving generation N, and on success
+ * one more `failed` retires N gracefully. The host stays serving throughout,
+ * because N serves until N+1 does; if N+1 does not make it, N serves on. */
 #pragma once
 
 #include <stdbool.h>
@@ -103,7 +109,8 @@ int act_pipeline_config_check(const act_pipeline_config *config, act_error *err)
 typedef enum act_host_state {
     ACT_HOST_PARKED,   /* nothing runs; a trigger starts a wake */
     ACT_HOST_WAKING,   /* a wake is in flight */
-    ACT_HOST_SERVING,  /* a published, healthy generation serves */
+    ACT_HOST_SERVING,  /* a published, healthy generation serves (a swap may be starting
+                        * its successor meanwhile) */
     ACT_HOST_RETIRING, /* the serving generation is being retired */
     _ACT_HOST_STATE_MAX,
 } act_host_state;
@@ -164,6 +171,14 @@ typedef enum act_wake_event_type {
     ACT_WAKE_EVENT_PARKING,   /* the serving generation is being retired (park_cause) */
     ACT_WAKE_EVENT_PARKED,    /* the host is parked */
     ACT_WAKE_EVENT_PROVEN,    /* a proof cleared the unproven stop */
+    /* A swap's own milestones. They replace WAKING at its start and SERVING,
+     * GAVE_UP or CANCELLED at its end, because none of those is true of a
+     * host that serves all along; the daemon publishes them as swap.started,
+     * swap.done and swap.failed. */
+    ACT_WAKE_EVENT_SWAP_STARTED, /* a swap began */
+    ACT_WAKE_EVENT_SWAP_DONE,    /* N+1 serves and N is retired */
+    ACT_WAKE_EVENT_SWAP_FAILED,  /* N+1 was refused, failed or cancelled (step, reason, message);
+                                  * N serves on unless a park or N's exit ended the swap */
     _ACT_WAKE_EVENT_MAX,
 } act_wake_event_type;
 
@@ -181,6 +196,11 @@ typedef struct act_wake_event {
     uint64_t delay_usec; /* DEFERRED, HELD, BACKOFF */
     uint64_t at_usec;    /* CLOCK_MONOTONIC when it happened */
     const char *message; /* a sentence or NULL; valid during the callback only */
+    /* The transition belongs to a swap: it is about N+1 (or about N's
+     * replacement) while N serves the host's sockets. A consumer that acts on
+     * the sockets when a wake is refused or fails (closing the backlog,
+     * watching for demand) must not do so for these. */
+    bool swap;
 } act_wake_event;
 
 /* Observes every transition. It may be called from inside the act_host_*
@@ -206,30 +226,75 @@ enum {
 
 /* A trigger. Returns one of the ACT_WAKE_* values, -EINVAL or -ENOMEM. done is never
  * called before this returns: outcomes are delivered from the loop. done may
- * be NULL. The callback must not free the host. */
+ * be NULL. The callback must not free the host. During a swap the host serves
+ * (N until N+1 replaces it), so a trigger gets ACT_WAKE_ALREADY_SERVING. */
 int act_host_wake(act_host *host, act_trigger trigger, act_wake_done_fn done, void *userdata);
 
 /* Stops a wake in flight at its next step boundary (timers and budget waits
  * at once, a pending `ready` at once through abandon), runs `failed` for a
  * started attempt, and ends the wake cancelled with reason (ACT_REASON_CANCELLED
  * for a park request, ACT_REASON_NOT_OWNER for a claim taken over). Triggers
- * queued behind a retirement are cancelled too. Returns 1 when something was
- * cancelled, 0 when nothing was in flight. */
+ * queued behind a retirement are cancelled too. A swap is cancelled the same
+ * way: N+1 is retired and N serves on. Once N+1 is healthy and N is being
+ * replaced there is nothing left to cancel (park the host instead). Returns 1
+ * when something was cancelled, 0 when nothing was in flight. */
 int act_host_cancel(act_host *host, act_reason reason, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Parks the host: a serving generation is retired through `failed` (graceful
  * for idle and request), a wake in flight is cancelled. Updates the
- * failure-park streak by cause. Returns 1 when something was started or
- * cancelled, 0 when the host was already parked or retiring. */
+ * failure-park streak by cause. During a swap the host turns RETIRING at once:
+ * the swap is cancelled (N+1 retired), and when it has ended the generation
+ * that serves then (N, or N+1 if N was already being replaced) is parked.
+ * Returns 1 when something was started, queued or cancelled, 0 when the host
+ * was already parked or retiring. */
 int act_host_park(act_host *host, act_park_cause cause);
 
 /* The serving generation's main process exited with status (observed through
  * its pidfd). Status 0 is an idle park; anything else a failure park, whose
  * streak restarts when served_long_enough (it served for FailureResetSec).
  * The generation is retired through `failed` to prove its cgroup empty.
- * -ESRCH when the host is not serving. */
+ * -ESRCH when the host is not serving.
+ *
+ * During a swap, before N+1 is healthy, the exit is N's: the swap is
+ * cancelled (N+1 retired) and then N is retired as above, so the host parks.
+ * The swap is not carried on in N's place because a crash is a failure park
+ * whatever else is in flight (the streak and its backoff pace a crash loop),
+ * N's leftover processes must be proven stopped now rather than after N+1's
+ * ready window and retries, and `failed` retires one generation at a time.
+ * Nothing is refused meanwhile: connections wait in the kept listening
+ * sockets, and the next trigger wakes what the claim then names. While N is
+ * being replaced (N+1 healthy, N's graceful retirement in flight) the exit is
+ * not taken: -EBUSY. N exiting there is the SIGTERM doing its work and its
+ * retirement proves it; a caller whose new generation exited reports it again
+ * once the swap's done reported ACT_WAKE_SERVING. */
 int act_host_generation_exited(act_host *host, int status, bool served_long_enough);
+
+/* Starts a swap on a SERVING host: a wake in swap mode runs read, admit,
+ * restore, the attempt loop (reserve .. ready, with the usual retries, backoff
+ * and budgets) and replicate, publish, healthy for generation N+1 while the
+ * host stays ACT_HOST_SERVING and N keeps serving. On success N is retired
+ * through `failed` with act_wake_retirement(wake)->cause == ACT_RETIRE_REPLACED
+ * (graceful: SIGTERM and StopTimeoutSec first), and then done gets
+ * ACT_WAKE_SERVING.
+ *
+ * If N+1 fails or is refused at any step, its attempt is retired through
+ * `failed` as in a wake (ACT_RETIRE_ATTEMPT, or ACT_RETIRE_UNCERTAIN after
+ * ready), N keeps serving untouched, the host stays SERVING and done gets the
+ * failure (ACT_WAKE_FAILED or ACT_WAKE_REFUSED) with its reason. A refusal
+ * (pin_mismatch at prepare, say) is not retried, as in a wake. A failure after
+ * N+1 was published (healthy failed) is uncertain: N+1 is retired and N kept,
+ * because N still serves while N+1 just failed its health check, and parking
+ * both would turn one bad build into an outage; the claim then names N+1 until
+ * the caller republishes N. A failed swap
+ * leaves the failure-park streak alone: the host never stopped serving.
+ *
+ * Only one swap per host at a time, so the caller can refuse a second with a
+ * clear reason. Returns ACT_WAKE_STARTED; -EBUSY when a wake, swap or
+ * retirement is in flight; -ESRCH when the host is not serving; -EINVAL
+ * without a host; -ENOMEM. done may be NULL and is never called before this
+ * returns. */
+int act_host_swap(act_host *host, act_wake_done_fn done, void *userdata);
 
 /* An earlier generation is now proven stopped (for example the daemon's sweep
  * found its cgroup empty): clears the unproven stop so wakes run again. */
@@ -246,9 +311,13 @@ typedef enum act_retire_cause {
     ACT_RETIRE_UNCERTAIN, /* a failure after ready: the claim may name it; give up */
     ACT_RETIRE_EXITED,    /* the serving generation's main process exited */
     ACT_RETIRE_PARK,      /* the serving generation is parked */
+    ACT_RETIRE_REPLACED,  /* a swap's N+1 is healthy: retire the generation it replaces */
 } act_retire_cause;
 
 typedef struct act_retirement {
+    /* Also says which generation: ATTEMPT and UNCERTAIN the one this wake (or
+     * swap) started, REPLACED the one the swap replaces, PARK and EXITED the
+     * one serving. */
     act_retire_cause cause;
     act_reason reason;         /* why (ACT_REASON_NONE for an idle park) */
     unsigned attempt;          /* the attempt retired; 0 for a serving generation */
@@ -282,6 +351,10 @@ act_step act_wake_step(const act_wake *wake);
 unsigned act_wake_attempt(const act_wake *wake);
 /* What `failed` must retire; valid while `failed` runs. */
 const act_retirement *act_wake_retirement(const act_wake *wake);
+/* True for a wake started by act_host_swap: ops use it to keep the serving
+ * generation separate from the one being started (two generations of the host
+ * run at once only during a swap). */
+bool act_wake_is_swap(const act_wake *wake);
 
 /* Per-wake data for the operations (the admitted claim, the generation's
  * handles...). destroy, if set, runs when the wake is freed. */

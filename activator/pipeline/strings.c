@@ -66,6 +66,9 @@ const char *act_wake_event_type_to_string(act_wake_event_type type)
         [ACT_WAKE_EVENT_GAVE_UP] = "gave_up",     [ACT_WAKE_EVENT_CANCELLED] = "cancelled",
         [ACT_WAKE_EVENT_EXITED] = "exited",       [ACT_WAKE_EVENT_PARKING] = "parking",
         [ACT_WAKE_EVENT_PARKED] = "parked",       [ACT_WAKE_EVENT_PROVEN] = "proven",
+        [ACT_WAKE_EVENT_SWAP_STARTED] = "swap_started",
+        [ACT_WAKE_EVENT_SWAP_DONE] = "swap_done",
+        [ACT_WAKE_EVENT_SWAP_FAILED] = "swap_failed",
     };
     return NAME_OF(names, type);
 }

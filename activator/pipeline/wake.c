@@ -1,5 +1,5 @@
-/* The step machine of one wake (or of one retirement of a serving
- * generation).
+/* The step machine of one wake (or of one swap, or of one retirement of a
+ * serving generation).
  *
  * Operations complete into act_wake_complete / act_wake_retired, which only
  * record the outcome and arm the wake's advance source. The machine moves on
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "activator/pipeline/pipeline-internal.h"
+#include "common/cleanup.h"
 #include "common/log.h"
 
 /* Timers here are policy (backoff, windows), not measurement: a millisecond
@@ -72,6 +73,7 @@ static void emit(act_wake *wake, act_wake_event_type type, act_step step, act_re
         .park_cause = wake->retirement.park_cause,
         .delay_usec = delay_usec,
         .message = message,
+        .swap = wake->mode == ACT_WAKE_MODE_SWAP,
     };
     act_host_emit(wake->host, &event);
 }
@@ -309,6 +311,34 @@ static void wake_step_failed(act_wake *wake)
     wake_retire_attempt(wake, reason, record);
 }
 
+/* N+1 is published and healthy: the swap's last step retires the generation
+ * it replaces, with the grace a park gives, for N's requests in flight. */
+static void wake_retire_replaced(act_wake *wake)
+{
+    wake->retirement = (act_retirement){
+        .cause = ACT_RETIRE_REPLACED,
+        .reason = ACT_REASON_NONE,
+        .graceful = true,
+    };
+    wake_call(wake, ACT_STEP_FAILED);
+}
+
+bool act_wake_is_replacing(const act_wake *wake)
+{
+    return wake->mode == ACT_WAKE_MODE_SWAP && wake->step == ACT_STEP_FAILED &&
+           wake->retirement.cause == ACT_RETIRE_REPLACED;
+}
+
+static void wake_finish_serving(act_wake *wake, const char *replaced)
+{
+    act_host *host = wake->host;
+    char message[ACT_MESSAGE_MAX * 2];
+    snprintf(message, sizeof(message), "host %s %s (attempt %u of %u)%s", host->name,
+             wake->mode == ACT_WAKE_MODE_SWAP ? "serves its new generation" : "serves",
+             wake->attempt, host->config.max_starts, replaced ? replaced : "");
+    wake_finish(wake, ACT_WAKE_SERVING, ACT_REASON_NONE, ACT_STEP_HEALTHY, message);
+}
+
 static void wake_retired(act_wake *wake)
 {
     act_host *host = wake->host;
@@ -326,6 +356,20 @@ static void wake_retired(act_wake *wake)
     if (wake->mode == ACT_WAKE_MODE_RETIRE) {
         wake_finish(wake, ACT_WAKE_CANCELLED, ACT_REASON_CANCELLED, ACT_STEP_FAILED,
                     wake->cancel_message);
+        return;
+    }
+    if (act_wake_is_replacing(wake)) {
+        /* N+1 serves whatever became of N; an unproven N only holds back
+         * later starts, as any unproven generation does. */
+        if (proven) {
+            wake_finish_serving(wake, "; the generation it replaced is proven stopped");
+            return;
+        }
+        snprintf(message, sizeof(message),
+                 "; the generation it replaced is not proven stopped (%s), so no further start "
+                 "until a proof",
+                 wake->completed_message[0] ? wake->completed_message : "no detail");
+        wake_finish_serving(wake, message);
         return;
     }
     if (wake->cancel_requested) {
@@ -368,7 +412,6 @@ static void wake_retired(act_wake *wake)
 
 static void wake_step_done(act_wake *wake)
 {
-    act_host *host = wake->host;
     act_step step = wake->step;
 
     if (step == ACT_STEP_FAILED) {
@@ -419,14 +462,15 @@ static void wake_step_done(act_wake *wake)
         emit(wake, ACT_WAKE_EVENT_PUBLISHED, step, ACT_REASON_NONE, 0, NULL);
         wake_call(wake, ACT_STEP_HEALTHY);
         return;
-    case ACT_STEP_HEALTHY: {
-        char message[ACT_MESSAGE_MAX];
+    case ACT_STEP_HEALTHY:
+        /* The generation serves: it is no attempt any more, and nothing
+         * retires it as one. */
         wake->attempt_live = false;
-        snprintf(message, sizeof(message), "host %s serves (attempt %u of %u)", host->name,
-                 wake->attempt, host->config.max_starts);
-        wake_finish(wake, ACT_WAKE_SERVING, ACT_REASON_NONE, step, message);
+        if (wake->mode == ACT_WAKE_MODE_SWAP)
+            wake_retire_replaced(wake);
+        else
+            wake_finish_serving(wake, NULL);
         return;
-    }
     default:
         return;
     }
@@ -528,11 +572,16 @@ static void wake_begin(act_wake *wake)
         wake_call(wake, ACT_STEP_FAILED);
         return;
     }
-    emit(wake, ACT_WAKE_EVENT_WAKING, ACT_STEP_NONE, ACT_REASON_NONE, 0, NULL);
+    emit(wake,
+         wake->mode == ACT_WAKE_MODE_SWAP ? ACT_WAKE_EVENT_SWAP_STARTED : ACT_WAKE_EVENT_WAKING,
+         ACT_STEP_NONE, ACT_REASON_NONE, 0, NULL);
     if (wake->cancel_requested) {
         wake_cancel_cleanup(wake);
         return;
     }
+    /* A swap never waits here in practice: the wake that made N serve waited
+     * the delay out, and only a park or a failed wake (never a failed swap)
+     * starts a new one. */
     uint64_t delay =
         act_failure_park_delay_usec(host->failure_streak, host->config.park_backoff_base_usec,
                                     host->config.park_backoff_max_usec);
@@ -715,6 +764,12 @@ static void wake_finish(act_wake *wake, act_wake_kind kind, act_reason reason, a
         result.kind = ACT_WAKE_CANCELLED;
         result.reason = wake->cancel_requested ? wake->cancel_reason : ACT_REASON_CANCELLED;
         result.step = ACT_STEP_NONE;
+    } else if (wake->mode == ACT_WAKE_MODE_SWAP) {
+        /* The host served throughout (N, or N+1 now), so its state and its
+         * failure-park streak stay as they are; a park or an exit that came
+         * meanwhile already made it RETIRING and queued its retirement. */
+        emit(wake, kind == ACT_WAKE_SERVING ? ACT_WAKE_EVENT_SWAP_DONE : ACT_WAKE_EVENT_SWAP_FAILED,
+             step, reason, 0, text);
     } else {
         host->state = kind == ACT_WAKE_SERVING ? ACT_HOST_SERVING : ACT_HOST_PARKED;
         if (kind == ACT_WAKE_FAILED) {
@@ -730,7 +785,11 @@ static void wake_finish(act_wake *wake, act_wake_kind kind, act_reason reason, a
             emit(wake, terminal_event(kind), step, reason, 0, text);
     }
 
-    if (followers.head) {
+    if (wake->queued_retirement) {
+        /* Triggers that came meanwhile already follow the retirement. */
+        host->current = TAKE_PTR(wake->queued_retirement);
+        act_wake_kick(host->current);
+    } else if (followers.head) {
         act_wake *next = NULL;
         if (act_wake_new(host, ACT_WAKE_MODE_START, wake->trigger, &next) >= 0) {
             next->joiners = followers;
@@ -787,6 +846,7 @@ void act_wake_free(act_wake *wake)
     stop_timer(&wake->window);
     joiner_list_free(&wake->joiners);
     joiner_list_free(&wake->followers);
+    act_wake_free(wake->queued_retirement);
     if (wake->destroy)
         wake->destroy(wake->data);
     free(wake);
@@ -810,6 +870,11 @@ unsigned act_wake_attempt(const act_wake *wake)
 const act_retirement *act_wake_retirement(const act_wake *wake)
 {
     return &wake->retirement;
+}
+
+bool act_wake_is_swap(const act_wake *wake)
+{
+    return wake && wake->mode == ACT_WAKE_MODE_SWAP;
 }
 
 void act_wake_set_data(act_wake *wake, void *data, void (*destroy)(void *data))

@@ -33,8 +33,10 @@ static void fake_step(act_wake *wake, void *userdata)
     fake_ops *fake = userdata;
     act_step step = act_wake_step(wake);
     unsigned index = fake->calls[step]++;
-    if (fake->log_len < FAKE_MAX_LOG)
+    if (fake->log_len < FAKE_MAX_LOG) {
+        fake->log_swap[fake->log_len] = act_wake_is_swap(wake);
         fake->log[fake->log_len++] = step;
+    }
     if (step == ACT_STEP_RESERVE && fake->reserve_order) {
         snprintf(fake->reserve_order[*fake->reserve_order_len], 16, "%s", fake->label);
         (*fake->reserve_order_len)++;
@@ -111,6 +113,7 @@ void fake_on_event(act_host *host, const act_wake_event *event, void *userdata)
         .reason = event->reason,
         .delay_usec = event->delay_usec,
         .at_usec = event->at_usec,
+        .swap = event->swap,
     };
 }
 

@@ -18,6 +18,7 @@ typedef struct fake_event {
     act_reason reason;
     uint64_t delay_usec;
     uint64_t at_usec;
+    bool swap;
 } fake_event;
 
 typedef struct fake_result {
@@ -47,6 +48,7 @@ struct fake_ops {
     /* What happened. */
     unsigned calls[_ACT_STEP_MAX];
     act_step log[FAKE_MAX_LOG];
+    bool log_swap[FAKE_MAX_LOG]; /* act_wake_is_swap for that call */
     unsigned log_len;
     act_retirement retirements[FAKE_MAX_CALLS];
     unsigned abandoned;

@@ -14,58 +14,7 @@
 #include "activator/pipeline/pipeline.h"
 #include "common/cleanup.h"
 #include "fake-ops.h"
-
-#define MSEC 1000ULL
-
-typedef struct fixture {
-    sd_event *loop;
-    fake_ops fake;
-    act_pipeline_config config;
-    act_host *host;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof(*f));
-    assert_non_null(f);
-    assert_int_equal(sd_event_new(&f->loop), 0);
-    fake_ops_init(&f->fake, f->loop);
-    act_pipeline_config_init(&f->config);
-    f->config.backoff_unit_usec = 20 * MSEC;
-    f->config.ready_timeout_usec = 30 * MSEC;
-    f->config.park_backoff_base_usec = 40 * MSEC;
-    f->config.park_backoff_max_usec = 1000 * MSEC;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    if (f->host) {
-        /* Let anything still in flight finish before freeing. */
-        for (int i = 0; i < 200 && act_host_free(f->host) == -EBUSY; i++)
-            sd_event_run(f->loop, 10 * MSEC);
-    }
-    sd_event_unref(f->loop);
-    free(f);
-    return 0;
-}
-
-static void make_host(fixture *f)
-{
-    act_error err = {0};
-    assert_int_equal(act_host_new(f->loop, "web1", &f->config, &f->fake.table, &f->fake,
-                                  fake_on_event, &f->fake, &f->host, &err),
-                     0);
-}
-
-static void wake_and_wait(fixture *f, fake_result *result)
-{
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, result),
-                     ACT_WAKE_STARTED);
-    assert_true(fake_run_until(f->loop, &result->count, 5000));
-}
+#include "fixture.h"
 
 static void happy_path_runs_every_step_in_order(void **state)
 {
@@ -486,20 +435,6 @@ static void a_trigger_after_cancel_starts_a_fresh_wake(void **state)
     assert_int_equal(cancelled.kind, ACT_WAKE_CANCELLED);
     assert_int_equal(fresh.kind, ACT_WAKE_SERVING);
     assert_int_equal(f->fake.calls[ACT_STEP_READ], 2);
-}
-
-static void serve(fixture *f)
-{
-    fake_result result = {0};
-    wake_and_wait(f, &result);
-    assert_int_equal(result.kind, ACT_WAKE_SERVING);
-}
-
-static void wait_parked(fixture *f)
-{
-    for (int i = 0; i < 500 && act_host_get_state(f->host) != ACT_HOST_PARKED; i++)
-        sd_event_run(f->loop, 10 * MSEC);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_PARKED);
 }
 
 static void exits_and_parks_drive_the_failure_park_backoff(void **state)
