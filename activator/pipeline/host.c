@@ -28,8 +28,8 @@ void act_host_emit(act_host *host, const act_wake_event *event)
     host->on_event(host, &stamped, host->event_userdata);
 }
 
-static void emit_host(act_host *host, act_wake_event_type type, act_reason reason, act_trigger trigger,
-                      act_park_cause cause, int status, const char *message)
+static void emit_host(act_host *host, act_wake_event_type type, act_reason reason,
+                      act_trigger trigger, act_park_cause cause, int status, const char *message)
 {
     act_wake_event event = {
         .type = type,
@@ -270,7 +270,8 @@ int act_host_park(act_host *host, act_park_cause cause)
         if (r < 0)
             return r;
         note_park(host, cause, false);
-        emit_host(host, ACT_WAKE_EVENT_PARKING, retirement.reason, ACT_TRIGGER_WARM, cause, 0, NULL);
+        emit_host(host, ACT_WAKE_EVENT_PARKING, retirement.reason, ACT_TRIGGER_WARM, cause, 0,
+                  NULL);
         return 1;
     }
     case ACT_HOST_WAKING:
@@ -309,7 +310,8 @@ int act_host_generation_exited(act_host *host, int status, bool served_long_enou
     if (r < 0)
         return r;
     note_park(host, cause, served_long_enough);
-    emit_host(host, ACT_WAKE_EVENT_EXITED, retirement.reason, ACT_TRIGGER_WARM, cause, status, NULL);
+    emit_host(host, ACT_WAKE_EVENT_EXITED, retirement.reason, ACT_TRIGGER_WARM, cause, status,
+              NULL);
     return 0;
 }
 
@@ -318,7 +320,8 @@ void act_host_report_proof(act_host *host)
     if (!host->unproven)
         return;
     host->unproven = false;
-    emit_host(host, ACT_WAKE_EVENT_PROVEN, ACT_REASON_NONE, ACT_TRIGGER_WARM, ACT_PARK_IDLE, 0, NULL);
+    emit_host(host, ACT_WAKE_EVENT_PROVEN, ACT_REASON_NONE, ACT_TRIGGER_WARM, ACT_PARK_IDLE, 0,
+              NULL);
 }
 
 const char *act_host_name(const act_host *host)

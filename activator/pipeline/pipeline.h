@@ -149,14 +149,14 @@ typedef struct act_wake_result {
 typedef void (*act_wake_done_fn)(act_host *host, const act_wake_result *result, void *userdata);
 
 typedef enum act_wake_event_type {
-    ACT_WAKE_EVENT_WAKING,    /* a wake began (trigger) */
-    ACT_WAKE_EVENT_JOINED,    /* a trigger joined the wake in flight (trigger) */
-    ACT_WAKE_EVENT_DEFERRED,  /* the wake waits out the failure-park backoff (delay_usec) */
-    ACT_WAKE_EVENT_STEP,      /* an operation was called (step, attempt) */
-    ACT_WAKE_EVENT_ADMITTED,  /* admit succeeded */
-    ACT_WAKE_EVENT_HELD,      /* a start waits for a budget (delay_usec, 0 when queued for a slot) */
-    ACT_WAKE_EVENT_EXECUTED,  /* exec succeeded: the build runs */
-    ACT_WAKE_EVENT_READY,     /* ready succeeded */
+    ACT_WAKE_EVENT_WAKING,   /* a wake began (trigger) */
+    ACT_WAKE_EVENT_JOINED,   /* a trigger joined the wake in flight (trigger) */
+    ACT_WAKE_EVENT_DEFERRED, /* the wake waits out the failure-park backoff (delay_usec) */
+    ACT_WAKE_EVENT_STEP,     /* an operation was called (step, attempt) */
+    ACT_WAKE_EVENT_ADMITTED, /* admit succeeded */
+    ACT_WAKE_EVENT_HELD,     /* a start waits for a budget (delay_usec, 0 when queued for a slot) */
+    ACT_WAKE_EVENT_EXECUTED, /* exec succeeded: the build runs */
+    ACT_WAKE_EVENT_READY,    /* ready succeeded */
     ACT_WAKE_EVENT_PUBLISHED, /* publish succeeded */
     ACT_WAKE_EVENT_FAILED,    /* a step failed (step, attempt, reason) */
     ACT_WAKE_EVENT_REFUSED,   /* a step refused (step, attempt, reason) */

@@ -297,8 +297,8 @@ static void wake_step_failed(act_wake *wake)
         step_in_attempt(step) && step != ACT_STEP_GATE && act_reason_is_retryable(reason);
     snprintf(wake->failure_message, sizeof(wake->failure_message), "%s", wake->completed_message);
 
-    emit(wake, wake->failure_refused ? ACT_WAKE_EVENT_REFUSED : ACT_WAKE_EVENT_FAILED, step, reason, 0,
-         wake->failure_message);
+    emit(wake, wake->failure_refused ? ACT_WAKE_EVENT_REFUSED : ACT_WAKE_EVENT_FAILED, step, reason,
+         0, wake->failure_message);
 
     if (!wake->attempt_live) {
         /* read, admit and restore start nothing the pipeline must retire;
@@ -394,7 +394,8 @@ static void wake_retired(act_wake *wake)
         int r = arm(wake, &wake->timer, delay, timer_fired);
         if (r >= 0) {
             wake->phase = ACT_PHASE_BACKOFF;
-            emit(wake, ACT_WAKE_EVENT_BACKOFF, wake->failure_step, wake->failure_reason, delay, NULL);
+            emit(wake, ACT_WAKE_EVENT_BACKOFF, wake->failure_step, wake->failure_reason, delay,
+                 NULL);
             return;
         }
         snprintf(message, sizeof(message), "%s; host %s: cannot arm the backoff timer: %s",
@@ -590,7 +591,8 @@ static void wake_begin(act_wake *wake)
         int r = arm(wake, &wake->timer, delay - since, timer_fired);
         if (r >= 0) {
             wake->phase = ACT_PHASE_DELAY;
-            emit(wake, ACT_WAKE_EVENT_DEFERRED, ACT_STEP_NONE, ACT_REASON_NONE, delay - since, NULL);
+            emit(wake, ACT_WAKE_EVENT_DEFERRED, ACT_STEP_NONE, ACT_REASON_NONE, delay - since,
+                 NULL);
             return;
         }
         /* Without a timer the backoff cannot be honoured; waking at once is

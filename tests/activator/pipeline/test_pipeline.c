@@ -43,8 +43,9 @@ static void happy_path_runs_every_step_in_order(void **state)
     assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 0);
 
     /* The milestones come in pipeline order. */
-    const act_wake_event_type milestones[] = {ACT_WAKE_EVENT_WAKING, ACT_WAKE_EVENT_ADMITTED,  ACT_WAKE_EVENT_EXECUTED,
-                                         ACT_WAKE_EVENT_READY,  ACT_WAKE_EVENT_PUBLISHED, ACT_WAKE_EVENT_SERVING};
+    const act_wake_event_type milestones[] = {ACT_WAKE_EVENT_WAKING,    ACT_WAKE_EVENT_ADMITTED,
+                                              ACT_WAKE_EVENT_EXECUTED,  ACT_WAKE_EVENT_READY,
+                                              ACT_WAKE_EVENT_PUBLISHED, ACT_WAKE_EVENT_SERVING};
     int last = -1;
     for (size_t i = 0; i < ARRAY_SIZE(milestones); i++) {
         int at = fake_find_event(&f->fake, milestones[i], 0);
@@ -462,7 +463,8 @@ static void exits_and_parks_drive_the_failure_park_backoff(void **state)
         int read = -1;
         for (unsigned i = (unsigned)fake_find_event(&f->fake, ACT_WAKE_EVENT_DEFERRED, deferred);
              i < f->fake.n_events && read < 0; i++)
-            if (f->fake.events[i].type == ACT_WAKE_EVENT_STEP && f->fake.events[i].step == ACT_STEP_READ)
+            if (f->fake.events[i].type == ACT_WAKE_EVENT_STEP &&
+                f->fake.events[i].step == ACT_STEP_READ)
                 read = (int)i;
         assert_true(read > 0);
         assert_true(f->fake.events[read].at_usec - event->at_usec + 500 >= event->delay_usec);
