@@ -347,11 +347,16 @@ void dh_staged_exec_path(dh_daemon *d, const char *host, const char *version, ch
 
 /* ---- the daemon's notify socket ------------------------------------------- */
 
-static void handle_notify_message(dh_daemon *d, char *text)
+static void handle_notify_message(dh_daemon *d, char *text, bool with_fds)
 {
     pthread_mutex_lock(&d->notify_lock);
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        if (strcmp(line, "READY=1") == 0)
+    char *saved = NULL;
+    for (char *line = strtok_r(text, "\n", &saved); line; line = strtok_r(NULL, "\n", &saved)) {
+        if (with_fds && strncmp(line, "FDNAME=", 7) == 0) {
+            size_t used = strlen(d->fd_names);
+            snprintf(d->fd_names + used, sizeof(d->fd_names) - used, "%s%s", used ? " " : "",
+                     line + 7);
+        } else if (strcmp(line, "READY=1") == 0)
             d->ready_seen = true;
         else if (strcmp(line, "STOPPING=1") == 0)
             d->stopping_seen = true;
@@ -390,7 +395,7 @@ static bool read_notify(dh_daemon *d)
         pthread_mutex_unlock(&d->notify_lock);
     }
     text[n] = '\0';
-    handle_notify_message(d, text);
+    handle_notify_message(d, text, CMSG_FIRSTHDR(&msg) != NULL);
     return true;
 }
 
@@ -444,6 +449,33 @@ static bool notify_flag(dh_daemon *d, const bool *flag)
     bool value = *flag;
     pthread_mutex_unlock(&d->notify_lock);
     return value;
+}
+
+bool dh_notify_status_wait(dh_daemon *d, const char *text, int timeout_ms, char *last,
+                           size_t size)
+{
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        pthread_mutex_lock(&d->notify_lock);
+        bool found = strstr(d->last_status, text) != NULL;
+        if (last)
+            snprintf(last, size, "%s", d->last_status);
+        pthread_mutex_unlock(&d->notify_lock);
+        if (found)
+            return true;
+        if (now_ms() >= deadline)
+            return false;
+        sleep_ms(10);
+    }
+}
+
+unsigned dh_notify_stored_fds(dh_daemon *d, char *names, size_t size)
+{
+    pthread_mutex_lock(&d->notify_lock);
+    unsigned count = d->fds_received;
+    snprintf(names, size, "%s", d->fd_names);
+    pthread_mutex_unlock(&d->notify_lock);
+    return count;
 }
 
 /* ---- start and stop ------------------------------------------------------- */

@@ -99,6 +99,7 @@ typedef struct dh_daemon {
     bool ready_seen;    /* READY=1 */
     bool stopping_seen; /* STOPPING=1 */
     unsigned fds_received;
+    char fd_names[512]; /* FDNAME= values of FDSTORE=1 messages, space-separated */
     char last_status[256];
 
     nng_socket sub;
@@ -163,6 +164,14 @@ bool dh_log_wait(dh_daemon *d, const char *text, int timeout_ms);
 
 /* Polls status until host is in state (e.g. "parked"); false on timeout. */
 bool dh_wait_state(dh_daemon *d, const char *host, const char *state, int timeout_ms);
+
+/* Waits up to timeout_ms for the daemon's last STATUS= to contain text;
+ * returns false with the last STATUS= in last (may be NULL) otherwise. */
+bool dh_notify_status_wait(dh_daemon *d, const char *text, int timeout_ms, char *last,
+                           size_t size);
+
+/* The FDNAME= names and the number of fds the daemon stored with FDSTORE=1. */
+unsigned dh_notify_stored_fds(dh_daemon *d, char *names, size_t size);
 
 /* Prints the last lines of the daemon's log (stderr of the daemon). */
 void dh_dump_log(dh_daemon *d);

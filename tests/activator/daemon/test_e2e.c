@@ -271,6 +271,33 @@ static void test_sigterm_while_waking(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* What systemd sees: the listening sockets kept in its FD store by name, and
+ * STATUS= counting hosts by state as they change. */
+static void test_notify_socket_fd_store_and_status(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, store_kind, NULL);
+    dh_write_app_host(d, "demo", dh_free_port(), NULL, NULL);
+    dh_stage(d, "demo", "v1", true, NULL);
+    dh_start(d, NULL);
+
+    char names[512], status[256];
+    unsigned stored = dh_notify_stored_fds(d, names, sizeof(names));
+    DH_CHECK(d, stored == 1 && strcmp(names, "demo/0") == 0,
+             "expected demo's one socket in the FD store as demo/0, got %u fds named \"%s\"",
+             stored, names);
+    DH_CHECK(d, dh_notify_status_wait(d, "0 serving", 1000, status, sizeof(status)),
+             "STATUS= after start: \"%s\"", status);
+
+    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+    bool served = dh_reply_ok(reply);
+    json_object_put(reply);
+    DH_CHECK(d, served, "wake failed");
+    DH_CHECK(d, dh_notify_status_wait(d, "1 serving", 2000, status, sizeof(status)),
+             "STATUS= does not count the serving host: \"%s\"", status);
+    dh_stop_and_check_clean(d);
+}
+
 /* Another box named executor under a serving host: the local generation is
  * retired with proof at once, and the other box's claim is left alone. */
 static void test_claim_taken_while_serving_retires_the_generation(void **state)
@@ -324,6 +351,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_stage_assign_wake_serves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wake_events_in_order_without_gaps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_notify_socket_fd_store_and_status, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_while_serving, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_while_waking, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_taken_while_serving_retires_the_generation,
