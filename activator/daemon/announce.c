@@ -149,6 +149,8 @@ void act_announce(act_host *pipeline, const act_wake_event *event, void *userdat
     case ACT_WAKE_EVENT_PARKED:
         /* Parked: the sockets are ours to watch again, for the next client. */
         act_idle_watch(host, false);
+        if (!host->serving && !host->starting)
+            act_host_dir_close(host);
         if (!host->daemon->stopping)
             act_host_watch_demand(host, true);
         break;

@@ -66,7 +66,7 @@ static int open_store(act_daemon *daemon, act_error *err)
         return r;
     /* READY=1 promises that the store answered: ask it once. */
     claim probe;
-    if (daemon->n_hosts) {
+    if (daemon->n_host_configs) {
         r = claims_read(daemon->store, daemon->host_configs[0].name, &probe, err);
         if (r < 0)
             return act_error_prefix(err, "Store=%s does not answer", daemon->config.store);
@@ -190,7 +190,7 @@ static int load_configuration(act_daemon *daemon, const char *path, act_error *e
                              path, path);
     }
     r = act_config_load_hosts(daemon->config.hosts_directory, &daemon->host_configs,
-                              &daemon->n_hosts, &errors);
+                              &daemon->n_host_configs, &errors);
     if (r < 0) {
         act_config_errors_print(&errors, stderr);
         act_config_errors_free(&errors);
@@ -201,7 +201,7 @@ static int load_configuration(act_daemon *daemon, const char *path, act_error *e
     for (size_t i = 0; i < errors.n; i++)
         act_log(LOG_ERR, "%s (host not loaded)", errors.items[i].text);
     act_config_errors_free(&errors);
-    qsort(daemon->host_configs, daemon->n_hosts, sizeof(*daemon->host_configs),
+    qsort(daemon->host_configs, daemon->n_host_configs, sizeof(*daemon->host_configs),
           compare_host_configs);
     return 0;
 }
@@ -274,7 +274,8 @@ static void teardown(act_daemon *daemon)
     cg_root_free(daemon->cgroups);
     if (daemon->state_dirfd >= 0)
         close(daemon->state_dirfd);
-    act_host_configs_free(daemon->host_configs, daemon->n_hosts);
+    cg_seccomp_program_free(daemon->default_seccomp);
+    act_host_configs_free(daemon->host_configs, daemon->n_host_configs);
     act_daemon_config_free(&daemon->config);
     sd_event_unref(daemon->loop);
 }

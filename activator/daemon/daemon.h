@@ -90,7 +90,7 @@ struct act_daemon_host {
     int *listen_fds;                 /* config->n_listen, bound at start-up */
     char **listen_names;             /* LISTEN_FDNAMES entries */
     sd_event_source **demand_sources; /* watching the sockets while parked */
-    cg_seccomp_program *seccomp;     /* compiled once from SystemCallFilter= */
+    cg_seccomp_program *seccomp;     /* a filter of its own, or NULL */
     uid_t uid;                       /* User=, or ours */
     gid_t gid;
     bool have_credentials;
@@ -113,9 +113,11 @@ struct act_daemon_host {
 struct act_daemon {
     sd_event *loop;
     act_daemon_config config;
-    act_host_config *host_configs;
+    act_host_config *host_configs;   /* every host file that loaded */
+    size_t n_host_configs;
+    act_daemon_host *hosts;          /* the hosts set up, sorted by name */
     size_t n_hosts;
-    act_daemon_host *hosts;          /* sorted by name, parallel to host_configs */
+    cg_seccomp_program *default_seccomp; /* SystemCallFilter=default, shared */
     char incarnation[33];            /* random per start */
     int state_dirfd;
     claim_store *store;
@@ -144,6 +146,12 @@ void act_hosts_teardown(act_daemon *daemon);
 act_daemon_host *act_hosts_find(act_daemon *daemon, const char *name);
 /* Watches a parked host's sockets for the first connection (or stops). */
 void act_host_watch_demand(act_daemon_host *host, bool watch);
+/* <state>/hosts/<host>, opened (and created) when first needed and kept
+ * open only while the host is active: 10,000 parked hosts hold no dir fd. */
+int act_host_dir(act_daemon_host *host, act_error *err);
+void act_host_dir_close(act_daemon_host *host);
+/* The compiled SystemCallFilter= of the host (shared for the plain default). */
+const cg_seccomp_program *act_host_seccomp(const act_daemon_host *host);
 /* Accepts and closes the connections waiting on a host's sockets. */
 void act_host_drain_backlog(act_daemon_host *host);
 /* User= and Group= looked up on this box; *have is false without User=. */

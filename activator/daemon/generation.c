@@ -74,7 +74,8 @@ int act_generation_write_record(act_generation *gen, act_generation_phase phase,
     };
     snprintf(record.host, sizeof(record.host), "%s", host->config->name);
     snprintf(record.incarnation, sizeof(record.incarnation), "%s", host->daemon->incarnation);
-    return act_records_write_generation(host->host_dirfd, &record, err);
+    int dirfd = act_host_dir(host, err);
+    return dirfd < 0 ? dirfd : act_records_write_generation(dirfd, &record, err);
 }
 
 static int exit_status_of(const siginfo_t *info)
@@ -213,7 +214,7 @@ static int spawn(act_generation *gen, int exec_fd, const char *const *argv, char
     spec.rlimits = &nofile;
     spec.n_rlimits = 1;
     spec.no_new_privs = true;
-    spec.seccomp = host->seccomp;
+    spec.seccomp = act_host_seccomp(host);
 
     return cg_spawn(gen->leaf, &spec, out, err);
 }
@@ -300,7 +301,8 @@ static void finish_retire(act_generation *gen, bool proven, const char *why)
     if (proven) {
         if (cg_leaf_remove(gen->leaf, &err) < 0)
             act_log(LOG_WARNING, "host %s: %s", gen->host->config->name, err.message);
-        if (act_records_remove_generation(gen->host->host_dirfd, gen->number, &err) < 0)
+        int dirfd = act_host_dir(gen->host, &err);
+        if (dirfd < 0 || act_records_remove_generation(dirfd, gen->number, &err) < 0)
             act_log(LOG_WARNING, "host %s: %s", gen->host->config->name, err.message);
     }
     act_notify_free(TAKE_PTR(gen->notify));

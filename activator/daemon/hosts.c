@@ -150,13 +150,43 @@ int act_host_credentials(const act_host_config *config, uid_t *uid, gid_t *gid, 
     return 0;
 }
 
-static int compile_filter(act_daemon_host *host, act_error *err)
+/* Most hosts run the default profile: one compiled program serves them all. */
+static int compile_filter(act_daemon *daemon, act_daemon_host *host, act_error *err)
 {
     const act_syscall_filter *filter = &host->config->limits.syscall_filter;
+    bool plain_default = filter->base == ACT_SYSCALLS_DEFAULT && !filter->allow && !filter->deny;
+    if (plain_default && daemon->default_seccomp)
+        return 0;
+    cg_seccomp_program **out = plain_default ? &daemon->default_seccomp : &host->seccomp;
     int r = cg_seccomp_compile(filter->base == ACT_SYSCALLS_NONE ? "none" : "default",
                                (const char *const *)filter->allow,
-                               (const char *const *)filter->deny, &host->seccomp, err);
+                               (const char *const *)filter->deny, out, err);
     return r < 0 ? act_error_prefix(err, "host %s: SystemCallFilter=", host->config->name) : 0;
+}
+
+const cg_seccomp_program *act_host_seccomp(const act_daemon_host *host)
+{
+    const act_syscall_filter *filter = &host->config->limits.syscall_filter;
+    if (filter->base == ACT_SYSCALLS_DEFAULT && !filter->allow && !filter->deny)
+        return host->daemon->default_seccomp;
+    return host->seccomp;
+}
+
+int act_host_dir(act_daemon_host *host, act_error *err)
+{
+    if (host->host_dirfd >= 0)
+        return host->host_dirfd;
+    int fd = act_records_open_host(host->daemon->state_dirfd, host->config->name, err);
+    if (fd >= 0)
+        host->host_dirfd = fd;
+    return fd;
+}
+
+void act_host_dir_close(act_daemon_host *host)
+{
+    if (host->host_dirfd >= 0)
+        close(host->host_dirfd);
+    host->host_dirfd = -1;
 }
 
 static void pipeline_config_for(const act_daemon *daemon, const act_host_config *config,
@@ -176,13 +206,12 @@ static int setup_host(act_daemon *daemon, act_daemon_host *host, const act_host_
     host->daemon = daemon;
     host->config = config;
     host->host_dirfd = -1;
-    int r = act_records_open_host(daemon->state_dirfd, config->name, err);
-    if (r < 0)
-        return r;
-    host->host_dirfd = r;
-    if ((r = bind_sockets(host, inherited, err)) < 0 || (r = act_host_credentials(config, &host->uid, &host->gid, &host->have_credentials,
+    int r = act_host_dir(host, err); /* creates hosts/<host>/ now, not at the first wake */
+    act_host_dir_close(host);
+    if (r < 0 || (r = bind_sockets(host, inherited, err)) < 0 ||
+        (r = act_host_credentials(config, &host->uid, &host->gid, &host->have_credentials,
                                   err)) < 0 ||
-        (r = compile_filter(host, err)) < 0)
+        (r = compile_filter(daemon, host, err)) < 0)
         return r;
     act_pipeline_config pipeline_config;
     pipeline_config_for(daemon, config, &pipeline_config);
@@ -190,21 +219,55 @@ static int setup_host(act_daemon *daemon, act_daemon_host *host, const act_host_
                         act_announce, host, &host->pipeline, err);
 }
 
+static void teardown_host(act_daemon_host *host)
+{
+    if (!host->daemon)
+        return;
+    if (host->pipeline && act_host_free(host->pipeline) < 0)
+        act_log(LOG_WARNING, "host %s: pipeline still busy at exit", host->config->name);
+    for (uint16_t j = 0; host->listen_fds && j < host->config->n_listen; j++) {
+        sd_event_source_disable_unref(host->demand_sources[j]);
+        if (host->listen_fds[j] >= 0)
+            close(host->listen_fds[j]);
+        free(host->listen_names[j]);
+    }
+    free(host->demand_sources);
+    free(host->listen_fds);
+    free(host->listen_names);
+    cg_seccomp_program_free(host->seccomp);
+    act_wake_state_free(host->w);
+    sd_event_source_disable_unref(host->idle_timer);
+    act_generation_free(host->serving);
+    act_generation_free(host->starting);
+    act_host_dir_close(host);
+    *host = (act_daemon_host){0};
+}
+
 int act_hosts_setup(act_daemon *daemon, act_error *err)
 {
-    daemon->hosts = calloc(daemon->n_hosts ? daemon->n_hosts : 1, sizeof(*daemon->hosts));
+    daemon->hosts =
+        calloc(daemon->n_host_configs ? daemon->n_host_configs : 1, sizeof(*daemon->hosts));
     if (!daemon->hosts)
         return act_error_set(err, ENOMEM, "out of memory");
     inherited_fds inherited = {0};
     inherited_collect(&inherited);
-    int r = 0;
-    /* act_config_load_hosts returns the hosts in name order, so the table is
-     * sorted for act_hosts_find without another sort. */
-    for (size_t i = 0; i < daemon->n_hosts && r == 0; i++)
-        r = setup_host(daemon, &daemon->hosts[i], &daemon->host_configs[i], &inherited, err);
+    /* A host that cannot be set up (its port is taken, its User= is
+     * missing) is left out with an error; the others are served. The table
+     * stays sorted because the configs are. */
+    size_t n = 0;
+    for (size_t i = 0; i < daemon->n_host_configs; i++) {
+        act_error host_err = {0};
+        act_daemon_host *host = &daemon->hosts[n];
+        if (setup_host(daemon, host, &daemon->host_configs[i], &inherited, &host_err) < 0) {
+            act_log_fields(LOG_ERR, &(act_log_ctx){.host = daemon->host_configs[i].name},
+                           "%s (host not served)", host_err.message);
+            teardown_host(host);
+            continue;
+        }
+        n++;
+    }
+    daemon->n_hosts = n;
     inherited_release(&inherited);
-    if (r < 0)
-        return r;
     for (size_t i = 0; i < daemon->n_hosts; i++)
         act_host_watch_demand(&daemon->hosts[i], true);
     return 0;
@@ -253,29 +316,9 @@ void act_host_drain_backlog(act_daemon_host *host)
 
 void act_hosts_teardown(act_daemon *daemon)
 {
-    for (size_t i = 0; i < daemon->n_hosts; i++) {
-        act_daemon_host *host = &daemon->hosts[i];
-        if (!host->daemon)
-            continue;
-        if (host->pipeline && act_host_free(host->pipeline) < 0)
-            act_log(LOG_WARNING, "host %s: pipeline still busy at exit", host->config->name);
-        for (uint16_t j = 0; j < host->config->n_listen; j++) {
-            sd_event_source_disable_unref(host->demand_sources[j]);
-            if (host->listen_fds[j] >= 0)
-                close(host->listen_fds[j]);
-            free(host->listen_names[j]);
-        }
-        free(host->demand_sources);
-        free(host->listen_fds);
-        free(host->listen_names);
-        cg_seccomp_program_free(host->seccomp);
-        act_wake_state_free(host->w);
-        sd_event_source_disable_unref(host->idle_timer);
-        act_generation_free(host->serving);
-        act_generation_free(host->starting);
-        if (host->host_dirfd >= 0)
-            close(host->host_dirfd);
-    }
+    for (size_t i = 0; i < daemon->n_hosts; i++)
+        teardown_host(&daemon->hosts[i]);
     free(daemon->hosts);
     daemon->hosts = NULL;
+    daemon->n_hosts = 0;
 }

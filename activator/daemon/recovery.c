@@ -33,8 +33,9 @@ static void log_leftover(const act_daemon_host *host, const char *host_name,
     uint64_t number = 0;
     act_generation_record record = {0};
     act_error err = {0};
-    if (sscanf(leaf_name, "g-%" SCNu64, &number) == 1 &&
-        act_records_read_generation(host->host_dirfd, host_name, number, &record, &err) == 0)
+    int dirfd = act_host_dir((act_daemon_host *)host, &err);
+    if (dirfd >= 0 && sscanf(leaf_name, "g-%" SCNu64, &number) == 1 &&
+        act_records_read_generation(dirfd, host_name, number, &record, &err) == 0)
         act_log_fields(LOG_NOTICE,
                        &(act_log_ctx){.host = host_name, .generation = number,
                                       .build = record.build.version},
@@ -71,7 +72,8 @@ static int on_leaf(const char *host_name, const char *leaf_name, cg_found_proces
     if (r == 0 && cg_leaf_remove(leaf, &err) == 0) {
         state->retired++;
         uint64_t number = 0;
-        if (host && sscanf(leaf_name, "g-%" SCNu64, &number) == 1)
+        if (host && sscanf(leaf_name, "g-%" SCNu64, &number) == 1 &&
+            act_host_dir(host, NULL) >= 0)
             act_records_remove_generation(host->host_dirfd, number, NULL);
     } else {
         act_log(LOG_ERR, "host %s: leaf %s not proven stopped: %s", host_name, leaf_name,
@@ -90,7 +92,8 @@ static void forget_stale_records(act_daemon_host *host)
     uint64_t *numbers = NULL;
     size_t count = 0;
     act_error err = {0};
-    if (act_records_list_generations(host->host_dirfd, &numbers, &count, &err) < 0)
+    if (act_host_dir(host, &err) < 0 ||
+        act_records_list_generations(host->host_dirfd, &numbers, &count, &err) < 0)
         return;
     for (size_t i = 0; i < count; i++) {
         char leaf_name[32];
@@ -110,9 +113,11 @@ int act_recover(act_daemon *daemon, act_error *err)
     int r = cg_enumerate(daemon->cgroups, on_leaf, &state, err);
     if (r < 0)
         return r;
-    if (!state.unproven)
-        for (size_t i = 0; i < daemon->n_hosts; i++)
+    for (size_t i = 0; i < daemon->n_hosts; i++) {
+        if (!state.unproven)
             forget_stale_records(&daemon->hosts[i]);
+        act_host_dir_close(&daemon->hosts[i]);
+    }
     if (state.retired || state.unproven)
         act_log(LOG_NOTICE, "recovery: %u leftover leaves retired with proof, %u not proven",
                 state.retired, state.unproven);

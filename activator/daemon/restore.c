@@ -73,7 +73,8 @@ static void on_restore_exit(act_generation *gen, void *userdata)
         return;
     }
     act_error err = {0};
-    if (act_records_write_checkpoint(host->host_dirfd, checkpoint, &err) < 0) {
+    int dirfd = act_host_dir(host, &err);
+    if (dirfd < 0 || act_records_write_checkpoint(dirfd, checkpoint, &err) < 0) {
         snprintf(message, sizeof(message), "host %s: restored, but %s", name_of(host),
                  err.message);
         finish_restore(host, ACT_REASON_RESTORE_FAILED, message);
@@ -103,8 +104,9 @@ void act_restore_start(act_daemon_host *host, act_wake *wake)
     }
     char local[160];
     act_error err = {0};
-    if (act_records_read_checkpoint(host->host_dirfd, name_of(host), local, sizeof(local), &err) <
-        0) {
+    int dirfd = act_host_dir(host, &err);
+    if (dirfd < 0 ||
+        act_records_read_checkpoint(dirfd, name_of(host), local, sizeof(local), &err) < 0) {
         act_wake_complete(wake, ACT_REASON_RESTORE_FAILED, "%s", err.message);
         return;
     }

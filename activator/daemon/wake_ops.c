@@ -268,11 +268,14 @@ static void on_notify(act_notify *notify, const act_notify_message *message, voi
 
 static int make_state_directory(act_daemon_host *host, act_error *err)
 {
-    if (mkdirat(host->host_dirfd, "state", 0750) < 0 && errno != EEXIST)
+    int dirfd = act_host_dir(host, err);
+    if (dirfd < 0)
+        return dirfd;
+    if (mkdirat(dirfd, "state", 0750) < 0 && errno != EEXIST)
         return act_error_set(err, errno, "cannot create the state directory: %s",
                              strerror(errno));
     if (host->have_credentials &&
-        fchownat(host->host_dirfd, "state", host->uid, host->gid, AT_SYMLINK_NOFOLLOW) < 0)
+        fchownat(dirfd, "state", host->uid, host->gid, AT_SYMLINK_NOFOLLOW) < 0)
         return act_error_set(err, errno, "cannot hand the state directory to uid %u: %s",
                              (unsigned)host->uid, strerror(errno));
     return 0;
@@ -441,7 +444,8 @@ static void on_gate_first_read(claim_store *store, int result, const claim *c,
         .written_usec = act_wallclock_usec(),
     };
     act_error write_err = {0};
-    if (act_records_write_build_state(host->host_dirfd, &state, &write_err) < 0 ||
+    int dirfd = act_host_dir(host, &write_err);
+    if (dirfd < 0 || act_records_write_build_state(dirfd, &state, &write_err) < 0 ||
         act_generation_write_record(gen, ACT_GEN_STARTING, &write_err) < 0) {
         act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
                           write_err.message);
