@@ -1,5 +1,6 @@
 /* See harness.h. */
 #include "harness.h"
+#include "harness_internal.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -21,9 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <nng/protocol/pubsub0/sub.h>
-#include <nng/protocol/reqrep0/req.h>
-
 #include "common/clock.h"
 
 #ifndef DH_ACTIVATORD
@@ -41,14 +39,14 @@ extern char **environ;
 #define START_TIMEOUT_MS 30000
 #define STOP_TIMEOUT_MS 30000
 
-static void sleep_ms(long ms)
+void dh_sleep_ms(long ms)
 {
     struct timespec pause = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
     while (nanosleep(&pause, &pause) < 0 && errno == EINTR)
         ;
 }
 
-static uint64_t now_ms(void)
+uint64_t dh_now_ms(void)
 {
     return act_now_usec() / 1000;
 }
@@ -193,26 +191,6 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return remove(path);
 }
 
-static void stop_notify_thread(dh_daemon *d)
-{
-    if (d->notify_thread_running) {
-        char stop = 1;
-        (void)!write(d->notify_stop[1], &stop, 1);
-        pthread_join(d->notify_thread, NULL);
-        d->notify_thread_running = false;
-    }
-    for (int i = 0; i < 2; i++) {
-        if (d->notify_stop[i] >= 0)
-            close(d->notify_stop[i]);
-        d->notify_stop[i] = -1;
-    }
-    if (d->notify_fd >= 0)
-        close(d->notify_fd);
-    d->notify_fd = -1;
-    unlink(d->notify_path);
-}
-
-/* Waits for the daemon to exit; returns its status or -1 on timeout. */
 static int wait_exit(dh_daemon *d, int timeout_ms)
 {
     struct pollfd pfd = {.fd = d->pidfd, .events = POLLIN};
@@ -241,7 +219,7 @@ int dh_teardown(dh_daemon *d)
             wait_exit(d, STOP_TIMEOUT_MS);
         }
     }
-    stop_notify_thread(d);
+    dh_notify_close(d);
     if (d->sub_open)
         nng_close(d->sub);
     d->sub_open = false;
@@ -292,16 +270,11 @@ void dh_write_host(dh_daemon *d, const char *host, const char *fmt, ...)
     write_file(path, text);
 }
 
-static void marker_path(dh_daemon *d, const char *host, char *out, size_t size)
-{
-    snprintf(out, size, "%s/marker-%s", d->dir, host);
-}
-
 void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app_args,
                        const char *extra_host_lines)
 {
     char marker[PATH_MAX];
-    marker_path(d, host, marker, sizeof(marker));
+    dh_marker_path(d, host, marker, sizeof(marker));
     const char *extra = extra_host_lines ? extra_host_lines : "";
     dh_write_host(d, host,
                   "[Host]\n"
@@ -345,139 +318,6 @@ void dh_staged_exec_path(dh_daemon *d, const char *host, const char *version, ch
              base ? base + 1 : DH_E2E_APP);
 }
 
-/* ---- the daemon's notify socket ------------------------------------------- */
-
-static void handle_notify_message(dh_daemon *d, char *text, bool with_fds)
-{
-    pthread_mutex_lock(&d->notify_lock);
-    char *saved = NULL;
-    for (char *line = strtok_r(text, "\n", &saved); line; line = strtok_r(NULL, "\n", &saved)) {
-        if (with_fds && strncmp(line, "FDNAME=", 7) == 0) {
-            size_t used = strlen(d->fd_names);
-            snprintf(d->fd_names + used, sizeof(d->fd_names) - used, "%s%s", used ? " " : "",
-                     line + 7);
-        } else if (strcmp(line, "READY=1") == 0)
-            d->ready_seen = true;
-        else if (strcmp(line, "STOPPING=1") == 0)
-            d->stopping_seen = true;
-        else if (strncmp(line, "STATUS=", 7) == 0)
-            snprintf(d->last_status, sizeof(d->last_status), "%s", line + 7);
-    }
-    pthread_mutex_unlock(&d->notify_lock);
-}
-
-/* Reads one datagram; every fd it carries (FDSTORE=1) is closed, since the
- * harness is not a file descriptor store. Returns false when none waited. */
-static bool read_notify(dh_daemon *d)
-{
-    char text[4096];
-    char control[CMSG_SPACE(sizeof(int) * 253)];
-    struct iovec iov = {.iov_base = text, .iov_len = sizeof(text) - 1};
-    struct msghdr msg = {
-        .msg_iov = &iov,
-        .msg_iovlen = 1,
-        .msg_control = control,
-        .msg_controllen = sizeof(control),
-    };
-    ssize_t n = recvmsg(d->notify_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (n < 0)
-        return false;
-    for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
-        if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS)
-            continue;
-        size_t count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        int fds[253];
-        memcpy(fds, CMSG_DATA(cmsg), count * sizeof(int));
-        for (size_t i = 0; i < count; i++)
-            close(fds[i]);
-        pthread_mutex_lock(&d->notify_lock);
-        d->fds_received += (unsigned)count;
-        pthread_mutex_unlock(&d->notify_lock);
-    }
-    text[n] = '\0';
-    handle_notify_message(d, text, CMSG_FIRSTHDR(&msg) != NULL);
-    return true;
-}
-
-static void *notify_thread(void *arg)
-{
-    dh_daemon *d = arg;
-    for (;;) {
-        struct pollfd pfds[2] = {
-            {.fd = d->notify_fd, .events = POLLIN},
-            {.fd = d->notify_stop[0], .events = POLLIN},
-        };
-        if (poll(pfds, 2, -1) < 0 && errno != EINTR)
-            break;
-        if (pfds[0].revents & POLLIN)
-            while (read_notify(d))
-                ;
-        if (pfds[1].revents)
-            break;
-    }
-    /* What arrived before the stop is still read, so no fd stays queued. */
-    while (read_notify(d))
-        ;
-    return NULL;
-}
-
-static void open_notify_socket(dh_daemon *d)
-{
-    d->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (d->notify_fd < 0)
-        fail_msg("notify socket: %s", strerror(errno));
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (strlen(d->notify_path) >= sizeof(addr.sun_path))
-        fail_msg("notify socket path too long: %s", d->notify_path);
-    memcpy(addr.sun_path, d->notify_path, strlen(d->notify_path) + 1);
-    unlink(d->notify_path);
-    if (bind(d->notify_fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
-        fail_msg("bind %s: %s", d->notify_path, strerror(errno));
-    int one = 1;
-    setsockopt(d->notify_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
-    if (pipe2(d->notify_stop, O_CLOEXEC) < 0)
-        fail_msg("pipe2: %s", strerror(errno));
-    d->ready_seen = d->stopping_seen = false;
-    if (pthread_create(&d->notify_thread, NULL, notify_thread, d) != 0)
-        fail_msg("cannot start the notify thread");
-    d->notify_thread_running = true;
-}
-
-static bool notify_flag(dh_daemon *d, const bool *flag)
-{
-    pthread_mutex_lock(&d->notify_lock);
-    bool value = *flag;
-    pthread_mutex_unlock(&d->notify_lock);
-    return value;
-}
-
-bool dh_notify_status_wait(dh_daemon *d, const char *text, int timeout_ms, char *last,
-                           size_t size)
-{
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
-        pthread_mutex_lock(&d->notify_lock);
-        bool found = strstr(d->last_status, text) != NULL;
-        if (last)
-            snprintf(last, size, "%s", d->last_status);
-        pthread_mutex_unlock(&d->notify_lock);
-        if (found)
-            return true;
-        if (now_ms() >= deadline)
-            return false;
-        sleep_ms(10);
-    }
-}
-
-unsigned dh_notify_stored_fds(dh_daemon *d, char *names, size_t size)
-{
-    pthread_mutex_lock(&d->notify_lock);
-    unsigned count = d->fds_received;
-    snprintf(names, size, "%s", d->fd_names);
-    pthread_mutex_unlock(&d->notify_lock);
-    return count;
-}
-
 /* ---- start and stop ------------------------------------------------------- */
 
 static bool env_is_ours(const char *entry)
@@ -485,9 +325,9 @@ static bool env_is_ours(const char *entry)
     /* What systemd or an outer shell may have set that would confuse the
      * daemon: it must see our notify socket, no inherited fds, and log to
      * stderr (our log file), not to the journal. */
-    static const char *const drop[] = {"NOTIFY_SOCKET=", "JOURNAL_STREAM=", "LISTEN_FDS=",
-                                       "LISTEN_PID=", "LISTEN_FDNAMES=", "WATCHDOG_USEC=",
-                                       "WATCHDOG_PID=", "INVOCATION_ID=", NULL};
+    static const char *const drop[] = {
+        "NOTIFY_SOCKET=", "JOURNAL_STREAM=", "LISTEN_FDS=",    "LISTEN_PID=", "LISTEN_FDNAMES=",
+        "WATCHDOG_USEC=", "WATCHDOG_PID=",   "INVOCATION_ID=", NULL};
     for (const char *const *p = drop; *p; p++)
         if (strncmp(entry, *p, strlen(*p)) == 0)
             return false;
@@ -511,32 +351,29 @@ void dh_dump_log(dh_daemon *d)
             start = newline + 1;
     }
     /* Straight to stderr: cmocka's print_error cuts long messages. */
-    fprintf(stderr, "---- activatord log (%s) ----\n%s---- end of log ----\n", d->log_path,
-            start);
+    fprintf(stderr, "---- activatord log (%s) ----\n%s---- end of log ----\n", d->log_path, start);
     fflush(stderr);
     free(log);
 }
 
 bool dh_log_wait(dh_daemon *d, const char *text, int timeout_ms)
 {
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    uint64_t deadline = dh_now_ms() + (uint64_t)timeout_ms;
     for (;;) {
         char *log = dh_read_text(d->log_path);
         bool found = log && strstr(log, text);
         free(log);
         if (found)
             return true;
-        if (now_ms() >= deadline)
+        if (dh_now_ms() >= deadline)
             return false;
-        sleep_ms(20);
+        dh_sleep_ms(20);
     }
 }
 
-static void subscribe(dh_daemon *d);
-
 void dh_start(dh_daemon *d, const char *const *extra_env)
 {
-    open_notify_socket(d);
+    dh_notify_open(d);
 
     size_t n_env = 0, n_extra = 0;
     while (environ[n_env])
@@ -585,20 +422,20 @@ void dh_start(dh_daemon *d, const char *const *extra_env)
     if (d->pidfd < 0)
         fail_msg("pidfd_open: %s", strerror(errno));
 
-    uint64_t deadline = now_ms() + START_TIMEOUT_MS;
-    while (!notify_flag(d, &d->ready_seen)) {
+    uint64_t deadline = dh_now_ms() + START_TIMEOUT_MS;
+    while (!dh_notify_ready(d)) {
         struct pollfd pfd = {.fd = d->pidfd, .events = POLLIN};
         if (poll(&pfd, 1, 10) > 0) {
             int status = wait_exit(d, 0);
             dh_dump_log(d);
             fail_msg("activatord exited with status %d before READY=1", status);
         }
-        if (now_ms() > deadline) {
+        if (dh_now_ms() > deadline) {
             dh_dump_log(d);
             fail_msg("activatord did not send READY=1 within %d ms", START_TIMEOUT_MS);
         }
     }
-    subscribe(d);
+    dh_events_subscribe(d);
 }
 
 int dh_stop(dh_daemon *d)
@@ -613,7 +450,7 @@ int dh_stop(dh_daemon *d)
         wait_exit(d, STOP_TIMEOUT_MS);
         fail_msg("activatord did not exit within %d ms of SIGTERM", STOP_TIMEOUT_MS);
     }
-    stop_notify_thread(d);
+    dh_notify_close(d);
     return status;
 }
 
@@ -655,7 +492,7 @@ static bool pid_gone(pid_t pid)
     for (int i = 0; i < 250; i++) {
         if (kill(pid, 0) < 0 && errno == ESRCH)
             return true;
-        sleep_ms(20);
+        dh_sleep_ms(20);
     }
     return false;
 }
@@ -692,468 +529,4 @@ void dh_stop_and_check_clean(dh_daemon *d)
     DH_CHECK(d, walk.used == 0, "cgroups left under %s after a clean stop:%s", d->cgroup_path,
              walk.leftovers);
     check_marked_pids_gone(d);
-}
-
-/* ---- control -------------------------------------------------------------- */
-
-int dh_request_raw(const char *url, const void *body, size_t len, int timeout_ms, char **reply)
-{
-    nng_socket req;
-    int rv = nng_req0_open(&req);
-    if (rv != 0)
-        return rv;
-    /* One send only: a resend would run a wake twice. */
-    nng_socket_set_ms(req, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    nng_socket_set_ms(req, NNG_OPT_RECVTIMEO, timeout_ms);
-    nng_socket_set_ms(req, NNG_OPT_SENDTIMEO, timeout_ms);
-    nng_socket_set_size(req, NNG_OPT_RECVMAXSZ, 4 * 1024 * 1024);
-    rv = nng_dial(req, url, NULL, 0);
-    if (rv == 0)
-        rv = nng_send(req, (void *)body, len, 0);
-    nng_msg *msg = NULL;
-    if (rv == 0)
-        rv = nng_recvmsg(req, &msg, 0);
-    if (rv == 0) {
-        *reply = strndup(nng_msg_body(msg), nng_msg_len(msg));
-        nng_msg_free(msg);
-    }
-    nng_close(req);
-    return rv;
-}
-
-static json_object *request_text(dh_daemon *d, int timeout_ms, const char *body)
-{
-    char *text = NULL;
-    int rv = dh_request_raw(d->control_url, body, strlen(body), timeout_ms, &text);
-    DH_CHECK(d, rv == 0, "request %s to %s: %s", body, d->control_url, nng_strerror(rv));
-    json_object *reply = json_tokener_parse(text);
-    DH_CHECK(d, reply && json_object_is_type(reply, json_type_object),
-             "request %s: the reply is not a JSON object: %s", body, text);
-    free(text);
-    return reply;
-}
-
-json_object *dh_request(dh_daemon *d, int timeout_ms, const char *fmt, ...)
-{
-    char body[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(body, sizeof(body), fmt, ap);
-    va_end(ap);
-    return request_text(d, timeout_ms, body);
-}
-
-struct dh_async {
-    pthread_t thread;
-    char url[160];
-    char body[4096];
-    int timeout_ms;
-    int rv;
-    char *reply;
-};
-
-static void *async_request(void *arg)
-{
-    dh_async *async = arg;
-    async->rv =
-        dh_request_raw(async->url, async->body, strlen(async->body), async->timeout_ms,
-                       &async->reply);
-    return NULL;
-}
-
-dh_async *dh_request_start(dh_daemon *d, int timeout_ms, const char *fmt, ...)
-{
-    dh_async *async = calloc(1, sizeof(*async));
-    assert_non_null(async);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(async->body, sizeof(async->body), fmt, ap);
-    va_end(ap);
-    snprintf(async->url, sizeof(async->url), "%s", d->control_url);
-    async->timeout_ms = timeout_ms;
-    if (pthread_create(&async->thread, NULL, async_request, async) != 0)
-        fail_msg("cannot start the request thread");
-    return async;
-}
-
-json_object *dh_request_finish(dh_daemon *d, dh_async *async)
-{
-    pthread_join(async->thread, NULL);
-    int rv = async->rv;
-    char *text = async->reply;
-    char body[4096];
-    snprintf(body, sizeof(body), "%s", async->body);
-    free(async);
-    DH_CHECK(d, rv == 0, "request %s: %s", body, nng_strerror(rv));
-    json_object *reply = json_tokener_parse(text);
-    DH_CHECK(d, reply && json_object_is_type(reply, json_type_object),
-             "request %s: the reply is not a JSON object: %s", body, text);
-    free(text);
-    return reply;
-}
-
-bool dh_reply_ok(json_object *reply)
-{
-    json_object *ok = NULL;
-    return json_object_object_get_ex(reply, "ok", &ok) && json_object_get_boolean(ok);
-}
-
-const char *dh_reply_code(json_object *reply)
-{
-    if (dh_reply_ok(reply))
-        return "ok";
-    json_object *error = NULL;
-    if (!json_object_object_get_ex(reply, "error", &error))
-        return "(no error object)";
-    const char *code = dh_json_str(error, "code");
-    return code[0] ? code : "(no code)";
-}
-
-json_object *dh_reply_result(json_object *reply)
-{
-    json_object *result = NULL;
-    json_object_object_get_ex(reply, "result", &result);
-    return result;
-}
-
-json_object *dh_status(dh_daemon *d, const char *host)
-{
-    json_object *reply = dh_request(d, 10000, "{\"v\":1,\"op\":\"status\",\"host\":\"%s\"}", host);
-    DH_CHECK(d, dh_reply_ok(reply), "status %s: %s", host, json_object_to_json_string(reply));
-    json_object *result = json_object_get(dh_reply_result(reply));
-    json_object_put(reply);
-    return result;
-}
-
-bool dh_wait_state(dh_daemon *d, const char *host, const char *state, int timeout_ms)
-{
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
-        json_object *status = dh_status(d, host);
-        bool reached = strcmp(dh_json_str(status, "state"), state) == 0;
-        json_object_put(status);
-        if (reached)
-            return true;
-        if (now_ms() >= deadline)
-            return false;
-        sleep_ms(20);
-    }
-}
-
-const char *dh_json_str(json_object *obj, const char *key)
-{
-    json_object *value = NULL;
-    if (!obj || !json_object_object_get_ex(obj, key, &value) ||
-        !json_object_is_type(value, json_type_string))
-        return "";
-    return json_object_get_string(value);
-}
-
-uint64_t dh_json_u64(json_object *obj, const char *key)
-{
-    json_object *value = NULL;
-    if (!obj || !json_object_object_get_ex(obj, key, &value) ||
-        !json_object_is_type(value, json_type_int))
-        return 0;
-    return json_object_get_uint64(value);
-}
-
-/* ---- events --------------------------------------------------------------- */
-
-static void copy_json_string(json_object *obj, const char *key, char *out, size_t size)
-{
-    snprintf(out, size, "%s", dh_json_str(obj, key));
-}
-
-static void record_event(dh_daemon *d, const char *data, size_t len)
-{
-    const char *space = memchr(data, ' ', len);
-    DH_CHECK(d, space, "an event without a space between topic and JSON: %.*s", (int)len, data);
-    char *json_text = strndup(space + 1, len - (size_t)(space + 1 - data));
-    json_object *obj = json_tokener_parse(json_text);
-    DH_CHECK(d, obj, "an event whose JSON does not parse: %.*s", (int)len, data);
-    free(json_text);
-    if (d->n_events == d->cap_events) {
-        d->cap_events = d->cap_events ? d->cap_events * 2 : 64;
-        d->events = realloc(d->events, d->cap_events * sizeof(*d->events));
-        assert_non_null(d->events);
-    }
-    dh_event *event = &d->events[d->n_events++];
-    memset(event, 0, sizeof(*event));
-    event->seq = dh_json_u64(obj, "seq");
-    event->time_usec = dh_json_u64(obj, "time_usec");
-    event->generation = dh_json_u64(obj, "generation");
-    event->pid = (int64_t)dh_json_u64(obj, "pid");
-    copy_json_string(obj, "event", event->name, sizeof(event->name));
-    copy_json_string(obj, "host", event->host, sizeof(event->host));
-    copy_json_string(obj, "box", event->box, sizeof(event->box));
-    copy_json_string(obj, "version", event->version, sizeof(event->version));
-    copy_json_string(obj, "reason", event->reason, sizeof(event->reason));
-    /* The topic must say the same as the body: host.<host>.<event>. */
-    char topic[160];
-    snprintf(topic, sizeof(topic), "host.%s.%s", event->host, event->name);
-    DH_CHECK(d, strlen(topic) == (size_t)(space - data) && memcmp(topic, data, strlen(topic)) == 0,
-             "event topic %.*s does not match its body %s", (int)(space - data), data,
-             json_object_to_json_string(obj));
-    json_object_put(obj);
-}
-
-void dh_events_pump(dh_daemon *d, int wait_ms)
-{
-    DH_CHECK(d, d->sub_open, "the event subscriber is not connected");
-    uint64_t deadline = now_ms() + (uint64_t)(wait_ms > 0 ? wait_ms : 0);
-    bool got_one = false;
-    for (;;) {
-        nng_msg *msg = NULL;
-        int rv = nng_recvmsg(d->sub, &msg, NNG_FLAG_NONBLOCK);
-        if (rv == 0) {
-            record_event(d, nng_msg_body(msg), nng_msg_len(msg));
-            nng_msg_free(msg);
-            got_one = true;
-            continue;
-        }
-        DH_CHECK(d, rv == NNG_EAGAIN, "receiving events: %s", nng_strerror(rv));
-        if (got_one || now_ms() >= deadline)
-            return;
-        sleep_ms(5);
-    }
-}
-
-void dh_events_mark(dh_daemon *d)
-{
-    dh_events_pump(d, 0);
-    d->mark = d->n_events ? d->events[d->n_events - 1].seq : 0;
-}
-
-static bool find_event(dh_daemon *d, const char *host, const char *name, dh_event *out)
-{
-    for (size_t i = 0; i < d->n_events; i++) {
-        const dh_event *event = &d->events[i];
-        if (event->seq > d->mark && strcmp(event->host, host) == 0 &&
-            strcmp(event->name, name) == 0) {
-            if (out)
-                *out = *event;
-            return true;
-        }
-    }
-    return false;
-}
-
-bool dh_event_wait(dh_daemon *d, const char *host, const char *name, int timeout_ms,
-                   dh_event *out)
-{
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
-        if (find_event(d, host, name, out))
-            return true;
-        uint64_t now = now_ms();
-        if (now >= deadline)
-            return false;
-        dh_events_pump(d, (int)(deadline - now < 50 ? deadline - now : 50));
-    }
-}
-
-size_t dh_events_count(dh_daemon *d, const char *host, const char *name)
-{
-    dh_events_pump(d, 0);
-    size_t count = 0;
-    for (size_t i = 0; i < d->n_events; i++)
-        count += d->events[i].seq > d->mark && strcmp(d->events[i].host, host) == 0 &&
-                 strcmp(d->events[i].name, name) == 0;
-    return count;
-}
-
-/* PUB learns of a subscriber asynchronously, so the harness makes the
- * daemon publish (a claim.changed of the beacon host, which names another
- * box and so is never woken) until one such event arrives. */
-static void subscribe(dh_daemon *d)
-{
-    int rv = nng_sub0_open(&d->sub);
-    DH_CHECK(d, rv == 0, "nng_sub0_open: %s", nng_strerror(rv));
-    d->sub_open = true;
-    nng_socket_set(d->sub, NNG_OPT_SUB_SUBSCRIBE, "", 0);
-    nng_socket_set_int(d->sub, NNG_OPT_RECVBUF, 8192);
-    rv = nng_dial(d->sub, d->events_url, NULL, 0);
-    DH_CHECK(d, rv == 0, "dial %s: %s", d->events_url, nng_strerror(rv));
-    claim beacon;
-    dh_claim_assigned(DH_BEACON_HOST, DH_OTHER_BOX, &beacon);
-    for (int i = 0; i < 100; i++) {
-        dh_claim_put(d, &beacon);
-        if (dh_event_wait(d, DH_BEACON_HOST, "claim.changed", 100, NULL)) {
-            dh_events_mark(d);
-            return;
-        }
-    }
-    dh_dump_log(d);
-    fail_msg("the event subscriber never received the beacon's claim.changed");
-}
-
-/* ---- claims --------------------------------------------------------------- */
-
-bool dh_claim_get(dh_daemon *d, const char *host, claim *out)
-{
-    act_error err = {0};
-    int r = claims_read(d->store, host, out, &err);
-    DH_CHECK(d, r >= 0, "reading the claim of %s: %s", host, err.message);
-    return r == 1;
-}
-
-uint64_t dh_claim_put(dh_daemon *d, const claim *c)
-{
-    for (int i = 0; i < 20; i++) {
-        claim current;
-        uint64_t expected = dh_claim_get(d, c->host, &current) ? current.revision : 0;
-        uint64_t revision = 0;
-        act_error err = {0};
-        int r = claims_cas(d->store, c->host, expected, c, &revision, NULL, &err);
-        if (r == 0)
-            return revision;
-        DH_CHECK(d, r == CLAIMS_CHANGED, "writing the claim of %s: %s", c->host, err.message);
-    }
-    fail_msg("writing the claim of %s: it kept changing under the test", c->host);
-    return 0;
-}
-
-void dh_claim_assigned(const char *host, const char *box, claim *out)
-{
-    memset(out, 0, sizeof(*out));
-    snprintf(out->host, sizeof(out->host), "%s", host);
-    snprintf(out->op.id, sizeof(out->op.id), "e2e");
-    out->op.kind = CLAIM_OP_SERVING;
-    snprintf(out->op.phase, sizeof(out->op.phase), "assigned");
-    snprintf(out->op.exec, sizeof(out->op.exec), "%s", box);
-}
-
-/* ---- observation ---------------------------------------------------------- */
-
-int dh_http_get(int port, char *buf, size_t size)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    struct timeval timeout = {.tv_sec = 5};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    static const char request[] = "GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
-        send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL) < 0) {
-        int r = -errno;
-        close(fd);
-        return r;
-    }
-    size_t used = 0;
-    ssize_t n;
-    while (used < size - 1 && (n = recv(fd, buf + used, size - 1 - used, 0)) > 0)
-        used += (size_t)n;
-    close(fd);
-    buf[used] = '\0';
-    const char *body = strstr(buf, "\r\n\r\n");
-    if (!body)
-        return -EPROTO;
-    body += 4;
-    size_t body_len = strlen(body);
-    memmove(buf, body, body_len + 1);
-    return (int)body_len;
-}
-
-size_t dh_marker_pids(dh_daemon *d, const char *host, pid_t *pids, size_t max)
-{
-    char path[PATH_MAX];
-    marker_path(d, host, path, sizeof(path));
-    char *text = dh_read_text(path);
-    if (!text)
-        return 0;
-    size_t n = 0;
-    for (char *line = strtok(text, "\n"); line && n < max; line = strtok(NULL, "\n"))
-        pids[n++] = (pid_t)atoi(line);
-    free(text);
-    return n;
-}
-
-bool dh_marker_wait(dh_daemon *d, const char *host, size_t count, int timeout_ms)
-{
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-    pid_t pids[64];
-    while (dh_marker_pids(d, host, pids, 64) < count) {
-        if (now_ms() >= deadline)
-            return false;
-        sleep_ms(10);
-    }
-    return true;
-}
-
-bool dh_leaf_exists(dh_daemon *d, const char *host, const char *leaf)
-{
-    char path[PATH_MAX + 160];
-    snprintf(path, sizeof(path), "%s/hosts/%s/%s", d->cgroup_path, host, leaf);
-    return access(path, F_OK) == 0;
-}
-
-static size_t count_subdirs(const char *path, bool dirs)
-{
-    DIR *dir = opendir(path);
-    if (!dir)
-        return 0;
-    size_t count = 0;
-    struct dirent *entry;
-    while ((entry = readdir(dir)))
-        if (entry->d_name[0] != '.' && (!dirs || entry->d_type == DT_DIR))
-            count++;
-    closedir(dir);
-    return count;
-}
-
-size_t dh_leaf_count(dh_daemon *d, const char *host)
-{
-    char path[PATH_MAX + 80];
-    snprintf(path, sizeof(path), "%s/hosts/%s", d->cgroup_path, host);
-    return count_subdirs(path, true);
-}
-
-size_t dh_generation_records(dh_daemon *d, const char *host)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/hosts/%s/generations", d->state_dir, host);
-    return count_subdirs(path, false);
-}
-
-int dh_run(char *const argv[], char *out, size_t out_size)
-{
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) < 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        /* Only async-signal-safe calls until exec: NNG is not fork-safe. */
-        dup2(fds[1], STDOUT_FILENO);
-        dup2(fds[1], STDERR_FILENO);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    /* Read to the end even past out_size, so the child never blocks on a
-     * full pipe; what does not fit is dropped. */
-    size_t used = 0;
-    char overflow[4096];
-    for (;;) {
-        bool room = used < out_size - 1;
-        ssize_t n = room ? read(fds[0], out + used, out_size - 1 - used)
-                         : read(fds[0], overflow, sizeof(overflow));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        if (room)
-            used += (size_t)n;
-    }
-    out[used] = '\0';
-    close(fds[0]);
-    int status;
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
-        return -1;
-    return WEXITSTATUS(status);
 }

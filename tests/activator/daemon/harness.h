@@ -167,8 +167,7 @@ bool dh_wait_state(dh_daemon *d, const char *host, const char *state, int timeou
 
 /* Waits up to timeout_ms for the daemon's last STATUS= to contain text;
  * returns false with the last STATUS= in last (may be NULL) otherwise. */
-bool dh_notify_status_wait(dh_daemon *d, const char *text, int timeout_ms, char *last,
-                           size_t size);
+bool dh_notify_status_wait(dh_daemon *d, const char *text, int timeout_ms, char *last, size_t size);
 
 /* The FDNAME= names and the number of fds the daemon stored with FDSTORE=1. */
 unsigned dh_notify_stored_fds(dh_daemon *d, char *names, size_t size);
@@ -223,8 +222,7 @@ void dh_events_mark(dh_daemon *d);
 
 /* Waits up to timeout_ms for an event of host named name after the mark.
  * Returns true with *out filled (out may be NULL). */
-bool dh_event_wait(dh_daemon *d, const char *host, const char *name, int timeout_ms,
-                   dh_event *out);
+bool dh_event_wait(dh_daemon *d, const char *host, const char *name, int timeout_ms, dh_event *out);
 
 /* How many events of host named name arrived after the mark. */
 size_t dh_events_count(dh_daemon *d, const char *host, const char *name);

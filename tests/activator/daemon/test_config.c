@@ -68,12 +68,12 @@ static void test_check_config_reports_file_and_line(void **state)
     FILE *f = fopen(bad_daemon, "we");
     DH_CHECK(d, f, "cannot write %s", bad_daemon);
     fprintf(f,
-            "[Activator]\n"                 /* 1 */
-            "Box=bad/box\n"                 /* 2 */
-            "StateDirectory=%s\n"           /* 3 */
-            "MaxConcurrentStarts=lots\n"    /* 4 */
-            "Bogus=1\n"                     /* 5 */
-            "MetricsListen=no\n",           /* 6 */
+            "[Activator]\n"              /* 1 */
+            "Box=bad/box\n"              /* 2 */
+            "StateDirectory=%s\n"        /* 3 */
+            "MaxConcurrentStarts=lots\n" /* 4 */
+            "Bogus=1\n"                  /* 5 */
+            "MetricsListen=no\n",        /* 6 */
             d->state_dir);
     fclose(f);
     status = check_config(bad_daemon, out, sizeof(out));
@@ -93,11 +93,11 @@ static void test_check_config_reports_file_and_line(void **state)
                   "[Listen]\n"                      /* 6 */
                   "ListenStream=not-an-address\n"); /* 7 */
     dh_write_host(d, "bad2",
-                  "[Host]\n"                 /* 1 */
-                  "Exec=act-e2e-app\n"       /* 2 */
-                  "Ready=carrier-pigeon\n"   /* 3 */
-                  "[Limits]\n"               /* 4 */
-                  "MemoryMax=lots\n");       /* 5 */
+                  "[Host]\n"               /* 1 */
+                  "Exec=act-e2e-app\n"     /* 2 */
+                  "Ready=carrier-pigeon\n" /* 3 */
+                  "[Limits]\n"             /* 4 */
+                  "MemoryMax=lots\n");     /* 5 */
     dh_write_host(d, "bad name", "[Host]\nExec=act-e2e-app\n");
     status = check_config(d->config_path, out, sizeof(out));
     DH_CHECK(d, status != 0, "--check-config with bad host files exited 0:\n%s", out);
@@ -131,8 +131,10 @@ static void test_good_hosts_served_beside_a_bad_one(void **state)
 
     char skipped[PATH_MAX + 64];
     snprintf(skipped, sizeof(skipped), "%s/bad1.conf:3: MaxStarts:", d->hosts_dir);
-    DH_CHECK(d, dh_log_wait(d, skipped, 2000), "the log does not say which host file was skipped "
-             "and why (expected \"%s\")", skipped);
+    DH_CHECK(d, dh_log_wait(d, skipped, 2000),
+             "the log does not say which host file was skipped "
+             "and why (expected \"%s\")",
+             skipped);
 
     json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
     DH_CHECK(d, dh_reply_ok(reply), "wake of the good host: %s", json_object_to_json_string(reply));

@@ -118,11 +118,16 @@ static void test_bad_requests_get_errors_and_the_daemon_keeps_serving(void **sta
     dh_stop_and_check_clean(d);
 }
 
-static int ctl(dh_daemon *d, char *out, size_t size, const char *a, const char *b,
-               const char *c)
+static int ctl(dh_daemon *d, char *out, size_t size, const char *a, const char *b, const char *c)
 {
-    char *const argv[] = {(char *)DH_ACTIVATORCTL, (char *)"--connect", d->control_url,
-                          (char *)"--no-color", (char *)a, (char *)b, (char *)c, NULL};
+    char *const argv[] = {(char *)DH_ACTIVATORCTL,
+                          (char *)"--connect",
+                          d->control_url,
+                          (char *)"--no-color",
+                          (char *)a,
+                          (char *)b,
+                          (char *)c,
+                          NULL};
     return dh_run(argv, out, size);
 }
 
@@ -144,8 +149,8 @@ static void test_activatorctl_drives_the_daemon(void **state)
     int status = ctl(d, out, sizeof(out), "wake", "demo", NULL);
     DH_CHECK(d, status == 0, "activatorctl wake demo exited %d:\n%s", status, out);
     status = ctl(d, out, sizeof(out), "status", "demo", NULL);
-    DH_CHECK(d, status == 0 && strstr(out, "serving"),
-             "activatorctl status demo exited %d:\n%s", status, out);
+    DH_CHECK(d, status == 0 && strstr(out, "serving"), "activatorctl status demo exited %d:\n%s",
+             status, out);
     char body[512];
     DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0, "demo does not answer");
 

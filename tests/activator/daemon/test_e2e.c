@@ -36,7 +36,8 @@ static void parse_answer(dh_daemon *d, const char *body, char *version, size_t v
     char version_buf[80] = "";
     unsigned long long gen = 0;
     long long p = 0;
-    DH_CHECK(d, sscanf(body, "demo version=%79s generation=%llu pid=%lld", version_buf, &gen, &p) == 3,
+    DH_CHECK(d,
+             sscanf(body, "demo version=%79s generation=%llu pid=%lld", version_buf, &gen, &p) == 3,
              "unexpected answer from the app: %s", body);
     snprintf(version, version_size, "%s", version_buf);
     *generation = gen;
@@ -90,10 +91,11 @@ static void test_stage_assign_wake_serves(void **state)
     dh_write_app_host(d, "demo", port, NULL, NULL);
     dh_start(d, NULL);
 
-    json_object *reply = dh_request(
-        d, 30000, "{\"v\":1,\"op\":\"stage\",\"host\":\"demo\",\"version\":\"v1\",\"path\":\"%s\","
-                  "\"promote\":true}",
-        DH_E2E_APP);
+    json_object *reply =
+        dh_request(d, 30000,
+                   "{\"v\":1,\"op\":\"stage\",\"host\":\"demo\",\"version\":\"v1\",\"path\":\"%s\","
+                   "\"promote\":true}",
+                   DH_E2E_APP);
     DH_CHECK(d, dh_reply_ok(reply), "stage: %s", json_object_to_json_string(reply));
     char digest[80];
     snprintf(digest, sizeof(digest), "%s", dh_json_str(dh_reply_result(reply), "digest"));
@@ -101,8 +103,8 @@ static void test_stage_assign_wake_serves(void **state)
              json_object_to_json_string(reply));
     json_object_put(reply);
 
-    reply = dh_request(d, 30000,
-                       "{\"v\":1,\"op\":\"claim.assign\",\"host\":\"demo\",\"box\":\"" DH_BOX "\"}");
+    reply = dh_request(
+        d, 30000, "{\"v\":1,\"op\":\"claim.assign\",\"host\":\"demo\",\"box\":\"" DH_BOX "\"}");
     DH_CHECK(d, dh_reply_ok(reply), "claim.assign: %s", json_object_to_json_string(reply));
     json_object_put(reply);
 
@@ -121,8 +123,9 @@ static void test_stage_assign_wake_serves(void **state)
     DH_CHECK(d, strcmp(dh_json_str(result, "state"), "serving") == 0 && generation > 0 && pid > 0,
              "wake reply does not describe a serving generation: %s",
              json_object_to_json_string(reply));
-    DH_CHECK(d, strcmp(dh_json_str(result, "version"), "v1") == 0 &&
-                    strcmp(dh_json_str(result, "digest"), digest) == 0,
+    DH_CHECK(d,
+             strcmp(dh_json_str(result, "version"), "v1") == 0 &&
+                 strcmp(dh_json_str(result, "digest"), digest) == 0,
              "wake reply names another build: %s", json_object_to_json_string(reply));
     json_object_put(reply);
 
@@ -133,8 +136,8 @@ static void test_stage_assign_wake_serves(void **state)
     uint64_t answered_generation;
     int64_t answered_pid;
     parse_answer(d, body, version, sizeof(version), &answered_generation, &answered_pid);
-    DH_CHECK(d, strcmp(version, "v1") == 0 && answered_generation == generation &&
-                    answered_pid == pid,
+    DH_CHECK(d,
+             strcmp(version, "v1") == 0 && answered_generation == generation && answered_pid == pid,
              "the app answered \"%s\", expected version v1 generation %" PRIu64 " pid %" PRId64,
              body, generation, pid);
 
@@ -161,8 +164,8 @@ static void test_stage_assign_wake_serves(void **state)
     pid_t pids[8];
     DH_CHECK(d, dh_marker_pids(d, "demo", pids, 8) == 1 && pids[0] == pid,
              "the app should have run once as pid %" PRId64, pid);
-    DH_CHECK(d, pid_in_leaf(d, "demo", generation, pid), "pid %" PRId64 " is not in leaf g-%" PRIu64,
-             pid, generation);
+    DH_CHECK(d, pid_in_leaf(d, "demo", generation, pid),
+             "pid %" PRId64 " is not in leaf g-%" PRIu64, pid, generation);
     DH_CHECK(d, dh_generation_records(d, "demo") == 1, "expected one generation record, found %zu",
              dh_generation_records(d, "demo"));
 
@@ -195,8 +198,8 @@ static void test_wake_events_in_order_without_gaps(void **state)
     json_object_put(reply);
     DH_CHECK(d, dh_event_wait(d, "demo", "serving", 5000, NULL), "no serving event");
 
-    static const char *const expected[] = {"waking", "admitted", "exec", "ready", "published",
-                                           "serving"};
+    static const char *const expected[] = {"waking", "admitted",  "exec",
+                                           "ready",  "published", "serving"};
     size_t next = 0;
     uint64_t previous_seq = mark, previous_time = 0;
     for (size_t i = 0; i < d->n_events; i++) {
@@ -247,8 +250,8 @@ static void test_sigterm_while_serving(void **state)
 
     dh_stop_and_check_clean(d);
     int n = dh_http_get(port, body, sizeof(body));
-    DH_CHECK(d, n == -ECONNREFUSED, "port %d still answers after the daemon stopped (%d: %s)",
-             port, n, n > 0 ? body : strerror(-n));
+    DH_CHECK(d, n == -ECONNREFUSED, "port %d still answers after the daemon stopped (%d: %s)", port,
+             n, n > 0 ? body : strerror(-n));
 }
 
 /* A SIGTERM while a wake is in flight (the app takes its time to be ready):

@@ -91,10 +91,12 @@ static void test_never_ready_retried_with_backoff_then_given_up(void **state)
     }
     double backoff1 = seconds_between(&retired[0], &exec[1]);
     double backoff2 = seconds_between(&retired[1], &exec[2]);
-    DH_CHECK(d, backoff1 >= 0.9 && backoff1 <= 1.9,
+    DH_CHECK(d, backoff1 >= 0.95 && backoff1 <= 1.9,
              "backoff before attempt 2 was %.2f s, expected about 1 s", backoff1);
-    DH_CHECK(d, backoff2 >= 1.9 && backoff2 <= 2.9,
+    DH_CHECK(d, backoff2 >= 1.95 && backoff2 <= 3.2,
              "backoff before attempt 3 was %.2f s, expected about 2 s", backoff2);
+    DH_CHECK(d, backoff2 - backoff1 >= 0.6, "the backoff did not double: %.2f s then %.2f s",
+             backoff1, backoff2);
 
     /* Every attempt ran once and none is left running. */
     pid_t pids[8];
@@ -107,9 +109,10 @@ static void test_never_ready_retried_with_backoff_then_given_up(void **state)
     DH_CHECK(d, dh_generation_records(d, "demo") == 0, "generation records left after giving up");
 
     json_object *status = dh_status(d, "demo");
-    DH_CHECK(d, strcmp(dh_json_str(status, "state"), "parked") == 0 &&
-                    strcmp(dh_json_str(status, "reason"), "ready_timeout") == 0 &&
-                    dh_json_u64(status, "failure_streak") >= 1,
+    DH_CHECK(d,
+             strcmp(dh_json_str(status, "state"), "parked") == 0 &&
+                 strcmp(dh_json_str(status, "reason"), "ready_timeout") == 0 &&
+                 dh_json_u64(status, "failure_streak") >= 1,
              "status after giving up: %s", json_object_to_json_string(status));
     json_object_put(status);
     reply = dh_request(d, 10000, "{\"v\":1,\"op\":\"stats\"}");
@@ -136,7 +139,8 @@ static void test_crash_while_serving_is_seen_and_recorded(void **state)
     dh_event exec;
     DH_CHECK(d, dh_event_wait(d, "demo", "exec", 1000, &exec), "no exec event");
     char body[512];
-    DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0, "the app does not answer before it crashes");
+    DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0,
+             "the app does not answer before it crashes");
 
     /* The crash comes 1.5 s after the start; the daemon sees it through the
      * pidfd and retires the generation with proof. */
@@ -144,11 +148,13 @@ static void test_crash_while_serving_is_seen_and_recorded(void **state)
     DH_CHECK(d, dh_event_wait(d, "demo", "retired", 10000, &retired),
              "the crash was not followed by a retired event");
     double seen_after = ((double)retired.time_usec - (double)exec.time_usec) / 1e6;
-    DH_CHECK(d, seen_after >= 1.4 && seen_after <= 3.0,
+    DH_CHECK(d, seen_after >= 1.4 && seen_after <= 5.0,
              "the crash (1.5 s after exec) was handled %.2f s after exec", seen_after);
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park after the crash");
-    DH_CHECK(d, kill((pid_t)pid, 0) < 0 && errno == ESRCH, "the crashed app (pid %" PRId64 ") is "
-             "still there (not reaped?)", pid);
+    DH_CHECK(d, kill((pid_t)pid, 0) < 0 && errno == ESRCH,
+             "the crashed app (pid %" PRId64 ") is "
+             "still there (not reaped?)",
+             pid);
     DH_CHECK(d, dh_leaf_count(d, "demo") == 0, "the crashed generation's leaf is left");
     pid_t pids[4];
     DH_CHECK(d, dh_marker_pids(d, "demo", pids, 4) == 1,

@@ -99,7 +99,8 @@ static void test_gate_refuses_when_another_box_took_the_claim(void **state)
     /* The other box's claim is theirs: the refusal wrote nothing over it. */
     claim after;
     DH_CHECK(d, dh_claim_get(d, "demo", &after), "the claim disappeared");
-    DH_CHECK(d, after.revision == taken_revision && strcmp(claim_executor(&after), DH_OTHER_BOX) == 0,
+    DH_CHECK(d,
+             after.revision == taken_revision && strcmp(claim_executor(&after), DH_OTHER_BOX) == 0,
              "the daemon changed the other box's claim (revision %" PRIu64 " -> %" PRIu64
              ", executor %s)",
              taken_revision, after.revision, claim_executor(&after));
@@ -147,11 +148,13 @@ static void test_publish_lost_when_the_admission_changed(void **state)
     json_object_put(reply);
     DH_CHECK(d, dh_event_wait(d, "demo", "retired", 10000, NULL), "no retired event");
     dh_event failed;
-    DH_CHECK(d, dh_event_wait(d, "demo", "failed", 5000, &failed) &&
-                    strcmp(failed.reason, "publish_lost") == 0,
+    DH_CHECK(d,
+             dh_event_wait(d, "demo", "failed", 5000, &failed) &&
+                 strcmp(failed.reason, "publish_lost") == 0,
              "no failed event with reason publish_lost");
-    DH_CHECK(d, dh_events_count(d, "demo", "published") == 0 &&
-                    dh_events_count(d, "demo", "serving") == 0,
+    DH_CHECK(d,
+             dh_events_count(d, "demo", "published") == 0 &&
+                 dh_events_count(d, "demo", "serving") == 0,
              "the lost generation was announced as published or serving");
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
     DH_CHECK(d, dh_leaf_count(d, "demo") == 0, "the retired generation's leaf is left");

@@ -75,8 +75,9 @@ static void expect_refusal(dh_daemon *d, const char *code, bool claim_untouched,
              code);
 
     json_object *status = dh_status(d, "demo");
-    DH_CHECK(d, strcmp(dh_json_str(status, "state"), "parked") == 0 &&
-                    strcmp(dh_json_str(status, "reason"), code) == 0,
+    DH_CHECK(d,
+             strcmp(dh_json_str(status, "state"), "parked") == 0 &&
+                 strcmp(dh_json_str(status, "reason"), code) == 0,
              "status after the %s refusal: %s", code, json_object_to_json_string(status));
     json_object_put(status);
 

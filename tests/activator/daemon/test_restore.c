@@ -63,8 +63,7 @@ static size_t restore_runs(const restore_paths *paths, char lines[][256], size_t
 {
     char *text = dh_read_text(paths->runs);
     size_t n = 0;
-    for (char *line = text ? strtok(text, "\n") : NULL; line && n < max;
-         line = strtok(NULL, "\n"))
+    for (char *line = text ? strtok(text, "\n") : NULL; line && n < max; line = strtok(NULL, "\n"))
         snprintf(lines[n++], 256, "%s", line);
     free(text);
     return n;

@@ -1,0 +1,166 @@
+/* The daemon's notify socket, read by a thread as systemd reads it: READY=1,
+ * STOPPING=1, STATUS= and the fds of FDSTORE=1 messages (closed at once: the
+ * harness is no fd store). */
+#include "harness.h"
+#include "harness_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static void handle_notify_message(dh_daemon *d, char *text, bool with_fds)
+{
+    pthread_mutex_lock(&d->notify_lock);
+    char *saved = NULL;
+    for (char *line = strtok_r(text, "\n", &saved); line; line = strtok_r(NULL, "\n", &saved)) {
+        if (with_fds && strncmp(line, "FDNAME=", 7) == 0) {
+            size_t used = strlen(d->fd_names);
+            snprintf(d->fd_names + used, sizeof(d->fd_names) - used, "%s%s", used ? " " : "",
+                     line + 7);
+        } else if (strcmp(line, "READY=1") == 0)
+            d->ready_seen = true;
+        else if (strcmp(line, "STOPPING=1") == 0)
+            d->stopping_seen = true;
+        else if (strncmp(line, "STATUS=", 7) == 0)
+            snprintf(d->last_status, sizeof(d->last_status), "%s", line + 7);
+    }
+    pthread_mutex_unlock(&d->notify_lock);
+}
+
+/* Reads one datagram; every fd it carries (FDSTORE=1) is closed, since the
+ * harness is not a file descriptor store. Returns false when none waited. */
+static bool read_notify(dh_daemon *d)
+{
+    char text[4096];
+    char control[CMSG_SPACE(sizeof(int) * 253)];
+    struct iovec iov = {.iov_base = text, .iov_len = sizeof(text) - 1};
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control,
+        .msg_controllen = sizeof(control),
+    };
+    ssize_t n = recvmsg(d->notify_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0)
+        return false;
+    for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+        if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        int fds[253];
+        memcpy(fds, CMSG_DATA(cmsg), count * sizeof(int));
+        for (size_t i = 0; i < count; i++)
+            close(fds[i]);
+        pthread_mutex_lock(&d->notify_lock);
+        d->fds_received += (unsigned)count;
+        pthread_mutex_unlock(&d->notify_lock);
+    }
+    text[n] = '\0';
+    handle_notify_message(d, text, CMSG_FIRSTHDR(&msg) != NULL);
+    return true;
+}
+
+static void *notify_thread(void *arg)
+{
+    dh_daemon *d = arg;
+    for (;;) {
+        struct pollfd pfds[2] = {
+            {.fd = d->notify_fd, .events = POLLIN},
+            {.fd = d->notify_stop[0], .events = POLLIN},
+        };
+        if (poll(pfds, 2, -1) < 0 && errno != EINTR)
+            break;
+        if (pfds[0].revents & POLLIN)
+            while (read_notify(d))
+                ;
+        if (pfds[1].revents)
+            break;
+    }
+    /* What arrived before the stop is still read, so no fd stays queued. */
+    while (read_notify(d))
+        ;
+    return NULL;
+}
+
+void dh_notify_open(dh_daemon *d)
+{
+    d->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (d->notify_fd < 0)
+        fail_msg("notify socket: %s", strerror(errno));
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(d->notify_path) >= sizeof(addr.sun_path))
+        fail_msg("notify socket path too long: %s", d->notify_path);
+    memcpy(addr.sun_path, d->notify_path, strlen(d->notify_path) + 1);
+    unlink(d->notify_path);
+    if (bind(d->notify_fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
+        fail_msg("bind %s: %s", d->notify_path, strerror(errno));
+    int one = 1;
+    setsockopt(d->notify_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+    if (pipe2(d->notify_stop, O_CLOEXEC) < 0)
+        fail_msg("pipe2: %s", strerror(errno));
+    d->ready_seen = d->stopping_seen = false;
+    if (pthread_create(&d->notify_thread, NULL, notify_thread, d) != 0)
+        fail_msg("cannot start the notify thread");
+    d->notify_thread_running = true;
+}
+
+bool dh_notify_ready(dh_daemon *d)
+{
+    pthread_mutex_lock(&d->notify_lock);
+    bool ready = d->ready_seen;
+    pthread_mutex_unlock(&d->notify_lock);
+    return ready;
+}
+
+bool dh_notify_status_wait(dh_daemon *d, const char *text, int timeout_ms, char *last, size_t size)
+{
+    uint64_t deadline = dh_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        pthread_mutex_lock(&d->notify_lock);
+        bool found = strstr(d->last_status, text) != NULL;
+        if (last)
+            snprintf(last, size, "%s", d->last_status);
+        pthread_mutex_unlock(&d->notify_lock);
+        if (found)
+            return true;
+        if (dh_now_ms() >= deadline)
+            return false;
+        dh_sleep_ms(10);
+    }
+}
+
+unsigned dh_notify_stored_fds(dh_daemon *d, char *names, size_t size)
+{
+    pthread_mutex_lock(&d->notify_lock);
+    unsigned count = d->fds_received;
+    snprintf(names, size, "%s", d->fd_names);
+    pthread_mutex_unlock(&d->notify_lock);
+    return count;
+}
+
+void dh_notify_close(dh_daemon *d)
+{
+    if (d->notify_thread_running) {
+        char stop = 1;
+        (void)!write(d->notify_stop[1], &stop, 1);
+        pthread_join(d->notify_thread, NULL);
+        d->notify_thread_running = false;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (d->notify_stop[i] >= 0)
+            close(d->notify_stop[i]);
+        d->notify_stop[i] = -1;
+    }
+    if (d->notify_fd >= 0)
+        close(d->notify_fd);
+    d->notify_fd = -1;
+    unlink(d->notify_path);
+}
+
+/* Waits for the daemon to exit; returns its status or -1 on timeout. */
