@@ -96,16 +96,19 @@ static int event_kind_of(const act_daemon_host *host, const act_wake_event *even
         return ACT_EVENT_PARKING;
     case ACT_WAKE_EVENT_PARKED:
         return ACT_EVENT_PARKED;
-    case ACT_WAKE_EVENT_RETIRING:
-        return ACT_EVENT_RETIRING;
-    case ACT_WAKE_EVENT_RETIRED:
-        return ACT_EVENT_RETIRED;
+    /* retiring and retired are published by the generation itself
+     * (generation.c), which knows which one it is: in a swap, N. */
     case ACT_WAKE_EVENT_FAILED:
     case ACT_WAKE_EVENT_GAVE_UP:
-    case ACT_WAKE_EVENT_UNPROVEN:
         return ACT_EVENT_FAILED;
     case ACT_WAKE_EVENT_REFUSED:
         return ACT_EVENT_REFUSED;
+    case ACT_WAKE_EVENT_SWAP_STARTED:
+        return ACT_EVENT_SWAP_STARTED;
+    case ACT_WAKE_EVENT_SWAP_DONE:
+        return ACT_EVENT_SWAP_DONE;
+    case ACT_WAKE_EVENT_SWAP_FAILED:
+        return ACT_EVENT_SWAP_FAILED;
     default:
         return -1;
     }
@@ -133,9 +136,8 @@ void act_announce(act_host *pipeline, const act_wake_event *event, void *userdat
 
     int kind = event_kind_of(host, event);
     if (kind >= 0) {
-        const char *reason = event->reason != ACT_REASON_NONE
-                                 ? act_reason_to_string(event->reason)
-                                 : (event->type == ACT_WAKE_EVENT_UNPROVEN ? "unproven_stop" : NULL);
+        const char *reason =
+            event->reason != ACT_REASON_NONE ? act_reason_to_string(event->reason) : NULL;
         act_publish(host, (act_event_kind)kind, gen, reason);
     }
 
@@ -153,14 +155,17 @@ void act_announce(act_host *pipeline, const act_wake_event *event, void *userdat
             act_host_dir_close(host);
         if (!host->daemon->stopping)
             act_host_watch_demand(host, true);
+        act_swap_host_parked(host);
         break;
     case ACT_WAKE_EVENT_WAKING:
         act_host_watch_demand(host, false);
         break;
     case ACT_WAKE_EVENT_REFUSED:
         /* A refused wake will be refused again: waiting clients are closed
-         * now rather than left to time out and re-trigger it. */
-        act_host_drain_backlog(host);
+         * now rather than left to time out and re-trigger it. Not in a swap:
+         * those clients are N's, and N serves on. */
+        if (!event->swap)
+            act_host_drain_backlog(host);
         break;
     default:
         break;

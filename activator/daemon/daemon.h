@@ -42,6 +42,7 @@ typedef struct act_wake_state act_wake_state;
 struct act_generation {
     act_daemon_host *host;
     uint64_t number;
+    bool announced;                  /* a generation proper ("g-N"), not a helper leaf */
     uint64_t session;
     uint64_t admission_revision;
     act_build_ref build;
@@ -106,6 +107,9 @@ struct act_daemon_host {
     char last_message[256];
     uint64_t failed_attempts;        /* attempts recorded against a build */
     uint64_t wake_started_usec;      /* for the wake-duration histogram */
+    struct swap_request *swap;       /* the swap in flight (one per host) */
+    bool swap_waits_for_park;        /* stop-first: N is being retired first */
+    act_generation *replaced;        /* a swap's N, from N+1's publication to its retirement */
     sd_event_source *idle_timer;     /* while serving with IdleTimeoutSec= */
     uint64_t last_active_usec;       /* last check that found a connection */
 };
@@ -200,6 +204,14 @@ void act_dispatch(const act_request *request, act_control_reply *reply, void *us
 int act_telemetry_open(act_daemon *daemon, act_control_observe_fn *observe, act_error *err);
 void act_telemetry_close(act_daemon *daemon);
 void act_telemetry_wake_event(act_daemon_host *host, const act_wake_event *event);
+
+/* swap.c: activatorctl swap. */
+void act_swap_start(act_daemon_host *host, const act_request *request, act_control_reply *reply);
+/* The host parked: a stop-first swap now starts its pinned generation. */
+void act_swap_host_parked(act_daemon_host *host);
+
+/* dispatch.c: the status object of one host, as control replies carry it. */
+json_object *act_host_status_json(act_daemon_host *host);
 
 /* announce.c */
 void act_announce(act_host *pipeline, const act_wake_event *event, void *userdata);

@@ -28,7 +28,7 @@ static void add_u64(json_object *obj, const char *key, uint64_t value)
     json_object_object_add(obj, key, json_object_new_uint64(value));
 }
 
-static json_object *host_status(act_daemon_host *host)
+json_object *act_host_status_json(act_daemon_host *host)
 {
     json_object *status = json_object_new_object();
     add_string(status, "host", host->config->name);
@@ -81,12 +81,12 @@ static void reply_status(act_daemon *daemon, const act_request *request, act_con
     if (request->host[0]) {
         act_daemon_host *host = find_host(daemon, request, reply);
         if (host)
-            act_control_reply_ok(reply, host_status(host));
+            act_control_reply_ok(reply, act_host_status_json(host));
         return;
     }
     json_object *hosts = json_object_new_array();
     for (size_t i = 0; i < daemon->n_hosts; i++)
-        json_object_array_add(hosts, host_status(&daemon->hosts[i]));
+        json_object_array_add(hosts, act_host_status_json(&daemon->hosts[i]));
     json_object *result = json_object_new_object();
     json_object_object_add(result, "hosts", hosts);
     act_control_reply_ok(reply, result);
@@ -103,7 +103,7 @@ static void on_wake_done(act_host *pipeline, const act_wake_result *result, void
 {
     wake_request *request = userdata;
     if (result->kind == ACT_WAKE_SERVING)
-        act_control_reply_ok(request->reply, host_status(request->host));
+        act_control_reply_ok(request->reply, act_host_status_json(request->host));
     else
         act_control_reply_error(request->reply,
                                 result->reason != ACT_REASON_NONE
@@ -140,7 +140,7 @@ static void do_wake(act_daemon *daemon, const act_request *request, act_control_
         act_control_reply_error(reply, "internal", "host %s: wake failed: %s", request->host,
                                 strerror(-r));
     else if (r == ACT_WAKE_ALREADY_SERVING || request->no_wait)
-        act_control_reply_ok(reply, host_status(host));
+        act_control_reply_ok(reply, act_host_status_json(host));
 }
 
 static void do_park(act_daemon *daemon, const act_request *request, act_control_reply *reply)
@@ -149,7 +149,7 @@ static void do_park(act_daemon *daemon, const act_request *request, act_control_
     if (!host)
         return;
     act_host_park(host->pipeline, ACT_PARK_REQUEST);
-    act_control_reply_ok(reply, host_status(host));
+    act_control_reply_ok(reply, act_host_status_json(host));
 }
 
 /* ---- releases ------------------------------------------------------------ */
@@ -402,12 +402,12 @@ void act_dispatch(const act_request *request, act_control_reply *reply, void *us
     case ACT_OP_PARK:
         do_park(daemon, request, reply);
         return;
-    case ACT_OP_SWAP:
-        act_control_reply_error(reply, "unsupported",
-                                "host %s: zero-downtime swaps are not built yet on this daemon; "
-                                "stage the version, promote it, then park and wake the host",
-                                request->host);
+    case ACT_OP_SWAP: {
+        act_daemon_host *host = find_host(daemon, request, reply);
+        if (host)
+            act_swap_start(host, request, reply);
         return;
+    }
     case ACT_OP_STAGE:
         do_stage(daemon, request, reply);
         return;

@@ -48,6 +48,7 @@ int act_generation_new(act_daemon_host *host, const char *kind, uint64_t number,
         return act_error_set(err, ENOMEM, "out of memory");
     gen->host = host;
     gen->number = number;
+    gen->announced = strcmp(kind, "g") == 0;
     gen->process.pidfd = -1;
     gen->helper.pidfd = -1;
     int r = cg_leaf_create(host->daemon->cgroups, host->config->name, leaf_name, &limits,
@@ -306,6 +307,9 @@ static void finish_retire(act_generation *gen, bool proven, const char *why)
             act_log(LOG_WARNING, "host %s: %s", gen->host->config->name, err.message);
     }
     act_notify_free(TAKE_PTR(gen->notify));
+    if (gen->announced)
+        act_publish(gen->host, proven ? ACT_EVENT_RETIRED : ACT_EVENT_FAILED, gen,
+                    proven ? NULL : "unproven_stop");
     void (*done)(act_generation *, bool, const char *, void *) = gen->retired;
     gen->retired = NULL;
     if (done)
@@ -377,6 +381,8 @@ int act_generation_retire(act_generation *gen, bool graceful,
 {
     gen->retired = done;
     gen->retired_userdata = userdata;
+    if (gen->announced)
+        act_publish(gen->host, ACT_EVENT_RETIRING, gen, NULL);
     bool running = gen->process.pidfd >= 0 && !gen->exited;
     if (graceful && running &&
         syscall(SYS_pidfd_send_signal, gen->process.pidfd, SIGTERM, NULL, 0) == 0 &&

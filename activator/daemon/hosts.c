@@ -239,6 +239,8 @@ static void teardown_host(act_daemon_host *host)
     sd_event_source_disable_unref(host->idle_timer);
     act_generation_free(host->serving);
     act_generation_free(host->starting);
+    act_generation_free(host->replaced);
+    free(host->swap);
     act_host_dir_close(host);
     *host = (act_daemon_host){0};
 }

@@ -645,6 +645,9 @@ static void on_published(claim_store *store, int result, uint64_t new_revision,
     host->w->admitted.revision = new_revision;
     act_generation *gen = TAKE_PTR(host->starting);
     gen->serving_usec = act_now_usec();
+    /* In a swap, N serves on until N+1 is healthy; it is retired next. */
+    if (act_wake_is_swap(wake))
+        host->replaced = host->serving;
     host->serving = gen;
     act_error write_err = {0};
     if (act_generation_write_record(gen, ACT_GEN_SERVING, &write_err) < 0)
@@ -714,8 +717,12 @@ static void on_generation_retired(act_generation *gen, bool proven, const char *
     act_daemon_host *host = gen->host;
     if (host->starting == gen)
         host->starting = NULL;
-    if (host->serving == gen)
-        host->serving = NULL;
+    if (host->replaced == gen)
+        host->replaced = NULL;
+    if (host->serving == gen) {
+        /* A swap's N+1 that failed after its publication: N still serves. */
+        host->serving = TAKE_PTR(host->replaced);
+    }
     uint64_t number = gen->number;
     if (proven) {
         act_generation_free(gen);
@@ -747,10 +754,22 @@ static void op_failed(act_wake *wake, void *userdata)
                  act_reason_to_string(retirement->reason));
     }
     act_generation *gen = NULL;
-    if (retirement->cause == ACT_RETIRE_EXITED || retirement->cause == ACT_RETIRE_PARK)
+    switch (retirement->cause) {
+    case ACT_RETIRE_EXITED:
+    case ACT_RETIRE_PARK:
         gen = host->serving;
-    else
-        gen = host->starting ? host->starting : host->serving;
+        break;
+    case ACT_RETIRE_REPLACED:
+        gen = host->replaced;
+        break;
+    case ACT_RETIRE_ATTEMPT:
+    case ACT_RETIRE_UNCERTAIN:
+        /* The attempt's generation; once published it is the serving one. A
+         * failed swap attempt never reaches for N: N serves on. */
+        gen = host->starting ? host->starting
+                             : (act_wake_is_swap(wake) && !host->replaced ? NULL : host->serving);
+        break;
+    }
     if (!gen) {
         act_wake_retired(wake, true, "host %s: nothing was started", name_of(host));
         return;

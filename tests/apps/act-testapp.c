@@ -190,8 +190,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* Under activatord, ACTIVATOR_VERSION names the staged build that runs, so
+     * a swap shows in every answer without a build of its own per version. */
     if (!opt.version)
-        opt.version = getenv("ACT_TESTAPP_VERSION") ? getenv("ACT_TESTAPP_VERSION") : "unknown";
+        opt.version = getenv("ACT_TESTAPP_VERSION");
+    if (!opt.version)
+        opt.version = getenv("ACTIVATOR_VERSION") ? getenv("ACTIVATOR_VERSION") : "unknown";
     const char *generation =
         getenv("ACTIVATOR_GENERATION") ? getenv("ACTIVATOR_GENERATION") : "none";
 

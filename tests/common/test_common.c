@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "common/names.h"
+#include "common/text.h"
 
 static void names_accepts_the_allowed_alphabet(void **state)
 {
@@ -123,6 +124,17 @@ static void fileio_mkdir_p_creates_nested(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+static void copy_string_cuts_short_and_says_so(void **state)
+{
+    (void)state;
+    char small[6];
+    assert_true(act_copy_string(small, sizeof(small), "hello"));
+    assert_string_equal(small, "hello");
+    assert_false(act_copy_string(small, sizeof(small), "hello world"));
+    assert_string_equal(small, "hello");
+    assert_false(act_copy_string(small, 0, "x"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -132,6 +144,7 @@ int main(void)
         cmocka_unit_test(error_prefix_keeps_errno),
         cmocka_unit_test(fileio_atomic_write_replaces_and_reads_back),
         cmocka_unit_test(fileio_mkdir_p_creates_nested),
+        cmocka_unit_test(copy_string_cuts_short_and_says_so),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

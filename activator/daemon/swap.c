@@ -1,0 +1,323 @@
+/* Zero-downtime build swaps: `activatorctl swap HOST VERSION`.
+ *
+ * The version is verified before anything starts, then pinned on the claim
+ * (so every later start of the host, here or on another box, runs exactly
+ * it), then generation N+1 starts beside N on the same listening sockets
+ * (the pipeline's swap mode). N is retired only once N+1 is ready, published
+ * and healthy, so no connection is refused at any point. A swap that fails
+ * leaves N serving and records the pin failure on the claim, for operators
+ * and for every box to see. stop-first retires N before starting N+1, for
+ * apps that cannot run twice. */
+#include "activator/daemon/daemon.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/text.h"
+
+typedef struct swap_request {
+    act_daemon_host *host;
+    act_control_reply *reply; /* NULL once answered (no_wait) */
+    act_swap_mode mode;
+    rel_pin pin;
+    char reason[32];
+    char message[1200];
+} swap_request;
+
+static const char *name_of(const act_daemon_host *host)
+{
+    return host->config->name;
+}
+
+static void reply_error(swap_request *swap, const char *code, const char *message)
+{
+    if (swap->reply)
+        act_control_reply_error(swap->reply, code, "%s", message);
+    swap->reply = NULL;
+}
+
+static void finish(swap_request *swap)
+{
+    swap->host->swap = NULL;
+    free(swap);
+}
+
+/* ---- recording a failed swap on the claim -------------------------------- */
+
+static void on_failure_recorded(claim_store *store, int result, uint64_t new_revision,
+                                const claim *current, const act_error *err, void *userdata)
+{
+    swap_request *swap = userdata;
+    if (result < 0)
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(swap->host)},
+                       "host %s: cannot record the failed swap to %s on the claim: %s",
+                       name_of(swap->host), swap->pin.version,
+                       result == CLAIMS_CHANGED ? "the claim changed" : err->message);
+    reply_error(swap, swap->reason, swap->message);
+    finish(swap);
+}
+
+/* The claim keeps the pin with its failure next to it; a generation N that
+ * still serves is named again as the claim's generation, in case N+1 was
+ * published before it failed its health check. */
+static void on_claim_for_failure(claim_store *store, int result, const claim *c,
+                                 const act_error *err, void *userdata)
+{
+    swap_request *swap = userdata;
+    act_daemon_host *host = swap->host;
+    if (result <= 0 || !c->has_pin || strcmp(c->pin.version, swap->pin.version) != 0) {
+        /* Gone, or pinned to something else since: not ours to annotate. */
+        reply_error(swap, swap->reason, swap->message);
+        finish(swap);
+        return;
+    }
+    claim next = *c;
+    snprintf(next.pin.failure_reason, sizeof(next.pin.failure_reason), "%s", swap->reason);
+    act_copy_string(next.pin.failure_message, sizeof(next.pin.failure_message), swap->message);
+    if (host->serving && claim_owned_by(c, host->daemon->config.box))
+        next.holder.generation = host->serving->number;
+    act_error call_err = {0};
+    if (claims_cas_async(store, name_of(host), c->revision, &next, on_failure_recorded, swap,
+                         &call_err) < 0) {
+        reply_error(swap, swap->reason, swap->message);
+        finish(swap);
+    }
+}
+
+static void swap_failed(swap_request *swap, const char *reason, const char *message)
+{
+    act_daemon_host *host = swap->host;
+    snprintf(swap->reason, sizeof(swap->reason), "%s", reason);
+    snprintf(swap->message, sizeof(swap->message), "%s", message);
+    act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(host), .reason = reason},
+                   "host %s: swap to %s failed: %s", name_of(host), swap->pin.version, message);
+    act_error err = {0};
+    if (claims_read_async(host->daemon->store, name_of(host), on_claim_for_failure, swap, &err) <
+        0) {
+        reply_error(swap, reason, message);
+        finish(swap);
+    }
+}
+
+/* ---- the outcome ----------------------------------------------------------- */
+
+static void on_swap_done(act_host *pipeline, const act_wake_result *result, void *userdata)
+{
+    swap_request *swap = userdata;
+    act_daemon_host *host = swap->host;
+    if (result->kind == ACT_WAKE_SERVING) {
+        act_log_fields(LOG_INFO,
+                       &(act_log_ctx){.host = name_of(host),
+                                      .generation = host->serving ? host->serving->number : 0,
+                                      .build = swap->pin.version},
+                       "host %s: swapped to %s", name_of(host), swap->pin.version);
+        if (swap->mode == ACT_SWAP_STOP_FIRST)
+            act_publish(host, ACT_EVENT_SWAP_DONE, host->serving, NULL);
+        if (swap->reply)
+            act_control_reply_ok(swap->reply, act_host_status_json(host));
+        swap->reply = NULL;
+        finish(swap);
+        return;
+    }
+    const char *reason = result->reason != ACT_REASON_NONE ? act_reason_to_string(result->reason)
+                                                           : act_wake_kind_to_string(result->kind);
+    if (swap->mode == ACT_SWAP_STOP_FIRST)
+        act_publish(host, ACT_EVENT_SWAP_FAILED, NULL, reason);
+    swap_failed(swap, reason, result->message ? result->message : "the swap did not serve");
+}
+
+/* stop-first, and a swap of a parked host: a plain wake of the pinned build. */
+static void start_pinned_wake(swap_request *swap)
+{
+    int r = act_host_wake(swap->host->pipeline, ACT_TRIGGER_WARM, on_swap_done, swap);
+    if (r == ACT_WAKE_ALREADY_SERVING) {
+        /* Something else woke it first, with the pin already on the claim. */
+        act_wake_result served = {.kind = ACT_WAKE_SERVING};
+        on_swap_done(swap->host->pipeline, &served, swap);
+    } else if (r < 0) {
+        swap_failed(swap, "internal", "cannot start the pinned wake");
+    }
+}
+
+void act_swap_host_parked(act_daemon_host *host)
+{
+    swap_request *swap = host->swap;
+    if (swap && swap->mode == ACT_SWAP_STOP_FIRST && host->swap_waits_for_park) {
+        host->swap_waits_for_park = false;
+        start_pinned_wake(swap);
+    }
+}
+
+static void start_generation(swap_request *swap)
+{
+    act_daemon_host *host = swap->host;
+    act_host_state state = act_host_get_state(host->pipeline);
+    if (state == ACT_HOST_PARKED) {
+        if (swap->mode == ACT_SWAP_STOP_FIRST)
+            act_publish(host, ACT_EVENT_SWAP_STARTED, NULL, NULL);
+        start_pinned_wake(swap);
+        return;
+    }
+    if (swap->mode == ACT_SWAP_STOP_FIRST) {
+        act_publish(host, ACT_EVENT_SWAP_STARTED, host->serving, NULL);
+        host->swap_waits_for_park = true;
+        act_host_park(host->pipeline, ACT_PARK_REQUEST);
+        return;
+    }
+    int r = act_host_swap(host->pipeline, on_swap_done, swap);
+    if (r == -ESRCH) { /* parked meanwhile: the pinned wake does it */
+        start_pinned_wake(swap);
+        return;
+    }
+    if (r < 0)
+        swap_failed(swap, r == -EBUSY ? "busy" : "internal",
+                    r == -EBUSY ? "the host is busy (a wake or a retirement is in flight)"
+                                : "cannot start the swap");
+}
+
+/* ---- pinning ----------------------------------------------------------------- */
+
+static void on_pinned(claim_store *store, int result, uint64_t new_revision,
+                      const claim *current, const act_error *err, void *userdata)
+{
+    swap_request *swap = userdata;
+    if (result == CLAIMS_CHANGED) {
+        reply_error(swap, "claim_changed",
+                    "the claim changed while the pin was written; nothing was started, retry");
+        finish(swap);
+        return;
+    }
+    if (result < 0) {
+        reply_error(swap, "store_error", err->message);
+        finish(swap);
+        return;
+    }
+    start_generation(swap);
+}
+
+static void on_claim_for_pin(claim_store *store, int result, const claim *c,
+                             const act_error *err, void *userdata)
+{
+    swap_request *swap = userdata;
+    act_daemon_host *host = swap->host;
+    char message[1200];
+    if (result <= 0) {
+        snprintf(message, sizeof(message), "host %s: %s", name_of(host),
+                 result < 0 ? err->message : "no claim names this box; assign it first");
+        reply_error(swap, result < 0 ? "store_error" : "not_owner", message);
+        finish(swap);
+        return;
+    }
+    if (!claim_owned_by(c, host->daemon->config.box)) {
+        snprintf(message, sizeof(message),
+                 "host %s: claim names box %s as executor, this box is %s; swap it there",
+                 name_of(host), claim_executor(c), host->daemon->config.box);
+        reply_error(swap, "not_owner", message);
+        finish(swap);
+        return;
+    }
+    if (c->held[0] && strcmp(c->held, swap->pin.version) != 0) {
+        snprintf(message, sizeof(message),
+                 "host %s: held on version %s by an operator; release the hold before swapping "
+                 "to %s",
+                 name_of(host), c->held, swap->pin.version);
+        reply_error(swap, "held_mismatch", message);
+        finish(swap);
+        return;
+    }
+    claim next = *c;
+    next.has_pin = true;
+    next.pin = (claim_pin){0};
+    snprintf(next.pin.version, sizeof(next.pin.version), "%s", swap->pin.version);
+    snprintf(next.pin.digest, sizeof(next.pin.digest), "%s", swap->pin.digest);
+    act_error call_err = {0};
+    if (claims_cas_async(store, name_of(host), c->revision, &next, on_pinned, swap, &call_err) <
+        0) {
+        reply_error(swap, "store_error", call_err.message);
+        finish(swap);
+    }
+}
+
+/* ---- the request ------------------------------------------------------------- */
+
+/* Finds the staged build and re-hashes every file of it, so a swap to a
+ * version that is not staged or does not verify is refused before anything
+ * starts. */
+static int verify_version(act_daemon_host *host, const char *version, rel_pin *pin,
+                          const char **code, act_error *err)
+{
+    rel_entry *entries = NULL;
+    size_t n = 0;
+    *code = "not_staged";
+    int r = rel_list(host->daemon->releases, name_of(host), &entries, &n, err);
+    if (r < 0)
+        return r;
+    r = act_error_set(err, ENOENT,
+                      "host %s: version %s is not staged; stage it with 'activatorctl stage %s %s "
+                      "PATH'",
+                      name_of(host), version, name_of(host), version);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(entries[i].identity.version, version) != 0)
+            continue;
+        act_error_clear(err);
+        snprintf(pin->version, sizeof(pin->version), "%s", version);
+        snprintf(pin->digest, sizeof(pin->digest), "%s", entries[i].identity.build_digest);
+        r = 0;
+        if (!entries[i].manifest_ok) {
+            *code = "digest_mismatch";
+            r = act_error_set(err, EBADMSG, "host %s: version %s: %s", name_of(host), version,
+                              entries[i].problem);
+        }
+        break;
+    }
+    free(entries);
+    if (r == 0 && (r = rel_verify(host->daemon->releases, name_of(host), version, err)) < 0)
+        *code = r == -ENOENT ? "not_staged" : "digest_mismatch";
+    return r;
+}
+
+void act_swap_start(act_daemon_host *host, const act_request *request, act_control_reply *reply)
+{
+    if (host->swap) {
+        act_control_reply_error(reply, "busy",
+                                "host %s: a swap to %s is already in flight; wait for it to end",
+                                name_of(host), host->swap->pin.version);
+        return;
+    }
+    act_host_state state = act_host_get_state(host->pipeline);
+    if (state == ACT_HOST_WAKING || state == ACT_HOST_RETIRING) {
+        act_control_reply_error(reply, "busy", "host %s is %s; swap it once it serves or is parked",
+                                name_of(host), act_host_state_to_string(state));
+        return;
+    }
+    swap_request *swap = calloc(1, sizeof(*swap));
+    if (!swap) {
+        act_control_reply_error(reply, "internal", "out of memory");
+        return;
+    }
+    swap->host = host;
+    swap->reply = reply;
+    swap->mode = request->mode;
+    act_error err = {0};
+    const char *code = NULL;
+    if (verify_version(host, request->version, &swap->pin, &code, &err) < 0) {
+        act_control_reply_error(reply, code, "%s", err.message);
+        free(swap);
+        return;
+    }
+    host->swap = swap;
+    if (request->no_wait) {
+        json_object *started = act_host_status_json(host);
+        json_object_object_add(started, "swap", json_object_new_string(swap->pin.version));
+        act_control_reply_ok(reply, started);
+        swap->reply = NULL;
+    }
+    if (claims_read_async(host->daemon->store, name_of(host), on_claim_for_pin, swap, &err) < 0) {
+        reply_error(swap, "store_error", err.message);
+        finish(swap);
+    }
+}
