@@ -134,6 +134,11 @@ typedef struct cg_rlimit {
  * Fill it with cg_spawn_spec_init first, which sets the defaults noted. */
 typedef struct cg_spawn_spec {
     int exec_fd;              /* opened, verified executable; run with execveat(AT_EMPTY_PATH) */
+    /* Keep exec_fd open in the exec'd program. Needed to run a "#!" script
+     * from an fd (the interpreter opens it as /dev/fd/N), at the cost of that
+     * one read-only fd leaking into the program. Operator-installed helpers
+     * (ExecRestore=) may be scripts; staged builds are run without it. */
+    bool exec_fd_survives;
     const char *const *argv;  /* argv[0] required, NULL-terminated */
     const char *const *envp;  /* NULL-terminated or NULL; LISTEN_* entries are replaced */
     int stdout_fd;            /* -1 (default): /dev/null */

@@ -290,6 +290,7 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
         .fd_scratch = fd_sources + n_fds,
         .n_fds = n_fds,
         .exec_fd = spec->exec_fd,
+        .exec_fd_survives = spec->exec_fd_survives,
         .argv = (char *const *)spec->argv,
         .rlimits = spec->rlimits,
         .n_rlimits = spec->n_rlimits,

@@ -111,6 +111,10 @@ _Noreturn void cg_child_run(const struct cg_child_plan *plan)
         fail(report_fd, CG_STEP_SETSID, errno);
     if ((e = place_fds(plan, &report_fd, &exec_fd)) != 0)
         fail(report_fd, CG_STEP_FDS, e);
+    /* The kernel hands a #! interpreter the script as /dev/fd/N, so N must
+     * survive the exec. */
+    if (plan->exec_fd_survives && syscall(SYS_fcntl, exec_fd, F_SETFD, 0) < 0)
+        fail(report_fd, CG_STEP_FDS, errno);
     reset_signal_dispositions();
 
     if (plan->listen_pid_digits)

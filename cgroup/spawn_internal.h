@@ -39,6 +39,7 @@ struct cg_child_plan {
     int *fd_scratch;      /* n_fds ints the child may write (its copy of the memory) */
     size_t n_fds;
     int exec_fd;
+    bool exec_fd_survives; /* left open across exec, for a #! script run from it */
     int report_fd;        /* write end of the CLOEXEC report pipe */
     char *const *argv;
     char *const *envp;

@@ -101,6 +101,15 @@ static int event_kind_of(const act_daemon_host *host, const act_wake_event *even
     case ACT_WAKE_EVENT_FAILED:
     case ACT_WAKE_EVENT_GAVE_UP:
         return ACT_EVENT_FAILED;
+    case ACT_WAKE_EVENT_EXITED:
+        /* Status 0 is an idle park; anything else, a serving generation failed. */
+        return event->status != 0 ? ACT_EVENT_FAILED : -1;
+    case ACT_WAKE_EVENT_CANCELLED:
+        /* A park request says so with parking; another cause (the claim
+         * went to another box) ends the wake unserved and is told. */
+        if (event->reason == ACT_REASON_CANCELLED)
+            return -1;
+        return act_reason_is_refusal(event->reason) ? ACT_EVENT_REFUSED : ACT_EVENT_FAILED;
     case ACT_WAKE_EVENT_REFUSED:
         return ACT_EVENT_REFUSED;
     case ACT_WAKE_EVENT_SWAP_STARTED:
@@ -125,9 +134,10 @@ void act_announce(act_host *pipeline, const act_wake_event *event, void *userdat
     if (event->type == ACT_WAKE_EVENT_SERVING) {
         host->last_reason[0] = '\0';
         host->last_message[0] = '\0';
-    } else if (event->reason != ACT_REASON_NONE &&
+    } else if (event->reason != ACT_REASON_NONE && event->reason != ACT_REASON_CANCELLED &&
                (event->type == ACT_WAKE_EVENT_FAILED || event->type == ACT_WAKE_EVENT_REFUSED ||
-                event->type == ACT_WAKE_EVENT_GAVE_UP || event->type == ACT_WAKE_EVENT_EXITED)) {
+                event->type == ACT_WAKE_EVENT_GAVE_UP || event->type == ACT_WAKE_EVENT_EXITED ||
+                event->type == ACT_WAKE_EVENT_CANCELLED)) {
         snprintf(host->last_reason, sizeof(host->last_reason), "%s",
                  act_reason_to_string(event->reason));
         snprintf(host->last_message, sizeof(host->last_message), "%s",
@@ -137,9 +147,14 @@ void act_announce(act_host *pipeline, const act_wake_event *event, void *userdat
     int kind = event_kind_of(host, event);
     if (kind >= 0) {
         const char *reason =
-            event->reason != ACT_REASON_NONE ? act_reason_to_string(event->reason) : NULL;
+            event->reason != ACT_REASON_NONE ? act_reason_to_string(event->reason)
+            : event->type == ACT_WAKE_EVENT_EXITED ? act_reason_to_string(ACT_REASON_CRASHED)
+                                                  : NULL;
         act_publish(host, (act_event_kind)kind, gen, reason);
     }
+
+    if (event->type == ACT_WAKE_EVENT_SERVING || event->type == ACT_WAKE_EVENT_PARKED)
+        act_daemon_status_changed(host->daemon);
 
     switch (event->type) {
     case ACT_WAKE_EVENT_SERVING:

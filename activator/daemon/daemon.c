@@ -115,6 +115,23 @@ void act_daemon_update_status(act_daemon *daemon)
                daemon->stopping ? " (stopping)" : "");
 }
 
+static int on_status_timer(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    act_daemon *daemon = userdata;
+    daemon->status_timer = sd_event_source_disable_unref(daemon->status_timer);
+    act_daemon_update_status(daemon);
+    return 0;
+}
+
+/* Coalesces a burst of transitions (many hosts waking at once) into one
+ * STATUS= update, so the count is walked at most ten times a second. */
+void act_daemon_status_changed(act_daemon *daemon)
+{
+    if (!daemon->status_timer)
+        sd_event_add_time_relative(daemon->loop, &daemon->status_timer, CLOCK_MONOTONIC,
+                                   100 * 1000, 0, on_status_timer, daemon);
+}
+
 /* ---- stopping ------------------------------------------------------------ */
 
 static bool all_stopped(const act_daemon *daemon)
@@ -263,6 +280,7 @@ static int start(act_daemon *daemon, const char *config_path, act_error *err)
 
 static void teardown(act_daemon *daemon)
 {
+    sd_event_source_disable_unref(daemon->status_timer);
     act_control_free(daemon->control);
     act_telemetry_close(daemon);
     act_events_free(daemon->events);

@@ -136,6 +136,7 @@ struct act_daemon {
     act_daemon_metrics telemetry;
     act_metrics_server *metrics_server;
     struct rlimit nofile;            /* as we were started: what generations get */
+    sd_event_source *status_timer;   /* a pending STATUS= update */
     bool stopping;
     uint64_t stop_deadline_usec;
     int exit_code;
@@ -143,6 +144,8 @@ struct act_daemon {
 
 /* daemon.c: STATUS= for systemctl status, with counts of hosts by state. */
 void act_daemon_update_status(act_daemon *daemon);
+/* A host changed state: STATUS= is updated shortly (coalesced). */
+void act_daemon_status_changed(act_daemon *daemon);
 
 /* hosts.c */
 int act_hosts_setup(act_daemon *daemon, act_error *err);
@@ -154,6 +157,9 @@ void act_host_watch_demand(act_daemon_host *host, bool watch);
  * open only while the host is active: 10,000 parked hosts hold no dir fd. */
 int act_host_dir(act_daemon_host *host, act_error *err);
 void act_host_dir_close(act_daemon_host *host);
+/* <state>/hosts/<host>/state, the app's STATE_DIRECTORY, owned by User=:
+ * made before the first program (ExecRestore= or the build) runs in it. */
+int act_host_state_directory(act_daemon_host *host, act_error *err);
 /* The compiled SystemCallFilter= of the host (shared for the plain default). */
 const cg_seccomp_program *act_host_seccomp(const act_daemon_host *host);
 /* Accepts and closes the connections waiting on a host's sockets. */

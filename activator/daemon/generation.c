@@ -182,8 +182,8 @@ static char **build_environment(act_generation *gen, const char *extra)
     return envp;
 }
 
-static int spawn(act_generation *gen, int exec_fd, const char *const *argv, char **envp,
-                 bool with_sockets, cg_process *out, act_error *err)
+static int spawn(act_generation *gen, int exec_fd, bool is_helper, const char *const *argv,
+                 char **envp, cg_process *out, act_error *err)
 {
     act_daemon_host *host = gen->host;
     const act_host_config *config = host->config;
@@ -195,13 +195,15 @@ static int spawn(act_generation *gen, int exec_fd, const char *const *argv, char
     cg_spawn_spec spec;
     cg_spawn_spec_init(&spec);
     spec.exec_fd = exec_fd;
+    /* Helpers may be scripts, which run from their fd only if it survives. */
+    spec.exec_fd_survives = is_helper;
     spec.argv = argv;
     spec.envp = (const char *const *)envp;
     /* The generation's output goes where ours goes: the journal under
      * systemd, so its lines carry the unit's context. */
     spec.stdout_fd = STDERR_FILENO;
     spec.stderr_fd = STDERR_FILENO;
-    if (with_sockets) {
+    if (!is_helper) {
         spec.listen_fds = host->listen_fds;
         spec.n_listen_fds = config->n_listen;
         spec.listen_fdnames = (const char *const *)host->listen_names;
@@ -237,8 +239,8 @@ int act_generation_spawn(act_generation *gen, act_error *err)
     char **envp = build_environment(gen, NULL);
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
-    int r = spawn(gen, host->w->resolved.exec_fd, (const char *const *)host->config->exec_argv, envp,
-                  true, &gen->process, err);
+    int r = spawn(gen, host->w->resolved.exec_fd, false,
+                  (const char *const *)host->config->exec_argv, envp, &gen->process, err);
     free_strv(envp);
     return r < 0 ? r : watch_exit(gen, err);
 }
@@ -263,7 +265,7 @@ int act_generation_spawn_helper(act_generation *gen, char *const *argv, const ch
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
     cg_process *process = main_process ? &gen->process : &gen->helper;
-    int r = spawn(gen, fd, (const char *const *)argv, envp, false, process, err);
+    int r = spawn(gen, fd, true, (const char *const *)argv, envp, process, err);
     free_strv(envp);
     if (r < 0 || !main_process)
         return r;

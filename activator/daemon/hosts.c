@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -180,6 +181,21 @@ int act_host_dir(act_daemon_host *host, act_error *err)
     if (fd >= 0)
         host->host_dirfd = fd;
     return fd;
+}
+
+int act_host_state_directory(act_daemon_host *host, act_error *err)
+{
+    int dirfd = act_host_dir(host, err);
+    if (dirfd < 0)
+        return dirfd;
+    if (mkdirat(dirfd, "state", 0750) < 0 && errno != EEXIST)
+        return act_error_set(err, errno, "cannot create the state directory: %s",
+                             strerror(errno));
+    if (host->have_credentials &&
+        fchownat(dirfd, "state", host->uid, host->gid, AT_SYMLINK_NOFOLLOW) < 0)
+        return act_error_set(err, errno, "cannot hand the state directory to uid %u: %s",
+                             (unsigned)host->uid, strerror(errno));
+    return 0;
 }
 
 void act_host_dir_close(act_daemon_host *host)

@@ -116,7 +116,8 @@ void act_restore_start(act_daemon_host *host, act_wake *wake)
     }
 
     act_generation *gen = NULL;
-    if (act_generation_new(host, "restore", host->w->admitted.holder.generation, &gen, &err) < 0) {
+    if (act_host_state_directory(host, &err) < 0 ||
+        act_generation_new(host, "restore", host->w->admitted.holder.generation, &gen, &err) < 0) {
         act_wake_complete(wake, ACT_REASON_RESTORE_FAILED, "host %s: %s", name_of(host),
                           err.message);
         return;

@@ -266,27 +266,12 @@ static void on_notify(act_notify *notify, const act_notify_message *message, voi
         act_wake_ok(take_wake(host));
 }
 
-static int make_state_directory(act_daemon_host *host, act_error *err)
-{
-    int dirfd = act_host_dir(host, err);
-    if (dirfd < 0)
-        return dirfd;
-    if (mkdirat(dirfd, "state", 0750) < 0 && errno != EEXIST)
-        return act_error_set(err, errno, "cannot create the state directory: %s",
-                             strerror(errno));
-    if (host->have_credentials &&
-        fchownat(dirfd, "state", host->uid, host->gid, AT_SYMLINK_NOFOLLOW) < 0)
-        return act_error_set(err, errno, "cannot hand the state directory to uid %u: %s",
-                             (unsigned)host->uid, strerror(errno));
-    return 0;
-}
-
 static void op_materialize(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
     act_generation *gen = host->starting;
     act_error err = {0};
-    if (make_state_directory(host, &err) < 0) {
+    if (act_host_state_directory(host, &err) < 0) {
         act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
                           err.message);
         return;

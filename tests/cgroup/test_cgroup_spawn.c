@@ -345,6 +345,53 @@ static void exec_failures_reach_the_caller(void **state)
     cg_leaf_free(leaf);
 }
 
+/* An operator's helper may be a "#!" script: run from its fd, it needs the
+ * fd to survive the exec (the interpreter reads /dev/fd/N). Without
+ * exec_fd_survives the interpreter cannot open it. */
+static void script_runs_from_its_fd_when_the_fd_survives(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-8", NULL);
+    char dir[] = "/tmp/cg-script-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char script[128];
+    snprintf(script, sizeof(script), "%s/restore.sh", dir);
+    const char *text = "#!/bin/sh\nexit 42\n";
+    int fd = open(script, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+
+    for (int survives = 0; survives <= 1; survives++) {
+        _cleanup_close_ int exec_fd = open(script, O_RDONLY | O_CLOEXEC);
+        const char *argv[] = {"restore.sh", NULL};
+        cg_spawn_spec spec;
+        cg_spawn_spec_init(&spec);
+        spec.exec_fd = exec_fd;
+        spec.exec_fd_survives = survives;
+        spec.argv = argv;
+        spec.force_fork_fallback = cgt_force_fork();
+        cg_process proc = {.pid = -1, .pidfd = -1};
+        act_error err = {0};
+        int r = cg_spawn(leaf, &spec, &proc, &err);
+        if (!survives) {
+            /* The kernel cannot hand the interpreter a closed fd. */
+            assert_int_equal(r, -ENOENT);
+            continue;
+        }
+        assert_int_equal(r, 0);
+        siginfo_t info;
+        cgt_reap(proc.pidfd, &info);
+        close(proc.pidfd);
+        assert_int_equal(info.si_code, CLD_EXITED);
+        assert_int_equal(info.si_status, 42);
+    }
+    unlink(script);
+    rmdir(dir);
+    act_error err = {0};
+    assert_int_equal(cg_leaf_wait_empty(leaf, 10000000, &err), 0);
+    cg_leaf_free(leaf);
+}
+
 static void in_missing_directory(cg_spawn_spec *spec, void *data)
 {
     spec->working_directory = "/nonexistent-cg-dir";
@@ -409,6 +456,7 @@ int main(void)
         T(profile_allow_and_deny_lists_change_the_filter),
         T(seccomp_compile_refuses_bad_input),
         T(exec_failures_reach_the_caller),
+        T(script_runs_from_its_fd_when_the_fd_survives),
         T(child_step_failure_names_the_step),
         T(spawn_refuses_a_bad_spec_before_forking),
     };
