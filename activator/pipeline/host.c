@@ -315,6 +315,16 @@ int act_host_generation_exited(act_host *host, int status, bool served_long_enou
     return 0;
 }
 
+int act_host_adopt_serving(act_host *host)
+{
+    if (host->state != ACT_HOST_PARKED || host->current || host->unproven)
+        return -EBUSY;
+    host->state = ACT_HOST_SERVING;
+    emit_host(host, ACT_WAKE_EVENT_SERVING, ACT_REASON_NONE, ACT_TRIGGER_WARM, ACT_PARK_IDLE, 0,
+              "resumed a generation that outlived the previous daemon");
+    return 0;
+}
+
 void act_host_report_proof(act_host *host)
 {
     if (!host->unproven)

@@ -296,6 +296,13 @@ int act_host_generation_exited(act_host *host, int status, bool served_long_enou
  * returns. */
 int act_host_swap(act_host *host, act_wake_done_fn done, void *userdata);
 
+/* A daemon restarted while its generations kept running (crash-only
+ * design): a parked host that the daemon found serving, with a claim that
+ * still names it, resumes as SERVING without a wake, so its clients never
+ * notice the restart. Emits SERVING. -EBUSY unless the host is parked with
+ * nothing in flight and no unproven stop. */
+int act_host_adopt_serving(act_host *host);
+
 /* An earlier generation is now proven stopped (for example the daemon's sweep
  * found its cgroup empty): clears the unproven stop so wakes run again. */
 void act_host_report_proof(act_host *host);

@@ -532,6 +532,39 @@ static void an_unproven_park_refuses_the_next_wake(void **state)
     assert_int_equal(result.reason, ACT_REASON_UNPROVEN_STOP);
 }
 
+/* A restarted daemon resumes a generation that kept running: the host
+ * serves without a wake, and parks and exits work on it as on any other. */
+static void an_adopted_generation_serves_and_parks_like_any_other(void **state)
+{
+    fixture *f = *state;
+    make_host(f);
+    assert_int_equal(act_host_adopt_serving(f->host), 0);
+    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
+    assert_int_equal(f->fake.calls[ACT_STEP_READ], 0);
+    assert_true(fake_find_event(&f->fake, ACT_WAKE_EVENT_SERVING, 0) >= 0);
+    /* Only a parked host can adopt. */
+    assert_int_equal(act_host_adopt_serving(f->host), -EBUSY);
+    fake_result result = {0};
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &result),
+                     ACT_WAKE_ALREADY_SERVING);
+    assert_int_equal(act_host_park(f->host, ACT_PARK_IDLE), 1);
+    wait_parked(f);
+    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
+}
+
+static void an_unproven_host_cannot_adopt(void **state)
+{
+    fixture *f = *state;
+    make_host(f);
+    serve(f);
+    f->fake.unproven[0] = true;
+    assert_int_equal(act_host_park(f->host, ACT_PARK_CLAIM_LOST), 1);
+    wait_parked(f);
+    assert_int_equal(act_host_adopt_serving(f->host), -EBUSY);
+    act_host_report_proof(f->host);
+    assert_int_equal(act_host_adopt_serving(f->host), 0);
+}
+
 /* Budgets inside the pipeline: hosts share one box-wide cap. */
 static void the_box_cap_holds_starts_and_wakes_them_in_order(void **state)
 {
@@ -723,6 +756,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_trigger_during_retirement_wakes_after_it, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(an_unproven_park_refuses_the_next_wake, setup, teardown),
+        cmocka_unit_test_setup_teardown(an_adopted_generation_serves_and_parks_like_any_other,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(an_unproven_host_cannot_adopt, setup, teardown),
         cmocka_unit_test_setup_teardown(the_box_cap_holds_starts_and_wakes_them_in_order, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_held_start_past_the_budget_wait_is_refused, setup,
