@@ -265,7 +265,8 @@ static int start(act_daemon *daemon, const char *config_path, act_error *err)
                                 daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto");
     if ((r = act_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
             0 ||
-        (r = open_store(daemon, err)) < 0 || (r = act_hosts_setup(daemon, err)) < 0 ||
+        (r = open_store(daemon, err)) < 0 || (r = act_recovery_scan(daemon, err)) < 0 ||
+        (r = act_hosts_setup(daemon, err)) < 0 ||
         (r = act_recover(daemon, err)) < 0 || (r = open_messaging(daemon, err)) < 0 ||
         (r = act_claim_watch_start(daemon, err)) < 0)
         return r;
@@ -280,6 +281,7 @@ static int start(act_daemon *daemon, const char *config_path, act_error *err)
 
 static void teardown(act_daemon *daemon)
 {
+    act_recovery_discard(daemon);
     sd_event_source_disable_unref(daemon->status_timer);
     act_control_free(daemon->control);
     act_telemetry_close(daemon);

@@ -36,6 +36,7 @@ typedef struct act_daemon act_daemon;
 typedef struct act_daemon_host act_daemon_host;
 typedef struct act_generation act_generation;
 typedef struct act_wake_state act_wake_state;
+typedef struct act_leftover act_leftover;
 
 /* One start of a host: its cgroup leaf, its main process, its notify socket.
  * It lives from `reserve` until it is proven stopped. */
@@ -56,6 +57,7 @@ struct act_generation {
     sd_event_source *exit_source;    /* the pidfd, while the process runs */
     bool exited;
     int exit_status;                 /* 0..255, or 128 + signal */
+    bool adopted;                    /* resumed after a daemon restart: not our child */
     act_notify *notify;              /* Ready=notify only */
     bool ready;                      /* READY=1 seen */
     uint64_t exec_usec;              /* CLOCK_MONOTONIC at exec */
@@ -126,6 +128,8 @@ struct act_daemon {
     int state_dirfd;
     claim_store *store;
     claims_watch *watch;
+    act_leftover *leftovers;         /* leaves found at start-up, until recovery ran */
+    size_t n_leftovers;
     uint64_t watch_revision;
     rel_store *releases;
     cg_root *cgroups;
@@ -190,6 +194,12 @@ int act_generation_retire(act_generation *gen, bool graceful,
                                        void *userdata),
                           void *userdata);
 void act_generation_free(act_generation *gen);
+/* Resumes supervising a serving generation that outlived the previous
+ * daemon: its leaf, its main process (main_pidfd is taken), its notify
+ * socket; the host becomes serving without a wake. */
+int act_generation_adopt(act_daemon_host *host, const char *leaf_name,
+                         const act_generation_record *record, const claim *current,
+                         int main_pidfd, act_error *err);
 int act_generation_write_record(act_generation *gen, act_generation_phase phase, act_error *err);
 
 /* wake_ops.c */
@@ -197,8 +207,14 @@ extern const act_pipeline_ops act_wake_ops;
 /* Frees a wake's state (the pipeline calls it when the wake ends). */
 void act_wake_state_free(void *state);
 
-/* recovery.c */
+/* recovery.c: first scan what the previous daemon left (before the hosts'
+ * sockets are bound, so a socket still held by a surviving generation can be
+ * taken back), then resume or retire each leftover. */
+int act_recovery_scan(act_daemon *daemon, act_error *err);
+int act_recovery_take_socket(act_daemon *daemon, const char *host, unsigned index,
+                             const act_listen_address *address);
 int act_recover(act_daemon *daemon, act_error *err);
+void act_recovery_discard(act_daemon *daemon);
 
 /* claim_watch.c */
 int act_claim_watch_start(act_daemon *daemon, act_error *err);

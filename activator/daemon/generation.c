@@ -90,8 +90,18 @@ static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, vo
 {
     act_generation *gen = userdata;
     siginfo_t info = {0};
-    if (waitid(P_PIDFD, (id_t)fd, &info, WEXITED | WNOHANG) < 0 || info.si_pid == 0)
+    if (waitid(P_PIDFD, (id_t)fd, &info, WEXITED | WNOHANG) < 0) {
+        if (errno != ECHILD || !gen->adopted)
+            return 0;
+        /* A resumed generation is not our child: the pidfd says it ended,
+         * but its status went to whoever reaps orphans. Unknown is not a
+         * clean exit, so it counts as a failure. */
+        info.si_pid = gen->process.pid;
+        info.si_code = CLD_EXITED;
+        info.si_status = 255;
+    } else if (info.si_pid == 0) {
         return 0;
+    }
     gen->exit_source = sd_event_source_disable_unref(gen->exit_source);
     gen->exited = true;
     gen->exit_status = exit_status_of(&info);
@@ -393,6 +403,78 @@ int act_generation_retire(act_generation *gen, bool graceful,
                                    gen) >= 0)
         return 0; /* on_process_exit or on_grace_over goes on */
     start_kill(gen);
+    return 0;
+}
+
+static void on_adopted_notify(act_notify *notify, const act_notify_message *message,
+                              void *userdata)
+{
+    /* Already serving: STATUS= and WATCHDOG=1 are only logged. */
+    act_generation *gen = userdata;
+    if (message->status)
+        act_log_fields(LOG_DEBUG,
+                       &(act_log_ctx){.host = gen->host->config->name, .generation = gen->number},
+                       "host %s: generation %" PRIu64 " status: %s", gen->host->config->name,
+                       gen->number, message->status);
+}
+
+int act_generation_adopt(act_daemon_host *host, const char *leaf_name,
+                         const act_generation_record *record, const claim *current,
+                         int main_pidfd, act_error *err)
+{
+    act_generation *gen = calloc(1, sizeof(*gen));
+    if (!gen)
+        return act_error_set(err, ENOMEM, "out of memory");
+    *gen = (act_generation){
+        .host = host,
+        .number = record->generation,
+        .announced = true,
+        .session = record->session,
+        .admission_revision = current->revision,
+        .build = record->build,
+        .process = {.pid = record->pid, .pidfd = main_pidfd},
+        .helper = {.pidfd = -1},
+        .adopted = true,
+        .ready = true,
+        .exec_usec = act_now_usec(),
+        .serving_usec = act_now_usec(),
+    };
+    int r = cg_leaf_open(host->daemon->cgroups, host->config->name, leaf_name, &gen->leaf, err);
+    if (r == 0 && host->config->ready.kind == ACT_PROBE_NOTIFY) {
+        /* The app still holds the NOTIFY_SOCKET path it was started with. */
+        char path[256], cgroup[4096];
+        snprintf(path, sizeof(path), "%s/notify/%s.%" PRIu64,
+                 host->daemon->config.runtime_directory, host->config->name, gen->number);
+        snprintf(cgroup, sizeof(cgroup), "/%s", cg_leaf_relative_path(gen->leaf));
+        r = act_notify_open(host->daemon->loop, path, cgroup, on_adopted_notify, gen, &gen->notify,
+                            err);
+    }
+    if (r == 0)
+        r = sd_event_add_io(host->daemon->loop, &gen->exit_source, main_pidfd, EPOLLIN,
+                            on_process_exit, gen) < 0
+                ? act_error_set(err, EIO, "cannot watch pid %d", (int)record->pid)
+                : 0;
+    if (r == 0) {
+        host->serving = gen; /* before SERVING is announced */
+        r = act_host_adopt_serving(host->pipeline) < 0
+                ? act_error_set(err, EBUSY, "host %s is not parked", host->config->name)
+                : 0;
+    }
+    if (r < 0) {
+        host->serving = NULL;
+        gen->process.pidfd = -1; /* still the caller's */
+        act_generation_free(gen);
+        return r;
+    }
+    act_error record_err = {0};
+    if (act_generation_write_record(gen, ACT_GEN_SERVING, &record_err) < 0)
+        act_log(LOG_WARNING, "host %s: %s", host->config->name, record_err.message);
+    act_log_fields(LOG_NOTICE,
+                   &(act_log_ctx){.host = host->config->name, .generation = gen->number,
+                                  .build = gen->build.version},
+                   "host %s: resumed generation %" PRIu64 " (pid %d, build %s) left running by "
+                   "the previous daemon",
+                   host->config->name, gen->number, (int)gen->process.pid, gen->build.version);
     return 0;
 }
 

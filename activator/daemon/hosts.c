@@ -115,6 +115,14 @@ static int bind_sockets(act_daemon_host *host, inherited_fds *inherited, act_err
         int fd = inherited_take(inherited, name, &config->listen[i]);
         if (fd < 0) {
             fd = act_listen_bind(&config->listen[i], (int)config->backlog, err);
+            if (fd == -EADDRINUSE) {
+                int taken = act_recovery_take_socket(host->daemon, config->name, i,
+                                                     &config->listen[i]);
+                if (taken >= 0) {
+                    act_error_clear(err);
+                    fd = taken;
+                }
+            }
             if (fd < 0)
                 return act_error_prefix(err, "host %s", config->name);
             store_fd(name, fd);
