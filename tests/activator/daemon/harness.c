@@ -438,6 +438,22 @@ void dh_start(dh_daemon *d, const char *const *extra_env)
     dh_events_subscribe(d);
 }
 
+int dh_kill(dh_daemon *d)
+{
+    if (d->pid <= 0)
+        fail_msg("dh_kill: the daemon is not running");
+    kill(d->pid, SIGKILL);
+    int status = wait_exit(d, STOP_TIMEOUT_MS);
+    dh_notify_close(d);
+    /* The next daemon numbers its events from 1 again. */
+    if (d->sub_open)
+        nng_close(d->sub);
+    d->sub_open = false;
+    d->n_events = 0;
+    d->mark = 0;
+    return status;
+}
+
 int dh_stop(dh_daemon *d)
 {
     if (d->pid <= 0)
@@ -485,7 +501,7 @@ static int walk_entry(const char *path, const struct stat *st, int flag, struct 
     return 0;
 }
 
-static bool pid_gone(pid_t pid)
+bool dh_pid_gone(pid_t pid)
 {
     /* The daemon is gone, so its apps were re-parented and are reaped by
      * init; a zombie may linger for an instant. */
@@ -509,7 +525,7 @@ static void check_marked_pids_gone(dh_daemon *d)
         pid_t pids[64];
         size_t n = dh_marker_pids(d, entry->d_name + 7, pids, 64);
         for (size_t i = 0; i < n; i++)
-            DH_CHECK(d, pid_gone(pids[i]), "host %s: app pid %d still runs after the daemon exited",
+            DH_CHECK(d, dh_pid_gone(pids[i]), "host %s: app pid %d still runs after the daemon exited",
                      entry->d_name + 7, (int)pids[i]);
     }
     closedir(dir);

@@ -154,6 +154,15 @@ void dh_start(dh_daemon *d, const char *const *extra_env);
  * status (128 + signal when killed by one). */
 int dh_stop(dh_daemon *d);
 
+/* Whether pid is gone, waiting up to 5 s: an app whose parent died is
+ * re-parented and reaped by init, and its zombie may linger for an instant. */
+bool dh_pid_gone(pid_t pid);
+
+/* SIGKILL, as a crash or the OOM killer would: the generations keep running.
+ * Forgets the events received, because the next daemon numbers its own from
+ * 1. Returns the exit status (128 + 9). */
+int dh_kill(dh_daemon *d);
+
 /* Stops the daemon and checks the clean exit: status 0, STOPPING=1 seen, no
  * process left in the cgroup subtree, no generation leaf, and every pid any
  * app attempt ever had is gone. */

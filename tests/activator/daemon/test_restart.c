@@ -1,0 +1,133 @@
+/* activatord is crash-only: killed at any instant (SIGKILL here, as the OOM
+ * killer or a bug would), its generations keep running, and the next daemon
+ * either resumes supervising a generation (its record, its claim and its
+ * process agree that it is this box's serving admission) or retires it with
+ * proof. Clients of a resumed host never see the restart. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static int setup(void **state)
+{
+    *state = calloc(1, sizeof(dh_daemon));
+    return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    int r = dh_teardown(*state);
+    free(*state);
+    return r;
+}
+
+/* The pid that answers on port, from act-testapp's "demo ... pid=P". */
+static int64_t answering_pid(dh_daemon *d, int port)
+{
+    char body[1024];
+    int n = dh_http_get(port, body, sizeof(body));
+    DH_CHECK(d, n > 0, "nothing answers on port %d (%d)", port, n);
+    const char *pid = strstr(body, "pid=");
+    DH_CHECK(d, pid, "unexpected answer: %s", body);
+    return atoll(pid + 4);
+}
+
+static int64_t wake_demo(dh_daemon *d)
+{
+    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+    DH_CHECK(d, dh_reply_ok(reply), "wake: %s", json_object_to_json_string(reply));
+    int64_t pid = (int64_t)dh_json_u64(dh_reply_result(reply), "pid");
+    json_object_put(reply);
+    return pid;
+}
+
+static void test_serving_generation_is_resumed_after_a_crash(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    int port = dh_free_port();
+    dh_write_app_host(d, "demo", port, NULL, NULL);
+    dh_stage(d, "demo", "v1", true, NULL);
+    dh_start(d, NULL);
+    int64_t pid = wake_demo(d);
+    DH_CHECK(d, answering_pid(d, port) == pid, "the app does not answer");
+
+    dh_kill(d);
+    /* No daemon: the generation still serves, on the socket it was given. */
+    DH_CHECK(d, answering_pid(d, port) == pid, "the generation did not outlive the daemon");
+
+    dh_start(d, NULL);
+    DH_CHECK(d, dh_log_wait(d, "resumed generation 1", 5000), "the daemon did not resume it");
+    json_object *status = dh_status(d, "demo");
+    DH_CHECK(d, strcmp(dh_json_str(status, "state"), "serving") == 0 &&
+                    dh_json_u64(status, "generation") == 1 &&
+                    (int64_t)dh_json_u64(status, "pid") == pid,
+             "status after restart: %s", json_object_to_json_string(status));
+    json_object_put(status);
+    DH_CHECK(d, answering_pid(d, port) == pid, "a new process answers after the restart");
+    DH_CHECK(d, dh_leaf_exists(d, "demo", "g-1"), "the resumed generation's leaf is gone");
+
+    /* The resumed generation is supervised like any other: a park retires
+     * it with proof, and a plain connection wakes a new one. */
+    json_object *park = dh_request(d, 30000, "{\"v\":1,\"op\":\"park\",\"host\":\"demo\"}");
+    DH_CHECK(d, dh_reply_ok(park), "park: %s", json_object_to_json_string(park));
+    json_object_put(park);
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+    DH_CHECK(d, dh_pid_gone((pid_t)pid), "the resumed app still runs");
+    DH_CHECK(d, !dh_leaf_exists(d, "demo", "g-1"), "the retired leaf is left");
+    int64_t next = answering_pid(d, port);
+    DH_CHECK(d, next != pid, "the connection did not wake a new generation");
+    dh_stop_and_check_clean(d);
+}
+
+/* While the daemon was down, another box took the host: what still runs
+ * here is no longer this box's admission and is retired with proof. */
+static void test_generation_whose_claim_moved_is_retired_at_start(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    int port = dh_free_port();
+    dh_write_app_host(d, "demo", port, NULL, NULL);
+    dh_stage(d, "demo", "v1", true, NULL);
+    dh_start(d, NULL);
+    int64_t pid = wake_demo(d);
+    dh_kill(d);
+
+    claim serving;
+    DH_CHECK(d, dh_claim_get(d, "demo", &serving), "no claim while serving");
+    claim moved = serving;
+    snprintf(moved.holder.box, sizeof(moved.holder.box), DH_OTHER_BOX);
+    moved.holder.session = serving.holder.session + 1;
+    moved.holder.generation = serving.holder.generation + 1;
+    snprintf(moved.op.exec, sizeof(moved.op.exec), DH_OTHER_BOX);
+    dh_claim_put(d, &moved);
+
+    dh_start(d, NULL);
+    DH_CHECK(d, dh_pid_gone((pid_t)pid),
+             "the generation of a claim that moved still runs after the restart");
+    DH_CHECK(d, !dh_leaf_exists(d, "demo", "g-1"), "its leaf is left");
+    json_object *status = dh_status(d, "demo");
+    DH_CHECK(d, strcmp(dh_json_str(status, "state"), "parked") == 0, "status: %s",
+             json_object_to_json_string(status));
+    json_object_put(status);
+    dh_stop_and_check_clean(d);
+}
+
+int main(void)
+{
+    int r = dh_check_can_run("daemon-restart", DH_STORE_DIR);
+    if (r)
+        return r;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_serving_generation_is_resumed_after_a_crash, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_generation_whose_claim_moved_is_retired_at_start,
+                                        setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
