@@ -135,9 +135,11 @@ static void write_daemon_conf(dh_daemon *d, const char *extra_conf)
              "RuntimeDirectory=%s\n"
              "HostsDirectory=%s\n"
              "CgroupRoot=%s\n"
-             "MetricsListen=no\n"
+             "%s"
              "%s",
              d->store_url, d->state_dir, d->runtime_dir, d->hosts_dir, d->cgroup_path,
+             /* No metrics server unless a test asks for one on its own port. */
+             extra_conf && strstr(extra_conf, "MetricsListen=") ? "" : "MetricsListen=no\n",
              extra_conf ? extra_conf : "");
     write_file(d->config_path, text);
 }
