@@ -1,0 +1,216 @@
+/* Demand-driven activation on the real daemon (issue 7):
+ *   - a parked host takes a burst of 50 concurrent connections during its
+ *     cold start: one activation serves them all, none is refused or reset;
+ *   - a serving host parks after IdleTimeoutSec with no established
+ *     connection (but not while one is open), its generation's leaf is
+ *     removed, and the next connection wakes a new generation that serves
+ *     it. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "activation.h"
+
+static int setup(void **state)
+{
+    *state = calloc(1, sizeof(dh_daemon));
+    return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    int r = dh_teardown(*state);
+    free(*state);
+    return r;
+}
+
+/* ---- a burst during the cold start ------------------------------------------ */
+
+enum { BURST = 50 };
+
+typedef struct burst_client {
+    pthread_barrier_t *go;
+    int port;
+    ah_sample sample;
+} burst_client;
+
+static void *burst_thread(void *arg)
+{
+    burst_client *client = arg;
+    pthread_barrier_wait(client->go);
+    ah_get(client->port, &client->sample);
+    return NULL;
+}
+
+static void test_burst_during_cold_start_all_served(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    int port = dh_free_port();
+    /* The app takes 600 ms to accept and say READY=1, so the whole burst
+     * arrives while the host is cold and waits in the daemon's socket. */
+    dh_write_app_host(d, "web", port, "--ready-delay-ms 600", NULL);
+    dh_stage(d, "web", "v1", true, NULL);
+    dh_start(d, NULL);
+    DH_CHECK(d, dh_wait_state(d, "web", "parked", 5000), "web is not parked after start");
+    dh_events_mark(d);
+    uint64_t mark = d->mark;
+
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, BURST);
+    burst_client clients[BURST];
+    pthread_t threads[BURST];
+    for (int i = 0; i < BURST; i++) {
+        clients[i] = (burst_client){.go = &go, .port = port};
+        if (pthread_create(&threads[i], NULL, burst_thread, &clients[i]) != 0)
+            fail_msg("cannot start client thread %d", i);
+    }
+    for (int i = 0; i < BURST; i++)
+        pthread_join(threads[i], NULL);
+    pthread_barrier_destroy(&go);
+    DH_CHECK(d, dh_event_wait(d, "web", "serving", 5000, NULL), "web never served");
+    dh_events_pump(d, 100);
+
+    const dh_event *waking = ah_find_event(d, "web", "waking", 0, mark);
+    const dh_event *ready = ah_find_event(d, "web", "ready", 0, mark);
+    DH_CHECK(d, waking && ready, "no waking or ready event for the burst's wake");
+    uint64_t first_start = UINT64_MAX;
+    unsigned failures = 0;
+    for (int i = 0; i < BURST; i++) {
+        const ah_sample *s = &clients[i].sample;
+        if (s->start_usec < first_start)
+            first_start = s->start_usec;
+        if (s->error) {
+            fprintf(stderr, "client %d: failed at %s: %s\n", i, s->failed_at, strerror(s->error));
+            failures++;
+        }
+    }
+    DH_CHECK(d, failures == 0, "%u of %d connections made during the cold start failed", failures,
+             BURST);
+    DH_CHECK(d, waking->time_usec >= first_start,
+             "the wake began before the first connection: the host was not parked");
+    for (int i = 0; i < BURST; i++) {
+        const ah_sample *s = &clients[i].sample;
+        /* The test is about connections that arrive while the host is cold:
+         * each must have been established before the app was ready. */
+        DH_CHECK(d, s->connect_usec < ready->time_usec,
+                 "client %d connected %.3f s after the app was ready; the burst was not "
+                 "during the cold start",
+                 i, ((double)s->connect_usec - (double)ready->time_usec) / 1e6);
+        DH_CHECK(d, s->generation == ready->generation && s->pid == (int)ready->pid,
+                 "client %d was answered by generation %" PRIu64 " pid %d, the wake started "
+                 "generation %" PRIu64 " pid %" PRId64,
+                 i, s->generation, s->pid, ready->generation, ready->pid);
+        DH_CHECK(d, strcmp(s->version, "v1") == 0, "client %d was answered by version %s", i,
+                 s->version);
+    }
+    /* One activation in flight: the 50 triggers joined a single wake. */
+    size_t execs = dh_events_count(d, "web", "exec");
+    DH_CHECK(d, execs == 1, "the burst caused %zu execs, expected one activation", execs);
+    pid_t pids[8];
+    DH_CHECK(d, dh_marker_pids(d, "web", pids, 8) == 1, "the app ran more than once");
+    dh_stop_and_check_clean(d);
+}
+
+/* ---- idle park and the next wake --------------------------------------------- */
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
+        fail_msg("connect to port %d: %s", port, strerror(errno));
+    return fd;
+}
+
+static void test_idle_park_then_next_connection_wakes_a_new_generation(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    int port = dh_free_port();
+    dh_write_app_host(d, "idle", port, NULL, "IdleTimeoutSec=1\n");
+    dh_stage(d, "idle", "v1", true, NULL);
+    dh_start(d, NULL);
+    dh_events_mark(d);
+    uint64_t mark = d->mark;
+
+    /* The first connection wakes generation N. */
+    ah_sample first;
+    DH_CHECK(d, ah_get(port, &first) == 0, "the first request failed at %s: %s", first.failed_at,
+             strerror(first.error));
+    uint64_t first_gen = first.generation;
+    DH_CHECK(d, first_gen > 0, "the app did not name its generation");
+
+    /* An established connection is activity: the host must not park while
+     * one is open, however long it is quiet. */
+    int held = connect_to(port);
+    ah_sleep_ms(2500);
+    dh_events_pump(d, 0);
+    DH_CHECK(d, !ah_find_event(d, "idle", "parking", 0, mark),
+             "the host parked while a client held an established connection");
+    json_object *status = dh_status(d, "idle");
+    bool serving = strcmp(dh_json_str(status, "state"), "serving") == 0;
+    json_object_put(status);
+    DH_CHECK(d, serving, "the host is not serving while a client holds a connection");
+    uint64_t closed_at = ah_wallclock_usec();
+    close(held);
+
+    dh_event parked;
+    DH_CHECK(d, dh_event_wait(d, "idle", "parked", 6000, &parked),
+             "the host did not park within 6 s of its last connection (IdleTimeoutSec=1)");
+    double quiet = ((double)parked.time_usec - (double)closed_at) / 1e6;
+    DH_CHECK(d, quiet >= 0.7 && quiet <= 4.0,
+             "the host parked %.2f s after its last connection closed, IdleTimeoutSec=1", quiet);
+    const dh_event *retired = ah_find_event(d, "idle", "retired", first_gen, mark);
+    DH_CHECK(d, retired && retired->seq < parked.seq,
+             "generation %" PRIu64 " was not retired before the host parked", first_gen);
+    DH_CHECK(d, dh_wait_state(d, "idle", "parked", 2000), "status does not say parked");
+    char leaf[32];
+    snprintf(leaf, sizeof(leaf), "g-%" PRIu64, first_gen);
+    DH_CHECK(d, !dh_leaf_exists(d, "idle", leaf), "leaf %s is left after the idle park", leaf);
+    DH_CHECK(d, kill(first.pid, 0) < 0 && errno == ESRCH,
+             "generation %" PRIu64 "'s app (pid %d) still runs after the idle park", first_gen,
+             first.pid);
+
+    /* The next connection wakes a new generation, which answers it. */
+    ah_sample next;
+    DH_CHECK(d, ah_get(port, &next) == 0, "the request to the parked host failed at %s: %s",
+             next.failed_at, strerror(next.error));
+    DH_CHECK(d, next.generation > first_gen && next.pid != first.pid,
+             "the parked host was answered by generation %" PRIu64 " pid %d, expected a new "
+             "generation above %" PRIu64,
+             next.generation, next.pid, first_gen);
+    snprintf(leaf, sizeof(leaf), "g-%" PRIu64, next.generation);
+    DH_CHECK(d, dh_leaf_exists(d, "idle", leaf), "the new generation has no leaf %s", leaf);
+    json_object *after = dh_status(d, "idle");
+    bool serving_next = strcmp(dh_json_str(after, "state"), "serving") == 0 &&
+                        dh_json_u64(after, "generation") == next.generation;
+    char after_text[1024];
+    snprintf(after_text, sizeof(after_text), "%s", json_object_to_json_string(after));
+    json_object_put(after);
+    DH_CHECK(d, serving_next, "status after the wake: %s", after_text);
+    dh_stop_and_check_clean(d);
+}
+
+int main(void)
+{
+    int r = dh_check_can_run("activation-demand", DH_STORE_DIR);
+    if (r)
+        return r;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_burst_during_cold_start_all_served, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_park_then_next_connection_wakes_a_new_generation,
+                                        setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
