@@ -42,7 +42,6 @@ int main(int argc, char **argv)
     (void)argc;
     argv[0] = (char *)"act-e2e-app";
     execv(DH_E2E_APP, argv);
-    fprintf(stderr, "act-single-instance-build: cannot exec %s: %s\n", DH_E2E_APP,
-            strerror(errno));
+    fprintf(stderr, "act-single-instance-build: cannot exec %s: %s\n", DH_E2E_APP, strerror(errno));
     return 127;
 }

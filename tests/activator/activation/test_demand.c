@@ -4,7 +4,9 @@
  *   - a serving host parks after IdleTimeoutSec with no established
  *     connection (but not while one is open), its generation's leaf is
  *     removed, and the next connection wakes a new generation that serves
- *     it. */
+ *     it;
+ *   - a host parked by request while it was waking wakes again on the next
+ *     connection. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -202,6 +204,43 @@ static void test_idle_park_then_next_connection_wakes_a_new_generation(void **st
     dh_stop_and_check_clean(d);
 }
 
+/* activatorctl park while a wake is in flight cancels it (the started
+ * generation is retired) and leaves the host parked: its sockets must be
+ * watched again, so the next connection wakes it. */
+static void test_park_during_wake_then_connection_wakes(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    int port = dh_free_port();
+    dh_write_app_host(d, "web", port, "--ready-delay-ms 1000", NULL);
+    dh_stage(d, "web", "v1", true, NULL);
+    dh_start(d, NULL);
+    dh_events_mark(d);
+    json_object *reply =
+        dh_request(d, 10000, "{\"v\":1,\"op\":\"wake\",\"host\":\"web\",\"no_wait\":true}");
+    DH_CHECK(d, dh_reply_ok(reply), "wake --no-wait: %s", json_object_to_json_string(reply));
+    json_object_put(reply);
+    dh_event exec;
+    DH_CHECK(d, dh_event_wait(d, "web", "exec", 10000, &exec), "the wake exec'd nothing");
+    reply = dh_request(d, 10000, "{\"v\":1,\"op\":\"park\",\"host\":\"web\"}");
+    DH_CHECK(d, dh_reply_ok(reply), "park: %s", json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(d, dh_event_wait(d, "web", "retired", 10000, NULL),
+             "the cancelled wake's generation was not retired");
+    DH_CHECK(d, dh_wait_state(d, "web", "parked", 10000), "web is not parked after the park");
+
+    ah_sample next;
+    int r = ah_get(port, &next);
+    DH_CHECK(d, r == 0,
+             "a connection to the host parked during its wake failed at %s: %s (its socket "
+             "is not watched: no wake began)",
+             next.failed_at, strerror(r));
+    DH_CHECK(d, next.generation > exec.generation,
+             "answered by generation %" PRIu64 ", expected a new one above %" PRIu64,
+             next.generation, exec.generation);
+    dh_stop_and_check_clean(d);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("activation-demand", DH_STORE_DIR);
@@ -211,6 +250,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_burst_during_cold_start_all_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_park_then_next_connection_wakes_a_new_generation,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_park_during_wake_then_connection_wakes, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,8 +97,7 @@ static void test_swap_under_steady_load_refuses_nothing(void **state)
     DH_CHECK(d, done, "no swap.done event after the swap replied ok");
     /* As many requests again after the swap, and 2,000 in all. */
     size_t after_swap = ah_load_done(load) + 700;
-    bool enough =
-        ah_load_wait(load, after_swap > MIN_REQUESTS ? after_swap : MIN_REQUESTS, 60000);
+    bool enough = ah_load_wait(load, after_swap > MIN_REQUESTS ? after_swap : MIN_REQUESTS, 60000);
     size_t n = 0;
     const ah_sample *samples = ah_load_stop(load, &n);
     DH_CHECK(d, enough, "only %zu requests were made across the swap", n);
@@ -120,7 +119,8 @@ static void test_swap_under_steady_load_refuses_nothing(void **state)
     size_t during = 0, from_new = 0;
     for (size_t i = 0; i < n; i++) {
         const ah_sample *s = &samples[i];
-        bool is_old = strcmp(s->version, "v1") == 0 && s->generation == old_gen && s->pid == old_pid;
+        bool is_old =
+            strcmp(s->version, "v1") == 0 && s->generation == old_gen && s->pid == old_pid;
         bool is_new = strcmp(s->version, "v2") == 0 && s->generation == new_gen;
         DH_CHECK(d, is_old || is_new,
                  "request %zu was answered by version %s generation %" PRIu64 " pid %d", i,
@@ -151,14 +151,20 @@ static void test_swap_under_steady_load_refuses_nothing(void **state)
     /* The claim names N+1 and pins the new build. */
     claim c;
     DH_CHECK(d, dh_claim_get(d, "web", &c), "no claim after the swap");
-    DH_CHECK(d, c.holder.generation == new_gen && strcmp(c.op.phase, "serving") == 0,
-             "the claim names generation %" PRIu64 " in phase %s, expected %" PRIu64 " serving",
-             c.holder.generation, c.op.phase, new_gen);
+    char port_text[16];
+    snprintf(port_text, sizeof(port_text), ":%d", port);
+    DH_CHECK(d,
+             c.holder.generation == new_gen && strcmp(c.op.phase, "serving") == 0 &&
+                 strstr(c.holder.handle, port_text),
+             "the claim names generation %" PRIu64 " in phase %s with handle \"%s\", expected "
+             "%" PRIu64 " serving on port %d",
+             c.holder.generation, c.op.phase, c.holder.handle, new_gen, port);
     DH_CHECK(d,
              c.has_pin && strcmp(c.pin.version, "v2") == 0 &&
                  strcmp(c.pin.digest, v2.build_digest) == 0 && c.pin.failure_reason[0] == '\0',
-             "the claim's pin is %s %s (failure \"%s\"), expected v2 %s", c.has_pin ? c.pin.version : "(none)",
-             c.pin.digest, c.pin.failure_reason, v2.build_digest);
+             "the claim's pin is %s %s (failure \"%s\"), expected v2 %s",
+             c.has_pin ? c.pin.version : "(none)", c.pin.digest, c.pin.failure_reason,
+             v2.build_digest);
     json_object *status = dh_status(d, "web");
     bool serving_new = strcmp(dh_json_str(status, "state"), "serving") == 0 &&
                        dh_json_u64(status, "generation") == new_gen &&
@@ -202,8 +208,8 @@ static void test_swap_to_never_ready_build_keeps_n_serving(void **state)
     bool enough = ah_load_wait(load, ah_load_done(load) + 500, 30000);
     size_t n = 0;
     const ah_sample *samples = ah_load_stop(load, &n);
-    DH_CHECK(d, refused_ready_timeout, "swap to a never-ready build: expected ready_timeout, got %s",
-             reply_text);
+    DH_CHECK(d, refused_ready_timeout,
+             "swap to a never-ready build: expected ready_timeout, got %s", reply_text);
     DH_CHECK(d, published, "no swap.failed event");
     DH_CHECK(d, strcmp(failed.reason, "ready_timeout") == 0,
              "swap.failed says reason \"%s\", expected ready_timeout", failed.reason);
@@ -249,10 +255,14 @@ static void test_swap_to_never_ready_build_keeps_n_serving(void **state)
     /* The claim keeps N and records the pin's failure. */
     claim c;
     DH_CHECK(d, dh_claim_get(d, "web", &c), "no claim after the failed swap");
-    DH_CHECK(d, c.holder.generation == gen && strcmp(c.op.phase, "serving") == 0,
-             "the claim names generation %" PRIu64 " in phase %s, expected N = %" PRIu64
-             " serving",
-             c.holder.generation, c.op.phase, gen);
+    char port_text[16];
+    snprintf(port_text, sizeof(port_text), ":%d", port);
+    DH_CHECK(d,
+             c.holder.generation == gen && strcmp(c.op.phase, "serving") == 0 &&
+                 strstr(c.holder.handle, port_text),
+             "the claim names generation %" PRIu64 " in phase %s with handle \"%s\", expected "
+             "N = %" PRIu64 " serving on port %d",
+             c.holder.generation, c.op.phase, c.holder.handle, gen, port);
     DH_CHECK(d,
              c.has_pin && strcmp(c.pin.version, "v2") == 0 &&
                  strcmp(c.pin.failure_reason, "ready_timeout") == 0 && c.pin.failure_message[0],

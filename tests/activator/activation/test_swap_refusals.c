@@ -50,8 +50,8 @@ static void wake_serving(dh_daemon *d, const char *host, uint64_t *generation, p
 
 /* Sends a swap and returns its error code ("ok" for a success), with the
  * whole reply in text. */
-static void swap(dh_daemon *d, const char *host, const char *version, const char *mode,
-                 char *code, size_t code_size, char *text, size_t text_size)
+static void swap(dh_daemon *d, const char *host, const char *version, const char *mode, char *code,
+                 size_t code_size, char *text, size_t text_size)
 {
     json_object *reply =
         dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"%s\",\"version\":\"%s\"%s%s%s}",
@@ -160,8 +160,8 @@ static void test_second_swap_in_flight_is_busy(void **state)
     wake_serving(d, "web", &gen, &pid);
     dh_events_mark(d);
 
-    dh_async *first = dh_request_start(
-        d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"web\",\"version\":\"v2\"}");
+    dh_async *first =
+        dh_request_start(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"web\",\"version\":\"v2\"}");
     dh_event exec;
     DH_CHECK(d, dh_event_wait(d, "web", "exec", 10000, &exec), "the first swap exec'd nothing");
     char code[64], text[2048];
