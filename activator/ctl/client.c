@@ -1,6 +1,8 @@
 #include "activator/ctl/client.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -226,6 +228,42 @@ static void drain_events(ctl_client *client, ctl_event_fn on_event, void *userda
     }
 }
 
+/* The reply arrives through an aio whose callback (on an NNG thread) only
+ * writes a byte to a pipe, so the main thread can poll the reply and the
+ * events together. One receive is started for the whole wait: with REQ, a
+ * receive that times out or is cancelled abandons the request itself, so
+ * short non-blocking receives in a loop would, now and then, throw away the
+ * reply that was on its way. */
+typedef struct reply_wait {
+    int pipe[2];
+} reply_wait;
+
+static void on_reply(void *arg)
+{
+    reply_wait *wait = arg;
+    ssize_t n = write(wait->pipe[1], "r", 1);
+    (void)n;
+}
+
+static int parse_reply(const char *url, nng_msg *msg, json_object **reply)
+{
+    json_tokener *tok = json_tokener_new();
+    json_object *parsed =
+        tok ? json_tokener_parse_ex(tok, nng_msg_body(msg), (int)nng_msg_len(msg)) : NULL;
+    if (tok)
+        json_tokener_free(tok);
+    nng_msg_free(msg);
+    if (!parsed || !json_object_is_type(parsed, json_type_object)) {
+        json_object_put(parsed);
+        fprintf(stderr, "activatorctl: %s answered with something that is not a JSON "
+                        "object; is that really activatord?\n",
+                url);
+        return CTL_EXIT_UNREACHABLE;
+    }
+    *reply = parsed;
+    return CTL_EXIT_OK;
+}
+
 int ctl_client_call(ctl_client *client, json_object *request, int timeout_sec,
                     ctl_event_fn on_event, void *userdata, json_object **reply)
 {
@@ -238,54 +276,57 @@ int ctl_client_call(ctl_client *client, json_object *request, int timeout_sec,
         return CTL_EXIT_UNREACHABLE;
     }
 
-    int fds[2] = {recv_fd(client->req), client->sub_open ? recv_fd(client->sub) : -1};
-    uint64_t deadline = act_now_usec() + (uint64_t)timeout_sec * 1000000ull;
+    reply_wait wait = {.pipe = {-1, -1}};
+    nng_aio *aio = NULL;
+    if (pipe2(wait.pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
+        nng_aio_alloc(&aio, on_reply, &wait) != 0) {
+        fprintf(stderr, "activatorctl: cannot wait for the reply: out of resources\n");
+        if (wait.pipe[0] >= 0) {
+            close(wait.pipe[0]);
+            close(wait.pipe[1]);
+        }
+        return CTL_EXIT_UNREACHABLE;
+    }
+    nng_aio_set_timeout(aio, (nng_duration)timeout_sec * 1000);
+    nng_recv_aio(client->req, aio);
+
+    int result = CTL_EXIT_UNREACHABLE;
+    int events_fd = client->sub_open ? recv_fd(client->sub) : -1;
     for (;;) {
-        struct pollfd pfd[2] = {{.fd = fds[0], .events = POLLIN}, {.fd = fds[1], .events = POLLIN}};
+        struct pollfd pfd[2] = {{.fd = wait.pipe[0], .events = POLLIN},
+                                {.fd = events_fd, .events = POLLIN}};
         /* A short poll slice lets a lost connection end the wait promptly. */
-        if (poll(pfd, fds[1] >= 0 ? 2 : 1, 200) < 0 && errno != EINTR) {
+        if (poll(pfd, events_fd >= 0 ? 2 : 1, 200) < 0 && errno != EINTR) {
             fprintf(stderr, "activatorctl: poll: %m\n");
-            return CTL_EXIT_UNREACHABLE;
+            break;
         }
         drain_events(client, on_event, userdata);
-
-        nng_msg *msg;
-        rv = nng_recvmsg(client->req, &msg, NNG_FLAG_NONBLOCK);
-        if (rv == 0) {
-            /* Events published just before the reply belong before it. */
-            drain_events(client, on_event, userdata);
-            json_tokener *tok = json_tokener_new();
-            json_object *parsed =
-                tok ? json_tokener_parse_ex(tok, nng_msg_body(msg), (int)nng_msg_len(msg)) : NULL;
-            if (tok)
-                json_tokener_free(tok);
-            nng_msg_free(msg);
-            if (!parsed || !json_object_is_type(parsed, json_type_object)) {
-                json_object_put(parsed);
-                fprintf(stderr, "activatorctl: %s answered with something that is not a JSON "
-                                "object; is that really activatord?\n",
-                        url);
-                return CTL_EXIT_UNREACHABLE;
+        if (pfd[0].revents & POLLIN) {
+            rv = nng_aio_result(aio);
+            if (rv == 0) {
+                /* Events published just before the reply belong before it. */
+                drain_events(client, on_event, userdata);
+                result = parse_reply(url, nng_aio_get_msg(aio), reply);
+            } else if (rv == NNG_ETIMEDOUT) {
+                char why[96];
+                snprintf(why, sizeof(why), "no reply within %d seconds", timeout_sec);
+                print_unreachable(url, why);
+            } else {
+                print_unreachable(url, nng_strerror(rv));
             }
-            *reply = parsed;
-            return CTL_EXIT_OK;
-        }
-        if (rv != NNG_EAGAIN && rv != NNG_ETIMEDOUT) {
-            print_unreachable(url, nng_strerror(rv));
-            return CTL_EXIT_UNREACHABLE;
+            break;
         }
         if (atomic_load(&req_pipe_lost)) {
             print_unreachable(url, "the connection closed before the reply (did activatord stop "
                                    "or refuse an oversized request?)");
-            return CTL_EXIT_UNREACHABLE;
-        }
-        if (act_now_usec() >= deadline) {
-            char why[96];
-            snprintf(why, sizeof(why), "no reply within %d seconds", timeout_sec);
-            print_unreachable(url, why);
-            return CTL_EXIT_UNREACHABLE;
+            break;
         }
     }
+    nng_aio_stop(aio);
+    nng_aio_free(aio);
+    close(wait.pipe[0]);
+    close(wait.pipe[1]);
+    return result;
 }
 
 int ctl_client_watch(ctl_client *client, volatile bool *stop, ctl_event_fn on_event,
@@ -305,9 +346,10 @@ int ctl_client_watch(ctl_client *client, volatile bool *stop, ctl_event_fn on_ev
 
 void ctl_client_close(ctl_client *client)
 {
-    if (client->sub_open)
-        nng_close(client->sub);
-    if (client->req_open)
-        nng_close(client->req);
+    /* The sockets are left to the kernel: activatorctl exits right after
+     * this, and nng_close in NNG 1.5.2 (Debian 12) can deadlock when a SUB
+     * socket closes while a message arrives (nanomsg/nng#1543, fixed after
+     * 1.5.2), which would hang the command after its work was done. The
+     * sockets stay reachable from NNG's socket table, so nothing leaks. */
     client->sub_open = client->req_open = false;
 }
