@@ -175,6 +175,15 @@ void act_announce(act_host *pipeline, const act_wake_event *event, void *userdat
     case ACT_WAKE_EVENT_WAKING:
         act_host_watch_demand(host, false);
         break;
+    case ACT_WAKE_EVENT_GAVE_UP:
+    case ACT_WAKE_EVENT_CANCELLED:
+        /* A wake that ended unserved leaves the host parked without a PARKED
+         * event: its sockets are watched again, so the clients waiting there
+         * wake it after the failure-park backoff. */
+        if (!event->swap && !host->daemon->stopping &&
+            act_host_get_state(pipeline) == ACT_HOST_PARKED)
+            act_host_watch_demand(host, true);
+        break;
     case ACT_WAKE_EVENT_REFUSED:
         /* A refused wake will be refused again: waiting clients are closed
          * now rather than left to time out and re-trigger it. Not in a swap:

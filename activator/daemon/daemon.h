@@ -164,6 +164,10 @@ void act_host_dir_close(act_daemon_host *host);
 /* <state>/hosts/<host>/state, the app's STATE_DIRECTORY, owned by User=:
  * made before the first program (ExecRestore= or the build) runs in it. */
 int act_host_state_directory(act_daemon_host *host, act_error *err);
+/* What a published generation serves on, for routers reading the claim: its
+ * listening addresses, or "<box>/g-<N>" for a host without sockets. */
+void act_host_format_handle(const act_daemon_host *host, uint64_t generation, char *out,
+                            size_t size);
 /* The compiled SystemCallFilter= of the host (shared for the plain default). */
 const cg_seccomp_program *act_host_seccomp(const act_daemon_host *host);
 /* Accepts and closes the connections waiting on a host's sockets. */

@@ -181,6 +181,20 @@ const cg_seccomp_program *act_host_seccomp(const act_daemon_host *host)
     return host->seccomp;
 }
 
+void act_host_format_handle(const act_daemon_host *host, uint64_t generation, char *out,
+                            size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (uint16_t i = 0; i < host->config->n_listen && used + 2 < size; i++) {
+        char address[160];
+        act_listen_format(&host->config->listen[i], address, sizeof(address));
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? "," : "", address);
+    }
+    if (!out[0])
+        snprintf(out, size, "%s/g-%" PRIu64, host->daemon->config.box, generation);
+}
+
 int act_host_dir(act_daemon_host *host, act_error *err)
 {
     if (host->host_dirfd >= 0)

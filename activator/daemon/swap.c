@@ -78,8 +78,15 @@ static void on_claim_for_failure(claim_store *store, int result, const claim *c,
     claim next = *c;
     snprintf(next.pin.failure_reason, sizeof(next.pin.failure_reason), "%s", swap->reason);
     act_copy_string(next.pin.failure_message, sizeof(next.pin.failure_message), swap->message);
-    if (host->serving && claim_owned_by(c, host->daemon->config.box))
+    /* N still serves: the claim says so again (the swap's admission had
+     * set phase starting and cleared the handle). The session stays the
+     * swap's, since sessions only grow. */
+    if (host->serving && claim_owned_by(c, host->daemon->config.box)) {
         next.holder.generation = host->serving->number;
+        snprintf(next.op.phase, sizeof(next.op.phase), "serving");
+        act_host_format_handle(host, host->serving->number, next.holder.handle,
+                               sizeof(next.holder.handle));
+    }
     act_error call_err = {0};
     if (claims_cas_async(store, name_of(host), c->revision, &next, on_failure_recorded, swap,
                          &call_err) < 0) {

@@ -596,21 +596,6 @@ static void op_replicate(act_wake *wake, void *userdata)
     act_wake_ok(wake);
 }
 
-/* What a published generation serves on, for routers reading the claim. */
-static void format_handle(const act_daemon_host *host, char *out, size_t size)
-{
-    size_t used = 0;
-    out[0] = '\0';
-    for (uint16_t i = 0; i < host->config->n_listen && used + 2 < size; i++) {
-        char address[160];
-        act_listen_format(&host->config->listen[i], address, sizeof(address));
-        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? "," : "", address);
-    }
-    if (!out[0])
-        snprintf(out, size, "%s/g-%" PRIu64, host->daemon->config.box,
-                 host->w->admitted.holder.generation);
-}
-
 static void on_published(claim_store *store, int result, uint64_t new_revision,
                          const claim *current, const act_error *err, void *userdata)
 {
@@ -661,7 +646,8 @@ static void on_publish_read(claim_store *store, int result, const claim *c, cons
     }
     claim next = *c;
     snprintf(next.op.phase, sizeof(next.op.phase), "serving");
-    format_handle(host, next.holder.handle, sizeof(next.holder.handle));
+    act_host_format_handle(host, host->w->admitted.holder.generation, next.holder.handle,
+                           sizeof(next.holder.handle));
     host->w->admitted = next;
     act_error call_err = {0};
     if (claims_cas_async(store, name_of(host), c->revision, &next, on_published, host,

@@ -330,7 +330,8 @@ typedef struct act_retirement {
     unsigned attempt;          /* the attempt retired; 0 for a serving generation */
     bool record_attempt;       /* record a failed attempt of the build */
     bool exec_started;         /* the build's process was started */
-    bool graceful;             /* SIGTERM and StopTimeoutSec first (parks); else kill now */
+    bool graceful;             /* SIGTERM and StopTimeoutSec first (parks, a swap's attempts);
+                                * else kill now */
     act_park_cause park_cause; /* ACT_RETIRE_PARK and ACT_RETIRE_EXITED */
 } act_retirement;
 

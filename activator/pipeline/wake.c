@@ -275,7 +275,11 @@ static void wake_retire_attempt(act_wake *wake, act_reason reason, bool record)
         .attempt = wake->attempt,
         .record_attempt = record,
         .exec_started = wake->exec_started,
-        .graceful = false,
+        /* A start's attempt holds no client: waiting ones sit in the backlog,
+         * so it is killed at once. A swap's attempt runs on the live sockets
+         * beside N and may hold accepted connections: SIGTERM and the grace
+         * first, so they are answered, not reset. */
+        .graceful = wake->mode == ACT_WAKE_MODE_SWAP,
         .park_cause = ACT_PARK_FAILURE,
     };
     wake_call(wake, ACT_STEP_FAILED);

@@ -180,6 +180,9 @@ static void a_swap_whose_build_is_never_ready_leaves_n_serving(void **state)
         assert_int_equal(f->fake.retirements[i].reason, ACT_REASON_READY_TIMEOUT);
         assert_true(f->fake.retirements[i].record_attempt);
         assert_true(f->fake.retirements[i].exec_started);
+        /* N+1 ran on N's live sockets: it is stopped gracefully, so the
+         * connections it accepted are answered, not reset. */
+        assert_true(f->fake.retirements[i].graceful);
     }
     /* The usual retry after the attempt backoff, and no failure-park delay:
      * the host never stopped serving. */
