@@ -20,8 +20,12 @@
 #error "AH_NEVER_READY_BUILD must name the act-never-ready-build executable"
 #endif
 
-/* Two client threads keep both cores busy with the app and the daemon. */
-#define LOAD_THREADS 2
+/* The app answers each request 20 ms after it arrived, so that a generation
+ * always has requests in flight when it is retired (only its grace period
+ * lets them finish), and 16 client threads keep about 800 requests a second
+ * going. */
+#define APP_ARGS "--slow-response-ms 20"
+#define LOAD_THREADS 16
 #define MIN_REQUESTS 2000
 
 /* The running load, stopped by teardown also when a check failed. */
@@ -73,7 +77,7 @@ static void test_swap_under_steady_load_refuses_nothing(void **state)
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
     int port = dh_free_port();
-    dh_write_app_host(d, "web", port, NULL, NULL);
+    dh_write_app_host(d, "web", port, APP_ARGS, NULL);
     dh_stage(d, "web", "v1", true, NULL);
     rel_identity v2;
     ah_stage_variant(d, "web", "v2", false, &v2);
@@ -182,7 +186,7 @@ static void test_swap_to_never_ready_build_keeps_n_serving(void **state)
     enum { MAX_STARTS = 2 };
     dh_setup(d, DH_STORE_DIR, NULL);
     int port = dh_free_port();
-    dh_write_app_host(d, "web", port, NULL, "ReadyTimeoutSec=1\nMaxStarts=2\n");
+    dh_write_app_host(d, "web", port, APP_ARGS, "ReadyTimeoutSec=1\nMaxStarts=2\n");
     dh_stage(d, "web", "v1", true, NULL);
     rel_identity v2;
     ah_stage_file(d, "web", "v2", AH_NEVER_READY_BUILD, false, &v2);
