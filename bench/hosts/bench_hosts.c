@@ -1,0 +1,226 @@
+/* bench-hosts: what 10,000 configured, parked hosts cost activatord, against
+ * a 10-host daemon measured in the same run.
+ *
+ * Two daemons, each in its own temp dir and throwaway cgroup root: "small"
+ * with 10 hosts and "big" with 10,000. Every host runs act-notify-echo and
+ * listens on its own unix socket in the daemon's temp dir (unix sockets, not
+ * 10,000 TCP ports, so the run cannot collide with ports other programs or
+ * the ephemeral range use). Each is started STARTS times, alternately, each
+ * time a fresh daemon in a fresh temp dir:
+ *   - start-up: fork+exec of activatord to its READY=1 on NOTIFY_SOCKET, which
+ *     covers reading every host file and binding and storing every socket;
+ *   - memory: VmRSS of /proc/<pid>/status once the daemon has settled,
+ *     per host = (RSS_big - RSS_small) / (10,000 - 10).
+ * With both last starts running, one host of each (the same name, staged the
+ * same) is woken cold WAKES times, alternately, parked in between:
+ *   - wake latency from connect() on its socket to the echo of one byte.
+ * Targets: <= 4 KiB per host; wake ratio big/small <= 1.1. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench/wake/bench_daemon.h"
+#include "common/clock.h"
+
+#ifndef ACT_NOTIFY_ECHO
+#error "ACT_NOTIFY_ECHO must name the act-notify-echo executable"
+#endif
+
+#define BENCH "bench-hosts"
+#define SMALL 10
+#define BIG 10000
+#define STARTS 3
+#define WAKES 100
+#define WARMUP 3
+#define SETTLE_MS 500
+#define TARGET_KIB_PER_HOST 4.0
+#define TARGET_WAKE_RATIO 1.1
+#define WOKEN "h00000"
+
+typedef struct fleet {
+    const char *label;
+    unsigned n_hosts;
+    bd_daemon d;
+    bool set_up;
+    char woken_address[128];
+    bd_samples startup_usec, rss_kib, wake_usec;
+} fleet;
+
+static int write_hosts(fleet *f, act_error *err)
+{
+    char sockets[100];
+    snprintf(sockets, sizeof(sockets), "%s/s", f->d.dir);
+    if (mkdir(sockets, 0755) < 0)
+        return act_error_set(err, errno, "mkdir %s: %s", sockets, strerror(errno));
+    for (unsigned i = 0; i < f->n_hosts; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "h%05u", i);
+        /* IdleTimeoutSec=0: the benchmark parks the woken host itself. */
+        int r = bd_write_host(&f->d, name, err,
+                              "[Host]\n"
+                              "Exec=act-notify-echo\n"
+                              "IdleTimeoutSec=0\n"
+                              "StopTimeoutSec=2\n"
+                              "ReadyTimeoutSec=10\n"
+                              "[Listen]\n"
+                              "ListenStream=%s/%s\n",
+                              sockets, name);
+        if (r < 0)
+            return r;
+    }
+    snprintf(f->woken_address, sizeof(f->woken_address), "%s/" WOKEN, sockets);
+    return 0;
+}
+
+/* One start: timed to READY=1, checked to serve every host, measured once
+ * settled. The daemon is left running. */
+static int start_and_measure(fleet *f, act_error *err)
+{
+    int r = bd_start(&f->d, 120000, err);
+    if (r < 0)
+        return act_error_prefix(err, "%s daemon (%u hosts)", f->label, f->n_hosts);
+    bd_samples_add(&f->startup_usec, (double)bd_startup_usec(&f->d));
+    json_object *stats = NULL;
+    if ((r = bd_request(&f->d, 30000, &stats, err, "{\"v\":1,\"op\":\"stats\"}")) < 0)
+        return r;
+    json_object *hosts = NULL;
+    int64_t served =
+        json_object_object_get_ex(stats, "hosts", &hosts) ? json_object_get_int64(hosts) : -1;
+    json_object_put(stats);
+    if (served != (int64_t)f->n_hosts)
+        return act_error_set(err, EPROTO,
+                             "%s daemon serves %" PRId64 " hosts of the %u configured; see its log",
+                             f->label, served, f->n_hosts);
+    bd_sleep_ms(SETTLE_MS);
+    long rss = bd_rss_kib(&f->d);
+    if (rss < 0)
+        return act_error_set(err, (int)-rss, "cannot read VmRSS of activatord pid %d",
+                             (int)f->d.pid);
+    bd_samples_add(&f->rss_kib, (double)rss);
+    return 0;
+}
+
+static int wake_once(fleet *f, bool keep, act_error *err)
+{
+    uint64_t start = act_now_usec();
+    int r = bd_echo_once(f->woken_address, 10000, err);
+    uint64_t end = act_now_usec();
+    if (r < 0)
+        return act_error_prefix(err, "%s daemon: wake of " WOKEN, f->label);
+    if (keep)
+        bd_samples_add(&f->wake_usec, (double)(end - start));
+    r = bd_request(&f->d, 10000, NULL, err, "{\"v\":1,\"op\":\"park\",\"host\":\"" WOKEN "\"}");
+    if (r == 0)
+        r = bd_wait_state(&f->d, WOKEN, "parked", 10000, err);
+    return r < 0 ? act_error_prefix(err, "%s daemon: parking " WOKEN, f->label) : 0;
+}
+
+static void print_fleet(fleet *f)
+{
+    double startup = bd_samples_quantile(&f->startup_usec, 0.5); /* sorts them */
+    printf("  %-5s %5u hosts: start-up p50 %7.1f ms (runs, sorted:", f->label, f->n_hosts,
+           startup / 1000.0);
+    for (size_t i = 0; i < f->startup_usec.n; i++)
+        printf(" %.1f", f->startup_usec.values[i] / 1000.0);
+    printf(" ms), VmRSS p50 %.0f KiB, wake p50 %.0f us p99 %.0f us\n",
+           bd_samples_quantile(&f->rss_kib, 0.5), bd_samples_quantile(&f->wake_usec, 0.5),
+           bd_samples_quantile(&f->wake_usec, 0.99));
+}
+
+static int run(fleet *fleets, act_error *err)
+{
+    /* The big daemon holds one socket per host, and during start-up an fd in
+     * flight to the notify socket for each (read and closed at once). */
+    int r = bd_raise_nofile(4 * BIG + 4096, BIG + 1024, err);
+    if (r < 0)
+        return r;
+    for (int round = 0; round < STARTS; round++) {
+        for (int i = 0; i < 2; i++) {
+            /* Alternate which starts first. Each start is a fresh daemon in a
+             * fresh temp dir: a daemon restarted on the state and sockets of
+             * a stopped one has stalled wakes here (see the report), and that
+             * is not what this benchmark measures. */
+            fleet *f = &fleets[(round + i) % 2];
+            if (f->set_up) {
+                f->set_up = false;
+                if ((r = bd_teardown(&f->d, err)) < 0)
+                    return r;
+            }
+            if ((r = bd_setup(&f->d, f->label, NULL, err)) < 0)
+                return r;
+            f->set_up = true;
+            if ((r = write_hosts(f, err)) < 0 || (r = start_and_measure(f, err)) < 0)
+                return r;
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if ((r = bd_stage(&fleets[i].d, WOKEN, "v1", ACT_NOTIFY_ECHO, true, err)) < 0)
+            return r;
+    for (int i = 0; i < WARMUP + WAKES; i++)
+        for (int j = 0; j < 2; j++)
+            if ((r = wake_once(&fleets[(i + j) % 2], i >= WARMUP, err)) < 0)
+                return r;
+
+    fleet *small = &fleets[0], *big = &fleets[1];
+    printf(BENCH ": %u and %u parked hosts (act-notify-echo, one unix socket each), %d starts "
+                 "and %d cold wakes each, alternating; state in %s\n",
+           SMALL, BIG, STARTS, WAKES, bd_base_dir());
+    print_fleet(small);
+    print_fleet(big);
+    double per_host =
+        (bd_samples_quantile(&big->rss_kib, 0.5) - bd_samples_quantile(&small->rss_kib, 0.5)) /
+        (double)(BIG - SMALL);
+    double startup_per_host = (bd_samples_quantile(&big->startup_usec, 0.5) -
+                               bd_samples_quantile(&small->startup_usec, 0.5)) /
+                              (double)(BIG - SMALL);
+    double wake50 =
+        bd_samples_quantile(&big->wake_usec, 0.5) / bd_samples_quantile(&small->wake_usec, 0.5);
+    double wake99 =
+        bd_samples_quantile(&big->wake_usec, 0.99) / bd_samples_quantile(&small->wake_usec, 0.99);
+    printf("  start-up per extra host: %.1f us\n", startup_per_host);
+    printf("RSS per host = %.2f KiB (target <= %.0f KiB: %s)\n", per_host, TARGET_KIB_PER_HOST,
+           per_host <= TARGET_KIB_PER_HOST ? "met" : "NOT met");
+    printf("RATIO start-up %u/%u hosts = %.1f\n", BIG, SMALL,
+           bd_samples_quantile(&big->startup_usec, 0.5) /
+               bd_samples_quantile(&small->startup_usec, 0.5));
+    printf("RATIO wake p50 %u/%u hosts = %.2f (target <= %.1f: %s)\n", BIG, SMALL, wake50,
+           TARGET_WAKE_RATIO, wake50 <= TARGET_WAKE_RATIO ? "met" : "NOT met");
+    printf("RATIO wake p99 %u/%u hosts = %.2f\n", BIG, SMALL, wake99);
+    return 0;
+}
+
+int main(void)
+{
+    int can = bd_check_can_run(BENCH);
+    if (can != 0)
+        return can;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    fleet fleets[2] = {{.label = "small", .n_hosts = SMALL}, {.label = "big", .n_hosts = BIG}};
+    act_error err = {0};
+    int r = run(fleets, &err);
+    if (r < 0)
+        fprintf(stderr, BENCH ": %s\n", err.message);
+    for (int i = 0; i < 2; i++) {
+        fleet *f = &fleets[i];
+        if (!f->set_up)
+            continue;
+        if (r < 0 && f->d.pid > 0)
+            bd_dump_log(&f->d);
+        act_error cleanup_err = {0};
+        if (bd_teardown(&f->d, &cleanup_err) < 0) {
+            fprintf(stderr, BENCH ": cleanup of the %s daemon: %s\n", f->label,
+                    cleanup_err.message);
+            r = r < 0 ? r : -EBUSY;
+        }
+        bd_samples_free(&f->startup_usec);
+        bd_samples_free(&f->rss_kib);
+        bd_samples_free(&f->wake_usec);
+    }
+    return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,264 @@
+/* bench-swap: request latency while activatord swaps builds, against the
+ * steady state of the same run, and the number of failed requests.
+ *
+ * One host runs act-testapp (HTTP/1.0, one connection per request) on
+ * 127.0.0.1. A client thread makes requests back to back for the whole run
+ * and stamps each one. The main thread alternates quiet periods with
+ * overlap swaps v1 -> v2 -> v1 ... through the control socket, each one
+ * timed from the request to its reply (the reply comes once N+1 serves and
+ * N is retired with proof). A request is "during a swap" when its own
+ * interval overlaps a swap's, "steady" when it overlaps none.
+ *
+ * An error is any request that is refused, reset, times out, or is not
+ * answered "200 OK" by the app. Targets: p99 ratio <= 2, errors 0. */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "activator/listen/listen.h"
+#include "bench/wake/bench_daemon.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+
+#ifndef ACT_TESTAPP
+#error "ACT_TESTAPP must name the act-testapp executable"
+#endif
+
+#define BENCH "bench-swap"
+#define HOST "web"
+#define SWAPS 30
+#define QUIET_MS 400
+#define TARGET_P99 2.0
+#define REQUEST_TIMEOUT_MS 5000
+
+typedef struct request_sample {
+    uint64_t start, end; /* CLOCK_MONOTONIC, us */
+    char version;        /* '1', '2', or 0 when the request failed */
+    const char *error;   /* what failed ("connect", "reset", "status"), or NULL */
+} request_sample;
+
+typedef struct client {
+    act_listen_address target;
+    atomic_bool stop;
+    request_sample *samples;
+    size_t n, cap;
+    pthread_t thread;
+} client;
+
+/* One GET: connect, send, read the whole answer (the app closes after it). */
+static void one_request(const act_listen_address *target, request_sample *sample)
+{
+    static const char request[] = "GET / HTTP/1.0\r\nHost: bench\r\n\r\n";
+    char answer[1024];
+    size_t got = 0;
+    sample->start = act_now_usec();
+    _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const char *error = NULL;
+    if (fd < 0 || connect(fd, &target->addr.sa, target->len) < 0)
+        error = "connect";
+    else if (send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL) != sizeof(request) - 1)
+        error = "send";
+    while (!error) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int ready = poll(&pfd, 1, REQUEST_TIMEOUT_MS);
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready <= 0) {
+            error = "timeout";
+            break;
+        }
+        ssize_t n = recv(fd, answer + got, sizeof(answer) - 1 - got, 0);
+        if (n < 0) {
+            error = "reset";
+            break;
+        }
+        if (n == 0 || (got += (size_t)n) == sizeof(answer) - 1)
+            break;
+    }
+    sample->end = act_now_usec();
+    answer[got] = '\0';
+    const char *version = strstr(answer, "version=v");
+    if (!error && (strncmp(answer, "HTTP/1.0 200 ", 13) != 0 || !version))
+        error = got ? "status" : "empty";
+    sample->version = error ? 0 : version[9];
+    sample->error = error;
+}
+
+static void *client_thread(void *arg)
+{
+    client *c = arg;
+    while (!atomic_load(&c->stop)) {
+        if (c->n == c->cap) {
+            size_t cap = c->cap ? c->cap * 2 : 65536;
+            request_sample *grown = realloc(c->samples, cap * sizeof(*grown));
+            if (!grown)
+                break;
+            c->samples = grown;
+            c->cap = cap;
+        }
+        one_request(&c->target, &c->samples[c->n++]);
+    }
+    return NULL;
+}
+
+typedef struct window {
+    uint64_t start, end;
+    char to; /* the version swapped to: '1' or '2' */
+    bool ok;
+} window;
+
+static bool overlaps_a_swap(const request_sample *s, const window *windows, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s->start <= windows[i].end && s->end >= windows[i].start)
+            return true;
+    return false;
+}
+
+/* The first answer that started after a swap's reply must come from the
+ * build it swapped to: the proof that the swaps happened at all. */
+static bool new_build_answers(const client *c, const window *w)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->samples[i].start > w->end && c->samples[i].version)
+            return c->samples[i].version == w->to;
+    return false;
+}
+
+static int run(bd_daemon *d, act_error *err)
+{
+    int r = bd_setup(d, "swap", NULL, err);
+    if (r < 0)
+        return r;
+    int port = bd_free_port(err);
+    if (port < 0)
+        return port;
+    char address[64];
+    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    r = bd_write_host(d, HOST, err,
+                      "[Host]\n"
+                      "Exec=act-testapp\n"
+                      "IdleTimeoutSec=0\n"
+                      "StopTimeoutSec=5\n"
+                      "ReadyTimeoutSec=10\n"
+                      "[Listen]\n"
+                      "ListenStream=%s\n",
+                      address);
+    if (r < 0 || (r = bd_start(d, 30000, err)) < 0 ||
+        (r = bd_stage(d, HOST, "v1", ACT_TESTAPP, true, err)) < 0 ||
+        (r = bd_stage(d, HOST, "v2", ACT_TESTAPP, false, err)) < 0 ||
+        (r = bd_request(d, 30000, NULL, err, "{\"v\":1,\"op\":\"wake\",\"host\":\"" HOST "\"}")) <
+            0)
+        return r;
+
+    client c = {0};
+    if ((r = act_listen_parse(address, "client target", &c.target, err)) < 0)
+        return r;
+    if (pthread_create(&c.thread, NULL, client_thread, &c) != 0)
+        return act_error_set(err, EAGAIN, "cannot start the client thread");
+
+    window windows[SWAPS];
+    size_t n_windows = 0;
+    act_error swap_err = {0};
+    unsigned failed_swaps = 0;
+    bd_sleep_ms(QUIET_MS);
+    for (int i = 0; i < SWAPS; i++) {
+        window *w = &windows[n_windows++];
+        w->to = i % 2 == 0 ? '2' : '1';
+        w->start = act_now_usec();
+        int s = bd_request(d, 60000, NULL, &swap_err,
+                           "{\"v\":1,\"op\":\"swap\",\"host\":\"" HOST "\",\"version\":\"v%c\"}",
+                           w->to);
+        w->end = act_now_usec();
+        w->ok = s == 0;
+        if (s < 0) {
+            failed_swaps++;
+            fprintf(stderr, BENCH ": swap %d: %s\n", i + 1, swap_err.message);
+        }
+        bd_sleep_ms(QUIET_MS);
+    }
+    atomic_store(&c.stop, true);
+    pthread_join(c.thread, NULL);
+
+    bd_samples steady = {0}, during = {0}, swap_ms = {0};
+    size_t errors_steady = 0, errors_during = 0;
+    char first_error[64] = "";
+    for (size_t i = 0; i < c.n; i++) {
+        const request_sample *s = &c.samples[i];
+        bool in_swap = overlaps_a_swap(s, windows, n_windows);
+        if (!s->version) {
+            if (!first_error[0])
+                snprintf(first_error, sizeof(first_error), "%s (%s)", s->error,
+                         in_swap ? "during a swap" : "steady");
+            *(in_swap ? &errors_during : &errors_steady) += 1;
+            continue;
+        }
+        bd_samples_add(in_swap ? &during : &steady, (double)(s->end - s->start));
+    }
+    unsigned switched = 0;
+    for (size_t i = 0; i < n_windows; i++) {
+        bd_samples_add(&swap_ms, (double)(windows[i].end - windows[i].start) / 1000.0);
+        switched += windows[i].ok && new_build_answers(&c, &windows[i]);
+    }
+
+    size_t errors = errors_steady + errors_during;
+    printf(BENCH ": %d overlap swaps v1 <-> v2 of act-testapp, %d ms apart, under a client making "
+                 "HTTP requests back to back (%zu requests); state in %s\n",
+           SWAPS, QUIET_MS, c.n, bd_base_dir());
+    printf("  %-28s n=%7zu  p50 %8.0f us  p99 %8.0f us\n", "steady (no swap in flight)", steady.n,
+           bd_samples_quantile(&steady, 0.5), bd_samples_quantile(&steady, 0.99));
+    printf("  %-28s n=%7zu  p50 %8.0f us  p99 %8.0f us\n", "during a swap", during.n,
+           bd_samples_quantile(&during, 0.5), bd_samples_quantile(&during, 0.99));
+    printf("  swap request -> reply (N+1 serving, N retired): p50 %.1f ms, p99 %.1f ms\n",
+           bd_samples_quantile(&swap_ms, 0.5), bd_samples_quantile(&swap_ms, 0.99));
+    printf("  swaps refused or failed: %u; swaps after which the new build answered: %u/%d\n",
+           failed_swaps, switched, SWAPS);
+    printf("  failed requests: %zu during swaps, %zu steady%s%s\n", errors_during, errors_steady,
+           first_error[0] ? "; first: " : "", first_error);
+    double p99 = bd_samples_quantile(&during, 0.99) / bd_samples_quantile(&steady, 0.99);
+    double p50 = bd_samples_quantile(&during, 0.5) / bd_samples_quantile(&steady, 0.5);
+    printf("RATIO p50 during/steady = %.2f\n", p50);
+    printf("RATIO p99 during/steady = %.2f (target <= %.0f: %s)\n", p99, TARGET_P99,
+           p99 <= TARGET_P99 ? "met" : "NOT met");
+    printf("ERRORS %zu (target 0: %s)\n", errors, errors == 0 ? "met" : "NOT met");
+
+    bd_samples_free(&steady);
+    bd_samples_free(&during);
+    bd_samples_free(&swap_ms);
+    free(c.samples);
+    if (failed_swaps || switched != SWAPS)
+        return act_error_set(err, EPROTO,
+                             "%u of %d swaps failed and the new build answered after %u: the "
+                             "numbers above do not measure %d swaps",
+                             failed_swaps, SWAPS, switched, SWAPS);
+    return 0;
+}
+
+int main(void)
+{
+    int can = bd_check_can_run(BENCH);
+    if (can != 0)
+        return can;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    bd_daemon d;
+    act_error err = {0}, cleanup_err = {0};
+    int r = run(&d, &err);
+    if (r < 0) {
+        fprintf(stderr, BENCH ": %s\n", err.message);
+        bd_dump_log(&d);
+    }
+    if (bd_teardown(&d, &cleanup_err) < 0) {
+        fprintf(stderr, BENCH ": cleanup: %s\n", cleanup_err.message);
+        r = r < 0 ? r : -EBUSY;
+    }
+    return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,296 @@
+/* bench-wake: cold-wake latency through activatord against the same app
+ * started directly, in the same run.
+ *
+ * activatord: a host running act-notify-echo on 127.0.0.1, parked. One wake
+ * is measured from connect() on its socket to the first byte of the echo of
+ * one byte sent at once; then the host is parked through the control socket
+ * (not timed) and the next wake starts from parked again.
+ *
+ * Baseline: the benchmark binds its own socket once, and for each run
+ * fork+execs the same act-notify-echo with that socket as LISTEN_FDS (as
+ * systemd would pass it), connects, sends one byte and times the echo; the
+ * app is stopped between runs. So the ratio is the activator's cost on top
+ * of starting the app, on the same machine at the same moment: the two are
+ * interleaved run by run so that noise hits both alike.
+ *
+ * The daemon's events (waking, admitted, exec, serving, wall-clock stamped)
+ * split each wake into where its time went. Target: ratio <= 1.2. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "activator/listen/listen.h"
+#include "bench/wake/bench_daemon.h"
+#include "common/clock.h"
+
+#ifndef ACT_NOTIFY_ECHO
+#error "ACT_NOTIFY_ECHO must name the act-notify-echo executable"
+#endif
+
+#define BENCH "bench-wake"
+#define WAKES 200
+#define WARMUP 5
+#define TARGET 1.2
+#define HOST "echo"
+
+extern char **environ;
+
+typedef struct direct_app {
+    int listen_fd;
+    char address[64];
+    char **envp;
+    char pid_env[32]; /* "LISTEN_PID=" and room for the child's pid */
+} direct_app;
+
+/* The environment of a directly started app: ours without anything that
+ * names another process's sockets, plus LISTEN_FDS=1 and LISTEN_PID (filled
+ * in by the child, which alone knows its pid). */
+static int direct_app_init(direct_app *app, act_error *err)
+{
+    int port = bd_free_port(err);
+    if (port < 0)
+        return port;
+    snprintf(app->address, sizeof(app->address), "127.0.0.1:%d", port);
+    act_listen_address address;
+    int r = act_listen_parse(app->address, "baseline socket", &address, err);
+    if (r < 0)
+        return r;
+    app->listen_fd = act_listen_bind(&address, SOMAXCONN, err);
+    if (app->listen_fd < 0)
+        return app->listen_fd;
+    size_t n_env = 0;
+    while (environ[n_env])
+        n_env++;
+    app->envp = calloc(n_env + 3, sizeof(char *));
+    if (!app->envp)
+        return act_error_set(err, ENOMEM, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < n_env; i++)
+        if (strncmp(environ[i], "LISTEN_", 7) != 0 &&
+            strncmp(environ[i], "NOTIFY_SOCKET=", 14) != 0)
+            app->envp[n++] = environ[i];
+    app->envp[n++] = (char *)"LISTEN_FDS=1";
+    app->envp[n++] = app->pid_env;
+    app->envp[n] = NULL;
+    return 0;
+}
+
+/* Async-signal-safe: the child writes its own pid into LISTEN_PID=. */
+static void format_pid_env(char *out, pid_t pid)
+{
+    static const char prefix[] = "LISTEN_PID=";
+    memcpy(out, prefix, sizeof(prefix) - 1);
+    char digits[16];
+    int n = 0;
+    do
+        digits[n++] = (char)('0' + pid % 10);
+    while ((pid /= 10) > 0);
+    char *p = out + sizeof(prefix) - 1;
+    while (n > 0)
+        *p++ = digits[--n];
+    *p = '\0';
+}
+
+/* One baseline run: spawn, echo, stop. Returns the spawn-to-echo time. */
+static int direct_once(direct_app *app, double *usec, act_error *err)
+{
+    char *const argv[] = {(char *)"act-notify-echo", NULL};
+    uint64_t start = act_now_usec();
+    pid_t pid = fork();
+    if (pid < 0)
+        return act_error_set(err, errno, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        format_pid_env(app->pid_env, getpid());
+        if (app->listen_fd == 3)
+            fcntl(3, F_SETFD, 0);
+        else if (dup2(app->listen_fd, 3) < 0)
+            _exit(126);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execve(ACT_NOTIFY_ECHO, argv, app->envp);
+        _exit(127);
+    }
+    int r = bd_echo_once(app->address, 10000, err);
+    uint64_t end = act_now_usec();
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (r < 0)
+        return act_error_prefix(err, "direct start of act-notify-echo");
+    *usec = (double)(end - start);
+    return 0;
+}
+
+/* Where one daemon wake spent its time, from the daemon's own events. */
+typedef struct wake_marks {
+    uint64_t waking, admitted, exec, serving;
+} wake_marks;
+
+static void mark_event(const bd_event *event, void *userdata)
+{
+    wake_marks *marks = userdata;
+    if (strcmp(event->host, HOST) != 0)
+        return;
+    if (strcmp(event->name, "waking") == 0)
+        marks->waking = event->time_usec;
+    else if (strcmp(event->name, "admitted") == 0)
+        marks->admitted = event->time_usec;
+    else if (strcmp(event->name, "exec") == 0)
+        marks->exec = event->time_usec;
+    else if (strcmp(event->name, "serving") == 0)
+        marks->serving = event->time_usec;
+}
+
+typedef struct breakdown {
+    bd_samples to_waking, to_admitted, to_exec, to_first_byte, to_serving;
+} breakdown;
+
+static int daemon_once(bd_daemon *d, const char *address, double *usec, breakdown *parts,
+                       act_error *err)
+{
+    bd_events_drain(d);
+    uint64_t wall = act_wallclock_usec();
+    uint64_t start = act_now_usec();
+    int r = bd_echo_once(address, 10000, err);
+    uint64_t end = act_now_usec();
+    if (r < 0)
+        return act_error_prefix(err, "wake of parked host " HOST " through activatord");
+    *usec = (double)(end - start);
+
+    wake_marks marks = {0};
+    bd_event_wait(d, HOST, "serving", 10000, mark_event, &marks, NULL);
+    uint64_t first_byte = wall + (end - start);
+    if (parts && marks.waking && marks.admitted && marks.exec && marks.serving &&
+        marks.waking >= wall) {
+        bd_samples_add(&parts->to_waking, (double)(marks.waking - wall));
+        bd_samples_add(&parts->to_admitted, (double)(marks.admitted - marks.waking));
+        bd_samples_add(&parts->to_exec, (double)(marks.exec - marks.admitted));
+        bd_samples_add(&parts->to_first_byte, (double)first_byte - (double)marks.exec);
+        bd_samples_add(&parts->to_serving, (double)marks.serving - (double)first_byte);
+    }
+
+    r = bd_request(d, 10000, NULL, err, "{\"v\":1,\"op\":\"park\",\"host\":\"" HOST "\"}");
+    if (r == 0)
+        r = bd_wait_state(d, HOST, "parked", 10000, err);
+    return r;
+}
+
+static void print_line(const char *what, bd_samples *samples)
+{
+    printf("  %-58s p50 %8.0f us  p99 %8.0f us\n", what, bd_samples_quantile(samples, 0.5),
+           bd_samples_quantile(samples, 0.99));
+}
+
+static int run(bd_daemon *d, act_error *err)
+{
+    int r = bd_setup(d, "wake", NULL, err);
+    if (r < 0)
+        return r;
+    int port = bd_free_port(err);
+    if (port < 0)
+        return port;
+    char address[64];
+    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    /* IdleTimeoutSec=0: the benchmark parks the host itself between wakes. */
+    r = bd_write_host(d, HOST, err,
+                      "[Host]\n"
+                      "Exec=act-notify-echo\n"
+                      "IdleTimeoutSec=0\n"
+                      "StopTimeoutSec=2\n"
+                      "ReadyTimeoutSec=10\n"
+                      "[Listen]\n"
+                      "ListenStream=%s\n",
+                      address);
+    if (r < 0 || (r = bd_start(d, 30000, err)) < 0 ||
+        (r = bd_stage(d, HOST, "v1", ACT_NOTIFY_ECHO, true, err)) < 0 ||
+        (r = bd_wait_state(d, HOST, "parked", 10000, err)) < 0)
+        return r;
+
+    direct_app app = {.listen_fd = -1};
+    if ((r = direct_app_init(&app, err)) < 0)
+        return r;
+
+    bd_samples direct = {0}, woken = {0};
+    breakdown parts = {0};
+    for (int i = 0; i < WARMUP + WAKES && r == 0; i++) {
+        double direct_usec = 0, woken_usec = 0;
+        bool keep = i >= WARMUP;
+        /* Alternating which goes first cancels any effect of order. */
+        if (i % 2 == 0) {
+            r = direct_once(&app, &direct_usec, err);
+            if (r == 0)
+                r = daemon_once(d, address, &woken_usec, keep ? &parts : NULL, err);
+        } else {
+            r = daemon_once(d, address, &woken_usec, keep ? &parts : NULL, err);
+            if (r == 0)
+                r = direct_once(&app, &direct_usec, err);
+        }
+        if (r == 0 && keep) {
+            bd_samples_add(&direct, direct_usec);
+            bd_samples_add(&woken, woken_usec);
+        }
+    }
+    if (r == 0) {
+        printf(BENCH ": %d cold wakes of act-notify-echo through activatord, interleaved with "
+                     "%d direct starts of the same app; state in %s\n",
+               WAKES, WAKES, bd_base_dir());
+        print_line("direct  (fork+exec with LISTEN_FDS, connect, 1-byte echo)", &direct);
+        print_line("daemon  (connect on the parked host, 1-byte echo)", &woken);
+        printf(
+            "  where a daemon wake goes (medians of %zu wakes, from the daemon's event stamps):\n",
+            parts.to_waking.n);
+        printf(
+            "    connect -> waking %.0f us, waking -> admitted %.0f us, admitted -> exec %.0f us,\n"
+            "    exec -> first byte %.0f us; first byte -> serving (not in the latency) %.0f us\n",
+            bd_samples_quantile(&parts.to_waking, 0.5),
+            bd_samples_quantile(&parts.to_admitted, 0.5), bd_samples_quantile(&parts.to_exec, 0.5),
+            bd_samples_quantile(&parts.to_first_byte, 0.5),
+            bd_samples_quantile(&parts.to_serving, 0.5));
+        double p50 = bd_samples_quantile(&woken, 0.5) / bd_samples_quantile(&direct, 0.5);
+        double p99 = bd_samples_quantile(&woken, 0.99) / bd_samples_quantile(&direct, 0.99);
+        printf("RATIO p50 daemon/direct = %.2f (target <= %.1f: %s)\n", p50, TARGET,
+               p50 <= TARGET ? "met" : "NOT met");
+        printf("RATIO p99 daemon/direct = %.2f (target <= %.1f: %s)\n", p99, TARGET,
+               p99 <= TARGET ? "met" : "NOT met");
+    }
+    bd_samples_free(&direct);
+    bd_samples_free(&woken);
+    bd_samples_free(&parts.to_waking);
+    bd_samples_free(&parts.to_admitted);
+    bd_samples_free(&parts.to_exec);
+    bd_samples_free(&parts.to_first_byte);
+    bd_samples_free(&parts.to_serving);
+    if (app.listen_fd >= 0)
+        close(app.listen_fd);
+    free(app.envp);
+    return r;
+}
+
+int main(void)
+{
+    int can = bd_check_can_run(BENCH);
+    if (can != 0)
+        return can;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    bd_daemon d;
+    act_error err = {0}, cleanup_err = {0};
+    int r = run(&d, &err);
+    if (r < 0) {
+        fprintf(stderr, BENCH ": %s\n", err.message);
+        bd_dump_log(&d);
+    }
+    if (bd_teardown(&d, &cleanup_err) < 0) {
+        fprintf(stderr, BENCH ": cleanup: %s\n", cleanup_err.message);
+        r = r < 0 ? r : -EBUSY;
+    }
+    return r < 0 ? 1 : 0;
+}
