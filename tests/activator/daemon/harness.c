@@ -440,6 +440,19 @@ void dh_start(dh_daemon *d, const char *const *extra_env)
     dh_events_subscribe(d);
 }
 
+int dh_fixture_setup(void **state)
+{
+    *state = calloc(1, sizeof(dh_daemon));
+    return *state ? 0 : -1;
+}
+
+int dh_fixture_teardown(void **state)
+{
+    int r = dh_teardown(*state);
+    free(*state);
+    return r;
+}
+
 int dh_kill(dh_daemon *d)
 {
     if (d->pid <= 0)

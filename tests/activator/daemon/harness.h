@@ -123,6 +123,12 @@ void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf);
  * removed whole (something was left in it), else 0. */
 int dh_teardown(dh_daemon *d);
 
+/* CMocka setup and teardown of one dh_daemon per test: the state is a
+ * zeroed dh_daemon, and teardown is dh_teardown (its -1 fails the test). */
+int dh_fixture_setup(void **state);
+int dh_fixture_teardown(void **state);
+#define DH_TEST(f) cmocka_unit_test_setup_teardown(f, dh_fixture_setup, dh_fixture_teardown)
+
 /* A free TCP port on 127.0.0.1 (bound with port 0, then closed). */
 int dh_free_port(void);
 

@@ -16,19 +16,6 @@
 #error "DH_ACTIVATORD must name the activatord executable"
 #endif
 
-static int setup(void **state)
-{
-    *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    int r = dh_teardown(*state);
-    free(*state);
-    return r;
-}
-
 static int check_config(const char *path, char *out, size_t size)
 {
     char *const argv[] = {(char *)DH_ACTIVATORD, (char *)"--check-config", (char *)"--config",
@@ -161,8 +148,8 @@ int main(void)
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_check_config_reports_file_and_line, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_good_hosts_served_beside_a_bad_one, setup, teardown),
+        DH_TEST(test_check_config_reports_file_and_line),
+        DH_TEST(test_good_hosts_served_beside_a_bad_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,19 +17,6 @@
 #error "DH_ACTIVATORCTL must name the activatorctl executable"
 #endif
 
-static int setup(void **state)
-{
-    *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    int r = dh_teardown(*state);
-    free(*state);
-    return r;
-}
-
 static void expect_status_answers(dh_daemon *d, const char *after)
 {
     char *text = NULL;
@@ -202,11 +189,9 @@ int main(void)
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_bad_requests_get_errors_and_the_daemon_keeps_serving,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_activatorctl_drives_the_daemon, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_activatorctl_without_a_daemon_exits_3, setup,
-                                        teardown),
+        DH_TEST(test_bad_requests_get_errors_and_the_daemon_keeps_serving),
+        DH_TEST(test_activatorctl_drives_the_daemon),
+        DH_TEST(test_activatorctl_without_a_daemon_exits_3),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

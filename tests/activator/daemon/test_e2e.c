@@ -16,19 +16,6 @@
 
 static dh_store_kind store_kind = DH_STORE_DIR;
 
-static int setup(void **state)
-{
-    *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    int r = dh_teardown(*state);
-    free(*state);
-    return r;
-}
-
 /* Parses "demo version=V generation=G pid=P" as act-testapp answers. */
 static void parse_answer(dh_daemon *d, const char *body, char *version, size_t version_size,
                          uint64_t *generation, int64_t *pid)
@@ -352,13 +339,12 @@ int main(int argc, char **argv)
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_stage_assign_wake_serves, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wake_events_in_order_without_gaps, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_notify_socket_fd_store_and_status, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sigterm_while_serving, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sigterm_while_waking, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_claim_taken_while_serving_retires_the_generation,
-                                        setup, teardown),
+        DH_TEST(test_stage_assign_wake_serves),
+        DH_TEST(test_wake_events_in_order_without_gaps),
+        DH_TEST(test_notify_socket_fd_store_and_status),
+        DH_TEST(test_sigterm_while_serving),
+        DH_TEST(test_sigterm_while_waking),
+        DH_TEST(test_claim_taken_while_serving_retires_the_generation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,19 +16,6 @@
 
 #include "harness.h"
 
-static int setup(void **state)
-{
-    *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    int r = dh_teardown(*state);
-    free(*state);
-    return r;
-}
-
 static double seconds_between(const dh_event *from, const dh_event *to)
 {
     return ((double)to->time_usec - (double)from->time_usec) / 1e6;
@@ -183,10 +170,8 @@ int main(void)
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_never_ready_retried_with_backoff_then_given_up, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_crash_while_serving_is_seen_and_recorded, setup,
-                                        teardown),
+        DH_TEST(test_never_ready_retried_with_backoff_then_given_up),
+        DH_TEST(test_crash_while_serving_is_seen_and_recorded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,19 +20,6 @@
 
 static dh_store_kind store_kind = DH_STORE_DIR;
 
-static int setup(void **state)
-{
-    *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    int r = dh_teardown(*state);
-    free(*state);
-    return r;
-}
-
 static void touch(dh_daemon *d, const char *path)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -181,10 +168,8 @@ int main(int argc, char **argv)
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_gate_refuses_when_another_box_took_the_claim, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_publish_lost_when_the_admission_changed, setup,
-                                        teardown),
+        DH_TEST(test_gate_refuses_when_another_box_took_the_claim),
+        DH_TEST(test_publish_lost_when_the_admission_changed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,19 +8,6 @@
 #include "harness.h"
 #include "tests/common/prometheus.h"
 
-static int setup(void **state)
-{
-    *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    int r = dh_teardown(*state);
-    free(*state);
-    return r;
-}
-
 typedef struct body {
     char text[256 * 1024];
     size_t len;
@@ -117,7 +104,7 @@ int main(void)
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_wake_moves_the_counters, setup, teardown),
+        DH_TEST(test_wake_moves_the_counters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

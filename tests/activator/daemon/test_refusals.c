@@ -17,19 +17,6 @@
 
 #include "harness.h"
 
-static int setup(void **state)
-{
-    *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    int r = dh_teardown(*state);
-    free(*state);
-    return r;
-}
-
 /* A host "demo" with act-e2e-app staged as v1 and live. */
 static void prepare_demo(dh_daemon *d, rel_identity *v1)
 {
@@ -194,12 +181,12 @@ int main(void)
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_claim_names_another_box, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_released_claim, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_phase_not_wakeable, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pin_digest_differs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_held_version_is_not_live, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_tampered_build, setup, teardown),
+        DH_TEST(test_claim_names_another_box),
+        DH_TEST(test_released_claim),
+        DH_TEST(test_phase_not_wakeable),
+        DH_TEST(test_pin_digest_differs),
+        DH_TEST(test_held_version_is_not_live),
+        DH_TEST(test_tampered_build),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

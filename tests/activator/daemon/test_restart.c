@@ -13,19 +13,6 @@
 
 #include "harness.h"
 
-static int setup(void **state)
-{
-    *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    int r = dh_teardown(*state);
-    free(*state);
-    return r;
-}
-
 /* The pid that answers on port, from act-testapp's "demo ... pid=P". */
 static int64_t answering_pid(dh_daemon *d, int port)
 {
@@ -124,10 +111,8 @@ int main(void)
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_serving_generation_is_resumed_after_a_crash, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_generation_whose_claim_moved_is_retired_at_start,
-                                        setup, teardown),
+        DH_TEST(test_serving_generation_is_resumed_after_a_crash),
+        DH_TEST(test_generation_whose_claim_moved_is_retired_at_start),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,19 +21,6 @@
 #include "common/fileio.h"
 #include "harness.h"
 
-static int setup(void **state)
-{
-    *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    int r = dh_teardown(*state);
-    free(*state);
-    return r;
-}
-
 typedef struct restore_paths {
     char script[PATH_MAX];
     char runs[PATH_MAX];
@@ -261,12 +248,11 @@ int main(void)
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_restore_once_per_checkpoint, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_restore_not_repeated_on_retry, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_failed_restore_execs_nothing_and_runs_again, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_restore_on_a_fresh_host, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_restore_script_named_directly, setup, teardown),
+        DH_TEST(test_restore_once_per_checkpoint),
+        DH_TEST(test_restore_not_repeated_on_retry),
+        DH_TEST(test_failed_restore_execs_nothing_and_runs_again),
+        DH_TEST(test_restore_on_a_fresh_host),
+        DH_TEST(test_restore_script_named_directly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
