@@ -35,7 +35,7 @@
 #define SMALL 10
 #define BIG 10000
 #define STARTS 3
-#define WAKES 100
+#define WAKES 60
 #define WARMUP 3
 #define SETTLE_MS 500
 #define TARGET_KIB_PER_HOST 4.0
