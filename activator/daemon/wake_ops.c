@@ -240,13 +240,9 @@ static void op_reserve(act_wake *wake, void *userdata)
     gen->session = host->w->admitted.holder.session;
     gen->admission_revision = host->w->admitted.revision;
     host->starting = gen;
-    /* Written before anything runs in the leaf, so a successor daemon that
-     * finds the leaf also finds whose it is. */
-    if (act_generation_write_record(gen, ACT_GEN_STARTING, &err) < 0) {
-        act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
-                          err.message);
-        return;
-    }
+    /* Its record is written at the gate, once the build is known and before
+     * anything runs in the leaf; a successor daemon that finds an empty leaf
+     * without a record retires it with proof. */
     act_wake_ok(wake);
 }
 
@@ -520,8 +516,8 @@ static void op_exec(act_wake *wake, void *userdata)
                           err.message);
         return;
     }
-    if (act_generation_write_record(gen, ACT_GEN_STARTING, &err) < 0)
-        act_log(LOG_WARNING, "host %s: %s", name_of(host), err.message);
+    /* The pid reaches the record at publication (phase serving), the only
+     * phase a successor daemon resumes; no durable write delays readiness. */
     act_wake_ok(wake);
 }
 
@@ -672,6 +668,15 @@ static void op_publish(act_wake *wake, void *userdata)
 static void op_healthy(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
+    /* An exit between ready and here was only noted (the steps in between
+     * wait on the claim store): the generation just published is dead. */
+    if (host->serving && host->serving->exited) {
+        act_wake_complete(wake, ACT_REASON_CRASHED,
+                          "host %s: generation %" PRIu64 " exited with status %d before it could "
+                          "serve",
+                          name_of(host), host->serving->number, host->serving->exit_status);
+        return;
+    }
     if (!host->config->health_check) {
         act_wake_ok(wake);
         return;
