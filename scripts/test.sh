@@ -26,4 +26,11 @@ meson test -C build/clang --print-errorlogs --suite fuzz
 
 CC=gcc setup build/test -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
 ninja -C build/test
-meson test -C build/test --print-errorlogs --num-processes 2 "$@"
+status=0
+meson test -C build/test --print-errorlogs --num-processes 2 "$@" || status=$?
+
+# One plain closing line for whoever reads the log, from meson's own summary.
+summary=build/test/meson-logs/testlog.txt
+count() { awk -v key="$1" '$1 == key { n = $2 } END { print n + 0 }' "$summary"; }
+echo "tests: $(count Ok:) passed, $(( $(count Fail:) + $(count Timeout:) )) failed, $(count Skipped:) skipped"
+exit "$status"
