@@ -15,7 +15,7 @@ void ah_stage_file(dh_daemon *d, const char *host, const char *version, const ch
                    bool promote, rel_identity *identity)
 {
     char releases[PATH_MAX];
-    snprintf(releases, sizeof(releases), "%s/releases", d->state_dir);
+    snprintf(releases, sizeof(releases), "%s/releases", d->drv.state_dir);
     rel_store *store = NULL;
     act_error err = {0};
     if (rel_store_open(releases, &store, &err) < 0)
@@ -52,7 +52,7 @@ void ah_stage_variant(dh_daemon *d, const char *host, const char *version, bool 
                       rel_identity *identity)
 {
     char dir[PATH_MAX], path[PATH_MAX + 32];
-    snprintf(dir, sizeof(dir), "%s/variant-%s-%s", d->dir, host, version);
+    snprintf(dir, sizeof(dir), "%s/variant-%s-%s", d->drv.dir, host, version);
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         fail_msg("mkdir %s: %s", dir, strerror(errno));
     snprintf(path, sizeof(path), "%s/act-e2e-app", dir);

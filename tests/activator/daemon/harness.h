@@ -1,4 +1,5 @@
-/* End-to-end harness for activatord: runs the real daemon binary as a child
+/* End-to-end harness for activatord, a CMocka layer over the daemon driver
+ * (tests/driver/daemon_driver.h): runs the real daemon binary as a child
  * process against real cgroups, a real claim store (dir:// or a real etcd),
  * real NNG sockets and real apps, and gives the tests what they need to
  * drive and observe it.
@@ -39,6 +40,7 @@
 #include "claims/claims.h"
 #include "release/release.h"
 #include "tests/claims/etcd_harness.h"
+#include "tests/driver/daemon_driver.h"
 
 /* Exit code meson reads as "skipped". */
 #define DH_SKIP 77
@@ -56,54 +58,19 @@ typedef enum dh_store_kind {
 } dh_store_kind;
 
 /* One event received from the daemon's PUB socket. */
-typedef struct dh_event {
-    uint64_t seq;
-    uint64_t time_usec; /* wall clock, as the daemon stamped it */
-    uint64_t generation;
-    int64_t pid;
-    char name[32]; /* "exec", "claim.changed" */
-    char host[65];
-    char box[65];
-    char version[65];
-    char reason[160];
-} dh_event;
+typedef dd_event dh_event;
 
+/* The driver's daemon (paths, process, notify socket, subscriber) and what
+ * only the tests need: the claim store and its etcd, and the events kept in
+ * order so that a test can search them. */
 typedef struct dh_daemon {
+    dd_daemon drv;
     dh_store_kind store_kind;
-    char dir[64]; /* /tmp/act-e2e-XXXXXX */
-    char config_path[128];
-    char state_dir[128];
-    char runtime_dir[128];
-    char hosts_dir[128];
-    char log_path[128];
-    char notify_path[128];
-    char control_url[160];
-    char events_url[160];
     char store_url[PATH_MAX];
-
-    cg_root *cgroups;
-    char cgroup_path[PATH_MAX];
     etcd_harness etcd;
     bool etcd_started;
     claim_store *store;
 
-    pid_t pid; /* the daemon; 0 when not running */
-    int pidfd;
-
-    /* The daemon's notify socket, read by a thread like systemd reads it. */
-    int notify_fd;
-    int notify_stop[2];
-    pthread_t notify_thread;
-    bool notify_thread_running;
-    pthread_mutex_t notify_lock;
-    bool ready_seen;    /* READY=1 */
-    bool stopping_seen; /* STOPPING=1 */
-    unsigned fds_received;
-    char fd_names[512]; /* FDNAME= values of FDSTORE=1 messages, space-separated */
-    char last_status[256];
-
-    nng_socket sub;
-    bool sub_open;
     dh_event *events;
     size_t n_events;
     size_t cap_events;

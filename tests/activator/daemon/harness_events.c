@@ -9,64 +9,29 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <nng/protocol/pubsub0/sub.h>
-
-static void copy_json_string(json_object *obj, const char *key, char *out, size_t size)
+static void record_event(dh_daemon *d, const dh_event *event)
 {
-    snprintf(out, size, "%s", dh_json_str(obj, key));
-}
-
-static void record_event(dh_daemon *d, const char *data, size_t len)
-{
-    const char *space = memchr(data, ' ', len);
-    DH_CHECK(d, space, "an event without a space between topic and JSON: %.*s", (int)len, data);
-    char *json_text = strndup(space + 1, len - (size_t)(space + 1 - data));
-    json_object *obj = json_tokener_parse(json_text);
-    DH_CHECK(d, obj, "an event whose JSON does not parse: %.*s", (int)len, data);
-    free(json_text);
     if (d->n_events == d->cap_events) {
         d->cap_events = d->cap_events ? d->cap_events * 2 : 64;
         d->events = realloc(d->events, d->cap_events * sizeof(*d->events));
         assert_non_null(d->events);
     }
-    dh_event *event = &d->events[d->n_events++];
-    memset(event, 0, sizeof(*event));
-    event->seq = dh_json_u64(obj, "seq");
-    event->time_usec = dh_json_u64(obj, "time_usec");
-    event->generation = dh_json_u64(obj, "generation");
-    event->pid = (int64_t)dh_json_u64(obj, "pid");
-    copy_json_string(obj, "event", event->name, sizeof(event->name));
-    copy_json_string(obj, "host", event->host, sizeof(event->host));
-    copy_json_string(obj, "box", event->box, sizeof(event->box));
-    copy_json_string(obj, "version", event->version, sizeof(event->version));
-    copy_json_string(obj, "reason", event->reason, sizeof(event->reason));
-    /* The topic must say the same as the body: host.<host>.<event>. */
-    char topic[160];
-    snprintf(topic, sizeof(topic), "host.%s.%s", event->host, event->name);
-    DH_CHECK(d, strlen(topic) == (size_t)(space - data) && memcmp(topic, data, strlen(topic)) == 0,
-             "event topic %.*s does not match its body %s", (int)(space - data), data,
-             json_object_to_json_string(obj));
-    json_object_put(obj);
+    d->events[d->n_events++] = *event;
 }
 
 void dh_events_pump(dh_daemon *d, int wait_ms)
 {
-    DH_CHECK(d, d->sub_open, "the event subscriber is not connected");
-    uint64_t deadline = dh_now_ms() + (uint64_t)(wait_ms > 0 ? wait_ms : 0);
-    bool got_one = false;
+    /* Waits for the first event only; what follows it is taken as it is. */
+    int wait = wait_ms > 0 ? wait_ms : 0;
     for (;;) {
-        nng_msg *msg = NULL;
-        int rv = nng_recvmsg(d->sub, &msg, NNG_FLAG_NONBLOCK);
-        if (rv == 0) {
-            record_event(d, nng_msg_body(msg), nng_msg_len(msg));
-            nng_msg_free(msg);
-            got_one = true;
-            continue;
-        }
-        DH_CHECK(d, rv == NNG_EAGAIN, "receiving events: %s", nng_strerror(rv));
-        if (got_one || dh_now_ms() >= deadline)
+        dh_event event;
+        act_error err = {0};
+        int r = dd_event_recv(&d->drv, wait, &event, &err);
+        DH_CHECK(d, r >= 0, "%s", err.message);
+        if (r == 0)
             return;
-        dh_sleep_ms(5);
+        record_event(d, &event);
+        wait = 0;
     }
 }
 
@@ -118,13 +83,9 @@ size_t dh_events_count(dh_daemon *d, const char *host, const char *name)
  * box and so is never woken) until one such event arrives. */
 void dh_events_subscribe(dh_daemon *d)
 {
-    int rv = nng_sub0_open(&d->sub);
-    DH_CHECK(d, rv == 0, "nng_sub0_open: %s", nng_strerror(rv));
-    d->sub_open = true;
-    nng_socket_set(d->sub, NNG_OPT_SUB_SUBSCRIBE, "", 0);
-    nng_socket_set_int(d->sub, NNG_OPT_RECVBUF, 8192);
-    rv = nng_dial(d->sub, d->events_url, NULL, 0);
-    DH_CHECK(d, rv == 0, "dial %s: %s", d->events_url, nng_strerror(rv));
+    act_error err = {0};
+    int r = dd_events_connect(&d->drv, &err);
+    DH_CHECK(d, r == 0, "%s", err.message);
     claim beacon;
     dh_claim_assigned(DH_BEACON_HOST, DH_OTHER_BOX, &beacon);
     for (int i = 0; i < 100; i++) {

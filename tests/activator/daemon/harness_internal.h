@@ -10,12 +10,6 @@
 void dh_sleep_ms(long ms);
 uint64_t dh_now_ms(void);
 
-/* harness_notify.c: binds d->notify_path and starts the reader thread;
- * stops it, reads what is left (closing its fds) and closes the socket. */
-void dh_notify_open(dh_daemon *d);
-void dh_notify_close(dh_daemon *d);
-bool dh_notify_ready(dh_daemon *d);
-
 /* harness_events.c: connects the subscriber and waits until it receives. */
 void dh_events_subscribe(dh_daemon *d);
 

@@ -46,12 +46,12 @@ static void test_check_config_reports_file_and_line(void **state)
 
     /* A good configuration passes. */
     dh_write_app_host(d, "demo", dh_free_port(), NULL, NULL);
-    int status = check_config(d->config_path, out, sizeof(out));
+    int status = check_config(d->drv.config_path, out, sizeof(out));
     DH_CHECK(d, status == 0, "--check-config of a good configuration exited %d:\n%s", status, out);
 
     /* The daemon file: a bad name, a bad number, an unknown key. */
     char bad_daemon[PATH_MAX];
-    snprintf(bad_daemon, sizeof(bad_daemon), "%s/bad-daemon.conf", d->dir);
+    snprintf(bad_daemon, sizeof(bad_daemon), "%s/bad-daemon.conf", d->drv.dir);
     FILE *f = fopen(bad_daemon, "we");
     DH_CHECK(d, f, "cannot write %s", bad_daemon);
     fprintf(f,
@@ -61,13 +61,13 @@ static void test_check_config_reports_file_and_line(void **state)
             "MaxConcurrentStarts=lots\n" /* 4 */
             "Bogus=1\n"                  /* 5 */
             "MetricsListen=no\n",        /* 6 */
-            d->state_dir);
+            d->drv.state_dir);
     fclose(f);
     status = check_config(bad_daemon, out, sizeof(out));
     DH_CHECK(d, status != 0, "--check-config of a bad daemon file exited 0:\n%s", out);
-    expect_reported(d, out, d->dir, "bad-daemon.conf", 2, "Box");
-    expect_reported(d, out, d->dir, "bad-daemon.conf", 4, "MaxConcurrentStarts");
-    expect_reported(d, out, d->dir, "bad-daemon.conf", 5, "Bogus");
+    expect_reported(d, out, d->drv.dir, "bad-daemon.conf", 2, "Box");
+    expect_reported(d, out, d->drv.dir, "bad-daemon.conf", 4, "MaxConcurrentStarts");
+    expect_reported(d, out, d->drv.dir, "bad-daemon.conf", 5, "Bogus");
 
     /* Host files: values out of range, an unknown key, a bad address, a bad
      * probe, a bad size; and a file whose name is not a host name. */
@@ -86,14 +86,14 @@ static void test_check_config_reports_file_and_line(void **state)
                   "[Limits]\n"             /* 4 */
                   "MemoryMax=lots\n");     /* 5 */
     dh_write_host(d, "bad name", "[Host]\nExec=act-e2e-app\n");
-    status = check_config(d->config_path, out, sizeof(out));
+    status = check_config(d->drv.config_path, out, sizeof(out));
     DH_CHECK(d, status != 0, "--check-config with bad host files exited 0:\n%s", out);
-    expect_reported(d, out, d->hosts_dir, "bad1.conf", 3, "ReadyTimeoutSec");
-    expect_reported(d, out, d->hosts_dir, "bad1.conf", 4, "MaxStarts");
-    expect_reported(d, out, d->hosts_dir, "bad1.conf", 5, "Frobnicate");
-    expect_reported(d, out, d->hosts_dir, "bad1.conf", 7, "ListenStream");
-    expect_reported(d, out, d->hosts_dir, "bad2.conf", 3, "Ready");
-    expect_reported(d, out, d->hosts_dir, "bad2.conf", 5, "MemoryMax");
+    expect_reported(d, out, d->drv.hosts_dir, "bad1.conf", 3, "ReadyTimeoutSec");
+    expect_reported(d, out, d->drv.hosts_dir, "bad1.conf", 4, "MaxStarts");
+    expect_reported(d, out, d->drv.hosts_dir, "bad1.conf", 5, "Frobnicate");
+    expect_reported(d, out, d->drv.hosts_dir, "bad1.conf", 7, "ListenStream");
+    expect_reported(d, out, d->drv.hosts_dir, "bad2.conf", 3, "Ready");
+    expect_reported(d, out, d->drv.hosts_dir, "bad2.conf", 5, "MemoryMax");
     DH_CHECK(d, strstr(out, "bad name.conf"), "the badly named host file is not reported:\n%s",
              out);
     DH_CHECK(d, !strstr(out, "demo.conf") && !strstr(out, DH_BEACON_HOST ".conf"),
@@ -117,7 +117,7 @@ static void test_good_hosts_served_beside_a_bad_one(void **state)
     dh_start(d, NULL);
 
     char skipped[PATH_MAX + 64];
-    snprintf(skipped, sizeof(skipped), "%s/bad1.conf:3: MaxStarts:", d->hosts_dir);
+    snprintf(skipped, sizeof(skipped), "%s/bad1.conf:3: MaxStarts:", d->drv.hosts_dir);
     DH_CHECK(d, dh_log_wait(d, skipped, 2000),
              "the log does not say which host file was skipped "
              "and why (expected \"%s\")",

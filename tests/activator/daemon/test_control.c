@@ -21,7 +21,7 @@ static void expect_status_answers(dh_daemon *d, const char *after)
 {
     char *text = NULL;
     static const char request[] = "{\"v\":1,\"op\":\"status\"}";
-    int rv = dh_request_raw(d->control_url, request, sizeof(request) - 1, 10000, &text);
+    int rv = dh_request_raw(d->drv.control_url, request, sizeof(request) - 1, 10000, &text);
     DH_CHECK(d, rv == 0, "status after %s: %s", after, nng_strerror(rv));
     json_object *reply = json_tokener_parse(text);
     bool ok = reply && dh_reply_ok(reply);
@@ -35,7 +35,7 @@ static void expect_error(dh_daemon *d, const char *what, const void *body, size_
                          const char *code)
 {
     char *text = NULL;
-    int rv = dh_request_raw(d->control_url, body, len, 10000, &text);
+    int rv = dh_request_raw(d->drv.control_url, body, len, 10000, &text);
     DH_CHECK(d, rv == 0, "%s: no reply (%s)", what, nng_strerror(rv));
     json_object *reply = json_tokener_parse(text);
     DH_CHECK(d, reply, "%s: the reply is not JSON: %s", what, text);
@@ -109,7 +109,7 @@ static int ctl(dh_daemon *d, char *out, size_t size, const char *a, const char *
 {
     char *const argv[] = {(char *)DH_ACTIVATORCTL,
                           (char *)"--connect",
-                          d->control_url,
+                          d->drv.control_url,
                           (char *)"--no-color",
                           (char *)a,
                           (char *)b,
@@ -163,9 +163,9 @@ static void test_activatorctl_without_a_daemon_exits_3(void **state)
 
     /* Never started: no socket file at all. */
     int status = ctl(d, out, sizeof(out), "status", NULL, NULL);
-    DH_CHECK(d, status == 3 && strstr(out, d->control_url),
+    DH_CHECK(d, status == 3 && strstr(out, d->drv.control_url),
              "activatorctl with no daemon: exit %d (expected 3, naming %s):\n%s", status,
-             d->control_url, out);
+             d->drv.control_url, out);
 
     /* Started and stopped: what an operator meets after a stop. */
     dh_write_app_host(d, "demo", dh_free_port(), NULL, NULL);
@@ -175,9 +175,9 @@ static void test_activatorctl_without_a_daemon_exits_3(void **state)
              status, out);
     dh_stop_and_check_clean(d);
     status = ctl(d, out, sizeof(out), "status", NULL, NULL);
-    DH_CHECK(d, status == 3 && strstr(out, d->control_url),
+    DH_CHECK(d, status == 3 && strstr(out, d->drv.control_url),
              "activatorctl against a stopped daemon: exit %d (expected 3, naming %s):\n%s", status,
-             d->control_url, out);
+             d->drv.control_url, out);
     status = ctl(d, out, sizeof(out), "wake", "demo", NULL);
     DH_CHECK(d, status == 3, "activatorctl wake against a stopped daemon: exit %d:\n%s", status,
              out);

@@ -34,7 +34,7 @@ static void parse_answer(dh_daemon *d, const char *body, char *version, size_t v
 static bool pid_in_leaf(dh_daemon *d, const char *host, uint64_t generation, int64_t pid)
 {
     char path[PATH_MAX + 200];
-    snprintf(path, sizeof(path), "%s/hosts/%s/g-%" PRIu64 "/cgroup.procs", d->cgroup_path, host,
+    snprintf(path, sizeof(path), "%s/hosts/%s/g-%" PRIu64 "/cgroup.procs", d->drv.cgroup_path, host,
              generation);
     char *procs = dh_read_text(path);
     bool found = false;
@@ -48,7 +48,7 @@ static void check_build_state(dh_daemon *d, const char *host, const char *versio
                               const char *build_digest, uint64_t generation)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/hosts/%s/build-state.json", d->state_dir, host);
+    snprintf(path, sizeof(path), "%s/hosts/%s/build-state.json", d->drv.state_dir, host);
     char *text = dh_read_text(path);
     DH_CHECK(d, text, "%s does not exist while the host serves", path);
     json_object *state = json_tokener_parse(text);

@@ -37,7 +37,7 @@ static void start_with_hold(dh_daemon *d, const char *env_name, char *hold, size
     claim assigned;
     dh_claim_assigned("demo", DH_BOX, &assigned);
     dh_claim_put(d, &assigned);
-    snprintf(hold, size, "%s/hold-go", d->dir);
+    snprintf(hold, size, "%s/hold-go", d->drv.dir);
     char env[PATH_MAX + 64];
     snprintf(env, sizeof(env), "%s=%s", env_name, hold);
     const char *const extra_env[] = {env, NULL};

@@ -29,9 +29,9 @@ typedef struct restore_paths {
 
 static void write_restore_script(dh_daemon *d, restore_paths *paths)
 {
-    snprintf(paths->script, sizeof(paths->script), "%s/restore.sh", d->dir);
-    snprintf(paths->runs, sizeof(paths->runs), "%s/restores", d->dir);
-    snprintf(paths->fail_flag, sizeof(paths->fail_flag), "%s/fail-restore", d->dir);
+    snprintf(paths->script, sizeof(paths->script), "%s/restore.sh", d->drv.dir);
+    snprintf(paths->runs, sizeof(paths->runs), "%s/restores", d->drv.dir);
+    snprintf(paths->fail_flag, sizeof(paths->fail_flag), "%s/fail-restore", d->drv.dir);
     FILE *f = fopen(paths->script, "we");
     DH_CHECK(d, f, "cannot write %s: %s", paths->script, strerror(errno));
     fprintf(f,
@@ -62,7 +62,7 @@ static size_t restore_runs(const restore_paths *paths, char lines[][256], size_t
 static void make_state_directory(dh_daemon *d)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/hosts/demo/state", d->state_dir);
+    snprintf(path, sizeof(path), "%s/hosts/demo/state", d->drv.state_dir);
     act_error err = {0};
     DH_CHECK(d, act_mkdir_p(path, 0750, &err) == 0, "mkdir %s: %s", path, err.message);
 }
@@ -100,7 +100,7 @@ static void check_run(dh_daemon *d, const char *line, const char *checkpoint, ui
 {
     char expected[512];
     snprintf(expected, sizeof(expected), "demo %s %" PRIu64 " %s/hosts/demo/state", checkpoint,
-             generation, d->state_dir);
+             generation, d->drv.state_dir);
     DH_CHECK(d, strcmp(line, expected) == 0, "restore ran with \"%s\", expected \"%s\"", line,
              expected);
 }

@@ -1,8 +1,7 @@
-/* The daemon's notify socket, read by a thread as systemd reads it: READY=1,
- * STOPPING=1, STATUS= and the fds of FDSTORE=1 messages (closed at once: the
- * harness is no fd store). */
-#include "harness.h"
-#include "harness_internal.h"
+/* The daemon's notify socket, read by a thread as systemd reads it: READY=1
+ * (timed), STOPPING=1, STATUS= and the fds of FDSTORE=1 messages, which are
+ * counted and closed at once because the driver is no fd store. */
+#include "tests/driver/daemon_driver.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +13,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static void handle_notify_message(dh_daemon *d, char *text, bool with_fds)
+#include "common/clock.h"
+
+static void handle_notify_message(dd_daemon *d, char *text, bool with_fds, uint64_t now)
 {
     pthread_mutex_lock(&d->notify_lock);
     char *saved = NULL;
@@ -23,8 +24,8 @@ static void handle_notify_message(dh_daemon *d, char *text, bool with_fds)
             size_t used = strlen(d->fd_names);
             snprintf(d->fd_names + used, sizeof(d->fd_names) - used, "%s%s", used ? " " : "",
                      line + 7);
-        } else if (strcmp(line, "READY=1") == 0)
-            d->ready_seen = true;
+        } else if (strcmp(line, "READY=1") == 0 && !d->ready_usec)
+            d->ready_usec = now;
         else if (strcmp(line, "STOPPING=1") == 0)
             d->stopping_seen = true;
         else if (strncmp(line, "STATUS=", 7) == 0)
@@ -33,9 +34,8 @@ static void handle_notify_message(dh_daemon *d, char *text, bool with_fds)
     pthread_mutex_unlock(&d->notify_lock);
 }
 
-/* Reads one datagram; every fd it carries (FDSTORE=1) is closed, since the
- * harness is not a file descriptor store. Returns false when none waited. */
-static bool read_notify(dh_daemon *d)
+/* Reads one datagram. Returns false when none waited. */
+static bool read_notify(dd_daemon *d)
 {
     char text[4096];
     char control[CMSG_SPACE(sizeof(int) * 253)];
@@ -49,6 +49,7 @@ static bool read_notify(dh_daemon *d)
     ssize_t n = recvmsg(d->notify_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0)
         return false;
+    uint64_t now = act_now_usec();
     for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
         if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS)
             continue;
@@ -58,17 +59,17 @@ static bool read_notify(dh_daemon *d)
         for (size_t i = 0; i < count; i++)
             close(fds[i]);
         pthread_mutex_lock(&d->notify_lock);
-        d->fds_received += (unsigned)count;
+        d->stored_fds += (unsigned)count;
         pthread_mutex_unlock(&d->notify_lock);
     }
     text[n] = '\0';
-    handle_notify_message(d, text, CMSG_FIRSTHDR(&msg) != NULL);
+    handle_notify_message(d, text, CMSG_FIRSTHDR(&msg) != NULL, now);
     return true;
 }
 
 static void *notify_thread(void *arg)
 {
-    dh_daemon *d = arg;
+    dd_daemon *d = arg;
     for (;;) {
         struct pollfd pfds[2] = {
             {.fd = d->notify_fd, .events = POLLIN},
@@ -88,63 +89,35 @@ static void *notify_thread(void *arg)
     return NULL;
 }
 
-void dh_notify_open(dh_daemon *d)
+int dd_notify_open(dd_daemon *d, act_error *err)
 {
     d->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (d->notify_fd < 0)
-        fail_msg("notify socket: %s", strerror(errno));
+        return act_error_set(err, errno, "notify socket: %s", strerror(errno));
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(d->notify_path) >= sizeof(addr.sun_path))
-        fail_msg("notify socket path too long: %s", d->notify_path);
+        return act_error_set(err, ENAMETOOLONG, "notify socket path too long: %s", d->notify_path);
     memcpy(addr.sun_path, d->notify_path, strlen(d->notify_path) + 1);
     unlink(d->notify_path);
     if (bind(d->notify_fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
-        fail_msg("bind %s: %s", d->notify_path, strerror(errno));
+        return act_error_set(err, errno, "bind %s: %s", d->notify_path, strerror(errno));
     int one = 1;
     setsockopt(d->notify_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+    /* The daemon sends one FDSTORE=1 datagram per socket at start-up: a deep
+     * receive buffer keeps it from waiting on this reader. */
+    int size = 4 * 1024 * 1024;
+    setsockopt(d->notify_fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size));
     if (pipe2(d->notify_stop, O_CLOEXEC) < 0)
-        fail_msg("pipe2: %s", strerror(errno));
-    d->ready_seen = d->stopping_seen = false;
+        return act_error_set(err, errno, "pipe2: %s", strerror(errno));
+    d->ready_usec = 0;
+    d->stopping_seen = false;
     if (pthread_create(&d->notify_thread, NULL, notify_thread, d) != 0)
-        fail_msg("cannot start the notify thread");
+        return act_error_set(err, EAGAIN, "cannot start the notify reader thread");
     d->notify_thread_running = true;
+    return 0;
 }
 
-bool dh_notify_ready(dh_daemon *d)
-{
-    pthread_mutex_lock(&d->notify_lock);
-    bool ready = d->ready_seen;
-    pthread_mutex_unlock(&d->notify_lock);
-    return ready;
-}
-
-bool dh_notify_status_wait(dh_daemon *d, const char *text, int timeout_ms, char *last, size_t size)
-{
-    uint64_t deadline = dh_now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
-        pthread_mutex_lock(&d->notify_lock);
-        bool found = strstr(d->last_status, text) != NULL;
-        if (last)
-            snprintf(last, size, "%s", d->last_status);
-        pthread_mutex_unlock(&d->notify_lock);
-        if (found)
-            return true;
-        if (dh_now_ms() >= deadline)
-            return false;
-        dh_sleep_ms(10);
-    }
-}
-
-unsigned dh_notify_stored_fds(dh_daemon *d, char *names, size_t size)
-{
-    pthread_mutex_lock(&d->notify_lock);
-    unsigned count = d->fds_received;
-    snprintf(names, size, "%s", d->fd_names);
-    pthread_mutex_unlock(&d->notify_lock);
-    return count;
-}
-
-void dh_notify_close(dh_daemon *d)
+void dd_notify_close(dd_daemon *d)
 {
     if (d->notify_thread_running) {
         char stop = 1;
@@ -160,7 +133,41 @@ void dh_notify_close(dh_daemon *d)
     if (d->notify_fd >= 0)
         close(d->notify_fd);
     d->notify_fd = -1;
-    unlink(d->notify_path);
+    if (d->notify_path[0])
+        unlink(d->notify_path);
 }
 
-/* Waits for the daemon to exit; returns its status or -1 on timeout. */
+uint64_t dd_notify_ready_usec(dd_daemon *d)
+{
+    pthread_mutex_lock(&d->notify_lock);
+    uint64_t ready = d->ready_usec;
+    pthread_mutex_unlock(&d->notify_lock);
+    return ready;
+}
+
+bool dd_notify_status_wait(dd_daemon *d, const char *text, int timeout_ms, char *last,
+                           size_t size)
+{
+    uint64_t deadline = dd_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        pthread_mutex_lock(&d->notify_lock);
+        bool found = strstr(d->last_status, text) != NULL;
+        if (last)
+            snprintf(last, size, "%s", d->last_status);
+        pthread_mutex_unlock(&d->notify_lock);
+        if (found)
+            return true;
+        if (dd_now_ms() >= deadline)
+            return false;
+        dd_sleep_ms(10);
+    }
+}
+
+unsigned dd_notify_stored_fds(dd_daemon *d, char *names, size_t size)
+{
+    pthread_mutex_lock(&d->notify_lock);
+    unsigned count = d->stored_fds;
+    snprintf(names, size, "%s", d->fd_names);
+    pthread_mutex_unlock(&d->notify_lock);
+    return count;
+}
