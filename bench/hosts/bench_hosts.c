@@ -45,7 +45,7 @@
 typedef struct fleet {
     const char *label;
     unsigned n_hosts;
-    bd_daemon d;
+    dd_daemon d;
     bool set_up;
     char woken_address[128];
     bd_samples startup_usec, rss_kib, wake_usec;
@@ -61,7 +61,7 @@ static int write_hosts(fleet *f, act_error *err)
         char name[16];
         snprintf(name, sizeof(name), "h%05u", i);
         /* IdleTimeoutSec=0: the benchmark parks the woken host itself. */
-        int r = bd_write_host(&f->d, name, err,
+        int r = dd_write_host(&f->d, name, err,
                               "[Host]\n"
                               "Exec=act-notify-echo\n"
                               "IdleTimeoutSec=0\n"
@@ -81,12 +81,12 @@ static int write_hosts(fleet *f, act_error *err)
  * settled. The daemon is left running. */
 static int start_and_measure(fleet *f, act_error *err)
 {
-    int r = bd_start(&f->d, 120000, err);
+    int r = dd_start(&f->d, 120000, NULL, err);
     if (r < 0)
         return act_error_prefix(err, "%s daemon (%u hosts)", f->label, f->n_hosts);
-    bd_samples_add(&f->startup_usec, (double)bd_startup_usec(&f->d));
+    bd_samples_add(&f->startup_usec, (double)dd_startup_usec(&f->d));
     json_object *stats = NULL;
-    if ((r = bd_request(&f->d, 30000, &stats, err, "{\"v\":1,\"op\":\"stats\"}")) < 0)
+    if ((r = dd_request(&f->d, 30000, &stats, err, "{\"v\":1,\"op\":\"stats\"}")) < 0)
         return r;
     json_object *hosts = NULL;
     int64_t served =
@@ -96,8 +96,8 @@ static int start_and_measure(fleet *f, act_error *err)
         return act_error_set(err, EPROTO,
                              "%s daemon serves %" PRId64 " hosts of the %u configured; see its log",
                              f->label, served, f->n_hosts);
-    bd_sleep_ms(SETTLE_MS);
-    long rss = bd_rss_kib(&f->d);
+    dd_sleep_ms(SETTLE_MS);
+    long rss = dd_rss_kib(&f->d);
     if (rss < 0)
         return act_error_set(err, (int)-rss, "cannot read VmRSS of activatord pid %d",
                              (int)f->d.pid);
@@ -114,9 +114,9 @@ static int wake_once(fleet *f, bool keep, act_error *err)
         return act_error_prefix(err, "%s daemon: wake of " WOKEN, f->label);
     if (keep)
         bd_samples_add(&f->wake_usec, (double)(end - start));
-    r = bd_request(&f->d, 10000, NULL, err, "{\"v\":1,\"op\":\"park\",\"host\":\"" WOKEN "\"}");
+    r = dd_request(&f->d, 10000, NULL, err, "{\"v\":1,\"op\":\"park\",\"host\":\"" WOKEN "\"}");
     if (r == 0)
-        r = bd_wait_state(&f->d, WOKEN, "parked", 10000, err);
+        r = dd_wait_state(&f->d, WOKEN, "parked", 10000, 1, err);
     return r < 0 ? act_error_prefix(err, "%s daemon: parking " WOKEN, f->label) : 0;
 }
 
@@ -148,7 +148,7 @@ static int run(fleet *fleets, act_error *err)
             fleet *f = &fleets[(round + i) % 2];
             if (f->set_up) {
                 f->set_up = false;
-                if ((r = bd_teardown(&f->d, err)) < 0)
+                if ((r = dd_teardown(&f->d, err)) < 0)
                     return r;
             }
             if ((r = bd_setup(&f->d, f->label, NULL, err)) < 0)
@@ -159,7 +159,7 @@ static int run(fleet *fleets, act_error *err)
         }
     }
     for (int i = 0; i < 2; i++)
-        if ((r = bd_stage(&fleets[i].d, WOKEN, "v1", ACT_NOTIFY_ECHO, true, err)) < 0)
+        if ((r = dd_stage(&fleets[i].d, WOKEN, "v1", ACT_NOTIFY_ECHO, true, err)) < 0)
             return r;
     for (int i = 0; i < WARMUP + WAKES; i++)
         for (int j = 0; j < 2; j++)
@@ -211,9 +211,9 @@ int main(void)
         if (!f->set_up)
             continue;
         if (r < 0 && f->d.pid > 0)
-            bd_dump_log(&f->d);
+            dd_dump_log(&f->d);
         act_error cleanup_err = {0};
-        if (bd_teardown(&f->d, &cleanup_err) < 0) {
+        if (dd_teardown(&f->d, &cleanup_err) < 0) {
             fprintf(stderr, BENCH ": cleanup of the %s daemon: %s\n", f->label,
                     cleanup_err.message);
             r = r < 0 ? r : -EBUSY;

@@ -133,29 +133,13 @@ static bool new_build_answers(const client *c, const window *w)
     return false;
 }
 
-static int run(bd_daemon *d, act_error *err)
+static int run(dd_daemon *d, act_error *err)
 {
-    int r = bd_setup(d, "swap", NULL, err);
-    if (r < 0)
-        return r;
-    int port = bd_free_port(err);
-    if (port < 0)
-        return port;
     char address[64];
-    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
-    r = bd_write_host(d, HOST, err,
-                      "[Host]\n"
-                      "Exec=act-testapp\n"
-                      "IdleTimeoutSec=0\n"
-                      "StopTimeoutSec=5\n"
-                      "ReadyTimeoutSec=10\n"
-                      "[Listen]\n"
-                      "ListenStream=%s\n",
-                      address);
-    if (r < 0 || (r = bd_start(d, 30000, err)) < 0 ||
-        (r = bd_stage(d, HOST, "v1", ACT_TESTAPP, true, err)) < 0 ||
-        (r = bd_stage(d, HOST, "v2", ACT_TESTAPP, false, err)) < 0 ||
-        (r = bd_request(d, 30000, NULL, err, "{\"v\":1,\"op\":\"wake\",\"host\":\"" HOST "\"}")) <
+    int r = bd_start_one_host(d, "swap", HOST, "act-testapp", 5, address, sizeof(address), err);
+    if (r < 0 || (r = dd_stage(d, HOST, "v1", ACT_TESTAPP, true, err)) < 0 ||
+        (r = dd_stage(d, HOST, "v2", ACT_TESTAPP, false, err)) < 0 ||
+        (r = dd_request(d, 30000, NULL, err, "{\"v\":1,\"op\":\"wake\",\"host\":\"" HOST "\"}")) <
             0)
         return r;
 
@@ -169,12 +153,12 @@ static int run(bd_daemon *d, act_error *err)
     size_t n_windows = 0;
     act_error swap_err = {0};
     unsigned failed_swaps = 0;
-    bd_sleep_ms(QUIET_MS);
+    dd_sleep_ms(QUIET_MS);
     for (int i = 0; i < SWAPS; i++) {
         window *w = &windows[n_windows++];
         w->to = i % 2 == 0 ? '2' : '1';
         w->start = act_now_usec();
-        int s = bd_request(d, 60000, NULL, &swap_err,
+        int s = dd_request(d, 60000, NULL, &swap_err,
                            "{\"v\":1,\"op\":\"swap\",\"host\":\"" HOST "\",\"version\":\"v%c\"}",
                            w->to);
         w->end = act_now_usec();
@@ -183,7 +167,7 @@ static int run(bd_daemon *d, act_error *err)
             failed_swaps++;
             fprintf(stderr, BENCH ": swap %d: %s\n", i + 1, swap_err.message);
         }
-        bd_sleep_ms(QUIET_MS);
+        dd_sleep_ms(QUIET_MS);
     }
     atomic_store(&c.stop, true);
     pthread_join(c.thread, NULL);
@@ -244,21 +228,5 @@ static int run(bd_daemon *d, act_error *err)
 
 int main(void)
 {
-    int can = bd_check_can_run(BENCH);
-    if (can != 0)
-        return can;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    signal(SIGPIPE, SIG_IGN);
-    bd_daemon d;
-    act_error err = {0}, cleanup_err = {0};
-    int r = run(&d, &err);
-    if (r < 0) {
-        fprintf(stderr, BENCH ": %s\n", err.message);
-        bd_dump_log(&d);
-    }
-    if (bd_teardown(&d, &cleanup_err) < 0) {
-        fprintf(stderr, BENCH ": cleanup: %s\n", cleanup_err.message);
-        r = r < 0 ? r : -EBUSY;
-    }
-    return r < 0 ? 1 : 0;
+    return bd_main(BENCH, run);
 }

@@ -54,7 +54,7 @@ typedef struct direct_app {
  * in by the child, which alone knows its pid). */
 static int direct_app_init(direct_app *app, act_error *err)
 {
-    int port = bd_free_port(err);
+    int port = dd_free_port(err);
     if (port < 0)
         return port;
     snprintf(app->address, sizeof(app->address), "127.0.0.1:%d", port);
@@ -134,7 +134,7 @@ typedef struct wake_marks {
     uint64_t waking, admitted, exec, serving;
 } wake_marks;
 
-static void mark_event(const bd_event *event, void *userdata)
+static void mark_event(const dd_event *event, void *userdata)
 {
     wake_marks *marks = userdata;
     if (strcmp(event->host, HOST) != 0)
@@ -153,10 +153,10 @@ typedef struct breakdown {
     bd_samples to_waking, to_admitted, to_exec, to_first_byte, to_serving;
 } breakdown;
 
-static int daemon_once(bd_daemon *d, const char *address, double *usec, breakdown *parts,
+static int daemon_once(dd_daemon *d, const char *address, double *usec, breakdown *parts,
                        act_error *err)
 {
-    bd_events_drain(d);
+    dd_events_drain(d);
     uint64_t wall = act_wallclock_usec();
     uint64_t start = act_now_usec();
     int r = bd_echo_once(address, 10000, err);
@@ -166,7 +166,7 @@ static int daemon_once(bd_daemon *d, const char *address, double *usec, breakdow
     *usec = (double)(end - start);
 
     wake_marks marks = {0};
-    bd_event_wait(d, HOST, "serving", 10000, mark_event, &marks, NULL);
+    dd_event_wait(d, HOST, "serving", 10000, mark_event, &marks, NULL);
     uint64_t first_byte = wall + (end - start);
     if (parts && marks.waking && marks.admitted && marks.exec && marks.serving &&
         marks.waking >= wall) {
@@ -177,9 +177,9 @@ static int daemon_once(bd_daemon *d, const char *address, double *usec, breakdow
         bd_samples_add(&parts->to_serving, (double)marks.serving - (double)first_byte);
     }
 
-    r = bd_request(d, 10000, NULL, err, "{\"v\":1,\"op\":\"park\",\"host\":\"" HOST "\"}");
+    r = dd_request(d, 10000, NULL, err, "{\"v\":1,\"op\":\"park\",\"host\":\"" HOST "\"}");
     if (r == 0)
-        r = bd_wait_state(d, HOST, "parked", 10000, err);
+        r = dd_wait_state(d, HOST, "parked", 10000, 1, err);
     return r;
 }
 
@@ -189,29 +189,12 @@ static void print_line(const char *what, bd_samples *samples)
            bd_samples_quantile(samples, 0.99));
 }
 
-static int run(bd_daemon *d, act_error *err)
+static int run(dd_daemon *d, act_error *err)
 {
-    int r = bd_setup(d, "wake", NULL, err);
-    if (r < 0)
-        return r;
-    int port = bd_free_port(err);
-    if (port < 0)
-        return port;
     char address[64];
-    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
-    /* IdleTimeoutSec=0: the benchmark parks the host itself between wakes. */
-    r = bd_write_host(d, HOST, err,
-                      "[Host]\n"
-                      "Exec=act-notify-echo\n"
-                      "IdleTimeoutSec=0\n"
-                      "StopTimeoutSec=2\n"
-                      "ReadyTimeoutSec=10\n"
-                      "[Listen]\n"
-                      "ListenStream=%s\n",
-                      address);
-    if (r < 0 || (r = bd_start(d, 30000, err)) < 0 ||
-        (r = bd_stage(d, HOST, "v1", ACT_NOTIFY_ECHO, true, err)) < 0 ||
-        (r = bd_wait_state(d, HOST, "parked", 10000, err)) < 0)
+    int r = bd_start_one_host(d, "wake", HOST, "act-notify-echo", 2, address, sizeof(address), err);
+    if (r < 0 || (r = dd_stage(d, HOST, "v1", ACT_NOTIFY_ECHO, true, err)) < 0 ||
+        (r = dd_wait_state(d, HOST, "parked", 10000, 1, err)) < 0)
         return r;
 
     direct_app app = {.listen_fd = -1};
@@ -276,21 +259,5 @@ static int run(bd_daemon *d, act_error *err)
 
 int main(void)
 {
-    int can = bd_check_can_run(BENCH);
-    if (can != 0)
-        return can;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    signal(SIGPIPE, SIG_IGN);
-    bd_daemon d;
-    act_error err = {0}, cleanup_err = {0};
-    int r = run(&d, &err);
-    if (r < 0) {
-        fprintf(stderr, BENCH ": %s\n", err.message);
-        bd_dump_log(&d);
-    }
-    if (bd_teardown(&d, &cleanup_err) < 0) {
-        fprintf(stderr, BENCH ": cleanup: %s\n", cleanup_err.message);
-        r = r < 0 ? r : -EBUSY;
-    }
-    return r < 0 ? 1 : 0;
+    return bd_main(BENCH, run);
 }

@@ -139,8 +139,7 @@ uint64_t dd_notify_ready_usec(dd_daemon *d);
 
 /* Waits up to timeout_ms for the daemon's last STATUS= to contain text;
  * false with the last STATUS= in last (may be NULL) otherwise. */
-bool dd_notify_status_wait(dd_daemon *d, const char *text, int timeout_ms, char *last,
-                           size_t size);
+bool dd_notify_status_wait(dd_daemon *d, const char *text, int timeout_ms, char *last, size_t size);
 
 /* The FDNAME= names and the number of fds the daemon stored with FDSTORE=1. */
 unsigned dd_notify_stored_fds(dd_daemon *d, char *names, size_t size);

@@ -47,8 +47,8 @@ static int request_text(dd_daemon *d, int timeout_ms, const char *body, json_obj
                              body, d->control_url, nng_strerror(rv));
     json_object *parsed = json_tokener_parse(text);
     if (!parsed || !json_object_is_type(parsed, json_type_object)) {
-        int r = act_error_set(err, EBADMSG, "request %s: the reply is not a JSON object: %s",
-                              body, text);
+        int r = act_error_set(err, EBADMSG, "request %s: the reply is not a JSON object: %s", body,
+                              text);
         json_object_put(parsed);
         free(text);
         return r;

@@ -48,7 +48,8 @@ static int parse_event(const char *data, size_t len, dd_event *out, act_error *e
     json_tokener *tok = json_tokener_new();
     if (!tok)
         return act_error_set(err, ENOMEM, "out of memory");
-    json_object *obj = json_tokener_parse_ex(tok, space + 1, (int)(len - (size_t)(space + 1 - data)));
+    json_object *obj =
+        json_tokener_parse_ex(tok, space + 1, (int)(len - (size_t)(space + 1 - data)));
     json_tokener_free(tok);
     if (!obj)
         return act_error_set(err, EBADMSG, "an event whose JSON does not parse: %.*s", (int)len,

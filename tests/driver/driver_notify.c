@@ -145,8 +145,7 @@ uint64_t dd_notify_ready_usec(dd_daemon *d)
     return ready;
 }
 
-bool dd_notify_status_wait(dd_daemon *d, const char *text, int timeout_ms, char *last,
-                           size_t size)
+bool dd_notify_status_wait(dd_daemon *d, const char *text, int timeout_ms, char *last, size_t size)
 {
     uint64_t deadline = dd_now_ms() + (uint64_t)timeout_ms;
     for (;;) {

@@ -312,8 +312,9 @@ static void check_marked_pids_gone(dh_daemon *d)
         pid_t pids[64];
         size_t n = dh_marker_pids(d, entry->d_name + 7, pids, 64);
         for (size_t i = 0; i < n; i++)
-            DH_CHECK(d, dh_pid_gone(pids[i]), "host %s: app pid %d still runs after the daemon exited",
-                     entry->d_name + 7, (int)pids[i]);
+            DH_CHECK(d, dh_pid_gone(pids[i]),
+                     "host %s: app pid %d still runs after the daemon exited", entry->d_name + 7,
+                     (int)pids[i]);
     }
     closedir(dir);
 }
