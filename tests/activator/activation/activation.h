@@ -78,3 +78,16 @@ uint64_t ah_wallclock_usec(void);
 
 /* Sleeps ms milliseconds. */
 void ah_sleep_ms(long ms);
+
+/* ---- swap tests (swap_fixture.c) ---- */
+
+/* The load a swap test runs, stopped by ah_load_fixture_teardown (before the
+ * daemon's dh_teardown) also when a check failed. */
+extern ah_load *ah_current_load;
+int ah_load_fixture_setup(void **state);
+int ah_load_fixture_teardown(void **state);
+#define AH_LOAD_TEST(f)                                                                            \
+    cmocka_unit_test_setup_teardown(f, ah_load_fixture_setup, ah_load_fixture_teardown)
+
+/* Wakes host and returns the serving generation and its pid. */
+void ah_wake_serving(dh_daemon *d, const char *host, uint64_t *generation, pid_t *pid);

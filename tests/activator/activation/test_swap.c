@@ -28,35 +28,6 @@
 #define LOAD_THREADS 16
 #define MIN_REQUESTS 2000
 
-/* The running load, stopped by teardown also when a check failed. */
-static ah_load *current_load;
-
-static int setup(void **state)
-{
-    *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    ah_load_free(current_load);
-    current_load = NULL;
-    int r = dh_teardown(*state);
-    free(*state);
-    return r;
-}
-
-/* Wakes host and returns the serving generation and its pid. */
-static void wake_serving(dh_daemon *d, const char *host, uint64_t *generation, pid_t *pid)
-{
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"%s\"}", host);
-    DH_CHECK(d, dh_reply_ok(reply), "wake %s: %s", host, json_object_to_json_string(reply));
-    *generation = dh_json_u64(dh_reply_result(reply), "generation");
-    *pid = (pid_t)dh_json_u64(dh_reply_result(reply), "pid");
-    json_object_put(reply);
-    DH_CHECK(d, *generation > 0 && *pid > 0, "the wake did not name a generation and a pid");
-}
-
 static void check_no_failures(dh_daemon *d, const ah_sample *samples, size_t n)
 {
     size_t failures = 0;
@@ -84,9 +55,9 @@ static void test_swap_under_steady_load_refuses_nothing(void **state)
     dh_start(d, NULL);
     uint64_t old_gen;
     pid_t old_pid;
-    wake_serving(d, "web", &old_gen, &old_pid);
+    ah_wake_serving(d, "web", &old_gen, &old_pid);
 
-    ah_load *load = current_load = ah_load_start(port, LOAD_THREADS);
+    ah_load *load = ah_current_load = ah_load_start(port, LOAD_THREADS);
     DH_CHECK(d, ah_load_wait(load, 700, 30000), "the load made too few requests before the swap");
     dh_events_mark(d);
     uint64_t mark = d->mark;
@@ -193,9 +164,9 @@ static void test_swap_to_never_ready_build_keeps_n_serving(void **state)
     dh_start(d, NULL);
     uint64_t gen;
     pid_t pid;
-    wake_serving(d, "web", &gen, &pid);
+    ah_wake_serving(d, "web", &gen, &pid);
 
-    ah_load *load = current_load = ah_load_start(port, LOAD_THREADS);
+    ah_load *load = ah_current_load = ah_load_start(port, LOAD_THREADS);
     DH_CHECK(d, ah_load_wait(load, 300, 30000), "the load made too few requests before the swap");
     dh_events_mark(d);
     uint64_t mark = d->mark;
@@ -289,10 +260,8 @@ int main(void)
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_swap_under_steady_load_refuses_nothing, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_swap_to_never_ready_build_keeps_n_serving, setup,
-                                        teardown),
+        AH_LOAD_TEST(test_swap_under_steady_load_refuses_nothing),
+        AH_LOAD_TEST(test_swap_to_never_ready_build_keeps_n_serving),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,33 +21,6 @@
 #error "AH_SINGLE_INSTANCE_BUILD must name the act-single-instance-build executable"
 #endif
 
-static ah_load *current_load;
-
-static int setup(void **state)
-{
-    *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    ah_load_free(current_load);
-    current_load = NULL;
-    int r = dh_teardown(*state);
-    free(*state);
-    return r;
-}
-
-static void wake_serving(dh_daemon *d, const char *host, uint64_t *generation, pid_t *pid)
-{
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"%s\"}", host);
-    DH_CHECK(d, dh_reply_ok(reply), "wake %s: %s", host, json_object_to_json_string(reply));
-    *generation = dh_json_u64(dh_reply_result(reply), "generation");
-    *pid = (pid_t)dh_json_u64(dh_reply_result(reply), "pid");
-    json_object_put(reply);
-    DH_CHECK(d, *generation > 0 && *pid > 0, "the wake did not name a generation and a pid");
-}
-
 /* Sends a swap and returns its error code ("ok" for a success), with the
  * whole reply in text. */
 static void swap(dh_daemon *d, const char *host, const char *version, const char *mode, char *code,
@@ -100,7 +73,7 @@ static void test_swap_to_unstaged_or_tampered_version_starts_nothing(void **stat
     dh_start(d, NULL);
     uint64_t gen;
     pid_t pid;
-    wake_serving(d, "web", &gen, &pid);
+    ah_wake_serving(d, "web", &gen, &pid);
     claim before;
     DH_CHECK(d, dh_claim_get(d, "web", &before), "no claim while serving");
     dh_events_mark(d);
@@ -157,7 +130,7 @@ static void test_second_swap_in_flight_is_busy(void **state)
     dh_start(d, NULL);
     uint64_t gen;
     pid_t pid;
-    wake_serving(d, "web", &gen, &pid);
+    ah_wake_serving(d, "web", &gen, &pid);
     dh_events_mark(d);
 
     dh_async *first =
@@ -202,7 +175,7 @@ static void test_stop_first_for_an_app_that_cannot_run_twice(void **state)
     dh_start(d, NULL);
     uint64_t gen;
     pid_t pid;
-    wake_serving(d, "single", &gen, &pid);
+    ah_wake_serving(d, "single", &gen, &pid);
 
     /* The app really cannot run twice: beside N, N+1 exits at once, the
      * overlap swap fails and N serves on. */
@@ -215,7 +188,7 @@ static void test_stop_first_for_an_app_that_cannot_run_twice(void **state)
     check_serves_as(d, port, "v1", gen, pid);
 
     /* stop-first: N is retired, then N+1 starts; clients wait meanwhile. */
-    ah_load *load = current_load = ah_load_start(port, 1);
+    ah_load *load = ah_current_load = ah_load_start(port, 1);
     DH_CHECK(d, ah_load_wait(load, 100, 30000), "the load made too few requests");
     dh_events_mark(d);
     uint64_t mark = d->mark;
@@ -273,11 +246,9 @@ int main(void)
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_swap_to_unstaged_or_tampered_version_starts_nothing,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_second_swap_in_flight_is_busy, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stop_first_for_an_app_that_cannot_run_twice, setup,
-                                        teardown),
+        AH_LOAD_TEST(test_swap_to_unstaged_or_tampered_version_starts_nothing),
+        AH_LOAD_TEST(test_second_swap_in_flight_is_busy),
+        AH_LOAD_TEST(test_stop_first_for_an_app_that_cannot_run_twice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

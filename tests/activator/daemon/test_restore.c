@@ -96,6 +96,26 @@ static void park(dh_daemon *d)
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
 }
 
+/* Sets up the daemon with one host "demo" whose ExecRestore= runs the
+ * restore script (through /bin/sh, or named directly when through_sh is
+ * false), staged and live, with checkpoint cp-1 in its claim. app_args and
+ * host_lines (may be NULL) go to dh_write_app_host; with_state_directory
+ * makes the host's state directory first. The daemon is not started. */
+static void setup_demo(dh_daemon *d, restore_paths *paths, bool through_sh, const char *app_args,
+                       const char *host_lines, bool with_state_directory)
+{
+    dh_setup(d, DH_STORE_DIR, NULL);
+    write_restore_script(d, paths);
+    char extra[PATH_MAX + 160];
+    snprintf(extra, sizeof(extra), "ExecRestore=%s%s\n%s", through_sh ? "/bin/sh " : "",
+             paths->script, host_lines ? host_lines : "");
+    dh_write_app_host(d, "demo", dh_free_port(), app_args, extra);
+    dh_stage(d, "demo", "v1", true, NULL);
+    if (with_state_directory)
+        make_state_directory(d);
+    set_checkpoint(d, "cp-1");
+}
+
 static void check_run(dh_daemon *d, const char *line, const char *checkpoint, uint64_t generation)
 {
     char expected[512];
@@ -108,15 +128,8 @@ static void check_run(dh_daemon *d, const char *line, const char *checkpoint, ui
 static void test_restore_once_per_checkpoint(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
     restore_paths paths;
-    write_restore_script(d, &paths);
-    char extra[PATH_MAX + 64];
-    snprintf(extra, sizeof(extra), "ExecRestore=/bin/sh %s\n", paths.script);
-    dh_write_app_host(d, "demo", dh_free_port(), NULL, extra);
-    dh_stage(d, "demo", "v1", true, NULL);
-    make_state_directory(d);
-    set_checkpoint(d, "cp-1");
+    setup_demo(d, &paths, true, NULL, NULL, true);
     dh_start(d, NULL);
 
     uint64_t first = wake_expect(d, "ok");
@@ -143,16 +156,8 @@ static void test_restore_once_per_checkpoint(void **state)
 static void test_restore_not_repeated_on_retry(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
     restore_paths paths;
-    write_restore_script(d, &paths);
-    char extra[PATH_MAX + 96];
-    snprintf(extra, sizeof(extra), "ExecRestore=/bin/sh %s\nReadyTimeoutSec=1\nMaxStarts=2\n",
-             paths.script);
-    dh_write_app_host(d, "demo", dh_free_port(), "--never-ready", extra);
-    dh_stage(d, "demo", "v1", true, NULL);
-    make_state_directory(d);
-    set_checkpoint(d, "cp-1");
+    setup_demo(d, &paths, true, "--never-ready", "ReadyTimeoutSec=1\nMaxStarts=2\n", true);
     dh_start(d, NULL);
 
     wake_expect(d, "ready_timeout");
@@ -168,15 +173,8 @@ static void test_restore_not_repeated_on_retry(void **state)
 static void test_failed_restore_execs_nothing_and_runs_again(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
     restore_paths paths;
-    write_restore_script(d, &paths);
-    char extra[PATH_MAX + 64];
-    snprintf(extra, sizeof(extra), "ExecRestore=/bin/sh %s\n", paths.script);
-    dh_write_app_host(d, "demo", dh_free_port(), NULL, extra);
-    dh_stage(d, "demo", "v1", true, NULL);
-    make_state_directory(d);
-    set_checkpoint(d, "cp-1");
+    setup_demo(d, &paths, true, NULL, NULL, true);
     FILE *flag = fopen(paths.fail_flag, "we");
     DH_CHECK(d, flag, "cannot create %s", paths.fail_flag);
     fclose(flag);
@@ -202,15 +200,8 @@ static void test_failed_restore_execs_nothing_and_runs_again(void **state)
 static void test_restore_script_named_directly(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
     restore_paths paths;
-    write_restore_script(d, &paths);
-    char extra[PATH_MAX + 64];
-    snprintf(extra, sizeof(extra), "ExecRestore=%s\n", paths.script);
-    dh_write_app_host(d, "demo", dh_free_port(), NULL, extra);
-    dh_stage(d, "demo", "v1", true, NULL);
-    make_state_directory(d);
-    set_checkpoint(d, "cp-1");
+    setup_demo(d, &paths, false, NULL, NULL, true);
     dh_start(d, NULL);
 
     uint64_t generation = wake_expect(d, "ok");
@@ -225,14 +216,8 @@ static void test_restore_script_named_directly(void **state)
 static void test_restore_on_a_fresh_host(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
     restore_paths paths;
-    write_restore_script(d, &paths);
-    char extra[PATH_MAX + 64];
-    snprintf(extra, sizeof(extra), "ExecRestore=/bin/sh %s\n", paths.script);
-    dh_write_app_host(d, "demo", dh_free_port(), NULL, extra);
-    dh_stage(d, "demo", "v1", true, NULL);
-    set_checkpoint(d, "cp-1");
+    setup_demo(d, &paths, true, NULL, NULL, false);
     dh_start(d, NULL);
 
     uint64_t generation = wake_expect(d, "ok");

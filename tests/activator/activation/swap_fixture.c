@@ -1,0 +1,34 @@
+/* What the swap tests share: a fixture that also stops their load, and the
+ * wake that starts the generation a swap replaces. */
+#include "activation.h"
+
+#include <stdlib.h>
+
+ah_load *ah_current_load;
+
+int ah_load_fixture_setup(void **state)
+{
+    *state = calloc(1, sizeof(dh_daemon));
+    return *state ? 0 : -1;
+}
+
+int ah_load_fixture_teardown(void **state)
+{
+    /* Stopped before the daemon, so no thread keeps requesting a host that
+     * is going away, also when a check failed with the load running. */
+    ah_load_free(ah_current_load);
+    ah_current_load = NULL;
+    int r = dh_teardown(*state);
+    free(*state);
+    return r;
+}
+
+void ah_wake_serving(dh_daemon *d, const char *host, uint64_t *generation, pid_t *pid)
+{
+    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"%s\"}", host);
+    DH_CHECK(d, dh_reply_ok(reply), "wake %s: %s", host, json_object_to_json_string(reply));
+    *generation = dh_json_u64(dh_reply_result(reply), "generation");
+    *pid = (pid_t)dh_json_u64(dh_reply_result(reply), "pid");
+    json_object_put(reply);
+    DH_CHECK(d, *generation > 0 && *pid > 0, "the wake did not name a generation and a pid");
+}
