@@ -178,7 +178,7 @@ static int get_field(json_object *obj, const char *where, const char *key, const
 static int get_uint64(json_object *obj, const char *where, const char *key, const char *field,
                       uint64_t *out, act_error *err)
 {
-    json_object *value;
+    json_object *value = NULL;
     int r = get_field(obj, where, key, field, json_type_int, &value, err);
     if (r < 0)
         return r;
@@ -193,7 +193,7 @@ static int get_uint64(json_object *obj, const char *where, const char *key, cons
 static int get_string(json_object *obj, const char *where, const char *key, const char *field,
                       char *out, size_t out_size, act_error *err)
 {
-    json_object *value;
+    json_object *value = NULL;
     int r = get_field(obj, where, key, field, json_type_string, &value, err);
     if (r < 0)
         return r;

@@ -24,6 +24,10 @@ CC=clang setup build/clang -Dwerror=true -Dbenchmarks=true -Dfuzz=true
 ninja -C build/clang
 meson test -C build/clang --print-errorlogs --suite fuzz
 
+# gcc at -O3 (what scripts/bench.sh builds) sees other warnings than at -O2.
+CC=gcc setup build/release --buildtype=release -Dwerror=true -Dtests=false -Dbenchmarks=true
+ninja -C build/release
+
 CC=gcc setup build/test -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
 ninja -C build/test
 status=0

@@ -336,7 +336,8 @@ bool act_wake_is_replacing(const act_wake *wake)
 static void wake_finish_serving(act_wake *wake, const char *replaced)
 {
     act_host *host = wake->host;
-    char message[ACT_MESSAGE_MAX * 2];
+    /* Room for the note about the replaced generation (up to three messages). */
+    char message[ACT_MESSAGE_MAX * 4];
     snprintf(message, sizeof(message), "host %s %s (attempt %u of %u)%s", host->name,
              wake->mode == ACT_WAKE_MODE_SWAP ? "serves its new generation" : "serves",
              wake->attempt, host->config.max_starts, replaced ? replaced : "");
