@@ -1,8 +1,11 @@
 #include "activator/control/peer.h"
 
+#include <errno.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "common/cleanup.h"
 
@@ -38,4 +41,21 @@ bool act_peer_allowed(uid_t uid, gid_t gid, bool have_group, gid_t group)
         count = n; /* getgrouplist told us how many it needs */
     }
     return false;
+}
+
+int act_ipc_socket_mode(int configured, bool have_group)
+{
+    if (configured)
+        return configured;
+    return have_group ? 0660 : 0600;
+}
+
+int act_ipc_socket_to_group(const char *url, bool have_group, gid_t group, act_error *err)
+{
+    if (!have_group || strncmp(url, "ipc://", 6) != 0)
+        return 0;
+    if (chown(url + 6, (uid_t)-1, group) < 0)
+        return act_error_set(err, errno, "%s: cannot hand the socket to ControlGroup= gid %u: %s",
+                             url, (unsigned)group, strerror(errno));
+    return 0;
 }

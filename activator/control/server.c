@@ -314,7 +314,8 @@ static int listen_local(act_control *control, act_error *err)
         return act_error_set(err, act_nng_errno(rv),
                              "Control=%s: %s; use ipc:///path/control.ipc", url, nng_strerror(rv));
     if (strncmp(url, "ipc://", 6) == 0) {
-        int mode = control->options.ipc_permissions ? control->options.ipc_permissions : 0600;
+        int mode = act_ipc_socket_mode(control->options.ipc_permissions,
+                                       control->options.have_control_gid);
         rv = nng_listener_set_int(listener, NNG_OPT_IPC_PERMISSIONS, mode);
         if (rv != 0)
             return act_error_set(err, act_nng_errno(rv), "Control=%s: setting mode %o: %s", url,
@@ -333,7 +334,8 @@ static int listen_local(act_control *control, act_error *err)
                              "Control=%s: listening: %s; check the directory exists and no "
                              "other activatord uses it",
                              url, nng_strerror(rv));
-    return 0;
+    return act_ipc_socket_to_group(url, control->options.have_control_gid,
+                                   control->options.control_gid, err);
 }
 
 void act_control_free(act_control *control)

@@ -244,7 +244,7 @@ int act_events_new(const act_events_options *options, act_events **out, act_erro
         return act_error_set(err, act_nng_errno(rv), "events: opening a PUB socket: %s",
                              nng_strerror(rv));
     }
-    int mode = options->ipc_permissions ? options->ipc_permissions : 0600;
+    int mode = act_ipc_socket_mode(options->ipc_permissions, options->have_control_gid);
     int buffer = options->send_buffer ? options->send_buffer : 1024;
     if ((rv = nng_socket_set_int(events->socket, NNG_OPT_SENDBUF, buffer)) != 0 ||
         (rv = nng_pipe_notify(events->socket, NNG_PIPE_EV_ADD_PRE, on_pipe_add, events)) != 0 ||
@@ -258,6 +258,13 @@ int act_events_new(const act_events_options *options, act_events **out, act_erro
         nng_close(events->socket);
         free(events);
         return r;
+    }
+    rv = act_ipc_socket_to_group(options->url, options->have_control_gid, options->control_gid,
+                                 err);
+    if (rv < 0) {
+        nng_close(events->socket);
+        free(events);
+        return rv;
     }
     *out = events;
     return 0;

@@ -1,0 +1,111 @@
+/* Who may drive the real daemon: root, and with ControlGroup= the members of
+ * that group; anyone else is refused, whether the socket's file mode stops
+ * them (no ControlGroup=) or the daemon's own peer check does. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#ifndef DH_ACTIVATORCTL
+#error "DH_ACTIVATORCTL must name the activatorctl executable"
+#endif
+
+/* Runs `activatorctl status` as uid:gid (no supplementary groups); returns
+ * its exit status with its output in out. */
+static int ctl_as(dh_daemon *d, uid_t uid, gid_t gid, char *out, size_t size)
+{
+    int fds[2];
+    DH_CHECK(d, pipe2(fds, O_CLOEXEC) == 0, "pipe: %s", strerror(errno));
+    char connect[256];
+    snprintf(connect, sizeof(connect), "%s", d->drv.control_url);
+    pid_t pid = fork();
+    DH_CHECK(d, pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        dup2(fds[1], STDERR_FILENO);
+        if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0)
+            _exit(125);
+        execl(DH_ACTIVATORCTL, "activatorctl", "--connect", connect, "--no-color", "status",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t used = 0;
+    ssize_t n;
+    while ((n = read(fds[0], out + used, size - 1 - used)) > 0 && used + (size_t)n < size - 1)
+        used += (size_t)n;
+    if (n > 0)
+        used += (size_t)n;
+    out[used] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The temp dirs are 0700; others need to pass through to reach the socket. */
+static void open_path_to_socket(dh_daemon *d)
+{
+    chmod(d->drv.dir, 0711);
+    chmod(d->drv.runtime_dir, 0711);
+}
+
+static void test_unprivileged_user_is_refused(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    dh_write_app_host(d, "demo", dh_free_port(), NULL, NULL);
+    dh_start(d, NULL);
+    open_path_to_socket(d);
+    char out[4096];
+    int status = ctl_as(d, 65534, 65534, out, sizeof(out));
+    DH_CHECK(d, status != 0 && status != 125 && status != 127,
+             "activatorctl as uid 65534 exited %d: %s", status, out);
+    DH_CHECK(d, strstr(out, "Permission denied") || strstr(out, "forbidden"),
+             "the refusal does not say why: %s", out);
+    DH_CHECK(d, ctl_as(d, 0, 0, out, sizeof(out)) == 0, "root is refused: %s", out);
+    dh_stop_and_check_clean(d);
+}
+
+static void test_control_group_members_are_admitted(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, "ControlGroup=65534\n");
+    dh_write_app_host(d, "demo", dh_free_port(), NULL, NULL);
+    dh_start(d, NULL);
+    open_path_to_socket(d);
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s", d->drv.control_url + strlen("ipc://"));
+    struct stat st;
+    DH_CHECK(d, stat(path, &st) == 0 && st.st_gid == 65534 && (st.st_mode & 0777) == 0660,
+             "control socket %s: gid %u mode %o, expected 65534 and 660", path,
+             (unsigned)st.st_gid, (unsigned)(st.st_mode & 0777));
+    char out[4096];
+    int status = ctl_as(d, 65534, 65534, out, sizeof(out));
+    DH_CHECK(d, status == 0 && strstr(out, "demo"), "a member of ControlGroup= exited %d: %s",
+             status, out);
+    /* Outside the group: the file mode lets no one else in. */
+    status = ctl_as(d, 65533, 65533, out, sizeof(out));
+    DH_CHECK(d, status != 0 && (strstr(out, "Permission denied") || strstr(out, "forbidden")),
+             "a user outside ControlGroup= exited %d: %s", status, out);
+    dh_stop_and_check_clean(d);
+}
+
+int main(void)
+{
+    int r = dh_check_can_run("daemon-credentials", DH_STORE_DIR);
+    if (r)
+        return r;
+    const struct CMUnitTest tests[] = {
+        DH_TEST(test_unprivileged_user_is_refused),
+        DH_TEST(test_control_group_members_are_admitted),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
