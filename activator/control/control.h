@@ -97,5 +97,9 @@ int act_control_reply_error(act_control_reply *reply, const char *code, const ch
 /* The op of the request a handle answers. */
 act_op act_control_reply_op(const act_control_reply *reply);
 
+/* True when the request came from uid 0 on the local socket (not from a
+ * ControlGroup= member, nor over TLS, whose peers have no local uid). */
+bool act_control_reply_peer_is_root(const act_control_reply *reply);
+
 /* The TLS engine NNG was built with ("mbed" or "none"), for error messages. */
 const char *act_control_tls_engine(void);

@@ -188,6 +188,11 @@ act_op act_control_reply_op(const act_control_reply *slot)
     return slot->op;
 }
 
+bool act_control_reply_peer_is_root(const act_control_reply *slot)
+{
+    return slot->peer_uid == 0;
+}
+
 static void refuse_peer(act_control_reply *slot)
 {
     act_control *control = slot->control;

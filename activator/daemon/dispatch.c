@@ -167,6 +167,17 @@ static void reply_release_error(act_control_reply *reply, int r, const act_error
 
 static void do_stage(act_daemon *daemon, const act_request *request, act_control_reply *reply)
 {
+    /* The daemon reads PATH with its own (root) privileges and staged files
+     * are world-readable: a ControlGroup= member could otherwise copy out
+     * any file of the box. Operators in the group swap, wake and promote
+     * builds root has staged. */
+    if (!act_control_reply_peer_is_root(reply)) {
+        act_control_reply_error(reply, ACT_REQ_FORBIDDEN,
+                                "only root may stage: activatord reads %s with its own "
+                                "privileges; run 'sudo activatorctl stage ...'",
+                                request->path);
+        return;
+    }
     act_daemon_host *host = find_host(daemon, request, reply);
     if (!host)
         return;

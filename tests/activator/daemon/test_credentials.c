@@ -17,9 +17,10 @@
 #error "DH_ACTIVATORCTL must name the activatorctl executable"
 #endif
 
-/* Runs `activatorctl status` as uid:gid (no supplementary groups); returns
- * its exit status with its output in out. */
-static int ctl_as(dh_daemon *d, uid_t uid, gid_t gid, char *out, size_t size)
+/* Runs `activatorctl ARGS...` (status when args is NULL) as uid:gid, no
+ * supplementary groups; returns its exit status with its output in out. */
+static int ctl_as_run(dh_daemon *d, uid_t uid, gid_t gid, const char *const *args, char *out,
+                      size_t size)
 {
     int fds[2];
     DH_CHECK(d, pipe2(fds, O_CLOEXEC) == 0, "pipe: %s", strerror(errno));
@@ -32,8 +33,13 @@ static int ctl_as(dh_daemon *d, uid_t uid, gid_t gid, char *out, size_t size)
         dup2(fds[1], STDERR_FILENO);
         if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0)
             _exit(125);
-        execl(DH_ACTIVATORCTL, "activatorctl", "--connect", connect, "--no-color", "status",
-              (char *)NULL);
+        const char *argv[16] = {"activatorctl", "--connect", connect, "--no-color"};
+        size_t n = 4;
+        for (const char *const *a = args ? args : (const char *const[]){"status", NULL}; *a && n < 15;
+             a++)
+            argv[n++] = *a;
+        argv[n] = NULL;
+        execv(DH_ACTIVATORCTL, (char *const *)argv);
         _exit(127);
     }
     close(fds[1]);
@@ -48,6 +54,11 @@ static int ctl_as(dh_daemon *d, uid_t uid, gid_t gid, char *out, size_t size)
     int status = 0;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int ctl_as(dh_daemon *d, uid_t uid, gid_t gid, char *out, size_t size)
+{
+    return ctl_as_run(d, uid, gid, NULL, out, size);
 }
 
 /* The temp dirs are 0700; others need to pass through to reach the socket. */
@@ -91,6 +102,26 @@ static void test_control_group_members_are_admitted(void **state)
     int status = ctl_as(d, 65534, 65534, out, sizeof(out));
     DH_CHECK(d, status == 0 && strstr(out, "demo"), "a member of ControlGroup= exited %d: %s",
              status, out);
+    /* A member may not make the root daemon read a file for it: staging is
+     * root's (the daemon would copy, say, /etc/shadow into a world-readable
+     * build). activatorctl checks the path as its user first, so the file
+     * here is one the member can read: the daemon refuses all the same. */
+    char readable[PATH_MAX];
+    snprintf(readable, sizeof(readable), "%s/readable-build", d->drv.dir);
+    FILE *f = fopen(readable, "we");
+    DH_CHECK(d, f, "cannot write %s: %s", readable, strerror(errno));
+    fputs("#!/bin/sh\n", f);
+    fclose(f);
+    chmod(readable, 0755);
+    status = ctl_as_run(d, 65534, 65534,
+                        (const char *const[]){"stage", "demo", "v9", readable, NULL}, out,
+                        sizeof(out));
+    DH_CHECK(d, status == 1 && strstr(out, "only root may stage"),
+             "a member's stage was not refused (exit %d): %s", status, out);
+    char staged[PATH_MAX];
+    snprintf(staged, sizeof(staged), "%s/releases/demo/v9", d->drv.state_dir);
+    DH_CHECK(d, access(staged, F_OK) < 0, "%s exists after a refused stage", staged);
+
     /* Outside the group: the file mode lets no one else in. */
     status = ctl_as(d, 65533, 65533, out, sizeof(out));
     DH_CHECK(d, status != 0 && (strstr(out, "Permission denied") || strstr(out, "forbidden")),
