@@ -3,15 +3,19 @@
  * thread; nothing is touched from another thread.
  *
  * The parts, each in its own file:
+ *   main.c        the command line, --check-config
  *   daemon.c      start-up, signals, sd_notify, shutdown
  *   hosts.c       the host table, listening sockets, demand watching
  *   generation.c  one running generation: leaf, process, notify socket, retirement
  *   wake_ops.c    the pipeline's operations over claims/, release/ and cgroup/
- *   restore.c     ExecRestore= in its own leaf
- *   recovery.c    what a previous daemon left running
+ *   restore.c     ExecRestore= in its own leaf, ExecReplicate= beside the app
+ *   idle.c        idle parking from the kernel's count of connections
+ *   swap.c        zero-downtime swaps: verify, pin, N+1 beside N, retire N
+ *   recovery.c    what a previous daemon left running: resume or retire
  *   claim_watch.c claims that change under us
  *   dispatch.c    control requests
- *   announce.c    pipeline transitions to logs, events and metrics */
+ *   announce.c    pipeline transitions to logs and events
+ *   telemetry.c   Prometheus metrics */
 #pragma once
 
 #include <stdbool.h>
