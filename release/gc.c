@@ -81,10 +81,9 @@ int rel_gc(rel_store *store, const char *host, const char *const *keep_versions,
     }
     /* The host lock keeps a promote from making a version live while it is
      * being removed. */
-    r = rel_lock(host_dirfd, true);
+    r = rel_lock_host(store, host_dirfd, host, err);
     if (r < 0)
-        return act_error_set(err, -r, "host %s: cannot lock %s/%s: %s", host, store->path, host,
-                             strerror(-r));
+        return r;
 
     char live[REL_NAME_SIZE] = "";
     act_error live_err = {0};

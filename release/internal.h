@@ -39,6 +39,10 @@ struct rel_store {
  * would collide with the live link in the same directory. */
 int rel_version_check(const char *version, act_error *err);
 
+/* Both names of an operation on one version: the host's, then the
+ * version's (its error prefixed with the host). */
+int rel_names_check(const char *host, const char *version, act_error *err);
+
 /* True for a path inside a build: relative, components of 1 to 255 bytes
  * separated by single '/', none "." or "..", no control characters, shorter
  * than REL_PATH_SIZE. */
@@ -123,6 +127,8 @@ int rel_live_read(rel_store *store, int host_dirfd, const char *host, char out[R
 /* Takes an exclusive flock on fd, waiting; promote and gc hold the host's so
  * gc never removes a version that a concurrent promote is making live. */
 int rel_lock(int fd, bool wait);
+/* rel_lock of a host's directory, waiting, with the error said for it. */
+int rel_lock_host(rel_store *store, int host_dirfd, const char *host, act_error *err);
 void rel_unlock(int fd);
 
 /* Opens the directory dirfd for readdir with its own file offset. */

@@ -17,6 +17,15 @@ int rel_version_check(const char *version, act_error *err)
     return 0;
 }
 
+int rel_names_check(const char *host, const char *version, act_error *err)
+{
+    int r = act_name_check("host", host, err);
+    if (r < 0)
+        return r;
+    r = rel_version_check(version, err);
+    return r < 0 ? act_error_prefix(err, "host %s", host) : 0;
+}
+
 static bool component_char_ok(unsigned char c)
 {
     /* Control characters would make paths unprintable in errors and in

@@ -13,22 +13,18 @@
 
 int rel_promote(rel_store *store, const char *host, const char *version, act_error *err)
 {
-    int r = act_name_check("host", host, err);
+    int r = rel_names_check(host, version, err);
     if (r < 0)
         return r;
-    r = rel_version_check(version, err);
-    if (r < 0)
-        return act_error_prefix(err, "host %s", host);
 
     _cleanup_close_ int host_dirfd = rel_host_open(store, host, false, err);
     if (host_dirfd < 0)
         return host_dirfd;
     /* Held across verify and rename, so a gc cannot remove the version
      * between the check and the live link naming it. */
-    r = rel_lock(host_dirfd, true);
+    r = rel_lock_host(store, host_dirfd, host, err);
     if (r < 0)
-        return act_error_set(err, -r, "host %s: cannot lock %s/%s: %s", host, store->path, host,
-                             strerror(-r));
+        return r;
     r = rel_verify_open(store, host_dirfd, host, version, err);
     if (r < 0)
         return act_error_prefix(err, "host %s: refusing to make version %s live", host, version);

@@ -394,10 +394,9 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
     /* Under the host lock, the sweep cannot mistake a staging directory
      * that another stage has just made, and not yet locked, for a crashed
      * one. The copy itself runs without the host lock. */
-    r = rel_lock(host_dirfd, true);
+    r = rel_lock_host(store, host_dirfd, host, err);
     if (r < 0)
-        return act_error_set(err, -r, "host %s: cannot lock %s/%s: %s", host, store->path, host,
-                             strerror(-r));
+        return r;
     rel_sweep_stale(host_dirfd);
 
     char suffix[9], staging_name[NAME_MAX + 1];

@@ -154,6 +154,15 @@ int rel_lock(int fd, bool wait)
     return 0;
 }
 
+int rel_lock_host(rel_store *store, int host_dirfd, const char *host, act_error *err)
+{
+    int r = rel_lock(host_dirfd, true);
+    if (r < 0)
+        return act_error_set(err, -r, "host %s: cannot lock %s/%s: %s", host, store->path, host,
+                             strerror(-r));
+    return 0;
+}
+
 void rel_unlock(int fd)
 {
     (void)flock(fd, LOCK_UN);

@@ -143,12 +143,9 @@ int rel_verify_open(rel_store *store, int host_dirfd, const char *host, const ch
 
 int rel_verify(rel_store *store, const char *host, const char *version, act_error *err)
 {
-    int r = act_name_check("host", host, err);
+    int r = rel_names_check(host, version, err);
     if (r < 0)
         return r;
-    r = rel_version_check(version, err);
-    if (r < 0)
-        return act_error_prefix(err, "host %s", host);
     _cleanup_close_ int host_dirfd = rel_host_open(store, host, false, err);
     if (host_dirfd < 0)
         return host_dirfd;
