@@ -33,6 +33,9 @@ typedef struct act_ini_key {
 int act_ini_parse_fd(int fd, const char *path, const act_ini_key *keys, size_t n_keys, void *target,
                      unsigned *key_lines, act_config_errors *errors);
 
+/* Opens the hosts directory, or reports why not (as a problem of dir). */
+int act_config_open_hosts_dir(const char *dir, act_config_errors *errors);
+
 /* act_config_load_host_file on an open hosts directory (dir names it in
  * errors). */
 int act_config_load_host_at(int dir_fd, const char *dir, const char *file_name,

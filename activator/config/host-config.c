@@ -465,15 +465,9 @@ int act_config_load_host_file(const char *dir, const char *file_name, act_host_c
     int r = host_name_from_file(dir, file_name, &name, errors);
     if (r < 0)
         return r;
-    _cleanup_close_ int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd < 0) {
-        int saved = errno;
-        act_config_errors_add(errors, dir, 0, NULL,
-                              "cannot open the hosts directory: %s (create it or set "
-                              "HostsDirectory=)",
-                              strerror(saved));
-        return -saved;
-    }
+    _cleanup_close_ int dir_fd = act_config_open_hosts_dir(dir, errors);
+    if (dir_fd < 0)
+        return dir_fd;
     return load_host_at(dir_fd, dir, file_name, host, errors);
 }
 

@@ -132,12 +132,9 @@ static int refuse_shared_addresses(const char *dir, act_host_config *hosts, size
     return 0;
 }
 
-int act_config_load_hosts(const char *dir, act_host_config **hosts_out, size_t *n_out,
-                          act_config_errors *errors)
+int act_config_open_hosts_dir(const char *dir, act_config_errors *errors)
 {
-    *hosts_out = NULL;
-    *n_out = 0;
-    _cleanup_close_ int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir_fd < 0) {
         int saved = errno;
         act_config_errors_add(errors, dir, 0, NULL,
@@ -146,6 +143,17 @@ int act_config_load_hosts(const char *dir, act_host_config **hosts_out, size_t *
                               strerror(saved));
         return -saved;
     }
+    return dir_fd;
+}
+
+int act_config_load_hosts(const char *dir, act_host_config **hosts_out, size_t *n_out,
+                          act_config_errors *errors)
+{
+    *hosts_out = NULL;
+    *n_out = 0;
+    _cleanup_close_ int dir_fd = act_config_open_hosts_dir(dir, errors);
+    if (dir_fd < 0)
+        return dir_fd;
     char **names = NULL;
     size_t n_names = 0;
     int r = list_conf_files(dir_fd, &names, &n_names);
