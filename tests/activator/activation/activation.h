@@ -16,10 +16,7 @@
 
 /* ---- builds ---- */
 
-/* Stages the executable at source as host/version (and makes it live with
- * promote). identity (may be NULL) receives what was staged. */
-void ah_stage_file(dh_daemon *d, const char *host, const char *version, const char *source,
-                   bool promote, rel_identity *identity);
+/* Builds other than act-e2e-app are staged with dh_stage_file (harness.h). */
 
 /* Stages a copy of act-e2e-app with the version's name appended after the
  * ELF image: it runs exactly as act-e2e-app but has a build digest of its

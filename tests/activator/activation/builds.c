@@ -11,26 +11,6 @@
 
 #include "common/cleanup.h"
 
-void ah_stage_file(dh_daemon *d, const char *host, const char *version, const char *source,
-                   bool promote, rel_identity *identity)
-{
-    char releases[PATH_MAX];
-    snprintf(releases, sizeof(releases), "%s/releases", d->drv.state_dir);
-    rel_store *store = NULL;
-    act_error err = {0};
-    if (rel_store_open(releases, &store, &err) < 0)
-        fail_msg("rel_store_open %s: %s", releases, err.message);
-    rel_identity staged;
-    int r = rel_stage(store, host, version, source, NULL, &staged, &err);
-    if (r == 0 && promote)
-        r = rel_promote(store, host, version, &err);
-    rel_store_free(store);
-    if (r < 0)
-        fail_msg("staging %s as %s/%s: %s", source, host, version, err.message);
-    if (identity)
-        *identity = staged;
-}
-
 static void copy_file(const char *from, const char *to)
 {
     _cleanup_close_ int in = open(from, O_RDONLY | O_CLOEXEC);
@@ -62,5 +42,5 @@ void ah_stage_variant(dh_daemon *d, const char *host, const char *version, bool 
     _cleanup_close_ int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd < 0 || dprintf(fd, "\nvariant %s of %s\n", version, host) < 0)
         fail_msg("append to %s: %s", path, strerror(errno));
-    ah_stage_file(d, host, version, path, promote, identity);
+    dh_stage_file(d, host, version, path, promote, identity);
 }

@@ -160,7 +160,7 @@ static void test_swap_to_never_ready_build_keeps_n_serving(void **state)
     dh_write_app_host(d, "web", port, APP_ARGS, "ReadyTimeoutSec=1\nMaxStarts=2\n");
     dh_stage(d, "web", "v1", true, NULL);
     rel_identity v2;
-    ah_stage_file(d, "web", "v2", AH_NEVER_READY_BUILD, false, &v2);
+    dh_stage_file(d, "web", "v2", AH_NEVER_READY_BUILD, false, &v2);
     dh_start(d, NULL);
     uint64_t gen;
     pid_t pid;

@@ -170,8 +170,8 @@ static void test_stop_first_for_an_app_that_cannot_run_twice(void **state)
     dh_setup(d, DH_STORE_DIR, NULL);
     int port = dh_free_port();
     dh_write_app_host(d, "single", port, NULL, "MaxStarts=1\n");
-    ah_stage_file(d, "single", "v1", AH_SINGLE_INSTANCE_BUILD, true, NULL);
-    ah_stage_file(d, "single", "v2", AH_SINGLE_INSTANCE_BUILD, false, NULL);
+    dh_stage_file(d, "single", "v1", AH_SINGLE_INSTANCE_BUILD, true, NULL);
+    dh_stage_file(d, "single", "v2", AH_SINGLE_INSTANCE_BUILD, false, NULL);
     dh_start(d, NULL);
     uint64_t gen;
     pid_t pid;

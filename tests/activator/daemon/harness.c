@@ -172,8 +172,8 @@ void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app
                   port);
 }
 
-void dh_stage(dh_daemon *d, const char *host, const char *version, bool promote,
-              rel_identity *identity)
+void dh_stage_file(dh_daemon *d, const char *host, const char *version, const char *source,
+                   bool promote, rel_identity *identity)
 {
     char releases[PATH_MAX];
     snprintf(releases, sizeof(releases), "%s/releases", d->drv.state_dir);
@@ -182,14 +182,20 @@ void dh_stage(dh_daemon *d, const char *host, const char *version, bool promote,
     if (rel_store_open(releases, &store, &err) < 0)
         fail_msg("rel_store_open %s: %s", releases, err.message);
     rel_identity staged;
-    int r = rel_stage(store, host, version, DH_E2E_APP, NULL, &staged, &err);
+    int r = rel_stage(store, host, version, source, NULL, &staged, &err);
     if (r == 0 && promote)
         r = rel_promote(store, host, version, &err);
     rel_store_free(store);
     if (r < 0)
-        fail_msg("staging %s/%s: %s", host, version, err.message);
+        fail_msg("staging %s as %s/%s: %s", source, host, version, err.message);
     if (identity)
         *identity = staged;
+}
+
+void dh_stage(dh_daemon *d, const char *host, const char *version, bool promote,
+              rel_identity *identity)
+{
+    dh_stage_file(d, host, version, DH_E2E_APP, promote, identity);
 }
 
 void dh_staged_exec_path(dh_daemon *d, const char *host, const char *version, char *out,

@@ -115,6 +115,10 @@ void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app
 void dh_stage(dh_daemon *d, const char *host, const char *version, bool promote,
               rel_identity *identity);
 
+/* The same with another build: the file at source. */
+void dh_stage_file(dh_daemon *d, const char *host, const char *version, const char *source,
+                   bool promote, rel_identity *identity);
+
 /* The path of the staged executable of host/version. */
 void dh_staged_exec_path(dh_daemon *d, const char *host, const char *version, char *out,
                          size_t size);
