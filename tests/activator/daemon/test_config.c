@@ -142,6 +142,24 @@ static void test_good_hosts_served_beside_a_bad_one(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* The command line is input too: a wrong option or a stray argument is a
+ * usage error (exit 2) with the usage shown, and a missing config file is
+ * named. Nothing starts. */
+static void test_bad_command_lines_are_refused(void **state)
+{
+    dh_daemon *d = *state;
+    char out[4096];
+    char *const bogus[] = {(char *)DH_ACTIVATORD, (char *)"--bogus", NULL};
+    DH_CHECK(d, dh_run(bogus, out, sizeof(out)) == 2 && strstr(out, "Usage: activatord"),
+             "activatord --bogus: %s", out);
+    char *const stray[] = {(char *)DH_ACTIVATORD, (char *)"start", NULL};
+    DH_CHECK(d, dh_run(stray, out, sizeof(out)) == 2 && strstr(out, "unexpected argument 'start'"),
+             "activatord start: %s", out);
+    DH_CHECK(d, check_config("/nonexistent/activatord.conf", out, sizeof(out)) == 1 &&
+                    strstr(out, "/nonexistent/activatord.conf"),
+             "--check-config of a missing file: %s", out);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-config", DH_STORE_DIR);
@@ -150,6 +168,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         DH_TEST(test_check_config_reports_file_and_line),
         DH_TEST(test_good_hosts_served_beside_a_bad_one),
+        DH_TEST(test_bad_command_lines_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
