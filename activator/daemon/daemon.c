@@ -266,9 +266,10 @@ static int start(act_daemon *daemon, const char *config_path, act_error *err)
     if ((r = act_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
             0 ||
         (r = open_store(daemon, err)) < 0 || (r = act_recovery_scan(daemon, err)) < 0 ||
-        (r = act_hosts_setup(daemon, err)) < 0 ||
-        (r = act_recover(daemon, err)) < 0 || (r = open_messaging(daemon, err)) < 0 ||
-        (r = act_claim_watch_start(daemon, err)) < 0)
+        (r = act_hosts_setup(daemon, err)) < 0)
+        return r;
+    act_recover(daemon);
+    if ((r = open_messaging(daemon, err)) < 0 || (r = act_claim_watch_start(daemon, err)) < 0)
         return r;
     sd_event_set_watchdog(daemon->loop, true);
     act_log(LOG_INFO, "activatord %s: box %s, incarnation %s, %zu hosts, store %s, cgroup %s",

@@ -221,7 +221,9 @@ void act_wake_state_free(void *state);
 int act_recovery_scan(act_daemon *daemon, act_error *err);
 int act_recovery_take_socket(act_daemon *daemon, const char *host, unsigned index,
                              const act_listen_address *address);
-int act_recover(act_daemon *daemon, act_error *err);
+/* Never fails: what cannot be proven stopped leaves its host refusing wakes
+ * (unproven_stop), and the daemon serves the others. */
+void act_recover(act_daemon *daemon);
 void act_recovery_discard(act_daemon *daemon);
 
 /* claim_watch.c */

@@ -188,7 +188,7 @@ static void forget_stale_records(act_daemon_host *host)
     free(numbers);
 }
 
-int act_recover(act_daemon *daemon, act_error *err)
+void act_recover(act_daemon *daemon)
 {
     unsigned resumed = 0, retired = 0, unproven = 0;
     /* Newest first, so that of two serving-looking leaves of one host the
@@ -227,8 +227,6 @@ int act_recover(act_daemon *daemon, act_error *err)
                 "not proven",
                 resumed, retired, unproven);
     free_leftovers(daemon);
-    (void)err;
-    return 0;
 }
 
 void act_recovery_discard(act_daemon *daemon)
