@@ -132,6 +132,16 @@ typedef struct cg_rlimit {
  * parent before clone3, because the child may only run async-signal-safe
  * code until it execs (no malloc, no stdio, no libseccomp, no NNG).
  * Fill it with cg_spawn_spec_init first, which sets the defaults noted. */
+/* How cg_spawn makes the process. CG_SPAWN_AUTO takes the first that works:
+ * clone3 sharing our memory until the exec (x86-64), clone3 copying it, and
+ * fork + cgroup.procs + pidfd_open on kernels that refuse CLONE_INTO_CGROUP.
+ * The others force one path, so tests can run each on any machine. */
+typedef enum cg_spawn_method {
+    CG_SPAWN_AUTO = 0,
+    CG_SPAWN_CLONE3_COPY,
+    CG_SPAWN_FORK,
+} cg_spawn_method;
+
 typedef struct cg_spawn_spec {
     int exec_fd;              /* opened, verified executable; run with execveat(AT_EMPTY_PATH) */
     /* Keep exec_fd open in the exec'd program. Needed to run a "#!" script
@@ -155,9 +165,9 @@ typedef struct cg_spawn_spec {
     size_t n_rlimits;
     bool no_new_privs;        /* PR_SET_NO_NEW_PRIVS; required for seccomp with a non-root uid */
     const cg_seccomp_program *seccomp; /* NULL: no filter */
-    /* Tests only: take the fork + cgroup.procs + pidfd_open path that is
-     * otherwise used when the kernel refuses clone3's CLONE_INTO_CGROUP. */
-    bool force_fork_fallback;
+    /* Tests only: force a slower path that is otherwise taken only where
+     * the fast one is missing (see cg_spawn_method). */
+    cg_spawn_method method;
 } cg_spawn_spec;
 
 void cg_spawn_spec_init(cg_spawn_spec *spec);

@@ -1,7 +1,8 @@
 /* Spawning into a leaf: the parent side. Everything the child needs is
  * prepared here (see spawn_internal.h), then clone3 puts the child straight
- * into the leaf with a pidfd, and a CLOEXEC pipe tells us whether the exec
- * happened or which step failed with which errno. */
+ * into the leaf with a pidfd (sharing our memory until its exec where the
+ * CPU allows), and a CLOEXEC pipe tells us whether the exec happened or
+ * which step failed with which errno. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -208,26 +210,80 @@ static bool clone3_refused(int e)
     return e == ENOSYS || e == E2BIG || e == EINVAL || e == EOPNOTSUPP;
 }
 
-static pid_t clone_into_leaf(cg_leaf *leaf, struct cg_child_plan *plan, bool force_fork,
-                             int *pidfd, int *v2_procs_fd, int *clone_errno)
+#if defined(__x86_64__)
+long cg_clone3_vm(struct clone_args *args, size_t size, void (*fn)(void *), void *arg);
+
+/* The child's stack while it shares our memory; its code needs little, and
+ * a guard page below it turns an overflow into a fault, not corruption. */
+#define CHILD_STACK_BYTES (128 * 1024)
+
+static void child_entry(void *plan)
 {
-    if (!force_fork) {
-        struct clone_args args = {
-            .flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
-            .pidfd = (uint64_t)(uintptr_t)pidfd,
-            .exit_signal = SIGCHLD,
-            .cgroup = (uint64_t)leaf->dir_fd,
-        };
-        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-        if (pid == 0)
-            cg_child_run(plan);
-        if (pid > 0 || !clone3_refused(errno)) {
-            *clone_errno = errno;
-            return pid;
-        }
+    cg_child_run(plan);
+}
+
+/* clone3 with CLONE_VM | CLONE_VFORK: the child borrows our address space
+ * until its exec instead of getting a copy that the exec throws away. The
+ * copy is most of a spawn's cost for a daemon with a large heap (it grows
+ * with the number of hosts), and the exec's teardown of it is the rest. We
+ * are suspended until the child has exec'd or exited, so nothing else of
+ * ours runs on this thread meanwhile; the child touches only its own stack
+ * and reads the plan. */
+static pid_t clone_sharing_memory(cg_leaf *leaf, struct cg_child_plan *plan, int *pidfd,
+                                  int *clone_errno)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t mapped = CHILD_STACK_BYTES + (size_t)page;
+    char *base = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+                      -1, 0);
+    if (base == MAP_FAILED) {
+        *clone_errno = errno;
+        return -1;
     }
-    /* Fork fallback: the child moves itself into the leaf before anything
-     * else, so no code of the app ever runs outside it. */
+    if (mprotect(base, (size_t)page, PROT_NONE) < 0) {
+        *clone_errno = errno;
+        munmap(base, mapped);
+        return -1;
+    }
+    struct clone_args args = {
+        .flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP,
+        .pidfd = (uint64_t)(uintptr_t)pidfd,
+        .exit_signal = SIGCHLD,
+        .stack = (uint64_t)(uintptr_t)(base + page),
+        .stack_size = CHILD_STACK_BYTES,
+        .cgroup = (uint64_t)leaf->dir_fd,
+    };
+    long pid = cg_clone3_vm(&args, sizeof(args), child_entry, plan);
+    munmap(base, mapped);
+    if (pid < 0) {
+        *clone_errno = (int)-pid;
+        return -1;
+    }
+    return (pid_t)pid;
+}
+#endif
+
+static pid_t clone_copying_memory(cg_leaf *leaf, struct cg_child_plan *plan, int *pidfd,
+                                  int *clone_errno)
+{
+    struct clone_args args = {
+        .flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
+        .pidfd = (uint64_t)(uintptr_t)pidfd,
+        .exit_signal = SIGCHLD,
+        .cgroup = (uint64_t)leaf->dir_fd,
+    };
+    pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+    if (pid == 0)
+        cg_child_run(plan);
+    *clone_errno = errno;
+    return pid;
+}
+
+/* Fork fallback: the child moves itself into the leaf before anything else,
+ * so no code of the app ever runs outside it. */
+static pid_t fork_then_join(cg_leaf *leaf, struct cg_child_plan *plan, int *pidfd,
+                            int *v2_procs_fd, int *clone_errno)
+{
     *v2_procs_fd = openat(leaf->dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
     if (*v2_procs_fd < 0) {
         *clone_errno = errno;
@@ -245,6 +301,25 @@ static pid_t clone_into_leaf(cg_leaf *leaf, struct cg_child_plan *plan, bool for
             *clone_errno = errno;
     }
     return pid;
+}
+
+static pid_t clone_into_leaf(cg_leaf *leaf, struct cg_child_plan *plan, cg_spawn_method method,
+                             int *pidfd, int *v2_procs_fd, int *clone_errno)
+{
+    pid_t pid;
+#if defined(__x86_64__)
+    if (method == CG_SPAWN_AUTO) {
+        pid = clone_sharing_memory(leaf, plan, pidfd, clone_errno);
+        if (pid > 0 || !clone3_refused(*clone_errno))
+            return pid;
+    }
+#endif
+    if (method != CG_SPAWN_FORK) {
+        pid = clone_copying_memory(leaf, plan, pidfd, clone_errno);
+        if (pid > 0 || !clone3_refused(*clone_errno))
+            return pid;
+    }
+    return fork_then_join(leaf, plan, pidfd, v2_procs_fd, clone_errno);
 }
 
 static int read_report(int fd, struct cg_child_report *report)
@@ -326,7 +401,7 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
     pthread_sigmask(SIG_SETMASK, &all, &saved);
     int pidfd = -1, clone_errno = 0;
     _cleanup_close_ int v2_procs_fd = -1;
-    pid_t pid = clone_into_leaf(leaf, &plan, spec->force_fork_fallback, &pidfd, &v2_procs_fd,
+    pid_t pid = clone_into_leaf(leaf, &plan, spec->method, &pidfd, &v2_procs_fd,
                                 &clone_errno);
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
     if (pid < 0)

@@ -3,7 +3,12 @@
  * Only async-signal-safe code runs here: raw syscalls on memory the parent
  * prepared. No malloc, no stdio, no libseccomp, no NNG, and not even libc
  * wrappers that consult thread state (after a raw clone3, libc's idea of our
- * thread id is the parent's), so every call is syscall(). */
+ * thread id is the parent's), so every call is syscall().
+ *
+ * The child may be sharing the parent's memory (CLONE_VM) on a stack of its
+ * own, so it writes nothing but its stack, fd_scratch and the LISTEN_PID
+ * digits, and no sanitizer instrumentation runs here (CG_CHILD_CODE): its
+ * bookkeeping would outlive the borrowed stack. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -27,7 +32,7 @@ struct kernel_sigaction {
 #define KERNEL_SIGSET_BYTES 8
 #define KERNEL_NSIG 64
 
-_Noreturn static void fail(int report_fd, enum cg_child_step step, int error)
+CG_CHILD_CODE _Noreturn static void fail(int report_fd, enum cg_child_step step, int error)
 {
     struct cg_child_report report = {.step = step, .error = error ? error : EIO};
     syscall(SYS_write, report_fd, &report, sizeof(report));
@@ -35,7 +40,7 @@ _Noreturn static void fail(int report_fd, enum cg_child_step step, int error)
         syscall(SYS_exit_group, 127);
 }
 
-static int write_zero(int fd)
+CG_CHILD_CODE static int write_zero(int fd)
 {
     return syscall(SYS_write, fd, "0", 1) == 1 ? 0 : errno;
 }
@@ -43,7 +48,7 @@ static int write_zero(int fd)
 /* Moves the wanted fds to 0..n-1 and marks everything else close-on-exec.
  * Sources are first copied above n, so that placing one never overwrites
  * another that still has to be placed. */
-static int place_fds(const struct cg_child_plan *plan, int *report_fd, int *exec_fd)
+CG_CHILD_CODE static int place_fds(const struct cg_child_plan *plan, int *report_fd, int *exec_fd)
 {
     int floor = (int)plan->n_fds;
     int moved = (int)syscall(SYS_fcntl, *report_fd, F_DUPFD_CLOEXEC, floor);
@@ -72,7 +77,7 @@ static int place_fds(const struct cg_child_plan *plan, int *report_fd, int *exec
 
 /* Handlers vanish at exec anyway, but an ignored signal (the daemon ignores
  * SIGPIPE) would stay ignored in the app. */
-static void reset_signal_dispositions(void)
+CG_CHILD_CODE static void reset_signal_dispositions(void)
 {
     struct kernel_sigaction dfl = {.handler = SIG_DFL};
     for (int sig = 1; sig <= KERNEL_NSIG; sig++)
@@ -80,7 +85,7 @@ static void reset_signal_dispositions(void)
             syscall(SYS_rt_sigaction, sig, &dfl, NULL, KERNEL_SIGSET_BYTES);
 }
 
-static void format_pid(char *digits, long pid)
+CG_CHILD_CODE static void format_pid(char *digits, long pid)
 {
     char reversed[24];
     int n = 0;
@@ -93,7 +98,7 @@ static void format_pid(char *digits, long pid)
     digits[n] = '\0';
 }
 
-_Noreturn void cg_child_run(const struct cg_child_plan *plan)
+CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
 {
     int report_fd = plan->report_fd;
     int exec_fd = plan->exec_fd;

@@ -58,6 +58,11 @@ struct cg_child_plan {
     const struct sock_fprog *seccomp;
 };
 
+/* Code that runs in the child: it may be sharing the parent's memory on a
+ * borrowed stack, where sanitizer bookkeeping (shadow memory, handlers)
+ * must not run. */
+#define CG_CHILD_CODE __attribute__((no_sanitize("address", "undefined")))
+
 /* Runs the plan and execs; on failure reports the step and errno through
  * report_fd and exits 127. Async-signal-safe: raw syscalls only. */
 _Noreturn void cg_child_run(const struct cg_child_plan *plan);

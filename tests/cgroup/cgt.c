@@ -37,9 +37,26 @@ int cgt_check_can_run(const char *suite)
     return 0;
 }
 
-bool cgt_force_fork(void)
+cg_spawn_method cgt_spawn_method(void)
 {
-    return getenv("CG_TEST_FORCE_FORK") != NULL;
+    const char *name = getenv("CG_TEST_SPAWN_METHOD");
+    if (name && strcmp(name, "fork") == 0)
+        return CG_SPAWN_FORK;
+    if (name && strcmp(name, "clone3-copy") == 0)
+        return CG_SPAWN_CLONE3_COPY;
+    return CG_SPAWN_AUTO;
+}
+
+const char *cgt_spawn_method_name(void)
+{
+    switch (cgt_spawn_method()) {
+    case CG_SPAWN_FORK:
+        return "fork fallback";
+    case CG_SPAWN_CLONE3_COPY:
+        return "clone3 copying memory";
+    default:
+        return "default spawn";
+    }
 }
 
 bool cgt_force_kill_fallback(void)
@@ -121,7 +138,7 @@ int cgt_spawn(cg_leaf *leaf, const char *app, const char *const *args,
     spec.exec_fd = exec_fd;
     spec.argv = argv;
     spec.stdout_fd = pipe_fds[1];
-    spec.force_fork_fallback = cgt_force_fork();
+    spec.method = cgt_spawn_method();
     if (tweak)
         tweak(&spec, data);
     int r = cg_spawn(leaf, &spec, proc, err);

@@ -20,8 +20,10 @@
 /* Returns 0 when the tests can run, or prints why not and returns CGT_SKIP. */
 int cgt_check_can_run(const char *suite);
 
-/* The environment switches that run the same tests on the fallback paths. */
-bool cgt_force_fork(void);
+/* The environment switches that run the same tests on the fallback paths:
+ * CG_TEST_SPAWN_METHOD=fork|clone3-copy and CG_TEST_FORCE_KILL_FALLBACK=1. */
+cg_spawn_method cgt_spawn_method(void);
+const char *cgt_spawn_method_name(void);
 bool cgt_force_kill_fallback(void);
 
 /* cmocka setup/teardown: *state becomes a fresh throwaway cg_root; the

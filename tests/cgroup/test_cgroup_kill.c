@@ -1,7 +1,7 @@
 /* Kill with proof, retire and containment against real cgroups: a
  * daemonized grandchild, an app that ignores SIGTERM, a fork bomb under
  * PidsMax, a memory hog under MemoryMax (v1 or v2, whichever this host has).
- * CG_TEST_FORCE_FORK=1 and CG_TEST_FORCE_KILL_FALLBACK=1 run the same tests
+ * CG_TEST_SPAWN_METHOD=fork and CG_TEST_FORCE_KILL_FALLBACK=1 run the same tests
  * on the fork spawn path and the freeze + SIGKILL + thaw kill path. */
 #include <errno.h>
 #include <poll.h>

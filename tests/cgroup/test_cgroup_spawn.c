@@ -1,7 +1,8 @@
 /* cg_spawn against real cgroups and processes: joining the leaf, exit status
  * through the pidfd, exactly the fds asked for, LISTEN_* with the child's own
  * pid, credentials, seccomp, and exec failures reported to the caller.
- * CG_TEST_FORCE_FORK=1 runs the same tests on the fork fallback path. */
+ * CG_TEST_SPAWN_METHOD=fork or clone3-copy runs the same tests on the paths
+ * that the default (clone3 sharing memory, on x86-64) falls back to. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -324,7 +325,7 @@ static void exec_failures_reach_the_caller(void **state)
         cg_spawn_spec_init(&spec);
         spec.exec_fd = exec_fd;
         spec.argv = argv;
-        spec.force_fork_fallback = cgt_force_fork();
+        spec.method = cgt_spawn_method();
         cg_process proc = {.pid = -1, .pidfd = -1};
         act_error err = {0};
         int r = cg_spawn(leaf, &spec, &proc, &err);
@@ -369,7 +370,7 @@ static void script_runs_from_its_fd_when_the_fd_survives(void **state)
         spec.exec_fd = exec_fd;
         spec.exec_fd_survives = survives;
         spec.argv = argv;
-        spec.force_fork_fallback = cgt_force_fork();
+        spec.method = cgt_spawn_method();
         cg_process proc = {.pid = -1, .pidfd = -1};
         act_error err = {0};
         int r = cg_spawn(leaf, &spec, &proc, &err);
@@ -460,7 +461,7 @@ int main(void)
         T(child_step_failure_names_the_step),
         T(spawn_refuses_a_bad_spec_before_forking),
     };
-    return cmocka_run_group_tests_name(cgt_force_fork() ? "cgroup spawn (fork fallback)"
-                                                        : "cgroup spawn",
-                                       tests, NULL, NULL);
+    char name[64];
+    snprintf(name, sizeof(name), "cgroup spawn (%s)", cgt_spawn_method_name());
+    return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }
