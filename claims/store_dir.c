@@ -95,7 +95,7 @@ static int dir_read(claim_store *store, const char *host, claim *out, act_error 
     return read_envelope((dir_store *)store, host, out, &revision, err);
 }
 
-static int read_counter(dir_store *ds, uint64_t *out, act_error *err)
+static int read_ceiling(dir_store *ds, uint64_t *out, act_error *err)
 {
     _cleanup_free_ char *text = NULL;
     size_t len;
@@ -116,6 +116,46 @@ static int read_counter(dir_store *ds, uint64_t *out, act_error *err)
                              "highest revision in the claim files",
                              ds->path, ds->path, DIR_REVISION_FILE);
     *out = value;
+    return 0;
+}
+
+/* "<20 digits> <boot id>\n": fixed width, so an in-place write never leaves
+ * the tail of a longer older record behind. */
+#define LAST_RECORD_FORMAT "%020" PRIu64 " %s\n"
+
+int dir_last_revision(dir_store *ds, uint64_t *last, uint64_t *ceiling, act_error *err)
+{
+    int r = read_ceiling(ds, ceiling, err);
+    if (r < 0)
+        return r;
+    *last = *ceiling;
+    char record[128];
+    ssize_t n = pread(ds->last_fd, record, sizeof(record) - 1, 0);
+    if (n <= 0 || !ds->boot_id[0])
+        return 0;
+    record[n] = '\0';
+    char *end;
+    errno = 0;
+    unsigned long long value = strtoull(record, &end, 10);
+    /* Another boot's record may have lost writes to a power cut; so may one
+     * that is ahead of the durable ceiling (hand-edited). Both fall back to
+     * the ceiling, which no revision ever passed. */
+    if (errno || end == record || *end != ' ' || strncmp(end + 1, ds->boot_id,
+                                                          strlen(ds->boot_id)) != 0 ||
+        value > *ceiling)
+        return 0;
+    *last = value;
+    return 0;
+}
+
+static int write_last_revision(dir_store *ds, uint64_t revision, act_error *err)
+{
+    char record[128];
+    int n = snprintf(record, sizeof(record), LAST_RECORD_FORMAT, revision, ds->boot_id);
+    if (pwrite(ds->last_fd, record, (size_t)n, 0) != n)
+        return act_error_set(err, errno ? errno : EIO,
+                             "claim store %s: cannot write %s: %m", ds->path,
+                             DIR_REVISION_LAST_FILE);
     return 0;
 }
 
@@ -154,24 +194,30 @@ static void journal_append(dir_store *ds, const char *host, uint64_t revision, c
 }
 
 /* Writes host's next state (c, or a tombstone when c is NULL) under the lock
- * once the expected revision matched: counter first, so the counter is never
- * behind a claim file, then the file, then the journal. */
+ * once the expected revision matched: the revision first (the ceiling when
+ * it must move, then the last revision), so neither is ever behind a claim
+ * file, then the file, then the journal. */
 static int commit_locked(dir_store *ds, const char *host, uint64_t current_revision,
                          const claim *c, uint64_t *new_revision, act_error *err)
 {
-    uint64_t counter;
-    int r = read_counter(ds, &counter, err);
+    uint64_t last, ceiling;
+    int r = dir_last_revision(ds, &last, &ceiling, err);
     if (r < 0)
         return r;
     /* The max guards a host file whose revision got ahead of a hand-edited
      * counter: a revision must never repeat for one host. */
-    uint64_t next = (counter > current_revision ? counter : current_revision) + 1;
-    char number[32];
-    int n = snprintf(number, sizeof(number), "%" PRIu64 "\n", next);
+    uint64_t next = (last > current_revision ? last : current_revision) + 1;
     act_error why = {0};
-    if ((r = act_write_atomic(ds->dirfd, DIR_REVISION_FILE, number, (size_t)n, 0644, &why)) < 0)
-        return act_error_set(err, -r, "claim store %s: cannot advance the revision: %s",
-                             ds->path, why.message);
+    if (next > ceiling) {
+        char number[32];
+        int n = snprintf(number, sizeof(number), "%" PRIu64 "\n", next + DIR_REVISION_STEP - 1);
+        if ((r = act_write_atomic(ds->dirfd, DIR_REVISION_FILE, number, (size_t)n, 0644, &why)) <
+            0)
+            return act_error_set(err, -r, "claim store %s: cannot advance the revision: %s",
+                                 ds->path, why.message);
+    }
+    if ((r = write_last_revision(ds, next, err)) < 0)
+        return r;
 
     _cleanup_json_ json_object *envelope = json_object_new_object();
     json_object_object_add(envelope, "revision", json_object_new_uint64(next));
@@ -195,7 +241,7 @@ static int commit_locked(dir_store *ds, const char *host, uint64_t current_revis
     return 0;
 }
 
-static int lock_store(dir_store *ds, act_error *err)
+int dir_lock(dir_store *ds, act_error *err)
 {
     while (flock(ds->lockfd, LOCK_EX) < 0) {
         if (errno != EINTR)
@@ -205,7 +251,7 @@ static int lock_store(dir_store *ds, act_error *err)
     return 0;
 }
 
-static void unlock_store(dir_store *ds)
+void dir_unlock(dir_store *ds)
 {
     flock(ds->lockfd, LOCK_UN);
 }
@@ -214,7 +260,7 @@ static void unlock_store(dir_store *ds)
 static int dir_write(dir_store *ds, const char *host, uint64_t expected, const claim *c,
                      uint64_t *new_revision, claim *current, act_error *err)
 {
-    int r = lock_store(ds, err);
+    int r = dir_lock(ds, err);
     if (r < 0)
         return r;
     claim existing;
@@ -224,13 +270,13 @@ static int dir_write(dir_store *ds, const char *host, uint64_t expected, const c
     /* A malformed claim whose revision is known can be replaced by a CAS that
      * names that revision; that is how an operator repairs it. */
     if (r < 0 && !(revision != 0 && revision == expected && expected != 0)) {
-        unlock_store(ds);
+        dir_unlock(ds);
         *err = read_err;
         return -read_err.errnum;
     }
     uint64_t current_revision = r > 0 ? revision : 0;
     if (r >= 0 && current_revision != expected) {
-        unlock_store(ds);
+        dir_unlock(ds);
         if (current)
             *current = r > 0 ? existing : (claim){0};
         if (current && r == 0)
@@ -238,7 +284,7 @@ static int dir_write(dir_store *ds, const char *host, uint64_t expected, const c
         return CLAIMS_CHANGED;
     }
     r = commit_locked(ds, host, revision, c, new_revision, err);
-    unlock_store(ds);
+    dir_unlock(ds);
     return r;
 }
 
@@ -335,6 +381,8 @@ static void dir_free(claim_store *store)
         close(ds->dirfd);
     if (ds->lockfd >= 0)
         close(ds->lockfd);
+    if (ds->last_fd >= 0)
+        close(ds->last_fd);
     free(ds->path);
     free(ds);
 }
@@ -348,6 +396,20 @@ static const claims_store_ops dir_ops = {
     .list = dir_list,
     .watch_start = dir_watch_start,
 };
+
+/* The kernel's id of this boot; "" if it has none to give, and then the
+ * last-revision record is never trusted (every write moves the ceiling). */
+static void read_boot_id(char *out, size_t size)
+{
+    out[0] = '\0';
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    if (act_read_file(AT_FDCWD, "/proc/sys/kernel/random/boot_id", 64, &text, &len, NULL) < 0)
+        return;
+    text[strcspn(text, "\n ")] = '\0';
+    if (strlen(text) < size)
+        memcpy(out, text, strlen(text) + 1);
+}
 
 int claims_dir_open(const char *path, const claims_store_options *options, claim_store **out,
                     act_error *err)
@@ -368,6 +430,8 @@ int claims_dir_open(const char *path, const claims_store_options *options, claim
         return act_error_set(err, ENOMEM, "claim store %s: out of memory", path);
     ds->base.ops = &dir_ops;
     ds->lockfd = -1;
+    ds->last_fd = -1;
+    read_boot_id(ds->boot_id, sizeof(ds->boot_id));
     ds->path = strdup(path);
     ds->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (ds->dirfd < 0 || !ds->path) {
@@ -378,6 +442,13 @@ int claims_dir_open(const char *path, const claims_store_options *options, claim
     ds->lockfd = openat(ds->dirfd, DIR_LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (ds->lockfd < 0) {
         r = act_error_set(err, errno, "claim store %s: cannot open %s: %m", path, DIR_LOCK_FILE);
+        dir_free(&ds->base);
+        return r;
+    }
+    ds->last_fd = openat(ds->dirfd, DIR_REVISION_LAST_FILE, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (ds->last_fd < 0) {
+        r = act_error_set(err, errno, "claim store %s: cannot open %s: %m", path,
+                          DIR_REVISION_LAST_FILE);
         dir_free(&ds->base);
         return r;
     }

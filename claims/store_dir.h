@@ -3,7 +3,9 @@
  *   <dir>/<host>.json   {"revision":N,"claim":{...body...}}
  *                       or the tombstone {"revision":N,"deleted":true}, left by a
  *                       delete so the deleted claim's revision keeps growing
- *   <dir>/.revision     the store-wide revision counter (decimal)
+ *   <dir>/.revision     the ceiling of the store-wide revision (decimal): no
+ *                       revision above it was ever handed out
+ *   <dir>/.revision-last  "<last revision handed out> <boot id>", fixed width
  *   <dir>/.lock         flock'd around every CAS and delete
  *   <dir>/.journal      one line per change, appended under the lock:
  *                       {"revision":N,"host":"h","claim":{...}} or
@@ -11,14 +13,21 @@
  *                       journal starts with {"revision_floor":R}
  *
  * Hidden names cannot collide with hosts: host names never start with '.'.
- * The claim files and the counter are the truth and are written temp + fsync
- * + rename + fsync dir. The journal only feeds watches, so it is appended
- * without fsync: a crash can lose its tail, never a claim. */
+ * The claim files and the ceiling are the truth and are written temp + fsync
+ * + rename + fsync dir. The ceiling moves in steps of DIR_REVISION_STEP, so
+ * most writes pay for one durable file, not two. .revision-last is written
+ * in place without fsync: the page cache keeps it exact for every process
+ * of this boot, and after a reboot (another boot id) it is not trusted and
+ * the next revision starts above the ceiling, so a power loss can skip
+ * revisions but never repeat one. The journal only feeds watches, so it is
+ * appended without fsync: a crash can lose its tail, never a claim. */
 #pragma once
 
 #include "claims/store_internal.h"
 
 #define DIR_REVISION_FILE ".revision"
+#define DIR_REVISION_LAST_FILE ".revision-last"
+#define DIR_REVISION_STEP 1000
 #define DIR_LOCK_FILE ".lock"
 #define DIR_JOURNAL_FILE ".journal"
 /* Past this size the journal is restarted (under the lock) with only a floor
@@ -31,7 +40,15 @@ typedef struct dir_store {
     char *path;
     int dirfd;
     int lockfd;
+    int last_fd;      /* .revision-last, read and written in place */
+    char boot_id[40]; /* this boot's id, or "" when the kernel does not say */
 } dir_store;
+
+/* The last revision handed out (0 for an empty store). The caller holds the
+ * lock; *ceiling is set to the durable ceiling. */
+int dir_last_revision(dir_store *ds, uint64_t *last, uint64_t *ceiling, act_error *err);
+int dir_lock(dir_store *ds, act_error *err);
+void dir_unlock(dir_store *ds);
 
 int dir_watch_start(claim_store *store, sd_event *event, uint64_t from_revision,
                     claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);

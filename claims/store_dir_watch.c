@@ -200,13 +200,15 @@ int dir_watch_start(claim_store *store, sd_event *event, uint64_t from_revision,
                      .ds = ds, .inotify_fd = -1, .journal_fd = -1, .next = from_revision};
     int r;
     if (from_revision == 0) {
-        /* "From now": the counter is at least every committed revision. */
-        _cleanup_free_ char *text = NULL;
-        size_t len;
-        if (act_read_file(ds->dirfd, DIR_REVISION_FILE, 64, &text, &len, NULL) == 0)
-            w->next = strtoull(text, NULL, 10) + 1;
-        else
-            w->next = 1;
+        /* "From now": after the last revision handed out. */
+        uint64_t last = 0, ceiling;
+        if ((r = dir_lock(ds, err)) < 0)
+            goto fail;
+        r = dir_last_revision(ds, &last, &ceiling, err);
+        dir_unlock(ds);
+        if (r < 0)
+            goto fail;
+        w->next = last + 1;
     }
     w->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (w->inotify_fd < 0) {
