@@ -426,7 +426,7 @@ static void on_gate_first_read(claim_store *store, int result, const claim *c,
     };
     act_error write_err = {0};
     int dirfd = act_host_dir(host, &write_err);
-    if (dirfd < 0 || act_records_write_build_state(dirfd, &state, &write_err) < 0 ||
+    if (dirfd < 0 || act_records_note_build_state(dirfd, name_of(host), &state, &write_err) < 0 ||
         act_generation_write_record(gen, ACT_GEN_STARTING, &write_err) < 0) {
         act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
                           write_err.message);

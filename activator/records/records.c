@@ -307,6 +307,24 @@ int act_records_write_build_state(int host_dirfd, const act_build_state *state, 
     return write_json(host_dirfd, "build-state.json", obj, err);
 }
 
+bool act_build_ref_equal(const act_build_ref *a, const act_build_ref *b)
+{
+    return strcmp(a->version, b->version) == 0 && strcmp(a->digest, b->digest) == 0 &&
+           strcmp(a->build_digest, b->build_digest) == 0;
+}
+
+int act_records_note_build_state(int host_dirfd, const char *host, const act_build_state *state,
+                                 act_error *err)
+{
+    act_build_state recorded;
+    act_error ignored = {0};
+    if (act_records_read_build_state(host_dirfd, host, &recorded, &ignored) == 0 &&
+        act_build_ref_equal(&recorded.build, &state->build))
+        return 0;
+    int r = act_records_write_build_state(host_dirfd, state, err);
+    return r < 0 ? r : 1;
+}
+
 int act_records_read_build_state(int host_dirfd, const char *host, act_build_state *out,
                                  act_error *err)
 {

@@ -5,13 +5,15 @@
  * with proof) is on disk before the exec that creates them:
  *
  *   <state>/hosts/<host>/generations/<N>.json   one per live generation
- *   <state>/hosts/<host>/build-state.json        which build runs against the state
+ *   <state>/hosts/<host>/build-state.json        which build runs against the state,
+ *                                                and the generation that started it
  *   <state>/hosts/<host>/checkpoint.json         the restored checkpoint
  *
  * Every write is temp + fsync + rename + fsync dir: a reader sees the old or
  * the new record, never a torn one. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -44,6 +46,9 @@ typedef struct act_generation_record {
     uint64_t started_usec; /* wall clock */
 } act_generation_record;
 
+/* The build that runs against a host's state. generation and session are
+ * the ones that first ran this build against it: a state migration cares
+ * about the change of build, not about every wake of the same one. */
 typedef struct act_build_state {
     act_build_ref build;
     uint64_t generation;
@@ -64,7 +69,16 @@ int act_records_remove_generation(int host_dirfd, uint64_t generation, act_error
 /* The generation numbers with a record, ascending; *out is malloc'd. */
 int act_records_list_generations(int host_dirfd, uint64_t **out, size_t *count, act_error *err);
 
+bool act_build_ref_equal(const act_build_ref *a, const act_build_ref *b);
+
 int act_records_write_build_state(int host_dirfd, const act_build_state *state, act_error *err);
+/* What the gate calls before an exec: writes state unless build-state.json
+ * already names the very same build, in which case the file stays as it is
+ * (the same build makes the record idempotent) and no durable write is
+ * paid; an unreadable file is rewritten. Returns 1 when it wrote, 0 when
+ * the file already said so. */
+int act_records_note_build_state(int host_dirfd, const char *host, const act_build_state *state,
+                                 act_error *err);
 /* -ENOENT when no build ever ran against this state. */
 int act_records_read_build_state(int host_dirfd, const char *host, act_build_state *out,
                                  act_error *err);

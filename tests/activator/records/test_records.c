@@ -154,6 +154,37 @@ static void build_state_and_checkpoint(void **state)
     assert_int_equal(read.generation, 3);
     assert_int_equal(read.session, 4);
 
+    /* The gate's note: the same build again keeps the file (and the
+     * generation that first ran it); another build replaces it. */
+    struct stat before, after;
+    assert_int_equal(fstatat(host_fd, "build-state.json", &before, 0), 0);
+    act_build_state again = written;
+    again.generation = 5;
+    again.session = 6;
+    assert_int_equal(act_records_note_build_state(host_fd, "db", &again, &err), 0);
+    assert_int_equal(fstatat(host_fd, "build-state.json", &after, 0), 0);
+    assert_int_equal(after.st_ino, before.st_ino);
+    assert_int_equal(act_records_read_build_state(host_fd, "db", &read, &err), 0);
+    assert_int_equal(read.generation, 3);
+    act_build_state other = again;
+    snprintf(other.build.version, sizeof(other.build.version), "v2");
+    assert_int_equal(act_records_note_build_state(host_fd, "db", &other, &err), 1);
+    assert_int_equal(act_records_read_build_state(host_fd, "db", &read, &err), 0);
+    assert_string_equal(read.build.version, "v2");
+    assert_int_equal(read.generation, 5);
+    other.generation = 7;
+    snprintf(other.build.digest, sizeof(other.build.digest), "d2");
+    assert_int_equal(act_records_note_build_state(host_fd, "db", &other, &err), 1);
+    /* An unreadable file is rewritten, not trusted. */
+    assert_int_equal(unlinkat(host_fd, "build-state.json", 0), 0);
+    int planted = openat(host_fd, "build-state.json", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(planted >= 0);
+    assert_int_equal(write(planted, "{", 1), 1);
+    close(planted);
+    assert_int_equal(act_records_note_build_state(host_fd, "db", &other, &err), 1);
+    assert_int_equal(act_records_read_build_state(host_fd, "db", &read, &err), 0);
+    assert_int_equal(read.generation, 7);
+
     char checkpoint[64] = "stale";
     assert_int_equal(act_records_read_checkpoint(host_fd, "db", checkpoint, sizeof(checkpoint), &err),
                      0);
