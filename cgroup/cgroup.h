@@ -189,6 +189,14 @@ typedef struct cg_process {
  * No PR_SET_PDEATHSIG: a generation must outlive a daemon restart. */
 int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_error *err);
 
+/* For a process with many open fds (a daemon holding thousands of listening
+ * sockets): reserves n low fd numbers, through which each spawn hands its
+ * child what it needs, so the child copies only those instead of our whole
+ * fd table (a cost per open fd, paid at the clone and again at the exec).
+ * Call it early, while fd numbers are low; spawns needing more than n fds,
+ * or made while another thread spawns, copy the table as without it. */
+int cg_spawn_reserve_fds(size_t n, act_error *err);
+
 /* ---- seccomp ---- */
 
 /* Compiles a filter in the parent with libseccomp into a BPF program the

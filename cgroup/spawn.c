@@ -246,7 +246,8 @@ static pid_t clone_sharing_memory(cg_leaf *leaf, struct cg_child_plan *plan, int
         return -1;
     }
     struct clone_args args = {
-        .flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP,
+        .flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP |
+                 (plan->unshare_fds_below > 0 ? CLONE_FILES : 0),
         .pidfd = (uint64_t)(uintptr_t)pidfd,
         .exit_signal = SIGCHLD,
         .stack = (uint64_t)(uintptr_t)(base + page),
@@ -394,6 +395,25 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
     _cleanup_close_ int report_write = pipe_fds[1];
     plan.report_fd = report_write;
 
+    /* What the child needs, through the fd window when we have one (see
+     * spawn_fds.c): sources, then the exec fd, then the report pipe. */
+    size_t n_window = n_fds + 2;
+    _cleanup_free_ int *window_fds = NULL;
+    int window_highest = -1;
+    if (spec->method == CG_SPAWN_AUTO && (window_fds = calloc(2 * n_window, sizeof(int)))) {
+        memcpy(window_fds, fd_sources, n_fds * sizeof(int));
+        window_fds[n_fds] = spec->exec_fd;
+        window_fds[n_fds + 1] = report_write;
+        window_highest = cg_fd_window_enter(window_fds, n_window, window_fds + n_window);
+    }
+    if (window_highest >= 0) {
+        const int *mapped = window_fds + n_window;
+        plan.fd_sources = mapped;
+        plan.exec_fd = mapped[n_fds];
+        plan.report_fd = mapped[n_fds + 1];
+        plan.unshare_fds_below = window_highest + 1;
+    }
+
     /* With every signal blocked, no handler of ours can run in the child
      * before it has reset them; the child unblocks right before exec. */
     sigset_t all, saved;
@@ -404,6 +424,8 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
     pid_t pid = clone_into_leaf(leaf, &plan, spec->method, &pidfd, &v2_procs_fd,
                                 &clone_errno);
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (window_highest >= 0)
+        cg_fd_window_leave(n_window);
     if (pid < 0)
         return act_error_set(err, clone_errno, "leaf %s: cannot create a process: %s%s",
                              leaf->v2_path, strerror(clone_errno),

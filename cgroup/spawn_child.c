@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -111,6 +112,13 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
             fail(report_fd, CG_STEP_JOIN_V1, e);
     if (plan->v2_procs_fd >= 0 && (e = write_zero(plan->v2_procs_fd)) != 0)
         fail(report_fd, CG_STEP_JOIN_V2, e);
+
+    /* Sharing the parent's fd table: take a copy of only its low part (the
+     * window holds everything we need), before touching any fd. */
+    if (plan->unshare_fds_below > 0 &&
+        syscall(SYS_close_range, (unsigned)plan->unshare_fds_below, ~0U, CLOSE_RANGE_UNSHARE) < 0 &&
+        syscall(SYS_unshare, CLONE_FILES) < 0) /* kernels before 5.9: a full copy */
+        fail(report_fd, CG_STEP_FDS, errno);
 
     if (syscall(SYS_setsid) < 0)
         fail(report_fd, CG_STEP_SETSID, errno);

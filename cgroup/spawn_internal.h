@@ -41,6 +41,9 @@ struct cg_child_plan {
     int exec_fd;
     bool exec_fd_survives; /* left open across exec, for a #! script run from it */
     int report_fd;        /* write end of the CLOEXEC report pipe */
+    /* > 0: the child shares our fd table (CLONE_FILES) and unshares it
+     * first, keeping only the fds below this number (see spawn_fds.c). */
+    int unshare_fds_below;
     char *const *argv;
     char *const *envp;
     char *listen_pid_digits; /* inside envp's "LISTEN_PID=" entry, room for 20 digits; or NULL */
@@ -57,6 +60,14 @@ struct cg_child_plan {
     bool no_new_privs;
     const struct sock_fprog *seccomp;
 };
+
+/* The fd window (spawn_fds.c). enter dups needed[0..n) into the window's
+ * slots, writes the slot numbers to mapped and returns the window's highest
+ * fd, with the window held; or returns -1 (no window, too small, or busy),
+ * and then the spawn copies the whole table. leave puts the placeholders
+ * back into the first used slots and releases the window. */
+int cg_fd_window_enter(const int *needed, size_t n, int *mapped);
+void cg_fd_window_leave(size_t used);
 
 /* Code that runs in the child: it may be sharing the parent's memory on a
  * borrowed stack, where sanitizer bookkeeping (shadow memory, handlers)

@@ -233,6 +233,10 @@ static int make_incarnation(act_daemon *daemon, act_error *err)
     return 0;
 }
 
+/* Enough for what a generation gets (stdio, a few listening sockets) and
+ * the exec fd and report pipe; a spawn needing more copies the fd table. */
+#define SPAWN_FD_WINDOW 64
+
 static int start(act_daemon *daemon, const char *config_path, act_error *err)
 {
     int r = load_configuration(daemon, config_path, err);
@@ -255,6 +259,10 @@ static int start(act_daemon *daemon, const char *config_path, act_error *err)
      * generations get the limit we were started with back. */
     getrlimit(RLIMIT_NOFILE, &daemon->nofile);
     setrlimit(RLIMIT_NOFILE, &(struct rlimit){daemon->nofile.rlim_max, daemon->nofile.rlim_max});
+    /* Before those sockets take the low fd numbers: with thousands of them
+     * open, a spawn would otherwise copy and close them all (spawn_fds.c). */
+    if ((r = cg_spawn_reserve_fds(SPAWN_FD_WINDOW, err)) < 0)
+        return r;
 
     if ((r = make_incarnation(daemon, err)) < 0 || (r = open_directories(daemon, err)) < 0)
         return r;

@@ -5,6 +5,8 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,6 +49,28 @@ cg_spawn_method cgt_spawn_method(void)
     return CG_SPAWN_AUTO;
 }
 
+int cgt_use_fd_window(void)
+{
+    if (!getenv("CG_TEST_FD_WINDOW"))
+        return 0;
+    act_error err = {0};
+    if (cg_spawn_reserve_fds(16, &err) < 0) {
+        fprintf(stderr, "%s\n", err.message);
+        return -1;
+    }
+    /* Like a daemon's thousands of listening sockets: every fd opened from
+     * here on, and so everything a test hands a child, is numbered far
+     * above the window. */
+    struct rlimit nofile = {8192, 8192};
+    setrlimit(RLIMIT_NOFILE, &nofile);
+    for (int i = 0; i < 3000; i++)
+        if (socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) < 0) {
+            perror("socket");
+            return -1;
+        }
+    return 1;
+}
+
 const char *cgt_spawn_method_name(void)
 {
     switch (cgt_spawn_method()) {
@@ -55,7 +79,8 @@ const char *cgt_spawn_method_name(void)
     case CG_SPAWN_CLONE3_COPY:
         return "clone3 copying memory";
     default:
-        return "default spawn";
+        return getenv("CG_TEST_FD_WINDOW") ? "default spawn through the fd window"
+                                           : "default spawn";
     }
 }
 

@@ -23,6 +23,10 @@ int cgt_check_can_run(const char *suite);
 /* The environment switches that run the same tests on the fallback paths:
  * CG_TEST_SPAWN_METHOD=fork|clone3-copy and CG_TEST_FORCE_KILL_FALLBACK=1. */
 cg_spawn_method cgt_spawn_method(void);
+/* With CG_TEST_FD_WINDOW=1: reserves the spawn fd window, then opens 3,000
+ * fds so that everything the tests hand a child lies far above it. Returns
+ * 1 when it did, 0 when not asked, -1 on failure. */
+int cgt_use_fd_window(void);
 const char *cgt_spawn_method_name(void);
 bool cgt_force_kill_fallback(void);
 

@@ -2,7 +2,8 @@
  * through the pidfd, exactly the fds asked for, LISTEN_* with the child's own
  * pid, credentials, seccomp, and exec failures reported to the caller.
  * CG_TEST_SPAWN_METHOD=fork or clone3-copy runs the same tests on the paths
- * that the default (clone3 sharing memory, on x86-64) falls back to. */
+ * that the default (clone3 sharing memory, on x86-64) falls back to, and
+ * CG_TEST_FD_WINDOW=1 runs them through the spawn fd window. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -80,6 +81,15 @@ static void with_listen_fds(cg_spawn_spec *spec, void *data)
     spec->n_rlimits = 1;
 }
 
+static int count_open_fds(void)
+{
+    int n = 0;
+    for (int fd = 0; fd < 8192; fd++)
+        if (fcntl(fd, F_GETFD) >= 0)
+            n++;
+    return n;
+}
+
 static void listen_fds_arrive_at_3_and_nothing_leaks(void **state)
 {
     cg_leaf *leaf = cgt_leaf(*state, "web1", "g-2", NULL);
@@ -108,6 +118,7 @@ static void listen_fds_arrive_at_3_and_nothing_leaks(void **state)
     sigprocmask(SIG_BLOCK, &usr2, &saved_mask);
     void (*saved_pipe)(int) = signal(SIGPIPE, SIG_IGN);
 
+    int open_before = count_open_fds();
     cg_process proc;
     int out_fd;
     act_error err = {0};
@@ -139,6 +150,8 @@ static void listen_fds_arrive_at_3_and_nothing_leaks(void **state)
     assert_int_equal(info.si_code, CLD_EXITED);
     assert_int_equal(info.si_status, 0);
     close(out_fd);
+    /* Nothing of the spawn stays open here: no pipe end, no window slot. */
+    assert_int_equal(count_open_fds(), open_before);
     cg_leaf_free(leaf);
 }
 
@@ -461,7 +474,9 @@ int main(void)
         T(child_step_failure_names_the_step),
         T(spawn_refuses_a_bad_spec_before_forking),
     };
-    char name[64];
+    if (cgt_use_fd_window() < 0)
+        return 1;
+    char name[80];
     snprintf(name, sizeof(name), "cgroup spawn (%s)", cgt_spawn_method_name());
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }
