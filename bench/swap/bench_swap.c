@@ -9,6 +9,10 @@
  * N is retired with proof). A request is "during a swap" when its own
  * interval overlaps a swap's, "steady" when it overlaps none.
  *
+ * Requests during a swap are also split by who answered: N (the build
+ * swapped from) or N+1 (the build swapped to), since a freshly started
+ * process answers its first requests cold (page faults, lazy binding).
+ *
  * An error is any request that is refused, reset, times out, or is not
  * answered "200 OK" by the app. Targets: p99 ratio <= 2, errors 0. */
 #include <errno.h>
@@ -115,12 +119,13 @@ typedef struct window {
     bool ok;
 } window;
 
-static bool overlaps_a_swap(const request_sample *s, const window *windows, size_t n)
+/* The swap a request overlaps, or NULL. */
+static const window *overlapped_swap(const request_sample *s, const window *windows, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (s->start <= windows[i].end && s->end >= windows[i].start)
-            return true;
-    return false;
+            return &windows[i];
+    return NULL;
 }
 
 /* The first answer that started after a swap's reply must come from the
@@ -172,12 +177,13 @@ static int run(dd_daemon *d, act_error *err)
     atomic_store(&c.stop, true);
     pthread_join(c.thread, NULL);
 
-    bd_samples steady = {0}, during = {0}, swap_ms = {0};
+    bd_samples steady = {0}, during = {0}, during_old = {0}, during_new = {0}, swap_ms = {0};
     size_t errors_steady = 0, errors_during = 0;
     char first_error[64] = "";
     for (size_t i = 0; i < c.n; i++) {
         const request_sample *s = &c.samples[i];
-        bool in_swap = overlaps_a_swap(s, windows, n_windows);
+        const window *swap = overlapped_swap(s, windows, n_windows);
+        bool in_swap = swap != NULL;
         if (!s->version) {
             if (!first_error[0])
                 snprintf(first_error, sizeof(first_error), "%s (%s)", s->error,
@@ -186,6 +192,9 @@ static int run(dd_daemon *d, act_error *err)
             continue;
         }
         bd_samples_add(in_swap ? &during : &steady, (double)(s->end - s->start));
+        if (in_swap)
+            bd_samples_add(s->version == swap->to ? &during_new : &during_old,
+                           (double)(s->end - s->start));
     }
     unsigned switched = 0;
     for (size_t i = 0; i < n_windows; i++) {
@@ -201,6 +210,11 @@ static int run(dd_daemon *d, act_error *err)
            bd_samples_quantile(&steady, 0.5), bd_samples_quantile(&steady, 0.99));
     printf("  %-28s n=%7zu  p50 %8.0f us  p99 %8.0f us\n", "during a swap", during.n,
            bd_samples_quantile(&during, 0.5), bd_samples_quantile(&during, 0.99));
+    printf("  %-28s n=%7zu  p50 %8.0f us  p99 %8.0f us\n", "  of which answered by N", during_old.n,
+           bd_samples_quantile(&during_old, 0.5), bd_samples_quantile(&during_old, 0.99));
+    printf("  %-28s n=%7zu  p50 %8.0f us  p99 %8.0f us\n", "  of which answered by N+1",
+           during_new.n, bd_samples_quantile(&during_new, 0.5),
+           bd_samples_quantile(&during_new, 0.99));
     printf("  swap request -> reply (N+1 serving, N retired): p50 %.1f ms, p99 %.1f ms\n",
            bd_samples_quantile(&swap_ms, 0.5), bd_samples_quantile(&swap_ms, 0.99));
     printf("  swaps refused or failed: %u; swaps after which the new build answered: %u/%d\n",
@@ -216,6 +230,8 @@ static int run(dd_daemon *d, act_error *err)
 
     bd_samples_free(&steady);
     bd_samples_free(&during);
+    bd_samples_free(&during_old);
+    bd_samples_free(&during_new);
     bd_samples_free(&swap_ms);
     free(c.samples);
     if (failed_swaps || switched != SWAPS)
