@@ -1,0 +1,36 @@
+/* Blocking work off the event loop: fsync'd writes and file reads run on
+ * worker threads, and their completion runs back on the loop.
+ *
+ * The daemon's loop must never block (a durable write costs one to several
+ * milliseconds on a disk, and every host waits while the loop does). A job
+ * is split in two: work(), on a worker thread, touches only the job's own
+ * memory and the files it names; done(), on the loop, hands the result to
+ * whoever owns the state. Jobs in the same lane run one at a time in the
+ * order submitted (a host's writes stay ordered); different lanes run side
+ * by side, so the filesystem can commit their fsyncs together. */
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include "common/error.h"
+
+typedef struct act_offload act_offload;
+
+typedef void (*act_offload_work_fn)(void *job);
+typedef void (*act_offload_done_fn)(void *job);
+
+/* n_threads workers (lanes map onto them), completions on loop. */
+int act_offload_new(sd_event *loop, unsigned n_threads, act_offload **out, act_error *err);
+
+/* Queues work(job) in lane; done(job) follows on the loop, unless the
+ * offload is freed first. The job's memory is the caller's until done. */
+int act_offload_submit(act_offload *offload, unsigned lane, act_offload_work_fn work,
+                       act_offload_done_fn done, void *job, act_error *err);
+
+/* Runs every job already submitted to its end (a write asked for happens),
+ * calls no further done(), so the jobs' owner may free them once this
+ * returns, and frees the offload. May be called from within a done(). */
+void act_offload_free(act_offload *offload);
+
+/* A lane for a name: the same name, the same lane. */
+unsigned act_offload_lane(const char *name);
