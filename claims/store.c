@@ -7,8 +7,13 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "common/offload.h"
 
 #define DEFAULT_TIMEOUT_MS 5000
+/* Worker threads for a synchronous backend's asynchronous calls: enough for
+ * the daemon's default MaxConcurrentStarts on small boxes; calls of
+ * different hosts run side by side, so their fsyncs commit together. */
+#define DEFERRED_WORKERS 4
 
 int claims_compare_by_host(const void *a, const void *b)
 {
@@ -46,10 +51,12 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
     return 0;
 }
 
+/* An asynchronous call of a synchronous backend: run by a worker thread of
+ * the store's offload (the backend's file I/O and fsyncs must not block the
+ * caller's loop), completed on the loop. */
 struct deferred_call {
     deferred_call *next;
     claim_store *store;
-    sd_event_source *source;
     enum { DEFERRED_READ, DEFERRED_CAS, DEFERRED_DELETE } op;
     char host[ACT_NAME_MAX + 1];
     uint64_t expected;
@@ -57,6 +64,11 @@ struct deferred_call {
     claims_read_fn read_fn;
     claims_cas_fn cas_fn;
     void *userdata;
+    /* The result, written by the worker. */
+    int result;
+    claim current;
+    uint64_t new_revision;
+    act_error err;
 };
 
 static void deferred_unlink(deferred_call *call)
@@ -67,7 +79,6 @@ static void deferred_unlink(deferred_call *call)
             break;
         }
     }
-    sd_event_source_disable_unref(call->source);
     free(call);
 }
 
@@ -75,6 +86,9 @@ void claims_store_free(claim_store *store)
 {
     if (!store)
         return;
+    /* First the workers: the calls made run to their end, and none
+     * completes (calls back) after this. */
+    act_offload_free(store->offload);
     while (store->deferred)
         deferred_unlink(store->deferred);
     sd_event *attached = store->attached, *private_loop = store->private_loop;
@@ -360,36 +374,42 @@ int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want
 
 /* ---- asynchronous calls over a synchronous backend ------------------------ */
 
-static int on_deferred(sd_event_source *source, void *userdata)
+/* On a worker thread: only the call's own memory and the backend, whose
+ * synchronous operations are safe to run from several threads. */
+static void run_deferred(void *data)
 {
-    deferred_call *call = userdata;
+    deferred_call *call = data;
     claim_store *store = call->store;
-    act_error err = {0};
-    claim current = {0};
-    uint64_t new_revision = 0;
-    int r;
+    switch (call->op) {
+    case DEFERRED_READ:
+        call->result = store->ops->read(store, call->host, &call->current, &call->err);
+        break;
+    case DEFERRED_CAS:
+        call->result = store->ops->cas(store, call->host, call->expected, &call->value,
+                                       &call->new_revision, &call->current, &call->err);
+        break;
+    case DEFERRED_DELETE:
+        call->result = store->ops->del(store, call->host, call->expected, &call->new_revision,
+                                       &call->current, &call->err);
+        break;
+    }
+}
+
+/* On the loop. */
+static void complete_deferred(void *data)
+{
+    deferred_call *call = data;
+    claim_store *store = call->store;
     /* Unlinked before the callback so a callback that starts another call or
      * frees the store never sees this one. */
     deferred_call copy = *call;
     deferred_unlink(call);
-    switch (copy.op) {
-    case DEFERRED_READ:
-        r = store->ops->read(store, copy.host, &current, &err);
-        copy.read_fn(store, r, r > 0 ? &current : NULL, &err, copy.userdata);
-        break;
-    case DEFERRED_CAS:
-        r = store->ops->cas(store, copy.host, copy.expected, &copy.value, &new_revision, &current,
-                            &err);
-        copy.cas_fn(store, r, new_revision, r == CLAIMS_CHANGED ? &current : NULL, &err,
-                    copy.userdata);
-        break;
-    case DEFERRED_DELETE:
-        r = store->ops->del(store, copy.host, copy.expected, &new_revision, &current, &err);
-        copy.cas_fn(store, r, new_revision, r == CLAIMS_CHANGED ? &current : NULL, &err,
-                    copy.userdata);
-        break;
-    }
-    return 0;
+    int r = copy.result;
+    if (copy.op == DEFERRED_READ)
+        copy.read_fn(store, r, r > 0 ? &copy.current : NULL, &copy.err, copy.userdata);
+    else
+        copy.cas_fn(store, r, copy.new_revision, r == CLAIMS_CHANGED ? &copy.current : NULL,
+                    &copy.err, copy.userdata);
 }
 
 static int defer_call(claim_store *store, deferred_call *template, act_error *err)
@@ -399,10 +419,12 @@ static int defer_call(claim_store *store, deferred_call *template, act_error *er
         return act_error_set(err, ENOMEM, "claim store: out of memory");
     *call = *template;
     call->store = store;
-    int r = sd_event_add_defer(store->attached, &call->source, on_deferred, call);
+    /* One lane per host: a host's calls run in the order they were made. */
+    int r = act_offload_submit(store->offload, act_offload_lane(call->host), run_deferred,
+                               complete_deferred, call, err);
     if (r < 0) {
         free(call);
-        return act_error_set(err, -r, "claim store: cannot queue a call on the event loop");
+        return r;
     }
     call->next = store->deferred;
     store->deferred = call;
@@ -421,6 +443,12 @@ int claims_store_attach_event(claim_store *store, sd_event *event, act_error *er
 {
     if (store->attached)
         return act_error_set(err, EBUSY, "claim store: already attached to an event loop");
+    /* A synchronous backend gets workers for its asynchronous face. */
+    if (!store->ops->cas_async) {
+        int r = act_offload_new(event, DEFERRED_WORKERS, &store->offload, err);
+        if (r < 0)
+            return act_error_prefix(err, "claim store");
+    }
     store->attached = sd_event_ref(event);
     return 0;
 }

@@ -243,10 +243,14 @@ static int commit_locked(dir_store *ds, const char *host, uint64_t current_revis
 
 int dir_lock(dir_store *ds, act_error *err)
 {
+    pthread_mutex_lock(&ds->thread_lock);
     while (flock(ds->lockfd, LOCK_EX) < 0) {
-        if (errno != EINTR)
-            return act_error_set(err, errno, "claim store %s: cannot lock %s: %m", ds->path,
-                                 DIR_LOCK_FILE);
+        if (errno != EINTR) {
+            int e = errno;
+            pthread_mutex_unlock(&ds->thread_lock);
+            return act_error_set(err, e, "claim store %s: cannot lock %s: %s", ds->path,
+                                 DIR_LOCK_FILE, strerror(e));
+        }
     }
     return 0;
 }
@@ -254,6 +258,7 @@ int dir_lock(dir_store *ds, act_error *err)
 void dir_unlock(dir_store *ds)
 {
     flock(ds->lockfd, LOCK_UN);
+    pthread_mutex_unlock(&ds->thread_lock);
 }
 
 /* The shared body of cas and delete; c == NULL deletes. */
@@ -383,6 +388,7 @@ static void dir_free(claim_store *store)
         close(ds->lockfd);
     if (ds->last_fd >= 0)
         close(ds->last_fd);
+    pthread_mutex_destroy(&ds->thread_lock);
     free(ds->path);
     free(ds);
 }
@@ -431,6 +437,7 @@ int claims_dir_open(const char *path, const claims_store_options *options, claim
     ds->base.ops = &dir_ops;
     ds->lockfd = -1;
     ds->last_fd = -1;
+    pthread_mutex_init(&ds->thread_lock, NULL);
     read_boot_id(ds->boot_id, sizeof(ds->boot_id));
     ds->path = strdup(path);
     ds->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

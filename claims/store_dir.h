@@ -23,6 +23,8 @@
  * appended without fsync: a crash can lose its tail, never a claim. */
 #pragma once
 
+#include <pthread.h>
+
 #include "claims/store_internal.h"
 
 #define DIR_REVISION_FILE ".revision"
@@ -40,12 +42,16 @@ typedef struct dir_store {
     char *path;
     int dirfd;
     int lockfd;
+    /* flock excludes other processes but not our own threads (they share the
+     * lock file's description), and asynchronous calls run on workers. */
+    pthread_mutex_t thread_lock;
     int last_fd;      /* .revision-last, read and written in place */
     char boot_id[40]; /* this boot's id, or "" when the kernel does not say */
 } dir_store;
 
 /* The last revision handed out (0 for an empty store). The caller holds the
- * lock; *ceiling is set to the durable ceiling. */
+ * lock (dir_lock: the thread lock, then flock); *ceiling is set to the
+ * durable ceiling. */
 int dir_last_revision(dir_store *ds, uint64_t *last, uint64_t *ceiling, act_error *err);
 int dir_lock(dir_store *ds, act_error *err);
 void dir_unlock(dir_store *ds);

@@ -6,6 +6,7 @@
 #include <systemd/sd-event.h>
 
 #include "claims/claims.h"
+#include "common/offload.h"
 
 /* Delivers a backend's list result; claims is malloc'd and handed over. */
 typedef void (*claims_list_done_fn)(claim_store *store, int result, claim *claims, size_t n,
@@ -48,7 +49,8 @@ struct claim_store {
     int timeout_ms;
     sd_event *attached;      /* the caller's loop, for the async API */
     sd_event *private_loop;  /* created on first synchronous call of an async backend */
-    deferred_call *deferred; /* async calls of a sync backend waiting for their turn */
+    deferred_call *deferred; /* async calls of a sync backend not yet completed */
+    act_offload *offload;    /* the workers that run them */
 };
 
 struct claims_watch {

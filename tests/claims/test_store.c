@@ -2,12 +2,14 @@
  *   test_store dir     (a temp directory)
  *   test_store etcd    (a real etcd started on free loopback ports) */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <systemd/sd-event.h>
@@ -456,6 +458,76 @@ static void dir_revisions_never_repeat_after_a_lost_last_record(void **state)
     claims_store_free(store);
 }
 
+typedef struct blocked_cas {
+    sd_event *event;
+    int ticks;         /* timer ticks while the CAS waits */
+    int result;        /* the CAS's, once it answered; 1 before */
+    uint64_t revision;
+} blocked_cas;
+
+static void on_blocked_cas(claim_store *store, int result, uint64_t new_revision,
+                           const claim *current, const act_error *err, void *userdata)
+{
+    blocked_cas *b = userdata;
+    b->result = result;
+    b->revision = new_revision;
+}
+
+static int on_tick(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    blocked_cas *b = userdata;
+    b->ticks++;
+    sd_event_source_set_time_relative(source, 10 * 1000);
+    return 0;
+}
+
+/* Dir store only. Its asynchronous calls run on worker threads: while
+ * another process holds the store's lock, a CAS waits for it without
+ * stopping the caller's loop (timers fire, synchronous reads answer), and
+ * it completes once the lock is free. */
+static void dir_async_calls_do_not_block_the_loop(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    claim other = fixture_claim("web2", 1);
+    assert_int_equal(claims_cas(store, "web2", 0, &other, NULL, NULL, &err), 0);
+
+    /* The lock, held the way another process would: its own open. */
+    char lock_path[600];
+    snprintf(lock_path, sizeof(lock_path), "%s/.lock", url + strlen("dir://"));
+    int held = open(lock_path, O_RDWR | O_CLOEXEC);
+    assert_true(held >= 0);
+    assert_int_equal(flock(held, LOCK_EX), 0);
+
+    blocked_cas b = {.result = 1};
+    assert_int_equal(sd_event_new(&b.event), 0);
+    assert_int_equal(claims_store_attach_event(store, b.event, &err), 0);
+    claim c = fixture_claim("web1", 1);
+    assert_int_equal(claims_cas_async(store, "web1", 0, &c, on_blocked_cas, &b, &err), 0);
+    sd_event_source *tick = NULL;
+    assert_true(sd_event_add_time_relative(b.event, &tick, CLOCK_MONOTONIC, 10 * 1000, 0, on_tick,
+                                           &b) >= 0);
+    assert_true(sd_event_source_set_enabled(tick, SD_EVENT_ON) >= 0);
+    for (int i = 0; i < 500 && b.ticks < 5; i++)
+        assert_true(sd_event_run(b.event, 100 * 1000) >= 0);
+    assert_true(b.ticks >= 5);
+    assert_int_equal(b.result, 1); /* still waiting for the lock */
+    claim got;
+    assert_int_equal(claims_read(store, "web2", &got, &err), 1);
+
+    sd_event_source_disable_unref(tick);
+    assert_int_equal(flock(held, LOCK_UN), 0);
+    close(held);
+    for (int i = 0; i < 100 && b.result == 1; i++)
+        assert_true(sd_event_run(b.event, 100 * 1000) >= 0);
+    assert_int_equal(b.result, 0);
+    assert_int_equal(claims_read(store, "web1", &got, &err), 1);
+    assert_int_equal(got.revision, b.revision);
+    claims_store_free(store);
+    sd_event_unref(b.event);
+}
+
 int main(int argc, char **argv)
 {
     const char *backend = argc > 1 ? argv[1] : "dir";
@@ -469,10 +541,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(async_calls_and_watch_on_the_callers_loop),
         cmocka_unit_test(two_processes_race_500_increments_each),
         cmocka_unit_test(malformed_claims_are_named_and_skipped),
-        /* Last, so the etcd run can leave it out: its subject is dir-only. */
+        /* Last, so the etcd run can leave them out: their subject is dir-only. */
         cmocka_unit_test(dir_revisions_never_repeat_after_a_lost_last_record),
+        cmocka_unit_test(dir_async_calls_do_not_block_the_loop),
     };
-    size_t n_tests = sizeof(tests) / sizeof(tests[0]) - (fixture.etcd ? 1 : 0);
+    size_t n_tests = sizeof(tests) / sizeof(tests[0]) - (fixture.etcd ? 2 : 0);
     r = _cmocka_run_group_tests(backend, tests, n_tests, setup, NULL);
     store_fixture_teardown(&fixture);
     return r;
