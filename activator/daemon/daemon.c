@@ -236,6 +236,9 @@ static int make_incarnation(act_daemon *daemon, act_error *err)
 /* Enough for what a generation gets (stdio, a few listening sockets) and
  * the exec fd and report pipe; a spawn needing more copies the fd table. */
 #define SPAWN_FD_WINDOW 64
+/* Threads for the records' durable writes: hosts in different lanes write
+ * side by side, and the filesystem commits their fsyncs together. */
+#define RECORD_WRITERS 2
 
 static int start(act_daemon *daemon, const char *config_path, act_error *err)
 {
@@ -264,7 +267,8 @@ static int start(act_daemon *daemon, const char *config_path, act_error *err)
     if ((r = cg_spawn_reserve_fds(SPAWN_FD_WINDOW, err)) < 0)
         return r;
 
-    if ((r = make_incarnation(daemon, err)) < 0 || (r = open_directories(daemon, err)) < 0)
+    if ((r = make_incarnation(daemon, err)) < 0 || (r = open_directories(daemon, err)) < 0 ||
+        (r = act_offload_new(daemon->loop, RECORD_WRITERS, &daemon->offload, err)) < 0)
         return r;
     r = cg_root_open(daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto",
                      &daemon->cgroups, err);
@@ -290,6 +294,9 @@ static int start(act_daemon *daemon, const char *config_path, act_error *err)
 
 static void teardown(act_daemon *daemon)
 {
+    /* Lets the record writes already asked for land (a clean stop removes
+     * the records of the generations it retired). */
+    act_offload_free(daemon->offload);
     act_recovery_discard(daemon);
     sd_event_source_disable_unref(daemon->status_timer);
     act_control_free(daemon->control);

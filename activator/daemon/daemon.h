@@ -1,6 +1,7 @@
 /* activatord's shared state: one daemon, a table of hosts, and for each host
  * the generations it runs. Everything here is owned by the sd-event loop's
- * thread; nothing is touched from another thread.
+ * thread. The workers of daemon->offload (record_writes.c, stage.c) run
+ * blocking file work from copies made on the loop and touch nothing here.
  *
  * The parts, each in its own file:
  *   main.c        the command line, --check-config
@@ -14,6 +15,8 @@
  *   recovery.c    what a previous daemon left running: resume or retire
  *   claim_watch.c claims that change under us
  *   dispatch.c    control requests
+ *   stage.c       staging builds for control requests, off the loop
+ *   record_writes.c  the generation records' durable writes, off the loop
  *   announce.c    pipeline transitions to logs and events
  *   telemetry.c   Prometheus metrics */
 #pragma once
@@ -34,6 +37,7 @@
 #include "activator/records/records.h"
 #include "cgroup/cgroup.h"
 #include "claims/claims.h"
+#include "common/offload.h"
 #include "release/release.h"
 
 typedef struct act_daemon act_daemon;
@@ -131,6 +135,7 @@ struct act_daemon {
     char incarnation[33];            /* random per start */
     int state_dirfd;
     claim_store *store;
+    act_offload *offload;            /* workers for the records' durable writes */
     claims_watch *watch;
     act_leftover *leftovers;         /* leaves found at start-up, until recovery ran */
     size_t n_leftovers;
@@ -208,7 +213,23 @@ void act_generation_free(act_generation *gen);
 int act_generation_adopt(act_daemon_host *host, const char *leaf_name,
                          const act_generation_record *record, const claim *current,
                          int main_pidfd, act_error *err);
+/* gen's record as it stands, to be written with phase. */
+void act_generation_fill_record(act_generation *gen, act_generation_phase phase,
+                                act_generation_record *record);
+/* Writes it now, on the loop: only where nothing else runs yet (recovery). */
 int act_generation_write_record(act_generation *gen, act_generation_phase phase, act_error *err);
+
+/* record_writes.c: the same off the loop, in the host's lane. With
+ * build_state, the build state is noted first (written if the build
+ * changed). written(host, result, err) follows on the loop. */
+typedef void (*act_record_written_fn)(act_daemon_host *host, int result, const act_error *err);
+int act_generation_write_record_async(act_generation *gen, act_generation_phase phase,
+                                      const act_build_state *build_state,
+                                      act_record_written_fn written, act_error *err);
+/* Removes gen's record (it is proven stopped); failures are logged, and
+ * removed(gen) follows on the loop either way. */
+typedef void (*act_record_removed_fn)(act_generation *gen);
+void act_generation_remove_record_async(act_generation *gen, act_record_removed_fn removed);
 
 /* wake_ops.c */
 extern const act_pipeline_ops act_wake_ops;
@@ -231,6 +252,11 @@ int act_claim_watch_start(act_daemon *daemon, act_error *err);
 
 /* dispatch.c */
 void act_dispatch(const act_request *request, act_control_reply *reply, void *userdata);
+/* A release/ error as a reply, with the code it stands for. */
+void act_reply_release_error(act_control_reply *reply, int r, const act_error *err);
+
+/* stage.c: stages (and promotes, when asked) on a worker; replies when done. */
+void act_stage_start(act_daemon_host *host, const act_request *request, act_control_reply *reply);
 
 /* telemetry.c: the metrics registry and its HTTP server (MetricsListen=). */
 int act_telemetry_open(act_daemon *daemon, act_control_observe_fn *observe, act_error *err);

@@ -154,7 +154,7 @@ static void do_park(act_daemon *daemon, const act_request *request, act_control_
 
 /* ---- releases ------------------------------------------------------------ */
 
-static void reply_release_error(act_control_reply *reply, int r, const act_error *err)
+void act_reply_release_error(act_control_reply *reply, int r, const act_error *err)
 {
     const char *code = r == -ENOENT         ? "not_staged"
                        : r == -EEXIST       ? "version_exists"
@@ -179,28 +179,8 @@ static void do_stage(act_daemon *daemon, const act_request *request, act_control
         return;
     }
     act_daemon_host *host = find_host(daemon, request, reply);
-    if (!host)
-        return;
-    rel_identity identity;
-    act_error err = {0};
-    /* A directory build names its executable by the host's Exec= path; a
-     * single file is the executable. */
-    struct stat st;
-    bool directory = stat(request->path, &st) == 0 && S_ISDIR(st.st_mode);
-    int r = rel_stage(daemon->releases, request->host, request->version, request->path,
-                      directory ? host->config->exec_argv[0] : NULL, &identity, &err);
-    if (r == 0 && request->promote)
-        r = rel_promote(daemon->releases, request->host, request->version, &err);
-    if (r < 0) {
-        reply_release_error(reply, r, &err);
-        return;
-    }
-    json_object *result = json_object_new_object();
-    add_string(result, "host", request->host);
-    add_string(result, "version", identity.version);
-    add_string(result, "digest", identity.build_digest);
-    json_object_object_add(result, "live", json_object_new_boolean(request->promote));
-    act_control_reply_ok(reply, result);
+    if (host)
+        act_stage_start(host, request, reply);
 }
 
 static void do_promote(act_daemon *daemon, const act_request *request, act_control_reply *reply)
@@ -210,7 +190,7 @@ static void do_promote(act_daemon *daemon, const act_request *request, act_contr
     act_error err = {0};
     int r = rel_promote(daemon->releases, request->host, request->version, &err);
     if (r < 0) {
-        reply_release_error(reply, r, &err);
+        act_reply_release_error(reply, r, &err);
         return;
     }
     json_object *result = json_object_new_object();
@@ -229,7 +209,7 @@ static void do_releases(act_daemon *daemon, const act_request *request, act_cont
     act_error err = {0};
     int r = rel_list(daemon->releases, request->host, &entries, &n, &err);
     if (r < 0) {
-        reply_release_error(reply, r, &err);
+        act_reply_release_error(reply, r, &err);
         return;
     }
     json_object *result = json_object_new_object();

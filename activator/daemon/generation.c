@@ -61,10 +61,11 @@ int act_generation_new(act_daemon_host *host, const char *kind, uint64_t number,
     return 0;
 }
 
-int act_generation_write_record(act_generation *gen, act_generation_phase phase, act_error *err)
+void act_generation_fill_record(act_generation *gen, act_generation_phase phase,
+                                act_generation_record *record)
 {
     act_daemon_host *host = gen->host;
-    act_generation_record record = {
+    *record = (act_generation_record){
         .generation = gen->number,
         .session = gen->session,
         .admission_revision = gen->admission_revision,
@@ -73,9 +74,15 @@ int act_generation_write_record(act_generation *gen, act_generation_phase phase,
         .pid = gen->process.pid,
         .started_usec = act_wallclock_usec(),
     };
-    snprintf(record.host, sizeof(record.host), "%s", host->config->name);
-    snprintf(record.incarnation, sizeof(record.incarnation), "%s", host->daemon->incarnation);
-    int dirfd = act_host_dir(host, err);
+    snprintf(record->host, sizeof(record->host), "%s", host->config->name);
+    snprintf(record->incarnation, sizeof(record->incarnation), "%s", host->daemon->incarnation);
+}
+
+int act_generation_write_record(act_generation *gen, act_generation_phase phase, act_error *err)
+{
+    act_generation_record record;
+    act_generation_fill_record(gen, phase, &record);
+    int dirfd = act_host_dir(gen->host, err);
     return dirfd < 0 ? dirfd : act_records_write_generation(dirfd, &record, err);
 }
 
@@ -304,20 +311,9 @@ static void reap(act_generation *gen)
     }
 }
 
-static void finish_retire(act_generation *gen, bool proven, const char *why)
+/* The end of a retirement: the event, then whoever asked. */
+static void announce_retired(act_generation *gen, bool proven, const char *why)
 {
-    gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
-    gen->empty_source = sd_event_source_disable_unref(gen->empty_source);
-    gen->kill_timer = sd_event_source_disable_unref(gen->kill_timer);
-    reap(gen);
-    act_error err = {0};
-    if (proven) {
-        if (cg_leaf_remove(gen->leaf, &err) < 0)
-            act_log(LOG_WARNING, "host %s: %s", gen->host->config->name, err.message);
-        int dirfd = act_host_dir(gen->host, &err);
-        if (dirfd < 0 || act_records_remove_generation(dirfd, gen->number, &err) < 0)
-            act_log(LOG_WARNING, "host %s: %s", gen->host->config->name, err.message);
-    }
     act_notify_free(TAKE_PTR(gen->notify));
     if (gen->announced)
         act_publish(gen->host, proven ? ACT_EVENT_RETIRED : ACT_EVENT_FAILED, gen,
@@ -326,6 +322,29 @@ static void finish_retire(act_generation *gen, bool proven, const char *why)
     gen->retired = NULL;
     if (done)
         done(gen, proven, why, gen->retired_userdata);
+}
+
+static void on_record_removed(act_generation *gen)
+{
+    announce_retired(gen, true, NULL);
+}
+
+static void finish_retire(act_generation *gen, bool proven, const char *why)
+{
+    gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
+    gen->empty_source = sd_event_source_disable_unref(gen->empty_source);
+    gen->kill_timer = sd_event_source_disable_unref(gen->kill_timer);
+    reap(gen);
+    if (!proven) {
+        announce_retired(gen, false, why);
+        return;
+    }
+    act_error err = {0};
+    if (cg_leaf_remove(gen->leaf, &err) < 0)
+        act_log(LOG_WARNING, "host %s: %s", gen->host->config->name, err.message);
+    /* Retired is announced once the record is gone too: whoever sees the
+     * event finds nothing of the generation left. */
+    act_generation_remove_record_async(gen, on_record_removed);
 }
 
 static void check_empty(act_generation *gen)

@@ -398,6 +398,8 @@ static void on_gate_second_read(claim_store *store, int result, const claim *c,
         act_wake_ok(wake);
 }
 
+static void on_gate_written(act_daemon_host *host, int result, const act_error *err);
+
 static void on_gate_first_read(claim_store *store, int result, const claim *c,
                                const act_error *err, void *userdata)
 {
@@ -425,14 +427,24 @@ static void on_gate_first_read(claim_store *store, int result, const claim *c,
         .written_usec = act_wallclock_usec(),
     };
     act_error write_err = {0};
-    int dirfd = act_host_dir(host, &write_err);
-    if (dirfd < 0 || act_records_note_build_state(dirfd, name_of(host), &state, &write_err) < 0 ||
-        act_generation_write_record(gen, ACT_GEN_STARTING, &write_err) < 0) {
+    host->w->waiting_wake = wake;
+    if (act_generation_write_record_async(gen, ACT_GEN_STARTING, &state, on_gate_written,
+                                          &write_err) < 0) {
+        host->w->waiting_wake = NULL;
         act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
                           write_err.message);
+    }
+}
+
+/* The build state and the record are durable: ownership once more, then
+ * the exec. */
+static void on_gate_written(act_daemon_host *host, int result, const act_error *err)
+{
+    if (result < 0) {
+        act_wake_complete(take_wake(host), ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
+                          err->message);
         return;
     }
-    host->w->waiting_wake = wake;
     gate_second_read(host);
 }
 
@@ -592,6 +604,8 @@ static void op_replicate(act_wake *wake, void *userdata)
     act_wake_ok(wake);
 }
 
+static void on_serving_written(act_daemon_host *host, int result, const act_error *err);
+
 static void on_published(claim_store *store, int result, uint64_t new_revision,
                          const claim *current, const act_error *err, void *userdata)
 {
@@ -615,10 +629,22 @@ static void on_published(claim_store *store, int result, uint64_t new_revision,
     if (act_wake_is_swap(wake))
         host->replaced = host->serving;
     host->serving = gen;
+    /* The record says serving before the step ends, so a daemon that dies
+     * after announcing it can resume the generation. */
     act_error write_err = {0};
-    if (act_generation_write_record(gen, ACT_GEN_SERVING, &write_err) < 0)
+    host->w->waiting_wake = wake;
+    if (act_generation_write_record_async(gen, ACT_GEN_SERVING, NULL, on_serving_written,
+                                          &write_err) < 0) {
         act_log(LOG_WARNING, "host %s: %s", name_of(host), write_err.message);
-    act_wake_ok(wake);
+        act_wake_ok(take_wake(host));
+    }
+}
+
+static void on_serving_written(act_daemon_host *host, int result, const act_error *err)
+{
+    if (result < 0)
+        act_log(LOG_WARNING, "host %s: %s", name_of(host), err->message);
+    act_wake_ok(take_wake(host));
 }
 
 static void on_publish_read(claim_store *store, int result, const claim *c, const act_error *err,

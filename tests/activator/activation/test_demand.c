@@ -194,6 +194,9 @@ static void test_idle_park_then_next_connection_wakes_a_new_generation(void **st
              next.generation, next.pid, first_gen);
     snprintf(leaf, sizeof(leaf), "g-%" PRIu64, next.generation);
     DH_CHECK(d, dh_leaf_exists(d, "idle", leaf), "the new generation has no leaf %s", leaf);
+    /* The app answers as soon as it accepts; its publication (a claim CAS
+     * and the record, durable writes) may land a little later. */
+    dh_wait_state(d, "idle", "serving", 10000);
     json_object *after = dh_status(d, "idle");
     bool serving_next = strcmp(dh_json_str(after, "state"), "serving") == 0 &&
                         dh_json_u64(after, "generation") == next.generation;

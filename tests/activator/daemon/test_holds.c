@@ -6,7 +6,10 @@
  *   - publication, after ready: ACTIVATOR_TEST_PUBLISH_HOLD=<path> pauses it
  *     there; the test changes the admission (a newer session) and lets it go
  *     on. The generation must be retired with proof and the reason is
- *     publish_lost, and the claim is left as the other writer made it. */
+ *     publish_lost, and the claim is left as the other writer made it.
+ * And, on the dir store, a wake that waits for the store (another process
+ * holds its lock) leaves the daemon answering: its loop never blocks on a
+ * claim's file work. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -159,6 +163,51 @@ static void test_publish_lost_when_the_admission_changed(void **state)
     dh_stop_and_check_clean(d);
 }
 
+static void test_daemon_answers_while_a_wake_waits_for_the_store(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, store_kind, NULL);
+    int port = dh_free_port();
+    dh_write_app_host(d, "demo", port, NULL, NULL);
+    dh_write_app_host(d, "other", dh_free_port(), NULL, NULL);
+    dh_stage(d, "demo", "v1", true, NULL);
+    claim assigned;
+    dh_claim_assigned("demo", DH_BOX, &assigned);
+    dh_claim_put(d, &assigned);
+    dh_start(d, NULL);
+    dh_events_mark(d);
+
+    /* The store's lock, held as another process (activatorctl, a second
+     * daemon) would hold it: through its own open file. */
+    char lock_path[PATH_MAX];
+    snprintf(lock_path, sizeof(lock_path), "%s/claims/.lock", d->drv.state_dir);
+    int held = open(lock_path, O_RDWR | O_CLOEXEC);
+    DH_CHECK(d, held >= 0, "cannot open %s: %s", lock_path, strerror(errno));
+    DH_CHECK(d, flock(held, LOCK_EX) == 0, "cannot lock %s: %s", lock_path, strerror(errno));
+
+    dh_async *wake = dh_request_start(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+    DH_CHECK(d, dh_event_wait(d, "demo", "waking", 10000, NULL), "no waking event");
+    /* The admission's CAS now waits for the lock; the daemon still answers,
+     * about the waking host and about any other. */
+    json_object *status = dh_status(d, "demo");
+    DH_CHECK(d, strcmp(dh_json_str(status, "state"), "waking") == 0,
+             "demo is %s while its admission waits for the store", dh_json_str(status, "state"));
+    json_object_put(status);
+    status = dh_status(d, "other");
+    DH_CHECK(d, strcmp(dh_json_str(status, "state"), "parked") == 0, "other is %s",
+             dh_json_str(status, "state"));
+    json_object_put(status);
+
+    flock(held, LOCK_UN);
+    close(held);
+    json_object *reply = dh_request_finish(d, wake);
+    DH_CHECK(d, dh_reply_ok(reply), "the wake failed once the store was free: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(d, dh_wait_state(d, "demo", "serving", 10000), "demo does not serve");
+    dh_stop_and_check_clean(d);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "etcd") == 0)
@@ -170,6 +219,9 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         DH_TEST(test_gate_refuses_when_another_box_took_the_claim),
         DH_TEST(test_publish_lost_when_the_admission_changed),
+        /* Last, so the etcd run can leave it out: the lock is the dir store's. */
+        DH_TEST(test_daemon_answers_while_a_wake_waits_for_the_store),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    size_t n_tests = sizeof(tests) / sizeof(tests[0]) - (store_kind == DH_STORE_ETCD ? 1 : 0);
+    return _cmocka_run_group_tests("daemon holds", tests, n_tests, NULL, NULL);
 }

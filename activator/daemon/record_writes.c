@@ -1,0 +1,113 @@
+/* The generation records' durable writes, off the loop.
+ *
+ * A record (and the build state, when the build changed) is written temp +
+ * fsync + rename + fsync dir: one to several milliseconds on a disk, during
+ * which a loop that wrote it itself would serve no other host. So the
+ * write runs on a worker of daemon->offload, in the host's lane (a host's
+ * record writes and removals land in the order they were made), from a
+ * copy of what to write; the step that waits for it continues on the loop. */
+#include "activator/daemon/daemon.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/log.h"
+
+typedef struct record_write {
+    act_daemon_host *host; /* for written(), on the loop only */
+    act_record_written_fn written;
+    act_generation *removed_gen; /* for removed(), on the loop only */
+    act_record_removed_fn removed;
+    int host_dirfd;
+    char host_name[ACT_NAME_MAX + 1];
+    enum { WRITE_RECORD, REMOVE_RECORD } op;
+    act_generation_record record; /* or, to remove, its generation */
+    bool note_build_state;
+    act_build_state build_state;
+    int result;
+    act_error err;
+} record_write;
+
+static void run_write(void *data)
+{
+    record_write *job = data;
+    if (job->op == REMOVE_RECORD) {
+        job->result =
+            act_records_remove_generation(job->host_dirfd, job->record.generation, &job->err);
+        return;
+    }
+    job->result = job->note_build_state
+                      ? act_records_note_build_state(job->host_dirfd, job->host_name,
+                                                     &job->build_state, &job->err)
+                      : 0;
+    if (job->result >= 0)
+        job->result = act_records_write_generation(job->host_dirfd, &job->record, &job->err);
+}
+
+static void complete_write(void *data)
+{
+    record_write *job = data;
+    if (job->written) {
+        job->written(job->host, job->result, &job->err);
+    } else {
+        if (job->result < 0)
+            act_log(LOG_WARNING, "host %s: %s", job->host_name, job->err.message);
+        if (job->removed)
+            job->removed(job->removed_gen);
+    }
+    free(job);
+}
+
+static int submit(act_daemon_host *host, record_write *job, act_error *err)
+{
+    job->host = host;
+    int r = act_host_dir(host, err);
+    if (r >= 0) {
+        job->host_dirfd = r;
+        snprintf(job->host_name, sizeof(job->host_name), "%s", host->config->name);
+        r = act_offload_submit(host->daemon->offload, act_offload_lane(job->host_name), run_write,
+                               complete_write, job, err);
+    }
+    if (r < 0)
+        free(job);
+    return r;
+}
+
+int act_generation_write_record_async(act_generation *gen, act_generation_phase phase,
+                                      const act_build_state *build_state,
+                                      act_record_written_fn written, act_error *err)
+{
+    record_write *job = calloc(1, sizeof(*job));
+    if (!job)
+        return act_error_set(err, ENOMEM, "out of memory");
+    job->op = WRITE_RECORD;
+    job->written = written;
+    act_generation_fill_record(gen, phase, &job->record);
+    if (build_state) {
+        job->note_build_state = true;
+        job->build_state = *build_state;
+    }
+    return submit(gen->host, job, err);
+}
+
+void act_generation_remove_record_async(act_generation *gen, act_record_removed_fn removed)
+{
+    record_write *job = calloc(1, sizeof(*job));
+    act_error err = {0};
+    if (!job) {
+        act_log(LOG_WARNING, "host %s: out of memory removing the record of generation %" PRIu64,
+                gen->host->config->name, gen->number);
+        removed(gen);
+        return;
+    }
+    job->op = REMOVE_RECORD;
+    job->record.generation = gen->number;
+    job->removed_gen = gen;
+    job->removed = removed;
+    if (submit(gen->host, job, &err) < 0) {
+        act_log(LOG_WARNING, "host %s: %s", gen->host->config->name, err.message);
+        removed(gen);
+    }
+}
