@@ -138,6 +138,18 @@ static bool new_build_answers(const client *c, const window *w)
     return false;
 }
 
+/* The latency of the first answer N+1 gave within a swap's window (the
+ * request a fresh process answers cold), or a negative value if none. */
+static double first_new_answer_usec(const client *c, const window *w)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        const request_sample *s = &c->samples[i];
+        if (s->start <= w->end && s->end >= w->start && s->version == w->to)
+            return (double)(s->end - s->start);
+    }
+    return -1;
+}
+
 static int run(dd_daemon *d, act_error *err)
 {
     char address[64];
@@ -177,7 +189,8 @@ static int run(dd_daemon *d, act_error *err)
     atomic_store(&c.stop, true);
     pthread_join(c.thread, NULL);
 
-    bd_samples steady = {0}, during = {0}, during_old = {0}, during_new = {0}, swap_ms = {0};
+    bd_samples steady = {0}, during = {0}, during_old = {0}, during_new = {0}, swap_ms = {0},
+               first_new = {0};
     size_t errors_steady = 0, errors_during = 0;
     char first_error[64] = "";
     for (size_t i = 0; i < c.n; i++) {
@@ -200,6 +213,9 @@ static int run(dd_daemon *d, act_error *err)
     for (size_t i = 0; i < n_windows; i++) {
         bd_samples_add(&swap_ms, (double)(windows[i].end - windows[i].start) / 1000.0);
         switched += windows[i].ok && new_build_answers(&c, &windows[i]);
+        double first = first_new_answer_usec(&c, &windows[i]);
+        if (first >= 0)
+            bd_samples_add(&first_new, first);
     }
 
     size_t errors = errors_steady + errors_during;
@@ -215,6 +231,9 @@ static int run(dd_daemon *d, act_error *err)
     printf("  %-28s n=%7zu  p50 %8.0f us  p99 %8.0f us\n", "  of which answered by N+1",
            during_new.n, bd_samples_quantile(&during_new, 0.5),
            bd_samples_quantile(&during_new, 0.99));
+    printf("  N+1's first answer in each swap (a fresh process answers cold): p50 %.0f us over "
+           "%zu swaps\n",
+           bd_samples_quantile(&first_new, 0.5), first_new.n);
     printf("  swap request -> reply (N+1 serving, N retired): p50 %.1f ms, p99 %.1f ms\n",
            bd_samples_quantile(&swap_ms, 0.5), bd_samples_quantile(&swap_ms, 0.99));
     printf("  swaps refused or failed: %u; swaps after which the new build answered: %u/%d\n",
@@ -232,6 +251,7 @@ static int run(dd_daemon *d, act_error *err)
     bd_samples_free(&during);
     bd_samples_free(&during_old);
     bd_samples_free(&during_new);
+    bd_samples_free(&first_new);
     bd_samples_free(&swap_ms);
     free(c.samples);
     if (failed_swaps || switched != SWAPS)
