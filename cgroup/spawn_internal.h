@@ -72,7 +72,7 @@ void cg_fd_window_leave(size_t used);
 /* Code that runs in the child: it may be sharing the parent's memory on a
  * borrowed stack, where sanitizer bookkeeping (shadow memory, handlers)
  * must not run. */
-#define CG_CHILD_CODE __attribute__((no_sanitize("address", "undefined")))
+#define CG_CHILD_CODE __attribute__((no_sanitize("address", "undefined", "thread")))
 
 /* Runs the plan and execs; on failure reports the step and errno through
  * report_fd and exits 127. Async-signal-safe: raw syscalls only. */
