@@ -204,6 +204,31 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
+/* What to check, from how the last attempt failed: a TLS failure or a
+ * connection the server dropped at once usually means certificates that do
+ * not fit (or plain http to an https etcd), not an etcd that is down. */
+static const char *failure_hint(const etcd_client *client, CURLcode result)
+{
+    switch (result) {
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CACERT_BADFILE:
+        return "check the CA (it must have signed etcd's certificate), the client certificate "
+               "and its key";
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2: /* over TLS curl speaks HTTP/2, where a refused certificate shows */
+        return client->tls ? "etcd dropped the connection: check that its --trusted-ca-file "
+                             "signed this client certificate"
+                           : "etcd dropped the connection: if it serves https, give the store "
+                             "a CA (and a client certificate)";
+    default:
+        return "is etcd running and reachable?";
+    }
+}
+
 static void on_transfer_done(curl_glue_job *job, CURLcode result);
 static int call_start(etcd_client *client, curl_glue *glue, const char *path, char *body,
                       etcd_call_done_fn done, etcd_stream_fn stream, void *userdata,
@@ -392,9 +417,9 @@ static void on_transfer_done(curl_glue_job *job, CURLcode result)
                                        "watch from the last revision seen + 1",
                          etcd_call_endpoint(call), why);
         else
-            finish_error(call, errnum, "etcd: no endpoint answered within %d ms: %s; is etcd "
-                                       "running and reachable?",
-                         call->client->timeout_ms, call->failures);
+            finish_error(call, errnum, "etcd: no endpoint answered within %d ms: %s; %s",
+                         call->client->timeout_ms, call->failures,
+                         failure_hint(call->client, result));
         return;
     }
     json_object *response = call->response_len ? json_tokener_parse(call->response) : NULL;

@@ -12,8 +12,9 @@ packages=(
   # libraries (see meson.build)
   libsystemd-dev libseccomp-dev libnng-dev libcmocka-dev libcgroup-dev
   libssl-dev libjson-c-dev libinih-dev libcurl4-openssl-dev
-  # tests: a real etcd, curl for the HTTP baselines, systemd tools for unit checks
-  etcd-server etcd-client curl systemd coreutils iproute2
+  # tests: a real etcd, curl for the HTTP baselines, systemd tools for unit checks,
+  # openssl to make the TLS tests' certificates
+  etcd-server etcd-client curl systemd coreutils iproute2 openssl
 )
 
 missing=()

@@ -1,6 +1,10 @@
 /* See etcd_harness.h. */
 #include "etcd_harness.h"
 
+#ifndef ACT_TLS_CERTS_SCRIPT
+#error "ACT_TLS_CERTS_SCRIPT must name tests/tls/make-certs.sh"
+#endif
+
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -63,7 +67,12 @@ long etcd_harness_post(const etcd_harness *h, const char *path, const char *body
     if (!easy)
         return -ENOMEM;
     char url[256], auth[1024];
-    snprintf(url, sizeof(url), "http://%s%s", h->endpoint, path);
+    snprintf(url, sizeof(url), "%s://%s%s", h->tls ? "https" : "http", h->endpoint, path);
+    if (h->tls) {
+        curl_easy_setopt(easy, CURLOPT_CAINFO, h->ca_file);
+        curl_easy_setopt(easy, CURLOPT_SSLCERT, h->cert_file);
+        curl_easy_setopt(easy, CURLOPT_SSLKEY, h->key_file);
+    }
     struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
     if (token) {
         snprintf(auth, sizeof(auth), "Authorization: %s", token);
@@ -90,6 +99,25 @@ long etcd_harness_post(const etcd_harness *h, const char *path, const char *body
     return status;
 }
 
+/* Fresh certificates in <dir>/certs for this run. */
+static int make_certs(etcd_harness *h, act_error *err)
+{
+    char command[PATH_MAX * 2 + 64];
+    snprintf(command, sizeof(command), "'%s' '%s/certs'", ACT_TLS_CERTS_SCRIPT, h->dir);
+    int status = system(command);
+    if (status != 0)
+        return act_error_set(err, EIO, "etcd harness: %s failed (status %d); is openssl "
+                                       "installed?", command, status);
+    snprintf(h->ca_file, sizeof(h->ca_file), "%s/certs/ca.crt", h->dir);
+    snprintf(h->cert_file, sizeof(h->cert_file), "%s/certs/client.crt", h->dir);
+    snprintf(h->key_file, sizeof(h->key_file), "%s/certs/client.key", h->dir);
+    snprintf(h->other_ca_file, sizeof(h->other_ca_file), "%s/certs/other-ca.crt", h->dir);
+    snprintf(h->other_cert_file, sizeof(h->other_cert_file), "%s/certs/other-client.crt",
+             h->dir);
+    snprintf(h->other_key_file, sizeof(h->other_key_file), "%s/certs/other-client.key", h->dir);
+    return 0;
+}
+
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     return remove(path);
@@ -98,9 +126,13 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 static int spawn(etcd_harness *h, act_error *err)
 {
     char data[PATH_MAX + 8], log[PATH_MAX + 16], client[64], peer[64], cluster[96];
+    char server_cert[PATH_MAX + 24], server_key[PATH_MAX + 24];
+    snprintf(server_cert, sizeof(server_cert), "%s/certs/server.crt", h->dir);
+    snprintf(server_key, sizeof(server_key), "%s/certs/server.key", h->dir);
     snprintf(data, sizeof(data), "%s/data", h->dir);
     snprintf(log, sizeof(log), "%s/etcd.log", h->dir);
-    snprintf(client, sizeof(client), "http://127.0.0.1:%d", h->client_port);
+    snprintf(client, sizeof(client), "%s://127.0.0.1:%d", h->tls ? "https" : "http",
+             h->client_port);
     snprintf(peer, sizeof(peer), "http://127.0.0.1:%d", h->peer_port);
     snprintf(cluster, sizeof(cluster), "default=%s", peer);
     pid_t pid = fork();
@@ -124,6 +156,11 @@ static int spawn(etcd_harness *h, act_error *err)
                               "--initial-advertise-peer-urls", peer,
                               "--initial-cluster", cluster,
                               "--log-level", "error",
+                              /* With TLS, these end the list early otherwise. */
+                              h->tls ? "--cert-file" : NULL, server_cert,
+                              "--key-file", server_key,
+                              "--trusted-ca-file", h->ca_file,
+                              "--client-cert-auth",
                               NULL};
         execv(argv[0], argv);
         _exit(127);
@@ -148,15 +185,21 @@ static int spawn(etcd_harness *h, act_error *err)
                                          "see %s", h->endpoint, log);
 }
 
-int etcd_harness_start(etcd_harness *h, act_error *err)
+static int start(etcd_harness *h, bool tls, act_error *err)
 {
     memset(h, 0, sizeof(*h));
+    h->tls = tls;
     if (!etcd_harness_available())
         return act_error_set(err, ENOENT, "%s is not installed (Debian package etcd-server)",
                              ETCD_HARNESS_BINARY);
     snprintf(h->dir, sizeof(h->dir), "/tmp/act-etcd-XXXXXX");
     if (!mkdtemp(h->dir))
         return act_error_set(err, errno, "etcd harness: mkdtemp: %m");
+    if (tls) {
+        int r = make_certs(h, err);
+        if (r < 0)
+            return r;
+    }
     for (int attempt = 0; attempt < 3; attempt++) {
         h->client_port = free_port();
         h->peer_port = free_port();
@@ -174,6 +217,16 @@ int etcd_harness_start(etcd_harness *h, act_error *err)
             return r;
     }
     return -EIO;
+}
+
+int etcd_harness_start(etcd_harness *h, act_error *err)
+{
+    return start(h, false, err);
+}
+
+int etcd_harness_start_tls(etcd_harness *h, act_error *err)
+{
+    return start(h, true, err);
 }
 
 void etcd_harness_stop(etcd_harness *h)

@@ -17,6 +17,12 @@ typedef struct etcd_harness {
     int client_port, peer_port;
     char endpoint[64];        /* "127.0.0.1:<client_port>" */
     char url_prefix[96];      /* "etcd://127.0.0.1:<port>" */
+    /* With TLS (etcd_harness_start_tls): clients must present a certificate
+     * of the test CA; the files are in certs/ (tests/tls/make-certs.sh). */
+    bool tls;
+    char ca_file[PATH_MAX + 24], cert_file[PATH_MAX + 24], key_file[PATH_MAX + 24];
+    char other_cert_file[PATH_MAX + 24], other_key_file[PATH_MAX + 24],
+        other_ca_file[PATH_MAX + 24];
 } etcd_harness;
 
 /* True when the etcd binary is installed; tests skip (exit 77) otherwise. */
@@ -24,6 +30,9 @@ bool etcd_harness_available(void);
 /* Picks free ports (binding port 0), makes the temp dir, starts etcd and
  * waits (up to 20 s) until it answers a range request. */
 int etcd_harness_start(etcd_harness *h, act_error *err);
+/* The same over https, requiring client certificates of a CA made for the
+ * run (fresh certificates each time, by tests/tls/make-certs.sh). */
+int etcd_harness_start_tls(etcd_harness *h, act_error *err);
 /* SIGTERM and wait; the data dir and ports are kept for a restart. */
 void etcd_harness_stop(etcd_harness *h);
 /* Starts etcd again on the same ports and data. */
