@@ -59,6 +59,16 @@ typedef struct act_daemon_config {
     char *tls_certificate;   /* TLSCertificate=, TLSKey=, TLSClientCA=: required with */
     char *tls_key;           /* ControlListen=, NULL otherwise */
     char *tls_client_ca;
+    /* An etcd Store='s TLS and authentication; NULL when not set. StoreCA=
+     * (or StoreCertificate=) switches to https; StoreCertificate= and
+     * StoreKey= come together, and so do StoreUser= and StorePasswordFile=
+     * (the password is read from that file when the daemon starts, so it
+     * stays out of this world-readable file). */
+    char *store_ca;
+    char *store_certificate;
+    char *store_key;
+    char *store_user;
+    char *store_password_file;
     char *metrics_listen;              /* MetricsListen= ADDR:PORT, default 127.0.0.1:9464;
                                           NULL when set to "no" */
     uint32_t max_concurrent_starts;    /* MaxConcurrentStarts=, default 2 x online CPUs */

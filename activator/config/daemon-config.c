@@ -31,6 +31,11 @@ void act_daemon_config_free(act_daemon_config *config)
     free(config->tls_certificate);
     free(config->tls_key);
     free(config->tls_client_ca);
+    free(config->store_ca);
+    free(config->store_certificate);
+    free(config->store_key);
+    free(config->store_user);
+    free(config->store_password_file);
     free(config->metrics_listen);
     *config = (act_daemon_config){0};
 }
@@ -73,7 +78,26 @@ PATH_KEY(apply_hosts_directory, hosts_directory)
 PATH_KEY(apply_tls_certificate, tls_certificate)
 PATH_KEY(apply_tls_key, tls_key)
 PATH_KEY(apply_tls_client_ca, tls_client_ca)
+PATH_KEY(apply_store_ca, store_ca)
+PATH_KEY(apply_store_certificate, store_certificate)
+PATH_KEY(apply_store_key, store_key)
+PATH_KEY(apply_store_password_file, store_password_file)
 #undef PATH_KEY
+
+/* etcd user names: anything printable without spaces, which is what etcd's
+ * own tools accept on a command line. */
+static int apply_store_user(void *target, const char *value, act_error *err)
+{
+    size_t len = strlen(value);
+    if (len == 0 || len > 128)
+        return act_error_set(err, EINVAL, "is not an etcd user name (write the 1 to 128 "
+                                          "character name etcdctl user add was given)");
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+        if (*p <= ' ' || *p == 0x7f)
+            return act_error_set(err, EINVAL, "is not an etcd user name (it has no spaces or "
+                                              "control characters)");
+    return set_string(&((act_daemon_config *)target)->store_user, value, err);
+}
 
 static int apply_cgroup_root(void *target, const char *value, act_error *err)
 {
@@ -181,6 +205,11 @@ enum {
     KEY_TLS_CERTIFICATE,
     KEY_TLS_KEY,
     KEY_TLS_CLIENT_CA,
+    KEY_STORE_CA,
+    KEY_STORE_CERTIFICATE,
+    KEY_STORE_KEY,
+    KEY_STORE_USER,
+    KEY_STORE_PASSWORD_FILE,
     KEY_METRICS_LISTEN,
     KEY_MAX_CONCURRENT_STARTS,
     KEY_FAILURE_BACKOFF_MAX,
@@ -203,6 +232,12 @@ static const act_ini_key daemon_keys[N_KEYS] = {
     [KEY_TLS_CERTIFICATE] = {"Activator", "TLSCertificate", apply_tls_certificate, false},
     [KEY_TLS_KEY] = {"Activator", "TLSKey", apply_tls_key, false},
     [KEY_TLS_CLIENT_CA] = {"Activator", "TLSClientCA", apply_tls_client_ca, false},
+    [KEY_STORE_CA] = {"Activator", "StoreCA", apply_store_ca, false},
+    [KEY_STORE_CERTIFICATE] = {"Activator", "StoreCertificate", apply_store_certificate, false},
+    [KEY_STORE_KEY] = {"Activator", "StoreKey", apply_store_key, false},
+    [KEY_STORE_USER] = {"Activator", "StoreUser", apply_store_user, false},
+    [KEY_STORE_PASSWORD_FILE] = {"Activator", "StorePasswordFile", apply_store_password_file,
+                                 false},
     [KEY_METRICS_LISTEN] = {"Activator", "MetricsListen", apply_metrics_listen, false},
     [KEY_MAX_CONCURRENT_STARTS] = {"Activator", "MaxConcurrentStarts", apply_max_concurrent_starts,
                                    false},
@@ -217,6 +252,49 @@ static int default_string(char **field, const char *prefix, const char *arg, con
     if (*field)
         return 0;
     return asprintf(field, "%s%s%s", prefix, arg, suffix) < 0 ? -ENOMEM : 0;
+}
+
+/* StoreCA= and its siblings: only for an etcd Store=, in their pairs, and
+ * the files there to read (so --check-config finds a missing one). */
+static int check_store_access(const act_daemon_config *c, const char *path,
+                              const unsigned *key_lines, act_config_errors *errors)
+{
+    static const int keys[] = {KEY_STORE_CA, KEY_STORE_CERTIFICATE, KEY_STORE_KEY, KEY_STORE_USER,
+                               KEY_STORE_PASSWORD_FILE};
+    const char *values[] = {c->store_ca, c->store_certificate, c->store_key, c->store_user,
+                            c->store_password_file};
+    int problems = 0;
+    bool etcd = strncmp(c->store, "etcd://", 7) == 0;
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (!values[i])
+            continue;
+        const char *name = daemon_keys[keys[i]].name;
+        if (!etcd) {
+            act_config_errors_add(errors, path, key_lines[keys[i]], name,
+                                  "applies to an etcd:// Store= only, and Store= is %s (remove "
+                                  "%s= or point Store= at etcd)",
+                                  c->store, name);
+            problems++;
+        } else if (keys[i] != KEY_STORE_USER && access(values[i], R_OK) < 0) {
+            act_config_errors_add(errors, path, key_lines[keys[i]], name,
+                                  "cannot read %s: %s (the daemon reads it as root when it "
+                                  "starts)",
+                                  values[i], strerror(errno));
+            problems++;
+        }
+    }
+    static const int pairs[][2] = {{KEY_STORE_CERTIFICATE, KEY_STORE_KEY},
+                                   {KEY_STORE_USER, KEY_STORE_PASSWORD_FILE}};
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        int a = pairs[i][0], b = pairs[i][1];
+        if (!key_lines[a] == !key_lines[b])
+            continue;
+        int set = key_lines[a] ? a : b, unset = key_lines[a] ? b : a;
+        act_config_errors_add(errors, path, key_lines[set], daemon_keys[set].name,
+                              "needs %s= as well (they come together)", daemon_keys[unset].name);
+        problems++;
+    }
+    return problems;
 }
 
 /* Fills what the file left unset, and checks what spans several keys. */
@@ -277,7 +355,7 @@ static int finish(act_daemon_config *c, const char *path, const unsigned *key_li
                               "unused (add ControlListen=tls+tcp://ADDR:PORT or remove them)");
         problems++;
     }
-    return problems;
+    return problems + check_store_access(c, path, key_lines, errors);
 }
 
 static long online_cpus(void)

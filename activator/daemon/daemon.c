@@ -56,9 +56,37 @@ static int open_directories(act_daemon *daemon, act_error *err)
     return rel_store_open(releases, &daemon->releases, err);
 }
 
+/* StorePasswordFile=: its first line, without the newline. */
+static int read_store_password(const char *path, char **out, act_error *err)
+{
+    size_t len = 0;
+    act_error why = {0};
+    int r = act_read_file(AT_FDCWD, path, 4096, out, &len, &why);
+    if (r < 0)
+        return act_error_set(err, -r, "StorePasswordFile=%s: %s", path, why.message);
+    (*out)[strcspn(*out, "\r\n")] = '\0';
+    return 0;
+}
+
 static int open_store(act_daemon *daemon, act_error *err)
 {
-    int r = claims_store_open(daemon->config.store, NULL, &daemon->store, err);
+    const act_daemon_config *config = &daemon->config;
+    claims_store_options options = {
+        .ca_file = config->store_ca,
+        .cert_file = config->store_certificate,
+        .key_file = config->store_key,
+        .username = config->store_user,
+    };
+    _cleanup_free_ char *password = NULL;
+    int r = 0;
+    if (config->store_password_file &&
+        (r = read_store_password(config->store_password_file, &password, err)) < 0)
+        return r;
+    options.password = password;
+    r = claims_store_open(config->store, &options, &daemon->store, err);
+    /* The store keeps its own copy; ours goes now. */
+    if (password)
+        explicit_bzero(password, strlen(password));
     if (r < 0)
         return act_error_prefix(err, "Store=%s", daemon->config.store);
     r = claims_store_attach_event(daemon->store, daemon->loop, err);

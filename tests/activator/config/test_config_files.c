@@ -185,6 +185,9 @@ static void daemon_each_bad_key(void **state)
         {"ControlGroup", "bad group"},
         {"ControlListen", "tcp://0.0.0.0:7443"},
         {"TLSCertificate", "cert.pem"},
+        {"StoreCA", "ca.pem"},
+        {"StoreUser", "two words"},
+        {"StorePasswordFile", "password"},
         {"MetricsListen", "localhost:9464"},
         {"MetricsListen", "127.0.0.1"},
         {"MaxConcurrentStarts", "0"},
@@ -291,6 +294,60 @@ static void daemon_cross_key_rules(void **state)
     assert_int_equal(act_config_load_daemon(path_of("rt.conf"), &c, &errors), -EINVAL);
     assert_true(errors.n >= 1);
     assert_error_at(&errors, 0, path_of("rt.conf"), 3, "RuntimeDirectory");
+    act_config_errors_free(&errors);
+}
+
+/* An etcd Store='s TLS and authentication keys: read as given with etcd,
+ * refused with a dir store, in their pairs, and their files must exist. */
+static void daemon_store_access_keys(void **state)
+{
+    (void)state;
+    write_file("ca.pem", "not checked here\n");
+    write_file("password", "secret\n");
+    /* path_of() reuses one buffer: keep copies. */
+    char ca[512], password[512];
+    snprintf(ca, sizeof(ca), "%s", path_of("ca.pem"));
+    snprintf(password, sizeof(password), "%s", path_of("password"));
+    char content[4096];
+    snprintf(content, sizeof(content),
+             "[Activator]\nBox=b\nStore=etcd://10.0.0.1:2379/activator\nStoreCA=%s\n"
+             "StoreCertificate=%s\nStoreKey=%s\nStoreUser=activator\nStorePasswordFile=%s\n",
+             ca, ca, ca, password);
+    write_file("etcd.conf", content);
+    act_daemon_config c;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_daemon(path_of("etcd.conf"), &c, &errors), 0);
+    assert_string_equal(c.store_ca, ca);
+    assert_string_equal(c.store_certificate, ca);
+    assert_string_equal(c.store_key, ca);
+    assert_string_equal(c.store_user, "activator");
+    assert_string_equal(c.store_password_file, password);
+    act_daemon_config_free(&c);
+
+    /* With the dir store they would do nothing: each is an error. */
+    snprintf(content, sizeof(content), "[Activator]\nBox=b\nStoreCA=%s\n", ca);
+    write_file("dir.conf", content);
+    assert_int_equal(act_config_load_daemon(path_of("dir.conf"), &c, &errors), -EINVAL);
+    assert_int_equal(errors.n, 1);
+    assert_error_at(&errors, 0, path_of("dir.conf"), 3, "StoreCA");
+    assert_non_null(strstr(errors.items[0].text, "etcd"));
+    act_config_errors_free(&errors);
+
+    /* A certificate without its key, a user without a password file, and a
+     * CA file that is not there. */
+    snprintf(content, sizeof(content),
+             "[Activator]\nBox=b\nStore=etcd://10.0.0.1:2379/a\nStoreCertificate=%s\n"
+             "StoreUser=activator\nStoreCA=/nonexistent/ca.pem\n",
+             ca);
+    write_file("pairs.conf", content);
+    assert_int_equal(act_config_load_daemon(path_of("pairs.conf"), &c, &errors), -EINVAL);
+    assert_int_equal(errors.n, 3);
+    assert_error_at(&errors, 0, path_of("pairs.conf"), 6, "StoreCA");
+    assert_non_null(strstr(errors.items[0].text, "/nonexistent/ca.pem"));
+    assert_error_at(&errors, 1, path_of("pairs.conf"), 4, "StoreCertificate");
+    assert_non_null(strstr(errors.items[1].text, "StoreKey"));
+    assert_error_at(&errors, 2, path_of("pairs.conf"), 5, "StoreUser");
+    assert_non_null(strstr(errors.items[2].text, "StorePasswordFile"));
     act_config_errors_free(&errors);
 }
 
@@ -614,6 +671,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(daemon_each_bad_key, setup, teardown),
         cmocka_unit_test_setup_teardown(daemon_all_errors_of_a_file, setup, teardown),
         cmocka_unit_test_setup_teardown(daemon_cross_key_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(daemon_store_access_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(daemon_missing_file, setup, teardown),
         cmocka_unit_test_setup_teardown(host_every_key, setup, teardown),
         cmocka_unit_test_setup_teardown(host_defaults, setup, teardown),

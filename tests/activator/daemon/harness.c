@@ -59,7 +59,7 @@ int dh_check_can_run(const char *suite, dh_store_kind kind)
         printf("FAIL %s: %s\n", suite, err.message);
         return 1;
     }
-    if (kind == DH_STORE_ETCD && !etcd_harness_available()) {
+    if (kind != DH_STORE_DIR && !etcd_harness_available()) {
         printf("SKIP %s: %s is not installed (Debian package etcd-server)\n", suite,
                ETCD_HARNESS_BINARY);
         return DH_SKIP;
@@ -69,33 +69,58 @@ int dh_check_can_run(const char *suite, dh_store_kind kind)
 
 /* ---- setup and teardown --------------------------------------------------- */
 
+dh_store_kind dh_store_kind_from(const char *name)
+{
+    if (name && strcmp(name, "etcd") == 0)
+        return DH_STORE_ETCD;
+    if (name && strcmp(name, "etcd-tls") == 0)
+        return DH_STORE_ETCD_TLS;
+    return DH_STORE_DIR;
+}
+
 void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf)
 {
     memset(d, 0, sizeof(*d));
     d->store_kind = kind;
     act_error err = {0};
-    if (kind == DH_STORE_ETCD) {
-        if (etcd_harness_start(&d->etcd, &err) < 0)
+    char *conf = NULL;
+    claims_store_options store_options = {0};
+    if (kind != DH_STORE_DIR) {
+        int r = kind == DH_STORE_ETCD_TLS ? etcd_harness_start_tls(&d->etcd, &err)
+                                          : etcd_harness_start(&d->etcd, &err);
+        if (r < 0)
             fail_msg("cannot start etcd: %s", err.message);
         d->etcd_started = true;
         /* A prefix of our own, so nothing else in this etcd can collide. */
         snprintf(d->store_url, sizeof(d->store_url), "%s/e2e-%d", d->etcd.url_prefix,
                  (int)getpid());
     }
+    if (kind == DH_STORE_ETCD_TLS) {
+        store_options = (claims_store_options){.ca_file = d->etcd.ca_file,
+                                               .cert_file = d->etcd.cert_file,
+                                               .key_file = d->etcd.key_file};
+        if (asprintf(&conf, "StoreCA=%s\nStoreCertificate=%s\nStoreKey=%s\n%s",
+                     d->etcd.ca_file, d->etcd.cert_file, d->etcd.key_file,
+                     extra_conf ? extra_conf : "") < 0)
+            fail_msg("out of memory");
+        extra_conf = conf;
+    }
     dd_options options = {
         .dir_prefix = "/tmp/act-e2e",
         .cgroup_name = "act-e2e",
         .box = DH_BOX,
-        .store_url = kind == DH_STORE_ETCD ? d->store_url : NULL,
+        .store_url = kind != DH_STORE_DIR ? d->store_url : NULL,
         .extra_conf = extra_conf,
     };
-    if (dd_setup(&d->drv, &options, &err) < 0)
+    int r = dd_setup(&d->drv, &options, &err);
+    free(conf);
+    if (r < 0)
         fail_msg("%s", err.message);
     /* The tests read the daemon's log for what it did step by step. */
     d->drv.verbose = true;
-    if (kind != DH_STORE_ETCD)
+    if (kind == DH_STORE_DIR)
         snprintf(d->store_url, sizeof(d->store_url), "dir://%s/claims", d->drv.state_dir);
-    if (claims_store_open(d->store_url, NULL, &d->store, &err) < 0)
+    if (claims_store_open(d->store_url, &store_options, &d->store, &err) < 0)
         fail_msg("cannot open the claim store %s: %s", d->store_url, err.message);
     dh_write_host(d, DH_BEACON_HOST, "[Host]\nExec=act-e2e-app\n");
 }

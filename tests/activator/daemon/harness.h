@@ -55,7 +55,11 @@
 typedef enum dh_store_kind {
     DH_STORE_DIR,
     DH_STORE_ETCD,
+    DH_STORE_ETCD_TLS, /* etcd over https with client certificates (StoreCA= etc.) */
 } dh_store_kind;
+
+/* "dir", "etcd" or "etcd-tls" (a test's argv[1]) as a kind; dir otherwise. */
+dh_store_kind dh_store_kind_from(const char *name);
 
 /* One event received from the daemon's PUB socket. */
 typedef dd_event dh_event;

@@ -1,4 +1,5 @@
-/* activatord end to end, on the dir store or on a real etcd (argv[1]): stage
+/* activatord end to end, on the dir store or on a real etcd, plain or over
+ * TLS with client certificates (argv[1]: dir, etcd, etcd-tls): stage
  * a build, assign the claim, wake the host, and check everything that says
  * it serves: the app answers over HTTP, the claim names this box, the phase
  * and the generation, the build state names the build, the events of the
@@ -332,10 +333,10 @@ static void test_claim_taken_while_serving_retires_the_generation(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "etcd") == 0)
-        store_kind = DH_STORE_ETCD;
-    int r = dh_check_can_run(store_kind == DH_STORE_ETCD ? "daemon-e2e-etcd" : "daemon-e2e-dir",
-                             store_kind);
+    store_kind = dh_store_kind_from(argc > 1 ? argv[1] : NULL);
+    char suite[64];
+    snprintf(suite, sizeof(suite), "daemon-e2e-%s", argc > 1 ? argv[1] : "dir");
+    int r = dh_check_can_run(suite, store_kind);
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
