@@ -69,6 +69,13 @@ int dh_check_can_run(const char *suite, dh_store_kind kind)
 
 /* ---- setup and teardown --------------------------------------------------- */
 
+bool dh_make_tls_certs(const char *dir)
+{
+    char command[PATH_MAX * 2];
+    snprintf(command, sizeof(command), "'%s' '%s'", ACT_TLS_CERTS_SCRIPT, dir);
+    return system(command) == 0;
+}
+
 dh_store_kind dh_store_kind_from(const char *name)
 {
     if (name && strcmp(name, "etcd") == 0)

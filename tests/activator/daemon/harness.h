@@ -58,6 +58,10 @@ typedef enum dh_store_kind {
     DH_STORE_ETCD_TLS, /* etcd over https with client certificates (StoreCA= etc.) */
 } dh_store_kind;
 
+/* Makes the TLS tests' certificates in dir (tests/tls/make-certs.sh): ca,
+ * server (127.0.0.1), client, and other-ca with its other-client. */
+bool dh_make_tls_certs(const char *dir);
+
 /* "dir", "etcd" or "etcd-tls" (a test's argv[1]) as a kind; dir otherwise. */
 dh_store_kind dh_store_kind_from(const char *name);
 

@@ -4,8 +4,12 @@
  *   - activatorctl drives the daemon: wake and status exit 0, a refused wake
  *     exits 1 with the reason;
  *   - activatorctl against a daemon that is not there exits 3, saying which
- *     URL it tried. */
+ *     URL it tried;
+ *   - remote control over TLS (ControlListen=): a client certificate of
+ *     TLSClientCA= drives the daemon; one of another CA is refused, and so
+ *     is a daemon whose certificate the client's CA did not sign. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +187,67 @@ static void test_activatorctl_without_a_daemon_exits_3(void **state)
              out);
 }
 
+static int ctl_tls(const char *url, const char *certs, const char *client, const char *ca,
+                   char *out, size_t size, const char *op, const char *host)
+{
+    char cert[PATH_MAX], key[PATH_MAX], ca_file[PATH_MAX];
+    snprintf(cert, sizeof(cert), "%s/%s.crt", certs, client);
+    snprintf(key, sizeof(key), "%s/%s.key", certs, client);
+    snprintf(ca_file, sizeof(ca_file), "%s/%s.crt", certs, ca);
+    char *const argv[] = {(char *)DH_ACTIVATORCTL, (char *)"--connect", (char *)url,
+                          (char *)"--tls-cert", cert, (char *)"--tls-key", key,
+                          (char *)"--tls-ca", ca_file, (char *)"--no-color", (char *)op,
+                          (char *)host, NULL};
+    return dh_run(argv, out, size);
+}
+
+static void test_remote_control_over_tls_with_client_certificates(void **state)
+{
+    dh_daemon *d = *state;
+    char certs[] = "/tmp/act-tls-XXXXXX";
+    assert_non_null(mkdtemp(certs));
+    assert_true(dh_make_tls_certs(certs));
+    int tls_port = dh_free_port();
+    char conf[4 * PATH_MAX], url[64];
+    snprintf(url, sizeof(url), "tls+tcp://127.0.0.1:%d", tls_port);
+    snprintf(conf, sizeof(conf),
+             "ControlListen=%s\nTLSCertificate=%s/server.crt\nTLSKey=%s/server.key\n"
+             "TLSClientCA=%s/ca.crt\n",
+             url, certs, certs, certs);
+    dh_setup(d, DH_STORE_DIR, conf);
+    int port = dh_free_port();
+    dh_write_app_host(d, "demo", port, NULL, NULL);
+    dh_stage(d, "demo", "v1", true, NULL);
+    dh_start(d, NULL);
+
+    char out[16384];
+    int status = ctl_tls(url, certs, "client", "ca", out, sizeof(out), "wake", "demo");
+    DH_CHECK(d, status == 0, "activatorctl wake over TLS exited %d:\n%s", status, out);
+    status = ctl_tls(url, certs, "client", "ca", out, sizeof(out), "status", "demo");
+    DH_CHECK(d, status == 0 && strstr(out, "serving"),
+             "activatorctl status over TLS exited %d:\n%s", status, out);
+    char body[512];
+    DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0, "demo does not answer");
+
+    status = ctl_tls(url, certs, "other-client", "ca", out, sizeof(out), "park", "demo");
+    DH_CHECK(d, status == 3 && strstr(out, url),
+             "a client certificate of another CA: exit %d (expected 3, naming %s):\n%s", status,
+             url, out);
+    status = ctl_tls(url, certs, "client", "other-ca", out, sizeof(out), "park", "demo");
+    DH_CHECK(d, status == 3 && strstr(out, url),
+             "a daemon whose certificate the client's CA did not sign: exit %d (expected 3):\n%s",
+             status, out);
+    /* Neither refused client parked it. */
+    json_object *after = dh_status(d, "demo");
+    bool serving = strcmp(dh_json_str(after, "state"), "serving") == 0;
+    json_object_put(after);
+    DH_CHECK(d, serving, "a refused TLS client changed the host's state");
+    dh_stop_and_check_clean(d);
+    char rm[64];
+    snprintf(rm, sizeof(rm), "rm -rf '%s'", certs);
+    assert_int_equal(system(rm), 0);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-control", DH_STORE_DIR);
@@ -192,6 +257,7 @@ int main(void)
         DH_TEST(test_bad_requests_get_errors_and_the_daemon_keeps_serving),
         DH_TEST(test_activatorctl_drives_the_daemon),
         DH_TEST(test_activatorctl_without_a_daemon_exits_3),
+        DH_TEST(test_remote_control_over_tls_with_client_certificates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
