@@ -171,6 +171,11 @@ int harness_request(const char *url, const void *body, size_t len, int timeout_m
     nng_socket_set_ms(req, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     nng_socket_set_ms(req, NNG_OPT_RECVTIMEO, timeout_ms);
     nng_socket_set_ms(req, NNG_OPT_SENDTIMEO, timeout_ms);
+    /* One request per socket: no reconnect after the server drops the
+     * connection (an oversized request). NNG 1.5.2 can leak the dialer and
+     * its pipe when a socket closes while such a reconnect is under way. */
+    nng_socket_set_ms(req, NNG_OPT_RECONNMINT, 3600 * 1000);
+    nng_socket_set_ms(req, NNG_OPT_RECONNMAXT, 3600 * 1000);
     rv = nng_dial(req, url, NULL, 0);
     if (rv == 0)
         rv = nng_send(req, (void *)body, len, 0);
