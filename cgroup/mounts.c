@@ -40,7 +40,9 @@ static bool option_listed(const char *options, const char *wanted)
 
 /* Finds the first mount with fstype and, for v1, the controller among its
  * super options. Only mounts of the hierarchy's root ("/") count: a bind
- * mount of a subtree would shift every path we compute. */
+ * mount of a subtree would shift every path we compute. A v1 hierarchy
+ * mounted read-only (as a container on a hybrid host sees them) is one we
+ * cannot create groups in, so it does not count either. */
 static int find_mount(const char *fstype, const char *controller, char **out)
 {
     _cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -63,12 +65,14 @@ static int find_mount(const char *fstype, const char *controller, char **out)
             continue;
         if (controller && !option_listed(super, controller))
             continue;
-        char *fields[5] = {0};
+        char *fields[6] = {0};
         saveptr = NULL;
         char *p = strtok_r(line, " ", &saveptr);
-        for (int i = 0; i < 5 && p; i++, p = strtok_r(NULL, " ", &saveptr))
+        for (int i = 0; i < 6 && p; i++, p = strtok_r(NULL, " ", &saveptr))
             fields[i] = p;
         if (!fields[3] || !fields[4] || strcmp(fields[3], "/") != 0)
+            continue;
+        if (controller && option_listed(fields[5], "ro"))
             continue;
         unescape_octal(fields[4]);
         *out = strdup(fields[4]);

@@ -217,7 +217,7 @@ long cg_clone3_vm(struct clone_args *args, size_t size, void (*fn)(void *), void
  * a guard page below it turns an overflow into a fault, not corruption. */
 #define CHILD_STACK_BYTES (128 * 1024)
 
-static void child_entry(void *plan)
+CG_CHILD_CODE static void child_entry(void *plan)
 {
     cg_child_run(plan);
 }
