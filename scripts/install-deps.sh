@@ -13,8 +13,10 @@ packages=(
   libsystemd-dev libseccomp-dev libnng-dev libcmocka-dev libcgroup-dev
   libssl-dev libjson-c-dev libinih-dev libcurl4-openssl-dev
   # tests: a real etcd, curl for the HTTP baselines, systemd tools for unit checks,
-  # openssl to make the TLS tests' certificates
+  # openssl to make the TLS tests' certificates, and a Debian root booted with
+  # systemd-nspawn for the unit under a real service manager
   etcd-server etcd-client curl systemd coreutils iproute2 openssl
+  systemd-container debootstrap
 )
 
 missing=()

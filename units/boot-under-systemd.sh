@@ -1,0 +1,220 @@
+#!/bin/sh
+# boot-under-systemd.sh SERVICE TMPFILES ACTIVATORD ACTIVATORCTL TESTAPP
+#
+# The unit under a real service manager: boots Debian 12 with systemd as PID 1
+# in systemd-nspawn (its own network namespace, a throwaway overlay over a
+# cached root), installs activatord.service, the tmpfiles entry and the
+# binaries into it, and checks there, as an operator would:
+#   - systemd starts activatord (Type=notify: it said READY=1) and shows its
+#     STATUS=;
+#   - a staged build wakes and answers;
+#   - the daemon crashes (SIGKILL): systemd restarts it (Restart=always), the
+#     generation keeps running (KillMode=process), and the next daemon takes
+#     the socket back from systemd's FD store and resumes the generation,
+#     which answers on it;
+#   - systemctl restart is a clean stop (DESIGN: SIGTERM retires every
+#     generation with proof), and the next connection wakes a new one;
+#   - systemctl stop retires it: the app and its cgroup are gone.
+# The root comes from container-root.sh (debootstrap once, then cached).
+set -eu
+service=$1 tmpfiles=$2 activatord=$3 activatorctl=$4 testapp=$5
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "skip: booting a container needs root"
+    exit 77
+fi
+for tool in systemd-nspawn; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "FAIL: $tool is missing (scripts/install-deps.sh installs systemd-container)"
+        exit 1
+    fi
+done
+
+root=$("$(dirname "$0")/container-root.sh") || exit 1
+
+work=$(mktemp -d /tmp/act-boot-XXXXXX)
+mounted_run=
+
+# nspawn (with --keep-unit and no systemd on the host to ask for a scope)
+# makes its payload/ and supervisor/ cgroups in the cgroup it runs in. So it
+# runs in a subtree of our own, in the cgroup2 hierarchy and in systemd's
+# named v1 one where there is one, and the subtree is removed afterwards.
+box=act-boot-$$
+subtrees=
+enter_own_cgroups() {
+    v2=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)
+    named=$(awk '$9 == "cgroup" && $NF ~ /name=systemd/ { print $5; exit }' /proc/self/mountinfo)
+    for spec in "$v2:0::" "$named:[0-9]*:name=systemd:"; do
+        mount=${spec%%:*}
+        [ -n "$mount" ] || continue
+        own=$(sed -n "s/^${spec#*:}//p" /proc/self/cgroup | head -1)
+        dir=$mount${own%/}/$box
+        mkdir "$dir"
+        echo $$ >"$dir/cgroup.procs"
+        subtrees="$subtrees $mount${own%/}:$dir"
+    done
+}
+leave_own_cgroups() {
+    for pair in $subtrees; do
+        parent=${pair%%:*} dir=${pair#*:}
+        echo $$ >"$parent/cgroup.procs" 2>/dev/null || true
+        find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        if [ -d "$dir" ]; then echo "FAIL: cgroup $dir is left behind"; left=yes; fi
+    done
+}
+left=
+cleanup() {
+    leave_own_cgroups
+    rm -rf "$work"
+    if [ -n "$mounted_run" ]; then umount /run/systemd/nspawn 2>/dev/null || true; fi
+}
+trap cleanup EXIT
+# nspawn keeps its mount-propagation directory below /run/systemd/nspawn and
+# expects a tmpfs there (where /run is not one, as on this kind of machine).
+if [ "$(stat -f -c %T /run)" != tmpfs ] && ! mountpoint -q /run/systemd/nspawn; then
+    mkdir -p /run/systemd/nspawn
+    mount -t tmpfs -o mode=0755 tmpfs /run/systemd/nspawn
+    mounted_run=yes
+fi
+
+mkdir -p "$work/results" "$work/etc/hosts" "$work/dropin"
+cat >"$work/etc/activatord.conf" <<'EOF'
+[Activator]
+Box=box-1
+EOF
+cat >"$work/etc/hosts/demo.conf" <<'EOF'
+[Host]
+Exec=act-testapp
+Ready=notify
+ReadyTimeoutSec=10
+StopTimeoutSec=5
+IdleTimeoutSec=0
+[Listen]
+ListenStream=127.0.0.1:18080
+EOF
+# The test build is sanitized; its leak report at exit is checked elsewhere.
+cat >"$work/dropin/sanitizers.conf" <<'EOF'
+[Service]
+Environment=ASAN_OPTIONS=detect_leaks=0
+EOF
+cat >"$work/act-check.service" <<'EOF'
+[Unit]
+Description=activatord checks under systemd
+Wants=activatord.service
+After=activatord.service
+[Service]
+Type=oneshot
+ExecStart=/usr/local/bin/act-check
+EOF
+cat >"$work/act-check" <<'EOF'
+#!/bin/sh
+# Inside the container, as root. One line per check in /results/checks.txt.
+out=/results/checks.txt
+ok() { echo "ok $1" >>"$out"; }
+fail() { echo "FAIL $1: $2" >>"$out"; }
+ctl() { ASAN_OPTIONS=detect_leaks=0 activatorctl --no-color "$@" >>/results/activatorctl.txt 2>&1; }
+get() { curl -s --max-time 5 http://127.0.0.1:18080/; }
+pid_of() { printf '%s' "$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p'; }
+cg=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)
+
+state=$(systemctl is-active activatord)
+[ "$state" = active ] && ok started || fail started "activatord is $state"
+text=$(systemctl show -p StatusText --value activatord)
+case $text in *hosts*) ok status-text ;; *) fail status-text "StatusText=$text" ;; esac
+
+ctl stage demo v1 /opt/act-testapp --promote && ok stage || fail stage "see activatorctl.txt"
+ctl wake demo && ok wake || fail wake "see activatorctl.txt"
+answer=$(get)
+case $answer in *"version=v1"*) ok answers ;; *) fail answers "got: $answer" ;; esac
+pid=$(pid_of "$answer")
+
+stored=$(systemctl show -p NFileDescriptorStore --value activatord)
+[ "${stored:-0}" -ge 1 ] && ok fd-store || fail fd-store "NFileDescriptorStore=$stored"
+
+# A crash: systemd restarts the daemon; the generation lives on.
+main=$(systemctl show -p MainPID --value activatord)
+systemctl kill --kill-who=main --signal=SIGKILL activatord
+for _ in $(seq 100); do
+    now=$(systemctl show -p MainPID --value activatord)
+    [ "$now" != "$main" ] && [ "$now" != 0 ] &&
+        [ "$(systemctl is-active activatord)" = active ] && break
+    sleep 0.2
+done
+[ "$now" != "$main" ] && [ "$now" != 0 ] && ok restarted-after-crash ||
+    fail restarted-after-crash "MainPID $main -> $now"
+if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then ok survives-crash; else
+    fail survives-crash "app pid $pid is gone"; fi
+: >/results/status.txt
+ASAN_OPTIONS=detect_leaks=0 activatorctl --no-color status demo >/results/status.txt 2>&1
+grep -q "serving" /results/status.txt && grep -q " $pid " /results/status.txt && ok resumed ||
+    fail resumed "$(cat /results/status.txt)"
+again=$(get)
+[ -n "$pid" ] && [ "$(pid_of "$again")" = "$pid" ] && ok same-generation-answers ||
+    fail same-generation-answers "got: $again"
+
+# A restart is a clean stop and a start.
+systemctl restart activatord
+if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then fail restart-retires "app pid $pid runs";
+else ok restart-retires; fi
+answer=$(get)
+case $answer in *"version=v1"*) ok wakes-after-restart ;; *) fail wakes-after-restart "got: $answer" ;; esac
+pid=$(pid_of "$answer")
+
+systemctl stop activatord
+if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then fail stop-retires "app pid $pid runs";
+else ok stop-retires; fi
+leftover=$(find "$cg/system.slice/activatord.service/hosts" -mindepth 2 -type d 2>/dev/null)
+[ -z "$leftover" ] && ok no-leaves-left || fail no-leaves-left "$leftover"
+[ "$(systemctl is-failed activatord)" != failed ] && ok clean-stop ||
+    fail clean-stop "the unit failed"
+
+journalctl -u activatord --no-pager >/results/journal.txt 2>&1
+echo done >>"$out"
+systemctl poweroff
+EOF
+chmod +x "$work/act-check"
+
+echo "booting the container"
+enter_own_cgroups
+set +e
+timeout 180 systemd-nspawn --quiet --register=no --keep-unit --private-network \
+    --volatile=overlay --console=pipe -D "$root" \
+    --bind-ro="$activatord:/usr/local/sbin/activatord" \
+    --bind-ro="$activatorctl:/usr/local/bin/activatorctl" \
+    --bind-ro="$testapp:/opt/act-testapp" \
+    --bind-ro="$service:/etc/systemd/system/activatord.service" \
+    --bind-ro="$work/dropin:/etc/systemd/system/activatord.service.d" \
+    --bind-ro="$tmpfiles:/etc/tmpfiles.d/activator.conf" \
+    --bind-ro="$work/etc:/etc/activator" \
+    --bind-ro="$work/act-check.service:/etc/systemd/system/act-check.service" \
+    --bind-ro="$work/act-check:/usr/local/bin/act-check" \
+    --bind="$work/results:/results" \
+    -b -- systemd.unit=multi-user.target systemd.wants=act-check.service \
+    >"$work/results/console.txt" 2>&1
+rc=$?
+set -e
+
+status=0
+if [ "$rc" -ne 0 ]; then
+    echo "FAIL: the container exited $rc"
+    status=1
+fi
+if [ -f "$work/results/checks.txt" ]; then
+    cat "$work/results/checks.txt"
+else
+    echo "FAIL: the checks never ran"
+    status=1
+fi
+grep -q '^FAIL' "$work/results/checks.txt" 2>/dev/null && status=1
+grep -qx done "$work/results/checks.txt" 2>/dev/null || status=1
+leave_own_cgroups
+subtrees=
+[ -z "$left" ] || status=1
+if [ "$status" -ne 0 ]; then
+    for f in activatorctl.txt journal.txt console.txt; do
+        [ -f "$work/results/$f" ] || continue
+        echo "---- $f ----"
+        tail -60 "$work/results/$f"
+    done
+fi
+exit $status
