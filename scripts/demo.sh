@@ -24,12 +24,18 @@ stop_demo() {
     fi
     rm -f "$demo_dir/activatord.pid"
   fi
-  # The daemon leaves its (empty) cgroup root; it is the demo's to remove.
+  # The daemon leaves its (empty) cgroup root, and on a hybrid host that
+  # root's mirrors in the v1 memory/pids/cpu hierarchies; they are the
+  # demo's to remove.
   if [[ -f $demo_dir/cgroup-root ]]; then
-    local root
+    local root v2 relative dir
     root=$(cat "$demo_dir/cgroup-root")
-    [[ -d $root/hosts ]] && find "$root/hosts" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null || true
-    rmdir "$root/hosts" "$root" 2>/dev/null || true
+    v2=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)
+    relative=${root#"$v2"}
+    for dir in "$root" $(awk -v rel="$relative" '$9 == "cgroup" && $NF ~ /(memory|pids|cpu)/ \
+        { print $5 rel }' /proc/self/mountinfo); do
+      [[ -d $dir ]] && find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    done
   fi
 }
 
