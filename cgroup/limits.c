@@ -19,8 +19,8 @@ static int route_check(const cg_root *root, enum cg_controller c, const char *wh
         return 0;
     return act_error_set(err, EOPNOTSUPP,
                          "%s is set but the %s controller is neither enabled for %s (cgroup v2) "
-                         "nor mounted as cgroup v1; delegate the controller to the activator or "
-                         "drop the limit",
+                         "nor mounted writable as cgroup v1; delegate the controller to the "
+                         "activator or drop the limit",
                          what, cg_controller_names[c], root->v2_path);
 }
 
