@@ -65,3 +65,35 @@ bool cg_parse_keyed(const char *text, const char *key, uint64_t *value)
     }
     return false;
 }
+
+int cg_read_pids(int dirfd, pid_t **pids, size_t *n)
+{
+    char buf[65536];
+    int r = cg_read_file_at(dirfd, "cgroup.procs", buf, sizeof(buf));
+    if (r < 0)
+        return r;
+    size_t count = 0, cap = 16;
+    pid_t *list = malloc(cap * sizeof(*list));
+    if (!list)
+        return -ENOMEM;
+    for (char *p = buf; *p;) {
+        char *end = NULL;
+        long pid = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        p = end + strspn(end, "\n");
+        if (count == cap) {
+            pid_t *bigger = realloc(list, 2 * cap * sizeof(*list));
+            if (!bigger) {
+                free(list);
+                return -ENOMEM;
+            }
+            list = bigger;
+            cap *= 2;
+        }
+        list[count++] = (pid_t)pid;
+    }
+    *pids = list;
+    *n = count;
+    return 0;
+}

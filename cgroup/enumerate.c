@@ -13,38 +13,6 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 
-static int read_pids(int dirfd, pid_t **pids, size_t *n)
-{
-    char buf[65536];
-    int r = cg_read_file_at(dirfd, "cgroup.procs", buf, sizeof(buf));
-    if (r < 0)
-        return r;
-    size_t count = 0, cap = 16;
-    pid_t *list = malloc(cap * sizeof(*list));
-    if (!list)
-        return -ENOMEM;
-    for (char *p = buf; *p;) {
-        char *end = NULL;
-        long pid = strtol(p, &end, 10);
-        if (end == p)
-            break;
-        p = end + strspn(end, "\n");
-        if (count == cap) {
-            pid_t *bigger = realloc(list, 2 * cap * sizeof(*list));
-            if (!bigger) {
-                free(list);
-                return -ENOMEM;
-            }
-            list = bigger;
-            cap *= 2;
-        }
-        list[count++] = (pid_t)pid;
-    }
-    *pids = list;
-    *n = count;
-    return 0;
-}
-
 static bool pid_listed(const pid_t *pids, size_t n, pid_t pid)
 {
     for (size_t i = 0; i < n; i++)
@@ -61,7 +29,7 @@ static int open_pidfds(int dirfd, cg_found_process **out, size_t *n_out)
 {
     _cleanup_free_ pid_t *first = NULL, *second = NULL;
     size_t n_first = 0, n_second = 0;
-    int r = read_pids(dirfd, &first, &n_first);
+    int r = cg_read_pids(dirfd, &first, &n_first);
     if (r < 0)
         return r;
     cg_found_process *procs = calloc(n_first ? n_first : 1, sizeof(*procs));
@@ -71,7 +39,7 @@ static int open_pidfds(int dirfd, cg_found_process **out, size_t *n_out)
         procs[i].pid = first[i];
         procs[i].pidfd = (int)syscall(SYS_pidfd_open, first[i], 0);
     }
-    r = read_pids(dirfd, &second, &n_second);
+    r = cg_read_pids(dirfd, &second, &n_second);
     size_t kept = 0;
     for (size_t i = 0; i < n_first; i++) {
         bool proven = r == 0 && procs[i].pidfd >= 0 && pid_listed(second, n_second, procs[i].pid) &&

@@ -55,6 +55,8 @@ int cg_write_file_at(int dirfd, const char *name, const char *value);
 int cg_read_file_at(int dirfd, const char *name, char *buf, size_t size);
 /* Finds "key <number>" in a flat-keyed file's text. */
 bool cg_parse_keyed(const char *text, const char *key, uint64_t *value);
+/* The pids in dirfd's cgroup.procs, malloc'd; negative errno on failure. */
+int cg_read_pids(int dirfd, pid_t **pids, size_t *n);
 
 /* libcgroup glue (v1.c). */
 int cg_v1_init(act_error *err);

@@ -66,26 +66,22 @@ int cg_leaf_populated(cg_leaf *leaf, bool *populated, act_error *err)
  * newly signalled (pids in seen[] were signalled by an earlier sweep). */
 static int kill_listed(cg_leaf *leaf, pid_t *seen, size_t *n_seen, size_t cap)
 {
-    char buf[65536];
-    int r = cg_read_file_at(leaf->dir_fd, "cgroup.procs", buf, sizeof(buf));
+    _cleanup_free_ pid_t *pids = NULL;
+    size_t n = 0;
+    int r = cg_read_pids(leaf->dir_fd, &pids, &n);
     if (r < 0)
         return r;
     int fresh = 0;
-    for (char *p = buf; *p;) {
-        char *end = NULL;
-        long pid = strtol(p, &end, 10);
-        if (end == p)
-            break;
-        p = end + strspn(end, "\n");
+    for (size_t i = 0; i < n; i++) {
         bool known = false;
-        for (size_t i = 0; i < *n_seen && !known; i++)
-            known = seen[i] == pid;
+        for (size_t j = 0; j < *n_seen && !known; j++)
+            known = seen[j] == pids[i];
         if (known)
             continue;
-        kill((pid_t)pid, SIGKILL);
+        kill(pids[i], SIGKILL);
         fresh++;
         if (*n_seen < cap)
-            seen[(*n_seen)++] = (pid_t)pid;
+            seen[(*n_seen)++] = pids[i];
     }
     return fresh;
 }

@@ -289,14 +289,11 @@ int cg_leaf_remove(cg_leaf *leaf, act_error *err)
     return 0;
 }
 
-static int read_v1_number(const cg_leaf *leaf, enum cg_controller c, const char *file,
-                          const char *key, uint64_t *value)
+/* A control file holding one number, or (with key) a "key value" line. */
+static int read_number_at(int dirfd, const char *file, const char *key, uint64_t *value)
 {
-    char path[PATH_MAX], buf[4096];
-    if (!leaf->v1_path[c])
-        return -ENOENT;
-    snprintf(path, sizeof(path), "%s/%s", leaf->v1_path[c], file);
-    int r = cg_read_file_at(AT_FDCWD, path, buf, sizeof(buf));
+    char buf[4096];
+    int r = cg_read_file_at(dirfd, file, buf, sizeof(buf));
     if (r < 0)
         return r;
     if (key)
@@ -306,18 +303,20 @@ static int read_v1_number(const cg_leaf *leaf, enum cg_controller c, const char 
     return end != buf ? 0 : -EBADMSG;
 }
 
+static int read_v1_number(const cg_leaf *leaf, enum cg_controller c, const char *file,
+                          const char *key, uint64_t *value)
+{
+    char path[PATH_MAX];
+    if (!leaf->v1_path[c])
+        return -ENOENT;
+    snprintf(path, sizeof(path), "%s/%s", leaf->v1_path[c], file);
+    return read_number_at(AT_FDCWD, path, key, value);
+}
+
 static int read_v2_number(const cg_leaf *leaf, const char *file, const char *key,
                           uint64_t *value)
 {
-    char buf[4096];
-    int r = cg_read_file_at(leaf->dir_fd, file, buf, sizeof(buf));
-    if (r < 0)
-        return r;
-    if (key)
-        return cg_parse_keyed(buf, key, value) ? 0 : -EBADMSG;
-    char *end = NULL;
-    *value = strtoull(buf, &end, 10);
-    return end != buf ? 0 : -EBADMSG;
+    return read_number_at(leaf->dir_fd, file, key, value);
 }
 
 int cg_leaf_stats(cg_leaf *leaf, cg_stats *stats, act_error *err)
