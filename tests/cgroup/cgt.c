@@ -175,6 +175,16 @@ int cgt_spawn(cg_leaf *leaf, const char *app, const char *const *args,
     return r;
 }
 
+void cgt_start(cg_leaf *leaf, const char *app, const char *const *args, const char *marker,
+               cg_process *proc, int *stdout_read)
+{
+    act_error err = {0};
+    int r = cgt_spawn(leaf, app, args, NULL, NULL, proc, stdout_read, &err);
+    if (r < 0)
+        fail_msg("cannot start %s: %s", app, err.message);
+    free(cgt_read_until(*stdout_read, marker, 10000));
+}
+
 char *cgt_read_until(int fd, const char *marker, int timeout_ms)
 {
     size_t cap = 65536, len = 0;

@@ -49,6 +49,11 @@ int cgt_spawn(cg_leaf *leaf, const char *app, const char *const *args,
               void (*tweak)(cg_spawn_spec *spec, void *data), void *data, cg_process *proc,
               int *stdout_read, act_error *err);
 
+/* cgt_spawn with the default spec, asserting it succeeded, then reads its
+ * output until marker ("end\n", "ready\n"): the app is past its start. */
+void cgt_start(cg_leaf *leaf, const char *app, const char *const *args, const char *marker,
+               cg_process *proc, int *stdout_read);
+
 /* Reads fd until marker appears, EOF, or timeout_ms pass; malloc'd text. */
 char *cgt_read_until(int fd, const char *marker, int timeout_ms);
 

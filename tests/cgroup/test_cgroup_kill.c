@@ -100,8 +100,7 @@ static void retire_of_a_cooperative_app_ends_when_it_exits(void **state)
     int out_fd;
     act_error err = {0};
     const char *args[] = {"0", "wait", NULL};
-    assert_int_equal(cgt_spawn(leaf, "cg-probe", args, NULL, NULL, &proc, &out_fd, &err), 0);
-    free(cgt_read_until(out_fd, "end\n", 10000));
+    cgt_start(leaf, "cg-probe", args, "end\n", &proc, &out_fd);
     /* A grace far longer than the test's timeout: only an early end passes. */
     assert_int_equal(cg_retire_blocking(leaf, proc.pidfd, 3600 * SEC, 10 * SEC, &err), 0);
     siginfo_t info;
@@ -118,8 +117,7 @@ static void not_proven_is_told_apart_from_proven(void **state)
     cg_process proc;
     int out_fd;
     act_error err = {0};
-    assert_int_equal(cgt_spawn(leaf, "cg-ignore-term", NULL, NULL, NULL, &proc, &out_fd, &err), 0);
-    free(cgt_read_until(out_fd, "ready\n", 10000));
+    cgt_start(leaf, "cg-ignore-term", NULL, "ready\n", &proc, &out_fd);
     assert_int_equal(cg_leaf_wait_empty(leaf, 50000, &err), -ETIMEDOUT);
     assert_non_null(strstr(err.message, "NOT proven"));
     assert_int_equal(cg_leaf_remove(leaf, &err), -EBUSY);
@@ -140,8 +138,7 @@ static void events_fd_signals_emptiness(void **state)
     int out_fd;
     act_error err = {0};
     const char *args[] = {"0", "wait", NULL};
-    assert_int_equal(cgt_spawn(leaf, "cg-probe", args, NULL, NULL, &proc, &out_fd, &err), 0);
-    free(cgt_read_until(out_fd, "end\n", 10000));
+    cgt_start(leaf, "cg-probe", args, "end\n", &proc, &out_fd);
     int events = cg_leaf_events_fd(leaf, &err);
     assert_true(events >= 0);
     bool populated = false;

@@ -212,8 +212,7 @@ static void an_existing_leaf_reopens_with_stats(void **state)
     int out_fd;
     act_error err = {0};
     const char *args[] = {"0", "wait", NULL};
-    assert_int_equal(cgt_spawn(created, "cg-probe", args, NULL, NULL, &proc, &out_fd, &err), 0);
-    free(cgt_read_until(out_fd, "end\n", 10000));
+    cgt_start(created, "cg-probe", args, "end\n", &proc, &out_fd);
     cg_leaf_free(created); /* as a daemon restart would */
 
     cg_leaf *leaf = NULL;
