@@ -70,15 +70,11 @@ int rel_gc(rel_store *store, const char *host, const char *const *keep_versions,
         if (r < 0)
             return act_error_prefix(err, "host %s: gc keep list entry %zu", host, i);
     }
-    act_error open_err = {0};
-    _cleanup_close_ int host_dirfd = rel_host_open(store, host, false, &open_err);
+    _cleanup_close_ int host_dirfd = rel_host_open_if_staged(store, host, err);
     if (host_dirfd == -ENOENT)
         return 0;
-    if (host_dirfd < 0) {
-        if (err)
-            *err = open_err;
+    if (host_dirfd < 0)
         return host_dirfd;
-    }
     /* The host lock keeps a promote from making a version live while it is
      * being removed. */
     r = rel_lock_host(store, host_dirfd, host, err);

@@ -114,6 +114,9 @@ void rel_manifest_clear(rel_manifest *m);
 /* Opens <releases>/<host> as a directory fd, never through a symlink.
  * With create, makes it first (mode 0755). */
 int rel_host_open(rel_store *store, const char *host, bool create, act_error *err);
+/* The same for readers, to whom a host with nothing staged is simply empty:
+ * -ENOENT then leaves err alone. */
+int rel_host_open_if_staged(rel_store *store, const char *host, act_error *err);
 
 /* Opens <host>/<version> as a directory fd, never through a symlink; errors
  * say that the version is not staged. */

@@ -99,14 +99,10 @@ int rel_list(rel_store *store, const char *host, rel_entry **entries, size_t *n,
     int r = act_name_check("host", host, err);
     if (r < 0)
         return r;
-    act_error open_err = {0};
-    _cleanup_close_ int host_dirfd = rel_host_open(store, host, false, &open_err);
+    _cleanup_close_ int host_dirfd = rel_host_open_if_staged(store, host, err);
     if (host_dirfd == -ENOENT)
         return 0;
-    if (host_dirfd < 0) {
-        if (err)
-            *err = open_err;
+    if (host_dirfd < 0)
         return host_dirfd;
-    }
     return rel_list_open(store, host_dirfd, host, entries, n, err);
 }

@@ -81,6 +81,15 @@ int rel_host_open(rel_store *store, const char *host, bool create, act_error *er
                          strerror(errno));
 }
 
+int rel_host_open_if_staged(rel_store *store, const char *host, act_error *err)
+{
+    act_error why = {0};
+    int fd = rel_host_open(store, host, false, &why);
+    if (fd < 0 && fd != -ENOENT && err)
+        *err = why;
+    return fd;
+}
+
 int rel_version_open(rel_store *store, int host_dirfd, const char *host, const char *version,
                      act_error *err)
 {
