@@ -28,6 +28,18 @@ static bool has_control_char(const char *text)
     return false;
 }
 
+/* What every path must pass, whatever it is relative to. */
+static int check_characters_and_length(const char *text, const char *shown, act_error *err)
+{
+    if (has_control_char(text))
+        return act_error_set(err, EINVAL,
+                             "\"%s\" has a control character (remove it from the path)", shown);
+    if (strlen(text) >= PATH_MAX)
+        return act_error_set(err, ENAMETOOLONG, "the path is longer than %d bytes (shorten it)",
+                             PATH_MAX - 1);
+    return 0;
+}
+
 int act_parse_absolute_path(const char *text, act_error *err)
 {
     char shown[ACT_CONFIG_QUOTE_MAX];
@@ -38,13 +50,7 @@ int act_parse_absolute_path(const char *text, act_error *err)
     if (has_dot_component(text))
         return act_error_set(err, EINVAL,
                              "\"%s\" has a . or .. component (write the path without them)", shown);
-    if (has_control_char(text))
-        return act_error_set(err, EINVAL,
-                             "\"%s\" has a control character (remove it from the path)", shown);
-    if (strlen(text) >= PATH_MAX)
-        return act_error_set(err, ENAMETOOLONG, "the path is longer than %d bytes (shorten it)",
-                             PATH_MAX - 1);
-    return 0;
+    return check_characters_and_length(text, shown, err);
 }
 
 int act_parse_build_path(const char *text, act_error *err)
@@ -65,11 +71,5 @@ int act_parse_build_path(const char *text, act_error *err)
                              "\"%s\" has a . or .. component and could leave the build (write "
                              "the plain path inside the build)",
                              shown);
-    if (has_control_char(text))
-        return act_error_set(err, EINVAL,
-                             "\"%s\" has a control character (remove it from the path)", shown);
-    if (strlen(text) >= PATH_MAX)
-        return act_error_set(err, ENAMETOOLONG, "the path is longer than %d bytes (shorten it)",
-                             PATH_MAX - 1);
-    return 0;
+    return check_characters_and_length(text, shown, err);
 }
