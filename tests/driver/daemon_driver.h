@@ -223,6 +223,8 @@ int dd_http_get(int port, char *buf, size_t size);
 /* Runs argv with stdout and stderr captured into out (NUL-terminated).
  * Returns the exit status, or -1. */
 int dd_run(char *const argv[], char *out, size_t out_size);
+/* The same as uid/gid (with gid as the only group) when uid != (uid_t)-1. */
+int dd_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size);
 
 /* Whether <cgroup root>/hosts/<host>/<leaf> exists, and how many leaves the
  * host has. */

@@ -20,6 +20,11 @@ int dd_request_nng(const char *url, const void *body, size_t len, int timeout_ms
     nng_socket_set_ms(req, NNG_OPT_RECVTIMEO, timeout_ms);
     nng_socket_set_ms(req, NNG_OPT_SENDTIMEO, timeout_ms);
     nng_socket_set_size(req, NNG_OPT_RECVMAXSZ, 16 * 1024 * 1024);
+    /* One request per socket: no reconnect after the server drops the
+     * connection (an oversized request). NNG 1.5.2 can leak the dialer and
+     * its pipe when a socket closes while such a reconnect is under way. */
+    nng_socket_set_ms(req, NNG_OPT_RECONNMINT, 3600 * 1000);
+    nng_socket_set_ms(req, NNG_OPT_RECONNMAXT, 3600 * 1000);
     rv = nng_dial(req, url, NULL, 0);
     if (rv == 0)
         rv = nng_send(req, (void *)body, len, 0);

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -86,6 +87,11 @@ size_t dd_generation_records(const dd_daemon *d, const char *host)
 
 int dd_run(char *const argv[], char *out, size_t out_size)
 {
+    return dd_run_as(argv, (uid_t)-1, 0, out, out_size);
+}
+
+int dd_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size)
+{
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
         return -1;
@@ -96,6 +102,11 @@ int dd_run(char *const argv[], char *out, size_t out_size)
         /* Only async-signal-safe calls until exec: NNG is not fork-safe. */
         dup2(fds[1], STDOUT_FILENO);
         dup2(fds[1], STDERR_FILENO);
+        if (uid != (uid_t)-1) {
+            gid_t groups[1] = {gid};
+            if (setgroups(1, groups) < 0 || setgid(gid) < 0 || setuid(uid) < 0)
+                _exit(120);
+        }
         execv(argv[0], argv);
         _exit(127);
     }

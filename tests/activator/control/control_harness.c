@@ -2,19 +2,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
 #include <nng/nng.h>
-#include <nng/protocol/reqrep0/req.h>
 
 typedef struct slow_wake {
     act_control_reply *reply;
@@ -160,65 +157,4 @@ void harness_stop(harness *h)
     snprintf(path, sizeof(path), "%s/events.ipc", h->dir);
     unlink(path);
     rmdir(h->dir);
-}
-
-int harness_request(const char *url, const void *body, size_t len, int timeout_ms, char **reply)
-{
-    nng_socket req;
-    int rv = nng_req0_open(&req);
-    if (rv != 0)
-        return rv;
-    nng_socket_set_ms(req, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    nng_socket_set_ms(req, NNG_OPT_RECVTIMEO, timeout_ms);
-    nng_socket_set_ms(req, NNG_OPT_SENDTIMEO, timeout_ms);
-    /* One request per socket: no reconnect after the server drops the
-     * connection (an oversized request). NNG 1.5.2 can leak the dialer and
-     * its pipe when a socket closes while such a reconnect is under way. */
-    nng_socket_set_ms(req, NNG_OPT_RECONNMINT, 3600 * 1000);
-    nng_socket_set_ms(req, NNG_OPT_RECONNMAXT, 3600 * 1000);
-    rv = nng_dial(req, url, NULL, 0);
-    if (rv == 0)
-        rv = nng_send(req, (void *)body, len, 0);
-    nng_msg *msg = NULL;
-    if (rv == 0)
-        rv = nng_recvmsg(req, &msg, 0);
-    if (rv == 0) {
-        *reply = strndup(nng_msg_body(msg), nng_msg_len(msg));
-        nng_msg_free(msg);
-    }
-    nng_close(req);
-    return rv;
-}
-
-int harness_run(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size)
-{
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) < 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        /* Only async-signal-safe calls until exec: NNG is not fork-safe. */
-        dup2(fds[1], STDOUT_FILENO);
-        dup2(fds[1], STDERR_FILENO);
-        if (uid != (uid_t)-1) {
-            gid_t groups[1] = {gid};
-            if (setgroups(1, groups) < 0 || setgid(gid) < 0 || setuid(uid) < 0)
-                _exit(120);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t used = 0;
-    ssize_t n;
-    while ((n = read(fds[0], out + used, out_size - 1 - used)) > 0)
-        used += (size_t)n;
-    out[used] = '\0';
-    close(fds[0]);
-    int status;
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
-        return -1;
-    return WEXITSTATUS(status);
 }

@@ -26,10 +26,5 @@ typedef struct harness {
 int harness_start(harness *h, const act_control_options *overrides);
 void harness_stop(harness *h);
 
-/* One request on a fresh REQ socket; *reply is malloc'd text. Returns 0 or an
- * NNG error. */
-int harness_request(const char *url, const void *body, size_t len, int timeout_ms, char **reply);
-
-/* Runs argv as uid/gid (when uid != (uid_t)-1) with stdout and stderr
- * captured into out (NUL-terminated). Returns the exit status, or -1. */
-int harness_run(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size);
+/* Requests and activatorctl runs go through the daemon driver's
+ * dd_request_nng and dd_run_as (tests/driver/daemon_driver.h). */

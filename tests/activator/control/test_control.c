@@ -20,6 +20,7 @@
 #include <nng/nng.h>
 
 #include "control_harness.h"
+#include "tests/driver/daemon_driver.h"
 
 static const char *activatorctl;
 
@@ -48,7 +49,7 @@ static void expect_status_ok(const char *url)
 {
     char *reply = NULL;
     const char *status = "{\"v\":1,\"op\":\"status\"}";
-    assert_int_equal(harness_request(url, status, strlen(status), 5000, &reply), 0);
+    assert_int_equal(dd_request_nng(url, status, strlen(status), 5000, &reply), 0);
     expect_reply(reply, true, NULL);
     assert_non_null(strstr(reply, "\"web1\""));
     free(reply);
@@ -77,7 +78,7 @@ static void test_bad_requests_then_status(void **state)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *reply = NULL;
-        int rv = harness_request(h.url, cases[i].body, strlen(cases[i].body), 5000, &reply);
+        int rv = dd_request_nng(h.url, cases[i].body, strlen(cases[i].body), 5000, &reply);
         if (rv != 0)
             fail_msg("request %s: %s", cases[i].body, nng_strerror(rv));
         expect_reply(reply, false, cases[i].code);
@@ -90,7 +91,7 @@ static void test_bad_requests_then_status(void **state)
     char *body = malloc(big);
     memset(body, 'x', big);
     char *reply = NULL;
-    assert_int_equal(harness_request(h.url, body, big, 10000, &reply), 0);
+    assert_int_equal(dd_request_nng(h.url, body, big, 10000, &reply), 0);
     expect_reply(reply, false, "too_large");
     assert_non_null(strstr(reply, "1048576 bytes"));
     free(reply);
@@ -101,7 +102,7 @@ static void test_bad_requests_then_status(void **state)
     big = ACT_CONTROL_RECV_MAX_BYTES + 1024;
     body = calloc(1, big);
     reply = NULL;
-    assert_int_not_equal(harness_request(h.url, body, big, 1000, &reply), 0);
+    assert_int_not_equal(dd_request_nng(h.url, body, big, 1000, &reply), 0);
     assert_null(reply);
     free(body);
     expect_status_ok(h.url);
@@ -122,7 +123,7 @@ static void *send_slow_wake(void *arg)
 {
     slow_client *c = arg;
     const char *wake = "{\"v\":1,\"op\":\"wake\",\"host\":\"slow\"}";
-    c->rv = harness_request(c->url, wake, strlen(wake), 10000, &c->reply);
+    c->rv = dd_request_nng(c->url, wake, strlen(wake), 10000, &c->reply);
     atomic_store(&c->done, true);
     return NULL;
 }
@@ -179,7 +180,7 @@ static void test_unprivileged_peer_refused(void **state)
     assert_int_equal(harness_start(&h, &open_mode), 0);
     char out[4096];
     char *argv[] = {(char *)activatorctl, "--connect", h.url, "status", NULL};
-    int status = harness_run(argv, 65534, 65534, out, sizeof(out));
+    int status = dd_run_as(argv, 65534, 65534, out, sizeof(out));
     if (status != 1 || !strstr(out, "uid 65534 may not use the control socket") ||
         !strstr(out, "[forbidden]"))
         fail_msg("activatorctl as uid 65534: status %d, output:\n%s", status, out);
@@ -192,7 +193,7 @@ static void test_unprivileged_peer_refused(void **state)
         .ipc_permissions = 0666, .have_control_gid = true, .control_gid = 65534};
     assert_int_equal(harness_start(&h, &with_group), 0);
     char *argv2[] = {(char *)activatorctl, "--connect", h.url, "status", NULL};
-    status = harness_run(argv2, 65534, 65534, out, sizeof(out));
+    status = dd_run_as(argv2, 65534, 65534, out, sizeof(out));
     if (status != 0 || !strstr(out, "web1"))
         fail_msg("activatorctl as a ControlGroup member: status %d, output:\n%s", status, out);
     harness_stop(&h);
@@ -205,7 +206,7 @@ static void test_activatorctl_no_daemon(void **state)
     char url[128], out[4096];
     snprintf(url, sizeof(url), "ipc://%s/control.ipc", dir);
     char *argv[] = {(char *)activatorctl, "--connect", url, "status", NULL};
-    int status = harness_run(argv, (uid_t)-1, 0, out, sizeof(out));
+    int status = dd_run_as(argv, (uid_t)-1, 0, out, sizeof(out));
     if (status != 3 || !strstr(out, url) || !strstr(out, "hint:"))
         fail_msg("activatorctl without a daemon: status %d, output:\n%s", status, out);
 
@@ -215,7 +216,7 @@ static void test_activatorctl_no_daemon(void **state)
     char *argv2[] = {(char *)activatorctl, "--connect", h.url, "--timeout", "5", "wake", "web1",
                      NULL};
     harness_stop(&h);
-    status = harness_run(argv2, (uid_t)-1, 0, out, sizeof(out));
+    status = dd_run_as(argv2, (uid_t)-1, 0, out, sizeof(out));
     if (status != 3 || !strstr(out, h.url))
         fail_msg("activatorctl after the daemon stopped: status %d, output:\n%s", status, out);
     rmdir(dir);
@@ -228,35 +229,35 @@ static void test_activatorctl_against_server(void **state)
     char out[8192];
 
     char *status[] = {(char *)activatorctl, "--connect", h.url, "status", NULL};
-    int rc = harness_run(status, (uid_t)-1, 0, out, sizeof(out));
+    int rc = dd_run_as(status, (uid_t)-1, 0, out, sizeof(out));
     if (rc != 0 || !strstr(out, "HOST") || !strstr(out, "web1") || !strstr(out, "12 MiB") ||
         strstr(out, "\033["))
         fail_msg("status: rc %d, output:\n%s", rc, out);
 
     char *json[] = {(char *)activatorctl, "--connect", h.url, "--json", "status", NULL};
-    rc = harness_run(json, (uid_t)-1, 0, out, sizeof(out));
+    rc = dd_run_as(json, (uid_t)-1, 0, out, sizeof(out));
     json_object *parsed = json_tokener_parse(out);
     if (rc != 0 || !parsed)
         fail_msg("--json status: rc %d, output:\n%s", rc, out);
     json_object_put(parsed);
 
     char *refused[] = {(char *)activatorctl, "--connect", h.url, "wake", "web1", NULL};
-    rc = harness_run(refused, (uid_t)-1, 0, out, sizeof(out));
+    rc = dd_run_as(refused, (uid_t)-1, 0, out, sizeof(out));
     if (rc != 1 || !strstr(out, "claim names box b2") || !strstr(out, "[not_owner]"))
         fail_msg("refused wake: rc %d, output:\n%s", rc, out);
 
     char *slow[] = {(char *)activatorctl, "--connect", h.url, "wake", "slow", NULL};
-    rc = harness_run(slow, (uid_t)-1, 0, out, sizeof(out));
+    rc = dd_run_as(slow, (uid_t)-1, 0, out, sizeof(out));
     if (rc != 0 || !strstr(out, "slow: serving"))
         fail_msg("slow wake: rc %d, output:\n%s", rc, out);
 
     char *usage[] = {(char *)activatorctl, "--connect", h.url, "wake", NULL};
-    rc = harness_run(usage, (uid_t)-1, 0, out, sizeof(out));
+    rc = dd_run_as(usage, (uid_t)-1, 0, out, sizeof(out));
     if (rc != 2 || !strstr(out, "Try 'activatorctl wake --help'"))
         fail_msg("wake without HOST: rc %d, output:\n%s", rc, out);
 
     char *bad_name[] = {(char *)activatorctl, "--connect", h.url, "park", "../x", NULL};
-    rc = harness_run(bad_name, (uid_t)-1, 0, out, sizeof(out));
+    rc = dd_run_as(bad_name, (uid_t)-1, 0, out, sizeof(out));
     if (rc != 2 || !strstr(out, "host name"))
         fail_msg("park ../x: rc %d, output:\n%s", rc, out);
 
@@ -265,7 +266,7 @@ static void test_activatorctl_against_server(void **state)
                                            "version"};
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         char *help[] = {(char *)activatorctl, (char *)commands[i], "--help", NULL};
-        rc = harness_run(help, (uid_t)-1, 0, out, sizeof(out));
+        rc = dd_run_as(help, (uid_t)-1, 0, out, sizeof(out));
         if (rc != 0 || !strstr(out, "Usage: activatorctl"))
             fail_msg("%s --help: rc %d, output:\n%s", commands[i], rc, out);
     }
