@@ -180,8 +180,10 @@ typedef struct claims_store_options {
  * etcd store does not contact it; the first call does. */
 int claims_store_open(const char *url, const claims_store_options *options, claim_store **out,
                       act_error *err);
-/* Cancels everything in flight without calling its callbacks, stops watches
- * and frees the store. Do not call it from one of the store's own callbacks. */
+/* Ends everything in flight without calling its callbacks (etcd calls are
+ * cancelled; a dir store's calls already handed to its workers run to their
+ * end), stops watches and frees the store. Do not call it from one of the
+ * store's own callbacks. */
 void claims_store_free(claim_store *store);
 /* "dir" or "etcd", for messages. */
 const char *claims_store_kind(const claim_store *store);
