@@ -28,7 +28,7 @@ meson test -C build/clang --print-errorlogs --suite fuzz
 CC=gcc setup build/release --buildtype=release -Dwerror=true -Dtests=false -Dbenchmarks=true
 ninja -C build/release
 
-CC=gcc setup build/test -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
+CC=gcc setup build/test -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dtest_hooks=true
 ninja -C build/test
 # The Debian root the units-boot test boots, made now (once per machine) so
 # that its download does not run beside the timing-sensitive tests.

@@ -74,6 +74,7 @@ typedef struct act_daemon_config {
     uint32_t max_concurrent_starts;    /* MaxConcurrentStarts=, default 2 x online CPUs */
     uint64_t failure_backoff_max_usec; /* FailureBackoffMaxSec=, default 30 s */
     uint64_t failure_reset_usec;       /* FailureResetSec=, default 10 s */
+    uint64_t start_budget_wait_usec;   /* StartBudgetWaitSec=, default 30 s */
 } act_daemon_config;
 
 /* Reads the daemon's file. Returns 0 with *config filled, or a negative errno

@@ -184,6 +184,14 @@ static int apply_failure_backoff_max(void *target, const char *value, act_error 
                                     &((act_daemon_config *)target)->failure_backoff_max_usec, err);
 }
 
+/* How long a wake may wait for a start budget (StartRateLimit=, the
+ * MaxConcurrentStarts= cap) before it is refused with reason budget. */
+static int apply_start_budget_wait(void *target, const char *value, act_error *err)
+{
+    return act_parse_duration_range(value, 1000, 3600 * ACT_USEC_PER_SEC,
+                                    &((act_daemon_config *)target)->start_budget_wait_usec, err);
+}
+
 static int apply_failure_reset(void *target, const char *value, act_error *err)
 {
     return act_parse_duration_range(value, ACT_USEC_PER_SEC, 86400 * ACT_USEC_PER_SEC,
@@ -214,6 +222,7 @@ enum {
     KEY_MAX_CONCURRENT_STARTS,
     KEY_FAILURE_BACKOFF_MAX,
     KEY_FAILURE_RESET,
+    KEY_START_BUDGET_WAIT,
     N_KEYS,
 };
 
@@ -244,6 +253,7 @@ static const act_ini_key daemon_keys[N_KEYS] = {
     [KEY_FAILURE_BACKOFF_MAX] = {"Activator", "FailureBackoffMaxSec", apply_failure_backoff_max,
                                  false},
     [KEY_FAILURE_RESET] = {"Activator", "FailureResetSec", apply_failure_reset, false},
+    [KEY_START_BUDGET_WAIT] = {"Activator", "StartBudgetWaitSec", apply_start_budget_wait, false},
 };
 
 /* Sets *field to prefix+arg+suffix unless the file set it. */
@@ -380,6 +390,7 @@ int act_config_load_daemon(const char *path, act_daemon_config *config, act_conf
         .max_concurrent_starts = (uint32_t)(2 * online_cpus()),
         .failure_backoff_max_usec = 30 * ACT_USEC_PER_SEC,
         .failure_reset_usec = 10 * ACT_USEC_PER_SEC,
+        .start_budget_wait_usec = 30 * ACT_USEC_PER_SEC,
     };
     unsigned key_lines[N_KEYS] = {0};
     int problems = act_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, key_lines, errors);

@@ -1,10 +1,11 @@
 /* activatord: start-up, the loop, and a clean stop that retires every
  * generation with proof before the process exits. */
-#include "activator/daemon/daemon.h"
-
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,13 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-id128.h>
 
+#include "activator/daemon/claim_watch.h"
 #include "activator/daemon/daemon_main.h"
+#include "activator/daemon/dispatch.h"
+#include "activator/daemon/hosts.h"
+#include "activator/daemon/leftovers.h"
+#include "activator/daemon/recovery.h"
+#include "activator/daemon/telemetry.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/fileio.h"
@@ -25,11 +32,43 @@
  * generation to be proven stopped. */
 #define STOP_SLACK_USEC (15 * 1000 * 1000ull)
 
-uint64_t act_daemon_now(const act_daemon *daemon)
+/* The daemon process: the context every part shares, and what only the
+ * start-up, the signals and the stop here use. */
+typedef struct daemon_process {
+    act_daemon daemon;
+    act_control *control;
+    sd_event_source *status_timer;   /* a pending STATUS= update */
+    sd_event_source *stop_timer;     /* the clean stop's deadline */
+    size_t stop_cursor;              /* hosts before it are at rest, during a stop */
+    int exit_code;
+} daemon_process;
+
+/* The hosts observer gets the context; the process around it is found from
+ * it, which needs the context first. */
+static_assert(offsetof(daemon_process, daemon) == 0, "the context must open daemon_process");
+
+static daemon_process *process_of(act_daemon *daemon)
 {
-    uint64_t now = 0;
-    sd_event_now(daemon->loop, CLOCK_MONOTONIC, &now);
-    return now;
+    return (daemon_process *)daemon;
+}
+
+int act_daemon_lookup_group(const char *name, gid_t *gid, act_error *err)
+{
+    struct group *group = getgrnam(name);
+    if (group) {
+        *gid = group->gr_gid;
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long value = strtoul(name, &end, 10);
+    if (!errno && end != name && !*end) {
+        *gid = (gid_t)value;
+        return 0;
+    }
+    return act_error_set(err, ENOENT, "ControlGroup=%s: no such group on this box; create it or "
+                                      "change ControlGroup=",
+                         name);
 }
 
 static int compare_host_configs(const void *a, const void *b)
@@ -102,8 +141,9 @@ static int open_store(act_daemon *daemon, act_error *err)
     return 0;
 }
 
-static int open_messaging(act_daemon *daemon, act_error *err)
+static int open_messaging(daemon_process *process, act_error *err)
 {
+    act_daemon *daemon = &process->daemon;
     const act_daemon_config *config = &daemon->config;
     act_events_options events = {.url = config->events, .box = config->box};
     int r = act_events_new(&events, &daemon->events, err);
@@ -129,14 +169,15 @@ static int open_messaging(act_daemon *daemon, act_error *err)
         events.have_control_gid = true;
         events.control_gid = control.control_gid;
     }
-    return act_control_new(daemon->loop, &control, &daemon->control, err);
+    return act_control_new(daemon->loop, &control, &process->control, err);
 }
 
-void act_daemon_update_status(act_daemon *daemon)
+/* STATUS= for systemctl status, with counts of hosts by state. */
+static void update_status(act_daemon *daemon)
 {
     unsigned by_state[_ACT_HOST_STATE_MAX] = {0};
     for (size_t i = 0; i < daemon->n_hosts; i++)
-        by_state[act_host_get_state(daemon->hosts[i].pipeline)]++;
+        by_state[act_host_get_state(act_daemon_host_pipeline(daemon->hosts[i]))]++;
     sd_notifyf(0, "STATUS=%zu hosts: %u serving, %u waking, %u parked, %u retiring%s",
                daemon->n_hosts, by_state[ACT_HOST_SERVING], by_state[ACT_HOST_WAKING],
                by_state[ACT_HOST_PARKED], by_state[ACT_HOST_RETIRING],
@@ -145,55 +186,59 @@ void act_daemon_update_status(act_daemon *daemon)
 
 static int on_status_timer(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    act_daemon *daemon = userdata;
-    daemon->status_timer = sd_event_source_disable_unref(daemon->status_timer);
-    act_daemon_update_status(daemon);
+    daemon_process *process = userdata;
+    process->status_timer = sd_event_source_disable_unref(process->status_timer);
+    update_status(&process->daemon);
     return 0;
 }
 
 /* Coalesces a burst of transitions (many hosts waking at once) into one
  * STATUS= update, so the count is walked at most ten times a second. */
-void act_daemon_status_changed(act_daemon *daemon)
+static void status_changed(daemon_process *process)
 {
-    if (!daemon->status_timer)
-        sd_event_add_time_relative(daemon->loop, &daemon->status_timer, CLOCK_MONOTONIC,
-                                   100 * 1000, 0, on_status_timer, daemon);
+    if (!process->status_timer)
+        sd_event_add_time_relative(process->daemon.loop, &process->status_timer,
+                                   CLOCK_MONOTONIC, 100 * 1000, 0, on_status_timer, process);
 }
 
 /* ---- stopping ------------------------------------------------------------ */
 
-static bool all_stopped(const act_daemon *daemon)
+/* A clean stop ends when every host is at rest. Nothing starts once the
+ * stop began, so a host found at rest stays so and the cursor only moves
+ * forward: each transition costs a step, not a walk of the table. */
+static void check_stopped(daemon_process *process)
 {
-    for (size_t i = 0; i < daemon->n_hosts; i++) {
-        const act_daemon_host *host = &daemon->hosts[i];
-        if (act_host_get_state(host->pipeline) != ACT_HOST_PARKED || host->serving ||
-            host->starting || host->w)
-            return false;
-    }
-    return true;
+    act_daemon *daemon = &process->daemon;
+    while (process->stop_cursor < daemon->n_hosts &&
+           act_hosts_at_rest(daemon->hosts[process->stop_cursor]))
+        process->stop_cursor++;
+    if (process->stop_cursor == daemon->n_hosts)
+        sd_event_exit(daemon->loop, process->exit_code);
 }
 
-static int on_stop_tick(sd_event_source *source, uint64_t usec, void *userdata)
+static int on_stop_deadline(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    act_daemon *daemon = userdata;
-    if (all_stopped(daemon)) {
-        sd_event_exit(daemon->loop, daemon->exit_code);
-        return 0;
-    }
-    if (act_daemon_now(daemon) >= daemon->stop_deadline_usec) {
-        act_log(LOG_ERR, "stop: some generations are not proven stopped after the stop timeout; "
-                         "exiting anyway, the next start retires them");
-        daemon->exit_code = 1;
-        sd_event_exit(daemon->loop, daemon->exit_code);
-        return 0;
-    }
-    sd_event_source_set_time_relative(source, 20 * 1000);
-    sd_event_source_set_enabled(source, SD_EVENT_ONESHOT);
+    daemon_process *process = userdata;
+    act_log(LOG_ERR, "stop: some generations are not proven stopped after the stop timeout; "
+                     "exiting anyway, the next start retires them");
+    process->exit_code = 1;
+    sd_event_exit(process->daemon.loop, process->exit_code);
     return 0;
 }
 
-static void begin_stop(act_daemon *daemon)
+/* Every transition of every host, after the host's own reactions. */
+static void observe_host(act_daemon *daemon, act_daemon_host *host, const act_wake_event *event)
 {
+    daemon_process *process = process_of(daemon);
+    if (event->type == ACT_WAKE_EVENT_SERVING || event->type == ACT_WAKE_EVENT_PARKED)
+        status_changed(process);
+    if (daemon->stopping && event->type == ACT_WAKE_EVENT_ENDED)
+        check_stopped(process);
+}
+
+static void begin_stop(daemon_process *process)
+{
+    act_daemon *daemon = &process->daemon;
     if (daemon->stopping)
         return;
     daemon->stopping = true;
@@ -201,17 +246,20 @@ static void begin_stop(act_daemon *daemon)
     act_log(LOG_INFO, "stopping: retiring every generation with proof");
     uint64_t longest = 0;
     for (size_t i = 0; i < daemon->n_hosts; i++) {
-        act_daemon_host *host = &daemon->hosts[i];
-        act_host_watch_demand(host, false);
-        if (host->config->stop_timeout_usec > longest)
-            longest = host->config->stop_timeout_usec;
-        act_host_cancel(host->pipeline, ACT_REASON_CANCELLED, "host %s: the daemon is stopping",
-                        host->config->name);
-        act_host_park(host->pipeline, ACT_PARK_REQUEST);
+        act_daemon_host *host = daemon->hosts[i];
+        const act_host_config *config = act_daemon_host_config(host);
+        act_host *pipeline = act_daemon_host_pipeline(host);
+        if (config->stop_timeout_usec > longest)
+            longest = config->stop_timeout_usec;
+        act_host_cancel(pipeline, ACT_REASON_CANCELLED, "host %s: the daemon is stopping",
+                        config->name);
+        act_host_park(pipeline, ACT_PARK_REQUEST);
     }
-    daemon->stop_deadline_usec = act_daemon_now(daemon) + longest + STOP_SLACK_USEC;
-    sd_event_add_time_relative(daemon->loop, NULL, CLOCK_MONOTONIC, 0, 0, on_stop_tick, daemon);
-    act_daemon_update_status(daemon);
+    if (sd_event_add_time_relative(daemon->loop, &process->stop_timer, CLOCK_MONOTONIC,
+                                   longest + STOP_SLACK_USEC, 0, on_stop_deadline, process) < 0)
+        act_log(LOG_WARNING, "stop: cannot arm the stop deadline; waiting for every proof");
+    update_status(daemon);
+    check_stopped(process);
 }
 
 static int on_signal(sd_event_source *source, const struct signalfd_siginfo *info,
@@ -268,8 +316,9 @@ static int make_incarnation(act_daemon *daemon, act_error *err)
  * side by side, and the filesystem commits their fsyncs together. */
 #define RECORD_WRITERS 2
 
-static int start(act_daemon *daemon, const char *config_path, act_error *err)
+static int start(daemon_process *process, const char *config_path, act_error *err)
 {
+    act_daemon *daemon = &process->daemon;
     int r = load_configuration(daemon, config_path, err);
     if (r < 0)
         return r;
@@ -280,8 +329,8 @@ static int start(act_daemon *daemon, const char *config_path, act_error *err)
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigprocmask(SIG_BLOCK, &mask, NULL);
-    sd_event_add_signal(daemon->loop, NULL, SIGTERM, on_signal, daemon);
-    sd_event_add_signal(daemon->loop, NULL, SIGINT, on_signal, daemon);
+    sd_event_add_signal(daemon->loop, NULL, SIGTERM, on_signal, process);
+    sd_event_add_signal(daemon->loop, NULL, SIGINT, on_signal, process);
     /* A child that dies while we write to its pipe must not kill us. */
     signal(SIGPIPE, SIG_IGN);
 
@@ -305,33 +354,37 @@ static int start(act_daemon *daemon, const char *config_path, act_error *err)
                                 daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto");
     if ((r = act_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
             0 ||
-        (r = open_store(daemon, err)) < 0 || (r = act_recovery_scan(daemon, err)) < 0 ||
-        (r = act_hosts_setup(daemon, err)) < 0)
+        (r = open_store(daemon, err)) < 0 || (r = act_leftovers_scan(daemon, err)) < 0)
+        return r;
+    daemon->observe_hosts = observe_host;
+    if ((r = act_hosts_setup(daemon, err)) < 0)
         return r;
     act_recover(daemon);
-    if ((r = open_messaging(daemon, err)) < 0 || (r = act_claim_watch_start(daemon, err)) < 0)
+    if ((r = open_messaging(process, err)) < 0 || (r = act_claim_watch_start(daemon, err)) < 0)
         return r;
     sd_event_set_watchdog(daemon->loop, true);
     act_log(LOG_INFO, "activatord %s: box %s, incarnation %s, %zu hosts, store %s, cgroup %s",
             ACTIVATOR_VERSION, daemon->config.box, daemon->incarnation, daemon->n_hosts,
             daemon->config.store, cg_root_path(daemon->cgroups));
     sd_notify(0, "READY=1");
-    act_daemon_update_status(daemon);
+    update_status(daemon);
     return 0;
 }
 
-static void teardown(act_daemon *daemon)
+static void teardown(daemon_process *process)
 {
+    act_daemon *daemon = &process->daemon;
     /* Lets the record writes already asked for land (a clean stop removes
      * the records of the generations it retired). */
     act_offload_free(daemon->offload);
-    act_recovery_discard(daemon);
-    sd_event_source_disable_unref(daemon->status_timer);
-    act_control_free(daemon->control);
+    act_leftovers_free(daemon);
+    sd_event_source_disable_unref(process->status_timer);
+    sd_event_source_disable_unref(process->stop_timer);
+    act_control_free(process->control);
     act_telemetry_close(daemon);
     act_events_free(daemon->events);
     daemon->events = NULL;
-    claims_watch_free(daemon->watch);
+    act_claim_watch_stop(daemon);
     act_hosts_teardown(daemon);
     claims_store_free(daemon->store);
     rel_store_free(daemon->releases);
@@ -346,20 +399,21 @@ static void teardown(act_daemon *daemon)
 
 int act_daemon_run(const char *config_path)
 {
-    act_daemon daemon = {.state_dirfd = -1};
+    daemon_process process = {.daemon = {.state_dirfd = -1}};
+    act_daemon *daemon = &process.daemon;
     act_error err = {0};
-    int r = start(&daemon, config_path, &err);
+    int r = start(&process, config_path, &err);
     if (r < 0) {
         act_log(LOG_ERR, "activatord: %s", err.message);
-        if (daemon.loop && daemon.hosts)
-            begin_stop(&daemon);
-        if (daemon.stopping)
-            sd_event_loop(daemon.loop);
-        teardown(&daemon);
+        if (daemon->loop && daemon->hosts)
+            begin_stop(&process);
+        if (daemon->stopping)
+            sd_event_loop(daemon->loop);
+        teardown(&process);
         return 1;
     }
-    r = sd_event_loop(daemon.loop);
-    teardown(&daemon);
+    r = sd_event_loop(daemon->loop);
+    teardown(&process);
     act_log(LOG_INFO, "activatord stopped");
-    return r < 0 ? 1 : daemon.exit_code;
+    return r < 0 ? 1 : process.exit_code;
 }

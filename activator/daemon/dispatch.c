@@ -1,7 +1,7 @@
 /* Control requests, already validated by activator/control/request.c, turned
  * into actions on the daemon. Replies that depend on a wake or on the claim
  * store are sent from the callback that learns the outcome. */
-#include "activator/daemon/daemon.h"
+#include "activator/daemon/dispatch.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -10,6 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "activator/daemon/host_status.h"
+#include "activator/daemon/hosts.h"
+#include "activator/daemon/stage.h"
+#include "activator/daemon/swap.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -26,40 +30,6 @@ static void add_string(json_object *obj, const char *key, const char *value)
 static void add_u64(json_object *obj, const char *key, uint64_t value)
 {
     json_object_object_add(obj, key, json_object_new_uint64(value));
-}
-
-json_object *act_host_status_json(act_daemon_host *host)
-{
-    json_object *status = json_object_new_object();
-    add_string(status, "host", host->config->name);
-    add_string(status, "state", act_host_state_to_string(act_host_get_state(host->pipeline)));
-    const act_generation *gen = host->serving ? host->serving : host->starting;
-    if (gen) {
-        add_u64(status, "generation", gen->number);
-        add_string(status, "version", gen->build.version);
-        add_string(status, "digest", gen->build.build_digest);
-        add_u64(status, "pid", (uint64_t)gen->process.pid);
-        if (gen->serving_usec) {
-            /* since_usec is wall clock: the CLI shows it as an uptime. */
-            uint64_t served = act_now_usec() - gen->serving_usec;
-            add_u64(status, "since_usec", act_wallclock_usec() - served);
-        }
-        cg_stats stats;
-        if (cg_leaf_stats(gen->leaf, &stats, NULL) == 0) {
-            if (stats.has_memory)
-                add_u64(status, "memory_current", stats.memory_current);
-            if (stats.has_pids)
-                add_u64(status, "pids_current", stats.pids_current);
-        }
-        add_string(status, "cgroup", cg_leaf_path(gen->leaf));
-    }
-    if (act_host_is_unproven(host->pipeline) || host->unproven_at_start)
-        add_string(status, "reason", "unproven_stop");
-    else
-        add_string(status, "reason", host->last_reason);
-    add_string(status, "message", host->last_message);
-    add_u64(status, "failure_streak", act_host_failure_streak(host->pipeline));
-    return status;
 }
 
 /* Every per-host op names a configured host; anything else is a clear refusal. */
@@ -86,7 +56,7 @@ static void reply_status(act_daemon *daemon, const act_request *request, act_con
     }
     json_object *hosts = json_object_new_array();
     for (size_t i = 0; i < daemon->n_hosts; i++)
-        json_object_array_add(hosts, act_host_status_json(&daemon->hosts[i]));
+        json_object_array_add(hosts, act_host_status_json(daemon->hosts[i]));
     json_object *result = json_object_new_object();
     json_object_object_add(result, "hosts", hosts);
     act_control_reply_ok(reply, result);
@@ -132,8 +102,8 @@ static void do_wake(act_daemon *daemon, const act_request *request, act_control_
         }
         *waiting = (wake_request){.host = host, .reply = reply};
     }
-    int r = act_host_wake(host->pipeline, ACT_TRIGGER_WARM, waiting ? on_wake_done : NULL,
-                          waiting);
+    int r = act_host_wake(act_daemon_host_pipeline(host), ACT_TRIGGER_WARM,
+                          waiting ? on_wake_done : NULL, waiting);
     if (r < 0 || r == ACT_WAKE_ALREADY_SERVING)
         free(waiting);
     if (r < 0)
@@ -148,22 +118,11 @@ static void do_park(act_daemon *daemon, const act_request *request, act_control_
     act_daemon_host *host = find_host(daemon, request, reply);
     if (!host)
         return;
-    act_host_park(host->pipeline, ACT_PARK_REQUEST);
+    act_host_park(act_daemon_host_pipeline(host), ACT_PARK_REQUEST);
     act_control_reply_ok(reply, act_host_status_json(host));
 }
 
 /* ---- releases ------------------------------------------------------------ */
-
-void act_reply_release_error(act_control_reply *reply, int r, const act_error *err)
-{
-    const char *code = r == -ENOENT         ? "not_staged"
-                       : r == -EEXIST       ? "version_exists"
-                       : r == -EBADMSG      ? "digest_mismatch"
-                       : r == -EKEYREJECTED ? "pin_mismatch"
-                       : r == -EINVAL       ? ACT_REQ_BAD_VALUE
-                                            : "release_error";
-    act_control_reply_error(reply, code, "%s", err->message);
-}
 
 static void do_stage(act_daemon *daemon, const act_request *request, act_control_reply *reply)
 {
@@ -332,7 +291,7 @@ static void do_claim(act_daemon *daemon, const act_request *request, act_control
 {
     act_daemon_host *host = act_hosts_find(daemon, request->host);
     if (request->op == ACT_OP_CLAIM_RELEASE && host)
-        act_host_park(host->pipeline, ACT_PARK_REQUEST); /* retire it here first */
+        act_host_park(act_daemon_host_pipeline(host), ACT_PARK_REQUEST); /* retire it here first */
     claim_request *pending = calloc(1, sizeof(*pending));
     if (!pending) {
         act_control_reply_error(reply, "internal", "out of memory");
@@ -355,8 +314,8 @@ static void reply_stats(act_daemon *daemon, act_control_reply *reply)
     uint64_t by_state[_ACT_HOST_STATE_MAX] = {0};
     uint64_t failed_attempts = 0;
     for (size_t i = 0; i < daemon->n_hosts; i++) {
-        by_state[act_host_get_state(daemon->hosts[i].pipeline)]++;
-        failed_attempts += daemon->hosts[i].failed_attempts;
+        by_state[act_host_get_state(act_daemon_host_pipeline(daemon->hosts[i]))]++;
+        failed_attempts += act_daemon_host_failed_attempts(daemon->hosts[i]);
     }
     json_object *result = json_object_new_object();
     add_u64(result, "hosts", daemon->n_hosts);

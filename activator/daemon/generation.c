@@ -1,7 +1,8 @@
 /* One generation of a host: created at `reserve`, spawned at `exec`, and
  * retired with proof of empty, whatever the reason it ends. */
-#include "activator/daemon/daemon.h"
+#include "activator/daemon/generation.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -14,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "activator/daemon/announce.h"
+#include "activator/daemon/record_writes.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -40,8 +43,9 @@ int act_generation_new(act_daemon_host *host, const char *kind, uint64_t number,
 {
     char leaf_name[32];
     snprintf(leaf_name, sizeof(leaf_name), "%s-%" PRIu64, kind, number);
+    const act_host_config *config = act_daemon_host_config(host);
     cg_limits limits;
-    limits_from_config(&host->config->limits, &limits);
+    limits_from_config(&config->limits, &limits);
 
     act_generation *gen = calloc(1, sizeof(*gen));
     if (!gen)
@@ -51,8 +55,8 @@ int act_generation_new(act_daemon_host *host, const char *kind, uint64_t number,
     gen->announced = strcmp(kind, "g") == 0;
     gen->process.pidfd = -1;
     gen->helper.pidfd = -1;
-    int r = cg_leaf_create(host->daemon->cgroups, host->config->name, leaf_name, &limits,
-                           &gen->leaf, err);
+    int r = cg_leaf_create(act_daemon_host_daemon(host)->cgroups, config->name, leaf_name,
+                           &limits, &gen->leaf, err);
     if (r < 0) {
         free(gen);
         return r;
@@ -74,15 +78,16 @@ void act_generation_fill_record(act_generation *gen, act_generation_phase phase,
         .pid = gen->process.pid,
         .started_usec = act_wallclock_usec(),
     };
-    snprintf(record->host, sizeof(record->host), "%s", host->config->name);
-    snprintf(record->incarnation, sizeof(record->incarnation), "%s", host->daemon->incarnation);
+    snprintf(record->host, sizeof(record->host), "%s", act_daemon_host_name(host));
+    snprintf(record->incarnation, sizeof(record->incarnation), "%s",
+             act_daemon_host_daemon(host)->incarnation);
 }
 
 int act_generation_write_record(act_generation *gen, act_generation_phase phase, act_error *err)
 {
     act_generation_record record;
     act_generation_fill_record(gen, phase, &record);
-    int dirfd = act_host_dir(gen->host, err);
+    int dirfd = act_daemon_host_dir(gen->host, err);
     return dirfd < 0 ? dirfd : act_records_write_generation(dirfd, &record, err);
 }
 
@@ -112,39 +117,26 @@ static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, vo
     gen->exit_source = sd_event_source_disable_unref(gen->exit_source);
     gen->exited = true;
     gen->exit_status = exit_status_of(&info);
-    act_daemon_host *host = gen->host;
+    const char *name = act_daemon_host_name(gen->host);
     act_log_fields(gen->exit_status == 0 ? LOG_INFO : LOG_WARNING,
-                   &(act_log_ctx){.host = host->config->name, .generation = gen->number,
+                   &(act_log_ctx){.host = name, .generation = gen->number,
                                   .build = gen->build.version},
-                   "host %s: generation %" PRIu64 " (pid %d) %s %d", host->config->name,
-                   gen->number, (int)gen->process.pid,
+                   "host %s: generation %" PRIu64 " (pid %d) %s %d", name, gen->number,
+                   (int)gen->process.pid,
                    info.si_code == CLD_EXITED ? "exited with status" : "was killed by signal",
                    info.si_status);
 
-    if (gen->on_exit && !gen->retired) {
+    if (gen->retired) {
+        /* Retiring: the main process is gone, so the grace period is over
+         * (and a kill in flight goes on to its proof). */
+        if (gen->grace_timer) {
+            gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
+            start_kill(gen);
+        }
+        return 0;
+    }
+    if (gen->on_exit)
         gen->on_exit(gen, gen->on_exit_userdata);
-        return 0;
-    }
-    if (gen->grace_timer) {
-        /* Retiring: the main process is gone, so the grace period is over. */
-        gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
-        start_kill(gen);
-        return 0;
-    }
-    if (gen == host->starting && host->w && host->w->waiting_wake &&
-        act_wake_step(host->w->waiting_wake) == ACT_STEP_READY) {
-        act_wake *wake = TAKE_PTR(host->w->waiting_wake);
-        act_probe_free(TAKE_PTR(host->w->probe));
-        act_wake_complete(wake, ACT_REASON_CRASHED,
-                          "host %s: generation %" PRIu64 " exited with status %d before it was ready",
-                          host->config->name, gen->number, gen->exit_status);
-        return 0;
-    }
-    if (gen == host->serving && !gen->grace_timer && !gen->empty_source) {
-        uint64_t served = act_now_usec() - gen->serving_usec;
-        bool long_enough = served >= host->daemon->config.failure_reset_usec;
-        act_host_generation_exited(host->pipeline, gen->exit_status, long_enough);
-    }
     return 0;
 }
 
@@ -159,7 +151,7 @@ static void free_strv(char **strv)
  * what the activator tells every generation. LISTEN_* are added by cg_spawn. */
 static char **build_environment(act_generation *gen, const char *extra)
 {
-    const act_host_config *config = gen->host->config;
+    const act_host_config *config = act_daemon_host_config(gen->host);
     size_t n_config = 0;
     for (char **e = config->environment; e && *e; e++)
         n_config++;
@@ -184,7 +176,7 @@ static char **build_environment(act_generation *gen, const char *extra)
     if (asprintf(&envp[n++], "ACTIVATOR_VERSION=%s", gen->build.version) < 0)
         envp[n - 1] = NULL;
     if (asprintf(&envp[n++], "STATE_DIRECTORY=%s/hosts/%s/state",
-                 gen->host->daemon->config.state_directory, config->name) < 0)
+                 act_daemon_host_daemon(gen->host)->config.state_directory, config->name) < 0)
         envp[n - 1] = NULL;
     if (extra)
         envp[n++] = strdup(extra);
@@ -203,11 +195,12 @@ static int spawn(act_generation *gen, int exec_fd, bool is_helper, const char *c
                  char **envp, cg_process *out, act_error *err)
 {
     act_daemon_host *host = gen->host;
-    const act_host_config *config = host->config;
+    const act_host_config *config = act_daemon_host_config(host);
+    const act_daemon *daemon = act_daemon_host_daemon(host);
 
     char state_dir[4096];
-    snprintf(state_dir, sizeof(state_dir), "%s/hosts/%s/state",
-             host->daemon->config.state_directory, config->name);
+    snprintf(state_dir, sizeof(state_dir), "%s/hosts/%s/state", daemon->config.state_directory,
+             config->name);
 
     cg_spawn_spec spec;
     cg_spawn_spec_init(&spec);
@@ -221,20 +214,22 @@ static int spawn(act_generation *gen, int exec_fd, bool is_helper, const char *c
     spec.stdout_fd = STDERR_FILENO;
     spec.stderr_fd = STDERR_FILENO;
     if (!is_helper) {
-        spec.listen_fds = host->listen_fds;
+        spec.listen_fds = act_daemon_host_listen_fds(host);
         spec.n_listen_fds = config->n_listen;
-        spec.listen_fdnames = (const char *const *)host->listen_names;
+        spec.listen_fdnames = (const char *const *)act_daemon_host_listen_names(host);
     }
-    if (host->have_credentials) {
-        spec.uid = host->uid;
-        spec.gid = host->gid;
+    uid_t uid;
+    gid_t gid;
+    if (act_daemon_host_credentials(host, &uid, &gid)) {
+        spec.uid = uid;
+        spec.gid = gid;
     }
     spec.working_directory = state_dir;
-    cg_rlimit nofile = {.resource = RLIMIT_NOFILE, .limit = host->daemon->nofile};
+    cg_rlimit nofile = {.resource = RLIMIT_NOFILE, .limit = daemon->nofile};
     spec.rlimits = &nofile;
     spec.n_rlimits = 1;
     spec.no_new_privs = true;
-    spec.seccomp = act_host_seccomp(host);
+    spec.seccomp = act_daemon_host_seccomp(host);
 
     return cg_spawn(gen->leaf, &spec, out, err);
 }
@@ -242,22 +237,26 @@ static int spawn(act_generation *gen, int exec_fd, bool is_helper, const char *c
 static int watch_exit(act_generation *gen, act_error *err)
 {
     gen->exec_usec = act_now_usec();
-    int r = sd_event_add_io(gen->host->daemon->loop, &gen->exit_source, gen->process.pidfd,
-                            EPOLLIN, on_process_exit, gen);
+    /* The pidfd is watched for readability and reaped with waitid(P_PIDFD)
+     * rather than through sd_event_add_child_pidfd: an adopted generation
+     * is not our child, and one path serves both. */
+    int r = sd_event_add_io(act_daemon_host_daemon(gen->host)->loop, &gen->exit_source,
+                            gen->process.pidfd, EPOLLIN, on_process_exit, gen);
     if (r < 0)
         return act_error_set(err, -r, "cannot watch pid %d: %s", (int)gen->process.pid,
                              strerror(-r));
     return 0;
 }
 
-int act_generation_spawn(act_generation *gen, act_error *err)
+int act_generation_spawn(act_generation *gen, int exec_fd, act_error *err)
 {
-    act_daemon_host *host = gen->host;
+    assert(gen && exec_fd >= 0);
     char **envp = build_environment(gen, NULL);
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
-    int r = spawn(gen, host->w->resolved.exec_fd, false,
-                  (const char *const *)host->config->exec_argv, envp, &gen->process, err);
+    int r = spawn(gen, exec_fd, false,
+                  (const char *const *)act_daemon_host_config(gen->host)->exec_argv, envp,
+                  &gen->process, err);
     free_strv(envp);
     return r < 0 ? r : watch_exit(gen, err);
 }
@@ -324,9 +323,9 @@ static void announce_retired(act_generation *gen, bool proven, const char *why)
         done(gen, proven, why, gen->retired_userdata);
 }
 
-static void on_record_removed(act_generation *gen)
+static void on_record_removed(void *userdata)
 {
-    announce_retired(gen, true, NULL);
+    announce_retired(userdata, true, NULL);
 }
 
 static void finish_retire(act_generation *gen, bool proven, const char *why)
@@ -341,10 +340,10 @@ static void finish_retire(act_generation *gen, bool proven, const char *why)
     }
     act_error err = {0};
     if (cg_leaf_remove(gen->leaf, &err) < 0)
-        act_log(LOG_WARNING, "host %s: %s", gen->host->config->name, err.message);
+        act_log(LOG_WARNING, "host %s: %s", act_daemon_host_name(gen->host), err.message);
     /* Retired is announced once the record is gone too: whoever sees the
      * event finds nothing of the generation left. */
-    act_generation_remove_record_async(gen, on_record_removed);
+    act_record_remove_async(gen->host, gen->number, on_record_removed, gen);
 }
 
 static void check_empty(act_generation *gen)
@@ -377,7 +376,7 @@ static int on_kill_timeout(sd_event_source *source, uint64_t usec, void *userdat
 
 static void start_kill(act_generation *gen)
 {
-    act_daemon *daemon = gen->host->daemon;
+    act_daemon *daemon = act_daemon_host_daemon(gen->host);
     act_error err = {0};
     int events_fd = cg_leaf_events_fd(gen->leaf, &err);
     if (events_fd < 0 ||
@@ -400,29 +399,39 @@ static int on_grace_over(sd_event_source *source, uint64_t usec, void *userdata)
     act_generation *gen = userdata;
     gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
     act_log(LOG_NOTICE, "host %s: generation %" PRIu64 " did not stop within StopTimeoutSec; killing",
-            gen->host->config->name, gen->number);
+            act_daemon_host_name(gen->host), gen->number);
     start_kill(gen);
     return 0;
 }
 
-int act_generation_retire(act_generation *gen, bool graceful,
-                          void (*done)(act_generation *gen, bool proven, const char *why,
-                                       void *userdata),
-                          void *userdata)
+void act_generation_retire(act_generation *gen, bool graceful, act_generation_retired_fn done,
+                           void *userdata)
 {
+    assert(gen && !gen->retired);
     gen->retired = done;
     gen->retired_userdata = userdata;
     if (gen->announced)
         act_publish(gen->host, ACT_EVENT_RETIRING, gen, NULL);
+    const act_daemon_host *host = gen->host;
     bool running = gen->process.pidfd >= 0 && !gen->exited;
     if (graceful && running &&
         syscall(SYS_pidfd_send_signal, gen->process.pidfd, SIGTERM, NULL, 0) == 0 &&
-        sd_event_add_time_relative(gen->host->daemon->loop, &gen->grace_timer, CLOCK_MONOTONIC,
-                                   gen->host->config->stop_timeout_usec, 0, on_grace_over,
-                                   gen) >= 0)
-        return 0; /* on_process_exit or on_grace_over goes on */
+        sd_event_add_time_relative(act_daemon_host_daemon(host)->loop, &gen->grace_timer,
+                                   CLOCK_MONOTONIC, act_daemon_host_config(host)->stop_timeout_usec,
+                                   0, on_grace_over, gen) >= 0)
+        return; /* on_process_exit or on_grace_over goes on */
     start_kill(gen);
-    return 0;
+}
+
+int act_generation_open_notify(act_generation *gen, act_notify_handler on_message,
+                               act_error *err)
+{
+    const act_daemon *daemon = act_daemon_host_daemon(gen->host);
+    char path[256], cgroup[4096];
+    snprintf(path, sizeof(path), "%s/notify/%s.%" PRIu64, daemon->config.runtime_directory,
+             act_daemon_host_name(gen->host), gen->number);
+    snprintf(cgroup, sizeof(cgroup), "/%s", cg_leaf_relative_path(gen->leaf));
+    return act_notify_open(daemon->loop, path, cgroup, on_message, gen, &gen->notify, err);
 }
 
 static void on_adopted_notify(act_notify *notify, const act_notify_message *message,
@@ -432,14 +441,16 @@ static void on_adopted_notify(act_notify *notify, const act_notify_message *mess
     act_generation *gen = userdata;
     if (message->status)
         act_log_fields(LOG_DEBUG,
-                       &(act_log_ctx){.host = gen->host->config->name, .generation = gen->number},
-                       "host %s: generation %" PRIu64 " status: %s", gen->host->config->name,
-                       gen->number, message->status);
+                       &(act_log_ctx){.host = act_daemon_host_name(gen->host),
+                                      .generation = gen->number},
+                       "host %s: generation %" PRIu64 " status: %s",
+                       act_daemon_host_name(gen->host), gen->number, message->status);
 }
 
 int act_generation_adopt(act_daemon_host *host, const char *leaf_name,
                          const act_generation_record *record, const claim *current,
-                         int main_pidfd, act_error *err)
+                         int main_pidfd, act_generation_exit_fn on_exit, act_generation **out,
+                         act_error *err)
 {
     act_generation *gen = calloc(1, sizeof(*gen));
     if (!gen)
@@ -453,47 +464,30 @@ int act_generation_adopt(act_daemon_host *host, const char *leaf_name,
         .build = record->build,
         .process = {.pid = record->pid, .pidfd = main_pidfd},
         .helper = {.pidfd = -1},
+        .on_exit = on_exit,
+        .on_exit_userdata = host,
         .adopted = true,
         .ready = true,
         .exec_usec = act_now_usec(),
         .serving_usec = act_now_usec(),
     };
-    int r = cg_leaf_open(host->daemon->cgroups, host->config->name, leaf_name, &gen->leaf, err);
-    if (r == 0 && host->config->ready.kind == ACT_PROBE_NOTIFY) {
-        /* The app still holds the NOTIFY_SOCKET path it was started with. */
-        char path[256], cgroup[4096];
-        snprintf(path, sizeof(path), "%s/notify/%s.%" PRIu64,
-                 host->daemon->config.runtime_directory, host->config->name, gen->number);
-        snprintf(cgroup, sizeof(cgroup), "/%s", cg_leaf_relative_path(gen->leaf));
-        r = act_notify_open(host->daemon->loop, path, cgroup, on_adopted_notify, gen, &gen->notify,
-                            err);
-    }
+    const act_host_config *config = act_daemon_host_config(host);
+    int r = cg_leaf_open(act_daemon_host_daemon(host)->cgroups, config->name, leaf_name,
+                         &gen->leaf, err);
+    /* The app still holds the NOTIFY_SOCKET path it was started with. */
+    if (r == 0 && config->ready.kind == ACT_PROBE_NOTIFY)
+        r = act_generation_open_notify(gen, on_adopted_notify, err);
     if (r == 0)
-        r = sd_event_add_io(host->daemon->loop, &gen->exit_source, main_pidfd, EPOLLIN,
-                            on_process_exit, gen) < 0
+        r = sd_event_add_io(act_daemon_host_daemon(host)->loop, &gen->exit_source, main_pidfd,
+                            EPOLLIN, on_process_exit, gen) < 0
                 ? act_error_set(err, EIO, "cannot watch pid %d", (int)record->pid)
                 : 0;
-    if (r == 0) {
-        host->serving = gen; /* before SERVING is announced */
-        r = act_host_adopt_serving(host->pipeline) < 0
-                ? act_error_set(err, EBUSY, "host %s is not parked", host->config->name)
-                : 0;
-    }
     if (r < 0) {
-        host->serving = NULL;
         gen->process.pidfd = -1; /* still the caller's */
         act_generation_free(gen);
         return r;
     }
-    act_error record_err = {0};
-    if (act_generation_write_record(gen, ACT_GEN_SERVING, &record_err) < 0)
-        act_log(LOG_WARNING, "host %s: %s", host->config->name, record_err.message);
-    act_log_fields(LOG_NOTICE,
-                   &(act_log_ctx){.host = host->config->name, .generation = gen->number,
-                                  .build = gen->build.version},
-                   "host %s: resumed generation %" PRIu64 " (pid %d, build %s) left running by "
-                   "the previous daemon",
-                   host->config->name, gen->number, (int)gen->process.pid, gen->build.version);
+    *out = gen;
     return 0;
 }
 

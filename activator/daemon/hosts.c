@@ -1,36 +1,180 @@
-/* The host table: one entry per configured host, with the sockets the
- * daemon holds for it and its pipeline. */
-#include "activator/daemon/daemon.h"
+/* The host table: one entry per configured host, with its sockets and its
+ * pipeline, and act_hosts_on_transition, the pipeline's hook, where every
+ * reaction to a host's change of state is decided. */
+#include "activator/daemon/hosts.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <inttypes.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
 
-#include "common/cleanup.h"
+#include "activator/daemon/announce.h"
+#include "activator/daemon/generation.h"
+#include "activator/daemon/idle.h"
+#include "activator/daemon/leftovers.h"
+#include "activator/daemon/swap.h"
+#include "activator/daemon/wake_ops.h"
+#ifdef ACTIVATOR_TEST_HOOKS
+#include "activator/daemon/step_holds.h"
+#endif
+#include "activator/listen/listen.h"
 #include "common/log.h"
 
 static int compare_host_name(const void *key, const void *element)
 {
-    const act_daemon_host *host = element;
-    return strcmp(key, host->config->name);
+    const act_daemon_host *const *host = element;
+    return strcmp(key, act_daemon_host_name(*host));
 }
 
 act_daemon_host *act_hosts_find(act_daemon *daemon, const char *name)
 {
-    return bsearch(name, daemon->hosts, daemon->n_hosts, sizeof(*daemon->hosts),
-                   compare_host_name);
+    act_daemon_host **found = bsearch(name, daemon->hosts, daemon->n_hosts,
+                                      sizeof(*daemon->hosts), compare_host_name);
+    return found ? *found : NULL;
 }
+
+bool act_hosts_at_rest(const act_daemon_host *host)
+{
+    return act_host_get_state(act_daemon_host_pipeline(host)) == ACT_HOST_PARKED &&
+           !act_daemon_host_serving(host) && !act_daemon_host_starting(host) &&
+           !act_daemon_host_replaced(host) && !act_daemon_host_wake_state(host);
+}
+
+/* ---- demand ---------------------------------------------------------------- */
+
+static void watch_demand(act_daemon_host *host, bool watch);
+
+/* A connection waits in a parked host's backlog: it wakes the host and stays
+ * there until the new generation accepts it. */
+static int on_demand(sd_event_source *source, int fd, uint32_t revents, void *userdata)
+{
+    act_daemon_host *host = userdata;
+    watch_demand(host, false);
+    act_host_wake(act_daemon_host_pipeline(host), ACT_TRIGGER_CONNECTION, NULL, NULL);
+    return 0;
+}
+
+static void watch_demand(act_daemon_host *host, bool watch)
+{
+    const act_host_config *config = act_daemon_host_config(host);
+    const int *fds = act_daemon_host_listen_fds(host);
+    for (uint16_t i = 0; i < config->n_listen; i++) {
+        sd_event_source **source = act_daemon_host_demand_source(host, i);
+        if (!watch) {
+            if (*source)
+                sd_event_source_set_enabled(*source, SD_EVENT_OFF);
+            continue;
+        }
+        if (!*source && sd_event_add_io(act_daemon_host_daemon(host)->loop, source, fds[i],
+                                        EPOLLIN, on_demand, host) < 0) {
+            act_log(LOG_ERR, "host %s: cannot watch its socket for connections", config->name);
+            continue;
+        }
+        sd_event_source_set_enabled(*source, SD_EVENT_ON);
+    }
+}
+
+/* A host we must not serve (refused for good) answers waiting clients by
+ * closing their connections, rather than leaving them hanging until their
+ * own timeout, and so that the backlog does not trigger wake after wake. */
+void act_hosts_drain_backlog(act_daemon_host *host)
+{
+    const int *fds = act_daemon_host_listen_fds(host);
+    for (uint16_t i = 0; i < act_daemon_host_config(host)->n_listen; i++) {
+        int fd;
+        while ((fd = accept4(fds[i], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
+            close(fd);
+    }
+}
+
+/* ---- transitions ------------------------------------------------------------ */
+
+static bool is_failure(const act_wake_event *event)
+{
+    switch (event->type) {
+    case ACT_WAKE_EVENT_FAILED:
+    case ACT_WAKE_EVENT_REFUSED:
+    case ACT_WAKE_EVENT_GAVE_UP:
+    case ACT_WAKE_EVENT_EXITED:
+    case ACT_WAKE_EVENT_CANCELLED:
+        return event->reason != ACT_REASON_NONE && event->reason != ACT_REASON_CANCELLED;
+    default:
+        return false;
+    }
+}
+
+/* A wake, swap or retirement ended: the host keeps the state it has now, so
+ * what watches it is set from that state. */
+static void settle(act_daemon_host *host, const act_wake_event *event)
+{
+    act_daemon *daemon = act_daemon_host_daemon(host);
+    act_host_state state = act_host_get_state(act_daemon_host_pipeline(host));
+    if (state != ACT_HOST_SERVING)
+        act_idle_watch(host, false);
+    if (!act_daemon_host_serving(host) && !act_daemon_host_starting(host))
+        act_daemon_host_dir_close(host);
+    if (state != ACT_HOST_PARKED)
+        return;
+    /* Parked, whatever ended (served and parked, gave up, cancelled, or
+     * refused): the sockets are ours to watch again, so the next client
+     * wakes the host (after the failure-park backoff, if any). */
+    if (!daemon->stopping)
+        watch_demand(host, true);
+    act_swap_host_parked(host);
+}
+
+/* The pipeline's hook: every transition of every host comes here. The
+ * reactions are decided here and nowhere else; the observers (announce.c)
+ * and the daemon's own (STATUS=, the end of a clean stop) are told after. */
+static void on_transition(act_host *pipeline, const act_wake_event *event, void *userdata)
+{
+    act_daemon_host *host = userdata;
+    act_daemon *daemon = act_daemon_host_daemon(host);
+
+    /* Status shows why the last wake did not serve; a served wake clears it. */
+    if (event->type == ACT_WAKE_EVENT_SERVING)
+        act_daemon_host_set_last_failure(host, NULL, NULL);
+    else if (is_failure(event))
+        act_daemon_host_set_last_failure(host, act_reason_to_string(event->reason),
+                                         event->message);
+
+    act_announce_transition(host, event);
+
+    switch (event->type) {
+    case ACT_WAKE_EVENT_WAKING:
+        watch_demand(host, false);
+        break;
+    case ACT_WAKE_EVENT_SERVING:
+        act_idle_watch(host, true);
+        break;
+    case ACT_WAKE_EVENT_PARKING:
+        act_idle_watch(host, false);
+        break;
+    case ACT_WAKE_EVENT_REFUSED:
+        /* Waiting clients are closed now rather than left to time out: a
+         * refusal answers them. Not in a swap: those clients are N's, and N
+         * serves on. */
+        if (!event->swap)
+            act_hosts_drain_backlog(host);
+        break;
+    case ACT_WAKE_EVENT_ENDED:
+        settle(host, event);
+        break;
+    default:
+        break;
+    }
+
+    if (daemon->observe_hosts)
+        daemon->observe_hosts(daemon, host, event);
+}
+
+/* ---- sockets ---------------------------------------------------------------- */
 
 /* Sockets handed back by systemd's FD store after a restart, by name. */
 typedef struct inherited_fds {
@@ -46,6 +190,12 @@ static void inherited_collect(inherited_fds *inherited)
     if (n <= 0)
         return;
     inherited->fds = calloc((size_t)n, sizeof(int));
+    if (!inherited->fds) {
+        for (int i = 0; i < n; i++)
+            free(names[i]);
+        free(names);
+        return;
+    }
     inherited->names = names;
     inherited->n = (size_t)n;
     for (int i = 0; i < n; i++) {
@@ -96,136 +246,44 @@ static void store_fd(const char *name, int fd)
     sd_pid_notify_with_fds(0, 0, state, &fd, 1);
 }
 
-static int bind_sockets(act_daemon_host *host, inherited_fds *inherited, act_error *err)
-{
-    const act_host_config *config = host->config;
-    host->listen_fds = calloc(config->n_listen ? config->n_listen : 1, sizeof(int));
-    host->listen_names = calloc((size_t)config->n_listen + 1, sizeof(char *));
-    host->demand_sources = calloc(config->n_listen ? config->n_listen : 1, sizeof(void *));
-    if (!host->listen_fds || !host->listen_names || !host->demand_sources)
-        return act_error_set(err, ENOMEM, "out of memory");
-    for (uint16_t i = 0; i < config->n_listen; i++)
-        host->listen_fds[i] = -1;
-    for (uint16_t i = 0; i < config->n_listen; i++) {
-        char name[ACT_NAME_MAX + 16];
-        snprintf(name, sizeof(name), "%s/%u", config->name, i);
-        host->listen_names[i] = strdup(name);
-        if (!host->listen_names[i])
-            return act_error_set(err, ENOMEM, "out of memory");
-        int fd = inherited_take(inherited, name, &config->listen[i]);
-        if (fd < 0) {
-            fd = act_listen_bind(&config->listen[i], (int)config->backlog, err);
-            if (fd == -EADDRINUSE) {
-                int taken = act_recovery_take_socket(host->daemon, config->name, i,
-                                                     &config->listen[i]);
-                if (taken >= 0) {
-                    act_error_clear(err);
-                    fd = taken;
-                }
-            }
-            if (fd < 0)
-                return act_error_prefix(err, "host %s", config->name);
-            store_fd(name, fd);
-        }
-        host->listen_fds[i] = fd;
-    }
-    return 0;
-}
-
-int act_host_credentials(const act_host_config *config, uid_t *uid, gid_t *gid, bool *have,
+/* One socket: from the FD store, else newly bound, else (its address is
+ * taken) from a generation that outlived the previous daemon. */
+static int obtain_socket(act_daemon_host *host, unsigned index, inherited_fds *inherited,
                          act_error *err)
 {
-    *have = false;
-    if (!config->user)
-        return 0;
-    struct passwd *user = getpwnam(config->user);
-    if (!user)
-        return act_error_set(err, ENOENT,
-                             "host %s: User=%s does not exist on this box; create it or change "
-                             "User=",
-                             config->name, config->user);
-    *uid = user->pw_uid;
-    *gid = user->pw_gid;
-    if (config->group) {
-        struct group *group = getgrnam(config->group);
-        if (!group)
-            return act_error_set(err, ENOENT,
-                                 "host %s: Group=%s does not exist on this box; create it or "
-                                 "change Group=",
-                                 config->name, config->group);
-        *gid = group->gr_gid;
-    }
-    *have = true;
-    return 0;
-}
-
-/* Most hosts run the default profile: one compiled program serves them all. */
-static int compile_filter(act_daemon *daemon, act_daemon_host *host, act_error *err)
-{
-    const act_syscall_filter *filter = &host->config->limits.syscall_filter;
-    bool plain_default = filter->base == ACT_SYSCALLS_DEFAULT && !filter->allow && !filter->deny;
-    if (plain_default && daemon->default_seccomp)
-        return 0;
-    cg_seccomp_program **out = plain_default ? &daemon->default_seccomp : &host->seccomp;
-    int r = cg_seccomp_compile(filter->base == ACT_SYSCALLS_NONE ? "none" : "default",
-                               (const char *const *)filter->allow,
-                               (const char *const *)filter->deny, out, err);
-    return r < 0 ? act_error_prefix(err, "host %s: SystemCallFilter=", host->config->name) : 0;
-}
-
-const cg_seccomp_program *act_host_seccomp(const act_daemon_host *host)
-{
-    const act_syscall_filter *filter = &host->config->limits.syscall_filter;
-    if (filter->base == ACT_SYSCALLS_DEFAULT && !filter->allow && !filter->deny)
-        return host->daemon->default_seccomp;
-    return host->seccomp;
-}
-
-void act_host_format_handle(const act_daemon_host *host, uint64_t generation, char *out,
-                            size_t size)
-{
-    size_t used = 0;
-    out[0] = '\0';
-    for (uint16_t i = 0; i < host->config->n_listen && used + 2 < size; i++) {
-        char address[160];
-        act_listen_format(&host->config->listen[i], address, sizeof(address));
-        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? "," : "", address);
-    }
-    if (!out[0])
-        snprintf(out, size, "%s/g-%" PRIu64, host->daemon->config.box, generation);
-}
-
-int act_host_dir(act_daemon_host *host, act_error *err)
-{
-    if (host->host_dirfd >= 0)
-        return host->host_dirfd;
-    int fd = act_records_open_host(host->daemon->state_dirfd, host->config->name, err);
+    const act_host_config *config = act_daemon_host_config(host);
+    const act_listen_address *address = &config->listen[index];
+    const char *name = act_daemon_host_listen_names(host)[index];
+    int fd = inherited_take(inherited, name, address);
     if (fd >= 0)
-        host->host_dirfd = fd;
+        return fd;
+    fd = act_listen_bind(address, (int)config->backlog, err);
+    if (fd == -EADDRINUSE) {
+        int taken = act_leftovers_take_socket(act_daemon_host_daemon(host), config->name, index,
+                                              address);
+        if (taken >= 0) {
+            act_error_clear(err);
+            fd = taken;
+        }
+    }
+    if (fd < 0)
+        return act_error_prefix(err, "host %s", config->name);
+    store_fd(name, fd);
     return fd;
 }
 
-int act_host_state_directory(act_daemon_host *host, act_error *err)
+static int bind_sockets(act_daemon_host *host, inherited_fds *inherited, act_error *err)
 {
-    int dirfd = act_host_dir(host, err);
-    if (dirfd < 0)
-        return dirfd;
-    if (mkdirat(dirfd, "state", 0750) < 0 && errno != EEXIST)
-        return act_error_set(err, errno, "cannot create the state directory: %s",
-                             strerror(errno));
-    if (host->have_credentials &&
-        fchownat(dirfd, "state", host->uid, host->gid, AT_SYMLINK_NOFOLLOW) < 0)
-        return act_error_set(err, errno, "cannot hand the state directory to uid %u: %s",
-                             (unsigned)host->uid, strerror(errno));
+    for (uint16_t i = 0; i < act_daemon_host_config(host)->n_listen; i++) {
+        int fd = obtain_socket(host, i, inherited, err);
+        if (fd < 0)
+            return fd;
+        act_daemon_host_set_listen_fd(host, i, fd);
+    }
     return 0;
 }
 
-void act_host_dir_close(act_daemon_host *host)
-{
-    if (host->host_dirfd >= 0)
-        close(host->host_dirfd);
-    host->host_dirfd = -1;
-}
+/* ---- set-up and teardown ---------------------------------------------------- */
 
 static void pipeline_config_for(const act_daemon *daemon, const act_host_config *config,
                                 act_pipeline_config *out)
@@ -234,59 +292,74 @@ static void pipeline_config_for(const act_daemon *daemon, const act_host_config 
     out->max_starts = config->max_starts;
     out->ready_timeout_usec = config->ready_timeout_usec;
     out->park_backoff_max_usec = daemon->config.failure_backoff_max_usec;
+    out->budget_wait_max_usec = daemon->config.start_budget_wait_usec;
     out->start_rate_per_sec = config->start_rate_limit;
     out->start_cap = (act_start_cap *)&daemon->start_cap;
 }
 
-static int setup_host(act_daemon *daemon, act_daemon_host *host, const act_host_config *config,
-                      inherited_fds *inherited, act_error *err)
+/* The pipeline's operations: the daemon's own, wrapped in the tests' step
+ * holds when the build has them. */
+static const act_pipeline_ops *operations(act_daemon *daemon)
 {
-    host->daemon = daemon;
-    host->config = config;
-    host->host_dirfd = -1;
-    int r = act_host_dir(host, err); /* creates hosts/<host>/ now, not at the first wake */
-    act_host_dir_close(host);
-    if (r < 0 || (r = bind_sockets(host, inherited, err)) < 0 ||
-        (r = act_host_credentials(config, &host->uid, &host->gid, &host->have_credentials,
-                                  err)) < 0 ||
-        (r = compile_filter(daemon, host, err)) < 0)
-        return r;
-    act_pipeline_config pipeline_config;
-    pipeline_config_for(daemon, config, &pipeline_config);
-    return act_host_new(daemon->loop, config->name, &pipeline_config, &act_wake_ops, host,
-                        act_announce, host, &host->pipeline, err);
+#ifdef ACTIVATOR_TEST_HOOKS
+    return act_step_holds_ops(&act_wake_ops, daemon->loop);
+#else
+    (void)daemon;
+    return &act_wake_ops;
+#endif
 }
 
 static void teardown_host(act_daemon_host *host)
 {
-    if (!host->daemon)
-        return;
-    if (host->pipeline && act_host_free(host->pipeline) < 0)
-        act_log(LOG_WARNING, "host %s: pipeline still busy at exit", host->config->name);
-    for (uint16_t j = 0; host->listen_fds && j < host->config->n_listen; j++) {
-        sd_event_source_disable_unref(host->demand_sources[j]);
-        if (host->listen_fds[j] >= 0)
-            close(host->listen_fds[j]);
-        free(host->listen_names[j]);
+    act_host *pipeline = act_daemon_host_pipeline(host);
+    if (pipeline && act_host_free(pipeline) < 0)
+        act_log(LOG_WARNING, "host %s: pipeline still busy at exit", act_daemon_host_name(host));
+    act_daemon_host_set_pipeline(host, NULL);
+    act_wake_state_free(act_daemon_host_wake_state(host));
+    act_daemon_host_set_wake_state(host, NULL);
+    act_generation_free(act_daemon_host_serving(host));
+    act_daemon_host_set_serving(host, NULL);
+    act_generation_free(act_daemon_host_starting(host));
+    act_daemon_host_set_starting(host, NULL);
+    act_generation_free(act_daemon_host_replaced(host));
+    act_daemon_host_set_replaced(host, NULL);
+    free(act_daemon_host_swap(host));
+    act_daemon_host_set_swap(host, NULL);
+    act_daemon_host_free(host);
+}
+
+static int setup_host(act_daemon *daemon, const act_host_config *config,
+                      inherited_fds *inherited, act_daemon_host **out, act_error *err)
+{
+    act_daemon_host *host = NULL;
+    int r = act_daemon_host_new(daemon, config, &host, err);
+    if (r < 0)
+        return r;
+    /* Creates hosts/<host>/ now, not at the first wake. */
+    r = act_daemon_host_dir(host, err);
+    act_daemon_host_dir_close(host);
+    if (r >= 0)
+        r = bind_sockets(host, inherited, err);
+    act_host *pipeline = NULL;
+    if (r >= 0) {
+        act_pipeline_config pipeline_config;
+        pipeline_config_for(daemon, config, &pipeline_config);
+        r = act_host_new(daemon->loop, config->name, &pipeline_config, operations(daemon), host,
+                         on_transition, host, &pipeline, err);
     }
-    free(host->demand_sources);
-    free(host->listen_fds);
-    free(host->listen_names);
-    cg_seccomp_program_free(host->seccomp);
-    act_wake_state_free(host->w);
-    sd_event_source_disable_unref(host->idle_timer);
-    act_generation_free(host->serving);
-    act_generation_free(host->starting);
-    act_generation_free(host->replaced);
-    free(host->swap);
-    act_host_dir_close(host);
-    *host = (act_daemon_host){0};
+    if (r < 0) {
+        teardown_host(host);
+        return r;
+    }
+    act_daemon_host_set_pipeline(host, pipeline);
+    *out = host;
+    return 0;
 }
 
 int act_hosts_setup(act_daemon *daemon, act_error *err)
 {
-    daemon->hosts =
-        calloc(daemon->n_host_configs ? daemon->n_host_configs : 1, sizeof(*daemon->hosts));
+    daemon->hosts = calloc(daemon->n_host_configs ? daemon->n_host_configs : 1,
+                           sizeof(*daemon->hosts));
     if (!daemon->hosts)
         return act_error_set(err, ENOMEM, "out of memory");
     inherited_fds inherited = {0};
@@ -297,11 +370,10 @@ int act_hosts_setup(act_daemon *daemon, act_error *err)
     size_t n = 0;
     for (size_t i = 0; i < daemon->n_host_configs; i++) {
         act_error host_err = {0};
-        act_daemon_host *host = &daemon->hosts[n];
-        if (setup_host(daemon, host, &daemon->host_configs[i], &inherited, &host_err) < 0) {
-            act_log_fields(LOG_ERR, &(act_log_ctx){.host = daemon->host_configs[i].name},
+        const act_host_config *config = &daemon->host_configs[i];
+        if (setup_host(daemon, config, &inherited, &daemon->hosts[n], &host_err) < 0) {
+            act_log_fields(LOG_ERR, &(act_log_ctx){.host = config->name},
                            "%s (host not served)", host_err.message);
-            teardown_host(host);
             continue;
         }
         n++;
@@ -309,55 +381,14 @@ int act_hosts_setup(act_daemon *daemon, act_error *err)
     daemon->n_hosts = n;
     inherited_release(&inherited);
     for (size_t i = 0; i < daemon->n_hosts; i++)
-        act_host_watch_demand(&daemon->hosts[i], true);
+        watch_demand(daemon->hosts[i], true);
     return 0;
-}
-
-/* A connection waits in a parked host's backlog: it wakes the host and stays
- * there until the new generation accepts it. */
-static int on_demand(sd_event_source *source, int fd, uint32_t revents, void *userdata)
-{
-    act_daemon_host *host = userdata;
-    act_host_watch_demand(host, false);
-    act_host_wake(host->pipeline, ACT_TRIGGER_CONNECTION, NULL, NULL);
-    return 0;
-}
-
-void act_host_watch_demand(act_daemon_host *host, bool watch)
-{
-    for (uint16_t i = 0; i < host->config->n_listen; i++) {
-        sd_event_source **source = &host->demand_sources[i];
-        if (!watch) {
-            if (*source)
-                sd_event_source_set_enabled(*source, SD_EVENT_OFF);
-            continue;
-        }
-        if (!*source &&
-            sd_event_add_io(host->daemon->loop, source, host->listen_fds[i], EPOLLIN, on_demand,
-                            host) < 0) {
-            act_log(LOG_ERR, "host %s: cannot watch its socket for connections", host->config->name);
-            continue;
-        }
-        sd_event_source_set_enabled(*source, SD_EVENT_ON);
-    }
-}
-
-/* A host we must not serve (refused for good) answers waiting clients by
- * closing their connections, rather than leaving them hanging until their
- * own timeout, and so that the backlog does not trigger wake after wake. */
-void act_host_drain_backlog(act_daemon_host *host)
-{
-    for (uint16_t i = 0; i < host->config->n_listen; i++) {
-        int fd;
-        while ((fd = accept4(host->listen_fds[i], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
-            close(fd);
-    }
 }
 
 void act_hosts_teardown(act_daemon *daemon)
 {
     for (size_t i = 0; i < daemon->n_hosts; i++)
-        teardown_host(&daemon->hosts[i]);
+        teardown_host(daemon->hosts[i]);
     free(daemon->hosts);
     daemon->hosts = NULL;
     daemon->n_hosts = 0;

@@ -1,7 +1,7 @@
 /* Idle parking: a serving host with no connection on its sockets for
  * IdleTimeoutSec is parked, its generation retired with proof, and its
  * sockets watched again for the next client. */
-#include "activator/daemon/daemon.h"
+#include "activator/daemon/idle.h"
 
 #include <inttypes.h>
 
@@ -23,8 +23,8 @@ static uint64_t check_interval(const act_host_config *config)
 static int on_idle_check(sd_event_source *source, uint64_t usec, void *userdata)
 {
     act_daemon_host *host = userdata;
-    const act_host_config *config = host->config;
-    uint64_t now = act_daemon_now(host->daemon);
+    const act_host_config *config = act_daemon_host_config(host);
+    uint64_t now = act_daemon_now(act_daemon_host_daemon(host));
     uint64_t connections = 0;
     act_error err = {0};
     if (act_connections_count(config->listen, config->n_listen, &connections, &err) < 0) {
@@ -33,13 +33,14 @@ static int on_idle_check(sd_event_source *source, uint64_t usec, void *userdata)
         connections = 1;
     }
     if (connections > 0)
-        host->last_active_usec = now;
-    if (now - host->last_active_usec >= config->idle_timeout_usec) {
+        act_daemon_host_set_last_active(host, now);
+    if (now - act_daemon_host_last_active(host) >= config->idle_timeout_usec) {
         act_log_fields(LOG_INFO, &(act_log_ctx){.host = config->name},
                        "host %s: no connection for %" PRIu64 " s; parking", config->name,
                        config->idle_timeout_usec / 1000000);
-        host->idle_timer = sd_event_source_disable_unref(host->idle_timer);
-        act_host_park(host->pipeline, ACT_PARK_IDLE);
+        sd_event_source **timer = act_daemon_host_idle_timer(host);
+        *timer = sd_event_source_disable_unref(*timer);
+        act_host_park(act_daemon_host_pipeline(host), ACT_PARK_IDLE);
         return 0;
     }
     sd_event_source_set_time_relative(source, check_interval(config));
@@ -49,13 +50,16 @@ static int on_idle_check(sd_event_source *source, uint64_t usec, void *userdata)
 
 void act_idle_watch(act_daemon_host *host, bool watch)
 {
-    host->idle_timer = sd_event_source_disable_unref(host->idle_timer);
+    const act_host_config *config = act_daemon_host_config(host);
+    act_daemon *daemon = act_daemon_host_daemon(host);
+    sd_event_source **timer = act_daemon_host_idle_timer(host);
+    *timer = sd_event_source_disable_unref(*timer);
     /* Without sockets the daemon cannot see clients: such a host parks only
      * when its generation exits with status 0. */
-    if (!watch || !host->config->idle_timeout_usec || !host->config->n_listen)
+    if (!watch || !config->idle_timeout_usec || !config->n_listen)
         return;
-    host->last_active_usec = act_daemon_now(host->daemon);
-    if (sd_event_add_time_relative(host->daemon->loop, &host->idle_timer, CLOCK_MONOTONIC,
-                                   check_interval(host->config), 0, on_idle_check, host) < 0)
-        act_log(LOG_ERR, "host %s: cannot watch for idleness", host->config->name);
+    act_daemon_host_set_last_active(host, act_daemon_now(daemon));
+    if (sd_event_add_time_relative(daemon->loop, timer, CLOCK_MONOTONIC, check_interval(config),
+                                   0, on_idle_check, host) < 0)
+        act_log(LOG_ERR, "host %s: cannot watch for idleness", config->name);
 }

@@ -6,7 +6,7 @@
  * write runs on a worker of daemon->offload, in the host's lane (a host's
  * record writes and removals land in the order they were made), from a
  * copy of what to write; the step that waits for it continues on the loop. */
-#include "activator/daemon/daemon.h"
+#include "activator/daemon/record_writes.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -18,8 +18,8 @@
 typedef struct record_write {
     act_daemon_host *host; /* for written(), on the loop only */
     act_record_written_fn written;
-    act_generation *removed_gen; /* for removed(), on the loop only */
-    act_record_removed_fn removed;
+    act_record_removed_fn removed; /* for removed(), on the loop only */
+    void *removed_userdata;
     int host_dirfd;
     char host_name[ACT_NAME_MAX + 1];
     enum { WRITE_RECORD, REMOVE_RECORD } op;
@@ -55,7 +55,7 @@ static void complete_write(void *data)
         if (job->result < 0)
             act_log(LOG_WARNING, "host %s: %s", job->host_name, job->err.message);
         if (job->removed)
-            job->removed(job->removed_gen);
+            job->removed(job->removed_userdata);
     }
     free(job);
 }
@@ -63,11 +63,11 @@ static void complete_write(void *data)
 static int submit(act_daemon_host *host, record_write *job, act_error *err)
 {
     job->host = host;
-    int r = act_host_dir(host, err);
+    int r = act_daemon_host_dir(host, err);
     if (r >= 0) {
         job->host_dirfd = r;
-        snprintf(job->host_name, sizeof(job->host_name), "%s", host->config->name);
-        r = act_offload_submit(host->daemon->offload, act_offload_lane(job->host_name), run_write,
+        snprintf(job->host_name, sizeof(job->host_name), "%s", act_daemon_host_name(host));
+        r = act_offload_submit(act_daemon_host_daemon(host)->offload, act_offload_lane(job->host_name), run_write,
                                complete_write, job, err);
     }
     if (r < 0)
@@ -75,39 +75,40 @@ static int submit(act_daemon_host *host, record_write *job, act_error *err)
     return r;
 }
 
-int act_generation_write_record_async(act_generation *gen, act_generation_phase phase,
-                                      const act_build_state *build_state,
-                                      act_record_written_fn written, act_error *err)
+int act_record_write_async(act_daemon_host *host, const act_generation_record *record,
+                           const act_build_state *build_state, act_record_written_fn written,
+                           act_error *err)
 {
     record_write *job = calloc(1, sizeof(*job));
     if (!job)
         return act_error_set(err, ENOMEM, "out of memory");
     job->op = WRITE_RECORD;
     job->written = written;
-    act_generation_fill_record(gen, phase, &job->record);
+    job->record = *record;
     if (build_state) {
         job->note_build_state = true;
         job->build_state = *build_state;
     }
-    return submit(gen->host, job, err);
+    return submit(host, job, err);
 }
 
-void act_generation_remove_record_async(act_generation *gen, act_record_removed_fn removed)
+void act_record_remove_async(act_daemon_host *host, uint64_t generation,
+                             act_record_removed_fn removed, void *userdata)
 {
     record_write *job = calloc(1, sizeof(*job));
     act_error err = {0};
     if (!job) {
         act_log(LOG_WARNING, "host %s: out of memory removing the record of generation %" PRIu64,
-                gen->host->config->name, gen->number);
-        removed(gen);
+                act_daemon_host_name(host), generation);
+        removed(userdata);
         return;
     }
     job->op = REMOVE_RECORD;
-    job->record.generation = gen->number;
-    job->removed_gen = gen;
+    job->record.generation = generation;
     job->removed = removed;
-    if (submit(gen->host, job, &err) < 0) {
-        act_log(LOG_WARNING, "host %s: %s", gen->host->config->name, err.message);
-        removed(gen);
+    job->removed_userdata = userdata;
+    if (submit(host, job, &err) < 0) {
+        act_log(LOG_WARNING, "host %s: %s", act_daemon_host_name(host), err.message);
+        removed(userdata);
     }
 }

@@ -13,156 +13,174 @@
  * a hung one rather than any normal one. */
 #define RESTORE_TIMEOUT_USEC (10 * 60 * 1000 * 1000ull)
 
-static const char *name_of(const act_daemon_host *host)
+struct act_restore {
+    act_daemon_host *host;
+    act_wake *wake;               /* NULL once abandoned */
+    act_restore **slot;           /* the owner's pointer to this restore */
+    act_generation *gen;          /* the restore-<N> leaf and its process */
+    sd_event_source *timer;
+    char checkpoint[160];
+    act_reason reason;            /* the outcome, once the program ended */
+    char message[1200];
+};
+
+static const char *name_of(const act_restore *restore)
 {
-    return host->config->name;
+    return act_daemon_host_name(restore->host);
 }
 
-typedef struct restore_outcome {
-    act_wake *wake;
-    act_reason reason;
-    char message[1200];
-} restore_outcome;
+static void restore_free(act_restore *restore)
+{
+    if (restore->slot && *restore->slot == restore)
+        *restore->slot = NULL;
+    sd_event_source_disable_unref(restore->timer);
+    act_generation_free(restore->gen);
+    free(restore);
+}
 
 /* The leaf is proven empty (or not): only now does the wake go on, so no
  * restore process ever runs beside the generation it prepared. */
-static void on_restore_leaf_retired(act_generation *gen, bool proven, const char *why,
-                                    void *userdata)
+static void on_leaf_retired(act_generation *gen, bool proven, const char *why, void *userdata)
 {
-    restore_outcome *outcome = userdata;
-    act_daemon_host *host = gen->host;
-    host->w->restoring = NULL;
-    act_generation_free(gen);
-    act_wake *wake = outcome->wake;
-    if (!proven)
+    act_restore *restore = userdata;
+    act_wake *wake = restore->wake;
+    if (!wake) {
+        if (!proven)
+            act_log(LOG_ERR, "host %s: abandoned restore not proven stopped: %s",
+                    name_of(restore), why);
+    } else if (!proven) {
         act_wake_complete(wake, ACT_REASON_RESTORE_FAILED,
-                          "host %s: the restore's cgroup is not proven empty: %s", name_of(host),
-                          why);
-    else if (outcome->reason != ACT_REASON_NONE)
-        act_wake_complete(wake, outcome->reason, "%s", outcome->message);
-    else
+                          "host %s: the restore's cgroup is not proven empty: %s",
+                          name_of(restore), why);
+    } else if (restore->reason != ACT_REASON_NONE) {
+        act_wake_complete(wake, restore->reason, "%s", restore->message);
+    } else {
         act_wake_ok(wake);
-    free(outcome);
+    }
+    restore_free(restore);
 }
 
-static void finish_restore(act_daemon_host *host, act_reason reason, const char *message)
+static void finish(act_restore *restore, act_reason reason, const char *message)
 {
-    host->w->restore_timer = sd_event_source_disable_unref(host->w->restore_timer);
-    act_generation *gen = host->w->restoring;
-    restore_outcome *outcome = calloc(1, sizeof(*outcome));
-    if (!outcome) {
-        act_wake_complete(TAKE_PTR(host->w->waiting_wake), ACT_REASON_RESTORE_FAILED,
-                          "host %s: out of memory", name_of(host));
-        return;
-    }
-    outcome->wake = TAKE_PTR(host->w->waiting_wake);
-    outcome->reason = reason;
-    snprintf(outcome->message, sizeof(outcome->message), "%s", message ? message : "");
-    act_generation_retire(gen, false, on_restore_leaf_retired, outcome);
+    restore->timer = sd_event_source_disable_unref(restore->timer);
+    restore->reason = reason;
+    snprintf(restore->message, sizeof(restore->message), "%s", message ? message : "");
+    if (restore->slot && *restore->slot == restore)
+        *restore->slot = NULL;
+    restore->slot = NULL;
+    restore->gen->on_exit = NULL;
+    act_generation_retire(restore->gen, false, on_leaf_retired, restore);
 }
 
 static void on_restore_exit(act_generation *gen, void *userdata)
 {
-    act_daemon_host *host = gen->host;
-    const char *checkpoint = host->w->admitted.state.checkpoint;
+    act_restore *restore = userdata;
+    const act_host_config *config = act_daemon_host_config(restore->host);
     char message[1200];
     if (gen->exit_status != 0) {
         snprintf(message, sizeof(message), "host %s: ExecRestore= %s exited with status %d",
-                 name_of(host), host->config->exec_restore[0], gen->exit_status);
-        finish_restore(host, ACT_REASON_RESTORE_FAILED, message);
+                 name_of(restore), config->exec_restore[0], gen->exit_status);
+        finish(restore, ACT_REASON_RESTORE_FAILED, message);
         return;
     }
     act_error err = {0};
-    int dirfd = act_host_dir(host, &err);
-    if (dirfd < 0 || act_records_write_checkpoint(dirfd, checkpoint, &err) < 0) {
-        snprintf(message, sizeof(message), "host %s: restored, but %s", name_of(host),
+    int dirfd = act_daemon_host_dir(restore->host, &err);
+    if (dirfd < 0 || act_records_write_checkpoint(dirfd, restore->checkpoint, &err) < 0) {
+        snprintf(message, sizeof(message), "host %s: restored, but %s", name_of(restore),
                  err.message);
-        finish_restore(host, ACT_REASON_RESTORE_FAILED, message);
+        finish(restore, ACT_REASON_RESTORE_FAILED, message);
         return;
     }
-    act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(host)},
-                   "host %s: state restored to checkpoint %s", name_of(host), checkpoint);
-    finish_restore(host, ACT_REASON_NONE, NULL);
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(restore)},
+                   "host %s: state restored to checkpoint %s", name_of(restore),
+                   restore->checkpoint);
+    finish(restore, ACT_REASON_NONE, NULL);
 }
 
 static int on_restore_timeout(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    act_daemon_host *host = userdata;
+    act_restore *restore = userdata;
     char message[1200];
     snprintf(message, sizeof(message), "host %s: ExecRestore= did not finish within %llu s",
-             name_of(host), RESTORE_TIMEOUT_USEC / 1000000ull);
-    finish_restore(host, ACT_REASON_RESTORE_FAILED, message);
+             name_of(restore), RESTORE_TIMEOUT_USEC / 1000000ull);
+    finish(restore, ACT_REASON_RESTORE_FAILED, message);
     return 0;
 }
 
-void act_restore_start(act_daemon_host *host, act_wake *wake)
+/* The checkpoint the state directory holds now ("" for none); -errno. */
+static int local_checkpoint(act_daemon_host *host, char *out, size_t size, act_error *err)
 {
-    const char *wanted = host->w->admitted.state.checkpoint;
-    if (!host->config->exec_restore || !wanted[0]) {
+    int dirfd = act_daemon_host_dir(host, err);
+    if (dirfd < 0)
+        return dirfd;
+    return act_records_read_checkpoint(dirfd, act_daemon_host_name(host), out, size, err);
+}
+
+void act_restore_start(act_daemon_host *host, act_wake *wake, const char *checkpoint,
+                       uint64_t generation, act_restore **slot)
+{
+    const act_host_config *config = act_daemon_host_config(host);
+    const char *name = act_daemon_host_name(host);
+    if (!config->exec_restore || !checkpoint[0]) {
         act_wake_ok(wake);
         return;
     }
     char local[160];
     act_error err = {0};
-    int dirfd = act_host_dir(host, &err);
-    if (dirfd < 0 ||
-        act_records_read_checkpoint(dirfd, name_of(host), local, sizeof(local), &err) < 0) {
+    if (local_checkpoint(host, local, sizeof(local), &err) < 0) {
         act_wake_complete(wake, ACT_REASON_RESTORE_FAILED, "%s", err.message);
         return;
     }
-    if (strcmp(local, wanted) == 0) {
+    if (strcmp(local, checkpoint) == 0) {
         act_wake_ok(wake); /* already restored: a retry never restores twice */
         return;
     }
 
-    act_generation *gen = NULL;
-    if (act_host_state_directory(host, &err) < 0 ||
-        act_generation_new(host, "restore", host->w->admitted.holder.generation, &gen, &err) < 0) {
-        act_wake_complete(wake, ACT_REASON_RESTORE_FAILED, "host %s: %s", name_of(host),
-                          err.message);
+    act_restore *restore = calloc(1, sizeof(*restore));
+    if (!restore) {
+        act_wake_complete(wake, ACT_REASON_RESTORE_FAILED, "host %s: out of memory", name);
         return;
     }
-    gen->on_exit = on_restore_exit;
-    host->w->restoring = gen;
-    host->w->waiting_wake = wake;
+    *restore = (act_restore){.host = host, .wake = wake, .slot = slot};
+    snprintf(restore->checkpoint, sizeof(restore->checkpoint), "%s", checkpoint);
+    if (act_daemon_host_state_directory(host, &err) < 0 ||
+        act_generation_new(host, "restore", generation, &restore->gen, &err) < 0) {
+        act_wake_complete(wake, ACT_REASON_RESTORE_FAILED, "host %s: %s", name, err.message);
+        restore_free(restore);
+        return;
+    }
+    restore->gen->on_exit = on_restore_exit;
+    restore->gen->on_exit_userdata = restore;
+    *slot = restore;
     char env[256];
-    snprintf(env, sizeof(env), "ACTIVATOR_CHECKPOINT=%s", wanted);
-    if (act_generation_spawn_helper(gen, host->config->exec_restore, env, true, &err) < 0 ||
-        sd_event_add_time_relative(host->daemon->loop, &host->w->restore_timer, CLOCK_MONOTONIC,
-                                   RESTORE_TIMEOUT_USEC, 0, on_restore_timeout, host) < 0) {
+    snprintf(env, sizeof(env), "ACTIVATOR_CHECKPOINT=%s", checkpoint);
+    if (act_generation_spawn_helper(restore->gen, config->exec_restore, env, true, &err) < 0 ||
+        sd_event_add_time_relative(act_daemon_host_daemon(host)->loop, &restore->timer,
+                                   CLOCK_MONOTONIC, RESTORE_TIMEOUT_USEC, 0, on_restore_timeout,
+                                   restore) < 0) {
         char message[1200];
-        snprintf(message, sizeof(message), "host %s: cannot start ExecRestore=: %s", name_of(host),
+        snprintf(message, sizeof(message), "host %s: cannot start ExecRestore=: %s", name,
                  err.message);
-        finish_restore(host, ACT_REASON_RESTORE_FAILED, message);
+        finish(restore, ACT_REASON_RESTORE_FAILED, message);
         return;
     }
-    act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(host)},
-                   "host %s: restoring state to checkpoint %s (local: %s)", name_of(host), wanted,
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = name},
+                   "host %s: restoring state to checkpoint %s (local: %s)", name, checkpoint,
                    local[0] ? local : "none");
 }
 
-static void on_abandoned_restore_retired(act_generation *gen, bool proven, const char *why,
-                                         void *userdata)
+void act_restore_abandon(act_restore *restore)
 {
-    if (!proven)
-        act_log(LOG_ERR, "host %s: abandoned restore not proven stopped: %s",
-                gen->host->config->name, why);
-    act_generation_free(gen);
-}
-
-void act_restore_abandon(act_daemon_host *host)
-{
-    if (!host->w || !host->w->restoring)
+    if (!restore)
         return;
-    host->w->restore_timer = sd_event_source_disable_unref(host->w->restore_timer);
-    act_generation *gen = TAKE_PTR(host->w->restoring);
-    gen->on_exit = NULL;
-    act_generation_retire(gen, false, on_abandoned_restore_retired, NULL);
+    restore->wake = NULL;
+    finish(restore, ACT_REASON_CANCELLED, NULL);
 }
 
-int act_replicate_start(act_daemon_host *host, act_generation *gen, act_error *err)
+int act_replicate_start(act_generation *gen, act_error *err)
 {
-    if (!host->config->exec_replicate)
+    char **exec_replicate = act_daemon_host_config(gen->host)->exec_replicate;
+    if (!exec_replicate)
         return 0;
-    return act_generation_spawn_helper(gen, host->config->exec_replicate, NULL, false, err);
+    return act_generation_spawn_helper(gen, exec_replicate, NULL, false, err);
 }

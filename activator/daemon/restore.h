@@ -3,17 +3,23 @@
  * and keep it copied out while the host serves. */
 #pragma once
 
-#include "activator/daemon/daemon.h"
+#include "activator/daemon/generation.h"
+
+typedef struct act_restore act_restore;
 
 /* The pipeline's `restore` step. Runs ExecRestore= in its own leaf
- * (restore-<N>) when the claim names a checkpoint the state directory does
- * not have, and records the checkpoint only once it succeeded, so a retry
- * never restores twice. Completes wake. */
-void act_restore_start(act_daemon_host *host, act_wake *wake);
+ * (restore-<generation>) when the claim names a checkpoint the state
+ * directory does not have, and records the checkpoint only once it
+ * succeeded, so a retry never restores twice. Completes wake, at once or
+ * later; while a restore runs, *slot points at it, and it clears *slot
+ * when it ends. */
+void act_restore_start(act_daemon_host *host, act_wake *wake, const char *checkpoint,
+                       uint64_t generation, act_restore **slot);
 
-/* Stops a restore in flight (the wake was cancelled); its leaf is killed. */
-void act_restore_abandon(act_daemon_host *host);
+/* Stops a restore in flight (the wake was cancelled): its leaf is killed in
+ * the background and the wake is not completed. NULL is fine. */
+void act_restore_abandon(act_restore *restore);
 
 /* Starts ExecReplicate= (if set) inside gen's leaf, beside the main
  * process, so the generation's retirement stops it with the same proof. */
-int act_replicate_start(act_daemon_host *host, act_generation *gen, act_error *err);
+int act_replicate_start(act_generation *gen, act_error *err);

@@ -5,7 +5,7 @@
  * host and answer no request. So it runs on a worker of daemon->offload, in
  * the host's lane, from a copy of the request; the reply goes out from the
  * loop when it is done. */
-#include "activator/daemon/daemon.h"
+#include "activator/daemon/stage.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -39,6 +39,17 @@ static void run_stage(void *data)
         job->result = rel_promote(job->releases, job->host, job->version, &job->err);
 }
 
+void act_reply_release_error(act_control_reply *reply, int r, const act_error *err)
+{
+    const char *code = r == -ENOENT         ? "not_staged"
+                       : r == -EEXIST       ? "version_exists"
+                       : r == -EBADMSG      ? "digest_mismatch"
+                       : r == -EKEYREJECTED ? "pin_mismatch"
+                       : r == -EINVAL       ? ACT_REQ_BAD_VALUE
+                                            : "release_error";
+    act_control_reply_error(reply, code, "%s", err->message);
+}
+
 static void complete_stage(void *data)
 {
     stage_job *job = data;
@@ -64,14 +75,16 @@ void act_stage_start(act_daemon_host *host, const act_request *request, act_cont
         act_control_reply_error(reply, "release_error", "host %s: out of memory", request->host);
         return;
     }
-    job->releases = host->daemon->releases;
+    act_daemon *daemon = act_daemon_host_daemon(host);
+    job->releases = daemon->releases;
     job->reply = reply;
     job->promote = request->promote;
     snprintf(job->host, sizeof(job->host), "%s", request->host);
     snprintf(job->version, sizeof(job->version), "%s", request->version);
     snprintf(job->path, sizeof(job->path), "%s", request->path);
-    snprintf(job->executable, sizeof(job->executable), "%s", host->config->exec_argv[0]);
-    if (act_offload_submit(host->daemon->offload, act_offload_lane(job->host), run_stage,
+    snprintf(job->executable, sizeof(job->executable), "%s",
+             act_daemon_host_config(host)->exec_argv[0]);
+    if (act_offload_submit(daemon->offload, act_offload_lane(job->host), run_stage,
                            complete_stage, job, &err) < 0) {
         act_control_reply_error(reply, "release_error", "host %s: %s", request->host,
                                 err.message);

@@ -8,7 +8,7 @@
  * leaves N serving and records the pin failure on the claim, for operators
  * and for every box to see. stop-first retires N before starting N+1, for
  * apps that cannot run twice. */
-#include "activator/daemon/daemon.h"
+#include "activator/daemon/swap.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,33 +16,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activator/daemon/announce.h"
+#include "activator/daemon/host_status.h"
 #include "common/log.h"
 #include "common/text.h"
 
-typedef struct swap_request {
+struct act_swap {
     act_daemon_host *host;
     act_control_reply *reply; /* NULL once answered (no_wait) */
     act_swap_mode mode;
+    bool waits_for_park;      /* stop-first: N is being retired first */
     rel_pin pin;
     char reason[32];
     char message[1200];
-} swap_request;
+};
 
 static const char *name_of(const act_daemon_host *host)
 {
-    return host->config->name;
+    return act_daemon_host_name(host);
 }
 
-static void reply_error(swap_request *swap, const char *code, const char *message)
+static act_daemon *daemon_of(const act_daemon_host *host)
+{
+    return act_daemon_host_daemon(host);
+}
+
+static void reply_error(act_swap *swap, const char *code, const char *message)
 {
     if (swap->reply)
         act_control_reply_error(swap->reply, code, "%s", message);
     swap->reply = NULL;
 }
 
-static void finish(swap_request *swap)
+static void finish(act_swap *swap)
 {
-    swap->host->swap = NULL;
+    act_daemon_host_set_swap(swap->host, NULL);
     free(swap);
 }
 
@@ -51,7 +59,7 @@ static void finish(swap_request *swap)
 static void on_failure_recorded(claim_store *store, int result, uint64_t new_revision,
                                 const claim *current, const act_error *err, void *userdata)
 {
-    swap_request *swap = userdata;
+    act_swap *swap = userdata;
     if (result < 0)
         act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(swap->host)},
                        "host %s: cannot record the failed swap to %s on the claim: %s",
@@ -67,7 +75,7 @@ static void on_failure_recorded(claim_store *store, int result, uint64_t new_rev
 static void on_claim_for_failure(claim_store *store, int result, const claim *c,
                                  const act_error *err, void *userdata)
 {
-    swap_request *swap = userdata;
+    act_swap *swap = userdata;
     act_daemon_host *host = swap->host;
     if (result <= 0 || !c->has_pin || strcmp(c->pin.version, swap->pin.version) != 0) {
         /* Gone, or pinned to something else since: not ours to annotate. */
@@ -81,11 +89,12 @@ static void on_claim_for_failure(claim_store *store, int result, const claim *c,
     /* N still serves: the claim says so again (the swap's admission had
      * set phase starting and cleared the handle). The session stays the
      * swap's, since sessions only grow. */
-    if (host->serving && claim_owned_by(c, host->daemon->config.box)) {
-        next.holder.generation = host->serving->number;
+    const act_generation *serving = act_daemon_host_serving(host);
+    if (serving && claim_owned_by(c, daemon_of(host)->config.box)) {
+        next.holder.generation = serving->number;
         snprintf(next.op.phase, sizeof(next.op.phase), "serving");
-        act_host_format_handle(host, host->serving->number, next.holder.handle,
-                               sizeof(next.holder.handle));
+        act_daemon_host_format_handle(host, serving->number, next.holder.handle,
+                                      sizeof(next.holder.handle));
     }
     act_error call_err = {0};
     if (claims_cas_async(store, name_of(host), c->revision, &next, on_failure_recorded, swap,
@@ -95,7 +104,7 @@ static void on_claim_for_failure(claim_store *store, int result, const claim *c,
     }
 }
 
-static void swap_failed(swap_request *swap, const char *reason, const char *message)
+static void swap_failed(act_swap *swap, const char *reason, const char *message)
 {
     act_daemon_host *host = swap->host;
     snprintf(swap->reason, sizeof(swap->reason), "%s", reason);
@@ -103,7 +112,7 @@ static void swap_failed(swap_request *swap, const char *reason, const char *mess
     act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(host), .reason = reason},
                    "host %s: swap to %s failed: %s", name_of(host), swap->pin.version, message);
     act_error err = {0};
-    if (claims_read_async(host->daemon->store, name_of(host), on_claim_for_failure, swap, &err) <
+    if (claims_read_async(daemon_of(host)->store, name_of(host), on_claim_for_failure, swap, &err) <
         0) {
         reply_error(swap, reason, message);
         finish(swap);
@@ -114,16 +123,17 @@ static void swap_failed(swap_request *swap, const char *reason, const char *mess
 
 static void on_swap_done(act_host *pipeline, const act_wake_result *result, void *userdata)
 {
-    swap_request *swap = userdata;
+    act_swap *swap = userdata;
     act_daemon_host *host = swap->host;
     if (result->kind == ACT_WAKE_SERVING) {
+        const act_generation *serving = act_daemon_host_serving(host);
         act_log_fields(LOG_INFO,
                        &(act_log_ctx){.host = name_of(host),
-                                      .generation = host->serving ? host->serving->number : 0,
+                                      .generation = serving ? serving->number : 0,
                                       .build = swap->pin.version},
                        "host %s: swapped to %s", name_of(host), swap->pin.version);
         if (swap->mode == ACT_SWAP_STOP_FIRST)
-            act_publish(host, ACT_EVENT_SWAP_DONE, host->serving, NULL);
+            act_publish(host, ACT_EVENT_SWAP_DONE, serving, NULL);
         if (swap->reply)
             act_control_reply_ok(swap->reply, act_host_status_json(host));
         swap->reply = NULL;
@@ -138,13 +148,14 @@ static void on_swap_done(act_host *pipeline, const act_wake_result *result, void
 }
 
 /* stop-first, and a swap of a parked host: a plain wake of the pinned build. */
-static void start_pinned_wake(swap_request *swap)
+static void start_pinned_wake(act_swap *swap)
 {
-    int r = act_host_wake(swap->host->pipeline, ACT_TRIGGER_WARM, on_swap_done, swap);
+    act_host *pipeline = act_daemon_host_pipeline(swap->host);
+    int r = act_host_wake(pipeline, ACT_TRIGGER_WARM, on_swap_done, swap);
     if (r == ACT_WAKE_ALREADY_SERVING) {
         /* Something else woke it first, with the pin already on the claim. */
         act_wake_result served = {.kind = ACT_WAKE_SERVING};
-        on_swap_done(swap->host->pipeline, &served, swap);
+        on_swap_done(pipeline, &served, swap);
     } else if (r < 0) {
         swap_failed(swap, "internal", "cannot start the pinned wake");
     }
@@ -152,17 +163,23 @@ static void start_pinned_wake(swap_request *swap)
 
 void act_swap_host_parked(act_daemon_host *host)
 {
-    swap_request *swap = host->swap;
-    if (swap && swap->mode == ACT_SWAP_STOP_FIRST && host->swap_waits_for_park) {
-        host->swap_waits_for_park = false;
+    act_swap *swap = act_daemon_host_swap(host);
+    if (swap && swap->mode == ACT_SWAP_STOP_FIRST && swap->waits_for_park) {
+        swap->waits_for_park = false;
+        if (daemon_of(host)->stopping) {
+            reply_error(swap, "stopping", "the box is stopping; the swap did not start N+1");
+            finish(swap);
+            return;
+        }
         start_pinned_wake(swap);
     }
 }
 
-static void start_generation(swap_request *swap)
+static void start_generation(act_swap *swap)
 {
     act_daemon_host *host = swap->host;
-    act_host_state state = act_host_get_state(host->pipeline);
+    act_host *pipeline = act_daemon_host_pipeline(host);
+    act_host_state state = act_host_get_state(pipeline);
     if (state == ACT_HOST_PARKED) {
         if (swap->mode == ACT_SWAP_STOP_FIRST)
             act_publish(host, ACT_EVENT_SWAP_STARTED, NULL, NULL);
@@ -170,12 +187,12 @@ static void start_generation(swap_request *swap)
         return;
     }
     if (swap->mode == ACT_SWAP_STOP_FIRST) {
-        act_publish(host, ACT_EVENT_SWAP_STARTED, host->serving, NULL);
-        host->swap_waits_for_park = true;
-        act_host_park(host->pipeline, ACT_PARK_REQUEST);
+        act_publish(host, ACT_EVENT_SWAP_STARTED, act_daemon_host_serving(host), NULL);
+        swap->waits_for_park = true;
+        act_host_park(pipeline, ACT_PARK_REQUEST);
         return;
     }
-    int r = act_host_swap(host->pipeline, on_swap_done, swap);
+    int r = act_host_swap(pipeline, on_swap_done, swap);
     if (r == -ESRCH) { /* parked meanwhile: the pinned wake does it */
         start_pinned_wake(swap);
         return;
@@ -191,7 +208,7 @@ static void start_generation(swap_request *swap)
 static void on_pinned(claim_store *store, int result, uint64_t new_revision,
                       const claim *current, const act_error *err, void *userdata)
 {
-    swap_request *swap = userdata;
+    act_swap *swap = userdata;
     if (result == CLAIMS_CHANGED) {
         reply_error(swap, "claim_changed",
                     "the claim changed while the pin was written; nothing was started, retry");
@@ -209,7 +226,7 @@ static void on_pinned(claim_store *store, int result, uint64_t new_revision,
 static void on_claim_for_pin(claim_store *store, int result, const claim *c,
                              const act_error *err, void *userdata)
 {
-    swap_request *swap = userdata;
+    act_swap *swap = userdata;
     act_daemon_host *host = swap->host;
     char message[1200];
     if (result <= 0) {
@@ -219,10 +236,10 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
         finish(swap);
         return;
     }
-    if (!claim_owned_by(c, host->daemon->config.box)) {
+    if (!claim_owned_by(c, daemon_of(host)->config.box)) {
         snprintf(message, sizeof(message),
                  "host %s: claim names box %s as executor, this box is %s; swap it there",
-                 name_of(host), claim_executor(c), host->daemon->config.box);
+                 name_of(host), claim_executor(c), daemon_of(host)->config.box);
         reply_error(swap, "not_owner", message);
         finish(swap);
         return;
@@ -260,7 +277,8 @@ static int verify_version(act_daemon_host *host, const char *version, rel_pin *p
     rel_entry *entries = NULL;
     size_t n = 0;
     *code = "not_staged";
-    int r = rel_list(host->daemon->releases, name_of(host), &entries, &n, err);
+    rel_store *releases = daemon_of(host)->releases;
+    int r = rel_list(releases, name_of(host), &entries, &n, err);
     if (r < 0)
         return r;
     r = act_error_set(err, ENOENT,
@@ -282,26 +300,32 @@ static int verify_version(act_daemon_host *host, const char *version, rel_pin *p
         break;
     }
     free(entries);
-    if (r == 0 && (r = rel_verify(host->daemon->releases, name_of(host), version, err)) < 0)
+    if (r == 0 && (r = rel_verify(releases, name_of(host), version, err)) < 0)
         *code = r == -ENOENT ? "not_staged" : "digest_mismatch";
     return r;
 }
 
 void act_swap_start(act_daemon_host *host, const act_request *request, act_control_reply *reply)
 {
-    if (host->swap) {
+    const act_swap *in_flight = act_daemon_host_swap(host);
+    if (in_flight) {
         act_control_reply_error(reply, "busy",
                                 "host %s: a swap to %s is already in flight; wait for it to end",
-                                name_of(host), host->swap->pin.version);
+                                name_of(host), in_flight->pin.version);
         return;
     }
-    act_host_state state = act_host_get_state(host->pipeline);
+    if (daemon_of(host)->stopping) {
+        act_control_reply_error(reply, "stopping", "box %s is stopping; swap refused",
+                                daemon_of(host)->config.box);
+        return;
+    }
+    act_host_state state = act_host_get_state(act_daemon_host_pipeline(host));
     if (state == ACT_HOST_WAKING || state == ACT_HOST_RETIRING) {
         act_control_reply_error(reply, "busy", "host %s is %s; swap it once it serves or is parked",
                                 name_of(host), act_host_state_to_string(state));
         return;
     }
-    swap_request *swap = calloc(1, sizeof(*swap));
+    act_swap *swap = calloc(1, sizeof(*swap));
     if (!swap) {
         act_control_reply_error(reply, "internal", "out of memory");
         return;
@@ -316,14 +340,14 @@ void act_swap_start(act_daemon_host *host, const act_request *request, act_contr
         free(swap);
         return;
     }
-    host->swap = swap;
+    act_daemon_host_set_swap(host, swap);
     if (request->no_wait) {
         json_object *started = act_host_status_json(host);
         json_object_object_add(started, "swap", json_object_new_string(swap->pin.version));
         act_control_reply_ok(reply, started);
         swap->reply = NULL;
     }
-    if (claims_read_async(host->daemon->store, name_of(host), on_claim_for_pin, swap, &err) < 0) {
+    if (claims_read_async(daemon_of(host)->store, name_of(host), on_claim_for_pin, swap, &err) < 0) {
         reply_error(swap, "store_error", err.message);
         finish(swap);
     }

@@ -2,9 +2,9 @@
  *
  * Each operation either completes at once or starts one asynchronous call
  * (a claim read or CAS, a probe, a process) and parks the wake in
- * host->w->waiting_wake until that call answers on the loop. Only one
+ * state_of(host)->waiting_wake until that call answers on the loop. Only one
  * operation of a host is in flight at a time, so one slot is enough. */
-#include "activator/daemon/daemon.h"
+#include "activator/daemon/wake_ops.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,36 +15,75 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "activator/daemon/record_writes.h"
 #include "activator/daemon/restore.h"
+#include "activator/probe/probe.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/log.h"
+
+/* What one wake knows, from `read` to its end. Kept apart from the host so
+ * that 10,000 parked hosts do not each carry two claims and a build. */
+struct act_wake_state {
+    act_daemon_host *host;
+    claim observed;                  /* the claim read at `read` */
+    claim admitted;                  /* our admission, revision = its fencing token */
+    rel_resolved resolved;           /* the verified build (exec_fd -1 when none) */
+    act_probe *probe;                /* readiness or health probe in flight */
+    act_wake *waiting_wake;          /* an op waiting for an async answer */
+    act_restore *restore;            /* ExecRestore= in flight */
+};
 
 static act_daemon_host *host_of(void *userdata)
 {
     return userdata;
 }
 
+static act_wake_state *state_of(const act_daemon_host *host)
+{
+    return act_daemon_host_wake_state(host);
+}
+
+static act_daemon *daemon_of(const act_daemon_host *host)
+{
+    return act_daemon_host_daemon(host);
+}
+
+static const act_host_config *config_of(const act_daemon_host *host)
+{
+    return act_daemon_host_config(host);
+}
+
 static const char *box_of(const act_daemon_host *host)
 {
-    return host->daemon->config.box;
+    return daemon_of(host)->config.box;
 }
 
 static const char *name_of(const act_daemon_host *host)
 {
-    return host->config->name;
+    return act_daemon_host_name(host);
+}
+
+/* gen's record as it stands, written with phase off the loop. */
+static int write_record_async(act_generation *gen, act_generation_phase phase,
+                              const act_build_state *build_state, act_record_written_fn written,
+                              act_error *err)
+{
+    act_generation_record record;
+    act_generation_fill_record(gen, phase, &record);
+    return act_record_write_async(gen->host, &record, build_state, written, err);
 }
 
 /* Takes the parked wake: the answer that arrives completes it exactly once. */
 static act_wake *take_wake(act_daemon_host *host)
 {
-    return TAKE_PTR(host->w->waiting_wake);
+    return TAKE_PTR(state_of(host)->waiting_wake);
 }
 
 /* A claim store call that could not even be started ends the step. */
 static void store_call_failed(act_wake *wake, act_daemon_host *host, const act_error *err)
 {
-    host->w->waiting_wake = NULL;
+    state_of(host)->waiting_wake = NULL;
     act_wake_complete(wake, ACT_REASON_STORE_ERROR, "host %s: %s", name_of(host), err->message);
 }
 
@@ -55,16 +94,16 @@ static void store_call_failed(act_wake *wake, act_daemon_host *host, const act_e
 static void judge_observed(act_wake *wake, act_daemon_host *host)
 {
     act_error err = {0};
-    host->claim_ours = claim_owned_by(&host->w->observed, box_of(host));
-    if (!host->claim_ours) {
-        const char *executor = claim_executor(&host->w->observed);
+    act_daemon_host_set_claim_ours(host, claim_owned_by(&state_of(host)->observed, box_of(host)));
+    if (!act_daemon_host_claim_ours(host)) {
+        const char *executor = claim_executor(&state_of(host)->observed);
         act_wake_complete(wake, ACT_REASON_NOT_OWNER,
                           executor[0] ? "host %s: claim names box %s as executor, this box is %s"
                                       : "host %s: claim is released (no executor)%.0s, this box is %s",
                           name_of(host), executor, box_of(host));
         return;
     }
-    if (claim_phase_allows_wake(&host->w->observed, box_of(host), false, &err) < 0) {
+    if (claim_phase_allows_wake(&state_of(host)->observed, box_of(host), false, &err) < 0) {
         act_wake_complete(wake, ACT_REASON_WRONG_PHASE, "%s", err.message);
         return;
     }
@@ -78,7 +117,7 @@ static void on_unclaimed_created(claim_store *store, int result, uint64_t new_re
     act_wake *wake = take_wake(host);
     if (result == CLAIMS_CHANGED) {
         /* Someone created a claim at the same moment: judge theirs. */
-        host->w->observed = *current;
+        state_of(host)->observed = *current;
         judge_observed(wake, host);
         return;
     }
@@ -87,7 +126,7 @@ static void on_unclaimed_created(claim_store *store, int result, uint64_t new_re
                           name_of(host), err->message);
         return;
     }
-    host->w->observed.revision = new_revision;
+    state_of(host)->observed.revision = new_revision;
     act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(host)},
                    "host %s: had no claim; claimed it for box %s (ClaimUnclaimed=yes)",
                    name_of(host), box_of(host));
@@ -115,21 +154,21 @@ static void on_read(claim_store *store, int result, const claim *c, const act_er
         return;
     }
     if (result == 0) {
-        if (!host->daemon->config.claim_unclaimed) {
+        if (!daemon_of(host)->config.claim_unclaimed) {
             act_wake_complete(take_wake(host), ACT_REASON_NOT_OWNER,
                               "host %s: no claim names this box (%s); assign it with "
                               "'activatorctl claim assign %s %s'",
                               name_of(host), box_of(host), name_of(host), box_of(host));
             return;
         }
-        unclaimed_claim(host, &host->w->observed);
+        unclaimed_claim(host, &state_of(host)->observed);
         act_error call_err = {0};
-        if (claims_cas_async(store, name_of(host), 0, &host->w->observed, on_unclaimed_created, host,
+        if (claims_cas_async(store, name_of(host), 0, &state_of(host)->observed, on_unclaimed_created, host,
                              &call_err) < 0)
             store_call_failed(take_wake(host), host, &call_err);
         return;
     }
-    host->w->observed = *c;
+    state_of(host)->observed = *c;
     judge_observed(take_wake(host), host);
 }
 
@@ -139,12 +178,11 @@ void act_wake_state_free(void *data)
     if (!w)
         return;
     act_daemon_host *host = w->host;
-    act_restore_abandon(host);
+    act_restore_abandon(w->restore);
     rel_resolved_release(&w->resolved);
     act_probe_free(w->probe);
-    sd_event_source_disable_unref(w->test_hold);
-    if (host->w == w)
-        host->w = NULL;
+    if (state_of(host) == w)
+        act_daemon_host_set_wake_state(host, NULL);
     free(w);
 }
 
@@ -159,9 +197,9 @@ static void op_read(act_wake *wake, void *userdata)
     }
     w->host = host;
     w->resolved.exec_fd = -1;
-    host->w = w;
+    act_daemon_host_set_wake_state(host, w);
     act_wake_set_data(wake, w, act_wake_state_free);
-    if (host->unproven_at_start) {
+    if (act_daemon_host_unproven_at_start(host)) {
         act_wake_complete(wake, ACT_REASON_UNPROVEN_STOP,
                           "host %s: a generation left by the previous daemon is not proven "
                           "stopped; see the log for its cgroup",
@@ -169,8 +207,8 @@ static void op_read(act_wake *wake, void *userdata)
         return;
     }
     act_error err = {0};
-    host->w->waiting_wake = wake;
-    if (claims_read_async(host->daemon->store, name_of(host), on_read, host, &err) < 0)
+    state_of(host)->waiting_wake = wake;
+    if (claims_read_async(daemon_of(host)->store, name_of(host), on_read, host, &err) < 0)
         store_call_failed(wake, host, &err);
 }
 
@@ -185,7 +223,7 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision,
         act_wake_complete(wake, ACT_REASON_CLAIM_CHANGED,
                           "host %s: the claim changed between read (revision %" PRIu64
                           ") and admission (now revision %" PRIu64 ")",
-                          name_of(host), host->w->observed.revision, current->revision);
+                          name_of(host), state_of(host)->observed.revision, current->revision);
         return;
     }
     if (result < 0) {
@@ -193,9 +231,9 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision,
                           name_of(host), err->message);
         return;
     }
-    host->w->admitted.revision = new_revision;
+    state_of(host)->admitted.revision = new_revision;
     act_error check = {0};
-    if (claim_admission_ok(&host->w->observed, &host->w->admitted, host->daemon->incarnation, &check) <
+    if (claim_admission_ok(&state_of(host)->observed, &state_of(host)->admitted, daemon_of(host)->incarnation, &check) <
         0) {
         act_wake_complete(wake, ACT_REASON_CLAIM_CHANGED, "%s", check.message);
         return;
@@ -206,12 +244,12 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision,
 static void op_admit(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    claim_next_admission(&host->w->observed, box_of(host), host->daemon->incarnation,
-                         act_wallclock_usec(), &host->w->admitted);
+    claim_next_admission(&state_of(host)->observed, box_of(host), daemon_of(host)->incarnation,
+                         act_wallclock_usec(), &state_of(host)->admitted);
     act_error err = {0};
-    host->w->waiting_wake = wake;
-    if (claims_cas_async(host->daemon->store, name_of(host), host->w->observed.revision,
-                         &host->w->admitted, on_admitted, host, &err) < 0)
+    state_of(host)->waiting_wake = wake;
+    if (claims_cas_async(daemon_of(host)->store, name_of(host), state_of(host)->observed.revision,
+                         &state_of(host)->admitted, on_admitted, host, &err) < 0)
         store_call_failed(wake, host, &err);
 }
 
@@ -219,7 +257,10 @@ static void op_admit(act_wake *wake, void *userdata)
 
 static void op_restore(act_wake *wake, void *userdata)
 {
-    act_restore_start(host_of(userdata), wake);
+    act_daemon_host *host = host_of(userdata);
+    act_wake_state *w = state_of(host);
+    act_restore_start(host, wake, w->admitted.state.checkpoint, w->admitted.holder.generation,
+                      &w->restore);
 }
 
 /* ---- reserve, materialize ------------------------------------------------ */
@@ -231,15 +272,17 @@ static void op_reserve(act_wake *wake, void *userdata)
     act_generation *gen = NULL;
     /* Every attempt of one admission is the same generation N: the claim
      * names N, and a failed attempt's leaf is removed before the next. */
-    int r = act_generation_new(host, "g", host->w->admitted.holder.generation, &gen, &err);
+    int r = act_generation_new(host, "g", state_of(host)->admitted.holder.generation, &gen, &err);
     if (r < 0) {
         act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
                           err.message);
         return;
     }
-    gen->session = host->w->admitted.holder.session;
-    gen->admission_revision = host->w->admitted.revision;
-    host->starting = gen;
+    gen->session = state_of(host)->admitted.holder.session;
+    gen->admission_revision = state_of(host)->admitted.revision;
+    gen->on_exit = act_wake_ops_on_generation_exit;
+    gen->on_exit_userdata = host;
+    act_daemon_host_set_starting(host, gen);
     /* Its record is written at the gate, once the build is known and before
      * anything runs in the leaf; a successor daemon that finds an empty leaf
      * without a record retires it with proof. */
@@ -257,32 +300,26 @@ static void on_notify(act_notify *notify, const act_notify_message *message, voi
     if (!message->ready || gen->ready)
         return;
     gen->ready = true;
-    if (gen == host->starting && host->w->waiting_wake &&
-        act_wake_step(host->w->waiting_wake) == ACT_STEP_READY)
+    if (gen == act_daemon_host_starting(host) && state_of(host)->waiting_wake &&
+        act_wake_step(state_of(host)->waiting_wake) == ACT_STEP_READY)
         act_wake_ok(take_wake(host));
 }
 
 static void op_materialize(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    act_generation *gen = host->starting;
+    act_generation *gen = act_daemon_host_starting(host);
     act_error err = {0};
-    if (act_host_state_directory(host, &err) < 0) {
+    if (act_daemon_host_state_directory(host, &err) < 0) {
         act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
                           err.message);
         return;
     }
-    if (host->config->ready.kind == ACT_PROBE_NOTIFY && !gen->notify) {
-        char path[256], cgroup[4096];
-        snprintf(path, sizeof(path), "%s/notify/%s.%" PRIu64,
-                 host->daemon->config.runtime_directory, name_of(host), gen->number);
-        snprintf(cgroup, sizeof(cgroup), "/%s", cg_leaf_relative_path(gen->leaf));
-        if (act_notify_open(host->daemon->loop, path, cgroup, on_notify, gen, &gen->notify,
-                            &err) < 0) {
-            act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
-                              err.message);
-            return;
-        }
+    if (config_of(host)->ready.kind == ACT_PROBE_NOTIFY && !gen->notify &&
+        act_generation_open_notify(gen, on_notify, &err) < 0) {
+        act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
+                          err.message);
+        return;
     }
     act_wake_ok(wake);
 }
@@ -309,31 +346,31 @@ static act_reason reason_of_resolve(int r)
 /* The held version freezes the host: a build that is not it never runs. */
 static bool held_mismatch(const act_daemon_host *host, const claim *c)
 {
-    return c->held[0] && strcmp(c->held, host->w->resolved.identity.version) != 0;
+    return c->held[0] && strcmp(c->held, state_of(host)->resolved.identity.version) != 0;
 }
 
 static bool pin_mismatch(const act_daemon_host *host, const claim *c)
 {
-    return c->has_pin && (strcmp(c->pin.version, host->w->resolved.identity.version) != 0 ||
-                          strcmp(c->pin.digest, host->w->resolved.identity.build_digest) != 0);
+    return c->has_pin && (strcmp(c->pin.version, state_of(host)->resolved.identity.version) != 0 ||
+                          strcmp(c->pin.digest, state_of(host)->resolved.identity.build_digest) != 0);
 }
 
 static void op_prepare(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    const claim *admitted = &host->w->admitted;
+    const claim *admitted = &state_of(host)->admitted;
     rel_pin pin = {0};
     if (admitted->has_pin) {
         snprintf(pin.version, sizeof(pin.version), "%s", admitted->pin.version);
         snprintf(pin.digest, sizeof(pin.digest), "%s", admitted->pin.digest);
     }
-    rel_resolved_release(&host->w->resolved);
+    rel_resolved_release(&state_of(host)->resolved);
     act_error err = {0};
     /* The live link is read once here; everything after uses this fd. The
      * build's manifest names its executable (Exec='s path, for a directory
      * build, when it was staged), so no override is passed. */
-    int r = rel_resolve(host->daemon->releases, name_of(host), admitted->has_pin ? &pin : NULL,
-                        NULL, &host->w->resolved, &err);
+    int r = rel_resolve(daemon_of(host)->releases, name_of(host), admitted->has_pin ? &pin : NULL,
+                        NULL, &state_of(host)->resolved, &err);
     if (r < 0) {
         act_wake_complete(wake, reason_of_resolve(r), "%s", err.message);
         return;
@@ -341,14 +378,14 @@ static void op_prepare(act_wake *wake, void *userdata)
     if (held_mismatch(host, admitted)) {
         act_wake_complete(wake, ACT_REASON_HELD_MISMATCH,
                           "host %s: held on version %s, but the build to run is %s",
-                          name_of(host), admitted->held, host->w->resolved.identity.version);
+                          name_of(host), admitted->held, state_of(host)->resolved.identity.version);
         return;
     }
-    act_build_ref *build = &host->starting->build;
-    snprintf(build->version, sizeof(build->version), "%s", host->w->resolved.identity.version);
-    snprintf(build->digest, sizeof(build->digest), "%s", host->w->resolved.identity.digest);
+    act_build_ref *build = &act_daemon_host_starting(host)->build;
+    snprintf(build->version, sizeof(build->version), "%s", state_of(host)->resolved.identity.version);
+    snprintf(build->digest, sizeof(build->digest), "%s", state_of(host)->resolved.identity.digest);
     snprintf(build->build_digest, sizeof(build->build_digest), "%s",
-             host->w->resolved.identity.build_digest);
+             state_of(host)->resolved.identity.build_digest);
     act_wake_ok(wake);
 }
 
@@ -370,7 +407,7 @@ static bool gate_claim_still_ours(act_wake *wake, act_daemon_host *host, int res
                           name_of(host));
         return false;
     }
-    if (fresh->revision == host->w->admitted.revision)
+    if (fresh->revision == state_of(host)->admitted.revision)
         return true;
     if (!claim_owned_by(fresh, box_of(host)))
         act_wake_complete(wake, ACT_REASON_NOT_OWNER,
@@ -385,7 +422,7 @@ static bool gate_claim_still_ours(act_wake *wake, act_daemon_host *host, int res
         act_wake_complete(wake, ACT_REASON_CLAIM_CHANGED,
                           "host %s: before exec, the claim moved from our admission (revision %" PRIu64
                           ") to revision %" PRIu64,
-                          name_of(host), host->w->admitted.revision, fresh->revision);
+                          name_of(host), state_of(host)->admitted.revision, fresh->revision);
     return false;
 }
 
@@ -407,19 +444,19 @@ static void on_gate_first_read(claim_store *store, int result, const claim *c,
     act_wake *wake = take_wake(host);
     if (!gate_claim_still_ours(wake, host, result, c, err))
         return;
-    if (pin_mismatch(host, &host->w->admitted)) {
+    if (pin_mismatch(host, &state_of(host)->admitted)) {
         act_wake_complete(wake, ACT_REASON_PIN_MISMATCH,
                           "host %s: the resolved build %s is not the pinned %s", name_of(host),
-                          host->w->resolved.identity.version, host->w->admitted.pin.version);
+                          state_of(host)->resolved.identity.version, state_of(host)->admitted.pin.version);
         return;
     }
-    if (held_mismatch(host, &host->w->admitted)) {
+    if (held_mismatch(host, &state_of(host)->admitted)) {
         act_wake_complete(wake, ACT_REASON_HELD_MISMATCH,
                           "host %s: held on version %s, but the build to run is %s",
-                          name_of(host), host->w->admitted.held, host->w->resolved.identity.version);
+                          name_of(host), state_of(host)->admitted.held, state_of(host)->resolved.identity.version);
         return;
     }
-    act_generation *gen = host->starting;
+    act_generation *gen = act_daemon_host_starting(host);
     act_build_state state = {
         .build = gen->build,
         .generation = gen->number,
@@ -427,10 +464,9 @@ static void on_gate_first_read(claim_store *store, int result, const claim *c,
         .written_usec = act_wallclock_usec(),
     };
     act_error write_err = {0};
-    host->w->waiting_wake = wake;
-    if (act_generation_write_record_async(gen, ACT_GEN_STARTING, &state, on_gate_written,
-                                          &write_err) < 0) {
-        host->w->waiting_wake = NULL;
+    state_of(host)->waiting_wake = wake;
+    if (write_record_async(gen, ACT_GEN_STARTING, &state, on_gate_written, &write_err) < 0) {
+        state_of(host)->waiting_wake = NULL;
         act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
                           write_err.message);
     }
@@ -451,7 +487,7 @@ static void on_gate_written(act_daemon_host *host, int result, const act_error *
 static void gate_second_read(act_daemon_host *host)
 {
     act_error err = {0};
-    if (claims_read_async(host->daemon->store, name_of(host), on_gate_second_read, host, &err) <
+    if (claims_read_async(daemon_of(host)->store, name_of(host), on_gate_second_read, host, &err) <
         0)
         store_call_failed(take_wake(host), host, &err);
 }
@@ -459,59 +495,15 @@ static void gate_second_read(act_daemon_host *host)
 static void gate_first_read(act_daemon_host *host)
 {
     act_error err = {0};
-    if (claims_read_async(host->daemon->store, name_of(host), on_gate_first_read, host, &err) < 0)
+    if (claims_read_async(daemon_of(host)->store, name_of(host), on_gate_first_read, host, &err) < 0)
         store_call_failed(take_wake(host), host, &err);
-}
-
-/* Test hooks: with ACTIVATOR_TEST_GATE_HOLD=<path> (or _PUBLISH_HOLD) set,
- * the gate (or publish) step waits until <path> exists, so a test can change
- * the claim between admission and exec (or between ready and publication)
- * at a moment it controls. Never set in production. */
-typedef struct test_hold {
-    act_daemon_host *host;
-    const char *path;
-    void (*then)(act_daemon_host *host);
-} test_hold;
-
-static int on_test_hold_tick(sd_event_source *source, uint64_t usec, void *userdata)
-{
-    test_hold *hold = userdata;
-    if (access(hold->path, F_OK) < 0) {
-        sd_event_source_set_time_relative(source, 10 * 1000);
-        sd_event_source_set_enabled(source, SD_EVENT_ONESHOT);
-        return 0;
-    }
-    act_daemon_host *host = hold->host;
-    void (*then)(act_daemon_host *) = hold->then;
-    host->w->test_hold = sd_event_source_disable_unref(host->w->test_hold); /* frees hold */
-    then(host);
-    return 0;
-}
-
-/* Runs then(host) now, or once the hold file named by env_name exists. */
-static void after_test_hold(act_daemon_host *host, const char *env_name,
-                            void (*then)(act_daemon_host *host))
-{
-    const char *path = getenv(env_name);
-    test_hold *hold = path ? calloc(1, sizeof(*hold)) : NULL;
-    if (hold) {
-        *hold = (test_hold){.host = host, .path = path, .then = then};
-        if (sd_event_add_time_relative(host->daemon->loop, &host->w->test_hold, CLOCK_MONOTONIC, 0,
-                                       0, on_test_hold_tick, hold) >= 0) {
-            sd_event_source_set_destroy_callback(host->w->test_hold, free);
-            act_log(LOG_NOTICE, "host %s: %s: waiting for %s", name_of(host), env_name, path);
-            return;
-        }
-        free(hold);
-    }
-    then(host);
 }
 
 static void op_gate(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    host->w->waiting_wake = wake;
-    after_test_hold(host, "ACTIVATOR_TEST_GATE_HOLD", gate_first_read);
+    state_of(host)->waiting_wake = wake;
+    gate_first_read(host);
 }
 
 /* ---- exec, ready --------------------------------------------------------- */
@@ -519,10 +511,10 @@ static void op_gate(act_wake *wake, void *userdata)
 static void op_exec(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    act_generation *gen = host->starting;
+    act_generation *gen = act_daemon_host_starting(host);
     act_error err = {0};
-    int r = act_generation_spawn(gen, &err);
-    rel_resolved_release(&host->w->resolved);
+    int r = act_generation_spawn(gen, state_of(host)->resolved.exec_fd, &err);
+    rel_resolved_release(&state_of(host)->resolved);
     if (r < 0) {
         act_wake_complete(wake, ACT_REASON_EXEC_FAILED, "host %s: %s", name_of(host),
                           err.message);
@@ -537,7 +529,7 @@ static void on_probe_done(act_probe *probe, bool ok, const char *why, void *user
 {
     act_daemon_host *host = host_of(userdata);
     act_wake *wake = take_wake(host);
-    act_probe_free(TAKE_PTR(host->w->probe));
+    act_probe_free(TAKE_PTR(state_of(host)->probe));
     act_step step = act_wake_step(wake);
     if (ok)
         act_wake_ok(wake);
@@ -553,10 +545,10 @@ static void start_probe(act_wake *wake, act_daemon_host *host, const act_probe_s
                         uint64_t timeout_usec)
 {
     act_error err = {0};
-    host->w->waiting_wake = wake;
-    if (act_probe_start(host->daemon->loop, spec, timeout_usec, 20 * 1000, on_probe_done, host,
-                        &host->w->probe, &err) < 0) {
-        host->w->waiting_wake = NULL;
+    state_of(host)->waiting_wake = wake;
+    if (act_probe_start(daemon_of(host)->loop, spec, timeout_usec, 20 * 1000, on_probe_done, host,
+                        &state_of(host)->probe, &err) < 0) {
+        state_of(host)->waiting_wake = NULL;
         act_wake_complete(wake, ACT_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
                           err.message);
     }
@@ -565,9 +557,9 @@ static void start_probe(act_wake *wake, act_daemon_host *host, const act_probe_s
 static void op_ready(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    act_generation *gen = host->starting;
-    if (host->config->ready.kind != ACT_PROBE_NOTIFY) {
-        start_probe(wake, host, &host->config->ready, host->config->ready_timeout_usec);
+    act_generation *gen = act_daemon_host_starting(host);
+    if (config_of(host)->ready.kind != ACT_PROBE_NOTIFY) {
+        start_probe(wake, host, &config_of(host)->ready, config_of(host)->ready_timeout_usec);
         return;
     }
     if (gen->ready) {
@@ -576,18 +568,19 @@ static void op_ready(act_wake *wake, void *userdata)
     }
     /* on_notify or on_process_exit completes it; the pipeline bounds the
      * wait by ReadyTimeoutSec and calls abandon when it closes. */
-    host->w->waiting_wake = wake;
+    state_of(host)->waiting_wake = wake;
 }
 
 static void op_abandon(act_wake *wake, act_step step, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    if (!host->w)
+    act_wake_state *w = state_of(host);
+    if (!w)
         return;
-    if (host->w->waiting_wake == wake)
-        host->w->waiting_wake = NULL;
-    act_probe_free(TAKE_PTR(host->w->probe));
-    act_restore_abandon(host);
+    if (w->waiting_wake == wake)
+        w->waiting_wake = NULL;
+    act_probe_free(TAKE_PTR(w->probe));
+    act_restore_abandon(w->restore);
 }
 
 /* ---- replicate, publish, healthy ----------------------------------------- */
@@ -596,7 +589,7 @@ static void op_replicate(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
     act_error err = {0};
-    if (act_replicate_start(host, host->starting, &err) < 0) {
+    if (act_replicate_start(act_daemon_host_starting(host), &err) < 0) {
         act_wake_complete(wake, ACT_REASON_REPLICATE_FAILED, "host %s: %s", name_of(host),
                           err.message);
         return;
@@ -614,7 +607,7 @@ static void on_published(claim_store *store, int result, uint64_t new_revision,
     if (result == CLAIMS_CHANGED) {
         act_wake_complete(wake, ACT_REASON_PUBLISH_LOST,
                           "host %s: the claim changed while publishing generation %" PRIu64,
-                          name_of(host), host->w->admitted.holder.generation);
+                          name_of(host), state_of(host)->admitted.holder.generation);
         return;
     }
     if (result < 0) {
@@ -622,19 +615,19 @@ static void on_published(claim_store *store, int result, uint64_t new_revision,
                           name_of(host), err->message);
         return;
     }
-    host->w->admitted.revision = new_revision;
-    act_generation *gen = TAKE_PTR(host->starting);
+    state_of(host)->admitted.revision = new_revision;
+    act_generation *gen = act_daemon_host_starting(host);
+    act_daemon_host_set_starting(host, NULL);
     gen->serving_usec = act_now_usec();
     /* In a swap, N serves on until N+1 is healthy; it is retired next. */
     if (act_wake_is_swap(wake))
-        host->replaced = host->serving;
-    host->serving = gen;
+        act_daemon_host_set_replaced(host, act_daemon_host_serving(host));
+    act_daemon_host_set_serving(host, gen);
     /* The record says serving before the step ends, so a daemon that dies
      * after announcing it can resume the generation. */
     act_error write_err = {0};
-    host->w->waiting_wake = wake;
-    if (act_generation_write_record_async(gen, ACT_GEN_SERVING, NULL, on_serving_written,
-                                          &write_err) < 0) {
+    state_of(host)->waiting_wake = wake;
+    if (write_record_async(gen, ACT_GEN_SERVING, NULL, on_serving_written, &write_err) < 0) {
         act_log(LOG_WARNING, "host %s: %s", name_of(host), write_err.message);
         act_wake_ok(take_wake(host));
     }
@@ -658,19 +651,19 @@ static void on_publish_read(claim_store *store, int result, const claim *c, cons
                           result < 0 ? err->message : "the claim was deleted");
         return;
     }
-    if (!claim_same_admission(&host->w->admitted, c)) {
+    if (!claim_same_admission(&state_of(host)->admitted, c)) {
         act_wake_complete(take_wake(host), ACT_REASON_PUBLISH_LOST,
                           "host %s: before publishing, the claim no longer describes our "
                           "admission (session %" PRIu64 ", generation %" PRIu64 ")",
-                          name_of(host), host->w->admitted.holder.session,
-                          host->w->admitted.holder.generation);
+                          name_of(host), state_of(host)->admitted.holder.session,
+                          state_of(host)->admitted.holder.generation);
         return;
     }
     claim next = *c;
     snprintf(next.op.phase, sizeof(next.op.phase), "serving");
-    act_host_format_handle(host, host->w->admitted.holder.generation, next.holder.handle,
+    act_daemon_host_format_handle(host, state_of(host)->admitted.holder.generation, next.holder.handle,
                            sizeof(next.holder.handle));
-    host->w->admitted = next;
+    state_of(host)->admitted = next;
     act_error call_err = {0};
     if (claims_cas_async(store, name_of(host), c->revision, &next, on_published, host,
                          &call_err) < 0)
@@ -680,15 +673,15 @@ static void on_publish_read(claim_store *store, int result, const claim *c, cons
 static void publish_read(act_daemon_host *host)
 {
     act_error err = {0};
-    if (claims_read_async(host->daemon->store, name_of(host), on_publish_read, host, &err) < 0)
+    if (claims_read_async(daemon_of(host)->store, name_of(host), on_publish_read, host, &err) < 0)
         store_call_failed(take_wake(host), host, &err);
 }
 
 static void op_publish(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
-    host->w->waiting_wake = wake;
-    after_test_hold(host, "ACTIVATOR_TEST_PUBLISH_HOLD", publish_read);
+    state_of(host)->waiting_wake = wake;
+    publish_read(host);
 }
 
 static void op_healthy(act_wake *wake, void *userdata)
@@ -696,18 +689,19 @@ static void op_healthy(act_wake *wake, void *userdata)
     act_daemon_host *host = host_of(userdata);
     /* An exit between ready and here was only noted (the steps in between
      * wait on the claim store): the generation just published is dead. */
-    if (host->serving && host->serving->exited) {
+    const act_generation *serving = act_daemon_host_serving(host);
+    if (serving && serving->exited) {
         act_wake_complete(wake, ACT_REASON_CRASHED,
                           "host %s: generation %" PRIu64 " exited with status %d before it could "
                           "serve",
-                          name_of(host), host->serving->number, host->serving->exit_status);
+                          name_of(host), serving->number, serving->exit_status);
         return;
     }
-    if (!host->config->health_check) {
+    if (!config_of(host)->health_check) {
         act_wake_ok(wake);
         return;
     }
-    start_probe(wake, host, host->config->health_check, host->config->ready_timeout_usec);
+    start_probe(wake, host, config_of(host)->health_check, config_of(host)->ready_timeout_usec);
 }
 
 /* ---- failed -------------------------------------------------------------- */
@@ -717,13 +711,14 @@ static void on_generation_retired(act_generation *gen, bool proven, const char *
 {
     act_wake *wake = userdata;
     act_daemon_host *host = gen->host;
-    if (host->starting == gen)
-        host->starting = NULL;
-    if (host->replaced == gen)
-        host->replaced = NULL;
-    if (host->serving == gen) {
+    if (act_daemon_host_starting(host) == gen)
+        act_daemon_host_set_starting(host, NULL);
+    if (act_daemon_host_replaced(host) == gen)
+        act_daemon_host_set_replaced(host, NULL);
+    if (act_daemon_host_serving(host) == gen) {
         /* A swap's N+1 that failed after its publication: N still serves. */
-        host->serving = TAKE_PTR(host->replaced);
+        act_daemon_host_set_serving(host, act_daemon_host_replaced(host));
+        act_daemon_host_set_replaced(host, NULL);
     }
     uint64_t number = gen->number;
     if (proven) {
@@ -746,30 +741,30 @@ static void op_failed(act_wake *wake, void *userdata)
 {
     act_daemon_host *host = host_of(userdata);
     const act_retirement *retirement = act_wake_retirement(wake);
-    if (host->w) {
-        act_restore_abandon(host);
-        rel_resolved_release(&host->w->resolved);
+    act_wake_state *w = state_of(host);
+    if (w) {
+        act_restore_abandon(w->restore);
+        rel_resolved_release(&w->resolved);
     }
-    if (retirement->record_attempt) {
-        host->failed_attempts++;
-        snprintf(host->last_reason, sizeof(host->last_reason), "%s",
-                 act_reason_to_string(retirement->reason));
-    }
+    if (retirement->record_attempt)
+        act_daemon_host_count_failed_attempt(host, act_reason_to_string(retirement->reason));
+    act_generation *serving = act_daemon_host_serving(host);
+    act_generation *starting = act_daemon_host_starting(host);
+    act_generation *replaced = act_daemon_host_replaced(host);
     act_generation *gen = NULL;
     switch (retirement->cause) {
     case ACT_RETIRE_EXITED:
     case ACT_RETIRE_PARK:
-        gen = host->serving;
+        gen = serving;
         break;
     case ACT_RETIRE_REPLACED:
-        gen = host->replaced;
+        gen = replaced;
         break;
     case ACT_RETIRE_ATTEMPT:
     case ACT_RETIRE_UNCERTAIN:
         /* The attempt's generation; once published it is the serving one. A
          * failed swap attempt never reaches for N: N serves on. */
-        gen = host->starting ? host->starting
-                             : (act_wake_is_swap(wake) && !host->replaced ? NULL : host->serving);
+        gen = starting ? starting : (act_wake_is_swap(wake) && !replaced ? NULL : serving);
         break;
     }
     if (!gen) {
@@ -777,6 +772,31 @@ static void op_failed(act_wake *wake, void *userdata)
         return;
     }
     act_generation_retire(gen, retirement->graceful, on_generation_retired, wake);
+}
+
+/* A generation's main process exited while it was not being retired. Before
+ * it is ready, the wake waiting for it fails now; once it serves, the
+ * pipeline parks the host (status 0 idle, anything else a failure). Between
+ * the two the exit is only noted, and `healthy` finds it. */
+void act_wake_ops_on_generation_exit(act_generation *gen, void *userdata)
+{
+    act_daemon_host *host = host_of(userdata);
+    act_wake_state *w = state_of(host);
+    if (gen == act_daemon_host_starting(host) && w && w->waiting_wake &&
+        act_wake_step(w->waiting_wake) == ACT_STEP_READY) {
+        act_wake *wake = take_wake(host);
+        act_probe_free(TAKE_PTR(w->probe));
+        act_wake_complete(wake, ACT_REASON_CRASHED,
+                          "host %s: generation %" PRIu64 " exited with status %d before it was "
+                          "ready",
+                          name_of(host), gen->number, gen->exit_status);
+        return;
+    }
+    if (gen == act_daemon_host_serving(host)) {
+        uint64_t served = act_now_usec() - gen->serving_usec;
+        bool long_enough = served >= daemon_of(host)->config.failure_reset_usec;
+        act_host_generation_exited(act_daemon_host_pipeline(host), gen->exit_status, long_enough);
+    }
 }
 
 const act_pipeline_ops act_wake_ops = {

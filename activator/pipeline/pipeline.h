@@ -179,6 +179,11 @@ typedef enum act_wake_event_type {
     ACT_WAKE_EVENT_SWAP_DONE,    /* N+1 serves and N is retired */
     ACT_WAKE_EVENT_SWAP_FAILED,  /* N+1 was refused, failed or cancelled (step, reason, message);
                                   * N serves on unless a park or N's exit ended the swap */
+    /* The last event of every wake, swap and retirement, after its outcome
+     * was delivered and its data freed (reason and step as in the outcome).
+     * The host is at rest, or in the wake that followed. Unlike the events
+     * above, its observer may call act_host_wake, _park and _cancel. */
+    ACT_WAKE_EVENT_ENDED,
     _ACT_WAKE_EVENT_MAX,
 } act_wake_event_type;
 
@@ -204,7 +209,8 @@ typedef struct act_wake_event {
 } act_wake_event;
 
 /* Observes every transition. It may be called from inside the act_host_*
- * calls as well as from the loop; it must not call back into the host. */
+ * calls as well as from the loop; it must not call back into the host,
+ * except on ACT_WAKE_EVENT_ENDED. */
 typedef void (*act_wake_event_fn)(act_host *host, const act_wake_event *event, void *userdata);
 
 /* A host's pipeline. name is checked with act_name_check; config with

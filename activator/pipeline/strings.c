@@ -80,6 +80,7 @@ const char *act_wake_event_type_to_string(act_wake_event_type type)
         [ACT_WAKE_EVENT_SWAP_STARTED] = "swap_started",
         [ACT_WAKE_EVENT_SWAP_DONE] = "swap_done",
         [ACT_WAKE_EVENT_SWAP_FAILED] = "swap_failed",
+        [ACT_WAKE_EVENT_ENDED] = "ended",
     };
     return NAME_OF(names, type);
 }

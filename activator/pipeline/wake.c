@@ -730,10 +730,22 @@ static act_wake_event_type terminal_event(act_wake_kind kind)
     }
 }
 
+/* Last, once the wake and its data are gone and its triggers have their
+ * outcome: the host is at rest (or already in the next wake), so what reacts
+ * to its state sees the state it will keep. */
+static void emit_ended(act_host *host, act_wake_mode mode, act_reason reason, act_step step)
+{
+    act_host_emit(host, &(act_wake_event){.type = ACT_WAKE_EVENT_ENDED,
+                                          .reason = reason,
+                                          .step = step,
+                                          .swap = mode == ACT_WAKE_MODE_SWAP});
+}
+
 static void wake_finish(act_wake *wake, act_wake_kind kind, act_reason reason, act_step step,
                         const char *message)
 {
     act_host *host = wake->host;
+    act_wake_mode mode = wake->mode;
     char text[ACT_MESSAGE_MAX * 3];
     act_joiner_list joiners = wake->joiners, followers = wake->followers;
 
@@ -762,6 +774,7 @@ static void wake_finish(act_wake *wake, act_wake_kind kind, act_reason reason, a
              host->unproven ? "the generation is not proven stopped" : NULL);
         if (!joiners.head && !followers.head) {
             act_wake_free(wake);
+            emit_ended(host, mode, reason, step);
             return;
         }
         /* Triggers that came during the retirement start the next wake;
@@ -815,6 +828,7 @@ static void wake_finish(act_wake *wake, act_wake_kind kind, act_reason reason, a
     }
     act_wake_free(wake);
     deliver(host, &joiners, &result);
+    emit_ended(host, mode, reason, step);
 }
 
 int act_wake_new(act_host *host, act_wake_mode mode, act_trigger trigger, act_wake **ret)

@@ -1,9 +1,9 @@
 /* The two moments a wake re-checks the claim, driven through the daemon's
  * test hooks on the dir store or a real etcd (argv[1]):
- *   - the gate, just before exec: ACTIVATOR_TEST_GATE_HOLD=<path> pauses the
+ *   - the gate, just before exec: ACTIVATOR_TEST_HOLD=gate:<path> pauses the
  *     wake there; the test hands the claim to another box and lets it go on.
  *     Nothing may be exec'd and the reason is not_owner.
- *   - publication, after ready: ACTIVATOR_TEST_PUBLISH_HOLD=<path> pauses it
+ *   - publication, after ready: ACTIVATOR_TEST_HOLD=publish:<path> pauses it
  *     there; the test changes the admission (a newer session) and lets it go
  *     on. The generation must be retired with proof and the reason is
  *     publish_lost, and the claim is left as the other writer made it.
@@ -31,9 +31,9 @@ static void touch(dh_daemon *d, const char *path)
     close(fd);
 }
 
-/* Starts demo's daemon with the hook env_name=<dir>/<file> and an assigned
- * claim; returns the hook's path in hold. */
-static void start_with_hold(dh_daemon *d, const char *env_name, char *hold, size_t size)
+/* Starts demo's daemon holding step until <dir>/hold-go exists, with an
+ * assigned claim; returns the hold's path in hold. */
+static void start_with_hold(dh_daemon *d, const char *step, char *hold, size_t size)
 {
     dh_setup(d, store_kind, NULL);
     dh_write_app_host(d, "demo", dh_free_port(), NULL, NULL);
@@ -43,7 +43,7 @@ static void start_with_hold(dh_daemon *d, const char *env_name, char *hold, size
     dh_claim_put(d, &assigned);
     snprintf(hold, size, "%s/hold-go", d->drv.dir);
     char env[PATH_MAX + 64];
-    snprintf(env, sizeof(env), "%s=%s", env_name, hold);
+    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=%s:%s", step, hold);
     const char *const extra_env[] = {env, NULL};
     dh_start(d, extra_env);
     dh_events_mark(d);
@@ -53,7 +53,7 @@ static void test_gate_refuses_when_another_box_took_the_claim(void **state)
 {
     dh_daemon *d = *state;
     char hold[PATH_MAX], waiting[PATH_MAX + 32];
-    start_with_hold(d, "ACTIVATOR_TEST_GATE_HOLD", hold, sizeof(hold));
+    start_with_hold(d, "gate", hold, sizeof(hold));
     dh_async *wake = dh_request_start(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
 
     DH_CHECK(d, dh_event_wait(d, "demo", "admitted", 10000, NULL), "no admitted event");
@@ -110,7 +110,7 @@ static void test_publish_lost_when_the_admission_changed(void **state)
 {
     dh_daemon *d = *state;
     char hold[PATH_MAX], waiting[PATH_MAX + 32];
-    start_with_hold(d, "ACTIVATOR_TEST_PUBLISH_HOLD", hold, sizeof(hold));
+    start_with_hold(d, "publish", hold, sizeof(hold));
     dh_async *wake = dh_request_start(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
 
     dh_event ready;

@@ -1,0 +1,55 @@
+#include "activator/daemon/host_status.h"
+
+#include "activator/daemon/generation.h"
+#include "common/clock.h"
+
+static void add_string(json_object *obj, const char *key, const char *value)
+{
+    if (value && value[0])
+        json_object_object_add(obj, key, json_object_new_string(value));
+}
+
+static void add_u64(json_object *obj, const char *key, uint64_t value)
+{
+    json_object_object_add(obj, key, json_object_new_uint64(value));
+}
+
+static void add_generation(json_object *status, const act_generation *gen)
+{
+    add_u64(status, "generation", gen->number);
+    add_string(status, "version", gen->build.version);
+    add_string(status, "digest", gen->build.build_digest);
+    add_u64(status, "pid", (uint64_t)gen->process.pid);
+    if (gen->serving_usec) {
+        /* since_usec is wall clock: the CLI shows it as an uptime. */
+        uint64_t served = act_now_usec() - gen->serving_usec;
+        add_u64(status, "since_usec", act_wallclock_usec() - served);
+    }
+    cg_stats stats;
+    if (cg_leaf_stats(gen->leaf, &stats, NULL) == 0) {
+        if (stats.has_memory)
+            add_u64(status, "memory_current", stats.memory_current);
+        if (stats.has_pids)
+            add_u64(status, "pids_current", stats.pids_current);
+    }
+    add_string(status, "cgroup", cg_leaf_path(gen->leaf));
+}
+
+json_object *act_host_status_json(const act_daemon_host *host)
+{
+    const act_host *pipeline = act_daemon_host_pipeline(host);
+    json_object *status = json_object_new_object();
+    add_string(status, "host", act_daemon_host_name(host));
+    add_string(status, "state", act_host_state_to_string(act_host_get_state(pipeline)));
+    const act_generation *serving = act_daemon_host_serving(host);
+    const act_generation *gen = serving ? serving : act_daemon_host_starting(host);
+    if (gen)
+        add_generation(status, gen);
+    if (act_host_is_unproven(pipeline) || act_daemon_host_unproven_at_start(host))
+        add_string(status, "reason", "unproven_stop");
+    else
+        add_string(status, "reason", act_daemon_host_last_reason(host));
+    add_string(status, "message", act_daemon_host_last_message(host));
+    add_u64(status, "failure_streak", act_host_failure_streak(pipeline));
+    return status;
+}

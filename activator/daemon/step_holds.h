@@ -1,0 +1,15 @@
+/* Test holds (built with -Dtest_hooks=true only, never in a release build).
+ *
+ * ACTIVATOR_TEST_HOLD=STEP:PATH[,STEP:PATH...] holds every wake of every host
+ * just before operation STEP (read, admit, restore, reserve, materialize,
+ * prepare, gate, exec, replicate, publish, healthy, failed) until PATH
+ * exists, and logs "host H: step STEP held: waiting for PATH" when it does.
+ * A test can then change a claim, or kill the daemon, at an exact point of a
+ * wake. `ready` cannot be held: its window is the pipeline's own timer. The
+ * wait is an inotify watch on PATH's directory, not a poll. */
+#pragma once
+
+#include "activator/pipeline/pipeline.h"
+
+/* The table to give the pipeline: ops itself when no hold is asked for. */
+const act_pipeline_ops *act_step_holds_ops(const act_pipeline_ops *ops, sd_event *loop);
