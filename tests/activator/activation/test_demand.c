@@ -6,7 +6,9 @@
  *     removed, and the next connection wakes a new generation that serves
  *     it;
  *   - a host parked by request while it was waking wakes again on the next
- *     connection. */
+ *     connection;
+ *   - a wake refused by the start budget closes the clients waiting then,
+ *     and the next connection once the budget allows is served. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -244,6 +246,58 @@ static void test_park_during_wake_then_connection_wakes(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* A wake refused for its start budget leaves the host parked with its
+ * sockets watched: once the budget allows, a plain connection wakes it.
+ * (Before, a refusal left the sockets unwatched, and every later client
+ * waited in the backlog until something else woke the host.) */
+static void test_budget_refusal_then_connection_served(void **state)
+{
+    dh_daemon *d = *state;
+    /* A wake waits at most 100 ms for a start token; one comes every 2 s. */
+    dh_setup(d, DH_STORE_DIR, "StartBudgetWaitSec=100ms\n");
+    int port = dh_free_port();
+    dh_write_app_host(d, "web", port, NULL, "StartRateLimit=0.5\n");
+    dh_stage(d, "web", "v1", true, NULL);
+    dh_start(d, NULL);
+    dh_events_mark(d);
+
+    ah_sample first;
+    DH_CHECK(d, ah_get(port, &first) == 0, "the first request failed at %s: %s", first.failed_at,
+             strerror(first.error));
+    json_object *reply = dh_request(d, 10000, "{\"v\":1,\"op\":\"park\",\"host\":\"web\"}");
+    DH_CHECK(d, dh_reply_ok(reply), "park: %s", json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(d, dh_wait_state(d, "web", "parked", 10000), "web is not parked after the park");
+
+    /* Within the same 2 s, the next start has no token: refused, and the
+     * waiting client is closed rather than left hanging. */
+    ah_sample refused_client;
+    DH_CHECK(d, ah_get(port, &refused_client) != 0,
+             "a connection within the rate limit's interval was served");
+    dh_event refused;
+    DH_CHECK(d, dh_event_wait(d, "web", "refused", 5000, &refused), "no refused event");
+    DH_CHECK(d, strcmp(refused.reason, "budget") == 0, "refused for %s, expected budget",
+             refused.reason);
+
+    /* Once a token is there, a plain connection is served. Connections made
+     * before that are refused and closed at once; a host whose sockets were
+     * not watched would leave them waiting until ah_get's 10 s timeout. */
+    uint64_t deadline = ah_wallclock_usec() + 15 * 1000000ull;
+    ah_sample next = {0};
+    int r = -1;
+    while (r != 0 && ah_wallclock_usec() < deadline) {
+        r = ah_get(port, &next);
+        if (r != 0)
+            ah_sleep_ms(200); /* paces the retries; the budget decides */
+    }
+    DH_CHECK(d, r == 0, "no connection was served within 15 s of a budget refusal (last: %s: %s)",
+             next.failed_at, strerror(next.error));
+    DH_CHECK(d, next.generation > first.generation,
+             "answered by generation %" PRIu64 ", expected a new one above %" PRIu64,
+             next.generation, first.generation);
+    dh_stop_and_check_clean(d);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("activation-demand", DH_STORE_DIR);
@@ -254,6 +308,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_idle_park_then_next_connection_wakes_a_new_generation,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_park_during_wake_then_connection_wakes, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_budget_refusal_then_connection_served, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
