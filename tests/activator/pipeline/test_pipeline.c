@@ -725,6 +725,64 @@ static void late_or_double_completions_are_ignored(void **state)
     assert_int_equal(f->fake.calls[ACT_STEP_HEALTHY], 1);
 }
 
+/* ENDED is the last event of every wake, retirement and swap: its outcome
+ * was delivered and the host is at rest, and a handler may start the next
+ * wake from there (the daemon re-arms demand watching and continues a
+ * stop-first swap on it). */
+typedef struct ended_probe {
+    fake_ops *fake;
+    fake_result *first;
+    fake_result second;
+    unsigned ended;
+    unsigned first_count_at_end;
+    act_host_state state_at_end;
+} ended_probe;
+
+static void wake_again_on_ended(act_host *host, const act_wake_event *event, void *userdata)
+{
+    ended_probe *probe = userdata;
+    fake_on_event(host, event, probe->fake);
+    if (event->type != ACT_WAKE_EVENT_ENDED || probe->ended++ > 0)
+        return;
+    probe->first_count_at_end = probe->first->count;
+    probe->state_at_end = act_host_get_state(host);
+    assert_int_equal(act_host_wake(host, ACT_TRIGGER_CONNECTION, fake_on_done, &probe->second),
+                     ACT_WAKE_STARTED);
+}
+
+static void ended_is_last_and_may_wake_again(void **state)
+{
+    fixture *f = *state;
+    f->fake.outcome[ACT_STEP_RESERVE][0] = ACT_REASON_NOT_OWNER; /* a refusal, then a serve */
+    fake_result first = {0};
+    ended_probe probe = {.fake = &f->fake, .first = &first};
+    act_error err = {0};
+    assert_int_equal(act_host_new(f->loop, "web1", &f->config, &f->fake.table, &f->fake,
+                                  wake_again_on_ended, &probe, &f->host, &err),
+                     0);
+    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &first),
+                     ACT_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &probe.second.count, 5000));
+
+    assert_int_equal(first.kind, ACT_WAKE_REFUSED);
+    assert_int_equal(probe.first_count_at_end, 1);
+    assert_int_equal(probe.state_at_end, ACT_HOST_PARKED);
+    int refused = fake_find_event(&f->fake, ACT_WAKE_EVENT_REFUSED, 0);
+    int ended = fake_find_event(&f->fake, ACT_WAKE_EVENT_ENDED, 0);
+    int retired = fake_find_event(&f->fake, ACT_WAKE_EVENT_RETIRED, 0);
+    assert_true(refused >= 0 && retired > refused && ended > retired);
+    assert_int_equal(probe.second.kind, ACT_WAKE_SERVING);
+    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
+    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_ENDED), 2);
+    assert_int_equal(f->fake.events[f->fake.n_events - 1].type, ACT_WAKE_EVENT_ENDED);
+
+    /* A park is a retirement: it ends with ENDED too, the host parked. */
+    assert_int_equal(act_host_park(f->host, ACT_PARK_REQUEST), 1);
+    wait_parked(f);
+    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_ENDED), 3);
+    assert_int_equal(f->fake.events[f->fake.n_events - 1].type, ACT_WAKE_EVENT_ENDED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -768,6 +826,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_names_and_configs_are_refused_with_a_sentence, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(late_or_double_completions_are_ignored, setup, teardown),
+        cmocka_unit_test_setup_teardown(ended_is_last_and_may_wake_again, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
