@@ -239,7 +239,8 @@ static int watch_exit(act_generation *gen, act_error *err)
     gen->exec_usec = act_now_usec();
     /* The pidfd is watched for readability and reaped with waitid(P_PIDFD)
      * rather than through sd_event_add_child_pidfd: an adopted generation
-     * is not our child, and one path serves both. */
+     * is not our child (one path serves both), and child sources need
+     * SIGCHLD blocked in every thread, NNG's and the workers' included. */
     int r = sd_event_add_io(act_daemon_host_daemon(gen->host)->loop, &gen->exit_source,
                             gen->process.pidfd, EPOLLIN, on_process_exit, gen);
     if (r < 0)

@@ -230,6 +230,9 @@ static int try_command(act_probe *probe)
         return r;
     }
     probe->attempt_fd = fd;
+    /* Watched as a readable pidfd and reaped with waitid(P_PIDFD), as the
+     * daemon's generations are, not through sd_event_add_child_pidfd: that
+     * needs SIGCHLD blocked in every thread, NNG's and the workers' too. */
     return sd_event_add_io(probe->loop, &probe->attempt, fd, EPOLLIN, on_command_exit, probe);
 }
 
