@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activator/config/quote.h"
+#include "common/text.h"
 
 int act_parse_account_name(const char *what, const char *text, act_error *err)
 {
-    char shown[ACT_CONFIG_QUOTE_MAX];
+    char shown[ACT_TEXT_SHOW_MAX];
     size_t len = strlen(text);
     if (len > 0 && strspn(text, "0123456789") == len) {
         errno = 0;
@@ -17,7 +17,7 @@ int act_parse_account_name(const char *what, const char *text, act_error *err)
         /* (uid_t)-1 means "no change" to setresuid and is never a real id. */
         if (errno || id >= 4294967295ULL)
             return act_error_set(err, ERANGE, "%s id %s is out of range (use 0 to 4294967294)",
-                                 what, act_config_quote(text, shown, sizeof(shown)));
+                                 what, act_text_show(text, shown, sizeof(shown)));
         return 0;
     }
     size_t body = len && text[len - 1] == '$' ? len - 1 : len;
@@ -31,6 +31,6 @@ int act_parse_account_name(const char *what, const char *text, act_error *err)
                              "\"%s\" is not a valid %s name (use a name of letters, digits, _ . "
                              "- of at most 32 characters starting with a letter or _, or a "
                              "numeric id)",
-                             act_config_quote(text, shown, sizeof(shown)), what);
+                             act_text_show(text, shown, sizeof(shown)), what);
     return 0;
 }

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "activator/config/quote.h"
+#include "common/text.h"
 
 static const struct {
     const char *name;
@@ -34,11 +34,11 @@ static const struct {
 
 static int bad_duration(const char *text, act_error *err)
 {
-    char shown[ACT_CONFIG_QUOTE_MAX];
+    char shown[ACT_TEXT_SHOW_MAX];
     return act_error_set(err, EINVAL,
                          "\"%s\" is not a time span (write seconds like 30, or with units like "
                          "500ms, 2min or 1min 30s)",
-                         act_config_quote(text, shown, sizeof(shown)));
+                         act_text_show(text, shown, sizeof(shown)));
 }
 
 int act_parse_duration(const char *text, uint64_t *usec, act_error *err)
@@ -97,9 +97,9 @@ int act_parse_duration(const char *text, uint64_t *usec, act_error *err)
     return 0;
 
 too_long : {
-    char shown[ACT_CONFIG_QUOTE_MAX];
+    char shown[ACT_TEXT_SHOW_MAX];
     return act_error_set(err, ERANGE, "%s is too long a time span (use a shorter one)",
-                         act_config_quote(text, shown, sizeof(shown)));
+                         act_text_show(text, shown, sizeof(shown)));
 }
 }
 
@@ -142,11 +142,11 @@ int act_parse_duration_range(const char *text, uint64_t min_usec, uint64_t max_u
     if (r < 0)
         return r;
     if (value < min_usec || value > max_usec) {
-        char shown[ACT_CONFIG_QUOTE_MAX], lo[64], hi[64];
+        char shown[ACT_TEXT_SHOW_MAX], lo[64], hi[64];
         act_format_duration(min_usec, lo, sizeof(lo));
         act_format_duration(max_usec, hi, sizeof(hi));
         return act_error_set(err, ERANGE, "%s is out of range (use %s to %s)",
-                             act_config_quote(text, shown, sizeof(shown)), lo, hi);
+                             act_text_show(text, shown, sizeof(shown)), lo, hi);
     }
     *usec = value;
     return 0;

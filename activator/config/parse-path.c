@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "activator/config/quote.h"
+#include "common/text.h"
 
 /* True when some "/"-separated component of path is "." or "..". */
 static bool has_dot_component(const char *path)
@@ -42,8 +42,8 @@ static int check_characters_and_length(const char *text, const char *shown, act_
 
 int act_parse_absolute_path(const char *text, act_error *err)
 {
-    char shown[ACT_CONFIG_QUOTE_MAX];
-    act_config_quote(text, shown, sizeof(shown));
+    char shown[ACT_TEXT_SHOW_MAX];
+    act_text_show(text, shown, sizeof(shown));
     if (text[0] != '/')
         return act_error_set(err, EINVAL, "\"%s\" is not an absolute path (start it with /)",
                              shown);
@@ -55,8 +55,8 @@ int act_parse_absolute_path(const char *text, act_error *err)
 
 int act_parse_build_path(const char *text, act_error *err)
 {
-    char shown[ACT_CONFIG_QUOTE_MAX];
-    act_config_quote(text, shown, sizeof(shown));
+    char shown[ACT_TEXT_SHOW_MAX];
+    act_text_show(text, shown, sizeof(shown));
     if (text[0] == '\0')
         return act_error_set(err, EINVAL,
                              "the program path is empty (name a file inside the staged build, "

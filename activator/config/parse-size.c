@@ -3,15 +3,15 @@
 #include <errno.h>
 #include <string.h>
 
-#include "activator/config/quote.h"
+#include "common/text.h"
 
 static int bad_size(const char *text, act_error *err)
 {
-    char shown[ACT_CONFIG_QUOTE_MAX];
+    char shown[ACT_TEXT_SHOW_MAX];
     return act_error_set(err, EINVAL,
                          "\"%s\" is not a size (write bytes, or a number with K, M, G or T such "
                          "as 512M or 1.5G, or infinity)",
-                         act_config_quote(text, shown, sizeof(shown)));
+                         act_text_show(text, shown, sizeof(shown)));
 }
 
 int act_parse_size(const char *text, uint64_t *out, act_error *err)
@@ -68,18 +68,18 @@ int act_parse_size(const char *text, uint64_t *out, act_error *err)
         goto too_big;
     uint64_t value = whole * factor + fraction_bytes;
     if (value == 0) {
-        char shown[ACT_CONFIG_QUOTE_MAX];
+        char shown[ACT_TEXT_SHOW_MAX];
         return act_error_set(err, ERANGE,
                              "%s is 0 bytes, which would stop the app at once (give a real size, "
                              "or infinity for no limit)",
-                             act_config_quote(text, shown, sizeof(shown)));
+                             act_text_show(text, shown, sizeof(shown)));
     }
     *out = value;
     return 0;
 
 too_big : {
-    char shown[ACT_CONFIG_QUOTE_MAX];
+    char shown[ACT_TEXT_SHOW_MAX];
     return act_error_set(err, ERANGE, "%s does not fit in 64 bits (use infinity for no limit)",
-                         act_config_quote(text, shown, sizeof(shown)));
+                         act_text_show(text, shown, sizeof(shown)));
 }
 }

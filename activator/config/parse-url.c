@@ -8,7 +8,7 @@
 #include <sys/un.h>
 
 #include "activator/config/parse-path.h"
-#include "activator/config/quote.h"
+#include "common/text.h"
 
 /* "HOST:PORT" or "[V6]:PORT" up to the end of text or the first '/';
  * returns the position after the port or NULL. */
@@ -40,8 +40,8 @@ static const char *skip_host_port(const char *text)
 
 int act_parse_store_url(const char *text, act_error *err)
 {
-    char shown[ACT_CONFIG_QUOTE_MAX];
-    act_config_quote(text, shown, sizeof(shown));
+    char shown[ACT_TEXT_SHOW_MAX];
+    act_text_show(text, shown, sizeof(shown));
     if (strncmp(text, "dir://", 6) == 0) {
         act_error path_err = {0};
         if (act_parse_absolute_path(text + 6, &path_err) < 0)
@@ -85,8 +85,8 @@ static void describe_allowed(unsigned allowed, char *out, size_t out_size)
 
 int act_parse_nng_url(const char *text, unsigned allowed, act_error *err)
 {
-    char shown[ACT_CONFIG_QUOTE_MAX], forms[96];
-    act_config_quote(text, shown, sizeof(shown));
+    char shown[ACT_TEXT_SHOW_MAX], forms[96];
+    act_text_show(text, shown, sizeof(shown));
     describe_allowed(allowed, forms, sizeof(forms));
     if (strncmp(text, "ipc://", 6) == 0 && (allowed & ACT_URL_IPC)) {
         const char *path = text + 6;
