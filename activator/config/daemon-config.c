@@ -11,10 +11,10 @@
 #include "activator/config/parse-account.h"
 #include "activator/config/parse-duration.h"
 #include "activator/config/parse-number.h"
-#include "activator/config/parse-path.h"
 #include "activator/config/parse-url.h"
 #include "common/cleanup.h"
 #include "common/names.h"
+#include "common/paths.h"
 
 void act_daemon_config_free(act_daemon_config *config)
 {
@@ -69,7 +69,7 @@ static int apply_store(void *target, const char *value, act_error *err)
 #define PATH_KEY(fn, field)                                                                        \
     static int fn(void *target, const char *value, act_error *err)                                 \
     {                                                                                              \
-        int r = act_parse_absolute_path(value, err);                                               \
+        int r = act_path_check_absolute(value, err);                                               \
         return r < 0 ? r : set_string(&((act_daemon_config *)target)->field, value, err);          \
     }
 PATH_KEY(apply_state_directory, state_directory)
@@ -108,7 +108,7 @@ static int apply_cgroup_root(void *target, const char *value, act_error *err)
         return 0;
     }
     act_error path_err = {0};
-    if (act_parse_absolute_path(value, &path_err) < 0)
+    if (act_path_check_absolute(value, &path_err) < 0)
         return act_error_set(err, EINVAL,
                              "%s; write auto for the cgroup systemd delegated to the service, or "
                              "an absolute cgroup path",

@@ -18,6 +18,7 @@
 #include "activator/config/split-argv.h"
 #include "common/cleanup.h"
 #include "common/names.h"
+#include "common/paths.h"
 
 /* More sockets than this for one host is a generated file gone wrong. */
 #define LISTEN_MAX 64
@@ -85,7 +86,7 @@ static int parse_host_command(const char *value, char ***out, act_error *err)
     if (r < 0)
         return r;
     act_error path_err = {0};
-    if (act_parse_absolute_path(argv[0] ? argv[0] : "", &path_err) < 0)
+    if (act_path_check_absolute(argv[0] ? argv[0] : "", &path_err) < 0)
         return act_error_set(err, EINVAL, "the program %s", path_err.message);
     *out = TAKE_PTR(argv);
     return 0;

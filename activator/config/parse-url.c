@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/un.h>
 
-#include "activator/config/parse-path.h"
+#include "common/paths.h"
 #include "common/text.h"
 
 /* "HOST:PORT" or "[V6]:PORT" up to the end of text or the first '/';
@@ -44,7 +44,7 @@ int act_parse_store_url(const char *text, act_error *err)
     act_text_show(text, shown, sizeof(shown));
     if (strncmp(text, "dir://", 6) == 0) {
         act_error path_err = {0};
-        if (act_parse_absolute_path(text + 6, &path_err) < 0)
+        if (act_path_check_absolute(text + 6, &path_err) < 0)
             return act_error_set(err, EINVAL,
                                  "\"%s\" does not name an absolute directory: %s (write "
                                  "dir:///var/lib/activator/claims)",
@@ -91,7 +91,7 @@ int act_parse_nng_url(const char *text, unsigned allowed, act_error *err)
     if (strncmp(text, "ipc://", 6) == 0 && (allowed & ACT_URL_IPC)) {
         const char *path = text + 6;
         act_error path_err = {0};
-        if (act_parse_absolute_path(path, &path_err) < 0)
+        if (act_path_check_absolute(path, &path_err) < 0)
             return act_error_set(err, EINVAL,
                                  "\"%s\" does not name an absolute socket path (write %s)", shown,
                                  forms);
