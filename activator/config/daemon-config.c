@@ -12,6 +12,7 @@
 #include "activator/config/parse-duration.h"
 #include "activator/config/parse-number.h"
 #include "activator/config/parse-url.h"
+#include "claims/claims.h"
 #include "common/cleanup.h"
 #include "common/names.h"
 #include "common/paths.h"
@@ -60,9 +61,11 @@ static int apply_box(void *target, const char *value, act_error *err)
     return set_string(&c->box, value, err);
 }
 
+/* Checked by the parser that opens the store, so what passes here opens. */
 static int apply_store(void *target, const char *value, act_error *err)
 {
-    int r = act_parse_store_url(value, err);
+    claims_url url;
+    int r = claims_parse_url(value, &url, err);
     return r < 0 ? r : set_string(&((act_daemon_config *)target)->store, value, err);
 }
 
@@ -264,7 +267,8 @@ static int check_store_access(const act_daemon_config *c, const char *path,
     const char *values[] = {c->store_ca, c->store_certificate, c->store_key, c->store_user,
                             c->store_password_file};
     int problems = 0;
-    bool etcd = strncmp(c->store, "etcd://", 7) == 0;
+    claims_url url;
+    bool etcd = claims_parse_url(c->store, &url, NULL) == 0 && url.kind == CLAIMS_URL_ETCD;
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         if (!values[i])
             continue;

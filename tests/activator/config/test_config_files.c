@@ -174,6 +174,8 @@ static void daemon_each_bad_key(void **state)
         {"Box", ".hidden"},
         {"Store", "s3://bucket"},
         {"Store", "dir://relative/path"},
+        {"Store", "etcd://10.0.0.5:2379"},
+        {"Store", "etcd://10.0.0.5:2379,/activator"},
         {"StateDirectory", "var/lib"},
         {"RuntimeDirectory", "/run/../etc"},
         {"HostsDirectory", "hosts"},

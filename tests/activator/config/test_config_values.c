@@ -254,23 +254,6 @@ static void urls(void **state)
 {
     (void)state;
     act_error err = {0};
-    assert_int_equal(act_parse_store_url("dir:///var/lib/activator/claims", &err), 0);
-    assert_int_equal(act_parse_store_url("etcd://127.0.0.1:2379/activator", &err), 0);
-    assert_int_equal(act_parse_store_url("etcd://etcd-1.internal:2379", &err), 0);
-    const char *bad_store[] = {"",
-                               "dir://relative",
-                               "dir:///a/../b",
-                               "etcd://",
-                               "etcd://h",
-                               "etcd://h:99999/x",
-                               "etcd://h:2379/a b",
-                               "http://h:1/x",
-                               "/var/lib/claims"};
-    for (size_t i = 0; i < ARRAY_SIZE(bad_store); i++) {
-        err = (act_error){0};
-        assert_true(act_parse_store_url(bad_store[i], &err) < 0);
-        assert_actionable(&err);
-    }
     assert_int_equal(act_parse_nng_url("ipc:///run/activator/control.ipc", ACT_URL_IPC, &err), 0);
     assert_int_equal(act_parse_nng_url("tls+tcp://[::1]:7000", ACT_URL_TLS_TCP, &err), 0);
     assert_int_equal(act_parse_nng_url("tcp://127.0.0.1:7000", ACT_URL_IPC | ACT_URL_TCP, &err), 0);
