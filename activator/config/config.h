@@ -12,10 +12,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "activator/config/parse-syscalls.h"
 #include "activator/listen/listen.h"
 #include "activator/probe/probe.h"
+#include "common/error.h"
 
 #define ACT_CONFIG_DAEMON_DEFAULT_PATH "/etc/activator/activatord.conf"
 
@@ -137,3 +139,8 @@ int act_config_load_hosts(const char *dir, act_host_config **hosts, size_t *n,
 
 void act_host_config_free(act_host_config *host);
 void act_host_configs_free(act_host_config *hosts, size_t n);
+
+/* The host's User= and Group= resolved on this box (see act_resolve_user);
+ * *have is false without User=. Errors start with "host NAME: ". */
+int act_host_config_credentials(const act_host_config *config, uid_t *uid, gid_t *gid, bool *have,
+                                act_error *err);

@@ -1,4 +1,5 @@
 /* One host file: [Host], [Listen] and [Limits]. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -470,6 +471,22 @@ int act_config_load_host_file(const char *dir, const char *file_name, act_host_c
     if (dir_fd < 0)
         return dir_fd;
     return load_host_at(dir_fd, dir, file_name, host, errors);
+}
+
+int act_host_config_credentials(const act_host_config *config, uid_t *uid, gid_t *gid, bool *have,
+                                act_error *err)
+{
+    assert(config && uid && gid && have);
+    *have = false;
+    if (!config->user)
+        return 0;
+    int r = act_resolve_user("User", config->user, uid, gid, err);
+    if (r == 0 && config->group)
+        r = act_resolve_group("Group", config->group, gid, err);
+    if (r < 0)
+        return act_error_prefix(err, "host %s", config->name);
+    *have = true;
+    return 0;
 }
 
 int act_config_load_host_at(int dir_fd, const char *dir, const char *file_name,

@@ -15,6 +15,7 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-id128.h>
 
+#include "activator/config/parse-account.h"
 #include "activator/daemon/daemon_main.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
@@ -122,7 +123,7 @@ static int open_messaging(act_daemon *daemon, act_error *err)
     if (r < 0)
         return r;
     if (config->control_group) {
-        r = act_daemon_lookup_group(config->control_group, &control.control_gid, err);
+        r = act_resolve_group("ControlGroup", config->control_group, &control.control_gid, err);
         if (r < 0)
             return r;
         control.have_control_gid = true;

@@ -181,9 +181,6 @@ void act_host_format_handle(const act_daemon_host *host, uint64_t generation, ch
 const cg_seccomp_program *act_host_seccomp(const act_daemon_host *host);
 /* Accepts and closes the connections waiting on a host's sockets. */
 void act_host_drain_backlog(act_daemon_host *host);
-/* User= and Group= looked up on this box; *have is false without User=. */
-int act_host_credentials(const act_host_config *config, uid_t *uid, gid_t *gid, bool *have,
-                         act_error *err);
 
 /* idle.c: parks a serving host after IdleTimeoutSec= with no connection. */
 void act_idle_watch(act_daemon_host *host, bool watch);

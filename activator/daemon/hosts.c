@@ -4,9 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,33 +130,6 @@ static int bind_sockets(act_daemon_host *host, inherited_fds *inherited, act_err
     return 0;
 }
 
-int act_host_credentials(const act_host_config *config, uid_t *uid, gid_t *gid, bool *have,
-                         act_error *err)
-{
-    *have = false;
-    if (!config->user)
-        return 0;
-    struct passwd *user = getpwnam(config->user);
-    if (!user)
-        return act_error_set(err, ENOENT,
-                             "host %s: User=%s does not exist on this box; create it or change "
-                             "User=",
-                             config->name, config->user);
-    *uid = user->pw_uid;
-    *gid = user->pw_gid;
-    if (config->group) {
-        struct group *group = getgrnam(config->group);
-        if (!group)
-            return act_error_set(err, ENOENT,
-                                 "host %s: Group=%s does not exist on this box; create it or "
-                                 "change Group=",
-                                 config->name, config->group);
-        *gid = group->gr_gid;
-    }
-    *have = true;
-    return 0;
-}
-
 /* Most hosts run the default profile: one compiled program serves them all. */
 static int compile_filter(act_daemon *daemon, act_daemon_host *host, act_error *err)
 {
@@ -247,8 +218,8 @@ static int setup_host(act_daemon *daemon, act_daemon_host *host, const act_host_
     int r = act_host_dir(host, err); /* creates hosts/<host>/ now, not at the first wake */
     act_host_dir_close(host);
     if (r < 0 || (r = bind_sockets(host, inherited, err)) < 0 ||
-        (r = act_host_credentials(config, &host->uid, &host->gid, &host->have_credentials,
-                                  err)) < 0 ||
+        (r = act_host_config_credentials(config, &host->uid, &host->gid,
+                                         &host->have_credentials, err)) < 0 ||
         (r = compile_filter(daemon, host, err)) < 0)
         return r;
     act_pipeline_config pipeline_config;

@@ -1,12 +1,12 @@
 /* activatord's command line. */
 #include <errno.h>
 #include <getopt.h>
-#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "activator/config/config.h"
+#include "activator/config/parse-account.h"
 #include "activator/daemon/daemon.h"
 #include "activator/daemon/daemon_main.h"
 #include "common/log.h"
@@ -27,25 +27,6 @@ static void usage(FILE *out)
             ACT_CONFIG_DAEMON_DEFAULT_PATH);
 }
 
-int act_daemon_lookup_group(const char *name, gid_t *gid, act_error *err)
-{
-    struct group *group = getgrnam(name);
-    if (group) {
-        *gid = group->gr_gid;
-        return 0;
-    }
-    char *end = NULL;
-    errno = 0;
-    unsigned long value = strtoul(name, &end, 10);
-    if (!errno && end != name && !*end) {
-        *gid = (gid_t)value;
-        return 0;
-    }
-    return act_error_set(err, ENOENT, "ControlGroup=%s: no such group on this box; create it or "
-                                      "change ControlGroup=",
-                         name);
-}
-
 int act_daemon_check_config(const char *config_path)
 {
     act_config_errors errors = {0};
@@ -61,7 +42,7 @@ int act_daemon_check_config(const char *config_path)
             gid_t gid;
             bool have;
             act_error err = {0};
-            if (act_host_credentials(&hosts[i], &uid, &gid, &have, &err) < 0) {
+            if (act_host_config_credentials(&hosts[i], &uid, &gid, &have, &err) < 0) {
                 fprintf(stderr, "%s/%s.conf: %s\n", config.hosts_directory, hosts[i].name,
                         err.message);
                 problems++;
@@ -69,7 +50,8 @@ int act_daemon_check_config(const char *config_path)
         }
         gid_t gid;
         act_error err = {0};
-        if (config.control_group && act_daemon_lookup_group(config.control_group, &gid, &err) < 0) {
+        if (config.control_group &&
+            act_resolve_group("ControlGroup", config.control_group, &gid, &err) < 0) {
             fprintf(stderr, "%s: %s\n", config_path, err.message);
             problems++;
         }

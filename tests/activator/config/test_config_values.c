@@ -1,14 +1,18 @@
 /* Unit tests of the configuration value parsers: good values and, for each,
  * the bad values a person is likely to write. */
 #include <errno.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "activator/config/config.h"
 #include "activator/config/parse-account.h"
 #include "activator/config/parse-duration.h"
 #include "activator/config/parse-env.h"
@@ -220,13 +224,125 @@ static void accounts(void **state)
     const char *good[] = {"web1", "_svc", "www-data", "machine$", "1000", "0"};
     for (size_t i = 0; i < ARRAY_SIZE(good); i++)
         assert_int_equal(act_parse_account_name("user", good[i], &err), 0);
-    const char *bad[] = {"",     "1abc", "-x",         "a b",
-                         "../x", "x:y",  "4294967295", "abcdefghijabcdefghijabcdefghijabc"};
+    const char *bad[] = {"",           "1abc",  "-x",
+                         "a b",        "../x",  "x:y",
+                         "4294967295", "65535", "abcdefghijabcdefghijabcdefghijabc"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
         assert_true(act_parse_account_name("user", bad[i], &err) < 0);
         assert_actionable(&err);
     }
+}
+
+/* A uid no passwd entry names, searched from the top of the range down. */
+static uid_t unnamed_uid(void)
+{
+    for (uid_t uid = 3999999999u; uid > 3999999000u; uid--)
+        if (!getpwuid(uid))
+            return uid;
+    fail_msg("every uid from 3999999000 up has a passwd entry");
+    return 0;
+}
+
+static void users_resolve_by_name_or_number(void **state)
+{
+    (void)state;
+    act_error err = {0};
+    uid_t uid = 7;
+    gid_t gid = 7;
+    assert_int_equal(act_resolve_user("User", "root", &uid, &gid, &err), 0);
+    assert_int_equal(uid, 0);
+    assert_int_equal(gid, 0);
+    uid = gid = 7;
+    assert_int_equal(act_resolve_user("User", "0", &uid, &gid, &err), 0);
+    assert_int_equal(uid, 0);
+    assert_int_equal(gid, 0);
+
+    /* A number with an entry takes the entry's primary group, which need
+     * not be the same number (Debian's sync is uid 4, gid 65534). */
+    struct passwd *entry;
+    setpwent();
+    while ((entry = getpwent()) && entry->pw_uid == entry->pw_gid)
+        ;
+    if (entry) {
+        char number[16];
+        uid_t want_uid = entry->pw_uid;
+        gid_t want_gid = entry->pw_gid;
+        snprintf(number, sizeof(number), "%u", (unsigned)want_uid);
+        endpwent();
+        assert_int_equal(act_resolve_user("User", number, &uid, &gid, &err), 0);
+        assert_int_equal(uid, want_uid);
+        assert_int_equal(gid, want_gid);
+    } else {
+        endpwent();
+    }
+
+    /* A number without an entry runs as itself, its group the same number. */
+    uid_t unnamed = unnamed_uid();
+    char number[16];
+    snprintf(number, sizeof(number), "%u", (unsigned)unnamed);
+    assert_int_equal(act_resolve_user("User", number, &uid, &gid, &err), 0);
+    assert_int_equal(uid, unnamed);
+    assert_int_equal(gid, unnamed);
+
+    err = (act_error){0};
+    assert_int_equal(act_resolve_user("User", "nosuchuser_act", &uid, &gid, &err), -ENOENT);
+    assert_string_equal(err.message,
+                        "User=nosuchuser_act: no such user on this box; create it or change User=");
+    err = (act_error){0};
+    assert_int_equal(act_resolve_user("User", "bad user", &uid, &gid, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "User: \"bad user\" is not a valid user name"));
+    err = (act_error){0};
+    assert_int_equal(act_resolve_user("User", "4294967295", &uid, &gid, &err), -ERANGE);
+}
+
+static void groups_resolve_by_name_or_number(void **state)
+{
+    (void)state;
+    act_error err = {0};
+    gid_t gid = 7;
+    assert_int_equal(act_resolve_group("Group", "root", &gid, &err), 0);
+    assert_int_equal(gid, 0);
+    /* A number is the gid whether or not a group entry names it. */
+    assert_int_equal(act_resolve_group("ControlGroup", "3999999999", &gid, &err), 0);
+    assert_int_equal(gid, 3999999999u);
+    assert_int_equal(act_resolve_group("ControlGroup", "nosuchgroup_act", &gid, &err), -ENOENT);
+    assert_string_equal(err.message, "ControlGroup=nosuchgroup_act: no such group on this box; "
+                                     "create it or change ControlGroup=");
+    err = (act_error){0};
+    assert_int_equal(act_resolve_group("Group", "65535", &gid, &err), -ERANGE);
+    assert_true(strncmp(err.message, "Group: ", 7) == 0);
+}
+
+/* A host's User= and Group= together: Group= replaces the user's group. */
+static void host_credentials_combine_user_and_group(void **state)
+{
+    (void)state;
+    char number[16];
+    snprintf(number, sizeof(number), "%u", (unsigned)unnamed_uid());
+    act_host_config host = {.name = "web1", .user = number, .group = "root"};
+    uid_t uid = 7;
+    gid_t gid = 7;
+    bool have = false;
+    act_error err = {0};
+    assert_int_equal(act_host_config_credentials(&host, &uid, &gid, &have, &err), 0);
+    assert_true(have);
+    assert_int_equal(uid, strtoul(number, NULL, 10));
+    assert_int_equal(gid, 0);
+
+    host.group = NULL;
+    assert_int_equal(act_host_config_credentials(&host, &uid, &gid, &have, &err), 0);
+    assert_int_equal(gid, uid);
+
+    host.user = "nosuchuser_act";
+    assert_int_equal(act_host_config_credentials(&host, &uid, &gid, &have, &err), -ENOENT);
+    assert_false(have);
+    assert_non_null(strstr(err.message, "host web1: User=nosuchuser_act: no such user"));
+
+    host.user = NULL;
+    host.group = "root";
+    assert_int_equal(act_host_config_credentials(&host, &uid, &gid, &have, &err), 0);
+    assert_false(have);
 }
 
 static void paths(void **state)
@@ -311,6 +427,9 @@ int main(void)
         cmocka_unit_test(argv_splitting),
         cmocka_unit_test(environment_words),
         cmocka_unit_test(accounts),
+        cmocka_unit_test(users_resolve_by_name_or_number),
+        cmocka_unit_test(groups_resolve_by_name_or_number),
+        cmocka_unit_test(host_credentials_combine_user_and_group),
         cmocka_unit_test(paths),
         cmocka_unit_test(urls),
         cmocka_unit_test(syscall_filters),
