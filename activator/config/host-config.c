@@ -226,6 +226,8 @@ static int apply_start_rate_limit(void *target, const char *value, act_error *er
     return act_parse_rate(value, 1e6, &((act_host_config *)target)->start_rate_limit, err);
 }
 
+/* systemd.socket(5)'s stream forms: ADDR:PORT, [V6]:PORT, /PATH, and a bare
+ * PORT for every address of the box. An empty value clears the list. */
 static int apply_listen_stream(void *target, const char *value, act_error *err)
 {
     act_host_config *h = target;
@@ -236,7 +238,7 @@ static int apply_listen_stream(void *target, const char *value, act_error *err)
         return 0;
     }
     act_listen_address address;
-    int r = reword(act_listen_parse(value, "", &address, err), err);
+    int r = reword(act_listen_parse_stream(value, "", &address, err), err);
     if (r < 0)
         return r;
     for (size_t i = 0; i < h->n_listen; i++)

@@ -383,6 +383,7 @@ static const char *const good_host = "[Host]\n"
                                      "ListenStream=127.0.0.1:8080\n"
                                      "ListenStream=[::1]:8080\n"
                                      "ListenStream=/run/web1.sock\n"
+                                     "ListenStream=8081\n"
                                      "Backlog=512\n"
                                      "[Limits]\n"
                                      "MemoryMax=512M\n"
@@ -423,12 +424,18 @@ static void host_every_key(void **state)
     assert_string_equal(h.exec_restore[2], "s3");
     assert_string_equal(h.exec_replicate[0], "/usr/lib/web1/replicate");
     assert_true(h.start_rate_limit == 2.5);
-    assert_int_equal(h.n_listen, 3);
+    assert_int_equal(h.n_listen, 4);
     char shown[128];
     act_listen_format(&h.listen[1], shown, sizeof(shown));
     assert_string_equal(shown, "[::1]:8080");
+    assert_false(h.listen[1].dual_stack);
     act_listen_format(&h.listen[2], shown, sizeof(shown));
     assert_string_equal(shown, "/run/web1.sock");
+    /* A bare port, as systemd: every address, IPv6 and IPv4 on one socket. */
+    act_listen_format(&h.listen[3], shown, sizeof(shown));
+    bool ipv6 = access("/proc/net/if_inet6", F_OK) == 0;
+    assert_string_equal(shown, ipv6 ? "[::]:8081" : "0.0.0.0:8081");
+    assert_int_equal(h.listen[3].dual_stack, ipv6);
     assert_int_equal(h.backlog, 512);
     assert_int_equal(h.limits.memory_max, 512ULL << 20);
     assert_int_equal(h.limits.memory_high, 400ULL << 20);
@@ -501,7 +508,8 @@ static void host_each_bad_key(void **state)
         {"Host", "ExecReplicate", "/usr/lib/../x"},
         {"Host", "StartRateLimit", "0"},
         {"Host", "StartRateLimit", "fast"},
-        {"Listen", "ListenStream", "8080"},
+        {"Listen", "ListenStream", "0"},
+        {"Listen", "ListenStream", "65536"},
         {"Listen", "ListenStream", "localhost:8080"},
         {"Listen", "ListenStream", "127.0.0.1:70000"},
         {"Listen", "ListenStream", "run/x.sock"},
