@@ -113,7 +113,8 @@ typedef struct act_host_config {
     act_listen_address *listen;   /* ListenStream= in file order */
     uint64_t ready_timeout_usec;  /* ReadyTimeoutSec=, 1..30 s, default 30 s */
     uint64_t stop_timeout_usec;   /* StopTimeoutSec=, default 10 s */
-    uint64_t idle_timeout_usec;   /* IdleTimeoutSec=, default 300 s; 0: never park when idle */
+    uint64_t idle_timeout_usec;   /* IdleTimeoutSec=, default 300 s; 0 (or infinity in the
+                                     file): never park when idle */
     double start_rate_limit;      /* StartRateLimit= starts per second; 0: no limit */
     act_limits limits;
     uint32_t backlog; /* Backlog=, default SOMAXCONN */

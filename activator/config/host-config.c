@@ -205,10 +205,18 @@ static int apply_stop_timeout(void *target, const char *value, act_error *err)
                                     &((act_host_config *)target)->stop_timeout_usec, err);
 }
 
+/* 0 and infinity both mean "never park when idle": systemd spells "no
+ * timeout" either way. */
 static int apply_idle_timeout(void *target, const char *value, act_error *err)
 {
+    act_host_config *h = target;
+    uint64_t usec;
+    if (act_parse_duration(value, &usec, NULL) == 0 && usec == ACT_USEC_INFINITY) {
+        h->idle_timeout_usec = 0;
+        return 0;
+    }
     return act_parse_duration_range(value, 0, 365 * 86400 * ACT_USEC_PER_SEC,
-                                    &((act_host_config *)target)->idle_timeout_usec, err);
+                                    &h->idle_timeout_usec, err);
 }
 
 static int apply_max_starts(void *target, const char *value, act_error *err)

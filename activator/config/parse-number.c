@@ -10,8 +10,9 @@
 
 int act_parse_bool(const char *text, bool *out, act_error *err)
 {
-    static const char *const yes[] = {"yes", "true", "on", "1"};
-    static const char *const no[] = {"no", "false", "off", "0"};
+    /* systemd's parse_boolean: these, in any case. */
+    static const char *const yes[] = {"yes", "true", "on", "1", "y", "t"};
+    static const char *const no[] = {"no", "false", "off", "0", "n", "f"};
     for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
         if (strcasecmp(text, yes[i]) == 0) {
             *out = true;

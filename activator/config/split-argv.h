@@ -1,19 +1,22 @@
-/* Command lines and word lists of Exec=, ExecRestore=, Environment= and
- * SystemCallFilter=, split the way a shell would split them, without a shell
- * ever seeing them. */
+/* Command lines and word lists of Exec=, ExecRestore=, ExecReplicate=,
+ * Environment= and SystemCallFilter=, split as systemd splits ExecStart= and
+ * Environment= (systemd.service(5), "Command lines"), without a shell ever
+ * seeing them. */
 #pragma once
 
 #include <stddef.h>
 
 #include "common/error.h"
 
-/* Splits text into words: blanks separate words; 'single quotes' keep
- * everything literally; "double quotes" keep everything but let \" and \\
- * stand for " and \; outside quotes a backslash takes the next character
- * literally. Quotes may sit inside a word (a"b c"d is one word). An
- * unterminated quote or a trailing backslash is an error. *out is a
- * NULL-terminated malloc'd array of malloc'd words (free with act_strv_free),
- * with zero words for a blank text. */
+/* Splits text into words. Blanks separate words. 'Single' and "double"
+ * quotes keep blanks in a word and may sit inside one (a"b c"d is one word).
+ * A backslash starts a C escape, inside quotes too: \a \b \f \n \r \t \v \\
+ * \" \' \s (a space), \xHH, \NNN (octal), \uHHHH and \UHHHHHHHH (as UTF-8);
+ * a backslash before a blank keeps the blank in the word. Any other escape,
+ * one that makes a NUL byte, an unclosed quote and a trailing backslash are
+ * errors. There is no other expansion: $VAR, ~ and ; are plain characters.
+ * *out is a NULL-terminated malloc'd array of malloc'd words (free with
+ * act_strv_free), with zero words for a blank text. */
 int act_split_argv(const char *text, char ***out, act_error *err);
 
 void act_strv_free(char **strv);

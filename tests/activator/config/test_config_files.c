@@ -117,7 +117,7 @@ static void daemon_every_key(void **state)
                          "RuntimeDirectory=/run/act2\n"
                          "HostsDirectory=/srv/act/hosts\n"
                          "CgroupRoot=/sys/fs/cgroup/act.slice\n"
-                         "ClaimUnclaimed=no ; fleet mode\n"
+                         "ClaimUnclaimed=n ; fleet mode (systemd's short form)\n"
                          "Events=tcp://127.0.0.1:7001\n"
                          "ControlGroup=activator\n"
                          "ControlListen=tls+tcp://0.0.0.0:7443\n"
@@ -480,6 +480,46 @@ static void host_defaults(void **state)
     assert_int_equal(errors.n, 0);
 }
 
+/* The keys that mirror systemd's take systemd's forms of their values. */
+static void host_systemd_forms(void **state)
+{
+    (void)state;
+    write_file("sd.conf", "[Host]\n"
+                          "Exec=bin/app \"--greeting=hello\\tworld\" 'it\\'s'\n"
+                          "Environment=\"MOTD=line1\\nline2\" PATH_X=\\x41\n"
+                          "User=4000000000\n"
+                          "Group=0\n"
+                          "StopTimeoutSec=1min 30s\n"
+                          "IdleTimeoutSec=infinity\n"
+                          "ReadyTimeoutSec=1.5s\n"
+                          "[Listen]\n"
+                          "ListenStream=8082\n"
+                          "[Limits]\n"
+                          "MemoryMax=50%\n"
+                          "MemoryHigh=25%\n"
+                          "PidsMax=infinity\n");
+    act_host_config h;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_host_file(tmp_dir, "sd.conf", &h, &errors), 0);
+    act_config_errors_print(&errors, stderr);
+    assert_int_equal(errors.n, 0);
+    assert_string_equal(h.exec_argv[1], "--greeting=hello\tworld");
+    assert_string_equal(h.exec_argv[2], "it's");
+    assert_string_equal(h.environment[0], "MOTD=line1\nline2");
+    assert_string_equal(h.environment[1], "PATH_X=A");
+    assert_string_equal(h.user, "4000000000");
+    assert_string_equal(h.group, "0");
+    assert_int_equal(h.stop_timeout_usec, 90 * ACT_USEC_PER_SEC);
+    assert_int_equal(h.idle_timeout_usec, 0); /* never park, like 0 */
+    assert_int_equal(h.ready_timeout_usec, 1500000);
+    assert_int_equal(h.n_listen, 1);
+    uint64_t memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    assert_int_equal(h.limits.memory_max, memory / 2);
+    assert_int_equal(h.limits.memory_high, memory / 4);
+    assert_true(h.limits.pids_max == ACT_LIMIT_INFINITY);
+    act_host_config_free(&h);
+}
+
 static void host_each_bad_key(void **state)
 {
     (void)state;
@@ -501,6 +541,10 @@ static void host_each_bad_key(void **state)
         {"Host", "HealthCheck", "notify"},
         {"Host", "HealthCheck", "tcp:127.0.0.1:0"},
         {"Host", "StopTimeoutSec", "soon"},
+        {"Host", "StopTimeoutSec", "infinity"},
+        {"Host", "ReadyTimeoutSec", "infinity"},
+        {"Host", "Environment", "A=\\d"},
+        {"Limits", "MemoryMax", "101%"},
         {"Host", "IdleTimeoutSec", "-1"},
         {"Host", "MaxStarts", "0"},
         {"Host", "MaxStarts", "6"},
@@ -685,6 +729,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(daemon_missing_file, setup, teardown),
         cmocka_unit_test_setup_teardown(host_every_key, setup, teardown),
         cmocka_unit_test_setup_teardown(host_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(host_systemd_forms, setup, teardown),
         cmocka_unit_test_setup_teardown(host_each_bad_key, setup, teardown),
         cmocka_unit_test_setup_teardown(host_all_errors_and_cross_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(host_file_names_refused, setup, teardown),

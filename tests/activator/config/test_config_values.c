@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -52,6 +53,21 @@ static void sizes(void **state)
     assert_int_equal(v, 2048);
     assert_int_equal(act_parse_size("infinity", &v, &err), 0);
     assert_true(v == ACT_SIZE_INFINITY);
+    /* systemd's other forms: E, a B after the number, and a share of the
+     * physical memory. */
+    assert_int_equal(act_parse_size("1E", &v, &err), 0);
+    assert_int_equal(v, 1ULL << 60);
+    assert_int_equal(act_parse_size("4096B", &v, &err), 0);
+    assert_int_equal(v, 4096);
+    assert_int_equal(act_parse_size("512MB", &v, &err), 0);
+    assert_int_equal(v, 512ULL << 20);
+    uint64_t memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    assert_int_equal(act_parse_size("50%", &v, &err), 0);
+    assert_int_equal(v, memory / 2);
+    assert_int_equal(act_parse_size("100%", &v, &err), 0);
+    assert_int_equal(v, memory);
+    assert_int_equal(act_parse_size("12.5%", &v, &err), 0);
+    assert_int_equal(v, (uint64_t)((unsigned __int128)memory * 1250 / 10000));
 
     const char *bad[] = {"",
                          "M",
@@ -66,7 +82,18 @@ static void sizes(void **state)
                          "99999999999999999999",
                          "16777216T",
                          "infinite",
-                         "1e9"};
+                         "1e9",
+                         "16E",
+                         "1.5B",
+                         "5b",
+                         "0%",
+                         "101%",
+                         "1000%",
+                         "12.555%",
+                         "50 %",
+                         "%",
+                         "-5%",
+                         "50%%"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         v = 7;
         err = (act_error){0};
@@ -93,11 +120,40 @@ static void durations(void **state)
     assert_int_equal(v, 7200 * ACT_USEC_PER_SEC);
     assert_int_equal(act_parse_duration("0", &v, &err), 0);
     assert_int_equal(v, 0);
+    /* systemd.time(7)'s other forms. */
+    static const struct {
+        const char *text;
+        uint64_t usec;
+    } systemd_forms[] = {
+        {"1min30s", 90 * ACT_USEC_PER_SEC},
+        {"1min 30", 90 * ACT_USEC_PER_SEC},
+        {"5 min", 300 * ACT_USEC_PER_SEC},
+        {"30 5", 35 * ACT_USEC_PER_SEC},
+        {"1h 2m 3s 4ms 5us", 3723004005},
+        {"2w", 14 * 86400 * ACT_USEC_PER_SEC},
+        {"1M", 2629800 * ACT_USEC_PER_SEC},
+        {"1y", 31557600 * ACT_USEC_PER_SEC},
+        {"2 years 1 month", (2 * 31557600 + 2629800) * ACT_USEC_PER_SEC},
+        {"3\xce\xbcs", 3},
+        {"3\xc2\xb5s", 3},
+        {"1.5min", 90 * ACT_USEC_PER_SEC},
+        {"infinity", ACT_USEC_INFINITY},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(systemd_forms); i++) {
+        err = (act_error){0};
+        if (act_parse_duration(systemd_forms[i].text, &v, &err) != 0)
+            fail_msg("%s: %s", systemd_forms[i].text, err.message);
+        assert_int_equal(v, systemd_forms[i].usec);
+    }
 
-    const char *bad[] = {"", "s", "10x", "-5", "5 parsecs", "1..5s", "ten", "99999999999999999d"};
+    const char *bad[] = {"",           "s",          "10x",    "-5",
+                         "5 parsecs",  "1..5s",      "ten",    "99999999999999999d",
+                         "5S",         "1min30x",    "30s5x",  "Infinity",
+                         "infinity 5", "5 infinity", "1.5.5s", "600000000y"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
-        assert_true(act_parse_duration(bad[i], &v, &err) < 0);
+        if (act_parse_duration(bad[i], &v, &err) == 0)
+            fail_msg("\"%s\" was accepted", bad[i]);
         assert_actionable(&err);
     }
 
@@ -106,6 +162,13 @@ static void durations(void **state)
         act_parse_duration_range("45", ACT_USEC_PER_SEC, 30 * ACT_USEC_PER_SEC, &v, &err), -ERANGE);
     assert_non_null(strstr(err.message, "1s to 30s"));
     assert_actionable(&err);
+    /* infinity only where the bounds say so. */
+    err = (act_error){0};
+    assert_int_equal(act_parse_duration_range("infinity", 0, 3600 * ACT_USEC_PER_SEC, &v, &err),
+                     -ERANGE);
+    assert_non_null(strstr(err.message, "infinity is not allowed here (use 0 to 1h)"));
+    assert_int_equal(act_parse_duration_range("infinity", 0, ACT_USEC_INFINITY, &v, &err), 0);
+    assert_true(v == ACT_USEC_INFINITY);
 
     char text[64];
     act_format_duration(90 * ACT_USEC_PER_SEC + 250000, text, sizeof(text));
@@ -134,6 +197,10 @@ static void numbers(void **state)
     assert_int_equal(act_parse_bool("yes", &b, &err), 0);
     assert_true(b);
     assert_int_equal(act_parse_bool("off", &b, &err), 0);
+    assert_false(b);
+    assert_int_equal(act_parse_bool("Y", &b, &err), 0);
+    assert_true(b);
+    assert_int_equal(act_parse_bool("f", &b, &err), 0);
     assert_false(b);
     assert_int_equal(act_parse_bool("maybe", &b, &err), -EINVAL);
     assert_actionable(&err);
@@ -189,7 +256,23 @@ static void argv_splitting(void **state)
     assert_int_equal(act_split_argv("echo $HOME;rm", &literal, &err), 0);
     assert_string_equal(literal[1], "$HOME;rm");
 
-    const char *bad[] = {"bin/x 'open", "bin/x \"open", "bin/x trailing\\"};
+    /* systemd's C escapes, inside quotes too. */
+    __attribute__((cleanup(strv_freep))) char **escaped = NULL;
+    assert_int_equal(
+        act_split_argv("a\\tb \"line1\\nline2\" 'it\\'s' \\x41\\102\\s\\u00e9\\U0001F600 "
+                       "\\a\\b\\f\\r\\v\\\\",
+                       &escaped, &err),
+        0);
+    assert_int_equal(act_strv_length(escaped), 5);
+    assert_string_equal(escaped[0], "a\tb");
+    assert_string_equal(escaped[1], "line1\nline2");
+    assert_string_equal(escaped[2], "it's");
+    assert_string_equal(escaped[3], "AB \xc3\xa9\xf0\x9f\x98\x80");
+    assert_string_equal(escaped[4], "\a\b\f\r\v\\");
+
+    const char *bad[] = {"bin/x 'open",   "bin/x \"open",      "bin/x trailing\\", "bin/x \\d",
+                         "bin/x \\x0",    "bin/x \\x00",       "bin/x \\000",      "bin/x \\u0000",
+                         "bin/x \\uD800", "bin/x \\U00110000", "bin/x '\\q'",      "bin/x \\8"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         char **out = NULL;
         err = (act_error){0};
