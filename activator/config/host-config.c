@@ -16,10 +16,10 @@
 #include "activator/config/parse-number.h"
 #include "activator/config/parse-path.h"
 #include "activator/config/parse-size.h"
-#include "activator/config/split-argv.h"
 #include "common/cleanup.h"
 #include "common/names.h"
 #include "common/paths.h"
+#include "common/split-argv.h"
 
 /* More sockets than this for one host is a generated file gone wrong. */
 #define LISTEN_MAX 64

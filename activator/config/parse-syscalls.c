@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activator/config/split-argv.h"
 #include "common/cleanup.h"
+#include "common/split-argv.h"
 #include "common/text.h"
 
 void act_syscall_filter_clear(act_syscall_filter *filter)

@@ -18,8 +18,8 @@
 
 #include "activator/config/config.h"
 #include "activator/config/parse-duration.h"
-#include "activator/config/split-argv.h"
 #include "common/cleanup.h"
+#include "common/split-argv.h"
 
 static char tmp_dir[] = "/tmp/act-config-test-XXXXXX";
 

@@ -22,9 +22,9 @@
 #include "activator/config/parse-size.h"
 #include "activator/config/parse-syscalls.h"
 #include "activator/config/parse-url.h"
-#include "activator/config/split-argv.h"
 #include "common/cleanup.h"
 #include "common/paths.h"
+#include "common/split-argv.h"
 
 /* Every refusal must say what to do, in parentheses at its end. */
 static void assert_actionable(const act_error *err)

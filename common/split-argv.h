@@ -1,7 +1,7 @@
-/* Command lines and word lists of Exec=, ExecRestore=, ExecReplicate=,
- * Environment= and SystemCallFilter=, split as systemd splits ExecStart= and
- * Environment= (systemd.service(5), "Command lines"), without a shell ever
- * seeing them. */
+/* Command lines and word lists from outside (Exec=, ExecRestore=,
+ * ExecReplicate=, HealthCheck=exec:, Environment=, SystemCallFilter=), split
+ * by one grammar, systemd's for ExecStart= and Environment=
+ * (systemd.service(5), "Command lines"), without a shell ever seeing them. */
 #pragma once
 
 #include <stddef.h>

@@ -1,4 +1,4 @@
-#include "activator/config/split-argv.h"
+#include "common/split-argv.h"
 
 #include <assert.h>
 #include <errno.h>
