@@ -25,8 +25,10 @@
 typedef struct act_config_error {
     char *file;    /* the path as given or found */
     unsigned line; /* 1-based; 0 when the problem is the file or a missing key */
-    char *key;     /* the key or "[Section]"; NULL for file-level problems */
-    char *text;    /* the whole line: "FILE:LINE: KEY: what is wrong (what to do)" */
+    char *key;     /* the key or "[Section]", escaped as text is; NULL for file-level
+                      problems */
+    char *text;    /* the whole line: "FILE:LINE: KEY: what is wrong (what to do)", every
+                      byte outside printable ASCII escaped as \xNN (a newline too) */
 } act_config_error;
 
 /* The problems of one or more loads, in the order found. */

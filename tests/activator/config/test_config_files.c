@@ -717,6 +717,68 @@ static void files_that_are_not_text(void **state)
     assert_int_equal(errors.n, 0);
 }
 
+static void write_bytes(const char *name, const void *bytes, size_t len)
+{
+    int fd = open(path_of(name), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, bytes, len), (ssize_t)len);
+    close(fd);
+}
+
+/* A binary file (or a file name) in the hosts directory: every error still
+ * prints as plain lines, its bytes escaped, never raw to the terminal. */
+static void binary_input_is_escaped_in_errors(void **state)
+{
+    (void)state;
+    assert_int_equal(mkdir(path_of("hosts"), 0755), 0);
+    static const char binary[] = "[Ho\x1bst]\n"
+                                 "Exec=bin/x\n"
+                                 "[Host]\n"
+                                 "Ex\x07" "ec=bin/x\n"
+                                 "Exec=\x1b[31m/red\x7f\xff\n"
+                                 "User=\x01\x02\n"
+                                 "Ready=tcp:\x9b" "1.2.3.4:80\n"
+                                 "\x80\x81=\x90" "\n"
+                                 "Environment=A=\\\x01\n"
+                                 "[Listen]\n"
+                                 "ListenStream=\x1b]0;title\x07\n"
+                                 "\x00\x01\x02\x03\n"
+                                 "\xde\xad\xbe\xef" "\r\n";
+    write_bytes("hosts/bin.conf", binary, sizeof(binary) - 1);
+    write_file("hosts/es\x1b" "c.conf", "[Host]\nExec=bin/x\n");
+    unsigned char noise[4096];
+    for (size_t i = 0; i < sizeof(noise); i++)
+        noise[i] = (unsigned char)(i * 131 + 7);
+    write_bytes("hosts/noise.conf", noise, sizeof(noise));
+
+    act_host_config *hosts = NULL;
+    size_t n = 0;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_hosts(path_of("hosts"), &hosts, &n, &errors), 0);
+    assert_int_equal(n, 0);
+    assert_true(errors.n >= 8);
+    char *printed = NULL;
+    size_t printed_len = 0;
+    FILE *out = open_memstream(&printed, &printed_len);
+    assert_non_null(out);
+    assert_int_equal(act_config_errors_print(&errors, out), errors.n);
+    assert_int_equal(fclose(out), 0);
+    for (size_t i = 0; i < printed_len; i++) {
+        unsigned char c = (unsigned char)printed[i];
+        if (c != '\n' && (c < 0x20 || c >= 0x7f))
+            fail_msg("byte 0x%02x at %zu of:\n%s", c, i, printed);
+    }
+    /* Escaped, not dropped: the reader sees which bytes were there. */
+    assert_non_null(strstr(printed, "\\x1b"));
+    assert_non_null(strstr(printed, "Ex\\x07ec"));
+    assert_non_null(strstr(printed, "es\\x1bc.conf"));
+    for (size_t i = 0; i < errors.n; i++)
+        assert_null(errors.items[i].key ? strchr(errors.items[i].key, '\x07') : NULL);
+    free(printed);
+    act_host_configs_free(hosts, n);
+    act_config_errors_free(&errors);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -735,6 +797,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(host_file_names_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(hosts_directory_skips_bad_files, setup, teardown),
         cmocka_unit_test_setup_teardown(files_that_are_not_text, setup, teardown),
+        cmocka_unit_test_setup_teardown(binary_input_is_escaped_in_errors, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
