@@ -92,7 +92,13 @@ int act_listen_parse_stream(const char *spec, const char *where, act_listen_addr
                             act_error *err)
 {
     assert(spec && where && out);
-    if (spec[0] == '\0' || strspn(spec, "0123456789") != strlen(spec))
+    bool bare_port = spec[0] != '\0' && strspn(spec, "0123456789") == strlen(spec);
+    if (!bare_port && spec[0] != '/' && !strchr(spec, ':'))
+        return act_error_set(err, EINVAL,
+                             "%s: \"%s\" is not PORT, ADDRESS:PORT, [IPv6]:PORT or an absolute "
+                             "unix path",
+                             where, spec);
+    if (!bare_port)
         return act_listen_parse(spec, where, out, err);
     uint16_t port;
     int r = parse_port(spec, where, spec, &port, err);

@@ -104,6 +104,8 @@ static void stream_bare_port_takes_ipv4_and_ipv6(void **state)
     const char *bad[] = {"0", "65536", "99999999999", "-1"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
         assert_true(act_listen_parse_stream(bad[i], "t", &address, &err) < 0);
+    assert_int_equal(act_listen_parse_stream("localhost", "t", &address, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "is not PORT, ADDRESS:PORT"));
     assert_int_equal(act_listen_parse_stream("127.0.0.1:80", "t", &address, &err), 0);
     assert_false(address.dual_stack);
     if (!ipv6_on_this_box()) {
