@@ -258,8 +258,9 @@ static int default_string(char **field, const char *prefix, const char *arg, con
 }
 
 /* StoreCA= and its siblings: only for an etcd Store=, in their pairs, and
- * the files there to read (so --check-config finds a missing one). */
-static int check_store_access(const act_daemon_config *c, const char *path,
+ * the files there to read (so --check-config finds a missing one). When
+ * Store= itself was refused, which kind it is stays unknown. */
+static int check_store_access(const act_daemon_config *c, bool store_refused, const char *path,
                               const unsigned *key_lines, act_config_errors *errors)
 {
     static const int keys[] = {KEY_STORE_CA, KEY_STORE_CERTIFICATE, KEY_STORE_KEY, KEY_STORE_USER,
@@ -273,7 +274,7 @@ static int check_store_access(const act_daemon_config *c, const char *path,
         if (!values[i])
             continue;
         const char *name = daemon_keys[keys[i]].name;
-        if (!etcd) {
+        if (!etcd && !store_refused) {
             act_config_errors_add(errors, path, key_lines[keys[i]], name,
                                   "applies to an etcd:// Store= only, and Store= is %s (remove "
                                   "%s= or point Store= at etcd)",
@@ -287,26 +288,35 @@ static int check_store_access(const act_daemon_config *c, const char *path,
             problems++;
         }
     }
-    static const int pairs[][2] = {{KEY_STORE_CERTIFICATE, KEY_STORE_KEY},
-                                   {KEY_STORE_USER, KEY_STORE_PASSWORD_FILE}};
+    /* Indexes into keys[]: StoreCertificate= with StoreKey=, StoreUser= with
+     * StorePasswordFile=. A refused value was reported on its line already. */
+    static const size_t pairs[][2] = {{1, 2}, {3, 4}};
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-        int a = pairs[i][0], b = pairs[i][1];
-        if (!key_lines[a] == !key_lines[b])
+        size_t first = pairs[i][0], second = pairs[i][1];
+        if (!key_lines[keys[first]] == !key_lines[keys[second]])
             continue;
-        int set = key_lines[a] ? a : b, unset = key_lines[a] ? b : a;
-        act_config_errors_add(errors, path, key_lines[set], daemon_keys[set].name,
-                              "needs %s= as well (they come together)", daemon_keys[unset].name);
+        size_t set = key_lines[keys[first]] ? first : second;
+        size_t unset = set == first ? second : first;
+        if (!values[set])
+            continue;
+        act_config_errors_add(errors, path, key_lines[keys[set]], daemon_keys[keys[set]].name,
+                              "needs %s= as well (they come together)",
+                              daemon_keys[keys[unset]].name);
         problems++;
     }
     return problems;
 }
 
-/* Fills what the file left unset, and checks what spans several keys. */
+/* Fills what the file left unset, and checks what spans several keys. A key
+ * whose value was refused has been reported on its line: it counts as set
+ * (so it is not "not set" as well), and the checks that need its value skip
+ * it. */
 static int finish(act_daemon_config *c, const char *path, const unsigned *key_lines,
                   act_config_errors *errors)
 {
     int problems = 0;
-    if (!c->box) {
+    bool store_refused = key_lines[KEY_STORE] && !c->store;
+    if (!key_lines[KEY_BOX]) {
         act_config_errors_add(errors, path, 0, "Box",
                               "not set (add Box=NAME under [Activator]: a stable name for this "
                               "machine, such as its host name)");
@@ -350,7 +360,7 @@ static int finish(act_daemon_config *c, const char *path, const unsigned *key_li
                                   daemon_keys[needed[i]].name);
             problems++;
         }
-    } else if (tls_any) {
+    } else if (tls_any && !key_lines[KEY_CONTROL_LISTEN]) {
         unsigned line = key_lines[KEY_TLS_CERTIFICATE] ? key_lines[KEY_TLS_CERTIFICATE]
                         : key_lines[KEY_TLS_KEY]       ? key_lines[KEY_TLS_KEY]
                                                        : key_lines[KEY_TLS_CLIENT_CA];
@@ -359,7 +369,7 @@ static int finish(act_daemon_config *c, const char *path, const unsigned *key_li
                               "unused (add ControlListen=tls+tcp://ADDR:PORT or remove them)");
         problems++;
     }
-    return problems + check_store_access(c, path, key_lines, errors);
+    return problems + check_store_access(c, store_refused, path, key_lines, errors);
 }
 
 static long online_cpus(void)

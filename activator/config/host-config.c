@@ -366,17 +366,20 @@ static const act_ini_key host_keys[N_KEYS] = {
     [KEY_SYSTEM_CALL_FILTER] = {"Limits", "SystemCallFilter", apply_syscall_filter, false},
 };
 
+/* Checks what spans keys. A key whose value was refused has been reported
+ * on its line: it counts as set (so it is not "not set" as well), and the
+ * checks that need its value skip it. */
 static int finish(act_host_config *h, const char *path, const unsigned *key_lines,
                   act_config_errors *errors)
 {
     int problems = 0;
-    if (!h->exec_argv) {
+    if (!key_lines[KEY_EXEC]) {
         act_config_errors_add(errors, path, 0, "Exec",
                               "not set (add Exec=PATH ARGS under [Host], PATH inside the staged "
                               "build, like Exec=bin/server --port 8080)");
         problems++;
     }
-    if (h->group && !h->user) {
+    if (h->group && !key_lines[KEY_USER]) {
         act_config_errors_add(errors, path, key_lines[KEY_GROUP], "Group",
                               "set without User= (set User= too, or remove Group=)");
         problems++;

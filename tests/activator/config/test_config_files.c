@@ -208,8 +208,10 @@ static void daemon_each_bad_key(void **state)
         act_daemon_config c;
         act_config_errors errors = {0};
         assert_int_equal(act_config_load_daemon(path_of("bad.conf"), &c, &errors), -EINVAL);
-        if (errors.n < 1)
-            fail_msg("%s=%s was accepted", bad[i].key, bad[i].value);
+        if (errors.n != 1) {
+            act_config_errors_print(&errors, stderr);
+            fail_msg("%s=%s gave %zu errors, expected 1", bad[i].key, bad[i].value, errors.n);
+        }
         assert_error_at(&errors, 0, path_of("bad.conf"), 3, bad[i].key);
         assert_null(c.box); /* nothing half-read is handed out */
         act_config_errors_free(&errors);
@@ -611,16 +613,16 @@ static void host_all_errors_and_cross_keys(void **state)
     act_config_errors_print(&errors, stderr);
     char file[600];
     snprintf(file, sizeof(file), "%s/many.conf", tmp_dir);
-    assert_int_equal(errors.n, 7);
+    assert_int_equal(errors.n, 6);
     assert_error_at(&errors, 0, file, 2, "Exec");
     assert_error_at(&errors, 1, file, 4, "ReadyTimeoutSec");
     assert_error_at(&errors, 2, file, 7, "ListenStream");
     assert_error_at(&errors, 3, file, 8, "Exec");
     assert_non_null(strstr(errors.items[3].text, "belongs in [Host], not in [Listen]"));
-    /* Exec= never parsed well, so it is also missing; then the cross-key rules. */
-    assert_error_at(&errors, 4, file, 0, "Exec");
-    assert_error_at(&errors, 5, file, 3, "Group");
-    assert_error_at(&errors, 6, file, 11, "MemoryHigh");
+    /* Exec= was set, only to a refused value: that is not reported again as
+     * missing. Then the cross-key rules. */
+    assert_error_at(&errors, 4, file, 3, "Group");
+    assert_error_at(&errors, 5, file, 11, "MemoryHigh");
     act_config_errors_free(&errors);
 
     write_file("high.conf", "[Host]\nExec=bin/x\n[Limits]\nMemoryMax=100M\nMemoryHigh=200M\n");
@@ -629,6 +631,54 @@ static void host_all_errors_and_cross_keys(void **state)
     snprintf(file, sizeof(file), "%s/high.conf", tmp_dir);
     assert_error_at(&errors, 0, file, 5, "MemoryHigh");
     act_config_errors_free(&errors);
+}
+
+/* A key refused for its value is reported once, on its line: not again as
+ * "not set", nor by a rule that spans it and another key. */
+static void refused_values_are_reported_once(void **state)
+{
+    (void)state;
+    static const char *const host_files[] = {
+        "[Host]\nExec=/usr/bin/server\n",
+        "[Host]\nExec=\n",
+        "[Host]\nExec=bin/x\nUser=bad user\nGroup=web\n",
+        "[Host]\nExec=bin/x 'unclosed\n",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(host_files); i++) {
+        write_file("once.conf", host_files[i]);
+        act_host_config h;
+        act_config_errors errors = {0};
+        assert_int_equal(act_config_load_host_file(tmp_dir, "once.conf", &h, &errors), -EINVAL);
+        if (errors.n != 1) {
+            act_config_errors_print(&errors, stderr);
+            fail_msg("%zu errors for:\n%s", errors.n, host_files[i]);
+        }
+        assert_true(errors.items[0].line > 0);
+        act_config_errors_free(&errors);
+    }
+
+    write_file("ca.pem", "x\n");
+    char ca[512];
+    snprintf(ca, sizeof(ca), "%s", path_of("ca.pem"));
+    char daemon_files[3][1024];
+    snprintf(daemon_files[0], sizeof(daemon_files[0]), "[Activator]\nBox=../b\n");
+    snprintf(daemon_files[1], sizeof(daemon_files[1]),
+             "[Activator]\nBox=b\nStore=s3://bucket\nStoreCA=%s\n", ca);
+    snprintf(daemon_files[2], sizeof(daemon_files[2]),
+             "[Activator]\nBox=b\nControlListen=tcp://0.0.0.0:7443\nTLSCertificate=/c.pem\n"
+             "TLSKey=/k.pem\nTLSClientCA=/ca.pem\n");
+    for (size_t i = 0; i < ARRAY_SIZE(daemon_files); i++) {
+        write_file("once.conf", daemon_files[i]);
+        act_daemon_config c;
+        act_config_errors errors = {0};
+        assert_int_equal(act_config_load_daemon(path_of("once.conf"), &c, &errors), -EINVAL);
+        if (errors.n != 1) {
+            act_config_errors_print(&errors, stderr);
+            fail_msg("%zu errors for:\n%s", errors.n, daemon_files[i]);
+        }
+        assert_true(errors.items[0].line > 0);
+        act_config_errors_free(&errors);
+    }
 }
 
 static void host_file_names_refused(void **state)
@@ -794,6 +844,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(host_systemd_forms, setup, teardown),
         cmocka_unit_test_setup_teardown(host_each_bad_key, setup, teardown),
         cmocka_unit_test_setup_teardown(host_all_errors_and_cross_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(refused_values_are_reported_once, setup, teardown),
         cmocka_unit_test_setup_teardown(host_file_names_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(hosts_directory_skips_bad_files, setup, teardown),
         cmocka_unit_test_setup_teardown(files_that_are_not_text, setup, teardown),
