@@ -17,6 +17,7 @@
 #pragma once
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -166,6 +167,42 @@ void claim_next_admission(const claim *observed, const char *box, const char *in
 
 typedef struct claim_store claim_store;
 
+/* A claim store URL, the one grammar of Store= and claims_store_open:
+ *
+ *   dir:///ABSOLUTE/PATH
+ *       the embedded store in a directory of this machine; the path has no
+ *       "." or ".." component and no control character.
+ *   etcd://HOST:PORT[,HOST:PORT...]/PREFIX[/PREFIX...]
+ *       an etcd v3 cluster's JSON gateway: 1 to CLAIMS_URL_ENDPOINTS_MAX
+ *       endpoints, tried in order on failure, each a DNS name, an IPv4
+ *       address or an [IPv6] address with a port 1-65535; then the key
+ *       prefix the claims live under, one or more names (A-Z a-z 0-9 . _ -,
+ *       not starting with '.') separated by '/', so it cannot reach keys
+ *       outside it. Trailing slashes are dropped. */
+typedef enum claims_url_kind {
+    CLAIMS_URL_DIR = 0,
+    CLAIMS_URL_ETCD,
+} claims_url_kind;
+
+#define CLAIMS_URL_ENDPOINTS_MAX 16
+/* "HOST:PORT" with the longest DNS name (253) and port, and the NUL. */
+#define CLAIMS_URL_ENDPOINT_SIZE 260
+/* The key prefix with its leading '/', and the NUL. */
+#define CLAIMS_URL_PREFIX_SIZE 257
+
+typedef struct claims_url {
+    claims_url_kind kind;
+    char path[PATH_MAX]; /* dir: the absolute directory, as written */
+    char endpoints[CLAIMS_URL_ENDPOINTS_MAX][CLAIMS_URL_ENDPOINT_SIZE]; /* etcd: "HOST:PORT" */
+    size_t n_endpoints;
+    char prefix[CLAIMS_URL_PREFIX_SIZE]; /* etcd: "/activator", no trailing '/' */
+} claims_url;
+
+/* Parses and checks text completely into *out (zeroed on failure). Errors
+ * (-EINVAL, -ENAMETOOLONG) say what is wrong with the URL, with the URL shown
+ * escaped, and end with what to write "(write ...)". err may be NULL. */
+int claims_parse_url(const char *text, claims_url *out, act_error *err);
+
 typedef struct claims_store_options {
     int timeout_ms;         /* per call, across all endpoint attempts; 0 = 5000 */
     const char *ca_file;    /* etcd: CA bundle; setting it (or cert_file) switches to https */
@@ -175,9 +212,9 @@ typedef struct claims_store_options {
     const char *password;
 } claims_store_options;
 
-/* Opens "dir:///abs/path" (created if missing) or
- * "etcd://host:port[,host:port...]/prefix". options may be NULL. Opening an
- * etcd store does not contact it; the first call does. */
+/* Opens the store a URL names (see claims_parse_url); a dir store's directory
+ * is created if missing. options may be NULL. Opening an etcd store does not
+ * contact it; the first call does. */
 int claims_store_open(const char *url, const claims_store_options *options, claim_store **out,
                       act_error *err);
 /* Ends everything in flight without calling its callbacks (etcd calls are

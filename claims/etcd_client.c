@@ -1,6 +1,7 @@
 /* See etcd_client.h. */
 #include "claims/etcd_client.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,11 +9,10 @@
 
 #include "common/clock.h"
 
-#define MAX_ENDPOINTS 16
 #define MAX_GLUES 4
 
 struct etcd_client {
-    char *endpoints[MAX_ENDPOINTS];
+    char *endpoints[CLAIMS_URL_ENDPOINTS_MAX];
     size_t n_endpoints;
     size_t preferred; /* the endpoint that answered last; calls start there */
     int timeout_ms;
@@ -51,33 +51,20 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-int etcd_client_new(const char *endpoints, const claims_store_options *options,
+int etcd_client_new(const claims_url *url, const claims_store_options *options,
                     etcd_client **out, act_error *err)
 {
+    assert(url->kind == CLAIMS_URL_ETCD && url->n_endpoints > 0);
     etcd_client *client = calloc(1, sizeof(*client));
     if (!client)
         return act_error_set(err, ENOMEM, "etcd: out of memory");
-    char *list = strdup(endpoints);
-    char *rest = list;
-    for (char *ep = strsep(&rest, ","); ep; ep = strsep(&rest, ",")) {
-        const char *colon = strrchr(ep, ':');
-        if (client->n_endpoints == MAX_ENDPOINTS || !colon || colon == ep || !colon[1] ||
-            strspn(colon + 1, "0123456789") != strlen(colon + 1) || strpbrk(ep, "/@ ?#")) {
-            int r = act_error_set(err, EINVAL,
-                                  "etcd endpoint \"%.100s\" is not host:port (at most %d "
-                                  "endpoints); write etcd://host:port[,host:port...]/prefix",
-                                  ep, MAX_ENDPOINTS);
-            free(list);
+    for (size_t i = 0; i < url->n_endpoints; i++) {
+        client->endpoints[i] = strdup(url->endpoints[i]);
+        if (!client->endpoints[i]) {
             etcd_client_free(client);
-            return r;
+            return act_error_set(err, ENOMEM, "etcd: out of memory");
         }
-        client->endpoints[client->n_endpoints++] = strdup(ep);
-    }
-    free(list);
-    if (client->n_endpoints == 0) {
-        etcd_client_free(client);
-        return act_error_set(err, EINVAL, "etcd store URL names no endpoint; write "
-                                          "etcd://host:port/prefix");
+        client->n_endpoints++;
     }
     client->timeout_ms = options->timeout_ms;
     client->tls = options->ca_file || options->cert_file;

@@ -20,8 +20,8 @@ typedef void (*etcd_call_done_fn)(etcd_call *call, int result, json_object *resp
  * each message, so it must only record; false aborts the stream. */
 typedef bool (*etcd_stream_fn)(etcd_call *call, json_object *message, void *userdata);
 
-/* endpoints: "host:port[,host:port...]". */
-int etcd_client_new(const char *endpoints, const claims_store_options *options,
+/* A client of url's endpoints (an etcd URL claims_parse_url accepted). */
+int etcd_client_new(const claims_url *url, const claims_store_options *options,
                     etcd_client **out, act_error *err);
 /* Cancels every call in flight without callbacks, then frees. */
 void etcd_client_free(etcd_client *client);

@@ -32,19 +32,17 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
     claims_store_options effective = *options;
     if (effective.timeout_ms == 0)
         effective.timeout_ms = DEFAULT_TIMEOUT_MS;
-    int r;
     if (!url)
         return act_error_set(err, EINVAL, "claim store URL is missing; use dir:///path or "
                                           "etcd://host:port/prefix");
-    if (strncmp(url, "dir://", 6) == 0)
-        r = claims_dir_open(url + 6, &effective, out, err);
-    else if (strncmp(url, "etcd://", 7) == 0)
-        r = claims_etcd_open(url + 7, &effective, out, err);
+    claims_url parsed;
+    int r = claims_parse_url(url, &parsed, err);
+    if (r < 0)
+        return r;
+    if (parsed.kind == CLAIMS_URL_DIR)
+        r = claims_dir_open(parsed.path, &effective, out, err);
     else
-        return act_error_set(err, EINVAL,
-                             "claim store URL \"%.200s\" has an unknown scheme; use dir:///path or "
-                             "etcd://host:port[,host:port...]/prefix",
-                             url);
+        r = claims_etcd_open(&parsed, &effective, out, err);
     if (r < 0)
         return r;
     (*out)->timeout_ms = effective.timeout_ms;

@@ -2,6 +2,7 @@
  * revision is the key's mod_revision, and compare-and-swap is one txn (see
  * etcd_wire.h). All calls are asynchronous on a curl_glue; store.c runs them
  * on a private loop for the synchronous API. */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -469,44 +470,21 @@ static const claims_store_ops etcd_ops = {
     .watch_start = etcd_watch_start,
 };
 
-int claims_etcd_open(const char *spec, const claims_store_options *options, claim_store **out,
-                     act_error *err)
+int claims_etcd_open(const claims_url *url, const claims_store_options *options,
+                     claim_store **out, act_error *err)
 {
-    const char *slash = strchr(spec, '/');
-    if (!slash || !slash[1])
-        return act_error_set(err, EINVAL,
-                             "claim store URL etcd://%.200s has no key prefix; write "
-                             "etcd://host:port[,host:port...]/prefix",
-                             spec);
-    /* The prefix is a path of names, so it cannot reach keys outside it. */
-    char *prefix_copy = strdup(slash + 1), *save = NULL;
-    for (char *part = strtok_r(prefix_copy, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
-        if (!act_name_is_valid(part)) {
-            int r = act_error_set(err, EINVAL,
-                                  "claim store URL etcd://%.200s: prefix component \"%.64s\" is "
-                                  "not a name (A-Z a-z 0-9 . _ -, not starting with '.')",
-                                  spec, part);
-            free(prefix_copy);
-            return r;
-        }
-    }
-    free(prefix_copy);
+    assert(url->kind == CLAIMS_URL_ETCD);
     etcd_store *es = calloc(1, sizeof(*es));
     if (!es)
         return act_error_set(err, ENOMEM, "etcd: out of memory");
     es->base.ops = &etcd_ops;
-    char *endpoints = strndup(spec, (size_t)(slash - spec));
-    size_t prefix_len = strlen(slash);
-    while (prefix_len > 1 && slash[prefix_len - 1] == '/')
-        prefix_len--;
-    es->prefix = strndup(slash, prefix_len);
+    es->prefix = strdup(url->prefix);
     int r = 0;
-    if (!endpoints || !es->prefix || asprintf(&es->list_key, "%s/", es->prefix) < 0 ||
+    if (!es->prefix || asprintf(&es->list_key, "%s/", es->prefix) < 0 ||
         asprintf(&es->list_end, "%s0", es->prefix) < 0)
         r = act_error_set(err, ENOMEM, "etcd: out of memory");
     if (r == 0)
-        r = etcd_client_new(endpoints, options, &es->client, err);
-    free(endpoints);
+        r = etcd_client_new(url, options, &es->client, err);
     if (r < 0) {
         etcd_free(&es->base);
         return r;

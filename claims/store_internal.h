@@ -75,11 +75,12 @@ int claim_from_json_object(const char *host, json_object *body, claim *out, act_
 /* The body as a json-c object, for embedding in an envelope; NULL on ENOMEM. */
 json_object *claim_to_json_object(const claim *c);
 
-/* Backend constructors; path/url are the part after the scheme. */
+/* Backend constructors, given what claims_parse_url accepted: the dir
+ * store's absolute path, the etcd store's endpoints and prefix. */
 int claims_dir_open(const char *path, const claims_store_options *options, claim_store **out,
                     act_error *err);
-int claims_etcd_open(const char *spec, const claims_store_options *options, claim_store **out,
-                     act_error *err);
+int claims_etcd_open(const claims_url *url, const claims_store_options *options,
+                     claim_store **out, act_error *err);
 
 /* Compare for qsort by host. */
 int claims_compare_by_host(const void *a, const void *b);

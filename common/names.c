@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/text.h"
+
 static bool name_char_ok(unsigned char c)
 {
     return isascii(c) && (isalnum(c) || c == '.' || c == '_' || c == '-');
@@ -22,23 +24,6 @@ bool act_name_is_valid(const char *name)
     return true;
 }
 
-/* Renders a bad name with control and non-ASCII bytes escaped, cut short, so
- * the error message itself stays one readable line. */
-static void quote_name(const char *name, char *out, size_t out_size)
-{
-    size_t o = 0;
-    for (const char *p = name; *p && o + 8 < out_size; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (isprint(c) && isascii(c))
-            out[o++] = (char)c;
-        else
-            o += (size_t)snprintf(out + o, out_size - o, "\\x%02x", c);
-    }
-    if (name[0] && o + 8 >= out_size)
-        o += (size_t)snprintf(out + o, out_size - o, "...");
-    out[o] = '\0';
-}
-
 int act_name_check(const char *what, const char *name, act_error *err)
 {
     if (act_name_is_valid(name))
@@ -46,8 +31,8 @@ int act_name_check(const char *what, const char *name, act_error *err)
     if (!name || name[0] == '\0')
         return act_error_set(err, EINVAL, "%s name is empty; use 1 to %d characters of A-Z a-z 0-9 . _ -",
                              what, ACT_NAME_MAX);
-    char shown[96];
-    quote_name(name, shown, sizeof(shown));
+    char shown[ACT_TEXT_SHOW_MAX];
+    act_text_show(name, shown, sizeof(shown));
     if (strlen(name) > ACT_NAME_MAX)
         return act_error_set(err, EINVAL, "%s name \"%s\" is longer than %d characters; use a shorter name",
                              what, shown, ACT_NAME_MAX);

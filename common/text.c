@@ -1,6 +1,14 @@
 #include "common/text.h"
 
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* Past this many characters a shown value is cut short. */
+#define SHOWN_CHARS 60
+/* The longest escape of one byte: "\xNN". */
+#define ESCAPE_LEN 4
 
 bool act_copy_string(char *dst, size_t size, const char *src)
 {
@@ -13,4 +21,52 @@ bool act_copy_string(char *dst, size_t size, const char *src)
     memcpy(dst, src, len);
     dst[len] = '\0';
     return fits;
+}
+
+static bool is_shown_as_is(unsigned char c)
+{
+    return c >= 0x20 && c < 0x7f;
+}
+
+/* Writes c, escaped when needed, at out (room for ESCAPE_LEN + 1 bytes);
+ * returns how many bytes it wrote, not counting the NUL. */
+static size_t escape_byte(unsigned char c, char *out)
+{
+    if (is_shown_as_is(c)) {
+        out[0] = (char)c;
+        out[1] = '\0';
+        return 1;
+    }
+    return (size_t)snprintf(out, ESCAPE_LEN + 1, "\\x%02x", c);
+}
+
+const char *act_text_show(const char *text, char *out, size_t out_size)
+{
+    assert(text && out);
+    if (out_size == 0)
+        return out;
+    size_t used = 0, shown = 0;
+    out[0] = '\0';
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++, shown++) {
+        if (shown >= SHOWN_CHARS || used + ESCAPE_LEN + sizeof("...") >= out_size) {
+            snprintf(out + used, out_size - used, "...");
+            return out;
+        }
+        used += escape_byte(*p, out + used);
+    }
+    return out;
+}
+
+char *act_text_escape(const char *text)
+{
+    assert(text);
+    size_t len = strlen(text);
+    char *out = malloc(len * ESCAPE_LEN + 1);
+    if (!out)
+        return NULL;
+    size_t used = 0;
+    out[0] = '\0';
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        used += escape_byte(*p, out + used);
+    return out;
 }

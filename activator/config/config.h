@@ -12,10 +12,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "activator/config/parse-syscalls.h"
 #include "activator/listen/listen.h"
 #include "activator/probe/probe.h"
+#include "common/error.h"
 
 #define ACT_CONFIG_DAEMON_DEFAULT_PATH "/etc/activator/activatord.conf"
 
@@ -23,8 +25,10 @@
 typedef struct act_config_error {
     char *file;    /* the path as given or found */
     unsigned line; /* 1-based; 0 when the problem is the file or a missing key */
-    char *key;     /* the key or "[Section]"; NULL for file-level problems */
-    char *text;    /* the whole line: "FILE:LINE: KEY: what is wrong (what to do)" */
+    char *key;     /* the key or "[Section]", escaped as text is; NULL for file-level
+                      problems */
+    char *text;    /* the whole line: "FILE:LINE: KEY: what is wrong (what to do)", every
+                      byte outside printable ASCII escaped as \xNN (a newline too) */
 } act_config_error;
 
 /* The problems of one or more loads, in the order found. */
@@ -112,7 +116,8 @@ typedef struct act_host_config {
     act_listen_address *listen;   /* ListenStream= in file order */
     uint64_t ready_timeout_usec;  /* ReadyTimeoutSec=, 1..30 s, default 30 s */
     uint64_t stop_timeout_usec;   /* StopTimeoutSec=, default 10 s */
-    uint64_t idle_timeout_usec;   /* IdleTimeoutSec=, default 300 s; 0: never park when idle */
+    uint64_t idle_timeout_usec;   /* IdleTimeoutSec=, default 300 s; 0 (or infinity in the
+                                     file): never park when idle */
     double start_rate_limit;      /* StartRateLimit= starts per second; 0: no limit */
     act_limits limits;
     uint32_t backlog; /* Backlog=, default SOMAXCONN */
@@ -138,3 +143,8 @@ int act_config_load_hosts(const char *dir, act_host_config **hosts, size_t *n,
 
 void act_host_config_free(act_host_config *host);
 void act_host_configs_free(act_host_config *hosts, size_t n);
+
+/* The host's User= and Group= resolved on this box (see act_resolve_user);
+ * *have is false without User=. Errors start with "host NAME: ". */
+int act_host_config_credentials(const act_host_config *config, uid_t *uid, gid_t *gid, bool *have,
+                                act_error *err);

@@ -11,10 +11,11 @@
 #include "activator/config/parse-account.h"
 #include "activator/config/parse-duration.h"
 #include "activator/config/parse-number.h"
-#include "activator/config/parse-path.h"
 #include "activator/config/parse-url.h"
+#include "claims/claims.h"
 #include "common/cleanup.h"
 #include "common/names.h"
+#include "common/paths.h"
 
 void act_daemon_config_free(act_daemon_config *config)
 {
@@ -60,16 +61,18 @@ static int apply_box(void *target, const char *value, act_error *err)
     return set_string(&c->box, value, err);
 }
 
+/* Checked by the parser that opens the store, so what passes here opens. */
 static int apply_store(void *target, const char *value, act_error *err)
 {
-    int r = act_parse_store_url(value, err);
+    claims_url url;
+    int r = claims_parse_url(value, &url, err);
     return r < 0 ? r : set_string(&((act_daemon_config *)target)->store, value, err);
 }
 
 #define PATH_KEY(fn, field)                                                                        \
     static int fn(void *target, const char *value, act_error *err)                                 \
     {                                                                                              \
-        int r = act_parse_absolute_path(value, err);                                               \
+        int r = act_path_check_absolute(value, err);                                               \
         return r < 0 ? r : set_string(&((act_daemon_config *)target)->field, value, err);          \
     }
 PATH_KEY(apply_state_directory, state_directory)
@@ -108,7 +111,7 @@ static int apply_cgroup_root(void *target, const char *value, act_error *err)
         return 0;
     }
     act_error path_err = {0};
-    if (act_parse_absolute_path(value, &path_err) < 0)
+    if (act_path_check_absolute(value, &path_err) < 0)
         return act_error_set(err, EINVAL,
                              "%s; write auto for the cgroup systemd delegated to the service, or "
                              "an absolute cgroup path",
@@ -265,8 +268,9 @@ static int default_string(char **field, const char *prefix, const char *arg, con
 }
 
 /* StoreCA= and its siblings: only for an etcd Store=, in their pairs, and
- * the files there to read (so --check-config finds a missing one). */
-static int check_store_access(const act_daemon_config *c, const char *path,
+ * the files there to read (so --check-config finds a missing one). When
+ * Store= itself was refused, which kind it is stays unknown. */
+static int check_store_access(const act_daemon_config *c, bool store_refused, const char *path,
                               const unsigned *key_lines, act_config_errors *errors)
 {
     static const int keys[] = {KEY_STORE_CA, KEY_STORE_CERTIFICATE, KEY_STORE_KEY, KEY_STORE_USER,
@@ -274,12 +278,13 @@ static int check_store_access(const act_daemon_config *c, const char *path,
     const char *values[] = {c->store_ca, c->store_certificate, c->store_key, c->store_user,
                             c->store_password_file};
     int problems = 0;
-    bool etcd = strncmp(c->store, "etcd://", 7) == 0;
+    claims_url url;
+    bool etcd = claims_parse_url(c->store, &url, NULL) == 0 && url.kind == CLAIMS_URL_ETCD;
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         if (!values[i])
             continue;
         const char *name = daemon_keys[keys[i]].name;
-        if (!etcd) {
+        if (!etcd && !store_refused) {
             act_config_errors_add(errors, path, key_lines[keys[i]], name,
                                   "applies to an etcd:// Store= only, and Store= is %s (remove "
                                   "%s= or point Store= at etcd)",
@@ -293,26 +298,35 @@ static int check_store_access(const act_daemon_config *c, const char *path,
             problems++;
         }
     }
-    static const int pairs[][2] = {{KEY_STORE_CERTIFICATE, KEY_STORE_KEY},
-                                   {KEY_STORE_USER, KEY_STORE_PASSWORD_FILE}};
+    /* Indexes into keys[]: StoreCertificate= with StoreKey=, StoreUser= with
+     * StorePasswordFile=. A refused value was reported on its line already. */
+    static const size_t pairs[][2] = {{1, 2}, {3, 4}};
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-        int a = pairs[i][0], b = pairs[i][1];
-        if (!key_lines[a] == !key_lines[b])
+        size_t first = pairs[i][0], second = pairs[i][1];
+        if (!key_lines[keys[first]] == !key_lines[keys[second]])
             continue;
-        int set = key_lines[a] ? a : b, unset = key_lines[a] ? b : a;
-        act_config_errors_add(errors, path, key_lines[set], daemon_keys[set].name,
-                              "needs %s= as well (they come together)", daemon_keys[unset].name);
+        size_t set = key_lines[keys[first]] ? first : second;
+        size_t unset = set == first ? second : first;
+        if (!values[set])
+            continue;
+        act_config_errors_add(errors, path, key_lines[keys[set]], daemon_keys[keys[set]].name,
+                              "needs %s= as well (they come together)",
+                              daemon_keys[keys[unset]].name);
         problems++;
     }
     return problems;
 }
 
-/* Fills what the file left unset, and checks what spans several keys. */
+/* Fills what the file left unset, and checks what spans several keys. A key
+ * whose value was refused has been reported on its line: it counts as set
+ * (so it is not "not set" as well), and the checks that need its value skip
+ * it. */
 static int finish(act_daemon_config *c, const char *path, const unsigned *key_lines,
                   act_config_errors *errors)
 {
     int problems = 0;
-    if (!c->box) {
+    bool store_refused = key_lines[KEY_STORE] && !c->store;
+    if (!key_lines[KEY_BOX]) {
         act_config_errors_add(errors, path, 0, "Box",
                               "not set (add Box=NAME under [Activator]: a stable name for this "
                               "machine, such as its host name)");
@@ -356,7 +370,7 @@ static int finish(act_daemon_config *c, const char *path, const unsigned *key_li
                                   daemon_keys[needed[i]].name);
             problems++;
         }
-    } else if (tls_any) {
+    } else if (tls_any && !key_lines[KEY_CONTROL_LISTEN]) {
         unsigned line = key_lines[KEY_TLS_CERTIFICATE] ? key_lines[KEY_TLS_CERTIFICATE]
                         : key_lines[KEY_TLS_KEY]       ? key_lines[KEY_TLS_KEY]
                                                        : key_lines[KEY_TLS_CLIENT_CA];
@@ -365,7 +379,7 @@ static int finish(act_daemon_config *c, const char *path, const unsigned *key_li
                               "unused (add ControlListen=tls+tcp://ADDR:PORT or remove them)");
         problems++;
     }
-    return problems + check_store_access(c, path, key_lines, errors);
+    return problems + check_store_access(c, store_refused, path, key_lines, errors);
 }
 
 static long online_cpus(void)

@@ -6,6 +6,8 @@
 
 #include "activator/config/config-internal.h"
 #include "activator/config/config.h"
+#include "common/cleanup.h"
+#include "common/text.h"
 
 void act_config_errors_free(act_config_errors *errors)
 {
@@ -54,13 +56,18 @@ void act_config_errors_add(act_config_errors *errors, const char *file, unsigned
     act_config_error *e = &errors->items[errors->n];
     *e = (act_config_error){.line = line};
     e->file = strdup(file);
-    e->key = key ? strdup(key) : NULL;
+    e->key = key ? act_text_escape(key) : NULL;
     char where[64] = "";
     if (line)
         snprintf(where, sizeof(where), ":%u", line);
-    int r = key ? asprintf(&e->text, "%s%s: %s: %s", file, where, key, what)
-                : asprintf(&e->text, "%s%s: %s", file, where, what);
-    if (r < 0 || !e->file || (key && !e->key))
+    /* File names, keys, section names and values come from outside and may
+     * hold any byte (a binary file in the hosts directory): the line that
+     * reaches a terminal or the journal has them escaped, whichever parser
+     * wrote the message. */
+    _cleanup_free_ char *raw = NULL;
+    int r = key ? asprintf(&raw, "%s%s: %s: %s", file, where, key, what)
+                : asprintf(&raw, "%s%s: %s", file, where, what);
+    if (r < 0 || !(e->text = act_text_escape(raw)) || !e->file || (key && !e->key))
         abort();
     errors->n++;
 }

@@ -1,4 +1,5 @@
 /* One host file: [Host], [Listen] and [Limits]. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,9 +16,10 @@
 #include "activator/config/parse-number.h"
 #include "activator/config/parse-path.h"
 #include "activator/config/parse-size.h"
-#include "activator/config/split-argv.h"
 #include "common/cleanup.h"
 #include "common/names.h"
+#include "common/paths.h"
+#include "common/split-argv.h"
 
 /* More sockets than this for one host is a generated file gone wrong. */
 #define LISTEN_MAX 64
@@ -85,7 +87,7 @@ static int parse_host_command(const char *value, char ***out, act_error *err)
     if (r < 0)
         return r;
     act_error path_err = {0};
-    if (act_parse_absolute_path(argv[0] ? argv[0] : "", &path_err) < 0)
+    if (act_path_check_absolute(argv[0] ? argv[0] : "", &path_err) < 0)
         return act_error_set(err, EINVAL, "the program %s", path_err.message);
     *out = TAKE_PTR(argv);
     return 0;
@@ -203,10 +205,18 @@ static int apply_stop_timeout(void *target, const char *value, act_error *err)
                                     &((act_host_config *)target)->stop_timeout_usec, err);
 }
 
+/* 0 and infinity both mean "never park when idle": systemd spells "no
+ * timeout" either way. */
 static int apply_idle_timeout(void *target, const char *value, act_error *err)
 {
+    act_host_config *h = target;
+    uint64_t usec;
+    if (act_parse_duration(value, &usec, NULL) == 0 && usec == ACT_USEC_INFINITY) {
+        h->idle_timeout_usec = 0;
+        return 0;
+    }
     return act_parse_duration_range(value, 0, 365 * 86400 * ACT_USEC_PER_SEC,
-                                    &((act_host_config *)target)->idle_timeout_usec, err);
+                                    &h->idle_timeout_usec, err);
 }
 
 static int apply_max_starts(void *target, const char *value, act_error *err)
@@ -224,6 +234,8 @@ static int apply_start_rate_limit(void *target, const char *value, act_error *er
     return act_parse_rate(value, 1e6, &((act_host_config *)target)->start_rate_limit, err);
 }
 
+/* systemd.socket(5)'s stream forms: ADDR:PORT, [V6]:PORT, /PATH, and a bare
+ * PORT for every address of the box. An empty value clears the list. */
 static int apply_listen_stream(void *target, const char *value, act_error *err)
 {
     act_host_config *h = target;
@@ -234,7 +246,7 @@ static int apply_listen_stream(void *target, const char *value, act_error *err)
         return 0;
     }
     act_listen_address address;
-    int r = reword(act_listen_parse(value, "", &address, err), err);
+    int r = reword(act_listen_parse_stream(value, "", &address, err), err);
     if (r < 0)
         return r;
     for (size_t i = 0; i < h->n_listen; i++)
@@ -354,17 +366,20 @@ static const act_ini_key host_keys[N_KEYS] = {
     [KEY_SYSTEM_CALL_FILTER] = {"Limits", "SystemCallFilter", apply_syscall_filter, false},
 };
 
+/* Checks what spans keys. A key whose value was refused has been reported
+ * on its line: it counts as set (so it is not "not set" as well), and the
+ * checks that need its value skip it. */
 static int finish(act_host_config *h, const char *path, const unsigned *key_lines,
                   act_config_errors *errors)
 {
     int problems = 0;
-    if (!h->exec_argv) {
+    if (!key_lines[KEY_EXEC]) {
         act_config_errors_add(errors, path, 0, "Exec",
                               "not set (add Exec=PATH ARGS under [Host], PATH inside the staged "
                               "build, like Exec=bin/server --port 8080)");
         problems++;
     }
-    if (h->group && !h->user) {
+    if (h->group && !key_lines[KEY_USER]) {
         act_config_errors_add(errors, path, key_lines[KEY_GROUP], "Group",
                               "set without User= (set User= too, or remove Group=)");
         problems++;
@@ -469,6 +484,22 @@ int act_config_load_host_file(const char *dir, const char *file_name, act_host_c
     if (dir_fd < 0)
         return dir_fd;
     return load_host_at(dir_fd, dir, file_name, host, errors);
+}
+
+int act_host_config_credentials(const act_host_config *config, uid_t *uid, gid_t *gid, bool *have,
+                                act_error *err)
+{
+    assert(config && uid && gid && have);
+    *have = false;
+    if (!config->user)
+        return 0;
+    int r = act_resolve_user("User", config->user, uid, gid, err);
+    if (r == 0 && config->group)
+        r = act_resolve_group("Group", config->group, gid, err);
+    if (r < 0)
+        return act_error_prefix(err, "host %s", config->name);
+    *have = true;
+    return 0;
 }
 
 int act_config_load_host_at(int dir_fd, const char *dir, const char *file_name,

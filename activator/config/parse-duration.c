@@ -1,106 +1,158 @@
 #include "activator/config/parse-duration.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "activator/config/quote.h"
+#include "common/text.h"
 
+#define USEC_PER_MIN (60 * ACT_USEC_PER_SEC)
+#define USEC_PER_HOUR (3600 * ACT_USEC_PER_SEC)
+#define USEC_PER_DAY (86400 * ACT_USEC_PER_SEC)
+/* systemd's month and year: a twelfth of, and, 365.25 days. */
+#define USEC_PER_YEAR (31557600 * ACT_USEC_PER_SEC)
+#define USEC_PER_MONTH (USEC_PER_YEAR / 12)
+
+/* systemd.time(7)'s units. They are case-sensitive: M is a month, m a
+ * minute. */
 static const struct {
     const char *name;
     uint64_t usec;
 } units[] = {
     {"us", 1},
     {"usec", 1},
+    {"\xce\xbcs", 1}, /* μs, with the Greek mu */
+    {"\xc2\xb5s", 1}, /* µs, with the micro sign */
     {"ms", 1000},
     {"msec", 1000},
     {"s", ACT_USEC_PER_SEC},
     {"sec", ACT_USEC_PER_SEC},
     {"second", ACT_USEC_PER_SEC},
     {"seconds", ACT_USEC_PER_SEC},
-    {"m", 60 * ACT_USEC_PER_SEC},
-    {"min", 60 * ACT_USEC_PER_SEC},
-    {"minute", 60 * ACT_USEC_PER_SEC},
-    {"minutes", 60 * ACT_USEC_PER_SEC},
-    {"h", 3600 * ACT_USEC_PER_SEC},
-    {"hr", 3600 * ACT_USEC_PER_SEC},
-    {"hour", 3600 * ACT_USEC_PER_SEC},
-    {"hours", 3600 * ACT_USEC_PER_SEC},
-    {"d", 86400 * ACT_USEC_PER_SEC},
-    {"day", 86400 * ACT_USEC_PER_SEC},
-    {"days", 86400 * ACT_USEC_PER_SEC},
+    {"m", USEC_PER_MIN},
+    {"min", USEC_PER_MIN},
+    {"minute", USEC_PER_MIN},
+    {"minutes", USEC_PER_MIN},
+    {"h", USEC_PER_HOUR},
+    {"hr", USEC_PER_HOUR},
+    {"hour", USEC_PER_HOUR},
+    {"hours", USEC_PER_HOUR},
+    {"d", USEC_PER_DAY},
+    {"day", USEC_PER_DAY},
+    {"days", USEC_PER_DAY},
+    {"w", 7 * USEC_PER_DAY},
+    {"week", 7 * USEC_PER_DAY},
+    {"weeks", 7 * USEC_PER_DAY},
+    {"M", USEC_PER_MONTH},
+    {"month", USEC_PER_MONTH},
+    {"months", USEC_PER_MONTH},
+    {"y", USEC_PER_YEAR},
+    {"year", USEC_PER_YEAR},
+    {"years", USEC_PER_YEAR},
 };
 
 static int bad_duration(const char *text, act_error *err)
 {
-    char shown[ACT_CONFIG_QUOTE_MAX];
+    char shown[ACT_TEXT_SHOW_MAX];
     return act_error_set(err, EINVAL,
                          "\"%s\" is not a time span (write seconds like 30, or with units like "
                          "500ms, 2min or 1min 30s)",
-                         act_config_quote(text, shown, sizeof(shown)));
+                         act_text_show(text, shown, sizeof(shown)));
+}
+
+static int too_long(const char *text, act_error *err)
+{
+    char shown[ACT_TEXT_SHOW_MAX];
+    return act_error_set(err, ERANGE, "%s is too long a time span (use a shorter one)",
+                         act_text_show(text, shown, sizeof(shown)));
+}
+
+/* The factor of the unit of len bytes at p; 0 when there is no such unit. */
+static uint64_t unit_factor(const char *p, size_t len)
+{
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strlen(units[i].name) == len && strncmp(p, units[i].name, len) == 0)
+            return units[i].usec;
+    return 0;
+}
+
+/* A unit's letters: ASCII letters, and the bytes of μ and µ. */
+static size_t unit_length(const char *p)
+{
+    size_t len = 0;
+    while ((p[len] >= 'a' && p[len] <= 'z') || (p[len] >= 'A' && p[len] <= 'Z') ||
+           (unsigned char)p[len] >= 0x80)
+        len++;
+    return len;
+}
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* One NUMBER[.FRACTION] [UNIT] term at *p, added to *total. */
+static int parse_term(const char **p, const char *text, uint64_t *total, act_error *err)
+{
+    const char *at = *p;
+    uint64_t whole = 0, frac = 0, frac_scale = 1;
+    size_t digits = 0;
+    for (; *at >= '0' && *at <= '9'; at++, digits++) {
+        if (whole > (UINT64_MAX - 9) / 10)
+            return too_long(text, err);
+        whole = whole * 10 + (uint64_t)(*at - '0');
+    }
+    if (*at == '.') {
+        for (at++; *at >= '0' && *at <= '9'; at++, digits++) {
+            if (frac_scale < 1000000000ULL) {
+                frac = frac * 10 + (uint64_t)(*at - '0');
+                frac_scale *= 10;
+            }
+        }
+    }
+    if (digits == 0)
+        return bad_duration(text, err);
+    /* Blanks may stand between a number and its unit ("5 min"). */
+    const char *unit = at + strspn(at, " \t");
+    size_t unit_len = unit_length(unit);
+    uint64_t factor = unit_len ? unit_factor(unit, unit_len) : ACT_USEC_PER_SEC;
+    if (unit_len)
+        at = unit + unit_len;
+    /* After a unit the next term may follow at once ("1min30s"); after a
+     * bare number only a blank or the end may. */
+    if (factor == 0 || (*at && !is_blank(*at) && !(unit_len && *at >= '0' && *at <= '9')))
+        return bad_duration(text, err);
+    unsigned __int128 term =
+        (unsigned __int128)whole * factor + (unsigned __int128)frac * factor / frac_scale;
+    if (term >= UINT64_MAX - *total) /* UINT64_MAX is infinity */
+        return too_long(text, err);
+    *total += (uint64_t)term;
+    *p = at;
+    return 0;
 }
 
 int act_parse_duration(const char *text, uint64_t *usec, act_error *err)
 {
-    const char *p = text;
+    assert(text && usec);
+    const char *p = text + strspn(text, " \t");
+    if (strncmp(p, "infinity", 8) == 0 && p[8 + strspn(p + 8, " \t")] == '\0') {
+        *usec = ACT_USEC_INFINITY;
+        return 0;
+    }
     uint64_t total = 0;
     size_t terms = 0;
-    for (;;) {
-        p += strspn(p, " \t");
-        if (*p == '\0')
-            break;
-        uint64_t whole = 0, frac = 0, frac_scale = 1;
-        size_t digits = 0;
-        for (; *p >= '0' && *p <= '9'; p++, digits++) {
-            if (whole > (UINT64_MAX - 9) / 10)
-                goto too_long;
-            whole = whole * 10 + (uint64_t)(*p - '0');
-        }
-        if (*p == '.') {
-            p++;
-            for (; *p >= '0' && *p <= '9'; p++, digits++) {
-                if (frac_scale < 1000000000ULL) {
-                    frac = frac * 10 + (uint64_t)(*p - '0');
-                    frac_scale *= 10;
-                }
-            }
-        }
-        if (digits == 0)
-            return bad_duration(text, err);
-        size_t unit_len = strspn(p, "abcdefghijklmnopqrstuvwxyz");
-        uint64_t factor = 0;
-        if (unit_len == 0) {
-            factor = ACT_USEC_PER_SEC;
-        } else {
-            for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-                if (strlen(units[i].name) == unit_len && strncmp(p, units[i].name, unit_len) == 0)
-                    factor = units[i].usec;
-            }
-            if (factor == 0)
-                return bad_duration(text, err);
-            p += unit_len;
-        }
-        if (*p != '\0' && *p != ' ' && *p != '\t')
-            return bad_duration(text, err);
-        if (whole > UINT64_MAX / factor)
-            goto too_long;
-        uint64_t term = whole * factor + (uint64_t)((unsigned __int128)frac * factor / frac_scale);
-        if (total > UINT64_MAX - term)
-            goto too_long;
-        total += term;
-        terms++;
+    for (; *p; p += strspn(p, " \t"), terms++) {
+        int r = parse_term(&p, text, &total, err);
+        if (r < 0)
+            return r;
     }
     if (terms == 0)
         return bad_duration(text, err);
     *usec = total;
     return 0;
-
-too_long : {
-    char shown[ACT_CONFIG_QUOTE_MAX];
-    return act_error_set(err, ERANGE, "%s is too long a time span (use a shorter one)",
-                         act_config_quote(text, shown, sizeof(shown)));
-}
 }
 
 void act_format_duration(uint64_t usec, char *out, size_t out_size)
@@ -116,8 +168,8 @@ void act_format_duration(uint64_t usec, char *out, size_t out_size)
         {"ms", 1000},
         {"us", 1},
     };
-    if (usec == 0) {
-        snprintf(out, out_size, "0");
+    if (usec == 0 || usec == ACT_USEC_INFINITY) {
+        snprintf(out, out_size, "%s", usec ? "infinity" : "0");
         return;
     }
     size_t used = 0;
@@ -142,11 +194,13 @@ int act_parse_duration_range(const char *text, uint64_t min_usec, uint64_t max_u
     if (r < 0)
         return r;
     if (value < min_usec || value > max_usec) {
-        char shown[ACT_CONFIG_QUOTE_MAX], lo[64], hi[64];
+        char shown[ACT_TEXT_SHOW_MAX], lo[64], hi[64];
         act_format_duration(min_usec, lo, sizeof(lo));
         act_format_duration(max_usec, hi, sizeof(hi));
-        return act_error_set(err, ERANGE, "%s is out of range (use %s to %s)",
-                             act_config_quote(text, shown, sizeof(shown)), lo, hi);
+        return act_error_set(err, ERANGE, "%s is %s (use %s to %s)",
+                             act_text_show(text, shown, sizeof(shown)),
+                             value == ACT_USEC_INFINITY ? "not allowed here" : "out of range", lo,
+                             hi);
     }
     *usec = value;
     return 0;

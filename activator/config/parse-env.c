@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "activator/config/quote.h"
+#include "common/text.h"
 
 static bool reserved_key(const char *key, size_t len)
 {
@@ -17,7 +17,7 @@ static bool reserved_key(const char *key, size_t len)
 
 int act_parse_env_assignment(const char *word, act_error *err)
 {
-    char shown[ACT_CONFIG_QUOTE_MAX];
+    char shown[ACT_TEXT_SHOW_MAX];
     const char *eq = strchr(word, '=');
     size_t key_len = eq ? (size_t)(eq - word) : strlen(word);
     bool key_ok =
@@ -27,12 +27,12 @@ int act_parse_env_assignment(const char *word, act_error *err)
         return act_error_set(err, EINVAL,
                              "\"%s\" is not an assignment (write KEY=VALUE; quote it as "
                              "\"KEY=VALUE WITH SPACES\" when the value has blanks)",
-                             act_config_quote(word, shown, sizeof(shown)));
+                             act_text_show(word, shown, sizeof(shown)));
     if (!key_ok)
         return act_error_set(err, EINVAL,
                              "\"%s\" has a bad variable name (names are letters, digits and _, "
                              "not starting with a digit)",
-                             act_config_quote(word, shown, sizeof(shown)));
+                             act_text_show(word, shown, sizeof(shown)));
     if (reserved_key(word, key_len))
         return act_error_set(err, EINVAL,
                              "%.*s is set by activatord for each generation (choose another "

@@ -6,12 +6,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "activator/config/quote.h"
+#include "common/text.h"
 
 int act_parse_bool(const char *text, bool *out, act_error *err)
 {
-    static const char *const yes[] = {"yes", "true", "on", "1"};
-    static const char *const no[] = {"no", "false", "off", "0"};
+    /* systemd's parse_boolean: these, in any case. */
+    static const char *const yes[] = {"yes", "true", "on", "1", "y", "t"};
+    static const char *const no[] = {"no", "false", "off", "0", "n", "f"};
     for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
         if (strcasecmp(text, yes[i]) == 0) {
             *out = true;
@@ -22,15 +23,15 @@ int act_parse_bool(const char *text, bool *out, act_error *err)
             return 0;
         }
     }
-    char shown[ACT_CONFIG_QUOTE_MAX];
+    char shown[ACT_TEXT_SHOW_MAX];
     return act_error_set(err, EINVAL, "\"%s\" is not a boolean (write yes or no)",
-                         act_config_quote(text, shown, sizeof(shown)));
+                         act_text_show(text, shown, sizeof(shown)));
 }
 
 int act_parse_uint(const char *text, uint64_t min, uint64_t max, uint64_t *out, act_error *err)
 {
-    char shown[ACT_CONFIG_QUOTE_MAX];
-    act_config_quote(text, shown, sizeof(shown));
+    char shown[ACT_TEXT_SHOW_MAX];
+    act_text_show(text, shown, sizeof(shown));
     if (text[0] == '\0' || strspn(text, "0123456789") != strlen(text))
         return act_error_set(err, EINVAL,
                              "\"%s\" is not a whole number (write digits only, %" PRIu64
@@ -47,26 +48,26 @@ int act_parse_uint(const char *text, uint64_t min, uint64_t max, uint64_t *out, 
 
 int act_parse_percent(const char *text, uint32_t min, uint32_t max, uint32_t *out, act_error *err)
 {
-    char shown[ACT_CONFIG_QUOTE_MAX];
+    char shown[ACT_TEXT_SHOW_MAX];
     size_t len = strlen(text);
     if (len < 2 || text[len - 1] != '%' || strspn(text, "0123456789") != len - 1)
         return act_error_set(err, EINVAL,
                              "\"%s\" is not a whole percentage (write it like 50%% or 200%%; "
                              "100%% is one CPU)",
-                             act_config_quote(text, shown, sizeof(shown)));
+                             act_text_show(text, shown, sizeof(shown)));
     errno = 0;
     unsigned long long value = strtoull(text, NULL, 10);
     if (errno == ERANGE || value < min || value > max)
         return act_error_set(err, ERANGE, "%s is out of range (use %" PRIu32 "%% to %" PRIu32 "%%)",
-                             act_config_quote(text, shown, sizeof(shown)), min, max);
+                             act_text_show(text, shown, sizeof(shown)), min, max);
     *out = (uint32_t)value;
     return 0;
 }
 
 int act_parse_rate(const char *text, double max, double *out, act_error *err)
 {
-    char shown[ACT_CONFIG_QUOTE_MAX];
-    act_config_quote(text, shown, sizeof(shown));
+    char shown[ACT_TEXT_SHOW_MAX];
+    act_text_show(text, shown, sizeof(shown));
     /* strtod alone would take "inf", "nan", hex floats and leading spaces;
      * a rate in a config file is plain decimal digits with one optional dot. */
     size_t digits = strspn(text, "0123456789.");

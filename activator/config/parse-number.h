@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 
-/* yes/no, true/false, on/off, 1/0. */
+/* yes/no, true/false, on/off, 1/0, y/n, t/f, in any case, as systemd. */
 int act_parse_bool(const char *text, bool *out, act_error *err);
 
 /* A decimal integer in min..max, digits only (no sign, no spaces). */

@@ -1,11 +1,8 @@
-/* Paths in configuration values. */
+/* Paths in configuration values. An absolute path is checked by
+ * act_path_check_absolute (common/paths.h), the rule claims/ shares. */
 #pragma once
 
 #include "common/error.h"
-
-/* An absolute path with no "." or ".." component and no control character,
- * shorter than PATH_MAX. */
-int act_parse_absolute_path(const char *text, act_error *err);
 
 /* A path inside a staged build ("bin/server"): relative, not empty, with no
  * "." or ".." component, so it can only name a file beneath the build. */

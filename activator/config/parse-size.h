@@ -1,4 +1,5 @@
-/* Byte sizes for memory limits: "536870912", "512M", "1.5G", "infinity". */
+/* Byte sizes for memory limits, in systemd's forms for MemoryMax=:
+ * "536870912", "512M", "1.5G", "50%", "infinity". */
 #pragma once
 
 #include <stdint.h>
@@ -8,7 +9,9 @@
 /* The value of "infinity": no limit. */
 #define ACT_SIZE_INFINITY UINT64_MAX
 
-/* Units are powers of 1024 (K, M, G, T, P), as systemd and the cgroup files
- * use them; a plain number is bytes. A size that rounds to 0 bytes or does
- * not fit in 64 bits is refused. */
+/* Units are powers of 1024 (K, M, G, T, P, E), as systemd and the cgroup
+ * files use them, optionally followed by B ("512MB"); a plain number, or one
+ * with B alone, is bytes. "N%" (up to two decimals, at most 100%) is that
+ * share of this box's physical memory, as systemd reads it. A size that
+ * rounds to 0 bytes or does not fit in 64 bits is refused. */
 int act_parse_size(const char *text, uint64_t *out, act_error *err);

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activator/config/quote.h"
-#include "activator/config/split-argv.h"
 #include "common/cleanup.h"
+#include "common/split-argv.h"
+#include "common/text.h"
 
 void act_syscall_filter_clear(act_syscall_filter *filter)
 {
@@ -49,19 +49,19 @@ int act_parse_syscall_filter(const char *text, act_syscall_filter *out, act_erro
     int r = act_split_argv(text, &words, err);
     if (r < 0)
         return r;
-    char shown[ACT_CONFIG_QUOTE_MAX];
+    char shown[ACT_TEXT_SHOW_MAX];
     if (!words[0] || (strcmp(words[0], "default") != 0 && strcmp(words[0], "none") != 0))
         return act_error_set(err, EINVAL,
                              "\"%s\" does not start with default or none (write default, none, "
                              "then optionally ~name to deny more or name to allow one)",
-                             act_config_quote(text, shown, sizeof(shown)));
+                             act_text_show(text, shown, sizeof(shown)));
 
     __attribute__((cleanup(filter_clearp))) act_syscall_filter filter = {0};
     filter.base = strcmp(words[0], "none") == 0 ? ACT_SYSCALLS_NONE : ACT_SYSCALLS_DEFAULT;
     for (size_t i = 1; words[i]; i++) {
         bool deny = words[i][0] == '~';
         const char *name = words[i] + (deny ? 1 : 0);
-        act_config_quote(name, shown, sizeof(shown));
+        act_text_show(name, shown, sizeof(shown));
         if (name[0] == '@')
             return act_error_set(err, EINVAL,
                                  "%s is a systemd group name; groups are not supported (list the "

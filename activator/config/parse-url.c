@@ -7,11 +7,11 @@
 #include <string.h>
 #include <sys/un.h>
 
-#include "activator/config/parse-path.h"
-#include "activator/config/quote.h"
+#include "common/paths.h"
+#include "common/text.h"
 
-/* "HOST:PORT" or "[V6]:PORT" up to the end of text or the first '/';
- * returns the position after the port or NULL. */
+/* "HOST:PORT" or "[V6]:PORT" at text; returns the position after the port or
+ * NULL. */
 static const char *skip_host_port(const char *text)
 {
     const char *p = text;
@@ -38,42 +38,6 @@ static const char *skip_host_port(const char *text)
     return p + digits;
 }
 
-int act_parse_store_url(const char *text, act_error *err)
-{
-    char shown[ACT_CONFIG_QUOTE_MAX];
-    act_config_quote(text, shown, sizeof(shown));
-    if (strncmp(text, "dir://", 6) == 0) {
-        act_error path_err = {0};
-        if (act_parse_absolute_path(text + 6, &path_err) < 0)
-            return act_error_set(err, EINVAL,
-                                 "\"%s\" does not name an absolute directory: %s (write "
-                                 "dir:///var/lib/activator/claims)",
-                                 shown, path_err.message);
-        return 0;
-    }
-    if (strncmp(text, "etcd://", 7) == 0) {
-        const char *rest = skip_host_port(text + 7);
-        if (!rest)
-            return act_error_set(err, EINVAL,
-                                 "\"%s\" has no HOST:PORT after etcd:// (write "
-                                 "etcd://127.0.0.1:2379/activator)",
-                                 shown);
-        if (*rest != '\0' &&
-            (rest[0] != '/' ||
-             strspn(rest, "/abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
-                 strlen(rest)))
-            return act_error_set(err, EINVAL,
-                                 "\"%s\" has a key prefix with characters outside A-Z a-z 0-9 . _ "
-                                 "- / (write etcd://HOST:PORT/PREFIX)",
-                                 shown);
-        return 0;
-    }
-    return act_error_set(err, EINVAL,
-                         "\"%s\" is not a claim store URL (write dir:///PATH for the embedded "
-                         "store or etcd://HOST:PORT/PREFIX)",
-                         shown);
-}
-
 static void describe_allowed(unsigned allowed, char *out, size_t out_size)
 {
     snprintf(out, out_size, "%s%s%s%s%s", (allowed & ACT_URL_IPC) ? "ipc:///PATH" : "",
@@ -85,13 +49,13 @@ static void describe_allowed(unsigned allowed, char *out, size_t out_size)
 
 int act_parse_nng_url(const char *text, unsigned allowed, act_error *err)
 {
-    char shown[ACT_CONFIG_QUOTE_MAX], forms[96];
-    act_config_quote(text, shown, sizeof(shown));
+    char shown[ACT_TEXT_SHOW_MAX], forms[96];
+    act_text_show(text, shown, sizeof(shown));
     describe_allowed(allowed, forms, sizeof(forms));
     if (strncmp(text, "ipc://", 6) == 0 && (allowed & ACT_URL_IPC)) {
         const char *path = text + 6;
         act_error path_err = {0};
-        if (act_parse_absolute_path(path, &path_err) < 0)
+        if (act_path_check_absolute(path, &path_err) < 0)
             return act_error_set(err, EINVAL,
                                  "\"%s\" does not name an absolute socket path (write %s)", shown,
                                  forms);

@@ -1,11 +1,8 @@
-/* URLs in the daemon's configuration: the claim store and NNG endpoints. */
+/* NNG endpoint URLs in the daemon's configuration. (The claim store's Store=
+ * is claims_parse_url's, in claims/claims.h: the grammar of what opens it.) */
 #pragma once
 
 #include "common/error.h"
-
-/* Store=: "dir:///ABSOLUTE/PATH" (the embedded store) or
- * "etcd://HOST:PORT[/PREFIX]" (an etcd v3 cluster's JSON gateway). */
-int act_parse_store_url(const char *text, act_error *err);
 
 /* Which NNG transports a key accepts. */
 enum {

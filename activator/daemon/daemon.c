@@ -3,7 +3,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <signal.h>
@@ -16,6 +15,7 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-id128.h>
 
+#include "activator/config/parse-account.h"
 #include "activator/daemon/claim_watch.h"
 #include "activator/daemon/daemon_main.h"
 #include "activator/daemon/dispatch.h"
@@ -50,25 +50,6 @@ static_assert(offsetof(daemon_process, daemon) == 0, "the context must open daem
 static daemon_process *process_of(act_daemon *daemon)
 {
     return (daemon_process *)daemon;
-}
-
-int act_daemon_lookup_group(const char *name, gid_t *gid, act_error *err)
-{
-    struct group *group = getgrnam(name);
-    if (group) {
-        *gid = group->gr_gid;
-        return 0;
-    }
-    char *end = NULL;
-    errno = 0;
-    unsigned long value = strtoul(name, &end, 10);
-    if (!errno && end != name && !*end) {
-        *gid = (gid_t)value;
-        return 0;
-    }
-    return act_error_set(err, ENOENT, "ControlGroup=%s: no such group on this box; create it or "
-                                      "change ControlGroup=",
-                         name);
 }
 
 static int compare_host_configs(const void *a, const void *b)
@@ -162,7 +143,7 @@ static int open_messaging(daemon_process *process, act_error *err)
     if (r < 0)
         return r;
     if (config->control_group) {
-        r = act_daemon_lookup_group(config->control_group, &control.control_gid, err);
+        r = act_resolve_group("ControlGroup", config->control_group, &control.control_gid, err);
         if (r < 0)
             return r;
         control.have_control_gid = true;

@@ -12,6 +12,3 @@ int act_daemon_run(const char *config_path);
  * (users, groups); prints "FILE:LINE: KEY: what is wrong" lines. Returns the
  * process exit code: 0 when everything is valid. */
 int act_daemon_check_config(const char *config_path);
-
-/* ControlGroup= by name or number. */
-int act_daemon_lookup_group(const char *name, gid_t *gid, act_error *err);

@@ -4,9 +4,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,33 +41,6 @@ struct act_daemon_host {
     char last_reason[32];             /* hosts.c, wake_ops.c */
     char last_message[256];
 };
-
-int act_daemon_host_lookup_credentials(const act_host_config *config, uid_t *uid, gid_t *gid,
-                                       bool *have, act_error *err)
-{
-    *have = false;
-    if (!config->user)
-        return 0;
-    struct passwd *user = getpwnam(config->user);
-    if (!user)
-        return act_error_set(err, ENOENT,
-                             "host %s: User=%s does not exist on this box; create it or change "
-                             "User=",
-                             config->name, config->user);
-    *uid = user->pw_uid;
-    *gid = user->pw_gid;
-    if (config->group) {
-        struct group *group = getgrnam(config->group);
-        if (!group)
-            return act_error_set(err, ENOENT,
-                                 "host %s: Group=%s does not exist on this box; create it or "
-                                 "change Group=",
-                                 config->name, config->group);
-        *gid = group->gr_gid;
-    }
-    *have = true;
-    return 0;
-}
 
 static bool uses_plain_default_filter(const act_host_config *config)
 {
@@ -119,8 +90,8 @@ int act_daemon_host_new(act_daemon *daemon, const act_host_config *config,
     *host = (act_daemon_host){.daemon = daemon, .config = config, .dirfd = -1};
     int r = allocate_sockets(host, err);
     if (r == 0)
-        r = act_daemon_host_lookup_credentials(config, &host->uid, &host->gid,
-                                               &host->have_credentials, err);
+        r = act_host_config_credentials(config, &host->uid, &host->gid,
+                                        &host->have_credentials, err);
     if (r == 0)
         r = compile_filter(host, err);
     if (r < 0) {

@@ -45,10 +45,6 @@ sd_event_source **act_daemon_host_demand_source(act_daemon_host *host, unsigned 
 
 /* ---- what a generation runs as ------------------------------------------ */
 
-/* User= and Group= of config looked up on this box; *have is false
- * without User=. */
-int act_daemon_host_lookup_credentials(const act_host_config *config, uid_t *uid, gid_t *gid,
-                                       bool *have, act_error *err);
 /* User= and Group= as looked up on this box: false without User=. */
 bool act_daemon_host_credentials(const act_daemon_host *host, uid_t *uid, gid_t *gid);
 /* The compiled SystemCallFilter= (shared for the plain default). */

@@ -1,12 +1,13 @@
 /* activatord's command line. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "activator/config/config.h"
+#include "activator/config/parse-account.h"
 #include "activator/daemon/daemon_main.h"
-#include "activator/daemon/host.h"
 #include "common/log.h"
 
 static void usage(FILE *out)
@@ -40,7 +41,7 @@ int act_daemon_check_config(const char *config_path)
             gid_t gid;
             bool have;
             act_error err = {0};
-            if (act_daemon_host_lookup_credentials(&hosts[i], &uid, &gid, &have, &err) < 0) {
+            if (act_host_config_credentials(&hosts[i], &uid, &gid, &have, &err) < 0) {
                 fprintf(stderr, "%s/%s.conf: %s\n", config.hosts_directory, hosts[i].name,
                         err.message);
                 problems++;
@@ -48,7 +49,8 @@ int act_daemon_check_config(const char *config_path)
         }
         gid_t gid;
         act_error err = {0};
-        if (config.control_group && act_daemon_lookup_group(config.control_group, &gid, &err) < 0) {
+        if (config.control_group &&
+            act_resolve_group("ControlGroup", config.control_group, &gid, &err) < 0) {
             fprintf(stderr, "%s: %s\n", config_path, err.message);
             problems++;
         }

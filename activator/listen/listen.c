@@ -1,6 +1,7 @@
 #include "activator/listen/listen.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,8 +19,8 @@ static int parse_port(const char *text, const char *where, const char *spec, uin
     errno = 0;
     long value = strtol(text, &end, 10);
     if (errno || !*text || *end || value < 1 || value > 65535)
-        return act_error_set(err, EINVAL, "%s: \"%s\" has no valid port (1-65535) after the ':'",
-                             where, spec);
+        return act_error_set(err, EINVAL, "%s: \"%s\" has no valid port (use 1-65535)", where,
+                             spec);
     *port = (uint16_t)value;
     return 0;
 }
@@ -76,6 +77,45 @@ int act_listen_parse(const char *spec, const char *where, act_listen_address *ou
                              "%s: \"%s\" is not a numeric IPv4 or IPv6 address (host names are not "
                              "resolved)",
                              where, host);
+    }
+    *out = address;
+    return 0;
+}
+
+/* systemd's test for IPv6 on a box: the kernel lists IPv6 addresses. */
+static bool ipv6_supported(void)
+{
+    return access("/proc/net/if_inet6", F_OK) == 0;
+}
+
+int act_listen_parse_stream(const char *spec, const char *where, act_listen_address *out,
+                            act_error *err)
+{
+    assert(spec && where && out);
+    bool bare_port = spec[0] != '\0' && strspn(spec, "0123456789") == strlen(spec);
+    if (!bare_port && spec[0] != '/' && !strchr(spec, ':'))
+        return act_error_set(err, EINVAL,
+                             "%s: \"%s\" is not PORT, ADDRESS:PORT, [IPv6]:PORT or an absolute "
+                             "unix path",
+                             where, spec);
+    if (!bare_port)
+        return act_listen_parse(spec, where, out, err);
+    uint16_t port;
+    int r = parse_port(spec, where, spec, &port, err);
+    if (r < 0)
+        return r;
+    act_listen_address address = {0};
+    if (ipv6_supported()) {
+        address.addr.in6 = (struct sockaddr_in6){.sin6_family = AF_INET6,
+                                                 .sin6_port = htons(port),
+                                                 .sin6_addr = IN6ADDR_ANY_INIT};
+        address.len = sizeof(address.addr.in6);
+        address.dual_stack = true;
+    } else {
+        address.addr.in4 = (struct sockaddr_in){.sin_family = AF_INET,
+                                                .sin_port = htons(port),
+                                                .sin_addr.s_addr = htonl(INADDR_ANY)};
+        address.len = sizeof(address.addr.in4);
     }
     *out = address;
     return 0;
@@ -138,8 +178,12 @@ int act_listen_bind(const act_listen_address *address, int backlog, act_error *e
         if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) < 0)
             return act_error_set(err, errno, "cannot set SO_REUSEADDR on %s: %s", shown,
                                  strerror(errno));
-        /* [::]:80 would otherwise also take IPv4 and clash with 0.0.0.0:80. */
-        if (family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on)) < 0)
+        /* Set either way, not left to net.ipv6.bindv6only: [::]:80 takes
+         * IPv6 only, so it does not clash with 0.0.0.0:80; a bare port takes
+         * both. */
+        int v6only = !address->dual_stack;
+        if (family == AF_INET6 &&
+            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only)) < 0)
             return act_error_set(err, errno, "cannot set IPV6_V6ONLY on %s: %s", shown,
                                  strerror(errno));
     }
@@ -149,6 +193,15 @@ int act_listen_bind(const act_listen_address *address, int backlog, act_error *e
     if (listen(fd, backlog > 0 ? backlog : SOMAXCONN) < 0)
         return act_error_set(err, errno, "cannot listen on %s: %s", shown, strerror(errno));
     return TAKE_FD(fd);
+}
+
+/* Whether an IPv6 socket refuses IPv4 connections: a kept socket must take
+ * the families the configuration now asks for. */
+static bool ipv6_only(int fd)
+{
+    int v6only = 0;
+    socklen_t size = sizeof(v6only);
+    return getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &size) == 0 && v6only;
 }
 
 bool act_listen_fd_matches(int fd, const act_listen_address *address)
@@ -175,7 +228,8 @@ bool act_listen_fd_matches(int fd, const act_listen_address *address)
     case AF_INET6:
         return bound.addr.in6.sin6_port == address->addr.in6.sin6_port &&
                memcmp(&bound.addr.in6.sin6_addr, &address->addr.in6.sin6_addr,
-                      sizeof(struct in6_addr)) == 0;
+                      sizeof(struct in6_addr)) == 0 &&
+               ipv6_only(fd) == !address->dual_stack;
     }
     return false;
 }

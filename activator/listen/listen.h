@@ -22,12 +22,23 @@ typedef struct act_listen_address {
         struct sockaddr_un un;
     } addr;
     socklen_t len;
+    /* An IPv6 wildcard that takes IPv4 connections too (IPV6_V6ONLY off);
+     * an explicit [::]:PORT takes IPv6 only, so it can sit beside
+     * 0.0.0.0:PORT. Not part of the address: two addresses are the same
+     * when addr and len are. */
+    bool dual_stack;
 } act_listen_address;
 
 /* Parses "127.0.0.1:8080", "[::1]:8080" or an absolute unix path
  * "/run/web1.sock". `where` prefixes errors ("web1.conf:12: ListenStream"). */
 int act_listen_parse(const char *spec, const char *where, act_listen_address *out,
                      act_error *err);
+
+/* ListenStream=: act_listen_parse's forms, and a bare port as systemd.socket(5)
+ * reads it: every address of the box, IPv6 and IPv4 on one socket ([::]:PORT,
+ * dual_stack), or 0.0.0.0:PORT on a box without IPv6. */
+int act_listen_parse_stream(const char *spec, const char *where, act_listen_address *out,
+                            act_error *err);
 
 /* Binds and listens: SO_REUSEADDR, close-on-exec, non-blocking (the daemon
  * watches it on its loop; generations get it as-is and may change that).

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/split-argv.h"
+#include "common/text.h"
 
 extern char **environ;
 
@@ -29,48 +31,24 @@ struct act_probe {
     char last_failure[256];
 };
 
-static void free_argv(char **argv)
-{
-    for (char **p = argv; p && *p; p++)
-        free(*p);
-    free(argv);
-}
-
 void act_probe_spec_clear(act_probe_spec *spec)
 {
-    free_argv(spec->argv);
+    act_strv_free(spec->argv);
     spec->argv = NULL;
 }
 
-/* Splits on blanks; probe commands are simple ("PATH ARGS"), so no quoting. */
+/* "PATH ARGS" in the grammar of every command line (common/split-argv.h). */
 static int split_command(const char *text, const char *where, char ***out, act_error *err)
 {
-    size_t cap = 4, used = 0;
-    char **argv = calloc(cap, sizeof(*argv));
-    if (!argv)
-        return act_error_set(err, ENOMEM, "out of memory");
-    for (const char *p = text; *p;) {
-        p += strspn(p, " \t");
-        size_t len = strcspn(p, " \t");
-        if (!len)
-            break;
-        if (used + 2 > cap) {
-            cap *= 2;
-            char **grown = realloc(argv, cap * sizeof(*argv));
-            if (!grown) {
-                free_argv(argv);
-                return act_error_set(err, ENOMEM, "out of memory");
-            }
-            argv = grown;
-        }
-        argv[used] = strndup(p, len);
-        argv[++used] = NULL;
-        p += len;
-    }
-    if (!used || argv[0][0] != '/') {
-        free_argv(argv);
+    char **argv = NULL;
+    int r = act_split_argv(text, &argv, err);
+    if (r < 0)
+        return act_error_prefix(err, "%s: exec:", where);
+    if (!argv[0] || argv[0][0] != '/') {
+        act_strv_free(argv);
+        char shown[ACT_TEXT_SHOW_MAX];
         return act_error_set(err, EINVAL, "%s: exec: needs an absolute program path, got \"%s\"",
-                             where, text);
+                             where, act_text_show(text, shown, sizeof(shown)));
     }
     *out = argv;
     return 0;

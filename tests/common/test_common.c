@@ -135,6 +135,41 @@ static void copy_string_cuts_short_and_says_so(void **state)
     assert_false(act_copy_string(small, 0, "x"));
 }
 
+static void text_show_escapes_and_cuts_short(void **state)
+{
+    (void)state;
+    char shown[ACT_TEXT_SHOW_MAX];
+    assert_string_equal(act_text_show("plain text", shown, sizeof(shown)), "plain text");
+    assert_string_equal(act_text_show("a\nb\x1b[31m\xff", shown, sizeof(shown)),
+                        "a\\x0ab\\x1b[31m\\xff");
+    char long_text[200];
+    memset(long_text, '\x01', sizeof(long_text) - 1);
+    long_text[sizeof(long_text) - 1] = '\0';
+    act_text_show(long_text, shown, sizeof(shown));
+    assert_true(strlen(shown) < sizeof(shown));
+    assert_non_null(strstr(shown, "..."));
+    for (const char *p = shown; *p; p++)
+        assert_true(*p >= 0x20 && *p < 0x7f);
+    char tiny[6];
+    act_text_show("abcdefgh", tiny, sizeof(tiny));
+    assert_true(strlen(tiny) < sizeof(tiny));
+}
+
+static void text_escape_keeps_all_of_the_text(void **state)
+{
+    (void)state;
+    char long_text[300];
+    memset(long_text, 'x', sizeof(long_text) - 1);
+    long_text[sizeof(long_text) - 1] = '\0';
+    long_text[150] = '\t';
+    _cleanup_free_ char *escaped = act_text_escape(long_text);
+    assert_non_null(escaped);
+    assert_int_equal(strlen(escaped), sizeof(long_text) - 1 + 3);
+    assert_non_null(strstr(escaped, "x\\x09x"));
+    _cleanup_free_ char *empty = act_text_escape("");
+    assert_string_equal(empty, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -145,6 +180,8 @@ int main(void)
         cmocka_unit_test(fileio_atomic_write_replaces_and_reads_back),
         cmocka_unit_test(fileio_mkdir_p_creates_nested),
         cmocka_unit_test(copy_string_cuts_short_and_says_so),
+        cmocka_unit_test(text_show_escapes_and_cuts_short),
+        cmocka_unit_test(text_escape_keeps_all_of_the_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

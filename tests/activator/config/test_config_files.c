@@ -18,8 +18,8 @@
 
 #include "activator/config/config.h"
 #include "activator/config/parse-duration.h"
-#include "activator/config/split-argv.h"
 #include "common/cleanup.h"
+#include "common/split-argv.h"
 
 static char tmp_dir[] = "/tmp/act-config-test-XXXXXX";
 
@@ -117,7 +117,7 @@ static void daemon_every_key(void **state)
                          "RuntimeDirectory=/run/act2\n"
                          "HostsDirectory=/srv/act/hosts\n"
                          "CgroupRoot=/sys/fs/cgroup/act.slice\n"
-                         "ClaimUnclaimed=no ; fleet mode\n"
+                         "ClaimUnclaimed=n ; fleet mode (systemd's short form)\n"
                          "Events=tcp://127.0.0.1:7001\n"
                          "ControlGroup=activator\n"
                          "ControlListen=tls+tcp://0.0.0.0:7443\n"
@@ -174,6 +174,8 @@ static void daemon_each_bad_key(void **state)
         {"Box", ".hidden"},
         {"Store", "s3://bucket"},
         {"Store", "dir://relative/path"},
+        {"Store", "etcd://10.0.0.5:2379"},
+        {"Store", "etcd://10.0.0.5:2379,/activator"},
         {"StateDirectory", "var/lib"},
         {"RuntimeDirectory", "/run/../etc"},
         {"HostsDirectory", "hosts"},
@@ -206,8 +208,10 @@ static void daemon_each_bad_key(void **state)
         act_daemon_config c;
         act_config_errors errors = {0};
         assert_int_equal(act_config_load_daemon(path_of("bad.conf"), &c, &errors), -EINVAL);
-        if (errors.n < 1)
-            fail_msg("%s=%s was accepted", bad[i].key, bad[i].value);
+        if (errors.n != 1) {
+            act_config_errors_print(&errors, stderr);
+            fail_msg("%s=%s gave %zu errors, expected 1", bad[i].key, bad[i].value, errors.n);
+        }
         assert_error_at(&errors, 0, path_of("bad.conf"), 3, bad[i].key);
         assert_null(c.box); /* nothing half-read is handed out */
         act_config_errors_free(&errors);
@@ -381,6 +385,7 @@ static const char *const good_host = "[Host]\n"
                                      "ListenStream=127.0.0.1:8080\n"
                                      "ListenStream=[::1]:8080\n"
                                      "ListenStream=/run/web1.sock\n"
+                                     "ListenStream=8081\n"
                                      "Backlog=512\n"
                                      "[Limits]\n"
                                      "MemoryMax=512M\n"
@@ -421,12 +426,18 @@ static void host_every_key(void **state)
     assert_string_equal(h.exec_restore[2], "s3");
     assert_string_equal(h.exec_replicate[0], "/usr/lib/web1/replicate");
     assert_true(h.start_rate_limit == 2.5);
-    assert_int_equal(h.n_listen, 3);
+    assert_int_equal(h.n_listen, 4);
     char shown[128];
     act_listen_format(&h.listen[1], shown, sizeof(shown));
     assert_string_equal(shown, "[::1]:8080");
+    assert_false(h.listen[1].dual_stack);
     act_listen_format(&h.listen[2], shown, sizeof(shown));
     assert_string_equal(shown, "/run/web1.sock");
+    /* A bare port, as systemd: every address, IPv6 and IPv4 on one socket. */
+    act_listen_format(&h.listen[3], shown, sizeof(shown));
+    bool ipv6 = access("/proc/net/if_inet6", F_OK) == 0;
+    assert_string_equal(shown, ipv6 ? "[::]:8081" : "0.0.0.0:8081");
+    assert_int_equal(h.listen[3].dual_stack, ipv6);
     assert_int_equal(h.backlog, 512);
     assert_int_equal(h.limits.memory_max, 512ULL << 20);
     assert_int_equal(h.limits.memory_high, 400ULL << 20);
@@ -471,6 +482,46 @@ static void host_defaults(void **state)
     assert_int_equal(errors.n, 0);
 }
 
+/* The keys that mirror systemd's take systemd's forms of their values. */
+static void host_systemd_forms(void **state)
+{
+    (void)state;
+    write_file("sd.conf", "[Host]\n"
+                          "Exec=bin/app \"--greeting=hello\\tworld\" 'it\\'s'\n"
+                          "Environment=\"MOTD=line1\\nline2\" PATH_X=\\x41\n"
+                          "User=4000000000\n"
+                          "Group=0\n"
+                          "StopTimeoutSec=1min 30s\n"
+                          "IdleTimeoutSec=infinity\n"
+                          "ReadyTimeoutSec=1.5s\n"
+                          "[Listen]\n"
+                          "ListenStream=8082\n"
+                          "[Limits]\n"
+                          "MemoryMax=50%\n"
+                          "MemoryHigh=25%\n"
+                          "PidsMax=infinity\n");
+    act_host_config h;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_host_file(tmp_dir, "sd.conf", &h, &errors), 0);
+    act_config_errors_print(&errors, stderr);
+    assert_int_equal(errors.n, 0);
+    assert_string_equal(h.exec_argv[1], "--greeting=hello\tworld");
+    assert_string_equal(h.exec_argv[2], "it's");
+    assert_string_equal(h.environment[0], "MOTD=line1\nline2");
+    assert_string_equal(h.environment[1], "PATH_X=A");
+    assert_string_equal(h.user, "4000000000");
+    assert_string_equal(h.group, "0");
+    assert_int_equal(h.stop_timeout_usec, 90 * ACT_USEC_PER_SEC);
+    assert_int_equal(h.idle_timeout_usec, 0); /* never park, like 0 */
+    assert_int_equal(h.ready_timeout_usec, 1500000);
+    assert_int_equal(h.n_listen, 1);
+    uint64_t memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    assert_int_equal(h.limits.memory_max, memory / 2);
+    assert_int_equal(h.limits.memory_high, memory / 4);
+    assert_true(h.limits.pids_max == ACT_LIMIT_INFINITY);
+    act_host_config_free(&h);
+}
+
 static void host_each_bad_key(void **state)
 {
     (void)state;
@@ -492,6 +543,10 @@ static void host_each_bad_key(void **state)
         {"Host", "HealthCheck", "notify"},
         {"Host", "HealthCheck", "tcp:127.0.0.1:0"},
         {"Host", "StopTimeoutSec", "soon"},
+        {"Host", "StopTimeoutSec", "infinity"},
+        {"Host", "ReadyTimeoutSec", "infinity"},
+        {"Host", "Environment", "A=\\d"},
+        {"Limits", "MemoryMax", "101%"},
         {"Host", "IdleTimeoutSec", "-1"},
         {"Host", "MaxStarts", "0"},
         {"Host", "MaxStarts", "6"},
@@ -499,7 +554,8 @@ static void host_each_bad_key(void **state)
         {"Host", "ExecReplicate", "/usr/lib/../x"},
         {"Host", "StartRateLimit", "0"},
         {"Host", "StartRateLimit", "fast"},
-        {"Listen", "ListenStream", "8080"},
+        {"Listen", "ListenStream", "0"},
+        {"Listen", "ListenStream", "65536"},
         {"Listen", "ListenStream", "localhost:8080"},
         {"Listen", "ListenStream", "127.0.0.1:70000"},
         {"Listen", "ListenStream", "run/x.sock"},
@@ -557,16 +613,16 @@ static void host_all_errors_and_cross_keys(void **state)
     act_config_errors_print(&errors, stderr);
     char file[600];
     snprintf(file, sizeof(file), "%s/many.conf", tmp_dir);
-    assert_int_equal(errors.n, 7);
+    assert_int_equal(errors.n, 6);
     assert_error_at(&errors, 0, file, 2, "Exec");
     assert_error_at(&errors, 1, file, 4, "ReadyTimeoutSec");
     assert_error_at(&errors, 2, file, 7, "ListenStream");
     assert_error_at(&errors, 3, file, 8, "Exec");
     assert_non_null(strstr(errors.items[3].text, "belongs in [Host], not in [Listen]"));
-    /* Exec= never parsed well, so it is also missing; then the cross-key rules. */
-    assert_error_at(&errors, 4, file, 0, "Exec");
-    assert_error_at(&errors, 5, file, 3, "Group");
-    assert_error_at(&errors, 6, file, 11, "MemoryHigh");
+    /* Exec= was set, only to a refused value: that is not reported again as
+     * missing. Then the cross-key rules. */
+    assert_error_at(&errors, 4, file, 3, "Group");
+    assert_error_at(&errors, 5, file, 11, "MemoryHigh");
     act_config_errors_free(&errors);
 
     write_file("high.conf", "[Host]\nExec=bin/x\n[Limits]\nMemoryMax=100M\nMemoryHigh=200M\n");
@@ -575,6 +631,54 @@ static void host_all_errors_and_cross_keys(void **state)
     snprintf(file, sizeof(file), "%s/high.conf", tmp_dir);
     assert_error_at(&errors, 0, file, 5, "MemoryHigh");
     act_config_errors_free(&errors);
+}
+
+/* A key refused for its value is reported once, on its line: not again as
+ * "not set", nor by a rule that spans it and another key. */
+static void refused_values_are_reported_once(void **state)
+{
+    (void)state;
+    static const char *const host_files[] = {
+        "[Host]\nExec=/usr/bin/server\n",
+        "[Host]\nExec=\n",
+        "[Host]\nExec=bin/x\nUser=bad user\nGroup=web\n",
+        "[Host]\nExec=bin/x 'unclosed\n",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(host_files); i++) {
+        write_file("once.conf", host_files[i]);
+        act_host_config h;
+        act_config_errors errors = {0};
+        assert_int_equal(act_config_load_host_file(tmp_dir, "once.conf", &h, &errors), -EINVAL);
+        if (errors.n != 1) {
+            act_config_errors_print(&errors, stderr);
+            fail_msg("%zu errors for:\n%s", errors.n, host_files[i]);
+        }
+        assert_true(errors.items[0].line > 0);
+        act_config_errors_free(&errors);
+    }
+
+    write_file("ca.pem", "x\n");
+    char ca[512];
+    snprintf(ca, sizeof(ca), "%s", path_of("ca.pem"));
+    char daemon_files[3][1024];
+    snprintf(daemon_files[0], sizeof(daemon_files[0]), "[Activator]\nBox=../b\n");
+    snprintf(daemon_files[1], sizeof(daemon_files[1]),
+             "[Activator]\nBox=b\nStore=s3://bucket\nStoreCA=%s\n", ca);
+    snprintf(daemon_files[2], sizeof(daemon_files[2]),
+             "[Activator]\nBox=b\nControlListen=tcp://0.0.0.0:7443\nTLSCertificate=/c.pem\n"
+             "TLSKey=/k.pem\nTLSClientCA=/ca.pem\n");
+    for (size_t i = 0; i < ARRAY_SIZE(daemon_files); i++) {
+        write_file("once.conf", daemon_files[i]);
+        act_daemon_config c;
+        act_config_errors errors = {0};
+        assert_int_equal(act_config_load_daemon(path_of("once.conf"), &c, &errors), -EINVAL);
+        if (errors.n != 1) {
+            act_config_errors_print(&errors, stderr);
+            fail_msg("%zu errors for:\n%s", errors.n, daemon_files[i]);
+        }
+        assert_true(errors.items[0].line > 0);
+        act_config_errors_free(&errors);
+    }
 }
 
 static void host_file_names_refused(void **state)
@@ -663,6 +767,68 @@ static void files_that_are_not_text(void **state)
     assert_int_equal(errors.n, 0);
 }
 
+static void write_bytes(const char *name, const void *bytes, size_t len)
+{
+    int fd = open(path_of(name), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, bytes, len), (ssize_t)len);
+    close(fd);
+}
+
+/* A binary file (or a file name) in the hosts directory: every error still
+ * prints as plain lines, its bytes escaped, never raw to the terminal. */
+static void binary_input_is_escaped_in_errors(void **state)
+{
+    (void)state;
+    assert_int_equal(mkdir(path_of("hosts"), 0755), 0);
+    static const char binary[] = "[Ho\x1bst]\n"
+                                 "Exec=bin/x\n"
+                                 "[Host]\n"
+                                 "Ex\x07" "ec=bin/x\n"
+                                 "Exec=\x1b[31m/red\x7f\xff\n"
+                                 "User=\x01\x02\n"
+                                 "Ready=tcp:\x9b" "1.2.3.4:80\n"
+                                 "\x80\x81=\x90" "\n"
+                                 "Environment=A=\\\x01\n"
+                                 "[Listen]\n"
+                                 "ListenStream=\x1b]0;title\x07\n"
+                                 "\x00\x01\x02\x03\n"
+                                 "\xde\xad\xbe\xef" "\r\n";
+    write_bytes("hosts/bin.conf", binary, sizeof(binary) - 1);
+    write_file("hosts/es\x1b" "c.conf", "[Host]\nExec=bin/x\n");
+    unsigned char noise[4096];
+    for (size_t i = 0; i < sizeof(noise); i++)
+        noise[i] = (unsigned char)(i * 131 + 7);
+    write_bytes("hosts/noise.conf", noise, sizeof(noise));
+
+    act_host_config *hosts = NULL;
+    size_t n = 0;
+    act_config_errors errors = {0};
+    assert_int_equal(act_config_load_hosts(path_of("hosts"), &hosts, &n, &errors), 0);
+    assert_int_equal(n, 0);
+    assert_true(errors.n >= 8);
+    char *printed = NULL;
+    size_t printed_len = 0;
+    FILE *out = open_memstream(&printed, &printed_len);
+    assert_non_null(out);
+    assert_int_equal(act_config_errors_print(&errors, out), errors.n);
+    assert_int_equal(fclose(out), 0);
+    for (size_t i = 0; i < printed_len; i++) {
+        unsigned char c = (unsigned char)printed[i];
+        if (c != '\n' && (c < 0x20 || c >= 0x7f))
+            fail_msg("byte 0x%02x at %zu of:\n%s", c, i, printed);
+    }
+    /* Escaped, not dropped: the reader sees which bytes were there. */
+    assert_non_null(strstr(printed, "\\x1b"));
+    assert_non_null(strstr(printed, "Ex\\x07ec"));
+    assert_non_null(strstr(printed, "es\\x1bc.conf"));
+    for (size_t i = 0; i < errors.n; i++)
+        assert_null(errors.items[i].key ? strchr(errors.items[i].key, '\x07') : NULL);
+    free(printed);
+    act_host_configs_free(hosts, n);
+    act_config_errors_free(&errors);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -675,11 +841,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(daemon_missing_file, setup, teardown),
         cmocka_unit_test_setup_teardown(host_every_key, setup, teardown),
         cmocka_unit_test_setup_teardown(host_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(host_systemd_forms, setup, teardown),
         cmocka_unit_test_setup_teardown(host_each_bad_key, setup, teardown),
         cmocka_unit_test_setup_teardown(host_all_errors_and_cross_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(refused_values_are_reported_once, setup, teardown),
         cmocka_unit_test_setup_teardown(host_file_names_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(hosts_directory_skips_bad_files, setup, teardown),
         cmocka_unit_test_setup_teardown(files_that_are_not_text, setup, teardown),
+        cmocka_unit_test_setup_teardown(binary_input_is_escaped_in_errors, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,14 +1,19 @@
 /* Unit tests of the configuration value parsers: good values and, for each,
  * the bad values a person is likely to write. */
 #include <errno.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "activator/config/config.h"
 #include "activator/config/parse-account.h"
 #include "activator/config/parse-duration.h"
 #include "activator/config/parse-env.h"
@@ -17,8 +22,9 @@
 #include "activator/config/parse-size.h"
 #include "activator/config/parse-syscalls.h"
 #include "activator/config/parse-url.h"
-#include "activator/config/split-argv.h"
 #include "common/cleanup.h"
+#include "common/paths.h"
+#include "common/split-argv.h"
 
 /* Every refusal must say what to do, in parentheses at its end. */
 static void assert_actionable(const act_error *err)
@@ -47,6 +53,21 @@ static void sizes(void **state)
     assert_int_equal(v, 2048);
     assert_int_equal(act_parse_size("infinity", &v, &err), 0);
     assert_true(v == ACT_SIZE_INFINITY);
+    /* systemd's other forms: E, a B after the number, and a share of the
+     * physical memory. */
+    assert_int_equal(act_parse_size("1E", &v, &err), 0);
+    assert_int_equal(v, 1ULL << 60);
+    assert_int_equal(act_parse_size("4096B", &v, &err), 0);
+    assert_int_equal(v, 4096);
+    assert_int_equal(act_parse_size("512MB", &v, &err), 0);
+    assert_int_equal(v, 512ULL << 20);
+    uint64_t memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    assert_int_equal(act_parse_size("50%", &v, &err), 0);
+    assert_int_equal(v, memory / 2);
+    assert_int_equal(act_parse_size("100%", &v, &err), 0);
+    assert_int_equal(v, memory);
+    assert_int_equal(act_parse_size("12.5%", &v, &err), 0);
+    assert_int_equal(v, (uint64_t)((unsigned __int128)memory * 1250 / 10000));
 
     const char *bad[] = {"",
                          "M",
@@ -61,7 +82,18 @@ static void sizes(void **state)
                          "99999999999999999999",
                          "16777216T",
                          "infinite",
-                         "1e9"};
+                         "1e9",
+                         "16E",
+                         "1.5B",
+                         "5b",
+                         "0%",
+                         "101%",
+                         "1000%",
+                         "12.555%",
+                         "50 %",
+                         "%",
+                         "-5%",
+                         "50%%"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         v = 7;
         err = (act_error){0};
@@ -88,11 +120,40 @@ static void durations(void **state)
     assert_int_equal(v, 7200 * ACT_USEC_PER_SEC);
     assert_int_equal(act_parse_duration("0", &v, &err), 0);
     assert_int_equal(v, 0);
+    /* systemd.time(7)'s other forms. */
+    static const struct {
+        const char *text;
+        uint64_t usec;
+    } systemd_forms[] = {
+        {"1min30s", 90 * ACT_USEC_PER_SEC},
+        {"1min 30", 90 * ACT_USEC_PER_SEC},
+        {"5 min", 300 * ACT_USEC_PER_SEC},
+        {"30 5", 35 * ACT_USEC_PER_SEC},
+        {"1h 2m 3s 4ms 5us", 3723004005},
+        {"2w", 14 * 86400 * ACT_USEC_PER_SEC},
+        {"1M", 2629800 * ACT_USEC_PER_SEC},
+        {"1y", 31557600 * ACT_USEC_PER_SEC},
+        {"2 years 1 month", (2 * 31557600 + 2629800) * ACT_USEC_PER_SEC},
+        {"3\xce\xbcs", 3},
+        {"3\xc2\xb5s", 3},
+        {"1.5min", 90 * ACT_USEC_PER_SEC},
+        {"infinity", ACT_USEC_INFINITY},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(systemd_forms); i++) {
+        err = (act_error){0};
+        if (act_parse_duration(systemd_forms[i].text, &v, &err) != 0)
+            fail_msg("%s: %s", systemd_forms[i].text, err.message);
+        assert_int_equal(v, systemd_forms[i].usec);
+    }
 
-    const char *bad[] = {"", "s", "10x", "-5", "5 parsecs", "1..5s", "ten", "99999999999999999d"};
+    const char *bad[] = {"",           "s",          "10x",    "-5",
+                         "5 parsecs",  "1..5s",      "ten",    "99999999999999999d",
+                         "5S",         "1min30x",    "30s5x",  "Infinity",
+                         "infinity 5", "5 infinity", "1.5.5s", "600000000y"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
-        assert_true(act_parse_duration(bad[i], &v, &err) < 0);
+        if (act_parse_duration(bad[i], &v, &err) == 0)
+            fail_msg("\"%s\" was accepted", bad[i]);
         assert_actionable(&err);
     }
 
@@ -101,6 +162,13 @@ static void durations(void **state)
         act_parse_duration_range("45", ACT_USEC_PER_SEC, 30 * ACT_USEC_PER_SEC, &v, &err), -ERANGE);
     assert_non_null(strstr(err.message, "1s to 30s"));
     assert_actionable(&err);
+    /* infinity only where the bounds say so. */
+    err = (act_error){0};
+    assert_int_equal(act_parse_duration_range("infinity", 0, 3600 * ACT_USEC_PER_SEC, &v, &err),
+                     -ERANGE);
+    assert_non_null(strstr(err.message, "infinity is not allowed here (use 0 to 1h)"));
+    assert_int_equal(act_parse_duration_range("infinity", 0, ACT_USEC_INFINITY, &v, &err), 0);
+    assert_true(v == ACT_USEC_INFINITY);
 
     char text[64];
     act_format_duration(90 * ACT_USEC_PER_SEC + 250000, text, sizeof(text));
@@ -129,6 +197,10 @@ static void numbers(void **state)
     assert_int_equal(act_parse_bool("yes", &b, &err), 0);
     assert_true(b);
     assert_int_equal(act_parse_bool("off", &b, &err), 0);
+    assert_false(b);
+    assert_int_equal(act_parse_bool("Y", &b, &err), 0);
+    assert_true(b);
+    assert_int_equal(act_parse_bool("f", &b, &err), 0);
     assert_false(b);
     assert_int_equal(act_parse_bool("maybe", &b, &err), -EINVAL);
     assert_actionable(&err);
@@ -184,7 +256,23 @@ static void argv_splitting(void **state)
     assert_int_equal(act_split_argv("echo $HOME;rm", &literal, &err), 0);
     assert_string_equal(literal[1], "$HOME;rm");
 
-    const char *bad[] = {"bin/x 'open", "bin/x \"open", "bin/x trailing\\"};
+    /* systemd's C escapes, inside quotes too. */
+    __attribute__((cleanup(strv_freep))) char **escaped = NULL;
+    assert_int_equal(
+        act_split_argv("a\\tb \"line1\\nline2\" 'it\\'s' \\x41\\102\\s\\u00e9\\U0001F600 "
+                       "\\a\\b\\f\\r\\v\\\\",
+                       &escaped, &err),
+        0);
+    assert_int_equal(act_strv_length(escaped), 5);
+    assert_string_equal(escaped[0], "a\tb");
+    assert_string_equal(escaped[1], "line1\nline2");
+    assert_string_equal(escaped[2], "it's");
+    assert_string_equal(escaped[3], "AB \xc3\xa9\xf0\x9f\x98\x80");
+    assert_string_equal(escaped[4], "\a\b\f\r\v\\");
+
+    const char *bad[] = {"bin/x 'open",   "bin/x \"open",      "bin/x trailing\\", "bin/x \\d",
+                         "bin/x \\x0",    "bin/x \\x00",       "bin/x \\000",      "bin/x \\u0000",
+                         "bin/x \\uD800", "bin/x \\U00110000", "bin/x '\\q'",      "bin/x \\8"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         char **out = NULL;
         err = (act_error){0};
@@ -219,8 +307,9 @@ static void accounts(void **state)
     const char *good[] = {"web1", "_svc", "www-data", "machine$", "1000", "0"};
     for (size_t i = 0; i < ARRAY_SIZE(good); i++)
         assert_int_equal(act_parse_account_name("user", good[i], &err), 0);
-    const char *bad[] = {"",     "1abc", "-x",         "a b",
-                         "../x", "x:y",  "4294967295", "abcdefghijabcdefghijabcdefghijabc"};
+    const char *bad[] = {"",           "1abc",  "-x",
+                         "a b",        "../x",  "x:y",
+                         "4294967295", "65535", "abcdefghijabcdefghijabcdefghijabc"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
         assert_true(act_parse_account_name("user", bad[i], &err) < 0);
@@ -228,16 +317,127 @@ static void accounts(void **state)
     }
 }
 
+/* A uid no passwd entry names, searched from the top of the range down. */
+static uid_t unnamed_uid(void)
+{
+    for (uid_t uid = 3999999999u; uid > 3999999000u; uid--)
+        if (!getpwuid(uid))
+            return uid;
+    fail_msg("every uid from 3999999000 up has a passwd entry");
+    return 0;
+}
+
+static void users_resolve_by_name_or_number(void **state)
+{
+    (void)state;
+    act_error err = {0};
+    uid_t uid = 7;
+    gid_t gid = 7;
+    assert_int_equal(act_resolve_user("User", "root", &uid, &gid, &err), 0);
+    assert_int_equal(uid, 0);
+    assert_int_equal(gid, 0);
+    uid = gid = 7;
+    assert_int_equal(act_resolve_user("User", "0", &uid, &gid, &err), 0);
+    assert_int_equal(uid, 0);
+    assert_int_equal(gid, 0);
+
+    /* A number with an entry takes the entry's primary group, which need
+     * not be the same number (Debian's sync is uid 4, gid 65534). */
+    struct passwd *entry;
+    setpwent();
+    while ((entry = getpwent()) && entry->pw_uid == entry->pw_gid)
+        ;
+    if (entry) {
+        char number[16];
+        uid_t want_uid = entry->pw_uid;
+        gid_t want_gid = entry->pw_gid;
+        snprintf(number, sizeof(number), "%u", (unsigned)want_uid);
+        endpwent();
+        assert_int_equal(act_resolve_user("User", number, &uid, &gid, &err), 0);
+        assert_int_equal(uid, want_uid);
+        assert_int_equal(gid, want_gid);
+    } else {
+        endpwent();
+    }
+
+    /* A number without an entry runs as itself, its group the same number. */
+    uid_t unnamed = unnamed_uid();
+    char number[16];
+    snprintf(number, sizeof(number), "%u", (unsigned)unnamed);
+    assert_int_equal(act_resolve_user("User", number, &uid, &gid, &err), 0);
+    assert_int_equal(uid, unnamed);
+    assert_int_equal(gid, unnamed);
+
+    err = (act_error){0};
+    assert_int_equal(act_resolve_user("User", "nosuchuser_act", &uid, &gid, &err), -ENOENT);
+    assert_string_equal(err.message,
+                        "User=nosuchuser_act: no such user on this box; create it or change User=");
+    err = (act_error){0};
+    assert_int_equal(act_resolve_user("User", "bad user", &uid, &gid, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "User: \"bad user\" is not a valid user name"));
+    err = (act_error){0};
+    assert_int_equal(act_resolve_user("User", "4294967295", &uid, &gid, &err), -ERANGE);
+}
+
+static void groups_resolve_by_name_or_number(void **state)
+{
+    (void)state;
+    act_error err = {0};
+    gid_t gid = 7;
+    assert_int_equal(act_resolve_group("Group", "root", &gid, &err), 0);
+    assert_int_equal(gid, 0);
+    /* A number is the gid whether or not a group entry names it. */
+    assert_int_equal(act_resolve_group("ControlGroup", "3999999999", &gid, &err), 0);
+    assert_int_equal(gid, 3999999999u);
+    assert_int_equal(act_resolve_group("ControlGroup", "nosuchgroup_act", &gid, &err), -ENOENT);
+    assert_string_equal(err.message, "ControlGroup=nosuchgroup_act: no such group on this box; "
+                                     "create it or change ControlGroup=");
+    err = (act_error){0};
+    assert_int_equal(act_resolve_group("Group", "65535", &gid, &err), -ERANGE);
+    assert_true(strncmp(err.message, "Group: ", 7) == 0);
+}
+
+/* A host's User= and Group= together: Group= replaces the user's group. */
+static void host_credentials_combine_user_and_group(void **state)
+{
+    (void)state;
+    char number[16];
+    snprintf(number, sizeof(number), "%u", (unsigned)unnamed_uid());
+    act_host_config host = {.name = "web1", .user = number, .group = "root"};
+    uid_t uid = 7;
+    gid_t gid = 7;
+    bool have = false;
+    act_error err = {0};
+    assert_int_equal(act_host_config_credentials(&host, &uid, &gid, &have, &err), 0);
+    assert_true(have);
+    assert_int_equal(uid, strtoul(number, NULL, 10));
+    assert_int_equal(gid, 0);
+
+    host.group = NULL;
+    assert_int_equal(act_host_config_credentials(&host, &uid, &gid, &have, &err), 0);
+    assert_int_equal(gid, uid);
+
+    host.user = "nosuchuser_act";
+    assert_int_equal(act_host_config_credentials(&host, &uid, &gid, &have, &err), -ENOENT);
+    assert_false(have);
+    assert_non_null(strstr(err.message, "host web1: User=nosuchuser_act: no such user"));
+
+    host.user = NULL;
+    host.group = "root";
+    assert_int_equal(act_host_config_credentials(&host, &uid, &gid, &have, &err), 0);
+    assert_false(have);
+}
+
 static void paths(void **state)
 {
     (void)state;
     act_error err = {0};
-    assert_int_equal(act_parse_absolute_path("/var/lib/activator", &err), 0);
+    assert_int_equal(act_path_check_absolute("/var/lib/activator", &err), 0);
     assert_int_equal(act_parse_build_path("bin/server", &err), 0);
     const char *bad_abs[] = {"", "var/lib", "/var/../etc", "/var/./lib", "/a\nb"};
     for (size_t i = 0; i < ARRAY_SIZE(bad_abs); i++) {
         err = (act_error){0};
-        assert_true(act_parse_absolute_path(bad_abs[i], &err) < 0);
+        assert_true(act_path_check_absolute(bad_abs[i], &err) < 0);
         assert_actionable(&err);
     }
     const char *bad_build[] = {"",        "/usr/bin/server", "../server", "bin/../../x",
@@ -253,23 +453,6 @@ static void urls(void **state)
 {
     (void)state;
     act_error err = {0};
-    assert_int_equal(act_parse_store_url("dir:///var/lib/activator/claims", &err), 0);
-    assert_int_equal(act_parse_store_url("etcd://127.0.0.1:2379/activator", &err), 0);
-    assert_int_equal(act_parse_store_url("etcd://etcd-1.internal:2379", &err), 0);
-    const char *bad_store[] = {"",
-                               "dir://relative",
-                               "dir:///a/../b",
-                               "etcd://",
-                               "etcd://h",
-                               "etcd://h:99999/x",
-                               "etcd://h:2379/a b",
-                               "http://h:1/x",
-                               "/var/lib/claims"};
-    for (size_t i = 0; i < ARRAY_SIZE(bad_store); i++) {
-        err = (act_error){0};
-        assert_true(act_parse_store_url(bad_store[i], &err) < 0);
-        assert_actionable(&err);
-    }
     assert_int_equal(act_parse_nng_url("ipc:///run/activator/control.ipc", ACT_URL_IPC, &err), 0);
     assert_int_equal(act_parse_nng_url("tls+tcp://[::1]:7000", ACT_URL_TLS_TCP, &err), 0);
     assert_int_equal(act_parse_nng_url("tcp://127.0.0.1:7000", ACT_URL_IPC | ACT_URL_TCP, &err), 0);
@@ -327,6 +510,9 @@ int main(void)
         cmocka_unit_test(argv_splitting),
         cmocka_unit_test(environment_words),
         cmocka_unit_test(accounts),
+        cmocka_unit_test(users_resolve_by_name_or_number),
+        cmocka_unit_test(groups_resolve_by_name_or_number),
+        cmocka_unit_test(host_credentials_combine_user_and_group),
         cmocka_unit_test(paths),
         cmocka_unit_test(urls),
         cmocka_unit_test(syscall_filters),

@@ -92,6 +92,8 @@ static void exec_probe_reports_status(void **state)
     assert_true(run_probe("exec:/bin/true", 1000000).ok);
     outcome failed = run_probe("exec:/bin/sh -c exit\\ 3", 100000);
     assert_false(failed.ok);
+    /* The command line is split as Exec= is: quotes keep a word together. */
+    assert_true(run_probe("exec:/bin/sh -c 'test \"$0\" = \"a b\"' \"a b\"", 1000000).ok);
     outcome slow = run_probe("exec:/bin/sleep 5", 200000);
     assert_false(slow.ok);
     assert_non_null(strstr(slow.why, "timed out"));
@@ -100,8 +102,9 @@ static void exec_probe_reports_status(void **state)
 static void bad_specs_are_refused(void **state)
 {
     (void)state;
-    const char *bad[] = {"http://x", "tcp:", "tcp:/path", "unix:relative", "exec:", "exec:sh -c 1",
-                         "ready"};
+    const char *bad[] = {"http://x",       "tcp:",  "tcp:/path",
+                         "unix:relative",  "exec:", "exec:sh -c 1",
+                         "exec:/bin/sh 'x", "ready"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         act_probe_spec spec;
         act_error err = {0};
