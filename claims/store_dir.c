@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/cleanup_json.h"
 #include "common/fileio.h"
 #include "common/log.h"
 #include "common/names.h"
@@ -20,12 +21,6 @@
 /* An envelope is the body plus a few bytes of wrapper; anything much larger
  * cannot hold a claim within CLAIM_JSON_MAX and is refused unread. */
 #define ENVELOPE_MAX (CLAIM_JSON_MAX + 256)
-
-static void json_putp(json_object **obj)
-{
-    json_object_put(*obj);
-}
-#define _cleanup_json_ _cleanup_(json_putp)
 
 /* Reads <host>.json. Returns 1 with the claim, 0 when absent (no file or a
  * tombstone; *revision is then the tombstone's or 0), negative when the file
@@ -55,7 +50,7 @@ static int read_envelope(dir_store *ds, const char *host, claim *out, uint64_t *
     json_tokener *tok = json_tokener_new();
     if (!tok)
         return act_error_set(err, ENOMEM, "host %s: out of memory", host);
-    _cleanup_json_ json_object *root = json_tokener_parse_ex(tok, text, (int)len);
+    _cleanup_(json_object_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     json_tokener_free(tok);
     if (!root || jerr != json_tokener_success || !json_object_is_type(root, json_type_object))
@@ -174,7 +169,7 @@ static void journal_append(dir_store *ds, const char *host, uint64_t revision, c
             act_log(LOG_WARNING, "claim store %s: cannot compact journal: %s", ds->path,
                     err.message);
     }
-    _cleanup_json_ json_object *line = json_object_new_object();
+    _cleanup_(json_object_putp) json_object *line = json_object_new_object();
     json_object_object_add(line, "revision", json_object_new_uint64(revision));
     json_object_object_add(line, "host", json_object_new_string(host));
     if (c)
@@ -219,7 +214,7 @@ static int commit_locked(dir_store *ds, const char *host, uint64_t current_revis
     if ((r = write_last_revision(ds, next, err)) < 0)
         return r;
 
-    _cleanup_json_ json_object *envelope = json_object_new_object();
+    _cleanup_(json_object_putp) json_object *envelope = json_object_new_object();
     json_object_object_add(envelope, "revision", json_object_new_uint64(next));
     if (c)
         json_object_object_add(envelope, "claim", claim_to_json_object(c));

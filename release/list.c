@@ -28,12 +28,6 @@ static void copy_truncated(char *out, size_t out_size, const char *text)
     out[len] = '\0';
 }
 
-static void closedirp(DIR **dir)
-{
-    if (*dir)
-        closedir(*dir);
-}
-
 int rel_list_open(rel_store *store, int host_dirfd, const char *host, rel_entry **entries,
                   size_t *n, act_error *err)
 {

@@ -8,9 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
-
 #include "common/cleanup.h"
+#include "common/cleanup_json.h"
 #include "common/fileio.h"
 #include "release/internal.h"
 
@@ -54,14 +53,9 @@ void rel_manifest_identity(const rel_manifest *m, const rel_file *exec, rel_iden
     }
 }
 
-static void json_putp(json_object **o)
-{
-    json_object_put(*o);
-}
-
 int rel_manifest_write(int dirfd, const rel_manifest *m, act_error *err)
 {
-    _cleanup_(json_putp) json_object *root = json_object_new_object();
+    _cleanup_(json_object_putp) json_object *root = json_object_new_object();
     json_object *files = json_object_new_array_ext((int)m->n_files);
     if (!root || !files) {
         json_object_put(files);
@@ -260,12 +254,6 @@ static int parse_files(json_object *array, const char *where, rel_manifest *m, a
     return 0;
 }
 
-static void tokener_freep(json_tokener **t)
-{
-    if (*t)
-        json_tokener_free(*t);
-}
-
 int rel_manifest_read(int version_dirfd, const char *where, const char *host, const char *version,
                       rel_manifest *out, act_error *err)
 {
@@ -278,11 +266,11 @@ int rel_manifest_read(int version_dirfd, const char *where, const char *host, co
 
     /* A manifest is three levels deep; a small depth limit keeps a hostile
      * file from recursing the parser deep. */
-    _cleanup_(tokener_freep) json_tokener *tok = json_tokener_new_ex(8);
+    _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new_ex(8);
     if (!tok)
         return act_error_set(err, ENOMEM, "out of memory reading manifest %s", where);
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    _cleanup_(json_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
+    _cleanup_(json_object_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     if (!root || jerr != json_tokener_success)
         return act_error_set(err, EUCLEAN,

@@ -143,12 +143,6 @@ static int join_path(char *out, const char *prefix, const char *name)
     return n < 0 || n >= REL_PATH_SIZE ? -ENAMETOOLONG : 0;
 }
 
-static void closedirp(DIR **dir)
-{
-    if (*dir)
-        closedir(*dir);
-}
-
 /* Copies the directory src_dirfd into dst_dirfd (both open), entry by
  * entry, refusing anything but regular files and directories. */
 static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *prefix, int depth)

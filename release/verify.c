@@ -21,12 +21,6 @@ typedef struct verify_walk {
     act_error *err;
 } verify_walk;
 
-static void closedirp(DIR **dir)
-{
-    if (*dir)
-        closedir(*dir);
-}
-
 static int check_file(verify_walk *walk, int dirfd, const char *name, const char *rel_path)
 {
     act_error *err = walk->err;

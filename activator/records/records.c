@@ -10,9 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
-
 #include "common/cleanup.h"
+#include "common/cleanup_json.h"
 #include "common/fileio.h"
 
 /* Records are small; anything bigger was not written by us. */
@@ -28,12 +27,6 @@ const char *act_generation_phase_name(act_generation_phase phase)
 {
     return (size_t)phase < ARRAY_SIZE(phase_names) ? phase_names[phase] : "unknown";
 }
-
-static void json_putp(json_object **obj)
-{
-    json_object_put(*obj);
-}
-#define _cleanup_json_ _cleanup_(json_putp)
 
 int act_records_open_host(int state_dirfd, const char *host, act_error *err)
 {
@@ -152,7 +145,7 @@ static void generation_file(uint64_t generation, char *out, size_t out_size)
 int act_records_write_generation(int host_dirfd, const act_generation_record *record,
                                  act_error *err)
 {
-    _cleanup_json_ json_object *obj = json_object_new_object();
+    _cleanup_(json_object_putp) json_object *obj = json_object_new_object();
     json_object_object_add(obj, "host", json_object_new_string(record->host));
     json_object_object_add(obj, "generation", json_object_new_uint64(record->generation));
     json_object_object_add(obj, "session", json_object_new_uint64(record->session));
@@ -192,7 +185,7 @@ int act_records_read_generation(int host_dirfd, const char *host, uint64_t gener
     char name[64], where[160];
     generation_file(generation, name, sizeof(name));
     snprintf(where, sizeof(where), "host %s: generation record %s", host, name);
-    _cleanup_json_ json_object *obj = NULL;
+    _cleanup_(json_object_putp) json_object *obj = NULL;
     int r = read_json(host_dirfd, name, where, &obj, err);
     if (r < 0)
         return r;
@@ -299,7 +292,7 @@ int act_records_list_generations(int host_dirfd, uint64_t **out, size_t *count, 
 
 int act_records_write_build_state(int host_dirfd, const act_build_state *state, act_error *err)
 {
-    _cleanup_json_ json_object *obj = json_object_new_object();
+    _cleanup_(json_object_putp) json_object *obj = json_object_new_object();
     add_build(obj, &state->build);
     json_object_object_add(obj, "generation", json_object_new_uint64(state->generation));
     json_object_object_add(obj, "session", json_object_new_uint64(state->session));
@@ -330,7 +323,7 @@ int act_records_read_build_state(int host_dirfd, const char *host, act_build_sta
 {
     char where[128];
     snprintf(where, sizeof(where), "host %s: build-state.json", host);
-    _cleanup_json_ json_object *obj = NULL;
+    _cleanup_(json_object_putp) json_object *obj = NULL;
     int r = read_json(host_dirfd, "build-state.json", where, &obj, err);
     if (r < 0)
         return r;
@@ -352,7 +345,7 @@ int act_records_read_checkpoint(int host_dirfd, const char *host, char *out, siz
 {
     char where[128];
     snprintf(where, sizeof(where), "host %s: checkpoint.json", host);
-    _cleanup_json_ json_object *obj = NULL;
+    _cleanup_(json_object_putp) json_object *obj = NULL;
     int r = read_json(host_dirfd, "checkpoint.json", where, &obj, err);
     if (r == -ENOENT) {
         out[0] = '\0';
@@ -366,7 +359,7 @@ int act_records_read_checkpoint(int host_dirfd, const char *host, char *out, siz
 
 int act_records_write_checkpoint(int host_dirfd, const char *checkpoint, act_error *err)
 {
-    _cleanup_json_ json_object *obj = json_object_new_object();
+    _cleanup_(json_object_putp) json_object *obj = json_object_new_object();
     json_object_object_add(obj, "checkpoint", json_object_new_string(checkpoint));
     return write_json(host_dirfd, "checkpoint.json", obj, err);
 }

@@ -1,4 +1,4 @@
-/* Unit tests of common/: name rules, errors, atomic file writes. */
+/* Unit tests of common/: name rules, errors, atomic file writes, cleanup. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -135,6 +135,33 @@ static void copy_string_cuts_short_and_says_so(void **state)
     assert_false(act_copy_string(small, 0, "x"));
 }
 
+typedef struct counted {
+    int *frees;
+} counted;
+
+static void counted_free(counted *c)
+{
+    (*c->frees)++;
+}
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(counted *, counted_free)
+
+static void trivial_cleanup_frees_once_and_skips_null(void **state)
+{
+    (void)state;
+    int frees = 0;
+    counted item = {.frees = &frees};
+    {
+        _cleanup_(counted_freep) counted *held = &item;
+        _cleanup_(counted_freep) counted *empty = NULL;
+        _cleanup_(counted_freep) counted *handed_on = &item;
+        assert_ptr_equal(TAKE_PTR(handed_on), &item);
+        (void)held;
+        (void)empty;
+    }
+    assert_int_equal(frees, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -145,6 +172,7 @@ int main(void)
         cmocka_unit_test(fileio_atomic_write_replaces_and_reads_back),
         cmocka_unit_test(fileio_mkdir_p_creates_nested),
         cmocka_unit_test(copy_string_cuts_short_and_says_so),
+        cmocka_unit_test(trivial_cleanup_frees_once_and_skips_null),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
