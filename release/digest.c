@@ -34,14 +34,9 @@ int rel_sha256_final_hex(EVP_MD_CTX *ctx, char out[REL_DIGEST_SIZE])
     return 0;
 }
 
-static void md_ctx_freep(EVP_MD_CTX **ctx)
-{
-    EVP_MD_CTX_free(*ctx);
-}
-
 int rel_digest_fd(int fd, char out[REL_DIGEST_SIZE], uint64_t *size, act_error *err)
 {
-    _cleanup_(md_ctx_freep) EVP_MD_CTX *ctx = rel_sha256_new();
+    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = rel_sha256_new();
     if (!ctx)
         return act_error_set(err, ENOMEM, "cannot set up SHA-256: out of memory");
     _cleanup_free_ unsigned char *buf = malloc(REL_BLOCK_SIZE);
@@ -78,7 +73,7 @@ int rel_digest_fd(int fd, char out[REL_DIGEST_SIZE], uint64_t *size, act_error *
 
 int rel_build_digest(const rel_file *files, size_t n_files, char out[REL_DIGEST_SIZE])
 {
-    _cleanup_(md_ctx_freep) EVP_MD_CTX *ctx = rel_sha256_new();
+    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = rel_sha256_new();
     if (!ctx)
         return -ENOMEM;
     static const char nul = '\0', newline = '\n';

@@ -31,11 +31,6 @@ typedef struct stage_copy {
     act_error *err;
 } stage_copy;
 
-static void md_ctx_freep(EVP_MD_CTX **ctx)
-{
-    EVP_MD_CTX_free(*ctx);
-}
-
 static int write_all(int fd, const unsigned char *data, size_t len)
 {
     while (len > 0) {
@@ -77,7 +72,7 @@ static int copy_file(stage_copy *copy, int src_fd, int dst_dirfd, const char *na
                      const char *rel_path, mode_t src_mode)
 {
     act_error *err = copy->err;
-    _cleanup_(md_ctx_freep) EVP_MD_CTX *ctx = rel_sha256_new();
+    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = rel_sha256_new();
     if (!ctx)
         return act_error_set(err, ENOMEM, "out of memory setting up SHA-256");
     _cleanup_close_ int dst_fd =

@@ -48,11 +48,6 @@ void act_host_configs_free(act_host_config *hosts, size_t n)
     free(hosts);
 }
 
-static void strv_freep(char ***strv)
-{
-    act_strv_free(*strv);
-}
-
 /* The probe and listen parsers put "WHERE: " in front of their messages; the
  * config error line already names file, line and key. */
 static int reword(int r, act_error *err)
@@ -65,7 +60,7 @@ static int reword(int r, act_error *err)
 static int apply_exec(void *target, const char *value, act_error *err)
 {
     act_host_config *h = target;
-    __attribute__((cleanup(strv_freep))) char **argv = NULL;
+    _cleanup_(act_strv_freep) char **argv = NULL;
     int r = act_split_argv(value, &argv, err);
     if (r < 0)
         return r;
@@ -80,7 +75,7 @@ static int apply_exec(void *target, const char *value, act_error *err)
  * build: an absolute program path, then arguments. */
 static int parse_host_command(const char *value, char ***out, act_error *err)
 {
-    __attribute__((cleanup(strv_freep))) char **argv = NULL;
+    _cleanup_(act_strv_freep) char **argv = NULL;
     int r = act_split_argv(value, &argv, err);
     if (r < 0)
         return r;

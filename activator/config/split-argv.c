@@ -22,18 +22,13 @@ size_t act_strv_length(char *const *strv)
     return n;
 }
 
-static void strv_freep(char ***strv)
-{
-    act_strv_free(*strv);
-}
-
 int act_split_argv(const char *text, char ***out, act_error *err)
 {
     /* No word is longer than the text, so one buffer of its length holds any
      * word being built, and there are at most len/2+1 words. */
     size_t len = strlen(text);
     _cleanup_free_ char *word = malloc(len + 1);
-    __attribute__((cleanup(strv_freep))) char **words = calloc(len / 2 + 2, sizeof(char *));
+    _cleanup_(act_strv_freep) char **words = calloc(len / 2 + 2, sizeof(char *));
     if (!word || !words)
         return act_error_set(err, ENOMEM, "out of memory splitting a command line");
     size_t n_words = 0;

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "common/cleanup.h"
 #include "common/error.h"
 
 /* Splits text into words: blanks separate words; 'single quotes' keep
@@ -17,4 +18,5 @@
 int act_split_argv(const char *text, char ***out, act_error *err);
 
 void act_strv_free(char **strv);
+DEFINE_TRIVIAL_CLEANUP_FUNC(char **, act_strv_free)
 size_t act_strv_length(char *const *strv);
