@@ -331,15 +331,10 @@ static int dir_list(claim_store *store, claim **out, size_t *n_out, claims_probl
                     void *userdata, act_error *err)
 {
     dir_store *ds = (dir_store *)store;
-    int fd = openat(ds->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return act_error_set(err, errno, "claim store %s: cannot open: %m", ds->path);
-    DIR *dir = fdopendir(fd);
-    if (!dir) {
-        close(fd);
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(ds->dirfd, ".");
+    if (!dir)
         return act_error_set(err, errno, "claim store %s: cannot list: %m", ds->path);
-    }
-    claim *claims = NULL;
+    _cleanup_free_ claim *claims = NULL;
     size_t n = 0, cap = 0;
     struct dirent *entry;
     while ((entry = readdir(dir))) {
@@ -349,11 +344,8 @@ static int dir_list(claim_store *store, claim **out, size_t *n_out, claims_probl
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
             claim *grown = realloc(claims, cap * sizeof(*claims));
-            if (!grown) {
-                free(claims);
-                closedir(dir);
+            if (!grown)
                 return act_error_set(err, ENOMEM, "claim store %s: out of memory", ds->path);
-            }
             claims = grown;
         }
         uint64_t revision;
@@ -366,10 +358,9 @@ static int dir_list(claim_store *store, claim **out, size_t *n_out, claims_probl
         else if (r < 0)
             act_log(LOG_WARNING, "claim list skipped: %s", bad.message);
     }
-    closedir(dir);
     if (n > 1)
         qsort(claims, n, sizeof(*claims), claims_compare_by_host);
-    *out = claims;
+    *out = TAKE_PTR(claims);
     *n_out = n;
     return 0;
 }

@@ -13,6 +13,17 @@
 
 #include "common/cleanup.h"
 
+DIR *act_opendir_at(int dirfd, const char *path)
+{
+    int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    DIR *dir = fdopendir(fd);
+    if (!dir)
+        act_closep(&fd); /* keeps errno for the caller */
+    return dir;
+}
+
 static int write_all(int fd, const void *data, size_t len)
 {
     const char *p = data;

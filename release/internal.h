@@ -136,9 +136,6 @@ int rel_lock(int fd, bool wait);
 int rel_lock_host(rel_store *store, int host_dirfd, const char *host, act_error *err);
 void rel_unlock(int fd);
 
-/* Opens the directory dirfd for readdir with its own file offset. */
-DIR *rel_opendir_at(int dirfd);
-
 /* Removes dirfd/name and everything below it. */
 int rel_remove_tree(int dirfd, const char *name);
 

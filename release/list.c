@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/fileio.h"
 #include "common/names.h"
 #include "release/internal.h"
 
@@ -38,7 +39,7 @@ int rel_list_open(rel_store *store, int host_dirfd, const char *host, rel_entry 
     /* No live link, or a damaged one, just means nothing is marked live. */
     (void)rel_live_read(store, host_dirfd, host, live, &live_err);
 
-    _cleanup_(closedirp) DIR *dir = rel_opendir_at(host_dirfd);
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(host_dirfd, ".");
     if (!dir)
         return act_error_set(err, errno, "host %s: cannot read %s/%s: %s", host, store->path, host,
                              strerror(errno));

@@ -148,7 +148,7 @@ static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *
                              "source %s: directories nest deeper than %d levels at "
                              "%s",
                              copy->source_path, REL_MAX_DEPTH, prefix);
-    _cleanup_(closedirp) DIR *dir = rel_opendir_at(src_dirfd);
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(src_dirfd, ".");
     if (!dir)
         return act_error_set(err, errno, "cannot read source %s: %s", copy->source_path,
                              strerror(errno));

@@ -185,27 +185,11 @@ void rel_random_suffix(char out[9])
     snprintf(out, 9, "%08x", nonce);
 }
 
-DIR *rel_opendir_at(int dirfd)
-{
-    /* A dup() would share the file offset with dirfd, so a directory that
-     * was read once would look empty to the next reader. */
-    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    DIR *dir = fdopendir(fd);
-    if (!dir) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-    }
-    return dir;
-}
-
 static int remove_children(int dirfd, int depth)
 {
     if (depth > REL_MAX_DEPTH)
         return -ELOOP;
-    DIR *dir = rel_opendir_at(dirfd);
+    DIR *dir = act_opendir_at(dirfd, ".");
     if (!dir)
         return -errno;
     int r = 0;
@@ -255,7 +239,7 @@ static bool has_prefix(const char *s, const char *prefix)
 
 void rel_sweep_stale(int host_dirfd)
 {
-    DIR *dir = rel_opendir_at(host_dirfd);
+    DIR *dir = act_opendir_at(host_dirfd, ".");
     if (!dir)
         return;
     struct dirent *de;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/fileio.h"
 #include "common/names.h"
 #include "release/internal.h"
 
@@ -55,7 +56,7 @@ static int walk_dir(verify_walk *walk, int dirfd, const char *prefix, int depth)
     if (depth > REL_MAX_DEPTH)
         return act_error_set(err, ELOOP, "%s: directories nest deeper than %d levels", walk->label,
                              REL_MAX_DEPTH);
-    _cleanup_(closedirp) DIR *dir = rel_opendir_at(dirfd);
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(dirfd, ".");
     if (!dir)
         return act_error_set(err, errno, "%s: cannot read the build: %s", walk->label,
                              strerror(errno));

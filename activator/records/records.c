@@ -256,14 +256,9 @@ static bool parse_record_name(const char *name, uint64_t *generation)
 
 int act_records_list_generations(int host_dirfd, uint64_t **out, size_t *count, act_error *err)
 {
-    int fd = openat(host_dirfd, "generations", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return act_error_set(err, errno, "cannot open generations/: %s", strerror(errno));
-    DIR *dir = fdopendir(fd);
-    if (!dir) {
-        close(fd);
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(host_dirfd, "generations");
+    if (!dir)
         return act_error_set(err, errno, "cannot list generations/: %s", strerror(errno));
-    }
     _cleanup_free_ uint64_t *numbers = NULL;
     size_t used = 0, cap = 0;
     struct dirent *entry;
@@ -274,15 +269,12 @@ int act_records_list_generations(int host_dirfd, uint64_t **out, size_t *count, 
         if (used == cap) {
             cap = cap ? cap * 2 : 8;
             uint64_t *grown = realloc(numbers, cap * sizeof(*numbers));
-            if (!grown) {
-                closedir(dir);
+            if (!grown)
                 return act_error_set(err, ENOMEM, "out of memory listing generations");
-            }
             numbers = grown;
         }
         numbers[used++] = generation;
     }
-    closedir(dir);
     if (used)
         qsort(numbers, used, sizeof(*numbers), compare_u64);
     *out = TAKE_PTR(numbers);

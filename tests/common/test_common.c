@@ -124,6 +124,44 @@ static void fileio_mkdir_p_creates_nested(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+static size_t count_entries(DIR *dir)
+{
+    size_t n = 0;
+    for (struct dirent *de; (de = readdir(dir));)
+        n += de->d_name[0] != '.';
+    return n;
+}
+
+static void opendir_at_reads_afresh_and_refuses_symlinks(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/act-common-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    _cleanup_close_ int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dirfd >= 0);
+    assert_int_equal(mkdirat(dirfd, "sub", 0755), 0);
+    assert_int_equal(symlinkat("sub", dirfd, "link"), 0);
+
+    /* Each DIR has its own offset: reading one to the end leaves the next
+     * one whole. */
+    for (int pass = 0; pass < 2; pass++) {
+        _cleanup_(closedirp) DIR *listing = act_opendir_at(dirfd, ".");
+        assert_non_null(listing);
+        assert_int_equal(count_entries(listing), 2);
+    }
+    _cleanup_(closedirp) DIR *sub = act_opendir_at(dirfd, "sub");
+    assert_non_null(sub);
+    assert_int_equal(count_entries(sub), 0);
+    /* O_DIRECTORY with O_NOFOLLOW: the kernel says ENOTDIR for a symlink. */
+    errno = 0;
+    assert_null(act_opendir_at(dirfd, "link"));
+    assert_true(errno == ENOTDIR || errno == ELOOP);
+
+    assert_int_equal(unlinkat(dirfd, "link", 0), 0);
+    assert_int_equal(unlinkat(dirfd, "sub", AT_REMOVEDIR), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 static void copy_string_cuts_short_and_says_so(void **state)
 {
     (void)state;
@@ -171,6 +209,7 @@ int main(void)
         cmocka_unit_test(error_prefix_keeps_errno),
         cmocka_unit_test(fileio_atomic_write_replaces_and_reads_back),
         cmocka_unit_test(fileio_mkdir_p_creates_nested),
+        cmocka_unit_test(opendir_at_reads_afresh_and_refuses_symlinks),
         cmocka_unit_test(copy_string_cuts_short_and_says_so),
         cmocka_unit_test(trivial_cleanup_frees_once_and_skips_null),
     };
