@@ -73,4 +73,13 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir)
         taken_ptr_;                                                                                \
     })
 
+/* For a struct whose cleanup clears it (_cleanup_(rel_manifest_clear) and
+ * the like): returns its value and leaves it zeroed. */
+#define TAKE_STRUCT(s)                                                                             \
+    ({                                                                                             \
+        __typeof__(s) taken_struct_ = (s);                                                         \
+        (s) = (__typeof__(s)){0};                                                                  \
+        taken_struct_;                                                                             \
+    })
+
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

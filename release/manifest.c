@@ -56,11 +56,9 @@ void rel_manifest_identity(const rel_manifest *m, const rel_file *exec, rel_iden
 int rel_manifest_write(int dirfd, const rel_manifest *m, act_error *err)
 {
     _cleanup_(json_object_putp) json_object *root = json_object_new_object();
-    json_object *files = json_object_new_array_ext((int)m->n_files);
-    if (!root || !files) {
-        json_object_put(files);
+    _cleanup_(json_object_putp) json_object *files = json_object_new_array_ext((int)m->n_files);
+    if (!root || !files)
         return act_error_set(err, ENOMEM, "out of memory writing the manifest");
-    }
     json_object_object_add(root, "format", json_object_new_int(MANIFEST_FORMAT));
     json_object_object_add(root, "host", json_object_new_string(m->host));
     json_object_object_add(root, "version", json_object_new_string(m->version));
@@ -76,7 +74,7 @@ int rel_manifest_write(int dirfd, const rel_manifest *m, act_error *err)
         json_object_object_add(f, "sha256", json_object_new_string(m->files[i].digest));
         json_object_array_add(files, f);
     }
-    json_object_object_add(root, "files", files);
+    json_object_object_add(root, "files", TAKE_PTR(files));
 
     size_t len = 0;
     const char *text = json_object_to_json_string_length(
@@ -288,7 +286,7 @@ int rel_manifest_read(int version_dirfd, const char *where, const char *host, co
     if (!json_object_is_type(root, json_type_object))
         return act_error_set(err, EUCLEAN, "manifest %s: the top level must be an object", where);
 
-    rel_manifest m = {0};
+    _cleanup_(rel_manifest_clear) rel_manifest m = {0};
     json_object *value = NULL;
     uint64_t format = 0;
     r = get_uint64(root, where, "format", "format", &format, err);
@@ -342,10 +340,8 @@ int rel_manifest_read(int version_dirfd, const char *where, const char *host, co
                           "manifest %s: field build_digest is %s but its files list gives %s; "
                           "the manifest was edited; restage the version",
                           where, m.build_digest, computed);
-    if (r < 0) {
-        rel_manifest_clear(&m);
+    if (r < 0)
         return r;
-    }
-    *out = m;
+    *out = TAKE_STRUCT(m);
     return 0;
 }

@@ -28,18 +28,15 @@ int rel_store_open(const char *releases_dir, rel_store **out, act_error *err)
     if (dirfd < 0)
         return act_error_set(err, errno, "cannot open releases directory %s: %s", releases_dir,
                              strerror(errno));
-    rel_store *store = calloc(1, sizeof(*store));
-    if (!store)
-        return act_error_set(err, ENOMEM, "out of memory opening releases directory %s",
-                             releases_dir);
-    store->path = strdup(releases_dir);
-    if (!store->path) {
-        free(store);
-        return act_error_set(err, ENOMEM, "out of memory opening releases directory %s",
-                             releases_dir);
+    _cleanup_(rel_store_freep) rel_store *store = calloc(1, sizeof(*store));
+    if (store) {
+        store->dirfd = TAKE_FD(dirfd);
+        store->path = strdup(releases_dir);
     }
-    store->dirfd = TAKE_FD(dirfd);
-    *out = store;
+    if (!store || !store->path)
+        return act_error_set(err, ENOMEM, "out of memory opening releases directory %s",
+                             releases_dir);
+    *out = TAKE_PTR(store);
     return 0;
 }
 
@@ -189,7 +186,7 @@ static int remove_children(int dirfd, int depth)
 {
     if (depth > REL_MAX_DEPTH)
         return -ELOOP;
-    DIR *dir = act_opendir_at(dirfd, ".");
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(dirfd, ".");
     if (!dir)
         return -errno;
     int r = 0;
@@ -203,19 +200,18 @@ static int remove_children(int dirfd, int depth)
             r = -errno;
             continue;
         }
-        int child = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int child =
+            openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (child < 0) {
             r = -errno;
             continue;
         }
         int cr = remove_children(child, depth + 1);
-        close(child);
         if (cr < 0)
             r = cr;
         else if (unlinkat(dirfd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
             r = -errno;
     }
-    closedir(dir);
     return r;
 }
 
@@ -239,7 +235,7 @@ static bool has_prefix(const char *s, const char *prefix)
 
 void rel_sweep_stale(int host_dirfd)
 {
-    DIR *dir = act_opendir_at(host_dirfd, ".");
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(host_dirfd, ".");
     if (!dir)
         return;
     struct dirent *de;
@@ -262,5 +258,4 @@ void rel_sweep_stale(int host_dirfd)
         if (r < 0)
             act_log(LOG_WARNING, "cannot remove leftover %s: %s", de->d_name, strerror(-r));
     }
-    closedir(dir);
 }

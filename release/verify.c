@@ -115,15 +115,13 @@ int rel_verify_open(rel_store *store, int host_dirfd, const char *host, const ch
     char where[PATH_MAX], label[256];
     snprintf(where, sizeof(where), "%s/%s/%s/%s", store->path, host, version, REL_MANIFEST_NAME);
     snprintf(label, sizeof(label), "host %s: version %s", host, version);
-    rel_manifest m;
+    _cleanup_(rel_manifest_clear) rel_manifest m = {0};
     int r = rel_manifest_read(version_fd, where, host, version, &m, err);
     if (r < 0)
         return act_error_prefix(err, "%s", label);
     _cleanup_free_ bool *seen = calloc(m.n_files, sizeof(bool));
-    if (!seen) {
-        rel_manifest_clear(&m);
+    if (!seen)
         return act_error_set(err, ENOMEM, "%s: out of memory verifying", label);
-    }
     verify_walk walk = {.m = &m, .seen = seen, .label = label, .err = err};
     r = walk_dir(&walk, version_fd, "", 0);
     for (size_t i = 0; r == 0 && i < m.n_files; i++)
@@ -132,7 +130,6 @@ int rel_verify_open(rel_store *store, int host_dirfd, const char *host, const ch
                               "%s: file %s listed in the manifest is missing from "
                               "the build; restage the version",
                               label, m.files[i].path);
-    rel_manifest_clear(&m);
     return r;
 }
 
