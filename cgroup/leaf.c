@@ -91,7 +91,7 @@ static int open_v1_mirrors(cg_leaf *leaf, act_error *err)
 int cg_leaf_open_rel(cg_root *root, const char *rel, const char *host, const char *name,
                      cg_leaf **out, act_error *err)
 {
-    cg_leaf *leaf = calloc(1, sizeof(*leaf));
+    _cleanup_(cg_leaf_freep) cg_leaf *leaf = calloc(1, sizeof(*leaf));
     if (!leaf)
         return act_error_set(err, ENOMEM, "out of memory");
     leaf->root = root;
@@ -100,32 +100,24 @@ int cg_leaf_open_rel(cg_root *root, const char *rel, const char *host, const cha
         leaf->v1_procs_fd[c] = -1;
     snprintf(leaf->host, sizeof(leaf->host), "%s", host);
     snprintf(leaf->name, sizeof(leaf->name), "%s", name);
-    int r;
     leaf->rel = strdup(rel);
     if (!leaf->rel || asprintf(&leaf->v2_path, "%s/%s", root->v2_mount, rel) < 0) {
         leaf->v2_path = NULL;
-        r = act_error_set(err, ENOMEM, "out of memory");
-        goto fail;
+        return act_error_set(err, ENOMEM, "out of memory");
     }
     leaf->dir_fd = open(leaf->v2_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (leaf->dir_fd < 0) {
-        r = act_error_set(err, errno, "cannot open cgroup %s: %s", leaf->v2_path,
-                          strerror(errno));
-        goto fail;
-    }
+    if (leaf->dir_fd < 0)
+        return act_error_set(err, errno, "cannot open cgroup %s: %s", leaf->v2_path,
+                             strerror(errno));
     leaf->cgevents_fd = openat(leaf->dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
-    if (leaf->cgevents_fd < 0) {
-        r = act_error_set(err, errno, "cannot open %s/cgroup.events: %s", leaf->v2_path,
-                          strerror(errno));
-        goto fail;
-    }
-    if ((r = open_v1_mirrors(leaf, err)) < 0)
-        goto fail;
-    *out = leaf;
+    if (leaf->cgevents_fd < 0)
+        return act_error_set(err, errno, "cannot open %s/cgroup.events: %s", leaf->v2_path,
+                             strerror(errno));
+    int r = open_v1_mirrors(leaf, err);
+    if (r < 0)
+        return r;
+    *out = TAKE_PTR(leaf);
     return 0;
-fail:
-    cg_leaf_free(leaf);
-    return r;
 }
 
 static int leaf_rel(const cg_root *root, const char *host, const char *leaf_name, char **out,

@@ -130,22 +130,16 @@ static int export_program(scmp_filter_ctx ctx, cg_seccomp_program **out, act_err
         size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS)
         return act_error_set(err, EINVAL, "seccomp: exported filter has a bad size %lld",
                              (long long)size);
-    cg_seccomp_program *program = calloc(1, sizeof(*program));
-    struct sock_filter *filter = malloc((size_t)size);
-    if (!program || !filter) {
-        free(program);
-        free(filter);
+    _cleanup_(cg_seccomp_program_freep) cg_seccomp_program *program =
+        calloc(1, sizeof(*program));
+    if (!program || !(program->fprog.filter = malloc((size_t)size)))
         return act_error_set(err, ENOMEM, "out of memory");
-    }
-    if (pread(fd, filter, (size_t)size, 0) != size) {
-        int e = errno ? errno : EIO;
-        free(program);
-        free(filter);
-        return act_error_set(err, e, "seccomp: cannot read the exported filter back");
-    }
-    program->fprog.filter = filter;
+    errno = 0;
+    if (pread(fd, program->fprog.filter, (size_t)size, 0) != size)
+        return act_error_set(err, errno ? errno : EIO,
+                             "seccomp: cannot read the exported filter back");
     program->fprog.len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
-    *out = program;
+    *out = TAKE_PTR(program);
     return 0;
 }
 

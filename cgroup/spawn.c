@@ -419,8 +419,8 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
     sigset_t all, saved;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved);
-    int pidfd = -1, clone_errno = 0;
-    _cleanup_close_ int v2_procs_fd = -1;
+    _cleanup_close_ int pidfd = -1, v2_procs_fd = -1;
+    int clone_errno = 0;
     pid_t pid = clone_into_leaf(leaf, &plan, spec->method, &pidfd, &v2_procs_fd,
                                 &clone_errno);
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
@@ -445,13 +445,12 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
          * failure is reported here and nowhere later. */
         siginfo_t info;
         waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED);
-        close(pidfd);
         if (got != (int)sizeof(report))
             return act_error_set(err, EIO, "leaf %s: child sent a malformed exec report",
                                  leaf->v2_path);
         return report_failure(leaf, spec, &report, err);
     }
     out->pid = pid;
-    out->pidfd = pidfd;
+    out->pidfd = TAKE_FD(pidfd);
     return 0;
 }

@@ -147,16 +147,14 @@ int cg_v1_create(cg_root *root, const char *rel, const cg_limits *limits, act_er
         return 0;
     if ((r = cg_v1_init(err)) < 0)
         return r;
-    struct cgroup *cg = cgroup_new_cgroup(rel);
+    /* cgroup_free takes the variable's address and ignores NULL. */
+    _cleanup_(cgroup_free) struct cgroup *cg = cgroup_new_cgroup(rel);
     if (!cg)
         return act_error_set(err, ENOMEM, "out of memory describing v1 cgroup %s", rel);
     r = add_values(root, cg, limits);
-    if (r < 0) {
-        cgroup_free(&cg);
+    if (r < 0)
         return act_error_set(err, -r, "cannot describe v1 cgroup %s: %s", rel, strerror(-r));
-    }
     int code = cgroup_modify_cgroup(cg);
-    cgroup_free(&cg);
     if (code != 0)
         return act_error_set(err, libcgroup_errno(code),
                              "cannot write the v1 limits of %s through libcgroup: %s", rel,
