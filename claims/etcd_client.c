@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cleanup.h"
+#include "common/cleanup_json.h"
 #include "common/clock.h"
 
 #define MAX_ENDPOINTS 16
@@ -54,31 +56,24 @@ static char *dup_or_null(const char *s)
 int etcd_client_new(const char *endpoints, const claims_store_options *options,
                     etcd_client **out, act_error *err)
 {
-    etcd_client *client = calloc(1, sizeof(*client));
-    if (!client)
+    _cleanup_(etcd_client_freep) etcd_client *client = calloc(1, sizeof(*client));
+    _cleanup_free_ char *list = strdup(endpoints);
+    if (!client || !list)
         return act_error_set(err, ENOMEM, "etcd: out of memory");
-    char *list = strdup(endpoints);
     char *rest = list;
     for (char *ep = strsep(&rest, ","); ep; ep = strsep(&rest, ",")) {
         const char *colon = strrchr(ep, ':');
         if (client->n_endpoints == MAX_ENDPOINTS || !colon || colon == ep || !colon[1] ||
-            strspn(colon + 1, "0123456789") != strlen(colon + 1) || strpbrk(ep, "/@ ?#")) {
-            int r = act_error_set(err, EINVAL,
-                                  "etcd endpoint \"%.100s\" is not host:port (at most %d "
-                                  "endpoints); write etcd://host:port[,host:port...]/prefix",
-                                  ep, MAX_ENDPOINTS);
-            free(list);
-            etcd_client_free(client);
-            return r;
-        }
+            strspn(colon + 1, "0123456789") != strlen(colon + 1) || strpbrk(ep, "/@ ?#"))
+            return act_error_set(err, EINVAL,
+                                 "etcd endpoint \"%.100s\" is not host:port (at most %d "
+                                 "endpoints); write etcd://host:port[,host:port...]/prefix",
+                                 ep, MAX_ENDPOINTS);
         client->endpoints[client->n_endpoints++] = strdup(ep);
     }
-    free(list);
-    if (client->n_endpoints == 0) {
-        etcd_client_free(client);
+    if (client->n_endpoints == 0)
         return act_error_set(err, EINVAL, "etcd store URL names no endpoint; write "
                                           "etcd://host:port/prefix");
-    }
     client->timeout_ms = options->timeout_ms;
     client->tls = options->ca_file || options->cert_file;
     client->ca_file = dup_or_null(options->ca_file);
@@ -86,7 +81,7 @@ int etcd_client_new(const char *endpoints, const claims_store_options *options,
     client->key_file = dup_or_null(options->key_file);
     client->username = dup_or_null(options->username);
     client->password = dup_or_null(options->password);
-    *out = client;
+    *out = TAKE_PTR(client);
     return 0;
 }
 
@@ -422,29 +417,21 @@ static void on_transfer_done(curl_glue_job *job, CURLcode result)
                          failure_hint(call->client, result));
         return;
     }
-    json_object *response = call->response_len ? json_tokener_parse(call->response) : NULL;
-    if (status != 200) {
+    _cleanup_(json_object_putp) json_object *response =
+        call->response_len ? json_tokener_parse(call->response) : NULL;
+    if (status != 200)
         handle_http_error(call, status, response);
-        json_object_put(response);
-        return;
-    }
-    if (call->stream) {
+    else if (call->stream)
         /* A stream that ends cleanly still ends: the server went away. */
         finish_error(call, ECONNRESET, "etcd endpoint %s: watch stream closed by the server; "
                                        "start a new watch from the last revision seen + 1",
                      etcd_call_endpoint(call));
-        json_object_put(response);
-        return;
-    }
-    if (!response || !json_object_is_type(response, json_type_object)) {
-        json_object_put(response);
+    else if (!response || !json_object_is_type(response, json_type_object))
         finish_error(call, EPROTO, "etcd endpoint %s: %s answered with something that is not "
                                    "JSON; is this an etcd v3 gateway?",
                      etcd_call_endpoint(call), call->path);
-        return;
-    }
-    finish(call, 0, response, NULL);
-    json_object_put(response);
+    else
+        finish(call, 0, response, NULL);
 }
 
 static int send_call(etcd_call *call, act_error *err)

@@ -332,6 +332,29 @@ static int on_collect_timeout(sd_event_source *source, uint64_t usec, void *user
     return 0;
 }
 
+/* Watches into state until it has what it wants, fails or times out. The
+ * watch and its timer are gone on return, so nothing touches state after. */
+static int collect_on(claim_store *store, sd_event *loop, uint64_t from_revision, int timeout_ms,
+                      collect_state *state, act_error *err)
+{
+    _cleanup_(claims_watch_freep) claims_watch *watch = NULL;
+    int r = store->ops->watch_start(store, loop, from_revision, on_collect, state, &watch, err);
+    if (r < 0)
+        return r;
+    _cleanup_(sd_event_source_disable_unrefp) sd_event_source *timer = NULL;
+    r = sd_event_add_time_relative(loop, &timer, CLOCK_MONOTONIC,
+                                   (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000, 0,
+                                   on_collect_timeout, state);
+    if (r < 0)
+        return act_error_set(err, -r, "claim watch: cannot arm its timeout");
+    while (state->n < state->want && state->error == 0 && !state->timed_out) {
+        r = sd_event_run(loop, UINT64_MAX);
+        if (r < 0)
+            return act_error_set(err, -r, "claim watch: event loop failed");
+    }
+    return state->error;
+}
+
 int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want, int timeout_ms,
                          claim_change **out, size_t *n_out, act_error *err)
 {
@@ -342,30 +365,10 @@ int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want
     if (r < 0)
         return r;
     collect_state state = {.want = want, .err = err};
-    claims_watch *watch = NULL;
-    r = store->ops->watch_start(store, loop, from_revision, on_collect, &state, &watch, err);
-    if (r < 0)
-        return r;
-    sd_event_source *timer = NULL;
-    r = sd_event_add_time_relative(loop, &timer, CLOCK_MONOTONIC,
-                                   (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000, 0,
-                                   on_collect_timeout, &state);
+    r = collect_on(store, loop, from_revision, timeout_ms, &state, err);
     if (r < 0) {
-        claims_watch_free(watch);
-        return act_error_set(err, -r, "claim watch: cannot arm its timeout");
-    }
-    while (state.n < state.want && state.error == 0 && !state.timed_out) {
-        r = sd_event_run(loop, UINT64_MAX);
-        if (r < 0) {
-            state.error = act_error_set(err, -r, "claim watch: event loop failed");
-            break;
-        }
-    }
-    sd_event_source_disable_unref(timer);
-    claims_watch_free(watch);
-    if (state.error < 0) {
         free(state.changes);
-        return state.error;
+        return r;
     }
     *out = state.changes;
     *n_out = state.n;

@@ -47,12 +47,11 @@ static int read_envelope(dir_store *ds, const char *host, claim *out, uint64_t *
     if (r < 0)
         return act_error_set(err, -r, "host %s: cannot read claim: %s", host, why.message);
 
-    json_tokener *tok = json_tokener_new();
+    _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new();
     if (!tok)
         return act_error_set(err, ENOMEM, "host %s: out of memory", host);
     _cleanup_(json_object_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
-    json_tokener_free(tok);
     if (!root || jerr != json_tokener_success || !json_object_is_type(root, json_type_object))
         return act_error_set(err, EINVAL,
                              "host %s: claim file %s/%s is not a JSON object (%s); rewrite it "
@@ -421,30 +420,25 @@ int claims_dir_open(const char *path, const claims_store_options *options, claim
     if (!ds)
         return act_error_set(err, ENOMEM, "claim store %s: out of memory", path);
     ds->base.ops = &dir_ops;
-    ds->lockfd = -1;
-    ds->last_fd = -1;
+    ds->dirfd = ds->lockfd = ds->last_fd = -1;
     pthread_mutex_init(&ds->thread_lock, NULL);
+    /* From here a failed open frees the store the way any store is freed. */
+    _cleanup_(claims_store_freep) claim_store *store = &ds->base;
     read_boot_id(ds->boot_id, sizeof(ds->boot_id));
     ds->path = strdup(path);
+    if (!ds->path)
+        return act_error_set(err, ENOMEM, "claim store %s: out of memory", path);
     ds->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (ds->dirfd < 0 || !ds->path) {
-        r = act_error_set(err, errno ? errno : ENOMEM, "claim store %s: cannot open: %m", path);
-        dir_free(&ds->base);
-        return r;
-    }
+    if (ds->dirfd < 0)
+        return act_error_set(err, errno, "claim store %s: cannot open: %m", path);
     ds->lockfd = openat(ds->dirfd, DIR_LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (ds->lockfd < 0) {
-        r = act_error_set(err, errno, "claim store %s: cannot open %s: %m", path, DIR_LOCK_FILE);
-        dir_free(&ds->base);
-        return r;
-    }
+    if (ds->lockfd < 0)
+        return act_error_set(err, errno, "claim store %s: cannot open %s: %m", path,
+                             DIR_LOCK_FILE);
     ds->last_fd = openat(ds->dirfd, DIR_REVISION_LAST_FILE, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (ds->last_fd < 0) {
-        r = act_error_set(err, errno, "claim store %s: cannot open %s: %m", path,
-                          DIR_REVISION_LAST_FILE);
-        dir_free(&ds->base);
-        return r;
-    }
-    *out = &ds->base;
+    if (ds->last_fd < 0)
+        return act_error_set(err, errno, "claim store %s: cannot open %s: %m", path,
+                             DIR_REVISION_LAST_FILE);
+    *out = TAKE_PTR(store);
     return 0;
 }

@@ -469,6 +469,22 @@ static const claims_store_ops etcd_ops = {
     .watch_start = etcd_watch_start,
 };
 
+/* The prefix is a path of names, so it cannot reach keys outside it. */
+static int check_prefix(const char *spec, const char *prefix, act_error *err)
+{
+    _cleanup_free_ char *copy = strdup(prefix);
+    if (!copy)
+        return act_error_set(err, ENOMEM, "etcd: out of memory");
+    char *save = NULL;
+    for (char *part = strtok_r(copy, "/", &save); part; part = strtok_r(NULL, "/", &save))
+        if (!act_name_is_valid(part))
+            return act_error_set(err, EINVAL,
+                                 "claim store URL etcd://%.200s: prefix component \"%.64s\" is "
+                                 "not a name (A-Z a-z 0-9 . _ -, not starting with '.')",
+                                 spec, part);
+    return 0;
+}
+
 int claims_etcd_open(const char *spec, const claims_store_options *options, claim_store **out,
                      act_error *err)
 {
@@ -478,39 +494,26 @@ int claims_etcd_open(const char *spec, const claims_store_options *options, clai
                              "claim store URL etcd://%.200s has no key prefix; write "
                              "etcd://host:port[,host:port...]/prefix",
                              spec);
-    /* The prefix is a path of names, so it cannot reach keys outside it. */
-    char *prefix_copy = strdup(slash + 1), *save = NULL;
-    for (char *part = strtok_r(prefix_copy, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
-        if (!act_name_is_valid(part)) {
-            int r = act_error_set(err, EINVAL,
-                                  "claim store URL etcd://%.200s: prefix component \"%.64s\" is "
-                                  "not a name (A-Z a-z 0-9 . _ -, not starting with '.')",
-                                  spec, part);
-            free(prefix_copy);
-            return r;
-        }
-    }
-    free(prefix_copy);
+    int r = check_prefix(spec, slash + 1, err);
+    if (r < 0)
+        return r;
     etcd_store *es = calloc(1, sizeof(*es));
     if (!es)
         return act_error_set(err, ENOMEM, "etcd: out of memory");
     es->base.ops = &etcd_ops;
-    char *endpoints = strndup(spec, (size_t)(slash - spec));
+    /* From here a failed open frees the store the way any store is freed. */
+    _cleanup_(claims_store_freep) claim_store *store = &es->base;
+    _cleanup_free_ char *endpoints = strndup(spec, (size_t)(slash - spec));
     size_t prefix_len = strlen(slash);
     while (prefix_len > 1 && slash[prefix_len - 1] == '/')
         prefix_len--;
     es->prefix = strndup(slash, prefix_len);
-    int r = 0;
     if (!endpoints || !es->prefix || asprintf(&es->list_key, "%s/", es->prefix) < 0 ||
         asprintf(&es->list_end, "%s0", es->prefix) < 0)
-        r = act_error_set(err, ENOMEM, "etcd: out of memory");
-    if (r == 0)
-        r = etcd_client_new(endpoints, options, &es->client, err);
-    free(endpoints);
-    if (r < 0) {
-        etcd_free(&es->base);
+        return act_error_set(err, ENOMEM, "etcd: out of memory");
+    r = etcd_client_new(endpoints, options, &es->client, err);
+    if (r < 0)
         return r;
-    }
-    *out = &es->base;
+    *out = TAKE_PTR(store);
     return 0;
 }
