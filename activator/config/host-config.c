@@ -426,7 +426,7 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, act_
                               strerror(saved));
         return -saved;
     }
-    act_host_config h = {
+    _cleanup_(act_host_config_free) act_host_config h = {
         .ready = {.kind = ACT_PROBE_NOTIFY},
         .ready_timeout_usec = 30 * ACT_USEC_PER_SEC,
         .stop_timeout_usec = 10 * ACT_USEC_PER_SEC,
@@ -436,17 +436,13 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, act_
     };
     unsigned key_lines[N_KEYS] = {0};
     int problems = act_ini_parse_fd(fd, path, host_keys, N_KEYS, &h, key_lines, errors);
-    if (problems < 0) {
-        act_host_config_free(&h);
+    if (problems < 0)
         return problems;
-    }
     problems += finish(&h, path, key_lines, errors);
-    if (problems > 0) {
-        act_host_config_free(&h);
+    if (problems > 0)
         return -EINVAL;
-    }
     h.name = TAKE_PTR(name);
-    *out = h;
+    *out = TAKE_STRUCT(h);
     return 0;
 }
 

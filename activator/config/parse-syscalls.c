@@ -73,7 +73,6 @@ int act_parse_syscall_filter(const char *text, act_syscall_filter *out, act_erro
             return r;
     }
     act_syscall_filter_clear(out);
-    *out = filter;
-    filter = (act_syscall_filter){0};
+    *out = TAKE_STRUCT(filter);
     return 0;
 }

@@ -16,6 +16,7 @@
 #include "activator/control/peer.h"
 #include "common/clock.h"
 #include "common/cleanup.h"
+#include "common/cleanup_json.h"
 #include "common/fileio.h"
 #include "common/log.h"
 
@@ -135,29 +136,30 @@ static int send_reply(act_control_reply *slot, const char *outcome, const char *
     return 0;
 }
 
-int act_control_reply_ok(act_control_reply *slot, json_object *result)
+/* Sends reply as plain JSON text; code names the outcome for the observer. */
+static int send_json(act_control_reply *slot, const char *code, json_object *reply)
 {
-    json_object *reply = json_object_new_object();
-    if (!reply) {
-        json_object_put(result);
-        return act_control_reply_error(slot, "internal", "out of memory building the reply");
-    }
-    json_object_object_add(reply, "ok", json_object_new_boolean(1));
-    json_object_object_add(reply, "result", result);
     size_t len;
     const char *json = json_object_to_json_string_length(reply, JSON_C_TO_STRING_PLAIN, &len);
-    int r = send_reply(slot, "ok", json, len);
-    json_object_put(reply);
-    return r;
+    return send_reply(slot, code, json, len);
+}
+
+int act_control_reply_ok(act_control_reply *slot, json_object *result_arg)
+{
+    _cleanup_(json_object_putp) json_object *result = result_arg;
+    _cleanup_(json_object_putp) json_object *reply = json_object_new_object();
+    if (!reply)
+        return act_control_reply_error(slot, "internal", "out of memory building the reply");
+    json_object_object_add(reply, "ok", json_object_new_boolean(1));
+    json_object_object_add(reply, "result", TAKE_PTR(result));
+    return send_json(slot, "ok", reply);
 }
 
 static int reply_error_message(act_control_reply *slot, const char *code, const char *message)
 {
-    json_object *reply = json_object_new_object();
-    json_object *error = json_object_new_object();
+    _cleanup_(json_object_putp) json_object *reply = json_object_new_object();
+    _cleanup_(json_object_putp) json_object *error = json_object_new_object();
     if (!reply || !error) {
-        json_object_put(reply);
-        json_object_put(error);
         static const char fallback[] =
             "{\"ok\":false,\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
         return send_reply(slot, "internal", fallback, sizeof(fallback) - 1);
@@ -165,12 +167,8 @@ static int reply_error_message(act_control_reply *slot, const char *code, const 
     json_object_object_add(error, "code", json_object_new_string(code));
     json_object_object_add(error, "message", json_object_new_string(message));
     json_object_object_add(reply, "ok", json_object_new_boolean(0));
-    json_object_object_add(reply, "error", error);
-    size_t len;
-    const char *json = json_object_to_json_string_length(reply, JSON_C_TO_STRING_PLAIN, &len);
-    int r = send_reply(slot, code, json, len);
-    json_object_put(reply);
-    return r;
+    json_object_object_add(reply, "error", TAKE_PTR(error));
+    return send_json(slot, code, reply);
 }
 
 int act_control_reply_error(act_control_reply *slot, const char *code, const char *fmt, ...)

@@ -384,7 +384,7 @@ static void render_series(FILE *f, const act_metric *family, const series *s)
 
 int act_metrics_render(const act_metrics *metrics, char **out, size_t *len)
 {
-    char *buf = NULL;
+    _cleanup_free_ char *buf = NULL;
     size_t size = 0;
     FILE *f = open_memstream(&buf, &size);
     if (!f)
@@ -401,11 +401,10 @@ int act_metrics_render(const act_metrics *metrics, char **out, size_t *len)
         for (const series *s = family->first; s; s = s->next)
             render_series(f, family, s);
     }
-    if (fclose(f) != 0) {
-        free(buf);
+    /* fclose writes buf and size; they are the caller's only after it. */
+    if (fclose(f) != 0)
         return -ENOMEM;
-    }
-    *out = buf;
+    *out = TAKE_PTR(buf);
     *len = size;
     return 0;
 }

@@ -39,15 +39,14 @@ int act_records_open_host(int state_dirfd, const char *host, act_error *err)
     snprintf(path, sizeof(path), "hosts/%s", host);
     if (mkdirat(state_dirfd, path, 0755) < 0 && errno != EEXIST)
         return act_error_set(err, errno, "cannot create %s: %s", path, strerror(errno));
-    int fd = openat(state_dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    _cleanup_close_ int fd =
+        openat(state_dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return act_error_set(err, errno, "cannot open %s: %s", path, strerror(errno));
-    if (mkdirat(fd, "generations", 0755) < 0 && errno != EEXIST) {
-        int saved = errno;
-        close(fd);
-        return act_error_set(err, saved, "cannot create %s/generations: %s", path, strerror(saved));
-    }
-    return fd;
+    if (mkdirat(fd, "generations", 0755) < 0 && errno != EEXIST)
+        return act_error_set(err, errno, "cannot create %s/generations: %s", path,
+                             strerror(errno));
+    return TAKE_FD(fd);
 }
 
 static void add_build(json_object *obj, const act_build_ref *build)
@@ -127,13 +126,11 @@ static int read_json(int dirfd, const char *name, const char *where, json_object
     if (r < 0)
         return r;
     enum json_tokener_error parse_error = json_tokener_success;
-    json_object *obj = json_tokener_parse_verbose(text, &parse_error);
-    if (!obj || !json_object_is_type(obj, json_type_object)) {
-        json_object_put(obj);
+    _cleanup_(json_object_putp) json_object *obj = json_tokener_parse_verbose(text, &parse_error);
+    if (!obj || !json_object_is_type(obj, json_type_object))
         return act_error_set(err, EBADMSG, "%s: not a JSON object (%s)", where,
                              json_tokener_error_desc(parse_error));
-    }
-    *out = obj;
+    *out = TAKE_PTR(obj);
     return 0;
 }
 
