@@ -7,21 +7,6 @@
 
 #include "common/cleanup.h"
 
-void act_strv_free(char **strv)
-{
-    for (char **p = strv; p && *p; p++)
-        free(*p);
-    free(strv);
-}
-
-size_t act_strv_length(char *const *strv)
-{
-    size_t n = 0;
-    while (strv && strv[n])
-        n++;
-    return n;
-}
-
 int act_split_argv(const char *text, char ***out, act_error *err)
 {
     /* No word is longer than the text, so one buffer of its length holds any

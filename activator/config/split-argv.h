@@ -5,8 +5,8 @@
 
 #include <stddef.h>
 
-#include "common/cleanup.h"
 #include "common/error.h"
+#include "common/strv.h"
 
 /* Splits text into words: blanks separate words; 'single quotes' keep
  * everything literally; "double quotes" keep everything but let \" and \\
@@ -16,7 +16,3 @@
  * NULL-terminated malloc'd array of malloc'd words (free with act_strv_free),
  * with zero words for a blank text. */
 int act_split_argv(const char *text, char ***out, act_error *err);
-
-void act_strv_free(char **strv);
-DEFINE_TRIVIAL_CLEANUP_FUNC(char **, act_strv_free)
-size_t act_strv_length(char *const *strv);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/strv.h"
 
 extern char **environ;
 
@@ -29,16 +30,9 @@ struct act_probe {
     char last_failure[256];
 };
 
-static void free_argv(char **argv)
-{
-    for (char **p = argv; p && *p; p++)
-        free(*p);
-    free(argv);
-}
-
 void act_probe_spec_clear(act_probe_spec *spec)
 {
-    free_argv(spec->argv);
+    act_strv_free(spec->argv);
     spec->argv = NULL;
 }
 
@@ -46,7 +40,7 @@ void act_probe_spec_clear(act_probe_spec *spec)
 static int split_command(const char *text, const char *where, char ***out, act_error *err)
 {
     size_t cap = 4, used = 0;
-    char **argv = calloc(cap, sizeof(*argv));
+    _cleanup_(act_strv_freep) char **argv = calloc(cap, sizeof(*argv));
     if (!argv)
         return act_error_set(err, ENOMEM, "out of memory");
     for (const char *p = text; *p;) {
@@ -57,22 +51,21 @@ static int split_command(const char *text, const char *where, char ***out, act_e
         if (used + 2 > cap) {
             cap *= 2;
             char **grown = realloc(argv, cap * sizeof(*argv));
-            if (!grown) {
-                free_argv(argv);
+            if (!grown)
                 return act_error_set(err, ENOMEM, "out of memory");
-            }
             argv = grown;
         }
+        /* Stays NULL-terminated at every step, so a failure frees it whole. */
         argv[used] = strndup(p, len);
+        if (!argv[used])
+            return act_error_set(err, ENOMEM, "out of memory");
         argv[++used] = NULL;
         p += len;
     }
-    if (!used || argv[0][0] != '/') {
-        free_argv(argv);
+    if (!used || argv[0][0] != '/')
         return act_error_set(err, EINVAL, "%s: exec: needs an absolute program path, got \"%s\"",
                              where, text);
-    }
-    *out = argv;
+    *out = TAKE_PTR(argv);
     return 0;
 }
 
