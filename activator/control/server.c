@@ -368,7 +368,7 @@ int act_control_new(sd_event *event, const act_control_options *options, act_con
     if (!options->url || !options->dispatch)
         return act_error_set(err, EINVAL, "control: a URL and a dispatch callback are required");
 
-    act_control *control = calloc(1, sizeof(*control));
+    _cleanup_(act_control_freep) act_control *control = calloc(1, sizeof(*control));
     if (!control)
         return act_error_set(err, ENOMEM, "out of memory for the control server");
     control->options = *options;
@@ -376,22 +376,17 @@ int act_control_new(sd_event *event, const act_control_options *options, act_con
     control->options.url = control->url;
     control->n_slots = options->contexts ? options->contexts : ACT_CONTROL_DEFAULT_CONTEXTS;
     control->slots = calloc(control->n_slots, sizeof(*control->slots));
-    int r;
-    if (!control->url || !control->slots) {
-        r = act_error_set(err, ENOMEM, "out of memory for the control server");
-        goto fail;
-    }
+    if (!control->url || !control->slots)
+        return act_error_set(err, ENOMEM, "out of memory for the control server");
 
-    r = act_handoff_new(event, on_request, control, &control->handoff, err);
+    int r = act_handoff_new(event, on_request, control, &control->handoff, err);
     if (r < 0)
-        goto fail;
+        return r;
 
     int rv = nng_rep0_open(&control->socket);
-    if (rv != 0) {
-        r = act_error_set(err, act_nng_errno(rv), "control: opening a REP socket: %s",
-                          nng_strerror(rv));
-        goto fail;
-    }
+    if (rv != 0)
+        return act_error_set(err, act_nng_errno(rv), "control: opening a REP socket: %s",
+                             nng_strerror(rv));
     control->socket_open = true;
     nng_socket_set_size(control->socket, NNG_OPT_RECVMAXSZ, ACT_CONTROL_RECV_MAX_BYTES);
 
@@ -401,30 +396,21 @@ int act_control_new(sd_event *event, const act_control_options *options, act_con
         rv = nng_ctx_open(&slot->ctx, control->socket);
         if (rv == 0)
             rv = nng_aio_alloc(&slot->aio, on_aio, slot);
-        if (rv != 0) {
-            r = act_error_set(err, act_nng_errno(rv), "control: opening context %u: %s", i,
-                              nng_strerror(rv));
-            goto fail;
-        }
+        if (rv != 0)
+            return act_error_set(err, act_nng_errno(rv), "control: opening context %u: %s", i,
+                                 nng_strerror(rv));
     }
 
     r = listen_local(control, err);
     if (r < 0)
-        goto fail;
-    if (options->tls_url) {
-        r = setup_tls(control, err);
-        if (r < 0)
-            goto fail;
-    }
+        return r;
+    if (options->tls_url && (r = setup_tls(control, err)) < 0)
+        return r;
 
     for (unsigned i = 0; i < control->n_slots; i++)
         start_recv(&control->slots[i]);
-    *out = control;
+    *out = TAKE_PTR(control);
     return 0;
-
-fail:
-    act_control_free(control);
-    return r;
 }
 
 int act_control_tls_port(const act_control *control)
