@@ -1,5 +1,6 @@
 /* Finding the leaves and processes a previous daemon left running: the base
  * of recovery after a restart. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -118,6 +119,8 @@ static int visit_host(cg_root *root, const char *host, cg_enumerate_fn fn, void 
 
 int cg_enumerate(cg_root *root, cg_enumerate_fn fn, void *userdata, act_error *err)
 {
+    assert(root);
+    assert(fn);
     _cleanup_(closedirp) DIR *hosts = act_opendir_at(root->hosts_fd, ".");
     if (!hosts)
         return act_error_set(err, errno, "cannot list %s/hosts: %s", root->v2_path,

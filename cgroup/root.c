@@ -1,6 +1,7 @@
 /* The activator's cgroup root: finding it, preparing it (hosts/ node,
  * controllers enabled down the subtree), and for tests a throwaway root that
  * is removed with everything below it. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +45,7 @@ void cg_root_free(cg_root *root)
 
 const char *cg_root_path(const cg_root *root)
 {
+    assert(root);
     return root->v2_path;
 }
 
@@ -227,6 +229,7 @@ static int root_open_rel(char *v2_mount, char *rel, bool move_self, cg_root **ou
 
 int cg_root_open(const char *path_or_auto, cg_root **out, act_error *err)
 {
+    assert(out);
     if (!path_or_auto || !path_or_auto[0])
         return act_error_set(err, EINVAL,
                              "cgroup root is empty; give \"auto\" or a path under the cgroup2 "
@@ -283,6 +286,7 @@ int cg_root_open(const char *path_or_auto, cg_root **out, act_error *err)
 
 int cg_root_create_throwaway(const char *label, cg_root **out, act_error *err)
 {
+    assert(out);
     int r = act_name_check("throwaway root label", label, err);
     if (r < 0)
         return r;
@@ -322,6 +326,8 @@ int cg_root_create_throwaway(const char *label, cg_root **out, act_error *err)
 
 int cg_rmdir_everywhere(cg_root *root, const char *rel, act_error *err)
 {
+    assert(root);
+    assert(rel);
     int result = 0;
     for (int h = -1; h < CG_CONTROLLER_COUNT; h++) {
         const char *mount = h < 0 ? root->v2_mount : root->v1_mount[h];

@@ -1,6 +1,7 @@
 /* Seccomp profiles, compiled in the parent with libseccomp and exported as
  * a BPF program, so the child between clone3 and exec loads it with one
  * seccomp() syscall and never calls into libseccomp. */
+#include <assert.h>
 #include <errno.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -146,6 +147,7 @@ static int export_program(scmp_filter_ctx ctx, cg_seccomp_program **out, act_err
 int cg_seccomp_compile(const char *profile, const char *const *allow, const char *const *deny_list,
                        cg_seccomp_program **out, act_error *err)
 {
+    assert(out);
     *out = NULL;
     bool use_default;
     if (profile && strcmp(profile, "default") == 0)

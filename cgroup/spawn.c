@@ -3,6 +3,7 @@
  * into the leaf with a pidfd (sharing our memory until its exec where the
  * CPU allows), and a CLOEXEC pipe tells us whether the exec happened or
  * which step failed with which errno. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -29,6 +30,7 @@
 
 void cg_spawn_spec_init(cg_spawn_spec *spec)
 {
+    assert(spec);
     memset(spec, 0, sizeof(*spec));
     spec->exec_fd = -1;
     spec->stdout_fd = -1;
@@ -341,6 +343,9 @@ static int read_report(int fd, struct cg_child_report *report)
 
 int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_error *err)
 {
+    assert(leaf);
+    assert(spec);
+    assert(out);
     int r = check_spec(spec, err);
     if (r < 0)
         return act_error_prefix(err, "leaf %s: cannot spawn", leaf->v2_path);

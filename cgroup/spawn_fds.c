@@ -5,6 +5,7 @@
  * whole table at the clone and closes it again at the exec, a cost per open
  * fd: about 1.2 ms per spawn in a daemon holding 10,000 listening sockets on
  * the machine this was written on. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -76,6 +77,8 @@ int cg_spawn_reserve_fds(size_t n, act_error *err)
 
 int cg_fd_window_enter(const int *needed, size_t n, int *mapped)
 {
+    assert(needed);
+    assert(mapped);
     if (pthread_mutex_trylock(&window.lock) != 0)
         return -1; /* another thread is spawning through it: copy the table */
     if (!window.slots || n > window.n_slots) {

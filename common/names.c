@@ -1,5 +1,6 @@
 #include "common/names.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@ static void quote_name(const char *name, char *out, size_t out_size)
 
 int act_name_check(const char *what, const char *name, act_error *err)
 {
+    assert(what);
     if (act_name_is_valid(name))
         return 0;
     if (!name || name[0] == '\0')
