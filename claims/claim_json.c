@@ -15,6 +15,7 @@
 #include "claims/claims.h"
 #include "claims/store_internal.h"
 
+#include <assert.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
@@ -215,6 +216,8 @@ static int parse_body(parse_ctx *ctx, json_object *root, claim *c)
 
 int claim_from_json(const char *host, const char *text, size_t len, claim *out, act_error *err)
 {
+    assert(text || len == 0);
+    assert(out);
     memset(out, 0, sizeof(*out));
     const char *shown_host = host && host[0] ? host : "(unnamed)";
     if (len > CLAIM_JSON_MAX)
@@ -247,6 +250,8 @@ int claim_from_json(const char *host, const char *text, size_t len, claim *out, 
 
 int claim_from_json_object(const char *host, json_object *root, claim *out, act_error *err)
 {
+    assert(root);
+    assert(out);
     const char *shown_host = host && host[0] ? host : "(unnamed)";
     parse_ctx ctx = {.host = shown_host, .err = err};
     int r;
@@ -281,6 +286,7 @@ static void add_string(json_object *obj, const char *key, const char *value)
 
 json_object *claim_to_json_object(const claim *c)
 {
+    assert(c);
     json_object *root = json_object_new_object();
     if (!root)
         return NULL;

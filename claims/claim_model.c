@@ -2,6 +2,7 @@
  * codec and by callers that build claims in memory. */
 #include "claims/claims.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@ const char *claim_op_kind_to_string(claim_op_kind kind)
 
 int claim_op_kind_from_string(const char *name, claim_op_kind *out)
 {
+    assert(out);
     for (unsigned i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         if (name && strcmp(kinds[i].name, name) == 0) {
             *out = (claim_op_kind)i;
@@ -55,6 +57,7 @@ bool claim_phase_is_valid(claim_op_kind kind, const char *phase)
 
 bool claim_has_holder(const claim *c)
 {
+    assert(c);
     return c->holder.box[0] != '\0';
 }
 
@@ -83,6 +86,7 @@ static int check_optional_name(const claim *c, const char *field, const char *va
 
 int claim_validate(const claim *c, act_error *err)
 {
+    assert(c);
     act_error why = {0};
     if (act_name_check("host", c->host, &why) < 0)
         return act_error_set(err, EINVAL, "claim: %s", why.message);

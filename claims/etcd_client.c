@@ -1,6 +1,7 @@
 /* See etcd_client.h. */
 #include "claims/etcd_client.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,9 @@ static char *dup_or_null(const char *s)
 int etcd_client_new(const char *endpoints, const claims_store_options *options,
                     etcd_client **out, act_error *err)
 {
+    assert(endpoints);
+    assert(options);
+    assert(out);
     _cleanup_(etcd_client_freep) etcd_client *client = calloc(1, sizeof(*client));
     _cleanup_free_ char *list = strdup(endpoints);
     if (!client || !list)
@@ -139,6 +143,9 @@ void etcd_client_free(etcd_client *client)
 
 int etcd_client_glue(etcd_client *client, sd_event *event, curl_glue **out, act_error *err)
 {
+    assert(client);
+    assert(event);
+    assert(out);
     size_t i;
     for (i = 0; i < MAX_GLUES && client->glues[i]; i++) {
         if (curl_glue_event(client->glues[i]) == event) {
@@ -158,6 +165,7 @@ int etcd_client_glue(etcd_client *client, sd_event *event, curl_glue **out, act_
 
 const char *etcd_call_endpoint(const etcd_call *call)
 {
+    assert(call);
     return call->client->endpoints[call->endpoint];
 }
 
@@ -538,5 +546,9 @@ int etcd_call_start(etcd_client *client, curl_glue *glue, const char *path, char
                     etcd_call_done_fn done, etcd_stream_fn stream, void *userdata,
                     etcd_call **out, act_error *err)
 {
+    assert(client);
+    assert(glue);
+    assert(path);
+    assert(done);
     return call_start(client, glue, path, body, done, stream, userdata, NULL, out, err);
 }

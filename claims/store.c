@@ -1,5 +1,6 @@
 /* The store front: URL dispatch, argument checks at the edge, and the bridges
  * that give every backend both a synchronous and an asynchronous face. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,12 +18,15 @@
 
 int claims_compare_by_host(const void *a, const void *b)
 {
+    assert(a);
+    assert(b);
     return strcmp(((const claim *)a)->host, ((const claim *)b)->host);
 }
 
 int claims_store_open(const char *url, const claims_store_options *options, claim_store **out,
                       act_error *err)
 {
+    assert(out);
     claims_store_options defaults = {0};
     if (!options)
         options = &defaults;
@@ -99,12 +103,14 @@ void claims_store_free(claim_store *store)
 
 const char *claims_store_kind(const claim_store *store)
 {
+    assert(store);
     return store->ops->kind;
 }
 
 bool claims_watch_deliver(claims_watch *watch, const claim_change *change, int error,
                           const act_error *err)
 {
+    assert(watch);
     watch->delivering = true;
     watch->fn(watch, change, error, err, watch->userdata);
     watch->delivering = false;
@@ -214,6 +220,8 @@ static void on_sync_list(claim_store *store, int result, claim *claims, size_t n
 
 int claims_read(claim_store *store, const char *host, claim *out, act_error *err)
 {
+    assert(store);
+    assert(out);
     int r = check_host(host, err);
     if (r < 0)
         return r;
@@ -231,6 +239,8 @@ int claims_read(claim_store *store, const char *host, claim *out, act_error *err
 int claims_cas(claim_store *store, const char *host, uint64_t expected_revision, const claim *c,
                uint64_t *new_revision, claim *current_on_conflict, act_error *err)
 {
+    assert(store);
+    assert(c);
     claim checked;
     int r = check_host(host, err);
     if (r < 0 || (r = check_claim_for(host, c, &checked, err)) < 0)
@@ -255,6 +265,7 @@ int claims_cas(claim_store *store, const char *host, uint64_t expected_revision,
 int claims_delete(claim_store *store, const char *host, uint64_t expected_revision,
                   claim *current_on_conflict, act_error *err)
 {
+    assert(store);
     int r = check_host(host, err);
     if (r < 0)
         return r;
@@ -275,6 +286,9 @@ int claims_delete(claim_store *store, const char *host, uint64_t expected_revisi
 int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
                 void *userdata, act_error *err)
 {
+    assert(store);
+    assert(out);
+    assert(n_out);
     *out = NULL;
     *n_out = 0;
     if (store->ops->list)
@@ -358,6 +372,9 @@ static int collect_on(claim_store *store, sd_event *loop, uint64_t from_revision
 int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want, int timeout_ms,
                          claim_change **out, size_t *n_out, act_error *err)
 {
+    assert(store);
+    assert(out);
+    assert(n_out);
     *out = NULL;
     *n_out = 0;
     sd_event *loop = NULL;
@@ -444,6 +461,8 @@ static int check_attached(claim_store *store, act_error *err)
 
 int claims_store_attach_event(claim_store *store, sd_event *event, act_error *err)
 {
+    assert(store);
+    assert(event);
     if (store->attached)
         return act_error_set(err, EBUSY, "claim store: already attached to an event loop");
     /* A synchronous backend gets workers for its asynchronous face. */
@@ -459,6 +478,8 @@ int claims_store_attach_event(claim_store *store, sd_event *event, act_error *er
 int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, void *userdata,
                       act_error *err)
 {
+    assert(store);
+    assert(fn);
     int r = check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0)
         return r;
@@ -472,6 +493,9 @@ int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, v
 int claims_cas_async(claim_store *store, const char *host, uint64_t expected_revision,
                      const claim *c, claims_cas_fn fn, void *userdata, act_error *err)
 {
+    assert(store);
+    assert(c);
+    assert(fn);
     claim checked;
     int r = check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0 ||
@@ -489,6 +513,8 @@ int claims_cas_async(claim_store *store, const char *host, uint64_t expected_rev
 int claims_delete_async(claim_store *store, const char *host, uint64_t expected_revision,
                         claims_cas_fn fn, void *userdata, act_error *err)
 {
+    assert(store);
+    assert(fn);
     int r = check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0)
         return r;
@@ -504,6 +530,9 @@ int claims_delete_async(claim_store *store, const char *host, uint64_t expected_
 int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_fn fn,
                        void *userdata, claims_watch **out, act_error *err)
 {
+    assert(store);
+    assert(fn);
+    assert(out);
     int r = check_attached(store, err);
     if (r < 0)
         return r;

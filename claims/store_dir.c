@@ -2,6 +2,7 @@
  * compare-and-swap under flock. Layout in store_dir.h. */
 #include "claims/store_dir.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -119,6 +120,9 @@ static int read_ceiling(dir_store *ds, uint64_t *out, act_error *err)
 
 int dir_last_revision(dir_store *ds, uint64_t *last, uint64_t *ceiling, act_error *err)
 {
+    assert(ds);
+    assert(last);
+    assert(ceiling);
     int r = read_ceiling(ds, ceiling, err);
     if (r < 0)
         return r;
@@ -237,6 +241,7 @@ static int commit_locked(dir_store *ds, const char *host, uint64_t current_revis
 
 int dir_lock(dir_store *ds, act_error *err)
 {
+    assert(ds);
     pthread_mutex_lock(&ds->thread_lock);
     while (flock(ds->lockfd, LOCK_EX) < 0) {
         if (errno != EINTR) {
@@ -251,6 +256,7 @@ int dir_lock(dir_store *ds, act_error *err)
 
 void dir_unlock(dir_store *ds)
 {
+    assert(ds);
     flock(ds->lockfd, LOCK_UN);
     pthread_mutex_unlock(&ds->thread_lock);
 }
@@ -405,6 +411,8 @@ static void read_boot_id(char *out, size_t size)
 int claims_dir_open(const char *path, const claims_store_options *options, claim_store **out,
                     act_error *err)
 {
+    assert(path);
+    assert(out);
     if (path[0] != '/')
         return act_error_set(err, EINVAL,
                              "claim store URL dir://%.200s needs an absolute path: dir:///path",

@@ -1,6 +1,7 @@
 /* Watching the dir store: inotify on the directory wakes the loop, and the
  * journal (store_dir.h) supplies every change in revision order, so a watcher
  * sees each write, not just the latest state of each file. */
+#include <assert.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -30,6 +31,8 @@ typedef struct dir_watch {
 
 int dir_journal_parse_line(const char *line, size_t len, claim_change *change, act_error *err)
 {
+    assert(line);
+    assert(change);
     memset(change, 0, sizeof(*change));
     json_object *root = json_tokener_parse(line);
     json_object *rev = NULL, *floor = NULL, *host = NULL, *body = NULL, *deleted = NULL;
@@ -191,6 +194,10 @@ static void dir_watch_free(claims_watch *watch)
 int dir_watch_start(claim_store *store, sd_event *event, uint64_t from_revision,
                     claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err)
 {
+    assert(store);
+    assert(event);
+    assert(fn);
+    assert(out);
     dir_store *ds = (dir_store *)store;
     dir_watch *w = calloc(1, sizeof(*w));
     if (!w)

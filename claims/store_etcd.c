@@ -2,6 +2,7 @@
  * revision is the key's mod_revision, and compare-and-swap is one txn (see
  * etcd_wire.h). All calls are asynchronous on a curl_glue; store.c runs them
  * on a private loop for the synchronous API. */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -488,6 +489,9 @@ static int check_prefix(const char *spec, const char *prefix, act_error *err)
 int claims_etcd_open(const char *spec, const claims_store_options *options, claim_store **out,
                      act_error *err)
 {
+    assert(spec);
+    assert(options);
+    assert(out);
     const char *slash = strchr(spec, '/');
     if (!slash || !slash[1])
         return act_error_set(err, EINVAL,

@@ -1,5 +1,6 @@
 /* SHA-256 through OpenSSL EVP, streamed in large blocks. This is the one
  * hashing path: resolve, verify and the benchmark all go through it. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@ EVP_MD_CTX *rel_sha256_new(void)
 
 int rel_sha256_final_hex(EVP_MD_CTX *ctx, char out[REL_DIGEST_SIZE])
 {
+    assert(ctx);
+    assert(out);
     static const char hex[] = "0123456789abcdef";
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int md_len = 0;
@@ -36,6 +39,7 @@ int rel_sha256_final_hex(EVP_MD_CTX *ctx, char out[REL_DIGEST_SIZE])
 
 int rel_digest_fd(int fd, char out[REL_DIGEST_SIZE], uint64_t *size, act_error *err)
 {
+    assert(out);
     _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = rel_sha256_new();
     if (!ctx)
         return act_error_set(err, ENOMEM, "cannot set up SHA-256: out of memory");
@@ -73,6 +77,8 @@ int rel_digest_fd(int fd, char out[REL_DIGEST_SIZE], uint64_t *size, act_error *
 
 int rel_build_digest(const rel_file *files, size_t n_files, char out[REL_DIGEST_SIZE])
 {
+    assert(files || n_files == 0);
+    assert(out);
     _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = rel_sha256_new();
     if (!ctx)
         return -ENOMEM;

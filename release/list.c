@@ -1,4 +1,5 @@
 /* rel_list: the versions a host has, as an operator wants to see them. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +33,10 @@ static void copy_truncated(char *out, size_t out_size, const char *text)
 int rel_list_open(rel_store *store, int host_dirfd, const char *host, rel_entry **entries,
                   size_t *n, act_error *err)
 {
+    assert(store);
+    assert(host);
+    assert(entries);
+    assert(n);
     *entries = NULL;
     *n = 0;
     char live[REL_NAME_SIZE] = "";
@@ -89,6 +94,9 @@ int rel_list_open(rel_store *store, int host_dirfd, const char *host, rel_entry 
 
 int rel_list(rel_store *store, const char *host, rel_entry **entries, size_t *n, act_error *err)
 {
+    assert(store);
+    assert(entries);
+    assert(n);
     *entries = NULL;
     *n = 0;
     int r = act_name_check("host", host, err);

@@ -1,6 +1,7 @@
 /* manifest.json: what a staged build is. It is read from disk on every
  * resolve, so it is treated as outside input: bounded in size, parsed
  * strictly, and every field checked before anything uses it. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -32,12 +33,16 @@ static int file_cmp(const void *a, const void *b)
 
 const rel_file *rel_manifest_find(const rel_manifest *m, const char *path)
 {
+    assert(m);
+    assert(path);
     rel_file key = {.path = (char *)path};
     return bsearch(&key, m->files, m->n_files, sizeof(rel_file), file_cmp);
 }
 
 void rel_manifest_identity(const rel_manifest *m, const rel_file *exec, rel_identity *id)
 {
+    assert(m);
+    assert(id);
     memset(id, 0, sizeof(*id));
     if (!exec)
         exec = rel_manifest_find(m, m->exec_path);
@@ -55,6 +60,7 @@ void rel_manifest_identity(const rel_manifest *m, const rel_file *exec, rel_iden
 
 int rel_manifest_write(int dirfd, const rel_manifest *m, act_error *err)
 {
+    assert(m);
     _cleanup_(json_object_putp) json_object *root = json_object_new_object();
     _cleanup_(json_object_putp) json_object *files = json_object_new_array_ext((int)m->n_files);
     if (!root || !files)
@@ -255,6 +261,10 @@ static int parse_files(json_object *array, const char *where, rel_manifest *m, a
 int rel_manifest_read(int version_dirfd, const char *where, const char *host, const char *version,
                       rel_manifest *out, act_error *err)
 {
+    assert(where);
+    assert(host);
+    assert(version);
+    assert(out);
     memset(out, 0, sizeof(*out));
     _cleanup_free_ char *text = NULL;
     size_t len = 0;

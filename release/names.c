@@ -1,4 +1,5 @@
 /* The rules for the strings that become paths inside the releases tree. */
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
@@ -58,6 +59,7 @@ bool rel_build_path_is_valid(const char *path)
 
 int rel_build_path_check(const char *what, const char *path, act_error *err)
 {
+    assert(what);
     if (rel_build_path_is_valid(path))
         return 0;
     if (!path || path[0] == '\0')

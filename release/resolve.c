@@ -1,6 +1,7 @@
 /* rel_resolve: the last check before an exec. It reads the live link once,
  * opens the executable without following links, and hashes the open fd, so
  * the fd handed back is exactly what was verified. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -87,6 +88,8 @@ static int open_executable(const char *where, int version_fd, const char *exec_p
 int rel_resolve(rel_store *store, const char *host, const rel_pin *pin, const char *exec_override,
                 rel_resolved *out, act_error *err)
 {
+    assert(store);
+    assert(out);
     memset(&out->identity, 0, sizeof(out->identity));
     out->exec_fd = -1;
     int r = act_name_check("host", host, err);

@@ -1,5 +1,6 @@
 /* rel_stage: copy a build into the releases tree, hashing while copying, and
  * make it visible in one rename. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -332,6 +333,7 @@ static const char *base_name(const char *path)
 int rel_stage(rel_store *store, const char *host, const char *version, const char *source_path,
               const char *exec_path, rel_identity *out, act_error *err)
 {
+    assert(store);
     int r = act_name_check("host", host, err);
     if (r < 0)
         return r;

@@ -1,5 +1,6 @@
 /* The releases directory, host directories, the live link, locks and the
  * removal of leftovers. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 
 int rel_store_open(const char *releases_dir, rel_store **out, act_error *err)
 {
+    assert(out);
     if (!releases_dir || releases_dir[0] == '\0')
         return act_error_set(err, EINVAL, "releases directory is empty; configure a path");
     int r = act_mkdir_p(releases_dir, 0755, err);
@@ -51,6 +53,8 @@ void rel_store_free(rel_store *store)
 
 int rel_host_open(rel_store *store, const char *host, bool create, act_error *err)
 {
+    assert(store);
+    assert(host);
     if (create) {
         if (mkdirat(store->dirfd, host, 0755) == 0) {
             int r = act_fsync_dir(store->dirfd, err);
@@ -80,6 +84,8 @@ int rel_host_open(rel_store *store, const char *host, bool create, act_error *er
 
 int rel_host_open_if_staged(rel_store *store, const char *host, act_error *err)
 {
+    assert(store);
+    assert(host);
     act_error why = {0};
     int fd = rel_host_open(store, host, false, &why);
     if (fd < 0 && fd != -ENOENT && err)
@@ -90,6 +96,9 @@ int rel_host_open_if_staged(rel_store *store, const char *host, act_error *err)
 int rel_version_open(rel_store *store, int host_dirfd, const char *host, const char *version,
                      act_error *err)
 {
+    assert(store);
+    assert(host);
+    assert(version);
     int fd = openat(host_dirfd, version, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0)
         return fd;
@@ -110,6 +119,9 @@ int rel_version_open(rel_store *store, int host_dirfd, const char *host, const c
 int rel_live_read(rel_store *store, int host_dirfd, const char *host, char out[REL_NAME_SIZE],
                   act_error *err)
 {
+    assert(store);
+    assert(host);
+    assert(out);
     char target[256];
     ssize_t n = readlinkat(host_dirfd, REL_LIVE_NAME, target, sizeof(target) - 1);
     if (n < 0) {
@@ -142,6 +154,8 @@ int rel_live_read(rel_store *store, int host_dirfd, const char *host, char out[R
 
 int rel_live_version(rel_store *store, const char *host, char out[REL_NAME_SIZE], act_error *err)
 {
+    assert(store);
+    assert(out);
     int r = act_name_check("host", host, err);
     if (r < 0)
         return r;
@@ -162,6 +176,8 @@ int rel_lock(int fd, bool wait)
 
 int rel_lock_host(rel_store *store, int host_dirfd, const char *host, act_error *err)
 {
+    assert(store);
+    assert(host);
     int r = rel_lock(host_dirfd, true);
     if (r < 0)
         return act_error_set(err, -r, "host %s: cannot lock %s/%s: %s", host, store->path, host,
@@ -176,6 +192,7 @@ void rel_unlock(int fd)
 
 void rel_random_suffix(char out[9])
 {
+    assert(out);
     uint32_t nonce = 0;
     if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
         nonce = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)out;
@@ -217,6 +234,7 @@ static int remove_children(int dirfd, int depth)
 
 int rel_remove_tree(int dirfd, const char *name)
 {
+    assert(name);
     _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? 0 : -errno;

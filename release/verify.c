@@ -1,5 +1,6 @@
 /* rel_verify: re-hash every file of a build and check the build holds
  * exactly what its manifest lists. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -109,6 +110,9 @@ static int walk_dir(verify_walk *walk, int dirfd, const char *prefix, int depth)
 int rel_verify_open(rel_store *store, int host_dirfd, const char *host, const char *version,
                     act_error *err)
 {
+    assert(store);
+    assert(host);
+    assert(version);
     _cleanup_close_ int version_fd = rel_version_open(store, host_dirfd, host, version, err);
     if (version_fd < 0)
         return version_fd;
@@ -135,6 +139,7 @@ int rel_verify_open(rel_store *store, int host_dirfd, const char *host, const ch
 
 int rel_verify(rel_store *store, const char *host, const char *version, act_error *err)
 {
+    assert(store);
     int r = rel_names_check(host, version, err);
     if (r < 0)
         return r;
