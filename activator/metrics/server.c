@@ -1,6 +1,7 @@
 #include "activator/metrics/server.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -181,6 +182,9 @@ int act_metrics_server_new(sd_event *event, const char *listen, act_metrics *met
                            act_metrics_refresh_fn refresh, void *userdata,
                            act_metrics_server **out, act_error *err)
 {
+    assert(event);
+    assert(metrics);
+    assert(out);
     if (!listen || !*listen || strchr(listen, '/'))
         return act_error_set(err, EINVAL,
                              "MetricsListen=%s is not ADDR:PORT; use e.g. 127.0.0.1:9464",
@@ -217,5 +221,6 @@ int act_metrics_server_new(sd_event *event, const char *listen, act_metrics *met
 
 int act_metrics_server_port(const act_metrics_server *server)
 {
+    assert(server);
     return server->port;
 }

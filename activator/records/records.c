@@ -1,5 +1,6 @@
 #include "activator/records/records.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -142,6 +143,7 @@ static void generation_file(uint64_t generation, char *out, size_t out_size)
 int act_records_write_generation(int host_dirfd, const act_generation_record *record,
                                  act_error *err)
 {
+    assert(record);
     _cleanup_(json_object_putp) json_object *obj = json_object_new_object();
     json_object_object_add(obj, "host", json_object_new_string(record->host));
     json_object_object_add(obj, "generation", json_object_new_uint64(record->generation));
@@ -179,6 +181,8 @@ static int parse_phase(const char *text, act_generation_phase *out)
 int act_records_read_generation(int host_dirfd, const char *host, uint64_t generation,
                                 act_generation_record *out, act_error *err)
 {
+    assert(host);
+    assert(out);
     char name[64], where[160];
     generation_file(generation, name, sizeof(name));
     snprintf(where, sizeof(where), "host %s: generation record %s", host, name);
@@ -253,6 +257,8 @@ static bool parse_record_name(const char *name, uint64_t *generation)
 
 int act_records_list_generations(int host_dirfd, uint64_t **out, size_t *count, act_error *err)
 {
+    assert(out);
+    assert(count);
     _cleanup_(closedirp) DIR *dir = act_opendir_at(host_dirfd, "generations");
     if (!dir)
         return act_error_set(err, errno, "cannot list generations/: %s", strerror(errno));
@@ -281,6 +287,7 @@ int act_records_list_generations(int host_dirfd, uint64_t **out, size_t *count, 
 
 int act_records_write_build_state(int host_dirfd, const act_build_state *state, act_error *err)
 {
+    assert(state);
     _cleanup_(json_object_putp) json_object *obj = json_object_new_object();
     add_build(obj, &state->build);
     json_object_object_add(obj, "generation", json_object_new_uint64(state->generation));
@@ -291,6 +298,8 @@ int act_records_write_build_state(int host_dirfd, const act_build_state *state, 
 
 bool act_build_ref_equal(const act_build_ref *a, const act_build_ref *b)
 {
+    assert(a);
+    assert(b);
     return strcmp(a->version, b->version) == 0 && strcmp(a->digest, b->digest) == 0 &&
            strcmp(a->build_digest, b->build_digest) == 0;
 }
@@ -298,6 +307,8 @@ bool act_build_ref_equal(const act_build_ref *a, const act_build_ref *b)
 int act_records_note_build_state(int host_dirfd, const char *host, const act_build_state *state,
                                  act_error *err)
 {
+    assert(host);
+    assert(state);
     act_build_state recorded;
     act_error ignored = {0};
     if (act_records_read_build_state(host_dirfd, host, &recorded, &ignored) == 0 &&
@@ -310,6 +321,8 @@ int act_records_note_build_state(int host_dirfd, const char *host, const act_bui
 int act_records_read_build_state(int host_dirfd, const char *host, act_build_state *out,
                                  act_error *err)
 {
+    assert(host);
+    assert(out);
     char where[128];
     snprintf(where, sizeof(where), "host %s: build-state.json", host);
     _cleanup_(json_object_putp) json_object *obj = NULL;
@@ -332,6 +345,9 @@ int act_records_read_build_state(int host_dirfd, const char *host, act_build_sta
 int act_records_read_checkpoint(int host_dirfd, const char *host, char *out, size_t out_size,
                                 act_error *err)
 {
+    assert(host);
+    assert(out);
+    assert(out_size > 0);
     char where[128];
     snprintf(where, sizeof(where), "host %s: checkpoint.json", host);
     _cleanup_(json_object_putp) json_object *obj = NULL;
@@ -348,6 +364,7 @@ int act_records_read_checkpoint(int host_dirfd, const char *host, char *out, siz
 
 int act_records_write_checkpoint(int host_dirfd, const char *checkpoint, act_error *err)
 {
+    assert(checkpoint);
     _cleanup_(json_object_putp) json_object *obj = json_object_new_object();
     json_object_object_add(obj, "checkpoint", json_object_new_string(checkpoint));
     return write_json(host_dirfd, "checkpoint.json", obj, err);
