@@ -206,6 +206,12 @@ static int report_failure(cg_leaf *leaf, const cg_spawn_spec *spec,
                          hint);
 }
 
+/* .cgroup (CLONE_INTO_CGROUP) arrived with the second extension of
+ * clone_args; a header without it would build a spawn that silently starts
+ * the child outside the leaf. */
+static_assert(sizeof(struct clone_args) >= CLONE_ARGS_SIZE_VER2,
+              "struct clone_args lacks .cgroup (CLONE_ARGS_SIZE_VER2)");
+
 /* Errors with which a kernel says "no clone3" or "no CLONE_INTO_CGROUP". */
 static bool clone3_refused(int e)
 {
@@ -218,6 +224,14 @@ long cg_clone3_vm(struct clone_args *args, size_t size, void (*fn)(void *), void
 /* The child's stack while it shares our memory; its code needs little, and
  * a guard page below it turns an overflow into a fault, not corruption. */
 #define CHILD_STACK_BYTES (128 * 1024)
+
+/* What clone3_vm.S takes for granted on the C side: the stack top the
+ * kernel switches to (base + page + CHILD_STACK_BYTES) keeps the ABI's
+ * 16-byte alignment for the call into fn, and the syscall numbers it loads
+ * by hand are this kernel's clone3 and exit_group. */
+static_assert(CHILD_STACK_BYTES % 16 == 0, "the child's stack top must stay 16-byte aligned");
+static_assert(SYS_clone3 == 435, "clone3_vm.S calls syscall 435 as clone3");
+static_assert(SYS_exit_group == 231, "clone3_vm.S calls syscall 231 as exit_group");
 
 CG_CHILD_CODE static void child_entry(void *plan)
 {

@@ -7,8 +7,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/sha.h>
+
 #include "common/cleanup.h"
 #include "release/internal.h"
+
+/* A digest field holds SHA-256 as lowercase hex and its NUL. */
+static_assert(REL_DIGEST_SIZE == 2 * SHA256_DIGEST_LENGTH + 1,
+              "REL_DIGEST_SIZE is not SHA-256 in hex");
 
 EVP_MD_CTX *rel_sha256_new(void)
 {
@@ -27,13 +33,13 @@ int rel_sha256_final_hex(EVP_MD_CTX *ctx, char out[REL_DIGEST_SIZE])
     static const char hex[] = "0123456789abcdef";
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int md_len = 0;
-    if (EVP_DigestFinal_ex(ctx, md, &md_len) != 1 || md_len != 32)
+    if (EVP_DigestFinal_ex(ctx, md, &md_len) != 1 || md_len != SHA256_DIGEST_LENGTH)
         return -EIO;
     for (unsigned int i = 0; i < md_len; i++) {
         out[2 * i] = hex[md[i] >> 4];
         out[2 * i + 1] = hex[md[i] & 0xf];
     }
-    out[64] = '\0';
+    out[2 * SHA256_DIGEST_LENGTH] = '\0';
     return 0;
 }
 

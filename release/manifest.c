@@ -162,6 +162,7 @@ static int get_field(json_object *obj, const char *where, const char *key, const
         [json_type_object] = "an object", [json_type_array] = "an array",
         [json_type_string] = "a string",
     };
+    static_assert(ARRAY_SIZE(type_names) == json_type_string + 1, "a JSON type without a name");
     json_object *value = NULL;
     if (!json_object_object_get_ex(obj, key, &value) || !value)
         return act_error_set(err, EUCLEAN, "manifest %s: field %s is missing; restage the version",

@@ -6,6 +6,10 @@
 #include "common/names.h"
 #include "release/internal.h"
 
+/* Host and version names are common/names.h names, kept in fields of
+ * REL_NAME_SIZE bytes. */
+static_assert(REL_NAME_SIZE == ACT_NAME_MAX + 1, "REL_NAME_SIZE does not fit a name");
+
 int rel_version_check(const char *version, act_error *err)
 {
     int r = act_name_check("version", version, err);

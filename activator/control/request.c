@@ -1,5 +1,6 @@
 #include "activator/control/request.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -38,7 +39,7 @@ static const struct op_spec {
     const char *name;
     unsigned required;
     unsigned optional;
-} ops[ACT_OP__COUNT] = {
+} ops[] = {
     [ACT_OP_STATUS] = {"status", 0, F_HOST},
     [ACT_OP_WAKE] = {"wake", F_HOST, F_NO_WAIT},
     [ACT_OP_PARK] = {"park", F_HOST, 0},
@@ -52,6 +53,8 @@ static const struct op_spec {
     [ACT_OP_STATS] = {"stats", 0, 0},
     [ACT_OP_VERSION] = {"version", 0, 0},
 };
+/* act_op_from_name compares against every entry. */
+static_assert(ARRAY_SIZE(ops) == ACT_OP__COUNT, "an op without a spec");
 
 const char *act_op_name(act_op op)
 {

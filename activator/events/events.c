@@ -18,7 +18,7 @@
 /* Longest message we publish; a longer reason is cut to fit. */
 #define EVENT_MAX_BYTES 2048
 
-static const char *const kind_names[ACT_EVENT__COUNT] = {
+static const char *const kind_names[] = {
     [ACT_EVENT_WAKING] = "waking",
     [ACT_EVENT_ADMITTED] = "admitted",
     [ACT_EVENT_RESTORING] = "restoring",
@@ -37,6 +37,8 @@ static const char *const kind_names[ACT_EVENT__COUNT] = {
     [ACT_EVENT_SWAP_FAILED] = "swap.failed",
     [ACT_EVENT_CLAIM_CHANGED] = "claim.changed",
 };
+/* act_event_kind_from_name compares against every entry. */
+static_assert(ARRAY_SIZE(kind_names) == ACT_EVENT__COUNT, "an event kind without a name");
 
 struct act_events {
     nng_socket socket;

@@ -401,6 +401,8 @@ int act_metrics_render(const act_metrics *metrics, char **out, size_t *len)
     if (!f)
         return -errno;
     static const char *const type_names[] = {"counter", "gauge", "histogram"};
+    static_assert(ARRAY_SIZE(type_names) == ACT_METRIC_HISTOGRAM + 1,
+                  "a metric type without a name");
     for (const act_metric *family = metrics->first; family; family = family->next) {
         fprintf(f, "# HELP %s ", family->name);
         put_escaped(f, family->help, false);

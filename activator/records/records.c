@@ -23,6 +23,9 @@ static const char *const phase_names[] = {
     [ACT_GEN_SERVING] = "serving",
     [ACT_GEN_RETIRING] = "retiring",
 };
+/* parse_phase reads a phase back by its index in this table. */
+static_assert(ARRAY_SIZE(phase_names) == ACT_GEN_RETIRING + 1,
+              "a generation phase without a name");
 
 const char *act_generation_phase_name(act_generation_phase phase)
 {
