@@ -68,13 +68,20 @@ static void error_prefix_keeps_errno(void **state)
     assert_int_equal(act_error_set(NULL, EPERM, "no sink"), -EPERM);
 }
 
+/* Makes a fresh directory from template, which it rewrites, and opens it. */
+static int open_fresh_dir(char *template)
+{
+    assert_non_null(mkdtemp(template));
+    int dirfd = open(template, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dirfd >= 0);
+    return dirfd;
+}
+
 static void fileio_atomic_write_replaces_and_reads_back(void **state)
 {
     (void)state;
     char dir[] = "/tmp/act-common-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    _cleanup_close_ int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    assert_true(dirfd >= 0);
+    _cleanup_close_ int dirfd = open_fresh_dir(dir);
     act_error err = {0};
 
     assert_int_equal(act_write_atomic(dirfd, "claim.json", "one", 3, 0640, &err), 0);
@@ -136,9 +143,7 @@ static void opendir_at_reads_afresh_and_refuses_symlinks(void **state)
 {
     (void)state;
     char dir[] = "/tmp/act-common-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    _cleanup_close_ int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    assert_true(dirfd >= 0);
+    _cleanup_close_ int dirfd = open_fresh_dir(dir);
     assert_int_equal(mkdirat(dirfd, "sub", 0755), 0);
     assert_int_equal(symlinkat("sub", dirfd, "link"), 0);
 
