@@ -1,5 +1,6 @@
 /* Reading and writing cgroup control files. They are small and the kernel
  * applies a write as one unit, so one read or one write is the whole job. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -12,6 +13,8 @@
 
 int cg_write_file_at(int dirfd, const char *name, const char *value)
 {
+    assert(name);
+    assert(value);
     _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return -errno;
@@ -27,6 +30,9 @@ int cg_write_file_at(int dirfd, const char *name, const char *value)
 
 int cg_read_file_at(int dirfd, const char *name, char *buf, size_t size)
 {
+    assert(name);
+    assert(buf);
+    assert(size > 0);
     _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return -errno;
@@ -47,6 +53,8 @@ int cg_read_file_at(int dirfd, const char *name, char *buf, size_t size)
 
 bool cg_parse_keyed(const char *text, const char *key, uint64_t *value)
 {
+    assert(key);
+    assert(value);
     size_t key_len = strlen(key);
     for (const char *line = text; line && *line;) {
         if (strncmp(line, key, key_len) == 0 && line[key_len] == ' ') {
@@ -68,6 +76,8 @@ bool cg_parse_keyed(const char *text, const char *key, uint64_t *value)
 
 int cg_read_pids(int dirfd, pid_t **pids, size_t *n)
 {
+    assert(pids);
+    assert(n);
     char buf[65536];
     int r = cg_read_file_at(dirfd, "cgroup.procs", buf, sizeof(buf));
     if (r < 0)

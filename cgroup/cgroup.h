@@ -26,6 +26,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include "common/cleanup.h"
 #include "common/error.h"
 
 typedef struct cg_root cg_root;
@@ -65,6 +66,7 @@ int cg_root_destroy_throwaway(cg_root *root, act_error *err);
 
 /* Frees the handle; the cgroups stay (generations outlive the daemon). */
 void cg_root_free(cg_root *root);
+DEFINE_TRIVIAL_CLEANUP_FUNC(cg_root *, cg_root_free)
 
 /* The root's absolute v2 path, for logs and operators. */
 const char *cg_root_path(const cg_root *root);
@@ -117,6 +119,7 @@ int cg_leaf_remove(cg_leaf *leaf, act_error *err);
 
 /* Frees the handle; the cgroup itself stays. */
 void cg_leaf_free(cg_leaf *leaf);
+DEFINE_TRIVIAL_CLEANUP_FUNC(cg_leaf *, cg_leaf_free)
 
 /* ---- spawning ---- */
 
@@ -212,6 +215,7 @@ int cg_spawn_reserve_fds(size_t n, act_error *err);
 int cg_seccomp_compile(const char *profile, const char *const *allow, const char *const *deny,
                        cg_seccomp_program **out, act_error *err);
 void cg_seccomp_program_free(cg_seccomp_program *program);
+DEFINE_TRIVIAL_CLEANUP_FUNC(cg_seccomp_program *, cg_seccomp_program_free)
 
 /* ---- kill with proof, for an event loop ---- */
 

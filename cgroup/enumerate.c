@@ -1,5 +1,6 @@
 /* Finding the leaves and processes a previous daemon left running: the base
  * of recovery after a restart. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 
 #include "cgroup/internal.h"
 #include "common/cleanup.h"
+#include "common/fileio.h"
 #include "common/log.h"
 
 static bool pid_listed(const pid_t *pids, size_t n, pid_t pid)
@@ -32,7 +34,7 @@ static int open_pidfds(int dirfd, cg_found_process **out, size_t *n_out)
     int r = cg_read_pids(dirfd, &first, &n_first);
     if (r < 0)
         return r;
-    cg_found_process *procs = calloc(n_first ? n_first : 1, sizeof(*procs));
+    _cleanup_free_ cg_found_process *procs = calloc(n_first ? n_first : 1, sizeof(*procs));
     if (!procs)
         return -ENOMEM;
     for (size_t i = 0; i < n_first; i++) {
@@ -51,11 +53,9 @@ static int open_pidfds(int dirfd, cg_found_process **out, size_t *n_out)
         }
         procs[kept++] = procs[i];
     }
-    if (r < 0) {
-        free(procs);
+    if (r < 0)
         return r;
-    }
-    *out = procs;
+    *out = TAKE_PTR(procs);
     *n_out = kept;
     return 0;
 }
@@ -95,44 +95,42 @@ static bool usable_name(const char *where, const char *name)
     return false;
 }
 
+/* A host node that vanished since it was listed has no leaves to visit. */
+static int visit_host(cg_root *root, const char *host, cg_enumerate_fn fn, void *userdata,
+                      act_error *err)
+{
+    _cleanup_close_ int host_fd =
+        openat(root->hosts_fd, host, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (host_fd < 0)
+        return 0;
+    _cleanup_(closedirp) DIR *leaves = act_opendir_at(host_fd, ".");
+    if (!leaves)
+        return act_error_set(err, errno, "cannot list %s/hosts/%s: %s", root->v2_path, host,
+                             strerror(errno));
+    int r = 0;
+    struct dirent *le;
+    while (r == 0 && (le = readdir(leaves))) {
+        if (le->d_type != DT_DIR || !usable_name(root->v2_path, le->d_name))
+            continue;
+        r = visit_leaf(root, host_fd, host, le->d_name, fn, userdata, err);
+    }
+    return r;
+}
+
 int cg_enumerate(cg_root *root, cg_enumerate_fn fn, void *userdata, act_error *err)
 {
-    int hosts_fd = openat(root->hosts_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (hosts_fd < 0)
-        return act_error_set(err, errno, "cannot open %s/hosts: %s", root->v2_path,
-                             strerror(errno));
-    DIR *hosts = fdopendir(hosts_fd);
-    if (!hosts) {
-        close(hosts_fd);
+    assert(root);
+    assert(fn);
+    _cleanup_(closedirp) DIR *hosts = act_opendir_at(root->hosts_fd, ".");
+    if (!hosts)
         return act_error_set(err, errno, "cannot list %s/hosts: %s", root->v2_path,
                              strerror(errno));
-    }
     int r = 0;
     struct dirent *he;
     while (r == 0 && (he = readdir(hosts))) {
         if (he->d_type != DT_DIR || !usable_name(root->v2_path, he->d_name))
             continue;
-        int host_fd = openat(hosts_fd, he->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (host_fd < 0)
-            continue;
-        int dup_fd = fcntl(host_fd, F_DUPFD_CLOEXEC, 3);
-        DIR *leaves = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-        if (!leaves) {
-            if (dup_fd >= 0)
-                close(dup_fd);
-            close(host_fd);
-            r = act_error_set(err, errno, "cannot list %s/hosts/%s", root->v2_path, he->d_name);
-            break;
-        }
-        struct dirent *le;
-        while (r == 0 && (le = readdir(leaves))) {
-            if (le->d_type != DT_DIR || !usable_name(root->v2_path, le->d_name))
-                continue;
-            r = visit_leaf(root, host_fd, he->d_name, le->d_name, fn, userdata, err);
-        }
-        closedir(leaves);
-        close(host_fd);
+        r = visit_host(root, he->d_name, fn, userdata, err);
     }
-    closedir(hosts);
     return r;
 }

@@ -1,6 +1,7 @@
 /* Killing a leaf and proving it empty. The proof is cgroup.events saying
  * "populated 0", learnt through a notification (inotify), never by sleeping
  * and looking again. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -23,6 +24,7 @@
 
 int cg_leaf_events_fd(cg_leaf *leaf, act_error *err)
 {
+    assert(leaf);
     if (leaf->inotify_fd >= 0)
         return leaf->inotify_fd;
     _cleanup_close_ int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -46,6 +48,8 @@ static void drain(int fd)
 
 int cg_leaf_populated(cg_leaf *leaf, bool *populated, act_error *err)
 {
+    assert(leaf);
+    assert(populated);
     if (leaf->inotify_fd >= 0)
         drain(leaf->inotify_fd);
     char buf[256];
@@ -127,6 +131,7 @@ static int kill_by_freezing(cg_leaf *leaf, act_error *err)
 
 int cg_leaf_kill_start(cg_leaf *leaf, act_error *err)
 {
+    assert(leaf);
     if (!leaf->force_kill_fallback) {
         int r = cg_write_file_at(leaf->dir_fd, "cgroup.kill", "1");
         if (r == 0)
@@ -140,6 +145,7 @@ int cg_leaf_kill_start(cg_leaf *leaf, act_error *err)
 
 int cg_leaf_wait_empty(cg_leaf *leaf, uint64_t timeout_usec, act_error *err)
 {
+    assert(leaf);
     /* Most leaves are empty by the time anyone asks; no watch needed then. */
     bool populated = true;
     int r = cg_leaf_populated(leaf, &populated, err);
@@ -171,6 +177,7 @@ int cg_leaf_wait_empty(cg_leaf *leaf, uint64_t timeout_usec, act_error *err)
 
 int cg_leaf_kill_and_wait(cg_leaf *leaf, uint64_t timeout_usec, act_error *err)
 {
+    assert(leaf);
     int r = cg_leaf_kill_start(leaf, err);
     if (r < 0)
         return r;
@@ -180,6 +187,7 @@ int cg_leaf_kill_and_wait(cg_leaf *leaf, uint64_t timeout_usec, act_error *err)
 int cg_retire_blocking(cg_leaf *leaf, int pidfd, uint64_t grace_usec, uint64_t kill_timeout_usec,
                        act_error *err)
 {
+    assert(leaf);
     if (pidfd >= 0) {
         if (syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) < 0 && errno != ESRCH)
             return act_error_set(err, errno, "cannot send SIGTERM to the main process of %s: %s",

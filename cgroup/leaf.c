@@ -1,5 +1,6 @@
 /* Generation leaves: <root>/hosts/<host>/<leaf> in v2, mirrored into the v1
  * hierarchies that carry limits on a hybrid host. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -32,26 +33,31 @@ void cg_leaf_free(cg_leaf *leaf)
 
 const char *cg_leaf_path(const cg_leaf *leaf)
 {
+    assert(leaf);
     return leaf->v2_path;
 }
 
 const char *cg_leaf_relative_path(const cg_leaf *leaf)
 {
+    assert(leaf);
     return leaf->rel;
 }
 
 const char *cg_leaf_host(const cg_leaf *leaf)
 {
+    assert(leaf);
     return leaf->host;
 }
 
 const char *cg_leaf_name(const cg_leaf *leaf)
 {
+    assert(leaf);
     return leaf->name;
 }
 
 const char *cg_leaf_v1_path(const cg_leaf *leaf, const char *controller)
 {
+    assert(leaf);
     for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
         if (controller && strcmp(controller, cg_controller_names[c]) == 0)
             return leaf->v1_path[c];
@@ -60,6 +66,7 @@ const char *cg_leaf_v1_path(const cg_leaf *leaf, const char *controller)
 
 void cg_leaf_force_kill_fallback(cg_leaf *leaf, bool force)
 {
+    assert(leaf);
     leaf->force_kill_fallback = force;
 }
 
@@ -91,7 +98,12 @@ static int open_v1_mirrors(cg_leaf *leaf, act_error *err)
 int cg_leaf_open_rel(cg_root *root, const char *rel, const char *host, const char *name,
                      cg_leaf **out, act_error *err)
 {
-    cg_leaf *leaf = calloc(1, sizeof(*leaf));
+    assert(root);
+    assert(rel);
+    assert(host);
+    assert(name);
+    assert(out);
+    _cleanup_(cg_leaf_freep) cg_leaf *leaf = calloc(1, sizeof(*leaf));
     if (!leaf)
         return act_error_set(err, ENOMEM, "out of memory");
     leaf->root = root;
@@ -100,32 +112,24 @@ int cg_leaf_open_rel(cg_root *root, const char *rel, const char *host, const cha
         leaf->v1_procs_fd[c] = -1;
     snprintf(leaf->host, sizeof(leaf->host), "%s", host);
     snprintf(leaf->name, sizeof(leaf->name), "%s", name);
-    int r;
     leaf->rel = strdup(rel);
     if (!leaf->rel || asprintf(&leaf->v2_path, "%s/%s", root->v2_mount, rel) < 0) {
         leaf->v2_path = NULL;
-        r = act_error_set(err, ENOMEM, "out of memory");
-        goto fail;
+        return act_error_set(err, ENOMEM, "out of memory");
     }
     leaf->dir_fd = open(leaf->v2_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (leaf->dir_fd < 0) {
-        r = act_error_set(err, errno, "cannot open cgroup %s: %s", leaf->v2_path,
-                          strerror(errno));
-        goto fail;
-    }
+    if (leaf->dir_fd < 0)
+        return act_error_set(err, errno, "cannot open cgroup %s: %s", leaf->v2_path,
+                             strerror(errno));
     leaf->cgevents_fd = openat(leaf->dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
-    if (leaf->cgevents_fd < 0) {
-        r = act_error_set(err, errno, "cannot open %s/cgroup.events: %s", leaf->v2_path,
-                          strerror(errno));
-        goto fail;
-    }
-    if ((r = open_v1_mirrors(leaf, err)) < 0)
-        goto fail;
-    *out = leaf;
+    if (leaf->cgevents_fd < 0)
+        return act_error_set(err, errno, "cannot open %s/cgroup.events: %s", leaf->v2_path,
+                             strerror(errno));
+    int r = open_v1_mirrors(leaf, err);
+    if (r < 0)
+        return r;
+    *out = TAKE_PTR(leaf);
     return 0;
-fail:
-    cg_leaf_free(leaf);
-    return r;
 }
 
 static int leaf_rel(const cg_root *root, const char *host, const char *leaf_name, char **out,
@@ -147,6 +151,8 @@ static int check_names(const char *host, const char *leaf_name, act_error *err)
 int cg_leaf_open(cg_root *root, const char *host, const char *leaf_name, cg_leaf **out,
                  act_error *err)
 {
+    assert(root);
+    assert(out);
     _cleanup_free_ char *rel = NULL;
     int r = check_names(host, leaf_name, err);
     if (r == 0)
@@ -195,6 +201,8 @@ static void remove_host_node_if_empty(cg_root *root, const char *host)
 int cg_leaf_create(cg_root *root, const char *host, const char *leaf_name,
                    const cg_limits *limits, cg_leaf **out, act_error *err)
 {
+    assert(root);
+    assert(out);
     int r = check_names(host, leaf_name, err);
     if (r < 0)
         return act_error_prefix(err, "cannot create cgroup leaf");
@@ -269,6 +277,7 @@ static int remove_leaf_dirs(cg_leaf *leaf, act_error *err)
 
 int cg_leaf_remove(cg_leaf *leaf, act_error *err)
 {
+    assert(leaf);
     bool populated = false;
     if (cg_leaf_populated(leaf, &populated, err) == 0 && populated)
         return act_error_set(err, EBUSY,
@@ -321,6 +330,8 @@ static int read_v2_number(const cg_leaf *leaf, const char *file, const char *key
 
 int cg_leaf_stats(cg_leaf *leaf, cg_stats *stats, act_error *err)
 {
+    assert(leaf);
+    assert(stats);
     memset(stats, 0, sizeof(*stats));
     const cg_root *root = leaf->root;
     int r;

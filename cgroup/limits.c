@@ -1,6 +1,7 @@
 /* Resource limits: checked against what the host can enforce before
  * anything is created, then written to v2 control files (the v1 side is
  * written by libcgroup at creation, see v1.c). */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@ static int route_check(const cg_root *root, enum cg_controller c, const char *wh
 
 int cg_limits_check(const cg_root *root, const cg_limits *limits, act_error *err)
 {
+    assert(root);
     if (!limits)
         return 0;
     int r;
@@ -78,6 +80,7 @@ static int write_limit(cg_leaf *leaf, const char *file, const char *value, act_e
 
 int cg_limits_apply_v2(cg_leaf *leaf, const cg_limits *limits, act_error *err)
 {
+    assert(leaf);
     if (!limits)
         return 0;
     const cg_root *root = leaf->root;

@@ -1,6 +1,7 @@
 /* Where the cgroup hierarchies are mounted and where this process sits in
  * them, read from /proc rather than assumed: production hosts mount cgroup2
  * at /sys/fs/cgroup, hybrid hosts at /sys/fs/cgroup/unified. */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,7 @@ static int find_mount(const char *fstype, const char *controller, char **out)
 
 int cg_find_v2_mount(char **out, act_error *err)
 {
+    assert(out);
     int r = find_mount("cgroup2", NULL, out);
     if (r == -ENOENT)
         return act_error_set(err, ENOENT,
@@ -95,6 +97,8 @@ int cg_find_v2_mount(char **out, act_error *err)
 
 int cg_find_v1_mount(const char *controller, char **out, act_error *err)
 {
+    assert(controller);
+    assert(out);
     int r = find_mount("cgroup", controller, out);
     if (r < 0 && r != -ENOENT)
         return act_error_set(err, -r, "cannot read /proc/self/mountinfo: %s", strerror(-r));
@@ -103,6 +107,7 @@ int cg_find_v1_mount(const char *controller, char **out, act_error *err)
 
 int cg_own_v2_cgroup(char **out, act_error *err)
 {
+    assert(out);
     _cleanup_fclose_ FILE *f = fopen("/proc/self/cgroup", "re");
     if (!f)
         return act_error_set(err, errno, "cannot read /proc/self/cgroup: %s", strerror(errno));

@@ -1,6 +1,7 @@
 /* The activator's cgroup root: finding it, preparing it (hosts/ node,
  * controllers enabled down the subtree), and for tests a throwaway root that
  * is removed with everything below it. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +45,7 @@ void cg_root_free(cg_root *root)
 
 const char *cg_root_path(const cg_root *root)
 {
+    assert(root);
     return root->v2_path;
 }
 
@@ -185,47 +187,49 @@ static int move_into_supervisor(cg_root *root, act_error *err)
     return 0;
 }
 
+/* Makes and prepares the directory of a root whose mount and relative path
+ * are set. */
+static int root_prepare(cg_root *root, bool move_self, act_error *err)
+{
+    if (asprintf(&root->v2_path, "%s/%s", root->v2_mount, root->rel) < 0) {
+        root->v2_path = NULL;
+        return act_error_set(err, ENOMEM, "out of memory");
+    }
+    int r = act_mkdir_p(root->v2_path, 0755, err);
+    if (r < 0)
+        return r;
+    root->dir_fd = open(root->v2_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root->dir_fd < 0)
+        return act_error_set(err, errno, "cannot open cgroup root %s: %s", root->v2_path,
+                             strerror(errno));
+    if (move_self && (r = move_into_supervisor(root, err)) < 0)
+        return r;
+    if ((r = enable_controllers(root, err)) < 0 || (r = open_hosts_node(root, err)) < 0)
+        return r;
+    return find_v1_controllers(root, err);
+}
+
+/* Takes v2_mount and rel, which may be NULL after a failed strdup. */
 static int root_open_rel(char *v2_mount, char *rel, bool move_self, cg_root **out,
                          act_error *err)
 {
-    cg_root *root = calloc(1, sizeof(*root));
-    if (!root) {
-        free(v2_mount);
-        free(rel);
+    _cleanup_free_ char *mount_owned = v2_mount, *rel_owned = rel;
+    _cleanup_(cg_root_freep) cg_root *root = calloc(1, sizeof(*root));
+    if (!root || !v2_mount || !rel)
         return act_error_set(err, ENOMEM, "out of memory");
-    }
     root->dir_fd = root->hosts_fd = -1;
-    root->v2_mount = v2_mount;
-    root->rel = rel;
-    int r;
-    if (asprintf(&root->v2_path, "%s/%s", v2_mount, rel) < 0) {
-        root->v2_path = NULL;
-        r = act_error_set(err, ENOMEM, "out of memory");
-        goto fail;
-    }
-    if ((r = act_mkdir_p(root->v2_path, 0755, err)) < 0)
-        goto fail;
-    root->dir_fd = open(root->v2_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (root->dir_fd < 0) {
-        r = act_error_set(err, errno, "cannot open cgroup root %s: %s", root->v2_path,
-                          strerror(errno));
-        goto fail;
-    }
-    if (move_self && (r = move_into_supervisor(root, err)) < 0)
-        goto fail;
-    if ((r = enable_controllers(root, err)) < 0 || (r = open_hosts_node(root, err)) < 0 ||
-        (r = find_v1_controllers(root, err)) < 0)
-        goto fail;
-    *out = root;
+    root->v2_mount = TAKE_PTR(mount_owned);
+    root->rel = TAKE_PTR(rel_owned);
+    int r = root_prepare(root, move_self, err);
+    if (r < 0)
+        return act_error_prefix(err, "cgroup root");
+    *out = TAKE_PTR(root);
     return 0;
-fail:
-    act_error_prefix(err, "cgroup root");
-    cg_root_free(root);
-    return r;
 }
 
 int cg_root_open(const char *path_or_auto, cg_root **out, act_error *err)
 {
+    assert(out);
     if (!path_or_auto || !path_or_auto[0])
         return act_error_set(err, EINVAL,
                              "cgroup root is empty; give \"auto\" or a path under the cgroup2 "
@@ -282,6 +286,7 @@ int cg_root_open(const char *path_or_auto, cg_root **out, act_error *err)
 
 int cg_root_create_throwaway(const char *label, cg_root **out, act_error *err)
 {
+    assert(out);
     int r = act_name_check("throwaway root label", label, err);
     if (r < 0)
         return r;
@@ -321,6 +326,8 @@ int cg_root_create_throwaway(const char *label, cg_root **out, act_error *err)
 
 int cg_rmdir_everywhere(cg_root *root, const char *rel, act_error *err)
 {
+    assert(root);
+    assert(rel);
     int result = 0;
     for (int h = -1; h < CG_CONTROLLER_COUNT; h++) {
         const char *mount = h < 0 ? root->v2_mount : root->v1_mount[h];
@@ -336,61 +343,70 @@ int cg_rmdir_everywhere(cg_root *root, const char *rel, act_error *err)
     return result;
 }
 
-/* Kills whatever runs in rel (proving it dead), then removes its
- * subdirectories and itself, deepest first. Used only on throwaway roots. */
-static int destroy_tree(cg_root *root, const char *rel, act_error *err)
+/* Kills whatever runs in the cgroup rel, with proof; 0 when it was empty or
+ * is gone. The leaf handle is closed on return, before any rmdir, so the
+ * kernel has no open control files to drain. */
+static int kill_remaining(cg_root *root, const char *rel, act_error *err)
+{
+    _cleanup_(cg_leaf_freep) cg_leaf *leaf = NULL;
+    bool populated = false;
+    if (cg_leaf_open_rel(root, rel, "", "", &leaf, err) < 0 ||
+        cg_leaf_populated(leaf, &populated, err) < 0 || !populated)
+        return 0;
+    return cg_leaf_kill_and_wait(leaf, CG_DESTROY_KILL_TIMEOUT_USEC, err);
+}
+
+static int destroy_tree(cg_root *root, const char *rel, act_error *err);
+
+/* destroy_tree of each subdirectory of rel; the first failure is returned. */
+static int destroy_children(cg_root *root, const char *rel, act_error *err)
 {
     _cleanup_free_ char *path = NULL;
     if (asprintf(&path, "%s/%s", root->v2_mount, rel) < 0)
         return act_error_set(err, ENOMEM, "out of memory");
     int result = 0;
-    DIR *dir = opendir(path);
-    if (dir) {
-        struct dirent *de;
-        while ((de = readdir(dir))) {
-            if (de->d_type != DT_DIR || de->d_name[0] == '.')
-                continue;
-            _cleanup_free_ char *child = NULL;
-            if (asprintf(&child, "%s/%s", rel, de->d_name) < 0) {
-                closedir(dir);
-                return act_error_set(err, ENOMEM, "out of memory");
-            }
-            int r = destroy_tree(root, child, err);
-            if (r < 0 && result == 0)
-                result = r;
-        }
-        closedir(dir);
+    _cleanup_(closedirp) DIR *dir = opendir(path);
+    for (struct dirent *de; dir && (de = readdir(dir));) {
+        if (de->d_type != DT_DIR || de->d_name[0] == '.')
+            continue;
+        _cleanup_free_ char *child = NULL;
+        if (asprintf(&child, "%s/%s", rel, de->d_name) < 0)
+            return act_error_set(err, ENOMEM, "out of memory");
+        int r = destroy_tree(root, child, err);
+        if (r < 0 && result == 0)
+            result = r;
     }
+    return result;
+}
 
-    cg_leaf *leaf = NULL;
-    act_error leaf_err = {0};
-    if (cg_leaf_open_rel(root, rel, "", "", &leaf, &leaf_err) == 0) {
-        bool populated = false;
-        if (cg_leaf_populated(leaf, &populated, &leaf_err) == 0 && populated) {
-            int r = cg_leaf_kill_and_wait(leaf, CG_DESTROY_KILL_TIMEOUT_USEC, &leaf_err);
-            if (r < 0 && result == 0) {
-                *err = leaf_err;
-                result = r;
-            }
-        }
-        cg_leaf_free(leaf);
+/* Removes rel's subdirectories, deepest first, killing whatever runs in
+ * each (proving it dead) before its rmdir, then rel itself the same way.
+ * Used only on throwaway roots. */
+static int destroy_tree(cg_root *root, const char *rel, act_error *err)
+{
+    int result = destroy_children(root, rel, err);
+    act_error kill_err = {0};
+    int r = kill_remaining(root, rel, &kill_err);
+    if (r < 0 && result == 0) {
+        if (err)
+            *err = kill_err;
+        result = r;
     }
-    int r = cg_rmdir_everywhere(root, rel, err);
+    r = cg_rmdir_everywhere(root, rel, err);
     return result < 0 ? result : r;
 }
 
-int cg_root_destroy_throwaway(cg_root *root, act_error *err)
+int cg_root_destroy_throwaway(cg_root *root_arg, act_error *err)
 {
+    /* The handle goes on every path, refused or not. */
+    _cleanup_(cg_root_freep) cg_root *root = root_arg;
     if (!root)
         return 0;
-    if (!root->throwaway) {
-        int r = act_error_set(err, EPERM,
-                              "cgroup root %s was opened, not created as a throwaway; refusing "
-                              "to delete a subtree that is not ours",
-                              root->v2_path);
-        cg_root_free(root);
-        return r;
-    }
+    if (!root->throwaway)
+        return act_error_set(err, EPERM,
+                             "cgroup root %s was opened, not created as a throwaway; refusing "
+                             "to delete a subtree that is not ours",
+                             root->v2_path);
     _cleanup_free_ char *rel = strdup(root->rel);
     int r = rel ? destroy_tree(root, rel, err) : act_error_set(err, ENOMEM, "out of memory");
 
@@ -405,6 +421,5 @@ int cg_root_destroy_throwaway(cg_root *root, act_error *err)
             r = act_error_set(err, EBUSY, "throwaway cgroup %s is still there after removal",
                               path);
     }
-    cg_root_free(root);
     return r;
 }

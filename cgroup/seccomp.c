@@ -1,6 +1,7 @@
 /* Seccomp profiles, compiled in the parent with libseccomp and exported as
  * a BPF program, so the child between clone3 and exec loads it with one
  * seccomp() syscall and never calls into libseccomp. */
+#include <assert.h>
 #include <errno.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -130,28 +131,23 @@ static int export_program(scmp_filter_ctx ctx, cg_seccomp_program **out, act_err
         size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS)
         return act_error_set(err, EINVAL, "seccomp: exported filter has a bad size %lld",
                              (long long)size);
-    cg_seccomp_program *program = calloc(1, sizeof(*program));
-    struct sock_filter *filter = malloc((size_t)size);
-    if (!program || !filter) {
-        free(program);
-        free(filter);
+    _cleanup_(cg_seccomp_program_freep) cg_seccomp_program *program =
+        calloc(1, sizeof(*program));
+    if (!program || !(program->fprog.filter = malloc((size_t)size)))
         return act_error_set(err, ENOMEM, "out of memory");
-    }
-    if (pread(fd, filter, (size_t)size, 0) != size) {
-        int e = errno ? errno : EIO;
-        free(program);
-        free(filter);
-        return act_error_set(err, e, "seccomp: cannot read the exported filter back");
-    }
-    program->fprog.filter = filter;
+    errno = 0;
+    if (pread(fd, program->fprog.filter, (size_t)size, 0) != size)
+        return act_error_set(err, errno ? errno : EIO,
+                             "seccomp: cannot read the exported filter back");
     program->fprog.len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
-    *out = program;
+    *out = TAKE_PTR(program);
     return 0;
 }
 
 int cg_seccomp_compile(const char *profile, const char *const *allow, const char *const *deny_list,
                        cg_seccomp_program **out, act_error *err)
 {
+    assert(out);
     *out = NULL;
     bool use_default;
     if (profile && strcmp(profile, "default") == 0)

@@ -3,6 +3,7 @@
  * into the leaf with a pidfd (sharing our memory until its exec where the
  * CPU allows), and a CLOEXEC pipe tells us whether the exec happened or
  * which step failed with which errno. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -29,6 +30,7 @@
 
 void cg_spawn_spec_init(cg_spawn_spec *spec)
 {
+    assert(spec);
     memset(spec, 0, sizeof(*spec));
     spec->exec_fd = -1;
     spec->stdout_fd = -1;
@@ -204,6 +206,12 @@ static int report_failure(cg_leaf *leaf, const cg_spawn_spec *spec,
                          hint);
 }
 
+/* .cgroup (CLONE_INTO_CGROUP) arrived with the second extension of
+ * clone_args; a header without it would build a spawn that silently starts
+ * the child outside the leaf. */
+static_assert(sizeof(struct clone_args) >= CLONE_ARGS_SIZE_VER2,
+              "struct clone_args lacks .cgroup (CLONE_ARGS_SIZE_VER2)");
+
 /* Errors with which a kernel says "no clone3" or "no CLONE_INTO_CGROUP". */
 static bool clone3_refused(int e)
 {
@@ -216,6 +224,14 @@ long cg_clone3_vm(struct clone_args *args, size_t size, void (*fn)(void *), void
 /* The child's stack while it shares our memory; its code needs little, and
  * a guard page below it turns an overflow into a fault, not corruption. */
 #define CHILD_STACK_BYTES (128 * 1024)
+
+/* What clone3_vm.S takes for granted on the C side: the stack top the
+ * kernel switches to (base + page + CHILD_STACK_BYTES) keeps the ABI's
+ * 16-byte alignment for the call into fn, and the syscall numbers it loads
+ * by hand are this kernel's clone3 and exit_group. */
+static_assert(CHILD_STACK_BYTES % 16 == 0, "the child's stack top must stay 16-byte aligned");
+static_assert(SYS_clone3 == 435, "clone3_vm.S calls syscall 435 as clone3");
+static_assert(SYS_exit_group == 231, "clone3_vm.S calls syscall 231 as exit_group");
 
 CG_CHILD_CODE static void child_entry(void *plan)
 {
@@ -341,6 +357,9 @@ static int read_report(int fd, struct cg_child_report *report)
 
 int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_error *err)
 {
+    assert(leaf);
+    assert(spec);
+    assert(out);
     int r = check_spec(spec, err);
     if (r < 0)
         return act_error_prefix(err, "leaf %s: cannot spawn", leaf->v2_path);
@@ -419,8 +438,8 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
     sigset_t all, saved;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved);
-    int pidfd = -1, clone_errno = 0;
-    _cleanup_close_ int v2_procs_fd = -1;
+    _cleanup_close_ int pidfd = -1, v2_procs_fd = -1;
+    int clone_errno = 0;
     pid_t pid = clone_into_leaf(leaf, &plan, spec->method, &pidfd, &v2_procs_fd,
                                 &clone_errno);
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
@@ -445,13 +464,12 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
          * failure is reported here and nowhere later. */
         siginfo_t info;
         waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED);
-        close(pidfd);
         if (got != (int)sizeof(report))
             return act_error_set(err, EIO, "leaf %s: child sent a malformed exec report",
                                  leaf->v2_path);
         return report_failure(leaf, spec, &report, err);
     }
     out->pid = pid;
-    out->pidfd = pidfd;
+    out->pidfd = TAKE_FD(pidfd);
     return 0;
 }

@@ -9,17 +9,26 @@
  * own, so it writes nothing but its stack, fd_scratch and the LISTEN_PID
  * digits, and no sanitizer instrumentation runs here (CG_CHILD_CODE): its
  * bookkeeping would outlive the borrowed stack. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cgroup/spawn_internal.h"
+
+#define KERNEL_SIGSET_BYTES 8
+#define KERNEL_NSIG 64
+
+/* The kernel's signal set as rt_sigaction and rt_sigprocmask take it: an
+ * array of longs, KERNEL_SIGSET_BYTES long, whatever the size of a long. */
+typedef unsigned long kernel_sigset[KERNEL_SIGSET_BYTES / sizeof(unsigned long)];
 
 /* The kernel's struct sigaction for rt_sigaction on x86-64 and most other
  * architectures: handler, flags, restorer, mask. */
@@ -27,11 +36,21 @@ struct kernel_sigaction {
     void (*handler)(int);
     unsigned long flags;
     void (*restorer)(void);
-    unsigned long mask;
+    kernel_sigset mask;
 };
 
-#define KERNEL_SIGSET_BYTES 8
-#define KERNEL_NSIG 64
+/* rt_sigaction reads this layout field by field; padding or a short mask
+ * would hand it garbage. */
+static_assert(offsetof(struct kernel_sigaction, flags) == sizeof(void (*)(int)),
+              "kernel_sigaction: padding after handler");
+static_assert(offsetof(struct kernel_sigaction, restorer) ==
+                  offsetof(struct kernel_sigaction, flags) + sizeof(unsigned long),
+              "kernel_sigaction: padding after flags");
+static_assert(offsetof(struct kernel_sigaction, mask) ==
+                  offsetof(struct kernel_sigaction, restorer) + sizeof(void (*)(void)),
+              "kernel_sigaction: padding after restorer");
+static_assert(sizeof(kernel_sigset) == KERNEL_SIGSET_BYTES, "kernel_sigset is not the kernel's");
+static_assert(KERNEL_NSIG == 8 * KERNEL_SIGSET_BYTES, "KERNEL_NSIG and the set size disagree");
 
 CG_CHILD_CODE _Noreturn static void fail(int report_fd, enum cg_child_step step, int error)
 {
@@ -156,8 +175,8 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
 
     /* The parent blocked every signal around clone; the app starts with none
      * blocked, as any freshly started program expects. */
-    unsigned long empty_mask = 0;
-    if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty_mask, NULL, KERNEL_SIGSET_BYTES) < 0)
+    kernel_sigset empty_mask = {0};
+    if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, empty_mask, NULL, KERNEL_SIGSET_BYTES) < 0)
         fail(report_fd, CG_STEP_SIGNALS, errno);
 
     syscall(SYS_execveat, exec_fd, "", plan->argv, plan->envp, AT_EMPTY_PATH);

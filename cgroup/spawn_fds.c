@@ -5,6 +5,7 @@
  * whole table at the clone and closes it again at the exec, a cost per open
  * fd: about 1.2 ms per spawn in a daemon holding 10,000 listening sockets on
  * the machine this was written on. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "cgroup/spawn_internal.h"
+#include "common/cleanup.h"
 
 static struct {
     pthread_mutex_t lock;
@@ -22,51 +24,61 @@ static struct {
     int highest;
 } window = {.lock = PTHREAD_MUTEX_INITIALIZER, .placeholder = -1, .highest = -1};
 
-int cg_spawn_reserve_fds(size_t n, act_error *err)
+/* Fills slots with n dups of placeholder at the lowest free numbers (early
+ * in a process, right above what is open). Returns the highest fd of the
+ * window, or -errno with none of the dups left open. */
+static int dup_low(int placeholder, int *slots, size_t n)
 {
-    pthread_mutex_lock(&window.lock);
-    int r = 0;
-    if (window.slots) {
-        r = act_error_set(err, EALREADY, "the spawn fd window is already reserved");
-        goto out;
-    }
-    int *slots = calloc(n, sizeof(int));
-    int placeholder = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY);
-    if (!slots || placeholder < 0) {
-        r = act_error_set(err, slots ? errno : ENOMEM, "cannot reserve the spawn fd window: %s",
-                          strerror(slots ? errno : ENOMEM));
-        free(slots);
-        if (placeholder >= 0)
-            close(placeholder);
-        goto out;
-    }
     int highest = placeholder;
     for (size_t i = 0; i < n; i++) {
-        /* The lowest free numbers: early in a process, right above what is open. */
         slots[i] = fcntl(placeholder, F_DUPFD_CLOEXEC, 0);
         if (slots[i] < 0) {
-            r = act_error_set(err, errno, "cannot reserve the spawn fd window: %s",
-                              strerror(errno));
+            int r = -errno;
             while (i-- > 0)
                 close(slots[i]);
-            close(placeholder);
-            free(slots);
-            goto out;
+            return r;
         }
         if (slots[i] > highest)
             highest = slots[i];
     }
-    window.placeholder = placeholder;
-    window.slots = slots;
+    return highest;
+}
+
+static int reserve_locked(size_t n, act_error *err)
+{
+    if (window.slots)
+        return act_error_set(err, EALREADY, "the spawn fd window is already reserved");
+    _cleanup_free_ int *slots = calloc(n, sizeof(int));
+    if (!slots)
+        return act_error_set(err, ENOMEM, "cannot reserve the spawn fd window: %s",
+                             strerror(ENOMEM));
+    _cleanup_close_ int placeholder = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY);
+    if (placeholder < 0)
+        return act_error_set(err, errno, "cannot reserve the spawn fd window: %s",
+                             strerror(errno));
+    int highest = dup_low(placeholder, slots, n);
+    if (highest < 0)
+        return act_error_set(err, -highest, "cannot reserve the spawn fd window: %s",
+                             strerror(-highest));
+    window.placeholder = TAKE_FD(placeholder);
+    window.slots = TAKE_PTR(slots);
     window.n_slots = n;
     window.highest = highest;
-out:
+    return 0;
+}
+
+int cg_spawn_reserve_fds(size_t n, act_error *err)
+{
+    pthread_mutex_lock(&window.lock);
+    int r = reserve_locked(n, err);
     pthread_mutex_unlock(&window.lock);
     return r;
 }
 
 int cg_fd_window_enter(const int *needed, size_t n, int *mapped)
 {
+    assert(needed);
+    assert(mapped);
     if (pthread_mutex_trylock(&window.lock) != 0)
         return -1; /* another thread is spawning through it: copy the table */
     if (!window.slots || n > window.n_slots) {

@@ -2,6 +2,7 @@
  * prepares every byte of it; the child only reads it and makes syscalls. */
 #pragma once
 
+#include <assert.h>
 #include <linux/filter.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -31,6 +32,14 @@ struct cg_child_report {
     int32_t step;
     int32_t error;
 };
+
+/* The child writes the report with one write() and the parent reads it back
+ * as bytes: no padding may hide in it, and a pipe write of at most PIPE_BUF
+ * bytes arrives whole. */
+static_assert(sizeof(struct cg_child_report) == 2 * sizeof(int32_t),
+              "cg_child_report has padding");
+static_assert(sizeof(struct cg_child_report) <= PIPE_BUF,
+              "cg_child_report does not fit one atomic pipe write");
 
 struct cg_child_plan {
     int v1_procs_fds[CG_CONTROLLER_COUNT]; /* -1: none */

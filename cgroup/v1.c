@@ -2,6 +2,7 @@
  * directories are made with mkdir and its limits written through libcgroup;
  * joining happens in the spawned child through pre-opened cgroup.procs fds,
  * because libcgroup is not async-signal-safe. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <libcgroup.h>
@@ -71,6 +72,8 @@ static bool wants(enum cg_controller c, const cg_limits *limits)
 
 bool cg_v1_mirror_needed(const cg_root *root, enum cg_controller c, const cg_limits *limits)
 {
+    assert(root);
+    assert((unsigned)c < CG_CONTROLLER_COUNT);
     if (!root->v1_mount[c])
         return false;
     /* memory and pids always, for the leaf's stats; cpu only for a limit,
@@ -137,6 +140,8 @@ static int make_mirrors(cg_root *root, const char *rel, const cg_limits *limits,
 
 int cg_v1_create(cg_root *root, const char *rel, const cg_limits *limits, act_error *err)
 {
+    assert(root);
+    assert(rel);
     int r = make_mirrors(root, rel, limits, err);
     if (r < 0)
         return r;
@@ -147,16 +152,14 @@ int cg_v1_create(cg_root *root, const char *rel, const cg_limits *limits, act_er
         return 0;
     if ((r = cg_v1_init(err)) < 0)
         return r;
-    struct cgroup *cg = cgroup_new_cgroup(rel);
+    /* cgroup_free takes the variable's address and ignores NULL. */
+    _cleanup_(cgroup_free) struct cgroup *cg = cgroup_new_cgroup(rel);
     if (!cg)
         return act_error_set(err, ENOMEM, "out of memory describing v1 cgroup %s", rel);
     r = add_values(root, cg, limits);
-    if (r < 0) {
-        cgroup_free(&cg);
+    if (r < 0)
         return act_error_set(err, -r, "cannot describe v1 cgroup %s: %s", rel, strerror(-r));
-    }
     int code = cgroup_modify_cgroup(cg);
-    cgroup_free(&cg);
     if (code != 0)
         return act_error_set(err, libcgroup_errno(code),
                              "cannot write the v1 limits of %s through libcgroup: %s", rel,

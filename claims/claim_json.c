@@ -15,9 +15,12 @@
 #include "claims/claims.h"
 #include "claims/store_internal.h"
 
+#include <assert.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "common/cleanup_json.h"
 
 typedef struct parse_ctx {
     const char *host;
@@ -213,6 +216,8 @@ static int parse_body(parse_ctx *ctx, json_object *root, claim *c)
 
 int claim_from_json(const char *host, const char *text, size_t len, claim *out, act_error *err)
 {
+    assert(text || len == 0);
+    assert(out);
     memset(out, 0, sizeof(*out));
     const char *shown_host = host && host[0] ? host : "(unnamed)";
     if (len > CLAIM_JSON_MAX)
@@ -220,16 +225,14 @@ int claim_from_json(const char *host, const char *text, size_t len, claim *out, 
                              "host %s: claim body is %zu bytes, over the %d byte limit; the "
                              "stored value is not a claim, rewrite or delete it",
                              shown_host, len, CLAIM_JSON_MAX);
-    json_tokener *tok = json_tokener_new();
+    _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new();
     if (!tok)
         return act_error_set(err, ENOMEM, "host %s: out of memory parsing claim", shown_host);
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *root = json_tokener_parse_ex(tok, text, (int)len);
+    _cleanup_(json_object_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     size_t consumed = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
-    if (!root || jerr != json_tokener_success) {
-        json_object_put(root);
+    if (!root || jerr != json_tokener_success)
         return act_error_set(err, EINVAL,
                              "host %s: claim body is not valid JSON (%s at byte %zu); rewrite or "
                              "delete the claim",
@@ -237,22 +240,18 @@ int claim_from_json(const char *host, const char *text, size_t len, claim *out, 
                              jerr == json_tokener_continue ? "unexpected end"
                                                            : json_tokener_error_desc(jerr),
                              consumed);
-    }
-    for (size_t i = consumed; i < len; i++) {
-        if (text[i] != ' ' && text[i] != '\n' && text[i] != '\t' && text[i] != '\r') {
-            json_object_put(root);
+    for (size_t i = consumed; i < len; i++)
+        if (text[i] != ' ' && text[i] != '\n' && text[i] != '\t' && text[i] != '\r')
             return act_error_set(err, EINVAL,
                                  "host %s: claim body has trailing bytes after the JSON object "
                                  "at byte %zu; rewrite the claim", shown_host, i);
-        }
-    }
-    int r = claim_from_json_object(host, root, out, err);
-    json_object_put(root);
-    return r;
+    return claim_from_json_object(host, root, out, err);
 }
 
 int claim_from_json_object(const char *host, json_object *root, claim *out, act_error *err)
 {
+    assert(root);
+    assert(out);
     const char *shown_host = host && host[0] ? host : "(unnamed)";
     parse_ctx ctx = {.host = shown_host, .err = err};
     int r;
@@ -287,6 +286,7 @@ static void add_string(json_object *obj, const char *key, const char *value)
 
 json_object *claim_to_json_object(const claim *c)
 {
+    assert(c);
     json_object *root = json_object_new_object();
     if (!root)
         return NULL;
@@ -327,12 +327,10 @@ json_object *claim_to_json_object(const claim *c)
 
 char *claim_to_json(const claim *c)
 {
-    json_object *root = claim_to_json_object(c);
+    _cleanup_(json_object_putp) json_object *root = claim_to_json_object(c);
     if (!root)
         return NULL;
     const char *text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
                                                                 JSON_C_TO_STRING_NOSLASHESCAPE);
-    char *copy = text ? strdup(text) : NULL;
-    json_object_put(root);
-    return copy;
+    return text ? strdup(text) : NULL;
 }

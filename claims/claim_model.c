@@ -2,9 +2,11 @@
  * codec and by callers that build claims in memory. */
 #include "claims/claims.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <string.h>
 
+#include "common/cleanup.h"
 #include "common/names.h"
 
 /* The phase table from claims.h, indexed by kind. */
@@ -23,17 +25,26 @@ static const struct {
     [CLAIM_OP_MOVE] = {"move", move_phases},
     [CLAIM_OP_PROBE] = {"probe", probe_phases},
 };
+static_assert(ARRAY_SIZE(kinds) == CLAIM_OP_PROBE + 1, "an op kind without phases");
+
+/* The name fields hold a common/names.h name and its NUL, which is what
+ * claim_validate checks them against. */
+static_assert(sizeof(((claim *)0)->host) == ACT_NAME_MAX + 1, "claim.host is not a name field");
+static_assert(sizeof(((claim_holder *)0)->box) == ACT_NAME_MAX + 1,
+              "holder.box is not a name field");
+static_assert(sizeof(((claim_op *)0)->exec) == ACT_NAME_MAX + 1, "op.exec is not a name field");
 
 const char *claim_op_kind_to_string(claim_op_kind kind)
 {
-    if ((unsigned)kind >= sizeof(kinds) / sizeof(kinds[0]))
+    if ((unsigned)kind >= ARRAY_SIZE(kinds))
         return NULL;
     return kinds[kind].name;
 }
 
 int claim_op_kind_from_string(const char *name, claim_op_kind *out)
 {
-    for (unsigned i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+    assert(out);
+    for (unsigned i = 0; i < ARRAY_SIZE(kinds); i++) {
         if (name && strcmp(kinds[i].name, name) == 0) {
             *out = (claim_op_kind)i;
             return 0;
@@ -44,7 +55,7 @@ int claim_op_kind_from_string(const char *name, claim_op_kind *out)
 
 bool claim_phase_is_valid(claim_op_kind kind, const char *phase)
 {
-    if ((unsigned)kind >= sizeof(kinds) / sizeof(kinds[0]) || !phase)
+    if ((unsigned)kind >= ARRAY_SIZE(kinds) || !phase)
         return false;
     for (const char *const *p = kinds[kind].phases; *p; p++) {
         if (strcmp(*p, phase) == 0)
@@ -55,6 +66,7 @@ bool claim_phase_is_valid(claim_op_kind kind, const char *phase)
 
 bool claim_has_holder(const claim *c)
 {
+    assert(c);
     return c->holder.box[0] != '\0';
 }
 
@@ -83,6 +95,7 @@ static int check_optional_name(const claim *c, const char *field, const char *va
 
 int claim_validate(const claim *c, act_error *err)
 {
+    assert(c);
     act_error why = {0};
     if (act_name_check("host", c->host, &why) < 0)
         return act_error_set(err, EINVAL, "claim: %s", why.message);
@@ -95,7 +108,7 @@ int claim_validate(const claim *c, act_error *err)
         {"op.id", c->op.id},             {"op.exec", c->op.exec},
         {"held", c->held},               {"pin.version", c->has_pin ? c->pin.version : ""},
     };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
         int r = check_optional_name(c, names[i].field, names[i].value, err);
         if (r < 0)
             return r;

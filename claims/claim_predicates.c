@@ -3,11 +3,13 @@
  * with hand-made claims. */
 #include "claims/claims.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
 const char *claim_executor(const claim *c)
 {
+    assert(c);
     /* Once a box is admitted to serve, the holder is the one running it; the
      * op's exec may lag behind (an orchestrator sets exec, the box sets the
      * holder), and the running box is what fencing must protect. */
@@ -18,6 +20,7 @@ const char *claim_executor(const claim *c)
 
 bool claim_owned_by(const claim *c, const char *box)
 {
+    assert(c);
     if (!box || box[0] == '\0' || c->op.exec[0] == '\0')
         return false;
     return strcmp(claim_executor(c), box) == 0;
@@ -25,6 +28,7 @@ bool claim_owned_by(const claim *c, const char *box)
 
 int claim_phase_allows_wake(const claim *c, const char *box, bool probe, act_error *err)
 {
+    assert(c);
     const char *kind = claim_op_kind_to_string(c->op.kind);
     if (c->op.exec[0] == '\0')
         return act_error_set(err, EPERM, "host %s: claim is released (op.exec is empty); no box "
@@ -57,6 +61,8 @@ int claim_phase_allows_wake(const claim *c, const char *box, bool probe, act_err
 int claim_admission_ok(const claim *observed, const claim *admitted, const char *incarnation,
                        act_error *err)
 {
+    assert(observed);
+    assert(admitted);
     if (strcmp(observed->host, admitted->host) != 0)
         return act_error_set(err, EINVAL, "admission check compares host %s with host %s",
                              observed->host, admitted->host);
@@ -94,6 +100,10 @@ bool claim_same_admission(const claim *a, const claim *b)
 void claim_next_admission(const claim *observed, const char *box, const char *incarnation,
                           uint64_t stamp_usec, claim *next)
 {
+    assert(observed);
+    assert(box);
+    assert(incarnation);
+    assert(next);
     *next = *observed;
     snprintf(next->holder.box, sizeof(next->holder.box), "%s", box);
     snprintf(next->holder.incarnation, sizeof(next->holder.incarnation), "%s", incarnation);

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cleanup.h"
 #include "common/error.h"
 
 typedef struct sd_event sd_event;
@@ -222,6 +223,7 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
  * end), stops watches and frees the store. Do not call it from one of the
  * store's own callbacks. */
 void claims_store_free(claim_store *store);
+DEFINE_TRIVIAL_CLEANUP_FUNC(claim_store *, claims_store_free)
 /* "dir" or "etcd", for messages. */
 const char *claims_store_kind(const claim_store *store);
 
@@ -309,3 +311,4 @@ int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_
                        void *userdata, claims_watch **out, act_error *err);
 /* Stops and frees a watch; safe from inside its own callback. */
 void claims_watch_free(claims_watch *watch);
+DEFINE_TRIVIAL_CLEANUP_FUNC(claims_watch *, claims_watch_free)

@@ -1,6 +1,7 @@
 /* See curl_glue.h. */
 #include "claims/curl_glue.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
@@ -27,6 +28,7 @@ static void forget_io(curl_glue *glue, sd_event_source *io)
 
 sd_event *curl_glue_event(curl_glue *glue)
 {
+    assert(glue);
     return glue->event;
 }
 
@@ -125,6 +127,8 @@ static int timer_function(CURLM *multi, long timeout_ms, void *userp)
 
 int curl_glue_new(sd_event *event, curl_glue **out)
 {
+    assert(event);
+    assert(out);
     curl_glue *glue = calloc(1, sizeof(*glue));
     if (!glue)
         return -ENOMEM;
@@ -167,6 +171,8 @@ void curl_glue_free(curl_glue *glue)
 
 int curl_glue_add(curl_glue *glue, curl_glue_job *job)
 {
+    assert(glue);
+    assert(job);
     curl_easy_setopt(job->easy, CURLOPT_PRIVATE, job);
     if (curl_multi_add_handle(glue->multi, job->easy) != CURLM_OK)
         return -EIO;
@@ -175,5 +181,7 @@ int curl_glue_add(curl_glue *glue, curl_glue_job *job)
 
 void curl_glue_remove(curl_glue *glue, curl_glue_job *job)
 {
+    assert(glue);
+    assert(job);
     curl_multi_remove_handle(glue->multi, job->easy);
 }

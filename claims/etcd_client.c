@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cleanup.h"
+#include "common/cleanup_json.h"
 #include "common/clock.h"
 
 #define MAX_GLUES 4
@@ -54,16 +56,16 @@ static char *dup_or_null(const char *s)
 int etcd_client_new(const claims_url *url, const claims_store_options *options,
                     etcd_client **out, act_error *err)
 {
-    assert(url->kind == CLAIMS_URL_ETCD && url->n_endpoints > 0);
-    etcd_client *client = calloc(1, sizeof(*client));
+    assert(url && url->kind == CLAIMS_URL_ETCD && url->n_endpoints > 0);
+    assert(options);
+    assert(out);
+    _cleanup_(etcd_client_freep) etcd_client *client = calloc(1, sizeof(*client));
     if (!client)
         return act_error_set(err, ENOMEM, "etcd: out of memory");
     for (size_t i = 0; i < url->n_endpoints; i++) {
         client->endpoints[i] = strdup(url->endpoints[i]);
-        if (!client->endpoints[i]) {
-            etcd_client_free(client);
+        if (!client->endpoints[i])
             return act_error_set(err, ENOMEM, "etcd: out of memory");
-        }
         client->n_endpoints++;
     }
     client->timeout_ms = options->timeout_ms;
@@ -73,7 +75,7 @@ int etcd_client_new(const claims_url *url, const claims_store_options *options,
     client->key_file = dup_or_null(options->key_file);
     client->username = dup_or_null(options->username);
     client->password = dup_or_null(options->password);
-    *out = client;
+    *out = TAKE_PTR(client);
     return 0;
 }
 
@@ -131,6 +133,9 @@ void etcd_client_free(etcd_client *client)
 
 int etcd_client_glue(etcd_client *client, sd_event *event, curl_glue **out, act_error *err)
 {
+    assert(client);
+    assert(event);
+    assert(out);
     size_t i;
     for (i = 0; i < MAX_GLUES && client->glues[i]; i++) {
         if (curl_glue_event(client->glues[i]) == event) {
@@ -150,6 +155,7 @@ int etcd_client_glue(etcd_client *client, sd_event *event, curl_glue **out, act_
 
 const char *etcd_call_endpoint(const etcd_call *call)
 {
+    assert(call);
     return call->client->endpoints[call->endpoint];
 }
 
@@ -409,29 +415,21 @@ static void on_transfer_done(curl_glue_job *job, CURLcode result)
                          failure_hint(call->client, result));
         return;
     }
-    json_object *response = call->response_len ? json_tokener_parse(call->response) : NULL;
-    if (status != 200) {
+    _cleanup_(json_object_putp) json_object *response =
+        call->response_len ? json_tokener_parse(call->response) : NULL;
+    if (status != 200)
         handle_http_error(call, status, response);
-        json_object_put(response);
-        return;
-    }
-    if (call->stream) {
+    else if (call->stream)
         /* A stream that ends cleanly still ends: the server went away. */
         finish_error(call, ECONNRESET, "etcd endpoint %s: watch stream closed by the server; "
                                        "start a new watch from the last revision seen + 1",
                      etcd_call_endpoint(call));
-        json_object_put(response);
-        return;
-    }
-    if (!response || !json_object_is_type(response, json_type_object)) {
-        json_object_put(response);
+    else if (!response || !json_object_is_type(response, json_type_object))
         finish_error(call, EPROTO, "etcd endpoint %s: %s answered with something that is not "
                                    "JSON; is this an etcd v3 gateway?",
                      etcd_call_endpoint(call), call->path);
-        return;
-    }
-    finish(call, 0, response, NULL);
-    json_object_put(response);
+    else
+        finish(call, 0, response, NULL);
 }
 
 static int send_call(etcd_call *call, act_error *err)
@@ -538,5 +536,9 @@ int etcd_call_start(etcd_client *client, curl_glue *glue, const char *path, char
                     etcd_call_done_fn done, etcd_stream_fn stream, void *userdata,
                     etcd_call **out, act_error *err)
 {
+    assert(client);
+    assert(glue);
+    assert(path);
+    assert(done);
     return call_start(client, glue, path, body, done, stream, userdata, NULL, out, err);
 }

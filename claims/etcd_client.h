@@ -25,6 +25,7 @@ int etcd_client_new(const claims_url *url, const claims_store_options *options,
                     etcd_client **out, act_error *err);
 /* Cancels every call in flight without callbacks, then frees. */
 void etcd_client_free(etcd_client *client);
+DEFINE_TRIVIAL_CLEANUP_FUNC(etcd_client *, etcd_client_free)
 /* The glue for a loop, created on first use. */
 int etcd_client_glue(etcd_client *client, sd_event *event, curl_glue **out, act_error *err);
 

@@ -1,6 +1,7 @@
 /* See etcd_wire.h. */
 #include "claims/etcd_wire.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
@@ -10,6 +11,7 @@
 
 char *etcd_b64_encode(const void *data, size_t len)
 {
+    assert(data || len == 0);
     char *out = malloc(4 * ((len + 2) / 3) + 1);
     if (!out)
         return NULL;
@@ -19,6 +21,9 @@ char *etcd_b64_encode(const void *data, size_t len)
 
 int etcd_b64_decode(const char *text, char **out, size_t *out_len)
 {
+    assert(text);
+    assert(out);
+    assert(out_len);
     size_t len = strlen(text);
     if (len % 4 != 0)
         return -EINVAL;
@@ -64,6 +69,7 @@ static void add_u64_string(json_object *obj, const char *name, uint64_t value)
 
 char *etcd_range_body(const char *key, const char *range_end)
 {
+    assert(key);
     json_object *body = json_object_new_object();
     add_b64(body, "key", key);
     if (range_end)
@@ -73,6 +79,7 @@ char *etcd_range_body(const char *key, const char *range_end)
 
 char *etcd_txn_body(const char *key, uint64_t expected, const char *value)
 {
+    assert(key);
     json_object *body = json_object_new_object();
     json_object *compare = json_object_new_object();
     add_b64(compare, "key", key);
@@ -113,6 +120,7 @@ char *etcd_txn_body(const char *key, uint64_t expected, const char *value)
 
 char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_revision)
 {
+    assert(key);
     json_object *create = json_object_new_object();
     add_b64(create, "key", key);
     add_b64(create, "range_end", range_end);
@@ -125,6 +133,7 @@ char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_rev
 
 uint64_t etcd_json_u64(json_object *obj, const char *key)
 {
+    assert(key);
     json_object *member;
     if (!obj || !json_object_object_get_ex(obj, key, &member))
         return 0;
@@ -135,6 +144,7 @@ uint64_t etcd_json_u64(json_object *obj, const char *key)
 
 int etcd_kv_to_claim(const char *host, json_object *kv, claim *out, act_error *err)
 {
+    assert(out);
     json_object *value;
     memset(out, 0, sizeof(*out));
     if (!json_object_object_get_ex(kv, "value", &value) ||

@@ -1,5 +1,6 @@
 /* The store front: URL dispatch, argument checks at the edge, and the bridges
  * that give every backend both a synchronous and an asynchronous face. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,12 +18,15 @@
 
 int claims_compare_by_host(const void *a, const void *b)
 {
+    assert(a);
+    assert(b);
     return strcmp(((const claim *)a)->host, ((const claim *)b)->host);
 }
 
 int claims_store_open(const char *url, const claims_store_options *options, claim_store **out,
                       act_error *err)
 {
+    assert(out);
     claims_store_options defaults = {0};
     if (!options)
         options = &defaults;
@@ -97,12 +101,14 @@ void claims_store_free(claim_store *store)
 
 const char *claims_store_kind(const claim_store *store)
 {
+    assert(store);
     return store->ops->kind;
 }
 
 bool claims_watch_deliver(claims_watch *watch, const claim_change *change, int error,
                           const act_error *err)
 {
+    assert(watch);
     watch->delivering = true;
     watch->fn(watch, change, error, err, watch->userdata);
     watch->delivering = false;
@@ -212,6 +218,8 @@ static void on_sync_list(claim_store *store, int result, claim *claims, size_t n
 
 int claims_read(claim_store *store, const char *host, claim *out, act_error *err)
 {
+    assert(store);
+    assert(out);
     int r = check_host(host, err);
     if (r < 0)
         return r;
@@ -229,6 +237,8 @@ int claims_read(claim_store *store, const char *host, claim *out, act_error *err
 int claims_cas(claim_store *store, const char *host, uint64_t expected_revision, const claim *c,
                uint64_t *new_revision, claim *current_on_conflict, act_error *err)
 {
+    assert(store);
+    assert(c);
     claim checked;
     int r = check_host(host, err);
     if (r < 0 || (r = check_claim_for(host, c, &checked, err)) < 0)
@@ -253,6 +263,7 @@ int claims_cas(claim_store *store, const char *host, uint64_t expected_revision,
 int claims_delete(claim_store *store, const char *host, uint64_t expected_revision,
                   claim *current_on_conflict, act_error *err)
 {
+    assert(store);
     int r = check_host(host, err);
     if (r < 0)
         return r;
@@ -273,6 +284,9 @@ int claims_delete(claim_store *store, const char *host, uint64_t expected_revisi
 int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
                 void *userdata, act_error *err)
 {
+    assert(store);
+    assert(out);
+    assert(n_out);
     *out = NULL;
     *n_out = 0;
     if (store->ops->list)
@@ -330,9 +344,35 @@ static int on_collect_timeout(sd_event_source *source, uint64_t usec, void *user
     return 0;
 }
 
+/* Watches into state until it has what it wants, fails or times out. The
+ * watch and its timer are gone on return, so nothing touches state after. */
+static int collect_on(claim_store *store, sd_event *loop, uint64_t from_revision, int timeout_ms,
+                      collect_state *state, act_error *err)
+{
+    _cleanup_(claims_watch_freep) claims_watch *watch = NULL;
+    int r = store->ops->watch_start(store, loop, from_revision, on_collect, state, &watch, err);
+    if (r < 0)
+        return r;
+    _cleanup_(sd_event_source_disable_unrefp) sd_event_source *timer = NULL;
+    r = sd_event_add_time_relative(loop, &timer, CLOCK_MONOTONIC,
+                                   (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000, 0,
+                                   on_collect_timeout, state);
+    if (r < 0)
+        return act_error_set(err, -r, "claim watch: cannot arm its timeout");
+    while (state->n < state->want && state->error == 0 && !state->timed_out) {
+        r = sd_event_run(loop, UINT64_MAX);
+        if (r < 0)
+            return act_error_set(err, -r, "claim watch: event loop failed");
+    }
+    return state->error;
+}
+
 int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want, int timeout_ms,
                          claim_change **out, size_t *n_out, act_error *err)
 {
+    assert(store);
+    assert(out);
+    assert(n_out);
     *out = NULL;
     *n_out = 0;
     sd_event *loop = NULL;
@@ -340,30 +380,10 @@ int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want
     if (r < 0)
         return r;
     collect_state state = {.want = want, .err = err};
-    claims_watch *watch = NULL;
-    r = store->ops->watch_start(store, loop, from_revision, on_collect, &state, &watch, err);
-    if (r < 0)
-        return r;
-    sd_event_source *timer = NULL;
-    r = sd_event_add_time_relative(loop, &timer, CLOCK_MONOTONIC,
-                                   (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000, 0,
-                                   on_collect_timeout, &state);
+    r = collect_on(store, loop, from_revision, timeout_ms, &state, err);
     if (r < 0) {
-        claims_watch_free(watch);
-        return act_error_set(err, -r, "claim watch: cannot arm its timeout");
-    }
-    while (state.n < state.want && state.error == 0 && !state.timed_out) {
-        r = sd_event_run(loop, UINT64_MAX);
-        if (r < 0) {
-            state.error = act_error_set(err, -r, "claim watch: event loop failed");
-            break;
-        }
-    }
-    sd_event_source_disable_unref(timer);
-    claims_watch_free(watch);
-    if (state.error < 0) {
         free(state.changes);
-        return state.error;
+        return r;
     }
     *out = state.changes;
     *n_out = state.n;
@@ -439,6 +459,8 @@ static int check_attached(claim_store *store, act_error *err)
 
 int claims_store_attach_event(claim_store *store, sd_event *event, act_error *err)
 {
+    assert(store);
+    assert(event);
     if (store->attached)
         return act_error_set(err, EBUSY, "claim store: already attached to an event loop");
     /* A synchronous backend gets workers for its asynchronous face. */
@@ -454,6 +476,8 @@ int claims_store_attach_event(claim_store *store, sd_event *event, act_error *er
 int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, void *userdata,
                       act_error *err)
 {
+    assert(store);
+    assert(fn);
     int r = check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0)
         return r;
@@ -467,6 +491,9 @@ int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, v
 int claims_cas_async(claim_store *store, const char *host, uint64_t expected_revision,
                      const claim *c, claims_cas_fn fn, void *userdata, act_error *err)
 {
+    assert(store);
+    assert(c);
+    assert(fn);
     claim checked;
     int r = check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0 ||
@@ -484,6 +511,8 @@ int claims_cas_async(claim_store *store, const char *host, uint64_t expected_rev
 int claims_delete_async(claim_store *store, const char *host, uint64_t expected_revision,
                         claims_cas_fn fn, void *userdata, act_error *err)
 {
+    assert(store);
+    assert(fn);
     int r = check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0)
         return r;
@@ -499,6 +528,9 @@ int claims_delete_async(claim_store *store, const char *host, uint64_t expected_
 int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_fn fn,
                        void *userdata, claims_watch **out, act_error *err)
 {
+    assert(store);
+    assert(fn);
+    assert(out);
     int r = check_attached(store, err);
     if (r < 0)
         return r;

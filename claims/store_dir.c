@@ -2,6 +2,7 @@
  * compare-and-swap under flock. Layout in store_dir.h. */
 #include "claims/store_dir.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/cleanup_json.h"
 #include "common/fileio.h"
 #include "common/log.h"
 #include "common/names.h"
@@ -20,12 +22,6 @@
 /* An envelope is the body plus a few bytes of wrapper; anything much larger
  * cannot hold a claim within CLAIM_JSON_MAX and is refused unread. */
 #define ENVELOPE_MAX (CLAIM_JSON_MAX + 256)
-
-static void json_putp(json_object **obj)
-{
-    json_object_put(*obj);
-}
-#define _cleanup_json_ _cleanup_(json_putp)
 
 /* Reads <host>.json. Returns 1 with the claim, 0 when absent (no file or a
  * tombstone; *revision is then the tombstone's or 0), negative when the file
@@ -52,12 +48,11 @@ static int read_envelope(dir_store *ds, const char *host, claim *out, uint64_t *
     if (r < 0)
         return act_error_set(err, -r, "host %s: cannot read claim: %s", host, why.message);
 
-    json_tokener *tok = json_tokener_new();
+    _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new();
     if (!tok)
         return act_error_set(err, ENOMEM, "host %s: out of memory", host);
-    _cleanup_json_ json_object *root = json_tokener_parse_ex(tok, text, (int)len);
+    _cleanup_(json_object_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
-    json_tokener_free(tok);
     if (!root || jerr != json_tokener_success || !json_object_is_type(root, json_type_object))
         return act_error_set(err, EINVAL,
                              "host %s: claim file %s/%s is not a JSON object (%s); rewrite it "
@@ -125,6 +120,9 @@ static int read_ceiling(dir_store *ds, uint64_t *out, act_error *err)
 
 int dir_last_revision(dir_store *ds, uint64_t *last, uint64_t *ceiling, act_error *err)
 {
+    assert(ds);
+    assert(last);
+    assert(ceiling);
     int r = read_ceiling(ds, ceiling, err);
     if (r < 0)
         return r;
@@ -174,7 +172,7 @@ static void journal_append(dir_store *ds, const char *host, uint64_t revision, c
             act_log(LOG_WARNING, "claim store %s: cannot compact journal: %s", ds->path,
                     err.message);
     }
-    _cleanup_json_ json_object *line = json_object_new_object();
+    _cleanup_(json_object_putp) json_object *line = json_object_new_object();
     json_object_object_add(line, "revision", json_object_new_uint64(revision));
     json_object_object_add(line, "host", json_object_new_string(host));
     if (c)
@@ -219,7 +217,7 @@ static int commit_locked(dir_store *ds, const char *host, uint64_t current_revis
     if ((r = write_last_revision(ds, next, err)) < 0)
         return r;
 
-    _cleanup_json_ json_object *envelope = json_object_new_object();
+    _cleanup_(json_object_putp) json_object *envelope = json_object_new_object();
     json_object_object_add(envelope, "revision", json_object_new_uint64(next));
     if (c)
         json_object_object_add(envelope, "claim", claim_to_json_object(c));
@@ -243,6 +241,7 @@ static int commit_locked(dir_store *ds, const char *host, uint64_t current_revis
 
 int dir_lock(dir_store *ds, act_error *err)
 {
+    assert(ds);
     pthread_mutex_lock(&ds->thread_lock);
     while (flock(ds->lockfd, LOCK_EX) < 0) {
         if (errno != EINTR) {
@@ -257,6 +256,7 @@ int dir_lock(dir_store *ds, act_error *err)
 
 void dir_unlock(dir_store *ds)
 {
+    assert(ds);
     flock(ds->lockfd, LOCK_UN);
     pthread_mutex_unlock(&ds->thread_lock);
 }
@@ -336,15 +336,10 @@ static int dir_list(claim_store *store, claim **out, size_t *n_out, claims_probl
                     void *userdata, act_error *err)
 {
     dir_store *ds = (dir_store *)store;
-    int fd = openat(ds->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return act_error_set(err, errno, "claim store %s: cannot open: %m", ds->path);
-    DIR *dir = fdopendir(fd);
-    if (!dir) {
-        close(fd);
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(ds->dirfd, ".");
+    if (!dir)
         return act_error_set(err, errno, "claim store %s: cannot list: %m", ds->path);
-    }
-    claim *claims = NULL;
+    _cleanup_free_ claim *claims = NULL;
     size_t n = 0, cap = 0;
     struct dirent *entry;
     while ((entry = readdir(dir))) {
@@ -354,11 +349,8 @@ static int dir_list(claim_store *store, claim **out, size_t *n_out, claims_probl
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
             claim *grown = realloc(claims, cap * sizeof(*claims));
-            if (!grown) {
-                free(claims);
-                closedir(dir);
+            if (!grown)
                 return act_error_set(err, ENOMEM, "claim store %s: out of memory", ds->path);
-            }
             claims = grown;
         }
         uint64_t revision;
@@ -371,10 +363,9 @@ static int dir_list(claim_store *store, claim **out, size_t *n_out, claims_probl
         else if (r < 0)
             act_log(LOG_WARNING, "claim list skipped: %s", bad.message);
     }
-    closedir(dir);
     if (n > 1)
         qsort(claims, n, sizeof(*claims), claims_compare_by_host);
-    *out = claims;
+    *out = TAKE_PTR(claims);
     *n_out = n;
     return 0;
 }
@@ -420,6 +411,8 @@ static void read_boot_id(char *out, size_t size)
 int claims_dir_open(const char *path, const claims_store_options *options, claim_store **out,
                     act_error *err)
 {
+    assert(path);
+    assert(out);
     act_error why = {0};
     int r = act_mkdir_p(path, 0755, &why);
     if (r < 0)
@@ -428,30 +421,25 @@ int claims_dir_open(const char *path, const claims_store_options *options, claim
     if (!ds)
         return act_error_set(err, ENOMEM, "claim store %s: out of memory", path);
     ds->base.ops = &dir_ops;
-    ds->lockfd = -1;
-    ds->last_fd = -1;
+    ds->dirfd = ds->lockfd = ds->last_fd = -1;
     pthread_mutex_init(&ds->thread_lock, NULL);
+    /* From here a failed open frees the store the way any store is freed. */
+    _cleanup_(claims_store_freep) claim_store *store = &ds->base;
     read_boot_id(ds->boot_id, sizeof(ds->boot_id));
     ds->path = strdup(path);
+    if (!ds->path)
+        return act_error_set(err, ENOMEM, "claim store %s: out of memory", path);
     ds->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (ds->dirfd < 0 || !ds->path) {
-        r = act_error_set(err, errno ? errno : ENOMEM, "claim store %s: cannot open: %m", path);
-        dir_free(&ds->base);
-        return r;
-    }
+    if (ds->dirfd < 0)
+        return act_error_set(err, errno, "claim store %s: cannot open: %m", path);
     ds->lockfd = openat(ds->dirfd, DIR_LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (ds->lockfd < 0) {
-        r = act_error_set(err, errno, "claim store %s: cannot open %s: %m", path, DIR_LOCK_FILE);
-        dir_free(&ds->base);
-        return r;
-    }
+    if (ds->lockfd < 0)
+        return act_error_set(err, errno, "claim store %s: cannot open %s: %m", path,
+                             DIR_LOCK_FILE);
     ds->last_fd = openat(ds->dirfd, DIR_REVISION_LAST_FILE, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (ds->last_fd < 0) {
-        r = act_error_set(err, errno, "claim store %s: cannot open %s: %m", path,
-                          DIR_REVISION_LAST_FILE);
-        dir_free(&ds->base);
-        return r;
-    }
-    *out = &ds->base;
+    if (ds->last_fd < 0)
+        return act_error_set(err, errno, "claim store %s: cannot open %s: %m", path,
+                             DIR_REVISION_LAST_FILE);
+    *out = TAKE_PTR(store);
     return 0;
 }

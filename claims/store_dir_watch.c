@@ -1,6 +1,7 @@
 /* Watching the dir store: inotify on the directory wakes the loop, and the
  * journal (store_dir.h) supplies every change in revision order, so a watcher
  * sees each write, not just the latest state of each file. */
+#include <assert.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -30,6 +31,8 @@ typedef struct dir_watch {
 
 int dir_journal_parse_line(const char *line, size_t len, claim_change *change, act_error *err)
 {
+    assert(line);
+    assert(change);
     memset(change, 0, sizeof(*change));
     json_object *root = json_tokener_parse(line);
     json_object *rev = NULL, *floor = NULL, *host = NULL, *body = NULL, *deleted = NULL;
@@ -191,6 +194,10 @@ static void dir_watch_free(claims_watch *watch)
 int dir_watch_start(claim_store *store, sd_event *event, uint64_t from_revision,
                     claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err)
 {
+    assert(store);
+    assert(event);
+    assert(fn);
+    assert(out);
     dir_store *ds = (dir_store *)store;
     dir_watch *w = calloc(1, sizeof(*w));
     if (!w)
@@ -198,37 +205,31 @@ int dir_watch_start(claim_store *store, sd_event *event, uint64_t from_revision,
     *w = (dir_watch){.base = {.store = store, .fn = fn, .userdata = userdata,
                               .free = dir_watch_free},
                      .ds = ds, .inotify_fd = -1, .journal_fd = -1, .next = from_revision};
+    /* From here a failed start frees the watch the way any watch is freed. */
+    _cleanup_(claims_watch_freep) claims_watch *watch = &w->base;
     int r;
     if (from_revision == 0) {
         /* "From now": after the last revision handed out. */
         uint64_t last = 0, ceiling;
         if ((r = dir_lock(ds, err)) < 0)
-            goto fail;
+            return r;
         r = dir_last_revision(ds, &last, &ceiling, err);
         dir_unlock(ds);
         if (r < 0)
-            goto fail;
+            return r;
         w->next = last + 1;
     }
     w->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (w->inotify_fd < 0) {
-        r = act_error_set(err, errno, "claim watch %s: inotify: %m", ds->path);
-        goto fail;
-    }
-    if (inotify_add_watch(w->inotify_fd, ds->path, IN_MODIFY | IN_CREATE | IN_MOVED_TO) < 0) {
-        r = act_error_set(err, errno, "claim watch %s: cannot watch the directory: %m", ds->path);
-        goto fail;
-    }
+    if (w->inotify_fd < 0)
+        return act_error_set(err, errno, "claim watch %s: inotify: %m", ds->path);
+    if (inotify_add_watch(w->inotify_fd, ds->path, IN_MODIFY | IN_CREATE | IN_MOVED_TO) < 0)
+        return act_error_set(err, errno, "claim watch %s: cannot watch the directory: %m",
+                             ds->path);
     r = sd_event_add_io(event, &w->io, w->inotify_fd, EPOLLIN, on_inotify, w);
     if (r >= 0)
         r = sd_event_add_defer(event, &w->kick, on_kick, w);
-    if (r < 0) {
-        r = act_error_set(err, -r, "claim watch %s: cannot add to the event loop", ds->path);
-        goto fail;
-    }
-    *out = &w->base;
+    if (r < 0)
+        return act_error_set(err, -r, "claim watch %s: cannot add to the event loop", ds->path);
+    *out = TAKE_PTR(watch);
     return 0;
-fail:
-    dir_watch_free(&w->base);
-    return r;
 }

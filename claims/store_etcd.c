@@ -473,22 +473,22 @@ static const claims_store_ops etcd_ops = {
 int claims_etcd_open(const claims_url *url, const claims_store_options *options,
                      claim_store **out, act_error *err)
 {
-    assert(url->kind == CLAIMS_URL_ETCD);
+    assert(url && url->kind == CLAIMS_URL_ETCD);
+    assert(options);
+    assert(out);
     etcd_store *es = calloc(1, sizeof(*es));
     if (!es)
         return act_error_set(err, ENOMEM, "etcd: out of memory");
     es->base.ops = &etcd_ops;
+    /* From here a failed open frees the store the way any store is freed. */
+    _cleanup_(claims_store_freep) claim_store *store = &es->base;
     es->prefix = strdup(url->prefix);
-    int r = 0;
     if (!es->prefix || asprintf(&es->list_key, "%s/", es->prefix) < 0 ||
         asprintf(&es->list_end, "%s0", es->prefix) < 0)
-        r = act_error_set(err, ENOMEM, "etcd: out of memory");
-    if (r == 0)
-        r = etcd_client_new(url, options, &es->client, err);
-    if (r < 0) {
-        etcd_free(&es->base);
+        return act_error_set(err, ENOMEM, "etcd: out of memory");
+    int r = etcd_client_new(url, options, &es->client, err);
+    if (r < 0)
         return r;
-    }
-    *out = &es->base;
+    *out = TAKE_PTR(store);
     return 0;
 }

@@ -1,5 +1,6 @@
 #include "common/error.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 
 int act_error_set(act_error *err, int errnum, const char *fmt, ...)
 {
+    assert(fmt);
     if (errnum <= 0)
         errnum = EIO; /* a failure always carries an errno, never 0 */
     if (err) {
@@ -21,6 +23,7 @@ int act_error_set(act_error *err, int errnum, const char *fmt, ...)
 
 int act_error_prefix(act_error *err, const char *fmt, ...)
 {
+    assert(fmt);
     if (!err)
         return -EIO;
     char prefix[512];

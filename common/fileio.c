@@ -1,5 +1,6 @@
 #include "common/fileio.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -12,6 +13,18 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+
+DIR *act_opendir_at(int dirfd, const char *path)
+{
+    assert(path);
+    int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    DIR *dir = fdopendir(fd);
+    if (!dir)
+        act_closep(&fd); /* keeps errno for the caller */
+    return dir;
+}
 
 static int write_all(int fd, const void *data, size_t len)
 {
@@ -39,6 +52,8 @@ int act_fsync_dir(int dirfd, act_error *err)
 int act_write_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
                      act_error *err)
 {
+    assert(name);
+    assert(data || len == 0);
     uint32_t nonce = 0;
     if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
         nonce = (uint32_t)getpid();
@@ -67,6 +82,8 @@ int act_write_atomic(int dirfd, const char *name, const void *data, size_t len, 
 int act_read_file(int dirfd, const char *name, size_t max, char **out, size_t *out_len,
                   act_error *err)
 {
+    assert(name);
+    assert(out);
     _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return act_error_set(err, errno, "cannot open %s: %s", name, strerror(errno));
@@ -110,6 +127,7 @@ int act_read_file(int dirfd, const char *name, size_t max, char **out, size_t *o
 
 int act_mkdir_p(const char *path, mode_t mode, act_error *err)
 {
+    assert(path);
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
         return act_error_set(err, ENAMETOOLONG, "path %s is too long", path);

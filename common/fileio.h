@@ -2,6 +2,7 @@
  * fd so callers never build paths from names twice. */
 #pragma once
 
+#include <dirent.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -18,6 +19,12 @@ int act_write_atomic(int dirfd, const char *name, const void *data, size_t len, 
  * than max bytes is refused with -EFBIG, read no further. */
 int act_read_file(int dirfd, const char *name, size_t max, char **out, size_t *out_len,
                   act_error *err);
+
+/* Opens dirfd/path (".": dirfd itself) for readdir, never through a symlink.
+ * The DIR gets an fd of its own: a dup would share dirfd's file offset, and
+ * a directory read once would look empty to the next reader. NULL with errno
+ * set on failure. */
+DIR *act_opendir_at(int dirfd, const char *path);
 
 /* fsyncs the directory itself, making a rename or unlink in it durable. */
 int act_fsync_dir(int dirfd, act_error *err);

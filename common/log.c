@@ -1,5 +1,6 @@
 #include "common/log.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -139,6 +140,8 @@ static void log_message(int priority, const act_log_ctx *ctx, const char *fmt, v
 
 void act_log(int priority, const char *fmt, ...)
 {
+    assert(fmt);
+    assert(priority >= LOG_EMERG && priority <= LOG_DEBUG);
     va_list ap;
     va_start(ap, fmt);
     log_message(priority, NULL, fmt, ap);
@@ -147,6 +150,8 @@ void act_log(int priority, const char *fmt, ...)
 
 void act_log_fields(int priority, const act_log_ctx *ctx, const char *fmt, ...)
 {
+    assert(fmt);
+    assert(priority >= LOG_EMERG && priority <= LOG_DEBUG);
     va_list ap;
     va_start(ap, fmt);
     log_message(priority, ctx, fmt, ap);

@@ -1,5 +1,6 @@
 #include "common/names.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@ bool act_name_is_valid(const char *name)
 
 int act_name_check(const char *what, const char *name, act_error *err)
 {
+    assert(what);
     if (act_name_is_valid(name))
         return 0;
     if (!name || name[0] == '\0')

@@ -6,6 +6,7 @@
  * on it. */
 #include "common/offload.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -133,6 +134,8 @@ static int on_done(sd_event_source *source, int fd, uint32_t revents, void *user
 
 int act_offload_new(sd_event *loop, unsigned n_threads, act_offload **out, act_error *err)
 {
+    assert(loop);
+    assert(out);
     if (n_threads == 0)
         return act_error_set(err, EINVAL, "offload: no worker threads asked for");
     act_offload *offload = calloc(1, sizeof(*offload));
@@ -171,6 +174,9 @@ int act_offload_new(sd_event *loop, unsigned n_threads, act_offload **out, act_e
 int act_offload_submit(act_offload *offload, unsigned lane, act_offload_work_fn work,
                        act_offload_done_fn done, void *job, act_error *err)
 {
+    assert(offload);
+    assert(work);
+    assert(done);
     offload_job *queued = malloc(sizeof(*queued));
     if (!queued)
         return act_error_set(err, ENOMEM, "offload: out of memory");
@@ -203,6 +209,7 @@ void act_offload_free(act_offload *offload)
 
 unsigned act_offload_lane(const char *name)
 {
+    assert(name);
     /* FNV-1a: stable and spreads short names well. */
     uint32_t hash = 2166136261u;
     for (const unsigned char *p = (const unsigned char *)name; *p; p++)

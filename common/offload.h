@@ -12,6 +12,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "common/cleanup.h"
 #include "common/error.h"
 
 typedef struct act_offload act_offload;
@@ -31,6 +32,7 @@ int act_offload_submit(act_offload *offload, unsigned lane, act_offload_work_fn 
  * calls no further done(), so the jobs' owner may free them once this
  * returns, and frees the offload. May be called from within a done(). */
 void act_offload_free(act_offload *offload);
+DEFINE_TRIVIAL_CLEANUP_FUNC(act_offload *, act_offload_free)
 
 /* A lane for a name: the same name, the same lane. */
 unsigned act_offload_lane(const char *name);

@@ -9,26 +9,6 @@
 
 #include "common/cleanup.h"
 
-void act_strv_free(char **strv)
-{
-    for (char **p = strv; p && *p; p++)
-        free(*p);
-    free(strv);
-}
-
-size_t act_strv_length(char *const *strv)
-{
-    size_t n = 0;
-    while (strv && strv[n])
-        n++;
-    return n;
-}
-
-static void strv_freep(char ***strv)
-{
-    act_strv_free(*strv);
-}
-
 static bool is_blank(char c)
 {
     return c == ' ' || c == '\t';
@@ -157,7 +137,7 @@ int act_split_argv(const char *text, char ***out, act_error *err)
      * word being built, and there are at most len/2+1 words. */
     size_t len = strlen(text);
     _cleanup_free_ char *word = malloc(len + 1);
-    __attribute__((cleanup(strv_freep))) char **words = calloc(len / 2 + 2, sizeof(char *));
+    _cleanup_(act_strv_freep) char **words = calloc(len / 2 + 2, sizeof(char *));
     if (!word || !words)
         return act_error_set(err, ENOMEM, "out of memory splitting a command line");
     size_t n_words = 0;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "common/error.h"
+#include "common/strv.h"
 
 /* Splits text into words. Blanks separate words. 'Single' and "double"
  * quotes keep blanks in a word and may sit inside one (a"b c"d is one word).
@@ -18,6 +19,3 @@
  * *out is a NULL-terminated malloc'd array of malloc'd words (free with
  * act_strv_free), with zero words for a blank text. */
 int act_split_argv(const char *text, char ***out, act_error *err);
-
-void act_strv_free(char **strv);
-size_t act_strv_length(char *const *strv);

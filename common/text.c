@@ -12,6 +12,8 @@
 
 bool act_copy_string(char *dst, size_t size, const char *src)
 {
+    assert(dst);
+    assert(src);
     if (size == 0)
         return false;
     size_t len = strnlen(src, size);

@@ -1,13 +1,20 @@
 /* SHA-256 through OpenSSL EVP, streamed in large blocks. This is the one
  * hashing path: resolve, verify and the benchmark all go through it. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/sha.h>
+
 #include "common/cleanup.h"
 #include "release/internal.h"
+
+/* A digest field holds SHA-256 as lowercase hex and its NUL. */
+static_assert(REL_DIGEST_SIZE == 2 * SHA256_DIGEST_LENGTH + 1,
+              "REL_DIGEST_SIZE is not SHA-256 in hex");
 
 EVP_MD_CTX *rel_sha256_new(void)
 {
@@ -21,27 +28,25 @@ EVP_MD_CTX *rel_sha256_new(void)
 
 int rel_sha256_final_hex(EVP_MD_CTX *ctx, char out[REL_DIGEST_SIZE])
 {
+    assert(ctx);
+    assert(out);
     static const char hex[] = "0123456789abcdef";
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int md_len = 0;
-    if (EVP_DigestFinal_ex(ctx, md, &md_len) != 1 || md_len != 32)
+    if (EVP_DigestFinal_ex(ctx, md, &md_len) != 1 || md_len != SHA256_DIGEST_LENGTH)
         return -EIO;
     for (unsigned int i = 0; i < md_len; i++) {
         out[2 * i] = hex[md[i] >> 4];
         out[2 * i + 1] = hex[md[i] & 0xf];
     }
-    out[64] = '\0';
+    out[2 * SHA256_DIGEST_LENGTH] = '\0';
     return 0;
-}
-
-static void md_ctx_freep(EVP_MD_CTX **ctx)
-{
-    EVP_MD_CTX_free(*ctx);
 }
 
 int rel_digest_fd(int fd, char out[REL_DIGEST_SIZE], uint64_t *size, act_error *err)
 {
-    _cleanup_(md_ctx_freep) EVP_MD_CTX *ctx = rel_sha256_new();
+    assert(out);
+    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = rel_sha256_new();
     if (!ctx)
         return act_error_set(err, ENOMEM, "cannot set up SHA-256: out of memory");
     _cleanup_free_ unsigned char *buf = malloc(REL_BLOCK_SIZE);
@@ -78,7 +83,9 @@ int rel_digest_fd(int fd, char out[REL_DIGEST_SIZE], uint64_t *size, act_error *
 
 int rel_build_digest(const rel_file *files, size_t n_files, char out[REL_DIGEST_SIZE])
 {
-    _cleanup_(md_ctx_freep) EVP_MD_CTX *ctx = rel_sha256_new();
+    assert(files || n_files == 0);
+    assert(out);
+    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = rel_sha256_new();
     if (!ctx)
         return -ENOMEM;
     static const char nul = '\0', newline = '\n';

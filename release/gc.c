@@ -1,5 +1,6 @@
 /* rel_gc: remove old versions, never one that is live or that the caller
  * says is pinned, held or running. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -60,6 +61,8 @@ static int newest_first(const void *a, const void *b)
 int rel_gc(rel_store *store, const char *host, const char *const *keep_versions, size_t n_keep,
            size_t keep_newest, size_t *removed, act_error *err)
 {
+    assert(store);
+    assert(keep_versions || n_keep == 0);
     if (removed)
         *removed = 0;
     int r = act_name_check("host", host, err);

@@ -10,6 +10,7 @@
 
 #include <openssl/evp.h>
 
+#include "common/cleanup.h"
 #include "common/error.h"
 #include "release/release.h"
 
@@ -56,6 +57,7 @@ bool rel_digest_is_valid(const char *digest);
 
 /* A new EVP context initialised for SHA-256, or NULL when out of memory. */
 EVP_MD_CTX *rel_sha256_new(void);
+DEFINE_TRIVIAL_CLEANUP_FUNC(EVP_MD_CTX *, EVP_MD_CTX_free)
 /* Finishes ctx into lowercase hex. */
 int rel_sha256_final_hex(EVP_MD_CTX *ctx, char out[REL_DIGEST_SIZE]);
 
@@ -133,9 +135,6 @@ int rel_lock(int fd, bool wait);
 /* rel_lock of a host's directory, waiting, with the error said for it. */
 int rel_lock_host(rel_store *store, int host_dirfd, const char *host, act_error *err);
 void rel_unlock(int fd);
-
-/* Opens the directory dirfd for readdir with its own file offset. */
-DIR *rel_opendir_at(int dirfd);
 
 /* Removes dirfd/name and everything below it. */
 int rel_remove_tree(int dirfd, const char *name);

@@ -1,4 +1,5 @@
 /* rel_list: the versions a host has, as an operator wants to see them. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/fileio.h"
 #include "common/names.h"
 #include "release/internal.h"
 
@@ -28,15 +30,13 @@ static void copy_truncated(char *out, size_t out_size, const char *text)
     out[len] = '\0';
 }
 
-static void closedirp(DIR **dir)
-{
-    if (*dir)
-        closedir(*dir);
-}
-
 int rel_list_open(rel_store *store, int host_dirfd, const char *host, rel_entry **entries,
                   size_t *n, act_error *err)
 {
+    assert(store);
+    assert(host);
+    assert(entries);
+    assert(n);
     *entries = NULL;
     *n = 0;
     char live[REL_NAME_SIZE] = "";
@@ -44,7 +44,7 @@ int rel_list_open(rel_store *store, int host_dirfd, const char *host, rel_entry 
     /* No live link, or a damaged one, just means nothing is marked live. */
     (void)rel_live_read(store, host_dirfd, host, live, &live_err);
 
-    _cleanup_(closedirp) DIR *dir = rel_opendir_at(host_dirfd);
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(host_dirfd, ".");
     if (!dir)
         return act_error_set(err, errno, "host %s: cannot read %s/%s: %s", host, store->path, host,
                              strerror(errno));
@@ -94,6 +94,9 @@ int rel_list_open(rel_store *store, int host_dirfd, const char *host, rel_entry 
 
 int rel_list(rel_store *store, const char *host, rel_entry **entries, size_t *n, act_error *err)
 {
+    assert(store);
+    assert(entries);
+    assert(n);
     *entries = NULL;
     *n = 0;
     int r = act_name_check("host", host, err);

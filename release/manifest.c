@@ -1,6 +1,7 @@
 /* manifest.json: what a staged build is. It is read from disk on every
  * resolve, so it is treated as outside input: bounded in size, parsed
  * strictly, and every field checked before anything uses it. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -8,9 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
-
 #include "common/cleanup.h"
+#include "common/cleanup_json.h"
 #include "common/fileio.h"
 #include "release/internal.h"
 
@@ -33,12 +33,16 @@ static int file_cmp(const void *a, const void *b)
 
 const rel_file *rel_manifest_find(const rel_manifest *m, const char *path)
 {
+    assert(m);
+    assert(path);
     rel_file key = {.path = (char *)path};
     return bsearch(&key, m->files, m->n_files, sizeof(rel_file), file_cmp);
 }
 
 void rel_manifest_identity(const rel_manifest *m, const rel_file *exec, rel_identity *id)
 {
+    assert(m);
+    assert(id);
     memset(id, 0, sizeof(*id));
     if (!exec)
         exec = rel_manifest_find(m, m->exec_path);
@@ -54,19 +58,13 @@ void rel_manifest_identity(const rel_manifest *m, const rel_file *exec, rel_iden
     }
 }
 
-static void json_putp(json_object **o)
-{
-    json_object_put(*o);
-}
-
 int rel_manifest_write(int dirfd, const rel_manifest *m, act_error *err)
 {
-    _cleanup_(json_putp) json_object *root = json_object_new_object();
-    json_object *files = json_object_new_array_ext((int)m->n_files);
-    if (!root || !files) {
-        json_object_put(files);
+    assert(m);
+    _cleanup_(json_object_putp) json_object *root = json_object_new_object();
+    _cleanup_(json_object_putp) json_object *files = json_object_new_array_ext((int)m->n_files);
+    if (!root || !files)
         return act_error_set(err, ENOMEM, "out of memory writing the manifest");
-    }
     json_object_object_add(root, "format", json_object_new_int(MANIFEST_FORMAT));
     json_object_object_add(root, "host", json_object_new_string(m->host));
     json_object_object_add(root, "version", json_object_new_string(m->version));
@@ -82,7 +80,7 @@ int rel_manifest_write(int dirfd, const rel_manifest *m, act_error *err)
         json_object_object_add(f, "sha256", json_object_new_string(m->files[i].digest));
         json_object_array_add(files, f);
     }
-    json_object_object_add(root, "files", files);
+    json_object_object_add(root, "files", TAKE_PTR(files));
 
     size_t len = 0;
     const char *text = json_object_to_json_string_length(
@@ -164,6 +162,7 @@ static int get_field(json_object *obj, const char *where, const char *key, const
         [json_type_object] = "an object", [json_type_array] = "an array",
         [json_type_string] = "a string",
     };
+    static_assert(ARRAY_SIZE(type_names) == json_type_string + 1, "a JSON type without a name");
     json_object *value = NULL;
     if (!json_object_object_get_ex(obj, key, &value) || !value)
         return act_error_set(err, EUCLEAN, "manifest %s: field %s is missing; restage the version",
@@ -260,15 +259,13 @@ static int parse_files(json_object *array, const char *where, rel_manifest *m, a
     return 0;
 }
 
-static void tokener_freep(json_tokener **t)
-{
-    if (*t)
-        json_tokener_free(*t);
-}
-
 int rel_manifest_read(int version_dirfd, const char *where, const char *host, const char *version,
                       rel_manifest *out, act_error *err)
 {
+    assert(where);
+    assert(host);
+    assert(version);
+    assert(out);
     memset(out, 0, sizeof(*out));
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
@@ -278,11 +275,11 @@ int rel_manifest_read(int version_dirfd, const char *where, const char *host, co
 
     /* A manifest is three levels deep; a small depth limit keeps a hostile
      * file from recursing the parser deep. */
-    _cleanup_(tokener_freep) json_tokener *tok = json_tokener_new_ex(8);
+    _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new_ex(8);
     if (!tok)
         return act_error_set(err, ENOMEM, "out of memory reading manifest %s", where);
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    _cleanup_(json_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
+    _cleanup_(json_object_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     if (!root || jerr != json_tokener_success)
         return act_error_set(err, EUCLEAN,
@@ -300,7 +297,7 @@ int rel_manifest_read(int version_dirfd, const char *where, const char *host, co
     if (!json_object_is_type(root, json_type_object))
         return act_error_set(err, EUCLEAN, "manifest %s: the top level must be an object", where);
 
-    rel_manifest m = {0};
+    _cleanup_(rel_manifest_clear) rel_manifest m = {0};
     json_object *value = NULL;
     uint64_t format = 0;
     r = get_uint64(root, where, "format", "format", &format, err);
@@ -354,10 +351,8 @@ int rel_manifest_read(int version_dirfd, const char *where, const char *host, co
                           "manifest %s: field build_digest is %s but its files list gives %s; "
                           "the manifest was edited; restage the version",
                           where, m.build_digest, computed);
-    if (r < 0) {
-        rel_manifest_clear(&m);
+    if (r < 0)
         return r;
-    }
-    *out = m;
+    *out = TAKE_STRUCT(m);
     return 0;
 }

@@ -1,9 +1,14 @@
 /* The rules for the strings that become paths inside the releases tree. */
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
 #include "common/names.h"
 #include "release/internal.h"
+
+/* Host and version names are common/names.h names, kept in fields of
+ * REL_NAME_SIZE bytes. */
+static_assert(REL_NAME_SIZE == ACT_NAME_MAX + 1, "REL_NAME_SIZE does not fit a name");
 
 int rel_version_check(const char *version, act_error *err)
 {
@@ -58,6 +63,7 @@ bool rel_build_path_is_valid(const char *path)
 
 int rel_build_path_check(const char *what, const char *path, act_error *err)
 {
+    assert(what);
     if (rel_build_path_is_valid(path))
         return 0;
     if (!path || path[0] == '\0')

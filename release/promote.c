@@ -1,5 +1,6 @@
 /* rel_promote: repoint the live link, atomically and only at a build that
  * verifies. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 int rel_promote(rel_store *store, const char *host, const char *version, act_error *err)
 {
+    assert(store);
     int r = rel_names_check(host, version, err);
     if (r < 0)
         return r;

@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cleanup.h"
 #include "common/error.h"
 
 /* Host and version names follow common/names.h: 1 to 64 characters of
@@ -121,6 +122,7 @@ int rel_store_open(const char *releases_dir, rel_store **out, act_error *err);
 
 /* Closes the store's dirfd and frees it; NULL is fine. */
 void rel_store_free(rel_store *store);
+DEFINE_TRIVIAL_CLEANUP_FUNC(rel_store *, rel_store_free)
 
 /* Copies source_path into <host>/<version> and records its manifest.
  *

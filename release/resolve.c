@@ -1,6 +1,7 @@
 /* rel_resolve: the last check before an exec. It reads the live link once,
  * opens the executable without following links, and hashes the open fd, so
  * the fd handed back is exactly what was verified. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -15,10 +16,10 @@
 
 void rel_resolved_release(rel_resolved *resolved)
 {
-    if (resolved)
-        act_closep(&resolved->exec_fd);
-    if (resolved)
-        resolved->exec_fd = -1;
+    if (!resolved)
+        return;
+    act_closep(&resolved->exec_fd);
+    resolved->exec_fd = -1;
 }
 
 static int check_pin(const rel_pin *pin, act_error *err)
@@ -87,6 +88,8 @@ static int open_executable(const char *where, int version_fd, const char *exec_p
 int rel_resolve(rel_store *store, const char *host, const rel_pin *pin, const char *exec_override,
                 rel_resolved *out, act_error *err)
 {
+    assert(store);
+    assert(out);
     memset(&out->identity, 0, sizeof(out->identity));
     out->exec_fd = -1;
     int r = act_name_check("host", host, err);
@@ -116,7 +119,7 @@ int rel_resolve(rel_store *store, const char *host, const rel_pin *pin, const ch
 
     char where[PATH_MAX];
     snprintf(where, sizeof(where), "%s/%s/%s/%s", store->path, host, version, REL_MANIFEST_NAME);
-    rel_manifest m;
+    _cleanup_(rel_manifest_clear) rel_manifest m = {0};
     r = rel_manifest_read(version_fd, where, host, version, &m, err);
     if (r < 0)
         return act_error_prefix(err, "host %s: version %s", host, version);
@@ -125,47 +128,32 @@ int rel_resolve(rel_store *store, const char *host, const rel_pin *pin, const ch
     snprintf(label, sizeof(label), "host %s: version %s", host, version);
     const char *exec_path = exec_override ? exec_override : m.exec_path;
     const rel_file *exec = rel_manifest_find(&m, exec_path);
-    _cleanup_close_ int fd = -1;
+    if (!exec)
+        return act_error_set(err, ENOENT,
+                             "%s: executable override %s is not a file of the build (not in %s)",
+                             label, exec_path, where);
+    if (pin && strcmp(pin->digest, m.build_digest) != 0)
+        return act_error_set(err, EKEYREJECTED,
+                             "%s: the pin expects build digest %s but the staged build has %s; "
+                             "the version was restaged or the pin is stale; pin the build that "
+                             "is staged or restage the pinned one",
+                             label, pin->digest, m.build_digest);
+    _cleanup_close_ int fd = open_executable(label, version_fd, exec_path, err);
+    if (fd < 0)
+        return fd;
     char actual[REL_DIGEST_SIZE];
     uint64_t actual_size = 0;
-    if (!exec) {
-        r = act_error_set(err, ENOENT,
-                          "%s: executable override %s is not a file of the build "
-                          "(not in %s)",
-                          label, exec_path, where);
-        goto out;
-    }
-    if (pin && strcmp(pin->digest, m.build_digest) != 0) {
-        r = act_error_set(err, EKEYREJECTED,
-                          "%s: the pin expects build digest %s but the staged build has %s; the "
-                          "version was restaged or the pin is stale; pin the build that is "
-                          "staged or restage the pinned one",
-                          label, pin->digest, m.build_digest);
-        goto out;
-    }
-    fd = open_executable(label, version_fd, exec_path, err);
-    if (fd < 0) {
-        r = fd;
-        goto out;
-    }
     r = rel_digest_fd(fd, actual, &actual_size, err);
-    if (r < 0) {
-        act_error_prefix(err, "%s: executable %s", label, exec_path);
-        goto out;
-    }
-    if (strcmp(actual, exec->digest) != 0 || actual_size != exec->size) {
-        r = act_error_set(err, EBADMSG,
-                          "%s: executable %s does not match its manifest: expected SHA-256 %s "
-                          "(%llu bytes), actual SHA-256 %s (%llu bytes); the staged file was "
-                          "changed after staging; restage the version",
-                          label, exec_path, exec->digest, (unsigned long long)exec->size, actual,
-                          (unsigned long long)actual_size);
-        goto out;
-    }
+    if (r < 0)
+        return act_error_prefix(err, "%s: executable %s", label, exec_path);
+    if (strcmp(actual, exec->digest) != 0 || actual_size != exec->size)
+        return act_error_set(err, EBADMSG,
+                             "%s: executable %s does not match its manifest: expected SHA-256 "
+                             "%s (%llu bytes), actual SHA-256 %s (%llu bytes); the staged file "
+                             "was changed after staging; restage the version",
+                             label, exec_path, exec->digest, (unsigned long long)exec->size,
+                             actual, (unsigned long long)actual_size);
     rel_manifest_identity(&m, exec, &out->identity);
     out->exec_fd = TAKE_FD(fd);
-    r = 0;
-out:
-    rel_manifest_clear(&m);
-    return r;
+    return 0;
 }

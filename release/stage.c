@@ -1,5 +1,6 @@
 /* rel_stage: copy a build into the releases tree, hashing while copying, and
  * make it visible in one rename. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,11 +31,6 @@ typedef struct stage_copy {
     unsigned char *buf;
     act_error *err;
 } stage_copy;
-
-static void md_ctx_freep(EVP_MD_CTX **ctx)
-{
-    EVP_MD_CTX_free(*ctx);
-}
 
 static int write_all(int fd, const unsigned char *data, size_t len)
 {
@@ -77,7 +73,7 @@ static int copy_file(stage_copy *copy, int src_fd, int dst_dirfd, const char *na
                      const char *rel_path, mode_t src_mode)
 {
     act_error *err = copy->err;
-    _cleanup_(md_ctx_freep) EVP_MD_CTX *ctx = rel_sha256_new();
+    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = rel_sha256_new();
     if (!ctx)
         return act_error_set(err, ENOMEM, "out of memory setting up SHA-256");
     _cleanup_close_ int dst_fd =
@@ -143,12 +139,6 @@ static int join_path(char *out, const char *prefix, const char *name)
     return n < 0 || n >= REL_PATH_SIZE ? -ENAMETOOLONG : 0;
 }
 
-static void closedirp(DIR **dir)
-{
-    if (*dir)
-        closedir(*dir);
-}
-
 /* Copies the directory src_dirfd into dst_dirfd (both open), entry by
  * entry, refusing anything but regular files and directories. */
 static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *prefix, int depth)
@@ -159,7 +149,7 @@ static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *
                              "source %s: directories nest deeper than %d levels at "
                              "%s",
                              copy->source_path, REL_MAX_DEPTH, prefix);
-    _cleanup_(closedirp) DIR *dir = rel_opendir_at(src_dirfd);
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(src_dirfd, ".");
     if (!dir)
         return act_error_set(err, errno, "cannot read source %s: %s", copy->source_path,
                              strerror(errno));
@@ -291,36 +281,44 @@ static int compare_existing(rel_store *store, int host_dirfd, const rel_manifest
         return version_fd;
     char where[PATH_MAX];
     snprintf(where, sizeof(where), "%s/%s/%s/%s", store->path, host, version, REL_MANIFEST_NAME);
-    rel_manifest existing;
+    _cleanup_(rel_manifest_clear) rel_manifest existing = {0};
     int r = rel_manifest_read(version_fd, where, host, version, &existing, err);
     if (r < 0)
         return act_error_prefix(err, "host %s: version %s already exists and cannot be compared",
                                 host, version);
     if (strcmp(existing.build_digest, staged->build_digest) != 0 ||
-        strcmp(existing.exec_path, staged->exec_path) != 0) {
-        r = act_error_set(err, EEXIST,
-                          "host %s: version %s is already staged with different content (build "
-                          "digest %s, executable %s); this source has build digest %s, executable "
-                          "%s; stage it under a new version",
-                          host, version, existing.build_digest, existing.exec_path,
-                          staged->build_digest, staged->exec_path);
-        rel_manifest_clear(&existing);
-        return r;
-    }
+        strcmp(existing.exec_path, staged->exec_path) != 0)
+        return act_error_set(err, EEXIST,
+                             "host %s: version %s is already staged with different content "
+                             "(build digest %s, executable %s); this source has build digest "
+                             "%s, executable %s; stage it under a new version",
+                             host, version, existing.build_digest, existing.exec_path,
+                             staged->build_digest, staged->exec_path);
     /* Same content: make sure what is on disk still is that content before
      * telling the caller all is well. */
     r = rel_verify_open(store, host_dirfd, host, version, err);
-    if (r < 0) {
-        rel_manifest_clear(&existing);
+    if (r < 0)
         return act_error_prefix(err,
                                 "host %s: version %s is staged with this content but is "
                                 "damaged on disk; remove it (gc) and stage it again",
                                 host, version);
-    }
     if (out)
         rel_manifest_identity(&existing, NULL, out);
-    rel_manifest_clear(&existing);
     return 0;
+}
+
+/* Removes the staging directory once the build is not going to be renamed
+ * into place: staging failed, or the version already exists. r, the result
+ * so far, stands unless the removal fails what was a success. */
+static int drop_staging(int host_dirfd, const char *staging_name, const char *host,
+                        const char *version, int r, act_error *err)
+{
+    int removed = rel_remove_tree(host_dirfd, staging_name);
+    if (removed < 0 && r == 0)
+        return act_error_set(err, -removed,
+                             "host %s: version %s: cannot remove staging directory %s: %s", host,
+                             version, staging_name, strerror(-removed));
+    return r;
 }
 
 static const char *base_name(const char *path)
@@ -335,6 +333,7 @@ static const char *base_name(const char *path)
 int rel_stage(rel_store *store, const char *host, const char *version, const char *source_path,
               const char *exec_path, rel_identity *out, act_error *err)
 {
+    assert(store);
     int r = act_name_check("host", host, err);
     if (r < 0)
         return r;
@@ -416,8 +415,7 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
                           "host %s: version %s: cannot open and lock staging "
                           "directory %s: %s",
                           host, version, staging_name, strerror(errno));
-        rel_remove_tree(host_dirfd, staging_name);
-        return r;
+        return drop_staging(host_dirfd, staging_name, host, version, r, err);
     }
     rel_unlock(host_dirfd);
 
@@ -428,7 +426,7 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
         .exec_path = exec_path,
         .err = err,
     };
-    rel_manifest m = {0};
+    _cleanup_(rel_manifest_clear) rel_manifest m = {0};
     r = fill_staging(&copy, src_fd, &src_st, staging_fd, &m);
     free(copy.buf);
     /* From here m owns the file list. */
@@ -437,7 +435,7 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
     if (r < 0) {
         act_error_prefix(err, "host %s: version %s: staging failed, nothing was changed", host,
                          version);
-        goto drop_staging;
+        return drop_staging(host_dirfd, staging_name, host, version, r, err);
     }
 
     if (renameat2(host_dirfd, staging_name, host_dirfd, version, RENAME_NOREPLACE) == 0) {
@@ -447,23 +445,14 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
         } else if (out) {
             rel_manifest_identity(&m, NULL, out);
         }
-        rel_manifest_clear(&m);
         return r;
     }
-    if (errno == EEXIST || errno == ENOTEMPTY) {
+    if (errno == EEXIST || errno == ENOTEMPTY)
         r = compare_existing(store, host_dirfd, &m, out, err);
-    } else {
+    else
         r = act_error_set(err, errno,
                           "host %s: version %s: cannot rename the staged build into "
                           "place: %s",
                           host, version, strerror(errno));
-    }
-
-drop_staging:
-    rel_manifest_clear(&m);
-    int rr = rel_remove_tree(host_dirfd, staging_name);
-    if (rr < 0 && r == 0)
-        r = act_error_set(err, -rr, "host %s: version %s: cannot remove staging directory %s: %s",
-                          host, version, staging_name, strerror(-rr));
-    return r;
+    return drop_staging(host_dirfd, staging_name, host, version, r, err);
 }

@@ -1,5 +1,6 @@
 /* The releases directory, host directories, the live link, locks and the
  * removal of leftovers. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 
 int rel_store_open(const char *releases_dir, rel_store **out, act_error *err)
 {
+    assert(out);
     if (!releases_dir || releases_dir[0] == '\0')
         return act_error_set(err, EINVAL, "releases directory is empty; configure a path");
     int r = act_mkdir_p(releases_dir, 0755, err);
@@ -28,18 +30,15 @@ int rel_store_open(const char *releases_dir, rel_store **out, act_error *err)
     if (dirfd < 0)
         return act_error_set(err, errno, "cannot open releases directory %s: %s", releases_dir,
                              strerror(errno));
-    rel_store *store = calloc(1, sizeof(*store));
-    if (!store)
-        return act_error_set(err, ENOMEM, "out of memory opening releases directory %s",
-                             releases_dir);
-    store->path = strdup(releases_dir);
-    if (!store->path) {
-        free(store);
-        return act_error_set(err, ENOMEM, "out of memory opening releases directory %s",
-                             releases_dir);
+    _cleanup_(rel_store_freep) rel_store *store = calloc(1, sizeof(*store));
+    if (store) {
+        store->dirfd = TAKE_FD(dirfd);
+        store->path = strdup(releases_dir);
     }
-    store->dirfd = TAKE_FD(dirfd);
-    *out = store;
+    if (!store || !store->path)
+        return act_error_set(err, ENOMEM, "out of memory opening releases directory %s",
+                             releases_dir);
+    *out = TAKE_PTR(store);
     return 0;
 }
 
@@ -54,6 +53,8 @@ void rel_store_free(rel_store *store)
 
 int rel_host_open(rel_store *store, const char *host, bool create, act_error *err)
 {
+    assert(store);
+    assert(host);
     if (create) {
         if (mkdirat(store->dirfd, host, 0755) == 0) {
             int r = act_fsync_dir(store->dirfd, err);
@@ -83,6 +84,8 @@ int rel_host_open(rel_store *store, const char *host, bool create, act_error *er
 
 int rel_host_open_if_staged(rel_store *store, const char *host, act_error *err)
 {
+    assert(store);
+    assert(host);
     act_error why = {0};
     int fd = rel_host_open(store, host, false, &why);
     if (fd < 0 && fd != -ENOENT && err)
@@ -93,6 +96,9 @@ int rel_host_open_if_staged(rel_store *store, const char *host, act_error *err)
 int rel_version_open(rel_store *store, int host_dirfd, const char *host, const char *version,
                      act_error *err)
 {
+    assert(store);
+    assert(host);
+    assert(version);
     int fd = openat(host_dirfd, version, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0)
         return fd;
@@ -113,6 +119,9 @@ int rel_version_open(rel_store *store, int host_dirfd, const char *host, const c
 int rel_live_read(rel_store *store, int host_dirfd, const char *host, char out[REL_NAME_SIZE],
                   act_error *err)
 {
+    assert(store);
+    assert(host);
+    assert(out);
     char target[256];
     ssize_t n = readlinkat(host_dirfd, REL_LIVE_NAME, target, sizeof(target) - 1);
     if (n < 0) {
@@ -145,6 +154,8 @@ int rel_live_read(rel_store *store, int host_dirfd, const char *host, char out[R
 
 int rel_live_version(rel_store *store, const char *host, char out[REL_NAME_SIZE], act_error *err)
 {
+    assert(store);
+    assert(out);
     int r = act_name_check("host", host, err);
     if (r < 0)
         return r;
@@ -165,6 +176,8 @@ int rel_lock(int fd, bool wait)
 
 int rel_lock_host(rel_store *store, int host_dirfd, const char *host, act_error *err)
 {
+    assert(store);
+    assert(host);
     int r = rel_lock(host_dirfd, true);
     if (r < 0)
         return act_error_set(err, -r, "host %s: cannot lock %s/%s: %s", host, store->path, host,
@@ -179,33 +192,18 @@ void rel_unlock(int fd)
 
 void rel_random_suffix(char out[9])
 {
+    assert(out);
     uint32_t nonce = 0;
     if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
         nonce = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)out;
     snprintf(out, 9, "%08x", nonce);
 }
 
-DIR *rel_opendir_at(int dirfd)
-{
-    /* A dup() would share the file offset with dirfd, so a directory that
-     * was read once would look empty to the next reader. */
-    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    DIR *dir = fdopendir(fd);
-    if (!dir) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-    }
-    return dir;
-}
-
 static int remove_children(int dirfd, int depth)
 {
     if (depth > REL_MAX_DEPTH)
         return -ELOOP;
-    DIR *dir = rel_opendir_at(dirfd);
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(dirfd, ".");
     if (!dir)
         return -errno;
     int r = 0;
@@ -219,24 +217,24 @@ static int remove_children(int dirfd, int depth)
             r = -errno;
             continue;
         }
-        int child = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int child =
+            openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (child < 0) {
             r = -errno;
             continue;
         }
         int cr = remove_children(child, depth + 1);
-        close(child);
         if (cr < 0)
             r = cr;
         else if (unlinkat(dirfd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
             r = -errno;
     }
-    closedir(dir);
     return r;
 }
 
 int rel_remove_tree(int dirfd, const char *name)
 {
+    assert(name);
     _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? 0 : -errno;
@@ -255,7 +253,7 @@ static bool has_prefix(const char *s, const char *prefix)
 
 void rel_sweep_stale(int host_dirfd)
 {
-    DIR *dir = rel_opendir_at(host_dirfd);
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(host_dirfd, ".");
     if (!dir)
         return;
     struct dirent *de;
@@ -278,5 +276,4 @@ void rel_sweep_stale(int host_dirfd)
         if (r < 0)
             act_log(LOG_WARNING, "cannot remove leftover %s: %s", de->d_name, strerror(-r));
     }
-    closedir(dir);
 }

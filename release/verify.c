@@ -1,5 +1,6 @@
 /* rel_verify: re-hash every file of a build and check the build holds
  * exactly what its manifest lists. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/fileio.h"
 #include "common/names.h"
 #include "release/internal.h"
 
@@ -20,12 +22,6 @@ typedef struct verify_walk {
     const char *label;
     act_error *err;
 } verify_walk;
-
-static void closedirp(DIR **dir)
-{
-    if (*dir)
-        closedir(*dir);
-}
 
 static int check_file(verify_walk *walk, int dirfd, const char *name, const char *rel_path)
 {
@@ -61,7 +57,7 @@ static int walk_dir(verify_walk *walk, int dirfd, const char *prefix, int depth)
     if (depth > REL_MAX_DEPTH)
         return act_error_set(err, ELOOP, "%s: directories nest deeper than %d levels", walk->label,
                              REL_MAX_DEPTH);
-    _cleanup_(closedirp) DIR *dir = rel_opendir_at(dirfd);
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(dirfd, ".");
     if (!dir)
         return act_error_set(err, errno, "%s: cannot read the build: %s", walk->label,
                              strerror(errno));
@@ -114,21 +110,22 @@ static int walk_dir(verify_walk *walk, int dirfd, const char *prefix, int depth)
 int rel_verify_open(rel_store *store, int host_dirfd, const char *host, const char *version,
                     act_error *err)
 {
+    assert(store);
+    assert(host);
+    assert(version);
     _cleanup_close_ int version_fd = rel_version_open(store, host_dirfd, host, version, err);
     if (version_fd < 0)
         return version_fd;
     char where[PATH_MAX], label[256];
     snprintf(where, sizeof(where), "%s/%s/%s/%s", store->path, host, version, REL_MANIFEST_NAME);
     snprintf(label, sizeof(label), "host %s: version %s", host, version);
-    rel_manifest m;
+    _cleanup_(rel_manifest_clear) rel_manifest m = {0};
     int r = rel_manifest_read(version_fd, where, host, version, &m, err);
     if (r < 0)
         return act_error_prefix(err, "%s", label);
     _cleanup_free_ bool *seen = calloc(m.n_files, sizeof(bool));
-    if (!seen) {
-        rel_manifest_clear(&m);
+    if (!seen)
         return act_error_set(err, ENOMEM, "%s: out of memory verifying", label);
-    }
     verify_walk walk = {.m = &m, .seen = seen, .label = label, .err = err};
     r = walk_dir(&walk, version_fd, "", 0);
     for (size_t i = 0; r == 0 && i < m.n_files; i++)
@@ -137,12 +134,12 @@ int rel_verify_open(rel_store *store, int host_dirfd, const char *host, const ch
                               "%s: file %s listed in the manifest is missing from "
                               "the build; restage the version",
                               label, m.files[i].path);
-    rel_manifest_clear(&m);
     return r;
 }
 
 int rel_verify(rel_store *store, const char *host, const char *version, act_error *err)
 {
+    assert(store);
     int r = rel_names_check(host, version, err);
     if (r < 0)
         return r;

@@ -399,7 +399,7 @@ int act_config_load_daemon(const char *path, act_daemon_config *config, act_conf
                               strerror(saved));
         return -saved;
     }
-    act_daemon_config c = {
+    _cleanup_(act_daemon_config_free) act_daemon_config c = {
         .claim_unclaimed = true,
         .max_concurrent_starts = (uint32_t)(2 * online_cpus()),
         .failure_backoff_max_usec = 30 * ACT_USEC_PER_SEC,
@@ -408,15 +408,11 @@ int act_config_load_daemon(const char *path, act_daemon_config *config, act_conf
     };
     unsigned key_lines[N_KEYS] = {0};
     int problems = act_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, key_lines, errors);
-    if (problems < 0) {
-        act_daemon_config_free(&c);
+    if (problems < 0)
         return problems;
-    }
     int finished = finish(&c, path, key_lines, errors);
-    if (finished < 0 || problems > 0 || finished > 0) {
-        act_daemon_config_free(&c);
+    if (finished < 0 || problems > 0 || finished > 0)
         return finished < 0 ? finished : -EINVAL;
-    }
-    *config = c;
+    *config = TAKE_STRUCT(c);
     return 0;
 }

@@ -50,11 +50,6 @@ void act_host_configs_free(act_host_config *hosts, size_t n)
     free(hosts);
 }
 
-static void strv_freep(char ***strv)
-{
-    act_strv_free(*strv);
-}
-
 /* The probe and listen parsers put "WHERE: " in front of their messages; the
  * config error line already names file, line and key. */
 static int reword(int r, act_error *err)
@@ -67,7 +62,7 @@ static int reword(int r, act_error *err)
 static int apply_exec(void *target, const char *value, act_error *err)
 {
     act_host_config *h = target;
-    __attribute__((cleanup(strv_freep))) char **argv = NULL;
+    _cleanup_(act_strv_freep) char **argv = NULL;
     int r = act_split_argv(value, &argv, err);
     if (r < 0)
         return r;
@@ -82,7 +77,7 @@ static int apply_exec(void *target, const char *value, act_error *err)
  * build: an absolute program path, then arguments. */
 static int parse_host_command(const char *value, char ***out, act_error *err)
 {
-    __attribute__((cleanup(strv_freep))) char **argv = NULL;
+    _cleanup_(act_strv_freep) char **argv = NULL;
     int r = act_split_argv(value, &argv, err);
     if (r < 0)
         return r;
@@ -446,7 +441,7 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, act_
                               strerror(saved));
         return -saved;
     }
-    act_host_config h = {
+    _cleanup_(act_host_config_free) act_host_config h = {
         .ready = {.kind = ACT_PROBE_NOTIFY},
         .ready_timeout_usec = 30 * ACT_USEC_PER_SEC,
         .stop_timeout_usec = 10 * ACT_USEC_PER_SEC,
@@ -456,17 +451,13 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, act_
     };
     unsigned key_lines[N_KEYS] = {0};
     int problems = act_ini_parse_fd(fd, path, host_keys, N_KEYS, &h, key_lines, errors);
-    if (problems < 0) {
-        act_host_config_free(&h);
+    if (problems < 0)
         return problems;
-    }
     problems += finish(&h, path, key_lines, errors);
-    if (problems > 0) {
-        act_host_config_free(&h);
+    if (problems > 0)
         return -EINVAL;
-    }
     h.name = TAKE_PTR(name);
-    *out = h;
+    *out = TAKE_STRUCT(h);
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include "activator/config/config-internal.h"
 #include "activator/config/config.h"
 #include "common/cleanup.h"
+#include "common/fileio.h"
 
 static int compare_names(const void *a, const void *b)
 {
@@ -27,15 +28,9 @@ static void names_free(char **names, size_t n)
  * that a hidden host file is reported rather than silently ignored. */
 static int list_conf_files(int dir_fd, char ***out, size_t *n_out)
 {
-    int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
-    if (fd < 0)
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(dir_fd, ".");
+    if (!dir)
         return -errno;
-    DIR *dir = fdopendir(fd);
-    if (!dir) {
-        int saved = errno;
-        close(fd);
-        return -saved;
-    }
     char **names = NULL;
     size_t n = 0, cap = 0;
     int r = 0;
@@ -63,7 +58,6 @@ static int list_conf_files(int dir_fd, char ***out, size_t *n_out)
     }
     if (r == 0 && errno)
         r = -errno;
-    closedir(dir);
     if (r < 0) {
         names_free(names, n);
         return r;

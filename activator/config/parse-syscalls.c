@@ -17,16 +17,6 @@ void act_syscall_filter_clear(act_syscall_filter *filter)
     *filter = (act_syscall_filter){0};
 }
 
-static void filter_clearp(act_syscall_filter *filter)
-{
-    act_syscall_filter_clear(filter);
-}
-
-static void strv_freep(char ***strv)
-{
-    act_strv_free(*strv);
-}
-
 /* Appends name to *list (NULL-terminated, growing one at a time: lists here
  * are a handful of names). */
 static int strv_append(char ***list, const char *name, act_error *err)
@@ -45,7 +35,7 @@ static int strv_append(char ***list, const char *name, act_error *err)
 
 int act_parse_syscall_filter(const char *text, act_syscall_filter *out, act_error *err)
 {
-    __attribute__((cleanup(strv_freep))) char **words = NULL;
+    _cleanup_(act_strv_freep) char **words = NULL;
     int r = act_split_argv(text, &words, err);
     if (r < 0)
         return r;
@@ -56,7 +46,7 @@ int act_parse_syscall_filter(const char *text, act_syscall_filter *out, act_erro
                              "then optionally ~name to deny more or name to allow one)",
                              act_text_show(text, shown, sizeof(shown)));
 
-    __attribute__((cleanup(filter_clearp))) act_syscall_filter filter = {0};
+    _cleanup_(act_syscall_filter_clear) act_syscall_filter filter = {0};
     filter.base = strcmp(words[0], "none") == 0 ? ACT_SYSCALLS_NONE : ACT_SYSCALLS_DEFAULT;
     for (size_t i = 1; words[i]; i++) {
         bool deny = words[i][0] == '~';
@@ -83,7 +73,6 @@ int act_parse_syscall_filter(const char *text, act_syscall_filter *out, act_erro
             return r;
     }
     act_syscall_filter_clear(out);
-    *out = filter;
-    filter = (act_syscall_filter){0};
+    *out = TAKE_STRUCT(filter);
     return 0;
 }

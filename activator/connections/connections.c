@@ -1,5 +1,6 @@
 #include "activator/connections/connections.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
@@ -148,6 +149,8 @@ static int count_unix(const act_listen_address *address, uint64_t *count)
 int act_connections_count(const act_listen_address *addresses, size_t n_addresses,
                           uint64_t *count, act_error *err)
 {
+    assert(addresses || n_addresses == 0);
+    assert(count);
     *count = 0;
     for (size_t i = 0; i < n_addresses; i++) {
         int r = addresses[i].addr.sa.sa_family == AF_UNIX ? count_unix(&addresses[i], count)

@@ -33,6 +33,7 @@
 #include <systemd/sd-event.h>
 
 #include "activator/control/request.h"
+#include "common/cleanup.h"
 #include "common/error.h"
 
 /* Concurrent requests the server holds at once when options do not say. */
@@ -81,6 +82,7 @@ int act_control_new(sd_event *event, const act_control_options *options, act_con
 /* Loop thread. Closes the sockets; reply handles not yet answered become
  * invalid and must not be used afterwards. */
 void act_control_free(act_control *control);
+DEFINE_TRIVIAL_CLEANUP_FUNC(act_control *, act_control_free)
 
 /* The TCP port the TLS listener is bound to (useful with port 0), or -1. */
 int act_control_tls_port(const act_control *control);

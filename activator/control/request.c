@@ -1,5 +1,6 @@
 #include "activator/control/request.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -9,6 +10,7 @@
 #include <json-c/json.h>
 
 #include "common/cleanup.h"
+#include "common/cleanup_json.h"
 
 /* Fields a request may carry besides "v" and "op", as bits so each op's
  * required and allowed sets are one line of the table below. */
@@ -37,7 +39,7 @@ static const struct op_spec {
     const char *name;
     unsigned required;
     unsigned optional;
-} ops[ACT_OP__COUNT] = {
+} ops[] = {
     [ACT_OP_STATUS] = {"status", 0, F_HOST},
     [ACT_OP_WAKE] = {"wake", F_HOST, F_NO_WAIT},
     [ACT_OP_PARK] = {"park", F_HOST, 0},
@@ -51,6 +53,8 @@ static const struct op_spec {
     [ACT_OP_STATS] = {"stats", 0, 0},
     [ACT_OP_VERSION] = {"version", 0, 0},
 };
+/* act_op_from_name compares against every entry. */
+static_assert(ARRAY_SIZE(ops) == ACT_OP__COUNT, "an op without a spec");
 
 const char *act_op_name(act_op op)
 {
@@ -152,15 +156,14 @@ static int parse_json(const char *data, size_t len, json_object **out, act_reque
                       (size_t)(nul - data));
 
     /* Requests are flat objects; a small depth limit keeps hostile nesting cheap. */
-    json_tokener *tok = json_tokener_new_ex(8);
+    _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new_ex(8);
     if (!tok)
         return refuse(err, ACT_REQ_BAD_JSON, ENOMEM, "out of memory parsing the request");
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
 
-    json_object *obj = json_tokener_parse_ex(tok, data, (int)len);
+    _cleanup_(json_object_putp) json_object *obj = json_tokener_parse_ex(tok, data, (int)len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     size_t end = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
 
     if (!obj) {
         if (jerr == json_tokener_continue || jerr == json_tokener_success)
@@ -173,23 +176,17 @@ static int parse_json(const char *data, size_t len, json_object **out, act_reque
                       "{\"v\":1,\"op\":\"status\"}",
                       json_tokener_error_desc(jerr), end);
     }
-    for (size_t i = end; i < len; i++) {
-        if (!isspace((unsigned char)data[i])) {
-            json_object_put(obj);
+    for (size_t i = end; i < len; i++)
+        if (!isspace((unsigned char)data[i]))
             return refuse(err, ACT_REQ_BAD_JSON, EINVAL,
                           "request is not JSON: unexpected data after the object at offset %zu; "
                           "send exactly one JSON object",
                           i);
-        }
-    }
-    if (!json_object_is_type(obj, json_type_object)) {
-        json_type type = json_object_get_type(obj);
-        json_object_put(obj);
+    if (!json_object_is_type(obj, json_type_object))
         return refuse(err, ACT_REQ_BAD_TYPE, EINVAL,
                       "request is %s, not an object; send {\"v\":1,\"op\":\"...\"}",
-                      json_type_phrase(type));
-    }
-    *out = obj;
+                      json_type_phrase(json_object_get_type(obj)));
+    *out = TAKE_PTR(obj);
     return 0;
 }
 
@@ -330,14 +327,14 @@ int act_request_parse(const void *data, size_t len, act_request *req, act_reques
         return refuse(err, ACT_REQ_BAD_JSON, EINVAL,
                       "request is empty; send one JSON object such as {\"v\":1,\"op\":\"status\"}");
 
-    json_object *obj = NULL;
+    _cleanup_(json_object_putp) json_object *obj = NULL;
     int r = parse_json(data, len, &obj, err);
     if (r < 0)
         return r;
 
     r = check_version_and_op(obj, req, err);
     if (r < 0)
-        goto out;
+        return r;
 
     const struct op_spec *spec = &ops[req->op];
     unsigned allowed = spec->required | spec->optional, seen = 0;
@@ -353,20 +350,18 @@ int act_request_parse(const void *data, size_t len, act_request *req, act_reques
             char shown[96], allowed_list[128];
             quote(key, strlen(key), shown, sizeof(shown));
             list_fields(allowed, allowed_list, sizeof(allowed_list));
-            r = refuse(err, ACT_REQ_UNKNOWN_FIELD, EINVAL,
-                       "field \"%s\" is not part of op \"%s\"; its fields are: %s", shown,
-                       spec->name, allowed_list);
-            goto out;
+            return refuse(err, ACT_REQ_UNKNOWN_FIELD, EINVAL,
+                          "field \"%s\" is not part of op \"%s\"; its fields are: %s", shown,
+                          spec->name, allowed_list);
         }
-        if (!json_object_is_type(value, field->type)) {
-            r = refuse(err, ACT_REQ_BAD_TYPE, EINVAL, "op \"%s\": field \"%s\" is %s, not %s",
-                       spec->name, field->name, json_type_phrase(json_object_get_type(value)),
-                       json_type_phrase(field->type));
-            goto out;
-        }
+        if (!json_object_is_type(value, field->type))
+            return refuse(err, ACT_REQ_BAD_TYPE, EINVAL,
+                          "op \"%s\": field \"%s\" is %s, not %s", spec->name, field->name,
+                          json_type_phrase(json_object_get_type(value)),
+                          json_type_phrase(field->type));
         r = take_field(field, value, req, err);
         if (r < 0)
-            goto out;
+            return r;
         seen |= field->bit;
     }
 
@@ -374,12 +369,8 @@ int act_request_parse(const void *data, size_t len, act_request *req, act_reques
     if (missing) {
         char missing_list[128];
         list_fields(missing, missing_list, sizeof(missing_list));
-        r = refuse(err, ACT_REQ_MISSING_FIELD, EINVAL, "op \"%s\" needs field(s): %s",
-                   spec->name, missing_list);
-        goto out;
+        return refuse(err, ACT_REQ_MISSING_FIELD, EINVAL, "op \"%s\" needs field(s): %s",
+                      spec->name, missing_list);
     }
-    r = 0;
-out:
-    json_object_put(obj);
-    return r;
+    return 0;
 }

@@ -16,6 +16,7 @@
 #include "activator/control/peer.h"
 #include "common/clock.h"
 #include "common/cleanup.h"
+#include "common/cleanup_json.h"
 #include "common/fileio.h"
 #include "common/log.h"
 
@@ -135,29 +136,30 @@ static int send_reply(act_control_reply *slot, const char *outcome, const char *
     return 0;
 }
 
-int act_control_reply_ok(act_control_reply *slot, json_object *result)
+/* Sends reply as plain JSON text; code names the outcome for the observer. */
+static int send_json(act_control_reply *slot, const char *code, json_object *reply)
 {
-    json_object *reply = json_object_new_object();
-    if (!reply) {
-        json_object_put(result);
-        return act_control_reply_error(slot, "internal", "out of memory building the reply");
-    }
-    json_object_object_add(reply, "ok", json_object_new_boolean(1));
-    json_object_object_add(reply, "result", result);
     size_t len;
     const char *json = json_object_to_json_string_length(reply, JSON_C_TO_STRING_PLAIN, &len);
-    int r = send_reply(slot, "ok", json, len);
-    json_object_put(reply);
-    return r;
+    return send_reply(slot, code, json, len);
+}
+
+int act_control_reply_ok(act_control_reply *slot, json_object *result_arg)
+{
+    _cleanup_(json_object_putp) json_object *result = result_arg;
+    _cleanup_(json_object_putp) json_object *reply = json_object_new_object();
+    if (!reply)
+        return act_control_reply_error(slot, "internal", "out of memory building the reply");
+    json_object_object_add(reply, "ok", json_object_new_boolean(1));
+    json_object_object_add(reply, "result", TAKE_PTR(result));
+    return send_json(slot, "ok", reply);
 }
 
 static int reply_error_message(act_control_reply *slot, const char *code, const char *message)
 {
-    json_object *reply = json_object_new_object();
-    json_object *error = json_object_new_object();
+    _cleanup_(json_object_putp) json_object *reply = json_object_new_object();
+    _cleanup_(json_object_putp) json_object *error = json_object_new_object();
     if (!reply || !error) {
-        json_object_put(reply);
-        json_object_put(error);
         static const char fallback[] =
             "{\"ok\":false,\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
         return send_reply(slot, "internal", fallback, sizeof(fallback) - 1);
@@ -165,12 +167,8 @@ static int reply_error_message(act_control_reply *slot, const char *code, const 
     json_object_object_add(error, "code", json_object_new_string(code));
     json_object_object_add(error, "message", json_object_new_string(message));
     json_object_object_add(reply, "ok", json_object_new_boolean(0));
-    json_object_object_add(reply, "error", error);
-    size_t len;
-    const char *json = json_object_to_json_string_length(reply, JSON_C_TO_STRING_PLAIN, &len);
-    int r = send_reply(slot, code, json, len);
-    json_object_put(reply);
-    return r;
+    json_object_object_add(reply, "error", TAKE_PTR(error));
+    return send_json(slot, code, reply);
 }
 
 int act_control_reply_error(act_control_reply *slot, const char *code, const char *fmt, ...)
@@ -370,7 +368,7 @@ int act_control_new(sd_event *event, const act_control_options *options, act_con
     if (!options->url || !options->dispatch)
         return act_error_set(err, EINVAL, "control: a URL and a dispatch callback are required");
 
-    act_control *control = calloc(1, sizeof(*control));
+    _cleanup_(act_control_freep) act_control *control = calloc(1, sizeof(*control));
     if (!control)
         return act_error_set(err, ENOMEM, "out of memory for the control server");
     control->options = *options;
@@ -378,22 +376,17 @@ int act_control_new(sd_event *event, const act_control_options *options, act_con
     control->options.url = control->url;
     control->n_slots = options->contexts ? options->contexts : ACT_CONTROL_DEFAULT_CONTEXTS;
     control->slots = calloc(control->n_slots, sizeof(*control->slots));
-    int r;
-    if (!control->url || !control->slots) {
-        r = act_error_set(err, ENOMEM, "out of memory for the control server");
-        goto fail;
-    }
+    if (!control->url || !control->slots)
+        return act_error_set(err, ENOMEM, "out of memory for the control server");
 
-    r = act_handoff_new(event, on_request, control, &control->handoff, err);
+    int r = act_handoff_new(event, on_request, control, &control->handoff, err);
     if (r < 0)
-        goto fail;
+        return r;
 
     int rv = nng_rep0_open(&control->socket);
-    if (rv != 0) {
-        r = act_error_set(err, act_nng_errno(rv), "control: opening a REP socket: %s",
-                          nng_strerror(rv));
-        goto fail;
-    }
+    if (rv != 0)
+        return act_error_set(err, act_nng_errno(rv), "control: opening a REP socket: %s",
+                             nng_strerror(rv));
     control->socket_open = true;
     nng_socket_set_size(control->socket, NNG_OPT_RECVMAXSZ, ACT_CONTROL_RECV_MAX_BYTES);
 
@@ -403,30 +396,21 @@ int act_control_new(sd_event *event, const act_control_options *options, act_con
         rv = nng_ctx_open(&slot->ctx, control->socket);
         if (rv == 0)
             rv = nng_aio_alloc(&slot->aio, on_aio, slot);
-        if (rv != 0) {
-            r = act_error_set(err, act_nng_errno(rv), "control: opening context %u: %s", i,
-                              nng_strerror(rv));
-            goto fail;
-        }
+        if (rv != 0)
+            return act_error_set(err, act_nng_errno(rv), "control: opening context %u: %s", i,
+                                 nng_strerror(rv));
     }
 
     r = listen_local(control, err);
     if (r < 0)
-        goto fail;
-    if (options->tls_url) {
-        r = setup_tls(control, err);
-        if (r < 0)
-            goto fail;
-    }
+        return r;
+    if (options->tls_url && (r = setup_tls(control, err)) < 0)
+        return r;
 
     for (unsigned i = 0; i < control->n_slots; i++)
         start_recv(&control->slots[i]);
-    *out = control;
+    *out = TAKE_PTR(control);
     return 0;
-
-fail:
-    act_control_free(control);
-    return r;
 }
 
 int act_control_tls_port(const act_control *control)

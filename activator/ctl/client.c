@@ -18,6 +18,7 @@
 #include "activator/events/events.h"
 #include "common/clock.h"
 #include "common/cleanup.h"
+#include "common/cleanup_json.h"
 
 /* How long a remote (tls+tcp) connection may take to come up. Local ipc
  * dials fail or succeed at once. */
@@ -46,6 +47,20 @@ static void print_unreachable(const char *url, const char *why)
                         "the --tls-cert/--tls-key/--tls-ca files.\n");
 }
 
+/* A whole file as text, for nng, which takes PEM text rather than file
+ * names; NULL when it cannot be read. */
+static char *read_pem(const char *path)
+{
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (!f)
+        return NULL;
+    _cleanup_free_ char *text = NULL;
+    size_t size = 0;
+    if (getdelim(&text, &size, '\0', f) < 0)
+        return NULL;
+    return TAKE_PTR(text);
+}
+
 static int tls_setup(nng_dialer dialer, const ctl_options *options, const char *url)
 {
     if (!options->tls_cert || !options->tls_key || !options->tls_ca) {
@@ -57,27 +72,9 @@ static int tls_setup(nng_dialer dialer, const ctl_options *options, const char *
     if (rv == 0)
         rv = nng_tls_config_ca_file(config, options->tls_ca);
     if (rv == 0) {
-        /* nng wants certificate and key as PEM text; read both files. */
-        char *cert = NULL, *key = NULL;
-        size_t len;
-        FILE *f;
-        if ((f = fopen(options->tls_cert, "re"))) {
-            if (getdelim(&cert, &len, '\0', f) < 0) {
-                free(cert);
-                cert = NULL;
-            }
-            fclose(f);
-        }
-        if ((f = fopen(options->tls_key, "re"))) {
-            if (getdelim(&key, &len, '\0', f) < 0) {
-                free(key);
-                key = NULL;
-            }
-            fclose(f);
-        }
+        _cleanup_free_ char *cert = read_pem(options->tls_cert);
+        _cleanup_free_ char *key = read_pem(options->tls_key);
         rv = cert && key ? nng_tls_config_own_cert(config, cert, key, NULL) : NNG_ENOENT;
-        free(cert);
-        free(key);
     }
     if (rv == 0)
         rv = nng_tls_config_auth_mode(config, NNG_TLS_AUTH_MODE_REQUIRED);
@@ -205,6 +202,14 @@ static int recv_fd(nng_socket socket)
     return fd;
 }
 
+/* One JSON value from len bytes that need not end in a NUL; NULL when they
+ * are not one. */
+static json_object *parse_bytes(const char *text, size_t len)
+{
+    _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new();
+    return tok ? json_tokener_parse_ex(tok, text, (int)len) : NULL;
+}
+
 /* Delivers every event already received. */
 static void drain_events(ctl_client *client, ctl_event_fn on_event, void *userdata)
 {
@@ -215,14 +220,10 @@ static void drain_events(ctl_client *client, ctl_event_fn on_event, void *userda
         const char *body = nng_msg_body(msg);
         size_t len = nng_msg_len(msg);
         if (on_event && act_events_split(body, len, &topic_len, &json) == 0) {
-            size_t json_len = len - (size_t)(json - body);
-            json_tokener *tok = json_tokener_new();
-            json_object *event = tok ? json_tokener_parse_ex(tok, json, (int)json_len) : NULL;
-            if (tok)
-                json_tokener_free(tok);
+            _cleanup_(json_object_putp) json_object *event =
+                parse_bytes(json, len - (size_t)(json - body));
             if (event && json_object_is_type(event, json_type_object))
                 on_event(event, userdata);
-            json_object_put(event);
         }
         nng_msg_free(msg);
     }
@@ -247,20 +248,16 @@ static void on_reply(void *arg)
 
 static int parse_reply(const char *url, nng_msg *msg, json_object **reply)
 {
-    json_tokener *tok = json_tokener_new();
-    json_object *parsed =
-        tok ? json_tokener_parse_ex(tok, nng_msg_body(msg), (int)nng_msg_len(msg)) : NULL;
-    if (tok)
-        json_tokener_free(tok);
+    _cleanup_(json_object_putp) json_object *parsed =
+        parse_bytes(nng_msg_body(msg), nng_msg_len(msg));
     nng_msg_free(msg);
     if (!parsed || !json_object_is_type(parsed, json_type_object)) {
-        json_object_put(parsed);
         fprintf(stderr, "activatorctl: %s answered with something that is not a JSON "
                         "object; is that really activatord?\n",
                 url);
         return CTL_EXIT_UNREACHABLE;
     }
-    *reply = parsed;
+    *reply = TAKE_PTR(parsed);
     return CTL_EXIT_OK;
 }
 

@@ -13,6 +13,7 @@
 #include "activator/ctl/commands.h"
 #include "activator/ctl/render.h"
 #include "activator/events/events.h"
+#include "common/cleanup_json.h"
 #include "common/clock.h"
 #include "common/names.h"
 
@@ -139,14 +140,14 @@ static void on_progress(json_object *event, void *userdata)
 
 /* Sends one request and prints the outcome. progress_host: subscribe to that
  * host's events first and show them while waiting. */
-static int perform(const ctl_options *options, const char *what, json_object *request,
+static int perform(const ctl_options *options, const char *what, json_object *request_arg,
                    const char *progress_host, int default_timeout, render_fn render)
 {
+    _cleanup_(json_object_putp) json_object *request = request_arg;
     ctl_client client;
     int r = ctl_client_open(&client, options);
     if (r != CTL_EXIT_OK) {
         ctl_client_close(&client);
-        json_object_put(request);
         return r;
     }
     progress p = {options, act_now_usec()};
@@ -158,11 +159,10 @@ static int perform(const ctl_options *options, const char *what, json_object *re
         if (live)
             printf("%s: waiting (events follow)\n", what);
     }
-    json_object *reply = NULL;
+    _cleanup_(json_object_putp) json_object *reply = NULL;
     r = ctl_client_call(&client, request, options->timeout_sec ? options->timeout_sec
                                                                : default_timeout,
                         live ? on_progress : NULL, &p, &reply);
-    json_object_put(request);
     ctl_client_close(&client);
     if (r != CTL_EXIT_OK)
         return r;
@@ -184,7 +184,6 @@ static int perform(const ctl_options *options, const char *what, json_object *re
                 message ? message : "the daemon refused without a message",
                 code ? " [" : "", code ? code : "", code ? "]" : "");
     }
-    json_object_put(reply);
     return succeeded ? CTL_EXIT_OK : CTL_EXIT_FAILED;
 }
 

@@ -1,5 +1,6 @@
 #include "activator/events/events.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@
 /* Longest message we publish; a longer reason is cut to fit. */
 #define EVENT_MAX_BYTES 2048
 
-static const char *const kind_names[ACT_EVENT__COUNT] = {
+static const char *const kind_names[] = {
     [ACT_EVENT_WAKING] = "waking",
     [ACT_EVENT_ADMITTED] = "admitted",
     [ACT_EVENT_RESTORING] = "restoring",
@@ -36,6 +37,8 @@ static const char *const kind_names[ACT_EVENT__COUNT] = {
     [ACT_EVENT_SWAP_FAILED] = "swap.failed",
     [ACT_EVENT_CLAIM_CHANGED] = "claim.changed",
 };
+/* act_event_kind_from_name compares against every entry. */
+static_assert(ARRAY_SIZE(kind_names) == ACT_EVENT__COUNT, "an event kind without a name");
 
 struct act_events {
     nng_socket socket;
@@ -54,6 +57,7 @@ const char *act_event_kind_name(act_event_kind kind)
 
 int act_event_kind_from_name(const char *name)
 {
+    assert(name);
     for (int i = 0; i < ACT_EVENT__COUNT; i++)
         if (strcmp(kind_names[i], name) == 0)
             return i;
@@ -62,6 +66,7 @@ int act_event_kind_from_name(const char *name)
 
 int act_events_host_prefix(const char *host, char *buf, size_t size)
 {
+    assert(buf);
     if (!act_name_is_valid(host))
         return -EINVAL;
     int n = snprintf(buf, size, "host.%s.", host);
@@ -70,6 +75,9 @@ int act_events_host_prefix(const char *host, char *buf, size_t size)
 
 int act_events_split(const char *msg, size_t len, size_t *topic_len, const char **json)
 {
+    assert(msg);
+    assert(topic_len);
+    assert(json);
     const char *space = memchr(msg, ' ', len);
     if (!space)
         return -EINVAL;
@@ -152,6 +160,8 @@ static void put_string(writer *w, const char *s)
 
 int act_events_publish(act_events *events, const act_event *event)
 {
+    assert(events);
+    assert(event);
     const char *kind = act_event_kind_name(event->kind);
     if (!kind || !act_name_is_valid(event->host))
         return -EINVAL;
@@ -204,6 +214,7 @@ int act_events_publish(act_events *events, const act_event *event)
 
 uint64_t act_events_sequence(const act_events *events)
 {
+    assert(events);
     return events->sequence;
 }
 
@@ -221,6 +232,8 @@ static void on_pipe_add(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 
 int act_events_new(const act_events_options *options, act_events **out, act_error *err)
 {
+    assert(options);
+    assert(out);
     if (!options->url || strncmp(options->url, "ipc://", 6) != 0)
         return act_error_set(err, EINVAL,
                              "Events=%s is not an ipc:// URL; use ipc:///path/events.ipc",

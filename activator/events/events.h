@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/cleanup.h"
 #include "common/error.h"
 
 typedef enum act_event_kind {
@@ -69,6 +70,7 @@ typedef struct act_events_options {
  * (root or ControlGroup=); other pipes are closed as they connect. */
 int act_events_new(const act_events_options *options, act_events **out, act_error *err);
 void act_events_free(act_events *events);
+DEFINE_TRIVIAL_CLEANUP_FUNC(act_events *, act_events_free)
 
 /* Loop thread. Publishes one event. -EINVAL for a missing or bad host name or
  * kind (nothing is published and no sequence number is used). */

@@ -28,6 +28,9 @@ static int parse_port(const char *text, const char *where, const char *spec, uin
 int act_listen_parse(const char *spec, const char *where, act_listen_address *out,
                      act_error *err)
 {
+    assert(spec);
+    assert(where);
+    assert(out);
     act_listen_address address = {0};
     if (spec[0] == '/') {
         if (strlen(spec) >= sizeof(address.addr.un.sun_path))
@@ -123,6 +126,9 @@ int act_listen_parse_stream(const char *spec, const char *where, act_listen_addr
 
 void act_listen_format(const act_listen_address *address, char *out, size_t out_size)
 {
+    assert(address);
+    assert(out);
+    assert(out_size > 0);
     char host[INET6_ADDRSTRLEN];
     switch (address->addr.sa.sa_family) {
     case AF_UNIX:
@@ -162,6 +168,7 @@ static int remove_stale_unix_socket(const char *path, act_error *err)
 
 int act_listen_bind(const act_listen_address *address, int backlog, act_error *err)
 {
+    assert(address);
     char shown[160];
     act_listen_format(address, shown, sizeof(shown));
     int family = address->addr.sa.sa_family;
@@ -206,6 +213,7 @@ static bool ipv6_only(int fd)
 
 bool act_listen_fd_matches(int fd, const act_listen_address *address)
 {
+    assert(address);
     int listening = 0, type = 0;
     socklen_t size = sizeof(listening);
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) < 0 || !listening)

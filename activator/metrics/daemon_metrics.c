@@ -1,5 +1,7 @@
 #include "activator/metrics/daemon_metrics.h"
 
+#include <assert.h>
+
 #include "common/cleanup.h"
 
 /* Wakes take from a few milliseconds (a warm exec) to MaxStarts ready windows
@@ -9,6 +11,8 @@ static const double wake_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 
 int act_daemon_metrics_register(act_metrics *m, act_daemon_metrics *out, act_error *err)
 {
+    assert(m);
+    assert(out);
     int r;
     if ((r = act_metrics_add_family(m, ACT_METRIC_GAUGE, "activator_hosts",
                                     "Configured hosts by pipeline state.", ACT_LABELS("state"),

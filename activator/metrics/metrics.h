@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/cleanup.h"
 #include "common/error.h"
 
 #define ACT_METRIC_MAX_LABELS 4
@@ -30,6 +31,7 @@ typedef struct act_metric act_metric; /* one family */
 
 act_metrics *act_metrics_new(void);
 void act_metrics_free(act_metrics *metrics);
+DEFINE_TRIVIAL_CLEANUP_FUNC(act_metrics *, act_metrics_free)
 
 /* Adds a family. name follows Prometheus rules ([a-zA-Z_:][a-zA-Z0-9_:]*),
  * label_names is NULL or ACT_LABELS(...); buckets are the ascending upper

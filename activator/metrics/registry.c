@@ -1,5 +1,6 @@
 #include "activator/metrics/metrics.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -92,6 +93,8 @@ int act_metrics_add_family(act_metrics *metrics, act_metric_type type, const cha
                            const double *buckets, size_t n_buckets, act_metric **out,
                            act_error *err)
 {
+    assert(metrics);
+    assert((unsigned)type <= ACT_METRIC_HISTOGRAM);
     if (!valid_metric_name(name, false))
         return act_error_set(err, EINVAL, "metric name \"%s\" is not [a-zA-Z_:][a-zA-Z0-9_:]*",
                              name ? name : "");
@@ -237,6 +240,7 @@ static series *find_or_create(act_metric *family, const char *const *values)
 
 int act_metric_add(act_metric *family, const char *const *values, double delta)
 {
+    assert(family);
     if (count_values(family, values) < 0 || family->type == ACT_METRIC_HISTOGRAM ||
         (family->type == ACT_METRIC_COUNTER && !(delta >= 0)))
         return -EINVAL;
@@ -249,6 +253,7 @@ int act_metric_add(act_metric *family, const char *const *values, double delta)
 
 int act_metric_set(act_metric *family, const char *const *values, double value)
 {
+    assert(family);
     if (count_values(family, values) < 0 || family->type == ACT_METRIC_HISTOGRAM)
         return -EINVAL;
     series *s = find_or_create(family, values);
@@ -262,6 +267,7 @@ int act_metric_set(act_metric *family, const char *const *values, double value)
 
 int act_metric_observe(act_metric *family, const char *const *values, double value)
 {
+    assert(family);
     if (count_values(family, values) < 0 || family->type != ACT_METRIC_HISTOGRAM || isnan(value))
         return -EINVAL;
     series *s = find_or_create(family, values);
@@ -280,6 +286,7 @@ int act_metric_observe(act_metric *family, const char *const *values, double val
 
 int act_metric_remove(act_metric *family, const char *const *values)
 {
+    assert(family);
     if (count_values(family, values) < 0)
         return -EINVAL;
     series **slot;
@@ -302,6 +309,7 @@ int act_metric_remove(act_metric *family, const char *const *values)
 
 double act_metric_get(const act_metric *family, const char *const *values)
 {
+    assert(family);
     if (count_values(family, values) < 0)
         return 0;
     const series *s = find(family, values, NULL);
@@ -384,12 +392,17 @@ static void render_series(FILE *f, const act_metric *family, const series *s)
 
 int act_metrics_render(const act_metrics *metrics, char **out, size_t *len)
 {
-    char *buf = NULL;
+    assert(metrics);
+    assert(out);
+    assert(len);
+    _cleanup_free_ char *buf = NULL;
     size_t size = 0;
     FILE *f = open_memstream(&buf, &size);
     if (!f)
         return -errno;
     static const char *const type_names[] = {"counter", "gauge", "histogram"};
+    static_assert(ARRAY_SIZE(type_names) == ACT_METRIC_HISTOGRAM + 1,
+                  "a metric type without a name");
     for (const act_metric *family = metrics->first; family; family = family->next) {
         fprintf(f, "# HELP %s ", family->name);
         put_escaped(f, family->help, false);
@@ -401,11 +414,10 @@ int act_metrics_render(const act_metrics *metrics, char **out, size_t *len)
         for (const series *s = family->first; s; s = s->next)
             render_series(f, family, s);
     }
-    if (fclose(f) != 0) {
-        free(buf);
+    /* fclose writes buf and size; they are the caller's only after it. */
+    if (fclose(f) != 0)
         return -ENOMEM;
-    }
-    *out = buf;
+    *out = TAKE_PTR(buf);
     *len = size;
     return 0;
 }

@@ -1,6 +1,7 @@
 #include "activator/metrics/server.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -145,30 +146,14 @@ void act_metrics_server_free(act_metrics_server *server)
     free(server);
 }
 
-int act_metrics_server_new(sd_event *event, const char *listen, act_metrics *metrics,
-                           act_metrics_refresh_fn refresh, void *userdata,
-                           act_metrics_server **out, act_error *err)
+/* Holds and starts the HTTP server at url with the scrape handler; an nng
+ * error number on failure, with server->http NULL: a server that never
+ * started is released here, without the stop that act_metrics_server_free
+ * gives a running one. */
+static int start_http(act_metrics_server *server, const char *url)
 {
-    if (!listen || !*listen || strchr(listen, '/'))
-        return act_error_set(err, EINVAL,
-                             "MetricsListen=%s is not ADDR:PORT; use e.g. 127.0.0.1:9464",
-                             listen ? listen : "");
-    act_metrics_server *server = calloc(1, sizeof(*server));
-    if (!server)
-        return act_error_set(err, ENOMEM, "out of memory for the metrics server");
-    pthread_mutex_init(&server->lock, NULL);
-    server->metrics = metrics;
-    server->refresh = refresh;
-    server->userdata = userdata;
-
-    char url[300];
-    snprintf(url, sizeof(url), "http://%s", listen);
     nng_http_handler *handler = NULL;
-    int rv = 0;
-    int r = act_handoff_new(event, on_scrape, server, &server->handoff, err);
-    if (r < 0)
-        goto fail;
-    rv = nng_url_parse(&server->url, url);
+    int rv = nng_url_parse(&server->url, url);
     if (rv == 0)
         rv = nng_http_server_hold(&server->http, server->url);
     if (rv == 0)
@@ -186,13 +171,43 @@ int act_metrics_server_new(sd_event *event, const char *listen, act_metrics *met
     }
     if (rv == 0)
         rv = nng_http_server_start(server->http);
-    if (rv != 0) {
-        r = act_error_set(err, act_nng_errno(rv),
-                          "MetricsListen=%s: %s; use a free local ADDR:PORT such as "
-                          "127.0.0.1:9464",
-                          listen, nng_strerror(rv));
-        goto fail;
+    if (rv != 0 && server->http) {
+        nng_http_server_release(server->http);
+        server->http = NULL;
     }
+    return rv;
+}
+
+int act_metrics_server_new(sd_event *event, const char *listen, act_metrics *metrics,
+                           act_metrics_refresh_fn refresh, void *userdata,
+                           act_metrics_server **out, act_error *err)
+{
+    assert(event);
+    assert(metrics);
+    assert(out);
+    if (!listen || !*listen || strchr(listen, '/'))
+        return act_error_set(err, EINVAL,
+                             "MetricsListen=%s is not ADDR:PORT; use e.g. 127.0.0.1:9464",
+                             listen ? listen : "");
+    _cleanup_(act_metrics_server_freep) act_metrics_server *server = calloc(1, sizeof(*server));
+    if (!server)
+        return act_error_set(err, ENOMEM, "out of memory for the metrics server");
+    pthread_mutex_init(&server->lock, NULL);
+    server->metrics = metrics;
+    server->refresh = refresh;
+    server->userdata = userdata;
+
+    int r = act_handoff_new(event, on_scrape, server, &server->handoff, err);
+    if (r < 0)
+        return r;
+    char url[300];
+    snprintf(url, sizeof(url), "http://%s", listen);
+    int rv = start_http(server, url);
+    if (rv != 0)
+        return act_error_set(err, act_nng_errno(rv),
+                             "MetricsListen=%s: %s; use a free local ADDR:PORT such as "
+                             "127.0.0.1:9464",
+                             listen, nng_strerror(rv));
     nng_sockaddr addr;
     if (nng_http_server_get_addr(server->http, &addr) == 0) {
         if (addr.s_family == NNG_AF_INET)
@@ -200,19 +215,12 @@ int act_metrics_server_new(sd_event *event, const char *listen, act_metrics *met
         else if (addr.s_family == NNG_AF_INET6)
             server->port = ntohs(addr.s_in6.sa_port);
     }
-    *out = server;
+    *out = TAKE_PTR(server);
     return 0;
-
-fail:
-    if (server->http && rv != 0) {
-        nng_http_server_release(server->http);
-        server->http = NULL;
-    }
-    act_metrics_server_free(server);
-    return r;
 }
 
 int act_metrics_server_port(const act_metrics_server *server)
 {
+    assert(server);
     return server->port;
 }

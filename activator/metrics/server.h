@@ -10,6 +10,7 @@
 #include <systemd/sd-event.h>
 
 #include "activator/metrics/metrics.h"
+#include "common/cleanup.h"
 #include "common/error.h"
 
 #define ACT_METRICS_DEFAULT_LISTEN "127.0.0.1:9464"
@@ -31,3 +32,4 @@ int act_metrics_server_port(const act_metrics_server *server);
 
 /* Loop thread. Answers queued scrapes with 503 and stops the server. */
 void act_metrics_server_free(act_metrics_server *server);
+DEFINE_TRIVIAL_CLEANUP_FUNC(act_metrics_server *, act_metrics_server_free)

@@ -1,5 +1,6 @@
 #include "activator/notify/notify.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -27,6 +28,8 @@ struct act_notify {
 
 int act_notify_pid_cgroup(int32_t pid, char *out, size_t out_size)
 {
+    assert(out);
+    assert(out_size > 0);
     char proc_path[64];
     snprintf(proc_path, sizeof(proc_path), "/proc/%d/cgroup", (int)pid);
     _cleanup_fclose_ FILE *file = fopen(proc_path, "re");
@@ -121,6 +124,10 @@ static int on_datagram(sd_event_source *source, int fd, uint32_t revents, void *
 int act_notify_open(sd_event *loop, const char *socket_path, const char *cgroup_path,
                     act_notify_handler handler, void *userdata, act_notify **out, act_error *err)
 {
+    assert(loop);
+    assert(socket_path);
+    assert(handler);
+    assert(out);
     struct sockaddr_un address = {.sun_family = AF_UNIX};
     if (strlen(socket_path) >= sizeof(address.sun_path))
         return act_error_set(err, ENAMETOOLONG,
@@ -173,11 +180,13 @@ int act_notify_open(sd_event *loop, const char *socket_path, const char *cgroup_
 
 const char *act_notify_socket_path(const act_notify *notify)
 {
+    assert(notify);
     return notify->socket_path;
 }
 
 uint64_t act_notify_refused_count(const act_notify *notify)
 {
+    assert(notify);
     return notify->refused;
 }
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "common/cleanup.h"
 #include "common/error.h"
 
 typedef struct act_notify act_notify;
@@ -43,6 +44,7 @@ uint64_t act_notify_refused_count(const act_notify *notify);
 
 /* Stops listening and unlinks the socket file. NULL is fine. */
 void act_notify_free(act_notify *notify);
+DEFINE_TRIVIAL_CLEANUP_FUNC(act_notify *, act_notify_free)
 
 /* Reads pid's cgroup v2 path ("0::" line of /proc/<pid>/cgroup) into out.
  * Exposed for the membership check's tests. */

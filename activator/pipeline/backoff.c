@@ -1,6 +1,7 @@
 /* Attempt and failure-park backoff (see backoff.h). */
 #include "activator/pipeline/backoff.h"
 
+#include <assert.h>
 #include <limits.h>
 
 #include "common/cleanup.h"
@@ -33,12 +34,13 @@ uint64_t act_failure_park_delay_usec(unsigned streak, uint64_t base_usec, uint64
 
 const char *act_park_cause_to_string(act_park_cause cause)
 {
-    static const char *const names[_ACT_PARK_CAUSE_MAX] = {
+    static const char *const names[] = {
         [ACT_PARK_IDLE] = "idle",
         [ACT_PARK_REQUEST] = "request",
         [ACT_PARK_CLAIM_LOST] = "claim_lost",
         [ACT_PARK_FAILURE] = "failure",
     };
+    static_assert(ARRAY_SIZE(names) == _ACT_PARK_CAUSE_MAX, "a park cause without a name");
     if ((unsigned)cause >= ARRAY_SIZE(names))
         return "unknown";
     return names[cause];

@@ -1,6 +1,7 @@
 /* Start budgets: per-host token bucket and box-wide cap (see budget.h). */
 #include "activator/pipeline/budget.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 int act_token_bucket_init(act_token_bucket *bucket, double rate_per_sec, uint64_t now_usec,
                           act_error *err)
 {
+    assert(bucket);
     if (!isfinite(rate_per_sec) || rate_per_sec <= 0 || rate_per_sec > 1e6)
         return act_error_set(err, EINVAL,
                              "start rate %g per second is out of range: use a number above 0 "
@@ -31,6 +33,7 @@ int act_token_bucket_init(act_token_bucket *bucket, double rate_per_sec, uint64_
 
 uint64_t act_token_bucket_take(act_token_bucket *bucket, uint64_t now_usec)
 {
+    assert(bucket);
     uint64_t full_at = bucket->full_at_usec > now_usec ? bucket->full_at_usec : now_usec;
     /* A token is there when the debt ahead of now stays within the burst. */
     if (full_at - now_usec > bucket->tolerance_usec)
@@ -41,6 +44,7 @@ uint64_t act_token_bucket_take(act_token_bucket *bucket, uint64_t now_usec)
 
 unsigned act_token_bucket_available(const act_token_bucket *bucket, uint64_t now_usec)
 {
+    assert(bucket);
     uint64_t debt = bucket->full_at_usec > now_usec ? bucket->full_at_usec - now_usec : 0;
     uint64_t capacity = bucket->tolerance_usec + bucket->interval_usec;
     if (debt >= capacity)
@@ -50,6 +54,7 @@ unsigned act_token_bucket_available(const act_token_bucket *bucket, uint64_t now
 
 int act_start_cap_init(act_start_cap *cap, unsigned limit, act_error *err)
 {
+    assert(cap);
     if (limit < 1)
         return act_error_set(err, EINVAL,
                              "a cap of 0 starts in flight would never start anything: use 1 or "
@@ -61,12 +66,16 @@ int act_start_cap_init(act_start_cap *cap, unsigned limit, act_error *err)
 bool act_start_cap_acquire(act_start_cap *cap, act_start_waiter *waiter,
                            act_start_granted_fn granted, void *userdata)
 {
+    assert(cap);
+    assert(waiter);
     /* A free slot goes to a newcomer only when nobody is held; release hands
      * slots to held starts directly, so that cannot jump the queue anyway. */
     if (cap->in_flight < cap->limit && cap->held == 0) {
         cap->in_flight++;
         return true;
     }
+    /* Only a start that is held needs to be told when its turn comes. */
+    assert(granted);
     *waiter = (act_start_waiter){
         .prev = cap->tail,
         .granted = granted,
@@ -99,6 +108,7 @@ static void unlink_waiter(act_start_cap *cap, act_start_waiter *waiter)
 
 void act_start_cap_release(act_start_cap *cap)
 {
+    assert(cap);
     if (cap->in_flight == 0)
         return;
     act_start_waiter *first = cap->head;
@@ -114,6 +124,8 @@ void act_start_cap_release(act_start_cap *cap)
 
 void act_start_cap_withdraw(act_start_cap *cap, act_start_waiter *waiter)
 {
+    assert(cap);
+    assert(waiter);
     if (waiter->queued)
         unlink_waiter(cap, waiter);
 }

@@ -1,5 +1,6 @@
 /* The pipeline's configuration: the defaults of DESIGN.md and the issues,
  * and the checks that keep a bad value from reaching a running host. */
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 
@@ -10,6 +11,7 @@
 
 void act_pipeline_config_init(act_pipeline_config *config)
 {
+    assert(config);
     *config = (act_pipeline_config){
         .max_starts = 5,
         .backoff_unit_usec = USEC_PER_SEC,
@@ -24,6 +26,7 @@ void act_pipeline_config_init(act_pipeline_config *config)
 
 int act_pipeline_config_check(const act_pipeline_config *config, act_error *err)
 {
+    assert(config);
     if (config->max_starts < 1 || config->max_starts > 5)
         return act_error_set(err, EINVAL, "MaxStarts=%u is out of range: use 1 to 5",
                              config->max_starts);

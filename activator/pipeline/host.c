@@ -1,5 +1,6 @@
 /* A host's pipeline: triggers, swaps, joins, cancellation, parks, exits and
  * proofs. The step machine itself is in wake.c. */
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 uint64_t act_host_now(const act_host *host)
 {
+    assert(host);
     uint64_t now = 0;
     /* The loop's timestamp of this iteration: every decision made while
      * dispatching one event sees the same time. */
@@ -21,6 +23,8 @@ uint64_t act_host_now(const act_host *host)
 
 void act_host_emit(act_host *host, const act_wake_event *event)
 {
+    assert(host);
+    assert(event);
     if (!host->on_event)
         return;
     act_wake_event stamped = *event;
@@ -104,6 +108,7 @@ static act_wake *pending_wake(const act_host *host)
 
 int act_host_wake(act_host *host, act_trigger trigger, act_wake_done_fn done, void *userdata)
 {
+    assert(host);
     if ((unsigned)trigger >= _ACT_TRIGGER_MAX)
         return -EINVAL;
     if (host->state == ACT_HOST_SERVING)
@@ -194,6 +199,8 @@ static int cancel_with(act_host *host, act_reason reason, const char *message)
 
 int act_host_cancel(act_host *host, act_reason reason, const char *fmt, ...)
 {
+    assert(host);
+    assert(fmt);
     char message[ACT_MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);
@@ -241,6 +248,7 @@ static void note_park(act_host *host, act_park_cause cause, bool served_long_eno
 
 int act_host_park(act_host *host, act_park_cause cause)
 {
+    assert(host);
     char message[ACT_MESSAGE_MAX];
 
     if ((unsigned)cause >= _ACT_PARK_CAUSE_MAX)
@@ -289,6 +297,7 @@ int act_host_park(act_host *host, act_park_cause cause)
 
 int act_host_generation_exited(act_host *host, int status, bool served_long_enough)
 {
+    assert(host);
     char message[ACT_MESSAGE_MAX];
 
     if (host->state != ACT_HOST_SERVING)
@@ -317,6 +326,7 @@ int act_host_generation_exited(act_host *host, int status, bool served_long_enou
 
 int act_host_adopt_serving(act_host *host)
 {
+    assert(host);
     if (host->state != ACT_HOST_PARKED || host->current || host->unproven)
         return -EBUSY;
     host->state = ACT_HOST_SERVING;
@@ -327,6 +337,7 @@ int act_host_adopt_serving(act_host *host)
 
 void act_host_report_proof(act_host *host)
 {
+    assert(host);
     if (!host->unproven)
         return;
     host->unproven = false;
@@ -336,20 +347,24 @@ void act_host_report_proof(act_host *host)
 
 const char *act_host_name(const act_host *host)
 {
+    assert(host);
     return host->name;
 }
 
 act_host_state act_host_get_state(const act_host *host)
 {
+    assert(host);
     return host->state;
 }
 
 bool act_host_is_unproven(const act_host *host)
 {
+    assert(host);
     return host->unproven;
 }
 
 unsigned act_host_failure_streak(const act_host *host)
 {
+    assert(host);
     return host->failure_streak;
 }

@@ -51,6 +51,7 @@
  * two rules live in the pipeline, not here. */
 #include "activator/pipeline/reason.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
@@ -63,7 +64,7 @@ typedef struct reason_policy {
     bool blames_build;
 } reason_policy;
 
-static const reason_policy reason_table[_ACT_REASON_MAX] = {
+static const reason_policy reason_table[] = {
     [ACT_REASON_NONE] = {"ok", false, false, false},
     [ACT_REASON_NOT_OWNER] = {"not_owner", true, false, false},
     [ACT_REASON_WRONG_PHASE] = {"wrong_phase", true, false, false},
@@ -85,6 +86,8 @@ static const reason_policy reason_table[_ACT_REASON_MAX] = {
     [ACT_REASON_UNHEALTHY] = {"unhealthy", false, false, true},
     [ACT_REASON_CANCELLED] = {"cancelled", false, false, false},
 };
+/* act_reason_from_string walks the whole table: every reason needs its row. */
+static_assert(ARRAY_SIZE(reason_table) == _ACT_REASON_MAX, "a reason without a policy row");
 
 static const reason_policy *policy_of(act_reason reason)
 {

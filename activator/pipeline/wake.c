@@ -6,6 +6,7 @@
  * from that source, from its timers, or from a budget grant delivered the same
  * way, so it is never re-entered from inside an operation and never runs a
  * joiner's callback from inside an API call. */
+#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -30,6 +31,8 @@ static void wake_cancel_cleanup(act_wake *wake);
 
 void act_joiner_list_append(act_joiner_list *list, act_joiner *joiner)
 {
+    assert(list);
+    assert(joiner);
     joiner->next = NULL;
     if (list->tail)
         list->tail->next = joiner;
@@ -40,6 +43,8 @@ void act_joiner_list_append(act_joiner_list *list, act_joiner *joiner)
 
 void act_joiner_list_move(act_joiner_list *to, act_joiner_list *from)
 {
+    assert(to);
+    assert(from);
     if (!from->head)
         return;
     if (to->tail)
@@ -114,6 +119,7 @@ static act_step_fn op_of(const act_pipeline_ops *ops, act_step step)
 
 void act_wake_kick(act_wake *wake)
 {
+    assert(wake);
     int r = sd_event_source_set_enabled(wake->advance, SD_EVENT_ONESHOT);
     if (r < 0)
         act_log(LOG_ERR, "host %s: cannot schedule the next pipeline step: %s", wake->host->name,
@@ -329,6 +335,7 @@ static void wake_retire_replaced(act_wake *wake)
 
 bool act_wake_is_replacing(const act_wake *wake)
 {
+    assert(wake);
     return wake->mode == ACT_WAKE_MODE_SWAP && wake->step == ACT_STEP_FAILED &&
            wake->retirement.cause == ACT_RETIRE_REPLACED;
 }
@@ -677,6 +684,8 @@ static int timer_fired(sd_event_source *source, uint64_t usec, void *userdata)
 
 void act_wake_request_cancel(act_wake *wake, act_reason reason, const char *message)
 {
+    assert(wake);
+    assert(message);
     wake->cancel_requested = true;
     wake->cancel_reason = reason;
     snprintf(wake->cancel_message, sizeof(wake->cancel_message), "%s", message);
@@ -833,6 +842,8 @@ static void wake_finish(act_wake *wake, act_wake_kind kind, act_reason reason, a
 
 int act_wake_new(act_host *host, act_wake_mode mode, act_trigger trigger, act_wake **ret)
 {
+    assert(host);
+    assert(ret);
     act_wake *wake = calloc(1, sizeof(*wake));
     if (!wake)
         return -ENOMEM;
@@ -875,21 +886,25 @@ void act_wake_free(act_wake *wake)
 
 act_host *act_wake_host(const act_wake *wake)
 {
+    assert(wake);
     return wake->host;
 }
 
 act_step act_wake_step(const act_wake *wake)
 {
+    assert(wake);
     return wake->step;
 }
 
 unsigned act_wake_attempt(const act_wake *wake)
 {
+    assert(wake);
     return wake->attempt;
 }
 
 const act_retirement *act_wake_retirement(const act_wake *wake)
 {
+    assert(wake);
     return &wake->retirement;
 }
 
@@ -900,6 +915,7 @@ bool act_wake_is_swap(const act_wake *wake)
 
 void act_wake_set_data(act_wake *wake, void *data, void (*destroy)(void *data))
 {
+    assert(wake);
     if (wake->destroy && wake->data != data)
         wake->destroy(wake->data);
     wake->data = data;
@@ -908,5 +924,6 @@ void act_wake_set_data(act_wake *wake, void *data, void (*destroy)(void *data))
 
 void *act_wake_get_data(const act_wake *wake)
 {
+    assert(wake);
     return wake->data;
 }

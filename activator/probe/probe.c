@@ -1,5 +1,6 @@
 #include "activator/probe/probe.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include "common/cleanup.h"
 #include "common/split-argv.h"
 #include "common/text.h"
+#include "common/strv.h"
 
 extern char **environ;
 
@@ -33,6 +35,7 @@ struct act_probe {
 
 void act_probe_spec_clear(act_probe_spec *spec)
 {
+    assert(spec);
     act_strv_free(spec->argv);
     spec->argv = NULL;
 }
@@ -56,6 +59,9 @@ static int split_command(const char *text, const char *where, char ***out, act_e
 
 int act_probe_parse(const char *text, const char *where, act_probe_spec *out, act_error *err)
 {
+    assert(text);
+    assert(where);
+    assert(out);
     act_probe_spec spec = {0};
     if (strcmp(text, "notify") == 0) {
         spec.kind = ACT_PROBE_NOTIFY;
@@ -244,6 +250,10 @@ int act_probe_start(sd_event *loop, const act_probe_spec *spec, uint64_t timeout
                     uint64_t interval_usec, act_probe_done done, void *userdata, act_probe **out,
                     act_error *err)
 {
+    assert(loop);
+    assert(spec);
+    assert(done);
+    assert(out);
     if (spec->kind == ACT_PROBE_NOTIFY)
         return act_error_set(err, EINVAL, "notify readiness is not a probe");
     act_probe *probe = calloc(1, sizeof(*probe));

@@ -11,6 +11,7 @@
 #include <systemd/sd-event.h>
 
 #include "activator/listen/listen.h"
+#include "common/cleanup.h"
 #include "common/error.h"
 
 typedef enum act_probe_kind {
@@ -43,3 +44,4 @@ int act_probe_start(sd_event *loop, const act_probe_spec *spec, uint64_t timeout
 
 /* Stops a probe (its callback is not called). NULL is fine. */
 void act_probe_free(act_probe *probe);
+DEFINE_TRIVIAL_CLEANUP_FUNC(act_probe *, act_probe_free)

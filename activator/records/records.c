@@ -1,5 +1,6 @@
 #include "activator/records/records.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,9 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
-
 #include "common/cleanup.h"
+#include "common/cleanup_json.h"
 #include "common/fileio.h"
 
 /* Records are small; anything bigger was not written by us. */
@@ -23,17 +23,14 @@ static const char *const phase_names[] = {
     [ACT_GEN_SERVING] = "serving",
     [ACT_GEN_RETIRING] = "retiring",
 };
+/* parse_phase reads a phase back by its index in this table. */
+static_assert(ARRAY_SIZE(phase_names) == ACT_GEN_RETIRING + 1,
+              "a generation phase without a name");
 
 const char *act_generation_phase_name(act_generation_phase phase)
 {
     return (size_t)phase < ARRAY_SIZE(phase_names) ? phase_names[phase] : "unknown";
 }
-
-static void json_putp(json_object **obj)
-{
-    json_object_put(*obj);
-}
-#define _cleanup_json_ _cleanup_(json_putp)
 
 int act_records_open_host(int state_dirfd, const char *host, act_error *err)
 {
@@ -46,15 +43,14 @@ int act_records_open_host(int state_dirfd, const char *host, act_error *err)
     snprintf(path, sizeof(path), "hosts/%s", host);
     if (mkdirat(state_dirfd, path, 0755) < 0 && errno != EEXIST)
         return act_error_set(err, errno, "cannot create %s: %s", path, strerror(errno));
-    int fd = openat(state_dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    _cleanup_close_ int fd =
+        openat(state_dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return act_error_set(err, errno, "cannot open %s: %s", path, strerror(errno));
-    if (mkdirat(fd, "generations", 0755) < 0 && errno != EEXIST) {
-        int saved = errno;
-        close(fd);
-        return act_error_set(err, saved, "cannot create %s/generations: %s", path, strerror(saved));
-    }
-    return fd;
+    if (mkdirat(fd, "generations", 0755) < 0 && errno != EEXIST)
+        return act_error_set(err, errno, "cannot create %s/generations: %s", path,
+                             strerror(errno));
+    return TAKE_FD(fd);
 }
 
 static void add_build(json_object *obj, const act_build_ref *build)
@@ -134,13 +130,11 @@ static int read_json(int dirfd, const char *name, const char *where, json_object
     if (r < 0)
         return r;
     enum json_tokener_error parse_error = json_tokener_success;
-    json_object *obj = json_tokener_parse_verbose(text, &parse_error);
-    if (!obj || !json_object_is_type(obj, json_type_object)) {
-        json_object_put(obj);
+    _cleanup_(json_object_putp) json_object *obj = json_tokener_parse_verbose(text, &parse_error);
+    if (!obj || !json_object_is_type(obj, json_type_object))
         return act_error_set(err, EBADMSG, "%s: not a JSON object (%s)", where,
                              json_tokener_error_desc(parse_error));
-    }
-    *out = obj;
+    *out = TAKE_PTR(obj);
     return 0;
 }
 
@@ -152,7 +146,8 @@ static void generation_file(uint64_t generation, char *out, size_t out_size)
 int act_records_write_generation(int host_dirfd, const act_generation_record *record,
                                  act_error *err)
 {
-    _cleanup_json_ json_object *obj = json_object_new_object();
+    assert(record);
+    _cleanup_(json_object_putp) json_object *obj = json_object_new_object();
     json_object_object_add(obj, "host", json_object_new_string(record->host));
     json_object_object_add(obj, "generation", json_object_new_uint64(record->generation));
     json_object_object_add(obj, "session", json_object_new_uint64(record->session));
@@ -189,10 +184,12 @@ static int parse_phase(const char *text, act_generation_phase *out)
 int act_records_read_generation(int host_dirfd, const char *host, uint64_t generation,
                                 act_generation_record *out, act_error *err)
 {
+    assert(host);
+    assert(out);
     char name[64], where[160];
     generation_file(generation, name, sizeof(name));
     snprintf(where, sizeof(where), "host %s: generation record %s", host, name);
-    _cleanup_json_ json_object *obj = NULL;
+    _cleanup_(json_object_putp) json_object *obj = NULL;
     int r = read_json(host_dirfd, name, where, &obj, err);
     if (r < 0)
         return r;
@@ -263,14 +260,11 @@ static bool parse_record_name(const char *name, uint64_t *generation)
 
 int act_records_list_generations(int host_dirfd, uint64_t **out, size_t *count, act_error *err)
 {
-    int fd = openat(host_dirfd, "generations", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return act_error_set(err, errno, "cannot open generations/: %s", strerror(errno));
-    DIR *dir = fdopendir(fd);
-    if (!dir) {
-        close(fd);
+    assert(out);
+    assert(count);
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(host_dirfd, "generations");
+    if (!dir)
         return act_error_set(err, errno, "cannot list generations/: %s", strerror(errno));
-    }
     _cleanup_free_ uint64_t *numbers = NULL;
     size_t used = 0, cap = 0;
     struct dirent *entry;
@@ -281,15 +275,12 @@ int act_records_list_generations(int host_dirfd, uint64_t **out, size_t *count, 
         if (used == cap) {
             cap = cap ? cap * 2 : 8;
             uint64_t *grown = realloc(numbers, cap * sizeof(*numbers));
-            if (!grown) {
-                closedir(dir);
+            if (!grown)
                 return act_error_set(err, ENOMEM, "out of memory listing generations");
-            }
             numbers = grown;
         }
         numbers[used++] = generation;
     }
-    closedir(dir);
     if (used)
         qsort(numbers, used, sizeof(*numbers), compare_u64);
     *out = TAKE_PTR(numbers);
@@ -299,7 +290,8 @@ int act_records_list_generations(int host_dirfd, uint64_t **out, size_t *count, 
 
 int act_records_write_build_state(int host_dirfd, const act_build_state *state, act_error *err)
 {
-    _cleanup_json_ json_object *obj = json_object_new_object();
+    assert(state);
+    _cleanup_(json_object_putp) json_object *obj = json_object_new_object();
     add_build(obj, &state->build);
     json_object_object_add(obj, "generation", json_object_new_uint64(state->generation));
     json_object_object_add(obj, "session", json_object_new_uint64(state->session));
@@ -309,6 +301,8 @@ int act_records_write_build_state(int host_dirfd, const act_build_state *state, 
 
 bool act_build_ref_equal(const act_build_ref *a, const act_build_ref *b)
 {
+    assert(a);
+    assert(b);
     return strcmp(a->version, b->version) == 0 && strcmp(a->digest, b->digest) == 0 &&
            strcmp(a->build_digest, b->build_digest) == 0;
 }
@@ -316,6 +310,8 @@ bool act_build_ref_equal(const act_build_ref *a, const act_build_ref *b)
 int act_records_note_build_state(int host_dirfd, const char *host, const act_build_state *state,
                                  act_error *err)
 {
+    assert(host);
+    assert(state);
     act_build_state recorded;
     act_error ignored = {0};
     if (act_records_read_build_state(host_dirfd, host, &recorded, &ignored) == 0 &&
@@ -328,9 +324,11 @@ int act_records_note_build_state(int host_dirfd, const char *host, const act_bui
 int act_records_read_build_state(int host_dirfd, const char *host, act_build_state *out,
                                  act_error *err)
 {
+    assert(host);
+    assert(out);
     char where[128];
     snprintf(where, sizeof(where), "host %s: build-state.json", host);
-    _cleanup_json_ json_object *obj = NULL;
+    _cleanup_(json_object_putp) json_object *obj = NULL;
     int r = read_json(host_dirfd, "build-state.json", where, &obj, err);
     if (r < 0)
         return r;
@@ -350,9 +348,12 @@ int act_records_read_build_state(int host_dirfd, const char *host, act_build_sta
 int act_records_read_checkpoint(int host_dirfd, const char *host, char *out, size_t out_size,
                                 act_error *err)
 {
+    assert(host);
+    assert(out);
+    assert(out_size > 0);
     char where[128];
     snprintf(where, sizeof(where), "host %s: checkpoint.json", host);
-    _cleanup_json_ json_object *obj = NULL;
+    _cleanup_(json_object_putp) json_object *obj = NULL;
     int r = read_json(host_dirfd, "checkpoint.json", where, &obj, err);
     if (r == -ENOENT) {
         out[0] = '\0';
@@ -366,7 +367,8 @@ int act_records_read_checkpoint(int host_dirfd, const char *host, char *out, siz
 
 int act_records_write_checkpoint(int host_dirfd, const char *checkpoint, act_error *err)
 {
-    _cleanup_json_ json_object *obj = json_object_new_object();
+    assert(checkpoint);
+    _cleanup_(json_object_putp) json_object *obj = json_object_new_object();
     json_object_object_add(obj, "checkpoint", json_object_new_string(checkpoint));
     return write_json(host_dirfd, "checkpoint.json", obj, err);
 }

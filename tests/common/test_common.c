@@ -1,4 +1,4 @@
-/* Unit tests of common/: name rules, errors, atomic file writes. */
+/* Unit tests of common/: name rules, errors, atomic file writes, cleanup. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -68,13 +68,20 @@ static void error_prefix_keeps_errno(void **state)
     assert_int_equal(act_error_set(NULL, EPERM, "no sink"), -EPERM);
 }
 
+/* Makes a fresh directory from template, which it rewrites, and opens it. */
+static int open_fresh_dir(char *template)
+{
+    assert_non_null(mkdtemp(template));
+    int dirfd = open(template, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dirfd >= 0);
+    return dirfd;
+}
+
 static void fileio_atomic_write_replaces_and_reads_back(void **state)
 {
     (void)state;
     char dir[] = "/tmp/act-common-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    _cleanup_close_ int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    assert_true(dirfd >= 0);
+    _cleanup_close_ int dirfd = open_fresh_dir(dir);
     act_error err = {0};
 
     assert_int_equal(act_write_atomic(dirfd, "claim.json", "one", 3, 0640, &err), 0);
@@ -124,6 +131,42 @@ static void fileio_mkdir_p_creates_nested(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+static size_t count_entries(DIR *dir)
+{
+    size_t n = 0;
+    for (struct dirent *de; (de = readdir(dir));)
+        n += de->d_name[0] != '.';
+    return n;
+}
+
+static void opendir_at_reads_afresh_and_refuses_symlinks(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/act-common-XXXXXX";
+    _cleanup_close_ int dirfd = open_fresh_dir(dir);
+    assert_int_equal(mkdirat(dirfd, "sub", 0755), 0);
+    assert_int_equal(symlinkat("sub", dirfd, "link"), 0);
+
+    /* Each DIR has its own offset: reading one to the end leaves the next
+     * one whole. */
+    for (int pass = 0; pass < 2; pass++) {
+        _cleanup_(closedirp) DIR *listing = act_opendir_at(dirfd, ".");
+        assert_non_null(listing);
+        assert_int_equal(count_entries(listing), 2);
+    }
+    _cleanup_(closedirp) DIR *sub = act_opendir_at(dirfd, "sub");
+    assert_non_null(sub);
+    assert_int_equal(count_entries(sub), 0);
+    /* O_DIRECTORY with O_NOFOLLOW: the kernel says ENOTDIR for a symlink. */
+    errno = 0;
+    assert_null(act_opendir_at(dirfd, "link"));
+    assert_true(errno == ENOTDIR || errno == ELOOP);
+
+    assert_int_equal(unlinkat(dirfd, "link", 0), 0);
+    assert_int_equal(unlinkat(dirfd, "sub", AT_REMOVEDIR), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 static void copy_string_cuts_short_and_says_so(void **state)
 {
     (void)state;
@@ -170,6 +213,33 @@ static void text_escape_keeps_all_of_the_text(void **state)
     assert_string_equal(empty, "");
 }
 
+typedef struct counted {
+    int *frees;
+} counted;
+
+static void counted_free(counted *c)
+{
+    (*c->frees)++;
+}
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(counted *, counted_free)
+
+static void trivial_cleanup_frees_once_and_skips_null(void **state)
+{
+    (void)state;
+    int frees = 0;
+    counted item = {.frees = &frees};
+    {
+        _cleanup_(counted_freep) counted *held = &item;
+        _cleanup_(counted_freep) counted *empty = NULL;
+        _cleanup_(counted_freep) counted *handed_on = &item;
+        assert_ptr_equal(TAKE_PTR(handed_on), &item);
+        (void)held;
+        (void)empty;
+    }
+    assert_int_equal(frees, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -179,9 +249,11 @@ int main(void)
         cmocka_unit_test(error_prefix_keeps_errno),
         cmocka_unit_test(fileio_atomic_write_replaces_and_reads_back),
         cmocka_unit_test(fileio_mkdir_p_creates_nested),
+        cmocka_unit_test(opendir_at_reads_afresh_and_refuses_symlinks),
         cmocka_unit_test(copy_string_cuts_short_and_says_so),
         cmocka_unit_test(text_show_escapes_and_cuts_short),
         cmocka_unit_test(text_escape_keeps_all_of_the_text),
+        cmocka_unit_test(trivial_cleanup_frees_once_and_skips_null),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -224,16 +224,11 @@ static void numbers(void **state)
     }
 }
 
-static void strv_freep(char ***v)
-{
-    act_strv_free(*v);
-}
-
 static void argv_splitting(void **state)
 {
     (void)state;
     act_error err = {0};
-    __attribute__((cleanup(strv_freep))) char **argv = NULL;
+    _cleanup_(act_strv_freep) char **argv = NULL;
     assert_int_equal(
         act_split_argv("bin/server --title 'a b' \"c \\\"d\\\"\" e\\ f x\"y z\"w ''", &argv, &err),
         0);
@@ -247,17 +242,17 @@ static void argv_splitting(void **state)
     assert_string_equal(argv[6], "");
     assert_null(argv[7]);
 
-    __attribute__((cleanup(strv_freep))) char **none = NULL;
+    _cleanup_(act_strv_freep) char **none = NULL;
     assert_int_equal(act_split_argv("   ", &none, &err), 0);
     assert_null(none[0]);
 
     /* Shell syntax is not interpreted: no expansion, no operators. */
-    __attribute__((cleanup(strv_freep))) char **literal = NULL;
+    _cleanup_(act_strv_freep) char **literal = NULL;
     assert_int_equal(act_split_argv("echo $HOME;rm", &literal, &err), 0);
     assert_string_equal(literal[1], "$HOME;rm");
 
     /* systemd's C escapes, inside quotes too. */
-    __attribute__((cleanup(strv_freep))) char **escaped = NULL;
+    _cleanup_(act_strv_freep) char **escaped = NULL;
     assert_int_equal(
         act_split_argv("a\\tb \"line1\\nline2\" 'it\\'s' \\x41\\102\\s\\u00e9\\U0001F600 "
                        "\\a\\b\\f\\r\\v\\\\",

@@ -1,0 +1,13 @@
+/* NULL-terminated arrays of malloc'd strings: argv and environment lists. */
+#pragma once
+
+#include <stddef.h>
+
+#include "common/cleanup.h"
+
+/* Frees every string and the array; NULL is fine. */
+void act_strv_free(char **strv);
+DEFINE_TRIVIAL_CLEANUP_FUNC(char **, act_strv_free)
+
+/* The number of strings before the NULL; 0 for a NULL array. */
+size_t act_strv_length(char *const *strv);
