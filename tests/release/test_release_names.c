@@ -38,12 +38,15 @@ static const char *const bad_names[] = {
     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", /* 65 */
 };
 
-/* Names the error must show (the visible ones; control bytes are escaped). */
+/* Names the error must show (the visible ones; control bytes are escaped,
+ * and a long one is cut short, so its start is what must be there). */
 static void assert_names(const act_error *err, const char *what, const char *bad)
 {
     assert_non_null(strstr(err->message, what));
-    if (bad[0] && strspn(bad, "abcdefghijklmnopqrstuvwxyz./;\\*~") == strlen(bad))
-        assert_non_null(strstr(err->message, bad));
+    char start[41];
+    snprintf(start, sizeof(start), "%s", bad);
+    if (start[0] && strspn(start, "abcdefghijklmnopqrstuvwxyz./;\\*~") == strlen(start))
+        assert_non_null(strstr(err->message, start));
 }
 
 static int count_entries(const char *dir)
