@@ -254,11 +254,10 @@ static int on_signal(sd_event_source *source, const struct signalfd_siginfo *inf
 
 static int load_configuration(act_daemon *daemon, const char *path, act_error *err)
 {
-    act_config_errors errors = {0};
+    _cleanup_(act_config_errors_free) act_config_errors errors = {0};
     int r = act_config_load_daemon(path, &daemon->config, &errors);
     if (r < 0) {
         act_config_errors_print(&errors, stderr);
-        act_config_errors_free(&errors);
         return act_error_set(err, -r, "%s: configuration not usable; run activatord "
                                       "--check-config --config %s",
                              path, path);
@@ -267,14 +266,12 @@ static int load_configuration(act_daemon *daemon, const char *path, act_error *e
                               &daemon->n_host_configs, &errors);
     if (r < 0) {
         act_config_errors_print(&errors, stderr);
-        act_config_errors_free(&errors);
         return act_error_set(err, -r, "HostsDirectory=%s cannot be read",
                              daemon->config.hosts_directory);
     }
     /* A bad host file is skipped; the others are served. */
     for (size_t i = 0; i < errors.n; i++)
         act_log(LOG_ERR, "%s (host not loaded)", errors.items[i].text);
-    act_config_errors_free(&errors);
     qsort(daemon->host_configs, daemon->n_host_configs, sizeof(*daemon->host_configs),
           compare_host_configs);
     return 0;

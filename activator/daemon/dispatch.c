@@ -14,6 +14,7 @@
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/stage.h"
 #include "activator/daemon/swap.h"
+#include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -71,7 +72,7 @@ typedef struct wake_request {
 
 static void on_wake_done(act_host *pipeline, const act_wake_result *result, void *userdata)
 {
-    wake_request *request = userdata;
+    _cleanup_free_ wake_request *request = userdata;
     if (result->kind == ACT_WAKE_SERVING)
         act_control_reply_ok(request->reply, act_host_status_json(request->host));
     else
@@ -80,7 +81,6 @@ static void on_wake_done(act_host *pipeline, const act_wake_result *result, void
                                     ? act_reason_to_string(result->reason)
                                     : act_wake_kind_to_string(result->kind),
                                 "%s", result->message ? result->message : "the wake did not serve");
-    free(request);
 }
 
 static void do_wake(act_daemon *daemon, const act_request *request, act_control_reply *reply)
@@ -163,7 +163,7 @@ static void do_releases(act_daemon *daemon, const act_request *request, act_cont
 {
     if (!find_host(daemon, request, reply))
         return;
-    rel_entry *entries = NULL;
+    _cleanup_free_ rel_entry *entries = NULL;
     size_t n = 0;
     act_error err = {0};
     int r = rel_list(daemon->releases, request->host, &entries, &n, &err);
@@ -187,7 +187,6 @@ static void do_releases(act_daemon *daemon, const act_request *request, act_cont
         json_object_array_add(list, entry);
     }
     json_object_object_add(result, "releases", list);
-    free(entries);
     act_control_reply_ok(reply, result);
 }
 
@@ -203,9 +202,8 @@ typedef struct claim_request {
 
 static json_object *claim_json(const claim *c)
 {
-    char *text = claim_to_json(c);
+    _cleanup_free_ char *text = claim_to_json(c);
     json_object *body = text ? json_tokener_parse(text) : NULL;
-    free(text);
     if (!body)
         body = json_object_new_object();
     json_object_object_add(body, "revision", json_object_new_uint64(c->revision));
@@ -218,7 +216,7 @@ static json_object *claim_json(const claim *c)
 static void on_claim_written(claim_store *store, int result, uint64_t new_revision,
                              const claim *current, const act_error *err, void *userdata)
 {
-    claim_request *request = userdata;
+    _cleanup_free_ claim_request *request = userdata;
     if (result == CLAIMS_CHANGED)
         act_control_reply_error(request->reply, "claim_changed",
                                 "host %s: the claim changed while it was being written; retry",
@@ -233,17 +231,15 @@ static void on_claim_written(claim_store *store, int result, uint64_t new_revisi
         add_u64(ok, "revision", new_revision);
         act_control_reply_ok(request->reply, ok);
     }
-    free(request);
 }
 
 static void on_claim_read(claim_store *store, int result, const claim *c, const act_error *err,
                           void *userdata)
 {
-    claim_request *request = userdata;
+    _cleanup_free_ claim_request *request = userdata;
     if (result < 0) {
         act_control_reply_error(request->reply, "store_error", "host %s: %s", request->host,
                                 err->message);
-        free(request);
         return;
     }
     if (request->op == ACT_OP_CLAIM_SHOW) {
@@ -252,7 +248,6 @@ static void on_claim_read(claim_store *store, int result, const claim *c, const 
                                     request->host);
         else
             act_control_reply_ok(request->reply, claim_json(c));
-        free(request);
         return;
     }
     claim next = {0};
@@ -270,7 +265,6 @@ static void on_claim_read(claim_store *store, int result, const claim *c, const 
         if (result == 0) {
             act_control_reply_error(request->reply, "no_claim", "host %s has no claim to release",
                                     request->host);
-            free(request);
             return;
         }
         snprintf(next.op.id, sizeof(next.op.id), "release");
@@ -283,8 +277,9 @@ static void on_claim_read(claim_store *store, int result, const claim *c, const 
                          on_claim_written, request, &call_err) < 0) {
         act_control_reply_error(request->reply, "store_error", "host %s: %s", request->host,
                                 call_err.message);
-        free(request);
+        return;
     }
+    TAKE_PTR(request); /* on_claim_written's now */
 }
 
 static void do_claim(act_daemon *daemon, const act_request *request, act_control_reply *reply)
@@ -292,7 +287,7 @@ static void do_claim(act_daemon *daemon, const act_request *request, act_control
     act_daemon_host *host = act_hosts_find(daemon, request->host);
     if (request->op == ACT_OP_CLAIM_RELEASE && host)
         act_host_park(act_daemon_host_pipeline(host), ACT_PARK_REQUEST); /* retire it here first */
-    claim_request *pending = calloc(1, sizeof(*pending));
+    _cleanup_free_ claim_request *pending = calloc(1, sizeof(*pending));
     if (!pending) {
         act_control_reply_error(reply, "internal", "out of memory");
         return;
@@ -303,8 +298,9 @@ static void do_claim(act_daemon *daemon, const act_request *request, act_control
     act_error err = {0};
     if (claims_read_async(daemon->store, request->host, on_claim_read, pending, &err) < 0) {
         act_control_reply_error(reply, "store_error", "host %s: %s", request->host, err.message);
-        free(pending);
+        return;
     }
+    TAKE_PTR(pending); /* on_claim_read's now */
 }
 
 /* ---- stats, version ------------------------------------------------------ */

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/strv.h"
 
 /* How long a cgroup kill may take to show an empty leaf before the stop is
  * called unproven. The kernel kills synchronously; this only bounds a leaf
@@ -140,11 +142,26 @@ static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, vo
     return 0;
 }
 
-static void free_strv(char **strv)
+/* "KEY=VALUE" formatted, or NULL when out of memory. */
+static char *format_entry(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *format_entry(const char *fmt, ...)
 {
-    for (char **p = strv; p && *p; p++)
-        free(*p);
-    free(strv);
+    char *entry = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vasprintf(&entry, fmt, ap);
+    va_end(ap);
+    return r < 0 ? NULL : entry;
+}
+
+/* Appends entry, taking it; the array stays NULL-terminated, so a failed
+ * entry only marks the whole environment failed. */
+static void add_entry(char **envp, size_t *n, char *entry, bool *failed)
+{
+    if (!entry)
+        *failed = true;
+    else
+        envp[(*n)++] = entry;
 }
 
 /* The environment a generation starts with: its Environment= lines, then
@@ -152,43 +169,34 @@ static void free_strv(char **strv)
 static char **build_environment(act_generation *gen, const char *extra)
 {
     const act_host_config *config = act_daemon_host_config(gen->host);
-    size_t n_config = 0;
-    for (char **e = config->environment; e && *e; e++)
-        n_config++;
-    char **envp = calloc(n_config + 9, sizeof(*envp));
+    size_t n_config = act_strv_length(config->environment);
+    _cleanup_(act_strv_freep) char **envp = calloc(n_config + 9, sizeof(*envp));
     if (!envp)
         return NULL;
     size_t n = 0;
-    bool has_path = false;
+    bool has_path = false, failed = false;
     for (size_t i = 0; i < n_config; i++) {
         has_path = has_path || strncmp(config->environment[i], "PATH=", 5) == 0;
-        envp[n++] = strdup(config->environment[i]);
+        add_entry(envp, &n, strdup(config->environment[i]), &failed);
     }
     if (!has_path)
-        envp[n++] = strdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    if (gen->notify &&
-        asprintf(&envp[n++], "NOTIFY_SOCKET=%s", act_notify_socket_path(gen->notify)) < 0)
-        envp[n - 1] = NULL;
-    if (asprintf(&envp[n++], "ACTIVATOR_HOST=%s", config->name) < 0)
-        envp[n - 1] = NULL;
-    if (asprintf(&envp[n++], "ACTIVATOR_GENERATION=%" PRIu64, gen->number) < 0)
-        envp[n - 1] = NULL;
-    if (asprintf(&envp[n++], "ACTIVATOR_VERSION=%s", gen->build.version) < 0)
-        envp[n - 1] = NULL;
-    if (asprintf(&envp[n++], "STATE_DIRECTORY=%s/hosts/%s/state",
-                 act_daemon_host_daemon(gen->host)->config.state_directory, config->name) < 0)
-        envp[n - 1] = NULL;
+        add_entry(envp, &n,
+                  strdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+                  &failed);
+    if (gen->notify)
+        add_entry(envp, &n, format_entry("NOTIFY_SOCKET=%s", act_notify_socket_path(gen->notify)),
+                  &failed);
+    add_entry(envp, &n, format_entry("ACTIVATOR_HOST=%s", config->name), &failed);
+    add_entry(envp, &n, format_entry("ACTIVATOR_GENERATION=%" PRIu64, gen->number), &failed);
+    add_entry(envp, &n, format_entry("ACTIVATOR_VERSION=%s", gen->build.version), &failed);
+    add_entry(envp, &n,
+              format_entry("STATE_DIRECTORY=%s/hosts/%s/state",
+                           act_daemon_host_daemon(gen->host)->config.state_directory,
+                           config->name),
+              &failed);
     if (extra)
-        envp[n++] = strdup(extra);
-    for (size_t i = 0; i < n; i++) {
-        if (!envp[i]) {
-            for (size_t j = 0; j < n; j++)
-                free(envp[j]);
-            free(envp);
-            return NULL;
-        }
-    }
-    return envp;
+        add_entry(envp, &n, strdup(extra), &failed);
+    return failed ? NULL : TAKE_PTR(envp);
 }
 
 static int spawn(act_generation *gen, int exec_fd, bool is_helper, const char *const *argv,
@@ -252,13 +260,12 @@ static int watch_exit(act_generation *gen, act_error *err)
 int act_generation_spawn(act_generation *gen, int exec_fd, act_error *err)
 {
     assert(gen && exec_fd >= 0);
-    char **envp = build_environment(gen, NULL);
+    _cleanup_(act_strv_freep) char **envp = build_environment(gen, NULL);
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
     int r = spawn(gen, exec_fd, false,
                   (const char *const *)act_daemon_host_config(gen->host)->exec_argv, envp,
                   &gen->process, err);
-    free_strv(envp);
     return r < 0 ? r : watch_exit(gen, err);
 }
 
@@ -278,12 +285,11 @@ int act_generation_spawn_helper(act_generation *gen, char *const *argv, const ch
     _cleanup_close_ int fd = open_helper(argv[0], err);
     if (fd < 0)
         return fd;
-    char **envp = build_environment(gen, extra_env);
+    _cleanup_(act_strv_freep) char **envp = build_environment(gen, extra_env);
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
     cg_process *process = main_process ? &gen->process : &gen->helper;
     int r = spawn(gen, fd, true, (const char *const *)argv, envp, process, err);
-    free_strv(envp);
     if (r < 0 || !main_process)
         return r;
     return watch_exit(gen, err);

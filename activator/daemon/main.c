@@ -8,6 +8,7 @@
 #include "activator/config/config.h"
 #include "activator/config/parse-account.h"
 #include "activator/daemon/daemon_main.h"
+#include "common/cleanup.h"
 #include "common/log.h"
 
 static void usage(FILE *out)
@@ -26,41 +27,48 @@ static void usage(FILE *out)
             ACT_CONFIG_DAEMON_DEFAULT_PATH);
 }
 
+/* What the host files and the daemon file name must exist on this box too:
+ * each missing user or group is printed; returns how many. */
+static size_t check_accounts(const char *config_path, const act_daemon_config *config,
+                             const act_host_config *hosts, size_t n)
+{
+    size_t problems = 0;
+    for (size_t i = 0; i < n; i++) {
+        uid_t uid;
+        gid_t gid;
+        bool have;
+        act_error err = {0};
+        if (act_host_config_credentials(&hosts[i], &uid, &gid, &have, &err) < 0) {
+            fprintf(stderr, "%s/%s.conf: %s\n", config->hosts_directory, hosts[i].name,
+                    err.message);
+            problems++;
+        }
+    }
+    gid_t gid;
+    act_error err = {0};
+    if (config->control_group &&
+        act_resolve_group("ControlGroup", config->control_group, &gid, &err) < 0) {
+        fprintf(stderr, "%s: %s\n", config_path, err.message);
+        problems++;
+    }
+    return problems;
+}
+
 int act_daemon_check_config(const char *config_path)
 {
-    act_config_errors errors = {0};
-    act_daemon_config config = {0};
+    _cleanup_(act_config_errors_free) act_config_errors errors = {0};
+    _cleanup_(act_daemon_config_free) act_daemon_config config = {0};
     size_t problems = 0;
     if (act_config_load_daemon(config_path, &config, &errors) == 0) {
         act_host_config *hosts = NULL;
         size_t n = 0;
         act_config_load_hosts(config.hosts_directory, &hosts, &n, &errors);
-        /* What the files name must exist on this box too. */
-        for (size_t i = 0; i < n; i++) {
-            uid_t uid;
-            gid_t gid;
-            bool have;
-            act_error err = {0};
-            if (act_host_config_credentials(&hosts[i], &uid, &gid, &have, &err) < 0) {
-                fprintf(stderr, "%s/%s.conf: %s\n", config.hosts_directory, hosts[i].name,
-                        err.message);
-                problems++;
-            }
-        }
-        gid_t gid;
-        act_error err = {0};
-        if (config.control_group &&
-            act_resolve_group("ControlGroup", config.control_group, &gid, &err) < 0) {
-            fprintf(stderr, "%s: %s\n", config_path, err.message);
-            problems++;
-        }
+        problems += check_accounts(config_path, &config, hosts, n);
         if (!errors.n && !problems)
             printf("%s: ok (%zu hosts in %s)\n", config_path, n, config.hosts_directory);
         act_host_configs_free(hosts, n);
-        act_daemon_config_free(&config);
     }
     problems += act_config_errors_print(&errors, stderr);
-    act_config_errors_free(&errors);
     return problems ? 1 : 0;
 }
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/cleanup.h"
 #include "common/log.h"
 
 typedef struct record_write {
@@ -48,7 +49,7 @@ static void run_write(void *data)
 
 static void complete_write(void *data)
 {
-    record_write *job = data;
+    _cleanup_free_ record_write *job = data;
     if (job->written) {
         job->written(job->host, job->result, &job->err);
     } else {
@@ -57,7 +58,6 @@ static void complete_write(void *data)
         if (job->removed)
             job->removed(job->removed_userdata);
     }
-    free(job);
 }
 
 static int submit(act_daemon_host *host, record_write *job, act_error *err)
@@ -67,8 +67,9 @@ static int submit(act_daemon_host *host, record_write *job, act_error *err)
     if (r >= 0) {
         job->host_dirfd = r;
         snprintf(job->host_name, sizeof(job->host_name), "%s", act_daemon_host_name(host));
-        r = act_offload_submit(act_daemon_host_daemon(host)->offload, act_offload_lane(job->host_name), run_write,
-                               complete_write, job, err);
+        r = act_offload_submit(act_daemon_host_daemon(host)->offload,
+                               act_offload_lane(job->host_name), run_write, complete_write, job,
+                               err);
     }
     if (r < 0)
         free(job);

@@ -19,6 +19,7 @@
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/leftovers.h"
 #include "activator/daemon/wake_ops.h"
+#include "common/cleanup.h"
 #include "common/log.h"
 
 #define RECOVERY_KILL_TIMEOUT_USEC (10 * 1000 * 1000ull)
@@ -64,7 +65,7 @@ static void retire_leftover(act_daemon *daemon, act_daemon_host *host, act_lefto
                        "host %s: leaf %s outlived the previous daemon and is not its current "
                        "serving generation; retiring it with proof",
                        leftover->host, leftover->leaf);
-    cg_leaf *leaf = NULL;
+    _cleanup_(cg_leaf_freep) cg_leaf *leaf = NULL;
     act_error err = {0};
     int r = cg_leaf_open(daemon->cgroups, leftover->host, leftover->leaf, &leaf, &err);
     if (r == 0) {
@@ -73,7 +74,6 @@ static void retire_leftover(act_daemon *daemon, act_daemon_host *host, act_lefto
         r = cg_retire_blocking(leaf, pidfd, grace, RECOVERY_KILL_TIMEOUT_USEC, &err);
         if (r == 0)
             r = cg_leaf_remove(leaf, &err);
-        cg_leaf_free(leaf);
     }
     uint64_t number = 0;
     if (r == 0) {
@@ -94,7 +94,7 @@ static void retire_leftover(act_daemon *daemon, act_daemon_host *host, act_lefto
 /* Records whose leaf is gone describe generations that are proven gone. */
 static void forget_stale_records(act_daemon_host *host)
 {
-    uint64_t *numbers = NULL;
+    _cleanup_free_ uint64_t *numbers = NULL;
     size_t count = 0;
     act_error err = {0};
     int dirfd = act_daemon_host_dir(host, &err);
@@ -106,13 +106,11 @@ static void forget_stale_records(act_daemon_host *host)
             continue;
         char leaf_name[32];
         snprintf(leaf_name, sizeof(leaf_name), "g-%" PRIu64, numbers[i]);
-        cg_leaf *leaf = NULL;
+        _cleanup_(cg_leaf_freep) cg_leaf *leaf = NULL;
         if (cg_leaf_open(act_daemon_host_daemon(host)->cgroups, act_daemon_host_name(host),
                          leaf_name, &leaf, &err) == -ENOENT)
             act_records_remove_generation(dirfd, numbers[i], NULL);
-        cg_leaf_free(leaf);
     }
-    free(numbers);
 }
 
 /* Makes the adopted generation the host's serving one: the pipeline

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/cleanup.h"
+
 typedef struct stage_job {
     rel_store *releases;
     act_control_reply *reply;
@@ -52,7 +54,7 @@ void act_reply_release_error(act_control_reply *reply, int r, const act_error *e
 
 static void complete_stage(void *data)
 {
-    stage_job *job = data;
+    _cleanup_free_ stage_job *job = data;
     if (job->result < 0) {
         act_reply_release_error(job->reply, job->result, &job->err);
     } else {
@@ -64,12 +66,11 @@ static void complete_stage(void *data)
         json_object_object_add(result, "live", json_object_new_boolean(job->promote));
         act_control_reply_ok(job->reply, result);
     }
-    free(job);
 }
 
 void act_stage_start(act_daemon_host *host, const act_request *request, act_control_reply *reply)
 {
-    stage_job *job = calloc(1, sizeof(*job));
+    _cleanup_free_ stage_job *job = calloc(1, sizeof(*job));
     act_error err = {0};
     if (!job) {
         act_control_reply_error(reply, "release_error", "host %s: out of memory", request->host);
@@ -88,6 +89,7 @@ void act_stage_start(act_daemon_host *host, const act_request *request, act_cont
                            complete_stage, job, &err) < 0) {
         act_control_reply_error(reply, "release_error", "host %s: %s", request->host,
                                 err.message);
-        free(job);
+        return;
     }
+    TAKE_PTR(job); /* complete_stage's now */
 }

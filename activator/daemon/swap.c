@@ -18,6 +18,7 @@
 
 #include "activator/daemon/announce.h"
 #include "activator/daemon/host_status.h"
+#include "common/cleanup.h"
 #include "common/log.h"
 #include "common/text.h"
 
@@ -274,7 +275,7 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
 static int verify_version(act_daemon_host *host, const char *version, rel_pin *pin,
                           const char **code, act_error *err)
 {
-    rel_entry *entries = NULL;
+    _cleanup_free_ rel_entry *entries = NULL;
     size_t n = 0;
     *code = "not_staged";
     rel_store *releases = daemon_of(host)->releases;
@@ -299,7 +300,6 @@ static int verify_version(act_daemon_host *host, const char *version, rel_pin *p
         }
         break;
     }
-    free(entries);
     if (r == 0 && (r = rel_verify(releases, name_of(host), version, err)) < 0)
         *code = r == -ENOENT ? "not_staged" : "digest_mismatch";
     return r;
@@ -325,7 +325,7 @@ void act_swap_start(act_daemon_host *host, const act_request *request, act_contr
                                 name_of(host), act_host_state_to_string(state));
         return;
     }
-    act_swap *swap = calloc(1, sizeof(*swap));
+    _cleanup_free_ act_swap *swap = calloc(1, sizeof(*swap));
     if (!swap) {
         act_control_reply_error(reply, "internal", "out of memory");
         return;
@@ -337,18 +337,20 @@ void act_swap_start(act_daemon_host *host, const act_request *request, act_contr
     const char *code = NULL;
     if (verify_version(host, request->version, &swap->pin, &code, &err) < 0) {
         act_control_reply_error(reply, code, "%s", err.message);
-        free(swap);
         return;
     }
-    act_daemon_host_set_swap(host, swap);
+    /* The host's from here: finish() frees it. */
+    act_swap *owned = TAKE_PTR(swap);
+    act_daemon_host_set_swap(host, owned);
     if (request->no_wait) {
         json_object *started = act_host_status_json(host);
-        json_object_object_add(started, "swap", json_object_new_string(swap->pin.version));
+        json_object_object_add(started, "swap", json_object_new_string(owned->pin.version));
         act_control_reply_ok(reply, started);
-        swap->reply = NULL;
+        owned->reply = NULL;
     }
-    if (claims_read_async(daemon_of(host)->store, name_of(host), on_claim_for_pin, swap, &err) < 0) {
-        reply_error(swap, "store_error", err.message);
-        finish(swap);
+    if (claims_read_async(daemon_of(host)->store, name_of(host), on_claim_for_pin, owned, &err) <
+        0) {
+        reply_error(owned, "store_error", err.message);
+        finish(owned);
     }
 }
