@@ -5,9 +5,11 @@
  * whose reply waits (a wake waiting for ready) occupies one context while the
  * others keep answering (status stays fast). A received message is only
  * queued for the loop there, with the peer's credentials already judged; the
- * loop thread parses and validates it (activator/control/request.h) and calls
- * the dispatch callback with a reply handle. The daemon answers through the
- * handle at once or later, exactly once, always on the loop thread.
+ * loop thread parses and validates it (activator/control/request.h), refuses
+ * an op whose role the peer lacks (activator/control/ops.h: root for stage)
+ * and calls the dispatch callback with a reply handle. The daemon answers
+ * through the handle at once or later, exactly once, always on the loop
+ * thread.
  *
  * Wire format:
  *   request  {"v":1,"op":"wake","host":"web1"}
