@@ -118,6 +118,18 @@ void dh_write_host(dh_daemon *d, const char *host, const char *fmt, ...)
 void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app_args,
                        const char *extra_host_lines);
 
+/* A host of act-e2e-app on a free loopback port: its file as
+ * dh_write_app_host writes it (app_args, extra_host_lines may be NULL) and
+ * act-e2e-app staged as its v1, live. Returns the port. */
+int dh_add_app_host(dh_daemon *d, const char *host, const char *app_args,
+                    const char *extra_host_lines);
+
+/* The start most tests share: dh_setup on kind without extra configuration,
+ * one host as dh_add_app_host makes it, and the daemon started. Returns the
+ * host's port. */
+int dh_start_with_host(dh_daemon *d, dh_store_kind kind, const char *host, const char *app_args,
+                       const char *extra_host_lines);
+
 /* Stages act-e2e-app as host/version straight into <state>/releases and, with
  * promote, makes it live. identity (may be NULL) receives what was staged. */
 void dh_stage(dh_daemon *d, const char *host, const char *version, bool promote,
@@ -193,6 +205,28 @@ typedef struct dh_async dh_async;
 dh_async *dh_request_start(dh_daemon *d, int timeout_ms, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 json_object *dh_request_finish(dh_daemon *d, dh_async *async);
+
+/* A wake of host (the request every test sends to wake one) and its reply,
+ * whatever it says (the caller puts it). */
+json_object *dh_wake_reply(dh_daemon *d, const char *host, int timeout_ms);
+
+/* What the reply of a wake that served names. */
+typedef struct dh_served {
+    uint64_t generation;
+    pid_t pid;
+} dh_served;
+
+/* Wakes host, waiting until it serves; fails the test unless it does. */
+dh_served dh_wake(dh_daemon *d, const char *host);
+
+/* The same wake, its reply awaited on another thread (dh_request_finish). */
+dh_async *dh_wake_start(dh_daemon *d, const char *host, int timeout_ms);
+
+/* Wakes host with no_wait: fails the test unless the wake started. */
+void dh_wake_started(dh_daemon *d, const char *host);
+
+/* Parks host; fails the test unless the daemon says it did. */
+void dh_park(dh_daemon *d, const char *host);
 
 /* {"ok":true} or not; the error code ("ok" for a success); the result. */
 bool dh_reply_ok(json_object *reply);
