@@ -136,8 +136,8 @@ static void test_long_request_does_not_block_status(void **state)
     pthread_t threads[3];
     for (int i = 0; i < 3; i++)
         assert_int_equal(pthread_create(&threads[i], NULL, send_slow_wake, &clients[i]), 0);
-    /* Give the wakes time to reach the server and occupy their contexts. */
-    usleep(200 * 1000);
+    /* The wakes reached the server and occupy their contexts. */
+    assert_true(harness_wait_slow_wakes(&h, 3, 5000));
     for (int i = 0; i < 20; i++)
         expect_status_ok(h.url);
     /* Every status was answered while the wakes (1.5 s each) were still
