@@ -135,9 +135,7 @@ static void test_idle_park_then_next_connection_wakes_a_new_generation(void **st
     /* An established connection is activity: the host must not park while
      * one is open, however long it is quiet. */
     int held = connect_to(port);
-    ah_sleep_ms(2500);
-    dh_events_pump(d, 0);
-    DH_CHECK(d, !ah_find_event(d, "idle", "parking", 0, mark),
+    DH_CHECK(d, !dh_event_wait(d, "idle", "parking", 2500, NULL),
              "the host parked while a client held an established connection");
     json_object *status = dh_status(d, "idle");
     bool serving = strcmp(dh_json_str(status, "state"), "serving") == 0;
