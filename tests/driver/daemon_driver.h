@@ -125,7 +125,9 @@ bool dd_log_wait(const dd_daemon *d, const char *text, int timeout_ms);
 /* Reads a whole small file into a malloc'd string; NULL when absent. */
 char *dd_read_text(const char *path);
 
-/* A free TCP port on 127.0.0.1 (bound with port 0, then closed). */
+/* A TCP port on 127.0.0.1 that stays reserved for this process: only a
+ * socket with SO_REUSEADDR (the daemon's listeners) can bind it, and only
+ * the first such one to listen may listen on it. */
 int dd_free_port(act_error *err);
 
 void dd_sleep_ms(long ms);

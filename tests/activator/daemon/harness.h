@@ -104,7 +104,7 @@ int dh_fixture_setup(void **state);
 int dh_fixture_teardown(void **state);
 #define DH_TEST(f) cmocka_unit_test_setup_teardown(f, dh_fixture_setup, dh_fixture_teardown)
 
-/* A free TCP port on 127.0.0.1 (bound with port 0, then closed). */
+/* A TCP port on 127.0.0.1 reserved for the daemon (dd_free_port). */
 int dh_free_port(void);
 
 /* Writes hosts/<host>.conf with the formatted text. */
