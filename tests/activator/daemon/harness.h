@@ -295,3 +295,5 @@ char *dh_read_text(const char *path);
 /* Runs argv with stdout and stderr captured into out (NUL-terminated).
  * Returns the exit status, or -1. */
 int dh_run(char *const argv[], char *out, size_t out_size);
+/* The same as uid/gid, from a copy of argv[0] that uid can reach (dd_run_as). */
+int dh_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size);
