@@ -5,9 +5,11 @@
  * whose reply waits (a wake waiting for ready) occupies one context while the
  * others keep answering (status stays fast). A received message is only
  * queued for the loop there, with the peer's credentials already judged; the
- * loop thread parses and validates it (activator/control/request.h) and calls
- * the dispatch callback with a reply handle. The daemon answers through the
- * handle at once or later, exactly once, always on the loop thread.
+ * loop thread parses and validates it (activator/control/request.h), refuses
+ * an op whose role the peer lacks (activator/control/ops.h: root for stage)
+ * and calls the dispatch callback with a reply handle. The daemon answers
+ * through the handle at once or later, exactly once, always on the loop
+ * thread.
  *
  * Wire format:
  *   request  {"v":1,"op":"wake","host":"web1"}
@@ -98,10 +100,6 @@ int act_control_reply_error(act_control_reply *reply, const char *code, const ch
 
 /* The op of the request a handle answers. */
 act_op act_control_reply_op(const act_control_reply *reply);
-
-/* True when the request came from uid 0 on the local socket (not from a
- * ControlGroup= member, nor over TLS, whose peers have no local uid). */
-bool act_control_reply_peer_is_root(const act_control_reply *reply);
 
 /* The TLS engine NNG was built with ("mbed" or "none"), for error messages. */
 const char *act_control_tls_engine(void);

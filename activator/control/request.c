@@ -12,68 +12,10 @@
 #include "common/cleanup.h"
 #include "common/cleanup_json.h"
 
-/* Fields a request may carry besides "v" and "op", as bits so each op's
- * required and allowed sets are one line of the table below. */
-enum {
-    F_HOST = 1u << 0,
-    F_VERSION = 1u << 1,
-    F_BOX = 1u << 2,
-    F_PATH = 1u << 3,
-    F_MODE = 1u << 4,
-    F_NO_WAIT = 1u << 5,
-    F_PROMOTE = 1u << 6,
-};
-
-static const struct field_spec {
-    unsigned bit;
-    const char *name;
-    json_type type;
-} fields[] = {
-    {F_HOST, "host", json_type_string},       {F_VERSION, "version", json_type_string},
-    {F_BOX, "box", json_type_string},         {F_PATH, "path", json_type_string},
-    {F_MODE, "mode", json_type_string},       {F_NO_WAIT, "no_wait", json_type_boolean},
-    {F_PROMOTE, "promote", json_type_boolean},
-};
-
-static const struct op_spec {
-    const char *name;
-    unsigned required;
-    unsigned optional;
-} ops[] = {
-    [ACT_OP_STATUS] = {"status", 0, F_HOST},
-    [ACT_OP_WAKE] = {"wake", F_HOST, F_NO_WAIT},
-    [ACT_OP_PARK] = {"park", F_HOST, 0},
-    [ACT_OP_SWAP] = {"swap", F_HOST | F_VERSION, F_MODE | F_NO_WAIT},
-    [ACT_OP_STAGE] = {"stage", F_HOST | F_VERSION | F_PATH, F_PROMOTE},
-    [ACT_OP_PROMOTE] = {"promote", F_HOST | F_VERSION, 0},
-    [ACT_OP_RELEASES] = {"releases", F_HOST, 0},
-    [ACT_OP_CLAIM_SHOW] = {"claim.show", F_HOST, 0},
-    [ACT_OP_CLAIM_ASSIGN] = {"claim.assign", F_HOST | F_BOX, 0},
-    [ACT_OP_CLAIM_RELEASE] = {"claim.release", F_HOST, 0},
-    [ACT_OP_STATS] = {"stats", 0, 0},
-    [ACT_OP_VERSION] = {"version", 0, 0},
-};
-/* act_op_from_name compares against every entry. */
-static_assert(ARRAY_SIZE(ops) == ACT_OP__COUNT, "an op without a spec");
-
-const char *act_op_name(act_op op)
-{
-    if ((unsigned)op >= ACT_OP__COUNT)
-        return NULL;
-    return ops[op].name;
-}
-
-int act_op_from_name(const char *name)
-{
-    for (size_t i = 0; i < ACT_OP__COUNT; i++)
-        if (strcmp(ops[i].name, name) == 0)
-            return (int)i;
-    return -1;
-}
-
 const char *act_swap_mode_name(act_swap_mode mode)
 {
-    return mode == ACT_SWAP_STOP_FIRST ? "stop-first" : "overlap";
+    const act_field_spec *field = act_field_spec_of(ACT_FIELD_MODE);
+    return field->choices[mode == ACT_SWAP_STOP_FIRST ? ACT_SWAP_STOP_FIRST : ACT_SWAP_OVERLAP];
 }
 
 static int refuse(act_request_error *err, const char *code, int errnum, const char *fmt, ...)
@@ -127,21 +69,6 @@ static const char *json_type_phrase(json_type type)
         return "a string";
     }
     return "an unknown type";
-}
-
-static void list_fields(unsigned set, char *out, size_t out_size)
-{
-    size_t o = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
-        if (!(set & fields[i].bit))
-            continue;
-        o += (size_t)snprintf(out + o, out_size - o, "%s%s", o ? ", " : "", fields[i].name);
-        if (o >= out_size)
-            return;
-    }
-    if (o == 0)
-        snprintf(out, out_size, "none");
 }
 
 static int parse_json(const char *data, size_t len, json_object **out, act_request_error *err)
@@ -238,42 +165,67 @@ static int take_path(json_object *value, char *out, act_request_error *err)
     return 0;
 }
 
-static int take_field(const struct field_spec *spec, json_object *value, act_request *req,
+/* Takes a choice field's value as the index of its choice. */
+static int take_choice(const act_field_spec *field, json_object *value, int *out,
+                       act_request_error *err)
+{
+    const char *s = json_object_get_string(value);
+    size_t len = (size_t)json_object_get_string_len(value);
+    int index = strlen(s) == len ? act_field_choice(field, s) : -1;
+    if (index < 0) {
+        char shown[64], choices[128];
+        quote(s, len, shown, sizeof(shown));
+        act_field_choices_list(field, "\" or \"", choices, sizeof(choices));
+        return refuse(err, ACT_REQ_BAD_VALUE, EINVAL,
+                      "field \"%s\": \"%s\" is not one of its values; use \"%s\"", field->name,
+                      shown, choices);
+    }
+    *out = index;
+    return 0;
+}
+
+static int take_field(const act_field_spec *field, json_object *value, act_request *req,
                       act_request_error *err)
 {
-    switch (spec->bit) {
-    case F_HOST:
-        return take_name("host", value, req->host, err);
-    case F_VERSION:
-        return take_name("version", value, req->version, err);
-    case F_BOX:
-        return take_name("box", value, req->box, err);
-    case F_PATH:
+    switch (field->bit) {
+    case ACT_FIELD_HOST:
+        return take_name(field->name, value, req->host, err);
+    case ACT_FIELD_VERSION:
+        return take_name(field->name, value, req->version, err);
+    case ACT_FIELD_BOX:
+        return take_name(field->name, value, req->box, err);
+    case ACT_FIELD_PATH:
         return take_path(value, req->path, err);
-    case F_MODE: {
-        const char *mode = json_object_get_string(value);
-        if (strcmp(mode, "overlap") == 0)
-            req->mode = ACT_SWAP_OVERLAP;
-        else if (strcmp(mode, "stop-first") == 0)
-            req->mode = ACT_SWAP_STOP_FIRST;
-        else {
-            char shown[64];
-            quote(mode, (size_t)json_object_get_string_len(value), shown, sizeof(shown));
-            return refuse(err, ACT_REQ_BAD_VALUE, EINVAL,
-                          "field \"mode\": \"%s\" is not a swap mode; use \"overlap\" or "
-                          "\"stop-first\"",
-                          shown);
-        }
-        return 0;
+    case ACT_FIELD_MODE: {
+        int mode = 0;
+        int r = take_choice(field, value, &mode, err);
+        req->mode = (act_swap_mode)mode;
+        return r;
     }
-    case F_NO_WAIT:
+    case ACT_FIELD_NO_WAIT:
         req->no_wait = json_object_get_boolean(value);
         return 0;
-    case F_PROMOTE:
+    case ACT_FIELD_PROMOTE:
         req->promote = json_object_get_boolean(value);
         return 0;
     }
     return refuse(err, ACT_REQ_UNKNOWN_FIELD, EINVAL, "internal: field without a parser");
+}
+
+static json_type json_type_of(act_field_kind kind)
+{
+    return kind == ACT_FIELD_KIND_FLAG ? json_type_boolean : json_type_string;
+}
+
+/* The field named key among the bits of allowed, or NULL. */
+static const act_field_spec *find_field(unsigned allowed, const char *key)
+{
+    size_t n;
+    const act_field_spec *fields = act_fields(&n);
+    for (size_t i = 0; i < n; i++)
+        if ((allowed & fields[i].bit) && strcmp(fields[i].name, key) == 0)
+            return &fields[i];
+    return NULL;
 }
 
 static int check_version_and_op(json_object *obj, act_request *req, act_request_error *err)
@@ -302,12 +254,11 @@ static int check_version_and_op(json_object *obj, act_request *req, act_request_
     const char *name = json_object_get_string(op);
     int index = act_op_from_name(name);
     if (index < 0 || strlen(name) != (size_t)json_object_get_string_len(op)) {
-        char shown[96];
+        char shown[96], names[256];
         quote(name, (size_t)json_object_get_string_len(op), shown, sizeof(shown));
-        return refuse(err, ACT_REQ_UNKNOWN_OP, EINVAL,
-                      "unknown op \"%s\"; ops are status, wake, park, swap, stage, promote, "
-                      "releases, claim.show, claim.assign, claim.release, stats, version",
-                      shown);
+        act_ops_list(names, sizeof(names));
+        return refuse(err, ACT_REQ_UNKNOWN_OP, EINVAL, "unknown op \"%s\"; ops are %s", shown,
+                      names);
     }
     req->op = (act_op)index;
     return 0;
@@ -315,6 +266,9 @@ static int check_version_and_op(json_object *obj, act_request *req, act_request_
 
 int act_request_parse(const void *data, size_t len, act_request *req, act_request_error *err)
 {
+    assert(data || len == 0);
+    assert(req);
+    assert(err);
     memset(req, 0, sizeof(*req));
     err->code = NULL;
     act_error_clear(&err->error);
@@ -336,29 +290,26 @@ int act_request_parse(const void *data, size_t len, act_request *req, act_reques
     if (r < 0)
         return r;
 
-    const struct op_spec *spec = &ops[req->op];
+    const act_op_spec *spec = act_op_spec_of(req->op);
     unsigned allowed = spec->required | spec->optional, seen = 0;
     json_object_object_foreach(obj, key, value)
     {
         if (strcmp(key, "v") == 0 || strcmp(key, "op") == 0)
             continue;
-        const struct field_spec *field = NULL;
-        for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
-            if ((allowed & fields[i].bit) && strcmp(fields[i].name, key) == 0)
-                field = &fields[i];
+        const act_field_spec *field = find_field(allowed, key);
         if (!field) {
             char shown[96], allowed_list[128];
             quote(key, strlen(key), shown, sizeof(shown));
-            list_fields(allowed, allowed_list, sizeof(allowed_list));
+            act_fields_list(allowed, allowed_list, sizeof(allowed_list));
             return refuse(err, ACT_REQ_UNKNOWN_FIELD, EINVAL,
                           "field \"%s\" is not part of op \"%s\"; its fields are: %s", shown,
                           spec->name, allowed_list);
         }
-        if (!json_object_is_type(value, field->type))
+        if (!json_object_is_type(value, json_type_of(field->kind)))
             return refuse(err, ACT_REQ_BAD_TYPE, EINVAL,
                           "op \"%s\": field \"%s\" is %s, not %s", spec->name, field->name,
                           json_type_phrase(json_object_get_type(value)),
-                          json_type_phrase(field->type));
+                          json_type_phrase(json_type_of(field->kind)));
         r = take_field(field, value, req, err);
         if (r < 0)
             return r;
@@ -368,7 +319,7 @@ int act_request_parse(const void *data, size_t len, act_request *req, act_reques
     unsigned missing = spec->required & ~seen;
     if (missing) {
         char missing_list[128];
-        list_fields(missing, missing_list, sizeof(missing_list));
+        act_fields_list(missing, missing_list, sizeof(missing_list));
         return refuse(err, ACT_REQ_MISSING_FIELD, EINVAL, "op \"%s\" needs field(s): %s",
                       spec->name, missing_list);
     }

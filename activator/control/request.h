@@ -4,18 +4,17 @@
  * of the daemon sees it: the body size, that it is one JSON object, the
  * protocol version, the op, every field's presence and type, host, version and
  * box names (common/names.h), and that no unknown field is present (a typo in
- * a field name must not be silently ignored). A refusal carries a stable code
+ * a field name must not be silently ignored). Which op takes which fields is
+ * the op table's (activator/control/ops.h). A refusal carries a stable code
  * for scripts and a sentence naming the field and what to send instead. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "activator/control/ops.h"
 #include "common/error.h"
 #include "common/names.h"
-
-/* The protocol version this daemon speaks ("v" in every request). */
-#define ACT_PROTOCOL_VERSION 1
 
 /* Bodies above this are refused with ACT_REQ_TOO_LARGE before parsing. No
  * legitimate request comes close: the longest is a stage with a path. */
@@ -24,22 +23,8 @@
 /* The longest path a stage request may name (PATH_MAX without the NUL). */
 #define ACT_REQUEST_PATH_MAX 4095
 
-typedef enum act_op {
-    ACT_OP_STATUS,
-    ACT_OP_WAKE,
-    ACT_OP_PARK,
-    ACT_OP_SWAP,
-    ACT_OP_STAGE,
-    ACT_OP_PROMOTE,
-    ACT_OP_RELEASES,
-    ACT_OP_CLAIM_SHOW,
-    ACT_OP_CLAIM_ASSIGN,
-    ACT_OP_CLAIM_RELEASE,
-    ACT_OP_STATS,
-    ACT_OP_VERSION,
-    ACT_OP__COUNT,
-} act_op;
-
+/* The values of the "mode" field, in the order of its choices in the op
+ * table. */
 typedef enum act_swap_mode {
     ACT_SWAP_OVERLAP,    /* start N+1 while N serves, then retire N */
     ACT_SWAP_STOP_FIRST, /* retire N first, for apps that cannot run twice */
@@ -67,7 +52,8 @@ typedef struct act_request {
 #define ACT_REQ_UNKNOWN_FIELD "unknown_field"
 #define ACT_REQ_BAD_NAME "bad_name"
 #define ACT_REQ_BAD_VALUE "bad_value"
-/* Not a parse failure: the peer may not use the control socket at all. */
+/* Not a parse failure: the peer may not use the control socket at all, or
+ * lacks the role the op needs (activator/control/ops.h). */
 #define ACT_REQ_FORBIDDEN "forbidden"
 
 typedef struct act_request_error {
@@ -79,12 +65,6 @@ typedef struct act_request_error {
  * Returns 0 with *req filled, or -EINVAL (-EMSGSIZE for too large) with *err
  * filled and *req unspecified. Never reads past len. */
 int act_request_parse(const void *data, size_t len, act_request *req, act_request_error *err);
-
-/* The wire name of an op ("claim.assign"), or NULL for an out-of-range op. */
-const char *act_op_name(act_op op);
-
-/* The op named name, or -1 when there is none. */
-int act_op_from_name(const char *name);
 
 /* The wire name of a swap mode ("overlap", "stop-first"). */
 const char *act_swap_mode_name(act_swap_mode mode);

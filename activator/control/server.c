@@ -186,11 +186,6 @@ act_op act_control_reply_op(const act_control_reply *slot)
     return slot->op;
 }
 
-bool act_control_reply_peer_is_root(const act_control_reply *slot)
-{
-    return slot->peer_uid == 0;
-}
-
 static void refuse_peer(act_control_reply *slot)
 {
     act_control *control = slot->control;
@@ -214,6 +209,33 @@ static void refuse_peer(act_control_reply *slot)
                                 (unsigned long long)slot->peer_uid);
 }
 
+/* Every peer the credential check admits is an operator, and root on the
+ * local socket is root; no peer is a viewer only until a rule grants that
+ * role. */
+static act_role peer_role(const act_control_reply *slot)
+{
+    return slot->peer_uid == 0 ? ACT_ROLE_ROOT : ACT_ROLE_OPERATOR;
+}
+
+static void refuse_role(act_control_reply *slot, const act_op_spec *spec, act_role role)
+{
+    char who[64];
+    if (slot->peer_uid == UINT64_MAX)
+        snprintf(who, sizeof(who), "this TLS client");
+    else
+        snprintf(who, sizeof(who), "uid %llu", (unsigned long long)slot->peer_uid);
+    if (spec->role == ACT_ROLE_ROOT)
+        act_control_reply_error(slot, ACT_REQ_FORBIDDEN,
+                                "only root may %s: activatord acts on what the request names with "
+                                "its own privileges; %s has the %s role, so run it as root on "
+                                "the box ('sudo activatorctl ...')",
+                                spec->name, who, act_role_name(role));
+    else
+        act_control_reply_error(slot, ACT_REQ_FORBIDDEN,
+                                "op \"%s\" needs the %s role; %s has the %s role", spec->name,
+                                act_role_name(spec->role), who, act_role_name(role));
+}
+
 /* Loop thread: one received request. */
 static void on_request(act_handoff_node *node, void *userdata)
 {
@@ -235,6 +257,12 @@ static void on_request(act_handoff_node *node, void *userdata)
     }
     slot->op = request.op;
     slot->op_name = act_op_name(request.op);
+    const act_op_spec *spec = act_op_spec_of(request.op);
+    act_role role = peer_role(slot);
+    if (role < spec->role) {
+        refuse_role(slot, spec, role);
+        return;
+    }
     control->options.dispatch(&request, slot, control->options.userdata);
 }
 

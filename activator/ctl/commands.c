@@ -1,6 +1,5 @@
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 
 #include "activator/ctl/client.h"
 #include "activator/ctl/commands.h"
+#include "activator/ctl/op_line.h"
 #include "activator/ctl/render.h"
 #include "activator/events/events.h"
 #include "common/cleanup_json.h"
@@ -39,46 +39,13 @@ int ctl_usage_error(const ctl_command *command, const char *fmt, ...)
     return CTL_EXIT_USAGE;
 }
 
-void ctl_command_usage(const ctl_command *command, FILE *out)
-{
-    fprintf(out, "Usage: activatorctl [OPTIONS] %s%s%s\n\n%s\n", command->name,
-            *command->usage ? " " : "", command->usage, command->summary);
-    if (command->help)
-        fprintf(out, "\n%s", command->help);
-}
-
-/* Parses the options of one command. Returns -1 when done, the option char,
- * or a usage exit code (as -100 - code) after printing. */
-static bool want_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-            return true;
-    return false;
-}
-
-static int check_name(const ctl_command *command, const char *what, const char *name)
-{
-    act_error err = {0};
-    if (act_name_check(what, name, &err) < 0)
-        return ctl_usage_error(command, "%s", err.message);
-    return 0;
-}
-
 static json_object *new_request(const char *op)
 {
     json_object *request = json_object_new_object();
-    json_object_object_add(request, "v", json_object_new_int(1));
+    json_object_object_add(request, "v", json_object_new_int(ACT_PROTOCOL_VERSION));
     json_object_object_add(request, "op", json_object_new_string(op));
     return request;
 }
-
-static void add_string(json_object *request, const char *key, const char *value)
-{
-    json_object_object_add(request, key, json_object_new_string(value));
-}
-
-typedef void (*render_fn)(json_object *result, const ctl_options *options);
 
 typedef struct progress {
     const ctl_options *options;
@@ -141,7 +108,7 @@ static void on_progress(json_object *event, void *userdata)
 /* Sends one request and prints the outcome. progress_host: subscribe to that
  * host's events first and show them while waiting. */
 static int perform(const ctl_options *options, const char *what, json_object *request_arg,
-                   const char *progress_host, int default_timeout, render_fn render)
+                   const char *progress_host, int default_timeout, ctl_render_fn render)
 {
     _cleanup_(json_object_putp) json_object *request = request_arg;
     ctl_client client;
@@ -312,58 +279,77 @@ static void render_version(json_object *result, const ctl_options *options)
            box ? box : "", box ? ")" : "");
 }
 
-/* ---- commands ---- */
-
-#define OPTIONS_END {0, 0, 0, 0}
-
-/* Runs getopt over a command's arguments and collects positionals. */
-static int parse(const ctl_command *command, int argc, char **argv, const struct option *longopts,
-                 int (*on_option)(int opt, void *state), void *state, char **positional,
-                 int min, int max, int *n_positional)
+const char *ctl_command_summary(const ctl_command *command)
 {
-    optind = 0; /* re-initialises GNU getopt for this argument vector */
-    opterr = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (opt == 'h')
-            return -1;
-        if (opt == '?')
-            return ctl_usage_error(command, "unknown option '%s'", argv[optind - 1]);
-        if (opt == ':')
-            return ctl_usage_error(command, "option '%s' needs a value", argv[optind - 1]);
-        int r = on_option ? on_option(opt, state) : CTL_EXIT_USAGE;
-        if (r != 0)
-            return ctl_usage_error(command, "bad value '%s' for option '%s'",
-                                   optarg ? optarg : "", argv[optind - (optarg ? 2 : 1)]);
-    }
-    int n = argc - optind;
-    if (n < min)
-        return ctl_usage_error(command, "missing argument(s); usage: activatorctl %s %s",
-                               command->name, command->usage);
-    if (n > max)
-        return ctl_usage_error(command, "unexpected argument '%s'", argv[optind + max]);
-    for (int i = 0; i < n; i++)
-        positional[i] = argv[optind + i];
-    *n_positional = n;
-    return 0;
+    if (command->summary || command->op < 0)
+        return command->summary;
+    return act_op_spec_of((act_op)command->op)->summary;
 }
 
-#define PARSE_OR_RETURN(longopts, on_option, state, min, max)                                      \
-    char *pos[4] = {0};                                                                            \
-    int n_pos = 0;                                                                                 \
-    do {                                                                                           \
-        int parsed_ = parse(self, argc, argv, longopts, on_option, state, pos, min, max, &n_pos);  \
-        if (parsed_ < 0) {                                                                         \
-            ctl_command_usage(self, stdout);                                                       \
-            return CTL_EXIT_OK;                                                                    \
-        }                                                                                          \
-        if (parsed_ > 0)                                                                           \
-            return parsed_;                                                                        \
-    } while (0)
+void ctl_command_usage(const ctl_command *command, FILE *out)
+{
+    char usage[256];
+    ctl_command_arguments(command, usage, sizeof(usage));
+    fprintf(out, "Usage: activatorctl [OPTIONS] %s%s%s\n\n%s\n", command->name, *usage ? " " : "",
+            usage, ctl_command_summary(command));
+    bool first = true;
+    for (act_op op = 0; op < ACT_OP__COUNT; op++) {
+        const act_op_spec *spec = act_op_spec_of(op);
+        char line[160];
+        if (!ctl_sub_command_usage(command, spec, line, sizeof(line)))
+            continue;
+        fprintf(out, "%s  %-16s %s\n", first ? "\n" : "", line, spec->summary);
+        first = false;
+    }
+    if (command->help)
+        fprintf(out, "\n%s", command->help);
+}
 
-static const struct option no_options[] = {{"help", no_argument, 0, 'h'}, OPTIONS_END};
+/* "wake web1", "claim web1 box-2": the command and the names it was given,
+ * to start the lines that report on the request. */
+static void describe_request(const ctl_command *command, json_object *request, char *out,
+                             size_t size)
+{
+    snprintf(out, size, "%s", command->name);
+    size_t n_fields;
+    const act_field_spec *fields = act_fields(&n_fields);
+    for (size_t i = 0; i < n_fields; i++) {
+        const char *value = get_str(request, fields[i].name);
+        size_t used = strlen(out);
+        if (value && fields[i].kind == ACT_FIELD_KIND_NAME)
+            snprintf(out + used, size - used, " %s", value);
+    }
+}
 
-static int on_status_option(int opt, void *state)
+/* Sends op with what the command line gives it and prints the outcome. An
+ * op that may reply before it is done (no_wait) is waited for with its
+ * host's events shown, unless --no-wait says not to wait. */
+static int run_op(const ctl_command *command, act_op op, const ctl_extra_options *extra,
+                  const ctl_options *options, int argc, char **argv)
+{
+    const act_op_spec *spec = act_op_spec_of(op);
+    json_object *request = new_request(spec->name);
+    int r = ctl_op_parse(command, spec, argc, argv, extra, request);
+    if (r != 0) {
+        json_object_put(request);
+        if (r > 0)
+            return r;
+        ctl_command_usage(command, stdout);
+        return CTL_EXIT_OK;
+    }
+    char what[256], host[ACT_NAME_MAX + 1];
+    describe_request(command, request, what, sizeof(what));
+    snprintf(host, sizeof(host), "%s", get_str(request, "host") ? get_str(request, "host") : "");
+    json_object *no_wait = NULL;
+    bool waits = (spec->optional & ACT_FIELD_NO_WAIT) &&
+                 !json_object_object_get_ex(request, "no_wait", &no_wait);
+    int timeout = waits                  ? WAIT_TIMEOUT_SEC
+                  : command->timeout_sec ? command->timeout_sec
+                                         : QUICK_TIMEOUT_SEC;
+    return perform(options, what, request, waits && *host ? host : NULL, timeout, command->render);
+}
+
+static int on_status_option(int opt)
 {
     if (opt != 'n')
         return 1;
@@ -371,198 +357,51 @@ static int on_status_option(int opt, void *state)
     return 0;
 }
 
-static int cmd_status(const ctl_options *options, int argc, char **argv)
+static int cmd_status(const ctl_command *self, const ctl_options *options, int argc, char **argv)
 {
-    const ctl_command *self = ctl_command_find("status");
-    static const struct option longopts[] = {
-        {"help", no_argument, 0, 'h'}, {"names", no_argument, 0, 'n'}, OPTIONS_END};
-    PARSE_OR_RETURN(longopts, on_status_option, NULL, 0, 1);
-    if (n_pos == 1 && check_name(self, "host", pos[0]))
-        return CTL_EXIT_USAGE;
-    json_object *request = new_request("status");
-    if (n_pos == 1)
-        add_string(request, "host", pos[0]);
-    return perform(options, n_pos ? pos[0] : "status", request, NULL, QUICK_TIMEOUT_SEC,
-                   render_status);
+    static const struct option names[] = {{"names", no_argument, 0, 'n'}, {0, 0, 0, 0}};
+    static const ctl_extra_options extra = {names, on_status_option};
+    return run_op(self, ACT_OP_STATUS, &extra, options, argc, argv);
 }
 
-typedef struct wait_flags {
-    bool no_wait, promote;
-    const char *mode;
-} wait_flags;
-
-static int on_wait_option(int opt, void *state)
+static bool want_help(int argc, char **argv)
 {
-    wait_flags *flags = state;
-    switch (opt) {
-    case 'W':
-        flags->no_wait = true;
-        return 0;
-    case 'P':
-        flags->promote = true;
-        return 0;
-    case 'm':
-        if (strcmp(optarg, "overlap") != 0 && strcmp(optarg, "stop-first") != 0)
-            return 1;
-        flags->mode = optarg;
-        return 0;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return true;
+    return false;
+}
+
+/* "claim show HOST": the ops named <ops_prefix><sub-command>. */
+static int cmd_sub_op(const ctl_command *self, const ctl_options *options, int argc, char **argv)
+{
+    if (argc >= 2 && want_help(2, argv)) {
+        ctl_command_usage(self, stdout);
+        return CTL_EXIT_OK;
     }
-    return 1;
-}
-
-static int cmd_wake(const ctl_options *options, int argc, char **argv)
-{
-    const ctl_command *self = ctl_command_find("wake");
-    static const struct option longopts[] = {
-        {"help", no_argument, 0, 'h'}, {"no-wait", no_argument, 0, 'W'}, OPTIONS_END};
-    wait_flags flags = {0};
-    PARSE_OR_RETURN(longopts, on_wait_option, &flags, 1, 1);
-    if (check_name(self, "host", pos[0]))
-        return CTL_EXIT_USAGE;
-    json_object *request = new_request("wake");
-    add_string(request, "host", pos[0]);
-    if (flags.no_wait)
-        json_object_object_add(request, "no_wait", json_object_new_boolean(1));
-    char what[128];
-    snprintf(what, sizeof(what), "wake %s", pos[0]);
-    return perform(options, what, request, flags.no_wait ? NULL : pos[0],
-                   flags.no_wait ? QUICK_TIMEOUT_SEC : WAIT_TIMEOUT_SEC, render_host_outcome);
-}
-
-static int cmd_swap(const ctl_options *options, int argc, char **argv)
-{
-    const ctl_command *self = ctl_command_find("swap");
-    static const struct option longopts[] = {{"help", no_argument, 0, 'h'},
-                                             {"no-wait", no_argument, 0, 'W'},
-                                             {"mode", required_argument, 0, 'm'},
-                                             OPTIONS_END};
-    wait_flags flags = {0};
-    PARSE_OR_RETURN(longopts, on_wait_option, &flags, 2, 2);
-    if (check_name(self, "host", pos[0]) || check_name(self, "version", pos[1]))
-        return CTL_EXIT_USAGE;
-    json_object *request = new_request("swap");
-    add_string(request, "host", pos[0]);
-    add_string(request, "version", pos[1]);
-    if (flags.mode)
-        add_string(request, "mode", flags.mode);
-    if (flags.no_wait)
-        json_object_object_add(request, "no_wait", json_object_new_boolean(1));
-    char what[160];
-    snprintf(what, sizeof(what), "swap %s to %s", pos[0], pos[1]);
-    return perform(options, what, request, flags.no_wait ? NULL : pos[0],
-                   flags.no_wait ? QUICK_TIMEOUT_SEC : WAIT_TIMEOUT_SEC, render_host_outcome);
-}
-
-static int cmd_stage(const ctl_options *options, int argc, char **argv)
-{
-    const ctl_command *self = ctl_command_find("stage");
-    static const struct option longopts[] = {
-        {"help", no_argument, 0, 'h'}, {"promote", no_argument, 0, 'P'}, OPTIONS_END};
-    wait_flags flags = {0};
-    PARSE_OR_RETURN(longopts, on_wait_option, &flags, 3, 3);
-    if (check_name(self, "host", pos[0]) || check_name(self, "version", pos[1]))
-        return CTL_EXIT_USAGE;
-    /* The daemon reads the path on this box, from its own working directory:
-     * a relative path is made absolute here, where the user meant it. */
-    char path[PATH_MAX];
-    if (pos[2][0] == '/') {
-        snprintf(path, sizeof(path), "%s", pos[2]);
-    } else {
-        char cwd[PATH_MAX];
-        if (!getcwd(cwd, sizeof(cwd)) ||
-            snprintf(path, sizeof(path), "%s/%s", cwd, pos[2]) >= (int)sizeof(path))
-            return ctl_usage_error(self, "cannot make '%s' an absolute path", pos[2]);
+    const char *sub = argc >= 2 ? argv[1] : NULL;
+    for (act_op op = 0; sub && op < ACT_OP__COUNT; op++) {
+        const char *name = ctl_sub_command(self, act_op_spec_of(op));
+        if (name && strcmp(name, sub) == 0) {
+            /* The sub-command's arguments are parsed as "claim SUB ..." minus SUB. */
+            argv[1] = argv[0];
+            return run_op(self, op, NULL, options, argc - 1, argv + 1);
+        }
     }
-    if (access(path, R_OK) != 0)
-        return ctl_usage_error(self, "%s: %s; name the build to stage", path, strerror(errno));
-    json_object *request = new_request("stage");
-    add_string(request, "host", pos[0]);
-    add_string(request, "version", pos[1]);
-    add_string(request, "path", path);
-    if (flags.promote)
-        json_object_object_add(request, "promote", json_object_new_boolean(1));
-    char what[160];
-    snprintf(what, sizeof(what), "stage %s %s", pos[0], pos[1]);
-    return perform(options, what, request, NULL, WAIT_TIMEOUT_SEC, render_object);
+    char usage[256];
+    ctl_command_arguments(self, usage, sizeof(usage));
+    if (!sub)
+        return ctl_usage_error(self, "missing a sub-command; usage: activatorctl %s %s", self->name,
+                               usage);
+    return ctl_usage_error(self, "unknown sub-command '%s'; usage: activatorctl %s %s", sub,
+                           self->name, usage);
 }
 
-/* Commands that take HOST [SECOND] and nothing else. */
-static int simple_host_command(const char *name, const char *op, const char *second_what,
-                               render_fn render, const ctl_options *options, int argc,
-                               char **argv)
+int ctl_command_run(const ctl_command *command, const ctl_options *options, int argc, char **argv)
 {
-    const ctl_command *self = ctl_command_find(name);
-    int wanted = second_what ? 2 : 1;
-    PARSE_OR_RETURN(no_options, NULL, NULL, wanted, wanted);
-    if (check_name(self, "host", pos[0]) || (second_what && check_name(self, second_what, pos[1])))
-        return CTL_EXIT_USAGE;
-    json_object *request = new_request(op);
-    add_string(request, "host", pos[0]);
-    if (second_what)
-        add_string(request, second_what, pos[1]);
-    char what[160];
-    snprintf(what, sizeof(what), "%s %s", name, pos[0]);
-    return perform(options, what, request, NULL, QUICK_TIMEOUT_SEC, render);
-}
-
-static int cmd_park(const ctl_options *options, int argc, char **argv)
-{
-    /* Parking retires with proof of empty, which may take StopTimeoutSec. */
-    return simple_host_command("park", "park", NULL, render_host_outcome, options, argc, argv);
-}
-
-static int cmd_promote(const ctl_options *options, int argc, char **argv)
-{
-    return simple_host_command("promote", "promote", "version", render_object, options, argc,
-                               argv);
-}
-
-static int cmd_releases(const ctl_options *options, int argc, char **argv)
-{
-    return simple_host_command("releases", "releases", NULL, render_releases, options, argc,
-                               argv);
-}
-
-static int cmd_claim(const ctl_options *options, int argc, char **argv)
-{
-    const ctl_command *self = ctl_command_find("claim");
-    if (argc < 2 || want_help(2, argv)) {
-        if (argc >= 2)
-            ctl_command_usage(self, stdout);
-        return argc >= 2 ? CTL_EXIT_OK : ctl_usage_error(self, "missing show, assign or release");
-    }
-    const char *sub = argv[1];
-    /* The sub-command's arguments are parsed as "claim SUB ..." minus SUB. */
-    argv[1] = argv[0];
-    if (strcmp(sub, "show") == 0)
-        return simple_host_command("claim", "claim.show", NULL, render_object, options,
-                                   argc - 1, argv + 1);
-    if (strcmp(sub, "assign") == 0)
-        return simple_host_command("claim", "claim.assign", "box", render_object, options,
-                                   argc - 1, argv + 1);
-    if (strcmp(sub, "release") == 0)
-        return simple_host_command("claim", "claim.release", NULL, render_object, options,
-                                   argc - 1, argv + 1);
-    return ctl_usage_error(self, "unknown sub-command '%s'; use show, assign or release", sub);
-}
-
-static int cmd_no_args(const char *name, render_fn render, const ctl_options *options, int argc,
-                       char **argv)
-{
-    const ctl_command *self = ctl_command_find(name);
-    PARSE_OR_RETURN(no_options, NULL, NULL, 0, 0);
-    (void)pos;
-    return perform(options, name, new_request(name), NULL, QUICK_TIMEOUT_SEC, render);
-}
-
-static int cmd_stats(const ctl_options *options, int argc, char **argv)
-{
-    return cmd_no_args("stats", render_object, options, argc, argv);
-}
-
-static int cmd_version(const ctl_options *options, int argc, char **argv)
-{
-    return cmd_no_args("version", render_version, options, argc, argv);
+    if (command->run)
+        return command->run(command, options, argc, argv);
+    return run_op(command, (act_op)command->op, NULL, options, argc, argv);
 }
 
 static volatile bool watch_stop;
@@ -608,17 +447,37 @@ static void on_watch_event(json_object *event, void *userdata)
            name ? name : "?", color ? CTL_COLOR_RESET : "", details);
 }
 
-static int cmd_watch(const ctl_options *options, int argc, char **argv)
+/* watch's one optional HOST. Returns 0, -1 for --help, or a usage exit code
+ * after printing why. */
+static int parse_watch_line(const ctl_command *self, int argc, char **argv, const char **host)
 {
-    const ctl_command *self = ctl_command_find("watch");
-    PARSE_OR_RETURN(no_options, NULL, NULL, 0, 1);
-    watch_state state = {options, 0, n_pos == 0};
-    char prefix[ACT_NAME_MAX + 8] = "";
-    if (n_pos == 1) {
-        if (check_name(self, "host", pos[0]))
-            return CTL_EXIT_USAGE;
-        act_events_host_prefix(pos[0], prefix, sizeof(prefix));
+    *host = NULL;
+    if (want_help(argc, argv))
+        return -1;
+    if (argc > 2)
+        return ctl_usage_error(self, "unexpected argument '%s'", argv[2]);
+    if (argc == 2 && argv[1][0] == '-')
+        return ctl_usage_error(self, "unknown option '%s'", argv[1]);
+    if (argc == 2 && ctl_check_name(self, "host", argv[1]))
+        return CTL_EXIT_USAGE;
+    *host = argc == 2 ? argv[1] : NULL;
+    return 0;
+}
+
+static int cmd_watch(const ctl_command *self, const ctl_options *options, int argc, char **argv)
+{
+    const char *host;
+    int parsed = parse_watch_line(self, argc, argv, &host);
+    if (parsed < 0) {
+        ctl_command_usage(self, stdout);
+        return CTL_EXIT_OK;
     }
+    if (parsed > 0)
+        return parsed;
+    watch_state state = {options, 0, host == NULL};
+    char prefix[ACT_NAME_MAX + 8] = "";
+    if (host)
+        act_events_host_prefix(host, prefix, sizeof(prefix));
     /* watch needs only the events socket, not the control socket. */
     ctl_client client;
     memset(&client, 0, sizeof(client));
@@ -637,42 +496,36 @@ static int cmd_watch(const ctl_options *options, int argc, char **argv)
     return r;
 }
 
-static int cmd_help(const ctl_options *options, int argc, char **argv);
+static int cmd_help(const ctl_command *self, const ctl_options *options, int argc, char **argv);
 
 const ctl_command ctl_commands[] = {
-    {"status", "[HOST] [--names]", "Show every host (or one) with state, generation and usage.",
-     "  --names    print only the host names, one per line\n", cmd_status},
-    {"wake", "HOST [--no-wait]",
-     "Wake HOST and wait until it serves (or is refused), showing progress.",
-     "  --no-wait  reply as soon as the wake has started\n", cmd_wake},
-    {"park", "HOST", "Retire HOST's generation now; its sockets are watched again.", NULL,
-     cmd_park},
-    {"swap", "HOST VERSION [--mode overlap|stop-first] [--no-wait]",
-     "Replace HOST's generation with one running VERSION, without refusing a connection.",
-     "  --mode overlap     start the new generation while the old one serves (default)\n"
-     "  --mode stop-first  retire the old generation first (apps that cannot run twice)\n"
-     "  --no-wait          reply as soon as the swap has started\n",
-     cmd_swap},
-    {"stage", "HOST VERSION PATH [--promote]",
-     "Stage the build at PATH as HOST's VERSION (digest recorded in its manifest).",
-     "  --promote  also make it the live version\n", cmd_stage},
-    {"promote", "HOST VERSION", "Make a staged VERSION the live one for the next wake.", NULL,
-     cmd_promote},
-    {"releases", "HOST", "List HOST's staged versions; * marks the live one.", NULL,
-     cmd_releases},
-    {"claim", "show HOST | assign HOST BOX | release HOST",
-     "Show or change which box may run HOST.",
-     "  show HOST        print the claim (holder, op, pin, held, revision)\n"
-     "  assign HOST BOX  name BOX as the box that runs HOST\n"
-     "  release HOST     retire HOST here and clear this box as its executor, so no box\n"
-     "                   wakes it until it is assigned again\n",
-     cmd_claim},
-    {"watch", "[HOST]", "Stream events (all hosts, or one) until interrupted.",
-     "  With --json each event is printed as one JSON line.\n", cmd_watch},
-    {"stats", "", "Show the daemon's counters.", NULL, cmd_stats},
-    {"version", "", "Show the versions of activatorctl and activatord.", NULL, cmd_version},
-    {"help", "[COMMAND]", "Show help for activatorctl or one command.", NULL, cmd_help},
-    {NULL, NULL, NULL, NULL, NULL},
+    {.name = "status", .op = ACT_OP_STATUS, .usage = "[--names]",
+     .help = "  --names    print only the host names, one per line\n", .render = render_status,
+     .run = cmd_status},
+    {.name = "wake", .op = ACT_OP_WAKE,
+     .help = "  --no-wait  reply as soon as the wake has started\n",
+     .render = render_host_outcome},
+    {.name = "park", .op = ACT_OP_PARK, .render = render_host_outcome},
+    {.name = "swap", .op = ACT_OP_SWAP,
+     .help = "  --mode overlap     start the new generation while the old one serves (default)\n"
+             "  --mode stop-first  retire the old generation first (apps that cannot run twice)\n"
+             "  --no-wait          reply as soon as the swap has started\n",
+     .render = render_host_outcome},
+    {.name = "stage", .op = ACT_OP_STAGE, .help = "  --promote  also make it the live version\n",
+     .render = render_object, .timeout_sec = WAIT_TIMEOUT_SEC},
+    {.name = "promote", .op = ACT_OP_PROMOTE, .render = render_object},
+    {.name = "releases", .op = ACT_OP_RELEASES, .render = render_releases},
+    {.name = "claim", .op = -1, .ops_prefix = "claim.",
+     .summary = "Show or change which box may run HOST.", .render = render_object,
+     .run = cmd_sub_op},
+    {.name = "watch", .op = -1, .usage = "[HOST]",
+     .summary = "Stream events (all hosts, or one) until interrupted.",
+     .help = "  With --json each event is printed as one JSON line.\n", .run = cmd_watch},
+    {.name = "stats", .op = ACT_OP_STATS, .render = render_object},
+    {.name = "version", .op = ACT_OP_VERSION, .render = render_version},
+    {.name = "help", .op = -1, .usage = "[COMMAND]",
+     .summary = "Show help for activatorctl or one command.", .run = cmd_help},
+    {.name = NULL},
 };
 
 const ctl_command *ctl_command_find(const char *name)
@@ -685,7 +538,7 @@ const ctl_command *ctl_command_find(const char *name)
 
 void ctl_print_main_usage(FILE *out);
 
-static int cmd_help(const ctl_options *options, int argc, char **argv)
+static int cmd_help(const ctl_command *self, const ctl_options *options, int argc, char **argv)
 {
     if (argc < 2) {
         ctl_print_main_usage(stdout);

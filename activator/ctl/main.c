@@ -26,7 +26,7 @@ void ctl_print_main_usage(FILE *out)
                  "  -h, --help        show this help (COMMAND --help for a command)\n\n"
                  "Commands:\n");
     for (const ctl_command *c = ctl_commands; c->name; c++)
-        fprintf(out, "  %-9s %s\n", c->name, c->summary);
+        fprintf(out, "  %-9s %s\n", c->name, ctl_command_summary(c));
     fprintf(out, "\nExit status: 0 done, 1 refused or failed, 2 usage error, 3 daemon "
                  "unreachable.\n");
 }
@@ -111,5 +111,5 @@ int main(int argc, char **argv)
                 argv[optind]);
         return CTL_EXIT_USAGE;
     }
-    return command->run(&options, argc - optind, argv + optind);
+    return ctl_command_run(command, &options, argc - optind, argv + optind);
 }

@@ -140,6 +140,77 @@ static void http_get(const app *a, char *reply, size_t size)
     close(fd);
 }
 
+static uint64_t now_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+}
+
+/* Polls cond every millisecond for up to timeout_ms; whether it held. */
+static bool poll_until(bool (*cond)(const app *a, const void *arg), const app *a, const void *arg,
+                       int timeout_ms)
+{
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    while (!cond(a, arg)) {
+        if (now_ms() >= deadline)
+            return false;
+        struct timespec pause = {.tv_nsec = 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    return true;
+}
+
+/* Whether the app's end of the connection from client port has been
+ * accepted and read to the end: in /proc/net/tcp, a socket not accepted yet
+ * has inode 0, and rx_queue counts the bytes the app has not read. */
+static bool app_read_everything(const app *a, const void *arg)
+{
+    unsigned client_port = *(const uint16_t *)arg;
+    FILE *f = fopen("/proc/net/tcp", "re");
+    if (!f)
+        return false;
+    char line[512];
+    bool read_all = false;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned local_port, remote_port, state, rx_queue;
+        unsigned long inode;
+        if (sscanf(line, " %*u: %*x:%x %*x:%x %x %*x:%x %*x:%*x %*x %*u %*u %lu", &local_port,
+                   &remote_port, &state, &rx_queue, &inode) == 5 &&
+            local_port == a->port && remote_port == client_port)
+            read_all = inode != 0 && rx_queue == 0;
+    }
+    fclose(f);
+    return read_all;
+}
+
+/* Whether the app has taken sig off its pending signals (it reads them
+ * from a signalfd): ShdPnd in /proc/<pid>/status no longer has its bit. */
+static bool app_took_signal(const app *a, const void *arg)
+{
+    int sig = *(const int *)arg;
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)a->pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    bool pending = true;
+    unsigned long long mask;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "ShdPnd: %llx", &mask) == 1)
+            pending = mask & (1ull << (sig - 1));
+    fclose(f);
+    return !pending;
+}
+
+static uint16_t local_port(int fd)
+{
+    struct sockaddr_in addr;
+    socklen_t len = sizeof(addr);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    return ntohs(addr.sin_port);
+}
+
 static int stop_app(app *a, int sig)
 {
     if (sig)
@@ -199,7 +270,9 @@ static void testapp_finishes_in_flight_request_on_sigterm(void **state)
     int fd = connect_app(&a);
     const char *req = "GET / HTTP/1.0\r\n\r\n";
     assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-    usleep(100 * 1000); /* let the app read the request before it is told to stop */
+    /* The app has the request before it is told to stop. */
+    uint16_t client_port = local_port(fd);
+    assert_true(poll_until(app_read_everything, &a, &client_port, 5000));
     kill(a.pid, SIGTERM);
     assert_true(wait_notify(&a, "STOPPING=1", 5000));
     char reply[1024];
@@ -258,7 +331,8 @@ static void testapp_misbehaves_on_request(void **state)
     start_app(&a, testapp_path, stubborn);
     assert_true(wait_notify(&a, "READY=1", 5000));
     kill(a.pid, SIGTERM);
-    usleep(200 * 1000);
+    int sigterm = SIGTERM;
+    assert_true(poll_until(app_took_signal, &a, &sigterm, 5000));
     http_get(&a, reply, sizeof(reply));
     assert_non_null(strstr(reply, "200 OK"));
     status = stop_app(&a, SIGKILL);

@@ -125,7 +125,9 @@ bool dd_log_wait(const dd_daemon *d, const char *text, int timeout_ms);
 /* Reads a whole small file into a malloc'd string; NULL when absent. */
 char *dd_read_text(const char *path);
 
-/* A free TCP port on 127.0.0.1 (bound with port 0, then closed). */
+/* A TCP port on 127.0.0.1 that stays reserved for this process: only a
+ * socket with SO_REUSEADDR (the daemon's listeners) can bind it, and only
+ * the first such one to listen may listen on it. */
 int dd_free_port(act_error *err);
 
 void dd_sleep_ms(long ms);
@@ -223,8 +225,19 @@ int dd_http_get(int port, char *buf, size_t size);
 /* Runs argv with stdout and stderr captured into out (NUL-terminated).
  * Returns the exit status, or -1. */
 int dd_run(char *const argv[], char *out, size_t out_size);
-/* The same as uid/gid (with gid as the only group) when uid != (uid_t)-1. */
+
+/* Exit statuses of a run that never got to the program. */
+#define DD_RUN_SETUP_FAILED 120 /* switching to the uid and gid failed */
+#define DD_RUN_EXEC_FAILED 127  /* exec failed */
+
+/* The same as uid/gid (with gid as the only group) when uid != (uid_t)-1.
+ * Then argv[0], and the LeakSanitizer suppressions file LSAN_OPTIONS names,
+ * run from copies in a temp dir every user can enter, removed afterwards:
+ * the build tree may be in a directory that user cannot enter. */
 int dd_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size);
+
+/* Copies the file from to to, which gets mode. */
+int dd_copy_file(const char *from, const char *to, mode_t mode, act_error *err);
 
 /* Whether <cgroup root>/hosts/<host>/<leaf> exists, and how many leaves the
  * host has. */

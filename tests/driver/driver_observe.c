@@ -6,16 +6,21 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
-#include <grp.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "common/cleanup.h"
+
+extern char **environ;
 
 int dd_http_get(int port, char *buf, size_t size)
 {
@@ -85,12 +90,109 @@ size_t dd_generation_records(const dd_daemon *d, const char *host)
     return count_subdirs(path, false);
 }
 
-int dd_run(char *const argv[], char *out, size_t out_size)
+int dd_copy_file(const char *from, const char *to, mode_t mode, act_error *err)
 {
-    return dd_run_as(argv, (uid_t)-1, 0, out, out_size);
+    _cleanup_close_ int in = open(from, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return act_error_set(err, errno, "open %s: %s", from, strerror(errno));
+    _cleanup_close_ int copy = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (copy < 0)
+        return act_error_set(err, errno, "create %s: %s", to, strerror(errno));
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        if (write(copy, buf, (size_t)n) != n)
+            return act_error_set(err, errno ? errno : EIO, "write %s: %s", to, strerror(errno));
+    if (n < 0)
+        return act_error_set(err, errno, "read %s: %s", from, strerror(errno));
+    /* The umask may have taken bits off the mode open() was given. */
+    if (fchmod(copy, mode) < 0)
+        return act_error_set(err, errno, "chmod %s: %s", to, strerror(errno));
+    return 0;
 }
 
-int dd_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size)
+/* What a run as another user needs from the build tree, copied where that
+ * user can reach it. A checkout may sit under a directory only its owner
+ * can enter (mktemp -d makes them 0700): the user could not exec the
+ * program there (status 127), nor could LeakSanitizer read the
+ * suppressions file LSAN_OPTIONS names when it has leaks to judge. */
+typedef struct reachable {
+    char dir[32]; /* /tmp/act-run-XXXXXX, 0755 */
+    char exec[PATH_MAX];
+    char suppressions[PATH_MAX]; /* "" when LSAN_OPTIONS names none */
+    char lsan_options[2 * PATH_MAX];
+    char **envp; /* environ, with LSAN_OPTIONS naming the copy */
+} reachable;
+
+static void remove_reachable(reachable *r)
+{
+    if (r->exec[0])
+        unlink(r->exec);
+    if (r->suppressions[0])
+        unlink(r->suppressions);
+    if (r->dir[0])
+        rmdir(r->dir);
+    free(r->envp);
+}
+
+static int copy_suppressions(reachable *r, act_error *err)
+{
+    static const char key[] = "suppressions=";
+    const char *options = getenv("LSAN_OPTIONS");
+    const char *at = options ? strstr(options, key) : NULL;
+    if (!at)
+        return 0;
+    const char *path = at + strlen(key);
+    size_t len = strcspn(path, ":");
+    char original[PATH_MAX];
+    snprintf(original, sizeof(original), "%.*s", (int)len, path);
+    snprintf(r->suppressions, sizeof(r->suppressions), "%s/lsan.supp", r->dir);
+    int rc = dd_copy_file(original, r->suppressions, 0644, err);
+    if (rc < 0)
+        return rc;
+    snprintf(r->lsan_options, sizeof(r->lsan_options), "LSAN_OPTIONS=%.*s%s%s",
+             (int)(path - options), options, r->suppressions, path + len);
+    return 0;
+}
+
+static int build_envp(reachable *r, act_error *err)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    r->envp = calloc(n + 1, sizeof(char *));
+    if (!r->envp)
+        return act_error_set(err, ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        r->envp[i] = r->lsan_options[0] && strncmp(environ[i], "LSAN_OPTIONS=", 13) == 0
+                         ? r->lsan_options
+                         : environ[i];
+    return 0;
+}
+
+static int make_reachable(const char *exec, reachable *r, act_error *err)
+{
+    memset(r, 0, sizeof(*r));
+    snprintf(r->dir, sizeof(r->dir), "/tmp/act-run-XXXXXX");
+    if (!mkdtemp(r->dir)) {
+        r->dir[0] = '\0';
+        return act_error_set(err, errno, "mkdtemp /tmp/act-run-XXXXXX: %s", strerror(errno));
+    }
+    if (chmod(r->dir, 0755) < 0)
+        return act_error_set(err, errno, "chmod %s: %s", r->dir, strerror(errno));
+    const char *base = strrchr(exec, '/');
+    snprintf(r->exec, sizeof(r->exec), "%s/%s", r->dir, base ? base + 1 : exec);
+    int rc = dd_copy_file(exec, r->exec, 0755, err);
+    if (rc == 0)
+        rc = copy_suppressions(r, err);
+    if (rc == 0)
+        rc = build_envp(r, err);
+    return rc;
+}
+
+/* Runs path with argv and envp, as uid/gid when uid is not (uid_t)-1. */
+static int run_program(const char *path, char *const argv[], char *const envp[], uid_t uid,
+                       gid_t gid, char *out, size_t out_size)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
@@ -105,10 +207,10 @@ int dd_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_si
         if (uid != (uid_t)-1) {
             gid_t groups[1] = {gid};
             if (setgroups(1, groups) < 0 || setgid(gid) < 0 || setuid(uid) < 0)
-                _exit(120);
+                _exit(DD_RUN_SETUP_FAILED);
         }
-        execv(argv[0], argv);
-        _exit(127);
+        execve(path, argv, envp);
+        _exit(DD_RUN_EXEC_FAILED);
     }
     close(fds[1]);
     /* Read to the end even past out_size, so the child never blocks on a
@@ -132,4 +234,25 @@ int dd_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_si
     if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
         return -1;
     return WEXITSTATUS(status);
+}
+
+int dd_run(char *const argv[], char *out, size_t out_size)
+{
+    return run_program(argv[0], argv, environ, (uid_t)-1, 0, out, out_size);
+}
+
+int dd_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size)
+{
+    if (uid == (uid_t)-1)
+        return dd_run(argv, out, out_size);
+    reachable r;
+    act_error err = {0};
+    int status = make_reachable(argv[0], &r, &err);
+    if (status < 0)
+        snprintf(out, out_size, "cannot copy %s where uid %u can run it: %s", argv[0],
+                 (unsigned)uid, err.message);
+    else
+        status = run_program(r.exec, argv, r.envp, uid, gid, out, out_size);
+    remove_reachable(&r);
+    return status < 0 ? -1 : status;
 }

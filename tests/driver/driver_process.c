@@ -80,16 +80,29 @@ static int write_text(const char *path, const char *text, act_error *err)
     return 0;
 }
 
+/* A port found by binding port 0 and closing the socket would be free for
+ * anyone (another test's etcd, a client's ephemeral port) until the daemon
+ * binds it. So the socket stays bound, with SO_REUSEADDR and never
+ * listening, until the process exits: Linux lets a second SO_REUSEADDR
+ * socket bind the port and listen while no other socket on it listens
+ * (activatord's listeners set SO_REUSEADDR, and so do NNG's for
+ * MetricsListen= and ControlListen=), and keeps it from everyone else: a
+ * bind without SO_REUSEADDR fails, and the kernel's choice of a port for
+ * bind(port 0) or connect() skips a port that has a socket bound. */
 int dd_free_port(act_error *err)
 {
     _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return act_error_set(err, errno, "socket: %s", strerror(errno));
+    int on = 1;
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(addr);
-    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) < 0 ||
+        bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
         getsockname(fd, (struct sockaddr *)&addr, &len) < 0)
         return act_error_set(err, errno, "cannot find a free port: %s", strerror(errno));
+    /* Kept open on purpose, close-on-exec: see above. */
+    (void)TAKE_FD(fd);
     return ntohs(addr.sin_port);
 }
 

@@ -25,10 +25,8 @@ int ah_load_fixture_teardown(void **state)
 
 void ah_wake_serving(dh_daemon *d, const char *host, uint64_t *generation, pid_t *pid)
 {
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"%s\"}", host);
-    DH_CHECK(d, dh_reply_ok(reply), "wake %s: %s", host, json_object_to_json_string(reply));
-    *generation = dh_json_u64(dh_reply_result(reply), "generation");
-    *pid = (pid_t)dh_json_u64(dh_reply_result(reply), "pid");
-    json_object_put(reply);
+    dh_served served = dh_wake(d, host);
+    *generation = served.generation;
+    *pid = served.pid;
     DH_CHECK(d, *generation > 0 && *pid > 0, "the wake did not name a generation and a pid");
 }

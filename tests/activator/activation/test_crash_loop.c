@@ -26,19 +26,6 @@
 #define LOOP_WAKES 8
 #define BACKOFF_BASE_MS 25.0
 
-static int setup(void **state)
-{
-    *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    int r = dh_teardown(*state);
-    free(*state);
-    return r;
-}
-
 /* One cold wake of host by a connection: the time from connect to the whole
  * answer, in ms. Then parks it again and waits until it is parked. */
 static double cold_wake_ms(dh_daemon *d, const char *host, int port)
@@ -52,9 +39,7 @@ static double cold_wake_ms(dh_daemon *d, const char *host, int port)
      * the park waits for the wake to end, so that it parks a serving host
      * rather than cancelling the wake (which test_demand covers). */
     DH_CHECK(d, dh_wait_state(d, host, "serving", 10000), "%s does not serve after its wake", host);
-    json_object *reply = dh_request(d, 10000, "{\"v\":1,\"op\":\"park\",\"host\":\"%s\"}", host);
-    DH_CHECK(d, dh_reply_ok(reply), "park %s: %s", host, json_object_to_json_string(reply));
-    json_object_put(reply);
+    dh_park(d, host);
     DH_CHECK(d, dh_wait_state(d, host, "parked", 10000), "%s did not park", host);
     return ((double)sample.end_usec - (double)sample.start_usec) / 1000.0;
 }
@@ -126,11 +111,8 @@ static void test_crash_loop_backs_off_and_degrades_only_itself(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    int loop_port = dh_free_port(), other_port = dh_free_port();
-    dh_write_app_host(d, "loop", loop_port, "--exit-immediately 1", "MaxStarts=1\n");
-    dh_write_app_host(d, "other", other_port, NULL, NULL);
-    dh_stage(d, "loop", "v1", true, NULL);
-    dh_stage(d, "other", "v1", true, NULL);
+    int loop_port = dh_add_app_host(d, "loop", "--exit-immediately 1", "MaxStarts=1\n");
+    int other_port = dh_add_app_host(d, "other", NULL, NULL);
     dh_start(d, NULL);
 
     /* The other host's normal cold-wake latency; the first wake (the claim
@@ -234,8 +216,7 @@ int main(void)
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_crash_loop_backs_off_and_degrades_only_itself, setup,
-                                        teardown),
+        DH_TEST(test_crash_loop_backs_off_and_degrades_only_itself),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

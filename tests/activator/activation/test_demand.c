@@ -23,19 +23,6 @@
 
 #include "activation.h"
 
-static int setup(void **state)
-{
-    *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    int r = dh_teardown(*state);
-    free(*state);
-    return r;
-}
-
 /* ---- a burst during the cold start ------------------------------------------ */
 
 enum { BURST = 50 };
@@ -57,13 +44,9 @@ static void *burst_thread(void *arg)
 static void test_burst_during_cold_start_all_served(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_free_port();
     /* The app takes 600 ms to accept and say READY=1, so the whole burst
      * arrives while the host is cold and waits in the daemon's socket. */
-    dh_write_app_host(d, "web", port, "--ready-delay-ms 600", NULL);
-    dh_stage(d, "web", "v1", true, NULL);
-    dh_start(d, NULL);
+    int port = dh_start_with_host(d, DH_STORE_DIR, "web", "--ready-delay-ms 600", NULL);
     DH_CHECK(d, dh_wait_state(d, "web", "parked", 5000), "web is not parked after start");
     dh_events_mark(d);
     uint64_t mark = d->mark;
@@ -140,11 +123,7 @@ static int connect_to(int port)
 static void test_idle_park_then_next_connection_wakes_a_new_generation(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "idle", port, NULL, "IdleTimeoutSec=1\n");
-    dh_stage(d, "idle", "v1", true, NULL);
-    dh_start(d, NULL);
+    int port = dh_start_with_host(d, DH_STORE_DIR, "idle", NULL, "IdleTimeoutSec=1\n");
     dh_events_mark(d);
     uint64_t mark = d->mark;
 
@@ -158,9 +137,7 @@ static void test_idle_park_then_next_connection_wakes_a_new_generation(void **st
     /* An established connection is activity: the host must not park while
      * one is open, however long it is quiet. */
     int held = connect_to(port);
-    ah_sleep_ms(2500);
-    dh_events_pump(d, 0);
-    DH_CHECK(d, !ah_find_event(d, "idle", "parking", 0, mark),
+    DH_CHECK(d, !dh_event_wait(d, "idle", "parking", 2500, NULL),
              "the host parked while a client held an established connection");
     json_object *status = dh_status(d, "idle");
     bool serving = strcmp(dh_json_str(status, "state"), "serving") == 0;
@@ -215,21 +192,12 @@ static void test_idle_park_then_next_connection_wakes_a_new_generation(void **st
 static void test_park_during_wake_then_connection_wakes(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "web", port, "--ready-delay-ms 1000", NULL);
-    dh_stage(d, "web", "v1", true, NULL);
-    dh_start(d, NULL);
+    int port = dh_start_with_host(d, DH_STORE_DIR, "web", "--ready-delay-ms 1000", NULL);
     dh_events_mark(d);
-    json_object *reply =
-        dh_request(d, 10000, "{\"v\":1,\"op\":\"wake\",\"host\":\"web\",\"no_wait\":true}");
-    DH_CHECK(d, dh_reply_ok(reply), "wake --no-wait: %s", json_object_to_json_string(reply));
-    json_object_put(reply);
+    dh_wake_started(d, "web");
     dh_event exec;
     DH_CHECK(d, dh_event_wait(d, "web", "exec", 10000, &exec), "the wake exec'd nothing");
-    reply = dh_request(d, 10000, "{\"v\":1,\"op\":\"park\",\"host\":\"web\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "park: %s", json_object_to_json_string(reply));
-    json_object_put(reply);
+    dh_park(d, "web");
     DH_CHECK(d, dh_event_wait(d, "web", "retired", 10000, NULL),
              "the cancelled wake's generation was not retired");
     DH_CHECK(d, dh_wait_state(d, "web", "parked", 10000), "web is not parked after the park");
@@ -255,18 +223,14 @@ static void test_budget_refusal_then_connection_served(void **state)
     dh_daemon *d = *state;
     /* A wake waits at most 100 ms for a start token; one comes every 2 s. */
     dh_setup(d, DH_STORE_DIR, "StartBudgetWaitSec=100ms\n");
-    int port = dh_free_port();
-    dh_write_app_host(d, "web", port, NULL, "StartRateLimit=0.5\n");
-    dh_stage(d, "web", "v1", true, NULL);
+    int port = dh_add_app_host(d, "web", NULL, "StartRateLimit=0.5\n");
     dh_start(d, NULL);
     dh_events_mark(d);
 
     ah_sample first;
     DH_CHECK(d, ah_get(port, &first) == 0, "the first request failed at %s: %s", first.failed_at,
              strerror(first.error));
-    json_object *reply = dh_request(d, 10000, "{\"v\":1,\"op\":\"park\",\"host\":\"web\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "park: %s", json_object_to_json_string(reply));
-    json_object_put(reply);
+    dh_park(d, "web");
     DH_CHECK(d, dh_wait_state(d, "web", "parked", 10000), "web is not parked after the park");
 
     /* Within the same 2 s, the next start has no token: refused, and the
@@ -304,13 +268,10 @@ int main(void)
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_burst_during_cold_start_all_served, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_idle_park_then_next_connection_wakes_a_new_generation,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_park_during_wake_then_connection_wakes, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_budget_refusal_then_connection_served, setup,
-                                        teardown),
+        DH_TEST(test_burst_during_cold_start_all_served),
+        DH_TEST(test_idle_park_then_next_connection_wakes_a_new_generation),
+        DH_TEST(test_park_during_wake_then_connection_wakes),
+        DH_TEST(test_budget_refusal_then_connection_served),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,9 +47,7 @@ static void test_swap_under_steady_load_refuses_nothing(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "web", port, APP_ARGS, NULL);
-    dh_stage(d, "web", "v1", true, NULL);
+    int port = dh_add_app_host(d, "web", APP_ARGS, NULL);
     rel_identity v2;
     ah_stage_variant(d, "web", "v2", false, &v2);
     dh_start(d, NULL);
@@ -156,9 +154,7 @@ static void test_swap_to_never_ready_build_keeps_n_serving(void **state)
     dh_daemon *d = *state;
     enum { MAX_STARTS = 2 };
     dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "web", port, APP_ARGS, "ReadyTimeoutSec=1\nMaxStarts=2\n");
-    dh_stage(d, "web", "v1", true, NULL);
+    int port = dh_add_app_host(d, "web", APP_ARGS, "ReadyTimeoutSec=1\nMaxStarts=2\n");
     rel_identity v2;
     dh_stage_file(d, "web", "v2", AH_NEVER_READY_BUILD, false, &v2);
     dh_start(d, NULL);

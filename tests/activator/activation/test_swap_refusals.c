@@ -63,9 +63,7 @@ static void test_swap_to_unstaged_or_tampered_version_starts_nothing(void **stat
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "web", port, NULL, NULL);
-    dh_stage(d, "web", "v1", true, NULL);
+    int port = dh_add_app_host(d, "web", NULL, NULL);
     dh_stage(d, "web", "v2", false, NULL);
     char staged[PATH_MAX];
     dh_staged_exec_path(d, "web", "v2", staged, sizeof(staged));
@@ -120,10 +118,8 @@ static void test_second_swap_in_flight_is_busy(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_free_port();
     /* N+1 takes 1.5 s to be ready: the first swap is in flight that long. */
-    dh_write_app_host(d, "web", port, "--ready-delay-ms 1500", NULL);
-    dh_stage(d, "web", "v1", true, NULL);
+    int port = dh_add_app_host(d, "web", "--ready-delay-ms 1500", NULL);
     rel_identity v2;
     ah_stage_variant(d, "web", "v2", false, &v2);
     ah_stage_variant(d, "web", "v3", false, NULL);

@@ -13,7 +13,10 @@
 #include <json-c/json.h>
 #include <nng/nng.h>
 
+#include "tests/driver/daemon_driver.h"
+
 typedef struct slow_wake {
+    harness *h;
     act_control_reply *reply;
     sd_event_source *timer;
     char host[ACT_NAME_MAX + 1];
@@ -27,6 +30,7 @@ static int on_slow_wake_done(sd_event_source *s, uint64_t usec, void *userdata)
     json_object_object_add(result, "state", json_object_new_string("serving"));
     json_object_object_add(result, "generation", json_object_new_int(7));
     act_control_reply_ok(wake->reply, result);
+    atomic_fetch_sub(&wake->h->slow_wakes, 1);
     sd_event_source_disable_unref(wake->timer);
     free(wake);
     return 0;
@@ -56,7 +60,9 @@ static void dispatch(const act_request *request, act_control_reply *reply, void 
     case ACT_OP_WAKE:
         if (strcmp(request->host, "slow") == 0) {
             slow_wake *wake = calloc(1, sizeof(*wake));
+            wake->h = h;
             wake->reply = reply;
+            atomic_fetch_add(&h->slow_wakes, 1);
             snprintf(wake->host, sizeof(wake->host), "%s", request->host);
             sd_event_add_time_relative(h->event, &wake->timer, CLOCK_MONOTONIC, 1500 * 1000, 0,
                                        on_slow_wake_done, wake);
@@ -136,6 +142,17 @@ int harness_start(harness *h, const act_control_options *overrides)
         return -1;
     }
     return 0;
+}
+
+bool harness_wait_slow_wakes(harness *h, unsigned count, int timeout_ms)
+{
+    uint64_t deadline = dd_now_ms() + (uint64_t)timeout_ms;
+    while (atomic_load(&h->slow_wakes) < count) {
+        if (dd_now_ms() >= deadline)
+            return false;
+        dd_sleep_ms(1);
+    }
+    return true;
 }
 
 void harness_stop(harness *h)

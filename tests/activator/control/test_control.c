@@ -136,8 +136,8 @@ static void test_long_request_does_not_block_status(void **state)
     pthread_t threads[3];
     for (int i = 0; i < 3; i++)
         assert_int_equal(pthread_create(&threads[i], NULL, send_slow_wake, &clients[i]), 0);
-    /* Give the wakes time to reach the server and occupy their contexts. */
-    usleep(200 * 1000);
+    /* The wakes reached the server and occupy their contexts. */
+    assert_true(harness_wait_slow_wakes(&h, 3, 5000));
     for (int i = 0; i < 20; i++)
         expect_status_ok(h.url);
     /* Every status was answered while the wakes (1.5 s each) were still
@@ -196,6 +196,20 @@ static void test_unprivileged_peer_refused(void **state)
     status = dd_run_as(argv2, 65534, 65534, out, sizeof(out));
     if (status != 0 || !strstr(out, "web1"))
         fail_msg("activatorctl as a ControlGroup member: status %d, output:\n%s", status, out);
+
+    /* An op of role root (stage) is refused to the member by the server
+     * itself, before the dispatcher, which would answer "unsupported". */
+    char build[200];
+    snprintf(build, sizeof(build), "%s/build", h.dir);
+    FILE *f = fopen(build, "we");
+    assert_non_null(f);
+    fclose(f);
+    chmod(build, 0644);
+    char *stage[] = {(char *)activatorctl, "--connect", h.url, "stage", "web1", "v1", build, NULL};
+    status = dd_run_as(stage, 65534, 65534, out, sizeof(out));
+    unlink(build);
+    if (status != 1 || !strstr(out, "only root may stage") || !strstr(out, "[forbidden]"))
+        fail_msg("stage as a ControlGroup member: status %d, output:\n%s", status, out);
     harness_stop(&h);
 }
 

@@ -68,6 +68,9 @@ static void test_version_and_op(void **state)
     expect_refused("{\"v\":1}", ACT_REQ_MISSING_FIELD, "\"op\"");
     expect_refused("{\"v\":1,\"op\":7}", ACT_REQ_BAD_TYPE, "field \"op\" is a number");
     expect_refused("{\"v\":1,\"op\":\"reboot\"}", ACT_REQ_UNKNOWN_OP, "unknown op \"reboot\"");
+    expect_refused("{\"v\":1,\"op\":\"reboot\"}", ACT_REQ_UNKNOWN_OP,
+                   "ops are status, wake, park, swap, stage, promote, releases, claim.show, "
+                   "claim.assign, claim.release, stats, version");
     expect_refused("{\"v\":1,\"op\":\"sta\\u0000tus\"}", ACT_REQ_UNKNOWN_OP, "\\x00");
 }
 
@@ -142,13 +145,58 @@ static void test_good_requests(void **state)
     assert_null(act_op_name(ACT_OP__COUNT));
 }
 
+/* The op table both the parser and activatorctl read is whole: every op has
+ * a name and a summary, no field is both required and optional, and every
+ * field bit names a field of the table. */
+static void test_op_table(void **state)
+{
+    size_t n_fields;
+    const act_field_spec *fields = act_fields(&n_fields);
+    unsigned known = 0;
+    for (size_t i = 0; i < n_fields; i++) {
+        known |= fields[i].bit;
+        assert_ptr_equal(act_field_spec_of(fields[i].bit), &fields[i]);
+        assert_true((fields[i].kind == ACT_FIELD_KIND_CHOICE) == (fields[i].choices != NULL));
+    }
+    for (int op = 0; op < ACT_OP__COUNT; op++) {
+        const act_op_spec *spec = act_op_spec_of((act_op)op);
+        assert_non_null(spec);
+        assert_non_null(spec->name);
+        assert_true(spec->summary && strlen(spec->summary) > 10);
+        assert_int_equal(spec->required & spec->optional, 0);
+        assert_int_equal((spec->required | spec->optional) & ~known, 0);
+    }
+    assert_null(act_op_spec_of(ACT_OP__COUNT));
+
+    /* Only root stages: the daemon reads the path with its own privileges. */
+    assert_int_equal(act_op_spec_of(ACT_OP_STAGE)->role, ACT_ROLE_ROOT);
+    assert_int_equal(act_op_spec_of(ACT_OP_WAKE)->role, ACT_ROLE_OPERATOR);
+    assert_int_equal(act_op_spec_of(ACT_OP_STATUS)->role, ACT_ROLE_VIEWER);
+
+    /* The mode field's choices are the swap modes, in their enum's order. */
+    const act_field_spec *mode = act_field_spec_of(ACT_FIELD_MODE);
+    assert_int_equal(act_field_choice(mode, act_swap_mode_name(ACT_SWAP_OVERLAP)),
+                     ACT_SWAP_OVERLAP);
+    assert_int_equal(act_field_choice(mode, act_swap_mode_name(ACT_SWAP_STOP_FIRST)),
+                     ACT_SWAP_STOP_FIRST);
+    assert_int_equal(act_field_choice(mode, "fast"), -1);
+
+    char list[128];
+    act_fields_list(ACT_FIELD_PATH | ACT_FIELD_HOST, list, sizeof(list));
+    assert_string_equal(list, "host, path");
+    act_fields_list(0, list, sizeof(list));
+    assert_string_equal(list, "none");
+    act_field_choices_list(mode, "|", list, sizeof(list));
+    assert_string_equal(list, "overlap|stop-first");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_not_json),      cmocka_unit_test(test_nul_byte),
         cmocka_unit_test(test_too_large),     cmocka_unit_test(test_version_and_op),
         cmocka_unit_test(test_fields),        cmocka_unit_test(test_bad_names),
-        cmocka_unit_test(test_good_requests),
+        cmocka_unit_test(test_good_requests), cmocka_unit_test(test_op_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -204,6 +204,24 @@ void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app
                   port);
 }
 
+int dh_add_app_host(dh_daemon *d, const char *host, const char *app_args,
+                    const char *extra_host_lines)
+{
+    int port = dh_free_port();
+    dh_write_app_host(d, host, port, app_args, extra_host_lines);
+    dh_stage(d, host, "v1", true, NULL);
+    return port;
+}
+
+int dh_start_with_host(dh_daemon *d, dh_store_kind kind, const char *host, const char *app_args,
+                       const char *extra_host_lines)
+{
+    dh_setup(d, kind, NULL);
+    int port = dh_add_app_host(d, host, app_args, extra_host_lines);
+    dh_start(d, NULL);
+    return port;
+}
+
 void dh_stage_file(dh_daemon *d, const char *host, const char *version, const char *source,
                    bool promote, rel_identity *identity)
 {

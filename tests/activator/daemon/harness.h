@@ -104,7 +104,7 @@ int dh_fixture_setup(void **state);
 int dh_fixture_teardown(void **state);
 #define DH_TEST(f) cmocka_unit_test_setup_teardown(f, dh_fixture_setup, dh_fixture_teardown)
 
-/* A free TCP port on 127.0.0.1 (bound with port 0, then closed). */
+/* A TCP port on 127.0.0.1 reserved for the daemon (dd_free_port). */
 int dh_free_port(void);
 
 /* Writes hosts/<host>.conf with the formatted text. */
@@ -116,6 +116,18 @@ void dh_write_host(dh_daemon *d, const char *host, const char *fmt, ...)
  * ReadyTimeoutSec=5 unless extra_host_lines sets it, and extra_host_lines
  * (may be NULL) in [Host]. */
 void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app_args,
+                       const char *extra_host_lines);
+
+/* A host of act-e2e-app on a free loopback port: its file as
+ * dh_write_app_host writes it (app_args, extra_host_lines may be NULL) and
+ * act-e2e-app staged as its v1, live. Returns the port. */
+int dh_add_app_host(dh_daemon *d, const char *host, const char *app_args,
+                    const char *extra_host_lines);
+
+/* The start most tests share: dh_setup on kind without extra configuration,
+ * one host as dh_add_app_host makes it, and the daemon started. Returns the
+ * host's port. */
+int dh_start_with_host(dh_daemon *d, dh_store_kind kind, const char *host, const char *app_args,
                        const char *extra_host_lines);
 
 /* Stages act-e2e-app as host/version straight into <state>/releases and, with
@@ -194,6 +206,28 @@ dh_async *dh_request_start(dh_daemon *d, int timeout_ms, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 json_object *dh_request_finish(dh_daemon *d, dh_async *async);
 
+/* A wake of host (the request every test sends to wake one) and its reply,
+ * whatever it says (the caller puts it). */
+json_object *dh_wake_reply(dh_daemon *d, const char *host, int timeout_ms);
+
+/* What the reply of a wake that served names. */
+typedef struct dh_served {
+    uint64_t generation;
+    pid_t pid;
+} dh_served;
+
+/* Wakes host, waiting until it serves; fails the test unless it does. */
+dh_served dh_wake(dh_daemon *d, const char *host);
+
+/* The same wake, its reply awaited on another thread (dh_request_finish). */
+dh_async *dh_wake_start(dh_daemon *d, const char *host, int timeout_ms);
+
+/* Wakes host with no_wait: fails the test unless the wake started. */
+void dh_wake_started(dh_daemon *d, const char *host);
+
+/* Parks host; fails the test unless the daemon says it did. */
+void dh_park(dh_daemon *d, const char *host);
+
 /* {"ok":true} or not; the error code ("ok" for a success); the result. */
 bool dh_reply_ok(json_object *reply);
 const char *dh_reply_code(json_object *reply);
@@ -261,3 +295,5 @@ char *dh_read_text(const char *path);
 /* Runs argv with stdout and stderr captured into out (NUL-terminated).
  * Returns the exit status, or -1. */
 int dh_run(char *const argv[], char *out, size_t out_size);
+/* The same as uid/gid, from a copy of argv[0] that uid can reach (dd_run_as). */
+int dh_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size);

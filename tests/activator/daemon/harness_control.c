@@ -80,6 +80,62 @@ json_object *dh_request_finish(dh_daemon *d, dh_async *async)
     return reply;
 }
 
+/* How long a wake that waits for ready may take here: far above a healthy
+ * one (well under a second); it only bounds a broken one. */
+#define WAKE_TIMEOUT_MS 30000
+
+/* The one wake request of the tests; no_wait: the daemon replies once the
+ * wake has started. */
+static void wake_body(const char *host, bool no_wait, char *out, size_t size)
+{
+    snprintf(out, size, "{\"v\":1,\"op\":\"wake\",\"host\":\"%s\"%s}", host,
+             no_wait ? ",\"no_wait\":true" : "");
+}
+
+json_object *dh_wake_reply(dh_daemon *d, const char *host, int timeout_ms)
+{
+    char body[256];
+    wake_body(host, false, body, sizeof(body));
+    return request_text(d, timeout_ms, body);
+}
+
+dh_served dh_wake(dh_daemon *d, const char *host)
+{
+    json_object *reply = dh_wake_reply(d, host, WAKE_TIMEOUT_MS);
+    DH_CHECK(d, dh_reply_ok(reply), "wake %s: %s", host, json_object_to_json_string(reply));
+    json_object *result = dh_reply_result(reply);
+    dh_served served = {.generation = dh_json_u64(result, "generation"),
+                        .pid = (pid_t)dh_json_u64(result, "pid")};
+    json_object_put(reply);
+    return served;
+}
+
+dh_async *dh_wake_start(dh_daemon *d, const char *host, int timeout_ms)
+{
+    char body[256];
+    wake_body(host, false, body, sizeof(body));
+    return dh_request_start(d, timeout_ms, "%s", body);
+}
+
+void dh_wake_started(dh_daemon *d, const char *host)
+{
+    char body[256];
+    wake_body(host, true, body, sizeof(body));
+    json_object *reply = request_text(d, WAKE_TIMEOUT_MS, body);
+    DH_CHECK(d, dh_reply_ok(reply), "wake %s --no-wait: %s", host,
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+}
+
+void dh_park(dh_daemon *d, const char *host)
+{
+    /* A park retires the generation with proof, within its StopTimeoutSec. */
+    json_object *reply =
+        dh_request(d, 30000, "{\"v\":1,\"op\":\"park\",\"host\":\"%s\"}", host);
+    DH_CHECK(d, dh_reply_ok(reply), "park %s: %s", host, json_object_to_json_string(reply));
+    json_object_put(reply);
+}
+
 bool dh_reply_ok(json_object *reply)
 {
     return dd_reply_ok(reply);

@@ -105,3 +105,8 @@ int dh_run(char *const argv[], char *out, size_t out_size)
 {
     return dd_run(argv, out, out_size);
 }
+
+int dh_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size)
+{
+    return dd_run_as(argv, uid, gid, out, out_size);
+}

@@ -104,8 +104,7 @@ static void test_good_hosts_served_beside_a_bad_one(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "demo", port, NULL, NULL);
+    int port = dh_add_app_host(d, "demo", NULL, NULL);
     dh_write_host(d, "bad1",
                   "[Host]\n"
                   "Exec=act-e2e-app\n"
@@ -113,7 +112,6 @@ static void test_good_hosts_served_beside_a_bad_one(void **state)
                   "[Listen]\n"
                   "ListenStream=127.0.0.1:%d\n",
                   dh_free_port());
-    dh_stage(d, "demo", "v1", true, NULL);
     dh_start(d, NULL);
 
     char skipped[PATH_MAX + 64];
@@ -123,13 +121,11 @@ static void test_good_hosts_served_beside_a_bad_one(void **state)
              "and why (expected \"%s\")",
              skipped);
 
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "wake of the good host: %s", json_object_to_json_string(reply));
-    json_object_put(reply);
+    dh_wake(d, "demo");
     char body[512];
     DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0, "the good host does not answer");
 
-    reply = dh_request(d, 10000, "{\"v\":1,\"op\":\"wake\",\"host\":\"bad1\"}");
+    json_object *reply = dh_wake_reply(d, "bad1", 10000);
     DH_CHECK(d, strcmp(dh_reply_code(reply), "unknown_host") == 0,
              "wake of the host whose file is bad: %s", json_object_to_json_string(reply));
     json_object_put(reply);

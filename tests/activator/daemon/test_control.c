@@ -56,11 +56,7 @@ static void expect_error(dh_daemon *d, const char *what, const void *body, size_
 static void test_bad_requests_get_errors_and_the_daemon_keeps_serving(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "demo", port, NULL, NULL);
-    dh_stage(d, "demo", "v1", true, NULL);
-    dh_start(d, NULL);
+    int port = dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, NULL);
 
     static const char not_json[] = "this is not JSON";
     expect_error(d, "not JSON", not_json, sizeof(not_json) - 1, "bad_json");
@@ -100,10 +96,7 @@ static void test_bad_requests_get_errors_and_the_daemon_keeps_serving(void **sta
     free(big);
 
     /* Nothing of that changed what the daemon does. */
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "wake after the bad requests: %s",
-             json_object_to_json_string(reply));
-    json_object_put(reply);
+    dh_wake(d, "demo");
     char body[512];
     DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0, "demo does not answer");
     dh_stop_and_check_clean(d);
@@ -126,11 +119,8 @@ static void test_activatorctl_drives_the_daemon(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "demo", port, NULL, NULL);
-    dh_write_app_host(d, "other", dh_free_port(), NULL, NULL);
-    dh_stage(d, "demo", "v1", true, NULL);
-    dh_stage(d, "other", "v1", true, NULL);
+    int port = dh_add_app_host(d, "demo", NULL, NULL);
+    dh_add_app_host(d, "other", NULL, NULL);
     claim elsewhere;
     dh_claim_assigned("other", DH_OTHER_BOX, &elsewhere);
     dh_claim_put(d, &elsewhere);
@@ -215,9 +205,7 @@ static void test_remote_control_over_tls_with_client_certificates(void **state)
              "TLSClientCA=%s/ca.crt\n",
              url, certs, certs, certs);
     dh_setup(d, DH_STORE_DIR, conf);
-    int port = dh_free_port();
-    dh_write_app_host(d, "demo", port, NULL, NULL);
-    dh_stage(d, "demo", "v1", true, NULL);
+    int port = dh_add_app_host(d, "demo", NULL, NULL);
     dh_start(d, NULL);
 
     char out[16384];

@@ -103,7 +103,7 @@ static void test_stage_assign_wake_serves(void **state)
              dh_json_str(dh_reply_result(reply), "incarnation"));
     json_object_put(reply);
 
-    reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+    reply = dh_wake_reply(d, "demo", 30000);
     DH_CHECK(d, dh_reply_ok(reply), "wake: %s", json_object_to_json_string(reply));
     json_object *result = dh_reply_result(reply);
     uint64_t generation = dh_json_u64(result, "generation");
@@ -168,10 +168,7 @@ static void test_wake_events_in_order_without_gaps(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, store_kind, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "demo", port, NULL, NULL);
-    rel_identity staged;
-    dh_stage(d, "demo", "v1", true, &staged);
+    dh_add_app_host(d, "demo", NULL, NULL);
     claim assigned;
     dh_claim_assigned("demo", DH_BOX, &assigned);
     dh_claim_put(d, &assigned);
@@ -179,11 +176,9 @@ static void test_wake_events_in_order_without_gaps(void **state)
 
     dh_events_mark(d);
     uint64_t mark = d->mark;
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "wake: %s", json_object_to_json_string(reply));
-    uint64_t generation = dh_json_u64(dh_reply_result(reply), "generation");
-    int64_t pid = (int64_t)dh_json_u64(dh_reply_result(reply), "pid");
-    json_object_put(reply);
+    dh_served served = dh_wake(d, "demo");
+    uint64_t generation = served.generation;
+    int64_t pid = served.pid;
     DH_CHECK(d, dh_event_wait(d, "demo", "serving", 5000, NULL), "no serving event");
 
     static const char *const expected[] = {"waking", "admitted",  "exec",
@@ -225,14 +220,8 @@ static void test_wake_events_in_order_without_gaps(void **state)
 static void test_sigterm_while_serving(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, store_kind, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "demo", port, NULL, NULL);
-    dh_stage(d, "demo", "v1", true, NULL);
-    dh_start(d, NULL);
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "wake: %s", json_object_to_json_string(reply));
-    json_object_put(reply);
+    int port = dh_start_with_host(d, store_kind, "demo", NULL, NULL);
+    dh_wake(d, "demo");
     char body[1024];
     DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0, "the app does not answer");
 
@@ -247,16 +236,9 @@ static void test_sigterm_while_serving(void **state)
 static void test_sigterm_while_waking(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, store_kind, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "demo", port, "--ready-delay-ms 4000", NULL);
-    dh_stage(d, "demo", "v1", true, NULL);
-    dh_start(d, NULL);
+    dh_start_with_host(d, store_kind, "demo", "--ready-delay-ms 4000", NULL);
     dh_events_mark(d);
-    json_object *reply =
-        dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\",\"no_wait\":true}");
-    DH_CHECK(d, dh_reply_ok(reply), "wake --no-wait: %s", json_object_to_json_string(reply));
-    json_object_put(reply);
+    dh_wake_started(d, "demo");
     DH_CHECK(d, dh_event_wait(d, "demo", "exec", 10000, NULL), "no exec event");
     DH_CHECK(d, dh_marker_wait(d, "demo", 1, 5000), "the app did not start");
     dh_stop_and_check_clean(d);
@@ -267,10 +249,7 @@ static void test_sigterm_while_waking(void **state)
 static void test_notify_socket_fd_store_and_status(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, store_kind, NULL);
-    dh_write_app_host(d, "demo", dh_free_port(), NULL, NULL);
-    dh_stage(d, "demo", "v1", true, NULL);
-    dh_start(d, NULL);
+    dh_start_with_host(d, store_kind, "demo", NULL, NULL);
 
     char names[512], status[256];
     unsigned stored = dh_notify_stored_fds(d, names, sizeof(names));
@@ -280,10 +259,7 @@ static void test_notify_socket_fd_store_and_status(void **state)
     DH_CHECK(d, dh_notify_status_wait(d, "0 serving", 1000, status, sizeof(status)),
              "STATUS= after start: \"%s\"", status);
 
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
-    bool served = dh_reply_ok(reply);
-    json_object_put(reply);
-    DH_CHECK(d, served, "wake failed");
+    dh_wake(d, "demo");
     DH_CHECK(d, dh_notify_status_wait(d, "1 serving", 2000, status, sizeof(status)),
              "STATUS= does not count the serving host: \"%s\"", status);
     dh_stop_and_check_clean(d);
@@ -294,15 +270,8 @@ static void test_notify_socket_fd_store_and_status(void **state)
 static void test_claim_taken_while_serving_retires_the_generation(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, store_kind, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "demo", port, NULL, NULL);
-    dh_stage(d, "demo", "v1", true, NULL);
-    dh_start(d, NULL);
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "wake: %s", json_object_to_json_string(reply));
-    int64_t pid = (int64_t)dh_json_u64(dh_reply_result(reply), "pid");
-    json_object_put(reply);
+    dh_start_with_host(d, store_kind, "demo", NULL, NULL);
+    int64_t pid = dh_wake(d, "demo").pid;
     dh_events_mark(d);
 
     claim serving;

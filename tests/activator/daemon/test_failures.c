@@ -36,13 +36,10 @@ static void test_never_ready_retried_with_backoff_then_given_up(void **state)
 {
     dh_daemon *d = *state;
     enum { MAX_STARTS = 3 };
-    dh_setup(d, DH_STORE_DIR, NULL);
-    dh_write_app_host(d, "demo", dh_free_port(), "--never-ready",
-                      "ReadyTimeoutSec=1\nMaxStarts=3\n");
-    dh_stage(d, "demo", "v1", true, NULL);
-    dh_start(d, NULL);
+    dh_start_with_host(d, DH_STORE_DIR, "demo", "--never-ready",
+                       "ReadyTimeoutSec=1\nMaxStarts=3\n");
     dh_events_mark(d);
-    dh_async *wake = dh_request_start(d, 60000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+    dh_async *wake = dh_wake_start(d, "demo", 60000);
 
     dh_event exec[MAX_STARTS], failed[MAX_STARTS], retired[MAX_STARTS];
     for (int i = 0; i < MAX_STARTS; i++) {
@@ -113,16 +110,9 @@ static void test_never_ready_retried_with_backoff_then_given_up(void **state)
 static void test_crash_while_serving_is_seen_and_recorded(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "demo", port, "--crash-after-ms 1500", NULL);
-    dh_stage(d, "demo", "v1", true, NULL);
-    dh_start(d, NULL);
+    int port = dh_start_with_host(d, DH_STORE_DIR, "demo", "--crash-after-ms 1500", NULL);
     dh_events_mark(d);
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "wake: %s", json_object_to_json_string(reply));
-    int64_t pid = (int64_t)dh_json_u64(dh_reply_result(reply), "pid");
-    json_object_put(reply);
+    int64_t pid = dh_wake(d, "demo").pid;
     dh_event exec;
     DH_CHECK(d, dh_event_wait(d, "demo", "exec", 1000, &exec), "no exec event");
     char body[512];

@@ -36,8 +36,7 @@ static void touch(dh_daemon *d, const char *path)
 static void start_with_hold(dh_daemon *d, const char *step, char *hold, size_t size)
 {
     dh_setup(d, store_kind, NULL);
-    dh_write_app_host(d, "demo", dh_free_port(), NULL, NULL);
-    dh_stage(d, "demo", "v1", true, NULL);
+    dh_add_app_host(d, "demo", NULL, NULL);
     claim assigned;
     dh_claim_assigned("demo", DH_BOX, &assigned);
     dh_claim_put(d, &assigned);
@@ -54,7 +53,7 @@ static void test_gate_refuses_when_another_box_took_the_claim(void **state)
     dh_daemon *d = *state;
     char hold[PATH_MAX], waiting[PATH_MAX + 32];
     start_with_hold(d, "gate", hold, sizeof(hold));
-    dh_async *wake = dh_request_start(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+    dh_async *wake = dh_wake_start(d, "demo", 30000);
 
     DH_CHECK(d, dh_event_wait(d, "demo", "admitted", 10000, NULL), "no admitted event");
     /* The wake must really be paused at the gate, not merely admitted. */
@@ -111,7 +110,7 @@ static void test_publish_lost_when_the_admission_changed(void **state)
     dh_daemon *d = *state;
     char hold[PATH_MAX], waiting[PATH_MAX + 32];
     start_with_hold(d, "publish", hold, sizeof(hold));
-    dh_async *wake = dh_request_start(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+    dh_async *wake = dh_wake_start(d, "demo", 30000);
 
     dh_event ready;
     DH_CHECK(d, dh_event_wait(d, "demo", "ready", 10000, &ready), "no ready event");
@@ -167,10 +166,8 @@ static void test_daemon_answers_while_a_wake_waits_for_the_store(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, store_kind, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "demo", port, NULL, NULL);
+    dh_add_app_host(d, "demo", NULL, NULL);
     dh_write_app_host(d, "other", dh_free_port(), NULL, NULL);
-    dh_stage(d, "demo", "v1", true, NULL);
     claim assigned;
     dh_claim_assigned("demo", DH_BOX, &assigned);
     dh_claim_put(d, &assigned);
@@ -185,7 +182,7 @@ static void test_daemon_answers_while_a_wake_waits_for_the_store(void **state)
     DH_CHECK(d, held >= 0, "cannot open %s: %s", lock_path, strerror(errno));
     DH_CHECK(d, flock(held, LOCK_EX) == 0, "cannot lock %s: %s", lock_path, strerror(errno));
 
-    dh_async *wake = dh_request_start(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+    dh_async *wake = dh_wake_start(d, "demo", 30000);
     DH_CHECK(d, dh_event_wait(d, "demo", "waking", 10000, NULL), "no waking event");
     /* The admission's CAS now waits for the lock; the daemon still answers,
      * about the waking host and about any other. */

@@ -63,8 +63,7 @@ static void test_wake_moves_the_counters(void **state)
     char conf[64];
     snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
     dh_setup(d, DH_STORE_DIR, conf);
-    dh_write_app_host(d, "demo", dh_free_port(), NULL, NULL);
-    dh_stage(d, "demo", "v1", true, NULL);
+    dh_add_app_host(d, "demo", NULL, NULL);
     dh_start(d, NULL);
 
     body *before = calloc(1, sizeof(*before)), *after = calloc(1, sizeof(*after));
@@ -72,9 +71,7 @@ static void test_wake_moves_the_counters(void **state)
     DH_CHECK(d, sample(d, before, "activator_hosts{state=\"parked\"}") >= 1,
              "no parked host counted before the wake:\n%s", before->text);
 
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "wake: %s", json_object_to_json_string(reply));
-    json_object_put(reply);
+    dh_wake(d, "demo");
     scrape(d, metrics_port, after);
 
     const char *wakes = "activator_wakes_total{outcome=\"serving\",reason=\"none\"}";

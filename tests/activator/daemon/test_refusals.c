@@ -33,7 +33,7 @@ static void expect_refusal(dh_daemon *d, const char *code, bool claim_untouched,
 {
     dh_start(d, NULL);
     dh_events_mark(d);
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+    json_object *reply = dh_wake_reply(d, "demo", 30000);
     DH_CHECK(d, !dh_reply_ok(reply) && strcmp(dh_reply_code(reply), code) == 0,
              "wake: expected a refusal with code %s, got %s", code,
              json_object_to_json_string(reply));

@@ -48,16 +48,12 @@ static void test_replicate_runs_in_the_generation_and_stops_with_it(void **state
     chmod(script, 0755);
     char extra[PATH_MAX + 32];
     snprintf(extra, sizeof(extra), "ExecReplicate=%s\n", script);
-    int port = dh_free_port();
-    dh_write_app_host(d, "demo", port, NULL, extra);
-    dh_stage(d, "demo", "v1", true, NULL);
+    dh_add_app_host(d, "demo", NULL, extra);
     dh_start(d, NULL);
 
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "wake: %s", json_object_to_json_string(reply));
-    uint64_t generation = dh_json_u64(dh_reply_result(reply), "generation");
-    pid_t app = (pid_t)dh_json_u64(dh_reply_result(reply), "pid");
-    json_object_put(reply);
+    dh_served served = dh_wake(d, "demo");
+    uint64_t generation = served.generation;
+    pid_t app = served.pid;
 
     char *report = NULL;
     for (int i = 0; i < 250 && !(report = dh_read_text(seen)); i++)
@@ -88,9 +84,7 @@ static void test_replicate_runs_in_the_generation_and_stops_with_it(void **state
              has_app ? "in" : "missing", replicator, has_replicator ? "in" : "missing");
 
     /* A park retires the generation: the replicator goes with it. */
-    reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"park\",\"host\":\"demo\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "park: %s", json_object_to_json_string(reply));
-    json_object_put(reply);
+    dh_park(d, "demo");
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
     DH_CHECK(d, dh_pid_gone((pid_t)replicator), "the replicator (pid %d) outlived its generation",
              replicator);

@@ -24,24 +24,11 @@ static int64_t answering_pid(dh_daemon *d, int port)
     return atoll(pid + 4);
 }
 
-static int64_t wake_demo(dh_daemon *d)
-{
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "wake: %s", json_object_to_json_string(reply));
-    int64_t pid = (int64_t)dh_json_u64(dh_reply_result(reply), "pid");
-    json_object_put(reply);
-    return pid;
-}
-
 static void test_serving_generation_is_resumed_after_a_crash(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "demo", port, NULL, NULL);
-    dh_stage(d, "demo", "v1", true, NULL);
-    dh_start(d, NULL);
-    int64_t pid = wake_demo(d);
+    int port = dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, NULL);
+    int64_t pid = dh_wake(d, "demo").pid;
     DH_CHECK(d, answering_pid(d, port) == pid, "the app does not answer");
 
     dh_kill(d);
@@ -61,9 +48,7 @@ static void test_serving_generation_is_resumed_after_a_crash(void **state)
 
     /* The resumed generation is supervised like any other: a park retires
      * it with proof, and a plain connection wakes a new one. */
-    json_object *park = dh_request(d, 30000, "{\"v\":1,\"op\":\"park\",\"host\":\"demo\"}");
-    DH_CHECK(d, dh_reply_ok(park), "park: %s", json_object_to_json_string(park));
-    json_object_put(park);
+    dh_park(d, "demo");
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
     DH_CHECK(d, dh_pid_gone((pid_t)pid), "the resumed app still runs");
     DH_CHECK(d, !dh_leaf_exists(d, "demo", "g-1"), "the retired leaf is left");
@@ -77,12 +62,8 @@ static void test_serving_generation_is_resumed_after_a_crash(void **state)
 static void test_generation_whose_claim_moved_is_retired_at_start(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_free_port();
-    dh_write_app_host(d, "demo", port, NULL, NULL);
-    dh_stage(d, "demo", "v1", true, NULL);
-    dh_start(d, NULL);
-    int64_t pid = wake_demo(d);
+    dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, NULL);
+    int64_t pid = dh_wake(d, "demo").pid;
     dh_kill(d);
 
     claim serving;

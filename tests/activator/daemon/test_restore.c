@@ -78,7 +78,7 @@ static void set_checkpoint(dh_daemon *d, const char *checkpoint)
 
 static uint64_t wake_expect(dh_daemon *d, const char *code)
 {
-    json_object *reply = dh_request(d, 60000, "{\"v\":1,\"op\":\"wake\",\"host\":\"demo\"}");
+    json_object *reply = dh_wake_reply(d, "demo", 60000);
     bool as_expected = strcmp(dh_reply_code(reply), code) == 0;
     uint64_t generation = dh_json_u64(dh_reply_result(reply), "generation");
     char text[2048];
@@ -90,16 +90,14 @@ static uint64_t wake_expect(dh_daemon *d, const char *code)
 
 static void park(dh_daemon *d)
 {
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"park\",\"host\":\"demo\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "park: %s", json_object_to_json_string(reply));
-    json_object_put(reply);
+    dh_park(d, "demo");
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
 }
 
 /* Sets up the daemon with one host "demo" whose ExecRestore= runs the
  * restore script (through /bin/sh, or named directly when through_sh is
  * false), staged and live, with checkpoint cp-1 in its claim. app_args and
- * host_lines (may be NULL) go to dh_write_app_host; with_state_directory
+ * host_lines (may be NULL) go to dh_add_app_host; with_state_directory
  * makes the host's state directory first. The daemon is not started. */
 static void setup_demo(dh_daemon *d, restore_paths *paths, bool through_sh, const char *app_args,
                        const char *host_lines, bool with_state_directory)
@@ -109,8 +107,7 @@ static void setup_demo(dh_daemon *d, restore_paths *paths, bool through_sh, cons
     char extra[PATH_MAX + 160];
     snprintf(extra, sizeof(extra), "ExecRestore=%s%s\n%s", through_sh ? "/bin/sh " : "",
              paths->script, host_lines ? host_lines : "");
-    dh_write_app_host(d, "demo", dh_free_port(), app_args, extra);
-    dh_stage(d, "demo", "v1", true, NULL);
+    dh_add_app_host(d, "demo", app_args, extra);
     if (with_state_directory)
         make_state_directory(d);
     set_checkpoint(d, "cp-1");
