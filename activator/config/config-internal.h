@@ -9,20 +9,19 @@
 
 /* Appends "FILE:LINE: KEY: <fmt...>" (":LINE" left out when line is 0, "KEY: "
  * when key is NULL). */
-void act_config_errors_add(act_config_errors *errors, const char *file, unsigned line,
-                           const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+void cfg_errors_add(cfg_errors *errors, const char *file, unsigned line, const char *key,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Stores one value into target; err says "what is wrong (what to do)". An
  * empty value reaches only repeatable keys, where it clears the list. */
-typedef int (*act_ini_apply)(void *target, const char *value, act_error *err);
+typedef int (*cfg_ini_apply)(void *target, const char *value, act_error *err);
 
-typedef struct act_ini_key {
+typedef struct cfg_ini_key {
     const char *section; /* "Host" */
     const char *name;    /* "Exec" */
-    act_ini_apply apply;
+    cfg_ini_apply apply;
     bool repeatable;
-} act_ini_key;
+} cfg_ini_key;
 
 /* Feeds the INI text of fd through inih to the key table. Unknown sections
  * and keys, keys outside a section, syntax errors, over-long lines, empty
@@ -30,13 +29,13 @@ typedef struct act_ini_key {
  * each key's apply. key_lines[i] receives the line where keys[i] was last
  * set (0: never), for checks that span keys. Returns the number of problems
  * added to errors, or a negative errno when fd could not be read. */
-int act_ini_parse_fd(int fd, const char *path, const act_ini_key *keys, size_t n_keys, void *target,
-                     unsigned *key_lines, act_config_errors *errors);
+int cfg_ini_parse_fd(int fd, const char *path, const cfg_ini_key *keys, size_t n_keys, void *target,
+                     unsigned *key_lines, cfg_errors *errors);
 
 /* Opens the hosts directory, or reports why not (as a problem of dir). */
-int act_config_open_hosts_dir(const char *dir, act_config_errors *errors);
+int cfg_open_hosts_dir(const char *dir, cfg_errors *errors);
 
-/* act_config_load_host_file on an open hosts directory (dir names it in
+/* cfg_load_host_file on an open hosts directory (dir names it in
  * errors). */
-int act_config_load_host_at(int dir_fd, const char *dir, const char *file_name,
-                            act_host_config *host, act_config_errors *errors);
+int cfg_load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_host *host,
+                     cfg_errors *errors);

@@ -19,36 +19,36 @@
 #include "activator/probe/probe.h"
 #include "common/error.h"
 
-#define ACT_CONFIG_DAEMON_DEFAULT_PATH "/etc/activator/activatord.conf"
+#define CFG_DAEMON_DEFAULT_PATH "/etc/activator/activatord.conf"
 
 /* One problem found in a configuration file. */
-typedef struct act_config_error {
+typedef struct cfg_error {
     char *file;    /* the path as given or found */
     unsigned line; /* 1-based; 0 when the problem is the file or a missing key */
     char *key;     /* the key or "[Section]", escaped as text is; NULL for file-level
                       problems */
     char *text;    /* the whole line: "FILE:LINE: KEY: what is wrong (what to do)", every
                       byte outside printable ASCII escaped as \xNN (a newline too) */
-} act_config_error;
+} cfg_error;
 
 /* The problems of one or more loads, in the order found. */
-typedef struct act_config_errors {
-    act_config_error *items;
+typedef struct cfg_errors {
+    cfg_error *items;
     size_t n;
     size_t cap;
-} act_config_errors;
+} cfg_errors;
 
-void act_config_errors_free(act_config_errors *errors);
+void cfg_errors_free(cfg_errors *errors);
 
 /* Prints one text per line; returns how many. What --check-config shows. */
-size_t act_config_errors_print(const act_config_errors *errors, FILE *out);
+size_t cfg_errors_print(const cfg_errors *errors, FILE *out);
 
 /* How many of the errors were found in file (the path as reported). */
-size_t act_config_errors_count_file(const act_config_errors *errors, const char *file);
+size_t cfg_errors_count_file(const cfg_errors *errors, const char *file);
 
 /* [Activator] of activatord.conf. Every string is malloc'd and set (defaults
  * filled in) except where NULL is documented. */
-typedef struct act_daemon_config {
+typedef struct cfg_daemon {
     char *box;               /* Box=, required: this machine's stable box id */
     char *store;             /* Store=, default dir://<StateDirectory>/claims */
     char *state_directory;   /* StateDirectory=, default /var/lib/activator */
@@ -79,30 +79,30 @@ typedef struct act_daemon_config {
     uint64_t failure_backoff_max_usec; /* FailureBackoffMaxSec=, default 30 s */
     uint64_t failure_reset_usec;       /* FailureResetSec=, default 10 s */
     uint64_t start_budget_wait_usec;   /* StartBudgetWaitSec=, default 30 s */
-} act_daemon_config;
+} cfg_daemon;
 
 /* Reads the daemon's file. Returns 0 with *config filled, or a negative errno
  * (-EINVAL for problems in the file, the open's errno when it cannot be read)
  * with every problem appended to errors and *config zeroed. */
-int act_config_load_daemon(const char *path, act_daemon_config *config, act_config_errors *errors);
-void act_daemon_config_free(act_daemon_config *config);
+int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors);
+void cfg_daemon_free(cfg_daemon *config);
 
 /* No limit: the value of a [Limits] size or count set to "infinity". */
-#define ACT_LIMIT_INFINITY UINT64_MAX
+#define CFG_LIMIT_INFINITY UINT64_MAX
 
 /* [Limits] of a host file; 0 means "not set" (the cgroup's default). */
-typedef struct act_limits {
-    uint64_t memory_max;               /* MemoryMax= bytes or ACT_LIMIT_INFINITY */
-    uint64_t memory_high;              /* MemoryHigh= bytes or ACT_LIMIT_INFINITY */
-    uint64_t pids_max;                 /* PidsMax= or ACT_LIMIT_INFINITY */
+typedef struct cfg_limits {
+    uint64_t memory_max;               /* MemoryMax= bytes or CFG_LIMIT_INFINITY */
+    uint64_t memory_high;              /* MemoryHigh= bytes or CFG_LIMIT_INFINITY */
+    uint64_t pids_max;                 /* PidsMax= or CFG_LIMIT_INFINITY */
     uint32_t cpu_quota_percent;        /* CPUQuota=, 100 = one CPU */
     uint16_t cpu_weight;               /* CPUWeight= 1..10000 */
-    act_syscall_filter syscall_filter; /* SystemCallFilter=, default "default" */
-} act_limits;
+    cfg_syscall_filter syscall_filter; /* SystemCallFilter=, default "default" */
+} cfg_limits;
 
 /* One host file. Kept compact (heap strings, arrays sized to their content)
  * because a box holds 10,000 of them. */
-typedef struct act_host_config {
+typedef struct cfg_host {
     char *name;                   /* the file name without .conf, a valid host name */
     char **exec_argv;             /* Exec=: [0] is a path inside the staged build */
     char **environment;           /* Environment= "KEY=VALUE" words, a later KEY replacing an
@@ -111,26 +111,25 @@ typedef struct act_host_config {
     char *group;                  /* Group=; NULL: the user's primary group */
     char **exec_restore;          /* ExecRestore=: absolute path then arguments; NULL: none */
     char **exec_replicate;        /* ExecReplicate=: likewise; NULL: none */
-    act_probe_spec ready;         /* Ready=, default notify */
-    act_probe_spec *health_check; /* HealthCheck=; NULL: none (never notify) */
-    act_listen_address *listen;   /* ListenStream= in file order */
+    probe_spec ready;             /* Ready=, default notify */
+    probe_spec *health_check;     /* HealthCheck=; NULL: none (never notify) */
+    lsn_address *listen;          /* ListenStream= in file order */
     uint64_t ready_timeout_usec;  /* ReadyTimeoutSec=, 1..30 s, default 30 s */
     uint64_t stop_timeout_usec;   /* StopTimeoutSec=, default 10 s */
     uint64_t idle_timeout_usec;   /* IdleTimeoutSec=, default 300 s; 0 (or infinity in the
                                      file): never park when idle */
     double start_rate_limit;      /* StartRateLimit= starts per second; 0: no limit */
-    act_limits limits;
+    cfg_limits limits;
     uint32_t backlog; /* Backlog=, default SOMAXCONN */
     uint16_t n_listen;
     uint8_t max_starts; /* MaxStarts=, 1..5, default 5 */
-} act_host_config;
+} cfg_host;
 
 /* Reads dir/file_name as host file_name minus ".conf". file_name must be a
  * plain "<host>.conf" with a valid host name: "../x.conf" or ".hidden.conf"
  * are refused before anything is opened. Returns 0 with *host filled, or a
  * negative errno with the problems appended to errors and *host zeroed. */
-int act_config_load_host_file(const char *dir, const char *file_name, act_host_config *host,
-                              act_config_errors *errors);
+int cfg_load_host_file(const char *dir, const char *file_name, cfg_host *host, cfg_errors *errors);
 
 /* Reads every "*.conf" in dir, in name order. Files with problems are
  * skipped (their problems appended to errors), the others returned in
@@ -138,13 +137,12 @@ int act_config_load_host_file(const char *dir, const char *file_name, act_host_c
  * ListenStream= address: the later file is refused. Returns 0 (even when
  * some files were skipped: check errors->n), or a negative errno when dir
  * cannot be read at all. */
-int act_config_load_hosts(const char *dir, act_host_config **hosts, size_t *n,
-                          act_config_errors *errors);
+int cfg_load_hosts(const char *dir, cfg_host **hosts, size_t *n, cfg_errors *errors);
 
-void act_host_config_free(act_host_config *host);
-void act_host_configs_free(act_host_config *hosts, size_t n);
+void cfg_host_free(cfg_host *host);
+void cfg_hosts_free(cfg_host *hosts, size_t n);
 
-/* The host's User= and Group= resolved on this box (see act_resolve_user);
+/* The host's User= and Group= resolved on this box (see cfg_resolve_user);
  * *have is false without User=. Errors start with "host NAME: ". */
-int act_host_config_credentials(const act_host_config *config, uid_t *uid, gid_t *gid, bool *have,
-                                act_error *err);
+int cfg_host_credentials(const cfg_host *config, uid_t *uid, gid_t *gid, bool *have,
+                         act_error *err);

@@ -17,7 +17,7 @@
 #include "common/names.h"
 #include "common/paths.h"
 
-void act_daemon_config_free(act_daemon_config *config)
+void cfg_daemon_free(cfg_daemon *config)
 {
     free(config->box);
     free(config->store);
@@ -38,7 +38,7 @@ void act_daemon_config_free(act_daemon_config *config)
     free(config->store_user);
     free(config->store_password_file);
     free(config->metrics_listen);
-    *config = (act_daemon_config){0};
+    *config = (cfg_daemon){0};
 }
 
 static int set_string(char **field, const char *value, act_error *err)
@@ -53,7 +53,7 @@ static int set_string(char **field, const char *value, act_error *err)
 
 static int apply_box(void *target, const char *value, act_error *err)
 {
-    act_daemon_config *c = target;
+    cfg_daemon *c = target;
     act_error name_err = {0};
     if (act_name_check("box", value, &name_err) < 0)
         return act_error_set(err, EINVAL, "%s (box names follow the host name rules)",
@@ -66,14 +66,14 @@ static int apply_store(void *target, const char *value, act_error *err)
 {
     claims_url url;
     int r = claims_parse_url(value, &url, err);
-    return r < 0 ? r : set_string(&((act_daemon_config *)target)->store, value, err);
+    return r < 0 ? r : set_string(&((cfg_daemon *)target)->store, value, err);
 }
 
 #define PATH_KEY(fn, field)                                                                        \
     static int fn(void *target, const char *value, act_error *err)                                 \
     {                                                                                              \
         int r = act_path_check_absolute(value, err);                                               \
-        return r < 0 ? r : set_string(&((act_daemon_config *)target)->field, value, err);          \
+        return r < 0 ? r : set_string(&((cfg_daemon *)target)->field, value, err);                 \
     }
 PATH_KEY(apply_state_directory, state_directory)
 PATH_KEY(apply_runtime_directory, runtime_directory)
@@ -99,12 +99,12 @@ static int apply_store_user(void *target, const char *value, act_error *err)
         if (*p <= ' ' || *p == 0x7f)
             return act_error_set(err, EINVAL, "is not an etcd user name (it has no spaces or "
                                               "control characters)");
-    return set_string(&((act_daemon_config *)target)->store_user, value, err);
+    return set_string(&((cfg_daemon *)target)->store_user, value, err);
 }
 
 static int apply_cgroup_root(void *target, const char *value, act_error *err)
 {
-    act_daemon_config *c = target;
+    cfg_daemon *c = target;
     if (strcmp(value, "auto") == 0) {
         free(c->cgroup_root);
         c->cgroup_root = NULL;
@@ -121,7 +121,7 @@ static int apply_cgroup_root(void *target, const char *value, act_error *err)
 
 static int apply_claim_unclaimed(void *target, const char *value, act_error *err)
 {
-    return act_parse_bool(value, &((act_daemon_config *)target)->claim_unclaimed, err);
+    return cfg_parse_bool(value, &((cfg_daemon *)target)->claim_unclaimed, err);
 }
 
 static int apply_control(void *target, const char *value, act_error *err)
@@ -131,39 +131,39 @@ static int apply_control(void *target, const char *value, act_error *err)
                              "Control= is the local socket, checked by peer credentials (use "
                              "ipc:///PATH here and ControlListen=tls+tcp://ADDR:PORT for remote "
                              "control)");
-    int r = act_parse_nng_url(value, ACT_URL_IPC, err);
-    return r < 0 ? r : set_string(&((act_daemon_config *)target)->control, value, err);
+    int r = cfg_parse_nng_url(value, CFG_URL_IPC, err);
+    return r < 0 ? r : set_string(&((cfg_daemon *)target)->control, value, err);
 }
 
 static int apply_events(void *target, const char *value, act_error *err)
 {
-    int r = act_parse_nng_url(value, ACT_URL_IPC | ACT_URL_TCP, err);
-    return r < 0 ? r : set_string(&((act_daemon_config *)target)->events, value, err);
+    int r = cfg_parse_nng_url(value, CFG_URL_IPC | CFG_URL_TCP, err);
+    return r < 0 ? r : set_string(&((cfg_daemon *)target)->events, value, err);
 }
 
 static int apply_control_group(void *target, const char *value, act_error *err)
 {
-    int r = act_parse_account_name("group", value, err);
-    return r < 0 ? r : set_string(&((act_daemon_config *)target)->control_group, value, err);
+    int r = cfg_parse_account_name("group", value, err);
+    return r < 0 ? r : set_string(&((cfg_daemon *)target)->control_group, value, err);
 }
 
 static int apply_control_listen(void *target, const char *value, act_error *err)
 {
-    int r = act_parse_nng_url(value, ACT_URL_TLS_TCP, err);
-    return r < 0 ? r : set_string(&((act_daemon_config *)target)->control_listen, value, err);
+    int r = cfg_parse_nng_url(value, CFG_URL_TLS_TCP, err);
+    return r < 0 ? r : set_string(&((cfg_daemon *)target)->control_listen, value, err);
 }
 
 static int apply_metrics_listen(void *target, const char *value, act_error *err)
 {
-    act_daemon_config *c = target;
+    cfg_daemon *c = target;
     if (strcmp(value, "no") == 0) {
         free(c->metrics_listen);
         c->metrics_listen = NULL;
         return 0;
     }
-    act_listen_address address;
+    lsn_address address;
     act_error listen_err = {0};
-    if (value[0] == '/' || act_listen_parse(value, "MetricsListen", &address, &listen_err) < 0)
+    if (value[0] == '/' || lsn_parse(value, "MetricsListen", &address, &listen_err) < 0)
         return act_error_set(err, EINVAL,
                              "\"%s\" is not ADDR:PORT (write 127.0.0.1:9464 or [::1]:9464, or no "
                              "to serve no metrics)",
@@ -174,31 +174,31 @@ static int apply_metrics_listen(void *target, const char *value, act_error *err)
 static int apply_max_concurrent_starts(void *target, const char *value, act_error *err)
 {
     uint64_t n;
-    int r = act_parse_uint(value, 1, 4096, &n, err);
+    int r = cfg_parse_uint(value, 1, 4096, &n, err);
     if (r < 0)
         return r;
-    ((act_daemon_config *)target)->max_concurrent_starts = (uint32_t)n;
+    ((cfg_daemon *)target)->max_concurrent_starts = (uint32_t)n;
     return 0;
 }
 
 static int apply_failure_backoff_max(void *target, const char *value, act_error *err)
 {
-    return act_parse_duration_range(value, 25 * 1000, 3600 * ACT_USEC_PER_SEC,
-                                    &((act_daemon_config *)target)->failure_backoff_max_usec, err);
+    return cfg_parse_duration_range(value, 25 * 1000, 3600 * CFG_USEC_PER_SEC,
+                                    &((cfg_daemon *)target)->failure_backoff_max_usec, err);
 }
 
 /* How long a wake may wait for a start budget (StartRateLimit=, the
  * MaxConcurrentStarts= cap) before it is refused with reason budget. */
 static int apply_start_budget_wait(void *target, const char *value, act_error *err)
 {
-    return act_parse_duration_range(value, 1000, 3600 * ACT_USEC_PER_SEC,
-                                    &((act_daemon_config *)target)->start_budget_wait_usec, err);
+    return cfg_parse_duration_range(value, 1000, 3600 * CFG_USEC_PER_SEC,
+                                    &((cfg_daemon *)target)->start_budget_wait_usec, err);
 }
 
 static int apply_failure_reset(void *target, const char *value, act_error *err)
 {
-    return act_parse_duration_range(value, ACT_USEC_PER_SEC, 86400 * ACT_USEC_PER_SEC,
-                                    &((act_daemon_config *)target)->failure_reset_usec, err);
+    return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 86400 * CFG_USEC_PER_SEC,
+                                    &((cfg_daemon *)target)->failure_reset_usec, err);
 }
 
 enum {
@@ -229,7 +229,7 @@ enum {
     N_KEYS,
 };
 
-static const act_ini_key daemon_keys[N_KEYS] = {
+static const cfg_ini_key daemon_keys[N_KEYS] = {
     [KEY_BOX] = {"Activator", "Box", apply_box, false},
     [KEY_STORE] = {"Activator", "Store", apply_store, false},
     [KEY_STATE_DIRECTORY] = {"Activator", "StateDirectory", apply_state_directory, false},
@@ -270,8 +270,8 @@ static int default_string(char **field, const char *prefix, const char *arg, con
 /* StoreCA= and its siblings: only for an etcd Store=, in their pairs, and
  * the files there to read (so --check-config finds a missing one). When
  * Store= itself was refused, which kind it is stays unknown. */
-static int check_store_access(const act_daemon_config *c, bool store_refused, const char *path,
-                              const unsigned *key_lines, act_config_errors *errors)
+static int check_store_access(const cfg_daemon *c, bool store_refused, const char *path,
+                              const unsigned *key_lines, cfg_errors *errors)
 {
     static const int keys[] = {KEY_STORE_CA, KEY_STORE_CERTIFICATE, KEY_STORE_KEY, KEY_STORE_USER,
                                KEY_STORE_PASSWORD_FILE};
@@ -285,16 +285,16 @@ static int check_store_access(const act_daemon_config *c, bool store_refused, co
             continue;
         const char *name = daemon_keys[keys[i]].name;
         if (!etcd && !store_refused) {
-            act_config_errors_add(errors, path, key_lines[keys[i]], name,
-                                  "applies to an etcd:// Store= only, and Store= is %s (remove "
-                                  "%s= or point Store= at etcd)",
-                                  c->store, name);
+            cfg_errors_add(errors, path, key_lines[keys[i]], name,
+                           "applies to an etcd:// Store= only, and Store= is %s (remove "
+                           "%s= or point Store= at etcd)",
+                           c->store, name);
             problems++;
         } else if (keys[i] != KEY_STORE_USER && access(values[i], R_OK) < 0) {
-            act_config_errors_add(errors, path, key_lines[keys[i]], name,
-                                  "cannot read %s: %s (the daemon reads it as root when it "
-                                  "starts)",
-                                  values[i], strerror(errno));
+            cfg_errors_add(errors, path, key_lines[keys[i]], name,
+                           "cannot read %s: %s (the daemon reads it as root when it "
+                           "starts)",
+                           values[i], strerror(errno));
             problems++;
         }
     }
@@ -309,9 +309,8 @@ static int check_store_access(const act_daemon_config *c, bool store_refused, co
         size_t unset = set == first ? second : first;
         if (!values[set])
             continue;
-        act_config_errors_add(errors, path, key_lines[keys[set]], daemon_keys[keys[set]].name,
-                              "needs %s= as well (they come together)",
-                              daemon_keys[keys[unset]].name);
+        cfg_errors_add(errors, path, key_lines[keys[set]], daemon_keys[keys[set]].name,
+                       "needs %s= as well (they come together)", daemon_keys[keys[unset]].name);
         problems++;
     }
     return problems;
@@ -321,15 +320,14 @@ static int check_store_access(const act_daemon_config *c, bool store_refused, co
  * whose value was refused has been reported on its line: it counts as set
  * (so it is not "not set" as well), and the checks that need its value skip
  * it. */
-static int finish(act_daemon_config *c, const char *path, const unsigned *key_lines,
-                  act_config_errors *errors)
+static int finish(cfg_daemon *c, const char *path, const unsigned *key_lines, cfg_errors *errors)
 {
     int problems = 0;
     bool store_refused = key_lines[KEY_STORE] && !c->store;
     if (!key_lines[KEY_BOX]) {
-        act_config_errors_add(errors, path, 0, "Box",
-                              "not set (add Box=NAME under [Activator]: a stable name for this "
-                              "machine, such as its host name)");
+        cfg_errors_add(errors, path, 0, "Box",
+                       "not set (add Box=NAME under [Activator]: a stable name for this "
+                       "machine, such as its host name)");
         problems++;
     }
     if (default_string(&c->state_directory, "", "/var/lib/activator", "") < 0 ||
@@ -348,12 +346,11 @@ static int finish(act_daemon_config *c, const char *path, const unsigned *key_li
     for (size_t i = 0; i < sizeof(derived) / sizeof(derived[0]); i++) {
         const char *url = derived[i] == KEY_CONTROL ? c->control : c->events;
         act_error err = {0};
-        if (!key_lines[derived[i]] && act_parse_nng_url(url, ACT_URL_IPC | ACT_URL_TCP, &err) < 0) {
-            act_config_errors_add(
-                errors, path, key_lines[KEY_RUNTIME_DIRECTORY], "RuntimeDirectory",
-                "the default %s= %s (choose a shorter RuntimeDirectory= or set "
-                "%s= yourself)",
-                daemon_keys[derived[i]].name, err.message, daemon_keys[derived[i]].name);
+        if (!key_lines[derived[i]] && cfg_parse_nng_url(url, CFG_URL_IPC | CFG_URL_TCP, &err) < 0) {
+            cfg_errors_add(errors, path, key_lines[KEY_RUNTIME_DIRECTORY], "RuntimeDirectory",
+                           "the default %s= %s (choose a shorter RuntimeDirectory= or set "
+                           "%s= yourself)",
+                           daemon_keys[derived[i]].name, err.message, daemon_keys[derived[i]].name);
             problems++;
         }
     }
@@ -364,19 +361,19 @@ static int finish(act_daemon_config *c, const char *path, const unsigned *key_li
         for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
             if (key_lines[needed[i]])
                 continue;
-            act_config_errors_add(errors, path, key_lines[KEY_CONTROL_LISTEN], "ControlListen",
-                                  "needs %s= as well (remote control requires TLS with client "
-                                  "certificates: set TLSCertificate=, TLSKey= and TLSClientCA=)",
-                                  daemon_keys[needed[i]].name);
+            cfg_errors_add(errors, path, key_lines[KEY_CONTROL_LISTEN], "ControlListen",
+                           "needs %s= as well (remote control requires TLS with client "
+                           "certificates: set TLSCertificate=, TLSKey= and TLSClientCA=)",
+                           daemon_keys[needed[i]].name);
             problems++;
         }
     } else if (tls_any && !key_lines[KEY_CONTROL_LISTEN]) {
         unsigned line = key_lines[KEY_TLS_CERTIFICATE] ? key_lines[KEY_TLS_CERTIFICATE]
                         : key_lines[KEY_TLS_KEY]       ? key_lines[KEY_TLS_KEY]
                                                        : key_lines[KEY_TLS_CLIENT_CA];
-        act_config_errors_add(errors, path, line, "ControlListen",
-                              "TLS files are set but ControlListen= is not, so they would be "
-                              "unused (add ControlListen=tls+tcp://ADDR:PORT or remove them)");
+        cfg_errors_add(errors, path, line, "ControlListen",
+                       "TLS files are set but ControlListen= is not, so they would be "
+                       "unused (add ControlListen=tls+tcp://ADDR:PORT or remove them)");
         problems++;
     }
     return problems + check_store_access(c, store_refused, path, key_lines, errors);
@@ -388,26 +385,26 @@ static long online_cpus(void)
     return n > 0 ? n : 1;
 }
 
-int act_config_load_daemon(const char *path, act_daemon_config *config, act_config_errors *errors)
+int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
 {
-    *config = (act_daemon_config){0};
+    *config = (cfg_daemon){0};
     _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         int saved = errno;
-        act_config_errors_add(errors, path, 0, NULL,
-                              "cannot open: %s (create it, or name another file with --config)",
-                              strerror(saved));
+        cfg_errors_add(errors, path, 0, NULL,
+                       "cannot open: %s (create it, or name another file with --config)",
+                       strerror(saved));
         return -saved;
     }
-    _cleanup_(act_daemon_config_free) act_daemon_config c = {
+    _cleanup_(cfg_daemon_free) cfg_daemon c = {
         .claim_unclaimed = true,
         .max_concurrent_starts = (uint32_t)(2 * online_cpus()),
-        .failure_backoff_max_usec = 30 * ACT_USEC_PER_SEC,
-        .failure_reset_usec = 10 * ACT_USEC_PER_SEC,
-        .start_budget_wait_usec = 30 * ACT_USEC_PER_SEC,
+        .failure_backoff_max_usec = 30 * CFG_USEC_PER_SEC,
+        .failure_reset_usec = 10 * CFG_USEC_PER_SEC,
+        .start_budget_wait_usec = 30 * CFG_USEC_PER_SEC,
     };
     unsigned key_lines[N_KEYS] = {0};
-    int problems = act_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, key_lines, errors);
+    int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, key_lines, errors);
     if (problems < 0)
         return problems;
     int finished = finish(&c, path, key_lines, errors);

@@ -9,7 +9,7 @@
 #include "common/cleanup.h"
 #include "common/text.h"
 
-void act_config_errors_free(act_config_errors *errors)
+void cfg_errors_free(cfg_errors *errors)
 {
     for (size_t i = 0; i < errors->n; i++) {
         free(errors->items[i].file);
@@ -17,17 +17,17 @@ void act_config_errors_free(act_config_errors *errors)
         free(errors->items[i].text);
     }
     free(errors->items);
-    *errors = (act_config_errors){0};
+    *errors = (cfg_errors){0};
 }
 
-size_t act_config_errors_print(const act_config_errors *errors, FILE *out)
+size_t cfg_errors_print(const cfg_errors *errors, FILE *out)
 {
     for (size_t i = 0; i < errors->n; i++)
         fprintf(out, "%s\n", errors->items[i].text);
     return errors->n;
 }
 
-size_t act_config_errors_count_file(const act_config_errors *errors, const char *file)
+size_t cfg_errors_count_file(const cfg_errors *errors, const char *file)
 {
     size_t count = 0;
     for (size_t i = 0; i < errors->n; i++)
@@ -36,8 +36,8 @@ size_t act_config_errors_count_file(const act_config_errors *errors, const char 
     return count;
 }
 
-void act_config_errors_add(act_config_errors *errors, const char *file, unsigned line,
-                           const char *key, const char *fmt, ...)
+void cfg_errors_add(cfg_errors *errors, const char *file, unsigned line, const char *key,
+                    const char *fmt, ...)
 {
     char what[1536];
     va_list ap;
@@ -47,14 +47,14 @@ void act_config_errors_add(act_config_errors *errors, const char *file, unsigned
 
     if (errors->n == errors->cap) {
         size_t cap = errors->cap ? errors->cap * 2 : 8;
-        act_config_error *grown = realloc(errors->items, cap * sizeof(*grown));
+        cfg_error *grown = realloc(errors->items, cap * sizeof(*grown));
         if (!grown)
             abort(); /* a few bytes for an error report: nothing sensible is left to do */
         errors->items = grown;
         errors->cap = cap;
     }
-    act_config_error *e = &errors->items[errors->n];
-    *e = (act_config_error){.line = line};
+    cfg_error *e = &errors->items[errors->n];
+    *e = (cfg_error){.line = line};
     e->file = strdup(file);
     e->key = key ? act_text_escape(key) : NULL;
     char where[64] = "";

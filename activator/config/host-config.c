@@ -24,7 +24,7 @@
 /* More sockets than this for one host is a generated file gone wrong. */
 #define LISTEN_MAX 64
 
-void act_host_config_free(act_host_config *host)
+void cfg_host_free(cfg_host *host)
 {
     free(host->name);
     act_strv_free(host->exec_argv);
@@ -33,20 +33,20 @@ void act_host_config_free(act_host_config *host)
     free(host->group);
     act_strv_free(host->exec_restore);
     act_strv_free(host->exec_replicate);
-    act_probe_spec_clear(&host->ready);
+    probe_spec_clear(&host->ready);
     if (host->health_check) {
-        act_probe_spec_clear(host->health_check);
+        probe_spec_clear(host->health_check);
         free(host->health_check);
     }
     free(host->listen);
-    act_syscall_filter_clear(&host->limits.syscall_filter);
-    *host = (act_host_config){0};
+    cfg_syscall_filter_clear(&host->limits.syscall_filter);
+    *host = (cfg_host){0};
 }
 
-void act_host_configs_free(act_host_config *hosts, size_t n)
+void cfg_hosts_free(cfg_host *hosts, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        act_host_config_free(&hosts[i]);
+        cfg_host_free(&hosts[i]);
     free(hosts);
 }
 
@@ -61,12 +61,12 @@ static int reword(int r, act_error *err)
 
 static int apply_exec(void *target, const char *value, act_error *err)
 {
-    act_host_config *h = target;
+    cfg_host *h = target;
     _cleanup_(act_strv_freep) char **argv = NULL;
     int r = act_split_argv(value, &argv, err);
     if (r < 0)
         return r;
-    r = act_parse_build_path(argv[0] ? argv[0] : "", err);
+    r = cfg_parse_build_path(argv[0] ? argv[0] : "", err);
     if (r < 0)
         return r;
     h->exec_argv = TAKE_PTR(argv);
@@ -90,17 +90,17 @@ static int parse_host_command(const char *value, char ***out, act_error *err)
 
 static int apply_exec_restore(void *target, const char *value, act_error *err)
 {
-    return parse_host_command(value, &((act_host_config *)target)->exec_restore, err);
+    return parse_host_command(value, &((cfg_host *)target)->exec_restore, err);
 }
 
 static int apply_exec_replicate(void *target, const char *value, act_error *err)
 {
-    return parse_host_command(value, &((act_host_config *)target)->exec_replicate, err);
+    return parse_host_command(value, &((cfg_host *)target)->exec_replicate, err);
 }
 
 static int apply_environment(void *target, const char *value, act_error *err)
 {
-    act_host_config *h = target;
+    cfg_host *h = target;
     if (value[0] == '\0') {
         act_strv_free(h->environment);
         h->environment = NULL;
@@ -112,12 +112,12 @@ static int apply_environment(void *target, const char *value, act_error *err)
         return r;
     size_t n_words = act_strv_length(words);
     for (size_t i = 0; i < n_words && r >= 0; i++)
-        r = act_parse_env_assignment(words[i], err);
+        r = cfg_parse_env_assignment(words[i], err);
     /* Only when every word is valid are they merged, a later KEY replacing
      * an earlier one; a bad line changes nothing. */
     for (size_t i = 0; i < n_words && r >= 0; i++) {
         size_t n = act_strv_length(h->environment), j;
-        for (j = 0; j < n && !act_env_same_key(h->environment[j], words[i]); j++)
+        for (j = 0; j < n && !cfg_env_same_key(h->environment[j], words[i]); j++)
             ;
         if (j < n) {
             free(h->environment[j]);
@@ -141,8 +141,8 @@ static int apply_environment(void *target, const char *value, act_error *err)
 
 static int apply_user(void *target, const char *value, act_error *err)
 {
-    act_host_config *h = target;
-    int r = act_parse_account_name("user", value, err);
+    cfg_host *h = target;
+    int r = cfg_parse_account_name("user", value, err);
     if (r < 0)
         return r;
     return (h->user = strdup(value)) ? 0 : act_error_set(err, ENOMEM, "out of memory");
@@ -150,8 +150,8 @@ static int apply_user(void *target, const char *value, act_error *err)
 
 static int apply_group(void *target, const char *value, act_error *err)
 {
-    act_host_config *h = target;
-    int r = act_parse_account_name("group", value, err);
+    cfg_host *h = target;
+    int r = cfg_parse_account_name("group", value, err);
     if (r < 0)
         return r;
     return (h->group = strdup(value)) ? 0 : act_error_set(err, ENOMEM, "out of memory");
@@ -159,27 +159,27 @@ static int apply_group(void *target, const char *value, act_error *err)
 
 static int apply_ready(void *target, const char *value, act_error *err)
 {
-    act_host_config *h = target;
-    act_probe_spec spec = {0};
-    int r = reword(act_probe_parse(value, "", &spec, err), err);
+    cfg_host *h = target;
+    probe_spec spec = {0};
+    int r = reword(probe_parse(value, "", &spec, err), err);
     if (r < 0)
         return r;
-    act_probe_spec_clear(&h->ready);
+    probe_spec_clear(&h->ready);
     h->ready = spec;
     return 0;
 }
 
 static int apply_health_check(void *target, const char *value, act_error *err)
 {
-    act_host_config *h = target;
+    cfg_host *h = target;
     if (strcmp(value, "notify") == 0)
         return act_error_set(err, EINVAL,
                              "notify says when an app is ready, it cannot check its health (use "
                              "tcp:ADDR:PORT, unix:PATH or exec:PATH ARGS, or remove the line)");
-    act_probe_spec *spec = calloc(1, sizeof(*spec));
+    probe_spec *spec = calloc(1, sizeof(*spec));
     if (!spec)
         return act_error_set(err, ENOMEM, "out of memory");
-    int r = reword(act_probe_parse(value, "", spec, err), err);
+    int r = reword(probe_parse(value, "", spec, err), err);
     if (r < 0) {
         free(spec);
         return r;
@@ -190,58 +190,58 @@ static int apply_health_check(void *target, const char *value, act_error *err)
 
 static int apply_ready_timeout(void *target, const char *value, act_error *err)
 {
-    return act_parse_duration_range(value, ACT_USEC_PER_SEC, 30 * ACT_USEC_PER_SEC,
-                                    &((act_host_config *)target)->ready_timeout_usec, err);
+    return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 30 * CFG_USEC_PER_SEC,
+                                    &((cfg_host *)target)->ready_timeout_usec, err);
 }
 
 static int apply_stop_timeout(void *target, const char *value, act_error *err)
 {
-    return act_parse_duration_range(value, 0, 3600 * ACT_USEC_PER_SEC,
-                                    &((act_host_config *)target)->stop_timeout_usec, err);
+    return cfg_parse_duration_range(value, 0, 3600 * CFG_USEC_PER_SEC,
+                                    &((cfg_host *)target)->stop_timeout_usec, err);
 }
 
 /* 0 and infinity both mean "never park when idle": systemd spells "no
  * timeout" either way. */
 static int apply_idle_timeout(void *target, const char *value, act_error *err)
 {
-    act_host_config *h = target;
+    cfg_host *h = target;
     uint64_t usec;
-    if (act_parse_duration(value, &usec, NULL) == 0 && usec == ACT_USEC_INFINITY) {
+    if (cfg_parse_duration(value, &usec, NULL) == 0 && usec == CFG_USEC_INFINITY) {
         h->idle_timeout_usec = 0;
         return 0;
     }
-    return act_parse_duration_range(value, 0, 365 * 86400 * ACT_USEC_PER_SEC,
-                                    &h->idle_timeout_usec, err);
+    return cfg_parse_duration_range(value, 0, 365 * 86400 * CFG_USEC_PER_SEC, &h->idle_timeout_usec,
+                                    err);
 }
 
 static int apply_max_starts(void *target, const char *value, act_error *err)
 {
     uint64_t n;
-    int r = act_parse_uint(value, 1, 5, &n, err);
+    int r = cfg_parse_uint(value, 1, 5, &n, err);
     if (r < 0)
         return r;
-    ((act_host_config *)target)->max_starts = (uint8_t)n;
+    ((cfg_host *)target)->max_starts = (uint8_t)n;
     return 0;
 }
 
 static int apply_start_rate_limit(void *target, const char *value, act_error *err)
 {
-    return act_parse_rate(value, 1e6, &((act_host_config *)target)->start_rate_limit, err);
+    return cfg_parse_rate(value, 1e6, &((cfg_host *)target)->start_rate_limit, err);
 }
 
 /* systemd.socket(5)'s stream forms: ADDR:PORT, [V6]:PORT, /PATH, and a bare
  * PORT for every address of the box. An empty value clears the list. */
 static int apply_listen_stream(void *target, const char *value, act_error *err)
 {
-    act_host_config *h = target;
+    cfg_host *h = target;
     if (value[0] == '\0') {
         free(h->listen);
         h->listen = NULL;
         h->n_listen = 0;
         return 0;
     }
-    act_listen_address address;
-    int r = reword(act_listen_parse_stream(value, "", &address, err), err);
+    lsn_address address;
+    int r = reword(lsn_parse_stream(value, "", &address, err), err);
     if (r < 0)
         return r;
     for (size_t i = 0; i < h->n_listen; i++)
@@ -251,7 +251,7 @@ static int apply_listen_stream(void *target, const char *value, act_error *err)
     if (h->n_listen >= LISTEN_MAX)
         return act_error_set(err, E2BIG, "more than %d sockets for one host (split the host)",
                              LISTEN_MAX);
-    act_listen_address *grown = realloc(h->listen, (h->n_listen + 1u) * sizeof(*grown));
+    lsn_address *grown = realloc(h->listen, (h->n_listen + 1u) * sizeof(*grown));
     if (!grown)
         return act_error_set(err, ENOMEM, "out of memory");
     grown[h->n_listen++] = address;
@@ -262,54 +262,53 @@ static int apply_listen_stream(void *target, const char *value, act_error *err)
 static int apply_backlog(void *target, const char *value, act_error *err)
 {
     uint64_t n;
-    int r = act_parse_uint(value, 1, 65535, &n, err);
+    int r = cfg_parse_uint(value, 1, 65535, &n, err);
     if (r < 0)
         return r;
-    ((act_host_config *)target)->backlog = (uint32_t)n;
+    ((cfg_host *)target)->backlog = (uint32_t)n;
     return 0;
 }
 
 static int apply_memory_max(void *target, const char *value, act_error *err)
 {
-    return act_parse_size(value, &((act_host_config *)target)->limits.memory_max, err);
+    return cfg_parse_size(value, &((cfg_host *)target)->limits.memory_max, err);
 }
 
 static int apply_memory_high(void *target, const char *value, act_error *err)
 {
-    return act_parse_size(value, &((act_host_config *)target)->limits.memory_high, err);
+    return cfg_parse_size(value, &((cfg_host *)target)->limits.memory_high, err);
 }
 
 static int apply_pids_max(void *target, const char *value, act_error *err)
 {
-    act_host_config *h = target;
+    cfg_host *h = target;
     if (strcmp(value, "infinity") == 0) {
-        h->limits.pids_max = ACT_LIMIT_INFINITY;
+        h->limits.pids_max = CFG_LIMIT_INFINITY;
         return 0;
     }
     /* The kernel's pid_max tops out at 4194304 (PID_MAX_LIMIT). */
-    return act_parse_uint(value, 1, 4194304, &h->limits.pids_max, err);
+    return cfg_parse_uint(value, 1, 4194304, &h->limits.pids_max, err);
 }
 
 static int apply_cpu_quota(void *target, const char *value, act_error *err)
 {
-    return act_parse_percent(value, 1, 100000,
-                             &((act_host_config *)target)->limits.cpu_quota_percent, err);
+    return cfg_parse_percent(value, 1, 100000, &((cfg_host *)target)->limits.cpu_quota_percent,
+                             err);
 }
 
 static int apply_cpu_weight(void *target, const char *value, act_error *err)
 {
     uint64_t n;
-    int r = act_parse_uint(value, 1, 10000, &n, err);
+    int r = cfg_parse_uint(value, 1, 10000, &n, err);
     if (r < 0)
         return r;
-    ((act_host_config *)target)->limits.cpu_weight = (uint16_t)n;
+    ((cfg_host *)target)->limits.cpu_weight = (uint16_t)n;
     return 0;
 }
 
 static int apply_syscall_filter(void *target, const char *value, act_error *err)
 {
-    return act_parse_syscall_filter(value, &((act_host_config *)target)->limits.syscall_filter,
-                                    err);
+    return cfg_parse_syscall_filter(value, &((cfg_host *)target)->limits.syscall_filter, err);
 }
 
 enum {
@@ -337,7 +336,7 @@ enum {
     N_KEYS,
 };
 
-static const act_ini_key host_keys[N_KEYS] = {
+static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_EXEC] = {"Host", "Exec", apply_exec, false},
     [KEY_ENVIRONMENT] = {"Host", "Environment", apply_environment, true},
     [KEY_USER] = {"Host", "User", apply_user, false},
@@ -364,26 +363,25 @@ static const act_ini_key host_keys[N_KEYS] = {
 /* Checks what spans keys. A key whose value was refused has been reported
  * on its line: it counts as set (so it is not "not set" as well), and the
  * checks that need its value skip it. */
-static int finish(act_host_config *h, const char *path, const unsigned *key_lines,
-                  act_config_errors *errors)
+static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_errors *errors)
 {
     int problems = 0;
     if (!key_lines[KEY_EXEC]) {
-        act_config_errors_add(errors, path, 0, "Exec",
-                              "not set (add Exec=PATH ARGS under [Host], PATH inside the staged "
-                              "build, like Exec=bin/server --port 8080)");
+        cfg_errors_add(errors, path, 0, "Exec",
+                       "not set (add Exec=PATH ARGS under [Host], PATH inside the staged "
+                       "build, like Exec=bin/server --port 8080)");
         problems++;
     }
     if (h->group && !key_lines[KEY_USER]) {
-        act_config_errors_add(errors, path, key_lines[KEY_GROUP], "Group",
-                              "set without User= (set User= too, or remove Group=)");
+        cfg_errors_add(errors, path, key_lines[KEY_GROUP], "Group",
+                       "set without User= (set User= too, or remove Group=)");
         problems++;
     }
     uint64_t high = h->limits.memory_high, max = h->limits.memory_max;
-    if (high && max && high != ACT_LIMIT_INFINITY && max != ACT_LIMIT_INFINITY && high > max) {
-        act_config_errors_add(errors, path, key_lines[KEY_MEMORY_HIGH], "MemoryHigh",
-                              "is above MemoryMax=, so it would never throttle (make it lower "
-                              "than MemoryMax= or remove it)");
+    if (high && max && high != CFG_LIMIT_INFINITY && max != CFG_LIMIT_INFINITY && high > max) {
+        cfg_errors_add(errors, path, key_lines[KEY_MEMORY_HIGH], "MemoryHigh",
+                       "is above MemoryMax=, so it would never throttle (make it lower "
+                       "than MemoryMax= or remove it)");
         problems++;
     }
     return problems;
@@ -391,21 +389,21 @@ static int finish(act_host_config *h, const char *path, const unsigned *key_line
 
 /* Checks file_name and derives the host name; 0 or a problem reported. */
 static int host_name_from_file(const char *dir, const char *file_name, char **name,
-                               act_config_errors *errors)
+                               cfg_errors *errors)
 {
     char shown[160];
     snprintf(shown, sizeof(shown), "%s/%.100s", dir, file_name);
     if (strchr(file_name, '/')) {
-        act_config_errors_add(errors, shown, 0, NULL,
-                              "a host file must be a plain file name in the hosts directory, "
-                              "not a path (move it into %s)",
-                              dir);
+        cfg_errors_add(errors, shown, 0, NULL,
+                       "a host file must be a plain file name in the hosts directory, "
+                       "not a path (move it into %s)",
+                       dir);
         return -EINVAL;
     }
     size_t len = strlen(file_name);
     if (len < 6 || strcmp(file_name + len - 5, ".conf") != 0) {
-        act_config_errors_add(errors, shown, 0, NULL,
-                              "a host file's name must be <host>.conf (rename it)");
+        cfg_errors_add(errors, shown, 0, NULL,
+                       "a host file's name must be <host>.conf (rename it)");
         return -EINVAL;
     }
     _cleanup_free_ char *host = strndup(file_name, len - 5);
@@ -413,19 +411,19 @@ static int host_name_from_file(const char *dir, const char *file_name, char **na
         return -ENOMEM;
     act_error err = {0};
     if (act_name_check("host", host, &err) < 0) {
-        act_config_errors_add(errors, shown, 0, NULL,
-                              "%s (the file name without .conf is the host name; rename the file)",
-                              err.message);
+        cfg_errors_add(errors, shown, 0, NULL,
+                       "%s (the file name without .conf is the host name; rename the file)",
+                       err.message);
         return -EINVAL;
     }
     *name = TAKE_PTR(host);
     return 0;
 }
 
-static int load_host_at(int dir_fd, const char *dir, const char *file_name, act_host_config *out,
-                        act_config_errors *errors)
+static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_host *out,
+                        cfg_errors *errors)
 {
-    *out = (act_host_config){0};
+    *out = (cfg_host){0};
     _cleanup_free_ char *name = NULL;
     int r = host_name_from_file(dir, file_name, &name, errors);
     if (r < 0)
@@ -437,20 +435,19 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, act_
         openat(dir_fd, file_name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         int saved = errno;
-        act_config_errors_add(errors, path, 0, NULL, "cannot open: %s (check the file)",
-                              strerror(saved));
+        cfg_errors_add(errors, path, 0, NULL, "cannot open: %s (check the file)", strerror(saved));
         return -saved;
     }
-    _cleanup_(act_host_config_free) act_host_config h = {
-        .ready = {.kind = ACT_PROBE_NOTIFY},
-        .ready_timeout_usec = 30 * ACT_USEC_PER_SEC,
-        .stop_timeout_usec = 10 * ACT_USEC_PER_SEC,
-        .idle_timeout_usec = 300 * ACT_USEC_PER_SEC,
+    _cleanup_(cfg_host_free) cfg_host h = {
+        .ready = {.kind = PROBE_NOTIFY},
+        .ready_timeout_usec = 30 * CFG_USEC_PER_SEC,
+        .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
+        .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
         .max_starts = 5,
         .backlog = SOMAXCONN,
     };
     unsigned key_lines[N_KEYS] = {0};
-    int problems = act_ini_parse_fd(fd, path, host_keys, N_KEYS, &h, key_lines, errors);
+    int problems = cfg_ini_parse_fd(fd, path, host_keys, N_KEYS, &h, key_lines, errors);
     if (problems < 0)
         return problems;
     problems += finish(&h, path, key_lines, errors);
@@ -461,40 +458,38 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, act_
     return 0;
 }
 
-int act_config_load_host_file(const char *dir, const char *file_name, act_host_config *host,
-                              act_config_errors *errors)
+int cfg_load_host_file(const char *dir, const char *file_name, cfg_host *host, cfg_errors *errors)
 {
-    *host = (act_host_config){0};
+    *host = (cfg_host){0};
     /* The name is checked before the directory is even opened: a refused
      * name touches nothing. */
     _cleanup_free_ char *name = NULL;
     int r = host_name_from_file(dir, file_name, &name, errors);
     if (r < 0)
         return r;
-    _cleanup_close_ int dir_fd = act_config_open_hosts_dir(dir, errors);
+    _cleanup_close_ int dir_fd = cfg_open_hosts_dir(dir, errors);
     if (dir_fd < 0)
         return dir_fd;
     return load_host_at(dir_fd, dir, file_name, host, errors);
 }
 
-int act_host_config_credentials(const act_host_config *config, uid_t *uid, gid_t *gid, bool *have,
-                                act_error *err)
+int cfg_host_credentials(const cfg_host *config, uid_t *uid, gid_t *gid, bool *have, act_error *err)
 {
     assert(config && uid && gid && have);
     *have = false;
     if (!config->user)
         return 0;
-    int r = act_resolve_user("User", config->user, uid, gid, err);
+    int r = cfg_resolve_user("User", config->user, uid, gid, err);
     if (r == 0 && config->group)
-        r = act_resolve_group("Group", config->group, gid, err);
+        r = cfg_resolve_group("Group", config->group, gid, err);
     if (r < 0)
         return act_error_prefix(err, "host %s", config->name);
     *have = true;
     return 0;
 }
 
-int act_config_load_host_at(int dir_fd, const char *dir, const char *file_name,
-                            act_host_config *host, act_config_errors *errors)
+int cfg_load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_host *host,
+                     cfg_errors *errors)
 {
     return load_host_at(dir_fd, dir, file_name, host, errors);
 }

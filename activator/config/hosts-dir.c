@@ -69,7 +69,7 @@ static int list_conf_files(int dir_fd, char ***out, size_t *n_out)
 }
 
 typedef struct listen_owner {
-    const act_listen_address *address;
+    const lsn_address *address;
     size_t host;
 } listen_owner;
 
@@ -86,8 +86,8 @@ static int compare_owners(const void *a, const void *b)
 
 /* Two hosts cannot bind one address; sorting all addresses finds every clash
  * in n log n even with 10,000 hosts. The later host (in name order) loses. */
-static int refuse_shared_addresses(const char *dir, act_host_config *hosts, size_t n, bool *refused,
-                                   act_config_errors *errors)
+static int refuse_shared_addresses(const char *dir, cfg_host *hosts, size_t n, bool *refused,
+                                   cfg_errors *errors)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
@@ -116,73 +116,71 @@ static int refuse_shared_addresses(const char *dir, act_host_config *hosts, size
             continue;
         refused[loser] = true;
         char shown[128];
-        act_listen_format(owners[i].address, shown, sizeof(shown));
+        lsn_format(owners[i].address, shown, sizeof(shown));
         char path[512];
         snprintf(path, sizeof(path), "%s/%s.conf", dir, hosts[loser].name);
-        act_config_errors_add(errors, path, 0, "ListenStream",
-                              "%s is also a socket of host %s (give each host its own address)",
-                              shown, hosts[owners[first].host].name);
+        cfg_errors_add(errors, path, 0, "ListenStream",
+                       "%s is also a socket of host %s (give each host its own address)", shown,
+                       hosts[owners[first].host].name);
     }
     return 0;
 }
 
-int act_config_open_hosts_dir(const char *dir, act_config_errors *errors)
+int cfg_open_hosts_dir(const char *dir, cfg_errors *errors)
 {
     int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir_fd < 0) {
         int saved = errno;
-        act_config_errors_add(errors, dir, 0, NULL,
-                              "cannot open the hosts directory: %s (create it or set "
-                              "HostsDirectory=)",
-                              strerror(saved));
+        cfg_errors_add(errors, dir, 0, NULL,
+                       "cannot open the hosts directory: %s (create it or set "
+                       "HostsDirectory=)",
+                       strerror(saved));
         return -saved;
     }
     return dir_fd;
 }
 
-int act_config_load_hosts(const char *dir, act_host_config **hosts_out, size_t *n_out,
-                          act_config_errors *errors)
+int cfg_load_hosts(const char *dir, cfg_host **hosts_out, size_t *n_out, cfg_errors *errors)
 {
     *hosts_out = NULL;
     *n_out = 0;
-    _cleanup_close_ int dir_fd = act_config_open_hosts_dir(dir, errors);
+    _cleanup_close_ int dir_fd = cfg_open_hosts_dir(dir, errors);
     if (dir_fd < 0)
         return dir_fd;
     char **names = NULL;
     size_t n_names = 0;
     int r = list_conf_files(dir_fd, &names, &n_names);
     if (r < 0) {
-        act_config_errors_add(errors, dir, 0, NULL, "cannot list the hosts directory: %s",
-                              strerror(-r));
+        cfg_errors_add(errors, dir, 0, NULL, "cannot list the hosts directory: %s", strerror(-r));
         return r;
     }
-    act_host_config *hosts = calloc(n_names ? n_names : 1, sizeof(*hosts));
+    cfg_host *hosts = calloc(n_names ? n_names : 1, sizeof(*hosts));
     if (!hosts) {
         names_free(names, n_names);
         return -ENOMEM;
     }
     size_t n = 0;
     for (size_t i = 0; i < n_names; i++) {
-        if (act_config_load_host_at(dir_fd, dir, names[i], &hosts[n], errors) == 0)
+        if (cfg_load_host_at(dir_fd, dir, names[i], &hosts[n], errors) == 0)
             n++;
     }
     names_free(names, n_names);
 
     _cleanup_free_ bool *refused = calloc(n ? n : 1, sizeof(bool));
     if (!refused || refuse_shared_addresses(dir, hosts, n, refused, errors) < 0) {
-        act_host_configs_free(hosts, n);
+        cfg_hosts_free(hosts, n);
         return -ENOMEM;
     }
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         if (refused[i])
-            act_host_config_free(&hosts[i]);
+            cfg_host_free(&hosts[i]);
         else
             hosts[kept++] = hosts[i];
     }
     /* Give back the slots of skipped files: the table lives as long as the
      * daemon. */
-    act_host_config *shrunk = realloc(hosts, (kept ? kept : 1) * sizeof(*hosts));
+    cfg_host *shrunk = realloc(hosts, (kept ? kept : 1) * sizeof(*hosts));
     *hosts_out = shrunk ? shrunk : hosts;
     *n_out = kept;
     return 0;

@@ -22,11 +22,11 @@
 typedef struct ini_state {
     FILE *file;
     const char *path;
-    const act_ini_key *keys;
+    const cfg_ini_key *keys;
     size_t n_keys;
     void *target;
     unsigned *key_lines;
-    act_config_errors *errors;
+    cfg_errors *errors;
     char *line_buf;
     size_t line_cap;
     unsigned line;
@@ -44,7 +44,7 @@ static void problem(ini_state *st, const char *key, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    act_config_errors_add(st->errors, st->path, st->line, key, "%s", what);
+    cfg_errors_add(st->errors, st->path, st->line, key, "%s", what);
     st->problems++;
 }
 
@@ -181,7 +181,7 @@ static int handle_key(void *user, const char *section, const char *name, const c
     }
     if (!st->section_known)
         return 1; /* the section header was reported once */
-    const act_ini_key *key = NULL;
+    const cfg_ini_key *key = NULL;
     size_t index = 0;
     for (size_t i = 0; i < st->n_keys; i++) {
         if (strcmp(st->keys[i].section, section) == 0 && strcmp(st->keys[i].name, name) == 0) {
@@ -236,21 +236,20 @@ static int handle_key(void *user, const char *section, const char *name, const c
     return 1;
 }
 
-int act_ini_parse_fd(int fd, const char *path, const act_ini_key *keys, size_t n_keys, void *target,
-                     unsigned *key_lines, act_config_errors *errors)
+int cfg_ini_parse_fd(int fd, const char *path, const cfg_ini_key *keys, size_t n_keys, void *target,
+                     unsigned *key_lines, cfg_errors *errors)
 {
     struct stat stat_buf;
     if (fstat(fd, &stat_buf) < 0)
         goto cannot_read;
     if (!S_ISREG(stat_buf.st_mode)) {
-        act_config_errors_add(errors, path, 0, NULL,
-                              "not a regular file (replace it with a text file)");
+        cfg_errors_add(errors, path, 0, NULL, "not a regular file (replace it with a text file)");
         return -EISDIR;
     }
     if (stat_buf.st_size > INI_FILE_MAX) {
-        act_config_errors_add(errors, path, 0, NULL,
-                              "the file is larger than %d KiB (is it the right file?)",
-                              INI_FILE_MAX / 1024);
+        cfg_errors_add(errors, path, 0, NULL,
+                       "the file is larger than %d KiB (is it the right file?)",
+                       INI_FILE_MAX / 1024);
         return -EFBIG;
     }
     int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
@@ -274,23 +273,21 @@ int act_ini_parse_fd(int fd, const char *path, const act_ini_key *keys, size_t n
     fclose(st.file);
     free(st.line_buf);
     if (r < 0 || read_failed) {
-        act_config_errors_add(errors, path, 0, NULL,
-                              "cannot read the file (check that it is readable)");
+        cfg_errors_add(errors, path, 0, NULL, "cannot read the file (check that it is readable)");
         return -EIO;
     }
     if (r > 0 && st.problems == 0) {
         /* The reader passes only lines inih accepts; a line number from inih
          * means a rule this glue does not know yet, so report it rather than
          * lose it. */
-        act_config_errors_add(errors, path, (unsigned)r, NULL, "inih cannot parse this line");
+        cfg_errors_add(errors, path, (unsigned)r, NULL, "inih cannot parse this line");
         return 1;
     }
     return st.problems;
 
 cannot_read : {
     int saved = errno;
-    act_config_errors_add(errors, path, 0, NULL, "cannot read: %s (check the file)",
-                          strerror(saved));
+    cfg_errors_add(errors, path, 0, NULL, "cannot read: %s (check the file)", strerror(saved));
     return -saved;
 }
 }

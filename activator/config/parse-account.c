@@ -27,7 +27,7 @@ static int parse_id(const char *text, uint32_t *id)
     return 1;
 }
 
-int act_parse_account_name(const char *what, const char *text, act_error *err)
+int cfg_parse_account_name(const char *what, const char *text, act_error *err)
 {
     assert(what && text);
     char shown[ACT_TEXT_SHOW_MAX];
@@ -77,17 +77,17 @@ static int lookup_failed(const char *key, const char *text, const char *what, in
                          key, shown, what, strerror(errnum), what);
 }
 
-/* The syntax check of act_parse_account_name, with key= in front. */
+/* The syntax check of cfg_parse_account_name, with key= in front. */
 static int check_account(const char *key, const char *what, const char *text, uint32_t *id,
                          act_error *err)
 {
-    int r = act_parse_account_name(what, text, err);
+    int r = cfg_parse_account_name(what, text, err);
     if (r < 0)
         return act_error_prefix(err, "%s", key);
     return parse_id(text, id);
 }
 
-int act_resolve_user(const char *key, const char *text, uid_t *uid, gid_t *gid, act_error *err)
+int cfg_resolve_user(const char *key, const char *text, uid_t *uid, gid_t *gid, act_error *err)
 {
     assert(key && text && uid && gid);
     uint32_t id;
@@ -108,7 +108,7 @@ int act_resolve_user(const char *key, const char *text, uid_t *uid, gid_t *gid, 
     return 0;
 }
 
-int act_resolve_group(const char *key, const char *text, gid_t *gid, act_error *err)
+int cfg_resolve_group(const char *key, const char *text, gid_t *gid, act_error *err)
 {
     assert(key && text && gid);
     uint32_t id;

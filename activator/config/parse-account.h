@@ -11,7 +11,7 @@
  * optionally ending in $, at most 32 characters) or a numeric id (0 to
  * 4294967294, not 65535: as systemd, the 16-bit and 32-bit -1 are never
  * real ids). what is "user" or "group". */
-int act_parse_account_name(const char *what, const char *text, act_error *err);
+int cfg_parse_account_name(const char *what, const char *text, act_error *err);
 
 /* key=text (User=) on this box: a name is looked up in the user database
  * for its uid and primary gid; a number is the uid itself, with the primary
@@ -19,8 +19,8 @@ int act_parse_account_name(const char *what, const char *text, act_error *err);
  * User= runs an id that has no passwd entry). Errors read "User=web1: no
  * such user on this box; create it or change User=". Not thread-safe: it
  * uses getpwnam(3). */
-int act_resolve_user(const char *key, const char *text, uid_t *uid, gid_t *gid, act_error *err);
+int cfg_resolve_user(const char *key, const char *text, uid_t *uid, gid_t *gid, act_error *err);
 
 /* key=text (Group=, ControlGroup=) on this box: a name is looked up in the
  * group database; a number is the gid itself. Not thread-safe either. */
-int act_resolve_group(const char *key, const char *text, gid_t *gid, act_error *err);
+int cfg_resolve_group(const char *key, const char *text, gid_t *gid, act_error *err);

@@ -9,11 +9,11 @@
 
 #include "common/text.h"
 
-#define USEC_PER_MIN (60 * ACT_USEC_PER_SEC)
-#define USEC_PER_HOUR (3600 * ACT_USEC_PER_SEC)
-#define USEC_PER_DAY (86400 * ACT_USEC_PER_SEC)
+#define USEC_PER_MIN (60 * CFG_USEC_PER_SEC)
+#define USEC_PER_HOUR (3600 * CFG_USEC_PER_SEC)
+#define USEC_PER_DAY (86400 * CFG_USEC_PER_SEC)
 /* systemd's month and year: a twelfth of, and, 365.25 days. */
-#define USEC_PER_YEAR (31557600 * ACT_USEC_PER_SEC)
+#define USEC_PER_YEAR (31557600 * CFG_USEC_PER_SEC)
 #define USEC_PER_MONTH (USEC_PER_YEAR / 12)
 
 /* systemd.time(7)'s units. They are case-sensitive: M is a month, m a
@@ -28,10 +28,10 @@ static const struct {
     {"\xc2\xb5s", 1}, /* µs, with the micro sign */
     {"ms", 1000},
     {"msec", 1000},
-    {"s", ACT_USEC_PER_SEC},
-    {"sec", ACT_USEC_PER_SEC},
-    {"second", ACT_USEC_PER_SEC},
-    {"seconds", ACT_USEC_PER_SEC},
+    {"s", CFG_USEC_PER_SEC},
+    {"sec", CFG_USEC_PER_SEC},
+    {"second", CFG_USEC_PER_SEC},
+    {"seconds", CFG_USEC_PER_SEC},
     {"m", USEC_PER_MIN},
     {"min", USEC_PER_MIN},
     {"minute", USEC_PER_MIN},
@@ -118,7 +118,7 @@ static int parse_term(const char **p, const char *text, uint64_t *total, act_err
     /* Blanks may stand between a number and its unit ("5 min"). */
     const char *unit = at + strspn(at, " \t");
     size_t unit_len = unit_length(unit);
-    uint64_t factor = unit_len ? unit_factor(unit, unit_len) : ACT_USEC_PER_SEC;
+    uint64_t factor = unit_len ? unit_factor(unit, unit_len) : CFG_USEC_PER_SEC;
     if (unit_len)
         at = unit + unit_len;
     /* After a unit the next term may follow at once ("1min30s"); after a
@@ -134,12 +134,12 @@ static int parse_term(const char **p, const char *text, uint64_t *total, act_err
     return 0;
 }
 
-int act_parse_duration(const char *text, uint64_t *usec, act_error *err)
+int cfg_parse_duration(const char *text, uint64_t *usec, act_error *err)
 {
     assert(text && usec);
     const char *p = text + strspn(text, " \t");
     if (strncmp(p, "infinity", 8) == 0 && p[8 + strspn(p + 8, " \t")] == '\0') {
-        *usec = ACT_USEC_INFINITY;
+        *usec = CFG_USEC_INFINITY;
         return 0;
     }
     uint64_t total = 0;
@@ -155,20 +155,20 @@ int act_parse_duration(const char *text, uint64_t *usec, act_error *err)
     return 0;
 }
 
-void act_format_duration(uint64_t usec, char *out, size_t out_size)
+void cfg_format_duration(uint64_t usec, char *out, size_t out_size)
 {
     static const struct {
         const char *suffix;
         uint64_t usec;
     } steps[] = {
-        {"d", 86400 * ACT_USEC_PER_SEC},
-        {"h", 3600 * ACT_USEC_PER_SEC},
-        {"min", 60 * ACT_USEC_PER_SEC},
-        {"s", ACT_USEC_PER_SEC},
+        {"d", 86400 * CFG_USEC_PER_SEC},
+        {"h", 3600 * CFG_USEC_PER_SEC},
+        {"min", 60 * CFG_USEC_PER_SEC},
+        {"s", CFG_USEC_PER_SEC},
         {"ms", 1000},
         {"us", 1},
     };
-    if (usec == 0 || usec == ACT_USEC_INFINITY) {
+    if (usec == 0 || usec == CFG_USEC_INFINITY) {
         snprintf(out, out_size, "%s", usec ? "infinity" : "0");
         return;
     }
@@ -186,21 +186,20 @@ void act_format_duration(uint64_t usec, char *out, size_t out_size)
     }
 }
 
-int act_parse_duration_range(const char *text, uint64_t min_usec, uint64_t max_usec, uint64_t *usec,
+int cfg_parse_duration_range(const char *text, uint64_t min_usec, uint64_t max_usec, uint64_t *usec,
                              act_error *err)
 {
     uint64_t value;
-    int r = act_parse_duration(text, &value, err);
+    int r = cfg_parse_duration(text, &value, err);
     if (r < 0)
         return r;
     if (value < min_usec || value > max_usec) {
         char shown[ACT_TEXT_SHOW_MAX], lo[64], hi[64];
-        act_format_duration(min_usec, lo, sizeof(lo));
-        act_format_duration(max_usec, hi, sizeof(hi));
-        return act_error_set(err, ERANGE, "%s is %s (use %s to %s)",
-                             act_text_show(text, shown, sizeof(shown)),
-                             value == ACT_USEC_INFINITY ? "not allowed here" : "out of range", lo,
-                             hi);
+        cfg_format_duration(min_usec, lo, sizeof(lo));
+        cfg_format_duration(max_usec, hi, sizeof(hi));
+        return act_error_set(
+            err, ERANGE, "%s is %s (use %s to %s)", act_text_show(text, shown, sizeof(shown)),
+            value == CFG_USEC_INFINITY ? "not allowed here" : "out of range", lo, hi);
     }
     *usec = value;
     return 0;

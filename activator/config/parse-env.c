@@ -15,7 +15,7 @@ static bool reserved_key(const char *key, size_t len)
     return len >= 10 && strncmp(key, "ACTIVATOR_", 10) == 0;
 }
 
-int act_parse_env_assignment(const char *word, act_error *err)
+int cfg_parse_env_assignment(const char *word, act_error *err)
 {
     char shown[ACT_TEXT_SHOW_MAX];
     const char *eq = strchr(word, '=');
@@ -41,7 +41,7 @@ int act_parse_env_assignment(const char *word, act_error *err)
     return 0;
 }
 
-bool act_env_same_key(const char *a, const char *b)
+bool cfg_env_same_key(const char *a, const char *b)
 {
     size_t len = strcspn(a, "=");
     return strncmp(a, b, len) == 0 && b[len] == '=';

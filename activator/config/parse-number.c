@@ -8,7 +8,7 @@
 
 #include "common/text.h"
 
-int act_parse_bool(const char *text, bool *out, act_error *err)
+int cfg_parse_bool(const char *text, bool *out, act_error *err)
 {
     /* systemd's parse_boolean: these, in any case. */
     static const char *const yes[] = {"yes", "true", "on", "1", "y", "t"};
@@ -28,7 +28,7 @@ int act_parse_bool(const char *text, bool *out, act_error *err)
                          act_text_show(text, shown, sizeof(shown)));
 }
 
-int act_parse_uint(const char *text, uint64_t min, uint64_t max, uint64_t *out, act_error *err)
+int cfg_parse_uint(const char *text, uint64_t min, uint64_t max, uint64_t *out, act_error *err)
 {
     char shown[ACT_TEXT_SHOW_MAX];
     act_text_show(text, shown, sizeof(shown));
@@ -46,7 +46,7 @@ int act_parse_uint(const char *text, uint64_t min, uint64_t max, uint64_t *out, 
     return 0;
 }
 
-int act_parse_percent(const char *text, uint32_t min, uint32_t max, uint32_t *out, act_error *err)
+int cfg_parse_percent(const char *text, uint32_t min, uint32_t max, uint32_t *out, act_error *err)
 {
     char shown[ACT_TEXT_SHOW_MAX];
     size_t len = strlen(text);
@@ -64,7 +64,7 @@ int act_parse_percent(const char *text, uint32_t min, uint32_t max, uint32_t *ou
     return 0;
 }
 
-int act_parse_rate(const char *text, double max, double *out, act_error *err)
+int cfg_parse_rate(const char *text, double max, double *out, act_error *err)
 {
     char shown[ACT_TEXT_SHOW_MAX];
     act_text_show(text, shown, sizeof(shown));

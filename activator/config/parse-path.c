@@ -5,7 +5,7 @@
 #include "common/paths.h"
 #include "common/text.h"
 
-int act_parse_build_path(const char *text, act_error *err)
+int cfg_parse_build_path(const char *text, act_error *err)
 {
     char shown[ACT_TEXT_SHOW_MAX];
     act_text_show(text, shown, sizeof(shown));

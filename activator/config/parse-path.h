@@ -6,4 +6,4 @@
 
 /* A path inside a staged build ("bin/server"): relative, not empty, with no
  * "." or ".." component, so it can only name a file beneath the build. */
-int act_parse_build_path(const char *text, act_error *err);
+int cfg_parse_build_path(const char *text, act_error *err);

@@ -107,11 +107,11 @@ static int parse_bytes(const char *text, uint64_t *out, act_error *err)
     return 0;
 }
 
-int act_parse_size(const char *text, uint64_t *out, act_error *err)
+int cfg_parse_size(const char *text, uint64_t *out, act_error *err)
 {
     assert(text && out);
     if (strcmp(text, "infinity") == 0) {
-        *out = ACT_SIZE_INFINITY;
+        *out = CFG_SIZE_INFINITY;
         return 0;
     }
     uint64_t value;

@@ -10,11 +10,11 @@
 #include "common/split-argv.h"
 #include "common/text.h"
 
-void act_syscall_filter_clear(act_syscall_filter *filter)
+void cfg_syscall_filter_clear(cfg_syscall_filter *filter)
 {
     act_strv_free(filter->deny);
     act_strv_free(filter->allow);
-    *filter = (act_syscall_filter){0};
+    *filter = (cfg_syscall_filter){0};
 }
 
 /* Appends name to *list (NULL-terminated, growing one at a time: lists here
@@ -33,7 +33,7 @@ static int strv_append(char ***list, const char *name, act_error *err)
     return 0;
 }
 
-int act_parse_syscall_filter(const char *text, act_syscall_filter *out, act_error *err)
+int cfg_parse_syscall_filter(const char *text, cfg_syscall_filter *out, act_error *err)
 {
     _cleanup_(act_strv_freep) char **words = NULL;
     int r = act_split_argv(text, &words, err);
@@ -46,8 +46,8 @@ int act_parse_syscall_filter(const char *text, act_syscall_filter *out, act_erro
                              "then optionally ~name to deny more or name to allow one)",
                              act_text_show(text, shown, sizeof(shown)));
 
-    _cleanup_(act_syscall_filter_clear) act_syscall_filter filter = {0};
-    filter.base = strcmp(words[0], "none") == 0 ? ACT_SYSCALLS_NONE : ACT_SYSCALLS_DEFAULT;
+    _cleanup_(cfg_syscall_filter_clear) cfg_syscall_filter filter = {0};
+    filter.base = strcmp(words[0], "none") == 0 ? CFG_SYSCALLS_NONE : CFG_SYSCALLS_DEFAULT;
     for (size_t i = 1; words[i]; i++) {
         bool deny = words[i][0] == '~';
         const char *name = words[i] + (deny ? 1 : 0);
@@ -62,7 +62,7 @@ int act_parse_syscall_filter(const char *text, act_syscall_filter *out, act_erro
                                  "\"%s\" is not a system call on this machine (check the spelling, "
                                  "e.g. ptrace or io_uring_setup)",
                                  shown);
-        if (!deny && filter.base == ACT_SYSCALLS_NONE)
+        if (!deny && filter.base == CFG_SYSCALLS_NONE)
             return act_error_set(
                 err, EINVAL,
                 "%s is allowed, but with none nothing is denied (drop the name, or "
@@ -72,7 +72,7 @@ int act_parse_syscall_filter(const char *text, act_syscall_filter *out, act_erro
         if (r < 0)
             return r;
     }
-    act_syscall_filter_clear(out);
+    cfg_syscall_filter_clear(out);
     *out = TAKE_STRUCT(filter);
     return 0;
 }

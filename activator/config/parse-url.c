@@ -40,19 +40,19 @@ static const char *skip_host_port(const char *text)
 
 static void describe_allowed(unsigned allowed, char *out, size_t out_size)
 {
-    snprintf(out, out_size, "%s%s%s%s%s", (allowed & ACT_URL_IPC) ? "ipc:///PATH" : "",
-             (allowed & ACT_URL_IPC) && (allowed & ~ACT_URL_IPC) ? " or " : "",
-             (allowed & ACT_URL_TCP) ? "tcp://ADDR:PORT" : "",
-             (allowed & ACT_URL_TCP) && (allowed & ACT_URL_TLS_TCP) ? " or " : "",
-             (allowed & ACT_URL_TLS_TCP) ? "tls+tcp://ADDR:PORT" : "");
+    snprintf(out, out_size, "%s%s%s%s%s", (allowed & CFG_URL_IPC) ? "ipc:///PATH" : "",
+             (allowed & CFG_URL_IPC) && (allowed & ~CFG_URL_IPC) ? " or " : "",
+             (allowed & CFG_URL_TCP) ? "tcp://ADDR:PORT" : "",
+             (allowed & CFG_URL_TCP) && (allowed & CFG_URL_TLS_TCP) ? " or " : "",
+             (allowed & CFG_URL_TLS_TCP) ? "tls+tcp://ADDR:PORT" : "");
 }
 
-int act_parse_nng_url(const char *text, unsigned allowed, act_error *err)
+int cfg_parse_nng_url(const char *text, unsigned allowed, act_error *err)
 {
     char shown[ACT_TEXT_SHOW_MAX], forms[96];
     act_text_show(text, shown, sizeof(shown));
     describe_allowed(allowed, forms, sizeof(forms));
-    if (strncmp(text, "ipc://", 6) == 0 && (allowed & ACT_URL_IPC)) {
+    if (strncmp(text, "ipc://", 6) == 0 && (allowed & CFG_URL_IPC)) {
         const char *path = text + 6;
         act_error path_err = {0};
         if (act_path_check_absolute(path, &path_err) < 0)
@@ -67,9 +67,9 @@ int act_parse_nng_url(const char *text, unsigned allowed, act_error *err)
         return 0;
     }
     const char *host_port = NULL;
-    if (strncmp(text, "tcp://", 6) == 0 && (allowed & ACT_URL_TCP))
+    if (strncmp(text, "tcp://", 6) == 0 && (allowed & CFG_URL_TCP))
         host_port = text + 6;
-    else if (strncmp(text, "tls+tcp://", 10) == 0 && (allowed & ACT_URL_TLS_TCP))
+    else if (strncmp(text, "tls+tcp://", 10) == 0 && (allowed & CFG_URL_TLS_TCP))
         host_port = text + 10;
     if (!host_port)
         return act_error_set(err, EINVAL, "\"%s\" is not a URL this key takes (write %s)", shown,

@@ -6,11 +6,11 @@
 
 /* Which NNG transports a key accepts. */
 enum {
-    ACT_URL_IPC = 1 << 0,     /* ipc:///ABSOLUTE/PATH */
-    ACT_URL_TCP = 1 << 1,     /* tcp://ADDR:PORT */
-    ACT_URL_TLS_TCP = 1 << 2, /* tls+tcp://ADDR:PORT */
+    CFG_URL_IPC = 1 << 0,     /* ipc:///ABSOLUTE/PATH */
+    CFG_URL_TCP = 1 << 1,     /* tcp://ADDR:PORT */
+    CFG_URL_TLS_TCP = 1 << 2, /* tls+tcp://ADDR:PORT */
 };
 
 /* An NNG listen URL with one of the allowed transports. ADDR is numeric
  * (127.0.0.1, [::1]) or a host name; PORT is 1..65535. */
-int act_parse_nng_url(const char *text, unsigned allowed, act_error *err);
+int cfg_parse_nng_url(const char *text, unsigned allowed, act_error *err);

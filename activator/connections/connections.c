@@ -24,11 +24,11 @@
     ((1u << TCP_ESTABLISHED) | (1u << TCP_SYN_RECV) | (1u << TCP_CLOSE_WAIT))
 
 typedef struct dump_match {
-    const act_listen_address *address;
+    const lsn_address *address;
     uint64_t count;
 } dump_match;
 
-static bool same_ip(const act_listen_address *address, const struct inet_diag_msg *msg)
+static bool same_ip(const lsn_address *address, const struct inet_diag_msg *msg)
 {
     if (address->addr.sa.sa_family == AF_INET) {
         uint32_t want = address->addr.in4.sin_addr.s_addr;
@@ -97,7 +97,7 @@ static int run_dump(const void *request, size_t len, dump_match *match)
     }
 }
 
-static int count_tcp(const act_listen_address *address, uint64_t *count)
+static int count_tcp(const lsn_address *address, uint64_t *count)
 {
     uint16_t port = ntohs(address->addr.sa.sa_family == AF_INET ? address->addr.in4.sin_port
                                                                 : address->addr.in6.sin6_port);
@@ -127,7 +127,7 @@ static int count_tcp(const act_listen_address *address, uint64_t *count)
     return r;
 }
 
-static int count_unix(const act_listen_address *address, uint64_t *count)
+static int count_unix(const lsn_address *address, uint64_t *count)
 {
     struct {
         struct nlmsghdr header;
@@ -146,8 +146,7 @@ static int count_unix(const act_listen_address *address, uint64_t *count)
     return r;
 }
 
-int act_connections_count(const act_listen_address *addresses, size_t n_addresses,
-                          uint64_t *count, act_error *err)
+int conn_count(const lsn_address *addresses, size_t n_addresses, uint64_t *count, act_error *err)
 {
     assert(addresses || n_addresses == 0);
     assert(count);
@@ -157,7 +156,7 @@ int act_connections_count(const act_listen_address *addresses, size_t n_addresse
                                                            : count_tcp(&addresses[i], count);
         if (r < 0) {
             char shown[160];
-            act_listen_format(&addresses[i], shown, sizeof(shown));
+            lsn_format(&addresses[i], shown, sizeof(shown));
             return act_error_set(err, -r, "cannot count connections on %s through sock_diag: %s",
                                  shown, strerror(-r));
         }

@@ -14,5 +14,4 @@
  * whose local end is one of addresses: TCP sockets on the address's port
  * (any local address when the listener is bound to the wildcard), unix
  * stream sockets accepted from the path. Listening sockets are not counted. */
-int act_connections_count(const act_listen_address *addresses, size_t n_addresses,
-                          uint64_t *count, act_error *err);
+int conn_count(const lsn_address *addresses, size_t n_addresses, uint64_t *count, act_error *err);

@@ -39,29 +39,28 @@
 #include "common/error.h"
 
 /* Concurrent requests the server holds at once when options do not say. */
-#define ACT_CONTROL_DEFAULT_CONTEXTS 16
+#define CTRL_DEFAULT_CONTEXTS 16
 
 /* Messages above this are cut off by NNG's transport (the connection is
- * dropped). Below it, anything above ACT_REQUEST_MAX_BYTES still gets a
+ * dropped). Below it, anything above CTRL_REQUEST_MAX_BYTES still gets a
  * "too_large" error reply, so a 1 MiB body is answered, not just dropped. */
-#define ACT_CONTROL_RECV_MAX_BYTES (2 * 1024 * 1024)
+#define CTRL_RECV_MAX_BYTES (2 * 1024 * 1024)
 
-typedef struct act_control act_control;
+typedef struct ctrl_server ctrl_server;
 
 /* One request in flight; valid from dispatch until it is replied to. */
-typedef struct act_control_reply act_control_reply;
+typedef struct ctrl_reply ctrl_reply;
 
 /* Loop thread. request is valid only during the call: copy what outlives it. */
-typedef void (*act_control_dispatch_fn)(const act_request *request, act_control_reply *reply,
-                                        void *userdata);
+typedef void (*ctrl_dispatch_fn)(const ctrl_request *request, ctrl_reply *reply, void *userdata);
 
 /* Loop thread, after every reply is handed to NNG: op is the op's wire name
  * ("none" for a request refused before its op was known), outcome "ok" or the
  * error code. For the "control requests by op and outcome" metric. */
-typedef void (*act_control_observe_fn)(const char *op, const char *outcome,
-                                       uint64_t duration_usec, void *userdata);
+typedef void (*ctrl_observe_fn)(const char *op, const char *outcome, uint64_t duration_usec,
+                                void *userdata);
 
-typedef struct act_control_options {
+typedef struct ctrl_options {
     const char *url;        /* Control=, e.g. "ipc:///run/activator/control.ipc" */
     int ipc_permissions;    /* mode of an ipc:// socket file; 0 means 0600 */
     bool have_control_gid;  /* ControlGroup= set */
@@ -70,36 +69,35 @@ typedef struct act_control_options {
     const char *tls_certificate; /* TLSCertificate= (PEM) */
     const char *tls_key;         /* TLSKey= (PEM) */
     const char *tls_client_ca;   /* TLSClientCA= (PEM); client certificates are required */
-    unsigned contexts;           /* 0 means ACT_CONTROL_DEFAULT_CONTEXTS */
-    act_control_dispatch_fn dispatch;
-    act_control_observe_fn observe; /* optional */
+    unsigned contexts;           /* 0 means CTRL_DEFAULT_CONTEXTS */
+    ctrl_dispatch_fn dispatch;
+    ctrl_observe_fn observe;        /* optional */
     void *userdata;                 /* passed to dispatch and observe */
-} act_control_options;
+} ctrl_options;
 
 /* Loop thread. Listens on options->url (and options->tls_url) and starts
  * receiving. Fails with a sentence naming the URL or file that was wrong. */
-int act_control_new(sd_event *event, const act_control_options *options, act_control **out,
-                    act_error *err);
+int ctrl_new(sd_event *event, const ctrl_options *options, ctrl_server **out, act_error *err);
 
 /* Loop thread. Closes the sockets; reply handles not yet answered become
  * invalid and must not be used afterwards. */
-void act_control_free(act_control *control);
-DEFINE_TRIVIAL_CLEANUP_FUNC(act_control *, act_control_free)
+void ctrl_free(ctrl_server *control);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ctrl_server *, ctrl_free)
 
 /* The TCP port the TLS listener is bound to (useful with port 0), or -1. */
-int act_control_tls_port(const act_control *control);
+int ctrl_tls_port(const ctrl_server *control);
 
 /* Loop thread. Sends {"ok":true,"result":result} and takes ownership of
  * result (NULL sends null). The handle is invalid afterwards. */
-int act_control_reply_ok(act_control_reply *reply, json_object *result);
+int ctrl_reply_ok(ctrl_reply *reply, json_object *result);
 
 /* Loop thread. Sends {"ok":false,"error":{"code":code,"message":...}}; code is
  * a stable identifier (a reason code such as "not_owner"). */
-int act_control_reply_error(act_control_reply *reply, const char *code, const char *fmt, ...)
+int ctrl_reply_error(ctrl_reply *reply, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* The op of the request a handle answers. */
-act_op act_control_reply_op(const act_control_reply *reply);
+ctrl_op ctrl_reply_op(const ctrl_reply *reply);
 
 /* The TLS engine NNG was built with ("mbed" or "none"), for error messages. */
-const char *act_control_tls_engine(void);
+const char *ctrl_tls_engine(void);

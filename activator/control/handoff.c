@@ -10,40 +10,40 @@
 
 #include "common/cleanup.h"
 
-struct act_handoff {
+struct ctrl_handoff {
     pthread_mutex_t lock;
-    act_handoff_node *head, *tail; /* guarded by lock */
+    ctrl_handoff_node *head, *tail; /* guarded by lock */
     int wake_fd;
     sd_event_source *source;
-    act_handoff_fn consume;
+    ctrl_handoff_fn consume;
     void *userdata;
 };
 
-static act_handoff_node *take_all(act_handoff *handoff)
+static ctrl_handoff_node *take_all(ctrl_handoff *handoff)
 {
     pthread_mutex_lock(&handoff->lock);
-    act_handoff_node *list = handoff->head;
+    ctrl_handoff_node *list = handoff->head;
     handoff->head = handoff->tail = NULL;
     pthread_mutex_unlock(&handoff->lock);
     return list;
 }
 
-void act_handoff_drain_with(act_handoff *handoff, act_handoff_fn fn, void *userdata)
+void ctrl_handoff_drain_with(ctrl_handoff *handoff, ctrl_handoff_fn fn, void *userdata)
 {
     /* Taking the whole list under the lock and consuming outside it lets the
      * consumer push again (a reply that completes at once) without deadlock. */
-    act_handoff_node *node = take_all(handoff);
+    ctrl_handoff_node *node = take_all(handoff);
     while (node) {
-        act_handoff_node *next = node->next;
+        ctrl_handoff_node *next = node->next;
         node->next = NULL;
         fn(node, userdata);
         node = next;
     }
 }
 
-void act_handoff_drain(act_handoff *handoff)
+void ctrl_handoff_drain(ctrl_handoff *handoff)
 {
-    act_handoff_drain_with(handoff, handoff->consume, handoff->userdata);
+    ctrl_handoff_drain_with(handoff, handoff->consume, handoff->userdata);
 }
 
 static int on_wake(sd_event_source *source, int fd, uint32_t revents, void *userdata)
@@ -52,14 +52,14 @@ static int on_wake(sd_event_source *source, int fd, uint32_t revents, void *user
     /* Read before draining: a push after the read either lands in this drain
      * or writes the eventfd again, so no item is ever left waiting. */
     (void)!read(fd, &count, sizeof(count));
-    act_handoff_drain(userdata);
+    ctrl_handoff_drain(userdata);
     return 0;
 }
 
-int act_handoff_new(sd_event *event, act_handoff_fn consume, void *userdata, act_handoff **out,
-                    act_error *err)
+int ctrl_handoff_new(sd_event *event, ctrl_handoff_fn consume, void *userdata, ctrl_handoff **out,
+                     act_error *err)
 {
-    _cleanup_free_ act_handoff *handoff = calloc(1, sizeof(*handoff));
+    _cleanup_free_ ctrl_handoff *handoff = calloc(1, sizeof(*handoff));
     if (!handoff)
         return act_error_set(err, ENOMEM, "out of memory for the loop hand-off queue");
     handoff->consume = consume;
@@ -78,7 +78,7 @@ int act_handoff_new(sd_event *event, act_handoff_fn consume, void *userdata, act
     return 0;
 }
 
-void act_handoff_push(act_handoff *handoff, act_handoff_node *node)
+void ctrl_handoff_push(ctrl_handoff *handoff, ctrl_handoff_node *node)
 {
     node->next = NULL;
     pthread_mutex_lock(&handoff->lock);
@@ -97,12 +97,12 @@ void act_handoff_push(act_handoff *handoff, act_handoff_node *node)
     }
 }
 
-bool act_handoff_remove(act_handoff *handoff, act_handoff_node *node)
+bool ctrl_handoff_remove(ctrl_handoff *handoff, ctrl_handoff_node *node)
 {
     bool removed = false;
     pthread_mutex_lock(&handoff->lock);
-    act_handoff_node *prev = NULL;
-    for (act_handoff_node *it = handoff->head; it; prev = it, it = it->next) {
+    ctrl_handoff_node *prev = NULL;
+    for (ctrl_handoff_node *it = handoff->head; it; prev = it, it = it->next) {
         if (it != node)
             continue;
         if (prev)
@@ -119,7 +119,7 @@ bool act_handoff_remove(act_handoff *handoff, act_handoff_node *node)
     return removed;
 }
 
-void act_handoff_free(act_handoff *handoff)
+void ctrl_handoff_free(ctrl_handoff *handoff)
 {
     if (!handoff)
         return;

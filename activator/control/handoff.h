@@ -13,32 +13,32 @@
 
 #include "common/error.h"
 
-typedef struct act_handoff_node {
-    struct act_handoff_node *next;
-} act_handoff_node;
+typedef struct ctrl_handoff_node {
+    struct ctrl_handoff_node *next;
+} ctrl_handoff_node;
 
-typedef struct act_handoff act_handoff;
+typedef struct ctrl_handoff ctrl_handoff;
 
 /* Called on the loop thread for each pushed node, in push order. */
-typedef void (*act_handoff_fn)(act_handoff_node *node, void *userdata);
+typedef void (*ctrl_handoff_fn)(ctrl_handoff_node *node, void *userdata);
 
-int act_handoff_new(sd_event *event, act_handoff_fn consume, void *userdata, act_handoff **out,
-                    act_error *err);
+int ctrl_handoff_new(sd_event *event, ctrl_handoff_fn consume, void *userdata, ctrl_handoff **out,
+                     act_error *err);
 
 /* Any thread. The node must stay valid until consumed or removed. */
-void act_handoff_push(act_handoff *handoff, act_handoff_node *node);
+void ctrl_handoff_push(ctrl_handoff *handoff, ctrl_handoff_node *node);
 
 /* Any thread: takes node back out if it is still queued, for a cancellation
  * racing the loop. True when it was removed (and so will not be consumed). */
-bool act_handoff_remove(act_handoff *handoff, act_handoff_node *node);
+bool ctrl_handoff_remove(ctrl_handoff *handoff, ctrl_handoff_node *node);
 
 /* Loop thread: consumes everything queued now, as the eventfd would. */
-void act_handoff_drain(act_handoff *handoff);
+void ctrl_handoff_drain(ctrl_handoff *handoff);
 
 /* Loop thread: takes everything queued now and passes it to fn instead of the
  * consumer, for shutting down (answering what is queued with an error). */
-void act_handoff_drain_with(act_handoff *handoff, act_handoff_fn fn, void *userdata);
+void ctrl_handoff_drain_with(ctrl_handoff *handoff, ctrl_handoff_fn fn, void *userdata);
 
 /* Loop thread. Nodes still queued are dropped unconsumed; the caller owns
  * them and must have stopped every producer first. */
-void act_handoff_free(act_handoff *handoff);
+void ctrl_handoff_free(ctrl_handoff *handoff);

@@ -4,7 +4,7 @@
 
 #include <nng/nng.h>
 
-int act_nng_errno(int nng_rv)
+int ctrl_nng_errno(int nng_rv)
 {
     if (nng_rv & NNG_ESYSERR)
         return nng_rv & ~NNG_ESYSERR;

@@ -3,4 +3,4 @@
 #pragma once
 
 /* The positive errno closest to an NNG error (rv != 0). */
-int act_nng_errno(int nng_rv);
+int ctrl_nng_errno(int nng_rv);

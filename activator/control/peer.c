@@ -9,7 +9,7 @@
 
 #include "common/cleanup.h"
 
-bool act_peer_allowed(uid_t uid, gid_t gid, bool have_group, gid_t group)
+bool ctrl_peer_allowed(uid_t uid, gid_t gid, bool have_group, gid_t group)
 {
     if (uid == 0)
         return true;
@@ -43,14 +43,14 @@ bool act_peer_allowed(uid_t uid, gid_t gid, bool have_group, gid_t group)
     return false;
 }
 
-int act_ipc_socket_mode(int configured, bool have_group)
+int ctrl_ipc_socket_mode(int configured, bool have_group)
 {
     if (configured)
         return configured;
     return have_group ? 0660 : 0600;
 }
 
-int act_ipc_socket_to_group(const char *url, bool have_group, gid_t group, act_error *err)
+int ctrl_ipc_socket_to_group(const char *url, bool have_group, gid_t group, act_error *err)
 {
     if (!have_group || strncmp(url, "ipc://", 6) != 0)
         return 0;

@@ -12,16 +12,16 @@
 #include "common/cleanup.h"
 #include "common/cleanup_json.h"
 
-const char *act_swap_mode_name(act_swap_mode mode)
+const char *ctrl_swap_mode_name(ctrl_swap_mode mode)
 {
-    const act_field_spec *field = act_field_spec_of(ACT_FIELD_MODE);
-    return field->choices[mode == ACT_SWAP_STOP_FIRST ? ACT_SWAP_STOP_FIRST : ACT_SWAP_OVERLAP];
+    const ctrl_field_spec *field = ctrl_field_spec_of(CTRL_FIELD_MODE);
+    return field->choices[mode == CTRL_SWAP_STOP_FIRST ? CTRL_SWAP_STOP_FIRST : CTRL_SWAP_OVERLAP];
 }
 
-static int refuse(act_request_error *err, const char *code, int errnum, const char *fmt, ...)
+static int refuse(ctrl_request_error *err, const char *code, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-static int refuse(act_request_error *err, const char *code, int errnum, const char *fmt, ...)
+static int refuse(ctrl_request_error *err, const char *code, int errnum, const char *fmt, ...)
 {
     char message[sizeof(err->error.message)];
     va_list ap;
@@ -71,13 +71,13 @@ static const char *json_type_phrase(json_type type)
     return "an unknown type";
 }
 
-static int parse_json(const char *data, size_t len, json_object **out, act_request_error *err)
+static int parse_json(const char *data, size_t len, json_object **out, ctrl_request_error *err)
 {
     /* json-c would stop at a NUL and report success on the prefix; a NUL in a
      * text protocol is always a broken or hostile client. */
     const char *nul = memchr(data, '\0', len);
     if (nul)
-        return refuse(err, ACT_REQ_BAD_JSON, EINVAL,
+        return refuse(err, CTRL_REQ_BAD_JSON, EINVAL,
                       "request is not JSON: it contains a NUL byte at offset %zu; send one UTF-8 "
                       "JSON object",
                       (size_t)(nul - data));
@@ -85,7 +85,7 @@ static int parse_json(const char *data, size_t len, json_object **out, act_reque
     /* Requests are flat objects; a small depth limit keeps hostile nesting cheap. */
     _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new_ex(8);
     if (!tok)
-        return refuse(err, ACT_REQ_BAD_JSON, ENOMEM, "out of memory parsing the request");
+        return refuse(err, CTRL_REQ_BAD_JSON, ENOMEM, "out of memory parsing the request");
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
 
     _cleanup_(json_object_putp) json_object *obj = json_tokener_parse_ex(tok, data, (int)len);
@@ -94,23 +94,23 @@ static int parse_json(const char *data, size_t len, json_object **out, act_reque
 
     if (!obj) {
         if (jerr == json_tokener_continue || jerr == json_tokener_success)
-            return refuse(err, ACT_REQ_BAD_JSON, EINVAL,
+            return refuse(err, CTRL_REQ_BAD_JSON, EINVAL,
                           "request is not JSON: it ends in the middle of a value (%zu bytes "
                           "read); send one complete JSON object",
                           len);
-        return refuse(err, ACT_REQ_BAD_JSON, EINVAL,
+        return refuse(err, CTRL_REQ_BAD_JSON, EINVAL,
                       "request is not JSON: %s at offset %zu; send one JSON object such as "
                       "{\"v\":1,\"op\":\"status\"}",
                       json_tokener_error_desc(jerr), end);
     }
     for (size_t i = end; i < len; i++)
         if (!isspace((unsigned char)data[i]))
-            return refuse(err, ACT_REQ_BAD_JSON, EINVAL,
+            return refuse(err, CTRL_REQ_BAD_JSON, EINVAL,
                           "request is not JSON: unexpected data after the object at offset %zu; "
                           "send exactly one JSON object",
                           i);
     if (!json_object_is_type(obj, json_type_object))
-        return refuse(err, ACT_REQ_BAD_TYPE, EINVAL,
+        return refuse(err, CTRL_REQ_BAD_TYPE, EINVAL,
                       "request is %s, not an object; send {\"v\":1,\"op\":\"...\"}",
                       json_type_phrase(json_object_get_type(obj)));
     *out = TAKE_PTR(obj);
@@ -118,45 +118,44 @@ static int parse_json(const char *data, size_t len, json_object **out, act_reque
 }
 
 /* Copies a string field that must be a name (host, version, box). */
-static int take_name(const char *what, json_object *value, char *out, act_request_error *err)
+static int take_name(const char *what, json_object *value, char *out, ctrl_request_error *err)
 {
     const char *s = json_object_get_string(value);
     size_t len = (size_t)json_object_get_string_len(value);
     if (strlen(s) != len) {
         char shown[96];
         quote(s, len, shown, sizeof(shown));
-        return refuse(err, ACT_REQ_BAD_NAME, EINVAL,
+        return refuse(err, CTRL_REQ_BAD_NAME, EINVAL,
                       "%s name \"%s\" contains a NUL character; names are 1 to %d characters of "
                       "A-Z a-z 0-9 . _ -",
                       what, shown, ACT_NAME_MAX);
     }
     act_error name_err = {0};
     if (act_name_check(what, s, &name_err) < 0)
-        return refuse(err, ACT_REQ_BAD_NAME, EINVAL, "field \"%s\": %s", what,
-                      name_err.message);
+        return refuse(err, CTRL_REQ_BAD_NAME, EINVAL, "field \"%s\": %s", what, name_err.message);
     memcpy(out, s, len + 1);
     return 0;
 }
 
-static int take_path(json_object *value, char *out, act_request_error *err)
+static int take_path(json_object *value, char *out, ctrl_request_error *err)
 {
     const char *s = json_object_get_string(value);
     size_t len = (size_t)json_object_get_string_len(value);
     char shown[128];
     quote(s, len, shown, sizeof(shown));
     if (len == 0 || s[0] != '/')
-        return refuse(err, ACT_REQ_BAD_VALUE, EINVAL,
+        return refuse(err, CTRL_REQ_BAD_VALUE, EINVAL,
                       "field \"path\": \"%s\" is not an absolute path; name the build on this box "
                       "as /absolute/path",
                       shown);
-    if (len > ACT_REQUEST_PATH_MAX)
-        return refuse(err, ACT_REQ_BAD_VALUE, EINVAL,
+    if (len > CTRL_REQUEST_PATH_MAX)
+        return refuse(err, CTRL_REQ_BAD_VALUE, EINVAL,
                       "field \"path\" is %zu bytes long, more than %d; use a shorter path", len,
-                      ACT_REQUEST_PATH_MAX);
+                      CTRL_REQUEST_PATH_MAX);
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c < 0x20 || c == 0x7f)
-            return refuse(err, ACT_REQ_BAD_VALUE, EINVAL,
+            return refuse(err, CTRL_REQ_BAD_VALUE, EINVAL,
                           "field \"path\": \"%s\" contains a control character at offset %zu; "
                           "rename the file",
                           shown, i);
@@ -166,17 +165,17 @@ static int take_path(json_object *value, char *out, act_request_error *err)
 }
 
 /* Takes a choice field's value as the index of its choice. */
-static int take_choice(const act_field_spec *field, json_object *value, int *out,
-                       act_request_error *err)
+static int take_choice(const ctrl_field_spec *field, json_object *value, int *out,
+                       ctrl_request_error *err)
 {
     const char *s = json_object_get_string(value);
     size_t len = (size_t)json_object_get_string_len(value);
-    int index = strlen(s) == len ? act_field_choice(field, s) : -1;
+    int index = strlen(s) == len ? ctrl_field_choice(field, s) : -1;
     if (index < 0) {
         char shown[64], choices[128];
         quote(s, len, shown, sizeof(shown));
-        act_field_choices_list(field, "\" or \"", choices, sizeof(choices));
-        return refuse(err, ACT_REQ_BAD_VALUE, EINVAL,
+        ctrl_field_choices_list(field, "\" or \"", choices, sizeof(choices));
+        return refuse(err, CTRL_REQ_BAD_VALUE, EINVAL,
                       "field \"%s\": \"%s\" is not one of its values; use \"%s\"", field->name,
                       shown, choices);
     }
@@ -184,87 +183,87 @@ static int take_choice(const act_field_spec *field, json_object *value, int *out
     return 0;
 }
 
-static int take_field(const act_field_spec *field, json_object *value, act_request *req,
-                      act_request_error *err)
+static int take_field(const ctrl_field_spec *field, json_object *value, ctrl_request *req,
+                      ctrl_request_error *err)
 {
     switch (field->bit) {
-    case ACT_FIELD_HOST:
+    case CTRL_FIELD_HOST:
         return take_name(field->name, value, req->host, err);
-    case ACT_FIELD_VERSION:
+    case CTRL_FIELD_VERSION:
         return take_name(field->name, value, req->version, err);
-    case ACT_FIELD_BOX:
+    case CTRL_FIELD_BOX:
         return take_name(field->name, value, req->box, err);
-    case ACT_FIELD_PATH:
+    case CTRL_FIELD_PATH:
         return take_path(value, req->path, err);
-    case ACT_FIELD_MODE: {
+    case CTRL_FIELD_MODE: {
         int mode = 0;
         int r = take_choice(field, value, &mode, err);
-        req->mode = (act_swap_mode)mode;
+        req->mode = (ctrl_swap_mode)mode;
         return r;
     }
-    case ACT_FIELD_NO_WAIT:
+    case CTRL_FIELD_NO_WAIT:
         req->no_wait = json_object_get_boolean(value);
         return 0;
-    case ACT_FIELD_PROMOTE:
+    case CTRL_FIELD_PROMOTE:
         req->promote = json_object_get_boolean(value);
         return 0;
     }
-    return refuse(err, ACT_REQ_UNKNOWN_FIELD, EINVAL, "internal: field without a parser");
+    return refuse(err, CTRL_REQ_UNKNOWN_FIELD, EINVAL, "internal: field without a parser");
 }
 
-static json_type json_type_of(act_field_kind kind)
+static json_type json_type_of(ctrl_field_kind kind)
 {
-    return kind == ACT_FIELD_KIND_FLAG ? json_type_boolean : json_type_string;
+    return kind == CTRL_FIELD_KIND_FLAG ? json_type_boolean : json_type_string;
 }
 
 /* The field named key among the bits of allowed, or NULL. */
-static const act_field_spec *find_field(unsigned allowed, const char *key)
+static const ctrl_field_spec *find_field(unsigned allowed, const char *key)
 {
     size_t n;
-    const act_field_spec *fields = act_fields(&n);
+    const ctrl_field_spec *fields = ctrl_fields(&n);
     for (size_t i = 0; i < n; i++)
         if ((allowed & fields[i].bit) && strcmp(fields[i].name, key) == 0)
             return &fields[i];
     return NULL;
 }
 
-static int check_version_and_op(json_object *obj, act_request *req, act_request_error *err)
+static int check_version_and_op(json_object *obj, ctrl_request *req, ctrl_request_error *err)
 {
     json_object *v = NULL, *op = NULL;
     if (!json_object_object_get_ex(obj, "v", &v))
-        return refuse(err, ACT_REQ_MISSING_FIELD, EINVAL,
+        return refuse(err, CTRL_REQ_MISSING_FIELD, EINVAL,
                       "request has no \"v\" field; send \"v\":%d (the protocol version)",
-                      ACT_PROTOCOL_VERSION);
+                      CTRL_PROTOCOL_VERSION);
     if (!json_object_is_type(v, json_type_int))
-        return refuse(err, ACT_REQ_BAD_TYPE, EINVAL,
+        return refuse(err, CTRL_REQ_BAD_TYPE, EINVAL,
                       "field \"v\" is %s, not an integer; send \"v\":%d",
-                      json_type_phrase(json_object_get_type(v)), ACT_PROTOCOL_VERSION);
+                      json_type_phrase(json_object_get_type(v)), CTRL_PROTOCOL_VERSION);
     int64_t version = json_object_get_int64(v);
-    if (version != ACT_PROTOCOL_VERSION)
-        return refuse(err, ACT_REQ_BAD_VERSION, EINVAL,
+    if (version != CTRL_PROTOCOL_VERSION)
+        return refuse(err, CTRL_REQ_BAD_VERSION, EINVAL,
                       "protocol version %lld is not spoken here; this daemon speaks \"v\":%d",
-                      (long long)version, ACT_PROTOCOL_VERSION);
+                      (long long)version, CTRL_PROTOCOL_VERSION);
 
     if (!json_object_object_get_ex(obj, "op", &op))
-        return refuse(err, ACT_REQ_MISSING_FIELD, EINVAL,
+        return refuse(err, CTRL_REQ_MISSING_FIELD, EINVAL,
                       "request has no \"op\" field; send an op such as \"status\"");
     if (!json_object_is_type(op, json_type_string))
-        return refuse(err, ACT_REQ_BAD_TYPE, EINVAL, "field \"op\" is %s, not a string",
+        return refuse(err, CTRL_REQ_BAD_TYPE, EINVAL, "field \"op\" is %s, not a string",
                       json_type_phrase(json_object_get_type(op)));
     const char *name = json_object_get_string(op);
-    int index = act_op_from_name(name);
+    int index = ctrl_op_from_name(name);
     if (index < 0 || strlen(name) != (size_t)json_object_get_string_len(op)) {
         char shown[96], names[256];
         quote(name, (size_t)json_object_get_string_len(op), shown, sizeof(shown));
-        act_ops_list(names, sizeof(names));
-        return refuse(err, ACT_REQ_UNKNOWN_OP, EINVAL, "unknown op \"%s\"; ops are %s", shown,
+        ctrl_ops_list(names, sizeof(names));
+        return refuse(err, CTRL_REQ_UNKNOWN_OP, EINVAL, "unknown op \"%s\"; ops are %s", shown,
                       names);
     }
-    req->op = (act_op)index;
+    req->op = (ctrl_op)index;
     return 0;
 }
 
-int act_request_parse(const void *data, size_t len, act_request *req, act_request_error *err)
+int ctrl_request_parse(const void *data, size_t len, ctrl_request *req, ctrl_request_error *err)
 {
     assert(data || len == 0);
     assert(req);
@@ -273,12 +272,12 @@ int act_request_parse(const void *data, size_t len, act_request *req, act_reques
     err->code = NULL;
     act_error_clear(&err->error);
 
-    if (len > ACT_REQUEST_MAX_BYTES)
-        return refuse(err, ACT_REQ_TOO_LARGE, EMSGSIZE,
+    if (len > CTRL_REQUEST_MAX_BYTES)
+        return refuse(err, CTRL_REQ_TOO_LARGE, EMSGSIZE,
                       "request is %zu bytes, more than the %d-byte limit; send a smaller request",
-                      len, ACT_REQUEST_MAX_BYTES);
+                      len, CTRL_REQUEST_MAX_BYTES);
     if (len == 0)
-        return refuse(err, ACT_REQ_BAD_JSON, EINVAL,
+        return refuse(err, CTRL_REQ_BAD_JSON, EINVAL,
                       "request is empty; send one JSON object such as {\"v\":1,\"op\":\"status\"}");
 
     _cleanup_(json_object_putp) json_object *obj = NULL;
@@ -290,25 +289,24 @@ int act_request_parse(const void *data, size_t len, act_request *req, act_reques
     if (r < 0)
         return r;
 
-    const act_op_spec *spec = act_op_spec_of(req->op);
+    const ctrl_op_spec *spec = ctrl_op_spec_of(req->op);
     unsigned allowed = spec->required | spec->optional, seen = 0;
     json_object_object_foreach(obj, key, value)
     {
         if (strcmp(key, "v") == 0 || strcmp(key, "op") == 0)
             continue;
-        const act_field_spec *field = find_field(allowed, key);
+        const ctrl_field_spec *field = find_field(allowed, key);
         if (!field) {
             char shown[96], allowed_list[128];
             quote(key, strlen(key), shown, sizeof(shown));
-            act_fields_list(allowed, allowed_list, sizeof(allowed_list));
-            return refuse(err, ACT_REQ_UNKNOWN_FIELD, EINVAL,
+            ctrl_fields_list(allowed, allowed_list, sizeof(allowed_list));
+            return refuse(err, CTRL_REQ_UNKNOWN_FIELD, EINVAL,
                           "field \"%s\" is not part of op \"%s\"; its fields are: %s", shown,
                           spec->name, allowed_list);
         }
         if (!json_object_is_type(value, json_type_of(field->kind)))
-            return refuse(err, ACT_REQ_BAD_TYPE, EINVAL,
-                          "op \"%s\": field \"%s\" is %s, not %s", spec->name, field->name,
-                          json_type_phrase(json_object_get_type(value)),
+            return refuse(err, CTRL_REQ_BAD_TYPE, EINVAL, "op \"%s\": field \"%s\" is %s, not %s",
+                          spec->name, field->name, json_type_phrase(json_object_get_type(value)),
                           json_type_phrase(json_type_of(field->kind)));
         r = take_field(field, value, req, err);
         if (r < 0)
@@ -319,8 +317,8 @@ int act_request_parse(const void *data, size_t len, act_request *req, act_reques
     unsigned missing = spec->required & ~seen;
     if (missing) {
         char missing_list[128];
-        act_fields_list(missing, missing_list, sizeof(missing_list));
-        return refuse(err, ACT_REQ_MISSING_FIELD, EINVAL, "op \"%s\" needs field(s): %s",
+        ctrl_fields_list(missing, missing_list, sizeof(missing_list));
+        return refuse(err, CTRL_REQ_MISSING_FIELD, EINVAL, "op \"%s\" needs field(s): %s",
                       spec->name, missing_list);
     }
     return 0;

@@ -16,55 +16,55 @@
 #include "common/error.h"
 #include "common/names.h"
 
-/* Bodies above this are refused with ACT_REQ_TOO_LARGE before parsing. No
+/* Bodies above this are refused with CTRL_REQ_TOO_LARGE before parsing. No
  * legitimate request comes close: the longest is a stage with a path. */
-#define ACT_REQUEST_MAX_BYTES (64 * 1024)
+#define CTRL_REQUEST_MAX_BYTES (64 * 1024)
 
 /* The longest path a stage request may name (PATH_MAX without the NUL). */
-#define ACT_REQUEST_PATH_MAX 4095
+#define CTRL_REQUEST_PATH_MAX 4095
 
 /* The values of the "mode" field, in the order of its choices in the op
  * table. */
-typedef enum act_swap_mode {
-    ACT_SWAP_OVERLAP,    /* start N+1 while N serves, then retire N */
-    ACT_SWAP_STOP_FIRST, /* retire N first, for apps that cannot run twice */
-} act_swap_mode;
+typedef enum ctrl_swap_mode {
+    CTRL_SWAP_OVERLAP,    /* start N+1 while N serves, then retire N */
+    CTRL_SWAP_STOP_FIRST, /* retire N first, for apps that cannot run twice */
+} ctrl_swap_mode;
 
 /* A validated request. Absent optional names are empty strings. */
-typedef struct act_request {
-    act_op op;
+typedef struct ctrl_request {
+    ctrl_op op;
     char host[ACT_NAME_MAX + 1];    /* status (optional), and every per-host op */
     char version[ACT_NAME_MAX + 1]; /* swap, stage, promote */
     char box[ACT_NAME_MAX + 1];     /* claim.assign */
-    char path[ACT_REQUEST_PATH_MAX + 1]; /* stage: an absolute path on this box */
-    act_swap_mode mode;                  /* swap; ACT_SWAP_OVERLAP when absent */
+    char path[CTRL_REQUEST_PATH_MAX + 1]; /* stage: an absolute path on this box */
+    ctrl_swap_mode mode;                  /* swap; CTRL_SWAP_OVERLAP when absent */
     bool no_wait;                        /* wake, swap: reply once started */
     bool promote;                        /* stage: make it live too */
-} act_request;
+} ctrl_request;
 
 /* Stable error codes of refused requests (the "code" of an error reply). */
-#define ACT_REQ_TOO_LARGE "too_large"
-#define ACT_REQ_BAD_JSON "bad_json"
-#define ACT_REQ_BAD_VERSION "bad_protocol_version"
-#define ACT_REQ_UNKNOWN_OP "unknown_op"
-#define ACT_REQ_MISSING_FIELD "missing_field"
-#define ACT_REQ_BAD_TYPE "bad_type"
-#define ACT_REQ_UNKNOWN_FIELD "unknown_field"
-#define ACT_REQ_BAD_NAME "bad_name"
-#define ACT_REQ_BAD_VALUE "bad_value"
+#define CTRL_REQ_TOO_LARGE "too_large"
+#define CTRL_REQ_BAD_JSON "bad_json"
+#define CTRL_REQ_BAD_VERSION "bad_protocol_version"
+#define CTRL_REQ_UNKNOWN_OP "unknown_op"
+#define CTRL_REQ_MISSING_FIELD "missing_field"
+#define CTRL_REQ_BAD_TYPE "bad_type"
+#define CTRL_REQ_UNKNOWN_FIELD "unknown_field"
+#define CTRL_REQ_BAD_NAME "bad_name"
+#define CTRL_REQ_BAD_VALUE "bad_value"
 /* Not a parse failure: the peer may not use the control socket at all, or
  * lacks the role the op needs (activator/control/ops.h). */
-#define ACT_REQ_FORBIDDEN "forbidden"
+#define CTRL_REQ_FORBIDDEN "forbidden"
 
-typedef struct act_request_error {
-    const char *code; /* one of ACT_REQ_* */
+typedef struct ctrl_request_error {
+    const char *code; /* one of CTRL_REQ_* */
     act_error error;  /* the sentence */
-} act_request_error;
+} ctrl_request_error;
 
 /* Parses and validates len bytes (not NUL-terminated; may hold anything).
  * Returns 0 with *req filled, or -EINVAL (-EMSGSIZE for too large) with *err
  * filled and *req unspecified. Never reads past len. */
-int act_request_parse(const void *data, size_t len, act_request *req, act_request_error *err);
+int ctrl_request_parse(const void *data, size_t len, ctrl_request *req, ctrl_request_error *err);
 
 /* The wire name of a swap mode ("overlap", "stop-first"). */
-const char *act_swap_mode_name(act_swap_mode mode);
+const char *ctrl_swap_mode_name(ctrl_swap_mode mode);

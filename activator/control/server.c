@@ -27,34 +27,34 @@ typedef enum slot_state {
 } slot_state;
 
 /* One REP context. Its address is the reply handle the daemon holds. */
-struct act_control_reply {
-    act_handoff_node node; /* first, so a node pointer is a slot pointer */
-    act_control *control;
+struct ctrl_reply {
+    ctrl_handoff_node node; /* first, so a node pointer is a slot pointer */
+    ctrl_server *control;
     nng_ctx ctx;
     nng_aio *aio;
     nng_msg *msg; /* the request while with the loop; reused for the reply */
     slot_state state;
     bool peer_refused;
     uint64_t peer_uid;
-    act_op op;
+    ctrl_op op;
     const char *op_name;
     uint64_t received_usec;
 };
 
-struct act_control {
+struct ctrl_server {
     nng_socket socket;
     bool socket_open;
     nng_listener tls_listener;
     bool have_tls;
     nng_tls_config *tls_config;
-    act_handoff *handoff;
-    act_control_options options;
+    ctrl_handoff *handoff;
+    ctrl_options options;
     char *url;
     unsigned n_slots;
-    act_control_reply *slots;
+    ctrl_reply *slots;
 };
 
-static void start_recv(act_control_reply *slot)
+static void start_recv(ctrl_reply *slot)
 {
     slot->state = SLOT_RECV;
     nng_ctx_recv(slot->ctx, slot->aio);
@@ -62,7 +62,7 @@ static void start_recv(act_control_reply *slot)
 
 /* Runs on an NNG thread: judge the peer (which needs only the immutable
  * options and the pipe), then hand the message to the loop. */
-static bool peer_is_allowed(act_control *control, nng_msg *msg, uint64_t *uid_out)
+static bool peer_is_allowed(ctrl_server *control, nng_msg *msg, uint64_t *uid_out)
 {
     nng_pipe pipe = nng_msg_get_pipe(msg);
     *uid_out = UINT64_MAX;
@@ -78,13 +78,13 @@ static bool peer_is_allowed(act_control *control, nng_msg *msg, uint64_t *uid_ou
         nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_GID, &gid) != 0)
         return false;
     *uid_out = uid;
-    return act_peer_allowed((uid_t)uid, (gid_t)gid, control->options.have_control_gid,
-                            control->options.control_gid);
+    return ctrl_peer_allowed((uid_t)uid, (gid_t)gid, control->options.have_control_gid,
+                             control->options.control_gid);
 }
 
 static void on_aio(void *arg)
 {
-    act_control_reply *slot = arg;
+    ctrl_reply *slot = arg;
     int rv = nng_aio_result(slot->aio);
 
     if (slot->state == SLOT_SEND) {
@@ -107,16 +107,16 @@ static void on_aio(void *arg)
     slot->peer_refused = !peer_is_allowed(slot->control, slot->msg, &slot->peer_uid);
     slot->received_usec = act_now_usec();
     slot->state = SLOT_LOOP;
-    act_handoff_push(slot->control->handoff, &slot->node);
+    ctrl_handoff_push(slot->control->handoff, &slot->node);
 }
 
-static int send_reply(act_control_reply *slot, const char *outcome, const char *json, size_t len)
+static int send_reply(ctrl_reply *slot, const char *outcome, const char *json, size_t len)
 {
     if (slot->state != SLOT_LOOP) {
         act_log(LOG_ERR, "control: a reply was sent twice for one request; the second is dropped");
         return -EALREADY;
     }
-    act_control *control = slot->control;
+    ctrl_server *control = slot->control;
     nng_msg *msg = TAKE_PTR(slot->msg);
     nng_msg_clear(msg);
     int rv = nng_msg_append(msg, json, len);
@@ -137,25 +137,25 @@ static int send_reply(act_control_reply *slot, const char *outcome, const char *
 }
 
 /* Sends reply as plain JSON text; code names the outcome for the observer. */
-static int send_json(act_control_reply *slot, const char *code, json_object *reply)
+static int send_json(ctrl_reply *slot, const char *code, json_object *reply)
 {
     size_t len;
     const char *json = json_object_to_json_string_length(reply, JSON_C_TO_STRING_PLAIN, &len);
     return send_reply(slot, code, json, len);
 }
 
-int act_control_reply_ok(act_control_reply *slot, json_object *result_arg)
+int ctrl_reply_ok(ctrl_reply *slot, json_object *result_arg)
 {
     _cleanup_(json_object_putp) json_object *result = result_arg;
     _cleanup_(json_object_putp) json_object *reply = json_object_new_object();
     if (!reply)
-        return act_control_reply_error(slot, "internal", "out of memory building the reply");
+        return ctrl_reply_error(slot, "internal", "out of memory building the reply");
     json_object_object_add(reply, "ok", json_object_new_boolean(1));
     json_object_object_add(reply, "result", TAKE_PTR(result));
     return send_json(slot, "ok", reply);
 }
 
-static int reply_error_message(act_control_reply *slot, const char *code, const char *message)
+static int reply_error_message(ctrl_reply *slot, const char *code, const char *message)
 {
     _cleanup_(json_object_putp) json_object *reply = json_object_new_object();
     _cleanup_(json_object_putp) json_object *error = json_object_new_object();
@@ -171,7 +171,7 @@ static int reply_error_message(act_control_reply *slot, const char *code, const 
     return send_json(slot, code, reply);
 }
 
-int act_control_reply_error(act_control_reply *slot, const char *code, const char *fmt, ...)
+int ctrl_reply_error(ctrl_reply *slot, const char *code, const char *fmt, ...)
 {
     char message[1024];
     va_list ap;
@@ -181,66 +181,66 @@ int act_control_reply_error(act_control_reply *slot, const char *code, const cha
     return reply_error_message(slot, code, message);
 }
 
-act_op act_control_reply_op(const act_control_reply *slot)
+ctrl_op ctrl_reply_op(const ctrl_reply *slot)
 {
     return slot->op;
 }
 
-static void refuse_peer(act_control_reply *slot)
+static void refuse_peer(ctrl_reply *slot)
 {
-    act_control *control = slot->control;
+    ctrl_server *control = slot->control;
     if (slot->peer_uid == UINT64_MAX) {
-        act_control_reply_error(slot, ACT_REQ_FORBIDDEN,
-                                "the control socket could not identify this peer; connect over "
-                                "the local socket as root or a member of ControlGroup=");
+        ctrl_reply_error(slot, CTRL_REQ_FORBIDDEN,
+                         "the control socket could not identify this peer; connect over "
+                         "the local socket as root or a member of ControlGroup=");
         return;
     }
     if (control->options.have_control_gid)
-        act_control_reply_error(slot, ACT_REQ_FORBIDDEN,
-                                "uid %llu may not use the control socket: only root and members "
-                                "of group %u (ControlGroup=) may; ask an administrator to add "
-                                "the user to that group or run as root",
-                                (unsigned long long)slot->peer_uid,
-                                (unsigned)control->options.control_gid);
+        ctrl_reply_error(slot, CTRL_REQ_FORBIDDEN,
+                         "uid %llu may not use the control socket: only root and members "
+                         "of group %u (ControlGroup=) may; ask an administrator to add "
+                         "the user to that group or run as root",
+                         (unsigned long long)slot->peer_uid,
+                         (unsigned)control->options.control_gid);
     else
-        act_control_reply_error(slot, ACT_REQ_FORBIDDEN,
-                                "uid %llu may not use the control socket: only root may (no "
-                                "ControlGroup= is configured); run as root or set ControlGroup=",
-                                (unsigned long long)slot->peer_uid);
+        ctrl_reply_error(slot, CTRL_REQ_FORBIDDEN,
+                         "uid %llu may not use the control socket: only root may (no "
+                         "ControlGroup= is configured); run as root or set ControlGroup=",
+                         (unsigned long long)slot->peer_uid);
 }
 
 /* Every peer the credential check admits is an operator, and root on the
  * local socket is root; no peer is a viewer only until a rule grants that
  * role. */
-static act_role peer_role(const act_control_reply *slot)
+static ctrl_role peer_role(const ctrl_reply *slot)
 {
-    return slot->peer_uid == 0 ? ACT_ROLE_ROOT : ACT_ROLE_OPERATOR;
+    return slot->peer_uid == 0 ? CTRL_ROLE_ROOT : CTRL_ROLE_OPERATOR;
 }
 
-static void refuse_role(act_control_reply *slot, const act_op_spec *spec, act_role role)
+static void refuse_role(ctrl_reply *slot, const ctrl_op_spec *spec, ctrl_role role)
 {
     char who[64];
     if (slot->peer_uid == UINT64_MAX)
         snprintf(who, sizeof(who), "this TLS client");
     else
         snprintf(who, sizeof(who), "uid %llu", (unsigned long long)slot->peer_uid);
-    if (spec->role == ACT_ROLE_ROOT)
-        act_control_reply_error(slot, ACT_REQ_FORBIDDEN,
-                                "only root may %s: activatord acts on what the request names with "
-                                "its own privileges; %s has the %s role, so run it as root on "
-                                "the box ('sudo activatorctl ...')",
-                                spec->name, who, act_role_name(role));
+    if (spec->role == CTRL_ROLE_ROOT)
+        ctrl_reply_error(slot, CTRL_REQ_FORBIDDEN,
+                         "only root may %s: activatord acts on what the request names with "
+                         "its own privileges; %s has the %s role, so run it as root on "
+                         "the box ('sudo activatorctl ...')",
+                         spec->name, who, ctrl_role_name(role));
     else
-        act_control_reply_error(slot, ACT_REQ_FORBIDDEN,
-                                "op \"%s\" needs the %s role; %s has the %s role", spec->name,
-                                act_role_name(spec->role), who, act_role_name(role));
+        ctrl_reply_error(slot, CTRL_REQ_FORBIDDEN,
+                         "op \"%s\" needs the %s role; %s has the %s role", spec->name,
+                         ctrl_role_name(spec->role), who, ctrl_role_name(role));
 }
 
 /* Loop thread: one received request. */
-static void on_request(act_handoff_node *node, void *userdata)
+static void on_request(ctrl_handoff_node *node, void *userdata)
 {
-    act_control_reply *slot = (act_control_reply *)node;
-    act_control *control = userdata;
+    ctrl_reply *slot = (ctrl_reply *)node;
+    ctrl_server *control = userdata;
     slot->op_name = "none";
 
     if (slot->peer_refused) {
@@ -248,17 +248,17 @@ static void on_request(act_handoff_node *node, void *userdata)
         return;
     }
 
-    act_request request;
-    act_request_error parse_err;
-    if (act_request_parse(nng_msg_body(slot->msg), nng_msg_len(slot->msg), &request,
-                          &parse_err) < 0) {
+    ctrl_request request;
+    ctrl_request_error parse_err;
+    if (ctrl_request_parse(nng_msg_body(slot->msg), nng_msg_len(slot->msg), &request, &parse_err) <
+        0) {
         reply_error_message(slot, parse_err.code, parse_err.error.message);
         return;
     }
     slot->op = request.op;
-    slot->op_name = act_op_name(request.op);
-    const act_op_spec *spec = act_op_spec_of(request.op);
-    act_role role = peer_role(slot);
+    slot->op_name = ctrl_op_name(request.op);
+    const ctrl_op_spec *spec = ctrl_op_spec_of(request.op);
+    ctrl_role role = peer_role(slot);
     if (role < spec->role) {
         refuse_role(slot, spec, role);
         return;
@@ -266,7 +266,7 @@ static void on_request(act_handoff_node *node, void *userdata)
     control->options.dispatch(&request, slot, control->options.userdata);
 }
 
-const char *act_control_tls_engine(void)
+const char *ctrl_tls_engine(void)
 {
     return nng_tls_engine_name();
 }
@@ -280,9 +280,9 @@ static int read_pem(const char *what, const char *path, char **out, act_error *e
     return 0;
 }
 
-static int setup_tls(act_control *control, act_error *err)
+static int setup_tls(ctrl_server *control, act_error *err)
 {
-    const act_control_options *o = &control->options;
+    const ctrl_options *o = &control->options;
     if (!o->tls_certificate || !o->tls_key || !o->tls_client_ca)
         return act_error_set(err, EINVAL,
                              "ControlListen=%s needs TLSCertificate=, TLSKey= and TLSClientCA=; "
@@ -301,7 +301,7 @@ static int setup_tls(act_control *control, act_error *err)
                              "\"%s\"); remove ControlListen= or install an NNG built with TLS",
                              o->tls_url, nng_tls_engine_name());
     if (rv != 0)
-        return act_error_set(err, act_nng_errno(rv), "TLS configuration: %s", nng_strerror(rv));
+        return act_error_set(err, ctrl_nng_errno(rv), "TLS configuration: %s", nng_strerror(rv));
 
     _cleanup_free_ char *cert = NULL, *key = NULL;
     int r = read_pem("TLSCertificate=", o->tls_certificate, &cert, err);
@@ -312,13 +312,13 @@ static int setup_tls(act_control *control, act_error *err)
         return r;
     rv = nng_tls_config_own_cert(control->tls_config, cert, key, NULL);
     if (rv != 0)
-        return act_error_set(err, act_nng_errno(rv),
+        return act_error_set(err, ctrl_nng_errno(rv),
                              "TLSCertificate=%s / TLSKey=%s: %s; check both are PEM and belong "
                              "together",
                              o->tls_certificate, o->tls_key, nng_strerror(rv));
     rv = nng_tls_config_ca_file(control->tls_config, o->tls_client_ca);
     if (rv != 0)
-        return act_error_set(err, act_nng_errno(rv),
+        return act_error_set(err, ctrl_nng_errno(rv),
                              "TLSClientCA=%s: %s; name a PEM file of CA certificates",
                              o->tls_client_ca, nng_strerror(rv));
     rv = nng_tls_config_auth_mode(control->tls_config, NNG_TLS_AUTH_MODE_REQUIRED);
@@ -329,27 +329,27 @@ static int setup_tls(act_control *control, act_error *err)
     if (rv == 0)
         rv = nng_listener_start(control->tls_listener, 0);
     if (rv != 0)
-        return act_error_set(err, act_nng_errno(rv),
+        return act_error_set(err, ctrl_nng_errno(rv),
                              "ControlListen=%s: %s; check the address is local and free",
                              o->tls_url, nng_strerror(rv));
     control->have_tls = true;
     return 0;
 }
 
-static int listen_local(act_control *control, act_error *err)
+static int listen_local(ctrl_server *control, act_error *err)
 {
     const char *url = control->options.url;
     nng_listener listener;
     int rv = nng_listener_create(&listener, control->socket, url);
     if (rv != 0)
-        return act_error_set(err, act_nng_errno(rv),
-                             "Control=%s: %s; use ipc:///path/control.ipc", url, nng_strerror(rv));
+        return act_error_set(err, ctrl_nng_errno(rv), "Control=%s: %s; use ipc:///path/control.ipc",
+                             url, nng_strerror(rv));
     if (strncmp(url, "ipc://", 6) == 0) {
-        int mode = act_ipc_socket_mode(control->options.ipc_permissions,
-                                       control->options.have_control_gid);
+        int mode = ctrl_ipc_socket_mode(control->options.ipc_permissions,
+                                        control->options.have_control_gid);
         rv = nng_listener_set_int(listener, NNG_OPT_IPC_PERMISSIONS, mode);
         if (rv != 0)
-            return act_error_set(err, act_nng_errno(rv), "Control=%s: setting mode %o: %s", url,
+            return act_error_set(err, ctrl_nng_errno(rv), "Control=%s: setting mode %o: %s", url,
                                  (unsigned)mode, nng_strerror(rv));
     } else {
         /* Only ipc:// tells us the peer's uid; anything else would be open to
@@ -361,28 +361,28 @@ static int listen_local(act_control *control, act_error *err)
     }
     rv = nng_listener_start(listener, 0);
     if (rv != 0)
-        return act_error_set(err, act_nng_errno(rv),
+        return act_error_set(err, ctrl_nng_errno(rv),
                              "Control=%s: listening: %s; check the directory exists and no "
                              "other activatord uses it",
                              url, nng_strerror(rv));
-    return act_ipc_socket_to_group(url, control->options.have_control_gid,
-                                   control->options.control_gid, err);
+    return ctrl_ipc_socket_to_group(url, control->options.have_control_gid,
+                                    control->options.control_gid, err);
 }
 
-void act_control_free(act_control *control)
+void ctrl_free(ctrl_server *control)
 {
     if (!control)
         return;
     if (control->socket_open)
         nng_close(control->socket); /* cancels every context's operation */
     for (unsigned i = 0; control->slots && i < control->n_slots; i++) {
-        act_control_reply *slot = &control->slots[i];
+        ctrl_reply *slot = &control->slots[i];
         if (slot->aio)
             nng_aio_free(slot->aio); /* waits for a running callback */
         if (slot->msg)
             nng_msg_free(slot->msg);
     }
-    act_handoff_free(control->handoff);
+    ctrl_handoff_free(control->handoff);
     if (control->tls_config)
         nng_tls_config_free(control->tls_config);
     free(control->slots);
@@ -390,42 +390,41 @@ void act_control_free(act_control *control)
     free(control);
 }
 
-int act_control_new(sd_event *event, const act_control_options *options, act_control **out,
-                    act_error *err)
+int ctrl_new(sd_event *event, const ctrl_options *options, ctrl_server **out, act_error *err)
 {
     if (!options->url || !options->dispatch)
         return act_error_set(err, EINVAL, "control: a URL and a dispatch callback are required");
 
-    _cleanup_(act_control_freep) act_control *control = calloc(1, sizeof(*control));
+    _cleanup_(ctrl_freep) ctrl_server *control = calloc(1, sizeof(*control));
     if (!control)
         return act_error_set(err, ENOMEM, "out of memory for the control server");
     control->options = *options;
     control->url = strdup(options->url);
     control->options.url = control->url;
-    control->n_slots = options->contexts ? options->contexts : ACT_CONTROL_DEFAULT_CONTEXTS;
+    control->n_slots = options->contexts ? options->contexts : CTRL_DEFAULT_CONTEXTS;
     control->slots = calloc(control->n_slots, sizeof(*control->slots));
     if (!control->url || !control->slots)
         return act_error_set(err, ENOMEM, "out of memory for the control server");
 
-    int r = act_handoff_new(event, on_request, control, &control->handoff, err);
+    int r = ctrl_handoff_new(event, on_request, control, &control->handoff, err);
     if (r < 0)
         return r;
 
     int rv = nng_rep0_open(&control->socket);
     if (rv != 0)
-        return act_error_set(err, act_nng_errno(rv), "control: opening a REP socket: %s",
+        return act_error_set(err, ctrl_nng_errno(rv), "control: opening a REP socket: %s",
                              nng_strerror(rv));
     control->socket_open = true;
-    nng_socket_set_size(control->socket, NNG_OPT_RECVMAXSZ, ACT_CONTROL_RECV_MAX_BYTES);
+    nng_socket_set_size(control->socket, NNG_OPT_RECVMAXSZ, CTRL_RECV_MAX_BYTES);
 
     for (unsigned i = 0; i < control->n_slots; i++) {
-        act_control_reply *slot = &control->slots[i];
+        ctrl_reply *slot = &control->slots[i];
         slot->control = control;
         rv = nng_ctx_open(&slot->ctx, control->socket);
         if (rv == 0)
             rv = nng_aio_alloc(&slot->aio, on_aio, slot);
         if (rv != 0)
-            return act_error_set(err, act_nng_errno(rv), "control: opening context %u: %s", i,
+            return act_error_set(err, ctrl_nng_errno(rv), "control: opening context %u: %s", i,
                                  nng_strerror(rv));
     }
 
@@ -441,7 +440,7 @@ int act_control_new(sd_event *event, const act_control_options *options, act_con
     return 0;
 }
 
-int act_control_tls_port(const act_control *control)
+int ctrl_tls_port(const ctrl_server *control)
 {
     int port;
     if (!control->have_tls ||

@@ -219,7 +219,7 @@ static void drain_events(ctl_client *client, ctl_event_fn on_event, void *userda
         const char *json;
         const char *body = nng_msg_body(msg);
         size_t len = nng_msg_len(msg);
-        if (on_event && act_events_split(body, len, &topic_len, &json) == 0) {
+        if (on_event && ev_split(body, len, &topic_len, &json) == 0) {
             _cleanup_(json_object_putp) json_object *event =
                 parse_bytes(json, len - (size_t)(json - body));
             if (event && json_object_is_type(event, json_type_object))

@@ -17,8 +17,8 @@
 #include "common/clock.h"
 #include "common/names.h"
 
-#ifndef ACT_VERSION
-#define ACT_VERSION "unknown"
+#ifndef CTL_VERSION
+#define CTL_VERSION "unknown"
 #endif
 
 /* Quick requests answer in milliseconds; this only bounds a wedged daemon. */
@@ -42,7 +42,7 @@ int ctl_usage_error(const ctl_command *command, const char *fmt, ...)
 static json_object *new_request(const char *op)
 {
     json_object *request = json_object_new_object();
-    json_object_object_add(request, "v", json_object_new_int(ACT_PROTOCOL_VERSION));
+    json_object_object_add(request, "v", json_object_new_int(CTRL_PROTOCOL_VERSION));
     json_object_object_add(request, "op", json_object_new_string(op));
     return request;
 }
@@ -121,7 +121,7 @@ static int perform(const ctl_options *options, const char *what, json_object *re
     bool live = false;
     if (progress_host && !options->json) {
         char prefix[ACT_NAME_MAX + 8];
-        if (act_events_host_prefix(progress_host, prefix, sizeof(prefix)) == 0)
+        if (ev_host_prefix(progress_host, prefix, sizeof(prefix)) == 0)
             live = ctl_client_subscribe(&client, prefix, false);
         if (live)
             printf("%s: waiting (events follow)\n", what);
@@ -272,7 +272,7 @@ static void render_releases(json_object *result, const ctl_options *options)
 
 static void render_version(json_object *result, const ctl_options *options)
 {
-    printf("activatorctl %s\n", ACT_VERSION);
+    printf("activatorctl %s\n", CTL_VERSION);
     const char *version = result ? get_str(result, "version") : NULL;
     const char *box = result ? get_str(result, "box") : NULL;
     printf("activatord   %s%s%s%s\n", version ? version : "?", box ? " (box " : "",
@@ -283,7 +283,7 @@ const char *ctl_command_summary(const ctl_command *command)
 {
     if (command->summary || command->op < 0)
         return command->summary;
-    return act_op_spec_of((act_op)command->op)->summary;
+    return ctrl_op_spec_of((ctrl_op)command->op)->summary;
 }
 
 void ctl_command_usage(const ctl_command *command, FILE *out)
@@ -293,8 +293,8 @@ void ctl_command_usage(const ctl_command *command, FILE *out)
     fprintf(out, "Usage: activatorctl [OPTIONS] %s%s%s\n\n%s\n", command->name, *usage ? " " : "",
             usage, ctl_command_summary(command));
     bool first = true;
-    for (act_op op = 0; op < ACT_OP__COUNT; op++) {
-        const act_op_spec *spec = act_op_spec_of(op);
+    for (ctrl_op op = 0; op < CTRL_OP__COUNT; op++) {
+        const ctrl_op_spec *spec = ctrl_op_spec_of(op);
         char line[160];
         if (!ctl_sub_command_usage(command, spec, line, sizeof(line)))
             continue;
@@ -312,11 +312,11 @@ static void describe_request(const ctl_command *command, json_object *request, c
 {
     snprintf(out, size, "%s", command->name);
     size_t n_fields;
-    const act_field_spec *fields = act_fields(&n_fields);
+    const ctrl_field_spec *fields = ctrl_fields(&n_fields);
     for (size_t i = 0; i < n_fields; i++) {
         const char *value = get_str(request, fields[i].name);
         size_t used = strlen(out);
-        if (value && fields[i].kind == ACT_FIELD_KIND_NAME)
+        if (value && fields[i].kind == CTRL_FIELD_KIND_NAME)
             snprintf(out + used, size - used, " %s", value);
     }
 }
@@ -324,10 +324,10 @@ static void describe_request(const ctl_command *command, json_object *request, c
 /* Sends op with what the command line gives it and prints the outcome. An
  * op that may reply before it is done (no_wait) is waited for with its
  * host's events shown, unless --no-wait says not to wait. */
-static int run_op(const ctl_command *command, act_op op, const ctl_extra_options *extra,
+static int run_op(const ctl_command *command, ctrl_op op, const ctl_extra_options *extra,
                   const ctl_options *options, int argc, char **argv)
 {
-    const act_op_spec *spec = act_op_spec_of(op);
+    const ctrl_op_spec *spec = ctrl_op_spec_of(op);
     json_object *request = new_request(spec->name);
     int r = ctl_op_parse(command, spec, argc, argv, extra, request);
     if (r != 0) {
@@ -341,7 +341,7 @@ static int run_op(const ctl_command *command, act_op op, const ctl_extra_options
     describe_request(command, request, what, sizeof(what));
     snprintf(host, sizeof(host), "%s", get_str(request, "host") ? get_str(request, "host") : "");
     json_object *no_wait = NULL;
-    bool waits = (spec->optional & ACT_FIELD_NO_WAIT) &&
+    bool waits = (spec->optional & CTRL_FIELD_NO_WAIT) &&
                  !json_object_object_get_ex(request, "no_wait", &no_wait);
     int timeout = waits                  ? WAIT_TIMEOUT_SEC
                   : command->timeout_sec ? command->timeout_sec
@@ -361,7 +361,7 @@ static int cmd_status(const ctl_command *self, const ctl_options *options, int a
 {
     static const struct option names[] = {{"names", no_argument, 0, 'n'}, {0, 0, 0, 0}};
     static const ctl_extra_options extra = {names, on_status_option};
-    return run_op(self, ACT_OP_STATUS, &extra, options, argc, argv);
+    return run_op(self, CTRL_OP_STATUS, &extra, options, argc, argv);
 }
 
 static bool want_help(int argc, char **argv)
@@ -380,8 +380,8 @@ static int cmd_sub_op(const ctl_command *self, const ctl_options *options, int a
         return CTL_EXIT_OK;
     }
     const char *sub = argc >= 2 ? argv[1] : NULL;
-    for (act_op op = 0; sub && op < ACT_OP__COUNT; op++) {
-        const char *name = ctl_sub_command(self, act_op_spec_of(op));
+    for (ctrl_op op = 0; sub && op < CTRL_OP__COUNT; op++) {
+        const char *name = ctl_sub_command(self, ctrl_op_spec_of(op));
         if (name && strcmp(name, sub) == 0) {
             /* The sub-command's arguments are parsed as "claim SUB ..." minus SUB. */
             argv[1] = argv[0];
@@ -401,7 +401,7 @@ int ctl_command_run(const ctl_command *command, const ctl_options *options, int 
 {
     if (command->run)
         return command->run(command, options, argc, argv);
-    return run_op(command, (act_op)command->op, NULL, options, argc, argv);
+    return run_op(command, (ctrl_op)command->op, NULL, options, argc, argv);
 }
 
 static volatile bool watch_stop;
@@ -477,7 +477,7 @@ static int cmd_watch(const ctl_command *self, const ctl_options *options, int ar
     watch_state state = {options, 0, host == NULL};
     char prefix[ACT_NAME_MAX + 8] = "";
     if (host)
-        act_events_host_prefix(host, prefix, sizeof(prefix));
+        ev_host_prefix(host, prefix, sizeof(prefix));
     /* watch needs only the events socket, not the control socket. */
     ctl_client client;
     memset(&client, 0, sizeof(client));
@@ -499,32 +499,49 @@ static int cmd_watch(const ctl_command *self, const ctl_options *options, int ar
 static int cmd_help(const ctl_command *self, const ctl_options *options, int argc, char **argv);
 
 const ctl_command ctl_commands[] = {
-    {.name = "status", .op = ACT_OP_STATUS, .usage = "[--names]",
-     .help = "  --names    print only the host names, one per line\n", .render = render_status,
+    {.name = "status",
+     .op = CTRL_OP_STATUS,
+     .usage = "[--names]",
+     .help = "  --names    print only the host names, one per line\n",
+     .render = render_status,
      .run = cmd_status},
-    {.name = "wake", .op = ACT_OP_WAKE,
+    {.name = "wake",
+     .op = CTRL_OP_WAKE,
      .help = "  --no-wait  reply as soon as the wake has started\n",
      .render = render_host_outcome},
-    {.name = "park", .op = ACT_OP_PARK, .render = render_host_outcome},
-    {.name = "swap", .op = ACT_OP_SWAP,
+    {.name = "park", .op = CTRL_OP_PARK, .render = render_host_outcome},
+    {.name = "swap",
+     .op = CTRL_OP_SWAP,
      .help = "  --mode overlap     start the new generation while the old one serves (default)\n"
              "  --mode stop-first  retire the old generation first (apps that cannot run twice)\n"
              "  --no-wait          reply as soon as the swap has started\n",
      .render = render_host_outcome},
-    {.name = "stage", .op = ACT_OP_STAGE, .help = "  --promote  also make it the live version\n",
-     .render = render_object, .timeout_sec = WAIT_TIMEOUT_SEC},
-    {.name = "promote", .op = ACT_OP_PROMOTE, .render = render_object},
-    {.name = "releases", .op = ACT_OP_RELEASES, .render = render_releases},
-    {.name = "claim", .op = -1, .ops_prefix = "claim.",
-     .summary = "Show or change which box may run HOST.", .render = render_object,
+    {.name = "stage",
+     .op = CTRL_OP_STAGE,
+     .help = "  --promote  also make it the live version\n",
+     .render = render_object,
+     .timeout_sec = WAIT_TIMEOUT_SEC},
+    {.name = "promote", .op = CTRL_OP_PROMOTE, .render = render_object},
+    {.name = "releases", .op = CTRL_OP_RELEASES, .render = render_releases},
+    {.name = "claim",
+     .op = -1,
+     .ops_prefix = "claim.",
+     .summary = "Show or change which box may run HOST.",
+     .render = render_object,
      .run = cmd_sub_op},
-    {.name = "watch", .op = -1, .usage = "[HOST]",
+    {.name = "watch",
+     .op = -1,
+     .usage = "[HOST]",
      .summary = "Stream events (all hosts, or one) until interrupted.",
-     .help = "  With --json each event is printed as one JSON line.\n", .run = cmd_watch},
-    {.name = "stats", .op = ACT_OP_STATS, .render = render_object},
-    {.name = "version", .op = ACT_OP_VERSION, .render = render_version},
-    {.name = "help", .op = -1, .usage = "[COMMAND]",
-     .summary = "Show help for activatorctl or one command.", .run = cmd_help},
+     .help = "  With --json each event is printed as one JSON line.\n",
+     .run = cmd_watch},
+    {.name = "stats", .op = CTRL_OP_STATS, .render = render_object},
+    {.name = "version", .op = CTRL_OP_VERSION, .render = render_version},
+    {.name = "help",
+     .op = -1,
+     .usage = "[COMMAND]",
+     .summary = "Show help for activatorctl or one command.",
+     .run = cmd_help},
     {.name = NULL},
 };
 

@@ -18,7 +18,7 @@ typedef void (*ctl_render_fn)(json_object *result, const ctl_options *options);
 
 struct ctl_command {
     const char *name;
-    int op;                 /* the act_op it sends, or -1 when run says what it does */
+    int op;                 /* the ctrl_op it sends, or -1 when run says what it does */
     const char *ops_prefix; /* sub-commands: the ops named <ops_prefix><sub-command> */
     const char *usage;      /* arguments after the name besides the op's own, or NULL */
     const char *summary;    /* one line; NULL: the op's summary */

@@ -11,20 +11,20 @@
 #include "common/error.h"
 #include "common/names.h"
 
-/* The getopt value of the option that sets field i of act_fields(). */
+/* The getopt value of the option that sets field i of ctrl_fields(). */
 #define OPT_FIELD 256
 #define MAX_OPTIONS 16
 #define MAX_POSITIONAL 4
 
 /* Name and path fields are positional arguments, in table order; flags and
  * choices are options. */
-static bool is_positional(const act_field_spec *field)
+static bool is_positional(const ctrl_field_spec *field)
 {
-    return field->kind == ACT_FIELD_KIND_NAME || field->kind == ACT_FIELD_KIND_PATH;
+    return field->kind == CTRL_FIELD_KIND_NAME || field->kind == CTRL_FIELD_KIND_PATH;
 }
 
 /* The option that sets a field: "no_wait" is --no-wait. */
-static void option_name(const act_field_spec *field, char *out, size_t size)
+static void option_name(const ctrl_field_spec *field, char *out, size_t size)
 {
     snprintf(out, size, "%s", field->name);
     for (char *c = out; *c; c++)
@@ -33,7 +33,7 @@ static void option_name(const act_field_spec *field, char *out, size_t size)
 }
 
 /* How a positional field is shown in usage: "host" is HOST. */
-static void argument_name(const act_field_spec *field, char *out, size_t size)
+static void argument_name(const ctrl_field_spec *field, char *out, size_t size)
 {
     snprintf(out, size, "%s", field->name);
     for (char *c = out; *c; c++)
@@ -42,11 +42,11 @@ static void argument_name(const act_field_spec *field, char *out, size_t size)
 
 /* The positional fields of spec: the required ones, then the optional ones.
  * Returns how many, with how many of them are required in *required. */
-static size_t positional_fields(const act_op_spec *spec, const act_field_spec **out,
+static size_t positional_fields(const ctrl_op_spec *spec, const ctrl_field_spec **out,
                                 size_t *required)
 {
     size_t n_fields, n = 0;
-    const act_field_spec *fields = act_fields(&n_fields);
+    const ctrl_field_spec *fields = ctrl_fields(&n_fields);
     unsigned sets[2] = {spec->required, spec->optional};
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < n_fields && n < MAX_POSITIONAL; i++)
@@ -74,11 +74,11 @@ static void append(char *out, size_t size, size_t *used, const char *fmt, ...)
 }
 
 /* "HOST VERSION [--mode overlap|stop-first] [--no-wait]" for swap. */
-void ctl_op_usage(const act_op_spec *spec, char *out, size_t size)
+void ctl_op_usage(const ctrl_op_spec *spec, char *out, size_t size)
 {
     size_t used = 0;
     out[0] = '\0';
-    const act_field_spec *positional[MAX_POSITIONAL];
+    const ctrl_field_spec *positional[MAX_POSITIONAL];
     size_t required, n = positional_fields(spec, positional, &required);
     for (size_t i = 0; i < n; i++) {
         char argument[32];
@@ -86,14 +86,14 @@ void ctl_op_usage(const act_op_spec *spec, char *out, size_t size)
         append(out, size, &used, i < required ? "%s%s" : "%s[%s]", used ? " " : "", argument);
     }
     size_t n_fields;
-    const act_field_spec *fields = act_fields(&n_fields);
+    const ctrl_field_spec *fields = ctrl_fields(&n_fields);
     for (size_t i = 0; i < n_fields; i++) {
         if (!(spec->optional & fields[i].bit) || is_positional(&fields[i]))
             continue;
         char option[32], choices[96] = "";
         option_name(&fields[i], option, sizeof(option));
-        if (fields[i].kind == ACT_FIELD_KIND_CHOICE)
-            act_field_choices_list(&fields[i], "|", choices, sizeof(choices));
+        if (fields[i].kind == CTRL_FIELD_KIND_CHOICE)
+            ctrl_field_choices_list(&fields[i], "|", choices, sizeof(choices));
         append(out, size, &used, "%s[--%s%s%s]", used ? " " : "", option, *choices ? " " : "",
                choices);
     }
@@ -101,7 +101,7 @@ void ctl_op_usage(const act_op_spec *spec, char *out, size_t size)
 
 /* The sub-command of command that sends spec ("show" for claim.show), or
  * NULL when spec is not one of its ops. */
-const char *ctl_sub_command(const ctl_command *command, const act_op_spec *spec)
+const char *ctl_sub_command(const ctl_command *command, const ctrl_op_spec *spec)
 {
     size_t len = command->ops_prefix ? strlen(command->ops_prefix) : 0;
     if (!len || strncmp(spec->name, command->ops_prefix, len) != 0)
@@ -109,7 +109,7 @@ const char *ctl_sub_command(const ctl_command *command, const act_op_spec *spec)
     return spec->name + len;
 }
 
-bool ctl_sub_command_usage(const ctl_command *command, const act_op_spec *spec, char *out,
+bool ctl_sub_command_usage(const ctl_command *command, const ctrl_op_spec *spec, char *out,
                            size_t size)
 {
     const char *sub = ctl_sub_command(command, spec);
@@ -126,9 +126,9 @@ static void sub_commands_usage(const ctl_command *command, char *out, size_t siz
 {
     size_t used = 0;
     out[0] = '\0';
-    for (act_op op = 0; op < ACT_OP__COUNT; op++) {
+    for (ctrl_op op = 0; op < CTRL_OP__COUNT; op++) {
         char line[160];
-        if (ctl_sub_command_usage(command, act_op_spec_of(op), line, sizeof(line)))
+        if (ctl_sub_command_usage(command, ctrl_op_spec_of(op), line, sizeof(line)))
             append(out, size, &used, "%s%s", used ? " | " : "", line);
     }
 }
@@ -142,7 +142,7 @@ void ctl_command_arguments(const ctl_command *command, char *out, size_t size)
         return;
     }
     if (command->op >= 0) {
-        ctl_op_usage(act_op_spec_of((act_op)command->op), out, size);
+        ctl_op_usage(ctrl_op_spec_of((ctrl_op)command->op), out, size);
         used = strlen(out);
     }
     if (command->usage)
@@ -174,10 +174,10 @@ static int absolute_path(const ctl_command *command, const char *given, char *ou
     return 0;
 }
 
-static int add_positional(const ctl_command *command, const act_field_spec *field,
+static int add_positional(const ctl_command *command, const ctrl_field_spec *field,
                           const char *value, json_object *request)
 {
-    if (field->kind == ACT_FIELD_KIND_PATH) {
+    if (field->kind == CTRL_FIELD_KIND_PATH) {
         char path[PATH_MAX];
         int r = absolute_path(command, value, path, sizeof(path));
         if (r == 0)
@@ -190,10 +190,10 @@ static int add_positional(const ctl_command *command, const act_field_spec *fiel
     return r;
 }
 
-static int add_positionals(const ctl_command *command, const act_op_spec *spec, int argc,
+static int add_positionals(const ctl_command *command, const ctrl_op_spec *spec, int argc,
                            char **argv, json_object *request)
 {
-    const act_field_spec *positional[MAX_POSITIONAL];
+    const ctrl_field_spec *positional[MAX_POSITIONAL];
     size_t required, n = positional_fields(spec, positional, &required);
     if ((size_t)argc < required) {
         char usage[256];
@@ -213,13 +213,13 @@ static int add_positionals(const ctl_command *command, const act_op_spec *spec, 
 
 /* An option's value into the request: 0, or 1 for a value the field does
  * not take. */
-static int add_option(const act_field_spec *field, const char *value, json_object *request)
+static int add_option(const ctrl_field_spec *field, const char *value, json_object *request)
 {
-    if (field->kind == ACT_FIELD_KIND_FLAG) {
+    if (field->kind == CTRL_FIELD_KIND_FLAG) {
         json_object_object_add(request, field->name, json_object_new_boolean(1));
         return 0;
     }
-    if (act_field_choice(field, value) < 0)
+    if (ctrl_field_choice(field, value) < 0)
         return 1;
     json_object_object_add(request, field->name, json_object_new_string(value));
     return 0;
@@ -227,17 +227,17 @@ static int add_option(const act_field_spec *field, const char *value, json_objec
 
 /* getopt's options for an op: --help, one per optional flag or choice
  * field, then extra (may be NULL). names holds the option names. */
-static void op_options(const act_op_spec *spec, const struct option *extra, struct option *longopts,
-                       char names[][32])
+static void op_options(const ctrl_op_spec *spec, const struct option *extra,
+                       struct option *longopts, char names[][32])
 {
     size_t n_fields, n = 0;
-    const act_field_spec *fields = act_fields(&n_fields);
+    const ctrl_field_spec *fields = ctrl_fields(&n_fields);
     longopts[n++] = (struct option){"help", no_argument, 0, 'h'};
     for (size_t i = 0; i < n_fields && n < MAX_OPTIONS - 4; i++) {
         if (!(spec->optional & fields[i].bit) || is_positional(&fields[i]))
             continue;
         option_name(&fields[i], names[n], 32);
-        int has_arg = fields[i].kind == ACT_FIELD_KIND_FLAG ? no_argument : required_argument;
+        int has_arg = fields[i].kind == CTRL_FIELD_KIND_FLAG ? no_argument : required_argument;
         longopts[n] = (struct option){names[n], has_arg, 0, OPT_FIELD + (int)i};
         n++;
     }
@@ -246,14 +246,14 @@ static void op_options(const act_op_spec *spec, const struct option *extra, stru
     longopts[n] = (struct option){0, 0, 0, 0};
 }
 
-int ctl_op_parse(const ctl_command *command, const act_op_spec *spec, int argc, char **argv,
+int ctl_op_parse(const ctl_command *command, const ctrl_op_spec *spec, int argc, char **argv,
                  const ctl_extra_options *extra, json_object *request)
 {
     struct option longopts[MAX_OPTIONS];
     char names[MAX_OPTIONS][32];
     op_options(spec, extra ? extra->options : NULL, longopts, names);
     size_t n_fields;
-    const act_field_spec *fields = act_fields(&n_fields);
+    const ctrl_field_spec *fields = ctrl_fields(&n_fields);
     optind = 0; /* re-initialises GNU getopt for this argument vector */
     opterr = 0;
     int opt;

@@ -23,7 +23,7 @@ typedef struct ctl_extra_options {
 } ctl_extra_options;
 
 /* "HOST VERSION [--mode overlap|stop-first] [--no-wait]" for swap. */
-void ctl_op_usage(const act_op_spec *spec, char *out, size_t size);
+void ctl_op_usage(const ctrl_op_spec *spec, char *out, size_t size);
 
 /* The arguments a command takes, as its usage line shows them: its op's,
  * then its own; or each sub-command's ("show HOST | assign HOST BOX | ..."). */
@@ -31,11 +31,11 @@ void ctl_command_arguments(const ctl_command *command, char *out, size_t size);
 
 /* The sub-command of command that sends spec ("show" for claim.show), or
  * NULL when spec is not one of its ops. */
-const char *ctl_sub_command(const ctl_command *command, const act_op_spec *spec);
+const char *ctl_sub_command(const ctl_command *command, const ctrl_op_spec *spec);
 
 /* "assign HOST BOX": the sub-command of command that sends spec, with its
  * arguments; false when spec is not one of command's ops. */
-bool ctl_sub_command_usage(const ctl_command *command, const act_op_spec *spec, char *out,
+bool ctl_sub_command_usage(const ctl_command *command, const ctrl_op_spec *spec, char *out,
                            size_t size);
 
 /* 0 when name is a valid name of kind what ("host"), else a usage error
@@ -45,5 +45,5 @@ int ctl_check_name(const ctl_command *command, const char *what, const char *nam
 /* Parses a command line (argv[0] is the command) of op spec into request.
  * Returns 0, -1 for --help, or a usage exit code after printing why. extra
  * may be NULL. */
-int ctl_op_parse(const ctl_command *command, const act_op_spec *spec, int argc, char **argv,
+int ctl_op_parse(const ctl_command *command, const ctrl_op_spec *spec, int argc, char **argv,
                  const ctl_extra_options *extra, json_object *request);

@@ -8,8 +8,7 @@
 
 /* Logs one pipeline transition, counts it, and publishes the event it is
  * (if any). */
-void act_announce_transition(act_daemon_host *host, const act_wake_event *event);
+void ad_announce_transition(ad_host *host, const pl_wake_event *event);
 
 /* Publishes one event about host (and gen, when given) to subscribers. */
-void act_publish(act_daemon_host *host, act_event_kind kind, const act_generation *gen,
-                 const char *reason);
+void ad_publish(ad_host *host, ev_event_kind kind, const ad_generation *gen, const char *reason);

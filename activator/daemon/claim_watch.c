@@ -15,8 +15,8 @@
 
 #define WATCH_RETRY_USEC (1000 * 1000ull)
 
-struct act_claim_watch {
-    act_daemon *daemon;
+struct ad_claim_watch {
+    ad_daemon *daemon;
     claims_watch *watch;
     uint64_t revision;               /* where the next watch starts */
     sd_event_source *retry_timer;
@@ -25,14 +25,14 @@ struct act_claim_watch {
 static void on_change(claims_watch *watch, const claim_change *change, int error,
                       const act_error *err, void *userdata);
 
-static int restart_watch(act_claim_watch *cw, act_error *err)
+static int restart_watch(ad_claim_watch *cw, act_error *err)
 {
     return claims_watch_start(cw->daemon->store, cw->revision, on_change, cw, &cw->watch, err);
 }
 
 static int on_retry(sd_event_source *source, uint64_t usec, void *userdata);
 
-static void retry_later(act_claim_watch *cw)
+static void retry_later(ad_claim_watch *cw)
 {
     if (cw->daemon->stopping)
         return;
@@ -44,7 +44,7 @@ static void retry_later(act_claim_watch *cw)
 
 static int on_retry(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    act_claim_watch *cw = userdata;
+    ad_claim_watch *cw = userdata;
     cw->retry_timer = sd_event_source_disable_unref(cw->retry_timer);
     act_error err = {0};
     if (restart_watch(cw, &err) < 0) {
@@ -54,38 +54,37 @@ static int on_retry(sd_event_source *source, uint64_t usec, void *userdata)
     return 0;
 }
 
-static void host_claim_changed(act_daemon_host *host, const claim_change *change)
+static void host_claim_changed(ad_host *host, const claim_change *change)
 {
-    const char *box = act_daemon_host_daemon(host)->config.box;
-    act_host *pipeline = act_daemon_host_pipeline(host);
+    const char *box = ad_host_daemon(host)->config.box;
+    pl_host *pipeline = ad_host_pipeline(host);
     bool ours = change->kind == CLAIM_CHANGE_PUT && claim_owned_by(&change->claim, box);
-    act_host_state state = act_host_get_state(pipeline);
-    act_publish(host, ACT_EVENT_CLAIM_CHANGED, NULL,
-                change->kind == CLAIM_CHANGE_DELETE ? "deleted"
-                : ours                               ? "ours"
-                                                     : claim_executor(&change->claim));
+    pl_host_state state = pl_host_get_state(pipeline);
+    ad_publish(host, EV_EVENT_CLAIM_CHANGED, NULL,
+               change->kind == CLAIM_CHANGE_DELETE ? "deleted"
+               : ours                              ? "ours"
+                                                   : claim_executor(&change->claim));
     if (!ours) {
-        if (state == ACT_HOST_WAKING)
-            act_host_cancel(pipeline, ACT_REASON_NOT_OWNER,
-                            "host %s: the claim no longer names this box",
-                            act_daemon_host_name(host));
-        else if (state == ACT_HOST_SERVING)
-            act_host_park(pipeline, ACT_PARK_CLAIM_LOST);
-        act_daemon_host_set_claim_ours(host, false);
+        if (state == PL_HOST_WAKING)
+            pl_host_cancel(pipeline, PL_REASON_NOT_OWNER,
+                           "host %s: the claim no longer names this box", ad_host_name(host));
+        else if (state == PL_HOST_SERVING)
+            pl_host_park(pipeline, PL_PARK_CLAIM_LOST);
+        ad_host_set_claim_ours(host, false);
         return;
     }
     /* Newly ours: the last claim we saw named someone else (or nobody). */
-    bool newly = !act_daemon_host_claim_ours(host);
-    act_daemon_host_set_claim_ours(host, true);
-    if (newly && state == ACT_HOST_PARKED && !act_daemon_host_daemon(host)->stopping &&
+    bool newly = !ad_host_claim_ours(host);
+    ad_host_set_claim_ours(host, true);
+    if (newly && state == PL_HOST_PARKED && !ad_host_daemon(host)->stopping &&
         claim_phase_allows_wake(&change->claim, box, false, NULL) == 0)
-        act_host_wake(pipeline, ACT_TRIGGER_CLAIM_CHANGE, NULL, NULL);
+        pl_host_wake(pipeline, PL_TRIGGER_CLAIM_CHANGE, NULL, NULL);
 }
 
 static void on_change(claims_watch *watch, const claim_change *change, int error,
                       const act_error *err, void *userdata)
 {
-    act_claim_watch *cw = userdata;
+    ad_claim_watch *cw = userdata;
     if (error < 0) {
         act_log(LOG_WARNING, "claim watch ended: %s; restarting from revision %" PRIu64,
                 err ? err->message : "unknown error", cw->revision);
@@ -99,14 +98,14 @@ static void on_change(claims_watch *watch, const claim_change *change, int error
         act_log(LOG_WARNING, "claim watch: %s", change->problem.message);
         return;
     }
-    act_daemon_host *host = act_hosts_find(cw->daemon, change->claim.host);
+    ad_host *host = ad_hosts_find(cw->daemon, change->claim.host);
     if (host)
         host_claim_changed(host, change);
 }
 
-int act_claim_watch_start(act_daemon *daemon, act_error *err)
+int ad_claim_watch_start(ad_daemon *daemon, act_error *err)
 {
-    act_claim_watch *cw = calloc(1, sizeof(*cw));
+    ad_claim_watch *cw = calloc(1, sizeof(*cw));
     if (!cw)
         return act_error_set(err, ENOMEM, "out of memory");
     cw->daemon = daemon;
@@ -114,9 +113,9 @@ int act_claim_watch_start(act_daemon *daemon, act_error *err)
     return restart_watch(cw, err);
 }
 
-void act_claim_watch_stop(act_daemon *daemon)
+void ad_claim_watch_stop(ad_daemon *daemon)
 {
-    act_claim_watch *cw = daemon->claim_watch;
+    ad_claim_watch *cw = daemon->claim_watch;
     if (!cw)
         return;
     claims_watch_free(cw->watch);

@@ -3,5 +3,5 @@
 
 #include "activator/daemon/context.h"
 
-int act_claim_watch_start(act_daemon *daemon, act_error *err);
-void act_claim_watch_stop(act_daemon *daemon);
+int ad_claim_watch_start(ad_daemon *daemon, act_error *err);
+void ad_claim_watch_stop(ad_daemon *daemon);

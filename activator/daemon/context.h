@@ -24,25 +24,24 @@
 #include "common/offload.h"
 #include "release/release.h"
 
-typedef struct act_daemon act_daemon;
-typedef struct act_daemon_host act_daemon_host;
-typedef struct act_claim_watch act_claim_watch;
-typedef struct act_leftovers act_leftovers;
-typedef struct act_telemetry act_telemetry;
+typedef struct ad_daemon ad_daemon;
+typedef struct ad_host ad_host;
+typedef struct ad_claim_watch ad_claim_watch;
+typedef struct ad_leftovers ad_leftovers;
+typedef struct ad_telemetry ad_telemetry;
 
 /* Told of every transition of every host, after the host's own reactions
  * (hosts.c); daemon.c uses it for STATUS= and to see a clean stop finish. */
-typedef void (*act_hosts_observer_fn)(act_daemon *daemon, act_daemon_host *host,
-                                      const act_wake_event *event);
+typedef void (*ad_hosts_observer_fn)(ad_daemon *daemon, ad_host *host, const pl_wake_event *event);
 
-struct act_daemon {
+struct ad_daemon {
     sd_event *loop;
-    act_daemon_config config;
-    act_host_config *host_configs;   /* every host file that loaded, sorted by name */
+    cfg_daemon config;
+    cfg_host *host_configs; /* every host file that loaded, sorted by name */
     size_t n_host_configs;
-    act_daemon_host **hosts;         /* the hosts set up (hosts.c), sorted by name */
+    ad_host **hosts; /* the hosts set up (hosts.c), sorted by name */
     size_t n_hosts;
-    act_hosts_observer_fn observe_hosts;
+    ad_hosts_observer_fn observe_hosts;
     cg_seccomp_program *default_seccomp; /* SystemCallFilter=default, shared by hosts */
     char incarnation[33];            /* random per start */
     int state_dirfd;
@@ -50,19 +49,19 @@ struct act_daemon {
     act_offload *offload;            /* workers for durable writes and staging */
     rel_store *releases;
     cg_root *cgroups;
-    act_start_cap start_cap;
-    act_events *events;              /* NULL until the messaging is open */
-    act_daemon_metrics *metrics;     /* the metric families; NULL until registered */
+    pl_start_cap start_cap;
+    ev_publisher *events;            /* NULL until the messaging is open */
+    met_daemon_metrics *metrics;     /* the metric families; NULL until registered */
     struct rlimit nofile;            /* as we were started: what generations get */
     bool stopping;                   /* a clean stop began: nothing new starts */
 
-    act_claim_watch *claim_watch;    /* claim_watch.c */
-    act_leftovers *leftovers;        /* leftovers.c, from start-up until recovery ran */
-    act_telemetry *telemetry;        /* telemetry.c */
+    ad_claim_watch *claim_watch; /* claim_watch.c */
+    ad_leftovers *leftovers;     /* leftovers.c, from start-up until recovery ran */
+    ad_telemetry *telemetry;     /* telemetry.c */
 };
 
 /* The loop's time of this iteration (CLOCK_MONOTONIC). */
-static inline uint64_t act_daemon_now(const act_daemon *daemon)
+static inline uint64_t ad_now(const ad_daemon *daemon)
 {
     uint64_t now = 0;
     sd_event_now(daemon->loop, CLOCK_MONOTONIC, &now);

@@ -35,8 +35,8 @@
 /* The daemon process: the context every part shares, and what only the
  * start-up, the signals and the stop here use. */
 typedef struct daemon_process {
-    act_daemon daemon;
-    act_control *control;
+    ad_daemon daemon;
+    ctrl_server *control;
     sd_event_source *status_timer;   /* a pending STATUS= update */
     sd_event_source *stop_timer;     /* the clean stop's deadline */
     size_t stop_cursor;              /* hosts before it are at rest, during a stop */
@@ -47,19 +47,19 @@ typedef struct daemon_process {
  * it, which needs the context first. */
 static_assert(offsetof(daemon_process, daemon) == 0, "the context must open daemon_process");
 
-static daemon_process *process_of(act_daemon *daemon)
+static daemon_process *process_of(ad_daemon *daemon)
 {
     return (daemon_process *)daemon;
 }
 
 static int compare_host_configs(const void *a, const void *b)
 {
-    return strcmp(((const act_host_config *)a)->name, ((const act_host_config *)b)->name);
+    return strcmp(((const cfg_host *)a)->name, ((const cfg_host *)b)->name);
 }
 
-static int open_directories(act_daemon *daemon, act_error *err)
+static int open_directories(ad_daemon *daemon, act_error *err)
 {
-    const act_daemon_config *config = &daemon->config;
+    const cfg_daemon *config = &daemon->config;
     char notify_dir[4096];
     snprintf(notify_dir, sizeof(notify_dir), "%s/notify", config->runtime_directory);
     int r = act_mkdir_p(config->state_directory, 0755, err);
@@ -88,9 +88,9 @@ static int read_store_password(const char *path, char **out, act_error *err)
     return 0;
 }
 
-static int open_store(act_daemon *daemon, act_error *err)
+static int open_store(ad_daemon *daemon, act_error *err)
 {
-    const act_daemon_config *config = &daemon->config;
+    const cfg_daemon *config = &daemon->config;
     claims_store_options options = {
         .ca_file = config->store_ca,
         .cert_file = config->store_certificate,
@@ -124,44 +124,44 @@ static int open_store(act_daemon *daemon, act_error *err)
 
 static int open_messaging(daemon_process *process, act_error *err)
 {
-    act_daemon *daemon = &process->daemon;
-    const act_daemon_config *config = &daemon->config;
-    act_events_options events = {.url = config->events, .box = config->box};
-    int r = act_events_new(&events, &daemon->events, err);
+    ad_daemon *daemon = &process->daemon;
+    const cfg_daemon *config = &daemon->config;
+    ev_options events = {.url = config->events, .box = config->box};
+    int r = ev_new(&events, &daemon->events, err);
     if (r < 0)
         return r;
-    act_control_options control = {
+    ctrl_options control = {
         .url = config->control,
         .tls_url = config->control_listen,
         .tls_certificate = config->tls_certificate,
         .tls_key = config->tls_key,
         .tls_client_ca = config->tls_client_ca,
-        .dispatch = act_dispatch,
+        .dispatch = ad_dispatch,
         .userdata = daemon,
     };
-    r = act_telemetry_open(daemon, &control.observe, err);
+    r = ad_telemetry_open(daemon, &control.observe, err);
     if (r < 0)
         return r;
     if (config->control_group) {
-        r = act_resolve_group("ControlGroup", config->control_group, &control.control_gid, err);
+        r = cfg_resolve_group("ControlGroup", config->control_group, &control.control_gid, err);
         if (r < 0)
             return r;
         control.have_control_gid = true;
         events.have_control_gid = true;
         events.control_gid = control.control_gid;
     }
-    return act_control_new(daemon->loop, &control, &process->control, err);
+    return ctrl_new(daemon->loop, &control, &process->control, err);
 }
 
 /* STATUS= for systemctl status, with counts of hosts by state. */
-static void update_status(act_daemon *daemon)
+static void update_status(ad_daemon *daemon)
 {
-    unsigned by_state[_ACT_HOST_STATE_MAX] = {0};
+    unsigned by_state[_PL_HOST_STATE_MAX] = {0};
     for (size_t i = 0; i < daemon->n_hosts; i++)
-        by_state[act_host_get_state(act_daemon_host_pipeline(daemon->hosts[i]))]++;
+        by_state[pl_host_get_state(ad_host_pipeline(daemon->hosts[i]))]++;
     sd_notifyf(0, "STATUS=%zu hosts: %u serving, %u waking, %u parked, %u retiring%s",
-               daemon->n_hosts, by_state[ACT_HOST_SERVING], by_state[ACT_HOST_WAKING],
-               by_state[ACT_HOST_PARKED], by_state[ACT_HOST_RETIRING],
+               daemon->n_hosts, by_state[PL_HOST_SERVING], by_state[PL_HOST_WAKING],
+               by_state[PL_HOST_PARKED], by_state[PL_HOST_RETIRING],
                daemon->stopping ? " (stopping)" : "");
 }
 
@@ -189,9 +189,9 @@ static void status_changed(daemon_process *process)
  * forward: each transition costs a step, not a walk of the table. */
 static void check_stopped(daemon_process *process)
 {
-    act_daemon *daemon = &process->daemon;
+    ad_daemon *daemon = &process->daemon;
     while (process->stop_cursor < daemon->n_hosts &&
-           act_hosts_at_rest(daemon->hosts[process->stop_cursor]))
+           ad_hosts_at_rest(daemon->hosts[process->stop_cursor]))
         process->stop_cursor++;
     if (process->stop_cursor == daemon->n_hosts)
         sd_event_exit(daemon->loop, process->exit_code);
@@ -208,18 +208,18 @@ static int on_stop_deadline(sd_event_source *source, uint64_t usec, void *userda
 }
 
 /* Every transition of every host, after the host's own reactions. */
-static void observe_host(act_daemon *daemon, act_daemon_host *host, const act_wake_event *event)
+static void observe_host(ad_daemon *daemon, ad_host *host, const pl_wake_event *event)
 {
     daemon_process *process = process_of(daemon);
-    if (event->type == ACT_WAKE_EVENT_SERVING || event->type == ACT_WAKE_EVENT_PARKED)
+    if (event->type == PL_WAKE_EVENT_SERVING || event->type == PL_WAKE_EVENT_PARKED)
         status_changed(process);
-    if (daemon->stopping && event->type == ACT_WAKE_EVENT_ENDED)
+    if (daemon->stopping && event->type == PL_WAKE_EVENT_ENDED)
         check_stopped(process);
 }
 
 static void begin_stop(daemon_process *process)
 {
-    act_daemon *daemon = &process->daemon;
+    ad_daemon *daemon = &process->daemon;
     if (daemon->stopping)
         return;
     daemon->stopping = true;
@@ -227,14 +227,14 @@ static void begin_stop(daemon_process *process)
     act_log(LOG_INFO, "stopping: retiring every generation with proof");
     uint64_t longest = 0;
     for (size_t i = 0; i < daemon->n_hosts; i++) {
-        act_daemon_host *host = daemon->hosts[i];
-        const act_host_config *config = act_daemon_host_config(host);
-        act_host *pipeline = act_daemon_host_pipeline(host);
+        ad_host *host = daemon->hosts[i];
+        const cfg_host *config = ad_host_config(host);
+        pl_host *pipeline = ad_host_pipeline(host);
         if (config->stop_timeout_usec > longest)
             longest = config->stop_timeout_usec;
-        act_host_cancel(pipeline, ACT_REASON_CANCELLED, "host %s: the daemon is stopping",
-                        config->name);
-        act_host_park(pipeline, ACT_PARK_REQUEST);
+        pl_host_cancel(pipeline, PL_REASON_CANCELLED, "host %s: the daemon is stopping",
+                       config->name);
+        pl_host_park(pipeline, PL_PARK_REQUEST);
     }
     if (sd_event_add_time_relative(daemon->loop, &process->stop_timer, CLOCK_MONOTONIC,
                                    longest + STOP_SLACK_USEC, 0, on_stop_deadline, process) < 0)
@@ -252,20 +252,20 @@ static int on_signal(sd_event_source *source, const struct signalfd_siginfo *inf
 
 /* ---- start and run ------------------------------------------------------- */
 
-static int load_configuration(act_daemon *daemon, const char *path, act_error *err)
+static int load_configuration(ad_daemon *daemon, const char *path, act_error *err)
 {
-    _cleanup_(act_config_errors_free) act_config_errors errors = {0};
-    int r = act_config_load_daemon(path, &daemon->config, &errors);
+    _cleanup_(cfg_errors_free) cfg_errors errors = {0};
+    int r = cfg_load_daemon(path, &daemon->config, &errors);
     if (r < 0) {
-        act_config_errors_print(&errors, stderr);
+        cfg_errors_print(&errors, stderr);
         return act_error_set(err, -r, "%s: configuration not usable; run activatord "
                                       "--check-config --config %s",
                              path, path);
     }
-    r = act_config_load_hosts(daemon->config.hosts_directory, &daemon->host_configs,
-                              &daemon->n_host_configs, &errors);
+    r = cfg_load_hosts(daemon->config.hosts_directory, &daemon->host_configs,
+                       &daemon->n_host_configs, &errors);
     if (r < 0) {
-        act_config_errors_print(&errors, stderr);
+        cfg_errors_print(&errors, stderr);
         return act_error_set(err, -r, "HostsDirectory=%s cannot be read",
                              daemon->config.hosts_directory);
     }
@@ -277,7 +277,7 @@ static int load_configuration(act_daemon *daemon, const char *path, act_error *e
     return 0;
 }
 
-static int make_incarnation(act_daemon *daemon, act_error *err)
+static int make_incarnation(ad_daemon *daemon, act_error *err)
 {
     sd_id128_t id;
     int r = sd_id128_randomize(&id);
@@ -296,7 +296,7 @@ static int make_incarnation(act_daemon *daemon, act_error *err)
 
 static int start(daemon_process *process, const char *config_path, act_error *err)
 {
-    act_daemon *daemon = &process->daemon;
+    ad_daemon *daemon = &process->daemon;
     int r = load_configuration(daemon, config_path, err);
     if (r < 0)
         return r;
@@ -330,15 +330,15 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     if (r < 0)
         return act_error_prefix(err, "CgroupRoot=%s",
                                 daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto");
-    if ((r = act_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
+    if ((r = pl_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
             0 ||
-        (r = open_store(daemon, err)) < 0 || (r = act_leftovers_scan(daemon, err)) < 0)
+        (r = open_store(daemon, err)) < 0 || (r = ad_leftovers_scan(daemon, err)) < 0)
         return r;
     daemon->observe_hosts = observe_host;
-    if ((r = act_hosts_setup(daemon, err)) < 0)
+    if ((r = ad_hosts_setup(daemon, err)) < 0)
         return r;
-    act_recover(daemon);
-    if ((r = open_messaging(process, err)) < 0 || (r = act_claim_watch_start(daemon, err)) < 0)
+    ad_recover(daemon);
+    if ((r = open_messaging(process, err)) < 0 || (r = ad_claim_watch_start(daemon, err)) < 0)
         return r;
     sd_event_set_watchdog(daemon->loop, true);
     act_log(LOG_INFO, "activatord %s: box %s, incarnation %s, %zu hosts, store %s, cgroup %s",
@@ -351,34 +351,34 @@ static int start(daemon_process *process, const char *config_path, act_error *er
 
 static void teardown(daemon_process *process)
 {
-    act_daemon *daemon = &process->daemon;
+    ad_daemon *daemon = &process->daemon;
     /* Lets the record writes already asked for land (a clean stop removes
      * the records of the generations it retired). */
     act_offload_free(daemon->offload);
-    act_leftovers_free(daemon);
+    ad_leftovers_free(daemon);
     sd_event_source_disable_unref(process->status_timer);
     sd_event_source_disable_unref(process->stop_timer);
-    act_control_free(process->control);
-    act_telemetry_close(daemon);
-    act_events_free(daemon->events);
+    ctrl_free(process->control);
+    ad_telemetry_close(daemon);
+    ev_free(daemon->events);
     daemon->events = NULL;
-    act_claim_watch_stop(daemon);
-    act_hosts_teardown(daemon);
+    ad_claim_watch_stop(daemon);
+    ad_hosts_teardown(daemon);
     claims_store_free(daemon->store);
     rel_store_free(daemon->releases);
     cg_root_free(daemon->cgroups);
     if (daemon->state_dirfd >= 0)
         close(daemon->state_dirfd);
     cg_seccomp_program_free(daemon->default_seccomp);
-    act_host_configs_free(daemon->host_configs, daemon->n_host_configs);
-    act_daemon_config_free(&daemon->config);
+    cfg_hosts_free(daemon->host_configs, daemon->n_host_configs);
+    cfg_daemon_free(&daemon->config);
     sd_event_unref(daemon->loop);
 }
 
-int act_daemon_run(const char *config_path)
+int ad_run(const char *config_path)
 {
     daemon_process process = {.daemon = {.state_dirfd = -1}};
-    act_daemon *daemon = &process.daemon;
+    ad_daemon *daemon = &process.daemon;
     act_error err = {0};
     int r = start(&process, config_path, &err);
     if (r < 0) {

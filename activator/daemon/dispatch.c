@@ -34,122 +34,119 @@ static void add_u64(json_object *obj, const char *key, uint64_t value)
 }
 
 /* Every per-host op names a configured host; anything else is a clear refusal. */
-static act_daemon_host *find_host(act_daemon *daemon, const act_request *request,
-                                  act_control_reply *reply)
+static ad_host *find_host(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
 {
-    act_daemon_host *host = act_hosts_find(daemon, request->host);
+    ad_host *host = ad_hosts_find(daemon, request->host);
     if (!host)
-        act_control_reply_error(reply, "unknown_host",
-                                "host %s is not configured on box %s; add %s/%s.conf and restart "
-                                "or reload the daemon",
-                                request->host, daemon->config.box, daemon->config.hosts_directory,
-                                request->host);
+        ctrl_reply_error(reply, "unknown_host",
+                         "host %s is not configured on box %s; add %s/%s.conf and restart "
+                         "or reload the daemon",
+                         request->host, daemon->config.box, daemon->config.hosts_directory,
+                         request->host);
     return host;
 }
 
-static void reply_status(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+static void reply_status(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
 {
     if (request->host[0]) {
-        act_daemon_host *host = find_host(daemon, request, reply);
+        ad_host *host = find_host(daemon, request, reply);
         if (host)
-            act_control_reply_ok(reply, act_host_status_json(host));
+            ctrl_reply_ok(reply, ad_host_status_json(host));
         return;
     }
     json_object *hosts = json_object_new_array();
     for (size_t i = 0; i < daemon->n_hosts; i++)
-        json_object_array_add(hosts, act_host_status_json(daemon->hosts[i]));
+        json_object_array_add(hosts, ad_host_status_json(daemon->hosts[i]));
     json_object *result = json_object_new_object();
     json_object_object_add(result, "hosts", hosts);
-    act_control_reply_ok(reply, result);
+    ctrl_reply_ok(reply, result);
 }
 
 /* ---- wake, park ---------------------------------------------------------- */
 
 typedef struct wake_request {
-    act_daemon_host *host;
-    act_control_reply *reply;
+    ad_host *host;
+    ctrl_reply *reply;
 } wake_request;
 
-static void on_wake_done(act_host *pipeline, const act_wake_result *result, void *userdata)
+static void on_wake_done(pl_host *pipeline, const pl_wake_result *result, void *userdata)
 {
     _cleanup_free_ wake_request *request = userdata;
-    if (result->kind == ACT_WAKE_SERVING)
-        act_control_reply_ok(request->reply, act_host_status_json(request->host));
+    if (result->kind == PL_WAKE_SERVING)
+        ctrl_reply_ok(request->reply, ad_host_status_json(request->host));
     else
-        act_control_reply_error(request->reply,
-                                result->reason != ACT_REASON_NONE
-                                    ? act_reason_to_string(result->reason)
-                                    : act_wake_kind_to_string(result->kind),
-                                "%s", result->message ? result->message : "the wake did not serve");
+        ctrl_reply_error(request->reply,
+                         result->reason != PL_REASON_NONE ? pl_reason_to_string(result->reason)
+                                                          : pl_wake_kind_to_string(result->kind),
+                         "%s", result->message ? result->message : "the wake did not serve");
 }
 
-static void do_wake(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+static void do_wake(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
 {
-    act_daemon_host *host = find_host(daemon, request, reply);
+    ad_host *host = find_host(daemon, request, reply);
     if (!host)
         return;
     if (daemon->stopping) {
-        act_control_reply_error(reply, "stopping", "box %s is stopping; wake refused",
-                                daemon->config.box);
+        ctrl_reply_error(reply, "stopping", "box %s is stopping; wake refused", daemon->config.box);
         return;
     }
     wake_request *waiting = NULL;
     if (!request->no_wait) {
         waiting = calloc(1, sizeof(*waiting));
         if (!waiting) {
-            act_control_reply_error(reply, "internal", "out of memory");
+            ctrl_reply_error(reply, "internal", "out of memory");
             return;
         }
         *waiting = (wake_request){.host = host, .reply = reply};
     }
-    int r = act_host_wake(act_daemon_host_pipeline(host), ACT_TRIGGER_WARM,
-                          waiting ? on_wake_done : NULL, waiting);
-    if (r < 0 || r == ACT_WAKE_ALREADY_SERVING)
+    int r = pl_host_wake(ad_host_pipeline(host), PL_TRIGGER_WARM, waiting ? on_wake_done : NULL,
+                         waiting);
+    if (r < 0 || r == PL_WAKE_ALREADY_SERVING)
         free(waiting);
     if (r < 0)
-        act_control_reply_error(reply, "internal", "host %s: wake failed: %s", request->host,
-                                strerror(-r));
-    else if (r == ACT_WAKE_ALREADY_SERVING || request->no_wait)
-        act_control_reply_ok(reply, act_host_status_json(host));
+        ctrl_reply_error(reply, "internal", "host %s: wake failed: %s", request->host,
+                         strerror(-r));
+    else if (r == PL_WAKE_ALREADY_SERVING || request->no_wait)
+        ctrl_reply_ok(reply, ad_host_status_json(host));
 }
 
-static void do_park(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+static void do_park(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
 {
-    act_daemon_host *host = find_host(daemon, request, reply);
+    ad_host *host = find_host(daemon, request, reply);
     if (!host)
         return;
-    act_host_park(act_daemon_host_pipeline(host), ACT_PARK_REQUEST);
-    act_control_reply_ok(reply, act_host_status_json(host));
+    pl_host_park(ad_host_pipeline(host), PL_PARK_REQUEST);
+    ctrl_reply_ok(reply, ad_host_status_json(host));
 }
 
 /* ---- releases ------------------------------------------------------------ */
 
-static void do_stage(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+static void do_stage(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
 {
     /* Only root gets here: stage needs that role (activator/control/ops.h). */
-    act_daemon_host *host = find_host(daemon, request, reply);
+    ad_host *host = find_host(daemon, request, reply);
     if (host)
-        act_stage_start(host, request, reply);
+        ad_stage_start(host, request, reply);
 }
 
-static void do_promote(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+static void do_promote(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
 {
     if (!find_host(daemon, request, reply))
         return;
     act_error err = {0};
     int r = rel_promote(daemon->releases, request->host, request->version, &err);
     if (r < 0) {
-        act_reply_release_error(reply, r, &err);
+        ad_reply_release_error(reply, r, &err);
         return;
     }
     json_object *result = json_object_new_object();
     add_string(result, "host", request->host);
     add_string(result, "version", request->version);
     json_object_object_add(result, "live", json_object_new_boolean(true));
-    act_control_reply_ok(reply, result);
+    ctrl_reply_ok(reply, result);
 }
 
-static void do_releases(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+static void do_releases(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
 {
     if (!find_host(daemon, request, reply))
         return;
@@ -158,7 +155,7 @@ static void do_releases(act_daemon *daemon, const act_request *request, act_cont
     act_error err = {0};
     int r = rel_list(daemon->releases, request->host, &entries, &n, &err);
     if (r < 0) {
-        act_reply_release_error(reply, r, &err);
+        ad_reply_release_error(reply, r, &err);
         return;
     }
     json_object *result = json_object_new_object();
@@ -177,15 +174,15 @@ static void do_releases(act_daemon *daemon, const act_request *request, act_cont
         json_object_array_add(list, entry);
     }
     json_object_object_add(result, "releases", list);
-    act_control_reply_ok(reply, result);
+    ctrl_reply_ok(reply, result);
 }
 
 /* ---- claims -------------------------------------------------------------- */
 
 typedef struct claim_request {
-    act_daemon *daemon;
-    act_control_reply *reply;
-    act_op op;
+    ad_daemon *daemon;
+    ctrl_reply *reply;
+    ctrl_op op;
     char host[ACT_NAME_MAX + 1];
     char box[ACT_NAME_MAX + 1];
 } claim_request;
@@ -208,18 +205,17 @@ static void on_claim_written(claim_store *store, int result, uint64_t new_revisi
 {
     _cleanup_free_ claim_request *request = userdata;
     if (result == CLAIMS_CHANGED)
-        act_control_reply_error(request->reply, "claim_changed",
-                                "host %s: the claim changed while it was being written; retry",
-                                request->host);
+        ctrl_reply_error(request->reply, "claim_changed",
+                         "host %s: the claim changed while it was being written; retry",
+                         request->host);
     else if (result < 0)
-        act_control_reply_error(request->reply, "store_error", "host %s: %s", request->host,
-                                err->message);
+        ctrl_reply_error(request->reply, "store_error", "host %s: %s", request->host, err->message);
     else {
         json_object *ok = json_object_new_object();
         add_string(ok, "host", request->host);
-        add_string(ok, "executor", request->op == ACT_OP_CLAIM_ASSIGN ? request->box : "");
+        add_string(ok, "executor", request->op == CTRL_OP_CLAIM_ASSIGN ? request->box : "");
         add_u64(ok, "revision", new_revision);
-        act_control_reply_ok(request->reply, ok);
+        ctrl_reply_ok(request->reply, ok);
     }
 }
 
@@ -228,23 +224,21 @@ static void on_claim_read(claim_store *store, int result, const claim *c, const 
 {
     _cleanup_free_ claim_request *request = userdata;
     if (result < 0) {
-        act_control_reply_error(request->reply, "store_error", "host %s: %s", request->host,
-                                err->message);
+        ctrl_reply_error(request->reply, "store_error", "host %s: %s", request->host, err->message);
         return;
     }
-    if (request->op == ACT_OP_CLAIM_SHOW) {
+    if (request->op == CTRL_OP_CLAIM_SHOW) {
         if (result == 0)
-            act_control_reply_error(request->reply, "no_claim", "host %s has no claim",
-                                    request->host);
+            ctrl_reply_error(request->reply, "no_claim", "host %s has no claim", request->host);
         else
-            act_control_reply_ok(request->reply, claim_json(c));
+            ctrl_reply_ok(request->reply, claim_json(c));
         return;
     }
     claim next = {0};
     if (result == 1)
         next = *c;
     snprintf(next.host, sizeof(next.host), "%s", request->host);
-    if (request->op == ACT_OP_CLAIM_ASSIGN) {
+    if (request->op == CTRL_OP_CLAIM_ASSIGN) {
         /* An assignment starts a fresh serving op on the named box; the
          * holder (who ran it last) stays for the record. */
         snprintf(next.op.id, sizeof(next.op.id), "assign");
@@ -253,8 +247,8 @@ static void on_claim_read(claim_store *store, int result, const claim *c, const 
         snprintf(next.op.exec, sizeof(next.op.exec), "%s", request->box);
     } else {
         if (result == 0) {
-            act_control_reply_error(request->reply, "no_claim", "host %s has no claim to release",
-                                    request->host);
+            ctrl_reply_error(request->reply, "no_claim", "host %s has no claim to release",
+                             request->host);
             return;
         }
         snprintf(next.op.id, sizeof(next.op.id), "release");
@@ -265,21 +259,21 @@ static void on_claim_read(claim_store *store, int result, const claim *c, const 
     act_error call_err = {0};
     if (claims_cas_async(store, request->host, result == 1 ? c->revision : 0, &next,
                          on_claim_written, request, &call_err) < 0) {
-        act_control_reply_error(request->reply, "store_error", "host %s: %s", request->host,
-                                call_err.message);
+        ctrl_reply_error(request->reply, "store_error", "host %s: %s", request->host,
+                         call_err.message);
         return;
     }
     TAKE_PTR(request); /* on_claim_written's now */
 }
 
-static void do_claim(act_daemon *daemon, const act_request *request, act_control_reply *reply)
+static void do_claim(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
 {
-    act_daemon_host *host = act_hosts_find(daemon, request->host);
-    if (request->op == ACT_OP_CLAIM_RELEASE && host)
-        act_host_park(act_daemon_host_pipeline(host), ACT_PARK_REQUEST); /* retire it here first */
+    ad_host *host = ad_hosts_find(daemon, request->host);
+    if (request->op == CTRL_OP_CLAIM_RELEASE && host)
+        pl_host_park(ad_host_pipeline(host), PL_PARK_REQUEST); /* retire it here first */
     _cleanup_free_ claim_request *pending = calloc(1, sizeof(*pending));
     if (!pending) {
-        act_control_reply_error(reply, "internal", "out of memory");
+        ctrl_reply_error(reply, "internal", "out of memory");
         return;
     }
     *pending = (claim_request){.daemon = daemon, .reply = reply, .op = request->op};
@@ -287,7 +281,7 @@ static void do_claim(act_daemon *daemon, const act_request *request, act_control
     snprintf(pending->box, sizeof(pending->box), "%s", request->box);
     act_error err = {0};
     if (claims_read_async(daemon->store, request->host, on_claim_read, pending, &err) < 0) {
-        act_control_reply_error(reply, "store_error", "host %s: %s", request->host, err.message);
+        ctrl_reply_error(reply, "store_error", "host %s: %s", request->host, err.message);
         return;
     }
     TAKE_PTR(pending); /* on_claim_read's now */
@@ -295,77 +289,77 @@ static void do_claim(act_daemon *daemon, const act_request *request, act_control
 
 /* ---- stats, version ------------------------------------------------------ */
 
-static void reply_stats(act_daemon *daemon, act_control_reply *reply)
+static void reply_stats(ad_daemon *daemon, ctrl_reply *reply)
 {
-    uint64_t by_state[_ACT_HOST_STATE_MAX] = {0};
+    uint64_t by_state[_PL_HOST_STATE_MAX] = {0};
     uint64_t failed_attempts = 0;
     for (size_t i = 0; i < daemon->n_hosts; i++) {
-        by_state[act_host_get_state(act_daemon_host_pipeline(daemon->hosts[i]))]++;
-        failed_attempts += act_daemon_host_failed_attempts(daemon->hosts[i]);
+        by_state[pl_host_get_state(ad_host_pipeline(daemon->hosts[i]))]++;
+        failed_attempts += ad_host_failed_attempts(daemon->hosts[i]);
     }
     json_object *result = json_object_new_object();
     add_u64(result, "hosts", daemon->n_hosts);
-    for (int state = 0; state < _ACT_HOST_STATE_MAX; state++) {
+    for (int state = 0; state < _PL_HOST_STATE_MAX; state++) {
         char key[32];
-        snprintf(key, sizeof(key), "hosts_%s", act_host_state_to_string((act_host_state)state));
+        snprintf(key, sizeof(key), "hosts_%s", pl_host_state_to_string((pl_host_state)state));
         add_u64(result, key, by_state[state]);
     }
     add_u64(result, "failed_attempts", failed_attempts);
-    add_u64(result, "events_published", daemon->events ? act_events_sequence(daemon->events) : 0);
-    act_control_reply_ok(reply, result);
+    add_u64(result, "events_published", daemon->events ? ev_sequence(daemon->events) : 0);
+    ctrl_reply_ok(reply, result);
 }
 
-static void reply_version(act_daemon *daemon, act_control_reply *reply)
+static void reply_version(ad_daemon *daemon, ctrl_reply *reply)
 {
     json_object *result = json_object_new_object();
     add_string(result, "version", ACTIVATOR_VERSION);
     add_string(result, "box", daemon->config.box);
     add_string(result, "incarnation", daemon->incarnation);
     add_string(result, "store", claims_store_kind(daemon->store));
-    act_control_reply_ok(reply, result);
+    ctrl_reply_ok(reply, result);
 }
 
-void act_dispatch(const act_request *request, act_control_reply *reply, void *userdata)
+void ad_dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
 {
-    act_daemon *daemon = userdata;
+    ad_daemon *daemon = userdata;
     switch (request->op) {
-    case ACT_OP_STATUS:
+    case CTRL_OP_STATUS:
         reply_status(daemon, request, reply);
         return;
-    case ACT_OP_WAKE:
+    case CTRL_OP_WAKE:
         do_wake(daemon, request, reply);
         return;
-    case ACT_OP_PARK:
+    case CTRL_OP_PARK:
         do_park(daemon, request, reply);
         return;
-    case ACT_OP_SWAP: {
-        act_daemon_host *host = find_host(daemon, request, reply);
+    case CTRL_OP_SWAP: {
+        ad_host *host = find_host(daemon, request, reply);
         if (host)
-            act_swap_start(host, request, reply);
+            ad_swap_start(host, request, reply);
         return;
     }
-    case ACT_OP_STAGE:
+    case CTRL_OP_STAGE:
         do_stage(daemon, request, reply);
         return;
-    case ACT_OP_PROMOTE:
+    case CTRL_OP_PROMOTE:
         do_promote(daemon, request, reply);
         return;
-    case ACT_OP_RELEASES:
+    case CTRL_OP_RELEASES:
         do_releases(daemon, request, reply);
         return;
-    case ACT_OP_CLAIM_SHOW:
-    case ACT_OP_CLAIM_ASSIGN:
-    case ACT_OP_CLAIM_RELEASE:
+    case CTRL_OP_CLAIM_SHOW:
+    case CTRL_OP_CLAIM_ASSIGN:
+    case CTRL_OP_CLAIM_RELEASE:
         do_claim(daemon, request, reply);
         return;
-    case ACT_OP_STATS:
+    case CTRL_OP_STATS:
         reply_stats(daemon, reply);
         return;
-    case ACT_OP_VERSION:
+    case CTRL_OP_VERSION:
         reply_version(daemon, reply);
         return;
-    case ACT_OP__COUNT:
+    case CTRL_OP__COUNT:
         break;
     }
-    act_control_reply_error(reply, ACT_REQ_UNKNOWN_OP, "unknown op");
+    ctrl_reply_error(reply, CTRL_REQ_UNKNOWN_OP, "unknown op");
 }

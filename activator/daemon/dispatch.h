@@ -6,4 +6,4 @@
 #include "activator/daemon/context.h"
 
 /* The control server's dispatch callback (userdata: the daemon). */
-void act_dispatch(const act_request *request, act_control_reply *reply, void *userdata);
+void ad_dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata);

@@ -28,28 +28,28 @@
  * stuck in uninterruptible sleep (a hung NFS read, say). */
 #define KILL_PROOF_TIMEOUT_USEC (10 * 1000 * 1000ull)
 
-static void limits_from_config(const act_limits *limits, cg_limits *out)
+static void limits_from_config(const cfg_limits *limits, cg_limits *out)
 {
     /* "infinity" is the cgroup's own default, so it is simply not written. */
     *out = (cg_limits){
-        .memory_max = limits->memory_max == ACT_LIMIT_INFINITY ? 0 : limits->memory_max,
-        .memory_high = limits->memory_high == ACT_LIMIT_INFINITY ? 0 : limits->memory_high,
-        .pids_max = limits->pids_max == ACT_LIMIT_INFINITY ? 0 : limits->pids_max,
+        .memory_max = limits->memory_max == CFG_LIMIT_INFINITY ? 0 : limits->memory_max,
+        .memory_high = limits->memory_high == CFG_LIMIT_INFINITY ? 0 : limits->memory_high,
+        .pids_max = limits->pids_max == CFG_LIMIT_INFINITY ? 0 : limits->pids_max,
         .cpu_quota_percent = limits->cpu_quota_percent,
         .cpu_weight = limits->cpu_weight,
     };
 }
 
-int act_generation_new(act_daemon_host *host, const char *kind, uint64_t number,
-                       act_generation **out, act_error *err)
+int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_generation **out,
+                      act_error *err)
 {
     char leaf_name[32];
     snprintf(leaf_name, sizeof(leaf_name), "%s-%" PRIu64, kind, number);
-    const act_host_config *config = act_daemon_host_config(host);
+    const cfg_host *config = ad_host_config(host);
     cg_limits limits;
     limits_from_config(&config->limits, &limits);
 
-    act_generation *gen = calloc(1, sizeof(*gen));
+    ad_generation *gen = calloc(1, sizeof(*gen));
     if (!gen)
         return act_error_set(err, ENOMEM, "out of memory");
     gen->host = host;
@@ -57,8 +57,8 @@ int act_generation_new(act_daemon_host *host, const char *kind, uint64_t number,
     gen->announced = strcmp(kind, "g") == 0;
     gen->process.pidfd = -1;
     gen->helper.pidfd = -1;
-    int r = cg_leaf_create(act_daemon_host_daemon(host)->cgroups, config->name, leaf_name,
-                           &limits, &gen->leaf, err);
+    int r = cg_leaf_create(ad_host_daemon(host)->cgroups, config->name, leaf_name, &limits,
+                           &gen->leaf, err);
     if (r < 0) {
         free(gen);
         return r;
@@ -67,11 +67,11 @@ int act_generation_new(act_daemon_host *host, const char *kind, uint64_t number,
     return 0;
 }
 
-void act_generation_fill_record(act_generation *gen, act_generation_phase phase,
-                                act_generation_record *record)
+void ad_generation_fill_record(ad_generation *gen, rec_generation_phase phase,
+                               rec_generation_record *record)
 {
-    act_daemon_host *host = gen->host;
-    *record = (act_generation_record){
+    ad_host *host = gen->host;
+    *record = (rec_generation_record){
         .generation = gen->number,
         .session = gen->session,
         .admission_revision = gen->admission_revision,
@@ -80,17 +80,17 @@ void act_generation_fill_record(act_generation *gen, act_generation_phase phase,
         .pid = gen->process.pid,
         .started_usec = act_wallclock_usec(),
     };
-    snprintf(record->host, sizeof(record->host), "%s", act_daemon_host_name(host));
+    snprintf(record->host, sizeof(record->host), "%s", ad_host_name(host));
     snprintf(record->incarnation, sizeof(record->incarnation), "%s",
-             act_daemon_host_daemon(host)->incarnation);
+             ad_host_daemon(host)->incarnation);
 }
 
-int act_generation_write_record(act_generation *gen, act_generation_phase phase, act_error *err)
+int ad_generation_write_record(ad_generation *gen, rec_generation_phase phase, act_error *err)
 {
-    act_generation_record record;
-    act_generation_fill_record(gen, phase, &record);
-    int dirfd = act_daemon_host_dir(gen->host, err);
-    return dirfd < 0 ? dirfd : act_records_write_generation(dirfd, &record, err);
+    rec_generation_record record;
+    ad_generation_fill_record(gen, phase, &record);
+    int dirfd = ad_host_dir(gen->host, err);
+    return dirfd < 0 ? dirfd : rec_write_generation(dirfd, &record, err);
 }
 
 static int exit_status_of(const siginfo_t *info)
@@ -98,11 +98,11 @@ static int exit_status_of(const siginfo_t *info)
     return info->si_code == CLD_EXITED ? info->si_status : 128 + info->si_status;
 }
 
-static void start_kill(act_generation *gen);
+static void start_kill(ad_generation *gen);
 
 static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata)
 {
-    act_generation *gen = userdata;
+    ad_generation *gen = userdata;
     siginfo_t info = {0};
     if (waitid(P_PIDFD, (id_t)fd, &info, WEXITED | WNOHANG) < 0) {
         if (errno != ECHILD || !gen->adopted)
@@ -119,7 +119,7 @@ static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, vo
     gen->exit_source = sd_event_source_disable_unref(gen->exit_source);
     gen->exited = true;
     gen->exit_status = exit_status_of(&info);
-    const char *name = act_daemon_host_name(gen->host);
+    const char *name = ad_host_name(gen->host);
     act_log_fields(gen->exit_status == 0 ? LOG_INFO : LOG_WARNING,
                    &(act_log_ctx){.host = name, .generation = gen->number,
                                   .build = gen->build.version},
@@ -166,9 +166,9 @@ static void add_entry(char **envp, size_t *n, char *entry, bool *failed)
 
 /* The environment a generation starts with: its Environment= lines, then
  * what the activator tells every generation. LISTEN_* are added by cg_spawn. */
-static char **build_environment(act_generation *gen, const char *extra)
+static char **build_environment(ad_generation *gen, const char *extra)
 {
-    const act_host_config *config = act_daemon_host_config(gen->host);
+    const cfg_host *config = ad_host_config(gen->host);
     size_t n_config = act_strv_length(config->environment);
     _cleanup_(act_strv_freep) char **envp = calloc(n_config + 9, sizeof(*envp));
     if (!envp)
@@ -184,27 +184,26 @@ static char **build_environment(act_generation *gen, const char *extra)
                   strdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
                   &failed);
     if (gen->notify)
-        add_entry(envp, &n, format_entry("NOTIFY_SOCKET=%s", act_notify_socket_path(gen->notify)),
+        add_entry(envp, &n, format_entry("NOTIFY_SOCKET=%s", ntf_socket_path(gen->notify)),
                   &failed);
     add_entry(envp, &n, format_entry("ACTIVATOR_HOST=%s", config->name), &failed);
     add_entry(envp, &n, format_entry("ACTIVATOR_GENERATION=%" PRIu64, gen->number), &failed);
     add_entry(envp, &n, format_entry("ACTIVATOR_VERSION=%s", gen->build.version), &failed);
     add_entry(envp, &n,
               format_entry("STATE_DIRECTORY=%s/hosts/%s/state",
-                           act_daemon_host_daemon(gen->host)->config.state_directory,
-                           config->name),
+                           ad_host_daemon(gen->host)->config.state_directory, config->name),
               &failed);
     if (extra)
         add_entry(envp, &n, strdup(extra), &failed);
     return failed ? NULL : TAKE_PTR(envp);
 }
 
-static int spawn(act_generation *gen, int exec_fd, bool is_helper, const char *const *argv,
+static int spawn(ad_generation *gen, int exec_fd, bool is_helper, const char *const *argv,
                  char **envp, cg_process *out, act_error *err)
 {
-    act_daemon_host *host = gen->host;
-    const act_host_config *config = act_daemon_host_config(host);
-    const act_daemon *daemon = act_daemon_host_daemon(host);
+    ad_host *host = gen->host;
+    const cfg_host *config = ad_host_config(host);
+    const ad_daemon *daemon = ad_host_daemon(host);
 
     char state_dir[4096];
     snprintf(state_dir, sizeof(state_dir), "%s/hosts/%s/state", daemon->config.state_directory,
@@ -222,13 +221,13 @@ static int spawn(act_generation *gen, int exec_fd, bool is_helper, const char *c
     spec.stdout_fd = STDERR_FILENO;
     spec.stderr_fd = STDERR_FILENO;
     if (!is_helper) {
-        spec.listen_fds = act_daemon_host_listen_fds(host);
+        spec.listen_fds = ad_host_listen_fds(host);
         spec.n_listen_fds = config->n_listen;
-        spec.listen_fdnames = (const char *const *)act_daemon_host_listen_names(host);
+        spec.listen_fdnames = (const char *const *)ad_host_listen_names(host);
     }
     uid_t uid;
     gid_t gid;
-    if (act_daemon_host_credentials(host, &uid, &gid)) {
+    if (ad_host_credentials(host, &uid, &gid)) {
         spec.uid = uid;
         spec.gid = gid;
     }
@@ -237,35 +236,34 @@ static int spawn(act_generation *gen, int exec_fd, bool is_helper, const char *c
     spec.rlimits = &nofile;
     spec.n_rlimits = 1;
     spec.no_new_privs = true;
-    spec.seccomp = act_daemon_host_seccomp(host);
+    spec.seccomp = ad_host_seccomp(host);
 
     return cg_spawn(gen->leaf, &spec, out, err);
 }
 
-static int watch_exit(act_generation *gen, act_error *err)
+static int watch_exit(ad_generation *gen, act_error *err)
 {
     gen->exec_usec = act_now_usec();
     /* The pidfd is watched for readability and reaped with waitid(P_PIDFD)
      * rather than through sd_event_add_child_pidfd: an adopted generation
      * is not our child (one path serves both), and child sources need
      * SIGCHLD blocked in every thread, NNG's and the workers' included. */
-    int r = sd_event_add_io(act_daemon_host_daemon(gen->host)->loop, &gen->exit_source,
-                            gen->process.pidfd, EPOLLIN, on_process_exit, gen);
+    int r = sd_event_add_io(ad_host_daemon(gen->host)->loop, &gen->exit_source, gen->process.pidfd,
+                            EPOLLIN, on_process_exit, gen);
     if (r < 0)
         return act_error_set(err, -r, "cannot watch pid %d: %s", (int)gen->process.pid,
                              strerror(-r));
     return 0;
 }
 
-int act_generation_spawn(act_generation *gen, int exec_fd, act_error *err)
+int ad_generation_spawn(ad_generation *gen, int exec_fd, act_error *err)
 {
     assert(gen && exec_fd >= 0);
     _cleanup_(act_strv_freep) char **envp = build_environment(gen, NULL);
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
-    int r = spawn(gen, exec_fd, false,
-                  (const char *const *)act_daemon_host_config(gen->host)->exec_argv, envp,
-                  &gen->process, err);
+    int r = spawn(gen, exec_fd, false, (const char *const *)ad_host_config(gen->host)->exec_argv,
+                  envp, &gen->process, err);
     return r < 0 ? r : watch_exit(gen, err);
 }
 
@@ -279,8 +277,8 @@ static int open_helper(const char *path, act_error *err)
     return fd;
 }
 
-int act_generation_spawn_helper(act_generation *gen, char *const *argv, const char *extra_env,
-                                bool main_process, act_error *err)
+int ad_generation_spawn_helper(ad_generation *gen, char *const *argv, const char *extra_env,
+                               bool main_process, act_error *err)
 {
     _cleanup_close_ int fd = open_helper(argv[0], err);
     if (fd < 0)
@@ -296,7 +294,7 @@ int act_generation_spawn_helper(act_generation *gen, char *const *argv, const ch
 }
 
 /* Reaps the main process if it is still ours to reap, so no zombie stays. */
-static void reap(act_generation *gen)
+static void reap(ad_generation *gen)
 {
     gen->exit_source = sd_event_source_disable_unref(gen->exit_source);
     if (gen->helper.pidfd >= 0) {
@@ -318,13 +316,13 @@ static void reap(act_generation *gen)
 }
 
 /* The end of a retirement: the event, then whoever asked. */
-static void announce_retired(act_generation *gen, bool proven, const char *why)
+static void announce_retired(ad_generation *gen, bool proven, const char *why)
 {
-    act_notify_free(TAKE_PTR(gen->notify));
+    ntf_free(TAKE_PTR(gen->notify));
     if (gen->announced)
-        act_publish(gen->host, proven ? ACT_EVENT_RETIRED : ACT_EVENT_FAILED, gen,
-                    proven ? NULL : "unproven_stop");
-    void (*done)(act_generation *, bool, const char *, void *) = gen->retired;
+        ad_publish(gen->host, proven ? EV_EVENT_RETIRED : EV_EVENT_FAILED, gen,
+                   proven ? NULL : "unproven_stop");
+    void (*done)(ad_generation *, bool, const char *, void *) = gen->retired;
     gen->retired = NULL;
     if (done)
         done(gen, proven, why, gen->retired_userdata);
@@ -335,7 +333,7 @@ static void on_record_removed(void *userdata)
     announce_retired(userdata, true, NULL);
 }
 
-static void finish_retire(act_generation *gen, bool proven, const char *why)
+static void finish_retire(ad_generation *gen, bool proven, const char *why)
 {
     gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
     gen->empty_source = sd_event_source_disable_unref(gen->empty_source);
@@ -347,13 +345,13 @@ static void finish_retire(act_generation *gen, bool proven, const char *why)
     }
     act_error err = {0};
     if (cg_leaf_remove(gen->leaf, &err) < 0)
-        act_log(LOG_WARNING, "host %s: %s", act_daemon_host_name(gen->host), err.message);
+        act_log(LOG_WARNING, "host %s: %s", ad_host_name(gen->host), err.message);
     /* Retired is announced once the record is gone too: whoever sees the
      * event finds nothing of the generation left. */
-    act_record_remove_async(gen->host, gen->number, on_record_removed, gen);
+    ad_record_remove_async(gen->host, gen->number, on_record_removed, gen);
 }
 
-static void check_empty(act_generation *gen)
+static void check_empty(ad_generation *gen)
 {
     bool populated = true;
     act_error err = {0};
@@ -373,7 +371,7 @@ static int on_leaf_events(sd_event_source *source, int fd, uint32_t revents, voi
 
 static int on_kill_timeout(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    act_generation *gen = userdata;
+    ad_generation *gen = userdata;
     char why[160];
     snprintf(why, sizeof(why), "cgroup %s still has processes %llu s after the kill",
              cg_leaf_path(gen->leaf), KILL_PROOF_TIMEOUT_USEC / 1000000ull);
@@ -381,9 +379,9 @@ static int on_kill_timeout(sd_event_source *source, uint64_t usec, void *userdat
     return 0;
 }
 
-static void start_kill(act_generation *gen)
+static void start_kill(ad_generation *gen)
 {
-    act_daemon *daemon = act_daemon_host_daemon(gen->host);
+    ad_daemon *daemon = ad_host_daemon(gen->host);
     act_error err = {0};
     int events_fd = cg_leaf_events_fd(gen->leaf, &err);
     if (events_fd < 0 ||
@@ -403,66 +401,63 @@ static void start_kill(act_generation *gen)
 
 static int on_grace_over(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    act_generation *gen = userdata;
+    ad_generation *gen = userdata;
     gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
-    act_log(LOG_NOTICE, "host %s: generation %" PRIu64 " did not stop within StopTimeoutSec; killing",
-            act_daemon_host_name(gen->host), gen->number);
+    act_log(LOG_NOTICE,
+            "host %s: generation %" PRIu64 " did not stop within StopTimeoutSec; killing",
+            ad_host_name(gen->host), gen->number);
     start_kill(gen);
     return 0;
 }
 
-void act_generation_retire(act_generation *gen, bool graceful, act_generation_retired_fn done,
-                           void *userdata)
+void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retired_fn done,
+                          void *userdata)
 {
     assert(gen && !gen->retired);
     gen->retired = done;
     gen->retired_userdata = userdata;
     if (gen->announced)
-        act_publish(gen->host, ACT_EVENT_RETIRING, gen, NULL);
-    const act_daemon_host *host = gen->host;
+        ad_publish(gen->host, EV_EVENT_RETIRING, gen, NULL);
+    const ad_host *host = gen->host;
     bool running = gen->process.pidfd >= 0 && !gen->exited;
     if (graceful && running &&
         syscall(SYS_pidfd_send_signal, gen->process.pidfd, SIGTERM, NULL, 0) == 0 &&
-        sd_event_add_time_relative(act_daemon_host_daemon(host)->loop, &gen->grace_timer,
-                                   CLOCK_MONOTONIC, act_daemon_host_config(host)->stop_timeout_usec,
-                                   0, on_grace_over, gen) >= 0)
+        sd_event_add_time_relative(ad_host_daemon(host)->loop, &gen->grace_timer, CLOCK_MONOTONIC,
+                                   ad_host_config(host)->stop_timeout_usec, 0, on_grace_over,
+                                   gen) >= 0)
         return; /* on_process_exit or on_grace_over goes on */
     start_kill(gen);
 }
 
-int act_generation_open_notify(act_generation *gen, act_notify_handler on_message,
-                               act_error *err)
+int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_error *err)
 {
-    const act_daemon *daemon = act_daemon_host_daemon(gen->host);
+    const ad_daemon *daemon = ad_host_daemon(gen->host);
     char path[256], cgroup[4096];
     snprintf(path, sizeof(path), "%s/notify/%s.%" PRIu64, daemon->config.runtime_directory,
-             act_daemon_host_name(gen->host), gen->number);
+             ad_host_name(gen->host), gen->number);
     snprintf(cgroup, sizeof(cgroup), "/%s", cg_leaf_relative_path(gen->leaf));
-    return act_notify_open(daemon->loop, path, cgroup, on_message, gen, &gen->notify, err);
+    return ntf_open(daemon->loop, path, cgroup, on_message, gen, &gen->notify, err);
 }
 
-static void on_adopted_notify(act_notify *notify, const act_notify_message *message,
-                              void *userdata)
+static void on_adopted_notify(ntf_socket *notify, const ntf_message *message, void *userdata)
 {
     /* Already serving: STATUS= and WATCHDOG=1 are only logged. */
-    act_generation *gen = userdata;
+    ad_generation *gen = userdata;
     if (message->status)
         act_log_fields(LOG_DEBUG,
-                       &(act_log_ctx){.host = act_daemon_host_name(gen->host),
-                                      .generation = gen->number},
-                       "host %s: generation %" PRIu64 " status: %s",
-                       act_daemon_host_name(gen->host), gen->number, message->status);
+                       &(act_log_ctx){.host = ad_host_name(gen->host), .generation = gen->number},
+                       "host %s: generation %" PRIu64 " status: %s", ad_host_name(gen->host),
+                       gen->number, message->status);
 }
 
-int act_generation_adopt(act_daemon_host *host, const char *leaf_name,
-                         const act_generation_record *record, const claim *current,
-                         int main_pidfd, act_generation_exit_fn on_exit, act_generation **out,
-                         act_error *err)
+int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generation_record *record,
+                        const claim *current, int main_pidfd, ad_generation_exit_fn on_exit,
+                        ad_generation **out, act_error *err)
 {
-    act_generation *gen = calloc(1, sizeof(*gen));
+    ad_generation *gen = calloc(1, sizeof(*gen));
     if (!gen)
         return act_error_set(err, ENOMEM, "out of memory");
-    *gen = (act_generation){
+    *gen = (ad_generation){
         .host = host,
         .number = record->generation,
         .announced = true,
@@ -478,27 +473,26 @@ int act_generation_adopt(act_daemon_host *host, const char *leaf_name,
         .exec_usec = act_now_usec(),
         .serving_usec = act_now_usec(),
     };
-    const act_host_config *config = act_daemon_host_config(host);
-    int r = cg_leaf_open(act_daemon_host_daemon(host)->cgroups, config->name, leaf_name,
-                         &gen->leaf, err);
+    const cfg_host *config = ad_host_config(host);
+    int r = cg_leaf_open(ad_host_daemon(host)->cgroups, config->name, leaf_name, &gen->leaf, err);
     /* The app still holds the NOTIFY_SOCKET path it was started with. */
-    if (r == 0 && config->ready.kind == ACT_PROBE_NOTIFY)
-        r = act_generation_open_notify(gen, on_adopted_notify, err);
+    if (r == 0 && config->ready.kind == PROBE_NOTIFY)
+        r = ad_generation_open_notify(gen, on_adopted_notify, err);
     if (r == 0)
-        r = sd_event_add_io(act_daemon_host_daemon(host)->loop, &gen->exit_source, main_pidfd,
-                            EPOLLIN, on_process_exit, gen) < 0
+        r = sd_event_add_io(ad_host_daemon(host)->loop, &gen->exit_source, main_pidfd, EPOLLIN,
+                            on_process_exit, gen) < 0
                 ? act_error_set(err, EIO, "cannot watch pid %d", (int)record->pid)
                 : 0;
     if (r < 0) {
         gen->process.pidfd = -1; /* still the caller's */
-        act_generation_free(gen);
+        ad_generation_free(gen);
         return r;
     }
     *out = gen;
     return 0;
 }
 
-void act_generation_free(act_generation *gen)
+void ad_generation_free(ad_generation *gen)
 {
     if (!gen)
         return;
@@ -506,7 +500,7 @@ void act_generation_free(act_generation *gen)
     gen->empty_source = sd_event_source_disable_unref(gen->empty_source);
     gen->kill_timer = sd_event_source_disable_unref(gen->kill_timer);
     reap(gen);
-    act_notify_free(gen->notify);
+    ntf_free(gen->notify);
     if (gen->process.pidfd >= 0)
         close(gen->process.pidfd);
     cg_leaf_free(gen->leaf);

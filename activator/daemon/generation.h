@@ -12,31 +12,31 @@
 #include "activator/notify/notify.h"
 #include "activator/records/records.h"
 
-typedef struct act_generation act_generation;
+typedef struct ad_generation ad_generation;
 
-typedef void (*act_generation_exit_fn)(act_generation *gen, void *userdata);
-typedef void (*act_generation_retired_fn)(act_generation *gen, bool proven, const char *why,
-                                          void *userdata);
+typedef void (*ad_generation_exit_fn)(ad_generation *gen, void *userdata);
+typedef void (*ad_generation_retired_fn)(ad_generation *gen, bool proven, const char *why,
+                                         void *userdata);
 
-struct act_generation {
-    act_daemon_host *host;
+struct ad_generation {
+    ad_host *host;
     uint64_t number;
     bool announced;                  /* a generation proper ("g-N"), not a helper leaf */
     uint64_t session;
     uint64_t admission_revision;
-    act_build_ref build;
+    rec_build_ref build;
     cg_leaf *leaf;
     cg_process process;              /* pid 0 / pidfd -1 before the exec */
     cg_process helper;               /* ExecReplicate= in the same leaf; pidfd -1 when none */
     /* An exit of the main process while the generation is not being
      * retired goes here; none is noted only. */
-    act_generation_exit_fn on_exit;
+    ad_generation_exit_fn on_exit;
     void *on_exit_userdata;
     sd_event_source *exit_source;    /* the pidfd, while the process runs */
     bool exited;
     int exit_status;                 /* 0..255, or 128 + signal */
     bool adopted;                    /* resumed after a daemon restart: not our child */
-    act_notify *notify;              /* Ready=notify only */
+    ntf_socket *notify;              /* Ready=notify only */
     bool ready;                      /* READY=1 seen */
     uint64_t exec_usec;              /* CLOCK_MONOTONIC at exec */
     uint64_t serving_usec;           /* CLOCK_MONOTONIC when published; 0 before */
@@ -45,39 +45,38 @@ struct act_generation {
     sd_event_source *grace_timer;    /* SIGTERM sent, waiting for the main process */
     sd_event_source *empty_source;   /* the leaf's cgroup.events */
     sd_event_source *kill_timer;     /* bound on proving the leaf empty */
-    act_generation_retired_fn retired;
+    ad_generation_retired_fn retired;
     void *retired_userdata;
 };
 
 /* Creates the leaf <kind>-<number> ("g-7", "restore-7") with the host's limits. */
-int act_generation_new(act_daemon_host *host, const char *kind, uint64_t number,
-                       act_generation **out, act_error *err);
+int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_generation **out,
+                      act_error *err);
 /* Execs the verified build exec_fd with the host's sockets. */
-int act_generation_spawn(act_generation *gen, int exec_fd, act_error *err);
+int ad_generation_spawn(ad_generation *gen, int exec_fd, act_error *err);
 /* Execs an operator-installed helper (argv[0] absolute) in gen's leaf, with
  * extra_env ("KEY=VALUE" or NULL) added; as gen's main process or, with
  * main_process false, beside it (ExecReplicate=). */
-int act_generation_spawn_helper(act_generation *gen, char *const *argv, const char *extra_env,
-                                bool main_process, act_error *err);
+int ad_generation_spawn_helper(ad_generation *gen, char *const *argv, const char *extra_env,
+                               bool main_process, act_error *err);
 /* Opens the generation's NOTIFY_SOCKET, which only takes datagrams from
  * processes in its leaf; on_message gets them. */
-int act_generation_open_notify(act_generation *gen, act_notify_handler on_message, act_error *err);
+int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_error *err);
 /* Retires gen: SIGTERM and up to StopTimeoutSec (graceful) then cgroup
  * kill, proof of empty bounded by a timeout, leaf and record removed. done
  * runs on the loop, once. */
-void act_generation_retire(act_generation *gen, bool graceful, act_generation_retired_fn done,
-                           void *userdata);
-void act_generation_free(act_generation *gen);
+void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retired_fn done,
+                          void *userdata);
+void ad_generation_free(ad_generation *gen);
 /* Resumes supervising a serving generation that outlived the previous
  * daemon: its leaf, its main process (main_pidfd is taken), its notify
  * socket; its exits go to on_exit. The caller makes it the host's serving
  * generation. */
-int act_generation_adopt(act_daemon_host *host, const char *leaf_name,
-                         const act_generation_record *record, const claim *current,
-                         int main_pidfd, act_generation_exit_fn on_exit, act_generation **out,
-                         act_error *err);
+int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generation_record *record,
+                        const claim *current, int main_pidfd, ad_generation_exit_fn on_exit,
+                        ad_generation **out, act_error *err);
 /* gen's record as it stands, to be written with phase. */
-void act_generation_fill_record(act_generation *gen, act_generation_phase phase,
-                                act_generation_record *record);
+void ad_generation_fill_record(ad_generation *gen, rec_generation_phase phase,
+                               rec_generation_record *record);
 /* Writes it now, on the loop: only where nothing else runs yet (recovery). */
-int act_generation_write_record(act_generation *gen, act_generation_phase phase, act_error *err);
+int ad_generation_write_record(ad_generation *gen, rec_generation_phase phase, act_error *err);

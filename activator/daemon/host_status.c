@@ -14,7 +14,7 @@ static void add_u64(json_object *obj, const char *key, uint64_t value)
     json_object_object_add(obj, key, json_object_new_uint64(value));
 }
 
-static void add_generation(json_object *status, const act_generation *gen)
+static void add_generation(json_object *status, const ad_generation *gen)
 {
     add_u64(status, "generation", gen->number);
     add_string(status, "version", gen->build.version);
@@ -35,21 +35,21 @@ static void add_generation(json_object *status, const act_generation *gen)
     add_string(status, "cgroup", cg_leaf_path(gen->leaf));
 }
 
-json_object *act_host_status_json(const act_daemon_host *host)
+json_object *ad_host_status_json(const ad_host *host)
 {
-    const act_host *pipeline = act_daemon_host_pipeline(host);
+    const pl_host *pipeline = ad_host_pipeline(host);
     json_object *status = json_object_new_object();
-    add_string(status, "host", act_daemon_host_name(host));
-    add_string(status, "state", act_host_state_to_string(act_host_get_state(pipeline)));
-    const act_generation *serving = act_daemon_host_serving(host);
-    const act_generation *gen = serving ? serving : act_daemon_host_starting(host);
+    add_string(status, "host", ad_host_name(host));
+    add_string(status, "state", pl_host_state_to_string(pl_host_get_state(pipeline)));
+    const ad_generation *serving = ad_host_serving(host);
+    const ad_generation *gen = serving ? serving : ad_host_starting(host);
     if (gen)
         add_generation(status, gen);
-    if (act_host_is_unproven(pipeline) || act_daemon_host_unproven_at_start(host))
+    if (pl_host_is_unproven(pipeline) || ad_host_unproven_at_start(host))
         add_string(status, "reason", "unproven_stop");
     else
-        add_string(status, "reason", act_daemon_host_last_reason(host));
-    add_string(status, "message", act_daemon_host_last_message(host));
-    add_u64(status, "failure_streak", act_host_failure_streak(pipeline));
+        add_string(status, "reason", ad_host_last_reason(host));
+    add_string(status, "message", ad_host_last_message(host));
+    add_u64(status, "failure_streak", pl_host_failure_streak(pipeline));
     return status;
 }

@@ -5,4 +5,4 @@
 
 #include "activator/daemon/host.h"
 
-json_object *act_host_status_json(const act_daemon_host *host);
+json_object *ad_host_status_json(const ad_host *host);

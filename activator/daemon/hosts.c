@@ -1,5 +1,5 @@
 /* The host table: one entry per configured host, with its sockets and its
- * pipeline, and act_hosts_on_transition, the pipeline's hook, where every
+ * pipeline, and on_transition, the pipeline's hook, where every
  * reaction to a host's change of state is decided. */
 #include "activator/daemon/hosts.h"
 
@@ -28,51 +28,50 @@
 
 static int compare_host_name(const void *key, const void *element)
 {
-    const act_daemon_host *const *host = element;
-    return strcmp(key, act_daemon_host_name(*host));
+    const ad_host *const *host = element;
+    return strcmp(key, ad_host_name(*host));
 }
 
-act_daemon_host *act_hosts_find(act_daemon *daemon, const char *name)
+ad_host *ad_hosts_find(ad_daemon *daemon, const char *name)
 {
-    act_daemon_host **found = bsearch(name, daemon->hosts, daemon->n_hosts,
-                                      sizeof(*daemon->hosts), compare_host_name);
+    ad_host **found =
+        bsearch(name, daemon->hosts, daemon->n_hosts, sizeof(*daemon->hosts), compare_host_name);
     return found ? *found : NULL;
 }
 
-bool act_hosts_at_rest(const act_daemon_host *host)
+bool ad_hosts_at_rest(const ad_host *host)
 {
-    return act_host_get_state(act_daemon_host_pipeline(host)) == ACT_HOST_PARKED &&
-           !act_daemon_host_serving(host) && !act_daemon_host_starting(host) &&
-           !act_daemon_host_replaced(host) && !act_daemon_host_wake_state(host);
+    return pl_host_get_state(ad_host_pipeline(host)) == PL_HOST_PARKED && !ad_host_serving(host) &&
+           !ad_host_starting(host) && !ad_host_replaced(host) && !ad_host_wake_state(host);
 }
 
 /* ---- demand ---------------------------------------------------------------- */
 
-static void watch_demand(act_daemon_host *host, bool watch);
+static void watch_demand(ad_host *host, bool watch);
 
 /* A connection waits in a parked host's backlog: it wakes the host and stays
  * there until the new generation accepts it. */
 static int on_demand(sd_event_source *source, int fd, uint32_t revents, void *userdata)
 {
-    act_daemon_host *host = userdata;
+    ad_host *host = userdata;
     watch_demand(host, false);
-    act_host_wake(act_daemon_host_pipeline(host), ACT_TRIGGER_CONNECTION, NULL, NULL);
+    pl_host_wake(ad_host_pipeline(host), PL_TRIGGER_CONNECTION, NULL, NULL);
     return 0;
 }
 
-static void watch_demand(act_daemon_host *host, bool watch)
+static void watch_demand(ad_host *host, bool watch)
 {
-    const act_host_config *config = act_daemon_host_config(host);
-    const int *fds = act_daemon_host_listen_fds(host);
+    const cfg_host *config = ad_host_config(host);
+    const int *fds = ad_host_listen_fds(host);
     for (uint16_t i = 0; i < config->n_listen; i++) {
-        sd_event_source **source = act_daemon_host_demand_source(host, i);
+        sd_event_source **source = ad_host_demand_source(host, i);
         if (!watch) {
             if (*source)
                 sd_event_source_set_enabled(*source, SD_EVENT_OFF);
             continue;
         }
-        if (!*source && sd_event_add_io(act_daemon_host_daemon(host)->loop, source, fds[i],
-                                        EPOLLIN, on_demand, host) < 0) {
+        if (!*source && sd_event_add_io(ad_host_daemon(host)->loop, source, fds[i], EPOLLIN,
+                                        on_demand, host) < 0) {
             act_log(LOG_ERR, "host %s: cannot watch its socket for connections", config->name);
             continue;
         }
@@ -83,10 +82,10 @@ static void watch_demand(act_daemon_host *host, bool watch)
 /* A host we must not serve (refused for good) answers waiting clients by
  * closing their connections, rather than leaving them hanging until their
  * own timeout, and so that the backlog does not trigger wake after wake. */
-void act_hosts_drain_backlog(act_daemon_host *host)
+void ad_hosts_drain_backlog(ad_host *host)
 {
-    const int *fds = act_daemon_host_listen_fds(host);
-    for (uint16_t i = 0; i < act_daemon_host_config(host)->n_listen; i++) {
+    const int *fds = ad_host_listen_fds(host);
+    for (uint16_t i = 0; i < ad_host_config(host)->n_listen; i++) {
         int fd;
         while ((fd = accept4(fds[i], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
             close(fd);
@@ -95,15 +94,15 @@ void act_hosts_drain_backlog(act_daemon_host *host)
 
 /* ---- transitions ------------------------------------------------------------ */
 
-static bool is_failure(const act_wake_event *event)
+static bool is_failure(const pl_wake_event *event)
 {
     switch (event->type) {
-    case ACT_WAKE_EVENT_FAILED:
-    case ACT_WAKE_EVENT_REFUSED:
-    case ACT_WAKE_EVENT_GAVE_UP:
-    case ACT_WAKE_EVENT_EXITED:
-    case ACT_WAKE_EVENT_CANCELLED:
-        return event->reason != ACT_REASON_NONE && event->reason != ACT_REASON_CANCELLED;
+    case PL_WAKE_EVENT_FAILED:
+    case PL_WAKE_EVENT_REFUSED:
+    case PL_WAKE_EVENT_GAVE_UP:
+    case PL_WAKE_EVENT_EXITED:
+    case PL_WAKE_EVENT_CANCELLED:
+        return event->reason != PL_REASON_NONE && event->reason != PL_REASON_CANCELLED;
     default:
         return false;
     }
@@ -111,59 +110,58 @@ static bool is_failure(const act_wake_event *event)
 
 /* A wake, swap or retirement ended: the host keeps the state it has now, so
  * what watches it is set from that state. */
-static void settle(act_daemon_host *host, const act_wake_event *event)
+static void settle(ad_host *host, const pl_wake_event *event)
 {
-    act_daemon *daemon = act_daemon_host_daemon(host);
-    act_host_state state = act_host_get_state(act_daemon_host_pipeline(host));
-    if (state != ACT_HOST_SERVING)
-        act_idle_watch(host, false);
-    if (!act_daemon_host_serving(host) && !act_daemon_host_starting(host))
-        act_daemon_host_dir_close(host);
-    if (state != ACT_HOST_PARKED)
+    ad_daemon *daemon = ad_host_daemon(host);
+    pl_host_state state = pl_host_get_state(ad_host_pipeline(host));
+    if (state != PL_HOST_SERVING)
+        ad_idle_watch(host, false);
+    if (!ad_host_serving(host) && !ad_host_starting(host))
+        ad_host_dir_close(host);
+    if (state != PL_HOST_PARKED)
         return;
     /* Parked, whatever ended (served and parked, gave up, cancelled, or
      * refused): the sockets are ours to watch again, so the next client
      * wakes the host (after the failure-park backoff, if any). */
     if (!daemon->stopping)
         watch_demand(host, true);
-    act_swap_host_parked(host);
+    ad_swap_host_parked(host);
 }
 
 /* The pipeline's hook: every transition of every host comes here. The
  * reactions are decided here and nowhere else; the observers (announce.c)
  * and the daemon's own (STATUS=, the end of a clean stop) are told after. */
-static void on_transition(act_host *pipeline, const act_wake_event *event, void *userdata)
+static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *userdata)
 {
-    act_daemon_host *host = userdata;
-    act_daemon *daemon = act_daemon_host_daemon(host);
+    ad_host *host = userdata;
+    ad_daemon *daemon = ad_host_daemon(host);
 
     /* Status shows why the last wake did not serve; a served wake clears it. */
-    if (event->type == ACT_WAKE_EVENT_SERVING)
-        act_daemon_host_set_last_failure(host, NULL, NULL);
+    if (event->type == PL_WAKE_EVENT_SERVING)
+        ad_host_set_last_failure(host, NULL, NULL);
     else if (is_failure(event))
-        act_daemon_host_set_last_failure(host, act_reason_to_string(event->reason),
-                                         event->message);
+        ad_host_set_last_failure(host, pl_reason_to_string(event->reason), event->message);
 
-    act_announce_transition(host, event);
+    ad_announce_transition(host, event);
 
     switch (event->type) {
-    case ACT_WAKE_EVENT_WAKING:
+    case PL_WAKE_EVENT_WAKING:
         watch_demand(host, false);
         break;
-    case ACT_WAKE_EVENT_SERVING:
-        act_idle_watch(host, true);
+    case PL_WAKE_EVENT_SERVING:
+        ad_idle_watch(host, true);
         break;
-    case ACT_WAKE_EVENT_PARKING:
-        act_idle_watch(host, false);
+    case PL_WAKE_EVENT_PARKING:
+        ad_idle_watch(host, false);
         break;
-    case ACT_WAKE_EVENT_REFUSED:
+    case PL_WAKE_EVENT_REFUSED:
         /* Waiting clients are closed now rather than left to time out: a
          * refusal answers them. Not in a swap: those clients are N's, and N
          * serves on. */
         if (!event->swap)
-            act_hosts_drain_backlog(host);
+            ad_hosts_drain_backlog(host);
         break;
-    case ACT_WAKE_EVENT_ENDED:
+    case PL_WAKE_EVENT_ENDED:
         settle(host, event);
         break;
     default:
@@ -206,15 +204,14 @@ static void inherited_collect(inherited_fds *inherited)
 
 /* Takes the inherited socket named "<host>/<index>" if it is still bound to
  * what the config says; a socket whose address changed is not reused. */
-static int inherited_take(inherited_fds *inherited, const char *name,
-                          const act_listen_address *address)
+static int inherited_take(inherited_fds *inherited, const char *name, const lsn_address *address)
 {
     for (size_t i = 0; i < inherited->n; i++) {
         if (inherited->fds[i] < 0 || strcmp(inherited->names[i], name) != 0)
             continue;
         int fd = inherited->fds[i];
         inherited->fds[i] = -1;
-        if (act_listen_fd_matches(fd, address)) {
+        if (lsn_fd_matches(fd, address)) {
             fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
             return fd;
         }
@@ -248,19 +245,17 @@ static void store_fd(const char *name, int fd)
 
 /* One socket: from the FD store, else newly bound, else (its address is
  * taken) from a generation that outlived the previous daemon. */
-static int obtain_socket(act_daemon_host *host, unsigned index, inherited_fds *inherited,
-                         act_error *err)
+static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited, act_error *err)
 {
-    const act_host_config *config = act_daemon_host_config(host);
-    const act_listen_address *address = &config->listen[index];
-    const char *name = act_daemon_host_listen_names(host)[index];
+    const cfg_host *config = ad_host_config(host);
+    const lsn_address *address = &config->listen[index];
+    const char *name = ad_host_listen_names(host)[index];
     int fd = inherited_take(inherited, name, address);
     if (fd >= 0)
         return fd;
-    fd = act_listen_bind(address, (int)config->backlog, err);
+    fd = lsn_bind(address, (int)config->backlog, err);
     if (fd == -EADDRINUSE) {
-        int taken = act_leftovers_take_socket(act_daemon_host_daemon(host), config->name, index,
-                                              address);
+        int taken = ad_leftovers_take_socket(ad_host_daemon(host), config->name, index, address);
         if (taken >= 0) {
             act_error_clear(err);
             fd = taken;
@@ -272,91 +267,90 @@ static int obtain_socket(act_daemon_host *host, unsigned index, inherited_fds *i
     return fd;
 }
 
-static int bind_sockets(act_daemon_host *host, inherited_fds *inherited, act_error *err)
+static int bind_sockets(ad_host *host, inherited_fds *inherited, act_error *err)
 {
-    for (uint16_t i = 0; i < act_daemon_host_config(host)->n_listen; i++) {
+    for (uint16_t i = 0; i < ad_host_config(host)->n_listen; i++) {
         int fd = obtain_socket(host, i, inherited, err);
         if (fd < 0)
             return fd;
-        act_daemon_host_set_listen_fd(host, i, fd);
+        ad_host_set_listen_fd(host, i, fd);
     }
     return 0;
 }
 
 /* ---- set-up and teardown ---------------------------------------------------- */
 
-static void pipeline_config_for(const act_daemon *daemon, const act_host_config *config,
-                                act_pipeline_config *out)
+static void pipeline_config_for(const ad_daemon *daemon, const cfg_host *config, pl_config *out)
 {
-    act_pipeline_config_init(out);
+    pl_config_init(out);
     out->max_starts = config->max_starts;
     out->ready_timeout_usec = config->ready_timeout_usec;
     out->park_backoff_max_usec = daemon->config.failure_backoff_max_usec;
     out->budget_wait_max_usec = daemon->config.start_budget_wait_usec;
     out->start_rate_per_sec = config->start_rate_limit;
-    out->start_cap = (act_start_cap *)&daemon->start_cap;
+    out->start_cap = (pl_start_cap *)&daemon->start_cap;
 }
 
 /* The pipeline's operations: the daemon's own, wrapped in the tests' step
  * holds when the build has them. */
-static const act_pipeline_ops *operations(act_daemon *daemon)
+static const pl_ops *operations(ad_daemon *daemon)
 {
 #ifdef ACTIVATOR_TEST_HOOKS
-    return act_step_holds_ops(&act_wake_ops, daemon->loop);
+    return ad_step_holds_ops(&ad_wake_ops, daemon->loop);
 #else
     (void)daemon;
-    return &act_wake_ops;
+    return &ad_wake_ops;
 #endif
 }
 
-static void teardown_host(act_daemon_host *host)
+static void teardown_host(ad_host *host)
 {
-    act_host *pipeline = act_daemon_host_pipeline(host);
-    if (pipeline && act_host_free(pipeline) < 0)
-        act_log(LOG_WARNING, "host %s: pipeline still busy at exit", act_daemon_host_name(host));
-    act_daemon_host_set_pipeline(host, NULL);
-    act_wake_state_free(act_daemon_host_wake_state(host));
-    act_daemon_host_set_wake_state(host, NULL);
-    act_generation_free(act_daemon_host_serving(host));
-    act_daemon_host_set_serving(host, NULL);
-    act_generation_free(act_daemon_host_starting(host));
-    act_daemon_host_set_starting(host, NULL);
-    act_generation_free(act_daemon_host_replaced(host));
-    act_daemon_host_set_replaced(host, NULL);
-    free(act_daemon_host_swap(host));
-    act_daemon_host_set_swap(host, NULL);
-    act_daemon_host_free(host);
+    pl_host *pipeline = ad_host_pipeline(host);
+    if (pipeline && pl_host_free(pipeline) < 0)
+        act_log(LOG_WARNING, "host %s: pipeline still busy at exit", ad_host_name(host));
+    ad_host_set_pipeline(host, NULL);
+    ad_wake_state_free(ad_host_wake_state(host));
+    ad_host_set_wake_state(host, NULL);
+    ad_generation_free(ad_host_serving(host));
+    ad_host_set_serving(host, NULL);
+    ad_generation_free(ad_host_starting(host));
+    ad_host_set_starting(host, NULL);
+    ad_generation_free(ad_host_replaced(host));
+    ad_host_set_replaced(host, NULL);
+    free(ad_host_swap(host));
+    ad_host_set_swap(host, NULL);
+    ad_host_free(host);
 }
 
-static int setup_host(act_daemon *daemon, const act_host_config *config,
-                      inherited_fds *inherited, act_daemon_host **out, act_error *err)
+static int setup_host(ad_daemon *daemon, const cfg_host *config, inherited_fds *inherited,
+                      ad_host **out, act_error *err)
 {
-    act_daemon_host *host = NULL;
-    int r = act_daemon_host_new(daemon, config, &host, err);
+    ad_host *host = NULL;
+    int r = ad_host_new(daemon, config, &host, err);
     if (r < 0)
         return r;
     /* Creates hosts/<host>/ now, not at the first wake. */
-    r = act_daemon_host_dir(host, err);
-    act_daemon_host_dir_close(host);
+    r = ad_host_dir(host, err);
+    ad_host_dir_close(host);
     if (r >= 0)
         r = bind_sockets(host, inherited, err);
-    act_host *pipeline = NULL;
+    pl_host *pipeline = NULL;
     if (r >= 0) {
-        act_pipeline_config pipeline_config;
+        pl_config pipeline_config;
         pipeline_config_for(daemon, config, &pipeline_config);
-        r = act_host_new(daemon->loop, config->name, &pipeline_config, operations(daemon), host,
-                         on_transition, host, &pipeline, err);
+        r = pl_host_new(daemon->loop, config->name, &pipeline_config, operations(daemon), host,
+                        on_transition, host, &pipeline, err);
     }
     if (r < 0) {
         teardown_host(host);
         return r;
     }
-    act_daemon_host_set_pipeline(host, pipeline);
+    ad_host_set_pipeline(host, pipeline);
     *out = host;
     return 0;
 }
 
-int act_hosts_setup(act_daemon *daemon, act_error *err)
+int ad_hosts_setup(ad_daemon *daemon, act_error *err)
 {
     daemon->hosts = calloc(daemon->n_host_configs ? daemon->n_host_configs : 1,
                            sizeof(*daemon->hosts));
@@ -370,7 +364,7 @@ int act_hosts_setup(act_daemon *daemon, act_error *err)
     size_t n = 0;
     for (size_t i = 0; i < daemon->n_host_configs; i++) {
         act_error host_err = {0};
-        const act_host_config *config = &daemon->host_configs[i];
+        const cfg_host *config = &daemon->host_configs[i];
         if (setup_host(daemon, config, &inherited, &daemon->hosts[n], &host_err) < 0) {
             act_log_fields(LOG_ERR, &(act_log_ctx){.host = config->name},
                            "%s (host not served)", host_err.message);
@@ -385,7 +379,7 @@ int act_hosts_setup(act_daemon *daemon, act_error *err)
     return 0;
 }
 
-void act_hosts_teardown(act_daemon *daemon)
+void ad_hosts_teardown(ad_daemon *daemon)
 {
     for (size_t i = 0; i < daemon->n_hosts; i++)
         teardown_host(daemon->hosts[i]);

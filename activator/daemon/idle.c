@@ -10,7 +10,7 @@
 
 /* Checks often enough that a host parks within a quarter of its timeout
  * late, and never more than every 2 s (a box may serve many hosts). */
-static uint64_t check_interval(const act_host_config *config)
+static uint64_t check_interval(const cfg_host *config)
 {
     uint64_t interval = config->idle_timeout_usec / 4;
     if (interval > 2 * 1000 * 1000)
@@ -22,25 +22,25 @@ static uint64_t check_interval(const act_host_config *config)
 
 static int on_idle_check(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    act_daemon_host *host = userdata;
-    const act_host_config *config = act_daemon_host_config(host);
-    uint64_t now = act_daemon_now(act_daemon_host_daemon(host));
+    ad_host *host = userdata;
+    const cfg_host *config = ad_host_config(host);
+    uint64_t now = ad_now(ad_host_daemon(host));
     uint64_t connections = 0;
     act_error err = {0};
-    if (act_connections_count(config->listen, config->n_listen, &connections, &err) < 0) {
+    if (conn_count(config->listen, config->n_listen, &connections, &err) < 0) {
         /* Unknown is not idle: never park a host on a failed count. */
         act_log(LOG_WARNING, "host %s: %s", config->name, err.message);
         connections = 1;
     }
     if (connections > 0)
-        act_daemon_host_set_last_active(host, now);
-    if (now - act_daemon_host_last_active(host) >= config->idle_timeout_usec) {
+        ad_host_set_last_active(host, now);
+    if (now - ad_host_last_active(host) >= config->idle_timeout_usec) {
         act_log_fields(LOG_INFO, &(act_log_ctx){.host = config->name},
                        "host %s: no connection for %" PRIu64 " s; parking", config->name,
                        config->idle_timeout_usec / 1000000);
-        sd_event_source **timer = act_daemon_host_idle_timer(host);
+        sd_event_source **timer = ad_host_idle_timer(host);
         *timer = sd_event_source_disable_unref(*timer);
-        act_host_park(act_daemon_host_pipeline(host), ACT_PARK_IDLE);
+        pl_host_park(ad_host_pipeline(host), PL_PARK_IDLE);
         return 0;
     }
     sd_event_source_set_time_relative(source, check_interval(config));
@@ -48,17 +48,17 @@ static int on_idle_check(sd_event_source *source, uint64_t usec, void *userdata)
     return 0;
 }
 
-void act_idle_watch(act_daemon_host *host, bool watch)
+void ad_idle_watch(ad_host *host, bool watch)
 {
-    const act_host_config *config = act_daemon_host_config(host);
-    act_daemon *daemon = act_daemon_host_daemon(host);
-    sd_event_source **timer = act_daemon_host_idle_timer(host);
+    const cfg_host *config = ad_host_config(host);
+    ad_daemon *daemon = ad_host_daemon(host);
+    sd_event_source **timer = ad_host_idle_timer(host);
     *timer = sd_event_source_disable_unref(*timer);
     /* Without sockets the daemon cannot see clients: such a host parks only
      * when its generation exits with status 0. */
     if (!watch || !config->idle_timeout_usec || !config->n_listen)
         return;
-    act_daemon_host_set_last_active(host, act_daemon_now(daemon));
+    ad_host_set_last_active(host, ad_now(daemon));
     if (sd_event_add_time_relative(daemon->loop, timer, CLOCK_MONOTONIC, check_interval(config),
                                    0, on_idle_check, host) < 0)
         act_log(LOG_ERR, "host %s: cannot watch for idleness", config->name);

@@ -5,4 +5,4 @@
 #include "activator/daemon/host.h"
 
 /* Starts (or stops) watching a serving host for idleness. */
-void act_idle_watch(act_daemon_host *host, bool watch);
+void ad_idle_watch(ad_host *host, bool watch);

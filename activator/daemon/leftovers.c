@@ -15,13 +15,13 @@
 static int on_leaf_found(const char *host, const char *leaf_name, cg_found_process *procs,
                          size_t n_procs, void *userdata)
 {
-    act_leftovers *leftovers = userdata;
-    act_leftover *grown = realloc(leftovers->items, (leftovers->n + 1) * sizeof(*grown));
+    ad_leftovers *leftovers = userdata;
+    ad_leftover *grown = realloc(leftovers->items, (leftovers->n + 1) * sizeof(*grown));
     if (!grown)
         return -ENOMEM;
     leftovers->items = grown;
-    act_leftover *leftover = &leftovers->items[leftovers->n++];
-    *leftover = (act_leftover){0};
+    ad_leftover *leftover = &leftovers->items[leftovers->n++];
+    *leftover = (ad_leftover){0};
     snprintf(leftover->host, sizeof(leftover->host), "%s", host);
     snprintf(leftover->leaf, sizeof(leftover->leaf), "%s", leaf_name);
     leftover->procs = calloc(n_procs ? n_procs : 1, sizeof(*procs));
@@ -35,7 +35,7 @@ static int on_leaf_found(const char *host, const char *leaf_name, cg_found_proce
     return 0;
 }
 
-int act_leftovers_scan(act_daemon *daemon, act_error *err)
+int ad_leftovers_scan(ad_daemon *daemon, act_error *err)
 {
     daemon->leftovers = calloc(1, sizeof(*daemon->leftovers));
     if (!daemon->leftovers)
@@ -43,13 +43,13 @@ int act_leftovers_scan(act_daemon *daemon, act_error *err)
     return cg_enumerate(daemon->cgroups, on_leaf_found, daemon->leftovers, err);
 }
 
-void act_leftovers_free(act_daemon *daemon)
+void ad_leftovers_free(ad_daemon *daemon)
 {
-    act_leftovers *leftovers = daemon->leftovers;
+    ad_leftovers *leftovers = daemon->leftovers;
     if (!leftovers)
         return;
     for (size_t i = 0; i < leftovers->n; i++) {
-        act_leftover *leftover = &leftovers->items[i];
+        ad_leftover *leftover = &leftovers->items[i];
         for (size_t j = 0; j < leftover->n_procs; j++)
             if (leftover->procs[j].pidfd >= 0)
                 close(leftover->procs[j].pidfd);
@@ -60,8 +60,8 @@ void act_leftovers_free(act_daemon *daemon)
     daemon->leftovers = NULL;
 }
 
-int act_leftovers_take_socket(act_daemon *daemon, const char *host, unsigned index,
-                              const act_listen_address *address)
+int ad_leftovers_take_socket(ad_daemon *daemon, const char *host, unsigned index,
+                             const lsn_address *address)
 {
     if (!daemon->leftovers)
         return -1;
@@ -70,7 +70,7 @@ int act_leftovers_take_socket(act_daemon *daemon, const char *host, unsigned ind
      * (LISTEN_FDS). pidfd_getfd copies one back, so the host keeps the very
      * socket its clients connect to. */
     for (size_t i = 0; i < daemon->leftovers->n; i++) {
-        act_leftover *leftover = &daemon->leftovers->items[i];
+        ad_leftover *leftover = &daemon->leftovers->items[i];
         if (strcmp(leftover->host, host) != 0 || strncmp(leftover->leaf, "g-", 2) != 0)
             continue;
         for (size_t j = 0; j < leftover->n_procs; j++) {
@@ -78,7 +78,7 @@ int act_leftovers_take_socket(act_daemon *daemon, const char *host, unsigned ind
                                   SD_LISTEN_FDS_START + (int)index, 0);
             if (fd < 0)
                 continue;
-            if (act_listen_fd_matches(fd, address)) {
+            if (lsn_fd_matches(fd, address)) {
                 fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
                 return fd;
             }

@@ -24,13 +24,13 @@ static void usage(FILE *out)
             "  --verbose        log every pipeline step\n"
             "  --version        print the version and exit\n"
             "  --help           show this help\n",
-            ACT_CONFIG_DAEMON_DEFAULT_PATH);
+            CFG_DAEMON_DEFAULT_PATH);
 }
 
 /* What the host files and the daemon file name must exist on this box too:
  * each missing user or group is printed; returns how many. */
-static size_t check_accounts(const char *config_path, const act_daemon_config *config,
-                             const act_host_config *hosts, size_t n)
+static size_t check_accounts(const char *config_path, const cfg_daemon *config,
+                             const cfg_host *hosts, size_t n)
 {
     size_t problems = 0;
     for (size_t i = 0; i < n; i++) {
@@ -38,7 +38,7 @@ static size_t check_accounts(const char *config_path, const act_daemon_config *c
         gid_t gid;
         bool have;
         act_error err = {0};
-        if (act_host_config_credentials(&hosts[i], &uid, &gid, &have, &err) < 0) {
+        if (cfg_host_credentials(&hosts[i], &uid, &gid, &have, &err) < 0) {
             fprintf(stderr, "%s/%s.conf: %s\n", config->hosts_directory, hosts[i].name,
                     err.message);
             problems++;
@@ -47,28 +47,28 @@ static size_t check_accounts(const char *config_path, const act_daemon_config *c
     gid_t gid;
     act_error err = {0};
     if (config->control_group &&
-        act_resolve_group("ControlGroup", config->control_group, &gid, &err) < 0) {
+        cfg_resolve_group("ControlGroup", config->control_group, &gid, &err) < 0) {
         fprintf(stderr, "%s: %s\n", config_path, err.message);
         problems++;
     }
     return problems;
 }
 
-int act_daemon_check_config(const char *config_path)
+int ad_check_config(const char *config_path)
 {
-    _cleanup_(act_config_errors_free) act_config_errors errors = {0};
-    _cleanup_(act_daemon_config_free) act_daemon_config config = {0};
+    _cleanup_(cfg_errors_free) cfg_errors errors = {0};
+    _cleanup_(cfg_daemon_free) cfg_daemon config = {0};
     size_t problems = 0;
-    if (act_config_load_daemon(config_path, &config, &errors) == 0) {
-        act_host_config *hosts = NULL;
+    if (cfg_load_daemon(config_path, &config, &errors) == 0) {
+        cfg_host *hosts = NULL;
         size_t n = 0;
-        act_config_load_hosts(config.hosts_directory, &hosts, &n, &errors);
+        cfg_load_hosts(config.hosts_directory, &hosts, &n, &errors);
         problems += check_accounts(config_path, &config, hosts, n);
         if (!errors.n && !problems)
             printf("%s: ok (%zu hosts in %s)\n", config_path, n, config.hosts_directory);
-        act_host_configs_free(hosts, n);
+        cfg_hosts_free(hosts, n);
     }
-    problems += act_config_errors_print(&errors, stderr);
+    problems += cfg_errors_print(&errors, stderr);
     return problems ? 1 : 0;
 }
 
@@ -82,7 +82,7 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {0},
     };
-    const char *config_path = ACT_CONFIG_DAEMON_DEFAULT_PATH;
+    const char *config_path = CFG_DAEMON_DEFAULT_PATH;
     bool check = false;
     int option;
     while ((option = getopt_long(argc, argv, "c:hv", options, NULL)) != -1) {
@@ -112,5 +112,5 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    return check ? act_daemon_check_config(config_path) : act_daemon_run(config_path);
+    return check ? ad_check_config(config_path) : ad_run(config_path);
 }

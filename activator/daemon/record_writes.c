@@ -17,16 +17,16 @@
 #include "common/log.h"
 
 typedef struct record_write {
-    act_daemon_host *host; /* for written(), on the loop only */
-    act_record_written_fn written;
-    act_record_removed_fn removed; /* for removed(), on the loop only */
+    ad_host *host; /* for written(), on the loop only */
+    ad_record_written_fn written;
+    ad_record_removed_fn removed; /* for removed(), on the loop only */
     void *removed_userdata;
     int host_dirfd;
     char host_name[ACT_NAME_MAX + 1];
     enum { WRITE_RECORD, REMOVE_RECORD } op;
-    act_generation_record record; /* or, to remove, its generation */
+    rec_generation_record record; /* or, to remove, its generation */
     bool note_build_state;
-    act_build_state build_state;
+    rec_build_state build_state;
     int result;
     act_error err;
 } record_write;
@@ -35,16 +35,14 @@ static void run_write(void *data)
 {
     record_write *job = data;
     if (job->op == REMOVE_RECORD) {
-        job->result =
-            act_records_remove_generation(job->host_dirfd, job->record.generation, &job->err);
+        job->result = rec_remove_generation(job->host_dirfd, job->record.generation, &job->err);
         return;
     }
-    job->result = job->note_build_state
-                      ? act_records_note_build_state(job->host_dirfd, job->host_name,
-                                                     &job->build_state, &job->err)
-                      : 0;
+    job->result = job->note_build_state ? rec_note_build_state(job->host_dirfd, job->host_name,
+                                                               &job->build_state, &job->err)
+                                        : 0;
     if (job->result >= 0)
-        job->result = act_records_write_generation(job->host_dirfd, &job->record, &job->err);
+        job->result = rec_write_generation(job->host_dirfd, &job->record, &job->err);
 }
 
 static void complete_write(void *data)
@@ -60,25 +58,24 @@ static void complete_write(void *data)
     }
 }
 
-static int submit(act_daemon_host *host, record_write *job, act_error *err)
+static int submit(ad_host *host, record_write *job, act_error *err)
 {
     job->host = host;
-    int r = act_daemon_host_dir(host, err);
+    int r = ad_host_dir(host, err);
     if (r >= 0) {
         job->host_dirfd = r;
-        snprintf(job->host_name, sizeof(job->host_name), "%s", act_daemon_host_name(host));
-        r = act_offload_submit(act_daemon_host_daemon(host)->offload,
-                               act_offload_lane(job->host_name), run_write, complete_write, job,
-                               err);
+        snprintf(job->host_name, sizeof(job->host_name), "%s", ad_host_name(host));
+        r = act_offload_submit(ad_host_daemon(host)->offload, act_offload_lane(job->host_name),
+                               run_write, complete_write, job, err);
     }
     if (r < 0)
         free(job);
     return r;
 }
 
-int act_record_write_async(act_daemon_host *host, const act_generation_record *record,
-                           const act_build_state *build_state, act_record_written_fn written,
-                           act_error *err)
+int ad_record_write_async(ad_host *host, const rec_generation_record *record,
+                          const rec_build_state *build_state, ad_record_written_fn written,
+                          act_error *err)
 {
     record_write *job = calloc(1, sizeof(*job));
     if (!job)
@@ -93,14 +90,14 @@ int act_record_write_async(act_daemon_host *host, const act_generation_record *r
     return submit(host, job, err);
 }
 
-void act_record_remove_async(act_daemon_host *host, uint64_t generation,
-                             act_record_removed_fn removed, void *userdata)
+void ad_record_remove_async(ad_host *host, uint64_t generation, ad_record_removed_fn removed,
+                            void *userdata)
 {
     record_write *job = calloc(1, sizeof(*job));
     act_error err = {0};
     if (!job) {
         act_log(LOG_WARNING, "host %s: out of memory removing the record of generation %" PRIu64,
-                act_daemon_host_name(host), generation);
+                ad_host_name(host), generation);
         removed(userdata);
         return;
     }
@@ -109,7 +106,7 @@ void act_record_remove_async(act_daemon_host *host, uint64_t generation,
     job->removed = removed;
     job->removed_userdata = userdata;
     if (submit(host, job, &err) < 0) {
-        act_log(LOG_WARNING, "host %s: %s", act_daemon_host_name(host), err.message);
+        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), err.message);
         removed(userdata);
     }
 }

@@ -27,19 +27,19 @@
 /* A leftover generation may be resumed when it is the one the record and the
  * claim both name as this box's serving admission, and its main process
  * still runs. Anything less certain is retired. */
-static bool adoptable(act_daemon_host *host, const act_leftover *leftover,
-                      act_generation_record *record, claim *current, int *main_pidfd)
+static bool adoptable(ad_host *host, const ad_leftover *leftover, rec_generation_record *record,
+                      claim *current, int *main_pidfd)
 {
     uint64_t number = 0;
     act_error err = {0};
-    const char *name = act_daemon_host_name(host);
-    const act_daemon *daemon = act_daemon_host_daemon(host);
-    if (sscanf(leftover->leaf, "g-%" SCNu64, &number) != 1 || act_daemon_host_serving(host) ||
-        act_daemon_host_unproven_at_start(host))
+    const char *name = ad_host_name(host);
+    const ad_daemon *daemon = ad_host_daemon(host);
+    if (sscanf(leftover->leaf, "g-%" SCNu64, &number) != 1 || ad_host_serving(host) ||
+        ad_host_unproven_at_start(host))
         return false;
-    int dirfd = act_daemon_host_dir(host, &err);
-    if (dirfd < 0 || act_records_read_generation(dirfd, name, number, record, &err) < 0 ||
-        record->phase != ACT_GEN_SERVING)
+    int dirfd = ad_host_dir(host, &err);
+    if (dirfd < 0 || rec_read_generation(dirfd, name, number, record, &err) < 0 ||
+        record->phase != REC_GEN_SERVING)
         return false;
     if (claims_read(daemon->store, name, current, &err) != 1 ||
         !claim_owned_by(current, daemon->config.box) ||
@@ -54,7 +54,7 @@ static bool adoptable(act_daemon_host *host, const act_leftover *leftover,
     return false;
 }
 
-static void retire_leftover(act_daemon *daemon, act_daemon_host *host, act_leftover *leftover,
+static void retire_leftover(ad_daemon *daemon, ad_host *host, ad_leftover *leftover,
                             unsigned *retired, unsigned *unproven)
 {
     if (!host)
@@ -70,7 +70,7 @@ static void retire_leftover(act_daemon *daemon, act_daemon_host *host, act_lefto
     int r = cg_leaf_open(daemon->cgroups, leftover->host, leftover->leaf, &leaf, &err);
     if (r == 0) {
         int pidfd = leftover->n_procs ? leftover->procs[0].pidfd : -1;
-        uint64_t grace = host ? act_daemon_host_config(host)->stop_timeout_usec : 0;
+        uint64_t grace = host ? ad_host_config(host)->stop_timeout_usec : 0;
         r = cg_retire_blocking(leaf, pidfd, grace, RECOVERY_KILL_TIMEOUT_USEC, &err);
         if (r == 0)
             r = cg_leaf_remove(leaf, &err);
@@ -80,81 +80,80 @@ static void retire_leftover(act_daemon *daemon, act_daemon_host *host, act_lefto
         (*retired)++;
         int dirfd = -1;
         if (host && sscanf(leftover->leaf, "g-%" SCNu64, &number) == 1 &&
-            (dirfd = act_daemon_host_dir(host, NULL)) >= 0)
-            act_records_remove_generation(dirfd, number, NULL);
+            (dirfd = ad_host_dir(host, NULL)) >= 0)
+            rec_remove_generation(dirfd, number, NULL);
         return;
     }
     act_log(LOG_ERR, "host %s: leaf %s not proven stopped: %s", leftover->host, leftover->leaf,
             err.message);
     (*unproven)++;
     if (host)
-        act_daemon_host_set_unproven_at_start(host);
+        ad_host_set_unproven_at_start(host);
 }
 
 /* Records whose leaf is gone describe generations that are proven gone. */
-static void forget_stale_records(act_daemon_host *host)
+static void forget_stale_records(ad_host *host)
 {
     _cleanup_free_ uint64_t *numbers = NULL;
     size_t count = 0;
     act_error err = {0};
-    int dirfd = act_daemon_host_dir(host, &err);
-    if (dirfd < 0 || act_records_list_generations(dirfd, &numbers, &count, &err) < 0)
+    int dirfd = ad_host_dir(host, &err);
+    if (dirfd < 0 || rec_list_generations(dirfd, &numbers, &count, &err) < 0)
         return;
-    const act_generation *serving = act_daemon_host_serving(host);
+    const ad_generation *serving = ad_host_serving(host);
     for (size_t i = 0; i < count; i++) {
         if (serving && serving->number == numbers[i])
             continue;
         char leaf_name[32];
         snprintf(leaf_name, sizeof(leaf_name), "g-%" PRIu64, numbers[i]);
         _cleanup_(cg_leaf_freep) cg_leaf *leaf = NULL;
-        if (cg_leaf_open(act_daemon_host_daemon(host)->cgroups, act_daemon_host_name(host),
-                         leaf_name, &leaf, &err) == -ENOENT)
-            act_records_remove_generation(dirfd, numbers[i], NULL);
+        if (cg_leaf_open(ad_host_daemon(host)->cgroups, ad_host_name(host), leaf_name, &leaf,
+                         &err) == -ENOENT)
+            rec_remove_generation(dirfd, numbers[i], NULL);
     }
 }
 
 /* Makes the adopted generation the host's serving one: the pipeline
  * resumes as serving without a wake. */
-static int resume(act_daemon_host *host, const act_leftover *leftover,
-                  const act_generation_record *record, const claim *current, int main_pidfd,
-                  act_error *err)
+static int resume(ad_host *host, const ad_leftover *leftover, const rec_generation_record *record,
+                  const claim *current, int main_pidfd, act_error *err)
 {
-    act_generation *gen = NULL;
-    int r = act_generation_adopt(host, leftover->leaf, record, current, main_pidfd,
-                                 act_wake_ops_on_generation_exit, &gen, err);
+    ad_generation *gen = NULL;
+    int r = ad_generation_adopt(host, leftover->leaf, record, current, main_pidfd,
+                                ad_wake_ops_on_generation_exit, &gen, err);
     if (r < 0)
         return r;
-    act_daemon_host_set_serving(host, gen); /* before SERVING is announced */
-    if (act_host_adopt_serving(act_daemon_host_pipeline(host)) < 0) {
-        act_daemon_host_set_serving(host, NULL);
+    ad_host_set_serving(host, gen); /* before SERVING is announced */
+    if (pl_host_adopt_serving(ad_host_pipeline(host)) < 0) {
+        ad_host_set_serving(host, NULL);
         gen->process.pidfd = -1; /* still the caller's */
-        act_generation_free(gen);
-        return act_error_set(err, EBUSY, "host %s is not parked", act_daemon_host_name(host));
+        ad_generation_free(gen);
+        return act_error_set(err, EBUSY, "host %s is not parked", ad_host_name(host));
     }
     act_error record_err = {0};
-    if (act_generation_write_record(gen, ACT_GEN_SERVING, &record_err) < 0)
-        act_log(LOG_WARNING, "host %s: %s", act_daemon_host_name(host), record_err.message);
+    if (ad_generation_write_record(gen, REC_GEN_SERVING, &record_err) < 0)
+        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), record_err.message);
     act_log_fields(LOG_NOTICE,
-                   &(act_log_ctx){.host = act_daemon_host_name(host), .generation = gen->number,
+                   &(act_log_ctx){.host = ad_host_name(host),
+                                  .generation = gen->number,
                                   .build = gen->build.version},
                    "host %s: resumed generation %" PRIu64 " (pid %d, build %s) left running by "
                    "the previous daemon",
-                   act_daemon_host_name(host), gen->number, (int)gen->process.pid,
-                   gen->build.version);
+                   ad_host_name(host), gen->number, (int)gen->process.pid, gen->build.version);
     return 0;
 }
 
-void act_recover(act_daemon *daemon)
+void ad_recover(ad_daemon *daemon)
 {
     unsigned resumed = 0, retired = 0, unproven = 0;
-    act_leftovers *leftovers = daemon->leftovers;
+    ad_leftovers *leftovers = daemon->leftovers;
     size_t n_leftovers = leftovers ? leftovers->n : 0;
     /* Newest first, so that of two serving-looking leaves of one host the
      * later admission is the one resumed. */
     for (size_t i = n_leftovers; i-- > 0;) {
-        act_leftover *leftover = &leftovers->items[i];
-        act_daemon_host *host = act_hosts_find(daemon, leftover->host);
-        act_generation_record record;
+        ad_leftover *leftover = &leftovers->items[i];
+        ad_host *host = ad_hosts_find(daemon, leftover->host);
+        rec_generation_record record;
         claim current;
         int main_pidfd = -1;
         if (host && adoptable(host, leftover, &record, &current, &main_pidfd)) {
@@ -172,16 +171,16 @@ void act_recover(act_daemon *daemon)
         retire_leftover(daemon, host, leftover, &retired, &unproven);
     }
     for (size_t i = 0; i < daemon->n_hosts; i++) {
-        act_daemon_host *host = daemon->hosts[i];
+        ad_host *host = daemon->hosts[i];
         if (!unproven)
             forget_stale_records(host);
-        if (!act_daemon_host_serving(host))
-            act_daemon_host_dir_close(host);
+        if (!ad_host_serving(host))
+            ad_host_dir_close(host);
     }
     if (n_leftovers)
         act_log(LOG_NOTICE,
                 "recovery: %u generations resumed, %u leftover leaves retired with proof, %u "
                 "not proven",
                 resumed, retired, unproven);
-    act_leftovers_free(daemon);
+    ad_leftovers_free(daemon);
 }

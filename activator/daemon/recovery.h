@@ -8,4 +8,4 @@
  * leftover with proof; then frees the leftovers. Never fails: what cannot be
  * proven stopped leaves its host refusing wakes (unproven_stop), and the
  * daemon serves the others. */
-void act_recover(act_daemon *daemon);
+void ad_recover(ad_daemon *daemon);

@@ -13,54 +13,54 @@
  * a hung one rather than any normal one. */
 #define RESTORE_TIMEOUT_USEC (10 * 60 * 1000 * 1000ull)
 
-struct act_restore {
-    act_daemon_host *host;
-    act_wake *wake;               /* NULL once abandoned */
-    act_restore **slot;           /* the owner's pointer to this restore */
-    act_generation *gen;          /* the restore-<N> leaf and its process */
+struct ad_restore {
+    ad_host *host;
+    pl_wake *wake;      /* NULL once abandoned */
+    ad_restore **slot;  /* the owner's pointer to this restore */
+    ad_generation *gen; /* the restore-<N> leaf and its process */
     sd_event_source *timer;
     char checkpoint[160];
-    act_reason reason;            /* the outcome, once the program ended */
+    pl_reason reason; /* the outcome, once the program ended */
     char message[1200];
 };
 
-static const char *name_of(const act_restore *restore)
+static const char *name_of(const ad_restore *restore)
 {
-    return act_daemon_host_name(restore->host);
+    return ad_host_name(restore->host);
 }
 
-static void restore_free(act_restore *restore)
+static void restore_free(ad_restore *restore)
 {
     if (restore->slot && *restore->slot == restore)
         *restore->slot = NULL;
     sd_event_source_disable_unref(restore->timer);
-    act_generation_free(restore->gen);
+    ad_generation_free(restore->gen);
     free(restore);
 }
 
 /* The leaf is proven empty (or not): only now does the wake go on, so no
  * restore process ever runs beside the generation it prepared. */
-static void on_leaf_retired(act_generation *gen, bool proven, const char *why, void *userdata)
+static void on_leaf_retired(ad_generation *gen, bool proven, const char *why, void *userdata)
 {
-    act_restore *restore = userdata;
-    act_wake *wake = restore->wake;
+    ad_restore *restore = userdata;
+    pl_wake *wake = restore->wake;
     if (!wake) {
         if (!proven)
             act_log(LOG_ERR, "host %s: abandoned restore not proven stopped: %s",
                     name_of(restore), why);
     } else if (!proven) {
-        act_wake_complete(wake, ACT_REASON_RESTORE_FAILED,
-                          "host %s: the restore's cgroup is not proven empty: %s",
-                          name_of(restore), why);
-    } else if (restore->reason != ACT_REASON_NONE) {
-        act_wake_complete(wake, restore->reason, "%s", restore->message);
+        pl_wake_complete(wake, PL_REASON_RESTORE_FAILED,
+                         "host %s: the restore's cgroup is not proven empty: %s", name_of(restore),
+                         why);
+    } else if (restore->reason != PL_REASON_NONE) {
+        pl_wake_complete(wake, restore->reason, "%s", restore->message);
     } else {
-        act_wake_ok(wake);
+        pl_wake_ok(wake);
     }
     restore_free(restore);
 }
 
-static void finish(act_restore *restore, act_reason reason, const char *message)
+static void finish(ad_restore *restore, pl_reason reason, const char *message)
 {
     restore->timer = sd_event_source_disable_unref(restore->timer);
     restore->reason = reason;
@@ -69,83 +69,83 @@ static void finish(act_restore *restore, act_reason reason, const char *message)
         *restore->slot = NULL;
     restore->slot = NULL;
     restore->gen->on_exit = NULL;
-    act_generation_retire(restore->gen, false, on_leaf_retired, restore);
+    ad_generation_retire(restore->gen, false, on_leaf_retired, restore);
 }
 
-static void on_restore_exit(act_generation *gen, void *userdata)
+static void on_restore_exit(ad_generation *gen, void *userdata)
 {
-    act_restore *restore = userdata;
-    const act_host_config *config = act_daemon_host_config(restore->host);
+    ad_restore *restore = userdata;
+    const cfg_host *config = ad_host_config(restore->host);
     char message[1200];
     if (gen->exit_status != 0) {
         snprintf(message, sizeof(message), "host %s: ExecRestore= %s exited with status %d",
                  name_of(restore), config->exec_restore[0], gen->exit_status);
-        finish(restore, ACT_REASON_RESTORE_FAILED, message);
+        finish(restore, PL_REASON_RESTORE_FAILED, message);
         return;
     }
     act_error err = {0};
-    int dirfd = act_daemon_host_dir(restore->host, &err);
-    if (dirfd < 0 || act_records_write_checkpoint(dirfd, restore->checkpoint, &err) < 0) {
+    int dirfd = ad_host_dir(restore->host, &err);
+    if (dirfd < 0 || rec_write_checkpoint(dirfd, restore->checkpoint, &err) < 0) {
         snprintf(message, sizeof(message), "host %s: restored, but %s", name_of(restore),
                  err.message);
-        finish(restore, ACT_REASON_RESTORE_FAILED, message);
+        finish(restore, PL_REASON_RESTORE_FAILED, message);
         return;
     }
     act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(restore)},
                    "host %s: state restored to checkpoint %s", name_of(restore),
                    restore->checkpoint);
-    finish(restore, ACT_REASON_NONE, NULL);
+    finish(restore, PL_REASON_NONE, NULL);
 }
 
 static int on_restore_timeout(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    act_restore *restore = userdata;
+    ad_restore *restore = userdata;
     char message[1200];
     snprintf(message, sizeof(message), "host %s: ExecRestore= did not finish within %llu s",
              name_of(restore), RESTORE_TIMEOUT_USEC / 1000000ull);
-    finish(restore, ACT_REASON_RESTORE_FAILED, message);
+    finish(restore, PL_REASON_RESTORE_FAILED, message);
     return 0;
 }
 
 /* The checkpoint the state directory holds now ("" for none); -errno. */
-static int local_checkpoint(act_daemon_host *host, char *out, size_t size, act_error *err)
+static int local_checkpoint(ad_host *host, char *out, size_t size, act_error *err)
 {
-    int dirfd = act_daemon_host_dir(host, err);
+    int dirfd = ad_host_dir(host, err);
     if (dirfd < 0)
         return dirfd;
-    return act_records_read_checkpoint(dirfd, act_daemon_host_name(host), out, size, err);
+    return rec_read_checkpoint(dirfd, ad_host_name(host), out, size, err);
 }
 
-void act_restore_start(act_daemon_host *host, act_wake *wake, const char *checkpoint,
-                       uint64_t generation, act_restore **slot)
+void ad_restore_start(ad_host *host, pl_wake *wake, const char *checkpoint, uint64_t generation,
+                      ad_restore **slot)
 {
-    const act_host_config *config = act_daemon_host_config(host);
-    const char *name = act_daemon_host_name(host);
+    const cfg_host *config = ad_host_config(host);
+    const char *name = ad_host_name(host);
     if (!config->exec_restore || !checkpoint[0]) {
-        act_wake_ok(wake);
+        pl_wake_ok(wake);
         return;
     }
     char local[160];
     act_error err = {0};
     if (local_checkpoint(host, local, sizeof(local), &err) < 0) {
-        act_wake_complete(wake, ACT_REASON_RESTORE_FAILED, "%s", err.message);
+        pl_wake_complete(wake, PL_REASON_RESTORE_FAILED, "%s", err.message);
         return;
     }
     if (strcmp(local, checkpoint) == 0) {
-        act_wake_ok(wake); /* already restored: a retry never restores twice */
+        pl_wake_ok(wake); /* already restored: a retry never restores twice */
         return;
     }
 
-    act_restore *restore = calloc(1, sizeof(*restore));
+    ad_restore *restore = calloc(1, sizeof(*restore));
     if (!restore) {
-        act_wake_complete(wake, ACT_REASON_RESTORE_FAILED, "host %s: out of memory", name);
+        pl_wake_complete(wake, PL_REASON_RESTORE_FAILED, "host %s: out of memory", name);
         return;
     }
-    *restore = (act_restore){.host = host, .wake = wake, .slot = slot};
+    *restore = (ad_restore){.host = host, .wake = wake, .slot = slot};
     snprintf(restore->checkpoint, sizeof(restore->checkpoint), "%s", checkpoint);
-    if (act_daemon_host_state_directory(host, &err) < 0 ||
-        act_generation_new(host, "restore", generation, &restore->gen, &err) < 0) {
-        act_wake_complete(wake, ACT_REASON_RESTORE_FAILED, "host %s: %s", name, err.message);
+    if (ad_host_state_directory(host, &err) < 0 ||
+        ad_generation_new(host, "restore", generation, &restore->gen, &err) < 0) {
+        pl_wake_complete(wake, PL_REASON_RESTORE_FAILED, "host %s: %s", name, err.message);
         restore_free(restore);
         return;
     }
@@ -154,14 +154,13 @@ void act_restore_start(act_daemon_host *host, act_wake *wake, const char *checkp
     *slot = restore;
     char env[256];
     snprintf(env, sizeof(env), "ACTIVATOR_CHECKPOINT=%s", checkpoint);
-    if (act_generation_spawn_helper(restore->gen, config->exec_restore, env, true, &err) < 0 ||
-        sd_event_add_time_relative(act_daemon_host_daemon(host)->loop, &restore->timer,
-                                   CLOCK_MONOTONIC, RESTORE_TIMEOUT_USEC, 0, on_restore_timeout,
-                                   restore) < 0) {
+    if (ad_generation_spawn_helper(restore->gen, config->exec_restore, env, true, &err) < 0 ||
+        sd_event_add_time_relative(ad_host_daemon(host)->loop, &restore->timer, CLOCK_MONOTONIC,
+                                   RESTORE_TIMEOUT_USEC, 0, on_restore_timeout, restore) < 0) {
         char message[1200];
         snprintf(message, sizeof(message), "host %s: cannot start ExecRestore=: %s", name,
                  err.message);
-        finish(restore, ACT_REASON_RESTORE_FAILED, message);
+        finish(restore, PL_REASON_RESTORE_FAILED, message);
         return;
     }
     act_log_fields(LOG_INFO, &(act_log_ctx){.host = name},
@@ -169,18 +168,18 @@ void act_restore_start(act_daemon_host *host, act_wake *wake, const char *checkp
                    local[0] ? local : "none");
 }
 
-void act_restore_abandon(act_restore *restore)
+void ad_restore_abandon(ad_restore *restore)
 {
     if (!restore)
         return;
     restore->wake = NULL;
-    finish(restore, ACT_REASON_CANCELLED, NULL);
+    finish(restore, PL_REASON_CANCELLED, NULL);
 }
 
-int act_replicate_start(act_generation *gen, act_error *err)
+int ad_replicate_start(ad_generation *gen, act_error *err)
 {
-    char **exec_replicate = act_daemon_host_config(gen->host)->exec_replicate;
+    char **exec_replicate = ad_host_config(gen->host)->exec_replicate;
     if (!exec_replicate)
         return 0;
-    return act_generation_spawn_helper(gen, exec_replicate, NULL, false, err);
+    return ad_generation_spawn_helper(gen, exec_replicate, NULL, false, err);
 }

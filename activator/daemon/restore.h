@@ -5,7 +5,7 @@
 
 #include "activator/daemon/generation.h"
 
-typedef struct act_restore act_restore;
+typedef struct ad_restore ad_restore;
 
 /* The pipeline's `restore` step. Runs ExecRestore= in its own leaf
  * (restore-<generation>) when the claim names a checkpoint the state
@@ -13,13 +13,13 @@ typedef struct act_restore act_restore;
  * succeeded, so a retry never restores twice. Completes wake, at once or
  * later; while a restore runs, *slot points at it, and it clears *slot
  * when it ends. */
-void act_restore_start(act_daemon_host *host, act_wake *wake, const char *checkpoint,
-                       uint64_t generation, act_restore **slot);
+void ad_restore_start(ad_host *host, pl_wake *wake, const char *checkpoint, uint64_t generation,
+                      ad_restore **slot);
 
 /* Stops a restore in flight (the wake was cancelled): its leaf is killed in
  * the background and the wake is not completed. NULL is fine. */
-void act_restore_abandon(act_restore *restore);
+void ad_restore_abandon(ad_restore *restore);
 
 /* Starts ExecReplicate= (if set) inside gen's leaf, beside the main
  * process, so the generation's retirement stops it with the same proof. */
-int act_replicate_start(act_generation *gen, act_error *err);
+int ad_replicate_start(ad_generation *gen, act_error *err);

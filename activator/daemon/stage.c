@@ -17,10 +17,10 @@
 
 typedef struct stage_job {
     rel_store *releases;
-    act_control_reply *reply;
+    ctrl_reply *reply;
     char host[ACT_NAME_MAX + 1];
     char version[ACT_NAME_MAX + 1];
-    char path[ACT_REQUEST_PATH_MAX + 1];
+    char path[CTRL_REQUEST_PATH_MAX + 1];
     char executable[4096]; /* a directory build's executable; "" for a single file */
     bool promote;
     int result;
@@ -41,22 +41,22 @@ static void run_stage(void *data)
         job->result = rel_promote(job->releases, job->host, job->version, &job->err);
 }
 
-void act_reply_release_error(act_control_reply *reply, int r, const act_error *err)
+void ad_reply_release_error(ctrl_reply *reply, int r, const act_error *err)
 {
     const char *code = r == -ENOENT         ? "not_staged"
                        : r == -EEXIST       ? "version_exists"
                        : r == -EBADMSG      ? "digest_mismatch"
                        : r == -EKEYREJECTED ? "pin_mismatch"
-                       : r == -EINVAL       ? ACT_REQ_BAD_VALUE
+                       : r == -EINVAL       ? CTRL_REQ_BAD_VALUE
                                             : "release_error";
-    act_control_reply_error(reply, code, "%s", err->message);
+    ctrl_reply_error(reply, code, "%s", err->message);
 }
 
 static void complete_stage(void *data)
 {
     _cleanup_free_ stage_job *job = data;
     if (job->result < 0) {
-        act_reply_release_error(job->reply, job->result, &job->err);
+        ad_reply_release_error(job->reply, job->result, &job->err);
     } else {
         json_object *result = json_object_new_object();
         json_object_object_add(result, "host", json_object_new_string(job->host));
@@ -64,31 +64,29 @@ static void complete_stage(void *data)
         json_object_object_add(result, "digest",
                                json_object_new_string(job->identity.build_digest));
         json_object_object_add(result, "live", json_object_new_boolean(job->promote));
-        act_control_reply_ok(job->reply, result);
+        ctrl_reply_ok(job->reply, result);
     }
 }
 
-void act_stage_start(act_daemon_host *host, const act_request *request, act_control_reply *reply)
+void ad_stage_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply)
 {
     _cleanup_free_ stage_job *job = calloc(1, sizeof(*job));
     act_error err = {0};
     if (!job) {
-        act_control_reply_error(reply, "release_error", "host %s: out of memory", request->host);
+        ctrl_reply_error(reply, "release_error", "host %s: out of memory", request->host);
         return;
     }
-    act_daemon *daemon = act_daemon_host_daemon(host);
+    ad_daemon *daemon = ad_host_daemon(host);
     job->releases = daemon->releases;
     job->reply = reply;
     job->promote = request->promote;
     snprintf(job->host, sizeof(job->host), "%s", request->host);
     snprintf(job->version, sizeof(job->version), "%s", request->version);
     snprintf(job->path, sizeof(job->path), "%s", request->path);
-    snprintf(job->executable, sizeof(job->executable), "%s",
-             act_daemon_host_config(host)->exec_argv[0]);
+    snprintf(job->executable, sizeof(job->executable), "%s", ad_host_config(host)->exec_argv[0]);
     if (act_offload_submit(daemon->offload, act_offload_lane(job->host), run_stage,
                            complete_stage, job, &err) < 0) {
-        act_control_reply_error(reply, "release_error", "host %s: %s", request->host,
-                                err.message);
+        ctrl_reply_error(reply, "release_error", "host %s: %s", request->host, err.message);
         return;
     }
     TAKE_PTR(job); /* complete_stage's now */

@@ -13,45 +13,45 @@
 
 #define HOLD_PATH_MAX 4096
 
-static const act_pipeline_ops *base;
-static act_pipeline_ops held;
+static const pl_ops *base;
+static pl_ops held;
 static sd_event *hold_loop;
-static char *hold_paths[_ACT_STEP_MAX]; /* by step; NULL: not held */
+static char *hold_paths[_PL_STEP_MAX]; /* by step; NULL: not held */
 
 typedef struct pending_hold {
-    act_wake *wake;
+    pl_wake *wake;
     void *userdata;
-    act_step step;
+    pl_step step;
 } pending_hold;
 
-static act_step_fn base_op(act_step step)
+static pl_step_fn base_op(pl_step step)
 {
     switch (step) {
-    case ACT_STEP_READ:
+    case PL_STEP_READ:
         return base->read;
-    case ACT_STEP_ADMIT:
+    case PL_STEP_ADMIT:
         return base->admit;
-    case ACT_STEP_RESTORE:
+    case PL_STEP_RESTORE:
         return base->restore;
-    case ACT_STEP_RESERVE:
+    case PL_STEP_RESERVE:
         return base->reserve;
-    case ACT_STEP_MATERIALIZE:
+    case PL_STEP_MATERIALIZE:
         return base->materialize;
-    case ACT_STEP_PREPARE:
+    case PL_STEP_PREPARE:
         return base->prepare;
-    case ACT_STEP_GATE:
+    case PL_STEP_GATE:
         return base->gate;
-    case ACT_STEP_EXEC:
+    case PL_STEP_EXEC:
         return base->exec;
-    case ACT_STEP_READY:
+    case PL_STEP_READY:
         return base->ready;
-    case ACT_STEP_REPLICATE:
+    case PL_STEP_REPLICATE:
         return base->replicate;
-    case ACT_STEP_PUBLISH:
+    case PL_STEP_PUBLISH:
         return base->publish;
-    case ACT_STEP_HEALTHY:
+    case PL_STEP_HEALTHY:
         return base->healthy;
-    case ACT_STEP_FAILED:
+    case PL_STEP_FAILED:
         return base->failed;
     default:
         return NULL;
@@ -60,14 +60,14 @@ static act_step_fn base_op(act_step step)
 
 /* The operation itself, as the pipeline would have called it; a NULL
  * entry is a step with nothing to do. */
-static void run_base(act_wake *wake, act_step step, void *userdata)
+static void run_base(pl_wake *wake, pl_step step, void *userdata)
 {
-    act_step_fn op = base_op(step);
+    pl_step_fn op = base_op(step);
     if (!op) {
-        if (step == ACT_STEP_FAILED)
-            act_wake_retired(wake, true, "nothing to retire");
+        if (step == PL_STEP_FAILED)
+            pl_wake_retired(wake, true, "nothing to retire");
         else
-            act_wake_ok(wake);
+            pl_wake_ok(wake);
         return;
     }
     op(wake, userdata);
@@ -75,9 +75,9 @@ static void run_base(act_wake *wake, act_step step, void *userdata)
 
 static void release(sd_event_source *source, pending_hold *hold)
 {
-    act_wake *wake = hold->wake;
+    pl_wake *wake = hold->wake;
     void *userdata = hold->userdata;
-    act_step step = hold->step;
+    pl_step step = hold->step;
     /* The source is floating, the loop's only: taking it back drops that
      * last reference, which frees hold too. */
     sd_event_source_set_enabled(source, SD_EVENT_OFF);
@@ -94,9 +94,9 @@ static int on_directory_change(sd_event_source *source, const struct inotify_eve
     return 0;
 }
 
-static void held_op(act_wake *wake, void *userdata)
+static void held_op(pl_wake *wake, void *userdata)
 {
-    act_step step = act_wake_step(wake);
+    pl_step step = pl_wake_step(wake);
     const char *path = hold_paths[step];
     if (!path || access(path, F_OK) == 0) {
         run_base(wake, step, userdata);
@@ -110,7 +110,7 @@ static void held_op(act_wake *wake, void *userdata)
         sd_event_add_inotify(hold_loop, &source, dirname(directory),
                              IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE,
                              on_directory_change, hold) < 0) {
-        act_log(LOG_ERR, "test hold %s: cannot watch %s; not holding", act_step_to_string(step),
+        act_log(LOG_ERR, "test hold %s: cannot watch %s; not holding", pl_step_to_string(step),
                 path);
         free(hold);
         run_base(wake, step, userdata);
@@ -120,19 +120,19 @@ static void held_op(act_wake *wake, void *userdata)
     sd_event_source_set_destroy_callback(source, free);
     sd_event_source_set_floating(source, true);
     sd_event_source_unref(source);
-    act_log(LOG_NOTICE, "host %s: step %s held: waiting for %s",
-            act_daemon_host_name(userdata), act_step_to_string(step), path);
+    act_log(LOG_NOTICE, "host %s: step %s held: waiting for %s", ad_host_name(userdata),
+            pl_step_to_string(step), path);
     /* Created between the first look and the watch: no event will come. */
     if (access(path, F_OK) == 0)
         release(source, hold);
 }
 
-static act_step step_named(const char *name)
+static pl_step step_named(const char *name)
 {
-    for (int step = ACT_STEP_READ; step < _ACT_STEP_MAX; step++)
-        if (strcmp(act_step_to_string((act_step)step), name) == 0)
-            return (act_step)step;
-    return ACT_STEP_NONE;
+    for (int step = PL_STEP_READ; step < _PL_STEP_MAX; step++)
+        if (strcmp(pl_step_to_string((pl_step)step), name) == 0)
+            return (pl_step)step;
+    return PL_STEP_NONE;
 }
 
 /* "gate:/tmp/x,publish:/tmp/y"; false (and a logged reason) when bad. */
@@ -144,12 +144,12 @@ static bool parse_holds(const char *spec)
     for (char *item = copy ? strtok_r(copy, ",", &save) : NULL; ok && item;
          item = strtok_r(NULL, ",", &save)) {
         char *colon = strchr(item, ':');
-        act_step step = ACT_STEP_NONE;
+        pl_step step = PL_STEP_NONE;
         if (colon) {
             *colon = '\0';
             step = step_named(item);
         }
-        if (step == ACT_STEP_NONE || step == ACT_STEP_READY || !colon || colon[1] != '/' ||
+        if (step == PL_STEP_NONE || step == PL_STEP_READY || !colon || colon[1] != '/' ||
             strlen(colon + 1) >= HOLD_PATH_MAX) {
             act_log(LOG_ERR, "ACTIVATOR_TEST_HOLD=%s: \"%s\" is not STEP:/ABSOLUTE/PATH with a "
                              "step other than ready; no step is held",
@@ -165,7 +165,7 @@ static bool parse_holds(const char *spec)
     return ok;
 }
 
-const act_pipeline_ops *act_step_holds_ops(const act_pipeline_ops *ops, sd_event *loop)
+const pl_ops *ad_step_holds_ops(const pl_ops *ops, sd_event *loop)
 {
     const char *spec = getenv("ACTIVATOR_TEST_HOLD");
     if (!spec || !spec[0])

@@ -12,4 +12,4 @@
 #include "activator/pipeline/pipeline.h"
 
 /* The table to give the pipeline: ops itself when no hold is asked for. */
-const act_pipeline_ops *act_step_holds_ops(const act_pipeline_ops *ops, sd_event *loop);
+const pl_ops *ad_step_holds_ops(const pl_ops *ops, sd_event *loop);

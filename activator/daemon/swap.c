@@ -22,36 +22,36 @@
 #include "common/log.h"
 #include "common/text.h"
 
-struct act_swap {
-    act_daemon_host *host;
-    act_control_reply *reply; /* NULL once answered (no_wait) */
-    act_swap_mode mode;
+struct ad_swap {
+    ad_host *host;
+    ctrl_reply *reply; /* NULL once answered (no_wait) */
+    ctrl_swap_mode mode;
     bool waits_for_park;      /* stop-first: N is being retired first */
     rel_pin pin;
     char reason[32];
     char message[1200];
 };
 
-static const char *name_of(const act_daemon_host *host)
+static const char *name_of(const ad_host *host)
 {
-    return act_daemon_host_name(host);
+    return ad_host_name(host);
 }
 
-static act_daemon *daemon_of(const act_daemon_host *host)
+static ad_daemon *daemon_of(const ad_host *host)
 {
-    return act_daemon_host_daemon(host);
+    return ad_host_daemon(host);
 }
 
-static void reply_error(act_swap *swap, const char *code, const char *message)
+static void reply_error(ad_swap *swap, const char *code, const char *message)
 {
     if (swap->reply)
-        act_control_reply_error(swap->reply, code, "%s", message);
+        ctrl_reply_error(swap->reply, code, "%s", message);
     swap->reply = NULL;
 }
 
-static void finish(act_swap *swap)
+static void finish(ad_swap *swap)
 {
-    act_daemon_host_set_swap(swap->host, NULL);
+    ad_host_set_swap(swap->host, NULL);
     free(swap);
 }
 
@@ -60,7 +60,7 @@ static void finish(act_swap *swap)
 static void on_failure_recorded(claim_store *store, int result, uint64_t new_revision,
                                 const claim *current, const act_error *err, void *userdata)
 {
-    act_swap *swap = userdata;
+    ad_swap *swap = userdata;
     if (result < 0)
         act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(swap->host)},
                        "host %s: cannot record the failed swap to %s on the claim: %s",
@@ -76,8 +76,8 @@ static void on_failure_recorded(claim_store *store, int result, uint64_t new_rev
 static void on_claim_for_failure(claim_store *store, int result, const claim *c,
                                  const act_error *err, void *userdata)
 {
-    act_swap *swap = userdata;
-    act_daemon_host *host = swap->host;
+    ad_swap *swap = userdata;
+    ad_host *host = swap->host;
     if (result <= 0 || !c->has_pin || strcmp(c->pin.version, swap->pin.version) != 0) {
         /* Gone, or pinned to something else since: not ours to annotate. */
         reply_error(swap, swap->reason, swap->message);
@@ -90,12 +90,12 @@ static void on_claim_for_failure(claim_store *store, int result, const claim *c,
     /* N still serves: the claim says so again (the swap's admission had
      * set phase starting and cleared the handle). The session stays the
      * swap's, since sessions only grow. */
-    const act_generation *serving = act_daemon_host_serving(host);
+    const ad_generation *serving = ad_host_serving(host);
     if (serving && claim_owned_by(c, daemon_of(host)->config.box)) {
         next.holder.generation = serving->number;
         snprintf(next.op.phase, sizeof(next.op.phase), "serving");
-        act_daemon_host_format_handle(host, serving->number, next.holder.handle,
-                                      sizeof(next.holder.handle));
+        ad_host_format_handle(host, serving->number, next.holder.handle,
+                              sizeof(next.holder.handle));
     }
     act_error call_err = {0};
     if (claims_cas_async(store, name_of(host), c->revision, &next, on_failure_recorded, swap,
@@ -105,9 +105,9 @@ static void on_claim_for_failure(claim_store *store, int result, const claim *c,
     }
 }
 
-static void swap_failed(act_swap *swap, const char *reason, const char *message)
+static void swap_failed(ad_swap *swap, const char *reason, const char *message)
 {
-    act_daemon_host *host = swap->host;
+    ad_host *host = swap->host;
     snprintf(swap->reason, sizeof(swap->reason), "%s", reason);
     snprintf(swap->message, sizeof(swap->message), "%s", message);
     act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(host), .reason = reason},
@@ -122,50 +122,50 @@ static void swap_failed(act_swap *swap, const char *reason, const char *message)
 
 /* ---- the outcome ----------------------------------------------------------- */
 
-static void on_swap_done(act_host *pipeline, const act_wake_result *result, void *userdata)
+static void on_swap_done(pl_host *pipeline, const pl_wake_result *result, void *userdata)
 {
-    act_swap *swap = userdata;
-    act_daemon_host *host = swap->host;
-    if (result->kind == ACT_WAKE_SERVING) {
-        const act_generation *serving = act_daemon_host_serving(host);
+    ad_swap *swap = userdata;
+    ad_host *host = swap->host;
+    if (result->kind == PL_WAKE_SERVING) {
+        const ad_generation *serving = ad_host_serving(host);
         act_log_fields(LOG_INFO,
                        &(act_log_ctx){.host = name_of(host),
                                       .generation = serving ? serving->number : 0,
                                       .build = swap->pin.version},
                        "host %s: swapped to %s", name_of(host), swap->pin.version);
-        if (swap->mode == ACT_SWAP_STOP_FIRST)
-            act_publish(host, ACT_EVENT_SWAP_DONE, serving, NULL);
+        if (swap->mode == CTRL_SWAP_STOP_FIRST)
+            ad_publish(host, EV_EVENT_SWAP_DONE, serving, NULL);
         if (swap->reply)
-            act_control_reply_ok(swap->reply, act_host_status_json(host));
+            ctrl_reply_ok(swap->reply, ad_host_status_json(host));
         swap->reply = NULL;
         finish(swap);
         return;
     }
-    const char *reason = result->reason != ACT_REASON_NONE ? act_reason_to_string(result->reason)
-                                                           : act_wake_kind_to_string(result->kind);
-    if (swap->mode == ACT_SWAP_STOP_FIRST)
-        act_publish(host, ACT_EVENT_SWAP_FAILED, NULL, reason);
+    const char *reason = result->reason != PL_REASON_NONE ? pl_reason_to_string(result->reason)
+                                                          : pl_wake_kind_to_string(result->kind);
+    if (swap->mode == CTRL_SWAP_STOP_FIRST)
+        ad_publish(host, EV_EVENT_SWAP_FAILED, NULL, reason);
     swap_failed(swap, reason, result->message ? result->message : "the swap did not serve");
 }
 
 /* stop-first, and a swap of a parked host: a plain wake of the pinned build. */
-static void start_pinned_wake(act_swap *swap)
+static void start_pinned_wake(ad_swap *swap)
 {
-    act_host *pipeline = act_daemon_host_pipeline(swap->host);
-    int r = act_host_wake(pipeline, ACT_TRIGGER_WARM, on_swap_done, swap);
-    if (r == ACT_WAKE_ALREADY_SERVING) {
+    pl_host *pipeline = ad_host_pipeline(swap->host);
+    int r = pl_host_wake(pipeline, PL_TRIGGER_WARM, on_swap_done, swap);
+    if (r == PL_WAKE_ALREADY_SERVING) {
         /* Something else woke it first, with the pin already on the claim. */
-        act_wake_result served = {.kind = ACT_WAKE_SERVING};
+        pl_wake_result served = {.kind = PL_WAKE_SERVING};
         on_swap_done(pipeline, &served, swap);
     } else if (r < 0) {
         swap_failed(swap, "internal", "cannot start the pinned wake");
     }
 }
 
-void act_swap_host_parked(act_daemon_host *host)
+void ad_swap_host_parked(ad_host *host)
 {
-    act_swap *swap = act_daemon_host_swap(host);
-    if (swap && swap->mode == ACT_SWAP_STOP_FIRST && swap->waits_for_park) {
+    ad_swap *swap = ad_host_swap(host);
+    if (swap && swap->mode == CTRL_SWAP_STOP_FIRST && swap->waits_for_park) {
         swap->waits_for_park = false;
         if (daemon_of(host)->stopping) {
             reply_error(swap, "stopping", "the box is stopping; the swap did not start N+1");
@@ -176,24 +176,24 @@ void act_swap_host_parked(act_daemon_host *host)
     }
 }
 
-static void start_generation(act_swap *swap)
+static void start_generation(ad_swap *swap)
 {
-    act_daemon_host *host = swap->host;
-    act_host *pipeline = act_daemon_host_pipeline(host);
-    act_host_state state = act_host_get_state(pipeline);
-    if (state == ACT_HOST_PARKED) {
-        if (swap->mode == ACT_SWAP_STOP_FIRST)
-            act_publish(host, ACT_EVENT_SWAP_STARTED, NULL, NULL);
+    ad_host *host = swap->host;
+    pl_host *pipeline = ad_host_pipeline(host);
+    pl_host_state state = pl_host_get_state(pipeline);
+    if (state == PL_HOST_PARKED) {
+        if (swap->mode == CTRL_SWAP_STOP_FIRST)
+            ad_publish(host, EV_EVENT_SWAP_STARTED, NULL, NULL);
         start_pinned_wake(swap);
         return;
     }
-    if (swap->mode == ACT_SWAP_STOP_FIRST) {
-        act_publish(host, ACT_EVENT_SWAP_STARTED, act_daemon_host_serving(host), NULL);
+    if (swap->mode == CTRL_SWAP_STOP_FIRST) {
+        ad_publish(host, EV_EVENT_SWAP_STARTED, ad_host_serving(host), NULL);
         swap->waits_for_park = true;
-        act_host_park(pipeline, ACT_PARK_REQUEST);
+        pl_host_park(pipeline, PL_PARK_REQUEST);
         return;
     }
-    int r = act_host_swap(pipeline, on_swap_done, swap);
+    int r = pl_host_swap(pipeline, on_swap_done, swap);
     if (r == -ESRCH) { /* parked meanwhile: the pinned wake does it */
         start_pinned_wake(swap);
         return;
@@ -209,7 +209,7 @@ static void start_generation(act_swap *swap)
 static void on_pinned(claim_store *store, int result, uint64_t new_revision,
                       const claim *current, const act_error *err, void *userdata)
 {
-    act_swap *swap = userdata;
+    ad_swap *swap = userdata;
     if (result == CLAIMS_CHANGED) {
         reply_error(swap, "claim_changed",
                     "the claim changed while the pin was written; nothing was started, retry");
@@ -227,8 +227,8 @@ static void on_pinned(claim_store *store, int result, uint64_t new_revision,
 static void on_claim_for_pin(claim_store *store, int result, const claim *c,
                              const act_error *err, void *userdata)
 {
-    act_swap *swap = userdata;
-    act_daemon_host *host = swap->host;
+    ad_swap *swap = userdata;
+    ad_host *host = swap->host;
     char message[1200];
     if (result <= 0) {
         snprintf(message, sizeof(message), "host %s: %s", name_of(host),
@@ -272,8 +272,8 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
 /* Finds the staged build and re-hashes every file of it, so a swap to a
  * version that is not staged or does not verify is refused before anything
  * starts. */
-static int verify_version(act_daemon_host *host, const char *version, rel_pin *pin,
-                          const char **code, act_error *err)
+static int verify_version(ad_host *host, const char *version, rel_pin *pin, const char **code,
+                          act_error *err)
 {
     _cleanup_free_ rel_entry *entries = NULL;
     size_t n = 0;
@@ -305,29 +305,29 @@ static int verify_version(act_daemon_host *host, const char *version, rel_pin *p
     return r;
 }
 
-void act_swap_start(act_daemon_host *host, const act_request *request, act_control_reply *reply)
+void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply)
 {
-    const act_swap *in_flight = act_daemon_host_swap(host);
+    const ad_swap *in_flight = ad_host_swap(host);
     if (in_flight) {
-        act_control_reply_error(reply, "busy",
-                                "host %s: a swap to %s is already in flight; wait for it to end",
-                                name_of(host), in_flight->pin.version);
+        ctrl_reply_error(reply, "busy",
+                         "host %s: a swap to %s is already in flight; wait for it to end",
+                         name_of(host), in_flight->pin.version);
         return;
     }
     if (daemon_of(host)->stopping) {
-        act_control_reply_error(reply, "stopping", "box %s is stopping; swap refused",
-                                daemon_of(host)->config.box);
+        ctrl_reply_error(reply, "stopping", "box %s is stopping; swap refused",
+                         daemon_of(host)->config.box);
         return;
     }
-    act_host_state state = act_host_get_state(act_daemon_host_pipeline(host));
-    if (state == ACT_HOST_WAKING || state == ACT_HOST_RETIRING) {
-        act_control_reply_error(reply, "busy", "host %s is %s; swap it once it serves or is parked",
-                                name_of(host), act_host_state_to_string(state));
+    pl_host_state state = pl_host_get_state(ad_host_pipeline(host));
+    if (state == PL_HOST_WAKING || state == PL_HOST_RETIRING) {
+        ctrl_reply_error(reply, "busy", "host %s is %s; swap it once it serves or is parked",
+                         name_of(host), pl_host_state_to_string(state));
         return;
     }
-    _cleanup_free_ act_swap *swap = calloc(1, sizeof(*swap));
+    _cleanup_free_ ad_swap *swap = calloc(1, sizeof(*swap));
     if (!swap) {
-        act_control_reply_error(reply, "internal", "out of memory");
+        ctrl_reply_error(reply, "internal", "out of memory");
         return;
     }
     swap->host = host;
@@ -336,16 +336,16 @@ void act_swap_start(act_daemon_host *host, const act_request *request, act_contr
     act_error err = {0};
     const char *code = NULL;
     if (verify_version(host, request->version, &swap->pin, &code, &err) < 0) {
-        act_control_reply_error(reply, code, "%s", err.message);
+        ctrl_reply_error(reply, code, "%s", err.message);
         return;
     }
     /* The host's from here: finish() frees it. */
-    act_swap *owned = TAKE_PTR(swap);
-    act_daemon_host_set_swap(host, owned);
+    ad_swap *owned = TAKE_PTR(swap);
+    ad_host_set_swap(host, owned);
     if (request->no_wait) {
-        json_object *started = act_host_status_json(host);
+        json_object *started = ad_host_status_json(host);
         json_object_object_add(started, "swap", json_object_new_string(owned->pin.version));
-        act_control_reply_ok(reply, started);
+        ctrl_reply_ok(reply, started);
         owned->reply = NULL;
     }
     if (claims_read_async(daemon_of(host)->store, name_of(host), on_claim_for_pin, owned, &err) <

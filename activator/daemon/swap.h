@@ -6,8 +6,8 @@
 
 /* Verifies the version, pins it on the claim, and starts N+1 beside N (or,
  * stop-first, after N). Replies when the swap ends (or at once, no_wait). */
-void act_swap_start(act_daemon_host *host, const act_request *request, act_control_reply *reply);
+void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply);
 
 /* The host came to rest parked: a stop-first swap now starts its pinned
  * generation. */
-void act_swap_host_parked(act_daemon_host *host);
+void ad_swap_host_parked(ad_host *host);

@@ -8,5 +8,5 @@
 
 /* Registers the metric families (daemon->metrics) and serves them; fills
  * *observe with the control server's per-request counter. */
-int act_telemetry_open(act_daemon *daemon, act_control_observe_fn *observe, act_error *err);
-void act_telemetry_close(act_daemon *daemon);
+int ad_telemetry_open(ad_daemon *daemon, ctrl_observe_fn *observe, act_error *err);
+void ad_telemetry_close(ad_daemon *daemon);

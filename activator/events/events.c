@@ -19,28 +19,28 @@
 #define EVENT_MAX_BYTES 2048
 
 static const char *const kind_names[] = {
-    [ACT_EVENT_WAKING] = "waking",
-    [ACT_EVENT_ADMITTED] = "admitted",
-    [ACT_EVENT_RESTORING] = "restoring",
-    [ACT_EVENT_EXEC] = "exec",
-    [ACT_EVENT_READY] = "ready",
-    [ACT_EVENT_PUBLISHED] = "published",
-    [ACT_EVENT_SERVING] = "serving",
-    [ACT_EVENT_PARKING] = "parking",
-    [ACT_EVENT_PARKED] = "parked",
-    [ACT_EVENT_RETIRING] = "retiring",
-    [ACT_EVENT_RETIRED] = "retired",
-    [ACT_EVENT_FAILED] = "failed",
-    [ACT_EVENT_REFUSED] = "refused",
-    [ACT_EVENT_SWAP_STARTED] = "swap.started",
-    [ACT_EVENT_SWAP_DONE] = "swap.done",
-    [ACT_EVENT_SWAP_FAILED] = "swap.failed",
-    [ACT_EVENT_CLAIM_CHANGED] = "claim.changed",
+    [EV_EVENT_WAKING] = "waking",
+    [EV_EVENT_ADMITTED] = "admitted",
+    [EV_EVENT_RESTORING] = "restoring",
+    [EV_EVENT_EXEC] = "exec",
+    [EV_EVENT_READY] = "ready",
+    [EV_EVENT_PUBLISHED] = "published",
+    [EV_EVENT_SERVING] = "serving",
+    [EV_EVENT_PARKING] = "parking",
+    [EV_EVENT_PARKED] = "parked",
+    [EV_EVENT_RETIRING] = "retiring",
+    [EV_EVENT_RETIRED] = "retired",
+    [EV_EVENT_FAILED] = "failed",
+    [EV_EVENT_REFUSED] = "refused",
+    [EV_EVENT_SWAP_STARTED] = "swap.started",
+    [EV_EVENT_SWAP_DONE] = "swap.done",
+    [EV_EVENT_SWAP_FAILED] = "swap.failed",
+    [EV_EVENT_CLAIM_CHANGED] = "claim.changed",
 };
-/* act_event_kind_from_name compares against every entry. */
-static_assert(ARRAY_SIZE(kind_names) == ACT_EVENT__COUNT, "an event kind without a name");
+/* ev_event_kind_from_name compares against every entry. */
+static_assert(ARRAY_SIZE(kind_names) == EV_EVENT__COUNT, "an event kind without a name");
 
-struct act_events {
+struct ev_publisher {
     nng_socket socket;
     uint64_t sequence;
     char box[ACT_NAME_MAX + 1];
@@ -48,23 +48,23 @@ struct act_events {
     gid_t control_gid;
 };
 
-const char *act_event_kind_name(act_event_kind kind)
+const char *ev_event_kind_name(ev_event_kind kind)
 {
-    if ((unsigned)kind >= ACT_EVENT__COUNT)
+    if ((unsigned)kind >= EV_EVENT__COUNT)
         return NULL;
     return kind_names[kind];
 }
 
-int act_event_kind_from_name(const char *name)
+int ev_event_kind_from_name(const char *name)
 {
     assert(name);
-    for (int i = 0; i < ACT_EVENT__COUNT; i++)
+    for (int i = 0; i < EV_EVENT__COUNT; i++)
         if (strcmp(kind_names[i], name) == 0)
             return i;
     return -1;
 }
 
-int act_events_host_prefix(const char *host, char *buf, size_t size)
+int ev_host_prefix(const char *host, char *buf, size_t size)
 {
     assert(buf);
     if (!act_name_is_valid(host))
@@ -73,7 +73,7 @@ int act_events_host_prefix(const char *host, char *buf, size_t size)
     return n < 0 || (size_t)n >= size ? -ENOBUFS : 0;
 }
 
-int act_events_split(const char *msg, size_t len, size_t *topic_len, const char **json)
+int ev_split(const char *msg, size_t len, size_t *topic_len, const char **json)
 {
     assert(msg);
     assert(topic_len);
@@ -158,11 +158,11 @@ static void put_string(writer *w, const char *s)
     put(w, "\"", 1);
 }
 
-int act_events_publish(act_events *events, const act_event *event)
+int ev_publish(ev_publisher *events, const ev_event *event)
 {
     assert(events);
     assert(event);
-    const char *kind = act_event_kind_name(event->kind);
+    const char *kind = ev_event_kind_name(event->kind);
     if (!kind || !act_name_is_valid(event->host))
         return -EINVAL;
 
@@ -207,12 +207,12 @@ int act_events_publish(act_events *events, const act_event *event)
      * (and sees the gap in seq), the loop never waits for it. */
     int rv = nng_send(events->socket, buf, w.len, NNG_FLAG_NONBLOCK);
     if (rv != 0)
-        return -act_nng_errno(rv);
+        return -ctrl_nng_errno(rv);
     events->sequence = sequence;
     return 0;
 }
 
-uint64_t act_events_sequence(const act_events *events)
+uint64_t ev_sequence(const ev_publisher *events)
 {
     assert(events);
     return events->sequence;
@@ -222,15 +222,15 @@ uint64_t act_events_sequence(const act_events *events)
  * control clients. Closing the pipe here keeps it from ever seeing a message. */
 static void on_pipe_add(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 {
-    act_events *events = arg;
+    ev_publisher *events = arg;
     uint64_t uid, gid;
     if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) != 0 ||
         nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_GID, &gid) != 0 ||
-        !act_peer_allowed((uid_t)uid, (gid_t)gid, events->have_control_gid, events->control_gid))
+        !ctrl_peer_allowed((uid_t)uid, (gid_t)gid, events->have_control_gid, events->control_gid))
         nng_pipe_close(pipe);
 }
 
-int act_events_new(const act_events_options *options, act_events **out, act_error *err)
+int ev_new(const ev_options *options, ev_publisher **out, act_error *err)
 {
     assert(options);
     assert(out);
@@ -242,7 +242,7 @@ int act_events_new(const act_events_options *options, act_events **out, act_erro
         return act_error_set(err, EINVAL, "events: box id \"%s\" is not a valid name",
                              options->box);
 
-    act_events *events = calloc(1, sizeof(*events));
+    ev_publisher *events = calloc(1, sizeof(*events));
     if (!events)
         return act_error_set(err, ENOMEM, "out of memory for the events publisher");
     if (options->box)
@@ -254,17 +254,17 @@ int act_events_new(const act_events_options *options, act_events **out, act_erro
     int rv = nng_pub0_open(&events->socket);
     if (rv != 0) {
         free(events);
-        return act_error_set(err, act_nng_errno(rv), "events: opening a PUB socket: %s",
+        return act_error_set(err, ctrl_nng_errno(rv), "events: opening a PUB socket: %s",
                              nng_strerror(rv));
     }
-    int mode = act_ipc_socket_mode(options->ipc_permissions, options->have_control_gid);
+    int mode = ctrl_ipc_socket_mode(options->ipc_permissions, options->have_control_gid);
     int buffer = options->send_buffer ? options->send_buffer : 1024;
     if ((rv = nng_socket_set_int(events->socket, NNG_OPT_SENDBUF, buffer)) != 0 ||
         (rv = nng_pipe_notify(events->socket, NNG_PIPE_EV_ADD_PRE, on_pipe_add, events)) != 0 ||
         (rv = nng_listener_create(&listener, events->socket, options->url)) != 0 ||
         (rv = nng_listener_set_int(listener, NNG_OPT_IPC_PERMISSIONS, mode)) != 0 ||
         (rv = nng_listener_start(listener, 0)) != 0) {
-        int r = act_error_set(err, act_nng_errno(rv),
+        int r = act_error_set(err, ctrl_nng_errno(rv),
                               "Events=%s: %s; check the directory exists and no other "
                               "activatord uses it",
                               options->url, nng_strerror(rv));
@@ -272,8 +272,8 @@ int act_events_new(const act_events_options *options, act_events **out, act_erro
         free(events);
         return r;
     }
-    rv = act_ipc_socket_to_group(options->url, options->have_control_gid, options->control_gid,
-                                 err);
+    rv = ctrl_ipc_socket_to_group(options->url, options->have_control_gid, options->control_gid,
+                                  err);
     if (rv < 0) {
         nng_close(events->socket);
         free(events);
@@ -283,7 +283,7 @@ int act_events_new(const act_events_options *options, act_events **out, act_erro
     return 0;
 }
 
-void act_events_free(act_events *events)
+void ev_free(ev_publisher *events)
 {
     if (!events)
         return;

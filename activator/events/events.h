@@ -23,69 +23,69 @@
 #include "common/cleanup.h"
 #include "common/error.h"
 
-typedef enum act_event_kind {
-    ACT_EVENT_WAKING,
-    ACT_EVENT_ADMITTED,
-    ACT_EVENT_RESTORING,
-    ACT_EVENT_EXEC,
-    ACT_EVENT_READY,
-    ACT_EVENT_PUBLISHED,
-    ACT_EVENT_SERVING,
-    ACT_EVENT_PARKING,
-    ACT_EVENT_PARKED,
-    ACT_EVENT_RETIRING,
-    ACT_EVENT_RETIRED,
-    ACT_EVENT_FAILED,
-    ACT_EVENT_REFUSED,
-    ACT_EVENT_SWAP_STARTED,
-    ACT_EVENT_SWAP_DONE,
-    ACT_EVENT_SWAP_FAILED,
-    ACT_EVENT_CLAIM_CHANGED,
-    ACT_EVENT__COUNT,
-} act_event_kind;
+typedef enum ev_event_kind {
+    EV_EVENT_WAKING,
+    EV_EVENT_ADMITTED,
+    EV_EVENT_RESTORING,
+    EV_EVENT_EXEC,
+    EV_EVENT_READY,
+    EV_EVENT_PUBLISHED,
+    EV_EVENT_SERVING,
+    EV_EVENT_PARKING,
+    EV_EVENT_PARKED,
+    EV_EVENT_RETIRING,
+    EV_EVENT_RETIRED,
+    EV_EVENT_FAILED,
+    EV_EVENT_REFUSED,
+    EV_EVENT_SWAP_STARTED,
+    EV_EVENT_SWAP_DONE,
+    EV_EVENT_SWAP_FAILED,
+    EV_EVENT_CLAIM_CHANGED,
+    EV_EVENT__COUNT,
+} ev_event_kind;
 
 /* What one event says. Strings may be NULL (published as null). */
-typedef struct act_event {
-    act_event_kind kind;
+typedef struct ev_event {
+    ev_event_kind kind;
     const char *host;    /* required; a valid host name */
     uint64_t generation; /* 0: none */
     const char *version;
     const char *digest;
     pid_t pid; /* 0: none */
     const char *reason; /* a reason code ("ready_timeout") or a sentence */
-} act_event;
+} ev_event;
 
-typedef struct act_events act_events;
+typedef struct ev_publisher ev_publisher;
 
-typedef struct act_events_options {
+typedef struct ev_options {
     const char *url;       /* Events=, e.g. "ipc:///run/activator/events.ipc" */
     const char *box;       /* this box's id, carried by every event */
     int ipc_permissions;   /* mode of an ipc:// socket file; 0 means 0600 */
     bool have_control_gid; /* ControlGroup=: its members may subscribe besides root */
     gid_t control_gid;
     int send_buffer; /* messages queued per subscriber; 0 means 1024 */
-} act_events_options;
+} ev_options;
 
 /* Binds the PUB socket. Local subscribers are admitted like control clients
  * (root or ControlGroup=); other pipes are closed as they connect. */
-int act_events_new(const act_events_options *options, act_events **out, act_error *err);
-void act_events_free(act_events *events);
-DEFINE_TRIVIAL_CLEANUP_FUNC(act_events *, act_events_free)
+int ev_new(const ev_options *options, ev_publisher **out, act_error *err);
+void ev_free(ev_publisher *events);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ev_publisher *, ev_free)
 
 /* Loop thread. Publishes one event. -EINVAL for a missing or bad host name or
  * kind (nothing is published and no sequence number is used). */
-int act_events_publish(act_events *events, const act_event *event);
+int ev_publish(ev_publisher *events, const ev_event *event);
 
 /* The sequence number of the last published event (0 before the first). */
-uint64_t act_events_sequence(const act_events *events);
+uint64_t ev_sequence(const ev_publisher *events);
 
-/* "swap.started" for ACT_EVENT_SWAP_STARTED; NULL when out of range. */
-const char *act_event_kind_name(act_event_kind kind);
-int act_event_kind_from_name(const char *name);
+/* "swap.started" for EV_EVENT_SWAP_STARTED; NULL when out of range. */
+const char *ev_event_kind_name(ev_event_kind kind);
+int ev_event_kind_from_name(const char *name);
 
 /* Writes "host.<host>." (the subscription prefix of one host) into buf. */
-int act_events_host_prefix(const char *host, char *buf, size_t size);
+int ev_host_prefix(const char *host, char *buf, size_t size);
 
 /* Splits a received message at the first space: the topic is [0, *topic_len)
  * and the JSON starts at *json. -EINVAL when there is no space. */
-int act_events_split(const char *msg, size_t len, size_t *topic_len, const char **json);
+int ev_split(const char *msg, size_t len, size_t *topic_len, const char **json);

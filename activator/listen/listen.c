@@ -25,13 +25,12 @@ static int parse_port(const char *text, const char *where, const char *spec, uin
     return 0;
 }
 
-int act_listen_parse(const char *spec, const char *where, act_listen_address *out,
-                     act_error *err)
+int lsn_parse(const char *spec, const char *where, lsn_address *out, act_error *err)
 {
     assert(spec);
     assert(where);
     assert(out);
-    act_listen_address address = {0};
+    lsn_address address = {0};
     if (spec[0] == '/') {
         if (strlen(spec) >= sizeof(address.addr.un.sun_path))
             return act_error_set(err, ENAMETOOLONG, "%s: unix path \"%s\" is longer than %zu bytes",
@@ -91,8 +90,7 @@ static bool ipv6_supported(void)
     return access("/proc/net/if_inet6", F_OK) == 0;
 }
 
-int act_listen_parse_stream(const char *spec, const char *where, act_listen_address *out,
-                            act_error *err)
+int lsn_parse_stream(const char *spec, const char *where, lsn_address *out, act_error *err)
 {
     assert(spec && where && out);
     bool bare_port = spec[0] != '\0' && strspn(spec, "0123456789") == strlen(spec);
@@ -102,12 +100,12 @@ int act_listen_parse_stream(const char *spec, const char *where, act_listen_addr
                              "unix path",
                              where, spec);
     if (!bare_port)
-        return act_listen_parse(spec, where, out, err);
+        return lsn_parse(spec, where, out, err);
     uint16_t port;
     int r = parse_port(spec, where, spec, &port, err);
     if (r < 0)
         return r;
-    act_listen_address address = {0};
+    lsn_address address = {0};
     if (ipv6_supported()) {
         address.addr.in6 = (struct sockaddr_in6){.sin6_family = AF_INET6,
                                                  .sin6_port = htons(port),
@@ -124,7 +122,7 @@ int act_listen_parse_stream(const char *spec, const char *where, act_listen_addr
     return 0;
 }
 
-void act_listen_format(const act_listen_address *address, char *out, size_t out_size)
+void lsn_format(const lsn_address *address, char *out, size_t out_size)
 {
     assert(address);
     assert(out);
@@ -166,11 +164,11 @@ static int remove_stale_unix_socket(const char *path, act_error *err)
     return 0;
 }
 
-int act_listen_bind(const act_listen_address *address, int backlog, act_error *err)
+int lsn_bind(const lsn_address *address, int backlog, act_error *err)
 {
     assert(address);
     char shown[160];
-    act_listen_format(address, shown, sizeof(shown));
+    lsn_format(address, shown, sizeof(shown));
     int family = address->addr.sa.sa_family;
     _cleanup_close_ int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
@@ -211,7 +209,7 @@ static bool ipv6_only(int fd)
     return getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &size) == 0 && v6only;
 }
 
-bool act_listen_fd_matches(int fd, const act_listen_address *address)
+bool lsn_fd_matches(int fd, const lsn_address *address)
 {
     assert(address);
     int listening = 0, type = 0;
@@ -221,7 +219,7 @@ bool act_listen_fd_matches(int fd, const act_listen_address *address)
     size = sizeof(type);
     if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) < 0 || type != SOCK_STREAM)
         return false;
-    act_listen_address bound = {0};
+    lsn_address bound = {0};
     bound.len = sizeof(bound.addr);
     if (getsockname(fd, &bound.addr.sa, &bound.len) < 0)
         return false;

@@ -14,7 +14,7 @@
 
 #include "common/error.h"
 
-typedef struct act_listen_address {
+typedef struct lsn_address {
     union {
         struct sockaddr sa;
         struct sockaddr_in in4;
@@ -27,27 +27,25 @@ typedef struct act_listen_address {
      * 0.0.0.0:PORT. Not part of the address: two addresses are the same
      * when addr and len are. */
     bool dual_stack;
-} act_listen_address;
+} lsn_address;
 
 /* Parses "127.0.0.1:8080", "[::1]:8080" or an absolute unix path
  * "/run/web1.sock". `where` prefixes errors ("web1.conf:12: ListenStream"). */
-int act_listen_parse(const char *spec, const char *where, act_listen_address *out,
-                     act_error *err);
+int lsn_parse(const char *spec, const char *where, lsn_address *out, act_error *err);
 
-/* ListenStream=: act_listen_parse's forms, and a bare port as systemd.socket(5)
+/* ListenStream=: lsn_parse's forms, and a bare port as systemd.socket(5)
  * reads it: every address of the box, IPv6 and IPv4 on one socket ([::]:PORT,
  * dual_stack), or 0.0.0.0:PORT on a box without IPv6. */
-int act_listen_parse_stream(const char *spec, const char *where, act_listen_address *out,
-                            act_error *err);
+int lsn_parse_stream(const char *spec, const char *where, lsn_address *out, act_error *err);
 
 /* Binds and listens: SO_REUSEADDR, close-on-exec, non-blocking (the daemon
  * watches it on its loop; generations get it as-is and may change that).
  * A stale unix socket file is replaced; any other file at the path is not. */
-int act_listen_bind(const act_listen_address *address, int backlog, act_error *err);
+int lsn_bind(const lsn_address *address, int backlog, act_error *err);
 
 /* True when fd is a listening stream socket bound to address: how the daemon
  * recognises a socket handed back from the FD store after a restart. */
-bool act_listen_fd_matches(int fd, const act_listen_address *address);
+bool lsn_fd_matches(int fd, const lsn_address *address);
 
 /* Human form for logs and status: "127.0.0.1:8080", "[::1]:8080", a path. */
-void act_listen_format(const act_listen_address *address, char *out, size_t out_size);
+void lsn_format(const lsn_address *address, char *out, size_t out_size);

@@ -9,46 +9,41 @@
 static const double wake_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                       1,     2.5,  5,     10,   30,  60,   180};
 
-int act_daemon_metrics_register(act_metrics *m, act_daemon_metrics *out, act_error *err)
+int met_daemon_metrics_register(met_registry *m, met_daemon_metrics *out, act_error *err)
 {
     assert(m);
     assert(out);
     int r;
-    if ((r = act_metrics_add_family(m, ACT_METRIC_GAUGE, "activator_hosts",
-                                    "Configured hosts by pipeline state.", ACT_LABELS("state"),
-                                    NULL, 0, &out->hosts, err)) < 0 ||
-        (r = act_metrics_add_family(m, ACT_METRIC_COUNTER, "activator_wakes_total",
-                                    "Wakes by outcome and reason code.",
-                                    ACT_LABELS("outcome", "reason"), NULL, 0, &out->wakes,
-                                    err)) < 0 ||
-        (r = act_metrics_add_family(m, ACT_METRIC_HISTOGRAM, "activator_wake_duration_seconds",
-                                    "Time from a wake's trigger to serving.", NULL, wake_buckets,
-                                    ARRAY_SIZE(wake_buckets), &out->wake_duration, err)) < 0 ||
-        (r = act_metrics_add_family(m, ACT_METRIC_COUNTER, "activator_generations_started_total",
-                                    "Generations exec'd.", NULL, NULL, 0,
-                                    &out->generations_started, err)) < 0 ||
-        (r = act_metrics_add_family(m, ACT_METRIC_COUNTER, "activator_generations_retired_total",
-                                    "Generations retired with proof of empty.", NULL, NULL, 0,
-                                    &out->generations_retired, err)) < 0 ||
-        (r = act_metrics_add_family(m, ACT_METRIC_GAUGE, "activator_host_memory_current_bytes",
-                                    "memory.current of the host's serving generation.",
-                                    ACT_LABELS("host"), NULL, 0, &out->host_memory_current,
-                                    err)) < 0 ||
-        (r = act_metrics_add_family(m, ACT_METRIC_GAUGE, "activator_host_pids_current",
-                                    "pids.current of the host's serving generation.",
-                                    ACT_LABELS("host"), NULL, 0, &out->host_pids_current,
-                                    err)) < 0 ||
-        (r = act_metrics_add_family(m, ACT_METRIC_COUNTER, "activator_store_errors_total",
-                                    "Claim store operations that failed.",
-                                    ACT_LABELS("operation"), NULL, 0, &out->store_errors, err)) <
+    if ((r = met_add_family(m, MET_METRIC_GAUGE, "activator_hosts",
+                            "Configured hosts by pipeline state.", MET_LABELS("state"), NULL, 0,
+                            &out->hosts, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_wakes_total",
+                            "Wakes by outcome and reason code.", MET_LABELS("outcome", "reason"),
+                            NULL, 0, &out->wakes, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_HISTOGRAM, "activator_wake_duration_seconds",
+                            "Time from a wake's trigger to serving.", NULL, wake_buckets,
+                            ARRAY_SIZE(wake_buckets), &out->wake_duration, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_generations_started_total",
+                            "Generations exec'd.", NULL, NULL, 0, &out->generations_started, err)) <
             0 ||
-        (r = act_metrics_add_family(m, ACT_METRIC_COUNTER, "activator_events_published_total",
-                                    "Events published on the events socket.", NULL, NULL, 0,
-                                    &out->events_published, err)) < 0 ||
-        (r = act_metrics_add_family(m, ACT_METRIC_COUNTER, "activator_control_requests_total",
-                                    "Control requests by op and outcome.",
-                                    ACT_LABELS("op", "outcome"), NULL, 0, &out->control_requests,
-                                    err)) < 0)
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_generations_retired_total",
+                            "Generations retired with proof of empty.", NULL, NULL, 0,
+                            &out->generations_retired, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_GAUGE, "activator_host_memory_current_bytes",
+                            "memory.current of the host's serving generation.", MET_LABELS("host"),
+                            NULL, 0, &out->host_memory_current, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_GAUGE, "activator_host_pids_current",
+                            "pids.current of the host's serving generation.", MET_LABELS("host"),
+                            NULL, 0, &out->host_pids_current, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_store_errors_total",
+                            "Claim store operations that failed.", MET_LABELS("operation"), NULL, 0,
+                            &out->store_errors, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_events_published_total",
+                            "Events published on the events socket.", NULL, NULL, 0,
+                            &out->events_published, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_control_requests_total",
+                            "Control requests by op and outcome.", MET_LABELS("op", "outcome"),
+                            NULL, 0, &out->control_requests, err)) < 0)
         return r;
     return 0;
 }

@@ -16,17 +16,17 @@
 
 #include "activator/metrics/metrics.h"
 
-typedef struct act_daemon_metrics {
-    act_metric *hosts;
-    act_metric *wakes;
-    act_metric *wake_duration;
-    act_metric *generations_started;
-    act_metric *generations_retired;
-    act_metric *host_memory_current;
-    act_metric *host_pids_current;
-    act_metric *store_errors;
-    act_metric *events_published;
-    act_metric *control_requests;
-} act_daemon_metrics;
+typedef struct met_daemon_metrics {
+    met_metric *hosts;
+    met_metric *wakes;
+    met_metric *wake_duration;
+    met_metric *generations_started;
+    met_metric *generations_retired;
+    met_metric *host_memory_current;
+    met_metric *host_pids_current;
+    met_metric *store_errors;
+    met_metric *events_published;
+    met_metric *control_requests;
+} met_daemon_metrics;
 
-int act_daemon_metrics_register(act_metrics *metrics, act_daemon_metrics *out, act_error *err);
+int met_daemon_metrics_register(met_registry *metrics, met_daemon_metrics *out, act_error *err);

@@ -13,33 +13,33 @@
 typedef struct series {
     struct series *hash_next;       /* chain in the family's hash table */
     struct series *prev, *next;     /* insertion order, for stable output */
-    char *values[ACT_METRIC_MAX_LABELS];
+    char *values[MET_METRIC_MAX_LABELS];
     double value;                   /* counter, gauge */
     double sum;                     /* histogram */
     uint64_t count;                 /* histogram */
-    uint64_t buckets[ACT_METRIC_MAX_BUCKETS]; /* per bucket, not cumulative */
+    uint64_t buckets[MET_METRIC_MAX_BUCKETS]; /* per bucket, not cumulative */
 } series;
 
-struct act_metric {
-    act_metric *next;
-    act_metric_type type;
+struct met_metric {
+    met_metric *next;
+    met_metric_type type;
     char *name, *help;
     size_t n_labels;
-    char *label_names[ACT_METRIC_MAX_LABELS];
+    char *label_names[MET_METRIC_MAX_LABELS];
     size_t n_buckets;
-    double bounds[ACT_METRIC_MAX_BUCKETS];
+    double bounds[MET_METRIC_MAX_BUCKETS];
     series **table; /* hash of label values; per-host families hold thousands */
     size_t table_size, n_series;
     series *first, *last;
 };
 
-struct act_metrics {
-    act_metric *first, *last;
+struct met_registry {
+    met_metric *first, *last;
 };
 
-act_metrics *act_metrics_new(void)
+met_registry *met_new(void)
 {
-    return calloc(1, sizeof(act_metrics));
+    return calloc(1, sizeof(met_registry));
 }
 
 static void series_free(series *s, size_t n_labels)
@@ -49,13 +49,13 @@ static void series_free(series *s, size_t n_labels)
     free(s);
 }
 
-void act_metrics_free(act_metrics *metrics)
+void met_free(met_registry *metrics)
 {
     if (!metrics)
         return;
-    act_metric *family = metrics->first;
+    met_metric *family = metrics->first;
     while (family) {
-        act_metric *next = family->next;
+        met_metric *next = family->next;
         for (series *s = family->first; s;) {
             series *following = s->next;
             series_free(s, family->n_labels);
@@ -88,33 +88,32 @@ static bool valid_metric_name(const char *name, bool is_label)
     return true;
 }
 
-int act_metrics_add_family(act_metrics *metrics, act_metric_type type, const char *name,
-                           const char *help, const char *const *label_names,
-                           const double *buckets, size_t n_buckets, act_metric **out,
-                           act_error *err)
+int met_add_family(met_registry *metrics, met_metric_type type, const char *name, const char *help,
+                   const char *const *label_names, const double *buckets, size_t n_buckets,
+                   met_metric **out, act_error *err)
 {
     assert(metrics);
-    assert((unsigned)type <= ACT_METRIC_HISTOGRAM);
+    assert((unsigned)type <= MET_METRIC_HISTOGRAM);
     if (!valid_metric_name(name, false))
         return act_error_set(err, EINVAL, "metric name \"%s\" is not [a-zA-Z_:][a-zA-Z0-9_:]*",
                              name ? name : "");
-    for (act_metric *f = metrics->first; f; f = f->next)
+    for (met_metric *f = metrics->first; f; f = f->next)
         if (strcmp(f->name, name) == 0)
             return act_error_set(err, EEXIST, "metric %s is registered twice", name);
-    if ((type == ACT_METRIC_HISTOGRAM) != (buckets != NULL) || n_buckets > ACT_METRIC_MAX_BUCKETS)
+    if ((type == MET_METRIC_HISTOGRAM) != (buckets != NULL) || n_buckets > MET_METRIC_MAX_BUCKETS)
         return act_error_set(err, EINVAL,
-                             "metric %s: a histogram needs 1 to %d buckets, other types none",
-                             name, ACT_METRIC_MAX_BUCKETS);
+                             "metric %s: a histogram needs 1 to %d buckets, other types none", name,
+                             MET_METRIC_MAX_BUCKETS);
     for (size_t i = 1; i < n_buckets; i++)
         if (!(buckets[i] > buckets[i - 1]))
             return act_error_set(err, EINVAL, "metric %s: bucket bounds must ascend", name);
 
-    _cleanup_free_ act_metric *family = calloc(1, sizeof(*family));
+    _cleanup_free_ met_metric *family = calloc(1, sizeof(*family));
     if (!family)
         return act_error_set(err, ENOMEM, "out of memory for metric %s", name);
     for (size_t i = 0; label_names && label_names[i]; i++) {
-        if (i >= ACT_METRIC_MAX_LABELS || !valid_metric_name(label_names[i], true) ||
-            (type == ACT_METRIC_HISTOGRAM && strcmp(label_names[i], "le") == 0)) {
+        if (i >= MET_METRIC_MAX_LABELS || !valid_metric_name(label_names[i], true) ||
+            (type == MET_METRIC_HISTOGRAM && strcmp(label_names[i], "le") == 0)) {
             for (size_t j = 0; j < family->n_labels; j++)
                 free(family->label_names[j]);
             return act_error_set(err, EINVAL, "metric %s: label %zu is not a valid label name",
@@ -142,7 +141,7 @@ int act_metrics_add_family(act_metrics *metrics, act_metric_type type, const cha
         return act_error_set(err, ENOMEM, "out of memory for metric %s", name);
     }
 
-    act_metric *added = TAKE_PTR(family);
+    met_metric *added = TAKE_PTR(family);
     if (metrics->last)
         metrics->last->next = added;
     else
@@ -153,7 +152,7 @@ int act_metrics_add_family(act_metrics *metrics, act_metric_type type, const cha
     return 0;
 }
 
-static int count_values(const act_metric *family, const char *const *values)
+static int count_values(const met_metric *family, const char *const *values)
 {
     size_t n = 0;
     while (values && values[n])
@@ -161,7 +160,7 @@ static int count_values(const act_metric *family, const char *const *values)
     return n == family->n_labels ? 0 : -EINVAL;
 }
 
-static uint64_t hash_values(const act_metric *family, const char *const *values)
+static uint64_t hash_values(const met_metric *family, const char *const *values)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (size_t i = 0; i < family->n_labels; i++) {
@@ -172,7 +171,7 @@ static uint64_t hash_values(const act_metric *family, const char *const *values)
     return h;
 }
 
-static bool same_values(const act_metric *family, const series *s, const char *const *values)
+static bool same_values(const met_metric *family, const series *s, const char *const *values)
 {
     for (size_t i = 0; i < family->n_labels; i++)
         if (strcmp(s->values[i], values[i]) != 0)
@@ -180,7 +179,7 @@ static bool same_values(const act_metric *family, const series *s, const char *c
     return true;
 }
 
-static series *find(const act_metric *family, const char *const *values, series ***slot_out)
+static series *find(const met_metric *family, const char *const *values, series ***slot_out)
 {
     series **slot = &family->table[hash_values(family, values) % family->table_size];
     for (; *slot; slot = &(*slot)->hash_next)
@@ -191,7 +190,7 @@ static series *find(const act_metric *family, const char *const *values, series 
     return *slot;
 }
 
-static int grow(act_metric *family)
+static int grow(met_metric *family)
 {
     size_t size = family->table_size * 2;
     series **table = calloc(size, sizeof(series *));
@@ -208,7 +207,7 @@ static int grow(act_metric *family)
     return 0;
 }
 
-static series *find_or_create(act_metric *family, const char *const *values)
+static series *find_or_create(met_metric *family, const char *const *values)
 {
     series **slot;
     series *s = find(family, values, &slot);
@@ -238,11 +237,11 @@ static series *find_or_create(act_metric *family, const char *const *values)
     return s;
 }
 
-int act_metric_add(act_metric *family, const char *const *values, double delta)
+int met_metric_add(met_metric *family, const char *const *values, double delta)
 {
     assert(family);
-    if (count_values(family, values) < 0 || family->type == ACT_METRIC_HISTOGRAM ||
-        (family->type == ACT_METRIC_COUNTER && !(delta >= 0)))
+    if (count_values(family, values) < 0 || family->type == MET_METRIC_HISTOGRAM ||
+        (family->type == MET_METRIC_COUNTER && !(delta >= 0)))
         return -EINVAL;
     series *s = find_or_create(family, values);
     if (!s)
@@ -251,24 +250,24 @@ int act_metric_add(act_metric *family, const char *const *values, double delta)
     return 0;
 }
 
-int act_metric_set(act_metric *family, const char *const *values, double value)
+int met_metric_set(met_metric *family, const char *const *values, double value)
 {
     assert(family);
-    if (count_values(family, values) < 0 || family->type == ACT_METRIC_HISTOGRAM)
+    if (count_values(family, values) < 0 || family->type == MET_METRIC_HISTOGRAM)
         return -EINVAL;
     series *s = find_or_create(family, values);
     if (!s)
         return -ENOMEM;
-    if (family->type == ACT_METRIC_COUNTER && !(value >= s->value))
+    if (family->type == MET_METRIC_COUNTER && !(value >= s->value))
         return -EINVAL;
     s->value = value;
     return 0;
 }
 
-int act_metric_observe(act_metric *family, const char *const *values, double value)
+int met_metric_observe(met_metric *family, const char *const *values, double value)
 {
     assert(family);
-    if (count_values(family, values) < 0 || family->type != ACT_METRIC_HISTOGRAM || isnan(value))
+    if (count_values(family, values) < 0 || family->type != MET_METRIC_HISTOGRAM || isnan(value))
         return -EINVAL;
     series *s = find_or_create(family, values);
     if (!s)
@@ -284,7 +283,7 @@ int act_metric_observe(act_metric *family, const char *const *values, double val
     return 0;
 }
 
-int act_metric_remove(act_metric *family, const char *const *values)
+int met_metric_remove(met_metric *family, const char *const *values)
 {
     assert(family);
     if (count_values(family, values) < 0)
@@ -307,7 +306,7 @@ int act_metric_remove(act_metric *family, const char *const *values)
     return 0;
 }
 
-double act_metric_get(const act_metric *family, const char *const *values)
+double met_metric_get(const met_metric *family, const char *const *values)
 {
     assert(family);
     if (count_values(family, values) < 0)
@@ -315,7 +314,7 @@ double act_metric_get(const act_metric *family, const char *const *values)
     const series *s = find(family, values, NULL);
     if (!s)
         return 0;
-    return family->type == ACT_METRIC_HISTOGRAM ? (double)s->count : s->value;
+    return family->type == MET_METRIC_HISTOGRAM ? (double)s->count : s->value;
 }
 
 /* Prometheus text escaping: HELP escapes backslash and newline, label values
@@ -345,8 +344,8 @@ static void put_number(FILE *f, double value)
 }
 
 /* name{a="x",b="y"[,le="0.5"]} */
-static void put_sample_name(FILE *f, const act_metric *family, const char *suffix,
-                            const series *s, const char *le)
+static void put_sample_name(FILE *f, const met_metric *family, const char *suffix, const series *s,
+                            const char *le)
 {
     fputs(family->name, f);
     fputs(suffix, f);
@@ -363,9 +362,9 @@ static void put_sample_name(FILE *f, const act_metric *family, const char *suffi
     fputc('}', f);
 }
 
-static void render_series(FILE *f, const act_metric *family, const series *s)
+static void render_series(FILE *f, const met_metric *family, const series *s)
 {
-    if (family->type != ACT_METRIC_HISTOGRAM) {
+    if (family->type != MET_METRIC_HISTOGRAM) {
         put_sample_name(f, family, "", s, NULL);
         fputc(' ', f);
         put_number(f, s ? s->value : 0);
@@ -390,7 +389,7 @@ static void render_series(FILE *f, const act_metric *family, const series *s)
     fprintf(f, " %llu\n", (unsigned long long)(s ? s->count : 0));
 }
 
-int act_metrics_render(const act_metrics *metrics, char **out, size_t *len)
+int met_render(const met_registry *metrics, char **out, size_t *len)
 {
     assert(metrics);
     assert(out);
@@ -401,9 +400,9 @@ int act_metrics_render(const act_metrics *metrics, char **out, size_t *len)
     if (!f)
         return -errno;
     static const char *const type_names[] = {"counter", "gauge", "histogram"};
-    static_assert(ARRAY_SIZE(type_names) == ACT_METRIC_HISTOGRAM + 1,
+    static_assert(ARRAY_SIZE(type_names) == MET_METRIC_HISTOGRAM + 1,
                   "a metric type without a name");
-    for (const act_metric *family = metrics->first; family; family = family->next) {
+    for (const met_metric *family = metrics->first; family; family = family->next) {
         fprintf(f, "# HELP %s ", family->name);
         put_escaped(f, family->help, false);
         fprintf(f, "\n# TYPE %s %s\n", family->name, type_names[family->type]);

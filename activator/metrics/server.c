@@ -18,16 +18,16 @@
 
 /* One scrape waiting for the loop. */
 typedef struct scrape {
-    act_handoff_node node; /* first: a node pointer is a scrape pointer */
+    ctrl_handoff_node node; /* first: a node pointer is a scrape pointer */
     nng_aio *aio;
 } scrape;
 
-struct act_metrics_server {
+struct met_server {
     nng_http_server *http;
     nng_url *url;
-    act_handoff *handoff;
-    act_metrics *metrics;
-    act_metrics_refresh_fn refresh;
+    ctrl_handoff *handoff;
+    met_registry *metrics;
+    met_refresh_fn refresh;
     void *userdata;
     /* Guards stopping and the window between deferring an aio and queueing
      * it, so a cancellation always finds a queued scrape or none at all. */
@@ -62,9 +62,9 @@ static void finish(nng_aio *aio, uint16_t status, const char *body, size_t len)
 static void on_cancel(nng_aio *aio, void *arg, int rv)
 {
     scrape *pending = arg;
-    act_metrics_server *server = nng_aio_get_input(aio, 3);
+    met_server *server = nng_aio_get_input(aio, 3);
     pthread_mutex_lock(&server->lock);
-    bool removed = act_handoff_remove(server->handoff, &pending->node);
+    bool removed = ctrl_handoff_remove(server->handoff, &pending->node);
     pthread_mutex_unlock(&server->lock);
     /* Not found means the loop holds it and will finish it. */
     if (removed) {
@@ -77,7 +77,7 @@ static void on_cancel(nng_aio *aio, void *arg, int rv)
 static void on_http(nng_aio *aio)
 {
     nng_http_handler *handler = nng_aio_get_input(aio, 1);
-    act_metrics_server *server = nng_http_handler_get_data(handler);
+    met_server *server = nng_http_handler_get_data(handler);
     scrape *pending = calloc(1, sizeof(*pending));
     if (!pending) {
         nng_aio_finish(aio, NNG_ENOMEM);
@@ -94,20 +94,20 @@ static void on_http(nng_aio *aio)
     }
     nng_aio_set_input(aio, 3, server);
     nng_aio_defer(aio, on_cancel, pending);
-    act_handoff_push(server->handoff, &pending->node);
+    ctrl_handoff_push(server->handoff, &pending->node);
     pthread_mutex_unlock(&server->lock);
 }
 
 /* Loop thread: render and answer one scrape. */
-static void on_scrape(act_handoff_node *node, void *userdata)
+static void on_scrape(ctrl_handoff_node *node, void *userdata)
 {
-    act_metrics_server *server = userdata;
+    met_server *server = userdata;
     scrape *pending = (scrape *)node;
     if (server->refresh)
         server->refresh(server->metrics, server->userdata);
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
-    if (act_metrics_render(server->metrics, &text, &len) < 0) {
+    if (met_render(server->metrics, &text, &len) < 0) {
         static const char msg[] = "out of memory rendering metrics\n";
         finish(pending->aio, 500, msg, sizeof(msg) - 1);
     } else {
@@ -116,7 +116,7 @@ static void on_scrape(act_handoff_node *node, void *userdata)
     free(pending);
 }
 
-static void answer_queued(act_handoff_node *node, void *userdata)
+static void answer_queued(ctrl_handoff_node *node, void *userdata)
 {
     scrape *pending = (scrape *)node;
     static const char msg[] = "activatord is stopping\n";
@@ -124,7 +124,7 @@ static void answer_queued(act_handoff_node *node, void *userdata)
     free(pending);
 }
 
-void act_metrics_server_free(act_metrics_server *server)
+void met_server_free(met_server *server)
 {
     if (!server)
         return;
@@ -135,11 +135,11 @@ void act_metrics_server_free(act_metrics_server *server)
         /* Scrapes already queued are answered now: stopping the HTTP server
          * waits for them, and the loop (this thread) could not get to them. */
         if (server->handoff)
-            act_handoff_drain_with(server->handoff, answer_queued, server);
+            ctrl_handoff_drain_with(server->handoff, answer_queued, server);
         nng_http_server_stop(server->http);
         nng_http_server_release(server->http);
     }
-    act_handoff_free(server->handoff);
+    ctrl_handoff_free(server->handoff);
     if (server->url)
         nng_url_free(server->url);
     pthread_mutex_destroy(&server->lock);
@@ -148,16 +148,16 @@ void act_metrics_server_free(act_metrics_server *server)
 
 /* Holds and starts the HTTP server at url with the scrape handler; an nng
  * error number on failure, with server->http NULL: a server that never
- * started is released here, without the stop that act_metrics_server_free
+ * started is released here, without the stop that met_server_free
  * gives a running one. */
-static int start_http(act_metrics_server *server, const char *url)
+static int start_http(met_server *server, const char *url)
 {
     nng_http_handler *handler = NULL;
     int rv = nng_url_parse(&server->url, url);
     if (rv == 0)
         rv = nng_http_server_hold(&server->http, server->url);
     if (rv == 0)
-        rv = nng_http_handler_alloc(&handler, ACT_METRICS_PATH, on_http);
+        rv = nng_http_handler_alloc(&handler, MET_PATH, on_http);
     if (rv == 0)
         rv = nng_http_handler_set_method(handler, "GET");
     if (rv == 0)
@@ -178,9 +178,8 @@ static int start_http(act_metrics_server *server, const char *url)
     return rv;
 }
 
-int act_metrics_server_new(sd_event *event, const char *listen, act_metrics *metrics,
-                           act_metrics_refresh_fn refresh, void *userdata,
-                           act_metrics_server **out, act_error *err)
+int met_server_new(sd_event *event, const char *listen, met_registry *metrics,
+                   met_refresh_fn refresh, void *userdata, met_server **out, act_error *err)
 {
     assert(event);
     assert(metrics);
@@ -189,7 +188,7 @@ int act_metrics_server_new(sd_event *event, const char *listen, act_metrics *met
         return act_error_set(err, EINVAL,
                              "MetricsListen=%s is not ADDR:PORT; use e.g. 127.0.0.1:9464",
                              listen ? listen : "");
-    _cleanup_(act_metrics_server_freep) act_metrics_server *server = calloc(1, sizeof(*server));
+    _cleanup_(met_server_freep) met_server *server = calloc(1, sizeof(*server));
     if (!server)
         return act_error_set(err, ENOMEM, "out of memory for the metrics server");
     pthread_mutex_init(&server->lock, NULL);
@@ -197,14 +196,14 @@ int act_metrics_server_new(sd_event *event, const char *listen, act_metrics *met
     server->refresh = refresh;
     server->userdata = userdata;
 
-    int r = act_handoff_new(event, on_scrape, server, &server->handoff, err);
+    int r = ctrl_handoff_new(event, on_scrape, server, &server->handoff, err);
     if (r < 0)
         return r;
     char url[300];
     snprintf(url, sizeof(url), "http://%s", listen);
     int rv = start_http(server, url);
     if (rv != 0)
-        return act_error_set(err, act_nng_errno(rv),
+        return act_error_set(err, ctrl_nng_errno(rv),
                              "MetricsListen=%s: %s; use a free local ADDR:PORT such as "
                              "127.0.0.1:9464",
                              listen, nng_strerror(rv));
@@ -219,7 +218,7 @@ int act_metrics_server_new(sd_event *event, const char *listen, act_metrics *met
     return 0;
 }
 
-int act_metrics_server_port(const act_metrics_server *server)
+int met_server_port(const met_server *server)
 {
     assert(server);
     return server->port;

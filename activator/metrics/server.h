@@ -13,23 +13,22 @@
 #include "common/cleanup.h"
 #include "common/error.h"
 
-#define ACT_METRICS_DEFAULT_LISTEN "127.0.0.1:9464"
-#define ACT_METRICS_PATH "/metrics"
+#define MET_DEFAULT_LISTEN "127.0.0.1:9464"
+#define MET_PATH "/metrics"
 
-typedef struct act_metrics_server act_metrics_server;
+typedef struct met_server met_server;
 
 /* Loop thread, before each render. */
-typedef void (*act_metrics_refresh_fn)(act_metrics *metrics, void *userdata);
+typedef void (*met_refresh_fn)(met_registry *metrics, void *userdata);
 
 /* listen is ADDR:PORT ("127.0.0.1:9464", "[::1]:9464"; port 0 picks a free
  * one). refresh may be NULL. */
-int act_metrics_server_new(sd_event *event, const char *listen, act_metrics *metrics,
-                           act_metrics_refresh_fn refresh, void *userdata,
-                           act_metrics_server **out, act_error *err);
+int met_server_new(sd_event *event, const char *listen, met_registry *metrics,
+                   met_refresh_fn refresh, void *userdata, met_server **out, act_error *err);
 
 /* The bound TCP port. */
-int act_metrics_server_port(const act_metrics_server *server);
+int met_server_port(const met_server *server);
 
 /* Loop thread. Answers queued scrapes with 503 and stops the server. */
-void act_metrics_server_free(act_metrics_server *server);
-DEFINE_TRIVIAL_CLEANUP_FUNC(act_metrics_server *, act_metrics_server_free)
+void met_server_free(met_server *server);
+DEFINE_TRIVIAL_CLEANUP_FUNC(met_server *, met_server_free)

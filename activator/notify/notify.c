@@ -17,16 +17,16 @@
 /* systemd caps notify datagrams at the same size; apps never send more. */
 #define NOTIFY_DATAGRAM_MAX 4096
 
-struct act_notify {
+struct ntf_socket {
     sd_event_source *source;
     char *socket_path;
     char *cgroup_path;
-    act_notify_handler handler;
+    ntf_handler handler;
     void *userdata;
     uint64_t refused;
 };
 
-int act_notify_pid_cgroup(int32_t pid, char *out, size_t out_size)
+int ntf_pid_cgroup(int32_t pid, char *out, size_t out_size)
 {
     assert(out);
     assert(out_size > 0);
@@ -49,15 +49,15 @@ int act_notify_pid_cgroup(int32_t pid, char *out, size_t out_size)
 
 /* A pid in a child cgroup of the leaf would also be ours, but generation
  * leaves have no children, so an exact match is the whole rule. */
-static bool sender_in_cgroup(const struct act_notify *notify, int32_t pid)
+static bool sender_in_cgroup(const struct ntf_socket *notify, int32_t pid)
 {
     char actual[4096];
-    if (pid <= 0 || act_notify_pid_cgroup(pid, actual, sizeof(actual)) < 0)
+    if (pid <= 0 || ntf_pid_cgroup(pid, actual, sizeof(actual)) < 0)
         return false;
     return strcmp(actual, notify->cgroup_path) == 0;
 }
 
-static void parse_datagram(char *text, act_notify_message *message)
+static void parse_datagram(char *text, ntf_message *message)
 {
     char *saveptr = NULL;
     for (char *line = strtok_r(text, "\n", &saveptr); line; line = strtok_r(NULL, "\n", &saveptr)) {
@@ -74,7 +74,7 @@ static void parse_datagram(char *text, act_notify_message *message)
 
 static int on_datagram(sd_event_source *source, int fd, uint32_t revents, void *userdata)
 {
-    struct act_notify *notify = userdata;
+    struct ntf_socket *notify = userdata;
     for (;;) {
         char buffer[NOTIFY_DATAGRAM_MAX + 1];
         struct iovec iov = {.iov_base = buffer, .iov_len = NOTIFY_DATAGRAM_MAX};
@@ -115,14 +115,14 @@ static int on_datagram(sd_event_source *source, int fd, uint32_t revents, void *
             continue;
         }
         buffer[n] = '\0';
-        act_notify_message message = {.sender_pid = cred->pid};
+        ntf_message message = {.sender_pid = cred->pid};
         parse_datagram(buffer, &message);
         notify->handler(notify, &message, notify->userdata);
     }
 }
 
-int act_notify_open(sd_event *loop, const char *socket_path, const char *cgroup_path,
-                    act_notify_handler handler, void *userdata, act_notify **out, act_error *err)
+int ntf_open(sd_event *loop, const char *socket_path, const char *cgroup_path, ntf_handler handler,
+             void *userdata, ntf_socket **out, act_error *err)
 {
     assert(loop);
     assert(socket_path);
@@ -136,7 +136,7 @@ int act_notify_open(sd_event *loop, const char *socket_path, const char *cgroup_
                              socket_path, sizeof(address.sun_path) - 1);
     memcpy(address.sun_path, socket_path, strlen(socket_path) + 1);
 
-    _cleanup_free_ struct act_notify *notify = calloc(1, sizeof(*notify));
+    _cleanup_free_ struct ntf_socket *notify = calloc(1, sizeof(*notify));
     if (!notify)
         return act_error_set(err, ENOMEM, "out of memory");
     _cleanup_close_ int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -178,19 +178,19 @@ int act_notify_open(sd_event *loop, const char *socket_path, const char *cgroup_
     return 0;
 }
 
-const char *act_notify_socket_path(const act_notify *notify)
+const char *ntf_socket_path(const ntf_socket *notify)
 {
     assert(notify);
     return notify->socket_path;
 }
 
-uint64_t act_notify_refused_count(const act_notify *notify)
+uint64_t ntf_refused_count(const ntf_socket *notify)
 {
     assert(notify);
     return notify->refused;
 }
 
-void act_notify_free(act_notify *notify)
+void ntf_free(ntf_socket *notify)
 {
     if (!notify)
         return;

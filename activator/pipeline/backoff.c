@@ -17,14 +17,14 @@ static uint64_t doubled(uint64_t unit, unsigned exponent)
     return unit << exponent;
 }
 
-uint64_t act_attempt_backoff_usec(unsigned failed_starts, uint64_t unit_usec)
+uint64_t pl_attempt_backoff_usec(unsigned failed_starts, uint64_t unit_usec)
 {
     if (failed_starts == 0)
         return 0;
     return doubled(unit_usec, failed_starts - 1);
 }
 
-uint64_t act_failure_park_delay_usec(unsigned streak, uint64_t base_usec, uint64_t max_usec)
+uint64_t pl_failure_park_delay_usec(unsigned streak, uint64_t base_usec, uint64_t max_usec)
 {
     if (streak == 0)
         return 0;
@@ -32,31 +32,31 @@ uint64_t act_failure_park_delay_usec(unsigned streak, uint64_t base_usec, uint64
     return delay < max_usec ? delay : max_usec;
 }
 
-const char *act_park_cause_to_string(act_park_cause cause)
+const char *pl_park_cause_to_string(pl_park_cause cause)
 {
     static const char *const names[] = {
-        [ACT_PARK_IDLE] = "idle",
-        [ACT_PARK_REQUEST] = "request",
-        [ACT_PARK_CLAIM_LOST] = "claim_lost",
-        [ACT_PARK_FAILURE] = "failure",
+        [PL_PARK_IDLE] = "idle",
+        [PL_PARK_REQUEST] = "request",
+        [PL_PARK_CLAIM_LOST] = "claim_lost",
+        [PL_PARK_FAILURE] = "failure",
     };
-    static_assert(ARRAY_SIZE(names) == _ACT_PARK_CAUSE_MAX, "a park cause without a name");
+    static_assert(ARRAY_SIZE(names) == _PL_PARK_CAUSE_MAX, "a park cause without a name");
     if ((unsigned)cause >= ARRAY_SIZE(names))
         return "unknown";
     return names[cause];
 }
 
-unsigned act_failure_streak_next(unsigned streak, act_park_cause cause, bool served_long_enough)
+unsigned pl_failure_streak_next(unsigned streak, pl_park_cause cause, bool served_long_enough)
 {
     switch (cause) {
-    case ACT_PARK_IDLE:
+    case PL_PARK_IDLE:
         return 0;
-    case ACT_PARK_FAILURE:
+    case PL_PARK_FAILURE:
         if (served_long_enough)
             return 1;
         return streak == UINT_MAX ? streak : streak + 1;
-    case ACT_PARK_REQUEST:
-    case ACT_PARK_CLAIM_LOST:
+    case PL_PARK_REQUEST:
+    case PL_PARK_CLAIM_LOST:
     default:
         return streak;
     }

@@ -8,8 +8,8 @@
 
 #define USEC_PER_SEC 1000000ULL
 
-int act_token_bucket_init(act_token_bucket *bucket, double rate_per_sec, uint64_t now_usec,
-                          act_error *err)
+int pl_token_bucket_init(pl_token_bucket *bucket, double rate_per_sec, uint64_t now_usec,
+                         act_error *err)
 {
     assert(bucket);
     if (!isfinite(rate_per_sec) || rate_per_sec <= 0 || rate_per_sec > 1e6)
@@ -23,7 +23,7 @@ int act_token_bucket_init(act_token_bucket *bucket, double rate_per_sec, uint64_
     /* One second of tokens, and never less than one token: a host limited
      * to one start every five seconds must still be able to start. */
     uint64_t burst = rate_per_sec < 1.0 ? 1 : (uint64_t)floor(rate_per_sec);
-    *bucket = (act_token_bucket){
+    *bucket = (pl_token_bucket){
         .interval_usec = interval,
         .tolerance_usec = (burst - 1) * interval,
         .full_at_usec = now_usec,
@@ -31,7 +31,7 @@ int act_token_bucket_init(act_token_bucket *bucket, double rate_per_sec, uint64_
     return 0;
 }
 
-uint64_t act_token_bucket_take(act_token_bucket *bucket, uint64_t now_usec)
+uint64_t pl_token_bucket_take(pl_token_bucket *bucket, uint64_t now_usec)
 {
     assert(bucket);
     uint64_t full_at = bucket->full_at_usec > now_usec ? bucket->full_at_usec : now_usec;
@@ -42,7 +42,7 @@ uint64_t act_token_bucket_take(act_token_bucket *bucket, uint64_t now_usec)
     return 0;
 }
 
-unsigned act_token_bucket_available(const act_token_bucket *bucket, uint64_t now_usec)
+unsigned pl_token_bucket_available(const pl_token_bucket *bucket, uint64_t now_usec)
 {
     assert(bucket);
     uint64_t debt = bucket->full_at_usec > now_usec ? bucket->full_at_usec - now_usec : 0;
@@ -52,19 +52,19 @@ unsigned act_token_bucket_available(const act_token_bucket *bucket, uint64_t now
     return (unsigned)((capacity - debt) / bucket->interval_usec);
 }
 
-int act_start_cap_init(act_start_cap *cap, unsigned limit, act_error *err)
+int pl_start_cap_init(pl_start_cap *cap, unsigned limit, act_error *err)
 {
     assert(cap);
     if (limit < 1)
         return act_error_set(err, EINVAL,
                              "a cap of 0 starts in flight would never start anything: use 1 or "
                              "more");
-    *cap = (act_start_cap){.limit = limit};
+    *cap = (pl_start_cap){.limit = limit};
     return 0;
 }
 
-bool act_start_cap_acquire(act_start_cap *cap, act_start_waiter *waiter,
-                           act_start_granted_fn granted, void *userdata)
+bool pl_start_cap_acquire(pl_start_cap *cap, pl_start_waiter *waiter, pl_start_granted_fn granted,
+                          void *userdata)
 {
     assert(cap);
     assert(waiter);
@@ -76,7 +76,7 @@ bool act_start_cap_acquire(act_start_cap *cap, act_start_waiter *waiter,
     }
     /* Only a start that is held needs to be told when its turn comes. */
     assert(granted);
-    *waiter = (act_start_waiter){
+    *waiter = (pl_start_waiter){
         .prev = cap->tail,
         .granted = granted,
         .userdata = userdata,
@@ -91,7 +91,7 @@ bool act_start_cap_acquire(act_start_cap *cap, act_start_waiter *waiter,
     return false;
 }
 
-static void unlink_waiter(act_start_cap *cap, act_start_waiter *waiter)
+static void unlink_waiter(pl_start_cap *cap, pl_start_waiter *waiter)
 {
     if (waiter->prev)
         waiter->prev->next = waiter->next;
@@ -106,12 +106,12 @@ static void unlink_waiter(act_start_cap *cap, act_start_waiter *waiter)
     cap->held--;
 }
 
-void act_start_cap_release(act_start_cap *cap)
+void pl_start_cap_release(pl_start_cap *cap)
 {
     assert(cap);
     if (cap->in_flight == 0)
         return;
-    act_start_waiter *first = cap->head;
+    pl_start_waiter *first = cap->head;
     if (!first) {
         cap->in_flight--;
         return;
@@ -122,7 +122,7 @@ void act_start_cap_release(act_start_cap *cap)
     first->granted(first, first->userdata);
 }
 
-void act_start_cap_withdraw(act_start_cap *cap, act_start_waiter *waiter)
+void pl_start_cap_withdraw(pl_start_cap *cap, pl_start_waiter *waiter)
 {
     assert(cap);
     assert(waiter);

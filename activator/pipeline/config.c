@@ -9,10 +9,10 @@
 #define USEC_PER_MSEC 1000ULL
 #define USEC_PER_SEC 1000000ULL
 
-void act_pipeline_config_init(act_pipeline_config *config)
+void pl_config_init(pl_config *config)
 {
     assert(config);
-    *config = (act_pipeline_config){
+    *config = (pl_config){
         .max_starts = 5,
         .backoff_unit_usec = USEC_PER_SEC,
         .ready_timeout_usec = 30 * USEC_PER_SEC,
@@ -24,7 +24,7 @@ void act_pipeline_config_init(act_pipeline_config *config)
     };
 }
 
-int act_pipeline_config_check(const act_pipeline_config *config, act_error *err)
+int pl_config_check(const pl_config *config, act_error *err)
 {
     assert(config);
     if (config->max_starts < 1 || config->max_starts > 5)

@@ -10,7 +10,7 @@
 #include "activator/pipeline/pipeline-internal.h"
 #include "common/clock.h"
 
-uint64_t act_host_now(const act_host *host)
+uint64_t pl_host_now(const pl_host *host)
 {
     assert(host);
     uint64_t now = 0;
@@ -21,35 +21,35 @@ uint64_t act_host_now(const act_host *host)
     return now;
 }
 
-void act_host_emit(act_host *host, const act_wake_event *event)
+void pl_host_emit(pl_host *host, const pl_wake_event *event)
 {
     assert(host);
     assert(event);
     if (!host->on_event)
         return;
-    act_wake_event stamped = *event;
+    pl_wake_event stamped = *event;
     stamped.at_usec = act_now_usec();
     host->on_event(host, &stamped, host->event_userdata);
 }
 
-static void emit_host(act_host *host, act_wake_event_type type, act_reason reason,
-                      act_trigger trigger, act_park_cause cause, int status, const char *message)
+static void emit_host(pl_host *host, pl_wake_event_type type, pl_reason reason, pl_trigger trigger,
+                      pl_park_cause cause, int status, const char *message)
 {
-    act_wake_event event = {
+    pl_wake_event event = {
         .type = type,
-        .step = ACT_STEP_NONE,
+        .step = PL_STEP_NONE,
         .reason = reason,
         .trigger = trigger,
         .park_cause = cause,
         .status = status,
         .message = message,
     };
-    act_host_emit(host, &event);
+    pl_host_emit(host, &event);
 }
 
-int act_host_new(sd_event *loop, const char *name, const act_pipeline_config *config,
-                 const act_pipeline_ops *ops, void *ops_userdata, act_wake_event_fn on_event,
-                 void *event_userdata, act_host **ret, act_error *err)
+int pl_host_new(sd_event *loop, const char *name, const pl_config *config, const pl_ops *ops,
+                void *ops_userdata, pl_wake_event_fn on_event, void *event_userdata, pl_host **ret,
+                act_error *err)
 {
     int r;
 
@@ -58,11 +58,11 @@ int act_host_new(sd_event *loop, const char *name, const act_pipeline_config *co
     r = act_name_check("host", name, err);
     if (r < 0)
         return r;
-    r = act_pipeline_config_check(config, err);
+    r = pl_config_check(config, err);
     if (r < 0)
         return act_error_prefix(err, "host %s", name);
 
-    act_host *host = calloc(1, sizeof(*host));
+    pl_host *host = calloc(1, sizeof(*host));
     if (!host)
         return act_error_set(err, ENOMEM, "host %s: out of memory for its pipeline", name);
     host->loop = sd_event_ref(loop);
@@ -72,10 +72,9 @@ int act_host_new(sd_event *loop, const char *name, const act_pipeline_config *co
     host->ops_userdata = ops_userdata;
     host->on_event = on_event;
     host->event_userdata = event_userdata;
-    host->state = ACT_HOST_PARKED;
+    host->state = PL_HOST_PARKED;
     if (config->start_rate_per_sec > 0) {
-        r = act_token_bucket_init(&host->bucket, config->start_rate_per_sec, act_host_now(host),
-                                  err);
+        r = pl_token_bucket_init(&host->bucket, config->start_rate_per_sec, pl_host_now(host), err);
         if (r < 0) {
             sd_event_unref(host->loop);
             free(host);
@@ -87,7 +86,7 @@ int act_host_new(sd_event *loop, const char *name, const act_pipeline_config *co
     return 0;
 }
 
-int act_host_free(act_host *host)
+int pl_host_free(pl_host *host)
 {
     if (!host)
         return 0;
@@ -100,49 +99,49 @@ int act_host_free(act_host *host)
 
 /* The wake that decides what a new trigger or a cancel gets: a retirement
  * queued behind a swap is where the host is going, not the swap ending first. */
-static act_wake *pending_wake(const act_host *host)
+static pl_wake *pending_wake(const pl_host *host)
 {
-    act_wake *wake = host->current;
+    pl_wake *wake = host->current;
     return wake && wake->queued_retirement ? wake->queued_retirement : wake;
 }
 
-int act_host_wake(act_host *host, act_trigger trigger, act_wake_done_fn done, void *userdata)
+int pl_host_wake(pl_host *host, pl_trigger trigger, pl_wake_done_fn done, void *userdata)
 {
     assert(host);
-    if ((unsigned)trigger >= _ACT_TRIGGER_MAX)
+    if ((unsigned)trigger >= _PL_TRIGGER_MAX)
         return -EINVAL;
-    if (host->state == ACT_HOST_SERVING)
-        return ACT_WAKE_ALREADY_SERVING;
+    if (host->state == PL_HOST_SERVING)
+        return PL_WAKE_ALREADY_SERVING;
 
-    act_joiner *joiner = calloc(1, sizeof(*joiner));
+    pl_joiner *joiner = calloc(1, sizeof(*joiner));
     if (!joiner)
         return -ENOMEM;
     joiner->done = done;
     joiner->userdata = userdata;
 
-    act_wake *wake = pending_wake(host);
+    pl_wake *wake = pending_wake(host);
     if (wake) {
         /* A retirement, or a wake already told to stop, cannot give this
          * trigger what it asks for: it waits for the next wake instead. */
-        bool follows = wake->mode == ACT_WAKE_MODE_RETIRE || wake->cancel_requested;
-        act_joiner_list_append(follows ? &wake->followers : &wake->joiners, joiner);
-        emit_host(host, ACT_WAKE_EVENT_JOINED, ACT_REASON_NONE, trigger, ACT_PARK_IDLE, 0, NULL);
-        return ACT_WAKE_JOINED;
+        bool follows = wake->mode == PL_WAKE_MODE_RETIRE || wake->cancel_requested;
+        pl_joiner_list_append(follows ? &wake->followers : &wake->joiners, joiner);
+        emit_host(host, PL_WAKE_EVENT_JOINED, PL_REASON_NONE, trigger, PL_PARK_IDLE, 0, NULL);
+        return PL_WAKE_JOINED;
     }
 
-    int r = act_wake_new(host, ACT_WAKE_MODE_START, trigger, &wake);
+    int r = pl_wake_new(host, PL_WAKE_MODE_START, trigger, &wake);
     if (r < 0) {
         free(joiner);
         return r;
     }
-    act_joiner_list_append(&wake->joiners, joiner);
+    pl_joiner_list_append(&wake->joiners, joiner);
     host->current = wake;
-    host->state = ACT_HOST_WAKING;
-    act_wake_kick(wake);
-    return ACT_WAKE_STARTED;
+    host->state = PL_HOST_WAKING;
+    pl_wake_kick(wake);
+    return PL_WAKE_STARTED;
 }
 
-int act_host_swap(act_host *host, act_wake_done_fn done, void *userdata)
+int pl_host_swap(pl_host *host, pl_wake_done_fn done, void *userdata)
 {
     if (!host)
         return -EINVAL;
@@ -150,42 +149,42 @@ int act_host_swap(act_host *host, act_wake_done_fn done, void *userdata)
      * or a retirement, would leave the claim naming whichever came last. */
     if (host->current)
         return -EBUSY;
-    if (host->state != ACT_HOST_SERVING)
+    if (host->state != PL_HOST_SERVING)
         return -ESRCH;
 
-    act_joiner *joiner = calloc(1, sizeof(*joiner));
+    pl_joiner *joiner = calloc(1, sizeof(*joiner));
     if (!joiner)
         return -ENOMEM;
     joiner->done = done;
     joiner->userdata = userdata;
-    act_wake *wake = NULL;
+    pl_wake *wake = NULL;
     /* An operator's request, like activatorctl wake. */
-    int r = act_wake_new(host, ACT_WAKE_MODE_SWAP, ACT_TRIGGER_WARM, &wake);
+    int r = pl_wake_new(host, PL_WAKE_MODE_SWAP, PL_TRIGGER_WARM, &wake);
     if (r < 0) {
         free(joiner);
         return r;
     }
-    act_joiner_list_append(&wake->joiners, joiner);
+    pl_joiner_list_append(&wake->joiners, joiner);
     host->current = wake;
-    act_wake_kick(wake);
-    return ACT_WAKE_STARTED;
+    pl_wake_kick(wake);
+    return PL_WAKE_STARTED;
 }
 
-static int cancel_with(act_host *host, act_reason reason, const char *message)
+static int cancel_with(pl_host *host, pl_reason reason, const char *message)
 {
-    act_wake *wake = pending_wake(host);
+    pl_wake *wake = pending_wake(host);
     if (!wake)
         return 0;
     /* N+1 serves already and N is on its way out: undoing that would take a
      * second swap, not a cancel. */
-    if (act_wake_is_replacing(wake))
+    if (pl_wake_is_replacing(wake))
         return 0;
-    if (wake->mode == ACT_WAKE_MODE_RETIRE || wake->cancel_requested) {
+    if (wake->mode == PL_WAKE_MODE_RETIRE || wake->cancel_requested) {
         /* The retirement (or the stop already asked for) goes on; what gets
          * cancelled are the triggers waiting behind it. */
         if (!wake->followers.head)
             return 0;
-        act_joiner_list_move(&wake->joiners, &wake->followers);
+        pl_joiner_list_move(&wake->joiners, &wake->followers);
         if (!wake->cancel_requested) {
             wake->cancel_requested = true;
             wake->cancel_reason = reason;
@@ -193,21 +192,21 @@ static int cancel_with(act_host *host, act_reason reason, const char *message)
         }
         return 1;
     }
-    act_wake_request_cancel(wake, reason, message);
+    pl_wake_request_cancel(wake, reason, message);
     return 1;
 }
 
-int act_host_cancel(act_host *host, act_reason reason, const char *fmt, ...)
+int pl_host_cancel(pl_host *host, pl_reason reason, const char *fmt, ...)
 {
     assert(host);
     assert(fmt);
-    char message[ACT_MESSAGE_MAX];
+    char message[PL_MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);
-    if ((unsigned)reason >= _ACT_REASON_MAX || reason == ACT_REASON_NONE)
-        reason = ACT_REASON_CANCELLED;
+    if ((unsigned)reason >= _PL_REASON_MAX || reason == PL_REASON_NONE)
+        reason = PL_REASON_CANCELLED;
     return cancel_with(host, reason, message);
 }
 
@@ -215,99 +214,97 @@ int act_host_cancel(act_host *host, act_reason reason, const char *fmt, ...)
  * ended: `failed` retires one generation at a time. The swap is cancelled
  * unless N is already being replaced, so that what gets parked is N with no
  * N+1 beside it; cancel_reason and cancel_message say why. */
-static int start_retirement(act_host *host, const act_retirement *retirement,
-                            act_reason cancel_reason, const char *cancel_message)
+static int start_retirement(pl_host *host, const pl_retirement *retirement, pl_reason cancel_reason,
+                            const char *cancel_message)
 {
-    act_wake *wake = NULL;
-    int r = act_wake_new(host, ACT_WAKE_MODE_RETIRE, ACT_TRIGGER_WARM, &wake);
+    pl_wake *wake = NULL;
+    int r = pl_wake_new(host, PL_WAKE_MODE_RETIRE, PL_TRIGGER_WARM, &wake);
     if (r < 0)
         return r;
     wake->retirement = *retirement;
-    host->state = ACT_HOST_RETIRING;
+    host->state = PL_HOST_RETIRING;
 
-    act_wake *swap = host->current;
+    pl_wake *swap = host->current;
     if (swap) {
         /* Only a swap runs beside a serving generation, and a queued
          * retirement makes the host RETIRING, so there is never a second. */
         swap->queued_retirement = wake;
-        if (!swap->cancel_requested && !act_wake_is_replacing(swap))
-            act_wake_request_cancel(swap, cancel_reason, cancel_message);
+        if (!swap->cancel_requested && !pl_wake_is_replacing(swap))
+            pl_wake_request_cancel(swap, cancel_reason, cancel_message);
         return 1;
     }
     host->current = wake;
-    act_wake_kick(wake);
+    pl_wake_kick(wake);
     return 1;
 }
 
-static void note_park(act_host *host, act_park_cause cause, bool served_long_enough)
+static void note_park(pl_host *host, pl_park_cause cause, bool served_long_enough)
 {
-    host->failure_streak = act_failure_streak_next(host->failure_streak, cause, served_long_enough);
-    if (cause == ACT_PARK_FAILURE)
-        host->last_failure_park_usec = act_host_now(host);
+    host->failure_streak = pl_failure_streak_next(host->failure_streak, cause, served_long_enough);
+    if (cause == PL_PARK_FAILURE)
+        host->last_failure_park_usec = pl_host_now(host);
 }
 
-int act_host_park(act_host *host, act_park_cause cause)
+int pl_host_park(pl_host *host, pl_park_cause cause)
 {
     assert(host);
-    char message[ACT_MESSAGE_MAX];
+    char message[PL_MESSAGE_MAX];
 
-    if ((unsigned)cause >= _ACT_PARK_CAUSE_MAX)
+    if ((unsigned)cause >= _PL_PARK_CAUSE_MAX)
         return -EINVAL;
     switch (host->state) {
-    case ACT_HOST_SERVING: {
-        static const act_reason reason_of[_ACT_PARK_CAUSE_MAX] = {
-            [ACT_PARK_IDLE] = ACT_REASON_NONE,
-            [ACT_PARK_REQUEST] = ACT_REASON_CANCELLED,
-            [ACT_PARK_CLAIM_LOST] = ACT_REASON_NOT_OWNER,
-            [ACT_PARK_FAILURE] = ACT_REASON_UNHEALTHY,
+    case PL_HOST_SERVING: {
+        static const pl_reason reason_of[_PL_PARK_CAUSE_MAX] = {
+            [PL_PARK_IDLE] = PL_REASON_NONE,
+            [PL_PARK_REQUEST] = PL_REASON_CANCELLED,
+            [PL_PARK_CLAIM_LOST] = PL_REASON_NOT_OWNER,
+            [PL_PARK_FAILURE] = PL_REASON_UNHEALTHY,
         };
-        act_retirement retirement = {
-            .cause = ACT_RETIRE_PARK,
+        pl_retirement retirement = {
+            .cause = PL_RETIRE_PARK,
             .reason = reason_of[cause],
             /* A failing generation gets no grace: it is not serving anyway. */
-            .graceful = cause != ACT_PARK_FAILURE,
+            .graceful = cause != PL_PARK_FAILURE,
             .park_cause = cause,
         };
         snprintf(message, sizeof(message),
                  "host %s: park requested (%s) during the swap; the new generation is retired "
                  "before the serving one parks",
-                 host->name, act_park_cause_to_string(cause));
+                 host->name, pl_park_cause_to_string(cause));
         int r = start_retirement(
             host, &retirement,
-            cause == ACT_PARK_CLAIM_LOST ? ACT_REASON_NOT_OWNER : ACT_REASON_CANCELLED, message);
+            cause == PL_PARK_CLAIM_LOST ? PL_REASON_NOT_OWNER : PL_REASON_CANCELLED, message);
         if (r < 0)
             return r;
         note_park(host, cause, false);
-        emit_host(host, ACT_WAKE_EVENT_PARKING, retirement.reason, ACT_TRIGGER_WARM, cause, 0,
-                  NULL);
+        emit_host(host, PL_WAKE_EVENT_PARKING, retirement.reason, PL_TRIGGER_WARM, cause, 0, NULL);
         return 1;
     }
-    case ACT_HOST_WAKING:
-    case ACT_HOST_RETIRING:
+    case PL_HOST_WAKING:
+    case PL_HOST_RETIRING:
         snprintf(message, sizeof(message), "host %s: park requested (%s) during the wake",
-                 host->name, act_park_cause_to_string(cause));
+                 host->name, pl_park_cause_to_string(cause));
         return cancel_with(
-            host, cause == ACT_PARK_CLAIM_LOST ? ACT_REASON_NOT_OWNER : ACT_REASON_CANCELLED,
-            message);
-    case ACT_HOST_PARKED:
+            host, cause == PL_PARK_CLAIM_LOST ? PL_REASON_NOT_OWNER : PL_REASON_CANCELLED, message);
+    case PL_HOST_PARKED:
     default:
         return 0;
     }
 }
 
-int act_host_generation_exited(act_host *host, int status, bool served_long_enough)
+int pl_host_generation_exited(pl_host *host, int status, bool served_long_enough)
 {
     assert(host);
-    char message[ACT_MESSAGE_MAX];
+    char message[PL_MESSAGE_MAX];
 
-    if (host->state != ACT_HOST_SERVING)
+    if (host->state != PL_HOST_SERVING)
         return -ESRCH;
-    if (host->current && act_wake_is_replacing(host->current))
+    if (host->current && pl_wake_is_replacing(host->current))
         return -EBUSY;
-    act_park_cause cause = status == 0 ? ACT_PARK_IDLE : ACT_PARK_FAILURE;
-    act_retirement retirement = {
-        .cause = ACT_RETIRE_EXITED,
-        .reason = status == 0 ? ACT_REASON_NONE : ACT_REASON_CRASHED,
+    pl_park_cause cause = status == 0 ? PL_PARK_IDLE : PL_PARK_FAILURE;
+    pl_retirement retirement = {
+        .cause = PL_RETIRE_EXITED,
+        .reason = status == 0 ? PL_REASON_NONE : PL_REASON_CRASHED,
         .graceful = false,
         .park_cause = cause,
     };
@@ -315,55 +312,53 @@ int act_host_generation_exited(act_host *host, int status, bool served_long_enou
              "host %s: the serving generation exited with status %d during the swap; the new "
              "generation is retired and the host parks",
              host->name, status);
-    int r = start_retirement(host, &retirement, ACT_REASON_CANCELLED, message);
+    int r = start_retirement(host, &retirement, PL_REASON_CANCELLED, message);
     if (r < 0)
         return r;
     note_park(host, cause, served_long_enough);
-    emit_host(host, ACT_WAKE_EVENT_EXITED, retirement.reason, ACT_TRIGGER_WARM, cause, status,
-              NULL);
+    emit_host(host, PL_WAKE_EVENT_EXITED, retirement.reason, PL_TRIGGER_WARM, cause, status, NULL);
     return 0;
 }
 
-int act_host_adopt_serving(act_host *host)
+int pl_host_adopt_serving(pl_host *host)
 {
     assert(host);
-    if (host->state != ACT_HOST_PARKED || host->current || host->unproven)
+    if (host->state != PL_HOST_PARKED || host->current || host->unproven)
         return -EBUSY;
-    host->state = ACT_HOST_SERVING;
-    emit_host(host, ACT_WAKE_EVENT_SERVING, ACT_REASON_NONE, ACT_TRIGGER_WARM, ACT_PARK_IDLE, 0,
+    host->state = PL_HOST_SERVING;
+    emit_host(host, PL_WAKE_EVENT_SERVING, PL_REASON_NONE, PL_TRIGGER_WARM, PL_PARK_IDLE, 0,
               "resumed a generation that outlived the previous daemon");
     return 0;
 }
 
-void act_host_report_proof(act_host *host)
+void pl_host_report_proof(pl_host *host)
 {
     assert(host);
     if (!host->unproven)
         return;
     host->unproven = false;
-    emit_host(host, ACT_WAKE_EVENT_PROVEN, ACT_REASON_NONE, ACT_TRIGGER_WARM, ACT_PARK_IDLE, 0,
-              NULL);
+    emit_host(host, PL_WAKE_EVENT_PROVEN, PL_REASON_NONE, PL_TRIGGER_WARM, PL_PARK_IDLE, 0, NULL);
 }
 
-const char *act_host_name(const act_host *host)
+const char *pl_host_name(const pl_host *host)
 {
     assert(host);
     return host->name;
 }
 
-act_host_state act_host_get_state(const act_host *host)
+pl_host_state pl_host_get_state(const pl_host *host)
 {
     assert(host);
     return host->state;
 }
 
-bool act_host_is_unproven(const act_host *host)
+bool pl_host_is_unproven(const pl_host *host)
 {
     assert(host);
     return host->unproven;
 }
 
-unsigned act_host_failure_streak(const act_host *host)
+unsigned pl_host_failure_streak(const pl_host *host)
 {
     assert(host);
     return host->failure_streak;

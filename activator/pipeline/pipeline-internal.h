@@ -6,50 +6,50 @@
 #include "activator/pipeline/pipeline.h"
 #include "common/names.h"
 
-#define ACT_MESSAGE_MAX 512
+#define PL_MESSAGE_MAX 512
 
 /* A trigger waiting for a wake's outcome. */
-typedef struct act_joiner {
-    struct act_joiner *next;
-    act_wake_done_fn done;
+typedef struct pl_joiner {
+    struct pl_joiner *next;
+    pl_wake_done_fn done;
     void *userdata;
-} act_joiner;
+} pl_joiner;
 
-typedef struct act_joiner_list {
-    act_joiner *head, *tail;
-} act_joiner_list;
+typedef struct pl_joiner_list {
+    pl_joiner *head, *tail;
+} pl_joiner_list;
 
-typedef enum act_wake_mode {
-    ACT_WAKE_MODE_START,  /* the pipeline proper: read .. healthy */
-    ACT_WAKE_MODE_RETIRE, /* only `failed`, for a serving generation */
-    ACT_WAKE_MODE_SWAP,   /* the pipeline for N+1 beside a serving N, then `failed` for N */
-} act_wake_mode;
+typedef enum pl_wake_mode {
+    PL_WAKE_MODE_START,  /* the pipeline proper: read .. healthy */
+    PL_WAKE_MODE_RETIRE, /* only `failed`, for a serving generation */
+    PL_WAKE_MODE_SWAP,   /* the pipeline for N+1 beside a serving N, then `failed` for N */
+} pl_wake_mode;
 
 /* Where a wake is. Every phase but OP waits for the loop: a timer, the
  * advance defer source, or a slot grant. */
-typedef enum act_wake_phase {
-    ACT_PHASE_QUEUED,    /* created; the advance source starts it */
-    ACT_PHASE_DELAY,     /* waits out the failure-park backoff */
-    ACT_PHASE_TOKEN,     /* waits for a start token */
-    ACT_PHASE_SLOT,      /* held in the box-wide cap's queue */
-    ACT_PHASE_GRANTED,   /* got a slot; the advance source reserves */
-    ACT_PHASE_OP,        /* an operation is in flight */
-    ACT_PHASE_COMPLETED, /* the operation completed; the advance source moves on */
-    ACT_PHASE_BACKOFF,   /* waits between attempts */
-    ACT_PHASE_STOPPING,  /* cancelled during a wait; the advance source cleans up */
-    ACT_PHASE_DONE,
-} act_wake_phase;
+typedef enum pl_wake_phase {
+    PL_PHASE_QUEUED,    /* created; the advance source starts it */
+    PL_PHASE_DELAY,     /* waits out the failure-park backoff */
+    PL_PHASE_TOKEN,     /* waits for a start token */
+    PL_PHASE_SLOT,      /* held in the box-wide cap's queue */
+    PL_PHASE_GRANTED,   /* got a slot; the advance source reserves */
+    PL_PHASE_OP,        /* an operation is in flight */
+    PL_PHASE_COMPLETED, /* the operation completed; the advance source moves on */
+    PL_PHASE_BACKOFF,   /* waits between attempts */
+    PL_PHASE_STOPPING,  /* cancelled during a wait; the advance source cleans up */
+    PL_PHASE_DONE,
+} pl_wake_phase;
 
-struct act_wake {
-    act_host *host;
-    act_wake_mode mode;
-    act_wake_phase phase;
-    act_trigger trigger;
+struct pl_wake {
+    pl_host *host;
+    pl_wake_mode mode;
+    pl_wake_phase phase;
+    pl_trigger trigger;
 
-    act_step step;               /* the operation in flight or just completed */
-    act_reason completed_reason; /* its completion */
+    pl_step step;                /* the operation in flight or just completed */
+    pl_reason completed_reason;  /* its completion */
     bool completed_proven;       /* `failed`'s completion */
-    char completed_message[ACT_MESSAGE_MAX];
+    char completed_message[PL_MESSAGE_MAX];
 
     unsigned attempt;  /* 1-based attempt of the loop; 0 before it */
     unsigned starts;   /* attempts whose reserve was called */
@@ -58,19 +58,19 @@ struct act_wake {
     bool published;
 
     /* The failure being handled while `failed` runs. */
-    act_reason failure_reason;
-    act_step failure_step;
+    pl_reason failure_reason;
+    pl_step failure_step;
     bool failure_refused;
     bool failure_retry;
-    char failure_message[ACT_MESSAGE_MAX];
-    act_retirement retirement;
+    char failure_message[PL_MESSAGE_MAX];
+    pl_retirement retirement;
 
     bool cancel_requested;
-    act_reason cancel_reason;
-    char cancel_message[ACT_MESSAGE_MAX];
+    pl_reason cancel_reason;
+    char cancel_message[PL_MESSAGE_MAX];
 
     bool holds_slot;
-    act_start_waiter waiter;
+    pl_start_waiter waiter;
 
     sd_event_source *advance; /* defer: moves the machine on from the loop */
     sd_event_source *timer;   /* delay, token, slot timeout, backoff */
@@ -80,45 +80,45 @@ struct act_wake {
      * N's exit asked for. It is allocated when asked, so nothing can fail
      * later, and it becomes the host's current wake when the swap ends;
      * triggers arriving meanwhile follow it. */
-    act_wake *queued_retirement;
+    pl_wake *queued_retirement;
 
-    act_joiner_list joiners;   /* get this wake's outcome */
-    act_joiner_list followers; /* arrived during a retirement or after a cancel: start
-                                * the next wake */
+    pl_joiner_list joiners;   /* get this wake's outcome */
+    pl_joiner_list followers; /* arrived during a retirement or after a cancel: start
+                               * the next wake */
 
     void *data;
     void (*destroy)(void *data);
 };
 
-struct act_host {
+struct pl_host {
     sd_event *loop;
     char name[ACT_NAME_MAX + 1];
-    act_pipeline_config config;
-    const act_pipeline_ops *ops;
+    pl_config config;
+    const pl_ops *ops;
     void *ops_userdata;
-    act_wake_event_fn on_event;
+    pl_wake_event_fn on_event;
     void *event_userdata;
 
-    act_host_state state;
+    pl_host_state state;
     bool unproven;
     unsigned failure_streak;
     uint64_t last_failure_park_usec;
     bool rate_limited;
-    act_token_bucket bucket;
+    pl_token_bucket bucket;
 
-    act_wake *current; /* the wake or retirement in flight */
+    pl_wake *current; /* the wake or retirement in flight */
 };
 
-uint64_t act_host_now(const act_host *host);
-void act_host_emit(act_host *host, const act_wake_event *event);
+uint64_t pl_host_now(const pl_host *host);
+void pl_host_emit(pl_host *host, const pl_wake_event *event);
 
 /* wake.c */
-int act_wake_new(act_host *host, act_wake_mode mode, act_trigger trigger, act_wake **ret);
-void act_wake_free(act_wake *wake);
-void act_wake_kick(act_wake *wake);
-void act_wake_request_cancel(act_wake *wake, act_reason reason, const char *message);
+int pl_wake_new(pl_host *host, pl_wake_mode mode, pl_trigger trigger, pl_wake **ret);
+void pl_wake_free(pl_wake *wake);
+void pl_wake_kick(pl_wake *wake);
+void pl_wake_request_cancel(pl_wake *wake, pl_reason reason, const char *message);
 /* A swap whose N+1 is healthy and whose `failed` is retiring N: past cancelling. */
-bool act_wake_is_replacing(const act_wake *wake);
+bool pl_wake_is_replacing(const pl_wake *wake);
 
-void act_joiner_list_append(act_joiner_list *list, act_joiner *joiner);
-void act_joiner_list_move(act_joiner_list *to, act_joiner_list *from);
+void pl_joiner_list_append(pl_joiner_list *list, pl_joiner *joiner);
+void pl_joiner_list_move(pl_joiner_list *to, pl_joiner_list *from);

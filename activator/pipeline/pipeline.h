@@ -12,7 +12,7 @@
  *                                                      in a swap, the generation replaced)
  *
  * Every operation is asynchronous: it is called with the wake and finishes by
- * calling act_wake_complete (or act_wake_retired for `failed`) exactly once,
+ * calling pl_wake_complete (or pl_wake_retired for `failed`) exactly once,
  * either before it returns or later from the loop. The pipeline always moves
  * to the next step from the loop, never from inside a completion, so an
  * operation may complete synchronously without recursion.
@@ -21,7 +21,7 @@
  * get its one outcome. Nothing here blocks; timers use
  * sd_event_add_time_relative on CLOCK_MONOTONIC.
  *
- * A swap (act_host_swap) is a wake in swap mode on a serving host: the same
+ * A swap (pl_host_swap) is a wake in swap mode on a serving host: the same
  * steps start generation N+1 beside the serving generation N, and on success
  * one more `failed` retires N gracefully. The host stays serving throughout,
  * because N serves until N+1 does; if N+1 does not make it, N serves on. */
@@ -37,57 +37,57 @@
 #include "activator/pipeline/reason.h"
 #include "common/error.h"
 
-typedef enum act_step {
-    ACT_STEP_NONE = 0, /* "start": before the first operation */
-    ACT_STEP_READ,
-    ACT_STEP_ADMIT,
-    ACT_STEP_RESTORE,
-    ACT_STEP_RESERVE,
-    ACT_STEP_MATERIALIZE,
-    ACT_STEP_PREPARE,
-    ACT_STEP_GATE,
-    ACT_STEP_EXEC,
-    ACT_STEP_READY,
-    ACT_STEP_REPLICATE,
-    ACT_STEP_PUBLISH,
-    ACT_STEP_HEALTHY,
-    ACT_STEP_FAILED,
-    _ACT_STEP_MAX,
-} act_step;
+typedef enum pl_step {
+    PL_STEP_NONE = 0, /* "start": before the first operation */
+    PL_STEP_READ,
+    PL_STEP_ADMIT,
+    PL_STEP_RESTORE,
+    PL_STEP_RESERVE,
+    PL_STEP_MATERIALIZE,
+    PL_STEP_PREPARE,
+    PL_STEP_GATE,
+    PL_STEP_EXEC,
+    PL_STEP_READY,
+    PL_STEP_REPLICATE,
+    PL_STEP_PUBLISH,
+    PL_STEP_HEALTHY,
+    PL_STEP_FAILED,
+    _PL_STEP_MAX,
+} pl_step;
 
 /* "start", "read", "admit", ..., "failed". */
-const char *act_step_to_string(act_step step);
+const char *pl_step_to_string(pl_step step);
 
-typedef struct act_host act_host;
-typedef struct act_wake act_wake;
+typedef struct pl_host pl_host;
+typedef struct pl_wake pl_wake;
 
-typedef void (*act_step_fn)(act_wake *wake, void *userdata);
+typedef void (*pl_step_fn)(pl_wake *wake, void *userdata);
 
 /* The operations. A NULL entry is a step with nothing to do: it succeeds at
  * once (no ExecRestore=, no ExecReplicate=, or a test that does not care). */
-typedef struct act_pipeline_ops {
-    act_step_fn read;        /* read the claim: not_owner, wrong_phase, store_error */
-    act_step_fn admit;       /* CAS the claim and verify it: claim_changed, store_error */
-    act_step_fn restore;     /* bring the state directory to the claim's checkpoint */
-    act_step_fn reserve;     /* the attempt's generation: number, cgroup leaf, record */
-    act_step_fn materialize; /* what the exec needs on disk: state, sockets, notify socket */
-    act_step_fn prepare;     /* resolve the live link once, open, hash, compare pin and manifest */
-    act_step_fn gate;        /* ownership, pin, held, build state, ownership again */
-    act_step_fn exec;        /* clone3 the verified fd into the generation's cgroup */
-    act_step_fn ready;       /* wait for readiness; the pipeline bounds it by ready_timeout */
-    act_step_fn replicate;   /* start ExecReplicate= */
-    act_step_fn publish;     /* same admission re-read, CAS the claim to serving */
-    act_step_fn healthy;     /* the health check of the published generation */
-    /* Retires a generation (act_wake_retirement says which and why) and
-     * reports with act_wake_retired whether it is proven stopped. */
-    act_step_fn failed;
+typedef struct pl_ops {
+    pl_step_fn read;        /* read the claim: not_owner, wrong_phase, store_error */
+    pl_step_fn admit;       /* CAS the claim and verify it: claim_changed, store_error */
+    pl_step_fn restore;     /* bring the state directory to the claim's checkpoint */
+    pl_step_fn reserve;     /* the attempt's generation: number, cgroup leaf, record */
+    pl_step_fn materialize; /* what the exec needs on disk: state, sockets, notify socket */
+    pl_step_fn prepare;     /* resolve the live link once, open, hash, compare pin and manifest */
+    pl_step_fn gate;        /* ownership, pin, held, build state, ownership again */
+    pl_step_fn exec;        /* clone3 the verified fd into the generation's cgroup */
+    pl_step_fn ready;       /* wait for readiness; the pipeline bounds it by ready_timeout */
+    pl_step_fn replicate;   /* start ExecReplicate= */
+    pl_step_fn publish;     /* same admission re-read, CAS the claim to serving */
+    pl_step_fn healthy;     /* the health check of the published generation */
+    /* Retires a generation (pl_wake_retirement says which and why) and
+     * reports with pl_wake_retired whether it is proven stopped. */
+    pl_step_fn failed;
     /* Called when the pipeline stops waiting for an operation that has not
      * completed (only `ready`: its window closed, or the wake was cancelled).
      * The operation must stop and must not complete afterwards. */
-    void (*abandon)(act_wake *wake, act_step step, void *userdata);
-} act_pipeline_ops;
+    void (*abandon)(pl_wake *wake, pl_step step, void *userdata);
+} pl_ops;
 
-typedef struct act_pipeline_config {
+typedef struct pl_config {
     unsigned max_starts;             /* attempts per wake, 1 to 5 */
     uint64_t backoff_unit_usec;      /* attempt backoff unit: waits 1, 2, 4, 8 units */
     uint64_t ready_timeout_usec;     /* the ready window, above 0 and at most 30 s */
@@ -95,109 +95,109 @@ typedef struct act_pipeline_config {
     uint64_t park_backoff_max_usec;  /* failure-park backoff cap (30 s) */
     double start_rate_per_sec;       /* per-host token bucket rate; 0 for no limit */
     uint64_t budget_wait_max_usec;   /* longest a start waits for a budget before refusal */
-    act_start_cap *start_cap;        /* box-wide cap shared by all hosts; NULL for none */
-} act_pipeline_config;
+    pl_start_cap *start_cap;         /* box-wide cap shared by all hosts; NULL for none */
+} pl_config;
 
 /* The defaults of DESIGN.md and the issues: 5 starts, 1 s unit, 30 s ready
  * window, 25 ms .. 30 s failure-park backoff, no rate limit, 30 s budget wait,
  * no cap. */
-void act_pipeline_config_init(act_pipeline_config *config);
+void pl_config_init(pl_config *config);
 
 /* Checks every field and names the first bad one; -EINVAL or 0. */
-int act_pipeline_config_check(const act_pipeline_config *config, act_error *err);
+int pl_config_check(const pl_config *config, act_error *err);
 
-typedef enum act_host_state {
-    ACT_HOST_PARKED,   /* nothing runs; a trigger starts a wake */
-    ACT_HOST_WAKING,   /* a wake is in flight */
-    ACT_HOST_SERVING,  /* a published, healthy generation serves (a swap may be starting
-                        * its successor meanwhile) */
-    ACT_HOST_RETIRING, /* the serving generation is being retired */
-    _ACT_HOST_STATE_MAX,
-} act_host_state;
+typedef enum pl_host_state {
+    PL_HOST_PARKED,   /* nothing runs; a trigger starts a wake */
+    PL_HOST_WAKING,   /* a wake is in flight */
+    PL_HOST_SERVING,  /* a published, healthy generation serves (a swap may be starting
+                       * its successor meanwhile) */
+    PL_HOST_RETIRING, /* the serving generation is being retired */
+    _PL_HOST_STATE_MAX,
+} pl_host_state;
 
 /* "parked", "waking", "serving", "retiring". */
-const char *act_host_state_to_string(act_host_state state);
+const char *pl_host_state_to_string(pl_host_state state);
 
-typedef enum act_trigger {
-    ACT_TRIGGER_CONNECTION,   /* a connection on a parked host's socket */
-    ACT_TRIGGER_WARM,         /* activatorctl wake */
-    ACT_TRIGGER_CLAIM_CHANGE, /* a claim that newly names this box */
-    _ACT_TRIGGER_MAX,
-} act_trigger;
+typedef enum pl_trigger {
+    PL_TRIGGER_CONNECTION,   /* a connection on a parked host's socket */
+    PL_TRIGGER_WARM,         /* activatorctl wake */
+    PL_TRIGGER_CLAIM_CHANGE, /* a claim that newly names this box */
+    _PL_TRIGGER_MAX,
+} pl_trigger;
 
-const char *act_trigger_to_string(act_trigger trigger);
+const char *pl_trigger_to_string(pl_trigger trigger);
 
-typedef enum act_wake_kind {
-    ACT_WAKE_SERVING,   /* the host serves */
-    ACT_WAKE_REFUSED,   /* a refusal: nothing of the build ran, nothing retried */
-    ACT_WAKE_FAILED,    /* starts failed and the wake gave up */
-    ACT_WAKE_CANCELLED, /* a park request or a lost claim stopped it */
-} act_wake_kind;
+typedef enum pl_wake_kind {
+    PL_WAKE_SERVING,   /* the host serves */
+    PL_WAKE_REFUSED,   /* a refusal: nothing of the build ran, nothing retried */
+    PL_WAKE_FAILED,    /* starts failed and the wake gave up */
+    PL_WAKE_CANCELLED, /* a park request or a lost claim stopped it */
+} pl_wake_kind;
 
-const char *act_wake_kind_to_string(act_wake_kind kind);
+const char *pl_wake_kind_to_string(pl_wake_kind kind);
 
 /* The one outcome of a wake, given to every trigger that joined it. */
-typedef struct act_wake_result {
-    act_wake_kind kind;
-    act_reason reason;   /* ACT_REASON_NONE when serving */
-    act_step step;       /* the step that refused or failed */
+typedef struct pl_wake_result {
+    pl_wake_kind kind;
+    pl_reason reason;    /* PL_REASON_NONE when serving */
+    pl_step step;        /* the step that refused or failed */
     unsigned attempts;   /* starts begun (reserve called) */
     bool unproven;       /* a generation it started is not proven stopped */
     const char *message; /* one sentence; valid during the callback only */
-} act_wake_result;
+} pl_wake_result;
 
-typedef void (*act_wake_done_fn)(act_host *host, const act_wake_result *result, void *userdata);
+typedef void (*pl_wake_done_fn)(pl_host *host, const pl_wake_result *result, void *userdata);
 
-typedef enum act_wake_event_type {
-    ACT_WAKE_EVENT_WAKING,   /* a wake began (trigger) */
-    ACT_WAKE_EVENT_JOINED,   /* a trigger joined the wake in flight (trigger) */
-    ACT_WAKE_EVENT_DEFERRED, /* the wake waits out the failure-park backoff (delay_usec) */
-    ACT_WAKE_EVENT_STEP,     /* an operation was called (step, attempt) */
-    ACT_WAKE_EVENT_ADMITTED, /* admit succeeded */
-    ACT_WAKE_EVENT_HELD,     /* a start waits for a budget (delay_usec, 0 when queued for a slot) */
-    ACT_WAKE_EVENT_EXECUTED, /* exec succeeded: the build runs */
-    ACT_WAKE_EVENT_READY,    /* ready succeeded */
-    ACT_WAKE_EVENT_PUBLISHED, /* publish succeeded */
-    ACT_WAKE_EVENT_FAILED,    /* a step failed (step, attempt, reason) */
-    ACT_WAKE_EVENT_REFUSED,   /* a step refused (step, attempt, reason) */
-    ACT_WAKE_EVENT_RETIRING,  /* `failed` was called (reason) */
-    ACT_WAKE_EVENT_RETIRED,   /* the generation is proven stopped */
-    ACT_WAKE_EVENT_UNPROVEN,  /* the generation is not proven stopped */
-    ACT_WAKE_EVENT_BACKOFF,   /* next attempt after delay_usec */
-    ACT_WAKE_EVENT_SERVING,   /* the wake ended serving */
-    ACT_WAKE_EVENT_GAVE_UP,   /* the wake ended failed (reason) */
-    ACT_WAKE_EVENT_CANCELLED, /* the wake ended cancelled (reason) */
-    ACT_WAKE_EVENT_EXITED,    /* the serving generation exited (status) */
-    ACT_WAKE_EVENT_PARKING,   /* the serving generation is being retired (park_cause) */
-    ACT_WAKE_EVENT_PARKED,    /* the host is parked */
-    ACT_WAKE_EVENT_PROVEN,    /* a proof cleared the unproven stop */
+typedef enum pl_wake_event_type {
+    PL_WAKE_EVENT_WAKING,    /* a wake began (trigger) */
+    PL_WAKE_EVENT_JOINED,    /* a trigger joined the wake in flight (trigger) */
+    PL_WAKE_EVENT_DEFERRED,  /* the wake waits out the failure-park backoff (delay_usec) */
+    PL_WAKE_EVENT_STEP,      /* an operation was called (step, attempt) */
+    PL_WAKE_EVENT_ADMITTED,  /* admit succeeded */
+    PL_WAKE_EVENT_HELD,      /* a start waits for a budget (delay_usec, 0 when queued for a slot) */
+    PL_WAKE_EVENT_EXECUTED,  /* exec succeeded: the build runs */
+    PL_WAKE_EVENT_READY,     /* ready succeeded */
+    PL_WAKE_EVENT_PUBLISHED, /* publish succeeded */
+    PL_WAKE_EVENT_FAILED,    /* a step failed (step, attempt, reason) */
+    PL_WAKE_EVENT_REFUSED,   /* a step refused (step, attempt, reason) */
+    PL_WAKE_EVENT_RETIRING,  /* `failed` was called (reason) */
+    PL_WAKE_EVENT_RETIRED,   /* the generation is proven stopped */
+    PL_WAKE_EVENT_UNPROVEN,  /* the generation is not proven stopped */
+    PL_WAKE_EVENT_BACKOFF,   /* next attempt after delay_usec */
+    PL_WAKE_EVENT_SERVING,   /* the wake ended serving */
+    PL_WAKE_EVENT_GAVE_UP,   /* the wake ended failed (reason) */
+    PL_WAKE_EVENT_CANCELLED, /* the wake ended cancelled (reason) */
+    PL_WAKE_EVENT_EXITED,    /* the serving generation exited (status) */
+    PL_WAKE_EVENT_PARKING,   /* the serving generation is being retired (park_cause) */
+    PL_WAKE_EVENT_PARKED,    /* the host is parked */
+    PL_WAKE_EVENT_PROVEN,    /* a proof cleared the unproven stop */
     /* A swap's own milestones. They replace WAKING at its start and SERVING,
      * GAVE_UP or CANCELLED at its end, because none of those is true of a
      * host that serves all along; the daemon publishes them as swap.started,
      * swap.done and swap.failed. */
-    ACT_WAKE_EVENT_SWAP_STARTED, /* a swap began */
-    ACT_WAKE_EVENT_SWAP_DONE,    /* N+1 serves and N is retired */
-    ACT_WAKE_EVENT_SWAP_FAILED,  /* N+1 was refused, failed or cancelled (step, reason, message);
-                                  * N serves on unless a park or N's exit ended the swap */
+    PL_WAKE_EVENT_SWAP_STARTED, /* a swap began */
+    PL_WAKE_EVENT_SWAP_DONE,    /* N+1 serves and N is retired */
+    PL_WAKE_EVENT_SWAP_FAILED,  /* N+1 was refused, failed or cancelled (step, reason, message);
+                                 * N serves on unless a park or N's exit ended the swap */
     /* The last event of every wake, swap and retirement, after its outcome
      * was delivered and its data freed (reason and step as in the outcome).
      * The host is at rest, or in the wake that followed. Unlike the events
-     * above, its observer may call act_host_wake, _park and _cancel. */
-    ACT_WAKE_EVENT_ENDED,
-    _ACT_WAKE_EVENT_MAX,
-} act_wake_event_type;
+     * above, its observer may call pl_host_wake, _park and _cancel. */
+    PL_WAKE_EVENT_ENDED,
+    _PL_WAKE_EVENT_MAX,
+} pl_wake_event_type;
 
 /* "waking", "joined", ..., "proven". */
-const char *act_wake_event_type_to_string(act_wake_event_type type);
+const char *pl_wake_event_type_to_string(pl_wake_event_type type);
 
-typedef struct act_wake_event {
-    act_wake_event_type type;
-    act_step step;
+typedef struct pl_wake_event {
+    pl_wake_event_type type;
+    pl_step step;
     unsigned attempt; /* 1-based; 0 outside the attempt loop */
-    act_reason reason;
-    act_trigger trigger;
-    act_park_cause park_cause;
-    int status;          /* ACT_WAKE_EVENT_EXITED: the exit status */
+    pl_reason reason;
+    pl_trigger trigger;
+    pl_park_cause park_cause;
+    int status;          /* PL_WAKE_EVENT_EXITED: the exit status */
     uint64_t delay_usec; /* DEFERRED, HELD, BACKOFF */
     uint64_t at_usec;    /* CLOCK_MONOTONIC when it happened */
     const char *message; /* a sentence or NULL; valid during the callback only */
@@ -206,45 +206,45 @@ typedef struct act_wake_event {
      * the sockets when a wake is refused or fails (closing the backlog,
      * watching for demand) must not do so for these. */
     bool swap;
-} act_wake_event;
+} pl_wake_event;
 
-/* Observes every transition. It may be called from inside the act_host_*
+/* Observes every transition. It may be called from inside the pl_host_*
  * calls as well as from the loop; it must not call back into the host,
- * except on ACT_WAKE_EVENT_ENDED. */
-typedef void (*act_wake_event_fn)(act_host *host, const act_wake_event *event, void *userdata);
+ * except on PL_WAKE_EVENT_ENDED. */
+typedef void (*pl_wake_event_fn)(pl_host *host, const pl_wake_event *event, void *userdata);
 
 /* A host's pipeline. name is checked with act_name_check; config with
- * act_pipeline_config_check; both are copied. ops must outlive the host. */
-int act_host_new(sd_event *loop, const char *name, const act_pipeline_config *config,
-                 const act_pipeline_ops *ops, void *ops_userdata, act_wake_event_fn on_event,
-                 void *event_userdata, act_host **ret, act_error *err);
+ * pl_config_check; both are copied. ops must outlive the host. */
+int pl_host_new(sd_event *loop, const char *name, const pl_config *config, const pl_ops *ops,
+                void *ops_userdata, pl_wake_event_fn on_event, void *event_userdata, pl_host **ret,
+                act_error *err);
 
 /* Frees a host with no wake or retirement in flight; -EBUSY (and nothing
  * freed) otherwise: cancel or park it and let the loop finish first. */
-int act_host_free(act_host *host);
+int pl_host_free(pl_host *host);
 
 enum {
-    ACT_WAKE_STARTED = 0,         /* a new wake began; done is called with its outcome */
-    ACT_WAKE_JOINED = 1,          /* joined the wake in flight (or the one queued behind a
-                                   * retirement); done is called with its outcome */
-    ACT_WAKE_ALREADY_SERVING = 2, /* the host serves; done is not called */
+    PL_WAKE_STARTED = 0,         /* a new wake began; done is called with its outcome */
+    PL_WAKE_JOINED = 1,          /* joined the wake in flight (or the one queued behind a
+                                  * retirement); done is called with its outcome */
+    PL_WAKE_ALREADY_SERVING = 2, /* the host serves; done is not called */
 };
 
-/* A trigger. Returns one of the ACT_WAKE_* values, -EINVAL or -ENOMEM. done is never
+/* A trigger. Returns one of the PL_WAKE_* values, -EINVAL or -ENOMEM. done is never
  * called before this returns: outcomes are delivered from the loop. done may
  * be NULL. The callback must not free the host. During a swap the host serves
- * (N until N+1 replaces it), so a trigger gets ACT_WAKE_ALREADY_SERVING. */
-int act_host_wake(act_host *host, act_trigger trigger, act_wake_done_fn done, void *userdata);
+ * (N until N+1 replaces it), so a trigger gets PL_WAKE_ALREADY_SERVING. */
+int pl_host_wake(pl_host *host, pl_trigger trigger, pl_wake_done_fn done, void *userdata);
 
 /* Stops a wake in flight at its next step boundary (timers and budget waits
  * at once, a pending `ready` at once through abandon), runs `failed` for a
- * started attempt, and ends the wake cancelled with reason (ACT_REASON_CANCELLED
- * for a park request, ACT_REASON_NOT_OWNER for a claim taken over). Triggers
+ * started attempt, and ends the wake cancelled with reason (PL_REASON_CANCELLED
+ * for a park request, PL_REASON_NOT_OWNER for a claim taken over). Triggers
  * queued behind a retirement are cancelled too. A swap is cancelled the same
  * way: N+1 is retired and N serves on. Once N+1 is healthy and N is being
  * replaced there is nothing left to cancel (park the host instead). Returns 1
  * when something was cancelled, 0 when nothing was in flight. */
-int act_host_cancel(act_host *host, act_reason reason, const char *fmt, ...)
+int pl_host_cancel(pl_host *host, pl_reason reason, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Parks the host: a serving generation is retired through `failed` (graceful
@@ -254,7 +254,7 @@ int act_host_cancel(act_host *host, act_reason reason, const char *fmt, ...)
  * that serves then (N, or N+1 if N was already being replaced) is parked.
  * Returns 1 when something was started, queued or cancelled, 0 when the host
  * was already parked or retiring. */
-int act_host_park(act_host *host, act_park_cause cause);
+int pl_host_park(pl_host *host, pl_park_cause cause);
 
 /* The serving generation's main process exited with status (observed through
  * its pidfd). Status 0 is an idle park; anything else a failure park, whose
@@ -273,21 +273,21 @@ int act_host_park(act_host *host, act_park_cause cause);
  * being replaced (N+1 healthy, N's graceful retirement in flight) the exit is
  * not taken: -EBUSY. N exiting there is the SIGTERM doing its work and its
  * retirement proves it; a caller whose new generation exited reports it again
- * once the swap's done reported ACT_WAKE_SERVING. */
-int act_host_generation_exited(act_host *host, int status, bool served_long_enough);
+ * once the swap's done reported PL_WAKE_SERVING. */
+int pl_host_generation_exited(pl_host *host, int status, bool served_long_enough);
 
 /* Starts a swap on a SERVING host: a wake in swap mode runs read, admit,
  * restore, the attempt loop (reserve .. ready, with the usual retries, backoff
  * and budgets) and replicate, publish, healthy for generation N+1 while the
- * host stays ACT_HOST_SERVING and N keeps serving. On success N is retired
- * through `failed` with act_wake_retirement(wake)->cause == ACT_RETIRE_REPLACED
+ * host stays PL_HOST_SERVING and N keeps serving. On success N is retired
+ * through `failed` with pl_wake_retirement(wake)->cause == PL_RETIRE_REPLACED
  * (graceful: SIGTERM and StopTimeoutSec first), and then done gets
- * ACT_WAKE_SERVING.
+ * PL_WAKE_SERVING.
  *
  * If N+1 fails or is refused at any step, its attempt is retired through
- * `failed` as in a wake (ACT_RETIRE_ATTEMPT, or ACT_RETIRE_UNCERTAIN after
+ * `failed` as in a wake (PL_RETIRE_ATTEMPT, or PL_RETIRE_UNCERTAIN after
  * ready), N keeps serving untouched, the host stays SERVING and done gets the
- * failure (ACT_WAKE_FAILED or ACT_WAKE_REFUSED) with its reason. A refusal
+ * failure (PL_WAKE_FAILED or PL_WAKE_REFUSED) with its reason. A refusal
  * (pin_mismatch at prepare, say) is not retried, as in a wake. A failure after
  * N+1 was published (healthy failed) is uncertain: N+1 is retired and N kept,
  * because N still serves while N+1 just failed its health check, and parking
@@ -296,81 +296,81 @@ int act_host_generation_exited(act_host *host, int status, bool served_long_enou
  * leaves the failure-park streak alone: the host never stopped serving.
  *
  * Only one swap per host at a time, so the caller can refuse a second with a
- * clear reason. Returns ACT_WAKE_STARTED; -EBUSY when a wake, swap or
+ * clear reason. Returns PL_WAKE_STARTED; -EBUSY when a wake, swap or
  * retirement is in flight; -ESRCH when the host is not serving; -EINVAL
  * without a host; -ENOMEM. done may be NULL and is never called before this
  * returns. */
-int act_host_swap(act_host *host, act_wake_done_fn done, void *userdata);
+int pl_host_swap(pl_host *host, pl_wake_done_fn done, void *userdata);
 
 /* A daemon restarted while its generations kept running (crash-only
  * design): a parked host that the daemon found serving, with a claim that
  * still names it, resumes as SERVING without a wake, so its clients never
  * notice the restart. Emits SERVING. -EBUSY unless the host is parked with
  * nothing in flight and no unproven stop. */
-int act_host_adopt_serving(act_host *host);
+int pl_host_adopt_serving(pl_host *host);
 
 /* An earlier generation is now proven stopped (for example the daemon's sweep
  * found its cgroup empty): clears the unproven stop so wakes run again. */
-void act_host_report_proof(act_host *host);
+void pl_host_report_proof(pl_host *host);
 
-const char *act_host_name(const act_host *host);
-act_host_state act_host_get_state(const act_host *host);
-bool act_host_is_unproven(const act_host *host);
-unsigned act_host_failure_streak(const act_host *host);
+const char *pl_host_name(const pl_host *host);
+pl_host_state pl_host_get_state(const pl_host *host);
+bool pl_host_is_unproven(const pl_host *host);
+unsigned pl_host_failure_streak(const pl_host *host);
 
 /* What `failed` is asked to retire. */
-typedef enum act_retire_cause {
-    ACT_RETIRE_ATTEMPT,   /* a start of this wake failed, was refused or cancelled */
-    ACT_RETIRE_UNCERTAIN, /* a failure after ready: the claim may name it; give up */
-    ACT_RETIRE_EXITED,    /* the serving generation's main process exited */
-    ACT_RETIRE_PARK,      /* the serving generation is parked */
-    ACT_RETIRE_REPLACED,  /* a swap's N+1 is healthy: retire the generation it replaces */
-} act_retire_cause;
+typedef enum pl_retire_cause {
+    PL_RETIRE_ATTEMPT,   /* a start of this wake failed, was refused or cancelled */
+    PL_RETIRE_UNCERTAIN, /* a failure after ready: the claim may name it; give up */
+    PL_RETIRE_EXITED,    /* the serving generation's main process exited */
+    PL_RETIRE_PARK,      /* the serving generation is parked */
+    PL_RETIRE_REPLACED,  /* a swap's N+1 is healthy: retire the generation it replaces */
+} pl_retire_cause;
 
-typedef struct act_retirement {
+typedef struct pl_retirement {
     /* Also says which generation: ATTEMPT and UNCERTAIN the one this wake (or
      * swap) started, REPLACED the one the swap replaces, PARK and EXITED the
      * one serving. */
-    act_retire_cause cause;
-    act_reason reason;         /* why (ACT_REASON_NONE for an idle park) */
+    pl_retire_cause cause;
+    pl_reason reason;          /* why (PL_REASON_NONE for an idle park) */
     unsigned attempt;          /* the attempt retired; 0 for a serving generation */
     bool record_attempt;       /* record a failed attempt of the build */
     bool exec_started;         /* the build's process was started */
     bool graceful;             /* SIGTERM and StopTimeoutSec first (parks, a swap's attempts);
                                 * else kill now */
-    act_park_cause park_cause; /* ACT_RETIRE_PARK and ACT_RETIRE_EXITED */
-} act_retirement;
+    pl_park_cause park_cause;  /* PL_RETIRE_PARK and PL_RETIRE_EXITED */
+} pl_retirement;
 
-/* Completes the operation in flight: ACT_REASON_NONE for success, otherwise
+/* Completes the operation in flight: PL_REASON_NONE for success, otherwise
  * the refusal or failure with one sentence. Returns 0, or -ESTALE (and
  * ignores the call) when no operation of this wake is waiting for it. */
-int act_wake_complete(act_wake *wake, act_reason reason, const char *fmt, ...)
+int pl_wake_complete(pl_wake *wake, pl_reason reason, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static inline int act_wake_ok(act_wake *wake)
+static inline int pl_wake_ok(pl_wake *wake)
 {
-    return act_wake_complete(wake, ACT_REASON_NONE, NULL);
+    return pl_wake_complete(wake, PL_REASON_NONE, NULL);
 }
 
 /* Completes `failed`: proven says the generation is proven stopped (its
  * cgroup empty). Unproven leaves the host refusing wakes with unproven_stop
- * until act_host_report_proof. Returns 0 or -ESTALE as act_wake_complete. */
-int act_wake_retired(act_wake *wake, bool proven, const char *fmt, ...)
+ * until pl_host_report_proof. Returns 0 or -ESTALE as pl_wake_complete. */
+int pl_wake_retired(pl_wake *wake, bool proven, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-act_host *act_wake_host(const act_wake *wake);
+pl_host *pl_wake_host(const pl_wake *wake);
 /* The operation in flight. */
-act_step act_wake_step(const act_wake *wake);
+pl_step pl_wake_step(const pl_wake *wake);
 /* The current attempt, 1-based; 0 before the attempt loop. */
-unsigned act_wake_attempt(const act_wake *wake);
+unsigned pl_wake_attempt(const pl_wake *wake);
 /* What `failed` must retire; valid while `failed` runs. */
-const act_retirement *act_wake_retirement(const act_wake *wake);
-/* True for a wake started by act_host_swap: ops use it to keep the serving
+const pl_retirement *pl_wake_retirement(const pl_wake *wake);
+/* True for a wake started by pl_host_swap: ops use it to keep the serving
  * generation separate from the one being started (two generations of the host
  * run at once only during a swap). */
-bool act_wake_is_swap(const act_wake *wake);
+bool pl_wake_is_swap(const pl_wake *wake);
 
 /* Per-wake data for the operations (the admitted claim, the generation's
  * handles...). destroy, if set, runs when the wake is freed. */
-void act_wake_set_data(act_wake *wake, void *data, void (*destroy)(void *data));
-void *act_wake_get_data(const act_wake *wake);
+void pl_wake_set_data(pl_wake *wake, void *data, void (*destroy)(void *data));
+void *pl_wake_get_data(const pl_wake *wake);

@@ -8,7 +8,7 @@
  * |                  |         |       |              | moves the phase; waiting 1-8 s does   |
  * |                  |         |       |              | not                                   |
  * | unproven_stop    | yes     | no    | no           | only a proof of the old generation's  |
- * |                  |         |       |              | stop clears it (act_host_report_proof)|
+ * |                  |         |       |              | stop clears it (pl_host_report_proof)|
  * | claim_changed    | yes     | no    | no           | our admission is the fencing token;   |
  * |                  |         |       |              | once it moved, every later step of    |
  * |                  |         |       |              | this wake is fenced; a new wake must  |
@@ -65,44 +65,44 @@ typedef struct reason_policy {
 } reason_policy;
 
 static const reason_policy reason_table[] = {
-    [ACT_REASON_NONE] = {"ok", false, false, false},
-    [ACT_REASON_NOT_OWNER] = {"not_owner", true, false, false},
-    [ACT_REASON_WRONG_PHASE] = {"wrong_phase", true, false, false},
-    [ACT_REASON_UNPROVEN_STOP] = {"unproven_stop", true, false, false},
-    [ACT_REASON_CLAIM_CHANGED] = {"claim_changed", true, false, false},
-    [ACT_REASON_PIN_MISMATCH] = {"pin_mismatch", true, false, false},
-    [ACT_REASON_HELD_MISMATCH] = {"held_mismatch", true, false, false},
-    [ACT_REASON_DIGEST_MISMATCH] = {"digest_mismatch", true, false, false},
-    [ACT_REASON_RESTORE_FAILED] = {"restore_failed", false, false, false},
-    [ACT_REASON_EXEC_FAILED] = {"exec_failed", false, true, true},
-    [ACT_REASON_READY_TIMEOUT] = {"ready_timeout", false, true, true},
-    [ACT_REASON_PUBLISH_LOST] = {"publish_lost", false, false, false},
-    [ACT_REASON_BUDGET] = {"budget", true, false, false},
-    [ACT_REASON_STORE_ERROR] = {"store_error", false, false, false},
-    [ACT_REASON_NOT_STAGED] = {"not_staged", true, false, false},
-    [ACT_REASON_SETUP_FAILED] = {"setup_failed", false, false, false},
-    [ACT_REASON_CRASHED] = {"crashed", false, true, true},
-    [ACT_REASON_REPLICATE_FAILED] = {"replicate_failed", false, false, false},
-    [ACT_REASON_UNHEALTHY] = {"unhealthy", false, false, true},
-    [ACT_REASON_CANCELLED] = {"cancelled", false, false, false},
+    [PL_REASON_NONE] = {"ok", false, false, false},
+    [PL_REASON_NOT_OWNER] = {"not_owner", true, false, false},
+    [PL_REASON_WRONG_PHASE] = {"wrong_phase", true, false, false},
+    [PL_REASON_UNPROVEN_STOP] = {"unproven_stop", true, false, false},
+    [PL_REASON_CLAIM_CHANGED] = {"claim_changed", true, false, false},
+    [PL_REASON_PIN_MISMATCH] = {"pin_mismatch", true, false, false},
+    [PL_REASON_HELD_MISMATCH] = {"held_mismatch", true, false, false},
+    [PL_REASON_DIGEST_MISMATCH] = {"digest_mismatch", true, false, false},
+    [PL_REASON_RESTORE_FAILED] = {"restore_failed", false, false, false},
+    [PL_REASON_EXEC_FAILED] = {"exec_failed", false, true, true},
+    [PL_REASON_READY_TIMEOUT] = {"ready_timeout", false, true, true},
+    [PL_REASON_PUBLISH_LOST] = {"publish_lost", false, false, false},
+    [PL_REASON_BUDGET] = {"budget", true, false, false},
+    [PL_REASON_STORE_ERROR] = {"store_error", false, false, false},
+    [PL_REASON_NOT_STAGED] = {"not_staged", true, false, false},
+    [PL_REASON_SETUP_FAILED] = {"setup_failed", false, false, false},
+    [PL_REASON_CRASHED] = {"crashed", false, true, true},
+    [PL_REASON_REPLICATE_FAILED] = {"replicate_failed", false, false, false},
+    [PL_REASON_UNHEALTHY] = {"unhealthy", false, false, true},
+    [PL_REASON_CANCELLED] = {"cancelled", false, false, false},
 };
-/* act_reason_from_string walks the whole table: every reason needs its row. */
-static_assert(ARRAY_SIZE(reason_table) == _ACT_REASON_MAX, "a reason without a policy row");
+/* pl_reason_from_string walks the whole table: every reason needs its row. */
+static_assert(ARRAY_SIZE(reason_table) == _PL_REASON_MAX, "a reason without a policy row");
 
-static const reason_policy *policy_of(act_reason reason)
+static const reason_policy *policy_of(pl_reason reason)
 {
     if ((unsigned)reason >= ARRAY_SIZE(reason_table))
         return NULL;
     return &reason_table[reason];
 }
 
-const char *act_reason_to_string(act_reason reason)
+const char *pl_reason_to_string(pl_reason reason)
 {
     const reason_policy *policy = policy_of(reason);
     return policy ? policy->name : "unknown";
 }
 
-int act_reason_from_string(const char *name)
+int pl_reason_from_string(const char *name)
 {
     if (!name)
         return -EINVAL;
@@ -112,19 +112,19 @@ int act_reason_from_string(const char *name)
     return -EINVAL;
 }
 
-bool act_reason_is_refusal(act_reason reason)
+bool pl_reason_is_refusal(pl_reason reason)
 {
     const reason_policy *policy = policy_of(reason);
     return policy && policy->refusal;
 }
 
-bool act_reason_is_retryable(act_reason reason)
+bool pl_reason_is_retryable(pl_reason reason)
 {
     const reason_policy *policy = policy_of(reason);
     return policy && policy->retryable;
 }
 
-bool act_reason_blames_build(act_reason reason)
+bool pl_reason_blames_build(pl_reason reason)
 {
     const reason_policy *policy = policy_of(reason);
     return policy && policy->blames_build;

@@ -7,44 +7,44 @@
 
 #include <stdbool.h>
 
-typedef enum act_reason {
-    ACT_REASON_NONE = 0,         /* "ok": no refusal, no failure */
-    ACT_REASON_NOT_OWNER,        /* the claim names another box as executor */
-    ACT_REASON_WRONG_PHASE,      /* the claim's op phase does not allow a wake */
-    ACT_REASON_UNPROVEN_STOP,    /* an earlier generation is not proven stopped */
-    ACT_REASON_CLAIM_CHANGED,    /* the claim moved away from our admission */
-    ACT_REASON_PIN_MISMATCH,     /* the build to run is not the pinned one */
-    ACT_REASON_HELD_MISMATCH,    /* the build to run is not the held one */
-    ACT_REASON_DIGEST_MISMATCH,  /* the staged bytes do not hash to the manifest */
-    ACT_REASON_RESTORE_FAILED,   /* ExecRestore= failed or timed out */
-    ACT_REASON_EXEC_FAILED,      /* the generation could not be exec'd */
-    ACT_REASON_READY_TIMEOUT,    /* no readiness within ReadyTimeoutSec */
-    ACT_REASON_PUBLISH_LOST,     /* the admission was lost before or during publication */
-    ACT_REASON_BUDGET,           /* a start budget (rate or box-wide cap) ran out */
-    ACT_REASON_STORE_ERROR,      /* the claim store did not answer or answered badly */
-    ACT_REASON_NOT_STAGED,       /* the build to run is not staged */
-    ACT_REASON_SETUP_FAILED,     /* a local resource (cgroup, file, socket) could not be set up */
-    ACT_REASON_CRASHED,          /* the generation exited (before ready, or while serving) */
-    ACT_REASON_REPLICATE_FAILED, /* ExecReplicate= could not be started */
-    ACT_REASON_UNHEALTHY,        /* the health check after publication failed */
-    ACT_REASON_CANCELLED,        /* a park request or shutdown ended the wake */
-    _ACT_REASON_MAX,
-} act_reason;
+typedef enum pl_reason {
+    PL_REASON_NONE = 0,         /* "ok": no refusal, no failure */
+    PL_REASON_NOT_OWNER,        /* the claim names another box as executor */
+    PL_REASON_WRONG_PHASE,      /* the claim's op phase does not allow a wake */
+    PL_REASON_UNPROVEN_STOP,    /* an earlier generation is not proven stopped */
+    PL_REASON_CLAIM_CHANGED,    /* the claim moved away from our admission */
+    PL_REASON_PIN_MISMATCH,     /* the build to run is not the pinned one */
+    PL_REASON_HELD_MISMATCH,    /* the build to run is not the held one */
+    PL_REASON_DIGEST_MISMATCH,  /* the staged bytes do not hash to the manifest */
+    PL_REASON_RESTORE_FAILED,   /* ExecRestore= failed or timed out */
+    PL_REASON_EXEC_FAILED,      /* the generation could not be exec'd */
+    PL_REASON_READY_TIMEOUT,    /* no readiness within ReadyTimeoutSec */
+    PL_REASON_PUBLISH_LOST,     /* the admission was lost before or during publication */
+    PL_REASON_BUDGET,           /* a start budget (rate or box-wide cap) ran out */
+    PL_REASON_STORE_ERROR,      /* the claim store did not answer or answered badly */
+    PL_REASON_NOT_STAGED,       /* the build to run is not staged */
+    PL_REASON_SETUP_FAILED,     /* a local resource (cgroup, file, socket) could not be set up */
+    PL_REASON_CRASHED,          /* the generation exited (before ready, or while serving) */
+    PL_REASON_REPLICATE_FAILED, /* ExecReplicate= could not be started */
+    PL_REASON_UNHEALTHY,        /* the health check after publication failed */
+    PL_REASON_CANCELLED,        /* a park request or shutdown ended the wake */
+    _PL_REASON_MAX,
+} pl_reason;
 
 /* "ok", "not_owner", ...; "unknown" for a value out of range. */
-const char *act_reason_to_string(act_reason reason);
+const char *pl_reason_to_string(pl_reason reason);
 
-/* The code for a string from act_reason_to_string, or -EINVAL. */
-int act_reason_from_string(const char *name);
+/* The code for a string from pl_reason_to_string, or -EINVAL. */
+int pl_reason_from_string(const char *name);
 
 /* True for the reasons that say "this wake must not happen" rather than "this
  * start went wrong": they end a wake as refused. */
-bool act_reason_is_refusal(act_reason reason);
+bool pl_reason_is_refusal(pl_reason reason);
 
 /* True when another start in the same admission, after the backoff, can
  * reasonably succeed. reason.c holds the table and the argument per reason. */
-bool act_reason_is_retryable(act_reason reason);
+bool pl_reason_is_retryable(pl_reason reason);
 
 /* True when the failure is the running build's own (it was exec'd and did not
  * come up, or came up sick), so a failed attempt of that build is recorded. */
-bool act_reason_blames_build(act_reason reason);
+bool pl_reason_blames_build(pl_reason reason);

@@ -9,86 +9,86 @@
 #define NAME_OF(table, value)                                                                      \
     ((unsigned)(value) < ARRAY_SIZE(table) && (table)[value] ? (table)[value] : "unknown")
 
-const char *act_step_to_string(act_step step)
+const char *pl_step_to_string(pl_step step)
 {
     static const char *const names[] = {
-        [ACT_STEP_NONE] = "start",          [ACT_STEP_READ] = "read",
-        [ACT_STEP_ADMIT] = "admit",         [ACT_STEP_RESTORE] = "restore",
-        [ACT_STEP_RESERVE] = "reserve",     [ACT_STEP_MATERIALIZE] = "materialize",
-        [ACT_STEP_PREPARE] = "prepare",     [ACT_STEP_GATE] = "gate",
-        [ACT_STEP_EXEC] = "exec",           [ACT_STEP_READY] = "ready",
-        [ACT_STEP_REPLICATE] = "replicate", [ACT_STEP_PUBLISH] = "publish",
-        [ACT_STEP_HEALTHY] = "healthy",     [ACT_STEP_FAILED] = "failed",
+        [PL_STEP_NONE] = "start",          [PL_STEP_READ] = "read",
+        [PL_STEP_ADMIT] = "admit",         [PL_STEP_RESTORE] = "restore",
+        [PL_STEP_RESERVE] = "reserve",     [PL_STEP_MATERIALIZE] = "materialize",
+        [PL_STEP_PREPARE] = "prepare",     [PL_STEP_GATE] = "gate",
+        [PL_STEP_EXEC] = "exec",           [PL_STEP_READY] = "ready",
+        [PL_STEP_REPLICATE] = "replicate", [PL_STEP_PUBLISH] = "publish",
+        [PL_STEP_HEALTHY] = "healthy",     [PL_STEP_FAILED] = "failed",
     };
-    static_assert(ARRAY_SIZE(names) == _ACT_STEP_MAX, "a step without a name");
+    static_assert(ARRAY_SIZE(names) == _PL_STEP_MAX, "a step without a name");
     return NAME_OF(names, step);
 }
 
-const char *act_host_state_to_string(act_host_state state)
+const char *pl_host_state_to_string(pl_host_state state)
 {
     static const char *const names[] = {
-        [ACT_HOST_PARKED] = "parked",
-        [ACT_HOST_WAKING] = "waking",
-        [ACT_HOST_SERVING] = "serving",
-        [ACT_HOST_RETIRING] = "retiring",
+        [PL_HOST_PARKED] = "parked",
+        [PL_HOST_WAKING] = "waking",
+        [PL_HOST_SERVING] = "serving",
+        [PL_HOST_RETIRING] = "retiring",
     };
-    static_assert(ARRAY_SIZE(names) == _ACT_HOST_STATE_MAX, "a host state without a name");
+    static_assert(ARRAY_SIZE(names) == _PL_HOST_STATE_MAX, "a host state without a name");
     return NAME_OF(names, state);
 }
 
-const char *act_trigger_to_string(act_trigger trigger)
+const char *pl_trigger_to_string(pl_trigger trigger)
 {
     static const char *const names[] = {
-        [ACT_TRIGGER_CONNECTION] = "connection",
-        [ACT_TRIGGER_WARM] = "warm",
-        [ACT_TRIGGER_CLAIM_CHANGE] = "claim_change",
+        [PL_TRIGGER_CONNECTION] = "connection",
+        [PL_TRIGGER_WARM] = "warm",
+        [PL_TRIGGER_CLAIM_CHANGE] = "claim_change",
     };
-    static_assert(ARRAY_SIZE(names) == _ACT_TRIGGER_MAX, "a trigger without a name");
+    static_assert(ARRAY_SIZE(names) == _PL_TRIGGER_MAX, "a trigger without a name");
     return NAME_OF(names, trigger);
 }
 
-const char *act_wake_kind_to_string(act_wake_kind kind)
+const char *pl_wake_kind_to_string(pl_wake_kind kind)
 {
     static const char *const names[] = {
-        [ACT_WAKE_SERVING] = "serving",
-        [ACT_WAKE_REFUSED] = "refused",
-        [ACT_WAKE_FAILED] = "failed",
-        [ACT_WAKE_CANCELLED] = "cancelled",
+        [PL_WAKE_SERVING] = "serving",
+        [PL_WAKE_REFUSED] = "refused",
+        [PL_WAKE_FAILED] = "failed",
+        [PL_WAKE_CANCELLED] = "cancelled",
     };
-    static_assert(ARRAY_SIZE(names) == ACT_WAKE_CANCELLED + 1, "a wake kind without a name");
+    static_assert(ARRAY_SIZE(names) == PL_WAKE_CANCELLED + 1, "a wake kind without a name");
     return NAME_OF(names, kind);
 }
 
-const char *act_wake_event_type_to_string(act_wake_event_type type)
+const char *pl_wake_event_type_to_string(pl_wake_event_type type)
 {
     static const char *const names[] = {
-        [ACT_WAKE_EVENT_WAKING] = "waking",
-        [ACT_WAKE_EVENT_JOINED] = "joined",
-        [ACT_WAKE_EVENT_DEFERRED] = "deferred",
-        [ACT_WAKE_EVENT_STEP] = "step",
-        [ACT_WAKE_EVENT_ADMITTED] = "admitted",
-        [ACT_WAKE_EVENT_HELD] = "held",
-        [ACT_WAKE_EVENT_EXECUTED] = "executed",
-        [ACT_WAKE_EVENT_READY] = "ready",
-        [ACT_WAKE_EVENT_PUBLISHED] = "published",
-        [ACT_WAKE_EVENT_FAILED] = "failed",
-        [ACT_WAKE_EVENT_REFUSED] = "refused",
-        [ACT_WAKE_EVENT_RETIRING] = "retiring",
-        [ACT_WAKE_EVENT_RETIRED] = "retired",
-        [ACT_WAKE_EVENT_UNPROVEN] = "unproven",
-        [ACT_WAKE_EVENT_BACKOFF] = "backoff",
-        [ACT_WAKE_EVENT_SERVING] = "serving",
-        [ACT_WAKE_EVENT_GAVE_UP] = "gave_up",
-        [ACT_WAKE_EVENT_CANCELLED] = "cancelled",
-        [ACT_WAKE_EVENT_EXITED] = "exited",
-        [ACT_WAKE_EVENT_PARKING] = "parking",
-        [ACT_WAKE_EVENT_PARKED] = "parked",
-        [ACT_WAKE_EVENT_PROVEN] = "proven",
-        [ACT_WAKE_EVENT_SWAP_STARTED] = "swap_started",
-        [ACT_WAKE_EVENT_SWAP_DONE] = "swap_done",
-        [ACT_WAKE_EVENT_SWAP_FAILED] = "swap_failed",
-        [ACT_WAKE_EVENT_ENDED] = "ended",
+        [PL_WAKE_EVENT_WAKING] = "waking",
+        [PL_WAKE_EVENT_JOINED] = "joined",
+        [PL_WAKE_EVENT_DEFERRED] = "deferred",
+        [PL_WAKE_EVENT_STEP] = "step",
+        [PL_WAKE_EVENT_ADMITTED] = "admitted",
+        [PL_WAKE_EVENT_HELD] = "held",
+        [PL_WAKE_EVENT_EXECUTED] = "executed",
+        [PL_WAKE_EVENT_READY] = "ready",
+        [PL_WAKE_EVENT_PUBLISHED] = "published",
+        [PL_WAKE_EVENT_FAILED] = "failed",
+        [PL_WAKE_EVENT_REFUSED] = "refused",
+        [PL_WAKE_EVENT_RETIRING] = "retiring",
+        [PL_WAKE_EVENT_RETIRED] = "retired",
+        [PL_WAKE_EVENT_UNPROVEN] = "unproven",
+        [PL_WAKE_EVENT_BACKOFF] = "backoff",
+        [PL_WAKE_EVENT_SERVING] = "serving",
+        [PL_WAKE_EVENT_GAVE_UP] = "gave_up",
+        [PL_WAKE_EVENT_CANCELLED] = "cancelled",
+        [PL_WAKE_EVENT_EXITED] = "exited",
+        [PL_WAKE_EVENT_PARKING] = "parking",
+        [PL_WAKE_EVENT_PARKED] = "parked",
+        [PL_WAKE_EVENT_PROVEN] = "proven",
+        [PL_WAKE_EVENT_SWAP_STARTED] = "swap_started",
+        [PL_WAKE_EVENT_SWAP_DONE] = "swap_done",
+        [PL_WAKE_EVENT_SWAP_FAILED] = "swap_failed",
+        [PL_WAKE_EVENT_ENDED] = "ended",
     };
-    static_assert(ARRAY_SIZE(names) == _ACT_WAKE_EVENT_MAX, "a wake event type without a name");
+    static_assert(ARRAY_SIZE(names) == _PL_WAKE_EVENT_MAX, "a wake event type without a name");
     return NAME_OF(names, type);
 }

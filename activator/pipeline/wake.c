@@ -1,7 +1,7 @@
 /* The step machine of one wake (or of one swap, or of one retirement of a
  * serving generation).
  *
- * Operations complete into act_wake_complete / act_wake_retired, which only
+ * Operations complete into pl_wake_complete / pl_wake_retired, which only
  * record the outcome and arm the wake's advance source. The machine moves on
  * from that source, from its timers, or from a budget grant delivered the same
  * way, so it is never re-entered from inside an operation and never runs a
@@ -22,14 +22,14 @@
 #define TIMER_ACCURACY_USEC 1000ULL
 #define USEC_PER_MSEC 1000ULL
 
-static void wake_finish(act_wake *wake, act_wake_kind kind, act_reason reason, act_step step,
+static void wake_finish(pl_wake *wake, pl_wake_kind kind, pl_reason reason, pl_step step,
                         const char *message);
-static void wake_call(act_wake *wake, act_step step);
-static void wake_begin_attempt(act_wake *wake);
-static void wake_try_budget(act_wake *wake);
-static void wake_cancel_cleanup(act_wake *wake);
+static void wake_call(pl_wake *wake, pl_step step);
+static void wake_begin_attempt(pl_wake *wake);
+static void wake_try_budget(pl_wake *wake);
+static void wake_cancel_cleanup(pl_wake *wake);
 
-void act_joiner_list_append(act_joiner_list *list, act_joiner *joiner)
+void pl_joiner_list_append(pl_joiner_list *list, pl_joiner *joiner)
 {
     assert(list);
     assert(joiner);
@@ -41,7 +41,7 @@ void act_joiner_list_append(act_joiner_list *list, act_joiner *joiner)
     list->tail = joiner;
 }
 
-void act_joiner_list_move(act_joiner_list *to, act_joiner_list *from)
+void pl_joiner_list_move(pl_joiner_list *to, pl_joiner_list *from)
 {
     assert(to);
     assert(from);
@@ -55,21 +55,21 @@ void act_joiner_list_move(act_joiner_list *to, act_joiner_list *from)
     from->head = from->tail = NULL;
 }
 
-static void joiner_list_free(act_joiner_list *list)
+static void joiner_list_free(pl_joiner_list *list)
 {
-    act_joiner *joiner = list->head;
+    pl_joiner *joiner = list->head;
     while (joiner) {
-        act_joiner *next = joiner->next;
+        pl_joiner *next = joiner->next;
         free(joiner);
         joiner = next;
     }
     list->head = list->tail = NULL;
 }
 
-static void emit(act_wake *wake, act_wake_event_type type, act_step step, act_reason reason,
+static void emit(pl_wake *wake, pl_wake_event_type type, pl_step step, pl_reason reason,
                  uint64_t delay_usec, const char *message)
 {
-    act_wake_event event = {
+    pl_wake_event event = {
         .type = type,
         .step = step,
         .attempt = wake->attempt,
@@ -78,46 +78,46 @@ static void emit(act_wake *wake, act_wake_event_type type, act_step step, act_re
         .park_cause = wake->retirement.park_cause,
         .delay_usec = delay_usec,
         .message = message,
-        .swap = wake->mode == ACT_WAKE_MODE_SWAP,
+        .swap = wake->mode == PL_WAKE_MODE_SWAP,
     };
-    act_host_emit(wake->host, &event);
+    pl_host_emit(wake->host, &event);
 }
 
-static act_step_fn op_of(const act_pipeline_ops *ops, act_step step)
+static pl_step_fn op_of(const pl_ops *ops, pl_step step)
 {
     switch (step) {
-    case ACT_STEP_READ:
+    case PL_STEP_READ:
         return ops->read;
-    case ACT_STEP_ADMIT:
+    case PL_STEP_ADMIT:
         return ops->admit;
-    case ACT_STEP_RESTORE:
+    case PL_STEP_RESTORE:
         return ops->restore;
-    case ACT_STEP_RESERVE:
+    case PL_STEP_RESERVE:
         return ops->reserve;
-    case ACT_STEP_MATERIALIZE:
+    case PL_STEP_MATERIALIZE:
         return ops->materialize;
-    case ACT_STEP_PREPARE:
+    case PL_STEP_PREPARE:
         return ops->prepare;
-    case ACT_STEP_GATE:
+    case PL_STEP_GATE:
         return ops->gate;
-    case ACT_STEP_EXEC:
+    case PL_STEP_EXEC:
         return ops->exec;
-    case ACT_STEP_READY:
+    case PL_STEP_READY:
         return ops->ready;
-    case ACT_STEP_REPLICATE:
+    case PL_STEP_REPLICATE:
         return ops->replicate;
-    case ACT_STEP_PUBLISH:
+    case PL_STEP_PUBLISH:
         return ops->publish;
-    case ACT_STEP_HEALTHY:
+    case PL_STEP_HEALTHY:
         return ops->healthy;
-    case ACT_STEP_FAILED:
+    case PL_STEP_FAILED:
         return ops->failed;
     default:
         return NULL;
     }
 }
 
-void act_wake_kick(act_wake *wake)
+void pl_wake_kick(pl_wake *wake)
 {
     assert(wake);
     int r = sd_event_source_set_enabled(wake->advance, SD_EVENT_ONESHOT);
@@ -134,7 +134,7 @@ static void stop_timer(sd_event_source **source)
 static int timer_fired(sd_event_source *source, uint64_t usec, void *userdata);
 static int window_closed(sd_event_source *source, uint64_t usec, void *userdata);
 
-static int arm(act_wake *wake, sd_event_source **source, uint64_t delay_usec,
+static int arm(pl_wake *wake, sd_event_source **source, uint64_t delay_usec,
                sd_event_time_handler_t handler)
 {
     stop_timer(source);
@@ -142,17 +142,17 @@ static int arm(act_wake *wake, sd_event_source **source, uint64_t delay_usec,
                                       TIMER_ACCURACY_USEC, handler, wake);
 }
 
-static void release_slot(act_wake *wake)
+static void release_slot(pl_wake *wake)
 {
     if (!wake->holds_slot)
         return;
     wake->holds_slot = false;
-    act_start_cap_release(wake->host->config.start_cap);
+    pl_start_cap_release(wake->host->config.start_cap);
 }
 
-static void record_completion(act_wake *wake, act_reason reason, bool proven, const char *fmt,
+static void record_completion(pl_wake *wake, pl_reason reason, bool proven, const char *fmt,
                               va_list ap) __attribute__((format(printf, 4, 0)));
-static void record_completion(act_wake *wake, act_reason reason, bool proven, const char *fmt,
+static void record_completion(pl_wake *wake, pl_reason reason, bool proven, const char *fmt,
                               va_list ap)
 {
     wake->completed_reason = reason;
@@ -160,89 +160,89 @@ static void record_completion(act_wake *wake, act_reason reason, bool proven, co
     wake->completed_message[0] = '\0';
     if (fmt)
         vsnprintf(wake->completed_message, sizeof(wake->completed_message), fmt, ap);
-    else if (reason != ACT_REASON_NONE)
+    else if (reason != PL_REASON_NONE)
         snprintf(wake->completed_message, sizeof(wake->completed_message),
-                 "host %s: step %s failed: %s", wake->host->name, act_step_to_string(wake->step),
-                 act_reason_to_string(reason));
+                 "host %s: step %s failed: %s", wake->host->name, pl_step_to_string(wake->step),
+                 pl_reason_to_string(reason));
 }
 
 /* Records an outcome the pipeline itself decided for the step in flight. */
-static void complete_internally(act_wake *wake, act_reason reason, const char *fmt, ...)
+static void complete_internally(pl_wake *wake, pl_reason reason, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void complete_internally(act_wake *wake, act_reason reason, const char *fmt, ...)
+static void complete_internally(pl_wake *wake, pl_reason reason, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    record_completion(wake, reason, reason == ACT_REASON_NONE, fmt, ap);
+    record_completion(wake, reason, reason == PL_REASON_NONE, fmt, ap);
     va_end(ap);
-    wake->phase = ACT_PHASE_COMPLETED;
-    act_wake_kick(wake);
+    wake->phase = PL_PHASE_COMPLETED;
+    pl_wake_kick(wake);
 }
 
-int act_wake_complete(act_wake *wake, act_reason reason, const char *fmt, ...)
+int pl_wake_complete(pl_wake *wake, pl_reason reason, const char *fmt, ...)
 {
-    if (!wake || wake->phase != ACT_PHASE_OP || wake->step == ACT_STEP_FAILED ||
-        (unsigned)reason >= _ACT_REASON_MAX)
+    if (!wake || wake->phase != PL_PHASE_OP || wake->step == PL_STEP_FAILED ||
+        (unsigned)reason >= _PL_REASON_MAX)
         return -ESTALE;
     va_list ap;
     va_start(ap, fmt);
-    record_completion(wake, reason, reason == ACT_REASON_NONE, fmt, ap);
+    record_completion(wake, reason, reason == PL_REASON_NONE, fmt, ap);
     va_end(ap);
     stop_timer(&wake->window);
-    wake->phase = ACT_PHASE_COMPLETED;
-    act_wake_kick(wake);
+    wake->phase = PL_PHASE_COMPLETED;
+    pl_wake_kick(wake);
     return 0;
 }
 
-int act_wake_retired(act_wake *wake, bool proven, const char *fmt, ...)
+int pl_wake_retired(pl_wake *wake, bool proven, const char *fmt, ...)
 {
-    if (!wake || wake->phase != ACT_PHASE_OP || wake->step != ACT_STEP_FAILED)
+    if (!wake || wake->phase != PL_PHASE_OP || wake->step != PL_STEP_FAILED)
         return -ESTALE;
     va_list ap;
     va_start(ap, fmt);
-    record_completion(wake, ACT_REASON_NONE, proven, fmt, ap);
+    record_completion(wake, PL_REASON_NONE, proven, fmt, ap);
     va_end(ap);
-    wake->phase = ACT_PHASE_COMPLETED;
-    act_wake_kick(wake);
+    wake->phase = PL_PHASE_COMPLETED;
+    pl_wake_kick(wake);
     return 0;
 }
 
-static void wake_call(act_wake *wake, act_step step)
+static void wake_call(pl_wake *wake, pl_step step)
 {
-    act_host *host = wake->host;
+    pl_host *host = wake->host;
     wake->step = step;
-    wake->phase = ACT_PHASE_OP;
-    if (step == ACT_STEP_RESERVE) {
+    wake->phase = PL_PHASE_OP;
+    if (step == PL_STEP_RESERVE) {
         wake->starts++;
         wake->attempt_live = true;
         wake->exec_started = false;
     }
-    emit(wake, step == ACT_STEP_FAILED ? ACT_WAKE_EVENT_RETIRING : ACT_WAKE_EVENT_STEP, step,
-         step == ACT_STEP_FAILED ? wake->retirement.reason : ACT_REASON_NONE, 0, NULL);
-    if (step == ACT_STEP_READY) {
+    emit(wake, step == PL_STEP_FAILED ? PL_WAKE_EVENT_RETIRING : PL_WAKE_EVENT_STEP, step,
+         step == PL_STEP_FAILED ? wake->retirement.reason : PL_REASON_NONE, 0, NULL);
+    if (step == PL_STEP_READY) {
         /* The window is the pipeline's, not the operation's, so a ready
          * probe that never answers cannot hold the host forever. */
         int r = arm(wake, &wake->window, host->config.ready_timeout_usec, window_closed);
         if (r < 0) {
-            complete_internally(wake, ACT_REASON_SETUP_FAILED,
+            complete_internally(wake, PL_REASON_SETUP_FAILED,
                                 "host %s: cannot arm the ready window timer: %s", host->name,
                                 strerror(-r));
             return;
         }
     }
-    act_step_fn op = op_of(host->ops, step);
+    pl_step_fn op = op_of(host->ops, step);
     if (!op) {
-        complete_internally(wake, ACT_REASON_NONE, NULL);
+        complete_internally(wake, PL_REASON_NONE, NULL);
         return;
     }
     op(wake, host->ops_userdata);
 }
 
-static void wake_abandon(act_wake *wake)
+static void wake_abandon(pl_wake *wake)
 {
     /* COMPLETED first, so that a completion the operation sends while
      * abandoning is refused as stale. */
-    wake->phase = ACT_PHASE_COMPLETED;
+    wake->phase = PL_PHASE_COMPLETED;
     stop_timer(&wake->window);
     if (wake->host->ops->abandon)
         wake->host->ops->abandon(wake, wake->step, wake->host->ops_userdata);
@@ -250,33 +250,33 @@ static void wake_abandon(act_wake *wake)
 
 static int window_closed(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    act_wake *wake = userdata;
-    if (wake->phase != ACT_PHASE_OP || wake->step != ACT_STEP_READY)
+    pl_wake *wake = userdata;
+    if (wake->phase != PL_PHASE_OP || wake->step != PL_STEP_READY)
         return 0;
     wake_abandon(wake);
     complete_internally(
-        wake, ACT_REASON_READY_TIMEOUT,
+        wake, PL_REASON_READY_TIMEOUT,
         "host %s: attempt %u was not ready within %llu ms (ReadyTimeoutSec)", wake->host->name,
         wake->attempt, (unsigned long long)(wake->host->config.ready_timeout_usec / USEC_PER_MSEC));
     return 0;
 }
 
-static bool step_in_attempt(act_step step)
+static bool step_in_attempt(pl_step step)
 {
-    return step >= ACT_STEP_RESERVE && step <= ACT_STEP_READY;
+    return step >= PL_STEP_RESERVE && step <= PL_STEP_READY;
 }
 
-static bool step_after_ready(act_step step)
+static bool step_after_ready(pl_step step)
 {
-    return step >= ACT_STEP_REPLICATE && step <= ACT_STEP_HEALTHY;
+    return step >= PL_STEP_REPLICATE && step <= PL_STEP_HEALTHY;
 }
 
 /* Runs `failed` for the live attempt with what the wake is handling. */
-static void wake_retire_attempt(act_wake *wake, act_reason reason, bool record)
+static void wake_retire_attempt(pl_wake *wake, pl_reason reason, bool record)
 {
-    wake->retirement = (act_retirement){
-        .cause = wake->published || step_after_ready(wake->step) ? ACT_RETIRE_UNCERTAIN
-                                                                 : ACT_RETIRE_ATTEMPT,
+    wake->retirement = (pl_retirement){
+        .cause = wake->published || step_after_ready(wake->step) ? PL_RETIRE_UNCERTAIN
+                                                                 : PL_RETIRE_ATTEMPT,
         .reason = reason,
         .attempt = wake->attempt,
         .record_attempt = record,
@@ -285,79 +285,79 @@ static void wake_retire_attempt(act_wake *wake, act_reason reason, bool record)
          * so it is killed at once. A swap's attempt runs on the live sockets
          * beside N and may hold accepted connections: SIGTERM and the grace
          * first, so they are answered, not reset. */
-        .graceful = wake->mode == ACT_WAKE_MODE_SWAP,
-        .park_cause = ACT_PARK_FAILURE,
+        .graceful = wake->mode == PL_WAKE_MODE_SWAP,
+        .park_cause = PL_PARK_FAILURE,
     };
-    wake_call(wake, ACT_STEP_FAILED);
+    wake_call(wake, PL_STEP_FAILED);
 }
 
-static void wake_step_failed(act_wake *wake)
+static void wake_step_failed(pl_wake *wake)
 {
-    act_step step = wake->step;
-    act_reason reason = wake->completed_reason;
+    pl_step step = wake->step;
+    pl_reason reason = wake->completed_reason;
 
     wake->failure_reason = reason;
     wake->failure_step = step;
     /* A gate refusal is a refusal whatever its reason: the gate exists to
      * stop an exec, and what it stops is never the build's failure. */
-    wake->failure_refused = act_reason_is_refusal(reason) || step == ACT_STEP_GATE;
+    wake->failure_refused = pl_reason_is_refusal(reason) || step == PL_STEP_GATE;
     /* Nothing after ready is retried: from there on the claim may already
      * name this generation, and a blind retry could run two. */
     wake->failure_retry =
-        step_in_attempt(step) && step != ACT_STEP_GATE && act_reason_is_retryable(reason);
+        step_in_attempt(step) && step != PL_STEP_GATE && pl_reason_is_retryable(reason);
     snprintf(wake->failure_message, sizeof(wake->failure_message), "%s", wake->completed_message);
 
-    emit(wake, wake->failure_refused ? ACT_WAKE_EVENT_REFUSED : ACT_WAKE_EVENT_FAILED, step, reason,
+    emit(wake, wake->failure_refused ? PL_WAKE_EVENT_REFUSED : PL_WAKE_EVENT_FAILED, step, reason,
          0, wake->failure_message);
 
     if (!wake->attempt_live) {
         /* read, admit and restore start nothing the pipeline must retire;
          * their own operations clean up after themselves. */
-        wake_finish(wake, wake->failure_refused ? ACT_WAKE_REFUSED : ACT_WAKE_FAILED, reason, step,
+        wake_finish(wake, wake->failure_refused ? PL_WAKE_REFUSED : PL_WAKE_FAILED, reason, step,
                     wake->failure_message);
         return;
     }
-    bool record = step != ACT_STEP_GATE && act_reason_blames_build(reason);
+    bool record = step != PL_STEP_GATE && pl_reason_blames_build(reason);
     wake_retire_attempt(wake, reason, record);
 }
 
 /* N+1 is published and healthy: the swap's last step retires the generation
  * it replaces, with the grace a park gives, for N's requests in flight. */
-static void wake_retire_replaced(act_wake *wake)
+static void wake_retire_replaced(pl_wake *wake)
 {
-    wake->retirement = (act_retirement){
-        .cause = ACT_RETIRE_REPLACED,
-        .reason = ACT_REASON_NONE,
+    wake->retirement = (pl_retirement){
+        .cause = PL_RETIRE_REPLACED,
+        .reason = PL_REASON_NONE,
         .graceful = true,
     };
-    wake_call(wake, ACT_STEP_FAILED);
+    wake_call(wake, PL_STEP_FAILED);
 }
 
-bool act_wake_is_replacing(const act_wake *wake)
+bool pl_wake_is_replacing(const pl_wake *wake)
 {
     assert(wake);
-    return wake->mode == ACT_WAKE_MODE_SWAP && wake->step == ACT_STEP_FAILED &&
-           wake->retirement.cause == ACT_RETIRE_REPLACED;
+    return wake->mode == PL_WAKE_MODE_SWAP && wake->step == PL_STEP_FAILED &&
+           wake->retirement.cause == PL_RETIRE_REPLACED;
 }
 
-static void wake_finish_serving(act_wake *wake, const char *replaced)
+static void wake_finish_serving(pl_wake *wake, const char *replaced)
 {
-    act_host *host = wake->host;
+    pl_host *host = wake->host;
     /* Room for the note about the replaced generation (up to three messages). */
-    char message[ACT_MESSAGE_MAX * 4];
+    char message[PL_MESSAGE_MAX * 4];
     snprintf(message, sizeof(message), "host %s %s (attempt %u of %u)%s", host->name,
-             wake->mode == ACT_WAKE_MODE_SWAP ? "serves its new generation" : "serves",
+             wake->mode == PL_WAKE_MODE_SWAP ? "serves its new generation" : "serves",
              wake->attempt, host->config.max_starts, replaced ? replaced : "");
-    wake_finish(wake, ACT_WAKE_SERVING, ACT_REASON_NONE, ACT_STEP_HEALTHY, message);
+    wake_finish(wake, PL_WAKE_SERVING, PL_REASON_NONE, PL_STEP_HEALTHY, message);
 }
 
-static void wake_retired(act_wake *wake)
+static void wake_retired(pl_wake *wake)
 {
-    act_host *host = wake->host;
+    pl_host *host = wake->host;
     bool proven = wake->completed_proven;
-    char message[ACT_MESSAGE_MAX * 3];
+    char message[PL_MESSAGE_MAX * 3];
 
-    emit(wake, proven ? ACT_WAKE_EVENT_RETIRED : ACT_WAKE_EVENT_UNPROVEN, ACT_STEP_FAILED,
+    emit(wake, proven ? PL_WAKE_EVENT_RETIRED : PL_WAKE_EVENT_UNPROVEN, PL_STEP_FAILED,
          wake->retirement.reason, 0, wake->completed_message[0] ? wake->completed_message : NULL);
     wake->attempt_live = false;
     wake->exec_started = false;
@@ -365,12 +365,12 @@ static void wake_retired(act_wake *wake)
     if (!proven)
         host->unproven = true;
 
-    if (wake->mode == ACT_WAKE_MODE_RETIRE) {
-        wake_finish(wake, ACT_WAKE_CANCELLED, ACT_REASON_CANCELLED, ACT_STEP_FAILED,
+    if (wake->mode == PL_WAKE_MODE_RETIRE) {
+        wake_finish(wake, PL_WAKE_CANCELLED, PL_REASON_CANCELLED, PL_STEP_FAILED,
                     wake->cancel_message);
         return;
     }
-    if (act_wake_is_replacing(wake)) {
+    if (pl_wake_is_replacing(wake)) {
         /* N+1 serves whatever became of N; an unproven N only holds back
          * later starts, as any unproven generation does. */
         if (proven) {
@@ -385,11 +385,10 @@ static void wake_retired(act_wake *wake)
         return;
     }
     if (wake->cancel_requested) {
-        wake_finish(wake, ACT_WAKE_CANCELLED, wake->cancel_reason, wake->step,
-                    wake->cancel_message);
+        wake_finish(wake, PL_WAKE_CANCELLED, wake->cancel_reason, wake->step, wake->cancel_message);
         return;
     }
-    act_wake_kind kind = wake->failure_refused ? ACT_WAKE_REFUSED : ACT_WAKE_FAILED;
+    pl_wake_kind kind = wake->failure_refused ? PL_WAKE_REFUSED : PL_WAKE_FAILED;
     if (!proven) {
         /* No further start while the last one may still run: the same rule
          * as the check that opens every wake. */
@@ -402,11 +401,11 @@ static void wake_retired(act_wake *wake)
         return;
     }
     if (wake->failure_retry && wake->attempt < host->config.max_starts) {
-        uint64_t delay = act_attempt_backoff_usec(wake->attempt, host->config.backoff_unit_usec);
+        uint64_t delay = pl_attempt_backoff_usec(wake->attempt, host->config.backoff_unit_usec);
         int r = arm(wake, &wake->timer, delay, timer_fired);
         if (r >= 0) {
-            wake->phase = ACT_PHASE_BACKOFF;
-            emit(wake, ACT_WAKE_EVENT_BACKOFF, wake->failure_step, wake->failure_reason, delay,
+            wake->phase = PL_PHASE_BACKOFF;
+            emit(wake, PL_WAKE_EVENT_BACKOFF, wake->failure_step, wake->failure_reason, delay,
                  NULL);
             return;
         }
@@ -423,11 +422,11 @@ static void wake_retired(act_wake *wake)
     wake_finish(wake, kind, wake->failure_reason, wake->failure_step, message);
 }
 
-static void wake_step_done(act_wake *wake)
+static void wake_step_done(pl_wake *wake)
 {
-    act_step step = wake->step;
+    pl_step step = wake->step;
 
-    if (step == ACT_STEP_FAILED) {
+    if (step == PL_STEP_FAILED) {
         wake_retired(wake);
         return;
     }
@@ -435,51 +434,51 @@ static void wake_step_done(act_wake *wake)
         wake_cancel_cleanup(wake);
         return;
     }
-    if (wake->completed_reason != ACT_REASON_NONE) {
+    if (wake->completed_reason != PL_REASON_NONE) {
         wake_step_failed(wake);
         return;
     }
     switch (step) {
-    case ACT_STEP_READ:
-        wake_call(wake, ACT_STEP_ADMIT);
+    case PL_STEP_READ:
+        wake_call(wake, PL_STEP_ADMIT);
         return;
-    case ACT_STEP_ADMIT:
-        emit(wake, ACT_WAKE_EVENT_ADMITTED, step, ACT_REASON_NONE, 0, NULL);
-        wake_call(wake, ACT_STEP_RESTORE);
+    case PL_STEP_ADMIT:
+        emit(wake, PL_WAKE_EVENT_ADMITTED, step, PL_REASON_NONE, 0, NULL);
+        wake_call(wake, PL_STEP_RESTORE);
         return;
-    case ACT_STEP_RESTORE:
+    case PL_STEP_RESTORE:
         wake_begin_attempt(wake);
         return;
-    case ACT_STEP_RESERVE:
-    case ACT_STEP_MATERIALIZE:
-    case ACT_STEP_PREPARE:
-    case ACT_STEP_GATE:
+    case PL_STEP_RESERVE:
+    case PL_STEP_MATERIALIZE:
+    case PL_STEP_PREPARE:
+    case PL_STEP_GATE:
         wake_call(wake, step + 1);
         return;
-    case ACT_STEP_EXEC:
+    case PL_STEP_EXEC:
         wake->exec_started = true;
-        emit(wake, ACT_WAKE_EVENT_EXECUTED, step, ACT_REASON_NONE, 0, NULL);
-        wake_call(wake, ACT_STEP_READY);
+        emit(wake, PL_WAKE_EVENT_EXECUTED, step, PL_REASON_NONE, 0, NULL);
+        wake_call(wake, PL_STEP_READY);
         return;
-    case ACT_STEP_READY:
-        emit(wake, ACT_WAKE_EVENT_READY, step, ACT_REASON_NONE, 0, NULL);
+    case PL_STEP_READY:
+        emit(wake, PL_WAKE_EVENT_READY, step, PL_REASON_NONE, 0, NULL);
         /* A ready generation no longer counts as a start in flight. */
         release_slot(wake);
-        wake_call(wake, ACT_STEP_REPLICATE);
+        wake_call(wake, PL_STEP_REPLICATE);
         return;
-    case ACT_STEP_REPLICATE:
-        wake_call(wake, ACT_STEP_PUBLISH);
+    case PL_STEP_REPLICATE:
+        wake_call(wake, PL_STEP_PUBLISH);
         return;
-    case ACT_STEP_PUBLISH:
+    case PL_STEP_PUBLISH:
         wake->published = true;
-        emit(wake, ACT_WAKE_EVENT_PUBLISHED, step, ACT_REASON_NONE, 0, NULL);
-        wake_call(wake, ACT_STEP_HEALTHY);
+        emit(wake, PL_WAKE_EVENT_PUBLISHED, step, PL_REASON_NONE, 0, NULL);
+        wake_call(wake, PL_STEP_HEALTHY);
         return;
-    case ACT_STEP_HEALTHY:
+    case PL_STEP_HEALTHY:
         /* The generation serves: it is no attempt any more, and nothing
          * retires it as one. */
         wake->attempt_live = false;
-        if (wake->mode == ACT_WAKE_MODE_SWAP)
+        if (wake->mode == PL_WAKE_MODE_SWAP)
             wake_retire_replaced(wake);
         else
             wake_finish_serving(wake, NULL);
@@ -489,30 +488,30 @@ static void wake_step_done(act_wake *wake)
     }
 }
 
-static void wake_refuse_budget(act_wake *wake, const char *message)
+static void wake_refuse_budget(pl_wake *wake, const char *message)
 {
-    emit(wake, ACT_WAKE_EVENT_REFUSED, ACT_STEP_RESERVE, ACT_REASON_BUDGET, 0, message);
-    wake_finish(wake, ACT_WAKE_REFUSED, ACT_REASON_BUDGET, ACT_STEP_RESERVE, message);
+    emit(wake, PL_WAKE_EVENT_REFUSED, PL_STEP_RESERVE, PL_REASON_BUDGET, 0, message);
+    wake_finish(wake, PL_WAKE_REFUSED, PL_REASON_BUDGET, PL_STEP_RESERVE, message);
 }
 
-static void slot_granted(act_start_waiter *waiter, void *userdata)
+static void slot_granted(pl_start_waiter *waiter, void *userdata)
 {
-    act_wake *wake = userdata;
+    pl_wake *wake = userdata;
     wake->holds_slot = true;
     stop_timer(&wake->timer);
-    wake->phase = ACT_PHASE_GRANTED;
-    act_wake_kick(wake);
+    wake->phase = PL_PHASE_GRANTED;
+    pl_wake_kick(wake);
 }
 
-static void wake_try_budget(act_wake *wake)
+static void wake_try_budget(pl_wake *wake)
 {
-    act_host *host = wake->host;
-    const act_pipeline_config *config = &host->config;
-    char message[ACT_MESSAGE_MAX];
+    pl_host *host = wake->host;
+    const pl_config *config = &host->config;
+    char message[PL_MESSAGE_MAX];
     int r;
 
     if (host->rate_limited) {
-        uint64_t wait = act_token_bucket_take(&host->bucket, act_host_now(host));
+        uint64_t wait = pl_token_bucket_take(&host->bucket, pl_host_now(host));
         if (wait > config->budget_wait_max_usec) {
             snprintf(message, sizeof(message),
                      "host %s: start rate limit of %g per second reached; the next start is "
@@ -527,67 +526,66 @@ static void wake_try_budget(act_wake *wake)
             r = arm(wake, &wake->timer, wait, timer_fired);
             if (r < 0)
                 goto timer_failed;
-            wake->phase = ACT_PHASE_TOKEN;
-            emit(wake, ACT_WAKE_EVENT_HELD, ACT_STEP_RESERVE, ACT_REASON_BUDGET, wait, NULL);
+            wake->phase = PL_PHASE_TOKEN;
+            emit(wake, PL_WAKE_EVENT_HELD, PL_STEP_RESERVE, PL_REASON_BUDGET, wait, NULL);
             return;
         }
     }
     if (config->start_cap &&
-        !act_start_cap_acquire(config->start_cap, &wake->waiter, slot_granted, wake)) {
+        !pl_start_cap_acquire(config->start_cap, &wake->waiter, slot_granted, wake)) {
         r = arm(wake, &wake->timer, config->budget_wait_max_usec, timer_fired);
         if (r < 0) {
-            act_start_cap_withdraw(config->start_cap, &wake->waiter);
+            pl_start_cap_withdraw(config->start_cap, &wake->waiter);
             goto timer_failed;
         }
-        wake->phase = ACT_PHASE_SLOT;
-        emit(wake, ACT_WAKE_EVENT_HELD, ACT_STEP_RESERVE, ACT_REASON_BUDGET, 0, NULL);
+        wake->phase = PL_PHASE_SLOT;
+        emit(wake, PL_WAKE_EVENT_HELD, PL_STEP_RESERVE, PL_REASON_BUDGET, 0, NULL);
         return;
     }
     wake->holds_slot = config->start_cap != NULL;
-    wake_call(wake, ACT_STEP_RESERVE);
+    wake_call(wake, PL_STEP_RESERVE);
     return;
 
 timer_failed:
     snprintf(message, sizeof(message), "host %s: cannot arm the budget timer: %s", host->name,
              strerror(-r));
-    emit(wake, ACT_WAKE_EVENT_FAILED, ACT_STEP_RESERVE, ACT_REASON_SETUP_FAILED, 0, message);
-    wake_finish(wake, ACT_WAKE_FAILED, ACT_REASON_SETUP_FAILED, ACT_STEP_RESERVE, message);
+    emit(wake, PL_WAKE_EVENT_FAILED, PL_STEP_RESERVE, PL_REASON_SETUP_FAILED, 0, message);
+    wake_finish(wake, PL_WAKE_FAILED, PL_REASON_SETUP_FAILED, PL_STEP_RESERVE, message);
 }
 
-static void wake_begin_attempt(act_wake *wake)
+static void wake_begin_attempt(pl_wake *wake)
 {
     wake->attempt++;
     wake->published = false;
     wake_try_budget(wake);
 }
 
-static void wake_check_and_read(act_wake *wake)
+static void wake_check_and_read(pl_wake *wake)
 {
-    act_host *host = wake->host;
+    pl_host *host = wake->host;
     if (host->unproven) {
-        char message[ACT_MESSAGE_MAX];
+        char message[PL_MESSAGE_MAX];
         snprintf(message, sizeof(message),
                  "host %s: an earlier generation is not proven stopped; no wake runs until its "
                  "stop is proven (its cgroup found empty)",
                  host->name);
-        emit(wake, ACT_WAKE_EVENT_REFUSED, ACT_STEP_NONE, ACT_REASON_UNPROVEN_STOP, 0, message);
-        wake_finish(wake, ACT_WAKE_REFUSED, ACT_REASON_UNPROVEN_STOP, ACT_STEP_NONE, message);
+        emit(wake, PL_WAKE_EVENT_REFUSED, PL_STEP_NONE, PL_REASON_UNPROVEN_STOP, 0, message);
+        wake_finish(wake, PL_WAKE_REFUSED, PL_REASON_UNPROVEN_STOP, PL_STEP_NONE, message);
         return;
     }
-    wake_call(wake, ACT_STEP_READ);
+    wake_call(wake, PL_STEP_READ);
 }
 
-static void wake_begin(act_wake *wake)
+static void wake_begin(pl_wake *wake)
 {
-    act_host *host = wake->host;
+    pl_host *host = wake->host;
 
-    if (wake->mode == ACT_WAKE_MODE_RETIRE) {
-        wake_call(wake, ACT_STEP_FAILED);
+    if (wake->mode == PL_WAKE_MODE_RETIRE) {
+        wake_call(wake, PL_STEP_FAILED);
         return;
     }
-    emit(wake,
-         wake->mode == ACT_WAKE_MODE_SWAP ? ACT_WAKE_EVENT_SWAP_STARTED : ACT_WAKE_EVENT_WAKING,
-         ACT_STEP_NONE, ACT_REASON_NONE, 0, NULL);
+    emit(wake, wake->mode == PL_WAKE_MODE_SWAP ? PL_WAKE_EVENT_SWAP_STARTED : PL_WAKE_EVENT_WAKING,
+         PL_STEP_NONE, PL_REASON_NONE, 0, NULL);
     if (wake->cancel_requested) {
         wake_cancel_cleanup(wake);
         return;
@@ -596,15 +594,14 @@ static void wake_begin(act_wake *wake)
      * the delay out, and only a park or a failed wake (never a failed swap)
      * starts a new one. */
     uint64_t delay =
-        act_failure_park_delay_usec(host->failure_streak, host->config.park_backoff_base_usec,
-                                    host->config.park_backoff_max_usec);
-    uint64_t since = act_host_now(host) - host->last_failure_park_usec;
+        pl_failure_park_delay_usec(host->failure_streak, host->config.park_backoff_base_usec,
+                                   host->config.park_backoff_max_usec);
+    uint64_t since = pl_host_now(host) - host->last_failure_park_usec;
     if (delay > since) {
         int r = arm(wake, &wake->timer, delay - since, timer_fired);
         if (r >= 0) {
-            wake->phase = ACT_PHASE_DELAY;
-            emit(wake, ACT_WAKE_EVENT_DEFERRED, ACT_STEP_NONE, ACT_REASON_NONE, delay - since,
-                 NULL);
+            wake->phase = PL_PHASE_DELAY;
+            emit(wake, PL_WAKE_EVENT_DEFERRED, PL_STEP_NONE, PL_REASON_NONE, delay - since, NULL);
             return;
         }
         /* Without a timer the backoff cannot be honoured; waking at once is
@@ -615,32 +612,32 @@ static void wake_begin(act_wake *wake)
     wake_check_and_read(wake);
 }
 
-static void wake_cancel_cleanup(act_wake *wake)
+static void wake_cancel_cleanup(pl_wake *wake)
 {
     if (wake->attempt_live) {
         wake_retire_attempt(wake, wake->cancel_reason, false);
         return;
     }
-    wake_finish(wake, ACT_WAKE_CANCELLED, wake->cancel_reason, wake->step, wake->cancel_message);
+    wake_finish(wake, PL_WAKE_CANCELLED, wake->cancel_reason, wake->step, wake->cancel_message);
 }
 
 static int advance(sd_event_source *source, void *userdata)
 {
-    act_wake *wake = userdata;
+    pl_wake *wake = userdata;
     switch (wake->phase) {
-    case ACT_PHASE_QUEUED:
+    case PL_PHASE_QUEUED:
         wake_begin(wake);
         break;
-    case ACT_PHASE_COMPLETED:
+    case PL_PHASE_COMPLETED:
         wake_step_done(wake);
         break;
-    case ACT_PHASE_GRANTED:
+    case PL_PHASE_GRANTED:
         if (wake->cancel_requested)
             wake_cancel_cleanup(wake);
         else
-            wake_call(wake, ACT_STEP_RESERVE);
+            wake_call(wake, PL_STEP_RESERVE);
         break;
-    case ACT_PHASE_STOPPING:
+    case PL_PHASE_STOPPING:
         wake_cancel_cleanup(wake);
         break;
     default:
@@ -651,19 +648,19 @@ static int advance(sd_event_source *source, void *userdata)
 
 static int timer_fired(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    act_wake *wake = userdata;
-    act_host *host = wake->host;
+    pl_wake *wake = userdata;
+    pl_host *host = wake->host;
     stop_timer(&wake->timer);
     switch (wake->phase) {
-    case ACT_PHASE_DELAY:
+    case PL_PHASE_DELAY:
         wake_check_and_read(wake);
         break;
-    case ACT_PHASE_TOKEN:
+    case PL_PHASE_TOKEN:
         wake_try_budget(wake);
         break;
-    case ACT_PHASE_SLOT: {
-        char message[ACT_MESSAGE_MAX];
-        act_start_cap_withdraw(host->config.start_cap, &wake->waiter);
+    case PL_PHASE_SLOT: {
+        char message[PL_MESSAGE_MAX];
+        pl_start_cap_withdraw(host->config.start_cap, &wake->waiter);
         snprintf(message, sizeof(message),
                  "host %s: held for %llu ms behind the box-wide cap of %u starts in flight; "
                  "raise MaxConcurrentStarts= or find what keeps starts slow",
@@ -673,7 +670,7 @@ static int timer_fired(sd_event_source *source, uint64_t usec, void *userdata)
         wake_refuse_budget(wake, message);
         break;
     }
-    case ACT_PHASE_BACKOFF:
+    case PL_PHASE_BACKOFF:
         wake_begin_attempt(wake);
         break;
     default:
@@ -682,7 +679,7 @@ static int timer_fired(sd_event_source *source, uint64_t usec, void *userdata)
     return 0;
 }
 
-void act_wake_request_cancel(act_wake *wake, act_reason reason, const char *message)
+void pl_wake_request_cancel(pl_wake *wake, pl_reason reason, const char *message)
 {
     assert(wake);
     assert(message);
@@ -691,24 +688,24 @@ void act_wake_request_cancel(act_wake *wake, act_reason reason, const char *mess
     snprintf(wake->cancel_message, sizeof(wake->cancel_message), "%s", message);
 
     switch (wake->phase) {
-    case ACT_PHASE_DELAY:
-    case ACT_PHASE_TOKEN:
-    case ACT_PHASE_SLOT:
-    case ACT_PHASE_BACKOFF:
+    case PL_PHASE_DELAY:
+    case PL_PHASE_TOKEN:
+    case PL_PHASE_SLOT:
+    case PL_PHASE_BACKOFF:
         /* Waits are step boundaries: end them now. */
         stop_timer(&wake->timer);
-        if (wake->phase == ACT_PHASE_SLOT)
-            act_start_cap_withdraw(wake->host->config.start_cap, &wake->waiter);
-        wake->phase = ACT_PHASE_STOPPING;
-        act_wake_kick(wake);
+        if (wake->phase == PL_PHASE_SLOT)
+            pl_start_cap_withdraw(wake->host->config.start_cap, &wake->waiter);
+        wake->phase = PL_PHASE_STOPPING;
+        pl_wake_kick(wake);
         break;
-    case ACT_PHASE_OP:
+    case PL_PHASE_OP:
         /* Waiting for readiness changes nothing, so it is abandoned at once;
          * any other operation acts and is let finish, so that what it did is
          * known before `failed` undoes it. */
-        if (wake->step == ACT_STEP_READY) {
+        if (wake->step == PL_STEP_READY) {
             wake_abandon(wake);
-            complete_internally(wake, ACT_REASON_CANCELLED, "%s", message);
+            complete_internally(wake, PL_REASON_CANCELLED, "%s", message);
         }
         break;
     default:
@@ -718,56 +715,56 @@ void act_wake_request_cancel(act_wake *wake, act_reason reason, const char *mess
     }
 }
 
-static void deliver(act_host *host, act_joiner_list *joiners, const act_wake_result *result)
+static void deliver(pl_host *host, pl_joiner_list *joiners, const pl_wake_result *result)
 {
-    for (act_joiner *joiner = joiners->head; joiner; joiner = joiner->next)
+    for (pl_joiner *joiner = joiners->head; joiner; joiner = joiner->next)
         if (joiner->done)
             joiner->done(host, result, joiner->userdata);
     joiner_list_free(joiners);
 }
 
-static act_wake_event_type terminal_event(act_wake_kind kind)
+static pl_wake_event_type terminal_event(pl_wake_kind kind)
 {
     switch (kind) {
-    case ACT_WAKE_SERVING:
-        return ACT_WAKE_EVENT_SERVING;
-    case ACT_WAKE_CANCELLED:
-        return ACT_WAKE_EVENT_CANCELLED;
-    case ACT_WAKE_FAILED:
+    case PL_WAKE_SERVING:
+        return PL_WAKE_EVENT_SERVING;
+    case PL_WAKE_CANCELLED:
+        return PL_WAKE_EVENT_CANCELLED;
+    case PL_WAKE_FAILED:
     default:
-        return ACT_WAKE_EVENT_GAVE_UP;
+        return PL_WAKE_EVENT_GAVE_UP;
     }
 }
 
 /* Last, once the wake and its data are gone and its triggers have their
  * outcome: the host is at rest (or already in the next wake), so what reacts
  * to its state sees the state it will keep. */
-static void emit_ended(act_host *host, act_wake_mode mode, act_reason reason, act_step step)
+static void emit_ended(pl_host *host, pl_wake_mode mode, pl_reason reason, pl_step step)
 {
-    act_host_emit(host, &(act_wake_event){.type = ACT_WAKE_EVENT_ENDED,
-                                          .reason = reason,
-                                          .step = step,
-                                          .swap = mode == ACT_WAKE_MODE_SWAP});
+    pl_host_emit(host, &(pl_wake_event){.type = PL_WAKE_EVENT_ENDED,
+                                        .reason = reason,
+                                        .step = step,
+                                        .swap = mode == PL_WAKE_MODE_SWAP});
 }
 
-static void wake_finish(act_wake *wake, act_wake_kind kind, act_reason reason, act_step step,
+static void wake_finish(pl_wake *wake, pl_wake_kind kind, pl_reason reason, pl_step step,
                         const char *message)
 {
-    act_host *host = wake->host;
-    act_wake_mode mode = wake->mode;
-    char text[ACT_MESSAGE_MAX * 3];
-    act_joiner_list joiners = wake->joiners, followers = wake->followers;
+    pl_host *host = wake->host;
+    pl_wake_mode mode = wake->mode;
+    char text[PL_MESSAGE_MAX * 3];
+    pl_joiner_list joiners = wake->joiners, followers = wake->followers;
 
     snprintf(text, sizeof(text), "%s", message ? message : "");
-    wake->phase = ACT_PHASE_DONE;
+    wake->phase = PL_PHASE_DONE;
     stop_timer(&wake->timer);
     stop_timer(&wake->window);
     if (host->config.start_cap)
-        act_start_cap_withdraw(host->config.start_cap, &wake->waiter);
+        pl_start_cap_withdraw(host->config.start_cap, &wake->waiter);
     release_slot(wake);
-    wake->joiners = wake->followers = (act_joiner_list){0};
+    wake->joiners = wake->followers = (pl_joiner_list){0};
 
-    act_wake_result result = {
+    pl_wake_result result = {
         .kind = kind,
         .reason = reason,
         .step = step,
@@ -777,12 +774,12 @@ static void wake_finish(act_wake *wake, act_wake_kind kind, act_reason reason, a
     };
 
     host->current = NULL;
-    if (wake->mode == ACT_WAKE_MODE_RETIRE) {
-        host->state = ACT_HOST_PARKED;
-        emit(wake, ACT_WAKE_EVENT_PARKED, ACT_STEP_FAILED, wake->retirement.reason, 0,
+    if (wake->mode == PL_WAKE_MODE_RETIRE) {
+        host->state = PL_HOST_PARKED;
+        emit(wake, PL_WAKE_EVENT_PARKED, PL_STEP_FAILED, wake->retirement.reason, 0,
              host->unproven ? "the generation is not proven stopped" : NULL);
         if (!joiners.head && !followers.head) {
-            act_wake_free(wake);
+            pl_wake_free(wake);
             emit_ended(host, mode, reason, step);
             return;
         }
@@ -790,67 +787,67 @@ static void wake_finish(act_wake *wake, act_wake_kind kind, act_reason reason, a
          * those a later park cancelled get that outcome. */
         snprintf(text, sizeof(text), "%s",
                  wake->cancel_message[0] ? wake->cancel_message : "park requested");
-        result.kind = ACT_WAKE_CANCELLED;
-        result.reason = wake->cancel_requested ? wake->cancel_reason : ACT_REASON_CANCELLED;
-        result.step = ACT_STEP_NONE;
-    } else if (wake->mode == ACT_WAKE_MODE_SWAP) {
+        result.kind = PL_WAKE_CANCELLED;
+        result.reason = wake->cancel_requested ? wake->cancel_reason : PL_REASON_CANCELLED;
+        result.step = PL_STEP_NONE;
+    } else if (wake->mode == PL_WAKE_MODE_SWAP) {
         /* The host served throughout (N, or N+1 now), so its state and its
          * failure-park streak stay as they are; a park or an exit that came
          * meanwhile already made it RETIRING and queued its retirement. */
-        emit(wake, kind == ACT_WAKE_SERVING ? ACT_WAKE_EVENT_SWAP_DONE : ACT_WAKE_EVENT_SWAP_FAILED,
+        emit(wake, kind == PL_WAKE_SERVING ? PL_WAKE_EVENT_SWAP_DONE : PL_WAKE_EVENT_SWAP_FAILED,
              step, reason, 0, text);
     } else {
-        host->state = kind == ACT_WAKE_SERVING ? ACT_HOST_SERVING : ACT_HOST_PARKED;
-        if (kind == ACT_WAKE_FAILED) {
+        host->state = kind == PL_WAKE_SERVING ? PL_HOST_SERVING : PL_HOST_PARKED;
+        if (kind == PL_WAKE_FAILED) {
             /* A wake that gave up ends its tenure in failure: the next one
              * waits out the failure-park backoff. */
             host->failure_streak =
-                act_failure_streak_next(host->failure_streak, ACT_PARK_FAILURE, false);
-            host->last_failure_park_usec = act_host_now(host);
+                pl_failure_streak_next(host->failure_streak, PL_PARK_FAILURE, false);
+            host->last_failure_park_usec = pl_host_now(host);
         }
         /* A refused wake already said so with its REFUSED event; the other
          * endings are announced here. */
-        if (kind != ACT_WAKE_REFUSED)
+        if (kind != PL_WAKE_REFUSED)
             emit(wake, terminal_event(kind), step, reason, 0, text);
     }
 
     if (wake->queued_retirement) {
         /* Triggers that came meanwhile already follow the retirement. */
         host->current = TAKE_PTR(wake->queued_retirement);
-        act_wake_kick(host->current);
+        pl_wake_kick(host->current);
     } else if (followers.head) {
-        act_wake *next = NULL;
-        if (act_wake_new(host, ACT_WAKE_MODE_START, wake->trigger, &next) >= 0) {
+        pl_wake *next = NULL;
+        if (pl_wake_new(host, PL_WAKE_MODE_START, wake->trigger, &next) >= 0) {
             next->joiners = followers;
             host->current = next;
-            host->state = ACT_HOST_WAKING;
-            act_wake_kick(next);
+            host->state = PL_HOST_WAKING;
+            pl_wake_kick(next);
         } else {
-            act_wake_result failed = {
-                .kind = ACT_WAKE_FAILED,
-                .reason = ACT_REASON_SETUP_FAILED,
-                .step = ACT_STEP_NONE,
+            pl_wake_result failed = {
+                .kind = PL_WAKE_FAILED,
+                .reason = PL_REASON_SETUP_FAILED,
+                .step = PL_STEP_NONE,
                 .message = "out of memory starting the next wake",
             };
             deliver(host, &followers, &failed);
         }
     }
-    act_wake_free(wake);
+    pl_wake_free(wake);
     deliver(host, &joiners, &result);
     emit_ended(host, mode, reason, step);
 }
 
-int act_wake_new(act_host *host, act_wake_mode mode, act_trigger trigger, act_wake **ret)
+int pl_wake_new(pl_host *host, pl_wake_mode mode, pl_trigger trigger, pl_wake **ret)
 {
     assert(host);
     assert(ret);
-    act_wake *wake = calloc(1, sizeof(*wake));
+    pl_wake *wake = calloc(1, sizeof(*wake));
     if (!wake)
         return -ENOMEM;
     wake->host = host;
     wake->mode = mode;
     wake->trigger = trigger;
-    wake->phase = ACT_PHASE_QUEUED;
+    wake->phase = PL_PHASE_QUEUED;
     int r = sd_event_add_defer(host->loop, &wake->advance, advance, wake);
     if (r < 0) {
         free(wake);
@@ -866,54 +863,54 @@ int act_wake_new(act_host *host, act_wake_mode mode, act_trigger trigger, act_wa
     return 0;
 }
 
-void act_wake_free(act_wake *wake)
+void pl_wake_free(pl_wake *wake)
 {
     if (!wake)
         return;
     if (wake->host->config.start_cap)
-        act_start_cap_withdraw(wake->host->config.start_cap, &wake->waiter);
+        pl_start_cap_withdraw(wake->host->config.start_cap, &wake->waiter);
     release_slot(wake);
     stop_timer(&wake->advance);
     stop_timer(&wake->timer);
     stop_timer(&wake->window);
     joiner_list_free(&wake->joiners);
     joiner_list_free(&wake->followers);
-    act_wake_free(wake->queued_retirement);
+    pl_wake_free(wake->queued_retirement);
     if (wake->destroy)
         wake->destroy(wake->data);
     free(wake);
 }
 
-act_host *act_wake_host(const act_wake *wake)
+pl_host *pl_wake_host(const pl_wake *wake)
 {
     assert(wake);
     return wake->host;
 }
 
-act_step act_wake_step(const act_wake *wake)
+pl_step pl_wake_step(const pl_wake *wake)
 {
     assert(wake);
     return wake->step;
 }
 
-unsigned act_wake_attempt(const act_wake *wake)
+unsigned pl_wake_attempt(const pl_wake *wake)
 {
     assert(wake);
     return wake->attempt;
 }
 
-const act_retirement *act_wake_retirement(const act_wake *wake)
+const pl_retirement *pl_wake_retirement(const pl_wake *wake)
 {
     assert(wake);
     return &wake->retirement;
 }
 
-bool act_wake_is_swap(const act_wake *wake)
+bool pl_wake_is_swap(const pl_wake *wake)
 {
-    return wake && wake->mode == ACT_WAKE_MODE_SWAP;
+    return wake && wake->mode == PL_WAKE_MODE_SWAP;
 }
 
-void act_wake_set_data(act_wake *wake, void *data, void (*destroy)(void *data))
+void pl_wake_set_data(pl_wake *wake, void *data, void (*destroy)(void *data))
 {
     assert(wake);
     if (wake->destroy && wake->data != data)
@@ -922,7 +919,7 @@ void act_wake_set_data(act_wake *wake, void *data, void (*destroy)(void *data))
     wake->destroy = destroy;
 }
 
-void *act_wake_get_data(const act_wake *wake)
+void *pl_wake_get_data(const pl_wake *wake)
 {
     assert(wake);
     return wake->data;

@@ -20,12 +20,12 @@
 
 extern char **environ;
 
-struct act_probe {
+struct probe_run {
     sd_event *loop;
-    const act_probe_spec *spec;
+    const probe_spec *spec;
     uint64_t deadline_usec; /* CLOCK_MONOTONIC */
     uint64_t interval_usec;
-    act_probe_done done;
+    probe_done done;
     void *userdata;
     sd_event_source *timer;   /* next try, or the deadline while a try runs */
     sd_event_source *attempt; /* the connect's socket or the command's pidfd */
@@ -33,7 +33,7 @@ struct act_probe {
     char last_failure[256];
 };
 
-void act_probe_spec_clear(act_probe_spec *spec)
+void probe_spec_clear(probe_spec *spec)
 {
     assert(spec);
     act_strv_free(spec->argv);
@@ -57,29 +57,29 @@ static int split_command(const char *text, const char *where, char ***out, act_e
     return 0;
 }
 
-int act_probe_parse(const char *text, const char *where, act_probe_spec *out, act_error *err)
+int probe_parse(const char *text, const char *where, probe_spec *out, act_error *err)
 {
     assert(text);
     assert(where);
     assert(out);
-    act_probe_spec spec = {0};
+    probe_spec spec = {0};
     if (strcmp(text, "notify") == 0) {
-        spec.kind = ACT_PROBE_NOTIFY;
+        spec.kind = PROBE_NOTIFY;
     } else if (strncmp(text, "tcp:", 4) == 0 || strncmp(text, "unix:", 5) == 0) {
         bool is_unix = text[0] == 'u';
         const char *target = text + (is_unix ? 5 : 4);
         if (is_unix != (target[0] == '/'))
             return act_error_set(err, EINVAL, "%s: \"%s\": use tcp:ADDR:PORT or unix:/ABSOLUTE/PATH",
                                  where, text);
-        int r = act_listen_parse(target, where, &spec.address, err);
+        int r = lsn_parse(target, where, &spec.address, err);
         if (r < 0)
             return r;
-        spec.kind = ACT_PROBE_CONNECT;
+        spec.kind = PROBE_CONNECT;
     } else if (strncmp(text, "exec:", 5) == 0) {
         int r = split_command(text + 5, where, &spec.argv, err);
         if (r < 0)
             return r;
-        spec.kind = ACT_PROBE_EXEC;
+        spec.kind = PROBE_EXEC;
     } else {
         return act_error_set(err, EINVAL,
                              "%s: \"%s\" is not one of notify, tcp:ADDR:PORT, unix:PATH, exec:PATH "
@@ -90,10 +90,10 @@ int act_probe_parse(const char *text, const char *where, act_probe_spec *out, ac
     return 0;
 }
 
-static void end_attempt(act_probe *probe)
+static void end_attempt(probe_run *probe)
 {
     probe->attempt = sd_event_source_disable_unref(probe->attempt);
-    if (probe->attempt_fd >= 0 && probe->spec->kind == ACT_PROBE_EXEC) {
+    if (probe->attempt_fd >= 0 && probe->spec->kind == PROBE_EXEC) {
         /* A command still running when the probe ends is killed and reaped
          * here, so no probe ever leaves a zombie or a stray process. */
         siginfo_t info = {0};
@@ -108,7 +108,7 @@ static void end_attempt(act_probe *probe)
     probe->attempt_fd = -1;
 }
 
-static void finish(act_probe *probe, bool ok)
+static void finish(probe_run *probe, bool ok)
 {
     end_attempt(probe);
     probe->timer = sd_event_source_disable_unref(probe->timer);
@@ -119,7 +119,7 @@ static int on_timer(sd_event_source *source, uint64_t usec, void *userdata);
 
 /* After a failed try: the next one after the interval, or give up when the
  * deadline comes first. */
-static void schedule_retry(act_probe *probe)
+static void schedule_retry(probe_run *probe)
 {
     end_attempt(probe);
     uint64_t now = 0;
@@ -139,7 +139,7 @@ static void schedule_retry(act_probe *probe)
 
 static int on_connect_ready(sd_event_source *source, int fd, uint32_t revents, void *userdata)
 {
-    act_probe *probe = userdata;
+    probe_run *probe = userdata;
     int error = 0;
     socklen_t len = sizeof(error);
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) < 0)
@@ -154,9 +154,9 @@ static int on_connect_ready(sd_event_source *source, int fd, uint32_t revents, v
     return 0;
 }
 
-static int try_connect(act_probe *probe)
+static int try_connect(probe_run *probe)
 {
-    const act_listen_address *address = &probe->spec->address;
+    const lsn_address *address = &probe->spec->address;
     int fd = socket(address->addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
@@ -176,7 +176,7 @@ static int try_connect(act_probe *probe)
 
 static int on_command_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata)
 {
-    act_probe *probe = userdata;
+    probe_run *probe = userdata;
     siginfo_t info = {0};
     if (waitid(P_PIDFD, (id_t)fd, &info, WEXITED | WNOHANG) < 0 || info.si_pid == 0)
         return 0; /* spurious wake: not exited yet */
@@ -191,7 +191,7 @@ static int on_command_exit(sd_event_source *source, int fd, uint32_t revents, vo
     return 0;
 }
 
-static int try_command(act_probe *probe)
+static int try_command(probe_run *probe)
 {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
@@ -222,7 +222,7 @@ static int try_command(act_probe *probe)
 
 static int on_timer(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    act_probe *probe = userdata;
+    probe_run *probe = userdata;
     probe->timer = sd_event_source_disable_unref(probe->timer);
     if (probe->attempt) {
         /* The deadline passed while a try was still running. */
@@ -232,7 +232,7 @@ static int on_timer(sd_event_source *source, uint64_t usec, void *userdata)
         finish(probe, false);
         return 0;
     }
-    int r = probe->spec->kind == ACT_PROBE_EXEC ? try_command(probe) : try_connect(probe);
+    int r = probe->spec->kind == PROBE_EXEC ? try_command(probe) : try_connect(probe);
     if (r < 0) {
         snprintf(probe->last_failure, sizeof(probe->last_failure), "probe failed: %s",
                  strerror(-r));
@@ -246,22 +246,22 @@ static int on_timer(sd_event_source *source, uint64_t usec, void *userdata)
     return 0;
 }
 
-int act_probe_start(sd_event *loop, const act_probe_spec *spec, uint64_t timeout_usec,
-                    uint64_t interval_usec, act_probe_done done, void *userdata, act_probe **out,
-                    act_error *err)
+int probe_start(sd_event *loop, const probe_spec *spec, uint64_t timeout_usec,
+                uint64_t interval_usec, probe_done done, void *userdata, probe_run **out,
+                act_error *err)
 {
     assert(loop);
     assert(spec);
     assert(done);
     assert(out);
-    if (spec->kind == ACT_PROBE_NOTIFY)
+    if (spec->kind == PROBE_NOTIFY)
         return act_error_set(err, EINVAL, "notify readiness is not a probe");
-    act_probe *probe = calloc(1, sizeof(*probe));
+    probe_run *probe = calloc(1, sizeof(*probe));
     if (!probe)
         return act_error_set(err, ENOMEM, "out of memory");
     uint64_t now = 0;
     sd_event_now(loop, CLOCK_MONOTONIC, &now);
-    *probe = (act_probe){
+    *probe = (probe_run){
         .loop = loop,
         .spec = spec,
         .deadline_usec = now + timeout_usec,
@@ -281,7 +281,7 @@ int act_probe_start(sd_event *loop, const act_probe_spec *spec, uint64_t timeout
     return 0;
 }
 
-void act_probe_free(act_probe *probe)
+void probe_free(probe_run *probe)
 {
     if (!probe)
         return;

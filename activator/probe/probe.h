@@ -14,34 +14,34 @@
 #include "common/cleanup.h"
 #include "common/error.h"
 
-typedef enum act_probe_kind {
-    ACT_PROBE_NOTIFY, /* READY=1 on the notify socket; not run by this module */
-    ACT_PROBE_CONNECT,
-    ACT_PROBE_EXEC,
-} act_probe_kind;
+typedef enum probe_kind {
+    PROBE_NOTIFY, /* READY=1 on the notify socket; not run by this module */
+    PROBE_CONNECT,
+    PROBE_EXEC,
+} probe_kind;
 
-typedef struct act_probe_spec {
-    act_probe_kind kind;
-    act_listen_address address; /* ACT_PROBE_CONNECT */
-    char **argv;                /* ACT_PROBE_EXEC, NULL-terminated, malloc'd */
-} act_probe_spec;
+typedef struct probe_spec {
+    probe_kind kind;
+    lsn_address address; /* PROBE_CONNECT */
+    char **argv;         /* PROBE_EXEC, NULL-terminated, malloc'd */
+} probe_spec;
 
 /* Parses "notify", "tcp:127.0.0.1:8080", "unix:/run/x.sock" or
  * "exec:/usr/bin/check --fast". `where` prefixes errors ("web1.conf:9: Ready"). */
-int act_probe_parse(const char *text, const char *where, act_probe_spec *out, act_error *err);
-void act_probe_spec_clear(act_probe_spec *spec);
+int probe_parse(const char *text, const char *where, probe_spec *out, act_error *err);
+void probe_spec_clear(probe_spec *spec);
 
-typedef struct act_probe act_probe;
+typedef struct probe_run probe_run;
 
 /* Called once: ok, or not with the last failure's sentence. */
-typedef void (*act_probe_done)(act_probe *probe, bool ok, const char *why, void *userdata);
+typedef void (*probe_done)(probe_run *probe, bool ok, const char *why, void *userdata);
 
 /* Starts probing now and every interval_usec until success or timeout_usec.
  * The spec must outlive the probe. */
-int act_probe_start(sd_event *loop, const act_probe_spec *spec, uint64_t timeout_usec,
-                    uint64_t interval_usec, act_probe_done done, void *userdata, act_probe **out,
-                    act_error *err);
+int probe_start(sd_event *loop, const probe_spec *spec, uint64_t timeout_usec,
+                uint64_t interval_usec, probe_done done, void *userdata, probe_run **out,
+                act_error *err);
 
 /* Stops a probe (its callback is not called). NULL is fine. */
-void act_probe_free(act_probe *probe);
-DEFINE_TRIVIAL_CLEANUP_FUNC(act_probe *, act_probe_free)
+void probe_free(probe_run *probe);
+DEFINE_TRIVIAL_CLEANUP_FUNC(probe_run *, probe_free)

@@ -19,20 +19,19 @@
 #define RECORD_MAX (64 * 1024)
 
 static const char *const phase_names[] = {
-    [ACT_GEN_STARTING] = "starting",
-    [ACT_GEN_SERVING] = "serving",
-    [ACT_GEN_RETIRING] = "retiring",
+    [REC_GEN_STARTING] = "starting",
+    [REC_GEN_SERVING] = "serving",
+    [REC_GEN_RETIRING] = "retiring",
 };
 /* parse_phase reads a phase back by its index in this table. */
-static_assert(ARRAY_SIZE(phase_names) == ACT_GEN_RETIRING + 1,
-              "a generation phase without a name");
+static_assert(ARRAY_SIZE(phase_names) == REC_GEN_RETIRING + 1, "a generation phase without a name");
 
-const char *act_generation_phase_name(act_generation_phase phase)
+const char *rec_generation_phase_name(rec_generation_phase phase)
 {
     return (size_t)phase < ARRAY_SIZE(phase_names) ? phase_names[phase] : "unknown";
 }
 
-int act_records_open_host(int state_dirfd, const char *host, act_error *err)
+int rec_open_host(int state_dirfd, const char *host, act_error *err)
 {
     int r = act_name_check("host", host, err);
     if (r < 0)
@@ -53,7 +52,7 @@ int act_records_open_host(int state_dirfd, const char *host, act_error *err)
     return TAKE_FD(fd);
 }
 
-static void add_build(json_object *obj, const act_build_ref *build)
+static void add_build(json_object *obj, const rec_build_ref *build)
 {
     json_object *b = json_object_new_object();
     json_object_object_add(b, "version", json_object_new_string(build->version));
@@ -107,7 +106,7 @@ static int get_u64(json_object *obj, const char *where, const char *field, uint6
     return 0;
 }
 
-static int get_build(json_object *obj, const char *where, act_build_ref *build, act_error *err)
+static int get_build(json_object *obj, const char *where, rec_build_ref *build, act_error *err)
 {
     json_object *b;
     int r = get_field(obj, where, "build", json_type_object, &b, err);
@@ -143,8 +142,7 @@ static void generation_file(uint64_t generation, char *out, size_t out_size)
     snprintf(out, out_size, "generations/%" PRIu64 ".json", generation);
 }
 
-int act_records_write_generation(int host_dirfd, const act_generation_record *record,
-                                 act_error *err)
+int rec_write_generation(int host_dirfd, const rec_generation_record *record, act_error *err)
 {
     assert(record);
     _cleanup_(json_object_putp) json_object *obj = json_object_new_object();
@@ -156,7 +154,7 @@ int act_records_write_generation(int host_dirfd, const act_generation_record *re
     json_object_object_add(obj, "incarnation", json_object_new_string(record->incarnation));
     add_build(obj, &record->build);
     json_object_object_add(obj, "phase",
-                           json_object_new_string(act_generation_phase_name(record->phase)));
+                           json_object_new_string(rec_generation_phase_name(record->phase)));
     json_object_object_add(obj, "pid", json_object_new_int(record->pid));
     json_object_object_add(obj, "started_usec", json_object_new_uint64(record->started_usec));
 
@@ -170,19 +168,19 @@ int act_records_write_generation(int host_dirfd, const act_generation_record *re
     return write_json(dirfd, name, obj, err);
 }
 
-static int parse_phase(const char *text, act_generation_phase *out)
+static int parse_phase(const char *text, rec_generation_phase *out)
 {
     for (size_t i = 0; i < ARRAY_SIZE(phase_names); i++) {
         if (strcmp(text, phase_names[i]) == 0) {
-            *out = (act_generation_phase)i;
+            *out = (rec_generation_phase)i;
             return 0;
         }
     }
     return -EBADMSG;
 }
 
-int act_records_read_generation(int host_dirfd, const char *host, uint64_t generation,
-                                act_generation_record *out, act_error *err)
+int rec_read_generation(int host_dirfd, const char *host, uint64_t generation,
+                        rec_generation_record *out, act_error *err)
 {
     assert(host);
     assert(out);
@@ -194,7 +192,7 @@ int act_records_read_generation(int host_dirfd, const char *host, uint64_t gener
     if (r < 0)
         return r;
 
-    act_generation_record record = {0};
+    rec_generation_record record = {0};
     char phase[16];
     json_object *pid;
     r = get_string(obj, where, "host", record.host, sizeof(record.host), err);
@@ -229,7 +227,7 @@ int act_records_read_generation(int host_dirfd, const char *host, uint64_t gener
     return 0;
 }
 
-int act_records_remove_generation(int host_dirfd, uint64_t generation, act_error *err)
+int rec_remove_generation(int host_dirfd, uint64_t generation, act_error *err)
 {
     char name[64];
     generation_file(generation, name, sizeof(name));
@@ -258,7 +256,7 @@ static bool parse_record_name(const char *name, uint64_t *generation)
     return true;
 }
 
-int act_records_list_generations(int host_dirfd, uint64_t **out, size_t *count, act_error *err)
+int rec_list_generations(int host_dirfd, uint64_t **out, size_t *count, act_error *err)
 {
     assert(out);
     assert(count);
@@ -288,7 +286,7 @@ int act_records_list_generations(int host_dirfd, uint64_t **out, size_t *count, 
     return 0;
 }
 
-int act_records_write_build_state(int host_dirfd, const act_build_state *state, act_error *err)
+int rec_write_build_state(int host_dirfd, const rec_build_state *state, act_error *err)
 {
     assert(state);
     _cleanup_(json_object_putp) json_object *obj = json_object_new_object();
@@ -299,7 +297,7 @@ int act_records_write_build_state(int host_dirfd, const act_build_state *state, 
     return write_json(host_dirfd, "build-state.json", obj, err);
 }
 
-bool act_build_ref_equal(const act_build_ref *a, const act_build_ref *b)
+bool rec_build_ref_equal(const rec_build_ref *a, const rec_build_ref *b)
 {
     assert(a);
     assert(b);
@@ -307,22 +305,21 @@ bool act_build_ref_equal(const act_build_ref *a, const act_build_ref *b)
            strcmp(a->build_digest, b->build_digest) == 0;
 }
 
-int act_records_note_build_state(int host_dirfd, const char *host, const act_build_state *state,
-                                 act_error *err)
+int rec_note_build_state(int host_dirfd, const char *host, const rec_build_state *state,
+                         act_error *err)
 {
     assert(host);
     assert(state);
-    act_build_state recorded;
+    rec_build_state recorded;
     act_error ignored = {0};
-    if (act_records_read_build_state(host_dirfd, host, &recorded, &ignored) == 0 &&
-        act_build_ref_equal(&recorded.build, &state->build))
+    if (rec_read_build_state(host_dirfd, host, &recorded, &ignored) == 0 &&
+        rec_build_ref_equal(&recorded.build, &state->build))
         return 0;
-    int r = act_records_write_build_state(host_dirfd, state, err);
+    int r = rec_write_build_state(host_dirfd, state, err);
     return r < 0 ? r : 1;
 }
 
-int act_records_read_build_state(int host_dirfd, const char *host, act_build_state *out,
-                                 act_error *err)
+int rec_read_build_state(int host_dirfd, const char *host, rec_build_state *out, act_error *err)
 {
     assert(host);
     assert(out);
@@ -332,7 +329,7 @@ int act_records_read_build_state(int host_dirfd, const char *host, act_build_sta
     int r = read_json(host_dirfd, "build-state.json", where, &obj, err);
     if (r < 0)
         return r;
-    act_build_state state = {0};
+    rec_build_state state = {0};
     r = get_build(obj, where, &state.build, err);
     if (r == 0)
         r = get_u64(obj, where, "generation", &state.generation, err);
@@ -345,8 +342,8 @@ int act_records_read_build_state(int host_dirfd, const char *host, act_build_sta
     return r;
 }
 
-int act_records_read_checkpoint(int host_dirfd, const char *host, char *out, size_t out_size,
-                                act_error *err)
+int rec_read_checkpoint(int host_dirfd, const char *host, char *out, size_t out_size,
+                        act_error *err)
 {
     assert(host);
     assert(out);
@@ -365,7 +362,7 @@ int act_records_read_checkpoint(int host_dirfd, const char *host, char *out, siz
     return get_string(obj, where, "checkpoint", out, out_size, err);
 }
 
-int act_records_write_checkpoint(int host_dirfd, const char *checkpoint, act_error *err)
+int rec_write_checkpoint(int host_dirfd, const char *checkpoint, act_error *err)
 {
     assert(checkpoint);
     _cleanup_(json_object_putp) json_object *obj = json_object_new_object();

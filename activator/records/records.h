@@ -20,72 +20,70 @@
 #include "common/error.h"
 #include "common/names.h"
 
-#define ACT_DIGEST_HEX 65 /* SHA-256 as hex plus the NUL */
+#define REC_DIGEST_HEX 65 /* SHA-256 as hex plus the NUL */
 
-typedef struct act_build_ref {
+typedef struct rec_build_ref {
     char version[ACT_NAME_MAX + 1];
-    char digest[ACT_DIGEST_HEX];       /* the executable's SHA-256 */
-    char build_digest[ACT_DIGEST_HEX]; /* the whole build's digest; pins name it */
-} act_build_ref;
+    char digest[REC_DIGEST_HEX];       /* the executable's SHA-256 */
+    char build_digest[REC_DIGEST_HEX]; /* the whole build's digest; pins name it */
+} rec_build_ref;
 
-typedef enum act_generation_phase {
-    ACT_GEN_STARTING,
-    ACT_GEN_SERVING,
-    ACT_GEN_RETIRING,
-} act_generation_phase;
+typedef enum rec_generation_phase {
+    REC_GEN_STARTING,
+    REC_GEN_SERVING,
+    REC_GEN_RETIRING,
+} rec_generation_phase;
 
-typedef struct act_generation_record {
+typedef struct rec_generation_record {
     char host[ACT_NAME_MAX + 1];
     uint64_t generation;
     uint64_t session;
     uint64_t admission_revision; /* the claim revision the admission got: its fencing token */
     char incarnation[ACT_NAME_MAX + 1];
-    act_build_ref build;
-    act_generation_phase phase;
+    rec_build_ref build;
+    rec_generation_phase phase;
     int32_t pid; /* main process; 0 before the exec */
     uint64_t started_usec; /* wall clock */
-} act_generation_record;
+} rec_generation_record;
 
 /* The build that runs against a host's state. generation and session are
  * the ones that first ran this build against it: a state migration cares
  * about the change of build, not about every wake of the same one. */
-typedef struct act_build_state {
-    act_build_ref build;
+typedef struct rec_build_state {
+    rec_build_ref build;
     uint64_t generation;
     uint64_t session;
     uint64_t written_usec;
-} act_build_state;
+} rec_build_state;
 
 /* Opens (creating when missing) <state_dir>/hosts/<host>/ and returns its fd.
  * The host name is checked first; nothing is created for a bad one. */
-int act_records_open_host(int state_dirfd, const char *host, act_error *err);
+int rec_open_host(int state_dirfd, const char *host, act_error *err);
 
-int act_records_write_generation(int host_dirfd, const act_generation_record *record,
-                                 act_error *err);
-int act_records_read_generation(int host_dirfd, const char *host, uint64_t generation,
-                                act_generation_record *out, act_error *err);
+int rec_write_generation(int host_dirfd, const rec_generation_record *record, act_error *err);
+int rec_read_generation(int host_dirfd, const char *host, uint64_t generation,
+                        rec_generation_record *out, act_error *err);
 /* Removes a generation's record once it is proven stopped. Absent is fine. */
-int act_records_remove_generation(int host_dirfd, uint64_t generation, act_error *err);
+int rec_remove_generation(int host_dirfd, uint64_t generation, act_error *err);
 /* The generation numbers with a record, ascending; *out is malloc'd. */
-int act_records_list_generations(int host_dirfd, uint64_t **out, size_t *count, act_error *err);
+int rec_list_generations(int host_dirfd, uint64_t **out, size_t *count, act_error *err);
 
-bool act_build_ref_equal(const act_build_ref *a, const act_build_ref *b);
+bool rec_build_ref_equal(const rec_build_ref *a, const rec_build_ref *b);
 
-int act_records_write_build_state(int host_dirfd, const act_build_state *state, act_error *err);
+int rec_write_build_state(int host_dirfd, const rec_build_state *state, act_error *err);
 /* What the gate calls before an exec: writes state unless build-state.json
  * already names the very same build, in which case the file stays as it is
  * (the same build makes the record idempotent) and no durable write is
  * paid; an unreadable file is rewritten. Returns 1 when it wrote, 0 when
  * the file already said so. */
-int act_records_note_build_state(int host_dirfd, const char *host, const act_build_state *state,
-                                 act_error *err);
+int rec_note_build_state(int host_dirfd, const char *host, const rec_build_state *state,
+                         act_error *err);
 /* -ENOENT when no build ever ran against this state. */
-int act_records_read_build_state(int host_dirfd, const char *host, act_build_state *out,
-                                 act_error *err);
+int rec_read_build_state(int host_dirfd, const char *host, rec_build_state *out, act_error *err);
 
 /* The checkpoint the state directory was last restored to; "" when none. */
-int act_records_read_checkpoint(int host_dirfd, const char *host, char *out, size_t out_size,
-                                act_error *err);
-int act_records_write_checkpoint(int host_dirfd, const char *checkpoint, act_error *err);
+int rec_read_checkpoint(int host_dirfd, const char *host, char *out, size_t out_size,
+                        act_error *err);
+int rec_write_checkpoint(int host_dirfd, const char *checkpoint, act_error *err);
 
-const char *act_generation_phase_name(act_generation_phase phase);
+const char *rec_generation_phase_name(rec_generation_phase phase);

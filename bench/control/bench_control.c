@@ -1,4 +1,4 @@
-/* bench-control: the status round trip through act_control (NNG REP
+/* bench-control: the status round trip through ctrl_server (NNG REP
  * contexts -> hand-off to an sd-event loop -> JSON parse and validation ->
  * dispatch -> JSON reply) against a bare NNG REQ/REP echo over the same ipc
  * transport, measured in the same run. Target: p50 and p99 ratio <= 1.5. */
@@ -27,7 +27,7 @@ static const char status_request[] = "{\"v\":1,\"op\":\"status\"}";
 static char status_reply[1024];
 static size_t status_reply_len;
 
-static void dispatch(const act_request *request, act_control_reply *reply, void *userdata)
+static void dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
 {
     json_object *hosts = json_object_new_array();
     for (int i = 0; i < 3; i++) {
@@ -41,7 +41,7 @@ static void dispatch(const act_request *request, act_control_reply *reply, void 
     }
     json_object *result = json_object_new_object();
     json_object_object_add(result, "hosts", hosts);
-    act_control_reply_ok(reply, result);
+    ctrl_reply_ok(reply, result);
 }
 
 typedef struct server {
@@ -60,19 +60,19 @@ static void *control_thread(void *arg)
 {
     server *srv = arg;
     sd_event *event;
-    act_control *control = NULL;
+    ctrl_server *control = NULL;
     act_error err = {0};
     sd_event_new(&event);
     sd_event_add_io(event, NULL, srv->stop_fd[0], EPOLLIN, on_stop, NULL);
-    act_control_options options = {.url = srv->url, .dispatch = dispatch};
-    if (act_control_new(event, &options, &control, &err) < 0) {
+    ctrl_options options = {.url = srv->url, .dispatch = dispatch};
+    if (ctrl_new(event, &options, &control, &err) < 0) {
         fprintf(stderr, "bench-control: %s\n", err.message);
         exit(1);
     }
     char ready = 1;
     (void)!write(srv->ready_fd[1], &ready, 1);
     sd_event_loop(event);
-    act_control_free(control);
+    ctrl_free(control);
     sd_event_unref(event);
     return NULL;
 }
@@ -183,7 +183,7 @@ int main(void)
     printf("bench-control: %d rounds x %d status round trips over ipc, reply %zu bytes\n", ROUNDS,
            TRIPS, status_reply_len);
     printf("  bare NNG req/rep echo   p50 %8.1f us   p99 %8.1f us\n", bare50, bare99);
-    printf("  act_control status      p50 %8.1f us   p99 %8.1f us\n", control50, control99);
+    printf("  ctrl_server status      p50 %8.1f us   p99 %8.1f us\n", control50, control99);
     printf("  RATIO p50 %.2f  p99 %.2f  (target <= 1.5)\n", control50 / bare50,
            control99 / bare99);
 

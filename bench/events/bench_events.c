@@ -1,4 +1,4 @@
-/* bench-events: events published per second through act_events_publish
+/* bench-events: events published per second through ev_publish
  * (format the topic and JSON, stamp, sequence, non-blocking send) against a
  * bare NNG PUB send loop of an equally long, preformatted message, each with
  * one subscriber draining over ipc, in the same run. Targets: ratio >= 0.8
@@ -68,20 +68,21 @@ static double now_sec(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static const act_event_kind kinds[] = {ACT_EVENT_WAKING, ACT_EVENT_ADMITTED, ACT_EVENT_EXEC,
-                                       ACT_EVENT_READY, ACT_EVENT_SERVING};
+static const ev_event_kind kinds[] = {EV_EVENT_WAKING, EV_EVENT_ADMITTED, EV_EVENT_EXEC,
+                                      EV_EVENT_READY, EV_EVENT_SERVING};
 
-static double run_events(act_events *events)
+static double run_events(ev_publisher *events)
 {
     double start = now_sec();
     for (int i = 0; i < EVENTS_PER_ROUND; i++) {
-        act_event event = {.kind = kinds[i % 5],
-                           .host = "web1",
-                           .generation = 42,
-                           .version = "v2.3.1",
-                           .digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-                           .pid = 31337};
-        if (act_events_publish(events, &event) != 0) {
+        ev_event event = {.kind = kinds[i % 5],
+                          .host = "web1",
+                          .generation = 42,
+                          .version = "v2.3.1",
+                          .digest =
+                              "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                          .pid = 31337};
+        if (ev_publish(events, &event) != 0) {
             fprintf(stderr, "bench-events: publish failed\n");
             exit(1);
         }
@@ -115,16 +116,16 @@ int main(void)
     snprintf(events_url, sizeof(events_url), "ipc://%s/events.ipc", dir);
     snprintf(bare_url, sizeof(bare_url), "ipc://%s/bare.ipc", dir);
 
-    act_events *events;
+    ev_publisher *events;
     act_error err = {0};
-    act_events_options options = {.url = events_url, .box = "box-1"};
-    if (act_events_new(&options, &events, &err) < 0) {
+    ev_options options = {.url = events_url, .box = "box-1"};
+    if (ev_new(&options, &events, &err) < 0) {
         fprintf(stderr, "bench-events: %s\n", err.message);
         return 1;
     }
     nng_socket pub;
     nng_pub0_open(&pub);
-    nng_socket_set_int(pub, NNG_OPT_SENDBUF, 1024); /* as act_events sets it */
+    nng_socket_set_int(pub, NNG_OPT_SENDBUF, 1024); /* as ev_publisher sets it */
     nng_listen(pub, bare_url, NULL, 0);
 
     subscriber events_sub, bare_sub;
@@ -153,7 +154,7 @@ int main(void)
     printf("bench-events: %d rounds x %d events, one ipc subscriber each, message %d bytes\n",
            ROUNDS, EVENTS_PER_ROUND, len);
     printf("  bare PUB send loop     %10.0f msgs/s\n", bare_median);
-    printf("  act_events_publish     %10.0f events/s (target >= 100000)\n", ours_median);
+    printf("  ev_publish     %10.0f events/s (target >= 100000)\n", ours_median);
     printf("  RATIO %.2f (target >= 0.8)\n", ours_median / bare_median);
     printf("  subscribers received %lu and %lu (PUB drops for a slow subscriber by design)\n",
            (unsigned long)atomic_load(&events_sub.received),
@@ -162,7 +163,7 @@ int main(void)
     unsubscribe(&events_sub);
     unsubscribe(&bare_sub);
     nng_close(pub);
-    act_events_free(events);
+    ev_free(events);
     char path[200];
     snprintf(path, sizeof(path), "%s/events.ipc", dir);
     unlink(path);

@@ -50,7 +50,7 @@ typedef struct request_sample {
 } request_sample;
 
 typedef struct client {
-    act_listen_address target;
+    lsn_address target;
     atomic_bool stop;
     request_sample *samples;
     size_t n, cap;
@@ -58,7 +58,7 @@ typedef struct client {
 } client;
 
 /* One GET: connect, send, read the whole answer (the app closes after it). */
-static void one_request(const act_listen_address *target, request_sample *sample)
+static void one_request(const lsn_address *target, request_sample *sample)
 {
     static const char request[] = "GET / HTTP/1.0\r\nHost: bench\r\n\r\n";
     char answer[1024];
@@ -161,7 +161,7 @@ static int run(dd_daemon *d, act_error *err)
         return r;
 
     client c = {0};
-    if ((r = act_listen_parse(address, "client target", &c.target, err)) < 0)
+    if ((r = lsn_parse(address, "client target", &c.target, err)) < 0)
         return r;
     if (pthread_create(&c.thread, NULL, client_thread, &c) != 0)
         return act_error_set(err, EAGAIN, "cannot start the client thread");

@@ -169,8 +169,8 @@ void bd_samples_free(bd_samples *samples)
 
 int bd_echo_once(const char *address, int timeout_ms, act_error *err)
 {
-    act_listen_address target;
-    int r = act_listen_parse(address, "echo target", &target, err);
+    lsn_address target;
+    int r = lsn_parse(address, "echo target", &target, err);
     if (r < 0)
         return r;
     _cleanup_close_ int fd = socket(target.addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -63,11 +63,11 @@ static int direct_app_init(direct_app *app, act_error *err)
     if (port < 0)
         return port;
     snprintf(app->address, sizeof(app->address), "127.0.0.1:%d", port);
-    act_listen_address address;
-    int r = act_listen_parse(app->address, "baseline socket", &address, err);
+    lsn_address address;
+    int r = lsn_parse(app->address, "baseline socket", &address, err);
     if (r < 0)
         return r;
-    app->listen_fd = act_listen_bind(&address, SOMAXCONN, err);
+    app->listen_fd = lsn_bind(&address, SOMAXCONN, err);
     if (app->listen_fd < 0)
         return app->listen_fd;
     size_t n_env = 0;

@@ -41,11 +41,11 @@ int main(int argc, char **argv)
     int n_listen = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc && n_listen < MAX_LISTEN) {
-            act_listen_address address;
+            lsn_address address;
             act_error err = {0};
             int fd = -1;
-            if (act_listen_parse(argv[++i], "--listen", &address, &err) < 0 ||
-                (fd = act_listen_bind(&address, SOMAXCONN, &err)) < 0) {
+            if (lsn_parse(argv[++i], "--listen", &address, &err) < 0 ||
+                (fd = lsn_bind(&address, SOMAXCONN, &err)) < 0) {
                 fprintf(stderr, "act-notify-echo: %s\n", err.message);
                 return 2;
             }

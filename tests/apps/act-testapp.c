@@ -85,13 +85,13 @@ static long number_arg(const char *flag, const char *text)
 
 static int bind_listen(const char *spec)
 {
-    act_listen_address address;
+    lsn_address address;
     act_error err = {0};
-    if (act_listen_parse(spec, "--listen", &address, &err) < 0) {
+    if (lsn_parse(spec, "--listen", &address, &err) < 0) {
         fprintf(stderr, "act-testapp: %s\n", err.message);
         exit(2);
     }
-    int fd = act_listen_bind(&address, SOMAXCONN, &err);
+    int fd = lsn_bind(&address, SOMAXCONN, &err);
     if (fd < 0) {
         fprintf(stderr, "act-testapp: %s\n", err.message);
         exit(1);

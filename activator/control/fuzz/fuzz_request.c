@@ -12,9 +12,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    act_request req;
-    act_request_error err;
-    int r = act_request_parse(data, size, &req, &err);
+    ctrl_request req;
+    ctrl_request_error err;
+    int r = ctrl_request_parse(data, size, &req, &err);
     if (r < 0) {
         /* Every refusal names a code and says something. */
         if (!err.code || err.error.message[0] == '\0')
@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     /* An accepted request only carries names that are safe path components. */
-    if ((unsigned)req.op >= ACT_OP__COUNT)
+    if ((unsigned)req.op >= CTRL_OP__COUNT)
         abort();
     if (req.host[0] && !act_name_is_valid(req.host))
         abort();

@@ -62,11 +62,11 @@ static int teardown(void **state)
 }
 
 /* The error at index i reads "PATH:LINE: KEY: ..." exactly. */
-static void assert_error_at(const act_config_errors *errors, size_t i, const char *file,
-                            unsigned line, const char *key)
+static void assert_error_at(const cfg_errors *errors, size_t i, const char *file, unsigned line,
+                            const char *key)
 {
     assert_true(i < errors->n);
-    const act_config_error *e = &errors->items[i];
+    const cfg_error *e = &errors->items[i];
     char prefix[600];
     if (line)
         snprintf(prefix, sizeof(prefix), "%s:%u: %s: ", file, line, key);
@@ -84,9 +84,9 @@ static void daemon_defaults(void **state)
 {
     (void)state;
     write_file("d.conf", "[Activator]\nBox=box-1\n");
-    act_daemon_config c;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_daemon(path_of("d.conf"), &c, &errors), 0);
+    cfg_daemon c;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
     assert_int_equal(errors.n, 0);
     assert_string_equal(c.box, "box-1");
     assert_string_equal(c.store, "dir:///var/lib/activator/claims");
@@ -101,9 +101,9 @@ static void daemon_defaults(void **state)
     assert_null(c.control_listen);
     assert_string_equal(c.metrics_listen, "127.0.0.1:9464");
     assert_int_equal(c.max_concurrent_starts, 2 * sysconf(_SC_NPROCESSORS_ONLN));
-    assert_int_equal(c.failure_backoff_max_usec, 30 * ACT_USEC_PER_SEC);
-    assert_int_equal(c.failure_reset_usec, 10 * ACT_USEC_PER_SEC);
-    act_daemon_config_free(&c);
+    assert_int_equal(c.failure_backoff_max_usec, 30 * CFG_USEC_PER_SEC);
+    assert_int_equal(c.failure_reset_usec, 10 * CFG_USEC_PER_SEC);
+    cfg_daemon_free(&c);
 }
 
 static void daemon_every_key(void **state)
@@ -128,10 +128,10 @@ static void daemon_every_key(void **state)
                          "MaxConcurrentStarts=7\n"
                          "FailureBackoffMaxSec=1min\n"
                          "FailureResetSec=20s\n");
-    act_daemon_config c;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_daemon(path_of("d.conf"), &c, &errors), 0);
-    act_config_errors_print(&errors, stderr);
+    cfg_daemon c;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
+    cfg_errors_print(&errors, stderr);
     assert_int_equal(errors.n, 0);
     assert_string_equal(c.store, "dir:///srv/act/claims"); /* follows StateDirectory= */
     assert_string_equal(c.state_directory, "/srv/act");
@@ -147,19 +147,19 @@ static void daemon_every_key(void **state)
     assert_string_equal(c.tls_client_ca, "/etc/activator/tls/ca.pem");
     assert_string_equal(c.metrics_listen, "[::1]:9100");
     assert_int_equal(c.max_concurrent_starts, 7);
-    assert_int_equal(c.failure_backoff_max_usec, 60 * ACT_USEC_PER_SEC);
-    assert_int_equal(c.failure_reset_usec, 20 * ACT_USEC_PER_SEC);
-    act_daemon_config_free(&c);
+    assert_int_equal(c.failure_backoff_max_usec, 60 * CFG_USEC_PER_SEC);
+    assert_int_equal(c.failure_reset_usec, 20 * CFG_USEC_PER_SEC);
+    cfg_daemon_free(&c);
 
     write_file("d2.conf", "[Activator]\nBox=b\nStore=etcd://127.0.0.1:2379/activator\n"
                           "Control=ipc:///tmp/c.ipc\nCgroupRoot=auto\nMetricsListen=no\n");
-    assert_int_equal(act_config_load_daemon(path_of("d2.conf"), &c, &errors), 0);
+    assert_int_equal(cfg_load_daemon(path_of("d2.conf"), &c, &errors), 0);
     assert_string_equal(c.store, "etcd://127.0.0.1:2379/activator");
     assert_string_equal(c.control, "ipc:///tmp/c.ipc");
     assert_null(c.cgroup_root);
     assert_null(c.metrics_listen);
-    act_daemon_config_free(&c);
-    act_config_errors_free(&errors);
+    cfg_daemon_free(&c);
+    cfg_errors_free(&errors);
 }
 
 /* One bad value per key: each file has the bad line on line 3 and nothing
@@ -205,16 +205,16 @@ static void daemon_each_bad_key(void **state)
         if (strcmp(bad[i].key, "Box") == 0)
             snprintf(content, sizeof(content), "[Activator]\n\n%s=%s\n", bad[i].key, bad[i].value);
         write_file("bad.conf", content);
-        act_daemon_config c;
-        act_config_errors errors = {0};
-        assert_int_equal(act_config_load_daemon(path_of("bad.conf"), &c, &errors), -EINVAL);
+        cfg_daemon c;
+        cfg_errors errors = {0};
+        assert_int_equal(cfg_load_daemon(path_of("bad.conf"), &c, &errors), -EINVAL);
         if (errors.n != 1) {
-            act_config_errors_print(&errors, stderr);
+            cfg_errors_print(&errors, stderr);
             fail_msg("%s=%s gave %zu errors, expected 1", bad[i].key, bad[i].value, errors.n);
         }
         assert_error_at(&errors, 0, path_of("bad.conf"), 3, bad[i].key);
         assert_null(c.box); /* nothing half-read is handed out */
-        act_config_errors_free(&errors);
+        cfg_errors_free(&errors);
     }
 }
 
@@ -241,10 +241,10 @@ static void daemon_all_errors_of_a_file(void **state)
              "TLSKey=/k.pem\n",               /* 13: under no section; then TLS w/o listen */
              long_line);
     write_file("many.conf", content);
-    act_daemon_config c;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_daemon(path_of("many.conf"), &c, &errors), -EINVAL);
-    act_config_errors_print(&errors, stderr);
+    cfg_daemon c;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_daemon(path_of("many.conf"), &c, &errors), -EINVAL);
+    cfg_errors_print(&errors, stderr);
     const char *f = path_of("many.conf");
     size_t i = 0;
     assert_error_at(&errors, i++, f, 1, "Box");
@@ -264,8 +264,8 @@ static void daemon_all_errors_of_a_file(void **state)
     /* Cross-key and missing-key problems come after the line-by-line ones. */
     assert_error_at(&errors, i++, f, 0, "Box");
     assert_int_equal(errors.n, i);
-    assert_int_equal(act_config_errors_count_file(&errors, f), errors.n);
-    act_config_errors_free(&errors);
+    assert_int_equal(cfg_errors_count_file(&errors, f), errors.n);
+    cfg_errors_free(&errors);
 }
 
 static void daemon_cross_key_rules(void **state)
@@ -273,20 +273,20 @@ static void daemon_cross_key_rules(void **state)
     (void)state;
     write_file("tls.conf", "[Activator]\nBox=b\nControlListen=tls+tcp://0.0.0.0:7443\n"
                            "TLSKey=/k.pem\n");
-    act_daemon_config c;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_daemon(path_of("tls.conf"), &c, &errors), -EINVAL);
+    cfg_daemon c;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_daemon(path_of("tls.conf"), &c, &errors), -EINVAL);
     assert_int_equal(errors.n, 2); /* TLSCertificate= and TLSClientCA= missing */
     assert_error_at(&errors, 0, path_of("tls.conf"), 3, "ControlListen");
     assert_non_null(strstr(errors.items[0].text, "TLSCertificate"));
     assert_non_null(strstr(errors.items[1].text, "TLSClientCA"));
-    act_config_errors_free(&errors);
+    cfg_errors_free(&errors);
 
     write_file("tls2.conf", "[Activator]\nBox=b\nTLSCertificate=/c.pem\n");
-    assert_int_equal(act_config_load_daemon(path_of("tls2.conf"), &c, &errors), -EINVAL);
+    assert_int_equal(cfg_load_daemon(path_of("tls2.conf"), &c, &errors), -EINVAL);
     assert_int_equal(errors.n, 1);
     assert_error_at(&errors, 0, path_of("tls2.conf"), 3, "ControlListen");
-    act_config_errors_free(&errors);
+    cfg_errors_free(&errors);
 
     /* A RuntimeDirectory= too long for the derived ipc socket path. */
     char content[512], dir[200];
@@ -295,10 +295,10 @@ static void daemon_cross_key_rules(void **state)
     dir[120] = '\0';
     snprintf(content, sizeof(content), "[Activator]\nBox=b\nRuntimeDirectory=%s\n", dir);
     write_file("rt.conf", content);
-    assert_int_equal(act_config_load_daemon(path_of("rt.conf"), &c, &errors), -EINVAL);
+    assert_int_equal(cfg_load_daemon(path_of("rt.conf"), &c, &errors), -EINVAL);
     assert_true(errors.n >= 1);
     assert_error_at(&errors, 0, path_of("rt.conf"), 3, "RuntimeDirectory");
-    act_config_errors_free(&errors);
+    cfg_errors_free(&errors);
 }
 
 /* An etcd Store='s TLS and authentication keys: read as given with etcd,
@@ -318,24 +318,24 @@ static void daemon_store_access_keys(void **state)
              "StoreCertificate=%s\nStoreKey=%s\nStoreUser=activator\nStorePasswordFile=%s\n",
              ca, ca, ca, password);
     write_file("etcd.conf", content);
-    act_daemon_config c;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_daemon(path_of("etcd.conf"), &c, &errors), 0);
+    cfg_daemon c;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_daemon(path_of("etcd.conf"), &c, &errors), 0);
     assert_string_equal(c.store_ca, ca);
     assert_string_equal(c.store_certificate, ca);
     assert_string_equal(c.store_key, ca);
     assert_string_equal(c.store_user, "activator");
     assert_string_equal(c.store_password_file, password);
-    act_daemon_config_free(&c);
+    cfg_daemon_free(&c);
 
     /* With the dir store they would do nothing: each is an error. */
     snprintf(content, sizeof(content), "[Activator]\nBox=b\nStoreCA=%s\n", ca);
     write_file("dir.conf", content);
-    assert_int_equal(act_config_load_daemon(path_of("dir.conf"), &c, &errors), -EINVAL);
+    assert_int_equal(cfg_load_daemon(path_of("dir.conf"), &c, &errors), -EINVAL);
     assert_int_equal(errors.n, 1);
     assert_error_at(&errors, 0, path_of("dir.conf"), 3, "StoreCA");
     assert_non_null(strstr(errors.items[0].text, "etcd"));
-    act_config_errors_free(&errors);
+    cfg_errors_free(&errors);
 
     /* A certificate without its key, a user without a password file, and a
      * CA file that is not there. */
@@ -344,7 +344,7 @@ static void daemon_store_access_keys(void **state)
              "StoreUser=activator\nStoreCA=/nonexistent/ca.pem\n",
              ca);
     write_file("pairs.conf", content);
-    assert_int_equal(act_config_load_daemon(path_of("pairs.conf"), &c, &errors), -EINVAL);
+    assert_int_equal(cfg_load_daemon(path_of("pairs.conf"), &c, &errors), -EINVAL);
     assert_int_equal(errors.n, 3);
     assert_error_at(&errors, 0, path_of("pairs.conf"), 6, "StoreCA");
     assert_non_null(strstr(errors.items[0].text, "/nonexistent/ca.pem"));
@@ -352,18 +352,18 @@ static void daemon_store_access_keys(void **state)
     assert_non_null(strstr(errors.items[1].text, "StoreKey"));
     assert_error_at(&errors, 2, path_of("pairs.conf"), 5, "StoreUser");
     assert_non_null(strstr(errors.items[2].text, "StorePasswordFile"));
-    act_config_errors_free(&errors);
+    cfg_errors_free(&errors);
 }
 
 static void daemon_missing_file(void **state)
 {
     (void)state;
-    act_daemon_config c;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_daemon(path_of("absent.conf"), &c, &errors), -ENOENT);
+    cfg_daemon c;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_daemon(path_of("absent.conf"), &c, &errors), -ENOENT);
     assert_int_equal(errors.n, 1);
     assert_non_null(strstr(errors.items[0].text, "absent.conf: cannot open"));
-    act_config_errors_free(&errors);
+    cfg_errors_free(&errors);
 }
 
 static const char *const good_host = "[Host]\n"
@@ -399,10 +399,10 @@ static void host_every_key(void **state)
 {
     (void)state;
     write_file("web1.conf", good_host);
-    act_host_config h;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_host_file(tmp_dir, "web1.conf", &h, &errors), 0);
-    act_config_errors_print(&errors, stderr);
+    cfg_host h;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_host_file(tmp_dir, "web1.conf", &h, &errors), 0);
+    cfg_errors_print(&errors, stderr);
     assert_int_equal(errors.n, 0);
     assert_string_equal(h.name, "web1");
     assert_int_equal(act_strv_length(h.exec_argv), 5);
@@ -413,13 +413,13 @@ static void host_every_key(void **state)
     assert_string_equal(h.environment[1], "GREETING=hello world");
     assert_string_equal(h.user, "web1");
     assert_string_equal(h.group, "web1");
-    assert_int_equal(h.ready.kind, ACT_PROBE_CONNECT);
+    assert_int_equal(h.ready.kind, PROBE_CONNECT);
     assert_int_equal(h.ready.address.addr.sa.sa_family, AF_INET);
-    assert_int_equal(h.ready_timeout_usec, 20 * ACT_USEC_PER_SEC);
+    assert_int_equal(h.ready_timeout_usec, 20 * CFG_USEC_PER_SEC);
     assert_non_null(h.health_check);
-    assert_int_equal(h.health_check->kind, ACT_PROBE_EXEC);
+    assert_int_equal(h.health_check->kind, PROBE_EXEC);
     assert_string_equal(h.health_check->argv[1], "--fast");
-    assert_int_equal(h.stop_timeout_usec, 5 * ACT_USEC_PER_SEC);
+    assert_int_equal(h.stop_timeout_usec, 5 * CFG_USEC_PER_SEC);
     assert_int_equal(h.idle_timeout_usec, 0);
     assert_int_equal(h.max_starts, 3);
     assert_string_equal(h.exec_restore[0], "/usr/lib/web1/restore");
@@ -428,13 +428,13 @@ static void host_every_key(void **state)
     assert_true(h.start_rate_limit == 2.5);
     assert_int_equal(h.n_listen, 4);
     char shown[128];
-    act_listen_format(&h.listen[1], shown, sizeof(shown));
+    lsn_format(&h.listen[1], shown, sizeof(shown));
     assert_string_equal(shown, "[::1]:8080");
     assert_false(h.listen[1].dual_stack);
-    act_listen_format(&h.listen[2], shown, sizeof(shown));
+    lsn_format(&h.listen[2], shown, sizeof(shown));
     assert_string_equal(shown, "/run/web1.sock");
     /* A bare port, as systemd: every address, IPv6 and IPv4 on one socket. */
-    act_listen_format(&h.listen[3], shown, sizeof(shown));
+    lsn_format(&h.listen[3], shown, sizeof(shown));
     bool ipv6 = access("/proc/net/if_inet6", F_OK) == 0;
     assert_string_equal(shown, ipv6 ? "[::]:8081" : "0.0.0.0:8081");
     assert_int_equal(h.listen[3].dual_stack, ipv6);
@@ -444,41 +444,41 @@ static void host_every_key(void **state)
     assert_int_equal(h.limits.pids_max, 256);
     assert_int_equal(h.limits.cpu_quota_percent, 200);
     assert_int_equal(h.limits.cpu_weight, 500);
-    assert_int_equal(h.limits.syscall_filter.base, ACT_SYSCALLS_DEFAULT);
+    assert_int_equal(h.limits.syscall_filter.base, CFG_SYSCALLS_DEFAULT);
     assert_string_equal(h.limits.syscall_filter.deny[0], "ptrace");
-    act_host_config_free(&h);
+    cfg_host_free(&h);
 }
 
 static void host_defaults(void **state)
 {
     (void)state;
     write_file("tiny.conf", "[Host]\nExec=bin/app\n");
-    act_host_config h;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_host_file(tmp_dir, "tiny.conf", &h, &errors), 0);
+    cfg_host h;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_host_file(tmp_dir, "tiny.conf", &h, &errors), 0);
     assert_string_equal(h.name, "tiny");
     assert_null(h.environment);
     assert_null(h.user);
-    assert_int_equal(h.ready.kind, ACT_PROBE_NOTIFY);
+    assert_int_equal(h.ready.kind, PROBE_NOTIFY);
     assert_null(h.health_check);
-    assert_int_equal(h.ready_timeout_usec, 30 * ACT_USEC_PER_SEC);
-    assert_int_equal(h.stop_timeout_usec, 10 * ACT_USEC_PER_SEC);
-    assert_int_equal(h.idle_timeout_usec, 300 * ACT_USEC_PER_SEC);
+    assert_int_equal(h.ready_timeout_usec, 30 * CFG_USEC_PER_SEC);
+    assert_int_equal(h.stop_timeout_usec, 10 * CFG_USEC_PER_SEC);
+    assert_int_equal(h.idle_timeout_usec, 300 * CFG_USEC_PER_SEC);
     assert_int_equal(h.max_starts, 5);
     assert_true(h.start_rate_limit == 0);
     assert_int_equal(h.n_listen, 0);
     assert_int_equal(h.backlog, SOMAXCONN);
     assert_int_equal(h.limits.memory_max, 0);
-    assert_int_equal(h.limits.syscall_filter.base, ACT_SYSCALLS_DEFAULT);
-    act_host_config_free(&h);
+    assert_int_equal(h.limits.syscall_filter.base, CFG_SYSCALLS_DEFAULT);
+    cfg_host_free(&h);
 
     write_file("inf.conf", "[Host]\nExec=bin/app\n[Limits]\nMemoryMax=infinity\n"
                            "PidsMax=infinity\nSystemCallFilter=none\n");
-    assert_int_equal(act_config_load_host_file(tmp_dir, "inf.conf", &h, &errors), 0);
-    assert_true(h.limits.memory_max == ACT_LIMIT_INFINITY);
-    assert_true(h.limits.pids_max == ACT_LIMIT_INFINITY);
-    assert_int_equal(h.limits.syscall_filter.base, ACT_SYSCALLS_NONE);
-    act_host_config_free(&h);
+    assert_int_equal(cfg_load_host_file(tmp_dir, "inf.conf", &h, &errors), 0);
+    assert_true(h.limits.memory_max == CFG_LIMIT_INFINITY);
+    assert_true(h.limits.pids_max == CFG_LIMIT_INFINITY);
+    assert_int_equal(h.limits.syscall_filter.base, CFG_SYSCALLS_NONE);
+    cfg_host_free(&h);
     assert_int_equal(errors.n, 0);
 }
 
@@ -500,10 +500,10 @@ static void host_systemd_forms(void **state)
                           "MemoryMax=50%\n"
                           "MemoryHigh=25%\n"
                           "PidsMax=infinity\n");
-    act_host_config h;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_host_file(tmp_dir, "sd.conf", &h, &errors), 0);
-    act_config_errors_print(&errors, stderr);
+    cfg_host h;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_host_file(tmp_dir, "sd.conf", &h, &errors), 0);
+    cfg_errors_print(&errors, stderr);
     assert_int_equal(errors.n, 0);
     assert_string_equal(h.exec_argv[1], "--greeting=hello\tworld");
     assert_string_equal(h.exec_argv[2], "it's");
@@ -511,15 +511,15 @@ static void host_systemd_forms(void **state)
     assert_string_equal(h.environment[1], "PATH_X=A");
     assert_string_equal(h.user, "4000000000");
     assert_string_equal(h.group, "0");
-    assert_int_equal(h.stop_timeout_usec, 90 * ACT_USEC_PER_SEC);
+    assert_int_equal(h.stop_timeout_usec, 90 * CFG_USEC_PER_SEC);
     assert_int_equal(h.idle_timeout_usec, 0); /* never park, like 0 */
     assert_int_equal(h.ready_timeout_usec, 1500000);
     assert_int_equal(h.n_listen, 1);
     uint64_t memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
     assert_int_equal(h.limits.memory_max, memory / 2);
     assert_int_equal(h.limits.memory_high, memory / 4);
-    assert_true(h.limits.pids_max == ACT_LIMIT_INFINITY);
-    act_host_config_free(&h);
+    assert_true(h.limits.pids_max == CFG_LIMIT_INFINITY);
+    cfg_host_free(&h);
 }
 
 static void host_each_bad_key(void **state)
@@ -574,11 +574,11 @@ static void host_each_bad_key(void **state)
         snprintf(content, sizeof(content), "[Host]\nExec=bin/app\n[%s]\n%s=%s\n", bad[i].section,
                  bad[i].key, bad[i].value);
         write_file("bad.conf", content);
-        act_host_config h;
-        act_config_errors errors = {0};
-        assert_true(act_config_load_host_file(tmp_dir, "bad.conf", &h, &errors) < 0);
+        cfg_host h;
+        cfg_errors errors = {0};
+        assert_true(cfg_load_host_file(tmp_dir, "bad.conf", &h, &errors) < 0);
         if (errors.n != 1) {
-            act_config_errors_print(&errors, stderr);
+            cfg_errors_print(&errors, stderr);
             fail_msg("%s=%s gave %zu errors, expected 1", bad[i].key, bad[i].value, errors.n);
         }
         char file[600];
@@ -589,7 +589,7 @@ static void host_each_bad_key(void **state)
         snprintf(prefix, sizeof(prefix), "%s:4: %s: ", file, bad[i].key);
         assert_true(strncmp(errors.items[0].text, prefix, strlen(prefix)) == 0);
         assert_null(h.name);
-        act_config_errors_free(&errors);
+        cfg_errors_free(&errors);
     }
 }
 
@@ -607,10 +607,10 @@ static void host_all_errors_and_cross_keys(void **state)
                             "[Limits]\n"                    /* 9 */
                             "MemoryMax=100M\n"              /* 10 */
                             "MemoryHigh=200M\n");           /* 11: above max (last) */
-    act_host_config h;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_host_file(tmp_dir, "many.conf", &h, &errors), -EINVAL);
-    act_config_errors_print(&errors, stderr);
+    cfg_host h;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_host_file(tmp_dir, "many.conf", &h, &errors), -EINVAL);
+    cfg_errors_print(&errors, stderr);
     char file[600];
     snprintf(file, sizeof(file), "%s/many.conf", tmp_dir);
     assert_int_equal(errors.n, 6);
@@ -623,14 +623,14 @@ static void host_all_errors_and_cross_keys(void **state)
      * missing. Then the cross-key rules. */
     assert_error_at(&errors, 4, file, 3, "Group");
     assert_error_at(&errors, 5, file, 11, "MemoryHigh");
-    act_config_errors_free(&errors);
+    cfg_errors_free(&errors);
 
     write_file("high.conf", "[Host]\nExec=bin/x\n[Limits]\nMemoryMax=100M\nMemoryHigh=200M\n");
-    assert_int_equal(act_config_load_host_file(tmp_dir, "high.conf", &h, &errors), -EINVAL);
+    assert_int_equal(cfg_load_host_file(tmp_dir, "high.conf", &h, &errors), -EINVAL);
     assert_int_equal(errors.n, 1);
     snprintf(file, sizeof(file), "%s/high.conf", tmp_dir);
     assert_error_at(&errors, 0, file, 5, "MemoryHigh");
-    act_config_errors_free(&errors);
+    cfg_errors_free(&errors);
 }
 
 /* A key refused for its value is reported once, on its line: not again as
@@ -646,15 +646,15 @@ static void refused_values_are_reported_once(void **state)
     };
     for (size_t i = 0; i < ARRAY_SIZE(host_files); i++) {
         write_file("once.conf", host_files[i]);
-        act_host_config h;
-        act_config_errors errors = {0};
-        assert_int_equal(act_config_load_host_file(tmp_dir, "once.conf", &h, &errors), -EINVAL);
+        cfg_host h;
+        cfg_errors errors = {0};
+        assert_int_equal(cfg_load_host_file(tmp_dir, "once.conf", &h, &errors), -EINVAL);
         if (errors.n != 1) {
-            act_config_errors_print(&errors, stderr);
+            cfg_errors_print(&errors, stderr);
             fail_msg("%zu errors for:\n%s", errors.n, host_files[i]);
         }
         assert_true(errors.items[0].line > 0);
-        act_config_errors_free(&errors);
+        cfg_errors_free(&errors);
     }
 
     write_file("ca.pem", "x\n");
@@ -669,15 +669,15 @@ static void refused_values_are_reported_once(void **state)
              "TLSKey=/k.pem\nTLSClientCA=/ca.pem\n");
     for (size_t i = 0; i < ARRAY_SIZE(daemon_files); i++) {
         write_file("once.conf", daemon_files[i]);
-        act_daemon_config c;
-        act_config_errors errors = {0};
-        assert_int_equal(act_config_load_daemon(path_of("once.conf"), &c, &errors), -EINVAL);
+        cfg_daemon c;
+        cfg_errors errors = {0};
+        assert_int_equal(cfg_load_daemon(path_of("once.conf"), &c, &errors), -EINVAL);
         if (errors.n != 1) {
-            act_config_errors_print(&errors, stderr);
+            cfg_errors_print(&errors, stderr);
             fail_msg("%zu errors for:\n%s", errors.n, daemon_files[i]);
         }
         assert_true(errors.items[0].line > 0);
-        act_config_errors_free(&errors);
+        cfg_errors_free(&errors);
     }
 }
 
@@ -688,12 +688,12 @@ static void host_file_names_refused(void **state)
     const char *bad[] = {"../x.conf", ".hidden.conf", "a/b.conf",   "web1.txt",
                          ".conf",     "web 1.conf",   "/etc/passwd"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-        act_host_config h;
-        act_config_errors errors = {0};
-        assert_int_equal(act_config_load_host_file(tmp_dir, bad[i], &h, &errors), -EINVAL);
+        cfg_host h;
+        cfg_errors errors = {0};
+        assert_int_equal(cfg_load_host_file(tmp_dir, bad[i], &h, &errors), -EINVAL);
         assert_int_equal(errors.n, 1);
         assert_null(h.name);
-        act_config_errors_free(&errors);
+        cfg_errors_free(&errors);
     }
 }
 
@@ -715,33 +715,33 @@ static void hosts_directory_skips_bad_files(void **state)
     assert_int_equal(mkdir(dir, 0755), 0);
     snprintf(dir, sizeof(dir), "%s/hosts", tmp_dir);
 
-    act_host_config *hosts = NULL;
+    cfg_host *hosts = NULL;
     size_t n = 0;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_hosts(dir, &hosts, &n, &errors), 0);
-    act_config_errors_print(&errors, stderr);
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_hosts(dir, &hosts, &n, &errors), 0);
+    cfg_errors_print(&errors, stderr);
     assert_int_equal(n, 2);
     assert_string_equal(hosts[0].name, "web1");
     assert_string_equal(hosts[1].name, "web3");
     char file[700];
     snprintf(file, sizeof(file), "%s/.hidden.conf", dir);
-    assert_int_equal(act_config_errors_count_file(&errors, file), 1);
+    assert_int_equal(cfg_errors_count_file(&errors, file), 1);
     assert_non_null(strstr(errors.items[0].text, "starts with '.'"));
     snprintf(file, sizeof(file), "%s/web2.conf", dir);
-    assert_int_equal(act_config_errors_count_file(&errors, file), 2); /* both problems */
+    assert_int_equal(cfg_errors_count_file(&errors, file), 2); /* both problems */
     snprintf(file, sizeof(file), "%s/sub.conf", dir);
-    assert_int_equal(act_config_errors_count_file(&errors, file), 1);
+    assert_int_equal(cfg_errors_count_file(&errors, file), 1);
     snprintf(file, sizeof(file), "%s/web4.conf", dir);
-    assert_int_equal(act_config_errors_count_file(&errors, file), 1);
+    assert_int_equal(cfg_errors_count_file(&errors, file), 1);
     assert_int_equal(errors.n, 5);
-    act_host_configs_free(hosts, n);
-    act_config_errors_free(&errors);
+    cfg_hosts_free(hosts, n);
+    cfg_errors_free(&errors);
 
     /* A missing directory is an error of its own, with nothing loaded. */
-    assert_true(act_config_load_hosts("/nonexistent/hosts", &hosts, &n, &errors) == -ENOENT);
+    assert_true(cfg_load_hosts("/nonexistent/hosts", &hosts, &n, &errors) == -ENOENT);
     assert_int_equal(n, 0);
     assert_int_equal(errors.n, 1);
-    act_config_errors_free(&errors);
+    cfg_errors_free(&errors);
 }
 
 static void files_that_are_not_text(void **state)
@@ -752,18 +752,18 @@ static void files_that_are_not_text(void **state)
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "User=a\0b\n", 9), 9);
     close(fd);
-    act_host_config h;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_host_file(tmp_dir, "nul.conf", &h, &errors), -EINVAL);
+    cfg_host h;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_host_file(tmp_dir, "nul.conf", &h, &errors), -EINVAL);
     assert_int_equal(errors.n, 1);
     assert_int_equal(errors.items[0].line, 3);
-    act_config_errors_free(&errors);
+    cfg_errors_free(&errors);
 
     /* A UTF-8 byte order mark and CRLF line ends are fine. */
     write_file("bom.conf", "\xEF\xBB\xBF[Host]\r\nExec=bin/x\r\n");
-    assert_int_equal(act_config_load_host_file(tmp_dir, "bom.conf", &h, &errors), 0);
+    assert_int_equal(cfg_load_host_file(tmp_dir, "bom.conf", &h, &errors), 0);
     assert_string_equal(h.exec_argv[0], "bin/x");
-    act_host_config_free(&h);
+    cfg_host_free(&h);
     assert_int_equal(errors.n, 0);
 }
 
@@ -801,17 +801,17 @@ static void binary_input_is_escaped_in_errors(void **state)
         noise[i] = (unsigned char)(i * 131 + 7);
     write_bytes("hosts/noise.conf", noise, sizeof(noise));
 
-    act_host_config *hosts = NULL;
+    cfg_host *hosts = NULL;
     size_t n = 0;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_hosts(path_of("hosts"), &hosts, &n, &errors), 0);
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_hosts(path_of("hosts"), &hosts, &n, &errors), 0);
     assert_int_equal(n, 0);
     assert_true(errors.n >= 8);
     char *printed = NULL;
     size_t printed_len = 0;
     FILE *out = open_memstream(&printed, &printed_len);
     assert_non_null(out);
-    assert_int_equal(act_config_errors_print(&errors, out), errors.n);
+    assert_int_equal(cfg_errors_print(&errors, out), errors.n);
     assert_int_equal(fclose(out), 0);
     for (size_t i = 0; i < printed_len; i++) {
         unsigned char c = (unsigned char)printed[i];
@@ -825,8 +825,8 @@ static void binary_input_is_escaped_in_errors(void **state)
     for (size_t i = 0; i < errors.n; i++)
         assert_null(errors.items[i].key ? strchr(errors.items[i].key, '\x07') : NULL);
     free(printed);
-    act_host_configs_free(hosts, n);
-    act_config_errors_free(&errors);
+    cfg_hosts_free(hosts, n);
+    cfg_errors_free(&errors);
 }
 
 int main(void)

@@ -152,14 +152,14 @@ static void assert_daemon_accepts(const char *content)
     char path[512];
     snprintf(path, sizeof(path), "%s/activatord.conf", tmp_dir);
     write_file(path, content);
-    act_daemon_config config;
-    act_config_errors errors = {0};
-    int r = act_config_load_daemon(path, &config, &errors);
+    cfg_daemon config;
+    cfg_errors errors = {0};
+    int r = cfg_load_daemon(path, &config, &errors);
     if (r != 0 || errors.n) {
-        act_config_errors_print(&errors, stderr);
+        cfg_errors_print(&errors, stderr);
         fail_msg("the README's activatord.conf was refused:\n%s", content);
     }
-    act_daemon_config_free(&config);
+    cfg_daemon_free(&config);
 }
 
 /* Each "KEY=/absolute/path" line points below tmp_dir instead, where the
@@ -259,13 +259,13 @@ static void host_examples_are_accepted(void **state)
         snprintf(name, sizeof(name), "form%zu.conf", i);
         snprintf(path, sizeof(path), "%s/%s", tmp_dir, name);
         write_file(path, forms[BLOCK_HOST].text[i]);
-        act_host_config host;
-        act_config_errors errors = {0};
-        if (act_config_load_host_file(tmp_dir, name, &host, &errors) != 0) {
-            act_config_errors_print(&errors, stderr);
+        cfg_host host;
+        cfg_errors errors = {0};
+        if (cfg_load_host_file(tmp_dir, name, &host, &errors) != 0) {
+            cfg_errors_print(&errors, stderr);
             fail_msg("the README's host file was refused:\n%s", forms[BLOCK_HOST].text[i]);
         }
-        act_host_config_free(&host);
+        cfg_host_free(&host);
     }
     char hosts_dir[512];
     snprintf(hosts_dir, sizeof(hosts_dir), "%s/hosts", tmp_dir);
@@ -275,14 +275,14 @@ static void host_examples_are_accepted(void **state)
         snprintf(path, sizeof(path), "%s/host%zu.conf", hosts_dir, i);
         write_file(path, written[BLOCK_HOST].text[i]);
     }
-    act_host_config *hosts = NULL;
+    cfg_host *hosts = NULL;
     size_t n = 0;
-    act_config_errors errors = {0};
-    assert_int_equal(act_config_load_hosts(hosts_dir, &hosts, &n, &errors), 0);
-    act_config_errors_print(&errors, stderr);
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_hosts(hosts_dir, &hosts, &n, &errors), 0);
+    cfg_errors_print(&errors, stderr);
     assert_int_equal(errors.n, 0);
     assert_int_equal(n, written[BLOCK_HOST].n);
-    act_host_configs_free(hosts, n);
+    cfg_hosts_free(hosts, n);
 }
 
 static int read_readme(void **state)

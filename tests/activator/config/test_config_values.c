@@ -41,32 +41,32 @@ static void sizes(void **state)
     (void)state;
     uint64_t v = 0;
     act_error err = {0};
-    assert_int_equal(act_parse_size("512M", &v, &err), 0);
+    assert_int_equal(cfg_parse_size("512M", &v, &err), 0);
     assert_int_equal(v, 512ULL << 20);
-    assert_int_equal(act_parse_size("1G", &v, &err), 0);
+    assert_int_equal(cfg_parse_size("1G", &v, &err), 0);
     assert_int_equal(v, 1ULL << 30);
-    assert_int_equal(act_parse_size("1.5G", &v, &err), 0);
+    assert_int_equal(cfg_parse_size("1.5G", &v, &err), 0);
     assert_int_equal(v, 3ULL << 29);
-    assert_int_equal(act_parse_size("4096", &v, &err), 0);
+    assert_int_equal(cfg_parse_size("4096", &v, &err), 0);
     assert_int_equal(v, 4096);
-    assert_int_equal(act_parse_size("2K", &v, &err), 0);
+    assert_int_equal(cfg_parse_size("2K", &v, &err), 0);
     assert_int_equal(v, 2048);
-    assert_int_equal(act_parse_size("infinity", &v, &err), 0);
-    assert_true(v == ACT_SIZE_INFINITY);
+    assert_int_equal(cfg_parse_size("infinity", &v, &err), 0);
+    assert_true(v == CFG_SIZE_INFINITY);
     /* systemd's other forms: E, a B after the number, and a share of the
      * physical memory. */
-    assert_int_equal(act_parse_size("1E", &v, &err), 0);
+    assert_int_equal(cfg_parse_size("1E", &v, &err), 0);
     assert_int_equal(v, 1ULL << 60);
-    assert_int_equal(act_parse_size("4096B", &v, &err), 0);
+    assert_int_equal(cfg_parse_size("4096B", &v, &err), 0);
     assert_int_equal(v, 4096);
-    assert_int_equal(act_parse_size("512MB", &v, &err), 0);
+    assert_int_equal(cfg_parse_size("512MB", &v, &err), 0);
     assert_int_equal(v, 512ULL << 20);
     uint64_t memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
-    assert_int_equal(act_parse_size("50%", &v, &err), 0);
+    assert_int_equal(cfg_parse_size("50%", &v, &err), 0);
     assert_int_equal(v, memory / 2);
-    assert_int_equal(act_parse_size("100%", &v, &err), 0);
+    assert_int_equal(cfg_parse_size("100%", &v, &err), 0);
     assert_int_equal(v, memory);
-    assert_int_equal(act_parse_size("12.5%", &v, &err), 0);
+    assert_int_equal(cfg_parse_size("12.5%", &v, &err), 0);
     assert_int_equal(v, (uint64_t)((unsigned __int128)memory * 1250 / 10000));
 
     const char *bad[] = {"",
@@ -97,7 +97,7 @@ static void sizes(void **state)
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         v = 7;
         err = (act_error){0};
-        assert_true(act_parse_size(bad[i], &v, &err) < 0);
+        assert_true(cfg_parse_size(bad[i], &v, &err) < 0);
         assert_int_equal(v, 7); /* untouched on failure */
         assert_actionable(&err);
     }
@@ -108,40 +108,40 @@ static void durations(void **state)
     (void)state;
     uint64_t v = 0;
     act_error err = {0};
-    assert_int_equal(act_parse_duration("30", &v, &err), 0);
-    assert_int_equal(v, 30 * ACT_USEC_PER_SEC);
-    assert_int_equal(act_parse_duration("500ms", &v, &err), 0);
+    assert_int_equal(cfg_parse_duration("30", &v, &err), 0);
+    assert_int_equal(v, 30 * CFG_USEC_PER_SEC);
+    assert_int_equal(cfg_parse_duration("500ms", &v, &err), 0);
     assert_int_equal(v, 500000);
-    assert_int_equal(act_parse_duration("1min 30s", &v, &err), 0);
-    assert_int_equal(v, 90 * ACT_USEC_PER_SEC);
-    assert_int_equal(act_parse_duration("1.5s", &v, &err), 0);
+    assert_int_equal(cfg_parse_duration("1min 30s", &v, &err), 0);
+    assert_int_equal(v, 90 * CFG_USEC_PER_SEC);
+    assert_int_equal(cfg_parse_duration("1.5s", &v, &err), 0);
     assert_int_equal(v, 1500000);
-    assert_int_equal(act_parse_duration("2h", &v, &err), 0);
-    assert_int_equal(v, 7200 * ACT_USEC_PER_SEC);
-    assert_int_equal(act_parse_duration("0", &v, &err), 0);
+    assert_int_equal(cfg_parse_duration("2h", &v, &err), 0);
+    assert_int_equal(v, 7200 * CFG_USEC_PER_SEC);
+    assert_int_equal(cfg_parse_duration("0", &v, &err), 0);
     assert_int_equal(v, 0);
     /* systemd.time(7)'s other forms. */
     static const struct {
         const char *text;
         uint64_t usec;
     } systemd_forms[] = {
-        {"1min30s", 90 * ACT_USEC_PER_SEC},
-        {"1min 30", 90 * ACT_USEC_PER_SEC},
-        {"5 min", 300 * ACT_USEC_PER_SEC},
-        {"30 5", 35 * ACT_USEC_PER_SEC},
+        {"1min30s", 90 * CFG_USEC_PER_SEC},
+        {"1min 30", 90 * CFG_USEC_PER_SEC},
+        {"5 min", 300 * CFG_USEC_PER_SEC},
+        {"30 5", 35 * CFG_USEC_PER_SEC},
         {"1h 2m 3s 4ms 5us", 3723004005},
-        {"2w", 14 * 86400 * ACT_USEC_PER_SEC},
-        {"1M", 2629800 * ACT_USEC_PER_SEC},
-        {"1y", 31557600 * ACT_USEC_PER_SEC},
-        {"2 years 1 month", (2 * 31557600 + 2629800) * ACT_USEC_PER_SEC},
+        {"2w", 14 * 86400 * CFG_USEC_PER_SEC},
+        {"1M", 2629800 * CFG_USEC_PER_SEC},
+        {"1y", 31557600 * CFG_USEC_PER_SEC},
+        {"2 years 1 month", (2 * 31557600 + 2629800) * CFG_USEC_PER_SEC},
         {"3\xce\xbcs", 3},
         {"3\xc2\xb5s", 3},
-        {"1.5min", 90 * ACT_USEC_PER_SEC},
-        {"infinity", ACT_USEC_INFINITY},
+        {"1.5min", 90 * CFG_USEC_PER_SEC},
+        {"infinity", CFG_USEC_INFINITY},
     };
     for (size_t i = 0; i < ARRAY_SIZE(systemd_forms); i++) {
         err = (act_error){0};
-        if (act_parse_duration(systemd_forms[i].text, &v, &err) != 0)
+        if (cfg_parse_duration(systemd_forms[i].text, &v, &err) != 0)
             fail_msg("%s: %s", systemd_forms[i].text, err.message);
         assert_int_equal(v, systemd_forms[i].usec);
     }
@@ -152,26 +152,26 @@ static void durations(void **state)
                          "infinity 5", "5 infinity", "1.5.5s", "600000000y"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
-        if (act_parse_duration(bad[i], &v, &err) == 0)
+        if (cfg_parse_duration(bad[i], &v, &err) == 0)
             fail_msg("\"%s\" was accepted", bad[i]);
         assert_actionable(&err);
     }
 
     err = (act_error){0};
     assert_int_equal(
-        act_parse_duration_range("45", ACT_USEC_PER_SEC, 30 * ACT_USEC_PER_SEC, &v, &err), -ERANGE);
+        cfg_parse_duration_range("45", CFG_USEC_PER_SEC, 30 * CFG_USEC_PER_SEC, &v, &err), -ERANGE);
     assert_non_null(strstr(err.message, "1s to 30s"));
     assert_actionable(&err);
     /* infinity only where the bounds say so. */
     err = (act_error){0};
-    assert_int_equal(act_parse_duration_range("infinity", 0, 3600 * ACT_USEC_PER_SEC, &v, &err),
+    assert_int_equal(cfg_parse_duration_range("infinity", 0, 3600 * CFG_USEC_PER_SEC, &v, &err),
                      -ERANGE);
     assert_non_null(strstr(err.message, "infinity is not allowed here (use 0 to 1h)"));
-    assert_int_equal(act_parse_duration_range("infinity", 0, ACT_USEC_INFINITY, &v, &err), 0);
-    assert_true(v == ACT_USEC_INFINITY);
+    assert_int_equal(cfg_parse_duration_range("infinity", 0, CFG_USEC_INFINITY, &v, &err), 0);
+    assert_true(v == CFG_USEC_INFINITY);
 
     char text[64];
-    act_format_duration(90 * ACT_USEC_PER_SEC + 250000, text, sizeof(text));
+    cfg_format_duration(90 * CFG_USEC_PER_SEC + 250000, text, sizeof(text));
     assert_string_equal(text, "1min 30s 250ms");
 }
 
@@ -183,43 +183,43 @@ static void numbers(void **state)
     uint32_t pct = 0;
     double rate = 0;
     act_error err = {0};
-    assert_int_equal(act_parse_uint("5", 1, 5, &v, &err), 0);
+    assert_int_equal(cfg_parse_uint("5", 1, 5, &v, &err), 0);
     assert_int_equal(v, 5);
-    assert_int_equal(act_parse_uint("6", 1, 5, &v, &err), -ERANGE);
+    assert_int_equal(cfg_parse_uint("6", 1, 5, &v, &err), -ERANGE);
     assert_actionable(&err);
     const char *bad_uint[] = {"", "-1", "+1", "1.0", "0x10", " 1", "five"};
     for (size_t i = 0; i < ARRAY_SIZE(bad_uint); i++) {
         err = (act_error){0};
-        assert_true(act_parse_uint(bad_uint[i], 0, 100, &v, &err) < 0);
+        assert_true(cfg_parse_uint(bad_uint[i], 0, 100, &v, &err) < 0);
         assert_actionable(&err);
     }
 
-    assert_int_equal(act_parse_bool("yes", &b, &err), 0);
+    assert_int_equal(cfg_parse_bool("yes", &b, &err), 0);
     assert_true(b);
-    assert_int_equal(act_parse_bool("off", &b, &err), 0);
+    assert_int_equal(cfg_parse_bool("off", &b, &err), 0);
     assert_false(b);
-    assert_int_equal(act_parse_bool("Y", &b, &err), 0);
+    assert_int_equal(cfg_parse_bool("Y", &b, &err), 0);
     assert_true(b);
-    assert_int_equal(act_parse_bool("f", &b, &err), 0);
+    assert_int_equal(cfg_parse_bool("f", &b, &err), 0);
     assert_false(b);
-    assert_int_equal(act_parse_bool("maybe", &b, &err), -EINVAL);
+    assert_int_equal(cfg_parse_bool("maybe", &b, &err), -EINVAL);
     assert_actionable(&err);
 
-    assert_int_equal(act_parse_percent("200%", 1, 100000, &pct, &err), 0);
+    assert_int_equal(cfg_parse_percent("200%", 1, 100000, &pct, &err), 0);
     assert_int_equal(pct, 200);
     const char *bad_pct[] = {"200", "%", "2.5%", "0%", "-5%", "200 %"};
     for (size_t i = 0; i < ARRAY_SIZE(bad_pct); i++) {
         err = (act_error){0};
-        assert_true(act_parse_percent(bad_pct[i], 1, 100000, &pct, &err) < 0);
+        assert_true(cfg_parse_percent(bad_pct[i], 1, 100000, &pct, &err) < 0);
         assert_actionable(&err);
     }
 
-    assert_int_equal(act_parse_rate("0.5", 1e6, &rate, &err), 0);
+    assert_int_equal(cfg_parse_rate("0.5", 1e6, &rate, &err), 0);
     assert_true(rate == 0.5);
     const char *bad_rate[] = {"0", "", "inf", "nan", "1e3", "-1", "1.2.3", ".", "2000000"};
     for (size_t i = 0; i < ARRAY_SIZE(bad_rate); i++) {
         err = (act_error){0};
-        assert_true(act_parse_rate(bad_rate[i], 1e6, &rate, &err) < 0);
+        assert_true(cfg_parse_rate(bad_rate[i], 1e6, &rate, &err) < 0);
         assert_actionable(&err);
     }
 }
@@ -281,18 +281,18 @@ static void environment_words(void **state)
 {
     (void)state;
     act_error err = {0};
-    assert_int_equal(act_parse_env_assignment("MODE=prod", &err), 0);
-    assert_int_equal(act_parse_env_assignment("_X1=", &err), 0);
+    assert_int_equal(cfg_parse_env_assignment("MODE=prod", &err), 0);
+    assert_int_equal(cfg_parse_env_assignment("_X1=", &err), 0);
     const char *bad[] = {
         "MODE", "=x", "1X=2", "A-B=1", "LISTEN_FDS=3", "NOTIFY_SOCKET=/x", "ACTIVATOR_HOST=x",
         "A B=1"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
-        assert_int_equal(act_parse_env_assignment(bad[i], &err), -EINVAL);
+        assert_int_equal(cfg_parse_env_assignment(bad[i], &err), -EINVAL);
         assert_actionable(&err);
     }
-    assert_true(act_env_same_key("A=1", "A=2"));
-    assert_false(act_env_same_key("A=1", "AB=2"));
+    assert_true(cfg_env_same_key("A=1", "A=2"));
+    assert_false(cfg_env_same_key("A=1", "AB=2"));
 }
 
 static void accounts(void **state)
@@ -301,13 +301,13 @@ static void accounts(void **state)
     act_error err = {0};
     const char *good[] = {"web1", "_svc", "www-data", "machine$", "1000", "0"};
     for (size_t i = 0; i < ARRAY_SIZE(good); i++)
-        assert_int_equal(act_parse_account_name("user", good[i], &err), 0);
+        assert_int_equal(cfg_parse_account_name("user", good[i], &err), 0);
     const char *bad[] = {"",           "1abc",  "-x",
                          "a b",        "../x",  "x:y",
                          "4294967295", "65535", "abcdefghijabcdefghijabcdefghijabc"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
-        assert_true(act_parse_account_name("user", bad[i], &err) < 0);
+        assert_true(cfg_parse_account_name("user", bad[i], &err) < 0);
         assert_actionable(&err);
     }
 }
@@ -328,11 +328,11 @@ static void users_resolve_by_name_or_number(void **state)
     act_error err = {0};
     uid_t uid = 7;
     gid_t gid = 7;
-    assert_int_equal(act_resolve_user("User", "root", &uid, &gid, &err), 0);
+    assert_int_equal(cfg_resolve_user("User", "root", &uid, &gid, &err), 0);
     assert_int_equal(uid, 0);
     assert_int_equal(gid, 0);
     uid = gid = 7;
-    assert_int_equal(act_resolve_user("User", "0", &uid, &gid, &err), 0);
+    assert_int_equal(cfg_resolve_user("User", "0", &uid, &gid, &err), 0);
     assert_int_equal(uid, 0);
     assert_int_equal(gid, 0);
 
@@ -348,7 +348,7 @@ static void users_resolve_by_name_or_number(void **state)
         gid_t want_gid = entry->pw_gid;
         snprintf(number, sizeof(number), "%u", (unsigned)want_uid);
         endpwent();
-        assert_int_equal(act_resolve_user("User", number, &uid, &gid, &err), 0);
+        assert_int_equal(cfg_resolve_user("User", number, &uid, &gid, &err), 0);
         assert_int_equal(uid, want_uid);
         assert_int_equal(gid, want_gid);
     } else {
@@ -359,19 +359,19 @@ static void users_resolve_by_name_or_number(void **state)
     uid_t unnamed = unnamed_uid();
     char number[16];
     snprintf(number, sizeof(number), "%u", (unsigned)unnamed);
-    assert_int_equal(act_resolve_user("User", number, &uid, &gid, &err), 0);
+    assert_int_equal(cfg_resolve_user("User", number, &uid, &gid, &err), 0);
     assert_int_equal(uid, unnamed);
     assert_int_equal(gid, unnamed);
 
     err = (act_error){0};
-    assert_int_equal(act_resolve_user("User", "nosuchuser_act", &uid, &gid, &err), -ENOENT);
+    assert_int_equal(cfg_resolve_user("User", "nosuchuser_act", &uid, &gid, &err), -ENOENT);
     assert_string_equal(err.message,
                         "User=nosuchuser_act: no such user on this box; create it or change User=");
     err = (act_error){0};
-    assert_int_equal(act_resolve_user("User", "bad user", &uid, &gid, &err), -EINVAL);
+    assert_int_equal(cfg_resolve_user("User", "bad user", &uid, &gid, &err), -EINVAL);
     assert_non_null(strstr(err.message, "User: \"bad user\" is not a valid user name"));
     err = (act_error){0};
-    assert_int_equal(act_resolve_user("User", "4294967295", &uid, &gid, &err), -ERANGE);
+    assert_int_equal(cfg_resolve_user("User", "4294967295", &uid, &gid, &err), -ERANGE);
 }
 
 static void groups_resolve_by_name_or_number(void **state)
@@ -379,16 +379,16 @@ static void groups_resolve_by_name_or_number(void **state)
     (void)state;
     act_error err = {0};
     gid_t gid = 7;
-    assert_int_equal(act_resolve_group("Group", "root", &gid, &err), 0);
+    assert_int_equal(cfg_resolve_group("Group", "root", &gid, &err), 0);
     assert_int_equal(gid, 0);
     /* A number is the gid whether or not a group entry names it. */
-    assert_int_equal(act_resolve_group("ControlGroup", "3999999999", &gid, &err), 0);
+    assert_int_equal(cfg_resolve_group("ControlGroup", "3999999999", &gid, &err), 0);
     assert_int_equal(gid, 3999999999u);
-    assert_int_equal(act_resolve_group("ControlGroup", "nosuchgroup_act", &gid, &err), -ENOENT);
+    assert_int_equal(cfg_resolve_group("ControlGroup", "nosuchgroup_act", &gid, &err), -ENOENT);
     assert_string_equal(err.message, "ControlGroup=nosuchgroup_act: no such group on this box; "
                                      "create it or change ControlGroup=");
     err = (act_error){0};
-    assert_int_equal(act_resolve_group("Group", "65535", &gid, &err), -ERANGE);
+    assert_int_equal(cfg_resolve_group("Group", "65535", &gid, &err), -ERANGE);
     assert_true(strncmp(err.message, "Group: ", 7) == 0);
 }
 
@@ -398,28 +398,28 @@ static void host_credentials_combine_user_and_group(void **state)
     (void)state;
     char number[16];
     snprintf(number, sizeof(number), "%u", (unsigned)unnamed_uid());
-    act_host_config host = {.name = "web1", .user = number, .group = "root"};
+    cfg_host host = {.name = "web1", .user = number, .group = "root"};
     uid_t uid = 7;
     gid_t gid = 7;
     bool have = false;
     act_error err = {0};
-    assert_int_equal(act_host_config_credentials(&host, &uid, &gid, &have, &err), 0);
+    assert_int_equal(cfg_host_credentials(&host, &uid, &gid, &have, &err), 0);
     assert_true(have);
     assert_int_equal(uid, strtoul(number, NULL, 10));
     assert_int_equal(gid, 0);
 
     host.group = NULL;
-    assert_int_equal(act_host_config_credentials(&host, &uid, &gid, &have, &err), 0);
+    assert_int_equal(cfg_host_credentials(&host, &uid, &gid, &have, &err), 0);
     assert_int_equal(gid, uid);
 
     host.user = "nosuchuser_act";
-    assert_int_equal(act_host_config_credentials(&host, &uid, &gid, &have, &err), -ENOENT);
+    assert_int_equal(cfg_host_credentials(&host, &uid, &gid, &have, &err), -ENOENT);
     assert_false(have);
     assert_non_null(strstr(err.message, "host web1: User=nosuchuser_act: no such user"));
 
     host.user = NULL;
     host.group = "root";
-    assert_int_equal(act_host_config_credentials(&host, &uid, &gid, &have, &err), 0);
+    assert_int_equal(cfg_host_credentials(&host, &uid, &gid, &have, &err), 0);
     assert_false(have);
 }
 
@@ -428,7 +428,7 @@ static void paths(void **state)
     (void)state;
     act_error err = {0};
     assert_int_equal(act_path_check_absolute("/var/lib/activator", &err), 0);
-    assert_int_equal(act_parse_build_path("bin/server", &err), 0);
+    assert_int_equal(cfg_parse_build_path("bin/server", &err), 0);
     const char *bad_abs[] = {"", "var/lib", "/var/../etc", "/var/./lib", "/a\nb"};
     for (size_t i = 0; i < ARRAY_SIZE(bad_abs); i++) {
         err = (act_error){0};
@@ -439,7 +439,7 @@ static void paths(void **state)
                                "./bin/x", "bin/\x01x"};
     for (size_t i = 0; i < ARRAY_SIZE(bad_build); i++) {
         err = (act_error){0};
-        assert_true(act_parse_build_path(bad_build[i], &err) < 0);
+        assert_true(cfg_parse_build_path(bad_build[i], &err) < 0);
         assert_actionable(&err);
     }
 }
@@ -448,16 +448,16 @@ static void urls(void **state)
 {
     (void)state;
     act_error err = {0};
-    assert_int_equal(act_parse_nng_url("ipc:///run/activator/control.ipc", ACT_URL_IPC, &err), 0);
-    assert_int_equal(act_parse_nng_url("tls+tcp://[::1]:7000", ACT_URL_TLS_TCP, &err), 0);
-    assert_int_equal(act_parse_nng_url("tcp://127.0.0.1:7000", ACT_URL_IPC | ACT_URL_TCP, &err), 0);
+    assert_int_equal(cfg_parse_nng_url("ipc:///run/activator/control.ipc", CFG_URL_IPC, &err), 0);
+    assert_int_equal(cfg_parse_nng_url("tls+tcp://[::1]:7000", CFG_URL_TLS_TCP, &err), 0);
+    assert_int_equal(cfg_parse_nng_url("tcp://127.0.0.1:7000", CFG_URL_IPC | CFG_URL_TCP, &err), 0);
     const char *bad_nng[] = {"tcp://127.0.0.1:7000", "ipc://relative", "tls+tcp://h",
                              "ipc:///"
                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
     for (size_t i = 0; i < ARRAY_SIZE(bad_nng); i++) {
         err = (act_error){0};
-        assert_true(act_parse_nng_url(bad_nng[i], ACT_URL_IPC, &err) < 0);
+        assert_true(cfg_parse_nng_url(bad_nng[i], CFG_URL_IPC, &err) < 0);
         assert_actionable(&err);
     }
 }
@@ -466,20 +466,20 @@ static void syscall_filters(void **state)
 {
     (void)state;
     act_error err = {0};
-    act_syscall_filter f = {0};
-    assert_int_equal(act_parse_syscall_filter("default", &f, &err), 0);
-    assert_int_equal(f.base, ACT_SYSCALLS_DEFAULT);
+    cfg_syscall_filter f = {0};
+    assert_int_equal(cfg_parse_syscall_filter("default", &f, &err), 0);
+    assert_int_equal(f.base, CFG_SYSCALLS_DEFAULT);
     assert_null(f.deny);
     assert_int_equal(
-        act_parse_syscall_filter("default ~ptrace io_uring_setup ~kexec_load", &f, &err), 0);
+        cfg_parse_syscall_filter("default ~ptrace io_uring_setup ~kexec_load", &f, &err), 0);
     assert_int_equal(act_strv_length(f.deny), 2);
     assert_string_equal(f.deny[0], "ptrace");
     assert_string_equal(f.deny[1], "kexec_load");
     assert_int_equal(act_strv_length(f.allow), 1);
     assert_string_equal(f.allow[0], "io_uring_setup");
-    assert_int_equal(act_parse_syscall_filter("none ~ptrace", &f, &err), 0);
-    assert_int_equal(f.base, ACT_SYSCALLS_NONE);
-    act_syscall_filter_clear(&f);
+    assert_int_equal(cfg_parse_syscall_filter("none ~ptrace", &f, &err), 0);
+    assert_int_equal(f.base, CFG_SYSCALLS_NONE);
+    cfg_syscall_filter_clear(&f);
 
     const char *bad[] = {"",
                          "strict",
@@ -490,7 +490,7 @@ static void syscall_filters(void **state)
                          "default 'unclosed"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
-        assert_true(act_parse_syscall_filter(bad[i], &f, &err) < 0);
+        assert_true(cfg_parse_syscall_filter(bad[i], &f, &err) < 0);
         assert_null(f.deny);
         assert_actionable(&err);
     }

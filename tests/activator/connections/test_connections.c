@@ -14,15 +14,15 @@
 #include "activator/connections/connections.h"
 #include "common/cleanup.h"
 
-static uint64_t count_on(const act_listen_address *address)
+static uint64_t count_on(const lsn_address *address)
 {
     uint64_t count = 99;
     act_error err = {0};
-    assert_int_equal(act_connections_count(address, 1, &count, &err), 0);
+    assert_int_equal(conn_count(address, 1, &count, &err), 0);
     return count;
 }
 
-static int connect_to(const act_listen_address *address)
+static int connect_to(const lsn_address *address)
 {
     int fd = socket(address->addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
@@ -31,10 +31,10 @@ static int connect_to(const act_listen_address *address)
 }
 
 /* Binds a listener on a free loopback port and returns its address. */
-static int tcp_listener(act_listen_address *address)
+static int tcp_listener(lsn_address *address)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    *address = (act_listen_address){0};
+    *address = (lsn_address){0};
     address->addr.in4.sin_family = AF_INET;
     address->addr.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     address->len = sizeof(address->addr.in4);
@@ -47,7 +47,7 @@ static int tcp_listener(act_listen_address *address)
 static void counts_tcp_connections_accepted_or_not(void **state)
 {
     (void)state;
-    act_listen_address address;
+    lsn_address address;
     _cleanup_close_ int listener = tcp_listener(&address);
     assert_int_equal(count_on(&address), 0);
 
@@ -62,7 +62,7 @@ static void counts_tcp_connections_accepted_or_not(void **state)
     assert_int_equal(count_on(&address), 3);
 
     /* A listener on another port sees none of them. */
-    act_listen_address other;
+    lsn_address other;
     int other_listener = tcp_listener(&other);
     assert_int_equal(count_on(&other), 0);
     close(other_listener);
@@ -83,12 +83,12 @@ static void counts_unix_connections_by_path(void **state)
     (void)state;
     char dir[] = "/tmp/act-conn-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    act_listen_address address;
+    lsn_address address;
     act_error err = {0};
     char path[128];
     snprintf(path, sizeof(path), "%s/web.sock", dir);
-    assert_int_equal(act_listen_parse(path, "test", &address, &err), 0);
-    _cleanup_close_ int listener = act_listen_bind(&address, 8, &err);
+    assert_int_equal(lsn_parse(path, "test", &address, &err), 0);
+    _cleanup_close_ int listener = lsn_bind(&address, 8, &err);
     assert_true(listener >= 0);
     assert_int_equal(count_on(&address), 0);
 

@@ -17,7 +17,7 @@
 
 typedef struct slow_wake {
     harness *h;
-    act_control_reply *reply;
+    ctrl_reply *reply;
     sd_event_source *timer;
     char host[ACT_NAME_MAX + 1];
 } slow_wake;
@@ -29,7 +29,7 @@ static int on_slow_wake_done(sd_event_source *s, uint64_t usec, void *userdata)
     json_object_object_add(result, "host", json_object_new_string(wake->host));
     json_object_object_add(result, "state", json_object_new_string("serving"));
     json_object_object_add(result, "generation", json_object_new_int(7));
-    act_control_reply_ok(wake->reply, result);
+    ctrl_reply_ok(wake->reply, result);
     atomic_fetch_sub(&wake->h->slow_wakes, 1);
     sd_event_source_disable_unref(wake->timer);
     free(wake);
@@ -38,11 +38,11 @@ static int on_slow_wake_done(sd_event_source *s, uint64_t usec, void *userdata)
 
 /* The stand-in daemon: status answers at once; "wake slow" answers after 1.5 s
  * from a timer (as a wake waiting for ready would); other wakes are refused. */
-static void dispatch(const act_request *request, act_control_reply *reply, void *userdata)
+static void dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
 {
     harness *h = userdata;
     switch (request->op) {
-    case ACT_OP_STATUS: {
+    case CTRL_OP_STATUS: {
         h->status_count++;
         json_object *hosts = json_object_new_array();
         json_object *web1 = json_object_new_object();
@@ -54,10 +54,10 @@ static void dispatch(const act_request *request, act_control_reply *reply, void 
         json_object_array_add(hosts, web1);
         json_object *result = json_object_new_object();
         json_object_object_add(result, "hosts", hosts);
-        act_control_reply_ok(reply, result);
+        ctrl_reply_ok(reply, result);
         return;
     }
-    case ACT_OP_WAKE:
+    case CTRL_OP_WAKE:
         if (strcmp(request->host, "slow") == 0) {
             slow_wake *wake = calloc(1, sizeof(*wake));
             wake->h = h;
@@ -68,20 +68,19 @@ static void dispatch(const act_request *request, act_control_reply *reply, void 
                                        on_slow_wake_done, wake);
             return;
         }
-        act_control_reply_error(reply, "not_owner",
-                                "host %s: claim names box b2 as executor, this box is b1",
-                                request->host);
+        ctrl_reply_error(reply, "not_owner",
+                         "host %s: claim names box b2 as executor, this box is b1", request->host);
         return;
-    case ACT_OP_VERSION: {
+    case CTRL_OP_VERSION: {
         json_object *result = json_object_new_object();
         json_object_object_add(result, "version", json_object_new_string("0.1.0"));
         json_object_object_add(result, "box", json_object_new_string("box-1"));
-        act_control_reply_ok(reply, result);
+        ctrl_reply_ok(reply, result);
         return;
     }
     default:
-        act_control_reply_error(reply, "unsupported", "op %s is not in the test dispatcher",
-                                act_op_name(request->op));
+        ctrl_reply_error(reply, "unsupported", "op %s is not in the test dispatcher",
+                         ctrl_op_name(request->op));
     }
 }
 
@@ -94,27 +93,27 @@ static void *server_thread(void *arg)
 {
     harness *h = arg;
     sd_event *event = NULL;
-    act_control *control = NULL;
+    ctrl_server *control = NULL;
     act_error err = {0};
     int r = sd_event_new(&event);
     h->event = event;
     if (r >= 0)
         r = sd_event_add_io(event, NULL, h->stop_fd[0], EPOLLIN, on_stop, h);
     if (r >= 0)
-        r = act_control_new(event, &h->options, &control, &err);
+        r = ctrl_new(event, &h->options, &control, &err);
     h->start_result = r;
     snprintf(h->start_error, sizeof(h->start_error), "%s", err.message);
     char ready = 1;
     (void)!write(h->ready_fd[1], &ready, 1);
     if (r >= 0)
         sd_event_loop(event);
-    act_control_free(control);
+    ctrl_free(control);
     /* Timers of slow wakes still pending own their memory. */
     sd_event_unref(event);
     return NULL;
 }
 
-int harness_start(harness *h, const act_control_options *overrides)
+int harness_start(harness *h, const ctrl_options *overrides)
 {
     memset(h, 0, sizeof(*h));
     snprintf(h->dir, sizeof(h->dir), "/tmp/act-control-XXXXXX");

@@ -1,4 +1,4 @@
-/* Test harness: an act_control server on its own sd-event loop thread, with
+/* Test harness: an ctrl_server server on its own sd-event loop thread, with
  * a small dispatcher standing in for the daemon, and a bare REQ client. */
 #pragma once
 
@@ -12,7 +12,7 @@
 typedef struct harness {
     char dir[64];
     char url[128];
-    act_control_options options;
+    ctrl_options options;
     int stop_fd[2];
     int ready_fd[2];
     int start_result;
@@ -25,7 +25,7 @@ typedef struct harness {
 
 /* Starts the server in a fresh temp dir. options may set permissions, group,
  * TLS; url and dispatch are filled in. Returns 0 or -errno. */
-int harness_start(harness *h, const act_control_options *overrides);
+int harness_start(harness *h, const ctrl_options *overrides);
 void harness_stop(harness *h);
 
 /* Waits up to timeout_ms until the dispatcher holds count "wake slow"

@@ -99,7 +99,7 @@ static void test_bad_requests_then_status(void **state)
     /* Above the transport limit the connection is dropped; the server keeps
      * serving everyone else. */
     free(body);
-    big = ACT_CONTROL_RECV_MAX_BYTES + 1024;
+    big = CTRL_RECV_MAX_BYTES + 1024;
     body = calloc(1, big);
     reply = NULL;
     assert_int_not_equal(dd_request_nng(h.url, body, big, 1000, &reply), 0);
@@ -175,7 +175,7 @@ static void test_unprivileged_peer_refused(void **state)
     }
     /* Mode 0666 lets uid 65534 connect at all, so the credential check (not
      * the file mode) is what refuses it. */
-    act_control_options open_mode = {.ipc_permissions = 0666};
+    ctrl_options open_mode = {.ipc_permissions = 0666};
     harness h;
     assert_int_equal(harness_start(&h, &open_mode), 0);
     char out[4096];
@@ -189,7 +189,7 @@ static void test_unprivileged_peer_refused(void **state)
     harness_stop(&h);
 
     /* With ControlGroup=65534 the same peer is admitted. */
-    act_control_options with_group = {
+    ctrl_options with_group = {
         .ipc_permissions = 0666, .have_control_gid = true, .control_gid = 65534};
     assert_int_equal(harness_start(&h, &with_group), 0);
     char *argv2[] = {(char *)activatorctl, "--connect", h.url, "status", NULL};

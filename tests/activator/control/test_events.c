@@ -20,7 +20,7 @@
 
 typedef struct fixture {
     char dir[64], url[128];
-    act_events *events;
+    ev_publisher *events;
     nng_socket sub;
 } fixture;
 
@@ -29,10 +29,10 @@ static void setup_pair(fixture *f, const char *prefix)
     snprintf(f->dir, sizeof(f->dir), "/tmp/act-events-XXXXXX");
     assert_non_null(mkdtemp(f->dir));
     snprintf(f->url, sizeof(f->url), "ipc://%s/events.ipc", f->dir);
-    act_events_options options = {.url = f->url, .box = "box-1"};
+    ev_options options = {.url = f->url, .box = "box-1"};
     act_error err = {0};
-    if (act_events_new(&options, &f->events, &err) < 0)
-        fail_msg("act_events_new: %s", err.message);
+    if (ev_new(&options, &f->events, &err) < 0)
+        fail_msg("ev_new: %s", err.message);
     assert_int_equal(nng_sub0_open(&f->sub), 0);
     assert_int_equal(nng_socket_set(f->sub, NNG_OPT_SUB_SUBSCRIBE, prefix, strlen(prefix)), 0);
     assert_int_equal(nng_socket_set_int(f->sub, NNG_OPT_RECVBUF, 8192), 0);
@@ -43,7 +43,7 @@ static void setup_pair(fixture *f, const char *prefix)
 static void teardown_pair(fixture *f)
 {
     nng_close(f->sub);
-    act_events_free(f->events);
+    ev_free(f->events);
     char path[200];
     snprintf(path, sizeof(path), "%s/events.ipc", f->dir);
     unlink(path);
@@ -55,11 +55,11 @@ static void teardown_pair(fixture *f)
 static uint64_t wait_connected(fixture *f, const char *host)
 {
     for (int i = 0; i < 200; i++) {
-        act_event warm = {.kind = ACT_EVENT_CLAIM_CHANGED, .host = host};
-        assert_int_equal(act_events_publish(f->events, &warm), 0);
+        ev_event warm = {.kind = EV_EVENT_CLAIM_CHANGED, .host = host};
+        assert_int_equal(ev_publish(f->events, &warm), 0);
         nng_msg *msg;
         if (nng_recvmsg(f->sub, &msg, 0) == 0) {
-            uint64_t seq = act_events_sequence(f->events);
+            uint64_t seq = ev_sequence(f->events);
             /* Drain the rest of the warm-up. */
             nng_msg_free(msg);
             while (nng_recvmsg(f->sub, &msg, 0) == 0)
@@ -86,22 +86,22 @@ static void test_in_order_without_gaps(void **state)
     uint64_t base = wait_connected(&f, "web1");
 
     /* A wake's events, repeated, in bursts the subscriber can keep up with. */
-    static const act_event_kind wake[] = {
-        ACT_EVENT_WAKING, ACT_EVENT_ADMITTED, ACT_EVENT_RESTORING, ACT_EVENT_EXEC,
-        ACT_EVENT_READY,  ACT_EVENT_PUBLISHED, ACT_EVENT_SERVING};
+    static const ev_event_kind wake[] = {EV_EVENT_WAKING, EV_EVENT_ADMITTED, EV_EVENT_RESTORING,
+                                         EV_EVENT_EXEC,   EV_EVENT_READY,    EV_EVENT_PUBLISHED,
+                                         EV_EVENT_SERVING};
     const int rounds = 300;
     size_t total = 0, received = 0;
     uint64_t last_seq = base;
     for (int round = 0; round < rounds; round++) {
         for (size_t k = 0; k < sizeof(wake) / sizeof(wake[0]); k++) {
-            act_event event = {.kind = wake[k],
-                               .host = "web1",
-                               .generation = (uint64_t)round + 1,
-                               .version = "v2",
-                               .digest = "ab12cd34",
-                               .pid = 4242,
-                               .reason = k == 2 ? "checkpoint \"c7\"\n" : NULL};
-            assert_int_equal(act_events_publish(f.events, &event), 0);
+            ev_event event = {.kind = wake[k],
+                              .host = "web1",
+                              .generation = (uint64_t)round + 1,
+                              .version = "v2",
+                              .digest = "ab12cd34",
+                              .pid = 4242,
+                              .reason = k == 2 ? "checkpoint \"c7\"\n" : NULL};
+            assert_int_equal(ev_publish(f.events, &event), 0);
             total++;
         }
         while (received < total) {
@@ -113,10 +113,10 @@ static void test_in_order_without_gaps(void **state)
             size_t topic_len;
             const char *json;
             const char *body = nng_msg_body(msg);
-            assert_int_equal(act_events_split(body, nng_msg_len(msg), &topic_len, &json), 0);
+            assert_int_equal(ev_split(body, nng_msg_len(msg), &topic_len, &json), 0);
             size_t k = received % (sizeof(wake) / sizeof(wake[0]));
             char topic[64];
-            snprintf(topic, sizeof(topic), "host.web1.%s", act_event_kind_name(wake[k]));
+            snprintf(topic, sizeof(topic), "host.web1.%s", ev_event_kind_name(wake[k]));
             if (topic_len != strlen(topic) || memcmp(body, topic, topic_len) != 0)
                 fail_msg("event %zu: topic %.*s, wanted %s", received, (int)topic_len, body,
                          topic);
@@ -130,7 +130,7 @@ static void test_in_order_without_gaps(void **state)
             assert_string_equal(json_object_get_string(field(obj, "box")), "box-1");
             assert_string_equal(json_object_get_string(field(obj, "host")), "web1");
             assert_string_equal(json_object_get_string(field(obj, "event")),
-                                act_event_kind_name(wake[k]));
+                                ev_event_kind_name(wake[k]));
             assert_int_equal(json_object_get_int64(field(obj, "generation")),
                              (int64_t)(received / 7 + 1));
             assert_string_equal(json_object_get_string(field(obj, "version")), "v2");
@@ -148,7 +148,7 @@ static void test_in_order_without_gaps(void **state)
         }
     }
     assert_int_equal(received, (size_t)rounds * 7);
-    assert_int_equal(act_events_sequence(f.events), base + received);
+    assert_int_equal(ev_sequence(f.events), base + received);
     teardown_pair(&f);
 }
 
@@ -158,27 +158,27 @@ static void test_host_prefix_and_bad_events(void **state)
     setup_pair(&f, "host.web1.");
     wait_connected(&f, "web1");
 
-    act_event other = {.kind = ACT_EVENT_READY, .host = "web10"};
-    act_event mine = {.kind = ACT_EVENT_PARKED, .host = "web1"};
-    assert_int_equal(act_events_publish(f.events, &other), 0);
-    assert_int_equal(act_events_publish(f.events, &mine), 0);
+    ev_event other = {.kind = EV_EVENT_READY, .host = "web10"};
+    ev_event mine = {.kind = EV_EVENT_PARKED, .host = "web1"};
+    assert_int_equal(ev_publish(f.events, &other), 0);
+    assert_int_equal(ev_publish(f.events, &mine), 0);
     nng_msg *msg;
     assert_int_equal(nng_recvmsg(f.sub, &msg, 0), 0);
     assert_non_null(strstr(nng_msg_body(msg), "host.web1.parked {"));
     nng_msg_free(msg);
     assert_int_equal(nng_recvmsg(f.sub, &msg, 0), NNG_ETIMEDOUT);
 
-    uint64_t seq = act_events_sequence(f.events);
-    act_event bad_host = {.kind = ACT_EVENT_READY, .host = "../x"};
-    act_event bad_kind = {.kind = ACT_EVENT__COUNT, .host = "web1"};
-    act_event no_host = {.kind = ACT_EVENT_READY};
-    assert_int_equal(act_events_publish(f.events, &bad_host), -EINVAL);
-    assert_int_equal(act_events_publish(f.events, &bad_kind), -EINVAL);
-    assert_int_equal(act_events_publish(f.events, &no_host), -EINVAL);
-    assert_int_equal(act_events_sequence(f.events), seq);
+    uint64_t seq = ev_sequence(f.events);
+    ev_event bad_host = {.kind = EV_EVENT_READY, .host = "../x"};
+    ev_event bad_kind = {.kind = EV_EVENT__COUNT, .host = "web1"};
+    ev_event no_host = {.kind = EV_EVENT_READY};
+    assert_int_equal(ev_publish(f.events, &bad_host), -EINVAL);
+    assert_int_equal(ev_publish(f.events, &bad_kind), -EINVAL);
+    assert_int_equal(ev_publish(f.events, &no_host), -EINVAL);
+    assert_int_equal(ev_sequence(f.events), seq);
 
-    for (int k = 0; k < ACT_EVENT__COUNT; k++)
-        assert_int_equal(act_event_kind_from_name(act_event_kind_name((act_event_kind)k)), k);
+    for (int k = 0; k < EV_EVENT__COUNT; k++)
+        assert_int_equal(ev_event_kind_from_name(ev_event_kind_name((ev_event_kind)k)), k);
     teardown_pair(&f);
 }
 

@@ -24,40 +24,39 @@
 
 static void test_registry_renders_valid_text(void **state)
 {
-    act_metrics *m = act_metrics_new();
-    act_daemon_metrics d;
+    met_registry *m = met_new();
+    met_daemon_metrics d;
     act_error err = {0};
-    assert_int_equal(act_daemon_metrics_register(m, &d, &err), 0);
-    assert_int_equal(act_metric_add(d.wakes, ACT_LABELS("serving", "none"), 1), 0);
-    assert_int_equal(act_metric_add(d.wakes, ACT_LABELS("refused", "not_owner"), 2), 0);
-    assert_int_equal(act_metric_observe(d.wake_duration, NULL, 0.2), 0);
-    assert_int_equal(act_metric_observe(d.wake_duration, NULL, 500), 0);
-    assert_int_equal(act_metric_set(d.host_memory_current, ACT_LABELS("we\"ird\\host\n"), 1e6),
-                     0);
-    assert_int_equal(act_metric_set(d.hosts, ACT_LABELS("serving"), 3), 0);
+    assert_int_equal(met_daemon_metrics_register(m, &d, &err), 0);
+    assert_int_equal(met_metric_add(d.wakes, MET_LABELS("serving", "none"), 1), 0);
+    assert_int_equal(met_metric_add(d.wakes, MET_LABELS("refused", "not_owner"), 2), 0);
+    assert_int_equal(met_metric_observe(d.wake_duration, NULL, 0.2), 0);
+    assert_int_equal(met_metric_observe(d.wake_duration, NULL, 500), 0);
+    assert_int_equal(met_metric_set(d.host_memory_current, MET_LABELS("we\"ird\\host\n"), 1e6), 0);
+    assert_int_equal(met_metric_set(d.hosts, MET_LABELS("serving"), 3), 0);
     for (int i = 0; i < 1000; i++) { /* many series: the hash table grows */
         char host[16];
         snprintf(host, sizeof(host), "h%d", i);
-        assert_int_equal(act_metric_set(d.host_pids_current, ACT_LABELS(host), i), 0);
+        assert_int_equal(met_metric_set(d.host_pids_current, MET_LABELS(host), i), 0);
     }
-    assert_int_equal(act_metric_remove(d.host_pids_current, ACT_LABELS("h7")), 0);
-    assert_true(act_metric_get(d.host_pids_current, ACT_LABELS("h999")) == 999);
-    assert_true(act_metric_get(d.host_pids_current, ACT_LABELS("h7")) == 0);
+    assert_int_equal(met_metric_remove(d.host_pids_current, MET_LABELS("h7")), 0);
+    assert_true(met_metric_get(d.host_pids_current, MET_LABELS("h999")) == 999);
+    assert_true(met_metric_get(d.host_pids_current, MET_LABELS("h7")) == 0);
 
     /* Misuse is refused. */
-    assert_int_equal(act_metric_add(d.wakes, ACT_LABELS("serving"), 1), -EINVAL);
-    assert_int_equal(act_metric_add(d.wakes, ACT_LABELS("a", "b"), -1), -EINVAL);
-    assert_int_equal(act_metric_add(d.wake_duration, NULL, 1), -EINVAL);
-    assert_int_equal(act_metric_set(d.generations_started, NULL, 5), 0);
-    assert_int_equal(act_metric_set(d.generations_started, NULL, 4), -EINVAL);
-    assert_true(act_metrics_add_family(m, ACT_METRIC_COUNTER, "bad-name", "", NULL, NULL, 0,
-                                       NULL, &err) < 0);
-    assert_true(act_metrics_add_family(m, ACT_METRIC_COUNTER, "activator_hosts", "", NULL, NULL,
-                                       0, NULL, &err) < 0);
+    assert_int_equal(met_metric_add(d.wakes, MET_LABELS("serving"), 1), -EINVAL);
+    assert_int_equal(met_metric_add(d.wakes, MET_LABELS("a", "b"), -1), -EINVAL);
+    assert_int_equal(met_metric_add(d.wake_duration, NULL, 1), -EINVAL);
+    assert_int_equal(met_metric_set(d.generations_started, NULL, 5), 0);
+    assert_int_equal(met_metric_set(d.generations_started, NULL, 4), -EINVAL);
+    assert_true(met_add_family(m, MET_METRIC_COUNTER, "bad-name", "", NULL, NULL, 0, NULL, &err) <
+                0);
+    assert_true(met_add_family(m, MET_METRIC_COUNTER, "activator_hosts", "", NULL, NULL, 0, NULL,
+                               &err) < 0);
 
     char *text;
     size_t len;
-    assert_int_equal(act_metrics_render(m, &text, &len), 0);
+    assert_int_equal(met_render(m, &text, &len), 0);
     char why[256] = "";
     double value = -1;
     if (!parse_prometheus(text, "activator_wakes_total{outcome=\"refused\",reason=\"not_owner\"}",
@@ -77,7 +76,7 @@ static void test_registry_renders_valid_text(void **state)
     assert_false(parse_prometheus("# TYPE x counter\nx two\n", NULL, NULL, why, sizeof(why)));
     assert_false(parse_prometheus("y 1\n", NULL, NULL, why, sizeof(why)));
     free(text);
-    act_metrics_free(m);
+    met_free(m);
 }
 
 typedef struct fetch {
@@ -130,13 +129,13 @@ static void scrape(sd_event *event, int port, const char *path, fetch *f)
 
 static unsigned refreshes;
 
-static void on_refresh(act_metrics *m, void *userdata)
+static void on_refresh(met_registry *m, void *userdata)
 {
     /* Runs on the loop thread before each render, where the daemon copies
      * live values in. */
     refreshes++;
-    act_daemon_metrics *d = userdata;
-    act_metric_set(d->host_memory_current, ACT_LABELS("web1"), 4096.0 * refreshes);
+    met_daemon_metrics *d = userdata;
+    met_metric_set(d->host_memory_current, MET_LABELS("web1"), 4096.0 * refreshes);
 }
 
 static void test_http_scrape_and_counter_moves(void **state)
@@ -144,14 +143,14 @@ static void test_http_scrape_and_counter_moves(void **state)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     sd_event *event;
     assert_int_equal(sd_event_new(&event), 0);
-    act_metrics *m = act_metrics_new();
-    act_daemon_metrics d;
+    met_registry *m = met_new();
+    met_daemon_metrics d;
     act_error err = {0};
-    assert_int_equal(act_daemon_metrics_register(m, &d, &err), 0);
-    act_metrics_server *server;
-    if (act_metrics_server_new(event, "127.0.0.1:0", m, on_refresh, &d, &server, &err) < 0)
+    assert_int_equal(met_daemon_metrics_register(m, &d, &err), 0);
+    met_server *server;
+    if (met_server_new(event, "127.0.0.1:0", m, on_refresh, &d, &server, &err) < 0)
         fail_msg("metrics server: %s", err.message);
-    int port = act_metrics_server_port(server);
+    int port = met_server_port(server);
     assert_true(port > 0);
 
     fetch f;
@@ -167,8 +166,8 @@ static void test_http_scrape_and_counter_moves(void **state)
     }
     free(f.body);
 
-    act_metric_add(d.control_requests, ACT_LABELS("status", "ok"), 1);
-    act_metric_add(d.generations_started, NULL, 1);
+    met_metric_add(d.control_requests, MET_LABELS("status", "ok"), 1);
+    met_metric_add(d.generations_started, NULL, 1);
     scrape(event, port, "/metrics", &f);
     assert_int_equal(f.status, 200);
     if (!parse_prometheus(f.body, "activator_control_requests_total{op=\"status\",outcome=\"ok\"}",
@@ -188,8 +187,8 @@ static void test_http_scrape_and_counter_moves(void **state)
     assert_int_equal(f.status, 404);
     free(f.body);
 
-    act_metrics_server_free(server);
-    act_metrics_free(m);
+    met_server_free(server);
+    met_free(m);
     sd_event_unref(event);
     curl_global_cleanup();
 }
@@ -198,14 +197,13 @@ static void test_bad_listen(void **state)
 {
     sd_event *event;
     assert_int_equal(sd_event_new(&event), 0);
-    act_metrics *m = act_metrics_new();
-    act_metrics_server *server;
+    met_registry *m = met_new();
+    met_server *server;
     act_error err = {0};
-    assert_true(act_metrics_server_new(event, "127.0.0.1:99999", m, NULL, NULL, &server, &err) <
-                0);
+    assert_true(met_server_new(event, "127.0.0.1:99999", m, NULL, NULL, &server, &err) < 0);
     assert_non_null(strstr(err.message, "MetricsListen=127.0.0.1:99999"));
-    assert_true(act_metrics_server_new(event, "/tmp/x", m, NULL, NULL, &server, &err) < 0);
-    act_metrics_free(m);
+    assert_true(met_server_new(event, "/tmp/x", m, NULL, NULL, &server, &err) < 0);
+    met_free(m);
     sd_event_unref(event);
 }
 

@@ -22,7 +22,7 @@ typedef struct received {
     int32_t sender;
 } received;
 
-static void on_message(act_notify *notify, const act_notify_message *message, void *userdata)
+static void on_message(ntf_socket *notify, const ntf_message *message, void *userdata)
 {
     received *got = userdata;
     got->count++;
@@ -41,26 +41,26 @@ static void drain(sd_event *loop)
 }
 
 static void open_in_tmpdir(sd_event *loop, const char *cgroup_path, received *got,
-                           act_notify **notify, char *dir)
+                           ntf_socket **notify, char *dir)
 {
     assert_non_null(mkdtemp(dir));
     char path[256];
     snprintf(path, sizeof(path), "%s/g-1", dir);
     act_error err = {0};
-    assert_int_equal(act_notify_open(loop, path, cgroup_path, on_message, got, notify, &err), 0);
-    assert_int_equal(setenv("NOTIFY_SOCKET", act_notify_socket_path(*notify), 1), 0);
+    assert_int_equal(ntf_open(loop, path, cgroup_path, on_message, got, notify, &err), 0);
+    assert_int_equal(setenv("NOTIFY_SOCKET", ntf_socket_path(*notify), 1), 0);
 }
 
 static void sender_in_cgroup_is_heard(void **state)
 {
     (void)state;
     char own[4096];
-    assert_int_equal(act_notify_pid_cgroup(getpid(), own, sizeof(own)), 0);
+    assert_int_equal(ntf_pid_cgroup(getpid(), own, sizeof(own)), 0);
 
     sd_event *loop = NULL;
     assert_int_equal(sd_event_new(&loop), 0);
     received got = {0};
-    act_notify *notify = NULL;
+    ntf_socket *notify = NULL;
     char dir[] = "/tmp/act-notify-XXXXXX";
     open_in_tmpdir(loop, own, &got, &notify, dir);
 
@@ -70,9 +70,9 @@ static void sender_in_cgroup_is_heard(void **state)
     assert_true(got.ready);
     assert_string_equal(got.status, "serving 3 clients");
     assert_int_equal(got.sender, getpid());
-    assert_int_equal(act_notify_refused_count(notify), 0);
+    assert_int_equal(ntf_refused_count(notify), 0);
 
-    act_notify_free(notify);
+    ntf_free(notify);
     assert_int_equal(access(dir, F_OK), 0);
     assert_int_equal(rmdir(dir), 0); /* the socket file is gone with it */
     sd_event_unref(loop);
@@ -84,7 +84,7 @@ static void sender_outside_cgroup_is_refused(void **state)
     sd_event *loop = NULL;
     assert_int_equal(sd_event_new(&loop), 0);
     received got = {0};
-    act_notify *notify = NULL;
+    ntf_socket *notify = NULL;
     char dir[] = "/tmp/act-notify-XXXXXX";
     open_in_tmpdir(loop, "/activator-test/hosts/other/g-9", &got, &notify, dir);
 
@@ -92,9 +92,9 @@ static void sender_outside_cgroup_is_refused(void **state)
     drain(loop);
     assert_int_equal(got.count, 0);
     assert_false(got.ready);
-    assert_int_equal(act_notify_refused_count(notify), 1);
+    assert_int_equal(ntf_refused_count(notify), 1);
 
-    act_notify_free(notify);
+    ntf_free(notify);
     assert_int_equal(rmdir(dir), 0);
     sd_event_unref(loop);
 }
@@ -108,10 +108,9 @@ static void too_long_path_is_a_clear_error(void **state)
     memset(path, 'a', sizeof(path) - 1);
     path[0] = '/';
     path[sizeof(path) - 1] = '\0';
-    act_notify *notify = NULL;
+    ntf_socket *notify = NULL;
     act_error err = {0};
-    assert_int_equal(act_notify_open(loop, path, "/x", on_message, NULL, &notify, &err),
-                     -ENAMETOOLONG);
+    assert_int_equal(ntf_open(loop, path, "/x", on_message, NULL, &notify, &err), -ENAMETOOLONG);
     assert_non_null(strstr(err.message, "RuntimeDirectory"));
     assert_null(notify);
     sd_event_unref(loop);

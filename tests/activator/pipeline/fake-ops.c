@@ -8,8 +8,8 @@
 #include "common/clock.h"
 
 typedef struct later {
-    act_wake *wake;
-    act_reason reason;
+    pl_wake *wake;
+    pl_reason reason;
     bool retire;
     bool proven;
 } later;
@@ -18,36 +18,36 @@ static int complete_later(sd_event_source *source, uint64_t usec, void *userdata
 {
     later *what = userdata;
     if (what->retire)
-        act_wake_retired(what->wake, what->proven, what->proven ? NULL : "fake: cgroup not empty");
+        pl_wake_retired(what->wake, what->proven, what->proven ? NULL : "fake: cgroup not empty");
     else
-        act_wake_complete(what->wake, what->reason, what->reason ? "fake: step %s said %s" : NULL,
-                          act_step_to_string(act_wake_step(what->wake)),
-                          act_reason_to_string(what->reason));
+        pl_wake_complete(what->wake, what->reason, what->reason ? "fake: step %s said %s" : NULL,
+                         pl_step_to_string(pl_wake_step(what->wake)),
+                         pl_reason_to_string(what->reason));
     free(what);
     sd_event_source_disable_unref(source);
     return 0;
 }
 
-static void fake_step(act_wake *wake, void *userdata)
+static void fake_step(pl_wake *wake, void *userdata)
 {
     fake_ops *fake = userdata;
-    act_step step = act_wake_step(wake);
+    pl_step step = pl_wake_step(wake);
     unsigned index = fake->calls[step]++;
     if (fake->log_len < FAKE_MAX_LOG) {
-        fake->log_swap[fake->log_len] = act_wake_is_swap(wake);
+        fake->log_swap[fake->log_len] = pl_wake_is_swap(wake);
         fake->log[fake->log_len++] = step;
     }
-    if (step == ACT_STEP_RESERVE && fake->reserve_order) {
+    if (step == PL_STEP_RESERVE && fake->reserve_order) {
         snprintf(fake->reserve_order[*fake->reserve_order_len], 16, "%s", fake->label);
         (*fake->reserve_order_len)++;
     }
     if (fake->on_call)
         fake->on_call(fake, wake, step);
 
-    bool retire = step == ACT_STEP_FAILED;
+    bool retire = step == PL_STEP_FAILED;
     if (retire && index < FAKE_MAX_CALLS)
-        fake->retirements[index] = *act_wake_retirement(wake);
-    act_reason reason = index < FAKE_MAX_CALLS ? fake->outcome[step][index] : ACT_REASON_NONE;
+        fake->retirements[index] = *pl_wake_retirement(wake);
+    pl_reason reason = index < FAKE_MAX_CALLS ? fake->outcome[step][index] : PL_REASON_NONE;
     bool proven = !(retire && index < FAKE_MAX_CALLS && fake->unproven[index]);
 
     if (fake->hang[step]) {
@@ -65,13 +65,13 @@ static void fake_step(act_wake *wake, void *userdata)
         return;
     }
     if (retire)
-        act_wake_retired(wake, proven, proven ? NULL : "fake: cgroup not empty");
+        pl_wake_retired(wake, proven, proven ? NULL : "fake: cgroup not empty");
     else
-        act_wake_complete(wake, reason, reason ? "fake: step %s said %s" : NULL,
-                          act_step_to_string(step), act_reason_to_string(reason));
+        pl_wake_complete(wake, reason, reason ? "fake: step %s said %s" : NULL,
+                         pl_step_to_string(step), pl_reason_to_string(reason));
 }
 
-static void fake_abandon(act_wake *wake, act_step step, void *userdata)
+static void fake_abandon(pl_wake *wake, pl_step step, void *userdata)
 {
     fake_ops *fake = userdata;
     fake->abandoned++;
@@ -83,7 +83,7 @@ void fake_ops_init(fake_ops *fake, sd_event *loop)
     memset(fake, 0, sizeof(*fake));
     fake->loop = loop;
     fake->label = "host";
-    fake->table = (act_pipeline_ops){
+    fake->table = (pl_ops){
         .read = fake_step,
         .admit = fake_step,
         .restore = fake_step,
@@ -101,7 +101,7 @@ void fake_ops_init(fake_ops *fake, sd_event *loop)
     };
 }
 
-void fake_on_event(act_host *host, const act_wake_event *event, void *userdata)
+void fake_on_event(pl_host *host, const pl_wake_event *event, void *userdata)
 {
     fake_ops *fake = userdata;
     if (fake->n_events >= FAKE_MAX_LOG)
@@ -117,7 +117,7 @@ void fake_on_event(act_host *host, const act_wake_event *event, void *userdata)
     };
 }
 
-void fake_on_done(act_host *host, const act_wake_result *result, void *userdata)
+void fake_on_done(pl_host *host, const pl_wake_result *result, void *userdata)
 {
     fake_result *out = userdata;
     out->count++;
@@ -145,7 +145,7 @@ void fake_run_for(sd_event *loop, unsigned msec)
         sd_event_run(loop, 5 * 1000);
 }
 
-unsigned fake_count_events(const fake_ops *fake, act_wake_event_type type)
+unsigned fake_count_events(const fake_ops *fake, pl_wake_event_type type)
 {
     unsigned count = 0;
     for (unsigned i = 0; i < fake->n_events; i++)
@@ -153,7 +153,7 @@ unsigned fake_count_events(const fake_ops *fake, act_wake_event_type type)
     return count;
 }
 
-int fake_find_event(const fake_ops *fake, act_wake_event_type type, unsigned nth)
+int fake_find_event(const fake_ops *fake, pl_wake_event_type type, unsigned nth)
 {
     for (unsigned i = 0; i < fake->n_events; i++)
         if (fake->events[i].type == type && nth-- == 0)

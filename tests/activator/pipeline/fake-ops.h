@@ -12,10 +12,10 @@
 #define FAKE_MAX_LOG 512
 
 typedef struct fake_event {
-    act_wake_event_type type;
-    act_step step;
+    pl_wake_event_type type;
+    pl_step step;
     unsigned attempt;
-    act_reason reason;
+    pl_reason reason;
     uint64_t delay_usec;
     uint64_t at_usec;
     bool swap;
@@ -23,9 +23,9 @@ typedef struct fake_event {
 
 typedef struct fake_result {
     unsigned count;
-    act_wake_kind kind;
-    act_reason reason;
-    act_step step;
+    pl_wake_kind kind;
+    pl_reason reason;
+    pl_step step;
     unsigned attempts;
     bool unproven;
     char message[1024];
@@ -35,24 +35,24 @@ typedef struct fake_ops fake_ops;
 
 struct fake_ops {
     sd_event *loop;
-    act_pipeline_ops table;
+    pl_ops table;
     const char *label; /* distinguishes hosts sharing a log */
 
     /* The script. */
-    act_reason outcome[_ACT_STEP_MAX][FAKE_MAX_CALLS]; /* by call index; NONE = ok */
-    bool hang[_ACT_STEP_MAX];                          /* never complete: wait for abandon */
-    uint64_t delay_usec[_ACT_STEP_MAX];                /* complete after this long; 0 = at once */
+    pl_reason outcome[_PL_STEP_MAX][FAKE_MAX_CALLS];   /* by call index; NONE = ok */
+    bool hang[_PL_STEP_MAX];                           /* never complete: wait for abandon */
+    uint64_t delay_usec[_PL_STEP_MAX];                 /* complete after this long; 0 = at once */
     bool unproven[FAKE_MAX_CALLS];                     /* `failed` call i cannot prove the stop */
-    void (*on_call)(fake_ops *fake, act_wake *wake, act_step step);
+    void (*on_call)(fake_ops *fake, pl_wake *wake, pl_step step);
 
     /* What happened. */
-    unsigned calls[_ACT_STEP_MAX];
-    act_step log[FAKE_MAX_LOG];
-    bool log_swap[FAKE_MAX_LOG]; /* act_wake_is_swap for that call */
+    unsigned calls[_PL_STEP_MAX];
+    pl_step log[FAKE_MAX_LOG];
+    bool log_swap[FAKE_MAX_LOG]; /* pl_wake_is_swap for that call */
     unsigned log_len;
-    act_retirement retirements[FAKE_MAX_CALLS];
+    pl_retirement retirements[FAKE_MAX_CALLS];
     unsigned abandoned;
-    act_wake *hanging;
+    pl_wake *hanging;
 
     fake_event events[FAKE_MAX_LOG];
     unsigned n_events;
@@ -64,11 +64,11 @@ struct fake_ops {
 
 void fake_ops_init(fake_ops *fake, sd_event *loop);
 
-/* Event hook for act_host_new with a fake_ops as userdata. */
-void fake_on_event(act_host *host, const act_wake_event *event, void *userdata);
+/* Event hook for pl_host_new with a fake_ops as userdata. */
+void fake_on_event(pl_host *host, const pl_wake_event *event, void *userdata);
 
 /* Joiner callback with a fake_result as userdata. */
-void fake_on_done(act_host *host, const act_wake_result *result, void *userdata);
+void fake_on_done(pl_host *host, const pl_wake_result *result, void *userdata);
 
 /* Runs the loop until *flag is nonzero or timeout_msec passed; returns
  * whether the flag was reached. */
@@ -77,6 +77,6 @@ bool fake_run_until(sd_event *loop, const unsigned *flag, unsigned timeout_msec)
 /* Runs the loop for about msec. */
 void fake_run_for(sd_event *loop, unsigned msec);
 
-unsigned fake_count_events(const fake_ops *fake, act_wake_event_type type);
+unsigned fake_count_events(const fake_ops *fake, pl_wake_event_type type);
 /* Index of the n-th (0-based) event of type, or -1. */
-int fake_find_event(const fake_ops *fake, act_wake_event_type type, unsigned nth);
+int fake_find_event(const fake_ops *fake, pl_wake_event_type type, unsigned nth);

@@ -12,8 +12,8 @@
 typedef struct fixture {
     sd_event *loop;
     fake_ops fake;
-    act_pipeline_config config;
-    act_host *host;
+    pl_config config;
+    pl_host *host;
 } fixture;
 
 /* CMocka setup and teardown; the host is made by the test, after it has

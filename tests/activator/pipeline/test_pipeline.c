@@ -20,32 +20,32 @@ static void happy_path_runs_every_step_in_order(void **state)
 {
     fixture *f = *state;
     /* Some steps complete later from the loop, the rest synchronously. */
-    f->fake.delay_usec[ACT_STEP_ADMIT] = 2 * MSEC;
-    f->fake.delay_usec[ACT_STEP_READY] = 5 * MSEC;
-    f->fake.delay_usec[ACT_STEP_PUBLISH] = 1 * MSEC;
+    f->fake.delay_usec[PL_STEP_ADMIT] = 2 * MSEC;
+    f->fake.delay_usec[PL_STEP_READY] = 5 * MSEC;
+    f->fake.delay_usec[PL_STEP_PUBLISH] = 1 * MSEC;
     make_host(f);
     fake_result result = {0};
     wake_and_wait(f, &result);
 
-    const act_step expected[] = {
-        ACT_STEP_READ,        ACT_STEP_ADMIT,     ACT_STEP_RESTORE, ACT_STEP_RESERVE,
-        ACT_STEP_MATERIALIZE, ACT_STEP_PREPARE,   ACT_STEP_GATE,    ACT_STEP_EXEC,
-        ACT_STEP_READY,       ACT_STEP_REPLICATE, ACT_STEP_PUBLISH, ACT_STEP_HEALTHY,
+    const pl_step expected[] = {
+        PL_STEP_READ,        PL_STEP_ADMIT,     PL_STEP_RESTORE, PL_STEP_RESERVE,
+        PL_STEP_MATERIALIZE, PL_STEP_PREPARE,   PL_STEP_GATE,    PL_STEP_EXEC,
+        PL_STEP_READY,       PL_STEP_REPLICATE, PL_STEP_PUBLISH, PL_STEP_HEALTHY,
     };
     assert_int_equal(f->fake.log_len, ARRAY_SIZE(expected));
     for (size_t i = 0; i < ARRAY_SIZE(expected); i++)
-        assert_string_equal(act_step_to_string(f->fake.log[i]), act_step_to_string(expected[i]));
+        assert_string_equal(pl_step_to_string(f->fake.log[i]), pl_step_to_string(expected[i]));
     assert_int_equal(result.count, 1);
-    assert_int_equal(result.kind, ACT_WAKE_SERVING);
-    assert_int_equal(result.reason, ACT_REASON_NONE);
+    assert_int_equal(result.kind, PL_WAKE_SERVING);
+    assert_int_equal(result.reason, PL_REASON_NONE);
     assert_int_equal(result.attempts, 1);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 0);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_SERVING);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 0);
 
     /* The milestones come in pipeline order. */
-    const act_wake_event_type milestones[] = {ACT_WAKE_EVENT_WAKING,    ACT_WAKE_EVENT_ADMITTED,
-                                              ACT_WAKE_EVENT_EXECUTED,  ACT_WAKE_EVENT_READY,
-                                              ACT_WAKE_EVENT_PUBLISHED, ACT_WAKE_EVENT_SERVING};
+    const pl_wake_event_type milestones[] = {PL_WAKE_EVENT_WAKING,    PL_WAKE_EVENT_ADMITTED,
+                                             PL_WAKE_EVENT_EXECUTED,  PL_WAKE_EVENT_READY,
+                                             PL_WAKE_EVENT_PUBLISHED, PL_WAKE_EVENT_SERVING};
     int last = -1;
     for (size_t i = 0; i < ARRAY_SIZE(milestones); i++) {
         int at = fake_find_event(&f->fake, milestones[i], 0);
@@ -53,30 +53,25 @@ static void happy_path_runs_every_step_in_order(void **state)
         last = at;
     }
     /* A serving host does not start a second wake. */
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_WARM, fake_on_done, &result),
-                     ACT_WAKE_ALREADY_SERVING);
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_WARM, fake_on_done, &result),
+                     PL_WAKE_ALREADY_SERVING);
 }
 
 typedef struct refusal_case {
-    act_step step;
-    act_reason reason;
+    pl_step step;
+    pl_reason reason;
 } refusal_case;
 
 static void every_refusal_stops_before_exec_and_is_not_retried(void **state)
 {
     fixture *f = *state;
     const refusal_case cases[] = {
-        {ACT_STEP_READ, ACT_REASON_NOT_OWNER},
-        {ACT_STEP_READ, ACT_REASON_WRONG_PHASE},
-        {ACT_STEP_ADMIT, ACT_REASON_CLAIM_CHANGED},
-        {ACT_STEP_MATERIALIZE, ACT_REASON_NOT_STAGED},
-        {ACT_STEP_PREPARE, ACT_REASON_PIN_MISMATCH},
-        {ACT_STEP_PREPARE, ACT_REASON_HELD_MISMATCH},
-        {ACT_STEP_PREPARE, ACT_REASON_DIGEST_MISMATCH},
-        {ACT_STEP_GATE, ACT_REASON_NOT_OWNER},
-        {ACT_STEP_GATE, ACT_REASON_CLAIM_CHANGED},
-        {ACT_STEP_GATE, ACT_REASON_PIN_MISMATCH},
-        {ACT_STEP_GATE, ACT_REASON_HELD_MISMATCH},
+        {PL_STEP_READ, PL_REASON_NOT_OWNER},          {PL_STEP_READ, PL_REASON_WRONG_PHASE},
+        {PL_STEP_ADMIT, PL_REASON_CLAIM_CHANGED},     {PL_STEP_MATERIALIZE, PL_REASON_NOT_STAGED},
+        {PL_STEP_PREPARE, PL_REASON_PIN_MISMATCH},    {PL_STEP_PREPARE, PL_REASON_HELD_MISMATCH},
+        {PL_STEP_PREPARE, PL_REASON_DIGEST_MISMATCH}, {PL_STEP_GATE, PL_REASON_NOT_OWNER},
+        {PL_STEP_GATE, PL_REASON_CLAIM_CHANGED},      {PL_STEP_GATE, PL_REASON_PIN_MISMATCH},
+        {PL_STEP_GATE, PL_REASON_HELD_MISMATCH},
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         fake_ops_init(&f->fake, f->loop);
@@ -88,24 +83,24 @@ static void every_refusal_stops_before_exec_and_is_not_retried(void **state)
         fake_run_for(f->loop, 100); /* long enough for a retry at 20 ms to show */
 
         assert_int_equal(result.count, 1);
-        assert_int_equal(result.kind, ACT_WAKE_REFUSED);
-        assert_string_equal(act_reason_to_string(result.reason),
-                            act_reason_to_string(cases[i].reason));
+        assert_int_equal(result.kind, PL_WAKE_REFUSED);
+        assert_string_equal(pl_reason_to_string(result.reason),
+                            pl_reason_to_string(cases[i].reason));
         assert_int_equal(result.step, cases[i].step);
-        assert_non_null(strstr(result.message, act_reason_to_string(cases[i].reason)));
-        assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 0);
-        assert_true(f->fake.calls[ACT_STEP_RESERVE] <= 1);
+        assert_non_null(strstr(result.message, pl_reason_to_string(cases[i].reason)));
+        assert_int_equal(f->fake.calls[PL_STEP_EXEC], 0);
+        assert_true(f->fake.calls[PL_STEP_RESERVE] <= 1);
         assert_int_equal(f->fake.calls[cases[i].step], 1);
-        assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_BACKOFF), 0);
-        assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_REFUSED), 1);
+        assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_BACKOFF), 0);
+        assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_REFUSED), 1);
         /* What an attempt reserved is retired, and never as the build's
          * failure. */
-        assert_int_equal(f->fake.calls[ACT_STEP_FAILED], f->fake.calls[ACT_STEP_RESERVE]);
-        if (f->fake.calls[ACT_STEP_FAILED])
+        assert_int_equal(f->fake.calls[PL_STEP_FAILED], f->fake.calls[PL_STEP_RESERVE]);
+        if (f->fake.calls[PL_STEP_FAILED])
             assert_false(f->fake.retirements[0].record_attempt);
-        assert_int_equal(act_host_get_state(f->host), ACT_HOST_PARKED);
-        assert_int_equal(act_host_failure_streak(f->host), 0);
-        assert_int_equal(act_host_free(f->host), 0);
+        assert_int_equal(pl_host_get_state(f->host), PL_HOST_PARKED);
+        assert_int_equal(pl_host_failure_streak(f->host), 0);
+        assert_int_equal(pl_host_free(f->host), 0);
         f->host = NULL;
     }
 }
@@ -115,26 +110,26 @@ static void ready_timeout_is_retried_with_doubling_backoff_then_given_up(void **
     fixture *f = *state;
     f->config.max_starts = 5;
     /* ready never answers: the pipeline's own window must close it. */
-    f->fake.hang[ACT_STEP_READY] = true;
+    f->fake.hang[PL_STEP_READY] = true;
     make_host(f);
     fake_result result = {0};
     wake_and_wait(f, &result);
 
-    assert_int_equal(result.kind, ACT_WAKE_FAILED);
-    assert_int_equal(result.reason, ACT_REASON_READY_TIMEOUT);
+    assert_int_equal(result.kind, PL_WAKE_FAILED);
+    assert_int_equal(result.reason, PL_REASON_READY_TIMEOUT);
     assert_int_equal(result.attempts, 5);
     assert_non_null(strstr(result.message, "gave up after 5 starts"));
-    assert_int_equal(f->fake.calls[ACT_STEP_READ], 1);
-    assert_int_equal(f->fake.calls[ACT_STEP_ADMIT], 1);
-    assert_int_equal(f->fake.calls[ACT_STEP_RESTORE], 1);
-    assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 5);
+    assert_int_equal(f->fake.calls[PL_STEP_READ], 1);
+    assert_int_equal(f->fake.calls[PL_STEP_ADMIT], 1);
+    assert_int_equal(f->fake.calls[PL_STEP_RESTORE], 1);
+    assert_int_equal(f->fake.calls[PL_STEP_EXEC], 5);
     assert_int_equal(f->fake.abandoned, 5);
-    assert_int_equal(f->fake.calls[ACT_STEP_PUBLISH], 0);
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 5);
+    assert_int_equal(f->fake.calls[PL_STEP_PUBLISH], 0);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 5);
     for (unsigned i = 0; i < 5; i++) {
         assert_int_equal(f->fake.retirements[i].attempt, i + 1);
-        assert_int_equal(f->fake.retirements[i].cause, ACT_RETIRE_ATTEMPT);
-        assert_int_equal(f->fake.retirements[i].reason, ACT_REASON_READY_TIMEOUT);
+        assert_int_equal(f->fake.retirements[i].cause, PL_RETIRE_ATTEMPT);
+        assert_int_equal(f->fake.retirements[i].reason, PL_REASON_READY_TIMEOUT);
         assert_true(f->fake.retirements[i].record_attempt);
         assert_true(f->fake.retirements[i].exec_started);
     }
@@ -142,18 +137,18 @@ static void ready_timeout_is_retried_with_doubling_backoff_then_given_up(void **
     /* Four waits, doubling from the unit; each measured from the BACKOFF
      * event to the next reserve, never shorter than asked and not much
      * longer. */
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_BACKOFF), 4);
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_BACKOFF), 4);
     uint64_t measured[4];
     for (unsigned n = 0; n < 4; n++) {
         const fake_event *backoff =
-            &f->fake.events[fake_find_event(&f->fake, ACT_WAKE_EVENT_BACKOFF, n)];
+            &f->fake.events[fake_find_event(&f->fake, PL_WAKE_EVENT_BACKOFF, n)];
         uint64_t unit = f->config.backoff_unit_usec;
         assert_int_equal(backoff->delay_usec, unit << n);
         int next = -1;
-        for (unsigned i = (unsigned)fake_find_event(&f->fake, ACT_WAKE_EVENT_BACKOFF, n);
+        for (unsigned i = (unsigned)fake_find_event(&f->fake, PL_WAKE_EVENT_BACKOFF, n);
              i < f->fake.n_events; i++)
-            if (f->fake.events[i].type == ACT_WAKE_EVENT_STEP &&
-                f->fake.events[i].step == ACT_STEP_RESERVE) {
+            if (f->fake.events[i].type == PL_WAKE_EVENT_STEP &&
+                f->fake.events[i].step == PL_STEP_RESERVE) {
                 next = (int)i;
                 break;
             }
@@ -168,25 +163,25 @@ static void ready_timeout_is_retried_with_doubling_backoff_then_given_up(void **
         assert_true(ratio > 1.3 && ratio < 3.0);
     }
     /* Giving up is a failure park: the next wake waits its backoff. */
-    assert_int_equal(act_host_failure_streak(f->host), 1);
+    assert_int_equal(pl_host_failure_streak(f->host), 1);
 }
 
 static void a_crash_before_ready_is_retried_and_can_then_serve(void **state)
 {
     fixture *f = *state;
-    f->fake.outcome[ACT_STEP_READY][0] = ACT_REASON_CRASHED;
-    f->fake.outcome[ACT_STEP_EXEC][1] = ACT_REASON_EXEC_FAILED;
+    f->fake.outcome[PL_STEP_READY][0] = PL_REASON_CRASHED;
+    f->fake.outcome[PL_STEP_EXEC][1] = PL_REASON_EXEC_FAILED;
     make_host(f);
     fake_result result = {0};
     wake_and_wait(f, &result);
-    assert_int_equal(result.kind, ACT_WAKE_SERVING);
+    assert_int_equal(result.kind, PL_WAKE_SERVING);
     assert_int_equal(result.attempts, 3);
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 2);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 2);
     assert_true(f->fake.retirements[0].exec_started);
     assert_false(f->fake.retirements[1].exec_started);
     assert_true(f->fake.retirements[1].record_attempt);
-    assert_int_equal(f->fake.calls[ACT_STEP_RESTORE], 1);
-    assert_int_equal(f->fake.calls[ACT_STEP_ADMIT], 1);
+    assert_int_equal(f->fake.calls[PL_STEP_RESTORE], 1);
+    assert_int_equal(f->fake.calls[PL_STEP_ADMIT], 1);
 }
 
 static void a_gate_refusal_records_no_failed_attempt(void **state)
@@ -194,26 +189,25 @@ static void a_gate_refusal_records_no_failed_attempt(void **state)
     fixture *f = *state;
     /* Even a reason that would be retried elsewhere ends the wake at the
      * gate. */
-    const act_reason reasons[] = {ACT_REASON_NOT_OWNER, ACT_REASON_STORE_ERROR,
-                                  ACT_REASON_EXEC_FAILED};
+    const pl_reason reasons[] = {PL_REASON_NOT_OWNER, PL_REASON_STORE_ERROR, PL_REASON_EXEC_FAILED};
     for (size_t i = 0; i < ARRAY_SIZE(reasons); i++) {
         fake_ops_init(&f->fake, f->loop);
-        f->fake.outcome[ACT_STEP_GATE][0] = reasons[i];
+        f->fake.outcome[PL_STEP_GATE][0] = reasons[i];
         make_host(f);
         fake_result result = {0};
         wake_and_wait(f, &result);
         fake_run_for(f->loop, 100);
-        assert_int_equal(result.kind, ACT_WAKE_REFUSED);
+        assert_int_equal(result.kind, PL_WAKE_REFUSED);
         assert_int_equal(result.reason, reasons[i]);
-        assert_int_equal(result.step, ACT_STEP_GATE);
-        assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 0);
-        assert_int_equal(f->fake.calls[ACT_STEP_GATE], 1);
-        assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
+        assert_int_equal(result.step, PL_STEP_GATE);
+        assert_int_equal(f->fake.calls[PL_STEP_EXEC], 0);
+        assert_int_equal(f->fake.calls[PL_STEP_GATE], 1);
+        assert_int_equal(f->fake.calls[PL_STEP_FAILED], 1);
         assert_false(f->fake.retirements[0].record_attempt);
         assert_false(f->fake.retirements[0].exec_started);
-        assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_FAILED), 0);
-        assert_int_equal(act_host_failure_streak(f->host), 0);
-        assert_int_equal(act_host_free(f->host), 0);
+        assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_FAILED), 0);
+        assert_int_equal(pl_host_failure_streak(f->host), 0);
+        assert_int_equal(pl_host_free(f->host), 0);
         f->host = NULL;
     }
 }
@@ -222,9 +216,9 @@ static void a_failure_after_ready_is_never_retried(void **state)
 {
     fixture *f = *state;
     const refusal_case cases[] = {
-        {ACT_STEP_REPLICATE, ACT_REASON_REPLICATE_FAILED},
-        {ACT_STEP_PUBLISH, ACT_REASON_PUBLISH_LOST},
-        {ACT_STEP_HEALTHY, ACT_REASON_UNHEALTHY},
+        {PL_STEP_REPLICATE, PL_REASON_REPLICATE_FAILED},
+        {PL_STEP_PUBLISH, PL_REASON_PUBLISH_LOST},
+        {PL_STEP_HEALTHY, PL_REASON_UNHEALTHY},
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         fake_ops_init(&f->fake, f->loop);
@@ -233,15 +227,15 @@ static void a_failure_after_ready_is_never_retried(void **state)
         fake_result result = {0};
         wake_and_wait(f, &result);
         fake_run_for(f->loop, 100);
-        assert_int_equal(result.kind, ACT_WAKE_FAILED);
+        assert_int_equal(result.kind, PL_WAKE_FAILED);
         assert_int_equal(result.reason, cases[i].reason);
-        assert_int_equal(f->fake.calls[ACT_STEP_RESERVE], 1);
-        assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 1);
-        assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
-        assert_int_equal(f->fake.retirements[0].cause, ACT_RETIRE_UNCERTAIN);
-        assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_BACKOFF), 0);
-        assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_GAVE_UP), 1);
-        assert_int_equal(act_host_free(f->host), 0);
+        assert_int_equal(f->fake.calls[PL_STEP_RESERVE], 1);
+        assert_int_equal(f->fake.calls[PL_STEP_EXEC], 1);
+        assert_int_equal(f->fake.calls[PL_STEP_FAILED], 1);
+        assert_int_equal(f->fake.retirements[0].cause, PL_RETIRE_UNCERTAIN);
+        assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_BACKOFF), 0);
+        assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_GAVE_UP), 1);
+        assert_int_equal(pl_host_free(f->host), 0);
         f->host = NULL;
     }
 }
@@ -249,7 +243,7 @@ static void a_failure_after_ready_is_never_retried(void **state)
 static void an_unproven_stop_refuses_wakes_until_proof(void **state)
 {
     fixture *f = *state;
-    f->fake.outcome[ACT_STEP_READY][0] = ACT_REASON_CRASHED;
+    f->fake.outcome[PL_STEP_READY][0] = PL_REASON_CRASHED;
     f->fake.unproven[0] = true;
     make_host(f);
 
@@ -257,73 +251,73 @@ static void an_unproven_stop_refuses_wakes_until_proof(void **state)
     wake_and_wait(f, &first);
     fake_run_for(f->loop, 100);
     /* Retryable, but the crashed attempt may still run: no second start. */
-    assert_int_equal(first.kind, ACT_WAKE_FAILED);
-    assert_int_equal(first.reason, ACT_REASON_CRASHED);
+    assert_int_equal(first.kind, PL_WAKE_FAILED);
+    assert_int_equal(first.reason, PL_REASON_CRASHED);
     assert_true(first.unproven);
     assert_non_null(strstr(first.message, "not proven stopped"));
-    assert_int_equal(f->fake.calls[ACT_STEP_RESERVE], 1);
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_UNPROVEN), 1);
-    assert_true(act_host_is_unproven(f->host));
+    assert_int_equal(f->fake.calls[PL_STEP_RESERVE], 1);
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_UNPROVEN), 1);
+    assert_true(pl_host_is_unproven(f->host));
 
     fake_result second = {0};
     wake_and_wait(f, &second);
-    assert_int_equal(second.kind, ACT_WAKE_REFUSED);
-    assert_int_equal(second.reason, ACT_REASON_UNPROVEN_STOP);
-    assert_int_equal(f->fake.calls[ACT_STEP_READ], 1);
+    assert_int_equal(second.kind, PL_WAKE_REFUSED);
+    assert_int_equal(second.reason, PL_REASON_UNPROVEN_STOP);
+    assert_int_equal(f->fake.calls[PL_STEP_READ], 1);
 
-    act_host_report_proof(f->host);
-    assert_false(act_host_is_unproven(f->host));
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_PROVEN), 1);
+    pl_host_report_proof(f->host);
+    assert_false(pl_host_is_unproven(f->host));
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_PROVEN), 1);
     fake_result third = {0};
     wake_and_wait(f, &third);
-    assert_int_equal(third.kind, ACT_WAKE_SERVING);
-    assert_int_equal(f->fake.calls[ACT_STEP_READ], 2);
+    assert_int_equal(third.kind, PL_WAKE_SERVING);
+    assert_int_equal(f->fake.calls[PL_STEP_READ], 2);
 }
 
 typedef struct join_state {
-    act_host *host;
+    pl_host *host;
     fake_result *late;
     int joined;
 } join_state;
 
 static join_state *joiner_hook_state;
 
-static void trigger_during_exec(fake_ops *fake, act_wake *wake, act_step step)
+static void trigger_during_exec(fake_ops *fake, pl_wake *wake, pl_step step)
 {
-    if (step == ACT_STEP_EXEC)
-        joiner_hook_state->joined = act_host_wake(joiner_hook_state->host, ACT_TRIGGER_CLAIM_CHANGE,
-                                                  fake_on_done, joiner_hook_state->late);
+    if (step == PL_STEP_EXEC)
+        joiner_hook_state->joined = pl_host_wake(joiner_hook_state->host, PL_TRIGGER_CLAIM_CHANGE,
+                                                 fake_on_done, joiner_hook_state->late);
 }
 
 static void concurrent_triggers_join_one_wake_and_share_its_outcome(void **state)
 {
     fixture *f = *state;
-    f->fake.delay_usec[ACT_STEP_READY] = 20 * MSEC;
+    f->fake.delay_usec[PL_STEP_READY] = 20 * MSEC;
     f->fake.on_call = trigger_during_exec;
     make_host(f);
     fake_result results[4] = {{0}};
     join_state hook = {.host = f->host, .late = &results[3], .joined = -1};
     joiner_hook_state = &hook;
 
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &results[0]),
-                     ACT_WAKE_STARTED);
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &results[1]),
-                     ACT_WAKE_JOINED);
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_WARM, fake_on_done, &results[2]),
-                     ACT_WAKE_JOINED);
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &results[0]),
+                     PL_WAKE_STARTED);
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &results[1]),
+                     PL_WAKE_JOINED);
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_WARM, fake_on_done, &results[2]),
+                     PL_WAKE_JOINED);
     /* Outcomes only come from the loop. */
     assert_int_equal(results[0].count, 0);
     assert_true(fake_run_until(f->loop, &results[3].count, 5000));
     fake_run_for(f->loop, 20);
 
-    assert_int_equal(hook.joined, ACT_WAKE_JOINED);
+    assert_int_equal(hook.joined, PL_WAKE_JOINED);
     for (size_t i = 0; i < ARRAY_SIZE(results); i++) {
         assert_int_equal(results[i].count, 1);
-        assert_int_equal(results[i].kind, ACT_WAKE_SERVING);
+        assert_int_equal(results[i].kind, PL_WAKE_SERVING);
     }
-    assert_int_equal(f->fake.calls[ACT_STEP_READ], 1);
-    assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 1);
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_JOINED), 3);
+    assert_int_equal(f->fake.calls[PL_STEP_READ], 1);
+    assert_int_equal(f->fake.calls[PL_STEP_EXEC], 1);
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_JOINED), 3);
     joiner_hook_state = NULL;
 }
 
@@ -331,17 +325,17 @@ static void joiners_of_a_failed_wake_all_get_the_failure(void **state)
 {
     fixture *f = *state;
     f->config.max_starts = 2;
-    f->fake.outcome[ACT_STEP_READY][0] = ACT_REASON_CRASHED;
-    f->fake.outcome[ACT_STEP_READY][1] = ACT_REASON_CRASHED;
+    f->fake.outcome[PL_STEP_READY][0] = PL_REASON_CRASHED;
+    f->fake.outcome[PL_STEP_READY][1] = PL_REASON_CRASHED;
     make_host(f);
     fake_result results[3] = {{0}};
     for (size_t i = 0; i < ARRAY_SIZE(results); i++)
-        assert_true(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &results[i]) >= 0);
+        assert_true(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &results[i]) >= 0);
     assert_true(fake_run_until(f->loop, &results[2].count, 5000));
     for (size_t i = 0; i < ARRAY_SIZE(results); i++) {
         assert_int_equal(results[i].count, 1);
-        assert_int_equal(results[i].kind, ACT_WAKE_FAILED);
-        assert_int_equal(results[i].reason, ACT_REASON_CRASHED);
+        assert_int_equal(results[i].kind, PL_WAKE_FAILED);
+        assert_int_equal(results[i].reason, PL_REASON_CRASHED);
         assert_int_equal(results[i].attempts, 2);
     }
 }
@@ -349,93 +343,92 @@ static void joiners_of_a_failed_wake_all_get_the_failure(void **state)
 static void cancel_while_ready_abandons_it_and_retires_the_attempt(void **state)
 {
     fixture *f = *state;
-    f->fake.hang[ACT_STEP_READY] = true;
+    f->fake.hang[PL_STEP_READY] = true;
     f->config.ready_timeout_usec = 30 * 1000 * MSEC;
     make_host(f);
     fake_result result = {0};
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &result),
-                     ACT_WAKE_STARTED);
-    assert_true(fake_run_until(f->loop, &f->fake.calls[ACT_STEP_READY], 5000));
-    assert_int_equal(act_host_park(f->host, ACT_PARK_REQUEST), 1);
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &result),
+                     PL_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &f->fake.calls[PL_STEP_READY], 5000));
+    assert_int_equal(pl_host_park(f->host, PL_PARK_REQUEST), 1);
     assert_true(fake_run_until(f->loop, &result.count, 5000));
 
-    assert_int_equal(result.kind, ACT_WAKE_CANCELLED);
-    assert_int_equal(result.reason, ACT_REASON_CANCELLED);
+    assert_int_equal(result.kind, PL_WAKE_CANCELLED);
+    assert_int_equal(result.reason, PL_REASON_CANCELLED);
     assert_int_equal(f->fake.abandoned, 1);
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 1);
     assert_false(f->fake.retirements[0].record_attempt);
     assert_true(f->fake.retirements[0].exec_started);
-    assert_int_equal(f->fake.calls[ACT_STEP_REPLICATE], 0);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_PARKED);
-    assert_int_equal(act_host_failure_streak(f->host), 0);
+    assert_int_equal(f->fake.calls[PL_STEP_REPLICATE], 0);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_PARKED);
+    assert_int_equal(pl_host_failure_streak(f->host), 0);
 }
 
 static void cancel_during_a_step_stops_at_its_boundary(void **state)
 {
     fixture *f = *state;
-    f->fake.delay_usec[ACT_STEP_MATERIALIZE] = 30 * MSEC;
+    f->fake.delay_usec[PL_STEP_MATERIALIZE] = 30 * MSEC;
     make_host(f);
     fake_result result = {0};
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &result),
-                     ACT_WAKE_STARTED);
-    assert_true(fake_run_until(f->loop, &f->fake.calls[ACT_STEP_MATERIALIZE], 5000));
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &result),
+                     PL_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &f->fake.calls[PL_STEP_MATERIALIZE], 5000));
     /* The claim was taken over: the step in flight finishes, nothing after. */
-    assert_int_equal(act_host_cancel(f->host, ACT_REASON_NOT_OWNER, "claim now names box-2"), 1);
+    assert_int_equal(pl_host_cancel(f->host, PL_REASON_NOT_OWNER, "claim now names box-2"), 1);
     assert_true(fake_run_until(f->loop, &result.count, 5000));
-    assert_int_equal(result.kind, ACT_WAKE_CANCELLED);
-    assert_int_equal(result.reason, ACT_REASON_NOT_OWNER);
+    assert_int_equal(result.kind, PL_WAKE_CANCELLED);
+    assert_int_equal(result.reason, PL_REASON_NOT_OWNER);
     assert_string_equal(result.message, "claim now names box-2");
-    assert_int_equal(f->fake.calls[ACT_STEP_PREPARE], 0);
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_CANCELLED), 1);
+    assert_int_equal(f->fake.calls[PL_STEP_PREPARE], 0);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 1);
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_CANCELLED), 1);
 }
 
 static void cancel_during_backoff_or_before_start_stops_at_once(void **state)
 {
     fixture *f = *state;
     f->config.backoff_unit_usec = 10 * 1000 * MSEC; /* a wait the test must not sit out */
-    f->fake.outcome[ACT_STEP_READY][0] = ACT_REASON_READY_TIMEOUT;
+    f->fake.outcome[PL_STEP_READY][0] = PL_REASON_READY_TIMEOUT;
     make_host(f);
     fake_result result = {0};
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &result),
-                     ACT_WAKE_STARTED);
-    assert_true(fake_run_until(f->loop, &f->fake.calls[ACT_STEP_FAILED], 5000));
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &result),
+                     PL_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &f->fake.calls[PL_STEP_FAILED], 5000));
     fake_run_for(f->loop, 20);
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_BACKOFF), 1);
-    assert_int_equal(act_host_cancel(f->host, ACT_REASON_CANCELLED, "shutting down"), 1);
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_BACKOFF), 1);
+    assert_int_equal(pl_host_cancel(f->host, PL_REASON_CANCELLED, "shutting down"), 1);
     assert_true(fake_run_until(f->loop, &result.count, 1000));
-    assert_int_equal(result.kind, ACT_WAKE_CANCELLED);
-    assert_int_equal(f->fake.calls[ACT_STEP_RESERVE], 1);
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1); /* the failed attempt's only */
+    assert_int_equal(result.kind, PL_WAKE_CANCELLED);
+    assert_int_equal(f->fake.calls[PL_STEP_RESERVE], 1);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 1); /* the failed attempt's only */
 
     /* Cancelled before the loop ran it: no operation at all. */
     fake_result early = {0};
-    unsigned reads = f->fake.calls[ACT_STEP_READ];
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_WARM, fake_on_done, &early),
-                     ACT_WAKE_STARTED);
-    assert_int_equal(act_host_cancel(f->host, ACT_REASON_CANCELLED, "park"), 1);
+    unsigned reads = f->fake.calls[PL_STEP_READ];
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_WARM, fake_on_done, &early), PL_WAKE_STARTED);
+    assert_int_equal(pl_host_cancel(f->host, PL_REASON_CANCELLED, "park"), 1);
     assert_true(fake_run_until(f->loop, &early.count, 1000));
-    assert_int_equal(early.kind, ACT_WAKE_CANCELLED);
-    assert_int_equal(f->fake.calls[ACT_STEP_READ], reads);
-    assert_int_equal(act_host_cancel(f->host, ACT_REASON_CANCELLED, "nothing"), 0);
+    assert_int_equal(early.kind, PL_WAKE_CANCELLED);
+    assert_int_equal(f->fake.calls[PL_STEP_READ], reads);
+    assert_int_equal(pl_host_cancel(f->host, PL_REASON_CANCELLED, "nothing"), 0);
 }
 
 static void a_trigger_after_cancel_starts_a_fresh_wake(void **state)
 {
     fixture *f = *state;
-    f->fake.delay_usec[ACT_STEP_ADMIT] = 20 * MSEC;
+    f->fake.delay_usec[PL_STEP_ADMIT] = 20 * MSEC;
     make_host(f);
     fake_result cancelled = {0}, fresh = {0};
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &cancelled),
-                     ACT_WAKE_STARTED);
-    assert_true(fake_run_until(f->loop, &f->fake.calls[ACT_STEP_ADMIT], 5000));
-    assert_int_equal(act_host_park(f->host, ACT_PARK_REQUEST), 1);
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &fresh),
-                     ACT_WAKE_JOINED);
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &cancelled),
+                     PL_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &f->fake.calls[PL_STEP_ADMIT], 5000));
+    assert_int_equal(pl_host_park(f->host, PL_PARK_REQUEST), 1);
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &fresh),
+                     PL_WAKE_JOINED);
     assert_true(fake_run_until(f->loop, &fresh.count, 5000));
-    assert_int_equal(cancelled.kind, ACT_WAKE_CANCELLED);
-    assert_int_equal(fresh.kind, ACT_WAKE_SERVING);
-    assert_int_equal(f->fake.calls[ACT_STEP_READ], 2);
+    assert_int_equal(cancelled.kind, PL_WAKE_CANCELLED);
+    assert_int_equal(fresh.kind, PL_WAKE_SERVING);
+    assert_int_equal(f->fake.calls[PL_STEP_READ], 2);
 }
 
 static void exits_and_parks_drive_the_failure_park_backoff(void **state)
@@ -443,60 +436,60 @@ static void exits_and_parks_drive_the_failure_park_backoff(void **state)
     fixture *f = *state;
     make_host(f);
     serve(f);
-    assert_int_equal(act_host_generation_exited(f->host, 1, false), 0);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_RETIRING);
+    assert_int_equal(pl_host_generation_exited(f->host, 1, false), 0);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_RETIRING);
     wait_parked(f);
-    assert_int_equal(f->fake.retirements[0].cause, ACT_RETIRE_EXITED);
-    assert_int_equal(f->fake.retirements[0].reason, ACT_REASON_CRASHED);
-    assert_int_equal(act_host_failure_streak(f->host), 1);
+    assert_int_equal(f->fake.retirements[0].cause, PL_RETIRE_EXITED);
+    assert_int_equal(f->fake.retirements[0].reason, PL_REASON_CRASHED);
+    assert_int_equal(pl_host_failure_streak(f->host), 1);
 
     /* Re-activation waits base · 2^0, then base · 2^1 after a second crash. */
     for (unsigned streak = 1; streak <= 2; streak++) {
-        unsigned deferred = fake_count_events(&f->fake, ACT_WAKE_EVENT_DEFERRED);
+        unsigned deferred = fake_count_events(&f->fake, PL_WAKE_EVENT_DEFERRED);
         serve(f);
-        assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_DEFERRED), deferred + 1);
+        assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_DEFERRED), deferred + 1);
         const fake_event *event =
-            &f->fake.events[fake_find_event(&f->fake, ACT_WAKE_EVENT_DEFERRED, deferred)];
+            &f->fake.events[fake_find_event(&f->fake, PL_WAKE_EVENT_DEFERRED, deferred)];
         uint64_t expected = f->config.park_backoff_base_usec << (streak - 1);
         assert_true(event->delay_usec <= expected);
         assert_true(event->delay_usec + 30 * MSEC >= expected);
         int read = -1;
-        for (unsigned i = (unsigned)fake_find_event(&f->fake, ACT_WAKE_EVENT_DEFERRED, deferred);
+        for (unsigned i = (unsigned)fake_find_event(&f->fake, PL_WAKE_EVENT_DEFERRED, deferred);
              i < f->fake.n_events && read < 0; i++)
-            if (f->fake.events[i].type == ACT_WAKE_EVENT_STEP &&
-                f->fake.events[i].step == ACT_STEP_READ)
+            if (f->fake.events[i].type == PL_WAKE_EVENT_STEP &&
+                f->fake.events[i].step == PL_STEP_READ)
                 read = (int)i;
         assert_true(read > 0);
         assert_true(f->fake.events[read].at_usec - event->at_usec + 500 >= event->delay_usec);
         if (streak == 1) {
-            assert_int_equal(act_host_generation_exited(f->host, 2, false), 0);
+            assert_int_equal(pl_host_generation_exited(f->host, 2, false), 0);
             wait_parked(f);
-            assert_int_equal(act_host_failure_streak(f->host), 2);
+            assert_int_equal(pl_host_failure_streak(f->host), 2);
         }
     }
 
     /* A generation that served long enough restarts the count. */
-    assert_int_equal(act_host_generation_exited(f->host, 1, true), 0);
+    assert_int_equal(pl_host_generation_exited(f->host, 1, true), 0);
     wait_parked(f);
-    assert_int_equal(act_host_failure_streak(f->host), 1);
+    assert_int_equal(pl_host_failure_streak(f->host), 1);
     serve(f);
     /* Exit status 0 is an idle park: the streak is cleared. */
-    assert_int_equal(act_host_generation_exited(f->host, 0, false), 0);
+    assert_int_equal(pl_host_generation_exited(f->host, 0, false), 0);
     wait_parked(f);
-    assert_int_equal(act_host_failure_streak(f->host), 0);
-    unsigned deferred = fake_count_events(&f->fake, ACT_WAKE_EVENT_DEFERRED);
+    assert_int_equal(pl_host_failure_streak(f->host), 0);
+    unsigned deferred = fake_count_events(&f->fake, PL_WAKE_EVENT_DEFERRED);
     serve(f);
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_DEFERRED), deferred);
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_DEFERRED), deferred);
 
     /* An operator's park keeps the streak and retires gracefully; an idle
      * park clears it. */
-    assert_int_equal(act_host_park(f->host, ACT_PARK_REQUEST), 1);
+    assert_int_equal(pl_host_park(f->host, PL_PARK_REQUEST), 1);
     wait_parked(f);
-    unsigned last = f->fake.calls[ACT_STEP_FAILED] - 1;
-    assert_int_equal(f->fake.retirements[last].cause, ACT_RETIRE_PARK);
+    unsigned last = f->fake.calls[PL_STEP_FAILED] - 1;
+    assert_int_equal(f->fake.retirements[last].cause, PL_RETIRE_PARK);
     assert_true(f->fake.retirements[last].graceful);
-    assert_int_equal(act_host_park(f->host, ACT_PARK_IDLE), 0);
-    assert_int_equal(act_host_generation_exited(f->host, 0, false), -ESRCH);
+    assert_int_equal(pl_host_park(f->host, PL_PARK_IDLE), 0);
+    assert_int_equal(pl_host_generation_exited(f->host, 0, false), -ESRCH);
 }
 
 static void a_trigger_during_retirement_wakes_after_it(void **state)
@@ -504,17 +497,17 @@ static void a_trigger_during_retirement_wakes_after_it(void **state)
     fixture *f = *state;
     make_host(f);
     serve(f);
-    f->fake.delay_usec[ACT_STEP_FAILED] = 20 * MSEC;
-    assert_int_equal(act_host_park(f->host, ACT_PARK_IDLE), 1);
+    f->fake.delay_usec[PL_STEP_FAILED] = 20 * MSEC;
+    assert_int_equal(pl_host_park(f->host, PL_PARK_IDLE), 1);
     fake_result result = {0};
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &result),
-                     ACT_WAKE_JOINED);
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &result),
+                     PL_WAKE_JOINED);
     assert_true(fake_run_until(f->loop, &result.count, 5000));
-    assert_int_equal(result.kind, ACT_WAKE_SERVING);
-    assert_int_equal(f->fake.calls[ACT_STEP_READ], 2);
+    assert_int_equal(result.kind, PL_WAKE_SERVING);
+    assert_int_equal(f->fake.calls[PL_STEP_READ], 2);
     /* The retirement finished before the new wake read anything. */
-    int parked = fake_find_event(&f->fake, ACT_WAKE_EVENT_PARKED, 0);
-    int waking = fake_find_event(&f->fake, ACT_WAKE_EVENT_WAKING, 1);
+    int parked = fake_find_event(&f->fake, PL_WAKE_EVENT_PARKED, 0);
+    int waking = fake_find_event(&f->fake, PL_WAKE_EVENT_WAKING, 1);
     assert_true(parked >= 0 && waking > parked);
 }
 
@@ -524,12 +517,12 @@ static void an_unproven_park_refuses_the_next_wake(void **state)
     make_host(f);
     serve(f);
     f->fake.unproven[0] = true;
-    assert_int_equal(act_host_park(f->host, ACT_PARK_CLAIM_LOST), 1);
+    assert_int_equal(pl_host_park(f->host, PL_PARK_CLAIM_LOST), 1);
     wait_parked(f);
-    assert_true(act_host_is_unproven(f->host));
+    assert_true(pl_host_is_unproven(f->host));
     fake_result result = {0};
     wake_and_wait(f, &result);
-    assert_int_equal(result.reason, ACT_REASON_UNPROVEN_STOP);
+    assert_int_equal(result.reason, PL_REASON_UNPROVEN_STOP);
 }
 
 /* A restarted daemon resumes a generation that kept running: the host
@@ -538,18 +531,18 @@ static void an_adopted_generation_serves_and_parks_like_any_other(void **state)
 {
     fixture *f = *state;
     make_host(f);
-    assert_int_equal(act_host_adopt_serving(f->host), 0);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
-    assert_int_equal(f->fake.calls[ACT_STEP_READ], 0);
-    assert_true(fake_find_event(&f->fake, ACT_WAKE_EVENT_SERVING, 0) >= 0);
+    assert_int_equal(pl_host_adopt_serving(f->host), 0);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_SERVING);
+    assert_int_equal(f->fake.calls[PL_STEP_READ], 0);
+    assert_true(fake_find_event(&f->fake, PL_WAKE_EVENT_SERVING, 0) >= 0);
     /* Only a parked host can adopt. */
-    assert_int_equal(act_host_adopt_serving(f->host), -EBUSY);
+    assert_int_equal(pl_host_adopt_serving(f->host), -EBUSY);
     fake_result result = {0};
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &result),
-                     ACT_WAKE_ALREADY_SERVING);
-    assert_int_equal(act_host_park(f->host, ACT_PARK_IDLE), 1);
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &result),
+                     PL_WAKE_ALREADY_SERVING);
+    assert_int_equal(pl_host_park(f->host, PL_PARK_IDLE), 1);
     wait_parked(f);
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 1);
 }
 
 static void an_unproven_host_cannot_adopt(void **state)
@@ -558,23 +551,23 @@ static void an_unproven_host_cannot_adopt(void **state)
     make_host(f);
     serve(f);
     f->fake.unproven[0] = true;
-    assert_int_equal(act_host_park(f->host, ACT_PARK_CLAIM_LOST), 1);
+    assert_int_equal(pl_host_park(f->host, PL_PARK_CLAIM_LOST), 1);
     wait_parked(f);
-    assert_int_equal(act_host_adopt_serving(f->host), -EBUSY);
-    act_host_report_proof(f->host);
-    assert_int_equal(act_host_adopt_serving(f->host), 0);
+    assert_int_equal(pl_host_adopt_serving(f->host), -EBUSY);
+    pl_host_report_proof(f->host);
+    assert_int_equal(pl_host_adopt_serving(f->host), 0);
 }
 
 /* Budgets inside the pipeline: hosts share one box-wide cap. */
 static void the_box_cap_holds_starts_and_wakes_them_in_order(void **state)
 {
     fixture *f = *state;
-    act_start_cap cap;
-    assert_int_equal(act_start_cap_init(&cap, 1, NULL), 0);
+    pl_start_cap cap;
+    assert_int_equal(pl_start_cap_init(&cap, 1, NULL), 0);
     char order[8][16];
     unsigned order_len = 0;
     fake_ops fakes[3];
-    act_host *hosts[3] = {NULL};
+    pl_host *hosts[3] = {NULL};
     fake_result results[3] = {{0}};
     const char *names[] = {"a", "b", "c"};
     f->config.start_cap = &cap;
@@ -583,22 +576,22 @@ static void the_box_cap_holds_starts_and_wakes_them_in_order(void **state)
         fakes[i].label = names[i];
         fakes[i].reserve_order = order;
         fakes[i].reserve_order_len = &order_len;
-        fakes[i].delay_usec[ACT_STEP_READY] = 15 * MSEC;
-        assert_int_equal(act_host_new(f->loop, names[i], &f->config, &fakes[i].table, &fakes[i],
-                                      fake_on_event, &fakes[i], &hosts[i], NULL),
+        fakes[i].delay_usec[PL_STEP_READY] = 15 * MSEC;
+        assert_int_equal(pl_host_new(f->loop, names[i], &f->config, &fakes[i].table, &fakes[i],
+                                     fake_on_event, &fakes[i], &hosts[i], NULL),
                          0);
     }
     /* a takes the slot; c and then b ask while it is taken. */
-    assert_int_equal(act_host_wake(hosts[0], ACT_TRIGGER_CONNECTION, fake_on_done, &results[0]),
-                     ACT_WAKE_STARTED);
-    assert_true(fake_run_until(f->loop, &fakes[0].calls[ACT_STEP_RESERVE], 1000));
-    assert_int_equal(act_host_wake(hosts[2], ACT_TRIGGER_CONNECTION, fake_on_done, &results[2]),
-                     ACT_WAKE_STARTED);
-    for (int i = 0; i < 100 && fake_count_events(&fakes[2], ACT_WAKE_EVENT_HELD) == 0; i++)
+    assert_int_equal(pl_host_wake(hosts[0], PL_TRIGGER_CONNECTION, fake_on_done, &results[0]),
+                     PL_WAKE_STARTED);
+    assert_true(fake_run_until(f->loop, &fakes[0].calls[PL_STEP_RESERVE], 1000));
+    assert_int_equal(pl_host_wake(hosts[2], PL_TRIGGER_CONNECTION, fake_on_done, &results[2]),
+                     PL_WAKE_STARTED);
+    for (int i = 0; i < 100 && fake_count_events(&fakes[2], PL_WAKE_EVENT_HELD) == 0; i++)
         sd_event_run(f->loop, 1 * MSEC);
-    assert_int_equal(fake_count_events(&fakes[2], ACT_WAKE_EVENT_HELD), 1);
-    assert_int_equal(act_host_wake(hosts[1], ACT_TRIGGER_CONNECTION, fake_on_done, &results[1]),
-                     ACT_WAKE_STARTED);
+    assert_int_equal(fake_count_events(&fakes[2], PL_WAKE_EVENT_HELD), 1);
+    assert_int_equal(pl_host_wake(hosts[1], PL_TRIGGER_CONNECTION, fake_on_done, &results[1]),
+                     PL_WAKE_STARTED);
     assert_true(fake_run_until(f->loop, &results[1].count, 5000));
     assert_true(fake_run_until(f->loop, &results[2].count, 5000));
 
@@ -606,11 +599,11 @@ static void the_box_cap_holds_starts_and_wakes_them_in_order(void **state)
     assert_string_equal(order[0], "a");
     assert_string_equal(order[1], "c");
     assert_string_equal(order[2], "b");
-    assert_int_equal(fake_count_events(&fakes[2], ACT_WAKE_EVENT_HELD), 1);
-    assert_int_equal(fake_count_events(&fakes[1], ACT_WAKE_EVENT_HELD), 1);
+    assert_int_equal(fake_count_events(&fakes[2], PL_WAKE_EVENT_HELD), 1);
+    assert_int_equal(fake_count_events(&fakes[1], PL_WAKE_EVENT_HELD), 1);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(results[i].kind, ACT_WAKE_SERVING);
-        assert_int_equal(act_host_free(hosts[i]), 0);
+        assert_int_equal(results[i].kind, PL_WAKE_SERVING);
+        assert_int_equal(pl_host_free(hosts[i]), 0);
     }
     assert_int_equal(cap.in_flight, 0);
     assert_int_equal(cap.held, 0);
@@ -619,21 +612,21 @@ static void the_box_cap_holds_starts_and_wakes_them_in_order(void **state)
 static void a_held_start_past_the_budget_wait_is_refused(void **state)
 {
     fixture *f = *state;
-    act_start_cap cap;
-    assert_int_equal(act_start_cap_init(&cap, 1, NULL), 0);
+    pl_start_cap cap;
+    assert_int_equal(pl_start_cap_init(&cap, 1, NULL), 0);
     f->config.start_cap = &cap;
     f->config.budget_wait_max_usec = 20 * MSEC;
     /* Something else holds the only slot for good. */
-    act_start_waiter unused;
-    assert_true(act_start_cap_acquire(&cap, &unused, NULL, NULL));
+    pl_start_waiter unused;
+    assert_true(pl_start_cap_acquire(&cap, &unused, NULL, NULL));
     make_host(f);
     fake_result result = {0};
     wake_and_wait(f, &result);
-    assert_int_equal(result.kind, ACT_WAKE_REFUSED);
-    assert_int_equal(result.reason, ACT_REASON_BUDGET);
-    assert_int_equal(f->fake.calls[ACT_STEP_RESERVE], 0);
+    assert_int_equal(result.kind, PL_WAKE_REFUSED);
+    assert_int_equal(result.reason, PL_REASON_BUDGET);
+    assert_int_equal(f->fake.calls[PL_STEP_RESERVE], 0);
     assert_int_equal(cap.held, 0);
-    act_start_cap_release(&cap);
+    pl_start_cap_release(&cap);
     assert_int_equal(cap.in_flight, 0);
 }
 
@@ -645,49 +638,49 @@ static void the_start_rate_paces_a_crash_loop_of_one_host_only(void **state)
     f->config.start_rate_per_sec = 4;
     f->config.backoff_unit_usec = 1 * MSEC;
     for (unsigned i = 0; i < 5; i++)
-        f->fake.outcome[ACT_STEP_READY][i] = ACT_REASON_CRASHED;
+        f->fake.outcome[PL_STEP_READY][i] = PL_REASON_CRASHED;
     make_host(f);
     fake_result result = {0};
     wake_and_wait(f, &result);
-    assert_int_equal(result.kind, ACT_WAKE_FAILED);
+    assert_int_equal(result.kind, PL_WAKE_FAILED);
     assert_int_equal(result.attempts, 5);
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_HELD), 1);
-    const fake_event *held = &f->fake.events[fake_find_event(&f->fake, ACT_WAKE_EVENT_HELD, 0)];
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_HELD), 1);
+    const fake_event *held = &f->fake.events[fake_find_event(&f->fake, PL_WAKE_EVENT_HELD, 0)];
     assert_int_equal(held->attempt, 5);
     assert_true(held->delay_usec > 150 * MSEC && held->delay_usec <= 250 * MSEC);
 
     /* Another host with its own bucket starts at once meanwhile. */
     fake_ops other;
     fake_ops_init(&other, f->loop);
-    act_host *quiet = NULL;
-    assert_int_equal(act_host_new(f->loop, "quiet", &f->config, &other.table, &other, fake_on_event,
-                                  &other, &quiet, NULL),
+    pl_host *quiet = NULL;
+    assert_int_equal(pl_host_new(f->loop, "quiet", &f->config, &other.table, &other, fake_on_event,
+                                 &other, &quiet, NULL),
                      0);
     fake_result quiet_result = {0};
-    assert_int_equal(act_host_wake(quiet, ACT_TRIGGER_WARM, fake_on_done, &quiet_result),
-                     ACT_WAKE_STARTED);
+    assert_int_equal(pl_host_wake(quiet, PL_TRIGGER_WARM, fake_on_done, &quiet_result),
+                     PL_WAKE_STARTED);
     assert_true(fake_run_until(f->loop, &quiet_result.count, 1000));
-    assert_int_equal(quiet_result.kind, ACT_WAKE_SERVING);
-    assert_int_equal(fake_count_events(&other, ACT_WAKE_EVENT_HELD), 0);
-    assert_int_equal(act_host_free(quiet), 0);
+    assert_int_equal(quiet_result.kind, PL_WAKE_SERVING);
+    assert_int_equal(fake_count_events(&other, PL_WAKE_EVENT_HELD), 0);
+    assert_int_equal(pl_host_free(quiet), 0);
 }
 
 static void bad_names_and_configs_are_refused_with_a_sentence(void **state)
 {
     fixture *f = *state;
     act_error err = {0};
-    act_host *host = NULL;
-    assert_int_equal(act_host_new(f->loop, "../etc", &f->config, &f->fake.table, &f->fake, NULL,
-                                  NULL, &host, &err),
+    pl_host *host = NULL;
+    assert_int_equal(pl_host_new(f->loop, "../etc", &f->config, &f->fake.table, &f->fake, NULL,
+                                 NULL, &host, &err),
                      -EINVAL);
     assert_null(host);
     assert_non_null(strstr(err.message, "host name"));
 
-    act_pipeline_config bad = f->config;
+    pl_config bad = f->config;
     bad.max_starts = 6;
     act_error_clear(&err);
     assert_int_equal(
-        act_host_new(f->loop, "web1", &bad, &f->fake.table, &f->fake, NULL, NULL, &host, &err),
+        pl_host_new(f->loop, "web1", &bad, &f->fake.table, &f->fake, NULL, NULL, &host, &err),
         -EINVAL);
     assert_non_null(strstr(err.message, "web1"));
     assert_non_null(strstr(err.message, "MaxStarts=6"));
@@ -695,21 +688,21 @@ static void bad_names_and_configs_are_refused_with_a_sentence(void **state)
     bad = f->config;
     bad.ready_timeout_usec = 31 * 1000 * MSEC;
     act_error_clear(&err);
-    assert_int_equal(act_pipeline_config_check(&bad, &err), -EINVAL);
+    assert_int_equal(pl_config_check(&bad, &err), -EINVAL);
     assert_non_null(strstr(err.message, "ReadyTimeoutSec"));
 }
 
 static int early_completion[3];
 
-static void complete_early(fake_ops *fake, act_wake *wake, act_step step)
+static void complete_early(fake_ops *fake, pl_wake *wake, pl_step step)
 {
-    if (step != ACT_STEP_READ)
+    if (step != PL_STEP_READ)
         return;
     /* The wrong completion for the step, then the right one; the fake then
      * completes a second time, which must be ignored. */
-    early_completion[0] = act_wake_retired(wake, true, NULL);
-    early_completion[1] = act_wake_ok(wake);
-    early_completion[2] = act_wake_complete(wake, ACT_REASON_NONE, NULL);
+    early_completion[0] = pl_wake_retired(wake, true, NULL);
+    early_completion[1] = pl_wake_ok(wake);
+    early_completion[2] = pl_wake_complete(wake, PL_REASON_NONE, NULL);
 }
 
 static void late_or_double_completions_are_ignored(void **state)
@@ -721,8 +714,8 @@ static void late_or_double_completions_are_ignored(void **state)
     assert_int_equal(early_completion[0], -ESTALE);
     assert_int_equal(early_completion[1], 0);
     assert_int_equal(early_completion[2], -ESTALE);
-    assert_int_equal(f->fake.calls[ACT_STEP_ADMIT], 1);
-    assert_int_equal(f->fake.calls[ACT_STEP_HEALTHY], 1);
+    assert_int_equal(f->fake.calls[PL_STEP_ADMIT], 1);
+    assert_int_equal(f->fake.calls[PL_STEP_HEALTHY], 1);
 }
 
 /* ENDED is the last event of every wake, retirement and swap: its outcome
@@ -735,52 +728,52 @@ typedef struct ended_probe {
     fake_result second;
     unsigned ended;
     unsigned first_count_at_end;
-    act_host_state state_at_end;
+    pl_host_state state_at_end;
 } ended_probe;
 
-static void wake_again_on_ended(act_host *host, const act_wake_event *event, void *userdata)
+static void wake_again_on_ended(pl_host *host, const pl_wake_event *event, void *userdata)
 {
     ended_probe *probe = userdata;
     fake_on_event(host, event, probe->fake);
-    if (event->type != ACT_WAKE_EVENT_ENDED || probe->ended++ > 0)
+    if (event->type != PL_WAKE_EVENT_ENDED || probe->ended++ > 0)
         return;
     probe->first_count_at_end = probe->first->count;
-    probe->state_at_end = act_host_get_state(host);
-    assert_int_equal(act_host_wake(host, ACT_TRIGGER_CONNECTION, fake_on_done, &probe->second),
-                     ACT_WAKE_STARTED);
+    probe->state_at_end = pl_host_get_state(host);
+    assert_int_equal(pl_host_wake(host, PL_TRIGGER_CONNECTION, fake_on_done, &probe->second),
+                     PL_WAKE_STARTED);
 }
 
 static void ended_is_last_and_may_wake_again(void **state)
 {
     fixture *f = *state;
-    f->fake.outcome[ACT_STEP_RESERVE][0] = ACT_REASON_NOT_OWNER; /* a refusal, then a serve */
+    f->fake.outcome[PL_STEP_RESERVE][0] = PL_REASON_NOT_OWNER; /* a refusal, then a serve */
     fake_result first = {0};
     ended_probe probe = {.fake = &f->fake, .first = &first};
     act_error err = {0};
-    assert_int_equal(act_host_new(f->loop, "web1", &f->config, &f->fake.table, &f->fake,
-                                  wake_again_on_ended, &probe, &f->host, &err),
+    assert_int_equal(pl_host_new(f->loop, "web1", &f->config, &f->fake.table, &f->fake,
+                                 wake_again_on_ended, &probe, &f->host, &err),
                      0);
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &first),
-                     ACT_WAKE_STARTED);
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &first),
+                     PL_WAKE_STARTED);
     assert_true(fake_run_until(f->loop, &probe.second.count, 5000));
 
-    assert_int_equal(first.kind, ACT_WAKE_REFUSED);
+    assert_int_equal(first.kind, PL_WAKE_REFUSED);
     assert_int_equal(probe.first_count_at_end, 1);
-    assert_int_equal(probe.state_at_end, ACT_HOST_PARKED);
-    int refused = fake_find_event(&f->fake, ACT_WAKE_EVENT_REFUSED, 0);
-    int ended = fake_find_event(&f->fake, ACT_WAKE_EVENT_ENDED, 0);
-    int retired = fake_find_event(&f->fake, ACT_WAKE_EVENT_RETIRED, 0);
+    assert_int_equal(probe.state_at_end, PL_HOST_PARKED);
+    int refused = fake_find_event(&f->fake, PL_WAKE_EVENT_REFUSED, 0);
+    int ended = fake_find_event(&f->fake, PL_WAKE_EVENT_ENDED, 0);
+    int retired = fake_find_event(&f->fake, PL_WAKE_EVENT_RETIRED, 0);
     assert_true(refused >= 0 && retired > refused && ended > retired);
-    assert_int_equal(probe.second.kind, ACT_WAKE_SERVING);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_ENDED), 2);
-    assert_int_equal(f->fake.events[f->fake.n_events - 1].type, ACT_WAKE_EVENT_ENDED);
+    assert_int_equal(probe.second.kind, PL_WAKE_SERVING);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_SERVING);
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_ENDED), 2);
+    assert_int_equal(f->fake.events[f->fake.n_events - 1].type, PL_WAKE_EVENT_ENDED);
 
     /* A park is a retirement: it ends with ENDED too, the host parked. */
-    assert_int_equal(act_host_park(f->host, ACT_PARK_REQUEST), 1);
+    assert_int_equal(pl_host_park(f->host, PL_PARK_REQUEST), 1);
     wait_parked(f);
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_ENDED), 3);
-    assert_int_equal(f->fake.events[f->fake.n_events - 1].type, ACT_WAKE_EVENT_ENDED);
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_ENDED), 3);
+    assert_int_equal(f->fake.events[f->fake.n_events - 1].type, PL_WAKE_EVENT_ENDED);
 }
 
 int main(void)

@@ -20,85 +20,85 @@
 
 static void attempt_backoff_doubles_from_the_unit(void **state)
 {
-    assert_int_equal(act_attempt_backoff_usec(0, SEC), 0);
-    assert_int_equal(act_attempt_backoff_usec(1, SEC), 1 * SEC);
-    assert_int_equal(act_attempt_backoff_usec(2, SEC), 2 * SEC);
-    assert_int_equal(act_attempt_backoff_usec(3, SEC), 4 * SEC);
-    assert_int_equal(act_attempt_backoff_usec(4, SEC), 8 * SEC);
-    assert_int_equal(act_attempt_backoff_usec(3, 20 * MSEC), 80 * MSEC);
+    assert_int_equal(pl_attempt_backoff_usec(0, SEC), 0);
+    assert_int_equal(pl_attempt_backoff_usec(1, SEC), 1 * SEC);
+    assert_int_equal(pl_attempt_backoff_usec(2, SEC), 2 * SEC);
+    assert_int_equal(pl_attempt_backoff_usec(3, SEC), 4 * SEC);
+    assert_int_equal(pl_attempt_backoff_usec(4, SEC), 8 * SEC);
+    assert_int_equal(pl_attempt_backoff_usec(3, 20 * MSEC), 80 * MSEC);
     /* Saturates instead of wrapping to a short wait. */
-    assert_true(act_attempt_backoff_usec(200, SEC) == UINT64_MAX);
+    assert_true(pl_attempt_backoff_usec(200, SEC) == UINT64_MAX);
 }
 
 static void failure_park_delay_follows_25ms_doubling_capped_at_30s(void **state)
 {
     const uint64_t base = 25 * MSEC, cap = 30 * SEC;
-    assert_int_equal(act_failure_park_delay_usec(0, base, cap), 0);
-    assert_int_equal(act_failure_park_delay_usec(1, base, cap), 25 * MSEC);
-    assert_int_equal(act_failure_park_delay_usec(2, base, cap), 50 * MSEC);
-    assert_int_equal(act_failure_park_delay_usec(3, base, cap), 100 * MSEC);
-    assert_int_equal(act_failure_park_delay_usec(11, base, cap), 25600 * MSEC);
-    assert_int_equal(act_failure_park_delay_usec(12, base, cap), cap);
-    assert_int_equal(act_failure_park_delay_usec(4000000000u, base, cap), cap);
+    assert_int_equal(pl_failure_park_delay_usec(0, base, cap), 0);
+    assert_int_equal(pl_failure_park_delay_usec(1, base, cap), 25 * MSEC);
+    assert_int_equal(pl_failure_park_delay_usec(2, base, cap), 50 * MSEC);
+    assert_int_equal(pl_failure_park_delay_usec(3, base, cap), 100 * MSEC);
+    assert_int_equal(pl_failure_park_delay_usec(11, base, cap), 25600 * MSEC);
+    assert_int_equal(pl_failure_park_delay_usec(12, base, cap), cap);
+    assert_int_equal(pl_failure_park_delay_usec(4000000000u, base, cap), cap);
 }
 
 static void the_failure_streak_is_reset_by_idle_and_by_serving_long(void **state)
 {
-    assert_int_equal(act_failure_streak_next(0, ACT_PARK_FAILURE, false), 1);
-    assert_int_equal(act_failure_streak_next(3, ACT_PARK_FAILURE, false), 4);
-    assert_int_equal(act_failure_streak_next(3, ACT_PARK_FAILURE, true), 1);
-    assert_int_equal(act_failure_streak_next(3, ACT_PARK_IDLE, false), 0);
-    assert_int_equal(act_failure_streak_next(3, ACT_PARK_REQUEST, false), 3);
-    assert_int_equal(act_failure_streak_next(3, ACT_PARK_CLAIM_LOST, false), 3);
-    assert_string_equal(act_park_cause_to_string(ACT_PARK_CLAIM_LOST), "claim_lost");
+    assert_int_equal(pl_failure_streak_next(0, PL_PARK_FAILURE, false), 1);
+    assert_int_equal(pl_failure_streak_next(3, PL_PARK_FAILURE, false), 4);
+    assert_int_equal(pl_failure_streak_next(3, PL_PARK_FAILURE, true), 1);
+    assert_int_equal(pl_failure_streak_next(3, PL_PARK_IDLE, false), 0);
+    assert_int_equal(pl_failure_streak_next(3, PL_PARK_REQUEST, false), 3);
+    assert_int_equal(pl_failure_streak_next(3, PL_PARK_CLAIM_LOST, false), 3);
+    assert_string_equal(pl_park_cause_to_string(PL_PARK_CLAIM_LOST), "claim_lost");
 }
 
 static void token_bucket_allows_one_second_of_burst_then_the_rate(void **state)
 {
-    act_token_bucket bucket;
+    pl_token_bucket bucket;
     uint64_t now = 1000 * SEC;
-    assert_int_equal(act_token_bucket_init(&bucket, 20, now, NULL), 0);
-    assert_int_equal(act_token_bucket_available(&bucket, now), 20);
+    assert_int_equal(pl_token_bucket_init(&bucket, 20, now, NULL), 0);
+    assert_int_equal(pl_token_bucket_available(&bucket, now), 20);
 
     /* The burst: twenty at once, not twenty-one. */
     for (int i = 0; i < 20; i++)
-        assert_int_equal(act_token_bucket_take(&bucket, now), 0);
-    uint64_t wait = act_token_bucket_take(&bucket, now);
+        assert_int_equal(pl_token_bucket_take(&bucket, now), 0);
+    uint64_t wait = pl_token_bucket_take(&bucket, now);
     assert_int_equal(wait, 50 * MSEC);
-    assert_int_equal(act_token_bucket_take(&bucket, now + wait - 1), 1);
-    assert_int_equal(act_token_bucket_take(&bucket, now + wait), 0);
+    assert_int_equal(pl_token_bucket_take(&bucket, now + wait - 1), 1);
+    assert_int_equal(pl_token_bucket_take(&bucket, now + wait), 0);
 
     /* The rate: asking every millisecond for ten seconds yields 20 a second. */
     now += wait;
     unsigned granted = 0;
     for (uint64_t t = now; t < now + 10 * SEC; t += MSEC)
-        granted += act_token_bucket_take(&bucket, t) == 0;
+        granted += pl_token_bucket_take(&bucket, t) == 0;
     assert_true(granted >= 199 && granted <= 201);
 
     /* A long quiet spell refills to the burst and no further. */
     now += 3600 * SEC;
-    assert_int_equal(act_token_bucket_available(&bucket, now), 20);
+    assert_int_equal(pl_token_bucket_available(&bucket, now), 20);
     for (int i = 0; i < 20; i++)
-        assert_int_equal(act_token_bucket_take(&bucket, now), 0);
-    assert_true(act_token_bucket_take(&bucket, now) > 0);
+        assert_int_equal(pl_token_bucket_take(&bucket, now), 0);
+    assert_true(pl_token_bucket_take(&bucket, now) > 0);
 }
 
 static void token_bucket_below_one_per_second_still_allows_one_start(void **state)
 {
-    act_token_bucket bucket;
-    assert_int_equal(act_token_bucket_init(&bucket, 0.2, 0, NULL), 0);
-    assert_int_equal(act_token_bucket_take(&bucket, 0), 0);
-    assert_int_equal(act_token_bucket_take(&bucket, 0), 5 * SEC);
-    assert_int_equal(act_token_bucket_take(&bucket, 5 * SEC), 0);
+    pl_token_bucket bucket;
+    assert_int_equal(pl_token_bucket_init(&bucket, 0.2, 0, NULL), 0);
+    assert_int_equal(pl_token_bucket_take(&bucket, 0), 0);
+    assert_int_equal(pl_token_bucket_take(&bucket, 0), 5 * SEC);
+    assert_int_equal(pl_token_bucket_take(&bucket, 5 * SEC), 0);
 }
 
 static void token_bucket_refuses_bad_rates(void **state)
 {
-    act_token_bucket bucket;
+    pl_token_bucket bucket;
     const double bad[] = {0, -1, 2e6, __builtin_nan(""), __builtin_inf()};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         act_error err = {0};
-        assert_int_equal(act_token_bucket_init(&bucket, bad[i], 0, &err), -EINVAL);
+        assert_int_equal(pl_token_bucket_init(&bucket, bad[i], 0, &err), -EINVAL);
         assert_non_null(strstr(err.message, "start rate"));
     }
 }
@@ -109,12 +109,12 @@ typedef struct grant_log {
 } grant_log;
 
 typedef struct test_waiter {
-    act_start_waiter waiter;
+    pl_start_waiter waiter;
     int id;
     grant_log *log;
 } test_waiter;
 
-static void record_grant(act_start_waiter *waiter, void *userdata)
+static void record_grant(pl_start_waiter *waiter, void *userdata)
 {
     test_waiter *self = userdata;
     self->log->order[self->log->n++] = self->id;
@@ -122,28 +122,28 @@ static void record_grant(act_start_waiter *waiter, void *userdata)
 
 static void start_cap_holds_over_the_limit_and_wakes_in_fifo_order(void **state)
 {
-    act_start_cap cap;
+    pl_start_cap cap;
     grant_log log = {0};
     test_waiter waiters[6];
-    assert_int_equal(act_start_cap_init(&cap, 2, NULL), 0);
+    assert_int_equal(pl_start_cap_init(&cap, 2, NULL), 0);
     for (int i = 0; i < 6; i++)
         waiters[i] = (test_waiter){.id = i, .log = &log};
 
-    assert_true(act_start_cap_acquire(&cap, &waiters[0].waiter, record_grant, &waiters[0]));
-    assert_true(act_start_cap_acquire(&cap, &waiters[1].waiter, record_grant, &waiters[1]));
+    assert_true(pl_start_cap_acquire(&cap, &waiters[0].waiter, record_grant, &waiters[0]));
+    assert_true(pl_start_cap_acquire(&cap, &waiters[1].waiter, record_grant, &waiters[1]));
     for (int i = 2; i < 6; i++)
-        assert_false(act_start_cap_acquire(&cap, &waiters[i].waiter, record_grant, &waiters[i]));
+        assert_false(pl_start_cap_acquire(&cap, &waiters[i].waiter, record_grant, &waiters[i]));
     assert_int_equal(cap.in_flight, 2);
     assert_int_equal(cap.held, 4);
 
     /* A held start that gives up leaves the queue without a grant. */
-    act_start_cap_withdraw(&cap, &waiters[3].waiter);
+    pl_start_cap_withdraw(&cap, &waiters[3].waiter);
     assert_int_equal(cap.held, 3);
-    act_start_cap_withdraw(&cap, &waiters[3].waiter);
+    pl_start_cap_withdraw(&cap, &waiters[3].waiter);
     assert_int_equal(cap.held, 3);
 
     for (int i = 0; i < 3; i++)
-        act_start_cap_release(&cap);
+        pl_start_cap_release(&cap);
     assert_int_equal(log.n, 3);
     assert_int_equal(log.order[0], 2);
     assert_int_equal(log.order[1], 4);
@@ -152,31 +152,31 @@ static void start_cap_holds_over_the_limit_and_wakes_in_fifo_order(void **state)
     assert_int_equal(cap.held, 0);
 
     /* With nobody held, releases free slots, and a newcomer gets one. */
-    act_start_cap_release(&cap);
+    pl_start_cap_release(&cap);
     assert_int_equal(cap.in_flight, 1);
-    assert_true(act_start_cap_acquire(&cap, &waiters[3].waiter, record_grant, &waiters[3]));
-    act_start_cap_release(&cap);
-    act_start_cap_release(&cap);
-    act_start_cap_release(&cap);
+    assert_true(pl_start_cap_acquire(&cap, &waiters[3].waiter, record_grant, &waiters[3]));
+    pl_start_cap_release(&cap);
+    pl_start_cap_release(&cap);
+    pl_start_cap_release(&cap);
     assert_int_equal(cap.in_flight, 0);
 }
 
 static void a_newcomer_does_not_jump_held_starts(void **state)
 {
-    act_start_cap cap;
+    pl_start_cap cap;
     grant_log log = {0};
     test_waiter waiters[3];
-    assert_int_equal(act_start_cap_init(&cap, 1, NULL), 0);
+    assert_int_equal(pl_start_cap_init(&cap, 1, NULL), 0);
     for (int i = 0; i < 3; i++)
         waiters[i] = (test_waiter){.id = i, .log = &log};
-    assert_true(act_start_cap_acquire(&cap, &waiters[0].waiter, record_grant, &waiters[0]));
-    assert_false(act_start_cap_acquire(&cap, &waiters[1].waiter, record_grant, &waiters[1]));
-    act_start_cap_release(&cap); /* goes to 1 */
-    assert_false(act_start_cap_acquire(&cap, &waiters[2].waiter, record_grant, &waiters[2]));
+    assert_true(pl_start_cap_acquire(&cap, &waiters[0].waiter, record_grant, &waiters[0]));
+    assert_false(pl_start_cap_acquire(&cap, &waiters[1].waiter, record_grant, &waiters[1]));
+    pl_start_cap_release(&cap); /* goes to 1 */
+    assert_false(pl_start_cap_acquire(&cap, &waiters[2].waiter, record_grant, &waiters[2]));
     assert_int_equal(log.n, 1);
     assert_int_equal(log.order[0], 1);
     act_error err = {0};
-    assert_int_equal(act_start_cap_init(&cap, 0, &err), -EINVAL);
+    assert_int_equal(pl_start_cap_init(&cap, 0, &err), -EINVAL);
     assert_non_null(strstr(err.message, "use 1 or more"));
 }
 
@@ -186,29 +186,29 @@ static void reasons_round_trip_and_follow_their_table(void **state)
                               "pin_mismatch", "held_mismatch", "digest_mismatch", "restore_failed",
                               "exec_failed",  "ready_timeout", "publish_lost",    "budget"};
     for (size_t i = 0; i < ARRAY_SIZE(expected); i++) {
-        int reason = act_reason_from_string(expected[i]);
+        int reason = pl_reason_from_string(expected[i]);
         assert_true(reason > 0);
-        assert_string_equal(act_reason_to_string(reason), expected[i]);
+        assert_string_equal(pl_reason_to_string(reason), expected[i]);
     }
-    for (int r = 0; r < _ACT_REASON_MAX; r++) {
-        assert_int_equal(act_reason_from_string(act_reason_to_string(r)), r);
+    for (int r = 0; r < _PL_REASON_MAX; r++) {
+        assert_int_equal(pl_reason_from_string(pl_reason_to_string(r)), r);
         /* A refusal is never retried. */
-        if (act_reason_is_refusal(r))
-            assert_false(act_reason_is_retryable(r));
+        if (pl_reason_is_refusal(r))
+            assert_false(pl_reason_is_retryable(r));
     }
-    assert_int_equal(act_reason_from_string("bogus"), -EINVAL);
-    assert_int_equal(act_reason_from_string(NULL), -EINVAL);
-    assert_string_equal(act_reason_to_string(_ACT_REASON_MAX), "unknown");
+    assert_int_equal(pl_reason_from_string("bogus"), -EINVAL);
+    assert_int_equal(pl_reason_from_string(NULL), -EINVAL);
+    assert_string_equal(pl_reason_to_string(_PL_REASON_MAX), "unknown");
 
     /* Exactly the failures of a start that ran are retried. */
-    int retryable[_ACT_REASON_MAX] = {0};
-    retryable[ACT_REASON_EXEC_FAILED] = retryable[ACT_REASON_READY_TIMEOUT] =
-        retryable[ACT_REASON_CRASHED] = 1;
-    for (int r = 0; r < _ACT_REASON_MAX; r++)
-        assert_int_equal(act_reason_is_retryable(r), retryable[r]);
-    assert_false(act_reason_is_retryable(ACT_REASON_PUBLISH_LOST));
-    assert_false(act_reason_blames_build(ACT_REASON_DIGEST_MISMATCH));
-    assert_true(act_reason_blames_build(ACT_REASON_READY_TIMEOUT));
+    int retryable[_PL_REASON_MAX] = {0};
+    retryable[PL_REASON_EXEC_FAILED] = retryable[PL_REASON_READY_TIMEOUT] =
+        retryable[PL_REASON_CRASHED] = 1;
+    for (int r = 0; r < _PL_REASON_MAX; r++)
+        assert_int_equal(pl_reason_is_retryable(r), retryable[r]);
+    assert_false(pl_reason_is_retryable(PL_REASON_PUBLISH_LOST));
+    assert_false(pl_reason_blames_build(PL_REASON_DIGEST_MISMATCH));
+    assert_true(pl_reason_blames_build(PL_REASON_READY_TIMEOUT));
 }
 
 int main(void)

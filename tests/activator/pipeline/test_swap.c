@@ -21,7 +21,7 @@
 /* A window the tests never sit out: only a cancel, park or exit ends it. */
 #define LONG_READY_USEC (30 * 1000 * MSEC)
 
-static int find_since(const fake_ops *fake, unsigned from, act_wake_event_type type)
+static int find_since(const fake_ops *fake, unsigned from, pl_wake_event_type type)
 {
     for (unsigned i = from; i < fake->n_events; i++)
         if (fake->events[i].type == type)
@@ -29,7 +29,7 @@ static int find_since(const fake_ops *fake, unsigned from, act_wake_event_type t
     return -1;
 }
 
-static unsigned count_since(const fake_ops *fake, unsigned from, act_wake_event_type type)
+static unsigned count_since(const fake_ops *fake, unsigned from, pl_wake_event_type type)
 {
     unsigned count = 0;
     for (unsigned i = from; i < fake->n_events; i++)
@@ -39,7 +39,7 @@ static unsigned count_since(const fake_ops *fake, unsigned from, act_wake_event_
 
 static void start_swap(fixture *f, fake_result *result)
 {
-    assert_int_equal(act_host_swap(f->host, fake_on_done, result), ACT_WAKE_STARTED);
+    assert_int_equal(pl_host_swap(f->host, fake_on_done, result), PL_WAKE_STARTED);
     /* Outcomes only come from the loop. */
     assert_int_equal(result->count, 0);
 }
@@ -51,7 +51,7 @@ static void swap_and_wait(fixture *f, fake_result *result)
 }
 
 /* Runs the loop until step has been called n times in all. */
-static void run_until_called(fixture *f, act_step step, unsigned n)
+static void run_until_called(fixture *f, pl_step step, unsigned n)
 {
     for (int i = 0; i < 500 && f->fake.calls[step] < n; i++)
         sd_event_run(f->loop, 10 * MSEC);
@@ -60,9 +60,9 @@ static void run_until_called(fixture *f, act_step step, unsigned n)
 
 static unsigned calls_while_not_serving;
 
-static void count_calls_while_not_serving(fake_ops *fake, act_wake *wake, act_step step)
+static void count_calls_while_not_serving(fake_ops *fake, pl_wake *wake, pl_step step)
 {
-    if (act_host_get_state(act_wake_host(wake)) != ACT_HOST_SERVING)
+    if (pl_host_get_state(pl_wake_host(wake)) != PL_HOST_SERVING)
         calls_while_not_serving++;
 }
 
@@ -70,8 +70,8 @@ static void a_swap_starts_n1_beside_n_then_retires_n_gracefully(void **state)
 {
     fixture *f = *state;
     /* Readiness and N's graceful retirement take time, as they do for real. */
-    f->fake.delay_usec[ACT_STEP_READY] = 5 * MSEC;
-    f->fake.delay_usec[ACT_STEP_FAILED] = 5 * MSEC;
+    f->fake.delay_usec[PL_STEP_READY] = 5 * MSEC;
+    f->fake.delay_usec[PL_STEP_FAILED] = 5 * MSEC;
     make_host(f);
     serve(f);
     unsigned first_call = f->fake.log_len, first_event = f->fake.n_events;
@@ -80,20 +80,19 @@ static void a_swap_starts_n1_beside_n_then_retires_n_gracefully(void **state)
 
     fake_result result = {0};
     start_swap(f, &result);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_SERVING);
     assert_true(fake_run_until(f->loop, &result.count, 5000));
 
     /* N+1's steps, then `failed` for N. */
-    const act_step expected[] = {
-        ACT_STEP_READ,        ACT_STEP_ADMIT,     ACT_STEP_RESTORE, ACT_STEP_RESERVE,
-        ACT_STEP_MATERIALIZE, ACT_STEP_PREPARE,   ACT_STEP_GATE,    ACT_STEP_EXEC,
-        ACT_STEP_READY,       ACT_STEP_REPLICATE, ACT_STEP_PUBLISH, ACT_STEP_HEALTHY,
-        ACT_STEP_FAILED,
+    const pl_step expected[] = {
+        PL_STEP_READ,    PL_STEP_ADMIT,   PL_STEP_RESTORE, PL_STEP_RESERVE, PL_STEP_MATERIALIZE,
+        PL_STEP_PREPARE, PL_STEP_GATE,    PL_STEP_EXEC,    PL_STEP_READY,   PL_STEP_REPLICATE,
+        PL_STEP_PUBLISH, PL_STEP_HEALTHY, PL_STEP_FAILED,
     };
     assert_int_equal(f->fake.log_len - first_call, ARRAY_SIZE(expected));
     for (size_t i = 0; i < ARRAY_SIZE(expected); i++) {
-        assert_string_equal(act_step_to_string(f->fake.log[first_call + i]),
-                            act_step_to_string(expected[i]));
+        assert_string_equal(pl_step_to_string(f->fake.log[first_call + i]),
+                            pl_step_to_string(expected[i]));
         assert_true(f->fake.log_swap[first_call + i]);
     }
     /* N's own wake was no swap. */
@@ -101,27 +100,27 @@ static void a_swap_starts_n1_beside_n_then_retires_n_gracefully(void **state)
         assert_false(f->fake.log_swap[i]);
     assert_int_equal(calls_while_not_serving, 0);
 
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
-    const act_retirement *replaced = &f->fake.retirements[0];
-    assert_int_equal(replaced->cause, ACT_RETIRE_REPLACED);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 1);
+    const pl_retirement *replaced = &f->fake.retirements[0];
+    assert_int_equal(replaced->cause, PL_RETIRE_REPLACED);
     assert_true(replaced->graceful);
     assert_int_equal(replaced->attempt, 0);
     assert_false(replaced->record_attempt);
 
     assert_int_equal(result.count, 1);
-    assert_int_equal(result.kind, ACT_WAKE_SERVING);
-    assert_int_equal(result.reason, ACT_REASON_NONE);
+    assert_int_equal(result.kind, PL_WAKE_SERVING);
+    assert_int_equal(result.reason, PL_REASON_NONE);
     assert_int_equal(result.attempts, 1);
     assert_false(result.unproven);
     assert_non_null(strstr(result.message, "replaced is proven stopped"));
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
-    assert_int_equal(act_host_failure_streak(f->host), 0);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_SERVING);
+    assert_int_equal(pl_host_failure_streak(f->host), 0);
 
     /* The swap's milestones, in order, all marked as the swap's. */
-    const act_wake_event_type milestones[] = {
-        ACT_WAKE_EVENT_SWAP_STARTED, ACT_WAKE_EVENT_ADMITTED,  ACT_WAKE_EVENT_EXECUTED,
-        ACT_WAKE_EVENT_READY,        ACT_WAKE_EVENT_PUBLISHED, ACT_WAKE_EVENT_RETIRING,
-        ACT_WAKE_EVENT_RETIRED,      ACT_WAKE_EVENT_SWAP_DONE,
+    const pl_wake_event_type milestones[] = {
+        PL_WAKE_EVENT_SWAP_STARTED, PL_WAKE_EVENT_ADMITTED,  PL_WAKE_EVENT_EXECUTED,
+        PL_WAKE_EVENT_READY,        PL_WAKE_EVENT_PUBLISHED, PL_WAKE_EVENT_RETIRING,
+        PL_WAKE_EVENT_RETIRED,      PL_WAKE_EVENT_SWAP_DONE,
     };
     unsigned from = first_event;
     for (size_t i = 0; i < ARRAY_SIZE(milestones); i++) {
@@ -133,21 +132,21 @@ static void a_swap_starts_n1_beside_n_then_retires_n_gracefully(void **state)
         assert_true(f->fake.events[i].swap);
     assert_false(f->fake.events[0].swap);
     /* Nothing says the host woke, parked or stopped serving. */
-    const act_wake_event_type absent[] = {
-        ACT_WAKE_EVENT_WAKING,      ACT_WAKE_EVENT_SERVING, ACT_WAKE_EVENT_PARKING,
-        ACT_WAKE_EVENT_PARKED,      ACT_WAKE_EVENT_GAVE_UP, ACT_WAKE_EVENT_CANCELLED,
-        ACT_WAKE_EVENT_SWAP_FAILED,
+    const pl_wake_event_type absent[] = {
+        PL_WAKE_EVENT_WAKING,      PL_WAKE_EVENT_SERVING, PL_WAKE_EVENT_PARKING,
+        PL_WAKE_EVENT_PARKED,      PL_WAKE_EVENT_GAVE_UP, PL_WAKE_EVENT_CANCELLED,
+        PL_WAKE_EVENT_SWAP_FAILED,
     };
     for (size_t i = 0; i < ARRAY_SIZE(absent); i++)
         assert_int_equal(count_since(&f->fake, first_event, absent[i]), 0);
-    assert_string_equal(act_wake_event_type_to_string(ACT_WAKE_EVENT_SWAP_DONE), "swap_done");
+    assert_string_equal(pl_wake_event_type_to_string(PL_WAKE_EVENT_SWAP_DONE), "swap_done");
 
     /* N+1 now serves, and can itself be replaced. */
     f->fake.on_call = NULL;
     fake_result next = {0};
     swap_and_wait(f, &next);
-    assert_int_equal(next.kind, ACT_WAKE_SERVING);
-    assert_int_equal(f->fake.calls[ACT_STEP_READ], 3);
+    assert_int_equal(next.kind, PL_WAKE_SERVING);
+    assert_int_equal(f->fake.calls[PL_STEP_READ], 3);
 }
 
 static void a_swap_whose_build_is_never_ready_leaves_n_serving(void **state)
@@ -157,27 +156,27 @@ static void a_swap_whose_build_is_never_ready_leaves_n_serving(void **state)
     make_host(f);
     /* A crash first, so the host has a failure-park streak to keep. */
     serve(f);
-    assert_int_equal(act_host_generation_exited(f->host, 1, false), 0);
+    assert_int_equal(pl_host_generation_exited(f->host, 1, false), 0);
     wait_parked(f);
     serve(f);
-    assert_int_equal(act_host_failure_streak(f->host), 1);
-    unsigned retired_before = f->fake.calls[ACT_STEP_FAILED];
+    assert_int_equal(pl_host_failure_streak(f->host), 1);
+    unsigned retired_before = f->fake.calls[PL_STEP_FAILED];
     unsigned first_event = f->fake.n_events;
 
-    f->fake.hang[ACT_STEP_READY] = true;
+    f->fake.hang[PL_STEP_READY] = true;
     fake_result result = {0};
     swap_and_wait(f, &result);
 
-    assert_int_equal(result.kind, ACT_WAKE_FAILED);
-    assert_int_equal(result.reason, ACT_REASON_READY_TIMEOUT);
-    assert_int_equal(result.step, ACT_STEP_READY);
+    assert_int_equal(result.kind, PL_WAKE_FAILED);
+    assert_int_equal(result.reason, PL_REASON_READY_TIMEOUT);
+    assert_int_equal(result.step, PL_STEP_READY);
     assert_int_equal(result.attempts, 2);
     assert_non_null(strstr(result.message, "gave up after 2 starts"));
     assert_int_equal(f->fake.abandoned, 2);
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED] - retired_before, 2);
-    for (unsigned i = retired_before; i < f->fake.calls[ACT_STEP_FAILED]; i++) {
-        assert_int_equal(f->fake.retirements[i].cause, ACT_RETIRE_ATTEMPT);
-        assert_int_equal(f->fake.retirements[i].reason, ACT_REASON_READY_TIMEOUT);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED] - retired_before, 2);
+    for (unsigned i = retired_before; i < f->fake.calls[PL_STEP_FAILED]; i++) {
+        assert_int_equal(f->fake.retirements[i].cause, PL_RETIRE_ATTEMPT);
+        assert_int_equal(f->fake.retirements[i].reason, PL_REASON_READY_TIMEOUT);
         assert_true(f->fake.retirements[i].record_attempt);
         assert_true(f->fake.retirements[i].exec_started);
         /* N+1 ran on N's live sockets: it is stopped gracefully, so the
@@ -186,31 +185,31 @@ static void a_swap_whose_build_is_never_ready_leaves_n_serving(void **state)
     }
     /* The usual retry after the attempt backoff, and no failure-park delay:
      * the host never stopped serving. */
-    assert_int_equal(count_since(&f->fake, first_event, ACT_WAKE_EVENT_BACKOFF), 1);
-    assert_int_equal(count_since(&f->fake, first_event, ACT_WAKE_EVENT_DEFERRED), 0);
+    assert_int_equal(count_since(&f->fake, first_event, PL_WAKE_EVENT_BACKOFF), 1);
+    assert_int_equal(count_since(&f->fake, first_event, PL_WAKE_EVENT_DEFERRED), 0);
 
     /* N is untouched: no retirement of it, no park, the host serves and its
      * streak is what it was. */
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
-    assert_int_equal(act_host_failure_streak(f->host), 1);
-    const act_wake_event_type absent[] = {ACT_WAKE_EVENT_PARKING, ACT_WAKE_EVENT_PARKED,
-                                          ACT_WAKE_EVENT_GAVE_UP, ACT_WAKE_EVENT_SWAP_DONE,
-                                          ACT_WAKE_EVENT_PUBLISHED};
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_SERVING);
+    assert_int_equal(pl_host_failure_streak(f->host), 1);
+    const pl_wake_event_type absent[] = {PL_WAKE_EVENT_PARKING, PL_WAKE_EVENT_PARKED,
+                                         PL_WAKE_EVENT_GAVE_UP, PL_WAKE_EVENT_SWAP_DONE,
+                                         PL_WAKE_EVENT_PUBLISHED};
     for (size_t i = 0; i < ARRAY_SIZE(absent); i++)
         assert_int_equal(count_since(&f->fake, first_event, absent[i]), 0);
-    assert_int_equal(count_since(&f->fake, first_event, ACT_WAKE_EVENT_SWAP_FAILED), 1);
+    assert_int_equal(count_since(&f->fake, first_event, PL_WAKE_EVENT_SWAP_FAILED), 1);
     const fake_event *failed =
-        &f->fake.events[find_since(&f->fake, first_event, ACT_WAKE_EVENT_SWAP_FAILED)];
-    assert_int_equal(failed->reason, ACT_REASON_READY_TIMEOUT);
+        &f->fake.events[find_since(&f->fake, first_event, PL_WAKE_EVENT_SWAP_FAILED)];
+    assert_int_equal(failed->reason, PL_REASON_READY_TIMEOUT);
     assert_true(failed->swap);
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, NULL, NULL),
-                     ACT_WAKE_ALREADY_SERVING);
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, NULL, NULL),
+                     PL_WAKE_ALREADY_SERVING);
 
     /* N still parks like any serving generation. */
-    assert_int_equal(act_host_park(f->host, ACT_PARK_REQUEST), 1);
+    assert_int_equal(pl_host_park(f->host, PL_PARK_REQUEST), 1);
     wait_parked(f);
-    unsigned last = f->fake.calls[ACT_STEP_FAILED] - 1;
-    assert_int_equal(f->fake.retirements[last].cause, ACT_RETIRE_PARK);
+    unsigned last = f->fake.calls[PL_STEP_FAILED] - 1;
+    assert_int_equal(f->fake.retirements[last].cause, PL_RETIRE_PARK);
     assert_true(f->fake.retirements[last].graceful);
 }
 
@@ -218,7 +217,7 @@ static void a_swap_refused_at_prepare_is_not_retried(void **state)
 {
     fixture *f = *state;
     for (unsigned call = 1; call < FAKE_MAX_CALLS; call++)
-        f->fake.outcome[ACT_STEP_PREPARE][call] = ACT_REASON_PIN_MISMATCH;
+        f->fake.outcome[PL_STEP_PREPARE][call] = PL_REASON_PIN_MISMATCH;
     make_host(f);
     serve(f);
     unsigned first_event = f->fake.n_events;
@@ -227,35 +226,35 @@ static void a_swap_refused_at_prepare_is_not_retried(void **state)
     fake_run_for(f->loop, 100); /* long enough for a retry at 20 ms to show */
 
     assert_int_equal(result.count, 1);
-    assert_int_equal(result.kind, ACT_WAKE_REFUSED);
-    assert_int_equal(result.reason, ACT_REASON_PIN_MISMATCH);
-    assert_int_equal(result.step, ACT_STEP_PREPARE);
+    assert_int_equal(result.kind, PL_WAKE_REFUSED);
+    assert_int_equal(result.reason, PL_REASON_PIN_MISMATCH);
+    assert_int_equal(result.step, PL_STEP_PREPARE);
     assert_non_null(strstr(result.message, "pin_mismatch"));
-    assert_int_equal(f->fake.calls[ACT_STEP_PREPARE], 2);
-    assert_int_equal(f->fake.calls[ACT_STEP_EXEC], 1); /* N's only */
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
-    assert_int_equal(f->fake.retirements[0].cause, ACT_RETIRE_ATTEMPT);
+    assert_int_equal(f->fake.calls[PL_STEP_PREPARE], 2);
+    assert_int_equal(f->fake.calls[PL_STEP_EXEC], 1); /* N's only */
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 1);
+    assert_int_equal(f->fake.retirements[0].cause, PL_RETIRE_ATTEMPT);
     assert_false(f->fake.retirements[0].record_attempt);
     assert_false(f->fake.retirements[0].exec_started);
-    assert_int_equal(count_since(&f->fake, first_event, ACT_WAKE_EVENT_BACKOFF), 0);
+    assert_int_equal(count_since(&f->fake, first_event, PL_WAKE_EVENT_BACKOFF), 0);
 
     /* The step's refusal and the swap's failure are both told, both as the
      * swap's, so that nobody drains the sockets N serves. */
-    int refused = find_since(&f->fake, first_event, ACT_WAKE_EVENT_REFUSED);
+    int refused = find_since(&f->fake, first_event, PL_WAKE_EVENT_REFUSED);
     assert_true(refused >= 0);
     assert_true(f->fake.events[refused].swap);
-    int failed = find_since(&f->fake, first_event, ACT_WAKE_EVENT_SWAP_FAILED);
+    int failed = find_since(&f->fake, first_event, PL_WAKE_EVENT_SWAP_FAILED);
     assert_true(failed > refused);
-    assert_int_equal(f->fake.events[failed].reason, ACT_REASON_PIN_MISMATCH);
-    assert_int_equal(f->fake.events[failed].step, ACT_STEP_PREPARE);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
-    assert_int_equal(act_host_failure_streak(f->host), 0);
+    assert_int_equal(f->fake.events[failed].reason, PL_REASON_PIN_MISMATCH);
+    assert_int_equal(f->fake.events[failed].step, PL_STEP_PREPARE);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_SERVING);
+    assert_int_equal(pl_host_failure_streak(f->host), 0);
 }
 
 static void a_failure_after_publication_retires_n1_and_keeps_n(void **state)
 {
     fixture *f = *state;
-    f->fake.outcome[ACT_STEP_HEALTHY][1] = ACT_REASON_UNHEALTHY;
+    f->fake.outcome[PL_STEP_HEALTHY][1] = PL_REASON_UNHEALTHY;
     make_host(f);
     serve(f);
     unsigned first_event = f->fake.n_events;
@@ -263,19 +262,19 @@ static void a_failure_after_publication_retires_n1_and_keeps_n(void **state)
     swap_and_wait(f, &result);
     fake_run_for(f->loop, 100);
 
-    assert_int_equal(result.kind, ACT_WAKE_FAILED);
-    assert_int_equal(result.reason, ACT_REASON_UNHEALTHY);
-    assert_int_equal(result.step, ACT_STEP_HEALTHY);
-    assert_int_equal(count_since(&f->fake, first_event, ACT_WAKE_EVENT_PUBLISHED), 1);
+    assert_int_equal(result.kind, PL_WAKE_FAILED);
+    assert_int_equal(result.reason, PL_REASON_UNHEALTHY);
+    assert_int_equal(result.step, PL_STEP_HEALTHY);
+    assert_int_equal(count_since(&f->fake, first_event, PL_WAKE_EVENT_PUBLISHED), 1);
     /* Uncertain: the claim may name N+1 now, so it is never retried. */
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
-    assert_int_equal(f->fake.retirements[0].cause, ACT_RETIRE_UNCERTAIN);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 1);
+    assert_int_equal(f->fake.retirements[0].cause, PL_RETIRE_UNCERTAIN);
     assert_true(f->fake.retirements[0].record_attempt);
-    assert_int_equal(f->fake.calls[ACT_STEP_RESERVE], 2);
-    assert_int_equal(count_since(&f->fake, first_event, ACT_WAKE_EVENT_BACKOFF), 0);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
-    assert_int_equal(act_host_failure_streak(f->host), 0);
-    assert_int_equal(count_since(&f->fake, first_event, ACT_WAKE_EVENT_SWAP_FAILED), 1);
+    assert_int_equal(f->fake.calls[PL_STEP_RESERVE], 2);
+    assert_int_equal(count_since(&f->fake, first_event, PL_WAKE_EVENT_BACKOFF), 0);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_SERVING);
+    assert_int_equal(pl_host_failure_streak(f->host), 0);
+    assert_int_equal(count_since(&f->fake, first_event, PL_WAKE_EVENT_SWAP_FAILED), 1);
 }
 
 static void one_swap_at_a_time_and_wakes_find_the_host_serving(void **state)
@@ -285,74 +284,74 @@ static void one_swap_at_a_time_and_wakes_find_the_host_serving(void **state)
     make_host(f);
     serve(f);
     unsigned first_event = f->fake.n_events;
-    f->fake.hang[ACT_STEP_READY] = true;
+    f->fake.hang[PL_STEP_READY] = true;
     fake_result result = {0}, second = {0}, woken = {0};
     start_swap(f, &result);
-    run_until_called(f, ACT_STEP_READY, 2);
+    run_until_called(f, PL_STEP_READY, 2);
 
-    assert_int_equal(act_host_swap(f->host, fake_on_done, &second), -EBUSY);
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &woken),
-                     ACT_WAKE_ALREADY_SERVING);
-    assert_int_equal(count_since(&f->fake, first_event, ACT_WAKE_EVENT_JOINED), 0);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
+    assert_int_equal(pl_host_swap(f->host, fake_on_done, &second), -EBUSY);
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &woken),
+                     PL_WAKE_ALREADY_SERVING);
+    assert_int_equal(count_since(&f->fake, first_event, PL_WAKE_EVENT_JOINED), 0);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_SERVING);
 
     /* A cancel stops the swap: N+1 is retired, N serves on. */
-    assert_int_equal(act_host_cancel(f->host, ACT_REASON_CANCELLED, "operator cancelled the swap"),
+    assert_int_equal(pl_host_cancel(f->host, PL_REASON_CANCELLED, "operator cancelled the swap"),
                      1);
     assert_true(fake_run_until(f->loop, &result.count, 1000));
-    assert_int_equal(result.kind, ACT_WAKE_CANCELLED);
-    assert_int_equal(result.reason, ACT_REASON_CANCELLED);
+    assert_int_equal(result.kind, PL_WAKE_CANCELLED);
+    assert_int_equal(result.reason, PL_REASON_CANCELLED);
     assert_string_equal(result.message, "operator cancelled the swap");
     assert_int_equal(f->fake.abandoned, 1);
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 1);
-    assert_int_equal(f->fake.retirements[0].cause, ACT_RETIRE_ATTEMPT);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 1);
+    assert_int_equal(f->fake.retirements[0].cause, PL_RETIRE_ATTEMPT);
     assert_true(f->fake.retirements[0].exec_started);
     assert_false(f->fake.retirements[0].record_attempt);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_SERVING);
     const fake_event *failed =
-        &f->fake.events[find_since(&f->fake, first_event, ACT_WAKE_EVENT_SWAP_FAILED)];
-    assert_int_equal(failed->reason, ACT_REASON_CANCELLED);
-    assert_int_equal(count_since(&f->fake, first_event, ACT_WAKE_EVENT_PARKING), 0);
-    assert_int_equal(act_host_cancel(f->host, ACT_REASON_CANCELLED, "nothing"), 0);
+        &f->fake.events[find_since(&f->fake, first_event, PL_WAKE_EVENT_SWAP_FAILED)];
+    assert_int_equal(failed->reason, PL_REASON_CANCELLED);
+    assert_int_equal(count_since(&f->fake, first_event, PL_WAKE_EVENT_PARKING), 0);
+    assert_int_equal(pl_host_cancel(f->host, PL_REASON_CANCELLED, "nothing"), 0);
     fake_run_for(f->loop, 20);
     assert_int_equal(second.count, 0);
     assert_int_equal(woken.count, 0);
 
     /* With the first one over, the next swap runs. */
-    f->fake.hang[ACT_STEP_READY] = false;
+    f->fake.hang[PL_STEP_READY] = false;
     fake_result third = {0};
     swap_and_wait(f, &third);
-    assert_int_equal(third.kind, ACT_WAKE_SERVING);
+    assert_int_equal(third.kind, PL_WAKE_SERVING);
 }
 
 static void a_swap_needs_a_serving_host_with_nothing_in_flight(void **state)
 {
     fixture *f = *state;
-    f->fake.delay_usec[ACT_STEP_ADMIT] = 20 * MSEC;
+    f->fake.delay_usec[PL_STEP_ADMIT] = 20 * MSEC;
     make_host(f);
     fake_result refused = {0};
-    assert_int_equal(act_host_swap(f->host, fake_on_done, &refused), -ESRCH);
-    assert_int_equal(act_host_swap(NULL, fake_on_done, &refused), -EINVAL);
+    assert_int_equal(pl_host_swap(f->host, fake_on_done, &refused), -ESRCH);
+    assert_int_equal(pl_host_swap(NULL, fake_on_done, &refused), -EINVAL);
 
     /* Waking: busy. */
     fake_result woken = {0};
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &woken),
-                     ACT_WAKE_STARTED);
-    assert_int_equal(act_host_swap(f->host, fake_on_done, &refused), -EBUSY);
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &woken),
+                     PL_WAKE_STARTED);
+    assert_int_equal(pl_host_swap(f->host, fake_on_done, &refused), -EBUSY);
     assert_true(fake_run_until(f->loop, &woken.count, 5000));
-    assert_int_equal(woken.kind, ACT_WAKE_SERVING);
+    assert_int_equal(woken.kind, PL_WAKE_SERVING);
 
     /* Retiring: busy; parked again: not serving. */
-    f->fake.delay_usec[ACT_STEP_FAILED] = 20 * MSEC;
-    assert_int_equal(act_host_park(f->host, ACT_PARK_IDLE), 1);
-    assert_int_equal(act_host_swap(f->host, fake_on_done, &refused), -EBUSY);
+    f->fake.delay_usec[PL_STEP_FAILED] = 20 * MSEC;
+    assert_int_equal(pl_host_park(f->host, PL_PARK_IDLE), 1);
+    assert_int_equal(pl_host_swap(f->host, fake_on_done, &refused), -EBUSY);
     wait_parked(f);
-    assert_int_equal(act_host_swap(f->host, fake_on_done, &refused), -ESRCH);
+    assert_int_equal(pl_host_swap(f->host, fake_on_done, &refused), -ESRCH);
 
     fake_run_for(f->loop, 20);
     assert_int_equal(refused.count, 0);
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_SWAP_STARTED), 0);
-    assert_int_equal(f->fake.calls[ACT_STEP_READ], 1);
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_SWAP_STARTED), 0);
+    assert_int_equal(f->fake.calls[PL_STEP_READ], 1);
 }
 
 static void park_during_a_swap_retires_n1_then_parks_n(void **state)
@@ -361,41 +360,41 @@ static void park_during_a_swap_retires_n1_then_parks_n(void **state)
     f->config.ready_timeout_usec = LONG_READY_USEC;
     make_host(f);
     serve(f);
-    f->fake.hang[ACT_STEP_READY] = true;
+    f->fake.hang[PL_STEP_READY] = true;
     fake_result result = {0}, follower = {0};
     start_swap(f, &result);
-    run_until_called(f, ACT_STEP_READY, 2);
+    run_until_called(f, PL_STEP_READY, 2);
 
-    assert_int_equal(act_host_park(f->host, ACT_PARK_REQUEST), 1);
+    assert_int_equal(pl_host_park(f->host, PL_PARK_REQUEST), 1);
     /* On its way to parked at once: a trigger now waits for the next wake. */
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_RETIRING);
-    f->fake.hang[ACT_STEP_READY] = false;
-    assert_int_equal(act_host_wake(f->host, ACT_TRIGGER_CONNECTION, fake_on_done, &follower),
-                     ACT_WAKE_JOINED);
-    assert_int_equal(act_host_generation_exited(f->host, 1, false), -ESRCH);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_RETIRING);
+    f->fake.hang[PL_STEP_READY] = false;
+    assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &follower),
+                     PL_WAKE_JOINED);
+    assert_int_equal(pl_host_generation_exited(f->host, 1, false), -ESRCH);
     assert_true(fake_run_until(f->loop, &follower.count, 5000));
 
-    assert_int_equal(result.kind, ACT_WAKE_CANCELLED);
-    assert_int_equal(result.reason, ACT_REASON_CANCELLED);
+    assert_int_equal(result.kind, PL_WAKE_CANCELLED);
+    assert_int_equal(result.reason, PL_REASON_CANCELLED);
     assert_non_null(strstr(result.message, "park requested"));
     /* N+1 first, as a cancelled attempt; then N, parked with grace. */
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 2);
-    assert_int_equal(f->fake.retirements[0].cause, ACT_RETIRE_ATTEMPT);
-    assert_int_equal(f->fake.retirements[0].reason, ACT_REASON_CANCELLED);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 2);
+    assert_int_equal(f->fake.retirements[0].cause, PL_RETIRE_ATTEMPT);
+    assert_int_equal(f->fake.retirements[0].reason, PL_REASON_CANCELLED);
     assert_true(f->fake.retirements[0].exec_started);
     assert_false(f->fake.retirements[0].record_attempt);
-    assert_int_equal(f->fake.retirements[1].cause, ACT_RETIRE_PARK);
-    assert_int_equal(f->fake.retirements[1].park_cause, ACT_PARK_REQUEST);
+    assert_int_equal(f->fake.retirements[1].cause, PL_RETIRE_PARK);
+    assert_int_equal(f->fake.retirements[1].park_cause, PL_PARK_REQUEST);
     assert_true(f->fake.retirements[1].graceful);
-    int swap_failed = fake_find_event(&f->fake, ACT_WAKE_EVENT_SWAP_FAILED, 0);
-    int parked = fake_find_event(&f->fake, ACT_WAKE_EVENT_PARKED, 0);
+    int swap_failed = fake_find_event(&f->fake, PL_WAKE_EVENT_SWAP_FAILED, 0);
+    int parked = fake_find_event(&f->fake, PL_WAKE_EVENT_PARKED, 0);
     assert_true(swap_failed >= 0 && parked > swap_failed);
 
     /* The trigger that came during the park woke a fresh generation. */
-    assert_int_equal(follower.kind, ACT_WAKE_SERVING);
-    assert_int_equal(f->fake.calls[ACT_STEP_READ], 3);
-    assert_true(fake_find_event(&f->fake, ACT_WAKE_EVENT_WAKING, 1) > parked);
-    assert_int_equal(act_host_failure_streak(f->host), 0);
+    assert_int_equal(follower.kind, PL_WAKE_SERVING);
+    assert_int_equal(f->fake.calls[PL_STEP_READ], 3);
+    assert_true(fake_find_event(&f->fake, PL_WAKE_EVENT_WAKING, 1) > parked);
+    assert_int_equal(pl_host_failure_streak(f->host), 0);
 }
 
 static void n_crashing_during_a_swap_cancels_it_and_parks_as_a_failure(void **state)
@@ -404,35 +403,35 @@ static void n_crashing_during_a_swap_cancels_it_and_parks_as_a_failure(void **st
     f->config.ready_timeout_usec = LONG_READY_USEC;
     make_host(f);
     serve(f);
-    f->fake.hang[ACT_STEP_READY] = true;
+    f->fake.hang[PL_STEP_READY] = true;
     fake_result result = {0};
     start_swap(f, &result);
-    run_until_called(f, ACT_STEP_READY, 2);
+    run_until_called(f, PL_STEP_READY, 2);
 
-    assert_int_equal(act_host_generation_exited(f->host, 1, false), 0);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_RETIRING);
-    assert_int_equal(act_host_generation_exited(f->host, 1, false), -ESRCH);
+    assert_int_equal(pl_host_generation_exited(f->host, 1, false), 0);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_RETIRING);
+    assert_int_equal(pl_host_generation_exited(f->host, 1, false), -ESRCH);
     assert_true(fake_run_until(f->loop, &result.count, 5000));
     wait_parked(f);
 
-    assert_int_equal(result.kind, ACT_WAKE_CANCELLED);
+    assert_int_equal(result.kind, PL_WAKE_CANCELLED);
     assert_non_null(strstr(result.message, "exited with status 1"));
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 2);
-    assert_int_equal(f->fake.retirements[0].cause, ACT_RETIRE_ATTEMPT);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 2);
+    assert_int_equal(f->fake.retirements[0].cause, PL_RETIRE_ATTEMPT);
     assert_false(f->fake.retirements[0].record_attempt);
-    assert_int_equal(f->fake.retirements[1].cause, ACT_RETIRE_EXITED);
-    assert_int_equal(f->fake.retirements[1].reason, ACT_REASON_CRASHED);
+    assert_int_equal(f->fake.retirements[1].cause, PL_RETIRE_EXITED);
+    assert_int_equal(f->fake.retirements[1].reason, PL_REASON_CRASHED);
     assert_false(f->fake.retirements[1].graceful);
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_EXITED), 1);
-    assert_true(fake_find_event(&f->fake, ACT_WAKE_EVENT_PARKED, 0) >
-                fake_find_event(&f->fake, ACT_WAKE_EVENT_SWAP_FAILED, 0));
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_EXITED), 1);
+    assert_true(fake_find_event(&f->fake, PL_WAKE_EVENT_PARKED, 0) >
+                fake_find_event(&f->fake, PL_WAKE_EVENT_SWAP_FAILED, 0));
 
     /* N's crash is a failure park like any other: the next wake waits it
      * out. */
-    assert_int_equal(act_host_failure_streak(f->host), 1);
-    f->fake.hang[ACT_STEP_READY] = false;
+    assert_int_equal(pl_host_failure_streak(f->host), 1);
+    f->fake.hang[PL_STEP_READY] = false;
     serve(f);
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_DEFERRED), 1);
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_DEFERRED), 1);
 }
 
 static void while_n_is_replaced_exits_and_cancels_wait_and_a_park_parks_n1(void **state)
@@ -441,57 +440,57 @@ static void while_n_is_replaced_exits_and_cancels_wait_and_a_park_parks_n1(void 
     make_host(f);
     serve(f);
     /* N's graceful retirement takes a while, as its grace does. */
-    f->fake.delay_usec[ACT_STEP_FAILED] = 20 * MSEC;
+    f->fake.delay_usec[PL_STEP_FAILED] = 20 * MSEC;
     fake_result result = {0};
     start_swap(f, &result);
-    run_until_called(f, ACT_STEP_FAILED, 1);
-    assert_int_equal(f->fake.retirements[0].cause, ACT_RETIRE_REPLACED);
+    run_until_called(f, PL_STEP_FAILED, 1);
+    assert_int_equal(f->fake.retirements[0].cause, PL_RETIRE_REPLACED);
     assert_int_equal(result.count, 0);
 
-    assert_int_equal(act_host_generation_exited(f->host, 143, false), -EBUSY);
-    assert_int_equal(act_host_cancel(f->host, ACT_REASON_CANCELLED, "too late"), 0);
-    assert_int_equal(act_host_park(f->host, ACT_PARK_IDLE), 1);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_RETIRING);
+    assert_int_equal(pl_host_generation_exited(f->host, 143, false), -EBUSY);
+    assert_int_equal(pl_host_cancel(f->host, PL_REASON_CANCELLED, "too late"), 0);
+    assert_int_equal(pl_host_park(f->host, PL_PARK_IDLE), 1);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_RETIRING);
 
     /* The swap still completes, then what serves (N+1) parks. */
     assert_true(fake_run_until(f->loop, &result.count, 5000));
-    assert_int_equal(result.kind, ACT_WAKE_SERVING);
+    assert_int_equal(result.kind, PL_WAKE_SERVING);
     wait_parked(f);
-    assert_int_equal(f->fake.calls[ACT_STEP_FAILED], 2);
-    assert_int_equal(f->fake.retirements[1].cause, ACT_RETIRE_PARK);
-    assert_int_equal(f->fake.retirements[1].park_cause, ACT_PARK_IDLE);
-    assert_int_equal(fake_count_events(&f->fake, ACT_WAKE_EVENT_SWAP_FAILED), 0);
-    assert_true(fake_find_event(&f->fake, ACT_WAKE_EVENT_PARKED, 0) >
-                fake_find_event(&f->fake, ACT_WAKE_EVENT_SWAP_DONE, 0));
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 2);
+    assert_int_equal(f->fake.retirements[1].cause, PL_RETIRE_PARK);
+    assert_int_equal(f->fake.retirements[1].park_cause, PL_PARK_IDLE);
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_SWAP_FAILED), 0);
+    assert_true(fake_find_event(&f->fake, PL_WAKE_EVENT_PARKED, 0) >
+                fake_find_event(&f->fake, PL_WAKE_EVENT_SWAP_DONE, 0));
 }
 
 static void an_unproven_n1_blocks_the_next_swap_until_proof_but_n_serves(void **state)
 {
     fixture *f = *state;
-    f->fake.outcome[ACT_STEP_READY][1] = ACT_REASON_CRASHED;
+    f->fake.outcome[PL_STEP_READY][1] = PL_REASON_CRASHED;
     f->fake.unproven[0] = true; /* the swap's retirement of N+1 */
     make_host(f);
     serve(f);
     fake_result first = {0};
     swap_and_wait(f, &first);
-    assert_int_equal(first.kind, ACT_WAKE_FAILED);
-    assert_int_equal(first.reason, ACT_REASON_CRASHED);
+    assert_int_equal(first.kind, PL_WAKE_FAILED);
+    assert_int_equal(first.reason, PL_REASON_CRASHED);
     assert_true(first.unproven);
     assert_int_equal(first.attempts, 1); /* retryable, but it may still run */
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
-    assert_true(act_host_is_unproven(f->host));
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_SERVING);
+    assert_true(pl_host_is_unproven(f->host));
 
     fake_result second = {0};
     swap_and_wait(f, &second);
-    assert_int_equal(second.kind, ACT_WAKE_REFUSED);
-    assert_int_equal(second.reason, ACT_REASON_UNPROVEN_STOP);
-    assert_int_equal(f->fake.calls[ACT_STEP_READ], 2);
-    assert_int_equal(act_host_get_state(f->host), ACT_HOST_SERVING);
+    assert_int_equal(second.kind, PL_WAKE_REFUSED);
+    assert_int_equal(second.reason, PL_REASON_UNPROVEN_STOP);
+    assert_int_equal(f->fake.calls[PL_STEP_READ], 2);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_SERVING);
 
-    act_host_report_proof(f->host);
+    pl_host_report_proof(f->host);
     fake_result third = {0};
     swap_and_wait(f, &third);
-    assert_int_equal(third.kind, ACT_WAKE_SERVING);
+    assert_int_equal(third.kind, PL_WAKE_SERVING);
 }
 
 int main(void)

@@ -20,7 +20,7 @@ typedef struct outcome {
     char why[256];
 } outcome;
 
-static void on_done(act_probe *probe, bool ok, const char *why, void *userdata)
+static void on_done(probe_run *probe, bool ok, const char *why, void *userdata)
 {
     outcome *result = userdata;
     result->finished = true;
@@ -32,18 +32,17 @@ static outcome run_probe(const char *text, uint64_t timeout_usec)
 {
     sd_event *loop = NULL;
     assert_int_equal(sd_event_new(&loop), 0);
-    act_probe_spec spec;
+    probe_spec spec;
     act_error err = {0};
-    assert_int_equal(act_probe_parse(text, "test", &spec, &err), 0);
+    assert_int_equal(probe_parse(text, "test", &spec, &err), 0);
     outcome result = {0};
-    act_probe *probe = NULL;
-    assert_int_equal(act_probe_start(loop, &spec, timeout_usec, 20000, on_done, &result, &probe,
-                                     &err),
+    probe_run *probe = NULL;
+    assert_int_equal(probe_start(loop, &spec, timeout_usec, 20000, on_done, &result, &probe, &err),
                      0);
     while (!result.finished)
         assert_true(sd_event_run(loop, UINT64_MAX) >= 0);
-    act_probe_free(probe);
-    act_probe_spec_clear(&spec);
+    probe_free(probe);
+    probe_spec_clear(&spec);
     sd_event_unref(loop);
     return result;
 }
@@ -106,9 +105,9 @@ static void bad_specs_are_refused(void **state)
                          "unix:relative",  "exec:", "exec:sh -c 1",
                          "exec:/bin/sh 'x", "ready"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-        act_probe_spec spec;
+        probe_spec spec;
         act_error err = {0};
-        assert_true(act_probe_parse(bad[i], "web1.conf:4: Ready", &spec, &err) < 0);
+        assert_true(probe_parse(bad[i], "web1.conf:4: Ready", &spec, &err) < 0);
         assert_non_null(strstr(err.message, "web1.conf:4: Ready"));
     }
 }

@@ -43,16 +43,16 @@ static int teardown(void **state)
     return r;
 }
 
-static act_generation_record sample_record(void)
+static rec_generation_record sample_record(void)
 {
-    act_generation_record record = {
+    rec_generation_record record = {
         .host = "web1",
         .generation = 7,
         .session = 12,
         .admission_revision = 4242,
         .incarnation = "inc-abc",
         .build = {.version = "v2", .digest = "aa", .build_digest = "bb"},
-        .phase = ACT_GEN_SERVING,
+        .phase = REC_GEN_SERVING,
         .pid = 31337,
         .started_usec = 1700000000000000ull,
     };
@@ -63,16 +63,16 @@ static void generation_record_round_trips(void **state)
 {
     fixture *f = *state;
     act_error err = {0};
-    _cleanup_close_ int host_fd = act_records_open_host(f->state_fd, "web1", &err);
+    _cleanup_close_ int host_fd = rec_open_host(f->state_fd, "web1", &err);
     assert_true(host_fd >= 0);
 
-    act_generation_record written = sample_record();
-    assert_int_equal(act_records_write_generation(host_fd, &written, &err), 0);
+    rec_generation_record written = sample_record();
+    assert_int_equal(rec_write_generation(host_fd, &written, &err), 0);
     written.generation = 9;
-    assert_int_equal(act_records_write_generation(host_fd, &written, &err), 0);
+    assert_int_equal(rec_write_generation(host_fd, &written, &err), 0);
 
-    act_generation_record read = {0};
-    assert_int_equal(act_records_read_generation(host_fd, "web1", 7, &read, &err), 0);
+    rec_generation_record read = {0};
+    assert_int_equal(rec_read_generation(host_fd, "web1", 7, &read, &err), 0);
     assert_string_equal(read.host, "web1");
     assert_int_equal(read.generation, 7);
     assert_int_equal(read.session, 12);
@@ -80,7 +80,7 @@ static void generation_record_round_trips(void **state)
     assert_string_equal(read.incarnation, "inc-abc");
     assert_string_equal(read.build.version, "v2");
     assert_string_equal(read.build.build_digest, "bb");
-    assert_int_equal(read.phase, ACT_GEN_SERVING);
+    assert_int_equal(read.phase, REC_GEN_SERVING);
     assert_int_equal(read.pid, 31337);
     assert_int_equal(read.started_usec, 1700000000000000ull);
 
@@ -90,38 +90,38 @@ static void generation_record_round_trips(void **state)
 
     _cleanup_free_ uint64_t *numbers = NULL;
     size_t count = 0;
-    assert_int_equal(act_records_list_generations(host_fd, &numbers, &count, &err), 0);
+    assert_int_equal(rec_list_generations(host_fd, &numbers, &count, &err), 0);
     assert_int_equal(count, 2);
     assert_int_equal(numbers[0], 7);
     assert_int_equal(numbers[1], 9);
 
-    assert_int_equal(act_records_remove_generation(host_fd, 7, &err), 0);
-    assert_int_equal(act_records_remove_generation(host_fd, 7, &err), 0);
-    assert_int_equal(act_records_read_generation(host_fd, "web1", 7, &read, &err), -ENOENT);
+    assert_int_equal(rec_remove_generation(host_fd, 7, &err), 0);
+    assert_int_equal(rec_remove_generation(host_fd, 7, &err), 0);
+    assert_int_equal(rec_read_generation(host_fd, "web1", 7, &read, &err), -ENOENT);
 }
 
 static void damaged_record_names_the_field(void **state)
 {
     fixture *f = *state;
     act_error err = {0};
-    _cleanup_close_ int host_fd = act_records_open_host(f->state_fd, "web1", &err);
+    _cleanup_close_ int host_fd = rec_open_host(f->state_fd, "web1", &err);
     _cleanup_close_ int gen_fd = openat(host_fd, "generations", O_RDONLY | O_DIRECTORY);
     const char *broken = "{\"host\":\"web1\",\"generation\":3,\"session\":\"twelve\"}";
     assert_int_equal(act_write_atomic(gen_fd, "3.json", broken, strlen(broken), 0644, &err), 0);
-    act_generation_record read = {0};
-    assert_int_equal(act_records_read_generation(host_fd, "web1", 3, &read, &err), -EBADMSG);
+    rec_generation_record read = {0};
+    assert_int_equal(rec_read_generation(host_fd, "web1", 3, &read, &err), -EBADMSG);
     assert_non_null(strstr(err.message, "host web1"));
     assert_non_null(strstr(err.message, "\"session\""));
 
     assert_int_equal(act_write_atomic(gen_fd, "4.json", "not json", 8, 0644, &err), 0);
-    assert_int_equal(act_records_read_generation(host_fd, "web1", 4, &read, &err), -EBADMSG);
+    assert_int_equal(rec_read_generation(host_fd, "web1", 4, &read, &err), -EBADMSG);
     assert_non_null(strstr(err.message, "not a JSON object"));
 
     /* A record copied under another number is refused, not trusted. */
-    act_generation_record record = sample_record();
-    assert_int_equal(act_records_write_generation(host_fd, &record, &err), 0);
+    rec_generation_record record = sample_record();
+    assert_int_equal(rec_write_generation(host_fd, &record, &err), 0);
     assert_int_equal(renameat(gen_fd, "7.json", gen_fd, "5.json"), 0);
-    assert_int_equal(act_records_read_generation(host_fd, "web1", 5, &read, &err), -EBADMSG);
+    assert_int_equal(rec_read_generation(host_fd, "web1", 5, &read, &err), -EBADMSG);
     assert_non_null(strstr(err.message, "generation 7"));
 }
 
@@ -129,7 +129,7 @@ static void bad_host_name_creates_nothing(void **state)
 {
     fixture *f = *state;
     act_error err = {0};
-    assert_int_equal(act_records_open_host(f->state_fd, "../escape", &err), -EINVAL);
+    assert_int_equal(rec_open_host(f->state_fd, "../escape", &err), -EINVAL);
     assert_non_null(strstr(err.message, "host name"));
     struct stat st;
     assert_int_equal(fstatat(f->state_fd, "hosts", &st, 0), -1);
@@ -140,16 +140,16 @@ static void build_state_and_checkpoint(void **state)
 {
     fixture *f = *state;
     act_error err = {0};
-    _cleanup_close_ int host_fd = act_records_open_host(f->state_fd, "db", &err);
+    _cleanup_close_ int host_fd = rec_open_host(f->state_fd, "db", &err);
 
-    act_build_state read = {0};
-    assert_int_equal(act_records_read_build_state(host_fd, "db", &read, &err), -ENOENT);
-    act_build_state written = {.build = {.version = "v1", .digest = "d1", .build_digest = "b1"},
+    rec_build_state read = {0};
+    assert_int_equal(rec_read_build_state(host_fd, "db", &read, &err), -ENOENT);
+    rec_build_state written = {.build = {.version = "v1", .digest = "d1", .build_digest = "b1"},
                                .generation = 3,
                                .session = 4,
                                .written_usec = 99};
-    assert_int_equal(act_records_write_build_state(host_fd, &written, &err), 0);
-    assert_int_equal(act_records_read_build_state(host_fd, "db", &read, &err), 0);
+    assert_int_equal(rec_write_build_state(host_fd, &written, &err), 0);
+    assert_int_equal(rec_read_build_state(host_fd, "db", &read, &err), 0);
     assert_string_equal(read.build.version, "v1");
     assert_int_equal(read.generation, 3);
     assert_int_equal(read.session, 4);
@@ -158,40 +158,38 @@ static void build_state_and_checkpoint(void **state)
      * generation that first ran it); another build replaces it. */
     struct stat before, after;
     assert_int_equal(fstatat(host_fd, "build-state.json", &before, 0), 0);
-    act_build_state again = written;
+    rec_build_state again = written;
     again.generation = 5;
     again.session = 6;
-    assert_int_equal(act_records_note_build_state(host_fd, "db", &again, &err), 0);
+    assert_int_equal(rec_note_build_state(host_fd, "db", &again, &err), 0);
     assert_int_equal(fstatat(host_fd, "build-state.json", &after, 0), 0);
     assert_int_equal(after.st_ino, before.st_ino);
-    assert_int_equal(act_records_read_build_state(host_fd, "db", &read, &err), 0);
+    assert_int_equal(rec_read_build_state(host_fd, "db", &read, &err), 0);
     assert_int_equal(read.generation, 3);
-    act_build_state other = again;
+    rec_build_state other = again;
     snprintf(other.build.version, sizeof(other.build.version), "v2");
-    assert_int_equal(act_records_note_build_state(host_fd, "db", &other, &err), 1);
-    assert_int_equal(act_records_read_build_state(host_fd, "db", &read, &err), 0);
+    assert_int_equal(rec_note_build_state(host_fd, "db", &other, &err), 1);
+    assert_int_equal(rec_read_build_state(host_fd, "db", &read, &err), 0);
     assert_string_equal(read.build.version, "v2");
     assert_int_equal(read.generation, 5);
     other.generation = 7;
     snprintf(other.build.digest, sizeof(other.build.digest), "d2");
-    assert_int_equal(act_records_note_build_state(host_fd, "db", &other, &err), 1);
+    assert_int_equal(rec_note_build_state(host_fd, "db", &other, &err), 1);
     /* An unreadable file is rewritten, not trusted. */
     assert_int_equal(unlinkat(host_fd, "build-state.json", 0), 0);
     int planted = openat(host_fd, "build-state.json", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     assert_true(planted >= 0);
     assert_int_equal(write(planted, "{", 1), 1);
     close(planted);
-    assert_int_equal(act_records_note_build_state(host_fd, "db", &other, &err), 1);
-    assert_int_equal(act_records_read_build_state(host_fd, "db", &read, &err), 0);
+    assert_int_equal(rec_note_build_state(host_fd, "db", &other, &err), 1);
+    assert_int_equal(rec_read_build_state(host_fd, "db", &read, &err), 0);
     assert_int_equal(read.generation, 7);
 
     char checkpoint[64] = "stale";
-    assert_int_equal(act_records_read_checkpoint(host_fd, "db", checkpoint, sizeof(checkpoint), &err),
-                     0);
+    assert_int_equal(rec_read_checkpoint(host_fd, "db", checkpoint, sizeof(checkpoint), &err), 0);
     assert_string_equal(checkpoint, "");
-    assert_int_equal(act_records_write_checkpoint(host_fd, "snap-42", &err), 0);
-    assert_int_equal(act_records_read_checkpoint(host_fd, "db", checkpoint, sizeof(checkpoint), &err),
-                     0);
+    assert_int_equal(rec_write_checkpoint(host_fd, "snap-42", &err), 0);
+    assert_int_equal(rec_read_checkpoint(host_fd, "db", checkpoint, sizeof(checkpoint), &err), 0);
     assert_string_equal(checkpoint, "snap-42");
 }
 
