@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cleanup.h"
+
 #ifndef DH_E2E_APP
 #error "DH_E2E_APP must name the act-e2e-app executable"
 #endif
@@ -85,12 +87,36 @@ dh_store_kind dh_store_kind_from(const char *name)
     return DH_STORE_DIR;
 }
 
+/* The driver's daemon as box, on store_url (NULL: its own dir store), and
+ * the test's client of that store. */
+static void setup_daemon(dh_daemon *d, const char *box, const claims_store_options *store_options,
+                         const char *extra_conf)
+{
+    act_error err = {0};
+    dd_options options = {
+        .dir_prefix = "/tmp/act-e2e",
+        .cgroup_name = "act-e2e",
+        .box = box,
+        .store_url = d->store_url[0] ? d->store_url : NULL,
+        .extra_conf = extra_conf,
+    };
+    if (dd_setup(&d->drv, &options, &err) < 0)
+        fail_msg("%s", err.message);
+    /* The tests read the daemon's log for what it did step by step. */
+    d->drv.verbose = true;
+    if (!d->store_url[0])
+        snprintf(d->store_url, sizeof(d->store_url), "dir://%s/claims", d->drv.state_dir);
+    if (claims_store_open(d->store_url, store_options, &d->store, &err) < 0)
+        fail_msg("cannot open the claim store %s: %s", d->store_url, err.message);
+    dh_write_host(d, DH_BEACON_HOST, "[Host]\nExec=act-e2e-app\n");
+}
+
 void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf)
 {
     memset(d, 0, sizeof(*d));
     d->store_kind = kind;
     act_error err = {0};
-    char *conf = NULL;
+    _cleanup_free_ char *conf = NULL;
     claims_store_options store_options = {0};
     if (kind != DH_STORE_DIR) {
         int r = kind == DH_STORE_ETCD_TLS ? etcd_harness_start_tls(&d->etcd, &err)
@@ -112,24 +138,15 @@ void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf)
             fail_msg("out of memory");
         extra_conf = conf;
     }
-    dd_options options = {
-        .dir_prefix = "/tmp/act-e2e",
-        .cgroup_name = "act-e2e",
-        .box = DH_BOX,
-        .store_url = kind != DH_STORE_DIR ? d->store_url : NULL,
-        .extra_conf = extra_conf,
-    };
-    int r = dd_setup(&d->drv, &options, &err);
-    free(conf);
-    if (r < 0)
-        fail_msg("%s", err.message);
-    /* The tests read the daemon's log for what it did step by step. */
-    d->drv.verbose = true;
-    if (kind == DH_STORE_DIR)
-        snprintf(d->store_url, sizeof(d->store_url), "dir://%s/claims", d->drv.state_dir);
-    if (claims_store_open(d->store_url, &store_options, &d->store, &err) < 0)
-        fail_msg("cannot open the claim store %s: %s", d->store_url, err.message);
-    dh_write_host(d, DH_BEACON_HOST, "[Host]\nExec=act-e2e-app\n");
+    setup_daemon(d, DH_BOX, &store_options, extra_conf);
+}
+
+void dh_setup_box(dh_daemon *d, const char *box, const char *store_url, const char *extra_conf)
+{
+    memset(d, 0, sizeof(*d));
+    d->store_kind = DH_STORE_ETCD;
+    snprintf(d->store_url, sizeof(d->store_url), "%s", store_url);
+    setup_daemon(d, box, NULL, extra_conf);
 }
 
 int dh_teardown(dh_daemon *d)
@@ -187,6 +204,12 @@ void dh_write_host(dh_daemon *d, const char *host, const char *fmt, ...)
 void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app_args,
                        const char *extra_host_lines)
 {
+    dh_write_app_host_at(d, host, "127.0.0.1", port, app_args, extra_host_lines);
+}
+
+void dh_write_app_host_at(dh_daemon *d, const char *host, const char *address, int port,
+                          const char *app_args, const char *extra_host_lines)
+{
     char marker[PATH_MAX];
     dh_marker_path(d, host, marker, sizeof(marker));
     const char *extra = extra_host_lines ? extra_host_lines : "";
@@ -198,10 +221,10 @@ void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app
                   "StopTimeoutSec=1\n"
                   "%s"
                   "[Listen]\n"
-                  "ListenStream=127.0.0.1:%d\n",
+                  "ListenStream=%s:%d\n",
                   app_args ? app_args : "", marker,
                   extra && strstr(extra, "ReadyTimeoutSec=") ? "" : "ReadyTimeoutSec=5\n", extra,
-                  port);
+                  address, port);
 }
 
 int dh_add_app_host(dh_daemon *d, const char *host, const char *app_args,

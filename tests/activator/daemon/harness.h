@@ -49,8 +49,10 @@
 #define DH_BOX "box-1"
 #define DH_OTHER_BOX "box-2"
 
-/* The host the harness uses to synchronise its event subscriber. */
+/* The host the harness uses to synchronise its event subscriber, and the
+ * box its claim names (one no daemon runs as). */
 #define DH_BEACON_HOST "beacon"
+#define DH_BEACON_BOX "nobody"
 
 typedef enum dh_store_kind {
     DH_STORE_DIR,
@@ -93,6 +95,10 @@ int dh_check_can_run(const char *suite, dh_store_kind kind);
  * activatord.conf. extra_conf (may be NULL) is appended to [Activator]. */
 void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf);
 
+/* One box of a fleet: dh_setup's daemon running as box on a store that
+ * someone else started (tests/fleet starts one etcd for all its boxes). */
+void dh_setup_box(dh_daemon *d, const char *box, const char *store_url, const char *extra_conf);
+
 /* Stops whatever still runs (SIGTERM, then SIGKILL), removes the temp dir and
  * etcd, and destroys the cgroup root. Returns -1 when the root could not be
  * removed whole (something was left in it), else 0. */
@@ -117,6 +123,10 @@ void dh_write_host(dh_daemon *d, const char *host, const char *fmt, ...)
  * (may be NULL) in [Host]. */
 void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app_args,
                        const char *extra_host_lines);
+/* The same, listening on address:port (a fleet's boxes each have their own
+ * loopback address: 127.0.0.2, 127.0.0.3, ...). */
+void dh_write_app_host_at(dh_daemon *d, const char *host, const char *address, int port,
+                          const char *app_args, const char *extra_host_lines);
 
 /* A host of act-e2e-app on a free loopback port: its file as
  * dh_write_app_host writes it (app_args, extra_host_lines may be NULL) and
