@@ -3,6 +3,7 @@
  * event. A claim that newly names this box wakes the host. */
 #include "activator/daemon/claim_watch.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -105,6 +106,7 @@ static void on_change(claims_watch *watch, const claim_change *change, int error
 
 int ad_claim_watch_start(ad_daemon *daemon, act_error *err)
 {
+    assert(daemon && daemon->store);
     ad_claim_watch *cw = calloc(1, sizeof(*cw));
     if (!cw)
         return act_error_set(err, ENOMEM, "out of memory");

@@ -3,6 +3,7 @@
  * store are sent from the callback that learns the outcome. */
 #include "activator/daemon/dispatch.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -321,6 +322,7 @@ static void reply_version(ad_daemon *daemon, ctrl_reply *reply)
 
 void ad_dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
 {
+    assert(request && reply && userdata);
     ad_daemon *daemon = userdata;
     switch (request->op) {
     case CTRL_OP_STATUS:

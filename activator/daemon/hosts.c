@@ -3,6 +3,7 @@
  * reaction to a host's change of state is decided. */
 #include "activator/daemon/hosts.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ static int compare_host_name(const void *key, const void *element)
 
 ad_host *ad_hosts_find(ad_daemon *daemon, const char *name)
 {
+    assert(daemon && name);
     ad_host **found =
         bsearch(name, daemon->hosts, daemon->n_hosts, sizeof(*daemon->hosts), compare_host_name);
     return found ? *found : NULL;
@@ -84,6 +86,7 @@ static void watch_demand(ad_host *host, bool watch)
  * own timeout, and so that the backlog does not trigger wake after wake. */
 void ad_hosts_drain_backlog(ad_host *host)
 {
+    assert(host);
     const int *fds = ad_host_listen_fds(host);
     for (uint16_t i = 0; i < ad_host_config(host)->n_listen; i++) {
         int fd;
@@ -352,6 +355,7 @@ static int setup_host(ad_daemon *daemon, const cfg_host *config, inherited_fds *
 
 int ad_hosts_setup(ad_daemon *daemon, act_error *err)
 {
+    assert(daemon && daemon->loop);
     daemon->hosts = calloc(daemon->n_host_configs ? daemon->n_host_configs : 1,
                            sizeof(*daemon->hosts));
     if (!daemon->hosts)

@@ -10,6 +10,7 @@
  * apps that cannot run twice. */
 #include "activator/daemon/swap.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -164,6 +165,7 @@ static void start_pinned_wake(ad_swap *swap)
 
 void ad_swap_host_parked(ad_host *host)
 {
+    assert(host);
     ad_swap *swap = ad_host_swap(host);
     if (swap && swap->mode == CTRL_SWAP_STOP_FIRST && swap->waits_for_park) {
         swap->waits_for_park = false;
@@ -307,6 +309,7 @@ static int verify_version(ad_host *host, const char *version, rel_pin *pin, cons
 
 void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply)
 {
+    assert(host && request && reply);
     const ad_swap *in_flight = ad_host_swap(host);
     if (in_flight) {
         ctrl_reply_error(reply, "busy",
