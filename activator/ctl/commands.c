@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -277,6 +278,19 @@ static void render_version(json_object *result, const ctl_options *options)
     const char *box = result ? get_str(result, "box") : NULL;
     printf("activatord   %s%s%s%s\n", version ? version : "?", box ? " (box " : "",
            box ? box : "", box ? ")" : "");
+    if (!result)
+        return;
+    uint64_t starts = get_u64(result, "starts"), handovers = get_u64(result, "handovers");
+    if (starts)
+        printf("started      %" PRIu64 " time%s on this box, %" PRIu64 " by handover\n", starts,
+               starts == 1 ? "" : "s", handovers);
+    uint64_t last = get_u64(result, "last_handover_usec");
+    if (last) {
+        char when[64];
+        time_t seconds = (time_t)(last / 1000000);
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&seconds));
+        printf("last handover %s\n", when);
+    }
 }
 
 const char *ctl_command_summary(const ctl_command *command)

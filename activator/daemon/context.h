@@ -30,6 +30,15 @@ typedef struct ad_claim_watch ad_claim_watch;
 typedef struct ad_leftovers ad_leftovers;
 typedef struct ad_telemetry ad_telemetry;
 
+/* The daemon's starts and handovers on this box (lifetime.c keeps them in
+ * <state>/daemon.json). */
+typedef struct ad_lifetime {
+    uint64_t starts;              /* this start included */
+    uint64_t started_usec;        /* wall clock of this start */
+    uint64_t last_handover_usec;  /* wall clock of the last handover; 0: none */
+    uint64_t handovers;           /* handovers so far */
+} ad_lifetime;
+
 /* Told of every transition of every host, after the host's own reactions
  * (hosts.c); daemon.c uses it for STATUS= and to see a clean stop finish. */
 typedef void (*ad_hosts_observer_fn)(ad_daemon *daemon, ad_host *host, const pl_wake_event *event);
@@ -53,7 +62,8 @@ struct ad_daemon {
     ev_publisher *events;            /* NULL until the messaging is open */
     met_daemon_metrics *metrics;     /* the metric families; NULL until registered */
     struct rlimit nofile;            /* as we were started: what generations get */
-    bool stopping;                   /* a clean stop began: nothing new starts */
+    bool stopping;                   /* a stop or handover began: nothing new starts */
+    ad_lifetime lifetime;            /* this daemon's starts and handovers (lifetime.c) */
 
     ad_claim_watch *claim_watch; /* claim_watch.c */
     ad_leftovers *leftovers;     /* leftovers.c, from start-up until recovery ran */

@@ -21,6 +21,7 @@
 #include "activator/daemon/dispatch.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/leftovers.h"
+#include "activator/daemon/lifetime.h"
 #include "activator/daemon/recovery.h"
 #include "activator/daemon/telemetry.h"
 #include "common/cleanup.h"
@@ -243,10 +244,39 @@ static void begin_stop(daemon_process *process)
     check_stopped(process);
 }
 
+/* systemctl restart (the unit's RestartKillSignal=): the next daemon takes
+ * every generation over, as it would after a crash, and nothing is lost in
+ * between. No control request is taken from here on, every listening socket
+ * is in the FD store (and held by its generation), every record written is
+ * left to land, and the daemon exits 0 with every generation running. Wakes
+ * in flight are left too: their generations are not serving, so the next
+ * daemon retires them with proof, and their clients wait in the sockets'
+ * backlogs for it. */
+static void begin_handover(daemon_process *process)
+{
+    ad_daemon *daemon = &process->daemon;
+    if (daemon->stopping)
+        return;
+    daemon->stopping = true;
+    ctrl_free(TAKE_PTR(process->control));
+    ad_claim_watch_stop(daemon);
+    size_t serving = ad_hosts_hand_over(daemon);
+    ad_lifetime_handover(daemon, &daemon->lifetime);
+    sd_notifyf(0, "STOPPING=1\nSTATUS=handing over to the next daemon: %zu generations keep running",
+               serving);
+    act_log(LOG_INFO, "handover: %zu serving generations keep running for the next daemon",
+            serving);
+    process->exit_code = 0;
+    sd_event_exit(daemon->loop, 0);
+}
+
 static int on_signal(sd_event_source *source, const struct signalfd_siginfo *info,
                      void *userdata)
 {
-    begin_stop(userdata);
+    if (info->ssi_signo == AD_HANDOVER_SIGNAL)
+        begin_handover(userdata);
+    else
+        begin_stop(userdata);
     return 0;
 }
 
@@ -306,9 +336,11 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
+    sigaddset(&mask, AD_HANDOVER_SIGNAL);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     sd_event_add_signal(daemon->loop, NULL, SIGTERM, on_signal, process);
     sd_event_add_signal(daemon->loop, NULL, SIGINT, on_signal, process);
+    sd_event_add_signal(daemon->loop, NULL, AD_HANDOVER_SIGNAL, on_signal, process);
     /* A child that dies while we write to its pipe must not kill us. */
     signal(SIGPIPE, SIG_IGN);
 
@@ -322,8 +354,10 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     if ((r = cg_spawn_reserve_fds(SPAWN_FD_WINDOW, err)) < 0)
         return r;
 
-    if ((r = make_incarnation(daemon, err)) < 0 || (r = open_directories(daemon, err)) < 0 ||
-        (r = act_offload_new(daemon->loop, RECORD_WRITERS, &daemon->offload, err)) < 0)
+    if ((r = make_incarnation(daemon, err)) < 0 || (r = open_directories(daemon, err)) < 0)
+        return r;
+    ad_lifetime_start(daemon, &daemon->lifetime);
+    if ((r = act_offload_new(daemon->loop, RECORD_WRITERS, &daemon->offload, err)) < 0)
         return r;
     r = cg_root_open(daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto",
                      &daemon->cgroups, err);

@@ -317,6 +317,11 @@ static void reply_version(ad_daemon *daemon, ctrl_reply *reply)
     add_string(result, "box", daemon->config.box);
     add_string(result, "incarnation", daemon->incarnation);
     add_string(result, "store", claims_store_kind(daemon->store));
+    add_u64(result, "starts", daemon->lifetime.starts);
+    add_u64(result, "started_usec", daemon->lifetime.started_usec);
+    add_u64(result, "handovers", daemon->lifetime.handovers);
+    if (daemon->lifetime.last_handover_usec)
+        add_u64(result, "last_handover_usec", daemon->lifetime.last_handover_usec);
     ctrl_reply_ok(reply, result);
 }
 

@@ -256,14 +256,13 @@ static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited
     int fd = inherited_take(inherited, name, address);
     if (fd >= 0)
         return fd;
-    fd = lsn_bind(address, (int)config->backlog, err);
-    if (fd == -EADDRINUSE) {
-        int taken = ad_leftovers_take_socket(ad_host_daemon(host), config->name, index, address);
-        if (taken >= 0) {
-            act_error_clear(err);
-            fd = taken;
-        }
-    }
+    /* A generation that outlived the previous daemon still holds the very
+     * socket its clients connect to: take that one back before binding. A
+     * new bind would not do: a TCP address is still in use, and binding a
+     * unix socket path replaces the live socket with one nobody serves. */
+    fd = ad_leftovers_take_socket(ad_host_daemon(host), config->name, index, address);
+    if (fd < 0)
+        fd = lsn_bind(address, (int)config->backlog, err);
     if (fd < 0)
         return act_error_prefix(err, "host %s", config->name);
     store_fd(name, fd);
@@ -279,6 +278,24 @@ static int bind_sockets(ad_host *host, inherited_fds *inherited, act_error *err)
         ad_host_set_listen_fd(host, i, fd);
     }
     return 0;
+}
+
+size_t ad_hosts_hand_over(ad_daemon *daemon)
+{
+    size_t serving = 0;
+    for (size_t i = 0; i < daemon->n_hosts; i++) {
+        ad_host *host = daemon->hosts[i];
+        watch_demand(host, false);
+        ad_idle_watch(host, false);
+        const int *fds = ad_host_listen_fds(host);
+        char *const *names = ad_host_listen_names(host);
+        for (uint16_t j = 0; j < ad_host_config(host)->n_listen; j++)
+            if (fds[j] >= 0)
+                store_fd(names[j], fds[j]);
+        if (ad_host_serving(host))
+            serving++;
+    }
+    return serving;
 }
 
 /* ---- set-up and teardown ---------------------------------------------------- */

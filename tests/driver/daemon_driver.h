@@ -106,6 +106,11 @@ int dd_start(dd_daemon *d, int timeout_ms, const char *const *extra_env, act_err
  * -ETIMEDOUT returned. The event subscriber stays open. */
 int dd_stop(dd_daemon *d, int timeout_ms, act_error *err);
 
+/* The handover signal (systemctl restart): waits up to timeout_ms for the
+ * exit and returns its status; the generations keep running. Closes the
+ * subscriber, since the next daemon numbers its events from 1. */
+int dd_hand_over(dd_daemon *d, int timeout_ms, act_error *err);
+
 /* SIGKILL, as a crash or the OOM killer would; closes the subscriber, since
  * the next daemon numbers its events from 1. Returns the exit status. */
 int dd_kill(dd_daemon *d, int timeout_ms, act_error *err);
@@ -221,6 +226,8 @@ bool dd_event_wait(dd_daemon *d, const char *host, const char *name, int timeout
 /* GET / from 127.0.0.1:port; returns the body's length with the body in buf,
  * or a negative errno. */
 int dd_http_get(int port, char *buf, size_t size);
+/* The same over the unix socket at path. */
+int dd_http_get_unix(const char *path, char *buf, size_t size);
 
 /* Runs argv with stdout and stderr captured into out (NUL-terminated).
  * Returns the exit status, or -1. */

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,19 +23,18 @@
 
 extern char **environ;
 
-int dd_http_get(int port, char *buf, size_t size)
+/* GET / over a connection to addr; the body into buf, or a negative errno. */
+static int http_get(int family, const struct sockaddr *addr, socklen_t addr_len, char *buf,
+                    size_t size)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
     struct timeval timeout = {.tv_sec = 5};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-    struct sockaddr_in addr = {.sin_family = AF_INET,
-                               .sin_port = htons((uint16_t)port),
-                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     static const char request[] = "GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+    if (connect(fd, addr, addr_len) < 0 ||
         send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL) < 0) {
         int r = -errno;
         close(fd);
@@ -53,6 +53,23 @@ int dd_http_get(int port, char *buf, size_t size)
     size_t body_len = strlen(body);
     memmove(buf, body, body_len + 1);
     return (int)body_len;
+}
+
+int dd_http_get(int port, char *buf, size_t size)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    return http_get(AF_INET, (struct sockaddr *)&addr, sizeof(addr), buf, size);
+}
+
+int dd_http_get_unix(const char *path, char *buf, size_t size)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(addr.sun_path))
+        return -ENAMETOOLONG;
+    memcpy(addr.sun_path, path, strlen(path) + 1);
+    return http_get(AF_UNIX, (struct sockaddr *)&addr, sizeof(addr), buf, size);
 }
 
 bool dd_leaf_exists(const dd_daemon *d, const char *host, const char *leaf)

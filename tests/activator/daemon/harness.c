@@ -313,6 +313,18 @@ int dh_kill(dh_daemon *d)
     return status < 0 ? -1 : status;
 }
 
+void dh_hand_over(dh_daemon *d)
+{
+    act_error err = {0};
+    int status = dd_hand_over(&d->drv, STOP_TIMEOUT_MS, &err);
+    d->n_events = 0;
+    d->mark = 0;
+    if (status != 0) {
+        dh_dump_log(d);
+        fail_msg("the handover did not end with exit status 0: %d %s", status, err.message);
+    }
+}
+
 int dh_stop(dh_daemon *d)
 {
     act_error err = {0};

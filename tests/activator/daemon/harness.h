@@ -170,6 +170,10 @@ bool dh_pid_gone(pid_t pid);
  * 1. Returns the exit status (128 + 9). */
 int dh_kill(dh_daemon *d);
 
+/* The handover signal (systemctl restart); fails the test unless the daemon
+ * exits 0. Its generations keep running for the next dh_start. */
+void dh_hand_over(dh_daemon *d);
+
 /* Stops the daemon and checks the clean exit: status 0, STOPPING=1 seen, no
  * process left in the cgroup subtree, no generation leaf, and every pid any
  * app attempt ever had is gone. */
@@ -282,6 +286,8 @@ void dh_claim_assigned(const char *host, const char *box, claim *out);
 /* GET / from 127.0.0.1:port; returns the body's length with the body in buf,
  * or a negative errno. */
 int dh_http_get(int port, char *buf, size_t size);
+/* The same over the unix socket at path. */
+int dh_http_get_unix(const char *path, char *buf, size_t size);
 
 /* The pids recorded in host's marker, one per attempt that ran; returns how
  * many (0 when the app never ran). */

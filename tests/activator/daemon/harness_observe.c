@@ -60,6 +60,11 @@ int dh_http_get(int port, char *buf, size_t size)
     return dd_http_get(port, buf, size);
 }
 
+int dh_http_get_unix(const char *path, char *buf, size_t size)
+{
+    return dd_http_get_unix(path, buf, size);
+}
+
 size_t dh_marker_pids(dh_daemon *d, const char *host, pid_t *pids, size_t max)
 {
     char path[PATH_MAX];
