@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -49,6 +50,7 @@ void fl_setup(fl_fleet *fl, size_t n_boxes, const char *extra_conf)
 int fl_teardown(fl_fleet *fl)
 {
     int result = 0;
+    fl_overlap_stop(fl, NULL);
     for (size_t i = 0; i < fl->n_boxes; i++)
         if (dh_teardown(&fl->boxes[i]) < 0)
             result = -1;
@@ -147,4 +149,55 @@ size_t fl_running(fl_fleet *fl, const char *host, int *running_on)
             *running_on = (int)i;
     }
     return running;
+}
+
+bool fl_wait_running_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 5) {
+        int on = -1;
+        if (fl_running(fl, host, &on) == 1 && on == (int)index)
+            return true;
+        nanosleep(&(struct timespec){.tv_nsec = 5 * 1000 * 1000}, NULL);
+    }
+    return false;
+}
+
+static void *sample_overlap(void *arg)
+{
+    fl_overlap *overlap = arg;
+    while (!atomic_load(&overlap->stop)) {
+        size_t running = fl_running(overlap->fleet, overlap->host, NULL);
+        if (running > atomic_load(&overlap->most_running))
+            atomic_store(&overlap->most_running, running);
+        atomic_fetch_add(&overlap->samples, 1);
+        nanosleep(&(struct timespec){.tv_nsec = 500 * 1000}, NULL);
+    }
+    return NULL;
+}
+
+void fl_overlap_start(fl_fleet *fl, const char *host)
+{
+    fl_overlap *overlap = &fl->overlap;
+    assert_false(overlap->running);
+    overlap->fleet = fl;
+    snprintf(overlap->host, sizeof(overlap->host), "%s", host);
+    atomic_store(&overlap->stop, false);
+    atomic_store(&overlap->most_running, 0);
+    atomic_store(&overlap->samples, 0);
+    if (pthread_create(&overlap->thread, NULL, sample_overlap, overlap) != 0)
+        fail_msg("cannot start the overlap sampler");
+    overlap->running = true;
+}
+
+size_t fl_overlap_stop(fl_fleet *fl, unsigned *samples)
+{
+    fl_overlap *overlap = &fl->overlap;
+    if (overlap->running) {
+        atomic_store(&overlap->stop, true);
+        pthread_join(overlap->thread, NULL);
+        overlap->running = false;
+    }
+    if (samples)
+        *samples = atomic_load(&overlap->samples);
+    return atomic_load(&overlap->most_running);
 }

@@ -11,9 +11,24 @@
  * host right now (read from the cgroups, not from what the daemons say). */
 #pragma once
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "tests/activator/daemon/harness.h"
 
 #define FL_BOXES_MAX 4
+
+/* Samples every box's cgroups on a thread of its own: the most boxes ever
+ * seen running one host at once. */
+typedef struct fl_overlap {
+    bool running;
+    pthread_t thread;
+    atomic_bool stop;
+    char host[65];
+    struct fl_fleet *fleet;
+    atomic_size_t most_running;
+    atomic_uint samples;
+} fl_overlap;
 
 typedef struct fl_fleet {
     etcd_harness etcd;
@@ -22,6 +37,7 @@ typedef struct fl_fleet {
     claim_store *store; /* the test's own client of the fleet's store */
     dh_daemon boxes[FL_BOXES_MAX];
     size_t n_boxes;
+    fl_overlap overlap;
 } fl_fleet;
 
 /* Whether fleet tests can run here (root, cgroup2, etcd); see dh_check_can_run. */
@@ -57,3 +73,12 @@ void fl_assign(fl_fleet *fl, const char *host, const char *box);
  * leaves right now; *running_on (may be NULL) gets the index of the last
  * one found, or -1. */
 size_t fl_running(fl_fleet *fl, const char *host, int *running_on);
+/* Waits until host runs on box index alone; false after timeout_ms. */
+bool fl_wait_running_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms);
+
+/* Starts sampling how many boxes run host at once (every half millisecond,
+ * until fl_overlap_stop or the teardown). */
+void fl_overlap_start(fl_fleet *fl, const char *host);
+/* Stops it; returns the most boxes seen running the host at once, and the
+ * number of samples taken in *samples (may be NULL). */
+size_t fl_overlap_stop(fl_fleet *fl, unsigned *samples);
