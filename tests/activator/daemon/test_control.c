@@ -200,9 +200,10 @@ static void test_remote_control_over_tls_with_client_certificates(void **state)
     int tls_port = dh_free_port();
     char conf[4 * PATH_MAX], url[64];
     snprintf(url, sizeof(url), "tls+tcp://127.0.0.1:%d", tls_port);
+    /* The client certificate's CN has spaces: the list quotes it. */
     snprintf(conf, sizeof(conf),
              "ControlListen=%s\nTLSCertificate=%s/server.crt\nTLSKey=%s/server.key\n"
-             "TLSClientCA=%s/ca.crt\n",
+             "TLSClientCA=%s/ca.crt\nControlOperators=\"activator test client\"\n",
              url, certs, certs, certs);
     dh_setup(d, DH_STORE_DIR, conf);
     int port = dh_add_app_host(d, "demo", NULL, NULL);
