@@ -15,7 +15,6 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-id128.h>
 
-#include "activator/config/parse-account.h"
 #include "activator/daemon/claim_watch.h"
 #include "activator/daemon/daemon_main.h"
 #include "activator/daemon/dispatch.h"
@@ -127,12 +126,24 @@ static int open_messaging(daemon_process *process, act_error *err)
 {
     ad_daemon *daemon = &process->daemon;
     const cfg_daemon *config = &daemon->config;
-    ev_options events = {.url = config->events, .box = config->box};
-    int r = ev_new(&events, &daemon->events, err);
+    /* Who gets which role, resolved before either socket listens, so that
+     * the groups may subscribe to events as well as send requests. */
+    ctrl_access access = {
+        .control_group = config->control_group,
+        .viewer_group = config->viewer_group,
+        .operators = config->control_operators,
+        .viewers = config->control_viewers,
+    };
+    int r = cfg_resolve_control_groups(config, &access.control_gid, &access.viewer_gid, err);
+    if (r < 0)
+        return r;
+    ev_options events = {.url = config->events, .box = config->box, .access = access};
+    r = ev_new(&events, &daemon->events, err);
     if (r < 0)
         return r;
     ctrl_options control = {
         .url = config->control,
+        .access = access,
         .tls_url = config->control_listen,
         .tls_certificate = config->tls_certificate,
         .tls_key = config->tls_key,
@@ -143,14 +154,6 @@ static int open_messaging(daemon_process *process, act_error *err)
     r = ad_telemetry_open(daemon, &control.observe, err);
     if (r < 0)
         return r;
-    if (config->control_group) {
-        r = cfg_resolve_group("ControlGroup", config->control_group, &control.control_gid, err);
-        if (r < 0)
-            return r;
-        control.have_control_gid = true;
-        events.have_control_gid = true;
-        events.control_gid = control.control_gid;
-    }
     return ctrl_new(daemon->loop, &control, &process->control, err);
 }
 

@@ -243,6 +243,11 @@ int dd_run(char *const argv[], char *out, size_t out_size);
  * the build tree may be in a directory that user cannot enter. */
 int dd_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size);
 
+/* The same with the n_groups groups as the process's supplementary groups
+ * (gid among them or not), as a login gives a user those it is a member of. */
+int dd_run_as_groups(char *const argv[], uid_t uid, gid_t gid, const gid_t *groups,
+                     size_t n_groups, char *out, size_t out_size);
+
 /* Copies the file from to to, which gets mode. */
 int dd_copy_file(const char *from, const char *to, mode_t mode, act_error *err);
 

@@ -207,9 +207,11 @@ static int make_reachable(const char *exec, reachable *r, act_error *err)
     return rc;
 }
 
-/* Runs path with argv and envp, as uid/gid when uid is not (uid_t)-1. */
+/* Runs path with argv and envp, as uid/gid with the n groups when uid is not
+ * (uid_t)-1. */
 static int run_program(const char *path, char *const argv[], char *const envp[], uid_t uid,
-                       gid_t gid, char *out, size_t out_size)
+                       gid_t gid, const gid_t *groups, size_t n_groups, char *out,
+                       size_t out_size)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
@@ -221,11 +223,9 @@ static int run_program(const char *path, char *const argv[], char *const envp[],
         /* Only async-signal-safe calls until exec: NNG is not fork-safe. */
         dup2(fds[1], STDOUT_FILENO);
         dup2(fds[1], STDERR_FILENO);
-        if (uid != (uid_t)-1) {
-            gid_t groups[1] = {gid};
-            if (setgroups(1, groups) < 0 || setgid(gid) < 0 || setuid(uid) < 0)
-                _exit(DD_RUN_SETUP_FAILED);
-        }
+        if (uid != (uid_t)-1 &&
+            (setgroups(n_groups, groups) < 0 || setgid(gid) < 0 || setuid(uid) < 0))
+            _exit(DD_RUN_SETUP_FAILED);
         execve(path, argv, envp);
         _exit(DD_RUN_EXEC_FAILED);
     }
@@ -255,10 +255,16 @@ static int run_program(const char *path, char *const argv[], char *const envp[],
 
 int dd_run(char *const argv[], char *out, size_t out_size)
 {
-    return run_program(argv[0], argv, environ, (uid_t)-1, 0, out, out_size);
+    return run_program(argv[0], argv, environ, (uid_t)-1, 0, NULL, 0, out, out_size);
 }
 
 int dd_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size)
+{
+    return dd_run_as_groups(argv, uid, gid, &gid, 1, out, out_size);
+}
+
+int dd_run_as_groups(char *const argv[], uid_t uid, gid_t gid, const gid_t *groups,
+                     size_t n_groups, char *out, size_t out_size)
 {
     if (uid == (uid_t)-1)
         return dd_run(argv, out, out_size);
@@ -269,7 +275,7 @@ int dd_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_si
         snprintf(out, out_size, "cannot copy %s where uid %u can run it: %s", argv[0],
                  (unsigned)uid, err.message);
     else
-        status = run_program(r.exec, argv, r.envp, uid, gid, out, out_size);
+        status = run_program(r.exec, argv, r.envp, uid, gid, groups, n_groups, out, out_size);
     remove_reachable(&r);
     return status < 0 ? -1 : status;
 }

@@ -61,7 +61,8 @@ typedef enum dh_store_kind {
 } dh_store_kind;
 
 /* Makes the TLS tests' certificates in dir (tests/tls/make-certs.sh): ca,
- * server (127.0.0.1), client, and other-ca with its other-client. */
+ * server (127.0.0.1), client (CN "activator test client"), viewer (CN
+ * viewer-1), stranger (CN stranger-1), and other-ca with its other-client. */
 bool dh_make_tls_certs(const char *dir);
 
 /* "dir", "etcd" or "etcd-tls" (a test's argv[1]) as a kind; dir otherwise. */
