@@ -244,8 +244,16 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision,
 static void op_admit(pl_wake *wake, void *userdata)
 {
     ad_host *host = host_of(userdata);
-    claim_next_admission(&state_of(host)->observed, box_of(host), daemon_of(host)->incarnation,
-                         act_wallclock_usec(), &state_of(host)->admitted);
+    /* A swap's admission fences N+1 with a new session, but N serves until
+     * N+1 is published, and the claim keeps saying so. */
+    if (pl_wake_is_swap(wake))
+        claim_next_swap_admission(&state_of(host)->observed, box_of(host),
+                                  daemon_of(host)->incarnation, act_wallclock_usec(),
+                                  &state_of(host)->admitted);
+    else
+        claim_next_admission(&state_of(host)->observed, box_of(host),
+                             daemon_of(host)->incarnation, act_wallclock_usec(),
+                             &state_of(host)->admitted);
     act_error err = {0};
     state_of(host)->waiting_wake = wake;
     if (claims_cas_async(daemon_of(host)->store, name_of(host), state_of(host)->observed.revision,
@@ -259,8 +267,8 @@ static void op_restore(pl_wake *wake, void *userdata)
 {
     ad_host *host = host_of(userdata);
     ad_wake_state *w = state_of(host);
-    ad_restore_start(host, wake, w->admitted.state.checkpoint, w->admitted.holder.generation,
-                     &w->restore);
+    ad_restore_start(host, wake, w->admitted.state.checkpoint,
+                     claim_admitted_generation(&w->admitted), &w->restore);
 }
 
 /* ---- reserve, materialize ------------------------------------------------ */
@@ -270,9 +278,11 @@ static void op_reserve(pl_wake *wake, void *userdata)
     ad_host *host = host_of(userdata);
     act_error err = {0};
     ad_generation *gen = NULL;
-    /* Every attempt of one admission is the same generation N: the claim
-     * names N, and a failed attempt's leaf is removed before the next. */
-    int r = ad_generation_new(host, "g", state_of(host)->admitted.holder.generation, &gen, &err);
+    /* Every attempt of one admission is the same generation N: the
+     * admission names N, and a failed attempt's leaf is removed before the
+     * next. */
+    int r = ad_generation_new(host, "g", claim_admitted_generation(&state_of(host)->admitted),
+                              &gen, &err);
     if (r < 0) {
         pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
         return;
@@ -602,7 +612,7 @@ static void on_published(claim_store *store, int result, uint64_t new_revision,
     if (result == CLAIMS_CHANGED) {
         pl_wake_complete(wake, PL_REASON_PUBLISH_LOST,
                          "host %s: the claim changed while publishing generation %" PRIu64,
-                         name_of(host), state_of(host)->admitted.holder.generation);
+                         name_of(host), claim_admitted_generation(&state_of(host)->admitted));
         return;
     }
     if (result < 0) {
@@ -651,13 +661,13 @@ static void on_publish_read(claim_store *store, int result, const claim *c, cons
                          "host %s: before publishing, the claim no longer describes our "
                          "admission (session %" PRIu64 ", generation %" PRIu64 ")",
                          name_of(host), state_of(host)->admitted.holder.session,
-                         state_of(host)->admitted.holder.generation);
+                         claim_admitted_generation(&state_of(host)->admitted));
         return;
     }
-    claim next = *c;
-    snprintf(next.op.phase, sizeof(next.op.phase), "serving");
-    ad_host_format_handle(host, state_of(host)->admitted.holder.generation, next.holder.handle,
-                          sizeof(next.holder.handle));
+    char handle[sizeof(c->holder.handle)];
+    ad_host_format_handle(host, claim_admitted_generation(c), handle, sizeof(handle));
+    claim next;
+    claim_next_published(c, handle, &next);
     state_of(host)->admitted = next;
     act_error call_err = {0};
     if (claims_cas_async(store, name_of(host), c->revision, &next, on_published, host,
