@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "activator/daemon/claim_report.h"
 #include "activator/daemon/record_writes.h"
 #include "activator/daemon/restore.h"
 #include "activator/probe/probe.h"
@@ -173,6 +174,12 @@ static void on_read(claim_store *store, int result, const claim *c, const act_er
     judge_observed(take_wake(host), host);
 }
 
+const claim *ad_wake_ops_admitted(const ad_host *host)
+{
+    const ad_wake_state *w = state_of(host);
+    return w && w->admitted.revision ? &w->admitted : NULL;
+}
+
 void ad_wake_state_free(void *data)
 {
     ad_wake_state *w = data;
@@ -185,6 +192,14 @@ void ad_wake_state_free(void *data)
     if (state_of(host) == w)
         ad_host_set_wake_state(host, NULL);
     free(w);
+}
+
+static void read_claim(void *userdata)
+{
+    ad_host *host = host_of(userdata);
+    act_error err = {0};
+    if (claims_read_async(daemon_of(host)->store, name_of(host), on_read, host, &err) < 0)
+        store_call_failed(take_wake(host), host, &err);
 }
 
 static void op_read(pl_wake *wake, void *userdata)
@@ -206,10 +221,11 @@ static void op_read(pl_wake *wake, void *userdata)
                          name_of(host));
         return;
     }
-    act_error err = {0};
     state_of(host)->waiting_wake = wake;
-    if (claims_read_async(daemon_of(host)->store, name_of(host), on_read, host, &err) < 0)
-        store_call_failed(wake, host, &err);
+    /* The write-back of the last wake or park goes first: the admission
+     * this read leads to must not meet it in the store. */
+    if (!ad_claim_report_defer(host, read_claim, host))
+        read_claim(host);
 }
 
 /* ---- admit --------------------------------------------------------------- */
