@@ -7,7 +7,10 @@
  * it still describes our admission (someone changed a pin or a hold), the
  * write is made again on top of it; if not, another writer owns the claim's
  * truth now and the write-back is left out without a word beyond the log.
- */
+ *
+ * A clean stop parks every host, and its parked write-backs are made like any
+ * other: daemon.c waits for them within the stop's deadline, so the claims of
+ * a stopped box say parked rather than serving. */
 #include "activator/daemon/claim_report.h"
 
 #include <inttypes.h>
