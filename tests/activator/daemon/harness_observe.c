@@ -24,6 +24,22 @@ bool dh_claim_get(dh_daemon *d, const char *host, claim *out)
     return r == 1;
 }
 
+bool dh_claim_wait_phase(dh_daemon *d, const char *host, const char *phase, int timeout_ms,
+                         claim *out)
+{
+    uint64_t deadline = dh_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        bool found = dh_claim_get(d, host, out);
+        if (found && strcmp(out->op.phase, phase) == 0)
+            return true;
+        if (!found)
+            memset(out, 0, sizeof(*out));
+        if (dh_now_ms() >= deadline)
+            return false;
+        dh_sleep_ms(20);
+    }
+}
+
 uint64_t dh_claim_put(dh_daemon *d, const claim *c)
 {
     for (int i = 0; i < 20; i++) {
