@@ -273,6 +273,11 @@ uint64_t dh_claim_put(dh_daemon *d, const claim *c);
 /* A fresh claim for host: a serving op "assigned" on box, no holder. */
 void dh_claim_assigned(const char *host, const char *box, claim *out);
 
+/* from as DH_OTHER_BOX writes it when it admits itself: its holder (another
+ * incarnation, the next session and generation), its op.exec, phase
+ * starting, no handle. */
+void dh_claim_taken_by_other_box(const claim *from, claim *out);
+
 /* ---- observation ---- */
 
 /* GET / from 127.0.0.1:port; returns the body's length with the body in buf,

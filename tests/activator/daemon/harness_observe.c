@@ -66,6 +66,19 @@ void dh_claim_assigned(const char *host, const char *box, claim *out)
     snprintf(out->op.exec, sizeof(out->op.exec), "%s", box);
 }
 
+void dh_claim_taken_by_other_box(const claim *from, claim *out)
+{
+    *out = *from;
+    snprintf(out->holder.box, sizeof(out->holder.box), DH_OTHER_BOX);
+    snprintf(out->holder.incarnation, sizeof(out->holder.incarnation), "fedcba9876543210");
+    out->holder.session = from->holder.session + 1;
+    out->holder.generation = from->holder.generation + 1;
+    out->holder.starting_generation = 0;
+    out->holder.handle[0] = '\0';
+    snprintf(out->op.exec, sizeof(out->op.exec), DH_OTHER_BOX);
+    snprintf(out->op.phase, sizeof(out->op.phase), "starting");
+}
+
 void dh_marker_path(dh_daemon *d, const char *host, char *out, size_t size)
 {
     snprintf(out, size, "%s/marker-%s", d->drv.dir, host);

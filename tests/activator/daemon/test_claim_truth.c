@@ -53,6 +53,17 @@ static claim check_serving(dh_daemon *d, uint64_t generation, int port)
     return c;
 }
 
+/* demo started (extra_host_lines in its [Host]) and served by one wake;
+ * returns the serving claim, with the wake in served (may be NULL). */
+static claim start_serving(dh_daemon *d, const char *extra_host_lines, dh_served *served)
+{
+    int port = dh_start_with_host(d, store_kind, "demo", NULL, extra_host_lines);
+    dh_served woken = dh_wake(d, "demo");
+    if (served)
+        *served = woken;
+    return check_serving(d, woken.generation, port);
+}
+
 /* After a park: the same admission (box, session, generation), parked, with
  * no handle a router could follow. */
 static void check_parked_after(dh_daemon *d, const claim *serving)
@@ -73,9 +84,7 @@ static void check_parked_after(dh_daemon *d, const claim *serving)
 static void test_operator_park_says_parked(void **state)
 {
     dh_daemon *d = *state;
-    int port = dh_start_with_host(d, store_kind, "demo", NULL, NULL);
-    dh_served served = dh_wake(d, "demo");
-    claim serving = check_serving(d, served.generation, port);
+    claim serving = start_serving(d, NULL, NULL);
     dh_park(d, "demo");
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
     check_parked_after(d, &serving);
@@ -85,9 +94,7 @@ static void test_operator_park_says_parked(void **state)
 static void test_idle_park_says_parked(void **state)
 {
     dh_daemon *d = *state;
-    int port = dh_start_with_host(d, store_kind, "demo", NULL, "IdleTimeoutSec=1\n");
-    dh_served served = dh_wake(d, "demo");
-    claim serving = check_serving(d, served.generation, port);
+    claim serving = start_serving(d, "IdleTimeoutSec=1\n", NULL);
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park when idle");
     check_parked_after(d, &serving);
     dh_stop_and_check_clean(d);
@@ -96,9 +103,8 @@ static void test_idle_park_says_parked(void **state)
 static void test_exit_zero_says_parked(void **state)
 {
     dh_daemon *d = *state;
-    int port = dh_start_with_host(d, store_kind, "demo", NULL, NULL);
-    dh_served served = dh_wake(d, "demo");
-    claim serving = check_serving(d, served.generation, port);
+    dh_served served;
+    claim serving = start_serving(d, NULL, &served);
     /* The app ends by itself, cleanly: an idle park. */
     DH_CHECK(d, kill(served.pid, SIGTERM) == 0, "cannot signal the app: %s", strerror(errno));
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park after its exit");
@@ -270,15 +276,27 @@ static void test_failed_swap_names_n_again(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* The host parks, and its parked write-back is attempted but finds the claim
+ * moved past our admission (to what, written at revision): it is left. */
+static void check_left_alone(dh_daemon *d, uint64_t revision, const char *what)
+{
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+    DH_CHECK(d, dh_log_wait(d, "moved past our admission", 10000),
+             "the parked write-back was not attempted, or did not see %s", what);
+    claim after;
+    DH_CHECK(d, dh_claim_get(d, "demo", &after), "the claim disappeared");
+    DH_CHECK(d, after.revision == revision && strcmp(after.op.phase, "parked") != 0,
+             "the parked write-back changed %s (revision %" PRIu64 " -> %" PRIu64 ", phase %s)",
+             what, revision, after.revision, after.op.phase);
+}
+
 /* Another daemon start on this box admitted itself (a newer session) while
  * ours still served: our park's write-back finds the claim moved on and
  * leaves it as it is. */
 static void test_parked_write_leaves_a_newer_admission(void **state)
 {
     dh_daemon *d = *state;
-    int port = dh_start_with_host(d, store_kind, "demo", NULL, NULL);
-    dh_served served = dh_wake(d, "demo");
-    claim serving = check_serving(d, served.generation, port);
+    claim serving = start_serving(d, NULL, NULL);
     claim newer = serving;
     snprintf(newer.holder.incarnation, sizeof(newer.holder.incarnation), "0123456789abcdef");
     newer.holder.session = serving.holder.session + 1;
@@ -286,15 +304,7 @@ static void test_parked_write_leaves_a_newer_admission(void **state)
     uint64_t newer_revision = dh_claim_put(d, &newer);
 
     dh_park(d, "demo");
-    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
-    DH_CHECK(d, dh_log_wait(d, "moved past our admission", 10000),
-             "the parked write-back was not attempted, or did not see the newer admission");
-    claim after;
-    DH_CHECK(d, dh_claim_get(d, "demo", &after), "the claim disappeared");
-    DH_CHECK(d, after.revision == newer_revision && strcmp(after.op.phase, "serving") == 0,
-             "the parked write-back changed the newer admission (revision %" PRIu64
-             " -> %" PRIu64 ", phase %s)",
-             newer_revision, after.revision, after.op.phase);
+    check_left_alone(d, newer_revision, "a newer admission");
     dh_stop_and_check_clean(d);
 }
 
@@ -316,26 +326,11 @@ static void test_parked_write_leaves_another_box_claim(void **state)
     dh_park(d, "demo");
     snprintf(waiting, sizeof(waiting), "step failed held: waiting for %s", hold);
     DH_CHECK(d, dh_log_wait(d, waiting, 10000), "the park never paused before retiring");
-    claim taken = serving;
-    snprintf(taken.holder.box, sizeof(taken.holder.box), DH_OTHER_BOX);
-    snprintf(taken.holder.incarnation, sizeof(taken.holder.incarnation), "fedcba9876543210");
-    taken.holder.session = serving.holder.session + 1;
-    taken.holder.generation = serving.holder.generation + 1;
-    snprintf(taken.op.exec, sizeof(taken.op.exec), DH_OTHER_BOX);
-    snprintf(taken.op.phase, sizeof(taken.op.phase), "starting");
-    taken.holder.handle[0] = '\0';
+    claim taken;
+    dh_claim_taken_by_other_box(&serving, &taken);
     uint64_t taken_revision = dh_claim_put(d, &taken);
     touch(d, hold);
-
-    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
-    DH_CHECK(d, dh_log_wait(d, "moved past our admission", 10000),
-             "the parked write-back was not attempted, or did not see the other box's claim");
-    claim after;
-    DH_CHECK(d, dh_claim_get(d, "demo", &after), "the claim disappeared");
-    DH_CHECK(d, after.revision == taken_revision && strcmp(claim_executor(&after), DH_OTHER_BOX) == 0,
-             "the parked write-back changed the other box's claim (revision %" PRIu64
-             " -> %" PRIu64 ", executor %s)",
-             taken_revision, after.revision, claim_executor(&after));
+    check_left_alone(d, taken_revision, "another box's claim");
     dh_stop_and_check_clean(d);
 }
 
@@ -343,9 +338,7 @@ static void test_parked_write_leaves_another_box_claim(void **state)
 static void test_clean_stop_leaves_the_claim_parked(void **state)
 {
     dh_daemon *d = *state;
-    int port = dh_start_with_host(d, store_kind, "demo", NULL, NULL);
-    dh_served served = dh_wake(d, "demo");
-    claim serving = check_serving(d, served.generation, port);
+    claim serving = start_serving(d, NULL, NULL);
     dh_stop_and_check_clean(d);
     claim after;
     DH_CHECK(d, dh_claim_get(d, "demo", &after), "the claim disappeared");
