@@ -42,6 +42,9 @@ typedef struct ad_lifetime {
 /* Told of every transition of every host, after the host's own reactions
  * (hosts.c); daemon.c uses it for STATUS= and to see a clean stop finish. */
 typedef void (*ad_hosts_observer_fn)(ad_daemon *daemon, ad_host *host, const pl_wake_event *event);
+/* Told when the claim write-backs of a host ended (claim_report.c); daemon.c
+ * uses it to end a clean stop, which waits for them. */
+typedef void (*ad_claim_reports_observer_fn)(ad_daemon *daemon, ad_host *host);
 
 struct ad_daemon {
     sd_event *loop;
@@ -51,6 +54,7 @@ struct ad_daemon {
     ad_host **hosts; /* the hosts set up (hosts.c), sorted by name */
     size_t n_hosts;
     ad_hosts_observer_fn observe_hosts;
+    ad_claim_reports_observer_fn observe_claim_reports;
     cg_seccomp_program *default_seccomp; /* SystemCallFilter=default, shared by hosts */
     char incarnation[33];            /* random per start */
     int state_dirfd;

@@ -275,12 +275,23 @@ size_t dh_events_count(dh_daemon *d, const char *host, const char *name);
 /* Reads host's claim; false when there is none. */
 bool dh_claim_get(dh_daemon *d, const char *host, claim *out);
 
+/* Waits up to timeout_ms for host's claim to be in phase (the daemon writes
+ * some phases back after the transition that made them true). Returns true
+ * with the claim in out, or false with the last one read (zeroed if none). */
+bool dh_claim_wait_phase(dh_daemon *d, const char *host, const char *phase, int timeout_ms,
+                         claim *out);
+
 /* Writes c as host's claim whatever is there now (read, CAS, retry). Returns
  * the new revision. */
 uint64_t dh_claim_put(dh_daemon *d, const claim *c);
 
 /* A fresh claim for host: a serving op "assigned" on box, no holder. */
 void dh_claim_assigned(const char *host, const char *box, claim *out);
+
+/* from as DH_OTHER_BOX writes it when it admits itself: its holder (another
+ * incarnation, the next session and generation), its op.exec, phase
+ * starting, no handle. */
+void dh_claim_taken_by_other_box(const claim *from, claim *out);
 
 /* ---- observation ---- */
 

@@ -24,6 +24,22 @@ bool dh_claim_get(dh_daemon *d, const char *host, claim *out)
     return r == 1;
 }
 
+bool dh_claim_wait_phase(dh_daemon *d, const char *host, const char *phase, int timeout_ms,
+                         claim *out)
+{
+    uint64_t deadline = dh_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        bool found = dh_claim_get(d, host, out);
+        if (found && strcmp(out->op.phase, phase) == 0)
+            return true;
+        if (!found)
+            memset(out, 0, sizeof(*out));
+        if (dh_now_ms() >= deadline)
+            return false;
+        dh_sleep_ms(20);
+    }
+}
+
 uint64_t dh_claim_put(dh_daemon *d, const claim *c)
 {
     for (int i = 0; i < 20; i++) {
@@ -48,6 +64,19 @@ void dh_claim_assigned(const char *host, const char *box, claim *out)
     out->op.kind = CLAIM_OP_SERVING;
     snprintf(out->op.phase, sizeof(out->op.phase), "assigned");
     snprintf(out->op.exec, sizeof(out->op.exec), "%s", box);
+}
+
+void dh_claim_taken_by_other_box(const claim *from, claim *out)
+{
+    *out = *from;
+    snprintf(out->holder.box, sizeof(out->holder.box), DH_OTHER_BOX);
+    snprintf(out->holder.incarnation, sizeof(out->holder.incarnation), "fedcba9876543210");
+    out->holder.session = from->holder.session + 1;
+    out->holder.generation = from->holder.generation + 1;
+    out->holder.starting_generation = 0;
+    out->holder.handle[0] = '\0';
+    snprintf(out->op.exec, sizeof(out->op.exec), DH_OTHER_BOX);
+    snprintf(out->op.phase, sizeof(out->op.phase), "starting");
 }
 
 void dh_marker_path(dh_daemon *d, const char *host, char *out, size_t size)

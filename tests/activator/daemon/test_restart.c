@@ -74,11 +74,8 @@ static void test_generation_whose_claim_moved_is_retired_at_start(void **state)
 
     claim serving;
     DH_CHECK(d, dh_claim_get(d, "demo", &serving), "no claim while serving");
-    claim moved = serving;
-    snprintf(moved.holder.box, sizeof(moved.holder.box), DH_OTHER_BOX);
-    moved.holder.session = serving.holder.session + 1;
-    moved.holder.generation = serving.holder.generation + 1;
-    snprintf(moved.op.exec, sizeof(moved.op.exec), DH_OTHER_BOX);
+    claim moved;
+    dh_claim_taken_by_other_box(&serving, &moved);
     dh_claim_put(d, &moved);
 
     dh_start(d, NULL);
