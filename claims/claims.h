@@ -252,6 +252,12 @@ typedef void (*claims_problem_fn)(const char *host, const act_error *problem, vo
  * NULL), so one bad record never hides the rest. */
 int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
                 void *userdata, act_error *err);
+/* The same, and the store revision the whole list was taken at: every claim
+ * in it is as it stood at that revision (etcd: one range and its header
+ * revision; dir: read under the store lock), so a watch from revision + 1
+ * misses nothing that came after. */
+int claims_list_at(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
+                   claims_problem_fn problem, void *userdata, act_error *err);
 
 /* One change seen by a watch, in store revision order. */
 typedef enum claim_change_kind {
@@ -288,6 +294,13 @@ typedef void (*claims_read_fn)(claim_store *store, int result, const claim *c,
 typedef void (*claims_cas_fn)(claim_store *store, int result, uint64_t new_revision,
                               const claim *current, const act_error *err, void *userdata);
 
+/* result 0 with every well-formed claim sorted by host (claims is malloc'd
+ * and handed over, even when n is 0) and the store revision of the list, as
+ * claims_list_at; negative with err. Each malformed claim is told to problem
+ * (or logged when problem is NULL) on the loop before fn runs. */
+typedef void (*claims_list_fn)(claim_store *store, int result, claim *claims, size_t n,
+                               uint64_t revision, const act_error *err, void *userdata);
+
 /* result as claims_read: 1 found (c set), 0 absent, negative with err. */
 int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, void *userdata,
                       act_error *err);
@@ -297,6 +310,8 @@ int claims_cas_async(claim_store *store, const char *host, uint64_t expected_rev
 /* result as claims_delete; new_revision is the delete's revision. */
 int claims_delete_async(claim_store *store, const char *host, uint64_t expected_revision,
                         claims_cas_fn fn, void *userdata, act_error *err);
+int claims_list_async(claim_store *store, claims_problem_fn problem, void *problem_userdata,
+                      claims_list_fn fn, void *userdata, act_error *err);
 
 typedef struct claims_watch claims_watch;
 /* Called for each change in revision order, or once with error < 0 when the

@@ -332,10 +332,11 @@ static bool host_file_name(const char *name, char *host, size_t host_size)
     return act_name_is_valid(host);
 }
 
-static int dir_list(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
-                    void *userdata, act_error *err)
+/* Reads every claim file. The caller holds the lock, so no write lands while
+ * the files are read: the list is the store as of one revision. */
+static int list_locked(dir_store *ds, claim **out, size_t *n_out, claims_problem_fn problem,
+                       void *userdata, act_error *err)
 {
-    dir_store *ds = (dir_store *)store;
     _cleanup_(closedirp) DIR *dir = act_opendir_at(ds->dirfd, ".");
     if (!dir)
         return act_error_set(err, errno, "claim store %s: cannot list: %m", ds->path);
@@ -368,6 +369,21 @@ static int dir_list(claim_store *store, claim **out, size_t *n_out, claims_probl
     *out = TAKE_PTR(claims);
     *n_out = n;
     return 0;
+}
+
+static int dir_list(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
+                    claims_problem_fn problem, void *userdata, act_error *err)
+{
+    dir_store *ds = (dir_store *)store;
+    int r = dir_lock(ds, err);
+    if (r < 0)
+        return r;
+    uint64_t ceiling;
+    r = dir_last_revision(ds, revision, &ceiling, err);
+    if (r >= 0)
+        r = list_locked(ds, out, n_out, problem, userdata, err);
+    dir_unlock(ds);
+    return r;
 }
 
 static void dir_free(claim_store *store)

@@ -27,7 +27,7 @@ typedef struct etcd_op {
     char host[ACT_NAME_MAX + 1];
     claims_read_fn read_fn;
     claims_cas_fn cas_fn;
-    claims_list_done_fn list_fn;
+    claims_list_fn list_fn;
     claims_problem_fn problem;
     void *problem_userdata;
     bool delete_expects_absent;
@@ -215,10 +215,14 @@ static void on_list_done(etcd_call *call, int result, json_object *response,
     claim_store *store = &op->es->base;
     json_object *kvs = NULL;
     if (result < 0) {
-        op->list_fn(store, result, NULL, 0, err, op->userdata);
+        op->list_fn(store, result, NULL, 0, 0, err, op->userdata);
         free(op);
         return;
     }
+    json_object *header = NULL;
+    json_object_object_get_ex(response, "header", &header);
+    /* One range is one read of the store: every kv in it is as of this. */
+    uint64_t revision = etcd_json_u64(header, "revision");
     size_t n_kvs = json_object_object_get_ex(response, "kvs", &kvs)
                        ? json_object_array_length(kvs)
                        : 0;
@@ -252,16 +256,16 @@ static void on_list_done(etcd_call *call, int result, json_object *response,
     if (!claims) {
         act_error oom = {0};
         act_error_set(&oom, ENOMEM, "etcd list: out of memory");
-        op->list_fn(store, -ENOMEM, NULL, 0, &oom, op->userdata);
+        op->list_fn(store, -ENOMEM, NULL, 0, 0, &oom, op->userdata);
     } else {
         qsort(claims, n, sizeof(*claims), claims_compare_by_host);
-        op->list_fn(store, 0, claims, n, NULL, op->userdata);
+        op->list_fn(store, 0, claims, n, revision, NULL, op->userdata);
     }
     free(op);
 }
 
 static int etcd_list_async(claim_store *store, sd_event *event, claims_problem_fn problem,
-                           void *problem_userdata, claims_list_done_fn fn, void *userdata,
+                           void *problem_userdata, claims_list_fn fn, void *userdata,
                            act_error *err)
 {
     etcd_store *es = (etcd_store *)store;
