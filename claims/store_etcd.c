@@ -11,8 +11,10 @@
 #include "claims/etcd_client.h"
 #include "claims/etcd_wire.h"
 #include "claims/store_internal.h"
+#include "common/cleanup.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "common/text.h"
 
 typedef struct etcd_store {
     claim_store base;
@@ -38,6 +40,37 @@ static char *key_for(etcd_store *es, const char *host)
 {
     char *key;
     return asprintf(&key, "%s/%s", es->prefix, host) < 0 ? NULL : key;
+}
+
+/* The host kv's key names under the prefix. etcd keys are bytes, so
+ * "<prefix>/web\0x" is a key of its own: a key whose rest after the prefix
+ * is empty, too long, or holds a NUL or any other byte a host name cannot is
+ * malformed, and never read as some host's (for problems, shown gets the
+ * key as it can be shown). */
+static int kv_host(const etcd_store *es, json_object *kv, char host[static ACT_NAME_MAX + 1],
+                   char *shown, size_t shown_size, act_error *err)
+{
+    json_object *key_obj = NULL;
+    _cleanup_free_ char *key = NULL;
+    size_t key_len = 0, prefix_len = strlen(es->list_key);
+    snprintf(shown, shown_size, "(undecodable key)");
+    if (!json_object_object_get_ex(kv, "key", &key_obj) ||
+        !json_object_is_type(key_obj, json_type_string) ||
+        etcd_b64_decode(json_object_get_string(key_obj), &key, &key_len) < 0)
+        return act_error_set(err, EINVAL, "an etcd key under %s is not base64; not a claim",
+                             es->list_key);
+    act_text_show_bytes(key, key_len, shown, shown_size);
+    const char *name = key + prefix_len;
+    size_t name_len = key_len > prefix_len ? key_len - prefix_len : 0;
+    /* The decoded key ends in a NUL, so with none inside, name is a string. */
+    if (key_len <= prefix_len || memcmp(key, es->list_key, prefix_len) != 0 ||
+        name_len > ACT_NAME_MAX || memchr(name, '\0', name_len) || !act_name_is_valid(name))
+        return act_error_set(err, EINVAL,
+                             "etcd key \"%s\" is not a claim: what follows %s is not a host "
+                             "name (it holds a NUL or a byte a host name cannot); delete the key",
+                             shown, es->list_key);
+    memcpy(host, name, name_len + 1);
+    return 0;
 }
 
 /* The first response of a txn or the range answer's kvs array. */
@@ -228,28 +261,19 @@ static void on_list_done(etcd_call *call, int result, json_object *response,
                        : 0;
     claim *claims = calloc(n_kvs ? n_kvs : 1, sizeof(*claims));
     size_t n = 0;
-    size_t prefix_len = strlen(op->es->list_key);
     for (size_t i = 0; claims && i < n_kvs; i++) {
-        json_object *kv = json_object_array_get_idx(kvs, i), *key_obj;
-        char *key = NULL;
-        size_t key_len = 0;
+        json_object *kv = json_object_array_get_idx(kvs, i);
         act_error bad = {0};
-        char host[ACT_NAME_MAX + 1] = "(undecodable key)";
-        int r = json_object_object_get_ex(kv, "key", &key_obj)
-                    ? etcd_b64_decode(json_object_get_string(key_obj), &key, &key_len)
-                    : -EINVAL;
-        if (r == 0 && key_len > prefix_len && key_len - prefix_len <= ACT_NAME_MAX)
-            snprintf(host, sizeof(host), "%s", key + prefix_len);
-        free(key);
-        if (r < 0 || !act_name_is_valid(host))
-            r = act_error_set(&bad, EINVAL, "etcd key under %s does not end in a valid host "
-                                            "name (%s); delete it", op->es->list_key, host);
-        else
+        char host[ACT_NAME_MAX + 1], shown[ACT_TEXT_SHOW_MAX];
+        int r = kv_host(op->es, kv, host, shown, sizeof(shown), &bad);
+        /* A malformed key is named as it can be shown: it names no host. */
+        const char *named = r < 0 ? shown : host;
+        if (r >= 0)
             r = etcd_kv_to_claim(host, kv, &claims[n], &bad);
         if (r >= 0)
             n++;
         else if (op->problem)
-            op->problem(host, &bad, op->problem_userdata);
+            op->problem(named, &bad, op->problem_userdata);
         else
             act_log(LOG_WARNING, "claim list skipped: %s", bad.message);
     }
@@ -314,28 +338,24 @@ static void watch_set_error(etcd_watch *w, int error, const act_error *err)
 
 static void event_to_change(etcd_watch *w, json_object *event, claim_change *change)
 {
-    json_object *kv = NULL, *type = NULL, *key_obj = NULL;
+    json_object *kv = NULL, *type = NULL;
     memset(change, 0, sizeof(*change));
     json_object_object_get_ex(event, "kv", &kv);
     change->revision = etcd_json_u64(kv, "mod_revision");
-    char *key = NULL;
-    size_t key_len = 0, prefix_len = strlen(w->es->list_key);
-    if (json_object_object_get_ex(kv, "key", &key_obj) &&
-        etcd_b64_decode(json_object_get_string(key_obj), &key, &key_len) == 0 &&
-        key_len > prefix_len && key_len - prefix_len <= ACT_NAME_MAX)
-        snprintf(change->claim.host, sizeof(change->claim.host), "%s", key + prefix_len);
-    free(key);
+    char shown[ACT_TEXT_SHOW_MAX];
+    /* Checked first, for a delete too: a malformed key is nobody's change. */
+    if (kv_host(w->es, kv, change->claim.host, shown, sizeof(shown), &change->problem) < 0) {
+        change->claim.host[0] = '\0';
+        change->kind = CLAIM_CHANGE_MALFORMED;
+        return;
+    }
     if (json_object_object_get_ex(event, "type", &type) &&
         strcmp(json_object_get_string(type), "DELETE") == 0) {
         change->kind = CLAIM_CHANGE_DELETE;
         return;
     }
     claim parsed;
-    if (!act_name_is_valid(change->claim.host)) {
-        change->kind = CLAIM_CHANGE_MALFORMED;
-        act_error_set(&change->problem, EINVAL, "etcd key under %s is not a valid host name",
-                      w->es->list_key);
-    } else if (etcd_kv_to_claim(change->claim.host, kv, &parsed, &change->problem) < 0) {
+    if (etcd_kv_to_claim(change->claim.host, kv, &parsed, &change->problem) < 0) {
         change->kind = CLAIM_CHANGE_MALFORMED;
     } else {
         change->kind = CLAIM_CHANGE_PUT;

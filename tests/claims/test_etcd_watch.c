@@ -1,0 +1,186 @@
+/* The etcd watch against a real etcd, where a watch must not be fooled: a
+ * key under the prefix that is not a host name (a NUL or another byte a host
+ * name cannot hold) is a malformed change, never another host's, and the list
+ * skips it; so is a value over the claim limit. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-event.h>
+
+#include <cmocka.h>
+
+#include "claims/etcd_wire.h"
+#include "common/clock.h"
+#include "store_fixture.h"
+
+#define CALL_TIMEOUT_MS 1000
+
+static store_fixture fixture;
+
+typedef struct seen {
+    claim_change changes[16];
+    size_t n;
+    int error;
+    char message[1024];
+} seen;
+
+static void on_watch(claims_watch *watch, const claim_change *change, int error,
+                     const act_error *err, void *userdata)
+{
+    seen *s = userdata;
+    if (error < 0) {
+        s->error = error;
+        snprintf(s->message, sizeof(s->message), "%s", err->message);
+    } else if (s->n < 16) {
+        s->changes[s->n++] = *change;
+    }
+}
+
+static claim_store *open_store(char *url, size_t size, sd_event **event)
+{
+    store_fixture_fresh_url(&fixture, url, size);
+    claims_store_options options = {.timeout_ms = CALL_TIMEOUT_MS};
+    claim_store *store;
+    act_error err = {0};
+    if (claims_store_open(url, &options, &store, &err) < 0)
+        fail_msg("open %s: %s", url, err.message);
+    assert_int_equal(sd_event_new(event), 0);
+    assert_int_equal(claims_store_attach_event(store, *event, &err), 0);
+    return store;
+}
+
+/* Puts value under "<prefix>/" + the raw key bytes, bypassing every check. */
+static void put_raw(const char *url, const char *key_rest, size_t key_rest_len,
+                    const char *value, size_t value_len)
+{
+    const char *prefix = strchr(url + strlen("etcd://"), '/');
+    char key[512];
+    size_t prefix_len = strlen(prefix);
+    memcpy(key, prefix, prefix_len);
+    key[prefix_len] = '/';
+    memcpy(key + prefix_len + 1, key_rest, key_rest_len);
+    char *key64 = etcd_b64_encode(key, prefix_len + 1 + key_rest_len);
+    char *value64 = etcd_b64_encode(value, value_len);
+    char *body;
+    assert_true(asprintf(&body, "{\"key\":\"%s\",\"value\":\"%s\"}", key64, value64) > 0);
+    assert_int_equal(etcd_harness_post(&fixture.harness, "/v3/kv/put", body, NULL, NULL), 200);
+    free(body);
+    free(key64);
+    free(value64);
+}
+
+static void run_until(sd_event *event, seen *s, size_t n, int timeout_ms)
+{
+    uint64_t end = act_now_usec() + (uint64_t)timeout_ms * 1000;
+    while (s->n < n && s->error == 0 && act_now_usec() < end)
+        assert_true(sd_event_run(event, 10 * 1000) >= 0);
+}
+
+typedef struct problems {
+    int n;
+    char names[8][256];
+} problems;
+
+static void note_problem(const char *host, const act_error *problem, void *userdata)
+{
+    problems *p = userdata;
+    if (p->n < 8)
+        snprintf(p->names[p->n], sizeof(p->names[0]), "%s", host);
+    p->n++;
+}
+
+static void keys_that_name_no_host_are_malformed(void **state)
+{
+    char url[512];
+    sd_event *event;
+    claim_store *store = open_store(url, sizeof(url), &event);
+    act_error err = {0};
+    claims_watch *watch;
+    seen s = {0};
+    assert_int_equal(claims_watch_start(store, 0, on_watch, &s, &watch, &err), 0);
+    for (int i = 0; i < 30; i++)
+        sd_event_run(event, 10 * 1000);
+
+    claim web = fixture_claim("web", 1);
+    char *body = claim_to_json(&web);
+    /* "web\0x" once read as "web" by a reader that stopped at the NUL. */
+    put_raw(url, "web\0x", 5, body, strlen(body));
+    put_raw(url, "we b", 4, body, strlen(body));
+    put_raw(url, "web/deeper", 10, body, strlen(body));
+    size_t huge_len = CLAIM_JSON_MAX + 100;
+    char *huge = malloc(huge_len);
+    memset(huge, ' ', huge_len);
+    put_raw(url, "huge", 4, huge, huge_len);
+    free(huge);
+    uint64_t good_rev;
+    claim other = fixture_claim("other", 1);
+    assert_int_equal(claims_cas(store, "other", 0, &other, &good_rev, NULL, &err), 0);
+
+    run_until(event, &s, 5, 5000);
+    assert_int_equal(s.error, 0);
+    assert_int_equal(s.n, 5);
+    for (size_t i = 0; i < 4; i++) {
+        if (s.changes[i].kind != CLAIM_CHANGE_MALFORMED)
+            fail_msg("change %zu: kind %d for host \"%s\", expected malformed", i,
+                     s.changes[i].kind, s.changes[i].claim.host);
+        assert_true(s.changes[i].revision > 0);
+    }
+    for (size_t i = 0; i < 3; i++)
+        assert_string_equal(s.changes[i].claim.host, "");
+    assert_non_null(strstr(s.changes[0].problem.message, "web\\x00x"));
+    assert_non_null(strstr(s.changes[3].problem.message, "limit"));
+    assert_string_equal(s.changes[3].claim.host, "huge");
+    assert_int_equal(s.changes[4].kind, CLAIM_CHANGE_PUT);
+    assert_string_equal(s.changes[4].claim.host, "other");
+    assert_int_equal(s.changes[4].revision, good_rev);
+
+    /* A delete of a malformed key is no host's delete either. */
+    char *key64;
+    const char *prefix = strchr(url + strlen("etcd://"), '/');
+    char key[256];
+    int key_len = snprintf(key, sizeof(key), "%s/web", prefix) + 2;
+    memcpy(key + key_len - 2, "\0x", 2);
+    key64 = etcd_b64_encode(key, (size_t)key_len);
+    char del[512];
+    snprintf(del, sizeof(del), "{\"key\":\"%s\"}", key64);
+    free(key64);
+    assert_int_equal(etcd_harness_post(&fixture.harness, "/v3/kv/deleterange", del, NULL, NULL),
+                     200);
+    run_until(event, &s, 6, 5000);
+    assert_int_equal(s.n, 6);
+    assert_int_equal(s.changes[5].kind, CLAIM_CHANGE_MALFORMED);
+    assert_string_equal(s.changes[5].claim.host, "");
+
+    /* The list skips them all, names each, and has no "web". */
+    problems p = {0};
+    claim *claims;
+    size_t n;
+    assert_int_equal(claims_list(store, &claims, &n, note_problem, &p, &err), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(claims[0].host, "other");
+    free(claims);
+    assert_int_equal(p.n, 3);
+    claim got;
+    assert_int_equal(claims_read(store, "web", &got, &err), 0);
+    claims_watch_free(watch);
+    free(body);
+    claims_store_free(store);
+    sd_event_unref(event);
+}
+
+int main(void)
+{
+    int r = store_fixture_setup(&fixture, "etcd");
+    if (r != 0)
+        return r;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(keys_that_name_no_host_are_malformed),
+    };
+    r = cmocka_run_group_tests(tests, NULL, NULL);
+    store_fixture_teardown(&fixture);
+    return r;
+}
