@@ -211,6 +211,12 @@ typedef struct claims_store_options {
     const char *key_file;   /* etcd: client key (PEM) */
     const char *username;   /* etcd: user for /v3/auth/authenticate; NULL = no auth */
     const char *password;
+    /* etcd: a watch stream silent this long is checked: unless the store
+     * answers that nothing was written since the watch last heard from it,
+     * the stream is taken for dead and the watch ends with an error. The
+     * watch asks etcd for progress notifications, which reset the silence.
+     * 0 = 30000. */
+    int watch_timeout_ms;
 } claims_store_options;
 
 /* Opens the store a URL names (see claims_parse_url); a dir store's directory
@@ -315,9 +321,11 @@ int claims_list_async(claim_store *store, claims_problem_fn problem, void *probl
 
 typedef struct claims_watch claims_watch;
 /* Called for each change in revision order, or once with error < 0 when the
- * watch ended (server gone, history compacted: err says which and what to
- * do). After an error the watch is dead; free it and start a new one from the
- * last revision seen + 1. */
+ * watch ended (server gone, a silent stream, history compacted, too many
+ * changes queued: err says which). After an error the watch is dead: free it,
+ * list the claims again (claims_list_async) and watch from that revision + 1.
+ * -ENODATA says the history was compacted. A key or value that is not a
+ * claim is a CLAIM_CHANGE_MALFORMED change, never another host's change. */
 typedef void (*claims_watch_fn)(claims_watch *watch, const claim_change *change, int error,
                                 const act_error *err, void *userdata);
 /* Starts a long-lived watch on the attached loop: etcd's streaming /v3/watch,

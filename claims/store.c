@@ -11,6 +11,7 @@
 #include "common/offload.h"
 
 #define DEFAULT_TIMEOUT_MS 5000
+#define DEFAULT_WATCH_TIMEOUT_MS 30000
 /* Worker threads for a synchronous backend's asynchronous calls: enough for
  * the daemon's default MaxConcurrentStarts on small boxes; calls of
  * different hosts run side by side, so their fsyncs commit together. */
@@ -30,12 +31,15 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
     claims_store_options defaults = {0};
     if (!options)
         options = &defaults;
-    if (options->timeout_ms < 0)
+    if (options->timeout_ms < 0 || options->watch_timeout_ms < 0)
         return act_error_set(err, EINVAL, "claim store: timeout %d ms is negative",
-                             options->timeout_ms);
+                             options->timeout_ms < 0 ? options->timeout_ms
+                                                     : options->watch_timeout_ms);
     claims_store_options effective = *options;
     if (effective.timeout_ms == 0)
         effective.timeout_ms = DEFAULT_TIMEOUT_MS;
+    if (effective.watch_timeout_ms == 0)
+        effective.watch_timeout_ms = DEFAULT_WATCH_TIMEOUT_MS;
     if (!url)
         return act_error_set(err, EINVAL, "claim store URL is missing; use dir:///path or "
                                           "etcd://host:port/prefix");
@@ -50,6 +54,7 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
     if (r < 0)
         return r;
     (*out)->timeout_ms = effective.timeout_ms;
+    (*out)->watch_timeout_ms = effective.watch_timeout_ms;
     return 0;
 }
 

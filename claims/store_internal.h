@@ -43,6 +43,7 @@ typedef struct deferred_call deferred_call;
 struct claim_store {
     const claims_store_ops *ops;
     int timeout_ms;
+    int watch_timeout_ms;
     sd_event *attached;      /* the caller's loop, for the async API */
     sd_event *private_loop;  /* created on first synchronous call of an async backend */
     deferred_call *deferred; /* async calls of a sync backend not yet completed */

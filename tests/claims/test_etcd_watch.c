@@ -1,9 +1,14 @@
-/* The etcd watch against a real etcd, where a watch must not be fooled: a
- * key under the prefix that is not a host name (a NUL or another byte a host
- * name cannot hold) is a malformed change, never another host's, and the list
- * skips it; so is a value over the claim limit. */
+/* The etcd watch against a real etcd, where a watch must not be fooled:
+ *   - a key under the prefix that is not a host name (a NUL or another byte
+ *     a host name cannot hold) is a malformed change, never another host's,
+ *     and the list skips it; so is a value over the claim limit;
+ *   - a quiet stream stays up past the watch timeout (the store says nothing
+ *     was written), and a stream whose etcd is stopped (SIGSTOP) ends with an
+ *     error soon after the timeout, so its owner can heal. */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -17,7 +22,10 @@
 #include "common/clock.h"
 #include "store_fixture.h"
 
+#define WATCH_TIMEOUT_MS 1000
 #define CALL_TIMEOUT_MS 1000
+/* Slack for a loaded 2-core CI machine; the point is "bounded", not "fast". */
+#define SLACK_MS 2500
 
 static store_fixture fixture;
 
@@ -43,7 +51,8 @@ static void on_watch(claims_watch *watch, const claim_change *change, int error,
 static claim_store *open_store(char *url, size_t size, sd_event **event)
 {
     store_fixture_fresh_url(&fixture, url, size);
-    claims_store_options options = {.timeout_ms = CALL_TIMEOUT_MS};
+    claims_store_options options = {.timeout_ms = CALL_TIMEOUT_MS,
+                                    .watch_timeout_ms = WATCH_TIMEOUT_MS};
     claim_store *store;
     act_error err = {0};
     if (claims_store_open(url, &options, &store, &err) < 0)
@@ -172,6 +181,72 @@ static void keys_that_name_no_host_are_malformed(void **state)
     sd_event_unref(event);
 }
 
+static void a_quiet_watch_stays_up_past_its_timeout(void **state)
+{
+    char url[512];
+    sd_event *event;
+    claim_store *store = open_store(url, sizeof(url), &event);
+    act_error err = {0};
+    uint64_t rev;
+    claim c = fixture_claim("web1", 1);
+    assert_int_equal(claims_cas(store, "web1", 0, &c, &rev, NULL, &err), 0);
+    claims_watch *watch;
+    seen s = {0};
+    assert_int_equal(claims_watch_start(store, rev + 1, on_watch, &s, &watch, &err), 0);
+    run_until(event, &s, 1, 3 * WATCH_TIMEOUT_MS + 500);
+    if (s.error)
+        fail_msg("a quiet watch ended: %s", s.message);
+    assert_int_equal(s.n, 0);
+
+    /* And it still tells a change. */
+    c.holder.session = 2;
+    assert_int_equal(claims_cas(store, "web1", rev, &c, &rev, NULL, &err), 0);
+    run_until(event, &s, 1, 3000);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.changes[0].revision, rev);
+    claims_watch_free(watch);
+    claims_store_free(store);
+    sd_event_unref(event);
+}
+
+static void a_stopped_etcd_ends_the_watch_after_its_timeout(void **state)
+{
+    char url[512];
+    sd_event *event;
+    claim_store *store = open_store(url, sizeof(url), &event);
+    act_error err = {0};
+    claims_watch *watch;
+    seen s = {0};
+    assert_int_equal(claims_watch_start(store, 0, on_watch, &s, &watch, &err), 0);
+    run_until(event, &s, 1, 300);
+    assert_int_equal(s.error, 0);
+
+    assert_int_equal(kill(fixture.harness.pid, SIGSTOP), 0);
+    uint64_t start = act_now_usec();
+    run_until(event, &s, 1, WATCH_TIMEOUT_MS + CALL_TIMEOUT_MS + SLACK_MS);
+    uint64_t elapsed_ms = (act_now_usec() - start) / 1000;
+    kill(fixture.harness.pid, SIGCONT);
+    if (s.error == 0)
+        fail_msg("the watch did not end within %" PRIu64 " ms of etcd stopping", elapsed_ms);
+    /* Not before the stream was silent for the timeout. */
+    assert_true(elapsed_ms + 300 >= WATCH_TIMEOUT_MS);
+    assert_non_null(strstr(s.message, "silent"));
+    claims_watch_free(watch);
+
+    /* Once etcd runs again, a new watch works. */
+    seen again = {0};
+    assert_int_equal(claims_watch_start(store, 0, on_watch, &again, &watch, &err), 0);
+    run_until(event, &again, 1, 500);
+    claim c = fixture_claim("web1", 1);
+    assert_int_equal(claims_cas(store, "web1", 0, &c, NULL, NULL, &err), 0);
+    run_until(event, &again, 1, 5000);
+    assert_int_equal(again.error, 0);
+    assert_int_equal(again.n, 1);
+    claims_watch_free(watch);
+    claims_store_free(store);
+    sd_event_unref(event);
+}
+
 int main(void)
 {
     int r = store_fixture_setup(&fixture, "etcd");
@@ -179,6 +254,8 @@ int main(void)
         return r;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(keys_that_name_no_host_are_malformed),
+        cmocka_unit_test(a_quiet_watch_stays_up_past_its_timeout),
+        cmocka_unit_test(a_stopped_etcd_ends_the_watch_after_its_timeout),
     };
     r = cmocka_run_group_tests(tests, NULL, NULL);
     store_fixture_teardown(&fixture);
