@@ -267,6 +267,11 @@ uint64_t dh_claim_put(dh_daemon *d, const claim *c);
 /* A fresh claim for host: a serving op "assigned" on box, no holder. */
 void dh_claim_assigned(const char *host, const char *box, claim *out);
 
+/* Hands host's current claim to box the way that box's admission would (a
+ * new holder, session and generation, op.exec = box, phase starting, no
+ * handle). Returns the new revision. */
+uint64_t dh_claim_take_for(dh_daemon *d, const char *host, const char *box);
+
 /* ---- observation ---- */
 
 /* GET / from 127.0.0.1:port; returns the body's length with the body in buf,

@@ -50,6 +50,21 @@ void dh_claim_assigned(const char *host, const char *box, claim *out)
     snprintf(out->op.exec, sizeof(out->op.exec), "%s", box);
 }
 
+uint64_t dh_claim_take_for(dh_daemon *d, const char *host, const char *box)
+{
+    claim current;
+    DH_CHECK(d, dh_claim_get(d, host, &current), "%s has no claim to hand to %s", host, box);
+    claim taken = current;
+    snprintf(taken.holder.box, sizeof(taken.holder.box), "%s", box);
+    snprintf(taken.holder.incarnation, sizeof(taken.holder.incarnation), "fedcba9876543210");
+    taken.holder.session = current.holder.session + 1;
+    taken.holder.generation = current.holder.generation + 1;
+    snprintf(taken.op.exec, sizeof(taken.op.exec), "%s", box);
+    snprintf(taken.op.phase, sizeof(taken.op.phase), "starting");
+    taken.holder.handle[0] = '\0';
+    return dh_claim_put(d, &taken);
+}
+
 void dh_marker_path(dh_daemon *d, const char *host, char *out, size_t size)
 {
     snprintf(out, size, "%s/marker-%s", d->drv.dir, host);
