@@ -8,8 +8,9 @@
  * claim is listed again at one revision and every configured host is
  * reconciled against that list exactly as if its claim had changed (the same
  * function a watched change goes through), and only then is the store
- * watched again, from that revision + 1. A list that fails is tried again
- * after a backoff; generations that serve keep serving meanwhile. */
+ * watched again, from that revision + 1. While the list cannot be had, the
+ * store is unavailable: generations that serve keep serving, and wakes are
+ * refused (wake_ops.c reads daemon->store_state) until a list succeeds. */
 #include "activator/daemon/claim_watch.h"
 
 #include <errno.h>
@@ -18,12 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "activator/daemon/announce.h"
 #include "activator/daemon/hosts.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "common/text.h"
 
 /* Retries of a list that failed, and heals of a watch that ended soon after
  * it started: 100 ms doubling to 5 s, each delay drawn from its upper half
@@ -89,6 +92,60 @@ static void apply_change(ad_claim_watch *cw, const claim_change *change)
         host_claim_changed(host, change);
 }
 
+/* ---- the store's health ------------------------------------------------------ */
+
+static void set_store_unavailable(ad_claim_watch *cw, const act_error *err)
+{
+    ad_store_state *state = &cw->daemon->store_state;
+    bool newly = !state->unavailable;
+    if (newly) {
+        state->unavailable = true;
+        state->since_usec = act_wallclock_usec();
+    }
+    act_copy_string(state->last_error, sizeof(state->last_error),
+                    err ? err->message : "unknown error");
+    time_t since = (time_t)(state->since_usec / 1000000);
+    struct tm local;
+    char clock[16] = "?";
+    if (localtime_r(&since, &local))
+        strftime(clock, sizeof(clock), "%H:%M:%S", &local);
+    snprintf(state->refusal, sizeof(state->refusal),
+             "claim store %s unreachable since %s: %s; serving generations keep serving; wakes "
+             "resume when it answers",
+             cw->daemon->config.store, clock, state->last_error);
+    /* Once, not at every retry: the state stays visible in status. */
+    if (newly)
+        act_log(LOG_WARNING, "%s", state->refusal);
+}
+
+static void set_store_answers(ad_claim_watch *cw)
+{
+    ad_store_state *state = &cw->daemon->store_state;
+    cw->backoff_usec = 0;
+    if (!state->unavailable)
+        return;
+    uint64_t down_sec = (act_wallclock_usec() - state->since_usec) / 1000000;
+    act_log(LOG_NOTICE,
+            "claim store %s answers again after %" PRIu64 " s; every claim was listed again at "
+            "revision %" PRIu64 " and reconciled; wakes resume",
+            cw->daemon->config.store, down_sec, cw->revision - 1);
+    *state = (ad_store_state){0};
+}
+
+json_object *ad_claim_watch_store_status(const ad_daemon *daemon)
+{
+    const ad_store_state *state = &daemon->store_state;
+    json_object *store = json_object_new_object();
+    json_object_object_add(store, "url", json_object_new_string(daemon->config.store));
+    json_object_object_add(store, "state",
+                           json_object_new_string(state->unavailable ? "unavailable" : "ok"));
+    if (state->unavailable) {
+        json_object_object_add(store, "since_usec", json_object_new_uint64(state->since_usec));
+        json_object_object_add(store, "error", json_object_new_string(state->last_error));
+    }
+    return store;
+}
+
 /* ---- healing ------------------------------------------------------------------ */
 
 static int on_retry(sd_event_source *source, uint64_t usec, void *userdata)
@@ -120,8 +177,7 @@ static void heal_later(ad_claim_watch *cw)
 
 static void heal_failed(ad_claim_watch *cw, const act_error *err)
 {
-    act_log(LOG_WARNING, "claim watch: cannot list the claims: %s; trying again",
-            err ? err->message : "unknown error");
+    set_store_unavailable(cw, err);
     heal_later(cw);
 }
 
@@ -208,7 +264,7 @@ static void on_listed(claim_store *store, int result, claim *claims, size_t n, u
         heal_failed(cw, &start_err);
         return;
     }
-    cw->backoff_usec = 0;
+    set_store_answers(cw);
 }
 
 static void heal(ad_claim_watch *cw)

@@ -87,6 +87,18 @@ static void store_call_failed(pl_wake *wake, ad_host *host, const act_error *err
     pl_wake_complete(wake, PL_REASON_STORE_ERROR, "host %s: %s", name_of(host), err->message);
 }
 
+/* While the claim watch cannot list the claims, nothing is admitted: an
+ * admission the store cannot fence must not start anything. */
+static bool refused_for_the_store(pl_wake *wake, ad_host *host)
+{
+    const ad_store_state *store = &daemon_of(host)->store_state;
+    if (!store->unavailable)
+        return false;
+    pl_wake_complete(wake, PL_REASON_STORE_UNAVAILABLE, "host %s: %s", name_of(host),
+                     store->refusal);
+    return true;
+}
+
 /* ---- read ---------------------------------------------------------------- */
 
 /* The claim decides: another executor means not ours, and the op's phase
@@ -206,6 +218,8 @@ static void op_read(pl_wake *wake, void *userdata)
                          name_of(host));
         return;
     }
+    if (refused_for_the_store(wake, host))
+        return;
     act_error err = {0};
     state_of(host)->waiting_wake = wake;
     if (claims_read_async(daemon_of(host)->store, name_of(host), on_read, host, &err) < 0)
@@ -244,6 +258,8 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision,
 static void op_admit(pl_wake *wake, void *userdata)
 {
     ad_host *host = host_of(userdata);
+    if (refused_for_the_store(wake, host))
+        return;
     claim_next_admission(&state_of(host)->observed, box_of(host), daemon_of(host)->incarnation,
                          act_wallclock_usec(), &state_of(host)->admitted);
     act_error err = {0};

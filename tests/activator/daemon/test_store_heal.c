@@ -9,7 +9,10 @@
  *     another box retires its generation within StoreWatchTimeoutSec + 2 s
  *     (a daemon that resumed its watch from where it was would hit the
  *     compacted history again and again, and never see the reassignment);
- *   - etcd restarting while the daemon watches heals the same way.
+ *   - etcd restarting while the daemon watches heals the same way;
+ *   - etcd down for 20 s: the served host keeps answering, a wake of another
+ *     host is refused with store_unavailable, status shows the store
+ *     unavailable, and once etcd is back everything converges.
  * dir:
  *   - the journal cut short under a stopped daemon: once continued, it heals
  *     by the same list and sees the reassignment. */
@@ -81,6 +84,32 @@ static void expect_retired_after_reassignment(dh_daemon *d, pid_t app, int bound
     expect_retired(d, app, taken, since_ms, bound_ms);
 }
 
+/* The daemon's status reply, with the store object; the caller puts it. */
+static json_object *status_store(dh_daemon *d, json_object **reply)
+{
+    *reply = dh_request(d, 10000, "{\"v\":1,\"op\":\"status\"}");
+    DH_CHECK(d, dh_reply_ok(*reply), "status: %s", json_object_to_json_string(*reply));
+    json_object *store = NULL;
+    json_object_object_get_ex(dh_reply_result(*reply), "store", &store);
+    DH_CHECK(d, store, "status has no store: %s", json_object_to_json_string(*reply));
+    return store;
+}
+
+static bool wait_store_state(dh_daemon *d, const char *state, int timeout_ms)
+{
+    uint64_t end = dd_now_ms() + (uint64_t)timeout_ms;
+    do {
+        json_object *reply;
+        json_object *store = status_store(d, &reply);
+        bool reached = strcmp(dh_json_str(store, "state"), state) == 0;
+        json_object_put(reply);
+        if (reached)
+            return true;
+        dd_sleep_ms(100);
+    } while (dd_now_ms() < end);
+    return false;
+}
+
 static void compact_etcd(dh_daemon *d, uint64_t revision)
 {
     char body[96];
@@ -126,10 +155,72 @@ static void test_etcd_restart_while_watching(void **state)
     DH_CHECK(d, etcd_harness_restart(&d->etcd, &err) == 0, "etcd restart: %s", err.message);
     DH_CHECK(d, dh_log_wait(d, "listing every claim again", 10000),
              "the watch did not notice that etcd restarted");
+    DH_CHECK(d, wait_store_state(d, "ok", 15000), "the store did not come back in status");
     char body[512];
     DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0, "demo stopped answering");
-    /* The daemon may still wait out a retry (at most 5 s) until etcd answers. */
-    expect_retired_after_reassignment(d, app, RETIRE_BOUND_MS + 5000);
+    expect_retired_after_reassignment(d, app, RETIRE_BOUND_MS);
+    dh_stop_and_check_clean(d);
+}
+
+#define DOWN_MS 20000
+
+static void test_etcd_down_keeps_serving_and_refuses_wakes(void **state)
+{
+    dh_daemon *d = *state;
+    pid_t app;
+    int port = start_serving_demo(d, &app);
+    json_object *status = dh_status(d, "demo");
+    uint64_t generation = dh_json_u64(status, "generation");
+    json_object_put(status);
+
+    etcd_harness_stop(&d->etcd);
+    uint64_t down_at = dd_now_ms();
+    DH_CHECK(d, wait_store_state(d, "unavailable", 15000),
+             "status does not show the store unavailable");
+
+    json_object *reply = dh_wake_reply(d, "other", 30000), *error = NULL;
+    char text[2048];
+    json_object_object_get_ex(reply, "error", &error);
+    snprintf(text, sizeof(text), "%s", dh_json_str(error, "message"));
+    bool refused = !dh_reply_ok(reply) && strcmp(dh_reply_code(reply), "store_unavailable") == 0;
+    json_object_put(reply);
+    DH_CHECK(d, refused, "a wake while etcd is down: expected store_unavailable, got %s", text);
+    DH_CHECK(d,
+             strstr(text, "unreachable since") && strstr(text, "serving generations keep serving") &&
+                 strstr(text, d->store_url),
+             "the refusal does not say what happened: %s", text);
+    DH_CHECK(d, dh_marker_pids(d, "other", NULL, 0) == 0, "other ran while etcd was down");
+
+    json_object *store = status_store(d, &reply);
+    DH_CHECK(d, dh_json_u64(store, "since_usec") > 0 && dh_json_str(store, "error")[0],
+             "status does not say since when and why: %s", json_object_to_json_string(store));
+    json_object_put(reply);
+    char out[16384];
+    char *const argv[] = {(char *)DH_ACTIVATORCTL, (char *)"--connect", d->drv.control_url,
+                          (char *)"--no-color", (char *)"status", NULL};
+    int exit_code = dh_run(argv, out, sizeof(out));
+    DH_CHECK(d, exit_code == 0 && strstr(out, "unavailable since"),
+             "activatorctl status (exit %d) does not show the store down:\n%s", exit_code, out);
+
+    /* Every second of the outage, the served host answers. */
+    while (dd_now_ms() - down_at < DOWN_MS) {
+        char body[512];
+        DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0,
+                 "demo stopped answering %" PRIu64 " ms into the outage", dd_now_ms() - down_at);
+        dd_sleep_ms(1000);
+    }
+
+    act_error err = {0};
+    DH_CHECK(d, etcd_harness_restart(&d->etcd, &err) == 0, "etcd restart: %s", err.message);
+    DH_CHECK(d, wait_store_state(d, "ok", 15000), "the store did not come back in status");
+    DH_CHECK(d, dh_log_wait(d, "answers again", 1000), "no log line that the store is back");
+    dh_wake(d, "other");
+    status = dh_status(d, "demo");
+    bool same = strcmp(dh_json_str(status, "state"), "serving") == 0 &&
+                dh_json_u64(status, "generation") == generation;
+    json_object_put(status);
+    DH_CHECK(d, same, "demo is not served by the same generation after the outage");
+    DH_CHECK(d, kill(app, 0) == 0, "demo's app died during the outage");
     dh_stop_and_check_clean(d);
 }
 
@@ -169,6 +260,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest etcd_tests[] = {
         DH_TEST(test_compaction_under_a_stopped_daemon),
         DH_TEST(test_etcd_restart_while_watching),
+        DH_TEST(test_etcd_down_keeps_serving_and_refuses_wakes),
     };
     const struct CMUnitTest dir_tests[] = {
         DH_TEST(test_journal_cut_under_a_stopped_daemon),
