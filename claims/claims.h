@@ -251,7 +251,10 @@ int claims_cas(claim_store *store, const char *host, uint64_t expected_revision,
 int claims_delete(claim_store *store, const char *host, uint64_t expected_revision,
                   claim *current_on_conflict, act_error *err);
 
-/* Told about each stored claim that list skipped because it does not parse. */
+/* Told about each stored claim that list skipped because it does not parse
+ * (host is the key as it can be shown when the key names no host). It runs
+ * while the list is taken (on the dir store, under its lock): it must not
+ * call the store. */
 typedef void (*claims_problem_fn)(const char *host, const act_error *problem, void *userdata);
 /* Every well-formed claim, sorted by host, in a malloc'd array. Malformed ones
  * are skipped and each is reported to problem (or logged when problem is
