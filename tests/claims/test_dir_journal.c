@@ -27,25 +27,6 @@
 
 static store_fixture fixture;
 
-typedef struct seen {
-    claim_change changes[16];
-    size_t n;
-    int error;
-    char message[1024];
-} seen;
-
-static void on_watch(claims_watch *watch, const claim_change *change, int error,
-                     const act_error *err, void *userdata)
-{
-    seen *s = userdata;
-    if (error < 0) {
-        s->error = error;
-        snprintf(s->message, sizeof(s->message), "%s", err->message);
-    } else if (s->n < 16) {
-        s->changes[s->n++] = *change;
-    }
-}
-
 typedef struct journal_case {
     char url[512];
     char journal[600];
@@ -55,20 +36,14 @@ typedef struct journal_case {
 
 static void open_case(journal_case *jc)
 {
-    store_fixture_fresh_url(&fixture, jc->url, sizeof(jc->url));
-    act_error err = {0};
-    if (claims_store_open(jc->url, NULL, &jc->store, &err) < 0)
-        fail_msg("open %s: %s", jc->url, err.message);
+    jc->store = fixture_open_on_loop(&fixture, jc->url, sizeof(jc->url), NULL, &jc->event);
     snprintf(jc->journal, sizeof(jc->journal), "%s/%s", jc->url + strlen("dir://"),
              DIR_JOURNAL_FILE);
-    assert_int_equal(sd_event_new(&jc->event), 0);
-    assert_int_equal(claims_store_attach_event(jc->store, jc->event, &err), 0);
 }
 
 static void close_case(journal_case *jc)
 {
-    claims_store_free(jc->store);
-    sd_event_unref(jc->event);
+    fixture_close_on_loop(jc->store, jc->event);
 }
 
 static void append(const char *path, const char *text, size_t len)
@@ -77,14 +52,6 @@ static void append(const char *path, const char *text, size_t len)
     assert_true(fd >= 0);
     assert_int_equal(write(fd, text, len), (ssize_t)len);
     close(fd);
-}
-
-/* Runs the loop for ms, or until s has n changes or an error. */
-static void run(journal_case *jc, seen *s, size_t n, int ms)
-{
-    uint64_t end = act_now_usec() + (uint64_t)ms * 1000;
-    while ((n == 0 || s->n < n) && s->error == 0 && act_now_usec() < end)
-        assert_true(sd_event_run(jc->event, 10 * 1000) >= 0);
 }
 
 static uint64_t put(journal_case *jc, const char *host, uint64_t session, uint64_t expected)
@@ -102,18 +69,16 @@ static void a_line_applies_only_whole_and_a_corrupt_one_is_told(void **state)
     journal_case jc;
     open_case(&jc);
     uint64_t rev = put(&jc, "web1", 1, 0);
-    act_error err = {0};
-    claims_watch *watch;
-    seen s = {0};
-    assert_int_equal(claims_watch_start(jc.store, rev + 1, on_watch, &s, &watch, &err), 0);
-    run(&jc, &s, 0, 200);
+    fixture_seen s = {0};
+    claims_watch *watch = fixture_seen_start(jc.store, rev + 1, &s);
+    fixture_seen_run(jc.event, &s, 0, 200);
 
     /* A writer that died mid-append left a torn line; the next writer ends
      * it first, so the torn line is one malformed change and the next
      * change comes whole. */
     append(jc.journal, "{\"revision\":99,\"ho", 18);
     uint64_t next = put(&jc, "web3", 1, 0);
-    run(&jc, &s, 2, 3000);
+    fixture_seen_run(jc.event, &s, 2, 3000);
     assert_int_equal(s.error, 0);
     assert_int_equal(s.n, 2);
     assert_int_equal(s.changes[0].kind, CLAIM_CHANGE_MALFORMED);
@@ -126,14 +91,14 @@ static void a_line_applies_only_whole_and_a_corrupt_one_is_told(void **state)
     /* Half a line, as a writer mid-append leaves it: nothing until the
      * rest of it is there. */
     char line[256];
-    int len = snprintf(line, sizeof(line),
-                       "{\"revision\":%llu,\"host\":\"web2\",\"deleted\":true}\n",
-                       (unsigned long long)next + 1);
+    int len =
+        snprintf(line, sizeof(line), "{\"revision\":%llu,\"host\":\"web2\",\"deleted\":true}\n",
+                 (unsigned long long)next + 1);
     append(jc.journal, line, 20);
-    run(&jc, &s, 3, 300);
+    fixture_seen_run(jc.event, &s, 3, 300);
     assert_int_equal(s.n, 2);
     append(jc.journal, line + 20, (size_t)len - 20);
-    run(&jc, &s, 3, 3000);
+    fixture_seen_run(jc.event, &s, 3, 3000);
     assert_int_equal(s.n, 3);
     assert_int_equal(s.changes[2].kind, CLAIM_CHANGE_DELETE);
     assert_string_equal(s.changes[2].claim.host, "web2");
@@ -166,30 +131,26 @@ static void compaction_is_followed_by_a_reader_that_kept_up_and_ends_one_behind(
     uint64_t first = put(&jc, "web1", 1, 0);
     uint64_t second = put(&jc, "web1", 2, first);
     act_error err = {0};
-    claims_watch *follower;
-    seen followed = {0};
-    assert_int_equal(claims_watch_start(jc.store, second + 1, on_watch, &followed, &follower,
-                                        &err),
-                     0);
+    fixture_seen followed = {0};
+    claims_watch *follower = fixture_seen_start(jc.store, second + 1, &followed);
     pad_journal(&jc);
-    run(&jc, &followed, 0, 500); /* it reads the padding, which it skips */
+    fixture_seen_run(jc.event, &followed, 0, 500); /* it reads the padding, which it skips */
     assert_int_equal(followed.n, 0);
 
     uint64_t third = put(&jc, "web1", 3, second);
     struct stat st;
     assert_int_equal(stat(jc.journal, &st), 0);
     assert_true(st.st_size < 4096); /* started afresh */
-    run(&jc, &followed, 1, 3000);
+    fixture_seen_run(jc.event, &followed, 1, 3000);
     if (followed.error)
         fail_msg("the watch that kept up ended: %s", followed.message);
     assert_int_equal(followed.n, 1);
     assert_int_equal(followed.changes[0].revision, third);
 
     /* A watch from before the compaction cannot get what was dropped. */
-    claims_watch *behind;
-    seen late = {0};
-    assert_int_equal(claims_watch_start(jc.store, second, on_watch, &late, &behind, &err), 0);
-    run(&jc, &late, 1, 3000);
+    fixture_seen late = {0};
+    claims_watch *behind = fixture_seen_start(jc.store, second, &late);
+    fixture_seen_run(jc.event, &late, 1, 3000);
     assert_int_equal(late.error, -ENODATA);
     assert_non_null(strstr(late.message, "compacted"));
     claims_watch_free(behind);
@@ -201,11 +162,10 @@ static void compaction_is_followed_by_a_reader_that_kept_up_and_ends_one_behind(
     assert_int_equal(claims_list_at(jc.store, &claims, &n, &revision, NULL, NULL, &err), 0);
     free(claims);
     assert_int_equal(revision, third);
-    seen healed = {0};
-    assert_int_equal(claims_watch_start(jc.store, revision + 1, on_watch, &healed, &behind, &err),
-                     0);
+    fixture_seen healed = {0};
+    behind = fixture_seen_start(jc.store, revision + 1, &healed);
     uint64_t fourth = put(&jc, "web1", 4, third);
-    run(&jc, &healed, 1, 3000);
+    fixture_seen_run(jc.event, &healed, 1, 3000);
     assert_int_equal(healed.error, 0);
     assert_int_equal(healed.n, 1);
     assert_int_equal(healed.changes[0].revision, fourth);
@@ -219,14 +179,12 @@ static void a_journal_cut_short_under_a_watch_ends_it(void **state)
     journal_case jc;
     open_case(&jc);
     uint64_t rev = put(&jc, "web1", 1, 0);
-    act_error err = {0};
-    claims_watch *watch;
-    seen s = {0};
-    assert_int_equal(claims_watch_start(jc.store, rev + 1, on_watch, &s, &watch, &err), 0);
-    run(&jc, &s, 0, 200);
+    fixture_seen s = {0};
+    claims_watch *watch = fixture_seen_start(jc.store, rev + 1, &s);
+    fixture_seen_run(jc.event, &s, 0, 200);
     assert_int_equal(truncate(jc.journal, 0), 0);
     put(&jc, "web2", 1, 0);
-    run(&jc, &s, 2, 3000);
+    fixture_seen_run(jc.event, &s, 2, 3000);
     assert_int_equal(s.error, -ENODATA);
     assert_non_null(strstr(s.message, "cut"));
     claims_watch_free(watch);

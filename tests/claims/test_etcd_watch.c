@@ -29,42 +29,16 @@
 
 static store_fixture fixture;
 
-typedef struct seen {
-    claim_change changes[16];
-    size_t n;
-    int error;
-    char message[1024];
-} seen;
-
-static void on_watch(claims_watch *watch, const claim_change *change, int error,
-                     const act_error *err, void *userdata)
-{
-    seen *s = userdata;
-    if (error < 0) {
-        s->error = error;
-        snprintf(s->message, sizeof(s->message), "%s", err->message);
-    } else if (s->n < 16) {
-        s->changes[s->n++] = *change;
-    }
-}
-
 static claim_store *open_store(char *url, size_t size, sd_event **event)
 {
-    store_fixture_fresh_url(&fixture, url, size);
     claims_store_options options = {.timeout_ms = CALL_TIMEOUT_MS,
                                     .watch_timeout_ms = WATCH_TIMEOUT_MS};
-    claim_store *store;
-    act_error err = {0};
-    if (claims_store_open(url, &options, &store, &err) < 0)
-        fail_msg("open %s: %s", url, err.message);
-    assert_int_equal(sd_event_new(event), 0);
-    assert_int_equal(claims_store_attach_event(store, *event, &err), 0);
-    return store;
+    return fixture_open_on_loop(&fixture, url, size, &options, event);
 }
 
 /* Puts value under "<prefix>/" + the raw key bytes, bypassing every check. */
-static void put_raw(const char *url, const char *key_rest, size_t key_rest_len,
-                    const char *value, size_t value_len)
+static void put_raw(const char *url, const char *key_rest, size_t key_rest_len, const char *value,
+                    size_t value_len)
 {
     const char *prefix = strchr(url + strlen("etcd://"), '/');
     char key[512];
@@ -80,13 +54,6 @@ static void put_raw(const char *url, const char *key_rest, size_t key_rest_len,
     free(body);
     free(key64);
     free(value64);
-}
-
-static void run_until(sd_event *event, seen *s, size_t n, int timeout_ms)
-{
-    uint64_t end = act_now_usec() + (uint64_t)timeout_ms * 1000;
-    while (s->n < n && s->error == 0 && act_now_usec() < end)
-        assert_true(sd_event_run(event, 10 * 1000) >= 0);
 }
 
 typedef struct problems {
@@ -108,9 +75,8 @@ static void keys_that_name_no_host_are_malformed(void **state)
     sd_event *event;
     claim_store *store = open_store(url, sizeof(url), &event);
     act_error err = {0};
-    claims_watch *watch;
-    seen s = {0};
-    assert_int_equal(claims_watch_start(store, 0, on_watch, &s, &watch, &err), 0);
+    fixture_seen s = {0};
+    claims_watch *watch = fixture_seen_start(store, 0, &s);
     for (int i = 0; i < 30; i++)
         sd_event_run(event, 10 * 1000);
 
@@ -129,7 +95,7 @@ static void keys_that_name_no_host_are_malformed(void **state)
     claim other = fixture_claim("other", 1);
     assert_int_equal(claims_cas(store, "other", 0, &other, &good_rev, NULL, &err), 0);
 
-    run_until(event, &s, 5, 5000);
+    fixture_seen_run(event, &s, 5, 5000);
     assert_int_equal(s.error, 0);
     assert_int_equal(s.n, 5);
     for (size_t i = 0; i < 4; i++) {
@@ -159,7 +125,7 @@ static void keys_that_name_no_host_are_malformed(void **state)
     free(key64);
     assert_int_equal(etcd_harness_post(&fixture.harness, "/v3/kv/deleterange", del, NULL, NULL),
                      200);
-    run_until(event, &s, 6, 5000);
+    fixture_seen_run(event, &s, 6, 5000);
     assert_int_equal(s.n, 6);
     assert_int_equal(s.changes[5].kind, CLAIM_CHANGE_MALFORMED);
     assert_string_equal(s.changes[5].claim.host, "");
@@ -177,8 +143,7 @@ static void keys_that_name_no_host_are_malformed(void **state)
     assert_int_equal(claims_read(store, "web", &got, &err), 0);
     claims_watch_free(watch);
     free(body);
-    claims_store_free(store);
-    sd_event_unref(event);
+    fixture_close_on_loop(store, event);
 }
 
 static void a_quiet_watch_stays_up_past_its_timeout(void **state)
@@ -190,10 +155,9 @@ static void a_quiet_watch_stays_up_past_its_timeout(void **state)
     uint64_t rev;
     claim c = fixture_claim("web1", 1);
     assert_int_equal(claims_cas(store, "web1", 0, &c, &rev, NULL, &err), 0);
-    claims_watch *watch;
-    seen s = {0};
-    assert_int_equal(claims_watch_start(store, rev + 1, on_watch, &s, &watch, &err), 0);
-    run_until(event, &s, 1, 3 * WATCH_TIMEOUT_MS + 500);
+    fixture_seen s = {0};
+    claims_watch *watch = fixture_seen_start(store, rev + 1, &s);
+    fixture_seen_run(event, &s, 1, 3 * WATCH_TIMEOUT_MS + 500);
     if (s.error)
         fail_msg("a quiet watch ended: %s", s.message);
     assert_int_equal(s.n, 0);
@@ -201,12 +165,11 @@ static void a_quiet_watch_stays_up_past_its_timeout(void **state)
     /* And it still tells a change. */
     c.holder.session = 2;
     assert_int_equal(claims_cas(store, "web1", rev, &c, &rev, NULL, &err), 0);
-    run_until(event, &s, 1, 3000);
+    fixture_seen_run(event, &s, 1, 3000);
     assert_int_equal(s.n, 1);
     assert_int_equal(s.changes[0].revision, rev);
     claims_watch_free(watch);
-    claims_store_free(store);
-    sd_event_unref(event);
+    fixture_close_on_loop(store, event);
 }
 
 static void a_stopped_etcd_ends_the_watch_after_its_timeout(void **state)
@@ -215,15 +178,14 @@ static void a_stopped_etcd_ends_the_watch_after_its_timeout(void **state)
     sd_event *event;
     claim_store *store = open_store(url, sizeof(url), &event);
     act_error err = {0};
-    claims_watch *watch;
-    seen s = {0};
-    assert_int_equal(claims_watch_start(store, 0, on_watch, &s, &watch, &err), 0);
-    run_until(event, &s, 1, 300);
+    fixture_seen s = {0};
+    claims_watch *watch = fixture_seen_start(store, 0, &s);
+    fixture_seen_run(event, &s, 1, 300);
     assert_int_equal(s.error, 0);
 
     assert_int_equal(kill(fixture.harness.pid, SIGSTOP), 0);
     uint64_t start = act_now_usec();
-    run_until(event, &s, 1, WATCH_TIMEOUT_MS + CALL_TIMEOUT_MS + SLACK_MS);
+    fixture_seen_run(event, &s, 1, WATCH_TIMEOUT_MS + CALL_TIMEOUT_MS + SLACK_MS);
     uint64_t elapsed_ms = (act_now_usec() - start) / 1000;
     kill(fixture.harness.pid, SIGCONT);
     if (s.error == 0)
@@ -234,17 +196,16 @@ static void a_stopped_etcd_ends_the_watch_after_its_timeout(void **state)
     claims_watch_free(watch);
 
     /* Once etcd runs again, a new watch works. */
-    seen again = {0};
-    assert_int_equal(claims_watch_start(store, 0, on_watch, &again, &watch, &err), 0);
-    run_until(event, &again, 1, 500);
+    fixture_seen again = {0};
+    watch = fixture_seen_start(store, 0, &again);
+    fixture_seen_run(event, &again, 1, 500);
     claim c = fixture_claim("web1", 1);
     assert_int_equal(claims_cas(store, "web1", 0, &c, NULL, NULL, &err), 0);
-    run_until(event, &again, 1, 5000);
+    fixture_seen_run(event, &again, 1, 5000);
     assert_int_equal(again.error, 0);
     assert_int_equal(again.n, 1);
     claims_watch_free(watch);
-    claims_store_free(store);
-    sd_event_unref(event);
+    fixture_close_on_loop(store, event);
 }
 
 int main(void)
