@@ -61,8 +61,7 @@ static uint64_t reassign_demo(dh_daemon *d, uint64_t *when_ms)
 
 /* Checks that the generation demo served is retired within bound_ms of the
  * reassignment, its app gone and the claim left as written. */
-static void expect_retired(dh_daemon *d, pid_t app, uint64_t taken, uint64_t since_ms,
-                           int bound_ms)
+static void expect_retired(dh_daemon *d, pid_t app, uint64_t taken, uint64_t since_ms, int bound_ms)
 {
     bool retired = dh_event_wait(d, "demo", "retired",
                                  (int)(since_ms + (uint64_t)bound_ms - dd_now_ms()), NULL);
@@ -186,8 +185,8 @@ static void test_etcd_down_keeps_serving_and_refuses_wakes(void **state)
     json_object_put(reply);
     DH_CHECK(d, refused, "a wake while etcd is down: expected store_unavailable, got %s", text);
     DH_CHECK(d,
-             strstr(text, "unreachable since") && strstr(text, "serving generations keep serving") &&
-                 strstr(text, d->store_url),
+             strstr(text, "unreachable since") &&
+                 strstr(text, "serving generations keep serving") && strstr(text, d->store_url),
              "the refusal does not say what happened: %s", text);
     DH_CHECK(d, dh_marker_pids(d, "other", NULL, 0) == 0, "other ran while etcd was down");
 
@@ -230,8 +229,7 @@ static void test_journal_cut_under_a_stopped_daemon(void **state)
     pid_t app;
     start_serving_demo(d, &app);
     char journal[PATH_MAX + 32];
-    snprintf(journal, sizeof(journal), "%s/%s", d->store_url + strlen("dir://"),
-             DIR_JOURNAL_FILE);
+    snprintf(journal, sizeof(journal), "%s/%s", d->store_url + strlen("dir://"), DIR_JOURNAL_FILE);
 
     /* The reassignment's journal line is lost with the cut; only a later
      * change of another host is in the journal when the daemon goes on. */
