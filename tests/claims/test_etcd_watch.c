@@ -208,6 +208,68 @@ static void a_stopped_etcd_ends_the_watch_after_its_timeout(void **state)
     fixture_close_on_loop(store, event);
 }
 
+/* Puts n claims named <prefix>/q<i> in txns of 100 (under etcd's default
+ * limit of operations per txn); returns the first revision. */
+static uint64_t put_many(const char *url, int n)
+{
+    const char *prefix = strchr(url + strlen("etcd://"), '/');
+    claim c = fixture_claim("q", 1);
+    char *value = claim_to_json(&c);
+    uint64_t first = 0;
+    for (int done = 0; done < n;) {
+        json_object *success = json_object_new_array();
+        for (int i = 0; i < 100 && done < n; i++, done++) {
+            char key[256];
+            snprintf(key, sizeof(key), "%s/q%d", prefix, done);
+            char *key64 = etcd_b64_encode(key, strlen(key));
+            char *value64 = etcd_b64_encode(value, strlen(value));
+            json_object *put = json_object_new_object(), *op = json_object_new_object();
+            json_object_object_add(put, "key", json_object_new_string(key64));
+            json_object_object_add(put, "value", json_object_new_string(value64));
+            json_object_object_add(op, "request_put", put);
+            json_object_array_add(success, op);
+            free(key64);
+            free(value64);
+        }
+        json_object *body = json_object_new_object();
+        json_object_object_add(body, "success", success);
+        char *response = NULL;
+        assert_int_equal(etcd_harness_post(&fixture.harness, "/v3/kv/txn",
+                                           json_object_to_json_string(body), NULL, &response),
+                         200);
+        json_object *parsed = json_tokener_parse(response), *header = NULL;
+        json_object_object_get_ex(parsed, "header", &header);
+        if (!first)
+            first = etcd_json_u64(header, "revision");
+        json_object_put(parsed);
+        json_object_put(body);
+        free(response);
+    }
+    free(value);
+    return first;
+}
+
+/* More changes arrive at once than the watch holds for delivery: it ends
+ * with an error (so its owner lists again) instead of growing without
+ * bound, after handing over what it held. */
+static void a_flood_ends_the_watch_instead_of_growing_its_queue(void **state)
+{
+    char url[512];
+    sd_event *event;
+    claim_store *store = open_store(url, sizeof(url), &event);
+    uint64_t first = put_many(url, 1500);
+    fixture_seen s = {0};
+    /* Nothing runs the loop until etcd sent it all: one read gets it. */
+    claims_watch *watch = fixture_seen_start(store, first, &s);
+    fixture_seen_run(event, &s, 0, 5000);
+    if (s.error != -ENOBUFS)
+        fail_msg("expected the watch to end with -ENOBUFS, got %d (%s) after %zu changes", s.error,
+                 s.message, s.n);
+    assert_non_null(strstr(s.message, "listed again"));
+    claims_watch_free(watch);
+    fixture_close_on_loop(store, event);
+}
+
 int main(void)
 {
     int r = store_fixture_setup(&fixture, "etcd");
@@ -217,6 +279,7 @@ int main(void)
         cmocka_unit_test(keys_that_name_no_host_are_malformed),
         cmocka_unit_test(a_quiet_watch_stays_up_past_its_timeout),
         cmocka_unit_test(a_stopped_etcd_ends_the_watch_after_its_timeout),
+        cmocka_unit_test(a_flood_ends_the_watch_instead_of_growing_its_queue),
     };
     r = cmocka_run_group_tests(tests, NULL, NULL);
     store_fixture_teardown(&fixture);
