@@ -286,6 +286,12 @@ typedef struct claims_store_options {
     const char *key_file;   /* etcd: client key (PEM) */
     const char *username;   /* etcd: user for /v3/auth/authenticate; NULL = no auth */
     const char *password;
+    /* etcd: a watch stream silent this long is checked: unless the store
+     * answers that nothing was written since the watch last heard from it,
+     * the stream is taken for dead and the watch ends with an error. The
+     * watch asks etcd for progress notifications, which reset the silence.
+     * 0 = 30000. */
+    int watch_timeout_ms;
 } claims_store_options;
 
 /* Opens the store a URL names (see claims_parse_url); a dir store's directory
@@ -320,13 +326,22 @@ int claims_cas(claim_store *store, const char *host, uint64_t expected_revision,
 int claims_delete(claim_store *store, const char *host, uint64_t expected_revision,
                   claim *current_on_conflict, act_error *err);
 
-/* Told about each stored claim that list skipped because it does not parse. */
+/* Told about each stored claim that list skipped because it does not parse
+ * (host is the key as it can be shown when the key names no host). It runs
+ * while the list is taken (on the dir store, under its lock): it must not
+ * call the store. */
 typedef void (*claims_problem_fn)(const char *host, const act_error *problem, void *userdata);
 /* Every well-formed claim, sorted by host, in a malloc'd array. Malformed ones
  * are skipped and each is reported to problem (or logged when problem is
  * NULL), so one bad record never hides the rest. */
 int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
                 void *userdata, act_error *err);
+/* The same, and the store revision the whole list was taken at: every claim
+ * in it is as it stood at that revision (etcd: one range and its header
+ * revision; dir: read under the store lock), so a watch from revision + 1
+ * misses nothing that came after. */
+int claims_list_at(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
+                   claims_problem_fn problem, void *userdata, act_error *err);
 
 /* One change seen by a watch, in store revision order. */
 typedef enum claim_change_kind {
@@ -363,6 +378,13 @@ typedef void (*claims_read_fn)(claim_store *store, int result, const claim *c,
 typedef void (*claims_cas_fn)(claim_store *store, int result, uint64_t new_revision,
                               const claim *current, const act_error *err, void *userdata);
 
+/* result 0 with every well-formed claim sorted by host (claims is malloc'd
+ * and handed over, even when n is 0) and the store revision of the list, as
+ * claims_list_at; negative with err. Each malformed claim is told to problem
+ * (or logged when problem is NULL) on the loop before fn runs. */
+typedef void (*claims_list_fn)(claim_store *store, int result, claim *claims, size_t n,
+                               uint64_t revision, const act_error *err, void *userdata);
+
 /* result as claims_read: 1 found (c set), 0 absent, negative with err. */
 int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, void *userdata,
                       act_error *err);
@@ -372,12 +394,16 @@ int claims_cas_async(claim_store *store, const char *host, uint64_t expected_rev
 /* result as claims_delete; new_revision is the delete's revision. */
 int claims_delete_async(claim_store *store, const char *host, uint64_t expected_revision,
                         claims_cas_fn fn, void *userdata, act_error *err);
+int claims_list_async(claim_store *store, claims_problem_fn problem, void *problem_userdata,
+                      claims_list_fn fn, void *userdata, act_error *err);
 
 typedef struct claims_watch claims_watch;
 /* Called for each change in revision order, or once with error < 0 when the
- * watch ended (server gone, history compacted: err says which and what to
- * do). After an error the watch is dead; free it and start a new one from the
- * last revision seen + 1. */
+ * watch ended (server gone, a silent stream, history compacted, too many
+ * changes queued: err says which). After an error the watch is dead: free it,
+ * list the claims again (claims_list_async) and watch from that revision + 1.
+ * -ENODATA says the history was compacted. A key or value that is not a
+ * claim is a CLAIM_CHANGE_MALFORMED change, never another host's change. */
 typedef void (*claims_watch_fn)(claims_watch *watch, const claim_change *change, int error,
                                 const act_error *err, void *userdata);
 /* Starts a long-lived watch on the attached loop: etcd's streaming /v3/watch,

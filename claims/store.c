@@ -11,6 +11,7 @@
 #include "common/offload.h"
 
 #define DEFAULT_TIMEOUT_MS 5000
+#define DEFAULT_WATCH_TIMEOUT_MS 30000
 /* Worker threads for a synchronous backend's asynchronous calls: enough for
  * the daemon's default MaxConcurrentStarts on small boxes; calls of
  * different hosts run side by side, so their fsyncs commit together. */
@@ -30,12 +31,15 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
     claims_store_options defaults = {0};
     if (!options)
         options = &defaults;
-    if (options->timeout_ms < 0)
+    if (options->timeout_ms < 0 || options->watch_timeout_ms < 0)
         return act_error_set(err, EINVAL, "claim store: timeout %d ms is negative",
-                             options->timeout_ms);
+                             options->timeout_ms < 0 ? options->timeout_ms
+                                                     : options->watch_timeout_ms);
     claims_store_options effective = *options;
     if (effective.timeout_ms == 0)
         effective.timeout_ms = DEFAULT_TIMEOUT_MS;
+    if (effective.watch_timeout_ms == 0)
+        effective.watch_timeout_ms = DEFAULT_WATCH_TIMEOUT_MS;
     if (!url)
         return act_error_set(err, EINVAL, "claim store URL is missing; use dir:///path or "
                                           "etcd://host:port/prefix");
@@ -50,8 +54,16 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
     if (r < 0)
         return r;
     (*out)->timeout_ms = effective.timeout_ms;
+    (*out)->watch_timeout_ms = effective.watch_timeout_ms;
     return 0;
 }
+
+/* A malformed claim a worker's list came across, told to the caller on
+ * the loop. */
+typedef struct deferred_problem {
+    char host[ACT_NAME_MAX + 1];
+    act_error problem;
+} deferred_problem;
 
 /* An asynchronous call of a synchronous backend: run by a worker thread of
  * the store's offload (the backend's file I/O and fsyncs must not block the
@@ -59,17 +71,24 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
 struct deferred_call {
     deferred_call *next;
     claim_store *store;
-    enum { DEFERRED_READ, DEFERRED_CAS, DEFERRED_DELETE } op;
+    enum { DEFERRED_READ, DEFERRED_CAS, DEFERRED_DELETE, DEFERRED_LIST } op;
     char host[ACT_NAME_MAX + 1];
     uint64_t expected;
     claim value;
     claims_read_fn read_fn;
     claims_cas_fn cas_fn;
+    claims_list_fn list_fn;
+    claims_problem_fn problem_fn;
+    void *problem_userdata;
     void *userdata;
     /* The result, written by the worker. */
     int result;
     claim current;
-    uint64_t new_revision;
+    uint64_t new_revision; /* a list's: the revision it was taken at */
+    claim *claims;
+    size_t n_claims;
+    deferred_problem *problems;
+    size_t n_problems;
     act_error err;
 };
 
@@ -81,6 +100,8 @@ static void deferred_unlink(deferred_call *call)
             break;
         }
     }
+    free(call->claims);
+    free(call->problems);
     free(call);
 }
 
@@ -152,7 +173,7 @@ static int check_claim_for(const char *host, const claim *c, claim *checked, act
 typedef struct sync_wait {
     bool done;
     int result;
-    uint64_t new_revision;
+    uint64_t new_revision; /* a list's: the revision it was taken at */
     claim *claim_out;
     claim *claims;
     size_t n_claims;
@@ -208,11 +229,12 @@ static void on_sync_cas(claim_store *store, int result, uint64_t new_revision,
 }
 
 static void on_sync_list(claim_store *store, int result, claim *claims, size_t n,
-                         const act_error *err, void *userdata)
+                         uint64_t revision, const act_error *err, void *userdata)
 {
     sync_wait *wait = userdata;
     wait->claims = claims;
     wait->n_claims = n;
+    wait->new_revision = revision;
     copy_error(wait, result, err);
 }
 
@@ -284,13 +306,22 @@ int claims_delete(claim_store *store, const char *host, uint64_t expected_revisi
 int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
                 void *userdata, act_error *err)
 {
+    uint64_t revision;
+    return claims_list_at(store, out, n_out, &revision, problem, userdata, err);
+}
+
+int claims_list_at(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
+                   claims_problem_fn problem, void *userdata, act_error *err)
+{
     assert(store);
     assert(out);
     assert(n_out);
+    assert(revision);
     *out = NULL;
     *n_out = 0;
+    *revision = 0;
     if (store->ops->list)
-        return store->ops->list(store, out, n_out, problem, userdata, err);
+        return store->ops->list(store, out, n_out, revision, problem, userdata, err);
     sd_event *loop = NULL;
     int r = private_loop(store, &loop, err);
     if (r < 0)
@@ -306,6 +337,7 @@ int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_f
     }
     *out = wait.claims;
     *n_out = wait.n_claims;
+    *revision = wait.new_revision;
     return 0;
 }
 
@@ -392,6 +424,20 @@ int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want
 
 /* ---- asynchronous calls over a synchronous backend ------------------------ */
 
+/* On a worker thread: keeps a list's problem for the loop. */
+static void collect_problem(const char *host, const act_error *problem, void *userdata)
+{
+    deferred_call *call = userdata;
+    deferred_problem *grown =
+        realloc(call->problems, (call->n_problems + 1) * sizeof(*call->problems));
+    if (!grown)
+        return;
+    call->problems = grown;
+    deferred_problem *kept = &call->problems[call->n_problems++];
+    snprintf(kept->host, sizeof(kept->host), "%s", host);
+    kept->problem = *problem;
+}
+
 /* On a worker thread: only the call's own memory and the backend, whose
  * synchronous operations are safe to run from several threads. */
 static void run_deferred(void *data)
@@ -399,6 +445,10 @@ static void run_deferred(void *data)
     deferred_call *call = data;
     claim_store *store = call->store;
     switch (call->op) {
+    case DEFERRED_LIST:
+        call->result = store->ops->list(store, &call->claims, &call->n_claims,
+                                        &call->new_revision, collect_problem, call, &call->err);
+        break;
     case DEFERRED_READ:
         call->result = store->ops->read(store, call->host, &call->current, &call->err);
         break;
@@ -421,9 +471,31 @@ static void complete_deferred(void *data)
     /* Unlinked before the callback so a callback that starts another call or
      * frees the store never sees this one. */
     deferred_call copy = *call;
+    call->claims = NULL;
+    call->problems = NULL;
     deferred_unlink(call);
     int r = copy.result;
-    if (copy.op == DEFERRED_READ)
+    if (copy.op == DEFERRED_LIST) {
+        for (size_t i = 0; i < copy.n_problems; i++) {
+            if (copy.problem_fn)
+                copy.problem_fn(copy.problems[i].host, &copy.problems[i].problem,
+                                copy.problem_userdata);
+            else
+                act_log(LOG_WARNING, "claim list skipped: %s",
+                        copy.problems[i].problem.message);
+        }
+        free(copy.problems);
+        /* The caller gets an array even for an empty list, as from etcd. */
+        claim *claims = r < 0 ? NULL : copy.claims ? copy.claims : calloc(1, sizeof(claim));
+        if (r < 0)
+            free(copy.claims);
+        if (r >= 0 && !claims) {
+            act_error_set(&copy.err, ENOMEM, "claim store: out of memory");
+            r = -ENOMEM;
+        }
+        copy.list_fn(store, r, claims, r < 0 ? 0 : copy.n_claims, copy.new_revision, &copy.err,
+                     copy.userdata);
+    } else if (copy.op == DEFERRED_READ)
         copy.read_fn(store, r, r > 0 ? &copy.current : NULL, &copy.err, copy.userdata);
     else
         copy.cas_fn(store, r, copy.new_revision, r == CLAIMS_CHANGED ? &copy.current : NULL,
@@ -522,6 +594,24 @@ int claims_delete_async(claim_store *store, const char *host, uint64_t expected_
     deferred_call call = {.op = DEFERRED_DELETE, .expected = expected_revision, .cas_fn = fn,
                           .userdata = userdata};
     snprintf(call.host, sizeof(call.host), "%s", host);
+    return defer_call(store, &call, err);
+}
+
+int claims_list_async(claim_store *store, claims_problem_fn problem, void *problem_userdata,
+                      claims_list_fn fn, void *userdata, act_error *err)
+{
+    assert(store);
+    assert(fn);
+    int r = check_attached(store, err);
+    if (r < 0)
+        return r;
+    if (store->ops->list_async)
+        return store->ops->list_async(store, store->attached, problem, problem_userdata, fn,
+                                      userdata, err);
+    deferred_call call = {.op = DEFERRED_LIST, .list_fn = fn, .problem_fn = problem,
+                          .problem_userdata = problem_userdata, .userdata = userdata};
+    /* Every list shares one lane: a list does not overtake another. */
+    snprintf(call.host, sizeof(call.host), ".list");
     return defer_call(store, &call, err);
 }
 

@@ -8,10 +8,6 @@
 #include "claims/claims.h"
 #include "common/offload.h"
 
-/* Delivers a backend's list result; claims is malloc'd and handed over. */
-typedef void (*claims_list_done_fn)(claim_store *store, int result, claim *claims, size_t n,
-                                    const act_error *err, void *userdata);
-
 /* A backend provides either the synchronous calls (dir: local files, fast)
  * or the asynchronous ones (etcd: network), and store.c builds the other
  * flavour on top, so each backend implements each operation once. */
@@ -24,8 +20,8 @@ typedef struct claims_store_ops {
                uint64_t *new_revision, claim *current, act_error *err);
     int (*del)(claim_store *store, const char *host, uint64_t expected, uint64_t *new_revision,
                claim *current, act_error *err);
-    int (*list)(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
-                void *userdata, act_error *err);
+    int (*list)(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
+                claims_problem_fn problem, void *userdata, act_error *err);
 
     int (*read_async)(claim_store *store, sd_event *event, const char *host, claims_read_fn fn,
                       void *userdata, act_error *err);
@@ -34,7 +30,7 @@ typedef struct claims_store_ops {
     int (*del_async)(claim_store *store, sd_event *event, const char *host, uint64_t expected,
                      claims_cas_fn fn, void *userdata, act_error *err);
     int (*list_async)(claim_store *store, sd_event *event, claims_problem_fn problem,
-                      void *problem_userdata, claims_list_done_fn fn, void *userdata,
+                      void *problem_userdata, claims_list_fn fn, void *userdata,
                       act_error *err);
 
     /* Required: both backends watch on a loop (the attached or the private). */
@@ -47,6 +43,7 @@ typedef struct deferred_call deferred_call;
 struct claim_store {
     const claims_store_ops *ops;
     int timeout_ms;
+    int watch_timeout_ms;
     sd_event *attached;      /* the caller's loop, for the async API */
     sd_event *private_loop;  /* created on first synchronous call of an async backend */
     deferred_call *deferred; /* async calls of a sync backend not yet completed */

@@ -88,6 +88,10 @@ typedef struct cfg_daemon {
     uint64_t failure_backoff_max_usec; /* FailureBackoffMaxSec=, default 30 s */
     uint64_t failure_reset_usec;       /* FailureResetSec=, default 10 s */
     uint64_t start_budget_wait_usec;   /* StartBudgetWaitSec=, default 30 s */
+    uint64_t store_watch_timeout_usec; /* StoreWatchTimeoutSec=, default 30 s: an etcd claim
+                                          watch silent this long is checked, and ends
+                                          (the claims are listed again) unless the store
+                                          says nothing was written */
 } cfg_daemon;
 
 /* Reads the daemon's file. Returns 0 with *config filled, or a negative errno

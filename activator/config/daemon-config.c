@@ -255,6 +255,14 @@ static int apply_start_budget_wait(void *target, const char *value, act_error *e
                                     &((cfg_daemon *)target)->start_budget_wait_usec, err);
 }
 
+/* Long enough for etcd to answer a count under load; short enough that a
+ * dead stream is noticed before an operator would. */
+static int apply_store_watch_timeout(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 3600 * CFG_USEC_PER_SEC,
+                                    &((cfg_daemon *)target)->store_watch_timeout_usec, err);
+}
+
 static int apply_failure_reset(void *target, const char *value, act_error *err)
 {
     return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 86400 * CFG_USEC_PER_SEC,
@@ -290,6 +298,7 @@ enum {
     KEY_FAILURE_BACKOFF_MAX,
     KEY_FAILURE_RESET,
     KEY_START_BUDGET_WAIT,
+    KEY_STORE_WATCH_TIMEOUT,
     N_KEYS,
 };
 
@@ -325,6 +334,8 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
                                  false},
     [KEY_FAILURE_RESET] = {"Activator", "FailureResetSec", apply_failure_reset, false},
     [KEY_START_BUDGET_WAIT] = {"Activator", "StartBudgetWaitSec", apply_start_budget_wait, false},
+    [KEY_STORE_WATCH_TIMEOUT] = {"Activator", "StoreWatchTimeoutSec", apply_store_watch_timeout,
+                                 false},
 };
 
 /* Sets *field to prefix+arg+suffix unless the file set it. */
@@ -539,6 +550,7 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .failure_backoff_max_usec = 30 * CFG_USEC_PER_SEC,
         .failure_reset_usec = 10 * CFG_USEC_PER_SEC,
         .start_budget_wait_usec = 30 * CFG_USEC_PER_SEC,
+        .store_watch_timeout_usec = 30 * CFG_USEC_PER_SEC,
     };
     unsigned key_lines[N_KEYS] = {0};
     int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, key_lines, errors);

@@ -39,6 +39,16 @@ typedef struct ad_lifetime {
     uint64_t handovers;           /* handovers so far */
 } ad_lifetime;
 
+/* The claim store as the claim watch last found it. claim_watch.c is its
+ * only writer; the wake's read and admit steps (wake_ops.c) refuse while it
+ * is unavailable, and status shows it. */
+typedef struct ad_store_state {
+    bool unavailable;    /* the claims could not be listed again after the watch ended */
+    uint64_t since_usec; /* wall clock: when it stopped answering */
+    char last_error[512];
+    char refusal[1024];  /* the sentence a refused wake gets */
+} ad_store_state;
+
 /* Told of every transition of every host, after the host's own reactions
  * (hosts.c); daemon.c uses it for STATUS= and to see a clean stop finish. */
 typedef void (*ad_hosts_observer_fn)(ad_daemon *daemon, ad_host *host, const pl_wake_event *event);
@@ -68,6 +78,7 @@ struct ad_daemon {
     struct rlimit nofile;            /* as we were started: what generations get */
     bool stopping;                   /* a stop or handover began: nothing new starts */
     ad_lifetime lifetime;            /* this daemon's starts and handovers (lifetime.c) */
+    ad_store_state store_state;      /* claim_watch.c */
 
     ad_claim_watch *claim_watch; /* claim_watch.c */
     ad_leftovers *leftovers;     /* leftovers.c, from start-up until recovery ran */

@@ -97,6 +97,7 @@ static int open_store(ad_daemon *daemon, act_error *err)
         .cert_file = config->store_certificate,
         .key_file = config->store_key,
         .username = config->store_user,
+        .watch_timeout_ms = (int)(config->store_watch_timeout_usec / 1000),
     };
     _cleanup_free_ char *password = NULL;
     int r = 0;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "activator/daemon/claim_watch.h"
 #include "activator/daemon/host_status.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/stage.h"
@@ -60,6 +61,7 @@ static void reply_status(ad_daemon *daemon, const ctrl_request *request, ctrl_re
         json_object_array_add(hosts, ad_host_status_json(daemon->hosts[i]));
     json_object *result = json_object_new_object();
     json_object_object_add(result, "hosts", hosts);
+    json_object_object_add(result, "store", ad_claim_watch_store_status(daemon));
     ctrl_reply_ok(reply, result);
 }
 

@@ -88,6 +88,18 @@ static void store_call_failed(pl_wake *wake, ad_host *host, const act_error *err
     pl_wake_complete(wake, PL_REASON_STORE_ERROR, "host %s: %s", name_of(host), err->message);
 }
 
+/* While the claim watch cannot list the claims, nothing is admitted: an
+ * admission the store cannot fence must not start anything. */
+static bool refused_for_the_store(pl_wake *wake, ad_host *host)
+{
+    const ad_store_state *store = &daemon_of(host)->store_state;
+    if (!store->unavailable)
+        return false;
+    pl_wake_complete(wake, PL_REASON_STORE_UNAVAILABLE, "host %s: %s", name_of(host),
+                     store->refusal);
+    return true;
+}
+
 /* ---- read ---------------------------------------------------------------- */
 
 /* The claim decides: another executor means not ours, and the op's phase
@@ -221,6 +233,8 @@ static void op_read(pl_wake *wake, void *userdata)
                          name_of(host));
         return;
     }
+    if (refused_for_the_store(wake, host))
+        return;
     state_of(host)->waiting_wake = wake;
     /* The write-back of the last wake or park goes first: the admission
      * this read leads to must not meet it in the store. */
@@ -260,6 +274,8 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision,
 static void op_admit(pl_wake *wake, void *userdata)
 {
     ad_host *host = host_of(userdata);
+    if (refused_for_the_store(wake, host))
+        return;
     /* A swap's admission fences N+1 with a new session, but N serves until
      * N+1 is published, and the claim keeps saying so. */
     if (pl_wake_is_swap(wake))

@@ -135,7 +135,8 @@ static void daemon_every_key(void **state)
                          "MetricsListen=[::1]:9100\n"
                          "MaxConcurrentStarts=7\n"
                          "FailureBackoffMaxSec=1min\n"
-                         "FailureResetSec=20s\n");
+                         "FailureResetSec=20s\n"
+                         "StoreWatchTimeoutSec=5s\n");
     cfg_daemon c;
     cfg_errors errors = {0};
     assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
@@ -164,6 +165,7 @@ static void daemon_every_key(void **state)
     assert_int_equal(c.max_concurrent_starts, 7);
     assert_int_equal(c.failure_backoff_max_usec, 60 * CFG_USEC_PER_SEC);
     assert_int_equal(c.failure_reset_usec, 20 * CFG_USEC_PER_SEC);
+    assert_int_equal(c.store_watch_timeout_usec, 5 * CFG_USEC_PER_SEC);
     cfg_daemon_free(&c);
 
     write_file("d2.conf", "[Activator]\nBox=b\nStore=etcd://127.0.0.1:2379/activator\n"
@@ -173,6 +175,7 @@ static void daemon_every_key(void **state)
     assert_string_equal(c.control, "ipc:///tmp/c.ipc");
     assert_null(c.cgroup_root);
     assert_null(c.metrics_listen);
+    assert_int_equal(c.store_watch_timeout_usec, 30 * CFG_USEC_PER_SEC);
     cfg_daemon_free(&c);
     cfg_errors_free(&errors);
 }
@@ -214,6 +217,8 @@ static void daemon_each_bad_key(void **state)
         {"FailureBackoffMaxSec", "2 fortnights"},
         {"FailureBackoffMaxSec", "2d"},
         {"FailureResetSec", "0"},
+        {"StoreWatchTimeoutSec", "100ms"},
+        {"StoreWatchTimeoutSec", "never"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         char content[512];

@@ -292,6 +292,10 @@ void dh_claim_assigned(const char *host, const char *box, claim *out);
  * incarnation, the next session and generation), its op.exec, phase
  * starting, no handle. */
 void dh_claim_taken_by_other_box(const claim *from, claim *out);
+/* Hands host's current claim to box the way that box's admission would (a
+ * new holder, session and generation, op.exec = box, phase starting, no
+ * handle). Returns the new revision. */
+uint64_t dh_claim_take_for(dh_daemon *d, const char *host, const char *box);
 
 /* ---- observation ---- */
 

@@ -66,17 +66,34 @@ void dh_claim_assigned(const char *host, const char *box, claim *out)
     snprintf(out->op.exec, sizeof(out->op.exec), "%s", box);
 }
 
-void dh_claim_taken_by_other_box(const claim *from, claim *out)
+/* from as box writes it when it admits itself: its holder (another
+ * incarnation, the next session and generation), its op.exec, phase
+ * starting, no handle. */
+static void taken_by(const claim *from, const char *box, claim *out)
 {
     *out = *from;
-    snprintf(out->holder.box, sizeof(out->holder.box), DH_OTHER_BOX);
+    snprintf(out->holder.box, sizeof(out->holder.box), "%s", box);
     snprintf(out->holder.incarnation, sizeof(out->holder.incarnation), "fedcba9876543210");
     out->holder.session = from->holder.session + 1;
     out->holder.generation = from->holder.generation + 1;
     out->holder.starting_generation = 0;
     out->holder.handle[0] = '\0';
-    snprintf(out->op.exec, sizeof(out->op.exec), DH_OTHER_BOX);
+    snprintf(out->op.exec, sizeof(out->op.exec), "%s", box);
     snprintf(out->op.phase, sizeof(out->op.phase), "starting");
+}
+
+void dh_claim_taken_by_other_box(const claim *from, claim *out)
+{
+    taken_by(from, DH_OTHER_BOX, out);
+}
+
+uint64_t dh_claim_take_for(dh_daemon *d, const char *host, const char *box)
+{
+    claim current;
+    DH_CHECK(d, dh_claim_get(d, host, &current), "%s has no claim to hand to %s", host, box);
+    claim taken;
+    taken_by(&current, box, &taken);
+    return dh_claim_put(d, &taken);
 }
 
 void dh_marker_path(dh_daemon *d, const char *host, char *out, size_t size)
