@@ -434,6 +434,36 @@ static void n_crashing_during_a_swap_cancels_it_and_parks_as_a_failure(void **st
     assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_DEFERRED), 1);
 }
 
+static void n_failing_during_a_swap_cancels_it_and_parks_as_a_failure(void **state)
+{
+    fixture *f = *state;
+    f->config.ready_timeout_usec = LONG_READY_USEC;
+    make_host(f);
+    serve(f);
+    f->fake.hang[PL_STEP_READY] = true;
+    fake_result result = {0};
+    start_swap(f, &result);
+    run_until_called(f, PL_STEP_READY, 2);
+
+    assert_int_equal(pl_host_generation_failed(f->host, PL_REASON_WATCHDOG, false,
+                                               "host web1: no WATCHDOG=1 within 1 s"),
+                     0);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_RETIRING);
+    assert_true(fake_run_until(f->loop, &result.count, 5000));
+    wait_parked(f);
+
+    assert_int_equal(result.kind, PL_WAKE_CANCELLED);
+    assert_non_null(strstr(result.message, "no WATCHDOG=1 within 1 s; during the swap"));
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 2);
+    assert_int_equal(f->fake.retirements[0].cause, PL_RETIRE_ATTEMPT);
+    assert_int_equal(f->fake.retirements[1].cause, PL_RETIRE_PARK);
+    assert_int_equal(f->fake.retirements[1].reason, PL_REASON_WATCHDOG);
+    assert_false(f->fake.retirements[1].graceful);
+    assert_true(fake_find_event(&f->fake, PL_WAKE_EVENT_PARKED, 0) >
+                fake_find_event(&f->fake, PL_WAKE_EVENT_SWAP_FAILED, 0));
+    assert_int_equal(pl_host_failure_streak(f->host), 1);
+}
+
 static void while_n_is_replaced_exits_and_cancels_wait_and_a_park_parks_n1(void **state)
 {
     fixture *f = *state;
@@ -448,6 +478,7 @@ static void while_n_is_replaced_exits_and_cancels_wait_and_a_park_parks_n1(void 
     assert_int_equal(result.count, 0);
 
     assert_int_equal(pl_host_generation_exited(f->host, 143, false), -EBUSY);
+    assert_int_equal(pl_host_generation_failed(f->host, PL_REASON_WATCHDOG, false, "late"), -EBUSY);
     assert_int_equal(pl_host_cancel(f->host, PL_REASON_CANCELLED, "too late"), 0);
     assert_int_equal(pl_host_park(f->host, PL_PARK_IDLE), 1);
     assert_int_equal(pl_host_get_state(f->host), PL_HOST_RETIRING);
@@ -509,6 +540,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(park_during_a_swap_retires_n1_then_parks_n, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(n_failing_during_a_swap_cancels_it_and_parks_as_a_failure,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(n_crashing_during_a_swap_cancels_it_and_parks_as_a_failure,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
