@@ -527,7 +527,6 @@ static void on_probe_done(probe_run *probe, bool ok, const char *why, void *user
 {
     ad_host *host = host_of(userdata);
     pl_wake *wake = take_wake(host);
-    probe_free(TAKE_PTR(state_of(host)->probe));
     pl_step step = pl_wake_step(wake);
     if (ok)
         pl_wake_ok(wake);
@@ -536,6 +535,8 @@ static void on_probe_done(probe_run *probe, bool ok, const char *why, void *user
                          step == PL_STEP_HEALTHY ? PL_REASON_UNHEALTHY : PL_REASON_READY_TIMEOUT,
                          "host %s: %s probe failed: %s", name_of(host),
                          step == PL_STEP_HEALTHY ? "health" : "readiness", why);
+    /* Last: why is the probe's own text. */
+    probe_free(TAKE_PTR(state_of(host)->probe));
 }
 
 static void start_probe(pl_wake *wake, ad_host *host, const probe_spec *spec, uint64_t timeout_usec)
