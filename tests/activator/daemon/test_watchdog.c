@@ -171,6 +171,50 @@ static void test_the_watchdog_holds_across_a_daemon_restart(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* During a swap the serving generation N is still the one supervised: N
+ * falling silent while N+1 starts cancels the swap, and the failed event
+ * names N, not the N+1 being started. */
+static void test_a_silent_n_during_a_swap_is_retired_as_itself(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    /* Keep-alives for about 4 s after READY=1, long enough to start a swap. */
+    dh_add_app_host(d, "demo", "--watchdog-stop-after 12", "WatchdogSec=1\n");
+    dh_stage(d, "demo", "v2", false, NULL);
+    /* N+1 is held before its gate (N passes: the file is there), so it is
+     * still starting when N falls silent. */
+    char hold[PATH_MAX], env[PATH_MAX + 64];
+    snprintf(hold, sizeof(hold), "%s/hold-go", d->drv.dir);
+    FILE *file = fopen(hold, "w");
+    DH_CHECK(d, file && fclose(file) == 0, "cannot create %s", hold);
+    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=gate:%s", hold);
+    const char *const extra_env[] = {env, NULL};
+    dh_start(d, extra_env);
+    dh_served served;
+    wake_until_serving(d, &served);
+    DH_CHECK(d, unlink(hold) == 0, "cannot remove %s", hold);
+
+    dh_async *swap = dh_request_start(
+        d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}");
+    DH_CHECK(d, dh_event_wait(d, "demo", "swap.started", 10000, NULL), "the swap did not start");
+    dh_event failed;
+    DH_CHECK(d, dh_event_wait(d, "demo", "failed", 15000, &failed), "N was not failed");
+    DH_CHECK(d, strcmp(failed.reason, "watchdog") == 0 && failed.generation == served.generation,
+             "the failed event says reason %s generation %" PRIu64 ", expected watchdog %" PRIu64,
+             failed.reason, failed.generation, served.generation);
+    /* Let N+1 on, so that the cancelled swap retires it. */
+    file = fopen(hold, "w");
+    DH_CHECK(d, file && fclose(file) == 0, "cannot create %s", hold);
+    json_object *reply = dh_request_finish(d, swap);
+    DH_CHECK(d, !dh_reply_ok(reply), "the swap served though N failed during it: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+    DH_CHECK(d, dh_pid_gone(served.pid), "N (pid %d) still runs", (int)served.pid);
+    expect_status(d, "watchdog", 1);
+    dh_stop_and_check_clean(d);
+}
+
 static void test_watchdog_trigger_retires_at_once(void **state)
 {
     dh_daemon *d = *state;
@@ -256,6 +300,7 @@ int main(void)
         DH_TEST(test_an_app_that_stops_its_keepalives_is_retired_for_its_watchdog),
         DH_TEST(test_an_app_that_keeps_its_watchdog_alive_serves_on),
         DH_TEST(test_the_watchdog_holds_across_a_daemon_restart),
+        DH_TEST(test_a_silent_n_during_a_swap_is_retired_as_itself),
         DH_TEST(test_watchdog_trigger_retires_at_once),
         DH_TEST(test_stopping_parks_the_host_and_the_next_client_wakes_it),
         DH_TEST(test_a_health_check_that_starts_failing_retires_the_generation),
