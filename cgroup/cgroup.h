@@ -145,6 +145,9 @@ typedef enum cg_spawn_method {
     CG_SPAWN_FORK,
 } cg_spawn_method;
 
+/* The most pid_variables one spawn takes. */
+#define CG_PID_VARIABLES_MAX 4
+
 typedef struct cg_spawn_spec {
     int exec_fd;              /* opened, verified executable; run with execveat(AT_EMPTY_PATH) */
     /* Keep exec_fd open in the exec'd program. Needed to run a "#!" script
@@ -159,6 +162,11 @@ typedef struct cg_spawn_spec {
     const int *listen_fds;    /* become fds 3.. in order, with LISTEN_FDS/LISTEN_PID */
     size_t n_listen_fds;
     const char *const *listen_fdnames; /* n_listen_fds names or NULL; joined with ':' */
+    /* Names of variables whose value is the child's own pid, as LISTEN_PID's
+     * is ("WATCHDOG_PID"): nobody knows that pid before the clone, so the
+     * child writes it. NULL-terminated, at most CG_PID_VARIABLES_MAX, or
+     * NULL; envp entries with these names are replaced. */
+    const char *const *pid_variables;
     uint32_t uid, gid;        /* CG_ID_UNSET (default): keep ours */
     const gid_t *groups;      /* supplementary groups, applied when gid is set */
     size_t n_groups;

@@ -27,6 +27,10 @@
 /* systemd's limit on one fd name. */
 #define CG_FDNAME_MAX 255
 #define LISTEN_PID_PREFIX "LISTEN_PID="
+/* The longest name of a pid variable. */
+#define CG_PID_VARIABLE_NAME_MAX 64
+/* A pid's digits and their NUL: 20 digits hold any 64-bit number. */
+#define PID_DIGITS_ROOM 21
 
 void cg_spawn_spec_init(cg_spawn_spec *spec)
 {
@@ -62,6 +66,31 @@ static int check_fdname(const char *name, size_t index, act_error *err)
     return 0;
 }
 
+static size_t count_pid_variables(const cg_spawn_spec *spec)
+{
+    size_t n = 0;
+    while (spec->pid_variables && spec->pid_variables[n])
+        n++;
+    return n;
+}
+
+static int check_pid_variables(const cg_spawn_spec *spec, act_error *err)
+{
+    size_t n = count_pid_variables(spec);
+    if (n > CG_PID_VARIABLES_MAX)
+        return act_error_set(err, EINVAL, "%zu pid variables is more than %d", n,
+                             CG_PID_VARIABLES_MAX);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = spec->pid_variables[i];
+        if (!name[0] || strlen(name) > CG_PID_VARIABLE_NAME_MAX || strchr(name, '='))
+            return act_error_set(err, EINVAL,
+                                 "pid variable \"%.64s\" is empty, longer than %d characters "
+                                 "or has a '='",
+                                 name, CG_PID_VARIABLE_NAME_MAX);
+    }
+    return 0;
+}
+
 static int check_spec(const cg_spawn_spec *spec, act_error *err)
 {
     if (!fd_is_open(spec->exec_fd))
@@ -93,6 +122,9 @@ static int check_spec(const cg_spawn_spec *spec, act_error *err)
                              spec->uid);
     if (spec->n_groups && spec->gid == CG_ID_UNSET)
         return act_error_set(err, EINVAL, "supplementary groups need a gid to be set as well");
+    int r = check_pid_variables(spec, err);
+    if (r < 0)
+        return r;
     if (spec->seccomp && !spec->no_new_privs && spec->uid != CG_ID_UNSET && spec->uid != 0)
         return act_error_set(err, EINVAL,
                              "a seccomp filter for uid %" PRIu32 " needs no_new_privs; enable it",
@@ -100,27 +132,48 @@ static int check_spec(const cg_spawn_spec *spec, act_error *err)
     return 0;
 }
 
-static bool is_listen_variable(const char *entry)
+static bool entry_named(const char *entry, const char *name)
 {
-    return strncmp(entry, "LISTEN_FDS=", 11) == 0 || strncmp(entry, "LISTEN_PID=", 11) == 0 ||
-           strncmp(entry, "LISTEN_FDNAMES=", 15) == 0;
+    size_t len = strlen(name);
+    return strncmp(entry, name, len) == 0 && entry[len] == '=';
+}
+
+/* Whether entry is one of ours, which replaces whatever the caller set. */
+static bool is_spawn_variable(const cg_spawn_spec *spec, const char *entry)
+{
+    if (entry_named(entry, "LISTEN_FDS") || entry_named(entry, "LISTEN_PID") ||
+        entry_named(entry, "LISTEN_FDNAMES"))
+        return true;
+    for (size_t i = 0; spec->pid_variables && spec->pid_variables[i]; i++)
+        if (entry_named(entry, spec->pid_variables[i]))
+            return true;
+    return false;
+}
+
+/* Appends "NAME=" and 20 blank digits that the child fills with its own pid,
+ * since nobody knows that pid before clone returns. */
+static char *add_pid_variable(char *text, const char *name, struct cg_child_plan *plan)
+{
+    text += sprintf(text, "%s=", name);
+    plan->pid_digits[plan->n_pid_digits++] = text;
+    return text + PID_DIGITS_ROOM;
 }
 
 /* The environment the child execs with, all in one allocation owned by
- * *block: the caller's entries minus stale LISTEN_* ones, then our LISTEN_*
- * entries. LISTEN_PID gets 20 blank digits that the child fills with its own
- * pid, since nobody knows that pid before clone returns. */
-static int build_env(const cg_spawn_spec *spec, char ***envp_out, char **listen_pid_digits,
-                     void **block, act_error *err)
+ * *block: the caller's entries minus stale LISTEN_* and pid variable ones,
+ * then ours. */
+static int build_env(const cg_spawn_spec *spec, struct cg_child_plan *plan, void **block,
+                     act_error *err)
 {
-    size_t n_env = 0, names_len = 0;
+    size_t n_env = 0, names_len = 0, n_pid_variables = count_pid_variables(spec);
     for (size_t i = 0; spec->envp && spec->envp[i]; i++)
         n_env++;
     for (size_t i = 0; spec->listen_fdnames && i < spec->n_listen_fds; i++)
         names_len += strlen(spec->listen_fdnames[i]) + 1;
 
-    size_t strings = 32 + sizeof(LISTEN_PID_PREFIX) + 21 + 16 + names_len + 1;
-    size_t table = (n_env + 4) * sizeof(char *);
+    size_t strings = 32 + sizeof(LISTEN_PID_PREFIX) + PID_DIGITS_ROOM + 16 + names_len + 1 +
+                     n_pid_variables * (CG_PID_VARIABLE_NAME_MAX + 1 + PID_DIGITS_ROOM);
+    size_t table = (n_env + 4 + n_pid_variables) * sizeof(char *);
     char *mem = calloc(1, table + strings);
     if (!mem)
         return act_error_set(err, ENOMEM, "out of memory");
@@ -128,16 +181,18 @@ static int build_env(const cg_spawn_spec *spec, char ***envp_out, char **listen_
     char *text = mem + table;
     size_t k = 0;
     for (size_t i = 0; i < n_env; i++)
-        if (!is_listen_variable(spec->envp[i]))
+        if (!is_spawn_variable(spec, spec->envp[i]))
             envp[k++] = (char *)spec->envp[i];
-    *listen_pid_digits = NULL;
+    plan->n_pid_digits = 0;
+    for (size_t i = 0; i < n_pid_variables; i++) {
+        envp[k++] = text;
+        text = add_pid_variable(text, spec->pid_variables[i], plan);
+    }
     if (spec->n_listen_fds > 0) {
         envp[k++] = text;
         text += sprintf(text, "LISTEN_FDS=%zu", spec->n_listen_fds) + 1;
         envp[k++] = text;
-        text += sprintf(text, "%s", LISTEN_PID_PREFIX);
-        *listen_pid_digits = text;
-        text += 21;
+        text = add_pid_variable(text, "LISTEN_PID", plan);
         if (spec->listen_fdnames) {
             envp[k++] = text;
             text += sprintf(text, "LISTEN_FDNAMES=");
@@ -147,7 +202,7 @@ static int build_env(const cg_spawn_spec *spec, char ***envp_out, char **listen_
         }
     }
     envp[k] = NULL;
-    *envp_out = envp;
+    plan->envp = envp;
     *block = mem;
     return 0;
 }
@@ -377,7 +432,6 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
     for (size_t i = 0; i < spec->n_listen_fds; i++)
         fd_sources[3 + i] = spec->listen_fds[i];
 
-    char **envp = NULL;
     _cleanup_free_ void *env_block = NULL;
     struct cg_child_plan plan = {
         .v2_procs_fd = -1,
@@ -400,9 +454,8 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
         .no_new_privs = spec->no_new_privs,
         .seccomp = spec->seccomp ? &spec->seccomp->fprog : NULL,
     };
-    if ((r = build_env(spec, &envp, &plan.listen_pid_digits, &env_block, err)) < 0)
+    if ((r = build_env(spec, &plan, &env_block, err)) < 0)
         return r;
-    plan.envp = envp;
     for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
         plan.v1_procs_fds[c] = leaf->v1_procs_fd[c];
 

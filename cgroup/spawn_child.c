@@ -6,9 +6,9 @@
  * thread id is the parent's), so every call is syscall().
  *
  * The child may be sharing the parent's memory (CLONE_VM) on a stack of its
- * own, so it writes nothing but its stack, fd_scratch and the LISTEN_PID
- * digits, and no sanitizer instrumentation runs here (CG_CHILD_CODE): its
- * bookkeeping would outlive the borrowed stack. */
+ * own, so it writes nothing but its stack, fd_scratch and the pid digits
+ * (LISTEN_PID and the like), and no sanitizer instrumentation runs here
+ * (CG_CHILD_CODE): its bookkeeping would outlive the borrowed stack. */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -149,8 +149,9 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
         fail(report_fd, CG_STEP_FDS, errno);
     reset_signal_dispositions();
 
-    if (plan->listen_pid_digits)
-        format_pid(plan->listen_pid_digits, syscall(SYS_getpid));
+    long pid = syscall(SYS_getpid);
+    for (size_t i = 0; i < plan->n_pid_digits; i++)
+        format_pid(plan->pid_digits[i], pid);
 
     for (size_t i = 0; i < plan->n_rlimits; i++)
         if (syscall(SYS_prlimit64, 0, plan->rlimits[i].resource, &plan->rlimits[i].limit, NULL) <

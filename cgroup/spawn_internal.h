@@ -55,7 +55,10 @@ struct cg_child_plan {
     int unshare_fds_below;
     char *const *argv;
     char *const *envp;
-    char *listen_pid_digits; /* inside envp's "LISTEN_PID=" entry, room for 20 digits; or NULL */
+    /* Inside envp's "LISTEN_PID=" and pid_variables entries, each with room
+     * for 20 digits, which the child fills with its pid. */
+    char *pid_digits[CG_PID_VARIABLES_MAX + 1];
+    size_t n_pid_digits;
     const cg_rlimit *rlimits;
     size_t n_rlimits;
     bool set_gid;

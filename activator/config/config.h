@@ -138,11 +138,19 @@ typedef struct cfg_host {
     uint64_t stop_timeout_usec;   /* StopTimeoutSec=, default 10 s */
     uint64_t idle_timeout_usec;   /* IdleTimeoutSec=, default 300 s; 0 (or infinity in the
                                      file): never park when idle */
+    uint64_t watchdog_usec;       /* WatchdogSec=, default 0 (or infinity in the file): no
+                                     watchdog; else the app sends WATCHDOG=1 at least this often
+                                     once it serves */
+    uint64_t health_check_interval_usec; /* HealthCheckIntervalSec=, default 0: HealthCheck= runs
+                                            once, before the generation serves; else again this
+                                            long after each check while it serves */
     double start_rate_limit;      /* StartRateLimit= starts per second; 0: no limit */
     cfg_limits limits;
     uint32_t backlog; /* Backlog=, default SOMAXCONN */
     uint16_t n_listen;
     uint8_t max_starts; /* MaxStarts=, 1..5, default 5 */
+    uint8_t health_check_failures; /* HealthCheckFailures=, 1..100, default 3: repeated checks
+                                      failed in a row that retire the generation */
 } cfg_host;
 
 /* Reads dir/file_name as host file_name minus ".conf". file_name must be a

@@ -20,6 +20,7 @@
 #include "common/names.h"
 #include "common/paths.h"
 #include "common/split-argv.h"
+#include "common/text.h"
 
 /* More sockets than this for one host is a generated file gone wrong. */
 #define LISTEN_MAX 64
@@ -214,6 +215,52 @@ static int apply_idle_timeout(void *target, const char *value, act_error *err)
                                     err);
 }
 
+/* A span where 0 and infinity both mean "none": no watchdog, no repeated
+ * check. Anything else is at least 100 ms, because a deadline within the
+ * loop's own scheduling noise would retire healthy apps. */
+static int parse_optional_span(const char *value, uint64_t *usec, act_error *err)
+{
+    const uint64_t min_usec = CFG_USEC_PER_SEC / 10, max_usec = 365 * 86400 * CFG_USEC_PER_SEC;
+    uint64_t parsed;
+    int r = cfg_parse_duration(value, &parsed, err);
+    if (r < 0)
+        return r;
+    if (parsed == 0 || parsed == CFG_USEC_INFINITY) {
+        *usec = 0;
+        return 0;
+    }
+    if (parsed < min_usec || parsed > max_usec) {
+        char shown[ACT_TEXT_SHOW_MAX], lo[64], hi[64];
+        cfg_format_duration(min_usec, lo, sizeof(lo));
+        cfg_format_duration(max_usec, hi, sizeof(hi));
+        return act_error_set(err, ERANGE,
+                             "%s is out of range (use %s to %s, or 0 or infinity for none)",
+                             act_text_show(value, shown, sizeof(shown)), lo, hi);
+    }
+    *usec = parsed;
+    return 0;
+}
+
+static int apply_watchdog(void *target, const char *value, act_error *err)
+{
+    return parse_optional_span(value, &((cfg_host *)target)->watchdog_usec, err);
+}
+
+static int apply_health_check_interval(void *target, const char *value, act_error *err)
+{
+    return parse_optional_span(value, &((cfg_host *)target)->health_check_interval_usec, err);
+}
+
+static int apply_health_check_failures(void *target, const char *value, act_error *err)
+{
+    uint64_t n;
+    int r = cfg_parse_uint(value, 1, 100, &n, err);
+    if (r < 0)
+        return r;
+    ((cfg_host *)target)->health_check_failures = (uint8_t)n;
+    return 0;
+}
+
 static int apply_max_starts(void *target, const char *value, act_error *err)
 {
     uint64_t n;
@@ -321,6 +368,9 @@ enum {
     KEY_HEALTH_CHECK,
     KEY_STOP_TIMEOUT,
     KEY_IDLE_TIMEOUT,
+    KEY_WATCHDOG,
+    KEY_HEALTH_CHECK_INTERVAL,
+    KEY_HEALTH_CHECK_FAILURES,
     KEY_MAX_STARTS,
     KEY_EXEC_RESTORE,
     KEY_EXEC_REPLICATE,
@@ -346,6 +396,11 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_HEALTH_CHECK] = {"Host", "HealthCheck", apply_health_check, false},
     [KEY_STOP_TIMEOUT] = {"Host", "StopTimeoutSec", apply_stop_timeout, false},
     [KEY_IDLE_TIMEOUT] = {"Host", "IdleTimeoutSec", apply_idle_timeout, false},
+    [KEY_WATCHDOG] = {"Host", "WatchdogSec", apply_watchdog, false},
+    [KEY_HEALTH_CHECK_INTERVAL] = {"Host", "HealthCheckIntervalSec", apply_health_check_interval,
+                                   false},
+    [KEY_HEALTH_CHECK_FAILURES] = {"Host", "HealthCheckFailures", apply_health_check_failures,
+                                   false},
     [KEY_MAX_STARTS] = {"Host", "MaxStarts", apply_max_starts, false},
     [KEY_EXEC_RESTORE] = {"Host", "ExecRestore", apply_exec_restore, false},
     [KEY_EXEC_REPLICATE] = {"Host", "ExecReplicate", apply_exec_replicate, false},
@@ -377,6 +432,23 @@ static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_
                        "set without User= (set User= too, or remove Group=)");
         problems++;
     }
+    /* A refused HealthCheck= was reported on its line: it counts as set. */
+    if (h->health_check_interval_usec && !key_lines[KEY_HEALTH_CHECK]) {
+        cfg_errors_add(errors, path, key_lines[KEY_HEALTH_CHECK_INTERVAL], "HealthCheckIntervalSec",
+                       "set without HealthCheck= (add HealthCheck=tcp:ADDR:PORT, unix:PATH or "
+                       "exec:PATH ARGS, or remove HealthCheckIntervalSec=)");
+        problems++;
+    }
+    /* Only an accepted count is above 0 here (the default is filled in
+     * after these rules). */
+    if (h->health_check_failures && !key_lines[KEY_HEALTH_CHECK_INTERVAL]) {
+        cfg_errors_add(errors, path, key_lines[KEY_HEALTH_CHECK_FAILURES], "HealthCheckFailures",
+                       "set without HealthCheckIntervalSec= (it counts repeated checks; set "
+                       "HealthCheckIntervalSec= too, or remove HealthCheckFailures=)");
+        problems++;
+    }
+    if (!h->health_check_failures)
+        h->health_check_failures = 3;
     uint64_t high = h->limits.memory_high, max = h->limits.memory_max;
     if (high && max && high != CFG_LIMIT_INFINITY && max != CFG_LIMIT_INFINITY && high > max) {
         cfg_errors_add(errors, path, key_lines[KEY_MEMORY_HIGH], "MemoryHigh",

@@ -32,6 +32,7 @@ static int priority_of(pl_wake_event_type type)
     switch (type) {
     case PL_WAKE_EVENT_FAILED:
     case PL_WAKE_EVENT_GAVE_UP:
+    case PL_WAKE_EVENT_FAULTED:
         return LOG_WARNING;
     case PL_WAKE_EVENT_UNPROVEN:
         return LOG_ERR;
@@ -97,6 +98,7 @@ static int event_kind_of(const ad_host *host, const pl_wake_event *event)
      * (generation.c), which knows which one it is: in a swap, N. */
     case PL_WAKE_EVENT_FAILED:
     case PL_WAKE_EVENT_GAVE_UP:
+    case PL_WAKE_EVENT_FAULTED: /* a serving generation failed (watchdog, unhealthy) */
         return EV_EVENT_FAILED;
     case PL_WAKE_EVENT_EXITED:
         /* Status 0 is an idle park; anything else, a serving generation failed. */
@@ -168,7 +170,12 @@ static void count_event(ad_host *host, const pl_wake_event *event)
 void ad_announce_transition(ad_host *host, const pl_wake_event *event)
 {
     assert(host && event);
-    const ad_generation *gen = ad_host_current_generation(host);
+    /* An exit or a fault is the serving generation's own, even while a
+     * swap starts its successor. */
+    bool about_serving =
+        event->type == PL_WAKE_EVENT_EXITED || event->type == PL_WAKE_EVENT_FAULTED;
+    const ad_generation *gen =
+        about_serving ? ad_host_serving(host) : ad_host_current_generation(host);
     log_event(host, event, gen);
     count_event(host, event);
     int kind = event_kind_of(host, event);

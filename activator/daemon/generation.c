@@ -101,6 +101,7 @@ static int exit_status_of(const siginfo_t *info)
 }
 
 static void start_kill(ad_generation *gen);
+static void stop_supervision(ad_generation *gen);
 
 static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata)
 {
@@ -121,6 +122,8 @@ static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, vo
     gen->exit_source = sd_event_source_disable_unref(gen->exit_source);
     gen->exited = true;
     gen->exit_status = exit_status_of(&info);
+    /* Its exit is what counts now, not a keep-alive it can no longer send. */
+    stop_supervision(gen);
     const char *name = ad_host_name(gen->host);
     act_log_fields(gen->exit_status == 0 ? LOG_INFO : LOG_WARNING,
                    &(act_log_ctx){.host = name, .generation = gen->number,
@@ -200,6 +203,9 @@ static char **build_environment(ad_generation *gen, const char *extra)
     return failed ? NULL : TAKE_PTR(envp);
 }
 
+/* systemd's WATCHDOG_PID: the main process, the one whose keep-alives count. */
+static const char *const watchdog_pid[] = {"WATCHDOG_PID", NULL};
+
 static int spawn(ad_generation *gen, int exec_fd, bool is_helper, const char *const *argv,
                  char **envp, cg_process *out, act_error *err)
 {
@@ -226,6 +232,8 @@ static int spawn(ad_generation *gen, int exec_fd, bool is_helper, const char *co
         spec.listen_fds = ad_host_listen_fds(host);
         spec.n_listen_fds = config->n_listen;
         spec.listen_fdnames = (const char *const *)ad_host_listen_names(host);
+        if (config->watchdog_usec)
+            spec.pid_variables = watchdog_pid;
     }
     uid_t uid;
     gid_t gid;
@@ -261,7 +269,12 @@ static int watch_exit(ad_generation *gen, act_error *err)
 int ad_generation_spawn(ad_generation *gen, int exec_fd, act_error *err)
 {
     assert(gen && exec_fd >= 0);
-    _cleanup_(act_strv_freep) char **envp = build_environment(gen, NULL);
+    /* As systemd tells a service with WatchdogSec=; WATCHDOG_PID is its pid,
+     * which only the child knows (cg_spawn's pid variables). */
+    uint64_t watchdog_usec = ad_host_config(gen->host)->watchdog_usec;
+    char watchdog[48];
+    snprintf(watchdog, sizeof(watchdog), "WATCHDOG_USEC=%" PRIu64, watchdog_usec);
+    _cleanup_(act_strv_freep) char **envp = build_environment(gen, watchdog_usec ? watchdog : NULL);
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
     int r = spawn(gen, exec_fd, false, (const char *const *)ad_host_config(gen->host)->exec_argv,
@@ -417,6 +430,7 @@ void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retir
                           void *userdata)
 {
     assert(gen && !gen->retired);
+    stop_supervision(gen);
     gen->retired = done;
     gen->retired_userdata = userdata;
     if (gen->announced)
@@ -432,26 +446,182 @@ void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retir
     start_kill(gen);
 }
 
-int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_error *err)
+/* ---- supervision ----------------------------------------------------------- */
+
+#define USEC_PER_MSEC UINT64_C(1000)
+/* The watchdog is a deadline an app is judged by: a millisecond of slack. */
+#define WATCHDOG_ACCURACY_USEC USEC_PER_MSEC
+
+static void stop_supervision(ad_generation *gen)
 {
-    assert(gen && on_message);
-    const ad_daemon *daemon = ad_host_daemon(gen->host);
-    char path[256], cgroup[4096];
-    snprintf(path, sizeof(path), "%s/notify/%s.%" PRIu64, daemon->config.runtime_directory,
-             ad_host_name(gen->host), gen->number);
-    snprintf(cgroup, sizeof(cgroup), "/%s", cg_leaf_relative_path(gen->leaf));
-    return ntf_open(daemon->loop, path, cgroup, on_message, gen, &gen->notify, err);
+    gen->on_notice = NULL;
+    gen->watchdog_timer = sd_event_source_disable_unref(gen->watchdog_timer);
+    gen->health_timer = sd_event_source_disable_unref(gen->health_timer);
+    probe_free(TAKE_PTR(gen->health_probe));
+    gen->health_failures = 0;
 }
 
-static void on_adopted_notify(ntf_socket *notify, const ntf_message *message, void *userdata)
+static void notice(ad_generation *gen, ad_generation_notice what, const char *why)
 {
-    /* Already serving: STATUS= and WATCHDOG=1 are only logged. */
+    if (gen->on_notice)
+        gen->on_notice(gen, what, why, gen->on_notice_userdata);
+}
+
+static int on_watchdog_missed(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    ad_generation *gen = userdata;
+    gen->watchdog_timer = sd_event_source_disable_unref(gen->watchdog_timer);
+    char why[160];
+    snprintf(why, sizeof(why),
+             "host %s: generation %" PRIu64 " sent no WATCHDOG=1 within %" PRIu64
+             " ms (WatchdogSec=)",
+             ad_host_name(gen->host), gen->number,
+             ad_host_config(gen->host)->watchdog_usec / USEC_PER_MSEC);
+    notice(gen, AD_NOTICE_WATCHDOG, why);
+    return 0;
+}
+
+/* A keep-alive: the deadline starts again. */
+static void pet_watchdog(ad_generation *gen)
+{
+    if (!gen->watchdog_timer)
+        return;
+    uint64_t watchdog_usec = ad_host_config(gen->host)->watchdog_usec;
+    if (sd_event_source_set_time_relative(gen->watchdog_timer, watchdog_usec) < 0 ||
+        sd_event_source_set_enabled(gen->watchdog_timer, SD_EVENT_ONESHOT) < 0)
+        act_log(LOG_ERR, "host %s: cannot re-arm the watchdog of generation %" PRIu64,
+                ad_host_name(gen->host), gen->number);
+}
+
+static int on_health_due(sd_event_source *source, uint64_t usec, void *userdata);
+
+static void schedule_health_check(ad_generation *gen)
+{
+    const cfg_host *config = ad_host_config(gen->host);
+    if (sd_event_add_time_relative(ad_host_daemon(gen->host)->loop, &gen->health_timer,
+                                   CLOCK_MONOTONIC, config->health_check_interval_usec, 0,
+                                   on_health_due, gen) < 0)
+        act_log(LOG_ERR, "host %s: cannot schedule the next health check of generation %" PRIu64,
+                ad_host_name(gen->host), gen->number);
+}
+
+static void health_checked(ad_generation *gen, bool ok, const char *why)
+{
+    const cfg_host *config = ad_host_config(gen->host);
+    gen->health_failures = ok ? 0 : gen->health_failures + 1;
+    /* The next one first: what the notice leads to (a retirement) stops
+     * it along with the rest. */
+    schedule_health_check(gen);
+    if (ok)
+        return;
+    act_log_fields(
+        LOG_WARNING,
+        &(act_log_ctx){.host = config->name, .generation = gen->number, .reason = "unhealthy"},
+        "host %s: generation %" PRIu64 " failed a health check (%u of %u in a row): %s",
+        config->name, gen->number, gen->health_failures, (unsigned)config->health_check_failures,
+        why);
+    if (gen->health_failures < config->health_check_failures)
+        return;
+    char message[512];
+    snprintf(message, sizeof(message),
+             "host %s: generation %" PRIu64 " failed %u health checks in a row "
+             "(HealthCheckFailures=), the last: %s",
+             config->name, gen->number, gen->health_failures, why);
+    gen->health_failures = 0;
+    notice(gen, AD_NOTICE_UNHEALTHY, message);
+}
+
+static void on_health_probed(probe_run *probe, bool ok, const char *why, void *userdata)
+{
+    ad_generation *gen = userdata;
+    /* why is the probe's own text, and the probe goes before the next. */
+    char failure[256];
+    snprintf(failure, sizeof(failure), "%s", why ? why : "");
+    probe_free(TAKE_PTR(gen->health_probe));
+    health_checked(gen, ok, failure);
+}
+
+/* One try per check, bounded by the interval (or ReadyTimeoutSec=, when
+ * shorter), so that checks never pile up and each failure counts once. */
+static int on_health_due(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    ad_generation *gen = userdata;
+    gen->health_timer = sd_event_source_disable_unref(gen->health_timer);
+    const cfg_host *config = ad_host_config(gen->host);
+    uint64_t timeout = config->health_check_interval_usec < config->ready_timeout_usec
+                           ? config->health_check_interval_usec
+                           : config->ready_timeout_usec;
+    act_error err = {0};
+    if (probe_start(ad_host_daemon(gen->host)->loop, config->health_check, timeout, timeout,
+                    on_health_probed, gen, &gen->health_probe, &err) < 0)
+        health_checked(gen, false, err.message);
+    return 0;
+}
+
+void ad_generation_supervise(ad_generation *gen, ad_generation_notice_fn on_notice, void *userdata)
+{
+    assert(gen && on_notice);
+    if (gen->on_notice || gen->retired || gen->exited)
+        return;
+    gen->on_notice = on_notice;
+    gen->on_notice_userdata = userdata;
+    const cfg_host *config = ad_host_config(gen->host);
+    if (config->watchdog_usec &&
+        sd_event_add_time_relative(ad_host_daemon(gen->host)->loop, &gen->watchdog_timer,
+                                   CLOCK_MONOTONIC, config->watchdog_usec, WATCHDOG_ACCURACY_USEC,
+                                   on_watchdog_missed, gen) < 0)
+        act_log(LOG_ERR, "host %s: cannot arm the watchdog of generation %" PRIu64, config->name,
+                gen->number);
+    if (config->health_check && config->health_check_interval_usec)
+        schedule_health_check(gen);
+}
+
+/* ---- notify socket -------------------------------------------------------- */
+
+bool ad_generation_wants_notify(const cfg_host *config)
+{
+    return config->ready.kind == PROBE_NOTIFY || config->watchdog_usec;
+}
+
+/* What a datagram says to the generation itself, then to whoever opened
+ * the socket. Before the generation serves, only READY=1 counts (its
+ * opener's): a keep-alive has no deadline yet, and a STOPPING=1 is followed
+ * by the exit that decides. */
+static void on_notify(ntf_socket *notify, const ntf_message *message, void *userdata)
+{
     ad_generation *gen = userdata;
     if (message->status)
         act_log_fields(LOG_DEBUG,
                        &(act_log_ctx){.host = ad_host_name(gen->host), .generation = gen->number},
                        "host %s: generation %" PRIu64 " status: %s", ad_host_name(gen->host),
                        gen->number, message->status);
+    if (message->watchdog)
+        pet_watchdog(gen);
+    if (message->watchdog_trigger) {
+        char why[160];
+        snprintf(why, sizeof(why), "host %s: generation %" PRIu64 " sent WATCHDOG=trigger",
+                 ad_host_name(gen->host), gen->number);
+        notice(gen, AD_NOTICE_WATCHDOG, why);
+    } else if (message->stopping) {
+        char why[160];
+        snprintf(why, sizeof(why), "host %s: generation %" PRIu64 " sent STOPPING=1",
+                 ad_host_name(gen->host), gen->number);
+        notice(gen, AD_NOTICE_STOPPING, why);
+    }
+    if (gen->on_message)
+        gen->on_message(notify, message, gen);
+}
+
+int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_error *err)
+{
+    assert(gen);
+    const ad_daemon *daemon = ad_host_daemon(gen->host);
+    char path[256], cgroup[4096];
+    snprintf(path, sizeof(path), "%s/notify/%s.%" PRIu64, daemon->config.runtime_directory,
+             ad_host_name(gen->host), gen->number);
+    snprintf(cgroup, sizeof(cgroup), "/%s", cg_leaf_relative_path(gen->leaf));
+    gen->on_message = on_message;
+    return ntf_open(daemon->loop, path, cgroup, on_notify, gen, &gen->notify, err);
 }
 
 int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generation_record *record,
@@ -481,8 +651,8 @@ int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generati
     const cfg_host *config = ad_host_config(host);
     int r = cg_leaf_open(ad_host_daemon(host)->cgroups, config->name, leaf_name, &gen->leaf, err);
     /* The app still holds the NOTIFY_SOCKET path it was started with. */
-    if (r == 0 && config->ready.kind == PROBE_NOTIFY)
-        r = ad_generation_open_notify(gen, on_adopted_notify, err);
+    if (r == 0 && ad_generation_wants_notify(config))
+        r = ad_generation_open_notify(gen, NULL, err);
     if (r == 0)
         r = sd_event_add_io(ad_host_daemon(host)->loop, &gen->exit_source, main_pidfd, EPOLLIN,
                             on_process_exit, gen) < 0
@@ -501,6 +671,7 @@ void ad_generation_free(ad_generation *gen)
 {
     if (!gen)
         return;
+    stop_supervision(gen);
     gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
     gen->empty_source = sd_event_source_disable_unref(gen->empty_source);
     gen->kill_timer = sd_event_source_disable_unref(gen->kill_timer);

@@ -2,7 +2,8 @@
  * A generation lives from `reserve` until it is proven stopped. It knows how
  * to start, watch and retire itself; what an exit means for the host is
  * decided by whoever set on_exit (wake_ops.c for the host's generations,
- * restore.c for ExecRestore='s leaf). */
+ * restore.c for ExecRestore='s leaf), and what its supervision notices while
+ * it serves, by whoever supervises it (wake_ops.c). */
 #pragma once
 
 #include <stdbool.h>
@@ -10,6 +11,7 @@
 
 #include "activator/daemon/host.h"
 #include "activator/notify/notify.h"
+#include "activator/probe/probe.h"
 #include "activator/records/records.h"
 
 typedef struct ad_generation ad_generation;
@@ -17,6 +19,17 @@ typedef struct ad_generation ad_generation;
 typedef void (*ad_generation_exit_fn)(ad_generation *gen, void *userdata);
 typedef void (*ad_generation_retired_fn)(ad_generation *gen, bool proven, const char *why,
                                          void *userdata);
+
+/* What the supervision of a serving generation noticed. */
+typedef enum ad_generation_notice {
+    AD_NOTICE_WATCHDOG,  /* no WATCHDOG=1 within WatchdogSec=, or WATCHDOG=trigger */
+    AD_NOTICE_UNHEALTHY, /* HealthCheckFailures= repeated health checks failed in a row */
+    AD_NOTICE_STOPPING,  /* the app sent STOPPING=1 */
+} ad_generation_notice;
+
+/* why is one sentence, valid during the call. */
+typedef void (*ad_generation_notice_fn)(ad_generation *gen, ad_generation_notice notice,
+                                        const char *why, void *userdata);
 
 struct ad_generation {
     ad_host *host;
@@ -36,10 +49,20 @@ struct ad_generation {
     bool exited;
     int exit_status;                 /* 0..255, or 128 + signal */
     bool adopted;                    /* resumed after a daemon restart: not our child */
-    ntf_socket *notify;              /* Ready=notify only */
+    ntf_socket *notify;              /* Ready=notify or WatchdogSec= only */
+    ntf_handler on_message;          /* who opened it gets each datagram after us */
     bool ready;                      /* READY=1 seen */
     uint64_t exec_usec;              /* CLOCK_MONOTONIC at exec */
     uint64_t serving_usec;           /* CLOCK_MONOTONIC when published; 0 before */
+
+    /* Supervision while it serves (ad_generation_supervise); none while it
+     * is retired. */
+    ad_generation_notice_fn on_notice; /* NULL: not supervised */
+    void *on_notice_userdata;
+    sd_event_source *watchdog_timer; /* WatchdogSec=: re-armed by each WATCHDOG=1 */
+    sd_event_source *health_timer;   /* HealthCheckIntervalSec=: the next check */
+    probe_run *health_probe;         /* the check in flight */
+    unsigned health_failures;        /* checks failed in a row */
 
     /* Retirement in flight. */
     sd_event_source *grace_timer;    /* SIGTERM sent, waiting for the main process */
@@ -59,9 +82,20 @@ int ad_generation_spawn(ad_generation *gen, int exec_fd, act_error *err);
  * main_process false, beside it (ExecReplicate=). */
 int ad_generation_spawn_helper(ad_generation *gen, char *const *argv, const char *extra_env,
                                bool main_process, act_error *err);
+/* Whether the host's generations get a NOTIFY_SOCKET: for Ready=notify, and
+ * for WatchdogSec=, whose keep-alives arrive there. */
+bool ad_generation_wants_notify(const cfg_host *config);
 /* Opens the generation's NOTIFY_SOCKET, which only takes datagrams from
- * processes in its leaf; on_message gets them. */
+ * processes in its leaf. The generation reads what concerns its supervision
+ * (STATUS=, WATCHDOG=, STOPPING=), then on_message (may be NULL) gets the
+ * datagram. */
 int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_error *err);
+/* Starts supervising a serving generation as its host file says: its
+ * watchdog (WatchdogSec=, from now), its repeated health checks
+ * (HealthCheckIntervalSec=) and its STOPPING=1. on_notice gets what they
+ * notice; it may retire the generation. Once supervised, a second call
+ * changes nothing; retiring or freeing the generation ends it. */
+void ad_generation_supervise(ad_generation *gen, ad_generation_notice_fn on_notice, void *userdata);
 /* Retires gen: SIGTERM and up to StopTimeoutSec (graceful) then cgroup
  * kill, proof of empty bounded by a timeout, leaf and record removed. done
  * runs on the loop, once. */

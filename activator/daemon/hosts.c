@@ -105,6 +105,7 @@ static bool is_failure(const pl_wake_event *event)
     case PL_WAKE_EVENT_REFUSED:
     case PL_WAKE_EVENT_GAVE_UP:
     case PL_WAKE_EVENT_EXITED:
+    case PL_WAKE_EVENT_FAULTED:
     case PL_WAKE_EVENT_CANCELLED:
         return event->reason != PL_REASON_NONE && event->reason != PL_REASON_CANCELLED;
     default:
@@ -211,8 +212,14 @@ static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *u
         break;
     case PL_WAKE_EVENT_SERVING:
         ad_idle_watch(host, true);
+        ad_wake_ops_supervise(host);
+        break;
+    case PL_WAKE_EVENT_SWAP_DONE:
+        /* N+1 serves now, and is supervised from here on as N was. */
+        ad_wake_ops_supervise(host);
         break;
     case PL_WAKE_EVENT_PARKING:
+    case PL_WAKE_EVENT_FAULTED:
         ad_idle_watch(host, false);
         break;
     case PL_WAKE_EVENT_REFUSED:

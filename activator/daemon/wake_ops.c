@@ -334,11 +334,9 @@ static void on_notify(ntf_socket *notify, const ntf_message *message, void *user
 {
     ad_generation *gen = userdata;
     ad_host *host = gen->host;
-    if (message->status)
-        act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(host), .generation = gen->number},
-                       "host %s: generation %" PRIu64 " status: %s", name_of(host), gen->number,
-                       message->status);
-    if (!message->ready || gen->ready)
+    /* With another Ready=, the socket is there for the watchdog, and the
+     * probe in flight is what completes `ready`. */
+    if (!message->ready || gen->ready || config_of(host)->ready.kind != PROBE_NOTIFY)
         return;
     gen->ready = true;
     if (gen == ad_host_starting(host) && state_of(host)->waiting_wake &&
@@ -355,7 +353,7 @@ static void op_materialize(pl_wake *wake, void *userdata)
         pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
         return;
     }
-    if (config_of(host)->ready.kind == PROBE_NOTIFY && !gen->notify &&
+    if (ad_generation_wants_notify(config_of(host)) && !gen->notify &&
         ad_generation_open_notify(gen, on_notify, &err) < 0) {
         pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
         return;
@@ -569,7 +567,6 @@ static void on_probe_done(probe_run *probe, bool ok, const char *why, void *user
 {
     ad_host *host = host_of(userdata);
     pl_wake *wake = take_wake(host);
-    probe_free(TAKE_PTR(state_of(host)->probe));
     pl_step step = pl_wake_step(wake);
     if (ok)
         pl_wake_ok(wake);
@@ -578,6 +575,8 @@ static void on_probe_done(probe_run *probe, bool ok, const char *why, void *user
                          step == PL_STEP_HEALTHY ? PL_REASON_UNHEALTHY : PL_REASON_READY_TIMEOUT,
                          "host %s: %s probe failed: %s", name_of(host),
                          step == PL_STEP_HEALTHY ? "health" : "readiness", why);
+    /* Last: why is the probe's own text. */
+    probe_free(TAKE_PTR(state_of(host)->probe));
 }
 
 static void start_probe(pl_wake *wake, ad_host *host, const probe_spec *spec, uint64_t timeout_usec)
@@ -810,6 +809,14 @@ static void op_failed(pl_wake *wake, void *userdata)
     ad_generation_retire(gen, retirement->graceful, on_generation_retired, wake);
 }
 
+/* A serving generation that served for FailureResetSec= before it failed
+ * is no part of a crash loop: its failure starts the streak again. */
+static bool served_long_enough(const ad_generation *gen)
+{
+    uint64_t served = act_now_usec() - gen->serving_usec;
+    return served >= daemon_of(gen->host)->config.failure_reset_usec;
+}
+
 /* A generation's main process exited while it was not being retired. Before
  * it is ready, the wake waiting for it fails now; once it serves, the
  * pipeline parks the host (status 0 idle, anything else a failure). Between
@@ -828,11 +835,40 @@ void ad_wake_ops_on_generation_exit(ad_generation *gen, void *userdata)
                          name_of(host), gen->number, gen->exit_status);
         return;
     }
-    if (gen == ad_host_serving(host)) {
-        uint64_t served = act_now_usec() - gen->serving_usec;
-        bool long_enough = served >= daemon_of(host)->config.failure_reset_usec;
-        pl_host_generation_exited(ad_host_pipeline(host), gen->exit_status, long_enough);
+    if (gen == ad_host_serving(host))
+        pl_host_generation_exited(ad_host_pipeline(host), gen->exit_status,
+                                  served_long_enough(gen));
+}
+
+/* What the supervision of the serving generation noticed. A stop notice is
+ * the app asking to stop: the host parks, gracefully, as when it is idle, and
+ * its sockets are watched again for the next client. A missed watchdog or
+ * failed health checks are failures of the build: the generation is
+ * retired at once and the failure-park backoff applies. Only the serving
+ * generation of a serving host counts: anything else is on its way out. */
+static void on_generation_notice(ad_generation *gen, ad_generation_notice notice, const char *why,
+                                 void *userdata)
+{
+    ad_host *host = host_of(userdata);
+    pl_host *pipeline = ad_host_pipeline(host);
+    if (gen != ad_host_serving(host) || pl_host_get_state(pipeline) != PL_HOST_SERVING)
+        return;
+    if (notice == AD_NOTICE_STOPPING) {
+        act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = name_of(host), .generation = gen->number},
+                       "%s; parking", why);
+        pl_host_park(pipeline, PL_PARK_IDLE);
+        return;
     }
+    pl_host_generation_failed(
+        pipeline, notice == AD_NOTICE_WATCHDOG ? PL_REASON_WATCHDOG : PL_REASON_UNHEALTHY,
+        served_long_enough(gen), "%s", why);
+}
+
+void ad_wake_ops_supervise(ad_host *host)
+{
+    ad_generation *serving = ad_host_serving(host);
+    if (serving)
+        ad_generation_supervise(serving, on_generation_notice, host);
 }
 
 const pl_ops ad_wake_ops = {

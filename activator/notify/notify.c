@@ -67,6 +67,8 @@ static void parse_datagram(char *text, ntf_message *message)
             message->stopping = true;
         else if (strcmp(line, "WATCHDOG=1") == 0)
             message->watchdog = true;
+        else if (strcmp(line, "WATCHDOG=trigger") == 0)
+            message->watchdog_trigger = true;
         else if (strncmp(line, "STATUS=", 7) == 0)
             message->status = line + 7;
     }

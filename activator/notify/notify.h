@@ -21,6 +21,7 @@ typedef struct ntf_message {
     bool ready;        /* READY=1 */
     bool stopping;     /* STOPPING=1 */
     bool watchdog;     /* WATCHDOG=1 */
+    bool watchdog_trigger; /* WATCHDOG=trigger: the app says it failed its own watchdog */
     const char *status; /* STATUS=..., valid during the callback only */
     int32_t sender_pid;
 } ntf_message;

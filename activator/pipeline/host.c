@@ -292,15 +292,27 @@ int pl_host_park(pl_host *host, pl_park_cause cause)
     }
 }
 
+/* The serving generation ended its tenure by itself (an exit, a fault): it
+ * is retired now, or after the swap in flight is cancelled. */
+static int serving_ended(pl_host *host, const pl_retirement *retirement, bool served_long_enough,
+                         const char *swap_message)
+{
+    if (host->state != PL_HOST_SERVING)
+        return -ESRCH;
+    if (host->current && pl_wake_is_replacing(host->current))
+        return -EBUSY;
+    int r = start_retirement(host, retirement, PL_REASON_CANCELLED, swap_message);
+    if (r < 0)
+        return r;
+    note_park(host, retirement->park_cause, served_long_enough);
+    return 0;
+}
+
 int pl_host_generation_exited(pl_host *host, int status, bool served_long_enough)
 {
     assert(host);
     char message[PL_MESSAGE_MAX];
 
-    if (host->state != PL_HOST_SERVING)
-        return -ESRCH;
-    if (host->current && pl_wake_is_replacing(host->current))
-        return -EBUSY;
     pl_park_cause cause = status == 0 ? PL_PARK_IDLE : PL_PARK_FAILURE;
     pl_retirement retirement = {
         .cause = PL_RETIRE_EXITED,
@@ -312,11 +324,39 @@ int pl_host_generation_exited(pl_host *host, int status, bool served_long_enough
              "host %s: the serving generation exited with status %d during the swap; the new "
              "generation is retired and the host parks",
              host->name, status);
-    int r = start_retirement(host, &retirement, PL_REASON_CANCELLED, message);
+    int r = serving_ended(host, &retirement, served_long_enough, message);
     if (r < 0)
         return r;
-    note_park(host, cause, served_long_enough);
     emit_host(host, PL_WAKE_EVENT_EXITED, retirement.reason, PL_TRIGGER_WARM, cause, status, NULL);
+    return 0;
+}
+
+int pl_host_generation_failed(pl_host *host, pl_reason reason, bool served_long_enough,
+                              const char *fmt, ...)
+{
+    assert(host);
+    assert(fmt);
+    char why[PL_MESSAGE_MAX], message[PL_MESSAGE_MAX * 2];
+
+    if ((unsigned)reason >= _PL_REASON_MAX || reason == PL_REASON_NONE ||
+        pl_reason_is_refusal(reason))
+        return -EINVAL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    pl_retirement retirement = {
+        .cause = PL_RETIRE_PARK,
+        .reason = reason,
+        .graceful = false,
+        .park_cause = PL_PARK_FAILURE,
+    };
+    snprintf(message, sizeof(message),
+             "%s; during the swap, so the new generation is retired and the host parks", why);
+    int r = serving_ended(host, &retirement, served_long_enough, message);
+    if (r < 0)
+        return r;
+    emit_host(host, PL_WAKE_EVENT_FAULTED, reason, PL_TRIGGER_WARM, PL_PARK_FAILURE, 0, why);
     return 0;
 }
 

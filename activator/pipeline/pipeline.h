@@ -168,6 +168,8 @@ typedef enum pl_wake_event_type {
     PL_WAKE_EVENT_GAVE_UP,   /* the wake ended failed (reason) */
     PL_WAKE_EVENT_CANCELLED, /* the wake ended cancelled (reason) */
     PL_WAKE_EVENT_EXITED,    /* the serving generation exited (status) */
+    PL_WAKE_EVENT_FAULTED,   /* the serving generation failed while it served (reason,
+                              * message): it is retired and the host parks, as after a crash */
     PL_WAKE_EVENT_PARKING,   /* the serving generation is being retired (park_cause) */
     PL_WAKE_EVENT_PARKED,    /* the host is parked */
     PL_WAKE_EVENT_PROVEN,    /* a proof cleared the unproven stop */
@@ -275,6 +277,19 @@ int pl_host_park(pl_host *host, pl_park_cause cause);
  * retirement proves it; a caller whose new generation exited reports it again
  * once the swap's done reported PL_WAKE_SERVING. */
 int pl_host_generation_exited(pl_host *host, int status, bool served_long_enough);
+
+/* The serving generation failed while it served, though its main process
+ * runs: it missed its watchdog (PL_REASON_WATCHDOG) or its repeated health
+ * checks (PL_REASON_UNHEALTHY); message says how. It is retired at once,
+ * without the grace of a park (it is not serving anyway), and the host parks
+ * as after a crash: a failure park, whose streak restarts when
+ * served_long_enough, so the failure-park backoff paces the next wake. Emits
+ * FAULTED. During a swap, before N+1 is healthy, the swap is cancelled first,
+ * as for pl_host_generation_exited. -ESRCH when the host is not serving,
+ * -EBUSY while N is being replaced, -EINVAL for PL_REASON_NONE, a refusal or
+ * a value out of range. */
+int pl_host_generation_failed(pl_host *host, pl_reason reason, bool served_long_enough,
+                              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Starts a swap on a SERVING host: a wake in swap mode runs read, admit,
  * restore, the attempt loop (reserve .. ready, with the usual retries, backoff

@@ -44,6 +44,11 @@
  * |                  |         |       |              | is uncertain: give up, never retry    |
  * | replicate_failed | no      | no    | no           | after ready: give up, as publish_lost |
  * | unhealthy        | no      | no    | yes          | after publication: uncertain, give up |
+ * |                  |         |       |              | (while serving: the host parks)       |
+ * | watchdog         | no      | no    | yes          | only while serving, where nothing is  |
+ * |                  |         |       |              | retried: the host parks, as for a     |
+ * |                  |         |       |              | crash, and the failure-park backoff   |
+ * |                  |         |       |              | paces the next wake                   |
  * | cancelled        | no      | no    | no           | somebody asked the wake to stop       |
  * | store_unavailable| yes     | no    | no           | the claim store is unreachable, so no |
  * |                  |         |       |              | admission can be fenced: no wake until|
@@ -88,6 +93,7 @@ static const reason_policy reason_table[] = {
     [PL_REASON_CRASHED] = {"crashed", false, true, true},
     [PL_REASON_REPLICATE_FAILED] = {"replicate_failed", false, false, false},
     [PL_REASON_UNHEALTHY] = {"unhealthy", false, false, true},
+    [PL_REASON_WATCHDOG] = {"watchdog", false, false, true},
     [PL_REASON_CANCELLED] = {"cancelled", false, false, false},
     [PL_REASON_STORE_UNAVAILABLE] = {"store_unavailable", true, false, false},
 };

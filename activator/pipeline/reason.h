@@ -26,7 +26,9 @@ typedef enum pl_reason {
     PL_REASON_SETUP_FAILED,     /* a local resource (cgroup, file, socket) could not be set up */
     PL_REASON_CRASHED,          /* the generation exited (before ready, or while serving) */
     PL_REASON_REPLICATE_FAILED, /* ExecReplicate= could not be started */
-    PL_REASON_UNHEALTHY,        /* the health check after publication failed */
+    PL_REASON_UNHEALTHY,        /* the health check after publication failed, or
+                                 * HealthCheckFailures= repeated ones in a row */
+    PL_REASON_WATCHDOG,         /* no WATCHDOG=1 within WatchdogSec=, or WATCHDOG=trigger */
     PL_REASON_CANCELLED,        /* a park request or shutdown ended the wake */
     PL_REASON_STORE_UNAVAILABLE, /* the claim store is unreachable: no admission until it answers */
     _PL_REASON_MAX,

@@ -81,6 +81,7 @@ const char *pl_wake_event_type_to_string(pl_wake_event_type type)
         [PL_WAKE_EVENT_GAVE_UP] = "gave_up",
         [PL_WAKE_EVENT_CANCELLED] = "cancelled",
         [PL_WAKE_EVENT_EXITED] = "exited",
+        [PL_WAKE_EVENT_FAULTED] = "faulted",
         [PL_WAKE_EVENT_PARKING] = "parking",
         [PL_WAKE_EVENT_PARKED] = "parked",
         [PL_WAKE_EVENT_PROVEN] = "proven",

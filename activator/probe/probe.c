@@ -25,6 +25,7 @@ struct probe_run {
     const probe_spec *spec;
     uint64_t deadline_usec; /* CLOCK_MONOTONIC */
     uint64_t interval_usec;
+    bool one_try;           /* the interval is no shorter than the timeout */
     probe_done done;
     void *userdata;
     sd_event_source *timer;   /* next try, or the deadline while a try runs */
@@ -124,7 +125,7 @@ static void schedule_retry(probe_run *probe)
     end_attempt(probe);
     uint64_t now = 0;
     sd_event_now(probe->loop, CLOCK_MONOTONIC, &now);
-    if (now >= probe->deadline_usec) {
+    if (probe->one_try || now >= probe->deadline_usec) {
         finish(probe, false);
         return;
     }
@@ -266,6 +267,7 @@ int probe_start(sd_event *loop, const probe_spec *spec, uint64_t timeout_usec,
         .spec = spec,
         .deadline_usec = now + timeout_usec,
         .interval_usec = interval_usec ? interval_usec : 50000,
+        .one_try = interval_usec >= timeout_usec,
         .done = done,
         .userdata = userdata,
         .attempt_fd = -1,

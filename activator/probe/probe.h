@@ -37,7 +37,9 @@ typedef struct probe_run probe_run;
 typedef void (*probe_done)(probe_run *probe, bool ok, const char *why, void *userdata);
 
 /* Starts probing now and every interval_usec until success or timeout_usec.
- * The spec must outlive the probe. */
+ * An interval_usec of at least timeout_usec makes it one try, bounded by
+ * timeout_usec, which fails as soon as it fails (a check repeated by its
+ * caller, each counted). The spec must outlive the probe. */
 int probe_start(sd_event *loop, const probe_spec *spec, uint64_t timeout_usec,
                 uint64_t interval_usec, probe_done done, void *userdata, probe_run **out,
                 act_error *err);

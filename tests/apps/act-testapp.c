@@ -12,7 +12,19 @@
  *   --crash-after-ms N       die of SIGSEGV N ms after start (no core dump)
  *   --exit-immediately CODE  exit with CODE before doing anything
  *   --ignore-sigterm         carry on after SIGTERM (only SIGKILL stops it)
- *   --slow-response-ms N     answer each request N ms after it arrived */
+ *   --slow-response-ms N     answer each request N ms after it arrived
+ *
+ * With WATCHDOG_USEC and WATCHDOG_PID naming it (sd_watchdog_enabled), it
+ * sends WATCHDOG=1 every third of that period once ready, and:
+ *   --watchdog-stop-after N      sends only N of them, then hangs on serving
+ *   --watchdog-trigger-after-ms N  sends WATCHDOG=trigger N ms after ready
+ *   --stopping-after-ms N        N ms after ready, says STOPPING=1 and stops
+ *                                accepting, then waits for SIGTERM to exit
+ *   --health-listen ADDR:PORT    a socket of its own for tcp health checks:
+ *                                each connection on it is one check, accepted
+ *                                and closed
+ *   --health-fail-after N        closes that socket after N checks, so the
+ *                                next ones are refused */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -53,6 +65,11 @@ typedef struct options {
     long crash_after_ms;  /* -1: no */
     bool ignore_sigterm;
     long slow_response_ms;
+    long watchdog_stop_after;       /* -1: never */
+    long watchdog_trigger_after_ms; /* -1: never */
+    long stopping_after_ms;         /* -1: never */
+    const char *health_listen;
+    long health_fail_after; /* -1: never */
 } options;
 
 static uint64_t now_ms(void)
@@ -67,6 +84,9 @@ static void usage(FILE *out)
     fprintf(out, "usage: act-testapp [--listen ADDR:PORT|PATH]... [--version V] [--never-ready]\n"
                  "       [--ready-delay-ms N] [--exit-after-ready CODE] [--crash-after-ms N]\n"
                  "       [--exit-immediately CODE] [--ignore-sigterm] [--slow-response-ms N]\n"
+                 "       [--watchdog-stop-after N] [--watchdog-trigger-after-ms N]\n"
+                 "       [--stopping-after-ms N] [--health-listen ADDR:PORT]\n"
+                 "       [--health-fail-after N]\n"
                  "Without --listen, the sockets come from LISTEN_FDS (systemd socket "
                  "activation).\n");
 }
@@ -135,6 +155,27 @@ static void prepare_response(conn *c, const options *opt, const char *generation
         c->respond_at = 1;
 }
 
+/* Lowers *timeout (ms, -1 for none) so that poll returns by at. */
+static void wake_by(int64_t *timeout, uint64_t now, uint64_t at)
+{
+    int64_t wait = at > now ? (int64_t)(at - now) : 0;
+    if (*timeout < 0 || wait < *timeout)
+        *timeout = wait;
+}
+
+/* Accepts and closes every connection waiting on the health socket: each is
+ * one check that passed. Returns how many. */
+static long answer_health_checks(int fd)
+{
+    long n = 0;
+    int conn_fd;
+    while ((conn_fd = accept4(fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+        close(conn_fd);
+        n++;
+    }
+    return n;
+}
+
 static void close_conn(conn *c)
 {
     close(c->fd);
@@ -154,7 +195,14 @@ const char *__asan_default_options(void)
 
 int main(int argc, char **argv)
 {
-    options opt = {.exit_after_ready = -1, .crash_after_ms = -1};
+    options opt = {
+        .exit_after_ready = -1,
+        .crash_after_ms = -1,
+        .watchdog_stop_after = -1,
+        .watchdog_trigger_after_ms = -1,
+        .stopping_after_ms = -1,
+        .health_fail_after = -1,
+    };
     int listen_fds[MAX_LISTEN];
     int n_listen = 0;
     uint64_t start_ms = now_ms();
@@ -181,6 +229,17 @@ int main(int argc, char **argv)
             opt.ignore_sigterm = true;
         } else if (strcmp(a, "--slow-response-ms") == 0) {
             opt.slow_response_ms = number_arg(a, next), i++;
+        } else if (strcmp(a, "--watchdog-stop-after") == 0) {
+            opt.watchdog_stop_after = number_arg(a, next), i++;
+        } else if (strcmp(a, "--watchdog-trigger-after-ms") == 0) {
+            opt.watchdog_trigger_after_ms = number_arg(a, next), i++;
+        } else if (strcmp(a, "--stopping-after-ms") == 0) {
+            opt.stopping_after_ms = number_arg(a, next), i++;
+        } else if (strcmp(a, "--health-listen") == 0 && next) {
+            opt.health_listen = next;
+            i++;
+        } else if (strcmp(a, "--health-fail-after") == 0) {
+            opt.health_fail_after = number_arg(a, next), i++;
         } else if (strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
@@ -218,6 +277,19 @@ int main(int argc, char **argv)
         fcntl(listen_fds[i], F_SETFL, flags | O_NONBLOCK);
         fcntl(listen_fds[i], F_SETFD, FD_CLOEXEC);
     }
+    int health_fd = opt.health_listen ? bind_listen(opt.health_listen) : -1;
+    if (health_fd >= 0)
+        fcntl(health_fd, F_SETFL, fcntl(health_fd, F_GETFL) | O_NONBLOCK);
+    long health_checks = 0;
+
+    /* The systemd convention: WATCHDOG_PID must be ours, and a keep-alive
+     * every half period is what a service sends; a third leaves room for a
+     * loaded machine. */
+    uint64_t watchdog_usec = 0, watchdog_every_ms = 0, next_keepalive = 0;
+    if (sd_watchdog_enabled(0, &watchdog_usec) > 0)
+        watchdog_every_ms = watchdog_usec / 3000 ? watchdog_usec / 3000 : 1;
+    long keepalives = 0;
+    bool triggered = false, said_stopping = false;
 
     /* SIGTERM arrives through a signalfd so the loop handles it between
      * requests, never in the middle of one. */
@@ -233,6 +305,7 @@ int main(int argc, char **argv)
     size_t n_conns = 0;
     bool ready = false, stopping = false;
     uint64_t ready_at = start_ms + (uint64_t)opt.ready_delay_ms;
+    uint64_t became_ready = 0;
 
     for (;;) {
         uint64_t now = now_ms();
@@ -245,6 +318,30 @@ int main(int argc, char **argv)
                            generation);
             if (opt.exit_after_ready >= 0)
                 exit(opt.exit_after_ready);
+            became_ready = now;
+        }
+        bool keeps_alive = watchdog_every_ms &&
+                           (opt.watchdog_stop_after < 0 || keepalives < opt.watchdog_stop_after);
+        if (ready && !stopping && keeps_alive && now >= next_keepalive) {
+            sd_notify(0, "WATCHDOG=1");
+            keepalives++;
+            next_keepalive = now + watchdog_every_ms;
+        }
+        uint64_t trigger_at = became_ready + (uint64_t)opt.watchdog_trigger_after_ms;
+        if (ready && !triggered && opt.watchdog_trigger_after_ms >= 0 && now >= trigger_at) {
+            sd_notify(0, "WATCHDOG=trigger");
+            triggered = true;
+        }
+        uint64_t stopping_at = became_ready + (uint64_t)opt.stopping_after_ms;
+        if (ready && !said_stopping && opt.stopping_after_ms >= 0 && now >= stopping_at) {
+            /* As an app that decided to stop: no new clients from here on
+             * (before it says so), and the exit waits for the SIGTERM its
+             * supervisor sends. */
+            for (int i = 0; i < n_listen; i++)
+                close(listen_fds[i]);
+            n_listen = 0;
+            sd_notify(0, "STOPPING=1");
+            said_stopping = true;
         }
 
         size_t active = 0;
@@ -253,14 +350,18 @@ int main(int argc, char **argv)
         if (stopping && active == 0)
             break;
 
-        /* poll set: signalfd, listeners (while ready and not stopping), conns. */
-        size_t cap = 1 + (size_t)n_listen + n_conns;
+        /* poll set: signalfd, the health socket, listeners (while ready and
+         * not stopping), conns. */
+        size_t cap = 2 + (size_t)n_listen + n_conns;
         struct pollfd *pfds = calloc(cap, sizeof(*pfds));
         size_t *owner = calloc(cap, sizeof(*owner));
         if (!pfds || !owner)
             return 1;
         size_t n_pfds = 0;
         pfds[n_pfds++] = (struct pollfd){.fd = sig_fd, .events = POLLIN};
+        size_t health_slot = n_pfds;
+        pfds[n_pfds++] = (struct pollfd){.fd = health_fd, .events = POLLIN};
+        size_t first_listen = n_pfds;
         bool accepting = ready && !stopping;
         for (int i = 0; i < n_listen && accepting; i++)
             pfds[n_pfds++] = (struct pollfd){.fd = listen_fds[i], .events = POLLIN};
@@ -268,11 +369,14 @@ int main(int argc, char **argv)
         int64_t timeout = -1;
         if (!ready)
             timeout = (int64_t)(ready_at - now);
-        if (opt.crash_after_ms >= 0) {
-            int64_t until_crash = (int64_t)(start_ms + (uint64_t)opt.crash_after_ms - now);
-            if (timeout < 0 || until_crash < timeout)
-                timeout = until_crash < 0 ? 0 : until_crash;
-        }
+        if (opt.crash_after_ms >= 0)
+            wake_by(&timeout, now, start_ms + (uint64_t)opt.crash_after_ms);
+        if (ready && !stopping && keeps_alive)
+            wake_by(&timeout, now, next_keepalive);
+        if (ready && !triggered && opt.watchdog_trigger_after_ms >= 0)
+            wake_by(&timeout, now, trigger_at);
+        if (ready && !said_stopping && opt.stopping_after_ms >= 0)
+            wake_by(&timeout, now, stopping_at);
         for (size_t i = 0; i < n_conns; i++) {
             conn *c = &conns[i];
             if (c->fd < 0)
@@ -282,11 +386,8 @@ int main(int argc, char **argv)
                 events = POLLIN;
             else if (now >= c->respond_at)
                 events = POLLOUT;
-            else {
-                int64_t wait = (int64_t)(c->respond_at - now);
-                if (timeout < 0 || wait < timeout)
-                    timeout = wait;
-            }
+            else
+                wake_by(&timeout, now, c->respond_at);
             owner[n_pfds] = i;
             pfds[n_pfds++] = (struct pollfd){.fd = c->fd, .events = events};
         }
@@ -312,7 +413,14 @@ int main(int argc, char **argv)
                 n_listen = 0;
             }
         }
-        for (size_t p = 1; p < first_conn && !stopping; p++) {
+        if (health_fd >= 0 && (pfds[health_slot].revents & POLLIN)) {
+            health_checks += answer_health_checks(health_fd);
+            if (opt.health_fail_after >= 0 && health_checks >= opt.health_fail_after) {
+                close(health_fd);
+                health_fd = -1;
+            }
+        }
+        for (size_t p = first_listen; p < first_conn && !stopping; p++) {
             if (!(pfds[p].revents & POLLIN))
                 continue;
             for (;;) {

@@ -47,7 +47,15 @@ static int listen_loopback(uint16_t *port)
     return fd;
 }
 
-static void start_app(app *a, const char *path, const char *const *extra_args)
+/* The watchdog a supervisor gives the app: WATCHDOG_USEC (none when 0) and
+ * WATCHDOG_PID, the app's own pid unless pid_is_ours is false. */
+typedef struct watchdog_env {
+    const char *usec;
+    bool pid_is_ours;
+} watchdog_env;
+
+static void start_app_watched(app *a, const char *path, const char *const *extra_args,
+                              const watchdog_env *watchdog)
 {
     uint16_t port;
     int listen_fd = listen_loopback(&port);
@@ -87,11 +95,20 @@ static void start_app(app *a, const char *path, const char *const *extra_args)
         setenv("NOTIFY_SOCKET", a->notify_path, 1);
         setenv("ACTIVATOR_GENERATION", "7", 1);
         setenv("ACT_TESTAPP_VERSION", "v-env", 1);
+        if (watchdog) {
+            setenv("WATCHDOG_USEC", watchdog->usec, 1);
+            setenv("WATCHDOG_PID", watchdog->pid_is_ours ? pid_text : "1", 1);
+        }
         execv(path, (char *const *)argv);
         _exit(127);
     }
     close(listen_fd);
     a->pid = pid;
+}
+
+static void start_app(app *a, const char *path, const char *const *extra_args)
+{
+    start_app_watched(a, path, extra_args, NULL);
 }
 
 /* Waits for one notify datagram containing want; returns whether it came. */
@@ -110,13 +127,49 @@ static bool wait_notify(app *a, const char *want, int timeout_ms)
     return false;
 }
 
-static int connect_app(const app *a)
+static uint64_t now_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+}
+
+/* How many notify datagrams containing want arrive within window_ms. */
+static int count_notify(app *a, const char *want, int window_ms)
+{
+    uint64_t deadline = now_ms() + (uint64_t)window_ms;
+    int count = 0;
+    struct pollfd pfd = {.fd = a->notify_fd, .events = POLLIN};
+    for (uint64_t now = now_ms(); now < deadline; now = now_ms()) {
+        if (poll(&pfd, 1, (int)(deadline - now)) != 1)
+            continue;
+        char buf[512];
+        ssize_t got = recv(a->notify_fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+        if (got > 0) {
+            buf[got] = '\0';
+            count += strstr(buf, want) != NULL;
+        }
+    }
+    return count;
+}
+
+/* A connection to 127.0.0.1:port, or -1 when refused. */
+static int connect_port(uint16_t port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET,
-                               .sin_port = htons(a->port),
-                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    struct sockaddr_in addr = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int connect_app(const app *a)
+{
+    int fd = connect_port(a->port);
+    assert_true(fd >= 0);
     return fd;
 }
 
@@ -138,13 +191,6 @@ static void http_get(const app *a, char *reply, size_t size)
     assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
     read_all(fd, reply, size);
     close(fd);
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
 }
 
 /* Polls cond every millisecond for up to timeout_ms; whether it held. */
@@ -340,6 +386,77 @@ static void testapp_misbehaves_on_request(void **state)
     assert_int_equal(WTERMSIG(status), SIGKILL);
 }
 
+/* The watchdog as systemd (and activatord) gives it: keep-alives only when
+ * WATCHDOG_PID is the app's own, and only as many as it was told to send. */
+static void testapp_keeps_its_watchdog_alive_as_told(void **state)
+{
+    (void)state;
+    app a;
+    const char *three[] = {"--watchdog-stop-after", "3", NULL};
+    watchdog_env every_300ms = {.usec = "300000", .pid_is_ours = true};
+    start_app_watched(&a, testapp_path, three, &every_300ms);
+    assert_true(wait_notify(&a, "READY=1", 5000));
+    /* One every 100 ms: three in the first 300 ms, then none. */
+    assert_int_equal(count_notify(&a, "WATCHDOG=1", 1000), 3);
+    assert_int_equal(WEXITSTATUS(stop_app(&a, SIGTERM)), 0);
+
+    watchdog_env not_ours = {.usec = "300000", .pid_is_ours = false};
+    start_app_watched(&a, testapp_path, NULL, &not_ours);
+    assert_true(wait_notify(&a, "READY=1", 5000));
+    assert_int_equal(count_notify(&a, "WATCHDOG=1", 400), 0);
+    assert_int_equal(WEXITSTATUS(stop_app(&a, SIGTERM)), 0);
+
+    const char *trigger[] = {"--watchdog-trigger-after-ms", "100", NULL};
+    start_app_watched(&a, testapp_path, trigger, &every_300ms);
+    assert_true(wait_notify(&a, "WATCHDOG=trigger", 5000));
+    assert_int_equal(WEXITSTATUS(stop_app(&a, SIGTERM)), 0);
+}
+
+/* --stopping-after-ms says STOPPING=1 and stops accepting, but exits only
+ * when told to. */
+static void testapp_says_stopping_and_waits_for_sigterm(void **state)
+{
+    (void)state;
+    app a;
+    const char *stopping[] = {"--stopping-after-ms", "100", NULL};
+    start_app(&a, testapp_path, stopping);
+    assert_true(wait_notify(&a, "READY=1", 5000));
+    assert_true(wait_notify(&a, "STOPPING=1", 5000));
+    /* It closed the only listening socket: nobody is there any more. */
+    assert_int_equal(connect_port(a.port), -1);
+    /* Nor does it exit by itself: a while later it is still there. */
+    assert_false(wait_notify(&a, "", 300));
+    assert_int_equal(waitpid(a.pid, NULL, WNOHANG), 0);
+    int status = stop_app(&a, SIGTERM);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* Each connection to --health-listen is a check that passes; after
+ * --health-fail-after of them the socket is gone and checks are refused. */
+static void testapp_passes_health_checks_then_fails_them(void **state)
+{
+    (void)state;
+    uint16_t port;
+    close(listen_loopback(&port));
+    char listen[64];
+    snprintf(listen, sizeof(listen), "127.0.0.1:%u", port);
+    const char *args[] = {"--health-listen", listen, "--health-fail-after", "2", NULL};
+    app a;
+    start_app(&a, testapp_path, args);
+    assert_true(wait_notify(&a, "READY=1", 5000));
+    for (int i = 0; i < 2; i++) {
+        int fd = connect_port(port);
+        assert_true(fd >= 0);
+        /* The app accepts and closes it: the check is counted. */
+        char byte;
+        assert_int_equal(read(fd, &byte, 1), 0);
+        close(fd);
+    }
+    assert_int_equal(connect_port(port), -1);
+    assert_int_equal(WEXITSTATUS(stop_app(&a, SIGTERM)), 0);
+}
+
 static void notify_echo_echoes(void **state)
 {
     (void)state;
@@ -376,6 +493,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(testapp_serves_concurrent_clients),
         cmocka_unit_test(testapp_finishes_in_flight_request_on_sigterm),
         cmocka_unit_test(testapp_misbehaves_on_request),
+        cmocka_unit_test(testapp_keeps_its_watchdog_alive_as_told),
+        cmocka_unit_test(testapp_says_stopping_and_waits_for_sigterm),
+        cmocka_unit_test(testapp_passes_health_checks_then_fails_them),
         cmocka_unit_test(notify_echo_echoes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,7 @@
 /* cg_spawn against real cgroups and processes: joining the leaf, exit status
- * through the pidfd, exactly the fds asked for, LISTEN_* with the child's own
- * pid, credentials, seccomp, and exec failures reported to the caller.
+ * through the pidfd, exactly the fds asked for, LISTEN_* and WATCHDOG_PID
+ * with the child's own pid, credentials, seccomp, and exec failures reported
+ * to the caller.
  * CG_TEST_SPAWN_METHOD=fork or clone3-copy runs the same tests on the paths
  * that the default (clone3 sharing memory, on x86-64) falls back to, and
  * CG_TEST_FD_WINDOW=1 runs them through the spawn fd window. */
@@ -64,9 +65,11 @@ static void spawn_joins_leaf_and_pidfd_reports_exit(void **state)
 struct fd_setup {
     int listen_fds[2];
     const char *names[2];
-    const char *envp[4];
+    const char *envp[5];
     cg_rlimit rlimit;
 };
+
+static const char *const watchdog_pid[] = {"WATCHDOG_PID", NULL};
 
 static void with_listen_fds(cg_spawn_spec *spec, void *data)
 {
@@ -74,6 +77,7 @@ static void with_listen_fds(cg_spawn_spec *spec, void *data)
     spec->listen_fds = setup->listen_fds;
     spec->n_listen_fds = 2;
     spec->listen_fdnames = setup->names;
+    spec->pid_variables = watchdog_pid;
     spec->envp = setup->envp;
     spec->umask = 0027;
     spec->working_directory = "/";
@@ -107,7 +111,7 @@ static void listen_fds_arrive_at_3_and_nothing_leaks(void **state)
     struct fd_setup setup = {
         .listen_fds = {tcp, unix_sock},
         .names = {"web", "admin"},
-        .envp = {"CG_TEST_MARK=hello", "LISTEN_PID=1", "LISTEN_FDS=9", NULL},
+        .envp = {"CG_TEST_MARK=hello", "LISTEN_PID=1", "LISTEN_FDS=9", "WATCHDOG_PID=1", NULL},
         .rlimit = {.resource = RLIMIT_NOFILE, .limit = {512, 512}},
     };
     /* A daemon ignores SIGPIPE and blocks signals it reads from a signalfd;
@@ -130,6 +134,7 @@ static void listen_fds_arrive_at_3_and_nothing_leaks(void **state)
     char text[64];
     snprintf(text, sizeof(text), "%d", (int)proc.pid);
     expect_kv(out, "LISTEN_PID", text);
+    expect_kv(out, "WATCHDOG_PID", text);
     expect_kv(out, "pid", text);
     expect_kv(out, "LISTEN_FDS", "2");
     expect_kv(out, "LISTEN_FDNAMES", "web:admin");
@@ -159,6 +164,7 @@ static void without_sockets(cg_spawn_spec *spec, void *data)
 {
     static const char *const envp[] = {"LISTEN_FDS=3", "LISTEN_PID=99", "KEEP=1", NULL};
     spec->envp = envp;
+    spec->pid_variables = data;
 }
 
 static void no_listen_fds_means_no_listen_env(void **state)
@@ -172,7 +178,29 @@ static void no_listen_fds_means_no_listen_env(void **state)
     _cleanup_free_ char *out = cgt_read_until(out_fd, "end\n", 10000);
     expect_kv(out, "LISTEN_FDS", "(unset)");
     expect_kv(out, "LISTEN_PID", "(unset)");
+    expect_kv(out, "WATCHDOG_PID", "(unset)");
     expect_kv(out, "fds", "0 1 2");
+    cgt_reap(proc.pidfd, NULL);
+    close(out_fd);
+    cg_leaf_free(leaf);
+}
+
+/* WATCHDOG_PID, like LISTEN_PID, is the child's own pid, which only the
+ * child knows before its exec; it does not need sockets. */
+static void a_pid_variable_gets_the_childs_pid(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-10", NULL);
+    cg_process proc;
+    int out_fd;
+    act_error err = {0};
+    assert_int_equal(cgt_spawn(leaf, "cg-probe", NULL, without_sockets, (void *)watchdog_pid, &proc,
+                               &out_fd, &err),
+                     0);
+    _cleanup_free_ char *out = cgt_read_until(out_fd, "end\n", 10000);
+    char text[32];
+    snprintf(text, sizeof(text), "%d", (int)proc.pid);
+    expect_kv(out, "WATCHDOG_PID", text);
+    expect_kv(out, "LISTEN_PID", "(unset)");
     cgt_reap(proc.pidfd, NULL);
     close(out_fd);
     cg_leaf_free(leaf);
@@ -446,6 +474,16 @@ static void spawn_refuses_a_bad_spec_before_forking(void **state)
     assert_non_null(strstr(err.message, "a:b"));
 
     spec.n_listen_fds = 0;
+    static const char *const with_equals[] = {"A=B", NULL};
+    static const char *const too_many[] = {"A", "B", "C", "D", "E", NULL};
+    const char *const *bad_pid_variables[] = {with_equals, too_many};
+    for (size_t i = 0; i < ARRAY_SIZE(bad_pid_variables); i++) {
+        spec.pid_variables = bad_pid_variables[i];
+        assert_int_equal(cg_spawn(leaf, &spec, &proc, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "pid variable"));
+    }
+    spec.pid_variables = NULL;
+
     spec.uid = 1000;
     assert_int_equal(cg_spawn(leaf, &spec, &proc, &err), -EINVAL);
     assert_non_null(strstr(err.message, "without a gid"));
@@ -465,6 +503,7 @@ int main(void)
         T(spawn_joins_leaf_and_pidfd_reports_exit),
         T(listen_fds_arrive_at_3_and_nothing_leaks),
         T(no_listen_fds_means_no_listen_env),
+        T(a_pid_variable_gets_the_childs_pid),
         T(credentials_no_new_privs_and_seccomp_apply),
         T(default_profile_denies_admin_calls_and_allows_server_calls),
         T(profile_allow_and_deny_lists_change_the_filter),

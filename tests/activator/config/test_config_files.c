@@ -503,6 +503,9 @@ static const char *const good_host = "[Host]\n"
                                      "Ready=tcp:127.0.0.1:8080\n"
                                      "ReadyTimeoutSec=20\n"
                                      "HealthCheck=exec:/usr/lib/web1/check --fast\n"
+                                     "HealthCheckIntervalSec=15s\n"
+                                     "HealthCheckFailures=5\n"
+                                     "WatchdogSec=20s\n"
                                      "StopTimeoutSec=5s\n"
                                      "IdleTimeoutSec=0\n"
                                      "MaxStarts=3\n"
@@ -547,6 +550,9 @@ static void host_every_key(void **state)
     assert_non_null(h.health_check);
     assert_int_equal(h.health_check->kind, PROBE_EXEC);
     assert_string_equal(h.health_check->argv[1], "--fast");
+    assert_int_equal(h.health_check_interval_usec, 15 * CFG_USEC_PER_SEC);
+    assert_int_equal(h.health_check_failures, 5);
+    assert_int_equal(h.watchdog_usec, 20 * CFG_USEC_PER_SEC);
     assert_int_equal(h.stop_timeout_usec, 5 * CFG_USEC_PER_SEC);
     assert_int_equal(h.idle_timeout_usec, 0);
     assert_int_equal(h.max_starts, 3);
@@ -589,6 +595,9 @@ static void host_defaults(void **state)
     assert_null(h.user);
     assert_int_equal(h.ready.kind, PROBE_NOTIFY);
     assert_null(h.health_check);
+    assert_int_equal(h.health_check_interval_usec, 0);
+    assert_int_equal(h.health_check_failures, 3);
+    assert_int_equal(h.watchdog_usec, 0);
     assert_int_equal(h.ready_timeout_usec, 30 * CFG_USEC_PER_SEC);
     assert_int_equal(h.stop_timeout_usec, 10 * CFG_USEC_PER_SEC);
     assert_int_equal(h.idle_timeout_usec, 300 * CFG_USEC_PER_SEC);
@@ -622,6 +631,9 @@ static void host_systemd_forms(void **state)
                           "StopTimeoutSec=1min 30s\n"
                           "IdleTimeoutSec=infinity\n"
                           "ReadyTimeoutSec=1.5s\n"
+                          "WatchdogSec=1min 30s\n"
+                          "HealthCheck=tcp:127.0.0.1:8082\n"
+                          "HealthCheckIntervalSec=500ms\n"
                           "[Listen]\n"
                           "ListenStream=8082\n"
                           "[Limits]\n"
@@ -642,6 +654,8 @@ static void host_systemd_forms(void **state)
     assert_int_equal(h.stop_timeout_usec, 90 * CFG_USEC_PER_SEC);
     assert_int_equal(h.idle_timeout_usec, 0); /* never park, like 0 */
     assert_int_equal(h.ready_timeout_usec, 1500000);
+    assert_int_equal(h.watchdog_usec, 90 * CFG_USEC_PER_SEC);
+    assert_int_equal(h.health_check_interval_usec, 500000);
     assert_int_equal(h.n_listen, 1);
     uint64_t memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
     assert_int_equal(h.limits.memory_max, memory / 2);
@@ -676,6 +690,13 @@ static void host_each_bad_key(void **state)
         {"Host", "Environment", "A=\\d"},
         {"Limits", "MemoryMax", "101%"},
         {"Host", "IdleTimeoutSec", "-1"},
+        {"Host", "WatchdogSec", "50ms"},
+        {"Host", "WatchdogSec", "2y"},
+        {"Host", "WatchdogSec", "often"},
+        {"Host", "HealthCheckIntervalSec", "10ms"},
+        {"Host", "HealthCheckIntervalSec", "-5s"},
+        {"Host", "HealthCheckFailures", "0"},
+        {"Host", "HealthCheckFailures", "101"},
         {"Host", "MaxStarts", "0"},
         {"Host", "MaxStarts", "6"},
         {"Host", "ExecRestore", "restore.sh"},
@@ -759,6 +780,23 @@ static void host_all_errors_and_cross_keys(void **state)
     snprintf(file, sizeof(file), "%s/high.conf", tmp_dir);
     assert_error_at(&errors, 0, file, 5, "MemoryHigh");
     cfg_errors_free(&errors);
+
+    /* A repeated check needs a check, and a count of failures needs checks
+     * that repeat. */
+    write_file("health.conf", "[Host]\nExec=bin/x\nHealthCheckIntervalSec=1s\n");
+    assert_int_equal(cfg_load_host_file(tmp_dir, "health.conf", &h, &errors), -EINVAL);
+    assert_int_equal(errors.n, 1);
+    snprintf(file, sizeof(file), "%s/health.conf", tmp_dir);
+    assert_error_at(&errors, 0, file, 3, "HealthCheckIntervalSec");
+    assert_non_null(strstr(errors.items[0].text, "without HealthCheck="));
+    cfg_errors_free(&errors);
+    write_file("health.conf",
+               "[Host]\nExec=bin/x\nHealthCheck=tcp:127.0.0.1:80\nHealthCheckFailures=2\n");
+    assert_int_equal(cfg_load_host_file(tmp_dir, "health.conf", &h, &errors), -EINVAL);
+    assert_int_equal(errors.n, 1);
+    assert_error_at(&errors, 0, file, 4, "HealthCheckFailures");
+    assert_non_null(strstr(errors.items[0].text, "without HealthCheckIntervalSec="));
+    cfg_errors_free(&errors);
 }
 
 /* A key refused for its value is reported once, on its line: not again as
@@ -771,6 +809,9 @@ static void refused_values_are_reported_once(void **state)
         "[Host]\nExec=\n",
         "[Host]\nExec=bin/x\nUser=bad user\nGroup=web\n",
         "[Host]\nExec=bin/x 'unclosed\n",
+        "[Host]\nExec=bin/x\nHealthCheck=notify\nHealthCheckIntervalSec=1s\n",
+        ("[Host]\nExec=bin/x\nHealthCheck=tcp:127.0.0.1:80\nHealthCheckIntervalSec=5ms\n"
+         "HealthCheckFailures=2\n"),
     };
     for (size_t i = 0; i < ARRAY_SIZE(host_files); i++) {
         write_file("once.conf", host_files[i]);

@@ -18,6 +18,9 @@
 typedef struct received {
     int count;
     bool ready;
+    bool stopping;
+    bool watchdog;
+    bool watchdog_trigger;
     char status[64];
     int32_t sender;
 } received;
@@ -27,6 +30,9 @@ static void on_message(ntf_socket *notify, const ntf_message *message, void *use
     received *got = userdata;
     got->count++;
     got->ready = got->ready || message->ready;
+    got->stopping = got->stopping || message->stopping;
+    got->watchdog = got->watchdog || message->watchdog;
+    got->watchdog_trigger = got->watchdog_trigger || message->watchdog_trigger;
     got->sender = message->sender_pid;
     if (message->status)
         snprintf(got->status, sizeof(got->status), "%s", message->status);
@@ -71,6 +77,17 @@ static void sender_in_cgroup_is_heard(void **state)
     assert_string_equal(got.status, "serving 3 clients");
     assert_int_equal(got.sender, getpid());
     assert_int_equal(ntf_refused_count(notify), 0);
+    assert_false(got.watchdog || got.watchdog_trigger || got.stopping);
+
+    /* The watchdog's keep-alive, its trigger, and the stop notice. */
+    assert_true(sd_notify(0, "WATCHDOG=1") > 0);
+    drain(loop);
+    assert_true(got.watchdog);
+    assert_false(got.watchdog_trigger);
+    assert_true(sd_notify(0, "WATCHDOG=trigger\nSTOPPING=1") > 0);
+    drain(loop);
+    assert_int_equal(got.count, 3);
+    assert_true(got.watchdog_trigger && got.stopping);
 
     ntf_free(notify);
     assert_int_equal(access(dir, F_OK), 0);

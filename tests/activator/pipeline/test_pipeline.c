@@ -492,6 +492,60 @@ static void exits_and_parks_drive_the_failure_park_backoff(void **state)
     assert_int_equal(pl_host_generation_exited(f->host, 0, false), -ESRCH);
 }
 
+/* A generation that fails while it serves (a missed watchdog, failed
+ * repeated health checks) is retired at once and the host parks as after a
+ * crash: the failure-park backoff paces the next wake. */
+static void a_serving_failure_retires_at_once_and_parks_as_a_failure(void **state)
+{
+    fixture *f = *state;
+    make_host(f);
+    serve(f);
+    assert_int_equal(pl_host_generation_failed(f->host, PL_REASON_WATCHDOG, false,
+                                               "no WATCHDOG=1 within %d ms", 100),
+                     0);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_RETIRING);
+    int faulted = fake_find_event(&f->fake, PL_WAKE_EVENT_FAULTED, 0);
+    assert_true(faulted >= 0);
+    assert_int_equal(f->fake.events[faulted].reason, PL_REASON_WATCHDOG);
+    /* Only once: the host is retiring now. */
+    assert_int_equal(pl_host_generation_failed(f->host, PL_REASON_WATCHDOG, false, "again"),
+                     -ESRCH);
+    wait_parked(f);
+    assert_int_equal(f->fake.calls[PL_STEP_FAILED], 1);
+    const pl_retirement *retirement = &f->fake.retirements[0];
+    assert_int_equal(retirement->cause, PL_RETIRE_PARK);
+    assert_int_equal(retirement->reason, PL_REASON_WATCHDOG);
+    assert_int_equal(retirement->park_cause, PL_PARK_FAILURE);
+    assert_false(retirement->graceful);
+    assert_false(retirement->record_attempt);
+    assert_int_equal(pl_host_failure_streak(f->host), 1);
+    assert_true(fake_find_event(&f->fake, PL_WAKE_EVENT_PARKED, 0) > faulted);
+
+    /* The next wake waits out the failure-park backoff. */
+    serve(f);
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_DEFERRED), 1);
+    assert_int_equal(pl_host_generation_failed(f->host, PL_REASON_UNHEALTHY, false,
+                                               "3 health checks in a row failed"),
+                     0);
+    wait_parked(f);
+    assert_int_equal(f->fake.retirements[1].reason, PL_REASON_UNHEALTHY);
+    assert_int_equal(pl_host_failure_streak(f->host), 2);
+
+    /* One that served long enough starts the count again. */
+    serve(f);
+    assert_int_equal(pl_host_generation_failed(f->host, PL_REASON_WATCHDOG, true, "late"), 0);
+    wait_parked(f);
+    assert_int_equal(pl_host_failure_streak(f->host), 1);
+
+    /* Only a failure of the generation's own is one. */
+    serve(f);
+    assert_int_equal(pl_host_generation_failed(f->host, PL_REASON_NONE, false, "ok?"), -EINVAL);
+    assert_int_equal(pl_host_generation_failed(f->host, PL_REASON_NOT_OWNER, false, "moved"),
+                     -EINVAL);
+    assert_int_equal(pl_host_generation_failed(f->host, _PL_REASON_MAX, false, "bad"), -EINVAL);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_SERVING);
+}
+
 static void a_trigger_during_retirement_wakes_after_it(void **state)
 {
     fixture *f = *state;
@@ -804,6 +858,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(exits_and_parks_drive_the_failure_park_backoff, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(a_serving_failure_retires_at_once_and_parks_as_a_failure,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(a_trigger_during_retirement_wakes_after_it, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(an_unproven_park_refuses_the_next_wake, setup, teardown),

@@ -185,7 +185,7 @@ static void reasons_round_trip_and_follow_their_table(void **state)
     const char *expected[] = {"not_owner",    "wrong_phase",   "unproven_stop",   "claim_changed",
                               "pin_mismatch", "held_mismatch", "digest_mismatch", "restore_failed",
                               "exec_failed",  "ready_timeout", "publish_lost",    "budget",
-                              "store_unavailable"};
+                              "store_unavailable", "unhealthy", "watchdog"};
     for (size_t i = 0; i < ARRAY_SIZE(expected); i++) {
         int reason = pl_reason_from_string(expected[i]);
         assert_true(reason > 0);
@@ -212,6 +212,9 @@ static void reasons_round_trip_and_follow_their_table(void **state)
     /* An unreachable store refuses: nothing may be admitted without it. */
     assert_true(pl_reason_is_refusal(PL_REASON_STORE_UNAVAILABLE));
     assert_true(pl_reason_blames_build(PL_REASON_READY_TIMEOUT));
+    /* A missed watchdog is the build's own, as a crash is. */
+    assert_true(pl_reason_blames_build(PL_REASON_WATCHDOG));
+    assert_false(pl_reason_is_refusal(PL_REASON_WATCHDOG));
 }
 
 int main(void)

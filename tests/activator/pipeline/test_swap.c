@@ -58,6 +58,18 @@ static void run_until_called(fixture *f, pl_step step, unsigned n)
     assert_int_equal(f->fake.calls[step], n);
 }
 
+/* Serves N, then starts a swap whose N+1 never gets ready: the swap waits
+ * in `ready` until something else ends it. */
+static void swap_waiting_in_ready(fixture *f, fake_result *result)
+{
+    f->config.ready_timeout_usec = LONG_READY_USEC;
+    make_host(f);
+    serve(f);
+    f->fake.hang[PL_STEP_READY] = true;
+    start_swap(f, result);
+    run_until_called(f, PL_STEP_READY, 2);
+}
+
 static unsigned calls_while_not_serving;
 
 static void count_calls_while_not_serving(fake_ops *fake, pl_wake *wake, pl_step step)
@@ -280,14 +292,9 @@ static void a_failure_after_publication_retires_n1_and_keeps_n(void **state)
 static void one_swap_at_a_time_and_wakes_find_the_host_serving(void **state)
 {
     fixture *f = *state;
-    f->config.ready_timeout_usec = LONG_READY_USEC;
-    make_host(f);
-    serve(f);
-    unsigned first_event = f->fake.n_events;
-    f->fake.hang[PL_STEP_READY] = true;
     fake_result result = {0}, second = {0}, woken = {0};
-    start_swap(f, &result);
-    run_until_called(f, PL_STEP_READY, 2);
+    swap_waiting_in_ready(f, &result);
+    unsigned first_event = f->fake.n_events;
 
     assert_int_equal(pl_host_swap(f->host, fake_on_done, &second), -EBUSY);
     assert_int_equal(pl_host_wake(f->host, PL_TRIGGER_CONNECTION, fake_on_done, &woken),
@@ -357,13 +364,8 @@ static void a_swap_needs_a_serving_host_with_nothing_in_flight(void **state)
 static void park_during_a_swap_retires_n1_then_parks_n(void **state)
 {
     fixture *f = *state;
-    f->config.ready_timeout_usec = LONG_READY_USEC;
-    make_host(f);
-    serve(f);
-    f->fake.hang[PL_STEP_READY] = true;
     fake_result result = {0}, follower = {0};
-    start_swap(f, &result);
-    run_until_called(f, PL_STEP_READY, 2);
+    swap_waiting_in_ready(f, &result);
 
     assert_int_equal(pl_host_park(f->host, PL_PARK_REQUEST), 1);
     /* On its way to parked at once: a trigger now waits for the next wake. */
@@ -397,41 +399,62 @@ static void park_during_a_swap_retires_n1_then_parks_n(void **state)
     assert_int_equal(pl_host_failure_streak(f->host), 0);
 }
 
-static void n_crashing_during_a_swap_cancels_it_and_parks_as_a_failure(void **state)
+/* N ended during the swap (how, the caller says): the swap is cancelled,
+ * N+1 is retired first, then N without grace, and the host parks as after a
+ * failure. */
+static void expect_n1_then_n_retired_and_parked(fixture *f, fake_result *result,
+                                                pl_retire_cause cause, pl_reason reason,
+                                                const char *message)
 {
-    fixture *f = *state;
-    f->config.ready_timeout_usec = LONG_READY_USEC;
-    make_host(f);
-    serve(f);
-    f->fake.hang[PL_STEP_READY] = true;
-    fake_result result = {0};
-    start_swap(f, &result);
-    run_until_called(f, PL_STEP_READY, 2);
-
-    assert_int_equal(pl_host_generation_exited(f->host, 1, false), 0);
     assert_int_equal(pl_host_get_state(f->host), PL_HOST_RETIRING);
-    assert_int_equal(pl_host_generation_exited(f->host, 1, false), -ESRCH);
-    assert_true(fake_run_until(f->loop, &result.count, 5000));
+    assert_true(fake_run_until(f->loop, &result->count, 5000));
     wait_parked(f);
 
-    assert_int_equal(result.kind, PL_WAKE_CANCELLED);
-    assert_non_null(strstr(result.message, "exited with status 1"));
+    assert_int_equal(result->kind, PL_WAKE_CANCELLED);
+    assert_non_null(strstr(result->message, message));
     assert_int_equal(f->fake.calls[PL_STEP_FAILED], 2);
     assert_int_equal(f->fake.retirements[0].cause, PL_RETIRE_ATTEMPT);
     assert_false(f->fake.retirements[0].record_attempt);
-    assert_int_equal(f->fake.retirements[1].cause, PL_RETIRE_EXITED);
-    assert_int_equal(f->fake.retirements[1].reason, PL_REASON_CRASHED);
+    assert_int_equal(f->fake.retirements[1].cause, cause);
+    assert_int_equal(f->fake.retirements[1].reason, reason);
     assert_false(f->fake.retirements[1].graceful);
-    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_EXITED), 1);
     assert_true(fake_find_event(&f->fake, PL_WAKE_EVENT_PARKED, 0) >
                 fake_find_event(&f->fake, PL_WAKE_EVENT_SWAP_FAILED, 0));
+    assert_int_equal(pl_host_failure_streak(f->host), 1);
+}
+
+static void n_crashing_during_a_swap_cancels_it_and_parks_as_a_failure(void **state)
+{
+    fixture *f = *state;
+    fake_result result = {0};
+    swap_waiting_in_ready(f, &result);
+
+    assert_int_equal(pl_host_generation_exited(f->host, 1, false), 0);
+    assert_int_equal(pl_host_generation_exited(f->host, 1, false), -ESRCH);
+    expect_n1_then_n_retired_and_parked(f, &result, PL_RETIRE_EXITED, PL_REASON_CRASHED,
+                                        "exited with status 1");
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_EXITED), 1);
 
     /* N's crash is a failure park like any other: the next wake waits it
      * out. */
-    assert_int_equal(pl_host_failure_streak(f->host), 1);
     f->fake.hang[PL_STEP_READY] = false;
     serve(f);
     assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_DEFERRED), 1);
+}
+
+/* The same for N failing while it serves (a missed watchdog). */
+static void n_failing_during_a_swap_cancels_it_and_parks_as_a_failure(void **state)
+{
+    fixture *f = *state;
+    fake_result result = {0};
+    swap_waiting_in_ready(f, &result);
+
+    assert_int_equal(pl_host_generation_failed(f->host, PL_REASON_WATCHDOG, false,
+                                               "host web1: no WATCHDOG=1 within 1 s"),
+                     0);
+    expect_n1_then_n_retired_and_parked(f, &result, PL_RETIRE_PARK, PL_REASON_WATCHDOG,
+                                        "no WATCHDOG=1 within 1 s; during the swap");
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_FAULTED), 1);
 }
 
 static void while_n_is_replaced_exits_and_cancels_wait_and_a_park_parks_n1(void **state)
@@ -448,6 +471,7 @@ static void while_n_is_replaced_exits_and_cancels_wait_and_a_park_parks_n1(void 
     assert_int_equal(result.count, 0);
 
     assert_int_equal(pl_host_generation_exited(f->host, 143, false), -EBUSY);
+    assert_int_equal(pl_host_generation_failed(f->host, PL_REASON_WATCHDOG, false, "late"), -EBUSY);
     assert_int_equal(pl_host_cancel(f->host, PL_REASON_CANCELLED, "too late"), 0);
     assert_int_equal(pl_host_park(f->host, PL_PARK_IDLE), 1);
     assert_int_equal(pl_host_get_state(f->host), PL_HOST_RETIRING);
@@ -509,6 +533,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(park_during_a_swap_retires_n1_then_parks_n, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(n_failing_during_a_swap_cancels_it_and_parks_as_a_failure,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(n_crashing_during_a_swap_cancels_it_and_parks_as_a_failure,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(

@@ -28,7 +28,7 @@ static void on_done(probe_run *probe, bool ok, const char *why, void *userdata)
     snprintf(result->why, sizeof(result->why), "%s", why ? why : "");
 }
 
-static outcome run_probe(const char *text, uint64_t timeout_usec)
+static outcome run_probe_every(const char *text, uint64_t timeout_usec, uint64_t interval_usec)
 {
     sd_event *loop = NULL;
     assert_int_equal(sd_event_new(&loop), 0);
@@ -37,14 +37,19 @@ static outcome run_probe(const char *text, uint64_t timeout_usec)
     assert_int_equal(probe_parse(text, "test", &spec, &err), 0);
     outcome result = {0};
     probe_run *probe = NULL;
-    assert_int_equal(probe_start(loop, &spec, timeout_usec, 20000, on_done, &result, &probe, &err),
-                     0);
+    assert_int_equal(
+        probe_start(loop, &spec, timeout_usec, interval_usec, on_done, &result, &probe, &err), 0);
     while (!result.finished)
         assert_true(sd_event_run(loop, UINT64_MAX) >= 0);
     probe_free(probe);
     probe_spec_clear(&spec);
     sd_event_unref(loop);
     return result;
+}
+
+static outcome run_probe(const char *text, uint64_t timeout_usec)
+{
+    return run_probe_every(text, timeout_usec, 20000);
 }
 
 static uint16_t listening_port(int *fd_out)
@@ -98,6 +103,38 @@ static void exec_probe_reports_status(void **state)
     assert_non_null(strstr(slow.why, "timed out"));
 }
 
+/* An interval as long as the timeout is one try: a failure is known at
+ * once, not at the deadline, and the command ran once. */
+static void one_try_fails_as_soon_as_it_fails(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/act-probe-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char text[512], count[64];
+    snprintf(count, sizeof(count), "%s/tries", dir);
+    snprintf(text, sizeof(text), "exec:/bin/sh -c 'echo >>%s; exit 1'", count);
+    uint64_t start = act_now_usec();
+    outcome failed = run_probe_every(text, 5000000, 5000000);
+    assert_false(failed.ok);
+    assert_non_null(strstr(failed.why, "exited with status 1"));
+    assert_true(act_now_usec() - start < 4000000);
+    _cleanup_free_ char *tries = NULL;
+    size_t size = 0;
+    FILE *file = fopen(count, "r");
+    assert_non_null(file);
+    assert_true(getdelim(&tries, &size, '\0', file) >= 0);
+    fclose(file);
+    assert_string_equal(tries, "\n");
+    unlink(count);
+    rmdir(dir);
+
+    /* It still succeeds, and a try that hangs is bounded by the timeout. */
+    assert_true(run_probe_every("exec:/bin/true", 1000000, 1000000).ok);
+    outcome slow = run_probe_every("exec:/bin/sleep 5", 200000, 200000);
+    assert_false(slow.ok);
+    assert_non_null(strstr(slow.why, "timed out"));
+}
+
 static void bad_specs_are_refused(void **state)
 {
     (void)state;
@@ -118,6 +155,7 @@ int main(void)
         cmocka_unit_test(tcp_probe_succeeds_once_something_listens),
         cmocka_unit_test(tcp_probe_times_out_on_a_closed_port),
         cmocka_unit_test(exec_probe_reports_status),
+        cmocka_unit_test(one_try_fails_as_soon_as_it_fails),
         cmocka_unit_test(bad_specs_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

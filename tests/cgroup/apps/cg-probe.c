@@ -45,7 +45,8 @@ int main(int argc, char **argv)
         signal(SIGTERM, on_term);
 
     printf("pid=%d\n", (int)getpid());
-    const char *vars[] = {"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "CG_TEST_MARK"};
+    const char *vars[] = {"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "WATCHDOG_PID",
+                          "CG_TEST_MARK"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         const char *v = getenv(vars[i]);
         printf("%s=%s\n", vars[i], v ? v : "(unset)");
