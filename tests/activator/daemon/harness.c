@@ -218,13 +218,14 @@ void dh_write_app_host_at(dh_daemon *d, const char *host, const char *address, i
                   "Exec=act-e2e-app %s\n"
                   "Environment=E2E_MARKER=%s\n"
                   "%s"
-                  "StopTimeoutSec=1\n"
+                  "%s"
                   "%s"
                   "[Listen]\n"
                   "ListenStream=%s:%d\n",
                   app_args ? app_args : "", marker,
-                  extra && strstr(extra, "ReadyTimeoutSec=") ? "" : "ReadyTimeoutSec=5\n", extra,
-                  address, port);
+                  strstr(extra, "ReadyTimeoutSec=") ? "" : "ReadyTimeoutSec=5\n",
+                  strstr(extra, "StopTimeoutSec=") ? "" : "StopTimeoutSec=1\n", extra, address,
+                  port);
 }
 
 int dh_add_app_host(dh_daemon *d, const char *host, const char *app_args,

@@ -118,9 +118,9 @@ void dh_write_host(dh_daemon *d, const char *host, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Writes the usual host file for act-e2e-app listening on 127.0.0.1:port:
- * Exec=act-e2e-app <app_args>, the marker in Environment=, StopTimeoutSec=1,
- * ReadyTimeoutSec=5 unless extra_host_lines sets it, and extra_host_lines
- * (may be NULL) in [Host]. */
+ * Exec=act-e2e-app <app_args>, the marker in Environment=, StopTimeoutSec=1
+ * and ReadyTimeoutSec=5 unless extra_host_lines sets them, and
+ * extra_host_lines (may be NULL) in [Host]. */
 void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app_args,
                        const char *extra_host_lines);
 /* The same, listening on address:port (a fleet's boxes each have their own
