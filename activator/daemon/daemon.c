@@ -23,6 +23,7 @@
 #include "activator/daemon/leftovers.h"
 #include "activator/daemon/lifetime.h"
 #include "activator/daemon/recovery.h"
+#include "activator/daemon/sweep.h"
 #include "activator/daemon/telemetry.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
@@ -214,7 +215,10 @@ static void observe_host(ad_daemon *daemon, ad_host *host, const pl_wake_event *
     daemon_process *process = process_of(daemon);
     if (event->type == PL_WAKE_EVENT_SERVING || event->type == PL_WAKE_EVENT_PARKED)
         status_changed(process);
-    if (daemon->stopping && event->type == PL_WAKE_EVENT_ENDED)
+    /* A host whose last retirement was not proven is at rest once the
+     * sweep proves it. */
+    if (daemon->stopping &&
+        (event->type == PL_WAKE_EVENT_ENDED || event->type == PL_WAKE_EVENT_PROVEN))
         check_stopped(process);
 }
 
@@ -390,6 +394,7 @@ static void teardown(daemon_process *process)
      * the records of the generations it retired). */
     act_offload_free(daemon->offload);
     ad_leftovers_free(daemon);
+    ad_sweep_free(daemon);
     sd_event_source_disable_unref(process->status_timer);
     sd_event_source_disable_unref(process->stop_timer);
     ctrl_free(process->control);
