@@ -421,11 +421,19 @@ int ad_run(const char *config_path)
     act_error err = {0};
     int r = start(&process, config_path, &err);
     if (r < 0) {
+        /* Nothing of ours ran yet: the loop never did. What recovery resumed
+         * keeps running and what it was to retire is left as it was found,
+         * so the next start, once what failed is fixed, takes both up again
+         * (a clean stop here would retire every generation on the box). */
+        size_t resumed = 0;
+        for (size_t i = 0; i < daemon->n_hosts; i++)
+            resumed += ad_host_serving(daemon->hosts[i]) != NULL;
         act_log(LOG_ERR, "activatord: %s", err.message);
-        if (daemon->loop && daemon->hosts)
-            begin_stop(&process);
-        if (daemon->stopping)
-            sd_event_loop(daemon->loop);
+        if (resumed)
+            act_log(LOG_NOTICE,
+                    "activatord: not started; %zu resumed generations keep running for the "
+                    "next start",
+                    resumed);
         teardown(&process);
         return 1;
     }

@@ -302,6 +302,16 @@ void dh_start(dh_daemon *d, const char *const *extra_env)
     dh_events_subscribe(d);
 }
 
+int dh_start_failing(dh_daemon *d)
+{
+    act_error err = {0};
+    int r = dd_start(&d->drv, START_TIMEOUT_MS, NULL, &err);
+    DH_CHECK(d, r != 0, "activatord sent READY=1, but its start was to fail");
+    dd_notify_close(&d->drv);
+    DH_CHECK(d, r == -ECHILD, "%s", err.message);
+    return d->drv.exit_status;
+}
+
 int dh_kill(dh_daemon *d)
 {
     act_error err = {0};

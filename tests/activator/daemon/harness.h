@@ -157,6 +157,10 @@ void dh_staged_exec_path(dh_daemon *d, const char *host, const char *version, ch
  * NULL), waits for READY=1 and connects and synchronises the subscriber. */
 void dh_start(dh_daemon *d, const char *const *extra_env);
 
+/* Starts activatord expecting its start to fail: fails the test if it
+ * sends READY=1; returns its exit status. */
+int dh_start_failing(dh_daemon *d);
+
 /* SIGTERM, then waits (bounded) for the daemon to exit. Returns its exit
  * status (128 + signal when killed by one). */
 int dh_stop(dh_daemon *d);

@@ -10,12 +10,14 @@
  * kernel, where a frozen cgroup v2 is not (its tasks die of SIGKILL).
  *
  * Recovery retires leftovers side by side after READY=1, so fifty of them
- * that each take their StopTimeoutSec to stop delay the start by nothing. */
+ * that each take their StopTimeoutSec to stop delay the start by nothing;
+ * and a start that fails after recovery leaves what it resumed running. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -210,6 +212,55 @@ static void test_many_leftovers_are_retired_after_ready_side_by_side(void **stat
     dh_stop_and_check_clean(d);
 }
 
+/* ControlListen= with a key that cannot be read fails the start after
+ * recovery. What recovery resumed keeps running, untouched, and the start
+ * after the key is fixed resumes it again. */
+static void test_a_failed_start_leaves_what_it_resumed_running(void **state)
+{
+    dh_daemon *d = *state;
+    char certs[] = "/tmp/act-sweep-tls-XXXXXX";
+    assert_non_null(mkdtemp(certs));
+    assert_true(dh_make_tls_certs(certs));
+    char conf[4 * PATH_MAX], key[PATH_MAX], saved_key[PATH_MAX];
+    snprintf(conf, sizeof(conf),
+             "ControlListen=tls+tcp://127.0.0.1:%d\nTLSCertificate=%s/server.crt\n"
+             "TLSKey=%s/server.key\nTLSClientCA=%s/ca.crt\n",
+             dh_free_port(), certs, certs, certs);
+    snprintf(key, sizeof(key), "%s/server.key", certs);
+    snprintf(saved_key, sizeof(saved_key), "%s/server.key.saved", certs);
+    dh_setup(d, DH_STORE_DIR, conf);
+    int port = dh_add_app_host(d, "demo", NULL, NULL);
+    dh_start(d, NULL);
+    dh_served served = dh_wake(d, "demo");
+    dh_hand_over(d);
+
+    /* A directory where the key was: unreadable, root or not. */
+    DH_CHECK(d, rename(key, saved_key) == 0 && mkdir(key, 0700) == 0, "cannot break the key");
+    DH_CHECK(d, dh_start_failing(d) == 1, "the start with an unreadable key did not exit 1");
+    DH_CHECK(d, dh_log_wait(d, "not started; 1 resumed generations keep running", 0),
+             "the failed start does not say what it left running");
+    DH_CHECK(d, !dh_pid_gone(served.pid), "the failed start stopped the resumed app");
+    DH_CHECK(d, dh_leaf_exists(d, "demo", "g-1") && dh_generation_records(d, "demo") == 1,
+             "the failed start retired the resumed generation");
+    char body[512];
+    DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0 && strstr(body, "generation=1"),
+             "the resumed app does not answer after the failed start");
+
+    DH_CHECK(d, rmdir(key) == 0 && rename(saved_key, key) == 0, "cannot restore the key");
+    dh_start(d, NULL);
+    DH_CHECK(d, dh_log_wait(d, "recovery: 1 generations resumed", 5000),
+             "the fixed start did not resume the generation");
+    json_object *status = dh_status(d, "demo");
+    DH_CHECK(d, strcmp(dh_json_str(status, "state"), "serving") == 0 &&
+                    (pid_t)dh_json_u64(status, "pid") == served.pid,
+             "status after the fixed start: %s", json_object_to_json_string(status));
+    json_object_put(status);
+    dh_stop_and_check_clean(d);
+    char rm[64];
+    snprintf(rm, sizeof(rm), "rm -rf '%s'", certs);
+    assert_int_equal(system(rm), 0);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-sweep", DH_STORE_DIR);
@@ -219,6 +270,7 @@ int main(void)
         SWEEP_TEST(test_a_generation_not_proven_stopped_is_swept_until_it_is),
         SWEEP_TEST(test_a_leftover_not_proven_stopped_is_swept_until_it_is),
         SWEEP_TEST(test_many_leftovers_are_retired_after_ready_side_by_side),
+        SWEEP_TEST(test_a_failed_start_leaves_what_it_resumed_running),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
