@@ -54,9 +54,24 @@ static bool adoptable(ad_host *host, const ad_leftover *leftover, rec_generation
     return false;
 }
 
+/* The pidfd of the leftover's main process, taken: the one its record
+ * names, else the first found; -1 when it has none. */
+static int take_main_pidfd(ad_host *host, ad_leftover *leftover, uint64_t number)
+{
+    if (!leftover->n_procs)
+        return -1;
+    rec_generation_record record;
+    int dirfd = host && number ? ad_host_dir(host, NULL) : -1;
+    if (dirfd >= 0 && rec_read_generation(dirfd, leftover->host, number, &record, NULL) == 0)
+        for (size_t i = 0; i < leftover->n_procs; i++)
+            if (leftover->procs[i].pid == record.pid)
+                return TAKE_FD(leftover->procs[i].pidfd);
+    return TAKE_FD(leftover->procs[0].pidfd);
+}
+
 /* Hands leftover to the sweep, which stops it (SIGTERM and StopTimeoutSec
- * for its first process, then a kill) and proves it gone from the loop;
- * its host refuses wakes until then. */
+ * for its main process, then a kill) and proves it gone from the loop; its
+ * host refuses wakes until then. */
 static void retire_leftover(ad_daemon *daemon, ad_host *host, ad_leftover *leftover)
 {
     if (!host)
@@ -78,9 +93,7 @@ static void retire_leftover(ad_daemon *daemon, ad_host *host, ad_leftover *lefto
         uint64_t number = 0;
         if (sscanf(leftover->leaf, "g-%" SCNu64, &number) != 1)
             number = 0;
-        int main_pidfd = -1;
-        if (leftover->n_procs)
-            main_pidfd = TAKE_FD(leftover->procs[0].pidfd);
+        int main_pidfd = take_main_pidfd(host, leftover, number);
         r = ad_sweep_leftover(daemon, host, leftover->host, leaf, number, main_pidfd, &err);
     }
     if (r < 0)
