@@ -9,22 +9,40 @@
 
 #include "common/log.h"
 
+/* event, about host, to subscribers (once the messaging is open). */
+static void publish(ad_host *host, ev_event *event)
+{
+    ev_publisher *events = ad_host_daemon(host)->events;
+    event->host = ad_host_name(host);
+    if (events)
+        ev_publish(events, event);
+}
+
 void ad_publish(ad_host *host, ev_event_kind kind, const ad_generation *gen, const char *reason)
 {
     assert(host);
-    ev_publisher *events = ad_host_daemon(host)->events;
-    if (!events)
+    publish(host, &(ev_event){
+                      .kind = kind,
+                      .generation = gen ? gen->number : 0,
+                      .version = gen && gen->build.version[0] ? gen->build.version : NULL,
+                      .digest = gen && gen->build.build_digest[0] ? gen->build.build_digest : NULL,
+                      .pid = gen ? gen->process.pid : 0,
+                      .reason = reason,
+                  });
+}
+
+void ad_announce_swept(ad_host *host, const char *leaf_name, uint64_t generation)
+{
+    assert(host && leaf_name);
+    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = ad_host_name(host), .generation = generation},
+                   "host %s: leaf %s is proven stopped and removed", ad_host_name(host),
+                   leaf_name);
+    if (!generation)
         return;
-    ev_event event = {
-        .kind = kind,
-        .host = ad_host_name(host),
-        .generation = gen ? gen->number : 0,
-        .version = gen && gen->build.version[0] ? gen->build.version : NULL,
-        .digest = gen && gen->build.build_digest[0] ? gen->build.build_digest : NULL,
-        .pid = gen ? gen->process.pid : 0,
-        .reason = reason,
-    };
-    ev_publish(events, &event);
+    const met_daemon_metrics *metrics = ad_host_daemon(host)->metrics;
+    if (metrics)
+        met_metric_add(metrics->generations_retired, NULL, 1);
+    publish(host, &(ev_event){.kind = EV_EVENT_RETIRED, .generation = generation});
 }
 
 static int priority_of(pl_wake_event_type type)
@@ -117,6 +135,8 @@ static int event_kind_of(const ad_host *host, const pl_wake_event *event)
         return EV_EVENT_SWAP_DONE;
     case PL_WAKE_EVENT_SWAP_FAILED:
         return EV_EVENT_SWAP_FAILED;
+    case PL_WAKE_EVENT_PROVEN:
+        return EV_EVENT_PROVEN;
     default:
         return -1;
     }
@@ -171,11 +191,13 @@ void ad_announce_transition(ad_host *host, const pl_wake_event *event)
 {
     assert(host && event);
     /* An exit or a fault is the serving generation's own, even while a
-     * swap starts its successor. */
+     * swap starts its successor; a proof is about the host's leaves not
+     * proven stopped, none of which is a generation it may serve now. */
     bool about_serving =
         event->type == PL_WAKE_EVENT_EXITED || event->type == PL_WAKE_EVENT_FAULTED;
-    const ad_generation *gen =
-        about_serving ? ad_host_serving(host) : ad_host_current_generation(host);
+    const ad_generation *gen = event->type == PL_WAKE_EVENT_PROVEN ? NULL
+                               : about_serving                     ? ad_host_serving(host)
+                                                                   : ad_host_current_generation(host);
     log_event(host, event, gen);
     count_event(host, event);
     int kind = event_kind_of(host, event);

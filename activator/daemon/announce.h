@@ -12,3 +12,8 @@ void ad_announce_transition(ad_host *host, const pl_wake_event *event);
 
 /* Publishes one event about host (and gen, when given) to subscribers. */
 void ad_publish(ad_host *host, ev_event_kind kind, const ad_generation *gen, const char *reason);
+
+/* The sweep proved leaf_name stopped and removed it (and the record of
+ * generation, when it is a generation's leaf; 0 otherwise): logged, counted
+ * and, for a generation, published as retired. */
+void ad_announce_swept(ad_host *host, const char *leaf_name, uint64_t generation);

@@ -28,6 +28,7 @@ typedef struct ad_daemon ad_daemon;
 typedef struct ad_host ad_host;
 typedef struct ad_claim_watch ad_claim_watch;
 typedef struct ad_leftovers ad_leftovers;
+typedef struct ad_sweep ad_sweep;
 typedef struct ad_telemetry ad_telemetry;
 
 /* The daemon's starts and handovers on this box (lifetime.c keeps them in
@@ -82,6 +83,7 @@ struct ad_daemon {
 
     ad_claim_watch *claim_watch; /* claim_watch.c */
     ad_leftovers *leftovers;     /* leftovers.c, from start-up until recovery ran */
+    ad_sweep *sweep;             /* sweep.c: leaves not proven stopped yet; NULL: none ever */
     ad_telemetry *telemetry;     /* telemetry.c */
 };
 

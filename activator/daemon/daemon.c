@@ -23,6 +23,7 @@
 #include "activator/daemon/leftovers.h"
 #include "activator/daemon/lifetime.h"
 #include "activator/daemon/recovery.h"
+#include "activator/daemon/sweep.h"
 #include "activator/daemon/telemetry.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
@@ -232,7 +233,10 @@ static void observe_host(ad_daemon *daemon, ad_host *host, const pl_wake_event *
     daemon_process *process = process_of(daemon);
     if (event->type == PL_WAKE_EVENT_SERVING || event->type == PL_WAKE_EVENT_PARKED)
         status_changed(process);
-    if (daemon->stopping && event->type == PL_WAKE_EVENT_ENDED)
+    /* A host whose last retirement was not proven is at rest once the
+     * sweep proves it. */
+    if (daemon->stopping &&
+        (event->type == PL_WAKE_EVENT_ENDED || event->type == PL_WAKE_EVENT_PROVEN))
         check_stopped(process);
 }
 
@@ -415,6 +419,7 @@ static void teardown(daemon_process *process)
      * the records of the generations it retired). */
     act_offload_free(daemon->offload);
     ad_leftovers_free(daemon);
+    ad_sweep_free(daemon);
     sd_event_source_disable_unref(process->status_timer);
     sd_event_source_disable_unref(process->stop_timer);
     ctrl_free(process->control);
@@ -441,11 +446,19 @@ int ad_run(const char *config_path)
     act_error err = {0};
     int r = start(&process, config_path, &err);
     if (r < 0) {
+        /* Nothing of ours ran yet: the loop never did. What recovery resumed
+         * keeps running and what it was to retire is left as it was found,
+         * so the next start, once what failed is fixed, takes both up again
+         * (a clean stop here would retire every generation on the box). */
+        size_t resumed = 0;
+        for (size_t i = 0; i < daemon->n_hosts; i++)
+            resumed += ad_host_serving(daemon->hosts[i]) != NULL;
         act_log(LOG_ERR, "activatord: %s", err.message);
-        if (daemon->loop && daemon->hosts)
-            begin_stop(&process);
-        if (daemon->stopping)
-            sd_event_loop(daemon->loop);
+        if (resumed)
+            act_log(LOG_NOTICE,
+                    "activatord: not started; %zu resumed generations keep running for the "
+                    "next start",
+                    resumed);
         teardown(&process);
         return 1;
     }

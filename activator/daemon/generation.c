@@ -25,7 +25,8 @@
 
 /* How long a cgroup kill may take to show an empty leaf before the stop is
  * called unproven. The kernel kills synchronously; this only bounds a leaf
- * stuck in uninterruptible sleep (a hung NFS read, say). */
+ * stuck in uninterruptible sleep (a hung NFS read, say), which the sweep
+ * (sweep.c) then goes on proving stopped for as long as it takes. */
 #define KILL_PROOF_TIMEOUT_USEC (10 * 1000 * 1000ull)
 
 static void limits_from_config(const cfg_limits *limits, cg_limits *out)

@@ -38,7 +38,8 @@ struct ad_host {
     uint64_t wake_started_usec;       /* announce.c */
     uint64_t failed_attempts;         /* wake_ops.c */
     bool claim_ours;                  /* wake_ops.c, claim_watch.c */
-    bool unproven_at_start;           /* recovery.c */
+    ad_unproven_leaf *unproven;       /* wake_ops.c keeps them, sweep.c takes them */
+    size_t n_unproven;
     char last_reason[32];             /* hosts.c, wake_ops.c */
     char last_message[256];
 };
@@ -120,6 +121,9 @@ void ad_host_free(ad_host *host)
     free(host->listen_names);
     cg_seccomp_program_free(host->seccomp);
     sd_event_source_disable_unref(host->idle_timer);
+    for (size_t i = 0; i < host->n_unproven; i++)
+        cg_leaf_free(host->unproven[i].leaf);
+    free(host->unproven);
     ad_host_dir_close(host);
     free(host);
 }
@@ -332,14 +336,28 @@ void ad_host_set_claim_ours(ad_host *host, bool ours)
     host->claim_ours = ours;
 }
 
-bool ad_host_unproven_at_start(const ad_host *host)
+/* ---- leaves not proven stopped -------------------------------------------- */
+
+bool ad_host_keep_unproven(ad_host *host, cg_leaf *leaf, uint64_t generation)
 {
-    return host->unproven_at_start;
+    assert(leaf);
+    ad_unproven_leaf *grown = realloc(host->unproven, (host->n_unproven + 1) * sizeof(*grown));
+    if (!grown) {
+        cg_leaf_free(leaf);
+        return false;
+    }
+    host->unproven = grown;
+    host->unproven[host->n_unproven++] = (ad_unproven_leaf){.leaf = leaf, .generation = generation};
+    return true;
 }
 
-void ad_host_set_unproven_at_start(ad_host *host)
+bool ad_host_take_unproven(ad_host *host, ad_unproven_leaf *out)
 {
-    host->unproven_at_start = true;
+    if (!host->n_unproven)
+        return false;
+    *out = host->unproven[0];
+    memmove(host->unproven, host->unproven + 1, --host->n_unproven * sizeof(*host->unproven));
+    return true;
 }
 
 /* ---- status -------------------------------------------------------------- */

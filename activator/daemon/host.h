@@ -95,14 +95,26 @@ sd_event_source **ad_host_idle_timer(ad_host *host);
 uint64_t ad_host_last_active(const ad_host *host);
 void ad_host_set_last_active(ad_host *host, uint64_t usec);
 
-/* ---- what the claim and the previous daemon said --------------------------- */
+/* ---- what the claim said --------------------------------------------------- */
 
 /* The last claim seen names this box as executor (wake_ops.c, claim_watch.c). */
 bool ad_host_claim_ours(const ad_host *host);
 void ad_host_set_claim_ours(ad_host *host, bool ours);
-/* Recovery could not prove an old generation stopped (recovery.c). */
-bool ad_host_unproven_at_start(const ad_host *host);
-void ad_host_set_unproven_at_start(ad_host *host);
+
+/* ---- leaves not proven stopped (wake_ops.c keeps them, sweep.c takes them) -- */
+
+/* A generation's leaf whose retirement could not prove it empty, with what
+ * the sweep needs to prove it later: the handle, and the record to remove. */
+typedef struct ad_unproven_leaf {
+    cg_leaf *leaf;
+    uint64_t generation;
+} ad_unproven_leaf;
+
+/* Keeps leaf (taken) until the sweep takes it; false when out of memory,
+ * with the leaf's handle freed: then only the next daemon retires it. */
+bool ad_host_keep_unproven(ad_host *host, cg_leaf *leaf, uint64_t generation);
+/* Takes the oldest leaf kept; false when none is. */
+bool ad_host_take_unproven(ad_host *host, ad_unproven_leaf *out);
 
 /* ---- what status shows ---------------------------------------------------- */
 

@@ -48,7 +48,7 @@ json_object *ad_host_status_json(const ad_host *host)
     const ad_generation *gen = serving ? serving : ad_host_starting(host);
     if (gen)
         add_generation(status, gen);
-    if (pl_host_is_unproven(pipeline) || ad_host_unproven_at_start(host))
+    if (pl_host_is_unproven(pipeline))
         add_string(status, "reason", "unproven_stop");
     else
         add_string(status, "reason", ad_host_last_reason(host));

@@ -21,6 +21,7 @@
 #include "activator/daemon/idle.h"
 #include "activator/daemon/leftovers.h"
 #include "activator/daemon/swap.h"
+#include "activator/daemon/sweep.h"
 #include "activator/daemon/wake_ops.h"
 #ifdef ACTIVATOR_TEST_HOOKS
 #include "activator/daemon/step_holds.h"
@@ -44,8 +45,10 @@ ad_host *ad_hosts_find(ad_daemon *daemon, const char *name)
 
 bool ad_hosts_at_rest(const ad_host *host)
 {
-    return pl_host_get_state(ad_host_pipeline(host)) == PL_HOST_PARKED && !ad_host_serving(host) &&
-           !ad_host_starting(host) && !ad_host_replaced(host) && !ad_host_wake_state(host);
+    const pl_host *pipeline = ad_host_pipeline(host);
+    return pl_host_get_state(pipeline) == PL_HOST_PARKED && !pl_host_is_unproven(pipeline) &&
+           !ad_host_serving(host) && !ad_host_starting(host) && !ad_host_replaced(host) &&
+           !ad_host_wake_state(host);
 }
 
 /* ---- demand ---------------------------------------------------------------- */
@@ -228,6 +231,11 @@ static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *u
          * serves on. */
         if (!event->swap)
             ad_hosts_drain_backlog(host);
+        break;
+    case PL_WAKE_EVENT_UNPROVEN:
+        /* The leaf that was not proven empty is kept on the host: the sweep
+         * kills it again and again, and its proof clears the refusal. */
+        ad_sweep_take_unproven(host);
         break;
     case PL_WAKE_EVENT_ENDED:
         settle(host, event);

@@ -12,6 +12,7 @@ typedef struct ad_leftover {
     char leaf[ACT_NAME_MAX + 1];
     cg_found_process *procs;         /* pidfd -1 once taken */
     size_t n_procs;
+    bool resumed;                    /* recovery.c resumed it */
 } ad_leftover;
 
 struct ad_leftovers {

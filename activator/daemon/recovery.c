@@ -3,9 +3,11 @@
  * start-up every leaf under our subtree is found first. A generation that
  * was serving, whose record and claim still say it is this box's current
  * admission, is resumed: the new daemon supervises it and its clients never
- * notice the restart. Everything else is retired with proof before the
- * first wake. A host whose old generation cannot be proven stopped refuses
- * wakes (unproven_stop) rather than risk two generations on one state. */
+ * notice the restart. Everything else is retired with proof by the sweep
+ * (sweep.c), all of it side by side once the loop runs, so that however
+ * many leftovers there are the daemon is READY in time. Until its leftovers
+ * are proven gone a host refuses wakes (unproven_stop) rather than risk two
+ * generations on one state. */
 #include "activator/daemon/recovery.h"
 
 #include <errno.h>
@@ -19,11 +21,10 @@
 #include "activator/daemon/generation.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/leftovers.h"
+#include "activator/daemon/sweep.h"
 #include "activator/daemon/wake_ops.h"
 #include "common/cleanup.h"
 #include "common/log.h"
-
-#define RECOVERY_KILL_TIMEOUT_USEC (10 * 1000 * 1000ull)
 
 /* A leftover generation may be resumed when it is the one the record and the
  * claim both name as this box's serving admission, and its main process
@@ -35,8 +36,7 @@ static bool adoptable(ad_host *host, const ad_leftover *leftover, rec_generation
     act_error err = {0};
     const char *name = ad_host_name(host);
     const ad_daemon *daemon = ad_host_daemon(host);
-    if (sscanf(leftover->leaf, "g-%" SCNu64, &number) != 1 || ad_host_serving(host) ||
-        ad_host_unproven_at_start(host))
+    if (sscanf(leftover->leaf, "g-%" SCNu64, &number) != 1 || ad_host_serving(host))
         return false;
     int dirfd = ad_host_dir(host, &err);
     if (dirfd < 0 || rec_read_generation(dirfd, name, number, record, &err) < 0 ||
@@ -55,8 +55,25 @@ static bool adoptable(ad_host *host, const ad_leftover *leftover, rec_generation
     return false;
 }
 
-static void retire_leftover(ad_daemon *daemon, ad_host *host, ad_leftover *leftover,
-                            unsigned *retired, unsigned *unproven)
+/* The pidfd of the leftover's main process, taken: the one its record
+ * names, else the first found; -1 when it has none. */
+static int take_main_pidfd(ad_host *host, ad_leftover *leftover, uint64_t number)
+{
+    if (!leftover->n_procs)
+        return -1;
+    rec_generation_record record;
+    int dirfd = host && number ? ad_host_dir(host, NULL) : -1;
+    if (dirfd >= 0 && rec_read_generation(dirfd, leftover->host, number, &record, NULL) == 0)
+        for (size_t i = 0; i < leftover->n_procs; i++)
+            if (leftover->procs[i].pid == record.pid)
+                return TAKE_FD(leftover->procs[i].pidfd);
+    return TAKE_FD(leftover->procs[0].pidfd);
+}
+
+/* Hands leftover to the sweep, which stops it (SIGTERM and StopTimeoutSec
+ * for its main process, then a kill) and proves it gone from the loop; its
+ * host refuses wakes until then. */
+static void retire_leftover(ad_daemon *daemon, ad_host *host, ad_leftover *leftover)
 {
     if (!host)
         act_log(LOG_NOTICE, "cgroup hosts/%s/%s: no host %s is configured; retiring it",
@@ -66,30 +83,25 @@ static void retire_leftover(ad_daemon *daemon, ad_host *host, ad_leftover *lefto
                        "host %s: leaf %s outlived the previous daemon and is not its current "
                        "serving generation; retiring it with proof",
                        leftover->host, leftover->leaf);
-    _cleanup_(cg_leaf_freep) cg_leaf *leaf = NULL;
+    cg_leaf *leaf = NULL;
     act_error err = {0};
     int r = cg_leaf_open(daemon->cgroups, leftover->host, leftover->leaf, &leaf, &err);
-    if (r == 0) {
-        int pidfd = leftover->n_procs ? leftover->procs[0].pidfd : -1;
-        uint64_t grace = host ? ad_host_config(host)->stop_timeout_usec : 0;
-        r = cg_retire_blocking(leaf, pidfd, grace, RECOVERY_KILL_TIMEOUT_USEC, &err);
-        if (r == 0)
-            r = cg_leaf_remove(leaf, &err);
-    }
-    uint64_t number = 0;
-    if (r == 0) {
-        (*retired)++;
-        int dirfd = -1;
-        if (host && sscanf(leftover->leaf, "g-%" SCNu64, &number) == 1 &&
-            (dirfd = ad_host_dir(host, NULL)) >= 0)
-            rec_remove_generation(dirfd, number, NULL);
-        return;
-    }
-    act_log(LOG_ERR, "host %s: leaf %s not proven stopped: %s", leftover->host, leftover->leaf,
-            err.message);
-    (*unproven)++;
+    if (r == -ENOENT)
+        return; /* gone since the scan; its record goes with the stale ones */
     if (host)
-        ad_host_set_unproven_at_start(host);
+        pl_host_mark_unproven(ad_host_pipeline(host));
+    if (r == 0) {
+        uint64_t number = 0;
+        if (sscanf(leftover->leaf, "g-%" SCNu64, &number) != 1)
+            number = 0;
+        int main_pidfd = take_main_pidfd(host, leftover, number);
+        r = ad_sweep_leftover(daemon, host, leftover->host, leaf, number, main_pidfd, &err);
+    }
+    if (r < 0)
+        act_log(LOG_ERR, "host %s: leaf %s cannot be retired: %s; %s", leftover->host,
+                leftover->leaf, err.message,
+                host ? "the host refuses wakes until the next daemon retires it"
+                     : "the next daemon retires it");
 }
 
 /* Records whose leaf is gone describe generations that are proven gone. */
@@ -152,42 +164,49 @@ static int resume(ad_host *host, const ad_leftover *leftover, const rec_generati
 
 void ad_recover(ad_daemon *daemon)
 {
-    unsigned resumed = 0, retired = 0, unproven = 0;
+    unsigned resumed = 0, retiring = 0;
     ad_leftovers *leftovers = daemon->leftovers;
     size_t n_leftovers = leftovers ? leftovers->n : 0;
-    /* Newest first, so that of two serving-looking leaves of one host the
-     * later admission is the one resumed. */
-    for (size_t i = n_leftovers; i-- > 0;) {
+    /* Every generation that can be resumed is, before anything is retired:
+     * a host refuses wakes while a leftover of its own is retired, and a
+     * pipeline that refuses wakes resumes nothing. */
+    for (size_t i = 0; i < n_leftovers; i++) {
         ad_leftover *leftover = &leftovers->items[i];
         ad_host *host = ad_hosts_find(daemon, leftover->host);
         rec_generation_record record;
         claim current;
         int main_pidfd = -1;
-        if (host && adoptable(host, leftover, &record, &current, &main_pidfd)) {
-            act_error adopt_err = {0};
-            if (resume(host, leftover, &record, &current, main_pidfd, &adopt_err) == 0) {
-                for (size_t j = 0; j < leftover->n_procs; j++)
-                    if (leftover->procs[j].pidfd == main_pidfd)
-                        leftover->procs[j].pidfd = -1; /* the generation owns it now */
-                resumed++;
-                continue;
-            }
+        if (!host || !adoptable(host, leftover, &record, &current, &main_pidfd))
+            continue;
+        act_error adopt_err = {0};
+        if (resume(host, leftover, &record, &current, main_pidfd, &adopt_err) < 0) {
             act_log(LOG_WARNING, "host %s: cannot resume %s: %s", leftover->host, leftover->leaf,
                     adopt_err.message);
+            continue;
         }
-        retire_leftover(daemon, host, leftover, &retired, &unproven);
+        for (size_t j = 0; j < leftover->n_procs; j++)
+            if (leftover->procs[j].pidfd == main_pidfd)
+                leftover->procs[j].pidfd = -1; /* the generation owns it now */
+        leftover->resumed = true;
+        resumed++;
+    }
+    for (size_t i = 0; i < n_leftovers; i++) {
+        ad_leftover *leftover = &leftovers->items[i];
+        if (leftover->resumed)
+            continue;
+        retire_leftover(daemon, ad_hosts_find(daemon, leftover->host), leftover);
+        retiring++;
     }
     for (size_t i = 0; i < daemon->n_hosts; i++) {
         ad_host *host = daemon->hosts[i];
-        if (!unproven)
-            forget_stale_records(host);
+        forget_stale_records(host);
         if (!ad_host_serving(host))
             ad_host_dir_close(host);
     }
     if (n_leftovers)
         act_log(LOG_NOTICE,
-                "recovery: %u generations resumed, %u leftover leaves retired with proof, %u "
-                "not proven",
-                resumed, retired, unproven);
+                "recovery: %u generations resumed, %u leftover leaves being retired with proof "
+                "(their hosts refuse wakes until then)",
+                resumed, retiring);
     ad_leftovers_free(daemon);
 }

@@ -226,13 +226,6 @@ static void op_read(pl_wake *wake, void *userdata)
     w->resolved.exec_fd = -1;
     ad_host_set_wake_state(host, w);
     pl_wake_set_data(wake, w, ad_wake_state_free);
-    if (ad_host_unproven_at_start(host)) {
-        pl_wake_complete(wake, PL_REASON_UNPROVEN_STOP,
-                         "host %s: a generation left by the previous daemon is not proven "
-                         "stopped; see the log for its cgroup",
-                         name_of(host));
-        return;
-    }
     if (refused_for_the_store(wake, host))
         return;
     state_of(host)->waiting_wake = wake;
@@ -761,11 +754,15 @@ static void on_generation_retired(ad_generation *gen, bool proven, const char *w
         pl_wake_retired(wake, true, "host %s: generation %" PRIu64 " is proven stopped",
                         name_of(host), number);
     } else {
-        /* An unproven generation keeps its handle (and cgroup): the next
-         * daemon or a later sweep must still be able to prove it stopped. */
+        /* The leaf of an unproven generation is kept on the host: the sweep
+         * that the transition starts proves it stopped later. */
         act_log_fields(LOG_ERR, &(act_log_ctx){.host = name_of(host), .generation = number},
                        "host %s: generation %" PRIu64 " is NOT proven stopped: %s", name_of(host),
                        number, why);
+        if (!ad_host_keep_unproven(host, TAKE_PTR(gen->leaf), number))
+            act_log(LOG_ERR, "host %s: out of memory keeping the leaf of generation %" PRIu64
+                             " for the sweep; only the next daemon retires it",
+                    name_of(host), number);
         ad_generation_free(gen);
         pl_wake_retired(wake, false, "host %s: generation %" PRIu64 " not proven stopped: %s",
                         name_of(host), number, why);

@@ -42,6 +42,9 @@ typedef enum ev_event_kind {
     EV_EVENT_SWAP_DONE,
     EV_EVENT_SWAP_FAILED,
     EV_EVENT_CLAIM_CHANGED,
+    /* A host's generations are all proven stopped again, after one was not
+     * (unproven_stop): it wakes again. */
+    EV_EVENT_PROVEN,
     EV_EVENT__COUNT,
 } ev_event_kind;
 

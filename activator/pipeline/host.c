@@ -371,6 +371,12 @@ int pl_host_adopt_serving(pl_host *host)
     return 0;
 }
 
+void pl_host_mark_unproven(pl_host *host)
+{
+    assert(host);
+    host->unproven = true;
+}
+
 void pl_host_report_proof(pl_host *host)
 {
     assert(host);

@@ -324,6 +324,12 @@ int pl_host_swap(pl_host *host, pl_wake_done_fn done, void *userdata);
  * nothing in flight and no unproven stop. */
 int pl_host_adopt_serving(pl_host *host);
 
+/* A generation this pipeline did not start (one a previous daemon left
+ * running and the daemon does not resume) is not proven stopped yet: wakes
+ * and swaps are refused with unproven_stop until pl_host_report_proof, as
+ * after a retirement of its own that was not proven. Nothing is emitted. */
+void pl_host_mark_unproven(pl_host *host);
+
 /* An earlier generation is now proven stopped (for example the daemon's sweep
  * found its cgroup empty): clears the unproven stop so wakes run again. */
 void pl_host_report_proof(pl_host *host);

@@ -1,6 +1,7 @@
 /* Kill with proof, retire and containment against real cgroups: a
- * daemonized grandchild, an app that ignores SIGTERM, a fork bomb under
- * PidsMax, a memory hog under MemoryMax (v1 or v2, whichever this host has).
+ * daemonized grandchild, an app that ignores SIGTERM, a process in
+ * uninterruptible sleep, a fork bomb under PidsMax, a memory hog under
+ * MemoryMax (v1 or v2, whichever this host has).
  * CG_TEST_SPAWN_METHOD=fork and CG_TEST_FORCE_KILL_FALLBACK=1 run the same tests
  * on the fork spawn path and the freeze + SIGKILL + thaw kill path. */
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "tests/cgroup/cgt.h"
+#include "tests/cgroup/stuck.h"
 
 #define SEC 1000000ULL
 
@@ -158,6 +160,64 @@ static void events_fd_signals_emptiness(void **state)
     cg_leaf_free(leaf);
 }
 
+/* The process held in uninterruptible sleep, released by the teardown too,
+ * so that a failed check never leaves it (and its leaf) behind. */
+static cgt_stuck held;
+
+static int release_held_then_teardown(void **state)
+{
+    char what[256];
+    if (cgt_stuck_release(&held, what, sizeof(what)) < 0)
+        print_error("cg-stuck did not end cleanly: %s\n", what);
+    return cgt_teardown_root(state);
+}
+
+/* What does hold a kill off: a process in uninterruptible sleep (here a read
+ * that a FUSE server leaves unanswered, apps/cg-stuck.c). SIGKILL stays
+ * pending on it, so the leaf stays populated and is not proven empty, kill
+ * after kill, for as long as the sleep lasts; the instant it ends the
+ * process dies and the events fd says so. A frozen cgroup would not do:
+ * cgroup v2's freezer lets SIGKILL through. */
+static void a_process_in_uninterruptible_sleep_holds_off_the_proof(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-8", NULL);
+    char why[512];
+    int r = cgt_stuck_start(CG_STUCK, cg_leaf_path(leaf), &held, why, sizeof(why));
+    if (r == -ENODEV) {
+        print_message("SKIP: FUSE is not usable here: %s\n", why);
+        cg_leaf_free(leaf);
+        skip();
+    }
+    if (r < 0) {
+        print_error("%s\n", why);
+        fail();
+    }
+    assert_true(cgt_pid_in_cgroup(cg_leaf_path(leaf), held.victim));
+
+    act_error err = {0};
+    assert_int_equal(cg_leaf_kill_and_wait(leaf, 300000, &err), -ETIMEDOUT);
+    assert_int_equal(cgt_stuck_state(&held), 'D');
+    /* Killing it again changes nothing while it sleeps. */
+    assert_int_equal(cg_leaf_kill_and_wait(leaf, 300000, &err), -ETIMEDOUT);
+    assert_int_equal(cg_leaf_remove(leaf, &err), -EBUSY);
+
+    int events = cg_leaf_events_fd(leaf, &err);
+    assert_true(events >= 0);
+    bool populated = false;
+    assert_int_equal(cg_leaf_populated(leaf, &populated, &err), 0);
+    assert_true(populated);
+    char what[256];
+    assert_int_equal(cgt_stuck_release(&held, what, sizeof(what)), 0);
+    /* It died of the SIGKILL that waited for it, not of the failed read. */
+    assert_non_null(strstr(what, "killed=9"));
+    struct pollfd pfd = {.fd = events, .events = POLLIN};
+    assert_int_equal(poll(&pfd, 1, 10000), 1);
+    assert_int_equal(cg_leaf_populated(leaf, &populated, &err), 0);
+    assert_false(populated);
+    assert_int_equal(cg_leaf_remove(leaf, &err), 0);
+    cg_leaf_free(leaf);
+}
+
 static void fork_bomb_is_contained_by_pids_max(void **state)
 {
     cg_limits limits = {.pids_max = 32};
@@ -231,6 +291,8 @@ int main(void)
         T(retire_of_a_cooperative_app_ends_when_it_exits),
         T(not_proven_is_told_apart_from_proven),
         T(events_fd_signals_emptiness),
+        cmocka_unit_test_setup_teardown(a_process_in_uninterruptible_sleep_holds_off_the_proof,
+                                        cgt_setup_root, release_held_then_teardown),
         T(fork_bomb_is_contained_by_pids_max),
         T(memory_hog_is_oom_killed_inside_its_leaf),
     };

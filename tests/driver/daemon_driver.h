@@ -57,6 +57,7 @@ typedef struct dd_daemon {
 
     pid_t pid; /* 0 when not running */
     int pidfd;
+    int exit_status; /* of the last run that ended (128 + signal when killed by one) */
     uint64_t exec_usec; /* CLOCK_MONOTONIC just before the daemon's fork+exec */
 
     /* The notify socket and its reader thread; what the thread writes is

@@ -260,7 +260,8 @@ static int wait_exit(dd_daemon *d, int timeout_ms)
     close(d->pidfd);
     d->pidfd = -1;
     d->pid = 0;
-    return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
+    d->exit_status = info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
+    return d->exit_status;
 }
 
 static int spawn_daemon(dd_daemon *d, const char *const *extra_env, act_error *err)

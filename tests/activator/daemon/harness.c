@@ -218,13 +218,14 @@ void dh_write_app_host_at(dh_daemon *d, const char *host, const char *address, i
                   "Exec=act-e2e-app %s\n"
                   "Environment=E2E_MARKER=%s\n"
                   "%s"
-                  "StopTimeoutSec=1\n"
+                  "%s"
                   "%s"
                   "[Listen]\n"
                   "ListenStream=%s:%d\n",
                   app_args ? app_args : "", marker,
-                  extra && strstr(extra, "ReadyTimeoutSec=") ? "" : "ReadyTimeoutSec=5\n", extra,
-                  address, port);
+                  strstr(extra, "ReadyTimeoutSec=") ? "" : "ReadyTimeoutSec=5\n",
+                  strstr(extra, "StopTimeoutSec=") ? "" : "StopTimeoutSec=1\n", extra, address,
+                  port);
 }
 
 int dh_add_app_host(dh_daemon *d, const char *host, const char *app_args,
@@ -299,6 +300,16 @@ void dh_start(dh_daemon *d, const char *const *extra_env)
         fail_msg("%s", err.message);
     }
     dh_events_subscribe(d);
+}
+
+int dh_start_failing(dh_daemon *d)
+{
+    act_error err = {0};
+    int r = dd_start(&d->drv, START_TIMEOUT_MS, NULL, &err);
+    DH_CHECK(d, r != 0, "activatord sent READY=1, but its start was to fail");
+    dd_notify_close(&d->drv);
+    DH_CHECK(d, r == -ECHILD, "%s", err.message);
+    return d->drv.exit_status;
 }
 
 int dh_kill(dh_daemon *d)

@@ -119,9 +119,9 @@ void dh_write_host(dh_daemon *d, const char *host, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Writes the usual host file for act-e2e-app listening on 127.0.0.1:port:
- * Exec=act-e2e-app <app_args>, the marker in Environment=, StopTimeoutSec=1,
- * ReadyTimeoutSec=5 unless extra_host_lines sets it, and extra_host_lines
- * (may be NULL) in [Host]. */
+ * Exec=act-e2e-app <app_args>, the marker in Environment=, StopTimeoutSec=1
+ * and ReadyTimeoutSec=5 unless extra_host_lines sets them, and
+ * extra_host_lines (may be NULL) in [Host]. */
 void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app_args,
                        const char *extra_host_lines);
 /* The same, listening on address:port (a fleet's boxes each have their own
@@ -157,6 +157,10 @@ void dh_staged_exec_path(dh_daemon *d, const char *host, const char *version, ch
 /* Starts activatord (extra_env: NULL-terminated "KEY=VALUE" list, may be
  * NULL), waits for READY=1 and connects and synchronises the subscriber. */
 void dh_start(dh_daemon *d, const char *const *extra_env);
+
+/* Starts activatord expecting its start to fail: fails the test if it
+ * sends READY=1; returns its exit status. */
+int dh_start_failing(dh_daemon *d);
 
 /* SIGTERM, then waits (bounded) for the daemon to exit. Returns its exit
  * status (128 + signal when killed by one). */

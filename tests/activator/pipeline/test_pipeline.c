@@ -274,6 +274,31 @@ static void an_unproven_stop_refuses_wakes_until_proof(void **state)
     assert_int_equal(f->fake.calls[PL_STEP_READ], 2);
 }
 
+/* What a previous daemon left and the daemon could not prove stopped yet
+ * holds back this pipeline's wakes just the same, until the proof. */
+static void a_host_marked_unproven_refuses_wakes_until_proof(void **state)
+{
+    fixture *f = *state;
+    make_host(f);
+    pl_host_mark_unproven(f->host);
+    assert_true(pl_host_is_unproven(f->host));
+    assert_int_equal(pl_host_adopt_serving(f->host), -EBUSY);
+
+    fake_result refused = {0};
+    wake_and_wait(f, &refused);
+    assert_int_equal(refused.kind, PL_WAKE_REFUSED);
+    assert_int_equal(refused.reason, PL_REASON_UNPROVEN_STOP);
+    assert_int_equal(f->fake.calls[PL_STEP_READ], 0);
+    assert_int_equal(pl_host_get_state(f->host), PL_HOST_PARKED);
+
+    pl_host_report_proof(f->host);
+    assert_false(pl_host_is_unproven(f->host));
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_PROVEN), 1);
+    fake_result served = {0};
+    wake_and_wait(f, &served);
+    assert_int_equal(served.kind, PL_WAKE_SERVING);
+}
+
 typedef struct join_state {
     pl_host *host;
     fake_result *late;
@@ -843,6 +868,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_gate_refusal_records_no_failed_attempt, setup, teardown),
         cmocka_unit_test_setup_teardown(a_failure_after_ready_is_never_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(an_unproven_stop_refuses_wakes_until_proof, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_host_marked_unproven_refuses_wakes_until_proof, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(concurrent_triggers_join_one_wake_and_share_its_outcome,
                                         setup, teardown),
