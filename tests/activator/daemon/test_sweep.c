@@ -224,7 +224,7 @@ static void test_a_failed_start_leaves_what_it_resumed_running(void **state)
     char conf[4 * PATH_MAX], key[PATH_MAX], saved_key[PATH_MAX];
     snprintf(conf, sizeof(conf),
              "ControlListen=tls+tcp://127.0.0.1:%d\nTLSCertificate=%s/server.crt\n"
-             "TLSKey=%s/server.key\nTLSClientCA=%s/ca.crt\n",
+             "TLSKey=%s/server.key\nTLSClientCA=%s/ca.crt\nControlOperators=client\n",
              dh_free_port(), certs, certs, certs);
     snprintf(key, sizeof(key), "%s/server.key", certs);
     snprintf(saved_key, sizeof(saved_key), "%s/server.key.saved", certs);
