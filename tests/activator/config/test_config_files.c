@@ -733,6 +733,12 @@ static void hosts_directory_skips_bad_files(void **state)
     assert_int_equal(cfg_errors_count_file(&errors, file), 1);
     snprintf(file, sizeof(file), "%s/web4.conf", dir);
     assert_int_equal(cfg_errors_count_file(&errors, file), 1);
+    /* The refused address is reported on its own line. */
+    bool on_its_line = false;
+    for (size_t i = 0; i < errors.n; i++)
+        on_its_line |= strcmp(errors.items[i].file, file) == 0 && errors.items[i].line == 4 &&
+                       strcmp(errors.items[i].key, "ListenStream") == 0;
+    assert_true(on_its_line);
     assert_int_equal(errors.n, 5);
     cfg_hosts_free(hosts, n);
     cfg_errors_free(&errors);
