@@ -46,10 +46,15 @@ typedef void (*ad_hosts_observer_fn)(ad_daemon *daemon, ad_host *host, const pl_
 struct ad_daemon {
     sd_event *loop;
     cfg_daemon config;
-    cfg_host *host_configs; /* every host file that loaded, sorted by name */
-    size_t n_host_configs;
-    ad_host **hosts; /* the hosts set up (hosts.c), sorted by name */
+    ad_host **hosts; /* the hosts set up (hosts.c), sorted by name; each owns its config */
     size_t n_hosts;
+    size_t cap_hosts;
+    /* Hosts a reload took out of the configuration (hosts.c): kept until
+     * exit, because what they started may still call back with them (claim
+     * calls, record writes, their retirement). */
+    ad_host **removed_hosts;
+    size_t n_removed_hosts;
+    size_t cap_removed_hosts;
     ad_hosts_observer_fn observe_hosts;
     cg_seccomp_program *default_seccomp; /* SystemCallFilter=default, shared by hosts */
     char incarnation[33];            /* random per start */

@@ -37,6 +37,8 @@
  * start-up, the signals and the stop here use. */
 typedef struct daemon_process {
     ad_daemon daemon;
+    cfg_host *loaded_hosts; /* the host files loaded at start, until the hosts take them */
+    size_t n_loaded_hosts;
     ctrl_server *control;
     sd_event_source *status_timer;   /* a pending STATUS= update */
     sd_event_source *stop_timer;     /* the clean stop's deadline */
@@ -89,7 +91,8 @@ static int read_store_password(const char *path, char **out, act_error *err)
     return 0;
 }
 
-static int open_store(ad_daemon *daemon, act_error *err)
+/* probe_host: a host to read the claim of, or NULL. */
+static int open_store(ad_daemon *daemon, const char *probe_host, act_error *err)
 {
     const cfg_daemon *config = &daemon->config;
     claims_store_options options = {
@@ -115,8 +118,8 @@ static int open_store(ad_daemon *daemon, act_error *err)
         return r;
     /* READY=1 promises that the store answered: ask it once. */
     claim probe;
-    if (daemon->n_host_configs) {
-        r = claims_read(daemon->store, daemon->host_configs[0].name, &probe, err);
+    if (probe_host) {
+        r = claims_read(daemon->store, probe_host, &probe, err);
         if (r < 0)
             return act_error_prefix(err, "Store=%s does not answer", daemon->config.store);
     }
@@ -282,8 +285,9 @@ static int on_signal(sd_event_source *source, const struct signalfd_siginfo *inf
 
 /* ---- start and run ------------------------------------------------------- */
 
-static int load_configuration(ad_daemon *daemon, const char *path, act_error *err)
+static int load_configuration(daemon_process *process, const char *path, act_error *err)
 {
+    ad_daemon *daemon = &process->daemon;
     _cleanup_(cfg_errors_free) cfg_errors errors = {0};
     int r = cfg_load_daemon(path, &daemon->config, &errors);
     if (r < 0) {
@@ -292,8 +296,8 @@ static int load_configuration(ad_daemon *daemon, const char *path, act_error *er
                                       "--check-config --config %s",
                              path, path);
     }
-    r = cfg_load_hosts(daemon->config.hosts_directory, &daemon->host_configs,
-                       &daemon->n_host_configs, &errors);
+    r = cfg_load_hosts(daemon->config.hosts_directory, &process->loaded_hosts,
+                       &process->n_loaded_hosts, &errors);
     if (r < 0) {
         cfg_errors_print(&errors, stderr);
         return act_error_set(err, -r, "HostsDirectory=%s cannot be read",
@@ -302,7 +306,7 @@ static int load_configuration(ad_daemon *daemon, const char *path, act_error *er
     /* A bad host file is skipped; the others are served. */
     for (size_t i = 0; i < errors.n; i++)
         act_log(LOG_ERR, "%s (host not loaded)", errors.items[i].text);
-    qsort(daemon->host_configs, daemon->n_host_configs, sizeof(*daemon->host_configs),
+    qsort(process->loaded_hosts, process->n_loaded_hosts, sizeof(*process->loaded_hosts),
           compare_host_configs);
     return 0;
 }
@@ -327,7 +331,7 @@ static int make_incarnation(ad_daemon *daemon, act_error *err)
 static int start(daemon_process *process, const char *config_path, act_error *err)
 {
     ad_daemon *daemon = &process->daemon;
-    int r = load_configuration(daemon, config_path, err);
+    int r = load_configuration(process, config_path, err);
     if (r < 0)
         return r;
     if ((r = sd_event_default(&daemon->loop)) < 0)
@@ -366,10 +370,14 @@ static int start(daemon_process *process, const char *config_path, act_error *er
                                 daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto");
     if ((r = pl_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
             0 ||
-        (r = open_store(daemon, err)) < 0 || (r = ad_leftovers_scan(daemon, err)) < 0)
+        (r = open_store(daemon, process->n_loaded_hosts ? process->loaded_hosts[0].name : NULL,
+                        err)) < 0 ||
+        (r = ad_leftovers_scan(daemon, err)) < 0)
         return r;
     daemon->observe_hosts = observe_host;
-    if ((r = ad_hosts_setup(daemon, err)) < 0)
+    r = ad_hosts_setup(daemon, TAKE_PTR(process->loaded_hosts),
+                       TAKE_STRUCT(process->n_loaded_hosts), err);
+    if (r < 0)
         return r;
     ad_recover(daemon);
     if ((r = open_messaging(process, err)) < 0 || (r = ad_claim_watch_start(daemon, err)) < 0)
@@ -404,7 +412,7 @@ static void teardown(daemon_process *process)
     if (daemon->state_dirfd >= 0)
         close(daemon->state_dirfd);
     cg_seccomp_program_free(daemon->default_seccomp);
-    cfg_hosts_free(daemon->host_configs, daemon->n_host_configs);
+    cfg_hosts_free(process->loaded_hosts, process->n_loaded_hosts);
     cfg_daemon_free(&daemon->config);
     sd_event_unref(daemon->loop);
 }

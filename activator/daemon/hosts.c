@@ -63,9 +63,8 @@ static int on_demand(sd_event_source *source, int fd, uint32_t revents, void *us
 
 static void watch_demand(ad_host *host, bool watch)
 {
-    const cfg_host *config = ad_host_config(host);
     const int *fds = ad_host_listen_fds(host);
-    for (uint16_t i = 0; i < config->n_listen; i++) {
+    for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
         sd_event_source **source = ad_host_demand_source(host, i);
         if (!watch) {
             if (*source)
@@ -74,7 +73,8 @@ static void watch_demand(ad_host *host, bool watch)
         }
         if (!*source && sd_event_add_io(ad_host_daemon(host)->loop, source, fds[i], EPOLLIN,
                                         on_demand, host) < 0) {
-            act_log(LOG_ERR, "host %s: cannot watch its socket for connections", config->name);
+            act_log(LOG_ERR, "host %s: cannot watch its socket for connections",
+                    ad_host_name(host));
             continue;
         }
         sd_event_source_set_enabled(*source, SD_EVENT_ON);
@@ -88,7 +88,7 @@ void ad_hosts_drain_backlog(ad_host *host)
 {
     assert(host);
     const int *fds = ad_host_listen_fds(host);
-    for (uint16_t i = 0; i < ad_host_config(host)->n_listen; i++) {
+    for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
         int fd;
         while ((fd = accept4(fds[i], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
             close(fd);
@@ -96,6 +96,8 @@ void ad_hosts_drain_backlog(ad_host *host)
 }
 
 /* ---- transitions ------------------------------------------------------------ */
+
+static void apply_pending(ad_host *host);
 
 static bool is_failure(const pl_wake_event *event)
 {
@@ -126,7 +128,7 @@ static void settle(ad_host *host, const pl_wake_event *event)
     /* Parked, whatever ended (served and parked, gave up, cancelled, or
      * refused): the sockets are ours to watch again, so the next client
      * wakes the host (after the failure-park backoff, if any). */
-    if (!daemon->stopping)
+    if (!daemon->stopping && !ad_host_removed(host))
         watch_demand(host, true);
     ad_swap_host_parked(host);
 }
@@ -150,6 +152,8 @@ static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *u
     switch (event->type) {
     case PL_WAKE_EVENT_WAKING:
         watch_demand(host, false);
+        /* A wake from parked: nothing of the settings in force is in use. */
+        apply_pending(host);
         break;
     case PL_WAKE_EVENT_SERVING:
         ad_idle_watch(host, true);
@@ -251,7 +255,7 @@ static void store_fd(const char *name, int fd)
 static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited, act_error *err)
 {
     const cfg_host *config = ad_host_config(host);
-    const lsn_address *address = &config->listen[index];
+    const lsn_address *address = &ad_host_listen_addresses(host)[index];
     const char *name = ad_host_listen_names(host)[index];
     int fd = inherited_take(inherited, name, address);
     if (fd >= 0)
@@ -271,7 +275,7 @@ static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited
 
 static int bind_sockets(ad_host *host, inherited_fds *inherited, act_error *err)
 {
-    for (uint16_t i = 0; i < ad_host_config(host)->n_listen; i++) {
+    for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
         int fd = obtain_socket(host, i, inherited, err);
         if (fd < 0)
             return fd;
@@ -289,7 +293,7 @@ size_t ad_hosts_hand_over(ad_daemon *daemon)
         ad_idle_watch(host, false);
         const int *fds = ad_host_listen_fds(host);
         char *const *names = ad_host_listen_names(host);
-        for (uint16_t j = 0; j < ad_host_config(host)->n_listen; j++)
+        for (unsigned j = 0; j < ad_host_n_listen(host); j++)
             if (fds[j] >= 0)
                 store_fd(names[j], fds[j]);
         if (ad_host_serving(host))
@@ -309,6 +313,33 @@ static void pipeline_config_for(const ad_daemon *daemon, const cfg_host *config,
     out->budget_wait_max_usec = daemon->config.start_budget_wait_usec;
     out->start_rate_per_sec = config->start_rate_limit;
     out->start_cap = (pl_start_cap *)&daemon->start_cap;
+}
+
+/* The pipeline takes what it reads of the host's configuration in force
+ * and of the daemon's budgets again. */
+static void update_pipeline(ad_host *host)
+{
+    pl_config config;
+    pipeline_config_for(ad_host_daemon(host), ad_host_config(host), &config);
+    act_error err = {0};
+    if (pl_host_set_config(ad_host_pipeline(host), &config, &err) < 0)
+        act_log(LOG_ERR, "%s", err.message);
+}
+
+/* Puts a host's pending settings in force, when nothing of the old ones is
+ * in use: no generation and no wake state (a wake in flight holds its
+ * probes on them). */
+static void apply_pending(ad_host *host)
+{
+    if (!ad_host_has_pending(host) || ad_host_serving(host) || ad_host_starting(host) ||
+        ad_host_replaced(host) || ad_host_wake_state(host) || ad_host_swap(host))
+        return;
+    ad_host_apply_pending(host);
+    update_pipeline(host);
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = ad_host_name(host)},
+                   "host %s: the configuration loaded by the last reload is in force from this "
+                   "start",
+                   ad_host_name(host));
 }
 
 /* The pipeline's operations: the daemon's own, wrapped in the tests' step
@@ -342,24 +373,23 @@ static void teardown_host(ad_host *host)
     ad_host_free(host);
 }
 
-static int setup_host(ad_daemon *daemon, const cfg_host *config, inherited_fds *inherited,
-                      ad_host **out, act_error *err)
+/* A host with its settings (taken) and its pipeline, its directory made;
+ * its sockets are the caller's to fill. */
+static int make_host(ad_daemon *daemon, ad_host_settings *settings, ad_host **out, act_error *err)
 {
     ad_host *host = NULL;
-    int r = ad_host_new(daemon, config, &host, err);
+    int r = ad_host_new(daemon, settings, &host, err);
     if (r < 0)
         return r;
     /* Creates hosts/<host>/ now, not at the first wake. */
     r = ad_host_dir(host, err);
     ad_host_dir_close(host);
-    if (r >= 0)
-        r = bind_sockets(host, inherited, err);
     pl_host *pipeline = NULL;
     if (r >= 0) {
         pl_config pipeline_config;
-        pipeline_config_for(daemon, config, &pipeline_config);
-        r = pl_host_new(daemon->loop, config->name, &pipeline_config, operations(daemon), host,
-                        on_transition, host, &pipeline, err);
+        pipeline_config_for(daemon, ad_host_config(host), &pipeline_config);
+        r = pl_host_new(daemon->loop, ad_host_name(host), &pipeline_config, operations(daemon),
+                        host, on_transition, host, &pipeline, err);
     }
     if (r < 0) {
         teardown_host(host);
@@ -370,29 +400,61 @@ static int setup_host(ad_daemon *daemon, const cfg_host *config, inherited_fds *
     return 0;
 }
 
-int ad_hosts_setup(ad_daemon *daemon, act_error *err)
+static int setup_host(ad_daemon *daemon, cfg_host *config, inherited_fds *inherited,
+                      ad_host **out, act_error *err)
+{
+    ad_host_settings *settings = NULL;
+    const char *failed_key = NULL;
+    ad_host *host = NULL;
+    int r = ad_host_settings_new(daemon, config, &settings, &failed_key, err);
+    if (r == 0)
+        r = make_host(daemon, settings, &host, err);
+    if (r == 0 && (r = bind_sockets(host, inherited, err)) < 0)
+        teardown_host(host);
+    if (r == 0)
+        *out = host;
+    return r;
+}
+
+/* A heap copy of *config, which is left zeroed: the host owns it now. */
+static cfg_host *take_config(cfg_host *config)
+{
+    cfg_host *owned = malloc(sizeof(*owned));
+    if (owned)
+        *owned = TAKE_STRUCT(*config);
+    return owned;
+}
+
+int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_error *err)
 {
     assert(daemon && daemon->loop);
-    daemon->hosts = calloc(daemon->n_host_configs ? daemon->n_host_configs : 1,
-                           sizeof(*daemon->hosts));
-    if (!daemon->hosts)
+    daemon->hosts = calloc(n_configs ? n_configs : 1, sizeof(*daemon->hosts));
+    if (!daemon->hosts) {
+        cfg_hosts_free(configs, n_configs);
         return act_error_set(err, ENOMEM, "out of memory");
+    }
+    daemon->cap_hosts = n_configs ? n_configs : 1;
     inherited_fds inherited = {0};
     inherited_collect(&inherited);
     /* A host that cannot be set up (its port is taken, its User= is
      * missing) is left out with an error; the others are served. The table
      * stays sorted because the configs are. */
     size_t n = 0;
-    for (size_t i = 0; i < daemon->n_host_configs; i++) {
+    for (size_t i = 0; i < n_configs; i++) {
         act_error host_err = {0};
-        const cfg_host *config = &daemon->host_configs[i];
-        if (setup_host(daemon, config, &inherited, &daemon->hosts[n], &host_err) < 0) {
-            act_log_fields(LOG_ERR, &(act_log_ctx){.host = config->name},
-                           "%s (host not served)", host_err.message);
+        char name[ACT_NAME_MAX + 1];
+        snprintf(name, sizeof(name), "%s", configs[i].name);
+        cfg_host *config = take_config(&configs[i]);
+        int r = config ? setup_host(daemon, config, &inherited, &daemon->hosts[n], &host_err)
+                       : act_error_set(&host_err, ENOMEM, "host %s: out of memory", name);
+        if (r < 0) {
+            act_log_fields(LOG_ERR, &(act_log_ctx){.host = name}, "%s (host not served)",
+                           host_err.message);
             continue;
         }
         n++;
     }
+    cfg_hosts_free(configs, n_configs);
     daemon->n_hosts = n;
     inherited_release(&inherited);
     for (size_t i = 0; i < daemon->n_hosts; i++)
@@ -404,7 +466,11 @@ void ad_hosts_teardown(ad_daemon *daemon)
 {
     for (size_t i = 0; i < daemon->n_hosts; i++)
         teardown_host(daemon->hosts[i]);
+    for (size_t i = 0; i < daemon->n_removed_hosts; i++)
+        teardown_host(daemon->removed_hosts[i]);
     free(daemon->hosts);
-    daemon->hosts = NULL;
-    daemon->n_hosts = 0;
+    free(daemon->removed_hosts);
+    daemon->hosts = daemon->removed_hosts = NULL;
+    daemon->n_hosts = daemon->n_removed_hosts = 0;
+    daemon->cap_hosts = daemon->cap_removed_hosts = 0;
 }

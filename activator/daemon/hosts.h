@@ -4,12 +4,14 @@
 
 #include "activator/daemon/host.h"
 
-/* Sets up a host for every loaded host file: its sockets bound (taken back
+/* Sets up a host for every loaded host file (configs, n_configs sorted by
+ * name; taken, each host owning its own): its sockets bound (taken back
  * from systemd's FD store or from a generation that outlived the previous
  * daemon when they are still there), its pipeline, and its sockets watched
  * for demand. A host that cannot be set up is logged and left out. */
-int ad_hosts_setup(ad_daemon *daemon, act_error *err);
-/* Frees every host; nothing of theirs may be in flight. */
+int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_error *err);
+/* Frees every host, those a reload removed included; nothing of theirs may
+ * be in flight. */
 void ad_hosts_teardown(ad_daemon *daemon);
 ad_host *ad_hosts_find(ad_daemon *daemon, const char *name);
 
