@@ -165,7 +165,7 @@ int cfg_load_host_file(const char *dir, const char *file_name, cfg_host *host, c
 
 /* Reads every "*.conf" in dir, in name order. Files with problems are
  * skipped (their problems appended to errors), the others returned in
- * *hosts (a malloc'd array, *n of them). Two files binding the same
+ * *hosts (a malloc'd array, *n of them, sorted by host name). Two files binding the same
  * ListenStream= address: the later file is refused. Returns 0 (even when
  * some files were skipped: check errors->n), or a negative errno when dir
  * cannot be read at all. */

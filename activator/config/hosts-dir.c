@@ -16,6 +16,11 @@ static int compare_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+static int compare_hosts(const void *a, const void *b)
+{
+    return strcmp(((const cfg_host *)a)->name, ((const cfg_host *)b)->name);
+}
+
 static void names_free(char **names, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -176,8 +181,10 @@ int cfg_load_hosts(const char *dir, cfg_host **hosts_out, size_t *n_out, cfg_err
         else
             hosts[kept++] = hosts[i];
     }
-    /* Give back the slots of skipped files: the table lives as long as the
-     * daemon. */
+    /* Files sort by file name ("a-b.conf" before "a.conf"), hosts by host
+     * name ("a" before "a-b"): what the daemon looks hosts up by. */
+    qsort(hosts, kept, sizeof(*hosts), compare_hosts);
+    /* Give back the slots of skipped files. */
     cfg_host *shrunk = realloc(hosts, (kept ? kept : 1) * sizeof(*hosts));
     *hosts_out = shrunk ? shrunk : hosts;
     *n_out = kept;

@@ -55,11 +55,6 @@ static daemon_process *process_of(ad_daemon *daemon)
     return (daemon_process *)daemon;
 }
 
-static int compare_host_configs(const void *a, const void *b)
-{
-    return strcmp(((const cfg_host *)a)->name, ((const cfg_host *)b)->name);
-}
-
 static int open_directories(ad_daemon *daemon, act_error *err)
 {
     const cfg_daemon *config = &daemon->config;
@@ -306,8 +301,6 @@ static int load_configuration(daemon_process *process, const char *path, act_err
     /* A bad host file is skipped; the others are served. */
     for (size_t i = 0; i < errors.n; i++)
         act_log(LOG_ERR, "%s (host not loaded)", errors.items[i].text);
-    qsort(process->loaded_hosts, process->n_loaded_hosts, sizeof(*process->loaded_hosts),
-          compare_host_configs);
     return 0;
 }
 
