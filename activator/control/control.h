@@ -96,6 +96,12 @@ int ctrl_reply_ok(ctrl_reply *reply, json_object *result);
 int ctrl_reply_error(ctrl_reply *reply, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The same with more to say: each member of details (an object, taken) is
+ * added to the error object beside code and message, such as "problems":
+ * a list of lines that did not fit one sentence. */
+int ctrl_reply_error_details(ctrl_reply *reply, const char *code, json_object *details,
+                             const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 /* The op of the request a handle answers. */
 ctrl_op ctrl_reply_op(const ctrl_reply *reply);
 

@@ -151,6 +151,16 @@ static int perform(const ctl_options *options, const char *what, json_object *re
         fprintf(stderr, "activatorctl: %s: %s%s%s%s\n", what,
                 message ? message : "the daemon refused without a message",
                 code ? " [" : "", code ? code : "", code ? "]" : "");
+        /* What did not fit one sentence (a refused reload's FILE:LINE:
+         * KEY: lines), one per line as the daemon wrote them. */
+        json_object *problems = NULL;
+        if (error && json_object_object_get_ex(error, "problems", &problems) &&
+            json_object_is_type(problems, json_type_array))
+            for (size_t i = 0; i < json_object_array_length(problems); i++) {
+                json_object *line = json_object_array_get_idx(problems, i);
+                if (json_object_is_type(line, json_type_string))
+                    fprintf(stderr, "%s\n", json_object_get_string(line));
+            }
     }
     return succeeded ? CTL_EXIT_OK : CTL_EXIT_FAILED;
 }
