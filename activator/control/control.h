@@ -22,6 +22,8 @@
  *   wake/park/swap/promote/claim.*  {"host","state","generation","version",...}
  *   stage     {"host","version","digest","live":bool}
  *   releases  {"host","live":"v2","releases":[{"version","digest","size","staged_usec"}]}
+ *   reload    {"hosts":[{"host","change","listen","limits","config"}],"unchanged",
+ *              "daemon":["MaxConcurrentStarts",...]}; refused with "problems":[lines]
  *   claim.show {"claim":{...the claim...}}
  *   stats     {"<name>":<number>,...}
  *   version   {"version":"0.1.0","box":"box-1"} */

@@ -29,6 +29,7 @@ typedef struct ad_host ad_host;
 typedef struct ad_claim_watch ad_claim_watch;
 typedef struct ad_leftovers ad_leftovers;
 typedef struct ad_telemetry ad_telemetry;
+typedef struct ad_reload_state ad_reload_state;
 
 /* The daemon's starts and handovers on this box (lifetime.c keeps them in
  * <state>/daemon.json). */
@@ -45,6 +46,7 @@ typedef void (*ad_hosts_observer_fn)(ad_daemon *daemon, ad_host *host, const pl_
 
 struct ad_daemon {
     sd_event *loop;
+    const char *config_path; /* the daemon's file, read again by a reload */
     cfg_daemon config;
     ad_host **hosts; /* the hosts set up (hosts.c), sorted by name; each owns its config */
     size_t n_hosts;
@@ -73,6 +75,7 @@ struct ad_daemon {
     ad_claim_watch *claim_watch; /* claim_watch.c */
     ad_leftovers *leftovers;     /* leftovers.c, from start-up until recovery ran */
     ad_telemetry *telemetry;     /* telemetry.c */
+    ad_reload_state *reload;     /* reload.c, from the first reload on */
 };
 
 /* The loop's time of this iteration (CLOCK_MONOTONIC). */

@@ -23,6 +23,7 @@
 #include "activator/daemon/leftovers.h"
 #include "activator/daemon/lifetime.h"
 #include "activator/daemon/recovery.h"
+#include "activator/daemon/reload.h"
 #include "activator/daemon/telemetry.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
@@ -158,10 +159,11 @@ static void update_status(ad_daemon *daemon)
     unsigned by_state[_PL_HOST_STATE_MAX] = {0};
     for (size_t i = 0; i < daemon->n_hosts; i++)
         by_state[pl_host_get_state(ad_host_pipeline(daemon->hosts[i]))]++;
-    sd_notifyf(0, "STATUS=%zu hosts: %u serving, %u waking, %u parked, %u retiring%s",
+    const char *reload = ad_reload_summary(daemon);
+    sd_notifyf(0, "STATUS=%zu hosts: %u serving, %u waking, %u parked, %u retiring%s%s%s",
                daemon->n_hosts, by_state[PL_HOST_SERVING], by_state[PL_HOST_WAKING],
                by_state[PL_HOST_PARKED], by_state[PL_HOST_RETIRING],
-               daemon->stopping ? " (stopping)" : "");
+               daemon->stopping ? " (stopping)" : "", reload[0] ? "; " : "", reload);
 }
 
 static int on_status_timer(sd_event_source *source, uint64_t usec, void *userdata)
@@ -192,7 +194,8 @@ static void check_stopped(daemon_process *process)
     while (process->stop_cursor < daemon->n_hosts &&
            ad_hosts_at_rest(daemon->hosts[process->stop_cursor]))
         process->stop_cursor++;
-    if (process->stop_cursor == daemon->n_hosts)
+    /* Hosts a reload removed are few, and were parking already. */
+    if (process->stop_cursor == daemon->n_hosts && ad_hosts_removed_at_rest(daemon))
         sd_event_exit(daemon->loop, process->exit_code);
 }
 
@@ -271,10 +274,13 @@ static void begin_handover(daemon_process *process)
 static int on_signal(sd_event_source *source, const struct signalfd_siginfo *info,
                      void *userdata)
 {
+    daemon_process *process = userdata;
     if (info->ssi_signo == AD_HANDOVER_SIGNAL)
-        begin_handover(userdata);
+        begin_handover(process);
+    else if (info->ssi_signo == SIGHUP)
+        ad_reload(&process->daemon, NULL);
     else
-        begin_stop(userdata);
+        begin_stop(process);
     return 0;
 }
 
@@ -324,6 +330,7 @@ static int make_incarnation(ad_daemon *daemon, act_error *err)
 static int start(daemon_process *process, const char *config_path, act_error *err)
 {
     ad_daemon *daemon = &process->daemon;
+    daemon->config_path = config_path;
     int r = load_configuration(process, config_path, err);
     if (r < 0)
         return r;
@@ -334,10 +341,12 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, AD_HANDOVER_SIGNAL);
+    sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     sd_event_add_signal(daemon->loop, NULL, SIGTERM, on_signal, process);
     sd_event_add_signal(daemon->loop, NULL, SIGINT, on_signal, process);
     sd_event_add_signal(daemon->loop, NULL, AD_HANDOVER_SIGNAL, on_signal, process);
+    sd_event_add_signal(daemon->loop, NULL, SIGHUP, on_signal, process);
     /* A child that dies while we write to its pipe must not kill us. */
     signal(SIGPIPE, SIG_IGN);
 
@@ -390,6 +399,7 @@ static void teardown(daemon_process *process)
     /* Lets the record writes already asked for land (a clean stop removes
      * the records of the generations it retired). */
     act_offload_free(daemon->offload);
+    ad_reload_free(daemon);
     ad_leftovers_free(daemon);
     sd_event_source_disable_unref(process->status_timer);
     sd_event_source_disable_unref(process->stop_timer);

@@ -73,11 +73,25 @@ int ad_telemetry_open(ad_daemon *daemon, ctrl_observe_fn *observe, act_error *er
     if (r < 0)
         return r;
     daemon->metrics = &telemetry->families;
-    if (!daemon->config.metrics_listen)
+    return ad_telemetry_listen(daemon, daemon->config.metrics_listen, &telemetry->server, err);
+}
+
+int ad_telemetry_listen(ad_daemon *daemon, const char *listen, met_server **out, act_error *err)
+{
+    assert(daemon && daemon->telemetry && out);
+    *out = NULL;
+    if (!listen)
         return 0;
-    r = met_server_new(daemon->loop, daemon->config.metrics_listen, telemetry->registry, refresh,
-                       daemon, &telemetry->server, err);
-    return r < 0 ? act_error_prefix(err, "MetricsListen=%s", daemon->config.metrics_listen) : 0;
+    int r = met_server_new(daemon->loop, listen, daemon->telemetry->registry, refresh, daemon,
+                           out, err);
+    return r < 0 ? act_error_prefix(err, "MetricsListen=%s", listen) : 0;
+}
+
+void ad_telemetry_replace(ad_daemon *daemon, met_server *server)
+{
+    assert(daemon && daemon->telemetry);
+    met_server_free(daemon->telemetry->server);
+    daemon->telemetry->server = server;
 }
 
 void ad_telemetry_close(ad_daemon *daemon)
