@@ -104,7 +104,8 @@ static int write_v2(cg_leaf *leaf, const cg_limits *limits, bool reset, act_erro
     for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
         if (!leaf->root->v2_has[files[i].controller] || !(files[i].set || reset))
             continue;
-        int r = write_limit(leaf, files[i].file, files[i].set ? files[i].value : files[i].unset, err);
+        const char *value = files[i].set ? files[i].value : files[i].unset;
+        int r = write_limit(leaf, files[i].file, value, err);
         if (r < 0)
             return r;
     }

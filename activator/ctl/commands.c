@@ -353,7 +353,8 @@ static void render_reload(json_object *result, const ctl_options *options)
         json_object_is_type(keys, json_type_array) && json_object_array_length(keys)) {
         printf("daemon: applied");
         for (size_t i = 0; i < json_object_array_length(keys); i++)
-            printf("%s %s=", i ? "," : "", json_object_get_string(json_object_array_get_idx(keys, i)));
+            printf("%s %s=", i ? "," : "",
+                   json_object_get_string(json_object_array_get_idx(keys, i)));
         printf("\n");
     }
 }

@@ -425,7 +425,8 @@ static int setup_host(ad_daemon *daemon, cfg_host *config, inherited_fds *inheri
     int r = ad_host_settings_new(daemon, config, &settings, &failed_key, err);
     if (r == 0)
         r = make_host(daemon, settings, &host, err);
-    if (r == 0 && ((r = make_host_dir(host, err)) < 0 || (r = bind_sockets(host, inherited, err)) < 0))
+    if (r == 0 &&
+        ((r = make_host_dir(host, err)) < 0 || (r = bind_sockets(host, inherited, err)) < 0))
         teardown_host(host);
     if (r == 0)
         *out = host;

@@ -466,11 +466,12 @@ static int waiters_add(waiters *list, ctrl_reply *reply)
     return 0;
 }
 
-static void reply_all_error(reload_job *job, const char *code, const char *message)
+/* Every reply in list gets the same refusal. */
+static void waiters_refuse(waiters *list, const char *code, const char *message)
 {
-    for (size_t i = 0; i < job->replies.n; i++)
-        ctrl_reply_error(job->replies.items[i], code, "%s", message);
-    waiters_free(&job->replies);
+    for (size_t i = 0; i < list->n; i++)
+        ctrl_reply_error(list->items[i], code, "%s", message);
+    waiters_free(list);
 }
 
 static void notify_ready(const char *status)
@@ -569,7 +570,7 @@ static void apply_added(ad_daemon *daemon, host_change *change)
 }
 
 /* What a reload did, for whoever asked, the journal and STATUS=. */
-static json_object *summarize(ad_daemon *daemon, const plan *p, char *status, size_t size)
+static json_object *summarize(const plan *p, char *status, size_t size)
 {
     json_object *result = json_object_new_object();
     json_object *hosts = json_object_new_array();
@@ -609,7 +610,6 @@ static json_object *summarize(ad_daemon *daemon, const plan *p, char *status, si
     for (size_t i = 0; i < p->n_daemon_keys && used > 0 && (size_t)used < size; i++)
         used += snprintf(status + used, size - (size_t)used, "%s%s=", i ? ", " : "; daemon ",
                          p->daemon_keys[i]);
-    (void)daemon;
     return result;
 }
 
@@ -631,7 +631,7 @@ static void apply(ad_daemon *daemon, ad_reload_state *state, reload_job *job, pl
 
     char status[256];
     _cleanup_(json_object_putp) json_object *result =
-        summarize(daemon, p, status, sizeof(status));
+        summarize(p, status, sizeof(status));
     for (size_t i = 0; i < p->n; i++) {
         const host_change *change = &p->items[i];
         act_log_fields(LOG_INFO, &(act_log_ctx){.host = ad_host_name(change->host)},
@@ -684,7 +684,8 @@ static void files_read(void *data)
     ad_reload_state *state = daemon->reload;
     state->running = NULL;
     if (daemon->stopping) {
-        reply_all_error(job, "stopping", "the daemon is stopping; the reload did not apply");
+        waiters_refuse(&job->replies, "stopping",
+                       "the daemon is stopping; the reload did not apply");
     } else {
         plan p = {0};
         check_daemon(daemon, job, &p);
@@ -702,20 +703,22 @@ static void files_read(void *data)
         plan_free(&p);
     }
     job_free(job);
-    if (state->again && !daemon->stopping) {
-        waiters next = TAKE_STRUCT(state->next);
-        state->again = false;
+    if (!state->again)
+        return;
+    waiters next = TAKE_STRUCT(state->next);
+    state->again = false;
+    if (!daemon->stopping) {
         start_job(daemon, state, &next);
+        return;
     }
+    waiters_refuse(&next, "stopping", "the daemon is stopping; the reload did not start");
 }
 
 static void start_job(ad_daemon *daemon, ad_reload_state *state, waiters *replies)
 {
     reload_job *job = calloc(1, sizeof(*job));
     if (!job) {
-        for (size_t i = 0; i < replies->n; i++)
-            ctrl_reply_error(replies->items[i], "internal", "out of memory");
-        waiters_free(replies);
+        waiters_refuse(replies, "internal", "out of memory");
         return;
     }
     *job = (reload_job){.daemon = daemon, .replies = TAKE_STRUCT(*replies)};
@@ -730,7 +733,7 @@ static void start_job(ad_daemon *daemon, ad_reload_state *state, waiters *replie
     act_error err = {0};
     if (act_offload_submit(daemon->offload, act_offload_lane("reload"), read_files, files_read,
                            job, &err) < 0) {
-        reply_all_error(job, "internal", err.message);
+        waiters_refuse(&job->replies, "internal", err.message);
         notify_ready("reload failed: the files could not be read");
         job_free(job);
         return;

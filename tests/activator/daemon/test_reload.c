@@ -172,9 +172,8 @@ static void test_a_removed_host_is_retired_and_refuses(void **state)
 static void test_memory_max_applies_to_the_running_leaf(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_add_app_host(d, "web", NULL, "ReadyTimeoutSec=5\n[Limits]\nMemoryMax=64M\n");
-    dh_start(d, NULL);
+    int port = dh_start_with_host(d, DH_STORE_DIR, "web", NULL,
+                                  "ReadyTimeoutSec=5\n[Limits]\nMemoryMax=64M\n");
     dh_served served = dh_wake(d, "web");
     DH_CHECK(d, leaf_memory_limit(d, "web", served.generation) == 64u << 20,
              "the leaf does not start with MemoryMax=64M");
@@ -197,10 +196,8 @@ static void test_memory_max_applies_to_the_running_leaf(void **state)
 static void test_a_new_address_serves_the_next_generation(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
-    int first = dh_add_app_host(d, "web", NULL, NULL);
+    int first = dh_start_with_host(d, DH_STORE_DIR, "web", NULL, NULL);
     int second = dh_free_port();
-    dh_start(d, NULL);
     int64_t pid = dh_wake(d, "web").pid;
 
     dh_busy_client client;
@@ -236,9 +233,7 @@ static void test_a_new_address_serves_the_next_generation(void **state)
 static void test_exec_changes_wait_for_the_next_start(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_add_app_host(d, "web", NULL, NULL);
-    dh_start(d, NULL);
+    int port = dh_start_with_host(d, DH_STORE_DIR, "web", NULL, NULL);
     int64_t pid = dh_wake(d, "web").pid;
 
     dh_write_app_host(d, "web", port, "--version reloaded", NULL);
@@ -285,9 +280,7 @@ static int taken_port(dh_daemon *d, int *fd)
 static void test_a_broken_edit_changes_nothing(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
-    int port = dh_add_app_host(d, "web", NULL, NULL);
-    dh_start(d, NULL);
+    int port = dh_start_with_host(d, DH_STORE_DIR, "web", NULL, NULL);
     int64_t pid = dh_wake(d, "web").pid;
 
     dh_write_host(d, "web",
@@ -361,9 +354,7 @@ static void edit_daemon_file(dh_daemon *d, const char *from, const char *to)
 static void test_box_cannot_change_but_budgets_can(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
-    dh_add_app_host(d, "web", NULL, NULL);
-    dh_start(d, NULL);
+    dh_start_with_host(d, DH_STORE_DIR, "web", NULL, NULL);
 
     edit_daemon_file(d, "Box=" DH_BOX "\n", "Box=box-9\nMaxConcurrentStarts=3\n");
     char out[8192];
