@@ -178,6 +178,8 @@ static int reply_error_message(ctrl_reply *slot, const char *code, const char *m
 }
 
 static int reply_error_v(ctrl_reply *slot, const char *code, json_object *details,
+                         const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
+static int reply_error_v(ctrl_reply *slot, const char *code, json_object *details,
                          const char *fmt, va_list ap)
 {
     char message[1024];

@@ -250,8 +250,8 @@ static void check_daemon(ad_daemon *daemon, reload_job *job, plan *p)
     if (ad_telemetry_listen(daemon, next->metrics_listen, &p->metrics, &err) < 0)
         cfg_errors_add(&job->problems, job->config_path,
                        cfg_daemon_key_line(next, "MetricsListen"), "MetricsListen",
-                       "%s (an address the running daemon uses cannot be taken over: choose "
-                       "another, or restart the daemon)",
+                       "%s (choose a free ADDR:PORT; one that overlaps the address metrics "
+                       "are served on now needs a restart)",
                        err.message);
 }
 
@@ -588,12 +588,15 @@ static json_object *summarize(const plan *p, char *status, size_t size)
                                    json_object_new_string(change->limits_error[0]
                                                               ? change->limits_error
                                                               : "applied"));
-        if (change->kind == CHANGE_CHANGED)
+        /* The rest of the file: waiting for the next start, in force at
+         * once (the host was at rest), or, put back as the host runs, what
+         * was waiting dropped. */
+        if (change->kind == CHANGE_CHANGED && (change->pending || !change->changes ||
+                                               change->changes & CFG_HOST_CHANGED_START))
             json_object_object_add(entry, "config",
                                    json_object_new_string(change->pending ? "pending next start"
-                                                          : change->changes & CFG_HOST_CHANGED_START
-                                                              ? "applied"
-                                                              : "as it runs"));
+                                                          : change->changes ? "applied"
+                                                                            : "pending dropped"));
         json_object_array_add(hosts, entry);
     }
     json_object_object_add(result, "hosts", hosts);
