@@ -651,7 +651,9 @@ static void apply(ad_daemon *daemon, ad_reload_state *state, reload_job *job, pl
 
 /* ---- the job ---------------------------------------------------------------- */
 
-/* On a worker: reads the files and looks their accounts up. */
+/* On a worker: reads the files and looks their accounts up. The user and
+ * group databases are not thread-safe, and nothing else looks them up
+ * meanwhile: the loop does only at start and in files_read, after this. */
 static void read_files(void *data)
 {
     reload_job *job = data;
