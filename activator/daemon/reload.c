@@ -627,9 +627,12 @@ static void apply(ad_daemon *daemon, ad_reload_state *state, reload_job *job, pl
         else if (change->kind == CHANGE_ADDED)
             apply_added(daemon, change);
     }
-    for (size_t i = 0; i < p->n; i++)
-        if (p->items[i].kind == CHANGE_REMOVED)
-            ad_hosts_remove(daemon, p->items[i].host);
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->items[i].kind != CHANGE_REMOVED)
+            continue;
+        ad_hosts_remove(daemon, p->items[i].host);
+        ad_telemetry_forget_host(daemon, ad_host_name(p->items[i].host));
+    }
     ad_hosts_update_budgets(daemon);
 
     char status[256];

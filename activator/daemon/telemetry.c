@@ -23,6 +23,12 @@ static void on_control_request(const char *op, const char *outcome, uint64_t dur
         met_metric_add(daemon->metrics->control_requests, MET_LABELS(op, outcome), 1);
 }
 
+static void forget_host(const met_daemon_metrics *m, const char *name)
+{
+    met_metric_remove(m->host_memory_current, MET_LABELS(name));
+    met_metric_remove(m->host_pids_current, MET_LABELS(name));
+}
+
 /* One host's memory and pids, while a generation serves. */
 static void refresh_host(const met_daemon_metrics *m, const ad_host *host)
 {
@@ -33,9 +39,15 @@ static void refresh_host(const met_daemon_metrics *m, const ad_host *host)
         met_metric_set(m->host_memory_current, MET_LABELS(name), (double)stats.memory_current);
         met_metric_set(m->host_pids_current, MET_LABELS(name), (double)stats.pids_current);
     } else {
-        met_metric_remove(m->host_memory_current, MET_LABELS(name));
-        met_metric_remove(m->host_pids_current, MET_LABELS(name));
+        forget_host(m, name);
     }
+}
+
+void ad_telemetry_forget_host(ad_daemon *daemon, const char *host)
+{
+    assert(daemon && host);
+    if (daemon->metrics)
+        forget_host(daemon->metrics, host);
 }
 
 /* Before each scrape: hosts by state, per-host memory and pids, and the

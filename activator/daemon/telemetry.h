@@ -19,3 +19,5 @@ int ad_telemetry_listen(ad_daemon *daemon, const char *listen, met_server **out,
 /* Serves the metrics with server (taken; NULL: none) from now on; the old
  * server stops. */
 void ad_telemetry_replace(ad_daemon *daemon, met_server *server);
+/* A host left the configuration: its gauges go from the metrics. */
+void ad_telemetry_forget_host(ad_daemon *daemon, const char *host);
