@@ -3,7 +3,8 @@
  *   - a host file added is served: a connection to it wakes it, and the
  *     other hosts keep their pids;
  *   - a host file removed: its generation is retired with proof, its port
- *     refuses connections and its sockets leave the FD store;
+ *     refuses connections and its sockets leave the FD store; its file put
+ *     back makes a host of that name again;
  *   - MemoryMax= changed: the running leaf has the new limit at once;
  *   - a second ListenStream=: both addresses serve the next generation,
  *     and a client of the address that stays is never refused;
@@ -166,6 +167,14 @@ static void test_a_removed_host_is_retired_and_refuses(void **state)
     DH_CHECK(d, dh_claim_get(d, "gone", &after) && after.revision == before.revision,
              "the removed host's claim was changed");
     DH_CHECK(d, answering_pid(d, stays_port) == stays_pid, "the other host was restarted");
+
+    /* Its file back: a host of that name again, on the same port. */
+    dh_write_app_host(d, "gone", gone_port, NULL, NULL);
+    reload_ok(d, out, sizeof(out));
+    DH_CHECK(d, strstr(out, "gone") && strstr(out, "added"), "activatorctl reload printed:\n%s",
+             out);
+    int64_t again = answering_pid(d, gone_port);
+    DH_CHECK(d, again != gone.pid, "the host added again answers with its old pid");
     dh_stop_and_check_clean(d);
 }
 
