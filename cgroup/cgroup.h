@@ -85,6 +85,13 @@ typedef struct cg_limits {
     uint32_t cpu_weight;        /* 1..10000, 100 is the default: cpu.weight / v1 cpu.shares */
 } cg_limits;
 
+/* Whether this host can enforce limits: every set limit has a v2 controller
+ * enabled for leaves or a v1 hierarchy, MemoryHigh has the v2 memory
+ * controller, and the values are in range. What cg_leaf_create and
+ * cg_leaf_set_limits check first, for a caller that must know before it
+ * changes anything. */
+int cg_limits_check(const cg_root *root, const cg_limits *limits, act_error *err);
+
 /* ---- leaves ---- */
 
 /* Creates <root>/hosts/<host>/<leaf_name> in v2 (and its v1 mirrors on a
@@ -99,6 +106,17 @@ int cg_leaf_create(cg_root *root, const char *host, const char *leaf_name,
  * after a daemon restart, whose generations kept running. */
 int cg_leaf_open(cg_root *root, const char *host, const char *leaf_name, cg_leaf **out,
                  act_error *err);
+
+/* Rewrites a running leaf's limits, as systemctl set-property does: each
+ * limit is written, an unset one (0) as the cgroup's default, so that a
+ * limit taken out of the configuration is lifted. The v2 files where the
+ * controller is enabled for leaves; on a hybrid host the v1 mirrors through
+ * libcgroup, and a mirror the leaf lacks (v1 cpu is made only for a cpu
+ * limit) is made and the leaf's processes moved into it. Checked as
+ * cg_leaf_create checks first. A write the kernel refuses (a v1
+ * memory.limit_in_bytes below what the leaf uses) fails with the limits
+ * written before it left in place. */
+int cg_leaf_set_limits(cg_leaf *leaf, const cg_limits *limits, act_error *err);
 
 /* The leaf's absolute v2 path, and its path in the v1 hierarchy of
  * controller ("memory", "pids", "cpu") or NULL when that controller is not

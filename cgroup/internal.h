@@ -64,10 +64,18 @@ int cg_v1_init(act_error *err);
 bool cg_v1_mirror_needed(const cg_root *root, enum cg_controller c, const cg_limits *limits);
 /* Makes the leaf's v1 mirrors and writes its v1 limits. */
 int cg_v1_create(cg_root *root, const char *rel, const cg_limits *limits, act_error *err);
+/* Makes the v1 mirrors a running leaf lacks for limits (mirror_made[c] says
+ * which; the caller moves the leaf's processes into them) and writes every
+ * v1 limit of limits into the leaf's mirrors, the unset ones as the
+ * defaults. */
+int cg_v1_set(cg_leaf *leaf, const cg_limits *limits, bool mirror_made[CG_CONTROLLER_COUNT],
+              act_error *err);
 
-/* Limits (limits.c). */
-int cg_limits_check(const cg_root *root, const cg_limits *limits, act_error *err);
+/* Limits (limits.c). cg_limits_apply_v2 writes the set limits of a new
+ * leaf; cg_limits_set_v2 every limit of a running one, the unset ones as
+ * the defaults. */
 int cg_limits_apply_v2(cg_leaf *leaf, const cg_limits *limits, act_error *err);
+int cg_limits_set_v2(cg_leaf *leaf, const cg_limits *limits, act_error *err);
 
 /* Removes one directory bottom-up in v2 and every v1 mirror; ENOENT counts
  * as removed (root.c). */

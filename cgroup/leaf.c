@@ -72,12 +72,13 @@ void cg_leaf_force_kill_fallback(cg_leaf *leaf, bool force)
 
 /* The v1 mirrors are opened up front so that joining them in a spawned
  * child is one write of "0" to an fd it already has. A mirror that does not
- * exist (a node this layer did not create through libcgroup) is skipped. */
+ * exist (a node this layer did not create through libcgroup) is skipped,
+ * and one already open is kept. */
 static int open_v1_mirrors(cg_leaf *leaf, act_error *err)
 {
     for (int c = 0; c < CG_CONTROLLER_COUNT; c++) {
         const char *mount = leaf->root->v1_mount[c];
-        if (!mount)
+        if (!mount || leaf->v1_procs_fd[c] >= 0)
             continue;
         _cleanup_free_ char *path = NULL, *procs = NULL;
         if (asprintf(&path, "%s/%s", mount, leaf->rel) < 0 ||
@@ -243,6 +244,76 @@ int cg_leaf_create(cg_root *root, const char *host, const char *leaf_name,
     }
     *out = leaf;
     return 0;
+}
+
+/* Moves every process of the leaf (its v2 cgroup.procs) into the v1 mirror
+ * of controller c just made for it. A process may fork while it is moved,
+ * and its child starts where the parent was: the pass repeats until a pass
+ * finds nothing left to move. */
+static int move_into_mirror(cg_leaf *leaf, enum cg_controller c, act_error *err)
+{
+    enum { PASSES = 16 };
+    for (int pass = 0; pass < PASSES; pass++) {
+        _cleanup_free_ pid_t *pids = NULL, *moved = NULL;
+        size_t n = 0, n_moved = 0;
+        int r = cg_read_pids(leaf->dir_fd, &pids, &n);
+        _cleanup_close_ int mirror_fd =
+            open(leaf->v1_path[c], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (r == 0 && mirror_fd < 0)
+            r = -errno;
+        if (r == 0)
+            r = cg_read_pids(mirror_fd, &moved, &n_moved);
+        if (r < 0)
+            return act_error_set(err, -r, "cannot list the processes of %s: %s", leaf->v2_path,
+                                 strerror(-r));
+        bool all_there = true;
+        for (size_t i = 0; i < n; i++) {
+            bool there = false;
+            for (size_t j = 0; j < n_moved && !there; j++)
+                there = moved[j] == pids[i];
+            if (there)
+                continue;
+            all_there = false;
+            char pid[24];
+            snprintf(pid, sizeof(pid), "%d", (int)pids[i]);
+            /* A process that exited meanwhile has nothing left to move. */
+            r = cg_write_file_at(mirror_fd, "cgroup.procs", pid);
+            if (r < 0 && r != -ESRCH)
+                return act_error_set(err, -r, "cannot move pid %s into %s: %s", pid,
+                                     leaf->v1_path[c], strerror(-r));
+        }
+        if (all_there)
+            return 0;
+    }
+    return act_error_set(err, EAGAIN,
+                         "the processes of %s kept forking while they were moved into %s; "
+                         "try again",
+                         leaf->v2_path, leaf->v1_path[c]);
+}
+
+int cg_leaf_set_limits(cg_leaf *leaf, const cg_limits *limits, act_error *err)
+{
+    assert(leaf);
+    static const cg_limits none;
+    if (!limits)
+        limits = &none;
+    int r = cg_limits_check(leaf->root, limits, err);
+    bool made[CG_CONTROLLER_COUNT] = {false};
+    if (r == 0)
+        r = cg_v1_set(leaf, limits, made, err);
+    for (int c = 0; r == 0 && c < CG_CONTROLLER_COUNT; c++) {
+        if (!made[c])
+            continue;
+        r = open_v1_mirrors(leaf, err);
+        if (r == 0 && !leaf->v1_path[c])
+            r = act_error_set(err, ENOENT, "the v1 %s cgroup made for %s is gone",
+                              cg_controller_names[c], leaf->v2_path);
+        if (r == 0)
+            r = move_into_mirror(leaf, c, err);
+    }
+    if (r == 0)
+        r = cg_limits_set_v2(leaf, limits, err);
+    return r < 0 ? act_error_prefix(err, "host %s: leaf %s", leaf->host, leaf->name) : 0;
 }
 
 /* Open control files make the kernel drain them when their directory goes,

@@ -78,40 +78,48 @@ static int write_limit(cg_leaf *leaf, const char *file, const char *value, act_e
     return 0;
 }
 
-int cg_limits_apply_v2(cg_leaf *leaf, const cg_limits *limits, act_error *err)
+/* Writes the limits of limits; with reset, the unset ones as the cgroup's
+ * defaults too (a running leaf whose limit was lifted). */
+static int write_v2(cg_leaf *leaf, const cg_limits *limits, bool reset, act_error *err)
 {
-    assert(leaf);
-    if (!limits)
-        return 0;
-    const cg_root *root = leaf->root;
-    char value[64];
-    int r = 0;
-    if (root->v2_has[CG_MEMORY] && limits->memory_max) {
-        snprintf(value, sizeof(value), "%" PRIu64, limits->memory_max);
-        if ((r = write_limit(leaf, "memory.max", value, err)) < 0)
-            return r;
-    }
-    if (root->v2_has[CG_MEMORY] && limits->memory_high) {
-        snprintf(value, sizeof(value), "%" PRIu64, limits->memory_high);
-        if ((r = write_limit(leaf, "memory.high", value, err)) < 0)
-            return r;
-    }
-    if (root->v2_has[CG_PIDS] && limits->pids_max) {
-        snprintf(value, sizeof(value), "%" PRIu64, limits->pids_max);
-        if ((r = write_limit(leaf, "pids.max", value, err)) < 0)
-            return r;
-    }
-    if (root->v2_has[CG_CPU] && limits->cpu_quota_percent) {
-        snprintf(value, sizeof(value), "%" PRIu64 " %d",
-                 (uint64_t)limits->cpu_quota_percent * CG_CPU_PERIOD_USEC / 100,
-                 CG_CPU_PERIOD_USEC);
-        if ((r = write_limit(leaf, "cpu.max", value, err)) < 0)
-            return r;
-    }
-    if (root->v2_has[CG_CPU] && limits->cpu_weight) {
-        snprintf(value, sizeof(value), "%" PRIu32, limits->cpu_weight);
-        if ((r = write_limit(leaf, "cpu.weight", value, err)) < 0)
+    struct {
+        enum cg_controller controller;
+        const char *file;
+        bool set;
+        const char *unset; /* the cgroup's default */
+        char value[48];
+    } files[] = {
+        {CG_MEMORY, "memory.max", limits->memory_max != 0, "max", ""},
+        {CG_MEMORY, "memory.high", limits->memory_high != 0, "max", ""},
+        {CG_PIDS, "pids.max", limits->pids_max != 0, "max", ""},
+        {CG_CPU, "cpu.max", limits->cpu_quota_percent != 0, "max 100000", ""},
+        {CG_CPU, "cpu.weight", limits->cpu_weight != 0, "100", ""},
+    };
+    snprintf(files[0].value, sizeof(files[0].value), "%" PRIu64, limits->memory_max);
+    snprintf(files[1].value, sizeof(files[1].value), "%" PRIu64, limits->memory_high);
+    snprintf(files[2].value, sizeof(files[2].value), "%" PRIu64, limits->pids_max);
+    snprintf(files[3].value, sizeof(files[3].value), "%" PRIu64 " %d",
+             (uint64_t)limits->cpu_quota_percent * CG_CPU_PERIOD_USEC / 100, CG_CPU_PERIOD_USEC);
+    snprintf(files[4].value, sizeof(files[4].value), "%" PRIu32, limits->cpu_weight);
+    for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+        if (!leaf->root->v2_has[files[i].controller] || !(files[i].set || reset))
+            continue;
+        const char *value = files[i].set ? files[i].value : files[i].unset;
+        int r = write_limit(leaf, files[i].file, value, err);
+        if (r < 0)
             return r;
     }
     return 0;
+}
+
+int cg_limits_apply_v2(cg_leaf *leaf, const cg_limits *limits, act_error *err)
+{
+    assert(leaf);
+    return limits ? write_v2(leaf, limits, false, err) : 0;
+}
+
+int cg_limits_set_v2(cg_leaf *leaf, const cg_limits *limits, act_error *err)
+{
+    assert(leaf && limits);
+    return write_v2(leaf, limits, true, err);
 }

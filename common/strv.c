@@ -1,6 +1,7 @@
 #include "common/strv.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 void act_strv_free(char **strv)
 {
@@ -15,4 +16,15 @@ size_t act_strv_length(char *const *strv)
     while (strv && strv[n])
         n++;
     return n;
+}
+
+bool act_strv_equal(char *const *a, char *const *b)
+{
+    size_t n = act_strv_length(a);
+    if (n != act_strv_length(b))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(a[i], b[i]) != 0)
+            return false;
+    return true;
 }

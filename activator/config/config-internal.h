@@ -7,11 +7,6 @@
 #include "activator/config/config.h"
 #include "common/error.h"
 
-/* Appends "FILE:LINE: KEY: <fmt...>" (":LINE" left out when line is 0, "KEY: "
- * when key is NULL). */
-void cfg_errors_add(cfg_errors *errors, const char *file, unsigned line, const char *key,
-                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
 /* Stores one value into target; err says "what is wrong (what to do)". An
  * empty value reaches only repeatable keys, where it clears the list. */
 typedef int (*cfg_ini_apply)(void *target, const char *value, act_error *err);

@@ -40,11 +40,21 @@ typedef struct cfg_errors {
 
 void cfg_errors_free(cfg_errors *errors);
 
+/* Appends "FILE:LINE: KEY: <fmt...>" (":LINE" left out when line is 0, "KEY: "
+ * when key is NULL): for problems found when what a file names is checked
+ * on this box (a user, an address to bind), reported like those of the
+ * file itself. */
+void cfg_errors_add(cfg_errors *errors, const char *file, unsigned line, const char *key,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* Prints one text per line; returns how many. What --check-config shows. */
 size_t cfg_errors_print(const cfg_errors *errors, FILE *out);
 
 /* How many of the errors were found in file (the path as reported). */
 size_t cfg_errors_count_file(const cfg_errors *errors, const char *file);
+
+/* How many keys [Activator] has. */
+#define CFG_DAEMON_N_KEYS 29
 
 /* [Activator] of activatord.conf. Every string is malloc'd and set (defaults
  * filled in) except where NULL is documented. */
@@ -92,6 +102,7 @@ typedef struct cfg_daemon {
                                           watch silent this long is checked, and ends
                                           (the claims are listed again) unless the store
                                           says nothing was written */
+    unsigned key_lines[CFG_DAEMON_N_KEYS]; /* where each key was set; see cfg_daemon_key_line */
 } cfg_daemon;
 
 /* Reads the daemon's file. Returns 0 with *config filled, or a negative errno
@@ -106,6 +117,9 @@ void cfg_daemon_free(cfg_daemon *config);
  * thread-safe. */
 int cfg_resolve_control_groups(const cfg_daemon *config, gid_t *control_gid, gid_t *viewer_gid,
                                act_error *err);
+/* The line of the daemon's file where key ("Box") was set; 0 when it was
+ * not (its default is in force) or there is no such key. */
+unsigned cfg_daemon_key_line(const cfg_daemon *config, const char *key);
 
 /* No limit: the value of a [Limits] size or count set to "infinity". */
 #define CFG_LIMIT_INFINITY UINT64_MAX
@@ -119,6 +133,21 @@ typedef struct cfg_limits {
     uint16_t cpu_weight;               /* CPUWeight= 1..10000 */
     cfg_syscall_filter syscall_filter; /* SystemCallFilter=, default "default" */
 } cfg_limits;
+
+/* Where the keys that are checked on this box rather than in the file were
+ * set (0: not set), so that what fails there (a missing user, a filter that
+ * does not compile, a limit the box cannot enforce) is reported on its line
+ * like a problem of the file itself. */
+typedef struct cfg_host_lines {
+    unsigned user;
+    unsigned group;
+    unsigned memory_max;
+    unsigned memory_high;
+    unsigned pids_max;
+    unsigned cpu_quota;
+    unsigned cpu_weight;
+    unsigned system_call_filter;
+} cfg_host_lines;
 
 /* One host file. Kept compact (heap strings, arrays sized to their content)
  * because a box holds 10,000 of them. */
@@ -134,6 +163,7 @@ typedef struct cfg_host {
     probe_spec ready;             /* Ready=, default notify */
     probe_spec *health_check;     /* HealthCheck=; NULL: none (never notify) */
     lsn_address *listen;          /* ListenStream= in file order */
+    unsigned *listen_lines;       /* the line of each, for a bind that fails */
     uint64_t ready_timeout_usec;  /* ReadyTimeoutSec=, 1..30 s, default 30 s */
     uint64_t stop_timeout_usec;   /* StopTimeoutSec=, default 10 s */
     uint64_t idle_timeout_usec;   /* IdleTimeoutSec=, default 300 s; 0 (or infinity in the
@@ -146,6 +176,7 @@ typedef struct cfg_host {
                                             long after each check while it serves */
     double start_rate_limit;      /* StartRateLimit= starts per second; 0: no limit */
     cfg_limits limits;
+    cfg_host_lines lines;
     uint32_t backlog; /* Backlog=, default SOMAXCONN */
     uint16_t n_listen;
     uint8_t max_starts; /* MaxStarts=, 1..5, default 5 */
@@ -161,7 +192,7 @@ int cfg_load_host_file(const char *dir, const char *file_name, cfg_host *host, c
 
 /* Reads every "*.conf" in dir, in name order. Files with problems are
  * skipped (their problems appended to errors), the others returned in
- * *hosts (a malloc'd array, *n of them). Two files binding the same
+ * *hosts (a malloc'd array, *n of them, sorted by host name). Two files binding the same
  * ListenStream= address: the later file is refused. Returns 0 (even when
  * some files were skipped: check errors->n), or a negative errno when dir
  * cannot be read at all. */
@@ -174,3 +205,23 @@ void cfg_hosts_free(cfg_host *hosts, size_t n);
  * *have is false without User=. Errors start with "host NAME: ". */
 int cfg_host_credentials(const cfg_host *config, uid_t *uid, gid_t *gid, bool *have,
                          act_error *err);
+
+/* What the files name that must exist on this box: every host's User= and
+ * Group=, and the daemon's ControlGroup=. Each one missing is appended to
+ * errors on its line ("hosts/web1.conf:4: User: ..."), hosts found in
+ * config->hosts_directory and the daemon's file at config_path. Returns how
+ * many. What --check-config and a reload check after parsing. Not
+ * thread-safe (the user and group databases). */
+size_t cfg_check_accounts(const char *config_path, const cfg_daemon *config,
+                          const cfg_host *hosts, size_t n, cfg_errors *errors);
+
+/* What differs between the host file a host runs with and one loaded since,
+ * by when it can apply: */
+enum {
+    CFG_HOST_SAME = 0,
+    CFG_HOST_CHANGED_LISTEN = 1 << 0, /* [Listen]: ListenStream= or Backlog= */
+    CFG_HOST_CHANGED_LIMITS = 1 << 1, /* [Limits] but SystemCallFilter=: a running leaf's */
+    CFG_HOST_CHANGED_START = 1 << 2,  /* anything else: how the next generation starts */
+};
+/* A set of CFG_HOST_CHANGED_* bits. Where each key was set does not count. */
+unsigned cfg_host_changes(const cfg_host *running, const cfg_host *loaded);

@@ -1,4 +1,5 @@
 /* [Activator] of activatord.conf. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -302,6 +303,8 @@ enum {
     N_KEYS,
 };
 
+static_assert(N_KEYS == CFG_DAEMON_N_KEYS, "CFG_DAEMON_N_KEYS counts the keys of [Activator]");
+
 static const cfg_ini_key daemon_keys[N_KEYS] = {
     [KEY_BOX] = {"Activator", "Box", apply_box, false},
     [KEY_STORE] = {"Activator", "Store", apply_store, false},
@@ -552,13 +555,20 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .start_budget_wait_usec = 30 * CFG_USEC_PER_SEC,
         .store_watch_timeout_usec = 30 * CFG_USEC_PER_SEC,
     };
-    unsigned key_lines[N_KEYS] = {0};
-    int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, key_lines, errors);
+    int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, c.key_lines, errors);
     if (problems < 0)
         return problems;
-    int finished = finish(&c, path, key_lines, errors);
+    int finished = finish(&c, path, c.key_lines, errors);
     if (finished < 0 || problems > 0 || finished > 0)
         return finished < 0 ? finished : -EINVAL;
     *config = TAKE_STRUCT(c);
+    return 0;
+}
+
+unsigned cfg_daemon_key_line(const cfg_daemon *config, const char *key)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strcmp(daemon_keys[i].name, key) == 0)
+            return config->key_lines[i];
     return 0;
 }

@@ -40,6 +40,7 @@ void cfg_host_free(cfg_host *host)
         free(host->health_check);
     }
     free(host->listen);
+    free(host->listen_lines);
     cfg_syscall_filter_clear(&host->limits.syscall_filter);
     *host = (cfg_host){0};
 }
@@ -50,6 +51,44 @@ void cfg_hosts_free(cfg_host *hosts, size_t n)
         cfg_host_free(&hosts[i]);
     free(hosts);
 }
+
+/* What the key table's apply functions are given: the host being read, and
+ * where each key was last set (the parser notes the line before it applies
+ * a value), for a key that keeps the line of every value it takes. The
+ * host comes first, so the functions that need only it take the pointer as
+ * a cfg_host. */
+typedef struct host_parse {
+    cfg_host host;
+    const unsigned *key_lines;
+} host_parse;
+
+enum {
+    KEY_EXEC,
+    KEY_ENVIRONMENT,
+    KEY_USER,
+    KEY_GROUP,
+    KEY_READY,
+    KEY_READY_TIMEOUT,
+    KEY_HEALTH_CHECK,
+    KEY_STOP_TIMEOUT,
+    KEY_IDLE_TIMEOUT,
+    KEY_WATCHDOG,
+    KEY_HEALTH_CHECK_INTERVAL,
+    KEY_HEALTH_CHECK_FAILURES,
+    KEY_MAX_STARTS,
+    KEY_EXEC_RESTORE,
+    KEY_EXEC_REPLICATE,
+    KEY_START_RATE_LIMIT,
+    KEY_LISTEN_STREAM,
+    KEY_BACKLOG,
+    KEY_MEMORY_MAX,
+    KEY_MEMORY_HIGH,
+    KEY_PIDS_MAX,
+    KEY_CPU_QUOTA,
+    KEY_CPU_WEIGHT,
+    KEY_SYSTEM_CALL_FILTER,
+    N_KEYS,
+};
 
 /* The probe and listen parsers put "WHERE: " in front of their messages; the
  * config error line already names file, line and key. */
@@ -280,10 +319,13 @@ static int apply_start_rate_limit(void *target, const char *value, act_error *er
  * PORT for every address of the box. An empty value clears the list. */
 static int apply_listen_stream(void *target, const char *value, act_error *err)
 {
-    cfg_host *h = target;
+    host_parse *parse = target;
+    cfg_host *h = &parse->host;
     if (value[0] == '\0') {
         free(h->listen);
+        free(h->listen_lines);
         h->listen = NULL;
+        h->listen_lines = NULL;
         h->n_listen = 0;
         return 0;
     }
@@ -292,8 +334,7 @@ static int apply_listen_stream(void *target, const char *value, act_error *err)
     if (r < 0)
         return r;
     for (size_t i = 0; i < h->n_listen; i++)
-        if (h->listen[i].len == address.len &&
-            memcmp(&h->listen[i].addr, &address.addr, address.len) == 0)
+        if (lsn_address_equal(&h->listen[i], &address))
             return act_error_set(err, EEXIST, "%s is already listed (remove the repeat)", value);
     if (h->n_listen >= LISTEN_MAX)
         return act_error_set(err, E2BIG, "more than %d sockets for one host (split the host)",
@@ -301,8 +342,14 @@ static int apply_listen_stream(void *target, const char *value, act_error *err)
     lsn_address *grown = realloc(h->listen, (h->n_listen + 1u) * sizeof(*grown));
     if (!grown)
         return act_error_set(err, ENOMEM, "out of memory");
-    grown[h->n_listen++] = address;
     h->listen = grown;
+    unsigned *lines = realloc(h->listen_lines, (h->n_listen + 1u) * sizeof(*lines));
+    if (!lines)
+        return act_error_set(err, ENOMEM, "out of memory");
+    h->listen_lines = lines;
+    /* The parser notes the line before it applies the value. */
+    h->listen_lines[h->n_listen] = parse->key_lines[KEY_LISTEN_STREAM];
+    h->listen[h->n_listen++] = address;
     return 0;
 }
 
@@ -357,34 +404,6 @@ static int apply_syscall_filter(void *target, const char *value, act_error *err)
 {
     return cfg_parse_syscall_filter(value, &((cfg_host *)target)->limits.syscall_filter, err);
 }
-
-enum {
-    KEY_EXEC,
-    KEY_ENVIRONMENT,
-    KEY_USER,
-    KEY_GROUP,
-    KEY_READY,
-    KEY_READY_TIMEOUT,
-    KEY_HEALTH_CHECK,
-    KEY_STOP_TIMEOUT,
-    KEY_IDLE_TIMEOUT,
-    KEY_WATCHDOG,
-    KEY_HEALTH_CHECK_INTERVAL,
-    KEY_HEALTH_CHECK_FAILURES,
-    KEY_MAX_STARTS,
-    KEY_EXEC_RESTORE,
-    KEY_EXEC_REPLICATE,
-    KEY_START_RATE_LIMIT,
-    KEY_LISTEN_STREAM,
-    KEY_BACKLOG,
-    KEY_MEMORY_MAX,
-    KEY_MEMORY_HIGH,
-    KEY_PIDS_MAX,
-    KEY_CPU_QUOTA,
-    KEY_CPU_WEIGHT,
-    KEY_SYSTEM_CALL_FILTER,
-    N_KEYS,
-};
 
 static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_EXEC] = {"Host", "Exec", apply_exec, false},
@@ -456,6 +475,16 @@ static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_
                        "than MemoryMax= or remove it)");
         problems++;
     }
+    h->lines = (cfg_host_lines){
+        .user = key_lines[KEY_USER],
+        .group = key_lines[KEY_GROUP],
+        .memory_max = key_lines[KEY_MEMORY_MAX],
+        .memory_high = key_lines[KEY_MEMORY_HIGH],
+        .pids_max = key_lines[KEY_PIDS_MAX],
+        .cpu_quota = key_lines[KEY_CPU_QUOTA],
+        .cpu_weight = key_lines[KEY_CPU_WEIGHT],
+        .system_call_filter = key_lines[KEY_SYSTEM_CALL_FILTER],
+    };
     return problems;
 }
 
@@ -492,6 +521,11 @@ static int host_name_from_file(const char *dir, const char *file_name, char **na
     return 0;
 }
 
+static void host_parse_done(host_parse *parse)
+{
+    cfg_host_free(&parse->host);
+}
+
 static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_host *out,
                         cfg_errors *errors)
 {
@@ -510,23 +544,26 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
         cfg_errors_add(errors, path, 0, NULL, "cannot open: %s (check the file)", strerror(saved));
         return -saved;
     }
-    _cleanup_(cfg_host_free) cfg_host h = {
-        .ready = {.kind = PROBE_NOTIFY},
-        .ready_timeout_usec = 30 * CFG_USEC_PER_SEC,
-        .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
-        .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
-        .max_starts = 5,
-        .backlog = SOMAXCONN,
-    };
     unsigned key_lines[N_KEYS] = {0};
-    int problems = cfg_ini_parse_fd(fd, path, host_keys, N_KEYS, &h, key_lines, errors);
+    _cleanup_(host_parse_done) host_parse parse = {
+        .host = {
+            .ready = {.kind = PROBE_NOTIFY},
+            .ready_timeout_usec = 30 * CFG_USEC_PER_SEC,
+            .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
+            .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
+            .max_starts = 5,
+            .backlog = SOMAXCONN,
+        },
+        .key_lines = key_lines,
+    };
+    int problems = cfg_ini_parse_fd(fd, path, host_keys, N_KEYS, &parse, key_lines, errors);
     if (problems < 0)
         return problems;
-    problems += finish(&h, path, key_lines, errors);
+    problems += finish(&parse.host, path, key_lines, errors);
     if (problems > 0)
         return -EINVAL;
-    h.name = TAKE_PTR(name);
-    *out = TAKE_STRUCT(h);
+    parse.host.name = TAKE_PTR(name);
+    *out = TAKE_STRUCT(parse.host);
     return 0;
 }
 

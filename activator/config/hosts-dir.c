@@ -16,6 +16,11 @@ static int compare_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+static int compare_hosts(const void *a, const void *b)
+{
+    return strcmp(((const cfg_host *)a)->name, ((const cfg_host *)b)->name);
+}
+
 static void names_free(char **names, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -71,6 +76,7 @@ static int list_conf_files(int dir_fd, char ***out, size_t *n_out)
 typedef struct listen_owner {
     const lsn_address *address;
     size_t host;
+    unsigned line;
 } listen_owner;
 
 static int compare_owners(const void *a, const void *b)
@@ -100,14 +106,11 @@ static int refuse_shared_addresses(const char *dir, cfg_host *hosts, size_t n, b
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < hosts[i].n_listen; j++)
-            owners[k++] = (listen_owner){&hosts[i].listen[j], i};
+            owners[k++] = (listen_owner){&hosts[i].listen[j], i, hosts[i].listen_lines[j]};
     qsort(owners, total, sizeof(*owners), compare_owners);
     size_t first = 0;
     for (size_t i = 1; i < total; i++) {
-        bool same = owners[i].address->len == owners[first].address->len &&
-                    memcmp(&owners[i].address->addr, &owners[first].address->addr,
-                           owners[i].address->len) == 0;
-        if (!same) {
+        if (!lsn_address_equal(owners[i].address, owners[first].address)) {
             first = i;
             continue;
         }
@@ -119,7 +122,7 @@ static int refuse_shared_addresses(const char *dir, cfg_host *hosts, size_t n, b
         lsn_format(owners[i].address, shown, sizeof(shown));
         char path[512];
         snprintf(path, sizeof(path), "%s/%s.conf", dir, hosts[loser].name);
-        cfg_errors_add(errors, path, 0, "ListenStream",
+        cfg_errors_add(errors, path, owners[i].line, "ListenStream",
                        "%s is also a socket of host %s (give each host its own address)", shown,
                        hosts[owners[first].host].name);
     }
@@ -178,8 +181,10 @@ int cfg_load_hosts(const char *dir, cfg_host **hosts_out, size_t *n_out, cfg_err
         else
             hosts[kept++] = hosts[i];
     }
-    /* Give back the slots of skipped files: the table lives as long as the
-     * daemon. */
+    /* Files sort by file name ("a-b.conf" before "a.conf"), hosts by host
+     * name ("a" before "a-b"): what the daemon looks hosts up by. */
+    qsort(hosts, kept, sizeof(*hosts), compare_hosts);
+    /* Give back the slots of skipped files. */
     cfg_host *shrunk = realloc(hosts, (kept ? kept : 1) * sizeof(*hosts));
     *hosts_out = shrunk ? shrunk : hosts;
     *n_out = kept;

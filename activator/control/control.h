@@ -23,6 +23,8 @@
  *   wake/park/swap/promote/claim.*  {"host","state","generation","version",...}
  *   stage     {"host","version","digest","live":bool}
  *   releases  {"host","live":"v2","releases":[{"version","digest","size","staged_usec"}]}
+ *   reload    {"hosts":[{"host","change","listen","limits","config"}],"unchanged",
+ *              "daemon":["MaxConcurrentStarts",...]}; refused with "problems":[lines]
  *   claim.show {"claim":{...the claim...}}
  *   stats     {"<name>":<number>,...}
  *   version   {"version":"0.1.0","box":"box-1"} */
@@ -96,6 +98,12 @@ int ctrl_reply_ok(ctrl_reply *reply, json_object *result);
  * a stable identifier (a reason code such as "not_owner"). */
 int ctrl_reply_error(ctrl_reply *reply, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The same with more to say: each member of details (an object, taken) is
+ * added to the error object beside code and message, such as "problems":
+ * a list of lines that did not fit one sentence. */
+int ctrl_reply_error_details(ctrl_reply *reply, const char *code, json_object *details,
+                             const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* The op of the request a handle answers. */
 ctrl_op ctrl_reply_op(const ctrl_reply *reply);

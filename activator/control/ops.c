@@ -58,6 +58,9 @@ static const ctrl_op_spec ops[CTRL_OP__COUNT] = {
     [CTRL_OP_STATS] = {"stats", 0, 0, CTRL_ROLE_VIEWER, "Show the daemon's counters."},
     [CTRL_OP_VERSION] = {"version", 0, 0, CTRL_ROLE_VIEWER,
                          "Show the versions of activatorctl and activatord."},
+    [CTRL_OP_RELOAD] = {"reload", 0, 0, CTRL_ROLE_OPERATOR,
+                        "Apply the configuration files again without a restart, and show what "
+                        "changed."},
 };
 
 const ctrl_op_spec *ctrl_op_spec_of(ctrl_op op)

@@ -28,6 +28,7 @@ typedef enum ctrl_op {
     CTRL_OP_CLAIM_RELEASE,
     CTRL_OP_STATS,
     CTRL_OP_VERSION,
+    CTRL_OP_RELOAD,
     CTRL_OP__COUNT,
 } ctrl_op;
 

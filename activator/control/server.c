@@ -214,8 +214,10 @@ int ctrl_reply_ok(ctrl_reply *slot, json_object *result_arg)
     return send_json(slot, "ok", reply);
 }
 
-static int reply_error_message(ctrl_reply *slot, const char *code, const char *message)
+static int reply_error_message(ctrl_reply *slot, const char *code, const char *message,
+                               json_object *details_arg)
 {
+    _cleanup_(json_object_putp) json_object *details = details_arg;
     _cleanup_(json_object_putp) json_object *reply = json_object_new_object();
     _cleanup_(json_object_putp) json_object *error = json_object_new_object();
     if (!reply || !error) {
@@ -225,19 +227,42 @@ static int reply_error_message(ctrl_reply *slot, const char *code, const char *m
     }
     json_object_object_add(error, "code", json_object_new_string(code));
     json_object_object_add(error, "message", json_object_new_string(message));
+    if (details && json_object_is_type(details, json_type_object)) {
+        json_object_object_foreach(details, key, value)
+            json_object_object_add(error, key, json_object_get(value));
+    }
     json_object_object_add(reply, "ok", json_object_new_boolean(0));
     json_object_object_add(reply, "error", TAKE_PTR(error));
     return send_json(slot, code, reply);
 }
 
-int ctrl_reply_error(ctrl_reply *slot, const char *code, const char *fmt, ...)
+static int reply_error_v(ctrl_reply *slot, const char *code, json_object *details,
+                         const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
+static int reply_error_v(ctrl_reply *slot, const char *code, json_object *details,
+                         const char *fmt, va_list ap)
 {
     char message[1024];
+    vsnprintf(message, sizeof(message), fmt, ap);
+    return reply_error_message(slot, code, message, details);
+}
+
+int ctrl_reply_error(ctrl_reply *slot, const char *code, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof(message), fmt, ap);
+    int r = reply_error_v(slot, code, NULL, fmt, ap);
     va_end(ap);
-    return reply_error_message(slot, code, message);
+    return r;
+}
+
+int ctrl_reply_error_details(ctrl_reply *slot, const char *code, json_object *details,
+                             const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = reply_error_v(slot, code, details, fmt, ap);
+    va_end(ap);
+    return r;
 }
 
 ctrl_op ctrl_reply_op(const ctrl_reply *slot)
@@ -252,7 +277,7 @@ static void refuse(ctrl_reply *slot, const ctrl_op_spec *op)
     char message[1024];
     ctrl_peer_refusal(&slot->control->options.access, &slot->peer, op, message, sizeof(message));
     act_log(LOG_NOTICE, "control: refused: %s", message);
-    reply_error_message(slot, CTRL_REQ_FORBIDDEN, message);
+    reply_error_message(slot, CTRL_REQ_FORBIDDEN, message, NULL);
 }
 
 /* Loop thread: one received request. */
@@ -278,7 +303,7 @@ static void on_request(ctrl_handoff_node *node, void *userdata)
         return;
     }
     if (!parsed) {
-        reply_error_message(slot, parse_err.code, parse_err.error.message);
+        reply_error_message(slot, parse_err.code, parse_err.error.message, NULL);
         return;
     }
     control->options.dispatch(&request, slot, control->options.userdata);

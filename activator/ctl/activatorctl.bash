@@ -4,7 +4,7 @@ _activatorctl()
     local cur prev words cword
     _init_completion || return
 
-    local commands="status wake park swap stage promote releases claim watch stats version help"
+    local commands="status wake park swap stage promote releases claim watch stats version reload help"
     local global_opts="--connect --events --json --timeout --tls-cert --tls-key --tls-ca --no-color --help"
 
     case $prev in

@@ -28,6 +28,8 @@
  * with backoff, plus a restore; the bound is generous, and a daemon that goes
  * away ends the wait at once anyway. */
 #define WAIT_TIMEOUT_SEC 600
+/* A reload reads every host file and may bind and stop many hosts. */
+#define RELOAD_TIMEOUT_SEC 120
 
 int ctl_usage_error(const ctl_command *command, const char *fmt, ...)
 {
@@ -151,6 +153,16 @@ static int perform(const ctl_options *options, const char *what, json_object *re
         fprintf(stderr, "activatorctl: %s: %s%s%s%s\n", what,
                 message ? message : "the daemon refused without a message",
                 code ? " [" : "", code ? code : "", code ? "]" : "");
+        /* What did not fit one sentence (a refused reload's FILE:LINE:
+         * KEY: lines), one per line as the daemon wrote them. */
+        json_object *problems = NULL;
+        if (error && json_object_object_get_ex(error, "problems", &problems) &&
+            json_object_is_type(problems, json_type_array))
+            for (size_t i = 0; i < json_object_array_length(problems); i++) {
+                json_object *line = json_object_array_get_idx(problems, i);
+                if (json_object_is_type(line, json_type_string))
+                    fprintf(stderr, "%s\n", json_object_get_string(line));
+            }
     }
     return succeeded ? CTL_EXIT_OK : CTL_EXIT_FAILED;
 }
@@ -228,9 +240,15 @@ static void render_status(json_object *result, const ctl_options *options)
         }
         return;
     }
+    /* A reload's changes that wait for a host's next start get a column of
+     * their own, shown only while some host has them. */
+    bool pending = false;
+    for (size_t i = 0; i < n; i++)
+        pending |= get_str(json_object_array_get_idx(hosts, i), "config") != NULL;
     ctl_table table;
     ctl_table_init(&table, (const char *const[]){"HOST", "STATE", "GEN", "VERSION", "PID",
-                                                 "UPTIME", "MEMORY", "PIDS", "REASON", NULL});
+                                                 "UPTIME", "MEMORY", "PIDS", "REASON",
+                                                 pending ? "CONFIG" : NULL, NULL});
     uint64_t now = act_wallclock_usec();
     for (size_t i = 0; i < n; i++) {
         json_object *h = json_object_array_get_idx(hosts, i);
@@ -247,9 +265,10 @@ static void render_status(json_object *result, const ctl_options *options)
         if ((v = get_u64(h, "pids_current")))
             snprintf(pids, sizeof(pids), "%llu", (unsigned long long)v);
         const char *state = get_str(h, "state");
+        const char *config = get_str(h, "config");
         const char *cells[] = {get_str(h, "host"), state, gen, get_str(h, "version"), pid,
-                               uptime, memory, pids, get_str(h, "reason")};
-        const char *colors[9] = {NULL, ctl_state_color(state)};
+                               uptime, memory, pids, get_str(h, "reason"), config ? config : "-"};
+        const char *colors[10] = {NULL, ctl_state_color(state)};
         ctl_table_add(&table, cells, colors);
     }
     ctl_table_print(&table, options->color);
@@ -313,6 +332,53 @@ static void render_version(json_object *result, const ctl_options *options)
         time_t seconds = (time_t)(last / 1000000);
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&seconds));
         printf("last handover %s\n", when);
+    }
+}
+
+/* What a reload changed: one row per host added, removed or changed, then
+ * the hosts left as they were and the daemon's own keys. */
+static void render_reload(json_object *result, const ctl_options *options)
+{
+    json_object *hosts = NULL;
+    if (!result || !json_object_object_get_ex(result, "hosts", &hosts) ||
+        !json_object_is_type(hosts, json_type_array)) {
+        render_object(result, options);
+        return;
+    }
+    size_t n = json_object_array_length(hosts);
+    if (n) {
+        ctl_table table;
+        ctl_table_init(&table,
+                       (const char *const[]){"HOST", "CHANGE", "LISTEN", "LIMITS", "CONFIG", NULL});
+        for (size_t i = 0; i < n; i++) {
+            json_object *h = json_object_array_get_idx(hosts, i);
+            const char *change = get_str(h, "change");
+            const char *cells[] = {get_str(h, "host"), change, get_str(h, "listen"),
+                                   get_str(h, "limits"), get_str(h, "config")};
+            for (size_t j = 2; j < ARRAY_SIZE(cells); j++)
+                if (!cells[j])
+                    cells[j] = "-";
+            const char *colors[5] = {NULL,
+                                     !change                            ? NULL
+                                     : strcmp(change, "added") == 0     ? CTL_COLOR_GREEN
+                                     : strcmp(change, "removed") == 0   ? CTL_COLOR_RED
+                                                                        : CTL_COLOR_YELLOW};
+            ctl_table_add(&table, cells, colors);
+        }
+        ctl_table_print(&table, options->color);
+        ctl_table_free(&table);
+    }
+    uint64_t unchanged = get_u64(result, "unchanged");
+    printf("%s%" PRIu64 " host%s unchanged\n", n ? "" : "no host changed; ", unchanged,
+           unchanged == 1 ? "" : "s");
+    json_object *keys = NULL;
+    if (json_object_object_get_ex(result, "daemon", &keys) &&
+        json_object_is_type(keys, json_type_array) && json_object_array_length(keys)) {
+        printf("daemon: applied");
+        for (size_t i = 0; i < json_object_array_length(keys); i++)
+            printf("%s %s=", i ? "," : "",
+                   json_object_get_string(json_object_array_get_idx(keys, i)));
+        printf("\n");
     }
 }
 
@@ -574,6 +640,15 @@ const ctl_command ctl_commands[] = {
      .run = cmd_watch},
     {.name = "stats", .op = CTRL_OP_STATS, .render = render_object},
     {.name = "version", .op = CTRL_OP_VERSION, .render = render_version},
+    {.name = "reload",
+     .op = CTRL_OP_RELOAD,
+     .help = "  Reads activatord.conf and every host file again and applies them: hosts\n"
+             "  added are bound and watched, hosts removed retired with proof, [Listen]\n"
+             "  and [Limits] changes applied at once, anything else from a host's next\n"
+             "  start. If anything is wrong nothing changes, every problem is printed\n"
+             "  as FILE:LINE: KEY: what is wrong, and the exit status is 1.\n",
+     .render = render_reload,
+     .timeout_sec = RELOAD_TIMEOUT_SEC},
     {.name = "help",
      .op = -1,
      .usage = "[COMMAND]",

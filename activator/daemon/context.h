@@ -30,6 +30,7 @@ typedef struct ad_claim_watch ad_claim_watch;
 typedef struct ad_leftovers ad_leftovers;
 typedef struct ad_sweep ad_sweep;
 typedef struct ad_telemetry ad_telemetry;
+typedef struct ad_reload_state ad_reload_state;
 
 /* The daemon's starts and handovers on this box (lifetime.c keeps them in
  * <state>/daemon.json). */
@@ -59,11 +60,17 @@ typedef void (*ad_claim_reports_observer_fn)(ad_daemon *daemon, ad_host *host);
 
 struct ad_daemon {
     sd_event *loop;
+    const char *config_path; /* the daemon's file, read again by a reload */
     cfg_daemon config;
-    cfg_host *host_configs; /* every host file that loaded, sorted by name */
-    size_t n_host_configs;
-    ad_host **hosts; /* the hosts set up (hosts.c), sorted by name */
+    ad_host **hosts; /* the hosts set up (hosts.c), sorted by name; each owns its config */
     size_t n_hosts;
+    size_t cap_hosts;
+    /* Hosts a reload took out of the configuration (hosts.c): kept until
+     * exit, because what they started may still call back with them (claim
+     * calls, record writes, their retirement). */
+    ad_host **removed_hosts;
+    size_t n_removed_hosts;
+    size_t cap_removed_hosts;
     ad_hosts_observer_fn observe_hosts;
     ad_claim_reports_observer_fn observe_claim_reports;
     cg_seccomp_program *default_seccomp; /* SystemCallFilter=default, shared by hosts */
@@ -85,6 +92,7 @@ struct ad_daemon {
     ad_leftovers *leftovers;     /* leftovers.c, from start-up until recovery ran */
     ad_sweep *sweep;             /* sweep.c: leaves not proven stopped yet; NULL: none ever */
     ad_telemetry *telemetry;     /* telemetry.c */
+    ad_reload_state *reload;     /* reload.c, from the first reload on */
 };
 
 /* The loop's time of this iteration (CLOCK_MONOTONIC). */

@@ -24,6 +24,7 @@
 #include "activator/daemon/lifetime.h"
 #include "activator/daemon/recovery.h"
 #include "activator/daemon/sweep.h"
+#include "activator/daemon/reload.h"
 #include "activator/daemon/telemetry.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
@@ -38,6 +39,8 @@
  * start-up, the signals and the stop here use. */
 typedef struct daemon_process {
     ad_daemon daemon;
+    cfg_host *loaded_hosts; /* the host files loaded at start, until the hosts take them */
+    size_t n_loaded_hosts;
     ctrl_server *control;
     sd_event_source *status_timer;   /* a pending STATUS= update */
     sd_event_source *stop_timer;     /* the clean stop's deadline */
@@ -52,11 +55,6 @@ static_assert(offsetof(daemon_process, daemon) == 0, "the context must open daem
 static daemon_process *process_of(ad_daemon *daemon)
 {
     return (daemon_process *)daemon;
-}
-
-static int compare_host_configs(const void *a, const void *b)
-{
-    return strcmp(((const cfg_host *)a)->name, ((const cfg_host *)b)->name);
 }
 
 static int open_directories(ad_daemon *daemon, act_error *err)
@@ -90,7 +88,8 @@ static int read_store_password(const char *path, char **out, act_error *err)
     return 0;
 }
 
-static int open_store(ad_daemon *daemon, act_error *err)
+/* probe_host: a host to read the claim of, or NULL. */
+static int open_store(ad_daemon *daemon, const char *probe_host, act_error *err)
 {
     const cfg_daemon *config = &daemon->config;
     claims_store_options options = {
@@ -117,8 +116,8 @@ static int open_store(ad_daemon *daemon, act_error *err)
         return r;
     /* READY=1 promises that the store answered: ask it once. */
     claim probe;
-    if (daemon->n_host_configs) {
-        r = claims_read(daemon->store, daemon->host_configs[0].name, &probe, err);
+    if (probe_host) {
+        r = claims_read(daemon->store, probe_host, &probe, err);
         if (r < 0)
             return act_error_prefix(err, "Store=%s does not answer", daemon->config.store);
     }
@@ -166,10 +165,11 @@ static void update_status(ad_daemon *daemon)
     unsigned by_state[_PL_HOST_STATE_MAX] = {0};
     for (size_t i = 0; i < daemon->n_hosts; i++)
         by_state[pl_host_get_state(ad_host_pipeline(daemon->hosts[i]))]++;
-    sd_notifyf(0, "STATUS=%zu hosts: %u serving, %u waking, %u parked, %u retiring%s",
+    const char *reload = ad_reload_summary(daemon);
+    sd_notifyf(0, "STATUS=%zu hosts: %u serving, %u waking, %u parked, %u retiring%s%s%s",
                daemon->n_hosts, by_state[PL_HOST_SERVING], by_state[PL_HOST_WAKING],
                by_state[PL_HOST_PARKED], by_state[PL_HOST_RETIRING],
-               daemon->stopping ? " (stopping)" : "");
+               daemon->stopping ? " (stopping)" : "", reload[0] ? "; " : "", reload);
 }
 
 static int on_status_timer(sd_event_source *source, uint64_t usec, void *userdata)
@@ -202,7 +202,8 @@ static void check_stopped(daemon_process *process)
            ad_hosts_at_rest(daemon->hosts[process->stop_cursor]) &&
            !ad_claim_report_busy(daemon->hosts[process->stop_cursor]))
         process->stop_cursor++;
-    if (process->stop_cursor == daemon->n_hosts)
+    /* Hosts a reload removed are few, and were parking already. */
+    if (process->stop_cursor == daemon->n_hosts && ad_hosts_removed_at_rest(daemon))
         sd_event_exit(daemon->loop, process->exit_code);
 }
 
@@ -301,17 +302,21 @@ static void begin_handover(daemon_process *process)
 static int on_signal(sd_event_source *source, const struct signalfd_siginfo *info,
                      void *userdata)
 {
+    daemon_process *process = userdata;
     if (info->ssi_signo == AD_HANDOVER_SIGNAL)
-        begin_handover(userdata);
+        begin_handover(process);
+    else if (info->ssi_signo == SIGHUP)
+        ad_reload(&process->daemon, NULL);
     else
-        begin_stop(userdata);
+        begin_stop(process);
     return 0;
 }
 
 /* ---- start and run ------------------------------------------------------- */
 
-static int load_configuration(ad_daemon *daemon, const char *path, act_error *err)
+static int load_configuration(daemon_process *process, const char *path, act_error *err)
 {
+    ad_daemon *daemon = &process->daemon;
     _cleanup_(cfg_errors_free) cfg_errors errors = {0};
     int r = cfg_load_daemon(path, &daemon->config, &errors);
     if (r < 0) {
@@ -320,8 +325,8 @@ static int load_configuration(ad_daemon *daemon, const char *path, act_error *er
                                       "--check-config --config %s",
                              path, path);
     }
-    r = cfg_load_hosts(daemon->config.hosts_directory, &daemon->host_configs,
-                       &daemon->n_host_configs, &errors);
+    r = cfg_load_hosts(daemon->config.hosts_directory, &process->loaded_hosts,
+                       &process->n_loaded_hosts, &errors);
     if (r < 0) {
         cfg_errors_print(&errors, stderr);
         return act_error_set(err, -r, "HostsDirectory=%s cannot be read",
@@ -330,8 +335,6 @@ static int load_configuration(ad_daemon *daemon, const char *path, act_error *er
     /* A bad host file is skipped; the others are served. */
     for (size_t i = 0; i < errors.n; i++)
         act_log(LOG_ERR, "%s (host not loaded)", errors.items[i].text);
-    qsort(daemon->host_configs, daemon->n_host_configs, sizeof(*daemon->host_configs),
-          compare_host_configs);
     return 0;
 }
 
@@ -355,7 +358,8 @@ static int make_incarnation(ad_daemon *daemon, act_error *err)
 static int start(daemon_process *process, const char *config_path, act_error *err)
 {
     ad_daemon *daemon = &process->daemon;
-    int r = load_configuration(daemon, config_path, err);
+    daemon->config_path = config_path;
+    int r = load_configuration(process, config_path, err);
     if (r < 0)
         return r;
     if ((r = sd_event_default(&daemon->loop)) < 0)
@@ -365,10 +369,12 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, AD_HANDOVER_SIGNAL);
+    sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     sd_event_add_signal(daemon->loop, NULL, SIGTERM, on_signal, process);
     sd_event_add_signal(daemon->loop, NULL, SIGINT, on_signal, process);
     sd_event_add_signal(daemon->loop, NULL, AD_HANDOVER_SIGNAL, on_signal, process);
+    sd_event_add_signal(daemon->loop, NULL, SIGHUP, on_signal, process);
     /* A child that dies while we write to its pipe must not kill us. */
     signal(SIGPIPE, SIG_IGN);
 
@@ -394,11 +400,15 @@ static int start(daemon_process *process, const char *config_path, act_error *er
                                 daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto");
     if ((r = pl_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
             0 ||
-        (r = open_store(daemon, err)) < 0 || (r = ad_leftovers_scan(daemon, err)) < 0)
+        (r = open_store(daemon, process->n_loaded_hosts ? process->loaded_hosts[0].name : NULL,
+                        err)) < 0 ||
+        (r = ad_leftovers_scan(daemon, err)) < 0)
         return r;
     daemon->observe_hosts = observe_host;
     daemon->observe_claim_reports = observe_claim_reports;
-    if ((r = ad_hosts_setup(daemon, err)) < 0)
+    r = ad_hosts_setup(daemon, TAKE_PTR(process->loaded_hosts),
+                       TAKE_STRUCT(process->n_loaded_hosts), err);
+    if (r < 0)
         return r;
     ad_recover(daemon);
     if ((r = open_messaging(process, err)) < 0 || (r = ad_claim_watch_start(daemon, err)) < 0)
@@ -418,6 +428,7 @@ static void teardown(daemon_process *process)
     /* Lets the record writes already asked for land (a clean stop removes
      * the records of the generations it retired). */
     act_offload_free(daemon->offload);
+    ad_reload_free(daemon);
     ad_leftovers_free(daemon);
     ad_sweep_free(daemon);
     sd_event_source_disable_unref(process->status_timer);
@@ -434,7 +445,7 @@ static void teardown(daemon_process *process)
     if (daemon->state_dirfd >= 0)
         close(daemon->state_dirfd);
     cg_seccomp_program_free(daemon->default_seccomp);
-    cfg_hosts_free(daemon->host_configs, daemon->n_host_configs);
+    cfg_hosts_free(process->loaded_hosts, process->n_loaded_hosts);
     cfg_daemon_free(&daemon->config);
     sd_event_unref(daemon->loop);
 }

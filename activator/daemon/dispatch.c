@@ -14,6 +14,7 @@
 #include "activator/daemon/claim_watch.h"
 #include "activator/daemon/host_status.h"
 #include "activator/daemon/hosts.h"
+#include "activator/daemon/reload.h"
 #include "activator/daemon/stage.h"
 #include "activator/daemon/swap.h"
 #include "common/cleanup.h"
@@ -41,8 +42,8 @@ static ad_host *find_host(ad_daemon *daemon, const ctrl_request *request, ctrl_r
     ad_host *host = ad_hosts_find(daemon, request->host);
     if (!host)
         ctrl_reply_error(reply, "unknown_host",
-                         "host %s is not configured on box %s; add %s/%s.conf and restart "
-                         "or reload the daemon",
+                         "host %s is not configured on box %s; add %s/%s.conf and reload "
+                         "the daemon (systemctl reload activatord)",
                          request->host, daemon->config.box, daemon->config.hosts_directory,
                          request->host);
     return host;
@@ -366,6 +367,9 @@ void ad_dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
         return;
     case CTRL_OP_VERSION:
         reply_version(daemon, reply);
+        return;
+    case CTRL_OP_RELOAD:
+        ad_reload(daemon, reply);
         return;
     case CTRL_OP__COUNT:
         break;

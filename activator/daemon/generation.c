@@ -29,7 +29,7 @@
  * (sweep.c) then goes on proving stopped for as long as it takes. */
 #define KILL_PROOF_TIMEOUT_USEC (10 * 1000 * 1000ull)
 
-static void limits_from_config(const cfg_limits *limits, cg_limits *out)
+void ad_limits_from_config(const cfg_limits *limits, cg_limits *out)
 {
     /* "infinity" is the cgroup's own default, so it is simply not written. */
     *out = (cg_limits){
@@ -49,7 +49,7 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
     snprintf(leaf_name, sizeof(leaf_name), "%s-%" PRIu64, kind, number);
     const cfg_host *config = ad_host_config(host);
     cg_limits limits;
-    limits_from_config(&config->limits, &limits);
+    ad_limits_from_config(&config->limits, &limits);
 
     ad_generation *gen = calloc(1, sizeof(*gen));
     if (!gen)
@@ -67,6 +67,14 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
     }
     *out = gen;
     return 0;
+}
+
+int ad_generation_set_limits(ad_generation *gen, const cfg_limits *limits, act_error *err)
+{
+    assert(gen && limits);
+    cg_limits values;
+    ad_limits_from_config(limits, &values);
+    return cg_leaf_set_limits(gen->leaf, &values, err);
 }
 
 void ad_generation_fill_record(ad_generation *gen, rec_generation_phase phase,
@@ -231,7 +239,7 @@ static int spawn(ad_generation *gen, int exec_fd, bool is_helper, const char *co
     spec.stderr_fd = STDERR_FILENO;
     if (!is_helper) {
         spec.listen_fds = ad_host_listen_fds(host);
-        spec.n_listen_fds = config->n_listen;
+        spec.n_listen_fds = ad_host_n_listen(host);
         spec.listen_fdnames = (const char *const *)ad_host_listen_names(host);
         if (config->watchdog_usec)
             spec.pid_variables = watchdog_pid;

@@ -14,18 +14,27 @@
 #include "activator/records/records.h"
 #include "common/cleanup.h"
 
-struct ad_host {
-    ad_daemon *daemon;
-    const cfg_host *config;
-    pl_host *pipeline;                /* hosts.c */
-    int dirfd;                        /* <state>/hosts/<host>, or -1 */
-    int *listen_fds;                  /* config->n_listen; bound by hosts.c */
-    char **listen_names;              /* LISTEN_FDNAMES entries, NULL-terminated */
-    sd_event_source **demand_sources; /* hosts.c: the sockets watched while parked */
-    cg_seccomp_program *seccomp;      /* a filter of its own, or NULL for the shared default */
-    uid_t uid;                        /* User=, when have_credentials */
+struct ad_host_settings {
+    cfg_host *config;
+    cg_seccomp_program *seccomp; /* a filter of its own, or NULL for the shared default */
+    uid_t uid;                   /* User=, when have_credentials */
     gid_t gid;
     bool have_credentials;
+};
+
+struct ad_host {
+    ad_daemon *daemon;
+    char name[ACT_NAME_MAX + 1];
+    ad_host_settings *settings;       /* in force */
+    ad_host_settings *pending;        /* for the next start (a reload), or NULL */
+    pl_host *pipeline;                /* hosts.c */
+    int dirfd;                        /* <state>/hosts/<host>, or -1 */
+    unsigned n_listen;                /* hosts.c binds them */
+    lsn_address *listen;
+    int *listen_fds;
+    char **listen_names;              /* LISTEN_FDNAMES entries, NULL-terminated */
+    sd_event_source **demand_sources; /* hosts.c: the sockets watched while parked */
+    bool removed;                     /* hosts.c */
 
     ad_generation *serving; /* wake_ops.c */
     ad_generation *starting;
@@ -51,53 +60,150 @@ static bool uses_plain_default_filter(const cfg_host *config)
 }
 
 /* Most hosts run the default profile: one compiled program serves them all. */
-static int compile_filter(ad_host *host, act_error *err)
+static int compile_filter(ad_daemon *daemon, ad_host_settings *settings, act_error *err)
 {
-    const cfg_syscall_filter *filter = &host->config->limits.syscall_filter;
-    bool plain_default = uses_plain_default_filter(host->config);
-    if (plain_default && host->daemon->default_seccomp)
+    const cfg_syscall_filter *filter = &settings->config->limits.syscall_filter;
+    bool plain_default = uses_plain_default_filter(settings->config);
+    if (plain_default && daemon->default_seccomp)
         return 0;
-    cg_seccomp_program **out = plain_default ? &host->daemon->default_seccomp : &host->seccomp;
+    cg_seccomp_program **out = plain_default ? &daemon->default_seccomp : &settings->seccomp;
     int r = cg_seccomp_compile(filter->base == CFG_SYSCALLS_NONE ? "none" : "default",
                                (const char *const *)filter->allow,
                                (const char *const *)filter->deny, out, err);
-    return r < 0 ? act_error_prefix(err, "host %s: SystemCallFilter=", host->config->name) : 0;
+    return r < 0 ? act_error_prefix(err, "host %s: SystemCallFilter=", settings->config->name)
+                 : 0;
 }
 
-static int allocate_sockets(ad_host *host, act_error *err)
+void ad_host_settings_free(ad_host_settings *settings)
 {
-    size_t n = host->config->n_listen;
-    host->listen_fds = calloc(n ? n : 1, sizeof(*host->listen_fds));
-    host->listen_names = calloc(n + 1, sizeof(*host->listen_names));
-    host->demand_sources = calloc(n ? n : 1, sizeof(*host->demand_sources));
-    if (!host->listen_fds || !host->listen_names || !host->demand_sources)
-        return act_error_set(err, ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        host->listen_fds[i] = -1;
-        if (asprintf(&host->listen_names[i], "%s/%zu", host->config->name, i) < 0) {
-            host->listen_names[i] = NULL;
-            return act_error_set(err, ENOMEM, "out of memory");
-        }
+    if (!settings)
+        return;
+    if (settings->config) {
+        cfg_host_free(settings->config);
+        free(settings->config);
     }
+    cg_seccomp_program_free(settings->seccomp);
+    free(settings);
+}
+
+int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings **out,
+                         const char **failed_key, act_error *err)
+{
+    assert(daemon && config && out && failed_key);
+    *failed_key = NULL;
+    ad_host_settings *settings = calloc(1, sizeof(*settings));
+    if (!settings) {
+        cfg_host_free(config);
+        free(config);
+        return act_error_set(err, ENOMEM, "out of memory");
+    }
+    settings->config = config;
+    int r = cfg_host_credentials(config, &settings->uid, &settings->gid,
+                                 &settings->have_credentials, err);
+    if (r < 0) /* the sentence names the key whose lookup failed */
+        *failed_key = config->group && strstr(err->message, "Group=") ? "Group" : "User";
+    if (r == 0 && (r = compile_filter(daemon, settings, err)) < 0)
+        *failed_key = "SystemCallFilter";
+    if (r < 0) {
+        ad_host_settings_free(settings);
+        return r;
+    }
+    *out = settings;
     return 0;
 }
 
-int ad_host_new(ad_daemon *daemon, const cfg_host *config, ad_host **out, act_error *err)
+const cfg_host *ad_host_settings_config(const ad_host_settings *settings)
 {
-    assert(daemon && config && out);
-    ad_host *host = calloc(1, sizeof(*host));
-    if (!host)
+    return settings->config;
+}
+
+/* The slots of a socket table of n, with their names; -1 in every fd slot. */
+typedef struct socket_table {
+    lsn_address *listen;
+    int *fds;
+    char **names;
+    sd_event_source **sources;
+} socket_table;
+
+static void socket_table_free(socket_table *table)
+{
+    for (char **name = table->names; name && *name; name++)
+        free(*name);
+    free(table->names);
+    free(table->listen);
+    free(table->fds);
+    free(table->sources);
+}
+
+static int socket_table_new(const char *host, const lsn_address *addresses, unsigned n,
+                            socket_table *out, act_error *err)
+{
+    socket_table table = {
+        .listen = calloc(n ? n : 1, sizeof(*table.listen)),
+        .fds = calloc(n ? n : 1, sizeof(*table.fds)),
+        .names = calloc(n + 1, sizeof(*table.names)),
+        .sources = calloc(n ? n : 1, sizeof(*table.sources)),
+    };
+    bool failed = !table.listen || !table.fds || !table.names || !table.sources;
+    for (unsigned i = 0; !failed && i < n; i++) {
+        table.listen[i] = addresses[i];
+        table.fds[i] = -1;
+        if (asprintf(&table.names[i], "%s/%u", host, i) < 0) {
+            table.names[i] = NULL;
+            failed = true;
+        }
+    }
+    if (failed) {
+        socket_table_free(&table);
         return act_error_set(err, ENOMEM, "out of memory");
-    *host = (ad_host){.daemon = daemon, .config = config, .dirfd = -1};
-    int r = allocate_sockets(host, err);
-    if (r == 0)
-        r = cfg_host_credentials(config, &host->uid, &host->gid, &host->have_credentials, err);
-    if (r == 0)
-        r = compile_filter(host, err);
+    }
+    *out = table;
+    return 0;
+}
+
+/* Ends the watches of the host's sockets and closes those still there. */
+static void close_sockets(ad_host *host)
+{
+    for (unsigned i = 0; i < host->n_listen; i++) {
+        if (host->demand_sources)
+            host->demand_sources[i] = sd_event_source_disable_unref(host->demand_sources[i]);
+        if (host->listen_fds && host->listen_fds[i] >= 0)
+            close(host->listen_fds[i]);
+    }
+    socket_table_free(&(socket_table){host->listen, host->listen_fds, host->listen_names,
+                                      host->demand_sources});
+    host->listen = NULL;
+    host->listen_fds = NULL;
+    host->listen_names = NULL;
+    host->demand_sources = NULL;
+    host->n_listen = 0;
+}
+
+static void take_table(ad_host *host, socket_table *table, unsigned n)
+{
+    host->listen = table->listen;
+    host->listen_fds = table->fds;
+    host->listen_names = table->names;
+    host->demand_sources = table->sources;
+    host->n_listen = n;
+}
+
+int ad_host_new(ad_daemon *daemon, ad_host_settings *settings, ad_host **out, act_error *err)
+{
+    assert(daemon && settings && out);
+    const cfg_host *config = settings->config;
+    ad_host *host = calloc(1, sizeof(*host));
+    socket_table table;
+    int r = host ? socket_table_new(config->name, config->listen, config->n_listen, &table, err)
+                 : act_error_set(err, ENOMEM, "out of memory");
     if (r < 0) {
-        ad_host_free(host);
+        free(host);
+        ad_host_settings_free(settings);
         return r;
     }
+    *host = (ad_host){.daemon = daemon, .settings = settings, .dirfd = -1};
+    snprintf(host->name, sizeof(host->name), "%s", config->name);
+    take_table(host, &table, config->n_listen);
     *out = host;
     return 0;
 }
@@ -108,18 +214,9 @@ void ad_host_free(ad_host *host)
         return;
     assert(!host->serving && !host->starting && !host->replaced && !host->wake_state &&
            !host->swap && !host->claim_report && !host->pipeline);
-    for (uint16_t i = 0; host->listen_fds && i < host->config->n_listen; i++) {
-        if (host->demand_sources)
-            sd_event_source_disable_unref(host->demand_sources[i]);
-        if (host->listen_fds[i] >= 0)
-            close(host->listen_fds[i]);
-    }
-    for (char **name = host->listen_names; name && *name; name++)
-        free(*name);
-    free(host->demand_sources);
-    free(host->listen_fds);
-    free(host->listen_names);
-    cg_seccomp_program_free(host->seccomp);
+    close_sockets(host);
+    ad_host_settings_free(host->settings);
+    ad_host_settings_free(host->pending);
     sd_event_source_disable_unref(host->idle_timer);
     for (size_t i = 0; i < host->n_unproven; i++)
         cg_leaf_free(host->unproven[i].leaf);
@@ -135,12 +232,12 @@ ad_daemon *ad_host_daemon(const ad_host *host)
 
 const cfg_host *ad_host_config(const ad_host *host)
 {
-    return host->config;
+    return host->settings->config;
 }
 
 const char *ad_host_name(const ad_host *host)
 {
-    return host->config->name;
+    return host->name;
 }
 
 pl_host *ad_host_pipeline(const ad_host *host)
@@ -153,7 +250,65 @@ void ad_host_set_pipeline(ad_host *host, pl_host *pipeline)
     host->pipeline = pipeline;
 }
 
+void ad_host_set_pending(ad_host *host, ad_host_settings *settings)
+{
+    ad_host_settings_free(host->pending);
+    host->pending = settings;
+}
+
+bool ad_host_has_pending(const ad_host *host)
+{
+    return host->pending != NULL;
+}
+
+bool ad_host_apply_pending(ad_host *host)
+{
+    if (!host->pending)
+        return false;
+    assert(!host->serving && !host->starting && !host->replaced && !host->wake_state &&
+           !host->swap);
+    ad_host_settings_free(host->settings);
+    host->settings = TAKE_PTR(host->pending);
+    return true;
+}
+
+static void copy_limit_values(cfg_limits *to, const cfg_limits *from)
+{
+    to->memory_max = from->memory_max;
+    to->memory_high = from->memory_high;
+    to->pids_max = from->pids_max;
+    to->cpu_quota_percent = from->cpu_quota_percent;
+    to->cpu_weight = from->cpu_weight;
+}
+
+void ad_host_set_limits(ad_host *host, const cfg_limits *limits)
+{
+    copy_limit_values(&host->settings->config->limits, limits);
+    if (host->pending)
+        copy_limit_values(&host->pending->config->limits, limits);
+}
+
+bool ad_host_removed(const ad_host *host)
+{
+    return host->removed;
+}
+
+void ad_host_set_removed(ad_host *host)
+{
+    host->removed = true;
+}
+
 /* ---- sockets ------------------------------------------------------------- */
+
+unsigned ad_host_n_listen(const ad_host *host)
+{
+    return host->n_listen;
+}
+
+const lsn_address *ad_host_listen_addresses(const ad_host *host)
+{
+    return host->listen;
+}
 
 const int *ad_host_listen_fds(const ad_host *host)
 {
@@ -167,31 +322,79 @@ char *const *ad_host_listen_names(const ad_host *host)
 
 void ad_host_set_listen_fd(ad_host *host, unsigned index, int fd)
 {
-    assert(index < host->config->n_listen);
+    assert(index < host->n_listen);
     if (host->listen_fds[index] >= 0)
         close(host->listen_fds[index]);
     host->listen_fds[index] = fd;
 }
 
+int ad_host_take_listen_fd(ad_host *host, unsigned index)
+{
+    assert(index < host->n_listen);
+    host->demand_sources[index] = sd_event_source_disable_unref(host->demand_sources[index]);
+    int fd = host->listen_fds[index];
+    host->listen_fds[index] = -1;
+    return fd;
+}
+
 sd_event_source **ad_host_demand_source(ad_host *host, unsigned index)
 {
-    assert(index < host->config->n_listen);
+    assert(index < host->n_listen);
     return &host->demand_sources[index];
+}
+
+/* A copy of n items of size bytes; NULL for none (or out of memory). */
+static void *copy_array(const void *items, size_t n, size_t size)
+{
+    void *copy = n ? malloc(n * size) : NULL;
+    if (copy)
+        memcpy(copy, items, n * size);
+    return copy;
+}
+
+int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act_error *err)
+{
+    assert(host && loaded && (fds || !loaded->n_listen));
+    unsigned n = loaded->n_listen;
+    socket_table table;
+    int r = socket_table_new(host->name, loaded->listen, n, &table, err);
+    if (r < 0)
+        return r;
+    lsn_address *listen = copy_array(loaded->listen, n, sizeof(*listen));
+    unsigned *lines = copy_array(loaded->listen_lines, n, sizeof(*lines));
+    if (n && (!listen || !lines)) {
+        free(listen);
+        free(lines);
+        socket_table_free(&table);
+        return act_error_set(err, ENOMEM, "out of memory");
+    }
+    close_sockets(host);
+    for (unsigned i = 0; i < n; i++)
+        table.fds[i] = fds[i];
+    take_table(host, &table, n);
+    cfg_host *config = host->settings->config;
+    free(config->listen);
+    free(config->listen_lines);
+    config->listen = listen;
+    config->listen_lines = lines;
+    config->n_listen = loaded->n_listen;
+    config->backlog = loaded->backlog;
+    return 0;
 }
 
 /* ---- what a generation runs as ------------------------------------------- */
 
 bool ad_host_credentials(const ad_host *host, uid_t *uid, gid_t *gid)
 {
-    *uid = host->uid;
-    *gid = host->gid;
-    return host->have_credentials;
+    *uid = host->settings->uid;
+    *gid = host->settings->gid;
+    return host->settings->have_credentials;
 }
 
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host)
 {
-    return uses_plain_default_filter(host->config) ? host->daemon->default_seccomp
-                                                   : host->seccomp;
+    return uses_plain_default_filter(host->settings->config) ? host->daemon->default_seccomp
+                                                             : host->settings->seccomp;
 }
 
 /* ---- directories --------------------------------------------------------- */
@@ -200,7 +403,7 @@ int ad_host_dir(ad_host *host, act_error *err)
 {
     if (host->dirfd >= 0)
         return host->dirfd;
-    int fd = rec_open_host(host->daemon->state_dirfd, host->config->name, err);
+    int fd = rec_open_host(host->daemon->state_dirfd, host->name, err);
     if (fd >= 0)
         host->dirfd = fd;
     return fd;
@@ -220,10 +423,11 @@ int ad_host_state_directory(ad_host *host, act_error *err)
     if (mkdirat(dirfd, "state", 0750) < 0 && errno != EEXIST)
         return act_error_set(err, errno, "cannot create the state directory: %s",
                              strerror(errno));
-    if (host->have_credentials &&
-        fchownat(dirfd, "state", host->uid, host->gid, AT_SYMLINK_NOFOLLOW) < 0)
+    const ad_host_settings *settings = host->settings;
+    if (settings->have_credentials &&
+        fchownat(dirfd, "state", settings->uid, settings->gid, AT_SYMLINK_NOFOLLOW) < 0)
         return act_error_set(err, errno, "cannot hand the state directory to uid %u: %s",
-                             (unsigned)host->uid, strerror(errno));
+                             (unsigned)settings->uid, strerror(errno));
     return 0;
 }
 
@@ -231,9 +435,9 @@ void ad_host_format_handle(const ad_host *host, uint64_t generation, char *out, 
 {
     size_t used = 0;
     out[0] = '\0';
-    for (uint16_t i = 0; i < host->config->n_listen && used + 2 < size; i++) {
+    for (unsigned i = 0; i < host->n_listen && used + 2 < size; i++) {
         char address[160];
-        lsn_format(&host->config->listen[i], address, sizeof(address));
+        lsn_format(&host->listen[i], address, sizeof(address));
         used += (size_t)snprintf(out + used, size - used, "%s%s", i ? "," : "", address);
     }
     if (!out[0])

@@ -15,33 +15,88 @@ typedef struct ad_generation ad_generation;
 typedef struct ad_wake_state ad_wake_state;
 typedef struct ad_swap ad_swap;
 typedef struct ad_claim_report ad_claim_report;
+typedef struct ad_host_settings ad_host_settings;
 
-/* Sets up what a host holds of its own: its socket slots (unbound), the
- * account it runs as (User=, Group=) and its compiled SystemCallFilter=. */
-int ad_host_new(ad_daemon *daemon, const cfg_host *config, ad_host **out, act_error *err);
-/* Frees what host.c holds (sockets, filter, directory fd). The parts that
+/* ---- configuration ----------------------------------------------------------
+ *
+ * A host owns its configuration: the host file as loaded (a cfg_host of its
+ * own) and what was made of it on this box (the account its generations
+ * run as, its compiled SystemCallFilter=), together its settings. The
+ * settings in force are what the wake in flight, its probes and its
+ * generations read, so they change only when nothing of theirs is in use: a
+ * reload that changes how a host starts leaves them pending, and they are
+ * put in force at the start of the host's next wake from parked (never a
+ * swap: N+1 starts as N did), or at once when the host is at rest. Two parts
+ * of a loaded file apply at once instead, because nothing holds on to them:
+ * [Listen] (the host's sockets are its own, below) and the [Limits] values
+ * (numbers, read when a leaf is made). */
+
+/* Makes settings of config, which it takes (on failure too): the account
+ * User= and Group= name looked up, SystemCallFilter= compiled (the plain
+ * default is compiled once and shared). On failure *failed_key names the
+ * key at fault ("User", "Group", "SystemCallFilter"). */
+int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings **out,
+                         const char **failed_key, act_error *err);
+void ad_host_settings_free(ad_host_settings *settings);
+const cfg_host *ad_host_settings_config(const ad_host_settings *settings);
+
+/* Sets up a host with settings (taken, on failure too) and one socket slot
+ * per ListenStream= of its config, unbound. */
+int ad_host_new(ad_daemon *daemon, ad_host_settings *settings, ad_host **out, act_error *err);
+/* Frees what host.c holds (settings, sockets, directory fd). The parts that
  * own the generations, the wake state, the swap and the pipeline free those
  * first. */
 void ad_host_free(ad_host *host);
 
 ad_daemon *ad_host_daemon(const ad_host *host);
+/* The configuration in force. */
 const cfg_host *ad_host_config(const ad_host *host);
+/* The host's name: the same for the host's whole life, whatever its config. */
 const char *ad_host_name(const ad_host *host);
 /* The host's wake pipeline; hosts.c creates and frees it. */
 pl_host *ad_host_pipeline(const ad_host *host);
 void ad_host_set_pipeline(ad_host *host, pl_host *pipeline);
 
+/* Settings for the next start (taken; NULL drops those pending), and
+ * whether there are any. */
+void ad_host_set_pending(ad_host *host, ad_host_settings *settings);
+bool ad_host_has_pending(const ad_host *host);
+/* Puts the pending settings in force and frees the old ones: only when
+ * nothing refers to them (no wake, no generation). Returns whether there
+ * were any. */
+bool ad_host_apply_pending(ad_host *host);
+/* The [Limits] values of limits (not SystemCallFilter=) into the settings
+ * in force and those pending, for every leaf made from here on. */
+void ad_host_set_limits(ad_host *host, const cfg_limits *limits);
+
+/* A host taken out of the configuration by a reload (hosts.c): no trigger
+ * reaches it any more, and its sockets are gone. */
+bool ad_host_removed(const ad_host *host);
+void ad_host_set_removed(ad_host *host);
+
 /* ---- sockets (hosts.c binds them, generations get them as LISTEN_FDS) ---- */
 
-/* config->n_listen slots; -1 where nothing is bound. */
+/* The host's listening sockets: one slot per address of its [Listen], as
+ * last applied (at set-up, or by a reload). */
+unsigned ad_host_n_listen(const ad_host *host);
+const lsn_address *ad_host_listen_addresses(const ad_host *host);
+/* -1 where nothing is bound. */
 const int *ad_host_listen_fds(const ad_host *host);
 /* "<host>/<index>" for each slot, NULL-terminated: the FD store and
  * LISTEN_FDNAMES names. */
 char *const *ad_host_listen_names(const ad_host *host);
 /* Takes fd into slot index. */
 void ad_host_set_listen_fd(ad_host *host, unsigned index, int fd);
+/* Takes the fd out of slot index, its demand watch ended; -1 when empty. */
+int ad_host_take_listen_fd(ad_host *host, unsigned index);
 /* The slot of the event source watching socket index for demand. */
 sd_event_source **ad_host_demand_source(ad_host *host, unsigned index);
+/* Replaces the sockets with one slot per ListenStream= of loaded (a load
+ * of the host's file since) holding fds (loaded->n_listen, taken on
+ * success), and makes loaded's [Listen] the one of the configuration in
+ * force. The old slots' demand watches end and the sockets still in them
+ * are closed: take out first what the new slots keep. */
+int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act_error *err);
 
 /* ---- what a generation runs as ------------------------------------------ */
 

@@ -54,5 +54,7 @@ json_object *ad_host_status_json(const ad_host *host)
         add_string(status, "reason", ad_host_last_reason(host));
     add_string(status, "message", ad_host_last_message(host));
     add_u64(status, "failure_streak", pl_host_failure_streak(pipeline));
+    if (ad_host_has_pending(host))
+        add_string(status, "config", "pending next start");
     return status;
 }

@@ -67,9 +67,8 @@ static int on_demand(sd_event_source *source, int fd, uint32_t revents, void *us
 
 static void watch_demand(ad_host *host, bool watch)
 {
-    const cfg_host *config = ad_host_config(host);
     const int *fds = ad_host_listen_fds(host);
-    for (uint16_t i = 0; i < config->n_listen; i++) {
+    for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
         sd_event_source **source = ad_host_demand_source(host, i);
         if (!watch) {
             if (*source)
@@ -78,7 +77,8 @@ static void watch_demand(ad_host *host, bool watch)
         }
         if (!*source && sd_event_add_io(ad_host_daemon(host)->loop, source, fds[i], EPOLLIN,
                                         on_demand, host) < 0) {
-            act_log(LOG_ERR, "host %s: cannot watch its socket for connections", config->name);
+            act_log(LOG_ERR, "host %s: cannot watch its socket for connections",
+                    ad_host_name(host));
             continue;
         }
         sd_event_source_set_enabled(*source, SD_EVENT_ON);
@@ -92,7 +92,7 @@ void ad_hosts_drain_backlog(ad_host *host)
 {
     assert(host);
     const int *fds = ad_host_listen_fds(host);
-    for (uint16_t i = 0; i < ad_host_config(host)->n_listen; i++) {
+    for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
         int fd;
         while ((fd = accept4(fds[i], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
             close(fd);
@@ -100,6 +100,8 @@ void ad_hosts_drain_backlog(ad_host *host)
 }
 
 /* ---- transitions ------------------------------------------------------------ */
+
+static void apply_pending(ad_host *host);
 
 static bool is_failure(const pl_wake_event *event)
 {
@@ -187,7 +189,7 @@ static void settle(ad_host *host, const pl_wake_event *event)
     /* Parked, whatever ended (served and parked, gave up, cancelled, or
      * refused): the sockets are ours to watch again, so the next client
      * wakes the host (after the failure-park backoff, if any). */
-    if (!daemon->stopping)
+    if (!daemon->stopping && !ad_host_removed(host))
         watch_demand(host, true);
     ad_swap_host_parked(host);
 }
@@ -212,6 +214,8 @@ static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *u
     switch (event->type) {
     case PL_WAKE_EVENT_WAKING:
         watch_demand(host, false);
+        /* A wake from parked: nothing of the settings in force is in use. */
+        apply_pending(host);
         break;
     case PL_WAKE_EVENT_SERVING:
         ad_idle_watch(host, true);
@@ -319,12 +323,29 @@ static void store_fd(const char *name, int fd)
     sd_pid_notify_with_fds(0, 0, state, &fd, 1);
 }
 
+/* Takes the host's sockets out of the FD store, by their names. */
+static void unstore_fds(ad_host *host)
+{
+    char *const *names = ad_host_listen_names(host);
+    for (unsigned i = 0; i < ad_host_n_listen(host); i++)
+        sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=%s", names[i]);
+}
+
+static void store_fds(ad_host *host)
+{
+    const int *fds = ad_host_listen_fds(host);
+    char *const *names = ad_host_listen_names(host);
+    for (unsigned i = 0; i < ad_host_n_listen(host); i++)
+        if (fds[i] >= 0)
+            store_fd(names[i], fds[i]);
+}
+
 /* One socket: from the FD store, else newly bound, else (its address is
  * taken) from a generation that outlived the previous daemon. */
 static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited, act_error *err)
 {
     const cfg_host *config = ad_host_config(host);
-    const lsn_address *address = &config->listen[index];
+    const lsn_address *address = &ad_host_listen_addresses(host)[index];
     const char *name = ad_host_listen_names(host)[index];
     int fd = inherited_take(inherited, name, address);
     if (fd >= 0)
@@ -344,7 +365,7 @@ static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited
 
 static int bind_sockets(ad_host *host, inherited_fds *inherited, act_error *err)
 {
-    for (uint16_t i = 0; i < ad_host_config(host)->n_listen; i++) {
+    for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
         int fd = obtain_socket(host, i, inherited, err);
         if (fd < 0)
             return fd;
@@ -360,11 +381,7 @@ size_t ad_hosts_hand_over(ad_daemon *daemon)
         ad_host *host = daemon->hosts[i];
         watch_demand(host, false);
         ad_idle_watch(host, false);
-        const int *fds = ad_host_listen_fds(host);
-        char *const *names = ad_host_listen_names(host);
-        for (uint16_t j = 0; j < ad_host_config(host)->n_listen; j++)
-            if (fds[j] >= 0)
-                store_fd(names[j], fds[j]);
+        store_fds(host);
         if (ad_host_serving(host))
             serving++;
     }
@@ -382,6 +399,33 @@ static void pipeline_config_for(const ad_daemon *daemon, const cfg_host *config,
     out->budget_wait_max_usec = daemon->config.start_budget_wait_usec;
     out->start_rate_per_sec = config->start_rate_limit;
     out->start_cap = (pl_start_cap *)&daemon->start_cap;
+}
+
+/* The pipeline takes what it reads of the host's configuration in force
+ * and of the daemon's budgets again. */
+static void update_pipeline(ad_host *host)
+{
+    pl_config config;
+    pipeline_config_for(ad_host_daemon(host), ad_host_config(host), &config);
+    act_error err = {0};
+    if (pl_host_set_config(ad_host_pipeline(host), &config, &err) < 0)
+        act_log(LOG_ERR, "%s", err.message);
+}
+
+/* Puts a host's pending settings in force, when nothing of the old ones is
+ * in use: no generation and no wake state (a wake in flight holds its
+ * probes on them). */
+static void apply_pending(ad_host *host)
+{
+    if (!ad_host_has_pending(host) || ad_host_serving(host) || ad_host_starting(host) ||
+        ad_host_replaced(host) || ad_host_wake_state(host) || ad_host_swap(host))
+        return;
+    ad_host_apply_pending(host);
+    update_pipeline(host);
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = ad_host_name(host)},
+                   "host %s: the configuration loaded by the last reload is in force from this "
+                   "start",
+                   ad_host_name(host));
 }
 
 /* The pipeline's operations: the daemon's own, wrapped in the tests' step
@@ -416,25 +460,19 @@ static void teardown_host(ad_host *host)
     ad_host_free(host);
 }
 
-static int setup_host(ad_daemon *daemon, const cfg_host *config, inherited_fds *inherited,
-                      ad_host **out, act_error *err)
+/* A host with its settings (taken) and its pipeline; its sockets are the
+ * caller's to fill. */
+static int make_host(ad_daemon *daemon, ad_host_settings *settings, ad_host **out, act_error *err)
 {
     ad_host *host = NULL;
-    int r = ad_host_new(daemon, config, &host, err);
+    int r = ad_host_new(daemon, settings, &host, err);
     if (r < 0)
         return r;
-    /* Creates hosts/<host>/ now, not at the first wake. */
-    r = ad_host_dir(host, err);
-    ad_host_dir_close(host);
-    if (r >= 0)
-        r = bind_sockets(host, inherited, err);
+    pl_config pipeline_config;
+    pipeline_config_for(daemon, ad_host_config(host), &pipeline_config);
     pl_host *pipeline = NULL;
-    if (r >= 0) {
-        pl_config pipeline_config;
-        pipeline_config_for(daemon, config, &pipeline_config);
-        r = pl_host_new(daemon->loop, config->name, &pipeline_config, operations(daemon), host,
-                        on_transition, host, &pipeline, err);
-    }
+    r = pl_host_new(daemon->loop, ad_host_name(host), &pipeline_config, operations(daemon), host,
+                    on_transition, host, &pipeline, err);
     if (r < 0) {
         teardown_host(host);
         return r;
@@ -444,29 +482,70 @@ static int setup_host(ad_daemon *daemon, const cfg_host *config, inherited_fds *
     return 0;
 }
 
-int ad_hosts_setup(ad_daemon *daemon, act_error *err)
+/* Creates hosts/<host>/ now, not at the first wake. */
+static int make_host_dir(ad_host *host, act_error *err)
+{
+    int r = ad_host_dir(host, err);
+    ad_host_dir_close(host);
+    return r < 0 ? r : 0;
+}
+
+static int setup_host(ad_daemon *daemon, cfg_host *config, inherited_fds *inherited,
+                      ad_host **out, act_error *err)
+{
+    ad_host_settings *settings = NULL;
+    const char *failed_key = NULL;
+    ad_host *host = NULL;
+    int r = ad_host_settings_new(daemon, config, &settings, &failed_key, err);
+    if (r == 0)
+        r = make_host(daemon, settings, &host, err);
+    if (r == 0 &&
+        ((r = make_host_dir(host, err)) < 0 || (r = bind_sockets(host, inherited, err)) < 0))
+        teardown_host(host);
+    if (r == 0)
+        *out = host;
+    return r;
+}
+
+/* A heap copy of *config, which is left zeroed: the host owns it now. */
+static cfg_host *take_config(cfg_host *config)
+{
+    cfg_host *owned = malloc(sizeof(*owned));
+    if (owned)
+        *owned = TAKE_STRUCT(*config);
+    return owned;
+}
+
+int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_error *err)
 {
     assert(daemon && daemon->loop);
-    daemon->hosts = calloc(daemon->n_host_configs ? daemon->n_host_configs : 1,
-                           sizeof(*daemon->hosts));
-    if (!daemon->hosts)
+    daemon->hosts = calloc(n_configs ? n_configs : 1, sizeof(*daemon->hosts));
+    if (!daemon->hosts) {
+        cfg_hosts_free(configs, n_configs);
         return act_error_set(err, ENOMEM, "out of memory");
+    }
+    daemon->cap_hosts = n_configs ? n_configs : 1;
     inherited_fds inherited = {0};
     inherited_collect(&inherited);
     /* A host that cannot be set up (its port is taken, its User= is
      * missing) is left out with an error; the others are served. The table
      * stays sorted because the configs are. */
     size_t n = 0;
-    for (size_t i = 0; i < daemon->n_host_configs; i++) {
+    for (size_t i = 0; i < n_configs; i++) {
         act_error host_err = {0};
-        const cfg_host *config = &daemon->host_configs[i];
-        if (setup_host(daemon, config, &inherited, &daemon->hosts[n], &host_err) < 0) {
-            act_log_fields(LOG_ERR, &(act_log_ctx){.host = config->name},
-                           "%s (host not served)", host_err.message);
+        char name[ACT_NAME_MAX + 1];
+        snprintf(name, sizeof(name), "%s", configs[i].name);
+        cfg_host *config = take_config(&configs[i]);
+        int r = config ? setup_host(daemon, config, &inherited, &daemon->hosts[n], &host_err)
+                       : act_error_set(&host_err, ENOMEM, "host %s: out of memory", name);
+        if (r < 0) {
+            act_log_fields(LOG_ERR, &(act_log_ctx){.host = name}, "%s (host not served)",
+                           host_err.message);
             continue;
         }
         n++;
     }
+    cfg_hosts_free(configs, n_configs);
     daemon->n_hosts = n;
     inherited_release(&inherited);
     for (size_t i = 0; i < daemon->n_hosts; i++)
@@ -478,7 +557,171 @@ void ad_hosts_teardown(ad_daemon *daemon)
 {
     for (size_t i = 0; i < daemon->n_hosts; i++)
         teardown_host(daemon->hosts[i]);
+    for (size_t i = 0; i < daemon->n_removed_hosts; i++)
+        teardown_host(daemon->removed_hosts[i]);
     free(daemon->hosts);
-    daemon->hosts = NULL;
-    daemon->n_hosts = 0;
+    free(daemon->removed_hosts);
+    daemon->hosts = daemon->removed_hosts = NULL;
+    daemon->n_hosts = daemon->n_removed_hosts = 0;
+    daemon->cap_hosts = daemon->cap_removed_hosts = 0;
+}
+
+/* ---- reload ------------------------------------------------------------------ */
+
+/* A table of hosts grown to hold more, so that what a reload applies once
+ * it has checked everything cannot fail for want of memory. */
+static int reserve(ad_host ***table, size_t n, size_t *cap, size_t more, act_error *err)
+{
+    if (n + more <= *cap)
+        return 0;
+    ad_host **grown = realloc(*table, (n + more) * sizeof(**table));
+    if (!grown)
+        return act_error_set(err, ENOMEM, "out of memory");
+    *table = grown;
+    *cap = n + more;
+    return 0;
+}
+
+int ad_hosts_reserve(ad_daemon *daemon, size_t adding, size_t removing, act_error *err)
+{
+    assert(daemon);
+    int r = reserve(&daemon->hosts, daemon->n_hosts, &daemon->cap_hosts, adding, err);
+    if (r == 0)
+        r = reserve(&daemon->removed_hosts, daemon->n_removed_hosts, &daemon->cap_removed_hosts,
+                    removing, err);
+    return r;
+}
+
+int ad_hosts_prepare(ad_daemon *daemon, ad_host_settings *settings, ad_host **out, act_error *err)
+{
+    assert(daemon && settings && out);
+    return make_host(daemon, settings, out, err);
+}
+
+void ad_hosts_discard(ad_host *host)
+{
+    if (host)
+        teardown_host(host);
+}
+
+void ad_hosts_insert(ad_daemon *daemon, ad_host *host)
+{
+    assert(daemon && host && daemon->n_hosts < daemon->cap_hosts);
+    assert(!ad_hosts_find(daemon, ad_host_name(host)));
+    size_t at = 0;
+    while (at < daemon->n_hosts && strcmp(ad_host_name(daemon->hosts[at]), ad_host_name(host)) < 0)
+        at++;
+    memmove(&daemon->hosts[at + 1], &daemon->hosts[at],
+            (daemon->n_hosts - at) * sizeof(*daemon->hosts));
+    daemon->hosts[at] = host;
+    daemon->n_hosts++;
+    act_error err = {0};
+    if (make_host_dir(host, &err) < 0) /* the first wake tries again */
+        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), err.message);
+    store_fds(host);
+    watch_demand(host, true);
+}
+
+void ad_hosts_remove(ad_daemon *daemon, ad_host *host)
+{
+    assert(daemon && host && daemon->n_removed_hosts < daemon->cap_removed_hosts);
+    size_t at = 0;
+    while (at < daemon->n_hosts && daemon->hosts[at] != host)
+        at++;
+    assert(at < daemon->n_hosts);
+    memmove(&daemon->hosts[at], &daemon->hosts[at + 1],
+            (daemon->n_hosts - at - 1) * sizeof(*daemon->hosts));
+    daemon->n_hosts--;
+    daemon->removed_hosts[daemon->n_removed_hosts++] = host;
+
+    /* Out of the table, nothing can trigger it: its sockets close now (its
+     * generation keeps its own copies until it is retired), and what runs
+     * is retired with proof. The claim is left as it is. */
+    ad_host_set_removed(host);
+    unstore_fds(host);
+    act_error err = {0};
+    if (ad_host_replace_sockets(host, &(cfg_host){0}, NULL, &err) < 0)
+        act_log(LOG_ERR, "host %s: its sockets stay open: %s", ad_host_name(host), err.message);
+    ad_idle_watch(host, false);
+    pl_host *pipeline = ad_host_pipeline(host);
+    pl_host_cancel(pipeline, PL_REASON_CANCELLED,
+                   "host %s: removed from the configuration by a reload", ad_host_name(host));
+    pl_host_park(pipeline, PL_PARK_REQUEST);
+}
+
+bool ad_hosts_removed_at_rest(const ad_daemon *daemon)
+{
+    for (size_t i = 0; i < daemon->n_removed_hosts; i++)
+        if (!ad_hosts_at_rest(daemon->removed_hosts[i]))
+            return false;
+    return true;
+}
+
+ad_host *ad_hosts_find_removed(ad_daemon *daemon, const char *name)
+{
+    assert(daemon && name);
+    for (size_t i = daemon->n_removed_hosts; i-- > 0;)
+        if (strcmp(ad_host_name(daemon->removed_hosts[i]), name) == 0)
+            return daemon->removed_hosts[i];
+    return NULL;
+}
+
+int ad_hosts_rebind(ad_host *host, const cfg_host *loaded, int *fds, act_error *err)
+{
+    assert(host && loaded);
+    /* Names follow positions: what moved is stored again under its new
+     * name, once the old names are gone. */
+    unstore_fds(host);
+    int r = ad_host_replace_sockets(host, loaded, fds, err);
+    if (r < 0) {
+        store_fds(host);
+        return act_error_prefix(err, "host %s", ad_host_name(host));
+    }
+    for (unsigned i = 0; i < loaded->n_listen; i++)
+        /* A kept socket takes Backlog= as it is now (listen again on a
+         * listening socket changes only that). */
+        if (listen(fds[i], (int)loaded->backlog) < 0)
+            act_log(LOG_WARNING, "host %s: cannot set the backlog of %s: %s",
+                    ad_host_name(host), ad_host_listen_names(host)[i], strerror(errno));
+    store_fds(host);
+    if (pl_host_get_state(ad_host_pipeline(host)) == PL_HOST_PARKED &&
+        !ad_host_daemon(host)->stopping)
+        watch_demand(host, true);
+    return 0;
+}
+
+int ad_hosts_set_limits(ad_host *host, const cfg_limits *limits, act_error *err)
+{
+    assert(host && limits);
+    ad_host_set_limits(host, limits);
+    ad_generation *running[] = {ad_host_serving(host), ad_host_starting(host),
+                                ad_host_replaced(host)};
+    int result = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(running); i++) {
+        act_error gen_err = {0};
+        int r = running[i] ? ad_generation_set_limits(running[i], limits, &gen_err) : 0;
+        if (r < 0 && result == 0) {
+            result = r;
+            if (err)
+                *err = gen_err;
+        }
+    }
+    return result;
+}
+
+bool ad_hosts_set_pending(ad_host *host, ad_host_settings *settings)
+{
+    assert(host);
+    ad_host_set_pending(host, settings);
+    if (ad_hosts_at_rest(host))
+        apply_pending(host);
+    return ad_host_has_pending(host);
+}
+
+void ad_hosts_update_budgets(ad_daemon *daemon)
+{
+    for (size_t i = 0; i < daemon->n_hosts; i++)
+        update_pipeline(daemon->hosts[i]);
+    for (size_t i = 0; i < daemon->n_removed_hosts; i++)
+        update_pipeline(daemon->removed_hosts[i]);
 }

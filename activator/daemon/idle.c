@@ -28,7 +28,8 @@ static int on_idle_check(sd_event_source *source, uint64_t usec, void *userdata)
     uint64_t now = ad_now(ad_host_daemon(host));
     uint64_t connections = 0;
     act_error err = {0};
-    if (conn_count(config->listen, config->n_listen, &connections, &err) < 0) {
+    if (conn_count(ad_host_listen_addresses(host), ad_host_n_listen(host), &connections,
+                   &err) < 0) {
         /* Unknown is not idle: never park a host on a failed count. */
         act_log(LOG_WARNING, "host %s: %s", config->name, err.message);
         connections = 1;
@@ -58,7 +59,7 @@ void ad_idle_watch(ad_host *host, bool watch)
     *timer = sd_event_source_disable_unref(*timer);
     /* Without sockets the daemon cannot see clients: such a host parks only
      * when its generation exits with status 0. */
-    if (!watch || !config->idle_timeout_usec || !config->n_listen)
+    if (!watch || !config->idle_timeout_usec || !ad_host_n_listen(host))
         return;
     ad_host_set_last_active(host, ad_now(daemon));
     if (sd_event_add_time_relative(daemon->loop, timer, CLOCK_MONOTONIC, check_interval(config),

@@ -13,6 +13,9 @@
 
 #include "activator/listen/listen.h"
 
+/* The most sockets one host has (a host file allows 64 ListenStream=). */
+#define LEFTOVER_LISTEN_MAX 64
+
 static int on_leaf_found(const char *host, const char *leaf_name, cg_found_process *procs,
                          size_t n_procs, void *userdata)
 {
@@ -71,21 +74,28 @@ int ad_leftovers_take_socket(ad_daemon *daemon, const char *host, unsigned index
     /* Without systemd's FD store, the sockets of a host whose generation
      * outlived us are still open in that generation, at fd 3 + index
      * (LISTEN_FDS). pidfd_getfd copies one back, so the host keeps the very
-     * socket its clients connect to. */
+     * socket its clients connect to. A reload may have moved the address
+     * to another index since the generation started, so the others are
+     * tried after its own. */
     for (size_t i = 0; i < daemon->leftovers->n; i++) {
         ad_leftover *leftover = &daemon->leftovers->items[i];
         if (strcmp(leftover->host, host) != 0 || strncmp(leftover->leaf, "g-", 2) != 0)
             continue;
         for (size_t j = 0; j < leftover->n_procs; j++) {
-            int fd = (int)syscall(SYS_pidfd_getfd, leftover->procs[j].pidfd,
-                                  SD_LISTEN_FDS_START + (int)index, 0);
-            if (fd < 0)
-                continue;
-            if (lsn_fd_matches(fd, address)) {
-                fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-                return fd;
+            for (unsigned k = 0; k <= LEFTOVER_LISTEN_MAX; k++) {
+                unsigned at = k == 0 ? index : k - 1;
+                if (k > 0 && at == index)
+                    continue;
+                int fd = (int)syscall(SYS_pidfd_getfd, leftover->procs[j].pidfd,
+                                      SD_LISTEN_FDS_START + (int)at, 0);
+                if (fd < 0)
+                    continue;
+                if (lsn_fd_matches(fd, address)) {
+                    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+                    return fd;
+                }
+                close(fd);
             }
-            close(fd);
         }
     }
     return -1;

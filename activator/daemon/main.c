@@ -26,48 +26,20 @@ static void usage(FILE *out)
             CFG_DAEMON_DEFAULT_PATH);
 }
 
-/* What the host files and the daemon file name must exist on this box too:
- * each missing user or group is printed; returns how many. */
-static size_t check_accounts(const char *config_path, const cfg_daemon *config,
-                             const cfg_host *hosts, size_t n)
-{
-    size_t problems = 0;
-    for (size_t i = 0; i < n; i++) {
-        uid_t uid;
-        gid_t gid;
-        bool have;
-        act_error err = {0};
-        if (cfg_host_credentials(&hosts[i], &uid, &gid, &have, &err) < 0) {
-            fprintf(stderr, "%s/%s.conf: %s\n", config->hosts_directory, hosts[i].name,
-                    err.message);
-            problems++;
-        }
-    }
-    gid_t control_gid, viewer_gid;
-    act_error err = {0};
-    if (cfg_resolve_control_groups(config, &control_gid, &viewer_gid, &err) < 0) {
-        fprintf(stderr, "%s: %s\n", config_path, err.message);
-        problems++;
-    }
-    return problems;
-}
-
 int ad_check_config(const char *config_path)
 {
     _cleanup_(cfg_errors_free) cfg_errors errors = {0};
     _cleanup_(cfg_daemon_free) cfg_daemon config = {0};
-    size_t problems = 0;
     if (cfg_load_daemon(config_path, &config, &errors) == 0) {
         cfg_host *hosts = NULL;
         size_t n = 0;
         cfg_load_hosts(config.hosts_directory, &hosts, &n, &errors);
-        problems += check_accounts(config_path, &config, hosts, n);
-        if (!errors.n && !problems)
+        cfg_check_accounts(config_path, &config, hosts, n, &errors);
+        if (!errors.n)
             printf("%s: ok (%zu hosts in %s)\n", config_path, n, config.hosts_directory);
         cfg_hosts_free(hosts, n);
     }
-    problems += cfg_errors_print(&errors, stderr);
-    return problems ? 1 : 0;
+    return cfg_errors_print(&errors, stderr) ? 1 : 0;
 }
 
 int main(int argc, char **argv)

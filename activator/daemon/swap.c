@@ -187,6 +187,12 @@ void ad_swap_host_parked(ad_host *host)
             finish(swap);
             return;
         }
+        if (ad_host_removed(host)) {
+            reply_error(swap, "unknown_host",
+                        "the host was removed from the configuration; the swap did not start N+1");
+            finish(swap);
+            return;
+        }
         start_pinned_wake(swap);
     }
 }

@@ -23,6 +23,12 @@ static void on_control_request(const char *op, const char *outcome, uint64_t dur
         met_metric_add(daemon->metrics->control_requests, MET_LABELS(op, outcome), 1);
 }
 
+static void forget_host(const met_daemon_metrics *m, const char *name)
+{
+    met_metric_remove(m->host_memory_current, MET_LABELS(name));
+    met_metric_remove(m->host_pids_current, MET_LABELS(name));
+}
+
 /* One host's memory and pids, while a generation serves. */
 static void refresh_host(const met_daemon_metrics *m, const ad_host *host)
 {
@@ -33,9 +39,15 @@ static void refresh_host(const met_daemon_metrics *m, const ad_host *host)
         met_metric_set(m->host_memory_current, MET_LABELS(name), (double)stats.memory_current);
         met_metric_set(m->host_pids_current, MET_LABELS(name), (double)stats.pids_current);
     } else {
-        met_metric_remove(m->host_memory_current, MET_LABELS(name));
-        met_metric_remove(m->host_pids_current, MET_LABELS(name));
+        forget_host(m, name);
     }
+}
+
+void ad_telemetry_forget_host(ad_daemon *daemon, const char *host)
+{
+    assert(daemon && host);
+    if (daemon->metrics)
+        forget_host(daemon->metrics, host);
 }
 
 /* Before each scrape: hosts by state, per-host memory and pids, and the
@@ -73,11 +85,25 @@ int ad_telemetry_open(ad_daemon *daemon, ctrl_observe_fn *observe, act_error *er
     if (r < 0)
         return r;
     daemon->metrics = &telemetry->families;
-    if (!daemon->config.metrics_listen)
+    return ad_telemetry_listen(daemon, daemon->config.metrics_listen, &telemetry->server, err);
+}
+
+int ad_telemetry_listen(ad_daemon *daemon, const char *listen, met_server **out, act_error *err)
+{
+    assert(daemon && daemon->telemetry && out);
+    *out = NULL;
+    if (!listen)
         return 0;
-    r = met_server_new(daemon->loop, daemon->config.metrics_listen, telemetry->registry, refresh,
-                       daemon, &telemetry->server, err);
-    return r < 0 ? act_error_prefix(err, "MetricsListen=%s", daemon->config.metrics_listen) : 0;
+    int r = met_server_new(daemon->loop, listen, daemon->telemetry->registry, refresh, daemon,
+                           out, err);
+    return r < 0 ? act_error_prefix(err, "MetricsListen=%s", listen) : 0;
+}
+
+void ad_telemetry_replace(ad_daemon *daemon, met_server *server)
+{
+    assert(daemon && daemon->telemetry);
+    met_server_free(daemon->telemetry->server);
+    daemon->telemetry->server = server;
 }
 
 void ad_telemetry_close(ad_daemon *daemon)

@@ -200,6 +200,12 @@ int lsn_bind(const lsn_address *address, int backlog, act_error *err)
     return TAKE_FD(fd);
 }
 
+bool lsn_address_equal(const lsn_address *a, const lsn_address *b)
+{
+    assert(a && b);
+    return a->len == b->len && memcmp(&a->addr, &b->addr, a->len) == 0;
+}
+
 /* Whether an IPv6 socket refuses IPv4 connections: a kept socket must take
  * the families the configuration now asks for. */
 static bool ipv6_only(int fd)

@@ -43,6 +43,9 @@ int lsn_parse_stream(const char *spec, const char *where, lsn_address *out, act_
  * A stale unix socket file is replaced; any other file at the path is not. */
 int lsn_bind(const lsn_address *address, int backlog, act_error *err);
 
+/* The same address (addr and len), as two ListenStream= lines can name. */
+bool lsn_address_equal(const lsn_address *a, const lsn_address *b);
+
 /* True when fd is a listening stream socket bound to address: how the daemon
  * recognises a socket handed back from the FD store after a restart. */
 bool lsn_fd_matches(int fd, const lsn_address *address);

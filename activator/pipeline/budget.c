@@ -52,13 +52,21 @@ unsigned pl_token_bucket_available(const pl_token_bucket *bucket, uint64_t now_u
     return (unsigned)((capacity - debt) / bucket->interval_usec);
 }
 
-int pl_start_cap_init(pl_start_cap *cap, unsigned limit, act_error *err)
+static int check_limit(unsigned limit, act_error *err)
 {
-    assert(cap);
     if (limit < 1)
         return act_error_set(err, EINVAL,
                              "a cap of 0 starts in flight would never start anything: use 1 or "
                              "more");
+    return 0;
+}
+
+int pl_start_cap_init(pl_start_cap *cap, unsigned limit, act_error *err)
+{
+    assert(cap);
+    int r = check_limit(limit, err);
+    if (r < 0)
+        return r;
     *cap = (pl_start_cap){.limit = limit};
     return 0;
 }
@@ -112,7 +120,8 @@ void pl_start_cap_release(pl_start_cap *cap)
     if (cap->in_flight == 0)
         return;
     pl_start_waiter *first = cap->head;
-    if (!first) {
+    /* Above a lowered limit the slot is given back, not passed on. */
+    if (!first || cap->in_flight > cap->limit) {
         cap->in_flight--;
         return;
     }
@@ -120,6 +129,22 @@ void pl_start_cap_release(pl_start_cap *cap)
     /* The slot passes from the releaser to the first held start unchanged,
      * so in_flight stays as it is. */
     first->granted(first, first->userdata);
+}
+
+int pl_start_cap_set_limit(pl_start_cap *cap, unsigned limit, act_error *err)
+{
+    assert(cap);
+    int r = check_limit(limit, err);
+    if (r < 0)
+        return r;
+    cap->limit = limit;
+    while (cap->head && cap->in_flight < cap->limit) {
+        pl_start_waiter *first = cap->head;
+        unlink_waiter(cap, first);
+        cap->in_flight++;
+        first->granted(first, first->userdata);
+    }
+    return 0;
 }
 
 void pl_start_cap_withdraw(pl_start_cap *cap, pl_start_waiter *waiter)

@@ -58,6 +58,11 @@ typedef struct pl_start_cap {
 /* limit must be 1 or more (the daemon's default is twice the cores). */
 int pl_start_cap_init(pl_start_cap *cap, unsigned limit, act_error *err);
 
+/* Changes the limit (1 or more) while starts run: a raised limit grants
+ * held starts, in order, up to it before this returns; a lowered one lets
+ * the starts in flight finish and grants nothing until they are below it. */
+int pl_start_cap_set_limit(pl_start_cap *cap, unsigned limit, act_error *err);
+
 /* Takes a slot and returns true, or queues waiter at the tail and returns
  * false; granted(waiter, userdata) is then called, from a later
  * pl_start_cap_release, with the slot already taken for it. */

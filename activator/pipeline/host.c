@@ -47,6 +47,20 @@ static void emit_host(pl_host *host, pl_wake_event_type type, pl_reason reason, 
     pl_host_emit(host, &event);
 }
 
+/* A start rate of 0 is no limit; any other starts a full bucket now. */
+static int set_rate(pl_host *host, double rate_per_sec, act_error *err)
+{
+    host->rate_limited = rate_per_sec > 0;
+    if (!host->rate_limited)
+        return 0;
+    int r = pl_token_bucket_init(&host->bucket, rate_per_sec, pl_host_now(host), err);
+    if (r < 0) {
+        host->rate_limited = false;
+        return act_error_prefix(err, "host %s", host->name);
+    }
+    return 0;
+}
+
 int pl_host_new(sd_event *loop, const char *name, const pl_config *config, const pl_ops *ops,
                 void *ops_userdata, pl_wake_event_fn on_event, void *event_userdata, pl_host **ret,
                 act_error *err)
@@ -73,17 +87,37 @@ int pl_host_new(sd_event *loop, const char *name, const pl_config *config, const
     host->on_event = on_event;
     host->event_userdata = event_userdata;
     host->state = PL_HOST_PARKED;
-    if (config->start_rate_per_sec > 0) {
-        r = pl_token_bucket_init(&host->bucket, config->start_rate_per_sec, pl_host_now(host), err);
-        if (r < 0) {
-            sd_event_unref(host->loop);
-            free(host);
-            return act_error_prefix(err, "host %s", name);
-        }
-        host->rate_limited = true;
+    r = set_rate(host, config->start_rate_per_sec, err);
+    if (r < 0) {
+        sd_event_unref(host->loop);
+        free(host);
+        return r;
     }
     *ret = host;
     return 0;
+}
+
+int pl_host_set_config(pl_host *host, const pl_config *config, act_error *err)
+{
+    assert(host && config);
+    int r = pl_config_check(config, err);
+    if (r < 0)
+        return act_error_prefix(err, "host %s", host->name);
+    if (config->start_cap != host->config.start_cap)
+        return act_error_set(err, EINVAL,
+                             "host %s: the start cap is the box's and cannot be swapped",
+                             host->name);
+    if (config->start_rate_per_sec != host->config.start_rate_per_sec &&
+        (r = set_rate(host, config->start_rate_per_sec, err)) < 0)
+        return r;
+    host->config = *config;
+    return 0;
+}
+
+const pl_config *pl_host_config(const pl_host *host)
+{
+    assert(host);
+    return &host->config;
 }
 
 int pl_host_free(pl_host *host)

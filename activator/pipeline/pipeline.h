@@ -334,6 +334,15 @@ void pl_host_mark_unproven(pl_host *host);
  * found its cgroup empty): clears the unproven stop so wakes run again. */
 void pl_host_report_proof(pl_host *host);
 
+/* Replaces the host's configuration (checked as pl_host_new checks it; the
+ * start cap must be the same one): what a wake reads from here on is the
+ * new one, a wake in flight included. A changed start rate refills the
+ * host's bucket at the new rate. May be called from an observer of any
+ * event: nothing moves. */
+int pl_host_set_config(pl_host *host, const pl_config *config, act_error *err);
+/* The configuration in force. */
+const pl_config *pl_host_config(const pl_host *host);
+
 const char *pl_host_name(const pl_host *host);
 pl_host_state pl_host_get_state(const pl_host *host);
 bool pl_host_is_unproven(const pl_host *host);

@@ -94,6 +94,71 @@ static void limits_that_cannot_apply_are_errors(void **state)
     assert_true(cgt_gone(leaf_path));
 }
 
+/* The limit in force for controller's file: the v1 mirror's when the host
+ * handles it through v1, else the v2 leaf's. */
+static void read_limit(cg_leaf *leaf, const char *controller, const char *v1_file,
+                       const char *v2_file, char *value, size_t size)
+{
+    const char *v1 = cg_leaf_v1_path(leaf, controller);
+    read_first_line(v1 ? v1 : cg_leaf_path(leaf), v1 ? v1_file : v2_file, value, size);
+}
+
+/* systemctl set-property on a running leaf: the new limits land at once, a
+ * limit that was not set before (a v1 cpu mirror the leaf never had) takes
+ * the leaf's process along, and a limit lifted goes back to the default. */
+static void limits_of_a_running_leaf_are_rewritten(void **state)
+{
+    cg_limits first = {.memory_max = 32 << 20, .pids_max = 32};
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-4", &first);
+    cg_process proc;
+    int out;
+    act_error err = {0};
+    const char *args[] = {"0", "wait", NULL};
+    assert_int_equal(cgt_spawn(leaf, "cg-probe", args, NULL, NULL, &proc, &out, &err), 0);
+    free(cgt_read_until(out, "end\n", 10000));
+
+    cg_limits second = {.memory_max = 64 << 20, .pids_max = 64, .cpu_quota_percent = 50};
+    assert_int_equal(cg_leaf_set_limits(leaf, &second, &err), 0);
+    char value[128];
+    read_limit(leaf, "memory", "memory.limit_in_bytes", "memory.max", value, sizeof(value));
+    assert_string_equal(value, "67108864");
+    read_limit(leaf, "pids", "pids.max", "pids.max", value, sizeof(value));
+    assert_string_equal(value, "64");
+    const char *cpu = cg_leaf_v1_path(leaf, "cpu");
+    if (cpu) {
+        read_first_line(cpu, "cpu.cfs_quota_us", value, sizeof(value));
+        assert_string_equal(value, "50000");
+        assert_true(cgt_pid_in_cgroup(cpu, proc.pid));
+    } else {
+        read_first_line(cg_leaf_path(leaf), "cpu.max", value, sizeof(value));
+        assert_string_equal(value, "50000 100000");
+    }
+
+    /* Lifted: the defaults, not the old values. */
+    assert_int_equal(cg_leaf_set_limits(leaf, &(cg_limits){.pids_max = 8}, &err), 0);
+    read_limit(leaf, "memory", "memory.limit_in_bytes", "memory.max", value, sizeof(value));
+    assert_true(strcmp(value, "max") == 0 || strtoull(value, NULL, 10) > (1ULL << 40));
+    read_limit(leaf, "pids", "pids.max", "pids.max", value, sizeof(value));
+    assert_string_equal(value, "8");
+    read_limit(leaf, "cpu", "cpu.cfs_quota_us", "cpu.max", value, sizeof(value));
+    assert_true(strcmp(value, "-1") == 0 || strcmp(value, "max 100000") == 0);
+
+    /* What the host cannot enforce changes nothing. */
+    cg_limits bad = {.memory_max = 16 << 20, .cpu_weight = 20000};
+    assert_int_equal(cg_leaf_set_limits(leaf, &bad, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "CPUWeight"));
+    read_limit(leaf, "pids", "pids.max", "pids.max", value, sizeof(value));
+    assert_string_equal(value, "8");
+
+    assert_int_equal(syscall(SYS_pidfd_send_signal, proc.pidfd, SIGKILL, NULL, 0), 0);
+    cgt_reap(proc.pidfd, NULL);
+    close(out);
+    assert_int_equal(cg_leaf_remove(leaf, &err), 0);
+    if (cpu)
+        assert_true(cgt_gone(cpu));
+    cg_leaf_free(leaf);
+}
+
 static void bad_names_are_refused_and_nothing_is_created(void **state)
 {
     const char *bad[] = {"..", "../etc", "a/b", "", ".hidden", "x y"};
@@ -339,6 +404,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(limits_land_where_the_host_enforces_them),
         T(limits_that_cannot_apply_are_errors),
+        T(limits_of_a_running_leaf_are_rewritten),
         T(bad_names_are_refused_and_nothing_is_created),
         T(a_leaf_name_is_used_once_and_hosts_go_with_their_last_leaf),
         T(enumerate_finds_leaves_processes_and_pidfds),

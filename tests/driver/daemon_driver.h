@@ -71,6 +71,9 @@ typedef struct dd_daemon {
     bool stopping_seen;  /* STOPPING=1 */
     unsigned stored_fds; /* fds of FDSTORE=1 messages, received and closed */
     char fd_names[512];  /* their FDNAME= values, space-separated */
+    char fd_removed_names[512]; /* the FDNAME= values of FDSTOREREMOVE=1 messages */
+    unsigned reloads_seen; /* RELOADING=1 */
+    unsigned readies_seen; /* READY=1, the first and those after a reload */
     char last_status[256];
 
     nng_socket sub;
@@ -151,6 +154,13 @@ bool dd_notify_status_wait(dd_daemon *d, const char *text, int timeout_ms, char 
 
 /* The FDNAME= names and the number of fds the daemon stored with FDSTORE=1. */
 unsigned dd_notify_stored_fds(dd_daemon *d, char *names, size_t size);
+
+/* The FDNAME= names the daemon took out of the FD store (FDSTOREREMOVE=1),
+ * and how many. */
+unsigned dd_notify_removed_fds(dd_daemon *d, char *names, size_t size);
+
+/* How many RELOADING=1 and READY=1 the daemon sent. */
+void dd_notify_reloads(dd_daemon *d, unsigned *reloading, unsigned *ready);
 
 /* ---- control (driver_control.c) ---- */
 

@@ -15,17 +15,28 @@
 
 #include "common/clock.h"
 
+static void append_name(char *names, size_t size, const char *name)
+{
+    size_t used = strlen(names);
+    snprintf(names + used, size - used, "%s%s", used ? " " : "", name);
+}
+
 static void handle_notify_message(dd_daemon *d, char *text, bool with_fds, uint64_t now)
 {
     pthread_mutex_lock(&d->notify_lock);
+    bool removal = strstr(text, "FDSTOREREMOVE=1") != NULL;
     char *saved = NULL;
     for (char *line = strtok_r(text, "\n", &saved); line; line = strtok_r(NULL, "\n", &saved)) {
-        if (with_fds && strncmp(line, "FDNAME=", 7) == 0) {
-            size_t used = strlen(d->fd_names);
-            snprintf(d->fd_names + used, sizeof(d->fd_names) - used, "%s%s", used ? " " : "",
-                     line + 7);
-        } else if (strcmp(line, "READY=1") == 0 && !d->ready_usec)
-            d->ready_usec = now;
+        if (with_fds && strncmp(line, "FDNAME=", 7) == 0)
+            append_name(d->fd_names, sizeof(d->fd_names), line + 7);
+        else if (removal && strncmp(line, "FDNAME=", 7) == 0)
+            append_name(d->fd_removed_names, sizeof(d->fd_removed_names), line + 7);
+        else if (strcmp(line, "READY=1") == 0) {
+            if (!d->ready_usec)
+                d->ready_usec = now;
+            d->readies_seen++;
+        } else if (strcmp(line, "RELOADING=1") == 0)
+            d->reloads_seen++;
         else if (strcmp(line, "STOPPING=1") == 0)
             d->stopping_seen = true;
         else if (strncmp(line, "STATUS=", 7) == 0)
@@ -50,6 +61,7 @@ static bool read_notify(dd_daemon *d)
     if (n < 0)
         return false;
     uint64_t now = act_now_usec();
+    bool with_fds = false;
     for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
         if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS)
             continue;
@@ -58,12 +70,15 @@ static bool read_notify(dd_daemon *d)
         memcpy(fds, CMSG_DATA(cmsg), count * sizeof(int));
         for (size_t i = 0; i < count; i++)
             close(fds[i]);
+        with_fds |= count > 0;
         pthread_mutex_lock(&d->notify_lock);
         d->stored_fds += (unsigned)count;
         pthread_mutex_unlock(&d->notify_lock);
     }
     text[n] = '\0';
-    handle_notify_message(d, text, CMSG_FIRSTHDR(&msg) != NULL, now);
+    /* Every message carries credentials (SO_PASSCRED); only fds make one
+     * an FD store entry. */
+    handle_notify_message(d, text, with_fds, now);
     return true;
 }
 
@@ -110,6 +125,7 @@ int dd_notify_open(dd_daemon *d, act_error *err)
     if (pipe2(d->notify_stop, O_CLOEXEC) < 0)
         return act_error_set(err, errno, "pipe2: %s", strerror(errno));
     d->ready_usec = 0;
+    d->readies_seen = d->reloads_seen = 0;
     d->stopping_seen = false;
     if (pthread_create(&d->notify_thread, NULL, notify_thread, d) != 0)
         return act_error_set(err, EAGAIN, "cannot start the notify reader thread");
@@ -169,4 +185,23 @@ unsigned dd_notify_stored_fds(dd_daemon *d, char *names, size_t size)
     snprintf(names, size, "%s", d->fd_names);
     pthread_mutex_unlock(&d->notify_lock);
     return count;
+}
+
+unsigned dd_notify_removed_fds(dd_daemon *d, char *names, size_t size)
+{
+    pthread_mutex_lock(&d->notify_lock);
+    snprintf(names, size, "%s", d->fd_removed_names);
+    unsigned count = 0;
+    for (const char *p = d->fd_removed_names; *p; p += strcspn(p, " "), p += strspn(p, " "))
+        count++;
+    pthread_mutex_unlock(&d->notify_lock);
+    return count;
+}
+
+void dd_notify_reloads(dd_daemon *d, unsigned *reloading, unsigned *ready)
+{
+    pthread_mutex_lock(&d->notify_lock);
+    *reloading = d->reloads_seen;
+    *ready = d->readies_seen;
+    pthread_mutex_unlock(&d->notify_lock);
 }

@@ -344,9 +344,9 @@ static void test_activatorctl_against_server(void **state)
     if (rc != 2 || !strstr(out, "host name"))
         fail_msg("park ../x: rc %d, output:\n%s", rc, out);
 
-    static const char *const commands[] = {"status", "wake",  "park",     "swap",  "stage",
-                                           "promote", "releases", "claim", "watch", "stats",
-                                           "version"};
+    static const char *const commands[] = {"status",  "wake",     "park",  "swap",
+                                           "stage",   "promote",  "releases", "claim",
+                                           "watch",   "stats",    "version", "reload"};
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         char *help[] = {(char *)activatorctl, (char *)commands[i], "--help", NULL};
         rc = dd_run_as(help, (uid_t)-1, 0, out, sizeof(out));

@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -308,6 +309,25 @@ uint64_t dh_claim_take_for(dh_daemon *d, const char *host, const char *box);
 int dh_http_get(int port, char *buf, size_t size);
 /* The same over the unix socket at path. */
 int dh_http_get_unix(const char *path, char *buf, size_t size);
+
+/* The pid that answers GET / on 127.0.0.1:port (act-testapp's "pid=P"), or
+ * -1 when nothing does. */
+int64_t dh_answer_pid(int port);
+
+/* A client making requests back to back on a thread of its own, on a TCP
+ * port and, with a unix_path, on that socket too (every other request),
+ * counting the answers and the failures until it is stopped. */
+typedef struct dh_busy_client {
+    int port;
+    const char *unix_path; /* may be NULL */
+    pthread_t thread;
+    atomic_bool stop;
+    unsigned answered;
+    unsigned failed;
+    char first_failure[1024];
+} dh_busy_client;
+void dh_busy_client_start(dh_daemon *d, dh_busy_client *client, int port, const char *unix_path);
+void dh_busy_client_stop(dh_busy_client *client);
 
 /* The pids recorded in host's marker, one per attempt that ran; returns how
  * many (0 when the app never ran). */

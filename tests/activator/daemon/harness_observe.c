@@ -111,6 +111,46 @@ int dh_http_get_unix(const char *path, char *buf, size_t size)
     return dd_http_get_unix(path, buf, size);
 }
 
+int64_t dh_answer_pid(int port)
+{
+    char body[1024];
+    int n = dh_http_get(port, body, sizeof(body));
+    const char *pid = n > 0 ? strstr(body, "pid=") : NULL;
+    return pid ? atoll(pid + 4) : -1;
+}
+
+static void *busy_client_run(void *arg)
+{
+    dh_busy_client *client = arg;
+    char body[512];
+    for (unsigned i = 0; !atomic_load(&client->stop); i++) {
+        bool on_unix = client->unix_path && i % 2;
+        int n = on_unix ? dh_http_get_unix(client->unix_path, body, sizeof(body))
+                        : dh_http_get(client->port, body, sizeof(body));
+        if (n > 0 && strstr(body, "pid=")) {
+            client->answered++;
+            continue;
+        }
+        if (!client->failed++)
+            snprintf(client->first_failure, sizeof(client->first_failure), "%s: %.200s",
+                     on_unix ? client->unix_path : "tcp", n < 0 ? strerror(-n) : body);
+    }
+    return NULL;
+}
+
+void dh_busy_client_start(dh_daemon *d, dh_busy_client *client, int port, const char *unix_path)
+{
+    *client = (dh_busy_client){.port = port, .unix_path = unix_path};
+    DH_CHECK(d, pthread_create(&client->thread, NULL, busy_client_run, client) == 0,
+             "cannot start the client");
+}
+
+void dh_busy_client_stop(dh_busy_client *client)
+{
+    atomic_store(&client->stop, true);
+    pthread_join(client->thread, NULL);
+}
+
 size_t dh_marker_pids(dh_daemon *d, const char *host, pid_t *pids, size_t max)
 {
     char path[PATH_MAX];

@@ -8,8 +8,6 @@
  * the daemon exits 0 and leaves every generation running, and under a
  * client that never pauses, no request fails across ten of them. */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,12 +20,9 @@
 /* The pid that answers on port, from act-testapp's "demo ... pid=P". */
 static int64_t answering_pid(dh_daemon *d, int port)
 {
-    char body[1024];
-    int n = dh_http_get(port, body, sizeof(body));
-    DH_CHECK(d, n > 0, "nothing answers on port %d (%d)", port, n);
-    const char *pid = strstr(body, "pid=");
-    DH_CHECK(d, pid, "unexpected answer: %s", body);
-    return atoll(pid + 4);
+    int64_t pid = dh_answer_pid(port);
+    DH_CHECK(d, pid > 0, "nothing answers on port %d", port);
+    return pid;
 }
 
 static void test_serving_generation_is_resumed_after_a_crash(void **state)
@@ -89,35 +84,6 @@ static void test_generation_whose_claim_moved_is_retired_at_start(void **state)
     dh_stop_and_check_clean(d);
 }
 
-/* Requests back to back on a TCP port and a unix socket path, until told to
- * stop; counts the answers and the failures. */
-typedef struct busy_client {
-    int port;
-    const char *unix_path;
-    atomic_bool stop;
-    unsigned answered;
-    unsigned failed;
-    char first_failure[1024];
-} busy_client;
-
-static void *busy_client_run(void *arg)
-{
-    busy_client *client = arg;
-    char body[512];
-    for (unsigned i = 0; !atomic_load(&client->stop); i++) {
-        int n = i % 2 ? dh_http_get_unix(client->unix_path, body, sizeof(body))
-                      : dh_http_get(client->port, body, sizeof(body));
-        if (n > 0 && strstr(body, "pid=")) {
-            client->answered++;
-            continue;
-        }
-        if (!client->failed++)
-            snprintf(client->first_failure, sizeof(client->first_failure), "%s: %.200s",
-                     i % 2 ? client->unix_path : "tcp", n < 0 ? strerror(-n) : body);
-    }
-    return NULL;
-}
-
 static void test_handover_keeps_every_app_under_a_client(void **state)
 {
     dh_daemon *d = *state;
@@ -135,10 +101,8 @@ static void test_handover_keeps_every_app_under_a_client(void **state)
     int64_t pid = dh_wake(d, "demo").pid;
     int64_t unix_pid = dh_wake(d, "unixweb").pid;
 
-    busy_client client = {.port = port, .unix_path = unix_path};
-    pthread_t thread;
-    DH_CHECK(d, pthread_create(&thread, NULL, busy_client_run, &client) == 0,
-             "cannot start the client");
+    dh_busy_client client;
+    dh_busy_client_start(d, &client, port, unix_path);
     enum { HANDOVERS = 10 };
     for (int i = 0; i < HANDOVERS; i++) {
         pid_t daemon_pid = d->drv.pid;
@@ -149,8 +113,7 @@ static void test_handover_keeps_every_app_under_a_client(void **state)
         DH_CHECK(d, dh_log_wait(d, "recovery: 2 generations resumed", 5000),
                  "handover %d: the next daemon did not resume both generations", i);
     }
-    atomic_store(&client.stop, true);
-    pthread_join(thread, NULL);
+    dh_busy_client_stop(&client);
     DH_CHECK(d, client.failed == 0,
              "%u of %u requests failed across %d handovers; the first: %s", client.failed,
              client.failed + client.answered, HANDOVERS, client.first_failure);

@@ -744,6 +744,46 @@ static void the_start_rate_paces_a_crash_loop_of_one_host_only(void **state)
     assert_int_equal(pl_host_free(quiet), 0);
 }
 
+/* A reload changes a host's pipeline configuration: the next wake runs with
+ * it, and what would be refused at creation is refused here too, leaving
+ * the configuration in force as it was. */
+static void a_new_config_applies_to_the_next_wake(void **state)
+{
+    fixture *f = *state;
+    f->config.max_starts = 1;
+    for (unsigned i = 0; i < 3; i++)
+        f->fake.outcome[PL_STEP_READY][i] = PL_REASON_CRASHED;
+    make_host(f);
+    fake_result result = {0};
+    wake_and_wait(f, &result);
+    assert_int_equal(result.kind, PL_WAKE_FAILED);
+    assert_int_equal(result.attempts, 1);
+
+    pl_config changed = f->config;
+    changed.max_starts = 4;
+    changed.park_backoff_max_usec = changed.park_backoff_base_usec;
+    changed.start_rate_per_sec = 1000;
+    assert_int_equal(pl_host_set_config(f->host, &changed, NULL), 0);
+    assert_int_equal(pl_host_config(f->host)->max_starts, 4);
+
+    pl_config bad = changed;
+    bad.max_starts = 0;
+    act_error err = {0};
+    assert_int_equal(pl_host_set_config(f->host, &bad, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "web1"));
+    bad = changed;
+    pl_start_cap other;
+    assert_int_equal(pl_start_cap_init(&other, 1, NULL), 0);
+    bad.start_cap = &other;
+    assert_int_equal(pl_host_set_config(f->host, &bad, &err), -EINVAL);
+    assert_int_equal(pl_host_config(f->host)->max_starts, 4);
+
+    fake_result second = {0};
+    wake_and_wait(f, &second);
+    assert_int_equal(second.kind, PL_WAKE_SERVING);
+    assert_int_equal(second.attempts, 3);
+}
+
 static void bad_names_and_configs_are_refused_with_a_sentence(void **state)
 {
     fixture *f = *state;
@@ -897,6 +937,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(a_held_start_past_the_budget_wait_is_refused, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(a_new_config_applies_to_the_next_wake, setup, teardown),
         cmocka_unit_test_setup_teardown(the_start_rate_paces_a_crash_loop_of_one_host_only, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(bad_names_and_configs_are_refused_with_a_sentence, setup,

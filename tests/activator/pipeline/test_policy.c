@@ -180,6 +180,47 @@ static void a_newcomer_does_not_jump_held_starts(void **state)
     assert_non_null(strstr(err.message, "use 1 or more"));
 }
 
+/* MaxConcurrentStarts= changed at runtime: raised, the held starts go at
+ * once in their order; lowered, the starts in flight finish and nothing is
+ * granted until they are below the new limit. */
+static void the_cap_limit_changes_while_starts_run(void **state)
+{
+    pl_start_cap cap;
+    grant_log log = {0};
+    test_waiter waiters[6];
+    assert_int_equal(pl_start_cap_init(&cap, 1, NULL), 0);
+    for (int i = 0; i < 6; i++)
+        waiters[i] = (test_waiter){.id = i, .log = &log};
+    assert_true(pl_start_cap_acquire(&cap, &waiters[0].waiter, record_grant, &waiters[0]));
+    for (int i = 1; i < 6; i++)
+        assert_false(pl_start_cap_acquire(&cap, &waiters[i].waiter, record_grant, &waiters[i]));
+
+    assert_int_equal(pl_start_cap_set_limit(&cap, 3, NULL), 0);
+    assert_int_equal(log.n, 2);
+    assert_int_equal(log.order[0], 1);
+    assert_int_equal(log.order[1], 2);
+    assert_int_equal(cap.in_flight, 3);
+    assert_int_equal(cap.held, 3);
+
+    assert_int_equal(pl_start_cap_set_limit(&cap, 1, NULL), 0);
+    pl_start_cap_release(&cap);
+    pl_start_cap_release(&cap);
+    assert_int_equal(log.n, 2);
+    assert_int_equal(cap.in_flight, 1);
+    pl_start_cap_release(&cap); /* below the limit now: passed to 3 */
+    assert_int_equal(log.n, 3);
+    assert_int_equal(log.order[2], 3);
+    assert_int_equal(cap.in_flight, 1);
+
+    act_error err = {0};
+    assert_int_equal(pl_start_cap_set_limit(&cap, 0, &err), -EINVAL);
+    assert_int_equal(cap.limit, 1);
+    pl_start_cap_withdraw(&cap, &waiters[4].waiter);
+    pl_start_cap_withdraw(&cap, &waiters[5].waiter);
+    pl_start_cap_release(&cap);
+    assert_int_equal(cap.in_flight, 0);
+}
+
 static void reasons_round_trip_and_follow_their_table(void **state)
 {
     const char *expected[] = {"not_owner",    "wrong_phase",   "unproven_stop",   "claim_changed",
@@ -228,6 +269,7 @@ int main(void)
         cmocka_unit_test(token_bucket_refuses_bad_rates),
         cmocka_unit_test(start_cap_holds_over_the_limit_and_wakes_in_fifo_order),
         cmocka_unit_test(a_newcomer_does_not_jump_held_starts),
+        cmocka_unit_test(the_cap_limit_changes_while_starts_run),
         cmocka_unit_test(reasons_round_trip_and_follow_their_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
