@@ -59,6 +59,11 @@ typedef enum claim_op_kind {
     CLAIM_OP_PROBE,
 } claim_op_kind;
 
+/* The phase of an assignment (an operator's, or a box claiming a host nobody
+ * claimed): its op.exec names the box to run the host next, whoever held it
+ * before (see claim_executor). */
+#define CLAIM_PHASE_ASSIGNED "assigned"
+
 /* Who holds the host now: written by the box at each admission, so a reader
  * can tell which daemon start (incarnation) made which generation. */
 typedef struct claim_holder {
@@ -138,7 +143,9 @@ char *claim_to_json(const claim *c);
 
 /* The box that may act on the host: the holder's box for a serving op whose
  * holder is set (the admitted box is the one serving), otherwise op.exec.
- * Returns "" when released. Never NULL for a non-NULL claim. */
+ * A serving op in phase "assigned" is an operator's assignment and names
+ * its box in op.exec, which then wins over the holder (the box that ran the
+ * host last). Returns "" when released. Never NULL for a non-NULL claim. */
 const char *claim_executor(const claim *c);
 /* True when box is the claim's executor (and the host is not released). */
 bool claim_owned_by(const claim *c, const char *box);

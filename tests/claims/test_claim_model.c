@@ -151,7 +151,9 @@ static void executor_is_holder_for_serving_else_exec(void **state)
 {
     claim c = serving_by("b1", NULL);
     assert_string_equal(claim_executor(&c), "b1");
+    /* Admitted and serving: the holder is the box running it. */
     c = serving_by("b1", "b2");
+    snprintf(c.op.phase, sizeof(c.op.phase), "serving");
     assert_string_equal(claim_executor(&c), "b2");
     assert_true(claim_owned_by(&c, "b2"));
     assert_false(claim_owned_by(&c, "b1"));
@@ -162,6 +164,35 @@ static void executor_is_holder_for_serving_else_exec(void **state)
     c = serving_by("", "b2");
     assert_false(claim_owned_by(&c, "b2"));
     assert_false(claim_owned_by(&c, ""));
+}
+
+/* A host served by b1 and then assigned to b2: the assignment wins, so b2
+ * may wake it and b1 reads a claim that is no longer its own. Once b2 admits
+ * itself it is the holder, and b1 stays fenced out. */
+static void assignment_to_a_new_box_wins_over_the_old_holder(void **state)
+{
+    claim served = serving_by("b1", "b1");
+    snprintf(served.op.phase, sizeof(served.op.phase), "serving");
+    assert_true(claim_owned_by(&served, "b1"));
+
+    claim assigned = served;
+    snprintf(assigned.op.phase, sizeof(assigned.op.phase), CLAIM_PHASE_ASSIGNED);
+    snprintf(assigned.op.exec, sizeof(assigned.op.exec), "b2");
+    assert_string_equal(claim_executor(&assigned), "b2");
+    assert_true(claim_owned_by(&assigned, "b2"));
+    assert_false(claim_owned_by(&assigned, "b1"));
+    act_error err = {0};
+    assert_int_equal(claim_phase_allows_wake(&assigned, "b2", false, &err), 0);
+    assert_int_equal(claim_phase_allows_wake(&assigned, "b1", false, &err), -EPERM);
+    assert_non_null(strstr(err.message, "b2"));
+
+    claim admitted;
+    claim_next_admission(&assigned, "b2", "inc-b2", 777, &admitted);
+    assert_int_equal(claim_admission_ok(&assigned, &admitted, "inc-b2", &err), 0);
+    assert_string_equal(claim_executor(&admitted), "b2");
+    assert_false(claim_owned_by(&admitted, "b1"));
+    /* The generation numbers go on from b1's: a generation is the host's. */
+    assert_int_equal(admitted.holder.generation, served.holder.generation + 1);
 }
 
 static void phase_table_decides_wakes_and_probes(void **state)
@@ -252,6 +283,7 @@ int main(void)
         cmocka_unit_test(codec_round_trip_preserves_every_field),
         cmocka_unit_test(codec_refuses_bad_input_naming_host_and_field),
         cmocka_unit_test(executor_is_holder_for_serving_else_exec),
+        cmocka_unit_test(assignment_to_a_new_box_wins_over_the_old_holder),
         cmocka_unit_test(phase_table_decides_wakes_and_probes),
         cmocka_unit_test(next_admission_and_admission_check),
         cmocka_unit_test(same_admission_ignores_revision_only),
