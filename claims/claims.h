@@ -319,3 +319,33 @@ int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_
 /* Stops and frees a watch; safe from inside its own callback. */
 void claims_watch_free(claims_watch *watch);
 DEFINE_TRIVIAL_CLEANUP_FUNC(claims_watch *, claims_watch_free)
+
+/* ---- edits: what an operator's command does to a claim (pure) -------------- */
+
+typedef enum claim_edit_kind {
+    CLAIM_EDIT_ASSIGN,  /* a fresh serving op "assigned" that names box */
+    CLAIM_EDIT_RELEASE, /* no executor: no box may wake the host */
+    CLAIM_EDIT_HOLD,    /* held = version */
+    CLAIM_EDIT_UNHOLD,  /* held cleared */
+    CLAIM_EDIT_UNPIN,   /* the pin (and its recorded failure) dropped */
+} claim_edit_kind;
+
+typedef struct claim_edit {
+    claim_edit_kind kind;
+    char box[65];     /* assign: the box to run the host */
+    char version[65]; /* hold: the version to freeze it on */
+} claim_edit;
+
+/* Builds in *next the claim that edit makes of current, host's claim as read
+ * (revision 0: host has no claim). Only an assignment creates a claim; the
+ * others refuse an absent one with -ENOENT, err naming the host and what to
+ * do. Returns 1 when the claim already is what the edit asks (nothing to
+ * write; *next is current), else 0. The holder is never touched: it says who
+ * ran the host last, and its session only grows. */
+int claim_apply_edit(const char *host, const claim *current, const claim_edit *edit, claim *next,
+                     act_error *err);
+
+/* Where a claim stands, for a refusal to name: "revision 57, box b2" (its
+ * executor), "revision 57, box b2 (last run by b1)" when the holder is
+ * another box, "revision 57, released" or "no claim" (revision 0). */
+void claim_describe_owner(const claim *c, char *out, size_t size);

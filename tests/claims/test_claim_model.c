@@ -277,6 +277,78 @@ static void same_admission_ignores_revision_only(void **state)
     assert_false(claim_same_admission(&a, &b));
 }
 
+static void edits_change_only_what_they_name(void **state)
+{
+    claim current = full_claim();
+    claim next;
+    act_error err = {0};
+
+    claim_edit assign = {.kind = CLAIM_EDIT_ASSIGN};
+    snprintf(assign.box, sizeof(assign.box), "b2");
+    assert_int_equal(claim_apply_edit("web1", &current, &assign, &next, &err), 0);
+    assert_string_equal(next.op.phase, CLAIM_PHASE_ASSIGNED);
+    assert_string_equal(next.op.exec, "b2");
+    assert_string_equal(claim_executor(&next), "b2");
+    assert_memory_equal(&next.holder, &current.holder, sizeof(current.holder));
+    assert_string_equal(next.held, "v1");
+    assert_true(next.has_pin);
+    assert_int_equal(claim_validate(&next, &err), 0);
+
+    claim_edit release = {.kind = CLAIM_EDIT_RELEASE};
+    assert_int_equal(claim_apply_edit("web1", &current, &release, &next, &err), 0);
+    assert_string_equal(next.op.exec, "");
+    assert_false(claim_owned_by(&next, "b1"));
+    char text[128];
+    claim_describe_owner(&next, text, sizeof(text));
+    assert_string_equal(text, "revision 99, released");
+
+    claim_edit hold = {.kind = CLAIM_EDIT_HOLD};
+    snprintf(hold.version, sizeof(hold.version), "v3");
+    assert_int_equal(claim_apply_edit("web1", &current, &hold, &next, &err), 0);
+    assert_string_equal(next.held, "v3");
+    assert_string_equal(next.op.exec, current.op.exec);
+    snprintf(hold.version, sizeof(hold.version), "v1"); /* already held there */
+    assert_int_equal(claim_apply_edit("web1", &current, &hold, &next, &err), 1);
+
+    claim_edit unhold = {.kind = CLAIM_EDIT_UNHOLD};
+    assert_int_equal(claim_apply_edit("web1", &current, &unhold, &next, &err), 0);
+    assert_string_equal(next.held, "");
+    assert_int_equal(claim_apply_edit("web1", &next, &unhold, &next, &err), 1);
+
+    claim_edit unpin = {.kind = CLAIM_EDIT_UNPIN};
+    assert_int_equal(claim_apply_edit("web1", &current, &unpin, &next, &err), 0);
+    assert_false(next.has_pin);
+    assert_string_equal(next.pin.failure_message, "");
+    assert_int_equal(claim_validate(&next, &err), 0);
+    assert_int_equal(claim_apply_edit("web1", &next, &unpin, &next, &err), 1);
+
+    /* No claim: an assignment creates one, anything else is refused. */
+    claim absent = {0};
+    assert_int_equal(claim_apply_edit("web7", &absent, &assign, &next, &err), 0);
+    assert_string_equal(next.host, "web7");
+    assert_int_equal(claim_validate(&next, &err), 0);
+    assert_int_equal(claim_apply_edit("web7", &absent, &hold, &next, &err), -ENOENT);
+    assert_non_null(strstr(err.message, "web7"));
+    assert_non_null(strstr(err.message, "claim assign"));
+}
+
+static void describe_owner_names_revision_and_box(void **state)
+{
+    char text[128];
+    claim c = serving_by("b1", "b1");
+    claim_describe_owner(&c, text, sizeof(text));
+    assert_string_equal(text, "revision 10, box b1");
+    snprintf(c.op.exec, sizeof(c.op.exec), "b2");
+    claim_describe_owner(&c, text, sizeof(text));
+    assert_string_equal(text, "revision 10, box b2 (last run by b1)");
+    c.op.exec[0] = '\0';
+    claim_describe_owner(&c, text, sizeof(text));
+    assert_string_equal(text, "revision 10, released");
+    c.revision = 0;
+    claim_describe_owner(&c, text, sizeof(text));
+    assert_string_equal(text, "no claim");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,6 +359,8 @@ int main(void)
         cmocka_unit_test(phase_table_decides_wakes_and_probes),
         cmocka_unit_test(next_admission_and_admission_check),
         cmocka_unit_test(same_admission_ignores_revision_only),
+        cmocka_unit_test(edits_change_only_what_they_name),
+        cmocka_unit_test(describe_owner_names_revision_and_box),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
