@@ -53,12 +53,9 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
     return 0;
 }
 
-/* An asynchronous call of a synchronous backend: run by a worker thread of
- * the store's offload (the backend's file I/O and fsyncs must not block the
- * caller's loop), completed on the loop. */
-struct deferred_call {
-    deferred_call *next;
-    claim_store *store;
+/* An asynchronous claim call of a synchronous backend (claims_defer). */
+typedef struct deferred_call {
+    claims_deferred base;
     enum { DEFERRED_READ, DEFERRED_CAS, DEFERRED_DELETE } op;
     char host[ACT_NAME_MAX + 1];
     uint64_t expected;
@@ -71,17 +68,16 @@ struct deferred_call {
     claim current;
     uint64_t new_revision;
     act_error err;
-};
+} deferred_call;
 
-static void deferred_unlink(deferred_call *call)
+static void deferred_unlink(claims_deferred *call)
 {
-    for (deferred_call **p = &call->store->deferred; *p; p = &(*p)->next) {
+    for (claims_deferred **p = &call->store->deferred; *p; p = &(*p)->next) {
         if (*p == call) {
             *p = call->next;
             break;
         }
     }
-    free(call);
 }
 
 void claims_store_free(claim_store *store)
@@ -91,8 +87,11 @@ void claims_store_free(claim_store *store)
     /* First the workers: the calls made run to their end, and none
      * completes (calls back) after this. */
     act_offload_free(store->offload);
-    while (store->deferred)
-        deferred_unlink(store->deferred);
+    while (store->deferred) {
+        claims_deferred *call = store->deferred;
+        deferred_unlink(call);
+        free(call);
+    }
     sd_event *attached = store->attached, *private_loop = store->private_loop;
     store->ops->free(store);
     sd_event_unref(attached);
@@ -159,7 +158,7 @@ typedef struct sync_wait {
     act_error *err;
 } sync_wait;
 
-static int private_loop(claim_store *store, sd_event **out, act_error *err)
+int claims_private_loop(claim_store *store, sd_event **out, act_error *err)
 {
     if (!store->private_loop) {
         int r = sd_event_new(&store->private_loop);
@@ -170,14 +169,20 @@ static int private_loop(claim_store *store, sd_event **out, act_error *err)
     return 0;
 }
 
-static int run_until_done(claim_store *store, sync_wait *wait)
+int claims_run_until(claim_store *store, const bool *done, act_error *err)
 {
-    while (!wait->done) {
+    while (!*done) {
         int r = sd_event_run(store->private_loop, UINT64_MAX);
         if (r < 0)
-            return act_error_set(wait->err, -r, "claim store: event loop failed");
+            return act_error_set(err, -r, "claim store: event loop failed");
     }
-    return wait->result;
+    return 0;
+}
+
+static int run_until_done(claim_store *store, sync_wait *wait)
+{
+    int r = claims_run_until(store, &wait->done, wait->err);
+    return r < 0 ? r : wait->result;
 }
 
 static void copy_error(sync_wait *wait, int result, const act_error *err)
@@ -226,7 +231,7 @@ int claims_read(claim_store *store, const char *host, claim *out, act_error *err
     if (store->ops->read)
         return store->ops->read(store, host, out, err);
     sd_event *loop = NULL;
-    if ((r = private_loop(store, &loop, err)) < 0)
+    if ((r = claims_private_loop(store, &loop, err)) < 0)
         return r;
     sync_wait wait = {.claim_out = out, .err = err};
     if ((r = store->ops->read_async(store, loop, host, on_sync_read, &wait, err)) < 0)
@@ -247,7 +252,7 @@ int claims_cas(claim_store *store, const char *host, uint64_t expected_revision,
         return store->ops->cas(store, host, expected_revision, &checked, new_revision,
                                current_on_conflict, err);
     sd_event *loop = NULL;
-    if ((r = private_loop(store, &loop, err)) < 0)
+    if ((r = claims_private_loop(store, &loop, err)) < 0)
         return r;
     sync_wait wait = {.claim_out = current_on_conflict, .err = err};
     r = store->ops->cas_async(store, loop, host, expected_revision, &checked, on_sync_cas, &wait,
@@ -272,7 +277,7 @@ int claims_delete(claim_store *store, const char *host, uint64_t expected_revisi
         return store->ops->del(store, host, expected_revision, &ignored, current_on_conflict,
                                err);
     sd_event *loop = NULL;
-    if ((r = private_loop(store, &loop, err)) < 0)
+    if ((r = claims_private_loop(store, &loop, err)) < 0)
         return r;
     sync_wait wait = {.claim_out = current_on_conflict, .err = err};
     r = store->ops->del_async(store, loop, host, expected_revision, on_sync_cas, &wait, err);
@@ -292,7 +297,7 @@ int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_f
     if (store->ops->list)
         return store->ops->list(store, out, n_out, problem, userdata, err);
     sd_event *loop = NULL;
-    int r = private_loop(store, &loop, err);
+    int r = claims_private_loop(store, &loop, err);
     if (r < 0)
         return r;
     sync_wait wait = {.err = err};
@@ -376,7 +381,7 @@ int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want
     *out = NULL;
     *n_out = 0;
     sd_event *loop = NULL;
-    int r = private_loop(store, &loop, err);
+    int r = claims_private_loop(store, &loop, err);
     if (r < 0)
         return r;
     collect_state state = {.want = want, .err = err};
@@ -394,10 +399,10 @@ int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want
 
 /* On a worker thread: only the call's own memory and the backend, whose
  * synchronous operations are safe to run from several threads. */
-static void run_deferred(void *data)
+static void run_deferred(claims_deferred *base)
 {
-    deferred_call *call = data;
-    claim_store *store = call->store;
+    deferred_call *call = (deferred_call *)base;
+    claim_store *store = base->store;
     switch (call->op) {
     case DEFERRED_READ:
         call->result = store->ops->read(store, call->host, &call->current, &call->err);
@@ -413,15 +418,15 @@ static void run_deferred(void *data)
     }
 }
 
-/* On the loop. */
-static void complete_deferred(void *data)
+/* On the loop, unlinked already. */
+static void complete_deferred(claims_deferred *base)
 {
-    deferred_call *call = data;
-    claim_store *store = call->store;
-    /* Unlinked before the callback so a callback that starts another call or
-     * frees the store never sees this one. */
+    deferred_call *call = (deferred_call *)base;
+    claim_store *store = base->store;
+    /* Freed before the callback, so a callback that frees the store never
+     * meets this one. */
     deferred_call copy = *call;
-    deferred_unlink(call);
+    free(call);
     int r = copy.result;
     if (copy.op == DEFERRED_READ)
         copy.read_fn(store, r, r > 0 ? &copy.current : NULL, &copy.err, copy.userdata);
@@ -430,26 +435,51 @@ static void complete_deferred(void *data)
                     &copy.err, copy.userdata);
 }
 
+static void on_deferred_run(void *data)
+{
+    claims_deferred *call = data;
+    call->run(call);
+}
+
+static void on_deferred_complete(void *data)
+{
+    claims_deferred *call = data;
+    /* Unlinked before its completion so a callback that starts another
+     * call or frees the store never sees this one. */
+    deferred_unlink(call);
+    call->complete(call);
+}
+
+int claims_defer(claim_store *store, const char *lane, claims_deferred *call, act_error *err)
+{
+    assert(store && store->offload);
+    assert(call && call->run && call->complete);
+    call->store = store;
+    int r = act_offload_submit(store->offload, act_offload_lane(lane), on_deferred_run,
+                               on_deferred_complete, call, err);
+    if (r < 0)
+        return r;
+    call->next = store->deferred;
+    store->deferred = call;
+    return 0;
+}
+
 static int defer_call(claim_store *store, deferred_call *template, act_error *err)
 {
     deferred_call *call = malloc(sizeof(*call));
     if (!call)
         return act_error_set(err, ENOMEM, "claim store: out of memory");
     *call = *template;
-    call->store = store;
+    call->base.run = run_deferred;
+    call->base.complete = complete_deferred;
     /* One lane per host: a host's calls run in the order they were made. */
-    int r = act_offload_submit(store->offload, act_offload_lane(call->host), run_deferred,
-                               complete_deferred, call, err);
-    if (r < 0) {
+    int r = claims_defer(store, call->host, &call->base, err);
+    if (r < 0)
         free(call);
-        return r;
-    }
-    call->next = store->deferred;
-    store->deferred = call;
-    return 0;
+    return r;
 }
 
-static int check_attached(claim_store *store, act_error *err)
+int claims_check_attached(claim_store *store, act_error *err)
 {
     if (!store->attached)
         return act_error_set(err, EBADFD, "claim store: asynchronous call before "
@@ -478,7 +508,7 @@ int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, v
 {
     assert(store);
     assert(fn);
-    int r = check_attached(store, err);
+    int r = claims_check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0)
         return r;
     if (store->ops->read_async)
@@ -495,7 +525,7 @@ int claims_cas_async(claim_store *store, const char *host, uint64_t expected_rev
     assert(c);
     assert(fn);
     claim checked;
-    int r = check_attached(store, err);
+    int r = claims_check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0 ||
         (r = check_claim_for(host, c, &checked, err)) < 0)
         return r;
@@ -513,7 +543,7 @@ int claims_delete_async(claim_store *store, const char *host, uint64_t expected_
 {
     assert(store);
     assert(fn);
-    int r = check_attached(store, err);
+    int r = claims_check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0)
         return r;
     if (store->ops->del_async)
@@ -531,7 +561,7 @@ int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_
     assert(store);
     assert(fn);
     assert(out);
-    int r = check_attached(store, err);
+    int r = claims_check_attached(store, err);
     if (r < 0)
         return r;
     return store->ops->watch_start(store, store->attached, from_revision, fn, userdata, out, err);

@@ -42,15 +42,39 @@ typedef struct claims_store_ops {
                        claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);
 } claims_store_ops;
 
-typedef struct deferred_call deferred_call;
+/* An asynchronous call of a synchronous backend: run by a worker thread of
+ * the store's offload (the backend's file I/O and fsyncs must not block the
+ * caller's loop), completed on the loop. A call is malloc'd with this first;
+ * a store freed before a call completed frees it without completing it. */
+typedef struct claims_deferred claims_deferred;
+struct claims_deferred {
+    claims_deferred *next;
+    claim_store *store;
+    /* On a worker: only the call's own memory and the backend, whose
+     * synchronous operations are safe to run from several threads. */
+    void (*run)(claims_deferred *call);
+    /* On the loop, once the call is no longer the store's: frees it. */
+    void (*complete)(claims_deferred *call);
+};
+
+/* Hands call to the store's workers; calls of one lane run in the order
+ * made. On failure the call stays the caller's. */
+int claims_defer(claim_store *store, const char *lane, claims_deferred *call, act_error *err);
+/* EBADFD unless the store is attached to a loop. */
+int claims_check_attached(claim_store *store, act_error *err);
+
+/* For a synchronous call of an asynchronous backend: the store's private
+ * loop (made on first use), and running it until *done. */
+int claims_private_loop(claim_store *store, sd_event **out, act_error *err);
+int claims_run_until(claim_store *store, const bool *done, act_error *err);
 
 struct claim_store {
     const claims_store_ops *ops;
     int timeout_ms;
-    sd_event *attached;      /* the caller's loop, for the async API */
-    sd_event *private_loop;  /* created on first synchronous call of an async backend */
-    deferred_call *deferred; /* async calls of a sync backend not yet completed */
-    act_offload *offload;    /* the workers that run them */
+    sd_event *attached;        /* the caller's loop, for the async API */
+    sd_event *private_loop;    /* created on first synchronous call of an async backend */
+    claims_deferred *deferred; /* async calls of a sync backend not yet completed */
+    act_offload *offload;      /* the workers that run them */
 };
 
 struct claims_watch {
@@ -84,3 +108,4 @@ int claims_etcd_open(const claims_url *url, const claims_store_options *options,
 
 /* Compare for qsort by host. */
 int claims_compare_by_host(const void *a, const void *b);
+
