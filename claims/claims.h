@@ -349,3 +349,77 @@ int claim_apply_edit(const char *host, const claim *current, const claim_edit *e
  * executor), "revision 57, box b2 (last run by b1)" when the holder is
  * another box, "revision 57, released" or "no claim" (revision 0). */
 void claim_describe_owner(const claim *c, char *out, size_t size);
+
+/* ---- box records: which daemons are alive ---------------------------------- */
+
+/* Every daemon keeps a record of itself in the store, beside the claims and
+ * outside their key range, so a claim list or watch never reads one, under
+ * a lease of lease_ttl_usec that the daemon renews before it runs out:
+ *   etcd: key "<prefix>.boxes/<box>" ('.' sorts before '/', so it is not in
+ *         the claims' range "<prefix>/".."<prefix>0"), put with an etcd
+ *         lease; etcd deletes the key when the lease expires or is revoked;
+ *   dir:  <dir>/.boxes/<box>.json (the claim listing reads only
+ *         "<host>.json" files in <dir>, and a host name never starts with
+ *         '.'), rewritten with the time it expires; a record past that time
+ *         stays on disk, dead.
+ * A box whose lease expired is known dead: on etcd its record is gone, on
+ * dir it is listed with live false. */
+
+/* A daemon's control or events URL in a record, and its NUL. */
+#define CLAIMS_BOX_URL_SIZE 256
+
+typedef struct claims_box {
+    char box[65];         /* the box id (Box=): the key */
+    char incarnation[65]; /* the daemon start that wrote it */
+    uint64_t started_usec; /* wall clock of that start */
+    char version[65];      /* activatord's version */
+    char control_url[CLAIMS_BOX_URL_SIZE]; /* where it takes control requests from other
+                                              machines (ControlListen=); "" when it does not */
+    char events_url[CLAIMS_BOX_URL_SIZE];  /* where it publishes events to other machines;
+                                              "" when only locally */
+    uint64_t lease_ttl_usec; /* the lease's length; etcd counts it in whole seconds */
+    /* Set by the store on put, keepalive and list; ignored when writing. */
+    uint64_t lease_id;       /* etcd's lease; 0 on dir */
+    bool live;               /* the lease has not expired */
+    uint64_t refreshed_usec; /* wall clock of the last renewal; 0 when unknown */
+    uint64_t expires_usec;   /* wall clock at which the lease lapses unless renewed */
+} claims_box;
+
+/* A keepalive found the lease gone (expired, revoked, the store lost it, or
+ * another start of the same box replaced the record): put the record again. */
+#define CLAIMS_LEASE_LOST (-ENOENT)
+
+/* Checks a record's fields the way the store checks a stored one. */
+int claims_box_validate(const claims_box *record, act_error *err);
+/* The record named box among n, or NULL. */
+const claims_box *claims_box_find(const claims_box *boxes, size_t n, const char *box);
+
+/* Synchronous, for activatorctl and tests (see the synchronous calls above).
+ * put writes record under a new lease and fills *out with it as stored
+ * (lease_id, refreshed, expires): keepalive and remove take that. keepalive
+ * renews the lease of record and fills *out (may be NULL), or returns
+ * CLAIMS_LEASE_LOST. remove deletes record and revokes its lease; a record
+ * already gone is not an error. list gives every record the store has,
+ * sorted by box, in a malloc'd array; one that does not parse is logged and
+ * skipped. */
+int claims_box_put(claim_store *store, const claims_box *record, claims_box *out, act_error *err);
+int claims_box_keepalive(claim_store *store, const claims_box *record, claims_box *out,
+                         act_error *err);
+int claims_box_remove(claim_store *store, const claims_box *record, act_error *err);
+int claims_box_list(claim_store *store, claims_box **out, size_t *n_out, act_error *err);
+
+/* Asynchronous, on the attached loop (see the asynchronous calls above).
+ * record in a callback is the record as stored (put, keepalive), valid
+ * during the callback only. */
+typedef void (*claims_box_fn)(claim_store *store, int result, const claims_box *record,
+                              const act_error *err, void *userdata);
+typedef void (*claims_boxes_fn)(claim_store *store, int result, const claims_box *boxes,
+                                size_t n, const act_error *err, void *userdata);
+int claims_box_put_async(claim_store *store, const claims_box *record, claims_box_fn fn,
+                         void *userdata, act_error *err);
+int claims_box_keepalive_async(claim_store *store, const claims_box *record, claims_box_fn fn,
+                               void *userdata, act_error *err);
+int claims_box_remove_async(claim_store *store, const claims_box *record, claims_box_fn fn,
+                            void *userdata, act_error *err);
+int claims_box_list_async(claim_store *store, claims_boxes_fn fn, void *userdata,
+                          act_error *err);

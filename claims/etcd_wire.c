@@ -131,6 +131,32 @@ char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_rev
     return render(body);
 }
 
+char *etcd_put_body(const char *key, const char *value, uint64_t lease)
+{
+    assert(key);
+    assert(value);
+    json_object *body = json_object_new_object();
+    add_b64(body, "key", key);
+    add_b64(body, "value", value);
+    if (lease)
+        add_u64_string(body, "lease", lease);
+    return render(body);
+}
+
+char *etcd_lease_grant_body(uint64_t ttl_sec)
+{
+    json_object *body = json_object_new_object();
+    add_u64_string(body, "TTL", ttl_sec);
+    return render(body);
+}
+
+char *etcd_lease_body(uint64_t lease)
+{
+    json_object *body = json_object_new_object();
+    add_u64_string(body, "ID", lease);
+    return render(body);
+}
+
 uint64_t etcd_json_u64(json_object *obj, const char *key)
 {
     assert(key);

@@ -23,6 +23,13 @@ char *etcd_txn_body(const char *key, uint64_t expected, const char *value);
 /* {"create_request":{key, range_end, start_revision}}; start 0 = from now. */
 char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_revision);
 
+/* A put of key bound to lease (0: none), the box records' write. */
+char *etcd_put_body(const char *key, const char *value, uint64_t lease);
+/* {"TTL":ttl_sec}: a lease grant. */
+char *etcd_lease_grant_body(uint64_t ttl_sec);
+/* {"ID":lease}: a lease keepalive, revoke or timetolive. */
+char *etcd_lease_body(uint64_t lease);
+
 /* Reads an integer that the gateway may send as a JSON string ("12") or a
  * number; 0 when absent. */
 uint64_t etcd_json_u64(json_object *obj, const char *key);

@@ -12,6 +12,13 @@
 typedef void (*claims_list_done_fn)(claim_store *store, int result, claim *claims, size_t n,
                                     const act_error *err, void *userdata);
 
+/* The calls on a box record besides listing (claims.h: box records). */
+typedef enum claims_box_call {
+    CLAIMS_BOX_PUT,
+    CLAIMS_BOX_KEEPALIVE,
+    CLAIMS_BOX_REMOVE,
+} claims_box_call;
+
 /* A backend provides either the synchronous calls (dir: local files, fast)
  * or the asynchronous ones (etcd: network), and store.c builds the other
  * flavour on top, so each backend implements each operation once. */
@@ -36,6 +43,17 @@ typedef struct claims_store_ops {
     int (*list_async)(claim_store *store, sd_event *event, claims_problem_fn problem,
                       void *problem_userdata, claims_list_done_fn fn, void *userdata,
                       act_error *err);
+
+    /* Box records, one flavour per backend as for claims. out is the record
+     * as stored (put, keepalive); the list is malloc'd, sorted by box. */
+    int (*box_call)(claim_store *store, claims_box_call call, const claims_box *record,
+                    claims_box *out, act_error *err);
+    int (*box_list)(claim_store *store, claims_box **out, size_t *n_out, act_error *err);
+    int (*box_call_async)(claim_store *store, sd_event *event, claims_box_call call,
+                          const claims_box *record, claims_box_fn fn, void *userdata,
+                          act_error *err);
+    int (*box_list_async)(claim_store *store, sd_event *event, claims_boxes_fn fn,
+                          void *userdata, act_error *err);
 
     /* Required: both backends watch on a loop (the attached or the private). */
     int (*watch_start)(claim_store *store, sd_event *event, uint64_t from_revision,
@@ -109,3 +127,14 @@ int claims_etcd_open(const claims_url *url, const claims_store_options *options,
 /* Compare for qsort by host. */
 int claims_compare_by_host(const void *a, const void *b);
 
+/* A box record's value is refused above this size. */
+#define CLAIMS_BOX_JSON_MAX 4096
+/* The record as stored (box_record.c): with_expiry adds refreshed_usec and
+ * expires_usec, which the dir store keeps in the value and etcd in its
+ * lease. NULL only when out of memory. */
+char *claims_box_to_json(const claims_box *record, bool with_expiry);
+/* Parses the value stored under box; the store sets the lease fields. */
+int claims_box_from_json(const char *box, const char *text, size_t len, claims_box *out,
+                         act_error *err);
+/* Compare for qsort by box. */
+int claims_box_compare(const void *a, const void *b);
