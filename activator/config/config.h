@@ -79,6 +79,8 @@ typedef struct cfg_daemon {
     uint64_t failure_backoff_max_usec; /* FailureBackoffMaxSec=, default 30 s */
     uint64_t failure_reset_usec;       /* FailureResetSec=, default 10 s */
     uint64_t start_budget_wait_usec;   /* StartBudgetWaitSec=, default 30 s */
+    uint64_t box_lease_usec;           /* BoxLeaseSec=, 2 s..1 h, default 10 s: the lease of
+                                          this box's record in the store */
 } cfg_daemon;
 
 /* Reads the daemon's file. Returns 0 with *config filled, or a negative errno

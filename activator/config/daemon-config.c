@@ -201,6 +201,14 @@ static int apply_failure_reset(void *target, const char *value, act_error *err)
                                     &((cfg_daemon *)target)->failure_reset_usec, err);
 }
 
+/* The box record's lease (claims.h: box records): a box silent this long is
+ * dead to the fleet. etcd grants at least about two seconds. */
+static int apply_box_lease(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_duration_range(value, 2 * CFG_USEC_PER_SEC, 3600 * CFG_USEC_PER_SEC,
+                                    &((cfg_daemon *)target)->box_lease_usec, err);
+}
+
 enum {
     KEY_BOX,
     KEY_STORE,
@@ -226,6 +234,7 @@ enum {
     KEY_FAILURE_BACKOFF_MAX,
     KEY_FAILURE_RESET,
     KEY_START_BUDGET_WAIT,
+    KEY_BOX_LEASE,
     N_KEYS,
 };
 
@@ -257,6 +266,7 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
                                  false},
     [KEY_FAILURE_RESET] = {"Activator", "FailureResetSec", apply_failure_reset, false},
     [KEY_START_BUDGET_WAIT] = {"Activator", "StartBudgetWaitSec", apply_start_budget_wait, false},
+    [KEY_BOX_LEASE] = {"Activator", "BoxLeaseSec", apply_box_lease, false},
 };
 
 /* Sets *field to prefix+arg+suffix unless the file set it. */
@@ -402,6 +412,7 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .failure_backoff_max_usec = 30 * CFG_USEC_PER_SEC,
         .failure_reset_usec = 10 * CFG_USEC_PER_SEC,
         .start_budget_wait_usec = 30 * CFG_USEC_PER_SEC,
+        .box_lease_usec = 10 * CFG_USEC_PER_SEC,
     };
     unsigned key_lines[N_KEYS] = {0};
     int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, key_lines, errors);

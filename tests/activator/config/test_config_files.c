@@ -103,6 +103,7 @@ static void daemon_defaults(void **state)
     assert_int_equal(c.max_concurrent_starts, 2 * sysconf(_SC_NPROCESSORS_ONLN));
     assert_int_equal(c.failure_backoff_max_usec, 30 * CFG_USEC_PER_SEC);
     assert_int_equal(c.failure_reset_usec, 10 * CFG_USEC_PER_SEC);
+    assert_int_equal(c.box_lease_usec, 10 * CFG_USEC_PER_SEC);
     cfg_daemon_free(&c);
 }
 
@@ -127,7 +128,8 @@ static void daemon_every_key(void **state)
                          "MetricsListen=[::1]:9100\n"
                          "MaxConcurrentStarts=7\n"
                          "FailureBackoffMaxSec=1min\n"
-                         "FailureResetSec=20s\n");
+                         "FailureResetSec=20s\n"
+                         "BoxLeaseSec=1min 30s\n");
     cfg_daemon c;
     cfg_errors errors = {0};
     assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
@@ -149,6 +151,7 @@ static void daemon_every_key(void **state)
     assert_int_equal(c.max_concurrent_starts, 7);
     assert_int_equal(c.failure_backoff_max_usec, 60 * CFG_USEC_PER_SEC);
     assert_int_equal(c.failure_reset_usec, 20 * CFG_USEC_PER_SEC);
+    assert_int_equal(c.box_lease_usec, 90 * CFG_USEC_PER_SEC);
     cfg_daemon_free(&c);
 
     write_file("d2.conf", "[Activator]\nBox=b\nStore=etcd://127.0.0.1:2379/activator\n"
@@ -197,6 +200,8 @@ static void daemon_each_bad_key(void **state)
         {"FailureBackoffMaxSec", "2 fortnights"},
         {"FailureBackoffMaxSec", "2d"},
         {"FailureResetSec", "0"},
+        {"BoxLeaseSec", "1s"},
+        {"BoxLeaseSec", "2h"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         char content[512];
