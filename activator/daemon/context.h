@@ -29,6 +29,7 @@ typedef struct ad_host ad_host;
 typedef struct ad_claim_watch ad_claim_watch;
 typedef struct ad_leftovers ad_leftovers;
 typedef struct ad_telemetry ad_telemetry;
+typedef struct ad_box_lease ad_box_lease;
 
 /* Told of every transition of every host, after the host's own reactions
  * (hosts.c); daemon.c uses it for STATUS= and to see a clean stop finish. */
@@ -58,6 +59,7 @@ struct ad_daemon {
     ad_claim_watch *claim_watch; /* claim_watch.c */
     ad_leftovers *leftovers;     /* leftovers.c, from start-up until recovery ran */
     ad_telemetry *telemetry;     /* telemetry.c */
+    ad_box_lease *box_lease;     /* box_lease.c */
 };
 
 /* The loop's time of this iteration (CLOCK_MONOTONIC). */

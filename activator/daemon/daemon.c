@@ -16,6 +16,7 @@
 #include <systemd/sd-id128.h>
 
 #include "activator/config/parse-account.h"
+#include "activator/daemon/box_lease.h"
 #include "activator/daemon/claim_watch.h"
 #include "activator/daemon/daemon_main.h"
 #include "activator/daemon/dispatch.h"
@@ -184,9 +185,16 @@ static void status_changed(daemon_process *process)
 
 /* ---- stopping ------------------------------------------------------------ */
 
+static void on_box_lease_ended(ad_daemon *daemon)
+{
+    sd_event_exit(daemon->loop, process_of(daemon)->exit_code);
+}
+
 /* A clean stop ends when every host is at rest. Nothing starts once the
  * stop began, so a host found at rest stays so and the cursor only moves
- * forward: each transition costs a step, not a walk of the table. */
+ * forward: each transition costs a step, not a walk of the table. The
+ * box's record goes last, so the fleet sees the box alive while it still
+ * runs anything. */
 static void check_stopped(daemon_process *process)
 {
     ad_daemon *daemon = &process->daemon;
@@ -194,7 +202,7 @@ static void check_stopped(daemon_process *process)
            ad_hosts_at_rest(daemon->hosts[process->stop_cursor]))
         process->stop_cursor++;
     if (process->stop_cursor == daemon->n_hosts)
-        sd_event_exit(daemon->loop, process->exit_code);
+        ad_box_lease_end(daemon, on_box_lease_ended);
 }
 
 static int on_stop_deadline(sd_event_source *source, uint64_t usec, void *userdata)
@@ -338,7 +346,8 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     if ((r = ad_hosts_setup(daemon, err)) < 0)
         return r;
     ad_recover(daemon);
-    if ((r = open_messaging(process, err)) < 0 || (r = ad_claim_watch_start(daemon, err)) < 0)
+    if ((r = open_messaging(process, err)) < 0 || (r = ad_claim_watch_start(daemon, err)) < 0 ||
+        (r = ad_box_lease_start(daemon, err)) < 0)
         return r;
     sd_event_set_watchdog(daemon->loop, true);
     act_log(LOG_INFO, "activatord %s: box %s, incarnation %s, %zu hosts, store %s, cgroup %s",
@@ -363,6 +372,7 @@ static void teardown(daemon_process *process)
     ev_free(daemon->events);
     daemon->events = NULL;
     ad_claim_watch_stop(daemon);
+    ad_box_lease_free(daemon);
     ad_hosts_teardown(daemon);
     claims_store_free(daemon->store);
     rel_store_free(daemon->releases);
