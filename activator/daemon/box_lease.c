@@ -3,7 +3,7 @@
  * third of BoxLeaseSec=, put again when the store lost the lease (etcd
  * restarted without its data, or the store was out of reach for longer
  * than the lease), and removed when a clean stop has retired everything.
- * Every call is asynchronous on the loop; at most one is in flight. */
+ * Once the loop runs every call is asynchronous; at most one is in flight. */
 #include "activator/daemon/box_lease.h"
 
 #include <stdio.h>
@@ -184,7 +184,18 @@ int ad_box_lease_start(ad_daemon *daemon, act_error *err)
         return r;
     }
     daemon->box_lease = lease;
-    renew(lease);
+    /* Before READY=1, as the store's first answer is: a box that says it is
+     * ready is one the fleet sees alive and may assign hosts to. The loop
+     * does not run yet, so nothing waits on this call. */
+    act_error why = {0};
+    claims_box stored;
+    if (claims_box_put(daemon->store, record, &stored, &why) == 0) {
+        lease->record = stored;
+        lease->have_lease = true;
+    } else {
+        call_failed(lease, "put", &why);
+    }
+    schedule(lease);
     return 0;
 }
 

@@ -8,7 +8,9 @@
 typedef void (*ad_box_lease_ended_fn)(ad_daemon *daemon);
 
 /* Puts the record (box, incarnation, start time, version, the URLs served
- * to other machines) under a lease of BoxLeaseSec= and keeps renewing it. */
+ * to other machines) under a lease of BoxLeaseSec= before the loop runs
+ * (a store that does not take it is retried from the loop, logged), and
+ * keeps renewing it. */
 int ad_box_lease_start(ad_daemon *daemon, act_error *err);
 /* For a clean stop, once nothing runs: stops the renewals, removes the
  * record (revoking its lease), then calls ended; at once when there is no
