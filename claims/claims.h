@@ -305,6 +305,12 @@ int claims_cas_async(claim_store *store, const char *host, uint64_t expected_rev
 int claims_delete_async(claim_store *store, const char *host, uint64_t expected_revision,
                         claims_cas_fn fn, void *userdata, act_error *err);
 
+/* result as claims_list; claims (sorted by host) is valid during the
+ * callback only. Malformed claims are skipped and logged. */
+typedef void (*claims_list_fn)(claim_store *store, int result, const claim *claims, size_t n,
+                               const act_error *err, void *userdata);
+int claims_list_async(claim_store *store, claims_list_fn fn, void *userdata, act_error *err);
+
 typedef struct claims_watch claims_watch;
 /* Called for each change in revision order, or once with error < 0 when the
  * watch ended (server gone, history compacted: err says which and what to
@@ -393,6 +399,8 @@ typedef struct claims_box {
 int claims_box_validate(const claims_box *record, act_error *err);
 /* The record named box among n, or NULL. */
 const claims_box *claims_box_find(const claims_box *boxes, size_t n, const char *box);
+/* Compare for qsort by box. */
+int claims_box_compare(const void *a, const void *b);
 
 /* Synchronous, for activatorctl and tests (see the synchronous calls above).
  * put writes record under a new lease and fills *out with it as stored

@@ -555,6 +555,72 @@ int claims_delete_async(claim_store *store, const char *host, uint64_t expected_
     return defer_call(store, &call, err);
 }
 
+/* A list: on a worker for a synchronous backend, or the backend's own. */
+typedef struct list_call {
+    claims_deferred base;
+    claims_list_fn fn;
+    void *userdata;
+    /* The result, written by the worker or the backend. */
+    int result;
+    claim *claims;
+    size_t n;
+    act_error err;
+} list_call;
+
+static void list_call_finish(claim_store *store, list_call *call)
+{
+    call->fn(store, call->result, call->claims, call->result < 0 ? 0 : call->n, &call->err,
+             call->userdata);
+    free(call->claims);
+    free(call);
+}
+
+static void run_list(claims_deferred *base)
+{
+    list_call *call = (list_call *)base;
+    call->result = base->store->ops->list(base->store, &call->claims, &call->n, NULL, NULL,
+                                          &call->err);
+}
+
+static void complete_list(claims_deferred *base)
+{
+    list_call_finish(base->store, (list_call *)base);
+}
+
+static void on_backend_listed(claim_store *store, int result, claim *claims, size_t n,
+                              const act_error *err, void *userdata)
+{
+    list_call *call = userdata;
+    call->result = result;
+    call->claims = claims;
+    call->n = n;
+    if (result < 0 && err)
+        call->err = *err;
+    list_call_finish(store, call);
+}
+
+int claims_list_async(claim_store *store, claims_list_fn fn, void *userdata, act_error *err)
+{
+    assert(store);
+    assert(fn);
+    int r = claims_check_attached(store, err);
+    if (r < 0)
+        return r;
+    list_call *call = calloc(1, sizeof(*call));
+    if (!call)
+        return act_error_set(err, ENOMEM, "claim store: out of memory");
+    *call = (list_call){.base = {.run = run_list, .complete = complete_list}, .fn = fn,
+                        .userdata = userdata};
+    if (store->ops->list_async)
+        r = store->ops->list_async(store, store->attached, NULL, NULL, on_backend_listed, call,
+                                   err);
+    else
+        r = claims_defer(store, "", &call->base, err);
+    if (r < 0)
+        free(call);
+    return r;
+}
+
 int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_fn fn,
                        void *userdata, claims_watch **out, act_error *err)
 {
