@@ -136,5 +136,3 @@ char *claims_box_to_json(const claims_box *record, bool with_expiry);
 /* Parses the value stored under box; the store sets the lease fields. */
 int claims_box_from_json(const char *box, const char *text, size_t len, claims_box *out,
                          act_error *err);
-/* Compare for qsort by box. */
-int claims_box_compare(const void *a, const void *b);
