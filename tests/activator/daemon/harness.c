@@ -85,23 +85,14 @@ dh_store_kind dh_store_kind_from(const char *name)
     return DH_STORE_DIR;
 }
 
-void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf)
+/* The daemon's files and its store client, as box, on d->store_url (or,
+ * when that is empty, a dir store of its own). */
+static void setup_daemon(dh_daemon *d, const char *box, const char *extra_conf)
 {
-    memset(d, 0, sizeof(*d));
-    d->store_kind = kind;
+    dh_store_kind kind = d->store_kind;
     act_error err = {0};
     char *conf = NULL;
     claims_store_options store_options = {0};
-    if (kind != DH_STORE_DIR) {
-        int r = kind == DH_STORE_ETCD_TLS ? etcd_harness_start_tls(&d->etcd, &err)
-                                          : etcd_harness_start(&d->etcd, &err);
-        if (r < 0)
-            fail_msg("cannot start etcd: %s", err.message);
-        d->etcd_started = true;
-        /* A prefix of our own, so nothing else in this etcd can collide. */
-        snprintf(d->store_url, sizeof(d->store_url), "%s/e2e-%d", d->etcd.url_prefix,
-                 (int)getpid());
-    }
     if (kind == DH_STORE_ETCD_TLS) {
         store_options = (claims_store_options){.ca_file = d->etcd.ca_file,
                                                .cert_file = d->etcd.cert_file,
@@ -115,8 +106,8 @@ void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf)
     dd_options options = {
         .dir_prefix = "/tmp/act-e2e",
         .cgroup_name = "act-e2e",
-        .box = DH_BOX,
-        .store_url = kind != DH_STORE_DIR ? d->store_url : NULL,
+        .box = box,
+        .store_url = d->store_url[0] ? d->store_url : NULL,
         .extra_conf = extra_conf,
     };
     int r = dd_setup(&d->drv, &options, &err);
@@ -125,11 +116,40 @@ void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf)
         fail_msg("%s", err.message);
     /* The tests read the daemon's log for what it did step by step. */
     d->drv.verbose = true;
-    if (kind == DH_STORE_DIR)
+    if (!d->store_url[0])
         snprintf(d->store_url, sizeof(d->store_url), "dir://%s/claims", d->drv.state_dir);
     if (claims_store_open(d->store_url, &store_options, &d->store, &err) < 0)
         fail_msg("cannot open the claim store %s: %s", d->store_url, err.message);
     dh_write_host(d, DH_BEACON_HOST, "[Host]\nExec=act-e2e-app\n");
+}
+
+void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf)
+{
+    memset(d, 0, sizeof(*d));
+    d->store_kind = kind;
+    if (kind != DH_STORE_DIR) {
+        act_error err = {0};
+        int r = kind == DH_STORE_ETCD_TLS ? etcd_harness_start_tls(&d->etcd, &err)
+                                          : etcd_harness_start(&d->etcd, &err);
+        if (r < 0)
+            fail_msg("cannot start etcd: %s", err.message);
+        d->etcd_started = true;
+        /* A prefix of our own, so nothing else in this etcd can collide. */
+        snprintf(d->store_url, sizeof(d->store_url), "%s/e2e-%d", d->etcd.url_prefix,
+                 (int)getpid());
+    }
+    setup_daemon(d, DH_BOX, extra_conf);
+}
+
+void dh_setup_beside(dh_daemon *d, const dh_daemon *first, const char *box,
+                     const char *extra_conf)
+{
+    memset(d, 0, sizeof(*d));
+    d->store_kind = first->store_kind;
+    /* The first one's etcd, which its teardown stops; this one only uses it. */
+    d->etcd = first->etcd;
+    snprintf(d->store_url, sizeof(d->store_url), "%s", first->store_url);
+    setup_daemon(d, box, extra_conf);
 }
 
 int dh_teardown(dh_daemon *d)

@@ -93,6 +93,12 @@ int dh_check_can_run(const char *suite, dh_store_kind kind);
  * activatord.conf. extra_conf (may be NULL) is appended to [Activator]. */
 void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf);
 
+/* Another daemon, of box, on the same claim store as first (its etcd, or its
+ * dir store), with its own temp dir, cgroup root and sockets; first's
+ * teardown stops the etcd, so tear this one down first. */
+void dh_setup_beside(dh_daemon *d, const dh_daemon *first, const char *box,
+                     const char *extra_conf);
+
 /* Stops whatever still runs (SIGTERM, then SIGKILL), removes the temp dir and
  * etcd, and destroys the cgroup root. Returns -1 when the root could not be
  * removed whole (something was left in it), else 0. */
