@@ -1,5 +1,6 @@
 /* The fleet's view of boxes and claims, on the dir store or a real etcd
- * (argv[1]: dir, etcd), against real daemons and real activatorctl runs:
+ * (argv[1]: dir, etcd, etcd-tls), against real daemons and real activatorctl
+ * runs:
  *   - a daemon's box record appears in the store while it runs, under a
  *     lease it keeps renewing, and is removed by a clean stop;
  *   - a lease the store lost is put back, and the daemon says so;
@@ -78,7 +79,17 @@ static void daemon_incarnation(dh_daemon *d, char *out, size_t size)
 static void test_box_record_lives_with_the_daemon(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, store_kind, "BoxLeaseSec=3s\n");
+    /* Control served to other machines over TLS; events only locally. */
+    char certs[] = "/tmp/act-fleet-tls-XXXXXX";
+    DH_CHECK(d, mkdtemp(certs), "mkdtemp: %s", strerror(errno));
+    DH_CHECK(d, dh_make_tls_certs(certs), "cannot make the TLS certificates");
+    char control_url[64], conf[4 * PATH_MAX];
+    snprintf(control_url, sizeof(control_url), "tls+tcp://127.0.0.1:%d", dh_free_port());
+    snprintf(conf, sizeof(conf),
+             "BoxLeaseSec=3s\nControlListen=%s\nTLSCertificate=%s/server.crt\n"
+             "TLSKey=%s/server.key\nTLSClientCA=%s/ca.crt\n",
+             control_url, certs, certs, certs);
+    dh_setup(d, store_kind, conf);
     dh_add_app_host(d, "demo", NULL, NULL);
     DH_CHECK(d, !box_record(d, DH_BOX, NULL), "a box record before the daemon ran");
     dh_start(d, NULL);
@@ -94,9 +105,9 @@ static void test_box_record_lives_with_the_daemon(void **state)
              record.version);
     DH_CHECK(d, record.lease_ttl_usec == 3000000, "the record's lease is %" PRIu64 " us",
              record.lease_ttl_usec);
-    DH_CHECK(d, record.control_url[0] == '\0' && record.events_url[0] == '\0',
-             "a daemon without ControlListen= names URLs: control %s, events %s",
-             record.control_url, record.events_url);
+    DH_CHECK(d, strcmp(record.control_url, control_url) == 0 && record.events_url[0] == '\0',
+             "the record names control %s and events %s, expected %s and none",
+             record.control_url, record.events_url, control_url);
     uint64_t now = act_wallclock_usec();
     DH_CHECK(d, record.started_usec <= now && now - record.started_usec < 60 * 1000000ull,
              "the record's start time %" PRIu64 " is not this start's", record.started_usec);
@@ -113,6 +124,9 @@ static void test_box_record_lives_with_the_daemon(void **state)
     DH_CHECK(d, dh_log_wait(d, "removed the record of box " DH_BOX, 1000),
              "the clean stop did not say it removed the record");
     DH_CHECK(d, !box_record(d, DH_BOX, NULL), "the record of " DH_BOX " outlived a clean stop");
+    char rm[64];
+    snprintf(rm, sizeof(rm), "rm -rf '%s'", certs);
+    DH_CHECK(d, system(rm) == 0, "cannot remove %s", certs);
 }
 
 static void test_a_lost_lease_is_put_again(void **state)
@@ -168,6 +182,14 @@ static int ctl(dh_daemon *d, via how, char *out, size_t size, ...)
     size_t n = 2;
     argv[n++] = (char *)(how == VIA_STORE ? "--store" : "--connect");
     argv[n++] = how == VIA_STORE ? d->store_url : d->drv.control_url;
+    if (how == VIA_STORE && d->store_kind == DH_STORE_ETCD_TLS) {
+        argv[n++] = (char *)"--store-ca";
+        argv[n++] = d->etcd.ca_file;
+        argv[n++] = (char *)"--store-cert";
+        argv[n++] = d->etcd.cert_file;
+        argv[n++] = (char *)"--store-key";
+        argv[n++] = d->etcd.key_file;
+    }
     va_list ap;
     va_start(ap, size);
     for (const char *arg; (arg = va_arg(ap, const char *)) && n < 23;)
@@ -253,8 +275,11 @@ static void fleet_commands(dh_daemon *d, via how, uint64_t generation)
     DH_CHECK(d, ours && json_object_object_get_ex(ours, "live", &live) &&
                     json_object_get_boolean(live) && dh_json_u64(ours, "hosts") == 1 &&
                     dh_json_u64(ours, "refreshed_usec") > 0 &&
-                    dh_json_u64(ours, "lease_ttl_usec") == 10000000,
-             "%s boxes: %s", name, json_object_to_json_string(result));
+                    dh_json_u64(ours, "lease_ttl_usec") == 10000000 &&
+                    !json_object_object_get_ex(ours, "control_url", NULL) &&
+                    !json_object_object_get_ex(ours, "events_url", NULL),
+             "%s boxes (a box with no ControlListen= and ipc events names no URL): %s", name,
+             json_object_to_json_string(result));
     DH_CHECK(d, other && json_object_object_get_ex(other, "live", &live) &&
                     !json_object_get_boolean(live) &&
                     json_object_object_get_ex(other, "record", &record) &&
@@ -449,8 +474,9 @@ static void test_assign_moves_a_served_host_to_another_box(void **state)
 int main(int argc, char **argv)
 {
     store_kind = dh_store_kind_from(argc > 1 ? argv[1] : "dir");
-    int r = dh_check_can_run(store_kind == DH_STORE_ETCD ? "daemon-fleet-etcd" : "daemon-fleet-dir",
-                             store_kind);
+    char suite[64];
+    snprintf(suite, sizeof(suite), "daemon-fleet-%s", argc > 1 ? argv[1] : "dir");
+    int r = dh_check_can_run(suite, store_kind);
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
