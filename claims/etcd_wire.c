@@ -168,6 +168,17 @@ uint64_t etcd_json_u64(json_object *obj, const char *key)
     return json_object_get_uint64(member);
 }
 
+int64_t etcd_json_i64(json_object *obj, const char *key)
+{
+    assert(key);
+    json_object *member;
+    if (!obj || !json_object_object_get_ex(obj, key, &member))
+        return 0;
+    if (json_object_is_type(member, json_type_string))
+        return strtoll(json_object_get_string(member), NULL, 10);
+    return json_object_get_int64(member);
+}
+
 int etcd_kv_to_claim(const char *host, json_object *kv, claim *out, act_error *err)
 {
     assert(out);

@@ -33,5 +33,8 @@ char *etcd_lease_body(uint64_t lease);
 /* Reads an integer that the gateway may send as a JSON string ("12") or a
  * number; 0 when absent. */
 uint64_t etcd_json_u64(json_object *obj, const char *key);
+/* The same for a signed one (a lease's TTL is -1 when it is gone), which
+ * etcd_json_u64 would read as a huge count. */
+int64_t etcd_json_i64(json_object *obj, const char *key);
 /* Decodes one kv ({key, value, mod_revision}) as host's claim; revision set. */
 int etcd_kv_to_claim(const char *host, json_object *kv, claim *out, act_error *err);

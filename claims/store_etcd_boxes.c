@@ -32,18 +32,6 @@ static claim_store *store_of(const box_op *op)
     return &op->es->base;
 }
 
-/* A signed integer the gateway sends as a string ("-1") or a number; 0 when
- * absent. etcd_json_u64 would read "-1" as a huge count. */
-static int64_t json_i64(json_object *obj, const char *key)
-{
-    json_object *member;
-    if (!obj || !json_object_object_get_ex(obj, key, &member))
-        return 0;
-    if (json_object_is_type(member, json_type_string))
-        return strtoll(json_object_get_string(member), NULL, 10);
-    return json_object_get_int64(member);
-}
-
 /* The lease's TTL in whole seconds, as etcd counts it: never below one. */
 static uint64_t ttl_seconds(const claims_box *record)
 {
@@ -51,6 +39,8 @@ static uint64_t ttl_seconds(const claims_box *record)
     return seconds ? seconds : 1;
 }
 
+/* Answers the call and frees it. err may be the etcd call's: the callback
+ * runs while that is still valid. */
 static void finish(box_op *op, int result, const act_error *err)
 {
     _cleanup_free_ box_op *done = op;
@@ -77,13 +67,9 @@ static void on_put(etcd_call *c, int result, json_object *response, const act_er
                    void *userdata)
 {
     box_op *op = userdata;
-    if (result < 0) {
-        act_error why = *err;
-        finish(op, result, &why);
-        return;
-    }
-    set_renewed(&op->record, (int64_t)ttl_seconds(&op->record));
-    finish(op, 0, NULL);
+    if (result >= 0)
+        set_renewed(&op->record, (int64_t)ttl_seconds(&op->record));
+    finish(op, result, err);
 }
 
 static void on_granted(etcd_call *c, int result, json_object *response, const act_error *err,
@@ -122,13 +108,12 @@ static void on_keepalive(etcd_call *c, int result, json_object *response, const 
     box_op *op = userdata;
     act_error why = {0};
     if (result < 0) {
-        why = *err;
-        finish(op, result, &why);
+        finish(op, result, err);
         return;
     }
     json_object *answer = NULL;
     json_object_object_get_ex(response, "result", &answer);
-    int64_t ttl = json_i64(answer, "TTL");
+    int64_t ttl = etcd_json_i64(answer, "TTL");
     if (ttl <= 0) {
         act_error_set(&why, -CLAIMS_LEASE_LOST,
                       "box %s: etcd no longer has its lease %" PRIu64
@@ -149,8 +134,7 @@ static void on_revoked(etcd_call *c, int result, json_object *response, const ac
     box_op *op = userdata;
     /* A lease already gone took the record with it. */
     if (result < 0 && !strstr(err->message, "lease not found")) {
-        act_error why = *err;
-        finish(op, result, &why);
+        finish(op, result, err);
         return;
     }
     op->record.live = false;
@@ -226,7 +210,8 @@ static void on_time_to_live(etcd_call *c, int result, json_object *response,
      * rounded down, so 0 is a lease in its last second and only -1 one that
      * is gone. */
     if (result >= 0) {
-        int64_t ttl = json_i64(response, "TTL"), granted = json_i64(response, "grantedTTL");
+        int64_t ttl = etcd_json_i64(response, "TTL");
+        int64_t granted = etcd_json_i64(response, "grantedTTL");
         if (ttl < 0) {
             record->live = false;
         } else {
@@ -276,8 +261,7 @@ static void on_boxes_ranged(etcd_call *c, int result, json_object *response,
 {
     list_op *list = userdata;
     if (result < 0) {
-        act_error why = *err;
-        list_finish(list, result, &why);
+        list_finish(list, result, err);
         return;
     }
     json_object *kvs = NULL;
@@ -324,8 +308,9 @@ int etcd_box_list_async(claim_store *store, sd_event *event, claims_boxes_fn fn,
     if (!list)
         return act_error_set(err, ENOMEM, "box list: out of memory");
     *list = (list_op){.es = es, .event = event, .fn = fn, .userdata = userdata};
-    int r = etcd_store_call(es, event, "/v3/kv/range", etcd_range_body(es->boxes_key, es->boxes_end),
-                            on_boxes_ranged, list, err);
+    int r = etcd_store_call(es, event, "/v3/kv/range",
+                            etcd_range_body(es->boxes_key, es->boxes_end), on_boxes_ranged, list,
+                            err);
     if (r < 0)
         free(list);
     return r;

@@ -24,13 +24,7 @@ static store_fixture fixture;
 
 static claim_store *open_fresh(char *url, size_t size)
 {
-    store_fixture_fresh_url(&fixture, url, size);
-    claim_store *store = NULL;
-    act_error err = {0};
-    claims_store_options options = {.timeout_ms = 5000};
-    if (claims_store_open(url, &options, &store, &err) < 0)
-        fail_msg("open %s: %s", url, err.message);
-    return store;
+    return store_fixture_open_fresh(&fixture, url, size);
 }
 
 static claims_box record_of(const char *box, uint64_t ttl_sec)

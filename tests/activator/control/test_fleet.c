@@ -83,7 +83,8 @@ static void an_assignment_needs_a_live_box_unless_forced(void **state)
 
 static void a_lost_compare_and_swap_names_the_revision_and_the_box(void **state)
 {
-    ctrl_request hold = request_of("{\"v\":1,\"op\":\"hold\",\"host\":\"web1\",\"version\":\"v2\"}");
+    ctrl_request hold =
+        request_of("{\"v\":1,\"op\":\"hold\",\"host\":\"web1\",\"version\":\"v2\"}");
     claim current = served_claim(), next;
     ctrl_fleet_outcome out;
     assert_int_equal(ctrl_fleet_plan(&hold, 1, &current, &next, &out), 0);

@@ -371,8 +371,8 @@ static void test_fleet_commands_through_the_daemon_and_the_store(void **state)
     /* --store runs the fleet ops only: a wake needs a daemon. */
     char out[4096];
     int status = ctl(d, VIA_STORE, out, sizeof(out), "wake", "demo", NULL);
-    DH_CHECK(d, status == 2 && strstr(out, "needs a daemon"), "activatorctl --store wake: exit %d:\n%s",
-             status, out);
+    DH_CHECK(d, status == 2 && strstr(out, "needs a daemon"),
+             "activatorctl --store wake: exit %d:\n%s", status, out);
 
     /* None of it disturbed the host this box serves. */
     json_object *now = dh_status(d, "demo");
