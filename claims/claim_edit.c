@@ -32,9 +32,17 @@ int claim_apply_edit(const char *host, const claim *current, const claim_edit *e
     case CLAIM_EDIT_ASSIGN:
     case CLAIM_EDIT_RELEASE:
         /* A fresh serving op: the one before it (a move, a probe) is over.
-         * The holder stays for the record of who ran the host last. */
+         * The holder stays for the record of who ran the host last, but
+         * what belonged to its admission goes with that op: the admission
+         * can write nothing back once the op changed (claim_same_admission),
+         * so a swap's starting generation would never be cleared, and a
+         * failure says why an admission did not serve, not why the host
+         * was assigned or released. */
         snprintf(next->op.id, sizeof(next->op.id), "%s", edit_op_ids[edit->kind]);
         next->op.kind = CLAIM_OP_SERVING;
+        next->holder.starting_generation = 0;
+        next->has_failure = false;
+        next->failure = (claim_failure){0};
         if (edit->kind == CLAIM_EDIT_ASSIGN) {
             snprintf(next->op.phase, sizeof(next->op.phase), CLAIM_PHASE_ASSIGNED);
             snprintf(next->op.exec, sizeof(next->op.exec), "%s", edit->box);

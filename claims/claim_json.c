@@ -3,13 +3,18 @@
  * Body layout (host and revision live in the store key and the store):
  *   {
  *     "holder": {"box": "b1", "incarnation": "9f..", "session": 3, "generation": 7,
- *                "stamp_usec": 1700000000000000, "handle": "/run/..."},   optional
+ *                "stamp_usec": 1700000000000000, "handle": "/run/...",
+ *                "starting_generation": 8},       optional; starting_generation too
  *     "op":     {"id": "op-12", "kind": "serving", "phase": "serving", "exec": "b1"},
  *     "pin":    {"version": "v2", "digest": "<sha256 hex>",
  *                "failure_reason": "", "failure_message": ""},             optional
  *     "held":   "v1",                                                     optional
- *     "state":  {"checkpoint": "..."}                                     optional
+ *     "state":  {"checkpoint": "..."},                                    optional
+ *     "failure": {"reason": "crashed", "message": "...", "attempts": 2,
+ *                 "stamp_usec": 1700000000000000}                         optional
  *   }
+ * starting_generation is written only when set, so a claim outside a swap
+ * reads as it always did.
  * Unknown fields are refused: a box must not act on a claim it only partly
  * understands, because the part it skipped may be the part that fences it. */
 #include "claims/claims.h"
@@ -75,11 +80,11 @@ static int get_string(parse_ctx *ctx, json_object *obj, const char *parent, cons
 }
 
 static int get_u64(parse_ctx *ctx, json_object *obj, const char *parent, const char *key,
-                   uint64_t *dst)
+                   bool required, uint64_t *dst)
 {
     json_object *member;
-    int r = get_member(ctx, obj, parent, key, json_type_int, true, &member);
-    if (r < 0)
+    int r = get_member(ctx, obj, parent, key, json_type_int, required, &member);
+    if (r < 0 || !member)
         return r;
     /* json-c keeps values above INT64_MAX as unsigned, where get_int64 clamps
      * to INT64_MAX; only a really negative number reads below zero. */
@@ -114,8 +119,9 @@ static int check_known(parse_ctx *ctx, json_object *obj, const char *parent,
 
 static int parse_holder(parse_ctx *ctx, json_object *obj, claim_holder *h)
 {
-    static const char *const allowed[] = {"box",        "incarnation", "session", "generation",
-                                          "stamp_usec", "handle",      NULL};
+    static const char *const allowed[] = {
+        "box", "incarnation", "session", "generation", "stamp_usec", "handle",
+        "starting_generation", NULL};
     int r = check_known(ctx, obj, "holder", allowed);
     if (r >= 0)
         r = get_string(ctx, obj, "holder", "box", true, h->box, sizeof(h->box));
@@ -123,13 +129,15 @@ static int parse_holder(parse_ctx *ctx, json_object *obj, claim_holder *h)
         r = get_string(ctx, obj, "holder", "incarnation", true, h->incarnation,
                        sizeof(h->incarnation));
     if (r >= 0)
-        r = get_u64(ctx, obj, "holder", "session", &h->session);
+        r = get_u64(ctx, obj, "holder", "session", true, &h->session);
     if (r >= 0)
-        r = get_u64(ctx, obj, "holder", "generation", &h->generation);
+        r = get_u64(ctx, obj, "holder", "generation", true, &h->generation);
     if (r >= 0)
-        r = get_u64(ctx, obj, "holder", "stamp_usec", &h->stamp_usec);
+        r = get_u64(ctx, obj, "holder", "stamp_usec", true, &h->stamp_usec);
     if (r >= 0)
         r = get_string(ctx, obj, "holder", "handle", false, h->handle, sizeof(h->handle));
+    if (r >= 0)
+        r = get_u64(ctx, obj, "holder", "starting_generation", false, &h->starting_generation);
     return r;
 }
 
@@ -172,9 +180,27 @@ static int parse_pin(parse_ctx *ctx, json_object *obj, claim_pin *pin)
     return r;
 }
 
+static int parse_failure(parse_ctx *ctx, json_object *obj, claim_failure *failure)
+{
+    static const char *const allowed[] = {"reason", "message", "attempts", "stamp_usec", NULL};
+    int r = check_known(ctx, obj, "failure", allowed);
+    if (r >= 0)
+        r = get_string(ctx, obj, "failure", "reason", true, failure->reason,
+                       sizeof(failure->reason));
+    if (r >= 0)
+        r = get_string(ctx, obj, "failure", "message", true, failure->message,
+                       sizeof(failure->message));
+    if (r >= 0)
+        r = get_u64(ctx, obj, "failure", "attempts", true, &failure->attempts);
+    if (r >= 0)
+        r = get_u64(ctx, obj, "failure", "stamp_usec", true, &failure->stamp_usec);
+    return r;
+}
+
 static int parse_body(parse_ctx *ctx, json_object *root, claim *c)
 {
-    static const char *const allowed[] = {"holder", "op", "pin", "held", "state", NULL};
+    static const char *const allowed[] = {"holder", "op",    "pin",     "held",
+                                          "state",  "failure", NULL};
     json_object *member;
     int r = check_known(ctx, root, "", allowed);
     if (r < 0)
@@ -209,6 +235,14 @@ static int parse_body(parse_ctx *ctx, json_object *root, claim *c)
             return r;
         if ((r = get_string(ctx, member, "state", "checkpoint", true, c->state.checkpoint,
                             sizeof(c->state.checkpoint))) < 0)
+            return r;
+    }
+
+    if ((r = get_member(ctx, root, "", "failure", json_type_object, false, &member)) < 0)
+        return r;
+    if (member) {
+        c->has_failure = true;
+        if ((r = parse_failure(ctx, member, &c->failure)) < 0)
             return r;
     }
     return 0;
@@ -276,7 +310,7 @@ int claim_from_json_object(const char *host, json_object *root, claim *out, act_
 static bool holder_is_empty(const claim_holder *h)
 {
     return !h->box[0] && !h->incarnation[0] && !h->session && !h->generation && !h->stamp_usec &&
-           !h->handle[0];
+           !h->handle[0] && !h->starting_generation;
 }
 
 static void add_string(json_object *obj, const char *key, const char *value)
@@ -298,6 +332,9 @@ json_object *claim_to_json_object(const claim *c)
         json_object_object_add(h, "generation", json_object_new_uint64(c->holder.generation));
         json_object_object_add(h, "stamp_usec", json_object_new_uint64(c->holder.stamp_usec));
         add_string(h, "handle", c->holder.handle);
+        if (c->holder.starting_generation)
+            json_object_object_add(h, "starting_generation",
+                                   json_object_new_uint64(c->holder.starting_generation));
         json_object_object_add(root, "holder", h);
     }
     json_object *op = json_object_new_object();
@@ -321,6 +358,15 @@ json_object *claim_to_json_object(const claim *c)
         json_object *state = json_object_new_object();
         add_string(state, "checkpoint", c->state.checkpoint);
         json_object_object_add(root, "state", state);
+    }
+    if (c->has_failure) {
+        json_object *failure = json_object_new_object();
+        add_string(failure, "reason", c->failure.reason);
+        add_string(failure, "message", c->failure.message);
+        json_object_object_add(failure, "attempts", json_object_new_uint64(c->failure.attempts));
+        json_object_object_add(failure, "stamp_usec",
+                               json_object_new_uint64(c->failure.stamp_usec));
+        json_object_object_add(root, "failure", failure);
     }
     return root;
 }

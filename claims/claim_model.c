@@ -93,6 +93,47 @@ static int check_optional_name(const claim *c, const char *field, const char *va
     return act_error_set(err, EINVAL, "host %s: claim field %s: %s", c->host, field, why.message);
 }
 
+/* A failure's reason is a code that programs compare, like the daemon's
+ * refusal codes: short, lowercase, no spaces. */
+static bool is_reason_token(const char *s)
+{
+    if (!s[0])
+        return false;
+    for (; *s; s++)
+        if (!islower((unsigned char)*s) && !isdigit((unsigned char)*s) && *s != '_' && *s != '-')
+            return false;
+    return true;
+}
+
+/* The message ends up in logs and on terminals as one line. */
+static bool has_control_character(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return true;
+    return false;
+}
+
+static int validate_failure(const claim *c, act_error *err)
+{
+    if (!is_reason_token(c->failure.reason))
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field failure.reason \"%.31s\" is not a code of "
+                             "a-z, 0-9, '_' and '-'; write the reason the wake ended with",
+                             c->host, c->failure.reason);
+    if (has_control_character(c->failure.message))
+        return act_error_set(err, EINVAL, "host %s: claim field failure.message holds a control "
+                                          "character; write it as one line",
+                             c->host);
+    if (c->failure.attempts > CLAIM_FAILURE_ATTEMPTS_MAX)
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field failure.attempts is %llu; an admission makes "
+                             "at most %d starts",
+                             c->host, (unsigned long long)c->failure.attempts,
+                             CLAIM_FAILURE_ATTEMPTS_MAX);
+    return 0;
+}
+
 int claim_validate(const claim *c, act_error *err)
 {
     assert(c);
@@ -135,5 +176,13 @@ int claim_validate(const claim *c, act_error *err)
                                  "(a SHA-256); record the build's digest",
                                  c->host);
     }
+    if (c->holder.starting_generation && c->holder.starting_generation <= c->holder.generation)
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field holder.starting_generation %llu is not above "
+                             "holder.generation %llu; a swap starts a newer generation",
+                             c->host, (unsigned long long)c->holder.starting_generation,
+                             (unsigned long long)c->holder.generation);
+    if (c->has_failure)
+        return validate_failure(c, err);
     return 0;
 }

@@ -81,10 +81,11 @@ int claim_admission_ok(const claim *observed, const claim *admitted, const char 
                                           "observed %llu", admitted->host,
                              (unsigned long long)admitted->holder.session,
                              (unsigned long long)observed->holder.session);
-    if (admitted->holder.generation == observed->holder.generation)
+    uint64_t started = claim_admitted_generation(admitted);
+    if (started == observed->holder.generation || started == observed->holder.starting_generation)
         return act_error_set(err, ESTALE, "host %s: admitted generation %llu is the observed one; "
                                           "an admission starts a new generation", admitted->host,
-                             (unsigned long long)admitted->holder.generation);
+                             (unsigned long long)started);
     return 0;
 }
 
@@ -97,13 +98,18 @@ bool claim_same_admission(const claim *a, const claim *b)
     return strcmp(a->host, b->host) == 0 &&
            strcmp(a->holder.incarnation, b->holder.incarnation) == 0 &&
            a->holder.stamp_usec == b->holder.stamp_usec && a->holder.session == b->holder.session &&
-           a->holder.generation == b->holder.generation && strcmp(a->op.id, b->op.id) == 0 &&
+           a->holder.generation == b->holder.generation &&
+           a->holder.starting_generation == b->holder.starting_generation &&
+           strcmp(a->op.id, b->op.id) == 0 &&
            a->op.kind == b->op.kind && strcmp(a->op.phase, b->op.phase) == 0 &&
            strcmp(a->op.exec, b->op.exec) == 0;
 }
 
-void claim_next_admission(const claim *observed, const char *box, const char *incarnation,
-                          uint64_t stamp_usec, claim *next)
+/* The parts every admission writes: our holder, a new session, and a
+ * generation number no earlier admission used (a swap that never published
+ * left its number in starting_generation at most). */
+static uint64_t admit_holder(const claim *observed, const char *box, const char *incarnation,
+                             uint64_t stamp_usec, claim *next)
 {
     assert(observed);
     assert(box);
@@ -113,14 +119,90 @@ void claim_next_admission(const claim *observed, const char *box, const char *in
     snprintf(next->holder.box, sizeof(next->holder.box), "%s", box);
     snprintf(next->holder.incarnation, sizeof(next->holder.incarnation), "%s", incarnation);
     next->holder.session = observed->holder.session + 1;
-    next->holder.generation = observed->holder.generation + 1;
     next->holder.stamp_usec = stamp_usec;
-    next->holder.handle[0] = '\0';
+    next->holder.starting_generation = 0;
+    next->has_failure = false;
+    next->failure = (claim_failure){0};
     snprintf(next->op.exec, sizeof(next->op.exec), "%s", box);
+    uint64_t newest = observed->holder.generation;
+    if (observed->holder.starting_generation > newest)
+        newest = observed->holder.starting_generation;
+    return newest + 1;
+}
+
+void claim_next_admission(const claim *observed, const char *box, const char *incarnation,
+                          uint64_t stamp_usec, claim *next)
+{
+    next->holder.generation = admit_holder(observed, box, incarnation, stamp_usec, next);
+    next->holder.handle[0] = '\0';
     if (observed->op.kind == CLAIM_OP_PROBE) {
         snprintf(next->op.phase, sizeof(next->op.phase), "probing");
     } else {
         next->op.kind = CLAIM_OP_SERVING;
         snprintf(next->op.phase, sizeof(next->op.phase), "starting");
     }
+}
+
+void claim_next_swap_admission(const claim *observed, const char *box, const char *incarnation,
+                               uint64_t stamp_usec, claim *next)
+{
+    assert(observed);
+    if (observed->op.kind != CLAIM_OP_SERVING || strcmp(observed->op.phase, "serving") != 0) {
+        claim_next_admission(observed, box, incarnation, stamp_usec, next);
+        return;
+    }
+    next->holder.starting_generation = admit_holder(observed, box, incarnation, stamp_usec, next);
+}
+
+uint64_t claim_admitted_generation(const claim *c)
+{
+    assert(c);
+    return c->holder.starting_generation ? c->holder.starting_generation : c->holder.generation;
+}
+
+/* ---- what the admitting box writes afterwards ------------------------------ */
+
+static void set_phase(claim *c, const char *phase)
+{
+    snprintf(c->op.phase, sizeof(c->op.phase), "%s", phase);
+}
+
+void claim_next_published(const claim *current, const char *handle, claim *next)
+{
+    assert(current);
+    claim_next_serving_again(current, claim_admitted_generation(current), handle, next);
+    next->has_failure = false;
+    next->failure = (claim_failure){0};
+}
+
+void claim_next_serving_again(const claim *current, uint64_t generation, const char *handle,
+                              claim *next)
+{
+    assert(current);
+    assert(handle);
+    assert(next);
+    *next = *current;
+    next->holder.generation = generation;
+    next->holder.starting_generation = 0;
+    snprintf(next->holder.handle, sizeof(next->holder.handle), "%s", handle);
+    set_phase(next, "serving");
+}
+
+void claim_next_parked(const claim *current, claim *next)
+{
+    assert(current);
+    assert(next);
+    *next = *current;
+    next->holder.starting_generation = 0;
+    next->holder.handle[0] = '\0';
+    set_phase(next, "parked");
+}
+
+void claim_next_failed(const claim *current, const claim_failure *failure, claim *next)
+{
+    assert(failure);
+    claim_next_parked(current, next);
+    set_phase(next, "failed");
+    next->has_failure = true;
+    next->failure = *failure;
 }

@@ -51,7 +51,31 @@ typedef struct sd_event sd_event;
  * An empty op.exec means the host is released: no box may wake it, whatever
  * the kind. "failed" still allows a wake because the daemon's failure-park
  * backoff, not the claim, decides when to try again; moving a host off a
- * failing box is the operator's move op. */
+ * failing box is the operator's move op.
+ *
+ * What the serving phases say, written by the admitting box by compare-and-
+ * swap while the claim still describes its admission (claim_same_admission),
+ * so that a reader of the claim alone can route traffic:
+ *
+ *   phase     written                          holder.handle   route to
+ *   --------  -------------------------------  --------------  ---------------------------
+ *   assigned  by whoever assigns the host      not meaningful  the executor box, whose
+ *                                                              sockets wake the host
+ *   starting  by the admission of a wake       empty           the executor box (the wake
+ *                                                              answers once it serves)
+ *   serving   by publication, once the         set             holder.handle: generation
+ *             generation is ready                              holder.generation serves
+ *   parked    after an idle or operator park,  empty           the executor box (its next
+ *             or the generation exited 0                       connection wakes the host)
+ *   failed    after a wake gave up, or the     empty           the executor box, which
+ *             serving generation failed;                       tries again after its
+ *             `failure` says why                               failure-park backoff
+ *
+ * holder.handle means something only in phase serving; a reader ignores it
+ * in any other phase. During a swap the claim keeps naming the serving
+ * generation N (phase serving, N's handle) while its admission, with a new
+ * session, records N+1 in holder.starting_generation; N+1's publication then
+ * names N+1 in one compare-and-swap, and a swap that fails names N again. */
 typedef enum claim_op_kind {
     CLAIM_OP_SERVING = 0,
     CLAIM_OP_HOLD,
@@ -70,9 +94,14 @@ typedef struct claim_holder {
     char box[65];         /* box id of the admitting daemon; empty = no holder yet */
     char incarnation[65]; /* that daemon's random per-start id; two starts never share one */
     uint64_t session;     /* bumped by every admission; only grows, so a stale writer is seen */
-    uint64_t generation;  /* number N of the generation the admission started (cgroup g-N) */
+    uint64_t generation;  /* number N of the generation the admission started (cgroup g-N),
+                           * or during a swap the one that serves until N+1 is published */
     uint64_t stamp_usec;  /* wall clock of the admission, for people and for same-admission */
-    char handle[256];     /* what the published generation serves on (e.g. a socket path) */
+    char handle[256];     /* what the published generation serves on (e.g. a socket path);
+                           * meaningful only in phase serving */
+    /* N+1 while a swap's admission starts it beside the serving N; 0 otherwise.
+     * Always above generation when set. */
+    uint64_t starting_generation;
 } claim_holder;
 
 /* The operation in progress, written by whoever orchestrates the fleet and by
@@ -93,6 +122,21 @@ typedef struct claim_pin {
     char failure_message[256]; /* the human sentence for that failure */
 } claim_pin;
 
+/* Why the holder's last admission does not serve: written with phase
+ * "failed" when a wake gave up or the serving generation failed, and cleared
+ * by the next admission and by a publication. */
+typedef struct claim_failure {
+    char reason[32];    /* the refusal or failure code ("crashed", "ready_timeout"): a token
+                         * of a-z, 0-9, '_' and '-' */
+    char message[256];  /* the human sentence for it, cut short when longer */
+    uint64_t attempts;  /* starts the admission made, at most CLAIM_FAILURE_ATTEMPTS_MAX; 0 when
+                         * the generation failed after it served */
+    uint64_t stamp_usec; /* wall clock of the failure */
+} claim_failure;
+
+/* An admission makes at most this many starts (MaxStarts). */
+#define CLAIM_FAILURE_ATTEMPTS_MAX 5
+
 /* The host's state directory as the claim names it; a box restores it before
  * the first exec when its local copy differs. */
 typedef struct claim_state {
@@ -107,6 +151,8 @@ typedef struct claim {
     claim_pin pin;
     char held[65]; /* version an operator froze the host on; empty = not held */
     claim_state state;
+    bool has_failure;
+    claim_failure failure;
     /* The store revision this claim was read or written at: the fencing token.
      * Not part of the JSON body. 0 never names a stored claim, so a "current"
      * claim with revision 0 means "absent". */
@@ -154,22 +200,51 @@ bool claim_owned_by(const claim *c, const char *box);
  * -EPERM; a claim that names another executor returns -EPERM too. */
 int claim_phase_allows_wake(const claim *c, const char *box, bool probe, act_error *err);
 /* Verifies what a CAS admitted against what was observed before it: the
- * admitted holder carries our incarnation, its session grew, its generation
- * changed. Anything else means another writer got in between; -ESTALE. */
+ * admitted holder carries our incarnation, its session grew, and the
+ * generation it starts (claim_admitted_generation) is not one the observed
+ * claim named. Anything else means another writer got in between; -ESTALE. */
 int claim_admission_ok(const claim *observed, const claim *admitted, const char *incarnation,
                        act_error *err);
 /* True when two reads describe the same admission: same host, holder
- * incarnation, stamp, session and generation, and the same op (id, kind,
- * phase, exec). The revision is deliberately not compared, so a re-read that
- * only saw an unrelated write still matches. */
+ * incarnation, stamp, session, generation and starting generation, and the
+ * same op (id, kind, phase, exec). The revision is deliberately not compared,
+ * so a re-read that only saw an unrelated write still matches. */
 bool claim_same_admission(const claim *a, const claim *b);
 /* Builds the claim a box writes to admit itself: a copy of observed with the
- * holder set to box/incarnation/stamp, session + 1, generation + 1, op.exec =
- * box, and phase "starting" (kind becomes serving; a probe op stays a probe in
- * "probing", since the probe runs under its op). The handle is cleared
- * because the new generation has published nothing yet. */
+ * holder set to box/incarnation/stamp, session + 1, a generation above any the
+ * claim names, op.exec = box, and phase "starting" (kind becomes serving; a
+ * probe op stays a probe in "probing", since the probe runs under its op). The
+ * handle, the starting generation and the failure are cleared because the new
+ * generation has published nothing yet. */
 void claim_next_admission(const claim *observed, const char *box, const char *incarnation,
                           uint64_t stamp_usec, claim *next);
+/* The admission of a swap, which starts N+1 beside the serving N: as
+ * claim_next_admission (a new session, our holder, fencing everything N+1
+ * does), except that the new generation goes to holder.starting_generation
+ * and the generation, handle and phase "serving" stay N's, because N serves
+ * until N+1 is published. An observed claim that does not say a generation
+ * serves (a serving op in phase serving) gets claim_next_admission. */
+void claim_next_swap_admission(const claim *observed, const char *box, const char *incarnation,
+                               uint64_t stamp_usec, claim *next);
+/* The generation an admission starts: holder.starting_generation during a
+ * swap, holder.generation otherwise. */
+uint64_t claim_admitted_generation(const claim *c);
+
+/* What the admitting box writes afterwards, each a copy of current (which
+ * must still describe its admission) changed as the phase table above says: */
+/* the admitted generation published, serving on handle: phase serving, the
+ * generation named, the starting generation and the failure cleared; */
+void claim_next_published(const claim *current, const char *handle, claim *next);
+/* generation (the one that serves on after a swap failed) named again as
+ * serving on handle, the starting generation cleared; */
+void claim_next_serving_again(const claim *current, uint64_t generation, const char *handle,
+                              claim *next);
+/* nothing runs after a park: phase parked, the handle and the starting
+ * generation cleared; */
+void claim_next_parked(const claim *current, claim *next);
+/* the admission did not serve, or its generation failed: phase failed with
+ * failure, the handle and the starting generation cleared. */
+void claim_next_failed(const claim *current, const claim_failure *failure, claim *next);
 
 /* ---- stores --------------------------------------------------------------- */
 
@@ -218,6 +293,12 @@ typedef struct claims_store_options {
     const char *key_file;   /* etcd: client key (PEM) */
     const char *username;   /* etcd: user for /v3/auth/authenticate; NULL = no auth */
     const char *password;
+    /* etcd: a watch stream silent this long is checked: unless the store
+     * answers that nothing was written since the watch last heard from it,
+     * the stream is taken for dead and the watch ends with an error. The
+     * watch asks etcd for progress notifications, which reset the silence.
+     * 0 = 30000. */
+    int watch_timeout_ms;
 } claims_store_options;
 
 /* Opens the store a URL names (see claims_parse_url); a dir store's directory
@@ -252,13 +333,22 @@ int claims_cas(claim_store *store, const char *host, uint64_t expected_revision,
 int claims_delete(claim_store *store, const char *host, uint64_t expected_revision,
                   claim *current_on_conflict, act_error *err);
 
-/* Told about each stored claim that list skipped because it does not parse. */
+/* Told about each stored claim that list skipped because it does not parse
+ * (host is the key as it can be shown when the key names no host). It runs
+ * while the list is taken (on the dir store, under its lock): it must not
+ * call the store. */
 typedef void (*claims_problem_fn)(const char *host, const act_error *problem, void *userdata);
 /* Every well-formed claim, sorted by host, in a malloc'd array. Malformed ones
  * are skipped and each is reported to problem (or logged when problem is
  * NULL), so one bad record never hides the rest. */
 int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
                 void *userdata, act_error *err);
+/* The same, and the store revision the whole list was taken at: every claim
+ * in it is as it stood at that revision (etcd: one range and its header
+ * revision; dir: read under the store lock), so a watch from revision + 1
+ * misses nothing that came after. */
+int claims_list_at(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
+                   claims_problem_fn problem, void *userdata, act_error *err);
 
 /* One change seen by a watch, in store revision order. */
 typedef enum claim_change_kind {
@@ -295,6 +385,13 @@ typedef void (*claims_read_fn)(claim_store *store, int result, const claim *c,
 typedef void (*claims_cas_fn)(claim_store *store, int result, uint64_t new_revision,
                               const claim *current, const act_error *err, void *userdata);
 
+/* result 0 with every well-formed claim sorted by host (claims is malloc'd
+ * and handed over, even when n is 0) and the store revision of the list, as
+ * claims_list_at; negative with err. Each malformed claim is told to problem
+ * (or logged when problem is NULL) on the loop before fn runs. */
+typedef void (*claims_list_fn)(claim_store *store, int result, claim *claims, size_t n,
+                               uint64_t revision, const act_error *err, void *userdata);
+
 /* result as claims_read: 1 found (c set), 0 absent, negative with err. */
 int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, void *userdata,
                       act_error *err);
@@ -304,18 +401,16 @@ int claims_cas_async(claim_store *store, const char *host, uint64_t expected_rev
 /* result as claims_delete; new_revision is the delete's revision. */
 int claims_delete_async(claim_store *store, const char *host, uint64_t expected_revision,
                         claims_cas_fn fn, void *userdata, act_error *err);
-
-/* result as claims_list; claims (sorted by host) is valid during the
- * callback only. Malformed claims are skipped and logged. */
-typedef void (*claims_list_fn)(claim_store *store, int result, const claim *claims, size_t n,
-                               const act_error *err, void *userdata);
-int claims_list_async(claim_store *store, claims_list_fn fn, void *userdata, act_error *err);
+int claims_list_async(claim_store *store, claims_problem_fn problem, void *problem_userdata,
+                      claims_list_fn fn, void *userdata, act_error *err);
 
 typedef struct claims_watch claims_watch;
 /* Called for each change in revision order, or once with error < 0 when the
- * watch ended (server gone, history compacted: err says which and what to
- * do). After an error the watch is dead; free it and start a new one from the
- * last revision seen + 1. */
+ * watch ended (server gone, a silent stream, history compacted, too many
+ * changes queued: err says which). After an error the watch is dead: free it,
+ * list the claims again (claims_list_async) and watch from that revision + 1.
+ * -ENODATA says the history was compacted. A key or value that is not a
+ * claim is a CLAIM_CHANGE_MALFORMED change, never another host's change. */
 typedef void (*claims_watch_fn)(claims_watch *watch, const claim_change *change, int error,
                                 const act_error *err, void *userdata);
 /* Starts a long-lived watch on the attached loop: etcd's streaming /v3/watch,
@@ -346,8 +441,11 @@ typedef struct claim_edit {
  * (revision 0: host has no claim). Only an assignment creates a claim; the
  * others refuse an absent one with -ENOENT, err naming the host and what to
  * do. Returns 1 when the claim already is what the edit asks (nothing to
- * write; *next is current), else 0. The holder is never touched: it says who
- * ran the host last, and its session only grows. */
+ * write; *next is current), else 0. The holder's box, incarnation, session,
+ * generation and handle are never touched: they say who ran the host last,
+ * and its session only grows. An assignment or a release starts a fresh op
+ * and so ends the holder's admission: they clear what only that admission
+ * had, holder.starting_generation and the failure record. */
 int claim_apply_edit(const char *host, const claim *current, const claim_edit *edit, claim *next,
                      act_error *err);
 

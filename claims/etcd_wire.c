@@ -77,6 +77,17 @@ char *etcd_range_body(const char *key, const char *range_end)
     return render(body);
 }
 
+char *etcd_count_body(const char *key, const char *range_end)
+{
+    assert(key);
+    assert(range_end);
+    json_object *body = json_object_new_object();
+    add_b64(body, "key", key);
+    add_b64(body, "range_end", range_end);
+    json_object_object_add(body, "count_only", json_object_new_boolean(1));
+    return render(body);
+}
+
 char *etcd_txn_body(const char *key, uint64_t expected, const char *value)
 {
     assert(key);
@@ -126,6 +137,9 @@ char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_rev
     add_b64(create, "range_end", range_end);
     if (start_revision)
         add_u64_string(create, "start_revision", start_revision);
+    /* The server then says now and then that the stream is alive and
+     * up to date, which tells a quiet stream from a dead one. */
+    json_object_object_add(create, "progress_notify", json_object_new_boolean(1));
     json_object *body = json_object_new_object();
     json_object_object_add(body, "create_request", create);
     return render(body);

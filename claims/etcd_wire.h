@@ -16,11 +16,15 @@ int etcd_b64_decode(const char *text, char **out, size_t *out_len);
 
 /* {"key":..., "range_end":...}; range_end NULL reads one key. */
 char *etcd_range_body(const char *key, const char *range_end);
+/* A range that only counts the keys: its answer's header revision is the
+ * store's revision now, at the cost of no values. */
+char *etcd_count_body(const char *key, const char *range_end);
 /* A compare-and-swap as one txn: compare MOD == expected (or CREATE == 0 when
  * expected is 0), put value (or delete the key when value is NULL) on
  * success, and range the key on failure so the caller learns what is there. */
 char *etcd_txn_body(const char *key, uint64_t expected, const char *value);
-/* {"create_request":{key, range_end, start_revision}}; start 0 = from now. */
+/* {"create_request":{key, range_end, start_revision, progress_notify}};
+ * start 0 = from now. */
 char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_revision);
 
 /* A put of key bound to lease (0: none), the box records' write. */

@@ -11,6 +11,7 @@
 #include "common/offload.h"
 
 #define DEFAULT_TIMEOUT_MS 5000
+#define DEFAULT_WATCH_TIMEOUT_MS 30000
 /* Worker threads for a synchronous backend's asynchronous calls: enough for
  * the daemon's default MaxConcurrentStarts on small boxes; calls of
  * different hosts run side by side, so their fsyncs commit together. */
@@ -30,12 +31,15 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
     claims_store_options defaults = {0};
     if (!options)
         options = &defaults;
-    if (options->timeout_ms < 0)
+    if (options->timeout_ms < 0 || options->watch_timeout_ms < 0)
         return act_error_set(err, EINVAL, "claim store: timeout %d ms is negative",
-                             options->timeout_ms);
+                             options->timeout_ms < 0 ? options->timeout_ms
+                                                     : options->watch_timeout_ms);
     claims_store_options effective = *options;
     if (effective.timeout_ms == 0)
         effective.timeout_ms = DEFAULT_TIMEOUT_MS;
+    if (effective.watch_timeout_ms == 0)
+        effective.watch_timeout_ms = DEFAULT_WATCH_TIMEOUT_MS;
     if (!url)
         return act_error_set(err, EINVAL, "claim store URL is missing; use dir:///path or "
                                           "etcd://host:port/prefix");
@@ -50,8 +54,16 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
     if (r < 0)
         return r;
     (*out)->timeout_ms = effective.timeout_ms;
+    (*out)->watch_timeout_ms = effective.watch_timeout_ms;
     return 0;
 }
+
+/* A malformed claim a worker's list came across, told to the caller on
+ * the loop. */
+typedef struct list_problem {
+    char host[ACT_NAME_MAX + 1];
+    act_error problem;
+} list_problem;
 
 /* An asynchronous claim call of a synchronous backend (claims_defer). */
 typedef struct deferred_call {
@@ -90,7 +102,10 @@ void claims_store_free(claim_store *store)
     while (store->deferred) {
         claims_deferred *call = store->deferred;
         deferred_unlink(call);
-        free(call);
+        if (call->discard)
+            call->discard(call);
+        else
+            free(call);
     }
     sd_event *attached = store->attached, *private_loop = store->private_loop;
     store->ops->free(store);
@@ -151,7 +166,7 @@ static int check_claim_for(const char *host, const claim *c, claim *checked, act
 typedef struct sync_wait {
     bool done;
     int result;
-    uint64_t new_revision;
+    uint64_t new_revision; /* a list's: the revision it was taken at */
     claim *claim_out;
     claim *claims;
     size_t n_claims;
@@ -213,11 +228,12 @@ static void on_sync_cas(claim_store *store, int result, uint64_t new_revision,
 }
 
 static void on_sync_list(claim_store *store, int result, claim *claims, size_t n,
-                         const act_error *err, void *userdata)
+                         uint64_t revision, const act_error *err, void *userdata)
 {
     sync_wait *wait = userdata;
     wait->claims = claims;
     wait->n_claims = n;
+    wait->new_revision = revision;
     copy_error(wait, result, err);
 }
 
@@ -289,13 +305,22 @@ int claims_delete(claim_store *store, const char *host, uint64_t expected_revisi
 int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
                 void *userdata, act_error *err)
 {
+    uint64_t revision;
+    return claims_list_at(store, out, n_out, &revision, problem, userdata, err);
+}
+
+int claims_list_at(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
+                   claims_problem_fn problem, void *userdata, act_error *err)
+{
     assert(store);
     assert(out);
     assert(n_out);
+    assert(revision);
     *out = NULL;
     *n_out = 0;
+    *revision = 0;
     if (store->ops->list)
-        return store->ops->list(store, out, n_out, problem, userdata, err);
+        return store->ops->list(store, out, n_out, revision, problem, userdata, err);
     sd_event *loop = NULL;
     int r = claims_private_loop(store, &loop, err);
     if (r < 0)
@@ -311,6 +336,7 @@ int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_f
     }
     *out = wait.claims;
     *n_out = wait.n_claims;
+    *revision = wait.new_revision;
     return 0;
 }
 
@@ -555,67 +581,111 @@ int claims_delete_async(claim_store *store, const char *host, uint64_t expected_
     return defer_call(store, &call, err);
 }
 
-/* A list: on a worker for a synchronous backend, or the backend's own. */
+/* A list of a synchronous backend's, on a worker. */
 typedef struct list_call {
     claims_deferred base;
+    claims_problem_fn problem_fn;
+    void *problem_userdata;
     claims_list_fn fn;
     void *userdata;
-    /* The result, written by the worker or the backend. */
+    /* The result, written by the worker. */
     int result;
     claim *claims;
     size_t n;
+    uint64_t revision; /* the revision the list was taken at */
+    list_problem *problems;
+    size_t n_problems;
     act_error err;
 } list_call;
 
-static void list_call_finish(claim_store *store, list_call *call)
+/* On a worker thread: keeps a list's problem for the loop. The dir store
+ * calls it under its lock, so the caller's problem function, which may do
+ * anything but call the store, runs on the loop instead. */
+static void collect_problem(const char *host, const act_error *problem, void *userdata)
 {
-    call->fn(store, call->result, call->claims, call->result < 0 ? 0 : call->n, &call->err,
-             call->userdata);
-    free(call->claims);
-    free(call);
+    list_call *call = userdata;
+    list_problem *grown =
+        realloc(call->problems, (call->n_problems + 1) * sizeof(*call->problems));
+    if (!grown) {
+        act_log(LOG_WARNING, "claim list skipped: %s", problem->message);
+        return;
+    }
+    call->problems = grown;
+    list_problem *kept = &call->problems[call->n_problems++];
+    snprintf(kept->host, sizeof(kept->host), "%s", host);
+    kept->problem = *problem;
 }
 
 static void run_list(claims_deferred *base)
 {
     list_call *call = (list_call *)base;
-    call->result = base->store->ops->list(base->store, &call->claims, &call->n, NULL, NULL,
-                                          &call->err);
+    call->result = base->store->ops->list(base->store, &call->claims, &call->n, &call->revision,
+                                          collect_problem, call, &call->err);
 }
 
+static void discard_list(claims_deferred *base)
+{
+    list_call *call = (list_call *)base;
+    free(call->claims);
+    free(call->problems);
+    free(call);
+}
+
+/* On the loop, unlinked already: the problems first, then the list. */
 static void complete_list(claims_deferred *base)
 {
-    list_call_finish(base->store, (list_call *)base);
+    claim_store *store = base->store;
+    list_call copy = *(list_call *)base;
+    /* Freed before the callbacks, so one that frees the store never meets
+     * this call; the claims and problems are the copy's now. */
+    free(base);
+    _cleanup_free_ list_problem *problems = copy.problems;
+    for (size_t i = 0; i < copy.n_problems; i++) {
+        if (copy.problem_fn)
+            copy.problem_fn(problems[i].host, &problems[i].problem, copy.problem_userdata);
+        else
+            act_log(LOG_WARNING, "claim list skipped: %s", problems[i].problem.message);
+    }
+    int r = copy.result;
+    claim *claims = NULL;
+    if (r < 0)
+        free(copy.claims);
+    else {
+        /* The caller gets an array even for an empty list, as from etcd. */
+        claims = copy.claims ? copy.claims : calloc(1, sizeof(claim));
+        if (!claims)
+            r = act_error_set(&copy.err, ENOMEM, "claim store: out of memory");
+    }
+    copy.fn(store, r, claims, r < 0 ? 0 : copy.n, r < 0 ? 0 : copy.revision, &copy.err,
+            copy.userdata);
 }
 
-static void on_backend_listed(claim_store *store, int result, claim *claims, size_t n,
-                              const act_error *err, void *userdata)
-{
-    list_call *call = userdata;
-    call->result = result;
-    call->claims = claims;
-    call->n = n;
-    if (result < 0 && err)
-        call->err = *err;
-    list_call_finish(store, call);
-}
+/* Every list shares one lane, apart from the hosts' (a host is never named
+ * ".list"): a list does not overtake another. */
+#define LIST_LANE ".list"
 
-int claims_list_async(claim_store *store, claims_list_fn fn, void *userdata, act_error *err)
+int claims_list_async(claim_store *store, claims_problem_fn problem, void *problem_userdata,
+                      claims_list_fn fn, void *userdata, act_error *err)
 {
     assert(store);
     assert(fn);
     int r = claims_check_attached(store, err);
     if (r < 0)
         return r;
-    list_call *call = calloc(1, sizeof(*call));
+    if (store->ops->list_async)
+        return store->ops->list_async(store, store->attached, problem, problem_userdata, fn,
+                                      userdata, err);
+    list_call *call = malloc(sizeof(*call));
     if (!call)
         return act_error_set(err, ENOMEM, "claim store: out of memory");
-    *call = (list_call){.base = {.run = run_list, .complete = complete_list}, .fn = fn,
-                        .userdata = userdata};
-    if (store->ops->list_async)
-        r = store->ops->list_async(store, store->attached, NULL, NULL, on_backend_listed, call,
-                                   err);
-    else
-        r = claims_defer(store, "", &call->base, err);
+    *call = (list_call){
+        .base = {.run = run_list, .complete = complete_list, .discard = discard_list},
+        .problem_fn = problem,
+        .problem_userdata = problem_userdata,
+        .fn = fn,
+        .userdata = userdata,
+    };
+    r = claims_defer(store, LIST_LANE, &call->base, err);
     if (r < 0)
         free(call);
     return r;

@@ -164,6 +164,14 @@ static void complete_deferred_box(claims_deferred *base)
         d->fn(base->store, d->result, d->result >= 0 ? &d->stored : NULL, &d->err, d->userdata);
 }
 
+/* The store was freed before the call completed. */
+static void discard_deferred_box(claims_deferred *base)
+{
+    deferred_box *d = (deferred_box *)base;
+    free(d->boxes);
+    free(d);
+}
+
 /* The lane of a box's calls: they run in the order made, apart from the
  * hosts' (a host is never named ".boxes"). */
 #define BOX_LANE ".boxes"
@@ -176,6 +184,7 @@ static int defer_box(claim_store *store, const deferred_box *template, act_error
     *d = *template;
     d->base.run = run_deferred_box;
     d->base.complete = complete_deferred_box;
+    d->base.discard = discard_deferred_box;
     int r = claims_defer(store, BOX_LANE, &d->base, err);
     if (r < 0)
         free(d);

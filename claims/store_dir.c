@@ -157,21 +157,33 @@ static int write_last_revision(dir_store *ds, uint64_t revision, act_error *err)
     return 0;
 }
 
-/* Appends one change to the journal, restarting it past DIR_JOURNAL_MAX.
+/* Starts the journal afresh with only its header: every revision up to
+ * compacted is in the claim files alone. Written temp + fsync + rename, so
+ * a crash leaves the old journal whole or the new one, never a journal that
+ * lost its header: a reader could not tell what it missed. */
+static int journal_restart(dir_store *ds, uint64_t compacted, act_error *err)
+{
+    char header[64];
+    int n = snprintf(header, sizeof(header), "{\"compacted\":%" PRIu64 "}\n", compacted);
+    return act_write_atomic(ds->dirfd, DIR_JOURNAL_FILE, header, (size_t)n, 0644, err);
+}
+
+/* Appends one change to the journal, which starts afresh (with a header)
+ * when it is missing or past DIR_JOURNAL_MAX. A last line without its
+ * newline was torn by a writer that died mid-append: it is ended first, so
+ * readers see it as one corrupt line and this change whole on its own.
  * Failure here is logged, not returned: the claim is already durably
  * written, and failing the CAS would make the caller retry a write that
- * happened. */
+ * happened. The append is not fsync'd: the journal only feeds watches, and
+ * a watch that finds it short after a crash lists the claims again. */
 static void journal_append(dir_store *ds, const char *host, uint64_t revision, const claim *c)
 {
     struct stat st;
-    if (fstatat(ds->dirfd, DIR_JOURNAL_FILE, &st, 0) == 0 && st.st_size > DIR_JOURNAL_MAX) {
-        char floor[64];
-        int n = snprintf(floor, sizeof(floor), "{\"revision_floor\":%" PRIu64 "}\n", revision);
-        act_error err = {0};
-        if (act_write_atomic(ds->dirfd, DIR_JOURNAL_FILE, floor, (size_t)n, 0644, &err) < 0)
-            act_log(LOG_WARNING, "claim store %s: cannot compact journal: %s", ds->path,
-                    err.message);
-    }
+    act_error err = {0};
+    bool missing = fstatat(ds->dirfd, DIR_JOURNAL_FILE, &st, 0) < 0;
+    if ((missing || st.st_size > DIR_JOURNAL_MAX) && journal_restart(ds, revision - 1, &err) < 0)
+        act_log(LOG_WARNING, "claim store %s: cannot start the journal afresh: %s", ds->path,
+                err.message);
     _cleanup_(json_object_putp) json_object *line = json_object_new_object();
     json_object_object_add(line, "revision", json_object_new_uint64(revision));
     json_object_object_add(line, "host", json_object_new_string(host));
@@ -184,9 +196,13 @@ static void journal_append(dir_store *ds, const char *host, uint64_t revision, c
     if (asprintf(&with_newline, "%s\n", text) < 0)
         return;
     _cleanup_close_ int fd =
-        openat(ds->dirfd, DIR_JOURNAL_FILE, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        openat(ds->dirfd, DIR_JOURNAL_FILE, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    char last = '\n';
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0 &&
+        pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n' && write(fd, "\n", 1) != 1)
+        last = 0;
     size_t len = strlen(with_newline);
-    if (fd < 0 || write(fd, with_newline, len) != (ssize_t)len)
+    if (fd < 0 || last == 0 || write(fd, with_newline, len) != (ssize_t)len)
         act_log(LOG_WARNING, "claim store %s: cannot append to the journal: %m; watchers may "
                              "miss revision %" PRIu64, ds->path, revision);
 }
@@ -332,10 +348,11 @@ static bool host_file_name(const char *name, char *host, size_t host_size)
     return act_name_is_valid(host);
 }
 
-static int dir_list(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
-                    void *userdata, act_error *err)
+/* Reads every claim file. The caller holds the lock, so no write lands while
+ * the files are read: the list is the store as of one revision. */
+static int list_locked(dir_store *ds, claim **out, size_t *n_out, claims_problem_fn problem,
+                       void *userdata, act_error *err)
 {
-    dir_store *ds = (dir_store *)store;
     _cleanup_(closedirp) DIR *dir = act_opendir_at(ds->dirfd, ".");
     if (!dir)
         return act_error_set(err, errno, "claim store %s: cannot list: %m", ds->path);
@@ -368,6 +385,21 @@ static int dir_list(claim_store *store, claim **out, size_t *n_out, claims_probl
     *out = TAKE_PTR(claims);
     *n_out = n;
     return 0;
+}
+
+static int dir_list(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
+                    claims_problem_fn problem, void *userdata, act_error *err)
+{
+    dir_store *ds = (dir_store *)store;
+    int r = dir_lock(ds, err);
+    if (r < 0)
+        return r;
+    uint64_t ceiling;
+    r = dir_last_revision(ds, revision, &ceiling, err);
+    if (r >= 0)
+        r = list_locked(ds, out, n_out, problem, userdata, err);
+    dir_unlock(ds);
+    return r;
 }
 
 static void dir_free(claim_store *store)

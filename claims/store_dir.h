@@ -10,10 +10,13 @@
  *   <dir>/.boxes/<box>.json  a box record (claims.h: box records) with the time
  *                       its lease runs out, rewritten under the lock; not a
  *                       claim, never in the journal
- *   <dir>/.journal      one line per change, appended under the lock:
+ *   <dir>/.journal      a header {"compacted":C} (every revision up to C is
+ *                       only in the claim files), then one line per change,
+ *                       appended under the lock:
  *                       {"revision":N,"host":"h","claim":{...}} or
- *                       {"revision":N,"host":"h","deleted":true}; a compacted
- *                       journal starts with {"revision_floor":R}
+ *                       {"revision":N,"host":"h","deleted":true}. Older
+ *                       stores may have {"revision_floor":C+1} as the header,
+ *                       or none
  *
  * Hidden names cannot collide with hosts: host names never start with '.'.
  * The claim files and the ceiling are the truth and are written temp + fsync
@@ -23,7 +26,8 @@
  * of this boot, and after a reboot (another boot id) it is not trusted and
  * the next revision starts above the ceiling, so a power loss can skip
  * revisions but never repeat one. The journal only feeds watches, so it is
- * appended without fsync: a crash can lose its tail, never a claim. */
+ * appended without fsync: a crash can lose its tail, never a claim, and a
+ * line is applied only once its newline is there. */
 #pragma once
 
 #include <pthread.h>
@@ -36,10 +40,10 @@
 #define DIR_LOCK_FILE ".lock"
 #define DIR_BOXES_DIR ".boxes"
 #define DIR_JOURNAL_FILE ".journal"
-/* Past this size the journal is restarted (under the lock) with only a floor
- * line, so it never grows without bound; older watchers get a clear
- * "compacted" error like etcd's. */
-#define DIR_JOURNAL_MAX (4 * 1024 * 1024)
+/* Past this size the journal is restarted (under the lock) with only its
+ * header, so it never grows without bound; a watcher that had not read what
+ * was dropped gets a clear "compacted" error like etcd's, and lists again. */
+#define DIR_JOURNAL_MAX (1024 * 1024)
 
 typedef struct dir_store {
     claim_store base;
@@ -67,6 +71,7 @@ int dir_box_list(claim_store *store, claims_box **out, size_t *n_out, act_error 
 
 int dir_watch_start(claim_store *store, sd_event *event, uint64_t from_revision,
                     claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);
-/* Parses one journal line into a change; returns 0, or 1 for a floor line
- * (revision set to the floor), or negative for a line that is not JSON. */
+/* Parses one journal line into a change; returns 0, or 1 for a header
+ * (revision set to the compacted revision: nothing up to it is in this
+ * journal), or negative for a line that is not a change. */
 int dir_journal_parse_line(const char *line, size_t len, claim_change *change, act_error *err);

@@ -14,6 +14,8 @@
 #include "claims/store_dir.h"
 #include "common/cleanup.h"
 #include "common/fileio.h"
+#include "common/names.h"
+#include "common/text.h"
 
 typedef struct dir_watch {
     claims_watch base;
@@ -35,17 +37,24 @@ int dir_journal_parse_line(const char *line, size_t len, claim_change *change, a
     assert(change);
     memset(change, 0, sizeof(*change));
     json_object *root = json_tokener_parse(line);
-    json_object *rev = NULL, *floor = NULL, *host = NULL, *body = NULL, *deleted = NULL;
+    json_object *rev = NULL, *compacted = NULL, *host = NULL, *body = NULL, *deleted = NULL;
     int r = 0;
     if (!root || !json_object_is_type(root, json_type_object)) {
         r = act_error_set(err, EINVAL, "journal line is not a JSON object");
-    } else if (json_object_object_get_ex(root, "revision_floor", &floor)) {
-        change->revision = json_object_get_uint64(floor);
+    } else if (json_object_object_get_ex(root, "compacted", &compacted)) {
+        change->revision = json_object_get_uint64(compacted);
+        r = 1;
+    } else if (json_object_object_get_ex(root, "revision_floor", &compacted)) {
+        /* The older header named the first revision kept. */
+        uint64_t floor = json_object_get_uint64(compacted);
+        change->revision = floor ? floor - 1 : 0;
         r = 1;
     } else if (!json_object_object_get_ex(root, "revision", &rev) ||
+               !json_object_is_type(rev, json_type_int) ||
                !json_object_object_get_ex(root, "host", &host) ||
-               !json_object_is_type(host, json_type_string)) {
-        r = act_error_set(err, EINVAL, "journal line lacks revision or host");
+               !json_object_is_type(host, json_type_string) ||
+               !act_name_is_valid(json_object_get_string(host))) {
+        r = act_error_set(err, EINVAL, "journal line lacks a revision or a valid host");
     } else {
         change->revision = json_object_get_uint64(rev);
         snprintf(change->claim.host, sizeof(change->claim.host), "%s",
@@ -83,14 +92,26 @@ static bool handle_line(dir_watch *w, const char *line, size_t len)
     claim_change change;
     act_error err = {0};
     int r = dir_journal_parse_line(line, len, &change, &err);
-    if (r < 0)
-        return true; /* a torn line from a crash mid-append carries no change */
+    if (r < 0) {
+        /* A line torn by a writer that died mid-append (the next writer
+         * ended it), or one that is not a change: told, and skipped. Its
+         * revision is unknown, so it is 0. */
+        char shown[ACT_TEXT_SHOW_MAX];
+        memset(&change, 0, sizeof(change));
+        change.kind = CLAIM_CHANGE_MALFORMED;
+        act_error_set(&change.problem, EINVAL,
+                      "claim store %s: journal line \"%s\" is not a change (%s); skipped",
+                      w->ds->path, act_text_show_bytes(line, len, shown, sizeof(shown)),
+                      err.message);
+        return claims_watch_deliver(&w->base, &change, 0, NULL) && !w->dead;
+    }
     if (r == 1) {
-        if (w->next < change.revision) {
+        if (w->next <= change.revision) {
             act_error_set(&err, ENODATA,
-                          "claim store %s: watch from revision %" PRIu64 " is compacted (history "
-                          "starts at %" PRIu64 "); re-read the claims and watch from there",
-                          w->ds->path, w->next, change.revision);
+                          "claim store %s: the journal is compacted up to revision %" PRIu64
+                          " and this watch had read up to revision %" PRIu64
+                          "; re-read the claims and watch from the revision of that read + 1",
+                          w->ds->path, change.revision, w->next - 1);
             watch_fail(w, -ENODATA, &err);
             return false;
         }
@@ -102,7 +123,25 @@ static bool handle_line(dir_watch *w, const char *line, size_t len)
     return claims_watch_deliver(&w->base, &change, 0, NULL) && !w->dead;
 }
 
-/* Reads what the journal fd has and handles complete lines. */
+/* A journal cut short in place (not restarted by a rename, which pump
+ * follows) lost lines this watch may not have read: the watch ends. */
+static bool check_not_cut(dir_watch *w)
+{
+    struct stat st;
+    off_t offset = lseek(w->journal_fd, 0, SEEK_CUR);
+    if (offset < 0 || fstat(w->journal_fd, &st) < 0 || st.st_size >= offset)
+        return true;
+    act_error err = {0};
+    act_error_set(&err, ENODATA,
+                  "claim store %s: the journal was cut to %lld bytes under a watch that had "
+                  "read %lld; re-read the claims and watch from the revision of that read + 1",
+                  w->ds->path, (long long)st.st_size, (long long)offset);
+    watch_fail(w, -ENODATA, &err);
+    return false;
+}
+
+/* Reads what the journal fd has and handles complete lines: a last line
+ * without its newline stays buffered until the rest of it arrives. */
 static bool drain_journal(dir_watch *w)
 {
     for (;;) {
@@ -117,7 +156,7 @@ static bool drain_journal(dir_watch *w)
             return false;
         }
         if (n == 0)
-            return true;
+            return check_not_cut(w);
         char *grown = realloc(w->buf, w->buf_len + (size_t)n + 1);
         if (!grown)
             return true;

@@ -10,16 +10,22 @@
 
 #include "claims/etcd_wire.h"
 #include "claims/store_etcd.h"
+#include "common/cleanup.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "common/text.h"
 
+/* Changes received and not yet delivered, at most: past it the watch ends
+ * with an error, and its owner lists the claims again, which costs less
+ * than holding an unbounded backlog. */
+#define WATCH_PENDING_MAX 1024
 
 typedef struct etcd_op {
     etcd_store *es;
     char host[ACT_NAME_MAX + 1];
     claims_read_fn read_fn;
     claims_cas_fn cas_fn;
-    claims_list_done_fn list_fn;
+    claims_list_fn list_fn;
     claims_problem_fn problem;
     void *problem_userdata;
     bool delete_expects_absent;
@@ -30,6 +36,37 @@ static char *key_for(etcd_store *es, const char *host)
 {
     char *key;
     return asprintf(&key, "%s/%s", es->prefix, host) < 0 ? NULL : key;
+}
+
+/* The host kv's key names under the prefix. etcd keys are bytes, so
+ * "<prefix>/web\0x" is a key of its own: a key whose rest after the prefix
+ * is empty, too long, or holds a NUL or any other byte a host name cannot is
+ * malformed, and never read as some host's (for problems, shown gets the
+ * key as it can be shown). */
+static int kv_host(const etcd_store *es, json_object *kv, char host[static ACT_NAME_MAX + 1],
+                   char *shown, size_t shown_size, act_error *err)
+{
+    json_object *key_obj = NULL;
+    _cleanup_free_ char *key = NULL;
+    size_t key_len = 0, prefix_len = strlen(es->list_key);
+    snprintf(shown, shown_size, "(undecodable key)");
+    if (!json_object_object_get_ex(kv, "key", &key_obj) ||
+        !json_object_is_type(key_obj, json_type_string) ||
+        etcd_b64_decode(json_object_get_string(key_obj), &key, &key_len) < 0)
+        return act_error_set(err, EINVAL, "an etcd key under %s is not base64; not a claim",
+                             es->list_key);
+    act_text_show_bytes(key, key_len, shown, shown_size);
+    const char *name = key + prefix_len;
+    size_t name_len = key_len > prefix_len ? key_len - prefix_len : 0;
+    /* The decoded key ends in a NUL, so with none inside, name is a string. */
+    if (key_len <= prefix_len || memcmp(key, es->list_key, prefix_len) != 0 ||
+        name_len > ACT_NAME_MAX || memchr(name, '\0', name_len) || !act_name_is_valid(name))
+        return act_error_set(err, EINVAL,
+                             "etcd key \"%s\" is not a claim: what follows %s is not a host "
+                             "name (it holds a NUL or a byte a host name cannot); delete the key",
+                             shown, es->list_key);
+    memcpy(host, name, name_len + 1);
+    return 0;
 }
 
 /* The first response of a txn or the range answer's kvs array. */
@@ -214,53 +251,48 @@ static void on_list_done(etcd_call *call, int result, json_object *response,
     claim_store *store = &op->es->base;
     json_object *kvs = NULL;
     if (result < 0) {
-        op->list_fn(store, result, NULL, 0, err, op->userdata);
+        op->list_fn(store, result, NULL, 0, 0, err, op->userdata);
         free(op);
         return;
     }
+    json_object *header = NULL;
+    json_object_object_get_ex(response, "header", &header);
+    /* One range is one read of the store: every kv in it is as of this. */
+    uint64_t revision = etcd_json_u64(header, "revision");
     size_t n_kvs = json_object_object_get_ex(response, "kvs", &kvs)
                        ? json_object_array_length(kvs)
                        : 0;
     claim *claims = calloc(n_kvs ? n_kvs : 1, sizeof(*claims));
     size_t n = 0;
-    size_t prefix_len = strlen(op->es->list_key);
     for (size_t i = 0; claims && i < n_kvs; i++) {
-        json_object *kv = json_object_array_get_idx(kvs, i), *key_obj;
-        char *key = NULL;
-        size_t key_len = 0;
+        json_object *kv = json_object_array_get_idx(kvs, i);
         act_error bad = {0};
-        char host[ACT_NAME_MAX + 1] = "(undecodable key)";
-        int r = json_object_object_get_ex(kv, "key", &key_obj)
-                    ? etcd_b64_decode(json_object_get_string(key_obj), &key, &key_len)
-                    : -EINVAL;
-        if (r == 0 && key_len > prefix_len && key_len - prefix_len <= ACT_NAME_MAX)
-            snprintf(host, sizeof(host), "%s", key + prefix_len);
-        free(key);
-        if (r < 0 || !act_name_is_valid(host))
-            r = act_error_set(&bad, EINVAL, "etcd key under %s does not end in a valid host "
-                                            "name (%s); delete it", op->es->list_key, host);
-        else
+        char host[ACT_NAME_MAX + 1], shown[ACT_TEXT_SHOW_MAX];
+        int r = kv_host(op->es, kv, host, shown, sizeof(shown), &bad);
+        /* A malformed key is named as it can be shown: it names no host. */
+        const char *named = r < 0 ? shown : host;
+        if (r >= 0)
             r = etcd_kv_to_claim(host, kv, &claims[n], &bad);
         if (r >= 0)
             n++;
         else if (op->problem)
-            op->problem(host, &bad, op->problem_userdata);
+            op->problem(named, &bad, op->problem_userdata);
         else
             act_log(LOG_WARNING, "claim list skipped: %s", bad.message);
     }
     if (!claims) {
         act_error oom = {0};
         act_error_set(&oom, ENOMEM, "etcd list: out of memory");
-        op->list_fn(store, -ENOMEM, NULL, 0, &oom, op->userdata);
+        op->list_fn(store, -ENOMEM, NULL, 0, 0, &oom, op->userdata);
     } else {
         qsort(claims, n, sizeof(*claims), claims_compare_by_host);
-        op->list_fn(store, 0, claims, n, NULL, op->userdata);
+        op->list_fn(store, 0, claims, n, revision, NULL, op->userdata);
     }
     free(op);
 }
 
 static int etcd_list_async(claim_store *store, sd_event *event, claims_problem_fn problem,
-                           void *problem_userdata, claims_list_done_fn fn, void *userdata,
+                           void *problem_userdata, claims_list_fn fn, void *userdata,
                            act_error *err)
 {
     etcd_store *es = (etcd_store *)store;
@@ -276,27 +308,58 @@ static int etcd_list_async(claim_store *store, sd_event *event, claims_problem_f
 
 /* ---- watch ------------------------------------------------------------------ */
 
+/* Changes received and not yet delivered, oldest first: a ring that grows
+ * by doubling up to WATCH_PENDING_MAX, so taking one is O(1). */
+typedef struct change_ring {
+    claim_change *items;
+    size_t cap, head, n;
+} change_ring;
+
+static bool ring_push(change_ring *ring, const claim_change *change)
+{
+    if (ring->n == ring->cap) {
+        if (ring->cap >= WATCH_PENDING_MAX)
+            return false;
+        size_t cap = ring->cap ? ring->cap * 2 : 16;
+        claim_change *items = malloc(cap * sizeof(*items));
+        if (!items)
+            return false;
+        for (size_t i = 0; i < ring->n; i++)
+            items[i] = ring->items[(ring->head + i) % ring->cap];
+        free(ring->items);
+        *ring = (change_ring){.items = items, .cap = cap, .n = ring->n};
+    }
+    ring->items[(ring->head + ring->n) % ring->cap] = *change;
+    ring->n++;
+    return true;
+}
+
+static void ring_pop(change_ring *ring, claim_change *out)
+{
+    *out = ring->items[ring->head];
+    ring->head = (ring->head + 1) % ring->cap;
+    ring->n--;
+}
+
 typedef struct etcd_watch {
     claims_watch base;
     etcd_store *es;
+    sd_event *event;
     etcd_call *call;
     sd_event_source *deliver; /* changes are delivered from here, never from curl's callback */
-    claim_change *pending;
-    size_t n_pending;
+    change_ring pending;
     int error; /* set once the stream ended; delivered after the pending changes */
     act_error error_detail;
     bool error_delivered;
+    /* Telling a quiet stream from a dead one: the stream's last message,
+     * the revision up to which it has told us everything, and the probe
+     * asked once it was silent for the store's watch timeout. */
+    sd_event_source *silence;
+    uint64_t heard_usec;
+    uint64_t known_revision;
+    bool from_now; /* started from "now": the created answer says where that is */
+    etcd_call *probe;
 } etcd_watch;
-
-static void watch_queue(etcd_watch *w, const claim_change *change)
-{
-    claim_change *grown = realloc(w->pending, (w->n_pending + 1) * sizeof(*grown));
-    if (!grown)
-        return;
-    w->pending = grown;
-    w->pending[w->n_pending++] = *change;
-    sd_event_source_set_enabled(w->deliver, SD_EVENT_ONESHOT);
-}
 
 static void watch_set_error(etcd_watch *w, int error, const act_error *err)
 {
@@ -304,33 +367,48 @@ static void watch_set_error(etcd_watch *w, int error, const act_error *err)
         return;
     w->error = error;
     w->error_detail = *err;
+    sd_event_source_set_enabled(w->silence, SD_EVENT_OFF);
     sd_event_source_set_enabled(w->deliver, SD_EVENT_ONESHOT);
+}
+
+/* False when the queue is full: the watch then ends with an error. */
+static bool watch_queue(etcd_watch *w, const claim_change *change)
+{
+    if (!ring_push(&w->pending, change)) {
+        act_error err = {0};
+        act_error_set(&err, ENOBUFS,
+                      "etcd endpoint %s: more than %d claim changes arrived faster than they "
+                      "were handled; the watch ends so the claims are listed again",
+                      w->call ? etcd_call_endpoint(w->call) : "?", WATCH_PENDING_MAX);
+        watch_set_error(w, -ENOBUFS, &err);
+        return false;
+    }
+    if (change->revision > w->known_revision)
+        w->known_revision = change->revision;
+    sd_event_source_set_enabled(w->deliver, SD_EVENT_ONESHOT);
+    return true;
 }
 
 static void event_to_change(etcd_watch *w, json_object *event, claim_change *change)
 {
-    json_object *kv = NULL, *type = NULL, *key_obj = NULL;
+    json_object *kv = NULL, *type = NULL;
     memset(change, 0, sizeof(*change));
     json_object_object_get_ex(event, "kv", &kv);
     change->revision = etcd_json_u64(kv, "mod_revision");
-    char *key = NULL;
-    size_t key_len = 0, prefix_len = strlen(w->es->list_key);
-    if (json_object_object_get_ex(kv, "key", &key_obj) &&
-        etcd_b64_decode(json_object_get_string(key_obj), &key, &key_len) == 0 &&
-        key_len > prefix_len && key_len - prefix_len <= ACT_NAME_MAX)
-        snprintf(change->claim.host, sizeof(change->claim.host), "%s", key + prefix_len);
-    free(key);
+    char shown[ACT_TEXT_SHOW_MAX];
+    /* Checked first, for a delete too: a malformed key is nobody's change. */
+    if (kv_host(w->es, kv, change->claim.host, shown, sizeof(shown), &change->problem) < 0) {
+        change->claim.host[0] = '\0';
+        change->kind = CLAIM_CHANGE_MALFORMED;
+        return;
+    }
     if (json_object_object_get_ex(event, "type", &type) &&
         strcmp(json_object_get_string(type), "DELETE") == 0) {
         change->kind = CLAIM_CHANGE_DELETE;
         return;
     }
     claim parsed;
-    if (!act_name_is_valid(change->claim.host)) {
-        change->kind = CLAIM_CHANGE_MALFORMED;
-        act_error_set(&change->problem, EINVAL, "etcd key under %s is not a valid host name",
-                      w->es->list_key);
-    } else if (etcd_kv_to_claim(change->claim.host, kv, &parsed, &change->problem) < 0) {
+    if (etcd_kv_to_claim(change->claim.host, kv, &parsed, &change->problem) < 0) {
         change->kind = CLAIM_CHANGE_MALFORMED;
     } else {
         change->kind = CLAIM_CHANGE_PUT;
@@ -338,11 +416,32 @@ static void event_to_change(etcd_watch *w, json_object *event, claim_change *cha
     }
 }
 
+/* A message without events, not the answer to the create and not an end:
+ * a progress notification, which etcd sends only for a watch that has been
+ * told every change up to the header's revision. */
+static void note_progress(etcd_watch *w, json_object *result)
+{
+    json_object *header = NULL, *created = NULL;
+    json_object_object_get_ex(result, "header", &header);
+    uint64_t revision = etcd_json_u64(header, "revision");
+    bool is_created = json_object_object_get_ex(result, "created", &created) &&
+                      json_object_get_boolean(created);
+    /* From "now", the created answer names now; from a revision, it does
+     * not say what was told (the changes since may still be on their way). */
+    if ((!is_created || w->from_now) && revision > w->known_revision)
+        w->known_revision = revision;
+}
+
 static bool on_watch_message(etcd_call *call, json_object *message, void *userdata)
 {
     etcd_watch *w = userdata;
     json_object *result, *events, *canceled, *error;
     act_error err = {0};
+    /* The watch already ended (a silent stream, a full queue): nothing
+     * after that is delivered. */
+    if (w->error)
+        return false;
+    sd_event_now(w->event, CLOCK_MONOTONIC, &w->heard_usec);
     if (json_object_object_get_ex(message, "error", &error)) {
         act_error_set(&err, EIO, "etcd endpoint %s: watch failed: %.300s",
                       etcd_call_endpoint(call), json_object_to_json_string(error));
@@ -355,8 +454,8 @@ static bool on_watch_message(etcd_call *call, json_object *message, void *userda
     if (compacted) {
         act_error_set(&err, ENODATA,
                       "etcd endpoint %s: watch history is compacted up to revision %" PRIu64
-                      "; re-read the claims and watch from revision %" PRIu64,
-                      etcd_call_endpoint(call), compacted, compacted + 1);
+                      "; re-read the claims and watch from the revision of that read + 1",
+                      etcd_call_endpoint(call), compacted);
         watch_set_error(w, -ENODATA, &err);
         return false;
     }
@@ -367,12 +466,16 @@ static bool on_watch_message(etcd_call *call, json_object *message, void *userda
         watch_set_error(w, -ECANCELED, &err);
         return false;
     }
-    if (!json_object_object_get_ex(result, "events", &events))
+    if (!json_object_object_get_ex(result, "events", &events) ||
+        json_object_array_length(events) == 0) {
+        note_progress(w, result);
         return true;
+    }
     for (size_t i = 0; i < json_object_array_length(events); i++) {
         claim_change change;
         event_to_change(w, json_object_array_get_idx(events, i), &change);
-        watch_queue(w, &change);
+        if (!watch_queue(w, &change))
+            return false;
     }
     return true;
 }
@@ -391,10 +494,9 @@ static void on_watch_done(etcd_call *call, int result, json_object *response,
 static int on_watch_deliver(sd_event_source *source, void *userdata)
 {
     etcd_watch *w = userdata;
-    while (w->n_pending) {
-        claim_change change = w->pending[0];
-        memmove(w->pending, w->pending + 1, (w->n_pending - 1) * sizeof(*w->pending));
-        w->n_pending--;
+    while (w->pending.n) {
+        claim_change change;
+        ring_pop(&w->pending, &change);
         if (!claims_watch_deliver(&w->base, &change, 0, NULL))
             return 0;
     }
@@ -405,12 +507,78 @@ static int on_watch_deliver(sd_event_source *source, void *userdata)
     return 0;
 }
 
+static void arm_silence(etcd_watch *w)
+{
+    uint64_t timeout = (uint64_t)w->es->base.watch_timeout_ms * 1000;
+    sd_event_source_set_time(w->silence, w->heard_usec + timeout);
+    sd_event_source_set_enabled(w->silence, SD_EVENT_ONESHOT);
+}
+
+static void on_probe_done(etcd_call *call, int result, json_object *response,
+                          const act_error *err, void *userdata)
+{
+    etcd_watch *w = userdata;
+    w->probe = NULL;
+    act_error dead = {0};
+    int silent_ms = w->es->base.watch_timeout_ms;
+    if (result < 0) {
+        act_error_set(&dead, err ? err->errnum : EIO,
+                      "etcd: the watch stream was silent for %d ms and the store does not "
+                      "answer: %s",
+                      silent_ms, err ? err->message : "no answer");
+        watch_set_error(w, result, &dead);
+        return;
+    }
+    json_object *header = NULL;
+    json_object_object_get_ex(response, "header", &header);
+    uint64_t revision = etcd_json_u64(header, "revision");
+    if (revision > w->known_revision) {
+        /* Something was written that the stream did not tell (a change of
+         * ours, or a key outside the prefix: a count cannot say which). */
+        act_error_set(&dead, ETIMEDOUT,
+                      "etcd: the watch stream was silent for %d ms while the store moved from "
+                      "revision %" PRIu64 " to %" PRIu64 "; the stream is taken for dead",
+                      silent_ms, w->known_revision, revision);
+        watch_set_error(w, -ETIMEDOUT, &dead);
+        return;
+    }
+    /* Nothing was written anywhere since the stream last spoke: it is only
+     * quiet. */
+    sd_event_now(w->event, CLOCK_MONOTONIC, &w->heard_usec);
+    arm_silence(w);
+}
+
+static int on_silence(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    etcd_watch *w = userdata;
+    uint64_t timeout = (uint64_t)w->es->base.watch_timeout_ms * 1000;
+    if (w->error || w->probe)
+        return 0;
+    if (usec < w->heard_usec + timeout) {
+        arm_silence(w);
+        return 0;
+    }
+    curl_glue *glue;
+    act_error err = {0};
+    int r = etcd_client_glue(w->es->client, w->event, &glue, &err);
+    if (r >= 0)
+        r = etcd_call_start(w->es->client, glue, "/v3/kv/range",
+                            etcd_count_body(w->es->list_key, w->es->list_end), on_probe_done,
+                            NULL, w, &w->probe, &err);
+    if (r < 0)
+        watch_set_error(w, r, &err);
+    return 0;
+}
+
 static void etcd_watch_free(claims_watch *watch)
 {
     etcd_watch *w = (etcd_watch *)watch;
     etcd_call_cancel(w->call);
+    etcd_call_cancel(w->probe);
     sd_event_source_disable_unref(w->deliver);
-    free(w->pending);
+    sd_event_source_disable_unref(w->silence);
+    sd_event_unref(w->event);
+    free(w->pending.items);
     free(w);
 }
 
@@ -429,21 +597,25 @@ static int etcd_watch_start(claim_store *store, sd_event *event, uint64_t from_r
     w->base = (claims_watch){.store = store, .fn = fn, .userdata = userdata,
                              .free = etcd_watch_free};
     w->es = es;
+    w->event = sd_event_ref(event);
+    w->from_now = from_revision == 0;
+    w->known_revision = from_revision ? from_revision - 1 : 0;
+    /* From here a failed start frees the watch the way any watch is freed. */
+    _cleanup_(claims_watch_freep) claims_watch *watch = &w->base;
+    sd_event_now(event, CLOCK_MONOTONIC, &w->heard_usec);
     r = sd_event_add_defer(event, &w->deliver, on_watch_deliver, w);
-    if (r < 0) {
-        free(w);
+    if (r >= 0)
+        r = sd_event_add_time(event, &w->silence, CLOCK_MONOTONIC, UINT64_MAX, 0, on_silence, w);
+    if (r < 0)
         return act_error_set(err, -r, "etcd watch: cannot add to the event loop");
-    }
     sd_event_source_set_enabled(w->deliver, SD_EVENT_OFF);
+    arm_silence(w);
     r = etcd_call_start(es->client, glue, "/v3/watch",
                         etcd_watch_body(es->list_key, es->list_end, from_revision), on_watch_done,
                         on_watch_message, w, &w->call, err);
-    if (r < 0) {
-        sd_event_source_disable_unref(w->deliver);
-        free(w);
+    if (r < 0)
         return r;
-    }
-    *out = &w->base;
+    *out = TAKE_PTR(watch);
     return 0;
 }
 

@@ -8,10 +8,6 @@
 #include "claims/claims.h"
 #include "common/offload.h"
 
-/* Delivers a backend's list result; claims is malloc'd and handed over. */
-typedef void (*claims_list_done_fn)(claim_store *store, int result, claim *claims, size_t n,
-                                    const act_error *err, void *userdata);
-
 /* The calls on a box record besides listing (claims.h: box records). */
 typedef enum claims_box_call {
     CLAIMS_BOX_PUT,
@@ -31,8 +27,8 @@ typedef struct claims_store_ops {
                uint64_t *new_revision, claim *current, act_error *err);
     int (*del)(claim_store *store, const char *host, uint64_t expected, uint64_t *new_revision,
                claim *current, act_error *err);
-    int (*list)(claim_store *store, claim **out, size_t *n_out, claims_problem_fn problem,
-                void *userdata, act_error *err);
+    int (*list)(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
+                claims_problem_fn problem, void *userdata, act_error *err);
 
     int (*read_async)(claim_store *store, sd_event *event, const char *host, claims_read_fn fn,
                       void *userdata, act_error *err);
@@ -41,7 +37,7 @@ typedef struct claims_store_ops {
     int (*del_async)(claim_store *store, sd_event *event, const char *host, uint64_t expected,
                      claims_cas_fn fn, void *userdata, act_error *err);
     int (*list_async)(claim_store *store, sd_event *event, claims_problem_fn problem,
-                      void *problem_userdata, claims_list_done_fn fn, void *userdata,
+                      void *problem_userdata, claims_list_fn fn, void *userdata,
                       act_error *err);
 
     /* Box records, one flavour per backend as for claims. out is the record
@@ -63,7 +59,7 @@ typedef struct claims_store_ops {
 /* An asynchronous call of a synchronous backend: run by a worker thread of
  * the store's offload (the backend's file I/O and fsyncs must not block the
  * caller's loop), completed on the loop. A call is malloc'd with this first;
- * a store freed before a call completed frees it without completing it. */
+ * a store freed before a call completed discards it without completing it. */
 typedef struct claims_deferred claims_deferred;
 struct claims_deferred {
     claims_deferred *next;
@@ -73,6 +69,9 @@ struct claims_deferred {
     void (*run)(claims_deferred *call);
     /* On the loop, once the call is no longer the store's: frees it. */
     void (*complete)(claims_deferred *call);
+    /* Optional, for a call whose run may leave memory of its own (a list):
+     * frees it and the call when the store is freed first. NULL: free(). */
+    void (*discard)(claims_deferred *call);
 };
 
 /* Hands call to the store's workers; calls of one lane run in the order
@@ -89,6 +88,7 @@ int claims_run_until(claim_store *store, const bool *done, act_error *err);
 struct claim_store {
     const claims_store_ops *ops;
     int timeout_ms;
+    int watch_timeout_ms;
     sd_event *attached;        /* the caller's loop, for the async API */
     sd_event *private_loop;    /* created on first synchronous call of an async backend */
     claims_deferred *deferred; /* async calls of a sync backend not yet completed */

@@ -46,3 +46,13 @@ int act_name_check(const char *what, const char *name, act_error *err)
                          "%s name \"%s\" has a character outside A-Z a-z 0-9 . _ -; rename it", what,
                          shown);
 }
+
+bool act_cn_is_valid(const char *cn, size_t len)
+{
+    if (!cn || len == 0 || len > ACT_CN_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)cn[i] < 0x20 || (unsigned char)cn[i] > 0x7e)
+            return false;
+    return true;
+}

@@ -44,17 +44,25 @@ static size_t escape_byte(unsigned char c, char *out)
 
 const char *act_text_show(const char *text, char *out, size_t out_size)
 {
-    assert(text && out);
+    assert(text);
+    return act_text_show_bytes(text, strlen(text), out, out_size);
+}
+
+const char *act_text_show_bytes(const void *data, size_t len, char *out, size_t out_size)
+{
+    assert(data || len == 0);
+    assert(out);
     if (out_size == 0)
         return out;
-    size_t used = 0, shown = 0;
+    size_t used = 0;
     out[0] = '\0';
-    for (const unsigned char *p = (const unsigned char *)text; *p; p++, shown++) {
+    const unsigned char *bytes = data;
+    for (size_t shown = 0; shown < len; shown++) {
         if (shown >= SHOWN_CHARS || used + ESCAPE_LEN + sizeof("...") >= out_size) {
             snprintf(out + used, out_size - used, "...");
             return out;
         }
-        used += escape_byte(*p, out + used);
+        used += escape_byte(bytes[shown], out + used);
     }
     return out;
 }

@@ -22,6 +22,9 @@ bool act_copy_string(char *dst, size_t size, const char *src);
 /* Copies text into out escaped, anything past about 60 characters replaced
  * by "...", so a long value does not bury the message. Returns out. */
 const char *act_text_show(const char *text, char *out, size_t out_size);
+/* The same for len bytes that may hold a NUL (shown as \x00), such as a key
+ * from a store that allows any byte in it. */
+const char *act_text_show_bytes(const void *data, size_t len, char *out, size_t out_size);
 
 /* The whole of text escaped, in a malloc'd string; NULL when out of memory. */
 char *act_text_escape(const char *text);

@@ -58,8 +58,15 @@ typedef struct cfg_daemon {
     bool claim_unclaimed;    /* ClaimUnclaimed=, default yes */
     char *control;           /* Control=, default ipc://<RuntimeDirectory>/control.ipc */
     char *events;            /* Events=, default ipc://<RuntimeDirectory>/events.ipc */
-    char *control_group;     /* ControlGroup=; NULL: root only */
+    char *control_group;     /* ControlGroup=: operators besides root; NULL: root only */
+    char *viewer_group;      /* ViewerGroup=: viewers (read-only ops); NULL: none */
     char *control_listen;    /* ControlListen= tls+tcp://ADDR:PORT; NULL: none */
+    /* ControlOperators=, ControlViewers=: the subject CNs of the client
+     * certificates that are operators and viewers over ControlListen=;
+     * NULL-terminated, NULL when none. At least one is set with
+     * ControlListen=, and no CN is in both. */
+    char **control_operators;
+    char **control_viewers;
     char *tls_certificate;   /* TLSCertificate=, TLSKey=, TLSClientCA=: required with */
     char *tls_key;           /* ControlListen=, NULL otherwise */
     char *tls_client_ca;
@@ -67,12 +74,14 @@ typedef struct cfg_daemon {
      * (or StoreCertificate=) switches to https; StoreCertificate= and
      * StoreKey= come together, and so do StoreUser= and StorePasswordFile=
      * (the password is read from that file when the daemon starts, so it
-     * stays out of this world-readable file). */
+     * stays out of this world-readable file). StoreUser= needs https, or
+     * StoreInsecure=yes to send the password in clear. */
     char *store_ca;
     char *store_certificate;
     char *store_key;
     char *store_user;
     char *store_password_file;
+    bool store_insecure;               /* StoreInsecure=: StoreUser= may go over plain http */
     char *metrics_listen;              /* MetricsListen= ADDR:PORT, default 127.0.0.1:9464;
                                           NULL when set to "no" */
     uint32_t max_concurrent_starts;    /* MaxConcurrentStarts=, default 2 x online CPUs */
@@ -81,6 +90,10 @@ typedef struct cfg_daemon {
     uint64_t start_budget_wait_usec;   /* StartBudgetWaitSec=, default 30 s */
     uint64_t box_lease_usec;           /* BoxLeaseSec=, 2 s..1 h, default 10 s: the lease of
                                           this box's record in the store */
+    uint64_t store_watch_timeout_usec; /* StoreWatchTimeoutSec=, default 30 s: an etcd claim
+                                          watch silent this long is checked, and ends
+                                          (the claims are listed again) unless the store
+                                          says nothing was written */
 } cfg_daemon;
 
 /* Reads the daemon's file. Returns 0 with *config filled, or a negative errno
@@ -88,6 +101,13 @@ typedef struct cfg_daemon {
  * with every problem appended to errors and *config zeroed. */
 int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors);
 void cfg_daemon_free(cfg_daemon *config);
+
+/* ControlGroup= and ViewerGroup= resolved on this box (cfg_resolve_group):
+ * each gid is set only when its key is. Fails naming the key when a group
+ * does not exist, or when both name one group (by name and by number). Not
+ * thread-safe. */
+int cfg_resolve_control_groups(const cfg_daemon *config, gid_t *control_gid, gid_t *viewer_gid,
+                               act_error *err);
 
 /* No limit: the value of a [Limits] size or count set to "infinity". */
 #define CFG_LIMIT_INFINITY UINT64_MAX

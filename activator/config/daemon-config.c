@@ -16,6 +16,8 @@
 #include "common/cleanup.h"
 #include "common/names.h"
 #include "common/paths.h"
+#include "common/split-argv.h"
+#include "common/text.h"
 
 void cfg_daemon_free(cfg_daemon *config)
 {
@@ -28,7 +30,10 @@ void cfg_daemon_free(cfg_daemon *config)
     free(config->control);
     free(config->events);
     free(config->control_group);
+    free(config->viewer_group);
     free(config->control_listen);
+    act_strv_free(config->control_operators);
+    act_strv_free(config->control_viewers);
     free(config->tls_certificate);
     free(config->tls_key);
     free(config->tls_client_ca);
@@ -141,10 +146,65 @@ static int apply_events(void *target, const char *value, act_error *err)
     return r < 0 ? r : set_string(&((cfg_daemon *)target)->events, value, err);
 }
 
-static int apply_control_group(void *target, const char *value, act_error *err)
+#define GROUP_KEY(fn, field)                                                                       \
+    static int fn(void *target, const char *value, act_error *err)                                 \
+    {                                                                                              \
+        int r = cfg_parse_account_name("group", value, err);                                      \
+        return r < 0 ? r : set_string(&((cfg_daemon *)target)->field, value, err);                \
+    }
+GROUP_KEY(apply_control_group, control_group)
+GROUP_KEY(apply_viewer_group, viewer_group)
+#undef GROUP_KEY
+
+/* ControlOperators=, ControlViewers=: CNs split as Exec= words are (so a CN
+ * with spaces is written in quotes), added to the list; an empty value
+ * clears it. A line with one bad CN adds none of its CNs. */
+static int append_cns(char ***list, const char *value, act_error *err)
 {
-    int r = cfg_parse_account_name("group", value, err);
-    return r < 0 ? r : set_string(&((cfg_daemon *)target)->control_group, value, err);
+    if (value[0] == '\0') {
+        act_strv_free(*list);
+        *list = NULL;
+        return 0;
+    }
+    _cleanup_(act_strv_freep) char **words = NULL;
+    int r = act_split_argv(value, &words, err);
+    if (r < 0)
+        return r;
+    size_t n_words = act_strv_length(words), n = act_strv_length(*list);
+    for (size_t i = 0; i < n_words; i++) {
+        if (act_cn_is_valid(words[i], strlen(words[i])))
+            continue;
+        char shown[ACT_TEXT_SHOW_MAX];
+        act_text_show(words[i], shown, sizeof(shown));
+        return act_error_set(err, EINVAL,
+                             "\"%s\" is not a certificate CN (write each CN as its certificate's "
+                             "subject has it: 1 to %d printable ASCII characters, in quotes when "
+                             "it has spaces)",
+                             shown, ACT_CN_MAX);
+    }
+    char **grown = realloc(*list, (n + n_words + 1) * sizeof(char *));
+    if (!grown)
+        return act_error_set(err, ENOMEM, "out of memory");
+    for (size_t i = 0; i < n_words; i++)
+        grown[n + i] = TAKE_PTR(words[i]);
+    grown[n + n_words] = NULL;
+    *list = grown;
+    return 0;
+}
+
+static int apply_control_operators(void *target, const char *value, act_error *err)
+{
+    return append_cns(&((cfg_daemon *)target)->control_operators, value, err);
+}
+
+static int apply_control_viewers(void *target, const char *value, act_error *err)
+{
+    return append_cns(&((cfg_daemon *)target)->control_viewers, value, err);
+}
+
+static int apply_store_insecure(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_bool(value, &((cfg_daemon *)target)->store_insecure, err);
 }
 
 static int apply_control_listen(void *target, const char *value, act_error *err)
@@ -195,6 +255,14 @@ static int apply_start_budget_wait(void *target, const char *value, act_error *e
                                     &((cfg_daemon *)target)->start_budget_wait_usec, err);
 }
 
+/* Long enough for etcd to answer a count under load; short enough that a
+ * dead stream is noticed before an operator would. */
+static int apply_store_watch_timeout(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 3600 * CFG_USEC_PER_SEC,
+                                    &((cfg_daemon *)target)->store_watch_timeout_usec, err);
+}
+
 static int apply_failure_reset(void *target, const char *value, act_error *err)
 {
     return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 86400 * CFG_USEC_PER_SEC,
@@ -220,7 +288,10 @@ enum {
     KEY_CONTROL,
     KEY_EVENTS,
     KEY_CONTROL_GROUP,
+    KEY_VIEWER_GROUP,
     KEY_CONTROL_LISTEN,
+    KEY_CONTROL_OPERATORS,
+    KEY_CONTROL_VIEWERS,
     KEY_TLS_CERTIFICATE,
     KEY_TLS_KEY,
     KEY_TLS_CLIENT_CA,
@@ -229,12 +300,14 @@ enum {
     KEY_STORE_KEY,
     KEY_STORE_USER,
     KEY_STORE_PASSWORD_FILE,
+    KEY_STORE_INSECURE,
     KEY_METRICS_LISTEN,
     KEY_MAX_CONCURRENT_STARTS,
     KEY_FAILURE_BACKOFF_MAX,
     KEY_FAILURE_RESET,
     KEY_START_BUDGET_WAIT,
     KEY_BOX_LEASE,
+    KEY_STORE_WATCH_TIMEOUT,
     N_KEYS,
 };
 
@@ -249,7 +322,10 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
     [KEY_CONTROL] = {"Activator", "Control", apply_control, false},
     [KEY_EVENTS] = {"Activator", "Events", apply_events, false},
     [KEY_CONTROL_GROUP] = {"Activator", "ControlGroup", apply_control_group, false},
+    [KEY_VIEWER_GROUP] = {"Activator", "ViewerGroup", apply_viewer_group, false},
     [KEY_CONTROL_LISTEN] = {"Activator", "ControlListen", apply_control_listen, false},
+    [KEY_CONTROL_OPERATORS] = {"Activator", "ControlOperators", apply_control_operators, true},
+    [KEY_CONTROL_VIEWERS] = {"Activator", "ControlViewers", apply_control_viewers, true},
     [KEY_TLS_CERTIFICATE] = {"Activator", "TLSCertificate", apply_tls_certificate, false},
     [KEY_TLS_KEY] = {"Activator", "TLSKey", apply_tls_key, false},
     [KEY_TLS_CLIENT_CA] = {"Activator", "TLSClientCA", apply_tls_client_ca, false},
@@ -259,6 +335,7 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
     [KEY_STORE_USER] = {"Activator", "StoreUser", apply_store_user, false},
     [KEY_STORE_PASSWORD_FILE] = {"Activator", "StorePasswordFile", apply_store_password_file,
                                  false},
+    [KEY_STORE_INSECURE] = {"Activator", "StoreInsecure", apply_store_insecure, false},
     [KEY_METRICS_LISTEN] = {"Activator", "MetricsListen", apply_metrics_listen, false},
     [KEY_MAX_CONCURRENT_STARTS] = {"Activator", "MaxConcurrentStarts", apply_max_concurrent_starts,
                                    false},
@@ -267,6 +344,8 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
     [KEY_FAILURE_RESET] = {"Activator", "FailureResetSec", apply_failure_reset, false},
     [KEY_START_BUDGET_WAIT] = {"Activator", "StartBudgetWaitSec", apply_start_budget_wait, false},
     [KEY_BOX_LEASE] = {"Activator", "BoxLeaseSec", apply_box_lease, false},
+    [KEY_STORE_WATCH_TIMEOUT] = {"Activator", "StoreWatchTimeoutSec", apply_store_watch_timeout,
+                                 false},
 };
 
 /* Sets *field to prefix+arg+suffix unless the file set it. */
@@ -323,6 +402,58 @@ static int check_store_access(const cfg_daemon *c, bool store_refused, const cha
                        "needs %s= as well (they come together)", daemon_keys[keys[unset]].name);
         problems++;
     }
+    /* The password goes with every request: over plain http anyone on the
+     * way reads it. StoreCA= or StoreCertificate= (even one refused on its
+     * line) means https. */
+    bool https = key_lines[KEY_STORE_CA] || key_lines[KEY_STORE_CERTIFICATE];
+    if (etcd && c->store_user && !https && !c->store_insecure) {
+        cfg_errors_add(errors, path, key_lines[KEY_STORE_USER], "StoreUser",
+                       "would send the etcd password in clear: without StoreCA= the store is "
+                       "plain http (set StoreCA= to the CA of etcd's certificate, or "
+                       "StoreInsecure=yes if the network to %s is trusted)",
+                       c->store);
+        problems++;
+    }
+    return problems;
+}
+
+/* Who may control the box: the two groups differ, and the CN lists come
+ * with ControlListen= (and it with them), each CN in one list only. */
+static int check_control_roles(const cfg_daemon *c, const char *path, const unsigned *key_lines,
+                               cfg_errors *errors)
+{
+    int problems = 0;
+    if (c->control_group && c->viewer_group && strcmp(c->control_group, c->viewer_group) == 0) {
+        cfg_errors_add(errors, path, key_lines[KEY_VIEWER_GROUP], "ViewerGroup",
+                       "names ControlGroup=%s as well, whose members are operators already "
+                       "(name the group of read-only users, or remove ViewerGroup=)",
+                       c->control_group);
+        problems++;
+    }
+    bool have_lists = key_lines[KEY_CONTROL_OPERATORS] || key_lines[KEY_CONTROL_VIEWERS];
+    if (c->control_listen && !have_lists) {
+        cfg_errors_add(errors, path, key_lines[KEY_CONTROL_LISTEN], "ControlListen",
+                       "no client certificate would have a role (name their subject CNs in "
+                       "ControlOperators= for those that change what runs, ControlViewers= for "
+                       "those that only read)");
+        problems++;
+    } else if (!key_lines[KEY_CONTROL_LISTEN] && have_lists) {
+        int key = key_lines[KEY_CONTROL_OPERATORS] ? KEY_CONTROL_OPERATORS : KEY_CONTROL_VIEWERS;
+        cfg_errors_add(errors, path, key_lines[key], daemon_keys[key].name,
+                       "names client certificates but ControlListen= is not set, so no one "
+                       "would present one (add ControlListen=tls+tcp://ADDR:PORT or remove "
+                       "the line)");
+        problems++;
+    }
+    for (char *const *viewer = c->control_viewers; viewer && *viewer; viewer++)
+        for (char *const *op = c->control_operators; op && *op; op++)
+            if (strcmp(*viewer, *op) == 0) {
+                cfg_errors_add(errors, path, key_lines[KEY_CONTROL_VIEWERS], "ControlViewers",
+                               "\"%s\" is in ControlOperators= as well (keep it in one list: "
+                               "operators may do everything viewers may)",
+                               *viewer);
+                problems++;
+            }
     return problems;
 }
 
@@ -386,7 +517,24 @@ static int finish(cfg_daemon *c, const char *path, const unsigned *key_lines, cf
                        "unused (add ControlListen=tls+tcp://ADDR:PORT or remove them)");
         problems++;
     }
+    problems += check_control_roles(c, path, key_lines, errors);
     return problems + check_store_access(c, store_refused, path, key_lines, errors);
+}
+
+int cfg_resolve_control_groups(const cfg_daemon *config, gid_t *control_gid, gid_t *viewer_gid,
+                               act_error *err)
+{
+    int r = 0;
+    if (config->control_group)
+        r = cfg_resolve_group("ControlGroup", config->control_group, control_gid, err);
+    if (r == 0 && config->viewer_group)
+        r = cfg_resolve_group("ViewerGroup", config->viewer_group, viewer_gid, err);
+    if (r == 0 && config->control_group && config->viewer_group && *control_gid == *viewer_gid)
+        r = act_error_set(err, EINVAL,
+                          "ViewerGroup=%s is ControlGroup=%s (gid %u) on this box, whose members "
+                          "are operators already; name the group of read-only users",
+                          config->viewer_group, config->control_group, (unsigned)*viewer_gid);
+    return r;
 }
 
 static long online_cpus(void)
@@ -413,6 +561,7 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .failure_reset_usec = 10 * CFG_USEC_PER_SEC,
         .start_budget_wait_usec = 30 * CFG_USEC_PER_SEC,
         .box_lease_usec = 10 * CFG_USEC_PER_SEC,
+        .store_watch_timeout_usec = 30 * CFG_USEC_PER_SEC,
     };
     unsigned key_lines[N_KEYS] = {0};
     int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, key_lines, errors);

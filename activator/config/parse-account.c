@@ -31,7 +31,7 @@ int cfg_parse_account_name(const char *what, const char *text, act_error *err)
 {
     assert(what && text);
     char shown[ACT_TEXT_SHOW_MAX];
-    uint32_t id;
+    uint32_t id = 0;
     int numeric = parse_id(text, &id);
     if (numeric < 0)
         return act_error_set(err, ERANGE,
@@ -90,7 +90,7 @@ static int check_account(const char *key, const char *what, const char *text, ui
 int cfg_resolve_user(const char *key, const char *text, uid_t *uid, gid_t *gid, act_error *err)
 {
     assert(key && text && uid && gid);
-    uint32_t id;
+    uint32_t id = 0;
     int numeric = check_account(key, "user", text, &id, err);
     if (numeric < 0)
         return numeric;
@@ -111,7 +111,7 @@ int cfg_resolve_user(const char *key, const char *text, uid_t *uid, gid_t *gid, 
 int cfg_resolve_group(const char *key, const char *text, gid_t *gid, act_error *err)
 {
     assert(key && text && gid);
-    uint32_t id;
+    uint32_t id = 0;
     int numeric = check_account(key, "group", text, &id, err);
     if (numeric < 0)
         return numeric;

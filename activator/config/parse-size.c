@@ -114,7 +114,7 @@ int cfg_parse_size(const char *text, uint64_t *out, act_error *err)
         *out = CFG_SIZE_INFINITY;
         return 0;
     }
-    uint64_t value;
+    uint64_t value = 0; /* gcc -O3 cannot see that both parsers set it on success */
     size_t len = strlen(text);
     int r = len && text[len - 1] == '%' ? parse_share(text, physical_memory(), &value, err)
                                         : parse_bytes(text, &value, err);

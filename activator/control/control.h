@@ -4,10 +4,11 @@
  * NNG receives on its own threads through several REP contexts, so a request
  * whose reply waits (a wake waiting for ready) occupies one context while the
  * others keep answering (status stays fast). A received message is only
- * queued for the loop there, with the peer's credentials already judged; the
- * loop thread parses and validates it (activator/control/request.h), refuses
- * an op whose role the peer lacks (activator/control/ops.h: root for stage)
- * and calls the dispatch callback with a reply handle. The daemon answers
+ * queued for the loop there, with the role of the peer that sent it (judged
+ * once, when the peer connected: activator/control/peer.h); the loop thread
+ * parses and validates it (activator/control/request.h), refuses an op whose
+ * role the peer lacks (activator/control/ops.h) and calls the dispatch
+ * callback with a reply handle. The daemon answers
  * through the handle at once or later, exactly once, always on the loop
  * thread.
  *
@@ -34,6 +35,7 @@
 #include <json-c/json.h>
 #include <systemd/sd-event.h>
 
+#include "activator/control/peer.h"
 #include "activator/control/request.h"
 #include "common/cleanup.h"
 #include "common/error.h"
@@ -62,9 +64,8 @@ typedef void (*ctrl_observe_fn)(const char *op, const char *outcome, uint64_t du
 
 typedef struct ctrl_options {
     const char *url;        /* Control=, e.g. "ipc:///run/activator/control.ipc" */
-    int ipc_permissions;    /* mode of an ipc:// socket file; 0 means 0600 */
-    bool have_control_gid;  /* ControlGroup= set */
-    gid_t control_gid;      /* its members may use the local socket besides root */
+    int ipc_permissions;    /* mode of an ipc:// socket file; 0: ctrl_ipc_socket_mode */
+    ctrl_access access;     /* who gets which role; its strings must outlive the server */
     const char *tls_url;    /* ControlListen=tls+tcp://ADDR:PORT, or NULL */
     const char *tls_certificate; /* TLSCertificate= (PEM) */
     const char *tls_key;         /* TLSKey= (PEM) */

@@ -1,61 +1,364 @@
 #include "activator/control/peer.h"
 
+#include <endian.h>
 #include <errno.h>
-#include <grp.h>
-#include <pwd.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/posix_acl.h>
+#include <linux/posix_acl_xattr.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/fileio.h"
 
-bool ctrl_peer_allowed(uid_t uid, gid_t gid, bool have_group, gid_t group)
+/* /proc/PID/status with NGROUPS_MAX (65536) groups of 10 digits each. */
+#define STATUS_MAX (1024 * 1024)
+
+void ctrl_peer_judge_local(const ctrl_access *access, uid_t uid, gid_t gid, bool held_control,
+                           bool held_viewer, ctrl_peer *out)
 {
-    if (uid == 0)
-        return true;
-    if (!have_group)
-        return false;
-    if (gid == group)
-        return true;
-
-    struct passwd pw, *found = NULL;
-    char buf[4096];
-    if (getpwuid_r(uid, &pw, buf, sizeof(buf), &found) != 0 || !found)
-        return false;
-
-    /* The peer's process may have dropped supplementary groups, but the
-     * operator configured membership in the group database, so that is what
-     * counts. */
-    int count = 64;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        _cleanup_free_ gid_t *groups = calloc((size_t)count, sizeof(gid_t));
-        if (!groups)
-            return false;
-        int n = count;
-        if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) >= 0) {
-            for (int i = 0; i < n; i++)
-                if (groups[i] == group)
-                    return true;
-            return false;
-        }
-        count = n; /* getgrouplist told us how many it needs */
+    *out = (ctrl_peer){.kind = CTRL_PEER_LOCAL, .uid = uid};
+    bool control = access->control_group && (held_control || gid == access->control_gid);
+    bool viewer = access->viewer_group && (held_viewer || gid == access->viewer_gid);
+    if (uid == 0) {
+        out->role = CTRL_ROLE_ROOT;
+        snprintf(out->grant, sizeof(out->grant), "uid 0");
+    } else if (control) {
+        out->role = CTRL_ROLE_OPERATOR;
+        snprintf(out->grant, sizeof(out->grant), "ControlGroup=%s", access->control_group);
+    } else if (viewer) {
+        out->role = CTRL_ROLE_VIEWER;
+        snprintf(out->grant, sizeof(out->grant), "ViewerGroup=%s", access->viewer_group);
+    } else {
+        return;
     }
+    out->has_role = true;
+}
+
+static bool listed(char *const *list, const char *cn)
+{
+    for (; list && *list; list++)
+        if (strcmp(*list, cn) == 0)
+            return true;
     return false;
 }
 
-int ctrl_ipc_socket_mode(int configured, bool have_group)
+void ctrl_peer_judge_cn(const ctrl_access *access, const char *cn, ctrl_peer *out)
+{
+    *out = (ctrl_peer){.kind = CTRL_PEER_TLS};
+    if (!cn || !act_cn_is_valid(cn, strlen(cn)))
+        return;
+    snprintf(out->cn, sizeof(out->cn), "%s", cn);
+    if (listed(access->operators, cn)) {
+        out->role = CTRL_ROLE_OPERATOR;
+        snprintf(out->grant, sizeof(out->grant), "ControlOperators=");
+    } else if (listed(access->viewers, cn)) {
+        out->role = CTRL_ROLE_VIEWER;
+        snprintf(out->grant, sizeof(out->grant), "ControlViewers=");
+    } else {
+        return;
+    }
+    out->has_role = true;
+}
+
+/* The second number of a "Uid:" or "Gid:" line (real, effective, saved,
+ * filesystem): the effective id. */
+static int parse_effective(const char *line, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    strtoul(line, &end, 10);
+    if (errno || end == line)
+        return -EBADMSG;
+    const char *start = end;
+    unsigned long value = strtoul(start, &end, 10);
+    if (errno || end == start || value > UINT32_MAX)
+        return -EBADMSG;
+    *out = (uint32_t)value;
+    return 0;
+}
+
+/* Marks in held each gid of wanted that the Groups: line (up to its newline)
+ * names. */
+static int parse_groups(const char *line, const gid_t *wanted, bool *held, size_t n)
+{
+    const char *p = line;
+    for (;;) {
+        p += strspn(p, " \t");
+        if (*p == '\n' || *p == '\0')
+            return 0;
+        char *end;
+        errno = 0;
+        unsigned long gid = strtoul(p, &end, 10);
+        if (errno || end == p || gid > UINT32_MAX)
+            return -EBADMSG;
+        for (size_t i = 0; i < n; i++)
+            if (wanted[i] == (gid_t)gid)
+                held[i] = true;
+        p = end;
+    }
+}
+
+int ctrl_peer_parse_status(const char *status, uid_t *euid, gid_t *egid, const gid_t *wanted,
+                           bool *held, size_t n)
+{
+    bool have_uid = false, have_gid = false, have_groups = false;
+    for (size_t i = 0; i < n; i++)
+        held[i] = false;
+    for (const char *line = status; *line;) {
+        uint32_t id;
+        if (strncmp(line, "Uid:", 4) == 0) {
+            if (parse_effective(line + 4, &id) < 0)
+                return -EBADMSG;
+            *euid = id;
+            have_uid = true;
+        } else if (strncmp(line, "Gid:", 4) == 0) {
+            if (parse_effective(line + 4, &id) < 0)
+                return -EBADMSG;
+            *egid = id;
+            have_gid = true;
+        } else if (strncmp(line, "Groups:", 7) == 0) {
+            if (parse_groups(line + 7, wanted, held, n) < 0)
+                return -EBADMSG;
+            have_groups = true;
+        }
+        const char *newline = strchr(line, '\n');
+        if (!newline)
+            break;
+        line = newline + 1;
+    }
+    return have_uid && have_gid && have_groups ? 0 : -EBADMSG;
+}
+
+/* The supplementary groups of process pid, if it is still the process that
+ * connected with uid and gid (see peer.h). */
+static int read_peer_groups(pid_t pid, uid_t uid, gid_t gid, const gid_t *wanted, bool *held,
+                            size_t n)
+{
+    if (pid <= 0) /* not visible from our pid namespace */
+        return -ESRCH;
+    _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0)
+        return -errno;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    _cleanup_free_ char *status = NULL;
+    size_t len;
+    int r = act_read_file(AT_FDCWD, path, STATUS_MAX, &status, &len, NULL);
+    if (r < 0)
+        return r;
+    uid_t euid;
+    gid_t egid;
+    r = ctrl_peer_parse_status(status, &euid, &egid, wanted, held, n);
+    if (r < 0)
+        return r;
+    if (euid != uid || egid != gid)
+        return -ESTALE;
+    /* A pidfd polls readable once its process exits: then the pid may be
+     * another process's by now, and so may the status just read. */
+    struct pollfd exited = {.fd = pidfd, .events = POLLIN};
+    if (poll(&exited, 1, 0) != 0)
+        return -ESRCH;
+    return 0;
+}
+
+void ctrl_peer_of_ipc_pipe(const ctrl_access *access, nng_pipe pipe, ctrl_peer *out)
+{
+    uint64_t uid, gid, pid = 0;
+    if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) != 0 ||
+        nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_GID, &gid) != 0 || uid > UINT32_MAX ||
+        gid > UINT32_MAX) {
+        *out = (ctrl_peer){.kind = CTRL_PEER_UNKNOWN};
+        return;
+    }
+    gid_t wanted[2] = {access->control_gid, access->viewer_gid};
+    bool held[2] = {false, false};
+    bool groups_matter = uid != 0 && (access->control_group || access->viewer_group);
+    bool unread = false;
+    if (groups_matter) {
+        if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_PID, &pid) != 0 || pid > INT32_MAX ||
+            read_peer_groups((pid_t)pid, (uid_t)uid, (gid_t)gid, wanted, held, 2) < 0) {
+            held[0] = held[1] = false;
+            unread = true;
+        }
+    }
+    ctrl_peer_judge_local(access, (uid_t)uid, (gid_t)gid, held[0], held[1], out);
+    out->groups_unread = unread && !out->has_role;
+}
+
+void ctrl_peer_describe(const ctrl_peer *peer, char *buf, size_t size)
+{
+    switch (peer->kind) {
+    case CTRL_PEER_LOCAL:
+        snprintf(buf, size, "uid %" PRIu64, peer->uid);
+        return;
+    case CTRL_PEER_TLS:
+        if (peer->cn[0])
+            snprintf(buf, size, "the TLS client CN=%s", peer->cn);
+        else
+            snprintf(buf, size, "a TLS client whose certificate has no CN a list can name");
+        return;
+    case CTRL_PEER_UNKNOWN:
+        break;
+    }
+    snprintf(buf, size, "a peer whose credentials could not be read");
+}
+
+/* "a viewer", "an operator", but "root" (is root, not a root). */
+static const char *role_article(ctrl_role role)
+{
+    return role == CTRL_ROLE_ROOT ? "" : role == CTRL_ROLE_OPERATOR ? "an " : "a ";
+}
+
+/* Who has roles at all on the peer's kind of connection, and how to get
+ * one. */
+static void without_role(const ctrl_access *access, const ctrl_peer *peer, char *buf, size_t size)
+{
+    if (peer->kind == CTRL_PEER_TLS) {
+        if (!peer->cn[0])
+            snprintf(buf, size,
+                     "ControlOperators= and ControlViewers= name subject CNs of 1 to %d "
+                     "printable ASCII characters; issue a certificate with one",
+                     ACT_CN_MAX);
+        else
+            snprintf(buf, size,
+                     "its CN is in neither ControlOperators= (operators) nor ControlViewers= "
+                     "(viewers); add it to one of them in activatord.conf");
+        return;
+    }
+    if (peer->kind == CTRL_PEER_UNKNOWN) {
+        snprintf(buf, size,
+                 "connect over the local socket as root or a member of ControlGroup= or "
+                 "ViewerGroup=, or over ControlListen= with a listed client certificate");
+        return;
+    }
+    const char *unread = peer->groups_unread
+                             ? " (its supplementary groups could not be read: the process that "
+                               "connected has exited or changed its credentials)"
+                             : "";
+    if (access->control_group && access->viewer_group)
+        snprintf(buf, size,
+                 "only root, members of ControlGroup=%s (operators) and of ViewerGroup=%s "
+                 "(viewers) have one%s; ask an administrator to add the user to one of them",
+                 access->control_group, access->viewer_group, unread);
+    else if (access->control_group || access->viewer_group)
+        snprintf(buf, size,
+                 "only root and members of %s=%s (%s) have one%s; ask an administrator to add "
+                 "the user to that group",
+                 access->control_group ? "ControlGroup" : "ViewerGroup",
+                 access->control_group ? access->control_group : access->viewer_group,
+                 access->control_group ? "operators" : "viewers", unread);
+    else
+        snprintf(buf, size,
+                 "only root has one (neither ControlGroup= nor ViewerGroup= is set); run it as "
+                 "root or set ControlGroup= or ViewerGroup=");
+}
+
+void ctrl_peer_refusal(const ctrl_access *access, const ctrl_peer *peer, const ctrl_op_spec *op,
+                       char *buf, size_t size)
+{
+    char who[ACT_CN_MAX + 64], needs[160];
+    ctrl_peer_describe(peer, who, sizeof(who));
+    needs[0] = '\0';
+    if (op && op->role == CTRL_ROLE_ROOT)
+        snprintf(needs, sizeof(needs),
+                 "op %s needs the root role (activatord acts on what it names with its own "
+                 "privileges, so only root may %s); ",
+                 op->name, op->name);
+    else if (op)
+        snprintf(needs, sizeof(needs), "op %s needs the %s role; ", op->name,
+                 ctrl_role_name(op->role));
+
+    if (!peer->has_role) {
+        char how[512];
+        without_role(access, peer, how, sizeof(how));
+        snprintf(buf, size, "%sthis peer (%s) has no role here: %s", needs, who, how);
+        return;
+    }
+    char hint[160] = "";
+    if (op && op->role == CTRL_ROLE_ROOT)
+        snprintf(hint, sizeof(hint), "; run it %s",
+                 peer->kind == CTRL_PEER_TLS ? "on the box as root"
+                                             : "as root ('sudo activatorctl ...')");
+    else if (op && peer->kind == CTRL_PEER_TLS)
+        snprintf(hint, sizeof(hint), "; operators are the CNs in ControlOperators=");
+    else if (op && access->control_group)
+        snprintf(hint, sizeof(hint), "; operators are root and the members of ControlGroup=%s",
+                 access->control_group);
+    else if (op)
+        snprintf(hint, sizeof(hint), "; operators are root (ControlGroup= is not set)");
+    snprintf(buf, size, "%sthis peer (%s) is %s%s (%s)%s", needs, who, role_article(peer->role),
+             ctrl_role_name(peer->role), peer->grant, hint);
+}
+
+int ctrl_ipc_socket_mode(int configured, const ctrl_access *access)
 {
     if (configured)
         return configured;
-    return have_group ? 0660 : 0600;
+    return access->control_group || access->viewer_group ? 0660 : 0600;
 }
 
-int ctrl_ipc_socket_to_group(const char *url, bool have_group, gid_t group, act_error *err)
+static void acl_entry(struct posix_acl_xattr_entry *entry, int tag, int perm, uint32_t id)
 {
-    if (!have_group || strncmp(url, "ipc://", 6) != 0)
+    entry->e_tag = htole16((uint16_t)tag);
+    entry->e_perm = htole16((uint16_t)perm);
+    entry->e_id = htole32(id);
+}
+
+/* Gives group the same access to path as its owning group, through a POSIX
+ * ACL (what setfacl -m g:GROUP:rw would write), keeping the mode's bits. */
+static int add_group_acl(const char *path, gid_t group, act_error *err)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return act_error_set(err, errno, "%s: %s", path, strerror(errno));
+    int user = (st.st_mode >> 6) & 7, owners = (st.st_mode >> 3) & 7, other = st.st_mode & 7;
+    struct {
+        struct posix_acl_xattr_header header;
+        struct posix_acl_xattr_entry entries[5];
+    } acl;
+    acl.header.a_version = htole32(POSIX_ACL_XATTR_VERSION);
+    /* In the order the kernel requires: by tag, then by id. */
+    acl_entry(&acl.entries[0], ACL_USER_OBJ, user, (uint32_t)ACL_UNDEFINED_ID);
+    acl_entry(&acl.entries[1], ACL_GROUP_OBJ, owners, (uint32_t)ACL_UNDEFINED_ID);
+    acl_entry(&acl.entries[2], ACL_GROUP, owners, group);
+    acl_entry(&acl.entries[3], ACL_MASK, owners, (uint32_t)ACL_UNDEFINED_ID);
+    acl_entry(&acl.entries[4], ACL_OTHER, other, (uint32_t)ACL_UNDEFINED_ID);
+    if (setxattr(path, "system.posix_acl_access", &acl, sizeof(acl), 0) < 0)
+        return -errno;
+    return 0;
+}
+
+int ctrl_ipc_socket_grant(const char *url, const ctrl_access *access, act_error *err)
+{
+    if (strncmp(url, "ipc://", 6) != 0 || (!access->control_group && !access->viewer_group))
         return 0;
-    if (chown(url + 6, (uid_t)-1, group) < 0)
-        return act_error_set(err, errno, "%s: cannot hand the socket to ControlGroup= gid %u: %s",
-                             url, (unsigned)group, strerror(errno));
+    const char *path = url + 6;
+    bool control = access->control_group != NULL;
+    gid_t owner = control ? access->control_gid : access->viewer_gid;
+    if (chown(path, (uid_t)-1, owner) < 0)
+        return act_error_set(err, errno, "%s: cannot hand the socket to %s=%s (gid %u): %s", url,
+                             control ? "ControlGroup" : "ViewerGroup",
+                             control ? access->control_group : access->viewer_group,
+                             (unsigned)owner, strerror(errno));
+    if (!control || !access->viewer_group)
+        return 0;
+    int r = add_group_acl(path, access->viewer_gid, err);
+    if (r == -EOPNOTSUPP)
+        return act_error_set(err, EOPNOTSUPP,
+                             "%s: ViewerGroup=%s cannot be let in beside ControlGroup=%s: the "
+                             "file system of the socket has no POSIX ACLs; put it on a tmpfs "
+                             "such as /run (RuntimeDirectory=)",
+                             url, access->viewer_group, access->control_group);
+    if (r < 0)
+        return act_error_set(err, -r, "%s: cannot let ViewerGroup=%s (gid %u) connect: %s", url,
+                             access->viewer_group, (unsigned)access->viewer_gid, strerror(-r));
     return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "activator/control/handoff.h"
 #include "activator/control/nng_errno.h"
 #include "activator/control/peer.h"
+#include "activator/control/tls_engine.h"
 #include "common/clock.h"
 #include "common/cleanup.h"
 #include "common/cleanup_json.h"
@@ -34,18 +36,28 @@ struct ctrl_reply {
     nng_aio *aio;
     nng_msg *msg; /* the request while with the loop; reused for the reply */
     slot_state state;
-    bool peer_refused;
-    uint64_t peer_uid;
+    ctrl_peer peer; /* who sent the request */
     ctrl_op op;
     const char *op_name;
     uint64_t received_usec;
 };
 
+/* One connected pipe and its peer, judged when it connected. */
+typedef struct pipe_peer {
+    uint32_t pipe_id;
+    ctrl_peer peer;
+} pipe_peer;
+
 struct ctrl_server {
     nng_socket socket;
     bool socket_open;
-    nng_listener tls_listener;
+    nng_listener tls_listener; /* zeroed (id -1) without ControlListen= */
     bool have_tls;
+    /* The connected pipes' peers: NNG threads add and remove them as pipes
+     * come and go, and look them up as requests arrive. */
+    pthread_mutex_t peers_lock;
+    pipe_peer *peers;
+    size_t n_peers, cap_peers;
     nng_tls_config *tls_config;
     ctrl_handoff *handoff;
     ctrl_options options;
@@ -60,26 +72,73 @@ static void start_recv(ctrl_reply *slot)
     nng_ctx_recv(slot->ctx, slot->aio);
 }
 
-/* Runs on an NNG thread: judge the peer (which needs only the immutable
- * options and the pipe), then hand the message to the loop. */
-static bool peer_is_allowed(ctrl_server *control, nng_msg *msg, uint64_t *uid_out)
+static bool is_tls_pipe(const ctrl_server *control, nng_pipe pipe)
 {
-    nng_pipe pipe = nng_msg_get_pipe(msg);
-    *uid_out = UINT64_MAX;
-    if (control->have_tls) {
-        nng_listener listener = nng_pipe_listener(pipe);
-        /* The TLS listener requires a client certificate signed by
-         * TLSClientCA=, so a pipe that exists there is authenticated. */
-        if (nng_listener_id(listener) == nng_listener_id(control->tls_listener))
-            return true;
+    int tls_id = nng_listener_id(control->tls_listener);
+    return tls_id > 0 && nng_listener_id(nng_pipe_listener(pipe)) == tls_id;
+}
+
+/* NNG thread: a pipe connects (before it can deliver a request) or goes.
+ * Its peer is judged once, now: a local peer's groups are read while the
+ * process that connected is there to read them (peer.h). */
+static void on_pipe(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+{
+    ctrl_server *control = arg;
+    uint32_t id = (uint32_t)nng_pipe_id(pipe);
+    if (ev == NNG_PIPE_EV_REM_POST) {
+        pthread_mutex_lock(&control->peers_lock);
+        for (size_t i = 0; i < control->n_peers; i++)
+            if (control->peers[i].pipe_id == id) {
+                control->peers[i] = control->peers[--control->n_peers];
+                break;
+            }
+        pthread_mutex_unlock(&control->peers_lock);
+        return;
     }
-    uint64_t uid, gid;
-    if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) != 0 ||
-        nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_GID, &gid) != 0)
-        return false;
-    *uid_out = uid;
-    return ctrl_peer_allowed((uid_t)uid, (gid_t)gid, control->options.have_control_gid,
-                             control->options.control_gid);
+    pipe_peer entry = {.pipe_id = id};
+    if (is_tls_pipe(control, pipe)) {
+        /* The listener requires a client certificate signed by
+         * TLSClientCA=, so a pipe there is authenticated: its CN says who. */
+        char cn[ACT_CN_MAX + 1];
+        int r = ctrl_tls_peer_cn(pipe, cn, sizeof(cn));
+        if (r == 0 || r == -EBADMSG)
+            ctrl_peer_judge_cn(&control->options.access, r == 0 ? cn : NULL, &entry.peer);
+        else
+            entry.peer = (ctrl_peer){.kind = CTRL_PEER_UNKNOWN};
+    } else {
+        ctrl_peer_of_ipc_pipe(&control->options.access, pipe, &entry.peer);
+    }
+    pthread_mutex_lock(&control->peers_lock);
+    bool added = false;
+    if (control->n_peers == control->cap_peers) {
+        size_t cap = control->cap_peers ? 2 * control->cap_peers : 16;
+        pipe_peer *grown = realloc(control->peers, cap * sizeof(*grown));
+        if (grown) {
+            control->peers = grown;
+            control->cap_peers = cap;
+        }
+    }
+    if (control->n_peers < control->cap_peers) {
+        control->peers[control->n_peers++] = entry;
+        added = true;
+    }
+    pthread_mutex_unlock(&control->peers_lock);
+    if (!added) /* a pipe whose peer we cannot remember could never be answered fairly */
+        nng_pipe_close(pipe);
+}
+
+/* NNG thread: the peer of the pipe a request came in on. */
+static void peer_of_request(ctrl_server *control, nng_msg *msg, ctrl_peer *out)
+{
+    uint32_t id = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
+    *out = (ctrl_peer){.kind = CTRL_PEER_UNKNOWN};
+    pthread_mutex_lock(&control->peers_lock);
+    for (size_t i = 0; i < control->n_peers; i++)
+        if (control->peers[i].pipe_id == id) {
+            *out = control->peers[i].peer;
+            break;
+        }
+    pthread_mutex_unlock(&control->peers_lock);
 }
 
 static void on_aio(void *arg)
@@ -104,7 +163,7 @@ static void on_aio(void *arg)
     }
     slot->msg = nng_aio_get_msg(slot->aio);
     nng_aio_set_msg(slot->aio, NULL);
-    slot->peer_refused = !peer_is_allowed(slot->control, slot->msg, &slot->peer_uid);
+    peer_of_request(slot->control, slot->msg, &slot->peer);
     slot->received_usec = act_now_usec();
     slot->state = SLOT_LOOP;
     ctrl_handoff_push(slot->control->handoff, &slot->node);
@@ -186,54 +245,14 @@ ctrl_op ctrl_reply_op(const ctrl_reply *slot)
     return slot->op;
 }
 
-static void refuse_peer(ctrl_reply *slot)
+/* Refuses op (NULL: not known) to the peer, saying what role it needs,
+ * what the peer is and how to get the role. */
+static void refuse(ctrl_reply *slot, const ctrl_op_spec *op)
 {
-    ctrl_server *control = slot->control;
-    if (slot->peer_uid == UINT64_MAX) {
-        ctrl_reply_error(slot, CTRL_REQ_FORBIDDEN,
-                         "the control socket could not identify this peer; connect over "
-                         "the local socket as root or a member of ControlGroup=");
-        return;
-    }
-    if (control->options.have_control_gid)
-        ctrl_reply_error(slot, CTRL_REQ_FORBIDDEN,
-                         "uid %llu may not use the control socket: only root and members "
-                         "of group %u (ControlGroup=) may; ask an administrator to add "
-                         "the user to that group or run as root",
-                         (unsigned long long)slot->peer_uid,
-                         (unsigned)control->options.control_gid);
-    else
-        ctrl_reply_error(slot, CTRL_REQ_FORBIDDEN,
-                         "uid %llu may not use the control socket: only root may (no "
-                         "ControlGroup= is configured); run as root or set ControlGroup=",
-                         (unsigned long long)slot->peer_uid);
-}
-
-/* Every peer the credential check admits is an operator, and root on the
- * local socket is root; no peer is a viewer only until a rule grants that
- * role. */
-static ctrl_role peer_role(const ctrl_reply *slot)
-{
-    return slot->peer_uid == 0 ? CTRL_ROLE_ROOT : CTRL_ROLE_OPERATOR;
-}
-
-static void refuse_role(ctrl_reply *slot, const ctrl_op_spec *spec, ctrl_role role)
-{
-    char who[64];
-    if (slot->peer_uid == UINT64_MAX)
-        snprintf(who, sizeof(who), "this TLS client");
-    else
-        snprintf(who, sizeof(who), "uid %llu", (unsigned long long)slot->peer_uid);
-    if (spec->role == CTRL_ROLE_ROOT)
-        ctrl_reply_error(slot, CTRL_REQ_FORBIDDEN,
-                         "only root may %s: activatord acts on what the request names with "
-                         "its own privileges; %s has the %s role, so run it as root on "
-                         "the box ('sudo activatorctl ...')",
-                         spec->name, who, ctrl_role_name(role));
-    else
-        ctrl_reply_error(slot, CTRL_REQ_FORBIDDEN,
-                         "op \"%s\" needs the %s role; %s has the %s role", spec->name,
-                         ctrl_role_name(spec->role), who, ctrl_role_name(role));
+    char message[1024];
+    ctrl_peer_refusal(&slot->control->options.access, &slot->peer, op, message, sizeof(message));
+    act_log(LOG_NOTICE, "control: refused: %s", message);
+    reply_error_message(slot, CTRL_REQ_FORBIDDEN, message);
 }
 
 /* Loop thread: one received request. */
@@ -243,24 +262,23 @@ static void on_request(ctrl_handoff_node *node, void *userdata)
     ctrl_server *control = userdata;
     slot->op_name = "none";
 
-    if (slot->peer_refused) {
-        refuse_peer(slot);
-        return;
-    }
-
+    /* Parsed before a peer without a role is refused, so that the refusal
+     * can name the op; a request that does not parse names none. */
     ctrl_request request;
     ctrl_request_error parse_err;
-    if (ctrl_request_parse(nng_msg_body(slot->msg), nng_msg_len(slot->msg), &request, &parse_err) <
-        0) {
-        reply_error_message(slot, parse_err.code, parse_err.error.message);
+    bool parsed = ctrl_request_parse(nng_msg_body(slot->msg), nng_msg_len(slot->msg), &request,
+                                     &parse_err) == 0;
+    const ctrl_op_spec *spec = parsed ? ctrl_op_spec_of(request.op) : NULL;
+    if (parsed) {
+        slot->op = request.op;
+        slot->op_name = ctrl_op_name(request.op);
+    }
+    if (!slot->peer.has_role || (spec && slot->peer.role < spec->role)) {
+        refuse(slot, spec);
         return;
     }
-    slot->op = request.op;
-    slot->op_name = ctrl_op_name(request.op);
-    const ctrl_op_spec *spec = ctrl_op_spec_of(request.op);
-    ctrl_role role = peer_role(slot);
-    if (role < spec->role) {
-        refuse_role(slot, spec, role);
+    if (!parsed) {
+        reply_error_message(slot, parse_err.code, parse_err.error.message);
         return;
     }
     control->options.dispatch(&request, slot, control->options.userdata);
@@ -294,6 +312,11 @@ static int setup_tls(ctrl_server *control, act_error *err)
                              "listener is TLS only",
                              o->tls_url);
 
+    /* The listener's configuration is of the engine in force when it is
+     * allocated: ours, which tells the client certificate's CN. */
+    int r = ctrl_tls_engine_install(err);
+    if (r < 0)
+        return act_error_prefix(err, "ControlListen=%s", o->tls_url);
     int rv = nng_tls_config_alloc(&control->tls_config, NNG_TLS_MODE_SERVER);
     if (rv == NNG_ENOTSUP)
         return act_error_set(err, EOPNOTSUPP,
@@ -304,7 +327,7 @@ static int setup_tls(ctrl_server *control, act_error *err)
         return act_error_set(err, ctrl_nng_errno(rv), "TLS configuration: %s", nng_strerror(rv));
 
     _cleanup_free_ char *cert = NULL, *key = NULL;
-    int r = read_pem("TLSCertificate=", o->tls_certificate, &cert, err);
+    r = read_pem("TLSCertificate=", o->tls_certificate, &cert, err);
     if (r < 0)
         return r;
     r = read_pem("TLSKey=", o->tls_key, &key, err);
@@ -345,8 +368,7 @@ static int listen_local(ctrl_server *control, act_error *err)
         return act_error_set(err, ctrl_nng_errno(rv), "Control=%s: %s; use ipc:///path/control.ipc",
                              url, nng_strerror(rv));
     if (strncmp(url, "ipc://", 6) == 0) {
-        int mode = ctrl_ipc_socket_mode(control->options.ipc_permissions,
-                                        control->options.have_control_gid);
+        int mode = ctrl_ipc_socket_mode(control->options.ipc_permissions, &control->options.access);
         rv = nng_listener_set_int(listener, NNG_OPT_IPC_PERMISSIONS, mode);
         if (rv != 0)
             return act_error_set(err, ctrl_nng_errno(rv), "Control=%s: setting mode %o: %s", url,
@@ -365,8 +387,7 @@ static int listen_local(ctrl_server *control, act_error *err)
                              "Control=%s: listening: %s; check the directory exists and no "
                              "other activatord uses it",
                              url, nng_strerror(rv));
-    return ctrl_ipc_socket_to_group(url, control->options.have_control_gid,
-                                    control->options.control_gid, err);
+    return ctrl_ipc_socket_grant(url, &control->options.access, err);
 }
 
 void ctrl_free(ctrl_server *control)
@@ -385,6 +406,8 @@ void ctrl_free(ctrl_server *control)
     ctrl_handoff_free(control->handoff);
     if (control->tls_config)
         nng_tls_config_free(control->tls_config);
+    pthread_mutex_destroy(&control->peers_lock);
+    free(control->peers);
     free(control->slots);
     free(control->url);
     free(control);
@@ -399,6 +422,7 @@ int ctrl_new(sd_event *event, const ctrl_options *options, ctrl_server **out, ac
     if (!control)
         return act_error_set(err, ENOMEM, "out of memory for the control server");
     control->options = *options;
+    pthread_mutex_init(&control->peers_lock, NULL);
     control->url = strdup(options->url);
     control->options.url = control->url;
     control->n_slots = options->contexts ? options->contexts : CTRL_DEFAULT_CONTEXTS;
@@ -416,6 +440,10 @@ int ctrl_new(sd_event *event, const ctrl_options *options, ctrl_server **out, ac
                              nng_strerror(rv));
     control->socket_open = true;
     nng_socket_set_size(control->socket, NNG_OPT_RECVMAXSZ, CTRL_RECV_MAX_BYTES);
+    if ((rv = nng_pipe_notify(control->socket, NNG_PIPE_EV_ADD_PRE, on_pipe, control)) != 0 ||
+        (rv = nng_pipe_notify(control->socket, NNG_PIPE_EV_REM_POST, on_pipe, control)) != 0)
+        return act_error_set(err, ctrl_nng_errno(rv), "control: watching connections: %s",
+                             nng_strerror(rv));
 
     for (unsigned i = 0; i < control->n_slots; i++) {
         ctrl_reply *slot = &control->slots[i];
@@ -428,10 +456,12 @@ int ctrl_new(sd_event *event, const ctrl_options *options, ctrl_server **out, ac
                                  nng_strerror(rv));
     }
 
+    /* TLS first: the pipe callbacks of the local listener read which
+     * listener is the TLS one, so it must be set before any pipe comes. */
+    if (options->tls_url && (r = setup_tls(control, err)) < 0)
+        return r;
     r = listen_local(control, err);
     if (r < 0)
-        return r;
-    if (options->tls_url && (r = setup_tls(control, err)) < 0)
         return r;
 
     for (unsigned i = 0; i < control->n_slots; i++)

@@ -43,8 +43,9 @@ static void print_unreachable(const char *url, const char *why)
     fprintf(stderr, "activatorctl: cannot reach activatord at %s: %s\n", url, why);
     if (strncmp(url, "ipc://", 6) == 0)
         fprintf(stderr,
-                "hint: is activatord running (systemctl status activatord)? Only root and "
-                "members of ControlGroup= may connect; use --connect URL for another socket.\n");
+                "hint: is activatord running (systemctl status activatord)? Only root, members "
+                "of its ControlGroup= (operators) and of its ViewerGroup= (viewers) may "
+                "connect; use --connect URL for another socket.\n");
     else
         fprintf(stderr, "hint: check the address, that activatord has ControlListen= there, and "
                         "the --tls-cert/--tls-key/--tls-ca files.\n");

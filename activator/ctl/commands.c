@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -203,6 +204,26 @@ static void render_host_outcome(json_object *result, const ctl_options *options)
 
 static bool names_only;
 
+/* "store etcd://...: ok", or unavailable with since when and why: a box
+ * whose store is gone refuses wakes, and this line says so. */
+static void render_store(json_object *store, const ctl_options *options)
+{
+    const char *url = get_str(store, "url"), *state = get_str(store, "state");
+    if (!state)
+        return;
+    bool ok = strcmp(state, "ok") == 0;
+    const char *color = options->color ? (ok ? CTL_COLOR_GREEN : CTL_COLOR_RED) : NULL;
+    char since[64] = "";
+    uint64_t since_usec = get_u64(store, "since_usec");
+    time_t since_sec = (time_t)(since_usec / 1000000);
+    struct tm local;
+    if (since_usec && localtime_r(&since_sec, &local))
+        strftime(since, sizeof(since), " since %H:%M:%S", &local);
+    const char *error = get_str(store, "error");
+    printf("store %s: %s%s%s%s%s%s\n", url ? url : "?", color ? color : "", state,
+           color ? CTL_COLOR_RESET : "", since, error ? ": " : "", error ? error : "");
+}
+
 static void render_status(json_object *result, const ctl_options *options)
 {
     json_object *hosts = NULL;
@@ -255,6 +276,9 @@ static void render_status(json_object *result, const ctl_options *options)
     }
     ctl_table_print(&table, options->color);
     ctl_table_free(&table);
+    json_object *store = NULL;
+    if (json_object_object_get_ex(result, "store", &store))
+        render_store(store, options);
 }
 
 static void render_releases(json_object *result, const ctl_options *options)
@@ -427,6 +451,19 @@ static void render_version(json_object *result, const ctl_options *options)
     const char *box = result ? get_str(result, "box") : NULL;
     printf("activatord   %s%s%s%s\n", version ? version : "?", box ? " (box " : "",
            box ? box : "", box ? ")" : "");
+    if (!result)
+        return;
+    uint64_t starts = get_u64(result, "starts"), handovers = get_u64(result, "handovers");
+    if (starts)
+        printf("started      %" PRIu64 " time%s on this box, %" PRIu64 " by handover\n", starts,
+               starts == 1 ? "" : "s", handovers);
+    uint64_t last = get_u64(result, "last_handover_usec");
+    if (last) {
+        char when[64];
+        time_t seconds = (time_t)(last / 1000000);
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&seconds));
+        printf("last handover %s\n", when);
+    }
 }
 
 const char *ctl_command_summary(const ctl_command *command)

@@ -2,6 +2,7 @@
  * metrics. Nothing here decides anything. */
 #include "activator/daemon/announce.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 void ad_publish(ad_host *host, ev_event_kind kind, const ad_generation *gen, const char *reason)
 {
+    assert(host);
     ev_publisher *events = ad_host_daemon(host)->events;
     if (!events)
         return;
@@ -165,6 +167,7 @@ static void count_event(ad_host *host, const pl_wake_event *event)
 
 void ad_announce_transition(ad_host *host, const pl_wake_event *event)
 {
+    assert(host && event);
     const ad_generation *gen = ad_host_current_generation(host);
     log_event(host, event, gen);
     count_event(host, event);

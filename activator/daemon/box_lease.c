@@ -3,6 +3,10 @@
  * third of BoxLeaseSec=, put again when the store lost the lease (etcd
  * restarted without its data, or the store was out of reach for longer
  * than the lease), and removed when a clean stop has retired everything.
+ * A handover (AD_HANDOVER_SIGNAL) never removes it: the box stays alive
+ * under the next daemon, which puts its own record (its incarnation, under
+ * a new lease) before READY=1; the record is renewed once more instead, so
+ * it does not lapse while the next daemon starts.
  * Once the loop runs every call is asynchronous; at most one is in flight. */
 #include "activator/daemon/box_lease.h"
 
@@ -25,6 +29,7 @@ struct ad_box_lease {
     bool troubled;          /* the last call failed; said once until one succeeds */
     sd_event_source *timer; /* the next renewal */
     bool ending;            /* a clean stop asked for the record to go */
+    bool handed_over;       /* a handover: the record stays for the next daemon */
     ad_box_lease_ended_fn ended;
 };
 
@@ -127,6 +132,8 @@ static void on_renewed(claim_store *store, int result, const claims_box *record,
     } else {
         call_failed(lease, was_put ? "put" : "renew", err);
     }
+    if (lease->handed_over)
+        return;
     if (lease->ending) {
         remove_record(lease);
         return;
@@ -140,7 +147,7 @@ static void on_renewed(claim_store *store, int result, const claims_box *record,
 
 static void renew(ad_box_lease *lease)
 {
-    if (lease->in_flight || lease->ending)
+    if (lease->in_flight || lease->ending || lease->handed_over)
         return;
     act_error err = {0};
     claim_store *store = lease->daemon->store;
@@ -213,6 +220,36 @@ void ad_box_lease_end(ad_daemon *daemon, ad_box_lease_ended_fn ended)
     lease->timer = sd_event_source_disable_unref(lease->timer);
     if (!lease->in_flight)
         remove_record(lease);
+}
+
+void ad_box_lease_hand_over(ad_daemon *daemon)
+{
+    ad_box_lease *lease = daemon->box_lease;
+    if (!lease || lease->ending || lease->handed_over)
+        return;
+    lease->handed_over = true;
+    lease->timer = sd_event_source_disable_unref(lease->timer);
+    /* A store that failed the last call would most likely hold the
+     * handover up for its whole timeout: the record then lapses, or the
+     * next daemon puts it first. */
+    if (!lease->have_lease || lease->troubled) {
+        act_log(LOG_NOTICE, "handover: the record of box %s stays as it is for the next daemon "
+                            "to put again",
+                box_of(lease));
+        return;
+    }
+    act_error err = {0};
+    claims_box renewed;
+    if (claims_box_keepalive(lease->daemon->store, &lease->record, &renewed, &err) < 0) {
+        act_log(LOG_WARNING, "handover: cannot renew the record of box %s: %s; it stays for "
+                             "the next daemon to put again",
+                box_of(lease), err.message);
+        return;
+    }
+    lease->record = renewed;
+    act_log(LOG_INFO, "handover: the record of box %s stays, renewed for %llu ms, for the next "
+                      "daemon to take over",
+            box_of(lease), (unsigned long long)lease->record.lease_ttl_usec / 1000);
 }
 
 void ad_box_lease_free(ad_daemon *daemon)

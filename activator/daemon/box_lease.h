@@ -16,5 +16,11 @@ int ad_box_lease_start(ad_daemon *daemon, act_error *err);
  * record (revoking its lease), then calls ended; at once when there is no
  * record. A second call does nothing. */
 void ad_box_lease_end(ad_daemon *daemon, ad_box_lease_ended_fn ended);
+/* For a handover (AD_HANDOVER_SIGNAL), just before the loop exits: stops
+ * the renewals and renews the record once more, synchronously (unless the
+ * store failed the last call), so it stays alive while the next daemon
+ * starts and puts its own; the record is never removed by a handover, as
+ * the box goes on running every generation. Nothing else is called after. */
+void ad_box_lease_hand_over(ad_daemon *daemon);
 /* Frees it; a call still out is the store's to cancel. */
 void ad_box_lease_free(ad_daemon *daemon);

@@ -31,9 +31,31 @@ typedef struct ad_leftovers ad_leftovers;
 typedef struct ad_telemetry ad_telemetry;
 typedef struct ad_box_lease ad_box_lease;
 
+/* The daemon's starts and handovers on this box (lifetime.c keeps them in
+ * <state>/daemon.json). */
+typedef struct ad_lifetime {
+    uint64_t starts;              /* this start included */
+    uint64_t started_usec;        /* wall clock of this start */
+    uint64_t last_handover_usec;  /* wall clock of the last handover; 0: none */
+    uint64_t handovers;           /* handovers so far */
+} ad_lifetime;
+
+/* The claim store as the claim watch last found it. claim_watch.c is its
+ * only writer; the wake's read and admit steps (wake_ops.c) refuse while it
+ * is unavailable, and status shows it. */
+typedef struct ad_store_state {
+    bool unavailable;    /* the claims could not be listed again after the watch ended */
+    uint64_t since_usec; /* wall clock: when it stopped answering */
+    char last_error[512];
+    char refusal[1024];  /* the sentence a refused wake gets */
+} ad_store_state;
+
 /* Told of every transition of every host, after the host's own reactions
  * (hosts.c); daemon.c uses it for STATUS= and to see a clean stop finish. */
 typedef void (*ad_hosts_observer_fn)(ad_daemon *daemon, ad_host *host, const pl_wake_event *event);
+/* Told when the claim write-backs of a host ended (claim_report.c); daemon.c
+ * uses it to end a clean stop, which waits for them. */
+typedef void (*ad_claim_reports_observer_fn)(ad_daemon *daemon, ad_host *host);
 
 struct ad_daemon {
     sd_event *loop;
@@ -43,6 +65,7 @@ struct ad_daemon {
     ad_host **hosts; /* the hosts set up (hosts.c), sorted by name */
     size_t n_hosts;
     ad_hosts_observer_fn observe_hosts;
+    ad_claim_reports_observer_fn observe_claim_reports;
     cg_seccomp_program *default_seccomp; /* SystemCallFilter=default, shared by hosts */
     char incarnation[33];            /* random per start */
     int state_dirfd;
@@ -54,7 +77,9 @@ struct ad_daemon {
     ev_publisher *events;            /* NULL until the messaging is open */
     met_daemon_metrics *metrics;     /* the metric families; NULL until registered */
     struct rlimit nofile;            /* as we were started: what generations get */
-    bool stopping;                   /* a clean stop began: nothing new starts */
+    bool stopping;                   /* a stop or handover began: nothing new starts */
+    ad_lifetime lifetime;            /* this daemon's starts and handovers (lifetime.c) */
+    ad_store_state store_state;      /* claim_watch.c */
 
     ad_claim_watch *claim_watch; /* claim_watch.c */
     ad_leftovers *leftovers;     /* leftovers.c, from start-up until recovery ran */

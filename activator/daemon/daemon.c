@@ -15,13 +15,14 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-id128.h>
 
-#include "activator/config/parse-account.h"
 #include "activator/daemon/box_lease.h"
+#include "activator/daemon/claim_report.h"
 #include "activator/daemon/claim_watch.h"
 #include "activator/daemon/daemon_main.h"
 #include "activator/daemon/dispatch.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/leftovers.h"
+#include "activator/daemon/lifetime.h"
 #include "activator/daemon/recovery.h"
 #include "activator/daemon/telemetry.h"
 #include "common/cleanup.h"
@@ -97,6 +98,7 @@ static int open_store(ad_daemon *daemon, act_error *err)
         .cert_file = config->store_certificate,
         .key_file = config->store_key,
         .username = config->store_user,
+        .watch_timeout_ms = (int)(config->store_watch_timeout_usec / 1000),
     };
     _cleanup_free_ char *password = NULL;
     int r = 0;
@@ -127,12 +129,24 @@ static int open_messaging(daemon_process *process, act_error *err)
 {
     ad_daemon *daemon = &process->daemon;
     const cfg_daemon *config = &daemon->config;
-    ev_options events = {.url = config->events, .box = config->box};
-    int r = ev_new(&events, &daemon->events, err);
+    /* Who gets which role, resolved before either socket listens, so that
+     * the groups may subscribe to events as well as send requests. */
+    ctrl_access access = {
+        .control_group = config->control_group,
+        .viewer_group = config->viewer_group,
+        .operators = config->control_operators,
+        .viewers = config->control_viewers,
+    };
+    int r = cfg_resolve_control_groups(config, &access.control_gid, &access.viewer_gid, err);
+    if (r < 0)
+        return r;
+    ev_options events = {.url = config->events, .box = config->box, .access = access};
+    r = ev_new(&events, &daemon->events, err);
     if (r < 0)
         return r;
     ctrl_options control = {
         .url = config->control,
+        .access = access,
         .tls_url = config->control_listen,
         .tls_certificate = config->tls_certificate,
         .tls_key = config->tls_key,
@@ -143,14 +157,6 @@ static int open_messaging(daemon_process *process, act_error *err)
     r = ad_telemetry_open(daemon, &control.observe, err);
     if (r < 0)
         return r;
-    if (config->control_group) {
-        r = cfg_resolve_group("ControlGroup", config->control_group, &control.control_gid, err);
-        if (r < 0)
-            return r;
-        control.have_control_gid = true;
-        events.have_control_gid = true;
-        events.control_gid = control.control_gid;
-    }
     return ctrl_new(daemon->loop, &control, &process->control, err);
 }
 
@@ -190,16 +196,18 @@ static void on_box_lease_ended(ad_daemon *daemon)
     sd_event_exit(daemon->loop, process_of(daemon)->exit_code);
 }
 
-/* A clean stop ends when every host is at rest. Nothing starts once the
- * stop began, so a host found at rest stays so and the cursor only moves
+/* A clean stop ends when every host is at rest and its claim says so (the
+ * parked write-backs of the stop's own parks have landed). Nothing starts
+ * once the stop began, so a host found so stays so and the cursor only moves
  * forward: each transition costs a step, not a walk of the table. The
- * box's record goes last, so the fleet sees the box alive while it still
- * runs anything. */
+ * box's record goes last, after those writes, so the fleet sees the box
+ * alive while it still runs anything or its claims still say it does. */
 static void check_stopped(daemon_process *process)
 {
     ad_daemon *daemon = &process->daemon;
     while (process->stop_cursor < daemon->n_hosts &&
-           ad_hosts_at_rest(daemon->hosts[process->stop_cursor]))
+           ad_hosts_at_rest(daemon->hosts[process->stop_cursor]) &&
+           !ad_claim_report_busy(daemon->hosts[process->stop_cursor]))
         process->stop_cursor++;
     if (process->stop_cursor == daemon->n_hosts)
         ad_box_lease_end(daemon, on_box_lease_ended);
@@ -208,10 +216,26 @@ static void check_stopped(daemon_process *process)
 static int on_stop_deadline(sd_event_source *source, uint64_t usec, void *userdata)
 {
     daemon_process *process = userdata;
-    act_log(LOG_ERR, "stop: some generations are not proven stopped after the stop timeout; "
-                     "exiting anyway, the next start retires them");
-    process->exit_code = 1;
-    sd_event_exit(process->daemon.loop, process->exit_code);
+    ad_daemon *daemon = &process->daemon;
+    bool generations_left = false;
+    for (size_t i = process->stop_cursor; i < daemon->n_hosts && !generations_left; i++)
+        generations_left = !ad_hosts_at_rest(daemon->hosts[i]);
+    if (generations_left) {
+        act_log(LOG_ERR, "stop: some generations are not proven stopped after the stop timeout; "
+                         "exiting anyway, the next start retires them");
+        process->exit_code = 1;
+    } else if (process->stop_cursor < daemon->n_hosts) {
+        /* Every generation is stopped; only the store is slow. */
+        act_log(LOG_WARNING, "stop: some claims were not written back as parked before the "
+                             "stop timeout; they may still say serving until the host wakes "
+                             "again");
+    } else {
+        /* Every claim is written; only the record's removal is out. */
+        act_log(LOG_WARNING, "stop: the record of box %s was not removed from the claim store "
+                             "before the stop timeout; it lapses with its lease",
+                daemon->config.box);
+    }
+    sd_event_exit(daemon->loop, process->exit_code);
     return 0;
 }
 
@@ -223,6 +247,12 @@ static void observe_host(ad_daemon *daemon, ad_host *host, const pl_wake_event *
         status_changed(process);
     if (daemon->stopping && event->type == PL_WAKE_EVENT_ENDED)
         check_stopped(process);
+}
+
+static void observe_claim_reports(ad_daemon *daemon, ad_host *host)
+{
+    if (daemon->stopping)
+        check_stopped(process_of(daemon));
 }
 
 static void begin_stop(daemon_process *process)
@@ -251,10 +281,44 @@ static void begin_stop(daemon_process *process)
     check_stopped(process);
 }
 
+/* systemctl restart (the unit's RestartKillSignal=): the next daemon takes
+ * every generation over, as it would after a crash, and nothing is lost in
+ * between. No control request is taken from here on, every listening socket
+ * is in the FD store (and held by its generation), every record written is
+ * left to land, and the daemon exits 0 with every generation running. Wakes
+ * in flight are left too: their generations are not serving, so the next
+ * daemon retires them with proof, and their clients wait in the sockets'
+ * backlogs for it. The box's record in the claim store is not removed, as a
+ * clean stop does: the box stays alive under the next daemon, so the record
+ * is renewed instead (box_lease.c), and the next daemon puts its own. */
+static void begin_handover(daemon_process *process)
+{
+    ad_daemon *daemon = &process->daemon;
+    if (daemon->stopping)
+        return;
+    daemon->stopping = true;
+    ctrl_free(TAKE_PTR(process->control));
+    ad_claim_watch_stop(daemon);
+    size_t serving = ad_hosts_hand_over(daemon);
+    ad_lifetime_handover(daemon, &daemon->lifetime);
+    /* The box's record stays (renewed): the box is alive throughout, and
+     * the next daemon puts its own record over it. */
+    ad_box_lease_hand_over(daemon);
+    sd_notifyf(0, "STOPPING=1\nSTATUS=handing over to the next daemon: %zu generations keep running",
+               serving);
+    act_log(LOG_INFO, "handover: %zu serving generations keep running for the next daemon",
+            serving);
+    process->exit_code = 0;
+    sd_event_exit(daemon->loop, 0);
+}
+
 static int on_signal(sd_event_source *source, const struct signalfd_siginfo *info,
                      void *userdata)
 {
-    begin_stop(userdata);
+    if (info->ssi_signo == AD_HANDOVER_SIGNAL)
+        begin_handover(userdata);
+    else
+        begin_stop(userdata);
     return 0;
 }
 
@@ -314,9 +378,11 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
+    sigaddset(&mask, AD_HANDOVER_SIGNAL);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     sd_event_add_signal(daemon->loop, NULL, SIGTERM, on_signal, process);
     sd_event_add_signal(daemon->loop, NULL, SIGINT, on_signal, process);
+    sd_event_add_signal(daemon->loop, NULL, AD_HANDOVER_SIGNAL, on_signal, process);
     /* A child that dies while we write to its pipe must not kill us. */
     signal(SIGPIPE, SIG_IGN);
 
@@ -330,8 +396,10 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     if ((r = cg_spawn_reserve_fds(SPAWN_FD_WINDOW, err)) < 0)
         return r;
 
-    if ((r = make_incarnation(daemon, err)) < 0 || (r = open_directories(daemon, err)) < 0 ||
-        (r = act_offload_new(daemon->loop, RECORD_WRITERS, &daemon->offload, err)) < 0)
+    if ((r = make_incarnation(daemon, err)) < 0 || (r = open_directories(daemon, err)) < 0)
+        return r;
+    ad_lifetime_start(daemon, &daemon->lifetime);
+    if ((r = act_offload_new(daemon->loop, RECORD_WRITERS, &daemon->offload, err)) < 0)
         return r;
     r = cg_root_open(daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto",
                      &daemon->cgroups, err);
@@ -343,6 +411,7 @@ static int start(daemon_process *process, const char *config_path, act_error *er
         (r = open_store(daemon, err)) < 0 || (r = ad_leftovers_scan(daemon, err)) < 0)
         return r;
     daemon->observe_hosts = observe_host;
+    daemon->observe_claim_reports = observe_claim_reports;
     if ((r = ad_hosts_setup(daemon, err)) < 0)
         return r;
     ad_recover(daemon);

@@ -1,11 +1,18 @@
 /* Entry points of activatord, called from main.c. */
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include "common/error.h"
 
-/* Runs the daemon until SIGTERM; returns the process exit code. */
+/* The signal on which the daemon hands over to its successor instead of
+ * stopping (the unit's RestartKillSignal=). */
+#define AD_HANDOVER_SIGNAL SIGUSR2
+
+/* Runs the daemon until SIGTERM (a clean stop: every generation retired) or
+ * AD_HANDOVER_SIGNAL (a handover: every generation left running); returns
+ * the process exit code. */
 int ad_run(const char *config_path);
 
 /* Validates the daemon file, every host file and what they name on this box

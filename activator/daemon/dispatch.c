@@ -3,6 +3,7 @@
  * store are sent from the callback that learns the outcome. */
 #include "activator/daemon/dispatch.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "activator/daemon/claim_watch.h"
 #include "activator/daemon/fleet_requests.h"
 #include "activator/daemon/host_status.h"
 #include "activator/daemon/hosts.h"
@@ -60,6 +62,7 @@ static void reply_status(ad_daemon *daemon, const ctrl_request *request, ctrl_re
         json_object_array_add(hosts, ad_host_status_json(daemon->hosts[i]));
     json_object *result = json_object_new_object();
     json_object_object_add(result, "hosts", hosts);
+    json_object_object_add(result, "store", ad_claim_watch_store_status(daemon));
     ctrl_reply_ok(reply, result);
 }
 
@@ -207,11 +210,17 @@ static void reply_version(ad_daemon *daemon, ctrl_reply *reply)
     add_string(result, "box", daemon->config.box);
     add_string(result, "incarnation", daemon->incarnation);
     add_string(result, "store", claims_store_kind(daemon->store));
+    add_u64(result, "starts", daemon->lifetime.starts);
+    add_u64(result, "started_usec", daemon->lifetime.started_usec);
+    add_u64(result, "handovers", daemon->lifetime.handovers);
+    if (daemon->lifetime.last_handover_usec)
+        add_u64(result, "last_handover_usec", daemon->lifetime.last_handover_usec);
     ctrl_reply_ok(reply, result);
 }
 
 void ad_dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
 {
+    assert(request && reply && userdata);
     ad_daemon *daemon = userdata;
     switch (request->op) {
     case CTRL_OP_STATUS:

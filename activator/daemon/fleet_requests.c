@@ -123,26 +123,30 @@ static const char *local_version(const claim *c, void *userdata)
     return serving && serving->number == c->holder.generation ? serving->build.version : NULL;
 }
 
-static void on_claims_listed(claim_store *store, int result, const claim *claims, size_t n,
-                             const act_error *err, void *userdata)
+/* A claim that does not parse is skipped (and logged by the store), as
+ * activatorctl --store skips it. */
+static void on_claims_listed(claim_store *store, int result, claim *claims, size_t n,
+                             uint64_t revision, const act_error *err, void *userdata)
 {
     fleet_request *pending = userdata;
+    _cleanup_free_ claim *listed = claims;
     if (result < 0) {
         store_failed(pending, err);
         return;
     }
     ctrl_fleet_outcome outcome = {0};
     if (pending->request.op == CTRL_OP_BOXES)
-        outcome.result = ctrl_fleet_boxes_result(pending->boxes, pending->n_boxes, claims, n);
+        outcome.result = ctrl_fleet_boxes_result(pending->boxes, pending->n_boxes, listed, n);
     else
-        outcome.result = ctrl_fleet_claims_result(claims, n, local_version, pending->daemon);
+        outcome.result = ctrl_fleet_claims_result(listed, n, local_version, pending->daemon);
     answer(pending, &outcome);
 }
 
 static void list_claims(fleet_request *pending)
 {
     act_error err = {0};
-    if (claims_list_async(pending->daemon->store, on_claims_listed, pending, &err) < 0)
+    if (claims_list_async(pending->daemon->store, NULL, NULL, on_claims_listed, pending,
+                          &err) < 0)
         store_failed(pending, &err);
 }
 
@@ -184,7 +188,7 @@ void ad_fleet_request(ad_daemon *daemon, const ctrl_request *request, ctrl_reply
     int r;
     switch (request->op) {
     case CTRL_OP_CLAIMS:
-        r = claims_list_async(daemon->store, on_claims_listed, pending, &err);
+        r = claims_list_async(daemon->store, NULL, NULL, on_claims_listed, pending, &err);
         break;
     case CTRL_OP_BOXES:
         r = claims_box_list_async(daemon->store, on_boxes_listed, pending, &err);

@@ -43,6 +43,7 @@ static void limits_from_config(const cfg_limits *limits, cg_limits *out)
 int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_generation **out,
                       act_error *err)
 {
+    assert(host && kind && out);
     char leaf_name[32];
     snprintf(leaf_name, sizeof(leaf_name), "%s-%" PRIu64, kind, number);
     const cfg_host *config = ad_host_config(host);
@@ -70,6 +71,7 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
 void ad_generation_fill_record(ad_generation *gen, rec_generation_phase phase,
                                rec_generation_record *record)
 {
+    assert(gen && record);
     ad_host *host = gen->host;
     *record = (rec_generation_record){
         .generation = gen->number,
@@ -280,6 +282,7 @@ static int open_helper(const char *path, act_error *err)
 int ad_generation_spawn_helper(ad_generation *gen, char *const *argv, const char *extra_env,
                                bool main_process, act_error *err)
 {
+    assert(gen && argv && argv[0]);
     _cleanup_close_ int fd = open_helper(argv[0], err);
     if (fd < 0)
         return fd;
@@ -431,6 +434,7 @@ void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retir
 
 int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_error *err)
 {
+    assert(gen && on_message);
     const ad_daemon *daemon = ad_host_daemon(gen->host);
     char path[256], cgroup[4096];
     snprintf(path, sizeof(path), "%s/notify/%s.%" PRIu64, daemon->config.runtime_directory,
@@ -454,6 +458,7 @@ int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generati
                         const claim *current, int main_pidfd, ad_generation_exit_fn on_exit,
                         ad_generation **out, act_error *err)
 {
+    assert(host && leaf_name && record && current && main_pidfd >= 0 && out);
     ad_generation *gen = calloc(1, sizeof(*gen));
     if (!gen)
         return act_error_set(err, ENOMEM, "out of memory");

@@ -32,6 +32,7 @@ struct ad_host {
     ad_generation *replaced;
     ad_wake_state *wake_state;        /* wake_ops.c */
     ad_swap *swap;                    /* swap.c */
+    ad_claim_report *claim_report;    /* claim_report.c */
     sd_event_source *idle_timer;      /* idle.c */
     uint64_t last_active_usec;
     uint64_t wake_started_usec;       /* announce.c */
@@ -105,7 +106,7 @@ void ad_host_free(ad_host *host)
     if (!host)
         return;
     assert(!host->serving && !host->starting && !host->replaced && !host->wake_state &&
-           !host->swap && !host->pipeline);
+           !host->swap && !host->claim_report && !host->pipeline);
     for (uint16_t i = 0; host->listen_fds && i < host->config->n_listen; i++) {
         if (host->demand_sources)
             sd_event_source_disable_unref(host->demand_sources[i]);
@@ -290,6 +291,16 @@ ad_swap *ad_host_swap(const ad_host *host)
 void ad_host_set_swap(ad_host *host, ad_swap *swap)
 {
     host->swap = swap;
+}
+
+ad_claim_report *ad_host_claim_report(const ad_host *host)
+{
+    return host->claim_report;
+}
+
+void ad_host_set_claim_report(ad_host *host, ad_claim_report *report)
+{
+    host->claim_report = report;
 }
 
 /* ---- idle parking -------------------------------------------------------- */

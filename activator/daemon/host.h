@@ -14,6 +14,7 @@
 typedef struct ad_generation ad_generation;
 typedef struct ad_wake_state ad_wake_state;
 typedef struct ad_swap ad_swap;
+typedef struct ad_claim_report ad_claim_report;
 
 /* Sets up what a host holds of its own: its socket slots (unbound), the
  * account it runs as (User=, Group=) and its compiled SystemCallFilter=. */
@@ -83,6 +84,10 @@ void ad_host_set_wake_state(ad_host *host, ad_wake_state *state);
 /* The swap in flight (swap.c); NULL when none. */
 ad_swap *ad_host_swap(const ad_host *host);
 void ad_host_set_swap(ad_host *host, ad_swap *swap);
+/* What the claim should say of the host and the write-back of it in flight
+ * (claim_report.c); NULL while there is nothing to say. */
+ad_claim_report *ad_host_claim_report(const ad_host *host);
+void ad_host_set_claim_report(ad_host *host, ad_claim_report *report);
 
 /* ---- idle parking (idle.c) -------------------------------------------------- */
 

@@ -1,5 +1,7 @@
 #include "activator/daemon/host_status.h"
 
+#include <assert.h>
+
 #include "activator/daemon/generation.h"
 #include "common/clock.h"
 
@@ -37,6 +39,7 @@ static void add_generation(json_object *status, const ad_generation *gen)
 
 json_object *ad_host_status_json(const ad_host *host)
 {
+    assert(host);
     const pl_host *pipeline = ad_host_pipeline(host);
     json_object *status = json_object_new_object();
     add_string(status, "host", ad_host_name(host));

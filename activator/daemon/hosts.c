@@ -3,6 +3,7 @@
  * reaction to a host's change of state is decided. */
 #include "activator/daemon/hosts.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "activator/daemon/announce.h"
+#include "activator/daemon/claim_report.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/idle.h"
 #include "activator/daemon/leftovers.h"
@@ -34,6 +36,7 @@ static int compare_host_name(const void *key, const void *element)
 
 ad_host *ad_hosts_find(ad_daemon *daemon, const char *name)
 {
+    assert(daemon && name);
     ad_host **found =
         bsearch(name, daemon->hosts, daemon->n_hosts, sizeof(*daemon->hosts), compare_host_name);
     return found ? *found : NULL;
@@ -84,6 +87,7 @@ static void watch_demand(ad_host *host, bool watch)
  * own timeout, and so that the backlog does not trigger wake after wake. */
 void ad_hosts_drain_backlog(ad_host *host)
 {
+    assert(host);
     const int *fds = ad_host_listen_fds(host);
     for (uint16_t i = 0; i < ad_host_config(host)->n_listen; i++) {
         int fd;
@@ -108,12 +112,68 @@ static bool is_failure(const pl_wake_event *event)
     }
 }
 
+/* What the claim should say once the transition's wake or retirement ends
+ * (settle writes it). Only what this box's admission made true is reported,
+ * and claim_report.c writes it only while the claim still describes that
+ * admission. A claim lost to another box is that box's to write now, so
+ * nothing is reported of it. */
+static void report_to_claim(ad_host *host, const pl_wake_event *event)
+{
+    const pl_host *pipeline = ad_host_pipeline(host);
+    const claim *admitted;
+    switch (event->type) {
+    case PL_WAKE_EVENT_WAKING:
+        ad_claim_report_wake_began(host);
+        return;
+    case PL_WAKE_EVENT_ADMITTED:
+    case PL_WAKE_EVENT_PUBLISHED:
+        if ((admitted = ad_wake_ops_admitted(host)))
+            ad_claim_report_admitted(host, admitted);
+        return;
+    default:
+        break;
+    }
+    if (event->reason == PL_REASON_NOT_OWNER || event->park_cause == PL_PARK_CLAIM_LOST)
+        return;
+    switch (event->type) {
+    case PL_WAKE_EVENT_REFUSED:
+    case PL_WAKE_EVENT_GAVE_UP:
+        /* A swap's N+1 that did not make it: N serves on (below). */
+        if (!event->swap)
+            ad_claim_report_failed(host, event->reason, event->message, event->attempt);
+        break;
+    case PL_WAKE_EVENT_CANCELLED:
+        ad_claim_report_parked(host);
+        break;
+    case PL_WAKE_EVENT_SWAP_FAILED:
+        /* N serves on: the claim names it again (N+1 may have been published
+         * before it failed). A park or an exit during the swap made the host
+         * retiring instead, and its parking writes. */
+        if (pl_host_get_state(pipeline) == PL_HOST_SERVING && ad_host_serving(host))
+            ad_claim_report_serving(host, ad_host_serving(host)->number);
+        break;
+    case PL_WAKE_EVENT_PARKED:
+        /* A generation that may still run is no park: the box refuses wakes
+         * until it is proven stopped, and the claim says why. */
+        if (pl_host_is_unproven(pipeline))
+            ad_claim_report_failed(host, PL_REASON_UNPROVEN_STOP, event->message, 0);
+        else if (event->park_cause == PL_PARK_FAILURE)
+            ad_claim_report_failed(host, event->reason, NULL, 0);
+        else
+            ad_claim_report_parked(host);
+        break;
+    default:
+        break;
+    }
+}
+
 /* A wake, swap or retirement ended: the host keeps the state it has now, so
- * what watches it is set from that state. */
+ * what watches it is set from that state, and the claim is told. */
 static void settle(ad_host *host, const pl_wake_event *event)
 {
     ad_daemon *daemon = ad_host_daemon(host);
     pl_host_state state = pl_host_get_state(ad_host_pipeline(host));
+    ad_claim_report_settle(host);
     if (state != PL_HOST_SERVING)
         ad_idle_watch(host, false);
     if (!ad_host_serving(host) && !ad_host_starting(host))
@@ -143,6 +203,7 @@ static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *u
         ad_host_set_last_failure(host, pl_reason_to_string(event->reason), event->message);
 
     ad_announce_transition(host, event);
+    report_to_claim(host, event);
 
     switch (event->type) {
     case PL_WAKE_EVENT_WAKING:
@@ -253,14 +314,13 @@ static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited
     int fd = inherited_take(inherited, name, address);
     if (fd >= 0)
         return fd;
-    fd = lsn_bind(address, (int)config->backlog, err);
-    if (fd == -EADDRINUSE) {
-        int taken = ad_leftovers_take_socket(ad_host_daemon(host), config->name, index, address);
-        if (taken >= 0) {
-            act_error_clear(err);
-            fd = taken;
-        }
-    }
+    /* A generation that outlived the previous daemon still holds the very
+     * socket its clients connect to: take that one back before binding. A
+     * new bind would not do: a TCP address is still in use, and binding a
+     * unix socket path replaces the live socket with one nobody serves. */
+    fd = ad_leftovers_take_socket(ad_host_daemon(host), config->name, index, address);
+    if (fd < 0)
+        fd = lsn_bind(address, (int)config->backlog, err);
     if (fd < 0)
         return act_error_prefix(err, "host %s", config->name);
     store_fd(name, fd);
@@ -276,6 +336,24 @@ static int bind_sockets(ad_host *host, inherited_fds *inherited, act_error *err)
         ad_host_set_listen_fd(host, i, fd);
     }
     return 0;
+}
+
+size_t ad_hosts_hand_over(ad_daemon *daemon)
+{
+    size_t serving = 0;
+    for (size_t i = 0; i < daemon->n_hosts; i++) {
+        ad_host *host = daemon->hosts[i];
+        watch_demand(host, false);
+        ad_idle_watch(host, false);
+        const int *fds = ad_host_listen_fds(host);
+        char *const *names = ad_host_listen_names(host);
+        for (uint16_t j = 0; j < ad_host_config(host)->n_listen; j++)
+            if (fds[j] >= 0)
+                store_fd(names[j], fds[j]);
+        if (ad_host_serving(host))
+            serving++;
+    }
+    return serving;
 }
 
 /* ---- set-up and teardown ---------------------------------------------------- */
@@ -319,6 +397,7 @@ static void teardown_host(ad_host *host)
     ad_host_set_replaced(host, NULL);
     free(ad_host_swap(host));
     ad_host_set_swap(host, NULL);
+    ad_claim_report_free(host);
     ad_host_free(host);
 }
 
@@ -352,6 +431,7 @@ static int setup_host(ad_daemon *daemon, const cfg_host *config, inherited_fds *
 
 int ad_hosts_setup(ad_daemon *daemon, act_error *err)
 {
+    assert(daemon && daemon->loop);
     daemon->hosts = calloc(daemon->n_host_configs ? daemon->n_host_configs : 1,
                            sizeof(*daemon->hosts));
     if (!daemon->hosts)

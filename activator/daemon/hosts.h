@@ -13,6 +13,12 @@ int ad_hosts_setup(ad_daemon *daemon, act_error *err);
 void ad_hosts_teardown(ad_daemon *daemon);
 ad_host *ad_hosts_find(ad_daemon *daemon, const char *name);
 
+/* The daemon hands over to its successor: nothing is watched any more (the
+ * next daemon watches the sockets), and every listening socket is put in
+ * the FD store again, so none is missing there. Returns how many hosts have
+ * a serving generation, which keeps running. */
+size_t ad_hosts_hand_over(ad_daemon *daemon);
+
 /* A host at rest: parked, with no generation and no wake. */
 bool ad_hosts_at_rest(const ad_host *host);
 

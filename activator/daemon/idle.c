@@ -3,6 +3,7 @@
  * sockets watched again for the next client. */
 #include "activator/daemon/idle.h"
 
+#include <assert.h>
 #include <inttypes.h>
 
 #include "activator/connections/connections.h"
@@ -50,6 +51,7 @@ static int on_idle_check(sd_event_source *source, uint64_t usec, void *userdata)
 
 void ad_idle_watch(ad_host *host, bool watch)
 {
+    assert(host);
     const cfg_host *config = ad_host_config(host);
     ad_daemon *daemon = ad_host_daemon(host);
     sd_event_source **timer = ad_host_idle_timer(host);

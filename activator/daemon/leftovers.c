@@ -1,5 +1,6 @@
 #include "activator/daemon/leftovers.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@ static int on_leaf_found(const char *host, const char *leaf_name, cg_found_proce
 
 int ad_leftovers_scan(ad_daemon *daemon, act_error *err)
 {
+    assert(daemon && daemon->cgroups);
     daemon->leftovers = calloc(1, sizeof(*daemon->leftovers));
     if (!daemon->leftovers)
         return act_error_set(err, ENOMEM, "out of memory");
@@ -63,6 +65,7 @@ void ad_leftovers_free(ad_daemon *daemon)
 int ad_leftovers_take_socket(ad_daemon *daemon, const char *host, unsigned index,
                              const lsn_address *address)
 {
+    assert(daemon && host && address);
     if (!daemon->leftovers)
         return -1;
     /* Without systemd's FD store, the sockets of a host whose generation

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "activator/config/config.h"
-#include "activator/config/parse-account.h"
 #include "activator/daemon/daemon_main.h"
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -44,10 +43,9 @@ static size_t check_accounts(const char *config_path, const cfg_daemon *config,
             problems++;
         }
     }
-    gid_t gid;
+    gid_t control_gid, viewer_gid;
     act_error err = {0};
-    if (config->control_group &&
-        cfg_resolve_group("ControlGroup", config->control_group, &gid, &err) < 0) {
+    if (cfg_resolve_control_groups(config, &control_gid, &viewer_gid, &err) < 0) {
         fprintf(stderr, "%s: %s\n", config_path, err.message);
         problems++;
     }

@@ -8,6 +8,7 @@
  * copy of what to write; the step that waits for it continues on the loop. */
 #include "activator/daemon/record_writes.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -77,6 +78,7 @@ int ad_record_write_async(ad_host *host, const rec_generation_record *record,
                           const rec_build_state *build_state, ad_record_written_fn written,
                           act_error *err)
 {
+    assert(host && record && written);
     record_write *job = calloc(1, sizeof(*job));
     if (!job)
         return act_error_set(err, ENOMEM, "out of memory");
@@ -93,6 +95,7 @@ int ad_record_write_async(ad_host *host, const rec_generation_record *record,
 void ad_record_remove_async(ad_host *host, uint64_t generation, ad_record_removed_fn removed,
                             void *userdata)
 {
+    assert(host && removed);
     record_write *job = calloc(1, sizeof(*job));
     act_error err = {0};
     if (!job) {

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "activator/daemon/claim_report.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/leftovers.h"
@@ -130,6 +131,12 @@ static int resume(ad_host *host, const ad_leftover *leftover, const rec_generati
         ad_generation_free(gen);
         return act_error_set(err, EBUSY, "host %s is not parked", ad_host_name(host));
     }
+    /* The claim names this box: a later change of it that still does (a pin,
+     * a write-back of ours) is not news that wakes the host. */
+    ad_host_set_claim_ours(host, true);
+    /* Our write-backs (a park) are made against the admission the previous
+     * daemon made. */
+    ad_claim_report_admitted(host, current);
     act_error record_err = {0};
     if (ad_generation_write_record(gen, REC_GEN_SERVING, &record_err) < 0)
         act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), record_err.message);

@@ -1,5 +1,6 @@
 #include "activator/daemon/restore.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -119,6 +120,7 @@ static int local_checkpoint(ad_host *host, char *out, size_t size, act_error *er
 void ad_restore_start(ad_host *host, pl_wake *wake, const char *checkpoint, uint64_t generation,
                       ad_restore **slot)
 {
+    assert(host && wake && checkpoint && slot);
     const cfg_host *config = ad_host_config(host);
     const char *name = ad_host_name(host);
     if (!config->exec_restore || !checkpoint[0]) {
@@ -178,6 +180,7 @@ void ad_restore_abandon(ad_restore *restore)
 
 int ad_replicate_start(ad_generation *gen, act_error *err)
 {
+    assert(gen);
     char **exec_replicate = ad_host_config(gen->host)->exec_replicate;
     if (!exec_replicate)
         return 0;

@@ -7,6 +7,7 @@
  * loop when it is done. */
 #include "activator/daemon/stage.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@ static void run_stage(void *data)
 
 void ad_reply_release_error(ctrl_reply *reply, int r, const act_error *err)
 {
+    assert(reply && err);
     const char *code = r == -ENOENT         ? "not_staged"
                        : r == -EEXIST       ? "version_exists"
                        : r == -EBADMSG      ? "digest_mismatch"
@@ -70,6 +72,7 @@ static void complete_stage(void *data)
 
 void ad_stage_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply)
 {
+    assert(host && request && reply);
     _cleanup_free_ stage_job *job = calloc(1, sizeof(*job));
     act_error err = {0};
     if (!job) {

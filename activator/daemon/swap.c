@@ -7,9 +7,15 @@
  * and healthy, so no connection is refused at any point. A swap that fails
  * leaves N serving and records the pin failure on the claim, for operators
  * and for every box to see. stop-first retires N before starting N+1, for
- * apps that cannot run twice. */
+ * apps that cannot run twice.
+ *
+ * The claim's phase and generation are not written here: the swap's
+ * admission keeps naming N until N+1 is published, and a swap that fails
+ * names N again (claim_report.c). The pin and its failure are, after that
+ * write-back has landed, so the two never meet in the store. */
 #include "activator/daemon/swap.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,6 +23,7 @@
 #include <string.h>
 
 #include "activator/daemon/announce.h"
+#include "activator/daemon/claim_report.h"
 #include "activator/daemon/host_status.h"
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -30,7 +37,12 @@ struct ad_swap {
     rel_pin pin;
     char reason[32];
     char message[1200];
+    unsigned failure_conflicts; /* writes of the failure that met another write */
 };
+
+/* Writes that land between our read of the claim and our write of the
+ * failure are read over this many times. */
+#define FAILURE_CONFLICTS_MAX 3
 
 static const char *name_of(const ad_host *host)
 {
@@ -57,10 +69,17 @@ static void finish(ad_swap *swap)
 
 /* ---- recording a failed swap on the claim -------------------------------- */
 
+static void on_claim_for_failure(claim_store *store, int result, const claim *c,
+                                 const act_error *err, void *userdata);
+
 static void on_failure_recorded(claim_store *store, int result, uint64_t new_revision,
                                 const claim *current, const act_error *err, void *userdata)
 {
     ad_swap *swap = userdata;
+    if (result == CLAIMS_CHANGED && swap->failure_conflicts++ < FAILURE_CONFLICTS_MAX) {
+        on_claim_for_failure(store, current->revision ? 1 : 0, current, NULL, swap);
+        return;
+    }
     if (result < 0)
         act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(swap->host)},
                        "host %s: cannot record the failed swap to %s on the claim: %s",
@@ -70,9 +89,7 @@ static void on_failure_recorded(claim_store *store, int result, uint64_t new_rev
     finish(swap);
 }
 
-/* The claim keeps the pin with its failure next to it; a generation N that
- * still serves is named again as the claim's generation, in case N+1 was
- * published before it failed its health check. */
+/* The claim keeps the pin with its failure next to it. */
 static void on_claim_for_failure(claim_store *store, int result, const claim *c,
                                  const act_error *err, void *userdata)
 {
@@ -87,19 +104,20 @@ static void on_claim_for_failure(claim_store *store, int result, const claim *c,
     claim next = *c;
     snprintf(next.pin.failure_reason, sizeof(next.pin.failure_reason), "%s", swap->reason);
     act_copy_string(next.pin.failure_message, sizeof(next.pin.failure_message), swap->message);
-    /* N still serves: the claim says so again (the swap's admission had
-     * set phase starting and cleared the handle). The session stays the
-     * swap's, since sessions only grow. */
-    const ad_generation *serving = ad_host_serving(host);
-    if (serving && claim_owned_by(c, daemon_of(host)->config.box)) {
-        next.holder.generation = serving->number;
-        snprintf(next.op.phase, sizeof(next.op.phase), "serving");
-        ad_host_format_handle(host, serving->number, next.holder.handle,
-                              sizeof(next.holder.handle));
-    }
     act_error call_err = {0};
     if (claims_cas_async(store, name_of(host), c->revision, &next, on_failure_recorded, swap,
                          &call_err) < 0) {
+        reply_error(swap, swap->reason, swap->message);
+        finish(swap);
+    }
+}
+
+static void read_for_failure(void *userdata)
+{
+    ad_swap *swap = userdata;
+    act_error err = {0};
+    if (claims_read_async(daemon_of(swap->host)->store, name_of(swap->host), on_claim_for_failure,
+                          swap, &err) < 0) {
         reply_error(swap, swap->reason, swap->message);
         finish(swap);
     }
@@ -112,12 +130,8 @@ static void swap_failed(ad_swap *swap, const char *reason, const char *message)
     snprintf(swap->message, sizeof(swap->message), "%s", message);
     act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(host), .reason = reason},
                    "host %s: swap to %s failed: %s", name_of(host), swap->pin.version, message);
-    act_error err = {0};
-    if (claims_read_async(daemon_of(host)->store, name_of(host), on_claim_for_failure, swap, &err) <
-        0) {
-        reply_error(swap, reason, message);
-        finish(swap);
-    }
+    if (!ad_claim_report_defer(host, read_for_failure, swap))
+        read_for_failure(swap);
 }
 
 /* ---- the outcome ----------------------------------------------------------- */
@@ -164,6 +178,7 @@ static void start_pinned_wake(ad_swap *swap)
 
 void ad_swap_host_parked(ad_host *host)
 {
+    assert(host);
     ad_swap *swap = ad_host_swap(host);
     if (swap && swap->mode == CTRL_SWAP_STOP_FIRST && swap->waits_for_park) {
         swap->waits_for_park = false;
@@ -267,6 +282,17 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
     }
 }
 
+static void read_for_pin(void *userdata)
+{
+    ad_swap *swap = userdata;
+    act_error err = {0};
+    if (claims_read_async(daemon_of(swap->host)->store, name_of(swap->host), on_claim_for_pin,
+                          swap, &err) < 0) {
+        reply_error(swap, "store_error", err.message);
+        finish(swap);
+    }
+}
+
 /* ---- the request ------------------------------------------------------------- */
 
 /* Finds the staged build and re-hashes every file of it, so a swap to a
@@ -307,6 +333,7 @@ static int verify_version(ad_host *host, const char *version, rel_pin *pin, cons
 
 void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply)
 {
+    assert(host && request && reply);
     const ad_swap *in_flight = ad_host_swap(host);
     if (in_flight) {
         ctrl_reply_error(reply, "busy",
@@ -348,9 +375,8 @@ void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply
         ctrl_reply_ok(reply, started);
         owned->reply = NULL;
     }
-    if (claims_read_async(daemon_of(host)->store, name_of(host), on_claim_for_pin, owned, &err) <
-        0) {
-        reply_error(owned, "store_error", err.message);
-        finish(owned);
-    }
+    /* The write-back of a park or a failed swap goes first, so the pin is
+     * written over it rather than refused by it. */
+    if (!ad_claim_report_defer(host, read_for_pin, owned))
+        read_for_pin(owned);
 }

@@ -1,5 +1,6 @@
 #include "activator/daemon/telemetry.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,7 @@ static void refresh(met_registry *metrics, void *userdata)
 
 int ad_telemetry_open(ad_daemon *daemon, ctrl_observe_fn *observe, act_error *err)
 {
+    assert(daemon && observe);
     *observe = on_control_request;
     ad_telemetry *telemetry = calloc(1, sizeof(*telemetry));
     if (!telemetry)

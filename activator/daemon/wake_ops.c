@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "activator/daemon/claim_report.h"
 #include "activator/daemon/record_writes.h"
 #include "activator/daemon/restore.h"
 #include "activator/probe/probe.h"
@@ -85,6 +86,18 @@ static void store_call_failed(pl_wake *wake, ad_host *host, const act_error *err
 {
     state_of(host)->waiting_wake = NULL;
     pl_wake_complete(wake, PL_REASON_STORE_ERROR, "host %s: %s", name_of(host), err->message);
+}
+
+/* While the claim watch cannot list the claims, nothing is admitted: an
+ * admission the store cannot fence must not start anything. */
+static bool refused_for_the_store(pl_wake *wake, ad_host *host)
+{
+    const ad_store_state *store = &daemon_of(host)->store_state;
+    if (!store->unavailable)
+        return false;
+    pl_wake_complete(wake, PL_REASON_STORE_UNAVAILABLE, "host %s: %s", name_of(host),
+                     store->refusal);
+    return true;
 }
 
 /* ---- read ---------------------------------------------------------------- */
@@ -173,6 +186,12 @@ static void on_read(claim_store *store, int result, const claim *c, const act_er
     judge_observed(take_wake(host), host);
 }
 
+const claim *ad_wake_ops_admitted(const ad_host *host)
+{
+    const ad_wake_state *w = state_of(host);
+    return w && w->admitted.revision ? &w->admitted : NULL;
+}
+
 void ad_wake_state_free(void *data)
 {
     ad_wake_state *w = data;
@@ -185,6 +204,14 @@ void ad_wake_state_free(void *data)
     if (state_of(host) == w)
         ad_host_set_wake_state(host, NULL);
     free(w);
+}
+
+static void read_claim(void *userdata)
+{
+    ad_host *host = host_of(userdata);
+    act_error err = {0};
+    if (claims_read_async(daemon_of(host)->store, name_of(host), on_read, host, &err) < 0)
+        store_call_failed(take_wake(host), host, &err);
 }
 
 static void op_read(pl_wake *wake, void *userdata)
@@ -206,10 +233,13 @@ static void op_read(pl_wake *wake, void *userdata)
                          name_of(host));
         return;
     }
-    act_error err = {0};
+    if (refused_for_the_store(wake, host))
+        return;
     state_of(host)->waiting_wake = wake;
-    if (claims_read_async(daemon_of(host)->store, name_of(host), on_read, host, &err) < 0)
-        store_call_failed(wake, host, &err);
+    /* The write-back of the last wake or park goes first: the admission
+     * this read leads to must not meet it in the store. */
+    if (!ad_claim_report_defer(host, read_claim, host))
+        read_claim(host);
 }
 
 /* ---- admit --------------------------------------------------------------- */
@@ -244,8 +274,18 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision,
 static void op_admit(pl_wake *wake, void *userdata)
 {
     ad_host *host = host_of(userdata);
-    claim_next_admission(&state_of(host)->observed, box_of(host), daemon_of(host)->incarnation,
-                         act_wallclock_usec(), &state_of(host)->admitted);
+    if (refused_for_the_store(wake, host))
+        return;
+    /* A swap's admission fences N+1 with a new session, but N serves until
+     * N+1 is published, and the claim keeps saying so. */
+    if (pl_wake_is_swap(wake))
+        claim_next_swap_admission(&state_of(host)->observed, box_of(host),
+                                  daemon_of(host)->incarnation, act_wallclock_usec(),
+                                  &state_of(host)->admitted);
+    else
+        claim_next_admission(&state_of(host)->observed, box_of(host),
+                             daemon_of(host)->incarnation, act_wallclock_usec(),
+                             &state_of(host)->admitted);
     act_error err = {0};
     state_of(host)->waiting_wake = wake;
     if (claims_cas_async(daemon_of(host)->store, name_of(host), state_of(host)->observed.revision,
@@ -259,8 +299,8 @@ static void op_restore(pl_wake *wake, void *userdata)
 {
     ad_host *host = host_of(userdata);
     ad_wake_state *w = state_of(host);
-    ad_restore_start(host, wake, w->admitted.state.checkpoint, w->admitted.holder.generation,
-                     &w->restore);
+    ad_restore_start(host, wake, w->admitted.state.checkpoint,
+                     claim_admitted_generation(&w->admitted), &w->restore);
 }
 
 /* ---- reserve, materialize ------------------------------------------------ */
@@ -270,9 +310,11 @@ static void op_reserve(pl_wake *wake, void *userdata)
     ad_host *host = host_of(userdata);
     act_error err = {0};
     ad_generation *gen = NULL;
-    /* Every attempt of one admission is the same generation N: the claim
-     * names N, and a failed attempt's leaf is removed before the next. */
-    int r = ad_generation_new(host, "g", state_of(host)->admitted.holder.generation, &gen, &err);
+    /* Every attempt of one admission is the same generation N: the
+     * admission names N, and a failed attempt's leaf is removed before the
+     * next. */
+    int r = ad_generation_new(host, "g", claim_admitted_generation(&state_of(host)->admitted),
+                              &gen, &err);
     if (r < 0) {
         pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
         return;
@@ -602,7 +644,7 @@ static void on_published(claim_store *store, int result, uint64_t new_revision,
     if (result == CLAIMS_CHANGED) {
         pl_wake_complete(wake, PL_REASON_PUBLISH_LOST,
                          "host %s: the claim changed while publishing generation %" PRIu64,
-                         name_of(host), state_of(host)->admitted.holder.generation);
+                         name_of(host), claim_admitted_generation(&state_of(host)->admitted));
         return;
     }
     if (result < 0) {
@@ -651,13 +693,13 @@ static void on_publish_read(claim_store *store, int result, const claim *c, cons
                          "host %s: before publishing, the claim no longer describes our "
                          "admission (session %" PRIu64 ", generation %" PRIu64 ")",
                          name_of(host), state_of(host)->admitted.holder.session,
-                         state_of(host)->admitted.holder.generation);
+                         claim_admitted_generation(&state_of(host)->admitted));
         return;
     }
-    claim next = *c;
-    snprintf(next.op.phase, sizeof(next.op.phase), "serving");
-    ad_host_format_handle(host, state_of(host)->admitted.holder.generation, next.holder.handle,
-                          sizeof(next.holder.handle));
+    char handle[sizeof(c->holder.handle)];
+    ad_host_format_handle(host, claim_admitted_generation(c), handle, sizeof(handle));
+    claim next;
+    claim_next_published(c, handle, &next);
     state_of(host)->admitted = next;
     act_error call_err = {0};
     if (claims_cas_async(store, name_of(host), c->revision, &next, on_published, host,

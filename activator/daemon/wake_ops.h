@@ -8,6 +8,10 @@
 
 extern const pl_ops ad_wake_ops;
 
+/* The claim as the wake in flight admitted (and then published) it, with the
+ * revision of that write; NULL before its admission. */
+const claim *ad_wake_ops_admitted(const ad_host *host);
+
 /* Frees a wake's state (the pipeline calls it when the wake ends; hosts.c
  * when the host goes). */
 void ad_wake_state_free(void *state);

@@ -11,8 +11,8 @@
 #include <nng/protocol/pubsub0/pub.h>
 
 #include "activator/control/nng_errno.h"
-#include "activator/control/peer.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/names.h"
 
 /* Longest message we publish; a longer reason is cut to fit. */
@@ -44,8 +44,7 @@ struct ev_publisher {
     nng_socket socket;
     uint64_t sequence;
     char box[ACT_NAME_MAX + 1];
-    bool have_control_gid;
-    gid_t control_gid;
+    ctrl_access access;
 };
 
 const char *ev_event_kind_name(ev_event_kind kind)
@@ -218,16 +217,20 @@ uint64_t ev_sequence(const ev_publisher *events)
     return events->sequence;
 }
 
-/* NNG thread, before a pipe joins the socket: subscribers are admitted like
- * control clients. Closing the pipe here keeps it from ever seeing a message. */
+/* NNG thread, before a pipe joins the socket: every role of the control
+ * socket may watch. Closing the pipe here keeps it from ever seeing a
+ * message. */
 static void on_pipe_add(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 {
     ev_publisher *events = arg;
-    uint64_t uid, gid;
-    if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) != 0 ||
-        nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_GID, &gid) != 0 ||
-        !ctrl_peer_allowed((uid_t)uid, (gid_t)gid, events->have_control_gid, events->control_gid))
-        nng_pipe_close(pipe);
+    ctrl_peer peer;
+    ctrl_peer_of_ipc_pipe(&events->access, pipe, &peer);
+    if (peer.has_role)
+        return;
+    char message[1024];
+    ctrl_peer_refusal(&events->access, &peer, NULL, message, sizeof(message));
+    act_log(LOG_NOTICE, "events: refused a subscriber: %s", message);
+    nng_pipe_close(pipe);
 }
 
 int ev_new(const ev_options *options, ev_publisher **out, act_error *err)
@@ -247,8 +250,7 @@ int ev_new(const ev_options *options, ev_publisher **out, act_error *err)
         return act_error_set(err, ENOMEM, "out of memory for the events publisher");
     if (options->box)
         snprintf(events->box, sizeof(events->box), "%s", options->box);
-    events->have_control_gid = options->have_control_gid;
-    events->control_gid = options->control_gid;
+    events->access = options->access;
 
     nng_listener listener;
     int rv = nng_pub0_open(&events->socket);
@@ -257,7 +259,7 @@ int ev_new(const ev_options *options, ev_publisher **out, act_error *err)
         return act_error_set(err, ctrl_nng_errno(rv), "events: opening a PUB socket: %s",
                              nng_strerror(rv));
     }
-    int mode = ctrl_ipc_socket_mode(options->ipc_permissions, options->have_control_gid);
+    int mode = ctrl_ipc_socket_mode(options->ipc_permissions, &options->access);
     int buffer = options->send_buffer ? options->send_buffer : 1024;
     if ((rv = nng_socket_set_int(events->socket, NNG_OPT_SENDBUF, buffer)) != 0 ||
         (rv = nng_pipe_notify(events->socket, NNG_PIPE_EV_ADD_PRE, on_pipe_add, events)) != 0 ||
@@ -272,8 +274,7 @@ int ev_new(const ev_options *options, ev_publisher **out, act_error *err)
         free(events);
         return r;
     }
-    rv = ctrl_ipc_socket_to_group(options->url, options->have_control_gid, options->control_gid,
-                                  err);
+    rv = ctrl_ipc_socket_grant(options->url, &options->access, err);
     if (rv < 0) {
         nng_close(events->socket);
         free(events);

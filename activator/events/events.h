@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "activator/control/peer.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 
@@ -60,14 +61,14 @@ typedef struct ev_publisher ev_publisher;
 typedef struct ev_options {
     const char *url;       /* Events=, e.g. "ipc:///run/activator/events.ipc" */
     const char *box;       /* this box's id, carried by every event */
-    int ipc_permissions;   /* mode of an ipc:// socket file; 0 means 0600 */
-    bool have_control_gid; /* ControlGroup=: its members may subscribe besides root */
-    gid_t control_gid;
+    int ipc_permissions;   /* mode of an ipc:// socket file; 0: ctrl_ipc_socket_mode */
+    ctrl_access access;    /* who may subscribe; its strings must outlive the publisher */
     int send_buffer; /* messages queued per subscriber; 0 means 1024 */
 } ev_options;
 
-/* Binds the PUB socket. Local subscribers are admitted like control clients
- * (root or ControlGroup=); other pipes are closed as they connect. */
+/* Binds the PUB socket. A subscriber with any role of the control socket's
+ * (activator/control/peer.h: root, ControlGroup=, ViewerGroup=) is admitted;
+ * other pipes are closed as they connect. */
 int ev_new(const ev_options *options, ev_publisher **out, act_error *err);
 void ev_free(ev_publisher *events);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ev_publisher *, ev_free)

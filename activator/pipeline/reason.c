@@ -45,6 +45,10 @@
  * | replicate_failed | no      | no    | no           | after ready: give up, as publish_lost |
  * | unhealthy        | no      | no    | yes          | after publication: uncertain, give up |
  * | cancelled        | no      | no    | no           | somebody asked the wake to stop       |
+ * | store_unavailable| yes     | no    | no           | the claim store is unreachable, so no |
+ * |                  |         |       |              | admission can be fenced: no wake until|
+ * |                  |         |       |              | it answers and the claims were listed |
+ * |                  |         |       |              | again                                 |
  *
  * Whatever the table says, a refusal by the gate is never retried and never
  * recorded as a failed attempt, and nothing after ready is retried: those
@@ -85,6 +89,7 @@ static const reason_policy reason_table[] = {
     [PL_REASON_REPLICATE_FAILED] = {"replicate_failed", false, false, false},
     [PL_REASON_UNHEALTHY] = {"unhealthy", false, false, true},
     [PL_REASON_CANCELLED] = {"cancelled", false, false, false},
+    [PL_REASON_STORE_UNAVAILABLE] = {"store_unavailable", true, false, false},
 };
 /* pl_reason_from_string walks the whole table: every reason needs its row. */
 static_assert(ARRAY_SIZE(reason_table) == _PL_REASON_MAX, "a reason without a policy row");

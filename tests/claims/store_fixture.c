@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "claims/etcd_wire.h"
+#include "common/clock.h"
 
 int store_fixture_setup(store_fixture *f, const char *backend)
 {
@@ -101,6 +102,61 @@ void store_fixture_plant(store_fixture *f, const char *url, const char *host, co
     free(body);
     free(key64);
     free(value64);
+}
+
+claim_store *fixture_open_on_loop(store_fixture *f, char *url, size_t size,
+                                  const claims_store_options *options, sd_event **event)
+{
+    store_fixture_fresh_url(f, url, size);
+    claim_store *store = NULL;
+    act_error err = {0};
+    if (claims_store_open(url, options, &store, &err) < 0 || sd_event_new(event) < 0 ||
+        claims_store_attach_event(store, *event, &err) < 0) {
+        fprintf(stderr, "cannot open %s on a loop: %s\n", url, err.message);
+        abort();
+    }
+    return store;
+}
+
+void fixture_close_on_loop(claim_store *store, sd_event *event)
+{
+    claims_store_free(store);
+    sd_event_unref(event);
+}
+
+void fixture_seen_on_watch(claims_watch *watch, const claim_change *change, int error,
+                           const act_error *err, void *userdata)
+{
+    fixture_seen *seen = userdata;
+    if (error < 0) {
+        seen->error = error;
+        snprintf(seen->message, sizeof(seen->message), "%s", err->message);
+    } else if (seen->n < sizeof(seen->changes) / sizeof(seen->changes[0])) {
+        seen->changes[seen->n++] = *change;
+    }
+}
+
+claims_watch *fixture_seen_start(claim_store *store, uint64_t from_revision, fixture_seen *seen)
+{
+    claims_watch *watch = NULL;
+    act_error err = {0};
+    if (claims_watch_start(store, from_revision, fixture_seen_on_watch, seen, &watch, &err) < 0) {
+        fprintf(stderr, "cannot start a watch from revision %" PRIu64 ": %s\n", from_revision,
+                err.message);
+        abort();
+    }
+    return watch;
+}
+
+void fixture_seen_run(sd_event *event, fixture_seen *seen, size_t n, int timeout_ms)
+{
+    uint64_t end = act_now_usec() + (uint64_t)timeout_ms * 1000;
+    while ((n == 0 || seen->n < n) && seen->error == 0 && act_now_usec() < end) {
+        if (sd_event_run(event, 10 * 1000) < 0) {
+            fprintf(stderr, "the watch's loop failed\n");
+            abort();
+        }
+    }
 }
 
 claim fixture_claim(const char *host, uint64_t session)

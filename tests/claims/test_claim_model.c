@@ -34,6 +34,12 @@ static claim full_claim(void)
     snprintf(c.pin.failure_message, sizeof(c.pin.failure_message), "v2 never said READY=1");
     snprintf(c.held, sizeof(c.held), "v1");
     snprintf(c.state.checkpoint, sizeof(c.state.checkpoint), "ckpt-2024-01-01");
+    c.holder.starting_generation = 13;
+    c.has_failure = true;
+    snprintf(c.failure.reason, sizeof(c.failure.reason), "ready_timeout");
+    snprintf(c.failure.message, sizeof(c.failure.message), "web1 never said \"READY=1\"");
+    c.failure.attempts = 2;
+    c.failure.stamp_usec = 1700000000654321ULL;
     c.revision = 99;
     return c;
 }
@@ -61,6 +67,10 @@ static void codec_round_trip_preserves_every_field(void **state)
     assert_int_equal(claim_from_json("web2", text, strlen(text), &back, &err), 0);
     assert_memory_equal(&minimal, &back, sizeof(minimal));
     assert_false(back.has_pin);
+    assert_false(back.has_failure);
+    /* Outside a swap the body has no starting_generation, as before it existed. */
+    assert_null(strstr(text, "starting_generation"));
+    assert_null(strstr(text, "failure"));
     free(text);
 }
 
@@ -108,6 +118,40 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
     expect_refusal(text, EINVAL, NULL);
     snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":7}}", op);
     expect_refusal(text, EINVAL, "state.checkpoint");
+
+    /* The starting generation is above the serving one, or absent. */
+    const char *holder = "\"holder\":{\"box\":\"b\",\"incarnation\":\"i\",\"session\":3,"
+                         "\"generation\":5,\"stamp_usec\":1";
+    snprintf(text, sizeof(text), "{%s,%s,\"starting_generation\":5}}", op, holder);
+    expect_refusal(text, EINVAL, "holder.starting_generation");
+    snprintf(text, sizeof(text), "{%s,%s,\"starting_generation\":\"6\"}}", op, holder);
+    expect_refusal(text, EINVAL, "holder.starting_generation");
+
+    /* A failure has all four fields, a reason that is a code, a one-line
+     * message and no more attempts than an admission makes. */
+    const char *failure_fields[][2] = {
+        {"\"message\":\"m\",\"attempts\":1,\"stamp_usec\":1", "failure.reason"},
+        {"\"reason\":\"crashed\",\"attempts\":1,\"stamp_usec\":1", "failure.message"},
+        {"\"reason\":\"crashed\",\"message\":\"m\",\"stamp_usec\":1", "failure.attempts"},
+        {"\"reason\":\"crashed\",\"message\":\"m\",\"attempts\":1", "failure.stamp_usec"},
+        {"\"reason\":\"Crashed Hard\",\"message\":\"m\",\"attempts\":1,\"stamp_usec\":1",
+         "failure.reason"},
+        {"\"reason\":\"\",\"message\":\"m\",\"attempts\":1,\"stamp_usec\":1", "failure.reason"},
+        {"\"reason\":\"crashed\",\"message\":\"two\\nlines\",\"attempts\":1,\"stamp_usec\":1",
+         "failure.message"},
+        {"\"reason\":\"crashed\",\"message\":\"m\",\"attempts\":6,\"stamp_usec\":1",
+         "failure.attempts"},
+        {"\"reason\":\"crashed\",\"message\":\"m\",\"attempts\":-1,\"stamp_usec\":1",
+         "failure.attempts"},
+        {"\"reason\":\"crashed\",\"message\":\"m\",\"attempts\":1,\"stamp_usec\":1,"
+         "\"atempts\":1", "failure.atempts"},
+    };
+    for (size_t i = 0; i < sizeof(failure_fields) / sizeof(failure_fields[0]); i++) {
+        snprintf(text, sizeof(text), "{%s,\"failure\":{%s}}", op, failure_fields[i][0]);
+        expect_refusal(text, EINVAL, failure_fields[i][1]);
+    }
+    snprintf(text, sizeof(text), "{%s,\"failure\":\"crashed\"}", op);
+    expect_refusal(text, EINVAL, "failure");
 
     /* Oversize: refused before parsing, with the limit named. */
     size_t big = CLAIM_JSON_MAX + 1;
@@ -248,12 +292,135 @@ static void next_admission_and_admission_check(void **state)
     stale = next;
     stale.holder.generation = observed.holder.generation;
     assert_int_equal(claim_admission_ok(&observed, &stale, "inc-new", &err), -ESTALE);
+    /* A failed admission's record goes with the next admission. */
+    observed.has_failure = true;
+    snprintf(observed.failure.reason, sizeof(observed.failure.reason), "crashed");
+    observed.failure.attempts = 2;
+    claim_next_admission(&observed, "b1", "inc-new", 557, &next);
+    assert_false(next.has_failure);
+    assert_string_equal(next.failure.reason, "");
+    /* A swap that never published left its number behind: it is not reused. */
+    observed = serving_by("b1", "b1");
+    observed.holder.starting_generation = 10;
+    claim_next_admission(&observed, "b1", "inc-new", 558, &next);
+    assert_int_equal(next.holder.generation, 11);
+    assert_int_equal(next.holder.starting_generation, 0);
+    assert_int_equal(claim_admitted_generation(&next), 11);
     /* A hold's pinned start becomes the serving start; a probe stays a probe. */
+    observed = serving_by("b1", "b1");
     observed.op.kind = CLAIM_OP_PROBE;
     snprintf(observed.op.phase, sizeof(observed.op.phase), "probing");
     claim_next_admission(&observed, "b1", "inc-new", 556, &next);
     assert_int_equal(next.op.kind, CLAIM_OP_PROBE);
     assert_string_equal(next.op.phase, "probing");
+}
+
+/* A claim whose generation 9 is published and serving on a handle. */
+static claim published_by_b1(void)
+{
+    claim c = serving_by("b1", "b1");
+    snprintf(c.op.phase, sizeof(c.op.phase), "serving");
+    snprintf(c.holder.handle, sizeof(c.holder.handle), "127.0.0.1:8080");
+    return c;
+}
+
+static void swap_admission_keeps_naming_the_serving_generation(void **state)
+{
+    claim serving = published_by_b1();
+    claim admitted;
+    claim_next_swap_admission(&serving, "b1", "inc-new", 600, &admitted);
+    /* Fenced like any admission: our holder and a new session... */
+    assert_string_equal(admitted.holder.incarnation, "inc-new");
+    assert_int_equal(admitted.holder.session, serving.holder.session + 1);
+    assert_int_equal(admitted.holder.stamp_usec, 600);
+    /* ...but a router still reaches N: same generation, handle and phase. */
+    assert_int_equal(admitted.holder.generation, 9);
+    assert_string_equal(admitted.holder.handle, "127.0.0.1:8080");
+    assert_string_equal(admitted.op.phase, "serving");
+    assert_int_equal(admitted.holder.starting_generation, 10);
+    assert_int_equal(claim_admitted_generation(&admitted), 10);
+    act_error err = {0};
+    assert_int_equal(claim_validate(&admitted, &err), 0);
+    assert_int_equal(claim_admission_ok(&serving, &admitted, "inc-new", &err), 0);
+    /* A swap admission that starts nothing new is someone else's write. */
+    claim stale = admitted;
+    stale.holder.starting_generation = 0;
+    assert_int_equal(claim_admission_ok(&serving, &stale, "inc-new", &err), -ESTALE);
+    /* The body carries the starting generation through the codec. */
+    char *text = claim_to_json(&admitted);
+    claim back;
+    assert_int_equal(claim_from_json("web1", text, strlen(text), &back, &err), 0);
+    free(text);
+    assert_int_equal(back.holder.starting_generation, 10);
+
+    /* Publication names N+1 in one write. */
+    admitted.revision = 11;
+    claim published;
+    claim_next_published(&admitted, "127.0.0.1:8080", &published);
+    assert_int_equal(published.holder.generation, 10);
+    assert_int_equal(published.holder.starting_generation, 0);
+    assert_int_equal(published.holder.session, admitted.holder.session);
+    assert_string_equal(published.op.phase, "serving");
+    assert_int_equal(claim_validate(&published, &err), 0);
+
+    /* A failed swap names N again, with the swap's session (sessions only grow). */
+    claim again;
+    claim_next_serving_again(&published, 9, "127.0.0.1:8080", &again);
+    assert_int_equal(again.holder.generation, 9);
+    assert_int_equal(again.holder.starting_generation, 0);
+    assert_int_equal(again.holder.session, admitted.holder.session);
+    assert_string_equal(again.holder.handle, "127.0.0.1:8080");
+    assert_string_equal(again.op.phase, "serving");
+
+    /* Nothing serves that the claim could name: an ordinary admission. */
+    claim parked = serving_by("b1", "b1");
+    snprintf(parked.op.phase, sizeof(parked.op.phase), "parked");
+    claim_next_swap_admission(&parked, "b1", "inc-new", 601, &admitted);
+    assert_int_equal(admitted.holder.generation, 10);
+    assert_int_equal(admitted.holder.starting_generation, 0);
+    assert_string_equal(admitted.op.phase, "starting");
+}
+
+static void parked_and_failed_clear_the_handle(void **state)
+{
+    claim serving = published_by_b1();
+    serving.holder.starting_generation = 10;
+    claim parked;
+    claim_next_parked(&serving, &parked);
+    assert_string_equal(parked.op.phase, "parked");
+    assert_string_equal(parked.holder.handle, "");
+    assert_int_equal(parked.holder.starting_generation, 0);
+    assert_int_equal(parked.holder.session, serving.holder.session);
+    assert_int_equal(parked.holder.generation, serving.holder.generation);
+    assert_false(parked.has_failure);
+
+    claim_failure failure = {.attempts = 2, .stamp_usec = 700};
+    snprintf(failure.reason, sizeof(failure.reason), "crashed");
+    snprintf(failure.message, sizeof(failure.message), "exited with status 3");
+    claim failed;
+    claim_next_failed(&serving, &failure, &failed);
+    assert_string_equal(failed.op.phase, "failed");
+    assert_string_equal(failed.holder.handle, "");
+    assert_int_equal(failed.holder.starting_generation, 0);
+    assert_true(failed.has_failure);
+    assert_string_equal(failed.failure.reason, "crashed");
+    assert_int_equal(failed.failure.attempts, 2);
+    act_error err = {0};
+    assert_int_equal(claim_validate(&failed, &err), 0);
+    /* Round trip. */
+    char *text = claim_to_json(&failed);
+    claim back;
+    assert_int_equal(claim_from_json("web1", text, strlen(text), &back, &err), 0);
+    free(text);
+    failed.revision = 0;
+    assert_true(back.has_failure);
+    assert_string_equal(back.failure.message, "exited with status 3");
+    assert_int_equal(back.failure.stamp_usec, 700);
+    /* The next publication clears the failure. */
+    claim published;
+    claim_next_published(&failed, "127.0.0.1:8080", &published);
+    assert_false(published.has_failure);
+    assert_string_equal(published.op.phase, "serving");
 }
 
 static void same_admission_ignores_revision_only(void **state)
@@ -273,6 +440,9 @@ static void same_admission_ignores_revision_only(void **state)
     b.holder.stamp_usec++;
     assert_false(claim_same_admission(&a, &b));
     b = a;
+    b.holder.starting_generation = 11;
+    assert_false(claim_same_admission(&a, &b));
+    b = a;
     b.revision = 0; /* absent */
     assert_false(claim_same_admission(&a, &b));
 }
@@ -289,7 +459,13 @@ static void edits_change_only_what_they_name(void **state)
     assert_string_equal(next.op.phase, CLAIM_PHASE_ASSIGNED);
     assert_string_equal(next.op.exec, "b2");
     assert_string_equal(claim_executor(&next), "b2");
-    assert_memory_equal(&next.holder, &current.holder, sizeof(current.holder));
+    /* The holder stays but for what only its admission had, which the
+     * fresh op ends: a swap's starting generation and the failure. */
+    claim_holder kept = current.holder;
+    kept.starting_generation = 0;
+    assert_memory_equal(&next.holder, &kept, sizeof(kept));
+    assert_false(next.has_failure);
+    assert_string_equal(next.failure.reason, "");
     assert_string_equal(next.held, "v1");
     assert_true(next.has_pin);
     assert_int_equal(claim_validate(&next, &err), 0);
@@ -298,6 +474,8 @@ static void edits_change_only_what_they_name(void **state)
     assert_int_equal(claim_apply_edit("web1", &current, &release, &next, &err), 0);
     assert_string_equal(next.op.exec, "");
     assert_false(claim_owned_by(&next, "b1"));
+    assert_memory_equal(&next.holder, &kept, sizeof(kept));
+    assert_false(next.has_failure);
     char text[128];
     claim_describe_owner(&next, text, sizeof(text));
     assert_string_equal(text, "revision 99, released");
@@ -307,6 +485,9 @@ static void edits_change_only_what_they_name(void **state)
     assert_int_equal(claim_apply_edit("web1", &current, &hold, &next, &err), 0);
     assert_string_equal(next.held, "v3");
     assert_string_equal(next.op.exec, current.op.exec);
+    /* The admission goes on under a hold: what it had stays. */
+    assert_int_equal(next.holder.starting_generation, 13);
+    assert_true(next.has_failure);
     snprintf(hold.version, sizeof(hold.version), "v1"); /* already held there */
     assert_int_equal(claim_apply_edit("web1", &current, &hold, &next, &err), 1);
 
@@ -358,6 +539,8 @@ int main(void)
         cmocka_unit_test(assignment_to_a_new_box_wins_over_the_old_holder),
         cmocka_unit_test(phase_table_decides_wakes_and_probes),
         cmocka_unit_test(next_admission_and_admission_check),
+        cmocka_unit_test(swap_admission_keeps_naming_the_serving_generation),
+        cmocka_unit_test(parked_and_failed_clear_the_handle),
         cmocka_unit_test(same_admission_ignores_revision_only),
         cmocka_unit_test(edits_change_only_what_they_name),
         cmocka_unit_test(describe_owner_names_revision_and_box),

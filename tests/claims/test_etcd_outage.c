@@ -35,24 +35,6 @@ static claim_store *open_url(const char *url, const claims_store_options *option
     return store;
 }
 
-typedef struct watch_seen {
-    int changes;
-    int error;
-    char message[1024];
-} watch_seen;
-
-static void on_watch(claims_watch *watch, const claim_change *change, int error,
-                     const act_error *err, void *userdata)
-{
-    watch_seen *seen = userdata;
-    if (error < 0) {
-        seen->error = error;
-        snprintf(seen->message, sizeof(seen->message), "%s", err->message);
-    } else {
-        seen->changes++;
-    }
-}
-
 static void stopped_etcd_fails_clearly_then_recovers(void **state)
 {
     char url[512];
@@ -67,9 +49,8 @@ static void stopped_etcd_fails_clearly_then_recovers(void **state)
     sd_event *event;
     assert_int_equal(sd_event_new(&event), 0);
     assert_int_equal(claims_store_attach_event(store, event, &err), 0);
-    watch_seen seen = {0};
-    claims_watch *watch;
-    assert_int_equal(claims_watch_start(store, 0, on_watch, &seen, &watch, &err), 0);
+    fixture_seen seen = {0};
+    claims_watch *watch = fixture_seen_start(store, 0, &seen);
     for (int i = 0; i < 20; i++)
         sd_event_run(event, 10 * 1000);
 

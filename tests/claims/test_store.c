@@ -122,8 +122,8 @@ typedef struct async_list {
     char first[65];
 } async_list;
 
-static void on_async_list(claim_store *store, int result, const claim *claims, size_t n,
-                          const act_error *err, void *userdata)
+static void on_async_list(claim_store *store, int result, claim *claims, size_t n,
+                          uint64_t revision, const act_error *err, void *userdata)
 {
     async_list *listed = userdata;
     listed->done = true;
@@ -131,6 +131,7 @@ static void on_async_list(claim_store *store, int result, const claim *claims, s
     listed->n = n;
     if (n)
         snprintf(listed->first, sizeof(listed->first), "%s", claims[0].host);
+    free(claims);
 }
 
 static void list_on_the_callers_loop(void **state)
@@ -146,9 +147,9 @@ static void list_on_the_callers_loop(void **state)
     sd_event *event = NULL;
     assert_int_equal(sd_event_new(&event), 0);
     async_list listed = {0};
-    assert_int_equal(claims_list_async(store, on_async_list, &listed, &err), -EBADFD);
+    assert_int_equal(claims_list_async(store, NULL, NULL, on_async_list, &listed, &err), -EBADFD);
     assert_int_equal(claims_store_attach_event(store, event, &err), 0);
-    assert_int_equal(claims_list_async(store, on_async_list, &listed, &err), 0);
+    assert_int_equal(claims_list_async(store, NULL, NULL, on_async_list, &listed, &err), 0);
     assert_false(listed.done); /* never from inside the call */
     for (int i = 0; i < 100 && !listed.done; i++)
         assert_true(sd_event_run(event, 100 * 1000) >= 0);
@@ -156,6 +157,92 @@ static void list_on_the_callers_loop(void **state)
     assert_int_equal(listed.result, 0);
     assert_int_equal(listed.n, 2);
     assert_string_equal(listed.first, "api");
+    claims_store_free(store);
+    sd_event_unref(event);
+}
+
+typedef struct listed {
+    bool done;
+    int result;
+    claim *claims;
+    size_t n;
+    uint64_t revision;
+    int problems;
+} listed;
+
+static void on_listed(claim_store *store, int result, claim *claims, size_t n, uint64_t revision,
+                      const act_error *err, void *userdata)
+{
+    listed *l = userdata;
+    *l = (listed){.done = true, .result = result, .claims = claims, .n = n,
+                  .revision = revision, .problems = l->problems};
+}
+
+static void count_problem(const char *host, const act_error *problem, void *userdata)
+{
+    ((listed *)userdata)->problems++;
+}
+
+/* The list a watch resumes from: every claim as of one revision, and that
+ * revision, so a watch from it + 1 sees exactly what came later. The same
+ * through the synchronous and the asynchronous call. */
+static void list_at_one_revision_then_watch_from_it(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    uint64_t rev_web1 = 0, rev_web2 = 0, rev_later = 0;
+    claim web1 = fixture_claim("web1", 1), web2 = fixture_claim("web2", 2);
+    assert_int_equal(claims_cas(store, "web1", 0, &web1, &rev_web1, NULL, &err), 0);
+    assert_int_equal(claims_cas(store, "web2", 0, &web2, &rev_web2, NULL, &err), 0);
+    store_fixture_plant(&fixture, url, "broken", "{", 1);
+
+    claim *claims;
+    size_t n;
+    uint64_t revision = 0;
+    listed sync_problems = {0};
+    assert_int_equal(claims_list_at(store, &claims, &n, &revision, count_problem,
+                                    &sync_problems, &err),
+                     0);
+    assert_int_equal(n, 2);
+    assert_int_equal(sync_problems.problems, 1);
+    assert_string_equal(claims[0].host, "web1");
+    assert_int_equal(claims[0].revision, rev_web1);
+    assert_int_equal(claims[1].revision, rev_web2);
+    /* At least the newest claim's revision (etcd: planting wrote one more). */
+    assert_true(revision >= rev_web2);
+    free(claims);
+
+    sd_event *event;
+    assert_int_equal(sd_event_new(&event), 0);
+    assert_int_equal(claims_store_attach_event(store, event, &err), 0);
+    listed async = {0};
+    assert_int_equal(claims_list_async(store, count_problem, &async, on_listed, &async, &err), 0);
+    for (int i = 0; i < 500 && !async.done; i++)
+        assert_true(sd_event_run(event, 10 * 1000) >= 0);
+    assert_true(async.done);
+    assert_int_equal(async.result, 0);
+    assert_int_equal(async.n, 2);
+    assert_int_equal(async.problems, 1);
+    assert_int_equal(async.revision, revision);
+    assert_string_equal(async.claims[1].host, "web2");
+    free(async.claims);
+
+    web1.holder.session = 9;
+    assert_int_equal(claims_cas(store, "web1", rev_web1, &web1, &rev_later, NULL, &err), 0);
+    claim_change *changes;
+    assert_int_equal(claims_watch_collect(store, revision + 1, 2, 1500, &changes, &n, &err), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(changes[0].revision, rev_later);
+    assert_int_equal(changes[0].claim.holder.session, 9);
+    free(changes);
+
+    /* An empty store lists nothing, still at a revision. */
+    claims_store_free(store);
+    store = open_fresh(url, sizeof(url));
+    assert_int_equal(claims_list_at(store, &claims, &n, &revision, NULL, NULL, &err), 0);
+    assert_int_equal(n, 0);
+    free(claims);
     claims_store_free(store);
     sd_event_unref(event);
 }
@@ -577,6 +664,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(read_create_cas_stale_delete),
         cmocka_unit_test(list_returns_all_sorted),
         cmocka_unit_test(list_on_the_callers_loop),
+        cmocka_unit_test(list_at_one_revision_then_watch_from_it),
         cmocka_unit_test(watch_sees_every_change_in_order),
         cmocka_unit_test(async_calls_and_watch_on_the_callers_loop),
         cmocka_unit_test(two_processes_race_500_increments_each),

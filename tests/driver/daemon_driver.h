@@ -106,6 +106,11 @@ int dd_start(dd_daemon *d, int timeout_ms, const char *const *extra_env, act_err
  * -ETIMEDOUT returned. The event subscriber stays open. */
 int dd_stop(dd_daemon *d, int timeout_ms, act_error *err);
 
+/* The handover signal (systemctl restart): waits up to timeout_ms for the
+ * exit and returns its status; the generations keep running. Closes the
+ * subscriber, since the next daemon numbers its events from 1. */
+int dd_hand_over(dd_daemon *d, int timeout_ms, act_error *err);
+
 /* SIGKILL, as a crash or the OOM killer would; closes the subscriber, since
  * the next daemon numbers its events from 1. Returns the exit status. */
 int dd_kill(dd_daemon *d, int timeout_ms, act_error *err);
@@ -221,6 +226,8 @@ bool dd_event_wait(dd_daemon *d, const char *host, const char *name, int timeout
 /* GET / from 127.0.0.1:port; returns the body's length with the body in buf,
  * or a negative errno. */
 int dd_http_get(int port, char *buf, size_t size);
+/* The same over the unix socket at path. */
+int dd_http_get_unix(const char *path, char *buf, size_t size);
 
 /* Runs argv with stdout and stderr captured into out (NUL-terminated).
  * Returns the exit status, or -1. */
@@ -235,6 +242,11 @@ int dd_run(char *const argv[], char *out, size_t out_size);
  * run from copies in a temp dir every user can enter, removed afterwards:
  * the build tree may be in a directory that user cannot enter. */
 int dd_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size);
+
+/* The same with the n_groups groups as the process's supplementary groups
+ * (gid among them or not), as a login gives a user those it is a member of. */
+int dd_run_as_groups(char *const argv[], uid_t uid, gid_t gid, const gid_t *groups,
+                     size_t n_groups, char *out, size_t out_size);
 
 /* Copies the file from to to, which gets mode. */
 int dd_copy_file(const char *from, const char *to, mode_t mode, act_error *err);

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,19 +23,18 @@
 
 extern char **environ;
 
-int dd_http_get(int port, char *buf, size_t size)
+/* GET / over a connection to addr; the body into buf, or a negative errno. */
+static int http_get(int family, const struct sockaddr *addr, socklen_t addr_len, char *buf,
+                    size_t size)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
     struct timeval timeout = {.tv_sec = 5};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-    struct sockaddr_in addr = {.sin_family = AF_INET,
-                               .sin_port = htons((uint16_t)port),
-                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     static const char request[] = "GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+    if (connect(fd, addr, addr_len) < 0 ||
         send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL) < 0) {
         int r = -errno;
         close(fd);
@@ -53,6 +53,23 @@ int dd_http_get(int port, char *buf, size_t size)
     size_t body_len = strlen(body);
     memmove(buf, body, body_len + 1);
     return (int)body_len;
+}
+
+int dd_http_get(int port, char *buf, size_t size)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    return http_get(AF_INET, (struct sockaddr *)&addr, sizeof(addr), buf, size);
+}
+
+int dd_http_get_unix(const char *path, char *buf, size_t size)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(addr.sun_path))
+        return -ENAMETOOLONG;
+    memcpy(addr.sun_path, path, strlen(path) + 1);
+    return http_get(AF_UNIX, (struct sockaddr *)&addr, sizeof(addr), buf, size);
 }
 
 bool dd_leaf_exists(const dd_daemon *d, const char *host, const char *leaf)
@@ -190,9 +207,11 @@ static int make_reachable(const char *exec, reachable *r, act_error *err)
     return rc;
 }
 
-/* Runs path with argv and envp, as uid/gid when uid is not (uid_t)-1. */
+/* Runs path with argv and envp, as uid/gid with the n groups when uid is not
+ * (uid_t)-1. */
 static int run_program(const char *path, char *const argv[], char *const envp[], uid_t uid,
-                       gid_t gid, char *out, size_t out_size)
+                       gid_t gid, const gid_t *groups, size_t n_groups, char *out,
+                       size_t out_size)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
@@ -204,11 +223,9 @@ static int run_program(const char *path, char *const argv[], char *const envp[],
         /* Only async-signal-safe calls until exec: NNG is not fork-safe. */
         dup2(fds[1], STDOUT_FILENO);
         dup2(fds[1], STDERR_FILENO);
-        if (uid != (uid_t)-1) {
-            gid_t groups[1] = {gid};
-            if (setgroups(1, groups) < 0 || setgid(gid) < 0 || setuid(uid) < 0)
-                _exit(DD_RUN_SETUP_FAILED);
-        }
+        if (uid != (uid_t)-1 &&
+            (setgroups(n_groups, groups) < 0 || setgid(gid) < 0 || setuid(uid) < 0))
+            _exit(DD_RUN_SETUP_FAILED);
         execve(path, argv, envp);
         _exit(DD_RUN_EXEC_FAILED);
     }
@@ -238,10 +255,16 @@ static int run_program(const char *path, char *const argv[], char *const envp[],
 
 int dd_run(char *const argv[], char *out, size_t out_size)
 {
-    return run_program(argv[0], argv, environ, (uid_t)-1, 0, out, out_size);
+    return run_program(argv[0], argv, environ, (uid_t)-1, 0, NULL, 0, out, out_size);
 }
 
 int dd_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size)
+{
+    return dd_run_as_groups(argv, uid, gid, &gid, 1, out, out_size);
+}
+
+int dd_run_as_groups(char *const argv[], uid_t uid, gid_t gid, const gid_t *groups,
+                     size_t n_groups, char *out, size_t out_size)
 {
     if (uid == (uid_t)-1)
         return dd_run(argv, out, out_size);
@@ -252,7 +275,7 @@ int dd_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_si
         snprintf(out, out_size, "cannot copy %s where uid %u can run it: %s", argv[0],
                  (unsigned)uid, err.message);
     else
-        status = run_program(r.exec, argv, r.envp, uid, gid, out, out_size);
+        status = run_program(r.exec, argv, r.envp, uid, gid, groups, n_groups, out, out_size);
     remove_reachable(&r);
     return status < 0 ? -1 : status;
 }

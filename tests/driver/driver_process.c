@@ -363,6 +363,20 @@ int dd_stop(dd_daemon *d, int timeout_ms, act_error *err)
     return status;
 }
 
+int dd_hand_over(dd_daemon *d, int timeout_ms, act_error *err)
+{
+    if (d->pid <= 0)
+        return act_error_set(err, ESRCH, "the daemon is not running");
+    kill(d->pid, SIGUSR2);
+    int status = wait_exit(d, timeout_ms);
+    dd_notify_close(d);
+    dd_events_close(d);
+    if (status < 0)
+        return act_error_set(err, ETIMEDOUT, "activatord did not exit within %d ms of SIGUSR2",
+                             timeout_ms);
+    return status;
+}
+
 int dd_kill(dd_daemon *d, int timeout_ms, act_error *err)
 {
     if (d->pid <= 0)

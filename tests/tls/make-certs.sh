@@ -1,6 +1,7 @@
 #!/bin/sh
 # Test certificates for the TLS tests: a CA, a server certificate for
-# 127.0.0.1/localhost and a client certificate it signed, and a second CA
+# 127.0.0.1/localhost and client certificates it signed (client, and viewer
+# and stranger with one-word CNs, for the control roles), and a second CA
 # with a client certificate of its own, which the first CA's servers must
 # refuse. EC P-256 keys, valid for two days: made fresh by each test run.
 #
@@ -30,5 +31,7 @@ leaf server ca 127.0.0.1 \
     "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:127.0.0.1
 extendedKeyUsage=serverAuth,clientAuth"
 leaf client ca "activator test client" "extendedKeyUsage=clientAuth"
+leaf viewer ca viewer-1 "extendedKeyUsage=clientAuth"
+leaf stranger ca stranger-1 "extendedKeyUsage=clientAuth"
 leaf other-client other-ca "a client of another CA" "extendedKeyUsage=clientAuth"
 chmod 600 ./*.key

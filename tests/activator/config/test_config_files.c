@@ -98,7 +98,11 @@ static void daemon_defaults(void **state)
     assert_string_equal(c.control, "ipc:///run/activator/control.ipc");
     assert_string_equal(c.events, "ipc:///run/activator/events.ipc");
     assert_null(c.control_group);
+    assert_null(c.viewer_group);
     assert_null(c.control_listen);
+    assert_null(c.control_operators);
+    assert_null(c.control_viewers);
+    assert_false(c.store_insecure);
     assert_string_equal(c.metrics_listen, "127.0.0.1:9464");
     assert_int_equal(c.max_concurrent_starts, 2 * sysconf(_SC_NPROCESSORS_ONLN));
     assert_int_equal(c.failure_backoff_max_usec, 30 * CFG_USEC_PER_SEC);
@@ -121,7 +125,11 @@ static void daemon_every_key(void **state)
                          "ClaimUnclaimed=n ; fleet mode (systemd's short form)\n"
                          "Events=tcp://127.0.0.1:7001\n"
                          "ControlGroup=activator\n"
+                         "ViewerGroup=activator-view\n"
                          "ControlListen=tls+tcp://0.0.0.0:7443\n"
+                         "ControlOperators=ops-1 \"ops two\"\n"
+                         "ControlViewers=viewer-1\n"
+                         "ControlOperators=ops-3\n"
                          "TLSCertificate=/etc/activator/tls/cert.pem\n"
                          "TLSKey=/etc/activator/tls/key.pem\n"
                          "TLSClientCA=/etc/activator/tls/ca.pem\n"
@@ -129,7 +137,8 @@ static void daemon_every_key(void **state)
                          "MaxConcurrentStarts=7\n"
                          "FailureBackoffMaxSec=1min\n"
                          "FailureResetSec=20s\n"
-                         "BoxLeaseSec=1min 30s\n");
+                         "BoxLeaseSec=1min 30s\n"
+                         "StoreWatchTimeoutSec=5s\n");
     cfg_daemon c;
     cfg_errors errors = {0};
     assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
@@ -143,7 +152,14 @@ static void daemon_every_key(void **state)
     assert_string_equal(c.cgroup_root, "/sys/fs/cgroup/act.slice");
     assert_false(c.claim_unclaimed);
     assert_string_equal(c.control_group, "activator");
+    assert_string_equal(c.viewer_group, "activator-view");
     assert_string_equal(c.control_listen, "tls+tcp://0.0.0.0:7443");
+    assert_int_equal(act_strv_length(c.control_operators), 3);
+    assert_string_equal(c.control_operators[0], "ops-1");
+    assert_string_equal(c.control_operators[1], "ops two");
+    assert_string_equal(c.control_operators[2], "ops-3");
+    assert_int_equal(act_strv_length(c.control_viewers), 1);
+    assert_string_equal(c.control_viewers[0], "viewer-1");
     assert_string_equal(c.tls_certificate, "/etc/activator/tls/cert.pem");
     assert_string_equal(c.tls_key, "/etc/activator/tls/key.pem");
     assert_string_equal(c.tls_client_ca, "/etc/activator/tls/ca.pem");
@@ -152,6 +168,7 @@ static void daemon_every_key(void **state)
     assert_int_equal(c.failure_backoff_max_usec, 60 * CFG_USEC_PER_SEC);
     assert_int_equal(c.failure_reset_usec, 20 * CFG_USEC_PER_SEC);
     assert_int_equal(c.box_lease_usec, 90 * CFG_USEC_PER_SEC);
+    assert_int_equal(c.store_watch_timeout_usec, 5 * CFG_USEC_PER_SEC);
     cfg_daemon_free(&c);
 
     write_file("d2.conf", "[Activator]\nBox=b\nStore=etcd://127.0.0.1:2379/activator\n"
@@ -161,6 +178,7 @@ static void daemon_every_key(void **state)
     assert_string_equal(c.control, "ipc:///tmp/c.ipc");
     assert_null(c.cgroup_root);
     assert_null(c.metrics_listen);
+    assert_int_equal(c.store_watch_timeout_usec, 30 * CFG_USEC_PER_SEC);
     cfg_daemon_free(&c);
     cfg_errors_free(&errors);
 }
@@ -188,6 +206,8 @@ static void daemon_each_bad_key(void **state)
         {"Control", "ipc://relative"},
         {"Events", "udp://x:1"},
         {"ControlGroup", "bad group"},
+        {"ViewerGroup", "-view"},
+        {"StoreInsecure", "perhaps"},
         {"ControlListen", "tcp://0.0.0.0:7443"},
         {"TLSCertificate", "cert.pem"},
         {"StoreCA", "ca.pem"},
@@ -202,6 +222,8 @@ static void daemon_each_bad_key(void **state)
         {"FailureResetSec", "0"},
         {"BoxLeaseSec", "1s"},
         {"BoxLeaseSec", "2h"},
+        {"StoreWatchTimeoutSec", "100ms"},
+        {"StoreWatchTimeoutSec", "never"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         char content[512];
@@ -277,7 +299,7 @@ static void daemon_cross_key_rules(void **state)
 {
     (void)state;
     write_file("tls.conf", "[Activator]\nBox=b\nControlListen=tls+tcp://0.0.0.0:7443\n"
-                           "TLSKey=/k.pem\n");
+                           "TLSKey=/k.pem\nControlOperators=ops-1\n");
     cfg_daemon c;
     cfg_errors errors = {0};
     assert_int_equal(cfg_load_daemon(path_of("tls.conf"), &c, &errors), -EINVAL);
@@ -304,6 +326,91 @@ static void daemon_cross_key_rules(void **state)
     assert_true(errors.n >= 1);
     assert_error_at(&errors, 0, path_of("rt.conf"), 3, "RuntimeDirectory");
     cfg_errors_free(&errors);
+}
+
+/* Loads name, which must fail with exactly one error, on line at key,
+ * whose text holds words. */
+static void expect_one_error(const char *name, unsigned line, const char *key, const char *words)
+{
+    cfg_daemon c;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_daemon(path_of(name), &c, &errors), -EINVAL);
+    if (errors.n != 1 || !strstr(errors.items[0].text, words)) {
+        cfg_errors_print(&errors, stderr);
+        fail_msg("%s: expected one error saying \"%s\"", name, words);
+    }
+    char file[512];
+    snprintf(file, sizeof(file), "%s", path_of(name));
+    assert_error_at(&errors, 0, file, line, key);
+    cfg_errors_free(&errors);
+}
+
+/* Writes name: remote control over TLS on lines 1 to 6, then lines. */
+static void write_remote_conf(const char *name, const char *lines)
+{
+    char content[1024];
+    snprintf(content, sizeof(content),
+             "[Activator]\nBox=b\nControlListen=tls+tcp://0.0.0.0:7443\nTLSCertificate=/c.pem\n"
+             "TLSKey=/k.pem\nTLSClientCA=/ca.pem\n%s",
+             lines);
+    write_file(name, content);
+}
+
+/* ViewerGroup=, ControlOperators= and ControlViewers=: who gets which role. */
+static void daemon_control_roles(void **state)
+{
+    (void)state;
+    write_remote_conf("nobody.conf", "");
+    expect_one_error("nobody.conf", 3, "ControlListen", "no client certificate would have a role");
+
+    write_file("unused.conf", "[Activator]\nBox=b\nControlViewers=viewer-1\n");
+    expect_one_error("unused.conf", 3, "ControlViewers", "ControlListen= is not set");
+
+    write_remote_conf("both.conf", "ControlOperators=ops-1 both\nControlViewers=viewer-1 both\n");
+    expect_one_error("both.conf", 8, "ControlViewers", "\"both\" is in ControlOperators=");
+
+    /* A CN longer than X.509 allows, and one with a control character. */
+    char too_long[128];
+    snprintf(too_long, sizeof(too_long), "ControlOperators=ops-1 %065d\n", 0);
+    write_remote_conf("long.conf", too_long);
+    expect_one_error("long.conf", 7, "ControlOperators", "is not a certificate CN");
+    write_remote_conf("tab.conf", "ControlViewers=\"tab\\there\"\n");
+    expect_one_error("tab.conf", 7, "ControlViewers", "is not a certificate CN");
+
+    /* An empty value clears the list; a later line starts it again. */
+    write_remote_conf("cleared.conf",
+                      "ControlOperators=ops-1\nControlOperators=\nControlOperators=\"ops two\"\n");
+    cfg_daemon c;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_daemon(path_of("cleared.conf"), &c, &errors), 0);
+    assert_int_equal(act_strv_length(c.control_operators), 1);
+    assert_string_equal(c.control_operators[0], "ops two");
+    cfg_daemon_free(&c);
+
+    write_file("same.conf", "[Activator]\nBox=b\nControlGroup=activator\nViewerGroup=activator\n");
+    expect_one_error("same.conf", 4, "ViewerGroup", "operators already");
+
+    /* Resolved on this box: a group that is not there, and one group under
+     * a name and a number. */
+    write_file("groups.conf",
+               "[Activator]\nBox=b\nControlGroup=root\nViewerGroup=nosuchgroup_act\n");
+    assert_int_equal(cfg_load_daemon(path_of("groups.conf"), &c, &errors), 0);
+    gid_t control_gid = 1, viewer_gid = 1;
+    act_error err = {0};
+    assert_int_equal(cfg_resolve_control_groups(&c, &control_gid, &viewer_gid, &err), -ENOENT);
+    assert_non_null(strstr(err.message, "ViewerGroup=nosuchgroup_act"));
+    cfg_daemon_free(&c);
+    write_file("alias.conf", "[Activator]\nBox=b\nControlGroup=root\nViewerGroup=0\n");
+    assert_int_equal(cfg_load_daemon(path_of("alias.conf"), &c, &errors), 0);
+    assert_int_equal(cfg_resolve_control_groups(&c, &control_gid, &viewer_gid, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "ViewerGroup=0 is ControlGroup=root"));
+    cfg_daemon_free(&c);
+    write_file("viewers.conf", "[Activator]\nBox=b\nViewerGroup=0\n");
+    assert_int_equal(cfg_load_daemon(path_of("viewers.conf"), &c, &errors), 0);
+    assert_int_equal(cfg_resolve_control_groups(&c, &control_gid, &viewer_gid, &err), 0);
+    assert_int_equal(viewer_gid, 0);
+    cfg_daemon_free(&c);
+    assert_int_equal(errors.n, 0);
 }
 
 /* An etcd Store='s TLS and authentication keys: read as given with etcd,
@@ -358,6 +465,27 @@ static void daemon_store_access_keys(void **state)
     assert_error_at(&errors, 2, path_of("pairs.conf"), 5, "StoreUser");
     assert_non_null(strstr(errors.items[2].text, "StorePasswordFile"));
     cfg_errors_free(&errors);
+
+    /* A user's password over plain http: refused unless StoreInsecure=yes
+     * says the network is trusted; a client certificate alone means https. */
+    static const char user[] = "[Activator]\nBox=b\nStore=etcd://10.0.0.1:2379/a\n"
+                               "StoreUser=activator\nStorePasswordFile=%s\n%s";
+    snprintf(content, sizeof(content), user, password, "");
+    write_file("clear.conf", content);
+    expect_one_error("clear.conf", 4, "StoreUser", "would send the etcd password in clear");
+    snprintf(content, sizeof(content), user, password, "StoreInsecure=yes\n");
+    write_file("insecure.conf", content);
+    assert_int_equal(cfg_load_daemon(path_of("insecure.conf"), &c, &errors), 0);
+    assert_true(c.store_insecure);
+    cfg_daemon_free(&c);
+    char client[2048];
+    snprintf(client, sizeof(client), "StoreCertificate=%s\nStoreKey=%s\n", ca, ca);
+    snprintf(content, sizeof(content), user, password, client);
+    write_file("client.conf", content);
+    assert_int_equal(cfg_load_daemon(path_of("client.conf"), &c, &errors), 0);
+    assert_false(c.store_insecure);
+    cfg_daemon_free(&c);
+    assert_int_equal(errors.n, 0);
 }
 
 static void daemon_missing_file(void **state)
@@ -842,6 +970,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(daemon_each_bad_key, setup, teardown),
         cmocka_unit_test_setup_teardown(daemon_all_errors_of_a_file, setup, teardown),
         cmocka_unit_test_setup_teardown(daemon_cross_key_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(daemon_control_roles, setup, teardown),
         cmocka_unit_test_setup_teardown(daemon_store_access_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(daemon_missing_file, setup, teardown),
         cmocka_unit_test_setup_teardown(host_every_key, setup, teardown),

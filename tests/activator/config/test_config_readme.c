@@ -4,8 +4,9 @@
  *
  *   - a block starting with [Activator] is an activatord.conf;
  *   - a block without a section adds keys to that file (the etcd TLS and
- *     authentication keys): it is loaded with each etcd Store= form, and
- *     the absolute paths it names are made to exist under a temporary root;
+ *     authentication keys, who may control the box): it is loaded with each
+ *     etcd Store= form, and the absolute paths it names are made to exist
+ *     under a temporary root;
  *   - a block starting with [Host] is a host file; all of them together
  *     form a hosts directory.
  * A line "KEY=VALUE  # or OTHER ..." offers OTHER as another form of KEY's

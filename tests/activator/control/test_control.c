@@ -1,7 +1,7 @@
 /* The control server over real NNG ipc sockets: bad requests get error
  * replies and the server keeps serving, a long request does not block status,
- * an unprivileged peer is refused, and activatorctl reports an absent daemon
- * with exit status 3. */
+ * a peer without a role is refused, a viewer may only read, and activatorctl
+ * reports an absent daemon with exit status 3. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -167,33 +167,49 @@ static void test_socket_mode(void **state)
     harness_stop(&h);
 }
 
+/* activatorctl ARGS... as uid 65534 (primary group 65534) holding the n
+ * supplementary groups; its exit status, with its output in out. */
+static int ctl_as_nobody(const harness *h, const gid_t *groups, size_t n, const char *const *args,
+                         char *out, size_t size)
+{
+    const char *argv[16] = {activatorctl, "--connect", h->url};
+    size_t argc = 3;
+    for (; *args && argc < 15; args++)
+        argv[argc++] = *args;
+    argv[argc] = NULL;
+    return dd_run_as_groups((char *const *)argv, 65534, 65534, groups, n, out, size);
+}
+
+static const gid_t nobody_only[] = {65534};
+
 static void test_unprivileged_peer_refused(void **state)
 {
     if (geteuid() != 0) {
         print_message("skipped: switching to uid 65534 needs root\n");
         skip();
     }
-    /* Mode 0666 lets uid 65534 connect at all, so the credential check (not
-     * the file mode) is what refuses it. */
+    /* Mode 0666 lets uid 65534 connect at all, so the role check (not the
+     * file mode) is what refuses it. */
     ctrl_options open_mode = {.ipc_permissions = 0666};
     harness h;
     assert_int_equal(harness_start(&h, &open_mode), 0);
     char out[4096];
-    char *argv[] = {(char *)activatorctl, "--connect", h.url, "status", NULL};
-    int status = dd_run_as(argv, 65534, 65534, out, sizeof(out));
-    if (status != 1 || !strstr(out, "uid 65534 may not use the control socket") ||
-        !strstr(out, "[forbidden]"))
+    int status = ctl_as_nobody(&h, nobody_only, 1, (const char *const[]){"status", NULL}, out,
+                               sizeof(out));
+    if (status != 1 || !strstr(out, "op status needs the viewer role") ||
+        !strstr(out, "this peer (uid 65534) has no role here") ||
+        !strstr(out, "neither ControlGroup= nor ViewerGroup= is set") || !strstr(out, "[forbidden]"))
         fail_msg("activatorctl as uid 65534: status %d, output:\n%s", status, out);
     /* root still gets through. */
     expect_status_ok(h.url);
     harness_stop(&h);
 
-    /* With ControlGroup=65534 the same peer is admitted. */
+    /* With ControlGroup=65534 the same peer is admitted, as an operator. */
     ctrl_options with_group = {
-        .ipc_permissions = 0666, .have_control_gid = true, .control_gid = 65534};
+        .ipc_permissions = 0666, .access = {.control_group = "65534", .control_gid = 65534}};
     assert_int_equal(harness_start(&h, &with_group), 0);
-    char *argv2[] = {(char *)activatorctl, "--connect", h.url, "status", NULL};
-    status = dd_run_as(argv2, 65534, 65534, out, sizeof(out));
+    status = ctl_as_nobody(&h, nobody_only, 1, (const char *const[]){"status", NULL}, out,
+                           sizeof(out));
     if (status != 0 || !strstr(out, "web1"))
         fail_msg("activatorctl as a ControlGroup member: status %d, output:\n%s", status, out);
 
@@ -205,11 +221,64 @@ static void test_unprivileged_peer_refused(void **state)
     assert_non_null(f);
     fclose(f);
     chmod(build, 0644);
-    char *stage[] = {(char *)activatorctl, "--connect", h.url, "stage", "web1", "v1", build, NULL};
-    status = dd_run_as(stage, 65534, 65534, out, sizeof(out));
+    status = ctl_as_nobody(&h, nobody_only, 1,
+                           (const char *const[]){"stage", "web1", "v1", build, NULL}, out,
+                           sizeof(out));
     unlink(build);
-    if (status != 1 || !strstr(out, "only root may stage") || !strstr(out, "[forbidden]"))
+    if (status != 1 || !strstr(out, "op stage needs the root role") ||
+        !strstr(out, "only root may stage") ||
+        !strstr(out, "this peer (uid 65534) is an operator (ControlGroup=65534)") ||
+        !strstr(out, "[forbidden]"))
         fail_msg("stage as a ControlGroup member: status %d, output:\n%s", status, out);
+    harness_stop(&h);
+}
+
+/* Group membership is the peer process's own: the groups it holds besides
+ * its primary one, which is not either group here. */
+static void test_viewers_read_and_operators_act(void **state)
+{
+    if (geteuid() != 0) {
+        print_message("skipped: switching to uid 65534 needs root\n");
+        skip();
+    }
+    ctrl_options roles = {.ipc_permissions = 0666,
+                          .access = {.control_group = "60002",
+                                     .control_gid = 60002,
+                                     .viewer_group = "60001",
+                                     .viewer_gid = 60001}};
+    harness h;
+    assert_int_equal(harness_start(&h, &roles), 0);
+    char out[4096];
+    static const gid_t viewer[] = {65534, 60001}, operator[] = {65534, 60002};
+
+    int status =
+        ctl_as_nobody(&h, viewer, 2, (const char *const[]){"status", NULL}, out, sizeof(out));
+    if (status != 0 || !strstr(out, "web1"))
+        fail_msg("status as a ViewerGroup member: status %d, output:\n%s", status, out);
+    status = ctl_as_nobody(&h, viewer, 2, (const char *const[]){"wake", "web1", NULL}, out,
+                           sizeof(out));
+    if (status != 1 ||
+        !strstr(out, "op wake needs the operator role; this peer (uid 65534) is a viewer "
+                     "(ViewerGroup=60001); operators are root and the members of "
+                     "ControlGroup=60002") ||
+        !strstr(out, "[forbidden]"))
+        fail_msg("wake as a ViewerGroup member: status %d, output:\n%s", status, out);
+
+    /* The operator's wake reaches the dispatcher, which refuses it for a
+     * reason of its own. */
+    status = ctl_as_nobody(&h, operator, 2, (const char *const[]){"wake", "web1", NULL}, out,
+                           sizeof(out));
+    if (status != 1 || !strstr(out, "[not_owner]"))
+        fail_msg("wake as a ControlGroup member: status %d, output:\n%s", status, out);
+
+    /* In neither group: nothing, not even status. */
+    status = ctl_as_nobody(&h, nobody_only, 1, (const char *const[]){"status", NULL}, out,
+                           sizeof(out));
+    if (status != 1 ||
+        !strstr(out, "only root, members of ControlGroup=60002 (operators) and of "
+                     "ViewerGroup=60001 (viewers) have one") ||
+        !strstr(out, "[forbidden]"))
+        fail_msg("status in neither group: status %d, output:\n%s", status, out);
     harness_stop(&h);
 }
 
@@ -299,6 +368,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_long_request_does_not_block_status),
         cmocka_unit_test(test_socket_mode),
         cmocka_unit_test(test_unprivileged_peer_refused),
+        cmocka_unit_test(test_viewers_read_and_operators_act),
         cmocka_unit_test(test_activatorctl_no_daemon),
         cmocka_unit_test(test_activatorctl_against_server),
     };

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cleanup.h"
+
 #ifndef DH_E2E_APP
 #error "DH_E2E_APP must name the act-e2e-app executable"
 #endif
@@ -85,15 +87,38 @@ dh_store_kind dh_store_kind_from(const char *name)
     return DH_STORE_DIR;
 }
 
-/* The daemon's files and its store client, as box, on d->store_url (or,
- * when that is empty, a dir store of its own). */
-static void setup_daemon(dh_daemon *d, const char *box, const char *extra_conf)
+/* The driver's daemon as box, on store_url (NULL: its own dir store), and
+ * the test's client of that store. */
+static void setup_daemon(dh_daemon *d, const char *box, const claims_store_options *store_options,
+                         const char *extra_conf)
 {
-    dh_store_kind kind = d->store_kind;
     act_error err = {0};
-    char *conf = NULL;
+    dd_options options = {
+        .dir_prefix = "/tmp/act-e2e",
+        .cgroup_name = "act-e2e",
+        .box = box,
+        .store_url = d->store_url[0] ? d->store_url : NULL,
+        .extra_conf = extra_conf,
+    };
+    if (dd_setup(&d->drv, &options, &err) < 0)
+        fail_msg("%s", err.message);
+    /* The tests read the daemon's log for what it did step by step. */
+    d->drv.verbose = true;
+    if (!d->store_url[0])
+        snprintf(d->store_url, sizeof(d->store_url), "dir://%s/claims", d->drv.state_dir);
+    if (claims_store_open(d->store_url, store_options, &d->store, &err) < 0)
+        fail_msg("cannot open the claim store %s: %s", d->store_url, err.message);
+    dh_write_host(d, DH_BEACON_HOST, "[Host]\nExec=act-e2e-app\n");
+}
+
+/* setup_daemon on the store d->store_kind names, d->store_url (or, when
+ * that is empty, a dir store of its own): over TLS, the daemon and the
+ * test's client both present d->etcd's client certificate. */
+static void setup_on_store(dh_daemon *d, const char *box, const char *extra_conf)
+{
+    _cleanup_free_ char *conf = NULL;
     claims_store_options store_options = {0};
-    if (kind == DH_STORE_ETCD_TLS) {
+    if (d->store_kind == DH_STORE_ETCD_TLS) {
         store_options = (claims_store_options){.ca_file = d->etcd.ca_file,
                                                .cert_file = d->etcd.cert_file,
                                                .key_file = d->etcd.key_file};
@@ -103,24 +128,7 @@ static void setup_daemon(dh_daemon *d, const char *box, const char *extra_conf)
             fail_msg("out of memory");
         extra_conf = conf;
     }
-    dd_options options = {
-        .dir_prefix = "/tmp/act-e2e",
-        .cgroup_name = "act-e2e",
-        .box = box,
-        .store_url = d->store_url[0] ? d->store_url : NULL,
-        .extra_conf = extra_conf,
-    };
-    int r = dd_setup(&d->drv, &options, &err);
-    free(conf);
-    if (r < 0)
-        fail_msg("%s", err.message);
-    /* The tests read the daemon's log for what it did step by step. */
-    d->drv.verbose = true;
-    if (!d->store_url[0])
-        snprintf(d->store_url, sizeof(d->store_url), "dir://%s/claims", d->drv.state_dir);
-    if (claims_store_open(d->store_url, &store_options, &d->store, &err) < 0)
-        fail_msg("cannot open the claim store %s: %s", d->store_url, err.message);
-    dh_write_host(d, DH_BEACON_HOST, "[Host]\nExec=act-e2e-app\n");
+    setup_daemon(d, box, &store_options, extra_conf);
 }
 
 void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf)
@@ -138,7 +146,15 @@ void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf)
         snprintf(d->store_url, sizeof(d->store_url), "%s/e2e-%d", d->etcd.url_prefix,
                  (int)getpid());
     }
-    setup_daemon(d, DH_BOX, extra_conf);
+    setup_on_store(d, DH_BOX, extra_conf);
+}
+
+void dh_setup_box(dh_daemon *d, const char *box, const char *store_url, const char *extra_conf)
+{
+    memset(d, 0, sizeof(*d));
+    d->store_kind = DH_STORE_ETCD;
+    snprintf(d->store_url, sizeof(d->store_url), "%s", store_url);
+    setup_daemon(d, box, NULL, extra_conf);
 }
 
 void dh_setup_beside(dh_daemon *d, const dh_daemon *first, const char *box,
@@ -149,7 +165,7 @@ void dh_setup_beside(dh_daemon *d, const dh_daemon *first, const char *box,
     /* The first one's etcd, which its teardown stops; this one only uses it. */
     d->etcd = first->etcd;
     snprintf(d->store_url, sizeof(d->store_url), "%s", first->store_url);
-    setup_daemon(d, box, extra_conf);
+    setup_on_store(d, box, extra_conf);
 }
 
 int dh_teardown(dh_daemon *d)
@@ -207,6 +223,12 @@ void dh_write_host(dh_daemon *d, const char *host, const char *fmt, ...)
 void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app_args,
                        const char *extra_host_lines)
 {
+    dh_write_app_host_at(d, host, "127.0.0.1", port, app_args, extra_host_lines);
+}
+
+void dh_write_app_host_at(dh_daemon *d, const char *host, const char *address, int port,
+                          const char *app_args, const char *extra_host_lines)
+{
     char marker[PATH_MAX];
     dh_marker_path(d, host, marker, sizeof(marker));
     const char *extra = extra_host_lines ? extra_host_lines : "";
@@ -218,10 +240,10 @@ void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app
                   "StopTimeoutSec=1\n"
                   "%s"
                   "[Listen]\n"
-                  "ListenStream=127.0.0.1:%d\n",
+                  "ListenStream=%s:%d\n",
                   app_args ? app_args : "", marker,
                   extra && strstr(extra, "ReadyTimeoutSec=") ? "" : "ReadyTimeoutSec=5\n", extra,
-                  port);
+                  address, port);
 }
 
 int dh_add_app_host(dh_daemon *d, const char *host, const char *app_args,
@@ -308,6 +330,18 @@ int dh_kill(dh_daemon *d)
     d->n_events = 0;
     d->mark = 0;
     return status < 0 ? -1 : status;
+}
+
+void dh_hand_over(dh_daemon *d)
+{
+    act_error err = {0};
+    int status = dd_hand_over(&d->drv, STOP_TIMEOUT_MS, &err);
+    d->n_events = 0;
+    d->mark = 0;
+    if (status != 0) {
+        dh_dump_log(d);
+        fail_msg("the handover did not end with exit status 0: %d %s", status, err.message);
+    }
 }
 
 int dh_stop(dh_daemon *d)

@@ -49,8 +49,10 @@
 #define DH_BOX "box-1"
 #define DH_OTHER_BOX "box-2"
 
-/* The host the harness uses to synchronise its event subscriber. */
+/* The host the harness uses to synchronise its event subscriber, and the
+ * box its claim names (one no daemon runs as). */
 #define DH_BEACON_HOST "beacon"
+#define DH_BEACON_BOX "nobody"
 
 typedef enum dh_store_kind {
     DH_STORE_DIR,
@@ -59,7 +61,8 @@ typedef enum dh_store_kind {
 } dh_store_kind;
 
 /* Makes the TLS tests' certificates in dir (tests/tls/make-certs.sh): ca,
- * server (127.0.0.1), client, and other-ca with its other-client. */
+ * server (127.0.0.1), client (CN "activator test client"), viewer (CN
+ * viewer-1), stranger (CN stranger-1), and other-ca with its other-client. */
 bool dh_make_tls_certs(const char *dir);
 
 /* "dir", "etcd" or "etcd-tls" (a test's argv[1]) as a kind; dir otherwise. */
@@ -99,6 +102,10 @@ void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf);
 void dh_setup_beside(dh_daemon *d, const dh_daemon *first, const char *box,
                      const char *extra_conf);
 
+/* One box of a fleet: dh_setup's daemon running as box on a store that
+ * someone else started (tests/fleet starts one etcd for all its boxes). */
+void dh_setup_box(dh_daemon *d, const char *box, const char *store_url, const char *extra_conf);
+
 /* Stops whatever still runs (SIGTERM, then SIGKILL), removes the temp dir and
  * etcd, and destroys the cgroup root. Returns -1 when the root could not be
  * removed whole (something was left in it), else 0. */
@@ -123,6 +130,10 @@ void dh_write_host(dh_daemon *d, const char *host, const char *fmt, ...)
  * (may be NULL) in [Host]. */
 void dh_write_app_host(dh_daemon *d, const char *host, int port, const char *app_args,
                        const char *extra_host_lines);
+/* The same, listening on address:port (a fleet's boxes each have their own
+ * loopback address: 127.0.0.2, 127.0.0.3, ...). */
+void dh_write_app_host_at(dh_daemon *d, const char *host, const char *address, int port,
+                          const char *app_args, const char *extra_host_lines);
 
 /* A host of act-e2e-app on a free loopback port: its file as
  * dh_write_app_host writes it (app_args, extra_host_lines may be NULL) and
@@ -165,6 +176,10 @@ bool dh_pid_gone(pid_t pid);
  * Forgets the events received, because the next daemon numbers its own from
  * 1. Returns the exit status (128 + 9). */
 int dh_kill(dh_daemon *d);
+
+/* The handover signal (systemctl restart); fails the test unless the daemon
+ * exits 0. Its generations keep running for the next dh_start. */
+void dh_hand_over(dh_daemon *d);
 
 /* Stops the daemon and checks the clean exit: status 0, STOPPING=1 seen, no
  * process left in the cgroup subtree, no generation leaf, and every pid any
@@ -266,6 +281,12 @@ size_t dh_events_count(dh_daemon *d, const char *host, const char *name);
 /* Reads host's claim; false when there is none. */
 bool dh_claim_get(dh_daemon *d, const char *host, claim *out);
 
+/* Waits up to timeout_ms for host's claim to be in phase (the daemon writes
+ * some phases back after the transition that made them true). Returns true
+ * with the claim in out, or false with the last one read (zeroed if none). */
+bool dh_claim_wait_phase(dh_daemon *d, const char *host, const char *phase, int timeout_ms,
+                         claim *out);
+
 /* Writes c as host's claim whatever is there now (read, CAS, retry). Returns
  * the new revision. */
 uint64_t dh_claim_put(dh_daemon *d, const claim *c);
@@ -273,11 +294,22 @@ uint64_t dh_claim_put(dh_daemon *d, const claim *c);
 /* A fresh claim for host: a serving op "assigned" on box, no holder. */
 void dh_claim_assigned(const char *host, const char *box, claim *out);
 
+/* from as DH_OTHER_BOX writes it when it admits itself: its holder (another
+ * incarnation, the next session and generation), its op.exec, phase
+ * starting, no handle. */
+void dh_claim_taken_by_other_box(const claim *from, claim *out);
+/* Hands host's current claim to box the way that box's admission would (a
+ * new holder, session and generation, op.exec = box, phase starting, no
+ * handle). Returns the new revision. */
+uint64_t dh_claim_take_for(dh_daemon *d, const char *host, const char *box);
+
 /* ---- observation ---- */
 
 /* GET / from 127.0.0.1:port; returns the body's length with the body in buf,
  * or a negative errno. */
 int dh_http_get(int port, char *buf, size_t size);
+/* The same over the unix socket at path. */
+int dh_http_get_unix(const char *path, char *buf, size_t size);
 
 /* The pids recorded in host's marker, one per attempt that ran; returns how
  * many (0 when the app never ran). */

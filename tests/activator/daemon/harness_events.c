@@ -87,7 +87,8 @@ void dh_events_subscribe(dh_daemon *d)
     int r = dd_events_connect(&d->drv, &err);
     DH_CHECK(d, r == 0, "%s", err.message);
     claim beacon;
-    dh_claim_assigned(DH_BEACON_HOST, DH_OTHER_BOX, &beacon);
+    /* Assigned to a box no daemon is, so that no box of a fleet wakes it. */
+    dh_claim_assigned(DH_BEACON_HOST, DH_BEACON_BOX, &beacon);
     for (int i = 0; i < 100; i++) {
         dh_claim_put(d, &beacon);
         if (dh_event_wait(d, DH_BEACON_HOST, "claim.changed", 100, NULL)) {

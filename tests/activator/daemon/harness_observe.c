@@ -24,6 +24,22 @@ bool dh_claim_get(dh_daemon *d, const char *host, claim *out)
     return r == 1;
 }
 
+bool dh_claim_wait_phase(dh_daemon *d, const char *host, const char *phase, int timeout_ms,
+                         claim *out)
+{
+    uint64_t deadline = dh_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        bool found = dh_claim_get(d, host, out);
+        if (found && strcmp(out->op.phase, phase) == 0)
+            return true;
+        if (!found)
+            memset(out, 0, sizeof(*out));
+        if (dh_now_ms() >= deadline)
+            return false;
+        dh_sleep_ms(20);
+    }
+}
+
 uint64_t dh_claim_put(dh_daemon *d, const claim *c)
 {
     for (int i = 0; i < 20; i++) {
@@ -50,6 +66,36 @@ void dh_claim_assigned(const char *host, const char *box, claim *out)
     snprintf(out->op.exec, sizeof(out->op.exec), "%s", box);
 }
 
+/* from as box writes it when it admits itself: its holder (another
+ * incarnation, the next session and generation), its op.exec, phase
+ * starting, no handle. */
+static void taken_by(const claim *from, const char *box, claim *out)
+{
+    *out = *from;
+    snprintf(out->holder.box, sizeof(out->holder.box), "%s", box);
+    snprintf(out->holder.incarnation, sizeof(out->holder.incarnation), "fedcba9876543210");
+    out->holder.session = from->holder.session + 1;
+    out->holder.generation = from->holder.generation + 1;
+    out->holder.starting_generation = 0;
+    out->holder.handle[0] = '\0';
+    snprintf(out->op.exec, sizeof(out->op.exec), "%s", box);
+    snprintf(out->op.phase, sizeof(out->op.phase), "starting");
+}
+
+void dh_claim_taken_by_other_box(const claim *from, claim *out)
+{
+    taken_by(from, DH_OTHER_BOX, out);
+}
+
+uint64_t dh_claim_take_for(dh_daemon *d, const char *host, const char *box)
+{
+    claim current;
+    DH_CHECK(d, dh_claim_get(d, host, &current), "%s has no claim to hand to %s", host, box);
+    claim taken;
+    taken_by(&current, box, &taken);
+    return dh_claim_put(d, &taken);
+}
+
 void dh_marker_path(dh_daemon *d, const char *host, char *out, size_t size)
 {
     snprintf(out, size, "%s/marker-%s", d->drv.dir, host);
@@ -58,6 +104,11 @@ void dh_marker_path(dh_daemon *d, const char *host, char *out, size_t size)
 int dh_http_get(int port, char *buf, size_t size)
 {
     return dd_http_get(port, buf, size);
+}
+
+int dh_http_get_unix(const char *path, char *buf, size_t size)
+{
+    return dd_http_get_unix(path, buf, size);
 }
 
 size_t dh_marker_pids(dh_daemon *d, const char *host, pid_t *pids, size_t max)

@@ -6,8 +6,10 @@
  *   - activatorctl against a daemon that is not there exits 3, saying which
  *     URL it tried;
  *   - remote control over TLS (ControlListen=): a client certificate of
- *     TLSClientCA= drives the daemon; one of another CA is refused, and so
- *     is a daemon whose certificate the client's CA did not sign. */
+ *     TLSClientCA= whose CN is in ControlOperators= drives the daemon, one in
+ *     ControlViewers= may only read, one in neither list may do nothing;
+ *     one of another CA is refused, and so is a daemon whose certificate the
+ *     client's CA did not sign. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -200,9 +202,11 @@ static void test_remote_control_over_tls_with_client_certificates(void **state)
     int tls_port = dh_free_port();
     char conf[4 * PATH_MAX], url[64];
     snprintf(url, sizeof(url), "tls+tcp://127.0.0.1:%d", tls_port);
+    /* The client certificate's CN has spaces: the list quotes it. */
     snprintf(conf, sizeof(conf),
              "ControlListen=%s\nTLSCertificate=%s/server.crt\nTLSKey=%s/server.key\n"
-             "TLSClientCA=%s/ca.crt\n",
+             "TLSClientCA=%s/ca.crt\nControlOperators=\"activator test client\"\n"
+             "ControlViewers=viewer-1\n",
              url, certs, certs, certs);
     dh_setup(d, DH_STORE_DIR, conf);
     int port = dh_add_app_host(d, "demo", NULL, NULL);
@@ -217,6 +221,30 @@ static void test_remote_control_over_tls_with_client_certificates(void **state)
     char body[512];
     DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0, "demo does not answer");
 
+    /* A viewer's certificate reads, and is refused what changes anything. */
+    status = ctl_tls(url, certs, "viewer", "ca", out, sizeof(out), "status", "demo");
+    DH_CHECK(d, status == 0 && strstr(out, "serving"), "status as a viewer exited %d:\n%s",
+             status, out);
+    status = ctl_tls(url, certs, "viewer", "ca", out, sizeof(out), "park", "demo");
+    DH_CHECK(d,
+             status == 1 &&
+                 strstr(out, "op park needs the operator role; this peer (the TLS client "
+                             "CN=viewer-1) is a viewer (ControlViewers=)") &&
+                 strstr(out, "[forbidden]"),
+             "park as a viewer: exit %d (expected 1, refused):\n%s", status, out);
+    /* A certificate of the same CA in neither list may not even read. */
+    status = ctl_tls(url, certs, "stranger", "ca", out, sizeof(out), "status", "demo");
+    DH_CHECK(d,
+             status == 1 && strstr(out, "this peer (the TLS client CN=stranger-1) has no role") &&
+                 strstr(out, "neither ControlOperators= (operators) nor ControlViewers=") &&
+                 strstr(out, "[forbidden]"),
+             "status with an unlisted certificate: exit %d (expected 1, refused):\n%s", status,
+             out);
+    status = ctl_tls(url, certs, "stranger", "ca", out, sizeof(out), "park", "demo");
+    DH_CHECK(d, status == 1 && strstr(out, "op park needs the operator role"),
+             "park with an unlisted certificate: exit %d (expected 1, refused):\n%s", status,
+             out);
+
     status = ctl_tls(url, certs, "other-client", "ca", out, sizeof(out), "park", "demo");
     DH_CHECK(d, status == 3 && strstr(out, url),
              "a client certificate of another CA: exit %d (expected 3, naming %s):\n%s", status,
@@ -230,6 +258,11 @@ static void test_remote_control_over_tls_with_client_certificates(void **state)
     bool serving = strcmp(dh_json_str(after, "state"), "serving") == 0;
     json_object_put(after);
     DH_CHECK(d, serving, "a refused TLS client changed the host's state");
+
+    /* The operator's certificate parks it. */
+    status = ctl_tls(url, certs, "client", "ca", out, sizeof(out), "park", "demo");
+    DH_CHECK(d, status == 0, "park as an operator over TLS exited %d:\n%s", status, out);
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo is not parked after park");
     dh_stop_and_check_clean(d);
     char rm[64];
     snprintf(rm, sizeof(rm), "rm -rf '%s'", certs);

@@ -276,14 +276,8 @@ static void test_claim_taken_while_serving_retires_the_generation(void **state)
 
     claim serving;
     DH_CHECK(d, dh_claim_get(d, "demo", &serving), "no claim while serving");
-    claim taken = serving;
-    snprintf(taken.holder.box, sizeof(taken.holder.box), DH_OTHER_BOX);
-    snprintf(taken.holder.incarnation, sizeof(taken.holder.incarnation), "fedcba9876543210");
-    taken.holder.session = serving.holder.session + 1;
-    taken.holder.generation = serving.holder.generation + 1;
-    snprintf(taken.op.exec, sizeof(taken.op.exec), DH_OTHER_BOX);
-    snprintf(taken.op.phase, sizeof(taken.op.phase), "starting");
-    taken.holder.handle[0] = '\0';
+    claim taken;
+    dh_claim_taken_by_other_box(&serving, &taken);
     uint64_t taken_revision = dh_claim_put(d, &taken);
 
     DH_CHECK(d, dh_event_wait(d, "demo", "retired", 10000, NULL),

@@ -63,12 +63,8 @@ static void test_gate_refuses_when_another_box_took_the_claim(void **state)
     claim admitted;
     DH_CHECK(d, dh_claim_get(d, "demo", &admitted), "no claim after admission");
     DH_CHECK(d, strcmp(admitted.holder.box, DH_BOX) == 0, "the admission did not name " DH_BOX);
-    claim taken = admitted;
-    snprintf(taken.holder.box, sizeof(taken.holder.box), DH_OTHER_BOX);
-    snprintf(taken.holder.incarnation, sizeof(taken.holder.incarnation), "fedcba9876543210");
-    taken.holder.session = admitted.holder.session + 1;
-    taken.holder.generation = admitted.holder.generation + 1;
-    snprintf(taken.op.exec, sizeof(taken.op.exec), DH_OTHER_BOX);
+    claim taken;
+    dh_claim_taken_by_other_box(&admitted, &taken);
     uint64_t taken_revision = dh_claim_put(d, &taken);
     touch(d, hold);
 

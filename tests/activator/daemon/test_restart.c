@@ -2,8 +2,14 @@
  * killer or a bug would), its generations keep running, and the next daemon
  * either resumes supervising a generation (its record, its claim and its
  * process agree that it is this box's serving admission) or retires it with
- * proof. Clients of a resumed host never see the restart. */
+ * proof. Clients of a resumed host never see the restart.
+ *
+ * A handover (systemctl restart's signal) is the same without the crash:
+ * the daemon exits 0 and leaves every generation running, and under a
+ * client that never pauses, no request fails across ten of them. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -68,11 +74,8 @@ static void test_generation_whose_claim_moved_is_retired_at_start(void **state)
 
     claim serving;
     DH_CHECK(d, dh_claim_get(d, "demo", &serving), "no claim while serving");
-    claim moved = serving;
-    snprintf(moved.holder.box, sizeof(moved.holder.box), DH_OTHER_BOX);
-    moved.holder.session = serving.holder.session + 1;
-    moved.holder.generation = serving.holder.generation + 1;
-    snprintf(moved.op.exec, sizeof(moved.op.exec), DH_OTHER_BOX);
+    claim moved;
+    dh_claim_taken_by_other_box(&serving, &moved);
     dh_claim_put(d, &moved);
 
     dh_start(d, NULL);
@@ -86,6 +89,89 @@ static void test_generation_whose_claim_moved_is_retired_at_start(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* Requests back to back on a TCP port and a unix socket path, until told to
+ * stop; counts the answers and the failures. */
+typedef struct busy_client {
+    int port;
+    const char *unix_path;
+    atomic_bool stop;
+    unsigned answered;
+    unsigned failed;
+    char first_failure[1024];
+} busy_client;
+
+static void *busy_client_run(void *arg)
+{
+    busy_client *client = arg;
+    char body[512];
+    for (unsigned i = 0; !atomic_load(&client->stop); i++) {
+        int n = i % 2 ? dh_http_get_unix(client->unix_path, body, sizeof(body))
+                      : dh_http_get(client->port, body, sizeof(body));
+        if (n > 0 && strstr(body, "pid=")) {
+            client->answered++;
+            continue;
+        }
+        if (!client->failed++)
+            snprintf(client->first_failure, sizeof(client->first_failure), "%s: %.200s",
+                     i % 2 ? client->unix_path : "tcp", n < 0 ? strerror(-n) : body);
+    }
+    return NULL;
+}
+
+static void test_handover_keeps_every_app_under_a_client(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    int port = dh_add_app_host(d, "demo", NULL, NULL);
+    /* A unix socket path: a re-bind would replace the live socket. */
+    char unix_path[PATH_MAX];
+    snprintf(unix_path, sizeof(unix_path), "%s/web.sock", d->drv.dir);
+    dh_write_host(d, "unixweb",
+                  "[Host]\nExec=act-e2e-app\nStopTimeoutSec=1\nReadyTimeoutSec=5\n"
+                  "[Listen]\nListenStream=%s\n",
+                  unix_path);
+    dh_stage(d, "unixweb", "v1", true, NULL);
+    dh_start(d, NULL);
+    int64_t pid = dh_wake(d, "demo").pid;
+    int64_t unix_pid = dh_wake(d, "unixweb").pid;
+
+    busy_client client = {.port = port, .unix_path = unix_path};
+    pthread_t thread;
+    DH_CHECK(d, pthread_create(&thread, NULL, busy_client_run, &client) == 0,
+             "cannot start the client");
+    enum { HANDOVERS = 10 };
+    for (int i = 0; i < HANDOVERS; i++) {
+        pid_t daemon_pid = d->drv.pid;
+        dh_hand_over(d);
+        DH_CHECK(d, answering_pid(d, port) == pid, "handover %d: another process answers", i);
+        dh_start(d, NULL);
+        DH_CHECK(d, d->drv.pid != daemon_pid, "the daemon's pid did not change");
+        DH_CHECK(d, dh_log_wait(d, "recovery: 2 generations resumed", 5000),
+                 "handover %d: the next daemon did not resume both generations", i);
+    }
+    atomic_store(&client.stop, true);
+    pthread_join(thread, NULL);
+    DH_CHECK(d, client.failed == 0,
+             "%u of %u requests failed across %d handovers; the first: %s", client.failed,
+             client.failed + client.answered, HANDOVERS, client.first_failure);
+    DH_CHECK(d, client.answered > 2 * HANDOVERS, "only %u requests were answered",
+             client.answered);
+    DH_CHECK(d, answering_pid(d, port) == pid, "the TCP app was replaced");
+    char body[512];
+    int n = dh_http_get_unix(unix_path, body, sizeof(body));
+    DH_CHECK(d, n > 0 && atoll(strstr(body, "pid=") + 4) == unix_pid,
+             "the unix socket app was replaced or does not answer");
+
+    json_object *reply = dh_request(d, 10000, "{\"v\":1,\"op\":\"version\"}");
+    json_object *version = dh_reply_result(reply);
+    uint64_t starts = dh_json_u64(version, "starts"), handovers = dh_json_u64(version, "handovers");
+    json_object_put(reply);
+    DH_CHECK(d, starts == HANDOVERS + 1 && handovers == HANDOVERS,
+             "version says %llu starts and %llu handovers, expected %d and %d",
+             (unsigned long long)starts, (unsigned long long)handovers, HANDOVERS + 1, HANDOVERS);
+    dh_stop_and_check_clean(d);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-restart", DH_STORE_DIR);
@@ -94,6 +180,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         DH_TEST(test_serving_generation_is_resumed_after_a_crash),
         DH_TEST(test_generation_whose_claim_moved_is_retired_at_start),
+        DH_TEST(test_handover_keeps_every_app_under_a_client),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

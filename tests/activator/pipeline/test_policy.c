@@ -184,7 +184,8 @@ static void reasons_round_trip_and_follow_their_table(void **state)
 {
     const char *expected[] = {"not_owner",    "wrong_phase",   "unproven_stop",   "claim_changed",
                               "pin_mismatch", "held_mismatch", "digest_mismatch", "restore_failed",
-                              "exec_failed",  "ready_timeout", "publish_lost",    "budget"};
+                              "exec_failed",  "ready_timeout", "publish_lost",    "budget",
+                              "store_unavailable"};
     for (size_t i = 0; i < ARRAY_SIZE(expected); i++) {
         int reason = pl_reason_from_string(expected[i]);
         assert_true(reason > 0);
@@ -208,6 +209,8 @@ static void reasons_round_trip_and_follow_their_table(void **state)
         assert_int_equal(pl_reason_is_retryable(r), retryable[r]);
     assert_false(pl_reason_is_retryable(PL_REASON_PUBLISH_LOST));
     assert_false(pl_reason_blames_build(PL_REASON_DIGEST_MISMATCH));
+    /* An unreachable store refuses: nothing may be admitted without it. */
+    assert_true(pl_reason_is_refusal(PL_REASON_STORE_UNAVAILABLE));
     assert_true(pl_reason_blames_build(PL_REASON_READY_TIMEOUT));
 }
 

@@ -1,0 +1,338 @@
+/* What the claim says about a host we hold: the write-backs that follow an
+ * admission (see claim_report.h).
+ *
+ * Each write is a compare-and-swap against the revision our admission (or our
+ * last write) left, so the common case is one round trip. When the claim
+ * changed meanwhile, the store answers with the claim that is there now: if
+ * it still describes our admission (someone changed a pin or a hold), the
+ * write is made again on top of it; if not, another writer owns the claim's
+ * truth now and the write-back is left out without a word beyond the log.
+ *
+ * A clean stop parks every host, and its parked write-backs are made like any
+ * other: daemon.c waits for them within the stop's deadline, so the claims of
+ * a stopped box say parked rather than serving. */
+#include "activator/daemon/claim_report.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/text.h"
+
+/* Unrelated writes that land between ours and the store (a pin, a hold, an
+ * operator's note) are written over this many times before we give up. */
+#define CONFLICT_RETRIES 3
+
+typedef enum report_kind {
+    REPORT_NONE = 0,
+    REPORT_PARKED,
+    REPORT_FAILED,
+    REPORT_SERVING,
+} report_kind;
+
+typedef struct report {
+    report_kind kind;
+    claim_failure failure; /* REPORT_FAILED */
+    uint64_t generation;   /* REPORT_SERVING */
+} report;
+
+typedef struct waiter {
+    struct waiter *next;
+    void (*fn)(void *userdata);
+    void *userdata;
+} waiter;
+
+struct ad_claim_report {
+    ad_host *host;
+    /* Our admission as the store holds it; revision 0 when there is none to
+     * write for. */
+    claim ours;
+    /* Bumped whenever ours is replaced, so a write that was started for an
+     * earlier admission does not bring it back when it ends. */
+    uint64_t epoch;
+    report reported; /* waits for settle, or for the write in flight to end */
+    bool due;        /* reported was settled: written once nothing is in flight */
+    bool writing;
+    report writing_report;
+    uint64_t writing_epoch;
+    claim written; /* what the write in flight writes */
+    unsigned conflicts;
+    waiter *waiters;
+};
+
+static const char *name_of(const ad_claim_report *r)
+{
+    return ad_host_name(r->host);
+}
+
+static ad_claim_report *report_of(const ad_host *host)
+{
+    return ad_host_claim_report(host);
+}
+
+static const char *phase_of(report_kind kind)
+{
+    switch (kind) {
+    case REPORT_PARKED:
+        return "parked";
+    case REPORT_FAILED:
+        return "failed";
+    case REPORT_SERVING:
+        return "serving";
+    case REPORT_NONE:
+        break;
+    }
+    return "";
+}
+
+/* Kept while it has something to write or to wait for, or while our
+ * admission may still be written (the host starts or serves under it). */
+static void free_when_unused(ad_claim_report *r)
+{
+    bool active = r->ours.revision && (strcmp(r->ours.op.phase, "starting") == 0 ||
+                                       strcmp(r->ours.op.phase, "serving") == 0);
+    if (r->writing || r->reported.kind != REPORT_NONE || r->waiters || active)
+        return;
+    ad_host_set_claim_report(r->host, NULL);
+    free(r);
+}
+
+/* Nothing is in flight or reported any more: whoever waited goes on, and a
+ * clean stop may see the host at rest. */
+static void became_idle(ad_claim_report *r)
+{
+    waiter *waiters = TAKE_PTR(r->waiters);
+    while (waiters) {
+        waiter *next = waiters->next;
+        waiters->fn(waiters->userdata);
+        free(waiters);
+        waiters = next;
+    }
+    ad_daemon *daemon = ad_host_daemon(r->host);
+    ad_host *host = r->host;
+    free_when_unused(r);
+    if (daemon->observe_claim_reports)
+        daemon->observe_claim_reports(daemon, host);
+}
+
+/* The claim report would make of current; false when it already says so. */
+static bool next_claim(const ad_claim_report *r, const report *rep, const claim *current,
+                       claim *next)
+{
+    char handle[sizeof(next->holder.handle)];
+    switch (rep->kind) {
+    case REPORT_PARKED:
+        claim_next_parked(current, next);
+        break;
+    case REPORT_FAILED:
+        claim_next_failed(current, &rep->failure, next);
+        break;
+    case REPORT_SERVING:
+        ad_host_format_handle(r->host, rep->generation, handle, sizeof(handle));
+        claim_next_serving_again(current, rep->generation, handle, next);
+        break;
+    case REPORT_NONE:
+        return false;
+    }
+    return strcmp(next->op.phase, current->op.phase) != 0 ||
+           strcmp(next->holder.handle, current->holder.handle) != 0 ||
+           next->holder.generation != current->holder.generation ||
+           next->holder.starting_generation != current->holder.starting_generation ||
+           next->has_failure != current->has_failure;
+}
+
+static void on_written(claim_store *store, int result, uint64_t new_revision,
+                       const claim *current, const act_error *err, void *userdata);
+
+/* Writes r->writing_report over r->ours by compare-and-swap. Returns true
+ * when a write was started. */
+static bool write_over_ours(ad_claim_report *r)
+{
+    /* A probe's phases are its orchestrator's to write. */
+    if (!r->ours.revision || r->ours.op.kind != CLAIM_OP_SERVING ||
+        !next_claim(r, &r->writing_report, &r->ours, &r->written))
+        return false;
+    act_error err = {0};
+    if (claims_cas_async(ad_host_daemon(r->host)->store, name_of(r), r->ours.revision, &r->written,
+                         on_written, r, &err) < 0) {
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(r)},
+                       "host %s: cannot write phase %s to its claim: %s", name_of(r),
+                       phase_of(r->writing_report.kind), err.message);
+        return false;
+    }
+    return true;
+}
+
+/* Starts the write of the settled report, or goes idle. */
+static void write_due(ad_claim_report *r)
+{
+    while (r->due && !r->writing) {
+        r->due = false;
+        r->writing_report = r->reported;
+        r->reported = (report){0};
+        r->writing_epoch = r->epoch;
+        r->conflicts = 0;
+        r->writing = write_over_ours(r);
+    }
+    if (!r->writing && r->reported.kind == REPORT_NONE)
+        became_idle(r);
+}
+
+static void on_written(claim_store *store, int result, uint64_t new_revision,
+                       const claim *current, const act_error *err, void *userdata)
+{
+    ad_claim_report *r = userdata;
+    const char *phase = phase_of(r->writing_report.kind);
+    bool ours_still = r->epoch == r->writing_epoch;
+    if (result == 0) {
+        act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(r)},
+                       "host %s: the claim says %s (revision %" PRIu64 ")", name_of(r), phase,
+                       new_revision);
+        if (ours_still) {
+            r->ours = r->written;
+            r->ours.revision = new_revision;
+        }
+    } else if (result == CLAIMS_CHANGED) {
+        if (ours_still && current->revision && claim_same_admission(&r->ours, current) &&
+            r->conflicts++ < CONFLICT_RETRIES) {
+            r->ours = *current;
+            if (write_over_ours(r))
+                return;
+        } else {
+            act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+                           "host %s: the claim moved past our admission (now revision %" PRIu64
+                           ", executor %s, session %" PRIu64 "); phase %s is not written over it",
+                           name_of(r), current->revision,
+                           current->revision ? claim_executor(current) : "none",
+                           current->holder.session, phase);
+        }
+    } else {
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(r)},
+                       "host %s: cannot write phase %s to its claim: %s", name_of(r), phase,
+                       err->message);
+    }
+    r->writing = false;
+    write_due(r);
+}
+
+/* ---- what hosts.c and recovery.c tell ------------------------------------ */
+
+void ad_claim_report_admitted(ad_host *host, const claim *ours)
+{
+    ad_claim_report *r = report_of(host);
+    if (!r) {
+        r = calloc(1, sizeof(*r));
+        if (!r) {
+            act_log(LOG_ERR, "host %s: out of memory; its claim will not be written back",
+                    ad_host_name(host));
+            return;
+        }
+        r->host = host;
+        ad_host_set_claim_report(host, r);
+    }
+    r->ours = *ours;
+    r->epoch++;
+}
+
+void ad_claim_report_wake_began(ad_host *host)
+{
+    ad_claim_report *r = report_of(host);
+    if (!r)
+        return;
+    r->ours = (claim){0};
+    r->epoch++;
+    free_when_unused(r);
+}
+
+/* The report of host, when there is an admission to write it for. */
+static report *report_slot(ad_host *host)
+{
+    ad_claim_report *r = report_of(host);
+    return r && r->ours.revision ? &r->reported : NULL;
+}
+
+void ad_claim_report_parked(ad_host *host)
+{
+    report *slot = report_slot(host);
+    if (slot)
+        *slot = (report){.kind = REPORT_PARKED};
+}
+
+void ad_claim_report_failed(ad_host *host, pl_reason reason, const char *message,
+                            unsigned attempts)
+{
+    report *slot = report_slot(host);
+    if (!slot)
+        return;
+    *slot = (report){.kind = REPORT_FAILED};
+    claim_failure *failure = &slot->failure;
+    snprintf(failure->reason, sizeof(failure->reason), "%s", pl_reason_to_string(reason));
+    if (message)
+        act_copy_string(failure->message, sizeof(failure->message), message);
+    else
+        snprintf(failure->message, sizeof(failure->message),
+                 "host %s: generation %" PRIu64 " failed after it served (%s)", ad_host_name(host),
+                 claim_admitted_generation(&report_of(host)->ours), failure->reason);
+    /* The claim's message is one line whatever the failure's text held. */
+    for (char *c = failure->message; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = ' ';
+    failure->attempts =
+        attempts > CLAIM_FAILURE_ATTEMPTS_MAX ? CLAIM_FAILURE_ATTEMPTS_MAX : attempts;
+    failure->stamp_usec = act_wallclock_usec();
+}
+
+void ad_claim_report_serving(ad_host *host, uint64_t generation)
+{
+    report *slot = report_slot(host);
+    if (slot)
+        *slot = (report){.kind = REPORT_SERVING, .generation = generation};
+}
+
+void ad_claim_report_settle(ad_host *host)
+{
+    ad_claim_report *r = report_of(host);
+    if (!r || r->reported.kind == REPORT_NONE)
+        return;
+    r->due = true;
+    write_due(r);
+}
+
+bool ad_claim_report_busy(const ad_host *host)
+{
+    const ad_claim_report *r = report_of(host);
+    return r && (r->writing || r->reported.kind != REPORT_NONE);
+}
+
+bool ad_claim_report_defer(ad_host *host, void (*fn)(void *userdata), void *userdata)
+{
+    ad_claim_report *r = report_of(host);
+    if (!ad_claim_report_busy(host))
+        return false;
+    waiter *w = calloc(1, sizeof(*w));
+    if (!w)
+        return false; /* goes on at once: at worst its CAS meets ours and is refused */
+    *w = (waiter){.fn = fn, .userdata = userdata};
+    waiter **tail = &r->waiters;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = w;
+    return true;
+}
+
+void ad_claim_report_free(ad_host *host)
+{
+    ad_claim_report *r = report_of(host);
+    if (!r)
+        return;
+    while (r->waiters) {
+        waiter *next = r->waiters->next;
+        free(r->waiters);
+        r->waiters = next;
+    }
+    ad_host_set_claim_report(host, NULL);
+    free(r);
+}

@@ -1,0 +1,372 @@
+/* Claims that tell the truth, on the real daemon with the dir store or a real
+ * etcd (argv[1]): what a reader of the claim alone sees of a host.
+ *   - a served wake says serving with the handle; an operator park, an idle
+ *     park and a generation that exits 0 say parked with no handle;
+ *   - a wake that gives up (a build that crashes, MaxStarts=2) says failed
+ *     with reason crashed and 2 attempts; the next wake that serves clears it;
+ *   - during a swap (held before N+1's publication) the claim still names N
+ *     serving on N's handle, with N+1 as the starting generation; after it,
+ *     N+1; a swap whose N+1 dies after its publication names N again;
+ *   - a parked write-back never lands over a newer admission or another
+ *     box's claim;
+ *   - a clean stop leaves the claim parked. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static dh_store_kind store_kind = DH_STORE_DIR;
+
+/* A build that exits 1 at once: every start of it crashes before ready. */
+#define CRASHING_BUILD "/bin/false"
+
+static void touch(dh_daemon *d, const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    DH_CHECK(d, fd >= 0, "cannot create %s: %s", path, strerror(errno));
+    close(fd);
+}
+
+/* The claim of a served wake: this box, the generation that serves, its
+ * handle naming the host's port, nothing starting, no failure. */
+static claim check_serving(dh_daemon *d, uint64_t generation, int port)
+{
+    claim c;
+    DH_CHECK(d, dh_claim_wait_phase(d, "demo", "serving", 5000, &c),
+             "the claim says %s, expected serving", c.op.phase);
+    char port_text[16];
+    snprintf(port_text, sizeof(port_text), ":%d", port);
+    DH_CHECK(d,
+             strcmp(c.holder.box, DH_BOX) == 0 && c.holder.generation == generation &&
+                 strstr(c.holder.handle, port_text) && c.holder.starting_generation == 0 &&
+                 !c.has_failure,
+             "serving claim: box %s generation %" PRIu64 " (expected %" PRIu64
+             ") handle \"%s\" (expected port %d) starting %" PRIu64 " failure \"%s\"",
+             c.holder.box, c.holder.generation, generation, c.holder.handle, port,
+             c.holder.starting_generation, c.has_failure ? c.failure.reason : "");
+    return c;
+}
+
+/* demo started (extra_host_lines in its [Host]) and served by one wake;
+ * returns the serving claim, with the wake in served (may be NULL). */
+static claim start_serving(dh_daemon *d, const char *extra_host_lines, dh_served *served)
+{
+    int port = dh_start_with_host(d, store_kind, "demo", NULL, extra_host_lines);
+    dh_served woken = dh_wake(d, "demo");
+    if (served)
+        *served = woken;
+    return check_serving(d, woken.generation, port);
+}
+
+/* After a park: the same admission (box, session, generation), parked, with
+ * no handle a router could follow. */
+static void check_parked_after(dh_daemon *d, const claim *serving)
+{
+    claim c;
+    DH_CHECK(d, dh_claim_wait_phase(d, "demo", "parked", 10000, &c),
+             "the claim says %s after the park, expected parked", c.op.phase);
+    DH_CHECK(d,
+             c.holder.handle[0] == '\0' && strcmp(c.holder.box, DH_BOX) == 0 &&
+                 c.holder.session == serving->holder.session &&
+                 c.holder.generation == serving->holder.generation && !c.has_failure,
+             "parked claim: handle \"%s\" box %s session %" PRIu64 " (was %" PRIu64
+             ") generation %" PRIu64 " (was %" PRIu64 ")",
+             c.holder.handle, c.holder.box, c.holder.session, serving->holder.session,
+             c.holder.generation, serving->holder.generation);
+}
+
+static void test_operator_park_says_parked(void **state)
+{
+    dh_daemon *d = *state;
+    claim serving = start_serving(d, NULL, NULL);
+    dh_park(d, "demo");
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+    check_parked_after(d, &serving);
+    dh_stop_and_check_clean(d);
+}
+
+static void test_idle_park_says_parked(void **state)
+{
+    dh_daemon *d = *state;
+    claim serving = start_serving(d, "IdleTimeoutSec=1\n", NULL);
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park when idle");
+    check_parked_after(d, &serving);
+    dh_stop_and_check_clean(d);
+}
+
+static void test_exit_zero_says_parked(void **state)
+{
+    dh_daemon *d = *state;
+    dh_served served;
+    claim serving = start_serving(d, NULL, &served);
+    /* The app ends by itself, cleanly: an idle park. */
+    DH_CHECK(d, kill(served.pid, SIGTERM) == 0, "cannot signal the app: %s", strerror(errno));
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park after its exit");
+    check_parked_after(d, &serving);
+    dh_stop_and_check_clean(d);
+}
+
+static void test_give_up_says_failed_until_a_wake_serves(void **state)
+{
+    dh_daemon *d = *state;
+    int port = dh_start_with_host(d, store_kind, "demo", NULL, "MaxStarts=2\n");
+    dh_stage_file(d, "demo", "v2", CRASHING_BUILD, true, NULL);
+    json_object *reply = dh_wake_reply(d, "demo", 30000);
+    char reply_text[1024];
+    snprintf(reply_text, sizeof(reply_text), "%s", json_object_to_json_string(reply));
+    bool crashed = !dh_reply_ok(reply) && strcmp(dh_reply_code(reply), "crashed") == 0;
+    json_object_put(reply);
+    DH_CHECK(d, crashed, "wake of a crashing build: expected crashed, got %s", reply_text);
+
+    claim failed;
+    DH_CHECK(d, dh_claim_wait_phase(d, "demo", "failed", 10000, &failed),
+             "the claim says %s after the wake gave up, expected failed", failed.op.phase);
+    DH_CHECK(d,
+             failed.has_failure && strcmp(failed.failure.reason, "crashed") == 0 &&
+                 failed.failure.attempts == 2 && failed.failure.message[0] &&
+                 failed.failure.stamp_usec > 0,
+             "the failed claim says reason \"%s\", %" PRIu64 " attempts, message \"%s\"; "
+             "expected crashed after 2",
+             failed.failure.reason, failed.failure.attempts, failed.failure.message);
+    DH_CHECK(d, failed.holder.handle[0] == '\0' && strcmp(failed.holder.box, DH_BOX) == 0,
+             "the failed claim names handle \"%s\" and box %s", failed.holder.handle,
+             failed.holder.box);
+
+    /* A build that serves: its admission and publication clear the failure. */
+    dh_stage(d, "demo", "v3", true, NULL);
+    dh_served served = dh_wake(d, "demo");
+    claim serving = check_serving(d, served.generation, port);
+    DH_CHECK(d, serving.holder.session > failed.holder.session,
+             "the serving claim's session %" PRIu64 " did not grow past %" PRIu64,
+             serving.holder.session, failed.holder.session);
+    dh_stop_and_check_clean(d);
+}
+
+/* demo served as N by a daemon that holds every wake before publication
+ * while <dir>/publish-go is missing (it exists for N's own wake), with v2
+ * staged to swap to. The hold's path goes to hold. */
+static dh_served start_for_swap(dh_daemon *d, char *hold, size_t hold_size, claim *serving)
+{
+    dh_setup(d, store_kind, NULL);
+    int port = dh_add_app_host(d, "demo", NULL, NULL);
+    dh_stage(d, "demo", "v2", false, NULL);
+    snprintf(hold, hold_size, "%s/publish-go", d->drv.dir);
+    touch(d, hold);
+    char env[PATH_MAX + 64];
+    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=publish:%s", hold);
+    const char *const extra_env[] = {env, NULL};
+    dh_start(d, extra_env);
+    dh_served served = dh_wake(d, "demo");
+    *serving = check_serving(d, served.generation, port);
+    DH_CHECK(d, unlink(hold) == 0, "cannot remove %s: %s", hold, strerror(errno));
+    dh_events_mark(d);
+    return served;
+}
+
+/* Starts the swap to v2 and waits until N+1 runs and waits for publication.
+ * Returns N+1's exec event. */
+static dh_event swap_until_publication(dh_daemon *d, const char *hold, dh_async **swap)
+{
+    *swap = dh_request_start(d, 60000,
+                             "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}");
+    dh_event exec;
+    DH_CHECK(d, dh_event_wait(d, "demo", "exec", 10000, &exec), "the swap exec'd nothing");
+    char waiting[PATH_MAX + 64];
+    snprintf(waiting, sizeof(waiting), "step publish held: waiting for %s", hold);
+    DH_CHECK(d, dh_log_wait(d, waiting, 10000), "the swap never paused before publication");
+    return exec;
+}
+
+/* While N+1 starts, a router reading the claim alone still reaches N. */
+static void check_names_n_while_n_plus_1_starts(dh_daemon *d, const claim *n,
+                                                const dh_event *exec)
+{
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "no claim during the swap");
+    DH_CHECK(d, exec->generation > n->holder.generation, "N+1 runs as generation %" PRIu64,
+             exec->generation);
+    DH_CHECK(d,
+             strcmp(c.op.phase, "serving") == 0 && c.holder.generation == n->holder.generation &&
+                 strcmp(c.holder.handle, n->holder.handle) == 0 &&
+                 c.holder.starting_generation == exec->generation &&
+                 c.holder.session > n->holder.session,
+             "during the swap the claim says %s, generation %" PRIu64 " handle \"%s\" starting "
+             "%" PRIu64 " session %" PRIu64 "; expected serving N = %" PRIu64
+             " on \"%s\", starting %" PRIu64 ", a session above %" PRIu64,
+             c.op.phase, c.holder.generation, c.holder.handle, c.holder.starting_generation,
+             c.holder.session, n->holder.generation, n->holder.handle, exec->generation,
+             n->holder.session);
+}
+
+static void test_swap_names_n_until_n_plus_1_is_published(void **state)
+{
+    dh_daemon *d = *state;
+    char hold[PATH_MAX];
+    claim n;
+    start_for_swap(d, hold, sizeof(hold), &n);
+    dh_async *swap;
+    dh_event exec = swap_until_publication(d, hold, &swap);
+    check_names_n_while_n_plus_1_starts(d, &n, &exec);
+
+    touch(d, hold);
+    json_object *reply = dh_request_finish(d, swap);
+    DH_CHECK(d, dh_reply_ok(reply), "the swap: %s", json_object_to_json_string(reply));
+    json_object_put(reply);
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "no claim after the swap");
+    DH_CHECK(d,
+             strcmp(c.op.phase, "serving") == 0 && c.holder.generation == exec.generation &&
+                 c.holder.handle[0] && c.holder.starting_generation == 0 && c.has_pin &&
+                 strcmp(c.pin.version, "v2") == 0,
+             "after the swap the claim says %s, generation %" PRIu64 " handle \"%s\" starting "
+             "%" PRIu64 "; expected serving N+1 = %" PRIu64 " pinned to v2",
+             c.op.phase, c.holder.generation, c.holder.handle, c.holder.starting_generation,
+             exec.generation);
+    dh_stop_and_check_clean(d);
+}
+
+/* N+1 dies after it was ready, before its publication: it is published, then
+ * fails its check of health, and N serves on. The claim names N again. */
+static void test_failed_swap_names_n_again(void **state)
+{
+    dh_daemon *d = *state;
+    char hold[PATH_MAX];
+    claim n;
+    dh_served served = start_for_swap(d, hold, sizeof(hold), &n);
+    dh_async *swap;
+    dh_event exec = swap_until_publication(d, hold, &swap);
+    check_names_n_while_n_plus_1_starts(d, &n, &exec);
+
+    DH_CHECK(d, kill((pid_t)exec.pid, SIGKILL) == 0, "cannot kill N+1 (pid %" PRId64 "): %s",
+             exec.pid, strerror(errno));
+    touch(d, hold);
+    json_object *reply = dh_request_finish(d, swap);
+    char reply_text[1024];
+    snprintf(reply_text, sizeof(reply_text), "%s", json_object_to_json_string(reply));
+    bool ok = dh_reply_ok(reply);
+    json_object_put(reply);
+    DH_CHECK(d, !ok, "a swap whose N+1 died succeeded: %s", reply_text);
+    DH_CHECK(d, dh_events_count(d, "demo", "published") == 1,
+             "N+1 was not published before it failed (%zu published events)",
+             dh_events_count(d, "demo", "published"));
+
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "no claim after the failed swap");
+    DH_CHECK(d,
+             strcmp(c.op.phase, "serving") == 0 && c.holder.generation == n.holder.generation &&
+                 strcmp(c.holder.handle, n.holder.handle) == 0 &&
+                 c.holder.starting_generation == 0 && c.has_pin &&
+                 strcmp(c.pin.version, "v2") == 0 && c.pin.failure_reason[0],
+             "after the failed swap the claim says %s, generation %" PRIu64 " handle \"%s\" "
+             "starting %" PRIu64 " pin failure \"%s\"; expected serving N = %" PRIu64
+             " on \"%s\" with the pin's failure",
+             c.op.phase, c.holder.generation, c.holder.handle, c.holder.starting_generation,
+             c.pin.failure_reason, n.holder.generation, n.holder.handle);
+    json_object *status = dh_status(d, "demo");
+    bool serving_n = strcmp(dh_json_str(status, "state"), "serving") == 0 &&
+                     dh_json_u64(status, "generation") == served.generation;
+    json_object_put(status);
+    DH_CHECK(d, serving_n, "N does not serve on after the failed swap");
+    dh_stop_and_check_clean(d);
+}
+
+/* The host parks, and its parked write-back is attempted but finds the claim
+ * moved past our admission (to what, written at revision): it is left. */
+static void check_left_alone(dh_daemon *d, uint64_t revision, const char *what)
+{
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+    DH_CHECK(d, dh_log_wait(d, "moved past our admission", 10000),
+             "the parked write-back was not attempted, or did not see %s", what);
+    claim after;
+    DH_CHECK(d, dh_claim_get(d, "demo", &after), "the claim disappeared");
+    DH_CHECK(d, after.revision == revision && strcmp(after.op.phase, "parked") != 0,
+             "the parked write-back changed %s (revision %" PRIu64 " -> %" PRIu64 ", phase %s)",
+             what, revision, after.revision, after.op.phase);
+}
+
+/* Another daemon start on this box admitted itself (a newer session) while
+ * ours still served: our park's write-back finds the claim moved on and
+ * leaves it as it is. */
+static void test_parked_write_leaves_a_newer_admission(void **state)
+{
+    dh_daemon *d = *state;
+    claim serving = start_serving(d, NULL, NULL);
+    claim newer = serving;
+    snprintf(newer.holder.incarnation, sizeof(newer.holder.incarnation), "0123456789abcdef");
+    newer.holder.session = serving.holder.session + 1;
+    newer.holder.stamp_usec = serving.holder.stamp_usec + 1;
+    uint64_t newer_revision = dh_claim_put(d, &newer);
+
+    dh_park(d, "demo");
+    check_left_alone(d, newer_revision, "a newer admission");
+    dh_stop_and_check_clean(d);
+}
+
+/* Another box took the claim while our park was retiring the generation
+ * (held before `failed`): the park's write-back leaves that box's claim. */
+static void test_parked_write_leaves_another_box_claim(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, store_kind, NULL);
+    int port = dh_add_app_host(d, "demo", NULL, NULL);
+    char hold[PATH_MAX], env[PATH_MAX + 64], waiting[PATH_MAX + 64];
+    snprintf(hold, sizeof(hold), "%s/retire-go", d->drv.dir);
+    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=failed:%s", hold);
+    const char *const extra_env[] = {env, NULL};
+    dh_start(d, extra_env);
+    dh_served served = dh_wake(d, "demo");
+    claim serving = check_serving(d, served.generation, port);
+
+    dh_park(d, "demo");
+    snprintf(waiting, sizeof(waiting), "step failed held: waiting for %s", hold);
+    DH_CHECK(d, dh_log_wait(d, waiting, 10000), "the park never paused before retiring");
+    claim taken;
+    dh_claim_taken_by_other_box(&serving, &taken);
+    uint64_t taken_revision = dh_claim_put(d, &taken);
+    touch(d, hold);
+    check_left_alone(d, taken_revision, "another box's claim");
+    dh_stop_and_check_clean(d);
+}
+
+/* A clean stop parks every host and waits for the claims to say so. */
+static void test_clean_stop_leaves_the_claim_parked(void **state)
+{
+    dh_daemon *d = *state;
+    claim serving = start_serving(d, NULL, NULL);
+    dh_stop_and_check_clean(d);
+    claim after;
+    DH_CHECK(d, dh_claim_get(d, "demo", &after), "the claim disappeared");
+    DH_CHECK(d,
+             strcmp(after.op.phase, "parked") == 0 && after.holder.handle[0] == '\0' &&
+                 after.holder.session == serving.holder.session,
+             "after a clean stop the claim says %s with handle \"%s\"", after.op.phase,
+             after.holder.handle);
+}
+
+int main(int argc, char **argv)
+{
+    store_kind = dh_store_kind_from(argc > 1 ? argv[1] : NULL);
+    char suite[64];
+    snprintf(suite, sizeof(suite), "daemon-claim-truth-%s", argc > 1 ? argv[1] : "dir");
+    int r = dh_check_can_run(suite, store_kind);
+    if (r)
+        return r;
+    const struct CMUnitTest tests[] = {
+        DH_TEST(test_operator_park_says_parked),
+        DH_TEST(test_idle_park_says_parked),
+        DH_TEST(test_exit_zero_says_parked),
+        DH_TEST(test_give_up_says_failed_until_a_wake_serves),
+        DH_TEST(test_swap_names_n_until_n_plus_1_is_published),
+        DH_TEST(test_failed_swap_names_n_again),
+        DH_TEST(test_parked_write_leaves_a_newer_admission),
+        DH_TEST(test_parked_write_leaves_another_box_claim),
+        DH_TEST(test_clean_stop_leaves_the_claim_parked),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,203 @@
+#include "fleet.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+
+int fl_check_can_run(const char *suite)
+{
+    return dh_check_can_run(suite, DH_STORE_ETCD);
+}
+
+const char *fl_box_name(size_t index)
+{
+    static const char *const names[FL_BOXES_MAX] = {"box-1", "box-2", "box-3", "box-4"};
+    assert_true(index < FL_BOXES_MAX);
+    return names[index];
+}
+
+const char *fl_box_address(size_t index)
+{
+    static const char *const addresses[FL_BOXES_MAX] = {"127.0.0.2", "127.0.0.3", "127.0.0.4",
+                                                        "127.0.0.5"};
+    assert_true(index < FL_BOXES_MAX);
+    return addresses[index];
+}
+
+void fl_setup(fl_fleet *fl, size_t n_boxes, const char *extra_conf)
+{
+    assert_true(n_boxes >= 1 && n_boxes <= FL_BOXES_MAX);
+    memset(fl, 0, sizeof(*fl));
+    act_error err = {0};
+    if (etcd_harness_start(&fl->etcd, &err) < 0)
+        fail_msg("cannot start etcd: %s", err.message);
+    fl->etcd_started = true;
+    snprintf(fl->store_url, sizeof(fl->store_url), "%s/fleet-%d", fl->etcd.url_prefix,
+             (int)getpid());
+    if (claims_store_open(fl->store_url, NULL, &fl->store, &err) < 0)
+        fail_msg("cannot open the claim store %s: %s", fl->store_url, err.message);
+    for (size_t i = 0; i < n_boxes; i++) {
+        dh_setup_box(&fl->boxes[i], fl_box_name(i), fl->store_url, extra_conf);
+        fl->n_boxes++;
+    }
+}
+
+int fl_teardown(fl_fleet *fl)
+{
+    int result = 0;
+    fl_overlap_stop(fl, NULL);
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        if (dh_teardown(&fl->boxes[i]) < 0)
+            result = -1;
+    fl->n_boxes = 0;
+    claims_store_free(fl->store);
+    fl->store = NULL;
+    if (fl->etcd_started)
+        etcd_harness_destroy(&fl->etcd);
+    fl->etcd_started = false;
+    return result;
+}
+
+int fl_fixture_setup(void **state)
+{
+    *state = calloc(1, sizeof(fl_fleet));
+    return *state ? 0 : -1;
+}
+
+int fl_fixture_teardown(void **state)
+{
+    int r = fl_teardown(*state);
+    free(*state);
+    return r;
+}
+
+int fl_add_host(fl_fleet *fl, const char *host, const char *app_args,
+                const char *extra_host_lines)
+{
+    int port = dh_free_port();
+    for (size_t i = 0; i < fl->n_boxes; i++) {
+        dh_write_app_host_at(&fl->boxes[i], host, fl_box_address(i), port, app_args,
+                             extra_host_lines);
+        dh_stage(&fl->boxes[i], host, "v1", true, NULL);
+    }
+    return port;
+}
+
+void fl_start(fl_fleet *fl)
+{
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        dh_start(&fl->boxes[i], NULL);
+}
+
+void fl_assign(fl_fleet *fl, const char *host, const char *box)
+{
+    claim current = {0};
+    act_error err = {0};
+    int found = claims_read(fl->store, host, &current, &err);
+    if (found < 0)
+        fail_msg("reading %s's claim: %s", host, err.message);
+    claim next = current;
+    if (!found)
+        dh_claim_assigned(host, box, &next);
+    snprintf(next.host, sizeof(next.host), "%s", host);
+    snprintf(next.op.id, sizeof(next.op.id), "assign");
+    next.op.kind = CLAIM_OP_SERVING;
+    snprintf(next.op.phase, sizeof(next.op.phase), "assigned");
+    snprintf(next.op.exec, sizeof(next.op.exec), "%s", box);
+    uint64_t revision = 0;
+    if (claims_cas(fl->store, host, found ? current.revision : 0, &next, &revision, NULL, &err) <
+        0)
+        fail_msg("assigning %s to %s: %s", host, box, err.message);
+}
+
+/* Whether any g-* leaf of host under one box's cgroup root has a process. */
+static bool box_runs(const dh_daemon *d, const char *host)
+{
+    char path[PATH_MAX + 80];
+    snprintf(path, sizeof(path), "%s/hosts/%s", d->drv.cgroup_path, host);
+    _cleanup_(closedirp) DIR *dir = opendir(path);
+    if (!dir)
+        return false;
+    struct dirent *entry;
+    while ((entry = readdir(dir))) {
+        if (strncmp(entry->d_name, "g-", 2) != 0)
+            continue;
+        char procs_path[2 * PATH_MAX];
+        snprintf(procs_path, sizeof(procs_path), "%s/%s/cgroup.procs", path, entry->d_name);
+        _cleanup_free_ char *procs = dh_read_text(procs_path);
+        if (procs && procs[0])
+            return true;
+    }
+    return false;
+}
+
+size_t fl_running(fl_fleet *fl, const char *host, int *running_on)
+{
+    size_t running = 0;
+    if (running_on)
+        *running_on = -1;
+    for (size_t i = 0; i < fl->n_boxes; i++) {
+        if (!box_runs(&fl->boxes[i], host))
+            continue;
+        running++;
+        if (running_on)
+            *running_on = (int)i;
+    }
+    return running;
+}
+
+bool fl_wait_running_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 5) {
+        int on = -1;
+        if (fl_running(fl, host, &on) == 1 && on == (int)index)
+            return true;
+        nanosleep(&(struct timespec){.tv_nsec = 5 * 1000 * 1000}, NULL);
+    }
+    return false;
+}
+
+static void *sample_overlap(void *arg)
+{
+    fl_overlap *overlap = arg;
+    while (!atomic_load(&overlap->stop)) {
+        size_t running = fl_running(overlap->fleet, overlap->host, NULL);
+        if (running > atomic_load(&overlap->most_running))
+            atomic_store(&overlap->most_running, running);
+        atomic_fetch_add(&overlap->samples, 1);
+        nanosleep(&(struct timespec){.tv_nsec = 500 * 1000}, NULL);
+    }
+    return NULL;
+}
+
+void fl_overlap_start(fl_fleet *fl, const char *host)
+{
+    fl_overlap *overlap = &fl->overlap;
+    assert_false(overlap->running);
+    overlap->fleet = fl;
+    snprintf(overlap->host, sizeof(overlap->host), "%s", host);
+    atomic_store(&overlap->stop, false);
+    atomic_store(&overlap->most_running, 0);
+    atomic_store(&overlap->samples, 0);
+    if (pthread_create(&overlap->thread, NULL, sample_overlap, overlap) != 0)
+        fail_msg("cannot start the overlap sampler");
+    overlap->running = true;
+}
+
+size_t fl_overlap_stop(fl_fleet *fl, unsigned *samples)
+{
+    fl_overlap *overlap = &fl->overlap;
+    if (overlap->running) {
+        atomic_store(&overlap->stop, true);
+        pthread_join(overlap->thread, NULL);
+        overlap->running = false;
+    }
+    if (samples)
+        *samples = atomic_load(&overlap->samples);
+    return atomic_load(&overlap->most_running);
+}
