@@ -4,6 +4,8 @@
  *   - a daemon's box record appears in the store while it runs, under a
  *     lease it keeps renewing, and is removed by a clean stop;
  *   - a lease the store lost is put back, and the daemon says so;
+ *   - a handover keeps the record (renewed), and the next daemon puts its
+ *     own;
  *   - activatorctl claims, boxes, hold, unhold, unpin and claim show answer
  *     alike through a daemon and straight against the store (--store);
  *   - claim assign refuses a box without a live lease, naming the claim's
@@ -160,6 +162,50 @@ static void test_a_lost_lease_is_put_again(void **state)
     DH_CHECK(d, store_kind == DH_STORE_DIR || after.lease_id != before.lease_id,
              "the record was put back under the revoked lease %" PRIu64, after.lease_id);
     dh_stop_and_check_clean(d);
+}
+
+static void test_a_handover_keeps_the_box_record(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, store_kind, "BoxLeaseSec=3s\n");
+    dh_add_app_host(d, "demo", NULL, NULL);
+    dh_start(d, NULL);
+    int64_t pid = dh_wake(d, "demo").pid;
+    claims_box before;
+    DH_CHECK(d, box_live_wait(d, DH_BOX, 5000, &before), "no live record of " DH_BOX);
+
+    /* The box stays alive across a handover: its record is renewed, never
+     * removed, so the fleet does not count it dead while the next daemon
+     * starts. */
+    dh_hand_over(d);
+    DH_CHECK(d, dh_log_wait(d, "the record of box " DH_BOX " stays, renewed", 1000),
+             "the handover did not say it renewed the record");
+    DH_CHECK(d, !dh_log_wait(d, "removed the record of box", 0),
+             "the handover removed the record of " DH_BOX);
+    claims_box kept;
+    DH_CHECK(d, box_record(d, DH_BOX, &kept) && kept.live,
+             "the record of " DH_BOX " is gone or dead after a handover");
+    DH_CHECK(d, strcmp(kept.incarnation, before.incarnation) == 0,
+             "the record names incarnation %s after the handover, not %s", kept.incarnation,
+             before.incarnation);
+
+    /* The next daemon puts its own record, under its own incarnation, and
+     * serves on what the first one left running. */
+    dh_start(d, NULL);
+    char incarnation[65];
+    daemon_incarnation(d, incarnation, sizeof(incarnation));
+    claims_box after = {0};
+    uint64_t deadline = act_now_usec() + 5 * 1000000ull;
+    while (act_now_usec() < deadline &&
+           !(box_record(d, DH_BOX, &after) && after.live &&
+             strcmp(after.incarnation, incarnation) == 0))
+        sleep_ms(100);
+    DH_CHECK(d, after.live && strcmp(after.incarnation, incarnation) == 0,
+             "the record names incarnation %s, the next daemon is %s", after.incarnation,
+             incarnation);
+    DH_CHECK(d, dh_wake(d, "demo").pid == pid, "the next daemon did not resume demo");
+    dh_stop_and_check_clean(d);
+    DH_CHECK(d, !box_record(d, DH_BOX, NULL), "the record of " DH_BOX " outlived a clean stop");
 }
 
 /* How activatorctl reaches the fleet: through d's daemon, or straight
@@ -498,6 +544,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         DH_TEST(test_box_record_lives_with_the_daemon),
         DH_TEST(test_a_lost_lease_is_put_again),
+        DH_TEST(test_a_handover_keeps_the_box_record),
         DH_TEST(test_fleet_commands_through_the_daemon_and_the_store),
         cmocka_unit_test_setup_teardown(test_assign_moves_a_served_host_to_another_box,
                                         two_boxes_setup, two_boxes_teardown),
