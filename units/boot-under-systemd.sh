@@ -12,8 +12,9 @@
 #     generation keeps running (KillMode=process), and the next daemon takes
 #     the socket back from systemd's FD store and resumes the generation,
 #     which answers on it;
-#   - systemctl restart is a clean stop (DESIGN: SIGTERM retires every
-#     generation with proof), and the next connection wakes a new one;
+#   - systemctl restart is a handover (RestartKillSignal=SIGUSR2): the
+#     daemon exits 0 leaving the generation running, and the next daemon
+#     resumes it, which answers on;
 #   - systemctl stop retires it: the app and its cgroup are gone.
 # The root comes from container-root.sh (debootstrap once, then cached).
 set -eu
@@ -152,12 +153,16 @@ again=$(get)
 [ -n "$pid" ] && [ "$(pid_of "$again")" = "$pid" ] && ok same-generation-answers ||
     fail same-generation-answers "got: $again"
 
-# A restart is a clean stop and a start.
+# A restart is a handover: the generation keeps running, and the next
+# daemon resumes it.
 systemctl restart activatord
-if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then fail restart-retires "app pid $pid runs";
-else ok restart-retires; fi
+if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then ok restart-hands-over; else
+    fail restart-hands-over "app pid $pid is gone"; fi
+[ "$(systemctl is-active activatord)" = active ] && ok active-after-restart ||
+    fail active-after-restart "activatord is $(systemctl is-active activatord)"
 answer=$(get)
-case $answer in *"version=v1"*) ok wakes-after-restart ;; *) fail wakes-after-restart "got: $answer" ;; esac
+[ -n "$pid" ] && [ "$(pid_of "$answer")" = "$pid" ] && ok same-generation-after-restart ||
+    fail same-generation-after-restart "got: $answer"
 pid=$(pid_of "$answer")
 
 systemctl stop activatord
