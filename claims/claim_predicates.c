@@ -12,8 +12,13 @@ const char *claim_executor(const claim *c)
     assert(c);
     /* Once a box is admitted to serve, the holder is the one running it; the
      * op's exec may lag behind (an orchestrator sets exec, the box sets the
-     * holder), and the running box is what fencing must protect. */
-    if (c->op.kind == CLAIM_OP_SERVING && claim_has_holder(c))
+     * holder), and the running box is what fencing must protect. An
+     * assignment is the exception: it is an operator naming the box that
+     * runs the host from now on, so its exec wins over a holder that only
+     * ran it last; the old holder then reads a claim that is not its own
+     * and retires, and the new box may admit itself. */
+    if (c->op.kind == CLAIM_OP_SERVING && claim_has_holder(c) &&
+        strcmp(c->op.phase, CLAIM_PHASE_ASSIGNED) != 0)
         return c->holder.box;
     return c->op.exec;
 }

@@ -83,6 +83,11 @@ typedef enum claim_op_kind {
     CLAIM_OP_PROBE,
 } claim_op_kind;
 
+/* The phase of an assignment (an operator's, or a box claiming a host nobody
+ * claimed): its op.exec names the box to run the host next, whoever held it
+ * before (see claim_executor). */
+#define CLAIM_PHASE_ASSIGNED "assigned"
+
 /* Who holds the host now: written by the box at each admission, so a reader
  * can tell which daemon start (incarnation) made which generation. */
 typedef struct claim_holder {
@@ -184,7 +189,9 @@ char *claim_to_json(const claim *c);
 
 /* The box that may act on the host: the holder's box for a serving op whose
  * holder is set (the admitted box is the one serving), otherwise op.exec.
- * Returns "" when released. Never NULL for a non-NULL claim. */
+ * A serving op in phase "assigned" is an operator's assignment and names
+ * its box in op.exec, which then wins over the holder (the box that ran the
+ * host last). Returns "" when released. Never NULL for a non-NULL claim. */
 const char *claim_executor(const claim *c);
 /* True when box is the claim's executor (and the host is not released). */
 bool claim_owned_by(const claim *c, const char *box);
@@ -413,3 +420,112 @@ int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_
 /* Stops and frees a watch; safe from inside its own callback. */
 void claims_watch_free(claims_watch *watch);
 DEFINE_TRIVIAL_CLEANUP_FUNC(claims_watch *, claims_watch_free)
+
+/* ---- edits: what an operator's command does to a claim (pure) -------------- */
+
+typedef enum claim_edit_kind {
+    CLAIM_EDIT_ASSIGN,  /* a fresh serving op "assigned" that names box */
+    CLAIM_EDIT_RELEASE, /* no executor: no box may wake the host */
+    CLAIM_EDIT_HOLD,    /* held = version */
+    CLAIM_EDIT_UNHOLD,  /* held cleared */
+    CLAIM_EDIT_UNPIN,   /* the pin (and its recorded failure) dropped */
+} claim_edit_kind;
+
+typedef struct claim_edit {
+    claim_edit_kind kind;
+    char box[65];     /* assign: the box to run the host */
+    char version[65]; /* hold: the version to freeze it on */
+} claim_edit;
+
+/* Builds in *next the claim that edit makes of current, host's claim as read
+ * (revision 0: host has no claim). Only an assignment creates a claim; the
+ * others refuse an absent one with -ENOENT, err naming the host and what to
+ * do. Returns 1 when the claim already is what the edit asks (nothing to
+ * write; *next is current), else 0. The holder's box, incarnation, session,
+ * generation and handle are never touched: they say who ran the host last,
+ * and its session only grows. An assignment or a release starts a fresh op
+ * and so ends the holder's admission: they clear what only that admission
+ * had, holder.starting_generation and the failure record. */
+int claim_apply_edit(const char *host, const claim *current, const claim_edit *edit, claim *next,
+                     act_error *err);
+
+/* Where a claim stands, for a refusal to name: "revision 57, box b2" (its
+ * executor), "revision 57, box b2 (last run by b1)" when the holder is
+ * another box, "revision 57, released" or "no claim" (revision 0). */
+void claim_describe_owner(const claim *c, char *out, size_t size);
+
+/* ---- box records: which daemons are alive ---------------------------------- */
+
+/* Every daemon keeps a record of itself in the store, beside the claims and
+ * outside their key range, so a claim list or watch never reads one, under
+ * a lease of lease_ttl_usec that the daemon renews before it runs out:
+ *   etcd: key "<prefix>.boxes/<box>" ('.' sorts before '/', so it is not in
+ *         the claims' range "<prefix>/".."<prefix>0"), put with an etcd
+ *         lease; etcd deletes the key when the lease expires or is revoked;
+ *   dir:  <dir>/.boxes/<box>.json (the claim listing reads only
+ *         "<host>.json" files in <dir>, and a host name never starts with
+ *         '.'), rewritten with the time it expires; a record past that time
+ *         stays on disk, dead.
+ * A box whose lease expired is known dead: on etcd its record is gone, on
+ * dir it is listed with live false. */
+
+/* A daemon's control or events URL in a record, and its NUL. */
+#define CLAIMS_BOX_URL_SIZE 256
+
+typedef struct claims_box {
+    char box[65];         /* the box id (Box=): the key */
+    char incarnation[65]; /* the daemon start that wrote it */
+    uint64_t started_usec; /* wall clock of that start */
+    char version[65];      /* activatord's version */
+    char control_url[CLAIMS_BOX_URL_SIZE]; /* where it takes control requests from other
+                                              machines (ControlListen=); "" when it does not */
+    char events_url[CLAIMS_BOX_URL_SIZE];  /* where it publishes events to other machines;
+                                              "" when only locally */
+    uint64_t lease_ttl_usec; /* the lease's length; etcd counts it in whole seconds */
+    /* Set by the store on put, keepalive and list; ignored when writing. */
+    uint64_t lease_id;       /* etcd's lease; 0 on dir */
+    bool live;               /* the lease has not expired */
+    uint64_t refreshed_usec; /* wall clock of the last renewal; 0 when unknown */
+    uint64_t expires_usec;   /* wall clock at which the lease lapses unless renewed */
+} claims_box;
+
+/* A keepalive found the lease gone (expired, revoked, the store lost it, or
+ * another start of the same box replaced the record): put the record again. */
+#define CLAIMS_LEASE_LOST (-ENOENT)
+
+/* Checks a record's fields the way the store checks a stored one. */
+int claims_box_validate(const claims_box *record, act_error *err);
+/* The record named box among n, or NULL. */
+const claims_box *claims_box_find(const claims_box *boxes, size_t n, const char *box);
+/* Compare for qsort by box. */
+int claims_box_compare(const void *a, const void *b);
+
+/* Synchronous, for activatorctl and tests (see the synchronous calls above).
+ * put writes record under a new lease and fills *out with it as stored
+ * (lease_id, refreshed, expires): keepalive and remove take that. keepalive
+ * renews the lease of record and fills *out (may be NULL), or returns
+ * CLAIMS_LEASE_LOST. remove deletes record and revokes its lease; a record
+ * already gone is not an error. list gives every record the store has,
+ * sorted by box, in a malloc'd array; one that does not parse is logged and
+ * skipped. */
+int claims_box_put(claim_store *store, const claims_box *record, claims_box *out, act_error *err);
+int claims_box_keepalive(claim_store *store, const claims_box *record, claims_box *out,
+                         act_error *err);
+int claims_box_remove(claim_store *store, const claims_box *record, act_error *err);
+int claims_box_list(claim_store *store, claims_box **out, size_t *n_out, act_error *err);
+
+/* Asynchronous, on the attached loop (see the asynchronous calls above).
+ * record in a callback is the record as stored (put, keepalive), valid
+ * during the callback only. */
+typedef void (*claims_box_fn)(claim_store *store, int result, const claims_box *record,
+                              const act_error *err, void *userdata);
+typedef void (*claims_boxes_fn)(claim_store *store, int result, const claims_box *boxes,
+                                size_t n, const act_error *err, void *userdata);
+int claims_box_put_async(claim_store *store, const claims_box *record, claims_box_fn fn,
+                         void *userdata, act_error *err);
+int claims_box_keepalive_async(claim_store *store, const claims_box *record, claims_box_fn fn,
+                               void *userdata, act_error *err);
+int claims_box_remove_async(claim_store *store, const claims_box *record, claims_box_fn fn,
+                            void *userdata, act_error *err);
+int claims_box_list_async(claim_store *store, claims_boxes_fn fn, void *userdata,
+                          act_error *err);

@@ -145,6 +145,32 @@ char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_rev
     return render(body);
 }
 
+char *etcd_put_body(const char *key, const char *value, uint64_t lease)
+{
+    assert(key);
+    assert(value);
+    json_object *body = json_object_new_object();
+    add_b64(body, "key", key);
+    add_b64(body, "value", value);
+    if (lease)
+        add_u64_string(body, "lease", lease);
+    return render(body);
+}
+
+char *etcd_lease_grant_body(uint64_t ttl_sec)
+{
+    json_object *body = json_object_new_object();
+    add_u64_string(body, "TTL", ttl_sec);
+    return render(body);
+}
+
+char *etcd_lease_body(uint64_t lease)
+{
+    json_object *body = json_object_new_object();
+    add_u64_string(body, "ID", lease);
+    return render(body);
+}
+
 uint64_t etcd_json_u64(json_object *obj, const char *key)
 {
     assert(key);
@@ -154,6 +180,17 @@ uint64_t etcd_json_u64(json_object *obj, const char *key)
     if (json_object_is_type(member, json_type_string))
         return strtoull(json_object_get_string(member), NULL, 10);
     return json_object_get_uint64(member);
+}
+
+int64_t etcd_json_i64(json_object *obj, const char *key)
+{
+    assert(key);
+    json_object *member;
+    if (!obj || !json_object_object_get_ex(obj, key, &member))
+        return 0;
+    if (json_object_is_type(member, json_type_string))
+        return strtoll(json_object_get_string(member), NULL, 10);
+    return json_object_get_int64(member);
 }
 
 int etcd_kv_to_claim(const char *host, json_object *kv, claim *out, act_error *err)

@@ -27,8 +27,18 @@ char *etcd_txn_body(const char *key, uint64_t expected, const char *value);
  * start 0 = from now. */
 char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_revision);
 
+/* A put of key bound to lease (0: none), the box records' write. */
+char *etcd_put_body(const char *key, const char *value, uint64_t lease);
+/* {"TTL":ttl_sec}: a lease grant. */
+char *etcd_lease_grant_body(uint64_t ttl_sec);
+/* {"ID":lease}: a lease keepalive, revoke or timetolive. */
+char *etcd_lease_body(uint64_t lease);
+
 /* Reads an integer that the gateway may send as a JSON string ("12") or a
  * number; 0 when absent. */
 uint64_t etcd_json_u64(json_object *obj, const char *key);
+/* The same for a signed one (a lease's TTL is -1 when it is gone), which
+ * etcd_json_u64 would read as a huge count. */
+int64_t etcd_json_i64(json_object *obj, const char *key);
 /* Decodes one kv ({key, value, mod_revision}) as host's claim; revision set. */
 int etcd_kv_to_claim(const char *host, json_object *kv, claim *out, act_error *err);

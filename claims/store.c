@@ -60,49 +60,36 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
 
 /* A malformed claim a worker's list came across, told to the caller on
  * the loop. */
-typedef struct deferred_problem {
+typedef struct list_problem {
     char host[ACT_NAME_MAX + 1];
     act_error problem;
-} deferred_problem;
+} list_problem;
 
-/* An asynchronous call of a synchronous backend: run by a worker thread of
- * the store's offload (the backend's file I/O and fsyncs must not block the
- * caller's loop), completed on the loop. */
-struct deferred_call {
-    deferred_call *next;
-    claim_store *store;
-    enum { DEFERRED_READ, DEFERRED_CAS, DEFERRED_DELETE, DEFERRED_LIST } op;
+/* An asynchronous claim call of a synchronous backend (claims_defer). */
+typedef struct deferred_call {
+    claims_deferred base;
+    enum { DEFERRED_READ, DEFERRED_CAS, DEFERRED_DELETE } op;
     char host[ACT_NAME_MAX + 1];
     uint64_t expected;
     claim value;
     claims_read_fn read_fn;
     claims_cas_fn cas_fn;
-    claims_list_fn list_fn;
-    claims_problem_fn problem_fn;
-    void *problem_userdata;
     void *userdata;
     /* The result, written by the worker. */
     int result;
     claim current;
-    uint64_t new_revision; /* a list's: the revision it was taken at */
-    claim *claims;
-    size_t n_claims;
-    deferred_problem *problems;
-    size_t n_problems;
+    uint64_t new_revision;
     act_error err;
-};
+} deferred_call;
 
-static void deferred_unlink(deferred_call *call)
+static void deferred_unlink(claims_deferred *call)
 {
-    for (deferred_call **p = &call->store->deferred; *p; p = &(*p)->next) {
+    for (claims_deferred **p = &call->store->deferred; *p; p = &(*p)->next) {
         if (*p == call) {
             *p = call->next;
             break;
         }
     }
-    free(call->claims);
-    free(call->problems);
-    free(call);
 }
 
 void claims_store_free(claim_store *store)
@@ -112,8 +99,14 @@ void claims_store_free(claim_store *store)
     /* First the workers: the calls made run to their end, and none
      * completes (calls back) after this. */
     act_offload_free(store->offload);
-    while (store->deferred)
-        deferred_unlink(store->deferred);
+    while (store->deferred) {
+        claims_deferred *call = store->deferred;
+        deferred_unlink(call);
+        if (call->discard)
+            call->discard(call);
+        else
+            free(call);
+    }
     sd_event *attached = store->attached, *private_loop = store->private_loop;
     store->ops->free(store);
     sd_event_unref(attached);
@@ -180,7 +173,7 @@ typedef struct sync_wait {
     act_error *err;
 } sync_wait;
 
-static int private_loop(claim_store *store, sd_event **out, act_error *err)
+int claims_private_loop(claim_store *store, sd_event **out, act_error *err)
 {
     if (!store->private_loop) {
         int r = sd_event_new(&store->private_loop);
@@ -191,14 +184,20 @@ static int private_loop(claim_store *store, sd_event **out, act_error *err)
     return 0;
 }
 
-static int run_until_done(claim_store *store, sync_wait *wait)
+int claims_run_until(claim_store *store, const bool *done, act_error *err)
 {
-    while (!wait->done) {
+    while (!*done) {
         int r = sd_event_run(store->private_loop, UINT64_MAX);
         if (r < 0)
-            return act_error_set(wait->err, -r, "claim store: event loop failed");
+            return act_error_set(err, -r, "claim store: event loop failed");
     }
-    return wait->result;
+    return 0;
+}
+
+static int run_until_done(claim_store *store, sync_wait *wait)
+{
+    int r = claims_run_until(store, &wait->done, wait->err);
+    return r < 0 ? r : wait->result;
 }
 
 static void copy_error(sync_wait *wait, int result, const act_error *err)
@@ -248,7 +247,7 @@ int claims_read(claim_store *store, const char *host, claim *out, act_error *err
     if (store->ops->read)
         return store->ops->read(store, host, out, err);
     sd_event *loop = NULL;
-    if ((r = private_loop(store, &loop, err)) < 0)
+    if ((r = claims_private_loop(store, &loop, err)) < 0)
         return r;
     sync_wait wait = {.claim_out = out, .err = err};
     if ((r = store->ops->read_async(store, loop, host, on_sync_read, &wait, err)) < 0)
@@ -269,7 +268,7 @@ int claims_cas(claim_store *store, const char *host, uint64_t expected_revision,
         return store->ops->cas(store, host, expected_revision, &checked, new_revision,
                                current_on_conflict, err);
     sd_event *loop = NULL;
-    if ((r = private_loop(store, &loop, err)) < 0)
+    if ((r = claims_private_loop(store, &loop, err)) < 0)
         return r;
     sync_wait wait = {.claim_out = current_on_conflict, .err = err};
     r = store->ops->cas_async(store, loop, host, expected_revision, &checked, on_sync_cas, &wait,
@@ -294,7 +293,7 @@ int claims_delete(claim_store *store, const char *host, uint64_t expected_revisi
         return store->ops->del(store, host, expected_revision, &ignored, current_on_conflict,
                                err);
     sd_event *loop = NULL;
-    if ((r = private_loop(store, &loop, err)) < 0)
+    if ((r = claims_private_loop(store, &loop, err)) < 0)
         return r;
     sync_wait wait = {.claim_out = current_on_conflict, .err = err};
     r = store->ops->del_async(store, loop, host, expected_revision, on_sync_cas, &wait, err);
@@ -323,7 +322,7 @@ int claims_list_at(claim_store *store, claim **out, size_t *n_out, uint64_t *rev
     if (store->ops->list)
         return store->ops->list(store, out, n_out, revision, problem, userdata, err);
     sd_event *loop = NULL;
-    int r = private_loop(store, &loop, err);
+    int r = claims_private_loop(store, &loop, err);
     if (r < 0)
         return r;
     sync_wait wait = {.err = err};
@@ -408,7 +407,7 @@ int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want
     *out = NULL;
     *n_out = 0;
     sd_event *loop = NULL;
-    int r = private_loop(store, &loop, err);
+    int r = claims_private_loop(store, &loop, err);
     if (r < 0)
         return r;
     collect_state state = {.want = want, .err = err};
@@ -424,31 +423,13 @@ int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want
 
 /* ---- asynchronous calls over a synchronous backend ------------------------ */
 
-/* On a worker thread: keeps a list's problem for the loop. */
-static void collect_problem(const char *host, const act_error *problem, void *userdata)
-{
-    deferred_call *call = userdata;
-    deferred_problem *grown =
-        realloc(call->problems, (call->n_problems + 1) * sizeof(*call->problems));
-    if (!grown)
-        return;
-    call->problems = grown;
-    deferred_problem *kept = &call->problems[call->n_problems++];
-    snprintf(kept->host, sizeof(kept->host), "%s", host);
-    kept->problem = *problem;
-}
-
 /* On a worker thread: only the call's own memory and the backend, whose
  * synchronous operations are safe to run from several threads. */
-static void run_deferred(void *data)
+static void run_deferred(claims_deferred *base)
 {
-    deferred_call *call = data;
-    claim_store *store = call->store;
+    deferred_call *call = (deferred_call *)base;
+    claim_store *store = base->store;
     switch (call->op) {
-    case DEFERRED_LIST:
-        call->result = store->ops->list(store, &call->claims, &call->n_claims,
-                                        &call->new_revision, collect_problem, call, &call->err);
-        break;
     case DEFERRED_READ:
         call->result = store->ops->read(store, call->host, &call->current, &call->err);
         break;
@@ -463,43 +444,50 @@ static void run_deferred(void *data)
     }
 }
 
-/* On the loop. */
-static void complete_deferred(void *data)
+/* On the loop, unlinked already. */
+static void complete_deferred(claims_deferred *base)
 {
-    deferred_call *call = data;
-    claim_store *store = call->store;
-    /* Unlinked before the callback so a callback that starts another call or
-     * frees the store never sees this one. */
+    deferred_call *call = (deferred_call *)base;
+    claim_store *store = base->store;
+    /* Freed before the callback, so a callback that frees the store never
+     * meets this one. */
     deferred_call copy = *call;
-    call->claims = NULL;
-    call->problems = NULL;
-    deferred_unlink(call);
+    free(call);
     int r = copy.result;
-    if (copy.op == DEFERRED_LIST) {
-        for (size_t i = 0; i < copy.n_problems; i++) {
-            if (copy.problem_fn)
-                copy.problem_fn(copy.problems[i].host, &copy.problems[i].problem,
-                                copy.problem_userdata);
-            else
-                act_log(LOG_WARNING, "claim list skipped: %s",
-                        copy.problems[i].problem.message);
-        }
-        free(copy.problems);
-        /* The caller gets an array even for an empty list, as from etcd. */
-        claim *claims = r < 0 ? NULL : copy.claims ? copy.claims : calloc(1, sizeof(claim));
-        if (r < 0)
-            free(copy.claims);
-        if (r >= 0 && !claims) {
-            act_error_set(&copy.err, ENOMEM, "claim store: out of memory");
-            r = -ENOMEM;
-        }
-        copy.list_fn(store, r, claims, r < 0 ? 0 : copy.n_claims, copy.new_revision, &copy.err,
-                     copy.userdata);
-    } else if (copy.op == DEFERRED_READ)
+    if (copy.op == DEFERRED_READ)
         copy.read_fn(store, r, r > 0 ? &copy.current : NULL, &copy.err, copy.userdata);
     else
         copy.cas_fn(store, r, copy.new_revision, r == CLAIMS_CHANGED ? &copy.current : NULL,
                     &copy.err, copy.userdata);
+}
+
+static void on_deferred_run(void *data)
+{
+    claims_deferred *call = data;
+    call->run(call);
+}
+
+static void on_deferred_complete(void *data)
+{
+    claims_deferred *call = data;
+    /* Unlinked before its completion so a callback that starts another
+     * call or frees the store never sees this one. */
+    deferred_unlink(call);
+    call->complete(call);
+}
+
+int claims_defer(claim_store *store, const char *lane, claims_deferred *call, act_error *err)
+{
+    assert(store && store->offload);
+    assert(call && call->run && call->complete);
+    call->store = store;
+    int r = act_offload_submit(store->offload, act_offload_lane(lane), on_deferred_run,
+                               on_deferred_complete, call, err);
+    if (r < 0)
+        return r;
+    call->next = store->deferred;
+    store->deferred = call;
+    return 0;
 }
 
 static int defer_call(claim_store *store, deferred_call *template, act_error *err)
@@ -508,20 +496,16 @@ static int defer_call(claim_store *store, deferred_call *template, act_error *er
     if (!call)
         return act_error_set(err, ENOMEM, "claim store: out of memory");
     *call = *template;
-    call->store = store;
+    call->base.run = run_deferred;
+    call->base.complete = complete_deferred;
     /* One lane per host: a host's calls run in the order they were made. */
-    int r = act_offload_submit(store->offload, act_offload_lane(call->host), run_deferred,
-                               complete_deferred, call, err);
-    if (r < 0) {
+    int r = claims_defer(store, call->host, &call->base, err);
+    if (r < 0)
         free(call);
-        return r;
-    }
-    call->next = store->deferred;
-    store->deferred = call;
-    return 0;
+    return r;
 }
 
-static int check_attached(claim_store *store, act_error *err)
+int claims_check_attached(claim_store *store, act_error *err)
 {
     if (!store->attached)
         return act_error_set(err, EBADFD, "claim store: asynchronous call before "
@@ -550,7 +534,7 @@ int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, v
 {
     assert(store);
     assert(fn);
-    int r = check_attached(store, err);
+    int r = claims_check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0)
         return r;
     if (store->ops->read_async)
@@ -567,7 +551,7 @@ int claims_cas_async(claim_store *store, const char *host, uint64_t expected_rev
     assert(c);
     assert(fn);
     claim checked;
-    int r = check_attached(store, err);
+    int r = claims_check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0 ||
         (r = check_claim_for(host, c, &checked, err)) < 0)
         return r;
@@ -585,7 +569,7 @@ int claims_delete_async(claim_store *store, const char *host, uint64_t expected_
 {
     assert(store);
     assert(fn);
-    int r = check_attached(store, err);
+    int r = claims_check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0)
         return r;
     if (store->ops->del_async)
@@ -597,22 +581,114 @@ int claims_delete_async(claim_store *store, const char *host, uint64_t expected_
     return defer_call(store, &call, err);
 }
 
+/* A list of a synchronous backend's, on a worker. */
+typedef struct list_call {
+    claims_deferred base;
+    claims_problem_fn problem_fn;
+    void *problem_userdata;
+    claims_list_fn fn;
+    void *userdata;
+    /* The result, written by the worker. */
+    int result;
+    claim *claims;
+    size_t n;
+    uint64_t revision; /* the revision the list was taken at */
+    list_problem *problems;
+    size_t n_problems;
+    act_error err;
+} list_call;
+
+/* On a worker thread: keeps a list's problem for the loop. The dir store
+ * calls it under its lock, so the caller's problem function, which may do
+ * anything but call the store, runs on the loop instead. */
+static void collect_problem(const char *host, const act_error *problem, void *userdata)
+{
+    list_call *call = userdata;
+    list_problem *grown =
+        realloc(call->problems, (call->n_problems + 1) * sizeof(*call->problems));
+    if (!grown) {
+        act_log(LOG_WARNING, "claim list skipped: %s", problem->message);
+        return;
+    }
+    call->problems = grown;
+    list_problem *kept = &call->problems[call->n_problems++];
+    snprintf(kept->host, sizeof(kept->host), "%s", host);
+    kept->problem = *problem;
+}
+
+static void run_list(claims_deferred *base)
+{
+    list_call *call = (list_call *)base;
+    call->result = base->store->ops->list(base->store, &call->claims, &call->n, &call->revision,
+                                          collect_problem, call, &call->err);
+}
+
+static void discard_list(claims_deferred *base)
+{
+    list_call *call = (list_call *)base;
+    free(call->claims);
+    free(call->problems);
+    free(call);
+}
+
+/* On the loop, unlinked already: the problems first, then the list. */
+static void complete_list(claims_deferred *base)
+{
+    claim_store *store = base->store;
+    list_call copy = *(list_call *)base;
+    /* Freed before the callbacks, so one that frees the store never meets
+     * this call; the claims and problems are the copy's now. */
+    free(base);
+    _cleanup_free_ list_problem *problems = copy.problems;
+    for (size_t i = 0; i < copy.n_problems; i++) {
+        if (copy.problem_fn)
+            copy.problem_fn(problems[i].host, &problems[i].problem, copy.problem_userdata);
+        else
+            act_log(LOG_WARNING, "claim list skipped: %s", problems[i].problem.message);
+    }
+    int r = copy.result;
+    claim *claims = NULL;
+    if (r < 0)
+        free(copy.claims);
+    else {
+        /* The caller gets an array even for an empty list, as from etcd. */
+        claims = copy.claims ? copy.claims : calloc(1, sizeof(claim));
+        if (!claims)
+            r = act_error_set(&copy.err, ENOMEM, "claim store: out of memory");
+    }
+    copy.fn(store, r, claims, r < 0 ? 0 : copy.n, r < 0 ? 0 : copy.revision, &copy.err,
+            copy.userdata);
+}
+
+/* Every list shares one lane, apart from the hosts' (a host is never named
+ * ".list"): a list does not overtake another. */
+#define LIST_LANE ".list"
+
 int claims_list_async(claim_store *store, claims_problem_fn problem, void *problem_userdata,
                       claims_list_fn fn, void *userdata, act_error *err)
 {
     assert(store);
     assert(fn);
-    int r = check_attached(store, err);
+    int r = claims_check_attached(store, err);
     if (r < 0)
         return r;
     if (store->ops->list_async)
         return store->ops->list_async(store, store->attached, problem, problem_userdata, fn,
                                       userdata, err);
-    deferred_call call = {.op = DEFERRED_LIST, .list_fn = fn, .problem_fn = problem,
-                          .problem_userdata = problem_userdata, .userdata = userdata};
-    /* Every list shares one lane: a list does not overtake another. */
-    snprintf(call.host, sizeof(call.host), ".list");
-    return defer_call(store, &call, err);
+    list_call *call = malloc(sizeof(*call));
+    if (!call)
+        return act_error_set(err, ENOMEM, "claim store: out of memory");
+    *call = (list_call){
+        .base = {.run = run_list, .complete = complete_list, .discard = discard_list},
+        .problem_fn = problem,
+        .problem_userdata = problem_userdata,
+        .fn = fn,
+        .userdata = userdata,
+    };
+    r = claims_defer(store, LIST_LANE, &call->base, err);
+    if (r < 0)
+        free(call);
+    return r;
 }
 
 int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_fn fn,
@@ -621,7 +697,7 @@ int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_
     assert(store);
     assert(fn);
     assert(out);
-    int r = check_attached(store, err);
+    int r = claims_check_attached(store, err);
     if (r < 0)
         return r;
     return store->ops->watch_start(store, store->attached, from_revision, fn, userdata, out, err);

@@ -423,6 +423,8 @@ static const claims_store_ops dir_ops = {
     .cas = dir_cas,
     .del = dir_delete,
     .list = dir_list,
+    .box_call = dir_box_call,
+    .box_list = dir_box_list,
     .watch_start = dir_watch_start,
 };
 

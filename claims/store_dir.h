@@ -7,6 +7,9 @@
  *                       revision above it was ever handed out
  *   <dir>/.revision-last  "<last revision handed out> <boot id>", fixed width
  *   <dir>/.lock         flock'd around every CAS and delete
+ *   <dir>/.boxes/<box>.json  a box record (claims.h: box records) with the time
+ *                       its lease runs out, rewritten under the lock; not a
+ *                       claim, never in the journal
  *   <dir>/.journal      a header {"compacted":C} (every revision up to C is
  *                       only in the claim files), then one line per change,
  *                       appended under the lock:
@@ -35,6 +38,7 @@
 #define DIR_REVISION_LAST_FILE ".revision-last"
 #define DIR_REVISION_STEP 1000
 #define DIR_LOCK_FILE ".lock"
+#define DIR_BOXES_DIR ".boxes"
 #define DIR_JOURNAL_FILE ".journal"
 /* Past this size the journal is restarted (under the lock) with only its
  * header, so it never grows without bound; a watcher that had not read what
@@ -59,6 +63,11 @@ typedef struct dir_store {
 int dir_last_revision(dir_store *ds, uint64_t *last, uint64_t *ceiling, act_error *err);
 int dir_lock(dir_store *ds, act_error *err);
 void dir_unlock(dir_store *ds);
+
+/* Box records (store_dir_boxes.c). */
+int dir_box_call(claim_store *store, claims_box_call call, const claims_box *record,
+                 claims_box *out, act_error *err);
+int dir_box_list(claim_store *store, claims_box **out, size_t *n_out, act_error *err);
 
 int dir_watch_start(claim_store *store, sd_event *event, uint64_t from_revision,
                     claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);

@@ -8,9 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "claims/etcd_client.h"
 #include "claims/etcd_wire.h"
-#include "claims/store_internal.h"
+#include "claims/store_etcd.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/names.h"
@@ -20,14 +19,6 @@
  * with an error, and its owner lists the claims again, which costs less
  * than holding an unbounded backlog. */
 #define WATCH_PENDING_MAX 1024
-
-typedef struct etcd_store {
-    claim_store base;
-    etcd_client *client;
-    char *prefix;   /* "/activator": keys are "<prefix>/<host>" */
-    char *list_key; /* "<prefix>/" */
-    char *list_end; /* "<prefix>0": the range end that covers every key under "<prefix>/" */
-} etcd_store;
 
 typedef struct etcd_op {
     etcd_store *es;
@@ -112,15 +103,22 @@ static etcd_op *op_new(etcd_store *es, const char *host, void *userdata, act_err
     return op;
 }
 
-static int start(etcd_store *es, sd_event *event, const char *path, char *body,
-                 etcd_call_done_fn done, etcd_op *op, act_error *err)
+int etcd_store_call(etcd_store *es, sd_event *event, const char *path, char *body,
+                    etcd_call_done_fn done, void *userdata, act_error *err)
 {
     curl_glue *glue;
     int r = etcd_client_glue(es->client, event, &glue, err);
-    if (r >= 0)
-        r = etcd_call_start(es->client, glue, path, body, done, NULL, op, NULL, err);
-    else
+    if (r < 0) {
         free(body);
+        return r;
+    }
+    return etcd_call_start(es->client, glue, path, body, done, NULL, userdata, NULL, err);
+}
+
+static int start(etcd_store *es, sd_event *event, const char *path, char *body,
+                 etcd_call_done_fn done, etcd_op *op, act_error *err)
+{
+    int r = etcd_store_call(es, event, path, body, done, op, err);
     if (r < 0)
         free(op);
     return r;
@@ -630,6 +628,8 @@ static void etcd_free(claim_store *store)
     free(es->prefix);
     free(es->list_key);
     free(es->list_end);
+    free(es->boxes_key);
+    free(es->boxes_end);
     free(es);
 }
 
@@ -640,6 +640,8 @@ static const claims_store_ops etcd_ops = {
     .cas_async = etcd_cas_async,
     .del_async = etcd_del_async,
     .list_async = etcd_list_async,
+    .box_call_async = etcd_box_call_async,
+    .box_list_async = etcd_box_list_async,
     .watch_start = etcd_watch_start,
 };
 
@@ -657,7 +659,9 @@ int claims_etcd_open(const claims_url *url, const claims_store_options *options,
     _cleanup_(claims_store_freep) claim_store *store = &es->base;
     es->prefix = strdup(url->prefix);
     if (!es->prefix || asprintf(&es->list_key, "%s/", es->prefix) < 0 ||
-        asprintf(&es->list_end, "%s0", es->prefix) < 0)
+        asprintf(&es->list_end, "%s0", es->prefix) < 0 ||
+        asprintf(&es->boxes_key, "%s" ETCD_BOXES_SUFFIX "/", es->prefix) < 0 ||
+        asprintf(&es->boxes_end, "%s" ETCD_BOXES_SUFFIX "0", es->prefix) < 0)
         return act_error_set(err, ENOMEM, "etcd: out of memory");
     int r = etcd_client_new(url, options, &es->client, err);
     if (r < 0)

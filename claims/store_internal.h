@@ -8,6 +8,13 @@
 #include "claims/claims.h"
 #include "common/offload.h"
 
+/* The calls on a box record besides listing (claims.h: box records). */
+typedef enum claims_box_call {
+    CLAIMS_BOX_PUT,
+    CLAIMS_BOX_KEEPALIVE,
+    CLAIMS_BOX_REMOVE,
+} claims_box_call;
+
 /* A backend provides either the synchronous calls (dir: local files, fast)
  * or the asynchronous ones (etcd: network), and store.c builds the other
  * flavour on top, so each backend implements each operation once. */
@@ -33,21 +40,59 @@ typedef struct claims_store_ops {
                       void *problem_userdata, claims_list_fn fn, void *userdata,
                       act_error *err);
 
+    /* Box records, one flavour per backend as for claims. out is the record
+     * as stored (put, keepalive); the list is malloc'd, sorted by box. */
+    int (*box_call)(claim_store *store, claims_box_call call, const claims_box *record,
+                    claims_box *out, act_error *err);
+    int (*box_list)(claim_store *store, claims_box **out, size_t *n_out, act_error *err);
+    int (*box_call_async)(claim_store *store, sd_event *event, claims_box_call call,
+                          const claims_box *record, claims_box_fn fn, void *userdata,
+                          act_error *err);
+    int (*box_list_async)(claim_store *store, sd_event *event, claims_boxes_fn fn,
+                          void *userdata, act_error *err);
+
     /* Required: both backends watch on a loop (the attached or the private). */
     int (*watch_start)(claim_store *store, sd_event *event, uint64_t from_revision,
                        claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);
 } claims_store_ops;
 
-typedef struct deferred_call deferred_call;
+/* An asynchronous call of a synchronous backend: run by a worker thread of
+ * the store's offload (the backend's file I/O and fsyncs must not block the
+ * caller's loop), completed on the loop. A call is malloc'd with this first;
+ * a store freed before a call completed discards it without completing it. */
+typedef struct claims_deferred claims_deferred;
+struct claims_deferred {
+    claims_deferred *next;
+    claim_store *store;
+    /* On a worker: only the call's own memory and the backend, whose
+     * synchronous operations are safe to run from several threads. */
+    void (*run)(claims_deferred *call);
+    /* On the loop, once the call is no longer the store's: frees it. */
+    void (*complete)(claims_deferred *call);
+    /* Optional, for a call whose run may leave memory of its own (a list):
+     * frees it and the call when the store is freed first. NULL: free(). */
+    void (*discard)(claims_deferred *call);
+};
+
+/* Hands call to the store's workers; calls of one lane run in the order
+ * made. On failure the call stays the caller's. */
+int claims_defer(claim_store *store, const char *lane, claims_deferred *call, act_error *err);
+/* EBADFD unless the store is attached to a loop. */
+int claims_check_attached(claim_store *store, act_error *err);
+
+/* For a synchronous call of an asynchronous backend: the store's private
+ * loop (made on first use), and running it until *done. */
+int claims_private_loop(claim_store *store, sd_event **out, act_error *err);
+int claims_run_until(claim_store *store, const bool *done, act_error *err);
 
 struct claim_store {
     const claims_store_ops *ops;
     int timeout_ms;
     int watch_timeout_ms;
-    sd_event *attached;      /* the caller's loop, for the async API */
-    sd_event *private_loop;  /* created on first synchronous call of an async backend */
-    deferred_call *deferred; /* async calls of a sync backend not yet completed */
-    act_offload *offload;    /* the workers that run them */
+    sd_event *attached;        /* the caller's loop, for the async API */
+    sd_event *private_loop;    /* created on first synchronous call of an async backend */
+    claims_deferred *deferred; /* async calls of a sync backend not yet completed */
+    act_offload *offload;      /* the workers that run them */
 };
 
 struct claims_watch {
@@ -81,3 +126,13 @@ int claims_etcd_open(const claims_url *url, const claims_store_options *options,
 
 /* Compare for qsort by host. */
 int claims_compare_by_host(const void *a, const void *b);
+
+/* A box record's value is refused above this size. */
+#define CLAIMS_BOX_JSON_MAX 4096
+/* The record as stored (box_record.c): with_expiry adds refreshed_usec and
+ * expires_usec, which the dir store keeps in the value and etcd in its
+ * lease. NULL only when out of memory. */
+char *claims_box_to_json(const claims_box *record, bool with_expiry);
+/* Parses the value stored under box; the store sets the lease fields. */
+int claims_box_from_json(const char *box, const char *text, size_t len, claims_box *out,
+                         act_error *err);

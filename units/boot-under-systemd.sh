@@ -12,8 +12,9 @@
 #     generation keeps running (KillMode=process), and the next daemon takes
 #     the socket back from systemd's FD store and resumes the generation,
 #     which answers on it;
-#   - systemctl restart is a clean stop (DESIGN: SIGTERM retires every
-#     generation with proof), and the next connection wakes a new one;
+#   - systemctl restart is a handover (RestartKillSignal=SIGUSR2): the
+#     daemon exits 0 leaving the generation running, and the next daemon
+#     resumes it, which answers on;
 #   - systemctl stop retires it: the app and its cgroup are gone.
 # The root comes from container-root.sh (debootstrap once, then cached).
 set -eu

@@ -270,6 +270,14 @@ static int apply_failure_reset(void *target, const char *value, act_error *err)
                                     &((cfg_daemon *)target)->failure_reset_usec, err);
 }
 
+/* The box record's lease (claims.h: box records): a box silent this long is
+ * dead to the fleet. etcd grants at least about two seconds. */
+static int apply_box_lease(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_duration_range(value, 2 * CFG_USEC_PER_SEC, 3600 * CFG_USEC_PER_SEC,
+                                    &((cfg_daemon *)target)->box_lease_usec, err);
+}
+
 enum {
     KEY_BOX,
     KEY_STORE,
@@ -299,6 +307,7 @@ enum {
     KEY_FAILURE_BACKOFF_MAX,
     KEY_FAILURE_RESET,
     KEY_START_BUDGET_WAIT,
+    KEY_BOX_LEASE,
     KEY_STORE_WATCH_TIMEOUT,
     N_KEYS,
 };
@@ -337,6 +346,7 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
                                  false},
     [KEY_FAILURE_RESET] = {"Activator", "FailureResetSec", apply_failure_reset, false},
     [KEY_START_BUDGET_WAIT] = {"Activator", "StartBudgetWaitSec", apply_start_budget_wait, false},
+    [KEY_BOX_LEASE] = {"Activator", "BoxLeaseSec", apply_box_lease, false},
     [KEY_STORE_WATCH_TIMEOUT] = {"Activator", "StoreWatchTimeoutSec", apply_store_watch_timeout,
                                  false},
 };
@@ -553,6 +563,7 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .failure_backoff_max_usec = 30 * CFG_USEC_PER_SEC,
         .failure_reset_usec = 10 * CFG_USEC_PER_SEC,
         .start_budget_wait_usec = 30 * CFG_USEC_PER_SEC,
+        .box_lease_usec = 10 * CFG_USEC_PER_SEC,
         .store_watch_timeout_usec = 30 * CFG_USEC_PER_SEC,
     };
     int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, c.key_lines, errors);

@@ -16,6 +16,7 @@ static const ctrl_field_spec fields[] = {
     {CTRL_FIELD_MODE, "mode", CTRL_FIELD_KIND_CHOICE, swap_modes},
     {CTRL_FIELD_NO_WAIT, "no_wait", CTRL_FIELD_KIND_FLAG, NULL},
     {CTRL_FIELD_PROMOTE, "promote", CTRL_FIELD_KIND_FLAG, NULL},
+    {CTRL_FIELD_FORCE, "force", CTRL_FIELD_KIND_FLAG, NULL},
 };
 
 /* Short names for the table below. */
@@ -27,6 +28,7 @@ enum {
     MODE = CTRL_FIELD_MODE,
     NO_WAIT = CTRL_FIELD_NO_WAIT,
     PROMOTE = CTRL_FIELD_PROMOTE,
+    FORCE = CTRL_FIELD_FORCE,
 };
 
 /* Staging is root's: the daemon reads PATH with its own privileges and staged
@@ -51,10 +53,22 @@ static const ctrl_op_spec ops[CTRL_OP__COUNT] = {
                           "List HOST's staged versions; * marks the live one."},
     [CTRL_OP_CLAIM_SHOW] = {"claim.show", HOST, 0, CTRL_ROLE_VIEWER,
                             "Print HOST's claim: holder, op, pin, held, revision."},
-    [CTRL_OP_CLAIM_ASSIGN] = {"claim.assign", HOST | BOX, 0, CTRL_ROLE_OPERATOR,
-                              "Name BOX as the box that runs HOST."},
+    [CTRL_OP_CLAIM_ASSIGN] = {"claim.assign", HOST | BOX, FORCE, CTRL_ROLE_OPERATOR,
+                              "Name BOX as the box that runs HOST; --force for a box "
+                              "without a live lease."},
     [CTRL_OP_CLAIM_RELEASE] = {"claim.release", HOST, 0, CTRL_ROLE_OPERATOR,
                                "Retire HOST here; no box wakes it until it is assigned again."},
+    [CTRL_OP_CLAIMS] = {"claims", 0, 0, CTRL_ROLE_VIEWER,
+                        "List every claim: host, box, phase, generation, session, version, "
+                        "pin, held, age."},
+    [CTRL_OP_BOXES] = {"boxes", 0, 0, CTRL_ROLE_VIEWER,
+                       "List the boxes, live and dead, with their lease age and URLs."},
+    [CTRL_OP_HOLD] = {"hold", HOST | VERSION, 0, CTRL_ROLE_OPERATOR,
+                      "Freeze HOST on VERSION: a wake that would run another build is refused."},
+    [CTRL_OP_UNHOLD] = {"unhold", HOST, 0, CTRL_ROLE_OPERATOR,
+                        "Lift HOST's hold: wakes run the pinned or live version again."},
+    [CTRL_OP_UNPIN] = {"unpin", HOST, 0, CTRL_ROLE_OPERATOR,
+                       "Drop HOST's pin: the next start runs the live version."},
     [CTRL_OP_STATS] = {"stats", 0, 0, CTRL_ROLE_VIEWER, "Show the daemon's counters."},
     [CTRL_OP_VERSION] = {"version", 0, 0, CTRL_ROLE_VIEWER,
                          "Show the versions of activatorctl and activatord."},

@@ -26,6 +26,11 @@ typedef enum ctrl_op {
     CTRL_OP_CLAIM_SHOW,
     CTRL_OP_CLAIM_ASSIGN,
     CTRL_OP_CLAIM_RELEASE,
+    CTRL_OP_CLAIMS,
+    CTRL_OP_BOXES,
+    CTRL_OP_HOLD,
+    CTRL_OP_UNHOLD,
+    CTRL_OP_UNPIN,
     CTRL_OP_STATS,
     CTRL_OP_VERSION,
     CTRL_OP_RELOAD,
@@ -42,6 +47,7 @@ typedef enum ctrl_field {
     CTRL_FIELD_MODE = 1u << 4,
     CTRL_FIELD_NO_WAIT = 1u << 5,
     CTRL_FIELD_PROMOTE = 1u << 6,
+    CTRL_FIELD_FORCE = 1u << 7,
 } ctrl_field;
 
 typedef enum ctrl_field_kind {

@@ -207,6 +207,9 @@ static int take_field(const ctrl_field_spec *field, json_object *value, ctrl_req
     case CTRL_FIELD_PROMOTE:
         req->promote = json_object_get_boolean(value);
         return 0;
+    case CTRL_FIELD_FORCE:
+        req->force = json_object_get_boolean(value);
+        return 0;
     }
     return refuse(err, CTRL_REQ_UNKNOWN_FIELD, EINVAL, "internal: field without a parser");
 }

@@ -4,13 +4,13 @@ _activatorctl()
     local cur prev words cword
     _init_completion || return
 
-    local commands="status wake park swap stage promote releases claim watch stats version reload help"
-    local global_opts="--connect --events --json --timeout --tls-cert --tls-key --tls-ca --no-color --help"
+    local commands="status wake park swap stage promote releases claim claims boxes hold unhold unpin watch stats version reload help"
+    local global_opts="--connect --events --json --timeout --tls-cert --tls-key --tls-ca --store --store-ca --store-cert --store-key --no-color --help"
 
     case $prev in
-        --connect | --events)
+        --connect | --events | --store)
             return ;;
-        --tls-cert | --tls-key | --tls-ca)
+        --tls-cert | --tls-key | --tls-ca | --store-ca | --store-cert | --store-key)
             _filedir
             return ;;
         --timeout)
@@ -21,11 +21,14 @@ _activatorctl()
     esac
 
     # Find the command word, skipping global options and their values.
-    local i command= connect=() nargs=0
+    local i command= connect=() store=() nargs=0
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
             --connect | --events)
                 connect+=("${words[i]}" "${words[i + 1]}")
+                ((i++)) ;;
+            --store | --store-ca | --store-cert | --store-key)
+                store+=("${words[i]}" "${words[i + 1]}")
                 ((i++)) ;;
             --timeout | --tls-cert | --tls-key | --tls-ca)
                 ((i++)) ;;
@@ -54,15 +57,22 @@ _activatorctl()
         wake) opts+=" --no-wait" ;;
         swap) opts+=" --mode --no-wait" ;;
         stage) opts+=" --promote" ;;
+        claim) opts+=" --force" ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
         return
     fi
 
+    # The hosts: a daemon's, or with --store the store's claims.
     _activatorctl_hosts()
     {
-        activatorctl "${connect[@]}" --timeout 2 status --names 2>/dev/null
+        if ((${#store[@]})); then
+            activatorctl "${store[@]}" --timeout 2 --no-color claims 2>/dev/null |
+                awk 'NR > 1 { print $1 }'
+        else
+            activatorctl "${connect[@]}" --timeout 2 status --names 2>/dev/null
+        fi
     }
 
     case $command in
@@ -74,8 +84,10 @@ _activatorctl()
             elif ((nargs == 1)); then
                 COMPREPLY=($(compgen -W "$(_activatorctl_hosts)" -- "$cur"))
             fi ;;
-        status | wake | park | releases | watch | swap | promote)
+        status | wake | park | releases | watch | swap | promote | hold | unhold | unpin)
             ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_activatorctl_hosts)" -- "$cur")) ;;
+        claims)
+            COMPREPLY=($(compgen -W "$(_activatorctl_hosts)" -- "$cur")) ;;
         stage)
             if ((nargs == 0)); then
                 COMPREPLY=($(compgen -W "$(_activatorctl_hosts)" -- "$cur"))

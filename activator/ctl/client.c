@@ -23,6 +23,9 @@
 /* How long a remote (tls+tcp) connection may take to come up. Local ipc
  * dials fail or succeed at once. */
 #define CONNECT_TIMEOUT_MS 5000
+/* The largest reply taken: NNG's default of 1 MiB would drop the reply of
+ * "claims" or "boxes" for a fleet of a few thousand hosts. */
+#define REPLY_MAX_BYTES ((size_t)64 * 1024 * 1024)
 
 static atomic_bool req_pipe_lost;
 static atomic_bool req_pipe_up;
@@ -125,6 +128,7 @@ int ctl_client_open(ctl_client *client, const ctl_options *options)
      * second identical request, so requests are sent exactly once. */
     nng_socket_set_ms(client->req, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     nng_socket_set_ms(client->req, NNG_OPT_SENDTIMEO, CONNECT_TIMEOUT_MS);
+    nng_socket_set_size(client->req, NNG_OPT_RECVMAXSZ, REPLY_MAX_BYTES);
     nng_pipe_notify(client->req, NNG_PIPE_EV_ADD_POST, on_req_pipe, NULL);
     nng_pipe_notify(client->req, NNG_PIPE_EV_REM_POST, on_req_pipe, NULL);
 

@@ -14,7 +14,8 @@ enum {
     CTL_EXIT_OK = 0,
     CTL_EXIT_FAILED = 1,      /* refused or failed; the reason is printed */
     CTL_EXIT_USAGE = 2,       /* bad command line */
-    CTL_EXIT_UNREACHABLE = 3, /* the daemon could not be reached or went away */
+    CTL_EXIT_UNREACHABLE = 3, /* the daemon (or with --store, the store) could not be
+                                 reached or went away */
 };
 
 #define CTL_DEFAULT_CONTROL_URL "ipc:///run/activator/control.ipc"
@@ -23,6 +24,8 @@ typedef struct ctl_options {
     const char *connect_url; /* --connect */
     const char *events_url;  /* --events; NULL: derived from connect_url */
     const char *tls_cert, *tls_key, *tls_ca; /* --tls-cert/--tls-key/--tls-ca */
+    const char *store_url;   /* --store: the fleet ops against the claim store, no daemon */
+    const char *store_ca, *store_cert, *store_key; /* --store-ca/--store-cert/--store-key */
     bool json;               /* --json */
     int timeout_sec;         /* --timeout; 0: per command default */
     bool color;              /* stdout is a tty and NO_COLOR is unset */

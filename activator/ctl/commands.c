@@ -9,10 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "activator/control/fleet.h"
 #include "activator/ctl/client.h"
 #include "activator/ctl/commands.h"
 #include "activator/ctl/op_line.h"
 #include "activator/ctl/render.h"
+#include "activator/ctl/store_mode.h"
 #include "activator/events/events.h"
 #include "common/cleanup_json.h"
 #include "common/clock.h"
@@ -108,35 +110,11 @@ static void on_progress(json_object *event, void *userdata)
     fflush(stdout);
 }
 
-/* Sends one request and prints the outcome. progress_host: subscribe to that
- * host's events first and show them while waiting. */
-static int perform(const ctl_options *options, const char *what, json_object *request_arg,
-                   const char *progress_host, int default_timeout, ctl_render_fn render)
+/* Prints a reply: as JSON with --json, else the result rendered or the
+ * refusal on stderr. Returns the exit code it stands for. */
+static int print_reply(const ctl_options *options, const char *what, json_object *reply,
+                       ctl_render_fn render)
 {
-    _cleanup_(json_object_putp) json_object *request = request_arg;
-    ctl_client client;
-    int r = ctl_client_open(&client, options);
-    if (r != CTL_EXIT_OK) {
-        ctl_client_close(&client);
-        return r;
-    }
-    progress p = {options, act_now_usec()};
-    bool live = false;
-    if (progress_host && !options->json) {
-        char prefix[ACT_NAME_MAX + 8];
-        if (ev_host_prefix(progress_host, prefix, sizeof(prefix)) == 0)
-            live = ctl_client_subscribe(&client, prefix, false);
-        if (live)
-            printf("%s: waiting (events follow)\n", what);
-    }
-    _cleanup_(json_object_putp) json_object *reply = NULL;
-    r = ctl_client_call(&client, request, options->timeout_sec ? options->timeout_sec
-                                                               : default_timeout,
-                        live ? on_progress : NULL, &p, &reply);
-    ctl_client_close(&client);
-    if (r != CTL_EXIT_OK)
-        return r;
-
     json_object *ok = NULL, *result = NULL, *error = NULL;
     json_object_object_get_ex(reply, "ok", &ok);
     json_object_object_get_ex(reply, "result", &result);
@@ -165,6 +143,50 @@ static int perform(const ctl_options *options, const char *what, json_object *re
             }
     }
     return succeeded ? CTL_EXIT_OK : CTL_EXIT_FAILED;
+}
+
+/* Gets the reply to request: from the daemon, or with --store from the
+ * claim store itself. progress_host: subscribe to that host's events first
+ * and show them while waiting. */
+static int obtain_reply(const ctl_options *options, const char *what, json_object *request,
+                        const char *progress_host, int default_timeout, json_object **reply)
+{
+    *reply = NULL;
+    if (options->store_url)
+        return ctl_store_call(options, request, reply);
+    ctl_client client;
+    int r = ctl_client_open(&client, options);
+    if (r != CTL_EXIT_OK) {
+        ctl_client_close(&client);
+        return r;
+    }
+    progress p = {options, act_now_usec()};
+    bool live = false;
+    if (progress_host && !options->json) {
+        char prefix[ACT_NAME_MAX + 8];
+        if (ev_host_prefix(progress_host, prefix, sizeof(prefix)) == 0)
+            live = ctl_client_subscribe(&client, prefix, false);
+        if (live)
+            printf("%s: waiting (events follow)\n", what);
+    }
+    r = ctl_client_call(&client, request, options->timeout_sec ? options->timeout_sec
+                                                               : default_timeout,
+                        live ? on_progress : NULL, &p, reply);
+    ctl_client_close(&client);
+    return r;
+}
+
+/* Sends one request and prints the outcome. */
+static int perform(const ctl_options *options, const char *what, json_object *request_arg,
+                   const char *progress_host, int default_timeout, ctl_render_fn render)
+{
+    _cleanup_(json_object_putp) json_object *request = request_arg;
+    _cleanup_(json_object_putp) json_object *reply = NULL;
+    int r = obtain_reply(options, what, request, progress_host, default_timeout, &reply);
+    if (!reply)
+        return r;
+    int printed = print_reply(options, what, reply, render);
+    return r != CTL_EXIT_OK ? r : printed;
 }
 
 /* ---- renderers ---- */
@@ -313,6 +335,134 @@ static void render_releases(json_object *result, const ctl_options *options)
     ctl_table_free(&table);
 }
 
+/* "1m05s ago" from a wall-clock stamp; "-" when unknown or ahead. */
+static void format_ago(uint64_t stamp_usec, uint64_t now, char *buf, size_t size)
+{
+    if (!stamp_usec || stamp_usec > now) {
+        snprintf(buf, size, "-");
+        return;
+    }
+    char duration[32];
+    ctl_format_duration(now - stamp_usec, duration, sizeof(duration));
+    snprintf(buf, size, "%s ago", duration);
+}
+
+static json_object *get_array(json_object *object, const char *key)
+{
+    json_object *value = NULL;
+    if (!object || !json_object_object_get_ex(object, key, &value) ||
+        !json_object_is_type(value, json_type_array))
+        return NULL;
+    return value;
+}
+
+static void format_u64(json_object *object, const char *key, char *buf, size_t size)
+{
+    uint64_t value = get_u64(object, key);
+    if (value)
+        snprintf(buf, size, "%llu", (unsigned long long)value);
+    else
+        snprintf(buf, size, "-");
+}
+
+static void render_claims(json_object *result, const ctl_options *options)
+{
+    json_object *claims = get_array(result, "claims");
+    if (!claims) {
+        render_object(result, options);
+        return;
+    }
+    ctl_table table;
+    ctl_table_init(&table, (const char *const[]){"HOST", "BOX", "PHASE", "GEN", "SESSION",
+                                                 "VERSION", "PIN", "HELD", "AGE", "REVISION",
+                                                 NULL});
+    uint64_t now = act_wallclock_usec();
+    for (size_t i = 0; i < json_object_array_length(claims); i++) {
+        json_object *c = json_object_array_get_idx(claims, i);
+        char gen[24], session[24], revision[24], age[40], phase[64];
+        format_u64(c, "generation", gen, sizeof(gen));
+        format_u64(c, "session", session, sizeof(session));
+        format_u64(c, "revision", revision, sizeof(revision));
+        format_ago(get_u64(c, "stamp_usec"), now, age, sizeof(age));
+        const char *op = get_str(c, "op"), *state = get_str(c, "phase");
+        /* The phase alone for the usual serving op, else "move/draining". */
+        if (op && strcmp(op, "serving") != 0)
+            snprintf(phase, sizeof(phase), "%s/%s", op, state ? state : "?");
+        else
+            snprintf(phase, sizeof(phase), "%s", state ? state : "-");
+        const char *box = get_str(c, "box");
+        const char *cells[] = {get_str(c, "host"), box ? box : "(released)", phase, gen,
+                               session, get_str(c, "version"), get_str(c, "pin"),
+                               get_str(c, "held"), age, revision};
+        const char *colors[10] = {NULL, NULL, ctl_state_color(state)};
+        ctl_table_add(&table, cells, colors);
+    }
+    ctl_table_print(&table, options->color);
+    ctl_table_free(&table);
+}
+
+static void render_boxes(json_object *result, const ctl_options *options)
+{
+    json_object *boxes = get_array(result, "boxes");
+    if (!boxes) {
+        render_object(result, options);
+        return;
+    }
+    ctl_table table;
+    ctl_table_init(&table, (const char *const[]){"BOX", "STATE", "RENEWED", "LEASE", "HOSTS",
+                                                 "VERSION", "STARTED", "CONTROL", "EVENTS",
+                                                 NULL});
+    uint64_t now = act_wallclock_usec();
+    for (size_t i = 0; i < json_object_array_length(boxes); i++) {
+        json_object *b = json_object_array_get_idx(boxes, i);
+        json_object *live_obj = NULL, *record_obj = NULL;
+        bool live = json_object_object_get_ex(b, "live", &live_obj) &&
+                    json_object_get_boolean(live_obj);
+        bool record = json_object_object_get_ex(b, "record", &record_obj) &&
+                      json_object_get_boolean(record_obj);
+        char renewed[40], lease[32] = "-", hosts[24], started[40];
+        format_ago(get_u64(b, "refreshed_usec"), now, renewed, sizeof(renewed));
+        format_ago(get_u64(b, "started_usec"), now, started, sizeof(started));
+        snprintf(hosts, sizeof(hosts), "%llu", (unsigned long long)get_u64(b, "hosts"));
+        if (get_u64(b, "lease_ttl_usec"))
+            ctl_format_duration(get_u64(b, "lease_ttl_usec"), lease, sizeof(lease));
+        /* A box only a claim names has no record at all: never seen alive. */
+        const char *state = live ? "live" : record ? "dead" : "unknown";
+        const char *cells[] = {get_str(b, "box"), state, renewed, lease, hosts,
+                               get_str(b, "version"), started, get_str(b, "control_url"),
+                               get_str(b, "events_url")};
+        const char *colors[9] = {NULL, live ? CTL_COLOR_GREEN : CTL_COLOR_RED};
+        ctl_table_add(&table, cells, colors);
+    }
+    ctl_table_print(&table, options->color);
+    ctl_table_free(&table);
+}
+
+/* An edit's outcome as one line, "web1: claim revision 57, box box-2, held on
+ * v3, no pin"; claim show as the claim's fields. */
+static void render_claim(json_object *result, const ctl_options *options)
+{
+    json_object *changed = NULL, *claim_obj = NULL, *pin = NULL;
+    if (!result || !json_object_object_get_ex(result, "changed", &changed) ||
+        !json_object_object_get_ex(result, "claim", &claim_obj)) {
+        render_object(result, options);
+        return;
+    }
+    const char *executor = get_str(result, "executor"), *held = get_str(claim_obj, "held");
+    json_object_object_get_ex(claim_obj, "pin", &pin);
+    const char *pinned = pin ? get_str(pin, "version") : NULL;
+    char owner[96] = "released", hold[96] = "not held", pinning[96] = "no pin";
+    if (executor && executor[0])
+        snprintf(owner, sizeof(owner), "box %s", executor);
+    if (held)
+        snprintf(hold, sizeof(hold), "held on %s", held);
+    if (pinned)
+        snprintf(pinning, sizeof(pinning), "pinned to %s", pinned);
+    printf("%s: claim revision %llu, %s, %s, %s%s\n", get_str(result, "host"),
+           (unsigned long long)get_u64(result, "revision"), owner, hold, pinning,
+           json_object_get_boolean(changed) ? "" : " (unchanged)");
+}
+
 static void render_version(json_object *result, const ctl_options *options)
 {
     printf("activatorctl %s\n", CTL_VERSION);
@@ -395,13 +545,21 @@ void ctl_command_usage(const ctl_command *command, FILE *out)
     ctl_command_arguments(command, usage, sizeof(usage));
     fprintf(out, "Usage: activatorctl [OPTIONS] %s%s%s\n\n%s\n", command->name, *usage ? " " : "",
             usage, ctl_command_summary(command));
+    /* The sub-commands, their summaries in one column. */
+    int width = 0;
+    for (ctrl_op op = 0; op < CTRL_OP__COUNT; op++) {
+        char line[160];
+        if (ctl_sub_command_usage(command, ctrl_op_spec_of(op), line, sizeof(line)) &&
+            (int)strlen(line) > width)
+            width = (int)strlen(line);
+    }
     bool first = true;
     for (ctrl_op op = 0; op < CTRL_OP__COUNT; op++) {
         const ctrl_op_spec *spec = ctrl_op_spec_of(op);
         char line[160];
         if (!ctl_sub_command_usage(command, spec, line, sizeof(line)))
             continue;
-        fprintf(out, "%s  %-16s %s\n", first ? "\n" : "", line, spec->summary);
+        fprintf(out, "%s  %-*s  %s\n", first ? "\n" : "", width, line, spec->summary);
         first = false;
     }
     if (command->help)
@@ -500,11 +658,75 @@ static int cmd_sub_op(const ctl_command *self, const ctl_options *options, int a
                            self->name, usage);
 }
 
+/* With --store there is no daemon: only the fleet ops, and help, run. */
+static bool runs_on_the_store(const ctl_command *command)
+{
+    if (command->op >= 0)
+        return ctrl_fleet_is_fleet_op((ctrl_op)command->op);
+    return command->ops_prefix || strcmp(command->name, "help") == 0;
+}
+
 int ctl_command_run(const ctl_command *command, const ctl_options *options, int argc, char **argv)
 {
+    if (options->store_url && !runs_on_the_store(command))
+        return ctl_usage_error(command, "needs a daemon; with --store only claims, boxes, claim, "
+                                        "hold, unhold and unpin run (drop --store)");
     if (command->run)
         return command->run(command, options, argc, argv);
     return run_op(command, (ctrl_op)command->op, NULL, options, argc, argv);
+}
+
+/* Keeps the claims of hosts in the reply's result, and says which of them
+ * have none; returns how many. */
+static size_t keep_hosts(json_object *reply, int n_hosts, char **hosts)
+{
+    json_object *result = NULL;
+    json_object_object_get_ex(reply, "result", &result);
+    json_object *claims = get_array(result, "claims");
+    if (!claims || n_hosts == 0)
+        return 0;
+    json_object *kept = json_object_new_array();
+    size_t missing = 0;
+    for (int h = 0; h < n_hosts; h++) {
+        bool found = false;
+        for (size_t i = 0; i < json_object_array_length(claims) && !found; i++) {
+            json_object *c = json_object_array_get_idx(claims, i);
+            const char *host = get_str(c, "host");
+            if (host && strcmp(host, hosts[h]) == 0) {
+                json_object_array_add(kept, json_object_get(c));
+                found = true;
+            }
+        }
+        if (!found) {
+            fprintf(stderr, "activatorctl: claims: host %s has no claim\n", hosts[h]);
+            missing++;
+        }
+    }
+    json_object_object_add(result, "claims", kept);
+    return missing;
+}
+
+/* "claims [HOST...]": every claim, or those of the hosts named. */
+static int cmd_claims(const ctl_command *self, const ctl_options *options, int argc, char **argv)
+{
+    if (want_help(argc, argv)) {
+        ctl_command_usage(self, stdout);
+        return CTL_EXIT_OK;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '-')
+            return ctl_usage_error(self, "unknown option '%s'", argv[i]);
+        if (ctl_check_name(self, "host", argv[i]))
+            return CTL_EXIT_USAGE;
+    }
+    _cleanup_(json_object_putp) json_object *request = new_request(ctrl_op_name(CTRL_OP_CLAIMS));
+    _cleanup_(json_object_putp) json_object *reply = NULL;
+    int r = obtain_reply(options, self->name, request, NULL, QUICK_TIMEOUT_SEC, &reply);
+    if (!reply)
+        return r;
+    size_t missing = keep_hosts(reply, argc - 1, argv + 1);
+    int printed = print_reply(options, self->name, reply, self->render);
+    return r != CTL_EXIT_OK ? r : printed != CTL_EXIT_OK || missing ? CTL_EXIT_FAILED : r;
 }
 
 static volatile bool watch_stop;
@@ -630,8 +852,24 @@ const ctl_command ctl_commands[] = {
      .op = -1,
      .ops_prefix = "claim.",
      .summary = "Show or change which box may run HOST.",
-     .render = render_object,
+     .help = "  assign --force  name a box that has no live lease in the store (its daemon is\n"
+             "                  down, or has not started yet)\n",
+     .render = render_claim,
      .run = cmd_sub_op},
+    {.name = "claims",
+     .op = CTRL_OP_CLAIMS,
+     .usage = "[HOST...]",
+     .help = "  VERSION is the pin's, or the build the holder runs when its daemon answers;\n"
+             "  AGE is the time since the holder's last admission.\n",
+     .render = render_claims,
+     .run = cmd_claims},
+    {.name = "boxes",
+     .op = CTRL_OP_BOXES,
+     .help = "  dead: its lease ran out; unknown: a claim names it, but it has no record.\n",
+     .render = render_boxes},
+    {.name = "hold", .op = CTRL_OP_HOLD, .render = render_claim},
+    {.name = "unhold", .op = CTRL_OP_UNHOLD, .render = render_claim},
+    {.name = "unpin", .op = CTRL_OP_UNPIN, .render = render_claim},
     {.name = "watch",
      .op = -1,
      .usage = "[HOST]",

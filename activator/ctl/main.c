@@ -22,20 +22,39 @@ void ctl_print_main_usage(FILE *out)
                  "  --tls-cert FILE   client certificate for a tls+tcp:// URL\n"
                  "  --tls-key FILE    its key\n"
                  "  --tls-ca FILE     CA that signed the daemon's certificate\n"
+                 "  --store URL       no daemon: run claims, boxes, claim, hold, unhold and "
+                 "unpin\n"
+                 "                    against the claim store itself (dir:///PATH or\n"
+                 "                    etcd://HOST:PORT[,HOST:PORT...]/PREFIX)\n"
+                 "  --store-ca FILE   CA of an https etcd (switches to https)\n"
+                 "  --store-cert FILE client certificate for etcd\n"
+                 "  --store-key FILE  its key\n"
                  "  --no-color        never colour the output\n"
                  "  -h, --help        show this help (COMMAND --help for a command)\n\n"
                  "Commands:\n");
     for (const ctl_command *c = ctl_commands; c->name; c++)
         fprintf(out, "  %-9s %s\n", c->name, ctl_command_summary(c));
-    fprintf(out, "\nExit status: 0 done, 1 refused or failed, 2 usage error, 3 daemon "
-                 "unreachable.\n");
+    fprintf(out, "\nExit status: 0 done, 1 refused or failed, 2 usage error, 3 daemon (or "
+                 "--store's store) unreachable.\n");
 }
 
 int main(int argc, char **argv)
 {
     ctl_options options = {.connect_url = CTL_DEFAULT_CONTROL_URL};
     bool no_color = false;
-    enum { OPT_CONNECT = 256, OPT_EVENTS, OPT_TIMEOUT, OPT_CERT, OPT_KEY, OPT_CA, OPT_NO_COLOR };
+    enum {
+        OPT_CONNECT = 256,
+        OPT_EVENTS,
+        OPT_TIMEOUT,
+        OPT_CERT,
+        OPT_KEY,
+        OPT_CA,
+        OPT_NO_COLOR,
+        OPT_STORE,
+        OPT_STORE_CA,
+        OPT_STORE_CERT,
+        OPT_STORE_KEY,
+    };
     static const struct option longopts[] = {
         {"connect", required_argument, 0, OPT_CONNECT},
         {"events", required_argument, 0, OPT_EVENTS},
@@ -45,6 +64,10 @@ int main(int argc, char **argv)
         {"tls-key", required_argument, 0, OPT_KEY},
         {"tls-ca", required_argument, 0, OPT_CA},
         {"no-color", no_argument, 0, OPT_NO_COLOR},
+        {"store", required_argument, 0, OPT_STORE},
+        {"store-ca", required_argument, 0, OPT_STORE_CA},
+        {"store-cert", required_argument, 0, OPT_STORE_CERT},
+        {"store-key", required_argument, 0, OPT_STORE_KEY},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -86,6 +109,18 @@ int main(int argc, char **argv)
         case OPT_NO_COLOR:
             no_color = true;
             break;
+        case OPT_STORE:
+            options.store_url = optarg;
+            break;
+        case OPT_STORE_CA:
+            options.store_ca = optarg;
+            break;
+        case OPT_STORE_CERT:
+            options.store_cert = optarg;
+            break;
+        case OPT_STORE_KEY:
+            options.store_key = optarg;
+            break;
         case 'h':
             ctl_print_main_usage(stdout);
             return CTL_EXIT_OK;
@@ -95,6 +130,15 @@ int main(int argc, char **argv)
                     argv[optind - 1]);
             return CTL_EXIT_USAGE;
         }
+    }
+    if (!options.store_url && (options.store_ca || options.store_cert || options.store_key)) {
+        fprintf(stderr, "activatorctl: --store-ca, --store-cert and --store-key go with --store "
+                        "URL\n");
+        return CTL_EXIT_USAGE;
+    }
+    if (!options.store_cert != !options.store_key) {
+        fprintf(stderr, "activatorctl: --store-cert and --store-key come together\n");
+        return CTL_EXIT_USAGE;
     }
     if (optind >= argc) {
         fprintf(stderr, "activatorctl: missing COMMAND\n");

@@ -31,6 +31,7 @@ typedef struct ad_leftovers ad_leftovers;
 typedef struct ad_sweep ad_sweep;
 typedef struct ad_telemetry ad_telemetry;
 typedef struct ad_reload_state ad_reload_state;
+typedef struct ad_box_lease ad_box_lease;
 
 /* The daemon's starts and handovers on this box (lifetime.c keeps them in
  * <state>/daemon.json). */
@@ -93,6 +94,7 @@ struct ad_daemon {
     ad_sweep *sweep;             /* sweep.c: leaves not proven stopped yet; NULL: none ever */
     ad_telemetry *telemetry;     /* telemetry.c */
     ad_reload_state *reload;     /* reload.c, from the first reload on */
+    ad_box_lease *box_lease;     /* box_lease.c */
 };
 
 /* The loop's time of this iteration (CLOCK_MONOTONIC). */

@@ -15,6 +15,7 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-id128.h>
 
+#include "activator/daemon/box_lease.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/claim_watch.h"
 #include "activator/daemon/daemon_main.h"
@@ -191,10 +192,17 @@ static void status_changed(daemon_process *process)
 
 /* ---- stopping ------------------------------------------------------------ */
 
+static void on_box_lease_ended(ad_daemon *daemon)
+{
+    sd_event_exit(daemon->loop, process_of(daemon)->exit_code);
+}
+
 /* A clean stop ends when every host is at rest and its claim says so (the
  * parked write-backs of the stop's own parks have landed). Nothing starts
  * once the stop began, so a host found so stays so and the cursor only moves
- * forward: each transition costs a step, not a walk of the table. */
+ * forward: each transition costs a step, not a walk of the table. The
+ * box's record goes last, after those writes, so the fleet sees the box
+ * alive while it still runs anything or its claims still say it does. */
 static void check_stopped(daemon_process *process)
 {
     ad_daemon *daemon = &process->daemon;
@@ -204,7 +212,7 @@ static void check_stopped(daemon_process *process)
         process->stop_cursor++;
     /* Hosts a reload removed are few, and were parking already. */
     if (process->stop_cursor == daemon->n_hosts && ad_hosts_removed_at_rest(daemon))
-        sd_event_exit(daemon->loop, process->exit_code);
+        ad_box_lease_end(daemon, on_box_lease_ended);
 }
 
 static int on_stop_deadline(sd_event_source *source, uint64_t usec, void *userdata)
@@ -218,11 +226,16 @@ static int on_stop_deadline(sd_event_source *source, uint64_t usec, void *userda
         act_log(LOG_ERR, "stop: some generations are not proven stopped after the stop timeout; "
                          "exiting anyway, the next start retires them");
         process->exit_code = 1;
-    } else {
+    } else if (process->stop_cursor < daemon->n_hosts) {
         /* Every generation is stopped; only the store is slow. */
         act_log(LOG_WARNING, "stop: some claims were not written back as parked before the "
                              "stop timeout; they may still say serving until the host wakes "
                              "again");
+    } else {
+        /* Every claim is written; only the record's removal is out. */
+        act_log(LOG_WARNING, "stop: the record of box %s was not removed from the claim store "
+                             "before the stop timeout; it lapses with its lease",
+                daemon->config.box);
     }
     sd_event_exit(daemon->loop, process->exit_code);
     return 0;
@@ -280,7 +293,9 @@ static void begin_stop(daemon_process *process)
  * left to land, and the daemon exits 0 with every generation running. Wakes
  * in flight are left too: their generations are not serving, so the next
  * daemon retires them with proof, and their clients wait in the sockets'
- * backlogs for it. */
+ * backlogs for it. The box's record in the claim store is not removed, as a
+ * clean stop does: the box stays alive under the next daemon, so the record
+ * is renewed instead (box_lease.c), and the next daemon puts its own. */
 static void begin_handover(daemon_process *process)
 {
     ad_daemon *daemon = &process->daemon;
@@ -291,6 +306,9 @@ static void begin_handover(daemon_process *process)
     ad_claim_watch_stop(daemon);
     size_t serving = ad_hosts_hand_over(daemon);
     ad_lifetime_handover(daemon, &daemon->lifetime);
+    /* The box's record stays (renewed): the box is alive throughout, and
+     * the next daemon puts its own record over it. */
+    ad_box_lease_hand_over(daemon);
     sd_notifyf(0, "STOPPING=1\nSTATUS=handing over to the next daemon: %zu generations keep running",
                serving);
     act_log(LOG_INFO, "handover: %zu serving generations keep running for the next daemon",
@@ -411,7 +429,8 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     if (r < 0)
         return r;
     ad_recover(daemon);
-    if ((r = open_messaging(process, err)) < 0 || (r = ad_claim_watch_start(daemon, err)) < 0)
+    if ((r = open_messaging(process, err)) < 0 || (r = ad_claim_watch_start(daemon, err)) < 0 ||
+        (r = ad_box_lease_start(daemon, err)) < 0)
         return r;
     sd_event_set_watchdog(daemon->loop, true);
     act_log(LOG_INFO, "activatord %s: box %s, incarnation %s, %zu hosts, store %s, cgroup %s",
@@ -438,6 +457,7 @@ static void teardown(daemon_process *process)
     ev_free(daemon->events);
     daemon->events = NULL;
     ad_claim_watch_stop(daemon);
+    ad_box_lease_free(daemon);
     ad_hosts_teardown(daemon);
     claims_store_free(daemon->store);
     rel_store_free(daemon->releases);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "activator/daemon/claim_watch.h"
+#include "activator/daemon/fleet_requests.h"
 #include "activator/daemon/host_status.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/reload.h"
@@ -181,116 +182,6 @@ static void do_releases(ad_daemon *daemon, const ctrl_request *request, ctrl_rep
     ctrl_reply_ok(reply, result);
 }
 
-/* ---- claims -------------------------------------------------------------- */
-
-typedef struct claim_request {
-    ad_daemon *daemon;
-    ctrl_reply *reply;
-    ctrl_op op;
-    char host[ACT_NAME_MAX + 1];
-    char box[ACT_NAME_MAX + 1];
-} claim_request;
-
-static json_object *claim_json(const claim *c)
-{
-    _cleanup_free_ char *text = claim_to_json(c);
-    json_object *body = text ? json_tokener_parse(text) : NULL;
-    if (!body)
-        body = json_object_new_object();
-    json_object_object_add(body, "revision", json_object_new_uint64(c->revision));
-    json_object *result = json_object_new_object();
-    add_string(result, "host", c->host);
-    json_object_object_add(result, "claim", body);
-    return result;
-}
-
-static void on_claim_written(claim_store *store, int result, uint64_t new_revision,
-                             const claim *current, const act_error *err, void *userdata)
-{
-    _cleanup_free_ claim_request *request = userdata;
-    if (result == CLAIMS_CHANGED)
-        ctrl_reply_error(request->reply, "claim_changed",
-                         "host %s: the claim changed while it was being written; retry",
-                         request->host);
-    else if (result < 0)
-        ctrl_reply_error(request->reply, "store_error", "host %s: %s", request->host, err->message);
-    else {
-        json_object *ok = json_object_new_object();
-        add_string(ok, "host", request->host);
-        add_string(ok, "executor", request->op == CTRL_OP_CLAIM_ASSIGN ? request->box : "");
-        add_u64(ok, "revision", new_revision);
-        ctrl_reply_ok(request->reply, ok);
-    }
-}
-
-static void on_claim_read(claim_store *store, int result, const claim *c, const act_error *err,
-                          void *userdata)
-{
-    _cleanup_free_ claim_request *request = userdata;
-    if (result < 0) {
-        ctrl_reply_error(request->reply, "store_error", "host %s: %s", request->host, err->message);
-        return;
-    }
-    if (request->op == CTRL_OP_CLAIM_SHOW) {
-        if (result == 0)
-            ctrl_reply_error(request->reply, "no_claim", "host %s has no claim", request->host);
-        else
-            ctrl_reply_ok(request->reply, claim_json(c));
-        return;
-    }
-    claim next = {0};
-    if (result == 1)
-        next = *c;
-    snprintf(next.host, sizeof(next.host), "%s", request->host);
-    if (request->op == CTRL_OP_CLAIM_ASSIGN) {
-        /* An assignment starts a fresh serving op on the named box; the
-         * holder (who ran it last) stays for the record. */
-        snprintf(next.op.id, sizeof(next.op.id), "assign");
-        next.op.kind = CLAIM_OP_SERVING;
-        snprintf(next.op.phase, sizeof(next.op.phase), "assigned");
-        snprintf(next.op.exec, sizeof(next.op.exec), "%s", request->box);
-    } else {
-        if (result == 0) {
-            ctrl_reply_error(request->reply, "no_claim", "host %s has no claim to release",
-                             request->host);
-            return;
-        }
-        snprintf(next.op.id, sizeof(next.op.id), "release");
-        next.op.kind = CLAIM_OP_SERVING;
-        snprintf(next.op.phase, sizeof(next.op.phase), "parked");
-        next.op.exec[0] = '\0';
-    }
-    act_error call_err = {0};
-    if (claims_cas_async(store, request->host, result == 1 ? c->revision : 0, &next,
-                         on_claim_written, request, &call_err) < 0) {
-        ctrl_reply_error(request->reply, "store_error", "host %s: %s", request->host,
-                         call_err.message);
-        return;
-    }
-    TAKE_PTR(request); /* on_claim_written's now */
-}
-
-static void do_claim(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
-{
-    ad_host *host = ad_hosts_find(daemon, request->host);
-    if (request->op == CTRL_OP_CLAIM_RELEASE && host)
-        pl_host_park(ad_host_pipeline(host), PL_PARK_REQUEST); /* retire it here first */
-    _cleanup_free_ claim_request *pending = calloc(1, sizeof(*pending));
-    if (!pending) {
-        ctrl_reply_error(reply, "internal", "out of memory");
-        return;
-    }
-    *pending = (claim_request){.daemon = daemon, .reply = reply, .op = request->op};
-    snprintf(pending->host, sizeof(pending->host), "%s", request->host);
-    snprintf(pending->box, sizeof(pending->box), "%s", request->box);
-    act_error err = {0};
-    if (claims_read_async(daemon->store, request->host, on_claim_read, pending, &err) < 0) {
-        ctrl_reply_error(reply, "store_error", "host %s: %s", request->host, err.message);
-        return;
-    }
-    TAKE_PTR(pending); /* on_claim_read's now */
-}
-
 /* ---- stats, version ------------------------------------------------------ */
 
 static void reply_stats(ad_daemon *daemon, ctrl_reply *reply)
@@ -360,7 +251,12 @@ void ad_dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
     case CTRL_OP_CLAIM_SHOW:
     case CTRL_OP_CLAIM_ASSIGN:
     case CTRL_OP_CLAIM_RELEASE:
-        do_claim(daemon, request, reply);
+    case CTRL_OP_CLAIMS:
+    case CTRL_OP_BOXES:
+    case CTRL_OP_HOLD:
+    case CTRL_OP_UNHOLD:
+    case CTRL_OP_UNPIN:
+        ad_fleet_request(daemon, request, reply);
         return;
     case CTRL_OP_STATS:
         reply_stats(daemon, reply);

@@ -224,6 +224,8 @@ static void check_fixed_values(const ad_daemon *daemon, reload_job *job)
     } keys[] = {
         {"StoreInsecure", now->store_insecure != next->store_insecure},
         {"StoreWatchTimeoutSec", now->store_watch_timeout_usec != next->store_watch_timeout_usec},
+        /* The record's lease was granted with it. */
+        {"BoxLeaseSec", now->box_lease_usec != next->box_lease_usec},
         {"ControlOperators", !same_strv(now->control_operators, next->control_operators)},
         {"ControlViewers", !same_strv(now->control_viewers, next->control_viewers)},
     };

@@ -60,6 +60,19 @@ void store_fixture_fresh_url(store_fixture *f, char *url, size_t size)
         snprintf(url, size, "dir://%s/t%u", f->root, f->counter);
 }
 
+claim_store *store_fixture_open_fresh(store_fixture *f, char *url, size_t size)
+{
+    store_fixture_fresh_url(f, url, size);
+    claim_store *store = NULL;
+    act_error err = {0};
+    claims_store_options options = {.timeout_ms = 5000};
+    if (claims_store_open(url, &options, &store, &err) < 0) {
+        fprintf(stderr, "open %s: %s\n", url, err.message);
+        abort();
+    }
+    return store;
+}
+
 void store_fixture_plant(store_fixture *f, const char *url, const char *host, const char *text,
                          size_t len)
 {

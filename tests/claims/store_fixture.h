@@ -20,6 +20,9 @@ int store_fixture_setup(store_fixture *f, const char *backend);
 void store_fixture_teardown(store_fixture *f);
 /* A URL naming a namespace no earlier test used. */
 void store_fixture_fresh_url(store_fixture *f, char *url, size_t size);
+/* A store opened on such a URL (in url), with a 5 s timeout; aborts when it
+ * cannot be opened. */
+claim_store *store_fixture_open_fresh(store_fixture *f, char *url, size_t size);
 /* Writes text as host's raw stored value, bypassing every check. */
 void store_fixture_plant(store_fixture *f, const char *url, const char *host, const char *text,
                          size_t len);

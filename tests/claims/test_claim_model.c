@@ -195,7 +195,9 @@ static void executor_is_holder_for_serving_else_exec(void **state)
 {
     claim c = serving_by("b1", NULL);
     assert_string_equal(claim_executor(&c), "b1");
+    /* Admitted and serving: the holder is the box running it. */
     c = serving_by("b1", "b2");
+    snprintf(c.op.phase, sizeof(c.op.phase), "serving");
     assert_string_equal(claim_executor(&c), "b2");
     assert_true(claim_owned_by(&c, "b2"));
     assert_false(claim_owned_by(&c, "b1"));
@@ -206,6 +208,35 @@ static void executor_is_holder_for_serving_else_exec(void **state)
     c = serving_by("", "b2");
     assert_false(claim_owned_by(&c, "b2"));
     assert_false(claim_owned_by(&c, ""));
+}
+
+/* A host served by b1 and then assigned to b2: the assignment wins, so b2
+ * may wake it and b1 reads a claim that is no longer its own. Once b2 admits
+ * itself it is the holder, and b1 stays fenced out. */
+static void assignment_to_a_new_box_wins_over_the_old_holder(void **state)
+{
+    claim served = serving_by("b1", "b1");
+    snprintf(served.op.phase, sizeof(served.op.phase), "serving");
+    assert_true(claim_owned_by(&served, "b1"));
+
+    claim assigned = served;
+    snprintf(assigned.op.phase, sizeof(assigned.op.phase), CLAIM_PHASE_ASSIGNED);
+    snprintf(assigned.op.exec, sizeof(assigned.op.exec), "b2");
+    assert_string_equal(claim_executor(&assigned), "b2");
+    assert_true(claim_owned_by(&assigned, "b2"));
+    assert_false(claim_owned_by(&assigned, "b1"));
+    act_error err = {0};
+    assert_int_equal(claim_phase_allows_wake(&assigned, "b2", false, &err), 0);
+    assert_int_equal(claim_phase_allows_wake(&assigned, "b1", false, &err), -EPERM);
+    assert_non_null(strstr(err.message, "b2"));
+
+    claim admitted;
+    claim_next_admission(&assigned, "b2", "inc-b2", 777, &admitted);
+    assert_int_equal(claim_admission_ok(&assigned, &admitted, "inc-b2", &err), 0);
+    assert_string_equal(claim_executor(&admitted), "b2");
+    assert_false(claim_owned_by(&admitted, "b1"));
+    /* The generation numbers go on from b1's: a generation is the host's. */
+    assert_int_equal(admitted.holder.generation, served.holder.generation + 1);
 }
 
 static void phase_table_decides_wakes_and_probes(void **state)
@@ -416,17 +447,103 @@ static void same_admission_ignores_revision_only(void **state)
     assert_false(claim_same_admission(&a, &b));
 }
 
+static void edits_change_only_what_they_name(void **state)
+{
+    claim current = full_claim();
+    claim next;
+    act_error err = {0};
+
+    claim_edit assign = {.kind = CLAIM_EDIT_ASSIGN};
+    snprintf(assign.box, sizeof(assign.box), "b2");
+    assert_int_equal(claim_apply_edit("web1", &current, &assign, &next, &err), 0);
+    assert_string_equal(next.op.phase, CLAIM_PHASE_ASSIGNED);
+    assert_string_equal(next.op.exec, "b2");
+    assert_string_equal(claim_executor(&next), "b2");
+    /* The holder stays but for what only its admission had, which the
+     * fresh op ends: a swap's starting generation and the failure. */
+    claim_holder kept = current.holder;
+    kept.starting_generation = 0;
+    assert_memory_equal(&next.holder, &kept, sizeof(kept));
+    assert_false(next.has_failure);
+    assert_string_equal(next.failure.reason, "");
+    assert_string_equal(next.held, "v1");
+    assert_true(next.has_pin);
+    assert_int_equal(claim_validate(&next, &err), 0);
+
+    claim_edit release = {.kind = CLAIM_EDIT_RELEASE};
+    assert_int_equal(claim_apply_edit("web1", &current, &release, &next, &err), 0);
+    assert_string_equal(next.op.exec, "");
+    assert_false(claim_owned_by(&next, "b1"));
+    assert_memory_equal(&next.holder, &kept, sizeof(kept));
+    assert_false(next.has_failure);
+    char text[128];
+    claim_describe_owner(&next, text, sizeof(text));
+    assert_string_equal(text, "revision 99, released");
+
+    claim_edit hold = {.kind = CLAIM_EDIT_HOLD};
+    snprintf(hold.version, sizeof(hold.version), "v3");
+    assert_int_equal(claim_apply_edit("web1", &current, &hold, &next, &err), 0);
+    assert_string_equal(next.held, "v3");
+    assert_string_equal(next.op.exec, current.op.exec);
+    /* The admission goes on under a hold: what it had stays. */
+    assert_int_equal(next.holder.starting_generation, 13);
+    assert_true(next.has_failure);
+    snprintf(hold.version, sizeof(hold.version), "v1"); /* already held there */
+    assert_int_equal(claim_apply_edit("web1", &current, &hold, &next, &err), 1);
+
+    claim_edit unhold = {.kind = CLAIM_EDIT_UNHOLD};
+    assert_int_equal(claim_apply_edit("web1", &current, &unhold, &next, &err), 0);
+    assert_string_equal(next.held, "");
+    assert_int_equal(claim_apply_edit("web1", &next, &unhold, &next, &err), 1);
+
+    claim_edit unpin = {.kind = CLAIM_EDIT_UNPIN};
+    assert_int_equal(claim_apply_edit("web1", &current, &unpin, &next, &err), 0);
+    assert_false(next.has_pin);
+    assert_string_equal(next.pin.failure_message, "");
+    assert_int_equal(claim_validate(&next, &err), 0);
+    assert_int_equal(claim_apply_edit("web1", &next, &unpin, &next, &err), 1);
+
+    /* No claim: an assignment creates one, anything else is refused. */
+    claim absent = {0};
+    assert_int_equal(claim_apply_edit("web7", &absent, &assign, &next, &err), 0);
+    assert_string_equal(next.host, "web7");
+    assert_int_equal(claim_validate(&next, &err), 0);
+    assert_int_equal(claim_apply_edit("web7", &absent, &hold, &next, &err), -ENOENT);
+    assert_non_null(strstr(err.message, "web7"));
+    assert_non_null(strstr(err.message, "claim assign"));
+}
+
+static void describe_owner_names_revision_and_box(void **state)
+{
+    char text[128];
+    claim c = serving_by("b1", "b1");
+    claim_describe_owner(&c, text, sizeof(text));
+    assert_string_equal(text, "revision 10, box b1");
+    snprintf(c.op.exec, sizeof(c.op.exec), "b2");
+    claim_describe_owner(&c, text, sizeof(text));
+    assert_string_equal(text, "revision 10, box b2 (last run by b1)");
+    c.op.exec[0] = '\0';
+    claim_describe_owner(&c, text, sizeof(text));
+    assert_string_equal(text, "revision 10, released");
+    c.revision = 0;
+    claim_describe_owner(&c, text, sizeof(text));
+    assert_string_equal(text, "no claim");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(codec_round_trip_preserves_every_field),
         cmocka_unit_test(codec_refuses_bad_input_naming_host_and_field),
         cmocka_unit_test(executor_is_holder_for_serving_else_exec),
+        cmocka_unit_test(assignment_to_a_new_box_wins_over_the_old_holder),
         cmocka_unit_test(phase_table_decides_wakes_and_probes),
         cmocka_unit_test(next_admission_and_admission_check),
         cmocka_unit_test(swap_admission_keeps_naming_the_serving_generation),
         cmocka_unit_test(parked_and_failed_clear_the_handle),
         cmocka_unit_test(same_admission_ignores_revision_only),
+        cmocka_unit_test(edits_change_only_what_they_name),
+        cmocka_unit_test(describe_owner_names_revision_and_box),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

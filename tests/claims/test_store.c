@@ -23,13 +23,7 @@ static store_fixture fixture;
 
 static claim_store *open_fresh(char *url, size_t size)
 {
-    store_fixture_fresh_url(&fixture, url, size);
-    claim_store *store = NULL;
-    act_error err = {0};
-    claims_store_options options = {.timeout_ms = 5000};
-    if (claims_store_open(url, &options, &store, &err) < 0)
-        fail_msg("open %s: %s", url, err.message);
-    return store;
+    return store_fixture_open_fresh(&fixture, url, size);
 }
 
 static void read_create_cas_stale_delete(void **state)
@@ -119,6 +113,52 @@ static void list_returns_all_sorted(void **state)
     assert_true(claims[0].revision > 0);
     free(claims);
     claims_store_free(store);
+}
+
+typedef struct async_list {
+    bool done;
+    int result;
+    size_t n;
+    char first[65];
+} async_list;
+
+static void on_async_list(claim_store *store, int result, claim *claims, size_t n,
+                          uint64_t revision, const act_error *err, void *userdata)
+{
+    async_list *listed = userdata;
+    listed->done = true;
+    listed->result = result;
+    listed->n = n;
+    if (n)
+        snprintf(listed->first, sizeof(listed->first), "%s", claims[0].host);
+    free(claims);
+}
+
+static void list_on_the_callers_loop(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    const char *hosts[] = {"web3", "api"};
+    for (size_t i = 0; i < 2; i++) {
+        claim c = fixture_claim(hosts[i], i + 1);
+        assert_int_equal(claims_cas(store, hosts[i], 0, &c, NULL, NULL, &err), 0);
+    }
+    sd_event *event = NULL;
+    assert_int_equal(sd_event_new(&event), 0);
+    async_list listed = {0};
+    assert_int_equal(claims_list_async(store, NULL, NULL, on_async_list, &listed, &err), -EBADFD);
+    assert_int_equal(claims_store_attach_event(store, event, &err), 0);
+    assert_int_equal(claims_list_async(store, NULL, NULL, on_async_list, &listed, &err), 0);
+    assert_false(listed.done); /* never from inside the call */
+    for (int i = 0; i < 100 && !listed.done; i++)
+        assert_true(sd_event_run(event, 100 * 1000) >= 0);
+    assert_true(listed.done);
+    assert_int_equal(listed.result, 0);
+    assert_int_equal(listed.n, 2);
+    assert_string_equal(listed.first, "api");
+    claims_store_free(store);
+    sd_event_unref(event);
 }
 
 typedef struct listed {
@@ -623,6 +663,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(read_create_cas_stale_delete),
         cmocka_unit_test(list_returns_all_sorted),
+        cmocka_unit_test(list_on_the_callers_loop),
         cmocka_unit_test(list_at_one_revision_then_watch_from_it),
         cmocka_unit_test(watch_sees_every_change_in_order),
         cmocka_unit_test(async_calls_and_watch_on_the_callers_loop),

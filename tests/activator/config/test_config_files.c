@@ -110,6 +110,7 @@ static void daemon_defaults(void **state)
     assert_int_equal(c.max_concurrent_starts, 2 * sysconf(_SC_NPROCESSORS_ONLN));
     assert_int_equal(c.failure_backoff_max_usec, 30 * CFG_USEC_PER_SEC);
     assert_int_equal(c.failure_reset_usec, 10 * CFG_USEC_PER_SEC);
+    assert_int_equal(c.box_lease_usec, 10 * CFG_USEC_PER_SEC);
     cfg_daemon_free(&c);
 }
 
@@ -139,6 +140,7 @@ static void daemon_every_key(void **state)
                          "MaxConcurrentStarts=7\n"
                          "FailureBackoffMaxSec=1min\n"
                          "FailureResetSec=20s\n"
+                         "BoxLeaseSec=1min 30s\n"
                          "StoreWatchTimeoutSec=5s\n");
     cfg_daemon c;
     cfg_errors errors = {0};
@@ -168,6 +170,7 @@ static void daemon_every_key(void **state)
     assert_int_equal(c.max_concurrent_starts, 7);
     assert_int_equal(c.failure_backoff_max_usec, 60 * CFG_USEC_PER_SEC);
     assert_int_equal(c.failure_reset_usec, 20 * CFG_USEC_PER_SEC);
+    assert_int_equal(c.box_lease_usec, 90 * CFG_USEC_PER_SEC);
     assert_int_equal(c.store_watch_timeout_usec, 5 * CFG_USEC_PER_SEC);
     cfg_daemon_free(&c);
 
@@ -220,6 +223,8 @@ static void daemon_each_bad_key(void **state)
         {"FailureBackoffMaxSec", "2 fortnights"},
         {"FailureBackoffMaxSec", "2d"},
         {"FailureResetSec", "0"},
+        {"BoxLeaseSec", "1s"},
+        {"BoxLeaseSec", "2h"},
         {"StoreWatchTimeoutSec", "100ms"},
         {"StoreWatchTimeoutSec", "never"},
     };

@@ -70,7 +70,8 @@ static void test_version_and_op(void **state)
     expect_refused("{\"v\":1,\"op\":\"reboot\"}", CTRL_REQ_UNKNOWN_OP, "unknown op \"reboot\"");
     expect_refused("{\"v\":1,\"op\":\"reboot\"}", CTRL_REQ_UNKNOWN_OP,
                    "ops are status, wake, park, swap, stage, promote, releases, claim.show, "
-                   "claim.assign, claim.release, stats, version");
+                   "claim.assign, claim.release, claims, boxes, hold, unhold, unpin, stats, "
+                   "version");
     expect_refused("{\"v\":1,\"op\":\"sta\\u0000tus\"}", CTRL_REQ_UNKNOWN_OP, "\\x00");
 }
 
@@ -139,6 +140,23 @@ static void test_good_requests(void **state)
     assert_int_equal(ctrl_request_parse(assign, strlen(assign), &req, &err), 0);
     assert_int_equal(req.op, CTRL_OP_CLAIM_ASSIGN);
     assert_string_equal(req.box, "box-2");
+    assert_false(req.force);
+    const char *forced = "{\"v\":1,\"op\":\"claim.assign\",\"host\":\"web1\",\"box\":\"box-2\","
+                         "\"force\":true}";
+    assert_int_equal(ctrl_request_parse(forced, strlen(forced), &req, &err), 0);
+    assert_true(req.force);
+    expect_refused("{\"v\":1,\"op\":\"claim.assign\",\"host\":\"web1\",\"box\":\"b2\","
+                   "\"force\":\"yes\"}",
+                   CTRL_REQ_BAD_TYPE, "\"force\" is a string");
+
+    const char *hold = "{\"v\":1,\"op\":\"hold\",\"host\":\"web1\",\"version\":\"v3\"}";
+    assert_int_equal(ctrl_request_parse(hold, strlen(hold), &req, &err), 0);
+    assert_int_equal(req.op, CTRL_OP_HOLD);
+    assert_string_equal(req.version, "v3");
+    expect_refused("{\"v\":1,\"op\":\"hold\",\"host\":\"web1\"}", CTRL_REQ_MISSING_FIELD,
+                   "needs field(s): version");
+    expect_refused("{\"v\":1,\"op\":\"claims\",\"host\":\"web1\"}", CTRL_REQ_UNKNOWN_FIELD,
+                   "not part of op \"claims\"");
 
     for (int op = 0; op < CTRL_OP__COUNT; op++)
         assert_int_equal(ctrl_op_from_name(ctrl_op_name((ctrl_op)op)), op);
@@ -172,6 +190,14 @@ static void test_op_table(void **state)
     assert_int_equal(ctrl_op_spec_of(CTRL_OP_STAGE)->role, CTRL_ROLE_ROOT);
     assert_int_equal(ctrl_op_spec_of(CTRL_OP_WAKE)->role, CTRL_ROLE_OPERATOR);
     assert_int_equal(ctrl_op_spec_of(CTRL_OP_STATUS)->role, CTRL_ROLE_VIEWER);
+    /* The fleet's read-only views are a viewer's; what changes a claim is an
+     * operator's. */
+    assert_int_equal(ctrl_op_spec_of(CTRL_OP_CLAIMS)->role, CTRL_ROLE_VIEWER);
+    assert_int_equal(ctrl_op_spec_of(CTRL_OP_BOXES)->role, CTRL_ROLE_VIEWER);
+    assert_int_equal(ctrl_op_spec_of(CTRL_OP_HOLD)->role, CTRL_ROLE_OPERATOR);
+    assert_int_equal(ctrl_op_spec_of(CTRL_OP_UNHOLD)->role, CTRL_ROLE_OPERATOR);
+    assert_int_equal(ctrl_op_spec_of(CTRL_OP_UNPIN)->role, CTRL_ROLE_OPERATOR);
+    assert_int_equal(ctrl_op_spec_of(CTRL_OP_CLAIM_ASSIGN)->role, CTRL_ROLE_OPERATOR);
 
     /* The mode field's choices are the swap modes, in their enum's order. */
     const ctrl_field_spec *mode = ctrl_field_spec_of(CTRL_FIELD_MODE);

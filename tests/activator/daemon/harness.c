@@ -111,24 +111,14 @@ static void setup_daemon(dh_daemon *d, const char *box, const claims_store_optio
     dh_write_host(d, DH_BEACON_HOST, "[Host]\nExec=act-e2e-app\n");
 }
 
-void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf)
+/* setup_daemon on the store d->store_kind names, d->store_url (or, when
+ * that is empty, a dir store of its own): over TLS, the daemon and the
+ * test's client both present d->etcd's client certificate. */
+static void setup_on_store(dh_daemon *d, const char *box, const char *extra_conf)
 {
-    memset(d, 0, sizeof(*d));
-    d->store_kind = kind;
-    act_error err = {0};
     _cleanup_free_ char *conf = NULL;
     claims_store_options store_options = {0};
-    if (kind != DH_STORE_DIR) {
-        int r = kind == DH_STORE_ETCD_TLS ? etcd_harness_start_tls(&d->etcd, &err)
-                                          : etcd_harness_start(&d->etcd, &err);
-        if (r < 0)
-            fail_msg("cannot start etcd: %s", err.message);
-        d->etcd_started = true;
-        /* A prefix of our own, so nothing else in this etcd can collide. */
-        snprintf(d->store_url, sizeof(d->store_url), "%s/e2e-%d", d->etcd.url_prefix,
-                 (int)getpid());
-    }
-    if (kind == DH_STORE_ETCD_TLS) {
+    if (d->store_kind == DH_STORE_ETCD_TLS) {
         store_options = (claims_store_options){.ca_file = d->etcd.ca_file,
                                                .cert_file = d->etcd.cert_file,
                                                .key_file = d->etcd.key_file};
@@ -138,7 +128,25 @@ void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf)
             fail_msg("out of memory");
         extra_conf = conf;
     }
-    setup_daemon(d, DH_BOX, &store_options, extra_conf);
+    setup_daemon(d, box, &store_options, extra_conf);
+}
+
+void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf)
+{
+    memset(d, 0, sizeof(*d));
+    d->store_kind = kind;
+    if (kind != DH_STORE_DIR) {
+        act_error err = {0};
+        int r = kind == DH_STORE_ETCD_TLS ? etcd_harness_start_tls(&d->etcd, &err)
+                                          : etcd_harness_start(&d->etcd, &err);
+        if (r < 0)
+            fail_msg("cannot start etcd: %s", err.message);
+        d->etcd_started = true;
+        /* A prefix of our own, so nothing else in this etcd can collide. */
+        snprintf(d->store_url, sizeof(d->store_url), "%s/e2e-%d", d->etcd.url_prefix,
+                 (int)getpid());
+    }
+    setup_on_store(d, DH_BOX, extra_conf);
 }
 
 void dh_setup_box(dh_daemon *d, const char *box, const char *store_url, const char *extra_conf)
@@ -147,6 +155,17 @@ void dh_setup_box(dh_daemon *d, const char *box, const char *store_url, const ch
     d->store_kind = DH_STORE_ETCD;
     snprintf(d->store_url, sizeof(d->store_url), "%s", store_url);
     setup_daemon(d, box, NULL, extra_conf);
+}
+
+void dh_setup_beside(dh_daemon *d, const dh_daemon *first, const char *box,
+                     const char *extra_conf)
+{
+    memset(d, 0, sizeof(*d));
+    d->store_kind = first->store_kind;
+    /* The first one's etcd, which its teardown stops; this one only uses it. */
+    d->etcd = first->etcd;
+    snprintf(d->store_url, sizeof(d->store_url), "%s", first->store_url);
+    setup_on_store(d, box, extra_conf);
 }
 
 int dh_teardown(dh_daemon *d)

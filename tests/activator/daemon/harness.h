@@ -97,6 +97,12 @@ int dh_check_can_run(const char *suite, dh_store_kind kind);
  * activatord.conf. extra_conf (may be NULL) is appended to [Activator]. */
 void dh_setup(dh_daemon *d, dh_store_kind kind, const char *extra_conf);
 
+/* Another daemon, of box, on the same claim store as first (its etcd, or its
+ * dir store), with its own temp dir, cgroup root and sockets; first's
+ * teardown stops the etcd, so tear this one down first. */
+void dh_setup_beside(dh_daemon *d, const dh_daemon *first, const char *box,
+                     const char *extra_conf);
+
 /* One box of a fleet: dh_setup's daemon running as box on a store that
  * someone else started (tests/fleet starts one etcd for all its boxes). */
 void dh_setup_box(dh_daemon *d, const char *box, const char *store_url, const char *extra_conf);

@@ -1,0 +1,293 @@
+#include "activator/control/fleet.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cleanup.h"
+#include "common/clock.h"
+
+static void refuse(ctrl_fleet_outcome *out, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void refuse(ctrl_fleet_outcome *out, const char *code, const char *fmt, ...)
+{
+    char message[sizeof(out->error.message)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    *out = (ctrl_fleet_outcome){.code = code};
+    act_error_set(&out->error, EPERM, "%s", message);
+}
+
+static void add_string(json_object *obj, const char *key, const char *value)
+{
+    if (value && value[0])
+        json_object_object_add(obj, key, json_object_new_string(value));
+}
+
+static void add_u64(json_object *obj, const char *key, uint64_t value)
+{
+    json_object_object_add(obj, key, json_object_new_uint64(value));
+}
+
+bool ctrl_fleet_is_fleet_op(ctrl_op op)
+{
+    switch (op) {
+    case CTRL_OP_CLAIMS:
+    case CTRL_OP_BOXES:
+    case CTRL_OP_CLAIM_SHOW:
+    case CTRL_OP_CLAIM_ASSIGN:
+    case CTRL_OP_CLAIM_RELEASE:
+    case CTRL_OP_HOLD:
+    case CTRL_OP_UNHOLD:
+    case CTRL_OP_UNPIN:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool ctrl_fleet_needs_live_box(const ctrl_request *request)
+{
+    return request->op == CTRL_OP_CLAIM_ASSIGN && !request->force;
+}
+
+/* The edit an op makes; false for an op that edits nothing. */
+static bool edit_of(const ctrl_request *request, claim_edit *edit)
+{
+    *edit = (claim_edit){0};
+    switch (request->op) {
+    case CTRL_OP_CLAIM_ASSIGN:
+        edit->kind = CLAIM_EDIT_ASSIGN;
+        snprintf(edit->box, sizeof(edit->box), "%s", request->box);
+        return true;
+    case CTRL_OP_CLAIM_RELEASE:
+        edit->kind = CLAIM_EDIT_RELEASE;
+        return true;
+    case CTRL_OP_HOLD:
+        edit->kind = CLAIM_EDIT_HOLD;
+        snprintf(edit->version, sizeof(edit->version), "%s", request->version);
+        return true;
+    case CTRL_OP_UNHOLD:
+        edit->kind = CLAIM_EDIT_UNHOLD;
+        return true;
+    case CTRL_OP_UNPIN:
+        edit->kind = CLAIM_EDIT_UNPIN;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The claim as claim.show and the edits show it: its body and revision. */
+static json_object *claim_body(const claim *c)
+{
+    _cleanup_free_ char *text = claim_to_json(c);
+    json_object *body = text ? json_tokener_parse(text) : NULL;
+    if (!body)
+        body = json_object_new_object();
+    add_u64(body, "revision", c->revision);
+    return body;
+}
+
+static json_object *edited_result(const claim *c, bool changed)
+{
+    json_object *result = json_object_new_object();
+    add_string(result, "host", c->host);
+    json_object_object_add(result, "executor",
+                           json_object_new_string(c->op.exec[0] ? claim_executor(c) : ""));
+    add_u64(result, "revision", c->revision);
+    json_object_object_add(result, "changed", json_object_new_boolean(changed));
+    json_object_object_add(result, "claim", claim_body(c));
+    return result;
+}
+
+int ctrl_fleet_plan(const ctrl_request *request, int found, const claim *current, claim *next,
+                    ctrl_fleet_outcome *out)
+{
+    assert(request && current && next && out);
+    *out = (ctrl_fleet_outcome){0};
+    if (request->op == CTRL_OP_CLAIM_SHOW) {
+        if (found <= 0) {
+            refuse(out, "no_claim", "host %s has no claim", request->host);
+            return 1;
+        }
+        out->result = json_object_new_object();
+        add_string(out->result, "host", current->host);
+        json_object_object_add(out->result, "claim", claim_body(current));
+        return 1;
+    }
+    claim_edit edit;
+    if (!edit_of(request, &edit)) {
+        refuse(out, "internal", "op %s does not edit a claim", ctrl_op_name(request->op));
+        return 1;
+    }
+    claim read = found > 0 ? *current : (claim){0};
+    act_error why = {0};
+    int r = claim_apply_edit(request->host, &read, &edit, next, &why);
+    if (r < 0) {
+        refuse(out, r == -ENOENT ? "no_claim" : "internal", "%s", why.message);
+        return 1;
+    }
+    if (r == 1) {
+        out->result = edited_result(&read, false);
+        return 1;
+    }
+    return 0;
+}
+
+int ctrl_fleet_check_box(const ctrl_request *request, const claim *current,
+                         const claims_box *boxes, size_t n, ctrl_fleet_outcome *out)
+{
+    assert(request && current && out);
+    *out = (ctrl_fleet_outcome){0};
+    const claims_box *record = claims_box_find(boxes, n, request->box);
+    if (record && record->live)
+        return 0;
+    char owner[160], seen[96];
+    claim_describe_owner(current, owner, sizeof(owner));
+    uint64_t now = act_wallclock_usec();
+    if (!record)
+        snprintf(seen, sizeof(seen), "no record in the claim store");
+    else if (record->expires_usec && record->expires_usec <= now)
+        snprintf(seen, sizeof(seen), "its lease ran out %llu s ago",
+                 (unsigned long long)(now - record->expires_usec) / 1000000);
+    else
+        snprintf(seen, sizeof(seen), "its lease has expired");
+    refuse(out, "box_not_live",
+           "host %s: box %s has no live lease (%s), so no daemon there would run it; the claim "
+           "stays as it is (%s); start activatord on %s, or assign with --force",
+           request->host, request->box, seen, owner, request->box);
+    return 1;
+}
+
+void ctrl_fleet_written(const ctrl_request *request, int result, uint64_t new_revision,
+                        const claim *next, const claim *current, const act_error *err,
+                        ctrl_fleet_outcome *out)
+{
+    assert(request && next && out);
+    *out = (ctrl_fleet_outcome){0};
+    if (result == CLAIMS_CHANGED) {
+        char owner[160];
+        claim now = current ? *current : (claim){0};
+        claim_describe_owner(&now, owner, sizeof(owner));
+        refuse(out, "claim_changed",
+               "host %s: the claim changed after it was read (now %s); nothing was written, "
+               "look at it again and retry",
+               request->host, owner);
+        return;
+    }
+    if (result < 0) {
+        ctrl_fleet_store_error(request, err, out);
+        return;
+    }
+    claim written = *next;
+    written.revision = new_revision;
+    out->result = edited_result(&written, true);
+}
+
+void ctrl_fleet_store_error(const ctrl_request *request, const act_error *err,
+                            ctrl_fleet_outcome *out)
+{
+    if (request->host[0])
+        refuse(out, "store_error", "host %s: %s", request->host,
+               err ? err->message : "the claim store failed");
+    else
+        refuse(out, "store_error", "%s", err ? err->message : "the claim store failed");
+}
+
+json_object *ctrl_fleet_claims_result(const claim *claims, size_t n, ctrl_fleet_version_fn version,
+                                      void *userdata)
+{
+    json_object *list = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        const claim *c = &claims[i];
+        json_object *row = json_object_new_object();
+        add_string(row, "host", c->host);
+        /* A released claim has no box, whoever ran it last. */
+        add_string(row, "box", c->op.exec[0] ? claim_executor(c) : "");
+        add_string(row, "holder", c->holder.box);
+        add_string(row, "op", claim_op_kind_to_string(c->op.kind));
+        add_string(row, "phase", c->op.phase);
+        add_u64(row, "generation", c->holder.generation);
+        add_u64(row, "session", c->holder.session);
+        const char *running = version ? version(c, userdata) : NULL;
+        add_string(row, "version", c->has_pin ? c->pin.version : running);
+        add_string(row, "pin", c->has_pin ? c->pin.version : "");
+        add_string(row, "held", c->held);
+        if (c->holder.stamp_usec)
+            add_u64(row, "stamp_usec", c->holder.stamp_usec);
+        add_u64(row, "revision", c->revision);
+        add_string(row, "handle", c->holder.handle);
+        json_object_array_add(list, row);
+    }
+    json_object *result = json_object_new_object();
+    json_object_object_add(result, "claims", list);
+    return result;
+}
+
+static size_t hosts_on(const claim *claims, size_t n, const char *box)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (claims[i].op.exec[0] && strcmp(claim_executor(&claims[i]), box) == 0)
+            count++;
+    return count;
+}
+
+static json_object *box_row(const claims_box *record, const claim *claims, size_t n_claims)
+{
+    json_object *row = json_object_new_object();
+    add_string(row, "box", record->box);
+    json_object_object_add(row, "live", json_object_new_boolean(record->live));
+    json_object_object_add(row, "record", json_object_new_boolean(record->lease_ttl_usec != 0));
+    add_string(row, "incarnation", record->incarnation);
+    add_string(row, "version", record->version);
+    if (record->started_usec)
+        add_u64(row, "started_usec", record->started_usec);
+    add_string(row, "control_url", record->control_url);
+    add_string(row, "events_url", record->events_url);
+    if (record->lease_ttl_usec)
+        add_u64(row, "lease_ttl_usec", record->lease_ttl_usec);
+    if (record->lease_id)
+        add_u64(row, "lease", record->lease_id);
+    if (record->refreshed_usec)
+        add_u64(row, "refreshed_usec", record->refreshed_usec);
+    if (record->expires_usec)
+        add_u64(row, "expires_usec", record->expires_usec);
+    add_u64(row, "hosts", hosts_on(claims, n_claims, record->box));
+    return row;
+}
+
+json_object *ctrl_fleet_boxes_result(const claims_box *boxes, size_t n, const claim *claims,
+                                     size_t n_claims)
+{
+    /* The records, then a bare dead entry for each box a claim names that
+     * has none, in one list sorted by box. */
+    _cleanup_free_ claims_box *all = calloc(n + 2 * n_claims + 1, sizeof(*all));
+    size_t n_all = 0;
+    for (size_t i = 0; all && i < n; i++)
+        all[n_all++] = boxes[i];
+    for (size_t i = 0; all && i < n_claims; i++) {
+        const char *named[] = {claims[i].op.exec, claims[i].holder.box};
+        for (size_t k = 0; k < ARRAY_SIZE(named); k++) {
+            if (!named[k][0] || claims_box_find(all, n_all, named[k]))
+                continue;
+            all[n_all] = (claims_box){0};
+            snprintf(all[n_all].box, sizeof(all[n_all].box), "%s", named[k]);
+            n_all++;
+        }
+    }
+    if (n_all > 1)
+        qsort(all, n_all, sizeof(*all), claims_box_compare);
+    json_object *list = json_object_new_array();
+    for (size_t i = 0; i < n_all; i++)
+        json_object_array_add(list, box_row(&all[i], claims, n_claims));
+    json_object *result = json_object_new_object();
+    json_object_object_add(result, "boxes", list);
+    return result;
+}

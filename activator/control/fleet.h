@@ -1,0 +1,84 @@
+/* The fleet ops on claims and boxes (claims, boxes, claim.show,
+ * claim.assign, claim.release, hold, unhold, unpin), done the same way by
+ * the daemon for a control request (asynchronously, on its loop) and by
+ * activatorctl --store against the store itself (synchronously, no daemon
+ * needed): the decisions between the store calls, and the results and
+ * refusals they reply, so both answer alike to the letter.
+ *
+ * An op runs as:
+ *   claims        list claims                       -> ctrl_fleet_claims_result
+ *   boxes         list boxes, list claims           -> ctrl_fleet_boxes_result
+ *   claim.show    read                              -> ctrl_fleet_plan
+ *   the edits     read -> ctrl_fleet_plan
+ *                 [assign without force: list boxes -> ctrl_fleet_check_box]
+ *                 CAS at the revision read          -> ctrl_fleet_written
+ * and any store call that fails                     -> ctrl_fleet_store_error.
+ *
+ * Results (the "result" of a success reply):
+ *   claims      {"claims":[{"host","box","holder","op","phase","generation","session",
+ *                "version","pin","held","stamp_usec","revision","handle"}]}
+ *   boxes       {"boxes":[{"box","live","record","incarnation","version","started_usec",
+ *                "control_url","events_url","lease_ttl_usec","refreshed_usec",
+ *                "expires_usec","hosts"}]}
+ *   claim.show  {"host","claim":{...the claim...,"revision"}}
+ *   the edits   {"host","executor","revision","changed","claim":{...}}
+ * Refusal codes: no_claim, claim_changed, box_not_live, store_error; every
+ * refusal of an existing claim names its revision and the box that holds it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "activator/control/request.h"
+#include "claims/claims.h"
+
+/* The answer of a fleet op: a result, or a refusal. */
+typedef struct ctrl_fleet_outcome {
+    json_object *result; /* on success; the caller takes it */
+    const char *code;    /* on a refusal: a stable code; NULL on success */
+    act_error error;     /* on a refusal: the sentence */
+} ctrl_fleet_outcome;
+
+/* Whether op is one of the fleet ops above. */
+bool ctrl_fleet_is_fleet_op(ctrl_op op);
+
+/* Whether request's op must see the assigned box's live lease before it
+ * writes (claim.assign without force). */
+bool ctrl_fleet_needs_live_box(const ctrl_request *request);
+
+/* A claim was read for request (found: 1, or 0 with current zeroed). Returns
+ * 0 with *next, the claim to CAS at current->revision, or 1 when the op is
+ * answered already (claim.show, an edit that changes nothing, a refusal)
+ * with *out filled. */
+int ctrl_fleet_plan(const ctrl_request *request, int found, const claim *current, claim *next,
+                    ctrl_fleet_outcome *out);
+
+/* An assignment without force, once the boxes are listed: 0 when the box
+ * has a live lease, else 1 with the refusal in *out. */
+int ctrl_fleet_check_box(const ctrl_request *request, const claim *current,
+                         const claims_box *boxes, size_t n, ctrl_fleet_outcome *out);
+
+/* The CAS of next answered (as claims_cas: 0, CLAIMS_CHANGED with current,
+ * or a negative errno with err). */
+void ctrl_fleet_written(const ctrl_request *request, int result, uint64_t new_revision,
+                        const claim *next, const claim *current, const act_error *err,
+                        ctrl_fleet_outcome *out);
+
+/* A store call failed with err. */
+void ctrl_fleet_store_error(const ctrl_request *request, const act_error *err,
+                            ctrl_fleet_outcome *out);
+
+/* The version a claim's host runs, when its holder's build is known to the
+ * caller (the daemon knows its own generations); NULL when not. */
+typedef const char *(*ctrl_fleet_version_fn)(const claim *c, void *userdata);
+
+/* The claims result; version may be NULL (only pins are known then). */
+json_object *ctrl_fleet_claims_result(const claim *claims, size_t n, ctrl_fleet_version_fn version,
+                                      void *userdata);
+
+/* The boxes result: every record, and every box a claim names that has no
+ * record (a box that died long ago, or never ran), dead. */
+json_object *ctrl_fleet_boxes_result(const claims_box *boxes, size_t n, const claim *claims,
+                                     size_t n_claims);

@@ -1,0 +1,122 @@
+/* activatorctl --store: the fleet ops run against the claim store itself,
+ * with the claims library's synchronous calls, so an operator's workstation
+ * needs no daemon. The request the command line made is validated as the
+ * daemon would validate it, each op is decided by activator/control/fleet.c
+ * as the daemon decides it, and the answer has the daemon's reply's shape,
+ * so it is printed the same way. */
+#include "activator/ctl/store_mode.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "activator/control/fleet.h"
+#include "common/cleanup.h"
+#include "common/cleanup_json.h"
+
+static void free_claims(claim **claims)
+{
+    free(*claims);
+}
+
+static void free_boxes(claims_box **boxes)
+{
+    free(*boxes);
+}
+
+/* The edits and claim.show: read, decide, [check the box], write. */
+static void run_claim_op(claim_store *store, const ctrl_request *request,
+                         ctrl_fleet_outcome *out)
+{
+    act_error err = {0};
+    claim current = {0}, next;
+    int found = claims_read(store, request->host, &current, &err);
+    if (found < 0) {
+        ctrl_fleet_store_error(request, &err, out);
+        return;
+    }
+    if (ctrl_fleet_plan(request, found, &current, &next, out) != 0)
+        return;
+    if (ctrl_fleet_needs_live_box(request)) {
+        _cleanup_(free_boxes) claims_box *boxes = NULL;
+        size_t n = 0;
+        if (claims_box_list(store, &boxes, &n, &err) < 0) {
+            ctrl_fleet_store_error(request, &err, out);
+            return;
+        }
+        if (ctrl_fleet_check_box(request, &current, boxes, n, out) != 0)
+            return;
+    }
+    uint64_t revision = 0;
+    claim now = {0};
+    int r = claims_cas(store, request->host, current.revision, &next, &revision, &now, &err);
+    ctrl_fleet_written(request, r, revision, &next, &now, &err, out);
+}
+
+static void run_list_op(claim_store *store, const ctrl_request *request,
+                        ctrl_fleet_outcome *out)
+{
+    act_error err = {0};
+    _cleanup_(free_boxes) claims_box *boxes = NULL;
+    _cleanup_(free_claims) claim *claims = NULL;
+    size_t n_boxes = 0, n_claims = 0;
+    if ((request->op == CTRL_OP_BOXES && claims_box_list(store, &boxes, &n_boxes, &err) < 0) ||
+        claims_list(store, &claims, &n_claims, NULL, NULL, &err) < 0) {
+        ctrl_fleet_store_error(request, &err, out);
+        return;
+    }
+    *out = (ctrl_fleet_outcome){0};
+    out->result = request->op == CTRL_OP_BOXES
+                      ? ctrl_fleet_boxes_result(boxes, n_boxes, claims, n_claims)
+                      : ctrl_fleet_claims_result(claims, n_claims, NULL, NULL);
+}
+
+/* {"ok":true,"result":...} or {"ok":false,"error":{"code","message"}}. */
+static json_object *reply_of(ctrl_fleet_outcome *outcome)
+{
+    json_object *reply = json_object_new_object();
+    json_object_object_add(reply, "ok", json_object_new_boolean(!outcome->code));
+    if (!outcome->code) {
+        json_object_object_add(reply, "result", TAKE_PTR(outcome->result));
+        return reply;
+    }
+    json_object *error = json_object_new_object();
+    json_object_object_add(error, "code", json_object_new_string(outcome->code));
+    json_object_object_add(error, "message", json_object_new_string(outcome->error.message));
+    json_object_object_add(reply, "error", error);
+    return reply;
+}
+
+int ctl_store_call(const ctl_options *options, json_object *request_json, json_object **reply)
+{
+    *reply = NULL;
+    const char *text = json_object_to_json_string_ext(request_json, JSON_C_TO_STRING_PLAIN);
+    ctrl_request request;
+    ctrl_request_error refused;
+    if (ctrl_request_parse(text, strlen(text), &request, &refused) < 0) {
+        fprintf(stderr, "activatorctl: %s\n", refused.error.message);
+        return CTL_EXIT_USAGE;
+    }
+    claims_store_options store_options = {
+        .timeout_ms = options->timeout_sec * 1000,
+        .ca_file = options->store_ca,
+        .cert_file = options->store_cert,
+        .key_file = options->store_key,
+    };
+    _cleanup_(claims_store_freep) claim_store *store = NULL;
+    act_error err = {0};
+    if (claims_store_open(options->store_url, &store_options, &store, &err) < 0) {
+        fprintf(stderr, "activatorctl: --store: %s\n", err.message);
+        return CTL_EXIT_USAGE;
+    }
+    ctrl_fleet_outcome outcome = {0};
+    if (request.op == CTRL_OP_CLAIMS || request.op == CTRL_OP_BOXES)
+        run_list_op(store, &request, &outcome);
+    else
+        run_claim_op(store, &request, &outcome);
+    bool unreachable = outcome.code && strcmp(outcome.code, "store_error") == 0;
+    *reply = reply_of(&outcome);
+    /* The store is what --store reaches instead of a daemon: one that does
+     * not answer is unreachable, as a daemon would be. */
+    return unreachable ? CTL_EXIT_UNREACHABLE : CTL_EXIT_OK;
+}

@@ -1,0 +1,167 @@
+/* A box record's fields and its JSON value, shared by both stores.
+ *
+ * Value layout (the box is the key):
+ *   {"box":"b1","incarnation":"9f..","started_usec":1700000000000000,
+ *    "version":"0.1.0","control_url":"tls+tcp://10.0.0.5:7000","events_url":"",
+ *    "lease_ttl_usec":10000000}
+ * and on the dir store also "refreshed_usec" and "expires_usec", which etcd
+ * keeps in its lease instead. Unlike a claim, a record is read leniently:
+ * an unknown field is skipped, because a record only informs (nothing is
+ * fenced on it) and a newer daemon may say more than an older reader knows. */
+#include "claims/store_internal.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/cleanup_json.h"
+#include "common/names.h"
+
+static bool url_is_clean(const char *url)
+{
+    for (const char *c = url; *c; c++)
+        if ((unsigned char)*c < 0x21 || (unsigned char)*c > 0x7e)
+            return false;
+    return true;
+}
+
+int claims_box_validate(const claims_box *record, act_error *err)
+{
+    assert(record);
+    act_error why = {0};
+    if (act_name_check("box", record->box, &why) < 0)
+        return act_error_set(err, EINVAL, "box record: %s", why.message);
+    const struct {
+        const char *field, *value;
+    } names[] = {{"incarnation", record->incarnation}, {"version", record->version}};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+        if (names[i].value[0] && act_name_check(names[i].field, names[i].value, &why) < 0)
+            return act_error_set(err, EINVAL, "box %s: record field %s: %s", record->box,
+                                 names[i].field, why.message);
+    if (!url_is_clean(record->control_url) || !url_is_clean(record->events_url))
+        return act_error_set(err, EINVAL,
+                             "box %s: record URL holds a space or a control character",
+                             record->box);
+    if (record->lease_ttl_usec < 1000 * 1000)
+        return act_error_set(err, EINVAL, "box %s: lease of %llu us is under a second",
+                             record->box, (unsigned long long)record->lease_ttl_usec);
+    return 0;
+}
+
+const claims_box *claims_box_find(const claims_box *boxes, size_t n, const char *box)
+{
+    for (size_t i = 0; box && i < n; i++)
+        if (strcmp(boxes[i].box, box) == 0)
+            return &boxes[i];
+    return NULL;
+}
+
+int claims_box_compare(const void *a, const void *b)
+{
+    return strcmp(((const claims_box *)a)->box, ((const claims_box *)b)->box);
+}
+
+char *claims_box_to_json(const claims_box *record, bool with_expiry)
+{
+    assert(record);
+    _cleanup_(json_object_putp) json_object *root = json_object_new_object();
+    if (!root)
+        return NULL;
+    json_object_object_add(root, "box", json_object_new_string(record->box));
+    json_object_object_add(root, "incarnation", json_object_new_string(record->incarnation));
+    json_object_object_add(root, "started_usec", json_object_new_uint64(record->started_usec));
+    json_object_object_add(root, "version", json_object_new_string(record->version));
+    json_object_object_add(root, "control_url", json_object_new_string(record->control_url));
+    json_object_object_add(root, "events_url", json_object_new_string(record->events_url));
+    json_object_object_add(root, "lease_ttl_usec",
+                           json_object_new_uint64(record->lease_ttl_usec));
+    if (with_expiry) {
+        json_object_object_add(root, "refreshed_usec",
+                               json_object_new_uint64(record->refreshed_usec));
+        json_object_object_add(root, "expires_usec", json_object_new_uint64(record->expires_usec));
+    }
+    const char *text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
+                                                                JSON_C_TO_STRING_NOSLASHESCAPE);
+    return text ? strdup(text) : NULL;
+}
+
+/* A string member into a fixed field: absent is "", anything but a string
+ * that fits is refused. */
+static int take_string(json_object *root, const char *box, const char *key, char *dst,
+                       size_t size, act_error *err)
+{
+    json_object *member;
+    dst[0] = '\0';
+    if (!json_object_object_get_ex(root, key, &member) || !member)
+        return 0;
+    size_t len = json_object_is_type(member, json_type_string)
+                     ? (size_t)json_object_get_string_len(member)
+                     : size;
+    if (len >= size || memchr(json_object_get_string(member), '\0', len))
+        return act_error_set(err, EINVAL, "box %s: record field %s is not a string of under %zu "
+                                          "bytes", box, key, size);
+    memcpy(dst, json_object_get_string(member), len + 1);
+    return 0;
+}
+
+static int take_u64(json_object *root, const char *box, const char *key, uint64_t *dst,
+                    act_error *err)
+{
+    json_object *member;
+    *dst = 0;
+    if (!json_object_object_get_ex(root, key, &member) || !member)
+        return 0;
+    if (!json_object_is_type(member, json_type_int) || json_object_get_int64(member) < 0)
+        return act_error_set(err, EINVAL, "box %s: record field %s is not a whole number", box,
+                             key);
+    *dst = json_object_get_uint64(member);
+    return 0;
+}
+
+int claims_box_from_json(const char *box, const char *text, size_t len, claims_box *out,
+                         act_error *err)
+{
+    assert(box);
+    assert(text || len == 0);
+    assert(out);
+    memset(out, 0, sizeof(*out));
+    if (len > CLAIMS_BOX_JSON_MAX)
+        return act_error_set(err, EFBIG, "box %s: record is %zu bytes, over the %d byte limit; "
+                                         "delete it", box, len, CLAIMS_BOX_JSON_MAX);
+    _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return act_error_set(err, ENOMEM, "box %s: out of memory", box);
+    _cleanup_(json_object_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
+    if (!root || json_tokener_get_error(tok) != json_tokener_success ||
+        !json_object_is_type(root, json_type_object))
+        return act_error_set(err, EINVAL, "box %s: record is not a JSON object; delete it", box);
+    char named[65];
+    int r = take_string(root, box, "box", named, sizeof(named), err);
+    if (r >= 0 && strcmp(named, box) != 0)
+        r = act_error_set(err, EINVAL, "box %s: record names box \"%.64s\"; delete it", box,
+                          named);
+    if (r >= 0)
+        r = take_string(root, box, "incarnation", out->incarnation, sizeof(out->incarnation),
+                        err);
+    if (r >= 0)
+        r = take_string(root, box, "version", out->version, sizeof(out->version), err);
+    if (r >= 0)
+        r = take_string(root, box, "control_url", out->control_url, sizeof(out->control_url),
+                        err);
+    if (r >= 0)
+        r = take_string(root, box, "events_url", out->events_url, sizeof(out->events_url), err);
+    if (r >= 0)
+        r = take_u64(root, box, "started_usec", &out->started_usec, err);
+    if (r >= 0)
+        r = take_u64(root, box, "lease_ttl_usec", &out->lease_ttl_usec, err);
+    if (r >= 0)
+        r = take_u64(root, box, "refreshed_usec", &out->refreshed_usec, err);
+    if (r >= 0)
+        r = take_u64(root, box, "expires_usec", &out->expires_usec, err);
+    snprintf(out->box, sizeof(out->box), "%s", box);
+    if (r >= 0)
+        r = claims_box_validate(out, err);
+    if (r < 0)
+        memset(out, 0, sizeof(*out));
+    return r;
+}

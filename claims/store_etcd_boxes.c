@@ -1,0 +1,317 @@
+/* Box records on etcd: the value of "<prefix>.boxes/<box>", put bound to an
+ * etcd lease of the record's TTL. etcd deletes the key when the lease
+ * expires or is revoked, so a record there is a live box; a keepalive
+ * renews the lease, and a list asks each record's lease how long it has
+ * left (/v3/lease/timetolive) for its age. */
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "claims/etcd_wire.h"
+#include "claims/store_etcd.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/names.h"
+
+#define USEC_PER_SEC 1000000ull
+
+typedef struct box_op {
+    etcd_store *es;
+    sd_event *event;
+    claims_box_call call;
+    claims_box record; /* what to write, then what was stored */
+    claims_box_fn fn;
+    void *userdata;
+} box_op;
+
+static claim_store *store_of(const box_op *op)
+{
+    return &op->es->base;
+}
+
+/* The lease's TTL in whole seconds, as etcd counts it: never below one. */
+static uint64_t ttl_seconds(const claims_box *record)
+{
+    uint64_t seconds = (record->lease_ttl_usec + USEC_PER_SEC - 1) / USEC_PER_SEC;
+    return seconds ? seconds : 1;
+}
+
+/* Answers the call and frees it. err may be the etcd call's: the callback
+ * runs while that is still valid. */
+static void finish(box_op *op, int result, const act_error *err)
+{
+    _cleanup_free_ box_op *done = op;
+    done->fn(store_of(done), result, result >= 0 ? &done->record : NULL, err, done->userdata);
+}
+
+/* The lease has ttl seconds left as of now. */
+static void set_renewed(claims_box *record, int64_t ttl)
+{
+    record->live = true;
+    record->refreshed_usec = act_wallclock_usec();
+    record->expires_usec = record->refreshed_usec + (uint64_t)ttl * USEC_PER_SEC;
+}
+
+static int call(box_op *op, const char *path, char *body, etcd_call_done_fn done,
+                act_error *err)
+{
+    return etcd_store_call(op->es, op->event, path, body, done, op, err);
+}
+
+/* ---- put: grant a lease, then put the record bound to it ------------------ */
+
+static void on_put(etcd_call *c, int result, json_object *response, const act_error *err,
+                   void *userdata)
+{
+    box_op *op = userdata;
+    if (result >= 0)
+        set_renewed(&op->record, (int64_t)ttl_seconds(&op->record));
+    finish(op, result, err);
+}
+
+static void on_granted(etcd_call *c, int result, json_object *response, const act_error *err,
+                       void *userdata)
+{
+    box_op *op = userdata;
+    act_error why = {0};
+    if (result < 0) {
+        why = *err;
+        act_error_prefix(&why, "box %s: cannot grant its lease", op->record.box);
+        finish(op, result, &why);
+        return;
+    }
+    op->record.lease_id = etcd_json_u64(response, "ID");
+    if (!op->record.lease_id) {
+        act_error_set(&why, EPROTO, "box %s: etcd granted a lease without an ID",
+                      op->record.box);
+        finish(op, -EPROTO, &why);
+        return;
+    }
+    _cleanup_free_ char *key = NULL, *value = claims_box_to_json(&op->record, false);
+    if (asprintf(&key, "%s%s", op->es->boxes_key, op->record.box) < 0)
+        key = NULL;
+    int r = key && value ? call(op, "/v3/kv/put",
+                                etcd_put_body(key, value, op->record.lease_id), on_put, &why)
+                         : act_error_set(&why, ENOMEM, "box %s: out of memory", op->record.box);
+    if (r < 0)
+        finish(op, r, &why);
+}
+
+/* ---- keepalive ------------------------------------------------------------- */
+
+static void on_keepalive(etcd_call *c, int result, json_object *response, const act_error *err,
+                         void *userdata)
+{
+    box_op *op = userdata;
+    act_error why = {0};
+    if (result < 0) {
+        finish(op, result, err);
+        return;
+    }
+    json_object *answer = NULL;
+    json_object_object_get_ex(response, "result", &answer);
+    int64_t ttl = etcd_json_i64(answer, "TTL");
+    if (ttl <= 0) {
+        act_error_set(&why, -CLAIMS_LEASE_LOST,
+                      "box %s: etcd no longer has its lease %" PRIu64
+                      " (it expired, was revoked, or etcd lost it); put the record again",
+                      op->record.box, op->record.lease_id);
+        finish(op, CLAIMS_LEASE_LOST, &why);
+        return;
+    }
+    set_renewed(&op->record, ttl);
+    finish(op, 0, NULL);
+}
+
+/* ---- remove: revoking the lease deletes the key ---------------------------- */
+
+static void on_revoked(etcd_call *c, int result, json_object *response, const act_error *err,
+                       void *userdata)
+{
+    box_op *op = userdata;
+    /* A lease already gone took the record with it. */
+    if (result < 0 && !strstr(err->message, "lease not found")) {
+        finish(op, result, err);
+        return;
+    }
+    op->record.live = false;
+    finish(op, 0, NULL);
+}
+
+int etcd_box_call_async(claim_store *store, sd_event *event, claims_box_call call_kind,
+                        const claims_box *record, claims_box_fn fn, void *userdata,
+                        act_error *err)
+{
+    if (call_kind != CLAIMS_BOX_PUT && !record->lease_id)
+        return act_error_set(err, EINVAL, "box %s: the record has no lease; it was never put",
+                             record->box);
+    box_op *op = calloc(1, sizeof(*op));
+    if (!op)
+        return act_error_set(err, ENOMEM, "box %s: out of memory", record->box);
+    *op = (box_op){.es = (etcd_store *)store, .event = event, .call = call_kind,
+                   .record = *record, .fn = fn, .userdata = userdata};
+    int r;
+    switch (call_kind) {
+    case CLAIMS_BOX_PUT:
+        r = call(op, "/v3/lease/grant", etcd_lease_grant_body(ttl_seconds(record)), on_granted,
+                 err);
+        break;
+    case CLAIMS_BOX_KEEPALIVE:
+        r = call(op, "/v3/lease/keepalive", etcd_lease_body(record->lease_id), on_keepalive, err);
+        break;
+    case CLAIMS_BOX_REMOVE:
+    default:
+        r = call(op, "/v3/lease/revoke", etcd_lease_body(record->lease_id), on_revoked, err);
+        break;
+    }
+    if (r < 0)
+        free(op);
+    return r;
+}
+
+/* ---- list: one range, then each record's lease ----------------------------- */
+
+typedef struct list_op {
+    etcd_store *es;
+    sd_event *event;
+    claims_boxes_fn fn;
+    void *userdata;
+    claims_box *boxes;
+    size_t n;
+    size_t pending; /* timetolive calls not answered yet */
+} list_op;
+
+typedef struct lease_ask {
+    list_op *list;
+    size_t index;
+} lease_ask;
+
+static void list_finish(list_op *list, int result, const act_error *err)
+{
+    if (result >= 0 && list->n > 1)
+        qsort(list->boxes, list->n, sizeof(*list->boxes), claims_box_compare);
+    list->fn(&list->es->base, result, list->boxes, result >= 0 ? list->n : 0, err,
+             list->userdata);
+    free(list->boxes);
+    free(list);
+}
+
+static void on_time_to_live(etcd_call *c, int result, json_object *response,
+                            const act_error *err, void *userdata)
+{
+    _cleanup_free_ lease_ask *ask = userdata;
+    list_op *list = ask->list;
+    claims_box *record = &list->boxes[ask->index];
+    /* The key was there, so its lease was alive when ranged; without an
+     * answer only its age is unknown. etcd counts whole seconds left,
+     * rounded down, so 0 is a lease in its last second and only -1 one that
+     * is gone. */
+    if (result >= 0) {
+        int64_t ttl = etcd_json_i64(response, "TTL");
+        int64_t granted = etcd_json_i64(response, "grantedTTL");
+        if (ttl < 0) {
+            record->live = false;
+        } else {
+            set_renewed(record, ttl);
+            if (granted > ttl)
+                record->refreshed_usec -= (uint64_t)(granted - ttl) * USEC_PER_SEC;
+        }
+    }
+    if (--list->pending == 0)
+        list_finish(list, 0, NULL);
+}
+
+/* Decodes one kv of the range into list->boxes[list->n]; false (logged)
+ * for one that is not a record. */
+static bool take_record(list_op *list, json_object *kv)
+{
+    json_object *key_obj = NULL, *value_obj = NULL;
+    _cleanup_free_ char *key = NULL, *value = NULL;
+    size_t key_len = 0, value_len = 0, prefix_len = strlen(list->es->boxes_key);
+    char box[ACT_NAME_MAX + 1] = "(undecodable key)";
+    if (json_object_object_get_ex(kv, "key", &key_obj) &&
+        etcd_b64_decode(json_object_get_string(key_obj), &key, &key_len) == 0 &&
+        key_len > prefix_len && key_len - prefix_len <= ACT_NAME_MAX &&
+        strlen(key) == key_len)
+        snprintf(box, sizeof(box), "%s", key + prefix_len);
+    act_error bad = {0};
+    claims_box *record = &list->boxes[list->n];
+    if (!act_name_is_valid(box))
+        act_error_set(&bad, EINVAL, "etcd key under %s does not end in a valid box name (%s)",
+                      list->es->boxes_key, box);
+    else if (!json_object_object_get_ex(kv, "value", &value_obj) ||
+             etcd_b64_decode(json_object_get_string(value_obj), &value, &value_len) < 0)
+        act_error_set(&bad, EINVAL, "box %s: etcd value is not base64", box);
+    else if (claims_box_from_json(box, value, value_len, record, &bad) >= 0) {
+        record->lease_id = etcd_json_u64(kv, "lease");
+        /* A record put without a lease is no daemon's: nothing keeps it. */
+        record->live = record->lease_id != 0;
+        list->n++;
+        return true;
+    }
+    act_log(LOG_WARNING, "box list skipped: %s; delete the key", bad.message);
+    return false;
+}
+
+static void on_boxes_ranged(etcd_call *c, int result, json_object *response,
+                            const act_error *err, void *userdata)
+{
+    list_op *list = userdata;
+    if (result < 0) {
+        list_finish(list, result, err);
+        return;
+    }
+    json_object *kvs = NULL;
+    size_t n_kvs = json_object_object_get_ex(response, "kvs", &kvs)
+                       ? json_object_array_length(kvs)
+                       : 0;
+    list->boxes = calloc(n_kvs ? n_kvs : 1, sizeof(*list->boxes));
+    if (!list->boxes) {
+        act_error oom = {0};
+        act_error_set(&oom, ENOMEM, "box list: out of memory");
+        list_finish(list, -ENOMEM, &oom);
+        return;
+    }
+    for (size_t i = 0; i < n_kvs; i++)
+        take_record(list, json_object_array_get_idx(kvs, i));
+    /* One more than the asks, released below, so no answer finishes the
+     * list while asks are still being made. */
+    list->pending = 1;
+    for (size_t i = 0; i < list->n; i++) {
+        if (!list->boxes[i].lease_id)
+            continue;
+        lease_ask *ask = malloc(sizeof(*ask));
+        act_error why = {0};
+        if (!ask)
+            continue;
+        *ask = (lease_ask){list, i};
+        list->pending++;
+        if (etcd_store_call(list->es, list->event, "/v3/lease/timetolive",
+                            etcd_lease_body(list->boxes[i].lease_id), on_time_to_live, ask,
+                            &why) < 0) {
+            list->pending--;
+            free(ask);
+        }
+    }
+    if (--list->pending == 0)
+        list_finish(list, 0, NULL);
+}
+
+int etcd_box_list_async(claim_store *store, sd_event *event, claims_boxes_fn fn, void *userdata,
+                        act_error *err)
+{
+    etcd_store *es = (etcd_store *)store;
+    list_op *list = calloc(1, sizeof(*list));
+    if (!list)
+        return act_error_set(err, ENOMEM, "box list: out of memory");
+    *list = (list_op){.es = es, .event = event, .fn = fn, .userdata = userdata};
+    int r = etcd_store_call(es, event, "/v3/kv/range",
+                            etcd_range_body(es->boxes_key, es->boxes_end), on_boxes_ranged, list,
+                            err);
+    if (r < 0)
+        free(list);
+    return r;
+}

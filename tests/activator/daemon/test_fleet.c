@@ -1,0 +1,553 @@
+/* The fleet's view of boxes and claims, on the dir store or a real etcd
+ * (argv[1]: dir, etcd, etcd-tls), against real daemons and real activatorctl
+ * runs:
+ *   - a daemon's box record appears in the store while it runs, under a
+ *     lease it keeps renewing, and is removed by a clean stop;
+ *   - a lease the store lost is put back, and the daemon says so;
+ *   - a handover keeps the record (renewed), and the next daemon puts its
+ *     own;
+ *   - activatorctl claims, boxes, hold, unhold, unpin and claim show answer
+ *     alike through a daemon and straight against the store (--store);
+ *   - claim assign refuses a box without a live lease, naming the claim's
+ *     revision and its box, unless --force;
+ *   - with two daemons on one store, assigning a host one of them serves to
+ *     the other makes the first retire its generation and refuse wakes,
+ *     and the second serve it under the next generation; and back. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "harness.h"
+
+#ifndef DH_ACTIVATORCTL
+#error "DH_ACTIVATORCTL must name the activatorctl executable"
+#endif
+
+/* The second box of the two-daemon tests: neither DH_BOX nor DH_OTHER_BOX,
+ * which the harness's beacon claim names. */
+#define SECOND_BOX "box-b"
+
+static dh_store_kind store_kind = DH_STORE_DIR;
+
+static void sleep_ms(long ms)
+{
+    nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000}, NULL);
+}
+
+/* box's record as the store lists it now; false when it has none. */
+static bool box_record(dh_daemon *d, const char *box, claims_box *out)
+{
+    claims_box *boxes = NULL;
+    size_t n = 0;
+    act_error err = {0};
+    DH_CHECK(d, claims_box_list(d->store, &boxes, &n, &err) == 0, "listing the boxes: %s",
+             err.message);
+    const claims_box *found = claims_box_find(boxes, n, box);
+    if (found && out)
+        *out = *found;
+    free(boxes);
+    return found != NULL;
+}
+
+/* Waits up to timeout_ms for box's record to be live. */
+static bool box_live_wait(dh_daemon *d, const char *box, int timeout_ms, claims_box *out)
+{
+    uint64_t deadline = act_now_usec() + (uint64_t)timeout_ms * 1000;
+    do {
+        claims_box record;
+        if (box_record(d, box, &record) && record.live) {
+            if (out)
+                *out = record;
+            return true;
+        }
+        sleep_ms(100);
+    } while (act_now_usec() < deadline);
+    return false;
+}
+
+static void daemon_incarnation(dh_daemon *d, char *out, size_t size)
+{
+    json_object *reply = dh_request(d, 5000, "{\"v\":1,\"op\":\"version\"}");
+    snprintf(out, size, "%s", dh_json_str(dh_reply_result(reply), "incarnation"));
+    json_object_put(reply);
+}
+
+static void test_box_record_lives_with_the_daemon(void **state)
+{
+    dh_daemon *d = *state;
+    /* Control served to other machines over TLS; events only locally. */
+    char certs[] = "/tmp/act-fleet-tls-XXXXXX";
+    DH_CHECK(d, mkdtemp(certs), "mkdtemp: %s", strerror(errno));
+    DH_CHECK(d, dh_make_tls_certs(certs), "cannot make the TLS certificates");
+    char control_url[64], conf[4 * PATH_MAX];
+    snprintf(control_url, sizeof(control_url), "tls+tcp://127.0.0.1:%d", dh_free_port());
+    snprintf(conf, sizeof(conf),
+             "BoxLeaseSec=3s\nControlListen=%s\nTLSCertificate=%s/server.crt\n"
+             "TLSKey=%s/server.key\nTLSClientCA=%s/ca.crt\nControlViewers=viewer-1\n",
+             control_url, certs, certs, certs);
+    dh_setup(d, store_kind, conf);
+    dh_add_app_host(d, "demo", NULL, NULL);
+    DH_CHECK(d, !box_record(d, DH_BOX, NULL), "a box record before the daemon ran");
+    dh_start(d, NULL);
+
+    claims_box record;
+    DH_CHECK(d, box_live_wait(d, DH_BOX, 5000, &record), "no live record of " DH_BOX);
+    char incarnation[65];
+    daemon_incarnation(d, incarnation, sizeof(incarnation));
+    DH_CHECK(d, strcmp(record.incarnation, incarnation) == 0,
+             "the record names incarnation %s, the daemon is %s", record.incarnation,
+             incarnation);
+    DH_CHECK(d, strcmp(record.version, "0.1.0") == 0, "the record names version %s",
+             record.version);
+    DH_CHECK(d, record.lease_ttl_usec == 3000000, "the record's lease is %" PRIu64 " us",
+             record.lease_ttl_usec);
+    DH_CHECK(d, strcmp(record.control_url, control_url) == 0 && record.events_url[0] == '\0',
+             "the record names control %s and events %s, expected %s and none",
+             record.control_url, record.events_url, control_url);
+    uint64_t now = act_wallclock_usec();
+    DH_CHECK(d, record.started_usec <= now && now - record.started_usec < 60 * 1000000ull,
+             "the record's start time %" PRIu64 " is not this start's", record.started_usec);
+
+    /* Three leases long it stays live: the daemon renews it. */
+    uint64_t until = act_now_usec() + 9 * 1000000ull;
+    while (act_now_usec() < until) {
+        DH_CHECK(d, box_record(d, DH_BOX, &record) && record.live,
+                 "the record of " DH_BOX " lapsed while the daemon ran");
+        sleep_ms(300);
+    }
+
+    dh_stop_and_check_clean(d);
+    DH_CHECK(d, dh_log_wait(d, "removed the record of box " DH_BOX, 1000),
+             "the clean stop did not say it removed the record");
+    DH_CHECK(d, !box_record(d, DH_BOX, NULL), "the record of " DH_BOX " outlived a clean stop");
+    char rm[64];
+    snprintf(rm, sizeof(rm), "rm -rf '%s'", certs);
+    DH_CHECK(d, system(rm) == 0, "cannot remove %s", certs);
+}
+
+static void test_a_lost_lease_is_put_again(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, store_kind, "BoxLeaseSec=3s\n");
+    dh_add_app_host(d, "demo", NULL, NULL);
+    dh_start(d, NULL);
+    claims_box before;
+    DH_CHECK(d, box_live_wait(d, DH_BOX, 5000, &before), "no live record of " DH_BOX);
+
+    /* The store loses the lease: etcd revokes it (as an etcd that lost its
+     * data would not know it), or the record's file goes. */
+    if (store_kind == DH_STORE_DIR) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/claims/.boxes/" DH_BOX ".json", d->drv.state_dir);
+        DH_CHECK(d, unlink(path) == 0, "cannot remove %s: %s", path, strerror(errno));
+    } else {
+        char body[64];
+        snprintf(body, sizeof(body), "{\"ID\":\"%" PRIu64 "\"}", before.lease_id);
+        long status = etcd_harness_post(&d->etcd, "/v3/lease/revoke", body, NULL, NULL);
+        DH_CHECK(d, status == 200, "revoking lease %" PRIu64 ": HTTP %ld", before.lease_id,
+                 status);
+    }
+    DH_CHECK(d, dh_log_wait(d, "box lease lost", 5000), "the daemon did not report the lost lease");
+    claims_box after;
+    DH_CHECK(d, box_live_wait(d, DH_BOX, 5000, &after), "the record was not put back");
+    DH_CHECK(d, strcmp(after.incarnation, before.incarnation) == 0,
+             "the record put back names incarnation %s, not %s", after.incarnation,
+             before.incarnation);
+    DH_CHECK(d, store_kind == DH_STORE_DIR || after.lease_id != before.lease_id,
+             "the record was put back under the revoked lease %" PRIu64, after.lease_id);
+    dh_stop_and_check_clean(d);
+}
+
+static void test_a_handover_keeps_the_box_record(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, store_kind, "BoxLeaseSec=3s\n");
+    dh_add_app_host(d, "demo", NULL, NULL);
+    dh_start(d, NULL);
+    int64_t pid = dh_wake(d, "demo").pid;
+    claims_box before;
+    DH_CHECK(d, box_live_wait(d, DH_BOX, 5000, &before), "no live record of " DH_BOX);
+
+    /* The box stays alive across a handover: its record is renewed, never
+     * removed, so the fleet does not count it dead while the next daemon
+     * starts. */
+    dh_hand_over(d);
+    DH_CHECK(d, dh_log_wait(d, "the record of box " DH_BOX " stays, renewed", 1000),
+             "the handover did not say it renewed the record");
+    DH_CHECK(d, !dh_log_wait(d, "removed the record of box", 0),
+             "the handover removed the record of " DH_BOX);
+    claims_box kept;
+    DH_CHECK(d, box_record(d, DH_BOX, &kept) && kept.live,
+             "the record of " DH_BOX " is gone or dead after a handover");
+    DH_CHECK(d, strcmp(kept.incarnation, before.incarnation) == 0,
+             "the record names incarnation %s after the handover, not %s", kept.incarnation,
+             before.incarnation);
+
+    /* The next daemon puts its own record, under its own incarnation, and
+     * serves on what the first one left running. */
+    dh_start(d, NULL);
+    char incarnation[65];
+    daemon_incarnation(d, incarnation, sizeof(incarnation));
+    claims_box after = {0};
+    uint64_t deadline = act_now_usec() + 5 * 1000000ull;
+    while (act_now_usec() < deadline &&
+           !(box_record(d, DH_BOX, &after) && after.live &&
+             strcmp(after.incarnation, incarnation) == 0))
+        sleep_ms(100);
+    DH_CHECK(d, after.live && strcmp(after.incarnation, incarnation) == 0,
+             "the record names incarnation %s, the next daemon is %s", after.incarnation,
+             incarnation);
+    DH_CHECK(d, dh_wake(d, "demo").pid == pid, "the next daemon did not resume demo");
+    dh_stop_and_check_clean(d);
+    DH_CHECK(d, !box_record(d, DH_BOX, NULL), "the record of " DH_BOX " outlived a clean stop");
+}
+
+/* How activatorctl reaches the fleet: through d's daemon, or straight
+ * against d's claim store. */
+typedef enum via {
+    VIA_DAEMON,
+    VIA_STORE,
+} via;
+
+static const char *via_name(via how)
+{
+    return how == VIA_STORE ? "activatorctl --store" : "activatorctl through the daemon";
+}
+
+/* Runs activatorctl with the NULL-terminated arguments after how's
+ * options; returns its exit status, its output in out. */
+static int ctl(dh_daemon *d, via how, char *out, size_t size, ...)
+{
+    char *argv[24] = {(char *)DH_ACTIVATORCTL, (char *)"--no-color"};
+    size_t n = 2;
+    argv[n++] = (char *)(how == VIA_STORE ? "--store" : "--connect");
+    argv[n++] = how == VIA_STORE ? d->store_url : d->drv.control_url;
+    if (how == VIA_STORE && d->store_kind == DH_STORE_ETCD_TLS) {
+        argv[n++] = (char *)"--store-ca";
+        argv[n++] = d->etcd.ca_file;
+        argv[n++] = (char *)"--store-cert";
+        argv[n++] = d->etcd.cert_file;
+        argv[n++] = (char *)"--store-key";
+        argv[n++] = d->etcd.key_file;
+    }
+    va_list ap;
+    va_start(ap, size);
+    for (const char *arg; (arg = va_arg(ap, const char *)) && n < 23;)
+        argv[n++] = (char *)arg;
+    va_end(ap);
+    argv[n] = NULL;
+    return dh_run(argv, out, size);
+}
+
+/* The result of an activatorctl --json run that must succeed. */
+static json_object *ctl_json(dh_daemon *d, via how, const char *command, const char *arg)
+{
+    char out[65536];
+    int status = ctl(d, how, out, sizeof(out), "--json", command, arg, NULL);
+    json_object *reply = json_tokener_parse(out);
+    DH_CHECK(d, status == 0 && reply && dh_reply_ok(reply), "%s --json %s %s: exit %d:\n%s",
+             via_name(how), command, arg ? arg : "", status, out);
+    json_object *result = json_object_get(dh_reply_result(reply));
+    json_object_put(reply);
+    return result;
+}
+
+/* Whether a line of out starts with first (and a blank) and holds then: a
+ * table's row, whatever the widths of its columns. */
+static bool has_row(const char *out, const char *first, const char *then)
+{
+    size_t len = strlen(first);
+    for (const char *line = out; *line;) {
+        const char *end = strchrnul(line, '\n');
+        char row[512];
+        snprintf(row, sizeof(row), "%.*s", (int)(end - line), line);
+        if (strncmp(row, first, len) == 0 && row[len] == ' ' && strstr(row + len, then))
+            return true;
+        line = *end ? end + 1 : end;
+    }
+    return false;
+}
+
+/* The entry of list (an array of objects) whose key is value, or NULL. */
+static json_object *entry_of(json_object *list, const char *key, const char *value)
+{
+    for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+        json_object *entry = json_object_array_get_idx(list, i);
+        if (strcmp(dh_json_str(entry, key), value) == 0)
+            return entry;
+    }
+    return NULL;
+}
+
+static json_object *array_of(json_object *result, const char *key)
+{
+    json_object *list = NULL;
+    json_object_object_get_ex(result, key, &list);
+    return list;
+}
+
+static const char *test_digest = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/* One round of the fleet commands through how, on demo (serving on DH_BOX
+ * as generation) and other (assigned to DH_OTHER_BOX, which never ran). */
+static void fleet_commands(dh_daemon *d, via how, uint64_t generation)
+{
+    const char *name = via_name(how);
+    char out[16384];
+    int status = ctl(d, how, out, sizeof(out), "claims", NULL);
+    DH_CHECK(d, status == 0 && strstr(out, "HOST") && strstr(out, "demo") && strstr(out, "other") &&
+                    strstr(out, DH_OTHER_BOX) && strstr(out, "serving"),
+             "%s claims: exit %d:\n%s", name, status, out);
+
+    /* One host, as JSON: its box, phase, generation; the version it runs is
+     * known to the daemon that runs it, the store alone knows none. */
+    json_object *result = ctl_json(d, how, "claims", "demo");
+    json_object *claims = array_of(result, "claims");
+    json_object *demo = entry_of(claims, "host", "demo");
+    DH_CHECK(d, claims && json_object_array_length(claims) == 1 && demo,
+             "%s claims demo listed %s", name, json_object_to_json_string(result));
+    DH_CHECK(d, strcmp(dh_json_str(demo, "box"), DH_BOX) == 0 &&
+                    strcmp(dh_json_str(demo, "phase"), "serving") == 0 &&
+                    dh_json_u64(demo, "generation") == generation &&
+                    dh_json_u64(demo, "session") >= 1 && dh_json_u64(demo, "revision") > 0 &&
+                    dh_json_u64(demo, "stamp_usec") > 0,
+             "%s claims demo: %s", name, json_object_to_json_string(demo));
+    const char *expected_version = how == VIA_DAEMON ? "v1" : "";
+    DH_CHECK(d, strcmp(dh_json_str(demo, "version"), expected_version) == 0,
+             "%s claims demo: version \"%s\", expected \"%s\"", name, dh_json_str(demo, "version"),
+             expected_version);
+    json_object_put(result);
+    status = ctl(d, how, out, sizeof(out), "claims", "demo", "nohost", NULL);
+    DH_CHECK(d, status == 1 && strstr(out, "host nohost has no claim") && strstr(out, "demo"),
+             "%s claims demo nohost: exit %d:\n%s", name, status, out);
+
+    /* The boxes: this one live with its host; the other box only the
+     * claims name, with no record at all. */
+    result = ctl_json(d, how, "boxes", NULL);
+    json_object *boxes = array_of(result, "boxes");
+    json_object *ours = entry_of(boxes, "box", DH_BOX);
+    json_object *other = entry_of(boxes, "box", DH_OTHER_BOX);
+    json_object *live = NULL, *record = NULL;
+    DH_CHECK(d, ours && json_object_object_get_ex(ours, "live", &live) &&
+                    json_object_get_boolean(live) && dh_json_u64(ours, "hosts") == 1 &&
+                    dh_json_u64(ours, "refreshed_usec") > 0 &&
+                    dh_json_u64(ours, "lease_ttl_usec") == 10000000 &&
+                    !json_object_object_get_ex(ours, "control_url", NULL) &&
+                    !json_object_object_get_ex(ours, "events_url", NULL),
+             "%s boxes (a box with no ControlListen= and ipc events names no URL): %s", name,
+             json_object_to_json_string(result));
+    DH_CHECK(d, other && json_object_object_get_ex(other, "live", &live) &&
+                    !json_object_get_boolean(live) &&
+                    json_object_object_get_ex(other, "record", &record) &&
+                    !json_object_get_boolean(record),
+             "%s boxes, the box without a record: %s", name, json_object_to_json_string(result));
+    json_object_put(result);
+    status = ctl(d, how, out, sizeof(out), "boxes", NULL);
+    DH_CHECK(d, status == 0 && has_row(out, DH_BOX, " live ") && strstr(out, "unknown"),
+             "%s boxes: exit %d:\n%s", name, status, out);
+
+    /* hold, unhold: a compare-and-swap each; one that changes nothing says so. */
+    claim c;
+    status = ctl(d, how, out, sizeof(out), "hold", "demo", "v1", NULL);
+    DH_CHECK(d, status == 0 && strstr(out, "held on v1") && dh_claim_get(d, "demo", &c) &&
+                    strcmp(c.held, "v1") == 0,
+             "%s hold demo v1: exit %d, held \"%s\":\n%s", name, status, c.held, out);
+    status = ctl(d, how, out, sizeof(out), "hold", "demo", "v1", NULL);
+    DH_CHECK(d, status == 0 && strstr(out, "(unchanged)"), "%s hold demo v1 again: exit %d:\n%s",
+             name, status, out);
+    status = ctl(d, how, out, sizeof(out), "unhold", "demo", NULL);
+    DH_CHECK(d, status == 0 && strstr(out, "not held") && dh_claim_get(d, "demo", &c) &&
+                    c.held[0] == '\0',
+             "%s unhold demo: exit %d, held \"%s\":\n%s", name, status, c.held, out);
+
+    /* A pin (as a swap leaves it) is the version claims shows; unpin drops it. */
+    dh_claim_get(d, "demo", &c);
+    c.has_pin = true;
+    snprintf(c.pin.version, sizeof(c.pin.version), "v1");
+    snprintf(c.pin.digest, sizeof(c.pin.digest), "%s", test_digest);
+    dh_claim_put(d, &c);
+    result = ctl_json(d, how, "claims", "demo");
+    demo = entry_of(array_of(result, "claims"), "host", "demo");
+    DH_CHECK(d, demo && strcmp(dh_json_str(demo, "pin"), "v1") == 0 &&
+                    strcmp(dh_json_str(demo, "version"), "v1") == 0,
+             "%s claims demo with a pin: %s", name, json_object_to_json_string(result));
+    json_object_put(result);
+    status = ctl(d, how, out, sizeof(out), "unpin", "demo", NULL);
+    DH_CHECK(d, status == 0 && strstr(out, "no pin") && dh_claim_get(d, "demo", &c) && !c.has_pin,
+             "%s unpin demo: exit %d:\n%s", name, status, out);
+
+    status = ctl(d, how, out, sizeof(out), "hold", "nohost", "v1", NULL);
+    DH_CHECK(d, status == 1 && strstr(out, "no_claim") && !dh_claim_get(d, "nohost", &c),
+             "%s hold of a host without a claim: exit %d:\n%s", name, status, out);
+    status = ctl(d, how, out, sizeof(out), "claim", "show", "demo", NULL);
+    DH_CHECK(d, status == 0 && strstr(out, "claim.holder.box") && strstr(out, DH_BOX),
+             "%s claim show demo: exit %d:\n%s", name, status, out);
+}
+
+/* claim assign to a box with no live lease: refused with the claim's
+ * revision and box, and the claim untouched; with --force it is done. */
+static void assign_needs_a_live_box(dh_daemon *d, via how, const char *dead_box)
+{
+    const char *name = via_name(how);
+    claim before, after;
+    DH_CHECK(d, dh_claim_get(d, "other", &before), "other has no claim");
+    char out[16384], revision[64], box[64];
+    snprintf(revision, sizeof(revision), "revision %" PRIu64, before.revision);
+    snprintf(box, sizeof(box), "box %s", claim_executor(&before));
+    int status = ctl(d, how, out, sizeof(out), "claim", "assign", "other", dead_box, NULL);
+    DH_CHECK(d, status == 1 && strstr(out, "no live lease") && strstr(out, "box_not_live") &&
+                    strstr(out, revision) && strstr(out, box) && strstr(out, "--force"),
+             "%s claim assign other %s: exit %d (expected 1 naming %s and %s):\n%s", name,
+             dead_box, status, revision, box, out);
+    DH_CHECK(d, dh_claim_get(d, "other", &after) && after.revision == before.revision,
+             "the refused assignment changed the claim");
+    status = ctl(d, how, out, sizeof(out), "claim", "assign", "other", dead_box, "--force", NULL);
+    DH_CHECK(d, status == 0 && dh_claim_get(d, "other", &after) &&
+                    strcmp(claim_executor(&after), dead_box) == 0,
+             "%s claim assign other %s --force: exit %d, executor %s:\n%s", name, dead_box, status,
+             claim_executor(&after), out);
+}
+
+static void test_fleet_commands_through_the_daemon_and_the_store(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, store_kind, NULL);
+    dh_add_app_host(d, "demo", NULL, NULL);
+    claim elsewhere;
+    dh_claim_assigned("other", DH_OTHER_BOX, &elsewhere);
+    dh_claim_put(d, &elsewhere);
+    dh_start(d, NULL);
+    dh_served served = dh_wake(d, "demo");
+
+    fleet_commands(d, VIA_DAEMON, served.generation);
+    fleet_commands(d, VIA_STORE, served.generation);
+    assign_needs_a_live_box(d, VIA_DAEMON, "box-8");
+    assign_needs_a_live_box(d, VIA_STORE, "box-9");
+
+    /* --store runs the fleet ops only: a wake needs a daemon. */
+    char out[4096];
+    int status = ctl(d, VIA_STORE, out, sizeof(out), "wake", "demo", NULL);
+    DH_CHECK(d, status == 2 && strstr(out, "needs a daemon"),
+             "activatorctl --store wake: exit %d:\n%s", status, out);
+
+    /* None of it disturbed the host this box serves. */
+    json_object *now = dh_status(d, "demo");
+    DH_CHECK(d, strcmp(dh_json_str(now, "state"), "serving") == 0 &&
+                    dh_json_u64(now, "generation") == served.generation,
+             "demo is %s (generation %" PRIu64 ") after the fleet commands",
+             dh_json_str(now, "state"), dh_json_u64(now, "generation"));
+    json_object_put(now);
+    dh_stop_and_check_clean(d);
+}
+
+/* ---- two boxes on one store ---------------------------------------------- */
+
+typedef struct two_boxes {
+    dh_daemon first, second;
+} two_boxes;
+
+static int two_boxes_setup(void **state)
+{
+    *state = calloc(1, sizeof(two_boxes));
+    return *state ? 0 : -1;
+}
+
+static int two_boxes_teardown(void **state)
+{
+    two_boxes *boxes = *state;
+    /* The second first: the first one's teardown stops the etcd they share. */
+    int r = dh_teardown(&boxes->second);
+    r |= dh_teardown(&boxes->first);
+    free(boxes);
+    return r;
+}
+
+/* from served host demo as generation; assigning it to to_box through how
+ * makes from retire it and refuse it, and to serve it as the next one. */
+static dh_served move_by_assignment(dh_daemon *from, dh_served served, dh_daemon *to,
+                                    const char *to_box, via how)
+{
+    char out[16384];
+    int status = ctl(how == VIA_DAEMON ? from : to, how, out, sizeof(out), "claim", "assign",
+                     "demo", to_box, NULL);
+    DH_CHECK(from, status == 0, "%s claim assign demo %s: exit %d:\n%s", via_name(how), to_box,
+             status, out);
+    DH_CHECK(from, dh_wait_state(from, "demo", "parked", 15000),
+             "the old box did not retire demo after it was assigned to %s", to_box);
+    DH_CHECK(from, dh_leaf_count(from, "demo") == 0, "the old box keeps %zu leaves of demo",
+             dh_leaf_count(from, "demo"));
+    DH_CHECK(from, dh_pid_gone(served.pid), "generation %" PRIu64 " (pid %d) still runs",
+             served.generation, (int)served.pid);
+    json_object *reply = dh_wake_reply(from, "demo", 15000);
+    DH_CHECK(from, !dh_reply_ok(reply) && strcmp(dh_reply_code(reply), "not_owner") == 0,
+             "a wake on the old box: %s", json_object_to_json_string(reply));
+    json_object_put(reply);
+
+    dh_served next = dh_wake(to, "demo");
+    claim c;
+    DH_CHECK(to, dh_claim_get(to, "demo", &c) && strcmp(c.holder.box, to_box) == 0 &&
+                     strcmp(claim_executor(&c), to_box) == 0 &&
+                     c.holder.generation == served.generation + 1 &&
+                     next.generation == c.holder.generation,
+             "after the move: holder %s, executor %s, generation %" PRIu64 " (served %" PRIu64
+             ", was %" PRIu64 ")",
+             c.holder.box, claim_executor(&c), c.holder.generation, next.generation,
+             served.generation);
+    DH_CHECK(from, dh_leaf_count(from, "demo") == 0,
+             "the old box started demo again while the new one serves it");
+    return next;
+}
+
+static void test_assign_moves_a_served_host_to_another_box(void **state)
+{
+    two_boxes *boxes = *state;
+    dh_daemon *first = &boxes->first, *second = &boxes->second;
+    dh_setup(first, store_kind, NULL);
+    dh_add_app_host(first, "demo", NULL, NULL);
+    dh_setup_beside(second, first, SECOND_BOX, NULL);
+    dh_add_app_host(second, "demo", NULL, NULL);
+    claim assigned;
+    dh_claim_assigned("demo", DH_BOX, &assigned);
+    dh_claim_put(first, &assigned);
+    dh_start(first, NULL);
+    dh_start(second, NULL);
+
+    dh_served served = dh_wake(first, "demo");
+    json_object *reply = dh_wake_reply(second, "demo", 15000);
+    DH_CHECK(second, !dh_reply_ok(reply) && strcmp(dh_reply_code(reply), "not_owner") == 0,
+             "the second box woke a host assigned to the first: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+
+    /* Through the serving box's own daemon, then back straight in the store. */
+    served = move_by_assignment(first, served, second, SECOND_BOX, VIA_DAEMON);
+    move_by_assignment(second, served, first, DH_BOX, VIA_STORE);
+
+    dh_stop_and_check_clean(second);
+    dh_stop_and_check_clean(first);
+}
+
+int main(int argc, char **argv)
+{
+    store_kind = dh_store_kind_from(argc > 1 ? argv[1] : "dir");
+    char suite[64];
+    snprintf(suite, sizeof(suite), "daemon-fleet-%s", argc > 1 ? argv[1] : "dir");
+    int r = dh_check_can_run(suite, store_kind);
+    if (r)
+        return r;
+    const struct CMUnitTest tests[] = {
+        DH_TEST(test_box_record_lives_with_the_daemon),
+        DH_TEST(test_a_lost_lease_is_put_again),
+        DH_TEST(test_a_handover_keeps_the_box_record),
+        DH_TEST(test_fleet_commands_through_the_daemon_and_the_store),
+        cmocka_unit_test_setup_teardown(test_assign_moves_a_served_host_to_another_box,
+                                        two_boxes_setup, two_boxes_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

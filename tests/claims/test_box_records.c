@@ -1,0 +1,260 @@
+/* Box records (claims.h: box records), run once per backend:
+ *   test_box_records dir     (a temp directory)
+ *   test_box_records etcd    (a real etcd started on free loopback ports)
+ * A record is put under a lease, renewed, listed, removed; a record whose
+ * lease is not renewed goes dead; records are never claims: a claim list or
+ * watch does not see them; and the asynchronous calls run on the caller's
+ * loop. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-event.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "common/clock.h"
+#include "store_fixture.h"
+
+static store_fixture fixture;
+
+static claim_store *open_fresh(char *url, size_t size)
+{
+    return store_fixture_open_fresh(&fixture, url, size);
+}
+
+static claims_box record_of(const char *box, uint64_t ttl_sec)
+{
+    claims_box record = {.started_usec = act_wallclock_usec(), .lease_ttl_usec = ttl_sec * 1000000};
+    snprintf(record.box, sizeof(record.box), "%s", box);
+    snprintf(record.incarnation, sizeof(record.incarnation), "inc-%s", box);
+    snprintf(record.version, sizeof(record.version), "0.1.0");
+    snprintf(record.control_url, sizeof(record.control_url), "tls+tcp://10.0.0.5:7000");
+    return record;
+}
+
+/* The store's records, NULL-safe: the one named box, or NULL. */
+static bool listed(claim_store *store, const char *box, claims_box *out)
+{
+    claims_box *boxes = NULL;
+    size_t n = 0;
+    act_error err = {0};
+    if (claims_box_list(store, &boxes, &n, &err) < 0)
+        fail_msg("box list: %s", err.message);
+    const claims_box *found = claims_box_find(boxes, n, box);
+    if (found && out)
+        *out = *found;
+    free(boxes);
+    return found != NULL;
+}
+
+static bool listed_live(claim_store *store, const char *box)
+{
+    claims_box record;
+    return listed(store, box, &record) && record.live;
+}
+
+static void put_list_keepalive_remove(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    claims_box b2 = record_of("box-2", 30), b1 = record_of("box-1", 30), stored, renewed;
+
+    assert_int_equal(claims_box_put(store, &b2, &stored, &err), 0);
+    assert_int_equal(claims_box_put(store, &b1, &stored, &err), 0);
+    assert_true(stored.live);
+    assert_true(stored.expires_usec > act_wallclock_usec());
+    assert_true(!fixture.etcd || stored.lease_id != 0);
+
+    claims_box *boxes = NULL;
+    size_t n = 0;
+    assert_int_equal(claims_box_list(store, &boxes, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(boxes[0].box, "box-1");
+    assert_string_equal(boxes[1].box, "box-2");
+    assert_true(boxes[0].live);
+    assert_string_equal(boxes[0].incarnation, "inc-box-1");
+    assert_string_equal(boxes[0].version, "0.1.0");
+    assert_string_equal(boxes[0].control_url, "tls+tcp://10.0.0.5:7000");
+    assert_string_equal(boxes[0].events_url, "");
+    assert_int_equal(boxes[0].started_usec, b1.started_usec);
+    assert_int_equal(boxes[0].lease_ttl_usec, 30 * 1000000);
+    assert_true(boxes[0].expires_usec > act_wallclock_usec() + 20 * 1000000ull);
+    free(boxes);
+
+    assert_int_equal(claims_box_keepalive(store, &stored, &renewed, &err), 0);
+    assert_true(renewed.live);
+    assert_true(renewed.expires_usec >= stored.expires_usec);
+
+    /* Removed: gone, and renewing it says the lease is lost. */
+    assert_int_equal(claims_box_remove(store, &stored, &err), 0);
+    assert_false(listed(store, "box-1", NULL));
+    assert_true(listed_live(store, "box-2"));
+    assert_int_equal(claims_box_keepalive(store, &stored, NULL, &err), CLAIMS_LEASE_LOST);
+    assert_non_null(strstr(err.message, "box-1"));
+    /* Removing again is no error: it is gone either way. */
+    assert_int_equal(claims_box_remove(store, &stored, &err), 0);
+
+    /* A record that is not a record is refused before the store sees it. */
+    claims_box bad = record_of("../x", 30);
+    assert_int_equal(claims_box_put(store, &bad, NULL, &err), -EINVAL);
+    bad = record_of("box-3", 30);
+    snprintf(bad.control_url, sizeof(bad.control_url), "tcp://a b");
+    assert_int_equal(claims_box_put(store, &bad, NULL, &err), -EINVAL);
+    claims_store_free(store);
+}
+
+static void a_lease_not_renewed_makes_the_box_dead(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    claims_box quick = record_of("box-q", 2), steady = record_of("box-s", 30), stored, kept;
+    assert_int_equal(claims_box_put(store, &quick, &stored, &err), 0);
+    assert_int_equal(claims_box_put(store, &steady, &kept, &err), 0);
+    assert_true(listed_live(store, "box-q"));
+
+    /* Past its TTL (etcd revokes an expired lease within a second or so). */
+    uint64_t deadline = act_now_usec() + 8 * 1000000ull;
+    while (listed_live(store, "box-q") && act_now_usec() < deadline)
+        nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+    claims_box dead;
+    bool still_listed = listed(store, "box-q", &dead);
+    assert_false(still_listed && dead.live);
+    /* etcd deletes the key with its lease (an instant after it expired);
+     * the dir store keeps the record, dead, so an operator sees when the box
+     * was last heard of. */
+    assert_true(fixture.etcd || (still_listed && dead.expires_usec <= act_wallclock_usec()));
+    assert_int_equal(claims_box_keepalive(store, &stored, NULL, &err), CLAIMS_LEASE_LOST);
+    assert_true(listed_live(store, "box-s"));
+
+    /* Put again, it is alive again. */
+    assert_int_equal(claims_box_put(store, &quick, &stored, &err), 0);
+    assert_true(listed_live(store, "box-q"));
+    claims_store_free(store);
+}
+
+static void records_are_never_claims(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    uint64_t first = 0, second = 0;
+    claim c = fixture_claim("web1", 1);
+    assert_int_equal(claims_cas(store, "web1", 0, &c, &first, NULL, &err), 0);
+    claims_box record = record_of("box-1", 30), stored;
+    assert_int_equal(claims_box_put(store, &record, &stored, &err), 0);
+    assert_int_equal(claims_box_keepalive(store, &stored, &stored, &err), 0);
+    c = fixture_claim("web2", 1);
+    assert_int_equal(claims_cas(store, "web2", 0, &c, &second, NULL, &err), 0);
+    assert_int_equal(claims_box_remove(store, &stored, &err), 0);
+
+    claim *claims = NULL;
+    size_t n = 0;
+    assert_int_equal(claims_list(store, &claims, &n, NULL, NULL, &err), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(claims[0].host, "web1");
+    assert_string_equal(claims[1].host, "web2");
+    free(claims);
+
+    /* The watch sees the two claims and nothing of the record's put, renewal
+     * and removal, which happened between and after them. */
+    claim_change *changes = NULL;
+    assert_int_equal(claims_watch_collect(store, first, 5, 1500, &changes, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(changes[0].revision, first);
+    assert_int_equal(changes[1].revision, second);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(changes[i].kind, CLAIM_CHANGE_PUT);
+    free(changes);
+    claims_store_free(store);
+}
+
+/* The daemon's way: put, renew, list and remove on its loop. */
+typedef struct async_boxes {
+    int step;
+    bool failed;
+    claims_box stored;
+    size_t listed;
+    act_error err;
+} async_boxes;
+
+static void on_async_box(claim_store *store, int result, const claims_box *record,
+                         const act_error *err, void *userdata);
+
+static void on_async_list(claim_store *store, int result, const claims_box *boxes, size_t n,
+                          const act_error *err, void *userdata)
+{
+    async_boxes *s = userdata;
+    s->listed = n;
+    if (result < 0 || n != 1 || !boxes[0].live || strcmp(boxes[0].box, "box-a") != 0 ||
+        claims_box_remove_async(store, &s->stored, on_async_box, s, &s->err) < 0)
+        s->failed = true;
+    s->step++;
+}
+
+static void on_async_box(claim_store *store, int result, const claims_box *record,
+                         const act_error *err, void *userdata)
+{
+    async_boxes *s = userdata;
+    if (result < 0) {
+        s->failed = true;
+        s->err = *err;
+        return;
+    }
+    if (s->step == 0) {
+        s->stored = *record;
+        if (claims_box_keepalive_async(store, &s->stored, on_async_box, s, &s->err) < 0)
+            s->failed = true;
+    } else if (s->step == 1) {
+        if (!record->live || claims_box_list_async(store, on_async_list, s, &s->err) < 0)
+            s->failed = true;
+    }
+    s->step++;
+}
+
+static void asynchronous_calls_on_the_callers_loop(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    sd_event *event = NULL;
+    assert_int_equal(sd_event_new(&event), 0);
+    async_boxes s = {0};
+    claims_box record = record_of("box-a", 30);
+    assert_int_equal(claims_box_put_async(store, &record, on_async_box, &s, &s.err), -EBADFD);
+    assert_int_equal(claims_store_attach_event(store, event, &s.err), 0);
+    assert_int_equal(claims_box_put_async(store, &record, on_async_box, &s, &s.err), 0);
+    /* Never inside the call: the callback comes from the loop. */
+    assert_int_equal(s.step, 0);
+    for (int i = 0; i < 200 && !s.failed && s.step < 4; i++)
+        assert_true(sd_event_run(event, 100 * 1000) >= 0);
+    if (s.failed)
+        fail_msg("step %d: %s", s.step, s.err.message);
+    assert_int_equal(s.step, 4);
+    assert_int_equal(s.listed, 1);
+    assert_false(listed(store, "box-a", NULL));
+    claims_store_free(store);
+    sd_event_unref(event);
+}
+
+int main(int argc, char **argv)
+{
+    const char *backend = argc > 1 ? argv[1] : "dir";
+    int r = store_fixture_setup(&fixture, backend);
+    if (r != 0)
+        return r;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(put_list_keepalive_remove),
+        cmocka_unit_test(a_lease_not_renewed_makes_the_box_dead),
+        cmocka_unit_test(records_are_never_claims),
+        cmocka_unit_test(asynchronous_calls_on_the_callers_loop),
+    };
+    r = _cmocka_run_group_tests(backend, tests, sizeof(tests) / sizeof(tests[0]), NULL, NULL);
+    store_fixture_teardown(&fixture);
+    return r;
+}
