@@ -39,6 +39,7 @@ struct ad_host {
     uint64_t failed_attempts;         /* wake_ops.c */
     bool claim_ours;                  /* wake_ops.c, claim_watch.c */
     bool unproven_at_start;           /* recovery.c */
+    bool releasing;                   /* claim_release.c */
     char last_reason[32];             /* hosts.c, wake_ops.c */
     char last_message[256];
 };
@@ -330,6 +331,16 @@ bool ad_host_claim_ours(const ad_host *host)
 void ad_host_set_claim_ours(ad_host *host, bool ours)
 {
     host->claim_ours = ours;
+}
+
+bool ad_host_releasing(const ad_host *host)
+{
+    return host->releasing;
+}
+
+void ad_host_set_releasing(ad_host *host, bool releasing)
+{
+    host->releasing = releasing;
 }
 
 bool ad_host_unproven_at_start(const ad_host *host)

@@ -100,6 +100,9 @@ void ad_host_set_last_active(ad_host *host, uint64_t usec);
 /* The last claim seen names this box as executor (wake_ops.c, claim_watch.c). */
 bool ad_host_claim_ours(const ad_host *host);
 void ad_host_set_claim_ours(ad_host *host, bool ours);
+/* A release of the claim is in flight (claim_release.c). */
+bool ad_host_releasing(const ad_host *host);
+void ad_host_set_releasing(ad_host *host, bool releasing);
 /* Recovery could not prove an old generation stopped (recovery.c). */
 bool ad_host_unproven_at_start(const ad_host *host);
 void ad_host_set_unproven_at_start(ad_host *host);

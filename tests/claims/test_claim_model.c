@@ -392,6 +392,47 @@ static void parked_and_failed_clear_the_handle(void **state)
     assert_string_equal(published.op.phase, "serving");
 }
 
+/* An assignment to b2 of a host b1 holds: b2 may not wake it until b1 has
+ * released it, and the next admission forgets the release. */
+static void a_handover_waits_for_the_holders_release(void **state)
+{
+    claim assigned = published_by_b1();
+    snprintf(assigned.op.id, sizeof(assigned.op.id), "assign");
+    snprintf(assigned.op.phase, sizeof(assigned.op.phase), "assigned");
+    snprintf(assigned.op.exec, sizeof(assigned.op.exec), "b2");
+    assert_true(claim_release_pending(&assigned, "b2"));
+    assert_false(claim_release_pending(&assigned, "b1"));
+    assert_true(claim_release_due(&assigned, "b1"));
+    assert_false(claim_release_due(&assigned, "b2"));
+    act_error err = {0};
+    assert_int_equal(claim_phase_allows_wake(&assigned, "b2", false, &err), -EAGAIN);
+    assert_non_null(strstr(err.message, "b1"));
+
+    claim released;
+    claim_next_released(&assigned, 1234, &released);
+    assert_int_equal(released.holder.released_usec, 1234);
+    assert_string_equal(released.holder.handle, "");
+    assert_false(claim_release_pending(&released, "b2"));
+    assert_false(claim_release_due(&released, "b1"));
+    assert_int_equal(claim_phase_allows_wake(&released, "b2", false, &err), 0);
+    /* The release survives the codec. */
+    char *text = claim_to_json(&released);
+    claim back;
+    assert_int_equal(claim_from_json("web1", text, strlen(text), &back, &err), 0);
+    free(text);
+    assert_int_equal(back.holder.released_usec, 1234);
+
+    claim admitted;
+    claim_next_admission(&back, "b2", "inc-new", 99, &admitted);
+    assert_string_equal(admitted.holder.box, "b2");
+    assert_int_equal(admitted.holder.released_usec, 0);
+    /* A box that holds its own assignment has nothing to wait for. */
+    claim own = published_by_b1();
+    snprintf(own.op.phase, sizeof(own.op.phase), "assigned");
+    assert_false(claim_release_pending(&own, "b1"));
+    assert_false(claim_release_due(&own, "b1"));
+}
+
 static void same_admission_ignores_revision_only(void **state)
 {
     claim a = serving_by("b1", "b1"), b = a;
@@ -427,6 +468,7 @@ int main(void)
         cmocka_unit_test(swap_admission_keeps_naming_the_serving_generation),
         cmocka_unit_test(parked_and_failed_clear_the_handle),
         cmocka_unit_test(same_admission_ignores_revision_only),
+        cmocka_unit_test(a_handover_waits_for_the_holders_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
