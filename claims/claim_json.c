@@ -121,7 +121,7 @@ static int parse_holder(parse_ctx *ctx, json_object *obj, claim_holder *h)
 {
     static const char *const allowed[] = {
         "box", "incarnation", "session", "generation", "stamp_usec", "handle",
-        "starting_generation", NULL};
+        "starting_generation", "released_usec", NULL};
     int r = check_known(ctx, obj, "holder", allowed);
     if (r >= 0)
         r = get_string(ctx, obj, "holder", "box", true, h->box, sizeof(h->box));
@@ -138,6 +138,8 @@ static int parse_holder(parse_ctx *ctx, json_object *obj, claim_holder *h)
         r = get_string(ctx, obj, "holder", "handle", false, h->handle, sizeof(h->handle));
     if (r >= 0)
         r = get_u64(ctx, obj, "holder", "starting_generation", false, &h->starting_generation);
+    if (r >= 0)
+        r = get_u64(ctx, obj, "holder", "released_usec", false, &h->released_usec);
     return r;
 }
 
@@ -310,7 +312,7 @@ int claim_from_json_object(const char *host, json_object *root, claim *out, act_
 static bool holder_is_empty(const claim_holder *h)
 {
     return !h->box[0] && !h->incarnation[0] && !h->session && !h->generation && !h->stamp_usec &&
-           !h->handle[0] && !h->starting_generation;
+           !h->handle[0] && !h->starting_generation && !h->released_usec;
 }
 
 static void add_string(json_object *obj, const char *key, const char *value)
@@ -335,6 +337,9 @@ json_object *claim_to_json_object(const claim *c)
         if (c->holder.starting_generation)
             json_object_object_add(h, "starting_generation",
                                    json_object_new_uint64(c->holder.starting_generation));
+        if (c->holder.released_usec)
+            json_object_object_add(h, "released_usec",
+                                   json_object_new_uint64(c->holder.released_usec));
         json_object_object_add(root, "holder", h);
     }
     json_object *op = json_object_new_object();

@@ -44,6 +44,12 @@ int claim_phase_allows_wake(const claim *c, const char *box, bool probe, act_err
     if (!kind || !claim_phase_is_valid(c->op.kind, c->op.phase))
         return act_error_set(err, EPERM, "host %s: op phase \"%.31s\" is not known; refusing to "
                                          "wake", c->host, c->op.phase);
+    if (claim_release_pending(c, box))
+        return act_error_set(err, EAGAIN,
+                             "host %s: assigned to box %s, but box %s may still run generation "
+                             "%llu; %s waits until %s releases it",
+                             c->host, box, c->holder.box,
+                             (unsigned long long)c->holder.generation, box, c->holder.box);
     switch (c->op.kind) {
     case CLAIM_OP_SERVING:
     case CLAIM_OP_HOLD:
@@ -121,6 +127,7 @@ static uint64_t admit_holder(const claim *observed, const char *box, const char 
     next->holder.session = observed->holder.session + 1;
     next->holder.stamp_usec = stamp_usec;
     next->holder.starting_generation = 0;
+    next->holder.released_usec = 0;
     next->has_failure = false;
     next->failure = (claim_failure){0};
     snprintf(next->op.exec, sizeof(next->op.exec), "%s", box);
@@ -186,6 +193,31 @@ void claim_next_serving_again(const claim *current, uint64_t generation, const c
     next->holder.starting_generation = 0;
     snprintf(next->holder.handle, sizeof(next->holder.handle), "%s", handle);
     set_phase(next, "serving");
+}
+
+bool claim_release_pending(const claim *c, const char *box)
+{
+    assert(c);
+    return box && c->op.kind == CLAIM_OP_SERVING && c->holder.box[0] &&
+           strcmp(c->holder.box, box) != 0 && !c->holder.released_usec &&
+           strcmp(c->op.exec, box) == 0;
+}
+
+bool claim_release_due(const claim *c, const char *box)
+{
+    assert(c);
+    return box && c->holder.box[0] && strcmp(c->holder.box, box) == 0 &&
+           !c->holder.released_usec && !claim_owned_by(c, box);
+}
+
+void claim_next_released(const claim *current, uint64_t stamp_usec, claim *next)
+{
+    assert(current);
+    assert(next);
+    *next = *current;
+    next->holder.released_usec = stamp_usec ? stamp_usec : 1;
+    next->holder.handle[0] = '\0';
+    next->holder.starting_generation = 0;
 }
 
 void claim_next_parked(const claim *current, claim *next)

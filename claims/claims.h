@@ -102,6 +102,11 @@ typedef struct claim_holder {
     /* N+1 while a swap's admission starts it beside the serving N; 0 otherwise.
      * Always above generation when set. */
     uint64_t starting_generation;
+    /* Set (wall clock) by the holder once it has proven every generation of
+     * its admission stopped after the claim named another box: the handover
+     * to that box may go on. 0 while the holder may still run the host; the
+     * next admission clears it. */
+    uint64_t released_usec;
 } claim_holder;
 
 /* The operation in progress, written by whoever orchestrates the fleet and by
@@ -242,6 +247,20 @@ void claim_next_serving_again(const claim *current, uint64_t generation, const c
 /* nothing runs after a park: phase parked, the handle and the starting
  * generation cleared; */
 void claim_next_parked(const claim *current, claim *next);
+
+/* The handover between boxes. A claim that names another box as executor
+ * (an operator's assignment) does not stop the holder's generation by
+ * itself: the holder retires it with proof and then releases the claim. The
+ * box named may admit itself only after that, so two boxes never run the
+ * host at once; claim_phase_allows_wake refuses with -EAGAIN until then. */
+/* True when c names box as executor while another box holds it unreleased. */
+bool claim_release_pending(const claim *c, const char *box);
+/* True when box holds c unreleased but no longer executes it: box must
+ * release it once nothing of the host runs there. */
+bool claim_release_due(const claim *c, const char *box);
+/* current with the holder's release stamped (stamp_usec, or 1 for 0) and its
+ * handle cleared: nothing of it runs any more. */
+void claim_next_released(const claim *current, uint64_t stamp_usec, claim *next);
 /* the admission did not serve, or its generation failed: phase failed with
  * failure, the handle and the starting generation cleared. */
 void claim_next_failed(const claim *current, const claim_failure *failure, claim *next);

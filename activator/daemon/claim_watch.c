@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "activator/daemon/announce.h"
+#include "activator/daemon/claim_release.h"
 #include "activator/daemon/hosts.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -70,12 +71,20 @@ static void host_claim_changed(ad_host *host, const claim_change *change)
         else if (state == PL_HOST_SERVING)
             pl_host_park(pipeline, PL_PARK_CLAIM_LOST);
         ad_host_set_claim_ours(host, false);
+        /* Already at rest: release it now; otherwise once the park ends
+         * (hosts.c). */
+        if (change->kind == CLAIM_CHANGE_PUT)
+            ad_claim_release(host, &change->claim);
         return;
     }
-    /* Newly ours: the last claim we saw named someone else (or nobody). */
+    /* Newly ours: the last claim we saw named someone else (or nobody). Or
+     * handed over to us: assigned here, and the box that held it has just
+     * released it. */
     bool newly = !ad_host_claim_ours(host);
+    bool handed_over = change->claim.holder.box[0] && strcmp(change->claim.holder.box, box) != 0 &&
+                       change->claim.holder.released_usec;
     ad_host_set_claim_ours(host, true);
-    if (newly && state == PL_HOST_PARKED && !ad_host_daemon(host)->stopping &&
+    if ((newly || handed_over) && state == PL_HOST_PARKED && !ad_host_daemon(host)->stopping &&
         claim_phase_allows_wake(&change->claim, box, false, NULL) == 0)
         pl_host_wake(pipeline, PL_TRIGGER_CLAIM_CHANGE, NULL, NULL);
 }

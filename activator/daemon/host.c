@@ -49,6 +49,7 @@ struct ad_host {
     bool claim_ours;                  /* wake_ops.c, claim_watch.c */
     ad_unproven_leaf *unproven;       /* wake_ops.c keeps them, sweep.c takes them */
     size_t n_unproven;
+    bool releasing;                   /* claim_release.c */
     char last_reason[32];             /* hosts.c, wake_ops.c */
     char last_message[256];
 };
@@ -538,6 +539,16 @@ bool ad_host_claim_ours(const ad_host *host)
 void ad_host_set_claim_ours(ad_host *host, bool ours)
 {
     host->claim_ours = ours;
+}
+
+bool ad_host_releasing(const ad_host *host)
+{
+    return host->releasing;
+}
+
+void ad_host_set_releasing(ad_host *host, bool releasing)
+{
+    host->releasing = releasing;
 }
 
 /* ---- leaves not proven stopped -------------------------------------------- */

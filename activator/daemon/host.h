@@ -171,6 +171,10 @@ bool ad_host_keep_unproven(ad_host *host, cg_leaf *leaf, uint64_t generation);
 /* Takes the oldest leaf kept; false when none is. */
 bool ad_host_take_unproven(ad_host *host, ad_unproven_leaf *out);
 
+/* A release of the claim is in flight (claim_release.c). */
+bool ad_host_releasing(const ad_host *host);
+void ad_host_set_releasing(ad_host *host, bool releasing);
+
 /* ---- what status shows ---------------------------------------------------- */
 
 /* Why the last wake did not serve; "" once one served (hosts.c). */

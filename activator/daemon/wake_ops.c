@@ -117,8 +117,13 @@ static void judge_observed(pl_wake *wake, ad_host *host)
                          name_of(host), executor, box_of(host));
         return;
     }
-    if (claim_phase_allows_wake(&state_of(host)->observed, box_of(host), false, &err) < 0) {
-        pl_wake_complete(wake, PL_REASON_WRONG_PHASE, "%s", err.message);
+    int r = claim_phase_allows_wake(&state_of(host)->observed, box_of(host), false, &err);
+    if (r < 0) {
+        /* A handover in progress: the box that held the host releases it
+         * once its generation is proven stopped, and that write wakes the
+         * host here (claim_watch.c). */
+        pl_wake_complete(wake, r == -EAGAIN ? PL_REASON_RELEASE_PENDING : PL_REASON_WRONG_PHASE,
+                         "%s", err.message);
         return;
     }
     pl_wake_ok(wake);

@@ -23,6 +23,9 @@
  * | budget           | yes     | no    | no           | retrying would spend the budget that  |
  * |                  |         |       |              | just ran out; the next trigger asks   |
  * |                  |         |       |              | again                                 |
+ * | release_pending  | yes     | no    | no           | the host was assigned to this box,    |
+ * |                  |         |       |              | but the box that held it may still run|
+ * |                  |         |       |              | it: no admission until it releases    |
  * | restore_failed   | no      | no    | no           | restore runs once per wake, before    |
  * |                  |         |       |              | the attempts; a second run could      |
  * |                  |         |       |              | restore over a half-written state     |
@@ -96,6 +99,7 @@ static const reason_policy reason_table[] = {
     [PL_REASON_WATCHDOG] = {"watchdog", false, false, true},
     [PL_REASON_CANCELLED] = {"cancelled", false, false, false},
     [PL_REASON_STORE_UNAVAILABLE] = {"store_unavailable", true, false, false},
+    [PL_REASON_RELEASE_PENDING] = {"release_pending", true, false, false},
 };
 /* pl_reason_from_string walks the whole table: every reason needs its row. */
 static_assert(ARRAY_SIZE(reason_table) == _PL_REASON_MAX, "a reason without a policy row");

@@ -226,13 +226,17 @@ static void assignment_to_a_new_box_wins_over_the_old_holder(void **state)
     assert_true(claim_owned_by(&assigned, "b2"));
     assert_false(claim_owned_by(&assigned, "b1"));
     act_error err = {0};
-    assert_int_equal(claim_phase_allows_wake(&assigned, "b2", false, &err), 0);
+    /* b2 waits until b1, which may still run the host, releases it. */
+    assert_int_equal(claim_phase_allows_wake(&assigned, "b2", false, &err), -EAGAIN);
     assert_int_equal(claim_phase_allows_wake(&assigned, "b1", false, &err), -EPERM);
     assert_non_null(strstr(err.message, "b2"));
+    claim released;
+    claim_next_released(&assigned, 555, &released);
+    assert_int_equal(claim_phase_allows_wake(&released, "b2", false, &err), 0);
 
     claim admitted;
-    claim_next_admission(&assigned, "b2", "inc-b2", 777, &admitted);
-    assert_int_equal(claim_admission_ok(&assigned, &admitted, "inc-b2", &err), 0);
+    claim_next_admission(&released, "b2", "inc-b2", 777, &admitted);
+    assert_int_equal(claim_admission_ok(&released, &admitted, "inc-b2", &err), 0);
     assert_string_equal(claim_executor(&admitted), "b2");
     assert_false(claim_owned_by(&admitted, "b1"));
     /* The generation numbers go on from b1's: a generation is the host's. */
@@ -423,6 +427,47 @@ static void parked_and_failed_clear_the_handle(void **state)
     assert_string_equal(published.op.phase, "serving");
 }
 
+/* An assignment to b2 of a host b1 holds: b2 may not wake it until b1 has
+ * released it, and the next admission forgets the release. */
+static void a_handover_waits_for_the_holders_release(void **state)
+{
+    claim assigned = published_by_b1();
+    snprintf(assigned.op.id, sizeof(assigned.op.id), "assign");
+    snprintf(assigned.op.phase, sizeof(assigned.op.phase), "assigned");
+    snprintf(assigned.op.exec, sizeof(assigned.op.exec), "b2");
+    assert_true(claim_release_pending(&assigned, "b2"));
+    assert_false(claim_release_pending(&assigned, "b1"));
+    assert_true(claim_release_due(&assigned, "b1"));
+    assert_false(claim_release_due(&assigned, "b2"));
+    act_error err = {0};
+    assert_int_equal(claim_phase_allows_wake(&assigned, "b2", false, &err), -EAGAIN);
+    assert_non_null(strstr(err.message, "b1"));
+
+    claim released;
+    claim_next_released(&assigned, 1234, &released);
+    assert_int_equal(released.holder.released_usec, 1234);
+    assert_string_equal(released.holder.handle, "");
+    assert_false(claim_release_pending(&released, "b2"));
+    assert_false(claim_release_due(&released, "b1"));
+    assert_int_equal(claim_phase_allows_wake(&released, "b2", false, &err), 0);
+    /* The release survives the codec. */
+    char *text = claim_to_json(&released);
+    claim back;
+    assert_int_equal(claim_from_json("web1", text, strlen(text), &back, &err), 0);
+    free(text);
+    assert_int_equal(back.holder.released_usec, 1234);
+
+    claim admitted;
+    claim_next_admission(&back, "b2", "inc-new", 99, &admitted);
+    assert_string_equal(admitted.holder.box, "b2");
+    assert_int_equal(admitted.holder.released_usec, 0);
+    /* A box that holds its own assignment has nothing to wait for. */
+    claim own = published_by_b1();
+    snprintf(own.op.phase, sizeof(own.op.phase), "assigned");
+    assert_false(claim_release_pending(&own, "b1"));
+    assert_false(claim_release_due(&own, "b1"));
+}
+
 static void same_admission_ignores_revision_only(void **state)
 {
     claim a = serving_by("b1", "b1"), b = a;
@@ -544,6 +589,7 @@ int main(void)
         cmocka_unit_test(same_admission_ignores_revision_only),
         cmocka_unit_test(edits_change_only_what_they_name),
         cmocka_unit_test(describe_owner_names_revision_and_box),
+        cmocka_unit_test(a_handover_waits_for_the_holders_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
