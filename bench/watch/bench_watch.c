@@ -140,9 +140,9 @@ static int setup_box(dd_daemon *d, const char *box, const char *url, const char 
                                     "StopTimeoutSec=2\nReadyTimeoutSec=10\n"
                                     "[Listen]\nListenStream=%s\n",
                                     address)) < 0 ||
-        (r = dd_stage(d, HOST, "v1", ACT_NOTIFY_ECHO, true, err)) < 0)
+        (r = dd_start(d, 30000, NULL, err)) < 0)
         return r;
-    return dd_start(d, 30000, NULL, err);
+    return dd_stage(d, HOST, "v1", ACT_NOTIFY_ECHO, true, err);
 }
 
 typedef struct fleet {
@@ -159,7 +159,7 @@ static const char *const box_names[2] = {"box-1", "box-2"};
 static int one_round(fleet *fl, int round, bd_samples *watch, bd_samples *retired,
                      bd_samples *served, act_error *err)
 {
-    int from = round % 2, to = 1 - from;
+    int to = round % 2, from = 1 - to; /* round 1 moves it off box-1 */
     dd_events_drain(&fl->boxes[from]);
     uint64_t start = act_now_usec(), revision = 0;
     int r = assign(fl->store, box_names[to], &revision, err);
