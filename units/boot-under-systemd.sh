@@ -187,6 +187,35 @@ if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then ok restart-keeps-app; else
 answer=$(get)
 case $answer in *"pid=$pid"*) ok serves-after-restart ;; *) fail serves-after-restart "got: $answer" ;; esac
 
+# Reload: a host file added is served after systemctl reload, and the other
+# host keeps its generation; a broken edit makes systemctl reload fail (its
+# ExecReload= waits for activatorctl reload) and changes nothing.
+cat >/etc/activator/hosts/second.conf <<'EOT'
+[Host]
+Exec=act-testapp
+Ready=notify
+ReadyTimeoutSec=10
+StopTimeoutSec=5
+[Listen]
+ListenStream=127.0.0.1:18081
+EOT
+systemctl reload activatord && ok reload-adds-host || fail reload-adds-host "systemctl reload failed"
+ctl stage second v1 /opt/act-testapp --promote || fail reload-stage "see activatorctl.txt"
+second=$(curl -s --max-time 5 http://127.0.0.1:18081/)
+case $second in *"version=v1"*) ok reload-host-serves ;; *) fail reload-host-serves "got: $second" ;; esac
+case $(get) in *"pid=$pid"*) ok reload-keeps-others ;; *) fail reload-keeps-others "demo's pid changed" ;; esac
+echo "NoSuchKey=1" >>/etc/activator/hosts/second.conf
+if systemctl reload activatord; then fail reload-refuses-broken "systemctl reload succeeded";
+else ok reload-refuses-broken; fi
+again=$(curl -s --max-time 5 http://127.0.0.1:18081/)
+[ "$(pid_of "$again")" = "$(pid_of "$second")" ] && ok broken-reload-changes-nothing ||
+    fail broken-reload-changes-nothing "got: $again"
+rm /etc/activator/hosts/second.conf
+systemctl reload activatord && ok reload-removes-host || fail reload-removes-host "systemctl reload failed"
+if curl -s --max-time 5 http://127.0.0.1:18081/ >/dev/null; then
+    fail removed-host-refuses "127.0.0.1:18081 still answers"
+else ok removed-host-refuses; fi
+
 systemctl stop activatord
 if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then fail stop-retires "app pid $pid runs";
 else ok stop-retires; fi
@@ -212,7 +241,7 @@ timeout 180 systemd-nspawn --quiet --register=no --keep-unit --private-network \
     --bind-ro="$service:/etc/systemd/system/activatord.service" \
     --bind-ro="$work/dropin:/etc/systemd/system/activatord.service.d" \
     --bind-ro="$tmpfiles:/etc/tmpfiles.d/activator.conf" \
-    --bind-ro="$work/etc:/etc/activator" \
+    --bind="$work/etc:/etc/activator" \
     --bind-ro="$work/act-check.service:/etc/systemd/system/act-check.service" \
     --bind-ro="$work/act-check:/usr/local/bin/act-check" \
     --bind="$work/results:/results" \
