@@ -46,6 +46,11 @@ int claim_apply_edit(const char *host, const claim *current, const claim_edit *e
         if (edit->kind == CLAIM_EDIT_ASSIGN) {
             snprintf(next->op.phase, sizeof(next->op.phase), CLAIM_PHASE_ASSIGNED);
             snprintf(next->op.exec, sizeof(next->op.exec), "%s", edit->box);
+            if (edit->holder_gone && claim_release_pending(next, edit->box)) {
+                claim released;
+                claim_next_released(next, edit->stamp_usec, &released);
+                *next = released;
+            }
         } else {
             snprintf(next->op.phase, sizeof(next->op.phase), "parked");
             next->op.exec[0] = '\0';

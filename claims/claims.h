@@ -454,6 +454,11 @@ typedef struct claim_edit {
     claim_edit_kind kind;
     char box[65];     /* assign: the box to run the host */
     char version[65]; /* hold: the version to freeze it on */
+    /* assign: the operator says the box that holds the host runs nothing of
+     * it any more (that box is gone): its release is taken as given, stamped
+     * stamp_usec, and box may admit itself at once (claim_release_pending). */
+    bool holder_gone;
+    uint64_t stamp_usec;
 } claim_edit;
 
 /* Builds in *next the claim that edit makes of current, host's claim as read

@@ -64,6 +64,10 @@ static bool edit_of(const ctrl_request *request, claim_edit *edit)
     case CTRL_OP_CLAIM_ASSIGN:
         edit->kind = CLAIM_EDIT_ASSIGN;
         snprintf(edit->box, sizeof(edit->box), "%s", request->box);
+        /* --force: the operator knows the old box is gone, so neither its
+         * lease nor its release is waited for. */
+        edit->holder_gone = request->force;
+        edit->stamp_usec = act_wallclock_usec();
         return true;
     case CTRL_OP_CLAIM_RELEASE:
         edit->kind = CLAIM_EDIT_RELEASE;

@@ -514,6 +514,16 @@ static void edits_change_only_what_they_name(void **state)
     assert_string_equal(next.held, "v1");
     assert_true(next.has_pin);
     assert_int_equal(claim_validate(&next, &err), 0);
+    /* The holder must release it first; --force says its box is gone. */
+    assert_true(claim_release_pending(&next, "b2"));
+    claim_edit forced = assign;
+    forced.holder_gone = true;
+    forced.stamp_usec = 4321;
+    claim taken;
+    assert_int_equal(claim_apply_edit("web1", &current, &forced, &taken, &err), 0);
+    assert_false(claim_release_pending(&taken, "b2"));
+    assert_int_equal(taken.holder.released_usec, 4321);
+    assert_int_equal(claim_phase_allows_wake(&taken, "b2", false, &err), 0);
 
     claim_edit release = {.kind = CLAIM_EDIT_RELEASE};
     assert_int_equal(claim_apply_edit("web1", &current, &release, &next, &err), 0);
