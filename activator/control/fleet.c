@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_fields.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
 
@@ -21,17 +22,6 @@ static void refuse(ctrl_fleet_outcome *out, const char *code, const char *fmt, .
     va_end(ap);
     *out = (ctrl_fleet_outcome){.code = code};
     act_error_set(&out->error, EPERM, "%s", message);
-}
-
-static void add_string(json_object *obj, const char *key, const char *value)
-{
-    if (value && value[0])
-        json_object_object_add(obj, key, json_object_new_string(value));
-}
-
-static void add_u64(json_object *obj, const char *key, uint64_t value)
-{
-    json_object_object_add(obj, key, json_object_new_uint64(value));
 }
 
 bool ctrl_fleet_is_fleet_op(ctrl_op op)
@@ -94,17 +84,17 @@ static json_object *claim_body(const claim *c)
     json_object *body = text ? json_tokener_parse(text) : NULL;
     if (!body)
         body = json_object_new_object();
-    add_u64(body, "revision", c->revision);
+    act_json_add_u64(body, "revision", c->revision);
     return body;
 }
 
 static json_object *edited_result(const claim *c, bool changed)
 {
     json_object *result = json_object_new_object();
-    add_string(result, "host", c->host);
+    act_json_add_string(result, "host", c->host);
     json_object_object_add(result, "executor",
                            json_object_new_string(c->op.exec[0] ? claim_executor(c) : ""));
-    add_u64(result, "revision", c->revision);
+    act_json_add_u64(result, "revision", c->revision);
     json_object_object_add(result, "changed", json_object_new_boolean(changed));
     json_object_object_add(result, "claim", claim_body(c));
     return result;
@@ -121,7 +111,7 @@ int ctrl_fleet_plan(const ctrl_request *request, int found, const claim *current
             return 1;
         }
         out->result = json_object_new_object();
-        add_string(out->result, "host", current->host);
+        act_json_add_string(out->result, "host", current->host);
         json_object_object_add(out->result, "claim", claim_body(current));
         return 1;
     }
@@ -211,22 +201,22 @@ json_object *ctrl_fleet_claims_result(const claim *claims, size_t n, ctrl_fleet_
     for (size_t i = 0; i < n; i++) {
         const claim *c = &claims[i];
         json_object *row = json_object_new_object();
-        add_string(row, "host", c->host);
+        act_json_add_string(row, "host", c->host);
         /* A released claim has no box, whoever ran it last. */
-        add_string(row, "box", c->op.exec[0] ? claim_executor(c) : "");
-        add_string(row, "holder", c->holder.box);
-        add_string(row, "op", claim_op_kind_to_string(c->op.kind));
-        add_string(row, "phase", c->op.phase);
-        add_u64(row, "generation", c->holder.generation);
-        add_u64(row, "session", c->holder.session);
+        act_json_add_string(row, "box", c->op.exec[0] ? claim_executor(c) : "");
+        act_json_add_string(row, "holder", c->holder.box);
+        act_json_add_string(row, "op", claim_op_kind_to_string(c->op.kind));
+        act_json_add_string(row, "phase", c->op.phase);
+        act_json_add_u64(row, "generation", c->holder.generation);
+        act_json_add_u64(row, "session", c->holder.session);
         const char *running = version ? version(c, userdata) : NULL;
-        add_string(row, "version", c->has_pin ? c->pin.version : running);
-        add_string(row, "pin", c->has_pin ? c->pin.version : "");
-        add_string(row, "held", c->held);
+        act_json_add_string(row, "version", c->has_pin ? c->pin.version : running);
+        act_json_add_string(row, "pin", c->has_pin ? c->pin.version : "");
+        act_json_add_string(row, "held", c->held);
         if (c->holder.stamp_usec)
-            add_u64(row, "stamp_usec", c->holder.stamp_usec);
-        add_u64(row, "revision", c->revision);
-        add_string(row, "handle", c->holder.handle);
+            act_json_add_u64(row, "stamp_usec", c->holder.stamp_usec);
+        act_json_add_u64(row, "revision", c->revision);
+        act_json_add_string(row, "handle", c->holder.handle);
         json_object_array_add(list, row);
     }
     json_object *result = json_object_new_object();
@@ -246,24 +236,24 @@ static size_t hosts_on(const claim *claims, size_t n, const char *box)
 static json_object *box_row(const claims_box *record, const claim *claims, size_t n_claims)
 {
     json_object *row = json_object_new_object();
-    add_string(row, "box", record->box);
+    act_json_add_string(row, "box", record->box);
     json_object_object_add(row, "live", json_object_new_boolean(record->live));
     json_object_object_add(row, "record", json_object_new_boolean(record->lease_ttl_usec != 0));
-    add_string(row, "incarnation", record->incarnation);
-    add_string(row, "version", record->version);
+    act_json_add_string(row, "incarnation", record->incarnation);
+    act_json_add_string(row, "version", record->version);
     if (record->started_usec)
-        add_u64(row, "started_usec", record->started_usec);
-    add_string(row, "control_url", record->control_url);
-    add_string(row, "events_url", record->events_url);
+        act_json_add_u64(row, "started_usec", record->started_usec);
+    act_json_add_string(row, "control_url", record->control_url);
+    act_json_add_string(row, "events_url", record->events_url);
     if (record->lease_ttl_usec)
-        add_u64(row, "lease_ttl_usec", record->lease_ttl_usec);
+        act_json_add_u64(row, "lease_ttl_usec", record->lease_ttl_usec);
     if (record->lease_id)
-        add_u64(row, "lease", record->lease_id);
+        act_json_add_u64(row, "lease", record->lease_id);
     if (record->refreshed_usec)
-        add_u64(row, "refreshed_usec", record->refreshed_usec);
+        act_json_add_u64(row, "refreshed_usec", record->refreshed_usec);
     if (record->expires_usec)
-        add_u64(row, "expires_usec", record->expires_usec);
-    add_u64(row, "hosts", hosts_on(claims, n_claims, record->box));
+        act_json_add_u64(row, "expires_usec", record->expires_usec);
+    act_json_add_u64(row, "hosts", hosts_on(claims, n_claims, record->box));
     return row;
 }
 

@@ -23,15 +23,6 @@ static const char *box_of(const ad_host *host)
     return ad_host_daemon(host)->config.box;
 }
 
-/* Nothing of the host runs here, and nothing is unproven. */
-static bool nothing_runs(const ad_host *host)
-{
-    pl_host *pipeline = ad_host_pipeline(host);
-    return pl_host_get_state(pipeline) == PL_HOST_PARKED && !pl_host_is_unproven(pipeline) &&
-           !ad_host_serving(host) &&
-           !ad_host_starting(host) && !ad_host_replaced(host) && !ad_host_wake_state(host);
-}
-
 static void finish(release *rel)
 {
     ad_host_set_releasing(rel->host, false);
@@ -97,7 +88,7 @@ static void on_written(claim_store *store, int result, uint64_t new_revision,
 static void write_release(release *rel, const claim *current)
 {
     ad_host *host = rel->host;
-    if (!current->revision || !claim_release_due(current, box_of(host)) || !nothing_runs(host) ||
+    if (!current->revision || !claim_release_due(current, box_of(host)) || !ad_host_at_rest(host) ||
         ad_host_daemon(host)->stopping) {
         finish(rel);
         return;
@@ -121,7 +112,7 @@ void ad_claim_release(ad_host *host, const claim *current)
 {
     assert(host);
     ad_daemon *daemon = ad_host_daemon(host);
-    if (daemon->stopping || ad_host_releasing(host) || !nothing_runs(host) ||
+    if (daemon->stopping || ad_host_releasing(host) || !ad_host_at_rest(host) ||
         (current && (!current->revision || !claim_release_due(current, daemon->config.box))))
         return;
     release *rel = calloc(1, sizeof(*rel));

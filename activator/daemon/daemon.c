@@ -207,7 +207,7 @@ static void check_stopped(daemon_process *process)
 {
     ad_daemon *daemon = &process->daemon;
     while (process->stop_cursor < daemon->n_hosts &&
-           ad_hosts_at_rest(daemon->hosts[process->stop_cursor]) &&
+           ad_host_at_rest(daemon->hosts[process->stop_cursor]) &&
            !ad_claim_report_busy(daemon->hosts[process->stop_cursor]))
         process->stop_cursor++;
     /* Hosts a reload removed are few, and were parking already. */
@@ -221,7 +221,7 @@ static int on_stop_deadline(sd_event_source *source, uint64_t usec, void *userda
     ad_daemon *daemon = &process->daemon;
     bool generations_left = false;
     for (size_t i = process->stop_cursor; i < daemon->n_hosts && !generations_left; i++)
-        generations_left = !ad_hosts_at_rest(daemon->hosts[i]);
+        generations_left = !ad_host_at_rest(daemon->hosts[i]);
     if (generations_left) {
         act_log(LOG_ERR, "stop: some generations are not proven stopped after the stop timeout; "
                          "exiting anyway, the next start retires them");

@@ -18,6 +18,7 @@
 #include "activator/daemon/reload.h"
 #include "activator/daemon/stage.h"
 #include "activator/daemon/swap.h"
+#include "common/json_fields.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -25,17 +26,6 @@
 #ifndef ACTIVATOR_VERSION
 #define ACTIVATOR_VERSION "unknown"
 #endif
-
-static void add_string(json_object *obj, const char *key, const char *value)
-{
-    if (value && value[0])
-        json_object_object_add(obj, key, json_object_new_string(value));
-}
-
-static void add_u64(json_object *obj, const char *key, uint64_t value)
-{
-    json_object_object_add(obj, key, json_object_new_uint64(value));
-}
 
 /* Every per-host op names a configured host; anything else is a clear refusal. */
 static ad_host *find_host(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
@@ -145,8 +135,8 @@ static void do_promote(ad_daemon *daemon, const ctrl_request *request, ctrl_repl
         return;
     }
     json_object *result = json_object_new_object();
-    add_string(result, "host", request->host);
-    add_string(result, "version", request->version);
+    act_json_add_string(result, "host", request->host);
+    act_json_add_string(result, "version", request->version);
     json_object_object_add(result, "live", json_object_new_boolean(true));
     ctrl_reply_ok(reply, result);
 }
@@ -164,18 +154,18 @@ static void do_releases(ad_daemon *daemon, const ctrl_request *request, ctrl_rep
         return;
     }
     json_object *result = json_object_new_object();
-    add_string(result, "host", request->host);
+    act_json_add_string(result, "host", request->host);
     json_object *list = json_object_new_array();
     for (size_t i = 0; i < n; i++) {
         json_object *entry = json_object_new_object();
-        add_string(entry, "version", entries[i].identity.version);
-        add_string(entry, "digest", entries[i].identity.build_digest);
-        add_u64(entry, "size", entries[i].identity.size);
-        add_u64(entry, "staged_usec", entries[i].identity.staged_at);
+        act_json_add_string(entry, "version", entries[i].identity.version);
+        act_json_add_string(entry, "digest", entries[i].identity.build_digest);
+        act_json_add_u64(entry, "size", entries[i].identity.size);
+        act_json_add_u64(entry, "staged_usec", entries[i].identity.staged_at);
         if (!entries[i].manifest_ok)
-            add_string(entry, "problem", entries[i].problem);
+            act_json_add_string(entry, "problem", entries[i].problem);
         if (entries[i].is_live)
-            add_string(result, "live", entries[i].identity.version);
+            act_json_add_string(result, "live", entries[i].identity.version);
         json_object_array_add(list, entry);
     }
     json_object_object_add(result, "releases", list);
@@ -193,29 +183,29 @@ static void reply_stats(ad_daemon *daemon, ctrl_reply *reply)
         failed_attempts += ad_host_failed_attempts(daemon->hosts[i]);
     }
     json_object *result = json_object_new_object();
-    add_u64(result, "hosts", daemon->n_hosts);
+    act_json_add_u64(result, "hosts", daemon->n_hosts);
     for (int state = 0; state < _PL_HOST_STATE_MAX; state++) {
         char key[32];
         snprintf(key, sizeof(key), "hosts_%s", pl_host_state_to_string((pl_host_state)state));
-        add_u64(result, key, by_state[state]);
+        act_json_add_u64(result, key, by_state[state]);
     }
-    add_u64(result, "failed_attempts", failed_attempts);
-    add_u64(result, "events_published", daemon->events ? ev_sequence(daemon->events) : 0);
+    act_json_add_u64(result, "failed_attempts", failed_attempts);
+    act_json_add_u64(result, "events_published", daemon->events ? ev_sequence(daemon->events) : 0);
     ctrl_reply_ok(reply, result);
 }
 
 static void reply_version(ad_daemon *daemon, ctrl_reply *reply)
 {
     json_object *result = json_object_new_object();
-    add_string(result, "version", ACTIVATOR_VERSION);
-    add_string(result, "box", daemon->config.box);
-    add_string(result, "incarnation", daemon->incarnation);
-    add_string(result, "store", claims_store_kind(daemon->store));
-    add_u64(result, "starts", daemon->lifetime.starts);
-    add_u64(result, "started_usec", daemon->lifetime.started_usec);
-    add_u64(result, "handovers", daemon->lifetime.handovers);
+    act_json_add_string(result, "version", ACTIVATOR_VERSION);
+    act_json_add_string(result, "box", daemon->config.box);
+    act_json_add_string(result, "incarnation", daemon->incarnation);
+    act_json_add_string(result, "store", claims_store_kind(daemon->store));
+    act_json_add_u64(result, "starts", daemon->lifetime.starts);
+    act_json_add_u64(result, "started_usec", daemon->lifetime.started_usec);
+    act_json_add_u64(result, "handovers", daemon->lifetime.handovers);
     if (daemon->lifetime.last_handover_usec)
-        add_u64(result, "last_handover_usec", daemon->lifetime.last_handover_usec);
+        act_json_add_u64(result, "last_handover_usec", daemon->lifetime.last_handover_usec);
     ctrl_reply_ok(reply, result);
 }
 

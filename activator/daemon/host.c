@@ -477,6 +477,13 @@ void ad_host_set_replaced(ad_host *host, ad_generation *gen)
     host->replaced = gen;
 }
 
+bool ad_host_at_rest(const ad_host *host)
+{
+    const pl_host *pipeline = host->pipeline;
+    return pl_host_get_state(pipeline) == PL_HOST_PARKED && !pl_host_is_unproven(pipeline) &&
+           !host->serving && !host->starting && !host->replaced && !host->wake_state;
+}
+
 const ad_generation *ad_host_current_generation(const ad_host *host)
 {
     return host->starting ? host->starting : host->serving;

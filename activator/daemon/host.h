@@ -129,6 +129,9 @@ void ad_host_set_starting(ad_host *host, ad_generation *gen);
 /* A swap's N, from N+1's publication to N's retirement. */
 ad_generation *ad_host_replaced(const ad_host *host);
 void ad_host_set_replaced(ad_host *host, ad_generation *gen);
+/* Parked, with no generation, no wake in flight and nothing unproven: nothing
+ * of the host runs here. */
+bool ad_host_at_rest(const ad_host *host);
 /* The generation a transition is about: the one starting, else the one
  * serving (or being retired). */
 const ad_generation *ad_host_current_generation(const ad_host *host);

@@ -3,38 +3,28 @@
 #include <assert.h>
 
 #include "activator/daemon/generation.h"
+#include "common/json_fields.h"
 #include "common/clock.h"
-
-static void add_string(json_object *obj, const char *key, const char *value)
-{
-    if (value && value[0])
-        json_object_object_add(obj, key, json_object_new_string(value));
-}
-
-static void add_u64(json_object *obj, const char *key, uint64_t value)
-{
-    json_object_object_add(obj, key, json_object_new_uint64(value));
-}
 
 static void add_generation(json_object *status, const ad_generation *gen)
 {
-    add_u64(status, "generation", gen->number);
-    add_string(status, "version", gen->build.version);
-    add_string(status, "digest", gen->build.build_digest);
-    add_u64(status, "pid", (uint64_t)gen->process.pid);
+    act_json_add_u64(status, "generation", gen->number);
+    act_json_add_string(status, "version", gen->build.version);
+    act_json_add_string(status, "digest", gen->build.build_digest);
+    act_json_add_u64(status, "pid", (uint64_t)gen->process.pid);
     if (gen->serving_usec) {
         /* since_usec is wall clock: the CLI shows it as an uptime. */
         uint64_t served = act_now_usec() - gen->serving_usec;
-        add_u64(status, "since_usec", act_wallclock_usec() - served);
+        act_json_add_u64(status, "since_usec", act_wallclock_usec() - served);
     }
     cg_stats stats;
     if (cg_leaf_stats(gen->leaf, &stats, NULL) == 0) {
         if (stats.has_memory)
-            add_u64(status, "memory_current", stats.memory_current);
+            act_json_add_u64(status, "memory_current", stats.memory_current);
         if (stats.has_pids)
-            add_u64(status, "pids_current", stats.pids_current);
+            act_json_add_u64(status, "pids_current", stats.pids_current);
     }
-    add_string(status, "cgroup", cg_leaf_path(gen->leaf));
+    act_json_add_string(status, "cgroup", cg_leaf_path(gen->leaf));
 }
 
 json_object *ad_host_status_json(const ad_host *host)
@@ -42,19 +32,19 @@ json_object *ad_host_status_json(const ad_host *host)
     assert(host);
     const pl_host *pipeline = ad_host_pipeline(host);
     json_object *status = json_object_new_object();
-    add_string(status, "host", ad_host_name(host));
-    add_string(status, "state", pl_host_state_to_string(pl_host_get_state(pipeline)));
+    act_json_add_string(status, "host", ad_host_name(host));
+    act_json_add_string(status, "state", pl_host_state_to_string(pl_host_get_state(pipeline)));
     const ad_generation *serving = ad_host_serving(host);
     const ad_generation *gen = serving ? serving : ad_host_starting(host);
     if (gen)
         add_generation(status, gen);
     if (pl_host_is_unproven(pipeline))
-        add_string(status, "reason", "unproven_stop");
+        act_json_add_string(status, "reason", "unproven_stop");
     else
-        add_string(status, "reason", ad_host_last_reason(host));
-    add_string(status, "message", ad_host_last_message(host));
-    add_u64(status, "failure_streak", pl_host_failure_streak(pipeline));
+        act_json_add_string(status, "reason", ad_host_last_reason(host));
+    act_json_add_string(status, "message", ad_host_last_message(host));
+    act_json_add_u64(status, "failure_streak", pl_host_failure_streak(pipeline));
     if (ad_host_has_pending(host))
-        add_string(status, "config", "pending next start");
+        act_json_add_string(status, "config", "pending next start");
     return status;
 }

@@ -44,14 +44,6 @@ ad_host *ad_hosts_find(ad_daemon *daemon, const char *name)
     return found ? *found : NULL;
 }
 
-bool ad_hosts_at_rest(const ad_host *host)
-{
-    const pl_host *pipeline = ad_host_pipeline(host);
-    return pl_host_get_state(pipeline) == PL_HOST_PARKED && !pl_host_is_unproven(pipeline) &&
-           !ad_host_serving(host) && !ad_host_starting(host) && !ad_host_replaced(host) &&
-           !ad_host_wake_state(host);
-}
-
 /* ---- demand ---------------------------------------------------------------- */
 
 static void watch_demand(ad_host *host, bool watch);
@@ -657,7 +649,7 @@ void ad_hosts_remove(ad_daemon *daemon, ad_host *host)
 bool ad_hosts_removed_at_rest(const ad_daemon *daemon)
 {
     for (size_t i = 0; i < daemon->n_removed_hosts; i++)
-        if (!ad_hosts_at_rest(daemon->removed_hosts[i]))
+        if (!ad_host_at_rest(daemon->removed_hosts[i]))
             return false;
     return true;
 }
@@ -718,7 +710,7 @@ bool ad_hosts_set_pending(ad_host *host, ad_host_settings *settings)
 {
     assert(host);
     ad_host_set_pending(host, settings);
-    if (ad_hosts_at_rest(host))
+    if (ad_host_at_rest(host))
         apply_pending(host);
     return ad_host_has_pending(host);
 }

@@ -21,10 +21,6 @@ ad_host *ad_hosts_find(ad_daemon *daemon, const char *name);
  * a serving generation, which keeps running. */
 size_t ad_hosts_hand_over(ad_daemon *daemon);
 
-/* A host at rest: parked, with no generation, no wake, and no leaf left
- * that is not proven stopped. */
-bool ad_hosts_at_rest(const ad_host *host);
-
 /* Accepts and closes the connections waiting on a host's sockets. */
 void ad_hosts_drain_backlog(ad_host *host);
 

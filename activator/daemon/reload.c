@@ -400,7 +400,7 @@ static int plan_added(ad_daemon *daemon, reload_job *job, plan *p, cfg_host *loa
     char path[HOST_PATH_MAX];
     host_path(job, loaded->name, path, sizeof(path));
     ad_host *before = ad_hosts_find_removed(daemon, loaded->name);
-    if (before && (!ad_hosts_at_rest(before) || pl_host_is_unproven(ad_host_pipeline(before))))
+    if (before && !ad_host_at_rest(before))
         cfg_errors_add(&job->problems, path, 0, NULL,
                        "host %s was removed by an earlier reload and its last generation is "
                        "not proven stopped yet; reload again once it is (see the log)",
