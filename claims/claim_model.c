@@ -131,6 +131,11 @@ static int validate_failure(const claim *c, act_error *err)
                              "at most %d starts",
                              c->host, (unsigned long long)c->failure.attempts,
                              CLAIM_FAILURE_ATTEMPTS_MAX);
+    if (c->failure.phase[0] && !is_reason_token(c->failure.phase))
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field failure.phase \"%.31s\" is not a token of "
+                             "a-z, 0-9, '_' and '-'; write the phase the op failed in",
+                             c->host, c->failure.phase);
     return 0;
 }
 
@@ -148,6 +153,8 @@ int claim_validate(const claim *c, act_error *err)
         {"holder.box", c->holder.box},   {"holder.incarnation", c->holder.incarnation},
         {"op.id", c->op.id},             {"op.exec", c->op.exec},
         {"held", c->held},               {"pin.version", c->has_pin ? c->pin.version : ""},
+        {"op.from", c->op.from},         {"op.to", c->op.to},
+        {"state.box", c->state.box},     {"failure.box", c->has_failure ? c->failure.box : ""},
     };
     for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
         int r = check_optional_name(c, names[i].field, names[i].value, err);
@@ -176,6 +183,17 @@ int claim_validate(const claim *c, act_error *err)
                                  "(a SHA-256); record the build's digest",
                                  c->host);
     }
+    if (c->state.sha256[0] && !is_hex_digest(c->state.sha256))
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field state.sha256 is not 64 lowercase hex digits "
+                             "(a SHA-256); record the checkpoint's digest, or leave it out",
+                             c->host);
+    if (c->state.checkpoint[0] == '\0' &&
+        (c->state.sha256[0] || c->state.size || c->state.generation || c->state.box[0]))
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field state.checkpoint is empty but the state "
+                             "describes a checkpoint; name it, or drop the state",
+                             c->host);
     if (c->holder.starting_generation && c->holder.starting_generation <= c->holder.generation)
         return act_error_set(err, EINVAL,
                              "host %s: claim field holder.starting_generation %llu is not above "

@@ -34,12 +34,21 @@ static claim full_claim(void)
     snprintf(c.pin.failure_message, sizeof(c.pin.failure_message), "v2 never said READY=1");
     snprintf(c.held, sizeof(c.held), "v1");
     snprintf(c.state.checkpoint, sizeof(c.state.checkpoint), "ckpt-2024-01-01");
+    snprintf(c.state.sha256, sizeof(c.state.sha256), "%s", digest);
+    c.state.size = 52428800;
+    c.state.generation = 11;
+    snprintf(c.state.box, sizeof(c.state.box), "b1");
+    c.state.stamp_usec = 1700000000111111ULL;
+    snprintf(c.op.from, sizeof(c.op.from), "b1");
+    snprintf(c.op.to, sizeof(c.op.to), "b2");
     c.holder.starting_generation = 13;
     c.has_failure = true;
     snprintf(c.failure.reason, sizeof(c.failure.reason), "ready_timeout");
     snprintf(c.failure.message, sizeof(c.failure.message), "web1 never said \"READY=1\"");
     c.failure.attempts = 2;
     c.failure.stamp_usec = 1700000000654321ULL;
+    snprintf(c.failure.phase, sizeof(c.failure.phase), "probing");
+    snprintf(c.failure.box, sizeof(c.failure.box), "b2");
     c.revision = 99;
     return c;
 }
@@ -71,6 +80,9 @@ static void codec_round_trip_preserves_every_field(void **state)
     /* Outside a swap the body has no starting_generation, as before it existed. */
     assert_null(strstr(text, "starting_generation"));
     assert_null(strstr(text, "failure"));
+    /* Outside a move the op has no from and to. */
+    assert_null(strstr(text, "\"from\""));
+    assert_null(strstr(text, "\"to\""));
     free(text);
 }
 
@@ -118,6 +130,23 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
     expect_refusal(text, EINVAL, NULL);
     snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":7}}", op);
     expect_refusal(text, EINVAL, "state.checkpoint");
+    snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":\"c\",\"sha256\":\"ab\"}}", op);
+    expect_refusal(text, EINVAL, "state.sha256");
+    snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":\"c\",\"box\":\"../b\"}}", op);
+    expect_refusal(text, EINVAL, "state.box");
+    snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":\"\",\"size\":5}}", op);
+    expect_refusal(text, EINVAL, "state.checkpoint");
+    snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":\"c\",\"size\":-5}}", op);
+    expect_refusal(text, EINVAL, "state.size");
+    expect_refusal("{\"op\":{\"id\":\"o\",\"kind\":\"move\",\"phase\":\"moving\","
+                   "\"exec\":\"\",\"to\":\"b/2\"}}",
+                   EINVAL, "op.to");
+    expect_refusal("{\"op\":{\"id\":\"o\",\"kind\":\"move\",\"phase\":\"moving\","
+                   "\"exec\":\"\",\"from\":3}}",
+                   EINVAL, "op.from");
+    snprintf(text, sizeof(text), "{%s,\"failure\":{\"reason\":\"r\",\"message\":\"m\","
+             "\"attempts\":0,\"stamp_usec\":1,\"phase\":\"Probing!\"}}", op);
+    expect_refusal(text, EINVAL, "failure.phase");
 
     /* The starting generation is above the serving one, or absent. */
     const char *holder = "\"holder\":{\"box\":\"b\",\"incarnation\":\"i\",\"session\":3,"
