@@ -24,7 +24,9 @@
  *                                each connection on it is one check, accepted
  *                                and closed
  *   --health-fail-after N        closes that socket after N checks, so the
- *                                next ones are refused */
+ *                                next ones are refused
+ *   --log-requests               prints each request's line on stdout, so a
+ *                                test can tell its output still arrives */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -70,6 +72,7 @@ typedef struct options {
     long stopping_after_ms;         /* -1: never */
     const char *health_listen;
     long health_fail_after; /* -1: never */
+    bool log_requests;
 } options;
 
 static uint64_t now_ms(void)
@@ -86,7 +89,7 @@ static void usage(FILE *out)
                  "       [--exit-immediately CODE] [--ignore-sigterm] [--slow-response-ms N]\n"
                  "       [--watchdog-stop-after N] [--watchdog-trigger-after-ms N]\n"
                  "       [--stopping-after-ms N] [--health-listen ADDR:PORT]\n"
-                 "       [--health-fail-after N]\n"
+                 "       [--health-fail-after N] [--log-requests]\n"
                  "Without --listen, the sockets come from LISTEN_FDS (systemd socket "
                  "activation).\n");
 }
@@ -137,6 +140,11 @@ static bool request_complete(const conn *c)
 
 static void prepare_response(conn *c, const options *opt, const char *generation)
 {
+    if (opt->log_requests) {
+        size_t line = strcspn(c->request, "\r\n");
+        printf("act-testapp: %.*s\n", (int)(line < c->got ? line : c->got), c->request);
+        fflush(stdout);
+    }
     char body[256];
     int body_len = snprintf(body, sizeof(body), "demo version=%s generation=%s pid=%d\n",
                             opt->version, generation, (int)getpid());
@@ -240,6 +248,8 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--health-fail-after") == 0) {
             opt.health_fail_after = number_arg(a, next), i++;
+        } else if (strcmp(a, "--log-requests") == 0) {
+            opt.log_requests = true;
         } else if (strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
