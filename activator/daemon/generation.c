@@ -625,12 +625,26 @@ int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_er
 {
     assert(gen);
     const ad_daemon *daemon = ad_host_daemon(gen->host);
-    char path[256], cgroup[4096];
-    snprintf(path, sizeof(path), "%s/notify/%s.%" PRIu64, daemon->config.runtime_directory,
-             ad_host_name(gen->host), gen->number);
+    const char *name = ad_host_name(gen->host);
+    char directory[256], socket_name[32], cgroup[4096], label[128];
+    /* One directory per host, its user's alone; one socket per generation
+     * in it, so N and N+1 of a swap each hear only their own. */
+    snprintf(directory, sizeof(directory), "%s/notify/%s", daemon->config.runtime_directory, name);
+    snprintf(socket_name, sizeof(socket_name), "g-%" PRIu64, gen->number);
     snprintf(cgroup, sizeof(cgroup), "/%s", cg_leaf_relative_path(gen->leaf));
+    snprintf(label, sizeof(label), "host %s: generation %" PRIu64, name, gen->number);
+    ntf_options options = {
+        .directory = directory,
+        .name = socket_name,
+        .cgroup_path = cgroup,
+        .label = label,
+    };
+    ad_host_run_as(gen->host, &options.uid, &options.gid);
+    /* Without the id, senders are checked through /proc (older kernels). */
+    if (ntf_cgroup_id(cg_leaf_path(gen->leaf), &options.cgroup_id) < 0)
+        options.cgroup_id = 0;
     gen->on_message = on_message;
-    return ntf_open(daemon->loop, path, cgroup, on_notify, gen, &gen->notify, err);
+    return ntf_open(daemon->loop, &options, on_notify, gen, &gen->notify, err);
 }
 
 int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generation_record *record,
