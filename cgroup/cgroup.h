@@ -194,6 +194,11 @@ typedef struct cg_spawn_spec {
     size_t n_rlimits;
     bool no_new_privs;        /* PR_SET_NO_NEW_PRIVS; required for seccomp with a non-root uid */
     const cg_seccomp_program *seccomp; /* NULL: no filter */
+    /* A pidfd (or nsfd) of a process whose mount namespace the child joins
+     * (setns CLONE_NEWNS) right after it joins the leaf, before anything
+     * that resolves a path: how a probe or helper sees the files its
+     * generation sees. -1 (default): stay in ours. */
+    int join_mount_ns_fd;
     /* Tests only: force a slower path that is otherwise taken only where
      * the fast one is missing (see cg_spawn_method). */
     cg_spawn_method method;

@@ -42,6 +42,7 @@ void cg_spawn_spec_init(cg_spawn_spec *spec)
     spec->uid = CG_ID_UNSET;
     spec->gid = CG_ID_UNSET;
     spec->umask = 0022;
+    spec->join_mount_ns_fd = -1;
 }
 
 static bool fd_is_open(int fd)
@@ -212,6 +213,7 @@ static const char *step_sentence(enum cg_child_step step)
     switch (step) {
     case CG_STEP_JOIN_V1: return "cannot join the leaf's cgroup v1 groups";
     case CG_STEP_JOIN_V2: return "cannot move into the leaf through cgroup.procs";
+    case CG_STEP_JOIN_MOUNT_NS: return "cannot join the mount namespace it was to run in";
     case CG_STEP_SETSID: return "cannot start a new session";
     case CG_STEP_FDS: return "cannot set up its file descriptors";
     case CG_STEP_SIGNALS: return "cannot reset its signal mask";
@@ -439,6 +441,7 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
         .fd_scratch = fd_sources + n_fds,
         .n_fds = n_fds,
         .exec_fd = spec->exec_fd,
+        .join_mount_ns_fd = spec->join_mount_ns_fd,
         .exec_fd_survives = spec->exec_fd_survives,
         .argv = (char *const *)spec->argv,
         .rlimits = spec->rlimits,
@@ -468,14 +471,17 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
     plan.report_fd = report_write;
 
     /* What the child needs, through the fd window when we have one (see
-     * spawn_fds.c): sources, then the exec fd, then the report pipe. */
-    size_t n_window = n_fds + 2;
+     * spawn_fds.c): sources, then the exec fd, then the report pipe, then
+     * the namespace to join. */
+    size_t n_window = n_fds + 2 + (spec->join_mount_ns_fd >= 0);
     _cleanup_free_ int *window_fds = NULL;
     int window_highest = -1;
     if (spec->method == CG_SPAWN_AUTO && (window_fds = calloc(2 * n_window, sizeof(int)))) {
         memcpy(window_fds, fd_sources, n_fds * sizeof(int));
         window_fds[n_fds] = spec->exec_fd;
         window_fds[n_fds + 1] = report_write;
+        if (spec->join_mount_ns_fd >= 0)
+            window_fds[n_fds + 2] = spec->join_mount_ns_fd;
         window_highest = cg_fd_window_enter(window_fds, n_window, window_fds + n_window);
     }
     if (window_highest >= 0) {
@@ -483,6 +489,8 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
         plan.fd_sources = mapped;
         plan.exec_fd = mapped[n_fds];
         plan.report_fd = mapped[n_fds + 1];
+        if (spec->join_mount_ns_fd >= 0)
+            plan.join_mount_ns_fd = mapped[n_fds + 2];
         plan.unshare_fds_below = window_highest + 1;
     }
 

@@ -131,6 +131,10 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
             fail(report_fd, CG_STEP_JOIN_V1, e);
     if (plan->v2_procs_fd >= 0 && (e = write_zero(plan->v2_procs_fd)) != 0)
         fail(report_fd, CG_STEP_JOIN_V2, e);
+    /* Another process's mount namespace (a probe joins its generation's):
+     * before any path is resolved, while we are still privileged. */
+    if (plan->join_mount_ns_fd >= 0 && syscall(SYS_setns, plan->join_mount_ns_fd, CLONE_NEWNS) < 0)
+        fail(report_fd, CG_STEP_JOIN_MOUNT_NS, errno);
 
     /* Sharing the parent's fd table: take a copy of only its low part (the
      * window holds everything we need), before touching any fd. */

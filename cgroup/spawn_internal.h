@@ -14,6 +14,7 @@
 enum cg_child_step {
     CG_STEP_JOIN_V1 = 1,
     CG_STEP_JOIN_V2,
+    CG_STEP_JOIN_MOUNT_NS,
     CG_STEP_SETSID,
     CG_STEP_FDS,
     CG_STEP_SIGNALS,
@@ -48,6 +49,7 @@ struct cg_child_plan {
     int *fd_scratch;      /* n_fds ints the child may write (its copy of the memory) */
     size_t n_fds;
     int exec_fd;
+    int join_mount_ns_fd; /* -1: none; see cg_spawn_spec */
     bool exec_fd_survives; /* left open across exec, for a #! script run from it */
     int report_fd;        /* write end of the CLOEXEC report pipe */
     /* > 0: the child shares our fd table (CLONE_FILES) and unshares it

@@ -215,9 +215,20 @@ static char **build_environment(ad_generation *gen, const char *extra)
 /* systemd's WATCHDOG_PID: the main process, the one whose keep-alives count. */
 static const char *const watchdog_pid[] = {"WATCHDOG_PID", NULL};
 
-static int spawn(ad_generation *gen, int exec_fd, bool is_helper, const char *const *argv,
+/* What a spawn in a generation's leaf starts: its build, an operator's
+ * helper (ExecRestore=, ExecReplicate=), or a probe (Ready=exec:,
+ * HealthCheck=exec:). All three run as the host, in the leaf, with its
+ * environment; the probe also joins the main process's mount namespace. */
+typedef enum spawn_kind {
+    SPAWN_MAIN,
+    SPAWN_HELPER,
+    SPAWN_PROBE,
+} spawn_kind;
+
+static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *const *argv,
                  char **envp, cg_process *out, act_error *err)
 {
+    bool is_helper = kind != SPAWN_MAIN;
     ad_host *host = gen->host;
     const cfg_host *config = ad_host_config(host);
     const ad_daemon *daemon = ad_host_daemon(host);
@@ -246,10 +257,14 @@ static int spawn(ad_generation *gen, int exec_fd, bool is_helper, const char *co
     }
     uid_t uid;
     gid_t gid;
-    if (ad_host_credentials(host, &uid, &gid)) {
-        spec.uid = uid;
-        spec.gid = gid;
-    }
+    ad_host_run_as(host, &uid, &gid);
+    spec.uid = uid;
+    spec.gid = gid;
+    /* A probe sees the files its generation sees: it joins the namespace
+     * through the main process, which is alive while a probe is due (a
+     * probe of a generation whose main process ended fails, as it should). */
+    if (kind == SPAWN_PROBE && gen->process.pidfd >= 0 && !gen->exited)
+        spec.join_mount_ns_fd = gen->process.pidfd;
     spec.working_directory = state_dir;
     cg_rlimit nofile = {.resource = RLIMIT_NOFILE, .limit = daemon->nofile};
     spec.rlimits = &nofile;
@@ -286,7 +301,8 @@ int ad_generation_spawn(ad_generation *gen, int exec_fd, act_error *err)
     _cleanup_(act_strv_freep) char **envp = build_environment(gen, watchdog_usec ? watchdog : NULL);
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
-    int r = spawn(gen, exec_fd, false, (const char *const *)ad_host_config(gen->host)->exec_argv,
+    int r = spawn(gen, exec_fd, SPAWN_MAIN,
+                  (const char *const *)ad_host_config(gen->host)->exec_argv,
                   envp, &gen->process, err);
     return r < 0 ? r : watch_exit(gen, err);
 }
@@ -312,10 +328,36 @@ int ad_generation_spawn_helper(ad_generation *gen, char *const *argv, const char
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
     cg_process *process = main_process ? &gen->process : &gen->helper;
-    int r = spawn(gen, fd, true, (const char *const *)argv, envp, process, err);
+    int r = spawn(gen, fd, SPAWN_HELPER, (const char *const *)argv, envp, process, err);
     if (r < 0 || !main_process)
         return r;
     return watch_exit(gen, err);
+}
+
+/* probe_spawn_fn: the probe's command as the host, in the leaf, where the
+ * proof of empty at retirement covers whatever it leaves behind. */
+static int spawn_probe(char *const *argv, void *userdata, act_error *err)
+{
+    ad_generation *gen = userdata;
+    if (gen->process.pidfd < 0 || gen->exited)
+        return act_error_set(err, ESRCH,
+                             "generation %" PRIu64 " has no main process to probe beside",
+                             gen->number);
+    _cleanup_close_ int fd = open_helper(argv[0], err);
+    if (fd < 0)
+        return fd;
+    _cleanup_(act_strv_freep) char **envp = build_environment(gen, NULL);
+    if (!envp)
+        return act_error_set(err, ENOMEM, "out of memory building the environment");
+    cg_process probe = {.pidfd = -1};
+    int r = spawn(gen, fd, SPAWN_PROBE, (const char *const *)argv, envp, &probe, err);
+    return r < 0 ? r : probe.pidfd;
+}
+
+probe_runner ad_generation_probe_runner(ad_generation *gen)
+{
+    assert(gen);
+    return (probe_runner){.spawn = spawn_probe, .userdata = gen};
 }
 
 /* Reaps the main process if it is still ours to reap, so no zombie stays. */
@@ -561,8 +603,9 @@ static int on_health_due(sd_event_source *source, uint64_t usec, void *userdata)
                            ? config->health_check_interval_usec
                            : config->ready_timeout_usec;
     act_error err = {0};
-    if (probe_start(ad_host_daemon(gen->host)->loop, config->health_check, timeout, timeout,
-                    on_health_probed, gen, &gen->health_probe, &err) < 0)
+    probe_runner runner = ad_generation_probe_runner(gen);
+    if (probe_start(ad_host_daemon(gen->host)->loop, config->health_check, &runner, timeout,
+                    timeout, on_health_probed, gen, &gen->health_probe, &err) < 0)
         health_checked(gen, false, err.message);
     return 0;
 }

@@ -87,6 +87,11 @@ int ad_generation_spawn(ad_generation *gen, int exec_fd, act_error *err);
  * main_process false, beside it (ExecReplicate=). */
 int ad_generation_spawn_helper(ad_generation *gen, char *const *argv, const char *extra_env,
                                bool main_process, act_error *err);
+/* How gen's exec: probes (Ready=, HealthCheck=) run: in its leaf, as the
+ * host's user with its seccomp filter, its environment and its main
+ * process's mount namespace, never as the daemon. gen must outlive the
+ * probes started with it. */
+probe_runner ad_generation_probe_runner(ad_generation *gen);
 /* Whether the host's generations get a NOTIFY_SOCKET: for Ready=notify, and
  * for WatchdogSec=, whose keep-alives arrive there. */
 bool ad_generation_wants_notify(const cfg_host *config);

@@ -581,8 +581,10 @@ static void start_probe(pl_wake *wake, ad_host *host, const probe_spec *spec, ui
 {
     act_error err = {0};
     state_of(host)->waiting_wake = wake;
-    if (probe_start(daemon_of(host)->loop, spec, timeout_usec, 20 * 1000, on_probe_done, host,
-                    &state_of(host)->probe, &err) < 0) {
+    /* The generation being started is the one probed, from inside it. */
+    probe_runner runner = ad_generation_probe_runner(ad_host_starting(host));
+    if (probe_start(daemon_of(host)->loop, spec, &runner, timeout_usec, 20 * 1000, on_probe_done,
+                    host, &state_of(host)->probe, &err) < 0) {
         state_of(host)->waiting_wake = NULL;
         pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
     }
