@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -459,6 +460,17 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
     };
     if ((r = build_env(spec, &plan, &env_block, err)) < 0)
         return r;
+    if (spec->journal_socket && spec->journal_header) {
+        if (strlen(spec->journal_socket) >= sizeof(plan.journal_address.sun_path))
+            return act_error_set(err, ENAMETOOLONG, "journal socket path %s is too long",
+                                 spec->journal_socket);
+        plan.journal = true;
+        plan.journal_address.sun_family = AF_UNIX;
+        memcpy(plan.journal_address.sun_path, spec->journal_socket,
+               strlen(spec->journal_socket) + 1);
+        plan.journal_header = spec->journal_header;
+        plan.journal_header_len = strlen(spec->journal_header);
+    }
     for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
         plan.v1_procs_fds[c] = leaf->v1_procs_fd[c];
 

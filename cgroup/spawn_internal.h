@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include "cgroup/internal.h"
 
@@ -73,6 +74,11 @@ struct cg_child_plan {
     mode_t umask;
     bool no_new_privs;
     const struct sock_fprog *seccomp;
+    /* See cg_spawn_spec.journal_*: the address and header, ready to send. */
+    bool journal;
+    struct sockaddr_un journal_address;
+    const char *journal_header;
+    size_t journal_header_len;
 };
 
 /* The fd window (spawn_fds.c). enter dups needed[0..n) into the window's

@@ -244,10 +244,16 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
     spec.exec_fd_survives = is_helper;
     spec.argv = argv;
     spec.envp = (const char *const *)envp;
-    /* The generation's output goes where ours goes: the journal under
-     * systemd, so its lines carry the unit's context. */
-    spec.stdout_fd = STDERR_FILENO;
-    spec.stderr_fd = STDERR_FILENO;
+    /* Never our own stream: see host_log.h. */
+    if (!gen->log) {
+        int r = ad_host_log_open(host, gen->number, &gen->log, err);
+        if (r < 0)
+            return act_error_prefix(err, "host %s: output", config->name);
+    }
+    spec.stdout_fd = ad_host_log_fd(gen->log);
+    spec.stderr_fd = ad_host_log_fd(gen->log);
+    spec.journal_socket = ad_host_log_journal_socket(gen->log);
+    spec.journal_header = ad_host_log_journal_header(gen->log);
     if (!is_helper) {
         spec.listen_fds = ad_host_listen_fds(host);
         spec.n_listen_fds = ad_host_n_listen(host);
@@ -386,6 +392,7 @@ static void reap(ad_generation *gen)
 static void announce_retired(ad_generation *gen, bool proven, const char *why)
 {
     ntf_free(TAKE_PTR(gen->notify));
+    ad_host_log_free(TAKE_PTR(gen->log));
     if (gen->announced)
         ad_publish(gen->host, proven ? EV_EVENT_RETIRED : EV_EVENT_FAILED, gen,
                    proven ? NULL : "unproven_stop");
@@ -628,6 +635,31 @@ void ad_generation_supervise(ad_generation *gen, ad_generation_notice_fn on_noti
         schedule_health_check(gen);
 }
 
+/* ---- counters --------------------------------------------------------------- */
+
+/* Fresh enough for a person and for a scraper that polls every few seconds. */
+#define STATS_MAX_AGE_USEC (1000 * 1000ull)
+
+int ad_generation_stats(const ad_generation *gen, cg_stats *out)
+{
+    assert(gen && out);
+    /* The cache is not the generation's state: refreshing it through a
+     * const pointer changes nothing anyone decides by. */
+    ad_generation *cache = (ad_generation *)gen;
+    uint64_t now = act_now_usec();
+    if (!cache->stats_usec || now - cache->stats_usec >= STATS_MAX_AGE_USEC) {
+        cache->stats_result = cg_leaf_stats(cache->leaf, &cache->stats, NULL);
+        cache->stats_usec = now;
+    }
+    *out = cache->stats;
+    return cache->stats_result;
+}
+
+uint64_t ad_generation_notify_refused(const ad_generation *gen)
+{
+    return gen->notify ? ntf_refused_count(gen->notify) : 0;
+}
+
 /* ---- notify socket -------------------------------------------------------- */
 
 bool ad_generation_wants_notify(const cfg_host *config)
@@ -719,6 +751,10 @@ int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generati
     /* The app still holds the NOTIFY_SOCKET path it was started with. */
     if (r == 0 && ad_generation_wants_notify(config))
         r = ad_generation_open_notify(gen, NULL, err);
+    /* Its output goes on where it went; the log is for its probes, and
+     * keeps the file it may write to within its size. */
+    if (r == 0)
+        r = ad_host_log_open(host, gen->number, &gen->log, err);
     if (r == 0)
         r = sd_event_add_io(ad_host_daemon(host)->loop, &gen->exit_source, main_pidfd, EPOLLIN,
                             on_process_exit, gen) < 0
@@ -743,6 +779,7 @@ void ad_generation_free(ad_generation *gen)
     gen->kill_timer = sd_event_source_disable_unref(gen->kill_timer);
     reap(gen);
     ntf_free(gen->notify);
+    ad_host_log_free(gen->log);
     if (gen->process.pidfd >= 0)
         close(gen->process.pidfd);
     cg_leaf_free(gen->leaf);

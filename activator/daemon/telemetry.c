@@ -35,7 +35,7 @@ static void refresh_host(const met_daemon_metrics *m, const ad_host *host)
     const char *name = ad_host_name(host);
     const ad_generation *serving = ad_host_serving(host);
     cg_stats stats;
-    if (serving && cg_leaf_stats(serving->leaf, &stats, NULL) == 0) {
+    if (serving && ad_generation_stats(serving, &stats) == 0) {
         met_metric_set(m->host_memory_current, MET_LABELS(name), (double)stats.memory_current);
         met_metric_set(m->host_pids_current, MET_LABELS(name), (double)stats.pids_current);
     } else {
