@@ -96,7 +96,10 @@ int ad_telemetry_listen(ad_daemon *daemon, const char *listen, met_server **out,
         return 0;
     int r = met_server_new(daemon->loop, listen, daemon->telemetry->registry, refresh, daemon,
                            out, err);
-    return r < 0 ? act_error_prefix(err, "MetricsListen=%s", listen) : 0;
+    if (r < 0)
+        return act_error_prefix(err, "MetricsListen=%s", listen);
+    met_server_count_refusals(*out, daemon->telemetry->families.metrics_refused);
+    return 0;
 }
 
 void ad_telemetry_replace(ad_daemon *daemon, met_server *server)
