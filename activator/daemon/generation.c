@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "activator/daemon/record_writes.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
+#include "common/fileio.h"
 #include "common/log.h"
 #include "common/strv.h"
 
@@ -246,7 +248,10 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
     spec.envp = (const char *const *)envp;
     /* Never our own stream: see host_log.h. */
     if (!gen->log) {
-        int r = ad_host_log_open(host, gen->number, &gen->log, err);
+        char whose[64];
+        snprintf(whose, sizeof(whose), "%s %" PRIu64 " starts",
+                 gen->announced ? "generation" : "restore", gen->number);
+        int r = ad_host_log_open(host, whose, &gen->log, err);
         if (r < 0)
             return act_error_prefix(err, "host %s: output", config->name);
     }
@@ -696,6 +701,22 @@ static void on_notify(ntf_socket *notify, const ntf_message *message, void *user
         gen->on_message(notify, message, gen);
 }
 
+/* Whether gen's main process was given NOTIFY_SOCKET=path: read once, from
+ * its environment as the kernel keeps it (what it was exec'd with). */
+static bool started_with_notify_socket(const ad_generation *gen, const char *path)
+{
+    char environ_path[64];
+    snprintf(environ_path, sizeof(environ_path), "/proc/%d/environ", (int)gen->process.pid);
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    if (act_read_file(AT_FDCWD, environ_path, 1 << 20, &text, &len, NULL) < 0)
+        return false;
+    for (size_t at = 0; at < len; at += strlen(text + at) + 1)
+        if (strncmp(text + at, "NOTIFY_SOCKET=", 14) == 0)
+            return strcmp(text + at + 14, path) == 0;
+    return false;
+}
+
 int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_error *err)
 {
     assert(gen);
@@ -715,6 +736,19 @@ int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_er
         .label = label,
     };
     ad_host_run_as(gen->host, &options.uid, &options.gid);
+    /* A generation resumed from a daemon of the layout before per-host
+     * directories still sends to <runtime>/notify/<host>.<N>: it is heard
+     * there, as before, until it retires. */
+    char legacy_directory[256], legacy_name[160], legacy_path[420];
+    snprintf(legacy_directory, sizeof(legacy_directory), "%s/notify",
+             daemon->config.runtime_directory);
+    snprintf(legacy_name, sizeof(legacy_name), "%s.%" PRIu64, name, gen->number);
+    snprintf(legacy_path, sizeof(legacy_path), "%s/%s", legacy_directory, legacy_name);
+    if (gen->adopted && started_with_notify_socket(gen, legacy_path)) {
+        options.directory = legacy_directory;
+        options.name = legacy_name;
+        options.legacy = true;
+    }
     /* Without the id, senders are checked through /proc (older kernels). */
     if (ntf_cgroup_id(cg_leaf_path(gen->leaf), &options.cgroup_id) < 0)
         options.cgroup_id = 0;
@@ -753,8 +787,10 @@ int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generati
         r = ad_generation_open_notify(gen, NULL, err);
     /* Its output goes on where it went; the log is for its probes, and
      * keeps the file it may write to within its size. */
+    char whose[80];
+    snprintf(whose, sizeof(whose), "generation %" PRIu64 " resumed by a new daemon", gen->number);
     if (r == 0)
-        r = ad_host_log_open(host, gen->number, &gen->log, err);
+        r = ad_host_log_open(host, whose, &gen->log, err);
     if (r == 0)
         r = sd_event_add_io(ad_host_daemon(host)->loop, &gen->exit_source, main_pidfd, EPOLLIN,
                             on_process_exit, gen) < 0

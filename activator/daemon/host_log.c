@@ -107,9 +107,9 @@ static char *journal_header_for(const char *host)
     return asprintf(&header, "%s\n\n6\n1\n0\n0\n0\n", host) < 0 ? NULL : header;
 }
 
-int ad_host_log_open(ad_host *host, uint64_t generation, ad_host_log **out, act_error *err)
+int ad_host_log_open(ad_host *host, const char *whose, ad_host_log **out, act_error *err)
 {
-    assert(host && out);
+    assert(host && whose && out);
     int host_dirfd = ad_host_dir(host, err);
     if (host_dirfd < 0)
         return host_dirfd;
@@ -140,8 +140,7 @@ int ad_host_log_open(ad_host *host, uint64_t generation, ad_host_log **out, act_
         return act_error_set(err, -r, "cannot watch the log file: %s", strerror(-r));
     }
     if (!log->journal_header)
-        dprintf(fd, "-- activatord: host %s, generation %" PRIu64 " starts --\n",
-                ad_host_name(host), generation);
+        dprintf(fd, "-- activatord: host %s, %s --\n", ad_host_name(host), whose);
     log->dirfd = TAKE_FD(dirfd);
     log->fd = TAKE_FD(fd);
     *out = TAKE_PTR(log);

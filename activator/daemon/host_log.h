@@ -29,9 +29,10 @@
 
 typedef struct ad_host_log ad_host_log;
 
-/* Opens the host's log file for generation (a marker line notes where it
- * starts) and watches its size. */
-int ad_host_log_open(ad_host *host, uint64_t generation, ad_host_log **out, act_error *err);
+/* Opens the host's log file for the leaf that writes to it (a marker line
+ * "-- activatord: host web1, <whose> --" notes where its output starts,
+ * whose being "generation 7 starts", say) and watches its size. */
+int ad_host_log_open(ad_host *host, const char *whose, ad_host_log **out, act_error *err);
 /* The fd to give as stdout and stderr. */
 int ad_host_log_fd(const ad_host_log *log);
 /* The journal stream's socket and header for the spawn, or NULL (no
