@@ -145,7 +145,11 @@ static int on_connection_io(sd_event_source *source, int fd, uint32_t revents, v
                      MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return 0;
-    if (n < 0 || (conn->sent += (size_t)n) == conn->response_len)
+    if (n >= 0 && (conn->sent += (size_t)n) == conn->response_len)
+        /* Our side ends here; a close alone, with bytes of the client's
+         * still unread, could reset the connection before it read ours. */
+        shutdown(fd, SHUT_WR);
+    if (n < 0 || conn->sent == conn->response_len)
         connection_close(conn);
     return 0;
 }
