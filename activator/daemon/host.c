@@ -392,6 +392,14 @@ bool ad_host_credentials(const ad_host *host, uid_t *uid, gid_t *gid)
     return host->settings->have_credentials;
 }
 
+void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid)
+{
+    if (!ad_host_credentials(host, uid, gid)) {
+        *uid = 0;
+        *gid = 0;
+    }
+}
+
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host)
 {
     return uses_plain_default_filter(host->settings->config) ? host->daemon->default_seccomp

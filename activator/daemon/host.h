@@ -102,6 +102,10 @@ int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act
 
 /* User= and Group= as looked up on this box: false without User=. */
 bool ad_host_credentials(const ad_host *host, uid_t *uid, gid_t *gid);
+/* The one answer to "which uid and gid does this host's code run as": what
+ * its generations, its probes and its notify directory are made for. User=
+ * and Group= as looked up on this box; root (0/0) without User=. */
+void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid);
 /* The compiled SystemCallFilter= (shared for the plain default). */
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host);
 

@@ -577,12 +577,16 @@ static void on_probe_done(probe_run *probe, bool ok, const char *why, void *user
     probe_free(TAKE_PTR(state_of(host)->probe));
 }
 
-static void start_probe(pl_wake *wake, ad_host *host, const probe_spec *spec, uint64_t timeout_usec)
+/* gen is the generation probed, from inside it: the one starting (ready),
+ * or the one just published (healthy). */
+static void start_probe(pl_wake *wake, ad_host *host, ad_generation *gen, const probe_spec *spec,
+                        uint64_t timeout_usec)
 {
     act_error err = {0};
     state_of(host)->waiting_wake = wake;
-    if (probe_start(daemon_of(host)->loop, spec, timeout_usec, 20 * 1000, on_probe_done, host,
-                    &state_of(host)->probe, &err) < 0) {
+    probe_runner runner = ad_generation_probe_runner(gen);
+    if (probe_start(daemon_of(host)->loop, spec, &runner, timeout_usec, 20 * 1000, on_probe_done,
+                    host, &state_of(host)->probe, &err) < 0) {
         state_of(host)->waiting_wake = NULL;
         pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
     }
@@ -593,7 +597,7 @@ static void op_ready(pl_wake *wake, void *userdata)
     ad_host *host = host_of(userdata);
     ad_generation *gen = ad_host_starting(host);
     if (config_of(host)->ready.kind != PROBE_NOTIFY) {
-        start_probe(wake, host, &config_of(host)->ready, config_of(host)->ready_timeout_usec);
+        start_probe(wake, host, gen, &config_of(host)->ready, config_of(host)->ready_timeout_usec);
         return;
     }
     if (gen->ready) {
@@ -723,7 +727,7 @@ static void op_healthy(pl_wake *wake, void *userdata)
     ad_host *host = host_of(userdata);
     /* An exit between ready and here was only noted (the steps in between
      * wait on the claim store): the generation just published is dead. */
-    const ad_generation *serving = ad_host_serving(host);
+    ad_generation *serving = ad_host_serving(host);
     if (serving && serving->exited) {
         pl_wake_complete(wake, PL_REASON_CRASHED,
                          "host %s: generation %" PRIu64 " exited with status %d before it could "
@@ -735,7 +739,13 @@ static void op_healthy(pl_wake *wake, void *userdata)
         pl_wake_ok(wake);
         return;
     }
-    start_probe(wake, host, config_of(host)->health_check, config_of(host)->ready_timeout_usec);
+    if (!serving) {
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED,
+                         "host %s: no published generation to check the health of", name_of(host));
+        return;
+    }
+    start_probe(wake, host, serving, config_of(host)->health_check,
+                config_of(host)->ready_timeout_usec);
 }
 
 /* ---- failed -------------------------------------------------------------- */
