@@ -2,9 +2,11 @@
  *
  * A stage copies the build, hashes it and fsyncs every file: for a large
  * build that is a long time, during which a loop doing it would wake no
- * host and answer no request. So it runs on a worker of daemon->offload, in
+ * host and answer no request. So it runs on a release worker
+ * (daemon->release_work, not the workers of the wakes' record writes), in
  * the host's lane, from a copy of the request; the reply goes out from the
  * loop when it is done. */
+#include "activator/daemon/step_holds.h"
 #include "activator/daemon/stage.h"
 
 #include <assert.h>
@@ -32,6 +34,7 @@ typedef struct stage_job {
 static void run_stage(void *data)
 {
     stage_job *job = data;
+    ad_test_hold_release_work("stage", job->host);
     /* A directory build names its executable by the host's Exec= path; a
      * single file is the executable. */
     struct stat st;
@@ -87,7 +90,7 @@ void ad_stage_start(ad_host *host, const ctrl_request *request, ctrl_reply *repl
     snprintf(job->version, sizeof(job->version), "%s", request->version);
     snprintf(job->path, sizeof(job->path), "%s", request->path);
     snprintf(job->executable, sizeof(job->executable), "%s", ad_host_config(host)->exec_argv[0]);
-    if (act_offload_submit(daemon->offload, act_offload_lane(job->host), run_stage,
+    if (act_offload_submit(daemon->release_work, act_offload_lane(job->host), run_stage,
                            complete_stage, job, &err) < 0) {
         ctrl_reply_error(reply, "release_error", "host %s: %s", request->host, err.message);
         return;
