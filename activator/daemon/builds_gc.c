@@ -1,5 +1,4 @@
 /* Garbage collection of staged builds (builds_gc.h). */
-#include "activator/daemon/step_holds.h"
 #include "activator/daemon/builds_gc.h"
 
 #include <assert.h>
@@ -9,6 +8,7 @@
 #include <string.h>
 
 #include "activator/daemon/generation.h"
+#include "activator/daemon/step_holds.h"
 #include "activator/daemon/swap.h"
 #include "common/cleanup.h"
 #include "common/json_fields.h"

@@ -6,7 +6,6 @@
  * it runs on a release worker in the host's lane. The pin is then cleared
  * by compare-and-swap, only while this box is the claim's executor: a pin is
  * fleet-wide, but this promote moved only this box's live link. */
-#include "activator/daemon/step_holds.h"
 #include "activator/daemon/promote.h"
 
 #include <assert.h>
@@ -15,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activator/daemon/stage.h"
+#include "activator/daemon/step_holds.h"
 #include "common/cleanup.h"
 #include "common/json_fields.h"
 #include "common/log.h"
@@ -26,6 +25,7 @@
 typedef struct promote_job {
     ad_host *host; /* on the loop only */
     ctrl_reply *reply;
+    json_object *answer; /* the reply's result, once the build is live */
     rel_store *releases;
     char host_name[ACT_NAME_MAX + 1];
     char version[REL_NAME_SIZE];
@@ -36,6 +36,18 @@ typedef struct promote_job {
     char pin_note[1200];          /* why a pin was kept, if one was */
 } promote_job;
 
+void ad_reply_release_error(ctrl_reply *reply, int r, const act_error *err)
+{
+    assert(reply && err);
+    const char *code = r == -ENOENT         ? "not_staged"
+                       : r == -EEXIST       ? "version_exists"
+                       : r == -EBADMSG      ? "digest_mismatch"
+                       : r == -EKEYREJECTED ? "pin_mismatch"
+                       : r == -EINVAL       ? CTRL_REQ_BAD_VALUE
+                                            : "release_error";
+    ctrl_reply_error(reply, code, "%s", err->message);
+}
+
 static void run_promote(void *data)
 {
     promote_job *job = data;
@@ -45,10 +57,7 @@ static void run_promote(void *data)
 
 static void answer(promote_job *job)
 {
-    json_object *result = json_object_new_object();
-    act_json_add_string(result, "host", job->host_name);
-    act_json_add_string(result, "version", job->version);
-    json_object_object_add(result, "live", json_object_new_boolean(true));
+    json_object *result = job->answer;
     if (job->unpinned[0])
         act_json_add_string(result, "unpinned", job->unpinned);
     if (job->pin_note[0])
@@ -119,6 +128,17 @@ static void on_claim(claim_store *store, int result, const claim *c, const act_e
     }
 }
 
+/* The build is live: the pin next, then the answer. */
+static void settle(promote_job *job)
+{
+    act_error err = {0};
+    if (claims_read_async(ad_host_daemon(job->host)->store, job->host_name, on_claim, job, &err) <
+        0) {
+        snprintf(job->pin_note, sizeof(job->pin_note), "unknown: %s", err.message);
+        answer(job);
+    }
+}
+
 static void complete_promote(void *data)
 {
     promote_job *job = data;
@@ -127,12 +147,29 @@ static void complete_promote(void *data)
         free(job);
         return;
     }
-    act_error err = {0};
-    if (claims_read_async(ad_host_daemon(job->host)->store, job->host_name, on_claim, job, &err) <
-        0) {
-        snprintf(job->pin_note, sizeof(job->pin_note), "unknown: %s", err.message);
-        answer(job);
+    job->answer = json_object_new_object();
+    act_json_add_string(job->answer, "host", job->host_name);
+    act_json_add_string(job->answer, "version", job->version);
+    json_object_object_add(job->answer, "live", json_object_new_boolean(true));
+    settle(job);
+}
+
+void ad_promote_settle(ad_host *host, const char *version, json_object *result,
+                       ctrl_reply *reply)
+{
+    assert(host && version && result && reply);
+    promote_job *job = calloc(1, sizeof(*job));
+    if (!job) {
+        json_object_put(result);
+        ctrl_reply_error(reply, "internal", "out of memory");
+        return;
     }
+    job->host = host;
+    job->reply = reply;
+    job->answer = result;
+    snprintf(job->host_name, sizeof(job->host_name), "%s", ad_host_name(host));
+    snprintf(job->version, sizeof(job->version), "%s", version);
+    settle(job);
 }
 
 void ad_promote_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply)

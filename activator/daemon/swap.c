@@ -13,7 +13,6 @@
  * admission keeps naming N until N+1 is published, and a swap that fails
  * names N again (claim_report.c). The pin and its failure are, after that
  * write-back has landed, so the two never meet in the store. */
-#include "activator/daemon/step_holds.h"
 #include "activator/daemon/swap.h"
 
 #include <assert.h>
@@ -26,6 +25,7 @@
 #include "activator/daemon/announce.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/host_status.h"
+#include "activator/daemon/step_holds.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/log.h"
