@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "activator/daemon/shebang.h"
 #include "common/cleanup.h"
 
 typedef struct prepare_job {
@@ -21,39 +22,6 @@ typedef struct prepare_job {
     rel_pin pin;
     ad_prepared prepared;
 } prepare_job;
-
-int ad_shebang_parse(const char *text, size_t n, char out[AD_SHEBANG_MAX], act_error *err)
-{
-    assert(text && out);
-    out[0] = '\0';
-    if (n < 2 || text[0] != '#' || text[1] != '!')
-        return 0;
-    size_t i = 2;
-    while (i < n && (text[i] == ' ' || text[i] == '\t'))
-        i++;
-    size_t start = i;
-    while (i < n && text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\0')
-        i++;
-    if (i == start)
-        return act_error_set(err, ENOEXEC,
-                             "its \"#!\" line names no interpreter; write one, as in "
-                             "#!/bin/sh");
-    if (i == n && n >= AD_SHEBANG_MAX - 1)
-        return act_error_set(err, ENAMETOOLONG,
-                             "its \"#!\" line is longer than the kernel reads (%d bytes); "
-                             "name a shorter interpreter path",
-                             AD_SHEBANG_MAX - 1);
-    size_t len = i - start;
-    memcpy(out, text + start, len);
-    out[len] = '\0';
-    if (out[0] != '/')
-        return act_error_set(err, ENOEXEC,
-                             "its \"#!\" line names the interpreter \"%s\" by a relative path, "
-                             "which the kernel would look up in the state directory; write an "
-                             "absolute path",
-                             out);
-    return 1;
-}
 
 /* The interpreter as the kernel will find it. One inside this very build
  * (under <releases>/<host>/<version>/) is verified as the executable is:

@@ -11,10 +11,9 @@
 #include <stdbool.h>
 
 #include "activator/daemon/host.h"
+#include "activator/daemon/shebang.h"
 #include "release/release.h"
 
-/* The kernel reads at most this much of a "#!" line (BINPRM_BUF_SIZE). */
-#define AD_SHEBANG_MAX 256
 
 typedef struct ad_prepared {
     int result;            /* 0, or a negative errno with err */
@@ -36,8 +35,3 @@ typedef void (*ad_prepared_fn)(ad_host *host, ad_prepared *prepared);
  * the work could not even be queued (done is then not called). */
 int ad_build_prepare_async(ad_host *host, const rel_pin *pin, ad_prepared_fn done,
                            act_error *err);
-
-/* Reads a "#!" line from the start of text (n bytes): 1 with the
- * interpreter's path in out, 0 when text is not a script, or a negative
- * errno with err saying what is wrong with the line. Pure, for tests. */
-int ad_shebang_parse(const char *text, size_t n, char out[AD_SHEBANG_MAX], act_error *err);
