@@ -32,8 +32,13 @@ static int check_interpreter(prepare_job *job)
     ad_prepared *p = &job->prepared;
     const rel_identity *id = &p->resolved.identity;
     char build_dir[4096 + 2 * REL_NAME_SIZE + 16];
-    snprintf(build_dir, sizeof(build_dir), "%s/releases/%s/%s/", job->state_directory,
-             job->host_name, id->version);
+    /* StateDirectory=/var/lib/activator/ names the same place as without
+     * its slash. */
+    int state_len = (int)strlen(job->state_directory);
+    while (state_len > 1 && job->state_directory[state_len - 1] == '/')
+        state_len--;
+    snprintf(build_dir, sizeof(build_dir), "%.*s/releases/%s/%s/", state_len,
+             job->state_directory, job->host_name, id->version);
     size_t prefix = strlen(build_dir);
     if (strncmp(p->interpreter, build_dir, prefix) == 0) {
         rel_pin exact = {0};
