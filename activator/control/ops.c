@@ -80,8 +80,7 @@ static const ctrl_op_spec ops[CTRL_OP__COUNT] = {
                         "Apply the configuration files again without a restart, and show what "
                         "changed."},
     [CTRL_OP_GC] = {"gc", HOST, KEEP | DRY_RUN, CTRL_ROLE_OPERATOR,
-                    "Remove HOST's staged versions beyond the newest ReleasesKeep= (or --keep N), "
-                    "never one in use."},
+                    "Remove HOST's old staged versions, never one in use."},
 };
 
 const ctrl_op_spec *ctrl_op_spec_of(ctrl_op op)
