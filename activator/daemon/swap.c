@@ -262,6 +262,22 @@ static void on_pinned(claim_store *store, int result, uint64_t new_revision,
     start_generation(swap);
 }
 
+/* Nothing of the host served here since this daemon started: the pin the
+ * swap replaces served if it did not fail (its swap succeeded), and a
+ * failed one's fallback did. Anything else is unknown, and a failed swap
+ * then leaves no fallback (pin_failed). */
+static void fallback_from_claim(ad_swap *swap, const claim *c)
+{
+    if (swap->fallback.version[0] || !c->has_pin)
+        return;
+    const char *version = claim_pin_failed(c) ? c->pin.fallback_version : c->pin.version;
+    const char *digest = claim_pin_failed(c) ? c->pin.fallback_digest : c->pin.digest;
+    if (!version[0] || strcmp(version, swap->pin.version) == 0)
+        return;
+    snprintf(swap->fallback.version, sizeof(swap->fallback.version), "%s", version);
+    snprintf(swap->fallback.build_digest, sizeof(swap->fallback.build_digest), "%s", digest);
+}
+
 static void on_claim_for_pin(claim_store *store, int result, const claim *c,
                              const act_error *err, void *userdata)
 {
@@ -292,6 +308,7 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
         finish(swap);
         return;
     }
+    fallback_from_claim(swap, c);
     claim next = *c;
     next.has_pin = true;
     next.pin = (claim_pin){0};
