@@ -5,6 +5,8 @@
  *     after a park a plain connection wakes that build, never the failed
  *     pin, and the pin.fallback event says so; unpin, then promote, then a
  *     wake runs the promoted build;
+ *   - a daemon that never ran the host falls back to the pin the failed
+ *     swap replaced;
  *   - a failed pin with no build to stand in refuses a wake with
  *     pin_failed, until a promote of another version clears the pin;
  *   - a "#!" shell script, and a script whose interpreter is inside the
@@ -174,6 +176,46 @@ static void test_failed_swap_falls_back_to_the_build_that_served(void **state)
         dh_request(d, 60000, "{\"v\":1,\"op\":\"promote\",\"host\":\"demo\",\"version\":\"v3\"}")));
     dh_wake(d, "demo");
     expect_answer(d, port, "v3");
+    dh_stop_and_check_clean(d);
+}
+
+/* A daemon that never ran the host knows no build that served: the pin the
+ * swap replaces, which served (its swap succeeded), is the fallback. */
+static void test_a_fresh_daemon_falls_back_to_the_replaced_pin(void **state)
+{
+    dh_daemon *d = *state;
+    int port = dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, "MaxStarts=1\n");
+    dh_wake(d, "demo");
+    dh_stage(d, "demo", "v2", false, NULL);
+    json_object_put(request_ok(
+        d, "swap demo v2",
+        dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}")));
+    expect_answer(d, port, "v2");
+    dh_park(d, "demo");
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+    DH_CHECK(d, dh_stop(d) == 0, "the daemon did not stop cleanly");
+    dh_start(d, NULL);
+
+    dh_stage_file(d, "demo", "v3", CRASHING_BUILD, false, NULL);
+    json_object *reply =
+        dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v3\"}");
+    DH_CHECK(d, !dh_reply_ok(reply), "a swap to a crashing build served: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "no claim");
+    DH_CHECK(d,
+             c.has_pin && strcmp(c.pin.version, "v3") == 0 && c.pin.failure_reason[0] &&
+                 strcmp(c.pin.fallback_version, "v2") == 0,
+             "the failed pin is %s (\"%s\") with fallback \"%s\"; expected v3 failed, "
+             "fallback v2",
+             c.has_pin ? c.pin.version : "(none)", c.pin.failure_reason,
+             c.pin.fallback_version);
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo is not parked");
+    dh_events_mark(d);
+    expect_answer(d, port, "v2");
+    DH_CHECK(d, dh_event_wait(d, "demo", "pin.fallback", 10000, NULL),
+             "no pin.fallback event for the wake");
     dh_stop_and_check_clean(d);
 }
 
@@ -421,6 +463,7 @@ int main(int argc, char **argv)
         return skip;
     const struct CMUnitTest tests[] = {
         DH_TEST(test_failed_swap_falls_back_to_the_build_that_served),
+        DH_TEST(test_a_fresh_daemon_falls_back_to_the_replaced_pin),
         DH_TEST(test_failed_pin_without_fallback_is_refused_until_a_promote),
         DH_TEST(test_scripts_run_from_their_verified_fd),
         DH_TEST(test_gc_never_removes_a_version_in_use),
