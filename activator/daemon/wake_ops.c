@@ -1,9 +1,10 @@
 /* The wake pipeline's operations, over claims/, release/ and cgroup/.
  *
  * Each operation either completes at once or starts one asynchronous call
- * (a claim read or CAS, a probe, a process) and parks the wake in
- * state_of(host)->waiting_wake until that call answers on the loop. Only one
- * operation of a host is in flight at a time, so one slot is enough. */
+ * (a claim read or CAS, a probe, a process, file work on a worker) and
+ * parks the wake in state_of(host)->waiting_wake until that call answers on
+ * the loop. Only one operation of a host is in flight at a time, so one slot
+ * is enough. */
 #include "activator/daemon/wake_ops.h"
 
 #include <errno.h>
