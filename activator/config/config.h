@@ -188,7 +188,11 @@ typedef struct cfg_host {
     uint8_t max_starts; /* MaxStarts=, 1..5, default 5 */
     uint8_t health_check_failures; /* HealthCheckFailures=, 1..100, default 3: repeated checks
                                       failed in a row that retire the generation */
+    uint16_t releases_keep; /* ReleasesKeep=, 0..CFG_RELEASES_KEEP_MAX, default 3: staged
+                               versions a gc keeps besides those in use */
 } cfg_host;
+
+#define CFG_RELEASES_KEEP_MAX 1000
 
 /* Reads dir/file_name as host file_name minus ".conf". file_name must be a
  * plain "<host>.conf" with a valid host name: "../x.conf" or ".hidden.conf"

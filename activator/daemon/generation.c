@@ -242,8 +242,9 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
     cg_spawn_spec spec;
     cg_spawn_spec_init(&spec);
     spec.exec_fd = exec_fd;
-    /* Helpers may be scripts, which run from their fd only if it survives. */
-    spec.exec_fd_survives = is_helper;
+    /* Scripts (helpers, and builds whose executable prepare found to start
+     * with "#!") run from their fd only if it survives the exec. */
+    spec.exec_fd_survives = is_helper || gen->exec_is_script;
     spec.argv = argv;
     spec.envp = (const char *const *)envp;
     /* Never our own stream: see host_log.h. */

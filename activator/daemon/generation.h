@@ -39,6 +39,7 @@ struct ad_generation {
     uint64_t session;
     uint64_t admission_revision;
     rec_build_ref build;
+    bool exec_is_script;             /* the build's executable is a "#!" script */
     cg_leaf *leaf;
     cg_process process;              /* pid 0 / pidfd -1 before the exec */
     cg_process helper;               /* ExecReplicate= in the same leaf; pidfd -1 when none */
