@@ -39,7 +39,7 @@ static bool same_limits(const cfg_limits *a, const cfg_limits *b)
 
 static bool same_filter(const cfg_syscall_filter *a, const cfg_syscall_filter *b)
 {
-    return a->base == b->base && act_strv_equal(a->allow, b->allow) &&
+    return a->base == b->base && a->reset == b->reset && act_strv_equal(a->allow, b->allow) &&
            act_strv_equal(a->deny, b->deny);
 }
 
@@ -54,6 +54,7 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            a->stop_timeout_usec == b->stop_timeout_usec &&
            a->idle_timeout_usec == b->idle_timeout_usec &&
            a->start_rate_limit == b->start_rate_limit && a->max_starts == b->max_starts &&
+           a->ambient_capabilities == b->ambient_capabilities &&
            same_filter(&a->limits.syscall_filter, &b->limits.syscall_filter);
 }
 

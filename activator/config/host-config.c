@@ -11,6 +11,7 @@
 #include "activator/config/config-internal.h"
 #include "activator/config/config.h"
 #include "activator/config/parse-account.h"
+#include "activator/config/parse-capabilities.h"
 #include "activator/config/parse-duration.h"
 #include "activator/config/parse-env.h"
 #include "activator/config/parse-number.h"
@@ -67,6 +68,7 @@ enum {
     KEY_ENVIRONMENT,
     KEY_USER,
     KEY_GROUP,
+    KEY_AMBIENT_CAPABILITIES,
     KEY_READY,
     KEY_READY_TIMEOUT,
     KEY_HEALTH_CHECK,
@@ -195,6 +197,11 @@ static int apply_group(void *target, const char *value, act_error *err)
     if (r < 0)
         return r;
     return (h->group = strdup(value)) ? 0 : act_error_set(err, ENOMEM, "out of memory");
+}
+
+static int apply_ambient_capabilities(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_capabilities(value, &((cfg_host *)target)->ambient_capabilities, err);
 }
 
 static int apply_ready(void *target, const char *value, act_error *err)
@@ -410,6 +417,8 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_ENVIRONMENT] = {"Host", "Environment", apply_environment, true},
     [KEY_USER] = {"Host", "User", apply_user, false},
     [KEY_GROUP] = {"Host", "Group", apply_group, false},
+    [KEY_AMBIENT_CAPABILITIES] = {"Host", "AmbientCapabilities", apply_ambient_capabilities,
+                                  true},
     [KEY_READY] = {"Host", "Ready", apply_ready, false},
     [KEY_READY_TIMEOUT] = {"Host", "ReadyTimeoutSec", apply_ready_timeout, false},
     [KEY_HEALTH_CHECK] = {"Host", "HealthCheck", apply_health_check, false},
@@ -431,7 +440,7 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_PIDS_MAX] = {"Limits", "PidsMax", apply_pids_max, false},
     [KEY_CPU_QUOTA] = {"Limits", "CPUQuota", apply_cpu_quota, false},
     [KEY_CPU_WEIGHT] = {"Limits", "CPUWeight", apply_cpu_weight, false},
-    [KEY_SYSTEM_CALL_FILTER] = {"Limits", "SystemCallFilter", apply_syscall_filter, false},
+    [KEY_SYSTEM_CALL_FILTER] = {"Limits", "SystemCallFilter", apply_syscall_filter, true},
 };
 
 /* Checks what spans keys. A key whose value was refused has been reported
@@ -553,6 +562,7 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
             .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
             .max_starts = 5,
             .backlog = SOMAXCONN,
+            .limits = {.pids_max = CFG_PIDS_MAX_DEFAULT},
         },
         .key_lines = key_lines,
     };
