@@ -20,6 +20,7 @@
 #include "activator/daemon/claim_watch.h"
 #include "activator/daemon/daemon_main.h"
 #include "activator/daemon/dispatch.h"
+#include "activator/daemon/dynamic_users.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/leftovers.h"
 #include "activator/daemon/lifetime.h"
@@ -72,6 +73,10 @@ static int open_directories(ad_daemon *daemon, act_error *err)
     if (daemon->state_dirfd < 0)
         return act_error_set(err, errno, "cannot open StateDirectory=%s: %s",
                              config->state_directory, strerror(errno));
+    r = ad_dynamic_users_open(daemon->state_dirfd, config->dynamic_uid_min,
+                              config->dynamic_uid_max, &daemon->dynamic_users, err);
+    if (r < 0)
+        return act_error_prefix(err, "StateDirectory=%s", config->state_directory);
     char releases[4096];
     snprintf(releases, sizeof(releases), "%s/releases", config->state_directory);
     return rel_store_open(releases, &daemon->releases, err);
@@ -465,6 +470,7 @@ static void teardown(daemon_process *process)
     if (daemon->state_dirfd >= 0)
         close(daemon->state_dirfd);
     cg_seccomp_program_free(daemon->default_seccomp);
+    ad_dynamic_users_free(daemon->dynamic_users);
     cfg_hosts_free(process->loaded_hosts, process->n_loaded_hosts);
     cfg_daemon_free(&daemon->config);
     sd_event_unref(daemon->loop);

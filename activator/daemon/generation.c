@@ -246,10 +246,11 @@ static int spawn(ad_generation *gen, int exec_fd, bool is_helper, const char *co
     }
     uid_t uid;
     gid_t gid;
-    if (ad_host_credentials(host, &uid, &gid)) {
-        spec.uid = uid;
-        spec.gid = gid;
-    }
+    ad_host_run_as(host, &uid, &gid);
+    spec.uid = uid;
+    spec.gid = gid;
+    spec.drop_capabilities = true;
+    spec.ambient_capabilities = config->ambient_capabilities;
     spec.working_directory = state_dir;
     cg_rlimit nofile = {.resource = RLIMIT_NOFILE, .limit = daemon->nofile};
     spec.rlimits = &nofile;

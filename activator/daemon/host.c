@@ -2,6 +2,7 @@
 #include "activator/daemon/host.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -11,15 +12,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "activator/daemon/dynamic_users.h"
 #include "activator/records/records.h"
 #include "common/cleanup.h"
+#include "common/log.h"
 
 struct ad_host_settings {
     cfg_host *config;
     cg_seccomp_program *seccomp; /* a filter of its own, or NULL for the shared default */
-    uid_t uid;                   /* User=, when have_credentials */
+    uid_t uid;                   /* User= and Group=, or the host's dynamic user */
     gid_t gid;
-    bool have_credentials;
 };
 
 struct ad_host {
@@ -57,7 +59,20 @@ struct ad_host {
 static bool uses_plain_default_filter(const cfg_host *config)
 {
     const cfg_syscall_filter *filter = &config->limits.syscall_filter;
-    return filter->base == CFG_SYSCALLS_DEFAULT && !filter->allow && !filter->deny;
+    return filter->base == CFG_SYSCALLS_DEFAULT && !filter->reset && !filter->allow &&
+           !filter->deny;
+}
+
+static const char *filter_profile(const cfg_syscall_filter *filter)
+{
+    if (filter->reset) /* an empty line last: no filter */
+        return "none";
+    switch (filter->base) {
+    case CFG_SYSCALLS_DEFAULT: return "default";
+    case CFG_SYSCALLS_ALLOW: return "allow";
+    case CFG_SYSCALLS_NONE: break;
+    }
+    return "none";
 }
 
 /* Most hosts run the default profile: one compiled program serves them all. */
@@ -68,7 +83,7 @@ static int compile_filter(ad_daemon *daemon, ad_host_settings *settings, act_err
     if (plain_default && daemon->default_seccomp)
         return 0;
     cg_seccomp_program **out = plain_default ? &daemon->default_seccomp : &settings->seccomp;
-    int r = cg_seccomp_compile(filter->base == CFG_SYSCALLS_NONE ? "none" : "default",
+    int r = cg_seccomp_compile(filter_profile(filter),
                                (const char *const *)filter->allow,
                                (const char *const *)filter->deny, out, err);
     return r < 0 ? act_error_prefix(err, "host %s: SystemCallFilter=", settings->config->name)
@@ -99,10 +114,22 @@ int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings *
         return act_error_set(err, ENOMEM, "out of memory");
     }
     settings->config = config;
-    int r = cfg_host_credentials(config, &settings->uid, &settings->gid,
-                                 &settings->have_credentials, err);
+    /* Without User=, a uid of the host's own; with it, what it names (root
+     * only when it says so, which --check-config warns about). */
+    bool named = false;
+    int r = cfg_host_credentials(config, &settings->uid, &settings->gid, &named, err);
     if (r < 0) /* the sentence names the key whose lookup failed */
         *failed_key = config->group && strstr(err->message, "Group=") ? "Group" : "User";
+    if (r == 0 && !named) {
+        uid_t uid = 0;
+        if ((r = ad_dynamic_user_get(daemon->dynamic_users, config->name, &uid, err)) < 0)
+            *failed_key = "User";
+        settings->uid = uid;
+        settings->gid = (gid_t)uid;
+    }
+    if (r == 0 && named && settings->uid == 0)
+        act_log(LOG_WARNING, "host %s: User=%s runs its code as root (without capabilities)",
+                config->name, config->user);
     if (r == 0 && (r = compile_filter(daemon, settings, err)) < 0)
         *failed_key = "SystemCallFilter";
     if (r < 0) {
@@ -385,11 +412,10 @@ int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act
 
 /* ---- what a generation runs as ------------------------------------------- */
 
-bool ad_host_credentials(const ad_host *host, uid_t *uid, gid_t *gid)
+void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid)
 {
     *uid = host->settings->uid;
     *gid = host->settings->gid;
-    return host->settings->have_credentials;
 }
 
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host)
@@ -416,19 +442,83 @@ void ad_host_dir_close(ad_host *host)
     host->dirfd = -1;
 }
 
+/* Deeper than this is no state directory but an attack on our stack. */
+#define STATE_TREE_DEPTH_MAX 128
+
+/* Hands every entry below dir_fd to uid:gid, symlinks themselves rather
+ * than what they name, without leaving the directory's file system. */
+static int chown_tree(int dir_fd, uid_t uid, gid_t gid, unsigned depth, act_error *err)
+{
+    if (depth > STATE_TREE_DEPTH_MAX)
+        return act_error_set(err, ELOOP, "deeper than %d directories", STATE_TREE_DEPTH_MAX);
+    int listing = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dir = listing >= 0 ? fdopendir(listing) : NULL;
+    if (!dir) {
+        int saved = errno;
+        if (listing >= 0)
+            close(listing);
+        return act_error_set(err, saved, "cannot list it: %s", strerror(saved));
+    }
+    struct stat top;
+    int r = fstat(dir_fd, &top) < 0 ? -errno : 0;
+    struct dirent *de;
+    while (r == 0 && (de = readdir(dir))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            fchownat(dir_fd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+            r = act_error_set(err, errno, "%s: %s", de->d_name, strerror(errno));
+            break;
+        }
+        if (!S_ISDIR(st.st_mode) || st.st_dev != top.st_dev)
+            continue;
+        int sub = openat(dir_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+            r = act_error_set(err, errno, "%s: %s", de->d_name, strerror(errno));
+            break;
+        }
+        r = chown_tree(sub, uid, gid, depth + 1, err);
+        close(sub);
+    }
+    closedir(dir);
+    return r < 0 ? r : 0;
+}
+
 int ad_host_state_directory(ad_host *host, act_error *err)
 {
     int dirfd = ad_host_dir(host, err);
     if (dirfd < 0)
         return dirfd;
-    if (mkdirat(dirfd, "state", 0750) < 0 && errno != EEXIST)
+    bool made = mkdirat(dirfd, "state", 0750) == 0;
+    if (!made && errno != EEXIST)
         return act_error_set(err, errno, "cannot create the state directory: %s",
                              strerror(errno));
-    const ad_host_settings *settings = host->settings;
-    if (settings->have_credentials &&
-        fchownat(dirfd, "state", settings->uid, settings->gid, AT_SYMLINK_NOFOLLOW) < 0)
+    uid_t uid;
+    gid_t gid;
+    ad_host_run_as(host, &uid, &gid);
+    _cleanup_close_ int state =
+        openat(dirfd, "state", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (state < 0 || fstat(state, &st) < 0)
+        return act_error_set(err, errno, "cannot open the state directory: %s", strerror(errno));
+    if (st.st_uid == uid && st.st_gid == gid)
+        return 0;
+    /* Another owner: the host ran as someone else before (no User= used to
+     * mean root, or User= changed, or its dynamic uid had to change).
+     * Everything in it becomes the new owner's, as systemd does for a
+     * StateDirectory= of a DynamicUser=; the top last, so that a walk cut
+     * short is done again at the next start. */
+    int r = chown_tree(state, uid, gid, 0, err);
+    if (r < 0)
+        return act_error_prefix(err, "cannot hand the state directory to uid %u",
+                                (unsigned)uid);
+    if (fchown(state, uid, gid) < 0)
         return act_error_set(err, errno, "cannot hand the state directory to uid %u: %s",
-                             (unsigned)settings->uid, strerror(errno));
+                             (unsigned)uid, strerror(errno));
+    if (!made)
+        act_log(LOG_INFO, "host %s: state directory handed from uid %u to uid %u", host->name,
+                (unsigned)st.st_uid, (unsigned)uid);
     return 0;
 }
 

@@ -32,7 +32,8 @@ typedef struct ad_host_settings ad_host_settings;
  * (numbers, read when a leaf is made). */
 
 /* Makes settings of config, which it takes (on failure too): the account
- * User= and Group= name looked up, SystemCallFilter= compiled (the plain
+ * User= and Group= name looked up (or the host's dynamic user given out),
+ * SystemCallFilter= compiled (the plain
  * default is compiled once and shared). On failure *failed_key names the
  * key at fault ("User", "Group", "SystemCallFilter"). */
 int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings **out,
@@ -100,8 +101,11 @@ int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act
 
 /* ---- what a generation runs as ------------------------------------------ */
 
-/* User= and Group= as looked up on this box: false without User=. */
-bool ad_host_credentials(const ad_host *host, uid_t *uid, gid_t *gid);
+/* What the host's generations (and everything else that runs as the host:
+ * its helpers, its state directory's owner) run as: User= and Group= as
+ * looked up on this box, or without User= the host's dynamic user (uid ==
+ * gid, dynamic_users.h). Always known: settings are not made without it. */
+void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid);
 /* The compiled SystemCallFilter= (shared for the plain default). */
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host);
 

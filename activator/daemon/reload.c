@@ -226,6 +226,9 @@ static void check_fixed_values(const ad_daemon *daemon, reload_job *job)
         {"StoreWatchTimeoutSec", now->store_watch_timeout_usec != next->store_watch_timeout_usec},
         /* The record's lease was granted with it. */
         {"BoxLeaseSec", now->box_lease_usec != next->box_lease_usec},
+        /* Every host's uid was given out of it. */
+        {"DynamicUserRange", now->dynamic_uid_min != next->dynamic_uid_min ||
+                                 now->dynamic_uid_max != next->dynamic_uid_max},
         {"ControlOperators", !same_strv(now->control_operators, next->control_operators)},
         {"ControlViewers", !same_strv(now->control_viewers, next->control_viewers)},
     };

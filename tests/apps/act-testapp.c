@@ -24,7 +24,11 @@
  *                                each connection on it is one check, accepted
  *                                and closed
  *   --health-fail-after N        closes that socket after N checks, so the
- *                                next ones are refused */
+ *                                next ones are refused
+ *
+ *   --isolation-report       before anything else, tries what a tenant must
+ *                            not do and writes the results to
+ *                            $STATE_DIRECTORY/isolation-report */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -43,6 +47,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "activator/listen/listen.h"
+#include "tests/apps/isolation-report.h"
 
 #define MAX_LISTEN 16
 #define REQUEST_MAX 8192
@@ -86,7 +91,7 @@ static void usage(FILE *out)
                  "       [--exit-immediately CODE] [--ignore-sigterm] [--slow-response-ms N]\n"
                  "       [--watchdog-stop-after N] [--watchdog-trigger-after-ms N]\n"
                  "       [--stopping-after-ms N] [--health-listen ADDR:PORT]\n"
-                 "       [--health-fail-after N]\n"
+                 "       [--health-fail-after N] [--isolation-report]\n"
                  "Without --listen, the sockets come from LISTEN_FDS (systemd socket "
                  "activation).\n");
 }
@@ -240,6 +245,8 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--health-fail-after") == 0) {
             opt.health_fail_after = number_arg(a, next), i++;
+        } else if (strcmp(a, "--isolation-report") == 0) {
+            act_isolation_report();
         } else if (strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
