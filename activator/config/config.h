@@ -147,6 +147,8 @@ typedef struct cfg_limits {
     uint64_t memory_high;              /* MemoryHigh= bytes or CFG_LIMIT_INFINITY */
     uint64_t pids_max;                 /* PidsMax=, default CFG_PIDS_MAX_DEFAULT, or
                                           CFG_LIMIT_INFINITY */
+    bool pids_max_is_default;          /* PidsMax= not set: CFG_PIDS_MAX_DEFAULT applies
+                                          where the box can enforce it */
     uint32_t cpu_quota_percent;        /* CPUQuota=, 100 = one CPU */
     uint16_t cpu_weight;               /* CPUWeight= 1..10000 */
     cfg_syscall_filter syscall_filter; /* SystemCallFilter= lines; zeroed: the default

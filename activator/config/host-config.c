@@ -484,6 +484,7 @@ static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_
                        "than MemoryMax= or remove it)");
         problems++;
     }
+    h->limits.pids_max_is_default = !key_lines[KEY_PIDS_MAX];
     h->lines = (cfg_host_lines){
         .user = key_lines[KEY_USER],
         .group = key_lines[KEY_GROUP],

@@ -421,6 +421,12 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     if (r < 0)
         return act_error_prefix(err, "CgroupRoot=%s",
                                 daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto");
+    act_error pids_err = {0};
+    if (cg_limits_check(daemon->cgroups, &(cg_limits){.pids_max = CFG_PIDS_MAX_DEFAULT},
+                        &pids_err) < 0)
+        act_log(LOG_WARNING,
+                "hosts without PidsMax= run without its default of %d tasks on this box: %s",
+                CFG_PIDS_MAX_DEFAULT, pids_err.message);
     if ((r = pl_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
             0 ||
         (r = open_store(daemon, process->n_loaded_hosts ? process->loaded_hosts[0].name : NULL,

@@ -29,13 +29,19 @@
  * (sweep.c) then goes on proving stopped for as long as it takes. */
 #define KILL_PROOF_TIMEOUT_USEC (10 * 1000 * 1000ull)
 
-void ad_limits_from_config(const cfg_limits *limits, cg_limits *out)
+void ad_limits_from_config(const cg_root *root, const cfg_limits *limits, cg_limits *out)
 {
+    bool default_pids_enforceable =
+        limits->pids_max_is_default &&
+        cg_limits_check(root, &(cg_limits){.pids_max = limits->pids_max}, NULL) == 0;
     /* "infinity" is the cgroup's own default, so it is simply not written. */
     *out = (cg_limits){
         .memory_max = limits->memory_max == CFG_LIMIT_INFINITY ? 0 : limits->memory_max,
         .memory_high = limits->memory_high == CFG_LIMIT_INFINITY ? 0 : limits->memory_high,
-        .pids_max = limits->pids_max == CFG_LIMIT_INFINITY ? 0 : limits->pids_max,
+        .pids_max = limits->pids_max == CFG_LIMIT_INFINITY ||
+                            (limits->pids_max_is_default && !default_pids_enforceable)
+                        ? 0
+                        : limits->pids_max,
         .cpu_quota_percent = limits->cpu_quota_percent,
         .cpu_weight = limits->cpu_weight,
     };
@@ -49,7 +55,7 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
     snprintf(leaf_name, sizeof(leaf_name), "%s-%" PRIu64, kind, number);
     const cfg_host *config = ad_host_config(host);
     cg_limits limits;
-    ad_limits_from_config(&config->limits, &limits);
+    ad_limits_from_config(ad_host_daemon(host)->cgroups, &config->limits, &limits);
 
     ad_generation *gen = calloc(1, sizeof(*gen));
     if (!gen)
@@ -73,7 +79,7 @@ int ad_generation_set_limits(ad_generation *gen, const cfg_limits *limits, act_e
 {
     assert(gen && limits);
     cg_limits values;
-    ad_limits_from_config(limits, &values);
+    ad_limits_from_config(ad_host_daemon(gen->host)->cgroups, limits, &values);
     return cg_leaf_set_limits(gen->leaf, &values, err);
 }
 

@@ -305,6 +305,7 @@ static void copy_limit_values(cfg_limits *to, const cfg_limits *from)
     to->memory_max = from->memory_max;
     to->memory_high = from->memory_high;
     to->pids_max = from->pids_max;
+    to->pids_max_is_default = from->pids_max_is_default;
     to->cpu_quota_percent = from->cpu_quota_percent;
     to->cpu_weight = from->cpu_weight;
 }

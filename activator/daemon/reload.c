@@ -311,13 +311,14 @@ static void check_limits(const ad_daemon *daemon, reload_job *job, const char *p
     } keys[] = {
         {"MemoryMax", file->lines.memory_max, {.memory_max = limits->memory_max}},
         {"MemoryHigh", file->lines.memory_high, {.memory_high = limits->memory_high}},
-        {"PidsMax", file->lines.pids_max, {.pids_max = limits->pids_max}},
+        {"PidsMax", file->lines.pids_max,
+         {.pids_max = limits->pids_max, .pids_max_is_default = limits->pids_max_is_default}},
         {"CPUQuota", file->lines.cpu_quota, {.cpu_quota_percent = limits->cpu_quota_percent}},
         {"CPUWeight", file->lines.cpu_weight, {.cpu_weight = limits->cpu_weight}},
     };
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
         cg_limits values;
-        ad_limits_from_config(&keys[i].only, &values);
+        ad_limits_from_config(daemon->cgroups, &keys[i].only, &values);
         act_error err = {0};
         if (cg_limits_check(daemon->cgroups, &values, &err) < 0)
             cfg_errors_add(&job->problems, path, keys[i].line, keys[i].key, "%s", err.message);

@@ -4,7 +4,8 @@
  * User=root runs as root (and --check-config warns); no generation has a
  * capability unless AmbientCapabilities= names it; the default seccomp
  * allow-list refuses keyrings, io_uring, mount and chroot with EPERM, and
- * SystemCallFilter= adds to it and takes off it. act-testapp
+ * SystemCallFilter= adds to it and takes off it; PidsMax= is 4096 unless
+ * the file says otherwise. act-testapp
  * --isolation-report writes what it could do into its state directory. */
 #include <errno.h>
 #include <inttypes.h>
@@ -117,6 +118,26 @@ static void expect_result(dh_daemon *d, const char *report, const char *name,
     DH_CHECK(d, found, "expected %s=%s in the report:\n%s", name, expected, report);
 }
 
+/* pids.max of host's leaf g-<generation> as the kernel has it: the v1
+ * mirror's on a hybrid host, else the v2 leaf's. */
+static char *leaf_pids_max(dh_daemon *d, const char *host, uint64_t generation)
+{
+    char leaf_name[32];
+    snprintf(leaf_name, sizeof(leaf_name), "g-%" PRIu64, generation);
+    cg_leaf *leaf = NULL;
+    act_error err = {0};
+    DH_CHECK(d, cg_leaf_open(d->drv.cgroups, host, leaf_name, &leaf, &err) == 0, "%s",
+             err.message);
+    const char *v1 = cg_leaf_v1_path(leaf, "pids");
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/pids.max", v1 ? v1 : cg_leaf_path(leaf));
+    cg_leaf_free(leaf);
+    char *text = dh_read_text(path);
+    DH_CHECK(d, text, "cannot read %s", path);
+    text[strcspn(text, "\n")] = '\0';
+    return text;
+}
+
 /* The uid a host's dynamic-users record names, or 0. */
 static unsigned recorded_uid(dh_daemon *d, const char *host, unsigned uid)
 {
@@ -146,7 +167,13 @@ static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
     DH_CHECK(d, system(command) == 0, "cannot run %s", command);
     strcat(path, "/state/data");
     dh_start(d, NULL);
-    int64_t pid1 = dh_wake(d, "web1").pid, pid2 = dh_wake(d, "web2").pid;
+    dh_served served1 = dh_wake(d, "web1");
+    int64_t pid1 = served1.pid, pid2 = dh_wake(d, "web2").pid;
+    /* No PidsMax= in the file: the default bounds it. */
+    char *pids_max = leaf_pids_max(d, "web1", served1.generation);
+    DH_CHECK(d, strcmp(pids_max, "4096") == 0, "web1's leaf has pids.max %s, expected 4096",
+             pids_max);
+    free(pids_max);
     DH_CHECK(d, dh_answer_pid(port1) == pid1 && dh_answer_pid(port2) == pid2,
              "the hosts do not answer");
     unsigned uid1 = run_as(d, pid1), uid2 = run_as(d, pid2);
