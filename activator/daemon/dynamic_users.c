@@ -33,9 +33,11 @@ struct ad_dynamic_users {
     int dirfd;
     uint32_t uid_min, uid_max;
     entry *by_host;
-    uint32_t *by_uid; /* uid + 1, 0 for a free slot */
+    size_t *by_uid;   /* index into by_host + 1, 0 for a free slot */
     size_t cap;       /* a power of two, at least twice n */
     size_t n;
+    uint32_t *excluded; /* sorted: ids hosts name by number in User=, Group= */
+    size_t n_excluded;
 };
 
 /* FNV-1a: a fixed function of the name, the same on every box. */
@@ -64,27 +66,29 @@ static entry *find_host(const ad_dynamic_users *users, const char *host)
     }
 }
 
-static bool uid_recorded(const ad_dynamic_users *users, uint32_t uid)
+static entry *find_uid(const ad_dynamic_users *users, uint32_t uid)
 {
     if (!users->cap)
-        return false;
+        return NULL;
     for (size_t i = hash_uid(uid) & (users->cap - 1);; i = (i + 1) & (users->cap - 1)) {
         if (!users->by_uid[i])
-            return false;
-        if (users->by_uid[i] == uid + 1)
-            return true;
+            return NULL;
+        entry *e = &users->by_host[users->by_uid[i] - 1];
+        if (e->uid == uid)
+            return e;
     }
 }
 
-static void place(entry *by_host, uint32_t *by_uid, size_t cap, uint32_t uid, char *host)
+static void place(entry *by_host, size_t *by_uid, size_t cap, uint32_t uid, char *host)
 {
-    size_t i = hash_name(host) & (cap - 1);
-    while (by_host[i].host)
-        i = (i + 1) & (cap - 1);
-    by_host[i] = (entry){.uid = uid, .host = host};
+    size_t slot = hash_name(host) & (cap - 1);
+    while (by_host[slot].host)
+        slot = (slot + 1) & (cap - 1);
+    by_host[slot] = (entry){.uid = uid, .host = host};
+    size_t i;
     for (i = hash_uid(uid) & (cap - 1); by_uid[i]; i = (i + 1) & (cap - 1))
         ;
-    by_uid[i] = uid + 1;
+    by_uid[i] = slot + 1;
 }
 
 /* Adds uid -> host (taken) to the tables, growing them; -ENOMEM. */
@@ -93,7 +97,7 @@ static int remember(ad_dynamic_users *users, uint32_t uid, char *host)
     if (2 * (users->n + 1) > users->cap) {
         size_t cap = users->cap ? 2 * users->cap : 64;
         entry *by_host = calloc(cap, sizeof(*by_host));
-        uint32_t *by_uid = calloc(cap, sizeof(*by_uid));
+        size_t *by_uid = calloc(cap, sizeof(*by_uid));
         if (!by_host || !by_uid) {
             free(by_host);
             free(by_uid);
@@ -122,6 +126,7 @@ void ad_dynamic_users_free(ad_dynamic_users *users)
         free(users->by_host[i].host);
     free(users->by_host);
     free(users->by_uid);
+    free(users->excluded);
     if (users->dirfd >= 0)
         close(users->dirfd);
     free(users);
@@ -228,6 +233,55 @@ static bool never_dynamic(uint32_t uid)
     return uid == 65534 || uid == 65535;
 }
 
+static int compare_ids(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool excluded(const ad_dynamic_users *users, uint32_t id)
+{
+    return users->n_excluded &&
+           bsearch(&id, users->excluded, users->n_excluded, sizeof(id), compare_ids) != NULL;
+}
+
+/* 1 with *id set for a number (User=4000), 0 for a name. */
+static int numeric_id(const char *text, uint32_t *id)
+{
+    size_t len = text ? strlen(text) : 0;
+    if (len == 0 || len > 10 || strspn(text, "0123456789") != len)
+        return 0;
+    unsigned long long value = strtoull(text, NULL, 10);
+    if (value >= UINT32_MAX)
+        return 0;
+    *id = (uint32_t)value;
+    return 1;
+}
+
+int ad_dynamic_users_exclude_hosts(ad_dynamic_users *users, const cfg_host *hosts, size_t n,
+                                   act_error *err)
+{
+    uint32_t *ids = calloc(2 * n + 1, sizeof(*ids));
+    if (!ids)
+        return act_error_set(err, ENOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        k += (size_t)numeric_id(hosts[i].user, &ids[k]);
+        k += (size_t)numeric_id(hosts[i].group, &ids[k]);
+    }
+    qsort(ids, k, sizeof(*ids), compare_ids);
+    free(users->excluded);
+    users->excluded = ids;
+    users->n_excluded = k;
+    return 0;
+}
+
+const char *ad_dynamic_users_owner(const ad_dynamic_users *users, uint32_t uid)
+{
+    const entry *e = find_uid(users, uid);
+    return e ? e->host : NULL;
+}
+
 /* Replaces a record that can no longer be used. */
 static void forget(ad_dynamic_users *users, entry *stale)
 {
@@ -273,7 +327,7 @@ int ad_dynamic_user_get(ad_dynamic_users *users, const char *host, uid_t *uid, a
     char name[16];
     for (uint64_t tried = 0; tried < size; tried++) {
         uint32_t candidate = users->uid_min + (uint32_t)((start - users->uid_min + tried) % size);
-        if (never_dynamic(candidate) || uid_recorded(users, candidate) ||
+        if (never_dynamic(candidate) || find_uid(users, candidate) || excluded(users, candidate) ||
             known_to_the_system(candidate))
             continue;
         snprintf(name, sizeof(name), "%" PRIu32, candidate);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "activator/config/config.h"
 #include "common/error.h"
 
 typedef struct ad_dynamic_users ad_dynamic_users;
@@ -28,8 +29,21 @@ int ad_dynamic_users_open(int state_dirfd, uint32_t uid_min, uint32_t uid_max,
                           ad_dynamic_users **out, act_error *err);
 void ad_dynamic_users_free(ad_dynamic_users *users);
 
+/* The hosts of a configuration (all of them, n): the ids their User= and
+ * Group= give by number are never given out to a dynamic user, replacing
+ * the set before. A named account needs no such care: it is in the user
+ * or group database, whose ids are never given out anyway. */
+int ad_dynamic_users_exclude_hosts(ad_dynamic_users *users, const cfg_host *hosts, size_t n,
+                                   act_error *err);
+
+/* The host whose dynamic user uid is, or NULL: a User= or Group= naming it
+ * would share that host's files. */
+const char *ad_dynamic_users_owner(const ad_dynamic_users *users, uint32_t uid);
+
 /* The uid of host: its record when it has one inside the range whose uid
- * the user and group databases still do not know, else a new one, recorded
+ * the user and group databases still do not know (a record is the host's
+ * even where a User= names its uid: that User= is refused, see
+ * ad_dynamic_users_owner), else a new one outside the excluded ids, recorded
  * (and the directory fsync'd) before this returns. Fails naming the range
  * when every uid of it is taken. Blocks on the user and group databases and
  * on the fsync: called once per host and daemon start (and for a host a

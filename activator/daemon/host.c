@@ -102,6 +102,35 @@ void ad_host_settings_free(ad_host_settings *settings)
     free(settings);
 }
 
+/* An account that User= or Group= names must not be another host's
+ * dynamic user: it would own that host's files. */
+static int check_not_dynamic(ad_daemon *daemon, const cfg_host *config,
+                             const ad_host_settings *settings, const char **failed_key,
+                             act_error *err)
+{
+    const struct {
+        const char *what;
+        uint32_t id;
+        const char *key;
+    } ids[] = {
+        {"uid", settings->uid, "User"},
+        {"gid", settings->gid, config->group ? "Group" : "User"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(ids); i++) {
+        const char *owner = ad_dynamic_users_owner(daemon->dynamic_users, ids[i].id);
+        if (!owner || strcmp(owner, config->name) == 0)
+            continue;
+        *failed_key = ids[i].key;
+        return act_error_set(err, EEXIST,
+                             "host %s: %s=: %s %u is the dynamic user of host %s, whose files it "
+                             "owns; name another account (or remove <state>/dynamic-users/%u "
+                             "once host %s and its files are gone)",
+                             config->name, ids[i].key, ids[i].what, (unsigned)ids[i].id, owner,
+                             (unsigned)ids[i].id, owner);
+    }
+    return 0;
+}
+
 int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings **out,
                          const char **failed_key, act_error *err)
 {
@@ -127,6 +156,9 @@ int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings *
         settings->uid = uid;
         settings->gid = (gid_t)uid;
     }
+    /* A dynamic user's files are its host's alone. */
+    if (r == 0 && named)
+        r = check_not_dynamic(daemon, config, settings, failed_key, err);
     if (r == 0 && named && settings->uid == 0)
         act_log(LOG_WARNING, "host %s: User=%s runs its code as root (without capabilities)",
                 config->name, config->user);

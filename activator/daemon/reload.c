@@ -36,6 +36,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "activator/daemon/dynamic_users.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/telemetry.h"
@@ -458,7 +459,12 @@ static int plan_changed(ad_daemon *daemon, reload_job *job, plan *p, ad_host *ho
 static int plan_hosts(ad_daemon *daemon, reload_job *job, plan *p)
 {
     size_t h = 0, f = 0;
-    int r = 0;
+    /* Before a host added gets a dynamic user: none may get a uid a host of
+     * the new configuration names by number. */
+    act_error err = {0};
+    int r = ad_dynamic_users_exclude_hosts(daemon->dynamic_users, job->hosts, job->n_hosts, &err);
+    if (r < 0)
+        cfg_errors_add(&job->problems, job->config_path, 0, NULL, "%s", err.message);
     while (r == 0 && (h < daemon->n_hosts || f < job->n_hosts)) {
         ad_host *host = h < daemon->n_hosts ? daemon->hosts[h] : NULL;
         cfg_host *loaded = f < job->n_hosts ? &job->hosts[f] : NULL;

@@ -155,6 +155,29 @@ static void a_record_outside_a_new_range_is_replaced(void **state)
     box_close(&b);
 }
 
+/* A uid a host names by number in User= or Group= is never given out, and
+ * a dynamic uid has one owner that the daemon can name. */
+static void numeric_accounts_of_hosts_are_never_given_out(void **state)
+{
+    (void)state;
+    box b;
+    box_open(&b);
+    ad_dynamic_users *users = open_users(&b, 61300, 61301);
+    cfg_host hosts[2] = {{.name = (char *)"a", .user = (char *)"61300"},
+                         {.name = (char *)"b", .user = (char *)"web", .group = (char *)"61301"}};
+    act_error err = {0};
+    assert_int_equal(ad_dynamic_users_exclude_hosts(users, hosts, 2, &err), 0);
+    uid_t uid = 0;
+    assert_int_equal(ad_dynamic_user_get(users, "web1", &uid, &err), -ENOSPC);
+    /* The next configuration names neither. */
+    assert_int_equal(ad_dynamic_users_exclude_hosts(users, hosts, 0, &err), 0);
+    uid = get(users, "web1");
+    assert_string_equal(ad_dynamic_users_owner(users, uid), "web1");
+    assert_null(ad_dynamic_users_owner(users, uid == 61300 ? 61301 : 61300));
+    ad_dynamic_users_free(users);
+    box_close(&b);
+}
+
 static void bad_records_are_refused_by_path(void **state)
 {
     (void)state;
@@ -190,6 +213,7 @@ int main(void)
         cmocka_unit_test(same_uid_on_every_box_and_after_a_restart),
         cmocka_unit_test(collisions_probe_on_and_a_full_range_is_refused),
         cmocka_unit_test(a_record_outside_a_new_range_is_replaced),
+        cmocka_unit_test(numeric_accounts_of_hosts_are_never_given_out),
         cmocka_unit_test(bad_records_are_refused_by_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

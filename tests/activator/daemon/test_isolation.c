@@ -216,9 +216,14 @@ static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
              "securebits %#lx", bits);
     free(report);
 
-    /* The next daemon gives each host the same uid again. */
+    /* The next daemon gives each host the same uid again, and refuses a
+     * host whose User= names one of them. */
     dh_stop_and_check_clean(d);
+    dh_write_host(d, "thief", "[Host]\nExec=bin/x\nUser=%u\n", uid1);
     dh_start(d, NULL);
+    char refusal[128];
+    snprintf(refusal, sizeof(refusal), "uid %u is the dynamic user of host web1", uid1);
+    DH_CHECK(d, dh_log_wait(d, refusal, 5000), "host thief with User=%u was not refused", uid1);
     pid1 = dh_wake(d, "web1").pid;
     pid2 = dh_wake(d, "web2").pid;
     DH_CHECK(d, run_as(d, pid1) == uid1 && run_as(d, pid2) == uid2,
