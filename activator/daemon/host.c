@@ -112,9 +112,11 @@ static int check_not_dynamic(ad_daemon *daemon, const cfg_host *config,
         const char *what;
         uint32_t id;
         const char *key;
+        const char *value;
     } ids[] = {
-        {"uid", settings->uid, "User"},
-        {"gid", settings->gid, config->group ? "Group" : "User"},
+        {"uid", settings->uid, "User", config->user},
+        {"gid", settings->gid, config->group ? "Group" : "User",
+         config->group ? config->group : config->user},
     };
     for (size_t i = 0; i < ARRAY_SIZE(ids); i++) {
         const char *owner = ad_dynamic_users_owner(daemon->dynamic_users, ids[i].id);
@@ -122,11 +124,11 @@ static int check_not_dynamic(ad_daemon *daemon, const cfg_host *config,
             continue;
         *failed_key = ids[i].key;
         return act_error_set(err, EEXIST,
-                             "host %s: %s=: %s %u is the dynamic user of host %s, whose files it "
-                             "owns; name another account (or remove <state>/dynamic-users/%u "
-                             "once host %s and its files are gone)",
-                             config->name, ids[i].key, ids[i].what, (unsigned)ids[i].id, owner,
-                             (unsigned)ids[i].id, owner);
+                             "host %s: %s=%s: %s %u is the dynamic user of host %s, whose files "
+                             "it owns; name another account (or remove "
+                             "<state>/dynamic-users/%u once host %s and its files are gone)",
+                             config->name, ids[i].key, ids[i].value, ids[i].what,
+                             (unsigned)ids[i].id, owner, (unsigned)ids[i].id, owner);
     }
     return 0;
 }
