@@ -194,8 +194,8 @@ static int add_rules(scmp_filter_ctx ctx, const syscall_set *set, bool allow_lis
     }
     /* A deny-list that names clone3 refuses it as it says; otherwise libc
      * is sent to clone. */
-    uint32_t clone3_action = !allow_list && set->has[clone3_nr] ? SCMP_ACT_ERRNO(EPERM)
-                                                                : SCMP_ACT_ERRNO(ENOSYS);
+    uint32_t clone3_action =
+        !allow_list && set->has[clone3_nr] ? SCMP_ACT_ERRNO(EPERM) : SCMP_ACT_ERRNO(ENOSYS);
     if ((r = seccomp_rule_add(ctx, clone3_action, clone3_nr, 0)) < 0)
         return rule_failed(r, "clone3", err);
     return 0;

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <string.h>
 
+/* The names are packed as systemd-analyze lists them. */
+/* clang-format off */
 static const char *const group_default[] = {
     "arch_prctl", "brk", "cacheflush", "clock_getres", "clock_getres_time64", "clock_gettime",
     "clock_gettime64", "clock_nanosleep", "clock_nanosleep_time64", "execve", "exit", "exit_group",
@@ -150,6 +152,7 @@ static const char *const group_timer[] = {
     "timer_gettime", "timer_gettime64", "timer_settime", "timer_settime64", "timerfd_create",
     "timerfd_gettime", "timerfd_gettime64", "timerfd_settime", "timerfd_settime64", "times", NULL,
 };
+/* clang-format on */
 
 static const cg_seccomp_group groups[] = {
     {"@default", "System calls that are always permitted", group_default},
@@ -166,7 +169,8 @@ static const cg_seccomp_group groups[] = {
     {"@memlock", "Memory locking control", group_memlock},
     {"@module", "Loading and unloading of kernel modules", group_module},
     {"@mount", "Mounting and unmounting of file systems", group_mount},
-    {"@network-io", "Network or Unix socket IO, should not be needed if not network facing", group_network_io},
+    {"@network-io", "Network or Unix socket IO, should not be needed if not network facing",
+     group_network_io},
     {"@obsolete", "Unusual, obsolete or unimplemented system calls", group_obsolete},
     {"@pkey", "System calls used for memory protection keys", group_pkey},
     {"@privileged", "All system calls which need super-user capabilities", group_privileged},

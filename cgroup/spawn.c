@@ -219,7 +219,7 @@ static const char *step_sentence(enum cg_child_step step)
     case CG_STEP_SETGROUPS: return "cannot set the supplementary groups";
     case CG_STEP_SETGID: return "cannot switch group id";
     case CG_STEP_SETUID: return "cannot switch user id";
-    case CG_STEP_CAP_BOUNDING: return "cannot drop the capability bounding set and lock the securebits";
+    case CG_STEP_CAP_BOUNDING: return "cannot drop its bounding set and lock its securebits";
     case CG_STEP_CAPS: return "cannot set its capabilities (AmbientCapabilities=)";
     case CG_STEP_CHDIR: return "cannot change to the working directory";
     case CG_STEP_NO_NEW_PRIVS: return "cannot set no_new_privs";

@@ -143,7 +143,8 @@ CG_CHILD_CODE static int drop_bounding_and_lock(uint64_t keep)
         return errno;
     unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
                          SECBIT_KEEP_CAPS_LOCKED;
-    bits |= keep ? SECBIT_KEEP_CAPS : SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+    bits |=
+        keep ? SECBIT_KEEP_CAPS : SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
     if (syscall(SYS_prctl, PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
         return errno;
     return 0;

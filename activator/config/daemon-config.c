@@ -304,8 +304,8 @@ static int apply_dynamic_user_range(void *target, const char *value, act_error *
                              "which no dynamic user may be; e.g. %u-%u)",
                              shown, CFG_DYNAMIC_UID_MIN, CFG_DYNAMIC_UID_MAX);
     if (min > max)
-        return act_error_set(err, EINVAL,
-                             "\"%s\" ends below its start (write the lower uid first)", shown);
+        return act_error_set(err, EINVAL, "\"%s\" ends below its start (write the lower uid first)",
+                             shown);
     c->dynamic_uid_min = (uint32_t)min;
     c->dynamic_uid_max = (uint32_t)max;
     return 0;

@@ -34,8 +34,7 @@ static bool same_limits(const cfg_limits *a, const cfg_limits *b)
 {
     return a->memory_max == b->memory_max && a->memory_high == b->memory_high &&
            a->pids_max == b->pids_max && a->pids_max_is_default == b->pids_max_is_default &&
-           a->cpu_quota_percent == b->cpu_quota_percent &&
-           a->cpu_weight == b->cpu_weight;
+           a->cpu_quota_percent == b->cpu_quota_percent && a->cpu_weight == b->cpu_weight;
 }
 
 static bool same_filter(const cfg_syscall_filter *a, const cfg_syscall_filter *b)

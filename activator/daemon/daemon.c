@@ -73,8 +73,8 @@ static int open_directories(ad_daemon *daemon, act_error *err)
     if (daemon->state_dirfd < 0)
         return act_error_set(err, errno, "cannot open StateDirectory=%s: %s",
                              config->state_directory, strerror(errno));
-    r = ad_dynamic_users_open(daemon->state_dirfd, config->dynamic_uid_min,
-                              config->dynamic_uid_max, &daemon->dynamic_users, err);
+    r = ad_dynamic_users_open(daemon->state_dirfd, config->dynamic_uid_min, config->dynamic_uid_max,
+                              &daemon->dynamic_users, err);
     if (r < 0)
         return act_error_prefix(err, "StateDirectory=%s", config->state_directory);
     char releases[4096];

@@ -33,8 +33,8 @@ struct ad_dynamic_users {
     int dirfd;
     uint32_t uid_min, uid_max;
     entry *by_host;
-    size_t *by_uid;   /* index into by_host + 1, 0 for a free slot */
-    size_t cap;       /* a power of two, at least twice n */
+    size_t *by_uid; /* index into by_host + 1, 0 for a free slot */
+    size_t cap;     /* a power of two, at least twice n */
     size_t n;
     uint32_t *excluded; /* sorted: ids hosts name by number in User=, Group= */
     size_t n_excluded;

@@ -67,12 +67,9 @@ static const char *filter_profile(const cfg_syscall_filter *filter)
 {
     if (filter->reset) /* an empty line last: no filter */
         return "none";
-    switch (filter->base) {
-    case CFG_SYSCALLS_DEFAULT: return "default";
-    case CFG_SYSCALLS_ALLOW: return "allow";
-    case CFG_SYSCALLS_NONE: break;
-    }
-    return "none";
+    return filter->base == CFG_SYSCALLS_DEFAULT ? "default"
+           : filter->base == CFG_SYSCALLS_ALLOW ? "allow"
+                                                : "none";
 }
 
 /* Most hosts run the default profile: one compiled program serves them all. */
@@ -83,8 +80,7 @@ static int compile_filter(ad_daemon *daemon, ad_host_settings *settings, act_err
     if (plain_default && daemon->default_seccomp)
         return 0;
     cg_seccomp_program **out = plain_default ? &daemon->default_seccomp : &settings->seccomp;
-    int r = cg_seccomp_compile(filter_profile(filter),
-                               (const char *const *)filter->allow,
+    int r = cg_seccomp_compile(filter_profile(filter), (const char *const *)filter->allow,
                                (const char *const *)filter->deny, out, err);
     return r < 0 ? act_error_prefix(err, "host %s: SystemCallFilter=", settings->config->name)
                  : 0;
@@ -546,8 +542,7 @@ int ad_host_state_directory(ad_host *host, act_error *err)
      * short is done again at the next start. */
     int r = chown_tree(state, uid, gid, 0, err);
     if (r < 0)
-        return act_error_prefix(err, "cannot hand the state directory to uid %u",
-                                (unsigned)uid);
+        return act_error_prefix(err, "cannot hand the state directory to uid %u", (unsigned)uid);
     if (fchown(state, uid, gid) < 0)
         return act_error_set(err, errno, "cannot hand the state directory to uid %u: %s",
                              (unsigned)uid, strerror(errno));

@@ -312,7 +312,8 @@ static void check_limits(const ad_daemon *daemon, reload_job *job, const char *p
     } keys[] = {
         {"MemoryMax", file->lines.memory_max, {.memory_max = limits->memory_max}},
         {"MemoryHigh", file->lines.memory_high, {.memory_high = limits->memory_high}},
-        {"PidsMax", file->lines.pids_max,
+        {"PidsMax",
+         file->lines.pids_max,
          {.pids_max = limits->pids_max, .pids_max_is_default = limits->pids_max_is_default}},
         {"CPUQuota", file->lines.cpu_quota, {.cpu_quota_percent = limits->cpu_quota_percent}},
         {"CPUWeight", file->lines.cpu_weight, {.cpu_weight = limits->cpu_weight}},

@@ -25,14 +25,22 @@ static const char *result(long r, int error)
     if (r >= 0)
         return "ok";
     switch (error) {
-    case EPERM: return "EPERM";
-    case EACCES: return "EACCES";
-    case ENOSYS: return "ENOSYS";
-    case ENOENT: return "ENOENT";
-    case EINVAL: return "EINVAL";
-    case EFAULT: return "EFAULT";
-    case EADDRINUSE: return "EADDRINUSE";
-    default: return "other";
+    case EPERM:
+        return "EPERM";
+    case EACCES:
+        return "EACCES";
+    case ENOSYS:
+        return "ENOSYS";
+    case ENOENT:
+        return "ENOENT";
+    case EINVAL:
+        return "EINVAL";
+    case EFAULT:
+        return "EFAULT";
+    case EADDRINUSE:
+        return "EADDRINUSE";
+    default:
+        return "other";
     }
 }
 
@@ -61,9 +69,8 @@ static long bind_port_80(void)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    struct sockaddr_in sin = {.sin_family = AF_INET,
-                              .sin_port = htons(80),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sin = {
+        .sin_family = AF_INET, .sin_port = htons(80), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int));
     long r = bind(fd, (struct sockaddr *)&sin, sizeof(sin));
     int saved = errno;
@@ -86,8 +93,7 @@ void act_isolation_report(void)
     fprintf(out, "uid=%d\ngid=%d\n", (int)getuid(), (int)getgid());
     fprintf(out, "securebits=%ld\n", (long)prctl(PR_GET_SECUREBITS, 0, 0, 0, 0));
     TRY(out, "keyctl", syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0));
-    TRY(out, "add_key", syscall(SYS_add_key, "user", "act-test", "x", 1,
-                                KEY_SPEC_PROCESS_KEYRING));
+    TRY(out, "add_key", syscall(SYS_add_key, "user", "act-test", "x", 1, KEY_SPEC_PROCESS_KEYRING));
     TRY(out, "chroot", syscall(SYS_chroot, "/nonexistent-act-test"));
     TRY(out, "mount", syscall(SYS_mount, "none", "/nonexistent-act-test", "tmpfs", 0, NULL));
     TRY(out, "io_uring_setup", syscall(SYS_io_uring_setup, 0, NULL));

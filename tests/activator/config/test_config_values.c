@@ -483,13 +483,9 @@ static void syscall_filters(void **state)
     assert_int_equal(f.base, CFG_SYSCALLS_NONE);
     cfg_syscall_filter_clear(&f);
 
-    const char *bad[] = {"strict",
-                         "default ~ptrac",
-                         "@nosuchgroup",
-                         "~@mount keyctl:EPERM",
-                         "@mount ~chroot",
-                         "none ptrace",
-                         "default 'unclosed"};
+    const char *bad[] = {
+        "strict",         "default ~ptrac", "@nosuchgroup",     "~@mount keyctl:EPERM",
+        "@mount ~chroot", "none ptrace",    "default 'unclosed"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
         assert_true(cfg_parse_syscall_filter(bad[i], &f, &err) < 0);
@@ -554,8 +550,8 @@ static void capabilities(void **state)
     assert_int_equal(cfg_parse_capabilities("CAP_NET_BIND_SERVICE", &mask, &err), 0);
     assert_int_equal(mask, 1ULL << CAP_NET_BIND_SERVICE);
     assert_int_equal(cfg_parse_capabilities("cap_kill CAP_NET_RAW", &mask, &err), 0);
-    assert_int_equal(mask, (1ULL << CAP_NET_BIND_SERVICE) | (1ULL << CAP_KILL) |
-                               (1ULL << CAP_NET_RAW));
+    assert_int_equal(mask,
+                     (1ULL << CAP_NET_BIND_SERVICE) | (1ULL << CAP_KILL) | (1ULL << CAP_NET_RAW));
     char names[256];
     cfg_format_capabilities(mask, names, sizeof(names));
     assert_string_equal(names, "CAP_KILL CAP_NET_BIND_SERVICE CAP_NET_RAW");

@@ -59,8 +59,9 @@ static unsigned run_as(dh_daemon *d, int64_t pid)
     status_field(d, pid, "Gid", gids, sizeof(gids));
     status_field(d, pid, "Groups", groups, sizeof(groups));
     unsigned u[4] = {0}, g[4] = {0};
-    DH_CHECK(d, sscanf(uids, "%u %u %u %u", &u[0], &u[1], &u[2], &u[3]) == 4 &&
-                    sscanf(gids, "%u %u %u %u", &g[0], &g[1], &g[2], &g[3]) == 4,
+    DH_CHECK(d,
+             sscanf(uids, "%u %u %u %u", &u[0], &u[1], &u[2], &u[3]) == 4 &&
+                 sscanf(gids, "%u %u %u %u", &g[0], &g[1], &g[2], &g[3]) == 4,
              "pid %" PRId64 ": Uid: %s Gid: %s", pid, uids, gids);
     for (int i = 1; i < 4; i++)
         DH_CHECK(d, u[i] == u[0] && g[i] == g[0], "pid %" PRId64 ": Uid: %s Gid: %s", pid, uids,
@@ -106,8 +107,7 @@ static char *isolation_report(dh_daemon *d, const char *host)
     return NULL;
 }
 
-static void expect_result(dh_daemon *d, const char *report, const char *name,
-                          const char *expected)
+static void expect_result(dh_daemon *d, const char *report, const char *name, const char *expected)
 {
     char line[128];
     snprintf(line, sizeof(line), "\n%s=%s\n", name, expected);
@@ -126,8 +126,7 @@ static char *leaf_pids_max(dh_daemon *d, const char *host, uint64_t generation)
     snprintf(leaf_name, sizeof(leaf_name), "g-%" PRIu64, generation);
     cg_leaf *leaf = NULL;
     act_error err = {0};
-    DH_CHECK(d, cg_leaf_open(d->drv.cgroups, host, leaf_name, &leaf, &err) == 0, "%s",
-             err.message);
+    DH_CHECK(d, cg_leaf_open(d->drv.cgroups, host, leaf_name, &leaf, &err) == 0, "%s", err.message);
     const char *v1 = cg_leaf_v1_path(leaf, "pids");
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/pids.max", v1 ? v1 : cg_leaf_path(leaf));
@@ -179,8 +178,7 @@ static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
     unsigned uid1 = run_as(d, pid1), uid2 = run_as(d, pid2);
     printf("web1 runs as uid %u, web2 as uid %u\n", uid1, uid2);
     DH_CHECK(d, uid1 >= RANGE_MIN && uid1 <= RANGE_MAX && uid2 >= RANGE_MIN && uid2 <= RANGE_MAX,
-             "uids %u and %u are not in DynamicUserRange=%d-%d", uid1, uid2, RANGE_MIN,
-             RANGE_MAX);
+             "uids %u and %u are not in DynamicUserRange=%d-%d", uid1, uid2, RANGE_MIN, RANGE_MAX);
     DH_CHECK(d, uid1 != uid2, "web1 and web2 share uid %u", uid1);
     DH_CHECK(d, recorded_uid(d, "web1", uid1) && recorded_uid(d, "web2", uid2),
              "the uids are not recorded in %s/dynamic-users", d->drv.state_dir);
@@ -195,24 +193,26 @@ static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
     DH_CHECK(d, stat(path, &st) == 0 && st.st_uid == uid1 && st.st_gid == uid1,
              "%s is uid %u's, not web1's", path, (unsigned)st.st_uid);
     state_path(d, "web1", NULL, path, sizeof(path));
-    DH_CHECK(d, stat(path, &st) == 0 && st.st_uid == uid1 && st.st_gid == uid1 &&
-                    (st.st_mode & 07777) == 0750,
+    DH_CHECK(d,
+             stat(path, &st) == 0 && st.st_uid == uid1 && st.st_gid == uid1 &&
+                 (st.st_mode & 07777) == 0750,
              "%s: uid %u gid %u mode %o", path, (unsigned)st.st_uid, (unsigned)st.st_gid,
              (unsigned)(st.st_mode & 07777));
     char *report = isolation_report(d, "web1");
     char expected[32];
     snprintf(expected, sizeof(expected), "%u", uid1);
     expect_result(d, report, "uid", expected);
-    const char *refused[] = {"keyctl", "add_key", "chroot", "mount", "io_uring_setup",
-                             "unshare_user", "setuid0"};
+    const char *refused[] = {"keyctl",         "add_key",      "chroot", "mount",
+                             "io_uring_setup", "unshare_user", "setuid0"};
     for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
         expect_result(d, report, refused[i], "EPERM");
     expect_result(d, report, "bind80", "EACCES");
     expect_result(d, report, "socket", "ok");
     expect_result(d, report, "uname", "ok");
     long bits = strtol(strstr(report, "securebits=") + 11, NULL, 10);
-    DH_CHECK(d, (bits & SECBIT_NOROOT) && (bits & SECBIT_NOROOT_LOCKED) &&
-                    (bits & SECBIT_NO_SETUID_FIXUP_LOCKED) && (bits & SECBIT_KEEP_CAPS_LOCKED),
+    DH_CHECK(d,
+             (bits & SECBIT_NOROOT) && (bits & SECBIT_NOROOT_LOCKED) &&
+                 (bits & SECBIT_NO_SETUID_FIXUP_LOCKED) && (bits & SECBIT_KEEP_CAPS_LOCKED),
              "securebits %#lx", bits);
     free(report);
 
@@ -227,8 +227,8 @@ static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
     pid1 = dh_wake(d, "web1").pid;
     pid2 = dh_wake(d, "web2").pid;
     DH_CHECK(d, run_as(d, pid1) == uid1 && run_as(d, pid2) == uid2,
-             "after a restart web1 runs as %u (was %u), web2 as %u (was %u)", run_as(d, pid1),
-             uid1, run_as(d, pid2), uid2);
+             "after a restart web1 runs as %u (was %u), web2 as %u (was %u)", run_as(d, pid1), uid1,
+             run_as(d, pid2), uid2);
     dh_stop_and_check_clean(d);
 }
 
@@ -272,8 +272,7 @@ static void test_user_root_and_ambient_capabilities(void **state)
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
     dh_add_app_host(d, "rooted", "--isolation-report", "User=root\n");
-    dh_add_app_host(d, "web80", "--isolation-report",
-                    "AmbientCapabilities=CAP_NET_BIND_SERVICE\n");
+    dh_add_app_host(d, "web80", "--isolation-report", "AmbientCapabilities=CAP_NET_BIND_SERVICE\n");
     dh_add_app_host(d, "filtered", "--isolation-report",
                     "[Limits]\nSystemCallFilter=@keyring chroot\nSystemCallFilter=~uname\n");
 

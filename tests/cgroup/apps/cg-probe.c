@@ -1,7 +1,7 @@
 /* Test app: reports what it was started with (fds, LISTEN_*, session, ids,
- * umask, cwd, signal state, no_new_privs, seccomp, capabilities, securebits, rlimits), one "key=value"
- * per line ending with "end", then exits with argv[1]. With argv[2] "wait"
- * it stays until SIGTERM and then exits with argv[1]. */
+ * umask, cwd, signal state, no_new_privs, seccomp, capabilities, securebits, rlimits), one
+ * "key=value" per line ending with "end", then exits with argv[1]. With argv[2] "wait" it stays
+ * until SIGTERM and then exits with argv[1]. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>

@@ -39,7 +39,7 @@ int main(void)
     struct timespec ts = {0};
     report("clock_settime", clock_settime(CLOCK_MONOTONIC, &ts));
     report("keyctl", syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0));
-    report("chroot", chroot("/nonexistent-cg-test"));       /* ENOENT when allowed */
+    report("chroot", chroot("/nonexistent-cg-test"));               /* ENOENT when allowed */
     report("io_uring_setup", syscall(SYS_io_uring_setup, 0, NULL)); /* EINVAL/EFAULT */
     struct utsname u;
     report("uname", uname(&u));
