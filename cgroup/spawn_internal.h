@@ -8,12 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include "cgroup/internal.h"
 
 enum cg_child_step {
     CG_STEP_JOIN_V1 = 1,
     CG_STEP_JOIN_V2,
+    CG_STEP_JOIN_MOUNT_NS,
     CG_STEP_SETSID,
     CG_STEP_FDS,
     CG_STEP_SIGNALS,
@@ -50,6 +52,7 @@ struct cg_child_plan {
     int *fd_scratch;      /* n_fds ints the child may write (its copy of the memory) */
     size_t n_fds;
     int exec_fd;
+    int join_mount_ns_fd; /* -1: none; see cg_spawn_spec */
     bool exec_fd_survives; /* left open across exec, for a #! script run from it */
     int report_fd;        /* write end of the CLOEXEC report pipe */
     /* > 0: the child shares our fd table (CLONE_FILES) and unshares it
@@ -75,6 +78,11 @@ struct cg_child_plan {
     mode_t umask;
     bool no_new_privs;
     const struct sock_fprog *seccomp;
+    /* See cg_spawn_spec.journal_*: the address and header, ready to send. */
+    bool journal;
+    struct sockaddr_un journal_address;
+    const char *journal_header;
+    size_t journal_header_len;
 };
 
 /* The fd window (spawn_fds.c). enter dups needed[0..n) into the window's

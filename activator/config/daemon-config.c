@@ -12,6 +12,7 @@
 #include "activator/config/parse-account.h"
 #include "activator/config/parse-duration.h"
 #include "activator/config/parse-number.h"
+#include "activator/config/parse-size.h"
 #include "activator/config/parse-url.h"
 #include "claims/claims.h"
 #include "common/cleanup.h"
@@ -311,6 +312,23 @@ static int apply_dynamic_user_range(void *target, const char *value, act_error *
     return 0;
 }
 
+/* Small enough that a chatty host cannot fill the state file system with
+ * two files of it; large enough to hold the lines of one bad start. */
+static int apply_host_log_max(void *target, const char *value, act_error *err)
+{
+    uint64_t bytes;
+    int r = cfg_parse_size(value, &bytes, err);
+    if (r < 0)
+        return r;
+    if (bytes == CFG_SIZE_INFINITY || bytes < 64 * 1024)
+        return act_error_set(err, EINVAL,
+                             "\"%s\" is not a log file size from 64K up (e.g. 8M; each host "
+                             "keeps this much twice)",
+                             value);
+    ((cfg_daemon *)target)->host_log_max_bytes = bytes;
+    return 0;
+}
+
 enum {
     KEY_BOX,
     KEY_STORE,
@@ -343,6 +361,7 @@ enum {
     KEY_BOX_LEASE,
     KEY_STORE_WATCH_TIMEOUT,
     KEY_DYNAMIC_USER_RANGE,
+    KEY_HOST_LOG_MAX,
     N_KEYS,
 };
 
@@ -384,6 +403,7 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
     [KEY_STORE_WATCH_TIMEOUT] = {"Activator", "StoreWatchTimeoutSec", apply_store_watch_timeout,
                                  false},
     [KEY_DYNAMIC_USER_RANGE] = {"Activator", "DynamicUserRange", apply_dynamic_user_range, false},
+    [KEY_HOST_LOG_MAX] = {"Activator", "HostLogMaxSize", apply_host_log_max, false},
 };
 
 /* Sets *field to prefix+arg+suffix unless the file set it. */
@@ -602,6 +622,7 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .store_watch_timeout_usec = 30 * CFG_USEC_PER_SEC,
         .dynamic_uid_min = CFG_DYNAMIC_UID_MIN,
         .dynamic_uid_max = CFG_DYNAMIC_UID_MAX,
+        .host_log_max_bytes = 8 * 1024 * 1024,
     };
     int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, c.key_lines, errors);
     if (problems < 0)

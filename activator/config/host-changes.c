@@ -55,6 +55,7 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            a->idle_timeout_usec == b->idle_timeout_usec &&
            a->start_rate_limit == b->start_rate_limit && a->max_starts == b->max_starts &&
            a->ambient_capabilities == b->ambient_capabilities &&
+           a->releases_keep == b->releases_keep &&
            same_filter(&a->limits.syscall_filter, &b->limits.syscall_filter);
 }
 

@@ -89,6 +89,7 @@ enum {
     KEY_CPU_QUOTA,
     KEY_CPU_WEIGHT,
     KEY_SYSTEM_CALL_FILTER,
+    KEY_RELEASES_KEEP,
     N_KEYS,
 };
 
@@ -307,6 +308,16 @@ static int apply_health_check_failures(void *target, const char *value, act_erro
     return 0;
 }
 
+static int apply_releases_keep(void *target, const char *value, act_error *err)
+{
+    uint64_t n;
+    int r = cfg_parse_uint(value, 0, CFG_RELEASES_KEEP_MAX, &n, err);
+    if (r < 0)
+        return r;
+    ((cfg_host *)target)->releases_keep = (uint16_t)n;
+    return 0;
+}
+
 static int apply_max_starts(void *target, const char *value, act_error *err)
 {
     uint64_t n;
@@ -440,6 +451,7 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_CPU_QUOTA] = {"Limits", "CPUQuota", apply_cpu_quota, false},
     [KEY_CPU_WEIGHT] = {"Limits", "CPUWeight", apply_cpu_weight, false},
     [KEY_SYSTEM_CALL_FILTER] = {"Limits", "SystemCallFilter", apply_syscall_filter, true},
+    [KEY_RELEASES_KEEP] = {"Host", "ReleasesKeep", apply_releases_keep, false},
 };
 
 /* Checks what spans keys. A key whose value was refused has been reported
@@ -561,6 +573,7 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
             .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
             .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
             .max_starts = 5,
+            .releases_keep = 3,
             .backlog = SOMAXCONN,
             .limits = {.pids_max = CFG_PIDS_MAX_DEFAULT},
         },

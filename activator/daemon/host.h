@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "activator/daemon/context.h"
+#include "activator/records/records.h"
 
 typedef struct ad_generation ad_generation;
 typedef struct ad_wake_state ad_wake_state;
@@ -192,6 +193,10 @@ void ad_host_set_last_failure(ad_host *host, const char *reason, const char *mes
 /* Attempts recorded against a build (wake_ops.c). */
 uint64_t ad_host_failed_attempts(const ad_host *host);
 void ad_host_count_failed_attempt(ad_host *host, const char *reason);
+/* The build of the generation published last, by this daemon or one it
+ * resumed; NULL before any (wake_ops.c sets it, swap.c reads it). */
+const rec_build_ref *ad_host_last_served(const ad_host *host);
+void ad_host_set_last_served(ad_host *host, const rec_build_ref *build);
 /* When the wake in flight began, for the wake-duration histogram (announce.c). */
 uint64_t ad_host_wake_started(const ad_host *host);
 void ad_host_set_wake_started(ad_host *host, uint64_t usec);
