@@ -74,6 +74,13 @@ static int open_directories(ad_daemon *daemon, act_error *err)
     if (daemon->state_dirfd < 0)
         return act_error_set(err, errno, "cannot open StateDirectory=%s: %s",
                              config->state_directory, strerror(errno));
+    /* hosts/ lets each host's user through to its own state directory but
+     * lists none of them: an older daemon made it 0755, an older tmpfiles
+     * entry 0700, which kept every unprivileged host out. */
+    if ((mkdirat(daemon->state_dirfd, "hosts", 0711) < 0 && errno != EEXIST) ||
+        fchmodat(daemon->state_dirfd, "hosts", 0711, 0) < 0)
+        return act_error_set(err, errno, "cannot make %s/hosts mode 0711: %s",
+                             config->state_directory, strerror(errno));
     r = ad_dynamic_users_open(daemon->state_dirfd, config->dynamic_uid_min, config->dynamic_uid_max,
                               &daemon->dynamic_users, err);
     if (r < 0)

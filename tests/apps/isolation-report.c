@@ -79,6 +79,40 @@ static long bind_port_80(void)
     return r;
 }
 
+/* Creating a file at path (removed again if it worked). */
+static long create_file(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    unlink(path);
+    return 0;
+}
+
+/* What the daemon keeps beside the state directory
+ * (<state>/hosts/<host>/state): the releases, and the other hosts. With
+ * ACT_OTHER_HOST naming another host, its state directory is tried too. */
+static void try_neighbours(FILE *out, const char *dir)
+{
+    const char *host = getenv("ACTIVATOR_HOST"), *version = getenv("ACTIVATOR_VERSION");
+    const char *other = getenv("ACT_OTHER_HOST");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/../../../releases/%s/act-test", dir, host ? host : "");
+    TRY(out, "write_releases", create_file(path));
+    snprintf(path, sizeof(path), "%s/../../../releases/%s/%s/manifest.json", dir, host ? host : "",
+             version ? version : "");
+    TRY(out, "write_manifest", open(path, O_WRONLY | O_CLOEXEC));
+    snprintf(path, sizeof(path), "%s/../..", dir);
+    TRY(out, "list_hosts", open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (other) {
+        snprintf(path, sizeof(path), "%s/../../%s/state/act-test", dir, other);
+        TRY(out, "write_other_state", create_file(path));
+        snprintf(path, sizeof(path), "%s/../../%s/state", dir, other);
+        TRY(out, "list_other_state", open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    }
+}
+
 void act_isolation_report(void)
 {
     const char *dir = getenv("STATE_DIRECTORY");
@@ -102,6 +136,8 @@ void act_isolation_report(void)
     TRY(out, "bind80", bind_port_80());
     TRY(out, "socket", socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     TRY(out, "uname", syscall(SYS_uname, &(char[512]){0}));
+    if (dir)
+        try_neighbours(out, dir);
     fprintf(out, "end\n");
     if (fclose(out) != 0 || rename(temp, path) < 0)
         fprintf(stderr, "act-testapp: cannot write %s: %s\n", path, strerror(errno));

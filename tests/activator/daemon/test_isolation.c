@@ -153,7 +153,7 @@ static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    int port1 = dh_add_app_host(d, "web1", "--isolation-report", NULL);
+    int port1 = dh_add_app_host(d, "web1", "--isolation-report", "Environment=ACT_OTHER_HOST=web2\n");
     int port2 = dh_add_app_host(d, "web2", "--isolation-report", NULL);
     /* web1 ran as root before: what it left is handed to its new user. */
     char path[PATH_MAX];
@@ -166,8 +166,11 @@ static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
     DH_CHECK(d, system(command) == 0, "cannot run %s", command);
     strcat(path, "/state/data");
     dh_start(d, NULL);
+    /* web2 first: web1 reports at its start what it could do to web2's
+     * state directory. */
+    int64_t pid2 = dh_wake(d, "web2").pid;
     dh_served served1 = dh_wake(d, "web1");
-    int64_t pid1 = served1.pid, pid2 = dh_wake(d, "web2").pid;
+    int64_t pid1 = served1.pid;
     /* No PidsMax= in the file: the default bounds it. */
     char *pids_max = leaf_pids_max(d, "web1", served1.generation);
     DH_CHECK(d, strcmp(pids_max, "4096") == 0, "web1's leaf has pids.max %s, expected 4096",
@@ -207,6 +210,11 @@ static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
     for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
         expect_result(d, report, refused[i], "EPERM");
     expect_result(d, report, "bind80", "EACCES");
+    /* Nothing beside its own state directory is its to write or list. */
+    const char *closed[] = {"write_releases", "write_manifest", "list_hosts",
+                            "write_other_state", "list_other_state"};
+    for (size_t i = 0; i < ARRAY_SIZE(closed); i++)
+        expect_result(d, report, closed[i], "EACCES");
     expect_result(d, report, "socket", "ok");
     expect_result(d, report, "uname", "ok");
     long bits = strtol(strstr(report, "securebits=") + 11, NULL, 10);
