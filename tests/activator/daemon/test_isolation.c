@@ -153,7 +153,8 @@ static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    int port1 = dh_add_app_host(d, "web1", "--isolation-report", "Environment=ACT_OTHER_HOST=web2\n");
+    int port1 =
+        dh_add_app_host(d, "web1", "--isolation-report", "Environment=ACT_OTHER_HOST=web2\n");
     int port2 = dh_add_app_host(d, "web2", "--isolation-report", NULL);
     /* web1 ran as root before: what it left is handed to its new user. */
     char path[PATH_MAX];
@@ -211,8 +212,8 @@ static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
         expect_result(d, report, refused[i], "EPERM");
     expect_result(d, report, "bind80", "EACCES");
     /* Nothing beside its own state directory is its to write or list. */
-    const char *closed[] = {"write_releases", "write_manifest", "list_hosts",
-                            "write_other_state", "list_other_state"};
+    const char *closed[] = {"write_releases", "write_manifest", "list_hosts", "write_other_state",
+                            "list_other_state"};
     for (size_t i = 0; i < ARRAY_SIZE(closed); i++)
         expect_result(d, report, closed[i], "EACCES");
     expect_result(d, report, "socket", "ok");
