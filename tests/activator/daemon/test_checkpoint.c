@@ -321,6 +321,59 @@ static void test_no_transport_is_refused(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* ExecCheckpoint= with CheckpointLive=yes: the host's own program (here a
+ * tar of the state directory) snapshots it while it serves; its answer is
+ * parsed strictly, and a bad one changes nothing. */
+static void test_exec_checkpoint_live(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    char script[PATH_MAX], flag[PATH_MAX], host_lines[PATH_MAX + 64];
+    snprintf(script, sizeof(script), "%s/checkpoint.sh", d->drv.dir);
+    snprintf(flag, sizeof(flag), "%s/garble", d->drv.dir);
+    FILE *f = fopen(script, "we");
+    DH_CHECK(d, f, "cannot write %s", script);
+    fprintf(f,
+            "#!/bin/sh\n"
+            "set -e\n"
+            "if [ -e %s ]; then echo 'not an answer'; exit 0; fi\n"
+            "id=cp-$ACTIVATOR_GENERATION-$(date +%%s%%N)\n"
+            "tar -C \"$STATE_DIRECTORY\" -cf %s/$id.tar .\n"
+            "sha=$(sha256sum %s/$id.tar | cut -d' ' -f1)\n"
+            "echo \"$id $sha\"\n",
+            flag, d->drv.dir, d->drv.dir);
+    fclose(f);
+    chmod(script, 0755);
+    snprintf(host_lines, sizeof(host_lines), "ExecCheckpoint=/bin/sh %s\nCheckpointLive=yes\n",
+             script);
+    int port = dh_add_app_host(d, "demo", "--counter", host_lines);
+    dh_start(d, NULL);
+    dh_wake(d, "demo");
+    DH_CHECK(d, get_counter(d, port) == 1, "the counter does not count");
+
+    char out[4096];
+    int status = ctl(d, out, sizeof(out), "checkpoint", "demo");
+    DH_CHECK(d, status == 0 && strstr(out, "named on the claim") && !strstr(out, "parked"),
+             "a live ExecCheckpoint=: exit %d:\n%s", status, out);
+    DH_CHECK(d, dh_wait_state(d, "demo", "serving", 1000), "demo stopped serving");
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c) && strncmp(c.state.checkpoint, "cp-", 3) == 0 &&
+                    strlen(c.state.sha256) == 64,
+             "the claim does not name the program's checkpoint: \"%s\"", c.state.checkpoint);
+    DH_CHECK(d, get_counter(d, port) == 2, "the host did not serve on through the checkpoint");
+
+    f = fopen(flag, "we");
+    fclose(f);
+    status = ctl(d, out, sizeof(out), "checkpoint", "demo");
+    DH_CHECK(d, status == 1 && strstr(out, "not \"ID SHA256\""),
+             "a garbled answer: exit %d:\n%s", status, out);
+    claim after;
+    DH_CHECK(d, dh_claim_get(d, "demo", &after) && after.revision == c.revision,
+             "a garbled answer changed the claim");
+    DH_CHECK(d, !dh_leaf_exists(d, "demo", "checkpoint-1"), "the program's leaf is left");
+    dh_stop_and_check_clean(d);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-checkpoint", DH_STORE_DIR);
@@ -331,6 +384,7 @@ int main(void)
         DH_TEST(test_tampered_checkpoint_fails_the_wake_and_changes_nothing),
         DH_TEST(test_bad_input_changes_nothing),
         DH_TEST(test_no_transport_is_refused),
+        DH_TEST(test_exec_checkpoint_live),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
