@@ -176,6 +176,11 @@ void ad_checkpoint_request_host_parked(ad_host *host)
     ad_checkpoint_request *req = ad_host_checkpoint_request(host);
     if (!req || !req->waiting)
         return;
+    if (ad_host_daemon(host)->stopping) {
+        fail(req, "stopping", "host %s: box %s is stopping; no checkpoint was written",
+             name_of(req), box_of(req));
+        return;
+    }
     if (pl_host_is_unproven(ad_host_pipeline(host))) {
         fail(req, "unproven_stop",
              "host %s: its generation is not proven stopped, so its state may still change; "
