@@ -5,7 +5,9 @@
  * and the loop must go on waking other hosts meanwhile. The worker gets a
  * copy of everything it needs and touches nothing of the daemon; the loop
  * gets the result in done. CheckpointTimeoutSec= bounds it: the timer asks
- * the worker to stop, which removes its half-written archive. */
+ * the worker to stop, which removes its half-written archive. The claim is
+ * read first, so the pruning after the write spares the checkpoint it
+ * names. */
 #include "activator/daemon/checkpoint.h"
 
 #include <assert.h>
@@ -42,6 +44,8 @@ struct ad_checkpoint {
     char box[ACT_NAME_MAX + 1];
     uint64_t generation;
     unsigned keep;
+    bool claim_read;           /* claim_named says what the claim names */
+    char claim_named[sizeof(((claim_state *)0)->checkpoint)];
     uint64_t timeout_usec;
     int result;
     act_error err;
@@ -100,9 +104,12 @@ static void run_write(void *data)
     (void)rec_read_checkpoint(host_dirfd, ckpt->name, previous, sizeof(previous), &ignored);
     if ((ckpt->result = rec_write_checkpoint(host_dirfd, ckpt->info.id, &ckpt->err)) < 0)
         return;
-    const char *protected[] = {ckpt->info.id, previous};
+    /* Without the claim, nothing is pruned: it may name any of them. */
+    if (!ckpt->claim_read)
+        return;
+    const char *protected[] = {ckpt->info.id, previous, ckpt->claim_named};
     act_error prune_err = {0};
-    if (ckpt_prune(ckpt->dir, ckpt->name, ckpt->keep, protected, 2, &prune_err) < 0)
+    if (ckpt_prune(ckpt->dir, ckpt->name, ckpt->keep, protected, 3, &prune_err) < 0)
         act_log_fields(LOG_WARNING, &(act_log_ctx){.host = ckpt->name},
                        "host %s: checkpoint %s written, but the old ones were not pruned: %s",
                        ckpt->name, ckpt->info.id, prune_err.message);
@@ -158,6 +165,35 @@ static int on_timeout(sd_event_source *source, uint64_t usec, void *userdata)
     return 0;
 }
 
+/* The claim is read first only to learn which checkpoint it names, which
+ * the pruning after the write must spare. */
+static void on_claim_read(claim_store *store, int result, const claim *c, const act_error *err,
+                          void *userdata)
+{
+    ad_checkpoint *ckpt = userdata;
+    if (!ckpt->host) {
+        checkpoint_free(ckpt); /* cancelled before the write began */
+        return;
+    }
+    if (result >= 0) {
+        ckpt->claim_read = true;
+        if (result > 0)
+            snprintf(ckpt->claim_named, sizeof(ckpt->claim_named), "%s", c->state.checkpoint);
+    } else {
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = ckpt->name},
+                       "host %s: cannot read its claim, so no old checkpoint is pruned this "
+                       "time: %s",
+                       ckpt->name, err->message);
+    }
+    act_error submit_err = {0};
+    ad_daemon *daemon = ad_host_daemon(ckpt->host);
+    if (act_offload_submit(daemon->offload, act_offload_lane(ckpt->name), run_write,
+                           complete_write, ckpt, &submit_err) < 0) {
+        ckpt->result = act_error_set(&ckpt->err, submit_err.errnum, "%s", submit_err.message);
+        complete_write(ckpt);
+    }
+}
+
 static int start_builtin(ad_checkpoint *ckpt, act_error *err)
 {
     ad_host *host = ckpt->host;
@@ -178,8 +214,7 @@ static int start_builtin(ad_checkpoint *ckpt, act_error *err)
     if ((r = sd_event_add_time_relative(daemon->loop, &ckpt->timer, CLOCK_MONOTONIC,
                                         ckpt->timeout_usec, 0, on_timeout, ckpt)) < 0)
         return act_error_set(err, -r, "cannot arm the checkpoint timer: %s", strerror(-r));
-    return act_offload_submit(daemon->offload, act_offload_lane(ckpt->name), run_write,
-                              complete_write, ckpt, err);
+    return claims_read_async(daemon->store, ckpt->name, on_claim_read, ckpt, err);
 }
 
 /* ---- a host with nothing to carry ---------------------------------------- */
@@ -279,8 +314,9 @@ void ad_checkpoint_cancel(ad_host *host)
         checkpoint_free(ckpt);
         return;
     }
-    /* The worker has it: it stops at its next block, removes its
-     * temporary file, and complete_write frees it without calling done. */
+    /* The claim read or the worker has it: the worker stops at its next
+     * block and removes its temporary file; on_claim_read or
+     * complete_write frees it without calling done. */
     ckpt->host = NULL;
     atomic_store(&ckpt->stop, true);
     ckpt->timer = sd_event_source_disable_unref(ckpt->timer);

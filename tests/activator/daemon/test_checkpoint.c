@@ -8,6 +8,7 @@
  *     counter goes on from where it was;
  *   - a tampered archive: the wake fails with restore_failed, and the state
  *     directory is as it was;
+ *   - CheckpointsKeep= prunes, sparing the checkpoint the claim names;
  *   - bad input changes nothing and says why: an unknown host, a viewer
  *     asking for a checkpoint, a box without Checkpoints=, a State=none
  *     host, a bad Checkpoints= URL or State= value, Checkpoints= changed by
@@ -117,15 +118,49 @@ static claim_state checkpoint_now(dh_daemon *d)
     return c.state;
 }
 
-static int start_demo(dh_daemon *d, shared_dir *shared)
+static int start_demo_keeping(dh_daemon *d, shared_dir *shared, const char *keep)
 {
     shared_dir_make(d, shared);
     char conf[256];
-    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\n", shared->path);
+    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\n%s", shared->path, keep ? keep : "");
     dh_setup(d, DH_STORE_DIR, conf);
     int port = dh_add_app_host(d, "demo", "--counter", NULL);
     dh_start(d, NULL);
     return port;
+}
+
+static int start_demo(dh_daemon *d, shared_dir *shared)
+{
+    return start_demo_keeping(d, shared, NULL);
+}
+
+static bool archive_exists(const shared_dir *shared, const char *id)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/demo/%s.tar.zst", shared->path, id);
+    return access(path, F_OK) == 0;
+}
+
+/* CheckpointsKeep=1: each write keeps the newest, and spares the one the
+ * claim names at the time (the one before it). */
+static void test_pruning_spares_the_named_one(void **state)
+{
+    dh_daemon *d = *state;
+    shared_dir shared;
+    int port = start_demo_keeping(d, &shared, "CheckpointsKeep=1\n");
+    claim_state written[3];
+    for (int i = 0; i < 3; i++) {
+        DH_CHECK(d, get_counter(d, port) == i + 1, "the counter does not count");
+        written[i] = checkpoint_now(d);
+    }
+    DH_CHECK(d, !archive_exists(&shared, written[0].checkpoint),
+             "the oldest checkpoint %s was kept with CheckpointsKeep=1", written[0].checkpoint);
+    DH_CHECK(d, archive_exists(&shared, written[1].checkpoint),
+             "checkpoint %s, which the claim named while %s was written, was pruned",
+             written[1].checkpoint, written[2].checkpoint);
+    DH_CHECK(d, archive_exists(&shared, written[2].checkpoint), "the newest checkpoint is gone");
+    dh_stop_and_check_clean(d);
+    shared_dir_remove(&shared);
 }
 
 static void test_checkpoint_then_restore_continues_the_counter(void **state)
@@ -382,6 +417,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         DH_TEST(test_checkpoint_then_restore_continues_the_counter),
         DH_TEST(test_tampered_checkpoint_fails_the_wake_and_changes_nothing),
+        DH_TEST(test_pruning_spares_the_named_one),
         DH_TEST(test_bad_input_changes_nothing),
         DH_TEST(test_no_transport_is_refused),
         DH_TEST(test_exec_checkpoint_live),
