@@ -78,16 +78,16 @@ static int archive_failed(struct archive *a, const char *id, act_error *err)
 {
     int errnum = archive_errno(a) > 0 ? archive_errno(a) : EIO;
     const char *why = archive_error_string(a);
-    return act_error_set(err, errnum, "checkpoint %s: cannot extract: %s; the state directory "
-                                      "is unchanged",
+    return act_error_set(err, errnum,
+                         "checkpoint %s: cannot extract: %s; the state directory "
+                         "is unchanged",
                          id, why ? why : strerror(errnum));
 }
 
 /* Extracts every entry of the archive open on fd under prefix (an absolute
  * path with no symlink in it, so libarchive's symlink check walks only what
  * the archive made). */
-static int extract(int fd, const char *id, const char *prefix, uid_t uid, gid_t gid,
-                   act_error *err)
+static int extract(int fd, const char *id, const char *prefix, uid_t uid, gid_t gid, act_error *err)
 {
     __attribute__((cleanup(archive_read_freep))) struct archive *in = archive_read_new();
     __attribute__((cleanup(archive_write_freep))) struct archive *out = archive_write_disk_new();
@@ -265,7 +265,8 @@ int ckpt_restore(const char *dir, const char *host, const char *id, const char *
     if (r == 0 && (fchmod(tempfd, mode) < 0 || syncfs(tempfd) < 0 || fsync(tempfd) < 0))
         r = act_error_set(err, errno, "cannot sync %s: %s", prefix, strerror(errno));
     if (r == 0 && renameat2(parentfd, temp_name, parentfd, base, RENAME_EXCHANGE) < 0) {
-        if (errno == ENOENT && renameat2(parentfd, temp_name, parentfd, base, RENAME_NOREPLACE) == 0)
+        if (errno == ENOENT &&
+            renameat2(parentfd, temp_name, parentfd, base, RENAME_NOREPLACE) == 0)
             temp_name[0] = '\0'; /* there was no state directory: nothing old to remove */
         else
             r = act_error_set(err, errno, "cannot put the restored tree in place of %s: %s",

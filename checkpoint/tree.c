@@ -42,7 +42,8 @@ int ckpt_remove_tree(int dirfd, const char *name)
         return -errno;
     /* A directory: O_NOFOLLOW, so a symlink swapped in meanwhile is not
      * followed out of the tree. */
-    _cleanup_close_ int child = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int child =
+        openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (child < 0)
         return errno == ENOENT ? 0 : -errno;
     /* A tree restored from an archive may hold read-only directories. */

@@ -106,10 +106,9 @@ static int archive_tree(const char *state_dir, struct archive *out, const atomic
     if (!disk || !entry)
         return act_error_set(err, ENOMEM, "out of memory");
     archive_read_disk_set_symlink_physical(disk);
-    archive_read_disk_set_behavior(disk, ARCHIVE_READDISK_NO_XATTR | ARCHIVE_READDISK_NO_ACL |
-                                             ARCHIVE_READDISK_NO_FFLAGS |
-                                             ARCHIVE_READDISK_NO_SPARSE |
-                                             ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS);
+    archive_read_disk_set_behavior(
+        disk, ARCHIVE_READDISK_NO_XATTR | ARCHIVE_READDISK_NO_ACL | ARCHIVE_READDISK_NO_FFLAGS |
+                  ARCHIVE_READDISK_NO_SPARSE | ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS);
     if (archive_read_disk_open(disk, state_dir) != ARCHIVE_OK)
         return archive_failed(disk, state_dir, err);
     size_t prefix = strlen(state_dir);

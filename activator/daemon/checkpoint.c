@@ -27,12 +27,12 @@
 #include "common/log.h"
 
 struct ad_checkpoint {
-    ad_host *host;             /* NULL once cancelled: done is not called */
+    ad_host *host; /* NULL once cancelled: done is not called */
     ad_checkpoint_done_fn done;
     void *userdata;
-    sd_event_source *timer;    /* CheckpointTimeoutSec= */
-    sd_event_source *defer;    /* a State=none host's "nothing to carry" */
-    ad_checkpoint_exec *exec;  /* ExecCheckpoint= in flight */
+    sd_event_source *timer;   /* CheckpointTimeoutSec= */
+    sd_event_source *defer;   /* a State=none host's "nothing to carry" */
+    ad_checkpoint_exec *exec; /* ExecCheckpoint= in flight */
     bool timed_out;
 
     /* The worker's inputs and outputs (the built-in transport). */
@@ -44,7 +44,7 @@ struct ad_checkpoint {
     char box[ACT_NAME_MAX + 1];
     uint64_t generation;
     unsigned keep;
-    bool claim_read;           /* claim_named says what the claim names */
+    bool claim_read; /* claim_named says what the claim names */
     char claim_named[sizeof(((claim_state *)0)->checkpoint)];
     uint64_t timeout_usec;
     int result;
@@ -117,9 +117,8 @@ static void run_write(void *data)
 
 static void written_of(const ckpt_info *info, claim_state *out)
 {
-    *out = (claim_state){.size = info->size,
-                         .generation = info->generation,
-                         .stamp_usec = info->stamp_usec};
+    *out = (claim_state){
+        .size = info->size, .generation = info->generation, .stamp_usec = info->stamp_usec};
     snprintf(out->checkpoint, sizeof(out->checkpoint), "%s", info->id);
     snprintf(out->sha256, sizeof(out->sha256), "%s", info->sha256);
     snprintf(out->box, sizeof(out->box), "%s", info->box);
@@ -136,21 +135,21 @@ static void complete_write(void *data)
     if (ckpt->result < 0) {
         act_error err = {0};
         if (ckpt->timed_out)
-            act_error_set(&err, ETIMEDOUT,
-                          "host %s: the checkpoint did not finish within CheckpointTimeoutSec=%" PRIu64
-                          "s; its archive was removed",
-                          ckpt->name, ckpt->timeout_usec / 1000000u);
+            act_error_set(
+                &err, ETIMEDOUT,
+                "host %s: the checkpoint did not finish within CheckpointTimeoutSec=%" PRIu64
+                "s; its archive was removed",
+                ckpt->name, ckpt->timeout_usec / 1000000u);
         else
             act_error_set(&err, -ckpt->result, "host %s: checkpoint: %s", ckpt->name,
                           ckpt->err.message);
         finish(ckpt, ckpt->timed_out ? -ETIMEDOUT : ckpt->result, NULL, &err);
         return;
     }
-    act_log_fields(LOG_INFO, &(act_log_ctx){.host = ckpt->name},
-                   "host %s: checkpoint %s written (%" PRIu64 " bytes, sha256 %s, generation %" PRIu64
-                   ")",
-                   ckpt->name, ckpt->info.id, ckpt->info.size, ckpt->info.sha256,
-                   ckpt->info.generation);
+    act_log_fields(
+        LOG_INFO, &(act_log_ctx){.host = ckpt->name},
+        "host %s: checkpoint %s written (%" PRIu64 " bytes, sha256 %s, generation %" PRIu64 ")",
+        ckpt->name, ckpt->info.id, ckpt->info.size, ckpt->info.sha256, ckpt->info.generation);
     claim_state written;
     written_of(&ckpt->info, &written);
     finish(ckpt, 0, &written, NULL);
@@ -187,8 +186,8 @@ static void on_claim_read(claim_store *store, int result, const claim *c, const 
     }
     act_error submit_err = {0};
     ad_daemon *daemon = ad_host_daemon(ckpt->host);
-    if (act_offload_submit(daemon->offload, act_offload_lane(ckpt->name), run_write,
-                           complete_write, ckpt, &submit_err) < 0) {
+    if (act_offload_submit(daemon->offload, act_offload_lane(ckpt->name), run_write, complete_write,
+                           ckpt, &submit_err) < 0) {
         ckpt->result = act_error_set(&ckpt->err, submit_err.errnum, "%s", submit_err.message);
         complete_write(ckpt);
     }
@@ -259,8 +258,7 @@ int ad_checkpoint_start(ad_host *host, uint64_t generation, ad_checkpoint_done_f
     const cfg_host *config = ad_host_config(host);
     if (ad_host_checkpoint(host))
         return act_error_set(err, EBUSY,
-                             "host %s: a checkpoint is being written already (wait for it)",
-                             name);
+                             "host %s: a checkpoint is being written already (wait for it)", name);
     if (!config->stateless && !config->exec_checkpoint && !daemon->config.checkpoints)
         return act_error_set(err, ENOTSUP,
                              "host %s: no checkpoint transport (set Checkpoints=dir:///PATH in "
@@ -270,8 +268,11 @@ int ad_checkpoint_start(ad_host *host, uint64_t generation, ad_checkpoint_done_f
     _cleanup_(checkpoint_freep) ad_checkpoint *ckpt = calloc(1, sizeof(*ckpt));
     if (!ckpt)
         return act_error_set(err, ENOMEM, "host %s: out of memory", name);
-    *ckpt = (ad_checkpoint){.host = host, .done = done, .userdata = userdata,
-                            .generation = generation, .state_dirfd = -1};
+    *ckpt = (ad_checkpoint){.host = host,
+                            .done = done,
+                            .userdata = userdata,
+                            .generation = generation,
+                            .state_dirfd = -1};
     atomic_init(&ckpt->stop, false);
     snprintf(ckpt->name, sizeof(ckpt->name), "%s", name);
     snprintf(ckpt->box, sizeof(ckpt->box), "%s", daemon->config.box);
@@ -290,8 +291,7 @@ int ad_checkpoint_start(ad_host *host, uint64_t generation, ad_checkpoint_done_f
         return r;
     }
     act_log_fields(LOG_INFO, &(act_log_ctx){.host = name},
-                   "host %s: writing a checkpoint of generation %" PRIu64 " (%s)", name,
-                   generation,
+                   "host %s: writing a checkpoint of generation %" PRIu64 " (%s)", name, generation,
                    config->stateless         ? "State=none: nothing to carry"
                    : config->exec_checkpoint ? "ExecCheckpoint="
                                              : daemon->config.checkpoints);

@@ -55,8 +55,13 @@ static void shared_dir_remove(shared_dir *shared)
 
 static int ctl(dh_daemon *d, char *out, size_t size, const char *a, const char *b)
 {
-    char *const argv[] = {(char *)DH_ACTIVATORCTL, (char *)"--connect", d->drv.control_url,
-                          (char *)"--no-color", (char *)a, (char *)b, NULL};
+    char *const argv[] = {(char *)DH_ACTIVATORCTL,
+                          (char *)"--connect",
+                          d->drv.control_url,
+                          (char *)"--no-color",
+                          (char *)a,
+                          (char *)b,
+                          NULL};
     return dh_run(argv, out, size);
 }
 
@@ -80,8 +85,7 @@ static void forget_state(dh_daemon *d, const char *counter_value)
 {
     char cmd[PATH_MAX * 2], path[PATH_MAX];
     state_path(d, "", path, sizeof(path));
-    snprintf(cmd, sizeof(cmd), "rm -rf %s/* %s/hosts/demo/checkpoint.json", path,
-             d->drv.state_dir);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/* %s/hosts/demo/checkpoint.json", path, d->drv.state_dir);
     DH_CHECK(d, system(cmd) == 0, "%s failed", cmd);
     if (counter_value) {
         state_path(d, "counter", path, sizeof(path));
@@ -108,8 +112,9 @@ static claim_state checkpoint_now(dh_daemon *d)
              "activatorctl checkpoint demo exited %d:\n%s", status, out);
     claim c;
     DH_CHECK(d, dh_claim_get(d, "demo", &c), "demo has no claim");
-    DH_CHECK(d, c.state.checkpoint[0] && strlen(c.state.sha256) == 64 && c.state.size > 0 &&
-                    strcmp(c.state.box, DH_BOX) == 0 && c.state.stamp_usec > 0,
+    DH_CHECK(d,
+             c.state.checkpoint[0] && strlen(c.state.sha256) == 64 && c.state.size > 0 &&
+                 strcmp(c.state.box, DH_BOX) == 0 && c.state.stamp_usec > 0,
              "the claim's state does not name the checkpoint: \"%s\" sha256 \"%s\" size %" PRIu64
              " box \"%s\"",
              c.state.checkpoint, c.state.sha256, c.state.size, c.state.box);
@@ -220,8 +225,9 @@ static void test_tampered_checkpoint_fails_the_wake_and_changes_nothing(void **s
     const char *code = dh_reply_code(reply);
     char text[2048];
     snprintf(text, sizeof(text), "%s", json_object_to_json_string(reply));
-    DH_CHECK(d, strcmp(code, "restore_failed") == 0 && strstr(text, "changed or damaged") &&
-                    strstr(text, written.checkpoint),
+    DH_CHECK(d,
+             strcmp(code, "restore_failed") == 0 && strstr(text, "changed or damaged") &&
+                 strstr(text, written.checkpoint),
              "the wake of a tampered checkpoint: %s", text);
     json_object_put(reply);
     _cleanup_free_ char *counter = read_counter_file(d);
@@ -256,8 +262,7 @@ static void test_bad_input_changes_nothing(void **state)
     shared_dir shared;
     shared_dir_make(d, &shared);
     char conf[256];
-    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\nViewerGroup=%d\n", shared.path,
-             VIEWER_GID);
+    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\nViewerGroup=%d\n", shared.path, VIEWER_GID);
     dh_setup(d, DH_STORE_DIR, conf);
     dh_add_app_host(d, "demo", "--counter", NULL);
     dh_add_app_host(d, "plain", NULL, "State=none\n");
@@ -278,24 +283,26 @@ static void test_bad_input_changes_nothing(void **state)
     /* A viewer may list, not write. */
     chmod(d->drv.dir, 0711);
     chmod(d->drv.runtime_dir, 0711);
-    const char *argv[] = {DH_ACTIVATORCTL, "--connect", d->drv.control_url, "--no-color",
-                          "checkpoint",    "demo",      NULL};
-    status = dd_run_as_groups((char *const *)argv, 65534, 65534, viewer_groups, 2, out,
-                              sizeof(out));
-    DH_CHECK(d, status == 1 && strstr(out, "op checkpoint needs the operator role") &&
-                    strstr(out, "[forbidden]"),
+    const char *argv[] = {
+        DH_ACTIVATORCTL, "--connect", d->drv.control_url, "--no-color", "checkpoint", "demo", NULL};
+    status =
+        dd_run_as_groups((char *const *)argv, 65534, 65534, viewer_groups, 2, out, sizeof(out));
+    DH_CHECK(d,
+             status == 1 && strstr(out, "op checkpoint needs the operator role") &&
+                 strstr(out, "[forbidden]"),
              "checkpoint as a viewer: exit %d:\n%s", status, out);
     argv[4] = "checkpoints";
-    status = dd_run_as_groups((char *const *)argv, 65534, 65534, viewer_groups, 2, out,
-                              sizeof(out));
-    DH_CHECK(d, status == 0 && strstr(out, "CHECKPOINT"),
-             "checkpoints as a viewer: exit %d:\n%s", status, out);
+    status =
+        dd_run_as_groups((char *const *)argv, 65534, 65534, viewer_groups, 2, out, sizeof(out));
+    DH_CHECK(d, status == 0 && strstr(out, "CHECKPOINT"), "checkpoints as a viewer: exit %d:\n%s",
+             status, out);
 
     /* None of that touched the host or its claim. */
     DH_CHECK(d, dh_wait_state(d, "demo", "serving", 1000), "demo stopped serving");
     claim after;
-    DH_CHECK(d, dh_claim_get(d, "demo", &after) && after.revision == before.revision &&
-                    !after.state.checkpoint[0],
+    DH_CHECK(d,
+             dh_claim_get(d, "demo", &after) && after.revision == before.revision &&
+                 !after.state.checkpoint[0],
              "the claim changed: revision %" PRIu64 " -> %" PRIu64, before.revision,
              after.revision);
     char listing[PATH_MAX];
@@ -322,18 +329,21 @@ static void test_bad_input_changes_nothing(void **state)
     char bad[PATH_MAX];
     snprintf(bad, sizeof(bad), "%s/bad.conf", d->drv.dir);
     f = fopen(bad, "we");
-    fprintf(f, "[Activator]\nBox=box-1\nStateDirectory=%s\nCheckpoints=nfs://server/x\n"
-               "CheckpointsKeep=0\nMetricsListen=no\n",
+    fprintf(f,
+            "[Activator]\nBox=box-1\nStateDirectory=%s\nCheckpoints=nfs://server/x\n"
+            "CheckpointsKeep=0\nMetricsListen=no\n",
             d->drv.state_dir);
     fclose(f);
     status = check_config(bad, out, sizeof(out));
-    DH_CHECK(d, status != 0 && strstr(out, "bad.conf:4: Checkpoints:") &&
-                    strstr(out, "dir:///PATH") && strstr(out, "bad.conf:5: CheckpointsKeep:"),
+    DH_CHECK(d,
+             status != 0 && strstr(out, "bad.conf:4: Checkpoints:") && strstr(out, "dir:///PATH") &&
+                 strstr(out, "bad.conf:5: CheckpointsKeep:"),
              "--check-config of a bad Checkpoints=: exit %d:\n%s", status, out);
     dh_write_host(d, "badstate", "[Host]\nExec=act-e2e-app\nState=tmpfs\nCheckpointLive=yes\n");
     status = check_config(d->drv.config_path, out, sizeof(out));
-    DH_CHECK(d, status != 0 && strstr(out, "badstate.conf:3: State: is not dir or none") &&
-                    strstr(out, "badstate.conf:4: CheckpointLive:"),
+    DH_CHECK(d,
+             status != 0 && strstr(out, "badstate.conf:3: State: is not dir or none") &&
+                 strstr(out, "badstate.conf:4: CheckpointLive:"),
              "--check-config of a bad State=: exit %d:\n%s", status, out);
     shared_dir_remove(&shared);
 }
@@ -346,8 +356,9 @@ static void test_no_transport_is_refused(void **state)
     dh_wake(d, "demo");
     char out[4096];
     int status = ctl(d, out, sizeof(out), "checkpoint", "demo");
-    DH_CHECK(d, status == 1 && strstr(out, "no checkpoint transport") &&
-                    strstr(out, "Checkpoints=dir:///PATH"),
+    DH_CHECK(d,
+             status == 1 && strstr(out, "no checkpoint transport") &&
+                 strstr(out, "Checkpoints=dir:///PATH"),
              "checkpoint without a transport: exit %d:\n%s", status, out);
     DH_CHECK(d, dh_wait_state(d, "demo", "serving", 1000), "demo stopped serving");
     status = ctl(d, out, sizeof(out), "checkpoints", "demo");
@@ -392,16 +403,17 @@ static void test_exec_checkpoint_live(void **state)
              "a live ExecCheckpoint=: exit %d:\n%s", status, out);
     DH_CHECK(d, dh_wait_state(d, "demo", "serving", 1000), "demo stopped serving");
     claim c;
-    DH_CHECK(d, dh_claim_get(d, "demo", &c) && strncmp(c.state.checkpoint, "cp-", 3) == 0 &&
-                    strlen(c.state.sha256) == 64,
+    DH_CHECK(d,
+             dh_claim_get(d, "demo", &c) && strncmp(c.state.checkpoint, "cp-", 3) == 0 &&
+                 strlen(c.state.sha256) == 64,
              "the claim does not name the program's checkpoint: \"%s\"", c.state.checkpoint);
     DH_CHECK(d, get_counter(d, port) == 2, "the host did not serve on through the checkpoint");
 
     f = fopen(flag, "we");
     fclose(f);
     status = ctl(d, out, sizeof(out), "checkpoint", "demo");
-    DH_CHECK(d, status == 1 && strstr(out, "not \"ID SHA256\""),
-             "a garbled answer: exit %d:\n%s", status, out);
+    DH_CHECK(d, status == 1 && strstr(out, "not \"ID SHA256\""), "a garbled answer: exit %d:\n%s",
+             status, out);
     claim after;
     DH_CHECK(d, dh_claim_get(d, "demo", &after) && after.revision == c.revision,
              "a garbled answer changed the claim");
