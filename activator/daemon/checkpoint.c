@@ -205,8 +205,10 @@ static int start_builtin(ad_checkpoint *ckpt, act_error *err)
     if ((r = ad_host_state_directory(host, err)) < 0)
         return r;
     if (asprintf(&ckpt->state_dir, "%s/hosts/%s/state", daemon->config.state_directory,
-                 ckpt->name) < 0)
+                 ckpt->name) < 0) {
+        ckpt->state_dir = NULL; /* asprintf leaves it undefined */
         return act_error_set(err, ENOMEM, "out of memory");
+    }
     ckpt->state_dirfd = daemon->state_dirfd;
     ckpt->keep = daemon->config.checkpoints_keep;
     ckpt->timeout_usec = ad_host_config(host)->checkpoint_timeout_usec;
