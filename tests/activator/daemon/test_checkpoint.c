@@ -421,6 +421,60 @@ static void test_exec_checkpoint_live(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* While a checkpoint is written, a wake is refused with checkpointing
+ * (nothing may write the state meanwhile), and the claim does not call the
+ * host failed for it. ExecCheckpoint= without CheckpointLive= waits for
+ * the test's word, so the checkpoint is in flight for as long as needed. */
+static void test_wakes_wait_for_the_checkpoint(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    char script[PATH_MAX], started[PATH_MAX], release[PATH_MAX], host_lines[PATH_MAX + 64];
+    snprintf(script, sizeof(script), "%s/checkpoint.sh", d->drv.dir);
+    snprintf(started, sizeof(started), "%s/started", d->drv.dir);
+    snprintf(release, sizeof(release), "%s/release", d->drv.dir);
+    FILE *f = fopen(script, "we");
+    DH_CHECK(d, f, "cannot write %s", script);
+    fprintf(f,
+            "#!/bin/sh\n"
+            "touch %s\n"
+            "while [ ! -e %s ]; do sleep 0.05; done\n"
+            "echo 'held-1 %064d'\n",
+            started, release, 0);
+    fclose(f);
+    snprintf(host_lines, sizeof(host_lines), "ExecCheckpoint=/bin/sh %s\n", script);
+    int port = dh_add_app_host(d, "demo", "--counter", host_lines);
+    dh_start(d, NULL);
+    DH_CHECK(d, get_counter(d, port) == 1, "the counter does not count");
+
+    dh_async *request =
+        dh_request_start(d, 30000, "{\"v\":1,\"op\":\"checkpoint\",\"host\":\"demo\"}");
+    for (int i = 0; i < 200 && access(started, F_OK) < 0; i++)
+        usleep(25000);
+    DH_CHECK(d, access(started, F_OK) == 0, "ExecCheckpoint= did not start");
+    json_object *reply = dh_wake_reply(d, "demo", 10000);
+    char text[2048];
+    snprintf(text, sizeof(text), "%s", json_object_to_json_string(reply));
+    DH_CHECK(d, strcmp(dh_reply_code(reply), "checkpointing") == 0,
+             "a wake during the checkpoint: %s", text);
+    json_object_put(reply);
+
+    f = fopen(release, "we");
+    fclose(f);
+    reply = dh_request_finish(d, request);
+    snprintf(text, sizeof(text), "%s", json_object_to_json_string(reply));
+    DH_CHECK(d, dh_reply_ok(reply), "the checkpoint: %s", text);
+    json_object_put(reply);
+    claim c;
+    DH_CHECK(d,
+             dh_claim_get(d, "demo", &c) && strcmp(c.state.checkpoint, "held-1") == 0 &&
+                 !c.has_failure && strcmp(c.op.phase, "failed") != 0,
+             "the claim after a refused wake: checkpoint \"%s\", phase %s, failure %d",
+             c.state.checkpoint, c.op.phase, c.has_failure);
+    DH_CHECK(d, get_counter(d, port) == 2, "the host does not wake after the checkpoint");
+    dh_stop_and_check_clean(d);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-checkpoint", DH_STORE_DIR);
@@ -433,6 +487,7 @@ int main(void)
         DH_TEST(test_bad_input_changes_nothing),
         DH_TEST(test_no_transport_is_refused),
         DH_TEST(test_exec_checkpoint_live),
+        DH_TEST(test_wakes_wait_for_the_checkpoint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
