@@ -50,7 +50,7 @@ static int write_file(const char *path, const void *data, size_t len)
  * and many small compressible files, as an app's data and its metadata. */
 static int make_state(const char *state)
 {
-    char path[4200];
+    char path[8192];
     size_t block = 1u << 20;
     uint64_t *buf = malloc(block);
     if (!buf)
@@ -109,14 +109,14 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
-    char tmp[4096];
+    char tmp[1024];
     snprintf(tmp, sizeof(tmp), "%s/bench-checkpoint-XXXXXX", base);
     if (!mkdtemp(tmp)) {
         fprintf(stderr, "cannot create a temporary directory under %s: %s\n", base,
                 strerror(errno));
         return 1;
     }
-    char store[4200], host[4200], state[4300], by_hand[4200], script[16384];
+    char store[1100], host[1100], state[1200], by_hand[1100], script[8192];
     snprintf(store, sizeof(store), "%s/checkpoints", tmp);
     snprintf(host, sizeof(host), "%s/host", tmp);
     snprintf(state, sizeof(state), "%s/state", host);
