@@ -340,10 +340,12 @@ static void test_bad_input_changes_nothing(void **state)
                  strstr(out, "bad.conf:5: CheckpointsKeep:"),
              "--check-config of a bad Checkpoints=: exit %d:\n%s", status, out);
     dh_write_host(d, "badstate", "[Host]\nExec=act-e2e-app\nState=tmpfs\nCheckpointLive=yes\n");
+    dh_write_host(d, "norestore", "[Host]\nExec=act-e2e-app\nExecCheckpoint=/bin/true\n");
     status = check_config(d->drv.config_path, out, sizeof(out));
     DH_CHECK(d,
              status != 0 && strstr(out, "badstate.conf:3: State: is not dir or none") &&
-                 strstr(out, "badstate.conf:4: CheckpointLive:"),
+                 strstr(out, "badstate.conf:4: CheckpointLive:") &&
+                 strstr(out, "norestore.conf:3: ExecCheckpoint: set without ExecRestore="),
              "--check-config of a bad State=: exit %d:\n%s", status, out);
     shared_dir_remove(&shared);
 }
@@ -374,7 +376,7 @@ static void test_exec_checkpoint_live(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    char script[PATH_MAX], flag[PATH_MAX], host_lines[PATH_MAX + 64];
+    char script[PATH_MAX], flag[PATH_MAX], host_lines[PATH_MAX + 128];
     snprintf(script, sizeof(script), "%s/checkpoint.sh", d->drv.dir);
     snprintf(flag, sizeof(flag), "%s/garble", d->drv.dir);
     FILE *f = fopen(script, "we");
@@ -390,8 +392,8 @@ static void test_exec_checkpoint_live(void **state)
             flag, d->drv.dir, d->drv.dir);
     fclose(f);
     chmod(script, 0755);
-    snprintf(host_lines, sizeof(host_lines), "ExecCheckpoint=/bin/sh %s\nCheckpointLive=yes\n",
-             script);
+    snprintf(host_lines, sizeof(host_lines),
+             "ExecCheckpoint=/bin/sh %s\nCheckpointLive=yes\nExecRestore=/bin/true\n", script);
     int port = dh_add_app_host(d, "demo", "--counter", host_lines);
     dh_start(d, NULL);
     dh_wake(d, "demo");
@@ -429,7 +431,7 @@ static void test_wakes_wait_for_the_checkpoint(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    char script[PATH_MAX], started[PATH_MAX], release[PATH_MAX], host_lines[PATH_MAX + 64];
+    char script[PATH_MAX], started[PATH_MAX], release[PATH_MAX], host_lines[PATH_MAX + 128];
     snprintf(script, sizeof(script), "%s/checkpoint.sh", d->drv.dir);
     snprintf(started, sizeof(started), "%s/started", d->drv.dir);
     snprintf(release, sizeof(release), "%s/release", d->drv.dir);
@@ -442,7 +444,8 @@ static void test_wakes_wait_for_the_checkpoint(void **state)
             "echo 'held-1 %064d'\n",
             started, release, 0);
     fclose(f);
-    snprintf(host_lines, sizeof(host_lines), "ExecCheckpoint=/bin/sh %s\n", script);
+    snprintf(host_lines, sizeof(host_lines), "ExecCheckpoint=/bin/sh %s\nExecRestore=/bin/true\n",
+             script);
     int port = dh_add_app_host(d, "demo", "--counter", host_lines);
     dh_start(d, NULL);
     DH_CHECK(d, get_counter(d, port) == 1, "the counter does not count");
