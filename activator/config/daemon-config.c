@@ -14,6 +14,7 @@
 #include "activator/config/parse-number.h"
 #include "activator/config/parse-size.h"
 #include "activator/config/parse-url.h"
+#include "checkpoint/checkpoint.h"
 #include "claims/claims.h"
 #include "common/cleanup.h"
 #include "common/names.h"
@@ -45,6 +46,7 @@ void cfg_daemon_free(cfg_daemon *config)
     free(config->store_user);
     free(config->store_password_file);
     free(config->metrics_listen);
+    free(config->checkpoints);
     *config = (cfg_daemon){0};
 }
 
@@ -329,6 +331,24 @@ static int apply_host_log_max(void *target, const char *value, act_error *err)
     return 0;
 }
 
+/* Checked by the parser the daemon uses, so what passes here opens. */
+static int apply_checkpoints(void *target, const char *value, act_error *err)
+{
+    _cleanup_free_ char *dir = NULL;
+    int r = ckpt_parse_url(value, &dir, err);
+    return r < 0 ? r : set_string(&((cfg_daemon *)target)->checkpoints, value, err);
+}
+
+static int apply_checkpoints_keep(void *target, const char *value, act_error *err)
+{
+    uint64_t n;
+    int r = cfg_parse_uint(value, 1, 1000, &n, err);
+    if (r < 0)
+        return r;
+    ((cfg_daemon *)target)->checkpoints_keep = (uint32_t)n;
+    return 0;
+}
+
 enum {
     KEY_BOX,
     KEY_STORE,
@@ -362,6 +382,8 @@ enum {
     KEY_STORE_WATCH_TIMEOUT,
     KEY_DYNAMIC_USER_RANGE,
     KEY_HOST_LOG_MAX,
+    KEY_CHECKPOINTS,
+    KEY_CHECKPOINTS_KEEP,
     N_KEYS,
 };
 
@@ -404,6 +426,8 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
                                  false},
     [KEY_DYNAMIC_USER_RANGE] = {"Activator", "DynamicUserRange", apply_dynamic_user_range, false},
     [KEY_HOST_LOG_MAX] = {"Activator", "HostLogMaxSize", apply_host_log_max, false},
+    [KEY_CHECKPOINTS] = {"Activator", "Checkpoints", apply_checkpoints, false},
+    [KEY_CHECKPOINTS_KEEP] = {"Activator", "CheckpointsKeep", apply_checkpoints_keep, false},
 };
 
 /* Sets *field to prefix+arg+suffix unless the file set it. */
@@ -623,6 +647,7 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .dynamic_uid_min = CFG_DYNAMIC_UID_MIN,
         .dynamic_uid_max = CFG_DYNAMIC_UID_MAX,
         .host_log_max_bytes = 8 * 1024 * 1024,
+        .checkpoints_keep = CKPT_DEFAULT_KEEP,
     };
     int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, c.key_lines, errors);
     if (problems < 0)

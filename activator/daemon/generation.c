@@ -67,6 +67,7 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
     gen->announced = strcmp(kind, "g") == 0;
     gen->process.pidfd = -1;
     gen->helper.pidfd = -1;
+    gen->helper_stdout_fd = -1;
     int r = cg_leaf_create(ad_host_daemon(host)->cgroups, config->name, leaf_name, &limits,
                            &gen->leaf, err);
     if (r < 0) {
@@ -262,7 +263,9 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
         if (r < 0)
             return act_error_prefix(err, "host %s: output", config->name);
     }
-    spec.stdout_fd = ad_host_log_fd(gen->log);
+    /* ExecCheckpoint= answers on its stdout, which the daemon reads. */
+    spec.stdout_fd = is_helper && gen->helper_stdout_fd >= 0 ? gen->helper_stdout_fd
+                                                             : ad_host_log_fd(gen->log);
     spec.stderr_fd = ad_host_log_fd(gen->log);
     spec.journal_socket = ad_host_log_journal_socket(gen->log);
     spec.journal_header = ad_host_log_journal_header(gen->log);
@@ -782,6 +785,7 @@ int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generati
         .build = record->build,
         .process = {.pid = record->pid, .pidfd = main_pidfd},
         .helper = {.pidfd = -1},
+        .helper_stdout_fd = -1,
         .on_exit = on_exit,
         .on_exit_userdata = host,
         .adopted = true,

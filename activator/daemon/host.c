@@ -43,6 +43,8 @@ struct ad_host {
     ad_generation *replaced;
     ad_wake_state *wake_state;        /* wake_ops.c */
     ad_swap *swap;                    /* swap.c */
+    ad_checkpoint *checkpoint;        /* checkpoint.c */
+    ad_checkpoint_request *checkpoint_request; /* checkpoint_request.c */
     ad_claim_report *claim_report;    /* claim_report.c */
     sd_event_source *idle_timer;      /* idle.c */
     uint64_t last_active_usec;
@@ -628,6 +630,26 @@ ad_swap *ad_host_swap(const ad_host *host)
 void ad_host_set_swap(ad_host *host, ad_swap *swap)
 {
     host->swap = swap;
+}
+
+ad_checkpoint *ad_host_checkpoint(const ad_host *host)
+{
+    return host->checkpoint;
+}
+
+void ad_host_set_checkpoint(ad_host *host, ad_checkpoint *checkpoint)
+{
+    host->checkpoint = checkpoint;
+}
+
+ad_checkpoint_request *ad_host_checkpoint_request(const ad_host *host)
+{
+    return host->checkpoint_request;
+}
+
+void ad_host_set_checkpoint_request(ad_host *host, ad_checkpoint_request *request)
+{
+    host->checkpoint_request = request;
 }
 
 ad_claim_report *ad_host_claim_report(const ad_host *host)

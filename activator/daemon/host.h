@@ -15,6 +15,8 @@
 typedef struct ad_generation ad_generation;
 typedef struct ad_wake_state ad_wake_state;
 typedef struct ad_swap ad_swap;
+typedef struct ad_checkpoint ad_checkpoint;
+typedef struct ad_checkpoint_request ad_checkpoint_request;
 typedef struct ad_claim_report ad_claim_report;
 typedef struct ad_host_settings ad_host_settings;
 
@@ -147,6 +149,13 @@ void ad_host_set_wake_state(ad_host *host, ad_wake_state *state);
 /* The swap in flight (swap.c); NULL when none. */
 ad_swap *ad_host_swap(const ad_host *host);
 void ad_host_set_swap(ad_host *host, ad_swap *swap);
+/* The checkpoint in flight (checkpoint.c); NULL when none. */
+ad_checkpoint *ad_host_checkpoint(const ad_host *host);
+void ad_host_set_checkpoint(ad_host *host, ad_checkpoint *checkpoint);
+/* An operator's checkpoint in flight, from the request to the claim's
+ * write (checkpoint_request.c); NULL when none. */
+ad_checkpoint_request *ad_host_checkpoint_request(const ad_host *host);
+void ad_host_set_checkpoint_request(ad_host *host, ad_checkpoint_request *request);
 /* What the claim should say of the host and the write-back of it in flight
  * (claim_report.c); NULL while there is nothing to say. */
 ad_claim_report *ad_host_claim_report(const ad_host *host);

@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "activator/daemon/announce.h"
+#include "activator/daemon/checkpoint_request.h"
 #include "activator/daemon/claim_release.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/dynamic_users.h"
@@ -135,6 +136,11 @@ static void report_to_claim(ad_host *host, const pl_wake_event *event)
     }
     if (event->reason == PL_REASON_NOT_OWNER || event->park_cause == PL_PARK_CLAIM_LOST)
         return;
+    /* A wake refused while a checkpoint is written changes nothing of the
+     * host, which stays parked: the claim's compare-and-swap of the
+     * checkpoint is the write that follows. */
+    if (event->reason == PL_REASON_CHECKPOINTING)
+        return;
     switch (event->type) {
     case PL_WAKE_EVENT_REFUSED:
     case PL_WAKE_EVENT_GAVE_UP:
@@ -186,6 +192,8 @@ static void settle(ad_host *host, const pl_wake_event *event)
     if (!daemon->stopping && !ad_host_removed(host))
         watch_demand(host, true);
     ad_swap_host_parked(host);
+    /* An operator's checkpoint waits for the park it asked for. */
+    ad_checkpoint_request_host_parked(host);
     /* Parked because the claim named another box: now that nothing runs,
      * the handover to that box may go on. */
     if (!ad_host_claim_ours(host))
