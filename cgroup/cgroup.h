@@ -192,6 +192,14 @@ typedef struct cg_spawn_spec {
     mode_t umask;             /* default 0022 */
     const cg_rlimit *rlimits;
     size_t n_rlimits;
+    /* No capabilities: bounding, inheritable, permitted, effective and
+     * ambient sets cleared but for ambient_capabilities (1 << CAP_*, kept
+     * across the uid change and raised as ambient, so the program starts
+     * with exactly those), and the securebits locked so that uid 0 gets
+     * nothing from an exec (SECBIT_NOROOT) and no uid change or keep-caps
+     * switch can bring any back. Needs CAP_SETPCAP (a root parent). */
+    bool drop_capabilities;
+    uint64_t ambient_capabilities;
     bool no_new_privs;        /* PR_SET_NO_NEW_PRIVS; required for seccomp with a non-root uid */
     const cg_seccomp_program *seccomp; /* NULL: no filter */
     /* A pidfd (or nsfd) of a process whose mount namespace the child joins
@@ -243,17 +251,27 @@ int cg_spawn_reserve_fds(size_t n, act_error *err);
 /* ---- seccomp ---- */
 
 /* Compiles a filter in the parent with libseccomp into a BPF program the
- * child loads with the raw seccomp() syscall.
- * profile "default": denies with EPERM what a server never needs (mount and
- *   namespace admin, module loading, reboot, swap, raw I/O, kexec, ptrace
- *   and other debugging calls, bpf, clock setting, obsolete calls); clone3
- *   gets ENOSYS so libc falls back to clone, whose namespace flags are
- *   checked. profile "none": allows everything not in deny.
- * allow removes names from the profile; deny adds names (EPERM). Unknown
- * names and a name in both lists are refused. *out is NULL when the result
- * filters nothing ("none" without deny). */
+ * child loads with the raw seccomp() syscall. Every list holds system call
+ * names and systemd's groups ("@network-io"; systemd-analyze syscall-filter
+ * lists them), with systemd's meaning.
+ * profile "default": an allow-list, everything else refused with EPERM:
+ *   systemd's @system-service without @keyring, io_uring (its operations
+ *   would bypass the filter), unshare and setns; allow adds to it, deny
+ *   takes off it.
+ * profile "allow": the same from an empty allow-list.
+ * profile "none": a deny-list: deny refused with EPERM, allow taken off it.
+ * Namespaces follow unshare: where it is refused, clone() with a namespace
+ * flag is refused too, and clone3 (whose flags BPF cannot read) gets ENOSYS
+ * so libc falls back to clone. Unknown names and groups, and a name in both
+ * lists, are refused. *out is NULL when the result filters nothing ("none"
+ * without deny). */
 int cg_seccomp_compile(const char *profile, const char *const *allow, const char *const *deny,
                        cg_seccomp_program **out, act_error *err);
+/* Calls each with every system call of this architecture that name is, or
+ * that the group name ("@process") holds. Returns -ENOENT for an unknown
+ * group, -EINVAL for an unknown call, or what each returned (stopping at a
+ * negative one). */
+int cg_seccomp_expand(const char *name, int (*each)(const char *call, void *data), void *data);
 void cg_seccomp_program_free(cg_seccomp_program *program);
 DEFINE_TRIVIAL_CLEANUP_FUNC(cg_seccomp_program *, cg_seccomp_program_free)
 

@@ -222,6 +222,8 @@ static const char *step_sentence(enum cg_child_step step)
     case CG_STEP_SETGROUPS: return "cannot set the supplementary groups";
     case CG_STEP_SETGID: return "cannot switch group id";
     case CG_STEP_SETUID: return "cannot switch user id";
+    case CG_STEP_CAP_BOUNDING: return "cannot drop its bounding set and lock its securebits";
+    case CG_STEP_CAPS: return "cannot set its capabilities (AmbientCapabilities=)";
     case CG_STEP_CHDIR: return "cannot change to the working directory";
     case CG_STEP_NO_NEW_PRIVS: return "cannot set no_new_privs";
     case CG_STEP_SECCOMP: return "cannot load the seccomp filter";
@@ -453,6 +455,8 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
         .n_groups = spec->n_groups,
         .set_uid = spec->uid != CG_ID_UNSET,
         .uid = spec->uid,
+        .drop_capabilities = spec->drop_capabilities,
+        .ambient_capabilities = spec->drop_capabilities ? spec->ambient_capabilities : 0,
         .working_directory = spec->working_directory,
         .umask = spec->umask & 0777,
         .no_new_privs = spec->no_new_privs,

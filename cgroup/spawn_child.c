@@ -12,7 +12,9 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/close_range.h>
+#include <linux/securebits.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
@@ -141,6 +143,56 @@ CG_CHILD_CODE static void format_pid(char *digits, long pid)
     digits[n] = '\0';
 }
 
+/* While still privileged (the uid change needs CAP_SETUID): the bounding
+ * set keeps only what is asked for, no ambient capability is inherited
+ * from us, and the securebits are set and locked: an exec gives uid 0
+ * nothing (NOROOT), the app can never switch off the capability fixup of
+ * a uid change (NO_SETUID_FIXUP stays off) nor turn keep-caps on, and
+ * without capabilities to keep it can never raise an ambient one. Keep-caps
+ * is on only for our own uid change when some are kept (exec clears it). */
+CG_CHILD_CODE static int drop_bounding_and_lock(uint64_t keep)
+{
+    for (unsigned long cap = 0; cap < 64; cap++) {
+        if (keep & (1ULL << cap))
+            continue;
+        if (syscall(SYS_prctl, PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+            if (errno == EINVAL) /* past the kernel's last capability */
+                break;
+            return errno;
+        }
+    }
+    if (syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&
+        errno != EINVAL)
+        return errno;
+    unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
+                         SECBIT_KEEP_CAPS_LOCKED;
+    bits |=
+        keep ? SECBIT_KEEP_CAPS : SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+    if (syscall(SYS_prctl, PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
+        return errno;
+    return 0;
+}
+
+/* After the uid change: exactly keep in the permitted, effective and
+ * inheritable sets, and raised as ambient so that the exec hands them on
+ * (with NOROOT and no file capabilities, ambient is all an exec keeps). */
+CG_CHILD_CODE static int settle_capabilities(uint64_t keep)
+{
+    struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {0};
+    for (int i = 0; i < _LINUX_CAPABILITY_U32S_3; i++) {
+        uint32_t word = (uint32_t)(keep >> (32 * i));
+        data[i].effective = data[i].permitted = data[i].inheritable = word;
+    }
+    if (syscall(SYS_capset, &header, data) < 0)
+        return errno;
+    for (unsigned long cap = 0; cap < 64; cap++)
+        if ((keep & (1ULL << cap)) &&
+            syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) < 0)
+            return errno;
+    return 0;
+}
+
 CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
 {
     int report_fd = plan->report_fd;
@@ -184,6 +236,8 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
         if (syscall(SYS_prlimit64, 0, plan->rlimits[i].resource, &plan->rlimits[i].limit, NULL) <
             0)
             fail(report_fd, CG_STEP_RLIMIT, errno);
+    if (plan->drop_capabilities && (e = drop_bounding_and_lock(plan->ambient_capabilities)) != 0)
+        fail(report_fd, CG_STEP_CAP_BOUNDING, e);
     if (plan->set_gid) {
         if (syscall(SYS_setgroups, plan->n_groups, plan->groups) < 0)
             fail(report_fd, CG_STEP_SETGROUPS, errno);
@@ -192,6 +246,8 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
     }
     if (plan->set_uid && syscall(SYS_setresuid, plan->uid, plan->uid, plan->uid) < 0)
         fail(report_fd, CG_STEP_SETUID, errno);
+    if (plan->drop_capabilities && (e = settle_capabilities(plan->ambient_capabilities)) != 0)
+        fail(report_fd, CG_STEP_CAPS, e);
     if (plan->journal)
         connect_journal(plan);
     if (plan->working_directory && syscall(SYS_chdir, plan->working_directory) < 0)

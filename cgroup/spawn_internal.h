@@ -23,6 +23,8 @@ enum cg_child_step {
     CG_STEP_SETGROUPS,
     CG_STEP_SETGID,
     CG_STEP_SETUID,
+    CG_STEP_CAP_BOUNDING,
+    CG_STEP_CAPS,
     CG_STEP_CHDIR,
     CG_STEP_NO_NEW_PRIVS,
     CG_STEP_SECCOMP,
@@ -70,6 +72,8 @@ struct cg_child_plan {
     size_t n_groups;
     bool set_uid;
     uid_t uid;
+    bool drop_capabilities;
+    uint64_t ambient_capabilities; /* 1 << CAP_*: what survives the drop */
     const char *working_directory;
     mode_t umask;
     bool no_new_privs;

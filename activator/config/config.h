@@ -54,7 +54,7 @@ size_t cfg_errors_print(const cfg_errors *errors, FILE *out);
 size_t cfg_errors_count_file(const cfg_errors *errors, const char *file);
 
 /* How many keys [Activator] has. */
-#define CFG_DAEMON_N_KEYS 31
+#define CFG_DAEMON_N_KEYS 34
 
 /* [Activator] of activatord.conf. Every string is malloc'd and set (defaults
  * filled in) except where NULL is documented. */
@@ -104,10 +104,20 @@ typedef struct cfg_daemon {
                                           watch silent this long is checked, and ends
                                           (the claims are listed again) unless the store
                                           says nothing was written */
+    /* DynamicUserRange=, default 61184-65519 (systemd's DynamicUser= range):
+     * the uids (each its own gid too) hosts without User= run as, one per
+     * host, never 0 and never above 4294967294. */
+    uint32_t dynamic_uid_min;
+    uint32_t dynamic_uid_max;
     uint64_t host_log_max_bytes;       /* HostLogMaxSize=, default 8M, at least 64K: where no
                                           journald takes a host's output, its log file
                                           (<state>/hosts/<host>/log/output.log) is rotated
                                           to output.log.1 past this size */
+    char *checkpoints;                 /* Checkpoints= dir:///PATH: the directory of the
+                                          built-in checkpoints, which every box of the fleet
+                                          mounts; NULL: none (ExecCheckpoint= only) */
+    uint32_t checkpoints_keep;         /* CheckpointsKeep=, 1..1000, default 3: archives kept
+                                          per host besides the one the claim names */
     unsigned key_lines[CFG_DAEMON_N_KEYS]; /* where each key was set; see cfg_daemon_key_line */
 } cfg_daemon;
 
@@ -130,14 +140,28 @@ unsigned cfg_daemon_key_line(const cfg_daemon *config, const char *key);
 /* No limit: the value of a [Limits] size or count set to "infinity". */
 #define CFG_LIMIT_INFINITY UINT64_MAX
 
+/* PidsMax= of a host file that does not set it: room for a busy server's
+ * threads and workers, but a fork bomb stops here instead of at the box's
+ * pid_max. */
+#define CFG_PIDS_MAX_DEFAULT 4096
+
+/* DynamicUserRange= by default: systemd's own DynamicUser= range, which
+ * distributions keep free of other accounts. */
+#define CFG_DYNAMIC_UID_MIN 61184
+#define CFG_DYNAMIC_UID_MAX 65519
+
 /* [Limits] of a host file; 0 means "not set" (the cgroup's default). */
 typedef struct cfg_limits {
     uint64_t memory_max;               /* MemoryMax= bytes or CFG_LIMIT_INFINITY */
     uint64_t memory_high;              /* MemoryHigh= bytes or CFG_LIMIT_INFINITY */
-    uint64_t pids_max;                 /* PidsMax= or CFG_LIMIT_INFINITY */
+    uint64_t pids_max;                 /* PidsMax=, default CFG_PIDS_MAX_DEFAULT, or
+                                          CFG_LIMIT_INFINITY */
+    bool pids_max_is_default;          /* PidsMax= not set: CFG_PIDS_MAX_DEFAULT applies
+                                          where the box can enforce it */
     uint32_t cpu_quota_percent;        /* CPUQuota=, 100 = one CPU */
     uint16_t cpu_weight;               /* CPUWeight= 1..10000 */
-    cfg_syscall_filter syscall_filter; /* SystemCallFilter=, default "default" */
+    cfg_syscall_filter syscall_filter; /* SystemCallFilter= lines; zeroed: the default
+                                          allow-list */
 } cfg_limits;
 
 /* Where the keys that are checked on this box rather than in the file were
@@ -162,10 +186,15 @@ typedef struct cfg_host {
     char **exec_argv;             /* Exec=: [0] is a path inside the staged build */
     char **environment;           /* Environment= "KEY=VALUE" words, a later KEY replacing an
                                      earlier one; NULL-terminated, NULL when none */
-    char *user;                   /* User=; NULL: run as the daemon's user */
+    char *user;                   /* User=; NULL: a dynamic user of the host's own
+                                     (DynamicUserRange=) */
     char *group;                  /* Group=; NULL: the user's primary group */
+    uint64_t ambient_capabilities; /* AmbientCapabilities= (1 << CAP_*); 0: none */
     char **exec_restore;          /* ExecRestore=: absolute path then arguments; NULL: none */
     char **exec_replicate;        /* ExecReplicate=: likewise; NULL: none */
+    char **exec_checkpoint;       /* ExecCheckpoint=: likewise; it writes a checkpoint of the
+                                     state directory and prints "ID SHA256"; NULL: the
+                                     built-in Checkpoints= of the daemon */
     probe_spec ready;             /* Ready=, default notify */
     probe_spec *health_check;     /* HealthCheck=; NULL: none (never notify) */
     lsn_address *listen;          /* ListenStream= in file order */
@@ -190,6 +219,12 @@ typedef struct cfg_host {
                                       failed in a row that retire the generation */
     uint16_t releases_keep; /* ReleasesKeep=, 0..CFG_RELEASES_KEEP_MAX, default 3: staged
                                versions a gc keeps besides those in use */
+    bool stateless;                /* State=none: nothing to checkpoint or restore (default
+                                      State=dir: the state directory is the host's state) */
+    bool checkpoint_live;          /* CheckpointLive=, default no: ExecCheckpoint= can
+                                      snapshot a host that serves */
+    uint64_t checkpoint_timeout_usec; /* CheckpointTimeoutSec=, 1 s..1 h, default 300 s: bounds
+                                         ExecCheckpoint= and the built-in archive */
 } cfg_host;
 
 #define CFG_RELEASES_KEEP_MAX 1000
@@ -224,6 +259,12 @@ int cfg_host_credentials(const cfg_host *config, uid_t *uid, gid_t *gid, bool *h
  * thread-safe (the user and group databases). */
 size_t cfg_check_accounts(const char *config_path, const cfg_daemon *config,
                           const cfg_host *hosts, size_t n, cfg_errors *errors);
+
+/* Hosts that run as root (User=root, User=0, or a name of uid 0): one
+ * "FILE:LINE: User: warning: ..." each, appended to warnings. Allowed, but
+ * --check-config says so. Returns how many. Not thread-safe either. */
+size_t cfg_check_root_hosts(const cfg_daemon *config, const cfg_host *hosts, size_t n,
+                            cfg_errors *warnings);
 
 /* What differs between the host file a host runs with and one loaded since,
  * by when it can apply: */

@@ -33,13 +33,13 @@ static bool same_listen(const cfg_host *a, const cfg_host *b)
 static bool same_limits(const cfg_limits *a, const cfg_limits *b)
 {
     return a->memory_max == b->memory_max && a->memory_high == b->memory_high &&
-           a->pids_max == b->pids_max && a->cpu_quota_percent == b->cpu_quota_percent &&
-           a->cpu_weight == b->cpu_weight;
+           a->pids_max == b->pids_max && a->pids_max_is_default == b->pids_max_is_default &&
+           a->cpu_quota_percent == b->cpu_quota_percent && a->cpu_weight == b->cpu_weight;
 }
 
 static bool same_filter(const cfg_syscall_filter *a, const cfg_syscall_filter *b)
 {
-    return a->base == b->base && act_strv_equal(a->allow, b->allow) &&
+    return a->base == b->base && a->reset == b->reset && act_strv_equal(a->allow, b->allow) &&
            act_strv_equal(a->deny, b->deny);
 }
 
@@ -49,11 +49,15 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            act_strv_equal(a->environment, b->environment) && same_string(a->user, b->user) &&
            same_string(a->group, b->group) && act_strv_equal(a->exec_restore, b->exec_restore) &&
            act_strv_equal(a->exec_replicate, b->exec_replicate) &&
+           act_strv_equal(a->exec_checkpoint, b->exec_checkpoint) &&
+           a->stateless == b->stateless && a->checkpoint_live == b->checkpoint_live &&
+           a->checkpoint_timeout_usec == b->checkpoint_timeout_usec &&
            same_probe(&a->ready, &b->ready) && same_probe(a->health_check, b->health_check) &&
            a->ready_timeout_usec == b->ready_timeout_usec &&
            a->stop_timeout_usec == b->stop_timeout_usec &&
            a->idle_timeout_usec == b->idle_timeout_usec &&
            a->start_rate_limit == b->start_rate_limit && a->max_starts == b->max_starts &&
+           a->ambient_capabilities == b->ambient_capabilities &&
            a->releases_keep == b->releases_keep &&
            same_filter(&a->limits.syscall_filter, &b->limits.syscall_filter);
 }

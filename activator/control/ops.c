@@ -81,6 +81,12 @@ static const ctrl_op_spec ops[CTRL_OP__COUNT] = {
                         "changed."},
     [CTRL_OP_GC] = {"gc", HOST, KEEP | DRY_RUN, CTRL_ROLE_OPERATOR,
                     "Remove HOST's old staged versions, never one in use."},
+    [CTRL_OP_CHECKPOINT] = {"checkpoint", HOST, 0, CTRL_ROLE_OPERATOR,
+                            "Write a checkpoint of HOST's state and name it on its claim (the "
+                            "built-in one parks HOST first)."},
+    [CTRL_OP_CHECKPOINTS] = {"checkpoints", HOST, 0, CTRL_ROLE_VIEWER,
+                             "List HOST's checkpoints, newest first; * marks the one its claim "
+                             "names."},
 };
 
 const ctrl_op_spec *ctrl_op_spec_of(ctrl_op op)

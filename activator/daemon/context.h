@@ -32,6 +32,7 @@ typedef struct ad_sweep ad_sweep;
 typedef struct ad_telemetry ad_telemetry;
 typedef struct ad_reload_state ad_reload_state;
 typedef struct ad_box_lease ad_box_lease;
+typedef struct ad_dynamic_users ad_dynamic_users;
 
 /* The daemon's starts and handovers on this box (lifetime.c keeps them in
  * <state>/daemon.json). */
@@ -74,7 +75,8 @@ struct ad_daemon {
     size_t cap_removed_hosts;
     ad_hosts_observer_fn observe_hosts;
     ad_claim_reports_observer_fn observe_claim_reports;
-    cg_seccomp_program *default_seccomp; /* SystemCallFilter=default, shared by hosts */
+    cg_seccomp_program *default_seccomp; /* the default SystemCallFilter=, shared by hosts */
+    ad_dynamic_users *dynamic_users;     /* the uids of hosts without User= */
     char incarnation[33];            /* random per start */
     int state_dirfd;
     claim_store *store;

@@ -31,13 +31,19 @@
  * (sweep.c) then goes on proving stopped for as long as it takes. */
 #define KILL_PROOF_TIMEOUT_USEC (10 * 1000 * 1000ull)
 
-void ad_limits_from_config(const cfg_limits *limits, cg_limits *out)
+void ad_limits_from_config(const cg_root *root, const cfg_limits *limits, cg_limits *out)
 {
+    bool default_pids_enforceable =
+        limits->pids_max_is_default &&
+        cg_limits_check(root, &(cg_limits){.pids_max = limits->pids_max}, NULL) == 0;
     /* "infinity" is the cgroup's own default, so it is simply not written. */
     *out = (cg_limits){
         .memory_max = limits->memory_max == CFG_LIMIT_INFINITY ? 0 : limits->memory_max,
         .memory_high = limits->memory_high == CFG_LIMIT_INFINITY ? 0 : limits->memory_high,
-        .pids_max = limits->pids_max == CFG_LIMIT_INFINITY ? 0 : limits->pids_max,
+        .pids_max = limits->pids_max == CFG_LIMIT_INFINITY ||
+                            (limits->pids_max_is_default && !default_pids_enforceable)
+                        ? 0
+                        : limits->pids_max,
         .cpu_quota_percent = limits->cpu_quota_percent,
         .cpu_weight = limits->cpu_weight,
     };
@@ -51,7 +57,7 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
     snprintf(leaf_name, sizeof(leaf_name), "%s-%" PRIu64, kind, number);
     const cfg_host *config = ad_host_config(host);
     cg_limits limits;
-    ad_limits_from_config(&config->limits, &limits);
+    ad_limits_from_config(ad_host_daemon(host)->cgroups, &config->limits, &limits);
 
     ad_generation *gen = calloc(1, sizeof(*gen));
     if (!gen)
@@ -61,6 +67,7 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
     gen->announced = strcmp(kind, "g") == 0;
     gen->process.pidfd = -1;
     gen->helper.pidfd = -1;
+    gen->helper_stdout_fd = -1;
     int r = cg_leaf_create(ad_host_daemon(host)->cgroups, config->name, leaf_name, &limits,
                            &gen->leaf, err);
     if (r < 0) {
@@ -75,7 +82,7 @@ int ad_generation_set_limits(ad_generation *gen, const cfg_limits *limits, act_e
 {
     assert(gen && limits);
     cg_limits values;
-    ad_limits_from_config(limits, &values);
+    ad_limits_from_config(ad_host_daemon(gen->host)->cgroups, limits, &values);
     return cg_leaf_set_limits(gen->leaf, &values, err);
 }
 
@@ -256,7 +263,9 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
         if (r < 0)
             return act_error_prefix(err, "host %s: output", config->name);
     }
-    spec.stdout_fd = ad_host_log_fd(gen->log);
+    /* ExecCheckpoint= answers on its stdout, which the daemon reads. */
+    spec.stdout_fd = is_helper && gen->helper_stdout_fd >= 0 ? gen->helper_stdout_fd
+                                                             : ad_host_log_fd(gen->log);
     spec.stderr_fd = ad_host_log_fd(gen->log);
     spec.journal_socket = ad_host_log_journal_socket(gen->log);
     spec.journal_header = ad_host_log_journal_header(gen->log);
@@ -272,6 +281,8 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
     ad_host_run_as(host, &uid, &gid);
     spec.uid = uid;
     spec.gid = gid;
+    spec.drop_capabilities = true;
+    spec.ambient_capabilities = config->ambient_capabilities;
     /* A probe sees the files its generation sees: it joins the namespace
      * through the main process, which is alive while a probe is due (a
      * probe of a generation whose main process ended fails, as it should). */
@@ -774,6 +785,7 @@ int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generati
         .build = record->build,
         .process = {.pid = record->pid, .pidfd = main_pidfd},
         .helper = {.pidfd = -1},
+        .helper_stdout_fd = -1,
         .on_exit = on_exit,
         .on_exit_userdata = host,
         .adopted = true,

@@ -43,6 +43,8 @@ struct ad_generation {
     cg_leaf *leaf;
     cg_process process;              /* pid 0 / pidfd -1 before the exec */
     cg_process helper;               /* ExecReplicate= in the same leaf; pidfd -1 when none */
+    int helper_stdout_fd;            /* a helper's stdout when it answers there
+                                        (ExecCheckpoint=); -1: the journal, as for all */
     /* An exit of the main process while the generation is not being
      * retired goes here; none is noted only. */
     ad_generation_exit_fn on_exit;
@@ -82,9 +84,13 @@ struct ad_generation {
 /* Creates the leaf <kind>-<number> ("g-7", "restore-7") with the host's limits. */
 int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_generation **out,
                       act_error *err);
-/* The [Limits] values as the cgroup layer takes them ("infinity" is the
- * cgroup's default, so it is not written). */
-void ad_limits_from_config(const cfg_limits *limits, cg_limits *out);
+/* The [Limits] values as the cgroup layer takes them for leaves of root
+ * ("infinity" is the cgroup's default, so it is not written). PidsMax= left
+ * to its default is dropped where root cannot enforce it (no pids
+ * controller delegated, as in some containers): hosts there run as before
+ * rather than all being refused. A PidsMax= the file sets is enforced or
+ * refused. */
+void ad_limits_from_config(const cg_root *root, const cfg_limits *limits, cg_limits *out);
 /* Rewrites the limits of gen's running leaf (a reload). */
 int ad_generation_set_limits(ad_generation *gen, const cfg_limits *limits, act_error *err);
 /* Execs the verified build exec_fd with the host's sockets. */

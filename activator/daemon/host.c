@@ -2,6 +2,7 @@
 #include "activator/daemon/host.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -11,15 +12,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "activator/daemon/dynamic_users.h"
 #include "activator/records/records.h"
 #include "common/cleanup.h"
+#include "common/log.h"
 
 struct ad_host_settings {
     cfg_host *config;
     cg_seccomp_program *seccomp; /* a filter of its own, or NULL for the shared default */
-    uid_t uid;                   /* User=, when have_credentials */
+    uid_t uid;                   /* User= and Group=, or the host's dynamic user */
     gid_t gid;
-    bool have_credentials;
 };
 
 struct ad_host {
@@ -41,6 +43,8 @@ struct ad_host {
     ad_generation *replaced;
     ad_wake_state *wake_state;        /* wake_ops.c */
     ad_swap *swap;                    /* swap.c */
+    ad_checkpoint *checkpoint;        /* checkpoint.c */
+    ad_checkpoint_request *checkpoint_request; /* checkpoint_request.c */
     ad_claim_report *claim_report;    /* claim_report.c */
     sd_event_source *idle_timer;      /* idle.c */
     uint64_t last_active_usec;
@@ -58,7 +62,17 @@ struct ad_host {
 static bool uses_plain_default_filter(const cfg_host *config)
 {
     const cfg_syscall_filter *filter = &config->limits.syscall_filter;
-    return filter->base == CFG_SYSCALLS_DEFAULT && !filter->allow && !filter->deny;
+    return filter->base == CFG_SYSCALLS_DEFAULT && !filter->reset && !filter->allow &&
+           !filter->deny;
+}
+
+static const char *filter_profile(const cfg_syscall_filter *filter)
+{
+    if (filter->reset) /* an empty line last: no filter */
+        return "none";
+    return filter->base == CFG_SYSCALLS_DEFAULT ? "default"
+           : filter->base == CFG_SYSCALLS_ALLOW ? "allow"
+                                                : "none";
 }
 
 /* Most hosts run the default profile: one compiled program serves them all. */
@@ -69,8 +83,7 @@ static int compile_filter(ad_daemon *daemon, ad_host_settings *settings, act_err
     if (plain_default && daemon->default_seccomp)
         return 0;
     cg_seccomp_program **out = plain_default ? &daemon->default_seccomp : &settings->seccomp;
-    int r = cg_seccomp_compile(filter->base == CFG_SYSCALLS_NONE ? "none" : "default",
-                               (const char *const *)filter->allow,
+    int r = cg_seccomp_compile(filter_profile(filter), (const char *const *)filter->allow,
                                (const char *const *)filter->deny, out, err);
     return r < 0 ? act_error_prefix(err, "host %s: SystemCallFilter=", settings->config->name)
                  : 0;
@@ -88,6 +101,37 @@ void ad_host_settings_free(ad_host_settings *settings)
     free(settings);
 }
 
+/* An account that User= or Group= names must not be another host's
+ * dynamic user: it would own that host's files. */
+static int check_not_dynamic(ad_daemon *daemon, const cfg_host *config,
+                             const ad_host_settings *settings, const char **failed_key,
+                             act_error *err)
+{
+    const struct {
+        const char *what;
+        uint32_t id;
+        const char *key;
+        const char *value;
+    } ids[] = {
+        {"uid", settings->uid, "User", config->user},
+        {"gid", settings->gid, config->group ? "Group" : "User",
+         config->group ? config->group : config->user},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(ids); i++) {
+        const char *owner = ad_dynamic_users_owner(daemon->dynamic_users, ids[i].id);
+        if (!owner || strcmp(owner, config->name) == 0)
+            continue;
+        *failed_key = ids[i].key;
+        return act_error_set(err, EEXIST,
+                             "host %s: %s=%s: %s %u is the dynamic user of host %s, whose files "
+                             "it owns; name another account (or remove "
+                             "<state>/dynamic-users/%u once host %s and its files are gone)",
+                             config->name, ids[i].key, ids[i].value, ids[i].what,
+                             (unsigned)ids[i].id, owner, (unsigned)ids[i].id, owner);
+    }
+    return 0;
+}
+
 int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings **out,
                          const char **failed_key, act_error *err)
 {
@@ -100,10 +144,25 @@ int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings *
         return act_error_set(err, ENOMEM, "out of memory");
     }
     settings->config = config;
-    int r = cfg_host_credentials(config, &settings->uid, &settings->gid,
-                                 &settings->have_credentials, err);
+    /* Without User=, a uid of the host's own; with it, what it names (root
+     * only when it says so, which --check-config warns about). */
+    bool named = false;
+    int r = cfg_host_credentials(config, &settings->uid, &settings->gid, &named, err);
     if (r < 0) /* the sentence names the key whose lookup failed */
         *failed_key = config->group && strstr(err->message, "Group=") ? "Group" : "User";
+    if (r == 0 && !named) {
+        uid_t uid = 0;
+        if ((r = ad_dynamic_user_get(daemon->dynamic_users, config->name, &uid, err)) < 0)
+            *failed_key = "User";
+        settings->uid = uid;
+        settings->gid = (gid_t)uid;
+    }
+    /* A dynamic user's files are its host's alone. */
+    if (r == 0 && named)
+        r = check_not_dynamic(daemon, config, settings, failed_key, err);
+    if (r == 0 && named && settings->uid == 0)
+        act_log(LOG_WARNING, "host %s: User=%s runs its code as root (without capabilities)",
+                config->name, config->user);
     if (r == 0 && (r = compile_filter(daemon, settings, err)) < 0)
         *failed_key = "SystemCallFilter";
     if (r < 0) {
@@ -279,6 +338,7 @@ static void copy_limit_values(cfg_limits *to, const cfg_limits *from)
     to->memory_max = from->memory_max;
     to->memory_high = from->memory_high;
     to->pids_max = from->pids_max;
+    to->pids_max_is_default = from->pids_max_is_default;
     to->cpu_quota_percent = from->cpu_quota_percent;
     to->cpu_weight = from->cpu_weight;
 }
@@ -386,19 +446,10 @@ int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act
 
 /* ---- what a generation runs as ------------------------------------------- */
 
-bool ad_host_credentials(const ad_host *host, uid_t *uid, gid_t *gid)
+void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid)
 {
     *uid = host->settings->uid;
     *gid = host->settings->gid;
-    return host->settings->have_credentials;
-}
-
-void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid)
-{
-    if (!ad_host_credentials(host, uid, gid)) {
-        *uid = 0;
-        *gid = 0;
-    }
 }
 
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host)
@@ -425,19 +476,82 @@ void ad_host_dir_close(ad_host *host)
     host->dirfd = -1;
 }
 
+/* Deeper than this is no state directory but an attack on our stack. */
+#define STATE_TREE_DEPTH_MAX 128
+
+/* Hands every entry below dir_fd to uid:gid, symlinks themselves rather
+ * than what they name, without leaving the directory's file system. */
+static int chown_tree(int dir_fd, uid_t uid, gid_t gid, unsigned depth, act_error *err)
+{
+    if (depth > STATE_TREE_DEPTH_MAX)
+        return act_error_set(err, ELOOP, "deeper than %d directories", STATE_TREE_DEPTH_MAX);
+    int listing = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dir = listing >= 0 ? fdopendir(listing) : NULL;
+    if (!dir) {
+        int saved = errno;
+        if (listing >= 0)
+            close(listing);
+        return act_error_set(err, saved, "cannot list it: %s", strerror(saved));
+    }
+    struct stat top;
+    int r = fstat(dir_fd, &top) < 0 ? -errno : 0;
+    struct dirent *de;
+    while (r == 0 && (de = readdir(dir))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            fchownat(dir_fd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+            r = act_error_set(err, errno, "%s: %s", de->d_name, strerror(errno));
+            break;
+        }
+        if (!S_ISDIR(st.st_mode) || st.st_dev != top.st_dev)
+            continue;
+        int sub = openat(dir_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+            r = act_error_set(err, errno, "%s: %s", de->d_name, strerror(errno));
+            break;
+        }
+        r = chown_tree(sub, uid, gid, depth + 1, err);
+        close(sub);
+    }
+    closedir(dir);
+    return r < 0 ? r : 0;
+}
+
 int ad_host_state_directory(ad_host *host, act_error *err)
 {
     int dirfd = ad_host_dir(host, err);
     if (dirfd < 0)
         return dirfd;
-    if (mkdirat(dirfd, "state", 0750) < 0 && errno != EEXIST)
+    bool made = mkdirat(dirfd, "state", 0750) == 0;
+    if (!made && errno != EEXIST)
         return act_error_set(err, errno, "cannot create the state directory: %s",
                              strerror(errno));
-    const ad_host_settings *settings = host->settings;
-    if (settings->have_credentials &&
-        fchownat(dirfd, "state", settings->uid, settings->gid, AT_SYMLINK_NOFOLLOW) < 0)
+    uid_t uid;
+    gid_t gid;
+    ad_host_run_as(host, &uid, &gid);
+    _cleanup_close_ int state =
+        openat(dirfd, "state", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (state < 0 || fstat(state, &st) < 0)
+        return act_error_set(err, errno, "cannot open the state directory: %s", strerror(errno));
+    if (st.st_uid == uid && st.st_gid == gid)
+        return 0;
+    /* Another owner: the host ran as someone else before (no User= used to
+     * mean root, or User= changed, or its dynamic uid had to change).
+     * Everything in it becomes the new owner's, as systemd does for a
+     * StateDirectory= of a DynamicUser=; the top last, so that a walk cut
+     * short is done again at the next start. */
+    int r = chown_tree(state, uid, gid, 0, err);
+    if (r < 0)
+        return act_error_prefix(err, "cannot hand the state directory to uid %u", (unsigned)uid);
+    if (fchown(state, uid, gid) < 0)
         return act_error_set(err, errno, "cannot hand the state directory to uid %u: %s",
-                             (unsigned)settings->uid, strerror(errno));
+                             (unsigned)uid, strerror(errno));
+    if (!made)
+        act_log(LOG_INFO, "host %s: state directory handed from uid %u to uid %u", host->name,
+                (unsigned)st.st_uid, (unsigned)uid);
     return 0;
 }
 
@@ -516,6 +630,26 @@ ad_swap *ad_host_swap(const ad_host *host)
 void ad_host_set_swap(ad_host *host, ad_swap *swap)
 {
     host->swap = swap;
+}
+
+ad_checkpoint *ad_host_checkpoint(const ad_host *host)
+{
+    return host->checkpoint;
+}
+
+void ad_host_set_checkpoint(ad_host *host, ad_checkpoint *checkpoint)
+{
+    host->checkpoint = checkpoint;
+}
+
+ad_checkpoint_request *ad_host_checkpoint_request(const ad_host *host)
+{
+    return host->checkpoint_request;
+}
+
+void ad_host_set_checkpoint_request(ad_host *host, ad_checkpoint_request *request)
+{
+    host->checkpoint_request = request;
 }
 
 ad_claim_report *ad_host_claim_report(const ad_host *host)

@@ -15,6 +15,8 @@
 typedef struct ad_generation ad_generation;
 typedef struct ad_wake_state ad_wake_state;
 typedef struct ad_swap ad_swap;
+typedef struct ad_checkpoint ad_checkpoint;
+typedef struct ad_checkpoint_request ad_checkpoint_request;
 typedef struct ad_claim_report ad_claim_report;
 typedef struct ad_host_settings ad_host_settings;
 
@@ -33,7 +35,8 @@ typedef struct ad_host_settings ad_host_settings;
  * (numbers, read when a leaf is made). */
 
 /* Makes settings of config, which it takes (on failure too): the account
- * User= and Group= name looked up, SystemCallFilter= compiled (the plain
+ * User= and Group= name looked up (or the host's dynamic user given out),
+ * SystemCallFilter= compiled (the plain
  * default is compiled once and shared). On failure *failed_key names the
  * key at fault ("User", "Group", "SystemCallFilter"). */
 int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings **out,
@@ -101,11 +104,10 @@ int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act
 
 /* ---- what a generation runs as ------------------------------------------ */
 
-/* User= and Group= as looked up on this box: false without User=. */
-bool ad_host_credentials(const ad_host *host, uid_t *uid, gid_t *gid);
-/* The one answer to "which uid and gid does this host's code run as": what
- * its generations, its probes and its notify directory are made for. User=
- * and Group= as looked up on this box; root (0/0) without User=. */
+/* What the host's generations (and everything else that runs as the host:
+ * its helpers, its state directory's owner) run as: User= and Group= as
+ * looked up on this box, or without User= the host's dynamic user (uid ==
+ * gid, dynamic_users.h). Always known: settings are not made without it. */
 void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid);
 /* The compiled SystemCallFilter= (shared for the plain default). */
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host);
@@ -147,6 +149,13 @@ void ad_host_set_wake_state(ad_host *host, ad_wake_state *state);
 /* The swap in flight (swap.c); NULL when none. */
 ad_swap *ad_host_swap(const ad_host *host);
 void ad_host_set_swap(ad_host *host, ad_swap *swap);
+/* The checkpoint in flight (checkpoint.c); NULL when none. */
+ad_checkpoint *ad_host_checkpoint(const ad_host *host);
+void ad_host_set_checkpoint(ad_host *host, ad_checkpoint *checkpoint);
+/* An operator's checkpoint in flight, from the request to the claim's
+ * write (checkpoint_request.c); NULL when none. */
+ad_checkpoint_request *ad_host_checkpoint_request(const ad_host *host);
+void ad_host_set_checkpoint_request(ad_host *host, ad_checkpoint_request *request);
 /* What the claim should say of the host and the write-back of it in flight
  * (claim_report.c); NULL while there is nothing to say. */
 ad_claim_report *ad_host_claim_report(const ad_host *host);

@@ -16,8 +16,10 @@
 #include <systemd/sd-daemon.h>
 
 #include "activator/daemon/announce.h"
+#include "activator/daemon/checkpoint_request.h"
 #include "activator/daemon/claim_release.h"
 #include "activator/daemon/claim_report.h"
+#include "activator/daemon/dynamic_users.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/idle.h"
 #include "activator/daemon/leftovers.h"
@@ -134,6 +136,11 @@ static void report_to_claim(ad_host *host, const pl_wake_event *event)
     }
     if (event->reason == PL_REASON_NOT_OWNER || event->park_cause == PL_PARK_CLAIM_LOST)
         return;
+    /* A wake refused while a checkpoint is written changes nothing of the
+     * host, which stays parked: the claim's compare-and-swap of the
+     * checkpoint is the write that follows. */
+    if (event->reason == PL_REASON_CHECKPOINTING)
+        return;
     switch (event->type) {
     case PL_WAKE_EVENT_REFUSED:
     case PL_WAKE_EVENT_GAVE_UP:
@@ -185,6 +192,8 @@ static void settle(ad_host *host, const pl_wake_event *event)
     if (!daemon->stopping && !ad_host_removed(host))
         watch_demand(host, true);
     ad_swap_host_parked(host);
+    /* An operator's checkpoint waits for the park it asked for. */
+    ad_checkpoint_request_host_parked(host);
     /* Parked because the claim named another box: now that nothing runs,
      * the handover to that box may go on. */
     if (!ad_host_claim_ours(host))
@@ -522,6 +531,13 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
         return act_error_set(err, ENOMEM, "out of memory");
     }
     daemon->cap_hosts = n_configs ? n_configs : 1;
+    /* Before any host is given a dynamic user: none may get a uid another
+     * host names by number. */
+    int excluded = ad_dynamic_users_exclude_hosts(daemon->dynamic_users, configs, n_configs, err);
+    if (excluded < 0) {
+        cfg_hosts_free(configs, n_configs);
+        return excluded;
+    }
     inherited_fds inherited = {0};
     inherited_collect(&inherited);
     /* A host that cannot be set up (its port is taken, its User= is

@@ -36,6 +36,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "activator/daemon/dynamic_users.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/telemetry.h"
@@ -186,6 +187,10 @@ static const struct {
     {"CgroupRoot", offsetof(cfg_daemon, cgroup_root)},
     {"Control", offsetof(cfg_daemon, control)},
     {"Events", offsetof(cfg_daemon, events)},
+    /* Claims name checkpoints by id in this directory: another directory
+     * would leave every named one unreachable while a move may be reading
+     * it. */
+    {"Checkpoints", offsetof(cfg_daemon, checkpoints)},
     /* The control and events sockets are open with these: their peers'
      * checks and the TLS listener are set up with the sockets. */
     {"ControlGroup", offsetof(cfg_daemon, control_group)},
@@ -226,6 +231,9 @@ static void check_fixed_values(const ad_daemon *daemon, reload_job *job)
         {"StoreWatchTimeoutSec", now->store_watch_timeout_usec != next->store_watch_timeout_usec},
         /* The record's lease was granted with it. */
         {"BoxLeaseSec", now->box_lease_usec != next->box_lease_usec},
+        /* Every host's uid was given out of it. */
+        {"DynamicUserRange", now->dynamic_uid_min != next->dynamic_uid_min ||
+                                 now->dynamic_uid_max != next->dynamic_uid_max},
         {"ControlOperators", !same_strv(now->control_operators, next->control_operators)},
         {"ControlViewers", !same_strv(now->control_viewers, next->control_viewers)},
     };
@@ -273,6 +281,7 @@ static void check_daemon(ad_daemon *daemon, reload_job *job, plan *p)
         {"ClaimUnclaimed", now->claim_unclaimed != next->claim_unclaimed},
         {"MetricsListen", !same_string(now->metrics_listen, next->metrics_listen)},
         {"HostLogMaxSize", now->host_log_max_bytes != next->host_log_max_bytes},
+        {"CheckpointsKeep", now->checkpoints_keep != next->checkpoints_keep},
     };
     static_assert(ARRAY_SIZE(in_place) <= ARRAY_SIZE(p->daemon_keys), "room for every key");
     for (size_t i = 0; i < ARRAY_SIZE(in_place); i++)
@@ -309,13 +318,15 @@ static void check_limits(const ad_daemon *daemon, reload_job *job, const char *p
     } keys[] = {
         {"MemoryMax", file->lines.memory_max, {.memory_max = limits->memory_max}},
         {"MemoryHigh", file->lines.memory_high, {.memory_high = limits->memory_high}},
-        {"PidsMax", file->lines.pids_max, {.pids_max = limits->pids_max}},
+        {"PidsMax",
+         file->lines.pids_max,
+         {.pids_max = limits->pids_max, .pids_max_is_default = limits->pids_max_is_default}},
         {"CPUQuota", file->lines.cpu_quota, {.cpu_quota_percent = limits->cpu_quota_percent}},
         {"CPUWeight", file->lines.cpu_weight, {.cpu_weight = limits->cpu_weight}},
     };
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
         cg_limits values;
-        ad_limits_from_config(&keys[i].only, &values);
+        ad_limits_from_config(daemon->cgroups, &keys[i].only, &values);
         act_error err = {0};
         if (cg_limits_check(daemon->cgroups, &values, &err) < 0)
             cfg_errors_add(&job->problems, path, keys[i].line, keys[i].key, "%s", err.message);
@@ -455,7 +466,12 @@ static int plan_changed(ad_daemon *daemon, reload_job *job, plan *p, ad_host *ho
 static int plan_hosts(ad_daemon *daemon, reload_job *job, plan *p)
 {
     size_t h = 0, f = 0;
-    int r = 0;
+    /* Before a host added gets a dynamic user: none may get a uid a host of
+     * the new configuration names by number. */
+    act_error err = {0};
+    int r = ad_dynamic_users_exclude_hosts(daemon->dynamic_users, job->hosts, job->n_hosts, &err);
+    if (r < 0)
+        cfg_errors_add(&job->problems, job->config_path, 0, NULL, "%s", err.message);
     while (r == 0 && (h < daemon->n_hosts || f < job->n_hosts)) {
         ad_host *host = h < daemon->n_hosts ? daemon->hosts[h] : NULL;
         cfg_host *loaded = f < job->n_hosts ? &job->hosts[f] : NULL;
@@ -553,6 +569,7 @@ static void apply_daemon(ad_daemon *daemon, reload_job *job, plan *p)
     config->start_budget_wait_usec = next->start_budget_wait_usec;
     config->claim_unclaimed = next->claim_unclaimed;
     config->host_log_max_bytes = next->host_log_max_bytes;
+    config->checkpoints_keep = next->checkpoints_keep;
     memcpy(config->key_lines, next->key_lines, sizeof(config->key_lines));
     act_error err = {0};
     if (pl_start_cap_set_limit(&daemon->start_cap, next->max_concurrent_starts, &err) < 0)

@@ -26,7 +26,14 @@
  *   --health-fail-after N        closes that socket after N checks, so the
  *                                next ones are refused
  *   --log-requests               prints each request's line on stdout, so a
- *                                test can tell its output still arrives */
+ *                                test can tell its output still arrives
+ *
+ *   --isolation-report       before anything else, tries what a tenant must
+ *                            not do and writes the results to
+ *                            $STATE_DIRECTORY/isolation-report
+ * With --counter it keeps state: each request adds one to the number in
+ * $STATE_DIRECTORY/counter (written temp + rename) and the answer ends in
+ * counter=N, so a test sees the state survive a checkpoint and restore. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -45,6 +52,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "activator/listen/listen.h"
+#include "tests/apps/isolation-report.h"
 
 #define MAX_LISTEN 16
 #define REQUEST_MAX 8192
@@ -73,6 +81,7 @@ typedef struct options {
     const char *health_listen;
     long health_fail_after; /* -1: never */
     bool log_requests;
+    bool counter;           /* --counter: count requests in $STATE_DIRECTORY/counter */
 } options;
 
 static uint64_t now_ms(void)
@@ -89,7 +98,8 @@ static void usage(FILE *out)
                  "       [--exit-immediately CODE] [--ignore-sigterm] [--slow-response-ms N]\n"
                  "       [--watchdog-stop-after N] [--watchdog-trigger-after-ms N]\n"
                  "       [--stopping-after-ms N] [--health-listen ADDR:PORT]\n"
-                 "       [--health-fail-after N] [--log-requests]\n"
+                 "       [--health-fail-after N] [--isolation-report] [--counter]\n"
+                 "       [--log-requests]\n"
                  "Without --listen, the sockets come from LISTEN_FDS (systemd socket "
                  "activation).\n");
 }
@@ -138,6 +148,32 @@ static bool request_complete(const conn *c)
            c->got == REQUEST_MAX;
 }
 
+/* The next value of $STATE_DIRECTORY/counter, written back; -1 on error. */
+static long next_count(void)
+{
+    const char *dir = getenv("STATE_DIRECTORY");
+    if (!dir)
+        return -1;
+    char path[4096], temp[4200];
+    snprintf(path, sizeof(path), "%s/counter", dir);
+    snprintf(temp, sizeof(temp), "%s.tmp", path);
+    long count = 0;
+    FILE *f = fopen(path, "re");
+    if (f) {
+        if (fscanf(f, "%ld", &count) != 1)
+            count = 0;
+        fclose(f);
+    }
+    count++;
+    f = fopen(temp, "we");
+    if (!f)
+        return -1;
+    fprintf(f, "%ld\n", count);
+    if (fclose(f) != 0 || rename(temp, path) < 0)
+        return -1;
+    return count;
+}
+
 static void prepare_response(conn *c, const options *opt, const char *generation)
 {
     if (opt->log_requests) {
@@ -146,8 +182,11 @@ static void prepare_response(conn *c, const options *opt, const char *generation
         fflush(stdout);
     }
     char body[256];
-    int body_len = snprintf(body, sizeof(body), "demo version=%s generation=%s pid=%d\n",
-                            opt->version, generation, (int)getpid());
+    char counter[32] = "";
+    if (opt->counter)
+        snprintf(counter, sizeof(counter), " counter=%ld", next_count());
+    int body_len = snprintf(body, sizeof(body), "demo version=%s generation=%s pid=%d%s\n",
+                            opt->version, generation, (int)getpid(), counter);
     int len = asprintf(&c->response,
                        "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
                        "Connection: close\r\n\r\n%s",
@@ -250,6 +289,10 @@ int main(int argc, char **argv)
             opt.health_fail_after = number_arg(a, next), i++;
         } else if (strcmp(a, "--log-requests") == 0) {
             opt.log_requests = true;
+        } else if (strcmp(a, "--isolation-report") == 0) {
+            act_isolation_report();
+        } else if (strcmp(a, "--counter") == 0) {
+            opt.counter = true;
         } else if (strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;

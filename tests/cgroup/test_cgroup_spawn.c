@@ -8,6 +8,9 @@
  * CG_TEST_FD_WINDOW=1 runs them through the spawn fd window. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -259,6 +262,67 @@ static void credentials_no_new_privs_and_seccomp_apply(void **state)
     cg_leaf_free(leaf);
 }
 
+/* The capabilities a spawn keeps: all of them dropped, whoever the child
+ * runs as, but for the ambient ones asked for. */
+typedef struct caps_case {
+    uint32_t uid;
+    uint64_t ambient;
+} caps_case;
+
+static void with_dropped_capabilities(cg_spawn_spec *spec, void *data)
+{
+    const caps_case *c = data;
+    spec->uid = c->uid;
+    spec->gid = c->uid;
+    spec->no_new_privs = true;
+    spec->drop_capabilities = true;
+    spec->ambient_capabilities = c->ambient;
+    spec->working_directory = "/";
+}
+
+static void capabilities_are_dropped_but_the_ambient_ones(void **state)
+{
+    const caps_case cases[] = {
+        {65534, 0},
+        {0, 0},
+        {65534, 1ULL << CAP_NET_BIND_SERVICE},
+        {0, (1ULL << CAP_NET_BIND_SERVICE) | (1ULL << CAP_KILL)},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char leaf_name[16];
+        snprintf(leaf_name, sizeof(leaf_name), "g-%zu", 20 + i);
+        cg_leaf *leaf = cgt_leaf(*state, "web1", leaf_name, NULL);
+        cg_process proc;
+        int out_fd;
+        act_error err = {0};
+        int r = cgt_spawn(leaf, "cg-probe", NULL, with_dropped_capabilities, (void *)&cases[i],
+                          &proc, &out_fd, &err);
+        if (r < 0)
+            print_error("%s\n", err.message);
+        assert_int_equal(r, 0);
+        _cleanup_free_ char *out = cgt_read_until(out_fd, "end\n", 10000);
+        char want[32], uid[16];
+        snprintf(want, sizeof(want), "%016" PRIx64, cases[i].ambient);
+        snprintf(uid, sizeof(uid), "%" PRIu32, cases[i].uid);
+        expect_kv(out, "uid", uid);
+        const char *sets[] = {"capinh", "capprm", "capeff", "capbnd", "capamb"};
+        for (size_t s = 0; s < ARRAY_SIZE(sets); s++)
+            expect_kv(out, sets[s], want);
+        char bits[16];
+        assert_true(cgt_value(out, "securebits", bits, sizeof(bits)));
+        int value = atoi(bits);
+        assert_true(value & SECBIT_NOROOT);
+        assert_true(value & SECBIT_NOROOT_LOCKED);
+        assert_true(value & SECBIT_NO_SETUID_FIXUP_LOCKED);
+        assert_false(value & SECBIT_NO_SETUID_FIXUP);
+        assert_true(value & SECBIT_KEEP_CAPS_LOCKED);
+        assert_false(value & SECBIT_KEEP_CAPS);
+        cgt_reap(proc.pidfd, NULL);
+        close(out_fd);
+        cg_leaf_free(leaf);
+    }
+}
+
 static void with_filter(cg_spawn_spec *spec, void *data)
 {
     spec->no_new_privs = true;
@@ -288,7 +352,8 @@ static void default_profile_denies_admin_calls_and_allows_server_calls(void **st
     cg_leaf *leaf = cgt_leaf(*state, "web1", "g-5", NULL);
     cg_seccomp_program *program = compile("default", NULL, NULL);
     _cleanup_free_ char *out = run_syscalls(leaf, program);
-    const char *denied[] = {"mount", "unshare", "ptrace", "reboot", "bpf", "clock_settime"};
+    const char *denied[] = {"mount",         "unshare", "ptrace", "reboot",        "bpf",
+                            "clock_settime", "keyctl",  "chroot", "io_uring_setup"};
     for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
         expect_kv(out, denied[i], "EPERM");
     const char *allowed[] = {"uname",  "getpid", "clock_gettime", "open", "socket",
@@ -670,6 +735,7 @@ int main(void)
         T(no_listen_fds_means_no_listen_env),
         T(a_pid_variable_gets_the_childs_pid),
         T(credentials_no_new_privs_and_seccomp_apply),
+        T(capabilities_are_dropped_but_the_ambient_ones),
         T(default_profile_denies_admin_calls_and_allows_server_calls),
         T(profile_allow_and_deny_lists_change_the_filter),
         T(seccomp_compile_refuses_bad_input),

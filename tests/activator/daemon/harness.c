@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
@@ -232,6 +233,12 @@ void dh_write_app_host_at(dh_daemon *d, const char *host, const char *address, i
     char marker[PATH_MAX];
     dh_marker_path(d, host, marker, sizeof(marker));
     const char *extra = extra_host_lines ? extra_host_lines : "";
+    /* The app appends to it as the host's own user, which may not create
+     * files in the test's directory. */
+    int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0 || fchmod(fd, 0666) < 0)
+        fail_msg("cannot create %s: %s", marker, strerror(errno));
+    close(fd);
     dh_write_host(d, host,
                   "[Host]\n"
                   "Exec=act-e2e-app %s\n"
