@@ -273,7 +273,7 @@ static bool own_cgroup_path(const char *controller, char *out, size_t size)
         if (!path)
             continue;
         *path++ = '\0';
-        controllers++;
+        *controllers++ = '\0';
         if (!controller) {
             found = strcmp(line, "0") == 0 && *controllers == '\0';
         } else {
