@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <stdbool.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -45,19 +46,27 @@ static uint64_t percentile(const uint64_t *sorted, size_t n, double fraction)
     return sorted[rank > n ? n - 1 : rank - 1];
 }
 
-int latency_measure(const char *url, int duration_ms, int period_ms, int timeout_ms,
-                    latency_stats *stats)
+static int append(latency_samples *samples, uint64_t usec)
 {
-    memset(stats, 0, sizeof(*stats));
-    size_t planned = (size_t)(duration_ms / period_ms) + 1;
-    uint64_t *samples = calloc(planned, sizeof(*samples));
-    if (!samples)
-        return -ENOMEM;
+    if (samples->n == samples->cap) {
+        size_t cap = samples->cap ? 2 * samples->cap : 1024;
+        uint64_t *grown = realloc(samples->usec, cap * sizeof(*grown));
+        if (!grown)
+            return -ENOMEM;
+        samples->usec = grown;
+        samples->cap = cap;
+    }
+    samples->usec[samples->n++] = usec;
+    return 0;
+}
+
+int latency_measure(const char *url, int duration_ms, int period_ms, int timeout_ms,
+                    latency_samples *samples)
+{
     nng_socket req;
     int rv = nng_req0_open(&req);
     if (rv) {
-        free(samples);
-        snprintf(stats->first_failure, sizeof(stats->first_failure), "nng_req0_open: %s",
+        snprintf(samples->first_failure, sizeof(samples->first_failure), "nng_req0_open: %s",
                  nng_strerror(rv));
         return -EIO;
     }
@@ -69,12 +78,12 @@ int latency_measure(const char *url, int duration_ms, int period_ms, int timeout
     rv = nng_dial(req, url, NULL, 0);
     if (rv) {
         nng_close(req);
-        free(samples);
-        snprintf(stats->first_failure, sizeof(stats->first_failure), "dial %s: %s", url,
+        snprintf(samples->first_failure, sizeof(samples->first_failure), "dial %s: %s", url,
                  nng_strerror(rv));
         return -EIO;
     }
     static const char request[] = "{\"v\":1,\"op\":\"status\"}";
+    size_t planned = (size_t)(duration_ms / period_ms) + 1;
     uint64_t start = now_usec();
     /* A daemon that stopped answering must not hold the window open for a
      * timeout per planned request. */
@@ -90,23 +99,39 @@ int latency_measure(const char *url, int duration_ms, int period_ms, int timeout
                   memmem(nng_msg_body(reply), nng_msg_len(reply), "\"ok\":true", 9);
         uint64_t latency = now_usec() - due;
         if (!ok) {
-            if (stats->failed++ == 0)
-                snprintf(stats->first_failure, sizeof(stats->first_failure), "request %zu: %s",
-                         i, rv ? nng_strerror(rv) : "the reply is not ok");
+            if (samples->failed++ == 0)
+                snprintf(samples->first_failure, sizeof(samples->first_failure),
+                         "request %zu: %s", i, rv ? nng_strerror(rv) : "the reply is not ok");
             if (latency < (uint64_t)timeout_ms * 1000)
                 latency = (uint64_t)timeout_ms * 1000;
         }
         if (reply)
             nng_msg_free(reply);
-        samples[stats->samples++] = latency;
+        if (append(samples, latency) < 0) {
+            nng_close(req);
+            return -ENOMEM;
+        }
     }
     nng_close(req);
-    qsort(samples, stats->samples, sizeof(*samples), compare_u64);
-    stats->p50_usec = percentile(samples, stats->samples, 0.50);
-    stats->p99_usec = percentile(samples, stats->samples, 0.99);
-    stats->max_usec = stats->samples ? samples[stats->samples - 1] : 0;
-    free(samples);
     return 0;
+}
+
+void latency_stats_of(latency_samples *samples, latency_stats *stats)
+{
+    memset(stats, 0, sizeof(*stats));
+    qsort(samples->usec, samples->n, sizeof(*samples->usec), compare_u64);
+    stats->samples = samples->n;
+    stats->failed = samples->failed;
+    stats->p50_usec = percentile(samples->usec, samples->n, 0.50);
+    stats->p99_usec = percentile(samples->usec, samples->n, 0.99);
+    stats->max_usec = samples->n ? samples->usec[samples->n - 1] : 0;
+    snprintf(stats->first_failure, sizeof(stats->first_failure), "%s", samples->first_failure);
+}
+
+void latency_samples_free(latency_samples *samples)
+{
+    free(samples->usec);
+    *samples = (latency_samples){0};
 }
 
 void latency_format(const latency_stats *stats, char *out, size_t size)

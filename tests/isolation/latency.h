@@ -18,11 +18,24 @@ typedef struct latency_stats {
     char first_failure[160];
 } latency_stats;
 
-/* status every period_ms for duration_ms against url (ipc://...). A request
- * that fails counts as failed and as timeout_ms of latency. Returns 0, or a
- * negative errno when the socket could not be made (why in stats). */
+/* The latencies of one or more windows, pooled. */
+typedef struct latency_samples {
+    uint64_t *usec;
+    size_t n, cap;
+    size_t failed;
+    char first_failure[160];
+} latency_samples;
+
+/* status every period_ms for duration_ms against url (ipc://...), each
+ * latency appended to samples. A request that fails counts as failed and as
+ * timeout_ms of latency. Returns 0, or a negative errno when the socket
+ * could not be made (why in samples->first_failure). */
 int latency_measure(const char *url, int duration_ms, int period_ms, int timeout_ms,
-                    latency_stats *stats);
+                    latency_samples *samples);
+
+/* The percentiles of samples (which it sorts). */
+void latency_stats_of(latency_samples *samples, latency_stats *stats);
+void latency_samples_free(latency_samples *samples);
 
 /* "p50 0.41 ms, p99 0.93 ms, max 2.10 ms over 1000 samples, 0 failed" */
 void latency_format(const latency_stats *stats, char *out, size_t size);
