@@ -56,6 +56,7 @@ struct ntf_socket {
     uint64_t cgroup_id;
     unsigned burst;
     unsigned per_window;
+    uint64_t window_usec;
     sd_event_source *resume; /* re-enables source when a full window ends */
     uint64_t window_start;   /* CLOCK_MONOTONIC */
     unsigned in_window;      /* datagrams read since window_start */
@@ -254,7 +255,7 @@ static int on_window_end(sd_event_source *source, uint64_t usec, void *userdata)
  * there were windows. */
 static void rest_until_window_end(struct ntf_socket *notify, sd_event_source *source)
 {
-    uint64_t end = notify->window_start + NTF_WINDOW_USEC;
+    uint64_t end = notify->window_start + notify->window_usec;
     int r = notify->resume ? sd_event_source_set_time(notify->resume, end)
                            : sd_event_add_time(sd_event_source_get_event(source), &notify->resume,
                                                CLOCK_MONOTONIC, end, 1000, on_window_end, notify);
@@ -272,7 +273,7 @@ static int on_datagram(sd_event_source *source, int fd, uint32_t revents, void *
     struct ntf_socket *notify = userdata;
     uint64_t now = 0;
     sd_event_now(sd_event_source_get_event(source), CLOCK_MONOTONIC, &now);
-    if (now - notify->window_start >= NTF_WINDOW_USEC) {
+    if (now - notify->window_start >= notify->window_usec) {
         notify->window_start = now;
         notify->in_window = 0;
     }
@@ -379,6 +380,7 @@ int ntf_open(sd_event *loop, const ntf_options *options, ntf_handler handler, vo
     notify->cgroup_id = options->cgroup_id;
     notify->burst = options->burst ? options->burst : NTF_DEFAULT_BURST;
     notify->per_window = options->per_window ? options->per_window : NTF_DEFAULT_PER_WINDOW;
+    notify->window_usec = options->window_usec ? options->window_usec : NTF_DEFAULT_WINDOW_USEC;
     notify->handler = handler;
     notify->userdata = userdata;
     int r = notify->socket_path && notify->cgroup_path && notify->label ? 0 : -ENOMEM;

@@ -42,11 +42,12 @@ typedef void (*ntf_handler)(ntf_socket *notify, const ntf_message *message, void
 
 /* Datagrams read per loop iteration when ntf_options.burst is 0. */
 #define NTF_DEFAULT_BURST 16
-/* Datagrams read per NTF_WINDOW_USEC when ntf_options.per_window is 0: a
- * thousand a second, far above what an app says (READY=1, a keep-alive a
- * second, STATUS= on changes), far below what a loop of sends makes. */
-#define NTF_DEFAULT_PER_WINDOW 100
-#define NTF_WINDOW_USEC (100 * 1000)
+/* Datagrams read per window when ntf_options.per_window is 0: a thousand a
+ * second, far above what an app says (READY=1, a keep-alive a second,
+ * STATUS= on changes), far below what a loop of sends makes. Short windows
+ * keep each window's worth a short stretch of the loop's time. */
+#define NTF_DEFAULT_PER_WINDOW 10
+#define NTF_DEFAULT_WINDOW_USEC (10 * 1000)
 
 typedef struct ntf_options {
     /* The host's notify directory: made when missing (its parent must
@@ -68,7 +69,8 @@ typedef struct ntf_options {
     const char *cgroup_path;
     uint64_t cgroup_id;
     unsigned burst; /* datagrams per loop iteration; 0: NTF_DEFAULT_BURST */
-    unsigned per_window; /* datagrams per NTF_WINDOW_USEC; 0: NTF_DEFAULT_PER_WINDOW */
+    unsigned per_window;   /* datagrams per window; 0: NTF_DEFAULT_PER_WINDOW */
+    uint64_t window_usec;  /* 0: NTF_DEFAULT_WINDOW_USEC */
     const char *label; /* "host web1: generation 7", for the one log line of a refusal */
 } ntf_options;
 
