@@ -24,7 +24,14 @@
  *                                each connection on it is one check, accepted
  *                                and closed
  *   --health-fail-after N        closes that socket after N checks, so the
- *                                next ones are refused */
+ *                                next ones are refused
+ *
+ * And to probe its isolation (tries.h), before anything else:
+ *   --try ACTION       one attempt, repeatable, run in order
+ *   --try-out PATH     where the results go (default stdout); a relative
+ *                      PATH is in the working directory, the state directory
+ *                      under activatord
+ *   --tries-only       exit 0 once the tries are reported */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -43,8 +50,10 @@
 #include <systemd/sd-daemon.h>
 
 #include "activator/listen/listen.h"
+#include "tries.h"
 
 #define MAX_LISTEN 16
+#define MAX_TRIES 64
 #define REQUEST_MAX 8192
 
 typedef struct conn {
@@ -206,6 +215,10 @@ int main(int argc, char **argv)
     int listen_fds[MAX_LISTEN];
     int n_listen = 0;
     uint64_t start_ms = now_ms();
+    char *tries[MAX_TRIES];
+    size_t n_tries = 0;
+    const char *try_out = NULL;
+    bool tries_only = false;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -240,6 +253,12 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--health-fail-after") == 0) {
             opt.health_fail_after = number_arg(a, next), i++;
+        } else if (strcmp(a, "--try") == 0 && next && n_tries < MAX_TRIES) {
+            tries[n_tries++] = argv[++i];
+        } else if (strcmp(a, "--try-out") == 0 && next) {
+            try_out = argv[++i];
+        } else if (strcmp(a, "--tries-only") == 0) {
+            tries_only = true;
         } else if (strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
@@ -248,6 +267,18 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+    }
+    if (n_tries || tries_only) {
+        FILE *out = try_out ? fopen(try_out, "we") : stdout;
+        if (!out) {
+            fprintf(stderr, "act-testapp: cannot write %s: %s\n", try_out, strerror(errno));
+            return 1;
+        }
+        act_tries_run(tries, n_tries, out);
+        if (out != stdout)
+            fclose(out);
+        if (tries_only)
+            return 0;
     }
     /* Under activatord, ACTIVATOR_VERSION names the staged build that runs, so
      * a swap shows in every answer without a build of its own per version. */
