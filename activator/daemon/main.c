@@ -35,6 +35,7 @@ int ad_check_config(const char *config_path)
         size_t n = 0;
         cfg_load_hosts(config.hosts_directory, &hosts, &n, &errors);
         cfg_check_accounts(config_path, &config, hosts, n, &errors);
+        cfg_check_view_paths(&config, hosts, n, &errors);
         if (!errors.n)
             printf("%s: ok (%zu hosts in %s)\n", config_path, n, config.hosts_directory);
         cfg_hosts_free(hosts, n);

@@ -28,6 +28,8 @@
  *
  * And to probe its isolation (tries.h), before anything else:
  *   --try ACTION       one attempt, repeatable, run in order
+ *   --tries-from PATH  more, one per line of PATH (a host file's lines are
+ *                      too short for many)
  *   --try-out PATH     where the results go (default stdout); a relative
  *                      PATH is in the working directory, the state directory
  *                      under activatord
@@ -255,6 +257,19 @@ int main(int argc, char **argv)
             opt.health_fail_after = number_arg(a, next), i++;
         } else if (strcmp(a, "--try") == 0 && next && n_tries < MAX_TRIES) {
             tries[n_tries++] = argv[++i];
+        } else if (strcmp(a, "--tries-from") == 0 && next) {
+            FILE *list = fopen(argv[++i], "re");
+            if (!list) {
+                fprintf(stderr, "act-testapp: cannot read %s: %s\n", argv[i], strerror(errno));
+                return 1;
+            }
+            char line[4200];
+            while (n_tries < MAX_TRIES && fgets(line, sizeof(line), list)) {
+                line[strcspn(line, "\n")] = '\0';
+                if (line[0] && !(tries[n_tries++] = strdup(line)))
+                    return 1;
+            }
+            fclose(list);
         } else if (strcmp(a, "--try-out") == 0 && next) {
             try_out = argv[++i];
         } else if (strcmp(a, "--tries-only") == 0) {

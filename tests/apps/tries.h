@@ -10,6 +10,7 @@
  *   cgjoin:DIR          write our pid into DIR/cgroup.procs (a cgroup escape)
  *   cgwrite:FILE=VALUE  write VALUE into FILE (cgroup.kill, cgroup.freeze)
  *   connect:PATH        connect a datagram socket to the unix socket PATH
+ *   pids:               "ok N pids: P1 P2 ...": the processes /proc shows us
  *   cgroup:             "ok PATH": where /proc/self/cgroup says we are (v2)
  * Anything else is reported as "try ACTION: EINVAL (unknown action)". */
 #pragma once
