@@ -230,8 +230,8 @@ void cfg_view_paths_clear(cfg_view_paths *paths);
 /* The paths of config's view on the box daemon describes. Fails when a
  * ReadWritePaths= path is one of the hidden directories or inside one
  * (no host may write the daemon's files; its own state directory is
- * writable already), naming it and the directory: "ReadWritePaths=/x is
- * inside the daemon's state directory /x". */
+ * writable already), naming it and the directory: "ReadWritePaths=/x/y is
+ * inside /x, the daemon's state directory (...), which no host sees". */
 int cfg_host_view_paths(const cfg_daemon *daemon, const cfg_host *config, cfg_view_paths *out,
                         act_error *err);
 

@@ -85,10 +85,10 @@ int cfg_host_view_paths(const cfg_daemon *daemon, const cfg_host *config, cfg_vi
             snprintf(dir, sizeof(dir), "%.*s", (int)dirs[i].len, dirs[i].path);
             if (within(path, dir))
                 return act_error_set(err, EACCES,
-                                     "ReadWritePaths=%s is inside %s %s, which no host sees "
-                                     "(its own state directory is writable already; name a "
-                                     "path outside it)",
-                                     path, dirs[i].what, dir);
+                                     "ReadWritePaths=%s is inside %s, %s, which no host "
+                                     "sees (its own state directory is writable already; "
+                                     "name a path outside it)",
+                                     path, dir, dirs[i].what);
         }
         ok = append((*p)[0] == '-' ? &paths.writable_if_present : &paths.writable, path,
                     strlen(path));

@@ -226,9 +226,9 @@ static void test_bad_read_write_paths_are_refused(void **state)
     expect_reported(d, out, "plus", 3, "ReadWritePaths", "RootDirectory=");
     expect_reported(d, out, "root", 3, "ReadWritePaths", "the whole box");
     expect_reported(d, out, "view", 3, "FilesystemView", "use private");
-    expect_reported(d, out, "inside", 3, "ReadWritePaths", "inside the daemon's state directory");
+    expect_reported(d, out, "inside", 3, "ReadWritePaths", "the daemon's state directory");
     expect_reported(d, out, "runtime", 4, "ReadWritePaths",
-                    "inside the daemon's runtime directory");
+                    "the daemon's runtime directory");
 }
 
 static void test_missing_read_write_path_fails_the_wake(void **state)
