@@ -249,7 +249,9 @@ typedef struct cg_fs_view_spec {
      * the file's mode allow, the only such places besides the private
      * temporary directories. One beneath a hidden directory is bound back
      * into it. A path missing at spawn fails the spawn, naming it; one in
-     * writable_if_present is skipped. Both NULL-terminated or NULL. */
+     * writable_if_present is skipped. No symlink is followed on the way to
+     * a kept path (its host may be able to write one there): a path with
+     * one fails the spawn. Both NULL-terminated or NULL. */
     const char *const *writable;
     const char *const *writable_if_present;
     bool private_tmp;    /* a fresh tmpfs on /tmp, /var/tmp and /dev/shm */

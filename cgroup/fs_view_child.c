@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mount.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -62,6 +63,15 @@ CG_CHILD_CODE static int make_target(const char *path, bool directory)
     return r < 0 && errno != EEXIST ? errno : 0;
 }
 
+/* An O_PATH fd of path reached through no symlink at all: a kept path
+ * may lie in a directory its host can write, and a symlink put there
+ * must not make us bind (or mount onto) somewhere else. */
+CG_CHILD_CODE static int open_no_symlinks(const char *path)
+{
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
+    return (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+}
+
 CG_CHILD_CODE static bool is_directory(int fd)
 {
     struct statx stx;
@@ -82,9 +92,15 @@ CG_CHILD_CODE static int take_op(const struct cg_view_op *op, int clone_fd, bool
             return e;
     }
     long r = 0;
+    int target = -1;
     switch (op->kind) {
     case CG_VIEW_KEEP:
-        r = syscall(SYS_move_mount, clone_fd, "", AT_FDCWD, op->path, MOVE_MOUNT_F_EMPTY_PATH);
+        target = open_no_symlinks(op->path);
+        if (target < 0)
+            return errno;
+        r = syscall(SYS_move_mount, clone_fd, "", target, "",
+                    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+        syscall(SYS_close, target);
         break;
     case CG_VIEW_TMPFS:
         r = syscall(SYS_mount, "tmpfs", op->path, "tmpfs", VIEW_TMPFS_FLAGS, "mode=01777");
@@ -124,8 +140,15 @@ CG_CHILD_CODE int cg_child_enter_view(const struct cg_view_op *ops, size_t n_ops
         clones[i] = -1;
         if (ops[i].kind != CG_VIEW_KEEP)
             continue;
-        clones[i] = (int)syscall(SYS_open_tree, AT_FDCWD, ops[i].path,
-                                 OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        int source = open_no_symlinks(ops[i].path);
+        if (source >= 0) {
+            clones[i] = (int)syscall(SYS_open_tree, source, "",
+                                     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
+                                         AT_EMPTY_PATH);
+            int saved = errno;
+            syscall(SYS_close, source);
+            errno = saved;
+        }
         if (clones[i] < 0 && !(ops[i].if_present && errno == ENOENT)) {
             *failed = (int32_t)i;
             return errno;

@@ -257,6 +257,9 @@ static void describe_view_failure(const struct cg_child_report *report,
         *hint = "; the view needs Linux 5.12 or later (mount_setattr)";
     else if (report->detail >= 0 && report->error == ENOENT)
         *hint = "; create it, or stop asking for it";
+    else if (report->detail >= 0 && (report->error == ELOOP || report->error == EXDEV))
+        *hint = "; a symlink is on the way there, which a view never follows: name the real "
+                "path";
 }
 
 static int report_failure(cg_leaf *leaf, const cg_spawn_spec *spec,

@@ -316,6 +316,31 @@ static void test_view_missing_writable_path(void **state)
     remove_box(&b);
 }
 
+/* A kept path reached through a symlink (one its host may have put in a
+ * directory it writes) is never followed: the spawn fails, saying so. */
+static void test_view_follows_no_symlink(void **state)
+{
+    box b;
+    make_box(&b);
+    char link[300], through[300];
+    snprintf(link, sizeof(link), "%s/link", b.rw);
+    assert_int_equal(symlink("/etc", link), 0);
+    snprintf(through, sizeof(through), "%s/link", b.rw);
+    const char *writable[] = {through, NULL};
+    _cleanup_(cg_fs_view_freep) cg_fs_view *view = box_view(&b, writable, NULL);
+    run_options o = {.view = view};
+    const char *actions[] = {"proc:self", NULL};
+    act_error err = {0};
+    cg_leaf *leaf = leaf_of(state, "a", "g-4");
+    char *report = run_tries(leaf, &o, actions, &err);
+    assert_null(report);
+    if (!strstr(err.message, through) || !strstr(err.message, "symlink"))
+        fail_msg("the failure does not name the symlink: %s", err.message);
+    assert_int_equal(cg_leaf_remove(leaf, &err), 0);
+    cg_leaf_free(leaf);
+    remove_box(&b);
+}
+
 static void test_view_refuses_bad_paths(void **state)
 {
     (void)state;
@@ -449,6 +474,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_view_is_read_only_for_root, cgt_setup_root,
                                         cgt_teardown_root),
         cmocka_unit_test_setup_teardown(test_view_missing_writable_path, cgt_setup_root,
+                                        cgt_teardown_root),
+        cmocka_unit_test_setup_teardown(test_view_follows_no_symlink, cgt_setup_root,
                                         cgt_teardown_root),
         cmocka_unit_test(test_view_refuses_bad_paths),
         cmocka_unit_test_setup_teardown(test_no_cgroup_escape_in_a_view, cgt_setup_root,
