@@ -97,7 +97,8 @@ static void usage(FILE *out)
                  "       [--exit-immediately CODE] [--ignore-sigterm] [--slow-response-ms N]\n"
                  "       [--watchdog-stop-after N] [--watchdog-trigger-after-ms N]\n"
                  "       [--stopping-after-ms N] [--health-listen ADDR:PORT]\n"
-                 "       [--health-fail-after N]\n"
+                 "       [--health-fail-after N] [--try ACTION]... [--tries-from PATH]\n"
+                 "       [--try-out PATH] [--tries-only]\n"
                  "Without --listen, the sockets come from LISTEN_FDS (systemd socket "
                  "activation).\n");
 }
