@@ -195,12 +195,32 @@ typedef struct cg_spawn_spec {
     size_t n_rlimits;
     bool no_new_privs;        /* PR_SET_NO_NEW_PRIVS; required for seccomp with a non-root uid */
     const cg_seccomp_program *seccomp; /* NULL: no filter */
+    /* A pidfd (or nsfd) of a process whose mount namespace the child joins
+     * (setns CLONE_NEWNS) right after it joins the leaf, before anything
+     * that resolves a path: how a probe or helper sees the files its
+     * generation sees. -1 (default): stay in ours. */
+    int join_mount_ns_fd;
+    /* A journald stream for stdout and stderr, connected by the child
+     * itself once it runs as uid (so journald records the child's pid,
+     * uid and cgroup, never ours): the stream socket's path
+     * ("/run/systemd/journal/stdout") and the header of its protocol
+     * (identifier, unit, priority, level prefix and forwarding lines).
+     * When the connect fails (journald gone, its backlog full: the connect
+     * never waits) stdout_fd and stderr_fd stay as they are. NULL: none. */
+    const char *journal_socket;
+    const char *journal_header;
     /* The filesystem the process sees (see cg_fs_view_new); NULL: the
      * daemon's own. fs_passed: with a view, paths beneath its hidden
      * directories that this one process still reaches as they are (its
-     * notify socket), NULL-terminated or NULL. */
+     * notify socket), NULL-terminated or NULL. Not with join_mount_ns_fd:
+     * a process gets a view of its own or joins another's. */
     const cg_fs_view *fs_view;
     const char *const *fs_passed;
+    /* With a view, paths beneath its hidden directories that this one
+     * process may read but never write, whatever the box allows (the
+     * build it runs: a "#!" interpreter or libraries inside the build are
+     * opened by path). NULL-terminated or NULL. */
+    const char *const *fs_read_only;
     /* Tests only: force a slower path that is otherwise taken only where
      * the fast one is missing (see cg_spawn_method). */
     cg_spawn_method method;

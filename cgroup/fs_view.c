@@ -55,7 +55,7 @@ static bool beneath(const char *path, const char *dir)
 static const char *kind_name(uint8_t kind)
 {
     switch (kind) {
-    case CG_VIEW_KEEP: return "a path kept writable";
+    case CG_VIEW_KEEP: return "a path kept";
     case CG_VIEW_TMPFS: return "a private temporary directory";
     case CG_VIEW_HIDE: return "a hidden directory";
     case CG_VIEW_PROC: return "/proc";
@@ -186,26 +186,29 @@ int cg_fs_view_new(const cg_fs_view_spec *spec, cg_fs_view **out, act_error *err
 }
 
 int cg_fs_view_plan(const cg_fs_view *view, const char *const *passed,
-                    const struct cg_view_op **ops, size_t *n_ops, struct cg_view_op **owned,
-                    act_error *err)
+                    const char *const *read_only, const struct cg_view_op **ops, size_t *n_ops,
+                    struct cg_view_op **owned, act_error *err)
 {
     assert(view && ops && n_ops && owned);
     *owned = NULL;
-    size_t n_passed = count(passed);
-    if (n_passed == 0) {
+    size_t n_passed = count(passed), n_read_only = count(read_only);
+    size_t n_extra = n_passed + n_read_only;
+    if (n_extra == 0) {
         *ops = view->ops;
         *n_ops = view->n_ops;
         return 0;
     }
-    if (view->n_ops + n_passed > CG_FS_VIEW_PATHS_MAX + 4)
+    if (view->n_ops + n_extra > CG_FS_VIEW_PATHS_MAX + 4)
         return act_error_set(err, E2BIG, "filesystem view: %zu passed paths are too many",
-                             n_passed);
-    struct cg_view_op *merged = calloc(view->n_ops + n_passed, sizeof(*merged));
+                             n_extra);
+    struct cg_view_op *merged = calloc(view->n_ops + n_extra, sizeof(*merged));
     if (!merged)
         return act_error_set(err, ENOMEM, "out of memory");
     memcpy(merged, view->ops, view->n_ops * sizeof(*merged));
-    for (size_t i = 0; i < n_passed; i++) {
-        int r = check_path(passed[i], CG_VIEW_KEEP, err);
+    for (size_t i = 0; i < n_extra; i++) {
+        bool ro = i >= n_passed;
+        const char *path = ro ? read_only[i - n_passed] : passed[i];
+        int r = check_path(path, CG_VIEW_KEEP, err);
         if (r < 0) {
             free(merged);
             return r;
@@ -213,9 +216,10 @@ int cg_fs_view_plan(const cg_fs_view *view, const char *const *passed,
         /* The paths stay the caller's; cg_spawn keeps them alive until the
          * child has exec'd. A passed path is one the daemon made: it must
          * exist, so it is not if_present. */
-        merged[view->n_ops + i] = (struct cg_view_op){.path = passed[i], .kind = CG_VIEW_KEEP};
+        merged[view->n_ops + i] = (struct cg_view_op){
+            .path = path, .kind = CG_VIEW_KEEP, .read_only = ro};
     }
-    *n_ops = order_ops(merged, view->n_ops + n_passed);
+    *n_ops = order_ops(merged, view->n_ops + n_extra);
     *ops = *owned = merged;
     return 0;
 }

@@ -9,7 +9,8 @@
  *      of ours propagates back;
  *   2. clone every kept tree (open_tree) while the box's view is intact:
  *      the clones keep the box's own mount flags, so a kept path stays
- *      writable exactly where the box has it writable;
+ *      writable exactly where the box has it writable (a read-only one is
+ *      made so before it is attached);
  *   3. make the whole tree read-only, recursively (mount_setattr);
  *   4. mount, parents first: the kept clones, the private tmpfs's, the
  *      tmpfs's that hide the daemon's directories (still writable, so the
@@ -180,6 +181,7 @@ CG_CHILD_CODE int cg_child_enter_view(const struct cg_view_op *ops, size_t n_ops
         *failed = CG_VIEW_FAILED_UNSHARE;
         return E2BIG;
     }
+    struct mount_attr read_only = {.attr_set = MOUNT_ATTR_RDONLY};
     if (syscall(SYS_unshare, CLONE_NEWNS) < 0) {
         *failed = CG_VIEW_FAILED_UNSHARE;
         return errno;
@@ -205,8 +207,13 @@ CG_CHILD_CODE int cg_child_enter_view(const struct cg_view_op *ops, size_t n_ops
             *failed = (int32_t)i;
             return errno;
         }
+        if (clones[i] >= 0 && ops[i].read_only &&
+            syscall(SYS_mount_setattr, clones[i], "", AT_EMPTY_PATH | AT_RECURSIVE, &read_only,
+                    sizeof(read_only)) < 0) {
+            *failed = (int32_t)i;
+            return errno;
+        }
     }
-    struct mount_attr read_only = {.attr_set = MOUNT_ATTR_RDONLY};
     if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &read_only, sizeof(read_only)) <
         0) {
         *failed = CG_VIEW_FAILED_READ_ONLY;

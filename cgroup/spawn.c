@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +43,7 @@ void cg_spawn_spec_init(cg_spawn_spec *spec)
     spec->uid = CG_ID_UNSET;
     spec->gid = CG_ID_UNSET;
     spec->umask = 0022;
+    spec->join_mount_ns_fd = -1;
 }
 
 static bool fd_is_open(int fd)
@@ -122,6 +124,10 @@ static int check_spec(const cg_spawn_spec *spec, act_error *err)
                              spec->uid);
     if (spec->n_groups && spec->gid == CG_ID_UNSET)
         return act_error_set(err, EINVAL, "supplementary groups need a gid to be set as well");
+    if (spec->fs_view && spec->join_mount_ns_fd >= 0)
+        return act_error_set(err, EINVAL,
+                             "a filesystem view and a mount namespace to join are both set; a "
+                             "process either gets a view of its own or joins another's");
     int r = check_pid_variables(spec, err);
     if (r < 0)
         return r;
@@ -212,6 +218,7 @@ static const char *step_sentence(enum cg_child_step step)
     switch (step) {
     case CG_STEP_JOIN_V1: return "cannot join the leaf's cgroup v1 groups";
     case CG_STEP_JOIN_V2: return "cannot move into the leaf through cgroup.procs";
+    case CG_STEP_JOIN_MOUNT_NS: return "cannot join the mount namespace it was to run in";
     case CG_STEP_SETSID: return "cannot start a new session";
     case CG_STEP_FDS: return "cannot set up its file descriptors";
     case CG_STEP_SIGNALS: return "cannot reset its signal mask";
@@ -466,6 +473,7 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
         .fd_scratch = fd_sources + n_fds,
         .n_fds = n_fds,
         .exec_fd = spec->exec_fd,
+        .join_mount_ns_fd = spec->join_mount_ns_fd,
         .exec_fd_survives = spec->exec_fd_survives,
         .argv = (char *const *)spec->argv,
         .rlimits = spec->rlimits,
@@ -483,10 +491,21 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
     };
     if ((r = build_env(spec, &plan, &env_block, err)) < 0)
         return r;
+    if (spec->journal_socket && spec->journal_header) {
+        if (strlen(spec->journal_socket) >= sizeof(plan.journal_address.sun_path))
+            return act_error_set(err, ENAMETOOLONG, "journal socket path %s is too long",
+                                 spec->journal_socket);
+        plan.journal = true;
+        plan.journal_address.sun_family = AF_UNIX;
+        memcpy(plan.journal_address.sun_path, spec->journal_socket,
+               strlen(spec->journal_socket) + 1);
+        plan.journal_header = spec->journal_header;
+        plan.journal_header_len = strlen(spec->journal_header);
+    }
     _cleanup_free_ struct cg_view_op *view_ops = NULL;
     if (spec->fs_view &&
-        (r = cg_fs_view_plan(spec->fs_view, spec->fs_passed, &plan.view_ops, &plan.n_view_ops,
-                             &view_ops, err)) < 0)
+        (r = cg_fs_view_plan(spec->fs_view, spec->fs_passed, spec->fs_read_only,
+                             &plan.view_ops, &plan.n_view_ops, &view_ops, err)) < 0)
         return act_error_prefix(err, "leaf %s: cannot spawn", leaf->v2_path);
     for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
         plan.v1_procs_fds[c] = leaf->v1_procs_fd[c];
@@ -500,14 +519,17 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
     plan.report_fd = report_write;
 
     /* What the child needs, through the fd window when we have one (see
-     * spawn_fds.c): sources, then the exec fd, then the report pipe. */
-    size_t n_window = n_fds + 2;
+     * spawn_fds.c): sources, then the exec fd, then the report pipe, then
+     * the namespace to join. */
+    size_t n_window = n_fds + 2 + (spec->join_mount_ns_fd >= 0);
     _cleanup_free_ int *window_fds = NULL;
     int window_highest = -1;
     if (spec->method == CG_SPAWN_AUTO && (window_fds = calloc(2 * n_window, sizeof(int)))) {
         memcpy(window_fds, fd_sources, n_fds * sizeof(int));
         window_fds[n_fds] = spec->exec_fd;
         window_fds[n_fds + 1] = report_write;
+        if (spec->join_mount_ns_fd >= 0)
+            window_fds[n_fds + 2] = spec->join_mount_ns_fd;
         window_highest = cg_fd_window_enter(window_fds, n_window, window_fds + n_window);
     }
     if (window_highest >= 0) {
@@ -515,6 +537,8 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
         plan.fd_sources = mapped;
         plan.exec_fd = mapped[n_fds];
         plan.report_fd = mapped[n_fds + 1];
+        if (spec->join_mount_ns_fd >= 0)
+            plan.join_mount_ns_fd = mapped[n_fds + 2];
         plan.unshare_fds_below = window_highest + 1;
     }
 

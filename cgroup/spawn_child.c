@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -102,6 +103,28 @@ CG_CHILD_CODE static int place_fds(const struct cg_child_plan *plan, int *report
     return 0;
 }
 
+/* stdout and stderr to a journald stream of our own, connected as the
+ * user we run as. Best effort: any failure keeps what place_fds put there. */
+CG_CHILD_CODE static void connect_journal(const struct cg_child_plan *plan)
+{
+    int fd = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return;
+    /* Non-blocking: a journald with a full backlog says EAGAIN at once
+     * rather than holding the spawn (and, sharing our memory, the daemon). */
+    if (syscall(SYS_connect, fd, &plan->journal_address, sizeof(plan->journal_address)) < 0 ||
+        syscall(SYS_fcntl, fd, F_SETFL, 0) < 0 ||
+        syscall(SYS_write, fd, plan->journal_header, plan->journal_header_len) !=
+            (long)plan->journal_header_len) {
+        syscall(SYS_close, fd);
+        return;
+    }
+    syscall(SYS_shutdown, fd, SHUT_RD);
+    if (syscall(SYS_dup3, fd, STDOUT_FILENO, 0) >= 0)
+        syscall(SYS_dup3, fd, STDERR_FILENO, 0);
+    syscall(SYS_close, fd);
+}
+
 /* Handlers vanish at exec anyway, but an ignored signal (the daemon ignores
  * SIGPIPE) would stay ignored in the app. */
 CG_CHILD_CODE static void reset_signal_dispositions(void)
@@ -138,6 +161,10 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
             fail(report_fd, CG_STEP_JOIN_V1, e);
     if (plan->v2_procs_fd >= 0 && (e = write_zero(plan->v2_procs_fd)) != 0)
         fail(report_fd, CG_STEP_JOIN_V2, e);
+    /* Another process's mount namespace (a probe joins its generation's):
+     * before any path is resolved, while we are still privileged. */
+    if (plan->join_mount_ns_fd >= 0 && syscall(SYS_setns, plan->join_mount_ns_fd, CLONE_NEWNS) < 0)
+        fail(report_fd, CG_STEP_JOIN_MOUNT_NS, errno);
 
     /* Sharing the parent's fd table: take a copy of only its low part (the
      * window holds everything we need), before touching any fd. */
@@ -178,6 +205,8 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
     }
     if (plan->set_uid && syscall(SYS_setresuid, plan->uid, plan->uid, plan->uid) < 0)
         fail(report_fd, CG_STEP_SETUID, errno);
+    if (plan->journal)
+        connect_journal(plan);
     if (plan->working_directory && syscall(SYS_chdir, plan->working_directory) < 0)
         fail(report_fd, CG_STEP_CHDIR, errno);
     syscall(SYS_umask, plan->umask);

@@ -8,12 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include "cgroup/internal.h"
 
 enum cg_child_step {
     CG_STEP_JOIN_V1 = 1,
     CG_STEP_JOIN_V2,
+    CG_STEP_JOIN_MOUNT_NS,
     CG_STEP_SETSID,
     CG_STEP_FDS,
     CG_STEP_SIGNALS,
@@ -59,6 +61,7 @@ struct cg_view_op {
     uint8_t kind;
     bool if_present;  /* a missing path (or KEEP source) is skipped, not a failure */
     bool make_target; /* beneath a tmpfs of this view: create the mount point and its parents */
+    bool read_only;   /* KEEP: the clone is made read-only before it is attached */
 };
 
 /* cg_child_report.detail for the view steps that are not one op. */
@@ -68,11 +71,11 @@ enum {
     CG_VIEW_FAILED_READ_ONLY = -3,
 };
 
-/* The ops of view with fs_passed merged in, in the child's order: the
+/* The ops of view with fs_passed and fs_read_only merged in, in the child's order: the
  * view's own array when nothing is passed (*owned NULL), else a malloc'd
  * one in *owned. fs_view.c. */
 int cg_fs_view_plan(const cg_fs_view *view, const char *const *passed,
-                    const struct cg_view_op **ops, size_t *n_ops, struct cg_view_op **owned,
+                    const char *const *read_only, const struct cg_view_op **ops, size_t *n_ops, struct cg_view_op **owned,
                     act_error *err);
 
 /* What op is, for an error message: "a hidden directory". */
@@ -89,6 +92,7 @@ struct cg_child_plan {
     int *fd_scratch;      /* n_fds ints the child may write (its copy of the memory) */
     size_t n_fds;
     int exec_fd;
+    int join_mount_ns_fd; /* -1: none; see cg_spawn_spec */
     bool exec_fd_survives; /* left open across exec, for a #! script run from it */
     int report_fd;        /* write end of the CLOEXEC report pipe */
     /* > 0: the child shares our fd table (CLONE_FILES) and unshares it
@@ -114,6 +118,11 @@ struct cg_child_plan {
     mode_t umask;
     bool no_new_privs;
     const struct sock_fprog *seccomp;
+    /* See cg_spawn_spec.journal_*: the address and header, ready to send. */
+    bool journal;
+    struct sockaddr_un journal_address;
+    const char *journal_header;
+    size_t journal_header_len;
 };
 
 /* The fd window (spawn_fds.c). enter dups needed[0..n) into the window's

@@ -5,13 +5,20 @@
  *     "holder": {"box": "b1", "incarnation": "9f..", "session": 3, "generation": 7,
  *                "stamp_usec": 1700000000000000, "handle": "/run/...",
  *                "starting_generation": 8},       optional; starting_generation too
- *     "op":     {"id": "op-12", "kind": "serving", "phase": "serving", "exec": "b1"},
+ *     "op":     {"id": "op-12", "kind": "serving", "phase": "serving", "exec": "b1",
+ *                "from": "b1", "to": "b2"},              from and to optional (moves)
  *     "pin":    {"version": "v2", "digest": "<sha256 hex>",
- *                "failure_reason": "", "failure_message": ""},             optional
+ *                "failure_reason": "", "failure_message": "",
+ *                "failure_box": "b1", "failure_usec": 1700000000000000,
+ *                "fallback_version": "v1",
+ *                "fallback_digest": "<sha256 hex>"},     optional; the last four too
  *     "held":   "v1",                                                     optional
- *     "state":  {"checkpoint": "..."},                                    optional
+ *     "state":  {"checkpoint": "...", "sha256": "<hex>", "size": 1024,
+ *                "generation": 7, "box": "b1", "stamp_usec": ...},  optional; all but
+ *                                                                   checkpoint too
  *     "failure": {"reason": "crashed", "message": "...", "attempts": 2,
- *                 "stamp_usec": 1700000000000000}                         optional
+ *                 "stamp_usec": 1700000000000000,
+ *                 "phase": "probing", "box": "b2"}         optional; phase, box too
  *   }
  * starting_generation is written only when set, so a claim outside a swap
  * reads as it always did.
@@ -145,7 +152,7 @@ static int parse_holder(parse_ctx *ctx, json_object *obj, claim_holder *h)
 
 static int parse_op(parse_ctx *ctx, json_object *obj, claim_op *op)
 {
-    static const char *const allowed[] = {"id", "kind", "phase", "exec", NULL};
+    static const char *const allowed[] = {"id", "kind", "phase", "exec", "from", "to", NULL};
     char kind[32] = "";
     int r = check_known(ctx, obj, "op", allowed);
     if (r >= 0)
@@ -156,6 +163,10 @@ static int parse_op(parse_ctx *ctx, json_object *obj, claim_op *op)
         r = get_string(ctx, obj, "op", "phase", true, op->phase, sizeof(op->phase));
     if (r >= 0)
         r = get_string(ctx, obj, "op", "exec", true, op->exec, sizeof(op->exec));
+    if (r >= 0)
+        r = get_string(ctx, obj, "op", "from", false, op->from, sizeof(op->from));
+    if (r >= 0)
+        r = get_string(ctx, obj, "op", "to", false, op->to, sizeof(op->to));
     if (r < 0)
         return r;
     if (claim_op_kind_from_string(kind, &op->kind) < 0)
@@ -166,8 +177,10 @@ static int parse_op(parse_ctx *ctx, json_object *obj, claim_op *op)
 
 static int parse_pin(parse_ctx *ctx, json_object *obj, claim_pin *pin)
 {
-    static const char *const allowed[] = {"version", "digest", "failure_reason",
-                                          "failure_message", NULL};
+    static const char *const allowed[] = {"version",          "digest",
+                                          "failure_reason",   "failure_message",
+                                          "failure_box",      "failure_usec",
+                                          "fallback_version", "fallback_digest", NULL};
     int r = check_known(ctx, obj, "pin", allowed);
     if (r >= 0)
         r = get_string(ctx, obj, "pin", "version", true, pin->version, sizeof(pin->version));
@@ -179,12 +192,24 @@ static int parse_pin(parse_ctx *ctx, json_object *obj, claim_pin *pin)
     if (r >= 0)
         r = get_string(ctx, obj, "pin", "failure_message", false, pin->failure_message,
                        sizeof(pin->failure_message));
+    if (r >= 0)
+        r = get_string(ctx, obj, "pin", "failure_box", false, pin->failure_box,
+                       sizeof(pin->failure_box));
+    if (r >= 0)
+        r = get_u64(ctx, obj, "pin", "failure_usec", false, &pin->failure_usec);
+    if (r >= 0)
+        r = get_string(ctx, obj, "pin", "fallback_version", false, pin->fallback_version,
+                       sizeof(pin->fallback_version));
+    if (r >= 0)
+        r = get_string(ctx, obj, "pin", "fallback_digest", false, pin->fallback_digest,
+                       sizeof(pin->fallback_digest));
     return r;
 }
 
 static int parse_failure(parse_ctx *ctx, json_object *obj, claim_failure *failure)
 {
-    static const char *const allowed[] = {"reason", "message", "attempts", "stamp_usec", NULL};
+    static const char *const allowed[] = {"reason",     "message", "attempts",
+                                          "stamp_usec", "phase",   "box",      NULL};
     int r = check_known(ctx, obj, "failure", allowed);
     if (r >= 0)
         r = get_string(ctx, obj, "failure", "reason", true, failure->reason,
@@ -196,6 +221,32 @@ static int parse_failure(parse_ctx *ctx, json_object *obj, claim_failure *failur
         r = get_u64(ctx, obj, "failure", "attempts", true, &failure->attempts);
     if (r >= 0)
         r = get_u64(ctx, obj, "failure", "stamp_usec", true, &failure->stamp_usec);
+    if (r >= 0)
+        r = get_string(ctx, obj, "failure", "phase", false, failure->phase,
+                       sizeof(failure->phase));
+    if (r >= 0)
+        r = get_string(ctx, obj, "failure", "box", false, failure->box, sizeof(failure->box));
+    return r;
+}
+
+static int parse_state(parse_ctx *ctx, json_object *obj, claim_state *state)
+{
+    static const char *const allowed[] = {"checkpoint", "sha256", "size", "generation",
+                                          "box",        "stamp_usec", NULL};
+    int r = check_known(ctx, obj, "state", allowed);
+    if (r >= 0)
+        r = get_string(ctx, obj, "state", "checkpoint", true, state->checkpoint,
+                       sizeof(state->checkpoint));
+    if (r >= 0)
+        r = get_string(ctx, obj, "state", "sha256", false, state->sha256, sizeof(state->sha256));
+    if (r >= 0)
+        r = get_u64(ctx, obj, "state", "size", false, &state->size);
+    if (r >= 0)
+        r = get_u64(ctx, obj, "state", "generation", false, &state->generation);
+    if (r >= 0)
+        r = get_string(ctx, obj, "state", "box", false, state->box, sizeof(state->box));
+    if (r >= 0)
+        r = get_u64(ctx, obj, "state", "stamp_usec", false, &state->stamp_usec);
     return r;
 }
 
@@ -231,14 +282,8 @@ static int parse_body(parse_ctx *ctx, json_object *root, claim *c)
 
     if ((r = get_member(ctx, root, "", "state", json_type_object, false, &member)) < 0)
         return r;
-    if (member) {
-        static const char *const state_allowed[] = {"checkpoint", NULL};
-        if ((r = check_known(ctx, member, "state", state_allowed)) < 0)
-            return r;
-        if ((r = get_string(ctx, member, "state", "checkpoint", true, c->state.checkpoint,
-                            sizeof(c->state.checkpoint))) < 0)
-            return r;
-    }
+    if (member && (r = parse_state(ctx, member, &c->state)) < 0)
+        return r;
 
     if ((r = get_member(ctx, root, "", "failure", json_type_object, false, &member)) < 0)
         return r;
@@ -348,6 +393,10 @@ json_object *claim_to_json_object(const claim *c)
     add_string(op, "kind", kind ? kind : "");
     add_string(op, "phase", c->op.phase);
     add_string(op, "exec", c->op.exec);
+    if (c->op.from[0])
+        add_string(op, "from", c->op.from);
+    if (c->op.to[0])
+        add_string(op, "to", c->op.to);
     json_object_object_add(root, "op", op);
     if (c->has_pin) {
         json_object *pin = json_object_new_object();
@@ -355,6 +404,15 @@ json_object *claim_to_json_object(const claim *c)
         add_string(pin, "digest", c->pin.digest);
         add_string(pin, "failure_reason", c->pin.failure_reason);
         add_string(pin, "failure_message", c->pin.failure_message);
+        if (c->pin.failure_box[0])
+            add_string(pin, "failure_box", c->pin.failure_box);
+        if (c->pin.failure_usec)
+            json_object_object_add(pin, "failure_usec",
+                                   json_object_new_uint64(c->pin.failure_usec));
+        if (c->pin.fallback_version[0]) {
+            add_string(pin, "fallback_version", c->pin.fallback_version);
+            add_string(pin, "fallback_digest", c->pin.fallback_digest);
+        }
         json_object_object_add(root, "pin", pin);
     }
     if (c->held[0])
@@ -362,6 +420,18 @@ json_object *claim_to_json_object(const claim *c)
     if (c->state.checkpoint[0]) {
         json_object *state = json_object_new_object();
         add_string(state, "checkpoint", c->state.checkpoint);
+        if (c->state.sha256[0])
+            add_string(state, "sha256", c->state.sha256);
+        if (c->state.size)
+            json_object_object_add(state, "size", json_object_new_uint64(c->state.size));
+        if (c->state.generation)
+            json_object_object_add(state, "generation",
+                                   json_object_new_uint64(c->state.generation));
+        if (c->state.box[0])
+            add_string(state, "box", c->state.box);
+        if (c->state.stamp_usec)
+            json_object_object_add(state, "stamp_usec",
+                                   json_object_new_uint64(c->state.stamp_usec));
         json_object_object_add(root, "state", state);
     }
     if (c->has_failure) {
@@ -371,6 +441,10 @@ json_object *claim_to_json_object(const claim *c)
         json_object_object_add(failure, "attempts", json_object_new_uint64(c->failure.attempts));
         json_object_object_add(failure, "stamp_usec",
                                json_object_new_uint64(c->failure.stamp_usec));
+        if (c->failure.phase[0])
+            add_string(failure, "phase", c->failure.phase);
+        if (c->failure.box[0])
+            add_string(failure, "box", c->failure.box);
         json_object_object_add(root, "failure", failure);
     }
     return root;

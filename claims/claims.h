@@ -116,16 +116,37 @@ typedef struct claim_op {
     claim_op_kind kind; /* see the table above */
     char phase[32];     /* one of the kind's phases; anything else is refused by the codec */
     char exec[65];      /* the box that may act; empty = released */
+    /* A move's two boxes, set by whoever starts the move and kept through
+     * its phases (move/draining, move/moving, probe/probing) so that every
+     * step, and a rollback, knows both ends: from = the box the host
+     * leaves, to = the box it goes to. Empty outside a move, and written to
+     * the JSON only when set. */
+    char from[65];
+    char to[65];
 } claim_op;
 
 /* The build the next start must run exactly: a swap's choice. A failed swap
- * to this pin is recorded next to it so every box sees why it was abandoned. */
+ * to this pin is recorded next to it so every box sees why it was abandoned.
+ * A pin that failed is never run again by a cold wake: the wake runs the
+ * fallback (the build that served when the pin failed) instead, or is
+ * refused when there is none. A new swap writes a fresh pin, which clears
+ * all of it; so do unpin and a promote of another version. */
 typedef struct claim_pin {
     char version[65];          /* release version name */
     char digest[65];           /* SHA-256 of the build, 64 lowercase hex digits */
     char failure_reason[32];   /* short token ("not-ready", "digest"), empty = no failure */
     char failure_message[256]; /* the human sentence for that failure */
+    /* Where and when it failed: the box whose swap failed, wall clock.
+     * Written with the failure, only when known. */
+    char failure_box[65];
+    uint64_t failure_usec;
+    /* The build that served when the pin failed (version and build digest),
+     * which a cold wake runs instead of the failed pin; empty when no build
+     * served. Only with a failure. */
+    char fallback_version[65];
+    char fallback_digest[65];
 } claim_pin;
+
 
 /* Why the holder's last admission does not serve: written with phase
  * "failed" when a wake gave up or the serving generation failed, and cleared
@@ -137,15 +158,28 @@ typedef struct claim_failure {
     uint64_t attempts;  /* starts the admission made, at most CLAIM_FAILURE_ATTEMPTS_MAX; 0 when
                          * the generation failed after it served */
     uint64_t stamp_usec; /* wall clock of the failure */
+    /* Where it failed, when that is not the holder's serving admission: a
+     * move's rollback records the phase it failed in ("draining",
+     * "moving", "probing") and the box that failed. Both empty otherwise. */
+    char phase[32];
+    char box[65];
 } claim_failure;
 
 /* An admission makes at most this many starts (MaxStarts). */
 #define CLAIM_FAILURE_ATTEMPTS_MAX 5
 
-/* The host's state directory as the claim names it; a box restores it before
- * the first exec when its local copy differs. */
+/* The host's state directory as the claim names it: a checkpoint, which a
+ * box restores before the first exec when its local copy differs. A move's
+ * source writes it when it drains; the target verifies the archive against
+ * sha256 before it restores. Only checkpoint is required in the JSON; the
+ * rest is written when known (an ExecCheckpoint= hook may not know a size). */
 typedef struct claim_state {
-    char checkpoint[129]; /* empty = no checkpoint named */
+    char checkpoint[129];  /* the checkpoint's id; empty = no checkpoint named */
+    char sha256[65];       /* of the archive, 64 lowercase hex digits; empty = not known */
+    uint64_t size;         /* of the archive in bytes; 0 = not known */
+    uint64_t generation;   /* the generation whose state it holds; 0 = not known */
+    char box[65];          /* the box that wrote it; empty = not known */
+    uint64_t stamp_usec;   /* wall clock when it was written; 0 = not known */
 } claim_state;
 
 typedef struct claim {
@@ -174,6 +208,8 @@ int claim_op_kind_from_string(const char *name, claim_op_kind *out);
 bool claim_phase_is_valid(claim_op_kind kind, const char *phase);
 /* True when a holder has been recorded (its box is set). */
 bool claim_has_holder(const claim *c);
+/* True when c is pinned and its pin failed: a cold wake must not run it. */
+bool claim_pin_failed(const claim *c);
 /* Checks every field against the rules the codec enforces (names, digest,
  * kind/phase) so a claim built in memory is refused before it is stored, with
  * the same kind of error a bad stored claim gets. */

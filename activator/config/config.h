@@ -54,7 +54,7 @@ size_t cfg_errors_print(const cfg_errors *errors, FILE *out);
 size_t cfg_errors_count_file(const cfg_errors *errors, const char *file);
 
 /* How many keys [Activator] has. */
-#define CFG_DAEMON_N_KEYS 30
+#define CFG_DAEMON_N_KEYS 31
 
 /* [Activator] of activatord.conf. Every string is malloc'd and set (defaults
  * filled in) except where NULL is documented. */
@@ -104,6 +104,10 @@ typedef struct cfg_daemon {
                                           watch silent this long is checked, and ends
                                           (the claims are listed again) unless the store
                                           says nothing was written */
+    uint64_t host_log_max_bytes;       /* HostLogMaxSize=, default 8M, at least 64K: where no
+                                          journald takes a host's output, its log file
+                                          (<state>/hosts/<host>/log/output.log) is rotated
+                                          to output.log.1 past this size */
     unsigned key_lines[CFG_DAEMON_N_KEYS]; /* where each key was set; see cfg_daemon_key_line */
 } cfg_daemon;
 
@@ -192,7 +196,11 @@ typedef struct cfg_host {
     uint8_t max_starts; /* MaxStarts=, 1..5, default 5 */
     uint8_t health_check_failures; /* HealthCheckFailures=, 1..100, default 3: repeated checks
                                       failed in a row that retire the generation */
+    uint16_t releases_keep; /* ReleasesKeep=, 0..CFG_RELEASES_KEEP_MAX, default 3: staged
+                               versions a gc keeps besides those in use */
 } cfg_host;
+
+#define CFG_RELEASES_KEEP_MAX 1000
 
 /* Reads dir/file_name as host file_name minus ".conf". file_name must be a
  * plain "<host>.conf" with a valid host name: "../x.conf" or ".hidden.conf"

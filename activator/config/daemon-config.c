@@ -12,6 +12,7 @@
 #include "activator/config/parse-account.h"
 #include "activator/config/parse-duration.h"
 #include "activator/config/parse-number.h"
+#include "activator/config/parse-size.h"
 #include "activator/config/parse-url.h"
 #include "claims/claims.h"
 #include "common/cleanup.h"
@@ -278,6 +279,23 @@ static int apply_box_lease(void *target, const char *value, act_error *err)
                                     &((cfg_daemon *)target)->box_lease_usec, err);
 }
 
+/* Small enough that a chatty host cannot fill the state file system with
+ * two files of it; large enough to hold the lines of one bad start. */
+static int apply_host_log_max(void *target, const char *value, act_error *err)
+{
+    uint64_t bytes;
+    int r = cfg_parse_size(value, &bytes, err);
+    if (r < 0)
+        return r;
+    if (bytes == CFG_SIZE_INFINITY || bytes < 64 * 1024)
+        return act_error_set(err, EINVAL,
+                             "\"%s\" is not a log file size from 64K up (e.g. 8M; each host "
+                             "keeps this much twice)",
+                             value);
+    ((cfg_daemon *)target)->host_log_max_bytes = bytes;
+    return 0;
+}
+
 enum {
     KEY_BOX,
     KEY_STORE,
@@ -309,6 +327,7 @@ enum {
     KEY_START_BUDGET_WAIT,
     KEY_BOX_LEASE,
     KEY_STORE_WATCH_TIMEOUT,
+    KEY_HOST_LOG_MAX,
     N_KEYS,
 };
 
@@ -349,6 +368,7 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
     [KEY_BOX_LEASE] = {"Activator", "BoxLeaseSec", apply_box_lease, false},
     [KEY_STORE_WATCH_TIMEOUT] = {"Activator", "StoreWatchTimeoutSec", apply_store_watch_timeout,
                                  false},
+    [KEY_HOST_LOG_MAX] = {"Activator", "HostLogMaxSize", apply_host_log_max, false},
 };
 
 /* Sets *field to prefix+arg+suffix unless the file set it. */
@@ -565,6 +585,7 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .start_budget_wait_usec = 30 * CFG_USEC_PER_SEC,
         .box_lease_usec = 10 * CFG_USEC_PER_SEC,
         .store_watch_timeout_usec = 30 * CFG_USEC_PER_SEC,
+        .host_log_max_bytes = 8 * 1024 * 1024,
     };
     int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, c.key_lines, errors);
     if (problems < 0)

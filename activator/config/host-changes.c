@@ -54,6 +54,7 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            a->stop_timeout_usec == b->stop_timeout_usec &&
            a->idle_timeout_usec == b->idle_timeout_usec &&
            a->start_rate_limit == b->start_rate_limit && a->max_starts == b->max_starts &&
+           a->releases_keep == b->releases_keep &&
            same_filter(&a->limits.syscall_filter, &b->limits.syscall_filter) &&
            act_strv_equal(a->read_write_paths, b->read_write_paths) &&
            a->filesystem_box == b->filesystem_box;

@@ -88,6 +88,7 @@ enum {
     KEY_CPU_QUOTA,
     KEY_CPU_WEIGHT,
     KEY_SYSTEM_CALL_FILTER,
+    KEY_RELEASES_KEEP,
     KEY_READ_WRITE_PATHS,
     KEY_FILESYSTEM_VIEW,
     N_KEYS,
@@ -303,6 +304,16 @@ static int apply_health_check_failures(void *target, const char *value, act_erro
     return 0;
 }
 
+static int apply_releases_keep(void *target, const char *value, act_error *err)
+{
+    uint64_t n;
+    int r = cfg_parse_uint(value, 0, CFG_RELEASES_KEEP_MAX, &n, err);
+    if (r < 0)
+        return r;
+    ((cfg_host *)target)->releases_keep = (uint16_t)n;
+    return 0;
+}
+
 static int apply_max_starts(void *target, const char *value, act_error *err)
 {
     uint64_t n;
@@ -491,6 +502,7 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_CPU_QUOTA] = {"Limits", "CPUQuota", apply_cpu_quota, false},
     [KEY_CPU_WEIGHT] = {"Limits", "CPUWeight", apply_cpu_weight, false},
     [KEY_SYSTEM_CALL_FILTER] = {"Limits", "SystemCallFilter", apply_syscall_filter, false},
+    [KEY_RELEASES_KEEP] = {"Host", "ReleasesKeep", apply_releases_keep, false},
     [KEY_READ_WRITE_PATHS] = {"Host", "ReadWritePaths", apply_read_write_paths, true},
     [KEY_FILESYSTEM_VIEW] = {"Host", "FilesystemView", apply_filesystem_view, false},
 };
@@ -614,6 +626,7 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
             .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
             .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
             .max_starts = 5,
+            .releases_keep = 3,
             .backlog = SOMAXCONN,
         },
         .key_lines = key_lines,

@@ -41,6 +41,9 @@ typedef struct ctrl_request {
     bool no_wait;                        /* wake, swap: reply once started */
     bool promote;                        /* stage: make it live too */
     bool force;                          /* claim.assign: to a box without a live lease */
+    bool has_keep;                       /* gc: keep was given */
+    unsigned keep;                       /* gc: versions kept besides those in use */
+    bool dry_run;                        /* gc: say what would go, remove nothing */
 } ctrl_request;
 
 /* Stable error codes of refused requests (the "code" of an error reply). */

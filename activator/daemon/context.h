@@ -78,7 +78,15 @@ struct ad_daemon {
     char incarnation[33];            /* random per start */
     int state_dirfd;
     claim_store *store;
-    act_offload *offload;            /* workers for durable writes and staging */
+    act_offload *offload;            /* workers for durable writes and prepare's hashing */
+    /* Workers for whole builds (stage, promote, a swap's verification, gc):
+     * a large build hashed there never delays another host's wake, whose
+     * record writes and prepare run on offload. */
+    act_offload *release_work;
+    /* A promote or a successful swap made a build current: builds_gc.c
+     * collects the old ones (set by daemon.c, so swap.c, below it, can
+     * call it). */
+    void (*builds_changed)(ad_host *host);
     rel_store *releases;
     cg_root *cgroups;
     pl_start_cap start_cap;

@@ -16,6 +16,7 @@
 #include <systemd/sd-id128.h>
 
 #include "activator/daemon/box_lease.h"
+#include "activator/daemon/builds_gc.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/claim_watch.h"
 #include "activator/daemon/daemon_main.h"
@@ -372,6 +373,9 @@ static int make_incarnation(ad_daemon *daemon, act_error *err)
 /* Threads for the records' durable writes: hosts in different lanes write
  * side by side, and the filesystem commits their fsyncs together. */
 #define RECORD_WRITERS 2
+/* Whole-build work (stage, promote, swap verification, gc) of two hosts at
+ * once; a host's own run in order in its lane. */
+#define RELEASE_WORKERS 2
 
 static int start(daemon_process *process, const char *config_path, act_error *err)
 {
@@ -409,8 +413,10 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     if ((r = make_incarnation(daemon, err)) < 0 || (r = open_directories(daemon, err)) < 0)
         return r;
     ad_lifetime_start(daemon, &daemon->lifetime);
-    if ((r = act_offload_new(daemon->loop, RECORD_WRITERS, &daemon->offload, err)) < 0)
+    if ((r = act_offload_new(daemon->loop, RECORD_WRITERS, &daemon->offload, err)) < 0 ||
+        (r = act_offload_new(daemon->loop, RELEASE_WORKERS, &daemon->release_work, err)) < 0)
         return r;
+    daemon->builds_changed = ad_gc_after_change;
     r = cg_root_open(daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto",
                      &daemon->cgroups, err);
     if (r < 0)
@@ -447,6 +453,7 @@ static void teardown(daemon_process *process)
     /* Lets the record writes already asked for land (a clean stop removes
      * the records of the generations it retired). */
     act_offload_free(daemon->offload);
+    act_offload_free(daemon->release_work);
     ad_reload_free(daemon);
     ad_leftovers_free(daemon);
     ad_sweep_free(daemon);

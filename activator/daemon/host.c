@@ -53,6 +53,7 @@ struct ad_host {
     bool releasing;                   /* claim_release.c */
     char last_reason[32];             /* hosts.c, wake_ops.c */
     char last_message[256];
+    rec_build_ref last_served;        /* wake_ops.c; swap.c names it as a pin's fallback */
 };
 
 static bool uses_plain_default_filter(const cfg_host *config)
@@ -418,6 +419,14 @@ bool ad_host_credentials(const ad_host *host, uid_t *uid, gid_t *gid)
     return host->settings->have_credentials;
 }
 
+void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid)
+{
+    if (!ad_host_credentials(host, uid, gid)) {
+        *uid = 0;
+        *gid = 0;
+    }
+}
+
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host)
 {
     return uses_plain_default_filter(host->settings->config) ? host->daemon->default_seccomp
@@ -650,4 +659,14 @@ uint64_t ad_host_wake_started(const ad_host *host)
 void ad_host_set_wake_started(ad_host *host, uint64_t usec)
 {
     host->wake_started_usec = usec;
+}
+
+const rec_build_ref *ad_host_last_served(const ad_host *host)
+{
+    return host->last_served.version[0] ? &host->last_served : NULL;
+}
+
+void ad_host_set_last_served(ad_host *host, const rec_build_ref *build)
+{
+    host->last_served = *build;
 }

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "activator/daemon/context.h"
+#include "activator/records/records.h"
 
 typedef struct ad_generation ad_generation;
 typedef struct ad_wake_state ad_wake_state;
@@ -102,6 +103,10 @@ int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act
 
 /* User= and Group= as looked up on this box: false without User=. */
 bool ad_host_credentials(const ad_host *host, uid_t *uid, gid_t *gid);
+/* The one answer to "which uid and gid does this host's code run as": what
+ * its generations, its probes and its notify directory are made for. User=
+ * and Group= as looked up on this box; root (0/0) without User=. */
+void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid);
 /* The compiled SystemCallFilter= (shared for the plain default). */
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host);
 /* The filesystem its generations see; NULL with FilesystemView=box. */
@@ -190,6 +195,10 @@ void ad_host_set_last_failure(ad_host *host, const char *reason, const char *mes
 /* Attempts recorded against a build (wake_ops.c). */
 uint64_t ad_host_failed_attempts(const ad_host *host);
 void ad_host_count_failed_attempt(ad_host *host, const char *reason);
+/* The build of the generation published last, by this daemon or one it
+ * resumed; NULL before any (wake_ops.c sets it, swap.c reads it). */
+const rec_build_ref *ad_host_last_served(const ad_host *host);
+void ad_host_set_last_served(ad_host *host, const rec_build_ref *build);
 /* When the wake in flight began, for the wake-duration histogram (announce.c). */
 uint64_t ad_host_wake_started(const ad_host *host);
 void ad_host_set_wake_started(ad_host *host, uint64_t usec);

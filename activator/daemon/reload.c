@@ -272,6 +272,7 @@ static void check_daemon(ad_daemon *daemon, reload_job *job, plan *p)
         {"StartBudgetWaitSec", now->start_budget_wait_usec != next->start_budget_wait_usec},
         {"ClaimUnclaimed", now->claim_unclaimed != next->claim_unclaimed},
         {"MetricsListen", !same_string(now->metrics_listen, next->metrics_listen)},
+        {"HostLogMaxSize", now->host_log_max_bytes != next->host_log_max_bytes},
     };
     static_assert(ARRAY_SIZE(in_place) <= ARRAY_SIZE(p->daemon_keys), "room for every key");
     for (size_t i = 0; i < ARRAY_SIZE(in_place); i++)
@@ -552,6 +553,7 @@ static void apply_daemon(ad_daemon *daemon, reload_job *job, plan *p)
     config->failure_reset_usec = next->failure_reset_usec;
     config->start_budget_wait_usec = next->start_budget_wait_usec;
     config->claim_unclaimed = next->claim_unclaimed;
+    config->host_log_max_bytes = next->host_log_max_bytes;
     memcpy(config->key_lines, next->key_lines, sizeof(config->key_lines));
     act_error err = {0};
     if (pl_start_cap_set_limit(&daemon->start_cap, next->max_concurrent_starts, &err) < 0)

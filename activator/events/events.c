@@ -37,6 +37,7 @@ static const char *const kind_names[] = {
     [EV_EVENT_SWAP_FAILED] = "swap.failed",
     [EV_EVENT_CLAIM_CHANGED] = "claim.changed",
     [EV_EVENT_PROVEN] = "proven",
+    [EV_EVENT_PIN_FALLBACK] = "pin.fallback",
 };
 /* ev_event_kind_from_name compares against every entry. */
 static_assert(ARRAY_SIZE(kind_names) == EV_EVENT__COUNT, "an event kind without a name");

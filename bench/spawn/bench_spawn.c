@@ -41,11 +41,13 @@ static double median_usec(uint64_t *v, size_t n)
 /* What the isolated variant's spawns get besides the plain spec: as a
  * generation of the daemon does, a filesystem view (the daemon's state and
  * runtime directories hidden, the host's state directory kept, its notify
- * directory passed, private /tmp, /proc without the others' processes).
+ * directory passed, its build passed read-only, private /tmp, /proc
+ * without the others' processes).
  * NULL fields: the plain variant. */
 typedef struct isolation {
     const cg_fs_view *view;
     const char *const *passed;
+    const char *const *read_only;
 } isolation;
 
 static void isolated_spec(cg_spawn_spec *spec, const isolation *iso)
@@ -54,6 +56,7 @@ static void isolated_spec(cg_spawn_spec *spec, const isolation *iso)
         return;
     spec->fs_view = iso->view;
     spec->fs_passed = iso->passed;
+    spec->fs_read_only = iso->read_only;
 }
 
 static int make_view(const struct raw_isolation *raw, cg_fs_view **view, act_error *err)
@@ -165,7 +168,8 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *passed[] = {raw_iso.notify, NULL};
-    isolation iso = {.view = view, .passed = passed};
+    const char *read_only[] = {raw_iso.build, NULL};
+    isolation iso = {.view = view, .passed = passed, .read_only = read_only};
     struct raw_target iso_target = target;
     iso_target.isolation = &raw_iso;
 

@@ -11,8 +11,8 @@
 #include <limits.h>
 
 /* The bench's box: the daemon's state and runtime directories (hidden),
- * one host's state directory (kept writable) and its notify directory
- * (passed). */
+ * one host's state directory (kept writable), its notify directory
+ * (passed) and its build's directory (passed read-only). */
 struct raw_isolation {
     char root[64];
     char state[PATH_MAX / 4];
@@ -21,6 +21,9 @@ struct raw_isolation {
     char host_state[PATH_MAX / 4];
     char run[PATH_MAX / 4];
     char notify[PATH_MAX / 4];
+    char releases[PATH_MAX / 4];
+    char host_releases[PATH_MAX / 4];
+    char build[PATH_MAX / 4]; /* passed read-only, as the daemon passes the build it runs */
 };
 
 /* Makes the box under /run; returns 0 or -errno. */

@@ -125,6 +125,7 @@ static cg_fs_view *box_view(const box *b, const char *const *extra_writable,
 typedef struct run_options {
     const cg_fs_view *view;
     const char *const *passed;
+    const char *const *read_only;
     uid_t uid;
 } run_options;
 
@@ -135,6 +136,7 @@ static void tweak(cg_spawn_spec *spec, void *data)
     spec->envp = envp;
     spec->fs_view = o->view;
     spec->fs_passed = o->passed;
+    spec->fs_read_only = o->read_only;
     if (o->uid) {
         spec->uid = o->uid;
         spec->gid = o->uid;
@@ -256,17 +258,31 @@ static void test_view_confines_the_filesystem(void **state)
     remove_box(&b);
 }
 
-/* Root in a view: / is read-only to it as well (EROFS, not EACCES). */
+/* Root in a view: / is read-only to it as well (EROFS, not EACCES), and
+ * so is a path passed read-only (its build), whose siblings stay hidden. */
 static void test_view_is_read_only_for_root(void **state)
 {
     box b;
     make_box(&b);
     _cleanup_(cg_fs_view_freep) cg_fs_view *view = box_view(&b, NULL, NULL);
-    run_options o = {.view = view};
-    char etc_file[64], a_file[512];
+    char build[300], other_build[300], build_file[320];
+    snprintf(build, sizeof(build), "%s/releases", b.state);
+    make_dir(build, 0);
+    snprintf(build, sizeof(build), "%s/releases/v1", b.state);
+    make_dir(build, 0);
+    snprintf(other_build, sizeof(other_build), "%s/releases/v0", b.state);
+    make_dir(other_build, 0);
+    snprintf(build_file, sizeof(build_file), "%s/app", build);
+    make_file(build_file);
+    const char *read_only[] = {build, NULL};
+    run_options o = {.view = view, .read_only = read_only};
+    char etc_file[64], a_file[512], read_build[340], write_build[340], list_other[340];
     snprintf(etc_file, sizeof(etc_file), "write:/etc/act-view-%d", (int)getpid());
     snprintf(a_file, sizeof(a_file), "write:%s/root-file", b.a_state);
-    const char *actions[] = {etc_file, a_file, NULL};
+    snprintf(read_build, sizeof(read_build), "read:%s", build_file);
+    snprintf(write_build, sizeof(write_build), "write:%s", build_file);
+    snprintf(list_other, sizeof(list_other), "list:%s", other_build);
+    const char *actions[] = {etc_file, a_file, read_build, write_build, list_other, NULL};
     act_error err = {0};
     cg_leaf *leaf = leaf_of(state, "a", "g-2");
     _cleanup_free_ char *report = run_tries(leaf, &o, actions, &err);
@@ -276,6 +292,12 @@ static void test_view_is_read_only_for_root(void **state)
     snprintf(line, sizeof(line), "try %s: EROFS", etc_file);
     expect(report, line);
     snprintf(line, sizeof(line), "try %s: ok", a_file);
+    expect(report, line);
+    snprintf(line, sizeof(line), "try %s: ok", read_build);
+    expect(report, line);
+    snprintf(line, sizeof(line), "try %s: EROFS", write_build);
+    expect(report, line);
+    snprintf(line, sizeof(line), "try %s: ENOENT", list_other);
     expect(report, line);
     assert_int_equal(cg_leaf_remove(leaf, &err), 0);
     cg_leaf_free(leaf);

@@ -32,14 +32,27 @@ static claim full_claim(void)
     snprintf(c.pin.digest, sizeof(c.pin.digest), "%s", digest);
     snprintf(c.pin.failure_reason, sizeof(c.pin.failure_reason), "not-ready");
     snprintf(c.pin.failure_message, sizeof(c.pin.failure_message), "v2 never said READY=1");
+    snprintf(c.pin.failure_box, sizeof(c.pin.failure_box), "b1");
+    c.pin.failure_usec = 1700000000222222ULL;
+    snprintf(c.pin.fallback_version, sizeof(c.pin.fallback_version), "v1");
+    snprintf(c.pin.fallback_digest, sizeof(c.pin.fallback_digest), "%s", digest);
     snprintf(c.held, sizeof(c.held), "v1");
     snprintf(c.state.checkpoint, sizeof(c.state.checkpoint), "ckpt-2024-01-01");
+    snprintf(c.state.sha256, sizeof(c.state.sha256), "%s", digest);
+    c.state.size = 52428800;
+    c.state.generation = 11;
+    snprintf(c.state.box, sizeof(c.state.box), "b1");
+    c.state.stamp_usec = 1700000000111111ULL;
+    snprintf(c.op.from, sizeof(c.op.from), "b1");
+    snprintf(c.op.to, sizeof(c.op.to), "b2");
     c.holder.starting_generation = 13;
     c.has_failure = true;
     snprintf(c.failure.reason, sizeof(c.failure.reason), "ready_timeout");
     snprintf(c.failure.message, sizeof(c.failure.message), "web1 never said \"READY=1\"");
     c.failure.attempts = 2;
     c.failure.stamp_usec = 1700000000654321ULL;
+    snprintf(c.failure.phase, sizeof(c.failure.phase), "probing");
+    snprintf(c.failure.box, sizeof(c.failure.box), "b2");
     c.revision = 99;
     return c;
 }
@@ -68,9 +81,14 @@ static void codec_round_trip_preserves_every_field(void **state)
     assert_memory_equal(&minimal, &back, sizeof(minimal));
     assert_false(back.has_pin);
     assert_false(back.has_failure);
+    assert_false(claim_pin_failed(&back));
+    assert_true(claim_pin_failed(&c));
     /* Outside a swap the body has no starting_generation, as before it existed. */
     assert_null(strstr(text, "starting_generation"));
     assert_null(strstr(text, "failure"));
+    /* Outside a move the op has no from and to. */
+    assert_null(strstr(text, "\"from\""));
+    assert_null(strstr(text, "\"to\""));
     free(text);
 }
 
@@ -110,6 +128,20 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
     expect_refusal(text, EINVAL, "holder.generation");
     snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"abc\"}}", op);
     expect_refusal(text, EINVAL, "pin.digest");
+    /* A pin's failure: its reason a code, its fallback an exact build, and
+     * neither without the failure. */
+    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"failure_reason\":\"Not Ready\"}}", op, digest);
+    expect_refusal(text, EINVAL, "pin.failure_reason");
+    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"failure_reason\":\"crashed\",\"fallback_version\":\"v0\"}}", op, digest);
+    expect_refusal(text, EINVAL, "pin.fallback_digest");
+    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"fallback_version\":\"v0\",\"fallback_digest\":\"%s\"}}", op, digest, digest);
+    expect_refusal(text, EINVAL, "pin.failure_reason");
+    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"failure_reason\":\"crashed\",\"failure_box\":\"../b\"}}", op, digest);
+    expect_refusal(text, EINVAL, "pin.failure_box");
     snprintf(text, sizeof(text), "{%s,\"held\":\"../etc\"}", op);
     expect_refusal(text, EINVAL, "held");
     snprintf(text, sizeof(text), "{%s,\"sesion\":1}", op);
@@ -118,6 +150,23 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
     expect_refusal(text, EINVAL, NULL);
     snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":7}}", op);
     expect_refusal(text, EINVAL, "state.checkpoint");
+    snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":\"c\",\"sha256\":\"ab\"}}", op);
+    expect_refusal(text, EINVAL, "state.sha256");
+    snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":\"c\",\"box\":\"../b\"}}", op);
+    expect_refusal(text, EINVAL, "state.box");
+    snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":\"\",\"size\":5}}", op);
+    expect_refusal(text, EINVAL, "state.checkpoint");
+    snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":\"c\",\"size\":-5}}", op);
+    expect_refusal(text, EINVAL, "state.size");
+    expect_refusal("{\"op\":{\"id\":\"o\",\"kind\":\"move\",\"phase\":\"moving\","
+                   "\"exec\":\"\",\"to\":\"b/2\"}}",
+                   EINVAL, "op.to");
+    expect_refusal("{\"op\":{\"id\":\"o\",\"kind\":\"move\",\"phase\":\"moving\","
+                   "\"exec\":\"\",\"from\":3}}",
+                   EINVAL, "op.from");
+    snprintf(text, sizeof(text), "{%s,\"failure\":{\"reason\":\"r\",\"message\":\"m\","
+             "\"attempts\":0,\"stamp_usec\":1,\"phase\":\"Probing!\"}}", op);
+    expect_refusal(text, EINVAL, "failure.phase");
 
     /* The starting generation is above the serving one, or absent. */
     const char *holder = "\"holder\":{\"box\":\"b\",\"incarnation\":\"i\",\"session\":3,"

@@ -4,8 +4,9 @@
  * its state directory, which the test reads:
  *   - / is read-only (EROFS), its state directory and ReadWritePaths= are
  *     writable, its /tmp is its own (not the box's, not the other host's);
- *   - the daemon's runtime and state directories, the releases, the claims
- *     and the other host's state are not there;
+ *   - the daemon's runtime and state directories, the claims, the other
+ *     host's state and every release but the build it runs (read-only)
+ *     are not there;
  *   - /proc shows neither the other host's processes nor the daemon;
  *   - no cgroup.procs outside its leaf takes its pid, and it stays in it.
  * And bad ReadWritePaths= values: refused by --check-config on their line,
@@ -104,6 +105,7 @@ static void test_two_hosts_each_in_its_view(void **state)
     /* Paths the app tries, as the box names them. */
     char etc[64], own[PATH_MAX], rw[PATH_MAX], tmp[64], control[PATH_MAX], events[PATH_MAX],
         releases[PATH_MAX], manifest[PATH_MAX], claims[PATH_MAX], other[PATH_MAX],
+        own_build[PATH_MAX], other_build[PATH_MAX],
         hosts_dir[PATH_MAX], cg_escape_root[PATH_MAX], cg_sibling[PATH_MAX], not_listed[PATH_MAX];
     snprintf(etc, sizeof(etc), "write:/etc/act-isolation-%d", (int)getpid());
     snprintf(own, sizeof(own), "write:%s/hosts/a/state/own", d->drv.state_dir);
@@ -113,6 +115,10 @@ static void test_two_hosts_each_in_its_view(void **state)
     snprintf(events, sizeof(events), "read:%s/events.ipc", d->drv.runtime_dir);
     snprintf(releases, sizeof(releases), "list:%s/releases", d->drv.state_dir);
     snprintf(manifest, sizeof(manifest), "read:%s/releases/a/v1/manifest.json", d->drv.state_dir);
+    snprintf(own_build, sizeof(own_build), "write:%s/releases/a/v1/manifest.json",
+             d->drv.state_dir);
+    snprintf(other_build, sizeof(other_build), "read:%s/releases/b/v1/manifest.json",
+             d->drv.state_dir);
     snprintf(claims, sizeof(claims), "read:%s/claims/a.json", d->drv.state_dir);
     snprintf(secret, sizeof(secret), "%s/hosts/b/state/secret", d->drv.state_dir);
     snprintf(other, sizeof(other), "read:%s", secret);
@@ -120,9 +126,10 @@ static void test_two_hosts_each_in_its_view(void **state)
     snprintf(cg_escape_root, sizeof(cg_escape_root), "cgjoin:%.4000s", d->drv.cgroup_path);
     snprintf(cg_sibling, sizeof(cg_sibling), "cgjoin:%.4000s/hosts/b/g-1", d->drv.cgroup_path);
     snprintf(not_listed, sizeof(not_listed), "write:%s/not-listed", d->drv.dir);
-    const char *a_actions[] = {etc,      own,       rw,      tmp,     control,    events,
-                               releases, manifest,  claims,  other,   hosts_dir,  cg_escape_root,
-                               cg_sibling, not_listed, "pids:", "cgroup:", NULL};
+    const char *a_actions[] = {etc,       own,         rw,         tmp,       control,
+                               events,    releases,    manifest,   own_build, other_build,
+                               claims,    other,       hosts_dir,  cg_escape_root,
+                               cg_sibling, not_listed, "pids:",    "cgroup:", NULL};
     char a_args[8192], b_args[512], a_lines[PATH_MAX + 128], b_lines[64];
     tries_args(d, "a", a_args, sizeof(a_args), a_actions);
     snprintf(a_lines, sizeof(a_lines), "User=%d\nReadWritePaths=%s\n", UID_A, shared);
@@ -146,8 +153,11 @@ static void test_two_hosts_each_in_its_view(void **state)
     expect_line(d, report, tmp, "ok");
     expect_line(d, report, control, "ENOENT");
     expect_line(d, report, events, "ENOENT");
-    expect_line(d, report, releases, "ENOENT");
-    expect_line(d, report, manifest, "ENOENT");
+    /* Of the releases, only the build it runs, read-only. */
+    expect_line(d, report, releases, "ok 1 entries");
+    expect_line(d, report, manifest, "ok");
+    expect_refused(d, report, own_build);
+    expect_line(d, report, other_build, "ENOENT");
     expect_line(d, report, claims, "ENOENT");
     expect_line(d, report, other, "ENOENT");
     expect_line(d, report, hosts_dir, "ENOENT");
