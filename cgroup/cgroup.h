@@ -32,6 +32,7 @@
 typedef struct cg_root cg_root;
 typedef struct cg_leaf cg_leaf;
 typedef struct cg_seccomp_program cg_seccomp_program;
+typedef struct cg_fs_view cg_fs_view;
 
 /* ---- the root of the activator's subtree ---- */
 
@@ -216,6 +217,18 @@ typedef struct cg_spawn_spec {
      * never waits) stdout_fd and stderr_fd stay as they are. NULL: none. */
     const char *journal_socket;
     const char *journal_header;
+    /* The filesystem the process sees (see cg_fs_view_new); NULL: the
+     * daemon's own. fs_passed: with a view, paths beneath its hidden
+     * directories that this one process still reaches as they are (its
+     * notify socket), NULL-terminated or NULL. Not with join_mount_ns_fd:
+     * a process gets a view of its own or joins another's. */
+    const cg_fs_view *fs_view;
+    const char *const *fs_passed;
+    /* With a view, paths beneath its hidden directories that this one
+     * process may read but never write, whatever the box allows (the
+     * build it runs: a "#!" interpreter or libraries inside the build are
+     * opened by path). NULL-terminated or NULL. */
+    const char *const *fs_read_only;
     /* Tests only: force a slower path that is otherwise taken only where
      * the fast one is missing (see cg_spawn_method). */
     cg_spawn_method method;
@@ -247,6 +260,42 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
  * Call it early, while fd numbers are low; spawns needing more than n fds,
  * or made while another thread spawns, copy the table as without it. */
 int cg_spawn_reserve_fds(size_t n, act_error *err);
+
+/* ---- the filesystem a spawned process sees ---- */
+
+/* A mount namespace of the process's own, made in the child before it drops
+ * privileges: the whole tree read-only (recursively, mount_setattr), a few
+ * paths kept as the box has them, the daemon's directories hidden, private
+ * temporary directories and a /proc that shows the process only the
+ * processes it may ptrace. Needs Linux 5.12 (mount_setattr). */
+typedef struct cg_fs_view_spec {
+    /* Directories replaced by an empty read-only tmpfs: the daemon's state
+     * and runtime directories, the releases, the claims. One beneath
+     * another is covered by it; one missing at spawn has nothing to hide. */
+    const char *const *hidden;
+    /* Paths kept as the box has them: writable where the box's mount and
+     * the file's mode allow, the only such places besides the private
+     * temporary directories. One beneath a hidden directory is bound back
+     * into it. A path missing at spawn fails the spawn, naming it; one in
+     * writable_if_present is skipped. No symlink is followed on the way to
+     * a kept path (its host may be able to write one there): a path with
+     * one fails the spawn. Both NULL-terminated or NULL. */
+    const char *const *writable;
+    const char *const *writable_if_present;
+    bool private_tmp;    /* a fresh tmpfs on /tmp, /var/tmp and /dev/shm */
+    bool hide_processes; /* a fresh /proc with hidepid=invisible */
+} cg_fs_view_spec;
+
+/* The most paths one view takes, all lists together (and fs_passed). */
+#define CG_FS_VIEW_PATHS_MAX 128
+
+/* Checks every path (absolute, no "." or ".." component, not "/", not
+ * beneath /proc, at most CG_FS_VIEW_PATHS_MAX) and prepares the steps the
+ * child takes, in the order that makes each mount land where it should
+ * (a parent's before its children's). Errors name the path. */
+int cg_fs_view_new(const cg_fs_view_spec *spec, cg_fs_view **out, act_error *err);
+void cg_fs_view_free(cg_fs_view *view);
+DEFINE_TRIVIAL_CLEANUP_FUNC(cg_fs_view *, cg_fs_view_free)
 
 /* ---- seccomp ---- */
 

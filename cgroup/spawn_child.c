@@ -55,12 +55,19 @@ static_assert(offsetof(struct kernel_sigaction, mask) ==
 static_assert(sizeof(kernel_sigset) == KERNEL_SIGSET_BYTES, "kernel_sigset is not the kernel's");
 static_assert(KERNEL_NSIG == 8 * KERNEL_SIGSET_BYTES, "KERNEL_NSIG and the set size disagree");
 
-CG_CHILD_CODE _Noreturn static void fail(int report_fd, enum cg_child_step step, int error)
+CG_CHILD_CODE _Noreturn static void fail_at(int report_fd, enum cg_child_step step, int error,
+                                           int32_t detail)
 {
-    struct cg_child_report report = {.step = step, .error = error ? error : EIO};
+    struct cg_child_report report = {.step = step, .error = error ? error : EIO,
+                                      .detail = detail};
     syscall(SYS_write, report_fd, &report, sizeof(report));
     for (;;)
         syscall(SYS_exit_group, 127);
+}
+
+CG_CHILD_CODE _Noreturn static void fail(int report_fd, enum cg_child_step step, int error)
+{
+    fail_at(report_fd, step, error, 0);
 }
 
 CG_CHILD_CODE static int write_zero(int fd)
@@ -236,6 +243,12 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
         if (syscall(SYS_prlimit64, 0, plan->rlimits[i].resource, &plan->rlimits[i].limit, NULL) <
             0)
             fail(report_fd, CG_STEP_RLIMIT, errno);
+    /* The view needs CAP_SYS_ADMIN, so it comes before the credentials
+     * change; the working directory after it, so it is the view's. */
+    int32_t view_failed = 0;
+    if (plan->n_view_ops &&
+        (e = cg_child_enter_view(plan->view_ops, plan->n_view_ops, &view_failed)) != 0)
+        fail_at(report_fd, CG_STEP_FS_VIEW, e, view_failed);
     if (plan->drop_capabilities && (e = drop_bounding_and_lock(plan->ambient_capabilities)) != 0)
         fail(report_fd, CG_STEP_CAP_BOUNDING, e);
     if (plan->set_gid) {

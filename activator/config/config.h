@@ -177,6 +177,7 @@ typedef struct cfg_host_lines {
     unsigned cpu_quota;
     unsigned cpu_weight;
     unsigned system_call_filter;
+    unsigned read_write_paths; /* the last ReadWritePaths= line */
 } cfg_host_lines;
 
 /* One host file. Kept compact (heap strings, arrays sized to their content)
@@ -210,6 +211,13 @@ typedef struct cfg_host {
                                             once, before the generation serves; else again this
                                             long after each check while it serves */
     double start_rate_limit;      /* StartRateLimit= starts per second; 0: no limit */
+    /* ReadWritePaths=: absolute paths kept writable in the host's
+     * filesystem view besides its state directory, in file order, each
+     * with the "-" that lets it be missing; NULL-terminated, NULL when
+     * none. FilesystemView=box (filesystem_box) turns the view off: the
+     * host sees the box's filesystem as the daemon does. */
+    char **read_write_paths;
+    bool filesystem_box;
     cfg_limits limits;
     cfg_host_lines lines;
     uint32_t backlog; /* Backlog=, default SOMAXCONN */
@@ -250,6 +258,31 @@ void cfg_hosts_free(cfg_host *hosts, size_t n);
  * *have is false without User=. Errors start with "host NAME: ". */
 int cfg_host_credentials(const cfg_host *config, uid_t *uid, gid_t *gid, bool *have,
                          act_error *err);
+
+/* The paths of a host's filesystem view, from the daemon's directories and
+ * the host's own (cfg_host_view_paths); every array NULL-terminated. */
+typedef struct cfg_view_paths {
+    char **hidden;             /* the daemon's state, runtime and hosts directories, and
+                                  the claims directory of a dir:// store */
+    char **writable;           /* the host's state directory, ReadWritePaths= without "-" */
+    char **writable_if_present; /* ReadWritePaths= with "-" */
+} cfg_view_paths;
+
+void cfg_view_paths_clear(cfg_view_paths *paths);
+
+/* The paths of config's view on the box daemon describes. Fails when a
+ * ReadWritePaths= path is one of the hidden directories or inside one
+ * (no host may write the daemon's files; its own state directory is
+ * writable already), naming it and the directory: "ReadWritePaths=/x/y is
+ * inside /x, the daemon's state directory (...), which no host sees". */
+int cfg_host_view_paths(const cfg_daemon *daemon, const cfg_host *config, cfg_view_paths *out,
+                        act_error *err);
+
+/* cfg_host_view_paths for every host, each refusal appended to errors on
+ * its ReadWritePaths= line; returns how many. What --check-config and a
+ * reload check after parsing. */
+size_t cfg_check_view_paths(const cfg_daemon *config, const cfg_host *hosts, size_t n,
+                            cfg_errors *errors);
 
 /* What the files name that must exist on this box: every host's User= and
  * Group=, and the daemon's ControlGroup=. Each one missing is appended to

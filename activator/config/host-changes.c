@@ -59,7 +59,9 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            a->start_rate_limit == b->start_rate_limit && a->max_starts == b->max_starts &&
            a->ambient_capabilities == b->ambient_capabilities &&
            a->releases_keep == b->releases_keep &&
-           same_filter(&a->limits.syscall_filter, &b->limits.syscall_filter);
+           same_filter(&a->limits.syscall_filter, &b->limits.syscall_filter) &&
+           act_strv_equal(a->read_write_paths, b->read_write_paths) &&
+           a->filesystem_box == b->filesystem_box;
 }
 
 unsigned cfg_host_changes(const cfg_host *running, const cfg_host *loaded)

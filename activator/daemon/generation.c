@@ -308,6 +308,30 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
     spec.n_rlimits = n_rlimits;
     spec.no_new_privs = true;
     spec.seccomp = ad_host_seccomp(host);
+    /* The build runs in the host's filesystem view, reaching its notify
+     * socket there through the socket's directory, not the socket file: a
+     * daemon that restarts binds a new socket at the same path, which a
+     * bound file would not show; helpers (ExecRestore=, ExecReplicate=) are
+     * the operator's tools and see the box's filesystem. */
+    char notify_dir[4096] = "";
+    if (gen->notify)
+        snprintf(notify_dir, sizeof(notify_dir), "%.*s",
+                 (int)(strrchr(ntf_socket_path(gen->notify), '/') -
+                       ntf_socket_path(gen->notify)),
+                 ntf_socket_path(gen->notify));
+    const char *passed[] = {notify_dir[0] ? notify_dir : NULL, NULL};
+    /* And the build it runs, read-only: a "#!" interpreter or libraries
+     * ($ORIGIN) inside the build are opened by path. The other versions and
+     * the other hosts' releases stay hidden. */
+    char build_dir[4096];
+    snprintf(build_dir, sizeof(build_dir), "%s/releases/%s/%s", daemon->config.state_directory,
+             config->name, gen->build.version);
+    const char *read_only[] = {gen->build.version[0] ? build_dir : NULL, NULL};
+    if (!is_helper) {
+        spec.fs_view = ad_host_fs_view(host);
+        spec.fs_passed = passed;
+        spec.fs_read_only = read_only;
+    }
 
     return cg_spawn(gen->leaf, &spec, out, err);
 }

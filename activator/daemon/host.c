@@ -20,6 +20,7 @@
 struct ad_host_settings {
     cfg_host *config;
     cg_seccomp_program *seccomp; /* a filter of its own, or NULL for the shared default */
+    cg_fs_view *fs_view;         /* the generation's filesystem; NULL: FilesystemView=box */
     uid_t uid;                   /* User= and Group=, or the host's dynamic user */
     gid_t gid;
 };
@@ -89,6 +90,28 @@ static int compile_filter(ad_daemon *daemon, ad_host_settings *settings, act_err
                  : 0;
 }
 
+/* The host's filesystem view, made once per configuration: the daemon's
+ * directories hidden, its state directory and ReadWritePaths= kept. */
+static int make_fs_view(ad_daemon *daemon, ad_host_settings *settings, act_error *err)
+{
+    const cfg_host *config = settings->config;
+    if (config->filesystem_box)
+        return 0;
+    _cleanup_(cfg_view_paths_clear) cfg_view_paths paths = {0};
+    int r = cfg_host_view_paths(&daemon->config, config, &paths, err);
+    if (r == 0) {
+        cg_fs_view_spec spec = {
+            .hidden = (const char *const *)paths.hidden,
+            .writable = (const char *const *)paths.writable,
+            .writable_if_present = (const char *const *)paths.writable_if_present,
+            .private_tmp = true,
+            .hide_processes = true,
+        };
+        r = cg_fs_view_new(&spec, &settings->fs_view, err);
+    }
+    return r < 0 ? act_error_prefix(err, "host %s", config->name) : 0;
+}
+
 void ad_host_settings_free(ad_host_settings *settings)
 {
     if (!settings)
@@ -98,6 +121,7 @@ void ad_host_settings_free(ad_host_settings *settings)
         free(settings->config);
     }
     cg_seccomp_program_free(settings->seccomp);
+    cg_fs_view_free(settings->fs_view);
     free(settings);
 }
 
@@ -165,6 +189,8 @@ int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings *
                 config->name, config->user);
     if (r == 0 && (r = compile_filter(daemon, settings, err)) < 0)
         *failed_key = "SystemCallFilter";
+    if (r == 0 && (r = make_fs_view(daemon, settings, err)) < 0)
+        *failed_key = "ReadWritePaths";
     if (r < 0) {
         ad_host_settings_free(settings);
         return r;
@@ -456,6 +482,11 @@ const cg_seccomp_program *ad_host_seccomp(const ad_host *host)
 {
     return uses_plain_default_filter(host->settings->config) ? host->daemon->default_seccomp
                                                              : host->settings->seccomp;
+}
+
+const cg_fs_view *ad_host_fs_view(const ad_host *host)
+{
+    return host->settings->fs_view;
 }
 
 /* ---- directories --------------------------------------------------------- */

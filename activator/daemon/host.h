@@ -111,6 +111,8 @@ int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act
 void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid);
 /* The compiled SystemCallFilter= (shared for the plain default). */
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host);
+/* The filesystem its generations see; NULL with FilesystemView=box. */
+const cg_fs_view *ad_host_fs_view(const ad_host *host);
 
 /* ---- directories ------------------------------------------------------------ */
 

@@ -40,6 +40,7 @@ int ad_check_config(const char *config_path)
         _cleanup_(cfg_errors_free) cfg_errors warnings = {0};
         cfg_check_root_hosts(&config, hosts, n, &warnings);
         cfg_errors_print(&warnings, stderr);
+        cfg_check_view_paths(&config, hosts, n, &errors);
         if (!errors.n)
             printf("%s: ok (%zu hosts in %s%s)\n", config_path, n, config.hosts_directory,
                    warnings.n ? ", with warnings" : "");

@@ -400,6 +400,7 @@ static void make_settings(ad_daemon *daemon, reload_job *job, const char *path,
     unsigned line = !failed_key                                   ? 0
                     : strcmp(failed_key, "SystemCallFilter") == 0 ? lines.system_call_filter
                     : strcmp(failed_key, "Group") == 0            ? lines.group
+                    : strcmp(failed_key, "ReadWritePaths") == 0   ? lines.read_write_paths
                                                                   : lines.user;
     cfg_errors_add(&job->problems, path, line, failed_key, "%s", err.message);
 }
@@ -720,6 +721,7 @@ static void read_files(void *data)
     cfg_daemon where = job->config;
     where.hosts_directory = job->hosts_directory;
     cfg_check_accounts(job->config_path, &where, job->hosts, job->n_hosts, &job->problems);
+    cfg_check_view_paths(&where, job->hosts, job->n_hosts, &job->problems);
 }
 
 /* The replies go with it unanswered: each path of files_read answers them,

@@ -103,6 +103,13 @@ static void setup_daemon(dh_daemon *d, const char *box, const claims_store_optio
     };
     if (dd_setup(&d->drv, &options, &err) < 0)
         fail_msg("%s", err.message);
+    /* The apps write their markers here, the one place of the test's
+     * directory their filesystem view keeps writable (ReadWritePaths=),
+     * whatever user they run as. */
+    char markers[PATH_MAX];
+    snprintf(markers, sizeof(markers), "%s/markers", d->drv.dir);
+    if (mkdir(markers, 0777) < 0 || chmod(markers, 0777) < 0)
+        fail_msg("mkdir %s: %s", markers, strerror(errno));
     /* The tests read the daemon's log for what it did step by step. */
     d->drv.verbose = true;
     if (!d->store_url[0])
@@ -243,12 +250,13 @@ void dh_write_app_host_at(dh_daemon *d, const char *host, const char *address, i
                   "[Host]\n"
                   "Exec=act-e2e-app %s\n"
                   "Environment=E2E_MARKER=%s\n"
+                  "ReadWritePaths=%s/markers\n"
                   "%s"
                   "%s"
                   "%s"
                   "[Listen]\n"
                   "ListenStream=%s:%d\n",
-                  app_args ? app_args : "", marker,
+                  app_args ? app_args : "", marker, d->drv.dir,
                   strstr(extra, "ReadyTimeoutSec=") ? "" : "ReadyTimeoutSec=5\n",
                   strstr(extra, "StopTimeoutSec=") ? "" : "StopTimeoutSec=1\n", extra, address,
                   port);

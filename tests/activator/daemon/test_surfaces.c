@@ -61,6 +61,8 @@ static void write_script(dh_daemon *d, const char *path, const char *text)
     chmod(path, 0755);
 }
 
+/* The probe sees the files its generation sees: the directory it writes
+ * to is one of the host's ReadWritePaths=. */
 static void test_ready_exec_probe_runs_as_the_host_in_its_leaf(void **state)
 {
     dh_daemon *d = *state;
@@ -83,11 +85,12 @@ static void test_ready_exec_probe_runs_as_the_host_in_its_leaf(void **state)
                   "Group=%d\n"
                   "Environment=PROBE_OUT=%s PROBE_MARK=from-the-host-file\n"
                   "Ready=exec:%s\n"
+                  "ReadWritePaths=%s\n"
                   "ReadyTimeoutSec=10\n"
                   "StopTimeoutSec=1\n"
                   "[Listen]\n"
                   "ListenStream=127.0.0.1:%d\n",
-                  HOST_UID, HOST_UID, out, script, port);
+                  HOST_UID, HOST_UID, out, script, shared, port);
     dh_stage(d, "probed", "v1", true, NULL);
     dh_start(d, NULL);
     dh_served served = dh_wake(d, "probed");
