@@ -187,20 +187,6 @@ static void raise_priority(run *r, pid_t hostile_pid, pid_t other_pid, pid_t dae
         say(r, "priority: the autogroups of the test, the daemon and both hosts at nice -10");
 }
 
-static pid_t parent_pid(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "re");
-    pid_t parent = 0;
-    while (f && fgets(line, sizeof(line), f))
-        if (strncmp(line, "PPid:", 5) == 0)
-            parent = (pid_t)atoi(line + 5);
-    if (f)
-        fclose(f);
-    return parent;
-}
-
 static bool step_start(run *r, pid_t *other_pid)
 {
     const hostile_setup *s = r->setup;
@@ -218,7 +204,7 @@ static bool step_start(run *r, pid_t *other_pid)
     }
     say(r, "hostile host %s: %s", s->hostile_host, strtok(body, "\n"));
     say(r, "ordinary host %s: pid %d", s->ordinary_host, (int)*other_pid);
-    raise_priority(r, http_answer_pid(body), *other_pid, parent_pid(*other_pid));
+    raise_priority(r, http_answer_pid(body), *other_pid, targets_parent_of(*other_pid));
     char marker[64];
     snprintf(marker, sizeof(marker), "/hostile-log-before-%d", (int)getpid());
     if (!get_ok(s->ordinary_port, marker, body, sizeof(body)) ||
@@ -361,8 +347,9 @@ static void step_forkbomb(run *r, const http_prober *prober)
     /* Let it reach the limit before judging the box. */
     sleep_ms(2000);
     bool forked = box_can_fork();
-    latency_stats during;
-    measure(r, "during the fork bomb", bomb_ms - 3000, &during);
+    latency_stats during = {0};
+    if (!measure(r, "during the fork bomb", bomb_ms - 3000, &during))
+        during.failed = 1;
     char *line = wait_result_after(r, "attempt forkbomb", "untried forkbomb", 1, 60000);
     if (!line) {
         r->outcome->untried++;

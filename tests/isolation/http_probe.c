@@ -86,7 +86,8 @@ static void *prober_main(void *arg)
             snprintf(prober->first_failure, sizeof(prober->first_failure), "GET / on port %d: %s",
                      prober->port, strerror(-r));
         }
-        struct timespec ts = {.tv_nsec = (long)prober->period_ms * 1000000};
+        struct timespec ts = {.tv_sec = prober->period_ms / 1000,
+                              .tv_nsec = (long)(prober->period_ms % 1000) * 1000000};
         nanosleep(&ts, NULL);
     }
     return NULL;

@@ -181,7 +181,7 @@ static void add_cgroups_of(query *q, pid_t pid, int v2_levels)
     fclose(f);
 }
 
-static pid_t parent_of(pid_t pid)
+pid_t targets_parent_of(pid_t pid)
 {
     char path[64], line[256];
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
@@ -264,7 +264,7 @@ int targets_build(const hostile_setup *s, pid_t other_pid, char *out, size_t siz
     add_notify(&q, s->runtime_dir, s->ordinary_host);
 
     add_cgroups_of(&q, other_pid, 4);
-    pid_t daemon_pid = parent_of(other_pid);
+    pid_t daemon_pid = targets_parent_of(other_pid);
     if (daemon_pid > 1)
         add_cgroups_of(&q, daemon_pid, 1);
 

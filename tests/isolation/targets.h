@@ -15,3 +15,7 @@
  * errno with why. */
 int targets_build(const hostile_setup *setup, pid_t other_pid, char *out, size_t size, char *why,
                   size_t why_size);
+
+/* pid's parent as /proc says (the daemon, for a generation's main process),
+ * or 0. */
+pid_t targets_parent_of(pid_t pid);

@@ -100,14 +100,12 @@ static void test_hostile_tenant(void **state)
     dh_wake(d, "ordinary");
     dh_wake(d, "hostile");
 
-    char runtime[PATH_MAX];
-    snprintf(runtime, sizeof(runtime), "%s", d->drv.runtime_dir);
     log_places places = {.d = d, .host = "ordinary"};
     hostile_setup setup = {
         .control_url = d->drv.control_url,
         .events_url = d->drv.events_url,
         .state_dir = d->drv.state_dir,
-        .runtime_dir = runtime,
+        .runtime_dir = d->drv.runtime_dir,
         .hostile_host = "hostile",
         .hostile_port = hostile_port,
         .ordinary_host = "ordinary",
