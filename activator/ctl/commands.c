@@ -12,6 +12,7 @@
 #include "activator/control/fleet.h"
 #include "activator/ctl/client.h"
 #include "activator/ctl/commands.h"
+#include "activator/ctl/move.h"
 #include "activator/ctl/op_line.h"
 #include "activator/ctl/render.h"
 #include "activator/ctl/store_mode.h"
@@ -663,14 +664,15 @@ static bool runs_on_the_store(const ctl_command *command)
 {
     if (command->op >= 0)
         return ctrl_fleet_is_fleet_op((ctrl_op)command->op);
-    return command->ops_prefix || strcmp(command->name, "help") == 0;
+    return command->ops_prefix || strcmp(command->name, "help") == 0 ||
+           strcmp(command->name, "move") == 0;
 }
 
 int ctl_command_run(const ctl_command *command, const ctl_options *options, int argc, char **argv)
 {
     if (options->store_url && !runs_on_the_store(command))
         return ctl_usage_error(command, "needs a daemon; with --store only claims, boxes, claim, "
-                                        "hold, unhold and unpin run (drop --store)");
+                                        "hold, unhold, unpin and move run (drop --store)");
     if (command->run)
         return command->run(command, options, argc, argv);
     return run_op(command, (ctrl_op)command->op, NULL, options, argc, argv);
@@ -727,6 +729,65 @@ static int cmd_claims(const ctl_command *self, const ctl_options *options, int a
     size_t missing = keep_hosts(reply, argc - 1, argv + 1);
     int printed = print_reply(options, self->name, reply, self->render);
     return r != CTL_EXIT_OK ? r : printed != CTL_EXIT_OK || missing ? CTL_EXIT_FAILED : r;
+}
+
+/* One request of a move's, quick each: the move itself is followed by
+ * reading the claim again and again. */
+static int move_call(const ctl_options *options, const char *what, json_object *request_arg,
+                     json_object **reply)
+{
+    _cleanup_(json_object_putp) json_object *request = request_arg;
+    return obtain_reply(options, what, request, NULL, QUICK_TIMEOUT_SEC, reply);
+}
+
+/* A move is done in minutes at most: a drain (StopTimeoutSec= and a
+ * checkpoint), a restore and a probe (ProbeTimeoutSec=). */
+#define MOVE_TIMEOUT_SEC 300
+
+/* "move HOST BOX [--timeout SEC] [--force]" and "move --abort HOST". */
+static int cmd_move(const ctl_command *self, const ctl_options *options, int argc, char **argv)
+{
+    if (want_help(argc, argv)) {
+        ctl_command_usage(self, stdout);
+        return CTL_EXIT_OK;
+    }
+    ctl_move_args args = {.timeout_sec = MOVE_TIMEOUT_SEC};
+    const char *names[2] = {NULL, NULL};
+    int n_names = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--force") == 0) {
+            args.force = true;
+        } else if (strcmp(argv[i], "--abort") == 0) {
+            args.abort = true;
+        } else if (strcmp(argv[i], "--timeout") == 0) {
+            char *end = NULL;
+            long seconds = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || !end || *end || seconds < 1 || seconds > 86400)
+                return ctl_usage_error(self, "--timeout takes whole seconds from 1 to 86400");
+            args.timeout_sec = (int)seconds;
+            i++;
+        } else if (argv[i][0] == '-') {
+            return ctl_usage_error(self, "unknown option '%s'", argv[i]);
+        } else if (n_names < 2) {
+            names[n_names++] = argv[i];
+        } else {
+            return ctl_usage_error(self, "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (n_names < 1)
+        return ctl_usage_error(self, "missing HOST");
+    if (ctl_check_name(self, "host", names[0]))
+        return CTL_EXIT_USAGE;
+    if (args.abort && (n_names > 1 || args.force))
+        return ctl_usage_error(self, "--abort takes HOST alone: the move in flight is rolled "
+                                     "back to the box it leaves");
+    if (!args.abort && n_names < 2)
+        return ctl_usage_error(self, "missing BOX, the box to move %s to", names[0]);
+    if (!args.abort && ctl_check_name(self, "box", names[1]))
+        return CTL_EXIT_USAGE;
+    args.host = names[0];
+    args.box = names[1];
+    return ctl_move_run(options, &args, move_call);
 }
 
 static volatile bool watch_stop;
@@ -870,6 +931,19 @@ const ctl_command ctl_commands[] = {
     {.name = "hold", .op = CTRL_OP_HOLD, .render = render_claim},
     {.name = "unhold", .op = CTRL_OP_UNHOLD, .render = render_claim},
     {.name = "unpin", .op = CTRL_OP_UNPIN, .render = render_claim},
+    {.name = "move",
+     .op = -1,
+     .summary = "Move HOST to BOX with its state, showing each phase; or roll its move back.",
+     .usage = "HOST BOX [--timeout SEC] [--force] | --abort HOST",
+     .help = "  Prints each phase as it comes (draining, moving, probing, serving) and exits\n"
+             "  0 once HOST serves on BOX, 1 when the move failed or was refused (with why\n"
+             "  and where HOST runs now), 3 when nothing could be reached. Running it again\n"
+             "  for the same BOX follows the move in flight.\n"
+             "  --timeout SEC  roll the move back when it is not done by then (default 300)\n"
+             "  --force        HOST's box is gone (its lease expired): start at moving from\n"
+             "                 the last checkpoint the claim names, and say how old it is\n"
+             "  --abort        roll HOST's unfinished move back to the box it leaves\n",
+     .run = cmd_move},
     {.name = "watch",
      .op = -1,
      .usage = "[HOST]",
