@@ -117,7 +117,13 @@ static void judge_observed(pl_wake *wake, ad_host *host)
                          name_of(host), executor, box_of(host));
         return;
     }
-    int r = claim_phase_allows_wake(&state_of(host)->observed, box_of(host), false, &err);
+    /* While this box is a move's target, a wake is the move's probe, and
+     * only a probe of that very op may be admitted. */
+    const char *probe_op = ad_host_probe_op(host);
+    int r = probe_op ? claim_probe_allows_wake(&state_of(host)->observed, box_of(host), probe_op,
+                                               &err)
+                     : claim_phase_allows_wake(&state_of(host)->observed, box_of(host), false,
+                                               &err);
     if (r < 0) {
         /* A handover in progress: the box that held the host releases it
          * once its generation is proven stopped, and that write wakes the

@@ -45,6 +45,16 @@ typedef enum ev_event_kind {
     /* A host's generations are all proven stopped again, after one was not
      * (unproven_stop): it wakes again. */
     EV_EVENT_PROVEN,
+    /* A move's phases as the boxes taking part see them: the source starts
+     * draining, has its checkpoint, hands over (moving); the target starts
+     * its probe; the move is done on the target, or rolled back (reason:
+     * why, by whichever box wrote the rollback). */
+    EV_EVENT_MOVE_DRAINING,
+    EV_EVENT_MOVE_CHECKPOINTED,
+    EV_EVENT_MOVE_MOVING,
+    EV_EVENT_MOVE_PROBING,
+    EV_EVENT_MOVE_DONE,
+    EV_EVENT_MOVE_ROLLED_BACK,
     EV_EVENT__COUNT,
 } ev_event_kind;
 
