@@ -96,6 +96,25 @@ static void print_phase(const ctl_options *options, uint64_t started, json_objec
     fflush(stdout);
 }
 
+/* The phases of a move that succeeds, in order: a phase passed between two
+ * reads of the claim is still shown, as passed. */
+static const char *const phase_order[] = {"draining", "moving", "probing", "serving"};
+#define N_PHASES (sizeof(phase_order) / sizeof(phase_order[0]))
+
+static int phase_index(const char *phase)
+{
+    for (size_t i = 0; i < N_PHASES; i++)
+        if (strcmp(phase_order[i], phase) == 0)
+            return (int)i;
+    return -1;
+}
+
+static void print_passed(int from, int to)
+{
+    for (int i = from + 1; i < to; i++)
+        printf("  %7s  %-9s passed between two reads of the claim\n", "", phase_order[i]);
+}
+
 static int abort_move(const ctl_options *options, const ctl_move_args *args,
                       ctl_move_call_fn call, const char *why)
 {
@@ -194,7 +213,9 @@ int ctl_move_run(const ctl_options *options, const ctl_move_args *args, ctl_move
 
     uint64_t begun = act_now_usec();
     uint64_t deadline = begun + (uint64_t)args->timeout_sec * 1000000ull;
-    char last_phase[40] = "";
+    char last_phase[40];
+    snprintf(last_phase, sizeof(last_phase), "%s", str_at(started, "op", "phase"));
+    print_phase(options, begun, started);
     for (;;) {
         _cleanup_(json_object_putp) json_object *read = NULL;
         json_object *c = NULL;
@@ -203,6 +224,9 @@ int ctl_move_run(const ctl_options *options, const ctl_move_args *args, ctl_move
             return r;
         const char *phase = str_at(c, "op", "phase");
         if (strcmp(phase, last_phase) != 0) {
+            bool ours = strcmp(str_at(c, "op", "id"), id) == 0;
+            if (ours && phase_index(last_phase) >= 0 && phase_index(phase) > 0)
+                print_passed(phase_index(last_phase), phase_index(phase));
             print_phase(options, begun, c);
             snprintf(last_phase, sizeof(last_phase), "%s", phase);
         }

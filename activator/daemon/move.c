@@ -360,6 +360,17 @@ static void hand_over(ad_host *host)
     start_write(m, WRITE_MOVING);
 }
 
+/* The state is written (or there is none): the claim may hand over. */
+static void checkpoint_done(ad_move *m)
+{
+#ifdef ACTIVATOR_TEST_HOOKS
+    m->held = true;
+    ad_step_holds_point(m->host, "checkpointed", hand_over);
+#else
+    hand_over(m->host);
+#endif
+}
+
 static void checkpoint(ad_host *host)
 {
     ad_move *m = ad_host_move(host);
@@ -370,7 +381,7 @@ static void checkpoint(ad_host *host)
         m->checkpointed = true;
         m->written = (claim_state){0};
         log_move(m, LOG_INFO, "drained; stateless, so no checkpoint to carry");
-        hand_over(host);
+        checkpoint_done(m);
         return;
     }
     act_error err = {0};
@@ -395,12 +406,7 @@ static void on_checkpointed(ad_host *host, int result, const claim_state *writte
     log_move(m, LOG_NOTICE, "checkpoint %s written (%" PRIu64 " bytes)", written->checkpoint,
              written->size);
     ad_publish(host, EV_EVENT_MOVE_CHECKPOINTED, NULL, written->checkpoint);
-#ifdef ACTIVATOR_TEST_HOOKS
-    m->held = true;
-    ad_step_holds_point(host, "checkpointed", hand_over);
-#else
-    hand_over(host);
-#endif
+    checkpoint_done(m);
 }
 
 /* Retires whatever runs, then checkpoints what it left. */

@@ -24,7 +24,12 @@
  *                                each connection on it is one check, accepted
  *                                and closed
  *   --health-fail-after N        closes that socket after N checks, so the
- *                                next ones are refused */
+ *                                next ones are refused
+ *
+ * State, for the tests of moves:
+ *   --counter   keeps a counter in $STATE_DIRECTORY/counter: read at start,
+ *               one more for every request, written (temp + rename) before
+ *               the answer, which ends with " counter=N" */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -70,7 +75,40 @@ typedef struct options {
     long stopping_after_ms;         /* -1: never */
     const char *health_listen;
     long health_fail_after; /* -1: never */
+    bool counter;
 } options;
+
+/* --counter: the count so far, and the directory it is kept in. */
+static unsigned long long counter_value;
+static const char *counter_dir;
+
+static void counter_load(void)
+{
+    counter_dir = getenv("STATE_DIRECTORY");
+    if (!counter_dir) {
+        fprintf(stderr, "act-testapp: --counter needs STATE_DIRECTORY\n");
+        exit(2);
+    }
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/counter", counter_dir);
+    FILE *f = fopen(path, "re");
+    if (f) {
+        if (fscanf(f, "%llu", &counter_value) != 1)
+            counter_value = 0;
+        fclose(f);
+    }
+}
+
+static void counter_bump(void)
+{
+    counter_value++;
+    char path[4096], temp[4200];
+    snprintf(path, sizeof(path), "%s/counter", counter_dir);
+    snprintf(temp, sizeof(temp), "%s/.counter.tmp", counter_dir);
+    FILE *f = fopen(temp, "we");
+    if (!f || fprintf(f, "%llu\n", counter_value) < 0 || fclose(f) != 0 || rename(temp, path) < 0)
+        fprintf(stderr, "act-testapp: cannot write %s: %s\n", path, strerror(errno));
+}
 
 static uint64_t now_ms(void)
 {
@@ -86,7 +124,7 @@ static void usage(FILE *out)
                  "       [--exit-immediately CODE] [--ignore-sigterm] [--slow-response-ms N]\n"
                  "       [--watchdog-stop-after N] [--watchdog-trigger-after-ms N]\n"
                  "       [--stopping-after-ms N] [--health-listen ADDR:PORT]\n"
-                 "       [--health-fail-after N]\n"
+                 "       [--health-fail-after N] [--counter]\n"
                  "Without --listen, the sockets come from LISTEN_FDS (systemd socket "
                  "activation).\n");
 }
@@ -137,9 +175,13 @@ static bool request_complete(const conn *c)
 
 static void prepare_response(conn *c, const options *opt, const char *generation)
 {
-    char body[256];
-    int body_len = snprintf(body, sizeof(body), "demo version=%s generation=%s pid=%d\n",
-                            opt->version, generation, (int)getpid());
+    char body[256], count[48] = "";
+    if (opt->counter) {
+        counter_bump();
+        snprintf(count, sizeof(count), " counter=%llu", counter_value);
+    }
+    int body_len = snprintf(body, sizeof(body), "demo version=%s generation=%s pid=%d%s\n",
+                            opt->version, generation, (int)getpid(), count);
     int len = asprintf(&c->response,
                        "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
                        "Connection: close\r\n\r\n%s",
@@ -240,6 +282,8 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--health-fail-after") == 0) {
             opt.health_fail_after = number_arg(a, next), i++;
+        } else if (strcmp(a, "--counter") == 0) {
+            opt.counter = true;
         } else if (strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
@@ -257,6 +301,8 @@ int main(int argc, char **argv)
         opt.version = getenv("ACTIVATOR_VERSION") ? getenv("ACTIVATOR_VERSION") : "unknown";
     const char *generation =
         getenv("ACTIVATOR_GENERATION") ? getenv("ACTIVATOR_GENERATION") : "none";
+    if (opt.counter)
+        counter_load();
 
     if (n_listen == 0) {
         int n = sd_listen_fds(1);
