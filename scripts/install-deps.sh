@@ -12,6 +12,8 @@ packages=(
   # libraries (see meson.build)
   libsystemd-dev libseccomp-dev libnng-dev libcmocka-dev libcgroup-dev
   libssl-dev libjson-c-dev libinih-dev libcurl4-openssl-dev
+  # checkpoints of a host's state directory: tar + zstd
+  libarchive-dev
   # NNG's TLS library, which activatord's own NNG TLS engine uses as well
   libmbedtls-dev
   # tests: a real etcd, curl for the HTTP baselines, systemd tools for unit checks,

@@ -54,7 +54,7 @@ size_t cfg_errors_print(const cfg_errors *errors, FILE *out);
 size_t cfg_errors_count_file(const cfg_errors *errors, const char *file);
 
 /* How many keys [Activator] has. */
-#define CFG_DAEMON_N_KEYS 30
+#define CFG_DAEMON_N_KEYS 32
 
 /* [Activator] of activatord.conf. Every string is malloc'd and set (defaults
  * filled in) except where NULL is documented. */
@@ -104,6 +104,11 @@ typedef struct cfg_daemon {
                                           watch silent this long is checked, and ends
                                           (the claims are listed again) unless the store
                                           says nothing was written */
+    char *checkpoints;                 /* Checkpoints= dir:///PATH: the directory of the
+                                          built-in checkpoints, which every box of the fleet
+                                          mounts; NULL: none (ExecCheckpoint= only) */
+    uint32_t checkpoints_keep;         /* CheckpointsKeep=, 1..1000, default 3: archives kept
+                                          per host besides the one the claim names */
     unsigned key_lines[CFG_DAEMON_N_KEYS]; /* where each key was set; see cfg_daemon_key_line */
 } cfg_daemon;
 
@@ -162,6 +167,9 @@ typedef struct cfg_host {
     char *group;                  /* Group=; NULL: the user's primary group */
     char **exec_restore;          /* ExecRestore=: absolute path then arguments; NULL: none */
     char **exec_replicate;        /* ExecReplicate=: likewise; NULL: none */
+    char **exec_checkpoint;       /* ExecCheckpoint=: likewise; it writes a checkpoint of the
+                                     state directory and prints "ID SHA256"; NULL: the
+                                     built-in Checkpoints= of the daemon */
     probe_spec ready;             /* Ready=, default notify */
     probe_spec *health_check;     /* HealthCheck=; NULL: none (never notify) */
     lsn_address *listen;          /* ListenStream= in file order */
@@ -187,6 +195,12 @@ typedef struct cfg_host {
     uint8_t max_starts; /* MaxStarts=, 1..5, default 5 */
     uint8_t health_check_failures; /* HealthCheckFailures=, 1..100, default 3: repeated checks
                                       failed in a row that retire the generation */
+    bool stateless;                /* State=none: nothing to checkpoint or restore (default
+                                      State=dir: the state directory is the host's state) */
+    bool checkpoint_live;          /* CheckpointLive=, default no: ExecCheckpoint= can
+                                      snapshot a host that serves */
+    uint64_t checkpoint_timeout_usec; /* CheckpointTimeoutSec=, 1 s..1 h, default 300 s: bounds
+                                         ExecCheckpoint= and the built-in archive */
 } cfg_host;
 
 /* Reads dir/file_name as host file_name minus ".conf". file_name must be a

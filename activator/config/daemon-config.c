@@ -13,6 +13,7 @@
 #include "activator/config/parse-duration.h"
 #include "activator/config/parse-number.h"
 #include "activator/config/parse-url.h"
+#include "checkpoint/checkpoint.h"
 #include "claims/claims.h"
 #include "common/cleanup.h"
 #include "common/names.h"
@@ -44,6 +45,7 @@ void cfg_daemon_free(cfg_daemon *config)
     free(config->store_user);
     free(config->store_password_file);
     free(config->metrics_listen);
+    free(config->checkpoints);
     *config = (cfg_daemon){0};
 }
 
@@ -278,6 +280,24 @@ static int apply_box_lease(void *target, const char *value, act_error *err)
                                     &((cfg_daemon *)target)->box_lease_usec, err);
 }
 
+/* Checked by the parser the daemon uses, so what passes here opens. */
+static int apply_checkpoints(void *target, const char *value, act_error *err)
+{
+    _cleanup_free_ char *dir = NULL;
+    int r = ckpt_parse_url(value, &dir, err);
+    return r < 0 ? r : set_string(&((cfg_daemon *)target)->checkpoints, value, err);
+}
+
+static int apply_checkpoints_keep(void *target, const char *value, act_error *err)
+{
+    uint64_t n;
+    int r = cfg_parse_uint(value, 1, 1000, &n, err);
+    if (r < 0)
+        return r;
+    ((cfg_daemon *)target)->checkpoints_keep = (uint32_t)n;
+    return 0;
+}
+
 enum {
     KEY_BOX,
     KEY_STORE,
@@ -309,6 +329,8 @@ enum {
     KEY_START_BUDGET_WAIT,
     KEY_BOX_LEASE,
     KEY_STORE_WATCH_TIMEOUT,
+    KEY_CHECKPOINTS,
+    KEY_CHECKPOINTS_KEEP,
     N_KEYS,
 };
 
@@ -349,6 +371,8 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
     [KEY_BOX_LEASE] = {"Activator", "BoxLeaseSec", apply_box_lease, false},
     [KEY_STORE_WATCH_TIMEOUT] = {"Activator", "StoreWatchTimeoutSec", apply_store_watch_timeout,
                                  false},
+    [KEY_CHECKPOINTS] = {"Activator", "Checkpoints", apply_checkpoints, false},
+    [KEY_CHECKPOINTS_KEEP] = {"Activator", "CheckpointsKeep", apply_checkpoints_keep, false},
 };
 
 /* Sets *field to prefix+arg+suffix unless the file set it. */
@@ -565,6 +589,7 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .start_budget_wait_usec = 30 * CFG_USEC_PER_SEC,
         .box_lease_usec = 10 * CFG_USEC_PER_SEC,
         .store_watch_timeout_usec = 30 * CFG_USEC_PER_SEC,
+        .checkpoints_keep = CKPT_DEFAULT_KEEP,
     };
     int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, c.key_lines, errors);
     if (problems < 0)

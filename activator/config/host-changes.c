@@ -49,6 +49,9 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            act_strv_equal(a->environment, b->environment) && same_string(a->user, b->user) &&
            same_string(a->group, b->group) && act_strv_equal(a->exec_restore, b->exec_restore) &&
            act_strv_equal(a->exec_replicate, b->exec_replicate) &&
+           act_strv_equal(a->exec_checkpoint, b->exec_checkpoint) &&
+           a->stateless == b->stateless && a->checkpoint_live == b->checkpoint_live &&
+           a->checkpoint_timeout_usec == b->checkpoint_timeout_usec &&
            same_probe(&a->ready, &b->ready) && same_probe(a->health_check, b->health_check) &&
            a->ready_timeout_usec == b->ready_timeout_usec &&
            a->probe_timeout_usec == b->probe_timeout_usec &&

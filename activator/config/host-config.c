@@ -34,6 +34,7 @@ void cfg_host_free(cfg_host *host)
     free(host->group);
     act_strv_free(host->exec_restore);
     act_strv_free(host->exec_replicate);
+    act_strv_free(host->exec_checkpoint);
     probe_spec_clear(&host->ready);
     if (host->health_check) {
         probe_spec_clear(host->health_check);
@@ -79,6 +80,10 @@ enum {
     KEY_MAX_STARTS,
     KEY_EXEC_RESTORE,
     KEY_EXEC_REPLICATE,
+    KEY_EXEC_CHECKPOINT,
+    KEY_STATE,
+    KEY_CHECKPOINT_LIVE,
+    KEY_CHECKPOINT_TIMEOUT,
     KEY_START_RATE_LIMIT,
     KEY_LISTEN_STREAM,
     KEY_BACKLOG,
@@ -137,6 +142,36 @@ static int apply_exec_restore(void *target, const char *value, act_error *err)
 static int apply_exec_replicate(void *target, const char *value, act_error *err)
 {
     return parse_host_command(value, &((cfg_host *)target)->exec_replicate, err);
+}
+
+static int apply_exec_checkpoint(void *target, const char *value, act_error *err)
+{
+    return parse_host_command(value, &((cfg_host *)target)->exec_checkpoint, err);
+}
+
+/* What a move carries: the state directory (dir), or nothing (none, a
+ * host whose state lives elsewhere, such as in a database). */
+static int apply_state(void *target, const char *value, act_error *err)
+{
+    cfg_host *h = target;
+    if (strcmp(value, "dir") == 0 || strcmp(value, "none") == 0) {
+        h->stateless = strcmp(value, "none") == 0;
+        return 0;
+    }
+    return act_error_set(err, EINVAL,
+                         "is not dir or none (dir: the state directory is checkpointed and "
+                         "restored; none: the host has no state to carry)");
+}
+
+static int apply_checkpoint_live(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_bool(value, &((cfg_host *)target)->checkpoint_live, err);
+}
+
+static int apply_checkpoint_timeout(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 3600 * CFG_USEC_PER_SEC,
+                                    &((cfg_host *)target)->checkpoint_timeout_usec, err);
 }
 
 static int apply_environment(void *target, const char *value, act_error *err)
@@ -434,6 +469,10 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_MAX_STARTS] = {"Host", "MaxStarts", apply_max_starts, false},
     [KEY_EXEC_RESTORE] = {"Host", "ExecRestore", apply_exec_restore, false},
     [KEY_EXEC_REPLICATE] = {"Host", "ExecReplicate", apply_exec_replicate, false},
+    [KEY_EXEC_CHECKPOINT] = {"Host", "ExecCheckpoint", apply_exec_checkpoint, false},
+    [KEY_STATE] = {"Host", "State", apply_state, false},
+    [KEY_CHECKPOINT_LIVE] = {"Host", "CheckpointLive", apply_checkpoint_live, false},
+    [KEY_CHECKPOINT_TIMEOUT] = {"Host", "CheckpointTimeoutSec", apply_checkpoint_timeout, false},
     [KEY_START_RATE_LIMIT] = {"Host", "StartRateLimit", apply_start_rate_limit, false},
     [KEY_LISTEN_STREAM] = {"Listen", "ListenStream", apply_listen_stream, true},
     [KEY_BACKLOG] = {"Listen", "Backlog", apply_backlog, false},
@@ -479,6 +518,20 @@ static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_
     }
     if (!h->health_check_failures)
         h->health_check_failures = 3;
+    if (h->checkpoint_live && !key_lines[KEY_EXEC_CHECKPOINT]) {
+        cfg_errors_add(errors, path, key_lines[KEY_CHECKPOINT_LIVE], "CheckpointLive",
+                       "set without ExecCheckpoint= (the built-in checkpoint parks the host "
+                       "first; set ExecCheckpoint= to a program that can snapshot a live host, "
+                       "or remove CheckpointLive=)");
+        problems++;
+    }
+    if (h->stateless && (key_lines[KEY_EXEC_CHECKPOINT] || key_lines[KEY_EXEC_RESTORE])) {
+        int key = key_lines[KEY_EXEC_CHECKPOINT] ? KEY_EXEC_CHECKPOINT : KEY_EXEC_RESTORE;
+        cfg_errors_add(errors, path, key_lines[key], host_keys[key].name,
+                       "set with State=none, which has no state to checkpoint or restore "
+                       "(remove it, or set State=dir)");
+        problems++;
+    }
     uint64_t high = h->limits.memory_high, max = h->limits.memory_max;
     if (high && max && high != CFG_LIMIT_INFINITY && max != CFG_LIMIT_INFINITY && high > max) {
         cfg_errors_add(errors, path, key_lines[KEY_MEMORY_HIGH], "MemoryHigh",
@@ -562,6 +615,7 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
             .ready_timeout_usec = 30 * CFG_USEC_PER_SEC,
             .probe_timeout_usec = 30 * CFG_USEC_PER_SEC,
             .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
+            .checkpoint_timeout_usec = 300 * CFG_USEC_PER_SEC,
             .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
             .max_starts = 5,
             .backlog = SOMAXCONN,

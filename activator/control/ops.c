@@ -80,6 +80,12 @@ static const ctrl_op_spec ops[CTRL_OP__COUNT] = {
     [CTRL_OP_RELOAD] = {"reload", 0, 0, CTRL_ROLE_OPERATOR,
                         "Apply the configuration files again without a restart, and show what "
                         "changed."},
+    [CTRL_OP_CHECKPOINT] = {"checkpoint", HOST, 0, CTRL_ROLE_OPERATOR,
+                            "Write a checkpoint of HOST's state and name it on its claim (the "
+                            "built-in one parks HOST first)."},
+    [CTRL_OP_CHECKPOINTS] = {"checkpoints", HOST, 0, CTRL_ROLE_VIEWER,
+                             "List HOST's checkpoints, newest first; * marks the one its claim "
+                             "names."},
 };
 
 const ctrl_op_spec *ctrl_op_spec_of(ctrl_op op)

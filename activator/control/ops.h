@@ -36,6 +36,8 @@ typedef enum ctrl_op {
     CTRL_OP_STATS,
     CTRL_OP_VERSION,
     CTRL_OP_RELOAD,
+    CTRL_OP_CHECKPOINT,
+    CTRL_OP_CHECKPOINTS,
     CTRL_OP__COUNT,
 } ctrl_op;
 

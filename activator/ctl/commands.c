@@ -336,6 +336,69 @@ static void render_releases(json_object *result, const ctl_options *options)
     ctl_table_free(&table);
 }
 
+/* "web1: checkpoint ID (12.0 MiB, sha256 0123456789ab..., generation 4) named on
+ * the claim at revision 17; it was parked first" */
+static void render_checkpoint(json_object *result, const ctl_options *options)
+{
+    const char *host = result ? get_str(result, "host") : NULL;
+    const char *id = result ? get_str(result, "checkpoint") : NULL;
+    if (!host || !id) {
+        render_object(result, options);
+        return;
+    }
+    const char *sha256 = get_str(result, "sha256");
+    char size[32] = "size not known";
+    if (get_u64(result, "size"))
+        ctl_format_size(get_u64(result, "size"), size, sizeof(size));
+    json_object *parked = NULL;
+    bool was_parked = json_object_object_get_ex(result, "parked", &parked) &&
+                      json_object_get_boolean(parked);
+    printf("%s: checkpoint %s (%s, sha256 %.12s..., generation %" PRIu64
+           ") named on the claim at revision %" PRIu64 "%s\n",
+           host, id, size, sha256 ? sha256 : "?", get_u64(result, "generation"),
+           get_u64(result, "revision"),
+           was_parked ? "; the host was parked first and wakes on its next connection" : "");
+}
+
+static void render_checkpoints(json_object *result, const ctl_options *options)
+{
+    json_object *list = NULL;
+    if (!result || !json_object_object_get_ex(result, "checkpoints", &list) ||
+        !json_object_is_type(list, json_type_array)) {
+        render_object(result, options);
+        return;
+    }
+    const char *named = get_str(result, "named");
+    ctl_table table;
+    ctl_table_init(&table, (const char *const[]){"CHECKPOINT", "NAMED", "SHA256", "SIZE",
+                                                 "GENERATION", "BOX", "WRITTEN", NULL});
+    uint64_t now = act_wallclock_usec();
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+        json_object *entry = json_object_array_get_idx(list, i);
+        const char *id = get_str(entry, "checkpoint"), *sha256 = get_str(entry, "sha256");
+        const char *box = get_str(entry, "box");
+        char size[32] = "-", written[40] = "-", short_sha[16] = "-", generation[24] = "-";
+        uint64_t v;
+        if ((v = get_u64(entry, "size")))
+            ctl_format_size(v, size, sizeof(size));
+        if ((v = get_u64(entry, "stamp_usec")) && v <= now) {
+            ctl_format_duration(now - v, written, sizeof(written) - 4);
+            strcat(written, " ago");
+        }
+        if ((v = get_u64(entry, "generation")))
+            snprintf(generation, sizeof(generation), "%" PRIu64, v);
+        if (sha256 && sha256[0])
+            snprintf(short_sha, sizeof(short_sha), "%.12s", sha256);
+        bool is_named = named && id && strcmp(named, id) == 0;
+        const char *cells[] = {id,         is_named ? "*" : "", short_sha, size,
+                               generation, box && box[0] ? box : "-", written};
+        const char *colors[7] = {is_named ? CTL_COLOR_GREEN : NULL, CTL_COLOR_GREEN};
+        ctl_table_add(&table, cells, colors);
+    }
+    ctl_table_print(&table, options->color);
+    ctl_table_free(&table);
+}
+
 /* "1m05s ago" from a wall-clock stamp; "-" when unknown or ahead. */
 static void format_ago(uint64_t stamp_usec, uint64_t now, char *buf, size_t size)
 {
@@ -961,6 +1024,19 @@ const ctl_command ctl_commands[] = {
              "  as FILE:LINE: KEY: what is wrong, and the exit status is 1.\n",
      .render = render_reload,
      .timeout_sec = RELOAD_TIMEOUT_SEC},
+    {.name = "checkpoint",
+     .op = CTRL_OP_CHECKPOINT,
+     .help = "  With the built-in transport (Checkpoints= in activatord.conf) the host is\n"
+             "  parked first, and wakes are refused until the checkpoint is written; an\n"
+             "  ExecCheckpoint= with CheckpointLive=yes keeps it serving. The checkpoint is\n"
+             "  named on the claim only while the claim says this box runs the host.\n",
+     .render = render_checkpoint,
+     .timeout_sec = WAIT_TIMEOUT_SEC},
+    {.name = "checkpoints",
+     .op = CTRL_OP_CHECKPOINTS,
+     .help = "  Lists the archives in Checkpoints=, newest first; * marks the one the\n"
+             "  claim names, which a wake on a box without it restores.\n",
+     .render = render_checkpoints},
     {.name = "help",
      .op = -1,
      .usage = "[COMMAND]",

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "activator/daemon/checkpoint_request.h"
 #include "activator/daemon/claim_watch.h"
 #include "activator/daemon/fleet_requests.h"
 #include "activator/daemon/host_status.h"
@@ -259,6 +260,18 @@ void ad_dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
     case CTRL_OP_RELOAD:
         ad_reload(daemon, reply);
         return;
+    case CTRL_OP_CHECKPOINT: {
+        ad_host *host = find_host(daemon, request, reply);
+        if (host)
+            ad_checkpoint_request_start(host, reply);
+        return;
+    }
+    case CTRL_OP_CHECKPOINTS: {
+        ad_host *host = find_host(daemon, request, reply);
+        if (host)
+            ad_checkpoints_list(host, reply);
+        return;
+    }
     case CTRL_OP__COUNT:
         break;
     }

@@ -59,6 +59,7 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
     gen->announced = strcmp(kind, "g") == 0;
     gen->process.pidfd = -1;
     gen->helper.pidfd = -1;
+    gen->helper_stdout_fd = -1;
     int r = cg_leaf_create(ad_host_daemon(host)->cgroups, config->name, leaf_name, &limits,
                            &gen->leaf, err);
     if (r < 0) {
@@ -235,7 +236,8 @@ static int spawn(ad_generation *gen, int exec_fd, bool is_helper, const char *co
     spec.envp = (const char *const *)envp;
     /* The generation's output goes where ours goes: the journal under
      * systemd, so its lines carry the unit's context. */
-    spec.stdout_fd = STDERR_FILENO;
+    spec.stdout_fd = is_helper && gen->helper_stdout_fd >= 0 ? gen->helper_stdout_fd
+                                                             : STDERR_FILENO;
     spec.stderr_fd = STDERR_FILENO;
     if (!is_helper) {
         spec.listen_fds = ad_host_listen_fds(host);
@@ -650,6 +652,7 @@ int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generati
         .build = record->build,
         .process = {.pid = record->pid, .pidfd = main_pidfd},
         .helper = {.pidfd = -1},
+        .helper_stdout_fd = -1,
         .on_exit = on_exit,
         .on_exit_userdata = host,
         .adopted = true,

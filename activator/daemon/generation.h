@@ -41,6 +41,8 @@ struct ad_generation {
     cg_leaf *leaf;
     cg_process process;              /* pid 0 / pidfd -1 before the exec */
     cg_process helper;               /* ExecReplicate= in the same leaf; pidfd -1 when none */
+    int helper_stdout_fd;            /* a helper's stdout when it answers there
+                                        (ExecCheckpoint=); -1: the journal, as for all */
     /* An exit of the main process while the generation is not being
      * retired goes here; none is noted only. */
     ad_generation_exit_fn on_exit;

@@ -41,6 +41,8 @@ struct ad_host {
     ad_generation *replaced;
     ad_wake_state *wake_state;        /* wake_ops.c */
     ad_swap *swap;                    /* swap.c */
+    ad_checkpoint *checkpoint;        /* checkpoint.c */
+    ad_checkpoint_request *checkpoint_request; /* checkpoint_request.c */
     ad_claim_report *claim_report;    /* claim_report.c */
     sd_event_source *idle_timer;      /* idle.c */
     uint64_t last_active_usec;
@@ -395,6 +397,14 @@ bool ad_host_credentials(const ad_host *host, uid_t *uid, gid_t *gid)
     return host->settings->have_credentials;
 }
 
+void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid)
+{
+    if (!ad_host_credentials(host, uid, gid)) {
+        *uid = 0;
+        *gid = 0;
+    }
+}
+
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host)
 {
     return uses_plain_default_filter(host->settings->config) ? host->daemon->default_seccomp
@@ -510,6 +520,26 @@ ad_swap *ad_host_swap(const ad_host *host)
 void ad_host_set_swap(ad_host *host, ad_swap *swap)
 {
     host->swap = swap;
+}
+
+ad_checkpoint *ad_host_checkpoint(const ad_host *host)
+{
+    return host->checkpoint;
+}
+
+void ad_host_set_checkpoint(ad_host *host, ad_checkpoint *checkpoint)
+{
+    host->checkpoint = checkpoint;
+}
+
+ad_checkpoint_request *ad_host_checkpoint_request(const ad_host *host)
+{
+    return host->checkpoint_request;
+}
+
+void ad_host_set_checkpoint_request(ad_host *host, ad_checkpoint_request *request)
+{
+    host->checkpoint_request = request;
 }
 
 ad_claim_report *ad_host_claim_report(const ad_host *host)

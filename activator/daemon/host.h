@@ -14,6 +14,8 @@
 typedef struct ad_generation ad_generation;
 typedef struct ad_wake_state ad_wake_state;
 typedef struct ad_swap ad_swap;
+typedef struct ad_checkpoint ad_checkpoint;
+typedef struct ad_checkpoint_request ad_checkpoint_request;
 typedef struct ad_claim_report ad_claim_report;
 typedef struct ad_move ad_move;
 typedef struct ad_host_settings ad_host_settings;
@@ -103,6 +105,10 @@ int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act
 
 /* User= and Group= as looked up on this box: false without User=. */
 bool ad_host_credentials(const ad_host *host, uid_t *uid, gid_t *gid);
+/* The uid and gid the host's programs run as on this box, which own its
+ * state directory: User= and Group= as looked up, else the daemon's own
+ * (0:0). */
+void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid);
 /* The compiled SystemCallFilter= (shared for the plain default). */
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host);
 
@@ -143,6 +149,13 @@ void ad_host_set_wake_state(ad_host *host, ad_wake_state *state);
 /* The swap in flight (swap.c); NULL when none. */
 ad_swap *ad_host_swap(const ad_host *host);
 void ad_host_set_swap(ad_host *host, ad_swap *swap);
+/* The checkpoint in flight (checkpoint.c); NULL when none. */
+ad_checkpoint *ad_host_checkpoint(const ad_host *host);
+void ad_host_set_checkpoint(ad_host *host, ad_checkpoint *checkpoint);
+/* An operator's checkpoint in flight, from the request to the claim's
+ * write (checkpoint_request.c); NULL when none. */
+ad_checkpoint_request *ad_host_checkpoint_request(const ad_host *host);
+void ad_host_set_checkpoint_request(ad_host *host, ad_checkpoint_request *request);
 /* What the claim should say of the host and the write-back of it in flight
  * (claim_report.c); NULL while there is nothing to say. */
 ad_claim_report *ad_host_claim_report(const ad_host *host);

@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "activator/daemon/announce.h"
+#include "activator/daemon/checkpoint_request.h"
 #include "activator/daemon/claim_release.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/generation.h"
@@ -186,6 +187,8 @@ static void settle(ad_host *host, const pl_wake_event *event)
     if (!daemon->stopping && !ad_host_removed(host))
         watch_demand(host, true);
     ad_swap_host_parked(host);
+    /* An operator's checkpoint waits for the park it asked for. */
+    ad_checkpoint_request_host_parked(host);
     /* Parked because the claim named another box: now that nothing runs,
      * the handover to that box may go on. */
     if (!ad_host_claim_ours(host))

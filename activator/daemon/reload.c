@@ -186,6 +186,10 @@ static const struct {
     {"CgroupRoot", offsetof(cfg_daemon, cgroup_root)},
     {"Control", offsetof(cfg_daemon, control)},
     {"Events", offsetof(cfg_daemon, events)},
+    /* Claims name checkpoints by id in this directory: another directory
+     * would leave every named one unreachable while a move may be reading
+     * it. */
+    {"Checkpoints", offsetof(cfg_daemon, checkpoints)},
     /* The control and events sockets are open with these: their peers'
      * checks and the TLS listener are set up with the sockets. */
     {"ControlGroup", offsetof(cfg_daemon, control_group)},
@@ -272,6 +276,7 @@ static void check_daemon(ad_daemon *daemon, reload_job *job, plan *p)
         {"StartBudgetWaitSec", now->start_budget_wait_usec != next->start_budget_wait_usec},
         {"ClaimUnclaimed", now->claim_unclaimed != next->claim_unclaimed},
         {"MetricsListen", !same_string(now->metrics_listen, next->metrics_listen)},
+        {"CheckpointsKeep", now->checkpoints_keep != next->checkpoints_keep},
     };
     static_assert(ARRAY_SIZE(in_place) <= ARRAY_SIZE(p->daemon_keys), "room for every key");
     for (size_t i = 0; i < ARRAY_SIZE(in_place); i++)
@@ -551,6 +556,7 @@ static void apply_daemon(ad_daemon *daemon, reload_job *job, plan *p)
     config->failure_reset_usec = next->failure_reset_usec;
     config->start_budget_wait_usec = next->start_budget_wait_usec;
     config->claim_unclaimed = next->claim_unclaimed;
+    config->checkpoints_keep = next->checkpoints_keep;
     memcpy(config->key_lines, next->key_lines, sizeof(config->key_lines));
     act_error err = {0};
     if (pl_start_cap_set_limit(&daemon->start_cap, next->max_concurrent_starts, &err) < 0)

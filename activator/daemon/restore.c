@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/checkpoint.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 
@@ -18,11 +19,23 @@ struct ad_restore {
     ad_host *host;
     pl_wake *wake;      /* NULL once abandoned */
     ad_restore **slot;  /* the owner's pointer to this restore */
-    ad_generation *gen; /* the restore-<N> leaf and its process */
+    ad_generation *gen; /* ExecRestore=: the restore-<N> leaf and its process */
     sd_event_source *timer;
     char checkpoint[160];
     pl_reason reason; /* the outcome, once the program ended */
     char message[1200];
+
+    /* The built-in transport: what its worker reads and what it says. */
+    bool builtin;
+    int state_dirfd;
+    char *dir;
+    char *state_dir;
+    char name[ACT_NAME_MAX + 1];
+    char sha256[CKPT_DIGEST_SIZE];
+    uid_t uid;
+    gid_t gid;
+    int result;
+    act_error err;
 };
 
 static const char *name_of(const ad_restore *restore)
@@ -36,6 +49,8 @@ static void restore_free(ad_restore *restore)
         *restore->slot = NULL;
     sd_event_source_disable_unref(restore->timer);
     ad_generation_free(restore->gen);
+    free(restore->dir);
+    free(restore->state_dir);
     free(restore);
 }
 
@@ -117,13 +132,82 @@ static int local_checkpoint(ad_host *host, char *out, size_t size, act_error *er
     return rec_read_checkpoint(dirfd, ad_host_name(host), out, size, err);
 }
 
-void ad_restore_start(ad_host *host, pl_wake *wake, const char *checkpoint, uint64_t generation,
+/* ---- the built-in transport (Checkpoints=), on a worker ----------------- */
+
+static void run_builtin(void *data)
+{
+    ad_restore *restore = data;
+    restore->result = ckpt_restore(restore->dir, restore->name, restore->checkpoint,
+                                   restore->sha256, restore->state_dir, restore->uid, restore->gid,
+                                   &restore->err);
+    if (restore->result < 0)
+        return;
+    _cleanup_close_ int host_dirfd =
+        rec_open_host(restore->state_dirfd, restore->name, &restore->err);
+    if (host_dirfd < 0) {
+        restore->result = host_dirfd;
+        return;
+    }
+    restore->result = rec_write_checkpoint(host_dirfd, restore->checkpoint, &restore->err);
+    if (restore->result < 0)
+        act_error_prefix(&restore->err, "restored checkpoint %s, but", restore->checkpoint);
+}
+
+static void complete_builtin(void *data)
+{
+    ad_restore *restore = data;
+    pl_wake *wake = restore->wake;
+    if (restore->slot && *restore->slot == restore)
+        *restore->slot = NULL;
+    if (!wake) {
+        /* Abandoned: the work ran to its end regardless (the state is the
+         * old tree or the new one, never a mix). */
+    } else if (restore->result < 0) {
+        pl_wake_complete(wake, PL_REASON_RESTORE_FAILED, "host %s: %s", restore->name,
+                         restore->err.message);
+    } else {
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = restore->name},
+                       "host %s: state restored to checkpoint %s", restore->name,
+                       restore->checkpoint);
+        pl_wake_ok(wake);
+    }
+    restore_free(restore);
+}
+
+static void start_builtin(ad_restore *restore, const claim_state *state)
+{
+    ad_host *host = restore->host;
+    ad_daemon *daemon = ad_host_daemon(host);
+    act_error err = {0};
+    restore->builtin = true;
+    restore->state_dirfd = daemon->state_dirfd;
+    snprintf(restore->name, sizeof(restore->name), "%s", ad_host_name(host));
+    snprintf(restore->sha256, sizeof(restore->sha256), "%s", state->sha256);
+    ad_host_run_as(host, &restore->uid, &restore->gid);
+    if (ckpt_parse_url(daemon->config.checkpoints, &restore->dir, &err) < 0 ||
+        ad_host_state_directory(host, &err) < 0 ||
+        (asprintf(&restore->state_dir, "%s/hosts/%s/state", daemon->config.state_directory,
+                  restore->name) < 0 &&
+         act_error_set(&err, ENOMEM, "out of memory") < 0) ||
+        act_offload_submit(daemon->offload, act_offload_lane(restore->name), run_builtin,
+                           complete_builtin, restore, &err) < 0) {
+        pl_wake_complete(restore->wake, PL_REASON_RESTORE_FAILED, "host %s: cannot restore: %s",
+                         restore->name, err.message);
+        restore_free(restore);
+        return;
+    }
+    *restore->slot = restore;
+}
+
+void ad_restore_start(ad_host *host, pl_wake *wake, const claim_state *state, uint64_t generation,
                       ad_restore **slot)
 {
-    assert(host && wake && checkpoint && slot);
+    assert(host && wake && state && slot);
     const cfg_host *config = ad_host_config(host);
     const char *name = ad_host_name(host);
-    if (!config->exec_restore || !checkpoint[0]) {
+    const char *checkpoint = state->checkpoint;
+    bool builtin = !config->exec_restore && ad_host_daemon(host)->config.checkpoints;
+    if (config->stateless || (!config->exec_restore && !builtin) || !checkpoint[0]) {
         pl_wake_ok(wake);
         return;
     }
@@ -145,6 +229,13 @@ void ad_restore_start(ad_host *host, pl_wake *wake, const char *checkpoint, uint
     }
     *restore = (ad_restore){.host = host, .wake = wake, .slot = slot};
     snprintf(restore->checkpoint, sizeof(restore->checkpoint), "%s", checkpoint);
+    if (builtin) {
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name},
+                       "host %s: restoring state to checkpoint %s (local: %s)", name, checkpoint,
+                       local[0] ? local : "none");
+        start_builtin(restore, state);
+        return;
+    }
     if (ad_host_state_directory(host, &err) < 0 ||
         ad_generation_new(host, "restore", generation, &restore->gen, &err) < 0) {
         pl_wake_complete(wake, PL_REASON_RESTORE_FAILED, "host %s: %s", name, err.message);
@@ -175,6 +266,14 @@ void ad_restore_abandon(ad_restore *restore)
     if (!restore)
         return;
     restore->wake = NULL;
+    if (restore->builtin) {
+        /* The worker cannot be stopped halfway through an exchange; it
+         * finishes and complete_builtin frees it. */
+        if (restore->slot && *restore->slot == restore)
+            *restore->slot = NULL;
+        restore->slot = NULL;
+        return;
+    }
     finish(restore, PL_REASON_CANCELLED, NULL);
 }
 

@@ -239,6 +239,16 @@ static void op_read(pl_wake *wake, void *userdata)
     pl_wake_set_data(wake, w, ad_wake_state_free);
     if (refused_for_the_store(wake, host))
         return;
+    /* The archive must be of a state nothing writes: a wake waits until
+     * the checkpoint is written (unless ExecCheckpoint= snapshots live). */
+    if ((ad_host_checkpoint(host) || ad_host_checkpoint_request(host)) &&
+        !config_of(host)->checkpoint_live) {
+        pl_wake_complete(wake, PL_REASON_CHECKPOINTING,
+                         "host %s: a checkpoint of its state is being written; wake it again "
+                         "once it is (activatorctl checkpoints %s lists them)",
+                         name_of(host), name_of(host));
+        return;
+    }
     state_of(host)->waiting_wake = wake;
     /* The write-back of the last wake or park goes first: the admission
      * this read leads to must not meet it in the store. */
@@ -303,7 +313,7 @@ static void op_restore(pl_wake *wake, void *userdata)
 {
     ad_host *host = host_of(userdata);
     ad_wake_state *w = state_of(host);
-    ad_restore_start(host, wake, w->admitted.state.checkpoint,
+    ad_restore_start(host, wake, &w->admitted.state,
                      claim_admitted_generation(&w->admitted), &w->restore);
 }
 

@@ -100,6 +100,7 @@ static const reason_policy reason_table[] = {
     [PL_REASON_CANCELLED] = {"cancelled", false, false, false},
     [PL_REASON_STORE_UNAVAILABLE] = {"store_unavailable", true, false, false},
     [PL_REASON_RELEASE_PENDING] = {"release_pending", true, false, false},
+    [PL_REASON_CHECKPOINTING] = {"checkpointing", true, false, false},
 };
 /* pl_reason_from_string walks the whole table: every reason needs its row. */
 static_assert(ARRAY_SIZE(reason_table) == _PL_REASON_MAX, "a reason without a policy row");

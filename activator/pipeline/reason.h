@@ -16,7 +16,7 @@ typedef enum pl_reason {
     PL_REASON_PIN_MISMATCH,     /* the build to run is not the pinned one */
     PL_REASON_HELD_MISMATCH,    /* the build to run is not the held one */
     PL_REASON_DIGEST_MISMATCH,  /* the staged bytes do not hash to the manifest */
-    PL_REASON_RESTORE_FAILED,   /* ExecRestore= failed or timed out */
+    PL_REASON_RESTORE_FAILED,   /* the restore (built-in or ExecRestore=) failed or timed out */
     PL_REASON_EXEC_FAILED,      /* the generation could not be exec'd */
     PL_REASON_READY_TIMEOUT,    /* no readiness within ReadyTimeoutSec */
     PL_REASON_PUBLISH_LOST,     /* the admission was lost before or during publication */
@@ -32,6 +32,7 @@ typedef enum pl_reason {
     PL_REASON_CANCELLED,        /* a park request or shutdown ended the wake */
     PL_REASON_STORE_UNAVAILABLE, /* the claim store is unreachable: no admission until it answers */
     PL_REASON_RELEASE_PENDING,   /* assigned here, but the box that held it has not released it */
+    PL_REASON_CHECKPOINTING,     /* a checkpoint of the parked host's state is being written */
     _PL_REASON_MAX,
 } pl_reason;
 

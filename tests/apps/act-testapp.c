@@ -26,10 +26,9 @@
  *   --health-fail-after N        closes that socket after N checks, so the
  *                                next ones are refused
  *
- * State, for the tests of moves:
- *   --counter   keeps a counter in $STATE_DIRECTORY/counter: read at start,
- *               one more for every request, written (temp + rename) before
- *               the answer, which ends with " counter=N" */
+ * With --counter it keeps state: each request adds one to the number in
+ * $STATE_DIRECTORY/counter (written temp + rename) and the answer ends in
+ * counter=N, so a test sees the state survive a checkpoint and restore. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -75,40 +74,8 @@ typedef struct options {
     long stopping_after_ms;         /* -1: never */
     const char *health_listen;
     long health_fail_after; /* -1: never */
-    bool counter;
+    bool counter;           /* --counter: count requests in $STATE_DIRECTORY/counter */
 } options;
-
-/* --counter: the count so far, and the directory it is kept in. */
-static unsigned long long counter_value;
-static const char *counter_dir;
-
-static void counter_load(void)
-{
-    counter_dir = getenv("STATE_DIRECTORY");
-    if (!counter_dir) {
-        fprintf(stderr, "act-testapp: --counter needs STATE_DIRECTORY\n");
-        exit(2);
-    }
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/counter", counter_dir);
-    FILE *f = fopen(path, "re");
-    if (f) {
-        if (fscanf(f, "%llu", &counter_value) != 1)
-            counter_value = 0;
-        fclose(f);
-    }
-}
-
-static void counter_bump(void)
-{
-    counter_value++;
-    char path[4096], temp[4200];
-    snprintf(path, sizeof(path), "%s/counter", counter_dir);
-    snprintf(temp, sizeof(temp), "%s/.counter.tmp", counter_dir);
-    FILE *f = fopen(temp, "we");
-    if (!f || fprintf(f, "%llu\n", counter_value) < 0 || fclose(f) != 0 || rename(temp, path) < 0)
-        fprintf(stderr, "act-testapp: cannot write %s: %s\n", path, strerror(errno));
-}
 
 static uint64_t now_ms(void)
 {
@@ -173,15 +140,40 @@ static bool request_complete(const conn *c)
            c->got == REQUEST_MAX;
 }
 
+/* The next value of $STATE_DIRECTORY/counter, written back; -1 on error. */
+static long next_count(void)
+{
+    const char *dir = getenv("STATE_DIRECTORY");
+    if (!dir)
+        return -1;
+    char path[4096], temp[4200];
+    snprintf(path, sizeof(path), "%s/counter", dir);
+    snprintf(temp, sizeof(temp), "%s.tmp", path);
+    long count = 0;
+    FILE *f = fopen(path, "re");
+    if (f) {
+        if (fscanf(f, "%ld", &count) != 1)
+            count = 0;
+        fclose(f);
+    }
+    count++;
+    f = fopen(temp, "we");
+    if (!f)
+        return -1;
+    fprintf(f, "%ld\n", count);
+    if (fclose(f) != 0 || rename(temp, path) < 0)
+        return -1;
+    return count;
+}
+
 static void prepare_response(conn *c, const options *opt, const char *generation)
 {
-    char body[256], count[48] = "";
-    if (opt->counter) {
-        counter_bump();
-        snprintf(count, sizeof(count), " counter=%llu", counter_value);
-    }
+    char body[256];
+    char counter[32] = "";
+    if (opt->counter)
+        snprintf(counter, sizeof(counter), " counter=%ld", next_count());
     int body_len = snprintf(body, sizeof(body), "demo version=%s generation=%s pid=%d%s\n",
-                            opt->version, generation, (int)getpid(), count);
+                            opt->version, generation, (int)getpid(), counter);
     int len = asprintf(&c->response,
                        "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
                        "Connection: close\r\n\r\n%s",
@@ -301,8 +293,6 @@ int main(int argc, char **argv)
         opt.version = getenv("ACTIVATOR_VERSION") ? getenv("ACTIVATOR_VERSION") : "unknown";
     const char *generation =
         getenv("ACTIVATOR_GENERATION") ? getenv("ACTIVATOR_GENERATION") : "none";
-    if (opt.counter)
-        counter_load();
 
     if (n_listen == 0) {
         int n = sd_listen_fds(1);

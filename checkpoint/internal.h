@@ -1,0 +1,32 @@
+/* Shared by the files of checkpoint/; not for other layers. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "checkpoint/checkpoint.h"
+
+#define CKPT_ARCHIVE_SUFFIX ".tar.zst"
+#define CKPT_SIDECAR_SUFFIX ".json"
+/* Large blocks: an archive is read and written front to back once. */
+#define CKPT_BLOCK_SIZE (1024 * 1024)
+
+/* Checks host and opens <dir>/<host> (created, mode 0700, when create). */
+int ckpt_open_host_dir(const char *dir, const char *host, bool create, act_error *err);
+
+/* A fresh id: the UTC time to the microsecond, then 8 random hex digits, so
+ * ids sort by age and two boxes writing at once never collide. */
+int ckpt_mint_id(uint64_t stamp_usec, char out[CKPT_ID_SIZE], act_error *err);
+
+/* The sidecar <id>.json in host_dirfd, written temp + fsync + rename; the
+ * caller fsyncs the directory. */
+int ckpt_write_sidecar(int host_dirfd, const ckpt_info *info, act_error *err);
+/* Fills what the sidecar of id says; -ENOENT when it has none. */
+int ckpt_read_sidecar(int host_dirfd, const char *id, ckpt_info *info, act_error *err);
+
+/* Removes name in dirfd and, for a directory, everything below it, never
+ * following a symlink. Absent is fine. */
+int ckpt_remove_tree(int dirfd, const char *name);
+
+/* SHA-256 of the whole file fd as hex, and its size. */
+int ckpt_digest_fd(int fd, char out[CKPT_DIGEST_SIZE], uint64_t *size, act_error *err);

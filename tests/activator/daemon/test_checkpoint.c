@@ -1,0 +1,336 @@
+/* Checkpoints under the real daemon, with act-testapp --counter keeping a
+ * count of its requests in its state directory:
+ *   - `activatorctl checkpoint` parks the host, writes an archive into
+ *     Checkpoints= and names it on the claim; `activatorctl checkpoints`
+ *     lists it as the named one;
+ *   - with the state directory wiped and the local record gone (a box that
+ *     never had it), the next wake restores the claim's checkpoint and the
+ *     counter goes on from where it was;
+ *   - a tampered archive: the wake fails with restore_failed, and the state
+ *     directory is as it was;
+ *   - bad input changes nothing and says why: an unknown host, a viewer
+ *     asking for a checkpoint, a box without Checkpoints=, a State=none
+ *     host, a bad Checkpoints= URL or State= value, Checkpoints= changed by
+ *     a reload. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/fileio.h"
+#include "harness.h"
+
+#ifndef DH_ACTIVATORCTL
+#error "DH_ACTIVATORCTL must name the activatorctl executable"
+#endif
+#ifndef DH_ACTIVATORD
+#error "DH_ACTIVATORD must name the activatord executable"
+#endif
+
+/* The checkpoint directory the fleet would share: outside the daemon's
+ * temp dir, as it would be on a box. */
+typedef struct shared_dir {
+    char path[64];
+} shared_dir;
+
+static void shared_dir_make(dh_daemon *d, shared_dir *shared)
+{
+    snprintf(shared->path, sizeof(shared->path), "/tmp/act-checkpoints-XXXXXX");
+    DH_CHECK(d, mkdtemp(shared->path), "mkdtemp: %s", strerror(errno));
+}
+
+static void shared_dir_remove(shared_dir *shared)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", shared->path);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", shared->path);
+}
+
+static int ctl(dh_daemon *d, char *out, size_t size, const char *a, const char *b)
+{
+    char *const argv[] = {(char *)DH_ACTIVATORCTL, (char *)"--connect", d->drv.control_url,
+                          (char *)"--no-color", (char *)a, (char *)b, NULL};
+    return dh_run(argv, out, size);
+}
+
+/* The counter=N of one GET; -1 when there is none. */
+static long get_counter(dh_daemon *d, int port)
+{
+    char body[512];
+    DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0, "the host does not answer");
+    const char *at = strstr(body, "counter=");
+    return at ? strtol(at + strlen("counter="), NULL, 10) : -1;
+}
+
+static void state_path(dh_daemon *d, const char *rel, char *out, size_t size)
+{
+    snprintf(out, size, "%s/hosts/demo/state%s%s", d->drv.state_dir, rel[0] ? "/" : "", rel);
+}
+
+/* The state directory emptied and the host's record of what it restored
+ * removed: what a box that never ran the host has. */
+static void forget_state(dh_daemon *d, const char *counter_value)
+{
+    char cmd[PATH_MAX * 2], path[PATH_MAX];
+    state_path(d, "", path, sizeof(path));
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/* %s/hosts/demo/checkpoint.json", path,
+             d->drv.state_dir);
+    DH_CHECK(d, system(cmd) == 0, "%s failed", cmd);
+    if (counter_value) {
+        state_path(d, "counter", path, sizeof(path));
+        FILE *f = fopen(path, "we");
+        DH_CHECK(d, f, "cannot write %s", path);
+        fprintf(f, "%s\n", counter_value);
+        fclose(f);
+    }
+}
+
+static char *read_counter_file(dh_daemon *d)
+{
+    char path[PATH_MAX];
+    state_path(d, "counter", path, sizeof(path));
+    return dh_read_text(path);
+}
+
+/* `activatorctl checkpoint demo`, expected to succeed; the claim's state. */
+static claim_state checkpoint_now(dh_daemon *d)
+{
+    char out[4096];
+    int status = ctl(d, out, sizeof(out), "checkpoint", "demo");
+    DH_CHECK(d, status == 0 && strstr(out, "named on the claim") && strstr(out, "parked first"),
+             "activatorctl checkpoint demo exited %d:\n%s", status, out);
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "demo has no claim");
+    DH_CHECK(d, c.state.checkpoint[0] && strlen(c.state.sha256) == 64 && c.state.size > 0 &&
+                    strcmp(c.state.box, DH_BOX) == 0 && c.state.stamp_usec > 0,
+             "the claim's state does not name the checkpoint: \"%s\" sha256 \"%s\" size %" PRIu64
+             " box \"%s\"",
+             c.state.checkpoint, c.state.sha256, c.state.size, c.state.box);
+    DH_CHECK(d, strstr(out, c.state.checkpoint), "the output does not name %s:\n%s",
+             c.state.checkpoint, out);
+    return c.state;
+}
+
+static int start_demo(dh_daemon *d, shared_dir *shared)
+{
+    shared_dir_make(d, shared);
+    char conf[256];
+    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\n", shared->path);
+    dh_setup(d, DH_STORE_DIR, conf);
+    int port = dh_add_app_host(d, "demo", "--counter", NULL);
+    dh_start(d, NULL);
+    return port;
+}
+
+static void test_checkpoint_then_restore_continues_the_counter(void **state)
+{
+    dh_daemon *d = *state;
+    shared_dir shared;
+    int port = start_demo(d, &shared);
+    dh_wake(d, "demo");
+    for (long i = 1; i <= 3; i++)
+        DH_CHECK(d, get_counter(d, port) == i, "the counter does not count");
+
+    claim_state written = checkpoint_now(d);
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 5000), "demo is not parked after checkpoint");
+    char archive[PATH_MAX];
+    snprintf(archive, sizeof(archive), "%s/demo/%s.tar.zst", shared.path, written.checkpoint);
+    DH_CHECK(d, access(archive, F_OK) == 0, "%s is missing", archive);
+
+    char out[4096];
+    int status = ctl(d, out, sizeof(out), "checkpoints", "demo");
+    DH_CHECK(d, status == 0 && strstr(out, written.checkpoint) && strstr(out, "*"),
+             "activatorctl checkpoints demo exited %d without the named one:\n%s", status, out);
+
+    /* Its own record names it: a wake here restores nothing, and counts on. */
+    DH_CHECK(d, get_counter(d, port) == 4, "the counter did not go on after the checkpoint");
+    dh_park(d, "demo");
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 5000), "demo did not park");
+
+    /* A box without it: restored on the next wake, the count where it was
+     * at the checkpoint. */
+    forget_state(d, "1000");
+    dh_events_mark(d);
+    DH_CHECK(d, get_counter(d, port) == 4, "the restored counter did not continue from 3");
+    DH_CHECK(d, dh_log_wait(d, "state restored to checkpoint", 5000),
+             "the daemon did not say it restored");
+    dh_stop_and_check_clean(d);
+    shared_dir_remove(&shared);
+}
+
+static void test_tampered_checkpoint_fails_the_wake_and_changes_nothing(void **state)
+{
+    dh_daemon *d = *state;
+    shared_dir shared;
+    int port = start_demo(d, &shared);
+    dh_wake(d, "demo");
+    DH_CHECK(d, get_counter(d, port) == 1, "the counter does not count");
+    claim_state written = checkpoint_now(d);
+
+    char archive[PATH_MAX];
+    snprintf(archive, sizeof(archive), "%s/demo/%s.tar.zst", shared.path, written.checkpoint);
+    int fd = open(archive, O_WRONLY | O_CLOEXEC);
+    DH_CHECK(d, fd >= 0, "cannot open %s: %s", archive, strerror(errno));
+    DH_CHECK(d, pwrite(fd, "X", 1, 16) == 1, "cannot tamper with %s", archive);
+    close(fd);
+    forget_state(d, "50");
+
+    json_object *reply = dh_wake_reply(d, "demo", 30000);
+    const char *code = dh_reply_code(reply);
+    char text[2048];
+    snprintf(text, sizeof(text), "%s", json_object_to_json_string(reply));
+    DH_CHECK(d, strcmp(code, "restore_failed") == 0 && strstr(text, "changed or damaged") &&
+                    strstr(text, written.checkpoint),
+             "the wake of a tampered checkpoint: %s", text);
+    json_object_put(reply);
+    _cleanup_free_ char *counter = read_counter_file(d);
+    DH_CHECK(d, counter && strcmp(counter, "50\n") == 0,
+             "the state directory changed after a refused restore: counter is %s",
+             counter ? counter : "(missing)");
+
+    /* A missing archive is as clear. */
+    DH_CHECK(d, unlink(archive) == 0, "cannot remove %s", archive);
+    reply = dh_wake_reply(d, "demo", 30000);
+    snprintf(text, sizeof(text), "%s", json_object_to_json_string(reply));
+    DH_CHECK(d, strcmp(dh_reply_code(reply), "restore_failed") == 0 && strstr(text, "missing"),
+             "the wake of a missing checkpoint: %s", text);
+    json_object_put(reply);
+    dh_stop_and_check_clean(d);
+    shared_dir_remove(&shared);
+}
+
+static int check_config(const char *path, char *out, size_t size)
+{
+    char *const argv[] = {(char *)DH_ACTIVATORD, (char *)"--check-config", (char *)"--config",
+                          (char *)path, NULL};
+    return dh_run(argv, out, size);
+}
+
+#define VIEWER_GID 60001
+static const gid_t viewer_groups[] = {65534, VIEWER_GID};
+
+static void test_bad_input_changes_nothing(void **state)
+{
+    dh_daemon *d = *state;
+    shared_dir shared;
+    shared_dir_make(d, &shared);
+    char conf[256];
+    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\nViewerGroup=%d\n", shared.path,
+             VIEWER_GID);
+    dh_setup(d, DH_STORE_DIR, conf);
+    dh_add_app_host(d, "demo", "--counter", NULL);
+    dh_add_app_host(d, "plain", NULL, "State=none\n");
+    dh_start(d, NULL);
+    dh_wake(d, "demo");
+    claim before;
+    DH_CHECK(d, dh_claim_get(d, "demo", &before), "demo has no claim");
+    char out[4096];
+
+    int status = ctl(d, out, sizeof(out), "checkpoint", "nohost");
+    DH_CHECK(d, status == 1 && strstr(out, "nohost is not configured"),
+             "checkpoint of an unknown host: exit %d:\n%s", status, out);
+
+    status = ctl(d, out, sizeof(out), "checkpoint", "plain");
+    DH_CHECK(d, status == 1 && strstr(out, "State=none") && strstr(out, "[stateless]"),
+             "checkpoint of a State=none host: exit %d:\n%s", status, out);
+
+    /* A viewer may list, not write. */
+    chmod(d->drv.dir, 0711);
+    chmod(d->drv.runtime_dir, 0711);
+    const char *argv[] = {DH_ACTIVATORCTL, "--connect", d->drv.control_url, "--no-color",
+                          "checkpoint",    "demo",      NULL};
+    status = dd_run_as_groups((char *const *)argv, 65534, 65534, viewer_groups, 2, out,
+                              sizeof(out));
+    DH_CHECK(d, status == 1 && strstr(out, "op checkpoint needs the operator role") &&
+                    strstr(out, "[forbidden]"),
+             "checkpoint as a viewer: exit %d:\n%s", status, out);
+    argv[4] = "checkpoints";
+    status = dd_run_as_groups((char *const *)argv, 65534, 65534, viewer_groups, 2, out,
+                              sizeof(out));
+    DH_CHECK(d, status == 0 && strstr(out, "CHECKPOINT"),
+             "checkpoints as a viewer: exit %d:\n%s", status, out);
+
+    /* None of that touched the host or its claim. */
+    DH_CHECK(d, dh_wait_state(d, "demo", "serving", 1000), "demo stopped serving");
+    claim after;
+    DH_CHECK(d, dh_claim_get(d, "demo", &after) && after.revision == before.revision &&
+                    !after.state.checkpoint[0],
+             "the claim changed: revision %" PRIu64 " -> %" PRIu64, before.revision,
+             after.revision);
+    char listing[PATH_MAX];
+    snprintf(listing, sizeof(listing), "%s/demo", shared.path);
+    DH_CHECK(d, access(listing, F_OK) < 0, "a refused checkpoint left %s", listing);
+
+    /* Checkpoints= is fixed while the daemon runs: a reload refuses it by
+     * name and changes nothing. */
+    char *text = dh_read_text(d->drv.config_path);
+    DH_CHECK(d, text, "cannot read %s", d->drv.config_path);
+    char *at = strstr(text, shared.path);
+    DH_CHECK(d, at, "Checkpoints= is not in %s", d->drv.config_path);
+    at[strlen(shared.path) - 1] = 'Z'; /* another directory */
+    FILE *f = fopen(d->drv.config_path, "we");
+    fputs(text, f);
+    fclose(f);
+    free(text);
+    status = ctl(d, out, sizeof(out), "reload", NULL);
+    DH_CHECK(d, status == 1 && strstr(out, "Checkpoints: cannot change while activatord runs"),
+             "a reload changing Checkpoints=: exit %d:\n%s", status, out);
+    dh_stop_and_check_clean(d);
+
+    /* Bad values, reported on their lines by --check-config. */
+    char bad[PATH_MAX];
+    snprintf(bad, sizeof(bad), "%s/bad.conf", d->drv.dir);
+    f = fopen(bad, "we");
+    fprintf(f, "[Activator]\nBox=box-1\nStateDirectory=%s\nCheckpoints=nfs://server/x\n"
+               "CheckpointsKeep=0\nMetricsListen=no\n",
+            d->drv.state_dir);
+    fclose(f);
+    status = check_config(bad, out, sizeof(out));
+    DH_CHECK(d, status != 0 && strstr(out, "bad.conf:4: Checkpoints:") &&
+                    strstr(out, "dir:///PATH") && strstr(out, "bad.conf:5: CheckpointsKeep:"),
+             "--check-config of a bad Checkpoints=: exit %d:\n%s", status, out);
+    dh_write_host(d, "badstate", "[Host]\nExec=act-e2e-app\nState=tmpfs\nCheckpointLive=yes\n");
+    status = check_config(d->drv.config_path, out, sizeof(out));
+    DH_CHECK(d, status != 0 && strstr(out, "badstate.conf:3: State: is not dir or none") &&
+                    strstr(out, "badstate.conf:4: CheckpointLive:"),
+             "--check-config of a bad State=: exit %d:\n%s", status, out);
+    shared_dir_remove(&shared);
+}
+
+/* Without Checkpoints= or ExecCheckpoint=, there is nowhere to write. */
+static void test_no_transport_is_refused(void **state)
+{
+    dh_daemon *d = *state;
+    dh_start_with_host(d, DH_STORE_DIR, "demo", "--counter", NULL);
+    dh_wake(d, "demo");
+    char out[4096];
+    int status = ctl(d, out, sizeof(out), "checkpoint", "demo");
+    DH_CHECK(d, status == 1 && strstr(out, "no checkpoint transport") &&
+                    strstr(out, "Checkpoints=dir:///PATH"),
+             "checkpoint without a transport: exit %d:\n%s", status, out);
+    DH_CHECK(d, dh_wait_state(d, "demo", "serving", 1000), "demo stopped serving");
+    status = ctl(d, out, sizeof(out), "checkpoints", "demo");
+    DH_CHECK(d, status == 1 && strstr(out, "no_transport"),
+             "checkpoints without a transport: exit %d:\n%s", status, out);
+    dh_stop_and_check_clean(d);
+}
+
+int main(void)
+{
+    int r = dh_check_can_run("daemon-checkpoint", DH_STORE_DIR);
+    if (r)
+        return r;
+    const struct CMUnitTest tests[] = {
+        DH_TEST(test_checkpoint_then_restore_continues_the_counter),
+        DH_TEST(test_tampered_checkpoint_fails_the_wake_and_changes_nothing),
+        DH_TEST(test_bad_input_changes_nothing),
+        DH_TEST(test_no_transport_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
