@@ -31,7 +31,7 @@ static void setup_fleet(fl_fleet *fl, size_t n_boxes)
     snprintf(checkpoints, sizeof(checkpoints), "%s", dir);
     char conf[PATH_MAX + 64];
     snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\n", checkpoints);
-    fl_setup(fl, n_boxes, getenv("MOVE_TEST_NO_CHECKPOINTS") ? NULL : conf);
+    fl_setup(fl, n_boxes, conf);
 }
 
 static void remove_checkpoints(void)
@@ -232,6 +232,75 @@ static void test_a_probe_that_crashes_rolls_back_to_the_same_counter(void **stat
     remove_checkpoints();
 }
 
+/* Appends a byte to checkpoint id's archive: its SHA-256 no longer fits. */
+static void tamper(const char *host, const char *id)
+{
+    char path[PATH_MAX + 200];
+    snprintf(path, sizeof(path), "%s/%s/%s.tar.zst", checkpoints, host, id);
+    FILE *f = fopen(path, "a");
+    if (!f)
+        fail_msg("cannot open the archive %s", path);
+    fputc('x', f);
+    fclose(f);
+}
+
+static void test_a_tampered_checkpoint_is_refused_and_rolled_back(void **state)
+{
+    fl_fleet *fl = *state;
+    char hold[PATH_MAX + 32], env[PATH_MAX + 128];
+    setup_fleet(fl, 2);
+    snprintf(hold, sizeof(hold), "%s/checkpointed", checkpoints);
+    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=checkpointed:%s", hold);
+    int port = fl_add_host(fl, "web", "--counter", MOVE_HOST_LINES);
+    fl_assign(fl, "web", fl_box_name(0));
+    dh_start(&fl->boxes[0], (const char *const[]){env, NULL});
+    dh_start(&fl->boxes[1], NULL);
+    for (long want = 1; want <= 3; want++)
+        DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == want, "box-1 does not count");
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+
+    /* The move, held once box-1 has written its checkpoint. */
+    claim before = claim_of(fl, "web"), draining;
+    act_error err = {0};
+    assert_int_equal(claim_move_start("web", &before, "box-2", "move-tampered", false, 1,
+                                      &draining, &err),
+                     0);
+    uint64_t revision = 0;
+    assert_int_equal(claims_cas(fl->store, "web", before.revision, &draining, &revision, NULL,
+                                &err),
+                     0);
+    dh_event written = {0};
+    DH_CHECK(&fl->boxes[0],
+             dh_event_wait(&fl->boxes[0], "web", "move.checkpointed", 10000, &written),
+             "box-1 wrote no checkpoint");
+    DH_CHECK(&fl->boxes[0], dh_log_wait(&fl->boxes[0], "checkpointed held", 10000),
+             "box-1 did not hold after its checkpoint");
+    tamper("web", written.reason);
+    FILE *f = fopen(hold, "w");
+    assert_non_null(f);
+    fclose(f);
+
+    DH_CHECK(&fl->boxes[1], dh_event_wait(&fl->boxes[1], "web", "move.rolled_back", 15000, NULL),
+             "box-2 did not roll the move back");
+    DH_CHECK(&fl->boxes[1], dh_log_wait(&fl->boxes[1], "restore_failed", 5000),
+             "box-2 did not refuse the restore");
+    /* box-1 wrote that checkpoint from the state it still has: it serves
+     * on with the same count. */
+    long counter = -1;
+    for (int tries = 0; tries < 200 && counter < 0; tries++) {
+        counter = counter_at(fl, 0, port);
+        if (counter < 0)
+            usleep(25 * 1000);
+    }
+    DH_CHECK(&fl->boxes[0], counter == 4, "box-1 answers counter %ld after the rollback",
+             counter);
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
+    DH_CHECK(&fl->boxes[1], fl_running(fl, "web", NULL) == 1, "web runs on two boxes");
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        dh_stop_and_check_clean(&fl->boxes[i]);
+    remove_checkpoints();
+}
+
 /* Each refusal says why and changes nothing. */
 static void refused(fl_fleet *fl, int via, const char *want, const char *box)
 {
@@ -249,7 +318,7 @@ static void refused(fl_fleet *fl, int via, const char *want, const char *box)
 static void test_what_cannot_move_is_refused_with_nothing_changed(void **state)
 {
     fl_fleet *fl = *state;
-    char hold[PATH_MAX + 16], env[PATH_MAX + 64];
+    char hold[PATH_MAX + 16], env[PATH_MAX + 128];
     setup_fleet(fl, 2);
     snprintf(hold, sizeof(hold), "%s/drained", checkpoints);
     snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=drained:%s", hold);
@@ -340,7 +409,7 @@ static void test_force_moves_off_a_dead_box_from_its_last_checkpoint(void **stat
  * checks the move finishes there: web serves on to alone. */
 static void kill_at(fl_fleet *fl, size_t index, const char *point, size_t from, size_t to)
 {
-    char hold[PATH_MAX + 32], env[PATH_MAX + 64];
+    char hold[PATH_MAX + 32], env[PATH_MAX + 128];
     snprintf(hold, sizeof(hold), "%s/hold-%s", checkpoints, point);
     snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=%s:%s", point, hold);
     unlink(hold);
@@ -404,6 +473,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         FL_TEST(test_move_under_a_client_keeps_the_counter_and_never_runs_twice),
         FL_TEST(test_a_probe_that_crashes_rolls_back_to_the_same_counter),
+        FL_TEST(test_a_tampered_checkpoint_is_refused_and_rolled_back),
         FL_TEST(test_what_cannot_move_is_refused_with_nothing_changed),
         FL_TEST(test_force_moves_off_a_dead_box_from_its_last_checkpoint),
         FL_TEST(test_a_daemon_killed_at_each_step_finishes_its_part),
