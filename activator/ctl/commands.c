@@ -265,13 +265,21 @@ static void render_status(json_object *result, const ctl_options *options)
     }
     /* A reload's changes that wait for a host's next start get a column of
      * their own, shown only while some host has them. */
-    bool pending = false;
-    for (size_t i = 0; i < n; i++)
+    bool pending = false, moving = false;
+    for (size_t i = 0; i < n; i++) {
         pending |= get_str(json_object_array_get_idx(hosts, i), "config") != NULL;
+        moving |= get_str(json_object_array_get_idx(hosts, i), "move") != NULL;
+    }
+    /* A move's part on this box, likewise only while some host has one. */
+    const char *columns[13] = {"HOST", "STATE", "GEN", "VERSION", "PID", "UPTIME", "MEMORY",
+                               "PIDS", "REASON"};
+    size_t n_columns = 9;
+    if (moving)
+        columns[n_columns++] = "MOVE";
+    if (pending)
+        columns[n_columns++] = "CONFIG";
     ctl_table table;
-    ctl_table_init(&table, (const char *const[]){"HOST", "STATE", "GEN", "VERSION", "PID",
-                                                 "UPTIME", "MEMORY", "PIDS", "REASON",
-                                                 pending ? "CONFIG" : NULL, NULL});
+    ctl_table_init(&table, columns);
     uint64_t now = act_wallclock_usec();
     for (size_t i = 0; i < n; i++) {
         json_object *h = json_object_array_get_idx(hosts, i);
@@ -288,10 +296,15 @@ static void render_status(json_object *result, const ctl_options *options)
         if ((v = get_u64(h, "pids_current")))
             snprintf(pids, sizeof(pids), "%llu", (unsigned long long)v);
         const char *state = get_str(h, "state");
-        const char *config = get_str(h, "config");
-        const char *cells[] = {get_str(h, "host"), state, gen, get_str(h, "version"), pid,
-                               uptime, memory, pids, get_str(h, "reason"), config ? config : "-"};
-        const char *colors[10] = {NULL, ctl_state_color(state)};
+        const char *config = get_str(h, "config"), *move = get_str(h, "move");
+        const char *cells[12] = {get_str(h, "host"), state, gen, get_str(h, "version"), pid,
+                                 uptime, memory, pids, get_str(h, "reason")};
+        size_t n_cells = 9;
+        if (moving)
+            cells[n_cells++] = move ? move : "-";
+        if (pending)
+            cells[n_cells++] = config ? config : "-";
+        const char *colors[12] = {NULL, ctl_state_color(state)};
         ctl_table_add(&table, cells, colors);
     }
     ctl_table_print(&table, options->color);
