@@ -1,7 +1,7 @@
 /* The fleet ops on claims and boxes (claims, boxes, claim.show,
  * claim.assign, claim.release, hold, unhold, unpin, move, move.abort), done
- * the same way by
- * the daemon for a control request (asynchronously, on its loop) and by
+ * the same way by the daemon for a control request (asynchronously, on its
+ * loop) and by
  * activatorctl --store against the store itself (synchronously, no daemon
  * needed): the decisions between the store calls, and the results and
  * refusals they reply, so both answer alike to the letter.
