@@ -94,6 +94,14 @@ int claim_admission_ok(const claim *observed, const claim *admitted, const char 
                                           "observed %llu", admitted->host,
                              (unsigned long long)admitted->holder.session,
                              (unsigned long long)observed->holder.session);
+    /* A move's probe is admitted under the move's op, and stays a probe:
+     * anything else in its place is another writer's op. */
+    if ((observed->op.kind == CLAIM_OP_MOVE || observed->op.kind == CLAIM_OP_PROBE) &&
+        (admitted->op.kind != CLAIM_OP_PROBE || strcmp(admitted->op.id, observed->op.id) != 0))
+        return act_error_set(err, ESTALE, "host %s: the probe of op %s was admitted as op %s "
+                                          "(%s/%s); another writer got in",
+                             admitted->host, observed->op.id, admitted->op.id,
+                             claim_op_kind_to_string(admitted->op.kind), admitted->op.phase);
     uint64_t started = claim_admitted_generation(admitted);
     if (started == observed->holder.generation || started == observed->holder.starting_generation)
         return act_error_set(err, ESTALE, "host %s: admitted generation %llu is the observed one; "
@@ -135,8 +143,13 @@ static uint64_t admit_holder(const claim *observed, const char *box, const char 
     next->holder.stamp_usec = stamp_usec;
     next->holder.starting_generation = 0;
     next->holder.released_usec = 0;
-    next->has_failure = false;
-    next->failure = (claim_failure){0};
+    /* A move's failure (failure.phase set) is the op's record, not an
+     * admission's: it stays, so whoever follows the move can tell why it
+     * rolled back, until the next op replaces it. */
+    if (!observed->failure.phase[0]) {
+        next->has_failure = false;
+        next->failure = (claim_failure){0};
+    }
     snprintf(next->op.exec, sizeof(next->op.exec), "%s", box);
     uint64_t newest = observed->holder.generation;
     if (observed->holder.starting_generation > newest)
@@ -202,8 +215,10 @@ void claim_next_published(const claim *current, const char *handle, claim *next)
 {
     assert(current);
     claim_next_serving_again(current, claim_admitted_generation(current), handle, next);
-    next->has_failure = false;
-    next->failure = (claim_failure){0};
+    if (!current->failure.phase[0]) {
+        next->has_failure = false;
+        next->failure = (claim_failure){0};
+    }
     /* A probe that publishes ends its move: the host serves here now. */
     if (current->op.kind == CLAIM_OP_PROBE) {
         next->op.kind = CLAIM_OP_SERVING;

@@ -136,7 +136,10 @@ typedef struct claim_pin {
 
 /* Why the holder's last admission does not serve: written with phase
  * "failed" when a wake gave up or the serving generation failed, and cleared
- * by the next admission and by a publication. */
+ * by the next admission and by a publication. A move's rollback writes one
+ * with phase and box set: that one is the op's, and stays through the
+ * source's next admission and publication, until the next op (an
+ * assignment, another move) replaces it. */
 typedef struct claim_failure {
     char reason[32];    /* the refusal or failure code ("crashed", "ready_timeout"): a token
                          * of a-z, 0-9, '_' and '-' */
@@ -229,9 +232,10 @@ int claim_phase_allows_wake(const claim *c, const char *box, bool probe, act_err
  * another op, nor under a move that was rolled back and started again). */
 int claim_probe_allows_wake(const claim *c, const char *box, const char *op_id, act_error *err);
 /* Verifies what a CAS admitted against what was observed before it: the
- * admitted holder carries our incarnation, its session grew, and the
+ * admitted holder carries our incarnation, its session grew, the
  * generation it starts (claim_admitted_generation) is not one the observed
- * claim named. Anything else means another writer got in between; -ESTALE. */
+ * claim named, and a move's probe is a probe of the same op. Anything else
+ * means another writer got in between; -ESTALE. */
 int claim_admission_ok(const claim *observed, const claim *admitted, const char *incarnation,
                        act_error *err);
 /* True when two reads describe the same admission: same host, holder

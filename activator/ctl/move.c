@@ -163,6 +163,12 @@ static int judge(const ctl_move_args *args, const char *id, json_object *c)
                (unsigned long long)u64_at(c, "holder", "generation"), phase);
         return 0;
     }
+    if (strcmp(exec, args->box) != 0) {
+        fprintf(stderr, "activatorctl: move: %s: the move ended without reaching box %s (%s/%s); "
+                        "it runs on box %s\n",
+                args->host, args->box, kind, phase, exec[0] ? exec : "none");
+        return 1;
+    }
     return -1;
 }
 

@@ -685,6 +685,13 @@ static void the_source_drains_then_only_the_targets_probe_may_wake(void **state)
     assert_string_equal(probing.holder.box, "b2");
     assert_int_equal(probing.holder.generation, 10);
     assert_int_equal(claim_admission_ok(&moving, &probing, "inc-b2", &err), 0);
+    claim other_op = probing;
+    snprintf(other_op.op.id, sizeof(other_op.op.id), "move-2");
+    assert_int_equal(claim_admission_ok(&moving, &other_op, "inc-b2", &err), -ESTALE);
+    claim not_a_probe = probing;
+    not_a_probe.op.kind = CLAIM_OP_SERVING;
+    snprintf(not_a_probe.op.phase, sizeof(not_a_probe.op.phase), "starting");
+    assert_int_equal(claim_admission_ok(&moving, &not_a_probe, "inc-b2", &err), -ESTALE);
     assert_int_equal(claim_probe_allows_wake(&probing, "b2", "move-1", &err), 0);
     assert_int_equal(claim_phase_allows_wake(&probing, "b2", false, &err), -EPERM);
     /* Its publication ends the move. */
@@ -721,6 +728,14 @@ static void a_rollback_hands_the_host_back_after_the_targets_release(void **stat
     claim released;
     claim_next_released(&back, 10, &released);
     assert_int_equal(claim_phase_allows_wake(&released, "b1", false, &err), 0);
+    /* The move's failure stays through b1's next admission and publication,
+     * for whoever follows the move to read. */
+    claim readmitted, republished;
+    claim_next_admission(&released, "b1", "inc-b1", 11, &readmitted);
+    assert_true(readmitted.has_failure);
+    assert_string_equal(readmitted.failure.reason, "restore_failed");
+    claim_next_published(&readmitted, "127.0.0.2:80", &republished);
+    assert_string_equal(republished.failure.phase, "probing");
     /* Rolled back before the target admitted: b1 held it, b1 wakes. */
     assert_int_equal(claim_move_rollback(&moving, "aborted", "operator", "", 9, &back, &err), 0);
     assert_int_equal(claim_phase_allows_wake(&back, "b1", false, &err), 0);

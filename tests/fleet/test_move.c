@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "fleet.h"
 
 /* Tight bounds, so a failing step fails the test in seconds. */
@@ -232,6 +233,40 @@ static void test_a_probe_that_crashes_rolls_back_to_the_same_counter(void **stat
     remove_checkpoints();
 }
 
+/* A probe that never gets ready is given up at ProbeTimeoutSec= of its
+ * first exec, before the ready window would close. */
+static void test_a_probe_past_its_deadline_rolls_back(void **state)
+{
+    fl_fleet *fl = *state;
+    setup_fleet(fl, 2);
+    int port = fl_add_host(fl, "web", "--counter", MOVE_HOST_LINES);
+    dh_write_app_host_at(&fl->boxes[1], "web", fl_box_address(1), port, "--counter --never-ready",
+                         "ProbeTimeoutSec=1\nReadyTimeoutSec=20\nMaxStarts=1\n");
+    fl_assign(fl, "web", fl_box_name(0));
+    fl_start(fl);
+    DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == 1, "box-1 does not count");
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+    char out[8192];
+    uint64_t started = act_now_usec();
+    int status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "20", NULL);
+    uint64_t took_ms = (act_now_usec() - started) / 1000;
+    DH_CHECK(&fl->boxes[1], status == 1 && strstr(out, "probe_timeout") &&
+                                strstr(out, "runs on box box-1"),
+             "move web box-2: %d %s", status, out);
+    DH_CHECK(&fl->boxes[1], took_ms < 10000, "the probe was given up after %llu ms",
+             (unsigned long long)took_ms);
+    long counter = -1;
+    for (int tries = 0; tries < 200 && counter < 0; tries++) {
+        counter = counter_at(fl, 0, port);
+        if (counter < 0)
+            usleep(25 * 1000);
+    }
+    DH_CHECK(&fl->boxes[0], counter == 2, "box-1 answers %ld after the rollback", counter);
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        dh_stop_and_check_clean(&fl->boxes[i]);
+    remove_checkpoints();
+}
+
 /* Appends a byte to checkpoint id's archive: its SHA-256 no longer fits. */
 static void tamper(const char *host, const char *id)
 {
@@ -359,9 +394,17 @@ static void test_what_cannot_move_is_refused_with_nothing_changed(void **state)
              "box-1 did not drain");
     DH_CHECK(&fl->boxes[0], fl_running(fl, "web", NULL) == 0, "web still runs while drained");
     refused(fl, -1, "move move-test from box-1 to box-2 is in flight", "box-3");
-    status = ctl(fl, 0, out, sizeof(out), "move", "--abort", "web", NULL);
-    DH_CHECK(&fl->boxes[0], status == 0 && strstr(out, "rolled back"), "abort: %d %s", status,
-             out);
+    /* The same move again follows it; its --timeout rolls it back. */
+    status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "1", NULL);
+    DH_CHECK(&fl->boxes[0], status == 1 && strstr(out, "resumed") &&
+                                strstr(out, "not done within 1 s") && strstr(out, "rolled back"),
+             "move with --timeout 1: %d %s", status, out);
+    /* Nothing is left to abort. */
+    claim rolled = claim_of(fl, "web");
+    status = ctl(fl, -1, out, sizeof(out), "move", "--abort", "web", NULL);
+    DH_CHECK(&fl->boxes[0], status == 1 && strstr(out, "no move is in flight"), "abort: %d %s",
+             status, out);
+    assert_int_equal(claim_of(fl, "web").revision, rolled.revision);
     FILE *f = fopen(hold, "w");
     assert_non_null(f);
     fclose(f);
@@ -415,7 +458,10 @@ static void kill_at(fl_fleet *fl, size_t index, const char *point, size_t from, 
     unlink(hold);
     dh_daemon *box = &fl->boxes[index];
     /* A handover: what runs on the box keeps running into the next daemon,
-     * which holds the point. */
+     * which holds the point. Its last wake has ended first (its record
+     * written), so there is nothing in flight to hand over. */
+    DH_CHECK(&fl->boxes[from], dh_wait_state(&fl->boxes[from], "web", "serving", 10000),
+             "%s does not say it serves web", fl_box_name(from));
     dh_hand_over(box);
     dh_start(box, (const char *const[]){env, NULL});
     claim current = claim_of(fl, "web"), next;
@@ -441,7 +487,6 @@ static void kill_at(fl_fleet *fl, size_t index, const char *point, size_t from, 
              fl_box_name(to));
     DH_CHECK(box, atomic_load(&fl->overlap.most_running) <= 1,
              "killed at %s: web ran on two boxes at once", point);
-    (void)from;
 }
 
 static void test_a_daemon_killed_at_each_step_finishes_its_part(void **state)
@@ -473,6 +518,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         FL_TEST(test_move_under_a_client_keeps_the_counter_and_never_runs_twice),
         FL_TEST(test_a_probe_that_crashes_rolls_back_to_the_same_counter),
+        FL_TEST(test_a_probe_past_its_deadline_rolls_back),
         FL_TEST(test_a_tampered_checkpoint_is_refused_and_rolled_back),
         FL_TEST(test_what_cannot_move_is_refused_with_nothing_changed),
         FL_TEST(test_force_moves_off_a_dead_box_from_its_last_checkpoint),
