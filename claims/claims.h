@@ -282,7 +282,9 @@ void claim_next_parked(const claim *current, claim *next);
  * itself: the holder retires it with proof and then releases the claim. The
  * box named may admit itself only after that, so two boxes never run the
  * host at once; claim_phase_allows_wake refuses with -EAGAIN until then. */
-/* True when c names box as executor while another box holds it unreleased. */
+/* True when c names box as executor while another box holds it unreleased:
+ * after an assignment (a serving op), and in a move's moving phase (its
+ * source releases with the CAS to moving; a forced move takes it as given). */
 bool claim_release_pending(const claim *c, const char *box);
 /* True when box holds c unreleased but no longer executes it: box must
  * release it once nothing of the host runs there. */

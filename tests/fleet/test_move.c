@@ -393,6 +393,10 @@ static void test_what_cannot_move_is_refused_with_nothing_changed(void **state)
     DH_CHECK(&fl->boxes[0], dh_log_wait(&fl->boxes[0], "move point drained held", 10000),
              "box-1 did not drain");
     DH_CHECK(&fl->boxes[0], fl_running(fl, "web", NULL) == 0, "web still runs while drained");
+    json_object *shown = dh_status(&fl->boxes[0], "web");
+    DH_CHECK(&fl->boxes[0], shown && strcmp(dh_json_str(shown, "move"), "draining for box box-2") == 0,
+             "status shows move '%s'", shown ? dh_json_str(shown, "move") : "(none)");
+    json_object_put(shown);
     refused(fl, -1, "move move-test from box-1 to box-2 is in flight", "box-3");
     /* The same move again follows it; its --timeout rolls it back. */
     status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "1", NULL);
