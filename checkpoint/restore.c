@@ -78,17 +78,80 @@ static int archive_failed(struct archive *a, const char *id, act_error *err)
 {
     int errnum = archive_errno(a) > 0 ? archive_errno(a) : EIO;
     const char *why = archive_error_string(a);
-    return act_error_set(err, errnum, "checkpoint %s: cannot extract: %s; the state directory "
-                                      "is unchanged",
+    return act_error_set(err, errnum,
+                         "checkpoint %s: cannot extract: %s; the state directory "
+                         "is unchanged",
                          id, why ? why : strerror(errnum));
+}
+
+/* Where extraction reads the archive from: the verified fd, hashed again
+ * as it is read, so the bytes extracted are the bytes whose digest was
+ * checked even if the file changed in between (a shared directory other
+ * boxes write). No skip callback, so every byte passes through here. */
+typedef struct source {
+    int fd;
+    EVP_MD_CTX *sha;
+    unsigned char *buf;
+} source;
+
+static la_ssize_t source_read(struct archive *a, void *data, const void **out)
+{
+    source *s = data;
+    for (;;) {
+        ssize_t n = read(s->fd, s->buf, CKPT_BLOCK_SIZE);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            archive_set_error(a, errno, "cannot read the archive: %s", strerror(errno));
+            return -1;
+        }
+        if (n > 0 && EVP_DigestUpdate(s->sha, s->buf, (size_t)n) != 1) {
+            archive_set_error(a, EIO, "SHA-256 update failed in OpenSSL");
+            return -1;
+        }
+        *out = s->buf;
+        return n;
+    }
+}
+
+/* The rest of the file after the archive's end (padding), hashed too, and
+ * the digest of everything read compared with sha256. */
+static int check_read_digest(source *s, const char *id, const char *sha256, act_error *err)
+{
+    for (;;) {
+        ssize_t n = read(s->fd, s->buf, CKPT_BLOCK_SIZE);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return act_error_set(err, errno, "checkpoint %s: cannot read the archive: %s", id,
+                                 strerror(errno));
+        if (n == 0)
+            break;
+        if (EVP_DigestUpdate(s->sha, s->buf, (size_t)n) != 1)
+            return act_error_set(err, EIO, "SHA-256 update failed in OpenSSL");
+    }
+    char actual[CKPT_DIGEST_SIZE];
+    if (ckpt_sha256_hex(s->sha, actual) < 0)
+        return act_error_set(err, EIO, "SHA-256 finalisation failed in OpenSSL");
+    if (strcmp(actual, sha256) != 0)
+        return act_error_set(err, EBADMSG,
+                             "checkpoint %s: the archive changed while it was restored (SHA-256 "
+                             "%s, the claim names %s); nothing was restored",
+                             id, actual, sha256);
+    return 0;
 }
 
 /* Extracts every entry of the archive open on fd under prefix (an absolute
  * path with no symlink in it, so libarchive's symlink check walks only what
  * the archive made). */
-static int extract(int fd, const char *id, const char *prefix, uid_t uid, gid_t gid,
-                   act_error *err)
+static int extract(int fd, const char *id, const char *sha256, const char *prefix, uid_t uid,
+                   gid_t gid, act_error *err)
 {
+    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *sha = ckpt_sha256_new();
+    _cleanup_free_ unsigned char *block = malloc(CKPT_BLOCK_SIZE);
+    if (!sha || !block)
+        return act_error_set(err, ENOMEM, "cannot set up SHA-256: out of memory");
+    source src = {.fd = fd, .sha = sha, .buf = block};
     __attribute__((cleanup(archive_read_freep))) struct archive *in = archive_read_new();
     __attribute__((cleanup(archive_write_freep))) struct archive *out = archive_write_disk_new();
     if (!in || !out)
@@ -101,7 +164,8 @@ static int extract(int fd, const char *id, const char *prefix, uid_t uid, gid_t 
     if (geteuid() == 0)
         flags |= ARCHIVE_EXTRACT_OWNER;
     archive_write_disk_set_options(out, flags);
-    if (lseek(fd, 0, SEEK_SET) < 0 || archive_read_open_fd(in, fd, CKPT_BLOCK_SIZE) != ARCHIVE_OK)
+    if (lseek(fd, 0, SEEK_SET) < 0 ||
+        archive_read_open(in, &src, NULL, source_read, NULL) != ARCHIVE_OK)
         return archive_failed(in, id, err);
     for (;;) {
         struct archive_entry *entry;
@@ -152,7 +216,7 @@ static int extract(int fd, const char *id, const char *prefix, uid_t uid, gid_t 
     /* Directories get their final modes and times here. */
     if (archive_write_close(out) != ARCHIVE_OK)
         return archive_failed(out, id, err);
-    return 0;
+    return check_read_digest(&src, id, sha256, err);
 }
 
 /* Removes what an earlier restore of base left (a crash between extract
@@ -258,14 +322,15 @@ int ckpt_restore(const char *dir, const char *host, const char *id, const char *
         r = act_error_set(err, errno, "cannot hand %s to uid %u: %s", prefix, (unsigned)uid,
                           strerror(errno));
     if (r == 0)
-        r = extract(fd, id, prefix, uid, gid, err);
+        r = extract(fd, id, sha256, prefix, uid, gid, err);
     /* One syncfs covers every file of the tree: cheaper than an fsync per
      * file for a tree of thousands, and the exchange must not reach the
      * disk before the data it points at. */
     if (r == 0 && (fchmod(tempfd, mode) < 0 || syncfs(tempfd) < 0 || fsync(tempfd) < 0))
         r = act_error_set(err, errno, "cannot sync %s: %s", prefix, strerror(errno));
     if (r == 0 && renameat2(parentfd, temp_name, parentfd, base, RENAME_EXCHANGE) < 0) {
-        if (errno == ENOENT && renameat2(parentfd, temp_name, parentfd, base, RENAME_NOREPLACE) == 0)
+        if (errno == ENOENT &&
+            renameat2(parentfd, temp_name, parentfd, base, RENAME_NOREPLACE) == 0)
             temp_name[0] = '\0'; /* there was no state directory: nothing old to remove */
         else
             r = act_error_set(err, errno, "cannot put the restored tree in place of %s: %s",

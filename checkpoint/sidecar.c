@@ -32,7 +32,8 @@ int ckpt_write_sidecar(int host_dirfd, const ckpt_info *info, act_error *err)
 static void copy_string(json_object *root, const char *key, char *out, size_t size)
 {
     json_object *value;
-    if (json_object_object_get_ex(root, key, &value) && json_object_is_type(value, json_type_string))
+    if (json_object_object_get_ex(root, key, &value) &&
+        json_object_is_type(value, json_type_string))
         snprintf(out, size, "%s", json_object_get_string(value));
 }
 

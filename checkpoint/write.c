@@ -18,7 +18,6 @@
 #include "common/cleanup.h"
 #include "common/fileio.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(EVP_MD_CTX *, EVP_MD_CTX_free)
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct archive *, archive_write_free)
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct archive_entry *, archive_entry_free)
 
@@ -106,10 +105,9 @@ static int archive_tree(const char *state_dir, struct archive *out, const atomic
     if (!disk || !entry)
         return act_error_set(err, ENOMEM, "out of memory");
     archive_read_disk_set_symlink_physical(disk);
-    archive_read_disk_set_behavior(disk, ARCHIVE_READDISK_NO_XATTR | ARCHIVE_READDISK_NO_ACL |
-                                             ARCHIVE_READDISK_NO_FFLAGS |
-                                             ARCHIVE_READDISK_NO_SPARSE |
-                                             ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS);
+    archive_read_disk_set_behavior(
+        disk, ARCHIVE_READDISK_NO_XATTR | ARCHIVE_READDISK_NO_ACL | ARCHIVE_READDISK_NO_FFLAGS |
+                  ARCHIVE_READDISK_NO_SPARSE | ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS);
     if (archive_read_disk_open(disk, state_dir) != ARCHIVE_OK)
         return archive_failed(disk, state_dir, err);
     size_t prefix = strlen(state_dir);
@@ -156,8 +154,8 @@ static int archive_tree(const char *state_dir, struct archive *out, const atomic
 static int write_archive(int fd, const char *state_dir, const atomic_bool *cancel,
                          char sha256[CKPT_DIGEST_SIZE], uint64_t *size, act_error *err)
 {
-    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = ckpt_sha256_new();
+    if (!ctx)
         return act_error_set(err, ENOMEM, "cannot set up SHA-256: out of memory");
     _cleanup_(archive_write_freep) struct archive *out = archive_write_new();
     if (!out)
@@ -175,16 +173,8 @@ static int write_archive(int fd, const char *state_dir, const atomic_bool *cance
         return r;
     if (archive_write_close(out) != ARCHIVE_OK)
         return archive_failed(out, "cannot finish the archive", err);
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int md_len = 0;
-    if (EVP_DigestFinal_ex(ctx, md, &md_len) != 1 || md_len * 2 + 1 != CKPT_DIGEST_SIZE)
+    if (ckpt_sha256_hex(ctx, sha256) < 0)
         return act_error_set(err, EIO, "SHA-256 finalisation failed in OpenSSL");
-    static const char hex[] = "0123456789abcdef";
-    for (unsigned int i = 0; i < md_len; i++) {
-        sha256[2 * i] = hex[md[i] >> 4];
-        sha256[2 * i + 1] = hex[md[i] & 0xf];
-    }
-    sha256[2 * md_len] = '\0';
     *size = s.size;
     return 0;
 }

@@ -20,6 +20,8 @@ packages=(
   # openssl to make the TLS tests' certificates, and a Debian root booted with
   # systemd-nspawn for the unit under a real service manager
   etcd-server etcd-client curl systemd coreutils iproute2 openssl
+  # bench-checkpoint's baseline: tar | zstd by hand
+  tar zstd
   systemd-container debootstrap
 )
 

@@ -525,6 +525,16 @@ static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_
                        "or remove CheckpointLive=)");
         problems++;
     }
+    /* A checkpoint of another transport is fetched by that transport's own
+     * restore: the built-in one would look for it in Checkpoints= and fail
+     * the wake. */
+    if (key_lines[KEY_EXEC_CHECKPOINT] && !key_lines[KEY_EXEC_RESTORE] && !h->stateless) {
+        cfg_errors_add(errors, path, key_lines[KEY_EXEC_CHECKPOINT], "ExecCheckpoint",
+                       "set without ExecRestore=, so what it writes could never be restored "
+                       "(set ExecRestore= to the program that fetches a checkpoint by its id, "
+                       "or remove ExecCheckpoint= to use the built-in Checkpoints=)");
+        problems++;
+    }
     if (h->stateless && (key_lines[KEY_EXEC_CHECKPOINT] || key_lines[KEY_EXEC_RESTORE])) {
         int key = key_lines[KEY_EXEC_CHECKPOINT] ? KEY_EXEC_CHECKPOINT : KEY_EXEC_RESTORE;
         cfg_errors_add(errors, path, key_lines[key], host_keys[key].name,

@@ -32,8 +32,13 @@ void ctl_print_main_usage(FILE *out)
                  "  --no-color        never colour the output\n"
                  "  -h, --help        show this help (COMMAND --help for a command)\n\n"
                  "Commands:\n");
+    /* One column for the summaries, as wide as the longest command. */
+    int width = 0;
     for (const ctl_command *c = ctl_commands; c->name; c++)
-        fprintf(out, "  %-9s %s\n", c->name, ctl_command_summary(c));
+        if ((int)strlen(c->name) > width)
+            width = (int)strlen(c->name);
+    for (const ctl_command *c = ctl_commands; c->name; c++)
+        fprintf(out, "  %-*s %s\n", width, c->name, ctl_command_summary(c));
     fprintf(out, "\nExit status: 0 done, 1 refused or failed, 2 usage error, 3 daemon (or "
                  "--store's store) unreachable.\n");
 }

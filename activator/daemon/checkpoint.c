@@ -5,7 +5,9 @@
  * and the loop must go on waking other hosts meanwhile. The worker gets a
  * copy of everything it needs and touches nothing of the daemon; the loop
  * gets the result in done. CheckpointTimeoutSec= bounds it: the timer asks
- * the worker to stop, which removes its half-written archive. */
+ * the worker to stop, which removes its half-written archive. The claim is
+ * read first, so the pruning after the write spares the checkpoint it
+ * names. */
 #include "activator/daemon/checkpoint.h"
 
 #include <assert.h>
@@ -25,12 +27,12 @@
 #include "common/log.h"
 
 struct ad_checkpoint {
-    ad_host *host;             /* NULL once cancelled: done is not called */
+    ad_host *host; /* NULL once cancelled: done is not called */
     ad_checkpoint_done_fn done;
     void *userdata;
-    sd_event_source *timer;    /* CheckpointTimeoutSec= */
-    sd_event_source *defer;    /* a State=none host's "nothing to carry" */
-    ad_checkpoint_exec *exec;  /* ExecCheckpoint= in flight */
+    sd_event_source *timer;   /* CheckpointTimeoutSec= */
+    sd_event_source *defer;   /* a State=none host's "nothing to carry" */
+    ad_checkpoint_exec *exec; /* ExecCheckpoint= in flight */
     bool timed_out;
 
     /* The worker's inputs and outputs (the built-in transport). */
@@ -42,6 +44,8 @@ struct ad_checkpoint {
     char box[ACT_NAME_MAX + 1];
     uint64_t generation;
     unsigned keep;
+    bool claim_read; /* claim_named says what the claim names */
+    char claim_named[sizeof(((claim_state *)0)->checkpoint)];
     uint64_t timeout_usec;
     int result;
     act_error err;
@@ -100,9 +104,12 @@ static void run_write(void *data)
     (void)rec_read_checkpoint(host_dirfd, ckpt->name, previous, sizeof(previous), &ignored);
     if ((ckpt->result = rec_write_checkpoint(host_dirfd, ckpt->info.id, &ckpt->err)) < 0)
         return;
-    const char *protected[] = {ckpt->info.id, previous};
+    /* Without the claim, nothing is pruned: it may name any of them. */
+    if (!ckpt->claim_read)
+        return;
+    const char *protected[] = {ckpt->info.id, previous, ckpt->claim_named};
     act_error prune_err = {0};
-    if (ckpt_prune(ckpt->dir, ckpt->name, ckpt->keep, protected, 2, &prune_err) < 0)
+    if (ckpt_prune(ckpt->dir, ckpt->name, ckpt->keep, protected, 3, &prune_err) < 0)
         act_log_fields(LOG_WARNING, &(act_log_ctx){.host = ckpt->name},
                        "host %s: checkpoint %s written, but the old ones were not pruned: %s",
                        ckpt->name, ckpt->info.id, prune_err.message);
@@ -110,9 +117,8 @@ static void run_write(void *data)
 
 static void written_of(const ckpt_info *info, claim_state *out)
 {
-    *out = (claim_state){.size = info->size,
-                         .generation = info->generation,
-                         .stamp_usec = info->stamp_usec};
+    *out = (claim_state){
+        .size = info->size, .generation = info->generation, .stamp_usec = info->stamp_usec};
     snprintf(out->checkpoint, sizeof(out->checkpoint), "%s", info->id);
     snprintf(out->sha256, sizeof(out->sha256), "%s", info->sha256);
     snprintf(out->box, sizeof(out->box), "%s", info->box);
@@ -129,21 +135,21 @@ static void complete_write(void *data)
     if (ckpt->result < 0) {
         act_error err = {0};
         if (ckpt->timed_out)
-            act_error_set(&err, ETIMEDOUT,
-                          "host %s: the checkpoint did not finish within CheckpointTimeoutSec=%" PRIu64
-                          "s; its archive was removed",
-                          ckpt->name, ckpt->timeout_usec / 1000000u);
+            act_error_set(
+                &err, ETIMEDOUT,
+                "host %s: the checkpoint did not finish within CheckpointTimeoutSec=%" PRIu64
+                "s; its archive was removed",
+                ckpt->name, ckpt->timeout_usec / 1000000u);
         else
             act_error_set(&err, -ckpt->result, "host %s: checkpoint: %s", ckpt->name,
                           ckpt->err.message);
         finish(ckpt, ckpt->timed_out ? -ETIMEDOUT : ckpt->result, NULL, &err);
         return;
     }
-    act_log_fields(LOG_INFO, &(act_log_ctx){.host = ckpt->name},
-                   "host %s: checkpoint %s written (%" PRIu64 " bytes, sha256 %s, generation %" PRIu64
-                   ")",
-                   ckpt->name, ckpt->info.id, ckpt->info.size, ckpt->info.sha256,
-                   ckpt->info.generation);
+    act_log_fields(
+        LOG_INFO, &(act_log_ctx){.host = ckpt->name},
+        "host %s: checkpoint %s written (%" PRIu64 " bytes, sha256 %s, generation %" PRIu64 ")",
+        ckpt->name, ckpt->info.id, ckpt->info.size, ckpt->info.sha256, ckpt->info.generation);
     claim_state written;
     written_of(&ckpt->info, &written);
     finish(ckpt, 0, &written, NULL);
@@ -158,6 +164,35 @@ static int on_timeout(sd_event_source *source, uint64_t usec, void *userdata)
     return 0;
 }
 
+/* The claim is read first only to learn which checkpoint it names, which
+ * the pruning after the write must spare. */
+static void on_claim_read(claim_store *store, int result, const claim *c, const act_error *err,
+                          void *userdata)
+{
+    ad_checkpoint *ckpt = userdata;
+    if (!ckpt->host) {
+        checkpoint_free(ckpt); /* cancelled before the write began */
+        return;
+    }
+    if (result >= 0) {
+        ckpt->claim_read = true;
+        if (result > 0)
+            snprintf(ckpt->claim_named, sizeof(ckpt->claim_named), "%s", c->state.checkpoint);
+    } else {
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = ckpt->name},
+                       "host %s: cannot read its claim, so no old checkpoint is pruned this "
+                       "time: %s",
+                       ckpt->name, err->message);
+    }
+    act_error submit_err = {0};
+    ad_daemon *daemon = ad_host_daemon(ckpt->host);
+    if (act_offload_submit(daemon->offload, act_offload_lane(ckpt->name), run_write, complete_write,
+                           ckpt, &submit_err) < 0) {
+        ckpt->result = act_error_set(&ckpt->err, submit_err.errnum, "%s", submit_err.message);
+        complete_write(ckpt);
+    }
+}
+
 static int start_builtin(ad_checkpoint *ckpt, act_error *err)
 {
     ad_host *host = ckpt->host;
@@ -170,16 +205,17 @@ static int start_builtin(ad_checkpoint *ckpt, act_error *err)
     if ((r = ad_host_state_directory(host, err)) < 0)
         return r;
     if (asprintf(&ckpt->state_dir, "%s/hosts/%s/state", daemon->config.state_directory,
-                 ckpt->name) < 0)
+                 ckpt->name) < 0) {
+        ckpt->state_dir = NULL; /* asprintf leaves it undefined */
         return act_error_set(err, ENOMEM, "out of memory");
+    }
     ckpt->state_dirfd = daemon->state_dirfd;
     ckpt->keep = daemon->config.checkpoints_keep;
     ckpt->timeout_usec = ad_host_config(host)->checkpoint_timeout_usec;
     if ((r = sd_event_add_time_relative(daemon->loop, &ckpt->timer, CLOCK_MONOTONIC,
                                         ckpt->timeout_usec, 0, on_timeout, ckpt)) < 0)
         return act_error_set(err, -r, "cannot arm the checkpoint timer: %s", strerror(-r));
-    return act_offload_submit(daemon->offload, act_offload_lane(ckpt->name), run_write,
-                              complete_write, ckpt, err);
+    return claims_read_async(daemon->store, ckpt->name, on_claim_read, ckpt, err);
 }
 
 /* ---- a host with nothing to carry ---------------------------------------- */
@@ -224,8 +260,7 @@ int ad_checkpoint_start(ad_host *host, uint64_t generation, ad_checkpoint_done_f
     const cfg_host *config = ad_host_config(host);
     if (ad_host_checkpoint(host))
         return act_error_set(err, EBUSY,
-                             "host %s: a checkpoint is being written already (wait for it)",
-                             name);
+                             "host %s: a checkpoint is being written already (wait for it)", name);
     if (!config->stateless && !config->exec_checkpoint && !daemon->config.checkpoints)
         return act_error_set(err, ENOTSUP,
                              "host %s: no checkpoint transport (set Checkpoints=dir:///PATH in "
@@ -235,8 +270,11 @@ int ad_checkpoint_start(ad_host *host, uint64_t generation, ad_checkpoint_done_f
     _cleanup_(checkpoint_freep) ad_checkpoint *ckpt = calloc(1, sizeof(*ckpt));
     if (!ckpt)
         return act_error_set(err, ENOMEM, "host %s: out of memory", name);
-    *ckpt = (ad_checkpoint){.host = host, .done = done, .userdata = userdata,
-                            .generation = generation, .state_dirfd = -1};
+    *ckpt = (ad_checkpoint){.host = host,
+                            .done = done,
+                            .userdata = userdata,
+                            .generation = generation,
+                            .state_dirfd = -1};
     atomic_init(&ckpt->stop, false);
     snprintf(ckpt->name, sizeof(ckpt->name), "%s", name);
     snprintf(ckpt->box, sizeof(ckpt->box), "%s", daemon->config.box);
@@ -255,8 +293,7 @@ int ad_checkpoint_start(ad_host *host, uint64_t generation, ad_checkpoint_done_f
         return r;
     }
     act_log_fields(LOG_INFO, &(act_log_ctx){.host = name},
-                   "host %s: writing a checkpoint of generation %" PRIu64 " (%s)", name,
-                   generation,
+                   "host %s: writing a checkpoint of generation %" PRIu64 " (%s)", name, generation,
                    config->stateless         ? "State=none: nothing to carry"
                    : config->exec_checkpoint ? "ExecCheckpoint="
                                              : daemon->config.checkpoints);
@@ -279,8 +316,9 @@ void ad_checkpoint_cancel(ad_host *host)
         checkpoint_free(ckpt);
         return;
     }
-    /* The worker has it: it stops at its next block, removes its
-     * temporary file, and complete_write frees it without calling done. */
+    /* The claim read or the worker has it: the worker stops at its next
+     * block and removes its temporary file; on_claim_read or
+     * complete_write frees it without calling done. */
     ckpt->host = NULL;
     atomic_store(&ckpt->stop, true);
     ckpt->timer = sd_event_source_disable_unref(ckpt->timer);

@@ -54,8 +54,8 @@ static void exec_free(ad_checkpoint_exec *exec)
     free(exec);
 }
 
-int ad_checkpoint_exec_parse(const char *output, size_t len, char *id, size_t id_size,
-                             char *sha256, size_t sha256_size, act_error *err)
+int ad_checkpoint_exec_parse(const char *output, size_t len, char *id, size_t id_size, char *sha256,
+                             size_t sha256_size, act_error *err)
 {
     char shown[ACT_TEXT_SHOW_MAX];
     act_text_show_bytes(output, len, shown, sizeof(shown));
@@ -69,8 +69,8 @@ int ad_checkpoint_exec_parse(const char *output, size_t len, char *id, size_t id
         memcpy(id_text, output, id_len);
         memcpy(sha_text, space + 1, sha_len);
     }
-    bool good_sha = strlen(sha_text) == 64 && sha_len == 64 &&
-                    strspn(sha_text, "0123456789abcdef") == 64;
+    bool good_sha =
+        strlen(sha_text) == 64 && sha_len == 64 && strspn(sha_text, "0123456789abcdef") == 64;
     if (!space || id_len != strlen(id_text) || !act_name_is_valid(id_text) || !good_sha)
         return act_error_set(err, EPROTO,
                              "ExecCheckpoint= printed \"%s\", not \"ID SHA256\" (one line: the "
@@ -123,8 +123,8 @@ static void on_leaf_retired(ad_generation *gen, bool proven, const char *why, vo
         exec->done(exec->host, exec->result, exec->result == 0 ? &exec->written : NULL,
                    exec->result == 0 ? NULL : &exec->err, exec->userdata);
     } else if (!proven) {
-        act_log(LOG_ERR, "host %s: abandoned ExecCheckpoint= not proven stopped: %s",
-                name_of(exec), why);
+        act_log(LOG_ERR, "host %s: abandoned ExecCheckpoint= not proven stopped: %s", name_of(exec),
+                why);
     }
     exec_free(exec);
 }
@@ -149,9 +149,9 @@ static void on_exit_(ad_generation *gen, void *userdata)
     const char *program = ad_host_config(exec->host)->exec_checkpoint[0];
     read_output(exec);
     if (gen->exit_status != 0) {
-        exec->result = act_error_set(&exec->err, EIO,
-                                     "host %s: ExecCheckpoint= %s exited with status %d",
-                                     name_of(exec), program, gen->exit_status);
+        exec->result =
+            act_error_set(&exec->err, EIO, "host %s: ExecCheckpoint= %s exited with status %d",
+                          name_of(exec), program, gen->exit_status);
     } else if (exec->output_overflow) {
         exec->result = act_error_set(&exec->err, EPROTO,
                                      "host %s: ExecCheckpoint= %s printed more than %d bytes; "
@@ -160,8 +160,8 @@ static void on_exit_(ad_generation *gen, void *userdata)
     } else {
         claim_state *w = &exec->written;
         exec->result = ad_checkpoint_exec_parse(exec->output, exec->output_len, w->checkpoint,
-                                                sizeof(w->checkpoint), w->sha256,
-                                                sizeof(w->sha256), &exec->err);
+                                                sizeof(w->checkpoint), w->sha256, sizeof(w->sha256),
+                                                &exec->err);
         if (exec->result < 0) {
             act_error_prefix(&exec->err, "host %s", name_of(exec));
         } else {
@@ -176,10 +176,11 @@ static void on_exit_(ad_generation *gen, void *userdata)
 static int on_timeout(sd_event_source *source, uint64_t usec, void *userdata)
 {
     ad_checkpoint_exec *exec = userdata;
-    exec->result = act_error_set(
-        &exec->err, ETIMEDOUT, "host %s: ExecCheckpoint= did not finish within "
-                               "CheckpointTimeoutSec=%" PRIu64 "s",
-        name_of(exec), ad_host_config(exec->host)->checkpoint_timeout_usec / 1000000u);
+    exec->result = act_error_set(&exec->err, ETIMEDOUT,
+                                 "host %s: ExecCheckpoint= did not finish within "
+                                 "CheckpointTimeoutSec=%" PRIu64 "s",
+                                 name_of(exec),
+                                 ad_host_config(exec->host)->checkpoint_timeout_usec / 1000000u);
     end(exec);
     return 0;
 }
@@ -193,8 +194,11 @@ int ad_checkpoint_exec_start(ad_host *host, uint64_t generation, ad_checkpoint_d
     ad_checkpoint_exec *exec = calloc(1, sizeof(*exec));
     if (!exec)
         return act_error_set(err, ENOMEM, "out of memory");
-    *exec = (ad_checkpoint_exec){.host = host, .done = done, .userdata = userdata,
-                                 .output_fd = -1, .generation = generation};
+    *exec = (ad_checkpoint_exec){.host = host,
+                                 .done = done,
+                                 .userdata = userdata,
+                                 .output_fd = -1,
+                                 .generation = generation};
     int pipe_fds[2] = {-1, -1};
     int r = ad_host_state_directory(host, err);
     if (r == 0)

@@ -20,5 +20,5 @@ void ad_checkpoint_exec_abandon(ad_checkpoint_exec *exec);
 /* Parses the program's output: "ID SHA256" and an optional newline,
  * nothing else; id a name (common/names.h), SHA256 64 lowercase hex
  * digits. */
-int ad_checkpoint_exec_parse(const char *output, size_t len, char *id, size_t id_size,
-                             char *sha256, size_t sha256_size, act_error *err);
+int ad_checkpoint_exec_parse(const char *output, size_t len, char *id, size_t id_size, char *sha256,
+                             size_t sha256_size, act_error *err);

@@ -95,8 +95,8 @@ static void on_named(claim_store *store, int result, uint64_t new_revision, cons
     }
     if (result < 0) {
         fail(req, result == CLAIMS_CHANGED ? "claim_changed" : "store_error",
-             "host %s: checkpoint %s was written but not named on the claim: %s",
-             name_of(req), req->written.checkpoint,
+             "host %s: checkpoint %s was written but not named on the claim: %s", name_of(req),
+             req->written.checkpoint,
              result == CLAIMS_CHANGED ? "the claim kept changing" : err->message);
         return;
     }
@@ -127,8 +127,9 @@ static void name_on_claim(ad_checkpoint_request *req, const claim *current)
     act_error err = {0};
     if (claims_cas_async(ad_host_daemon(req->host)->store, name_of(req), current->revision,
                          &req->next, on_named, req, &err) < 0)
-        fail(req, "store_error", "host %s: checkpoint %s was written but not named on the claim: %s",
-             name_of(req), req->written.checkpoint, err.message);
+        fail(req, "store_error",
+             "host %s: checkpoint %s was written but not named on the claim: %s", name_of(req),
+             req->written.checkpoint, err.message);
 }
 
 static void on_read_to_name(claim_store *store, int result, const claim *c, const act_error *err,
@@ -143,8 +144,8 @@ static void on_read_to_name(claim_store *store, int result, const claim *c, cons
     name_on_claim(req, result > 0 ? c : NULL);
 }
 
-static void on_written(ad_host *host, int result, const claim_state *written,
-                       const act_error *err, void *userdata)
+static void on_written(ad_host *host, int result, const claim_state *written, const act_error *err,
+                       void *userdata)
 {
     ad_checkpoint_request *req = userdata;
     if (result < 0) {
@@ -167,7 +168,10 @@ static void start_writing(ad_checkpoint_request *req)
     act_error err = {0};
     int r = ad_checkpoint_start(req->host, req->generation, on_written, req, &err);
     if (r < 0)
-        fail(req, r == -EBUSY ? "busy" : r == -ENOTSUP ? "no_transport" : "checkpoint_failed",
+        fail(req,
+             r == -EBUSY     ? "busy"
+             : r == -ENOTSUP ? "no_transport"
+                             : "checkpoint_failed",
              "%s", err.message);
 }
 
@@ -176,6 +180,11 @@ void ad_checkpoint_request_host_parked(ad_host *host)
     ad_checkpoint_request *req = ad_host_checkpoint_request(host);
     if (!req || !req->waiting)
         return;
+    if (ad_host_daemon(host)->stopping) {
+        fail(req, "stopping", "host %s: box %s is stopping; no checkpoint was written",
+             name_of(req), box_of(req));
+        return;
+    }
     if (pl_host_is_unproven(ad_host_pipeline(host))) {
         fail(req, "unproven_stop",
              "host %s: its generation is not proven stopped, so its state may still change; "
@@ -204,9 +213,9 @@ static void on_read_first(claim_store *store, int result, const claim *c, const 
              "host %s: %s, this box is %s; run activatorctl checkpoint on the box that runs it "
              "(no checkpoint was written)",
              name_of(req),
-             result == 0     ? "has no claim yet"
-             : executor[0]   ? "the claim names another box as the one that runs it"
-                             : "the claim is released",
+             result == 0   ? "has no claim yet"
+             : executor[0] ? "the claim names another box as the one that runs it"
+                           : "the claim is released",
              box_of(req));
         if (result > 0 && executor[0])
             act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(req)},

@@ -136,6 +136,11 @@ static void report_to_claim(ad_host *host, const pl_wake_event *event)
     }
     if (event->reason == PL_REASON_NOT_OWNER || event->park_cause == PL_PARK_CLAIM_LOST)
         return;
+    /* A wake refused while a checkpoint is written changes nothing of the
+     * host, which stays parked: the claim's compare-and-swap of the
+     * checkpoint is the write that follows. */
+    if (event->reason == PL_REASON_CHECKPOINTING)
+        return;
     switch (event->type) {
     case PL_WAKE_EVENT_REFUSED:
     case PL_WAKE_EVENT_GAVE_UP:

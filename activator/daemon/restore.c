@@ -184,13 +184,19 @@ static void start_builtin(ad_restore *restore, const claim_state *state)
     snprintf(restore->name, sizeof(restore->name), "%s", ad_host_name(host));
     snprintf(restore->sha256, sizeof(restore->sha256), "%s", state->sha256);
     ad_host_run_as(host, &restore->uid, &restore->gid);
-    if (ckpt_parse_url(daemon->config.checkpoints, &restore->dir, &err) < 0 ||
-        ad_host_state_directory(host, &err) < 0 ||
-        (asprintf(&restore->state_dir, "%s/hosts/%s/state", daemon->config.state_directory,
-                  restore->name) < 0 &&
-         act_error_set(&err, ENOMEM, "out of memory") < 0) ||
-        act_offload_submit(daemon->offload, act_offload_lane(restore->name), run_builtin,
-                           complete_builtin, restore, &err) < 0) {
+    int r = ckpt_parse_url(daemon->config.checkpoints, &restore->dir, &err);
+    /* Made when missing: the exchange swaps it with the restored tree. */
+    if (r == 0)
+        r = ad_host_state_directory(host, &err);
+    if (r == 0 && asprintf(&restore->state_dir, "%s/hosts/%s/state",
+                           daemon->config.state_directory, restore->name) < 0) {
+        restore->state_dir = NULL;
+        r = act_error_set(&err, ENOMEM, "out of memory");
+    }
+    if (r == 0)
+        r = act_offload_submit(daemon->offload, act_offload_lane(restore->name), run_builtin,
+                               complete_builtin, restore, &err);
+    if (r < 0) {
         pl_wake_complete(restore->wake, PL_REASON_RESTORE_FAILED, "host %s: cannot restore: %s",
                          restore->name, err.message);
         restore_free(restore);

@@ -171,8 +171,8 @@ static void tampered_archive_is_refused_and_nothing_changes(void **state)
     assert_true(fd >= 0);
     assert_int_equal(pwrite(fd, "X", 1, 20), 1);
     close(fd);
-    assert_int_equal(
-        ckpt_restore(fx->store, "web1", info.id, info.sha256, fx->state, 0, 0, &err), -EBADMSG);
+    assert_int_equal(ckpt_restore(fx->store, "web1", info.id, info.sha256, fx->state, 0, 0, &err),
+                     -EBADMSG);
     assert_non_null(strstr(err.message, "changed or damaged"));
     assert_string_equal(read_text(join(fx, "counter")), "99\n");
 
@@ -185,12 +185,10 @@ static void tampered_archive_is_refused_and_nothing_changes(void **state)
     assert_string_equal(read_text(join(fx, "counter")), "99\n");
 
     /* Names from outside are checked before any path is made of them. */
-    assert_int_equal(ckpt_restore(fx->store, "../web1", info.id, info.sha256, fx->state, 0, 0,
-                                  &err),
-                     -EINVAL);
-    assert_int_equal(ckpt_restore(fx->store, "web1", "../../etc", info.sha256, fx->state, 0, 0,
-                                  &err),
-                     -EINVAL);
+    assert_int_equal(
+        ckpt_restore(fx->store, "../web1", info.id, info.sha256, fx->state, 0, 0, &err), -EINVAL);
+    assert_int_equal(
+        ckpt_restore(fx->store, "web1", "../../etc", info.sha256, fx->state, 0, 0, &err), -EINVAL);
     assert_string_equal(read_text(join(fx, "counter")), "99\n");
 }
 
@@ -255,8 +253,7 @@ static void hostile_entries_are_refused(void **state)
         snprintf(id, sizeof(id), "20260101T00000%zu.000000Z-00000000", i);
         write_hostile(fx, id, cases[i].name, cases[i].type, sha);
         act_error err = {0};
-        assert_int_equal(ckpt_restore(fx->store, "web1", id, sha, fx->state, 0, 0, &err),
-                         -EINVAL);
+        assert_int_equal(ckpt_restore(fx->store, "web1", id, sha, fx->state, 0, 0, &err), -EINVAL);
         if (!strstr(err.message, cases[i].why))
             fail_msg("%s: %s", cases[i].name, err.message);
         assert_string_equal(read_text(join(fx, "counter")), "5\n");
@@ -318,10 +315,9 @@ static void prune_keeps_the_newest_and_the_protected(void **state)
     ckpt_info written[5];
     act_error err = {0};
     for (int i = 0; i < 5; i++) {
-        assert_int_equal(
-            ckpt_write(fx->store, "web1", fx->state, (uint64_t)i + 1, "box-1", NULL, &written[i],
-                       &err),
-            0);
+        assert_int_equal(ckpt_write(fx->store, "web1", fx->state, (uint64_t)i + 1, "box-1", NULL,
+                                    &written[i], &err),
+                         0);
         usleep(2000);
     }
     const char *protected[] = {written[0].id};

@@ -1174,6 +1174,80 @@ static void changes_are_sorted_by_when_they_apply(void **state)
                      CFG_HOST_CHANGED_LISTEN | CFG_HOST_CHANGED_LIMITS | CFG_HOST_CHANGED_START);
 }
 
+/* Checkpoints= and CheckpointsKeep=, State=, ExecCheckpoint=,
+ * CheckpointLive= and CheckpointTimeoutSec=: their defaults, their values,
+ * and the rules between them. */
+static void checkpoint_keys(void **state)
+{
+    (void)state;
+    write_file("d.conf", "[Activator]\nBox=box-1\n");
+    cfg_daemon c;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
+    assert_null(c.checkpoints);
+    assert_int_equal(c.checkpoints_keep, 3);
+    cfg_daemon_free(&c);
+    write_file("d.conf", "[Activator]\nBox=box-1\nCheckpoints=dir:///srv/checkpoints\n"
+                         "CheckpointsKeep=7\n");
+    assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
+    assert_string_equal(c.checkpoints, "dir:///srv/checkpoints");
+    assert_int_equal(c.checkpoints_keep, 7);
+    cfg_daemon_free(&c);
+    write_file("bad.conf", "[Activator]\nBox=box-1\nCheckpoints=/srv/checkpoints\n");
+    expect_one_error("bad.conf", 3, "Checkpoints", "dir:///PATH");
+    write_file("bad.conf", "[Activator]\nBox=box-1\nCheckpointsKeep=0\n");
+    expect_one_error("bad.conf", 3, "CheckpointsKeep", "");
+
+    cfg_host h;
+    load_host("plain", "[Host]\nExec=bin/app\n", &h);
+    assert_false(h.stateless);
+    assert_null(h.exec_checkpoint);
+    assert_false(h.checkpoint_live);
+    assert_int_equal(h.checkpoint_timeout_usec, 300 * CFG_USEC_PER_SEC);
+    cfg_host_free(&h);
+    load_host("hooks",
+              "[Host]\nExec=bin/app\nState=dir\nExecCheckpoint=/usr/lib/snap --live\n"
+              "ExecRestore=/usr/lib/fetch\nCheckpointLive=yes\nCheckpointTimeoutSec=2min\n",
+              &h);
+    assert_string_equal(h.exec_checkpoint[0], "/usr/lib/snap");
+    assert_string_equal(h.exec_checkpoint[1], "--live");
+    assert_true(h.checkpoint_live);
+    assert_int_equal(h.checkpoint_timeout_usec, 120 * CFG_USEC_PER_SEC);
+    cfg_host_free(&h);
+    load_host("stateless", "[Host]\nExec=bin/app\nState=none\n", &h);
+    assert_true(h.stateless);
+    cfg_host_free(&h);
+
+    static const struct {
+        const char *text;
+        const char *key;
+        const char *words;
+    } bad[] = {
+        {"State=tmpfs\n", "State", "is not dir or none"},
+        {"ExecCheckpoint=snap\nExecRestore=/usr/lib/fetch\n", "ExecCheckpoint", "absolute"},
+        {"ExecCheckpoint=/usr/lib/snap\n", "ExecCheckpoint", "without ExecRestore="},
+        {"CheckpointLive=yes\n", "CheckpointLive", "without ExecCheckpoint="},
+        {"State=none\nExecRestore=/usr/lib/fetch\n", "ExecRestore", "State=none"},
+        {"CheckpointTimeoutSec=0\n", "CheckpointTimeoutSec", ""},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        char text[256];
+        snprintf(text, sizeof(text), "[Host]\nExec=bin/app\n%s", bad[i].text);
+        write_file("bad.conf", text);
+        errors = (cfg_errors){0};
+        assert_int_equal(cfg_load_host_file(tmp_dir, "bad.conf", &h, &errors), -EINVAL);
+        if (errors.n != 1 || !strstr(errors.items[0].text, bad[i].key) ||
+            !strstr(errors.items[0].text, bad[i].words)) {
+            cfg_errors_print(&errors, stderr);
+            fail_msg("%s: expected one error on %s saying \"%s\"", bad[i].text, bad[i].key,
+                     bad[i].words);
+        }
+        cfg_errors_free(&errors);
+    }
+    /* How a host's state is carried applies from its next start. */
+    assert_int_equal(changes_after(NULL, "[Host]\nState=none\n"), CFG_HOST_CHANGED_START);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1200,6 +1274,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(missing_accounts_are_reported_on_their_lines, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(changes_are_sorted_by_when_they_apply, setup, teardown),
+        cmocka_unit_test_setup_teardown(checkpoint_keys, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -346,7 +346,8 @@ static void test_activatorctl_against_server(void **state)
 
     static const char *const commands[] = {"status",  "wake",     "park",  "swap",
                                            "stage",   "promote",  "releases", "claim",
-                                           "watch",   "stats",    "version", "reload"};
+                                           "watch",   "stats",    "version", "reload",
+                                           "checkpoint", "checkpoints"};
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         char *help[] = {(char *)activatorctl, (char *)commands[i], "--help", NULL};
         rc = dd_run_as(help, (uid_t)-1, 0, out, sizeof(out));

@@ -8,6 +8,7 @@
  *     counter goes on from where it was;
  *   - a tampered archive: the wake fails with restore_failed, and the state
  *     directory is as it was;
+ *   - CheckpointsKeep= prunes, sparing the checkpoint the claim names;
  *   - bad input changes nothing and says why: an unknown host, a viewer
  *     asking for a checkpoint, a box without Checkpoints=, a State=none
  *     host, a bad Checkpoints= URL or State= value, Checkpoints= changed by
@@ -54,8 +55,13 @@ static void shared_dir_remove(shared_dir *shared)
 
 static int ctl(dh_daemon *d, char *out, size_t size, const char *a, const char *b)
 {
-    char *const argv[] = {(char *)DH_ACTIVATORCTL, (char *)"--connect", d->drv.control_url,
-                          (char *)"--no-color", (char *)a, (char *)b, NULL};
+    char *const argv[] = {(char *)DH_ACTIVATORCTL,
+                          (char *)"--connect",
+                          d->drv.control_url,
+                          (char *)"--no-color",
+                          (char *)a,
+                          (char *)b,
+                          NULL};
     return dh_run(argv, out, size);
 }
 
@@ -79,8 +85,7 @@ static void forget_state(dh_daemon *d, const char *counter_value)
 {
     char cmd[PATH_MAX * 2], path[PATH_MAX];
     state_path(d, "", path, sizeof(path));
-    snprintf(cmd, sizeof(cmd), "rm -rf %s/* %s/hosts/demo/checkpoint.json", path,
-             d->drv.state_dir);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/* %s/hosts/demo/checkpoint.json", path, d->drv.state_dir);
     DH_CHECK(d, system(cmd) == 0, "%s failed", cmd);
     if (counter_value) {
         state_path(d, "counter", path, sizeof(path));
@@ -107,8 +112,9 @@ static claim_state checkpoint_now(dh_daemon *d)
              "activatorctl checkpoint demo exited %d:\n%s", status, out);
     claim c;
     DH_CHECK(d, dh_claim_get(d, "demo", &c), "demo has no claim");
-    DH_CHECK(d, c.state.checkpoint[0] && strlen(c.state.sha256) == 64 && c.state.size > 0 &&
-                    strcmp(c.state.box, DH_BOX) == 0 && c.state.stamp_usec > 0,
+    DH_CHECK(d,
+             c.state.checkpoint[0] && strlen(c.state.sha256) == 64 && c.state.size > 0 &&
+                 strcmp(c.state.box, DH_BOX) == 0 && c.state.stamp_usec > 0,
              "the claim's state does not name the checkpoint: \"%s\" sha256 \"%s\" size %" PRIu64
              " box \"%s\"",
              c.state.checkpoint, c.state.sha256, c.state.size, c.state.box);
@@ -117,15 +123,49 @@ static claim_state checkpoint_now(dh_daemon *d)
     return c.state;
 }
 
-static int start_demo(dh_daemon *d, shared_dir *shared)
+static int start_demo_keeping(dh_daemon *d, shared_dir *shared, const char *keep)
 {
     shared_dir_make(d, shared);
     char conf[256];
-    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\n", shared->path);
+    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\n%s", shared->path, keep ? keep : "");
     dh_setup(d, DH_STORE_DIR, conf);
     int port = dh_add_app_host(d, "demo", "--counter", NULL);
     dh_start(d, NULL);
     return port;
+}
+
+static int start_demo(dh_daemon *d, shared_dir *shared)
+{
+    return start_demo_keeping(d, shared, NULL);
+}
+
+static bool archive_exists(const shared_dir *shared, const char *id)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/demo/%s.tar.zst", shared->path, id);
+    return access(path, F_OK) == 0;
+}
+
+/* CheckpointsKeep=1: each write keeps the newest, and spares the one the
+ * claim names at the time (the one before it). */
+static void test_pruning_spares_the_named_one(void **state)
+{
+    dh_daemon *d = *state;
+    shared_dir shared;
+    int port = start_demo_keeping(d, &shared, "CheckpointsKeep=1\n");
+    claim_state written[3];
+    for (int i = 0; i < 3; i++) {
+        DH_CHECK(d, get_counter(d, port) == i + 1, "the counter does not count");
+        written[i] = checkpoint_now(d);
+    }
+    DH_CHECK(d, !archive_exists(&shared, written[0].checkpoint),
+             "the oldest checkpoint %s was kept with CheckpointsKeep=1", written[0].checkpoint);
+    DH_CHECK(d, archive_exists(&shared, written[1].checkpoint),
+             "checkpoint %s, which the claim named while %s was written, was pruned",
+             written[1].checkpoint, written[2].checkpoint);
+    DH_CHECK(d, archive_exists(&shared, written[2].checkpoint), "the newest checkpoint is gone");
+    dh_stop_and_check_clean(d);
+    shared_dir_remove(&shared);
 }
 
 static void test_checkpoint_then_restore_continues_the_counter(void **state)
@@ -185,8 +225,9 @@ static void test_tampered_checkpoint_fails_the_wake_and_changes_nothing(void **s
     const char *code = dh_reply_code(reply);
     char text[2048];
     snprintf(text, sizeof(text), "%s", json_object_to_json_string(reply));
-    DH_CHECK(d, strcmp(code, "restore_failed") == 0 && strstr(text, "changed or damaged") &&
-                    strstr(text, written.checkpoint),
+    DH_CHECK(d,
+             strcmp(code, "restore_failed") == 0 && strstr(text, "changed or damaged") &&
+                 strstr(text, written.checkpoint),
              "the wake of a tampered checkpoint: %s", text);
     json_object_put(reply);
     _cleanup_free_ char *counter = read_counter_file(d);
@@ -221,8 +262,7 @@ static void test_bad_input_changes_nothing(void **state)
     shared_dir shared;
     shared_dir_make(d, &shared);
     char conf[256];
-    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\nViewerGroup=%d\n", shared.path,
-             VIEWER_GID);
+    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\nViewerGroup=%d\n", shared.path, VIEWER_GID);
     dh_setup(d, DH_STORE_DIR, conf);
     dh_add_app_host(d, "demo", "--counter", NULL);
     dh_add_app_host(d, "plain", NULL, "State=none\n");
@@ -243,24 +283,26 @@ static void test_bad_input_changes_nothing(void **state)
     /* A viewer may list, not write. */
     chmod(d->drv.dir, 0711);
     chmod(d->drv.runtime_dir, 0711);
-    const char *argv[] = {DH_ACTIVATORCTL, "--connect", d->drv.control_url, "--no-color",
-                          "checkpoint",    "demo",      NULL};
-    status = dd_run_as_groups((char *const *)argv, 65534, 65534, viewer_groups, 2, out,
-                              sizeof(out));
-    DH_CHECK(d, status == 1 && strstr(out, "op checkpoint needs the operator role") &&
-                    strstr(out, "[forbidden]"),
+    const char *argv[] = {
+        DH_ACTIVATORCTL, "--connect", d->drv.control_url, "--no-color", "checkpoint", "demo", NULL};
+    status =
+        dd_run_as_groups((char *const *)argv, 65534, 65534, viewer_groups, 2, out, sizeof(out));
+    DH_CHECK(d,
+             status == 1 && strstr(out, "op checkpoint needs the operator role") &&
+                 strstr(out, "[forbidden]"),
              "checkpoint as a viewer: exit %d:\n%s", status, out);
     argv[4] = "checkpoints";
-    status = dd_run_as_groups((char *const *)argv, 65534, 65534, viewer_groups, 2, out,
-                              sizeof(out));
-    DH_CHECK(d, status == 0 && strstr(out, "CHECKPOINT"),
-             "checkpoints as a viewer: exit %d:\n%s", status, out);
+    status =
+        dd_run_as_groups((char *const *)argv, 65534, 65534, viewer_groups, 2, out, sizeof(out));
+    DH_CHECK(d, status == 0 && strstr(out, "CHECKPOINT"), "checkpoints as a viewer: exit %d:\n%s",
+             status, out);
 
     /* None of that touched the host or its claim. */
     DH_CHECK(d, dh_wait_state(d, "demo", "serving", 1000), "demo stopped serving");
     claim after;
-    DH_CHECK(d, dh_claim_get(d, "demo", &after) && after.revision == before.revision &&
-                    !after.state.checkpoint[0],
+    DH_CHECK(d,
+             dh_claim_get(d, "demo", &after) && after.revision == before.revision &&
+                 !after.state.checkpoint[0],
              "the claim changed: revision %" PRIu64 " -> %" PRIu64, before.revision,
              after.revision);
     char listing[PATH_MAX];
@@ -287,18 +329,23 @@ static void test_bad_input_changes_nothing(void **state)
     char bad[PATH_MAX];
     snprintf(bad, sizeof(bad), "%s/bad.conf", d->drv.dir);
     f = fopen(bad, "we");
-    fprintf(f, "[Activator]\nBox=box-1\nStateDirectory=%s\nCheckpoints=nfs://server/x\n"
-               "CheckpointsKeep=0\nMetricsListen=no\n",
+    fprintf(f,
+            "[Activator]\nBox=box-1\nStateDirectory=%s\nCheckpoints=nfs://server/x\n"
+            "CheckpointsKeep=0\nMetricsListen=no\n",
             d->drv.state_dir);
     fclose(f);
     status = check_config(bad, out, sizeof(out));
-    DH_CHECK(d, status != 0 && strstr(out, "bad.conf:4: Checkpoints:") &&
-                    strstr(out, "dir:///PATH") && strstr(out, "bad.conf:5: CheckpointsKeep:"),
+    DH_CHECK(d,
+             status != 0 && strstr(out, "bad.conf:4: Checkpoints:") && strstr(out, "dir:///PATH") &&
+                 strstr(out, "bad.conf:5: CheckpointsKeep:"),
              "--check-config of a bad Checkpoints=: exit %d:\n%s", status, out);
     dh_write_host(d, "badstate", "[Host]\nExec=act-e2e-app\nState=tmpfs\nCheckpointLive=yes\n");
+    dh_write_host(d, "norestore", "[Host]\nExec=act-e2e-app\nExecCheckpoint=/bin/true\n");
     status = check_config(d->drv.config_path, out, sizeof(out));
-    DH_CHECK(d, status != 0 && strstr(out, "badstate.conf:3: State: is not dir or none") &&
-                    strstr(out, "badstate.conf:4: CheckpointLive:"),
+    DH_CHECK(d,
+             status != 0 && strstr(out, "badstate.conf:3: State: is not dir or none") &&
+                 strstr(out, "badstate.conf:4: CheckpointLive:") &&
+                 strstr(out, "norestore.conf:3: ExecCheckpoint: set without ExecRestore="),
              "--check-config of a bad State=: exit %d:\n%s", status, out);
     shared_dir_remove(&shared);
 }
@@ -311,13 +358,123 @@ static void test_no_transport_is_refused(void **state)
     dh_wake(d, "demo");
     char out[4096];
     int status = ctl(d, out, sizeof(out), "checkpoint", "demo");
-    DH_CHECK(d, status == 1 && strstr(out, "no checkpoint transport") &&
-                    strstr(out, "Checkpoints=dir:///PATH"),
+    DH_CHECK(d,
+             status == 1 && strstr(out, "no checkpoint transport") &&
+                 strstr(out, "Checkpoints=dir:///PATH"),
              "checkpoint without a transport: exit %d:\n%s", status, out);
     DH_CHECK(d, dh_wait_state(d, "demo", "serving", 1000), "demo stopped serving");
     status = ctl(d, out, sizeof(out), "checkpoints", "demo");
     DH_CHECK(d, status == 1 && strstr(out, "no_transport"),
              "checkpoints without a transport: exit %d:\n%s", status, out);
+    dh_stop_and_check_clean(d);
+}
+
+/* ExecCheckpoint= with CheckpointLive=yes: the host's own program (here a
+ * tar of the state directory) snapshots it while it serves; its answer is
+ * parsed strictly, and a bad one changes nothing. */
+static void test_exec_checkpoint_live(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    char script[PATH_MAX], flag[PATH_MAX], host_lines[PATH_MAX + 128];
+    snprintf(script, sizeof(script), "%s/checkpoint.sh", d->drv.dir);
+    snprintf(flag, sizeof(flag), "%s/garble", d->drv.dir);
+    FILE *f = fopen(script, "we");
+    DH_CHECK(d, f, "cannot write %s", script);
+    fprintf(f,
+            "#!/bin/sh\n"
+            "set -e\n"
+            "if [ -e %s ]; then echo 'not an answer'; exit 0; fi\n"
+            "id=cp-$ACTIVATOR_GENERATION-$(date +%%s%%N)\n"
+            "tar -C \"$STATE_DIRECTORY\" -cf %s/$id.tar .\n"
+            "sha=$(sha256sum %s/$id.tar | cut -d' ' -f1)\n"
+            "echo \"$id $sha\"\n",
+            flag, d->drv.dir, d->drv.dir);
+    fclose(f);
+    chmod(script, 0755);
+    snprintf(host_lines, sizeof(host_lines),
+             "ExecCheckpoint=/bin/sh %s\nCheckpointLive=yes\nExecRestore=/bin/true\n", script);
+    int port = dh_add_app_host(d, "demo", "--counter", host_lines);
+    dh_start(d, NULL);
+    dh_wake(d, "demo");
+    DH_CHECK(d, get_counter(d, port) == 1, "the counter does not count");
+
+    char out[4096];
+    int status = ctl(d, out, sizeof(out), "checkpoint", "demo");
+    DH_CHECK(d, status == 0 && strstr(out, "named on the claim") && !strstr(out, "parked"),
+             "a live ExecCheckpoint=: exit %d:\n%s", status, out);
+    DH_CHECK(d, dh_wait_state(d, "demo", "serving", 1000), "demo stopped serving");
+    claim c;
+    DH_CHECK(d,
+             dh_claim_get(d, "demo", &c) && strncmp(c.state.checkpoint, "cp-", 3) == 0 &&
+                 strlen(c.state.sha256) == 64,
+             "the claim does not name the program's checkpoint: \"%s\"", c.state.checkpoint);
+    DH_CHECK(d, get_counter(d, port) == 2, "the host did not serve on through the checkpoint");
+
+    f = fopen(flag, "we");
+    fclose(f);
+    status = ctl(d, out, sizeof(out), "checkpoint", "demo");
+    DH_CHECK(d, status == 1 && strstr(out, "not \"ID SHA256\""), "a garbled answer: exit %d:\n%s",
+             status, out);
+    claim after;
+    DH_CHECK(d, dh_claim_get(d, "demo", &after) && after.revision == c.revision,
+             "a garbled answer changed the claim");
+    DH_CHECK(d, !dh_leaf_exists(d, "demo", "checkpoint-1"), "the program's leaf is left");
+    dh_stop_and_check_clean(d);
+}
+
+/* While a checkpoint is written, a wake is refused with checkpointing
+ * (nothing may write the state meanwhile), and the claim does not call the
+ * host failed for it. ExecCheckpoint= without CheckpointLive= waits for
+ * the test's word, so the checkpoint is in flight for as long as needed. */
+static void test_wakes_wait_for_the_checkpoint(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    char script[PATH_MAX], started[PATH_MAX], release[PATH_MAX], host_lines[PATH_MAX + 128];
+    snprintf(script, sizeof(script), "%s/checkpoint.sh", d->drv.dir);
+    snprintf(started, sizeof(started), "%s/started", d->drv.dir);
+    snprintf(release, sizeof(release), "%s/release", d->drv.dir);
+    FILE *f = fopen(script, "we");
+    DH_CHECK(d, f, "cannot write %s", script);
+    fprintf(f,
+            "#!/bin/sh\n"
+            "touch %s\n"
+            "while [ ! -e %s ]; do sleep 0.05; done\n"
+            "echo 'held-1 %064d'\n",
+            started, release, 0);
+    fclose(f);
+    snprintf(host_lines, sizeof(host_lines), "ExecCheckpoint=/bin/sh %s\nExecRestore=/bin/true\n",
+             script);
+    int port = dh_add_app_host(d, "demo", "--counter", host_lines);
+    dh_start(d, NULL);
+    DH_CHECK(d, get_counter(d, port) == 1, "the counter does not count");
+
+    dh_async *request =
+        dh_request_start(d, 30000, "{\"v\":1,\"op\":\"checkpoint\",\"host\":\"demo\"}");
+    for (int i = 0; i < 200 && access(started, F_OK) < 0; i++)
+        usleep(25000);
+    DH_CHECK(d, access(started, F_OK) == 0, "ExecCheckpoint= did not start");
+    json_object *reply = dh_wake_reply(d, "demo", 10000);
+    char text[2048];
+    snprintf(text, sizeof(text), "%s", json_object_to_json_string(reply));
+    DH_CHECK(d, strcmp(dh_reply_code(reply), "checkpointing") == 0,
+             "a wake during the checkpoint: %s", text);
+    json_object_put(reply);
+
+    f = fopen(release, "we");
+    fclose(f);
+    reply = dh_request_finish(d, request);
+    snprintf(text, sizeof(text), "%s", json_object_to_json_string(reply));
+    DH_CHECK(d, dh_reply_ok(reply), "the checkpoint: %s", text);
+    json_object_put(reply);
+    claim c;
+    DH_CHECK(d,
+             dh_claim_get(d, "demo", &c) && strcmp(c.state.checkpoint, "held-1") == 0 &&
+                 !c.has_failure && strcmp(c.op.phase, "failed") != 0,
+             "the claim after a refused wake: checkpoint \"%s\", phase %s, failure %d",
+             c.state.checkpoint, c.op.phase, c.has_failure);
+    DH_CHECK(d, get_counter(d, port) == 2, "the host does not wake after the checkpoint");
     dh_stop_and_check_clean(d);
 }
 
@@ -329,8 +486,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         DH_TEST(test_checkpoint_then_restore_continues_the_counter),
         DH_TEST(test_tampered_checkpoint_fails_the_wake_and_changes_nothing),
+        DH_TEST(test_pruning_spares_the_named_one),
         DH_TEST(test_bad_input_changes_nothing),
         DH_TEST(test_no_transport_is_refused),
+        DH_TEST(test_exec_checkpoint_live),
+        DH_TEST(test_wakes_wait_for_the_checkpoint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
