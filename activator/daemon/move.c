@@ -16,6 +16,7 @@
 #include "activator/records/records.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/text.h"
 
 /* A CAS that lost to an unrelated write (a hold, a pin) is tried again on
  * the claim as it is now, this many times. */
@@ -140,7 +141,7 @@ static void start_deadline(ad_move *m)
         return;
     m->deadline_usec = act_wallclock_usec() + ad_host_config(m->host)->probe_timeout_usec;
     rec_probe record = {.deadline_usec = m->deadline_usec};
-    snprintf(record.op_id, sizeof(record.op_id), "%s", m->op_id);
+    act_copy_string(record.op_id, sizeof(record.op_id), m->op_id);
     act_error err = {0};
     int dirfd = ad_host_dir(m->host, &err);
     if (dirfd < 0 || rec_write_probe(dirfd, &record, &err) < 0)
@@ -271,8 +272,8 @@ static bool rollback_of(ad_move *m, const claim *current, claim *next)
             return false;
         from.op.kind = CLAIM_OP_PROBE;
         snprintf(from.op.phase, sizeof(from.op.phase), "probing");
-        snprintf(from.op.from, sizeof(from.op.from), "%s", m->from);
-        snprintf(from.op.to, sizeof(from.op.to), "%s", m->to);
+        act_copy_string(from.op.from, sizeof(from.op.from), m->from);
+        act_copy_string(from.op.to, sizeof(from.op.to), m->to);
     }
     return claim_move_rollback(&from, m->rollback_reason, m->rollback_message, box_of(m),
                                act_wallclock_usec(), next, NULL) == 0;
@@ -339,8 +340,8 @@ static void roll_back(ad_move *m, const char *reason, const char *message)
 {
     if (m->writing != WRITE_NONE)
         return;
-    snprintf(m->rollback_reason, sizeof(m->rollback_reason), "%s", reason);
-    snprintf(m->rollback_message, sizeof(m->rollback_message), "%s", message ? message : "");
+    act_copy_string(m->rollback_reason, sizeof(m->rollback_reason), reason);
+    act_copy_string(m->rollback_message, sizeof(m->rollback_message), message ? message : "");
     log_move(m, LOG_WARNING, "failed on this box (%s: %s); rolling back to box %s", reason,
              m->rollback_message, m->from);
     start_write(m, WRITE_ROLLBACK);
@@ -497,7 +498,7 @@ static void probe_ended(ad_move *m, pl_reason reason)
     default:
         break;
     }
-    snprintf(m->failure_reason, sizeof(m->failure_reason), "%s", pl_reason_to_string(reason));
+    act_copy_string(m->failure_reason, sizeof(m->failure_reason), pl_reason_to_string(reason));
     if (!m->failure_message[0])
         snprintf(m->failure_message, sizeof(m->failure_message),
                  "host %s: the probe on box %s ended with %s", name_of(m), box_of(m),
@@ -525,7 +526,7 @@ void ad_move_on_transition(ad_host *host, const pl_wake_event *event)
     case PL_WAKE_EVENT_FAULTED:
         /* The sentence, for the rollback: ENDED carries only the reason. */
         if (m->role == MOVE_TARGET && event->message)
-            snprintf(m->failure_message, sizeof(m->failure_message), "%s", event->message);
+            act_copy_string(m->failure_message, sizeof(m->failure_message), event->message);
         break;
     case PL_WAKE_EVENT_ENDED:
         if (m->role == MOVE_SOURCE) {
@@ -575,9 +576,9 @@ static ad_move *begin(ad_host *host, const claim *c, move_role role)
         return NULL;
     }
     *m = (ad_move){.host = host, .role = role, .generation = c->holder.generation};
-    snprintf(m->op_id, sizeof(m->op_id), "%s", c->op.id);
-    snprintf(m->from, sizeof(m->from), "%s", c->op.from);
-    snprintf(m->to, sizeof(m->to), "%s", c->op.to);
+    act_copy_string(m->op_id, sizeof(m->op_id), c->op.id);
+    act_copy_string(m->from, sizeof(m->from), c->op.from);
+    act_copy_string(m->to, sizeof(m->to), c->op.to);
     ad_host_set_move(host, m);
     if (role == MOVE_SOURCE) {
         log_move(m, LOG_NOTICE, "draining for box %s: no wake from now on; retiring what runs, "
