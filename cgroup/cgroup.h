@@ -32,6 +32,7 @@
 typedef struct cg_root cg_root;
 typedef struct cg_leaf cg_leaf;
 typedef struct cg_seccomp_program cg_seccomp_program;
+typedef struct cg_fs_view cg_fs_view;
 
 /* ---- the root of the activator's subtree ---- */
 
@@ -192,8 +193,42 @@ typedef struct cg_spawn_spec {
     mode_t umask;             /* default 0022 */
     const cg_rlimit *rlimits;
     size_t n_rlimits;
+    /* No capabilities: bounding, inheritable, permitted, effective and
+     * ambient sets cleared but for ambient_capabilities (1 << CAP_*, kept
+     * across the uid change and raised as ambient, so the program starts
+     * with exactly those), and the securebits locked so that uid 0 gets
+     * nothing from an exec (SECBIT_NOROOT) and no uid change or keep-caps
+     * switch can bring any back. Needs CAP_SETPCAP (a root parent). */
+    bool drop_capabilities;
+    uint64_t ambient_capabilities;
     bool no_new_privs;        /* PR_SET_NO_NEW_PRIVS; required for seccomp with a non-root uid */
     const cg_seccomp_program *seccomp; /* NULL: no filter */
+    /* A pidfd (or nsfd) of a process whose mount namespace the child joins
+     * (setns CLONE_NEWNS) right after it joins the leaf, before anything
+     * that resolves a path: how a probe or helper sees the files its
+     * generation sees. -1 (default): stay in ours. */
+    int join_mount_ns_fd;
+    /* A journald stream for stdout and stderr, connected by the child
+     * itself once it runs as uid (so journald records the child's pid,
+     * uid and cgroup, never ours): the stream socket's path
+     * ("/run/systemd/journal/stdout") and the header of its protocol
+     * (identifier, unit, priority, level prefix and forwarding lines).
+     * When the connect fails (journald gone, its backlog full: the connect
+     * never waits) stdout_fd and stderr_fd stay as they are. NULL: none. */
+    const char *journal_socket;
+    const char *journal_header;
+    /* The filesystem the process sees (see cg_fs_view_new); NULL: the
+     * daemon's own. fs_passed: with a view, paths beneath its hidden
+     * directories that this one process still reaches as they are (its
+     * notify socket), NULL-terminated or NULL. Not with join_mount_ns_fd:
+     * a process gets a view of its own or joins another's. */
+    const cg_fs_view *fs_view;
+    const char *const *fs_passed;
+    /* With a view, paths beneath its hidden directories that this one
+     * process may read but never write, whatever the box allows (the
+     * build it runs: a "#!" interpreter or libraries inside the build are
+     * opened by path). NULL-terminated or NULL. */
+    const char *const *fs_read_only;
     /* Tests only: force a slower path that is otherwise taken only where
      * the fast one is missing (see cg_spawn_method). */
     cg_spawn_method method;
@@ -226,20 +261,66 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
  * or made while another thread spawns, copy the table as without it. */
 int cg_spawn_reserve_fds(size_t n, act_error *err);
 
+/* ---- the filesystem a spawned process sees ---- */
+
+/* A mount namespace of the process's own, made in the child before it drops
+ * privileges: the whole tree read-only (recursively, mount_setattr), a few
+ * paths kept as the box has them, the daemon's directories hidden, private
+ * temporary directories and a /proc that shows the process only the
+ * processes it may ptrace. Needs Linux 5.12 (mount_setattr). */
+typedef struct cg_fs_view_spec {
+    /* Directories replaced by an empty read-only tmpfs: the daemon's state
+     * and runtime directories, the releases, the claims. One beneath
+     * another is covered by it; one missing at spawn has nothing to hide. */
+    const char *const *hidden;
+    /* Paths kept as the box has them: writable where the box's mount and
+     * the file's mode allow, the only such places besides the private
+     * temporary directories. One beneath a hidden directory is bound back
+     * into it. A path missing at spawn fails the spawn, naming it; one in
+     * writable_if_present is skipped. No symlink is followed on the way to
+     * a kept path (its host may be able to write one there): a path with
+     * one fails the spawn. Both NULL-terminated or NULL. */
+    const char *const *writable;
+    const char *const *writable_if_present;
+    bool private_tmp;    /* a fresh tmpfs on /tmp, /var/tmp and /dev/shm */
+    bool hide_processes; /* a fresh /proc with hidepid=invisible */
+} cg_fs_view_spec;
+
+/* The most paths one view takes, all lists together (and fs_passed). */
+#define CG_FS_VIEW_PATHS_MAX 128
+
+/* Checks every path (absolute, no "." or ".." component, not "/", not
+ * beneath /proc, at most CG_FS_VIEW_PATHS_MAX) and prepares the steps the
+ * child takes, in the order that makes each mount land where it should
+ * (a parent's before its children's). Errors name the path. */
+int cg_fs_view_new(const cg_fs_view_spec *spec, cg_fs_view **out, act_error *err);
+void cg_fs_view_free(cg_fs_view *view);
+DEFINE_TRIVIAL_CLEANUP_FUNC(cg_fs_view *, cg_fs_view_free)
+
 /* ---- seccomp ---- */
 
 /* Compiles a filter in the parent with libseccomp into a BPF program the
- * child loads with the raw seccomp() syscall.
- * profile "default": denies with EPERM what a server never needs (mount and
- *   namespace admin, module loading, reboot, swap, raw I/O, kexec, ptrace
- *   and other debugging calls, bpf, clock setting, obsolete calls); clone3
- *   gets ENOSYS so libc falls back to clone, whose namespace flags are
- *   checked. profile "none": allows everything not in deny.
- * allow removes names from the profile; deny adds names (EPERM). Unknown
- * names and a name in both lists are refused. *out is NULL when the result
- * filters nothing ("none" without deny). */
+ * child loads with the raw seccomp() syscall. Every list holds system call
+ * names and systemd's groups ("@network-io"; systemd-analyze syscall-filter
+ * lists them), with systemd's meaning.
+ * profile "default": an allow-list, everything else refused with EPERM:
+ *   systemd's @system-service without @keyring, io_uring (its operations
+ *   would bypass the filter), unshare and setns; allow adds to it, deny
+ *   takes off it.
+ * profile "allow": the same from an empty allow-list.
+ * profile "none": a deny-list: deny refused with EPERM, allow taken off it.
+ * Namespaces follow unshare: where it is refused, clone() with a namespace
+ * flag is refused too, and clone3 (whose flags BPF cannot read) gets ENOSYS
+ * so libc falls back to clone. Unknown names and groups, and a name in both
+ * lists, are refused. *out is NULL when the result filters nothing ("none"
+ * without deny). */
 int cg_seccomp_compile(const char *profile, const char *const *allow, const char *const *deny,
                        cg_seccomp_program **out, act_error *err);
+/* Calls each with every system call of this architecture that name is, or
+ * that the group name ("@process") holds. Returns -ENOENT for an unknown
+ * group, -EINVAL for an unknown call, or what each returned (stopping at a
+ * negative one). */
+int cg_seccomp_expand(const char *name, int (*each)(const char *call, void *data), void *data);
 void cg_seccomp_program_free(cg_seccomp_program *program);
 DEFINE_TRIVIAL_CLEANUP_FUNC(cg_seccomp_program *, cg_seccomp_program_free)
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +43,7 @@ void cg_spawn_spec_init(cg_spawn_spec *spec)
     spec->uid = CG_ID_UNSET;
     spec->gid = CG_ID_UNSET;
     spec->umask = 0022;
+    spec->join_mount_ns_fd = -1;
 }
 
 static bool fd_is_open(int fd)
@@ -122,6 +124,10 @@ static int check_spec(const cg_spawn_spec *spec, act_error *err)
                              spec->uid);
     if (spec->n_groups && spec->gid == CG_ID_UNSET)
         return act_error_set(err, EINVAL, "supplementary groups need a gid to be set as well");
+    if (spec->fs_view && spec->join_mount_ns_fd >= 0)
+        return act_error_set(err, EINVAL,
+                             "a filesystem view and a mount namespace to join are both set; a "
+                             "process either gets a view of its own or joins another's");
     int r = check_pid_variables(spec, err);
     if (r < 0)
         return r;
@@ -212,13 +218,17 @@ static const char *step_sentence(enum cg_child_step step)
     switch (step) {
     case CG_STEP_JOIN_V1: return "cannot join the leaf's cgroup v1 groups";
     case CG_STEP_JOIN_V2: return "cannot move into the leaf through cgroup.procs";
+    case CG_STEP_JOIN_MOUNT_NS: return "cannot join the mount namespace it was to run in";
     case CG_STEP_SETSID: return "cannot start a new session";
     case CG_STEP_FDS: return "cannot set up its file descriptors";
     case CG_STEP_SIGNALS: return "cannot reset its signal mask";
     case CG_STEP_RLIMIT: return "cannot apply a resource limit (rlimit)";
+    case CG_STEP_FS_VIEW: return "cannot set up its filesystem view";
     case CG_STEP_SETGROUPS: return "cannot set the supplementary groups";
     case CG_STEP_SETGID: return "cannot switch group id";
     case CG_STEP_SETUID: return "cannot switch user id";
+    case CG_STEP_CAP_BOUNDING: return "cannot drop its bounding set and lock its securebits";
+    case CG_STEP_CAPS: return "cannot set its capabilities (AmbientCapabilities=)";
     case CG_STEP_CHDIR: return "cannot change to the working directory";
     case CG_STEP_NO_NEW_PRIVS: return "cannot set no_new_privs";
     case CG_STEP_SECCOMP: return "cannot load the seccomp filter";
@@ -238,17 +248,43 @@ static void describe_fd(int fd, char *buf, size_t size)
     buf[n] = '\0';
 }
 
+/* Which step of the view failed, and what would fix it. */
+static void describe_view_failure(const struct cg_child_report *report,
+                                  const struct cg_view_op *ops, size_t n_ops, char *detail,
+                                  size_t size, const char **hint)
+{
+    if (report->detail == CG_VIEW_FAILED_UNSHARE)
+        snprintf(detail, size, "(a mount namespace of its own)");
+    else if (report->detail == CG_VIEW_FAILED_PRIVATE)
+        snprintf(detail, size, "(making its mounts private)");
+    else if (report->detail == CG_VIEW_FAILED_READ_ONLY)
+        snprintf(detail, size, "(making / read-only)");
+    else if (report->detail >= 0 && (size_t)report->detail < n_ops)
+        snprintf(detail, size, "at %s (%s)", ops[report->detail].path,
+                 cg_view_op_sentence(&ops[report->detail]));
+    if (report->error == ENOSYS)
+        *hint = "; the view needs Linux 5.12 or later (mount_setattr)";
+    else if (report->detail >= 0 && report->error == ENOENT)
+        *hint = "; create it, or stop asking for it";
+    else if (report->detail >= 0 && (report->error == ELOOP || report->error == EXDEV))
+        *hint = "; a symlink is on the way there, which a view never follows: name the real "
+                "path";
+}
+
 static int report_failure(cg_leaf *leaf, const cg_spawn_spec *spec,
-                          const struct cg_child_report *report, act_error *err)
+                          const struct cg_child_report *report, const struct cg_view_op *ops,
+                          size_t n_ops, act_error *err)
 {
     char detail[PATH_MAX + 64] = "";
-    if (report->step == CG_STEP_EXEC)
+    const char *hint = "";
+    if (report->step == CG_STEP_FS_VIEW)
+        describe_view_failure(report, ops, n_ops, detail, sizeof(detail), &hint);
+    else if (report->step == CG_STEP_EXEC)
         describe_fd(spec->exec_fd, detail, sizeof(detail));
     else if (report->step == CG_STEP_CHDIR && spec->working_directory)
         snprintf(detail, sizeof(detail), "%s", spec->working_directory);
     else if (report->step == CG_STEP_SETUID || report->step == CG_STEP_SETGID)
         snprintf(detail, sizeof(detail), "uid %" PRIu32 " gid %" PRIu32, spec->uid, spec->gid);
-    const char *hint = "";
     if (report->step == CG_STEP_EXEC && report->error == ENOEXEC)
         hint = "; the file is not a complete executable for this machine (truncated?)";
     else if (report->step == CG_STEP_EXEC && report->error == EACCES)
@@ -439,6 +475,7 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
         .fd_scratch = fd_sources + n_fds,
         .n_fds = n_fds,
         .exec_fd = spec->exec_fd,
+        .join_mount_ns_fd = spec->join_mount_ns_fd,
         .exec_fd_survives = spec->exec_fd_survives,
         .argv = (char *const *)spec->argv,
         .rlimits = spec->rlimits,
@@ -449,6 +486,8 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
         .n_groups = spec->n_groups,
         .set_uid = spec->uid != CG_ID_UNSET,
         .uid = spec->uid,
+        .drop_capabilities = spec->drop_capabilities,
+        .ambient_capabilities = spec->drop_capabilities ? spec->ambient_capabilities : 0,
         .working_directory = spec->working_directory,
         .umask = spec->umask & 0777,
         .no_new_privs = spec->no_new_privs,
@@ -456,6 +495,22 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
     };
     if ((r = build_env(spec, &plan, &env_block, err)) < 0)
         return r;
+    if (spec->journal_socket && spec->journal_header) {
+        if (strlen(spec->journal_socket) >= sizeof(plan.journal_address.sun_path))
+            return act_error_set(err, ENAMETOOLONG, "journal socket path %s is too long",
+                                 spec->journal_socket);
+        plan.journal = true;
+        plan.journal_address.sun_family = AF_UNIX;
+        memcpy(plan.journal_address.sun_path, spec->journal_socket,
+               strlen(spec->journal_socket) + 1);
+        plan.journal_header = spec->journal_header;
+        plan.journal_header_len = strlen(spec->journal_header);
+    }
+    _cleanup_free_ struct cg_view_op *view_ops = NULL;
+    if (spec->fs_view &&
+        (r = cg_fs_view_plan(spec->fs_view, spec->fs_passed, spec->fs_read_only,
+                             &plan.view_ops, &plan.n_view_ops, &view_ops, err)) < 0)
+        return act_error_prefix(err, "leaf %s: cannot spawn", leaf->v2_path);
     for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
         plan.v1_procs_fds[c] = leaf->v1_procs_fd[c];
 
@@ -468,14 +523,17 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
     plan.report_fd = report_write;
 
     /* What the child needs, through the fd window when we have one (see
-     * spawn_fds.c): sources, then the exec fd, then the report pipe. */
-    size_t n_window = n_fds + 2;
+     * spawn_fds.c): sources, then the exec fd, then the report pipe, then
+     * the namespace to join. */
+    size_t n_window = n_fds + 2 + (spec->join_mount_ns_fd >= 0);
     _cleanup_free_ int *window_fds = NULL;
     int window_highest = -1;
     if (spec->method == CG_SPAWN_AUTO && (window_fds = calloc(2 * n_window, sizeof(int)))) {
         memcpy(window_fds, fd_sources, n_fds * sizeof(int));
         window_fds[n_fds] = spec->exec_fd;
         window_fds[n_fds + 1] = report_write;
+        if (spec->join_mount_ns_fd >= 0)
+            window_fds[n_fds + 2] = spec->join_mount_ns_fd;
         window_highest = cg_fd_window_enter(window_fds, n_window, window_fds + n_window);
     }
     if (window_highest >= 0) {
@@ -483,6 +541,8 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
         plan.fd_sources = mapped;
         plan.exec_fd = mapped[n_fds];
         plan.report_fd = mapped[n_fds + 1];
+        if (spec->join_mount_ns_fd >= 0)
+            plan.join_mount_ns_fd = mapped[n_fds + 2];
         plan.unshare_fds_below = window_highest + 1;
     }
 
@@ -520,7 +580,7 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
         if (got != (int)sizeof(report))
             return act_error_set(err, EIO, "leaf %s: child sent a malformed exec report",
                                  leaf->v2_path);
-        return report_failure(leaf, spec, &report, err);
+        return report_failure(leaf, spec, &report, plan.view_ops, plan.n_view_ops, err);
     }
     out->pid = pid;
     out->pidfd = TAKE_FD(pidfd);

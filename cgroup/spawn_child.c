@@ -12,12 +12,15 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/close_range.h>
+#include <linux/securebits.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -52,12 +55,19 @@ static_assert(offsetof(struct kernel_sigaction, mask) ==
 static_assert(sizeof(kernel_sigset) == KERNEL_SIGSET_BYTES, "kernel_sigset is not the kernel's");
 static_assert(KERNEL_NSIG == 8 * KERNEL_SIGSET_BYTES, "KERNEL_NSIG and the set size disagree");
 
-CG_CHILD_CODE _Noreturn static void fail(int report_fd, enum cg_child_step step, int error)
+CG_CHILD_CODE _Noreturn static void fail_at(int report_fd, enum cg_child_step step, int error,
+                                           int32_t detail)
 {
-    struct cg_child_report report = {.step = step, .error = error ? error : EIO};
+    struct cg_child_report report = {.step = step, .error = error ? error : EIO,
+                                      .detail = detail};
     syscall(SYS_write, report_fd, &report, sizeof(report));
     for (;;)
         syscall(SYS_exit_group, 127);
+}
+
+CG_CHILD_CODE _Noreturn static void fail(int report_fd, enum cg_child_step step, int error)
+{
+    fail_at(report_fd, step, error, 0);
 }
 
 CG_CHILD_CODE static int write_zero(int fd)
@@ -95,6 +105,28 @@ CG_CHILD_CODE static int place_fds(const struct cg_child_plan *plan, int *report
     return 0;
 }
 
+/* stdout and stderr to a journald stream of our own, connected as the
+ * user we run as. Best effort: any failure keeps what place_fds put there. */
+CG_CHILD_CODE static void connect_journal(const struct cg_child_plan *plan)
+{
+    int fd = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return;
+    /* Non-blocking: a journald with a full backlog says EAGAIN at once
+     * rather than holding the spawn (and, sharing our memory, the daemon). */
+    if (syscall(SYS_connect, fd, &plan->journal_address, sizeof(plan->journal_address)) < 0 ||
+        syscall(SYS_fcntl, fd, F_SETFL, 0) < 0 ||
+        syscall(SYS_write, fd, plan->journal_header, plan->journal_header_len) !=
+            (long)plan->journal_header_len) {
+        syscall(SYS_close, fd);
+        return;
+    }
+    syscall(SYS_shutdown, fd, SHUT_RD);
+    if (syscall(SYS_dup3, fd, STDOUT_FILENO, 0) >= 0)
+        syscall(SYS_dup3, fd, STDERR_FILENO, 0);
+    syscall(SYS_close, fd);
+}
+
 /* Handlers vanish at exec anyway, but an ignored signal (the daemon ignores
  * SIGPIPE) would stay ignored in the app. */
 CG_CHILD_CODE static void reset_signal_dispositions(void)
@@ -118,6 +150,56 @@ CG_CHILD_CODE static void format_pid(char *digits, long pid)
     digits[n] = '\0';
 }
 
+/* While still privileged (the uid change needs CAP_SETUID): the bounding
+ * set keeps only what is asked for, no ambient capability is inherited
+ * from us, and the securebits are set and locked: an exec gives uid 0
+ * nothing (NOROOT), the app can never switch off the capability fixup of
+ * a uid change (NO_SETUID_FIXUP stays off) nor turn keep-caps on, and
+ * without capabilities to keep it can never raise an ambient one. Keep-caps
+ * is on only for our own uid change when some are kept (exec clears it). */
+CG_CHILD_CODE static int drop_bounding_and_lock(uint64_t keep)
+{
+    for (unsigned long cap = 0; cap < 64; cap++) {
+        if (keep & (1ULL << cap))
+            continue;
+        if (syscall(SYS_prctl, PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+            if (errno == EINVAL) /* past the kernel's last capability */
+                break;
+            return errno;
+        }
+    }
+    if (syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&
+        errno != EINVAL)
+        return errno;
+    unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
+                         SECBIT_KEEP_CAPS_LOCKED;
+    bits |=
+        keep ? SECBIT_KEEP_CAPS : SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+    if (syscall(SYS_prctl, PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
+        return errno;
+    return 0;
+}
+
+/* After the uid change: exactly keep in the permitted, effective and
+ * inheritable sets, and raised as ambient so that the exec hands them on
+ * (with NOROOT and no file capabilities, ambient is all an exec keeps). */
+CG_CHILD_CODE static int settle_capabilities(uint64_t keep)
+{
+    struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {0};
+    for (int i = 0; i < _LINUX_CAPABILITY_U32S_3; i++) {
+        uint32_t word = (uint32_t)(keep >> (32 * i));
+        data[i].effective = data[i].permitted = data[i].inheritable = word;
+    }
+    if (syscall(SYS_capset, &header, data) < 0)
+        return errno;
+    for (unsigned long cap = 0; cap < 64; cap++)
+        if ((keep & (1ULL << cap)) &&
+            syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) < 0)
+            return errno;
+    return 0;
+}
+
 CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
 {
     int report_fd = plan->report_fd;
@@ -131,6 +213,10 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
             fail(report_fd, CG_STEP_JOIN_V1, e);
     if (plan->v2_procs_fd >= 0 && (e = write_zero(plan->v2_procs_fd)) != 0)
         fail(report_fd, CG_STEP_JOIN_V2, e);
+    /* Another process's mount namespace (a probe joins its generation's):
+     * before any path is resolved, while we are still privileged. */
+    if (plan->join_mount_ns_fd >= 0 && syscall(SYS_setns, plan->join_mount_ns_fd, CLONE_NEWNS) < 0)
+        fail(report_fd, CG_STEP_JOIN_MOUNT_NS, errno);
 
     /* Sharing the parent's fd table: take a copy of only its low part (the
      * window holds everything we need), before touching any fd. */
@@ -157,6 +243,14 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
         if (syscall(SYS_prlimit64, 0, plan->rlimits[i].resource, &plan->rlimits[i].limit, NULL) <
             0)
             fail(report_fd, CG_STEP_RLIMIT, errno);
+    /* The view needs CAP_SYS_ADMIN, so it comes before the credentials
+     * change; the working directory after it, so it is the view's. */
+    int32_t view_failed = 0;
+    if (plan->n_view_ops &&
+        (e = cg_child_enter_view(plan->view_ops, plan->n_view_ops, &view_failed)) != 0)
+        fail_at(report_fd, CG_STEP_FS_VIEW, e, view_failed);
+    if (plan->drop_capabilities && (e = drop_bounding_and_lock(plan->ambient_capabilities)) != 0)
+        fail(report_fd, CG_STEP_CAP_BOUNDING, e);
     if (plan->set_gid) {
         if (syscall(SYS_setgroups, plan->n_groups, plan->groups) < 0)
             fail(report_fd, CG_STEP_SETGROUPS, errno);
@@ -165,6 +259,10 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
     }
     if (plan->set_uid && syscall(SYS_setresuid, plan->uid, plan->uid, plan->uid) < 0)
         fail(report_fd, CG_STEP_SETUID, errno);
+    if (plan->drop_capabilities && (e = settle_capabilities(plan->ambient_capabilities)) != 0)
+        fail(report_fd, CG_STEP_CAPS, e);
+    if (plan->journal)
+        connect_journal(plan);
     if (plan->working_directory && syscall(SYS_chdir, plan->working_directory) < 0)
         fail(report_fd, CG_STEP_CHDIR, errno);
     syscall(SYS_umask, plan->umask);

@@ -8,19 +8,24 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include "cgroup/internal.h"
 
 enum cg_child_step {
     CG_STEP_JOIN_V1 = 1,
     CG_STEP_JOIN_V2,
+    CG_STEP_JOIN_MOUNT_NS,
     CG_STEP_SETSID,
     CG_STEP_FDS,
     CG_STEP_SIGNALS,
     CG_STEP_RLIMIT,
+    CG_STEP_FS_VIEW,
     CG_STEP_SETGROUPS,
     CG_STEP_SETGID,
     CG_STEP_SETUID,
+    CG_STEP_CAP_BOUNDING,
+    CG_STEP_CAPS,
     CG_STEP_CHDIR,
     CG_STEP_NO_NEW_PRIVS,
     CG_STEP_SECCOMP,
@@ -31,15 +36,56 @@ enum cg_child_step {
 struct cg_child_report {
     int32_t step;
     int32_t error;
+    int32_t detail; /* CG_STEP_FS_VIEW: the view step that failed (see below) */
 };
 
 /* The child writes the report with one write() and the parent reads it back
  * as bytes: no padding may hide in it, and a pipe write of at most PIPE_BUF
  * bytes arrives whole. */
-static_assert(sizeof(struct cg_child_report) == 2 * sizeof(int32_t),
+static_assert(sizeof(struct cg_child_report) == 3 * sizeof(int32_t),
               "cg_child_report has padding");
 static_assert(sizeof(struct cg_child_report) <= PIPE_BUF,
               "cg_child_report does not fit one atomic pipe write");
+
+/* One mount step of a filesystem view: fs_view.c prepares them in the
+ * order the child takes them, fs_view_child.c takes them. */
+enum cg_view_kind {
+    /* Ties on one path go in this order, so a hidden directory or a
+     * private tmpfs ends on top of a kept path of the same name. */
+    CG_VIEW_KEEP,  /* bind back the tree cloned before anything changed */
+    CG_VIEW_TMPFS, /* a fresh writable tmpfs: a private /tmp */
+    CG_VIEW_HIDE,  /* an empty tmpfs, read-only once what is kept beneath it is in place */
+    CG_VIEW_PROC,  /* a fresh /proc showing only the processes we may ptrace */
+};
+
+struct cg_view_op {
+    const char *path;
+    uint8_t kind;
+    bool if_present;  /* a missing path (or KEEP source) is skipped, not a failure */
+    bool make_target; /* beneath a tmpfs of this view: create the mount point and its parents */
+    bool read_only;   /* KEEP: the clone is made read-only before it is attached */
+};
+
+/* cg_child_report.detail for the view steps that are not one op. */
+enum {
+    CG_VIEW_FAILED_UNSHARE = -1,
+    CG_VIEW_FAILED_PRIVATE = -2,
+    CG_VIEW_FAILED_READ_ONLY = -3,
+};
+
+/* The ops of view with fs_passed and fs_read_only merged in, in the child's order: the
+ * view's own array when nothing is passed (*owned NULL), else a malloc'd
+ * one in *owned. fs_view.c. */
+int cg_fs_view_plan(const cg_fs_view *view, const char *const *passed,
+                    const char *const *read_only, const struct cg_view_op **ops, size_t *n_ops, struct cg_view_op **owned,
+                    act_error *err);
+
+/* What op is, for an error message: "a hidden directory". */
+const char *cg_view_op_sentence(const struct cg_view_op *op);
+
+/* Makes the mount namespace and takes every op; 0, or an errno with the
+ * failed op's index (or a CG_VIEW_FAILED_*) in *failed. fs_view_child.c. */
+int cg_child_enter_view(const struct cg_view_op *ops, size_t n_ops, int32_t *failed);
 
 struct cg_child_plan {
     int v1_procs_fds[CG_CONTROLLER_COUNT]; /* -1: none */
@@ -48,6 +94,7 @@ struct cg_child_plan {
     int *fd_scratch;      /* n_fds ints the child may write (its copy of the memory) */
     size_t n_fds;
     int exec_fd;
+    int join_mount_ns_fd; /* -1: none; see cg_spawn_spec */
     bool exec_fd_survives; /* left open across exec, for a #! script run from it */
     int report_fd;        /* write end of the CLOEXEC report pipe */
     /* > 0: the child shares our fd table (CLONE_FILES) and unshares it
@@ -61,16 +108,25 @@ struct cg_child_plan {
     size_t n_pid_digits;
     const cg_rlimit *rlimits;
     size_t n_rlimits;
+    const struct cg_view_op *view_ops; /* n_view_ops > 0: a mount namespace of its own */
+    size_t n_view_ops;
     bool set_gid;
     gid_t gid;
     const gid_t *groups;
     size_t n_groups;
     bool set_uid;
     uid_t uid;
+    bool drop_capabilities;
+    uint64_t ambient_capabilities; /* 1 << CAP_*: what survives the drop */
     const char *working_directory;
     mode_t umask;
     bool no_new_privs;
     const struct sock_fprog *seccomp;
+    /* See cg_spawn_spec.journal_*: the address and header, ready to send. */
+    bool journal;
+    struct sockaddr_un journal_address;
+    const char *journal_header;
+    size_t journal_header_len;
 };
 
 /* The fd window (spawn_fds.c). enter dups needed[0..n) into the window's

@@ -8,7 +8,10 @@
  *     "op":     {"id": "op-12", "kind": "serving", "phase": "serving", "exec": "b1",
  *                "from": "b1", "to": "b2"},              from and to optional (moves)
  *     "pin":    {"version": "v2", "digest": "<sha256 hex>",
- *                "failure_reason": "", "failure_message": ""},             optional
+ *                "failure_reason": "", "failure_message": "",
+ *                "failure_box": "b1", "failure_usec": 1700000000000000,
+ *                "fallback_version": "v1",
+ *                "fallback_digest": "<sha256 hex>"},     optional; the last four too
  *     "held":   "v1",                                                     optional
  *     "state":  {"checkpoint": "...", "sha256": "<hex>", "size": 1024,
  *                "generation": 7, "box": "b1", "stamp_usec": ...},  optional; all but
@@ -174,8 +177,10 @@ static int parse_op(parse_ctx *ctx, json_object *obj, claim_op *op)
 
 static int parse_pin(parse_ctx *ctx, json_object *obj, claim_pin *pin)
 {
-    static const char *const allowed[] = {"version", "digest", "failure_reason",
-                                          "failure_message", NULL};
+    static const char *const allowed[] = {"version",          "digest",
+                                          "failure_reason",   "failure_message",
+                                          "failure_box",      "failure_usec",
+                                          "fallback_version", "fallback_digest", NULL};
     int r = check_known(ctx, obj, "pin", allowed);
     if (r >= 0)
         r = get_string(ctx, obj, "pin", "version", true, pin->version, sizeof(pin->version));
@@ -187,6 +192,17 @@ static int parse_pin(parse_ctx *ctx, json_object *obj, claim_pin *pin)
     if (r >= 0)
         r = get_string(ctx, obj, "pin", "failure_message", false, pin->failure_message,
                        sizeof(pin->failure_message));
+    if (r >= 0)
+        r = get_string(ctx, obj, "pin", "failure_box", false, pin->failure_box,
+                       sizeof(pin->failure_box));
+    if (r >= 0)
+        r = get_u64(ctx, obj, "pin", "failure_usec", false, &pin->failure_usec);
+    if (r >= 0)
+        r = get_string(ctx, obj, "pin", "fallback_version", false, pin->fallback_version,
+                       sizeof(pin->fallback_version));
+    if (r >= 0)
+        r = get_string(ctx, obj, "pin", "fallback_digest", false, pin->fallback_digest,
+                       sizeof(pin->fallback_digest));
     return r;
 }
 
@@ -388,6 +404,15 @@ json_object *claim_to_json_object(const claim *c)
         add_string(pin, "digest", c->pin.digest);
         add_string(pin, "failure_reason", c->pin.failure_reason);
         add_string(pin, "failure_message", c->pin.failure_message);
+        if (c->pin.failure_box[0])
+            add_string(pin, "failure_box", c->pin.failure_box);
+        if (c->pin.failure_usec)
+            json_object_object_add(pin, "failure_usec",
+                                   json_object_new_uint64(c->pin.failure_usec));
+        if (c->pin.fallback_version[0]) {
+            add_string(pin, "fallback_version", c->pin.fallback_version);
+            add_string(pin, "fallback_digest", c->pin.fallback_digest);
+        }
         json_object_object_add(root, "pin", pin);
     }
     if (c->held[0])

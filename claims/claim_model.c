@@ -139,6 +139,43 @@ static int validate_failure(const claim *c, act_error *err)
     return 0;
 }
 
+/* A pin's failure and its fallback: the fallback is what a cold wake runs
+ * instead of the failed pin, so it must name a build exactly, and only a
+ * failed pin has one. */
+static int validate_pin_failure(const claim *c, act_error *err)
+{
+    const claim_pin *pin = &c->pin;
+    if (pin->failure_reason[0] && !is_reason_token(pin->failure_reason))
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field pin.failure_reason \"%.31s\" is not a code of "
+                             "a-z, 0-9, '_' and '-'; write the reason the swap ended with",
+                             c->host, pin->failure_reason);
+    if (has_control_character(pin->failure_message))
+        return act_error_set(err, EINVAL, "host %s: claim field pin.failure_message holds a "
+                                          "control character; write it as one line",
+                             c->host);
+    bool failed = pin->failure_reason[0] != '\0';
+    if (!failed && (pin->failure_message[0] || pin->failure_box[0] || pin->failure_usec ||
+                    pin->fallback_version[0] || pin->fallback_digest[0]))
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field pin.failure_reason is empty but the pin "
+                             "describes a failure; name the reason, or drop the failure",
+                             c->host);
+    if (pin->fallback_version[0] ? !is_hex_digest(pin->fallback_digest)
+                                 : pin->fallback_digest[0] != '\0')
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field pin.fallback_digest must be 64 lowercase hex "
+                             "digits (a SHA-256) with pin.fallback_version, and absent without "
+                             "it; record the fallback build's digest",
+                             c->host);
+    return 0;
+}
+
+bool claim_pin_failed(const claim *c)
+{
+    return c && c->has_pin && c->pin.failure_reason[0] != '\0';
+}
+
 int claim_validate(const claim *c, act_error *err)
 {
     assert(c);
@@ -155,6 +192,8 @@ int claim_validate(const claim *c, act_error *err)
         {"held", c->held},               {"pin.version", c->has_pin ? c->pin.version : ""},
         {"op.from", c->op.from},         {"op.to", c->op.to},
         {"state.box", c->state.box},     {"failure.box", c->has_failure ? c->failure.box : ""},
+        {"pin.failure_box", c->has_pin ? c->pin.failure_box : ""},
+        {"pin.fallback_version", c->has_pin ? c->pin.fallback_version : ""},
     };
     for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
         int r = check_optional_name(c, names[i].field, names[i].value, err);
@@ -182,6 +221,9 @@ int claim_validate(const claim *c, act_error *err)
                                  "host %s: claim field pin.digest is not 64 lowercase hex digits "
                                  "(a SHA-256); record the build's digest",
                                  c->host);
+        int r = validate_pin_failure(c, err);
+        if (r < 0)
+            return r;
     }
     if (c->state.sha256[0] && !is_hex_digest(c->state.sha256))
         return act_error_set(err, EINVAL,

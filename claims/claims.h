@@ -126,13 +126,27 @@ typedef struct claim_op {
 } claim_op;
 
 /* The build the next start must run exactly: a swap's choice. A failed swap
- * to this pin is recorded next to it so every box sees why it was abandoned. */
+ * to this pin is recorded next to it so every box sees why it was abandoned.
+ * A pin that failed is never run again by a cold wake: the wake runs the
+ * fallback (the build that served when the pin failed) instead, or is
+ * refused when there is none. A new swap writes a fresh pin, which clears
+ * all of it; so do unpin and a promote of another version. */
 typedef struct claim_pin {
     char version[65];          /* release version name */
     char digest[65];           /* SHA-256 of the build, 64 lowercase hex digits */
     char failure_reason[32];   /* short token ("not-ready", "digest"), empty = no failure */
     char failure_message[256]; /* the human sentence for that failure */
+    /* Where and when it failed: the box whose swap failed, wall clock.
+     * Written with the failure, only when known. */
+    char failure_box[65];
+    uint64_t failure_usec;
+    /* The build that served when the pin failed (version and build digest),
+     * which a cold wake runs instead of the failed pin; empty when no build
+     * served. Only with a failure. */
+    char fallback_version[65];
+    char fallback_digest[65];
 } claim_pin;
+
 
 /* Why the holder's last admission does not serve: written with phase
  * "failed" when a wake gave up or the serving generation failed, and cleared
@@ -197,6 +211,8 @@ int claim_op_kind_from_string(const char *name, claim_op_kind *out);
 bool claim_phase_is_valid(claim_op_kind kind, const char *phase);
 /* True when a holder has been recorded (its box is set). */
 bool claim_has_holder(const claim *c);
+/* True when c is pinned and its pin failed: a cold wake must not run it. */
+bool claim_pin_failed(const claim *c);
 /* Checks every field against the rules the codec enforces (names, digest,
  * kind/phase) so a claim built in memory is refused before it is stored, with
  * the same kind of error a bad stored claim gets. */

@@ -61,15 +61,38 @@ static int newest_first(const void *a, const void *b)
 int rel_gc(rel_store *store, const char *host, const char *const *keep_versions, size_t n_keep,
            size_t keep_newest, size_t *removed, act_error *err)
 {
-    assert(store);
-    assert(keep_versions || n_keep == 0);
+    rel_gc_options options = {
+        .keep_versions = keep_versions, .n_keep = n_keep, .keep_newest = keep_newest};
+    rel_gc_removed gone = {0};
+    int r = rel_gc_versions(store, host, &options, &gone, err);
     if (removed)
-        *removed = 0;
+        *removed = gone.n;
+    free(gone.versions);
+    return r;
+}
+
+/* Adds version to what gc removed (or would remove); false when out of memory. */
+static bool note_removed(rel_gc_removed *gone, const char *version)
+{
+    char(*grown)[REL_NAME_SIZE] = realloc(gone->versions, (gone->n + 1) * sizeof(*grown));
+    if (!grown)
+        return false;
+    gone->versions = grown;
+    snprintf(gone->versions[gone->n++], REL_NAME_SIZE, "%s", version);
+    return true;
+}
+
+int rel_gc_versions(rel_store *store, const char *host, const rel_gc_options *options,
+                    rel_gc_removed *removed, act_error *err)
+{
+    assert(store && options && removed);
+    assert(options->keep_versions || options->n_keep == 0);
+    *removed = (rel_gc_removed){0};
     int r = act_name_check("host", host, err);
     if (r < 0)
         return r;
-    for (size_t i = 0; i < n_keep; i++) {
-        r = rel_version_check(keep_versions[i], err);
+    for (size_t i = 0; i < options->n_keep; i++) {
+        r = rel_version_check(options->keep_versions[i], err);
         if (r < 0)
             return act_error_prefix(err, "host %s: gc keep list entry %zu", host, i);
     }
@@ -103,15 +126,16 @@ int rel_gc(rel_store *store, const char *host, const char *const *keep_versions,
     /* Versions with unreadable manifests sort as the oldest (staged_at 0):
      * they are the first to go, unless named in keep. */
     qsort(entries, n, sizeof(rel_entry), newest_first);
-    size_t count = 0;
     int first_error = 0;
     for (size_t i = 0; i < n; i++) {
         const char *version = entries[i].identity.version;
-        if (i < keep_newest || strcmp(version, live) == 0 ||
-            is_kept(version, keep_versions, n_keep))
+        if (i < options->keep_newest || strcmp(version, live) == 0 ||
+            is_kept(version, options->keep_versions, options->n_keep))
             continue;
         act_error remove_err = {0};
-        r = remove_version(store, host_dirfd, host, version, &remove_err);
+        r = options->dry_run ? 0 : remove_version(store, host_dirfd, host, version, &remove_err);
+        if (r == 0 && !note_removed(removed, version))
+            r = act_error_set(&remove_err, ENOMEM, "host %s: out of memory in gc", host);
         if (r < 0) {
             act_log(LOG_WARNING, "%s", remove_err.message);
             if (!first_error) {
@@ -119,12 +143,9 @@ int rel_gc(rel_store *store, const char *host, const char *const *keep_versions,
                 if (err)
                     *err = remove_err;
             }
-            continue;
         }
-        count++;
     }
-    rel_sweep_stale(host_dirfd);
-    if (removed)
-        *removed = count;
+    if (!options->dry_run)
+        rel_sweep_stale(host_dirfd);
     return first_error;
 }

@@ -98,9 +98,9 @@ typedef struct rel_pin {
 
 /* A verified build ready to exec. exec_fd is O_RDONLY|O_CLOEXEC and has been
  * hashed after it was opened: exec it with execveat(fd, "", argv, envp,
- * AT_EMPTY_PATH). Because it is O_CLOEXEC, an executable that is a "#!"
- * script cannot be exec'd this way (the kernel cannot hand the interpreter
- * a /dev/fd path that survives the exec); builds must be ELF executables. */
+ * AT_EMPTY_PATH). An executable that is a "#!" script runs that way only when
+ * the fd is made to survive the exec (the kernel hands the interpreter
+ * /dev/fd/N); the daemon does so for scripts (activator/daemon/build_prepare.c). */
 typedef struct rel_resolved {
     rel_identity identity;
     int exec_fd;
@@ -198,6 +198,27 @@ int rel_verify(rel_store *store, const char *host, const char *version, act_erro
  * *removed (may be NULL) receives the number of versions removed. */
 int rel_gc(rel_store *store, const char *host, const char *const *keep_versions, size_t n_keep,
            size_t keep_newest, size_t *removed, act_error *err);
+
+/* What rel_gc_versions keeps besides the live version. */
+typedef struct rel_gc_options {
+    const char *const *keep_versions; /* pinned, held, running: never removed */
+    size_t n_keep;
+    size_t keep_newest; /* the most recently staged ones kept whatever they are */
+    bool dry_run;       /* say what would go, remove nothing */
+} rel_gc_options;
+
+/* What rel_gc_versions removed, or with dry_run would remove, newest first.
+ * The caller frees versions. */
+typedef struct rel_gc_removed {
+    char (*versions)[REL_NAME_SIZE];
+    size_t n;
+} rel_gc_removed;
+
+/* rel_gc with the versions named and an optional dry run (which also leaves
+ * the leftovers of crashed runs alone). removed is filled even when a
+ * removal failed part-way, with what did go. */
+int rel_gc_versions(rel_store *store, const char *host, const rel_gc_options *options,
+                    rel_gc_removed *removed, act_error *err);
 
 /* SHA-256 of everything readable from fd, starting at offset 0 (pread, so
  * the fd's file position is untouched), streamed in 1 MiB blocks through

@@ -7,7 +7,9 @@
 # binaries into it, and checks there, as an operator would:
 #   - systemd starts activatord (Type=notify: it said READY=1) and shows its
 #     STATUS=;
-#   - a staged build wakes and answers;
+#   - a staged build wakes and answers, as a dynamic user of its own with no
+#     capabilities, its state directory reachable through the tmpfiles
+#     entry's directories;
 #   - the daemon crashes (SIGKILL): systemd restarts it (Restart=always), the
 #     generation keeps running (KillMode=process), and the next daemon takes
 #     the socket back from systemd's FD store and resumes the generation,
@@ -128,6 +130,14 @@ ctl wake demo && ok wake || fail wake "see activatorctl.txt"
 answer=$(get)
 case $answer in *"version=v1"*) ok answers ;; *) fail answers "got: $answer" ;; esac
 pid=$(pid_of "$answer")
+# Without User=, a dynamic user of its own, with no capabilities, and its
+# state directory reachable through the tmpfiles entry's directories.
+uid=$(awk '$1 == "Uid:" { print $2 }' "/proc/$pid/status" 2>/dev/null)
+capeff=$(awk '$1 == "CapEff:" { print $2 }' "/proc/$pid/status" 2>/dev/null)
+owner=$(stat -c %u /var/lib/activator/hosts/demo/state 2>/dev/null)
+[ -n "$uid" ] && [ "$uid" -ge 61184 ] && [ "$uid" -le 65519 ] && [ "$owner" = "$uid" ] &&
+    [ "$capeff" = 0000000000000000 ] && ok dynamic-user ||
+    fail dynamic-user "uid $uid, CapEff $capeff, state directory owned by $owner"
 
 stored=$(systemctl show -p NFileDescriptorStore --value activatord)
 [ "${stored:-0}" -ge 1 ] && ok fd-store || fail fd-store "NFileDescriptorStore=$stored"

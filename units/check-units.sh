@@ -25,7 +25,7 @@ fi
 
 # The directives this service must have, each for a reason in the unit.
 for line in 'Type=notify' 'Delegate=yes' 'Restart=always' 'KillMode=process' \
-    'OOMPolicy=continue' 'TasksMax=infinity'; do
+    'OOMPolicy=continue'; do
     if ! grep -qx "$line" "$service"; then
         echo "FAIL: $service lacks $line"
         status=1
@@ -37,6 +37,14 @@ for key in WatchdogSec FileDescriptorStoreMax ExecReload; do
         status=1
     fi
 done
+# The hosts' tasks together are bounded (a percentage of the box's limit).
+tasks_max=$(sed -n 's/^TasksMax=//p' "$service")
+case $tasks_max in
+'' | infinity)
+    echo "FAIL: $service must bound the hosts' tasks with a finite TasksMax= (has '${tasks_max}')"
+    status=1
+    ;;
+esac
 # RestrictNamespaces= turns clone3() into ENOSYS; ProtectControlGroups=
 # makes the delegated cgroup read-only.
 for key in RestrictNamespaces ProtectControlGroups ProtectKernelTunables; do
@@ -56,7 +64,8 @@ if command -v systemd-tmpfiles >/dev/null 2>&1; then
         status=1
     fi
     for spec in 755:/etc/activator/hosts 755:/run/activator 755:/var/lib/activator/releases \
-        700:/var/lib/activator/hosts 700:/var/lib/activator/claims; do
+        711:/var/lib/activator/hosts 700:/var/lib/activator/claims \
+        700:/var/lib/activator/dynamic-users; do
         mode=${spec%%:*}
         dir=${spec#*:}
         got=$(stat -c %a "$root$dir" 2>/dev/null || echo missing)

@@ -57,3 +57,27 @@ size_t cfg_check_accounts(const char *config_path, const cfg_daemon *config,
     }
     return problems;
 }
+
+size_t cfg_check_root_hosts(const cfg_daemon *config, const cfg_host *hosts, size_t n,
+                            cfg_errors *warnings)
+{
+    size_t found = 0;
+    for (size_t i = 0; i < n; i++) {
+        uid_t uid;
+        gid_t gid;
+        act_error err = {0};
+        if (!hosts[i].user || cfg_resolve_user("User", hosts[i].user, &uid, &gid, &err) < 0 ||
+            uid != 0)
+            continue;
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s.conf", config->hosts_directory, hosts[i].name);
+        cfg_errors_add(warnings, path, hosts[i].lines.user, "User",
+                       "warning: %s is root: the host's code runs as root (without "
+                       "capabilities, but owning every root-owned file of the box); remove "
+                       "User= to give it a dynamic user of its own, or name an unprivileged "
+                       "user",
+                       hosts[i].user);
+        found++;
+    }
+    return found;
+}

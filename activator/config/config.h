@@ -54,7 +54,7 @@ size_t cfg_errors_print(const cfg_errors *errors, FILE *out);
 size_t cfg_errors_count_file(const cfg_errors *errors, const char *file);
 
 /* How many keys [Activator] has. */
-#define CFG_DAEMON_N_KEYS 32
+#define CFG_DAEMON_N_KEYS 34
 
 /* [Activator] of activatord.conf. Every string is malloc'd and set (defaults
  * filled in) except where NULL is documented. */
@@ -104,6 +104,15 @@ typedef struct cfg_daemon {
                                           watch silent this long is checked, and ends
                                           (the claims are listed again) unless the store
                                           says nothing was written */
+    /* DynamicUserRange=, default 61184-65519 (systemd's DynamicUser= range):
+     * the uids (each its own gid too) hosts without User= run as, one per
+     * host, never 0 and never above 4294967294. */
+    uint32_t dynamic_uid_min;
+    uint32_t dynamic_uid_max;
+    uint64_t host_log_max_bytes;       /* HostLogMaxSize=, default 8M, at least 64K: where no
+                                          journald takes a host's output, its log file
+                                          (<state>/hosts/<host>/log/output.log) is rotated
+                                          to output.log.1 past this size */
     char *checkpoints;                 /* Checkpoints= dir:///PATH: the directory of the
                                           built-in checkpoints, which every box of the fleet
                                           mounts; NULL: none (ExecCheckpoint= only) */
@@ -131,14 +140,28 @@ unsigned cfg_daemon_key_line(const cfg_daemon *config, const char *key);
 /* No limit: the value of a [Limits] size or count set to "infinity". */
 #define CFG_LIMIT_INFINITY UINT64_MAX
 
+/* PidsMax= of a host file that does not set it: room for a busy server's
+ * threads and workers, but a fork bomb stops here instead of at the box's
+ * pid_max. */
+#define CFG_PIDS_MAX_DEFAULT 4096
+
+/* DynamicUserRange= by default: systemd's own DynamicUser= range, which
+ * distributions keep free of other accounts. */
+#define CFG_DYNAMIC_UID_MIN 61184
+#define CFG_DYNAMIC_UID_MAX 65519
+
 /* [Limits] of a host file; 0 means "not set" (the cgroup's default). */
 typedef struct cfg_limits {
     uint64_t memory_max;               /* MemoryMax= bytes or CFG_LIMIT_INFINITY */
     uint64_t memory_high;              /* MemoryHigh= bytes or CFG_LIMIT_INFINITY */
-    uint64_t pids_max;                 /* PidsMax= or CFG_LIMIT_INFINITY */
+    uint64_t pids_max;                 /* PidsMax=, default CFG_PIDS_MAX_DEFAULT, or
+                                          CFG_LIMIT_INFINITY */
+    bool pids_max_is_default;          /* PidsMax= not set: CFG_PIDS_MAX_DEFAULT applies
+                                          where the box can enforce it */
     uint32_t cpu_quota_percent;        /* CPUQuota=, 100 = one CPU */
     uint16_t cpu_weight;               /* CPUWeight= 1..10000 */
-    cfg_syscall_filter syscall_filter; /* SystemCallFilter=, default "default" */
+    cfg_syscall_filter syscall_filter; /* SystemCallFilter= lines; zeroed: the default
+                                          allow-list */
 } cfg_limits;
 
 /* Where the keys that are checked on this box rather than in the file were
@@ -154,6 +177,7 @@ typedef struct cfg_host_lines {
     unsigned cpu_quota;
     unsigned cpu_weight;
     unsigned system_call_filter;
+    unsigned read_write_paths; /* the last ReadWritePaths= line */
 } cfg_host_lines;
 
 /* One host file. Kept compact (heap strings, arrays sized to their content)
@@ -163,8 +187,10 @@ typedef struct cfg_host {
     char **exec_argv;             /* Exec=: [0] is a path inside the staged build */
     char **environment;           /* Environment= "KEY=VALUE" words, a later KEY replacing an
                                      earlier one; NULL-terminated, NULL when none */
-    char *user;                   /* User=; NULL: run as the daemon's user */
+    char *user;                   /* User=; NULL: a dynamic user of the host's own
+                                     (DynamicUserRange=) */
     char *group;                  /* Group=; NULL: the user's primary group */
+    uint64_t ambient_capabilities; /* AmbientCapabilities= (1 << CAP_*); 0: none */
     char **exec_restore;          /* ExecRestore=: absolute path then arguments; NULL: none */
     char **exec_replicate;        /* ExecReplicate=: likewise; NULL: none */
     char **exec_checkpoint;       /* ExecCheckpoint=: likewise; it writes a checkpoint of the
@@ -188,6 +214,13 @@ typedef struct cfg_host {
                                             once, before the generation serves; else again this
                                             long after each check while it serves */
     double start_rate_limit;      /* StartRateLimit= starts per second; 0: no limit */
+    /* ReadWritePaths=: absolute paths kept writable in the host's
+     * filesystem view besides its state directory, in file order, each
+     * with the "-" that lets it be missing; NULL-terminated, NULL when
+     * none. FilesystemView=box (filesystem_box) turns the view off: the
+     * host sees the box's filesystem as the daemon does. */
+    char **read_write_paths;
+    bool filesystem_box;
     cfg_limits limits;
     cfg_host_lines lines;
     uint32_t backlog; /* Backlog=, default SOMAXCONN */
@@ -195,6 +228,8 @@ typedef struct cfg_host {
     uint8_t max_starts; /* MaxStarts=, 1..5, default 5 */
     uint8_t health_check_failures; /* HealthCheckFailures=, 1..100, default 3: repeated checks
                                       failed in a row that retire the generation */
+    uint16_t releases_keep; /* ReleasesKeep=, 0..CFG_RELEASES_KEEP_MAX, default 3: staged
+                               versions a gc keeps besides those in use */
     bool stateless;                /* State=none: nothing to checkpoint or restore (default
                                       State=dir: the state directory is the host's state) */
     bool checkpoint_live;          /* CheckpointLive=, default no: ExecCheckpoint= can
@@ -202,6 +237,8 @@ typedef struct cfg_host {
     uint64_t checkpoint_timeout_usec; /* CheckpointTimeoutSec=, 1 s..1 h, default 300 s: bounds
                                          ExecCheckpoint= and the built-in archive */
 } cfg_host;
+
+#define CFG_RELEASES_KEEP_MAX 1000
 
 /* Reads dir/file_name as host file_name minus ".conf". file_name must be a
  * plain "<host>.conf" with a valid host name: "../x.conf" or ".hidden.conf"
@@ -225,6 +262,31 @@ void cfg_hosts_free(cfg_host *hosts, size_t n);
 int cfg_host_credentials(const cfg_host *config, uid_t *uid, gid_t *gid, bool *have,
                          act_error *err);
 
+/* The paths of a host's filesystem view, from the daemon's directories and
+ * the host's own (cfg_host_view_paths); every array NULL-terminated. */
+typedef struct cfg_view_paths {
+    char **hidden;             /* the daemon's state, runtime and hosts directories, and
+                                  the claims directory of a dir:// store */
+    char **writable;           /* the host's state directory, ReadWritePaths= without "-" */
+    char **writable_if_present; /* ReadWritePaths= with "-" */
+} cfg_view_paths;
+
+void cfg_view_paths_clear(cfg_view_paths *paths);
+
+/* The paths of config's view on the box daemon describes. Fails when a
+ * ReadWritePaths= path is one of the hidden directories or inside one
+ * (no host may write the daemon's files; its own state directory is
+ * writable already), naming it and the directory: "ReadWritePaths=/x/y is
+ * inside /x, the daemon's state directory (...), which no host sees". */
+int cfg_host_view_paths(const cfg_daemon *daemon, const cfg_host *config, cfg_view_paths *out,
+                        act_error *err);
+
+/* cfg_host_view_paths for every host, each refusal appended to errors on
+ * its ReadWritePaths= line; returns how many. What --check-config and a
+ * reload check after parsing. */
+size_t cfg_check_view_paths(const cfg_daemon *config, const cfg_host *hosts, size_t n,
+                            cfg_errors *errors);
+
 /* What the files name that must exist on this box: every host's User= and
  * Group=, and the daemon's ControlGroup=. Each one missing is appended to
  * errors on its line ("hosts/web1.conf:4: User: ..."), hosts found in
@@ -233,6 +295,12 @@ int cfg_host_credentials(const cfg_host *config, uid_t *uid, gid_t *gid, bool *h
  * thread-safe (the user and group databases). */
 size_t cfg_check_accounts(const char *config_path, const cfg_daemon *config,
                           const cfg_host *hosts, size_t n, cfg_errors *errors);
+
+/* Hosts that run as root (User=root, User=0, or a name of uid 0): one
+ * "FILE:LINE: User: warning: ..." each, appended to warnings. Allowed, but
+ * --check-config says so. Returns how many. Not thread-safe either. */
+size_t cfg_check_root_hosts(const cfg_daemon *config, const cfg_host *hosts, size_t n,
+                            cfg_errors *warnings);
 
 /* What differs between the host file a host runs with and one loaded since,
  * by when it can apply: */

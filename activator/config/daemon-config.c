@@ -12,6 +12,7 @@
 #include "activator/config/parse-account.h"
 #include "activator/config/parse-duration.h"
 #include "activator/config/parse-number.h"
+#include "activator/config/parse-size.h"
 #include "activator/config/parse-url.h"
 #include "checkpoint/checkpoint.h"
 #include "claims/claims.h"
@@ -280,6 +281,56 @@ static int apply_box_lease(void *target, const char *value, act_error *err)
                                     &((cfg_daemon *)target)->box_lease_usec, err);
 }
 
+/* DynamicUserRange=MIN-MAX. uid 0 is root's; 4294967295 is (uid_t)-1, "no
+ * change" to setresuid. */
+static int apply_dynamic_user_range(void *target, const char *value, act_error *err)
+{
+    cfg_daemon *c = target;
+    char shown[ACT_TEXT_SHOW_MAX];
+    act_text_show(value, shown, sizeof(shown));
+    const char *dash = strchr(value, '-');
+    uint64_t min = 0, max = 0;
+    char first[16];
+    act_error number_err = {0};
+    size_t first_len = dash ? (size_t)(dash - value) : 0;
+    if (!dash || first_len == 0 || first_len >= sizeof(first))
+        return act_error_set(err, EINVAL,
+                             "\"%s\" is not a range (write MIN-MAX, e.g. %u-%u, systemd's "
+                             "DynamicUser= range)",
+                             shown, CFG_DYNAMIC_UID_MIN, CFG_DYNAMIC_UID_MAX);
+    memcpy(first, value, first_len);
+    first[first_len] = '\0';
+    if (cfg_parse_uint(first, 1, 4294967294u, &min, &number_err) < 0 ||
+        cfg_parse_uint(dash + 1, 1, 4294967294u, &max, &number_err) < 0)
+        return act_error_set(err, EINVAL,
+                             "\"%s\": each end is a uid from 1 to 4294967294 (uid 0 is root, "
+                             "which no dynamic user may be; e.g. %u-%u)",
+                             shown, CFG_DYNAMIC_UID_MIN, CFG_DYNAMIC_UID_MAX);
+    if (min > max)
+        return act_error_set(err, EINVAL, "\"%s\" ends below its start (write the lower uid first)",
+                             shown);
+    c->dynamic_uid_min = (uint32_t)min;
+    c->dynamic_uid_max = (uint32_t)max;
+    return 0;
+}
+
+/* Small enough that a chatty host cannot fill the state file system with
+ * two files of it; large enough to hold the lines of one bad start. */
+static int apply_host_log_max(void *target, const char *value, act_error *err)
+{
+    uint64_t bytes;
+    int r = cfg_parse_size(value, &bytes, err);
+    if (r < 0)
+        return r;
+    if (bytes == CFG_SIZE_INFINITY || bytes < 64 * 1024)
+        return act_error_set(err, EINVAL,
+                             "\"%s\" is not a log file size from 64K up (e.g. 8M; each host "
+                             "keeps this much twice)",
+                             value);
+    ((cfg_daemon *)target)->host_log_max_bytes = bytes;
+    return 0;
+}
+
 /* Checked by the parser the daemon uses, so what passes here opens. */
 static int apply_checkpoints(void *target, const char *value, act_error *err)
 {
@@ -329,6 +380,8 @@ enum {
     KEY_START_BUDGET_WAIT,
     KEY_BOX_LEASE,
     KEY_STORE_WATCH_TIMEOUT,
+    KEY_DYNAMIC_USER_RANGE,
+    KEY_HOST_LOG_MAX,
     KEY_CHECKPOINTS,
     KEY_CHECKPOINTS_KEEP,
     N_KEYS,
@@ -371,6 +424,8 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
     [KEY_BOX_LEASE] = {"Activator", "BoxLeaseSec", apply_box_lease, false},
     [KEY_STORE_WATCH_TIMEOUT] = {"Activator", "StoreWatchTimeoutSec", apply_store_watch_timeout,
                                  false},
+    [KEY_DYNAMIC_USER_RANGE] = {"Activator", "DynamicUserRange", apply_dynamic_user_range, false},
+    [KEY_HOST_LOG_MAX] = {"Activator", "HostLogMaxSize", apply_host_log_max, false},
     [KEY_CHECKPOINTS] = {"Activator", "Checkpoints", apply_checkpoints, false},
     [KEY_CHECKPOINTS_KEEP] = {"Activator", "CheckpointsKeep", apply_checkpoints_keep, false},
 };
@@ -589,6 +644,9 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .start_budget_wait_usec = 30 * CFG_USEC_PER_SEC,
         .box_lease_usec = 10 * CFG_USEC_PER_SEC,
         .store_watch_timeout_usec = 30 * CFG_USEC_PER_SEC,
+        .dynamic_uid_min = CFG_DYNAMIC_UID_MIN,
+        .dynamic_uid_max = CFG_DYNAMIC_UID_MAX,
+        .host_log_max_bytes = 8 * 1024 * 1024,
         .checkpoints_keep = CKPT_DEFAULT_KEEP,
     };
     int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, c.key_lines, errors);

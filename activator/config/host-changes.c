@@ -33,13 +33,13 @@ static bool same_listen(const cfg_host *a, const cfg_host *b)
 static bool same_limits(const cfg_limits *a, const cfg_limits *b)
 {
     return a->memory_max == b->memory_max && a->memory_high == b->memory_high &&
-           a->pids_max == b->pids_max && a->cpu_quota_percent == b->cpu_quota_percent &&
-           a->cpu_weight == b->cpu_weight;
+           a->pids_max == b->pids_max && a->pids_max_is_default == b->pids_max_is_default &&
+           a->cpu_quota_percent == b->cpu_quota_percent && a->cpu_weight == b->cpu_weight;
 }
 
 static bool same_filter(const cfg_syscall_filter *a, const cfg_syscall_filter *b)
 {
-    return a->base == b->base && act_strv_equal(a->allow, b->allow) &&
+    return a->base == b->base && a->reset == b->reset && act_strv_equal(a->allow, b->allow) &&
            act_strv_equal(a->deny, b->deny);
 }
 
@@ -58,7 +58,11 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            a->stop_timeout_usec == b->stop_timeout_usec &&
            a->idle_timeout_usec == b->idle_timeout_usec &&
            a->start_rate_limit == b->start_rate_limit && a->max_starts == b->max_starts &&
-           same_filter(&a->limits.syscall_filter, &b->limits.syscall_filter);
+           a->ambient_capabilities == b->ambient_capabilities &&
+           a->releases_keep == b->releases_keep &&
+           same_filter(&a->limits.syscall_filter, &b->limits.syscall_filter) &&
+           act_strv_equal(a->read_write_paths, b->read_write_paths) &&
+           a->filesystem_box == b->filesystem_box;
 }
 
 unsigned cfg_host_changes(const cfg_host *running, const cfg_host *loaded)

@@ -11,6 +11,7 @@
 #include "activator/config/config-internal.h"
 #include "activator/config/config.h"
 #include "activator/config/parse-account.h"
+#include "activator/config/parse-capabilities.h"
 #include "activator/config/parse-duration.h"
 #include "activator/config/parse-env.h"
 #include "activator/config/parse-number.h"
@@ -35,6 +36,7 @@ void cfg_host_free(cfg_host *host)
     act_strv_free(host->exec_restore);
     act_strv_free(host->exec_replicate);
     act_strv_free(host->exec_checkpoint);
+    act_strv_free(host->read_write_paths);
     probe_spec_clear(&host->ready);
     if (host->health_check) {
         probe_spec_clear(host->health_check);
@@ -68,6 +70,7 @@ enum {
     KEY_ENVIRONMENT,
     KEY_USER,
     KEY_GROUP,
+    KEY_AMBIENT_CAPABILITIES,
     KEY_READY,
     KEY_READY_TIMEOUT,
     KEY_PROBE_TIMEOUT,
@@ -93,6 +96,9 @@ enum {
     KEY_CPU_QUOTA,
     KEY_CPU_WEIGHT,
     KEY_SYSTEM_CALL_FILTER,
+    KEY_RELEASES_KEEP,
+    KEY_READ_WRITE_PATHS,
+    KEY_FILESYSTEM_VIEW,
     N_KEYS,
 };
 
@@ -233,6 +239,11 @@ static int apply_group(void *target, const char *value, act_error *err)
     return (h->group = strdup(value)) ? 0 : act_error_set(err, ENOMEM, "out of memory");
 }
 
+static int apply_ambient_capabilities(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_capabilities(value, &((cfg_host *)target)->ambient_capabilities, err);
+}
+
 static int apply_ready(void *target, const char *value, act_error *err)
 {
     cfg_host *h = target;
@@ -345,6 +356,16 @@ static int apply_health_check_failures(void *target, const char *value, act_erro
     return 0;
 }
 
+static int apply_releases_keep(void *target, const char *value, act_error *err)
+{
+    uint64_t n;
+    int r = cfg_parse_uint(value, 0, CFG_RELEASES_KEEP_MAX, &n, err);
+    if (r < 0)
+        return r;
+    ((cfg_host *)target)->releases_keep = (uint16_t)n;
+    return 0;
+}
+
 static int apply_max_starts(void *target, const char *value, act_error *err)
 {
     uint64_t n;
@@ -450,11 +471,68 @@ static int apply_syscall_filter(void *target, const char *value, act_error *err)
     return cfg_parse_syscall_filter(value, &((cfg_host *)target)->limits.syscall_filter, err);
 }
 
+/* systemd's syntax: paths separated by blanks (quotes for one with a
+ * blank), each line adding to the list, an empty one clearing it; a path
+ * listed twice counts once. A bad word changes nothing. */
+static int apply_read_write_paths(void *target, const char *value, act_error *err)
+{
+    cfg_host *h = target;
+    char **words = NULL;
+    int r = act_split_argv(value, &words, err);
+    if (r < 0)
+        return r;
+    size_t n_words = act_strv_length(words);
+    if (n_words == 0) {
+        act_strv_free(h->read_write_paths);
+        h->read_write_paths = NULL;
+    }
+    for (size_t i = 0; i < n_words && r >= 0; i++)
+        r = cfg_parse_read_write_path(words[i], err);
+    size_t n = act_strv_length(h->read_write_paths);
+    char **grown = r >= 0 && n_words ? realloc(h->read_write_paths,
+                                               (n + n_words + 1) * sizeof(char *))
+                                     : NULL;
+    if (r >= 0 && n_words && !grown)
+        r = act_error_set(err, ENOMEM, "out of memory");
+    if (grown) {
+        h->read_write_paths = grown;
+        for (size_t i = 0; i < n_words; i++) {
+            bool listed = false;
+            for (size_t j = 0; j < n && !listed; j++)
+                listed = strcmp(grown[j], words[i]) == 0;
+            if (!listed)
+                grown[n++] = TAKE_PTR(words[i]);
+        }
+        grown[n] = NULL;
+    }
+    /* Words taken leave NULL holes, so not act_strv_free. */
+    for (size_t i = 0; i < n_words; i++)
+        free(words[i]);
+    free(words);
+    return r < 0 ? r : 0;
+}
+
+static int apply_filesystem_view(void *target, const char *value, act_error *err)
+{
+    cfg_host *h = target;
+    if (strcmp(value, "private") == 0 || strcmp(value, "box") == 0) {
+        h->filesystem_box = strcmp(value, "box") == 0;
+        return 0;
+    }
+    char shown[ACT_TEXT_SHOW_MAX];
+    return act_error_set(err, EINVAL,
+                         "\"%s\" is not a view (use private, the default: / read-only, the "
+                         "state directory and ReadWritePaths= writable, the daemon's files "
+                         "hidden; or box, the box's whole filesystem as the daemon sees it)",
+                         act_text_show(value, shown, sizeof(shown)));
+}
+
 static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_EXEC] = {"Host", "Exec", apply_exec, false},
     [KEY_ENVIRONMENT] = {"Host", "Environment", apply_environment, true},
     [KEY_USER] = {"Host", "User", apply_user, false},
     [KEY_GROUP] = {"Host", "Group", apply_group, false},
+    [KEY_AMBIENT_CAPABILITIES] = {"Host", "AmbientCapabilities", apply_ambient_capabilities, true},
     [KEY_READY] = {"Host", "Ready", apply_ready, false},
     [KEY_READY_TIMEOUT] = {"Host", "ReadyTimeoutSec", apply_ready_timeout, false},
     [KEY_PROBE_TIMEOUT] = {"Host", "ProbeTimeoutSec", apply_probe_timeout, false},
@@ -481,7 +559,10 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_PIDS_MAX] = {"Limits", "PidsMax", apply_pids_max, false},
     [KEY_CPU_QUOTA] = {"Limits", "CPUQuota", apply_cpu_quota, false},
     [KEY_CPU_WEIGHT] = {"Limits", "CPUWeight", apply_cpu_weight, false},
-    [KEY_SYSTEM_CALL_FILTER] = {"Limits", "SystemCallFilter", apply_syscall_filter, false},
+    [KEY_SYSTEM_CALL_FILTER] = {"Limits", "SystemCallFilter", apply_syscall_filter, true},
+    [KEY_RELEASES_KEEP] = {"Host", "ReleasesKeep", apply_releases_keep, false},
+    [KEY_READ_WRITE_PATHS] = {"Host", "ReadWritePaths", apply_read_write_paths, true},
+    [KEY_FILESYSTEM_VIEW] = {"Host", "FilesystemView", apply_filesystem_view, false},
 };
 
 /* Checks what spans keys. A key whose value was refused has been reported
@@ -549,6 +630,7 @@ static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_
                        "than MemoryMax= or remove it)");
         problems++;
     }
+    h->limits.pids_max_is_default = !key_lines[KEY_PIDS_MAX];
     h->lines = (cfg_host_lines){
         .user = key_lines[KEY_USER],
         .group = key_lines[KEY_GROUP],
@@ -558,6 +640,7 @@ static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_
         .cpu_quota = key_lines[KEY_CPU_QUOTA],
         .cpu_weight = key_lines[KEY_CPU_WEIGHT],
         .system_call_filter = key_lines[KEY_SYSTEM_CALL_FILTER],
+        .read_write_paths = key_lines[KEY_READ_WRITE_PATHS],
     };
     return problems;
 }
@@ -628,7 +711,9 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
             .checkpoint_timeout_usec = 300 * CFG_USEC_PER_SEC,
             .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
             .max_starts = 5,
+            .releases_keep = 3,
             .backlog = SOMAXCONN,
+            .limits = {.pids_max = CFG_PIDS_MAX_DEFAULT},
         },
         .key_lines = key_lines,
     };

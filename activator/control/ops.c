@@ -17,6 +17,8 @@ static const ctrl_field_spec fields[] = {
     {CTRL_FIELD_NO_WAIT, "no_wait", CTRL_FIELD_KIND_FLAG, NULL},
     {CTRL_FIELD_PROMOTE, "promote", CTRL_FIELD_KIND_FLAG, NULL},
     {CTRL_FIELD_FORCE, "force", CTRL_FIELD_KIND_FLAG, NULL},
+    {CTRL_FIELD_KEEP, "keep", CTRL_FIELD_KIND_COUNT, NULL},
+    {CTRL_FIELD_DRY_RUN, "dry_run", CTRL_FIELD_KIND_FLAG, NULL},
 };
 
 /* Short names for the table below. */
@@ -29,6 +31,8 @@ enum {
     NO_WAIT = CTRL_FIELD_NO_WAIT,
     PROMOTE = CTRL_FIELD_PROMOTE,
     FORCE = CTRL_FIELD_FORCE,
+    KEEP = CTRL_FIELD_KEEP,
+    DRY_RUN = CTRL_FIELD_DRY_RUN,
 };
 
 /* Staging is root's: the daemon reads PATH with its own privileges and staged
@@ -80,6 +84,8 @@ static const ctrl_op_spec ops[CTRL_OP__COUNT] = {
     [CTRL_OP_RELOAD] = {"reload", 0, 0, CTRL_ROLE_OPERATOR,
                         "Apply the configuration files again without a restart, and show what "
                         "changed."},
+    [CTRL_OP_GC] = {"gc", HOST, KEEP | DRY_RUN, CTRL_ROLE_OPERATOR,
+                    "Remove HOST's old staged versions, never one in use."},
     [CTRL_OP_CHECKPOINT] = {"checkpoint", HOST, 0, CTRL_ROLE_OPERATOR,
                             "Write a checkpoint of HOST's state and name it on its claim (the "
                             "built-in one parks HOST first)."},

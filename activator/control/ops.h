@@ -36,6 +36,7 @@ typedef enum ctrl_op {
     CTRL_OP_STATS,
     CTRL_OP_VERSION,
     CTRL_OP_RELOAD,
+    CTRL_OP_GC,
     CTRL_OP_CHECKPOINT,
     CTRL_OP_CHECKPOINTS,
     CTRL_OP__COUNT,
@@ -52,6 +53,8 @@ typedef enum ctrl_field {
     CTRL_FIELD_NO_WAIT = 1u << 5,
     CTRL_FIELD_PROMOTE = 1u << 6,
     CTRL_FIELD_FORCE = 1u << 7,
+    CTRL_FIELD_KEEP = 1u << 8,
+    CTRL_FIELD_DRY_RUN = 1u << 9,
 } ctrl_field;
 
 typedef enum ctrl_field_kind {
@@ -59,7 +62,11 @@ typedef enum ctrl_field_kind {
     CTRL_FIELD_KIND_PATH,   /* a string: an absolute path on the daemon's box */
     CTRL_FIELD_KIND_CHOICE, /* a string out of a fixed list */
     CTRL_FIELD_KIND_FLAG,   /* a boolean */
+    CTRL_FIELD_KIND_COUNT,  /* a whole number from 0 to CTRL_FIELD_COUNT_MAX */
 } ctrl_field_kind;
+
+/* The largest value of a count field (gc --keep). */
+#define CTRL_FIELD_COUNT_MAX 1000
 
 typedef struct ctrl_field_spec {
     ctrl_field bit;

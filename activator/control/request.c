@@ -210,13 +210,28 @@ static int take_field(const ctrl_field_spec *field, json_object *value, ctrl_req
     case CTRL_FIELD_FORCE:
         req->force = json_object_get_boolean(value);
         return 0;
+    case CTRL_FIELD_KEEP: {
+        int64_t keep = json_object_get_int64(value);
+        if (keep < 0 || keep > CTRL_FIELD_COUNT_MAX)
+            return refuse(err, CTRL_REQ_BAD_VALUE, EINVAL,
+                          "field \"keep\" is %lld; keep 0 to %d versions", (long long)keep,
+                          CTRL_FIELD_COUNT_MAX);
+        req->has_keep = true;
+        req->keep = (unsigned)keep;
+        return 0;
+    }
+    case CTRL_FIELD_DRY_RUN:
+        req->dry_run = json_object_get_boolean(value);
+        return 0;
     }
     return refuse(err, CTRL_REQ_UNKNOWN_FIELD, EINVAL, "internal: field without a parser");
 }
 
 static json_type json_type_of(ctrl_field_kind kind)
 {
-    return kind == CTRL_FIELD_KIND_FLAG ? json_type_boolean : json_type_string;
+    return kind == CTRL_FIELD_KIND_FLAG    ? json_type_boolean
+           : kind == CTRL_FIELD_KIND_COUNT ? json_type_int
+                                           : json_type_string;
 }
 
 /* The field named key among the bits of allowed, or NULL. */

@@ -42,6 +42,9 @@ typedef struct ctrl_request {
     bool promote;                        /* stage: make it live too */
     bool force;                          /* claim.assign: to a box without a live lease;
                                           * move: from a box without one */
+    bool has_keep;                       /* gc: keep was given */
+    unsigned keep;                       /* gc: versions kept besides those in use */
+    bool dry_run;                        /* gc: say what would go, remove nothing */
 } ctrl_request;
 
 /* Stable error codes of refused requests (the "code" of an error reply). */

@@ -1007,6 +1007,13 @@ const ctl_command ctl_commands[] = {
     {.name = "hold", .op = CTRL_OP_HOLD, .render = render_claim},
     {.name = "unhold", .op = CTRL_OP_UNHOLD, .render = render_claim},
     {.name = "unpin", .op = CTRL_OP_UNPIN, .render = render_claim},
+    {.name = "gc",
+     .op = CTRL_OP_GC,
+     .help = "  --keep N   keep the N newest versions besides those in use (default: the host's\n"
+             "             ReleasesKeep=, 3 unless set)\n"
+             "  --dry-run  show what would be removed, remove nothing\n",
+     .render = render_object,
+     .timeout_sec = WAIT_TIMEOUT_SEC},
     {.name = "move",
      .op = -1,
      .summary = "Move HOST to BOX with its state, showing each phase; or roll its move back.",

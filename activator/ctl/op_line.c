@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -94,6 +95,8 @@ void ctl_op_usage(const ctrl_op_spec *spec, char *out, size_t size)
         option_name(&fields[i], option, sizeof(option));
         if (fields[i].kind == CTRL_FIELD_KIND_CHOICE)
             ctrl_field_choices_list(&fields[i], "|", choices, sizeof(choices));
+        else if (fields[i].kind == CTRL_FIELD_KIND_COUNT)
+            snprintf(choices, sizeof(choices), "N");
         append(out, size, &used, "%s[--%s%s%s]", used ? " " : "", option, *choices ? " " : "",
                choices);
     }
@@ -217,6 +220,15 @@ static int add_option(const ctrl_field_spec *field, const char *value, json_obje
 {
     if (field->kind == CTRL_FIELD_KIND_FLAG) {
         json_object_object_add(request, field->name, json_object_new_boolean(1));
+        return 0;
+    }
+    if (field->kind == CTRL_FIELD_KIND_COUNT) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long n = strtoul(value, &end, 10);
+        if (!isdigit((unsigned char)value[0]) || *end || errno || n > CTRL_FIELD_COUNT_MAX)
+            return 1;
+        json_object_object_add(request, field->name, json_object_new_int64((int64_t)n));
         return 0;
     }
     if (ctrl_field_choice(field, value) < 0)

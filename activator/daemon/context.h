@@ -32,6 +32,7 @@ typedef struct ad_sweep ad_sweep;
 typedef struct ad_telemetry ad_telemetry;
 typedef struct ad_reload_state ad_reload_state;
 typedef struct ad_box_lease ad_box_lease;
+typedef struct ad_dynamic_users ad_dynamic_users;
 
 /* The daemon's starts and handovers on this box (lifetime.c keeps them in
  * <state>/daemon.json). */
@@ -74,11 +75,20 @@ struct ad_daemon {
     size_t cap_removed_hosts;
     ad_hosts_observer_fn observe_hosts;
     ad_claim_reports_observer_fn observe_claim_reports;
-    cg_seccomp_program *default_seccomp; /* SystemCallFilter=default, shared by hosts */
+    cg_seccomp_program *default_seccomp; /* the default SystemCallFilter=, shared by hosts */
+    ad_dynamic_users *dynamic_users;     /* the uids of hosts without User= */
     char incarnation[33];            /* random per start */
     int state_dirfd;
     claim_store *store;
-    act_offload *offload;            /* workers for durable writes and staging */
+    act_offload *offload;            /* workers for durable writes and prepare's hashing */
+    /* Workers for whole builds (stage, promote, a swap's verification, gc):
+     * a large build hashed there never delays another host's wake, whose
+     * record writes and prepare run on offload. */
+    act_offload *release_work;
+    /* A promote or a successful swap made a build current: builds_gc.c
+     * collects the old ones (set by daemon.c, so swap.c, below it, can
+     * call it). */
+    void (*builds_changed)(ad_host *host);
     rel_store *releases;
     cg_root *cgroups;
     pl_start_cap start_cap;

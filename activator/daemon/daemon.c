@@ -16,10 +16,12 @@
 #include <systemd/sd-id128.h>
 
 #include "activator/daemon/box_lease.h"
+#include "activator/daemon/builds_gc.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/claim_watch.h"
 #include "activator/daemon/daemon_main.h"
 #include "activator/daemon/dispatch.h"
+#include "activator/daemon/dynamic_users.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/leftovers.h"
 #include "activator/daemon/lifetime.h"
@@ -72,6 +74,17 @@ static int open_directories(ad_daemon *daemon, act_error *err)
     if (daemon->state_dirfd < 0)
         return act_error_set(err, errno, "cannot open StateDirectory=%s: %s",
                              config->state_directory, strerror(errno));
+    /* hosts/ lets each host's user through to its own state directory but
+     * lists none of them: an older daemon made it 0755, an older tmpfiles
+     * entry 0700, which kept every unprivileged host out. */
+    if ((mkdirat(daemon->state_dirfd, "hosts", 0711) < 0 && errno != EEXIST) ||
+        fchmodat(daemon->state_dirfd, "hosts", 0711, 0) < 0)
+        return act_error_set(err, errno, "cannot make %s/hosts mode 0711: %s",
+                             config->state_directory, strerror(errno));
+    r = ad_dynamic_users_open(daemon->state_dirfd, config->dynamic_uid_min, config->dynamic_uid_max,
+                              &daemon->dynamic_users, err);
+    if (r < 0)
+        return act_error_prefix(err, "StateDirectory=%s", config->state_directory);
     char releases[4096];
     snprintf(releases, sizeof(releases), "%s/releases", config->state_directory);
     return rel_store_open(releases, &daemon->releases, err);
@@ -372,6 +385,9 @@ static int make_incarnation(ad_daemon *daemon, act_error *err)
 /* Threads for the records' durable writes: hosts in different lanes write
  * side by side, and the filesystem commits their fsyncs together. */
 #define RECORD_WRITERS 2
+/* Whole-build work (stage, promote, swap verification, gc) of two hosts at
+ * once; a host's own run in order in its lane. */
+#define RELEASE_WORKERS 2
 
 static int start(daemon_process *process, const char *config_path, act_error *err)
 {
@@ -409,13 +425,21 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     if ((r = make_incarnation(daemon, err)) < 0 || (r = open_directories(daemon, err)) < 0)
         return r;
     ad_lifetime_start(daemon, &daemon->lifetime);
-    if ((r = act_offload_new(daemon->loop, RECORD_WRITERS, &daemon->offload, err)) < 0)
+    if ((r = act_offload_new(daemon->loop, RECORD_WRITERS, &daemon->offload, err)) < 0 ||
+        (r = act_offload_new(daemon->loop, RELEASE_WORKERS, &daemon->release_work, err)) < 0)
         return r;
+    daemon->builds_changed = ad_gc_after_change;
     r = cg_root_open(daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto",
                      &daemon->cgroups, err);
     if (r < 0)
         return act_error_prefix(err, "CgroupRoot=%s",
                                 daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto");
+    act_error pids_err = {0};
+    if (cg_limits_check(daemon->cgroups, &(cg_limits){.pids_max = CFG_PIDS_MAX_DEFAULT},
+                        &pids_err) < 0)
+        act_log(LOG_WARNING,
+                "hosts without PidsMax= run without its default of %d tasks on this box: %s",
+                CFG_PIDS_MAX_DEFAULT, pids_err.message);
     if ((r = pl_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
             0 ||
         (r = open_store(daemon, process->n_loaded_hosts ? process->loaded_hosts[0].name : NULL,
@@ -447,6 +471,7 @@ static void teardown(daemon_process *process)
     /* Lets the record writes already asked for land (a clean stop removes
      * the records of the generations it retired). */
     act_offload_free(daemon->offload);
+    act_offload_free(daemon->release_work);
     ad_reload_free(daemon);
     ad_leftovers_free(daemon);
     ad_sweep_free(daemon);
@@ -465,6 +490,7 @@ static void teardown(daemon_process *process)
     if (daemon->state_dirfd >= 0)
         close(daemon->state_dirfd);
     cg_seccomp_program_free(daemon->default_seccomp);
+    ad_dynamic_users_free(daemon->dynamic_users);
     cfg_hosts_free(process->loaded_hosts, process->n_loaded_hosts);
     cfg_daemon_free(&daemon->config);
     sd_event_unref(daemon->loop);

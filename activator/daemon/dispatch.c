@@ -11,11 +11,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "activator/daemon/builds_gc.h"
 #include "activator/daemon/checkpoint_request.h"
 #include "activator/daemon/claim_watch.h"
 #include "activator/daemon/fleet_requests.h"
 #include "activator/daemon/host_status.h"
 #include "activator/daemon/hosts.h"
+#include "activator/daemon/promote.h"
 #include "activator/daemon/reload.h"
 #include "activator/daemon/stage.h"
 #include "activator/daemon/swap.h"
@@ -127,50 +129,24 @@ static void do_stage(ad_daemon *daemon, const ctrl_request *request, ctrl_reply 
 
 static void do_promote(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
 {
-    if (!find_host(daemon, request, reply))
-        return;
-    act_error err = {0};
-    int r = rel_promote(daemon->releases, request->host, request->version, &err);
-    if (r < 0) {
-        ad_reply_release_error(reply, r, &err);
-        return;
-    }
-    json_object *result = json_object_new_object();
-    act_json_add_string(result, "host", request->host);
-    act_json_add_string(result, "version", request->version);
-    json_object_object_add(result, "live", json_object_new_boolean(true));
-    ctrl_reply_ok(reply, result);
+    ad_host *host = find_host(daemon, request, reply);
+    if (host)
+        ad_promote_start(host, request, reply);
+}
+
+static void do_gc(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
+{
+    ad_host *host = find_host(daemon, request, reply);
+    if (host)
+        ad_gc_start(host, request->has_keep ? request->keep : ad_host_config(host)->releases_keep,
+                    request->dry_run, reply);
 }
 
 static void do_releases(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
 {
-    if (!find_host(daemon, request, reply))
-        return;
-    _cleanup_free_ rel_entry *entries = NULL;
-    size_t n = 0;
-    act_error err = {0};
-    int r = rel_list(daemon->releases, request->host, &entries, &n, &err);
-    if (r < 0) {
-        ad_reply_release_error(reply, r, &err);
-        return;
-    }
-    json_object *result = json_object_new_object();
-    act_json_add_string(result, "host", request->host);
-    json_object *list = json_object_new_array();
-    for (size_t i = 0; i < n; i++) {
-        json_object *entry = json_object_new_object();
-        act_json_add_string(entry, "version", entries[i].identity.version);
-        act_json_add_string(entry, "digest", entries[i].identity.build_digest);
-        act_json_add_u64(entry, "size", entries[i].identity.size);
-        act_json_add_u64(entry, "staged_usec", entries[i].identity.staged_at);
-        if (!entries[i].manifest_ok)
-            act_json_add_string(entry, "problem", entries[i].problem);
-        if (entries[i].is_live)
-            act_json_add_string(result, "live", entries[i].identity.version);
-        json_object_array_add(list, entry);
-    }
-    json_object_object_add(result, "releases", list);
-    ctrl_reply_ok(reply, result);
+    ad_host *host = find_host(daemon, request, reply);
+    if (host)
+        ad_releases_start(host, reply);
 }
 
 /* ---- stats, version ------------------------------------------------------ */
@@ -259,6 +235,9 @@ void ad_dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
         return;
     case CTRL_OP_RELOAD:
         ad_reload(daemon, reply);
+        return;
+    case CTRL_OP_GC:
+        do_gc(daemon, request, reply);
         return;
     case CTRL_OP_CHECKPOINT: {
         ad_host *host = find_host(daemon, request, reply);

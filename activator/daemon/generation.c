@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "activator/daemon/record_writes.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
+#include "common/fileio.h"
 #include "common/log.h"
 #include "common/strv.h"
 
@@ -29,13 +31,19 @@
  * (sweep.c) then goes on proving stopped for as long as it takes. */
 #define KILL_PROOF_TIMEOUT_USEC (10 * 1000 * 1000ull)
 
-void ad_limits_from_config(const cfg_limits *limits, cg_limits *out)
+void ad_limits_from_config(const cg_root *root, const cfg_limits *limits, cg_limits *out)
 {
+    bool default_pids_enforceable =
+        limits->pids_max_is_default &&
+        cg_limits_check(root, &(cg_limits){.pids_max = limits->pids_max}, NULL) == 0;
     /* "infinity" is the cgroup's own default, so it is simply not written. */
     *out = (cg_limits){
         .memory_max = limits->memory_max == CFG_LIMIT_INFINITY ? 0 : limits->memory_max,
         .memory_high = limits->memory_high == CFG_LIMIT_INFINITY ? 0 : limits->memory_high,
-        .pids_max = limits->pids_max == CFG_LIMIT_INFINITY ? 0 : limits->pids_max,
+        .pids_max = limits->pids_max == CFG_LIMIT_INFINITY ||
+                            (limits->pids_max_is_default && !default_pids_enforceable)
+                        ? 0
+                        : limits->pids_max,
         .cpu_quota_percent = limits->cpu_quota_percent,
         .cpu_weight = limits->cpu_weight,
     };
@@ -49,7 +57,7 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
     snprintf(leaf_name, sizeof(leaf_name), "%s-%" PRIu64, kind, number);
     const cfg_host *config = ad_host_config(host);
     cg_limits limits;
-    ad_limits_from_config(&config->limits, &limits);
+    ad_limits_from_config(ad_host_daemon(host)->cgroups, &config->limits, &limits);
 
     ad_generation *gen = calloc(1, sizeof(*gen));
     if (!gen)
@@ -74,7 +82,7 @@ int ad_generation_set_limits(ad_generation *gen, const cfg_limits *limits, act_e
 {
     assert(gen && limits);
     cg_limits values;
-    ad_limits_from_config(limits, &values);
+    ad_limits_from_config(ad_host_daemon(gen->host)->cgroups, limits, &values);
     return cg_leaf_set_limits(gen->leaf, &values, err);
 }
 
@@ -216,9 +224,20 @@ static char **build_environment(ad_generation *gen, const char *extra)
 /* systemd's WATCHDOG_PID: the main process, the one whose keep-alives count. */
 static const char *const watchdog_pid[] = {"WATCHDOG_PID", NULL};
 
-static int spawn(ad_generation *gen, int exec_fd, bool is_helper, const char *const *argv,
+/* What a spawn in a generation's leaf starts: its build, an operator's
+ * helper (ExecRestore=, ExecReplicate=), or a probe (Ready=exec:,
+ * HealthCheck=exec:). All three run as the host, in the leaf, with its
+ * environment; the probe also joins the main process's mount namespace. */
+typedef enum spawn_kind {
+    SPAWN_MAIN,
+    SPAWN_HELPER,
+    SPAWN_PROBE,
+} spawn_kind;
+
+static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *const *argv,
                  char **envp, cg_process *out, act_error *err)
 {
+    bool is_helper = kind != SPAWN_MAIN;
     ad_host *host = gen->host;
     const cfg_host *config = ad_host_config(host);
     const ad_daemon *daemon = ad_host_daemon(host);
@@ -230,15 +249,26 @@ static int spawn(ad_generation *gen, int exec_fd, bool is_helper, const char *co
     cg_spawn_spec spec;
     cg_spawn_spec_init(&spec);
     spec.exec_fd = exec_fd;
-    /* Helpers may be scripts, which run from their fd only if it survives. */
-    spec.exec_fd_survives = is_helper;
+    /* Scripts (helpers, and builds whose executable prepare found to start
+     * with "#!") run from their fd only if it survives the exec. */
+    spec.exec_fd_survives = is_helper || gen->exec_is_script;
     spec.argv = argv;
     spec.envp = (const char *const *)envp;
-    /* The generation's output goes where ours goes: the journal under
-     * systemd, so its lines carry the unit's context. */
+    /* Never our own stream: see host_log.h. */
+    if (!gen->log) {
+        char whose[64];
+        snprintf(whose, sizeof(whose), "%s %" PRIu64 " starts",
+                 gen->announced ? "generation" : "restore", gen->number);
+        int r = ad_host_log_open(host, whose, &gen->log, err);
+        if (r < 0)
+            return act_error_prefix(err, "host %s: output", config->name);
+    }
+    /* ExecCheckpoint= answers on its stdout, which the daemon reads. */
     spec.stdout_fd = is_helper && gen->helper_stdout_fd >= 0 ? gen->helper_stdout_fd
-                                                             : STDERR_FILENO;
-    spec.stderr_fd = STDERR_FILENO;
+                                                             : ad_host_log_fd(gen->log);
+    spec.stderr_fd = ad_host_log_fd(gen->log);
+    spec.journal_socket = ad_host_log_journal_socket(gen->log);
+    spec.journal_header = ad_host_log_journal_header(gen->log);
     if (!is_helper) {
         spec.listen_fds = ad_host_listen_fds(host);
         spec.n_listen_fds = ad_host_n_listen(host);
@@ -248,16 +278,46 @@ static int spawn(ad_generation *gen, int exec_fd, bool is_helper, const char *co
     }
     uid_t uid;
     gid_t gid;
-    if (ad_host_credentials(host, &uid, &gid)) {
-        spec.uid = uid;
-        spec.gid = gid;
-    }
+    ad_host_run_as(host, &uid, &gid);
+    spec.uid = uid;
+    spec.gid = gid;
+    spec.drop_capabilities = true;
+    spec.ambient_capabilities = config->ambient_capabilities;
+    /* A probe sees the files its generation sees: it joins the namespace
+     * through the main process, which is alive while a probe is due (a
+     * probe of a generation whose main process ended fails, as it should). */
+    if (kind == SPAWN_PROBE && gen->process.pidfd >= 0 && !gen->exited)
+        spec.join_mount_ns_fd = gen->process.pidfd;
     spec.working_directory = state_dir;
     cg_rlimit nofile = {.resource = RLIMIT_NOFILE, .limit = daemon->nofile};
     spec.rlimits = &nofile;
     spec.n_rlimits = 1;
     spec.no_new_privs = true;
     spec.seccomp = ad_host_seccomp(host);
+    /* The build runs in the host's filesystem view, reaching its notify
+     * socket there through the socket's directory, not the socket file: a
+     * daemon that restarts binds a new socket at the same path, which a
+     * bound file would not show; helpers (ExecRestore=, ExecReplicate=) are
+     * the operator's tools and see the box's filesystem. */
+    char notify_dir[4096] = "";
+    if (gen->notify)
+        snprintf(notify_dir, sizeof(notify_dir), "%.*s",
+                 (int)(strrchr(ntf_socket_path(gen->notify), '/') -
+                       ntf_socket_path(gen->notify)),
+                 ntf_socket_path(gen->notify));
+    const char *passed[] = {notify_dir[0] ? notify_dir : NULL, NULL};
+    /* And the build it runs, read-only: a "#!" interpreter or libraries
+     * ($ORIGIN) inside the build are opened by path. The other versions and
+     * the other hosts' releases stay hidden. */
+    char build_dir[4096];
+    snprintf(build_dir, sizeof(build_dir), "%s/releases/%s/%s", daemon->config.state_directory,
+             config->name, gen->build.version);
+    const char *read_only[] = {gen->build.version[0] ? build_dir : NULL, NULL};
+    if (!is_helper) {
+        spec.fs_view = ad_host_fs_view(host);
+        spec.fs_passed = passed;
+        spec.fs_read_only = read_only;
+    }
 
     return cg_spawn(gen->leaf, &spec, out, err);
 }
@@ -288,7 +348,8 @@ int ad_generation_spawn(ad_generation *gen, int exec_fd, act_error *err)
     _cleanup_(act_strv_freep) char **envp = build_environment(gen, watchdog_usec ? watchdog : NULL);
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
-    int r = spawn(gen, exec_fd, false, (const char *const *)ad_host_config(gen->host)->exec_argv,
+    int r = spawn(gen, exec_fd, SPAWN_MAIN,
+                  (const char *const *)ad_host_config(gen->host)->exec_argv,
                   envp, &gen->process, err);
     return r < 0 ? r : watch_exit(gen, err);
 }
@@ -314,10 +375,36 @@ int ad_generation_spawn_helper(ad_generation *gen, char *const *argv, const char
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
     cg_process *process = main_process ? &gen->process : &gen->helper;
-    int r = spawn(gen, fd, true, (const char *const *)argv, envp, process, err);
+    int r = spawn(gen, fd, SPAWN_HELPER, (const char *const *)argv, envp, process, err);
     if (r < 0 || !main_process)
         return r;
     return watch_exit(gen, err);
+}
+
+/* probe_spawn_fn: the probe's command as the host, in the leaf, where the
+ * proof of empty at retirement covers whatever it leaves behind. */
+static int spawn_probe(char *const *argv, void *userdata, act_error *err)
+{
+    ad_generation *gen = userdata;
+    if (gen->process.pidfd < 0 || gen->exited)
+        return act_error_set(err, ESRCH,
+                             "generation %" PRIu64 " has no main process to probe beside",
+                             gen->number);
+    _cleanup_close_ int fd = open_helper(argv[0], err);
+    if (fd < 0)
+        return fd;
+    _cleanup_(act_strv_freep) char **envp = build_environment(gen, NULL);
+    if (!envp)
+        return act_error_set(err, ENOMEM, "out of memory building the environment");
+    cg_process probe = {.pidfd = -1};
+    int r = spawn(gen, fd, SPAWN_PROBE, (const char *const *)argv, envp, &probe, err);
+    return r < 0 ? r : probe.pidfd;
+}
+
+probe_runner ad_generation_probe_runner(ad_generation *gen)
+{
+    assert(gen);
+    return (probe_runner){.spawn = spawn_probe, .userdata = gen};
 }
 
 /* Reaps the main process if it is still ours to reap, so no zombie stays. */
@@ -346,6 +433,7 @@ static void reap(ad_generation *gen)
 static void announce_retired(ad_generation *gen, bool proven, const char *why)
 {
     ntf_free(TAKE_PTR(gen->notify));
+    ad_host_log_free(TAKE_PTR(gen->log));
     if (gen->announced)
         ad_publish(gen->host, proven ? EV_EVENT_RETIRED : EV_EVENT_FAILED, gen,
                    proven ? NULL : "unproven_stop");
@@ -563,8 +651,9 @@ static int on_health_due(sd_event_source *source, uint64_t usec, void *userdata)
                            ? config->health_check_interval_usec
                            : config->ready_timeout_usec;
     act_error err = {0};
-    if (probe_start(ad_host_daemon(gen->host)->loop, config->health_check, timeout, timeout,
-                    on_health_probed, gen, &gen->health_probe, &err) < 0)
+    probe_runner runner = ad_generation_probe_runner(gen);
+    if (probe_start(ad_host_daemon(gen->host)->loop, config->health_check, &runner, timeout,
+                    timeout, on_health_probed, gen, &gen->health_probe, &err) < 0)
         health_checked(gen, false, err.message);
     return 0;
 }
@@ -585,6 +674,31 @@ void ad_generation_supervise(ad_generation *gen, ad_generation_notice_fn on_noti
                 gen->number);
     if (config->health_check && config->health_check_interval_usec)
         schedule_health_check(gen);
+}
+
+/* ---- counters --------------------------------------------------------------- */
+
+/* Fresh enough for a person and for a scraper that polls every few seconds. */
+#define STATS_MAX_AGE_USEC (1000 * 1000ull)
+
+int ad_generation_stats(const ad_generation *gen, cg_stats *out)
+{
+    assert(gen && out);
+    /* The cache is not the generation's state: refreshing it through a
+     * const pointer changes nothing anyone decides by. */
+    ad_generation *cache = (ad_generation *)gen;
+    uint64_t now = act_now_usec();
+    if (!cache->stats_usec || now - cache->stats_usec >= STATS_MAX_AGE_USEC) {
+        cache->stats_result = cg_leaf_stats(cache->leaf, &cache->stats, NULL);
+        cache->stats_usec = now;
+    }
+    *out = cache->stats;
+    return cache->stats_result;
+}
+
+uint64_t ad_generation_notify_refused(const ad_generation *gen)
+{
+    return gen->notify ? ntf_refused_count(gen->notify) : 0;
 }
 
 /* ---- notify socket -------------------------------------------------------- */
@@ -623,16 +737,59 @@ static void on_notify(ntf_socket *notify, const ntf_message *message, void *user
         gen->on_message(notify, message, gen);
 }
 
+/* Whether gen's main process was given NOTIFY_SOCKET=path: read once, from
+ * its environment as the kernel keeps it (what it was exec'd with). */
+static bool started_with_notify_socket(const ad_generation *gen, const char *path)
+{
+    char environ_path[64];
+    snprintf(environ_path, sizeof(environ_path), "/proc/%d/environ", (int)gen->process.pid);
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    if (act_read_file(AT_FDCWD, environ_path, 1 << 20, &text, &len, NULL) < 0)
+        return false;
+    for (size_t at = 0; at < len; at += strlen(text + at) + 1)
+        if (strncmp(text + at, "NOTIFY_SOCKET=", 14) == 0)
+            return strcmp(text + at + 14, path) == 0;
+    return false;
+}
+
 int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_error *err)
 {
     assert(gen);
     const ad_daemon *daemon = ad_host_daemon(gen->host);
-    char path[256], cgroup[4096];
-    snprintf(path, sizeof(path), "%s/notify/%s.%" PRIu64, daemon->config.runtime_directory,
-             ad_host_name(gen->host), gen->number);
+    const char *name = ad_host_name(gen->host);
+    char directory[256], socket_name[32], cgroup[4096], label[128];
+    /* One directory per host, its user's alone; one socket per generation
+     * in it, so N and N+1 of a swap each hear only their own. */
+    snprintf(directory, sizeof(directory), "%s/notify/%s", daemon->config.runtime_directory, name);
+    snprintf(socket_name, sizeof(socket_name), "g-%" PRIu64, gen->number);
     snprintf(cgroup, sizeof(cgroup), "/%s", cg_leaf_relative_path(gen->leaf));
+    snprintf(label, sizeof(label), "host %s: generation %" PRIu64, name, gen->number);
+    ntf_options options = {
+        .directory = directory,
+        .name = socket_name,
+        .cgroup_path = cgroup,
+        .label = label,
+    };
+    ad_host_run_as(gen->host, &options.uid, &options.gid);
+    /* A generation resumed from a daemon of the layout before per-host
+     * directories still sends to <runtime>/notify/<host>.<N>: it is heard
+     * there, as before, until it retires. */
+    char legacy_directory[256], legacy_name[160], legacy_path[420];
+    snprintf(legacy_directory, sizeof(legacy_directory), "%s/notify",
+             daemon->config.runtime_directory);
+    snprintf(legacy_name, sizeof(legacy_name), "%s.%" PRIu64, name, gen->number);
+    snprintf(legacy_path, sizeof(legacy_path), "%s/%s", legacy_directory, legacy_name);
+    if (gen->adopted && started_with_notify_socket(gen, legacy_path)) {
+        options.directory = legacy_directory;
+        options.name = legacy_name;
+        options.legacy = true;
+    }
+    /* Without the id, senders are checked through /proc (older kernels). */
+    if (ntf_cgroup_id(cg_leaf_path(gen->leaf), &options.cgroup_id) < 0)
+        options.cgroup_id = 0;
     gen->on_message = on_message;
-    return ntf_open(daemon->loop, path, cgroup, on_notify, gen, &gen->notify, err);
+    return ntf_open(daemon->loop, &options, on_notify, gen, &gen->notify, err);
 }
 
 int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generation_record *record,
@@ -665,6 +822,12 @@ int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generati
     /* The app still holds the NOTIFY_SOCKET path it was started with. */
     if (r == 0 && ad_generation_wants_notify(config))
         r = ad_generation_open_notify(gen, NULL, err);
+    /* Its output goes on where it went; the log is for its probes, and
+     * keeps the file it may write to within its size. */
+    char whose[80];
+    snprintf(whose, sizeof(whose), "generation %" PRIu64 " resumed by a new daemon", gen->number);
+    if (r == 0)
+        r = ad_host_log_open(host, whose, &gen->log, err);
     if (r == 0)
         r = sd_event_add_io(ad_host_daemon(host)->loop, &gen->exit_source, main_pidfd, EPOLLIN,
                             on_process_exit, gen) < 0
@@ -689,6 +852,7 @@ void ad_generation_free(ad_generation *gen)
     gen->kill_timer = sd_event_source_disable_unref(gen->kill_timer);
     reap(gen);
     ntf_free(gen->notify);
+    ad_host_log_free(gen->log);
     if (gen->process.pidfd >= 0)
         close(gen->process.pidfd);
     cg_leaf_free(gen->leaf);

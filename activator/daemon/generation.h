@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "activator/daemon/host.h"
+#include "activator/daemon/host_log.h"
 #include "activator/notify/notify.h"
 #include "activator/probe/probe.h"
 #include "activator/records/records.h"
@@ -38,6 +39,7 @@ struct ad_generation {
     uint64_t session;
     uint64_t admission_revision;
     rec_build_ref build;
+    bool exec_is_script;             /* the build's executable is a "#!" script */
     cg_leaf *leaf;
     cg_process process;              /* pid 0 / pidfd -1 before the exec */
     cg_process helper;               /* ExecReplicate= in the same leaf; pidfd -1 when none */
@@ -52,6 +54,11 @@ struct ad_generation {
     int exit_status;                 /* 0..255, or 128 + signal */
     bool adopted;                    /* resumed after a daemon restart: not our child */
     ntf_socket *notify;              /* Ready=notify or WatchdogSec= only */
+    ad_host_log *log;                /* its stdout and stderr, from its first spawn */
+    /* The leaf's counters as last read (ad_generation_stats), and when. */
+    cg_stats stats;
+    int stats_result;
+    uint64_t stats_usec;             /* CLOCK_MONOTONIC; 0: never read */
     ntf_handler on_message;          /* who opened it gets each datagram after us */
     bool ready;                      /* READY=1 seen */
     uint64_t exec_usec;              /* CLOCK_MONOTONIC at exec */
@@ -77,9 +84,13 @@ struct ad_generation {
 /* Creates the leaf <kind>-<number> ("g-7", "restore-7") with the host's limits. */
 int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_generation **out,
                       act_error *err);
-/* The [Limits] values as the cgroup layer takes them ("infinity" is the
- * cgroup's default, so it is not written). */
-void ad_limits_from_config(const cfg_limits *limits, cg_limits *out);
+/* The [Limits] values as the cgroup layer takes them for leaves of root
+ * ("infinity" is the cgroup's default, so it is not written). PidsMax= left
+ * to its default is dropped where root cannot enforce it (no pids
+ * controller delegated, as in some containers): hosts there run as before
+ * rather than all being refused. A PidsMax= the file sets is enforced or
+ * refused. */
+void ad_limits_from_config(const cg_root *root, const cfg_limits *limits, cg_limits *out);
 /* Rewrites the limits of gen's running leaf (a reload). */
 int ad_generation_set_limits(ad_generation *gen, const cfg_limits *limits, act_error *err);
 /* Execs the verified build exec_fd with the host's sockets. */
@@ -89,6 +100,19 @@ int ad_generation_spawn(ad_generation *gen, int exec_fd, act_error *err);
  * main_process false, beside it (ExecReplicate=). */
 int ad_generation_spawn_helper(ad_generation *gen, char *const *argv, const char *extra_env,
                                bool main_process, act_error *err);
+/* How gen's exec: probes (Ready=, HealthCheck=) run: in its leaf, as the
+ * host's user with its seccomp filter, its environment and its main
+ * process's mount namespace, never as the daemon. gen must outlive the
+ * probes started with it. */
+probe_runner ad_generation_probe_runner(ad_generation *gen);
+/* The leaf's counters (memory, pids, cpu), read at most once a second:
+ * status and every scrape read them for every serving host, and a burst of
+ * requests must not become a burst of cgroup file reads. A cache, so it
+ * takes a const generation. */
+int ad_generation_stats(const ad_generation *gen, cg_stats *out);
+/* Notify datagrams heard and refused (ntf_refused_count); 0 without a
+ * notify socket. */
+uint64_t ad_generation_notify_refused(const ad_generation *gen);
 /* Whether the host's generations get a NOTIFY_SOCKET: for Ready=notify, and
  * for WatchdogSec=, whose keep-alives arrive there. */
 bool ad_generation_wants_notify(const cfg_host *config);

@@ -2,6 +2,7 @@
 #include "activator/daemon/host.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -11,15 +12,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "activator/daemon/dynamic_users.h"
 #include "activator/records/records.h"
 #include "common/cleanup.h"
+#include "common/log.h"
 
 struct ad_host_settings {
     cfg_host *config;
     cg_seccomp_program *seccomp; /* a filter of its own, or NULL for the shared default */
-    uid_t uid;                   /* User=, when have_credentials */
+    cg_fs_view *fs_view;         /* the generation's filesystem; NULL: FilesystemView=box */
+    uid_t uid;                   /* User= and Group=, or the host's dynamic user */
     gid_t gid;
-    bool have_credentials;
 };
 
 struct ad_host {
@@ -56,12 +59,23 @@ struct ad_host {
     bool releasing;                   /* claim_release.c */
     char last_reason[32];             /* hosts.c, wake_ops.c */
     char last_message[256];
+    rec_build_ref last_served;        /* wake_ops.c; swap.c names it as a pin's fallback */
 };
 
 static bool uses_plain_default_filter(const cfg_host *config)
 {
     const cfg_syscall_filter *filter = &config->limits.syscall_filter;
-    return filter->base == CFG_SYSCALLS_DEFAULT && !filter->allow && !filter->deny;
+    return filter->base == CFG_SYSCALLS_DEFAULT && !filter->reset && !filter->allow &&
+           !filter->deny;
+}
+
+static const char *filter_profile(const cfg_syscall_filter *filter)
+{
+    if (filter->reset) /* an empty line last: no filter */
+        return "none";
+    return filter->base == CFG_SYSCALLS_DEFAULT ? "default"
+           : filter->base == CFG_SYSCALLS_ALLOW ? "allow"
+                                                : "none";
 }
 
 /* Most hosts run the default profile: one compiled program serves them all. */
@@ -72,11 +86,32 @@ static int compile_filter(ad_daemon *daemon, ad_host_settings *settings, act_err
     if (plain_default && daemon->default_seccomp)
         return 0;
     cg_seccomp_program **out = plain_default ? &daemon->default_seccomp : &settings->seccomp;
-    int r = cg_seccomp_compile(filter->base == CFG_SYSCALLS_NONE ? "none" : "default",
-                               (const char *const *)filter->allow,
+    int r = cg_seccomp_compile(filter_profile(filter), (const char *const *)filter->allow,
                                (const char *const *)filter->deny, out, err);
     return r < 0 ? act_error_prefix(err, "host %s: SystemCallFilter=", settings->config->name)
                  : 0;
+}
+
+/* The host's filesystem view, made once per configuration: the daemon's
+ * directories hidden, its state directory and ReadWritePaths= kept. */
+static int make_fs_view(ad_daemon *daemon, ad_host_settings *settings, act_error *err)
+{
+    const cfg_host *config = settings->config;
+    if (config->filesystem_box)
+        return 0;
+    _cleanup_(cfg_view_paths_clear) cfg_view_paths paths = {0};
+    int r = cfg_host_view_paths(&daemon->config, config, &paths, err);
+    if (r == 0) {
+        cg_fs_view_spec spec = {
+            .hidden = (const char *const *)paths.hidden,
+            .writable = (const char *const *)paths.writable,
+            .writable_if_present = (const char *const *)paths.writable_if_present,
+            .private_tmp = true,
+            .hide_processes = true,
+        };
+        r = cg_fs_view_new(&spec, &settings->fs_view, err);
+    }
+    return r < 0 ? act_error_prefix(err, "host %s", config->name) : 0;
 }
 
 void ad_host_settings_free(ad_host_settings *settings)
@@ -88,7 +123,39 @@ void ad_host_settings_free(ad_host_settings *settings)
         free(settings->config);
     }
     cg_seccomp_program_free(settings->seccomp);
+    cg_fs_view_free(settings->fs_view);
     free(settings);
+}
+
+/* An account that User= or Group= names must not be another host's
+ * dynamic user: it would own that host's files. */
+static int check_not_dynamic(ad_daemon *daemon, const cfg_host *config,
+                             const ad_host_settings *settings, const char **failed_key,
+                             act_error *err)
+{
+    const struct {
+        const char *what;
+        uint32_t id;
+        const char *key;
+        const char *value;
+    } ids[] = {
+        {"uid", settings->uid, "User", config->user},
+        {"gid", settings->gid, config->group ? "Group" : "User",
+         config->group ? config->group : config->user},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(ids); i++) {
+        const char *owner = ad_dynamic_users_owner(daemon->dynamic_users, ids[i].id);
+        if (!owner || strcmp(owner, config->name) == 0)
+            continue;
+        *failed_key = ids[i].key;
+        return act_error_set(err, EEXIST,
+                             "host %s: %s=%s: %s %u is the dynamic user of host %s, whose files "
+                             "it owns; name another account (or remove "
+                             "<state>/dynamic-users/%u once host %s and its files are gone)",
+                             config->name, ids[i].key, ids[i].value, ids[i].what,
+                             (unsigned)ids[i].id, owner, (unsigned)ids[i].id, owner);
+    }
+    return 0;
 }
 
 int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings **out,
@@ -103,12 +170,29 @@ int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings *
         return act_error_set(err, ENOMEM, "out of memory");
     }
     settings->config = config;
-    int r = cfg_host_credentials(config, &settings->uid, &settings->gid,
-                                 &settings->have_credentials, err);
+    /* Without User=, a uid of the host's own; with it, what it names (root
+     * only when it says so, which --check-config warns about). */
+    bool named = false;
+    int r = cfg_host_credentials(config, &settings->uid, &settings->gid, &named, err);
     if (r < 0) /* the sentence names the key whose lookup failed */
         *failed_key = config->group && strstr(err->message, "Group=") ? "Group" : "User";
+    if (r == 0 && !named) {
+        uid_t uid = 0;
+        if ((r = ad_dynamic_user_get(daemon->dynamic_users, config->name, &uid, err)) < 0)
+            *failed_key = "User";
+        settings->uid = uid;
+        settings->gid = (gid_t)uid;
+    }
+    /* A dynamic user's files are its host's alone. */
+    if (r == 0 && named)
+        r = check_not_dynamic(daemon, config, settings, failed_key, err);
+    if (r == 0 && named && settings->uid == 0)
+        act_log(LOG_WARNING, "host %s: User=%s runs its code as root (without capabilities)",
+                config->name, config->user);
     if (r == 0 && (r = compile_filter(daemon, settings, err)) < 0)
         *failed_key = "SystemCallFilter";
+    if (r == 0 && (r = make_fs_view(daemon, settings, err)) < 0)
+        *failed_key = "ReadWritePaths";
     if (r < 0) {
         ad_host_settings_free(settings);
         return r;
@@ -283,6 +367,7 @@ static void copy_limit_values(cfg_limits *to, const cfg_limits *from)
     to->memory_max = from->memory_max;
     to->memory_high = from->memory_high;
     to->pids_max = from->pids_max;
+    to->pids_max_is_default = from->pids_max_is_default;
     to->cpu_quota_percent = from->cpu_quota_percent;
     to->cpu_weight = from->cpu_weight;
 }
@@ -390,25 +475,21 @@ int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act
 
 /* ---- what a generation runs as ------------------------------------------- */
 
-bool ad_host_credentials(const ad_host *host, uid_t *uid, gid_t *gid)
+void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid)
 {
     *uid = host->settings->uid;
     *gid = host->settings->gid;
-    return host->settings->have_credentials;
-}
-
-void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid)
-{
-    if (!ad_host_credentials(host, uid, gid)) {
-        *uid = 0;
-        *gid = 0;
-    }
 }
 
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host)
 {
     return uses_plain_default_filter(host->settings->config) ? host->daemon->default_seccomp
                                                              : host->settings->seccomp;
+}
+
+const cg_fs_view *ad_host_fs_view(const ad_host *host)
+{
+    return host->settings->fs_view;
 }
 
 /* ---- directories --------------------------------------------------------- */
@@ -429,19 +510,82 @@ void ad_host_dir_close(ad_host *host)
     host->dirfd = -1;
 }
 
+/* Deeper than this is no state directory but an attack on our stack. */
+#define STATE_TREE_DEPTH_MAX 128
+
+/* Hands every entry below dir_fd to uid:gid, symlinks themselves rather
+ * than what they name, without leaving the directory's file system. */
+static int chown_tree(int dir_fd, uid_t uid, gid_t gid, unsigned depth, act_error *err)
+{
+    if (depth > STATE_TREE_DEPTH_MAX)
+        return act_error_set(err, ELOOP, "deeper than %d directories", STATE_TREE_DEPTH_MAX);
+    int listing = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dir = listing >= 0 ? fdopendir(listing) : NULL;
+    if (!dir) {
+        int saved = errno;
+        if (listing >= 0)
+            close(listing);
+        return act_error_set(err, saved, "cannot list it: %s", strerror(saved));
+    }
+    struct stat top;
+    int r = fstat(dir_fd, &top) < 0 ? -errno : 0;
+    struct dirent *de;
+    while (r == 0 && (de = readdir(dir))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            fchownat(dir_fd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+            r = act_error_set(err, errno, "%s: %s", de->d_name, strerror(errno));
+            break;
+        }
+        if (!S_ISDIR(st.st_mode) || st.st_dev != top.st_dev)
+            continue;
+        int sub = openat(dir_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+            r = act_error_set(err, errno, "%s: %s", de->d_name, strerror(errno));
+            break;
+        }
+        r = chown_tree(sub, uid, gid, depth + 1, err);
+        close(sub);
+    }
+    closedir(dir);
+    return r < 0 ? r : 0;
+}
+
 int ad_host_state_directory(ad_host *host, act_error *err)
 {
     int dirfd = ad_host_dir(host, err);
     if (dirfd < 0)
         return dirfd;
-    if (mkdirat(dirfd, "state", 0750) < 0 && errno != EEXIST)
+    bool made = mkdirat(dirfd, "state", 0750) == 0;
+    if (!made && errno != EEXIST)
         return act_error_set(err, errno, "cannot create the state directory: %s",
                              strerror(errno));
-    const ad_host_settings *settings = host->settings;
-    if (settings->have_credentials &&
-        fchownat(dirfd, "state", settings->uid, settings->gid, AT_SYMLINK_NOFOLLOW) < 0)
+    uid_t uid;
+    gid_t gid;
+    ad_host_run_as(host, &uid, &gid);
+    _cleanup_close_ int state =
+        openat(dirfd, "state", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (state < 0 || fstat(state, &st) < 0)
+        return act_error_set(err, errno, "cannot open the state directory: %s", strerror(errno));
+    if (st.st_uid == uid && st.st_gid == gid)
+        return 0;
+    /* Another owner: the host ran as someone else before (no User= used to
+     * mean root, or User= changed, or its dynamic uid had to change).
+     * Everything in it becomes the new owner's, as systemd does for a
+     * StateDirectory= of a DynamicUser=; the top last, so that a walk cut
+     * short is done again at the next start. */
+    int r = chown_tree(state, uid, gid, 0, err);
+    if (r < 0)
+        return act_error_prefix(err, "cannot hand the state directory to uid %u", (unsigned)uid);
+    if (fchown(state, uid, gid) < 0)
         return act_error_set(err, errno, "cannot hand the state directory to uid %u: %s",
-                             (unsigned)settings->uid, strerror(errno));
+                             (unsigned)uid, strerror(errno));
+    if (!made)
+        act_log(LOG_INFO, "host %s: state directory handed from uid %u to uid %u", host->name,
+                (unsigned)st.st_uid, (unsigned)uid);
     return 0;
 }
 
@@ -677,4 +821,14 @@ uint64_t ad_host_wake_started(const ad_host *host)
 void ad_host_set_wake_started(ad_host *host, uint64_t usec)
 {
     host->wake_started_usec = usec;
+}
+
+const rec_build_ref *ad_host_last_served(const ad_host *host)
+{
+    return host->last_served.version[0] ? &host->last_served : NULL;
+}
+
+void ad_host_set_last_served(ad_host *host, const rec_build_ref *build)
+{
+    host->last_served = *build;
 }

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "activator/daemon/context.h"
+#include "activator/records/records.h"
 
 typedef struct ad_generation ad_generation;
 typedef struct ad_wake_state ad_wake_state;
@@ -35,7 +36,8 @@ typedef struct ad_host_settings ad_host_settings;
  * (numbers, read when a leaf is made). */
 
 /* Makes settings of config, which it takes (on failure too): the account
- * User= and Group= name looked up, SystemCallFilter= compiled (the plain
+ * User= and Group= name looked up (or the host's dynamic user given out),
+ * SystemCallFilter= compiled (the plain
  * default is compiled once and shared). On failure *failed_key names the
  * key at fault ("User", "Group", "SystemCallFilter"). */
 int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings **out,
@@ -103,14 +105,15 @@ int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act
 
 /* ---- what a generation runs as ------------------------------------------ */
 
-/* User= and Group= as looked up on this box: false without User=. */
-bool ad_host_credentials(const ad_host *host, uid_t *uid, gid_t *gid);
-/* The uid and gid the host's programs run as on this box, which own its
- * state directory: User= and Group= as looked up, else the daemon's own
- * (0:0). */
+/* What the host's generations (and everything else that runs as the host:
+ * its helpers, its state directory's owner) run as: User= and Group= as
+ * looked up on this box, or without User= the host's dynamic user (uid ==
+ * gid, dynamic_users.h). Always known: settings are not made without it. */
 void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid);
 /* The compiled SystemCallFilter= (shared for the plain default). */
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host);
+/* The filesystem its generations see; NULL with FilesystemView=box. */
+const cg_fs_view *ad_host_fs_view(const ad_host *host);
 
 /* ---- directories ------------------------------------------------------------ */
 
@@ -215,6 +218,10 @@ void ad_host_set_last_failure(ad_host *host, const char *reason, const char *mes
 /* Attempts recorded against a build (wake_ops.c). */
 uint64_t ad_host_failed_attempts(const ad_host *host);
 void ad_host_count_failed_attempt(ad_host *host, const char *reason);
+/* The build of the generation published last, by this daemon or one it
+ * resumed; NULL before any (wake_ops.c sets it, swap.c reads it). */
+const rec_build_ref *ad_host_last_served(const ad_host *host);
+void ad_host_set_last_served(ad_host *host, const rec_build_ref *build);
 /* When the wake in flight began, for the wake-duration histogram (announce.c). */
 uint64_t ad_host_wake_started(const ad_host *host);
 void ad_host_set_wake_started(ad_host *host, uint64_t usec);

@@ -19,13 +19,15 @@ static void add_generation(json_object *status, const ad_generation *gen)
         act_json_add_u64(status, "since_usec", act_wallclock_usec() - served);
     }
     cg_stats stats;
-    if (cg_leaf_stats(gen->leaf, &stats, NULL) == 0) {
+    if (ad_generation_stats(gen, &stats) == 0) {
         if (stats.has_memory)
             act_json_add_u64(status, "memory_current", stats.memory_current);
         if (stats.has_pids)
             act_json_add_u64(status, "pids_current", stats.pids_current);
     }
     act_json_add_string(status, "cgroup", cg_leaf_path(gen->leaf));
+    if (gen->notify)
+        act_json_add_u64(status, "notify_refused", ad_generation_notify_refused(gen));
 }
 
 json_object *ad_host_status_json(const ad_host *host)

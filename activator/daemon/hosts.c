@@ -19,6 +19,7 @@
 #include "activator/daemon/checkpoint_request.h"
 #include "activator/daemon/claim_release.h"
 #include "activator/daemon/claim_report.h"
+#include "activator/daemon/dynamic_users.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/idle.h"
 #include "activator/daemon/leftovers.h"
@@ -534,6 +535,13 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
         return act_error_set(err, ENOMEM, "out of memory");
     }
     daemon->cap_hosts = n_configs ? n_configs : 1;
+    /* Before any host is given a dynamic user: none may get a uid another
+     * host names by number. */
+    int excluded = ad_dynamic_users_exclude_hosts(daemon->dynamic_users, configs, n_configs, err);
+    if (excluded < 0) {
+        cfg_hosts_free(configs, n_configs);
+        return excluded;
+    }
     inherited_fds inherited = {0};
     inherited_collect(&inherited);
     /* A host that cannot be set up (its port is taken, its User= is

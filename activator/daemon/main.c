@@ -35,8 +35,15 @@ int ad_check_config(const char *config_path)
         size_t n = 0;
         cfg_load_hosts(config.hosts_directory, &hosts, &n, &errors);
         cfg_check_accounts(config_path, &config, hosts, n, &errors);
+        /* Warnings do not fail the check: running a host as root is the
+         * operator's explicit choice. */
+        _cleanup_(cfg_errors_free) cfg_errors warnings = {0};
+        cfg_check_root_hosts(&config, hosts, n, &warnings);
+        cfg_errors_print(&warnings, stderr);
+        cfg_check_view_paths(&config, hosts, n, &errors);
         if (!errors.n)
-            printf("%s: ok (%zu hosts in %s)\n", config_path, n, config.hosts_directory);
+            printf("%s: ok (%zu hosts in %s%s)\n", config_path, n, config.hosts_directory,
+                   warnings.n ? ", with warnings" : "");
         cfg_hosts_free(hosts, n);
     }
     return cfg_errors_print(&errors, stderr) ? 1 : 0;

@@ -36,6 +36,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "activator/daemon/dynamic_users.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/telemetry.h"
@@ -230,6 +231,9 @@ static void check_fixed_values(const ad_daemon *daemon, reload_job *job)
         {"StoreWatchTimeoutSec", now->store_watch_timeout_usec != next->store_watch_timeout_usec},
         /* The record's lease was granted with it. */
         {"BoxLeaseSec", now->box_lease_usec != next->box_lease_usec},
+        /* Every host's uid was given out of it. */
+        {"DynamicUserRange", now->dynamic_uid_min != next->dynamic_uid_min ||
+                                 now->dynamic_uid_max != next->dynamic_uid_max},
         {"ControlOperators", !same_strv(now->control_operators, next->control_operators)},
         {"ControlViewers", !same_strv(now->control_viewers, next->control_viewers)},
     };
@@ -276,6 +280,7 @@ static void check_daemon(ad_daemon *daemon, reload_job *job, plan *p)
         {"StartBudgetWaitSec", now->start_budget_wait_usec != next->start_budget_wait_usec},
         {"ClaimUnclaimed", now->claim_unclaimed != next->claim_unclaimed},
         {"MetricsListen", !same_string(now->metrics_listen, next->metrics_listen)},
+        {"HostLogMaxSize", now->host_log_max_bytes != next->host_log_max_bytes},
         {"CheckpointsKeep", now->checkpoints_keep != next->checkpoints_keep},
     };
     static_assert(ARRAY_SIZE(in_place) <= ARRAY_SIZE(p->daemon_keys), "room for every key");
@@ -313,13 +318,15 @@ static void check_limits(const ad_daemon *daemon, reload_job *job, const char *p
     } keys[] = {
         {"MemoryMax", file->lines.memory_max, {.memory_max = limits->memory_max}},
         {"MemoryHigh", file->lines.memory_high, {.memory_high = limits->memory_high}},
-        {"PidsMax", file->lines.pids_max, {.pids_max = limits->pids_max}},
+        {"PidsMax",
+         file->lines.pids_max,
+         {.pids_max = limits->pids_max, .pids_max_is_default = limits->pids_max_is_default}},
         {"CPUQuota", file->lines.cpu_quota, {.cpu_quota_percent = limits->cpu_quota_percent}},
         {"CPUWeight", file->lines.cpu_weight, {.cpu_weight = limits->cpu_weight}},
     };
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
         cg_limits values;
-        ad_limits_from_config(&keys[i].only, &values);
+        ad_limits_from_config(daemon->cgroups, &keys[i].only, &values);
         act_error err = {0};
         if (cg_limits_check(daemon->cgroups, &values, &err) < 0)
             cfg_errors_add(&job->problems, path, keys[i].line, keys[i].key, "%s", err.message);
@@ -393,6 +400,7 @@ static void make_settings(ad_daemon *daemon, reload_job *job, const char *path,
     unsigned line = !failed_key                                   ? 0
                     : strcmp(failed_key, "SystemCallFilter") == 0 ? lines.system_call_filter
                     : strcmp(failed_key, "Group") == 0            ? lines.group
+                    : strcmp(failed_key, "ReadWritePaths") == 0   ? lines.read_write_paths
                                                                   : lines.user;
     cfg_errors_add(&job->problems, path, line, failed_key, "%s", err.message);
 }
@@ -459,7 +467,12 @@ static int plan_changed(ad_daemon *daemon, reload_job *job, plan *p, ad_host *ho
 static int plan_hosts(ad_daemon *daemon, reload_job *job, plan *p)
 {
     size_t h = 0, f = 0;
-    int r = 0;
+    /* Before a host added gets a dynamic user: none may get a uid a host of
+     * the new configuration names by number. */
+    act_error err = {0};
+    int r = ad_dynamic_users_exclude_hosts(daemon->dynamic_users, job->hosts, job->n_hosts, &err);
+    if (r < 0)
+        cfg_errors_add(&job->problems, job->config_path, 0, NULL, "%s", err.message);
     while (r == 0 && (h < daemon->n_hosts || f < job->n_hosts)) {
         ad_host *host = h < daemon->n_hosts ? daemon->hosts[h] : NULL;
         cfg_host *loaded = f < job->n_hosts ? &job->hosts[f] : NULL;
@@ -556,6 +569,7 @@ static void apply_daemon(ad_daemon *daemon, reload_job *job, plan *p)
     config->failure_reset_usec = next->failure_reset_usec;
     config->start_budget_wait_usec = next->start_budget_wait_usec;
     config->claim_unclaimed = next->claim_unclaimed;
+    config->host_log_max_bytes = next->host_log_max_bytes;
     config->checkpoints_keep = next->checkpoints_keep;
     memcpy(config->key_lines, next->key_lines, sizeof(config->key_lines));
     act_error err = {0};
@@ -707,6 +721,7 @@ static void read_files(void *data)
     cfg_daemon where = job->config;
     where.hosts_directory = job->hosts_directory;
     cfg_check_accounts(job->config_path, &where, job->hosts, job->n_hosts, &job->problems);
+    cfg_check_view_paths(&where, job->hosts, job->n_hosts, &job->problems);
 }
 
 /* The replies go with it unanswered: each path of files_read answers them,

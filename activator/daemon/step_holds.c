@@ -238,3 +238,14 @@ const pl_ops *ad_step_holds_ops(const pl_ops *ops, sd_event *loop)
             held_op;
     return &held;
 }
+
+void ad_test_hold_release_work(const char *what, const char *host)
+{
+    /* On a worker thread, which may block: a poll is enough for a test. */
+    const char *path = getenv("ACTIVATOR_TEST_RELEASE_HOLD");
+    if (!path || !path[0] || access(path, F_OK) == 0)
+        return;
+    act_log(LOG_NOTICE, "release work %s of host %s held: waiting for %s", what, host, path);
+    while (access(path, F_OK) != 0)
+        usleep(10 * 1000);
+}

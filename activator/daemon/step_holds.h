@@ -18,6 +18,22 @@
 /* The table to give the pipeline: ops itself when no hold is asked for. */
 const pl_ops *ad_step_holds_ops(const pl_ops *ops, sd_event *loop);
 
+/* ACTIVATOR_TEST_RELEASE_HOLD=PATH holds every job of the release workers
+ * (stage, promote, a swap's verification, gc) before it starts, on its
+ * worker, until PATH exists, after logging "release work what of host H
+ * held: waiting for PATH". A test so knows that such work is in flight, as
+ * long hashing would be, while it wakes another host. Called on a worker;
+ * a no-op without test hooks. */
+#ifdef ACTIVATOR_TEST_HOOKS
+void ad_test_hold_release_work(const char *what, const char *host);
+#else
+static inline void ad_test_hold_release_work(const char *what, const char *host)
+{
+    (void)what;
+    (void)host;
+}
+#endif
+
 typedef struct ad_host ad_host;
 
 /* Runs go(host) at a move's point named point ("drained", "checkpointed"):

@@ -25,7 +25,9 @@
 #include "activator/daemon/announce.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/host_status.h"
+#include "activator/daemon/step_holds.h"
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/text.h"
 
@@ -33,8 +35,12 @@ struct ad_swap {
     ad_host *host;
     ctrl_reply *reply; /* NULL once answered (no_wait) */
     ctrl_swap_mode mode;
+    bool request_no_wait;     /* answer once the swap has started */
     bool waits_for_park;      /* stop-first: N is being retired first */
     rel_pin pin;
+    /* The build that served when the swap began: what a cold wake runs
+     * instead of the pin should the swap fail. Empty when none did. */
+    rec_build_ref fallback;
     char reason[32];
     char message[1200];
     unsigned failure_conflicts; /* writes of the failure that met another write */
@@ -104,6 +110,15 @@ static void on_claim_for_failure(claim_store *store, int result, const claim *c,
     claim next = *c;
     snprintf(next.pin.failure_reason, sizeof(next.pin.failure_reason), "%s", swap->reason);
     act_copy_string(next.pin.failure_message, sizeof(next.pin.failure_message), swap->message);
+    snprintf(next.pin.failure_box, sizeof(next.pin.failure_box), "%s",
+             daemon_of(host)->config.box);
+    next.pin.failure_usec = act_wallclock_usec();
+    if (swap->fallback.version[0]) {
+        snprintf(next.pin.fallback_version, sizeof(next.pin.fallback_version), "%s",
+                 swap->fallback.version);
+        snprintf(next.pin.fallback_digest, sizeof(next.pin.fallback_digest), "%s",
+                 swap->fallback.build_digest);
+    }
     act_error call_err = {0};
     if (claims_cas_async(store, name_of(host), c->revision, &next, on_failure_recorded, swap,
                          &call_err) < 0) {
@@ -153,6 +168,8 @@ static void on_swap_done(pl_host *pipeline, const pl_wake_result *result, void *
             ctrl_reply_ok(swap->reply, ad_host_status_json(host));
         swap->reply = NULL;
         finish(swap);
+        if (daemon_of(host)->builds_changed)
+            daemon_of(host)->builds_changed(host);
         return;
     }
     const char *reason = result->reason != PL_REASON_NONE ? pl_reason_to_string(result->reason)
@@ -245,6 +262,22 @@ static void on_pinned(claim_store *store, int result, uint64_t new_revision,
     start_generation(swap);
 }
 
+/* Nothing of the host served here since this daemon started: the pin the
+ * swap replaces served if it did not fail (its swap succeeded), and a
+ * failed one's fallback did. Anything else is unknown, and a failed swap
+ * then leaves no fallback (pin_failed). */
+static void fallback_from_claim(ad_swap *swap, const claim *c)
+{
+    if (swap->fallback.version[0] || !c->has_pin)
+        return;
+    const char *version = claim_pin_failed(c) ? c->pin.fallback_version : c->pin.version;
+    const char *digest = claim_pin_failed(c) ? c->pin.fallback_digest : c->pin.digest;
+    if (!version[0] || strcmp(version, swap->pin.version) == 0)
+        return;
+    snprintf(swap->fallback.version, sizeof(swap->fallback.version), "%s", version);
+    snprintf(swap->fallback.build_digest, sizeof(swap->fallback.build_digest), "%s", digest);
+}
+
 static void on_claim_for_pin(claim_store *store, int result, const claim *c,
                              const act_error *err, void *userdata)
 {
@@ -275,6 +308,7 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
         finish(swap);
         return;
     }
+    fallback_from_claim(swap, c);
     claim next = *c;
     next.has_pin = true;
     next.pin = (claim_pin){0};
@@ -303,21 +337,31 @@ static void read_for_pin(void *userdata)
 
 /* Finds the staged build and re-hashes every file of it, so a swap to a
  * version that is not staged or does not verify is refused before anything
- * starts. */
-static int verify_version(ad_host *host, const char *version, rel_pin *pin, const char **code,
-                          act_error *err)
+ * starts. Runs on a release worker: a large build takes seconds to hash. */
+typedef struct verify_job {
+    ad_swap *swap;                 /* on the loop only */
+    rel_store *releases;
+    char host[ACT_NAME_MAX + 1];
+    char version[REL_NAME_SIZE];
+    rel_pin pin;
+    const char *code;
+    int result;
+    act_error err;
+} verify_job;
+
+static int verify_version(rel_store *releases, const char *host, const char *version,
+                          rel_pin *pin, const char **code, act_error *err)
 {
     _cleanup_free_ rel_entry *entries = NULL;
     size_t n = 0;
     *code = "not_staged";
-    rel_store *releases = daemon_of(host)->releases;
-    int r = rel_list(releases, name_of(host), &entries, &n, err);
+    int r = rel_list(releases, host, &entries, &n, err);
     if (r < 0)
         return r;
     r = act_error_set(err, ENOENT,
                       "host %s: version %s is not staged; stage it with 'activatorctl stage %s %s "
                       "PATH'",
-                      name_of(host), version, name_of(host), version);
+                      host, version, host, version);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(entries[i].identity.version, version) != 0)
             continue;
@@ -327,14 +371,73 @@ static int verify_version(ad_host *host, const char *version, rel_pin *pin, cons
         r = 0;
         if (!entries[i].manifest_ok) {
             *code = "digest_mismatch";
-            r = act_error_set(err, EBADMSG, "host %s: version %s: %s", name_of(host), version,
+            r = act_error_set(err, EBADMSG, "host %s: version %s: %s", host, version,
                               entries[i].problem);
         }
         break;
     }
-    if (r == 0 && (r = rel_verify(releases, name_of(host), version, err)) < 0)
+    if (r == 0 && (r = rel_verify(releases, host, version, err)) < 0)
         *code = r == -ENOENT ? "not_staged" : "digest_mismatch";
     return r;
+}
+
+static void run_verify(void *data)
+{
+    verify_job *job = data;
+    ad_test_hold_release_work("swap-verify", job->host);
+    job->result =
+        verify_version(job->releases, job->host, job->version, &job->pin, &job->code, &job->err);
+}
+
+static void complete_verify(void *data)
+{
+    _cleanup_free_ verify_job *job = data;
+    ad_swap *swap = job->swap;
+    ad_host *host = swap->host;
+    if (job->result < 0) {
+        reply_error(swap, job->code, job->err.message);
+        finish(swap);
+        return;
+    }
+    /* The box may have begun to stop, or the host left the configuration,
+     * while the build was hashed. */
+    if (daemon_of(host)->stopping) {
+        reply_error(swap, "stopping", "the box is stopping; the swap did not start");
+        finish(swap);
+        return;
+    }
+    if (ad_host_removed(host)) {
+        reply_error(swap, "unknown_host",
+                    "the host was removed from the configuration; the swap did not start");
+        finish(swap);
+        return;
+    }
+    swap->pin = job->pin;
+    if (swap->request_no_wait) {
+        json_object *started = ad_host_status_json(host);
+        json_object_object_add(started, "swap", json_object_new_string(swap->pin.version));
+        ctrl_reply_ok(swap->reply, started);
+        swap->reply = NULL;
+    }
+    /* The write-back of a park or a failed swap goes first, so the pin is
+     * written over it rather than refused by it. */
+    if (!ad_claim_report_defer(host, read_for_pin, swap))
+        read_for_pin(swap);
+}
+
+/* The build that serves now, or served last: the fallback should the swap
+ * fail. Never the build the swap goes to. */
+static void note_fallback(ad_swap *swap, const char *version)
+{
+    const ad_generation *serving = ad_host_serving(swap->host);
+    const rec_build_ref *served = serving ? &serving->build : ad_host_last_served(swap->host);
+    if (served && served->version[0] && strcmp(served->version, version) != 0)
+        swap->fallback = *served;
+}
+
+const char *ad_swap_version(const ad_swap *swap)
+{
+    return swap ? swap->pin.version : NULL;
 }
 
 void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply)
@@ -366,23 +469,27 @@ void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply
     swap->host = host;
     swap->reply = reply;
     swap->mode = request->mode;
+    swap->request_no_wait = request->no_wait;
+    /* Named now, so a second swap is refused as busy and a gc keeps the
+     * version while it is verified. */
+    snprintf(swap->pin.version, sizeof(swap->pin.version), "%s", request->version);
+    note_fallback(swap, request->version);
+    verify_job *job = calloc(1, sizeof(*job));
     act_error err = {0};
-    const char *code = NULL;
-    if (verify_version(host, request->version, &swap->pin, &code, &err) < 0) {
-        ctrl_reply_error(reply, code, "%s", err.message);
+    if (!job) {
+        ctrl_reply_error(reply, "internal", "out of memory");
+        return;
+    }
+    job->swap = swap;
+    job->releases = daemon_of(host)->releases;
+    snprintf(job->host, sizeof(job->host), "%s", name_of(host));
+    snprintf(job->version, sizeof(job->version), "%s", request->version);
+    if (act_offload_submit(daemon_of(host)->release_work, act_offload_lane(job->host), run_verify,
+                           complete_verify, job, &err) < 0) {
+        free(job);
+        ctrl_reply_error(reply, "internal", "host %s: %s", name_of(host), err.message);
         return;
     }
     /* The host's from here: finish() frees it. */
-    ad_swap *owned = TAKE_PTR(swap);
-    ad_host_set_swap(host, owned);
-    if (request->no_wait) {
-        json_object *started = ad_host_status_json(host);
-        json_object_object_add(started, "swap", json_object_new_string(owned->pin.version));
-        ctrl_reply_ok(reply, started);
-        owned->reply = NULL;
-    }
-    /* The write-back of a park or a failed swap goes first, so the pin is
-     * written over it rather than refused by it. */
-    if (!ad_claim_report_defer(host, read_for_pin, owned))
-        read_for_pin(owned);
+    ad_host_set_swap(host, TAKE_PTR(swap));
 }

@@ -35,7 +35,7 @@ static void refresh_host(const met_daemon_metrics *m, const ad_host *host)
     const char *name = ad_host_name(host);
     const ad_generation *serving = ad_host_serving(host);
     cg_stats stats;
-    if (serving && cg_leaf_stats(serving->leaf, &stats, NULL) == 0) {
+    if (serving && ad_generation_stats(serving, &stats) == 0) {
         met_metric_set(m->host_memory_current, MET_LABELS(name), (double)stats.memory_current);
         met_metric_set(m->host_pids_current, MET_LABELS(name), (double)stats.pids_current);
     } else {
@@ -96,7 +96,10 @@ int ad_telemetry_listen(ad_daemon *daemon, const char *listen, met_server **out,
         return 0;
     int r = met_server_new(daemon->loop, listen, daemon->telemetry->registry, refresh, daemon,
                            out, err);
-    return r < 0 ? act_error_prefix(err, "MetricsListen=%s", listen) : 0;
+    if (r < 0)
+        return act_error_prefix(err, "MetricsListen=%s", listen);
+    met_server_count_refusals(*out, daemon->telemetry->families.metrics_refused);
+    return 0;
 }
 
 void ad_telemetry_replace(ad_daemon *daemon, met_server *server)

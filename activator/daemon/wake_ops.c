@@ -1,9 +1,10 @@
 /* The wake pipeline's operations, over claims/, release/ and cgroup/.
  *
  * Each operation either completes at once or starts one asynchronous call
- * (a claim read or CAS, a probe, a process) and parks the wake in
- * state_of(host)->waiting_wake until that call answers on the loop. Only one
- * operation of a host is in flight at a time, so one slot is enough. */
+ * (a claim read or CAS, a probe, a process, file work on a worker) and
+ * parks the wake in state_of(host)->waiting_wake until that call answers on
+ * the loop. Only one operation of a host is in flight at a time, so one slot
+ * is enough. */
 #include "activator/daemon/wake_ops.h"
 
 #include <errno.h>
@@ -15,7 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "activator/daemon/announce.h"
+#include "activator/daemon/build_prepare.h"
 #include "activator/daemon/claim_report.h"
+#include "activator/daemon/pin_choice.h"
 #include "activator/daemon/record_writes.h"
 #include "activator/daemon/restore.h"
 #include "activator/probe/probe.h"
@@ -400,32 +404,37 @@ static bool held_mismatch(const ad_host *host, const claim *c)
     return c->held[0] && strcmp(c->held, state_of(host)->resolved.identity.version) != 0;
 }
 
+/* The pin, or the fallback of a pin that failed (pin_choice.h). */
 static bool pin_mismatch(const ad_host *host, const claim *c)
 {
-    return c->has_pin && (strcmp(c->pin.version, state_of(host)->resolved.identity.version) != 0 ||
-                          strcmp(c->pin.digest, state_of(host)->resolved.identity.build_digest) != 0);
+    const rel_identity *id = &state_of(host)->resolved.identity;
+    return ad_pin_mismatch(c, id->version, id->build_digest);
 }
 
-static void op_prepare(pl_wake *wake, void *userdata)
+/* A cold wake does not run a pin that failed: it says which build stands in. */
+static void announce_fallback(ad_host *host, const claim *admitted, const ad_generation *gen)
 {
-    ad_host *host = host_of(userdata);
+    char why[512];
+    snprintf(why, sizeof(why), "pin %s failed (%s); running %s, the build that served last",
+             admitted->pin.version, admitted->pin.failure_reason, gen->build.version);
+    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = name_of(host), .build = gen->build.version},
+                   "host %s: %s", name_of(host), why);
+    ad_publish(host, EV_EVENT_PIN_FALLBACK, gen, why);
+}
+
+static void on_prepared(ad_host *host, ad_prepared *prepared)
+{
+    pl_wake *wake = take_wake(host);
     const claim *admitted = &state_of(host)->admitted;
-    rel_pin pin = {0};
-    if (admitted->has_pin) {
-        snprintf(pin.version, sizeof(pin.version), "%s", admitted->pin.version);
-        snprintf(pin.digest, sizeof(pin.digest), "%s", admitted->pin.digest);
-    }
-    rel_resolved_release(&state_of(host)->resolved);
-    act_error err = {0};
-    /* The live link is read once here; everything after uses this fd. The
-     * build's manifest names its executable (Exec='s path, for a directory
-     * build, when it was staged), so no override is passed. */
-    int r = rel_resolve(daemon_of(host)->releases, name_of(host), admitted->has_pin ? &pin : NULL,
-                        NULL, &state_of(host)->resolved, &err);
-    if (r < 0) {
-        pl_wake_complete(wake, reason_of_resolve(r), "%s", err.message);
+    if (prepared->result < 0) {
+        pl_wake_complete(wake,
+                         prepared->script_problem ? PL_REASON_SETUP_FAILED
+                                                  : reason_of_resolve(prepared->result),
+                         "%s", prepared->err.message);
         return;
     }
+    state_of(host)->resolved = prepared->resolved;
+    prepared->resolved.exec_fd = -1; /* ours now */
     if (held_mismatch(host, admitted)) {
         pl_wake_complete(wake, PL_REASON_HELD_MISMATCH,
                          "host %s: held on version %s, but the build to run is %s", name_of(host),
@@ -437,7 +446,37 @@ static void op_prepare(pl_wake *wake, void *userdata)
     snprintf(build->digest, sizeof(build->digest), "%s", state_of(host)->resolved.identity.digest);
     snprintf(build->build_digest, sizeof(build->build_digest), "%s",
              state_of(host)->resolved.identity.build_digest);
+    ad_host_starting(host)->exec_is_script = prepared->is_script;
+    rel_pin unused;
+    if (ad_pin_choose(admitted, &unused) == AD_PIN_FALLBACK)
+        announce_fallback(host, admitted, ad_host_starting(host));
     pl_wake_ok(wake);
+}
+
+static void op_prepare(pl_wake *wake, void *userdata)
+{
+    ad_host *host = host_of(userdata);
+    const claim *admitted = &state_of(host)->admitted;
+    rel_resolved_release(&state_of(host)->resolved);
+    rel_pin pin;
+    ad_pin_choice choice = ad_pin_choose(admitted, &pin);
+    if (choice == AD_PIN_FAILED) {
+        pl_wake_complete(wake, PL_REASON_PIN_FAILED,
+                         "host %s: the pinned build %s failed (%s: %s) and no build that served "
+                         "can stand in; unpin it (activatorctl unpin %s), promote a build, or "
+                         "swap to one",
+                         name_of(host), admitted->pin.version, admitted->pin.failure_reason,
+                         admitted->pin.failure_message, name_of(host));
+        return;
+    }
+    act_error err = {0};
+    state_of(host)->waiting_wake = wake;
+    if (ad_build_prepare_async(host, choice == AD_PIN_NONE ? NULL : &pin, on_prepared, &err) <
+        0) {
+        state_of(host)->waiting_wake = NULL;
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
+                         err.message);
+    }
 }
 
 /* The gate re-reads the claim twice: before and after the build state is
@@ -593,12 +632,16 @@ static void on_probe_done(probe_run *probe, bool ok, const char *why, void *user
     probe_free(TAKE_PTR(state_of(host)->probe));
 }
 
-static void start_probe(pl_wake *wake, ad_host *host, const probe_spec *spec, uint64_t timeout_usec)
+/* gen is the generation probed, from inside it: the one starting (ready),
+ * or the one just published (healthy). */
+static void start_probe(pl_wake *wake, ad_host *host, ad_generation *gen, const probe_spec *spec,
+                        uint64_t timeout_usec)
 {
     act_error err = {0};
     state_of(host)->waiting_wake = wake;
-    if (probe_start(daemon_of(host)->loop, spec, timeout_usec, 20 * 1000, on_probe_done, host,
-                    &state_of(host)->probe, &err) < 0) {
+    probe_runner runner = ad_generation_probe_runner(gen);
+    if (probe_start(daemon_of(host)->loop, spec, &runner, timeout_usec, 20 * 1000, on_probe_done,
+                    host, &state_of(host)->probe, &err) < 0) {
         state_of(host)->waiting_wake = NULL;
         pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
     }
@@ -609,7 +652,7 @@ static void op_ready(pl_wake *wake, void *userdata)
     ad_host *host = host_of(userdata);
     ad_generation *gen = ad_host_starting(host);
     if (config_of(host)->ready.kind != PROBE_NOTIFY) {
-        start_probe(wake, host, &config_of(host)->ready, config_of(host)->ready_timeout_usec);
+        start_probe(wake, host, gen, &config_of(host)->ready, config_of(host)->ready_timeout_usec);
         return;
     }
     if (gen->ready) {
@@ -673,6 +716,7 @@ static void on_published(claim_store *store, int result, uint64_t new_revision,
     if (pl_wake_is_swap(wake))
         ad_host_set_replaced(host, ad_host_serving(host));
     ad_host_set_serving(host, gen);
+    ad_host_set_last_served(host, &gen->build);
     /* The record says serving before the step ends, so a daemon that dies
      * after announcing it can resume the generation. */
     act_error write_err = {0};
@@ -739,7 +783,7 @@ static void op_healthy(pl_wake *wake, void *userdata)
     ad_host *host = host_of(userdata);
     /* An exit between ready and here was only noted (the steps in between
      * wait on the claim store): the generation just published is dead. */
-    const ad_generation *serving = ad_host_serving(host);
+    ad_generation *serving = ad_host_serving(host);
     if (serving && serving->exited) {
         pl_wake_complete(wake, PL_REASON_CRASHED,
                          "host %s: generation %" PRIu64 " exited with status %d before it could "
@@ -751,7 +795,13 @@ static void op_healthy(pl_wake *wake, void *userdata)
         pl_wake_ok(wake);
         return;
     }
-    start_probe(wake, host, config_of(host)->health_check, config_of(host)->ready_timeout_usec);
+    if (!serving) {
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED,
+                         "host %s: no published generation to check the health of", name_of(host));
+        return;
+    }
+    start_probe(wake, host, serving, config_of(host)->health_check,
+                config_of(host)->ready_timeout_usec);
 }
 
 /* ---- failed -------------------------------------------------------------- */

@@ -37,6 +37,7 @@ static const char *const kind_names[] = {
     [EV_EVENT_SWAP_FAILED] = "swap.failed",
     [EV_EVENT_CLAIM_CHANGED] = "claim.changed",
     [EV_EVENT_PROVEN] = "proven",
+    [EV_EVENT_PIN_FALLBACK] = "pin.fallback",
     [EV_EVENT_MOVE_DRAINING] = "move.draining",
     [EV_EVENT_MOVE_CHECKPOINTED] = "move.checkpointed",
     [EV_EVENT_MOVE_MOVING] = "move.moving",

@@ -45,6 +45,9 @@ typedef enum ev_event_kind {
     /* A host's generations are all proven stopped again, after one was not
      * (unproven_stop): it wakes again. */
     EV_EVENT_PROVEN,
+    /* A cold wake runs the build that served last instead of a pin that
+     * failed: version names it, reason says which pin failed and why. */
+    EV_EVENT_PIN_FALLBACK,
     /* A move's phases as the boxes taking part see them: the source starts
      * draining, has its checkpoint, hands over (moving); the target starts
      * its probe; the move is done on the target, or rolled back (reason:

@@ -11,7 +11,9 @@
  *   activator_host_pids_current{host}             gauge: the generation's pids.current
  *   activator_store_errors_total{operation}       counter: claim store failures
  *   activator_events_published_total              counter
- *   activator_control_requests_total{op,outcome}  counter: outcome "ok" or the error code */
+ *   activator_control_requests_total{op,outcome}  counter: outcome "ok" or the error code
+ *   activator_metrics_connections_refused_total   counter: scrapes refused over the
+ *                                                 metrics server's connection bound */
 #pragma once
 
 #include "activator/metrics/metrics.h"
@@ -27,6 +29,7 @@ typedef struct met_daemon_metrics {
     met_metric *store_errors;
     met_metric *events_published;
     met_metric *control_requests;
+    met_metric *metrics_refused;
 } met_daemon_metrics;
 
 int met_daemon_metrics_register(met_registry *metrics, met_daemon_metrics *out, act_error *err);

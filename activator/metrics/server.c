@@ -3,179 +3,249 @@
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-#include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
-
-#include "activator/control/handoff.h"
-#include "activator/control/nng_errno.h"
+#include "activator/listen/listen.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 
-/* One scrape waiting for the loop. */
-typedef struct scrape {
-    ctrl_handoff_node node; /* first: a node pointer is a scrape pointer */
-    nng_aio *aio;
-} scrape;
+/* Connections taken from the backlog per loop iteration: a burst of them
+ * waits there for the next iteration rather than hold the loop. */
+#define ACCEPT_BURST 16
+
+typedef struct connection connection;
 
 struct met_server {
-    nng_http_server *http;
-    nng_url *url;
-    ctrl_handoff *handoff;
+    sd_event *event;
+    sd_event_source *listener;
     met_registry *metrics;
     met_refresh_fn refresh;
     void *userdata;
-    /* Guards stopping and the window between deferring an aio and queueing
-     * it, so a cancellation always finds a queued scrape or none at all. */
-    pthread_mutex_t lock;
-    bool stopping;
+    met_metric *refused_counter;
+    connection *connections; /* a list, at most MET_MAX_CONNECTIONS */
+    unsigned n_connections;
+    uint64_t refused;
     int port;
 };
 
-static void finish(nng_aio *aio, uint16_t status, const char *body, size_t len)
+struct connection {
+    met_server *server;
+    connection *next;
+    sd_event_source *io;
+    sd_event_source *deadline;
+    char request[MET_REQUEST_MAX];
+    size_t received;
+    char *response; /* once the request is read: the whole answer */
+    size_t response_len, sent;
+};
+
+static void connection_close(connection *conn)
 {
-    nng_http_res *res = NULL;
-    int rv = nng_http_res_alloc(&res);
-    if (rv == 0)
-        rv = nng_http_res_set_status(res, status);
-    if (rv == 0)
-        rv = nng_http_res_set_header(res, "Content-Type",
-                                     status == 200 ? "text/plain; version=0.0.4; charset=utf-8"
-                                                   : "text/plain; charset=utf-8");
-    if (rv == 0)
-        rv = nng_http_res_copy_data(res, body, len);
-    if (rv != 0) {
-        if (res)
-            nng_http_res_free(res);
-        nng_aio_finish(aio, rv);
-        return;
-    }
-    nng_aio_set_output(aio, 0, res);
-    nng_aio_finish(aio, 0);
+    met_server *server = conn->server;
+    for (connection **at = &server->connections; *at; at = &(*at)->next)
+        if (*at == conn) {
+            *at = conn->next;
+            break;
+        }
+    server->n_connections--;
+    sd_event_source_disable_unref(conn->io); /* owns the fd */
+    sd_event_source_disable_unref(conn->deadline);
+    free(conn->response);
+    free(conn);
 }
 
-/* NNG thread: cancellation (the connection closed or the server stops). */
-static void on_cancel(nng_aio *aio, void *arg, int rv)
+static int respond(connection *conn, int status, const char *reason, const char *type,
+                   const char *body, size_t body_len)
 {
-    scrape *pending = arg;
-    met_server *server = nng_aio_get_input(aio, 3);
-    pthread_mutex_lock(&server->lock);
-    bool removed = ctrl_handoff_remove(server->handoff, &pending->node);
-    pthread_mutex_unlock(&server->lock);
-    /* Not found means the loop holds it and will finish it. */
-    if (removed) {
-        free(pending);
-        nng_aio_finish(aio, rv);
-    }
+    free(conn->response);
+    char header[256];
+    int header_len = snprintf(header, sizeof(header),
+                              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                              "Connection: close\r\n\r\n",
+                              status, reason, type, body_len);
+    conn->response = malloc((size_t)header_len + body_len);
+    if (!conn->response)
+        return -ENOMEM;
+    memcpy(conn->response, header, (size_t)header_len);
+    memcpy(conn->response + header_len, body, body_len);
+    conn->response_len = (size_t)header_len + body_len;
+    conn->sent = 0;
+    return 0;
 }
 
-/* NNG thread: queue the scrape for the loop, nothing else. */
-static void on_http(nng_aio *aio)
+#define TEXT "text/plain; charset=utf-8"
+
+static int respond_text(connection *conn, int status, const char *reason, const char *text)
 {
-    nng_http_handler *handler = nng_aio_get_input(aio, 1);
-    met_server *server = nng_http_handler_get_data(handler);
-    scrape *pending = calloc(1, sizeof(*pending));
-    if (!pending) {
-        nng_aio_finish(aio, NNG_ENOMEM);
-        return;
-    }
-    pending->aio = aio;
-    pthread_mutex_lock(&server->lock);
-    if (server->stopping) {
-        pthread_mutex_unlock(&server->lock);
-        free(pending);
-        static const char msg[] = "activatord is stopping\n";
-        finish(aio, 503, msg, sizeof(msg) - 1);
-        return;
-    }
-    nng_aio_set_input(aio, 3, server);
-    nng_aio_defer(aio, on_cancel, pending);
-    ctrl_handoff_push(server->handoff, &pending->node);
-    pthread_mutex_unlock(&server->lock);
+    return respond(conn, status, reason, TEXT, text, strlen(text));
 }
 
-/* Loop thread: render and answer one scrape. */
-static void on_scrape(ctrl_handoff_node *node, void *userdata)
+/* The request line of a whole request: what to answer. */
+static int answer(connection *conn)
 {
-    met_server *server = userdata;
-    scrape *pending = (scrape *)node;
+    met_server *server = conn->server;
+    char *line_end = strstr(conn->request, "\r\n");
+    *line_end = '\0';
+    char *method = conn->request;
+    char *target = strchr(method, ' ');
+    if (!target)
+        return respond_text(conn, 400, "Bad Request", "not an HTTP request\n");
+    *target++ = '\0';
+    char *version = strchr(target, ' ');
+    if (!version || strncmp(version + 1, "HTTP/1.", 7) != 0)
+        return respond_text(conn, 400, "Bad Request", "not an HTTP/1.x request\n");
+    *version = '\0';
+    target[strcspn(target, "?")] = '\0';
+    if (strcmp(target, MET_PATH) != 0)
+        return respond_text(conn, 404, "Not Found", "metrics are at " MET_PATH "\n");
+    if (strcmp(method, "GET") != 0)
+        return respond_text(conn, 405, "Method Not Allowed", "use GET\n");
     if (server->refresh)
         server->refresh(server->metrics, server->userdata);
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
-    if (met_render(server->metrics, &text, &len) < 0) {
-        static const char msg[] = "out of memory rendering metrics\n";
-        finish(pending->aio, 500, msg, sizeof(msg) - 1);
-    } else {
-        finish(pending->aio, 200, text, len);
-    }
-    free(pending);
+    if (met_render(server->metrics, &text, &len) < 0)
+        return respond_text(conn, 500, "Internal Server Error", "out of memory rendering\n");
+    return respond(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 
-static void answer_queued(ctrl_handoff_node *node, void *userdata)
+static int on_connection_io(sd_event_source *source, int fd, uint32_t revents, void *userdata)
 {
-    scrape *pending = (scrape *)node;
-    static const char msg[] = "activatord is stopping\n";
-    finish(pending->aio, 503, msg, sizeof(msg) - 1);
-    free(pending);
+    connection *conn = userdata;
+    if (!conn->response) {
+        ssize_t n = read(fd, conn->request + conn->received,
+                         sizeof(conn->request) - 1 - conn->received);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return 0;
+        if (n <= 0) {
+            connection_close(conn);
+            return 0;
+        }
+        conn->received += (size_t)n;
+        conn->request[conn->received] = '\0';
+        if (!strstr(conn->request, "\r\n\r\n")) {
+            if (conn->received < sizeof(conn->request) - 1)
+                return 0; /* more to come */
+            respond_text(conn, 431, "Request Header Fields Too Large", "request too large\n");
+        } else if (answer(conn) < 0) {
+            connection_close(conn);
+            return 0;
+        }
+        if (!conn->response || sd_event_source_set_io_events(source, EPOLLOUT) < 0) {
+            connection_close(conn);
+            return 0;
+        }
+    }
+    ssize_t n = send(fd, conn->response + conn->sent, conn->response_len - conn->sent,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    if (n >= 0 && (conn->sent += (size_t)n) == conn->response_len)
+        /* Our side ends here; a close alone, with bytes of the client's
+         * still unread, could reset the connection before it read ours. */
+        shutdown(fd, SHUT_WR);
+    if (n < 0 || conn->sent == conn->response_len)
+        connection_close(conn);
+    return 0;
+}
+
+static int on_deadline(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    connection_close(userdata);
+    return 0;
+}
+
+/* One over the bound: told so in one non-blocking write, then closed. */
+static void refuse(met_server *server, int fd)
+{
+    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: " TEXT
+                               "\r\nContent-Length: 22\r\nConnection: close\r\n\r\n"
+                               "too many connections\r\n";
+    (void)!send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+    if (server->refused++ == 0)
+        act_log(LOG_WARNING,
+                "metrics: %u connections are open, refusing more; further refusals are only "
+                "counted (activator_metrics_connections_refused_total)",
+                server->n_connections);
+    if (server->refused_counter)
+        met_metric_add(server->refused_counter, NULL, 1);
+}
+
+static void take(met_server *server, int fd)
+{
+    connection *conn = calloc(1, sizeof(*conn));
+    if (!conn) {
+        close(fd);
+        return;
+    }
+    conn->server = server;
+    if (sd_event_add_io(server->event, &conn->io, fd, EPOLLIN, on_connection_io, conn) < 0) {
+        close(fd);
+        free(conn);
+        return;
+    }
+    sd_event_source_set_io_fd_own(conn->io, 1);
+    conn->next = server->connections;
+    server->connections = conn;
+    server->n_connections++;
+    if (sd_event_add_time_relative(server->event, &conn->deadline, CLOCK_MONOTONIC,
+                                   MET_CONNECTION_TIMEOUT_USEC, 0, on_deadline, conn) < 0)
+        connection_close(conn);
+}
+
+static int on_accept(sd_event_source *source, int fd, uint32_t revents, void *userdata)
+{
+    met_server *server = userdata;
+    for (int i = 0; i < ACCEPT_BURST; i++) {
+        int conn_fd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (conn_fd < 0)
+            break; /* EAGAIN, or a connection reset before we took it */
+        if (server->n_connections >= MET_MAX_CONNECTIONS)
+            refuse(server, conn_fd);
+        else
+            take(server, conn_fd);
+    }
+    return 0;
 }
 
 void met_server_free(met_server *server)
 {
     if (!server)
         return;
-    if (server->http) {
-        pthread_mutex_lock(&server->lock);
-        server->stopping = true;
-        pthread_mutex_unlock(&server->lock);
-        /* Scrapes already queued are answered now: stopping the HTTP server
-         * waits for them, and the loop (this thread) could not get to them. */
-        if (server->handoff)
-            ctrl_handoff_drain_with(server->handoff, answer_queued, server);
-        nng_http_server_stop(server->http);
-        nng_http_server_release(server->http);
-    }
-    ctrl_handoff_free(server->handoff);
-    if (server->url)
-        nng_url_free(server->url);
-    pthread_mutex_destroy(&server->lock);
+    while (server->connections)
+        connection_close(server->connections);
+    sd_event_source_disable_unref(server->listener);
     free(server);
 }
 
-/* Holds and starts the HTTP server at url with the scrape handler; an nng
- * error number on failure, with server->http NULL: a server that never
- * started is released here, without the stop that met_server_free
- * gives a running one. */
-static int start_http(met_server *server, const char *url)
+/* lsn_parse's forms, and port 0 (a free port, for tests), which a listening
+ * address of a host never has. */
+static int parse_listen(const char *listen, lsn_address *address)
 {
-    nng_http_handler *handler = NULL;
-    int rv = nng_url_parse(&server->url, url);
-    if (rv == 0)
-        rv = nng_http_server_hold(&server->http, server->url);
-    if (rv == 0)
-        rv = nng_http_handler_alloc(&handler, MET_PATH, on_http);
-    if (rv == 0)
-        rv = nng_http_handler_set_method(handler, "GET");
-    if (rv == 0)
-        rv = nng_http_handler_set_data(handler, server, NULL);
-    if (rv == 0) {
-        rv = nng_http_server_add_handler(server->http, handler);
-        if (rv != 0)
-            nng_http_handler_free(handler);
-    } else if (handler) {
-        nng_http_handler_free(handler);
-    }
-    if (rv == 0)
-        rv = nng_http_server_start(server->http);
-    if (rv != 0 && server->http) {
-        nng_http_server_release(server->http);
-        server->http = NULL;
-    }
-    return rv;
+    if (!listen || !*listen || listen[0] == '/')
+        return -EINVAL;
+    char copy[256];
+    size_t len = strlen(listen);
+    if (len >= sizeof(copy))
+        return -EINVAL;
+    memcpy(copy, listen, len + 1);
+    bool any_port = len > 2 && strcmp(copy + len - 2, ":0") == 0;
+    if (any_port)
+        copy[len - 1] = '1';
+    act_error ignored = {0};
+    if (lsn_parse(copy, "MetricsListen", address, &ignored) < 0)
+        return -EINVAL;
+    if (any_port && address->addr.sa.sa_family == AF_INET)
+        address->addr.in4.sin_port = 0;
+    else if (any_port)
+        address->addr.in6.sin6_port = 0;
+    return 0;
 }
 
 int met_server_new(sd_event *event, const char *listen, met_registry *metrics,
@@ -184,42 +254,59 @@ int met_server_new(sd_event *event, const char *listen, met_registry *metrics,
     assert(event);
     assert(metrics);
     assert(out);
-    if (!listen || !*listen || strchr(listen, '/'))
+    lsn_address address;
+    if (parse_listen(listen, &address) < 0)
         return act_error_set(err, EINVAL,
                              "MetricsListen=%s is not ADDR:PORT; use e.g. 127.0.0.1:9464",
                              listen ? listen : "");
     _cleanup_(met_server_freep) met_server *server = calloc(1, sizeof(*server));
     if (!server)
         return act_error_set(err, ENOMEM, "out of memory for the metrics server");
-    pthread_mutex_init(&server->lock, NULL);
+    server->event = event;
     server->metrics = metrics;
     server->refresh = refresh;
     server->userdata = userdata;
-
-    int r = ctrl_handoff_new(event, on_scrape, server, &server->handoff, err);
-    if (r < 0)
-        return r;
-    char url[300];
-    snprintf(url, sizeof(url), "http://%s", listen);
-    int rv = start_http(server, url);
-    if (rv != 0)
-        return act_error_set(err, ctrl_nng_errno(rv),
+    act_error bind_err = {0};
+    int fd = lsn_bind(&address, MET_MAX_CONNECTIONS * 4, &bind_err);
+    if (fd < 0)
+        return act_error_set(err, -fd,
                              "MetricsListen=%s: %s; use a free local ADDR:PORT such as "
                              "127.0.0.1:9464",
-                             listen, nng_strerror(rv));
-    nng_sockaddr addr;
-    if (nng_http_server_get_addr(server->http, &addr) == 0) {
-        if (addr.s_family == NNG_AF_INET)
-            server->port = ntohs(addr.s_in.sa_port);
-        else if (addr.s_family == NNG_AF_INET6)
-            server->port = ntohs(addr.s_in6.sa_port);
+                             listen, bind_err.message);
+    int r = sd_event_add_io(event, &server->listener, fd, EPOLLIN, on_accept, server);
+    if (r < 0) {
+        close(fd);
+        return act_error_set(err, -r, "cannot watch the metrics socket: %s", strerror(-r));
     }
+    sd_event_source_set_io_fd_own(server->listener, 1);
+    struct sockaddr_storage bound;
+    socklen_t len = sizeof(bound);
+    if (getsockname(fd, (struct sockaddr *)&bound, &len) == 0)
+        server->port = ntohs(bound.ss_family == AF_INET6
+                                 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                 : ((struct sockaddr_in *)&bound)->sin_port);
     *out = TAKE_PTR(server);
     return 0;
+}
+
+void met_server_count_refusals(met_server *server, met_metric *refused)
+{
+    assert(server);
+    server->refused_counter = refused;
 }
 
 int met_server_port(const met_server *server)
 {
     assert(server);
     return server->port;
+}
+
+uint64_t met_server_refused(const met_server *server)
+{
+    return server->refused;
+}
+
+unsigned met_server_connections(const met_server *server)
+{
+    return server->n_connections;
 }

@@ -57,6 +57,9 @@
  * |                  |         |       |              | admission can be fenced: no wake until|
  * |                  |         |       |              | it answers and the claims were listed |
  * |                  |         |       |              | again                                 |
+ * | pin_failed       | yes     | no    | no           | the pinned build failed its swap and  |
+ * |                  |         |       |              | no build that served can stand in: an |
+ * |                  |         |       |              | operator unpins, promotes or swaps    |
  *
  * Whatever the table says, a refusal by the gate is never retried and never
  * recorded as a failed attempt, and nothing after ready is retried: those
@@ -100,6 +103,7 @@ static const reason_policy reason_table[] = {
     [PL_REASON_CANCELLED] = {"cancelled", false, false, false},
     [PL_REASON_STORE_UNAVAILABLE] = {"store_unavailable", true, false, false},
     [PL_REASON_RELEASE_PENDING] = {"release_pending", true, false, false},
+    [PL_REASON_PIN_FAILED] = {"pin_failed", true, false, false},
     [PL_REASON_CHECKPOINTING] = {"checkpointing", true, false, false},
 };
 /* pl_reason_from_string walks the whole table: every reason needs its row. */

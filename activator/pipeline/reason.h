@@ -32,6 +32,7 @@ typedef enum pl_reason {
     PL_REASON_CANCELLED,        /* a park request or shutdown ended the wake */
     PL_REASON_STORE_UNAVAILABLE, /* the claim store is unreachable: no admission until it answers */
     PL_REASON_RELEASE_PENDING,   /* assigned here, but the box that held it has not released it */
+    PL_REASON_PIN_FAILED,        /* the pin failed and no build that served can stand in */
     PL_REASON_CHECKPOINTING,     /* a checkpoint of the parked host's state is being written */
     _PL_REASON_MAX,
 } pl_reason;

@@ -33,14 +33,29 @@ void probe_spec_clear(probe_spec *spec);
 
 typedef struct probe_run probe_run;
 
+/* Starts an exec: probe's command where its owner wants it to run (the
+ * daemon: in the generation's cgroup leaf, as the host's user, with its
+ * environment and mount namespace) and returns a pidfd of the child, a
+ * child of this process: the probe watches it, kills it at its deadline
+ * and reaps it. A negative errno with err set when it could not start. */
+typedef int (*probe_spawn_fn)(char *const *argv, void *userdata, act_error *err);
+
+typedef struct probe_runner {
+    probe_spawn_fn spawn;
+    void *userdata;
+} probe_runner;
+
 /* Called once: ok, or not with the last failure's sentence. */
 typedef void (*probe_done)(probe_run *probe, bool ok, const char *why, void *userdata);
 
 /* Starts probing now and every interval_usec until success or timeout_usec.
  * An interval_usec of at least timeout_usec makes it one try, bounded by
  * timeout_usec, which fails as soon as it fails (a check repeated by its
- * caller, each counted). The spec must outlive the probe. */
-int probe_start(sd_event *loop, const probe_spec *spec, uint64_t timeout_usec,
+ * caller, each counted). The spec must outlive the probe. runner (copied)
+ * starts exec: commands; NULL runs them here, as this process, with its
+ * environment: for tests and tools, never for a host's probe. */
+int probe_start(sd_event *loop, const probe_spec *spec, const probe_runner *runner,
+                uint64_t timeout_usec,
                 uint64_t interval_usec, probe_done done, void *userdata, probe_run **out,
                 act_error *err);
 

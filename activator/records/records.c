@@ -36,11 +36,14 @@ int rec_open_host(int state_dirfd, const char *host, act_error *err)
     int r = act_name_check("host", host, err);
     if (r < 0)
         return r;
-    if (mkdirat(state_dirfd, "hosts", 0755) < 0 && errno != EEXIST)
+    /* Each host runs as a user of its own and must pass through both to
+     * reach its state/, but none may list which other hosts there are or
+     * read their records: search permission only. */
+    if (mkdirat(state_dirfd, "hosts", 0711) < 0 && errno != EEXIST)
         return act_error_set(err, errno, "cannot create hosts/: %s", strerror(errno));
     char path[ACT_NAME_MAX + 32];
     snprintf(path, sizeof(path), "hosts/%s", host);
-    if (mkdirat(state_dirfd, path, 0755) < 0 && errno != EEXIST)
+    if (mkdirat(state_dirfd, path, 0711) < 0 && errno != EEXIST)
         return act_error_set(err, errno, "cannot create %s: %s", path, strerror(errno));
     _cleanup_close_ int fd =
         openat(state_dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);

@@ -3,7 +3,12 @@
  * through the pidfd, prove the leaf empty, remove it) against the same
  * cgroup work done with bare syscalls, in the same run, same N, same app.
  * Variants alternate in rounds so drift in the machine hits all alike.
- * Prints medians and the ratio; target: layer <= 1.15x baseline. */
+ * Prints medians and the ratio; target: layer <= 1.15x baseline.
+ *
+ * The isolated variant does the same with a generation's isolation: the
+ * layer with a filesystem view (isolated_spec), the baseline with the same
+ * unshare and mounts done by hand in its child (raw_isolation.c). Its own
+ * ratio has the same target. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -33,10 +38,45 @@ static double median_usec(uint64_t *v, size_t n)
     return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2.0;
 }
 
-static int layer_cycle(cg_root *root, int exec_fd, unsigned cycle, act_error *err)
+/* What the isolated variant's spawns get besides the plain spec: as a
+ * generation of the daemon does, a filesystem view (the daemon's state and
+ * runtime directories hidden, the host's state directory kept, its notify
+ * directory passed, its build passed read-only, private /tmp, /proc
+ * without the others' processes).
+ * NULL fields: the plain variant. */
+typedef struct isolation {
+    const cg_fs_view *view;
+    const char *const *passed;
+    const char *const *read_only;
+} isolation;
+
+static void isolated_spec(cg_spawn_spec *spec, const isolation *iso)
+{
+    if (!iso)
+        return;
+    spec->fs_view = iso->view;
+    spec->fs_passed = iso->passed;
+    spec->fs_read_only = iso->read_only;
+}
+
+static int make_view(const struct raw_isolation *raw, cg_fs_view **view, act_error *err)
+{
+    const char *hidden[] = {raw->state, raw->run, NULL};
+    const char *writable[] = {raw->host_state, NULL};
+    cg_fs_view_spec spec = {
+        .hidden = hidden,
+        .writable = writable,
+        .private_tmp = true,
+        .hide_processes = true,
+    };
+    return cg_fs_view_new(&spec, view, err);
+}
+
+static int layer_cycle(cg_root *root, int exec_fd, unsigned cycle, const isolation *iso,
+                       act_error *err)
 {
     char name[32];
-    snprintf(name, sizeof(name), "g-%u", cycle);
+    snprintf(name, sizeof(name), "%s-%u", iso ? "i" : "g", cycle);
     cg_leaf *leaf = NULL;
     int r = cg_leaf_create(root, "bench", name, NULL, &leaf, err);
     if (r < 0)
@@ -48,12 +88,15 @@ static int layer_cycle(cg_root *root, int exec_fd, unsigned cycle, act_error *er
     spec.exec_fd = exec_fd;
     spec.argv = argv;
     spec.envp = envp;
+    isolated_spec(&spec, iso);
     cg_process proc;
     r = cg_spawn(leaf, &spec, &proc, err);
     if (r == 0) {
         siginfo_t info;
         if (waitid(P_PIDFD, (id_t)proc.pidfd, &info, WEXITED) < 0)
             r = -errno;
+        else if (info.si_code != CLD_EXITED || info.si_status != 0)
+            r = act_error_set(err, EIO, "the tiny app did not exit 0");
         close(proc.pidfd);
     }
     if (r == 0)
@@ -111,14 +154,34 @@ int main(int argc, char **argv)
         strcat(v1_names, controllers[c]);
     }
 
+    struct raw_isolation raw_iso;
+    r = raw_isolation_init(&raw_iso);
+    if (r < 0) {
+        fprintf(stderr, "bench-spawn: cannot make the isolated variant's box: %s\n",
+                strerror(-r));
+        return 1;
+    }
+    cg_fs_view *view = NULL;
+    if ((r = make_view(&raw_iso, &view, &err)) < 0) {
+        fprintf(stderr, "bench-spawn: %s\n", err.message);
+        raw_isolation_cleanup(&raw_iso);
+        return 1;
+    }
+    const char *passed[] = {raw_iso.notify, NULL};
+    const char *read_only[] = {raw_iso.build, NULL};
+    isolation iso = {.view = view, .passed = passed, .read_only = read_only};
+    struct raw_target iso_target = target;
+    iso_target.isolation = &raw_iso;
+
     uint64_t *layer = calloc(n, sizeof(uint64_t)), *raw = calloc(n, sizeof(uint64_t)),
-             *plain = calloc(n, sizeof(uint64_t));
+             *plain = calloc(n, sizeof(uint64_t)), *iso_layer = calloc(n, sizeof(uint64_t)),
+             *iso_raw = calloc(n, sizeof(uint64_t));
     unsigned per_round = n / ROUNDS, done = 0;
     for (unsigned round = 0; r == 0 && round < ROUNDS; round++) {
         for (unsigned i = 0; r == 0 && i < per_round; i++) {
             unsigned k = done + i;
             uint64_t t0 = act_now_usec();
-            r = layer_cycle(root, exec_fd, k, &err);
+            r = layer_cycle(root, exec_fd, k, NULL, &err);
             uint64_t t1 = act_now_usec();
             if (r == 0 && (r = raw_cycle(&target, k)) < 0)
                 snprintf(err.message, sizeof(err.message), "raw cycle: %s", strerror(-r));
@@ -126,9 +189,18 @@ int main(int argc, char **argv)
             if (r == 0 && (r = fork_exec_cycle(SPAWN_TINY_APP)) < 0)
                 snprintf(err.message, sizeof(err.message), "fork+exec: %s", strerror(-r));
             uint64_t t3 = act_now_usec();
+            if (r == 0)
+                r = layer_cycle(root, exec_fd, k, &iso, &err);
+            uint64_t t4 = act_now_usec();
+            if (r == 0 && (r = raw_cycle(&iso_target, n + k)) < 0)
+                snprintf(err.message, sizeof(err.message), "isolated raw cycle: %s",
+                         strerror(-r));
+            uint64_t t5 = act_now_usec();
             layer[k] = t1 - t0;
             raw[k] = t2 - t1;
             plain[k] = t3 - t2;
+            iso_layer[k] = t4 - t3;
+            iso_raw[k] = t5 - t4;
         }
         done += per_round;
     }
@@ -138,6 +210,8 @@ int main(int argc, char **argv)
     if (cg_root_destroy_throwaway(root, &cleanup_err) < 0)
         fprintf(stderr, "bench-spawn: cleanup: %s\n", cleanup_err.message);
     close(exec_fd);
+    cg_fs_view_free(view);
+    raw_isolation_cleanup(&raw_iso);
     if (r < 0) {
         fprintf(stderr, "bench-spawn: %s\n", err.message);
         return 1;
@@ -155,6 +229,16 @@ int main(int argc, char **argv)
     printf("  context  (fork + execve + waitpid, no cgroup):                     median %8.1f us\n",
            m_plain);
     printf("RATIO layer/baseline = %.3f (target <= 1.15)\n", m_layer / m_raw);
+    double m_iso_layer = median_usec(iso_layer, n), m_iso_raw = median_usec(iso_raw, n);
+    printf("  isolated layer    (the same, in a filesystem view):                median %8.1f "
+           "us\n",
+           m_iso_layer);
+    printf("  isolated baseline (the same, unshare + mounts by hand in the child): median "
+           "%8.1f us\n",
+           m_iso_raw);
+    printf("RATIO isolated layer/baseline = %.3f (target <= 1.15)\n", m_iso_layer / m_iso_raw);
+    free(iso_layer);
+    free(iso_raw);
     free(layer);
     free(raw);
     free(plain);

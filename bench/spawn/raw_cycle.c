@@ -54,6 +54,8 @@ int raw_cycle(const struct raw_target *target, unsigned cycle)
     if (pid == 0) {
         for (size_t i = 0; i < target->n_v1; i++)
             syscall(SYS_write, v1_procs[i], "0", 1);
+        if (target->isolation && raw_isolate(target->isolation) != 0)
+            syscall(SYS_exit_group, 126);
         syscall(SYS_execveat, target->exec_fd, "", argv, envp, AT_EMPTY_PATH);
         syscall(SYS_exit_group, 127);
     }
@@ -63,6 +65,8 @@ int raw_cycle(const struct raw_target *target, unsigned cycle)
     if (waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED) < 0)
         return -errno;
     close(pidfd);
+    if (info.si_code != CLD_EXITED || info.si_status != 0)
+        return -EIO;
     int events_fd = openat(dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
     while (populated(events_fd)) {
         struct pollfd pfd = {.fd = events_fd, .events = POLLPRI};

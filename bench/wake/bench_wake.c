@@ -18,7 +18,13 @@
  * writes before its exec (the claim CAS and the generation record; a third,
  * the build state, only when the build changed), so the cost of one such
  * write in the same directory, measured between the runs, is printed too:
- * it is the floor the design sets on a disk. Target: ratio <= 1.2. */
+ * it is the floor the design sets on a disk. Target: ratio <= 1.2.
+ *
+ * Busy box: then the same cold wakes again while another host of the same
+ * daemon has a large build (ACT_BENCH_BUSY_MIB, 512 MiB by default; 0 skips
+ * it) staged and promoted over and over through the control socket
+ * (busy_builds.h). The hashing of whole builds must not stall the wakes:
+ * target p99 busy <= 2x the quiet p99 of the same run. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -32,6 +38,7 @@
 
 #include "activator/listen/listen.h"
 #include "bench/wake/bench_daemon.h"
+#include "bench/wake/busy_builds.h"
 #include "common/clock.h"
 #include "common/fileio.h"
 
@@ -44,6 +51,9 @@
 #define WARMUP 5
 #define TARGET 1.2
 #define HOST "echo"
+#define BIG_HOST "big"
+#define BUSY_WAKES 100
+#define BUSY_TARGET 2.0
 
 extern char **environ;
 
@@ -204,16 +214,89 @@ static int durable_write_once(dd_daemon *d, double *usec, act_error *err)
     return r;
 }
 
+/* The echo host, and the big host whose builds the busy box stages (never
+ * woken), on one daemon. */
+static int start_daemon(dd_daemon *d, char *address, size_t size, act_error *err)
+{
+    int r = bd_setup(d, "wake", NULL, err);
+    int port = r < 0 ? r : dd_free_port(err);
+    int big_port = port < 0 ? port : dd_free_port(err);
+    if (big_port < 0)
+        return big_port;
+    snprintf(address, size, "127.0.0.1:%d", port);
+    if ((r = dd_write_host(d, HOST, err,
+                           "[Host]\nExec=act-notify-echo\nIdleTimeoutSec=0\nStopTimeoutSec=2\n"
+                           "ReadyTimeoutSec=10\n[Listen]\nListenStream=%s\n",
+                           address)) < 0 ||
+        (r = dd_write_host(d, BIG_HOST, err,
+                           "[Host]\nExec=act-notify-echo\nIdleTimeoutSec=0\n"
+                           "[Listen]\nListenStream=127.0.0.1:%d\n",
+                           big_port)) < 0)
+        return r;
+    return dd_start(d, 30000, NULL, err);
+}
+
+static size_t busy_mib(void)
+{
+    const char *text = getenv("ACT_BENCH_BUSY_MIB");
+    if (!text || !*text)
+        return 512;
+    char *end = NULL;
+    unsigned long mib = strtoul(text, &end, 10);
+    return *end || mib > 65536 ? 512 : (size_t)mib;
+}
+
 static void print_line(const char *what, bd_samples *samples)
 {
     printf("  %-58s p50 %8.0f us  p99 %8.0f us\n", what, bd_samples_quantile(samples, 0.5),
            bd_samples_quantile(samples, 0.99));
 }
 
+/* The busy box: BUSY_WAKES cold wakes while big's builds are staged and
+ * promoted; quiet holds the quiet run's daemon wakes. */
+static int run_busy(dd_daemon *d, const char *address, bd_samples *quiet, act_error *err)
+{
+    busy_builds busy;
+    size_t mib = busy_mib();
+    int r = busy_builds_prepare(&busy, d, BIG_HOST, ACT_NOTIFY_ECHO, mib, err);
+    if (r < 0 || (r = busy_builds_start(&busy, err)) < 0)
+        return r;
+    bd_samples woken = {0};
+    unsigned overlapped = 0;
+    for (int i = 0; i < BUSY_WAKES && r == 0; i++) {
+        double usec = 0;
+        bool during = atomic_load(&busy.in_flight);
+        r = daemon_once(d, address, &usec, NULL, err);
+        /* Counted only when build work was in flight at both ends. */
+        if (r == 0 && during && atomic_load(&busy.in_flight))
+            overlapped++;
+        if (r == 0)
+            bd_samples_add(&woken, usec);
+    }
+    unsigned begun = atomic_load(&busy.cycles_begun);
+    int stopped = busy_builds_stop(&busy, r == 0 ? err : NULL);
+    if (r == 0)
+        r = stopped;
+    if (r == 0) {
+        printf(BENCH " busy box: %d cold wakes while host " BIG_HOST "'s %zu MiB build was "
+                     "staged and promoted over and over\n"
+                     "  (%u stage+promote cycles begun, %u done; %u wakes began and ended with "
+                     "one in flight)\n",
+               BUSY_WAKES, mib, begun, atomic_load(&busy.cycles_done), overlapped);
+        print_line("daemon quiet (the run above)", quiet);
+        print_line("daemon busy  (build work beside it)", &woken);
+        double p99 = bd_samples_quantile(&woken, 0.99) / bd_samples_quantile(quiet, 0.99);
+        printf("RATIO p99 busy/quiet = %.2f (target <= %.1f: %s)\n", p99, BUSY_TARGET,
+               p99 <= BUSY_TARGET ? "met" : "NOT met");
+    }
+    bd_samples_free(&woken);
+    return r;
+}
+
 static int run(dd_daemon *d, act_error *err)
 {
     char address[64];
-    int r = bd_start_one_host(d, "wake", HOST, "act-notify-echo", 2, address, sizeof(address), err);
+    int r = start_daemon(d, address, sizeof(address), err);
     if (r < 0 || (r = dd_stage(d, HOST, "v1", ACT_NOTIFY_ECHO, true, err)) < 0 ||
         (r = dd_wait_state(d, HOST, "parked", 10000, 1, err)) < 0)
         return r;
@@ -274,6 +357,8 @@ static int run(dd_daemon *d, act_error *err)
         printf("RATIO p99 daemon/direct = %.2f (target <= %.1f: %s)\n", p99, TARGET,
                p99 <= TARGET ? "met" : "NOT met");
     }
+    if (r == 0 && busy_mib())
+        r = run_busy(d, address, &woken, err);
     bd_samples_free(&direct);
     bd_samples_free(&woken);
     bd_samples_free(&durable);

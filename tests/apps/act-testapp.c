@@ -26,9 +26,20 @@
  *   --health-fail-after N        closes that socket after N checks, so the
  *                                next ones are refused
  *
+ *   --isolation-report       before anything else, tries what a tenant must
+ *                            not do and writes the results to
+ *                            $STATE_DIRECTORY/isolation-report
  * With --counter it keeps state: each request adds one to the number in
  * $STATE_DIRECTORY/counter (written temp + rename) and the answer ends in
- * counter=N, so a test sees the state survive a checkpoint and restore. */
+ * counter=N, so a test sees the state survive a checkpoint and restore.
+ * And to probe its isolation (tries.h), before anything else:
+ *   --try ACTION       one attempt, repeatable, run in order
+ *   --tries-from PATH  more, one per line of PATH (a host file's lines are
+ *                      too short for many)
+ *   --try-out PATH     where the results go (default stdout); a relative
+ *                      PATH is in the working directory, the state directory
+ *                      under activatord
+ *   --tries-only       exit 0 once the tries are reported */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -47,8 +58,11 @@
 #include <systemd/sd-daemon.h>
 
 #include "activator/listen/listen.h"
+#include "tests/apps/isolation-report.h"
+#include "tries.h"
 
 #define MAX_LISTEN 16
+#define MAX_TRIES 64
 #define REQUEST_MAX 8192
 
 typedef struct conn {
@@ -91,7 +105,9 @@ static void usage(FILE *out)
                  "       [--exit-immediately CODE] [--ignore-sigterm] [--slow-response-ms N]\n"
                  "       [--watchdog-stop-after N] [--watchdog-trigger-after-ms N]\n"
                  "       [--stopping-after-ms N] [--health-listen ADDR:PORT]\n"
-                 "       [--health-fail-after N] [--counter]\n"
+                 "       [--health-fail-after N] [--isolation-report] [--counter]\n"
+                 "       [--try ACTION]... [--tries-from PATH]\n"
+                 "       [--try-out PATH] [--tries-only]\n"
                  "Without --listen, the sockets come from LISTEN_FDS (systemd socket "
                  "activation).\n");
 }
@@ -240,6 +256,10 @@ int main(int argc, char **argv)
     int listen_fds[MAX_LISTEN];
     int n_listen = 0;
     uint64_t start_ms = now_ms();
+    char *tries[MAX_TRIES];
+    size_t n_tries = 0;
+    const char *try_out = NULL;
+    bool tries_only = false;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -274,8 +294,29 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--health-fail-after") == 0) {
             opt.health_fail_after = number_arg(a, next), i++;
+        } else if (strcmp(a, "--isolation-report") == 0) {
+            act_isolation_report();
         } else if (strcmp(a, "--counter") == 0) {
             opt.counter = true;
+        } else if (strcmp(a, "--try") == 0 && next && n_tries < MAX_TRIES) {
+            tries[n_tries++] = argv[++i];
+        } else if (strcmp(a, "--tries-from") == 0 && next) {
+            FILE *list = fopen(argv[++i], "re");
+            if (!list) {
+                fprintf(stderr, "act-testapp: cannot read %s: %s\n", argv[i], strerror(errno));
+                return 1;
+            }
+            char line[4200];
+            while (n_tries < MAX_TRIES && fgets(line, sizeof(line), list)) {
+                line[strcspn(line, "\n")] = '\0';
+                if (line[0] && !(tries[n_tries++] = strdup(line)))
+                    return 1;
+            }
+            fclose(list);
+        } else if (strcmp(a, "--try-out") == 0 && next) {
+            try_out = argv[++i];
+        } else if (strcmp(a, "--tries-only") == 0) {
+            tries_only = true;
         } else if (strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
@@ -284,6 +325,18 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+    }
+    if (n_tries || tries_only) {
+        FILE *out = try_out ? fopen(try_out, "we") : stdout;
+        if (!out) {
+            fprintf(stderr, "act-testapp: cannot write %s: %s\n", try_out, strerror(errno));
+            return 1;
+        }
+        act_tries_run(tries, n_tries, out);
+        if (out != stdout)
+            fclose(out);
+        if (tries_only)
+            return 0;
     }
     /* Under activatord, ACTIVATOR_VERSION names the staged build that runs, so
      * a swap shows in every answer without a build of its own per version. */

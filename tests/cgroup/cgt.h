@@ -39,7 +39,7 @@ int cgt_teardown_root(void **state);
 /* Creates a leaf, applying the kill-fallback switch; fails the test on error. */
 cg_leaf *cgt_leaf(cg_root *root, const char *host, const char *name, const cg_limits *limits);
 
-/* Opens a test app built next to the tests. */
+/* Opens a test app built next to the tests, or the one at an absolute path. */
 int cgt_open_app(const char *name);
 
 /* Starts app in leaf with argv (argv[0] added) and stdout on a pipe whose

@@ -1,18 +1,27 @@
 /* cg_spawn against real cgroups and processes: joining the leaf, exit status
  * through the pidfd, exactly the fds asked for, LISTEN_* and WATCHDOG_PID
- * with the child's own pid, credentials, seccomp, and exec failures reported
- * to the caller.
+ * with the child's own pid, credentials, seccomp, another process's mount
+ * namespace joined, a journal stream of the child's own, and exec failures
+ * reported to the caller.
  * CG_TEST_SPAWN_METHOD=fork or clone3-copy runs the same tests on the paths
  * that the default (clone3 sharing memory, on x86-64) falls back to, and
  * CG_TEST_FD_WINDOW=1 runs them through the spawn fd window. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -253,6 +262,67 @@ static void credentials_no_new_privs_and_seccomp_apply(void **state)
     cg_leaf_free(leaf);
 }
 
+/* The capabilities a spawn keeps: all of them dropped, whoever the child
+ * runs as, but for the ambient ones asked for. */
+typedef struct caps_case {
+    uint32_t uid;
+    uint64_t ambient;
+} caps_case;
+
+static void with_dropped_capabilities(cg_spawn_spec *spec, void *data)
+{
+    const caps_case *c = data;
+    spec->uid = c->uid;
+    spec->gid = c->uid;
+    spec->no_new_privs = true;
+    spec->drop_capabilities = true;
+    spec->ambient_capabilities = c->ambient;
+    spec->working_directory = "/";
+}
+
+static void capabilities_are_dropped_but_the_ambient_ones(void **state)
+{
+    const caps_case cases[] = {
+        {65534, 0},
+        {0, 0},
+        {65534, 1ULL << CAP_NET_BIND_SERVICE},
+        {0, (1ULL << CAP_NET_BIND_SERVICE) | (1ULL << CAP_KILL)},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char leaf_name[16];
+        snprintf(leaf_name, sizeof(leaf_name), "g-%zu", 20 + i);
+        cg_leaf *leaf = cgt_leaf(*state, "web1", leaf_name, NULL);
+        cg_process proc;
+        int out_fd;
+        act_error err = {0};
+        int r = cgt_spawn(leaf, "cg-probe", NULL, with_dropped_capabilities, (void *)&cases[i],
+                          &proc, &out_fd, &err);
+        if (r < 0)
+            print_error("%s\n", err.message);
+        assert_int_equal(r, 0);
+        _cleanup_free_ char *out = cgt_read_until(out_fd, "end\n", 10000);
+        char want[32], uid[16];
+        snprintf(want, sizeof(want), "%016" PRIx64, cases[i].ambient);
+        snprintf(uid, sizeof(uid), "%" PRIu32, cases[i].uid);
+        expect_kv(out, "uid", uid);
+        const char *sets[] = {"capinh", "capprm", "capeff", "capbnd", "capamb"};
+        for (size_t s = 0; s < ARRAY_SIZE(sets); s++)
+            expect_kv(out, sets[s], want);
+        char bits[16];
+        assert_true(cgt_value(out, "securebits", bits, sizeof(bits)));
+        int value = atoi(bits);
+        assert_true(value & SECBIT_NOROOT);
+        assert_true(value & SECBIT_NOROOT_LOCKED);
+        assert_true(value & SECBIT_NO_SETUID_FIXUP_LOCKED);
+        assert_false(value & SECBIT_NO_SETUID_FIXUP);
+        assert_true(value & SECBIT_KEEP_CAPS_LOCKED);
+        assert_false(value & SECBIT_KEEP_CAPS);
+        cgt_reap(proc.pidfd, NULL);
+        close(out_fd);
+        cg_leaf_free(leaf);
+    }
+}
+
 static void with_filter(cg_spawn_spec *spec, void *data)
 {
     spec->no_new_privs = true;
@@ -282,7 +352,8 @@ static void default_profile_denies_admin_calls_and_allows_server_calls(void **st
     cg_leaf *leaf = cgt_leaf(*state, "web1", "g-5", NULL);
     cg_seccomp_program *program = compile("default", NULL, NULL);
     _cleanup_free_ char *out = run_syscalls(leaf, program);
-    const char *denied[] = {"mount", "unshare", "ptrace", "reboot", "bpf", "clock_settime"};
+    const char *denied[] = {"mount",         "unshare", "ptrace", "reboot",        "bpf",
+                            "clock_settime", "keyctl",  "chroot", "io_uring_setup"};
     for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
         expect_kv(out, denied[i], "EPERM");
     const char *allowed[] = {"uname",  "getpid", "clock_gettime", "open", "socket",
@@ -493,6 +564,165 @@ static void spawn_refuses_a_bad_spec_before_forking(void **state)
     cg_leaf_free(leaf);
 }
 
+/* Spawns /bin/sh -c script in leaf with the tweaks of spec set by the
+ * caller; returns its exit status (or -errno of the spawn). */
+static int run_shell(cg_leaf *leaf, const char *script, cg_spawn_spec *spec, cg_process *out)
+{
+    _cleanup_close_ int exec_fd = open("/bin/sh", O_RDONLY | O_CLOEXEC);
+    assert_true(exec_fd >= 0);
+    const char *argv[] = {"sh", "-c", script, NULL};
+    spec->exec_fd = exec_fd;
+    spec->argv = argv;
+    spec->method = cgt_spawn_method();
+    cg_process proc = {.pid = -1, .pidfd = -1};
+    act_error err = {0};
+    int r = cg_spawn(leaf, spec, &proc, &err);
+    if (r < 0) {
+        print_error("%s\n", err.message);
+        return r;
+    }
+    if (out)
+        *out = proc;
+    siginfo_t info;
+    cgt_reap(proc.pidfd, &info);
+    return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
+}
+
+/* A process in a mount namespace of its own, with a tmpfs on dir holding a
+ * file only that namespace sees; its pidfd, and its pid in *pid. */
+static int namespace_holder(const char *dir, pid_t *pid)
+{
+    int ready[2];
+    assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        char marker[256];
+        snprintf(marker, sizeof(marker), "%s/only-here", dir);
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mount("tmpfs", dir, "tmpfs", 0, "size=64k") < 0)
+            _exit(1);
+        int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0 || write(ready[1], "x", 1) != 1)
+            _exit(2);
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    char byte;
+    assert_int_equal(read(ready[0], &byte, 1), 1);
+    close(ready[0]);
+    *pid = child;
+    int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+    assert_true(pidfd >= 0);
+    return pidfd;
+}
+
+/* A probe sees what its generation sees: the child joins another process's
+ * mount namespace before it resolves a path. */
+static void child_joins_the_mount_namespace_it_is_given(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-12", NULL);
+    char dir[] = "/tmp/cg-mntns-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    pid_t holder = 0;
+    int pidfd = namespace_holder(dir, &holder);
+    char script[300];
+    snprintf(script, sizeof(script), "test -e %s/only-here", dir);
+
+    cg_spawn_spec spec;
+    cg_spawn_spec_init(&spec);
+    assert_int_equal(run_shell(leaf, script, &spec, NULL), 1); /* ours: not there */
+    cg_spawn_spec_init(&spec);
+    spec.join_mount_ns_fd = pidfd;
+    cg_process proc;
+    assert_int_equal(run_shell(leaf, script, &spec, &proc), 0); /* theirs: there */
+
+    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+    siginfo_t info;
+    waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED);
+    close(pidfd);
+    rmdir(dir);
+    act_error err = {0};
+    assert_int_equal(cg_leaf_wait_empty(leaf, 10000000, &err), 0);
+    cg_leaf_free(leaf);
+}
+
+#define JOURNAL_HEADER "web1\n\n6\n1\n0\n0\n0\n"
+
+/* Reads fd to EOF (bounded by a timeout). */
+static char *read_all(int fd)
+{
+    struct timeval timeout = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    size_t size = 4096, used = 0;
+    char *text = calloc(1, size);
+    ssize_t n;
+    while (used + 1 < size && (n = read(fd, text + used, size - 1 - used)) > 0)
+        used += (size_t)n;
+    return text;
+}
+
+/* The child connects its own journal stream as the user it runs as, so the
+ * peer journald sees is the child, never the spawner; where there is no
+ * journal, its output goes where stdout_fd says. */
+static void child_connects_its_own_journal_stream(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-13", NULL);
+    char dir[] = "/tmp/cg-journal-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, 0755), 0);
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    snprintf(address.sun_path, sizeof(address.sun_path), "%s/stdout", dir);
+    const char *path = address.sun_path;
+    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)), 0);
+    assert_int_equal(chmod(path, 0666), 0);
+    assert_int_equal(listen(listener, 8), 0);
+    int fallback[2];
+    assert_int_equal(pipe2(fallback, O_CLOEXEC), 0);
+
+    cg_spawn_spec spec;
+    cg_spawn_spec_init(&spec);
+    spec.uid = 65534;
+    spec.gid = 65534;
+    spec.working_directory = "/";
+    spec.stdout_fd = fallback[1];
+    spec.stderr_fd = fallback[1];
+    spec.journal_socket = path;
+    spec.journal_header = JOURNAL_HEADER;
+    cg_process proc;
+    assert_int_equal(run_shell(leaf, "echo to-the-journal; echo also >&2", &spec, &proc), 0);
+    int stream = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(stream >= 0);
+    struct ucred peer;
+    socklen_t len = sizeof(peer);
+    assert_int_equal(getsockopt(stream, SOL_SOCKET, SO_PEERCRED, &peer, &len), 0);
+    assert_int_equal(peer.uid, 65534);
+    assert_int_equal(peer.pid, proc.pid);
+    _cleanup_free_ char *got = read_all(stream);
+    close(stream);
+    assert_string_equal(got, JOURNAL_HEADER "to-the-journal\nalso\n");
+
+    /* No journal there: the fallback gets it. */
+    unlink(path);
+    cg_spawn_spec_init(&spec);
+    spec.stdout_fd = fallback[1];
+    spec.stderr_fd = fallback[1];
+    spec.journal_socket = path;
+    spec.journal_header = JOURNAL_HEADER;
+    assert_int_equal(run_shell(leaf, "echo to-the-fallback", &spec, NULL), 0);
+    close(fallback[1]);
+    _cleanup_free_ char *fell = read_all(fallback[0]);
+    close(fallback[0]);
+    assert_string_equal(fell, "to-the-fallback\n");
+    close(listener);
+    rmdir(dir);
+    act_error err = {0};
+    assert_int_equal(cg_leaf_wait_empty(leaf, 10000000, &err), 0);
+    cg_leaf_free(leaf);
+}
+
 int main(void)
 {
     int r = cgt_check_can_run("cgroup spawn");
@@ -505,6 +735,7 @@ int main(void)
         T(no_listen_fds_means_no_listen_env),
         T(a_pid_variable_gets_the_childs_pid),
         T(credentials_no_new_privs_and_seccomp_apply),
+        T(capabilities_are_dropped_but_the_ambient_ones),
         T(default_profile_denies_admin_calls_and_allows_server_calls),
         T(profile_allow_and_deny_lists_change_the_filter),
         T(seccomp_compile_refuses_bad_input),
@@ -512,6 +743,8 @@ int main(void)
         T(script_runs_from_its_fd_when_the_fd_survives),
         T(child_step_failure_names_the_step),
         T(spawn_refuses_a_bad_spec_before_forking),
+        T(child_joins_the_mount_namespace_it_is_given),
+        T(child_connects_its_own_journal_stream),
     };
     if (cgt_use_fd_window() < 0)
         return 1;

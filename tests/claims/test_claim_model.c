@@ -32,6 +32,10 @@ static claim full_claim(void)
     snprintf(c.pin.digest, sizeof(c.pin.digest), "%s", digest);
     snprintf(c.pin.failure_reason, sizeof(c.pin.failure_reason), "not-ready");
     snprintf(c.pin.failure_message, sizeof(c.pin.failure_message), "v2 never said READY=1");
+    snprintf(c.pin.failure_box, sizeof(c.pin.failure_box), "b1");
+    c.pin.failure_usec = 1700000000222222ULL;
+    snprintf(c.pin.fallback_version, sizeof(c.pin.fallback_version), "v1");
+    snprintf(c.pin.fallback_digest, sizeof(c.pin.fallback_digest), "%s", digest);
     snprintf(c.held, sizeof(c.held), "v1");
     snprintf(c.state.checkpoint, sizeof(c.state.checkpoint), "ckpt-2024-01-01");
     snprintf(c.state.sha256, sizeof(c.state.sha256), "%s", digest);
@@ -77,6 +81,8 @@ static void codec_round_trip_preserves_every_field(void **state)
     assert_memory_equal(&minimal, &back, sizeof(minimal));
     assert_false(back.has_pin);
     assert_false(back.has_failure);
+    assert_false(claim_pin_failed(&back));
+    assert_true(claim_pin_failed(&c));
     /* Outside a swap the body has no starting_generation, as before it existed. */
     assert_null(strstr(text, "starting_generation"));
     assert_null(strstr(text, "failure"));
@@ -122,6 +128,20 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
     expect_refusal(text, EINVAL, "holder.generation");
     snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"abc\"}}", op);
     expect_refusal(text, EINVAL, "pin.digest");
+    /* A pin's failure: its reason a code, its fallback an exact build, and
+     * neither without the failure. */
+    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"failure_reason\":\"Not Ready\"}}", op, digest);
+    expect_refusal(text, EINVAL, "pin.failure_reason");
+    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"failure_reason\":\"crashed\",\"fallback_version\":\"v0\"}}", op, digest);
+    expect_refusal(text, EINVAL, "pin.fallback_digest");
+    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"fallback_version\":\"v0\",\"fallback_digest\":\"%s\"}}", op, digest, digest);
+    expect_refusal(text, EINVAL, "pin.failure_reason");
+    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"failure_reason\":\"crashed\",\"failure_box\":\"../b\"}}", op, digest);
+    expect_refusal(text, EINVAL, "pin.failure_box");
     snprintf(text, sizeof(text), "{%s,\"held\":\"../etc\"}", op);
     expect_refusal(text, EINVAL, "held");
     snprintf(text, sizeof(text), "{%s,\"sesion\":1}", op);

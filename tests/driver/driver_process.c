@@ -166,6 +166,11 @@ int dd_setup(dd_daemon *d, const dd_options *options, act_error *err)
         d->dir[0] = '\0';
         return act_error_set(err, saved, "mkdtemp %s: %s", tried, strerror(saved));
     }
+    /* Hosts run as users of their own and pass through here to their state
+     * directories and notify sockets, as through /var/lib/activator and
+     * /run/activator (0755) on a real box; mkdtemp made it 0700. */
+    if (chmod(d->dir, 0711) < 0)
+        return act_error_set(err, errno, "chmod %s: %s", d->dir, strerror(errno));
     snprintf(d->config_path, sizeof(d->config_path), "%s/activatord.conf", d->dir);
     snprintf(d->state_dir, sizeof(d->state_dir), "%s/state", d->dir);
     snprintf(d->runtime_dir, sizeof(d->runtime_dir), "%s/run", d->dir);

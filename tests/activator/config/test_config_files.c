@@ -23,6 +23,7 @@
 #include "activator/config/parse-duration.h"
 #include "common/cleanup.h"
 #include "common/split-argv.h"
+#include "common/strv.h"
 
 static char tmp_dir[] = "/tmp/act-config-test-XXXXXX";
 
@@ -1248,6 +1249,102 @@ static void checkpoint_keys(void **state)
     assert_int_equal(changes_after(NULL, "[Host]\nState=none\n"), CFG_HOST_CHANGED_START);
 }
 
+/* ReadWritePaths= in systemd's syntax: lines add up, an empty one clears,
+ * a repeat counts once, "-" is kept; bad words refuse the line. */
+static void read_write_paths_and_the_view(void **state)
+{
+    (void)state;
+    write_file("rw.conf", "[Host]\nExec=bin/app\n"
+                          "ReadWritePaths=/srv/old\n"
+                          "ReadWritePaths=\n"
+                          "ReadWritePaths=/srv/a \"/srv/with space\" -/var/cache/a\n"
+                          "ReadWritePaths=/srv/a\n");
+    cfg_host h;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_host_file(tmp_dir, "rw.conf", &h, &errors), 0);
+    assert_int_equal(act_strv_length(h.read_write_paths), 3);
+    assert_string_equal(h.read_write_paths[0], "/srv/a");
+    assert_string_equal(h.read_write_paths[1], "/srv/with space");
+    assert_string_equal(h.read_write_paths[2], "-/var/cache/a");
+    assert_int_equal(h.lines.read_write_paths, 6);
+    assert_false(h.filesystem_box);
+
+    /* The view's paths on a daemon with its defaults and a dir store. */
+    cfg_daemon daemon = {
+        .state_directory = (char *)"/var/lib/activator",
+        .runtime_directory = (char *)"/run/activator",
+        .hosts_directory = (char *)"/etc/activator/hosts",
+        .store = (char *)"dir:///srv/claims",
+    };
+    cfg_view_paths paths;
+    act_error err = {0};
+    assert_int_equal(cfg_host_view_paths(&daemon, &h, &paths, &err), 0);
+    assert_int_equal(act_strv_length(paths.hidden), 4);
+    assert_string_equal(paths.hidden[3], "/srv/claims");
+    assert_string_equal(paths.writable[0], "/var/lib/activator/hosts/rw/state");
+    assert_string_equal(paths.writable[1], "/srv/a");
+    assert_string_equal(paths.writable_if_present[0], "/var/cache/a");
+    cfg_view_paths_clear(&paths);
+
+    /* A path inside a directory of the daemon is refused, naming both. */
+    static const char *const inside[][2] = {
+        {"/var/lib/activator/releases", "/var/lib/activator, the daemon's state directory"},
+        {"/run/activator", "/run/activator, the daemon's runtime directory"},
+        {"/etc/activator/hosts/other.conf", "/etc/activator/hosts, the hosts directory"},
+        {"-/srv/claims/x", "/srv/claims, the claims directory (Store=)"},
+    };
+    for (size_t i = 0; i < sizeof(inside) / sizeof(inside[0]); i++) {
+        char *saved = h.read_write_paths[0];
+        h.read_write_paths[0] = (char *)inside[i][0];
+        assert_int_equal(cfg_host_view_paths(&daemon, &h, &paths, &err), -EACCES);
+        h.read_write_paths[0] = saved;
+        if (!strstr(err.message, inside[i][1]) || !strstr(err.message, "no host sees"))
+            fail_msg("%s: \"%s\" does not name \"%s\"", inside[i][0], err.message,
+                     inside[i][1]);
+    }
+    /* Not a prefix that merely looks alike. */
+    char *saved = h.read_write_paths[0];
+    h.read_write_paths[0] = (char *)"/var/lib/activator-other";
+    assert_int_equal(cfg_host_view_paths(&daemon, &h, &paths, &err), 0);
+    h.read_write_paths[0] = saved;
+    cfg_view_paths_clear(&paths);
+    cfg_host_free(&h);
+
+    static const char *const bad[][2] = {
+        {"ReadWritePaths=srv\n", "not an absolute path"},
+        {"ReadWritePaths=/srv/../etc\n", ". or .. component"},
+        {"ReadWritePaths=+/srv\n", "RootDirectory="},
+        {"ReadWritePaths=/\n", "the whole box"},
+        {"ReadWritePaths=/proc/sys\n", "beneath /proc"},
+        {"ReadWritePaths=\"/srv\n", "ReadWritePaths"},
+        {"FilesystemView=none\n", "use private"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char content[256];
+        snprintf(content, sizeof(content), "[Host]\nExec=bin/app\n%s", bad[i][0]);
+        write_file("bad.conf", content);
+        cfg_errors bad_errors = {0};
+        assert_int_equal(cfg_load_host_file(tmp_dir, "bad.conf", &h, &bad_errors), -EINVAL);
+        assert_int_equal(bad_errors.n, 1);
+        if (!strstr(bad_errors.items[0].text, ":3: ") ||
+            !strstr(bad_errors.items[0].text, bad[i][1]))
+            fail_msg("%s: \"%s\" does not say \"%s\" on line 3", bad[i][0],
+                     bad_errors.items[0].text, bad[i][1]);
+        cfg_errors_free(&bad_errors);
+    }
+    write_file("box.conf", "[Host]\nExec=bin/app\nFilesystemView=box\n");
+    assert_int_equal(cfg_load_host_file(tmp_dir, "box.conf", &h, &errors), 0);
+    assert_true(h.filesystem_box);
+    cfg_host_free(&h);
+    assert_int_equal(errors.n, 0);
+    assert_int_equal(
+        changes_after("StopTimeoutSec=3\n", "StopTimeoutSec=3\nReadWritePaths=/srv/b\n"),
+        CFG_HOST_CHANGED_START);
+    assert_int_equal(
+        changes_after("StopTimeoutSec=3\n", "StopTimeoutSec=3\nFilesystemView=box\n"),
+        CFG_HOST_CHANGED_START);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1275,6 +1372,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(changes_are_sorted_by_when_they_apply, setup, teardown),
         cmocka_unit_test_setup_teardown(checkpoint_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(read_write_paths_and_the_view, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* Unit tests of the configuration value parsers: good values and, for each,
  * the bad values a person is likely to write. */
 #include <errno.h>
+#include <linux/capability.h>
 #include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 
 #include "activator/config/config.h"
 #include "activator/config/parse-account.h"
+#include "activator/config/parse-capabilities.h"
 #include "activator/config/parse-duration.h"
 #include "activator/config/parse-env.h"
 #include "activator/config/parse-number.h"
@@ -481,19 +483,94 @@ static void syscall_filters(void **state)
     assert_int_equal(f.base, CFG_SYSCALLS_NONE);
     cfg_syscall_filter_clear(&f);
 
-    const char *bad[] = {"",
-                         "strict",
-                         "~ptrace",
-                         "default ~ptrac",
-                         "default @mount",
-                         "none ptrace",
-                         "default 'unclosed"};
+    const char *bad[] = {
+        "strict",         "default ~ptrac", "@nosuchgroup",     "~@mount keyctl:EPERM",
+        "@mount ~chroot", "none ptrace",    "default 'unclosed"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
         assert_true(cfg_parse_syscall_filter(bad[i], &f, &err) < 0);
         assert_null(f.deny);
         assert_actionable(&err);
     }
+}
+
+static bool has_name(char *const *list, const char *name)
+{
+    for (size_t i = 0; list && list[i]; i++)
+        if (strcmp(list[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* systemd's syntax: groups expand, ~ makes a line a deny line, lines add
+ * up in order, and an empty one resets to no filter until the next line
+ * picks the kind of list. A bad line changes nothing. */
+static void syscall_filter_lines_accumulate(void **state)
+{
+    (void)state;
+    act_error err = {0};
+    cfg_syscall_filter f = {0};
+    assert_int_equal(cfg_parse_syscall_filter("~@mount keyctl", &f, &err), 0);
+    assert_int_equal(f.base, CFG_SYSCALLS_DEFAULT);
+    assert_true(has_name(f.deny, "mount") && has_name(f.deny, "chroot") &&
+                has_name(f.deny, "keyctl"));
+    assert_int_equal(cfg_parse_syscall_filter("chroot @aio", &f, &err), 0);
+    assert_false(has_name(f.deny, "chroot"));
+    assert_true(has_name(f.allow, "chroot") && has_name(f.allow, "io_uring_setup"));
+    assert_true(has_name(f.deny, "mount"));
+    assert_int_equal(cfg_parse_syscall_filter("~io_uring_setup", &f, &err), 0);
+    assert_false(has_name(f.allow, "io_uring_setup"));
+    assert_true(has_name(f.deny, "io_uring_setup"));
+    /* A bad name keeps what the lines before made. */
+    size_t n_deny = act_strv_length(f.deny);
+    assert_true(cfg_parse_syscall_filter("~mount nosuchcall", &f, &err) < 0);
+    assert_non_null(strstr(err.message, "nosuchcall"));
+    assert_int_equal(act_strv_length(f.deny), n_deny);
+
+    assert_int_equal(cfg_parse_syscall_filter("", &f, &err), 0);
+    assert_true(f.reset);
+    assert_null(f.allow);
+    assert_null(f.deny);
+    assert_int_equal(cfg_parse_syscall_filter("~@mount", &f, &err), 0);
+    assert_false(f.reset);
+    assert_int_equal(f.base, CFG_SYSCALLS_NONE);
+    assert_true(has_name(f.deny, "pivot_root"));
+    assert_int_equal(cfg_parse_syscall_filter("", &f, &err), 0);
+    assert_int_equal(cfg_parse_syscall_filter("@basic-io @default", &f, &err), 0);
+    assert_int_equal(f.base, CFG_SYSCALLS_ALLOW);
+    assert_true(has_name(f.allow, "read") && has_name(f.allow, "exit_group"));
+    cfg_syscall_filter_clear(&f);
+}
+
+static void capabilities(void **state)
+{
+    (void)state;
+    act_error err = {0};
+    uint64_t mask = 0;
+    assert_int_equal(cfg_parse_capabilities("CAP_NET_BIND_SERVICE", &mask, &err), 0);
+    assert_int_equal(mask, 1ULL << CAP_NET_BIND_SERVICE);
+    assert_int_equal(cfg_parse_capabilities("cap_kill CAP_NET_RAW", &mask, &err), 0);
+    assert_int_equal(mask,
+                     (1ULL << CAP_NET_BIND_SERVICE) | (1ULL << CAP_KILL) | (1ULL << CAP_NET_RAW));
+    char names[256];
+    cfg_format_capabilities(mask, names, sizeof(names));
+    assert_string_equal(names, "CAP_KILL CAP_NET_BIND_SERVICE CAP_NET_RAW");
+    assert_int_equal(cfg_parse_capabilities("", &mask, &err), 0);
+    assert_int_equal(mask, 0);
+    assert_int_equal(cfg_parse_capabilities("~CAP_SYS_ADMIN", &mask, &err), 0);
+    assert_true(mask & (1ULL << CAP_CHOWN));
+    assert_false(mask & (1ULL << CAP_SYS_ADMIN));
+    mask = 0;
+    const char *bad[] = {"CAP_NET_BIND_SERVIC", "NET_BIND_SERVICE", "CAP_KILL 12", "'unclosed"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        err = (act_error){0};
+        assert_true(cfg_parse_capabilities(bad[i], &mask, &err) < 0);
+        assert_int_equal(mask, 0);
+        assert_actionable(&err);
+    }
+    assert_true(cfg_parse_capabilities("CAP_NET_BIND_SERVICE CAP_NOPE", &mask, &err) < 0);
+    assert_non_null(strstr(err.message, "CAP_NOPE"));
+    assert_non_null(strstr(err.message, "capabilities(7)"));
 }
 
 int main(void)
@@ -511,6 +588,8 @@ int main(void)
         cmocka_unit_test(paths),
         cmocka_unit_test(urls),
         cmocka_unit_test(syscall_filters),
+        cmocka_unit_test(syscall_filter_lines_accumulate),
+        cmocka_unit_test(capabilities),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

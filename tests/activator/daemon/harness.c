@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
@@ -102,6 +103,13 @@ static void setup_daemon(dh_daemon *d, const char *box, const claims_store_optio
     };
     if (dd_setup(&d->drv, &options, &err) < 0)
         fail_msg("%s", err.message);
+    /* The apps write their markers here, the one place of the test's
+     * directory their filesystem view keeps writable (ReadWritePaths=),
+     * whatever user they run as. */
+    char markers[PATH_MAX];
+    snprintf(markers, sizeof(markers), "%s/markers", d->drv.dir);
+    if (mkdir(markers, 0777) < 0 || chmod(markers, 0777) < 0)
+        fail_msg("mkdir %s: %s", markers, strerror(errno));
     /* The tests read the daemon's log for what it did step by step. */
     d->drv.verbose = true;
     if (!d->store_url[0])
@@ -232,16 +240,23 @@ void dh_write_app_host_at(dh_daemon *d, const char *host, const char *address, i
     char marker[PATH_MAX];
     dh_marker_path(d, host, marker, sizeof(marker));
     const char *extra = extra_host_lines ? extra_host_lines : "";
+    /* The app appends to it as the host's own user, which may not create
+     * files in the test's directory. */
+    int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0 || fchmod(fd, 0666) < 0)
+        fail_msg("cannot create %s: %s", marker, strerror(errno));
+    close(fd);
     dh_write_host(d, host,
                   "[Host]\n"
                   "Exec=act-e2e-app %s\n"
                   "Environment=E2E_MARKER=%s\n"
+                  "ReadWritePaths=%s/markers\n"
                   "%s"
                   "%s"
                   "%s"
                   "[Listen]\n"
                   "ListenStream=%s:%d\n",
-                  app_args ? app_args : "", marker,
+                  app_args ? app_args : "", marker, d->drv.dir,
                   strstr(extra, "ReadyTimeoutSec=") ? "" : "ReadyTimeoutSec=5\n",
                   strstr(extra, "StopTimeoutSec=") ? "" : "StopTimeoutSec=1\n", extra, address,
                   port);

@@ -98,7 +98,7 @@ uint64_t dh_claim_take_for(dh_daemon *d, const char *host, const char *box)
 
 void dh_marker_path(dh_daemon *d, const char *host, char *out, size_t size)
 {
-    snprintf(out, size, "%s/marker-%s", d->drv.dir, host);
+    snprintf(out, size, "%s/markers/marker-%s", d->drv.dir, host);
 }
 
 int dh_http_get(int port, char *buf, size_t size)

@@ -376,7 +376,10 @@ static void test_exec_checkpoint_live(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    char script[PATH_MAX], flag[PATH_MAX], host_lines[PATH_MAX + 128];
+    /* The hook runs as the host's dynamic user: it writes into the
+     * harness's markers directory, the one its users may write. */
+    char markers[PATH_MAX], script[PATH_MAX], flag[PATH_MAX], host_lines[PATH_MAX + 128];
+    snprintf(markers, sizeof(markers), "%s/markers", d->drv.dir);
     snprintf(script, sizeof(script), "%s/checkpoint.sh", d->drv.dir);
     snprintf(flag, sizeof(flag), "%s/garble", d->drv.dir);
     FILE *f = fopen(script, "we");
@@ -389,7 +392,7 @@ static void test_exec_checkpoint_live(void **state)
             "tar -C \"$STATE_DIRECTORY\" -cf %s/$id.tar .\n"
             "sha=$(sha256sum %s/$id.tar | cut -d' ' -f1)\n"
             "echo \"$id $sha\"\n",
-            flag, d->drv.dir, d->drv.dir);
+            flag, markers, markers);
     fclose(f);
     chmod(script, 0755);
     snprintf(host_lines, sizeof(host_lines),
@@ -433,7 +436,8 @@ static void test_wakes_wait_for_the_checkpoint(void **state)
     dh_setup(d, DH_STORE_DIR, NULL);
     char script[PATH_MAX], started[PATH_MAX], release[PATH_MAX], host_lines[PATH_MAX + 128];
     snprintf(script, sizeof(script), "%s/checkpoint.sh", d->drv.dir);
-    snprintf(started, sizeof(started), "%s/started", d->drv.dir);
+    /* Written by the hook, as the host's dynamic user. */
+    snprintf(started, sizeof(started), "%s/markers/started", d->drv.dir);
     snprintf(release, sizeof(release), "%s/release", d->drv.dir);
     FILE *f = fopen(script, "we");
     DH_CHECK(d, f, "cannot write %s", script);

@@ -34,7 +34,9 @@ static void test_replicate_runs_in_the_generation_and_stops_with_it(void **state
     dh_setup(d, DH_STORE_DIR, NULL);
     char script[PATH_MAX], seen[PATH_MAX];
     snprintf(script, sizeof(script), "%s/replicate.sh", d->drv.dir);
-    snprintf(seen, sizeof(seen), "%s/replicated", d->drv.dir);
+    /* In the host's state directory: the replicator runs as the host's
+     * user, which may write nowhere else. */
+    snprintf(seen, sizeof(seen), "%s/hosts/demo/state/replicated", d->drv.state_dir);
     FILE *f = fopen(script, "we");
     DH_CHECK(d, f, "cannot write %s: %s", script, strerror(errno));
     /* Long-running, as a replicator is: it reports who it is, then waits. */

@@ -11,6 +11,7 @@
  *   - an executable script named directly in ExecRestore= runs (operators'
  *     helpers are often scripts). */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,12 @@ static void write_restore_script(dh_daemon *d, restore_paths *paths)
             paths->runs, paths->fail_flag);
     fclose(f);
     chmod(paths->script, 0755);
+    /* The script runs as the host's user, which may append to this file
+     * but not create one in the test's directory. */
+    int fd = open(paths->runs, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    DH_CHECK(d, fd >= 0 && fchmod(fd, 0666) == 0, "cannot create %s: %s", paths->runs,
+             strerror(errno));
+    close(fd);
 }
 
 /* The lines of the runs file, in order; returns how many. */
@@ -64,7 +71,9 @@ static void make_state_directory(dh_daemon *d)
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/hosts/demo/state", d->drv.state_dir);
     act_error err = {0};
-    DH_CHECK(d, act_mkdir_p(path, 0750, &err) == 0, "mkdir %s: %s", path, err.message);
+    /* Search permission on the way, as the daemon's own directories have:
+     * the host's user must reach its state directory. */
+    DH_CHECK(d, act_mkdir_p(path, 0711, &err) == 0, "mkdir %s: %s", path, err.message);
 }
 
 static void set_checkpoint(dh_daemon *d, const char *checkpoint)

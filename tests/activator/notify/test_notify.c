@@ -6,6 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -46,15 +51,40 @@ static void drain(sd_event *loop)
         sd_event_run(loop, 10 * 1000);
 }
 
+/* The socket as the daemon makes it: <dir>/web1/g-1, the directory handed
+ * to owner (ourselves when not root). */
+static void open_as(sd_event *loop, const char *cgroup_path, uint64_t cgroup_id, uid_t owner,
+                    received *got, ntf_socket **notify, char *dir)
+{
+    assert_non_null(mkdtemp(dir));
+    char directory[256];
+    snprintf(directory, sizeof(directory), "%s/web1", dir);
+    ntf_options options = {
+        .directory = directory,
+        .name = "g-1",
+        .uid = owner,
+        .gid = owner,
+        .cgroup_path = cgroup_path,
+        .cgroup_id = cgroup_id,
+        .label = "host web1: generation 1",
+    };
+    act_error err = {0};
+    assert_int_equal(ntf_open(loop, &options, on_message, got, notify, &err), 0);
+    assert_int_equal(setenv("NOTIFY_SOCKET", ntf_socket_path(*notify), 1), 0);
+}
+
 static void open_in_tmpdir(sd_event *loop, const char *cgroup_path, received *got,
                            ntf_socket **notify, char *dir)
 {
-    assert_non_null(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof(path), "%s/g-1", dir);
-    act_error err = {0};
-    assert_int_equal(ntf_open(loop, path, cgroup_path, on_message, got, notify, &err), 0);
-    assert_int_equal(setenv("NOTIFY_SOCKET", ntf_socket_path(*notify), 1), 0);
+    open_as(loop, cgroup_path, 0, getuid(), got, notify, dir);
+}
+
+static void remove_tmpdir(const char *dir)
+{
+    char directory[256];
+    snprintf(directory, sizeof(directory), "%s/web1", dir);
+    assert_int_equal(rmdir(directory), 0); /* the socket file is gone with it */
+    assert_int_equal(rmdir(dir), 0);
 }
 
 static void sender_in_cgroup_is_heard(void **state)
@@ -90,8 +120,7 @@ static void sender_in_cgroup_is_heard(void **state)
     assert_true(got.watchdog_trigger && got.stopping);
 
     ntf_free(notify);
-    assert_int_equal(access(dir, F_OK), 0);
-    assert_int_equal(rmdir(dir), 0); /* the socket file is gone with it */
+    remove_tmpdir(dir);
     sd_event_unref(loop);
 }
 
@@ -112,6 +141,178 @@ static void sender_outside_cgroup_is_refused(void **state)
     assert_int_equal(ntf_refused_count(notify), 1);
 
     ntf_free(notify);
+    remove_tmpdir(dir);
+    sd_event_unref(loop);
+}
+
+/* Our own cgroup's id, through the path /proc/self/cgroup names. */
+static uint64_t own_cgroup_id(char *own, size_t size)
+{
+    assert_int_equal(ntf_pid_cgroup(getpid(), own, size), 0);
+    char path[4200];
+    /* A hybrid host mounts cgroup2 at /sys/fs/cgroup/unified. */
+    struct statfs fs;
+    bool hybrid = statfs("/sys/fs/cgroup/unified", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+    snprintf(path, sizeof(path), "/sys/fs/cgroup%s%s", hybrid ? "/unified" : "",
+             strcmp(own, "/") == 0 ? "" : own);
+    uint64_t id = 0;
+    assert_int_equal(ntf_cgroup_id(path, &id), 0);
+    assert_true(id != 0);
+    return id;
+}
+
+/* The same rule through the sender's pidfd and the leaf's id, the path a
+ * kernel with SO_PASSPIDFD and PIDFD_GET_INFO takes; a wrong id refuses
+ * even though the path would match. */
+static void sender_checked_by_pidfd(void **state)
+{
+    (void)state;
+    if (!ntf_kernel_passes_pidfd())
+        skip();
+    char own[4096];
+    uint64_t id = own_cgroup_id(own, sizeof(own));
+    sd_event *loop = NULL;
+    assert_int_equal(sd_event_new(&loop), 0);
+    received got = {0};
+    ntf_socket *notify = NULL;
+    char dir[] = "/tmp/act-notify-XXXXXX";
+    open_as(loop, own, id, getuid(), &got, &notify, dir);
+    assert_true(sd_notify(0, "READY=1") > 0);
+    drain(loop);
+    assert_int_equal(got.count, 1);
+    ntf_free(notify);
+    remove_tmpdir(dir);
+
+    received other = {0};
+    char dir2[] = "/tmp/act-notify-XXXXXX";
+    open_as(loop, own, id + 1, getuid(), &other, &notify, dir2);
+    assert_true(sd_notify(0, "READY=1") > 0);
+    drain(loop);
+    assert_int_equal(other.count, 0);
+    assert_int_equal(ntf_refused_count(notify), 1);
+    ntf_free(notify);
+    remove_tmpdir(dir2);
+    sd_event_unref(loop);
+}
+
+/* The host's user owns the directory (0700) and the socket; any other user
+ * is refused by the file system before the daemon ever reads a byte. */
+static void other_user_cannot_send(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    char own[4096];
+    assert_int_equal(ntf_pid_cgroup(getpid(), own, sizeof(own)), 0);
+    sd_event *loop = NULL;
+    assert_int_equal(sd_event_new(&loop), 0);
+    received got = {0};
+    ntf_socket *notify = NULL;
+    char dir[] = "/tmp/act-notify-XXXXXX";
+    open_as(loop, own, 0, 65534, &got, &notify, dir);
+    assert_int_equal(chmod(dir, 0755), 0);
+    char directory[300];
+    snprintf(directory, sizeof(directory), "%s/web1", dir);
+    struct stat st;
+    assert_int_equal(stat(directory, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    assert_int_equal(st.st_uid, 65534);
+    assert_int_equal(lstat(ntf_socket_path(notify), &st), 0);
+    assert_true(S_ISSOCK(st.st_mode));
+    assert_int_equal(st.st_uid, 65534);
+    assert_int_equal(st.st_mode & 0077, 0);
+
+    /* errno of a send as uid, as the child's exit status. */
+    int results[2];
+    const uid_t uids[2] = {65533, 65534};
+    for (int i = 0; i < 2; i++) {
+        pid_t child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+            if (setgroups(0, NULL) < 0 || setgid(uids[i]) < 0 || setuid(uids[i]) < 0)
+                _exit(100);
+            int r = sd_notify(0, "READY=1");
+            _exit(r > 0 ? 0 : -r);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(child, &status, 0), child);
+        assert_true(WIFEXITED(status));
+        results[i] = WEXITSTATUS(status);
+    }
+    assert_int_equal(results[0], EACCES);
+    assert_int_equal(results[1], 0);
+    drain(loop);
+    /* The host's user got through the file system; its datagram counts
+     * because it came from our cgroup (the child's). */
+    assert_int_equal(got.count + (int)ntf_refused_count(notify), 1);
+    ntf_free(notify);
+    remove_tmpdir(dir);
+    sd_event_unref(loop);
+}
+
+/* A flood is read a burst per loop iteration: the loop gets back to its
+ * other sources between bursts, and the rest waits in the socket. */
+static void flood_is_read_a_burst_per_iteration(void **state)
+{
+    (void)state;
+    char own[4096];
+    assert_int_equal(ntf_pid_cgroup(getpid(), own, sizeof(own)), 0);
+    sd_event *loop = NULL;
+    assert_int_equal(sd_event_new(&loop), 0);
+    received got = {0};
+    ntf_socket *notify = NULL;
+    char dir[] = "/tmp/act-notify-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char directory[256];
+    snprintf(directory, sizeof(directory), "%s/web1", dir);
+    /* Few datagrams: without systemd's sysctl, a socket queues 10. */
+    ntf_options options = {.directory = directory, .name = "g-1", .uid = getuid(),
+                           .gid = getgid(), .cgroup_path = own, .burst = 3};
+    act_error err = {0};
+    assert_int_equal(ntf_open(loop, &options, on_message, &got, &notify, &err), 0);
+    assert_int_equal(setenv("NOTIFY_SOCKET", ntf_socket_path(notify), 1), 0);
+    for (int i = 0; i < 8; i++)
+        assert_true(sd_notify(0, "WATCHDOG=1") > 0);
+    assert_true(sd_event_run(loop, 100 * 1000) > 0);
+    assert_int_equal(got.count, 3);
+    drain(loop);
+    assert_int_equal(got.count, 8);
+    ntf_free(notify);
+    remove_tmpdir(dir);
+    sd_event_unref(loop);
+}
+
+/* A generation an older daemon started sends to <notify>/<host>.<N>: heard
+ * there, in the shared directory left as it was. */
+static void legacy_socket_in_the_shared_directory(void **state)
+{
+    (void)state;
+    char own[4096];
+    assert_int_equal(ntf_pid_cgroup(getpid(), own, sizeof(own)), 0);
+    sd_event *loop = NULL;
+    assert_int_equal(sd_event_new(&loop), 0);
+    char dir[] = "/tmp/act-notify-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, 0755), 0);
+    received got = {0};
+    ntf_socket *notify = NULL;
+    ntf_options options = {.directory = dir, .name = "web1.7", .cgroup_path = own,
+                           .uid = 65534, .gid = 65534, .legacy = true};
+    act_error err = {0};
+    assert_int_equal(ntf_open(loop, &options, on_message, &got, &notify, &err), 0);
+    struct stat st;
+    assert_int_equal(stat(dir, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0755);
+    assert_int_equal(st.st_uid, getuid());
+    assert_int_equal(lstat(ntf_socket_path(notify), &st), 0);
+    mode_t mask = umask(0);
+    umask(mask);
+    assert_int_equal(st.st_mode & 0777, 0666 & ~mask);
+    assert_int_equal(setenv("NOTIFY_SOCKET", ntf_socket_path(notify), 1), 0);
+    assert_true(sd_notify(0, "READY=1") > 0);
+    drain(loop);
+    assert_int_equal(got.count, 1);
+    ntf_free(notify);
     assert_int_equal(rmdir(dir), 0);
     sd_event_unref(loop);
 }
@@ -127,7 +328,8 @@ static void too_long_path_is_a_clear_error(void **state)
     path[sizeof(path) - 1] = '\0';
     ntf_socket *notify = NULL;
     act_error err = {0};
-    assert_int_equal(ntf_open(loop, path, "/x", on_message, NULL, &notify, &err), -ENAMETOOLONG);
+    ntf_options options = {.directory = path, .name = "g-1", .cgroup_path = "/x"};
+    assert_int_equal(ntf_open(loop, &options, on_message, NULL, &notify, &err), -ENAMETOOLONG);
     assert_non_null(strstr(err.message, "RuntimeDirectory"));
     assert_null(notify);
     sd_event_unref(loop);
@@ -138,6 +340,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sender_in_cgroup_is_heard),
         cmocka_unit_test(sender_outside_cgroup_is_refused),
+        cmocka_unit_test(sender_checked_by_pidfd),
+        cmocka_unit_test(other_user_cannot_send),
+        cmocka_unit_test(flood_is_read_a_burst_per_iteration),
+        cmocka_unit_test(legacy_socket_in_the_shared_directory),
         cmocka_unit_test(too_long_path_is_a_clear_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,8 +37,9 @@ static outcome run_probe_every(const char *text, uint64_t timeout_usec, uint64_t
     assert_int_equal(probe_parse(text, "test", &spec, &err), 0);
     outcome result = {0};
     probe_run *probe = NULL;
-    assert_int_equal(
-        probe_start(loop, &spec, timeout_usec, interval_usec, on_done, &result, &probe, &err), 0);
+    assert_int_equal(probe_start(loop, &spec, NULL, timeout_usec, interval_usec, on_done, &result,
+                                 &probe, &err),
+                     0);
     while (!result.finished)
         assert_true(sd_event_run(loop, UINT64_MAX) >= 0);
     probe_free(probe);

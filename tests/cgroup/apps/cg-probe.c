@@ -1,7 +1,7 @@
 /* Test app: reports what it was started with (fds, LISTEN_*, session, ids,
- * umask, cwd, signal state, no_new_privs, seccomp, rlimits), one "key=value"
- * per line ending with "end", then exits with argv[1]. With argv[2] "wait"
- * it stays until SIGTERM and then exits with argv[1]. */
+ * umask, cwd, signal state, no_new_privs, seccomp, capabilities, securebits, rlimits), one
+ * "key=value" per line ending with "end", then exits with argv[1]. With argv[2] "wait" it stays
+ * until SIGTERM and then exits with argv[1]. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -87,6 +88,12 @@ int main(int argc, char **argv)
     print_status_line("SigIgn", "sigign");
     print_status_line("NoNewPrivs", "nnp");
     print_status_line("Seccomp", "seccomp");
+    print_status_line("CapInh", "capinh");
+    print_status_line("CapPrm", "capprm");
+    print_status_line("CapEff", "capeff");
+    print_status_line("CapBnd", "capbnd");
+    print_status_line("CapAmb", "capamb");
+    printf("securebits=%d\n", prctl(PR_GET_SECUREBITS, 0, 0, 0, 0));
     printf("end\n");
     fflush(stdout);
     if (wait)

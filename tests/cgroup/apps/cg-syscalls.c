@@ -2,6 +2,7 @@
  * makes, printing "name=ok" or "name=<ERRNO NAME>". Every denied-call attempt
  * is harmless when it is allowed (bad arguments, a missing mount point). */
 #include <errno.h>
+#include <linux/keyctl.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -37,6 +38,9 @@ int main(void)
     report("bpf", syscall(SYS_bpf, -1, NULL, 0));
     struct timespec ts = {0};
     report("clock_settime", clock_settime(CLOCK_MONOTONIC, &ts));
+    report("keyctl", syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0));
+    report("chroot", chroot("/nonexistent-cg-test"));               /* ENOENT when allowed */
+    report("io_uring_setup", syscall(SYS_io_uring_setup, 0, NULL)); /* EINVAL/EFAULT */
     struct utsname u;
     report("uname", uname(&u));
 

@@ -1,0 +1,220 @@
+/* The dynamic users' allocator on its own, against temporary state
+ * directories: a host's uid is a function of its name where that uid is
+ * free (so two boxes agree), kept across opens, never another host's or an
+ * account's, and a full range or a bad record is refused with a sentence
+ * that says what to do. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pwd.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "activator/daemon/dynamic_users.h"
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+typedef struct box {
+    char dir[64];
+    int fd;
+} box;
+
+static void box_open(box *b)
+{
+    snprintf(b->dir, sizeof(b->dir), "/tmp/act-dynusers-XXXXXX");
+    assert_non_null(mkdtemp(b->dir));
+    b->fd = open(b->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(b->fd >= 0);
+}
+
+static void box_close(box *b)
+{
+    close(b->fd);
+    nftw(b->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static uid_t get(ad_dynamic_users *users, const char *host)
+{
+    uid_t uid = 0;
+    act_error err = {0};
+    int r = ad_dynamic_user_get(users, host, &uid, &err);
+    if (r < 0)
+        fail_msg("%s", err.message);
+    return uid;
+}
+
+static ad_dynamic_users *open_users(box *b, uint32_t min, uint32_t max)
+{
+    ad_dynamic_users *users = NULL;
+    act_error err = {0};
+    if (ad_dynamic_users_open(b->fd, min, max, &users, &err) < 0)
+        fail_msg("%s", err.message);
+    return users;
+}
+
+static void same_uid_on_every_box_and_after_a_restart(void **state)
+{
+    (void)state;
+    box one, two;
+    box_open(&one);
+    box_open(&two);
+    ad_dynamic_users *a = open_users(&one, 61184, 65519);
+    ad_dynamic_users *b = open_users(&two, 61184, 65519);
+    uid_t web1 = get(a, "web1"), web2 = get(a, "web2");
+    assert_true(web1 >= 61184 && web1 <= 65519);
+    assert_int_not_equal(web1, web2);
+    assert_int_equal(get(a, "web1"), web1);
+    /* Another box, another order: the same uids. */
+    assert_int_equal(get(b, "web2"), web2);
+    assert_int_equal(get(b, "web1"), web1);
+    ad_dynamic_users_free(a);
+    ad_dynamic_users_free(b);
+
+    char link[64], target[64];
+    snprintf(link, sizeof(link), "dynamic-users/%u", (unsigned)web1);
+    ssize_t n = readlinkat(one.fd, link, target, sizeof(target) - 1);
+    assert_true(n > 0);
+    target[n] = '\0';
+    assert_string_equal(target, "web1");
+
+    /* The next daemon reads the records back. */
+    a = open_users(&one, 61184, 65519);
+    assert_int_equal(get(a, "web2"), web2);
+    assert_int_equal(get(a, "web1"), web1);
+    ad_dynamic_users_free(a);
+    box_close(&one);
+    box_close(&two);
+}
+
+static void collisions_probe_on_and_a_full_range_is_refused(void **state)
+{
+    (void)state;
+    box b;
+    box_open(&b);
+    ad_dynamic_users *users = open_users(&b, 61184, 61186);
+    uid_t seen[3];
+    for (int i = 0; i < 3; i++) {
+        char host[8];
+        snprintf(host, sizeof(host), "h%d", i);
+        seen[i] = get(users, host);
+        for (int j = 0; j < i; j++)
+            assert_int_not_equal(seen[i], seen[j]);
+    }
+    uid_t uid = 0;
+    act_error err = {0};
+    assert_int_equal(ad_dynamic_user_get(users, "h3", &uid, &err), -ENOSPC);
+    assert_non_null(strstr(err.message, "host h3: no uid of DynamicUserRange=61184-61186"));
+    assert_non_null(strstr(err.message, "widen DynamicUserRange= or set User="));
+    ad_dynamic_users_free(users);
+
+    /* Accounts of the box are never given out: uid 1 and 2 are daemon's
+     * and bin's on Debian, 65534 is nobody's. */
+    if (getpwuid(1) && getpwuid(2)) {
+        users = open_users(&b, 1, 2);
+        err = (act_error){0};
+        assert_int_equal(ad_dynamic_user_get(users, "sys", &uid, &err), -ENOSPC);
+        ad_dynamic_users_free(users);
+    }
+    users = open_users(&b, 65534, 65535);
+    assert_int_equal(ad_dynamic_user_get(users, "nobody2", &uid, &err), -ENOSPC);
+    ad_dynamic_users_free(users);
+    box_close(&b);
+}
+
+static void a_record_outside_a_new_range_is_replaced(void **state)
+{
+    (void)state;
+    box b;
+    box_open(&b);
+    ad_dynamic_users *users = open_users(&b, 61184, 65519);
+    uid_t old = get(users, "web1");
+    ad_dynamic_users_free(users);
+    users = open_users(&b, 200000, 299999);
+    uid_t now = get(users, "web1");
+    assert_true(now >= 200000 && now <= 299999);
+    ad_dynamic_users_free(users);
+    char link[64];
+    snprintf(link, sizeof(link), "dynamic-users/%u", (unsigned)old);
+    assert_int_equal(faccessat(b.fd, link, F_OK, AT_SYMLINK_NOFOLLOW), -1);
+    users = open_users(&b, 200000, 299999);
+    assert_int_equal(get(users, "web1"), now);
+    ad_dynamic_users_free(users);
+    box_close(&b);
+}
+
+/* A uid a host names by number in User= or Group= is never given out, and
+ * a dynamic uid has one owner that the daemon can name. */
+static void numeric_accounts_of_hosts_are_never_given_out(void **state)
+{
+    (void)state;
+    box b;
+    box_open(&b);
+    ad_dynamic_users *users = open_users(&b, 61300, 61301);
+    cfg_host hosts[2] = {{.name = (char *)"a", .user = (char *)"61300"},
+                         {.name = (char *)"b", .user = (char *)"web", .group = (char *)"61301"}};
+    act_error err = {0};
+    assert_int_equal(ad_dynamic_users_exclude_hosts(users, hosts, 2, &err), 0);
+    uid_t uid = 0;
+    assert_int_equal(ad_dynamic_user_get(users, "web1", &uid, &err), -ENOSPC);
+    /* The next configuration names neither. */
+    assert_int_equal(ad_dynamic_users_exclude_hosts(users, hosts, 0, &err), 0);
+    uid = get(users, "web1");
+    assert_string_equal(ad_dynamic_users_owner(users, uid), "web1");
+    assert_null(ad_dynamic_users_owner(users, uid == 61300 ? 61301 : 61300));
+    ad_dynamic_users_free(users);
+    box_close(&b);
+}
+
+static void bad_records_are_refused_by_path(void **state)
+{
+    (void)state;
+    box b;
+    box_open(&b);
+    assert_int_equal(mkdirat(b.fd, "dynamic-users", 0700), 0);
+    const char *bad[][2] = {{"notanumber", "web1"}, {"61200", "../etc"}, {"0", "web1"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char link[64];
+        snprintf(link, sizeof(link), "dynamic-users/%s", bad[i][0]);
+        assert_int_equal(symlinkat(bad[i][1], b.fd, link), 0);
+        ad_dynamic_users *users = NULL;
+        act_error err = {0};
+        assert_true(ad_dynamic_users_open(b.fd, 61184, 65519, &users, &err) < 0);
+        assert_null(users);
+        assert_non_null(strstr(err.message, link));
+        assert_non_null(strstr(err.message, "remove it"));
+        assert_int_equal(unlinkat(b.fd, link, 0), 0);
+    }
+    /* One host recorded twice. */
+    assert_int_equal(symlinkat("web1", b.fd, "dynamic-users/61200"), 0);
+    assert_int_equal(symlinkat("web1", b.fd, "dynamic-users/61201"), 0);
+    ad_dynamic_users *users = NULL;
+    act_error err = {0};
+    assert_int_equal(ad_dynamic_users_open(b.fd, 61184, 65519, &users, &err), -EEXIST);
+    assert_non_null(strstr(err.message, "host web1 has a uid recorded twice"));
+    box_close(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(same_uid_on_every_box_and_after_a_restart),
+        cmocka_unit_test(collisions_probe_on_and_a_full_range_is_refused),
+        cmocka_unit_test(a_record_outside_a_new_range_is_replaced),
+        cmocka_unit_test(numeric_accounts_of_hosts_are_never_given_out),
+        cmocka_unit_test(bad_records_are_refused_by_path),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,401 @@
+/* Who a host runs as and what it may call, on the real daemon with real
+ * processes: without User= each host has a dynamic uid of its own from
+ * DynamicUserRange=, the same after a restart and never another host's;
+ * User=root runs as root (and --check-config warns); no generation has a
+ * capability unless AmbientCapabilities= names it; the default seccomp
+ * allow-list refuses keyrings, io_uring, mount and chroot with EPERM, and
+ * SystemCallFilter= adds to it and takes off it; PidsMax= is 4096 unless
+ * the file says otherwise. act-testapp
+ * --isolation-report writes what it could do into its state directory. */
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define RANGE_MIN 61184
+#define RANGE_MAX 65519
+
+/* The value of "Key:" in /proc/<pid>/status, or "" when missing. */
+static void status_field(dh_daemon *d, int64_t pid, const char *key, char *out, size_t size)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%" PRId64 "/status", pid);
+    char *text = dh_read_text(path);
+    DH_CHECK(d, text, "cannot read %s", path);
+    out[0] = '\0';
+    size_t len = strlen(key);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+        if (strncmp(line, key, len) == 0 && line[len] == ':') {
+            const char *value = line + len + 1;
+            value += strspn(value, " \t");
+            snprintf(out, size, "%s", value);
+            break;
+        }
+    free(text);
+}
+
+static uint64_t status_hex(dh_daemon *d, int64_t pid, const char *key)
+{
+    char value[64];
+    status_field(d, pid, key, value, sizeof(value));
+    DH_CHECK(d, value[0], "no %s in /proc/%" PRId64 "/status", key, pid);
+    return strtoull(value, NULL, 16);
+}
+
+/* The uid the process runs as, checked to be one id for real, effective,
+ * saved and file system uid, and the same for its gids, with no
+ * supplementary groups. */
+static unsigned run_as(dh_daemon *d, int64_t pid)
+{
+    char uids[128], gids[128], groups[128];
+    status_field(d, pid, "Uid", uids, sizeof(uids));
+    status_field(d, pid, "Gid", gids, sizeof(gids));
+    status_field(d, pid, "Groups", groups, sizeof(groups));
+    unsigned u[4] = {0}, g[4] = {0};
+    DH_CHECK(d,
+             sscanf(uids, "%u %u %u %u", &u[0], &u[1], &u[2], &u[3]) == 4 &&
+                 sscanf(gids, "%u %u %u %u", &g[0], &g[1], &g[2], &g[3]) == 4,
+             "pid %" PRId64 ": Uid: %s Gid: %s", pid, uids, gids);
+    for (int i = 1; i < 4; i++)
+        DH_CHECK(d, u[i] == u[0] && g[i] == g[0], "pid %" PRId64 ": Uid: %s Gid: %s", pid, uids,
+                 gids);
+    DH_CHECK(d, groups[0] == '\0', "pid %" PRId64 " has supplementary groups: %s", pid, groups);
+    return u[0];
+}
+
+static void expect_caps(dh_daemon *d, int64_t pid, uint64_t expected)
+{
+    const char *keys[] = {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"};
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        uint64_t got = status_hex(d, pid, keys[i]);
+        DH_CHECK(d, got == expected, "pid %" PRId64 ": %s is %016" PRIx64 ", expected %016" PRIx64,
+                 pid, keys[i], got, expected);
+    }
+    char value[32];
+    status_field(d, pid, "NoNewPrivs", value, sizeof(value));
+    DH_CHECK(d, strcmp(value, "1") == 0, "pid %" PRId64 ": NoNewPrivs %s", pid, value);
+    status_field(d, pid, "Seccomp", value, sizeof(value));
+    DH_CHECK(d, strcmp(value, "2") == 0, "pid %" PRId64 ": Seccomp %s", pid, value);
+}
+
+static void state_path(dh_daemon *d, const char *host, const char *name, char *out, size_t size)
+{
+    snprintf(out, size, "%s/hosts/%s/state%s%s", d->drv.state_dir, host, name ? "/" : "",
+             name ? name : "");
+}
+
+/* act-testapp's report from the host's state directory (waited for). */
+static char *isolation_report(dh_daemon *d, const char *host)
+{
+    char path[PATH_MAX];
+    state_path(d, host, "isolation-report", path, sizeof(path));
+    for (int i = 0; i < 500; i++) {
+        char *text = dh_read_text(path);
+        if (text && strstr(text, "end\n"))
+            return text;
+        free(text);
+        usleep(10000);
+    }
+    DH_CHECK(d, false, "host %s wrote no %s", host, path);
+    return NULL;
+}
+
+static void expect_result(dh_daemon *d, const char *report, const char *name, const char *expected)
+{
+    char line[128];
+    snprintf(line, sizeof(line), "\n%s=%s\n", name, expected);
+    char *copy = NULL;
+    DH_CHECK(d, asprintf(&copy, "\n%s", report) > 0, "out of memory");
+    bool found = strstr(copy, line) != NULL;
+    free(copy);
+    DH_CHECK(d, found, "expected %s=%s in the report:\n%s", name, expected, report);
+}
+
+/* What is refused by permissions is, inside the default filesystem view,
+ * not even there: either answer keeps the tenant out. */
+static void expect_kept_out(dh_daemon *d, const char *report, const char *name)
+{
+    char denied[128], absent[128];
+    snprintf(denied, sizeof(denied), "\n%s=EACCES\n", name);
+    snprintf(absent, sizeof(absent), "\n%s=ENOENT\n", name);
+    char *copy = NULL;
+    DH_CHECK(d, asprintf(&copy, "\n%s", report) > 0, "out of memory");
+    bool found = strstr(copy, denied) || strstr(copy, absent);
+    free(copy);
+    DH_CHECK(d, found, "expected %s=EACCES or ENOENT in the report:\n%s", name, report);
+}
+
+/* pids.max of host's leaf g-<generation> as the kernel has it: the v1
+ * mirror's on a hybrid host, else the v2 leaf's. */
+static char *leaf_pids_max(dh_daemon *d, const char *host, uint64_t generation)
+{
+    char leaf_name[32];
+    snprintf(leaf_name, sizeof(leaf_name), "g-%" PRIu64, generation);
+    cg_leaf *leaf = NULL;
+    act_error err = {0};
+    DH_CHECK(d, cg_leaf_open(d->drv.cgroups, host, leaf_name, &leaf, &err) == 0, "%s", err.message);
+    const char *v1 = cg_leaf_v1_path(leaf, "pids");
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/pids.max", v1 ? v1 : cg_leaf_path(leaf));
+    cg_leaf_free(leaf);
+    char *text = dh_read_text(path);
+    DH_CHECK(d, text, "cannot read %s", path);
+    text[strcspn(text, "\n")] = '\0';
+    return text;
+}
+
+/* The uid a host's dynamic-users record names, or 0. */
+static unsigned recorded_uid(dh_daemon *d, const char *host, unsigned uid)
+{
+    char path[PATH_MAX], target[128];
+    snprintf(path, sizeof(path), "%s/dynamic-users/%u", d->drv.state_dir, uid);
+    ssize_t n = readlink(path, target, sizeof(target) - 1);
+    if (n <= 0)
+        return 0;
+    target[n] = '\0';
+    return strcmp(target, host) == 0 ? uid : 0;
+}
+
+static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    int port1 =
+        dh_add_app_host(d, "web1", "--isolation-report", "Environment=ACT_OTHER_HOST=web2\n");
+    int port2 = dh_add_app_host(d, "web2", "--isolation-report", NULL);
+    /* web1 ran as root before: what it left is handed to its new user. */
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/hosts/web1", d->drv.state_dir);
+    char command[4 * PATH_MAX + 128];
+    snprintf(command, sizeof(command),
+             "mkdir -p -m 0711 %s && mkdir -m 0750 %s/state && mkdir %s/state/data && "
+             "touch %s/state/data/old",
+             path, path, path, path);
+    DH_CHECK(d, system(command) == 0, "cannot run %s", command);
+    strcat(path, "/state/data");
+    dh_start(d, NULL);
+    /* web2 first: web1 reports at its start what it could do to web2's
+     * state directory. */
+    int64_t pid2 = dh_wake(d, "web2").pid;
+    dh_served served1 = dh_wake(d, "web1");
+    int64_t pid1 = served1.pid;
+    /* No PidsMax= in the file: the default bounds it. */
+    char *pids_max = leaf_pids_max(d, "web1", served1.generation);
+    DH_CHECK(d, strcmp(pids_max, "4096") == 0, "web1's leaf has pids.max %s, expected 4096",
+             pids_max);
+    free(pids_max);
+    DH_CHECK(d, dh_answer_pid(port1) == pid1 && dh_answer_pid(port2) == pid2,
+             "the hosts do not answer");
+    unsigned uid1 = run_as(d, pid1), uid2 = run_as(d, pid2);
+    printf("web1 runs as uid %u, web2 as uid %u\n", uid1, uid2);
+    DH_CHECK(d, uid1 >= RANGE_MIN && uid1 <= RANGE_MAX && uid2 >= RANGE_MIN && uid2 <= RANGE_MAX,
+             "uids %u and %u are not in DynamicUserRange=%d-%d", uid1, uid2, RANGE_MIN, RANGE_MAX);
+    DH_CHECK(d, uid1 != uid2, "web1 and web2 share uid %u", uid1);
+    DH_CHECK(d, recorded_uid(d, "web1", uid1) && recorded_uid(d, "web2", uid2),
+             "the uids are not recorded in %s/dynamic-users", d->drv.state_dir);
+    expect_caps(d, pid1, 0);
+    expect_caps(d, pid2, 0);
+
+    /* Its state directory is its own, and the ones on the way let it in. */
+    struct stat st;
+    DH_CHECK(d, stat(path, &st) == 0 && st.st_uid == uid1, "%s is uid %u's, not web1's", path,
+             (unsigned)st.st_uid);
+    strcat(path, "/old");
+    DH_CHECK(d, stat(path, &st) == 0 && st.st_uid == uid1 && st.st_gid == uid1,
+             "%s is uid %u's, not web1's", path, (unsigned)st.st_uid);
+    state_path(d, "web1", NULL, path, sizeof(path));
+    DH_CHECK(d,
+             stat(path, &st) == 0 && st.st_uid == uid1 && st.st_gid == uid1 &&
+                 (st.st_mode & 07777) == 0750,
+             "%s: uid %u gid %u mode %o", path, (unsigned)st.st_uid, (unsigned)st.st_gid,
+             (unsigned)(st.st_mode & 07777));
+    char *report = isolation_report(d, "web1");
+    char expected[32];
+    snprintf(expected, sizeof(expected), "%u", uid1);
+    expect_result(d, report, "uid", expected);
+    const char *refused[] = {"keyctl",         "add_key",      "chroot", "mount",
+                             "io_uring_setup", "unshare_user", "setuid0"};
+    for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
+        expect_result(d, report, refused[i], "EPERM");
+    expect_result(d, report, "bind80", "EACCES");
+    /* Nothing beside its own state directory is its to write or list. */
+    const char *closed[] = {"write_releases", "write_manifest", "list_hosts", "write_other_state",
+                            "list_other_state"};
+    for (size_t i = 0; i < ARRAY_SIZE(closed); i++)
+        expect_kept_out(d, report, closed[i]);
+    expect_result(d, report, "socket", "ok");
+    expect_result(d, report, "uname", "ok");
+    long bits = strtol(strstr(report, "securebits=") + 11, NULL, 10);
+    DH_CHECK(d,
+             (bits & SECBIT_NOROOT) && (bits & SECBIT_NOROOT_LOCKED) &&
+                 (bits & SECBIT_NO_SETUID_FIXUP_LOCKED) && (bits & SECBIT_KEEP_CAPS_LOCKED),
+             "securebits %#lx", bits);
+    free(report);
+
+    /* The next daemon gives each host the same uid again, and refuses a
+     * host whose User= names one of them. */
+    dh_stop_and_check_clean(d);
+    dh_write_host(d, "thief", "[Host]\nExec=bin/x\nUser=%u\n", uid1);
+    dh_start(d, NULL);
+    char refusal[128];
+    snprintf(refusal, sizeof(refusal), "uid %u is the dynamic user of host web1", uid1);
+    DH_CHECK(d, dh_log_wait(d, refusal, 5000), "host thief with User=%u was not refused", uid1);
+    pid1 = dh_wake(d, "web1").pid;
+    pid2 = dh_wake(d, "web2").pid;
+    DH_CHECK(d, run_as(d, pid1) == uid1 && run_as(d, pid2) == uid2,
+             "after a restart web1 runs as %u (was %u), web2 as %u (was %u)", run_as(d, pid1), uid1,
+             run_as(d, pid2), uid2);
+    dh_stop_and_check_clean(d);
+}
+
+/* Many hosts: every one gets a uid of its own, even where their names hash
+ * to the same uid of a narrow range (five uids: the harness's beacon host
+ * takes one too). */
+static void test_colliding_hosts_get_distinct_uids(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, "DynamicUserRange=61184-61188\n");
+    enum { HOSTS = 4 };
+    int64_t pids[HOSTS];
+    char name[HOSTS][16];
+    for (int i = 0; i < HOSTS; i++) {
+        snprintf(name[i], sizeof(name[i]), "h%d", i);
+        dh_add_app_host(d, name[i], NULL, NULL);
+    }
+    dh_start(d, NULL);
+    unsigned uids[HOSTS];
+    for (int i = 0; i < HOSTS; i++) {
+        pids[i] = dh_wake(d, name[i]).pid;
+        uids[i] = run_as(d, pids[i]);
+        DH_CHECK(d, uids[i] >= 61184 && uids[i] <= 61188, "%s runs as %u", name[i], uids[i]);
+        for (int j = 0; j < i; j++)
+            DH_CHECK(d, uids[i] != uids[j], "%s and %s share uid %u", name[i], name[j], uids[i]);
+    }
+    dh_stop_and_check_clean(d);
+
+    /* A fifth host finds the range full: it is refused, naming the range,
+     * and the others still serve. */
+    dh_add_app_host(d, "h4", NULL, NULL);
+    dh_start(d, NULL);
+    DH_CHECK(d, dh_log_wait(d, "no uid of DynamicUserRange=61184-61188 is free", 5000),
+             "the full range is not reported");
+    DH_CHECK(d, run_as(d, dh_wake(d, "h0").pid) == uids[0], "h0 changed uid");
+    dh_stop_and_check_clean(d);
+}
+
+static void test_user_root_and_ambient_capabilities(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    dh_add_app_host(d, "rooted", "--isolation-report", "User=root\n");
+    dh_add_app_host(d, "web80", "--isolation-report", "AmbientCapabilities=CAP_NET_BIND_SERVICE\n");
+    dh_add_app_host(d, "filtered", "--isolation-report",
+                    "[Limits]\nSystemCallFilter=@keyring chroot\nSystemCallFilter=~uname\n");
+
+    char out[8192];
+    char *const argv[] = {(char *)DH_ACTIVATORD, (char *)"--check-config", (char *)"--config",
+                          d->drv.config_path, NULL};
+    int status = dh_run(argv, out, sizeof(out));
+    /* FILE:LINE: User: warning: ..., on the User= line of the harness's file. */
+    char where[PATH_MAX];
+    snprintf(where, sizeof(where), "%s/rooted.conf:", d->drv.hosts_dir);
+    const char *line = strstr(out, where);
+    const char *end = line ? strchr(line, '\n') : NULL;
+    const char *warning = line ? strstr(line, ": User: warning:") : NULL;
+    DH_CHECK(d, status == 0 && warning && (!end || warning < end) && strstr(out, "with warnings"),
+             "--check-config exited %d without the warning \"%s<line>: User: warning:\":\n%s",
+             status, where, out);
+
+    dh_start(d, NULL);
+    int64_t pid = dh_wake(d, "rooted").pid;
+    DH_CHECK(d, run_as(d, pid) == 0, "User=root does not run as root");
+    expect_caps(d, pid, 0);
+    char *report = isolation_report(d, "rooted");
+    expect_result(d, report, "mount", "EPERM");
+    expect_result(d, report, "keyctl", "EPERM");
+    free(report);
+
+    pid = dh_wake(d, "web80").pid;
+    expect_caps(d, pid, 1ULL << CAP_NET_BIND_SERVICE);
+    report = isolation_report(d, "web80");
+    DH_CHECK(d, strstr(report, "\nbind80=ok\n") || strstr(report, "\nbind80=EADDRINUSE\n"),
+             "AmbientCapabilities=CAP_NET_BIND_SERVICE cannot bind port 80:\n%s", report);
+    expect_result(d, report, "setuid0", "EPERM");
+    free(report);
+
+    /* SystemCallFilter=: keyrings and chroot allowed (chroot then fails on
+     * the missing path), uname taken off, the rest as by default. */
+    pid = dh_wake(d, "filtered").pid;
+    report = isolation_report(d, "filtered");
+    expect_result(d, report, "keyctl", "ok");
+    expect_result(d, report, "chroot", "ENOENT");
+    expect_result(d, report, "uname", "EPERM");
+    expect_result(d, report, "mount", "EPERM");
+    expect_result(d, report, "io_uring_setup", "EPERM");
+    free(report);
+    dh_stop_and_check_clean(d);
+}
+
+/* Every problem names file, line, key and what to do. */
+static void test_bad_isolation_config_is_reported(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, "DynamicUserRange=65519-61184\n");
+    dh_write_host(d, "badcap", "[Host]\nExec=bin/x\nAmbientCapabilities=CAP_NET_BIND_SERVIC\n");
+    dh_write_host(d, "badcall", "[Host]\nExec=bin/x\n[Limits]\nSystemCallFilter=~keyctl mountt\n");
+    dh_write_host(d, "badgroup", "[Host]\nExec=bin/x\n[Limits]\nSystemCallFilter=@nosuch\n");
+    char out[8192];
+    char *const argv[] = {(char *)DH_ACTIVATORD, (char *)"--check-config", (char *)"--config",
+                          d->drv.config_path, NULL};
+    int status = dh_run(argv, out, sizeof(out));
+    DH_CHECK(d, status == 1, "--check-config exited %d:\n%s", status, out);
+    DH_CHECK(d, strstr(out, "DynamicUserRange: \"65519-61184\" ends below its start"),
+             "the bad range is not reported:\n%s", out);
+
+    /* The daemon file fixed, the host files are reported. */
+    char *conf = dh_read_text(d->drv.config_path);
+    DH_CHECK(d, conf, "cannot read %s", d->drv.config_path);
+    char *range = strstr(conf, "65519-61184");
+    DH_CHECK(d, range, "no DynamicUserRange= in %s", conf);
+    memcpy(range, "70000-80000", 11);
+    FILE *f = fopen(d->drv.config_path, "we");
+    DH_CHECK(d, f && fputs(conf, f) >= 0 && fclose(f) == 0, "cannot rewrite %s",
+             d->drv.config_path);
+    free(conf);
+    status = dh_run(argv, out, sizeof(out));
+    char line[PATH_MAX + 128];
+    snprintf(line, sizeof(line),
+             "%s/badcap.conf:3: AmbientCapabilities: \"CAP_NET_BIND_SERVIC\" is not a capability",
+             d->drv.hosts_dir);
+    DH_CHECK(d, status == 1 && strstr(out, line), "expected \"%s\":\n%s", line, out);
+    snprintf(line, sizeof(line),
+             "%s/badcall.conf:4: SystemCallFilter: \"mountt\" is not a system call",
+             d->drv.hosts_dir);
+    DH_CHECK(d, strstr(out, line), "expected \"%s\":\n%s", line, out);
+    snprintf(line, sizeof(line),
+             "%s/badgroup.conf:4: SystemCallFilter: @nosuch is not one of systemd's system call "
+             "groups",
+             d->drv.hosts_dir);
+    DH_CHECK(d, strstr(out, line), "expected \"%s\":\n%s", line, out);
+}
+
+int main(void)
+{
+    int r = dh_check_can_run("daemon-isolation", DH_STORE_DIR);
+    if (r)
+        return r;
+    const struct CMUnitTest tests[] = {
+        DH_TEST(test_hosts_run_as_dynamic_users_of_their_own),
+        DH_TEST(test_colliding_hosts_get_distinct_uids),
+        DH_TEST(test_user_root_and_ambient_capabilities),
+        DH_TEST(test_bad_isolation_config_is_reported),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

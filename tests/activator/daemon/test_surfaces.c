@@ -1,0 +1,453 @@
+/* Where a host meets the daemon, under the real daemon with real apps:
+ *   - a Ready=exec: probe runs as the host's user, in the generation's leaf,
+ *     with the generation's environment;
+ *   - the notify socket is the host user's alone (another uid gets EACCES),
+ *     a datagram from outside the generation is ignored, counted, and
+ *     logged once; a flood of it from inside leaves the daemon answering;
+ *   - without journald, a host's output goes to a file of its own, rotated
+ *     by size;
+ *   - the metrics server holds a bounded number of connections. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#ifndef DH_NOTIFY_FLOOD
+#error "DH_NOTIFY_FLOOD must name the act-notify-flood executable"
+#endif
+
+#define HOST_UID 65534
+
+/* A world-writable temp dir for what the host's user writes. */
+static void make_shared_dir(dh_daemon *d, char *out, size_t size)
+{
+    snprintf(out, size, "/tmp/act-surfaces-XXXXXX");
+    DH_CHECK(d, mkdtemp(out), "mkdtemp: %s", strerror(errno));
+    chmod(out, 0777);
+}
+
+/* The daemon's dirs are 0700; the host's user passes through to its state
+ * directory (its working directory). */
+static void open_path_to_state(dh_daemon *d)
+{
+    chmod(d->drv.dir, 0711);
+    chmod(d->drv.state_dir, 0711);
+    char hosts[PATH_MAX];
+    snprintf(hosts, sizeof(hosts), "%s/hosts", d->drv.state_dir);
+    mkdir(hosts, 0711);
+    chmod(hosts, 0711);
+}
+
+static void write_script(dh_daemon *d, const char *path, const char *text)
+{
+    FILE *f = fopen(path, "we");
+    DH_CHECK(d, f, "cannot write %s: %s", path, strerror(errno));
+    fputs(text, f);
+    fclose(f);
+    chmod(path, 0755);
+}
+
+/* The probe sees the files its generation sees: the directory it writes
+ * to is one of the host's ReadWritePaths=. */
+static void test_ready_exec_probe_runs_as_the_host_in_its_leaf(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    open_path_to_state(d);
+    char shared[64], script[128], out[160];
+    make_shared_dir(d, shared, sizeof(shared));
+    snprintf(script, sizeof(script), "%s/probe.sh", shared);
+    snprintf(out, sizeof(out), "%s/probe.out", shared);
+    write_script(d, script,
+                 "#!/bin/sh\n"
+                 "{ echo \"uid=$(id -u)\"; echo \"gen=$ACTIVATOR_GENERATION\";\n"
+                 "  echo \"env=$PROBE_MARK\"; cat /proc/self/cgroup; } > \"$PROBE_OUT.tmp\"\n"
+                 "mv \"$PROBE_OUT.tmp\" \"$PROBE_OUT\"\n");
+    int port = dh_free_port();
+    dh_write_host(d, "probed",
+                  "[Host]\n"
+                  "Exec=act-e2e-app\n"
+                  "User=%d\n"
+                  "Group=%d\n"
+                  "Environment=PROBE_OUT=%s PROBE_MARK=from-the-host-file\n"
+                  "Ready=exec:%s\n"
+                  "ReadWritePaths=%s\n"
+                  "ReadyTimeoutSec=10\n"
+                  "StopTimeoutSec=1\n"
+                  "[Listen]\n"
+                  "ListenStream=127.0.0.1:%d\n",
+                  HOST_UID, HOST_UID, out, script, shared, port);
+    dh_stage(d, "probed", "v1", true, NULL);
+    dh_start(d, NULL);
+    dh_served served = dh_wake(d, "probed");
+
+    char *text = dh_read_text(out);
+    DH_CHECK(d, text, "the probe wrote nothing to %s", out);
+    char expected_leaf[64];
+    snprintf(expected_leaf, sizeof(expected_leaf), "/hosts/probed/g-%" PRIu64 "\n",
+             served.generation);
+    char expected_gen[32];
+    snprintf(expected_gen, sizeof(expected_gen), "gen=%" PRIu64 "\n", served.generation);
+    bool as_host = strstr(text, "uid=65534\n") != NULL;
+    bool in_leaf = strstr(text, expected_leaf) != NULL;
+    bool with_env = strstr(text, expected_gen) && strstr(text, "env=from-the-host-file\n");
+    char copy[2048];
+    snprintf(copy, sizeof(copy), "%s", text);
+    free(text);
+    DH_CHECK(d, as_host, "the probe did not run as uid %d: %s", HOST_UID, copy);
+    DH_CHECK(d, in_leaf, "the probe did not run in the leaf %s: %s", expected_leaf, copy);
+    DH_CHECK(d, with_env, "the probe did not get the generation's environment: %s", copy);
+
+    dh_stop_and_check_clean(d);
+    unlink(out);
+    unlink(script);
+    rmdir(shared);
+}
+
+
+static size_t count_occurrences(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *at = text; (at = strstr(at, needle)); at += strlen(needle))
+        n++;
+    return n;
+}
+
+/* errno of a notify datagram to path sent as uid (0: it went through). */
+static int send_as(const char *path, uid_t uid)
+{
+    pid_t child = fork();
+    if (child == 0) {
+        if (setgroups(0, NULL) < 0 || setgid(uid) < 0 || setuid(uid) < 0)
+            _exit(100);
+        struct sockaddr_un address = {.sun_family = AF_UNIX};
+        snprintf(address.sun_path, sizeof(address.sun_path), "%s", path);
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            _exit(101);
+        if (sendto(fd, "READY=1", 7, 0, (struct sockaddr *)&address, sizeof(address)) < 0)
+            _exit(errno);
+        _exit(0);
+    }
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
+static void test_notify_socket_is_the_hosts_alone(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    open_path_to_state(d);
+    int port = dh_free_port();
+    dh_write_host(d, "notified",
+                  "[Host]\n"
+                  "Exec=act-e2e-app\n"
+                  "User=%d\n"
+                  "Group=%d\n"
+                  "Ready=notify\n"
+                  "ReadyTimeoutSec=10\n"
+                  "StopTimeoutSec=1\n"
+                  "[Listen]\n"
+                  "ListenStream=127.0.0.1:%d\n",
+                  HOST_UID, HOST_UID, port);
+    dh_stage(d, "notified", "v1", true, NULL);
+    dh_start(d, NULL);
+    /* Ready through the socket: the host's user got in. */
+    dh_served served = dh_wake(d, "notified");
+
+    char directory[256], socket_path[100];
+    snprintf(directory, sizeof(directory), "%s/notify/notified", d->drv.runtime_dir);
+    DH_CHECK(d,
+             snprintf(socket_path, sizeof(socket_path), "%s/g-%" PRIu64, directory,
+                      served.generation) < (int)sizeof(socket_path),
+             "the socket's path is too long");
+    struct stat st;
+    DH_CHECK(d, stat(directory, &st) == 0 && st.st_uid == HOST_UID && (st.st_mode & 0777) == 0700,
+             "%s: uid %u mode %o, expected %d and 700", directory, (unsigned)st.st_uid,
+             (unsigned)(st.st_mode & 0777), HOST_UID);
+    /* Others may pass through the daemon's own directories: only the
+     * host's directory keeps them out. */
+    chmod(d->drv.runtime_dir, 0711);
+    char notify_root[PATH_MAX];
+    snprintf(notify_root, sizeof(notify_root), "%s/notify", d->drv.runtime_dir);
+    chmod(notify_root, 0755);
+    int other = send_as(socket_path, HOST_UID - 1);
+    DH_CHECK(d, other == EACCES, "uid %d sending to %s: %s, expected EACCES", HOST_UID - 1,
+             socket_path, other > 0 ? strerror(other) : "it went through");
+
+    /* From outside the generation (this test, as root): heard, refused,
+     * counted, logged once. WATCHDOG=trigger would retire it if it
+     * counted. */
+    for (int i = 0; i < 5; i++)
+        DH_CHECK(d, send_as(socket_path, 0) == 0, "root cannot send to %s", socket_path);
+    int sent = 0;
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    snprintf(address.sun_path, sizeof(address.sun_path), "%s", socket_path);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    for (int i = 0; i < 5; i++)
+        sent += sendto(fd, "WATCHDOG=trigger", 16, 0, (struct sockaddr *)&address,
+                       sizeof(address)) == 16;
+    close(fd);
+    DH_CHECK(d, sent == 5, "sent %d of 5 datagrams", sent);
+    uint64_t refused = 0;
+    for (int i = 0; i < 100 && refused < 10; i++) {
+        json_object *status = dh_status(d, "notified");
+        refused = dh_json_u64(status, "notify_refused");
+        json_object_put(status);
+        dd_sleep_ms(20);
+    }
+    json_object *status = dh_status(d, "notified");
+    bool serving = strcmp(dh_json_str(status, "state"), "serving") == 0 &&
+                   dh_json_u64(status, "generation") == served.generation;
+    json_object_put(status);
+    DH_CHECK(d, refused == 10, "status says %" PRIu64 " datagrams refused, expected 10", refused);
+    DH_CHECK(d, serving, "the generation did not go on serving after datagrams from outside it");
+    char *log = dh_read_text(d->drv.log_path);
+    size_t lines = log ? count_occurrences(log, "ignoring a notify datagram") : 0;
+    free(log);
+    DH_CHECK(d, lines == 1, "the refusals were logged %zu times, expected once", lines);
+    dh_stop_and_check_clean(d);
+}
+
+/* Runs `status` n times in a row; the latencies in ms, sorted. */
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void time_status(dh_daemon *d, double *ms, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t start = now_us();
+        json_object *status = dh_status(d, "calm");
+        ms[i] = (double)(now_us() - start) / 1000.0;
+        json_object_put(status);
+    }
+    qsort(ms, n, sizeof(*ms), compare_double);
+}
+
+#define STATUS_SAMPLES 200
+
+static void test_a_notify_flood_leaves_the_daemon_answering(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    /* The host's own process floods its socket for 10 s, beside the app. */
+    dh_add_app_host(d, "flood", NULL, "ExecReplicate=" DH_NOTIFY_FLOOD " 10\n");
+    dh_add_app_host(d, "calm", NULL, NULL);
+    dh_start(d, NULL);
+    dh_wake(d, "calm");
+
+    static double idle[STATUS_SAMPLES], flooded[STATUS_SAMPLES];
+    time_status(d, idle, STATUS_SAMPLES);
+    dh_wake(d, "flood");
+    uint64_t flood_started = dd_now_ms();
+    time_status(d, flooded, STATUS_SAMPLES);
+    /* The other host wakes and parks as ever meanwhile. */
+    dh_park(d, "calm");
+    dh_wake(d, "calm");
+    bool within_flood = dd_now_ms() - flood_started < 9000;
+    double idle_p50 = idle[STATUS_SAMPLES / 2], idle_p99 = idle[STATUS_SAMPLES * 99 / 100];
+    double flood_p50 = flooded[STATUS_SAMPLES / 2];
+    double flood_p99 = flooded[STATUS_SAMPLES * 99 / 100];
+    print_message("status latency: idle p50 %.2f ms p99 %.2f ms; during the flood p50 %.2f ms "
+                  "p99 %.2f ms\n",
+                  idle_p50, idle_p99, flood_p50, flood_p99);
+
+    /* Proof that it was a flood: what the flooder says it sent. */
+    char output[PATH_MAX];
+    snprintf(output, sizeof(output), "%s/hosts/flood/log/output.log", d->drv.state_dir);
+    char *text = NULL;
+    for (int i = 0; i < 150 && !(text && strstr(text, "act-notify-flood: sent")); i++) {
+        free(text);
+        dd_sleep_ms(100);
+        text = dh_read_text(output);
+    }
+    unsigned long long sent = 0;
+    const char *line = text ? strstr(text, "act-notify-flood: sent ") : NULL;
+    if (line)
+        sent = strtoull(line + strlen("act-notify-flood: sent "), NULL, 10);
+    free(text);
+    print_message("the flooder sent %llu datagrams\n", sent);
+    DH_CHECK(d, within_flood, "the samples outlasted the flood; the test measured nothing");
+    DH_CHECK(d, sent > 10000, "the flooder sent only %llu datagrams", sent);
+    /* Generous: a shared machine's noise, not a benchmark (bench/ has the
+     * ratio); a loop starved by the flood would take seconds. */
+    DH_CHECK(d, flood_p99 < 10 * idle_p99 + 50,
+             "status p99 %.2f ms during the flood against %.2f ms idle", flood_p99, idle_p99);
+    json_object *status = dh_status(d, "flood");
+    bool serving = strcmp(dh_json_str(status, "state"), "serving") == 0;
+    json_object_put(status);
+    DH_CHECK(d, serving, "the flooding host stopped serving");
+    dh_stop_and_check_clean(d);
+}
+
+static void test_the_log_file_rotates_by_size(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, "HostLogMaxSize=64K\n");
+    char shared[64], script[128];
+    make_shared_dir(d, shared, sizeof(shared));
+    snprintf(script, sizeof(script), "%s/chatty.sh", shared);
+    /* 300 KB of output from inside the generation, then ready. */
+    write_script(d, script,
+                 "#!/bin/sh\n"
+                 "i=0\n"
+                 "while [ $i -lt 3000 ]; do\n"
+                 "  echo \"chatty line $i: 0123456789012345678901234567890123456789012345678901234567890123456789012345678\"\n"
+                 "  i=$((i + 1))\n"
+                 "done\n");
+    char ready[256];
+    snprintf(ready, sizeof(ready), "Ready=exec:%s\nReadyTimeoutSec=20\n", script);
+    dh_add_app_host(d, "chatty", NULL, ready);
+    dh_start(d, NULL);
+    dh_wake(d, "chatty");
+
+    char current[PATH_MAX], rotated[PATH_MAX];
+    snprintf(current, sizeof(current), "%s/hosts/chatty/log/output.log", d->drv.state_dir);
+    snprintf(rotated, sizeof(rotated), "%s/hosts/chatty/log/output.log.1", d->drv.state_dir);
+    struct stat st;
+    bool rotated_seen = false;
+    for (int i = 0; i < 50 && !rotated_seen; i++) {
+        dd_sleep_ms(100);
+        rotated_seen = stat(rotated, &st) == 0;
+    }
+    DH_CHECK(d, rotated_seen, "%s did not appear", rotated);
+    DH_CHECK(d, st.st_size >= 64 * 1024, "%s holds %lld bytes, less than the 64K it rotated at",
+             rotated, (long long)st.st_size);
+    char *old = dh_read_text(rotated);
+    bool has_lines = old && strstr(old, "chatty line 2999:");
+    free(old);
+    DH_CHECK(d, has_lines, "%s lacks the host's last line", rotated);
+    DH_CHECK(d, stat(current, &st) == 0 && st.st_size < 64 * 1024,
+             "%s was not emptied by the rotation (%lld bytes)", current, (long long)st.st_size);
+    /* Not a line of it in the daemon's own output. */
+    char *log = dh_read_text(d->drv.log_path);
+    bool leaked = log && strstr(log, "chatty line");
+    free(log);
+    DH_CHECK(d, !leaked, "the host's output reached the daemon's own stream");
+    dh_stop_and_check_clean(d);
+    unlink(script);
+    rmdir(shared);
+}
+
+static int connect_tcp(int port)
+{
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&address, sizeof(address)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* What a connection is told, whole (the server closes it after answering). */
+static void read_answer(int fd, char *out, size_t size)
+{
+    struct timeval timeout = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    size_t used = 0;
+    ssize_t n;
+    while (used + 1 < size && (n = read(fd, out + used, size - 1 - used)) > 0)
+        used += (size_t)n;
+    out[used] = '\0';
+}
+
+#define MAX_METRICS_CONNECTIONS 16 /* MET_MAX_CONNECTIONS */
+
+static void test_the_metrics_server_holds_its_connection_bound(void **state)
+{
+    dh_daemon *d = *state;
+    int port = dh_free_port();
+    char conf[64];
+    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", port);
+    dh_setup(d, DH_STORE_DIR, conf);
+    dh_start(d, NULL);
+
+    /* Connections that never send a request hold their slots. */
+    int idle[MAX_METRICS_CONNECTIONS];
+    for (int i = 0; i < MAX_METRICS_CONNECTIONS; i++) {
+        idle[i] = connect_tcp(port);
+        DH_CHECK(d, idle[i] >= 0, "connection %d to the metrics port: %s", i, strerror(errno));
+    }
+    /* The control socket answers meanwhile, and the daemon has taken them. */
+    json_object *reply = dh_request(d, 5000, "{\"v\":1,\"op\":\"status\"}");
+    DH_CHECK(d, dh_reply_ok(reply), "status failed while the metrics slots were full");
+    json_object_put(reply);
+    char answer[4096];
+    int over = connect_tcp(port);
+    DH_CHECK(d, over >= 0, "the connection over the bound was not even accepted");
+    read_answer(over, answer, sizeof(answer));
+    close(over);
+    DH_CHECK(d, strstr(answer, "503"), "a connection over the bound was answered: %s", answer);
+
+    /* One slot freed: a scrape goes through, and counts the refusal. */
+    close(idle[0]);
+    char body[65536] = "";
+    for (int i = 0; i < 50 && !strstr(body, "200 OK"); i++) {
+        dd_sleep_ms(20);
+        int fd = connect_tcp(port);
+        if (fd < 0)
+            continue;
+        static const char request[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+        (void)!write(fd, request, sizeof(request) - 1);
+        read_answer(fd, body, sizeof(body));
+        close(fd);
+    }
+    DH_CHECK(d, strstr(body, "200 OK"), "no scrape went through a freed slot: %.200s", body);
+    DH_CHECK(d, strstr(body, "activator_metrics_connections_refused_total 1\n"),
+             "the refusal is not counted: %.4000s", body);
+    /* A connection that never sends its request is closed within its 5 s,
+     * so idle ones cannot hold the slots for good. */
+    for (int i = 1; i < MAX_METRICS_CONNECTIONS; i++) {
+        struct timeval timeout = {.tv_sec = 8};
+        setsockopt(idle[i], SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+        char byte;
+        ssize_t n = read(idle[i], &byte, 1);
+        DH_CHECK(d, n == 0, "idle metrics connection %d was not closed by the server (%zd: %s)",
+                 i, n, n < 0 ? strerror(errno) : "data");
+        close(idle[i]);
+    }
+    dh_stop_and_check_clean(d);
+}
+
+int main(void)
+{
+    int r = dh_check_can_run("daemon-surfaces", DH_STORE_DIR);
+    if (r)
+        return r;
+    const struct CMUnitTest tests[] = {
+        DH_TEST(test_ready_exec_probe_runs_as_the_host_in_its_leaf),
+        DH_TEST(test_notify_socket_is_the_hosts_alone),
+        DH_TEST(test_a_notify_flood_leaves_the_daemon_answering),
+        DH_TEST(test_the_log_file_rotates_by_size),
+        DH_TEST(test_the_metrics_server_holds_its_connection_bound),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
