@@ -267,6 +267,40 @@ static void test_a_probe_past_its_deadline_rolls_back(void **state)
     remove_checkpoints();
 }
 
+/* The probe's health check fails after its publication: the claim named
+ * box-2 serving for a moment, and the move still rolls back to box-1. */
+static void test_a_probe_that_fails_its_health_check_rolls_back(void **state)
+{
+    fl_fleet *fl = *state;
+    setup_fleet(fl, 2);
+    int port = fl_add_host(fl, "web", "--counter", MOVE_HOST_LINES);
+    dh_write_app_host_at(&fl->boxes[1], "web", fl_box_address(1), port, "--counter",
+                         MOVE_HOST_LINES "HealthCheck=tcp:127.0.0.3:1\nReadyTimeoutSec=1\n");
+    fl_assign(fl, "web", fl_box_name(0));
+    fl_start(fl);
+    DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == 1, "box-1 does not count");
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+    fl_overlap_start(fl, "web");
+    char out[8192];
+    int status = ctl(fl, -1, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
+    DH_CHECK(&fl->boxes[1], status == 1 && strstr(out, "unhealthy") &&
+                                strstr(out, "runs on box box-1"),
+             "move web box-2: %d %s", status, out);
+    long counter = -1;
+    for (int tries = 0; tries < 200 && counter < 0; tries++) {
+        counter = counter_at(fl, 0, port);
+        if (counter < 0)
+            usleep(25 * 1000);
+    }
+    DH_CHECK(&fl->boxes[0], counter == 2, "box-1 answers %ld after the rollback", counter);
+    size_t most = fl_overlap_stop(fl, NULL);
+    DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once", most);
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        dh_stop_and_check_clean(&fl->boxes[i]);
+    remove_checkpoints();
+}
+
 /* Appends a byte to checkpoint id's archive: its SHA-256 no longer fits. */
 static void tamper(const char *host, const char *id)
 {
@@ -523,6 +557,7 @@ int main(void)
         FL_TEST(test_move_under_a_client_keeps_the_counter_and_never_runs_twice),
         FL_TEST(test_a_probe_that_crashes_rolls_back_to_the_same_counter),
         FL_TEST(test_a_probe_past_its_deadline_rolls_back),
+        FL_TEST(test_a_probe_that_fails_its_health_check_rolls_back),
         FL_TEST(test_a_tampered_checkpoint_is_refused_and_rolled_back),
         FL_TEST(test_what_cannot_move_is_refused_with_nothing_changed),
         FL_TEST(test_force_moves_off_a_dead_box_from_its_last_checkpoint),
