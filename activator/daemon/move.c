@@ -478,8 +478,11 @@ static int on_step(sd_event_source *source, void *userdata)
 }
 
 /* The probe ended without serving. Waiting is right when the claim or the
- * box is not ready yet (the next claim or proof brings the probe again);
- * anything else is the probe's failure, and the move rolls back. */
+ * box is not ready yet, since what it waits for brings the probe again: a
+ * claim (another writer's, the source's release, the store's heal) or a
+ * proof (PROVEN). Anything else is the probe's failure (a busy box's start
+ * budget included: it waited StartBudgetWaitSec= already), and the move
+ * rolls back. */
 static void probe_ended(ad_move *m, pl_reason reason)
 {
     if (m->timed_out) {
@@ -493,7 +496,6 @@ static void probe_ended(ad_move *m, pl_reason reason)
     case PL_REASON_UNPROVEN_STOP:
     case PL_REASON_STORE_UNAVAILABLE:
     case PL_REASON_CLAIM_CHANGED:
-    case PL_REASON_BUDGET:
         return;
     default:
         break;
