@@ -19,7 +19,7 @@
 #   - apt-get purge removes /etc/activator and /var/lib/activator.
 # TESTAPP is act-testapp, staged as the demo host's build.
 set -eu
-source_dir=$1 testapp=$2
+source_dir=$(realpath "$1") testapp=$(realpath "$2")
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "skip: building the package's maintainer scripts and booting a container need root"
