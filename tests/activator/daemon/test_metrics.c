@@ -116,7 +116,7 @@ static void test_wake_moves_the_counters(void **state)
  * when the daemon does not export it. */
 static const char *family_type(const body *scraped, const char *name, char *type, size_t size)
 {
-    char prefix[160];
+    char prefix[256];
     snprintf(prefix, sizeof(prefix), "# TYPE %s ", name);
     const char *at = scraped->text;
     while ((at = strstr(at, prefix))) {
