@@ -112,6 +112,55 @@ static void test_wake_moves_the_counters(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* The sum of a family's series (its "name{" lines). */
+static double family_sum(const body *scraped, const char *name)
+{
+    char prefix[160];
+    snprintf(prefix, sizeof(prefix), "\n%s{", name);
+    double sum = 0;
+    for (const char *at = scraped->text; (at = strstr(at, prefix)); at++) {
+        const char *value = strstr(at + 1, "} ");
+        if (value)
+            sum += strtod(value + 2, NULL);
+    }
+    return sum;
+}
+
+/* A swap that is done, and a wake whose only start fails (a failure park),
+ * each move their counters. */
+static void test_swaps_and_failure_parks_are_counted(void **state)
+{
+    dh_daemon *d = *state;
+    int metrics_port = dh_free_port();
+    char conf[64];
+    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
+    dh_setup(d, DH_STORE_DIR, conf);
+    dh_add_app_host(d, "demo", NULL, NULL);
+    dh_add_app_host(d, "broken", "--exit-immediately 3", "MaxStarts=1\n");
+    dh_start(d, NULL);
+
+    dh_wake(d, "demo");
+    dh_stage(d, "demo", "v2", false, NULL);
+    json_object *reply =
+        dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}");
+    DH_CHECK(d, dh_reply_ok(reply), "the swap did not serve: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    reply = dh_wake_reply(d, "broken", 30000);
+    DH_CHECK(d, !dh_reply_ok(reply), "a build that exits at once served: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+
+    body *scraped = calloc(1, sizeof(*scraped));
+    scrape(d, metrics_port, scraped);
+    DH_CHECK(d, sample(d, scraped, "activator_swaps_total{outcome=\"done\",reason=\"none\"}") == 1,
+             "the swap is not counted:\n%s", scraped->text);
+    DH_CHECK(d, family_sum(scraped, "activator_failure_parks_total") >= 1,
+             "the failed wake is not counted as a failure park:\n%s", scraped->text);
+    free(scraped);
+    dh_stop_and_check_clean(d);
+}
+
 /* The type of family name in the scraped text ("counter", ...), or NULL
  * when the daemon does not export it. */
 static const char *family_type(const body *scraped, const char *name, char *type, size_t size)
@@ -255,6 +304,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         DH_TEST(test_wake_moves_the_counters),
         DH_TEST(test_dashboard_queries_exported_metrics),
+        DH_TEST(test_swaps_and_failure_parks_are_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
