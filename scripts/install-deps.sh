@@ -26,7 +26,7 @@ packages=(
   # the manual pages (scdoc source, roff built at build time)
   scdoc
   # the Debian package (scripts/package.sh) and its checks
-  debhelper dpkg-dev fakeroot lintian
+  debhelper dpkg-dev lintian
 )
 
 missing=()
