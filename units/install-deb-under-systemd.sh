@@ -143,9 +143,9 @@ log activatord --check-config && ok check-config || fail check-config "see comma
 log systemctl start activatord
 [ "$(systemctl is-active activatord)" = active ] && ok started ||
     fail started "is-active says $(systemctl is-active activatord)"
-version=$(activatorctl --no-color version 2>&1)
+version=$(activatorctl --no-color version 2>&1) && answered=yes || answered=
 echo "$version" >>/results/commands.txt
-case $version in *activatord*) ok version-answers ;; *) fail version-answers "$version" ;; esac
+case $answered$version in yes*"(box deb-box)"*) ok version-answers ;; *) fail version-answers "$version" ;; esac
 
 for page in 1:activatorctl 8:activatord 5:activatord.conf; do
     text=$(MANPAGER=cat MANWIDTH=80 man "${page%%:*}" "${page#*:}" 2>/results/man-errors.txt)
@@ -174,6 +174,9 @@ now=$(systemctl show -p MainPID --value activatord)
 if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then ok upgrade-keeps-app; else
     fail upgrade-keeps-app "app pid $pid is gone"; fi
 case $(get) in *"pid=$pid"*) ok upgrade-app-answers ;; *) fail upgrade-app-answers "no answer from pid $pid" ;; esac
+version=$(activatorctl --no-color version 2>&1)
+echo "$version" >>/results/commands.txt
+case $version in *", 1 by handover"*) ok upgrade-was-handover ;; *) fail upgrade-was-handover "$version" ;; esac
 
 echo "+ apt-get remove" >>/results/commands.txt
 log apt-get remove -y activator && ok removed || fail removed "see commands.txt"
