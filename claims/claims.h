@@ -381,6 +381,15 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(claim_store *, claims_store_free)
 /* "dir" or "etcd", for messages. */
 const char *claims_store_kind(const claim_store *store);
 
+/* Told on the loop when an asynchronous read, cas, delete or list completes,
+ * just before its callback: which ("read", "cas", "delete", "list"), how long
+ * it took from the call (CLOCK_MONOTONIC, in microseconds) and its result as
+ * the callback gets it. For metrics; it must not call the store. NULL stops
+ * it. Calls made before it was set are not told. */
+typedef void (*claims_observe_fn)(const char *operation, uint64_t duration_usec, int result,
+                                  void *userdata);
+void claims_store_set_observer(claim_store *store, claims_observe_fn fn, void *userdata);
+
 /* Synchronous calls, for the CLI and tests. They run the store's private
  * event loop (never the attached one) until the call completes or times out. */
 

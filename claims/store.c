@@ -1,6 +1,7 @@
 /* The store front: URL dispatch, argument checks at the edge, and the bridges
  * that give every backend both a synchronous and an asynchronous face. */
 #include <assert.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,6 +93,114 @@ static void deferred_unlink(claims_deferred *call)
     }
 }
 
+/* An observed call: the caller's callback, wrapped so that the observer
+ * hears of it first. Linked in the store until it completes, so that a store
+ * freed with calls in flight (which then never call back) frees these too. */
+typedef struct claims_timed {
+    struct claims_timed *next, **prev;
+    claim_store *store;
+    const char *operation;
+    uint64_t started_usec;
+    union {
+        claims_read_fn read;
+        claims_cas_fn cas;
+        claims_list_fn list;
+    } fn;
+    void *userdata;
+} claims_timed;
+
+static uint64_t now_usec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+void claims_store_set_observer(claim_store *store, claims_observe_fn fn, void *userdata)
+{
+    assert(store);
+    store->observe = fn;
+    store->observe_userdata = userdata;
+}
+
+/* NULL when nothing observes: the call then goes straight to its callback. */
+static claims_timed *timed_new(claim_store *store, const char *operation, void *userdata)
+{
+    if (!store->observe)
+        return NULL;
+    claims_timed *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL; /* unobserved rather than failed */
+    *t = (claims_timed){
+        .store = store, .operation = operation, .started_usec = now_usec(), .userdata = userdata};
+    t->next = store->timed;
+    if (t->next)
+        t->next->prev = &t->next;
+    t->prev = &store->timed;
+    store->timed = t;
+    return t;
+}
+
+static void timed_unlink(claims_timed *t)
+{
+    *t->prev = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+}
+
+/* Unlinks and tells the observer; the caller calls back, then frees t. */
+static void timed_complete(claims_timed *t, int result)
+{
+    timed_unlink(t);
+    uint64_t now = now_usec();
+    if (t->store->observe)
+        t->store->observe(t->operation, now > t->started_usec ? now - t->started_usec : 0, result,
+                          t->store->observe_userdata);
+}
+
+/* A call that could not start never calls back. */
+static int timed_started(claims_timed *t, int r)
+{
+    if (t && r < 0) {
+        timed_unlink(t);
+        free(t);
+    }
+    return r;
+}
+
+static void timed_on_read(claim_store *store, int result, const claim *c, const act_error *err,
+                          void *userdata)
+{
+    claims_timed *t = userdata;
+    timed_complete(t, result);
+    claims_read_fn fn = t->fn.read;
+    void *caller = t->userdata;
+    free(t);
+    fn(store, result, c, err, caller);
+}
+
+static void timed_on_cas(claim_store *store, int result, uint64_t new_revision,
+                         const claim *current, const act_error *err, void *userdata)
+{
+    claims_timed *t = userdata;
+    timed_complete(t, result);
+    claims_cas_fn fn = t->fn.cas;
+    void *caller = t->userdata;
+    free(t);
+    fn(store, result, new_revision, current, err, caller);
+}
+
+static void timed_on_list(claim_store *store, int result, claim *claims, size_t n,
+                          uint64_t revision, const act_error *err, void *userdata)
+{
+    claims_timed *t = userdata;
+    timed_complete(t, result);
+    claims_list_fn fn = t->fn.list;
+    void *caller = t->userdata;
+    free(t);
+    fn(store, result, claims, n, revision, err, caller);
+}
+
 void claims_store_free(claim_store *store)
 {
     if (!store)
@@ -99,6 +208,11 @@ void claims_store_free(claim_store *store)
     /* First the workers: the calls made run to their end, and none
      * completes (calls back) after this. */
     act_offload_free(store->offload);
+    while (store->timed) {
+        claims_timed *t = store->timed;
+        timed_unlink(t);
+        free(t);
+    }
     while (store->deferred) {
         claims_deferred *call = store->deferred;
         deferred_unlink(call);
@@ -529,8 +643,8 @@ int claims_store_attach_event(claim_store *store, sd_event *event, act_error *er
     return 0;
 }
 
-int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, void *userdata,
-                      act_error *err)
+static int claims_read_async_untimed(claim_store *store, const char *host, claims_read_fn fn,
+                                     void *userdata, act_error *err)
 {
     assert(store);
     assert(fn);
@@ -544,8 +658,9 @@ int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, v
     return defer_call(store, &call, err);
 }
 
-int claims_cas_async(claim_store *store, const char *host, uint64_t expected_revision,
-                     const claim *c, claims_cas_fn fn, void *userdata, act_error *err)
+static int claims_cas_async_untimed(claim_store *store, const char *host,
+                                    uint64_t expected_revision, const claim *c, claims_cas_fn fn,
+                                    void *userdata, act_error *err)
 {
     assert(store);
     assert(c);
@@ -564,8 +679,9 @@ int claims_cas_async(claim_store *store, const char *host, uint64_t expected_rev
     return defer_call(store, &call, err);
 }
 
-int claims_delete_async(claim_store *store, const char *host, uint64_t expected_revision,
-                        claims_cas_fn fn, void *userdata, act_error *err)
+static int claims_delete_async_untimed(claim_store *store, const char *host,
+                                       uint64_t expected_revision, claims_cas_fn fn, void *userdata,
+                                       act_error *err)
 {
     assert(store);
     assert(fn);
@@ -664,8 +780,9 @@ static void complete_list(claims_deferred *base)
  * ".list"): a list does not overtake another. */
 #define LIST_LANE ".list"
 
-int claims_list_async(claim_store *store, claims_problem_fn problem, void *problem_userdata,
-                      claims_list_fn fn, void *userdata, act_error *err)
+static int claims_list_async_untimed(claim_store *store, claims_problem_fn problem,
+                                     void *problem_userdata, claims_list_fn fn, void *userdata,
+                                     act_error *err)
 {
     assert(store);
     assert(fn);
@@ -701,4 +818,55 @@ int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_
     if (r < 0)
         return r;
     return store->ops->watch_start(store, store->attached, from_revision, fn, userdata, out, err);
+}
+
+int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, void *userdata,
+                      act_error *err)
+{
+    assert(store);
+    assert(fn);
+    claims_timed *t = timed_new(store, "read", userdata);
+    if (!t)
+        return claims_read_async_untimed(store, host, fn, userdata, err);
+    t->fn.read = fn;
+    return timed_started(t, claims_read_async_untimed(store, host, timed_on_read, t, err));
+}
+
+int claims_cas_async(claim_store *store, const char *host, uint64_t expected_revision,
+                     const claim *c, claims_cas_fn fn, void *userdata, act_error *err)
+{
+    assert(store);
+    assert(fn);
+    claims_timed *t = timed_new(store, "cas", userdata);
+    if (!t)
+        return claims_cas_async_untimed(store, host, expected_revision, c, fn, userdata, err);
+    t->fn.cas = fn;
+    return timed_started(
+        t, claims_cas_async_untimed(store, host, expected_revision, c, timed_on_cas, t, err));
+}
+
+int claims_delete_async(claim_store *store, const char *host, uint64_t expected_revision,
+                        claims_cas_fn fn, void *userdata, act_error *err)
+{
+    assert(store);
+    assert(fn);
+    claims_timed *t = timed_new(store, "delete", userdata);
+    if (!t)
+        return claims_delete_async_untimed(store, host, expected_revision, fn, userdata, err);
+    t->fn.cas = fn;
+    return timed_started(
+        t, claims_delete_async_untimed(store, host, expected_revision, timed_on_cas, t, err));
+}
+
+int claims_list_async(claim_store *store, claims_problem_fn problem, void *problem_userdata,
+                      claims_list_fn fn, void *userdata, act_error *err)
+{
+    assert(store);
+    assert(fn);
+    claims_timed *t = timed_new(store, "list", userdata);
+    if (!t)
+        return claims_list_async_untimed(store, problem, problem_userdata, fn, userdata, err);
+    t->fn.list = fn;
+    return timed_started(
+        t, claims_list_async_untimed(store, problem, problem_userdata, timed_on_list, t, err));
 }

@@ -93,6 +93,9 @@ struct claim_store {
     sd_event *private_loop;    /* created on first synchronous call of an async backend */
     claims_deferred *deferred; /* async calls of a sync backend not yet completed */
     act_offload *offload;      /* the workers that run them */
+    claims_observe_fn observe; /* claims_store_set_observer */
+    void *observe_userdata;
+    struct claims_timed *timed; /* observed calls not yet completed */
 };
 
 struct claims_watch {

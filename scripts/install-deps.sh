@@ -23,6 +23,10 @@ packages=(
   # bench-checkpoint's baseline: tar | zstd by hand
   tar zstd
   systemd-container debootstrap
+  # the manual pages (scdoc source, roff built at build time)
+  scdoc
+  # the Debian package (scripts/package.sh) and its checks
+  debhelper dpkg-dev lintian
 )
 
 missing=()

@@ -2,13 +2,17 @@
 # container-root.sh: prints the path of a Debian 12 root for the tests that
 # boot systemd in systemd-nspawn (boot-under-systemd.sh), making it first if
 # it is not there: debootstrap --variant=minbase with systemd and the
-# libraries the (sanitized) binaries link, about 80 s and 260 MB. It is kept
+# libraries the (sanitized) binaries link, about 80 s and 260 MB; man-db and
+# what the .deb depends on for the package's install test. It is kept
 # in /var/cache/activator-tests and reused while the package list is the
 # same. scripts/test.sh runs it before the tests, so that the download does
 # not run beside them.
 set -eu
 packages=systemd,systemd-sysv,dbus,curl,libnng1,libseccomp2,libcgroup2,libjson-c5,libinih1
 packages=$packages,libcurl4,libssl3,libarchive13,libasan8,libubsan1
+# The package's install test (install-deb-under-systemd.sh): what the .deb
+# depends on beyond the above, and man to render its manual pages.
+packages=$packages,libmbedtls14,man-db
 cache=/var/cache/activator-tests
 root=$cache/bookworm-$(printf '%s' "$packages" | sha256sum | cut -c1-12)
 if [ ! -e "$root/.complete" ]; then

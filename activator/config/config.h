@@ -137,6 +137,14 @@ int cfg_resolve_control_groups(const cfg_daemon *config, gid_t *control_gid, gid
  * not (its default is in force) or there is no such key. */
 unsigned cfg_daemon_key_line(const cfg_daemon *config, const char *key);
 
+/* The keys the parsers accept, in the order of their tables, for the checks
+ * that their documentation (activatord.conf(5)) and they agree: the name of
+ * the i-th key of the daemon's file or of a host file, with its section
+ * ("Activator"; "Host", "Listen" or "Limits") in *section; NULL past the
+ * last. */
+const char *cfg_daemon_key_at(size_t i, const char **section);
+const char *cfg_host_key_at(size_t i, const char **section);
+
 /* No limit: the value of a [Limits] size or count set to "infinity". */
 #define CFG_LIMIT_INFINITY UINT64_MAX
 

@@ -666,3 +666,12 @@ unsigned cfg_daemon_key_line(const cfg_daemon *config, const char *key)
             return config->key_lines[i];
     return 0;
 }
+
+const char *cfg_daemon_key_at(size_t i, const char **section)
+{
+    if (i >= N_KEYS)
+        return NULL;
+    if (section)
+        *section = daemon_keys[i].section;
+    return daemon_keys[i].name;
+}

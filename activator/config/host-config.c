@@ -763,3 +763,12 @@ int cfg_load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_hos
 {
     return load_host_at(dir_fd, dir, file_name, host, errors);
 }
+
+const char *cfg_host_key_at(size_t i, const char **section)
+{
+    if (i >= N_KEYS)
+        return NULL;
+    if (section)
+        *section = host_keys[i].section;
+    return host_keys[i].name;
+}

@@ -142,11 +142,14 @@ static int event_kind_of(const ad_host *host, const pl_wake_event *event)
     }
 }
 
+static const char *reason_label(pl_reason reason)
+{
+    return reason == PL_REASON_NONE ? "none" : pl_reason_to_string(reason);
+}
+
 static void count_wake(const met_daemon_metrics *metrics, const char *outcome, pl_reason reason)
 {
-    met_metric_add(
-        metrics->wakes,
-        MET_LABELS(outcome, reason == PL_REASON_NONE ? "none" : pl_reason_to_string(reason)), 1);
+    met_metric_add(metrics->wakes, MET_LABELS(outcome, reason_label(reason)), 1);
 }
 
 /* The counters a transition moves. The wake's start is kept on the host so
@@ -175,6 +178,27 @@ static void count_event(ad_host *host, const pl_wake_event *event)
         break;
     case PL_WAKE_EVENT_GAVE_UP:
         count_wake(metrics, "failed", event->reason);
+        met_metric_add(metrics->failure_parks, MET_LABELS(reason_label(event->reason)), 1);
+        break;
+    case PL_WAKE_EVENT_EXITED:
+        if (event->status != 0)
+            met_metric_add(metrics->failure_parks, MET_LABELS("exited"), 1);
+        break;
+    case PL_WAKE_EVENT_FAULTED:
+        met_metric_add(metrics->failure_parks, MET_LABELS(reason_label(event->reason)), 1);
+        break;
+    case PL_WAKE_EVENT_DEFERRED:
+        met_metric_add(metrics->failure_backoff_deferrals, NULL, 1);
+        break;
+    case PL_WAKE_EVENT_HELD:
+        met_metric_add(metrics->budget_deferrals, MET_LABELS(event->delay_usec ? "rate" : "slot"),
+                       1);
+        break;
+    case PL_WAKE_EVENT_SWAP_DONE:
+        met_metric_add(metrics->swaps, MET_LABELS("done", "none"), 1);
+        break;
+    case PL_WAKE_EVENT_SWAP_FAILED:
+        met_metric_add(metrics->swaps, MET_LABELS("failed", reason_label(event->reason)), 1);
         break;
     case PL_WAKE_EVENT_EXECUTED:
         met_metric_add(metrics->generations_started, NULL, 1);

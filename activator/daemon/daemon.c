@@ -128,6 +128,7 @@ static int open_store(ad_daemon *daemon, const char *probe_host, act_error *err)
     r = claims_store_attach_event(daemon->store, daemon->loop, err);
     if (r < 0)
         return r;
+    claims_store_set_observer(daemon->store, ad_telemetry_observe_store, daemon);
     /* READY=1 promises that the store answered: ask it once. */
     claim probe;
     if (probe_host) {

@@ -9,6 +9,10 @@
 #include "activator/metrics/server.h"
 #include "common/log.h"
 
+#ifndef ACTIVATOR_VERSION
+#define ACTIVATOR_VERSION "unknown"
+#endif
+
 struct ad_telemetry {
     met_registry *registry;
     met_daemon_metrics families;
@@ -70,6 +74,18 @@ static void refresh(met_registry *metrics, void *userdata)
         met_metric_set(m->events_published, NULL, (double)ev_sequence(daemon->events));
 }
 
+/* claims_observe_fn: every asynchronous claim store call's duration. The
+ * store outlives nothing of the telemetry's, but may be opened first. */
+void ad_telemetry_observe_store(const char *operation, uint64_t duration_usec, int result,
+                                void *userdata)
+{
+    ad_daemon *daemon = userdata;
+    if (daemon->metrics)
+        met_metric_observe(daemon->metrics->store_duration,
+                           MET_LABELS(operation, result < 0 ? "error" : "ok"),
+                           (double)duration_usec / 1e6);
+}
+
 int ad_telemetry_open(ad_daemon *daemon, ctrl_observe_fn *observe, act_error *err)
 {
     assert(daemon && observe);
@@ -85,6 +101,8 @@ int ad_telemetry_open(ad_daemon *daemon, ctrl_observe_fn *observe, act_error *er
     if (r < 0)
         return r;
     daemon->metrics = &telemetry->families;
+    met_metric_set(telemetry->families.box_info, MET_LABELS(daemon->config.box, ACTIVATOR_VERSION),
+                   1);
     return ad_telemetry_listen(daemon, daemon->config.metrics_listen, &telemetry->server, err);
 }
 

@@ -3,6 +3,8 @@
  * counters are moved by the observers of transitions (announce.c). */
 #pragma once
 
+#include <stdint.h>
+
 #include "activator/control/control.h"
 #include "activator/daemon/context.h"
 #include "activator/metrics/server.h"
@@ -19,5 +21,9 @@ int ad_telemetry_listen(ad_daemon *daemon, const char *listen, met_server **out,
 /* Serves the metrics with server (taken; NULL: none) from now on; the old
  * server stops. */
 void ad_telemetry_replace(ad_daemon *daemon, met_server *server);
+/* claims_store_set_observer's observer (userdata: the daemon): each claim
+ * store call's duration into activator_store_operation_duration_seconds. */
+void ad_telemetry_observe_store(const char *operation, uint64_t duration_usec, int result,
+                                void *userdata);
 /* A host left the configuration: its gauges go from the metrics. */
 void ad_telemetry_forget_host(ad_daemon *daemon, const char *host);

@@ -9,6 +9,12 @@
 static const double wake_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                       1,     2.5,  5,     10,   30,  60,   180};
 
+/* Claim store calls: a dir store's fsync'd write takes milliseconds, an etcd
+ * round trip within a data centre about as long, one across regions or to a
+ * struggling cluster up to the store's 5 s timeout. */
+static const double store_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                       0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+
 int met_daemon_metrics_register(met_registry *m, met_daemon_metrics *out, act_error *err)
 {
     assert(m);
@@ -45,8 +51,30 @@ int met_daemon_metrics_register(met_registry *m, met_daemon_metrics *out, act_er
                             "Control requests by op and outcome.", MET_LABELS("op", "outcome"),
                             NULL, 0, &out->control_requests, err)) < 0 ||
         (r = met_add_family(m, MET_METRIC_COUNTER, "activator_metrics_connections_refused_total",
-                            "Metrics connections refused because the server held its bound.",
-                            NULL, NULL, 0, &out->metrics_refused, err)) < 0)
+                            "Metrics connections refused because the server held its bound.", NULL,
+                            NULL, 0, &out->metrics_refused, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_GAUGE, "activator_box_info",
+                            "Always 1: this daemon's box id and version.",
+                            MET_LABELS("box", "version"), NULL, 0, &out->box_info, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_swaps_total",
+                            "Swaps that ended, by outcome (done, failed) and reason code.",
+                            MET_LABELS("outcome", "reason"), NULL, 0, &out->swaps, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_failure_parks_total",
+                            "Failure parks: a wake that gave up, or a serving generation that "
+                            "failed, by reason code.",
+                            MET_LABELS("reason"), NULL, 0, &out->failure_parks, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_failure_backoff_deferrals_total",
+                            "Wakes that waited out the failure-park backoff first.", NULL, NULL, 0,
+                            &out->failure_backoff_deferrals, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_budget_deferrals_total",
+                            "Starts held by a budget: the host's start rate (rate) or the box's "
+                            "MaxConcurrentStarts= (slot).",
+                            MET_LABELS("budget"), NULL, 0, &out->budget_deferrals, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_HISTOGRAM, "activator_store_operation_duration_seconds",
+                            "Claim store calls by operation (read, cas, delete, list) and outcome "
+                            "(ok, error): time from the call to its answer.",
+                            MET_LABELS("operation", "outcome"), store_buckets,
+                            ARRAY_SIZE(store_buckets), &out->store_duration, err)) < 0)
         return r;
     return 0;
 }

@@ -13,7 +13,20 @@
  *   activator_events_published_total              counter
  *   activator_control_requests_total{op,outcome}  counter: outcome "ok" or the error code
  *   activator_metrics_connections_refused_total   counter: scrapes refused over the
- *                                                 metrics server's connection bound */
+ *                                                 metrics server's connection bound
+ *   activator_box_info{box,version}               gauge: 1 (join on instance for the box id)
+ *   activator_swaps_total{outcome,reason}         counter: outcome done|failed
+ *   activator_failure_parks_total{reason}         counter: wakes that gave up, serving
+ *                                                 generations that failed ("exited": a
+ *                                                 non-zero exit)
+ *   activator_failure_backoff_deferrals_total     counter: wakes that waited out the backoff
+ *   activator_budget_deferrals_total{budget}      counter: budget rate|slot
+ *   activator_store_operation_duration_seconds{operation,outcome}
+ *                                                 histogram: claim store calls, operation
+ *                                                 read|cas|delete|list, outcome ok|error
+ *
+ * contrib/grafana-dashboard.json queries these; a test checks each of its
+ * queries names one. */
 #pragma once
 
 #include "activator/metrics/metrics.h"
@@ -30,6 +43,12 @@ typedef struct met_daemon_metrics {
     met_metric *events_published;
     met_metric *control_requests;
     met_metric *metrics_refused;
+    met_metric *box_info;
+    met_metric *swaps;
+    met_metric *failure_parks;
+    met_metric *failure_backoff_deferrals;
+    met_metric *budget_deferrals;
+    met_metric *store_duration;
 } met_daemon_metrics;
 
 int met_daemon_metrics_register(met_registry *metrics, met_daemon_metrics *out, act_error *err);

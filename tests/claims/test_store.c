@@ -654,6 +654,102 @@ static void dir_async_calls_do_not_block_the_loop(void **state)
     sd_event_unref(b.event);
 }
 
+/* claims_store_set_observer: each asynchronous call is told to the
+ * observer with its operation, a duration and its result, before its own
+ * callback runs; a call still in flight when the store is freed is freed
+ * with it (ASan would see a leak otherwise). */
+typedef struct observed {
+    char operations[8][8];
+    int results[8];
+    size_t n;
+    size_t callbacks;
+    bool observer_first;
+} observed;
+
+static void on_observe(const char *operation, uint64_t duration_usec, int result, void *userdata)
+{
+    observed *o = userdata;
+    (void)duration_usec;
+    if (o->n < 8) {
+        snprintf(o->operations[o->n], sizeof(o->operations[0]), "%s", operation);
+        o->results[o->n] = result;
+    }
+    o->n++;
+}
+
+static void on_observed_read(claim_store *store, int result, const claim *c, const act_error *err,
+                             void *userdata)
+{
+    observed *o = userdata;
+    o->observer_first = o->n == o->callbacks + 1;
+    o->callbacks++;
+}
+
+static void on_observed_cas(claim_store *store, int result, uint64_t new_revision,
+                            const claim *current, const act_error *err, void *userdata)
+{
+    on_observed_read(store, result, NULL, err, userdata);
+}
+
+static void on_observed_list(claim_store *store, int result, claim *claims, size_t n,
+                             uint64_t revision, const act_error *err, void *userdata)
+{
+    free(claims);
+    on_observed_read(store, result, NULL, err, userdata);
+}
+
+static void observer_hears_every_async_call(void **state)
+{
+    char url[512];
+    sd_event *event = NULL;
+    claim_store *store = fixture_open_on_loop(&fixture, url, sizeof(url), NULL, &event);
+    act_error err = {0};
+    observed o = {0};
+    claims_store_set_observer(store, on_observe, &o);
+    claim c = fixture_claim("web1", 1);
+    assert_int_equal(claims_cas_async(store, "web1", 0, &c, on_observed_cas, &o, &err), 0);
+    for (int i = 0; i < 100 && o.callbacks < 1; i++)
+        assert_true(sd_event_run(event, 100 * 1000) >= 0);
+    assert_int_equal(claims_read_async(store, "web1", on_observed_read, &o, &err), 0);
+    for (int i = 0; i < 100 && o.callbacks < 2; i++)
+        assert_true(sd_event_run(event, 100 * 1000) >= 0);
+    /* A stale revision: the result the callback gets (CLAIMS_CHANGED). */
+    assert_int_equal(claims_cas_async(store, "web1", 0, &c, on_observed_cas, &o, &err), 0);
+    for (int i = 0; i < 100 && o.callbacks < 3; i++)
+        assert_true(sd_event_run(event, 100 * 1000) >= 0);
+    assert_int_equal(claims_list_async(store, NULL, NULL, on_observed_list, &o, &err), 0);
+    for (int i = 0; i < 100 && o.callbacks < 4; i++)
+        assert_true(sd_event_run(event, 100 * 1000) >= 0);
+    assert_int_equal(o.callbacks, 4);
+    assert_int_equal(o.n, 4);
+    assert_true(o.observer_first);
+    assert_string_equal(o.operations[0], "cas");
+    assert_int_equal(o.results[0], 0);
+    assert_string_equal(o.operations[1], "read");
+    assert_int_equal(o.results[1], 1);
+    assert_string_equal(o.operations[2], "cas");
+    assert_int_equal(o.results[2], CLAIMS_CHANGED);
+    assert_string_equal(o.operations[3], "list");
+
+    /* Unobserved again: the calls go straight to their callbacks. */
+    claims_store_set_observer(store, NULL, NULL);
+    assert_int_equal(claims_read_async(store, "web1", on_observed_read, &o, &err), 0);
+    for (int i = 0; i < 100 && o.callbacks < 5; i++)
+        assert_true(sd_event_run(event, 100 * 1000) >= 0);
+    assert_int_equal(o.callbacks, 5);
+    assert_int_equal(o.n, 4);
+
+    /* Observed calls in flight when the store goes: freed with it. The dir
+     * store only: the etcd backend's own calls in flight are not freed with
+     * the store (its callers wait for their answers first). */
+    if (!fixture.etcd) {
+        claims_store_set_observer(store, on_observe, &o);
+        assert_int_equal(claims_read_async(store, "web1", on_observed_read, &o, &err), 0);
+        assert_int_equal(claims_list_async(store, NULL, NULL, on_observed_list, &o, &err), 0);
+    }
+    fixture_close_on_loop(store, event);
+}
+
 int main(int argc, char **argv)
 {
     const char *backend = argc > 1 ? argv[1] : "dir";
@@ -669,6 +765,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(async_calls_and_watch_on_the_callers_loop),
         cmocka_unit_test(two_processes_race_500_increments_each),
         cmocka_unit_test(malformed_claims_are_named_and_skipped),
+        cmocka_unit_test(observer_hears_every_async_call),
         /* Last, so the etcd run can leave them out: their subject is dir-only. */
         cmocka_unit_test(dir_revisions_never_repeat_after_a_lost_last_record),
         cmocka_unit_test(dir_async_calls_do_not_block_the_loop),

@@ -1,6 +1,10 @@
 /* The daemon's Prometheus metrics, scraped over HTTP from the real daemon:
- * the text parses, and the counters of a wake move. */
+ * the text parses, and the counters of a wake move. And the Grafana
+ * dashboard (contrib/grafana-dashboard.json) queries only metrics the daemon
+ * exports. */
+#include <ctype.h>
 #include <curl/curl.h>
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,8 +94,205 @@ static void test_wake_moves_the_counters(void **state)
     DH_CHECK(d, sample(d, after, "activator_events_published_total") >
                     sample(d, before, "activator_events_published_total"),
              "events published did not move:\n%s", after->text);
+    /* The wake read and wrote the claim: the store's calls are timed. */
+    DH_CHECK(d,
+             sample(d, after,
+                    "activator_store_operation_duration_seconds_count{operation=\"read\","
+                    "outcome=\"ok\"}") >= 1 &&
+                 sample(d, after,
+                        "activator_store_operation_duration_seconds_count{operation=\"cas\","
+                        "outcome=\"ok\"}") >= 1,
+             "claim store calls are not timed:\n%s", after->text);
+    char box_info[128];
+    snprintf(box_info, sizeof(box_info), "activator_box_info{box=\"%s\",version=\"%s\"}", DH_BOX,
+             ACTIVATOR_VERSION);
+    DH_CHECK(d, sample(d, after, box_info) == 1, "no %s:\n%s", box_info, after->text);
     free(before);
     free(after);
+    dh_stop_and_check_clean(d);
+}
+
+/* The sum of a family's series (its "name{" lines). */
+static double family_sum(const body *scraped, const char *name)
+{
+    char prefix[160];
+    snprintf(prefix, sizeof(prefix), "\n%s{", name);
+    double sum = 0;
+    for (const char *at = scraped->text; (at = strstr(at, prefix)); at++) {
+        const char *value = strstr(at + 1, "} ");
+        if (value)
+            sum += strtod(value + 2, NULL);
+    }
+    return sum;
+}
+
+/* A swap that is done, and a wake whose only start fails (a failure park),
+ * each move their counters. */
+static void test_swaps_and_failure_parks_are_counted(void **state)
+{
+    dh_daemon *d = *state;
+    int metrics_port = dh_free_port();
+    char conf[64];
+    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
+    dh_setup(d, DH_STORE_DIR, conf);
+    dh_add_app_host(d, "demo", NULL, NULL);
+    dh_add_app_host(d, "broken", "--exit-immediately 3", "MaxStarts=1\n");
+    dh_start(d, NULL);
+
+    dh_wake(d, "demo");
+    dh_stage(d, "demo", "v2", false, NULL);
+    json_object *reply =
+        dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}");
+    DH_CHECK(d, dh_reply_ok(reply), "the swap did not serve: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    reply = dh_wake_reply(d, "broken", 30000);
+    DH_CHECK(d, !dh_reply_ok(reply), "a build that exits at once served: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+
+    body *scraped = calloc(1, sizeof(*scraped));
+    scrape(d, metrics_port, scraped);
+    DH_CHECK(d, sample(d, scraped, "activator_swaps_total{outcome=\"done\",reason=\"none\"}") == 1,
+             "the swap is not counted:\n%s", scraped->text);
+    DH_CHECK(d, family_sum(scraped, "activator_failure_parks_total") >= 1,
+             "the failed wake is not counted as a failure park:\n%s", scraped->text);
+    free(scraped);
+    dh_stop_and_check_clean(d);
+}
+
+/* The type of family name in the scraped text ("counter", ...), or NULL
+ * when the daemon does not export it. */
+static const char *family_type(const body *scraped, const char *name, char *type, size_t size)
+{
+    char prefix[256];
+    snprintf(prefix, sizeof(prefix), "# TYPE %s ", name);
+    const char *at = scraped->text;
+    while ((at = strstr(at, prefix))) {
+        if (at == scraped->text || at[-1] == '\n') {
+            at += strlen(prefix);
+            snprintf(type, size, "%.*s", (int)strcspn(at, "\n"), at);
+            return type;
+        }
+        at++;
+    }
+    return NULL;
+}
+
+/* A metric name the daemon exports: a family, or a histogram family's
+ * _bucket, _sum or _count series. */
+static bool exported(const body *scraped, const char *name)
+{
+    char type[32];
+    if (family_type(scraped, name, type, sizeof(type)))
+        return true;
+    static const char *const suffixes[] = {"_bucket", "_sum", "_count"};
+    for (size_t i = 0; i < 3; i++) {
+        size_t len = strlen(name), suffix = strlen(suffixes[i]);
+        if (len > suffix && strcmp(name + len - suffix, suffixes[i]) == 0) {
+            char base[160];
+            snprintf(base, sizeof(base), "%.*s", (int)(len - suffix), name);
+            if (family_type(scraped, base, type, sizeof(type)) && strcmp(type, "histogram") == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+typedef struct queried {
+    char names[64][128];
+    size_t n;
+    size_t exprs;
+} queried;
+
+/* Every activator_* name in a PromQL text. */
+static void add_names(queried *q, const char *expr)
+{
+    for (const char *at = expr; (at = strstr(at, "activator_"));) {
+        size_t len = 0;
+        while (isalnum((unsigned char)at[len]) || at[len] == '_')
+            len++;
+        bool known = false;
+        for (size_t i = 0; i < q->n; i++)
+            known |= strlen(q->names[i]) == len && strncmp(q->names[i], at, len) == 0;
+        if (!known && q->n < 64 && len < sizeof(q->names[0]))
+            snprintf(q->names[q->n++], sizeof(q->names[0]), "%.*s", (int)len, at);
+        at += len;
+    }
+}
+
+/* The queries of every panel ("expr") and variable ("definition", "query"),
+ * wherever they are nested. */
+static void collect_queries(json_object *node, queried *q)
+{
+    if (json_object_is_type(node, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(node); i++)
+            collect_queries(json_object_array_get_idx(node, i), q);
+        return;
+    }
+    if (!json_object_is_type(node, json_type_object))
+        return;
+    json_object_object_foreach(node, key, value)
+    {
+        if (json_object_is_type(value, json_type_string) &&
+            (strcmp(key, "expr") == 0 || strcmp(key, "definition") == 0 ||
+             strcmp(key, "query") == 0)) {
+            add_names(q, json_object_get_string(value));
+            q->exprs += strcmp(key, "expr") == 0;
+        } else {
+            collect_queries(value, q);
+        }
+    }
+}
+
+static void test_dashboard_queries_exported_metrics(void **state)
+{
+    dh_daemon *d = *state;
+    json_object *dashboard = json_object_from_file(DH_DASHBOARD);
+    DH_CHECK(d, dashboard != NULL, "%s does not parse as JSON: %s", DH_DASHBOARD,
+             json_util_get_last_err());
+    json_object *panels = NULL;
+    DH_CHECK(d,
+             json_object_object_get_ex(dashboard, "panels", &panels) &&
+                 json_object_is_type(panels, json_type_array),
+             "%s has no panels", DH_DASHBOARD);
+    queried *q = calloc(1, sizeof(*q));
+    collect_queries(dashboard, q);
+    DH_CHECK(d, q->exprs >= 10, "%s has only %zu queries", DH_DASHBOARD, q->exprs);
+
+    int metrics_port = dh_free_port();
+    char conf[64];
+    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
+    dh_setup(d, DH_STORE_DIR, conf);
+    dh_add_app_host(d, "demo", NULL, NULL);
+    dh_start(d, NULL);
+    body *scraped = calloc(1, sizeof(*scraped));
+    scrape(d, metrics_port, scraped);
+    for (size_t i = 0; i < q->n; i++)
+        DH_CHECK(d, exported(scraped, q->names[i]),
+                 "%s queries %s, which the daemon does not export:\n%s", DH_DASHBOARD, q->names[i],
+                 scraped->text);
+    /* What the dashboard is for: each of these is on it. */
+    static const char *const needed[] = {
+        "activator_hosts",
+        "activator_wakes_total",
+        "activator_wake_duration_seconds_bucket",
+        "activator_swaps_total",
+        "activator_failure_parks_total",
+        "activator_budget_deferrals_total",
+        "activator_store_operation_duration_seconds_bucket",
+        "activator_store_errors_total",
+        "activator_box_info",
+    };
+    for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
+        bool found = false;
+        for (size_t j = 0; j < q->n; j++)
+            found |= strcmp(q->names[j], needed[i]) == 0;
+        DH_CHECK(d, found, "%s has no panel over %s", DH_DASHBOARD, needed[i]);
+    }
+    free(scraped);
+    free(q);
+    json_object_put(dashboard);
     dh_stop_and_check_clean(d);
 }
 
@@ -102,6 +303,8 @@ int main(void)
         return r;
     const struct CMUnitTest tests[] = {
         DH_TEST(test_wake_moves_the_counters),
+        DH_TEST(test_dashboard_queries_exported_metrics),
+        DH_TEST(test_swaps_and_failure_parks_are_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
