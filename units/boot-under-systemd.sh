@@ -33,52 +33,16 @@ for tool in systemd-nspawn; do
     fi
 done
 
+. "$(dirname "$0")/nspawn-lib.sh"
 root=$("$(dirname "$0")/container-root.sh") || exit 1
 
 work=$(mktemp -d /tmp/act-boot-XXXXXX)
-mounted_run=
 
-# nspawn (with --keep-unit and no systemd on the host to ask for a scope)
-# makes its payload/ and supervisor/ cgroups in the cgroup it runs in. So it
-# runs in a subtree of our own, in the cgroup2 hierarchy and in systemd's
-# named v1 one where there is one, and the subtree is removed afterwards.
-box=act-boot-$$
-subtrees=
-enter_own_cgroups() {
-    v2=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)
-    named=$(awk '$9 == "cgroup" && $NF ~ /name=systemd/ { print $5; exit }' /proc/self/mountinfo)
-    for spec in "$v2:0::" "$named:[0-9]*:name=systemd:"; do
-        mount=${spec%%:*}
-        [ -n "$mount" ] || continue
-        own=$(sed -n "s/^${spec#*:}//p" /proc/self/cgroup | head -1)
-        dir=$mount${own%/}/$box
-        mkdir "$dir"
-        echo $$ >"$dir/cgroup.procs"
-        subtrees="$subtrees $mount${own%/}:$dir"
-    done
-}
-leave_own_cgroups() {
-    for pair in $subtrees; do
-        parent=${pair%%:*} dir=${pair#*:}
-        echo $$ >"$parent/cgroup.procs" 2>/dev/null || true
-        find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || true
-        if [ -d "$dir" ]; then echo "FAIL: cgroup $dir is left behind"; left=yes; fi
-    done
-}
-left=
 cleanup() {
-    leave_own_cgroups
+    nspawn_cleanup
     rm -rf "$work"
-    if [ -n "$mounted_run" ]; then umount /run/systemd/nspawn 2>/dev/null || true; fi
 }
 trap cleanup EXIT
-# nspawn keeps its mount-propagation directory below /run/systemd/nspawn and
-# expects a tmpfs there (where /run is not one, as on this kind of machine).
-if [ "$(stat -f -c %T /run)" != tmpfs ] && ! mountpoint -q /run/systemd/nspawn; then
-    mkdir -p /run/systemd/nspawn
-    mount -t tmpfs -o mode=0755 tmpfs /run/systemd/nspawn
-    mounted_run=yes
-fi
 
 mkdir -p "$work/results" "$work/etc/hosts" "$work/dropin"
 cat >"$work/etc/activatord.conf" <<'EOF'
@@ -241,7 +205,7 @@ EOF
 chmod +x "$work/act-check"
 
 echo "booting the container"
-enter_own_cgroups
+nspawn_prepare
 set +e
 timeout 180 systemd-nspawn --quiet --register=no --keep-unit --private-network \
     --volatile=overlay --console=pipe -D "$root" \
@@ -273,9 +237,8 @@ else
 fi
 grep -q '^FAIL' "$work/results/checks.txt" 2>/dev/null && status=1
 grep -qx done "$work/results/checks.txt" 2>/dev/null || status=1
-leave_own_cgroups
-subtrees=
-[ -z "$left" ] || status=1
+nspawn_cleanup
+[ -z "$nspawn_left" ] || status=1
 if [ "$status" -ne 0 ]; then
     for f in activatorctl.txt journal.txt console.txt; do
         [ -f "$work/results/$f" ] || continue

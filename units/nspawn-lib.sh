@@ -1,10 +1,14 @@
 # nspawn-lib.sh: sourced by the scripts that boot Debian with systemd as
-# PID 1 in systemd-nspawn (hostile-under-systemd.sh); the plumbing that lets
-# nspawn run on a machine that has no systemd of its own.
+# PID 1 in systemd-nspawn (boot-, hostile- and install-deb-under-systemd.sh);
+# the plumbing that lets nspawn run on a machine that has no systemd of its
+# own.
 #
-#   nspawn_prepare          a cgroup subtree of our own for nspawn's payload/
-#                           and supervisor/ cgroups, and a tmpfs for its
-#                           propagation directory where /run is not one
+#   nspawn_prepare          waits for the containers of the other tests to
+#                           end (they share the propagation tmpfs, which the
+#                           last one out would unmount under the others),
+#                           then a cgroup subtree of our own for nspawn's
+#                           payload/ and supervisor/ cgroups, and a tmpfs for
+#                           its propagation directory where /run is not one
 #   nspawn_cleanup          removes them; sets nspawn_left=yes when a cgroup
 #                           could not be removed (something was left in it)
 
@@ -32,6 +36,9 @@ nspawn_enter_own_cgroups() {
 }
 
 nspawn_prepare() {
+    # One container at a time: fd 9 holds the lock until this shell exits.
+    exec 9>/run/activator-tests-nspawn.lock
+    flock 9
     # nspawn keeps its mount-propagation directory below /run/systemd/nspawn
     # and expects a tmpfs there (where /run is not one).
     if [ "$(stat -f -c %T /run)" != tmpfs ] && ! mountpoint -q /run/systemd/nspawn; then
