@@ -154,7 +154,7 @@ void claim_next_swap_admission(const claim *observed, const char *box, const cha
                                uint64_t stamp_usec, claim *next)
 {
     assert(observed);
-    if (observed->op.kind != CLAIM_OP_SERVING || strcmp(observed->op.phase, "serving") != 0) {
+    if (!claim_names_a_generation(observed)) {
         claim_next_admission(observed, box, incarnation, stamp_usec, next);
         return;
     }
@@ -228,6 +228,22 @@ void claim_next_parked(const claim *current, claim *next)
     next->holder.starting_generation = 0;
     next->holder.handle[0] = '\0';
     set_phase(next, "parked");
+}
+
+void claim_next_frozen(const claim *current, claim *next)
+{
+    assert(current);
+    assert(next);
+    *next = *current;
+    next->holder.starting_generation = 0;
+    set_phase(next, "frozen");
+}
+
+bool claim_names_a_generation(const claim *c)
+{
+    assert(c);
+    return c->op.kind == CLAIM_OP_SERVING &&
+           (strcmp(c->op.phase, "serving") == 0 || strcmp(c->op.phase, "frozen") == 0);
 }
 
 void claim_next_failed(const claim *current, const claim_failure *failure, claim *next)
