@@ -38,6 +38,8 @@ static const char *const kind_names[] = {
     [EV_EVENT_CLAIM_CHANGED] = "claim.changed",
     [EV_EVENT_PROVEN] = "proven",
     [EV_EVENT_PIN_FALLBACK] = "pin.fallback",
+    [EV_EVENT_FROZEN] = "frozen",
+    [EV_EVENT_THAWED] = "thawed",
 };
 /* ev_event_kind_from_name compares against every entry. */
 static_assert(ARRAY_SIZE(kind_names) == EV_EVENT__COUNT, "an event kind without a name");

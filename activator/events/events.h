@@ -48,6 +48,10 @@ typedef enum ev_event_kind {
     /* A cold wake runs the build that served last instead of a pin that
      * failed: version names it, reason says which pin failed and why. */
     EV_EVENT_PIN_FALLBACK,
+    /* The serving generation is frozen (ParkMode=freeze), and thawed again
+     * (reason: what thawed it, "connection", "operator", "swap", ...). */
+    EV_EVENT_FROZEN,
+    EV_EVENT_THAWED,
     EV_EVENT__COUNT,
 } ev_event_kind;
 
