@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "activator/daemon/claim_release.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/dynamic_users.h"
+#include "activator/daemon/freeze.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/idle.h"
 #include "activator/daemon/leftovers.h"
@@ -92,6 +94,25 @@ void ad_hosts_drain_backlog(ad_host *host)
         while ((fd = accept4(fds[i], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
             close(fd);
     }
+}
+
+/* ---- idleness ---------------------------------------------------------------- */
+
+/* IdleTimeoutSec= passed without a connection: parked, or frozen. A host
+ * that cannot be frozen is parked, so an idle host never stays running. */
+static void on_host_idle(ad_host *host)
+{
+    if (ad_host_config(host)->park_freeze) {
+        act_error err = {0};
+        char why[96];
+        snprintf(why, sizeof(why), "no connection for %" PRIu64 " s",
+                 ad_host_config(host)->idle_timeout_usec / 1000000);
+        if (ad_freeze_start(host, why, &err) == 0)
+            return;
+        act_log(LOG_WARNING, "host %s: cannot freeze it: %s; parking it instead",
+                ad_host_name(host), err.message);
+    }
+    pl_host_park(ad_host_pipeline(host), PL_PARK_IDLE);
 }
 
 /* ---- transitions ------------------------------------------------------------ */
@@ -216,6 +237,19 @@ static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *u
 
     ad_announce_transition(host, event);
     report_to_claim(host, event);
+
+    switch (event->type) {
+    case PL_WAKE_EVENT_PARKING:
+    case PL_WAKE_EVENT_FAULTED:
+    case PL_WAKE_EVENT_EXITED:
+    case PL_WAKE_EVENT_RETIRING:
+        /* Whatever retires now, its retirement thaws it as it must: the
+         * freeze of the serving generation (if any) is over. */
+        ad_freeze_forget(host);
+        break;
+    default:
+        break;
+    }
 
     switch (event->type) {
     case PL_WAKE_EVENT_WAKING:
@@ -387,6 +421,7 @@ size_t ad_hosts_hand_over(ad_daemon *daemon)
         ad_host *host = daemon->hosts[i];
         watch_demand(host, false);
         ad_idle_watch(host, false);
+        ad_freeze_hand_over(host);
         store_fds(host);
         if (ad_host_serving(host))
             serving++;
@@ -454,6 +489,9 @@ static void teardown_host(ad_host *host)
     ad_host_set_pipeline(host, NULL);
     ad_wake_state_free(ad_host_wake_state(host));
     ad_host_set_wake_state(host, NULL);
+    /* A frozen generation left running stays frozen: its record says so,
+     * and the next daemon resumes it that way. */
+    ad_freeze_forget(host);
     ad_generation_free(ad_host_serving(host));
     ad_host_set_serving(host, NULL);
     ad_generation_free(ad_host_starting(host));
@@ -531,6 +569,7 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
         return act_error_set(err, ENOMEM, "out of memory");
     }
     daemon->cap_hosts = n_configs ? n_configs : 1;
+    daemon->host_idle = on_host_idle;
     /* Before any host is given a dynamic user: none may get a uid another
      * host names by number. */
     int excluded = ad_dynamic_users_exclude_hosts(daemon->dynamic_users, configs, n_configs, err);
