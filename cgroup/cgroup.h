@@ -71,6 +71,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(cg_root *, cg_root_free)
 
 /* The root's absolute v2 path, for logs and operators. */
 const char *cg_root_path(const cg_root *root);
+/* Where the cgroup2 hierarchy is mounted (from /proc/self/mountinfo): its
+ * top's files (memory.pressure) are the whole box's. */
+const char *cg_root_v2_mount(const cg_root *root);
 
 /* ---- limits ---- */
 

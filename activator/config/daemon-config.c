@@ -349,7 +349,7 @@ static int apply_checkpoints_keep(void *target, const char *value, act_error *er
     return 0;
 }
 
-/* "no" turns the watch off; otherwise a stall within PSI's 1 s window,
+/* "no" turns the watch off; otherwise a stall within PSI's 2 s window,
  * which must be shorter than the window. */
 static int apply_freeze_memory_pressure(void *target, const char *value, act_error *err)
 {
@@ -358,7 +358,7 @@ static int apply_freeze_memory_pressure(void *target, const char *value, act_err
         c->freeze_memory_pressure_usec = 0;
         return 0;
     }
-    return cfg_parse_duration_range(value, 1000, 999 * 1000, &c->freeze_memory_pressure_usec,
+    return cfg_parse_duration_range(value, 1000, 1999 * 1000, &c->freeze_memory_pressure_usec,
                                     err);
 }
 
@@ -664,7 +664,7 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .dynamic_uid_max = CFG_DYNAMIC_UID_MAX,
         .host_log_max_bytes = 8 * 1024 * 1024,
         .checkpoints_keep = CKPT_DEFAULT_KEEP,
-        .freeze_memory_pressure_usec = 100 * 1000,
+        .freeze_memory_pressure_usec = 200 * 1000,
     };
     int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, c.key_lines, errors);
     if (problems < 0)

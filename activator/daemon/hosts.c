@@ -258,6 +258,9 @@ static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *u
         apply_pending(host);
         break;
     case PL_WAKE_EVENT_SERVING:
+        /* Its sockets are the generation's now (a resumed one's too, which
+         * served without a wake). */
+        watch_demand(host, false);
         ad_idle_watch(host, true);
         ad_wake_ops_supervise(host);
         break;

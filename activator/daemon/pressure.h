@@ -6,9 +6,10 @@
 #include "activator/daemon/context.h"
 
 /* Arms (again) the trigger FreezeMemoryPressure= asks for on
- * /proc/pressure/memory: "some" stall of that long within 1 s. Every time
- * it fires, the coldest frozen generation is retired, so pressure that
- * lasts retires one a second until it clears or none is frozen. Without
+ * /proc/pressure/memory (or the cgroup2 top's memory.pressure, the same
+ * numbers): "some" stall of that long within 2 s. Every time it fires, the
+ * coldest frozen generation is retired, so pressure that lasts retires one
+ * every 2 s until it clears or none is frozen. Without
  * PSI (a kernel built without it, or psi=0) it logs that once and watches
  * nothing. */
 void ad_pressure_configure(ad_daemon *daemon);
