@@ -693,6 +693,9 @@ void ad_hosts_remove(ad_daemon *daemon, ad_host *host)
      * generation keeps its own copies until it is retired), and what runs
      * is retired with proof. The claim is left as it is. */
     ad_host_set_removed(host);
+    /* Its freeze watches the sockets about to close; the park below
+     * retires the generation, thawed first. */
+    ad_freeze_forget(host);
     unstore_fds(host);
     act_error err = {0};
     if (ad_host_replace_sockets(host, &(cfg_host){0}, NULL, &err) < 0)
@@ -724,6 +727,11 @@ ad_host *ad_hosts_find_removed(ad_daemon *daemon, const char *name)
 int ad_hosts_rebind(ad_host *host, const cfg_host *loaded, int *fds, act_error *err)
 {
     assert(host && loaded);
+    /* A frozen generation's watch is on the sockets being replaced: it is
+     * thawed, and freezes again once idle, watching the new ones. */
+    act_error thaw_err = {0};
+    if (ad_freeze_active(host, NULL) && ad_freeze_thaw(host, "reload", &thaw_err) < 0)
+        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), thaw_err.message);
     /* Names follow positions: what moved is stored again under its new
      * name, once the old names are gone. */
     unstore_fds(host);
