@@ -83,9 +83,10 @@ int claim_admission_ok(const claim *observed, const claim *admitted, const char 
                              admitted->host, admitted->holder.incarnation,
                              incarnation ? incarnation : "(none)");
     if (admitted->holder.session <= observed->holder.session)
-        return act_error_set(err, ESTALE, "host %s: admitted session %llu did not grow past the "
-                                          "observed %llu", admitted->host,
-                             (unsigned long long)admitted->holder.session,
+        return act_error_set(err, ESTALE,
+                             "host %s: admitted session %llu did not grow past the "
+                             "observed %llu",
+                             admitted->host, (unsigned long long)admitted->holder.session,
                              (unsigned long long)observed->holder.session);
     uint64_t started = claim_admitted_generation(admitted);
     if (started == observed->holder.generation || started == observed->holder.starting_generation)

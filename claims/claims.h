@@ -152,7 +152,6 @@ typedef struct claim_pin {
     char fallback_digest[65];
 } claim_pin;
 
-
 /* Why the holder's last admission does not serve: written with phase
  * "failed" when a wake gave up or the serving generation failed, and cleared
  * by the next admission and by a publication. */

@@ -118,11 +118,11 @@ typedef struct cfg_daemon {
                                           mounts; NULL: none (ExecCheckpoint= only) */
     uint32_t checkpoints_keep;         /* CheckpointsKeep=, 1..1000, default 3: archives kept
                                           per host besides the one the claim names */
-    uint64_t freeze_memory_pressure_usec; /* FreezeMemoryPressure=, 1 ms..1999 ms, default
-                                             200 ms: the box's memory stall ("some", PSI)
-                                             within a 2 s window that retires frozen
-                                             generations, oldest first; 0 ("no"): not
-                                             watched */
+    uint64_t freeze_memory_pressure_usec;  /* FreezeMemoryPressure=, 1 ms..1999 ms, default
+                                              200 ms: the box's memory stall ("some", PSI)
+                                              within a 2 s window that retires frozen
+                                              generations, oldest first; 0 ("no"): not
+                                              watched */
     unsigned key_lines[CFG_DAEMON_N_KEYS]; /* where each key was set; see cfg_daemon_key_line */
 } cfg_daemon;
 

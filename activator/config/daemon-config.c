@@ -358,8 +358,7 @@ static int apply_freeze_memory_pressure(void *target, const char *value, act_err
         c->freeze_memory_pressure_usec = 0;
         return 0;
     }
-    return cfg_parse_duration_range(value, 1000, 1999 * 1000, &c->freeze_memory_pressure_usec,
-                                    err);
+    return cfg_parse_duration_range(value, 1000, 1999 * 1000, &c->freeze_memory_pressure_usec, err);
 }
 
 enum {

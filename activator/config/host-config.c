@@ -732,18 +732,19 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
     }
     unsigned key_lines[N_KEYS] = {0};
     _cleanup_(host_parse_done) host_parse parse = {
-        .host = {
-            .ready = {.kind = PROBE_NOTIFY},
-            .ready_timeout_usec = 30 * CFG_USEC_PER_SEC,
-            .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
-            .checkpoint_timeout_usec = 300 * CFG_USEC_PER_SEC,
-            .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
-            .frozen_max_usec = 3600 * CFG_USEC_PER_SEC,
-            .max_starts = 5,
-            .releases_keep = 3,
-            .backlog = SOMAXCONN,
-            .limits = {.pids_max = CFG_PIDS_MAX_DEFAULT},
-        },
+        .host =
+            {
+                .ready = {.kind = PROBE_NOTIFY},
+                .ready_timeout_usec = 30 * CFG_USEC_PER_SEC,
+                .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
+                .checkpoint_timeout_usec = 300 * CFG_USEC_PER_SEC,
+                .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
+                .frozen_max_usec = 3600 * CFG_USEC_PER_SEC,
+                .max_starts = 5,
+                .releases_keep = 3,
+                .backlog = SOMAXCONN,
+                .limits = {.pids_max = CFG_PIDS_MAX_DEFAULT},
+            },
         .key_lines = key_lines,
     };
     int problems = cfg_ini_parse_fd(fd, path, host_keys, N_KEYS, &parse, key_lines, errors);

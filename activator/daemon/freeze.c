@@ -30,15 +30,15 @@
 struct ad_freeze {
     ad_host *host;
     ad_generation *gen;
-    bool frozen;                /* cgroup.events said frozen: announced, recorded, claimed */
-    bool thawing;               /* the thaw's claim read is in flight */
-    uint64_t read_id;           /* the claim read this freeze waits for */
-    uint64_t frozen_wall_usec;  /* wall clock, for status */
-    uint64_t frozen_usec;       /* CLOCK_MONOTONIC, for least recently used first */
-    uint64_t demand_usec;       /* CLOCK_MONOTONIC: the connection that asked for the thaw */
+    bool frozen;               /* cgroup.events said frozen: announced, recorded, claimed */
+    bool thawing;              /* the thaw's claim read is in flight */
+    uint64_t read_id;          /* the claim read this freeze waits for */
+    uint64_t frozen_wall_usec; /* wall clock, for status */
+    uint64_t frozen_usec;      /* CLOCK_MONOTONIC, for least recently used first */
+    uint64_t demand_usec;      /* CLOCK_MONOTONIC: the connection that asked for the thaw */
     unsigned n_demand;
-    sd_event_source **demand;   /* one per listening socket */
-    sd_event_source *expiry;    /* FrozenMaxSec= */
+    sd_event_source **demand; /* one per listening socket */
+    sd_event_source *expiry;  /* FrozenMaxSec= */
 };
 
 static uint64_t next_read_id = 1;
@@ -229,8 +229,8 @@ static void on_thaw_read(claim_store *store, int result, const claim *c, const a
         snprintf(why, sizeof(why),
                  "the claim (revision %" PRIu64 ") names session %" PRIu64 ", generation %" PRIu64
                  " in phase %s, not this admission (session %" PRIu64 ", generation %" PRIu64 ")",
-                 c->revision, c->holder.session, c->holder.generation, c->op.phase,
-                 f->gen->session, f->gen->number);
+                 c->revision, c->holder.session, c->holder.generation, c->op.phase, f->gen->session,
+                 f->gen->number);
         thaw_refused(f, why);
         return;
     }
@@ -276,8 +276,8 @@ static void demand(ad_freeze *f)
                           &err) < 0) {
         free(read);
         f->thawing = false;
-        act_log(LOG_WARNING, "host %s: cannot read the claim before a thaw: %s",
-                ad_host_name(host), err.message);
+        act_log(LOG_WARNING, "host %s: cannot read the claim before a thaw: %s", ad_host_name(host),
+                err.message);
         if (ad_host_claim_ours(host))
             thaw_now(f, "connection", &err);
         else
@@ -382,7 +382,8 @@ static void on_frozen(ad_generation *gen, void *userdata)
     settle_hold *hold = malloc(sizeof(*hold));
     if (hold) {
         *hold = (settle_hold){.host = f->host, .gen = gen};
-        if (ad_test_hold_freeze(ad_host_name(f->host), ad_host_daemon(f->host)->loop, settled_after_hold, hold))
+        if (ad_test_hold_freeze(ad_host_name(f->host), ad_host_daemon(f->host)->loop,
+                                settled_after_hold, hold))
             return;
         free(hold);
     }
@@ -402,14 +403,14 @@ int ad_freeze_start(ad_host *host, const char *why, act_error *err)
     if (pl_host_get_state(ad_host_pipeline(host)) != PL_HOST_SERVING || !gen || gen->retired ||
         gen->exited)
         return act_error_set(err, EBUSY, "host %s is not serving (%s); only a serving host freezes",
-                             name, pl_host_state_to_string(pl_host_get_state(ad_host_pipeline(host))));
+                             name,
+                             pl_host_state_to_string(pl_host_get_state(ad_host_pipeline(host))));
     if (ad_host_swap(host) || ad_host_starting(host) || ad_host_replaced(host))
         return act_error_set(err, EBUSY, "host %s: a swap is in flight; freeze it once it ended",
                              name);
     if (ad_host_checkpoint(host))
-        return act_error_set(err, EBUSY,
-                             "host %s: a checkpoint is being written; freeze it once it ended",
-                             name);
+        return act_error_set(
+            err, EBUSY, "host %s: a checkpoint is being written; freeze it once it ended", name);
     ad_freeze *f = calloc(1, sizeof(*f));
     if (!f)
         return act_error_set(err, ENOMEM, "out of memory");

@@ -507,8 +507,8 @@ int ad_generation_freeze(ad_generation *gen, void (*settled)(ad_generation *, vo
     return set_frozen(gen, true, settled, userdata, err);
 }
 
-int ad_generation_thaw(ad_generation *gen, void (*settled)(ad_generation *, void *),
-                       void *userdata, act_error *err)
+int ad_generation_thaw(ad_generation *gen, void (*settled)(ad_generation *, void *), void *userdata,
+                       act_error *err)
 {
     return set_frozen(gen, false, settled, userdata, err);
 }
@@ -617,8 +617,7 @@ void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retir
         if (!graceful || !ad_host_claim_ours(host)) {
             graceful = false;
         } else if (cg_leaf_freeze(gen->leaf, false, &err) < 0) {
-            act_log(LOG_WARNING, "host %s: %s; killing it frozen", ad_host_name(host),
-                    err.message);
+            act_log(LOG_WARNING, "host %s: %s; killing it frozen", ad_host_name(host), err.message);
             graceful = false;
         } else {
             gen->frozen = false;

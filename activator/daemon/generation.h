@@ -74,8 +74,8 @@ struct ad_generation {
     unsigned health_failures;        /* checks failed in a row */
 
     /* The freezer (ParkMode=freeze, freeze.c decides when). */
-    bool frozen;                     /* cgroup.freeze is 1: frozen, or on its way there */
-    sd_event_source *freeze_source;  /* cgroup.events while a freeze or thaw settles */
+    bool frozen;                    /* cgroup.freeze is 1: frozen, or on its way there */
+    sd_event_source *freeze_source; /* cgroup.events while a freeze or thaw settles */
     void (*settled)(ad_generation *gen, void *userdata);
     void *settled_userdata;
 
@@ -143,8 +143,8 @@ int ad_generation_freeze(ad_generation *gen, void (*settled)(ad_generation *, vo
 /* Thaws gen at once: its processes run when this returns. settled (may be
  * NULL) runs once cgroup.events says "frozen 0". A freeze still settling is
  * abandoned. The caller supervises it again. */
-int ad_generation_thaw(ad_generation *gen, void (*settled)(ad_generation *, void *),
-                       void *userdata, act_error *err);
+int ad_generation_thaw(ad_generation *gen, void (*settled)(ad_generation *, void *), void *userdata,
+                       act_error *err);
 /* Retires gen: SIGTERM and up to StopTimeoutSec (graceful) then cgroup
  * kill, proof of empty bounded by a timeout, leaf and record removed. done
  * runs on the loop, once. A frozen gen is thawed first when it retires

@@ -104,8 +104,7 @@ void ad_pressure_configure(ad_daemon *daemon)
                 "cannot arm a memory pressure trigger (\"%s\") on %s (%s) nor on %s (%s); "
                 "frozen generations are retired only by FrozenMaxSec= (a kernel with PSI, not "
                 "booted with psi=0, has one)",
-                trigger, PRESSURE_FILE, strerror(-first), top,
-                strerror(p->fd < 0 ? -p->fd : EIO));
+                trigger, PRESSURE_FILE, strerror(-first), top, strerror(p->fd < 0 ? -p->fd : EIO));
         if (p->fd >= 0)
             close(p->fd);
         free(p);

@@ -46,9 +46,8 @@ static bool adoptable(ad_host *host, const ad_leftover *leftover, rec_generation
     /* Frozen or not, the claim names the generation (a frozen one's
      * write-back may not have landed before the daemon died). */
     if (claims_read(daemon->store, name, current, &err) != 1 ||
-        !claim_owned_by(current, daemon->config.box) ||
-        current->holder.generation != number || current->holder.session != record->session ||
-        !claim_names_a_generation(current))
+        !claim_owned_by(current, daemon->config.box) || current->holder.generation != number ||
+        current->holder.session != record->session || !claim_names_a_generation(current))
         return false;
     for (size_t i = 0; i < leftover->n_procs; i++)
         if (leftover->procs[i].pid == record->pid) {
@@ -154,8 +153,7 @@ static int resume(ad_host *host, const ad_leftover *leftover, const rec_generati
     ad_claim_report_admitted(host, current);
     act_error record_err = {0};
     bool frozen = record->phase == REC_GEN_FROZEN;
-    if (ad_generation_write_record(gen, frozen ? REC_GEN_FROZEN : REC_GEN_SERVING, &record_err) <
-        0)
+    if (ad_generation_write_record(gen, frozen ? REC_GEN_FROZEN : REC_GEN_SERVING, &record_err) < 0)
         act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), record_err.message);
     if (frozen) {
         ad_freeze_resume(host);

@@ -106,10 +106,9 @@ static void held_op(pl_wake *wake, void *userdata)
     snprintf(directory, sizeof(directory), "%s", path);
     pending_hold *hold = calloc(1, sizeof(*hold));
     sd_event_source *source = NULL;
-    if (!hold ||
-        sd_event_add_inotify(hold_loop, &source, dirname(directory),
-                             IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE,
-                             on_directory_change, hold) < 0) {
+    if (!hold || sd_event_add_inotify(hold_loop, &source, dirname(directory),
+                                      IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE,
+                                      on_directory_change, hold) < 0) {
         act_log(LOG_ERR, "test hold %s: cannot watch %s; not holding", pl_step_to_string(step),
                 path);
         free(hold);

@@ -51,8 +51,8 @@ int met_daemon_metrics_register(met_registry *m, met_daemon_metrics *out, act_er
                             "Control requests by op and outcome.", MET_LABELS("op", "outcome"),
                             NULL, 0, &out->control_requests, err)) < 0 ||
         (r = met_add_family(m, MET_METRIC_COUNTER, "activator_metrics_connections_refused_total",
-                            "Metrics connections refused because the server held its bound.",
-                            NULL, NULL, 0, &out->metrics_refused, err)) < 0 ||
+                            "Metrics connections refused because the server held its bound.", NULL,
+                            NULL, 0, &out->metrics_refused, err)) < 0 ||
         (r = met_add_family(m, MET_METRIC_GAUGE, "activator_frozen_hosts",
                             "Hosts whose generation is frozen (ParkMode=freeze).", NULL, NULL, 0,
                             &out->frozen_hosts, err)) < 0 ||

@@ -239,8 +239,7 @@ static int frozen_once(dd_daemon *d, const char *host, const char *address, doub
                        act_error *err)
 {
     dd_events_drain(d);
-    int r = dd_request(d, 10000, NULL, err, "{\"v\":1,\"op\":\"freeze\",\"host\":\"%s\"}",
-                       host);
+    int r = dd_request(d, 10000, NULL, err, "{\"v\":1,\"op\":\"freeze\",\"host\":\"%s\"}", host);
     if (r == 0 && !dd_event_wait(d, host, "frozen", 10000, NULL, NULL, NULL))
         r = act_error_set(err, ETIME, "host %s did not freeze", host);
     if (r == 0)
@@ -261,15 +260,14 @@ static void print_frozen_memory(dd_daemon *d, const char *host)
 {
     act_error err = {0};
     dd_events_drain(d);
-    if (dd_request(d, 10000, NULL, &err, "{\"v\":1,\"op\":\"freeze\",\"host\":\"%s\"}",
-                   host) < 0 ||
+    if (dd_request(d, 10000, NULL, &err, "{\"v\":1,\"op\":\"freeze\",\"host\":\"%s\"}", host) < 0 ||
         !dd_event_wait(d, host, "frozen", 10000, NULL, NULL, NULL)) {
         printf("  (host %s could not be frozen to measure it: %s)\n", host, err.message);
         return;
     }
     json_object *status = NULL;
-    if (dd_request(d, 10000, &status, &err, "{\"v\":1,\"op\":\"status\",\"host\":\"%s\"}",
-                   host) < 0) {
+    if (dd_request(d, 10000, &status, &err, "{\"v\":1,\"op\":\"status\",\"host\":\"%s\"}", host) <
+        0) {
         printf("  (status of %s: %s)\n", host, err.message);
         return;
     }
@@ -418,8 +416,7 @@ static int run(dd_daemon *d, act_error *err)
     if ((r = direct_app_init(&app, err)) < 0)
         return r;
 
-    bd_samples direct = {0}, woken = {0}, durable = {0}, thawed_cached = {0},
-               thawed_claim = {0};
+    bd_samples direct = {0}, woken = {0}, durable = {0}, thawed_cached = {0}, thawed_claim = {0};
     breakdown parts = {0};
     for (int i = 0; i < WARMUP + WAKES && r == 0; i++) {
         double direct_usec = 0, woken_usec = 0;

@@ -301,10 +301,9 @@ static void phase_table_decides_wakes_and_probes(void **state)
     } rows[] = {
         {CLAIM_OP_SERVING, "assigned", true, false}, {CLAIM_OP_SERVING, "starting", true, false},
         {CLAIM_OP_SERVING, "serving", true, false},  {CLAIM_OP_SERVING, "frozen", true, false},
-        {CLAIM_OP_SERVING, "parked", true, false},
-        {CLAIM_OP_SERVING, "failed", true, false},   {CLAIM_OP_HOLD, "holding", true, false},
-        {CLAIM_OP_MOVE, "draining", false, false},   {CLAIM_OP_MOVE, "moving", false, false},
-        {CLAIM_OP_PROBE, "probing", false, true},
+        {CLAIM_OP_SERVING, "parked", true, false},   {CLAIM_OP_SERVING, "failed", true, false},
+        {CLAIM_OP_HOLD, "holding", true, false},     {CLAIM_OP_MOVE, "draining", false, false},
+        {CLAIM_OP_MOVE, "moving", false, false},     {CLAIM_OP_PROBE, "probing", false, true},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         claim c = serving_by("b1", NULL);

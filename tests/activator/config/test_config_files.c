@@ -1206,8 +1206,10 @@ static void freeze_keys(void **state)
     assert_false(h.thaw_check_cached);
     assert_int_equal(h.frozen_max_usec, 3600 * CFG_USEC_PER_SEC);
     cfg_host_free(&h);
-    load_host("frozen", "[Host]\nExec=bin/app\nParkMode=freeze\nFrozenMaxSec=10min\n"
-                        "ThawCheck=cached\n", &h);
+    load_host("frozen",
+              "[Host]\nExec=bin/app\nParkMode=freeze\nFrozenMaxSec=10min\n"
+              "ThawCheck=cached\n",
+              &h);
     assert_true(h.park_freeze);
     assert_true(h.thaw_check_cached);
     assert_int_equal(h.frozen_max_usec, 600 * CFG_USEC_PER_SEC);

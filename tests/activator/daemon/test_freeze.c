@@ -88,11 +88,10 @@ static void test_idle_host_is_frozen_and_the_same_pid_answers(void **state)
     int64_t pid = wake_and_freeze(d, "demo");
 
     char text[64];
-    DH_CHECK(d, strcmp(state_of(d, "demo", text, sizeof(text)), "frozen") == 0,
-             "status says %s", text);
+    DH_CHECK(d, strcmp(state_of(d, "demo", text, sizeof(text)), "frozen") == 0, "status says %s",
+             text);
     DH_CHECK(d, leaf_frozen(d, "demo"), "cgroup.events does not say frozen 1");
-    DH_CHECK(d, claim_phase_is(d, "demo", "frozen", 5000),
-             "the claim does not say frozen");
+    DH_CHECK(d, claim_phase_is(d, "demo", "frozen", 5000), "the claim does not say frozen");
     /* Its CPU time stands still: the app's own timers do not run either. */
     char cpu_stat[PATH_MAX];
     leaf_file(d, "demo", "cpu.stat", cpu_stat, sizeof(cpu_stat));
@@ -108,8 +107,7 @@ static void test_idle_host_is_frozen_and_the_same_pid_answers(void **state)
              (long long)pid);
     DH_CHECK(d, dh_event_wait(d, "demo", "thawed", 5000, NULL), "no thawed event");
     DH_CHECK(d, !leaf_frozen(d, "demo"), "the leaf is still frozen after serving");
-    DH_CHECK(d, claim_phase_is(d, "demo", "serving", 5000),
-             "the claim does not say serving again");
+    DH_CHECK(d, claim_phase_is(d, "demo", "serving", 5000), "the claim does not say serving again");
     DH_CHECK(d, dh_events_count(d, "demo", "exec") == 0, "the thaw started a new generation");
     /* Idle again: frozen again, by the same generation. */
     DH_CHECK(d, dh_event_wait(d, "demo", "frozen", 15000, NULL), "it did not freeze again");
@@ -142,8 +140,9 @@ static void test_client_during_the_freeze_is_answered(void **state)
     char text[64];
     DH_CHECK(d, strcmp(state_of(d, "demo", text, sizeof(text)), "frozen") != 0,
              "status says frozen while it serves");
-    DH_CHECK(d, dh_events_count(d, "demo", "frozen") == 0 ||
-                    dh_event_wait(d, "demo", "thawed", 15000, NULL),
+    DH_CHECK(d,
+             dh_events_count(d, "demo", "frozen") == 0 ||
+                 dh_event_wait(d, "demo", "thawed", 15000, NULL),
              "frozen again without a thaw");
     dh_stop_and_check_clean(d);
 }
@@ -153,8 +152,7 @@ static void test_client_during_the_freeze_is_answered(void **state)
 static void test_claim_moved_while_frozen_is_not_served(void **state)
 {
     dh_daemon *d = *state;
-    int port = dh_start_with_host(d, DH_STORE_DIR, "demo", NULL,
-                                  FREEZE_HOST "ThawCheck=claim\n");
+    int port = dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, FREEZE_HOST "ThawCheck=claim\n");
     int64_t pid = wake_and_freeze(d, "demo");
     DH_CHECK(d, claim_phase_is(d, "demo", "frozen", 5000), "the claim is not frozen");
     dh_events_mark(d);
