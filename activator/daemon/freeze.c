@@ -31,6 +31,7 @@ struct ad_freeze {
     ad_host *host;
     ad_generation *gen;
     bool frozen;               /* cgroup.events said frozen: announced, recorded, claimed */
+    bool announced;            /* its record says frozen, and so do the event and the claim */
     bool thawing;              /* the thaw's claim read is in flight */
     uint64_t read_id;          /* the claim read this freeze waits for */
     uint64_t frozen_wall_usec; /* wall clock, for status */
@@ -326,6 +327,20 @@ static int on_expired(sd_event_source *source, uint64_t usec, void *userdata)
     return 0;
 }
 
+static void on_frozen_recorded(ad_host *host, int result, const act_error *err)
+{
+    if (result < 0)
+        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), err->message);
+    ad_freeze *f = ad_host_freeze(host);
+    /* Thawed or retired meanwhile: nothing is frozen to tell of. */
+    if (!f || !f->frozen || f->announced)
+        return;
+    f->announced = true;
+    ad_publish(host, EV_EVENT_FROZEN, f->gen, NULL);
+    ad_claim_report_frozen(host);
+    ad_claim_report_settle(host);
+}
+
 static void frozen(ad_freeze *f)
 {
     ad_host *host = f->host;
@@ -349,10 +364,14 @@ static void frozen(ad_freeze *f)
     f->frozen_wall_usec = act_wallclock_usec();
     act_log_fields(LOG_INFO, &(act_log_ctx){.host = ad_host_name(host), .generation = gen->number},
                    "host %s: generation %" PRIu64 " is frozen", ad_host_name(host), gen->number);
-    ad_publish(host, EV_EVENT_FROZEN, gen, NULL);
-    write_record(gen, REC_GEN_FROZEN);
-    ad_claim_report_frozen(host);
-    ad_claim_report_settle(host);
+    /* Told once the record says so: whoever saw the event may kill the
+     * daemon, and the next one must find the generation frozen. */
+    rec_generation_record record;
+    ad_generation_fill_record(gen, REC_GEN_FROZEN, &record);
+    if (ad_record_write_async(host, &record, NULL, on_frozen_recorded, &err) < 0) {
+        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), err.message);
+        on_frozen_recorded(host, 0, NULL);
+    }
     if (sd_event_add_time_relative(ad_host_daemon(host)->loop, &f->expiry, CLOCK_MONOTONIC,
                                    ad_host_config(host)->frozen_max_usec, 1000 * 1000, on_expired,
                                    f) < 0)
