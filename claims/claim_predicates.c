@@ -63,8 +63,15 @@ int claim_phase_allows_wake(const claim *c, const char *box, bool probe, act_err
         return act_error_set(err, EPERM, "host %s: op %s is probing; only its probe may wake the "
                                          "host", c->host, c->op.id);
     case CLAIM_OP_MOVE:
+        /* From moving on, the target (op.exec) may make the move's probe;
+         * nobody may wake a draining host, whose source is retiring it. */
+        if (probe && strcmp(c->op.phase, "moving") == 0)
+            return 0;
         break;
     }
+    if (strcmp(c->op.phase, "moving") == 0)
+        return act_error_set(err, EPERM, "host %s: op %s is move/moving; only its probe may wake "
+                                         "the host on box %s", c->host, c->op.id, c->op.exec);
     return act_error_set(err, EPERM, "host %s: op %s is %s/%s and does not allow a wake; wait for "
                                      "the move to finish", c->host, c->op.id, kind, c->op.phase);
 }
@@ -88,6 +95,14 @@ int claim_admission_ok(const claim *observed, const claim *admitted, const char 
                              "observed %llu",
                              admitted->host, (unsigned long long)admitted->holder.session,
                              (unsigned long long)observed->holder.session);
+    /* A move's probe is admitted under the move's op, and stays a probe:
+     * anything else in its place is another writer's op. */
+    if ((observed->op.kind == CLAIM_OP_MOVE || observed->op.kind == CLAIM_OP_PROBE) &&
+        (admitted->op.kind != CLAIM_OP_PROBE || strcmp(admitted->op.id, observed->op.id) != 0))
+        return act_error_set(err, ESTALE, "host %s: the probe of op %s was admitted as op %s "
+                                          "(%s/%s); another writer got in",
+                             admitted->host, observed->op.id, admitted->op.id,
+                             claim_op_kind_to_string(admitted->op.kind), admitted->op.phase);
     uint64_t started = claim_admitted_generation(admitted);
     if (started == observed->holder.generation || started == observed->holder.starting_generation)
         return act_error_set(err, ESTALE, "host %s: admitted generation %llu is the observed one; "
@@ -129,8 +144,13 @@ static uint64_t admit_holder(const claim *observed, const char *box, const char 
     next->holder.stamp_usec = stamp_usec;
     next->holder.starting_generation = 0;
     next->holder.released_usec = 0;
-    next->has_failure = false;
-    next->failure = (claim_failure){0};
+    /* A move's failure (failure.phase set) is the op's record, not an
+     * admission's: it stays, so whoever follows the move can tell why it
+     * rolled back, until the next op replaces it. */
+    if (!observed->failure.phase[0]) {
+        next->has_failure = false;
+        next->failure = (claim_failure){0};
+    }
     snprintf(next->op.exec, sizeof(next->op.exec), "%s", box);
     uint64_t newest = observed->holder.generation;
     if (observed->holder.starting_generation > newest)
@@ -138,12 +158,29 @@ static uint64_t admit_holder(const claim *observed, const char *box, const char 
     return newest + 1;
 }
 
+int claim_probe_allows_wake(const claim *c, const char *box, const char *op_id, act_error *err)
+{
+    assert(c);
+    int r = claim_phase_allows_wake(c, box, true, err);
+    if (r < 0)
+        return r;
+    if (!op_id || strcmp(c->op.id, op_id) != 0)
+        return act_error_set(err, EPERM, "host %s: this probe is op %s's, the claim's op is %s; "
+                                         "a probe runs only under the op that asked for it",
+                             c->host, op_id ? op_id : "(none)", c->op.id);
+    return 0;
+}
+
 void claim_next_admission(const claim *observed, const char *box, const char *incarnation,
                           uint64_t stamp_usec, claim *next)
 {
     next->holder.generation = admit_holder(observed, box, incarnation, stamp_usec, next);
     next->holder.handle[0] = '\0';
-    if (observed->op.kind == CLAIM_OP_PROBE) {
+    /* A move's target admits itself for the probe: the op stays the move's
+     * (same id, same two boxes) and becomes a probe, so no other wake fits
+     * it until the probe publishes or the move rolls back. */
+    if (observed->op.kind == CLAIM_OP_PROBE || observed->op.kind == CLAIM_OP_MOVE) {
+        next->op.kind = CLAIM_OP_PROBE;
         snprintf(next->op.phase, sizeof(next->op.phase), "probing");
     } else {
         next->op.kind = CLAIM_OP_SERVING;
@@ -179,8 +216,16 @@ void claim_next_published(const claim *current, const char *handle, claim *next)
 {
     assert(current);
     claim_next_serving_again(current, claim_admitted_generation(current), handle, next);
-    next->has_failure = false;
-    next->failure = (claim_failure){0};
+    if (!current->failure.phase[0]) {
+        next->has_failure = false;
+        next->failure = (claim_failure){0};
+    }
+    /* A probe that publishes ends its move: the host serves here now. */
+    if (current->op.kind == CLAIM_OP_PROBE) {
+        next->op.kind = CLAIM_OP_SERVING;
+        next->op.from[0] = '\0';
+        next->op.to[0] = '\0';
+    }
 }
 
 void claim_next_serving_again(const claim *current, uint64_t generation, const char *handle,
@@ -199,7 +244,12 @@ void claim_next_serving_again(const claim *current, uint64_t generation, const c
 bool claim_release_pending(const claim *c, const char *box)
 {
     assert(c);
-    return box && c->op.kind == CLAIM_OP_SERVING && c->holder.box[0] &&
+    /* A move's target waits for the source as an assigned box does; the
+     * source writes its release with the CAS to moving, and a forced move
+     * takes it as given. */
+    bool handing_over = c->op.kind == CLAIM_OP_SERVING ||
+                        (c->op.kind == CLAIM_OP_MOVE && strcmp(c->op.phase, "moving") == 0);
+    return box && handing_over && c->holder.box[0] &&
            strcmp(c->holder.box, box) != 0 && !c->holder.released_usec &&
            strcmp(c->op.exec, box) == 0;
 }

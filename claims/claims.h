@@ -154,7 +154,10 @@ typedef struct claim_pin {
 
 /* Why the holder's last admission does not serve: written with phase
  * "failed" when a wake gave up or the serving generation failed, and cleared
- * by the next admission and by a publication. */
+ * by the next admission and by a publication. A move's rollback writes one
+ * with phase and box set: that one is the op's, and stays through the
+ * source's next admission and publication, until the next op (an
+ * assignment, another move) replaces it. */
 typedef struct claim_failure {
     char reason[32];    /* the refusal or failure code ("crashed", "ready_timeout"): a token
                          * of a-z, 0-9, '_' and '-' */
@@ -244,10 +247,15 @@ bool claim_owned_by(const claim *c, const char *box);
  * with why ("host web1: op move/draining does not allow a wake") and return
  * -EPERM; a claim that names another executor returns -EPERM too. */
 int claim_phase_allows_wake(const claim *c, const char *box, bool probe, act_error *err);
+/* A move's probe wake, made for op op_id: claim_phase_allows_wake for a
+ * probe, and the claim's op must still be op_id (a probe never runs under
+ * another op, nor under a move that was rolled back and started again). */
+int claim_probe_allows_wake(const claim *c, const char *box, const char *op_id, act_error *err);
 /* Verifies what a CAS admitted against what was observed before it: the
- * admitted holder carries our incarnation, its session grew, and the
+ * admitted holder carries our incarnation, its session grew, the
  * generation it starts (claim_admitted_generation) is not one the observed
- * claim named. Anything else means another writer got in between; -ESTALE. */
+ * claim named, and a move's probe is a probe of the same op. Anything else
+ * means another writer got in between; -ESTALE. */
 int claim_admission_ok(const claim *observed, const claim *admitted, const char *incarnation,
                        act_error *err);
 /* True when two reads describe the same admission: same host, holder
@@ -258,7 +266,8 @@ bool claim_same_admission(const claim *a, const claim *b);
 /* Builds the claim a box writes to admit itself: a copy of observed with the
  * holder set to box/incarnation/stamp, session + 1, a generation above any the
  * claim names, op.exec = box, and phase "starting" (kind becomes serving; a
- * probe op stays a probe in "probing", since the probe runs under its op). The
+ * probe op, or a move in moving, becomes a probe in "probing" with the same
+ * id and boxes, since the probe runs under its move's op). The
  * handle, the starting generation and the failure are cleared because the new
  * generation has published nothing yet. */
 void claim_next_admission(const claim *observed, const char *box, const char *incarnation,
@@ -301,7 +310,9 @@ bool claim_names_a_generation(const claim *c);
  * itself: the holder retires it with proof and then releases the claim. The
  * box named may admit itself only after that, so two boxes never run the
  * host at once; claim_phase_allows_wake refuses with -EAGAIN until then. */
-/* True when c names box as executor while another box holds it unreleased. */
+/* True when c names box as executor while another box holds it unreleased:
+ * after an assignment (a serving op), and in a move's moving phase (its
+ * source releases with the CAS to moving; a forced move takes it as given). */
 bool claim_release_pending(const claim *c, const char *box);
 /* True when box holds c unreleased but no longer executes it: box must
  * release it once nothing of the host runs there. */
@@ -525,6 +536,44 @@ int claim_apply_edit(const char *host, const claim *current, const claim_edit *e
  * executor), "revision 57, box b2 (last run by b1)" when the holder is
  * another box, "revision 57, released" or "no claim" (revision 0). */
 void claim_describe_owner(const claim *c, char *out, size_t size);
+
+/* ---- moves: a host changes boxes with its state (claim_move.c, pure) -------- *
+ *
+ *   phase           written by                    who may act
+ *   --------------  ----------------------------  ------------------------------------
+ *   move/draining   the orchestrator (move)       op.from (exec): retire, checkpoint
+ *   move/moving     the source, or move --force   op.to (exec): restore, probe wake
+ *   probe/probing   the target's admission        op.to: the probe, under the op id
+ *   serving/serving the target's publication      the target serves: the move is done
+ *   serving/assigned a rollback (failure.phase)   op.from wakes again, once the target
+ *                                                 released what it admitted
+ */
+
+/* The phase a move's op is in, for messages: "draining", "moving",
+ * "probing"; NULL when c is not in a move. */
+const char *claim_move_phase(const claim *c);
+/* Starts a move of c (host's claim as read) to box to, under a new op id.
+ * Refusals (-EPERM, err saying why and where the host serves now): no
+ * claim (-ENOENT), released, held, to is the executor, a move or probe of
+ * another op in flight. A move in flight to the same box is the same
+ * move: returns 1 (nothing to write; re-running the command resumes the
+ * wait). force: the source cannot drain (its box is gone), so the move
+ * starts at moving from the checkpoint the claim names, the source's
+ * release taken as given (stamp_usec). Returns 0 with *next to CAS. */
+int claim_move_start(const char *host, const claim *current, const char *to, const char *op_id,
+                     bool force, uint64_t stamp_usec, claim *next, act_error *err);
+/* The source drained: move/draining becomes move/moving, exec = op.to,
+ * state = written (when it names a checkpoint; a stateless host keeps no
+ * state), and the holder's release stamped, since nothing runs. */
+void claim_move_next_moving(const claim *current, const claim_state *written,
+                            uint64_t stamp_usec, claim *next);
+/* A move rolled back: serving/assigned, exec = op.from, from/to cleared,
+ * and failure = {reason, message, phase (the move's phase it failed in),
+ * box (where it failed)}. If the target admitted itself, it holds the
+ * claim unreleased, so the source waits for its release
+ * (claim_release_pending). Returns -EINVAL when current is not in a move. */
+int claim_move_rollback(const claim *current, const char *reason, const char *message,
+                        const char *box, uint64_t stamp_usec, claim *next, act_error *err);
 
 /* ---- box records: which daemons are alive ---------------------------------- */
 

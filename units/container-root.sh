@@ -8,7 +8,7 @@
 # not run beside them.
 set -eu
 packages=systemd,systemd-sysv,dbus,curl,libnng1,libseccomp2,libcgroup2,libjson-c5,libinih1
-packages=$packages,libcurl4,libssl3,libasan8,libubsan1
+packages=$packages,libcurl4,libssl3,libarchive13,libasan8,libubsan1
 cache=/var/cache/activator-tests
 root=$cache/bookworm-$(printf '%s' "$packages" | sha256sum | cut -c1-12)
 if [ ! -e "$root/.complete" ]; then

@@ -206,6 +206,9 @@ typedef struct cfg_host {
     lsn_address *listen;          /* ListenStream= in file order */
     unsigned *listen_lines;       /* the line of each, for a bind that fails */
     uint64_t ready_timeout_usec;  /* ReadyTimeoutSec=, 1..30 s, default 30 s */
+    uint64_t probe_timeout_usec;  /* ProbeTimeoutSec=, 1 s..10 min, default 30 s: a move's probe
+                                     on the box it lands on must serve this long after its
+                                     first exec, or the move rolls back */
     uint64_t stop_timeout_usec;   /* StopTimeoutSec=, default 10 s */
     uint64_t idle_timeout_usec;   /* IdleTimeoutSec=, default 300 s; 0 (or infinity in the
                                      file): never park when idle */

@@ -73,6 +73,7 @@ enum {
     KEY_AMBIENT_CAPABILITIES,
     KEY_READY,
     KEY_READY_TIMEOUT,
+    KEY_PROBE_TIMEOUT,
     KEY_HEALTH_CHECK,
     KEY_STOP_TIMEOUT,
     KEY_IDLE_TIMEOUT,
@@ -315,6 +316,15 @@ static int apply_ready_timeout(void *target, const char *value, act_error *err)
 {
     return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 30 * CFG_USEC_PER_SEC,
                                     &((cfg_host *)target)->ready_timeout_usec, err);
+}
+
+/* A move's probe includes a restore and the attempts' ready windows, so it
+ * may be longer than one ready window; a move waits this long at most with
+ * the host serving nowhere, hence the cap. */
+static int apply_probe_timeout(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 600 * CFG_USEC_PER_SEC,
+                                    &((cfg_host *)target)->probe_timeout_usec, err);
 }
 
 static int apply_stop_timeout(void *target, const char *value, act_error *err)
@@ -562,6 +572,7 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_AMBIENT_CAPABILITIES] = {"Host", "AmbientCapabilities", apply_ambient_capabilities, true},
     [KEY_READY] = {"Host", "Ready", apply_ready, false},
     [KEY_READY_TIMEOUT] = {"Host", "ReadyTimeoutSec", apply_ready_timeout, false},
+    [KEY_PROBE_TIMEOUT] = {"Host", "ProbeTimeoutSec", apply_probe_timeout, false},
     [KEY_HEALTH_CHECK] = {"Host", "HealthCheck", apply_health_check, false},
     [KEY_STOP_TIMEOUT] = {"Host", "StopTimeoutSec", apply_stop_timeout, false},
     [KEY_IDLE_TIMEOUT] = {"Host", "IdleTimeoutSec", apply_idle_timeout, false},
@@ -732,19 +743,19 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
     }
     unsigned key_lines[N_KEYS] = {0};
     _cleanup_(host_parse_done) host_parse parse = {
-        .host =
-            {
-                .ready = {.kind = PROBE_NOTIFY},
-                .ready_timeout_usec = 30 * CFG_USEC_PER_SEC,
-                .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
-                .checkpoint_timeout_usec = 300 * CFG_USEC_PER_SEC,
-                .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
-                .frozen_max_usec = 3600 * CFG_USEC_PER_SEC,
-                .max_starts = 5,
-                .releases_keep = 3,
-                .backlog = SOMAXCONN,
-                .limits = {.pids_max = CFG_PIDS_MAX_DEFAULT},
-            },
+        .host = {
+            .ready = {.kind = PROBE_NOTIFY},
+            .ready_timeout_usec = 30 * CFG_USEC_PER_SEC,
+            .probe_timeout_usec = 30 * CFG_USEC_PER_SEC,
+            .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
+            .checkpoint_timeout_usec = 300 * CFG_USEC_PER_SEC,
+            .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
+            .frozen_max_usec = 3600 * CFG_USEC_PER_SEC,
+            .max_starts = 5,
+            .releases_keep = 3,
+            .backlog = SOMAXCONN,
+            .limits = {.pids_max = CFG_PIDS_MAX_DEFAULT},
+        },
         .key_lines = key_lines,
     };
     int problems = cfg_ini_parse_fd(fd, path, host_keys, N_KEYS, &parse, key_lines, errors);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "common/json_fields.h"
 #include "common/cleanup.h"
@@ -35,6 +36,8 @@ bool ctrl_fleet_is_fleet_op(ctrl_op op)
     case CTRL_OP_HOLD:
     case CTRL_OP_UNHOLD:
     case CTRL_OP_UNPIN:
+    case CTRL_OP_MOVE:
+    case CTRL_OP_MOVE_ABORT:
         return true;
     default:
         return false;
@@ -43,7 +46,10 @@ bool ctrl_fleet_is_fleet_op(ctrl_op op)
 
 bool ctrl_fleet_needs_live_box(const ctrl_request *request)
 {
-    return request->op == CTRL_OP_CLAIM_ASSIGN && !request->force;
+    /* A move looks at both boxes' leases, --force included: it is refused
+     * while the source's lease is live, since a live source can drain. */
+    return (request->op == CTRL_OP_CLAIM_ASSIGN && !request->force) ||
+           request->op == CTRL_OP_MOVE;
 }
 
 /* The edit an op makes; false for an op that edits nothing. */
@@ -100,6 +106,60 @@ static json_object *edited_result(const claim *c, bool changed)
     return result;
 }
 
+/* A move's op id: unique, so a probe or a rollback of another move (an
+ * earlier one to the same box, aborted and started again) never passes
+ * for this one. */
+static void new_move_id(char *out, size_t size)
+{
+    uint64_t draw = 0;
+    if (getrandom(&draw, sizeof(draw), GRND_NONBLOCK) != sizeof(draw))
+        draw = act_now_usec() ^ act_wallclock_usec();
+    snprintf(out, size, "move-%016llx", (unsigned long long)draw);
+}
+
+/* move and move.abort: a new move (or the one in flight to the same box,
+ * resumed: nothing written, answered with where it stands), or its
+ * rollback to the box it leaves. */
+static int plan_move(const ctrl_request *request, int found, const claim *current, claim *next,
+                     ctrl_fleet_outcome *out)
+{
+    claim read = found > 0 ? *current : (claim){0};
+    act_error why = {0};
+    char owner[160];
+    claim_describe_owner(&read, owner, sizeof(owner));
+    if (request->op == CTRL_OP_MOVE_ABORT) {
+        if (found <= 0) {
+            refuse(out, "no_claim", "host %s has no claim; there is no move to roll back",
+                   request->host);
+            return 1;
+        }
+        char message[200];
+        snprintf(message, sizeof(message), "the operator rolled move %s back in phase %s",
+                 read.op.id, read.op.phase);
+        if (claim_move_rollback(&read, "aborted", message, "", act_wallclock_usec(), next,
+                                &why) < 0) {
+            refuse(out, "no_move", "host %s: no move is in flight (%s, op %s/%s); nothing was "
+                   "changed", request->host, owner, claim_op_kind_to_string(read.op.kind),
+                   read.op.phase);
+            return 1;
+        }
+        return 0;
+    }
+    char id[sizeof(read.op.id)];
+    new_move_id(id, sizeof(id));
+    int r = claim_move_start(request->host, &read, request->box, id, request->force,
+                             act_wallclock_usec(), next, &why);
+    if (r < 0) {
+        refuse(out, r == -ENOENT ? "no_claim" : "move_refused", "%s", why.message);
+        return 1;
+    }
+    if (r == 1) {
+        out->result = edited_result(&read, false);
+        return 1;
+    }
+    return 0;
+}
+
 int ctrl_fleet_plan(const ctrl_request *request, int found, const claim *current, claim *next,
                     ctrl_fleet_outcome *out)
 {
@@ -115,6 +175,8 @@ int ctrl_fleet_plan(const ctrl_request *request, int found, const claim *current
         json_object_object_add(out->result, "claim", claim_body(current));
         return 1;
     }
+    if (request->op == CTRL_OP_MOVE || request->op == CTRL_OP_MOVE_ABORT)
+        return plan_move(request, found, current, next, out);
     claim_edit edit;
     if (!edit_of(request, &edit)) {
         refuse(out, "internal", "op %s does not edit a claim", ctrl_op_name(request->op));
@@ -134,11 +196,69 @@ int ctrl_fleet_plan(const ctrl_request *request, int found, const claim *current
     return 0;
 }
 
+/* "no record in the claim store", "its lease ran out 12 s ago". */
+static void describe_lease(const claims_box *record, char *out, size_t size)
+{
+    uint64_t now = act_wallclock_usec();
+    if (!record)
+        snprintf(out, size, "no record in the claim store");
+    else if (record->live)
+        snprintf(out, size, "its lease is live");
+    else if (record->expires_usec && record->expires_usec <= now)
+        snprintf(out, size, "its lease ran out %llu s ago",
+                 (unsigned long long)(now - record->expires_usec) / 1000000);
+    else
+        snprintf(out, size, "its lease has expired");
+}
+
+/* A move goes to a box whose daemon runs (it must restore and probe), from
+ * one whose daemon runs (it must drain) unless --force says that box is
+ * gone, which its lease must then say too. */
+static int check_move_boxes(const ctrl_request *request, const claim *current,
+                            const claims_box *boxes, size_t n, ctrl_fleet_outcome *out)
+{
+    char owner[160], seen[96];
+    claim_describe_owner(current, owner, sizeof(owner));
+    const claims_box *target = claims_box_find(boxes, n, request->box);
+    if (!target || !target->live) {
+        describe_lease(target, seen, sizeof(seen));
+        refuse(out, target ? "box_not_live" : "unknown_box",
+               "host %s: box %s %s (%s), so no daemon there could restore and probe it; "
+               "nothing was changed (%s); name a box that 'activatorctl boxes' lists as live",
+               request->host, request->box, target ? "has no live lease" : "is not known", seen,
+               owner);
+        return 1;
+    }
+    const char *source_box = claim_executor(current);
+    const claims_box *source = claims_box_find(boxes, n, source_box);
+    bool source_live = source && source->live;
+    describe_lease(source, seen, sizeof(seen));
+    if (request->force && source_live) {
+        refuse(out, "source_live",
+               "host %s: box %s, which runs it, is alive (%s) and can drain it, so --force "
+               "would lose what it wrote since its last checkpoint; nothing was changed (%s); "
+               "move without --force",
+               request->host, source_box, seen, owner);
+        return 1;
+    }
+    if (!request->force && !source_live) {
+        refuse(out, "box_not_live",
+               "host %s: box %s, which runs it, has no live lease (%s), so it cannot drain "
+               "it; nothing was changed (%s); start activatord there, or move with --force "
+               "from the last checkpoint",
+               request->host, source_box, seen, owner);
+        return 1;
+    }
+    return 0;
+}
+
 int ctrl_fleet_check_box(const ctrl_request *request, const claim *current,
                          const claims_box *boxes, size_t n, ctrl_fleet_outcome *out)
 {
     assert(request && current && out);
     *out = (ctrl_fleet_outcome){0};
+    if (request->op == CTRL_OP_MOVE)
+        return check_move_boxes(request, current, boxes, n, out);
     const claims_box *record = claims_box_find(boxes, n, request->box);
     if (record && record->live)
         return 0;
@@ -182,6 +302,13 @@ void ctrl_fleet_written(const ctrl_request *request, int result, uint64_t new_re
     claim written = *next;
     written.revision = new_revision;
     out->result = edited_result(&written, true);
+    /* A forced move restores what the last checkpoint holds: say how old. */
+    if (request->op == CTRL_OP_MOVE && request->force) {
+        uint64_t now = act_wallclock_usec();
+        if (written.state.checkpoint[0] && written.state.stamp_usec &&
+            written.state.stamp_usec <= now)
+            act_json_add_u64(out->result, "checkpoint_age_usec", now - written.state.stamp_usec);
+    }
 }
 
 void ctrl_fleet_store_error(const ctrl_request *request, const act_error *err,

@@ -1,6 +1,7 @@
 /* The fleet ops on claims and boxes (claims, boxes, claim.show,
- * claim.assign, claim.release, hold, unhold, unpin), done the same way by
- * the daemon for a control request (asynchronously, on its loop) and by
+ * claim.assign, claim.release, hold, unhold, unpin, move, move.abort), done
+ * the same way by the daemon for a control request (asynchronously, on its
+ * loop) and by
  * activatorctl --store against the store itself (synchronously, no daemon
  * needed): the decisions between the store calls, and the results and
  * refusals they reply, so both answer alike to the letter.
@@ -10,8 +11,8 @@
  *   boxes         list boxes, list claims           -> ctrl_fleet_boxes_result
  *   claim.show    read                              -> ctrl_fleet_plan
  *   the edits     read -> ctrl_fleet_plan
- *                 [assign without force: list boxes -> ctrl_fleet_check_box]
- *                 CAS at the revision read          -> ctrl_fleet_written
+ *   (and move,    [assign without force, move: list boxes -> ctrl_fleet_check_box]
+ *    move.abort)  CAS at the revision read          -> ctrl_fleet_written
  * and any store call that fails                     -> ctrl_fleet_store_error.
  *
  * Results (the "result" of a success reply):
@@ -22,8 +23,12 @@
  *                "expires_usec","hosts"}]}
  *   claim.show  {"host","claim":{...the claim...,"revision"}}
  *   the edits   {"host","executor","revision","changed","claim":{...}}
- * Refusal codes: no_claim, claim_changed, box_not_live, store_error; every
- * refusal of an existing claim names its revision and the box that holds it. */
+ *   move        as the edits, and "checkpoint_age_usec" after --force
+ * Refusal codes: no_claim, claim_changed, box_not_live, store_error; for a
+ * move also move_refused (held, released, to the box that runs it, another
+ * move in flight), unknown_box, source_live (--force while the source's
+ * lease lives) and no_move (an abort with no move in flight); every refusal
+ * of an existing claim names its revision and the box that holds it. */
 #pragma once
 
 #include <stdbool.h>

@@ -73,6 +73,11 @@ static const ctrl_op_spec ops[CTRL_OP__COUNT] = {
                         "Lift HOST's hold: wakes run the pinned or live version again."},
     [CTRL_OP_UNPIN] = {"unpin", HOST, 0, CTRL_ROLE_OPERATOR,
                        "Drop HOST's pin: the next start runs the live version."},
+    [CTRL_OP_MOVE] = {"move", HOST | BOX, FORCE, CTRL_ROLE_OPERATOR,
+                      "Move HOST to BOX with its state: drain, checkpoint, probe there, serve; "
+                      "--force when HOST's box is gone."},
+    [CTRL_OP_MOVE_ABORT] = {"move.abort", HOST, 0, CTRL_ROLE_OPERATOR,
+                            "Roll HOST's unfinished move back to the box it was leaving."},
     [CTRL_OP_STATS] = {"stats", 0, 0, CTRL_ROLE_VIEWER, "Show the daemon's counters."},
     [CTRL_OP_VERSION] = {"version", 0, 0, CTRL_ROLE_VIEWER,
                          "Show the versions of activatorctl and activatord."},

@@ -31,6 +31,8 @@ typedef enum ctrl_op {
     CTRL_OP_HOLD,
     CTRL_OP_UNHOLD,
     CTRL_OP_UNPIN,
+    CTRL_OP_MOVE,
+    CTRL_OP_MOVE_ABORT,
     CTRL_OP_STATS,
     CTRL_OP_VERSION,
     CTRL_OP_RELOAD,

@@ -35,12 +35,13 @@ typedef struct ctrl_request {
     ctrl_op op;
     char host[ACT_NAME_MAX + 1];    /* status (optional), and every per-host op */
     char version[ACT_NAME_MAX + 1]; /* swap, stage, promote, hold */
-    char box[ACT_NAME_MAX + 1];     /* claim.assign */
+    char box[ACT_NAME_MAX + 1];     /* claim.assign, move */
     char path[CTRL_REQUEST_PATH_MAX + 1]; /* stage: an absolute path on this box */
     ctrl_swap_mode mode;                  /* swap; CTRL_SWAP_OVERLAP when absent */
     bool no_wait;                        /* wake, swap: reply once started */
     bool promote;                        /* stage: make it live too */
-    bool force;                          /* claim.assign: to a box without a live lease */
+    bool force;                          /* claim.assign: to a box without a live lease;
+                                          * move: from a box without one */
     bool has_keep;                       /* gc: keep was given */
     unsigned keep;                       /* gc: versions kept besides those in use */
     bool dry_run;                        /* gc: say what would go, remove nothing */

@@ -4,7 +4,7 @@ _activatorctl()
     local cur prev words cword
     _init_completion || return
 
-    local commands="status wake park freeze thaw swap stage promote releases gc claim claims boxes hold unhold unpin checkpoint checkpoints watch stats version reload help"
+    local commands="status wake park freeze thaw swap stage promote releases gc claim claims boxes hold unhold unpin move checkpoint checkpoints watch stats version reload help"
     local global_opts="--connect --events --json --timeout --tls-cert --tls-key --tls-ca --store --store-ca --store-cert --store-key --no-color --help"
 
     case $prev in
@@ -58,6 +58,7 @@ _activatorctl()
         swap) opts+=" --mode --no-wait" ;;
         stage) opts+=" --promote" ;;
         claim) opts+=" --force" ;;
+        move) opts+=" --timeout --force --abort" ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
@@ -75,6 +76,13 @@ _activatorctl()
         fi
     }
 
+    # The boxes the fleet's store knows, live or dead.
+    _activatorctl_boxes()
+    {
+        activatorctl "${store[@]}" "${connect[@]}" --timeout 2 --no-color boxes 2>/dev/null |
+            awk 'NR > 1 { print $1 }'
+    }
+
     case $command in
         help)
             ((nargs == 0)) && COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
@@ -86,6 +94,12 @@ _activatorctl()
             fi ;;
         status | wake | park | freeze | thaw | releases | watch | swap | promote | hold | unhold | unpin | gc | checkpoint | checkpoints)
             ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_activatorctl_hosts)" -- "$cur")) ;;
+        move)
+            if ((nargs == 0)); then
+                COMPREPLY=($(compgen -W "$(_activatorctl_hosts)" -- "$cur"))
+            elif ((nargs == 1)); then
+                COMPREPLY=($(compgen -W "$(_activatorctl_boxes)" -- "$cur"))
+            fi ;;
         claims)
             COMPREPLY=($(compgen -W "$(_activatorctl_hosts)" -- "$cur")) ;;
         stage)

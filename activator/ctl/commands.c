@@ -12,6 +12,7 @@
 #include "activator/control/fleet.h"
 #include "activator/ctl/client.h"
 #include "activator/ctl/commands.h"
+#include "activator/ctl/move.h"
 #include "activator/ctl/op_line.h"
 #include "activator/ctl/render.h"
 #include "activator/ctl/store_mode.h"
@@ -264,13 +265,21 @@ static void render_status(json_object *result, const ctl_options *options)
     }
     /* A reload's changes that wait for a host's next start get a column of
      * their own, shown only while some host has them. */
-    bool pending = false;
-    for (size_t i = 0; i < n; i++)
+    bool pending = false, moving = false;
+    for (size_t i = 0; i < n; i++) {
         pending |= get_str(json_object_array_get_idx(hosts, i), "config") != NULL;
+        moving |= get_str(json_object_array_get_idx(hosts, i), "move") != NULL;
+    }
+    /* A move's part on this box, likewise only while some host has one. */
+    const char *columns[13] = {"HOST", "STATE", "GEN", "VERSION", "PID", "UPTIME", "MEMORY",
+                               "PIDS", "REASON"};
+    size_t n_columns = 9;
+    if (moving)
+        columns[n_columns++] = "MOVE";
+    if (pending)
+        columns[n_columns++] = "CONFIG";
     ctl_table table;
-    ctl_table_init(&table, (const char *const[]){"HOST", "STATE", "GEN", "VERSION", "PID",
-                                                 "UPTIME", "MEMORY", "PIDS", "REASON",
-                                                 pending ? "CONFIG" : NULL, NULL});
+    ctl_table_init(&table, columns);
     uint64_t now = act_wallclock_usec();
     for (size_t i = 0; i < n; i++) {
         json_object *h = json_object_array_get_idx(hosts, i);
@@ -295,10 +304,15 @@ static void render_status(json_object *result, const ctl_options *options)
             ctl_format_size(v, memory, sizeof(memory));
         if ((v = get_u64(h, "pids_current")))
             snprintf(pids, sizeof(pids), "%llu", (unsigned long long)v);
-        const char *config = get_str(h, "config");
-        const char *cells[] = {get_str(h, "host"), state, gen, get_str(h, "version"), pid,
-                               uptime, memory, pids, get_str(h, "reason"), config ? config : "-"};
-        const char *colors[10] = {NULL, ctl_state_color(state)};
+        const char *config = get_str(h, "config"), *move = get_str(h, "move");
+        const char *cells[12] = {get_str(h, "host"), state, gen, get_str(h, "version"), pid,
+                                 uptime, memory, pids, get_str(h, "reason")};
+        size_t n_cells = 9;
+        if (moving)
+            cells[n_cells++] = move ? move : "-";
+        if (pending)
+            cells[n_cells++] = config ? config : "-";
+        const char *colors[12] = {NULL, ctl_state_color(state)};
         ctl_table_add(&table, cells, colors);
     }
     ctl_table_print(&table, options->color);
@@ -734,14 +748,15 @@ static bool runs_on_the_store(const ctl_command *command)
 {
     if (command->op >= 0)
         return ctrl_fleet_is_fleet_op((ctrl_op)command->op);
-    return command->ops_prefix || strcmp(command->name, "help") == 0;
+    return command->ops_prefix || strcmp(command->name, "help") == 0 ||
+           strcmp(command->name, "move") == 0;
 }
 
 int ctl_command_run(const ctl_command *command, const ctl_options *options, int argc, char **argv)
 {
     if (options->store_url && !runs_on_the_store(command))
         return ctl_usage_error(command, "needs a daemon; with --store only claims, boxes, claim, "
-                                        "hold, unhold and unpin run (drop --store)");
+                                        "hold, unhold, unpin and move run (drop --store)");
     if (command->run)
         return command->run(command, options, argc, argv);
     return run_op(command, (ctrl_op)command->op, NULL, options, argc, argv);
@@ -798,6 +813,65 @@ static int cmd_claims(const ctl_command *self, const ctl_options *options, int a
     size_t missing = keep_hosts(reply, argc - 1, argv + 1);
     int printed = print_reply(options, self->name, reply, self->render);
     return r != CTL_EXIT_OK ? r : printed != CTL_EXIT_OK || missing ? CTL_EXIT_FAILED : r;
+}
+
+/* One request of a move's, quick each: the move itself is followed by
+ * reading the claim again and again. */
+static int move_call(const ctl_options *options, const char *what, json_object *request_arg,
+                     json_object **reply)
+{
+    _cleanup_(json_object_putp) json_object *request = request_arg;
+    return obtain_reply(options, what, request, NULL, QUICK_TIMEOUT_SEC, reply);
+}
+
+/* A move is done in minutes at most: a drain (StopTimeoutSec= and a
+ * checkpoint), a restore and a probe (ProbeTimeoutSec=). */
+#define MOVE_TIMEOUT_SEC 300
+
+/* "move HOST BOX [--timeout SEC] [--force]" and "move --abort HOST". */
+static int cmd_move(const ctl_command *self, const ctl_options *options, int argc, char **argv)
+{
+    if (want_help(argc, argv)) {
+        ctl_command_usage(self, stdout);
+        return CTL_EXIT_OK;
+    }
+    ctl_move_args args = {.timeout_sec = MOVE_TIMEOUT_SEC};
+    const char *names[2] = {NULL, NULL};
+    int n_names = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--force") == 0) {
+            args.force = true;
+        } else if (strcmp(argv[i], "--abort") == 0) {
+            args.abort = true;
+        } else if (strcmp(argv[i], "--timeout") == 0) {
+            char *end = NULL;
+            long seconds = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || !end || *end || seconds < 1 || seconds > 86400)
+                return ctl_usage_error(self, "--timeout takes whole seconds from 1 to 86400");
+            args.timeout_sec = (int)seconds;
+            i++;
+        } else if (argv[i][0] == '-') {
+            return ctl_usage_error(self, "unknown option '%s'", argv[i]);
+        } else if (n_names < 2) {
+            names[n_names++] = argv[i];
+        } else {
+            return ctl_usage_error(self, "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (n_names < 1)
+        return ctl_usage_error(self, "missing HOST");
+    if (ctl_check_name(self, "host", names[0]))
+        return CTL_EXIT_USAGE;
+    if (args.abort && (n_names > 1 || args.force))
+        return ctl_usage_error(self, "--abort takes HOST alone: the move in flight is rolled "
+                                     "back to the box it leaves");
+    if (!args.abort && n_names < 2)
+        return ctl_usage_error(self, "missing BOX, the box to move %s to", names[0]);
+    if (!args.abort && ctl_check_name(self, "box", names[1]))
+        return CTL_EXIT_USAGE;
+    args.host = names[0];
+    args.box = names[1];
+    return ctl_move_run(options, &args, move_call);
 }
 
 static volatile bool watch_stop;
@@ -950,6 +1024,19 @@ const ctl_command ctl_commands[] = {
              "  --dry-run  show what would be removed, remove nothing\n",
      .render = render_object,
      .timeout_sec = WAIT_TIMEOUT_SEC},
+    {.name = "move",
+     .op = -1,
+     .summary = "Move HOST to BOX with its state, showing each phase; or roll its move back.",
+     .usage = "HOST BOX [--timeout SEC] [--force] | --abort HOST",
+     .help = "  Prints each phase as it comes (draining, moving, probing, serving) and exits\n"
+             "  0 once HOST serves on BOX, 1 when the move failed or was refused (with why\n"
+             "  and where HOST runs now), 3 when nothing could be reached. Running it again\n"
+             "  for the same BOX follows the move in flight.\n"
+             "  --timeout SEC  roll the move back when it is not done by then (default 300)\n"
+             "  --force        HOST's box is gone (its lease expired): start at moving from\n"
+             "                 the last checkpoint the claim names, and say how old it is\n"
+             "  --abort        roll HOST's unfinished move back to the box it leaves\n",
+     .run = cmd_move},
     {.name = "watch",
      .op = -1,
      .usage = "[HOST]",

@@ -1,7 +1,7 @@
 /* Claims that change under us, and the watch that tells us. Another box named
  * executor while we wake or serve the host: the local generation is retired
  * within this one watch event. A claim that newly names this box wakes the
- * host.
+ * host. A move's phases are handed to move.c, which drains or probes.
  *
  * The watch heals. Whatever ends it (a compaction of the store's history,
  * the server closing the stream, a silent stream, a lost connection), every
@@ -25,6 +25,7 @@
 #include "activator/daemon/announce.h"
 #include "activator/daemon/claim_release.h"
 #include "activator/daemon/hosts.h"
+#include "activator/daemon/move.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/names.h"
@@ -64,6 +65,12 @@ static void host_claim_changed(ad_host *host, const claim_change *change)
                change->kind == CLAIM_CHANGE_DELETE ? "deleted"
                : ours                              ? "ours"
                                                    : claim_executor(&change->claim));
+    /* A move's phases ask this box to drain or to probe (or end its part);
+     * the rest below holds for them as for any claim. */
+    if (change->kind == CLAIM_CHANGE_PUT)
+        ad_move_claim_seen(host, &change->claim);
+    else
+        ad_move_free(host);
     if (!ours) {
         if (state == PL_HOST_WAKING)
             pl_host_cancel(pipeline, PL_REASON_NOT_OWNER,
@@ -332,6 +339,10 @@ static void take_baseline(ad_claim_watch *cw, const claim *claims, size_t n)
             next++;
         bool found = next < n && strcmp(claims[next].host, ad_host_name(host)) == 0;
         ad_host_set_claim_ours(host, found && claim_owned_by(&claims[next], daemon->config.box));
+        /* A move a previous daemon took part in goes on from its phase: a
+         * source drains again, a target probes again (same deadline). */
+        if (found)
+            ad_move_claim_seen(host, &claims[next]);
     }
 }
 

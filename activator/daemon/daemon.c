@@ -439,7 +439,8 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     if (cg_limits_check(daemon->cgroups, &(cg_limits){.pids_max = CFG_PIDS_MAX_DEFAULT},
                         &pids_err) < 0)
         act_log(LOG_WARNING,
-                "hosts without PidsMax= run without its default of %d tasks on this box: %s",
+                "hosts without PidsMax= are held to its default of %d tasks by RLIMIT_NPROC on "
+                "their dynamic user (those with User= not at all) on this box: %s",
                 CFG_PIDS_MAX_DEFAULT, pids_err.message);
     if ((r = pl_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
             0 ||

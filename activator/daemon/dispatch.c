@@ -248,6 +248,8 @@ void ad_dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
     case CTRL_OP_HOLD:
     case CTRL_OP_UNHOLD:
     case CTRL_OP_UNPIN:
+    case CTRL_OP_MOVE:
+    case CTRL_OP_MOVE_ABORT:
         ad_fleet_request(daemon, request, reply);
         return;
     case CTRL_OP_STATS:

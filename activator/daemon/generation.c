@@ -289,9 +289,23 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
     if (kind == SPAWN_PROBE && gen->process.pidfd >= 0 && !gen->exited)
         spec.join_mount_ns_fd = gen->process.pidfd;
     spec.working_directory = state_dir;
-    cg_rlimit nofile = {.resource = RLIMIT_NOFILE, .limit = daemon->nofile};
-    spec.rlimits = &nofile;
-    spec.n_rlimits = 1;
+    cg_rlimit rlimits[2] = {{.resource = RLIMIT_NOFILE, .limit = daemon->nofile}};
+    size_t n_rlimits = 1;
+    /* Where the box cannot enforce the default PidsMax= in the leaf (no pids
+     * controller, as in a container on a hybrid host), RLIMIT_NPROC holds
+     * the host to it instead: the kernel counts a real uid's tasks, and a
+     * host without User= has a uid of its own and no capability that would
+     * let it past. A User= may name a user others share, and root is never
+     * held by it, so those hosts get no such stand-in. */
+    cg_limits enforced;
+    ad_limits_from_config(daemon->cgroups, &config->limits, &enforced);
+    if (config->limits.pids_max_is_default && enforced.pids_max == 0 && !config->user && uid != 0)
+        rlimits[n_rlimits++] = (cg_rlimit){
+            .resource = RLIMIT_NPROC,
+            .limit = {.rlim_cur = config->limits.pids_max, .rlim_max = config->limits.pids_max},
+        };
+    spec.rlimits = rlimits;
+    spec.n_rlimits = n_rlimits;
     spec.no_new_privs = true;
     spec.seccomp = ad_host_seccomp(host);
     /* The build runs in the host's filesystem view, reaching its notify

@@ -53,6 +53,8 @@ struct ad_host {
     uint64_t wake_started_usec;       /* announce.c */
     uint64_t failed_attempts;         /* wake_ops.c */
     bool claim_ours;                  /* wake_ops.c, claim_watch.c */
+    ad_move *move;                    /* move.c */
+    char *probe_op;                   /* move.c sets it, wake_ops.c reads it */
     ad_unproven_leaf *unproven;       /* wake_ops.c keeps them, sweep.c takes them */
     size_t n_unproven;
     bool releasing;                   /* claim_release.c */
@@ -301,7 +303,8 @@ void ad_host_free(ad_host *host)
     if (!host)
         return;
     assert(!host->serving && !host->starting && !host->replaced && !host->wake_state &&
-           !host->swap && !host->claim_report && !host->pipeline);
+           !host->swap && !host->claim_report && !host->pipeline && !host->move);
+    free(host->probe_op);
     close_sockets(host);
     ad_host_settings_free(host->settings);
     ad_host_settings_free(host->pending);
@@ -731,6 +734,31 @@ bool ad_host_claim_ours(const ad_host *host)
 void ad_host_set_claim_ours(ad_host *host, bool ours)
 {
     host->claim_ours = ours;
+}
+
+ad_move *ad_host_move(const ad_host *host)
+{
+    return host->move;
+}
+
+void ad_host_set_move(ad_host *host, ad_move *move)
+{
+    host->move = move;
+}
+
+const char *ad_host_probe_op(const ad_host *host)
+{
+    return host->probe_op;
+}
+
+bool ad_host_set_probe_op(ad_host *host, const char *op_id)
+{
+    char *copy = NULL;
+    if (op_id && !(copy = strdup(op_id)))
+        return false;
+    free(host->probe_op);
+    host->probe_op = copy;
+    return true;
 }
 
 bool ad_host_releasing(const ad_host *host)

@@ -19,6 +19,7 @@ typedef struct ad_freeze ad_freeze;
 typedef struct ad_checkpoint ad_checkpoint;
 typedef struct ad_checkpoint_request ad_checkpoint_request;
 typedef struct ad_claim_report ad_claim_report;
+typedef struct ad_move ad_move;
 typedef struct ad_host_settings ad_host_settings;
 
 /* ---- configuration ----------------------------------------------------------
@@ -179,6 +180,19 @@ void ad_host_set_last_active(ad_host *host, uint64_t usec);
 /* The last claim seen names this box as executor (wake_ops.c, claim_watch.c). */
 bool ad_host_claim_ours(const ad_host *host);
 void ad_host_set_claim_ours(ad_host *host, bool ours);
+
+/* ---- moves (move.c) ------------------------------------------------------ */
+
+/* The move this box takes part in, as its source or its target; NULL when
+ * none (10,000 hosts that never move carry two pointers). */
+ad_move *ad_host_move(const ad_host *host);
+void ad_host_set_move(ad_host *host, ad_move *move);
+/* The op id of the move whose probe this box may make (move.c sets it,
+ * wake_ops.c reads it): while it is set, every wake of the host is that
+ * probe, admitted only under that op. NULL when none. Setting copies it;
+ * false when out of memory (nothing changed). */
+const char *ad_host_probe_op(const ad_host *host);
+bool ad_host_set_probe_op(ad_host *host, const char *op_id);
 
 /* ---- leaves not proven stopped (wake_ops.c keeps them, sweep.c takes them) -- */
 

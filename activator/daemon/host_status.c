@@ -4,6 +4,7 @@
 
 #include "activator/daemon/freeze.h"
 #include "activator/daemon/generation.h"
+#include "activator/daemon/move.h"
 #include "common/json_fields.h"
 #include "common/clock.h"
 
@@ -54,6 +55,9 @@ json_object *ad_host_status_json(const ad_host *host)
         act_json_add_string(status, "reason", ad_host_last_reason(host));
     act_json_add_string(status, "message", ad_host_last_message(host));
     act_json_add_u64(status, "failure_streak", pl_host_failure_streak(pipeline));
+    char move[160];
+    if (ad_move_describe(host, move, sizeof(move)))
+        act_json_add_string(status, "move", move);
     if (ad_host_has_pending(host))
         act_json_add_string(status, "config", "pending next start");
     return status;

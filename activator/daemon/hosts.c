@@ -25,6 +25,7 @@
 #include "activator/daemon/generation.h"
 #include "activator/daemon/idle.h"
 #include "activator/daemon/leftovers.h"
+#include "activator/daemon/move.h"
 #include "activator/daemon/swap.h"
 #include "activator/daemon/sweep.h"
 #include "activator/daemon/wake_ops.h"
@@ -237,6 +238,8 @@ static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *u
 
     ad_announce_transition(host, event);
     report_to_claim(host, event);
+    /* A move waits for the source at rest and for the target's probe. */
+    ad_move_on_transition(host, event);
 
     switch (event->type) {
     case PL_WAKE_EVENT_PARKING:
@@ -504,6 +507,7 @@ static void teardown_host(ad_host *host)
     free(ad_host_swap(host));
     ad_host_set_swap(host, NULL);
     ad_claim_report_free(host);
+    ad_move_free(host);
     ad_host_free(host);
 }
 

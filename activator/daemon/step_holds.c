@@ -18,10 +18,17 @@ static pl_ops held;
 static sd_event *hold_loop;
 static char *hold_paths[_PL_STEP_MAX]; /* by step; NULL: not held */
 
+/* A move's own points, after the pipeline's steps in hold_paths' numbering. */
+static const char *const point_names[] = {"drained", "checkpointed"};
+#define N_POINTS (sizeof(point_names) / sizeof(point_names[0]))
+static char *point_paths[N_POINTS];
+
 typedef struct pending_hold {
     pl_wake *wake;
     void *userdata;
     pl_step step;
+    const char *path;               /* what it waits for */
+    void (*go)(ad_host *host);      /* a move's point: what goes on, with userdata */
 } pending_hold;
 
 static pl_step_fn base_op(pl_step step)
@@ -78,20 +85,68 @@ static void release(sd_event_source *source, pending_hold *hold)
     pl_wake *wake = hold->wake;
     void *userdata = hold->userdata;
     pl_step step = hold->step;
+    void (*go)(ad_host *host) = hold->go;
     /* The source is floating, the loop's only: taking it back drops that
      * last reference, which frees hold too. */
     sd_event_source_set_enabled(source, SD_EVENT_OFF);
     sd_event_source_set_floating(source, false);
-    run_base(wake, step, userdata);
+    if (go)
+        go(userdata);
+    else
+        run_base(wake, step, userdata);
 }
 
 static int on_directory_change(sd_event_source *source, const struct inotify_event *event,
                                void *userdata)
 {
     pending_hold *hold = userdata;
-    if (access(hold_paths[hold->step], F_OK) == 0)
+    if (access(hold->path, F_OK) == 0)
         release(source, hold);
     return 0;
+}
+
+/* Watches path's directory for hold; false when it cannot. */
+static bool watch_for(pending_hold *hold)
+{
+    char directory[HOLD_PATH_MAX];
+    snprintf(directory, sizeof(directory), "%s", hold->path);
+    sd_event_source *source = NULL;
+    if (sd_event_add_inotify(hold_loop, &source, dirname(directory),
+                             IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE,
+                             on_directory_change, hold) < 0)
+        return false;
+    sd_event_source_set_destroy_callback(source, free);
+    sd_event_source_set_floating(source, true);
+    sd_event_source_unref(source);
+    /* Created between the first look and the watch: no event will come. */
+    if (access(hold->path, F_OK) == 0)
+        release(source, hold);
+    return true;
+}
+
+void ad_step_holds_point(ad_host *host, const char *point, void (*go)(ad_host *host))
+{
+    const char *path = NULL;
+    for (size_t i = 0; i < N_POINTS; i++)
+        if (strcmp(point_names[i], point) == 0)
+            path = point_paths[i];
+    if (!path || !hold_loop || access(path, F_OK) == 0) {
+        go(host);
+        return;
+    }
+    pending_hold *hold = calloc(1, sizeof(*hold));
+    if (!hold) {
+        go(host);
+        return;
+    }
+    *hold = (pending_hold){.userdata = host, .path = path, .go = go};
+    act_log(LOG_NOTICE, "host %s: move point %s held: waiting for %s", ad_host_name(host), point,
+            path);
+    if (!watch_for(hold)) {
+        act_log(LOG_ERR, "test hold %s: cannot watch %s; not holding", point, path);
+        free(hold);
+        go(host);
+    }
 }
 
 static void held_op(pl_wake *wake, void *userdata)
@@ -102,28 +157,20 @@ static void held_op(pl_wake *wake, void *userdata)
         run_base(wake, step, userdata);
         return;
     }
-    char directory[HOLD_PATH_MAX];
-    snprintf(directory, sizeof(directory), "%s", path);
     pending_hold *hold = calloc(1, sizeof(*hold));
-    sd_event_source *source = NULL;
-    if (!hold || sd_event_add_inotify(hold_loop, &source, dirname(directory),
-                                      IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE,
-                                      on_directory_change, hold) < 0) {
+    if (!hold) {
+        run_base(wake, step, userdata);
+        return;
+    }
+    *hold = (pending_hold){.wake = wake, .userdata = userdata, .step = step, .path = path};
+    act_log(LOG_NOTICE, "host %s: step %s held: waiting for %s", ad_host_name(userdata),
+            pl_step_to_string(step), path);
+    if (!watch_for(hold)) {
         act_log(LOG_ERR, "test hold %s: cannot watch %s; not holding", pl_step_to_string(step),
                 path);
         free(hold);
         run_base(wake, step, userdata);
-        return;
     }
-    *hold = (pending_hold){.wake = wake, .userdata = userdata, .step = step};
-    sd_event_source_set_destroy_callback(source, free);
-    sd_event_source_set_floating(source, true);
-    sd_event_source_unref(source);
-    act_log(LOG_NOTICE, "host %s: step %s held: waiting for %s", ad_host_name(userdata),
-            pl_step_to_string(step), path);
-    /* Created between the first look and the watch: no event will come. */
-    if (access(path, F_OK) == 0)
-        release(source, hold);
 }
 
 static pl_step step_named(const char *name)
@@ -147,6 +194,16 @@ static bool parse_holds(const char *spec)
         if (colon) {
             *colon = '\0';
             step = step_named(item);
+            for (size_t i = 0; step == PL_STEP_NONE && i < N_POINTS; i++) {
+                if (strcmp(point_names[i], item) != 0 || colon[1] != '/')
+                    continue;
+                free(point_paths[i]);
+                point_paths[i] = strdup(colon + 1);
+                ok = point_paths[i] != NULL;
+                step = _PL_STEP_MAX; /* a point, not a step */
+            }
+            if (step == _PL_STEP_MAX)
+                continue;
         }
         if (step == PL_STEP_NONE || step == PL_STEP_READY || !colon || colon[1] != '/' ||
             strlen(colon + 1) >= HOLD_PATH_MAX) {

@@ -6,7 +6,11 @@
  * exists, and logs "host H: step STEP held: waiting for PATH" when it does.
  * A test can then change a claim, or kill the daemon, at an exact point of a
  * wake. `ready` cannot be held: its window is the pipeline's own timer. The
- * wait is an inotify watch on PATH's directory, not a poll. */
+ * wait is an inotify watch on PATH's directory, not a poll.
+ *
+ * STEP may also name a point of a move outside the pipeline: "drained" (the
+ * source has retired the host, before its checkpoint) and "checkpointed"
+ * (the checkpoint is written, before the compare-and-swap to moving). */
 #pragma once
 
 #include "activator/pipeline/pipeline.h"
@@ -35,3 +39,10 @@ static inline void ad_test_hold_release_work(const char *what, const char *host)
     (void)host;
 }
 #endif
+
+typedef struct ad_host ad_host;
+
+/* Runs go(host) at a move's point named point ("drained", "checkpointed"):
+ * at once when it is not held, else from the loop once its PATH exists. go
+ * must check that the move it goes on with is still there. */
+void ad_step_holds_point(ad_host *host, const char *point, void (*go)(ad_host *host));

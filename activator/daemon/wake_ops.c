@@ -121,7 +121,13 @@ static void judge_observed(pl_wake *wake, ad_host *host)
                          name_of(host), executor, box_of(host));
         return;
     }
-    int r = claim_phase_allows_wake(&state_of(host)->observed, box_of(host), false, &err);
+    /* While this box is a move's target, a wake is the move's probe, and
+     * only a probe of that very op may be admitted. */
+    const char *probe_op = ad_host_probe_op(host);
+    int r = probe_op ? claim_probe_allows_wake(&state_of(host)->observed, box_of(host), probe_op,
+                                               &err)
+                     : claim_phase_allows_wake(&state_of(host)->observed, box_of(host), false,
+                                               &err);
     if (r < 0) {
         /* A handover in progress: the box that held the host releases it
          * once its generation is proven stopped, and that write wakes the
@@ -610,18 +616,25 @@ static void op_exec(pl_wake *wake, void *userdata)
     pl_wake_ok(wake);
 }
 
+static void publish_read(ad_host *host);
+
 static void on_probe_done(probe_run *probe, bool ok, const char *why, void *userdata)
 {
     ad_host *host = host_of(userdata);
     pl_wake *wake = take_wake(host);
     pl_step step = pl_wake_step(wake);
-    if (ok)
+    bool health = step == PL_STEP_HEALTHY || step == PL_STEP_PUBLISH;
+    if (ok && step == PL_STEP_PUBLISH) {
+        /* A move's probe, healthy: now it may publish. */
+        state_of(host)->waiting_wake = wake;
+        publish_read(host);
+    } else if (ok) {
         pl_wake_ok(wake);
-    else
-        pl_wake_complete(wake,
-                         step == PL_STEP_HEALTHY ? PL_REASON_UNHEALTHY : PL_REASON_READY_TIMEOUT,
+    } else {
+        pl_wake_complete(wake, health ? PL_REASON_UNHEALTHY : PL_REASON_READY_TIMEOUT,
                          "host %s: %s probe failed: %s", name_of(host),
-                         step == PL_STEP_HEALTHY ? "health" : "readiness", why);
+                         health ? "health" : "readiness", why);
+    }
     /* Last: why is the probe's own text. */
     probe_free(TAKE_PTR(state_of(host)->probe));
 }
@@ -768,6 +781,14 @@ static void publish_read(ad_host *host)
 static void op_publish(pl_wake *wake, void *userdata)
 {
     ad_host *host = host_of(userdata);
+    /* A move's probe passes HealthCheck= before it publishes: its
+     * publication ends the move, so what it names must be known to serve
+     * (a wake's check comes after, in `healthy`, and runs again there). */
+    if (ad_host_probe_op(host) && config_of(host)->health_check && ad_host_starting(host)) {
+        start_probe(wake, host, ad_host_starting(host), config_of(host)->health_check,
+                    config_of(host)->ready_timeout_usec);
+        return;
+    }
     state_of(host)->waiting_wake = wake;
     publish_read(host);
 }

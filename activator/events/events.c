@@ -38,6 +38,12 @@ static const char *const kind_names[] = {
     [EV_EVENT_CLAIM_CHANGED] = "claim.changed",
     [EV_EVENT_PROVEN] = "proven",
     [EV_EVENT_PIN_FALLBACK] = "pin.fallback",
+    [EV_EVENT_MOVE_DRAINING] = "move.draining",
+    [EV_EVENT_MOVE_CHECKPOINTED] = "move.checkpointed",
+    [EV_EVENT_MOVE_MOVING] = "move.moving",
+    [EV_EVENT_MOVE_PROBING] = "move.probing",
+    [EV_EVENT_MOVE_DONE] = "move.done",
+    [EV_EVENT_MOVE_ROLLED_BACK] = "move.rolled_back",
     [EV_EVENT_FROZEN] = "frozen",
     [EV_EVENT_THAWED] = "thawed",
 };

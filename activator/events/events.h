@@ -48,6 +48,16 @@ typedef enum ev_event_kind {
     /* A cold wake runs the build that served last instead of a pin that
      * failed: version names it, reason says which pin failed and why. */
     EV_EVENT_PIN_FALLBACK,
+    /* A move's phases as the boxes taking part see them: the source starts
+     * draining, has its checkpoint, hands over (moving); the target starts
+     * its probe; the move is done on the target, or rolled back (reason:
+     * why, by whichever box wrote the rollback). */
+    EV_EVENT_MOVE_DRAINING,
+    EV_EVENT_MOVE_CHECKPOINTED,
+    EV_EVENT_MOVE_MOVING,
+    EV_EVENT_MOVE_PROBING,
+    EV_EVENT_MOVE_DONE,
+    EV_EVENT_MOVE_ROLLED_BACK,
     /* The serving generation is frozen (ParkMode=freeze), and thawed again
      * (reason: what thawed it, "connection", "operator", "swap", ...). */
     EV_EVENT_FROZEN,

@@ -55,6 +55,11 @@ struct ntf_socket {
     char *label;
     uint64_t cgroup_id;
     unsigned burst;
+    unsigned per_window;
+    uint64_t window_usec;
+    sd_event_source *resume; /* re-enables source when a full window ends */
+    uint64_t window_start;   /* CLOCK_MONOTONIC */
+    unsigned in_window;      /* datagrams read since window_start */
     bool passes_pidfd; /* SO_PASSPIDFD took */
     ntf_handler handler;
     void *userdata;
@@ -239,14 +244,46 @@ static bool handle_one(struct ntf_socket *notify, int fd)
     return true;
 }
 
+static int on_window_end(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    struct ntf_socket *notify = userdata;
+    return sd_event_source_set_enabled(notify->source, SD_EVENT_ON);
+}
+
+/* The window's worth is read: the socket rests until the window ends. A
+ * source that cannot be rested stays on, read a burst at a time, as before
+ * there were windows. */
+static void rest_until_window_end(struct ntf_socket *notify, sd_event_source *source)
+{
+    uint64_t end = notify->window_start + notify->window_usec;
+    int r = notify->resume ? sd_event_source_set_time(notify->resume, end)
+                           : sd_event_add_time(sd_event_source_get_event(source), &notify->resume,
+                                               CLOCK_MONOTONIC, end, 1000, on_window_end, notify);
+    if (r >= 0)
+        r = sd_event_source_set_enabled(notify->resume, SD_EVENT_ONESHOT);
+    if (r >= 0)
+        sd_event_source_set_enabled(notify->source, SD_EVENT_OFF);
+}
+
 /* A burst at most, then back to the loop: the socket stays readable, so
- * the loop comes back to it after the sources that waited meanwhile. */
+ * the loop comes back to it after the sources that waited meanwhile. Past
+ * the window's worth, it is not read until the window ends. */
 static int on_datagram(sd_event_source *source, int fd, uint32_t revents, void *userdata)
 {
     struct ntf_socket *notify = userdata;
-    for (unsigned i = 0; i < notify->burst; i++)
+    uint64_t now = 0;
+    sd_event_now(sd_event_source_get_event(source), CLOCK_MONOTONIC, &now);
+    if (now - notify->window_start >= notify->window_usec) {
+        notify->window_start = now;
+        notify->in_window = 0;
+    }
+    for (unsigned i = 0; i < notify->burst && notify->in_window < notify->per_window; i++) {
         if (!handle_one(notify, fd))
-            break;
+            return 0;
+        notify->in_window++;
+    }
+    if (notify->in_window >= notify->per_window)
+        rest_until_window_end(notify, source);
     return 0;
 }
 
@@ -342,6 +379,8 @@ int ntf_open(sd_event *loop, const ntf_options *options, ntf_handler handler, vo
     notify->label = strdup(options->label ? options->label : address.sun_path);
     notify->cgroup_id = options->cgroup_id;
     notify->burst = options->burst ? options->burst : NTF_DEFAULT_BURST;
+    notify->per_window = options->per_window ? options->per_window : NTF_DEFAULT_PER_WINDOW;
+    notify->window_usec = options->window_usec ? options->window_usec : NTF_DEFAULT_WINDOW_USEC;
     notify->handler = handler;
     notify->userdata = userdata;
     int r = notify->socket_path && notify->cgroup_path && notify->label ? 0 : -ENOMEM;
@@ -385,6 +424,7 @@ void ntf_free(ntf_socket *notify)
     if (!notify)
         return;
     sd_event_source_disable_unref(notify->source);
+    sd_event_source_disable_unref(notify->resume);
     unlink(notify->socket_path);
     free(notify->socket_path);
     free(notify->cgroup_path);

@@ -12,7 +12,10 @@
  *     generation, or a helper of another leaf, cannot mark this one ready.
  * A flood costs the flooder: at most a burst of datagrams is read per loop
  * iteration, so the loop goes on serving its other sources in between, and
- * what does not fit waits in the socket's own (bounded) queue. */
+ * what does not fit waits in the socket's own (bounded) queue; and at most
+ * a window's worth is read per window of time, after which the socket is
+ * not read until the window ends: the queue fills and the flooder's sends
+ * block, so however fast it sends, the daemon spends no more on it. */
 #pragma once
 
 #include <stdbool.h>
@@ -39,6 +42,12 @@ typedef void (*ntf_handler)(ntf_socket *notify, const ntf_message *message, void
 
 /* Datagrams read per loop iteration when ntf_options.burst is 0. */
 #define NTF_DEFAULT_BURST 16
+/* Datagrams read per window when ntf_options.per_window is 0: a thousand a
+ * second, far above what an app says (READY=1, a keep-alive a second,
+ * STATUS= on changes), far below what a loop of sends makes. Short windows
+ * keep each window's worth a short stretch of the loop's time. */
+#define NTF_DEFAULT_PER_WINDOW 10
+#define NTF_DEFAULT_WINDOW_USEC (10 * 1000)
 
 typedef struct ntf_options {
     /* The host's notify directory: made when missing (its parent must
@@ -60,6 +69,8 @@ typedef struct ntf_options {
     const char *cgroup_path;
     uint64_t cgroup_id;
     unsigned burst; /* datagrams per loop iteration; 0: NTF_DEFAULT_BURST */
+    unsigned per_window;   /* datagrams per window; 0: NTF_DEFAULT_PER_WINDOW */
+    uint64_t window_usec;  /* 0: NTF_DEFAULT_WINDOW_USEC */
     const char *label; /* "host web1: generation 7", for the one log line of a refusal */
 } ntf_options;
 

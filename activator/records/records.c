@@ -373,3 +373,42 @@ int rec_write_checkpoint(int host_dirfd, const char *checkpoint, act_error *err)
     json_object_object_add(obj, "checkpoint", json_object_new_string(checkpoint));
     return write_json(host_dirfd, "checkpoint.json", obj, err);
 }
+
+int rec_read_probe(int host_dirfd, const char *host, rec_probe *out, act_error *err)
+{
+    assert(host);
+    assert(out);
+    char where[128];
+    snprintf(where, sizeof(where), "host %s: probe.json", host);
+    _cleanup_(json_object_putp) json_object *obj = NULL;
+    int r = read_json(host_dirfd, "probe.json", where, &obj, err);
+    if (r == -ENOENT) {
+        act_error_clear(err);
+        return 0;
+    }
+    rec_probe probe = {0};
+    if (r == 0)
+        r = get_string(obj, where, "op", probe.op_id, sizeof(probe.op_id), err);
+    if (r == 0)
+        r = get_u64(obj, where, "deadline_usec", &probe.deadline_usec, err);
+    if (r < 0)
+        return r;
+    *out = probe;
+    return 1;
+}
+
+int rec_write_probe(int host_dirfd, const rec_probe *probe, act_error *err)
+{
+    assert(probe);
+    _cleanup_(json_object_putp) json_object *obj = json_object_new_object();
+    json_object_object_add(obj, "op", json_object_new_string(probe->op_id));
+    json_object_object_add(obj, "deadline_usec", json_object_new_uint64(probe->deadline_usec));
+    return write_json(host_dirfd, "probe.json", obj, err);
+}
+
+int rec_remove_probe(int host_dirfd, act_error *err)
+{
+    if (unlinkat(host_dirfd, "probe.json", 0) < 0 && errno != ENOENT)
+        return act_error_set(err, errno, "cannot remove probe.json: %s", strerror(errno));
+    return 0;
+}

@@ -8,6 +8,7 @@
  *   <state>/hosts/<host>/build-state.json        which build runs against the state,
  *                                                and the generation that started it
  *   <state>/hosts/<host>/checkpoint.json         the restored checkpoint
+ *   <state>/hosts/<host>/probe.json              a move's probe here: its op and deadline
  *
  * Every write is temp + fsync + rename + fsync dir: a reader sees the old or
  * the new record, never a torn one. */
@@ -88,5 +89,19 @@ int rec_read_build_state(int host_dirfd, const char *host, rec_build_state *out,
 int rec_read_checkpoint(int host_dirfd, const char *host, char *out, size_t out_size,
                         act_error *err);
 int rec_write_checkpoint(int host_dirfd, const char *checkpoint, act_error *err);
+
+/* A move's probe on this box: the op it runs under and the wall clock by
+ * which it must serve, written at its first exec, so a daemon restarted in
+ * the middle keeps the same deadline rather than starting a new window. */
+typedef struct rec_probe {
+    char op_id[65];
+    uint64_t deadline_usec;
+} rec_probe;
+
+/* Returns 1 with *out, 0 when there is none. */
+int rec_read_probe(int host_dirfd, const char *host, rec_probe *out, act_error *err);
+int rec_write_probe(int host_dirfd, const rec_probe *probe, act_error *err);
+/* Removes it; one already gone is not an error. */
+int rec_remove_probe(int host_dirfd, act_error *err);
 
 const char *rec_generation_phase_name(rec_generation_phase phase);

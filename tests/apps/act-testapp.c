@@ -25,6 +25,8 @@
  *                                and closed
  *   --health-fail-after N        closes that socket after N checks, so the
  *                                next ones are refused
+ *   --log-requests               prints each request's line on stdout, so a
+ *                                test can tell its output still arrives
  *
  *   --isolation-report       before anything else, tries what a tenant must
  *                            not do and writes the results to
@@ -88,6 +90,7 @@ typedef struct options {
     long stopping_after_ms;         /* -1: never */
     const char *health_listen;
     long health_fail_after; /* -1: never */
+    bool log_requests;
     bool counter;           /* --counter: count requests in $STATE_DIRECTORY/counter */
 } options;
 
@@ -107,7 +110,7 @@ static void usage(FILE *out)
                  "       [--stopping-after-ms N] [--health-listen ADDR:PORT]\n"
                  "       [--health-fail-after N] [--isolation-report] [--counter]\n"
                  "       [--try ACTION]... [--tries-from PATH]\n"
-                 "       [--try-out PATH] [--tries-only]\n"
+                 "       [--try-out PATH] [--tries-only] [--log-requests]\n"
                  "Without --listen, the sockets come from LISTEN_FDS (systemd socket "
                  "activation).\n");
 }
@@ -184,6 +187,11 @@ static long next_count(void)
 
 static void prepare_response(conn *c, const options *opt, const char *generation)
 {
+    if (opt->log_requests) {
+        size_t line = strcspn(c->request, "\r\n");
+        printf("act-testapp: %.*s\n", (int)(line < c->got ? line : c->got), c->request);
+        fflush(stdout);
+    }
     char body[256];
     char counter[32] = "";
     if (opt->counter)
@@ -294,6 +302,8 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--health-fail-after") == 0) {
             opt.health_fail_after = number_arg(a, next), i++;
+        } else if (strcmp(a, "--log-requests") == 0) {
+            opt.log_requests = true;
         } else if (strcmp(a, "--isolation-report") == 0) {
             act_isolation_report();
         } else if (strcmp(a, "--counter") == 0) {

@@ -303,7 +303,7 @@ static void phase_table_decides_wakes_and_probes(void **state)
         {CLAIM_OP_SERVING, "serving", true, false},  {CLAIM_OP_SERVING, "frozen", true, false},
         {CLAIM_OP_SERVING, "parked", true, false},   {CLAIM_OP_SERVING, "failed", true, false},
         {CLAIM_OP_HOLD, "holding", true, false},     {CLAIM_OP_MOVE, "draining", false, false},
-        {CLAIM_OP_MOVE, "moving", false, false},     {CLAIM_OP_PROBE, "probing", false, true},
+        {CLAIM_OP_MOVE, "moving", false, true},      {CLAIM_OP_PROBE, "probing", false, true},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         claim c = serving_by("b1", NULL);
@@ -664,6 +664,168 @@ static void edits_change_only_what_they_name(void **state)
     assert_non_null(strstr(err.message, "claim assign"));
 }
 
+/* web1 serving on b1, its generation 9 published. */
+static claim serving_on_b1(void)
+{
+    claim c = serving_by("b1", "b1");
+    snprintf(c.op.phase, sizeof(c.op.phase), "serving");
+    snprintf(c.holder.handle, sizeof(c.holder.handle), "127.0.0.2:80");
+    return c;
+}
+
+static void a_move_starts_draining_and_refuses_what_it_cannot_do(void **state)
+{
+    claim c = serving_on_b1(), next;
+    act_error err = {0};
+    assert_int_equal(claim_move_start("web1", &c, "b2", "move-1", false, 5, &next, &err), 0);
+    assert_int_equal(next.op.kind, CLAIM_OP_MOVE);
+    assert_string_equal(next.op.phase, "draining");
+    assert_string_equal(next.op.exec, "b1");
+    assert_string_equal(next.op.from, "b1");
+    assert_string_equal(next.op.to, "b2");
+    assert_string_equal(next.op.id, "move-1");
+    assert_int_equal(claim_validate(&next, &err), 0);
+    /* The source keeps the claim while it drains, and nobody may wake it. */
+    assert_true(claim_owned_by(&next, "b1"));
+    assert_int_equal(claim_phase_allows_wake(&next, "b1", false, &err), -EPERM);
+    assert_int_equal(claim_phase_allows_wake(&next, "b1", true, &err), -EPERM);
+    assert_string_equal(claim_move_phase(&next), "draining");
+
+    /* The same move again resumes; another is refused and names the first. */
+    next.revision = 11;
+    claim again;
+    assert_int_equal(claim_move_start("web1", &next, "b2", "move-2", false, 6, &again, &err), 1);
+    assert_int_equal(claim_move_start("web1", &next, "b3", "move-2", false, 6, &again, &err),
+                     -EPERM);
+    assert_non_null(strstr(err.message, "move-1"));
+    assert_non_null(strstr(err.message, "--abort"));
+    /* To the box that runs it, a held host, a released one, no claim. */
+    assert_int_equal(claim_move_start("web1", &c, "b1", "m", false, 6, &again, &err), -EPERM);
+    assert_non_null(strstr(err.message, "already runs on box b1"));
+    claim held = c;
+    snprintf(held.held, sizeof(held.held), "v1");
+    assert_int_equal(claim_move_start("web1", &held, "b2", "m", false, 6, &again, &err), -EPERM);
+    assert_non_null(strstr(err.message, "unhold"));
+    claim released = serving_by("", "b1");
+    assert_int_equal(claim_move_start("web1", &released, "b2", "m", false, 6, &again, &err),
+                     -EPERM);
+    assert_non_null(strstr(err.message, "released"));
+    claim none = {0};
+    assert_int_equal(claim_move_start("web1", &none, "b2", "m", false, 6, &again, &err), -ENOENT);
+}
+
+static void the_source_drains_then_only_the_targets_probe_may_wake(void **state)
+{
+    claim c = serving_on_b1(), draining, moving;
+    act_error err = {0};
+    assert_int_equal(claim_move_start("web1", &c, "b2", "move-1", false, 5, &draining, &err), 0);
+    claim_state written = {.size = 10, .generation = 9, .stamp_usec = 6};
+    snprintf(written.checkpoint, sizeof(written.checkpoint), "web1-9");
+    snprintf(written.box, sizeof(written.box), "b1");
+    claim_move_next_moving(&draining, &written, 7, &moving);
+    assert_string_equal(moving.op.phase, "moving");
+    assert_string_equal(moving.op.exec, "b2");
+    assert_string_equal(moving.state.checkpoint, "web1-9");
+    assert_int_equal(moving.holder.released_usec, 7);
+    assert_int_equal(claim_validate(&moving, &err), 0);
+    /* The source is out; the target may make the probe of this op only. */
+    assert_false(claim_owned_by(&moving, "b1"));
+    assert_int_equal(claim_phase_allows_wake(&moving, "b2", false, &err), -EPERM);
+    assert_int_equal(claim_phase_allows_wake(&moving, "b2", true, &err), 0);
+    assert_int_equal(claim_probe_allows_wake(&moving, "b2", "move-1", &err), 0);
+    assert_int_equal(claim_probe_allows_wake(&moving, "b2", "move-0", &err), -EPERM);
+    assert_int_equal(claim_probe_allows_wake(&moving, "b1", "move-1", &err), -EPERM);
+    /* Until the source's release is written, the target waits. */
+    claim unreleased = moving;
+    unreleased.holder.released_usec = 0;
+    assert_int_equal(claim_phase_allows_wake(&unreleased, "b2", true, &err), -EAGAIN);
+
+    /* The probe's admission keeps the op and its boxes. */
+    moving.revision = 12;
+    claim probing;
+    claim_next_admission(&moving, "b2", "inc-b2", 8, &probing);
+    probing.revision = 13;
+    assert_int_equal(probing.op.kind, CLAIM_OP_PROBE);
+    assert_string_equal(probing.op.phase, "probing");
+    assert_string_equal(probing.op.id, "move-1");
+    assert_string_equal(probing.op.from, "b1");
+    assert_string_equal(probing.holder.box, "b2");
+    assert_int_equal(probing.holder.generation, 10);
+    assert_int_equal(claim_admission_ok(&moving, &probing, "inc-b2", &err), 0);
+    claim other_op = probing;
+    snprintf(other_op.op.id, sizeof(other_op.op.id), "move-2");
+    assert_int_equal(claim_admission_ok(&moving, &other_op, "inc-b2", &err), -ESTALE);
+    claim not_a_probe = probing;
+    not_a_probe.op.kind = CLAIM_OP_SERVING;
+    snprintf(not_a_probe.op.phase, sizeof(not_a_probe.op.phase), "starting");
+    assert_int_equal(claim_admission_ok(&moving, &not_a_probe, "inc-b2", &err), -ESTALE);
+    assert_int_equal(claim_probe_allows_wake(&probing, "b2", "move-1", &err), 0);
+    assert_int_equal(claim_phase_allows_wake(&probing, "b2", false, &err), -EPERM);
+    /* Its publication ends the move. */
+    claim published;
+    claim_next_published(&probing, "127.0.0.3:80", &published);
+    assert_int_equal(published.op.kind, CLAIM_OP_SERVING);
+    assert_string_equal(published.op.phase, "serving");
+    assert_string_equal(published.op.from, "");
+    assert_int_equal(claim_validate(&published, &err), 0);
+    assert_true(claim_owned_by(&published, "b2"));
+    assert_null(claim_move_phase(&published));
+}
+
+static void a_rollback_hands_the_host_back_after_the_targets_release(void **state)
+{
+    claim c = serving_on_b1(), draining, moving, probing, back;
+    act_error err = {0};
+    claim_move_start("web1", &c, "b2", "move-1", false, 5, &draining, &err);
+    claim_move_next_moving(&draining, NULL, 7, &moving);
+    claim_next_admission(&moving, "b2", "inc-b2", 8, &probing);
+    assert_int_equal(claim_move_rollback(&probing, "restore_failed", "bad\narchive", "b2", 9,
+                                         &back, &err), 0);
+    assert_int_equal(claim_validate(&back, &err), 0);
+    assert_int_equal(back.op.kind, CLAIM_OP_SERVING);
+    assert_string_equal(back.op.phase, "assigned");
+    assert_string_equal(back.op.exec, "b1");
+    assert_string_equal(back.failure.reason, "restore_failed");
+    assert_string_equal(back.failure.message, "bad archive");
+    assert_string_equal(back.failure.phase, "probing");
+    assert_string_equal(back.failure.box, "b2");
+    /* b2 admitted: b1 waits for its release, which b2 owes. */
+    assert_int_equal(claim_phase_allows_wake(&back, "b1", false, &err), -EAGAIN);
+    assert_true(claim_release_due(&back, "b2"));
+    claim released;
+    claim_next_released(&back, 10, &released);
+    assert_int_equal(claim_phase_allows_wake(&released, "b1", false, &err), 0);
+    /* The move's failure stays through b1's next admission and publication,
+     * for whoever follows the move to read. */
+    claim readmitted, republished;
+    claim_next_admission(&released, "b1", "inc-b1", 11, &readmitted);
+    assert_true(readmitted.has_failure);
+    assert_string_equal(readmitted.failure.reason, "restore_failed");
+    claim_next_published(&readmitted, "127.0.0.2:80", &republished);
+    assert_string_equal(republished.failure.phase, "probing");
+    /* Rolled back before the target admitted: b1 held it, b1 wakes. */
+    assert_int_equal(claim_move_rollback(&moving, "aborted", "operator", "", 9, &back, &err), 0);
+    assert_int_equal(claim_phase_allows_wake(&back, "b1", false, &err), 0);
+    assert_string_equal(back.failure.phase, "moving");
+    /* Not a move: nothing to roll back. */
+    assert_int_equal(claim_move_rollback(&c, "aborted", "", "", 9, &back, &err), -EINVAL);
+}
+
+static void a_forced_move_starts_at_moving_with_the_release_given(void **state)
+{
+    claim c = serving_on_b1(), next;
+    snprintf(c.state.checkpoint, sizeof(c.state.checkpoint), "web1-8");
+    act_error err = {0};
+    assert_int_equal(claim_move_start("web1", &c, "b2", "move-1", true, 5, &next, &err), 0);
+    assert_string_equal(next.op.phase, "moving");
+    assert_string_equal(next.op.exec, "b2");
+    assert_string_equal(next.op.from, "b1");
+    assert_string_equal(next.state.checkpoint, "web1-8");
+    assert_int_equal(next.holder.released_usec, 5);
+    assert_int_equal(claim_validate(&next, &err), 0);
+    assert_int_equal(claim_probe_allows_wake(&next, "b2", "move-1", &err), 0);
+}
+
 static void describe_owner_names_revision_and_box(void **state)
 {
     char text[128];
@@ -697,6 +859,10 @@ int main(void)
         cmocka_unit_test(edits_change_only_what_they_name),
         cmocka_unit_test(describe_owner_names_revision_and_box),
         cmocka_unit_test(a_handover_waits_for_the_holders_release),
+        cmocka_unit_test(a_move_starts_draining_and_refuses_what_it_cannot_do),
+        cmocka_unit_test(the_source_drains_then_only_the_targets_probe_may_wake),
+        cmocka_unit_test(a_rollback_hands_the_host_back_after_the_targets_release),
+        cmocka_unit_test(a_forced_move_starts_at_moving_with_the_release_given),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

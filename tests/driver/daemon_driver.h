@@ -237,6 +237,8 @@ bool dd_event_wait(dd_daemon *d, const char *host, const char *name, int timeout
 /* GET / from 127.0.0.1:port; returns the body's length with the body in buf,
  * or a negative errno. */
 int dd_http_get(int port, char *buf, size_t size);
+/* The same at an IPv4 address of this machine (a fleet box's 127.0.0.N). */
+int dd_http_get_at(const char *address, int port, char *buf, size_t size);
 /* The same over the unix socket at path. */
 int dd_http_get_unix(const char *path, char *buf, size_t size);
 

@@ -63,6 +63,14 @@ int dd_http_get(int port, char *buf, size_t size)
     return http_get(AF_INET, (struct sockaddr *)&addr, sizeof(addr), buf, size);
 }
 
+int dd_http_get_at(const char *address, int port, char *buf, size_t size)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, address, &addr.sin_addr) != 1)
+        return -EINVAL;
+    return http_get(AF_INET, (struct sockaddr *)&addr, sizeof(addr), buf, size);
+}
+
 int dd_http_get_unix(const char *path, char *buf, size_t size)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};

@@ -185,12 +185,62 @@ static void the_lists_show_every_claim_and_box(void **state)
     json_object_put(result);
 }
 
+/* A move looks at both leases: the target's always, the source's to
+ * refuse --force while it lives, and to refuse a drain when it does not. */
+static void a_move_checks_both_boxes_and_resumes_the_same_move(void **state)
+{
+    claim current = served_claim(), next;
+    ctrl_fleet_outcome out;
+    ctrl_request move = request_of("{\"v\":1,\"op\":\"move\",\"host\":\"web1\","
+                                   "\"box\":\"b2\"}");
+    ctrl_request forced = request_of("{\"v\":1,\"op\":\"move\",\"host\":\"web1\","
+                                     "\"box\":\"b2\",\"force\":true}");
+    assert_true(ctrl_fleet_is_fleet_op(CTRL_OP_MOVE));
+    assert_true(ctrl_fleet_needs_live_box(&move));
+    assert_true(ctrl_fleet_needs_live_box(&forced));
+    assert_int_equal(ctrl_fleet_plan(&move, 1, &current, &next, &out), 0);
+    assert_int_equal(next.op.kind, CLAIM_OP_MOVE);
+    assert_string_equal(next.op.phase, "draining");
+    assert_string_equal(next.op.to, "b2");
+    assert_non_null(strstr(next.op.id, "move-"));
+
+    claims_box both[] = {box_record("b1", true), box_record("b2", true)};
+    assert_int_equal(ctrl_fleet_check_box(&move, &current, both, 2, &out), 0);
+    assert_int_equal(ctrl_fleet_check_box(&forced, &current, both, 2, &out), 1);
+    assert_string_equal(out.code, "source_live");
+    claims_box source_dead[] = {box_record("b1", false), box_record("b2", true)};
+    assert_int_equal(ctrl_fleet_check_box(&move, &current, source_dead, 2, &out), 1);
+    assert_string_equal(out.code, "box_not_live");
+    assert_non_null(strstr(out.error.message, "--force"));
+    assert_int_equal(ctrl_fleet_check_box(&forced, &current, source_dead, 2, &out), 0);
+    assert_int_equal(ctrl_fleet_check_box(&move, &current, source_dead, 1, &out), 1);
+    assert_string_equal(out.code, "unknown_box");
+    assert_non_null(strstr(out.error.message, "revision 12"));
+
+    /* The same move again is answered with it, unchanged. */
+    next.revision = 13;
+    assert_int_equal(ctrl_fleet_plan(&move, 1, &next, &current, &out), 1);
+    assert_null(out.code);
+    assert_false(json_object_get_boolean(json_object_object_get(out.result, "changed")));
+    outcome_free(&out);
+    /* Rolled back by an abort; an abort without a move is refused. */
+    ctrl_request abort_move = request_of("{\"v\":1,\"op\":\"move.abort\",\"host\":\"web1\"}");
+    claim back;
+    assert_int_equal(ctrl_fleet_plan(&abort_move, 1, &next, &back, &out), 0);
+    assert_string_equal(back.op.exec, "b1");
+    assert_string_equal(back.failure.reason, "aborted");
+    claim serving = served_claim();
+    assert_int_equal(ctrl_fleet_plan(&abort_move, 1, &serving, &back, &out), 1);
+    assert_string_equal(out.code, "no_move");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(an_assignment_needs_a_live_box_unless_forced),
         cmocka_unit_test(a_lost_compare_and_swap_names_the_revision_and_the_box),
         cmocka_unit_test(the_lists_show_every_claim_and_box),
+        cmocka_unit_test(a_move_checks_both_boxes_and_resumes_the_same_move),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,8 +70,8 @@ static void test_version_and_op(void **state)
     expect_refused("{\"v\":1,\"op\":\"reboot\"}", CTRL_REQ_UNKNOWN_OP, "unknown op \"reboot\"");
     expect_refused("{\"v\":1,\"op\":\"reboot\"}", CTRL_REQ_UNKNOWN_OP,
                    "ops are status, wake, park, swap, stage, promote, releases, claim.show, "
-                   "claim.assign, claim.release, claims, boxes, hold, unhold, unpin, stats, "
-                   "version");
+                   "claim.assign, claim.release, claims, boxes, hold, unhold, unpin, move, "
+                   "move.abort, stats, version");
     expect_refused("{\"v\":1,\"op\":\"sta\\u0000tus\"}", CTRL_REQ_UNKNOWN_OP, "\\x00");
 }
 

@@ -294,7 +294,10 @@ static void test_a_notify_flood_leaves_the_daemon_answering(void **state)
     free(text);
     print_message("the flooder sent %llu datagrams\n", sent);
     DH_CHECK(d, within_flood, "the samples outlasted the flood; the test measured nothing");
-    DH_CHECK(d, sent > 10000, "the flooder sent only %llu datagrams", sent);
+    /* The daemon reads a thousand a second from a socket (notify.h) and a
+     * blocking sender is held to that: half of it for 10 s is still a
+     * hundred times what an app says. */
+    DH_CHECK(d, sent > 5000, "the flooder sent only %llu datagrams", sent);
     /* Generous: a shared machine's noise, not a benchmark (bench/ has the
      * ratio); a loop starved by the flood would take seconds. */
     DH_CHECK(d, flood_p99 < 10 * idle_p99 + 50,

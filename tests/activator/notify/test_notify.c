@@ -282,6 +282,48 @@ static void flood_is_read_a_burst_per_iteration(void **state)
     sd_event_unref(loop);
 }
 
+/* A flood is read a window's worth at a time: past it the socket is not
+ * read until the window ends, whatever is queued, so the daemon's cost has
+ * a ceiling however fast the sender sends. */
+static void flood_is_read_a_window_at_a_time(void **state)
+{
+    (void)state;
+    char own[4096];
+    assert_int_equal(ntf_pid_cgroup(getpid(), own, sizeof(own)), 0);
+    sd_event *loop = NULL;
+    assert_int_equal(sd_event_new(&loop), 0);
+    received got = {0};
+    ntf_socket *notify = NULL;
+    char dir[] = "/tmp/act-notify-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char directory[256];
+    snprintf(directory, sizeof(directory), "%s/web1", dir);
+    ntf_options options = {.directory = directory, .name = "g-1", .uid = getuid(),
+                           .gid = getgid(), .cgroup_path = own, .per_window = 4,
+                           .window_usec = 300 * 1000};
+    act_error err = {0};
+    assert_int_equal(ntf_open(loop, &options, on_message, &got, &notify, &err), 0);
+    assert_int_equal(setenv("NOTIFY_SOCKET", ntf_socket_path(notify), 1), 0);
+    for (int i = 0; i < 8; i++)
+        assert_true(sd_notify(0, "WATCHDOG=1") > 0);
+    uint64_t start = 0;
+    assert_true(sd_event_now(loop, CLOCK_MONOTONIC, &start) >= 0);
+    /* Well inside the window: only its worth is read. */
+    for (int i = 0; i < 5; i++)
+        sd_event_run(loop, 5 * 1000);
+    assert_int_equal(got.count, 4);
+    /* The window ends, and the rest is read. */
+    for (int i = 0; i < 50 && got.count < 8; i++)
+        sd_event_run(loop, 10 * 1000);
+    assert_int_equal(got.count, 8);
+    uint64_t end = 0;
+    assert_true(sd_event_now(loop, CLOCK_MONOTONIC, &end) >= 0);
+    assert_true(end - start >= options.window_usec - 2000);
+    ntf_free(notify);
+    remove_tmpdir(dir);
+    sd_event_unref(loop);
+}
+
 /* A generation an older daemon started sends to <notify>/<host>.<N>: heard
  * there, in the shared directory left as it was. */
 static void legacy_socket_in_the_shared_directory(void **state)
@@ -343,6 +385,7 @@ int main(void)
         cmocka_unit_test(sender_checked_by_pidfd),
         cmocka_unit_test(other_user_cannot_send),
         cmocka_unit_test(flood_is_read_a_burst_per_iteration),
+        cmocka_unit_test(flood_is_read_a_window_at_a_time),
         cmocka_unit_test(legacy_socket_in_the_shared_directory),
         cmocka_unit_test(too_long_path_is_a_clear_error),
     };

@@ -193,6 +193,31 @@ static void build_state_and_checkpoint(void **state)
     assert_string_equal(checkpoint, "snap-42");
 }
 
+/* A move's probe deadline outlives the daemon that set it; a damaged
+ * record is an error naming the field, not a deadline of 0. */
+static void probe_record(void **state)
+{
+    fixture *f = *state;
+    act_error err = {0};
+    _cleanup_close_ int host_fd = rec_open_host(f->state_fd, "db", &err);
+    rec_probe probe = {0};
+    assert_int_equal(rec_read_probe(host_fd, "db", &probe, &err), 0);
+    rec_probe written = {.op_id = "move-1", .deadline_usec = 1234};
+    assert_int_equal(rec_write_probe(host_fd, &written, &err), 0);
+    assert_int_equal(rec_read_probe(host_fd, "db", &probe, &err), 1);
+    assert_string_equal(probe.op_id, "move-1");
+    assert_int_equal(probe.deadline_usec, 1234);
+    int planted = openat(host_fd, "probe.json", O_WRONLY | O_TRUNC | O_CLOEXEC);
+    assert_true(planted >= 0);
+    assert_int_equal(write(planted, "{\"op\":\"m\"}", 10), 10);
+    close(planted);
+    assert_true(rec_read_probe(host_fd, "db", &probe, &err) < 0);
+    assert_non_null(strstr(err.message, "deadline_usec"));
+    assert_int_equal(rec_remove_probe(host_fd, &err), 0);
+    assert_int_equal(rec_remove_probe(host_fd, &err), 0);
+    assert_int_equal(rec_read_probe(host_fd, "db", &probe, &err), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -200,6 +225,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(damaged_record_names_the_field, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_host_name_creates_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(build_state_and_checkpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(probe_record, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

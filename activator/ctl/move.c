@@ -1,0 +1,252 @@
+#include "activator/ctl/move.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "activator/control/ops.h"
+#include "activator/ctl/render.h"
+#include "common/cleanup_json.h"
+#include "common/clock.h"
+
+/* Reading the claim this often shows each phase as it comes, at a cost
+ * the store does not notice. */
+#define POLL_USEC (50 * 1000ull)
+
+static const char *str_at(json_object *object, const char *a, const char *b)
+{
+    json_object *value = object;
+    if (a && (!value || !json_object_object_get_ex(value, a, &value)))
+        return "";
+    if (b && (!value || !json_object_object_get_ex(value, b, &value)))
+        return "";
+    return value && json_object_is_type(value, json_type_string) ? json_object_get_string(value)
+                                                                  : "";
+}
+
+static uint64_t u64_at(json_object *object, const char *a, const char *b)
+{
+    json_object *value = object;
+    if (a && (!value || !json_object_object_get_ex(value, a, &value)))
+        return 0;
+    if (b && (!value || !json_object_object_get_ex(value, b, &value)))
+        return 0;
+    return value ? (uint64_t)json_object_get_int64(value) : 0;
+}
+
+static json_object *new_request(const char *op, const char *host)
+{
+    json_object *request = json_object_new_object();
+    json_object_object_add(request, "v", json_object_new_int(CTRL_PROTOCOL_VERSION));
+    json_object_object_add(request, "op", json_object_new_string(op));
+    json_object_object_add(request, "host", json_object_new_string(host));
+    return request;
+}
+
+/* The result of a successful reply, or NULL after printing the refusal. */
+static json_object *result_of(json_object *reply, const char *what, const char **code)
+{
+    json_object *ok = NULL, *result = NULL, *error = NULL;
+    json_object_object_get_ex(reply, "ok", &ok);
+    if (ok && json_object_get_boolean(ok) && json_object_object_get_ex(reply, "result", &result))
+        return result;
+    json_object_object_get_ex(reply, "error", &error);
+    *code = str_at(error, "code", NULL);
+    fprintf(stderr, "activatorctl: %s: %s [%s]\n", what, str_at(error, "message", NULL), *code);
+    return NULL;
+}
+
+/* Reads the host's claim: CTL_EXIT_OK with *claim_out (owned by *reply). */
+static int read_claim(const ctl_options *options, const ctl_move_args *args,
+                      ctl_move_call_fn call, json_object **reply, json_object **claim_out)
+{
+    *claim_out = NULL;
+    int r = call(options, "move", new_request(ctrl_op_name(CTRL_OP_CLAIM_SHOW), args->host),
+                 reply);
+    if (!*reply)
+        return r;
+    const char *code = "";
+    json_object *result = result_of(*reply, "move", &code);
+    if (!result || !json_object_object_get_ex(result, "claim", claim_out))
+        return r != CTL_EXIT_OK ? r : CTL_EXIT_FAILED;
+    return r;
+}
+
+static void print_phase(const ctl_options *options, uint64_t started, json_object *c)
+{
+    char elapsed[32], details[320] = "";
+    ctl_format_duration(act_now_usec() - started, elapsed, sizeof(elapsed));
+    const char *phase = str_at(c, "op", "phase"), *exec = str_at(c, "op", "exec");
+    const char *checkpoint = str_at(c, "state", "checkpoint");
+    if (strcmp(phase, "draining") == 0)
+        snprintf(details, sizeof(details), "%s retires it and writes a checkpoint", exec);
+    else if (strcmp(phase, "moving") == 0 || strcmp(phase, "probing") == 0) {
+        char size[32] = "";
+        if (u64_at(c, "state", "size"))
+            ctl_format_size(u64_at(c, "state", "size"), size, sizeof(size));
+        snprintf(details, sizeof(details), "%s %s, checkpoint %s%s%s%s", exec,
+                 phase[0] == 'm' ? "restores and probes it" : "probes it",
+                 checkpoint[0] ? checkpoint : "none (stateless)", size[0] ? " (" : "", size,
+                 size[0] ? ")" : "");
+    } else {
+        snprintf(details, sizeof(details), "box %s, generation %llu", exec,
+                 (unsigned long long)u64_at(c, "holder", "generation"));
+    }
+    printf("  %7s  %-9s %s\n", elapsed, phase, details);
+    fflush(stdout);
+}
+
+/* The phases of a move that succeeds, in order: a phase passed between two
+ * reads of the claim is still shown, as passed. */
+static const char *const phase_order[] = {"draining", "moving", "probing", "serving"};
+#define N_PHASES (sizeof(phase_order) / sizeof(phase_order[0]))
+
+static int phase_index(const char *phase)
+{
+    for (size_t i = 0; i < N_PHASES; i++)
+        if (strcmp(phase_order[i], phase) == 0)
+            return (int)i;
+    return -1;
+}
+
+static void print_passed(int from, int to)
+{
+    for (int i = from + 1; i < to; i++)
+        printf("  %7s  %-9s passed between two reads of the claim\n", "", phase_order[i]);
+}
+
+static int abort_move(const ctl_options *options, const ctl_move_args *args,
+                      ctl_move_call_fn call, const char *why)
+{
+    _cleanup_(json_object_putp) json_object *reply = NULL;
+    int r = call(options, "move --abort", new_request(ctrl_op_name(CTRL_OP_MOVE_ABORT), args->host),
+                 &reply);
+    if (!reply)
+        return r;
+    const char *code = "";
+    json_object *result = result_of(reply, "move --abort", &code);
+    if (!result)
+        return r != CTL_EXIT_OK ? r : CTL_EXIT_FAILED;
+    json_object *c = NULL;
+    json_object_object_get_ex(result, "claim", &c);
+    printf("%s%s: move %s rolled back; box %s runs it again once what the target started is "
+           "stopped (revision %llu)\n",
+           why ? why : "", args->host, str_at(c, "op", "id"), str_at(c, "op", "exec"),
+           (unsigned long long)u64_at(result, "revision", NULL));
+    return r;
+}
+
+/* The move's end as the claim tells it: 0 done, 1 failed, -1 not yet. */
+static int judge(const ctl_move_args *args, const char *id, json_object *c)
+{
+    const char *kind = str_at(c, "op", "kind"), *phase = str_at(c, "op", "phase");
+    const char *exec = str_at(c, "op", "exec");
+    if (strcmp(str_at(c, "op", "id"), id) != 0) {
+        fprintf(stderr, "activatorctl: move: %s: the claim went on to op %s (%s/%s, box %s); "
+                        "move %s is over\n",
+                args->host, str_at(c, "op", "id"), kind, phase, exec[0] ? exec : "none", id);
+        return 1;
+    }
+    if (strcmp(kind, "move") == 0 || strcmp(kind, "probe") == 0)
+        return -1;
+    if (str_at(c, "failure", "phase")[0]) {
+        fprintf(stderr,
+                "activatorctl: move: %s: failed in phase %s%s%s: %s: %s; it runs on box %s "
+                "again\n",
+                args->host, str_at(c, "failure", "phase"),
+                str_at(c, "failure", "box")[0] ? " on box " : "", str_at(c, "failure", "box"),
+                str_at(c, "failure", "reason"), str_at(c, "failure", "message"), exec);
+        return 1;
+    }
+    if (strcmp(exec, args->box) == 0 && strcmp(str_at(c, "holder", "box"), args->box) == 0) {
+        printf("%s: serves on box %s, generation %llu (%s)\n", args->host, args->box,
+               (unsigned long long)u64_at(c, "holder", "generation"), phase);
+        return 0;
+    }
+    if (strcmp(exec, args->box) != 0) {
+        fprintf(stderr, "activatorctl: move: %s: the move ended without reaching box %s (%s/%s); "
+                        "it runs on box %s\n",
+                args->host, args->box, kind, phase, exec[0] ? exec : "none");
+        return 1;
+    }
+    return -1;
+}
+
+static void print_started(const ctl_move_args *args, json_object *result, json_object *c)
+{
+    bool changed = json_object_get_boolean(json_object_object_get(result, "changed"));
+    printf("%s: move %s from box %s to box %s %s\n", args->host, str_at(c, "op", "id"),
+           str_at(c, "op", "from"), str_at(c, "op", "to"), changed ? "started" : "resumed");
+    if (!args->force || !changed)
+        return;
+    const char *checkpoint = str_at(c, "state", "checkpoint");
+    if (!checkpoint[0]) {
+        printf("  --force: the claim names no checkpoint; %s starts with what its state "
+               "directory holds (empty unless a checkpoint was restored there)\n",
+               args->box);
+        return;
+    }
+    char age[32] = "an unknown time";
+    if (u64_at(result, "checkpoint_age_usec", NULL))
+        ctl_format_duration(u64_at(result, "checkpoint_age_usec", NULL), age, sizeof(age));
+    printf("  --force: from checkpoint %s, written %s ago by box %s (generation %llu); what "
+           "the host wrote after it is lost\n",
+           checkpoint, age, str_at(c, "state", "box")[0] ? str_at(c, "state", "box") : "?",
+           (unsigned long long)u64_at(c, "state", "generation"));
+}
+
+int ctl_move_run(const ctl_options *options, const ctl_move_args *args, ctl_move_call_fn call)
+{
+    if (args->abort)
+        return abort_move(options, args, call, NULL);
+    json_object *request = new_request(ctrl_op_name(CTRL_OP_MOVE), args->host);
+    json_object_object_add(request, "box", json_object_new_string(args->box));
+    if (args->force)
+        json_object_object_add(request, "force", json_object_new_boolean(true));
+    _cleanup_(json_object_putp) json_object *reply = NULL;
+    int r = call(options, "move", request, &reply);
+    if (!reply)
+        return r;
+    const char *code = "";
+    json_object *result = result_of(reply, "move", &code);
+    if (!result)
+        return r != CTL_EXIT_OK ? r : CTL_EXIT_FAILED;
+    json_object *started = NULL;
+    json_object_object_get_ex(result, "claim", &started);
+    char id[80];
+    snprintf(id, sizeof(id), "%s", str_at(started, "op", "id"));
+    print_started(args, result, started);
+
+    uint64_t begun = act_now_usec();
+    uint64_t deadline = begun + (uint64_t)args->timeout_sec * 1000000ull;
+    char last_phase[40];
+    snprintf(last_phase, sizeof(last_phase), "%s", str_at(started, "op", "phase"));
+    print_phase(options, begun, started);
+    for (;;) {
+        _cleanup_(json_object_putp) json_object *read = NULL;
+        json_object *c = NULL;
+        r = read_claim(options, args, call, &read, &c);
+        if (r != CTL_EXIT_OK)
+            return r;
+        const char *phase = str_at(c, "op", "phase");
+        if (strcmp(phase, last_phase) != 0) {
+            bool ours = strcmp(str_at(c, "op", "id"), id) == 0;
+            if (ours && phase_index(last_phase) >= 0 && phase_index(phase) > 0)
+                print_passed(phase_index(last_phase), phase_index(phase));
+            print_phase(options, begun, c);
+            snprintf(last_phase, sizeof(last_phase), "%s", phase);
+        }
+        int end = judge(args, id, c);
+        if (end >= 0)
+            return end == 0 ? CTL_EXIT_OK : CTL_EXIT_FAILED;
+        if (act_now_usec() >= deadline) {
+            char why[160];
+            snprintf(why, sizeof(why), "move: %s: not done within %d s (phase %s); ", args->host,
+                     args->timeout_sec, phase);
+            int aborted = abort_move(options, args, call, why);
+            return aborted == CTL_EXIT_UNREACHABLE ? aborted : CTL_EXIT_FAILED;
+        }
+        struct timespec pause = {0, (long)POLL_USEC * 1000};
+        nanosleep(&pause, NULL);
+    }
+}

@@ -1,0 +1,567 @@
+/* Moves between real boxes on one etcd: the host leaves box-1 with its
+ * state (a counter the app keeps in its state directory) and serves on
+ * box-2, never on both at once (both cgroup roots sampled all along); a
+ * probe that fails, and an operator's abort, roll it back to the source,
+ * which serves the same counter; a box whose daemon is gone is left with
+ * --force from the last checkpoint; a daemon killed at any step of its part
+ * finishes it after its restart; and what cannot be moved is refused with
+ * nothing changed. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "fleet.h"
+
+/* Tight bounds, so a failing step fails the test in seconds. */
+#define MOVE_HOST_LINES "ProbeTimeoutSec=8\nMaxStarts=1\n"
+#define MOVE_TIMEOUT_MS 20000
+
+/* The shared checkpoint directory every box mounts, under the first box's
+ * temp dir. */
+static char checkpoints[PATH_MAX];
+
+static void setup_fleet(fl_fleet *fl, size_t n_boxes)
+{
+    /* Made before the boxes, named by every box's configuration. */
+    char dir[] = "/tmp/act-move-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    snprintf(checkpoints, sizeof(checkpoints), "%s", dir);
+    char conf[PATH_MAX + 64];
+    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\n", checkpoints);
+    fl_setup(fl, n_boxes, conf);
+}
+
+static void remove_checkpoints(void)
+{
+    char command[PATH_MAX + 16];
+    snprintf(command, sizeof(command), "rm -rf %s", checkpoints);
+    if (checkpoints[0] && system(command) != 0)
+        print_error("cannot remove %s\n", checkpoints);
+}
+
+/* activatorctl through box index's daemon, or with index -1 against the
+ * store; the exit status, with its output in out. */
+static int ctl(fl_fleet *fl, int index, char *out, size_t size, ...)
+{
+    char *argv[24] = {(char *)DH_ACTIVATORCTL, (char *)"--no-color"};
+    size_t n = 2;
+    argv[n++] = (char *)(index < 0 ? "--store" : "--connect");
+    argv[n++] = index < 0 ? fl->store_url : fl->boxes[index].drv.control_url;
+    va_list ap;
+    va_start(ap, size);
+    for (const char *arg; (arg = va_arg(ap, const char *)) && n < 23;)
+        argv[n++] = (char *)arg;
+    va_end(ap);
+    argv[n] = NULL;
+    return dh_run(argv, out, size);
+}
+
+/* The counter box index answers with on port, or -1 when it does not. */
+static long counter_at(fl_fleet *fl, size_t index, int port)
+{
+    char body[512];
+    int n = dd_http_get_at(fl_box_address(index), port, body, sizeof(body));
+    const char *counter = n > 0 ? strstr(body, "counter=") : NULL;
+    return counter ? atol(counter + 8) : -1;
+}
+
+static claim claim_of(fl_fleet *fl, const char *host)
+{
+    claim c = {0};
+    act_error err = {0};
+    if (claims_read(fl->store, host, &c, &err) < 0)
+        fail_msg("reading %s's claim: %s", host, err.message);
+    return c;
+}
+
+/* The claim says index serves host, and host runs there and nowhere else. */
+static bool serves_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+        claim c = claim_of(fl, host);
+        int on = -1;
+        if (c.op.kind == CLAIM_OP_SERVING && strcmp(c.op.phase, "serving") == 0 &&
+            strcmp(c.holder.box, fl_box_name(index)) == 0 && fl_running(fl, host, &on) == 1 &&
+            on == (int)index)
+            return true;
+        usleep(20 * 1000);
+    }
+    return false;
+}
+
+/* web on box-1 with --counter, serving, its counter at 3. */
+static int start_web_on_box_1(fl_fleet *fl, size_t n_boxes)
+{
+    setup_fleet(fl, n_boxes);
+    int port = fl_add_host(fl, "web", "--counter", MOVE_HOST_LINES);
+    fl_assign(fl, "web", fl_box_name(0));
+    fl_start(fl);
+    for (long want = 1; want <= 3; want++)
+        DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == want, "box-1 does not count to %ld",
+                 want);
+    /* The app answers once ready; its publication follows. */
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+    return port;
+}
+
+/* The moves a client sees: every answer, from whichever box answered. */
+typedef struct client {
+    fl_fleet *fl;
+    claim_store *store; /* its own: a store's synchronous calls are one thread's */
+    int port;
+    pthread_t thread;
+    atomic_bool stop;
+    long last;          /* the last counter answered */
+    long last_on[2];    /* the last counter each box answered */
+    atomic_uint answers;
+    atomic_uint backwards; /* answers lower than one before */
+} client;
+
+static void *client_run(void *arg)
+{
+    client *cl = arg;
+    while (!atomic_load(&cl->stop)) {
+        /* A router reading the claim: ask the box that it names. */
+        claim c = {0};
+        act_error err = {0};
+        if (claims_read(cl->store, "web", &c, &err) <= 0)
+            continue;
+        size_t index = strcmp(claim_executor(&c), fl_box_name(1)) == 0 ? 1 : 0;
+        long counter = counter_at(cl->fl, index, cl->port);
+        if (counter < 0)
+            continue;
+        if (counter <= cl->last)
+            atomic_fetch_add(&cl->backwards, 1);
+        cl->last = counter;
+        cl->last_on[index] = counter;
+        atomic_fetch_add(&cl->answers, 1);
+    }
+    return NULL;
+}
+
+static void test_move_under_a_client_keeps_the_counter_and_never_runs_twice(void **state)
+{
+    fl_fleet *fl = *state;
+    int port = start_web_on_box_1(fl, 2);
+    client cl = {.fl = fl, .port = port, .last = 3};
+    act_error err = {0};
+    if (claims_store_open(fl->store_url, NULL, &cl.store, &err) < 0)
+        fail_msg("the client's store: %s", err.message);
+    fl_overlap_start(fl, "web");
+    assert_int_equal(pthread_create(&cl.thread, NULL, client_run, &cl), 0);
+    while (atomic_load(&cl.answers) < 5)
+        usleep(1000);
+
+    char out[8192];
+    int status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
+    DH_CHECK(&fl->boxes[1], status == 0, "move web box-2 exited %d: %s", status, out);
+    DH_CHECK(&fl->boxes[0], strstr(out, "draining") && strstr(out, "moving") &&
+                                strstr(out, "serves on box box-2"),
+             "move did not print its phases: %s", out);
+    unsigned before = atomic_load(&cl.answers);
+    while (atomic_load(&cl.answers) < before + 5)
+        usleep(1000);
+    atomic_store(&cl.stop, true);
+    pthread_join(cl.thread, NULL);
+    claims_store_free(cl.store);
+    unsigned samples = 0;
+    size_t most = fl_overlap_stop(fl, &samples);
+    DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once (%u samples)", most,
+             samples);
+    DH_CHECK(&fl->boxes[1], serves_on(fl, "web", 1, 5000), "web does not serve on box-2 alone");
+    /* The state came along: the target counts on from where the source
+     * stopped, and no answer ever went back. */
+    DH_CHECK(&fl->boxes[1], cl.last_on[1] > cl.last_on[0] && cl.last_on[0] >= 3,
+             "box-1 counted to %ld, box-2 to %ld", cl.last_on[0], cl.last_on[1]);
+    DH_CHECK(&fl->boxes[1], atomic_load(&cl.backwards) == 0,
+             "%u answers counted lower than one before", atomic_load(&cl.backwards));
+    claim c = claim_of(fl, "web");
+    DH_CHECK(&fl->boxes[1], c.state.checkpoint[0] && strcmp(c.state.box, "box-1") == 0,
+             "the claim names checkpoint '%s' by '%s'", c.state.checkpoint, c.state.box);
+    DH_CHECK(&fl->boxes[1], dh_event_wait(&fl->boxes[1], "web", "move.done", 5000, NULL),
+             "box-2 published no move.done");
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        dh_stop_and_check_clean(&fl->boxes[i]);
+    remove_checkpoints();
+}
+
+static void test_a_probe_that_crashes_rolls_back_to_the_same_counter(void **state)
+{
+    fl_fleet *fl = *state;
+    setup_fleet(fl, 2);
+    int port = fl_add_host(fl, "web", "--counter", MOVE_HOST_LINES);
+    /* box-2's build crashes at once. */
+    dh_write_app_host_at(&fl->boxes[1], "web", fl_box_address(1), port,
+                         "--counter --exit-immediately 3", MOVE_HOST_LINES);
+    fl_assign(fl, "web", fl_box_name(0));
+    fl_start(fl);
+    for (long want = 1; want <= 3; want++)
+        DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == want, "box-1 does not count");
+    fl_overlap_start(fl, "web");
+    char out[8192];
+    int status = ctl(fl, -1, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
+    DH_CHECK(&fl->boxes[1], status == 1 && strstr(out, "failed in phase probing on box box-2") &&
+                                strstr(out, "crashed") && strstr(out, "runs on box box-1"),
+             "move web box-2 exited %d: %s", status, out);
+    /* The rollback's failure went with box-1's next admission; its event
+     * stays. */
+    claim c = claim_of(fl, "web");
+    DH_CHECK(&fl->boxes[0], c.op.kind == CLAIM_OP_SERVING && strcmp(c.op.exec, "box-1") == 0,
+             "after the rollback the claim is %s/%s on %s", claim_op_kind_to_string(c.op.kind),
+             c.op.phase, c.op.exec);
+    dh_event rolled = {0};
+    DH_CHECK(&fl->boxes[1], dh_event_wait(&fl->boxes[1], "web", "move.rolled_back", 5000, &rolled),
+             "box-2 published no move.rolled_back");
+    /* Once box-2 released what it admitted, box-1 serves the same count. */
+    long counter = -1;
+    for (int tries = 0; tries < 200 && counter < 0; tries++) {
+        counter = counter_at(fl, 0, port);
+        if (counter < 0)
+            usleep(25 * 1000);
+    }
+    DH_CHECK(&fl->boxes[0], counter == 4, "box-1 answers counter %ld after the rollback",
+             counter);
+    size_t most = fl_overlap_stop(fl, NULL);
+    DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once", most);
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        dh_stop_and_check_clean(&fl->boxes[i]);
+    remove_checkpoints();
+}
+
+/* A probe that never gets ready is given up at ProbeTimeoutSec= of its
+ * first exec, before the ready window would close. */
+static void test_a_probe_past_its_deadline_rolls_back(void **state)
+{
+    fl_fleet *fl = *state;
+    setup_fleet(fl, 2);
+    int port = fl_add_host(fl, "web", "--counter", MOVE_HOST_LINES);
+    dh_write_app_host_at(&fl->boxes[1], "web", fl_box_address(1), port, "--counter --never-ready",
+                         "ProbeTimeoutSec=1\nReadyTimeoutSec=20\nMaxStarts=1\n");
+    fl_assign(fl, "web", fl_box_name(0));
+    fl_start(fl);
+    DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == 1, "box-1 does not count");
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+    char out[8192];
+    uint64_t started = act_now_usec();
+    int status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "20", NULL);
+    uint64_t took_ms = (act_now_usec() - started) / 1000;
+    DH_CHECK(&fl->boxes[1], status == 1 && strstr(out, "probe_timeout") &&
+                                strstr(out, "runs on box box-1"),
+             "move web box-2: %d %s", status, out);
+    DH_CHECK(&fl->boxes[1], took_ms < 10000, "the probe was given up after %llu ms",
+             (unsigned long long)took_ms);
+    long counter = -1;
+    for (int tries = 0; tries < 200 && counter < 0; tries++) {
+        counter = counter_at(fl, 0, port);
+        if (counter < 0)
+            usleep(25 * 1000);
+    }
+    DH_CHECK(&fl->boxes[0], counter == 2, "box-1 answers %ld after the rollback", counter);
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        dh_stop_and_check_clean(&fl->boxes[i]);
+    remove_checkpoints();
+}
+
+/* The probe's health check fails after its publication: the claim named
+ * box-2 serving for a moment, and the move still rolls back to box-1. */
+static void test_a_probe_that_fails_its_health_check_rolls_back(void **state)
+{
+    fl_fleet *fl = *state;
+    setup_fleet(fl, 2);
+    int port = fl_add_host(fl, "web", "--counter", MOVE_HOST_LINES);
+    dh_write_app_host_at(&fl->boxes[1], "web", fl_box_address(1), port, "--counter",
+                         MOVE_HOST_LINES "HealthCheck=tcp:127.0.0.3:1\nReadyTimeoutSec=1\n");
+    fl_assign(fl, "web", fl_box_name(0));
+    fl_start(fl);
+    DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == 1, "box-1 does not count");
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+    fl_overlap_start(fl, "web");
+    char out[8192];
+    int status = ctl(fl, -1, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
+    DH_CHECK(&fl->boxes[1], status == 1 && strstr(out, "unhealthy") &&
+                                strstr(out, "runs on box box-1"),
+             "move web box-2: %d %s", status, out);
+    long counter = -1;
+    for (int tries = 0; tries < 200 && counter < 0; tries++) {
+        counter = counter_at(fl, 0, port);
+        if (counter < 0)
+            usleep(25 * 1000);
+    }
+    DH_CHECK(&fl->boxes[0], counter == 2, "box-1 answers %ld after the rollback", counter);
+    size_t most = fl_overlap_stop(fl, NULL);
+    DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once", most);
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        dh_stop_and_check_clean(&fl->boxes[i]);
+    remove_checkpoints();
+}
+
+/* Appends a byte to checkpoint id's archive: its SHA-256 no longer fits. */
+static void tamper(const char *host, const char *id)
+{
+    char path[PATH_MAX + 200];
+    snprintf(path, sizeof(path), "%s/%s/%s.tar.zst", checkpoints, host, id);
+    FILE *f = fopen(path, "a");
+    if (!f)
+        fail_msg("cannot open the archive %s", path);
+    fputc('x', f);
+    fclose(f);
+}
+
+static void test_a_tampered_checkpoint_is_refused_and_rolled_back(void **state)
+{
+    fl_fleet *fl = *state;
+    char hold[PATH_MAX + 32], env[PATH_MAX + 128];
+    setup_fleet(fl, 2);
+    snprintf(hold, sizeof(hold), "%s/checkpointed", checkpoints);
+    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=checkpointed:%s", hold);
+    int port = fl_add_host(fl, "web", "--counter", MOVE_HOST_LINES);
+    fl_assign(fl, "web", fl_box_name(0));
+    dh_start(&fl->boxes[0], (const char *const[]){env, NULL});
+    dh_start(&fl->boxes[1], NULL);
+    for (long want = 1; want <= 3; want++)
+        DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == want, "box-1 does not count");
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+
+    /* The move, held once box-1 has written its checkpoint. */
+    claim before = claim_of(fl, "web"), draining;
+    act_error err = {0};
+    assert_int_equal(claim_move_start("web", &before, "box-2", "move-tampered", false, 1,
+                                      &draining, &err),
+                     0);
+    uint64_t revision = 0;
+    assert_int_equal(claims_cas(fl->store, "web", before.revision, &draining, &revision, NULL,
+                                &err),
+                     0);
+    dh_event written = {0};
+    DH_CHECK(&fl->boxes[0],
+             dh_event_wait(&fl->boxes[0], "web", "move.checkpointed", 10000, &written),
+             "box-1 wrote no checkpoint");
+    DH_CHECK(&fl->boxes[0], dh_log_wait(&fl->boxes[0], "checkpointed held", 10000),
+             "box-1 did not hold after its checkpoint");
+    tamper("web", written.reason);
+    FILE *f = fopen(hold, "w");
+    assert_non_null(f);
+    fclose(f);
+
+    DH_CHECK(&fl->boxes[1], dh_event_wait(&fl->boxes[1], "web", "move.rolled_back", 15000, NULL),
+             "box-2 did not roll the move back");
+    DH_CHECK(&fl->boxes[1], dh_log_wait(&fl->boxes[1], "restore_failed", 5000),
+             "box-2 did not refuse the restore");
+    /* box-1 wrote that checkpoint from the state it still has: it serves
+     * on with the same count. */
+    long counter = -1;
+    for (int tries = 0; tries < 200 && counter < 0; tries++) {
+        counter = counter_at(fl, 0, port);
+        if (counter < 0)
+            usleep(25 * 1000);
+    }
+    DH_CHECK(&fl->boxes[0], counter == 4, "box-1 answers counter %ld after the rollback",
+             counter);
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
+    DH_CHECK(&fl->boxes[1], fl_running(fl, "web", NULL) == 1, "web runs on two boxes");
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        dh_stop_and_check_clean(&fl->boxes[i]);
+    remove_checkpoints();
+}
+
+/* Each refusal says why and changes nothing. */
+static void refused(fl_fleet *fl, int via, const char *want, const char *box)
+{
+    claim before = claim_of(fl, "web");
+    char out[8192];
+    int status = ctl(fl, via, out, sizeof(out), "move", "web", box, "--timeout", "5", NULL);
+    claim after = claim_of(fl, "web");
+    DH_CHECK(&fl->boxes[0], status == 1 && strstr(out, want),
+             "move web %s exited %d without \"%s\": %s", box, status, want, out);
+    DH_CHECK(&fl->boxes[0], after.revision == before.revision,
+             "move web %s changed the claim (revision %llu to %llu)", box,
+             (unsigned long long)before.revision, (unsigned long long)after.revision);
+}
+
+static void test_what_cannot_move_is_refused_with_nothing_changed(void **state)
+{
+    fl_fleet *fl = *state;
+    char hold[PATH_MAX + 16], env[PATH_MAX + 128];
+    setup_fleet(fl, 2);
+    snprintf(hold, sizeof(hold), "%s/drained", checkpoints);
+    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=drained:%s", hold);
+    int port = fl_add_host(fl, "web", "--counter", MOVE_HOST_LINES);
+    fl_assign(fl, "web", fl_box_name(0));
+    dh_start(&fl->boxes[0], (const char *const[]){env, NULL});
+    dh_start(&fl->boxes[1], NULL);
+    DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == 1, "box-1 does not serve");
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+
+    refused(fl, 0, "box box-9 is not known", "box-9");
+    refused(fl, -1, "already runs on box box-1", "box-1");
+    char out[8192];
+    DH_CHECK(&fl->boxes[0], ctl(fl, 0, out, sizeof(out), "hold", "web", "v1", NULL) == 0,
+             "hold: %s", out);
+    refused(fl, 0, "held on version v1", "box-2");
+    DH_CHECK(&fl->boxes[0], ctl(fl, 0, out, sizeof(out), "unhold", "web", NULL) == 0,
+             "unhold: %s", out);
+    /* --force while box-1 lives: it can drain, so it must. */
+    claim before = claim_of(fl, "web");
+    int status = ctl(fl, -1, out, sizeof(out), "move", "web", "box-2", "--force", NULL);
+    DH_CHECK(&fl->boxes[0], status == 1 && strstr(out, "source_live"), "--force: %d %s", status,
+             out);
+    assert_int_equal(claim_of(fl, "web").revision, before.revision);
+
+    /* A move held where box-1 has drained: another move is refused, an
+     * abort rolls it back, and box-1's drain then writes nothing. */
+    claim draining;
+    act_error err = {0};
+    assert_int_equal(claim_move_start("web", &before, "box-2", "move-test", false, 1, &draining,
+                                      &err),
+                     0);
+    uint64_t revision = 0;
+    assert_int_equal(claims_cas(fl->store, "web", before.revision, &draining, &revision, NULL,
+                                &err),
+                     0);
+    DH_CHECK(&fl->boxes[0], dh_log_wait(&fl->boxes[0], "move point drained held", 10000),
+             "box-1 did not drain");
+    DH_CHECK(&fl->boxes[0], fl_running(fl, "web", NULL) == 0, "web still runs while drained");
+    json_object *shown = dh_status(&fl->boxes[0], "web");
+    DH_CHECK(&fl->boxes[0], shown && strcmp(dh_json_str(shown, "move"), "draining for box box-2") == 0,
+             "status shows move '%s'", shown ? dh_json_str(shown, "move") : "(none)");
+    json_object_put(shown);
+    refused(fl, -1, "move move-test from box-1 to box-2 is in flight", "box-3");
+    /* The same move again follows it; its --timeout rolls it back. */
+    status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "1", NULL);
+    DH_CHECK(&fl->boxes[0], status == 1 && strstr(out, "resumed") &&
+                                strstr(out, "not done within 1 s") && strstr(out, "rolled back"),
+             "move with --timeout 1: %d %s", status, out);
+    /* Nothing is left to abort. */
+    claim rolled = claim_of(fl, "web");
+    status = ctl(fl, -1, out, sizeof(out), "move", "--abort", "web", NULL);
+    DH_CHECK(&fl->boxes[0], status == 1 && strstr(out, "no move is in flight"), "abort: %d %s",
+             status, out);
+    assert_int_equal(claim_of(fl, "web").revision, rolled.revision);
+    FILE *f = fopen(hold, "w");
+    assert_non_null(f);
+    fclose(f);
+    claim back = claim_of(fl, "web");
+    DH_CHECK(&fl->boxes[0], strcmp(back.failure.reason, "aborted") == 0 &&
+                                strcmp(back.op.exec, "box-1") == 0,
+             "after the abort: exec %s, failure %s", back.op.exec, back.failure.reason);
+    /* The count goes on where it was. */
+    long counter = -1;
+    for (int tries = 0; tries < 200 && counter < 0; tries++) {
+        counter = counter_at(fl, 0, port);
+        if (counter < 0)
+            usleep(25 * 1000);
+    }
+    DH_CHECK(&fl->boxes[0], counter == 2, "box-1 answers %ld after the abort", counter);
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        dh_stop_and_check_clean(&fl->boxes[i]);
+    remove_checkpoints();
+}
+
+static void test_force_moves_off_a_dead_box_from_its_last_checkpoint(void **state)
+{
+    fl_fleet *fl = *state;
+    int port = start_web_on_box_1(fl, 2);
+    char out[8192];
+    int status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", NULL);
+    DH_CHECK(&fl->boxes[1], status == 0, "move web box-2: %d %s", status, out);
+    DH_CHECK(&fl->boxes[1], counter_at(fl, 1, port) == 4, "box-2 does not count on");
+    /* box-2 goes away (its record with it); what it counted after the
+     * checkpoint is lost with it. */
+    dh_stop_and_check_clean(&fl->boxes[1]);
+    refused(fl, -1, "has no live lease", "box-1");
+    status = ctl(fl, -1, out, sizeof(out), "move", "web", "box-1", "--force", NULL);
+    DH_CHECK(&fl->boxes[0], status == 0 && strstr(out, "--force: from checkpoint") &&
+                                strstr(out, "ago by box box-1"),
+             "move --force: %d %s", status, out);
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1");
+    DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == 4,
+             "box-1 does not count on from the checkpoint");
+    dh_stop_and_check_clean(&fl->boxes[0]);
+    remove_checkpoints();
+}
+
+/* Kills the daemon of box index at the move's hold point, restarts it, and
+ * checks the move finishes there: web serves on to alone. */
+static void kill_at(fl_fleet *fl, size_t index, const char *point, size_t from, size_t to)
+{
+    char hold[PATH_MAX + 32], env[PATH_MAX + 128];
+    snprintf(hold, sizeof(hold), "%s/hold-%s", checkpoints, point);
+    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=%s:%s", point, hold);
+    unlink(hold);
+    dh_daemon *box = &fl->boxes[index];
+    /* A handover: what runs on the box keeps running into the next daemon,
+     * which holds the point. Its last wake has ended first (its record
+     * written), so there is nothing in flight to hand over. */
+    DH_CHECK(&fl->boxes[from], dh_wait_state(&fl->boxes[from], "web", "serving", 10000),
+             "%s does not say it serves web", fl_box_name(from));
+    dh_hand_over(box);
+    dh_start(box, (const char *const[]){env, NULL});
+    claim current = claim_of(fl, "web"), next;
+    act_error err = {0};
+    char id[64];
+    snprintf(id, sizeof(id), "kill-%s-%zu", point, index);
+    assert_int_equal(claim_move_start("web", &current, fl_box_name(to), id, false, 1, &next, &err),
+                     0);
+    uint64_t revision = 0;
+    assert_int_equal(claims_cas(fl->store, "web", current.revision, &next, &revision, NULL, &err),
+                     0);
+    char held[96];
+    snprintf(held, sizeof(held), "%s held", point);
+    DH_CHECK(box, dh_log_wait(box, held, 15000), "%s: never held at %s", fl_box_name(index),
+             point);
+    dh_kill(box);
+    FILE *f = fopen(hold, "w");
+    assert_non_null(f);
+    fclose(f);
+    dh_start(box, (const char *const[]){env, NULL});
+    DH_CHECK(box, serves_on(fl, "web", to, MOVE_TIMEOUT_MS),
+             "killed at %s on %s: web does not serve on %s alone", point, fl_box_name(index),
+             fl_box_name(to));
+    DH_CHECK(box, atomic_load(&fl->overlap.most_running) <= 1,
+             "killed at %s: web ran on two boxes at once", point);
+}
+
+static void test_a_daemon_killed_at_each_step_finishes_its_part(void **state)
+{
+    fl_fleet *fl = *state;
+    int port = start_web_on_box_1(fl, 2);
+    fl_overlap_start(fl, "web");
+    /* The source, killed when drained and when checkpointed; the target,
+     * killed before the probe's exec and before its publication. */
+    kill_at(fl, 0, "drained", 0, 1);
+    kill_at(fl, 1, "drained", 1, 0);
+    kill_at(fl, 0, "checkpointed", 0, 1);
+    kill_at(fl, 0, "exec", 1, 0);
+    kill_at(fl, 1, "publish", 0, 1);
+    size_t most = fl_overlap_stop(fl, NULL);
+    DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once", most);
+    /* Five moves, each a checkpoint of the one before: the count held. */
+    DH_CHECK(&fl->boxes[1], counter_at(fl, 1, port) == 4, "box-2 does not count on");
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        dh_stop_and_check_clean(&fl->boxes[i]);
+    remove_checkpoints();
+}
+
+int main(void)
+{
+    int r = fl_check_can_run("fleet-move");
+    if (r)
+        return r;
+    const struct CMUnitTest tests[] = {
+        FL_TEST(test_move_under_a_client_keeps_the_counter_and_never_runs_twice),
+        FL_TEST(test_a_probe_that_crashes_rolls_back_to_the_same_counter),
+        FL_TEST(test_a_probe_past_its_deadline_rolls_back),
+        FL_TEST(test_a_probe_that_fails_its_health_check_rolls_back),
+        FL_TEST(test_a_tampered_checkpoint_is_refused_and_rolled_back),
+        FL_TEST(test_what_cannot_move_is_refused_with_nothing_changed),
+        FL_TEST(test_force_moves_off_a_dead_box_from_its_last_checkpoint),
+        FL_TEST(test_a_daemon_killed_at_each_step_finishes_its_part),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,436 @@
+/* The hostile-tenant scenario (hostile_check.h), step by step:
+ *   1. both hosts answer, and the ordinary host's output is seen (else the
+ *      close-stdio check could not tell anything);
+ *   2. the one-shot attempts (GET /attack), with the targets from outside;
+ *   3. the daemon's status latency in idle windows and in windows while the
+ *      app floods its own notify socket, alternately: the flood succeeded
+ *      if the p99 of the flooded windows is more than twice the idle one's;
+ *   4. the fork bomb: it succeeded if it made more processes than PidsMax=,
+ *      or if meanwhile the ordinary host, the daemon or this process's own
+ *      fork failed;
+ *   5. the app shuts its stdout and stderr down: that succeeded if the
+ *      ordinary host's output stops arriving;
+ * and all along, a client asks the ordinary host every 100 ms. */
+#include "hostile_check.h"
+
+#include <errno.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http_probe.h"
+#include "latency.h"
+#include "targets.h"
+
+/* Pace of the status requests: a hundred a second gives a thousand samples
+ * per ten-second window, so p99 is the tenth worst, not the worst. */
+#define STATUS_PERIOD_MS 10
+#define STATUS_TIMEOUT_MS 2000
+/* Idle and flooded windows, alternately: three of each, so that a burst
+ * of the box's own noise in one window moves the pooled p99 little. */
+#define FLOOD_ROUNDS 3
+
+extern char **environ;
+
+typedef struct run {
+    const hostile_setup *setup;
+    hostile_outcome *outcome;
+    FILE *out;
+} run;
+
+static void say(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(run *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(r->out, fmt, ap);
+    va_end(ap);
+    fputc('\n', r->out);
+    fflush(r->out);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* One attempt decided here, from what the test saw. */
+static void verdict(run *r, const char *name, bool succeeded, const char *detail)
+{
+    r->outcome->tried++;
+    if (succeeded) {
+        r->outcome->succeeded++;
+        size_t len = strlen(r->outcome->succeeded_names);
+        snprintf(r->outcome->succeeded_names + len, sizeof(r->outcome->succeeded_names) - len,
+                 "%s%s", len ? " " : "", name);
+    }
+    say(r, "attempt %s %s - %s", name, succeeded ? "succeeded" : "failed", detail);
+}
+
+static void problem(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(run *r, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    r->outcome->problems++;
+    say(r, "PROBLEM %s", text);
+}
+
+/* Counts and prints the lines of the app's report (report.h) from body. */
+static void take_report(run *r, const char *body)
+{
+    const char *line = body;
+    while (line && *line) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char text[2048];
+        snprintf(text, sizeof(text), "%.*s", (int)(len < sizeof(text) - 1 ? len : sizeof(text) - 1),
+                 line);
+        char kind[16], name[1500], result[16];
+        if (sscanf(text, "%15s %1499s %15s", kind, name, result) == 3) {
+            if (strcmp(kind, "attempt") == 0) {
+                r->outcome->tried++;
+                if (strcmp(result, "succeeded") == 0) {
+                    r->outcome->succeeded++;
+                    size_t used = strlen(r->outcome->succeeded_names);
+                    snprintf(r->outcome->succeeded_names + used,
+                             sizeof(r->outcome->succeeded_names) - used, "%s%s", used ? " " : "",
+                             name);
+                }
+            } else if (strcmp(kind, "untried") == 0) {
+                r->outcome->untried++;
+            } else if (strcmp(kind, "control") == 0 && strcmp(result, "ok") != 0) {
+                r->outcome->controls_failed++;
+            }
+        }
+        say(r, "%s", text);
+        line = end ? end + 1 : NULL;
+    }
+}
+
+/* Polls the app's /results until the nth line (from 1) starting with
+ * prefix_a or prefix_b shows up; returns that line (malloc'd) or NULL. */
+static char *wait_result_after(run *r, const char *prefix_a, const char *prefix_b, int nth,
+                               int timeout_ms)
+{
+    static char body[512 * 1024];
+    for (int waited = 0; waited <= timeout_ms; waited += 250) {
+        int seen = nth;
+        if (http_get(r->setup->hostile_port, "/results", body, sizeof(body), 5000) >= 0) {
+            for (char *line = body; line && *line;) {
+                char *end = strchr(line, '\n');
+                if (end)
+                    *end = '\0';
+                if ((strncmp(line, prefix_a, strlen(prefix_a)) == 0 ||
+                     (prefix_b && strncmp(line, prefix_b, strlen(prefix_b)) == 0)) &&
+                    --seen == 0)
+                    return strdup(line);
+                line = end ? end + 1 : NULL;
+            }
+        }
+        sleep_ms(250);
+    }
+    return NULL;
+}
+
+static bool get_ok(int port, const char *path, char *body, size_t size)
+{
+    return http_get(port, path, body, size, 5000) >= 0;
+}
+
+/* Whether this process can still fork and run /bin/true: a box a fork bomb
+ * took could not. */
+static bool box_can_fork(void)
+{
+    pid_t pid;
+    char *argv[] = {"/bin/true", NULL};
+    if (posix_spawn(&pid, "/bin/true", NULL, NULL, argv, environ) != 0)
+        return false;
+    int status;
+    return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* The box this runs on may be shared with other work, whose load would
+ * decide a p99 on its own. Each session has a scheduler autogroup of its own
+ * (the daemon's, and each host's: generations start in new sessions), so
+ * raising all four alike keeps the daemon and the tenants competing as
+ * equals, as in production, and lets the rest of the box count for less. */
+static void raise_priority(run *r, pid_t hostile_pid, pid_t other_pid, pid_t daemon_pid)
+{
+    pid_t pids[] = {getpid(), daemon_pid, hostile_pid, other_pid};
+    const char *names[] = {"the test", "the daemon", "the hostile host", "the ordinary host"};
+    char failed[256] = "";
+    for (size_t i = 0; i < sizeof(pids) / sizeof(pids[0]); i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/autogroup", (int)pids[i]);
+        FILE *f = pids[i] > 0 ? fopen(path, "we") : NULL;
+        bool ok = f && fputs("-10", f) >= 0;
+        if (f && fclose(f) != 0)
+            ok = false;
+        if (!ok) {
+            size_t len = strlen(failed);
+            snprintf(failed + len, sizeof(failed) - len, "%s%s", len ? ", " : "", names[i]);
+        }
+    }
+    if (failed[0])
+        say(r, "priority: autogroups at nice -10, except %s (left as they were)", failed);
+    else
+        say(r, "priority: the autogroups of the test, the daemon and both hosts at nice -10");
+}
+
+static bool step_start(run *r, pid_t *other_pid)
+{
+    const hostile_setup *s = r->setup;
+    char body[512];
+    if (!get_ok(s->ordinary_port, "/", body, sizeof(body))) {
+        problem(r, "the ordinary host %s does not answer on port %d", s->ordinary_host,
+                s->ordinary_port);
+        return false;
+    }
+    *other_pid = http_answer_pid(body);
+    if (!get_ok(s->hostile_port, "/", body, sizeof(body))) {
+        problem(r, "the hostile host %s does not answer on port %d", s->hostile_host,
+                s->hostile_port);
+        return false;
+    }
+    say(r, "hostile host %s: %s", s->hostile_host, strtok(body, "\n"));
+    say(r, "ordinary host %s: pid %d", s->ordinary_host, (int)*other_pid);
+    raise_priority(r, http_answer_pid(body), *other_pid, targets_parent_of(*other_pid));
+    char marker[64];
+    snprintf(marker, sizeof(marker), "/hostile-log-before-%d", (int)getpid());
+    if (!get_ok(s->ordinary_port, marker, body, sizeof(body)) ||
+        !s->log_has(marker + 1, 10000, s->userdata)) {
+        problem(r, "the ordinary host's output (%s) never arrived, so close-stdio cannot be "
+                   "judged",
+                marker + 1);
+        return false;
+    }
+    return true;
+}
+
+static void step_attack(run *r, pid_t other_pid)
+{
+    static char path[16384], body[512 * 1024];
+    char why[512];
+    if (targets_build(r->setup, other_pid, path, sizeof(path), why, sizeof(why)) < 0) {
+        problem(r, "cannot name the targets: %s", why);
+        return;
+    }
+    int n = http_get(r->setup->hostile_port, path, body, sizeof(body), 60000);
+    if (n < 0) {
+        problem(r, "GET /attack on the hostile host: %s", strerror(-n));
+        return;
+    }
+    take_report(r, body);
+}
+
+/* One window of status requests, appended to pool (may be NULL); prints
+ * the window's own numbers into stats. */
+static bool measure_into(run *r, const char *what, int ms, latency_samples *pool,
+                         latency_stats *stats)
+{
+    latency_samples window = {0};
+    int rv = latency_measure(r->setup->control_url, ms, STATUS_PERIOD_MS, STATUS_TIMEOUT_MS,
+                             &window);
+    if (rv < 0) {
+        problem(r, "cannot measure status latency %s: %s", what, window.first_failure);
+        latency_samples_free(&window);
+        return false;
+    }
+    if (pool) {
+        uint64_t *grown = realloc(pool->usec, (pool->n + window.n) * sizeof(*grown));
+        if (grown) {
+            memcpy(grown + pool->n, window.usec, window.n * sizeof(*grown));
+            pool->usec = grown;
+            pool->n += window.n;
+            pool->cap = pool->n;
+            if (!pool->failed && window.failed)
+                snprintf(pool->first_failure, sizeof(pool->first_failure), "%s",
+                         window.first_failure);
+            pool->failed += window.failed;
+        }
+    }
+    latency_stats_of(&window, stats);
+    latency_samples_free(&window);
+    char text[256];
+    latency_format(stats, text, sizeof(text));
+    say(r, "latency status %s: %s%s%s", what, text, stats->failed ? "; first failure: " : "",
+        stats->failed ? stats->first_failure : "");
+    return true;
+}
+
+static bool measure(run *r, const char *what, int ms, latency_stats *stats)
+{
+    return measure_into(r, what, ms, NULL, stats);
+}
+
+static bool flood_once(run *r, int round, latency_samples *flooded)
+{
+    const hostile_setup *s = r->setup;
+    char path[64], body[512], what[64];
+    snprintf(path, sizeof(path), "/flood?ms=%d", s->flood_ms);
+    if (!get_ok(s->hostile_port, path, body, sizeof(body))) {
+        problem(r, "GET %s on the hostile host failed", path);
+        return false;
+    }
+    latency_stats stats;
+    snprintf(what, sizeof(what), "during notify flood %d", round);
+    if (!measure_into(r, what, s->flood_ms, flooded, &stats))
+        return false;
+    char *note = wait_result_after(r, "note notify-flood", "untried notify-flood", round, 10000);
+    if (!note) {
+        r->outcome->untried++;
+        say(r, "untried notify-flood - the app never said how its flood %d went", round);
+        return false;
+    }
+    take_report(r, note);
+    free(note);
+    return true;
+}
+
+/* Idle and flooded windows alternate, so that the box's own noise (other
+ * work on it comes and goes) falls on both alike; each flood lasts the
+ * whole flood_ms, and p99 is taken over every window of a kind pooled. */
+static void step_flood(run *r)
+{
+    const hostile_setup *s = r->setup;
+    latency_samples idle = {0}, flooded = {0};
+    bool ok = true;
+    for (int round = 1; round <= FLOOD_ROUNDS && ok; round++) {
+        latency_stats stats;
+        char what[32];
+        snprintf(what, sizeof(what), "idle %d", round);
+        ok = measure_into(r, what, s->flood_ms, &idle, &stats) && flood_once(r, round, &flooded);
+    }
+    if (ok) {
+        latency_stats idle_stats, flood_stats;
+        latency_stats_of(&idle, &idle_stats);
+        latency_stats_of(&flooded, &flood_stats);
+        char idle_text[256], flood_text[256], detail[640];
+        latency_format(&idle_stats, idle_text, sizeof(idle_text));
+        latency_format(&flood_stats, flood_text, sizeof(flood_text));
+        say(r, "latency status idle, pooled: %s", idle_text);
+        say(r, "latency status flooded, pooled: %s", flood_text);
+        snprintf(detail, sizeof(detail),
+                 "status p99 %.2f ms flooded, %.2f ms idle: %.2fx (limit 2x); %zu failed",
+                 (double)flood_stats.p99_usec / 1000, (double)idle_stats.p99_usec / 1000,
+                 idle_stats.p99_usec ? (double)flood_stats.p99_usec / (double)idle_stats.p99_usec
+                                     : 0.0,
+                 flood_stats.failed);
+        verdict(r, "notify-flood",
+                flood_stats.failed > 0 || flood_stats.p99_usec > 2 * idle_stats.p99_usec, detail);
+    }
+    latency_samples_free(&idle);
+    latency_samples_free(&flooded);
+}
+
+static void step_forkbomb(run *r, const http_prober *prober)
+{
+    const hostile_setup *s = r->setup;
+    const int bomb_ms = 8000;
+    unsigned failed_before = atomic_load(&prober->failed);
+    char path[96], body[512];
+    snprintf(path, sizeof(path), "/forkbomb?ms=%d&max=%ld", bomb_ms, s->pids_max + 64);
+    if (!get_ok(s->hostile_port, path, body, sizeof(body))) {
+        problem(r, "GET %s on the hostile host failed", path);
+        return;
+    }
+    /* Let it reach the limit before judging the box. */
+    sleep_ms(2000);
+    bool forked = box_can_fork();
+    latency_stats during = {0};
+    if (!measure(r, "during the fork bomb", bomb_ms - 3000, &during))
+        during.failed = 1;
+    char *line = wait_result_after(r, "attempt forkbomb", "untried forkbomb", 1, 60000);
+    if (!line) {
+        r->outcome->untried++;
+        say(r, "untried forkbomb - the app never said how its fork bomb went");
+    } else {
+        take_report(r, line);
+        free(line);
+    }
+    unsigned failed = atomic_load(&prober->failed) - failed_before;
+    char detail[256];
+    snprintf(detail, sizeof(detail),
+             "during the bomb: this test %s fork, the ordinary host failed %u requests, "
+             "the daemon failed %zu status requests",
+             forked ? "could" : "could NOT", failed, during.failed);
+    verdict(r, "forkbomb-box", !forked || failed > 0 || during.failed > 0, detail);
+}
+
+static void step_close_stdio(run *r)
+{
+    const hostile_setup *s = r->setup;
+    char body[512];
+    if (!get_ok(s->hostile_port, "/close-stdio", body, sizeof(body))) {
+        problem(r, "GET /close-stdio on the hostile host failed");
+        return;
+    }
+    char marker[64];
+    snprintf(marker, sizeof(marker), "/hostile-log-after-%d", (int)getpid());
+    if (!get_ok(s->ordinary_port, marker, body, sizeof(body))) {
+        problem(r, "the ordinary host does not answer %s", marker);
+        return;
+    }
+    bool arrived = s->log_has(marker + 1, 10000, s->userdata);
+    verdict(r, "close-stdio", !arrived,
+            arrived ? "the ordinary host's output still arrives"
+                    : "the ordinary host's output no longer arrives");
+    char *note = wait_result_after(r, "note close-stdio", NULL, 1, 2000);
+    if (note) {
+        say(r, "%s", note);
+        free(note);
+    }
+}
+
+int hostile_run(const hostile_setup *s, hostile_outcome *outcome, FILE *out)
+{
+    memset(outcome, 0, sizeof(*outcome));
+    run r = {.setup = s, .outcome = outcome, .out = out};
+    pid_t other_pid = 0;
+    if (!step_start(&r, &other_pid))
+        return 1;
+    http_prober prober;
+    if (http_prober_start(&prober, s->ordinary_port, 100) < 0) {
+        problem(&r, "cannot start the ordinary host's client");
+        return 1;
+    }
+    step_attack(&r, other_pid);
+    step_flood(&r);
+    step_forkbomb(&r, &prober);
+    step_close_stdio(&r);
+    http_prober_stop(&prober);
+
+    say(&r, "the ordinary host answered %u requests and failed %u%s%s",
+        atomic_load(&prober.answered), atomic_load(&prober.failed),
+        atomic_load(&prober.failed) ? "; the first: " : "", prober.first_failure);
+    if (atomic_load(&prober.failed))
+        problem(&r, "the ordinary host stopped serving");
+    latency_stats after;
+    if (measure(&r, "after", 2000, &after) && after.failed)
+        problem(&r, "the daemon stopped answering status");
+
+    say(&r, "%u tried, %u succeeded", outcome->tried, outcome->succeeded);
+    if (outcome->succeeded)
+        say(&r, "succeeded: %s", outcome->succeeded_names);
+    if (outcome->untried)
+        say(&r, "%u could not be tried (see the untried lines)", outcome->untried);
+    if (outcome->controls_failed)
+        say(&r, "%u controls failed: the app could not do what any app must, so its failed "
+                "attempts prove nothing",
+            outcome->controls_failed);
+    return outcome->succeeded || outcome->untried || outcome->controls_failed ||
+                   outcome->problems
+               ? 1
+               : 0;
+}

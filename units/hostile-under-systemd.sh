@@ -1,0 +1,147 @@
+#!/bin/sh
+# hostile-under-systemd.sh SERVICE TMPFILES ACTIVATORD ACTIVATORCTL TESTAPP HOSTILE CHECK
+#
+# The hostile tenant (issue 15) under the real service manager: boots
+# Debian 12 with systemd as PID 1 in systemd-nspawn, with the shipped
+# activatord.service and tmpfiles entry, and the hosts configured as an
+# operator would (no User=, no limits: the defaults are what is tested):
+#   - ordinary: act-testapp --log-requests on 127.0.0.1:18080;
+#   - hostile:  act-hostile on 127.0.0.1:18090;
+# both staged with activatorctl and woken, then act-hostile-check runs the
+# scenario of tests/isolation/hostile_check.c against the daemon systemd
+# runs, the ordinary host's output looked for in the journal. It passes
+# when that prints "N tried, 0 succeeded" and exits 0.
+# The root comes from container-root.sh (debootstrap once, then cached).
+set -eu
+service=$1 tmpfiles=$2 activatord=$3 activatorctl=$4 testapp=$5 hostile=$6 check=$7
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "skip: booting a container needs root"
+    exit 77
+fi
+if ! command -v systemd-nspawn >/dev/null 2>&1; then
+    echo "FAIL: systemd-nspawn is missing (scripts/install-deps.sh installs systemd-container)"
+    exit 1
+fi
+here=$(dirname "$0")
+. "$here/nspawn-lib.sh"
+root=$("$here/container-root.sh") || exit 1
+
+work=$(mktemp -d /tmp/act-hostile-boot-XXXXXX)
+cleanup() {
+    nspawn_cleanup
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+mkdir -p "$work/results" "$work/etc/hosts" "$work/dropin"
+cat >"$work/etc/activatord.conf" <<'EOT'
+[Activator]
+Box=box-1
+EOT
+cat >"$work/etc/hosts/ordinary.conf" <<'EOT'
+[Host]
+Exec=act-testapp --log-requests
+Ready=notify
+ReadyTimeoutSec=10
+StopTimeoutSec=5
+IdleTimeoutSec=0
+[Listen]
+ListenStream=127.0.0.1:18080
+EOT
+cat >"$work/etc/hosts/hostile.conf" <<'EOT'
+[Host]
+Exec=act-hostile
+Ready=notify
+ReadyTimeoutSec=10
+StopTimeoutSec=5
+IdleTimeoutSec=0
+[Listen]
+ListenStream=127.0.0.1:18090
+EOT
+# The test build is sanitized; its leak report at exit is checked elsewhere.
+cat >"$work/dropin/sanitizers.conf" <<'EOT'
+[Service]
+Environment=ASAN_OPTIONS=detect_leaks=0
+EOT
+cat >"$work/act-check.service" <<'EOT'
+[Unit]
+Description=the hostile tenant under systemd
+Wants=activatord.service
+After=activatord.service
+[Service]
+Type=oneshot
+ExecStart=/usr/local/bin/act-check
+EOT
+cat >"$work/act-check" <<'EOT'
+#!/bin/sh
+# Inside the container, as root.
+export ASAN_OPTIONS=detect_leaks=0
+out=/results/hostile.txt
+ctl() { activatorctl --no-color "$@" >>/results/activatorctl.txt 2>&1; }
+{
+    echo "activatord is $(systemctl is-active activatord)"
+    ctl stage ordinary v1 /opt/act-testapp --promote || echo "PROBLEM staging ordinary"
+    ctl stage hostile v1 /opt/act-hostile --promote || echo "PROBLEM staging hostile"
+    ctl wake ordinary || echo "PROBLEM waking ordinary"
+    ctl wake hostile || echo "PROBLEM waking hostile"
+} >"$out" 2>&1
+act-hostile-check --state-dir /var/lib/activator --runtime-dir /run/activator \
+    --hostile hostile:18090 --ordinary ordinary:18080 >>"$out" 2>&1
+echo "exit $?" >>"$out"
+activatorctl --no-color status >>/results/activatorctl.txt 2>&1
+systemctl status activatord --no-pager >/results/unit.txt 2>&1
+journalctl --no-pager >/results/journal.txt 2>&1
+echo done >>"$out"
+systemctl poweroff
+EOT
+chmod +x "$work/act-check"
+
+echo "booting the container"
+nspawn_prepare
+set +e
+timeout 300 systemd-nspawn --quiet --register=no --keep-unit --private-network \
+    --volatile=overlay --console=pipe -D "$root" \
+    --bind-ro="$activatord:/usr/local/sbin/activatord" \
+    --bind-ro="$activatorctl:/usr/local/bin/activatorctl" \
+    --bind-ro="$testapp:/opt/act-testapp" \
+    --bind-ro="$hostile:/opt/act-hostile" \
+    --bind-ro="$check:/usr/local/bin/act-hostile-check" \
+    --bind-ro="$service:/etc/systemd/system/activatord.service" \
+    --bind-ro="$work/dropin:/etc/systemd/system/activatord.service.d" \
+    --bind-ro="$tmpfiles:/etc/tmpfiles.d/activator.conf" \
+    --bind="$work/etc:/etc/activator" \
+    --bind-ro="$work/act-check.service:/etc/systemd/system/act-check.service" \
+    --bind-ro="$work/act-check:/usr/local/bin/act-check" \
+    --bind="$work/results:/results" \
+    -b -- systemd.unit=multi-user.target systemd.wants=act-check.service \
+    >"$work/results/console.txt" 2>&1
+rc=$?
+set -e
+
+status=0
+if [ "$rc" -ne 0 ]; then
+    echo "FAIL: the container exited $rc"
+    status=1
+fi
+if [ -f "$work/results/hostile.txt" ]; then
+    cat "$work/results/hostile.txt"
+else
+    echo "FAIL: the check never ran"
+    status=1
+fi
+grep -qx "exit 0" "$work/results/hostile.txt" 2>/dev/null || status=1
+grep -q "^[0-9]* tried, 0 succeeded$" "$work/results/hostile.txt" 2>/dev/null || status=1
+grep -qx done "$work/results/hostile.txt" 2>/dev/null || status=1
+nspawn_cleanup
+[ -z "$nspawn_left" ] || status=1
+if [ "$status" -ne 0 ]; then
+    for f in activatorctl.txt unit.txt console.txt; do
+        [ -f "$work/results/$f" ] || continue
+        echo "---- $f ----"
+        tail -40 "$work/results/$f"
+    done
+    echo "---- journal.txt (activatord) ----"
+    grep -v "status: flood" "$work/results/journal.txt" 2>/dev/null | grep activatord | tail -60
+fi
+exit $status
