@@ -173,19 +173,25 @@ int ad_freeze_thaw(ad_host *host, const char *why, act_error *err)
 }
 
 /* The claim no longer names this admission: the generation must not serve
- * the client that came. It is retired killed frozen (generation.c), and the
- * client waits in the backlog for whatever the claim now says (a refused
- * wake closes it). */
-static void thaw_refused(ad_freeze *f, const char *why)
+ * the client that came. It is retired, and the client waits in the backlog
+ * for whatever the claim now says (a refused wake closes it). A claim that
+ * names another box is that box's now: the generation is killed frozen
+ * (generation.c), and the release follows as for any claim lost. One that
+ * still names this box but not this admission is parked as an operator's
+ * park is. */
+static void thaw_refused(ad_freeze *f, bool lost, const char *why)
 {
     ad_host *host = f->host;
     count_thaw(host, "retired", f->demand_usec);
-    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = ad_host_name(host), .reason = "not_owner"},
+    act_log_fields(LOG_NOTICE,
+                   &(act_log_ctx){.host = ad_host_name(host),
+                                  .reason = lost ? "not_owner" : "claim_changed"},
                    "host %s: not thawing generation %" PRIu64 ": %s; retiring it",
                    ad_host_name(host), f->gen->number, why);
     free_freeze(f);
-    ad_host_set_claim_ours(host, false);
-    pl_host_park(ad_host_pipeline(host), PL_PARK_CLAIM_LOST);
+    if (lost)
+        ad_host_set_claim_ours(host, false);
+    pl_host_park(ad_host_pipeline(host), lost ? PL_PARK_CLAIM_LOST : PL_PARK_REQUEST);
 }
 
 typedef struct thaw_read {
@@ -214,25 +220,27 @@ static void on_thaw_read(claim_store *store, int result, const claim *c, const a
                 "last said it is %s",
                 ad_host_name(host), err->message, ad_host_claim_ours(host) ? "ours" : "not ours");
         if (!ad_host_claim_ours(host)) {
-            thaw_refused(f, "the claim watch last saw the claim name another box");
+            thaw_refused(f, true, "the claim watch last saw the claim name another box");
             return;
         }
     } else if (result == 0) {
-        thaw_refused(f, "the claim was deleted");
+        thaw_refused(f, true, "the claim was deleted");
         return;
     } else if (!claim_owned_by(c, box)) {
         snprintf(why, sizeof(why), "the claim (revision %" PRIu64 ") names box %s as executor",
                  c->revision, claim_executor(c));
-        thaw_refused(f, why);
+        thaw_refused(f, true, why);
         return;
-    } else if (c->holder.session != f->gen->session || c->holder.generation != f->gen->number ||
-               !claim_names_a_generation(c)) {
+    } else if (c->holder.session != f->gen->session || c->holder.generation != f->gen->number) {
+        /* The admission is what makes the generation ours, whatever the
+         * op: a move draining the host keeps it (and its drain retires the
+         * generation, thawed first). */
         snprintf(why, sizeof(why),
                  "the claim (revision %" PRIu64 ") names session %" PRIu64 ", generation %" PRIu64
                  " in phase %s, not this admission (session %" PRIu64 ", generation %" PRIu64 ")",
                  c->revision, c->holder.session, c->holder.generation, c->op.phase, f->gen->session,
                  f->gen->number);
-        thaw_refused(f, why);
+        thaw_refused(f, false, why);
         return;
     }
     act_error thaw_err = {0};
@@ -259,7 +267,7 @@ static void demand(ad_freeze *f)
      * its admission is the one the wake checked. */
     if (!f->frozen || ad_host_config(host)->thaw_check_cached) {
         if (!ad_host_claim_ours(host)) {
-            thaw_refused(f, "the claim watch saw the claim name another box");
+            thaw_refused(f, true, "the claim watch saw the claim name another box");
             return;
         }
         thaw_now(f, "connection", &err);
@@ -282,7 +290,7 @@ static void demand(ad_freeze *f)
         if (ad_host_claim_ours(host))
             thaw_now(f, "connection", &err);
         else
-            thaw_refused(f, "the claim watch last saw the claim name another box");
+            thaw_refused(f, true, "the claim watch last saw the claim name another box");
     }
 }
 
