@@ -71,6 +71,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(cg_root *, cg_root_free)
 
 /* The root's absolute v2 path, for logs and operators. */
 const char *cg_root_path(const cg_root *root);
+/* Where the cgroup2 hierarchy is mounted (from /proc/self/mountinfo): its
+ * top's files (memory.pressure) are the whole box's. */
+const char *cg_root_v2_mount(const cg_root *root);
 
 /* ---- limits ---- */
 
@@ -340,6 +343,18 @@ int cg_leaf_events_fd(cg_leaf *leaf, act_error *err);
  * events fd, so a change after this read always makes the fd readable again
  * and an edge is never lost. */
 int cg_leaf_populated(cg_leaf *leaf, bool *populated, act_error *err);
+
+/* ---- the freezer (ParkMode=freeze) ---- */
+
+/* Writes cgroup.freeze: 1 starts freezing every process of the leaf, 0 thaws
+ * it. Freezing is not done when this returns: cg_leaf_frozen says when,
+ * and the events fd above becomes readable when it changes. Processes
+ * already frozen still die of cgroup.kill (cg_leaf_kill_start). */
+int cg_leaf_freeze(cg_leaf *leaf, bool freeze, act_error *err);
+/* Reads "frozen" from cgroup.events without blocking, draining the events
+ * fd first as cg_leaf_populated does. -EOPNOTSUPP on a kernel without the
+ * v2 freezer. */
+int cg_leaf_frozen(cg_leaf *leaf, bool *frozen, act_error *err);
 
 /* Blocking: waits for populated 0 through the events fd, bounded by
  * timeout_usec. Returns 0 when proven empty, -ETIMEDOUT when not proven

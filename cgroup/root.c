@@ -43,6 +43,11 @@ void cg_root_free(cg_root *root)
     free(root);
 }
 
+const char *cg_root_v2_mount(const cg_root *root)
+{
+    return root->v2_mount;
+}
+
 const char *cg_root_path(const cg_root *root)
 {
     assert(root);

@@ -10,8 +10,8 @@
 #include "common/names.h"
 
 /* The phase table from claims.h, indexed by kind. */
-static const char *const serving_phases[] = {CLAIM_PHASE_ASSIGNED, "starting", "serving",
-                                             "parked", "failed", NULL};
+static const char *const serving_phases[] = {
+    CLAIM_PHASE_ASSIGNED, "starting", "serving", "frozen", "parked", "failed", NULL};
 static const char *const hold_phases[] = {"holding", NULL};
 static const char *const move_phases[] = {"draining", "moving", NULL};
 static const char *const probe_phases[] = {"probing", NULL};

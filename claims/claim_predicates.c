@@ -90,9 +90,10 @@ int claim_admission_ok(const claim *observed, const claim *admitted, const char 
                              admitted->host, admitted->holder.incarnation,
                              incarnation ? incarnation : "(none)");
     if (admitted->holder.session <= observed->holder.session)
-        return act_error_set(err, ESTALE, "host %s: admitted session %llu did not grow past the "
-                                          "observed %llu", admitted->host,
-                             (unsigned long long)admitted->holder.session,
+        return act_error_set(err, ESTALE,
+                             "host %s: admitted session %llu did not grow past the "
+                             "observed %llu",
+                             admitted->host, (unsigned long long)admitted->holder.session,
                              (unsigned long long)observed->holder.session);
     /* A move's probe is admitted under the move's op, and stays a probe:
      * anything else in its place is another writer's op. */
@@ -191,7 +192,7 @@ void claim_next_swap_admission(const claim *observed, const char *box, const cha
                                uint64_t stamp_usec, claim *next)
 {
     assert(observed);
-    if (observed->op.kind != CLAIM_OP_SERVING || strcmp(observed->op.phase, "serving") != 0) {
+    if (!claim_names_a_generation(observed)) {
         claim_next_admission(observed, box, incarnation, stamp_usec, next);
         return;
     }
@@ -278,6 +279,22 @@ void claim_next_parked(const claim *current, claim *next)
     next->holder.starting_generation = 0;
     next->holder.handle[0] = '\0';
     set_phase(next, "parked");
+}
+
+void claim_next_frozen(const claim *current, claim *next)
+{
+    assert(current);
+    assert(next);
+    *next = *current;
+    next->holder.starting_generation = 0;
+    set_phase(next, "frozen");
+}
+
+bool claim_names_a_generation(const claim *c)
+{
+    assert(c);
+    return c->op.kind == CLAIM_OP_SERVING &&
+           (strcmp(c->op.phase, "serving") == 0 || strcmp(c->op.phase, "frozen") == 0);
 }
 
 void claim_next_failed(const claim *current, const claim_failure *failure, claim *next)

@@ -41,7 +41,8 @@ typedef struct sd_event sd_event;
  *
  *   kind      phases                                          a wake by op.exec
  *   --------  ----------------------------------------------  -------------------------
- *   serving   assigned, starting, serving, parked, failed     allowed (not a probe)
+ *   serving   assigned, starting, serving, frozen, parked,    allowed (not a probe)
+ *             failed
  *   hold      holding                                         allowed (the pinned start
  *                                                             of a swap), not a probe
  *   move      draining, moving                                refused: the host is
@@ -65,14 +66,18 @@ typedef struct sd_event sd_event;
  *                                                              answers once it serves)
  *   serving   by publication, once the         set             holder.handle: generation
  *             generation is ready                              holder.generation serves
+ *   frozen    after an idle freeze             set             holder.handle: generation
+ *             (ParkMode=freeze): the generation                holder.generation, frozen,
+ *             keeps its admission and runs                     which its box thaws on the
+ *             again on the next connection                     next connection
  *   parked    after an idle or operator park,  empty           the executor box (its next
  *             or the generation exited 0                       connection wakes the host)
  *   failed    after a wake gave up, or the     empty           the executor box, which
  *             serving generation failed;                       tries again after its
  *             `failure` says why                               failure-park backoff
  *
- * holder.handle means something only in phase serving; a reader ignores it
- * in any other phase. During a swap the claim keeps naming the serving
+ * holder.handle means something only in phases serving and frozen; a reader
+ * ignores it in any other phase. During a swap the claim keeps naming the serving
  * generation N (phase serving, N's handle) while its admission, with a new
  * session, records N+1 in holder.starting_generation; N+1's publication then
  * names N+1 in one compare-and-swap, and a swap that fails names N again. */
@@ -146,7 +151,6 @@ typedef struct claim_pin {
     char fallback_version[65];
     char fallback_digest[65];
 } claim_pin;
-
 
 /* Why the holder's last admission does not serve: written with phase
  * "failed" when a wake gave up or the serving generation failed, and cleared
@@ -272,8 +276,9 @@ void claim_next_admission(const claim *observed, const char *box, const char *in
  * claim_next_admission (a new session, our holder, fencing everything N+1
  * does), except that the new generation goes to holder.starting_generation
  * and the generation, handle and phase "serving" stay N's, because N serves
- * until N+1 is published. An observed claim that does not say a generation
- * serves (a serving op in phase serving) gets claim_next_admission. */
+ * until N+1 is published (a frozen N is thawed first, and stays named
+ * as it is). An observed claim that does not say a generation serves
+ * (claim_names_a_generation) gets claim_next_admission. */
 void claim_next_swap_admission(const claim *observed, const char *box, const char *incarnation,
                                uint64_t stamp_usec, claim *next);
 /* The generation an admission starts: holder.starting_generation during a
@@ -292,6 +297,13 @@ void claim_next_serving_again(const claim *current, uint64_t generation, const c
 /* nothing runs after a park: phase parked, the handle and the starting
  * generation cleared; */
 void claim_next_parked(const claim *current, claim *next);
+/* the serving generation frozen (ParkMode=freeze): phase frozen, its
+ * generation and handle kept, since the same admission serves again on the
+ * next connection; a thaw writes claim_next_serving_again with them. */
+void claim_next_frozen(const claim *current, claim *next);
+/* True when c says a generation of its admission is there to route to:
+ * phase serving or frozen of a serving op. */
+bool claim_names_a_generation(const claim *c);
 
 /* The handover between boxes. A claim that names another box as executor
  * (an operator's assignment) does not stop the holder's generation by

@@ -54,7 +54,7 @@ size_t cfg_errors_print(const cfg_errors *errors, FILE *out);
 size_t cfg_errors_count_file(const cfg_errors *errors, const char *file);
 
 /* How many keys [Activator] has. */
-#define CFG_DAEMON_N_KEYS 34
+#define CFG_DAEMON_N_KEYS 35
 
 /* [Activator] of activatord.conf. Every string is malloc'd and set (defaults
  * filled in) except where NULL is documented. */
@@ -118,6 +118,11 @@ typedef struct cfg_daemon {
                                           mounts; NULL: none (ExecCheckpoint= only) */
     uint32_t checkpoints_keep;         /* CheckpointsKeep=, 1..1000, default 3: archives kept
                                           per host besides the one the claim names */
+    uint64_t freeze_memory_pressure_usec;  /* FreezeMemoryPressure=, 1 ms..1999 ms, default
+                                              200 ms: the box's memory stall ("some", PSI)
+                                              within a 2 s window that retires frozen
+                                              generations, oldest first; 0 ("no"): not
+                                              watched */
     unsigned key_lines[CFG_DAEMON_N_KEYS]; /* where each key was set; see cfg_daemon_key_line */
 } cfg_daemon;
 
@@ -244,6 +249,14 @@ typedef struct cfg_host {
                                       snapshot a host that serves */
     uint64_t checkpoint_timeout_usec; /* CheckpointTimeoutSec=, 1 s..1 h, default 300 s: bounds
                                          ExecCheckpoint= and the built-in archive */
+    /* ParkMode=freeze (default stop): an idle generation is frozen (the
+     * cgroup v2 freezer) instead of retired, and the next connection thaws
+     * it; frozen for FrozenMaxSec= (1 s..30 days, default 1 h) it is
+     * retired. ThawCheck=claim (the default; thaw_check_cached false) reads
+     * the claim from the store before a thaw, cached trusts the watch. */
+    bool park_freeze;
+    bool thaw_check_cached;
+    uint64_t frozen_max_usec;
 } cfg_host;
 
 #define CFG_RELEASES_KEEP_MAX 1000

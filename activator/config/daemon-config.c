@@ -349,6 +349,18 @@ static int apply_checkpoints_keep(void *target, const char *value, act_error *er
     return 0;
 }
 
+/* "no" turns the watch off; otherwise a stall within PSI's 2 s window,
+ * which must be shorter than the window. */
+static int apply_freeze_memory_pressure(void *target, const char *value, act_error *err)
+{
+    cfg_daemon *c = target;
+    if (strcmp(value, "no") == 0) {
+        c->freeze_memory_pressure_usec = 0;
+        return 0;
+    }
+    return cfg_parse_duration_range(value, 1000, 1999 * 1000, &c->freeze_memory_pressure_usec, err);
+}
+
 enum {
     KEY_BOX,
     KEY_STORE,
@@ -384,6 +396,7 @@ enum {
     KEY_HOST_LOG_MAX,
     KEY_CHECKPOINTS,
     KEY_CHECKPOINTS_KEEP,
+    KEY_FREEZE_MEMORY_PRESSURE,
     N_KEYS,
 };
 
@@ -428,6 +441,8 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
     [KEY_HOST_LOG_MAX] = {"Activator", "HostLogMaxSize", apply_host_log_max, false},
     [KEY_CHECKPOINTS] = {"Activator", "Checkpoints", apply_checkpoints, false},
     [KEY_CHECKPOINTS_KEEP] = {"Activator", "CheckpointsKeep", apply_checkpoints_keep, false},
+    [KEY_FREEZE_MEMORY_PRESSURE] = {"Activator", "FreezeMemoryPressure",
+                                    apply_freeze_memory_pressure, false},
 };
 
 /* Sets *field to prefix+arg+suffix unless the file set it. */
@@ -648,6 +663,7 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .dynamic_uid_max = CFG_DYNAMIC_UID_MAX,
         .host_log_max_bytes = 8 * 1024 * 1024,
         .checkpoints_keep = CKPT_DEFAULT_KEEP,
+        .freeze_memory_pressure_usec = 200 * 1000,
     };
     int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, c.key_lines, errors);
     if (problems < 0)

@@ -49,8 +49,8 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            act_strv_equal(a->environment, b->environment) && same_string(a->user, b->user) &&
            same_string(a->group, b->group) && act_strv_equal(a->exec_restore, b->exec_restore) &&
            act_strv_equal(a->exec_replicate, b->exec_replicate) &&
-           act_strv_equal(a->exec_checkpoint, b->exec_checkpoint) &&
-           a->stateless == b->stateless && a->checkpoint_live == b->checkpoint_live &&
+           act_strv_equal(a->exec_checkpoint, b->exec_checkpoint) && a->stateless == b->stateless &&
+           a->checkpoint_live == b->checkpoint_live &&
            a->checkpoint_timeout_usec == b->checkpoint_timeout_usec &&
            same_probe(&a->ready, &b->ready) && same_probe(a->health_check, b->health_check) &&
            a->ready_timeout_usec == b->ready_timeout_usec &&
@@ -62,7 +62,8 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            a->releases_keep == b->releases_keep &&
            same_filter(&a->limits.syscall_filter, &b->limits.syscall_filter) &&
            act_strv_equal(a->read_write_paths, b->read_write_paths) &&
-           a->filesystem_box == b->filesystem_box;
+           a->filesystem_box == b->filesystem_box && a->park_freeze == b->park_freeze &&
+           a->frozen_max_usec == b->frozen_max_usec && a->thaw_check_cached == b->thaw_check_cached;
 }
 
 unsigned cfg_host_changes(const cfg_host *running, const cfg_host *loaded)

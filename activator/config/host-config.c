@@ -99,6 +99,9 @@ enum {
     KEY_RELEASES_KEEP,
     KEY_READ_WRITE_PATHS,
     KEY_FILESYSTEM_VIEW,
+    KEY_PARK_MODE,
+    KEY_FROZEN_MAX,
+    KEY_THAW_CHECK,
     N_KEYS,
 };
 
@@ -178,6 +181,40 @@ static int apply_checkpoint_timeout(void *target, const char *value, act_error *
 {
     return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 3600 * CFG_USEC_PER_SEC,
                                     &((cfg_host *)target)->checkpoint_timeout_usec, err);
+}
+
+static int apply_park_mode(void *target, const char *value, act_error *err)
+{
+    cfg_host *h = target;
+    if (strcmp(value, "stop") == 0 || strcmp(value, "freeze") == 0) {
+        h->park_freeze = strcmp(value, "freeze") == 0;
+        return 0;
+    }
+    char shown[ACT_TEXT_SHOW_MAX];
+    return act_error_set(err, EINVAL,
+                         "\"%s\" is not a park mode (use stop, the default: an idle generation "
+                         "is retired; or freeze: it is frozen and the next connection thaws it)",
+                         act_text_show(value, shown, sizeof(shown)));
+}
+
+static int apply_frozen_max(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 30 * 86400 * CFG_USEC_PER_SEC,
+                                    &((cfg_host *)target)->frozen_max_usec, err);
+}
+
+static int apply_thaw_check(void *target, const char *value, act_error *err)
+{
+    cfg_host *h = target;
+    if (strcmp(value, "claim") == 0 || strcmp(value, "cached") == 0) {
+        h->thaw_check_cached = strcmp(value, "cached") == 0;
+        return 0;
+    }
+    char shown[ACT_TEXT_SHOW_MAX];
+    return act_error_set(err, EINVAL,
+                         "\"%s\" is not a thaw check (use claim, the default: the claim is read "
+                         "from the store before a thaw; or cached: the claim watch is trusted)",
+                         act_text_show(value, shown, sizeof(shown)));
 }
 
 static int apply_environment(void *target, const char *value, act_error *err)
@@ -563,6 +600,9 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_RELEASES_KEEP] = {"Host", "ReleasesKeep", apply_releases_keep, false},
     [KEY_READ_WRITE_PATHS] = {"Host", "ReadWritePaths", apply_read_write_paths, true},
     [KEY_FILESYSTEM_VIEW] = {"Host", "FilesystemView", apply_filesystem_view, false},
+    [KEY_PARK_MODE] = {"Host", "ParkMode", apply_park_mode, false},
+    [KEY_FROZEN_MAX] = {"Host", "FrozenMaxSec", apply_frozen_max, false},
+    [KEY_THAW_CHECK] = {"Host", "ThawCheck", apply_thaw_check, false},
 };
 
 /* Checks what spans keys. A key whose value was refused has been reported
@@ -710,6 +750,7 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
             .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
             .checkpoint_timeout_usec = 300 * CFG_USEC_PER_SEC,
             .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
+            .frozen_max_usec = 3600 * CFG_USEC_PER_SEC,
             .max_starts = 5,
             .releases_keep = 3,
             .backlog = SOMAXCONN,

@@ -92,6 +92,12 @@ static const ctrl_op_spec ops[CTRL_OP__COUNT] = {
     [CTRL_OP_CHECKPOINTS] = {"checkpoints", HOST, 0, CTRL_ROLE_VIEWER,
                              "List HOST's checkpoints, newest first; * marks the one its claim "
                              "names."},
+    [CTRL_OP_FREEZE] = {"freeze", HOST, 0, CTRL_ROLE_OPERATOR,
+                        "Freeze HOST's serving generation now (cgroup freezer); its next "
+                        "connection thaws it."},
+    [CTRL_OP_THAW] = {"thaw", HOST, 0, CTRL_ROLE_OPERATOR,
+                      "Thaw HOST's frozen generation now; it serves and is watched for "
+                      "idleness again."},
 };
 
 const ctrl_op_spec *ctrl_op_spec_of(ctrl_op op)

@@ -39,6 +39,8 @@ typedef enum ctrl_op {
     CTRL_OP_GC,
     CTRL_OP_CHECKPOINT,
     CTRL_OP_CHECKPOINTS,
+    CTRL_OP_FREEZE,
+    CTRL_OP_THAW,
     CTRL_OP__COUNT,
 } ctrl_op;
 

@@ -291,11 +291,19 @@ static void render_status(json_object *result, const ctl_options *options)
             snprintf(pid, sizeof(pid), "%llu", (unsigned long long)v);
         if ((v = get_u64(h, "since_usec")) && v <= now)
             ctl_format_duration(now - v, uptime, sizeof(uptime));
+        /* A frozen host's state says for how long: "frozen 12m". */
+        char frozen_for[48];
+        const char *state = get_str(h, "state");
+        if ((v = get_u64(h, "frozen_since_usec")) && v <= now && state) {
+            char span[32];
+            ctl_format_duration(now - v, span, sizeof(span));
+            snprintf(frozen_for, sizeof(frozen_for), "%s %s", state, span);
+            state = frozen_for;
+        }
         if ((v = get_u64(h, "memory_current")))
             ctl_format_size(v, memory, sizeof(memory));
         if ((v = get_u64(h, "pids_current")))
             snprintf(pids, sizeof(pids), "%llu", (unsigned long long)v);
-        const char *state = get_str(h, "state");
         const char *config = get_str(h, "config"), *move = get_str(h, "move");
         const char *cells[12] = {get_str(h, "host"), state, gen, get_str(h, "version"), pid,
                                  uptime, memory, pids, get_str(h, "reason")};
@@ -972,6 +980,8 @@ const ctl_command ctl_commands[] = {
      .help = "  --no-wait  reply as soon as the wake has started\n",
      .render = render_host_outcome},
     {.name = "park", .op = CTRL_OP_PARK, .render = render_host_outcome},
+    {.name = "freeze", .op = CTRL_OP_FREEZE, .render = render_host_outcome},
+    {.name = "thaw", .op = CTRL_OP_THAW, .render = render_host_outcome},
     {.name = "swap",
      .op = CTRL_OP_SWAP,
      .help = "  --mode overlap     start the new generation while the old one serves (default)\n"

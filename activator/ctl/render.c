@@ -116,7 +116,8 @@ const char *ctl_state_color(const char *state)
     if (strcmp(state, "failed") == 0 || strcmp(state, "refused") == 0 ||
         strcmp(state, "swap.failed") == 0)
         return CTL_COLOR_RED;
-    if (strcmp(state, "parked") == 0 || strcmp(state, "retired") == 0)
+    if (strcmp(state, "parked") == 0 || strcmp(state, "retired") == 0 ||
+        strncmp(state, "frozen", 6) == 0)
         return CTL_COLOR_DIM;
     return CTL_COLOR_YELLOW; /* anything in between: waking, parking, ... */
 }

@@ -31,6 +31,7 @@ typedef enum report_kind {
     REPORT_PARKED,
     REPORT_FAILED,
     REPORT_SERVING,
+    REPORT_FROZEN,
 } report_kind;
 
 typedef struct report {
@@ -82,6 +83,8 @@ static const char *phase_of(report_kind kind)
         return "failed";
     case REPORT_SERVING:
         return "serving";
+    case REPORT_FROZEN:
+        return "frozen";
     case REPORT_NONE:
         break;
     }
@@ -93,7 +96,8 @@ static const char *phase_of(report_kind kind)
 static void free_when_unused(ad_claim_report *r)
 {
     bool active = r->ours.revision && (strcmp(r->ours.op.phase, "starting") == 0 ||
-                                       strcmp(r->ours.op.phase, "serving") == 0);
+                                       strcmp(r->ours.op.phase, "serving") == 0 ||
+                                       strcmp(r->ours.op.phase, "frozen") == 0);
     if (r->writing || r->reported.kind != REPORT_NONE || r->waiters || active)
         return;
     ad_host_set_claim_report(r->host, NULL);
@@ -133,6 +137,9 @@ static bool next_claim(const ad_claim_report *r, const report *rep, const claim 
     case REPORT_SERVING:
         ad_host_format_handle(r->host, rep->generation, handle, sizeof(handle));
         claim_next_serving_again(current, rep->generation, handle, next);
+        break;
+    case REPORT_FROZEN:
+        claim_next_frozen(current, next);
         break;
     case REPORT_NONE:
         return false;
@@ -290,6 +297,13 @@ void ad_claim_report_serving(ad_host *host, uint64_t generation)
     report *slot = report_slot(host);
     if (slot)
         *slot = (report){.kind = REPORT_SERVING, .generation = generation};
+}
+
+void ad_claim_report_frozen(ad_host *host)
+{
+    report *slot = report_slot(host);
+    if (slot)
+        *slot = (report){.kind = REPORT_FROZEN};
 }
 
 void ad_claim_report_settle(ad_host *host)

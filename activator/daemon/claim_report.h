@@ -39,7 +39,12 @@ void ad_claim_report_failed(ad_host *host, pl_reason reason, const char *message
 /* generation serves on after a swap failed: named again as serving. */
 void ad_claim_report_serving(ad_host *host, uint64_t generation);
 
-/* The wake or retirement ended: writes what was reported, if anything. */
+/* The serving generation is frozen: phase frozen, its handle kept. A thaw
+ * reports it serving again (ad_claim_report_serving). */
+void ad_claim_report_frozen(ad_host *host);
+
+/* The wake or retirement ended, or a freeze or thaw settled: writes what
+ * was reported, if anything. */
 void ad_claim_report_settle(ad_host *host);
 
 /* True from a report until its write ended. */

@@ -75,8 +75,13 @@ static void host_claim_changed(ad_host *host, const claim_change *change)
         if (state == PL_HOST_WAKING)
             pl_host_cancel(pipeline, PL_REASON_NOT_OWNER,
                            "host %s: the claim no longer names this box", ad_host_name(host));
-        else if (state == PL_HOST_SERVING)
+        else if (state == PL_HOST_SERVING) {
+            /* Known before the retirement starts: a frozen generation of a
+             * host that is not ours any more is killed frozen, never
+             * thawed to take a client (generation.c). */
+            ad_host_set_claim_ours(host, false);
             pl_host_park(pipeline, PL_PARK_CLAIM_LOST);
+        }
         ad_host_set_claim_ours(host, false);
         /* Already at rest: release it now; otherwise once the park ends
          * (hosts.c). */

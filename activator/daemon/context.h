@@ -33,6 +33,7 @@ typedef struct ad_telemetry ad_telemetry;
 typedef struct ad_reload_state ad_reload_state;
 typedef struct ad_box_lease ad_box_lease;
 typedef struct ad_dynamic_users ad_dynamic_users;
+typedef struct ad_pressure ad_pressure;
 
 /* The daemon's starts and handovers on this box (lifetime.c keeps them in
  * <state>/daemon.json). */
@@ -89,6 +90,10 @@ struct ad_daemon {
      * collects the old ones (set by daemon.c, so swap.c, below it, can
      * call it). */
     void (*builds_changed)(ad_host *host);
+    /* A serving host had no connection for IdleTimeoutSec= (idle.c): hosts.c
+     * decides what follows, a park or, with ParkMode=freeze, a freeze
+     * (set by hosts.c, so idle.c, below freeze.c, can call it). */
+    void (*host_idle)(ad_host *host);
     rel_store *releases;
     cg_root *cgroups;
     pl_start_cap start_cap;
@@ -105,6 +110,7 @@ struct ad_daemon {
     ad_telemetry *telemetry;     /* telemetry.c */
     ad_reload_state *reload;     /* reload.c, from the first reload on */
     ad_box_lease *box_lease;     /* box_lease.c */
+    ad_pressure *pressure;       /* pressure.c: the memory pressure trigger; NULL: none */
 };
 
 /* The loop's time of this iteration (CLOCK_MONOTONIC). */

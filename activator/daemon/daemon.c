@@ -21,6 +21,7 @@
 #include "activator/daemon/claim_watch.h"
 #include "activator/daemon/daemon_main.h"
 #include "activator/daemon/dispatch.h"
+#include "activator/daemon/pressure.h"
 #include "activator/daemon/dynamic_users.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/leftovers.h"
@@ -455,6 +456,7 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     if (r < 0)
         return r;
     ad_recover(daemon);
+    ad_pressure_configure(daemon);
     if ((r = open_messaging(process, err)) < 0 || (r = ad_claim_watch_start(daemon, err)) < 0 ||
         (r = ad_box_lease_start(daemon, err)) < 0)
         return r;
@@ -485,6 +487,7 @@ static void teardown(daemon_process *process)
     daemon->events = NULL;
     ad_claim_watch_stop(daemon);
     ad_box_lease_free(daemon);
+    ad_pressure_close(daemon);
     ad_hosts_teardown(daemon);
     claims_store_free(daemon->store);
     rel_store_free(daemon->releases);

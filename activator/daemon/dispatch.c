@@ -15,6 +15,7 @@
 #include "activator/daemon/checkpoint_request.h"
 #include "activator/daemon/claim_watch.h"
 #include "activator/daemon/fleet_requests.h"
+#include "activator/daemon/freeze.h"
 #include "activator/daemon/host_status.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/promote.h"
@@ -97,6 +98,12 @@ static void do_wake(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *
         }
         *waiting = (wake_request){.host = host, .reply = reply};
     }
+    /* A warm request for a frozen host: it is served once thawed. */
+    if (ad_freeze_active(host, NULL)) {
+        act_error thaw_err = {0};
+        if (ad_freeze_thaw(host, "warm wake", &thaw_err) < 0)
+            act_log(LOG_WARNING, "host %s: %s", request->host, thaw_err.message);
+    }
     int r = pl_host_wake(ad_host_pipeline(host), PL_TRIGGER_WARM, waiting ? on_wake_done : NULL,
                          waiting);
     if (r < 0 || r == PL_WAKE_ALREADY_SERVING)
@@ -106,6 +113,24 @@ static void do_wake(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *
                          strerror(-r));
     else if (r == PL_WAKE_ALREADY_SERVING || request->no_wait)
         ctrl_reply_ok(reply, ad_host_status_json(host));
+}
+
+/* The operator's freeze and thaw answer once the write to cgroup.freeze is
+ * made; status then shows "frozen" once the kernel says it is. */
+static void do_freeze(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply,
+                      bool freeze)
+{
+    ad_host *host = find_host(daemon, request, reply);
+    if (!host)
+        return;
+    act_error err = {0};
+    int r = freeze ? ad_freeze_start(host, "an operator's freeze", &err)
+                   : ad_freeze_thaw(host, "operator", &err);
+    if (r < 0) {
+        ctrl_reply_error(reply, r == -ENOMEM ? "internal" : "refused", "%s", err.message);
+        return;
+    }
+    ctrl_reply_ok(reply, ad_host_status_json(host));
 }
 
 static void do_park(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
@@ -251,6 +276,10 @@ void ad_dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
             ad_checkpoints_list(host, reply);
         return;
     }
+    case CTRL_OP_FREEZE:
+    case CTRL_OP_THAW:
+        do_freeze(daemon, request, reply, request->op == CTRL_OP_FREEZE);
+        return;
     case CTRL_OP__COUNT:
         break;
     }

@@ -462,6 +462,71 @@ static void on_record_removed(void *userdata)
     announce_retired(userdata, true, NULL);
 }
 
+/* The freeze or thaw no longer settles through cgroup.events: the events fd
+ * is the retirement's from here on (one fd cannot be watched twice). */
+static void stop_settling(ad_generation *gen)
+{
+    gen->freeze_source = sd_event_source_disable_unref(gen->freeze_source);
+    gen->settled = NULL;
+}
+
+static void check_settled(ad_generation *gen)
+{
+    bool frozen = !gen->frozen;
+    act_error err = {0};
+    if (cg_leaf_frozen(gen->leaf, &frozen, &err) < 0) {
+        act_log(LOG_WARNING, "host %s: %s", ad_host_name(gen->host), err.message);
+        return;
+    }
+    if (frozen != gen->frozen)
+        return;
+    void (*settled)(ad_generation *, void *) = gen->settled;
+    void *userdata = gen->settled_userdata;
+    stop_settling(gen);
+    if (settled)
+        settled(gen, userdata);
+}
+
+static int on_freeze_events(sd_event_source *source, int fd, uint32_t revents, void *userdata)
+{
+    check_settled(userdata);
+    return 0;
+}
+
+static int set_frozen(ad_generation *gen, bool frozen, void (*settled)(ad_generation *, void *),
+                      void *userdata, act_error *err)
+{
+    assert(gen && !gen->retired);
+    stop_settling(gen);
+    int r = cg_leaf_freeze(gen->leaf, frozen, err);
+    if (r < 0)
+        return r;
+    gen->frozen = frozen;
+    gen->settled = settled;
+    gen->settled_userdata = userdata;
+    int events_fd = cg_leaf_events_fd(gen->leaf, err);
+    if (events_fd < 0)
+        return events_fd;
+    if (sd_event_add_io(ad_host_daemon(gen->host)->loop, &gen->freeze_source, events_fd, EPOLLIN,
+                        on_freeze_events, gen) < 0)
+        return act_error_set(err, EIO, "cannot watch %s/cgroup.events", cg_leaf_path(gen->leaf));
+    check_settled(gen);
+    return 0;
+}
+
+int ad_generation_freeze(ad_generation *gen, void (*settled)(ad_generation *, void *),
+                         void *userdata, act_error *err)
+{
+    stop_supervision(gen);
+    return set_frozen(gen, true, settled, userdata, err);
+}
+
+int ad_generation_thaw(ad_generation *gen, void (*settled)(ad_generation *, void *), void *userdata,
+                       act_error *err)
+{
+    return set_frozen(gen, false, settled, userdata, err);
+}
+
 static void finish_retire(ad_generation *gen, bool proven, const char *why)
 {
     gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
@@ -525,6 +590,13 @@ static void start_kill(ad_generation *gen)
         finish_retire(gen, false, err.message);
         return;
     }
+    /* Killed frozen: the kill reaches frozen processes, and the thaw after
+     * it leaves no frozen leaf behind, whatever else was in it. */
+    if (gen->frozen) {
+        if (cg_leaf_freeze(gen->leaf, false, &err) < 0)
+            act_log(LOG_WARNING, "host %s: %s", ad_host_name(gen->host), err.message);
+        gen->frozen = false;
+    }
     check_empty(gen);
 }
 
@@ -544,12 +616,27 @@ void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retir
 {
     assert(gen && !gen->retired);
     stop_supervision(gen);
+    stop_settling(gen);
     gen->retired = done;
     gen->retired_userdata = userdata;
     if (gen->announced)
         ad_publish(gen->host, EV_EVENT_RETIRING, gen, NULL);
     const ad_host *host = gen->host;
     bool running = gen->process.pidfd >= 0 && !gen->exited;
+    if (gen->frozen) {
+        /* SIGTERM's grace needs the app running. A host whose claim moved
+         * is killed frozen instead (start_kill thaws after the kill): a
+         * thaw would let it take a waiting client it must not serve. */
+        act_error err = {0};
+        if (!graceful || !ad_host_claim_ours(host)) {
+            graceful = false;
+        } else if (cg_leaf_freeze(gen->leaf, false, &err) < 0) {
+            act_log(LOG_WARNING, "host %s: %s; killing it frozen", ad_host_name(host), err.message);
+            graceful = false;
+        } else {
+            gen->frozen = false;
+        }
+    }
     if (graceful && running &&
         syscall(SYS_pidfd_send_signal, gen->process.pidfd, SIGTERM, NULL, 0) == 0 &&
         sd_event_add_time_relative(ad_host_daemon(host)->loop, &gen->grace_timer, CLOCK_MONOTONIC,
@@ -861,6 +948,7 @@ void ad_generation_free(ad_generation *gen)
     if (!gen)
         return;
     stop_supervision(gen);
+    stop_settling(gen);
     gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
     gen->empty_source = sd_event_source_disable_unref(gen->empty_source);
     gen->kill_timer = sd_event_source_disable_unref(gen->kill_timer);

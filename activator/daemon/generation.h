@@ -73,6 +73,12 @@ struct ad_generation {
     probe_run *health_probe;         /* the check in flight */
     unsigned health_failures;        /* checks failed in a row */
 
+    /* The freezer (ParkMode=freeze, freeze.c decides when). */
+    bool frozen;                    /* cgroup.freeze is 1: frozen, or on its way there */
+    sd_event_source *freeze_source; /* cgroup.events while a freeze or thaw settles */
+    void (*settled)(ad_generation *gen, void *userdata);
+    void *settled_userdata;
+
     /* Retirement in flight. */
     sd_event_source *grace_timer;    /* SIGTERM sent, waiting for the main process */
     sd_event_source *empty_source;   /* the leaf's cgroup.events */
@@ -127,9 +133,25 @@ int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_er
  * notice; it may retire the generation. Once supervised, a second call
  * changes nothing; retiring or freeing the generation ends it. */
 void ad_generation_supervise(ad_generation *gen, ad_generation_notice_fn on_notice, void *userdata);
+/* Freezes every process of gen's leaf (cgroup.freeze) and stops its
+ * supervision (a frozen app sends no keep-alive and answers no check).
+ * settled(gen, userdata) runs once cgroup.events says "frozen 1", learnt
+ * through the leaf's events fd; it does not run if a thaw or a retirement
+ * comes first. */
+int ad_generation_freeze(ad_generation *gen, void (*settled)(ad_generation *, void *),
+                         void *userdata, act_error *err);
+/* Thaws gen at once: its processes run when this returns. settled (may be
+ * NULL) runs once cgroup.events says "frozen 0". A freeze still settling is
+ * abandoned. The caller supervises it again. */
+int ad_generation_thaw(ad_generation *gen, void (*settled)(ad_generation *, void *), void *userdata,
+                       act_error *err);
 /* Retires gen: SIGTERM and up to StopTimeoutSec (graceful) then cgroup
  * kill, proof of empty bounded by a timeout, leaf and record removed. done
- * runs on the loop, once. */
+ * runs on the loop, once. A frozen gen is thawed first when it retires
+ * gracefully, since a frozen process cannot act on SIGTERM; when it is
+ * killed at once, or its host's claim names another box, it is killed
+ * frozen and thawed after, so it never runs again and takes no client of
+ * the box that owns the host now. */
 void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retired_fn done,
                           void *userdata);
 void ad_generation_free(ad_generation *gen);

@@ -44,6 +44,7 @@ struct ad_host {
     ad_generation *replaced;
     ad_wake_state *wake_state;        /* wake_ops.c */
     ad_swap *swap;                    /* swap.c */
+    ad_freeze *freeze;                /* freeze.c */
     ad_checkpoint *checkpoint;        /* checkpoint.c */
     ad_checkpoint_request *checkpoint_request; /* checkpoint_request.c */
     ad_claim_report *claim_report;    /* claim_report.c */
@@ -654,6 +655,16 @@ ad_wake_state *ad_host_wake_state(const ad_host *host)
 void ad_host_set_wake_state(ad_host *host, ad_wake_state *state)
 {
     host->wake_state = state;
+}
+
+ad_freeze *ad_host_freeze(const ad_host *host)
+{
+    return host->freeze;
+}
+
+void ad_host_set_freeze(ad_host *host, ad_freeze *freeze)
+{
+    host->freeze = freeze;
 }
 
 ad_swap *ad_host_swap(const ad_host *host)

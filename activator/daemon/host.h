@@ -15,6 +15,7 @@
 typedef struct ad_generation ad_generation;
 typedef struct ad_wake_state ad_wake_state;
 typedef struct ad_swap ad_swap;
+typedef struct ad_freeze ad_freeze;
 typedef struct ad_checkpoint ad_checkpoint;
 typedef struct ad_checkpoint_request ad_checkpoint_request;
 typedef struct ad_claim_report ad_claim_report;
@@ -152,6 +153,10 @@ void ad_host_set_wake_state(ad_host *host, ad_wake_state *state);
 /* The swap in flight (swap.c); NULL when none. */
 ad_swap *ad_host_swap(const ad_host *host);
 void ad_host_set_swap(ad_host *host, ad_swap *swap);
+/* The serving generation's freeze (freeze.c), from the idle freeze to its
+ * thaw or retirement; NULL while it runs. */
+ad_freeze *ad_host_freeze(const ad_host *host);
+void ad_host_set_freeze(ad_host *host, ad_freeze *freeze);
 /* The checkpoint in flight (checkpoint.c); NULL when none. */
 ad_checkpoint *ad_host_checkpoint(const ad_host *host);
 void ad_host_set_checkpoint(ad_host *host, ad_checkpoint *checkpoint);

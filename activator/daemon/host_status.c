@@ -2,6 +2,7 @@
 
 #include <assert.h>
 
+#include "activator/daemon/freeze.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/move.h"
 #include "common/json_fields.h"
@@ -36,7 +37,14 @@ json_object *ad_host_status_json(const ad_host *host)
     const pl_host *pipeline = ad_host_pipeline(host);
     json_object *status = json_object_new_object();
     act_json_add_string(status, "host", ad_host_name(host));
-    act_json_add_string(status, "state", pl_host_state_to_string(pl_host_get_state(pipeline)));
+    /* To the pipeline a frozen host serves; to an operator it is frozen,
+     * since when (frozen_since_usec, wall clock) once the kernel says so. */
+    uint64_t frozen_since = 0;
+    bool frozen = ad_freeze_active(host, &frozen_since) && frozen_since;
+    act_json_add_string(status, "state",
+                        frozen ? "frozen" : pl_host_state_to_string(pl_host_get_state(pipeline)));
+    if (frozen)
+        act_json_add_u64(status, "frozen_since_usec", frozen_since);
     const ad_generation *serving = ad_host_serving(host);
     const ad_generation *gen = serving ? serving : ad_host_starting(host);
     if (gen)

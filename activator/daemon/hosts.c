@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "activator/daemon/claim_release.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/dynamic_users.h"
+#include "activator/daemon/freeze.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/idle.h"
 #include "activator/daemon/leftovers.h"
@@ -93,6 +95,25 @@ void ad_hosts_drain_backlog(ad_host *host)
         while ((fd = accept4(fds[i], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
             close(fd);
     }
+}
+
+/* ---- idleness ---------------------------------------------------------------- */
+
+/* IdleTimeoutSec= passed without a connection: parked, or frozen. A host
+ * that cannot be frozen is parked, so an idle host never stays running. */
+static void on_host_idle(ad_host *host)
+{
+    if (ad_host_config(host)->park_freeze) {
+        act_error err = {0};
+        char why[96];
+        snprintf(why, sizeof(why), "no connection for %" PRIu64 " s",
+                 ad_host_config(host)->idle_timeout_usec / 1000000);
+        if (ad_freeze_start(host, why, &err) == 0)
+            return;
+        act_log(LOG_WARNING, "host %s: cannot freeze it: %s; parking it instead",
+                ad_host_name(host), err.message);
+    }
+    pl_host_park(ad_host_pipeline(host), PL_PARK_IDLE);
 }
 
 /* ---- transitions ------------------------------------------------------------ */
@@ -221,12 +242,28 @@ static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *u
     ad_move_on_transition(host, event);
 
     switch (event->type) {
+    case PL_WAKE_EVENT_PARKING:
+    case PL_WAKE_EVENT_FAULTED:
+    case PL_WAKE_EVENT_EXITED:
+    case PL_WAKE_EVENT_RETIRING:
+        /* Whatever retires now, its retirement thaws it as it must: the
+         * freeze of the serving generation (if any) is over. */
+        ad_freeze_forget(host);
+        break;
+    default:
+        break;
+    }
+
+    switch (event->type) {
     case PL_WAKE_EVENT_WAKING:
         watch_demand(host, false);
         /* A wake from parked: nothing of the settings in force is in use. */
         apply_pending(host);
         break;
     case PL_WAKE_EVENT_SERVING:
+        /* Its sockets are the generation's now (a resumed one's too, which
+         * served without a wake). */
+        watch_demand(host, false);
         ad_idle_watch(host, true);
         ad_wake_ops_supervise(host);
         break;
@@ -390,6 +427,7 @@ size_t ad_hosts_hand_over(ad_daemon *daemon)
         ad_host *host = daemon->hosts[i];
         watch_demand(host, false);
         ad_idle_watch(host, false);
+        ad_freeze_hand_over(host);
         store_fds(host);
         if (ad_host_serving(host))
             serving++;
@@ -457,6 +495,9 @@ static void teardown_host(ad_host *host)
     ad_host_set_pipeline(host, NULL);
     ad_wake_state_free(ad_host_wake_state(host));
     ad_host_set_wake_state(host, NULL);
+    /* A frozen generation left running stays frozen: its record says so,
+     * and the next daemon resumes it that way. */
+    ad_freeze_forget(host);
     ad_generation_free(ad_host_serving(host));
     ad_host_set_serving(host, NULL);
     ad_generation_free(ad_host_starting(host));
@@ -535,6 +576,7 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
         return act_error_set(err, ENOMEM, "out of memory");
     }
     daemon->cap_hosts = n_configs ? n_configs : 1;
+    daemon->host_idle = on_host_idle;
     /* Before any host is given a dynamic user: none may get a uid another
      * host names by number. */
     int excluded = ad_dynamic_users_exclude_hosts(daemon->dynamic_users, configs, n_configs, err);
@@ -655,6 +697,9 @@ void ad_hosts_remove(ad_daemon *daemon, ad_host *host)
      * generation keeps its own copies until it is retired), and what runs
      * is retired with proof. The claim is left as it is. */
     ad_host_set_removed(host);
+    /* Its freeze watches the sockets about to close; the park below
+     * retires the generation, thawed first. */
+    ad_freeze_forget(host);
     unstore_fds(host);
     act_error err = {0};
     if (ad_host_replace_sockets(host, &(cfg_host){0}, NULL, &err) < 0)
@@ -686,6 +731,11 @@ ad_host *ad_hosts_find_removed(ad_daemon *daemon, const char *name)
 int ad_hosts_rebind(ad_host *host, const cfg_host *loaded, int *fds, act_error *err)
 {
     assert(host && loaded);
+    /* A frozen generation's watch is on the sockets being replaced: it is
+     * thawed, and freezes again once idle, watching the new ones. */
+    act_error thaw_err = {0};
+    if (ad_freeze_active(host, NULL) && ad_freeze_thaw(host, "reload", &thaw_err) < 0)
+        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), thaw_err.message);
     /* Names follow positions: what moved is stored again under its new
      * name, once the old names are gone. */
     unstore_fds(host);

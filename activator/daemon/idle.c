@@ -1,6 +1,7 @@
 /* Idle parking: a serving host with no connection on its sockets for
  * IdleTimeoutSec is parked, its generation retired with proof, and its
- * sockets watched again for the next client. */
+ * sockets watched again for the next client; or with ParkMode=freeze
+ * frozen (what follows is hosts.c's choice, through daemon->host_idle). */
 #include "activator/daemon/idle.h"
 
 #include <assert.h>
@@ -38,11 +39,16 @@ static int on_idle_check(sd_event_source *source, uint64_t usec, void *userdata)
         ad_host_set_last_active(host, now);
     if (now - ad_host_last_active(host) >= config->idle_timeout_usec) {
         act_log_fields(LOG_INFO, &(act_log_ctx){.host = config->name},
-                       "host %s: no connection for %" PRIu64 " s; parking", config->name,
-                       config->idle_timeout_usec / 1000000);
+                       "host %s: no connection for %" PRIu64 " s; %s", config->name,
+                       config->idle_timeout_usec / 1000000,
+                       config->park_freeze ? "freezing" : "parking");
         sd_event_source **timer = ad_host_idle_timer(host);
         *timer = sd_event_source_disable_unref(*timer);
-        pl_host_park(ad_host_pipeline(host), PL_PARK_IDLE);
+        ad_daemon *daemon = ad_host_daemon(host);
+        if (daemon->host_idle)
+            daemon->host_idle(host);
+        else
+            pl_host_park(ad_host_pipeline(host), PL_PARK_IDLE);
         return 0;
     }
     sd_event_source_set_time_relative(source, check_interval(config));

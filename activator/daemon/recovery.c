@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "activator/daemon/claim_report.h"
+#include "activator/daemon/freeze.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/leftovers.h"
@@ -40,12 +41,13 @@ static bool adoptable(ad_host *host, const ad_leftover *leftover, rec_generation
         return false;
     int dirfd = ad_host_dir(host, &err);
     if (dirfd < 0 || rec_read_generation(dirfd, name, number, record, &err) < 0 ||
-        record->phase != REC_GEN_SERVING)
+        (record->phase != REC_GEN_SERVING && record->phase != REC_GEN_FROZEN))
         return false;
+    /* Frozen or not, the claim names the generation (a frozen one's
+     * write-back may not have landed before the daemon died). */
     if (claims_read(daemon->store, name, current, &err) != 1 ||
-        !claim_owned_by(current, daemon->config.box) ||
-        current->holder.generation != number || current->holder.session != record->session ||
-        strcmp(current->op.phase, "serving") != 0)
+        !claim_owned_by(current, daemon->config.box) || current->holder.generation != number ||
+        current->holder.session != record->session || !claim_names_a_generation(current))
         return false;
     for (size_t i = 0; i < leftover->n_procs; i++)
         if (leftover->procs[i].pid == record->pid) {
@@ -150,15 +152,24 @@ static int resume(ad_host *host, const ad_leftover *leftover, const rec_generati
      * daemon made. */
     ad_claim_report_admitted(host, current);
     act_error record_err = {0};
-    if (ad_generation_write_record(gen, REC_GEN_SERVING, &record_err) < 0)
+    bool frozen = record->phase == REC_GEN_FROZEN;
+    if (ad_generation_write_record(gen, frozen ? REC_GEN_FROZEN : REC_GEN_SERVING, &record_err) < 0)
         act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), record_err.message);
+    if (frozen) {
+        ad_freeze_resume(host);
+    } else if (ad_generation_thaw(gen, NULL, NULL, &record_err) < 0) {
+        /* A daemon that died in the middle of a freeze left the leaf
+         * frozen under a serving record: it serves, so it runs. */
+        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), record_err.message);
+    }
     act_log_fields(LOG_NOTICE,
                    &(act_log_ctx){.host = ad_host_name(host),
                                   .generation = gen->number,
                                   .build = gen->build.version},
-                   "host %s: resumed generation %" PRIu64 " (pid %d, build %s) left running by "
+                   "host %s: resumed generation %" PRIu64 " (pid %d, build %s) left %s by "
                    "the previous daemon",
-                   ad_host_name(host), gen->number, (int)gen->process.pid, gen->build.version);
+                   ad_host_name(host), gen->number, (int)gen->process.pid, gen->build.version,
+                   frozen ? "frozen" : "running");
     return 0;
 }
 

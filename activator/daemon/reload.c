@@ -39,6 +39,7 @@
 #include "activator/daemon/dynamic_users.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/hosts.h"
+#include "activator/daemon/pressure.h"
 #include "activator/daemon/telemetry.h"
 #include "common/cleanup.h"
 #include "common/cleanup_json.h"
@@ -110,7 +111,7 @@ typedef struct plan {
     size_t n;
     size_t unchanged;
     size_t removing;
-    const char *daemon_keys[8]; /* daemon keys changed in place */
+    const char *daemon_keys[9]; /* daemon keys changed in place */
     size_t n_daemon_keys;
     met_server *metrics;  /* a new MetricsListen='s server */
     bool metrics_changed; /* ... or none at all */
@@ -282,6 +283,8 @@ static void check_daemon(ad_daemon *daemon, reload_job *job, plan *p)
         {"MetricsListen", !same_string(now->metrics_listen, next->metrics_listen)},
         {"HostLogMaxSize", now->host_log_max_bytes != next->host_log_max_bytes},
         {"CheckpointsKeep", now->checkpoints_keep != next->checkpoints_keep},
+        {"FreezeMemoryPressure",
+         now->freeze_memory_pressure_usec != next->freeze_memory_pressure_usec},
     };
     static_assert(ARRAY_SIZE(in_place) <= ARRAY_SIZE(p->daemon_keys), "room for every key");
     for (size_t i = 0; i < ARRAY_SIZE(in_place); i++)
@@ -571,6 +574,10 @@ static void apply_daemon(ad_daemon *daemon, reload_job *job, plan *p)
     config->claim_unclaimed = next->claim_unclaimed;
     config->host_log_max_bytes = next->host_log_max_bytes;
     config->checkpoints_keep = next->checkpoints_keep;
+    if (config->freeze_memory_pressure_usec != next->freeze_memory_pressure_usec) {
+        config->freeze_memory_pressure_usec = next->freeze_memory_pressure_usec;
+        ad_pressure_configure(daemon);
+    }
     memcpy(config->key_lines, next->key_lines, sizeof(config->key_lines));
     act_error err = {0};
     if (pl_start_cap_set_limit(&daemon->start_cap, next->max_concurrent_starts, &err) < 0)

@@ -249,3 +249,57 @@ void ad_test_hold_release_work(const char *what, const char *host)
     while (access(path, F_OK) != 0)
         usleep(10 * 1000);
 }
+
+typedef struct freeze_hold {
+    char path[HOLD_PATH_MAX];
+    void (*fn)(void *);
+    void *userdata;
+} freeze_hold;
+
+static void freeze_hold_release(sd_event_source *source, freeze_hold *hold)
+{
+    void (*fn)(void *) = hold->fn;
+    void *userdata = hold->userdata;
+    sd_event_source_set_enabled(source, SD_EVENT_OFF);
+    sd_event_source_set_floating(source, false); /* frees hold */
+    fn(userdata);
+}
+
+static int on_freeze_hold_change(sd_event_source *source, const struct inotify_event *event,
+                                 void *userdata)
+{
+    freeze_hold *hold = userdata;
+    if (access(hold->path, F_OK) == 0)
+        freeze_hold_release(source, hold);
+    return 0;
+}
+
+bool ad_test_hold_freeze(const char *host, sd_event *loop, void (*fn)(void *), void *userdata)
+{
+    const char *path = getenv("ACTIVATOR_TEST_FREEZE_HOLD");
+    if (!path || path[0] != '/' || strlen(path) >= HOLD_PATH_MAX || access(path, F_OK) == 0)
+        return false;
+    freeze_hold *hold = calloc(1, sizeof(*hold));
+    if (!hold)
+        return false;
+    snprintf(hold->path, sizeof(hold->path), "%s", path);
+    hold->fn = fn;
+    hold->userdata = userdata;
+    char directory[HOLD_PATH_MAX];
+    snprintf(directory, sizeof(directory), "%s", path);
+    sd_event_source *source = NULL;
+    if (sd_event_add_inotify(loop, &source, dirname(directory),
+                             IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE,
+                             on_freeze_hold_change, hold) < 0) {
+        act_log(LOG_ERR, "test freeze hold: cannot watch %s; not holding", path);
+        free(hold);
+        return false;
+    }
+    sd_event_source_set_destroy_callback(source, free);
+    sd_event_source_set_floating(source, true);
+    sd_event_source_unref(source);
+    act_log(LOG_NOTICE, "host %s: freeze held: waiting for %s", host, path);
+    if (access(path, F_OK) == 0)
+        freeze_hold_release(source, hold);
+    return true;
+}

@@ -25,6 +25,12 @@ const pl_ops *ad_step_holds_ops(const pl_ops *ops, sd_event *loop);
  * long hashing would be, while it wakes another host. Called on a worker;
  * a no-op without test hooks. */
 #ifdef ACTIVATOR_TEST_HOOKS
+/* ACTIVATOR_TEST_FREEZE_HOLD=PATH holds a freeze that cgroup.events says
+ * is done (the app is frozen) before the daemon takes it as frozen, until
+ * PATH exists, after logging "host H: freeze held: waiting for PATH": a
+ * test connects in the middle of the freeze. Returns true when held (fn
+ * runs once PATH exists), false when not (the caller goes on). */
+bool ad_test_hold_freeze(const char *host, sd_event *loop, void (*fn)(void *), void *userdata);
 void ad_test_hold_release_work(const char *what, const char *host);
 #else
 static inline void ad_test_hold_release_work(const char *what, const char *host)

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "activator/daemon/announce.h"
+#include "activator/daemon/freeze.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/host_status.h"
 #include "activator/daemon/step_holds.h"
@@ -230,6 +231,15 @@ static void start_generation(ad_swap *swap)
         swap->waits_for_park = true;
         pl_host_park(pipeline, PL_PARK_REQUEST);
         return;
+    }
+    /* N serves until N+1 does: a frozen N runs again first (a stop-first
+     * swap parks it above, and its retirement thaws it). */
+    if (ad_freeze_active(host, NULL)) {
+        act_error err = {0};
+        if (ad_freeze_thaw(host, "swap", &err) < 0) {
+            swap_failed(swap, "internal", err.message);
+            return;
+        }
     }
     int r = pl_host_swap(pipeline, on_swap_done, swap);
     if (r == -ESRCH) { /* parked meanwhile: the pinned wake does it */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "activator/daemon/freeze.h"
 #include "activator/daemon/generation.h"
 #include "activator/metrics/server.h"
 #include "common/log.h"
@@ -70,6 +71,7 @@ static void refresh(met_registry *metrics, void *userdata)
     for (int state = 0; state < _PL_HOST_STATE_MAX; state++)
         met_metric_set(m->hosts, MET_LABELS(pl_host_state_to_string((pl_host_state)state)),
                        by_state[state]);
+    met_metric_set(m->frozen_hosts, NULL, (double)ad_freeze_count(daemon));
     if (daemon->events)
         met_metric_set(m->events_published, NULL, (double)ev_sequence(daemon->events));
 }

@@ -44,6 +44,8 @@ static const char *const kind_names[] = {
     [EV_EVENT_MOVE_PROBING] = "move.probing",
     [EV_EVENT_MOVE_DONE] = "move.done",
     [EV_EVENT_MOVE_ROLLED_BACK] = "move.rolled_back",
+    [EV_EVENT_FROZEN] = "frozen",
+    [EV_EVENT_THAWED] = "thawed",
 };
 /* ev_event_kind_from_name compares against every entry. */
 static_assert(ARRAY_SIZE(kind_names) == EV_EVENT__COUNT, "an event kind without a name");

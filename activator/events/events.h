@@ -58,6 +58,10 @@ typedef enum ev_event_kind {
     EV_EVENT_MOVE_PROBING,
     EV_EVENT_MOVE_DONE,
     EV_EVENT_MOVE_ROLLED_BACK,
+    /* The serving generation is frozen (ParkMode=freeze), and thawed again
+     * (reason: what thawed it, "connection", "operator", "swap", ...). */
+    EV_EVENT_FROZEN,
+    EV_EVENT_THAWED,
     EV_EVENT__COUNT,
 } ev_event_kind;
 

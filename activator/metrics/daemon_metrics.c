@@ -15,6 +15,12 @@ static const double wake_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 static const double store_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                        0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 
+/* A thaw is tens of microseconds with ThawCheck=cached and one store
+ * round trip with ThawCheck=claim (well under a millisecond on the dir
+ * store, a network round trip on etcd). */
+static const double thaw_buckets[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                      0.005,   0.01,   0.025,   0.05,   0.1,   0.5};
+
 int met_daemon_metrics_register(met_registry *m, met_daemon_metrics *out, act_error *err)
 {
     assert(m);
@@ -74,7 +80,22 @@ int met_daemon_metrics_register(met_registry *m, met_daemon_metrics *out, act_er
                             "Claim store calls by operation (read, cas, delete, list) and outcome "
                             "(ok, error): time from the call to its answer.",
                             MET_LABELS("operation", "outcome"), store_buckets,
-                            ARRAY_SIZE(store_buckets), &out->store_duration, err)) < 0)
+                            ARRAY_SIZE(store_buckets), &out->store_duration, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_GAUGE, "activator_frozen_hosts",
+                            "Hosts whose generation is frozen (ParkMode=freeze).", NULL, NULL, 0,
+                            &out->frozen_hosts, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_thaws_total",
+                            "Thaws of frozen generations by outcome (served, retired).",
+                            MET_LABELS("outcome"), NULL, 0, &out->thaws, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_HISTOGRAM, "activator_thaw_duration_seconds",
+                            "Time from the connection that thawed a frozen generation to its "
+                            "thaw (the claim read of ThawCheck=claim included).",
+                            NULL, thaw_buckets, ARRAY_SIZE(thaw_buckets), &out->thaw_duration,
+                            err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_pressure_retirements_total",
+                            "Frozen generations retired because the box's memory was under "
+                            "pressure (FreezeMemoryPressure=).",
+                            NULL, NULL, 0, &out->pressure_retirements, err)) < 0)
         return r;
     return 0;
 }

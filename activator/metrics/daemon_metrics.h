@@ -49,6 +49,10 @@ typedef struct met_daemon_metrics {
     met_metric *failure_backoff_deferrals;
     met_metric *budget_deferrals;
     met_metric *store_duration;
+    met_metric *frozen_hosts;         /* gauge: hosts whose generation is frozen */
+    met_metric *thaws;                /* counter by outcome: served, retired */
+    met_metric *thaw_duration;        /* histogram: readable socket to the app running */
+    met_metric *pressure_retirements; /* counter: frozen generations retired on pressure */
 } met_daemon_metrics;
 
 int met_daemon_metrics_register(met_registry *metrics, met_daemon_metrics *out, act_error *err);

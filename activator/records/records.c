@@ -22,9 +22,10 @@ static const char *const phase_names[] = {
     [REC_GEN_STARTING] = "starting",
     [REC_GEN_SERVING] = "serving",
     [REC_GEN_RETIRING] = "retiring",
+    [REC_GEN_FROZEN] = "frozen",
 };
 /* parse_phase reads a phase back by its index in this table. */
-static_assert(ARRAY_SIZE(phase_names) == REC_GEN_RETIRING + 1, "a generation phase without a name");
+static_assert(ARRAY_SIZE(phase_names) == REC_GEN_FROZEN + 1, "a generation phase without a name");
 
 const char *rec_generation_phase_name(rec_generation_phase phase)
 {

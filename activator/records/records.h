@@ -33,6 +33,9 @@ typedef enum rec_generation_phase {
     REC_GEN_STARTING,
     REC_GEN_SERVING,
     REC_GEN_RETIRING,
+    /* Serving, frozen (ParkMode=freeze): the next daemon resumes it frozen
+     * and thaws it on the next connection. */
+    REC_GEN_FROZEN,
 } rec_generation_phase;
 
 typedef struct rec_generation_record {

@@ -24,7 +24,16 @@
  * daemon has a large build (ACT_BENCH_BUSY_MIB, 512 MiB by default; 0 skips
  * it) staged and promoted over and over through the control socket
  * (busy_builds.h). The hashing of whole builds must not stall the wakes:
- * target p99 busy <= 2x the quiet p99 of the same run. */
+ * target p99 busy <= 2x the quiet p99 of the same run.
+ *
+ * Frozen: two more hosts of the same app with ParkMode=freeze, one with
+ * ThawCheck=cached and one with ThawCheck=claim (one read of the dir://
+ * claim store before the thaw). Each run freezes them through the control
+ * socket (not timed) and measures connect -> first byte of the echo, which
+ * thaws them, interleaved with the cold wakes and the direct starts.
+ * Targets: frozen (cached) p50 <= 1 ms and <= 0.1x the direct start's p50.
+ * The memory a frozen host keeps (its leaf's memory.current, its process's
+ * RSS) is printed too. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -54,6 +63,10 @@
 #define BIG_HOST "big"
 #define BUSY_WAKES 100
 #define BUSY_TARGET 2.0
+#define FROZEN_CACHED "frozen-cached"
+#define FROZEN_CLAIM "frozen-claim"
+#define FROZEN_TARGET_USEC 1000.0
+#define FROZEN_TARGET_RATIO 0.1
 
 extern char **environ;
 
@@ -198,6 +211,83 @@ static int daemon_once(dd_daemon *d, const char *address, double *usec, breakdow
     return r;
 }
 
+/* Until host's claim says phase (its write-back of the freeze landed), so a
+ * thaw is measured against a host at rest, as after a real idle spell, and
+ * not behind a claim write the freeze itself just started. */
+static int wait_claim_phase(dd_daemon *d, const char *host, const char *phase, act_error *err)
+{
+    for (int i = 0; i < 5000; i++) {
+        json_object *result = NULL, *body = NULL, *op = NULL, *value = NULL;
+        int r = dd_request(d, 10000, &result, err,
+                           "{\"v\":1,\"op\":\"claim.show\",\"host\":\"%s\"}", host);
+        if (r < 0)
+            return r;
+        bool there = json_object_object_get_ex(result, "claim", &body) &&
+                     json_object_object_get_ex(body, "op", &op) &&
+                     json_object_object_get_ex(op, "phase", &value) &&
+                     strcmp(json_object_get_string(value), phase) == 0;
+        json_object_put(result);
+        if (there)
+            return 0;
+        usleep(1000); /* not timed: the benchmark waits for a quiet host */
+    }
+    return act_error_set(err, ETIME, "host %s's claim never said %s", host, phase);
+}
+
+/* One frozen run: freeze host (not timed), then connect, echo: the thaw. */
+static int frozen_once(dd_daemon *d, const char *host, const char *address, double *usec,
+                       act_error *err)
+{
+    dd_events_drain(d);
+    int r = dd_request(d, 10000, NULL, err, "{\"v\":1,\"op\":\"freeze\",\"host\":\"%s\"}", host);
+    if (r == 0 && !dd_event_wait(d, host, "frozen", 10000, NULL, NULL, NULL))
+        r = act_error_set(err, ETIME, "host %s did not freeze", host);
+    if (r == 0)
+        r = wait_claim_phase(d, host, "frozen", err);
+    if (r < 0)
+        return r;
+    uint64_t start = act_now_usec();
+    r = bd_echo_once(address, 10000, err);
+    uint64_t end = act_now_usec();
+    if (r < 0)
+        return act_error_prefix(err, "thaw of frozen host %s", host);
+    *usec = (double)(end - start);
+    return 0;
+}
+
+/* What a frozen tiny host keeps: its leaf's memory and its process's RSS. */
+static void print_frozen_memory(dd_daemon *d, const char *host)
+{
+    act_error err = {0};
+    dd_events_drain(d);
+    if (dd_request(d, 10000, NULL, &err, "{\"v\":1,\"op\":\"freeze\",\"host\":\"%s\"}", host) < 0 ||
+        !dd_event_wait(d, host, "frozen", 10000, NULL, NULL, NULL)) {
+        printf("  (host %s could not be frozen to measure it: %s)\n", host, err.message);
+        return;
+    }
+    json_object *status = NULL;
+    if (dd_request(d, 10000, &status, &err, "{\"v\":1,\"op\":\"status\",\"host\":\"%s\"}", host) <
+        0) {
+        printf("  (status of %s: %s)\n", host, err.message);
+        return;
+    }
+    uint64_t memory = dd_json_u64(status, "memory_current");
+    uint64_t pid = dd_json_u64(status, "pid");
+    json_object_put(status);
+    char path[64], line[256];
+    unsigned long rss_kib = 0;
+    snprintf(path, sizeof(path), "/proc/%llu/status", (unsigned long long)pid);
+    FILE *f = fopen(path, "re");
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %lu kB", &rss_kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    printf("  a frozen act-notify-echo keeps: its leaf's memory.current %.1f KiB, its process's "
+           "RSS %lu KiB\n",
+           (double)memory / 1024.0, rss_kib);
+}
+
 /* One temp + fsync + rename + fsync-dir write, as the store and the records
  * make them, into the daemon's state directory. */
 static int durable_write_once(dd_daemon *d, double *usec, act_error *err)
@@ -216,14 +306,27 @@ static int durable_write_once(dd_daemon *d, double *usec, act_error *err)
 
 /* The echo host, and the big host whose builds the busy box stages (never
  * woken), on one daemon. */
-static int start_daemon(dd_daemon *d, char *address, size_t size, act_error *err)
+static int start_daemon(dd_daemon *d, char *address, size_t size, char *cached_address,
+                        char *claim_address, act_error *err)
 {
     int r = bd_setup(d, "wake", NULL, err);
     int port = r < 0 ? r : dd_free_port(err);
     int big_port = port < 0 ? port : dd_free_port(err);
-    if (big_port < 0)
-        return big_port;
+    int cached_port = big_port < 0 ? big_port : dd_free_port(err);
+    int claim_port = cached_port < 0 ? cached_port : dd_free_port(err);
+    if (claim_port < 0)
+        return claim_port;
     snprintf(address, size, "127.0.0.1:%d", port);
+    snprintf(cached_address, size, "127.0.0.1:%d", cached_port);
+    snprintf(claim_address, size, "127.0.0.1:%d", claim_port);
+    for (int i = 0; i < 2; i++)
+        if ((r = dd_write_host(d, i == 0 ? FROZEN_CACHED : FROZEN_CLAIM, err,
+                               "[Host]\nExec=act-notify-echo\nIdleTimeoutSec=0\n"
+                               "StopTimeoutSec=2\nReadyTimeoutSec=10\nParkMode=freeze\n"
+                               "ThawCheck=%s\n[Listen]\nListenStream=%s\n",
+                               i == 0 ? "cached" : "claim",
+                               i == 0 ? cached_address : claim_address)) < 0)
+            return r;
     if ((r = dd_write_host(d, HOST, err,
                            "[Host]\nExec=act-notify-echo\nIdleTimeoutSec=0\nStopTimeoutSec=2\n"
                            "ReadyTimeoutSec=10\n[Listen]\nListenStream=%s\n",
@@ -295,17 +398,25 @@ static int run_busy(dd_daemon *d, const char *address, bd_samples *quiet, act_er
 
 static int run(dd_daemon *d, act_error *err)
 {
-    char address[64];
-    int r = start_daemon(d, address, sizeof(address), err);
+    char address[64], cached_address[64], claim_address[64];
+    int r = start_daemon(d, address, sizeof(address), cached_address, claim_address, err);
     if (r < 0 || (r = dd_stage(d, HOST, "v1", ACT_NOTIFY_ECHO, true, err)) < 0 ||
+        (r = dd_stage(d, FROZEN_CACHED, "v1", ACT_NOTIFY_ECHO, true, err)) < 0 ||
+        (r = dd_stage(d, FROZEN_CLAIM, "v1", ACT_NOTIFY_ECHO, true, err)) < 0 ||
         (r = dd_wait_state(d, HOST, "parked", 10000, 1, err)) < 0)
+        return r;
+    /* The frozen hosts' generations start once, by a first connection. */
+    if ((r = bd_echo_once(cached_address, 10000, err)) < 0 ||
+        (r = bd_echo_once(claim_address, 10000, err)) < 0 ||
+        (r = dd_wait_state(d, FROZEN_CACHED, "serving", 10000, 1, err)) < 0 ||
+        (r = dd_wait_state(d, FROZEN_CLAIM, "serving", 10000, 1, err)) < 0)
         return r;
 
     direct_app app = {.listen_fd = -1};
     if ((r = direct_app_init(&app, err)) < 0)
         return r;
 
-    bd_samples direct = {0}, woken = {0}, durable = {0};
+    bd_samples direct = {0}, woken = {0}, durable = {0}, thawed_cached = {0}, thawed_claim = {0};
     breakdown parts = {0};
     for (int i = 0; i < WARMUP + WAKES && r == 0; i++) {
         double direct_usec = 0, woken_usec = 0;
@@ -319,6 +430,15 @@ static int run(dd_daemon *d, act_error *err)
             r = daemon_once(d, address, &woken_usec, keep ? &parts : NULL, err);
             if (r == 0)
                 r = direct_once(&app, &direct_usec, err);
+        }
+        double cached_usec = 0, claim_usec = 0;
+        if (r == 0)
+            r = frozen_once(d, FROZEN_CACHED, cached_address, &cached_usec, err);
+        if (r == 0)
+            r = frozen_once(d, FROZEN_CLAIM, claim_address, &claim_usec, err);
+        if (r == 0 && keep) {
+            bd_samples_add(&thawed_cached, cached_usec);
+            bd_samples_add(&thawed_claim, claim_usec);
         }
         double durable_usec = 0;
         if (r == 0)
@@ -356,12 +476,27 @@ static int run(dd_daemon *d, act_error *err)
                p50 <= TARGET ? "met" : "NOT met");
         printf("RATIO p99 daemon/direct = %.2f (target <= %.1f: %s)\n", p99, TARGET,
                p99 <= TARGET ? "met" : "NOT met");
+        printf(BENCH " frozen: %d thaws of each frozen host in the same run (ParkMode=freeze)\n",
+               WAKES);
+        print_line("frozen, ThawCheck=cached (connect, 1-byte echo)", &thawed_cached);
+        print_line("frozen, ThawCheck=claim  (one dir:// claim read first)", &thawed_claim);
+        double cached_p50 = bd_samples_quantile(&thawed_cached, 0.5);
+        double frozen_ratio = cached_p50 / bd_samples_quantile(&direct, 0.5);
+        printf("FROZEN p50 cached = %.0f us (target <= %.0f us: %s)\n", cached_p50,
+               FROZEN_TARGET_USEC, cached_p50 <= FROZEN_TARGET_USEC ? "met" : "NOT met");
+        printf("RATIO p50 frozen(cached)/direct = %.3f (target <= %.1f: %s)\n", frozen_ratio,
+               FROZEN_TARGET_RATIO, frozen_ratio <= FROZEN_TARGET_RATIO ? "met" : "NOT met");
+        printf("RATIO p50 frozen(claim)/direct = %.3f\n",
+               bd_samples_quantile(&thawed_claim, 0.5) / bd_samples_quantile(&direct, 0.5));
+        print_frozen_memory(d, FROZEN_CACHED);
     }
     if (r == 0 && busy_mib())
         r = run_busy(d, address, &woken, err);
     bd_samples_free(&direct);
     bd_samples_free(&woken);
     bd_samples_free(&durable);
+    bd_samples_free(&thawed_cached);
+    bd_samples_free(&thawed_claim);
     bd_samples_free(&parts.to_waking);
     bd_samples_free(&parts.to_admitted);
     bd_samples_free(&parts.to_exec);

@@ -300,10 +300,10 @@ static void phase_table_decides_wakes_and_probes(void **state)
         bool wake, probe;
     } rows[] = {
         {CLAIM_OP_SERVING, "assigned", true, false}, {CLAIM_OP_SERVING, "starting", true, false},
-        {CLAIM_OP_SERVING, "serving", true, false},  {CLAIM_OP_SERVING, "parked", true, false},
-        {CLAIM_OP_SERVING, "failed", true, false},   {CLAIM_OP_HOLD, "holding", true, false},
-        {CLAIM_OP_MOVE, "draining", false, false},   {CLAIM_OP_MOVE, "moving", false, true},
-        {CLAIM_OP_PROBE, "probing", false, true},
+        {CLAIM_OP_SERVING, "serving", true, false},  {CLAIM_OP_SERVING, "frozen", true, false},
+        {CLAIM_OP_SERVING, "parked", true, false},   {CLAIM_OP_SERVING, "failed", true, false},
+        {CLAIM_OP_HOLD, "holding", true, false},     {CLAIM_OP_MOVE, "draining", false, false},
+        {CLAIM_OP_MOVE, "moving", false, true},      {CLAIM_OP_PROBE, "probing", false, true},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         claim c = serving_by("b1", NULL);
@@ -474,6 +474,53 @@ static void parked_and_failed_clear_the_handle(void **state)
     claim_next_published(&failed, "127.0.0.1:8080", &published);
     assert_false(published.has_failure);
     assert_string_equal(published.op.phase, "serving");
+}
+
+/* A frozen generation keeps its admission: the claim goes on naming it and
+ * its handle, a thaw names it serving again in the same session, and a swap
+ * of it starts N+1 beside it as beside a serving N. */
+static void frozen_keeps_the_generation_and_its_handle(void **state)
+{
+    claim serving = published_by_b1();
+    serving.revision = 20;
+    claim frozen;
+    claim_next_frozen(&serving, &frozen);
+    assert_string_equal(frozen.op.phase, "frozen");
+    assert_string_equal(frozen.holder.handle, "127.0.0.1:8080");
+    assert_int_equal(frozen.holder.generation, 9);
+    assert_int_equal(frozen.holder.session, serving.holder.session);
+    assert_true(claim_names_a_generation(&frozen));
+    act_error err = {0};
+    assert_int_equal(claim_validate(&frozen, &err), 0);
+    /* The codec carries the phase both ways. */
+    char *text = claim_to_json(&frozen);
+    assert_non_null(strstr(text, "\"frozen\""));
+    claim back;
+    assert_int_equal(claim_from_json("web1", text, strlen(text), &back, &err), 0);
+    free(text);
+    assert_string_equal(back.op.phase, "frozen");
+    assert_string_equal(back.holder.handle, "127.0.0.1:8080");
+    /* Frozen is a serving op's phase only. */
+    claim wrong = frozen;
+    wrong.op.kind = CLAIM_OP_MOVE;
+    assert_int_equal(claim_validate(&wrong, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "frozen"));
+
+    claim thawed;
+    claim_next_serving_again(&frozen, 9, "127.0.0.1:8080", &thawed);
+    assert_string_equal(thawed.op.phase, "serving");
+    assert_int_equal(thawed.holder.session, serving.holder.session);
+
+    claim admitted;
+    claim_next_swap_admission(&frozen, "b1", "inc-new", 610, &admitted);
+    assert_int_equal(admitted.holder.generation, 9);
+    assert_int_equal(admitted.holder.starting_generation, 10);
+    assert_string_equal(admitted.holder.handle, "127.0.0.1:8080");
+
+    claim parked;
+    claim_next_parked(&frozen, &parked);
+    assert_false(claim_names_a_generation(&parked));
+    assert_string_equal(parked.holder.handle, "");
 }
 
 /* An assignment to b2 of a host b1 holds: b2 may not wake it until b1 has
@@ -807,6 +854,7 @@ int main(void)
         cmocka_unit_test(next_admission_and_admission_check),
         cmocka_unit_test(swap_admission_keeps_naming_the_serving_generation),
         cmocka_unit_test(parked_and_failed_clear_the_handle),
+        cmocka_unit_test(frozen_keeps_the_generation_and_its_handle),
         cmocka_unit_test(same_admission_ignores_revision_only),
         cmocka_unit_test(edits_change_only_what_they_name),
         cmocka_unit_test(describe_owner_names_revision_and_box),

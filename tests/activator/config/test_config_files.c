@@ -1175,6 +1175,71 @@ static void changes_are_sorted_by_when_they_apply(void **state)
                      CFG_HOST_CHANGED_LISTEN | CFG_HOST_CHANGED_LIMITS | CFG_HOST_CHANGED_START);
 }
 
+/* ParkMode=, FrozenMaxSec=, ThawCheck= and FreezeMemoryPressure=: their
+ * defaults, their values, their bad values (one error each, naming the
+ * key), and that changing them applies from the next start. */
+static void freeze_keys(void **state)
+{
+    (void)state;
+    write_file("d.conf", "[Activator]\nBox=box-1\n");
+    cfg_daemon c;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
+    assert_int_equal(c.freeze_memory_pressure_usec, 200 * 1000);
+    cfg_daemon_free(&c);
+    write_file("d.conf", "[Activator]\nBox=box-1\nFreezeMemoryPressure=no\n");
+    assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
+    assert_int_equal(c.freeze_memory_pressure_usec, 0);
+    cfg_daemon_free(&c);
+    write_file("d.conf", "[Activator]\nBox=box-1\nFreezeMemoryPressure=1ms\n");
+    assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
+    assert_int_equal(c.freeze_memory_pressure_usec, 1000);
+    cfg_daemon_free(&c);
+    write_file("bad.conf", "[Activator]\nBox=box-1\nFreezeMemoryPressure=2s\n");
+    expect_one_error("bad.conf", 3, "FreezeMemoryPressure", "");
+    write_file("bad.conf", "[Activator]\nBox=box-1\nFreezeMemoryPressure=0\n");
+    expect_one_error("bad.conf", 3, "FreezeMemoryPressure", "");
+
+    cfg_host h;
+    load_host("plain", "[Host]\nExec=bin/app\n", &h);
+    assert_false(h.park_freeze);
+    assert_false(h.thaw_check_cached);
+    assert_int_equal(h.frozen_max_usec, 3600 * CFG_USEC_PER_SEC);
+    cfg_host_free(&h);
+    load_host("frozen",
+              "[Host]\nExec=bin/app\nParkMode=freeze\nFrozenMaxSec=10min\n"
+              "ThawCheck=cached\n",
+              &h);
+    assert_true(h.park_freeze);
+    assert_true(h.thaw_check_cached);
+    assert_int_equal(h.frozen_max_usec, 600 * CFG_USEC_PER_SEC);
+    cfg_host_free(&h);
+    assert_int_equal(changes_after("StopTimeoutSec=3\n", "StopTimeoutSec=3\nParkMode=freeze\n"),
+                     CFG_HOST_CHANGED_START);
+
+    static const struct {
+        const char *text, *key, *words;
+    } bad[] = {
+        {"ParkMode=hibernate\n", "ParkMode", "is not a park mode (use stop"},
+        {"ThawCheck=never\n", "ThawCheck", "is not a thaw check (use claim"},
+        {"FrozenMaxSec=0\n", "FrozenMaxSec", ""},
+        {"FrozenMaxSec=60d\n", "FrozenMaxSec", ""},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        char text[256];
+        snprintf(text, sizeof(text), "[Host]\nExec=bin/app\n%s", bad[i].text);
+        write_file("bad.conf", text);
+        errors = (cfg_errors){0};
+        assert_int_equal(cfg_load_host_file(tmp_dir, "bad.conf", &h, &errors), -EINVAL);
+        if (errors.n != 1 || !strstr(errors.items[0].text, bad[i].key) ||
+            !strstr(errors.items[0].text, bad[i].words)) {
+            cfg_errors_print(&errors, stderr);
+            fail_msg("%s: expected one error about %s", bad[i].text, bad[i].key);
+        }
+        cfg_errors_free(&errors);
+    }
+}
+
 /* Checkpoints= and CheckpointsKeep=, State=, ExecCheckpoint=,
  * CheckpointLive= and CheckpointTimeoutSec=: their defaults, their values,
  * and the rules between them. */
@@ -1372,6 +1437,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(changes_are_sorted_by_when_they_apply, setup, teardown),
         cmocka_unit_test_setup_teardown(checkpoint_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(freeze_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(read_write_paths_and_the_view, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
