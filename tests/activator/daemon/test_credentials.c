@@ -150,7 +150,11 @@ typedef struct watcher {
 static void *run_watcher(void *arg)
 {
     watcher *w = arg;
+    /* INT after 3 s ends the watch; a watch that does not end on it is
+     * killed 5 s later, and its status (137) fails the test instead of
+     * hanging it. */
     char *const argv[] = {(char *)"/usr/bin/timeout", (char *)"--preserve-status",
+                          (char *)"-k",              (char *)"5",
                           (char *)"-s",              (char *)"INT",
                           (char *)"3",               w->activatorctl,
                           (char *)"--connect",       w->d->drv.control_url,
