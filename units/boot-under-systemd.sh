@@ -36,13 +36,7 @@ done
 . "$(dirname "$0")/nspawn-lib.sh"
 root=$("$(dirname "$0")/container-root.sh") || exit 1
 
-work=$(mktemp -d /tmp/act-boot-XXXXXX)
-
-cleanup() {
-    nspawn_cleanup
-    rm -rf "$work"
-}
-trap cleanup EXIT
+nspawn_make_work act-boot
 
 mkdir -p "$work/results" "$work/etc/hosts" "$work/dropin"
 cat >"$work/etc/activatord.conf" <<'EOF'

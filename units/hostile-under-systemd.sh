@@ -27,12 +27,7 @@ here=$(dirname "$0")
 . "$here/nspawn-lib.sh"
 root=$("$here/container-root.sh") || exit 1
 
-work=$(mktemp -d /tmp/act-hostile-boot-XXXXXX)
-cleanup() {
-    nspawn_cleanup
-    rm -rf "$work"
-}
-trap cleanup EXIT
+nspawn_make_work act-hostile-boot
 
 mkdir -p "$work/results" "$work/etc/hosts" "$work/dropin"
 cat >"$work/etc/activatord.conf" <<'EOT'

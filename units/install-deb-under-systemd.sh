@@ -48,13 +48,7 @@ echo "ok package built in $(($(date +%s) - started)) s: $deb"
 . "$(dirname "$0")/nspawn-lib.sh"
 root=$("$(dirname "$0")/container-root.sh") || exit 1
 
-work=$(mktemp -d /tmp/act-deb-XXXXXX)
-
-cleanup() {
-    nspawn_cleanup
-    rm -rf "$work"
-}
-trap cleanup EXIT
+nspawn_make_work act-deb
 
 mkdir -p "$work/results"
 cat >"$work/act-check.service" <<'EOF2'

@@ -3,6 +3,9 @@
 # the plumbing that lets nspawn run on a machine that has no systemd of its
 # own.
 #
+#   nspawn_make_work NAME   makes the script's work directory, /tmp/NAME-XXXXXX,
+#                           in $work, and an EXIT trap that cleans up
+#                           (nspawn_cleanup) and removes it
 #   nspawn_prepare          waits for the containers of the other tests to
 #                           end (they share the propagation tmpfs, which the
 #                           last one out would unmount under the others),
@@ -51,6 +54,11 @@ nspawn_enter_own_cgroups() {
         echo $$ >"$dir/cgroup.procs"
         nspawn_subtrees="$nspawn_subtrees $mount${own%/}:$dir"
     done
+}
+
+nspawn_make_work() {
+    work=$(mktemp -d "/tmp/$1-XXXXXX")
+    trap 'nspawn_cleanup; rm -rf "$work"' EXIT
 }
 
 nspawn_prepare() {
