@@ -6,7 +6,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cgroup/internal.h"
 
@@ -22,23 +21,12 @@ int cg_leaf_freeze(cg_leaf *leaf, bool freeze, act_error *err)
 
 int cg_leaf_frozen(cg_leaf *leaf, bool *frozen, act_error *err)
 {
-    assert(leaf);
     assert(frozen);
-    /* Drained first, as cg_leaf_populated does: a change after the read
-     * below makes the fd readable again, so no edge is lost. */
-    if (leaf->inotify_fd >= 0) {
-        char buf[4096];
-        while (read(leaf->inotify_fd, buf, sizeof(buf)) > 0)
-            ;
-    }
-    char buf[256];
-    ssize_t n = pread(leaf->cgevents_fd, buf, sizeof(buf) - 1, 0);
-    if (n < 0)
-        return act_error_set(err, errno, "cannot read %s/cgroup.events: %s", leaf->v2_path,
-                             strerror(errno));
-    buf[n] = '\0';
     uint64_t value = 0;
-    if (!cg_parse_keyed(buf, "frozen", &value))
+    int r = cg_leaf_events_read(leaf, "frozen", &value, err);
+    if (r < 0)
+        return r;
+    if (r == 0)
         return act_error_set(err, EOPNOTSUPP,
                              "%s/cgroup.events has no \"frozen\" line: this kernel has no cgroup "
                              "v2 freezer (use ParkMode=stop)",

@@ -55,6 +55,13 @@ int cg_write_file_at(int dirfd, const char *name, const char *value);
 int cg_read_file_at(int dirfd, const char *name, char *buf, size_t size);
 /* Finds "key <number>" in a flat-keyed file's text. */
 bool cg_parse_keyed(const char *text, const char *key, uint64_t *value);
+
+/* Reads key's value from the leaf's cgroup.events into *value, draining its
+ * events fd first (when there is one): a change after the read makes the fd
+ * readable again, so no edge is lost. 1 when the key is there, 0 when the
+ * file has no such line, or a negative errno (err filled) when it cannot be
+ * read. */
+int cg_leaf_events_read(cg_leaf *leaf, const char *key, uint64_t *value, act_error *err);
 /* The pids in dirfd's cgroup.procs, malloc'd; negative errno on failure. */
 int cg_read_pids(int dirfd, pid_t **pids, size_t *n);
 

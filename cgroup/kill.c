@@ -46,10 +46,11 @@ static void drain(int fd)
         ;
 }
 
-int cg_leaf_populated(cg_leaf *leaf, bool *populated, act_error *err)
+int cg_leaf_events_read(cg_leaf *leaf, const char *key, uint64_t *value, act_error *err)
 {
     assert(leaf);
-    assert(populated);
+    assert(key);
+    assert(value);
     if (leaf->inotify_fd >= 0)
         drain(leaf->inotify_fd);
     char buf[256];
@@ -58,8 +59,17 @@ int cg_leaf_populated(cg_leaf *leaf, bool *populated, act_error *err)
         return act_error_set(err, errno, "cannot read %s/cgroup.events: %s", leaf->v2_path,
                              strerror(errno));
     buf[n] = '\0';
+    return cg_parse_keyed(buf, key, value) ? 1 : 0;
+}
+
+int cg_leaf_populated(cg_leaf *leaf, bool *populated, act_error *err)
+{
+    assert(populated);
     uint64_t value = 0;
-    if (!cg_parse_keyed(buf, "populated", &value))
+    int r = cg_leaf_events_read(leaf, "populated", &value, err);
+    if (r < 0)
+        return r;
+    if (r == 0)
         return act_error_set(err, EBADMSG, "%s/cgroup.events has no \"populated\" line",
                              leaf->v2_path);
     *populated = value != 0;

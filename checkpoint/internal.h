@@ -1,13 +1,13 @@
 /* Shared by the files of checkpoint/; not for other layers. */
 #pragma once
 
+#include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include <openssl/evp.h>
-
 #include "checkpoint/checkpoint.h"
 #include "common/cleanup.h"
+#include "common/sha256.h"
 
 #define CKPT_ARCHIVE_SUFFIX ".tar.zst"
 #define CKPT_SIDECAR_SUFFIX ".json"
@@ -31,12 +31,4 @@ int ckpt_read_sidecar(int host_dirfd, const char *id, ckpt_info *info, act_error
  * following a symlink. Absent is fine. */
 int ckpt_remove_tree(int dirfd, const char *name);
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(EVP_MD_CTX *, EVP_MD_CTX_free)
-
-/* A fresh SHA-256 context; NULL when out of memory. */
-EVP_MD_CTX *ckpt_sha256_new(void);
-/* Finishes ctx into lowercase hex; -EIO when OpenSSL fails. */
-int ckpt_sha256_hex(EVP_MD_CTX *ctx, char out[CKPT_DIGEST_SIZE]);
-
-/* SHA-256 of the whole file fd as hex, and its size. */
-int ckpt_digest_fd(int fd, char out[CKPT_DIGEST_SIZE], uint64_t *size, act_error *err);
+static_assert(CKPT_DIGEST_SIZE == ACT_SHA256_HEX_SIZE, "CKPT_DIGEST_SIZE is not SHA-256 in hex");

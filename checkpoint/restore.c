@@ -131,7 +131,7 @@ static int check_read_digest(source *s, const char *id, const char *sha256, act_
             return act_error_set(err, EIO, "SHA-256 update failed in OpenSSL");
     }
     char actual[CKPT_DIGEST_SIZE];
-    if (ckpt_sha256_hex(s->sha, actual) < 0)
+    if (act_sha256_final_hex(s->sha, actual) < 0)
         return act_error_set(err, EIO, "SHA-256 finalisation failed in OpenSSL");
     if (strcmp(actual, sha256) != 0)
         return act_error_set(err, EBADMSG,
@@ -147,7 +147,7 @@ static int check_read_digest(source *s, const char *id, const char *sha256, act_
 static int extract(int fd, const char *id, const char *sha256, const char *prefix, uid_t uid,
                    gid_t gid, act_error *err)
 {
-    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *sha = ckpt_sha256_new();
+    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *sha = act_sha256_new();
     _cleanup_free_ unsigned char *block = malloc(CKPT_BLOCK_SIZE);
     if (!sha || !block)
         return act_error_set(err, ENOMEM, "cannot set up SHA-256: out of memory");
@@ -256,7 +256,7 @@ static int open_verified(const char *dir, const char *host, const char *id, cons
                              "(nothing was restored)",
                              id, host, dir, host, name, strerror(errno));
     char actual[CKPT_DIGEST_SIZE];
-    int r = ckpt_digest_fd(fd, actual, NULL, err);
+    int r = act_sha256_fd(fd, "the archive", actual, NULL, err);
     if (r < 0)
         return r;
     if (strcmp(actual, sha256) != 0)

@@ -154,7 +154,7 @@ static int archive_tree(const char *state_dir, struct archive *out, const atomic
 static int write_archive(int fd, const char *state_dir, const atomic_bool *cancel,
                          char sha256[CKPT_DIGEST_SIZE], uint64_t *size, act_error *err)
 {
-    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = ckpt_sha256_new();
+    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = act_sha256_new();
     if (!ctx)
         return act_error_set(err, ENOMEM, "cannot set up SHA-256: out of memory");
     _cleanup_(archive_write_freep) struct archive *out = archive_write_new();
@@ -173,7 +173,7 @@ static int write_archive(int fd, const char *state_dir, const atomic_bool *cance
         return r;
     if (archive_write_close(out) != ARCHIVE_OK)
         return archive_failed(out, "cannot finish the archive", err);
-    if (ckpt_sha256_hex(ctx, sha256) < 0)
+    if (act_sha256_final_hex(ctx, sha256) < 0)
         return act_error_set(err, EIO, "SHA-256 finalisation failed in OpenSSL");
     *size = s.size;
     return 0;

@@ -8,10 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <openssl/evp.h>
-
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/sha256.h"
 #include "release/release.h"
 
 /* Streaming block size for every hash and copy: large enough that the
@@ -52,14 +51,6 @@ int rel_build_path_check(const char *what, const char *path, act_error *err);
 
 /* True for 64 lowercase hex digits. */
 bool rel_digest_is_valid(const char *digest);
-
-/* ---- hashing (digest.c) ---- */
-
-/* A new EVP context initialised for SHA-256, or NULL when out of memory. */
-EVP_MD_CTX *rel_sha256_new(void);
-DEFINE_TRIVIAL_CLEANUP_FUNC(EVP_MD_CTX *, EVP_MD_CTX_free)
-/* Finishes ctx into lowercase hex. */
-int rel_sha256_final_hex(EVP_MD_CTX *ctx, char out[REL_DIGEST_SIZE]);
 
 /* ---- opening inside a build (open_beneath.c) ---- */
 

@@ -73,7 +73,7 @@ static int copy_file(stage_copy *copy, int src_fd, int dst_dirfd, const char *na
                      const char *rel_path, mode_t src_mode)
 {
     act_error *err = copy->err;
-    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = rel_sha256_new();
+    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = act_sha256_new();
     if (!ctx)
         return act_error_set(err, ENOMEM, "out of memory setting up SHA-256");
     _cleanup_close_ int dst_fd =
@@ -125,7 +125,7 @@ static int copy_file(stage_copy *copy, int src_fd, int dst_dirfd, const char *na
         return act_error_set(err, errno, "cannot fsync the staged %s: %s", rel_path,
                              strerror(errno));
     char digest[REL_DIGEST_SIZE];
-    if (rel_sha256_final_hex(ctx, digest) < 0)
+    if (act_sha256_final_hex(ctx, digest) < 0)
         return act_error_set(err, EIO, "SHA-256 finalisation failed in OpenSSL");
     if (add_file(copy, rel_path, size, digest) < 0)
         return act_error_set(err, ENOMEM, "out of memory recording %s", rel_path);

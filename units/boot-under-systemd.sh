@@ -36,13 +36,7 @@ done
 . "$(dirname "$0")/nspawn-lib.sh"
 root=$("$(dirname "$0")/container-root.sh") || exit 1
 
-work=$(mktemp -d /tmp/act-boot-XXXXXX)
-
-cleanup() {
-    nspawn_cleanup
-    rm -rf "$work"
-}
-trap cleanup EXIT
+nspawn_make_work act-boot
 
 mkdir -p "$work/results" "$work/etc/hosts" "$work/dropin"
 cat >"$work/etc/activatord.conf" <<'EOF'
@@ -204,46 +198,15 @@ systemctl poweroff
 EOF
 chmod +x "$work/act-check"
 
-echo "booting the container"
-nspawn_prepare
-set +e
-timeout 180 systemd-nspawn --quiet --register=no --keep-unit --private-network \
-    --volatile=overlay --console=pipe -D "$root" \
+nspawn_boot 180 "$root" "$work" \
     --bind-ro="$activatord:/usr/local/sbin/activatord" \
     --bind-ro="$activatorctl:/usr/local/bin/activatorctl" \
     --bind-ro="$testapp:/opt/act-testapp" \
     --bind-ro="$service:/etc/systemd/system/activatord.service" \
     --bind-ro="$work/dropin:/etc/systemd/system/activatord.service.d" \
     --bind-ro="$tmpfiles:/etc/tmpfiles.d/activator.conf" \
-    --bind="$work/etc:/etc/activator" \
-    --bind-ro="$work/act-check.service:/etc/systemd/system/act-check.service" \
-    --bind-ro="$work/act-check:/usr/local/bin/act-check" \
-    --bind="$work/results:/results" \
-    -b -- systemd.unit=multi-user.target systemd.wants=act-check.service \
-    >"$work/results/console.txt" 2>&1
-rc=$?
-set -e
-
-status=0
-if [ "$rc" -ne 0 ]; then
-    echo "FAIL: the container exited $rc"
-    status=1
-fi
-if [ -f "$work/results/checks.txt" ]; then
-    cat "$work/results/checks.txt"
-else
-    echo "FAIL: the checks never ran"
-    status=1
-fi
-grep -q '^FAIL' "$work/results/checks.txt" 2>/dev/null && status=1
-grep -qx done "$work/results/checks.txt" 2>/dev/null || status=1
-nspawn_cleanup
-[ -z "$nspawn_left" ] || status=1
-if [ "$status" -ne 0 ]; then
-    for f in activatorctl.txt journal.txt console.txt; do
-        [ -f "$work/results/$f" ] || continue
-        echo "---- $f ----"
-        tail -60 "$work/results/$f"
-    done
-fi
-exit $status
+    --bind="$work/etc:/etc/activator"
+nspawn_report "$work/results/checks.txt"
+grep -q '^FAIL' "$work/results/checks.txt" 2>/dev/null && nspawn_status=1
+nspawn_finish 60 activatorctl.txt journal.txt console.txt
+exit $nspawn_status

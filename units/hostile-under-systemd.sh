@@ -27,12 +27,7 @@ here=$(dirname "$0")
 . "$here/nspawn-lib.sh"
 root=$("$here/container-root.sh") || exit 1
 
-work=$(mktemp -d /tmp/act-hostile-boot-XXXXXX)
-cleanup() {
-    nspawn_cleanup
-    rm -rf "$work"
-}
-trap cleanup EXIT
+nspawn_make_work act-hostile-boot
 
 mkdir -p "$work/results" "$work/etc/hosts" "$work/dropin"
 cat >"$work/etc/activatord.conf" <<'EOT'
@@ -97,11 +92,7 @@ systemctl poweroff
 EOT
 chmod +x "$work/act-check"
 
-echo "booting the container"
-nspawn_prepare
-set +e
-timeout 300 systemd-nspawn --quiet --register=no --keep-unit --private-network \
-    --volatile=overlay --console=pipe -D "$root" \
+nspawn_boot 300 "$root" "$work" \
     --bind-ro="$activatord:/usr/local/sbin/activatord" \
     --bind-ro="$activatorctl:/usr/local/bin/activatorctl" \
     --bind-ro="$testapp:/opt/act-testapp" \
@@ -110,38 +101,13 @@ timeout 300 systemd-nspawn --quiet --register=no --keep-unit --private-network \
     --bind-ro="$service:/etc/systemd/system/activatord.service" \
     --bind-ro="$work/dropin:/etc/systemd/system/activatord.service.d" \
     --bind-ro="$tmpfiles:/etc/tmpfiles.d/activator.conf" \
-    --bind="$work/etc:/etc/activator" \
-    --bind-ro="$work/act-check.service:/etc/systemd/system/act-check.service" \
-    --bind-ro="$work/act-check:/usr/local/bin/act-check" \
-    --bind="$work/results:/results" \
-    -b -- systemd.unit=multi-user.target systemd.wants=act-check.service \
-    >"$work/results/console.txt" 2>&1
-rc=$?
-set -e
-
-status=0
-if [ "$rc" -ne 0 ]; then
-    echo "FAIL: the container exited $rc"
-    status=1
-fi
-if [ -f "$work/results/hostile.txt" ]; then
-    cat "$work/results/hostile.txt"
-else
-    echo "FAIL: the check never ran"
-    status=1
-fi
-grep -qx "exit 0" "$work/results/hostile.txt" 2>/dev/null || status=1
-grep -q "^[0-9]* tried, 0 succeeded$" "$work/results/hostile.txt" 2>/dev/null || status=1
-grep -qx done "$work/results/hostile.txt" 2>/dev/null || status=1
-nspawn_cleanup
-[ -z "$nspawn_left" ] || status=1
-if [ "$status" -ne 0 ]; then
-    for f in activatorctl.txt unit.txt console.txt; do
-        [ -f "$work/results/$f" ] || continue
-        echo "---- $f ----"
-        tail -40 "$work/results/$f"
-    done
+    --bind="$work/etc:/etc/activator"
+nspawn_report "$work/results/hostile.txt"
+grep -qx "exit 0" "$work/results/hostile.txt" 2>/dev/null || nspawn_status=1
+grep -q "^[0-9]* tried, 0 succeeded$" "$work/results/hostile.txt" 2>/dev/null || nspawn_status=1
+nspawn_finish 40 activatorctl.txt unit.txt console.txt
+if [ "$nspawn_status" -ne 0 ]; then
     echo "---- journal.txt (activatord) ----"
     grep -v "status: flood" "$work/results/journal.txt" 2>/dev/null | grep activatord | tail -60
 fi
-exit $status
+exit $nspawn_status

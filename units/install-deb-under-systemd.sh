@@ -48,13 +48,7 @@ echo "ok package built in $(($(date +%s) - started)) s: $deb"
 . "$(dirname "$0")/nspawn-lib.sh"
 root=$("$(dirname "$0")/container-root.sh") || exit 1
 
-work=$(mktemp -d /tmp/act-deb-XXXXXX)
-
-cleanup() {
-    nspawn_cleanup
-    rm -rf "$work"
-}
-trap cleanup EXIT
+nspawn_make_work act-deb
 
 mkdir -p "$work/results"
 cat >"$work/act-check.service" <<'EOF2'
@@ -171,42 +165,11 @@ systemctl poweroff
 EOF2
 chmod +x "$work/act-check"
 
-echo "booting the container"
-nspawn_prepare
-set +e
-timeout 240 systemd-nspawn --quiet --register=no --keep-unit --private-network \
-    --volatile=overlay --console=pipe -D "$root" \
+nspawn_boot 240 "$root" "$work" \
     --bind-ro="$deb:/opt/activator.deb" \
-    --bind-ro="$testapp:/opt/act-testapp" \
-    --bind-ro="$work/act-check.service:/etc/systemd/system/act-check.service" \
-    --bind-ro="$work/act-check:/usr/local/bin/act-check" \
-    --bind="$work/results:/results" \
-    -b -- systemd.unit=multi-user.target systemd.wants=act-check.service \
-    >"$work/results/console.txt" 2>&1
-rc=$?
-set -e
-
-status=0
-if [ "$rc" -ne 0 ]; then
-    echo "FAIL: the container exited $rc"
-    status=1
-fi
-if [ -f "$work/results/checks.txt" ]; then
-    cat "$work/results/checks.txt"
-else
-    echo "FAIL: the checks never ran"
-    status=1
-fi
-grep -q '^FAIL' "$work/results/checks.txt" 2>/dev/null && status=1
-grep -qx done "$work/results/checks.txt" 2>/dev/null || status=1
-nspawn_cleanup
-[ -z "$nspawn_left" ] || status=1
-if [ "$status" -ne 0 ]; then
-    for f in commands.txt journal.txt console.txt; do
-        [ -f "$work/results/$f" ] || continue
-        echo "---- $f ----"
-        tail -60 "$work/results/$f"
-    done
-fi
+    --bind-ro="$testapp:/opt/act-testapp"
+nspawn_report "$work/results/checks.txt"
+grep -q '^FAIL' "$work/results/checks.txt" 2>/dev/null && nspawn_status=1
+nspawn_finish 60 commands.txt journal.txt console.txt
 echo "package built, installed, used, upgraded, removed and purged in $(($(date +%s) - started)) s"
-exit $status
+exit $nspawn_status

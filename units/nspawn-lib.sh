@@ -3,6 +3,9 @@
 # the plumbing that lets nspawn run on a machine that has no systemd of its
 # own.
 #
+#   nspawn_make_work NAME   makes the script's work directory, /tmp/NAME-XXXXXX,
+#                           in $work, and an EXIT trap that cleans up
+#                           (nspawn_cleanup) and removes it
 #   nspawn_prepare          waits for the containers of the other tests to
 #                           end (they share the propagation tmpfs, which the
 #                           last one out would unmount under the others),
@@ -11,6 +14,24 @@
 #                           its propagation directory where /run is not one
 #   nspawn_cleanup          removes them; sets nspawn_left=yes when a cgroup
 #                           could not be removed (something was left in it)
+#   nspawn_boot SECONDS ROOT WORK [OPTION...]
+#                           prepares (as above) and boots ROOT with systemd as
+#                           PID 1 on a throwaway overlay, in a network of its
+#                           own, for at most SECONDS; it starts WORK/act-check
+#                           (as act-check.service, WORK/act-check.service) with
+#                           WORK/results bound at /results, and the console
+#                           goes to WORK/results/console.txt; OPTIONs are the
+#                           script's own nspawn options (its --bind-ro= lines).
+#                           Sets nspawn_rc to nspawn's exit status.
+#   nspawn_report FILE      what the container left: says FAIL when nspawn
+#                           failed, prints FILE (the checks' lines), and sets
+#                           nspawn_status=1 when FILE is missing or has no
+#                           closing "done" line; the script adds its own
+#                           checks of FILE to nspawn_status after this
+#   nspawn_finish LINES LOG...
+#                           cleans up (nspawn_status=1 if a cgroup is left),
+#                           and when nspawn_status is not 0, prints the last
+#                           LINES lines of each LOG in WORK/results there is
 
 nspawn_box=act-nspawn-$$
 nspawn_subtrees=
@@ -33,6 +54,11 @@ nspawn_enter_own_cgroups() {
         echo $$ >"$dir/cgroup.procs"
         nspawn_subtrees="$nspawn_subtrees $mount${own%/}:$dir"
     done
+}
+
+nspawn_make_work() {
+    work=$(mktemp -d "/tmp/$1-XXXXXX")
+    trap 'nspawn_cleanup; rm -rf "$work"' EXIT
 }
 
 nspawn_prepare() {
@@ -61,4 +87,50 @@ nspawn_cleanup() {
         umount /run/systemd/nspawn 2>/dev/null || true
         nspawn_mounted_run=
     fi
+}
+
+nspawn_boot() {
+    seconds=$1 nspawn_root=$2 nspawn_work=$3
+    shift 3
+    echo "booting the container"
+    nspawn_prepare
+    set +e
+    timeout "$seconds" systemd-nspawn --quiet --register=no --keep-unit --private-network \
+        --volatile=overlay --console=pipe -D "$nspawn_root" \
+        "$@" \
+        --bind-ro="$nspawn_work/act-check.service:/etc/systemd/system/act-check.service" \
+        --bind-ro="$nspawn_work/act-check:/usr/local/bin/act-check" \
+        --bind="$nspawn_work/results:/results" \
+        -b -- systemd.unit=multi-user.target systemd.wants=act-check.service \
+        >"$nspawn_work/results/console.txt" 2>&1
+    nspawn_rc=$?
+    set -e
+}
+
+nspawn_report() {
+    nspawn_status=0
+    if [ "$nspawn_rc" -ne 0 ]; then
+        echo "FAIL: the container exited $nspawn_rc"
+        nspawn_status=1
+    fi
+    if [ -f "$1" ]; then
+        cat "$1"
+    else
+        echo "FAIL: the checks never ran"
+        nspawn_status=1
+    fi
+    grep -qx done "$1" 2>/dev/null || nspawn_status=1
+}
+
+nspawn_finish() {
+    lines=$1
+    shift
+    nspawn_cleanup
+    [ -z "$nspawn_left" ] || nspawn_status=1
+    [ "$nspawn_status" -ne 0 ] || return 0
+    for f in "$@"; do
+        [ -f "$nspawn_work/results/$f" ] || continue
+        echo "---- $f ----"
+        tail -"$lines" "$nspawn_work/results/$f"
+    done
 }

@@ -1,6 +1,6 @@
-/* ExecCheckpoint= (checkpoint_exec.h). Run as ExecRestore= is (restore.c):
- * a leaf of its own, proven empty before the result counts, so no process
- * of the program outlives what it reported. */
+/* ExecCheckpoint= (checkpoint_exec.h). Run as ExecRestore= is, by
+ * helper_leaf.c: a leaf of its own, proven empty before the result counts,
+ * so no process of the program outlives what it reported. */
 #include "activator/daemon/checkpoint_exec.h"
 
 #include <assert.h>
@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "activator/daemon/generation.h"
+#include "activator/daemon/helper_leaf.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/text.h"
@@ -26,8 +26,7 @@ struct ad_checkpoint_exec {
     ad_host *host;
     ad_checkpoint_done_fn done; /* NULL once abandoned */
     void *userdata;
-    ad_generation *gen;
-    sd_event_source *timer;
+    ad_helper *helper; /* the program in its leaf; freed with it, after on_leaf_retired */
     sd_event_source *output_source;
     int output_fd;
     char output[OUTPUT_MAX + 1];
@@ -46,11 +45,9 @@ static const char *name_of(const ad_checkpoint_exec *exec)
 
 static void exec_free(ad_checkpoint_exec *exec)
 {
-    sd_event_source_disable_unref(exec->timer);
     sd_event_source_disable_unref(exec->output_source);
     if (exec->output_fd >= 0)
         close(exec->output_fd);
-    ad_generation_free(exec->gen);
     free(exec);
 }
 
@@ -110,7 +107,7 @@ static int on_output(sd_event_source *source, int fd, uint32_t revents, void *us
 }
 
 /* The leaf is proven empty (or not): only now is the result given. */
-static void on_leaf_retired(ad_generation *gen, bool proven, const char *why, void *userdata)
+static void on_leaf_retired(bool proven, const char *why, void *userdata)
 {
     ad_checkpoint_exec *exec = userdata;
     if (exec->done) {
@@ -129,13 +126,6 @@ static void on_leaf_retired(ad_generation *gen, bool proven, const char *why, vo
     exec_free(exec);
 }
 
-static void end(ad_checkpoint_exec *exec)
-{
-    exec->timer = sd_event_source_disable_unref(exec->timer);
-    exec->gen->on_exit = NULL;
-    ad_generation_retire(exec->gen, false, on_leaf_retired, exec);
-}
-
 static uint64_t wall_usec(void)
 {
     struct timespec ts;
@@ -143,15 +133,15 @@ static uint64_t wall_usec(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static void on_exit_(ad_generation *gen, void *userdata)
+static void on_exit_(int status, void *userdata)
 {
     ad_checkpoint_exec *exec = userdata;
     const char *program = ad_host_config(exec->host)->exec_checkpoint[0];
     read_output(exec);
-    if (gen->exit_status != 0) {
+    if (status != 0) {
         exec->result =
             act_error_set(&exec->err, EIO, "host %s: ExecCheckpoint= %s exited with status %d",
-                          name_of(exec), program, gen->exit_status);
+                          name_of(exec), program, status);
     } else if (exec->output_overflow) {
         exec->result = act_error_set(&exec->err, EPROTO,
                                      "host %s: ExecCheckpoint= %s printed more than %d bytes; "
@@ -170,10 +160,9 @@ static void on_exit_(ad_generation *gen, void *userdata)
             snprintf(w->box, sizeof(w->box), "%s", ad_host_daemon(exec->host)->config.box);
         }
     }
-    end(exec);
 }
 
-static int on_timeout(sd_event_source *source, uint64_t usec, void *userdata)
+static void on_timeout(void *userdata)
 {
     ad_checkpoint_exec *exec = userdata;
     exec->result = act_error_set(&exec->err, ETIMEDOUT,
@@ -181,8 +170,6 @@ static int on_timeout(sd_event_source *source, uint64_t usec, void *userdata)
                                  "CheckpointTimeoutSec=%" PRIu64 "s",
                                  name_of(exec),
                                  ad_host_config(exec->host)->checkpoint_timeout_usec / 1000000u);
-    end(exec);
-    return 0;
 }
 
 int ad_checkpoint_exec_start(ad_host *host, uint64_t generation, ad_checkpoint_done_fn done,
@@ -200,39 +187,46 @@ int ad_checkpoint_exec_start(ad_host *host, uint64_t generation, ad_checkpoint_d
                                  .output_fd = -1,
                                  .generation = generation};
     int pipe_fds[2] = {-1, -1};
-    int r = ad_host_state_directory(host, err);
-    if (r == 0)
-        r = ad_generation_new(host, "checkpoint", generation, &exec->gen, err);
-    if (r == 0 && pipe2(pipe_fds, O_CLOEXEC) < 0)
-        r = act_error_set(err, errno, "cannot make a pipe for its output: %s", strerror(errno));
-    if (r < 0) {
+    if (pipe2(pipe_fds, O_CLOEXEC) < 0) {
+        int r = act_error_set(err, errno, "cannot make a pipe for its output: %s",
+                              strerror(errno));
         exec_free(exec);
         return r;
     }
     exec->output_fd = pipe_fds[0];
     (void)fcntl(exec->output_fd, F_SETFL, O_NONBLOCK);
-    exec->gen->helper_stdout_fd = pipe_fds[1];
-    exec->gen->on_exit = on_exit_;
-    exec->gen->on_exit_userdata = exec;
     char env[64];
     snprintf(env, sizeof(env), "ACTIVATOR_GENERATION=%" PRIu64, generation);
-    r = ad_generation_spawn_helper(exec->gen, config->exec_checkpoint, env, true, err);
+    ad_helper_spec spec = {
+        .kind = "checkpoint",
+        .number = generation,
+        .argv = config->exec_checkpoint,
+        .extra_env = env,
+        .stdout_fd = pipe_fds[1],
+        .timeout_usec = config->checkpoint_timeout_usec,
+        .exited = on_exit_,
+        .timed_out = on_timeout,
+        .retired = on_leaf_retired,
+        .userdata = exec,
+    };
+    int r = ad_helper_start(host, &spec, &exec->helper, err);
     close(pipe_fds[1]);
-    exec->gen->helper_stdout_fd = -1;
+    if (r < 0 && !exec->helper) {
+        exec_free(exec);
+        return r;
+    }
     if (r < 0) {
         act_error_prefix(err, "cannot start ExecCheckpoint=");
         exec->done = NULL;
-        end(exec); /* the leaf goes, proven empty, in the background */
+        ad_helper_end(exec->helper); /* the leaf goes, proven empty, in the background */
         return r;
     }
-    if ((r = sd_event_add_io(daemon->loop, &exec->output_source, exec->output_fd, EPOLLIN,
-                             on_output, exec)) < 0 ||
-        (r = sd_event_add_time_relative(daemon->loop, &exec->timer, CLOCK_MONOTONIC,
-                                        config->checkpoint_timeout_usec, 0, on_timeout, exec)) <
-            0) {
+    r = sd_event_add_io(daemon->loop, &exec->output_source, exec->output_fd, EPOLLIN, on_output,
+                        exec);
+    if (r < 0) {
         act_error_set(err, -r, "cannot watch ExecCheckpoint=: %s", strerror(-r));
         exec->done = NULL;
-        end(exec);
+        ad_helper_end(exec->helper);
         return r;
     }
     *out = exec;
@@ -243,8 +237,6 @@ void ad_checkpoint_exec_abandon(ad_checkpoint_exec *exec)
 {
     if (!exec)
         return;
-    bool running = exec->timer != NULL;
     exec->done = NULL;
-    if (running)
-        end(exec);
+    ad_helper_end(exec->helper); /* nothing more when it is ending already */
 }

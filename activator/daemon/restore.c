@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activator/daemon/helper_leaf.h"
 #include "checkpoint/checkpoint.h"
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -19,8 +20,7 @@ struct ad_restore {
     ad_host *host;
     pl_wake *wake;      /* NULL once abandoned */
     ad_restore **slot;  /* the owner's pointer to this restore */
-    ad_generation *gen; /* ExecRestore=: the restore-<N> leaf and its process */
-    sd_event_source *timer;
+    ad_helper *helper; /* ExecRestore=: the restore-<N> leaf and its process */
     char checkpoint[160];
     pl_reason reason; /* the outcome, once the program ended */
     char message[1200];
@@ -47,8 +47,6 @@ static void restore_free(ad_restore *restore)
 {
     if (restore->slot && *restore->slot == restore)
         *restore->slot = NULL;
-    sd_event_source_disable_unref(restore->timer);
-    ad_generation_free(restore->gen);
     free(restore->dir);
     free(restore->state_dir);
     free(restore);
@@ -56,7 +54,7 @@ static void restore_free(ad_restore *restore)
 
 /* The leaf is proven empty (or not): only now does the wake go on, so no
  * restore process ever runs beside the generation it prepared. */
-static void on_leaf_retired(ad_generation *gen, bool proven, const char *why, void *userdata)
+static void on_leaf_retired(bool proven, const char *why, void *userdata)
 {
     ad_restore *restore = userdata;
     pl_wake *wake = restore->wake;
@@ -76,27 +74,33 @@ static void on_leaf_retired(ad_generation *gen, bool proven, const char *why, vo
     restore_free(restore);
 }
 
-static void finish(ad_restore *restore, pl_reason reason, const char *message)
+/* The outcome, kept for on_leaf_retired; the owner's slot is cleared, as
+ * the leaf is retired from here on. */
+static void settle(ad_restore *restore, pl_reason reason, const char *message)
 {
-    restore->timer = sd_event_source_disable_unref(restore->timer);
     restore->reason = reason;
     snprintf(restore->message, sizeof(restore->message), "%s", message ? message : "");
     if (restore->slot && *restore->slot == restore)
         *restore->slot = NULL;
     restore->slot = NULL;
-    restore->gen->on_exit = NULL;
-    ad_generation_retire(restore->gen, false, on_leaf_retired, restore);
 }
 
-static void on_restore_exit(ad_generation *gen, void *userdata)
+static void finish(ad_restore *restore, pl_reason reason, const char *message)
+{
+    settle(restore, reason, message);
+    ad_helper_end(restore->helper);
+}
+
+/* The helper ends (its leaf retired) once these return. */
+static void on_restore_exit(int status, void *userdata)
 {
     ad_restore *restore = userdata;
     const cfg_host *config = ad_host_config(restore->host);
     char message[1200];
-    if (gen->exit_status != 0) {
+    if (status != 0) {
         snprintf(message, sizeof(message), "host %s: ExecRestore= %s exited with status %d",
-                 name_of(restore), config->exec_restore[0], gen->exit_status);
-        finish(restore, PL_REASON_RESTORE_FAILED, message);
+                 name_of(restore), config->exec_restore[0], status);
+        settle(restore, PL_REASON_RESTORE_FAILED, message);
         return;
     }
     act_error err = {0};
@@ -104,23 +108,22 @@ static void on_restore_exit(ad_generation *gen, void *userdata)
     if (dirfd < 0 || rec_write_checkpoint(dirfd, restore->checkpoint, &err) < 0) {
         snprintf(message, sizeof(message), "host %s: restored, but %s", name_of(restore),
                  err.message);
-        finish(restore, PL_REASON_RESTORE_FAILED, message);
+        settle(restore, PL_REASON_RESTORE_FAILED, message);
         return;
     }
     act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(restore)},
                    "host %s: state restored to checkpoint %s", name_of(restore),
                    restore->checkpoint);
-    finish(restore, PL_REASON_NONE, NULL);
+    settle(restore, PL_REASON_NONE, NULL);
 }
 
-static int on_restore_timeout(sd_event_source *source, uint64_t usec, void *userdata)
+static void on_restore_timeout(void *userdata)
 {
     ad_restore *restore = userdata;
     char message[1200];
     snprintf(message, sizeof(message), "host %s: ExecRestore= did not finish within %llu s",
              name_of(restore), RESTORE_TIMEOUT_USEC / 1000000ull);
-    finish(restore, PL_REASON_RESTORE_FAILED, message);
-    return 0;
+    settle(restore, PL_REASON_RESTORE_FAILED, message);
 }
 
 /* The checkpoint the state directory holds now ("" for none); -errno. */
@@ -242,20 +245,28 @@ void ad_restore_start(ad_host *host, pl_wake *wake, const claim_state *state, ui
         start_builtin(restore, state);
         return;
     }
-    if (ad_host_state_directory(host, &err) < 0 ||
-        ad_generation_new(host, "restore", generation, &restore->gen, &err) < 0) {
+    char env[256];
+    snprintf(env, sizeof(env), "ACTIVATOR_CHECKPOINT=%s", checkpoint);
+    ad_helper_spec spec = {
+        .kind = "restore",
+        .number = generation,
+        .argv = config->exec_restore,
+        .extra_env = env,
+        .stdout_fd = -1,
+        .timeout_usec = RESTORE_TIMEOUT_USEC,
+        .exited = on_restore_exit,
+        .timed_out = on_restore_timeout,
+        .retired = on_leaf_retired,
+        .userdata = restore,
+    };
+    int r = ad_helper_start(host, &spec, &restore->helper, &err);
+    if (r < 0 && !restore->helper) {
         pl_wake_complete(wake, PL_REASON_RESTORE_FAILED, "host %s: %s", name, err.message);
         restore_free(restore);
         return;
     }
-    restore->gen->on_exit = on_restore_exit;
-    restore->gen->on_exit_userdata = restore;
     *slot = restore;
-    char env[256];
-    snprintf(env, sizeof(env), "ACTIVATOR_CHECKPOINT=%s", checkpoint);
-    if (ad_generation_spawn_helper(restore->gen, config->exec_restore, env, true, &err) < 0 ||
-        sd_event_add_time_relative(ad_host_daemon(host)->loop, &restore->timer, CLOCK_MONOTONIC,
-                                   RESTORE_TIMEOUT_USEC, 0, on_restore_timeout, restore) < 0) {
+    if (r < 0) {
         char message[1200];
         snprintf(message, sizeof(message), "host %s: cannot start ExecRestore=: %s", name,
                  err.message);

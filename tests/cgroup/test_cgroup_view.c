@@ -176,6 +176,14 @@ static void expect(const char *report, const char *line)
         fail_msg("expected \"%s\" in the app's report:\n%s", line, report);
 }
 
+/* The app's report says what trying action gave: "try ACTION: RESULT". */
+static void expect_try(const char *report, const char *action, const char *result)
+{
+    char line[PATH_MAX + 64];
+    snprintf(line, sizeof(line), "try %s: %s", action, result);
+    expect(report, line);
+}
+
 static cg_leaf *leaf_of(void **state, const char *host, const char *name)
 {
     return cgt_leaf(*state, host, name, NULL);
@@ -209,35 +217,25 @@ static void test_view_confines_the_filesystem(void **state)
     _cleanup_free_ char *report = run_tries(leaf, &o, actions, &err);
     if (!report)
         fail_msg("spawn in a view: %s", err.message);
-    char line[PATH_MAX + 64];
-    snprintf(line, sizeof(line), "try %s: EROFS", etc_file);
-    expect(report, line);
-    snprintf(line, sizeof(line), "try %s: ok", a_file);
-    expect(report, line);
-    snprintf(line, sizeof(line), "try %s: ok", rw_file);
-    expect(report, line);
-    snprintf(line, sizeof(line), "try %s: ok", tmp_file);
-    expect(report, line);
+    expect_try(report, etc_file, "EROFS");
+    expect_try(report, a_file, "ok");
+    expect_try(report, rw_file, "ok");
+    expect_try(report, tmp_file, "ok");
     /* The runtime directory shows only the way to the notify socket. */
-    snprintf(line, sizeof(line), "try %s: ok 1 entries", run_list);
-    expect(report, line);
-    snprintf(line, sizeof(line), "try %s: ENOENT", control);
-    expect(report, line);
-    snprintf(line, sizeof(line), "try %s: ENOENT", secret);
-    expect(report, line);
-    snprintf(line, sizeof(line), "try %s: ok", notify);
-    expect(report, line);
+    expect_try(report, run_list, "ok 1 entries");
+    expect_try(report, control, "ENOENT");
+    expect_try(report, secret, "ENOENT");
+    expect_try(report, notify, "ok");
     /* Of the hosts' directories, only a's own. */
-    snprintf(line, sizeof(line), "try %s: ok 1 entries", releases);
-    expect(report, line);
-    expect(report, "try proc:1: ENOENT");
-    snprintf(line, sizeof(line), "try %s: ENOENT", proc_parent);
-    expect(report, line);
-    expect(report, "try proc:self: ok");
+    expect_try(report, releases, "ok 1 entries");
+    expect_try(report, "proc:1", "ENOENT");
+    expect_try(report, proc_parent, "ENOENT");
+    expect_try(report, "proc:self", "ok");
 
     /* What it wrote where it may is there; its /tmp was its own. */
-    snprintf(line, sizeof(line), "%s/f", b.a_state);
-    assert_false(cgt_gone(line));
+    char written[PATH_MAX + 64];
+    snprintf(written, sizeof(written), "%s/f", b.a_state);
+    assert_false(cgt_gone(written));
     assert_true(cgt_gone(tmp_file + strlen("write:")));
     assert_true(cgt_gone(etc_file + strlen("write:")));
 
@@ -249,8 +247,7 @@ static void test_view_confines_the_filesystem(void **state)
     _cleanup_free_ char *report2 = run_tries(other, &o, second, &err);
     if (!report2)
         fail_msg("second spawn in a view: %s", err.message);
-    snprintf(line, sizeof(line), "try %s: ENOENT", read_tmp);
-    expect(report2, line);
+    expect_try(report2, read_tmp, "ENOENT");
     assert_int_equal(cg_leaf_remove(other, &err), 0);
     cg_leaf_free(other);
     assert_int_equal(cg_leaf_remove(leaf, &err), 0);
@@ -288,17 +285,11 @@ static void test_view_is_read_only_for_root(void **state)
     _cleanup_free_ char *report = run_tries(leaf, &o, actions, &err);
     if (!report)
         fail_msg("spawn in a view: %s", err.message);
-    char line[PATH_MAX + 64];
-    snprintf(line, sizeof(line), "try %s: EROFS", etc_file);
-    expect(report, line);
-    snprintf(line, sizeof(line), "try %s: ok", a_file);
-    expect(report, line);
-    snprintf(line, sizeof(line), "try %s: ok", read_build);
-    expect(report, line);
-    snprintf(line, sizeof(line), "try %s: EROFS", write_build);
-    expect(report, line);
-    snprintf(line, sizeof(line), "try %s: ENOENT", list_other);
-    expect(report, line);
+    expect_try(report, etc_file, "EROFS");
+    expect_try(report, a_file, "ok");
+    expect_try(report, read_build, "ok");
+    expect_try(report, write_build, "EROFS");
+    expect_try(report, list_other, "ENOENT");
     assert_int_equal(cg_leaf_remove(leaf, &err), 0);
     cg_leaf_free(leaf);
     remove_box(&b);
@@ -330,7 +321,7 @@ static void test_view_missing_writable_path(void **state)
     report = run_tries(leaf, &o, actions, &err);
     if (!report)
         fail_msg("a missing if-present path failed the spawn: %s", err.message);
-    expect(report, "try proc:self: ok");
+    expect_try(report, "proc:self", "ok");
     free(report);
     cg_fs_view_free(view);
     assert_int_equal(cg_leaf_remove(leaf, &err), 0);

@@ -93,6 +93,48 @@ static bool serves_on(fl_fleet *fl, const char *host, size_t index, int timeout_
     return false;
 }
 
+/* Starts move id of web to box as activatorctl would (the draining CAS on
+ * the claim as it is now), leaving the rest to the daemons. */
+static void begin_move(fl_fleet *fl, const char *box, const char *id)
+{
+    claim current = claim_of(fl, "web"), draining;
+    act_error err = {0};
+    if (claim_move_start("web", &current, box, id, false, 1, &draining, &err) != 0)
+        fail_msg("move %s of web to %s: %s", id, box, err.message);
+    uint64_t revision = 0;
+    if (claims_cas(fl->store, "web", current.revision, &draining, &revision, NULL, &err) != 0)
+        fail_msg("move %s of web to %s, its CAS: %s", id, box, err.message);
+}
+
+/* Lets a daemon held at ACTIVATOR_TEST_HOLD's point go on. */
+static void release_hold(const char *hold)
+{
+    FILE *f = fopen(hold, "w");
+    assert_non_null(f);
+    fclose(f);
+}
+
+/* The counter box index answers with once it serves again (after a
+ * rollback or an abort), or -1 when it does not within 5 s. */
+static long counter_when_back(fl_fleet *fl, size_t index, int port)
+{
+    long counter = -1;
+    for (int tries = 0; tries < 200 && counter < 0; tries++) {
+        counter = counter_at(fl, index, port);
+        if (counter < 0)
+            usleep(25 * 1000);
+    }
+    return counter;
+}
+
+/* Every box stopped and proven clean, and the checkpoints gone. */
+static void stop_fleet(fl_fleet *fl)
+{
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        dh_stop_and_check_clean(&fl->boxes[i]);
+    remove_checkpoints();
+}
+
 /* web on box-1 with --counter, serving, its counter at 3. */
 static int start_web_on_box_1(fl_fleet *fl, size_t n_boxes)
 {
@@ -184,9 +226,7 @@ static void test_move_under_a_client_keeps_the_counter_and_never_runs_twice(void
              "the claim names checkpoint '%s' by '%s'", c.state.checkpoint, c.state.box);
     DH_CHECK(&fl->boxes[1], dh_event_wait(&fl->boxes[1], "web", "move.done", 5000, NULL),
              "box-2 published no move.done");
-    for (size_t i = 0; i < fl->n_boxes; i++)
-        dh_stop_and_check_clean(&fl->boxes[i]);
-    remove_checkpoints();
+    stop_fleet(fl);
 }
 
 static void test_a_probe_that_crashes_rolls_back_to_the_same_counter(void **state)
@@ -217,20 +257,13 @@ static void test_a_probe_that_crashes_rolls_back_to_the_same_counter(void **stat
     DH_CHECK(&fl->boxes[1], dh_event_wait(&fl->boxes[1], "web", "move.rolled_back", 5000, &rolled),
              "box-2 published no move.rolled_back");
     /* Once box-2 released what it admitted, box-1 serves the same count. */
-    long counter = -1;
-    for (int tries = 0; tries < 200 && counter < 0; tries++) {
-        counter = counter_at(fl, 0, port);
-        if (counter < 0)
-            usleep(25 * 1000);
-    }
+    long counter = counter_when_back(fl, 0, port);
     DH_CHECK(&fl->boxes[0], counter == 4, "box-1 answers counter %ld after the rollback",
              counter);
     size_t most = fl_overlap_stop(fl, NULL);
     DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once", most);
     DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
-    for (size_t i = 0; i < fl->n_boxes; i++)
-        dh_stop_and_check_clean(&fl->boxes[i]);
-    remove_checkpoints();
+    stop_fleet(fl);
 }
 
 /* A probe that never gets ready is given up at ProbeTimeoutSec= of its
@@ -255,16 +288,9 @@ static void test_a_probe_past_its_deadline_rolls_back(void **state)
              "move web box-2: %d %s", status, out);
     DH_CHECK(&fl->boxes[1], took_ms < 10000, "the probe was given up after %llu ms",
              (unsigned long long)took_ms);
-    long counter = -1;
-    for (int tries = 0; tries < 200 && counter < 0; tries++) {
-        counter = counter_at(fl, 0, port);
-        if (counter < 0)
-            usleep(25 * 1000);
-    }
+    long counter = counter_when_back(fl, 0, port);
     DH_CHECK(&fl->boxes[0], counter == 2, "box-1 answers %ld after the rollback", counter);
-    for (size_t i = 0; i < fl->n_boxes; i++)
-        dh_stop_and_check_clean(&fl->boxes[i]);
-    remove_checkpoints();
+    stop_fleet(fl);
 }
 
 /* The probe's health check fails after its publication: the claim named
@@ -286,19 +312,12 @@ static void test_a_probe_that_fails_its_health_check_rolls_back(void **state)
     DH_CHECK(&fl->boxes[1], status == 1 && strstr(out, "unhealthy") &&
                                 strstr(out, "runs on box box-1"),
              "move web box-2: %d %s", status, out);
-    long counter = -1;
-    for (int tries = 0; tries < 200 && counter < 0; tries++) {
-        counter = counter_at(fl, 0, port);
-        if (counter < 0)
-            usleep(25 * 1000);
-    }
+    long counter = counter_when_back(fl, 0, port);
     DH_CHECK(&fl->boxes[0], counter == 2, "box-1 answers %ld after the rollback", counter);
     size_t most = fl_overlap_stop(fl, NULL);
     DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once", most);
     DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
-    for (size_t i = 0; i < fl->n_boxes; i++)
-        dh_stop_and_check_clean(&fl->boxes[i]);
-    remove_checkpoints();
+    stop_fleet(fl);
 }
 
 /* Appends a byte to checkpoint id's archive: its SHA-256 no longer fits. */
@@ -329,15 +348,7 @@ static void test_a_tampered_checkpoint_is_refused_and_rolled_back(void **state)
     DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
 
     /* The move, held once box-1 has written its checkpoint. */
-    claim before = claim_of(fl, "web"), draining;
-    act_error err = {0};
-    assert_int_equal(claim_move_start("web", &before, "box-2", "move-tampered", false, 1,
-                                      &draining, &err),
-                     0);
-    uint64_t revision = 0;
-    assert_int_equal(claims_cas(fl->store, "web", before.revision, &draining, &revision, NULL,
-                                &err),
-                     0);
+    begin_move(fl, "box-2", "move-tampered");
     dh_event written = {0};
     DH_CHECK(&fl->boxes[0],
              dh_event_wait(&fl->boxes[0], "web", "move.checkpointed", 10000, &written),
@@ -345,9 +356,7 @@ static void test_a_tampered_checkpoint_is_refused_and_rolled_back(void **state)
     DH_CHECK(&fl->boxes[0], dh_log_wait(&fl->boxes[0], "checkpointed held", 10000),
              "box-1 did not hold after its checkpoint");
     tamper("web", written.reason);
-    FILE *f = fopen(hold, "w");
-    assert_non_null(f);
-    fclose(f);
+    release_hold(hold);
 
     DH_CHECK(&fl->boxes[1], dh_event_wait(&fl->boxes[1], "web", "move.rolled_back", 15000, NULL),
              "box-2 did not roll the move back");
@@ -355,19 +364,12 @@ static void test_a_tampered_checkpoint_is_refused_and_rolled_back(void **state)
              "box-2 did not refuse the restore");
     /* box-1 wrote that checkpoint from the state it still has: it serves
      * on with the same count. */
-    long counter = -1;
-    for (int tries = 0; tries < 200 && counter < 0; tries++) {
-        counter = counter_at(fl, 0, port);
-        if (counter < 0)
-            usleep(25 * 1000);
-    }
+    long counter = counter_when_back(fl, 0, port);
     DH_CHECK(&fl->boxes[0], counter == 4, "box-1 answers counter %ld after the rollback",
              counter);
     DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
     DH_CHECK(&fl->boxes[1], fl_running(fl, "web", NULL) == 1, "web runs on two boxes");
-    for (size_t i = 0; i < fl->n_boxes; i++)
-        dh_stop_and_check_clean(&fl->boxes[i]);
-    remove_checkpoints();
+    stop_fleet(fl);
 }
 
 /* Each refusal says why and changes nothing. */
@@ -415,15 +417,7 @@ static void test_what_cannot_move_is_refused_with_nothing_changed(void **state)
 
     /* A move held where box-1 has drained: another move is refused, an
      * abort rolls it back, and box-1's drain then writes nothing. */
-    claim draining;
-    act_error err = {0};
-    assert_int_equal(claim_move_start("web", &before, "box-2", "move-test", false, 1, &draining,
-                                      &err),
-                     0);
-    uint64_t revision = 0;
-    assert_int_equal(claims_cas(fl->store, "web", before.revision, &draining, &revision, NULL,
-                                &err),
-                     0);
+    begin_move(fl, "box-2", "move-test");
     DH_CHECK(&fl->boxes[0], dh_log_wait(&fl->boxes[0], "move point drained held", 10000),
              "box-1 did not drain");
     DH_CHECK(&fl->boxes[0], fl_running(fl, "web", NULL) == 0, "web still runs while drained");
@@ -443,24 +437,15 @@ static void test_what_cannot_move_is_refused_with_nothing_changed(void **state)
     DH_CHECK(&fl->boxes[0], status == 1 && strstr(out, "no move is in flight"), "abort: %d %s",
              status, out);
     assert_int_equal(claim_of(fl, "web").revision, rolled.revision);
-    FILE *f = fopen(hold, "w");
-    assert_non_null(f);
-    fclose(f);
+    release_hold(hold);
     claim back = claim_of(fl, "web");
     DH_CHECK(&fl->boxes[0], strcmp(back.failure.reason, "aborted") == 0 &&
                                 strcmp(back.op.exec, "box-1") == 0,
              "after the abort: exec %s, failure %s", back.op.exec, back.failure.reason);
     /* The count goes on where it was. */
-    long counter = -1;
-    for (int tries = 0; tries < 200 && counter < 0; tries++) {
-        counter = counter_at(fl, 0, port);
-        if (counter < 0)
-            usleep(25 * 1000);
-    }
+    long counter = counter_when_back(fl, 0, port);
     DH_CHECK(&fl->boxes[0], counter == 2, "box-1 answers %ld after the abort", counter);
-    for (size_t i = 0; i < fl->n_boxes; i++)
-        dh_stop_and_check_clean(&fl->boxes[i]);
-    remove_checkpoints();
+    stop_fleet(fl);
 }
 
 static void test_force_moves_off_a_dead_box_from_its_last_checkpoint(void **state)
@@ -502,23 +487,15 @@ static void kill_at(fl_fleet *fl, size_t index, const char *point, size_t from, 
              "%s does not say it serves web", fl_box_name(from));
     dh_hand_over(box);
     dh_start(box, (const char *const[]){env, NULL});
-    claim current = claim_of(fl, "web"), next;
-    act_error err = {0};
     char id[64];
     snprintf(id, sizeof(id), "kill-%s-%zu", point, index);
-    assert_int_equal(claim_move_start("web", &current, fl_box_name(to), id, false, 1, &next, &err),
-                     0);
-    uint64_t revision = 0;
-    assert_int_equal(claims_cas(fl->store, "web", current.revision, &next, &revision, NULL, &err),
-                     0);
+    begin_move(fl, fl_box_name(to), id);
     char held[96];
     snprintf(held, sizeof(held), "%s held", point);
     DH_CHECK(box, dh_log_wait(box, held, 15000), "%s: never held at %s", fl_box_name(index),
              point);
     dh_kill(box);
-    FILE *f = fopen(hold, "w");
-    assert_non_null(f);
-    fclose(f);
+    release_hold(hold);
     dh_start(box, (const char *const[]){env, NULL});
     DH_CHECK(box, serves_on(fl, "web", to, MOVE_TIMEOUT_MS),
              "killed at %s on %s: web does not serve on %s alone", point, fl_box_name(index),
@@ -543,9 +520,7 @@ static void test_a_daemon_killed_at_each_step_finishes_its_part(void **state)
     DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once", most);
     /* Five moves, each a checkpoint of the one before: the count held. */
     DH_CHECK(&fl->boxes[1], counter_at(fl, 1, port) == 4, "box-2 does not count on");
-    for (size_t i = 0; i < fl->n_boxes; i++)
-        dh_stop_and_check_clean(&fl->boxes[i]);
-    remove_checkpoints();
+    stop_fleet(fl);
 }
 
 int main(void)

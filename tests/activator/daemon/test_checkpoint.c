@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,27 @@ static long get_counter(dh_daemon *d, int port)
     DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0, "the host does not answer");
     const char *at = strstr(body, "counter=");
     return at ? strtol(at + strlen("counter="), NULL, 10) : -1;
+}
+
+/* Writes an ExecCheckpoint= hook, the shell script that format and its
+ * arguments print, at <dir>/checkpoint.sh, and adds host demo
+ * (act-testapp --counter) that runs it, with the host lines after it; the
+ * host's port. */
+__attribute__((format(printf, 3, 4))) static int add_hooked_host(dh_daemon *d, const char *after,
+                                                                 const char *format, ...)
+{
+    char script[PATH_MAX], host_lines[PATH_MAX + 128];
+    snprintf(script, sizeof(script), "%s/checkpoint.sh", d->drv.dir);
+    FILE *f = fopen(script, "we");
+    DH_CHECK(d, f, "cannot write %s", script);
+    va_list ap;
+    va_start(ap, format);
+    vfprintf(f, format, ap);
+    va_end(ap);
+    fclose(f);
+    chmod(script, 0755);
+    snprintf(host_lines, sizeof(host_lines), "ExecCheckpoint=/bin/sh %s\n%s", script, after);
+    return dh_add_app_host(d, "demo", "--counter", host_lines);
 }
 
 static void state_path(dh_daemon *d, const char *rel, char *out, size_t size)
@@ -378,26 +400,18 @@ static void test_exec_checkpoint_live(void **state)
     dh_setup(d, DH_STORE_DIR, NULL);
     /* The hook runs as the host's dynamic user: it writes into the
      * harness's markers directory, the one its users may write. */
-    char markers[PATH_MAX], script[PATH_MAX], flag[PATH_MAX], host_lines[PATH_MAX + 128];
+    char markers[PATH_MAX], flag[PATH_MAX];
     snprintf(markers, sizeof(markers), "%s/markers", d->drv.dir);
-    snprintf(script, sizeof(script), "%s/checkpoint.sh", d->drv.dir);
     snprintf(flag, sizeof(flag), "%s/garble", d->drv.dir);
-    FILE *f = fopen(script, "we");
-    DH_CHECK(d, f, "cannot write %s", script);
-    fprintf(f,
-            "#!/bin/sh\n"
-            "set -e\n"
-            "if [ -e %s ]; then echo 'not an answer'; exit 0; fi\n"
-            "id=cp-$ACTIVATOR_GENERATION-$(date +%%s%%N)\n"
-            "tar -C \"$STATE_DIRECTORY\" -cf %s/$id.tar .\n"
-            "sha=$(sha256sum %s/$id.tar | cut -d' ' -f1)\n"
-            "echo \"$id $sha\"\n",
-            flag, markers, markers);
-    fclose(f);
-    chmod(script, 0755);
-    snprintf(host_lines, sizeof(host_lines),
-             "ExecCheckpoint=/bin/sh %s\nCheckpointLive=yes\nExecRestore=/bin/true\n", script);
-    int port = dh_add_app_host(d, "demo", "--counter", host_lines);
+    int port = add_hooked_host(d, "CheckpointLive=yes\nExecRestore=/bin/true\n",
+                               "#!/bin/sh\n"
+                               "set -e\n"
+                               "if [ -e %s ]; then echo 'not an answer'; exit 0; fi\n"
+                               "id=cp-$ACTIVATOR_GENERATION-$(date +%%s%%N)\n"
+                               "tar -C \"$STATE_DIRECTORY\" -cf %s/$id.tar .\n"
+                               "sha=$(sha256sum %s/$id.tar | cut -d' ' -f1)\n"
+                               "echo \"$id $sha\"\n",
+                               flag, markers, markers);
     dh_start(d, NULL);
     dh_wake(d, "demo");
     DH_CHECK(d, get_counter(d, port) == 1, "the counter does not count");
@@ -414,7 +428,8 @@ static void test_exec_checkpoint_live(void **state)
              "the claim does not name the program's checkpoint: \"%s\"", c.state.checkpoint);
     DH_CHECK(d, get_counter(d, port) == 2, "the host did not serve on through the checkpoint");
 
-    f = fopen(flag, "we");
+    FILE *f = fopen(flag, "we");
+    DH_CHECK(d, f, "cannot write %s", flag);
     fclose(f);
     status = ctl(d, out, sizeof(out), "checkpoint", "demo");
     DH_CHECK(d, status == 1 && strstr(out, "not \"ID SHA256\""), "a garbled answer: exit %d:\n%s",
@@ -434,23 +449,16 @@ static void test_wakes_wait_for_the_checkpoint(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    char script[PATH_MAX], started[PATH_MAX], release[PATH_MAX], host_lines[PATH_MAX + 128];
-    snprintf(script, sizeof(script), "%s/checkpoint.sh", d->drv.dir);
+    char started[PATH_MAX], release[PATH_MAX];
     /* Written by the hook, as the host's dynamic user. */
     snprintf(started, sizeof(started), "%s/markers/started", d->drv.dir);
     snprintf(release, sizeof(release), "%s/release", d->drv.dir);
-    FILE *f = fopen(script, "we");
-    DH_CHECK(d, f, "cannot write %s", script);
-    fprintf(f,
-            "#!/bin/sh\n"
-            "touch %s\n"
-            "while [ ! -e %s ]; do sleep 0.05; done\n"
-            "echo 'held-1 %064d'\n",
-            started, release, 0);
-    fclose(f);
-    snprintf(host_lines, sizeof(host_lines), "ExecCheckpoint=/bin/sh %s\nExecRestore=/bin/true\n",
-             script);
-    int port = dh_add_app_host(d, "demo", "--counter", host_lines);
+    int port = add_hooked_host(d, "ExecRestore=/bin/true\n",
+                               "#!/bin/sh\n"
+                               "touch %s\n"
+                               "while [ ! -e %s ]; do sleep 0.05; done\n"
+                               "echo 'held-1 %064d'\n",
+                               started, release, 0);
     dh_start(d, NULL);
     DH_CHECK(d, get_counter(d, port) == 1, "the counter does not count");
 
@@ -466,7 +474,7 @@ static void test_wakes_wait_for_the_checkpoint(void **state)
              "a wake during the checkpoint: %s", text);
     json_object_put(reply);
 
-    f = fopen(release, "we");
+    FILE *f = fopen(release, "we");
     fclose(f);
     reply = dh_request_finish(d, request);
     snprintf(text, sizeof(text), "%s", json_object_to_json_string(reply));

@@ -51,16 +51,27 @@ static void drain(sd_event *loop)
         sd_event_run(loop, 10 * 1000);
 }
 
+/* Opens the socket of options in <dir>/web1 (dir made from its template)
+ * and names it in NOTIFY_SOCKET for sd_notify. */
+static void open_in(sd_event *loop, ntf_options *options, received *got, ntf_socket **notify,
+                    char *dir)
+{
+    assert_non_null(mkdtemp(dir));
+    char directory[256];
+    snprintf(directory, sizeof(directory), "%s/web1", dir);
+    options->directory = directory;
+    act_error err = {0};
+    assert_int_equal(ntf_open(loop, options, on_message, got, notify, &err), 0);
+    options->directory = NULL;
+    assert_int_equal(setenv("NOTIFY_SOCKET", ntf_socket_path(*notify), 1), 0);
+}
+
 /* The socket as the daemon makes it: <dir>/web1/g-1, the directory handed
  * to owner (ourselves when not root). */
 static void open_as(sd_event *loop, const char *cgroup_path, uint64_t cgroup_id, uid_t owner,
                     received *got, ntf_socket **notify, char *dir)
 {
-    assert_non_null(mkdtemp(dir));
-    char directory[256];
-    snprintf(directory, sizeof(directory), "%s/web1", dir);
     ntf_options options = {
-        .directory = directory,
         .name = "g-1",
         .uid = owner,
         .gid = owner,
@@ -68,9 +79,7 @@ static void open_as(sd_event *loop, const char *cgroup_path, uint64_t cgroup_id,
         .cgroup_id = cgroup_id,
         .label = "host web1: generation 1",
     };
-    act_error err = {0};
-    assert_int_equal(ntf_open(loop, &options, on_message, got, notify, &err), 0);
-    assert_int_equal(setenv("NOTIFY_SOCKET", ntf_socket_path(*notify), 1), 0);
+    open_in(loop, &options, got, notify, dir);
 }
 
 static void open_in_tmpdir(sd_event *loop, const char *cgroup_path, received *got,
@@ -262,15 +271,10 @@ static void flood_is_read_a_burst_per_iteration(void **state)
     received got = {0};
     ntf_socket *notify = NULL;
     char dir[] = "/tmp/act-notify-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char directory[256];
-    snprintf(directory, sizeof(directory), "%s/web1", dir);
     /* Few datagrams: without systemd's sysctl, a socket queues 10. */
-    ntf_options options = {.directory = directory, .name = "g-1", .uid = getuid(),
-                           .gid = getgid(), .cgroup_path = own, .burst = 3};
-    act_error err = {0};
-    assert_int_equal(ntf_open(loop, &options, on_message, &got, &notify, &err), 0);
-    assert_int_equal(setenv("NOTIFY_SOCKET", ntf_socket_path(notify), 1), 0);
+    ntf_options options = {.name = "g-1", .uid = getuid(), .gid = getgid(), .cgroup_path = own,
+                           .burst = 3};
+    open_in(loop, &options, &got, &notify, dir);
     for (int i = 0; i < 8; i++)
         assert_true(sd_notify(0, "WATCHDOG=1") > 0);
     assert_true(sd_event_run(loop, 100 * 1000) > 0);
@@ -295,15 +299,9 @@ static void flood_is_read_a_window_at_a_time(void **state)
     received got = {0};
     ntf_socket *notify = NULL;
     char dir[] = "/tmp/act-notify-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char directory[256];
-    snprintf(directory, sizeof(directory), "%s/web1", dir);
-    ntf_options options = {.directory = directory, .name = "g-1", .uid = getuid(),
-                           .gid = getgid(), .cgroup_path = own, .per_window = 4,
-                           .window_usec = 300 * 1000};
-    act_error err = {0};
-    assert_int_equal(ntf_open(loop, &options, on_message, &got, &notify, &err), 0);
-    assert_int_equal(setenv("NOTIFY_SOCKET", ntf_socket_path(notify), 1), 0);
+    ntf_options options = {.name = "g-1", .uid = getuid(), .gid = getgid(), .cgroup_path = own,
+                           .per_window = 4, .window_usec = 300 * 1000};
+    open_in(loop, &options, &got, &notify, dir);
     for (int i = 0; i < 8; i++)
         assert_true(sd_notify(0, "WATCHDOG=1") > 0);
     uint64_t start = 0;

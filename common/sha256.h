@@ -1,0 +1,33 @@
+/* SHA-256 through OpenSSL EVP, as lowercase hex: the one hashing path of
+ * release/ (builds) and checkpoint/ (archives). A library of its own beside
+ * common/ (sha256_dep), so only the layers that hash link libcrypto. */
+#pragma once
+
+#include <stdint.h>
+
+#include <openssl/evp.h>
+
+#include "common/cleanup.h"
+#include "common/error.h"
+
+/* SHA-256 as lowercase hex and its NUL. */
+#define ACT_SHA256_HEX_SIZE 65
+
+/* Streaming block size: large enough that the per-call overhead of read()
+ * and EVP_DigestUpdate() disappears next to the hashing itself, small
+ * enough to stay in L2/L3-friendly territory. */
+#define ACT_SHA256_BLOCK_SIZE (1u << 20)
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(EVP_MD_CTX *, EVP_MD_CTX_free)
+
+/* A new EVP context initialised for SHA-256, or NULL when out of memory. */
+EVP_MD_CTX *act_sha256_new(void);
+
+/* Finishes ctx into lowercase hex; -EIO when OpenSSL fails. */
+int act_sha256_final_hex(EVP_MD_CTX *ctx, char out[ACT_SHA256_HEX_SIZE]);
+
+/* SHA-256 of the whole file fd (from offset 0, leaving its position alone)
+ * as hex, and its size when size is not NULL. what names the file in the
+ * error ("the file", "the archive"). */
+int act_sha256_fd(int fd, const char *what, char out[ACT_SHA256_HEX_SIZE], uint64_t *size,
+                  act_error *err);
