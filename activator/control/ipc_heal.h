@@ -1,0 +1,73 @@
+/* A local (ipc://) listener that heals itself.
+ *
+ * NNG 1.5.2's IPC transport can wedge a listener: a client that connects,
+ * sends its SP header and closes before it reads ours leaves the listener,
+ * at times, delivering no new connection to its socket ever again. The
+ * kernel still accepts, the header exchange still completes, but the pipe
+ * never joins the socket, so every later request (or subscription) goes
+ * unanswered until the listener is closed. Pipes already joined are not
+ * affected, and closing the listener does not close them; listening again
+ * on the same path heals it. Any local peer that can reach the socket file
+ * (a viewer, an activatorctl killed mid-connect) can cause it.
+ *
+ * So the daemon probes its own listener: every IPC_HEAL_PERIOD_USEC it dials
+ * the socket file with a socket of its own of the peer protocol, and expects
+ * the pipe to reach the served socket (the owner's pipe callback reports it
+ * through ipc_heal_note_pipe) within IPC_HEAL_TIMEOUT_USEC. Nothing is sent
+ * and no request context is taken, so a server busy answering is never taken
+ * for a wedged one, and the probe shows up in no request metric. When the
+ * pipe does not arrive, the listener is closed and listens again on the same
+ * path with the same mode, owner and ACL, and one line is logged.
+ *
+ * The loop thread only arms two timers, opens and closes the probe socket
+ * and judges a flag: the dial and the exchange run on NNG's threads. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+#include <systemd/sd-event.h>
+
+#include "activator/control/peer.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+
+/* A probe starts this often... */
+#define IPC_HEAL_PERIOD_USEC (3 * 1000 * 1000ull)
+/* ...and its pipe must reach the socket within this; a wedged listener is
+ * so listening again within the sum of both. */
+#define IPC_HEAL_TIMEOUT_USEC (1500 * 1000ull)
+
+typedef struct ipc_heal ipc_heal;
+
+typedef struct ipc_heal_options {
+    const char *what;      /* "Control" or "Events", the key named in messages */
+    nng_socket socket;     /* the served socket */
+    const char *url;       /* "ipc:///path"; must outlive the healer */
+    int mode;              /* the socket file's mode */
+    const ctrl_access *access; /* owner and ACL (ctrl_ipc_socket_grant); must outlive it */
+    int (*open_probe)(nng_socket *probe); /* the peer protocol: nng_req0_open, nng_sub0_open */
+} ipc_heal_options;
+
+/* Allocates the healer without listening, so that the owner can hand it to
+ * its pipe callback before any pipe can come. */
+int ipc_heal_new(const ipc_heal_options *options, ipc_heal **out, act_error *err);
+
+/* Loop thread. Listens on options->url as the options say. With event
+ * (NULL: no probing, for tests and tools), also starts probing. Fails with a
+ * sentence naming the URL. */
+int ipc_heal_listen(ipc_heal *heal, sd_event *event, act_error *err);
+
+/* NNG thread, from the served socket's NNG_PIPE_EV_ADD_PRE callback: true
+ * when pipe is the probe's (this process's own), which is noted as proof that
+ * the listener delivers. heal may be NULL (no healer yet). */
+bool ipc_heal_note_pipe(ipc_heal *heal, nng_pipe pipe);
+
+/* Loop thread, after the served socket is closed (its pipe callbacks may
+ * run until then). Stops probing. */
+void ipc_heal_free(ipc_heal *heal);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ipc_heal *, ipc_heal_free)
+
+/* How many times the listener listened again, for tests. */
+unsigned ipc_heal_count(const ipc_heal *heal);
