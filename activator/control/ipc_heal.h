@@ -16,8 +16,15 @@
  * through ipc_heal_note_pipe) within IPC_HEAL_TIMEOUT_USEC. Nothing is sent
  * and no request context is taken, so a server busy answering is never taken
  * for a wedged one, and the probe shows up in no request metric. When the
- * pipe does not arrive, the listener is closed and listens again on the same
- * path with the same mode, owner and ACL, and one line is logged.
+ * pipe does not arrive, a new listener takes the socket file over, with the
+ * same mode, owner and ACL, and one line is logged.
+ *
+ * Closing the wedged listener would heal it too, but NNG closes every pipe a
+ * listener delivered when the listener closes, and a request in flight on a
+ * healthy pipe would be lost with it. So the wedged listener is retired
+ * instead: no client can find it any more, its pipes stay joined, and it is
+ * closed once the last of them is gone (the owner's pipe callbacks count
+ * them through ipc_heal_note_pipe and ipc_heal_note_pipe_gone).
  *
  * The loop thread only arms two timers, opens and closes the probe socket
  * and judges a flag: the dial and the exchange run on NNG's threads. */
@@ -54,9 +61,12 @@ typedef struct ipc_heal_options {
  * its pipe callback before any pipe can come. */
 int ipc_heal_new(const ipc_heal_options *options, ipc_heal **out, act_error *err);
 
-/* Loop thread. Listens on options->url as the options say. With event
- * (NULL: no probing, for tests and tools), also starts probing. Fails with a
- * sentence naming the URL. */
+/* Loop thread. Listens on options->url as the options say: a listener on a
+ * temporary name beside it (the path with ".h<n>" appended), renamed over
+ * it once its mode, owner and ACL are set, so the path must leave room for
+ * that. With event (NULL: no probing, for tests and tools), also starts
+ * probing. Fails with a sentence naming the URL; with EADDRINUSE when
+ * another process listens on the path. */
 int ipc_heal_listen(ipc_heal *heal, sd_event *event, act_error *err);
 
 /* NNG thread, from the served socket's NNG_PIPE_EV_ADD_PRE callback: true
@@ -64,8 +74,11 @@ int ipc_heal_listen(ipc_heal *heal, sd_event *event, act_error *err);
  * the listener delivers. heal may be NULL (no healer yet). */
 bool ipc_heal_note_pipe(ipc_heal *heal, nng_pipe pipe);
 
+/* NNG thread, from the served socket's NNG_PIPE_EV_REM_POST callback. */
+void ipc_heal_note_pipe_gone(ipc_heal *heal, nng_pipe pipe);
+
 /* Loop thread, after the served socket is closed (its pipe callbacks may
- * run until then). Stops probing. */
+ * run until then). Stops probing and removes the socket file. */
 void ipc_heal_free(ipc_heal *heal);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ipc_heal *, ipc_heal_free)
 

@@ -89,6 +89,7 @@ static void on_pipe(nng_pipe pipe, nng_pipe_ev ev, void *arg)
     ctrl_server *control = arg;
     uint32_t id = (uint32_t)nng_pipe_id(pipe);
     if (ev == NNG_PIPE_EV_REM_POST) {
+        ipc_heal_note_pipe_gone(control->heal, pipe);
         pthread_mutex_lock(&control->peers_lock);
         for (size_t i = 0; i < control->n_peers; i++)
             if (control->peers[i].pipe_id == id) {

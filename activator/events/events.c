@@ -235,10 +235,14 @@ uint64_t ev_sequence(const ev_publisher *events)
 
 /* NNG thread, before a pipe joins the socket: every role of the control
  * socket may watch. Closing the pipe here keeps it from ever seeing a
- * message. */
-static void on_pipe_add(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+ * message. And after a pipe left, for the listener's healer. */
+static void on_pipe(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 {
     ev_publisher *events = arg;
+    if (ev == NNG_PIPE_EV_REM_POST) {
+        ipc_heal_note_pipe_gone(events->heal, pipe);
+        return;
+    }
     /* The healer's probe (the daemon itself) subscribes to nothing and goes
      * within the probe's timeout; it is no subscriber to judge or log. */
     if (ipc_heal_note_pipe(events->heal, pipe))
@@ -286,7 +290,8 @@ int ev_new(const ev_options *options, ev_publisher **out, act_error *err)
     }
     int buffer = options->send_buffer ? options->send_buffer : 1024;
     if ((rv = nng_socket_set_int(events->socket, NNG_OPT_SENDBUF, buffer)) != 0 ||
-        (rv = nng_pipe_notify(events->socket, NNG_PIPE_EV_ADD_PRE, on_pipe_add, events)) != 0) {
+        (rv = nng_pipe_notify(events->socket, NNG_PIPE_EV_ADD_PRE, on_pipe, events)) != 0 ||
+        (rv = nng_pipe_notify(events->socket, NNG_PIPE_EV_REM_POST, on_pipe, events)) != 0) {
         int r = act_error_set(err, ctrl_nng_errno(rv), "Events=%s: %s", options->url,
                               nng_strerror(rv));
         ev_free(events);
