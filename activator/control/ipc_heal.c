@@ -9,16 +9,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "activator/control/nng_errno.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/log.h"
-
-/* Timers may fire this late, so that they share wake-ups with the loop's
- * other work. */
-#define TIMER_ACCURACY_USEC (100 * 1000ull)
 
 /* One listener of the socket, and how many pipes it delivered are joined. */
 typedef struct heal_listener {
@@ -39,13 +36,17 @@ struct ipc_heal {
     bool listening;      /* one of listeners is current */
     struct stat current; /* the socket file the current listener made */
     unsigned serial;     /* of the temporary names, never reused */
-    sd_event_source *timer;
+    /* The prober's thread, and how it is told to stop. */
+    pthread_t prober;
+    bool prober_running;
+    pthread_mutex_t stop_lock;
+    pthread_cond_t stop_cond;
+    bool stopping;
     nng_socket probe;
-    bool probing;           /* probe is open and dialing; the timer judges it */
+    bool probing;           /* probe is open and dialing; the prober judges it */
     atomic_bool probe_seen; /* set by an NNG thread when the probe's pipe joined */
     bool failing;           /* listening again failed; said once until it works */
     pid_t pid;
-    unsigned relistens;
 };
 
 int ipc_heal_new(const ipc_heal_options *options, ipc_heal **out, act_error *err)
@@ -60,6 +61,12 @@ int ipc_heal_new(const ipc_heal_options *options, ipc_heal **out, act_error *err
     heal->path = options->url + 6;
     heal->pid = getpid();
     pthread_mutex_init(&heal->lock, NULL);
+    pthread_mutex_init(&heal->stop_lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&heal->stop_cond, &attr);
+    pthread_condattr_destroy(&attr);
     atomic_init(&heal->probe_seen, false);
     *out = heal;
     return 0;
@@ -162,7 +169,7 @@ static int listen_new(ipc_heal *heal, act_error *err)
     return 0;
 }
 
-/* Loop thread: closes every retired listener whose pipes are all gone and
+/* Prober thread: closes every retired listener whose pipes are all gone and
  * that was retired long enough ago for a connect that found it before the
  * rename to have joined. Its close unlinks only its own temporary name. */
 static void close_idle_retired(ipc_heal *heal, uint64_t now)
@@ -185,7 +192,7 @@ static void close_idle_retired(ipc_heal *heal, uint64_t now)
         nng_listener_close(idle[i]);
 }
 
-/* Loop thread: a probe got no pipe through. The current listener retires
+/* Prober thread: a probe got no pipe through. The current listener retires
  * (its pipes stay joined, and their requests are answered) and a new one
  * takes the socket file over. */
 static void listen_again(ipc_heal *heal)
@@ -209,7 +216,6 @@ static void listen_again(ipc_heal *heal)
         heal->failing = true;
         return;
     }
-    heal->relistens++;
     if (heal->failing)
         act_log(LOG_NOTICE, "%s=%s: listening again", o->what, o->url);
     else
@@ -245,31 +251,49 @@ static void stop_probe(ipc_heal *heal)
     heal->probing = false;
 }
 
-static int on_timer(sd_event_source *source, uint64_t usec, void *userdata)
+/* Sleeps usec unless told to stop; true when told. */
+static bool sleep_or_stop(ipc_heal *heal, uint64_t usec)
 {
-    ipc_heal *heal = userdata;
-    uint64_t next;
-    if (heal->probing) {
-        bool seen = atomic_load(&heal->probe_seen);
-        /* Closed first: the probe's own pipe is then not among the pipes
-         * that keep a retired listener open. */
-        stop_probe(heal);
-        if (!seen)
-            listen_again(heal);
-        next = IPC_HEAL_PERIOD_USEC - IPC_HEAL_TIMEOUT_USEC;
-    } else {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t nsec = (uint64_t)until.tv_nsec + (usec % 1000000) * 1000;
+    until.tv_sec += (time_t)(usec / 1000000 + nsec / 1000000000);
+    until.tv_nsec = (long)(nsec % 1000000000);
+    pthread_mutex_lock(&heal->stop_lock);
+    while (!heal->stopping && pthread_cond_timedwait(&heal->stop_cond, &heal->stop_lock,
+                                                     &until) != ETIMEDOUT)
+        ;
+    bool stopping = heal->stopping;
+    pthread_mutex_unlock(&heal->stop_lock);
+    return stopping;
+}
+
+/* The prober's own thread: closing a socket and a listener waits for NNG's
+ * threads, which the daemon's loop must never do. Only the healer's state
+ * is touched here. */
+static void *run_prober(void *arg)
+{
+    ipc_heal *heal = arg;
+    while (!sleep_or_stop(heal, IPC_HEAL_PERIOD_USEC - IPC_HEAL_TIMEOUT_USEC)) {
         close_idle_retired(heal, act_now_usec());
         if (!heal->listening)
             listen_again(heal);
         start_probe(heal);
-        next = heal->probing ? IPC_HEAL_TIMEOUT_USEC : IPC_HEAL_PERIOD_USEC;
+        bool probed = heal->probing;
+        bool stopping = sleep_or_stop(heal, IPC_HEAL_TIMEOUT_USEC);
+        bool seen = atomic_load(&heal->probe_seen);
+        /* Closed first: the probe's own pipe is then not among the pipes
+         * that keep a retired listener open. */
+        stop_probe(heal);
+        if (stopping)
+            break;
+        if (probed && !seen)
+            listen_again(heal);
     }
-    sd_event_source_set_time_relative(source, next);
-    sd_event_source_set_enabled(source, SD_EVENT_ONESHOT);
-    return 0;
+    return NULL;
 }
 
-int ipc_heal_listen(ipc_heal *heal, sd_event *event, act_error *err)
+int ipc_heal_listen(ipc_heal *heal, bool probe, act_error *err)
 {
     /* The rename would take the file from a daemon that listens on it. */
     if (someone_listens(heal->path))
@@ -278,14 +302,26 @@ int ipc_heal_listen(ipc_heal *heal, sd_event *event, act_error *err)
                              "uses it",
                              heal->options.what, heal->options.url);
     int r = listen_new(heal, err);
-    if (r < 0 || !event)
+    if (r < 0 || !probe)
         return r;
-    r = sd_event_add_time_relative(event, &heal->timer, CLOCK_MONOTONIC, IPC_HEAL_PERIOD_USEC,
-                                   TIMER_ACCURACY_USEC, on_timer, heal);
-    if (r < 0)
-        return act_error_set(err, -r, "%s=%s: arming the listener probe: %s", heal->options.what,
-                             heal->options.url, strerror(-r));
+    r = pthread_create(&heal->prober, NULL, run_prober, heal);
+    if (r != 0)
+        return act_error_set(err, r, "%s=%s: starting the listener probe: %s", heal->options.what,
+                             heal->options.url, strerror(r));
+    heal->prober_running = true;
     return 0;
+}
+
+void ipc_heal_stop(ipc_heal *heal)
+{
+    if (!heal || !heal->prober_running)
+        return;
+    pthread_mutex_lock(&heal->stop_lock);
+    heal->stopping = true;
+    pthread_cond_signal(&heal->stop_cond);
+    pthread_mutex_unlock(&heal->stop_lock);
+    pthread_join(heal->prober, NULL);
+    heal->prober_running = false;
 }
 
 static int listener_of(nng_pipe pipe)
@@ -327,8 +363,7 @@ void ipc_heal_free(ipc_heal *heal)
 {
     if (!heal)
         return;
-    sd_event_source_disable_unref(heal->timer);
-    stop_probe(heal);
+    ipc_heal_stop(heal);
     /* No listener unlinks the socket file (each made a temporary name): it
      * goes here, if it is still the one the current listener made. */
     struct stat st;
@@ -336,11 +371,8 @@ void ipc_heal_free(ipc_heal *heal)
         st.st_ino == heal->current.st_ino)
         (void)unlink(heal->path);
     pthread_mutex_destroy(&heal->lock);
+    pthread_mutex_destroy(&heal->stop_lock);
+    pthread_cond_destroy(&heal->stop_cond);
     free(heal->listeners);
     free(heal);
-}
-
-unsigned ipc_heal_count(const ipc_heal *heal)
-{
-    return heal ? heal->relistens : 0;
 }

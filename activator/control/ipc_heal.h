@@ -26,15 +26,15 @@
  * closed once the last of them is gone (the owner's pipe callbacks count
  * them through ipc_heal_note_pipe and ipc_heal_note_pipe_gone).
  *
- * The loop thread only arms two timers, opens and closes the probe socket
- * and judges a flag: the dial and the exchange run on NNG's threads. */
+ * The prober runs on a thread of its own: it sleeps most of the time, and
+ * closing a socket or a listener waits for NNG's threads, which the daemon's
+ * loop must never do. The dial and the exchange run on NNG's threads. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include <nng/nng.h>
-#include <systemd/sd-event.h>
 
 #include "activator/control/peer.h"
 #include "common/cleanup.h"
@@ -61,13 +61,16 @@ typedef struct ipc_heal_options {
  * its pipe callback before any pipe can come. */
 int ipc_heal_new(const ipc_heal_options *options, ipc_heal **out, act_error *err);
 
-/* Loop thread. Listens on options->url as the options say: a listener on a
- * temporary name beside it (the path with ".h<n>" appended), renamed over
- * it once its mode, owner and ACL are set, so the path must leave room for
- * that. With event (NULL: no probing, for tests and tools), also starts
- * probing. Fails with a sentence naming the URL; with EADDRINUSE when
- * another process listens on the path. */
-int ipc_heal_listen(ipc_heal *heal, sd_event *event, act_error *err);
+/* Listens on options->url as the options say: a listener on a temporary
+ * name beside it (the path with ".h<n>" appended), renamed over it once its
+ * mode, owner and ACL are set, so the path must leave room for that. With
+ * probe, also starts the prober's thread. Fails with a sentence naming the
+ * URL; with EADDRINUSE when another process listens on the path. */
+int ipc_heal_listen(ipc_heal *heal, bool probe, act_error *err);
+
+/* Stops the prober and waits for its thread, before the served socket
+ * closes (else it could listen again on a socket that is closing). */
+void ipc_heal_stop(ipc_heal *heal);
 
 /* NNG thread, from the served socket's NNG_PIPE_EV_ADD_PRE callback: true
  * when pipe is the probe's (this process's own), which is noted as proof that
@@ -77,10 +80,7 @@ bool ipc_heal_note_pipe(ipc_heal *heal, nng_pipe pipe);
 /* NNG thread, from the served socket's NNG_PIPE_EV_REM_POST callback. */
 void ipc_heal_note_pipe_gone(ipc_heal *heal, nng_pipe pipe);
 
-/* Loop thread, after the served socket is closed (its pipe callbacks may
- * run until then). Stops probing and removes the socket file. */
+/* After the served socket is closed (its pipe callbacks may run until
+ * then). Stops probing if still on, and removes the socket file. */
 void ipc_heal_free(ipc_heal *heal);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ipc_heal *, ipc_heal_free)
-
-/* How many times the listener listened again, for tests. */
-unsigned ipc_heal_count(const ipc_heal *heal);

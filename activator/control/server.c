@@ -391,7 +391,7 @@ static int setup_tls(ctrl_server *control, act_error *err)
     return 0;
 }
 
-static int listen_local(ctrl_server *control, sd_event *event, act_error *err)
+static int listen_local(ctrl_server *control, act_error *err)
 {
     const char *url = control->options.url;
     if (strncmp(url, "ipc://", 6) != 0)
@@ -413,13 +413,14 @@ static int listen_local(ctrl_server *control, sd_event *event, act_error *err)
     int r = ipc_heal_new(&heal, &control->heal, err);
     if (r < 0)
         return r;
-    return ipc_heal_listen(control->heal, event, err);
+    return ipc_heal_listen(control->heal, true, err);
 }
 
 void ctrl_free(ctrl_server *control)
 {
     if (!control)
         return;
+    ipc_heal_stop(control->heal);
     if (control->socket_open)
         nng_close(control->socket); /* cancels every context's operation */
     /* After the socket: its pipe callback notes the healer's probe. */
@@ -488,7 +489,7 @@ int ctrl_new(sd_event *event, const ctrl_options *options, ctrl_server **out, ac
      * listener is the TLS one, so it must be set before any pipe comes. */
     if (options->tls_url && (r = setup_tls(control, err)) < 0)
         return r;
-    r = listen_local(control, event, err);
+    r = listen_local(control, err);
     if (r < 0)
         return r;
 

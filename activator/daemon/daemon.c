@@ -156,7 +156,7 @@ static int open_messaging(daemon_process *process, act_error *err)
     if (r < 0)
         return r;
     ev_options events = {
-        .url = config->events, .box = config->box, .access = access, .event = daemon->loop};
+        .url = config->events, .box = config->box, .access = access, .probe_listener = true};
     r = ev_new(&events, &daemon->events, err);
     if (r < 0)
         return r;

@@ -308,7 +308,7 @@ int ev_new(const ev_options *options, ev_publisher **out, act_error *err)
     /* Set before the listener starts: the pipe callback reads it. */
     int r = ipc_heal_new(&heal, &events->heal, err);
     if (r == 0)
-        r = ipc_heal_listen(events->heal, options->event, err);
+        r = ipc_heal_listen(events->heal, options->probe_listener, err);
     if (r < 0) {
         ev_free(events);
         return r;
@@ -321,6 +321,7 @@ void ev_free(ev_publisher *events)
 {
     if (!events)
         return;
+    ipc_heal_stop(events->heal);
     nng_close(events->socket);
     /* After the socket: its pipe callback notes the healer's probe. */
     ipc_heal_free(events->heal);

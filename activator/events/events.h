@@ -20,8 +20,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <systemd/sd-event.h>
-
 #include "activator/control/peer.h"
 #include "common/cleanup.h"
 #include "common/error.h"
@@ -86,9 +84,9 @@ typedef struct ev_options {
     int ipc_permissions;   /* mode of an ipc:// socket file; 0: ctrl_ipc_socket_mode */
     ctrl_access access;    /* who may subscribe; its strings must outlive the publisher */
     int send_buffer; /* messages queued per subscriber; 0 means 1024 */
-    /* The daemon's loop, on which the listener is probed and healed
-     * (activator/control/ipc_heal.h); NULL: not probed. */
-    sd_event *event;
+    /* Probe the listener and heal it (activator/control/ipc_heal.h); the
+     * daemon does, tests and benchmarks need not. */
+    bool probe_listener;
 } ev_options;
 
 /* Binds the PUB socket. A subscriber with any role of the control socket's
