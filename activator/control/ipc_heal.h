@@ -5,10 +5,10 @@
  * at times, delivering no new connection to its socket ever again. The
  * kernel still accepts, the header exchange still completes, but the pipe
  * never joins the socket, so every later request (or subscription) goes
- * unanswered until the listener is closed. Pipes already joined are not
- * affected, and closing the listener does not close them; listening again
- * on the same path heals it. Any local peer that can reach the socket file
- * (a viewer, an activatorctl killed mid-connect) can cause it.
+ * unanswered until the listener is closed. Pipes already joined keep
+ * working, and a new listener on the same path delivers again. Any local
+ * peer that can reach the socket file (a viewer, an activatorctl killed
+ * mid-connect) can cause it.
  *
  * So the daemon probes its own listener: every IPC_HEAL_PERIOD_USEC it dials
  * the socket file with a socket of its own of the peer protocol, and expects
@@ -24,7 +24,11 @@
  * healthy pipe would be lost with it. So the wedged listener is retired
  * instead: no client can find it any more, its pipes stay joined, and it is
  * closed once the last of them is gone (the owner's pipe callbacks count
- * them through ipc_heal_note_pipe and ipc_heal_note_pipe_gone).
+ * them through ipc_heal_note_pipe and ipc_heal_note_pipe_gone). A probe
+ * that was only slow costs as little: a listener that was not wedged serves
+ * its pipes until they go, like a wedged one. NNG 1.5.2 now and then loses
+ * some memory of a wedged listener when it closes (never a descriptor): a
+ * few KiB for each wedge, a price against a deaf control socket.
  *
  * The prober runs on a thread of its own: it sleeps most of the time, and
  * closing a socket or a listener waits for NNG's threads, which the daemon's
