@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -430,6 +431,10 @@ static void test_a_client_that_hangs_up_early_does_not_deafen_the_sockets(void *
     nng_socket_set_ms(kept, NNG_OPT_SENDTIMEO, 10000);
     assert_int_equal(nng_dial(kept, d->drv.control_url, NULL, 0), 0);
 
+    /* A new listener makes the socket file anew, as the daemon's start does. */
+    struct stat made;
+    assert_int_equal(stat(d->drv.control_url + strlen("ipc://"), &made), 0);
+
     /* The wedge is a matter of timing: many tries hit it. */
     int slowest = 0;
     for (int i = 0; i < 20; i++) {
@@ -443,6 +448,14 @@ static void test_a_client_that_hangs_up_early_does_not_deafen_the_sockets(void *
             slowest = ms;
     }
     unsigned healed = log_count(d, "Control=ipc://");
+    struct stat now;
+    assert_int_equal(stat(d->drv.control_url + strlen("ipc://"), &now), 0);
+    DH_CHECK(d,
+             S_ISSOCK(now.st_mode) && now.st_mode == made.st_mode && now.st_uid == made.st_uid &&
+                 now.st_gid == made.st_gid,
+             "the socket file is mode %o owner %u:%u after healing, was %o %u:%u",
+             (unsigned)now.st_mode, (unsigned)now.st_uid, (unsigned)now.st_gid,
+             (unsigned)made.st_mode, (unsigned)made.st_uid, (unsigned)made.st_gid);
     print_message("control: 20 tries, %u times listening again, status within %d ms at worst\n",
                   healed, slowest);
     static const char status[] = "{\"v\":1,\"op\":\"status\"}";
