@@ -42,8 +42,7 @@ struct ipc_heal {
     pthread_mutex_t stop_lock;
     pthread_cond_t stop_cond;
     bool stopping;
-    nng_socket probe;
-    bool probing;           /* probe is open and dialing; the prober judges it */
+    int probe_fd;           /* the probe's connection, or -1 */
     atomic_bool probe_seen; /* set by an NNG thread when the probe's pipe joined */
     bool failing;           /* listening again failed; said once until it works */
     pid_t pid;
@@ -60,6 +59,7 @@ int ipc_heal_new(const ipc_heal_options *options, ipc_heal **out, act_error *err
     heal->options = *options;
     heal->path = options->url + 6;
     heal->pid = getpid();
+    heal->probe_fd = -1;
     pthread_mutex_init(&heal->lock, NULL);
     pthread_mutex_init(&heal->stop_lock, NULL);
     pthread_condattr_t attr;
@@ -227,28 +227,39 @@ static void listen_again(ipc_heal *heal)
     heal->failing = false;
 }
 
+/* The probe is a plain connection that sends the SP header of the peer
+ * protocol and nothing else, not an NNG socket: NNG 1.5.2 can hang for good
+ * in nng_close of a socket whose dialer is still at work, and a prober that
+ * hangs heals nothing and holds up the daemon's stop. Non-blocking: a unix
+ * socket connects at once or not at all, and 8 bytes always fit. */
 static void start_probe(ipc_heal *heal)
 {
     atomic_store(&heal->probe_seen, false);
-    int rv = heal->options.open_probe(&heal->probe);
-    if (rv != 0)
-        return; /* out of resources: the next period tries again */
-    /* Non-blocking: the connect and the header exchange run on NNG's
-     * threads, and a refused connect is retried there until the judgement. */
-    rv = nng_dial(heal->probe, heal->options.url, NULL, NNG_FLAG_NONBLOCK);
-    if (rv != 0) {
-        nng_close(heal->probe);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(heal->path) >= sizeof(addr.sun_path))
         return;
-    }
-    heal->probing = true;
+    memcpy(addr.sun_path, heal->path, strlen(heal->path));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return; /* out of resources: the next period tries again */
+    const uint8_t header[8] = {0, 'S', 'P', 0, (uint8_t)(heal->options.peer_protocol >> 8),
+                               (uint8_t)heal->options.peer_protocol, 0, 0};
+    /* A refused or failed connect is judged like a probe that did not get
+     * through: the socket file is gone or nothing listens behind it. */
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0)
+        (void)!write(fd, header, sizeof(header));
+    heal->probe_fd = fd;
 }
 
+/* Closed only once judged: a probe that got through finished the header
+ * exchange, so its close is an ordinary hang-up (closing earlier is what
+ * wedges a listener); one that did not is on a listener that retires. */
 static void stop_probe(ipc_heal *heal)
 {
-    if (!heal->probing)
+    if (heal->probe_fd < 0)
         return;
-    nng_close(heal->probe);
-    heal->probing = false;
+    close(heal->probe_fd);
+    heal->probe_fd = -1;
 }
 
 /* Sleeps usec unless told to stop; true when told. */
@@ -268,7 +279,7 @@ static bool sleep_or_stop(ipc_heal *heal, uint64_t usec)
     return stopping;
 }
 
-/* The prober's own thread: closing a socket and a listener waits for NNG's
+/* The prober's own thread: closing and opening a listener waits for NNG's
  * threads, which the daemon's loop must never do. Only the healer's state
  * is touched here. */
 static void *run_prober(void *arg)
@@ -279,7 +290,7 @@ static void *run_prober(void *arg)
         if (!heal->listening)
             listen_again(heal);
         start_probe(heal);
-        bool probed = heal->probing;
+        bool probed = heal->probe_fd >= 0;
         bool stopping = sleep_or_stop(heal, IPC_HEAL_TIMEOUT_USEC);
         bool seen = atomic_load(&heal->probe_seen);
         /* Closed first: the probe's own pipe is then not among the pipes

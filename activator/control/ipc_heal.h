@@ -10,10 +10,11 @@
  * peer that can reach the socket file (a viewer, an activatorctl killed
  * mid-connect) can cause it.
  *
- * So the daemon probes its own listener: every IPC_HEAL_PERIOD_USEC it dials
- * the socket file with a socket of its own of the peer protocol, and expects
+ * So the daemon probes its own listener: every IPC_HEAL_PERIOD_USEC it
+ * connects to the socket file and sends the SP header of the peer protocol
+ * (a plain connection, not an NNG socket: see ipc_heal.c), and expects
  * the pipe to reach the served socket (the owner's pipe callback reports it
- * through ipc_heal_note_pipe) within IPC_HEAL_TIMEOUT_USEC. Nothing is sent
+ * through ipc_heal_note_pipe) within IPC_HEAL_TIMEOUT_USEC. No request is sent
  * and no request context is taken, so a server busy answering is never taken
  * for a wedged one, and the probe shows up in no request metric. When the
  * pipe does not arrive, a new listener takes the socket file over, with the
@@ -31,8 +32,8 @@
  * few KiB for each wedge, a price against a deaf control socket.
  *
  * The prober runs on a thread of its own: it sleeps most of the time, and
- * closing a socket or a listener waits for NNG's threads, which the daemon's
- * loop must never do. The dial and the exchange run on NNG's threads. */
+ * opening or closing a listener waits for NNG's threads, which the daemon's
+ * loop must never do. */
 #pragma once
 
 #include <stdbool.h>
@@ -58,7 +59,7 @@ typedef struct ipc_heal_options {
     const char *url;       /* "ipc:///path"; must outlive the healer */
     int mode;              /* the socket file's mode */
     const ctrl_access *access; /* owner and ACL (ctrl_ipc_socket_grant); must outlive it */
-    int (*open_probe)(nng_socket *probe); /* the peer protocol: nng_req0_open, nng_sub0_open */
+    uint16_t peer_protocol; /* the SP protocol of the peers: 0x30 REQ v0, 0x21 SUB v0 */
 } ipc_heal_options;
 
 /* Allocates the healer without listening, so that the owner can hand it to

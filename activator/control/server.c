@@ -10,7 +10,6 @@
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
-#include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
 
 #include "activator/control/handoff.h"
@@ -407,7 +406,7 @@ static int listen_local(ctrl_server *control, act_error *err)
         .url = url,
         .mode = ctrl_ipc_socket_mode(control->options.ipc_permissions, &control->options.access),
         .access = &control->options.access,
-        .open_probe = nng_req0_open,
+        .peer_protocol = 0x30, /* REQ v0 */
     };
     /* Set before the listener starts: the pipe callback reads it. */
     int r = ipc_heal_new(&heal, &control->heal, err);

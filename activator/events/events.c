@@ -9,7 +9,6 @@
 
 #include <nng/nng.h>
 #include <nng/protocol/pubsub0/pub.h>
-#include <nng/protocol/pubsub0/sub.h>
 
 #include "activator/control/ipc_heal.h"
 #include "activator/control/nng_errno.h"
@@ -303,7 +302,7 @@ int ev_new(const ev_options *options, ev_publisher **out, act_error *err)
         .url = events->url,
         .mode = ctrl_ipc_socket_mode(options->ipc_permissions, &options->access),
         .access = &events->access,
-        .open_probe = nng_sub0_open,
+        .peer_protocol = 0x21, /* SUB v0 */
     };
     /* Set before the listener starts: the pipe callback reads it. */
     int r = ipc_heal_new(&heal, &events->heal, err);
