@@ -13,6 +13,7 @@
 #include <nng/supplemental/tls/tls.h>
 
 #include "activator/control/handoff.h"
+#include "activator/control/ipc_heal.h"
 #include "activator/control/nng_errno.h"
 #include "activator/control/peer.h"
 #include "activator/control/tls_engine.h"
@@ -59,6 +60,7 @@ struct ctrl_server {
     pipe_peer *peers;
     size_t n_peers, cap_peers;
     nng_tls_config *tls_config;
+    ipc_heal *heal; /* the Control= listener, probed and healed (ipc_heal.h) */
     ctrl_handoff *handoff;
     ctrl_options options;
     char *url;
@@ -86,6 +88,7 @@ static void on_pipe(nng_pipe pipe, nng_pipe_ev ev, void *arg)
     ctrl_server *control = arg;
     uint32_t id = (uint32_t)nng_pipe_id(pipe);
     if (ev == NNG_PIPE_EV_REM_POST) {
+        ipc_heal_note_pipe_gone(control->heal, pipe);
         pthread_mutex_lock(&control->peers_lock);
         for (size_t i = 0; i < control->n_peers; i++)
             if (control->peers[i].pipe_id == id) {
@@ -106,6 +109,9 @@ static void on_pipe(nng_pipe pipe, nng_pipe_ev ev, void *arg)
         else
             entry.peer = (ctrl_peer){.kind = CTRL_PEER_UNKNOWN};
     } else {
+        /* The healer's probe (the daemon itself) is judged like any peer:
+         * it sends nothing, and goes within the probe's timeout. */
+        ipc_heal_note_pipe(control->heal, pipe);
         ctrl_peer_of_ipc_pipe(&control->options.access, pipe, &entry.peer);
     }
     pthread_mutex_lock(&control->peers_lock);
@@ -387,40 +393,37 @@ static int setup_tls(ctrl_server *control, act_error *err)
 static int listen_local(ctrl_server *control, act_error *err)
 {
     const char *url = control->options.url;
-    nng_listener listener;
-    int rv = nng_listener_create(&listener, control->socket, url);
-    if (rv != 0)
-        return act_error_set(err, ctrl_nng_errno(rv), "Control=%s: %s; use ipc:///path/control.ipc",
-                             url, nng_strerror(rv));
-    if (strncmp(url, "ipc://", 6) == 0) {
-        int mode = ctrl_ipc_socket_mode(control->options.ipc_permissions, &control->options.access);
-        rv = nng_listener_set_int(listener, NNG_OPT_IPC_PERMISSIONS, mode);
-        if (rv != 0)
-            return act_error_set(err, ctrl_nng_errno(rv), "Control=%s: setting mode %o: %s", url,
-                                 (unsigned)mode, nng_strerror(rv));
-    } else {
+    if (strncmp(url, "ipc://", 6) != 0)
         /* Only ipc:// tells us the peer's uid; anything else would be open to
          * whoever can reach the address. */
         return act_error_set(err, EINVAL,
                              "Control=%s is not an ipc:// URL; the local control socket must "
                              "be ipc:// (use ControlListen=tls+tcp://... for remote access)",
                              url);
-    }
-    rv = nng_listener_start(listener, 0);
-    if (rv != 0)
-        return act_error_set(err, ctrl_nng_errno(rv),
-                             "Control=%s: listening: %s; check the directory exists and no "
-                             "other activatord uses it",
-                             url, nng_strerror(rv));
-    return ctrl_ipc_socket_grant(url, &control->options.access, err);
+    ipc_heal_options heal = {
+        .what = "Control",
+        .socket = control->socket,
+        .url = url,
+        .mode = ctrl_ipc_socket_mode(control->options.ipc_permissions, &control->options.access),
+        .access = &control->options.access,
+        .peer_protocol = 0x30, /* REQ v0 */
+    };
+    /* Set before the listener starts: the pipe callback reads it. */
+    int r = ipc_heal_new(&heal, &control->heal, err);
+    if (r < 0)
+        return r;
+    return ipc_heal_listen(control->heal, true, err);
 }
 
 void ctrl_free(ctrl_server *control)
 {
     if (!control)
         return;
+    ipc_heal_stop(control->heal);
     if (control->socket_open)
         nng_close(control->socket); /* cancels every context's operation */
+    /* After the socket: its pipe callback notes the healer's probe. */
+    ipc_heal_free(control->heal);
     for (unsigned i = 0; control->slots && i < control->n_slots; i++) {
         ctrl_reply *slot = &control->slots[i];
         if (slot->aio)

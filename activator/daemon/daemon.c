@@ -155,7 +155,8 @@ static int open_messaging(daemon_process *process, act_error *err)
     int r = cfg_resolve_control_groups(config, &access.control_gid, &access.viewer_gid, err);
     if (r < 0)
         return r;
-    ev_options events = {.url = config->events, .box = config->box, .access = access};
+    ev_options events = {
+        .url = config->events, .box = config->box, .access = access, .probe_listener = true};
     r = ev_new(&events, &daemon->events, err);
     if (r < 0)
         return r;

@@ -10,6 +10,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/pubsub0/pub.h>
 
+#include "activator/control/ipc_heal.h"
 #include "activator/control/nng_errno.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -55,6 +56,10 @@ struct ev_publisher {
     uint64_t sequence;
     char box[ACT_NAME_MAX + 1];
     ctrl_access access;
+    char *url;
+    /* The listener, probed and healed: a new subscriber is as much at the
+     * mercy of NNG 1.5.2's IPC listener wedge as a control client. */
+    ipc_heal *heal;
 };
 
 const char *ev_event_kind_name(ev_event_kind kind)
@@ -229,10 +234,18 @@ uint64_t ev_sequence(const ev_publisher *events)
 
 /* NNG thread, before a pipe joins the socket: every role of the control
  * socket may watch. Closing the pipe here keeps it from ever seeing a
- * message. */
-static void on_pipe_add(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+ * message. And after a pipe left, for the listener's healer. */
+static void on_pipe(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 {
     ev_publisher *events = arg;
+    if (ev == NNG_PIPE_EV_REM_POST) {
+        ipc_heal_note_pipe_gone(events->heal, pipe);
+        return;
+    }
+    /* The healer's probe (the daemon itself) subscribes to nothing and goes
+     * within the probe's timeout; it is no subscriber to judge or log. */
+    if (ipc_heal_note_pipe(events->heal, pipe))
+        return;
     ctrl_peer peer;
     ctrl_peer_of_ipc_pipe(&events->access, pipe, &peer);
     if (peer.has_role)
@@ -262,33 +275,42 @@ int ev_new(const ev_options *options, ev_publisher **out, act_error *err)
         snprintf(events->box, sizeof(events->box), "%s", options->box);
     events->access = options->access;
 
-    nng_listener listener;
+    events->url = strdup(options->url);
+    if (!events->url) {
+        free(events);
+        return act_error_set(err, ENOMEM, "out of memory for the events publisher");
+    }
     int rv = nng_pub0_open(&events->socket);
     if (rv != 0) {
+        free(events->url);
         free(events);
         return act_error_set(err, ctrl_nng_errno(rv), "events: opening a PUB socket: %s",
                              nng_strerror(rv));
     }
-    int mode = ctrl_ipc_socket_mode(options->ipc_permissions, &options->access);
     int buffer = options->send_buffer ? options->send_buffer : 1024;
     if ((rv = nng_socket_set_int(events->socket, NNG_OPT_SENDBUF, buffer)) != 0 ||
-        (rv = nng_pipe_notify(events->socket, NNG_PIPE_EV_ADD_PRE, on_pipe_add, events)) != 0 ||
-        (rv = nng_listener_create(&listener, events->socket, options->url)) != 0 ||
-        (rv = nng_listener_set_int(listener, NNG_OPT_IPC_PERMISSIONS, mode)) != 0 ||
-        (rv = nng_listener_start(listener, 0)) != 0) {
-        int r = act_error_set(err, ctrl_nng_errno(rv),
-                              "Events=%s: %s; check the directory exists and no other "
-                              "activatord uses it",
-                              options->url, nng_strerror(rv));
-        nng_close(events->socket);
-        free(events);
+        (rv = nng_pipe_notify(events->socket, NNG_PIPE_EV_ADD_PRE, on_pipe, events)) != 0 ||
+        (rv = nng_pipe_notify(events->socket, NNG_PIPE_EV_REM_POST, on_pipe, events)) != 0) {
+        int r = act_error_set(err, ctrl_nng_errno(rv), "Events=%s: %s", options->url,
+                              nng_strerror(rv));
+        ev_free(events);
         return r;
     }
-    rv = ctrl_ipc_socket_grant(options->url, &options->access, err);
-    if (rv < 0) {
-        nng_close(events->socket);
-        free(events);
-        return rv;
+    ipc_heal_options heal = {
+        .what = "Events",
+        .socket = events->socket,
+        .url = events->url,
+        .mode = ctrl_ipc_socket_mode(options->ipc_permissions, &options->access),
+        .access = &events->access,
+        .peer_protocol = 0x21, /* SUB v0 */
+    };
+    /* Set before the listener starts: the pipe callback reads it. */
+    int r = ipc_heal_new(&heal, &events->heal, err);
+    if (r == 0)
+        r = ipc_heal_listen(events->heal, options->probe_listener, err);
+    if (r < 0) {
+        ev_free(events);
+        return r;
     }
     *out = events;
     return 0;
@@ -298,6 +320,10 @@ void ev_free(ev_publisher *events)
 {
     if (!events)
         return;
+    ipc_heal_stop(events->heal);
     nng_close(events->socket);
+    /* After the socket: its pipe callback notes the healer's probe. */
+    ipc_heal_free(events->heal);
+    free(events->url);
     free(events);
 }

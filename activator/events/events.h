@@ -84,6 +84,9 @@ typedef struct ev_options {
     int ipc_permissions;   /* mode of an ipc:// socket file; 0: ctrl_ipc_socket_mode */
     ctrl_access access;    /* who may subscribe; its strings must outlive the publisher */
     int send_buffer; /* messages queued per subscriber; 0 means 1024 */
+    /* Probe the listener and heal it (activator/control/ipc_heal.h); the
+     * daemon does, tests and benchmarks need not. */
+    bool probe_listener;
 } ev_options;
 
 /* Binds the PUB socket. A subscriber with any role of the control socket's

@@ -9,15 +9,29 @@
  *     TLSClientCA= whose CN is in ControlOperators= drives the daemon, one in
  *     ControlViewers= may only read, one in neither list may do nothing;
  *     one of another CA is refused, and so is a daemon whose certificate the
- *     client's CA did not sign. */
+ *     client's CA did not sign;
+ *   - a client that sends its SP header and closes before reading the
+ *     daemon's (NNG 1.5.2 can wedge an IPC listener so) leaves neither the
+ *     control socket nor the events socket deaf: status is answered and a
+ *     new subscriber gets events within the listener probe's period. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+
+#include <nng/protocol/pubsub0/sub.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "activator/control/ipc_heal.h"
+#include "common/clock.h"
 
 #ifndef DH_ACTIVATORCTL
 #error "DH_ACTIVATORCTL must name the activatorctl executable"
@@ -269,6 +283,211 @@ static void test_remote_control_over_tls_with_client_certificates(void **state)
     assert_int_equal(system(rm), 0);
 }
 
+
+/* A wedged listener is listening again within a probe's period and timeout;
+ * the rest is slack for a loaded machine. */
+#define HEAL_DEADLINE_MS ((int)((IPC_HEAL_PERIOD_USEC + IPC_HEAL_TIMEOUT_USEC) / 1000) + 3500)
+
+/* Connects to the socket file of url, sends the SP header of protocol (REQ
+ * 0x30, SUB 0x21) and closes without reading the daemon's header. */
+static void send_header_and_close(const char *url, uint8_t protocol)
+{
+    const char *path = url + strlen("ipc://");
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    /* Refused only in the instant a healing listener is away: nothing to
+     * wedge then. */
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0) {
+        const uint8_t header[8] = {0, 'S', 'P', 0, 0, protocol, 0, 0};
+        ssize_t n = write(fd, header, sizeof(header));
+        (void)n;
+    }
+    close(fd);
+}
+
+/* Milliseconds until a fresh client's status is answered, or -1 past
+ * deadline_ms. A wedged listener takes the request and never answers it, so
+ * each try waits 1 s and a new one starts. */
+static int ms_until_status_answers(dh_daemon *d, int deadline_ms)
+{
+    static const char request[] = "{\"v\":1,\"op\":\"status\"}";
+    uint64_t start = act_now_usec();
+    for (;;) {
+        int elapsed = (int)((act_now_usec() - start) / 1000);
+        if (elapsed > deadline_ms)
+            return -1;
+        char *text = NULL;
+        int rv = dh_request_raw(d->drv.control_url, request, sizeof(request) - 1, 1000, &text);
+        if (rv == 0) {
+            json_object *reply = json_tokener_parse(text);
+            bool ok = reply && dh_reply_ok(reply);
+            json_object_put(reply);
+            DH_CHECK(d, ok, "status: %s", text);
+            free(text);
+            return (int)((act_now_usec() - start) / 1000);
+        }
+        if (rv != NNG_ETIMEDOUT)
+            nanosleep(&(struct timespec){.tv_nsec = 100 * 1000 * 1000}, NULL);
+    }
+}
+
+/* Whether a new subscriber gets an event within deadline_ms: the beacon's
+ * claim is written again and again (each write publishes claim.changed). */
+static bool new_subscriber_gets_events(dh_daemon *d, int deadline_ms)
+{
+    claim beacon;
+    dh_claim_assigned(DH_BEACON_HOST, DH_BEACON_BOX, &beacon);
+    uint64_t start = act_now_usec();
+    while ((int)((act_now_usec() - start) / 1000) <= deadline_ms) {
+        nng_socket sub;
+        assert_int_equal(nng_sub0_open(&sub), 0);
+        nng_socket_set(sub, NNG_OPT_SUB_SUBSCRIBE, "", 0);
+        nng_socket_set_ms(sub, NNG_OPT_RECVTIMEO, 250);
+        bool got = false;
+        if (nng_dial(sub, d->drv.events_url, NULL, 0) == 0) {
+            for (int i = 0; i < 4 && !got; i++) {
+                dh_claim_put(d, &beacon);
+                char *buf = NULL;
+                size_t len;
+                if (nng_recv(sub, &buf, &len, NNG_FLAG_ALLOC) == 0) {
+                    nng_free(buf, len);
+                    got = true;
+                }
+            }
+        } else {
+            nanosleep(&(struct timespec){.tv_nsec = 100 * 1000 * 1000}, NULL);
+        }
+        nng_close(sub);
+        if (got)
+            return true;
+    }
+    return false;
+}
+
+static unsigned log_count(dh_daemon *d, const char *text)
+{
+    FILE *log = fopen(d->drv.log_path, "r");
+    if (!log)
+        return 0;
+    unsigned n = 0;
+    char line[4096];
+    while (fgets(line, sizeof(line), log))
+        n += strstr(line, text) != NULL;
+    fclose(log);
+    return n;
+}
+
+/* Starts d with LSAN_OPTIONS naming a copy of the suppressions in force
+ * plus NNG's own objects: NNG 1.5.2 loses a wedged listener's objects (not
+ * its descriptors) when the listener closes, now and then, and this daemon
+ * is wedged on purpose. Every other test keeps judging NNG's leaks. */
+static void start_excusing_wedged_listeners(dh_daemon *d)
+{
+    const char *options = getenv("LSAN_OPTIONS");
+    const char *given = options ? strstr(options, "suppressions=") : NULL;
+    char path[PATH_MAX], copy[PATH_MAX + 64];
+    snprintf(copy, sizeof(copy), "%s/lsan.supp", d->drv.dir);
+    FILE *out = fopen(copy, "w");
+    assert_non_null(out);
+    if (given) {
+        snprintf(path, sizeof(path), "%.*s", (int)strcspn(given + 13, ":"), given + 13);
+        FILE *in = fopen(path, "r");
+        char line[1024];
+        while (in && fgets(line, sizeof(line), in))
+            fputs(line, out);
+        if (in)
+            fclose(in);
+    }
+    fputs("leak:libnng.so\n", out);
+    fclose(out);
+    char *saved = options ? strdup(options) : NULL;
+    char lsan[PATH_MAX + 80];
+    snprintf(lsan, sizeof(lsan), "suppressions=%s", copy);
+    setenv("LSAN_OPTIONS", lsan, 1);
+    dh_start(d, NULL);
+    if (saved)
+        setenv("LSAN_OPTIONS", saved, 1);
+    else
+        unsetenv("LSAN_OPTIONS");
+    free(saved);
+}
+
+static void test_a_client_that_hangs_up_early_does_not_deafen_the_sockets(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    dh_add_app_host(d, "demo", NULL, NULL);
+    start_excusing_wedged_listeners(d);
+
+    /* A client connected before: healing must not close its connection
+     * (it would not reconnect, as activatorctl's requests do not). */
+    nng_socket kept;
+    assert_int_equal(nng_req0_open(&kept), 0);
+    nng_socket_set_ms(kept, NNG_OPT_RECONNMINT, 3600 * 1000);
+    nng_socket_set_ms(kept, NNG_OPT_RECONNMAXT, 3600 * 1000);
+    nng_socket_set_ms(kept, NNG_OPT_RECVTIMEO, 10000);
+    nng_socket_set_ms(kept, NNG_OPT_SENDTIMEO, 10000);
+    assert_int_equal(nng_dial(kept, d->drv.control_url, NULL, 0), 0);
+
+    /* A new listener makes the socket file anew, as the daemon's start does. */
+    struct stat made;
+    assert_int_equal(stat(d->drv.control_url + strlen("ipc://"), &made), 0);
+
+    /* The wedge is a matter of timing: many tries hit it. */
+    int slowest = 0;
+    for (int i = 0; i < 20; i++) {
+        send_header_and_close(d->drv.control_url, 0x30);
+        int ms = ms_until_status_answers(d, HEAL_DEADLINE_MS);
+        DH_CHECK(d, ms >= 0,
+                 "status is not answered %d ms after try %d of a client that sent its SP header "
+                 "and hung up: the control listener is wedged",
+                 HEAL_DEADLINE_MS, i + 1);
+        if (ms > slowest)
+            slowest = ms;
+    }
+    unsigned healed = log_count(d, "Control=ipc://");
+    struct stat now;
+    assert_int_equal(stat(d->drv.control_url + strlen("ipc://"), &now), 0);
+    DH_CHECK(d,
+             S_ISSOCK(now.st_mode) && now.st_mode == made.st_mode && now.st_uid == made.st_uid &&
+                 now.st_gid == made.st_gid,
+             "the socket file is mode %o owner %u:%u after healing, was %o %u:%u",
+             (unsigned)now.st_mode, (unsigned)now.st_uid, (unsigned)now.st_gid,
+             (unsigned)made.st_mode, (unsigned)made.st_uid, (unsigned)made.st_gid);
+    print_message("control: 20 tries, %u times listening again, status within %d ms at worst\n",
+                  healed, slowest);
+    static const char status[] = "{\"v\":1,\"op\":\"status\"}";
+    int rv = nng_send(kept, (void *)status, sizeof(status) - 1, 0);
+    char *buf = NULL;
+    size_t len = 0;
+    if (rv == 0)
+        rv = nng_recv(kept, &buf, &len, NNG_FLAG_ALLOC);
+    DH_CHECK(d, rv == 0,
+             "status on a connection made before the listener healed %u times: %s", healed,
+             nng_strerror(rv));
+    nng_free(buf, len);
+    nng_close(kept);
+
+    for (int i = 0; i < 5; i++) {
+        send_header_and_close(d->drv.events_url, 0x21);
+        DH_CHECK(d, new_subscriber_gets_events(d, HEAL_DEADLINE_MS),
+                 "a new subscriber gets no event %d ms after try %d of a client that sent its SP "
+                 "header and hung up: the events listener is wedged",
+                 HEAL_DEADLINE_MS, i + 1);
+    }
+    print_message("events: 5 tries, %u times listening again\n", log_count(d, "Events=ipc://"));
+    /* The subscriber the harness made at the start was connected all along. */
+    dh_events_mark(d);
+    claim beacon;
+    dh_claim_assigned(DH_BEACON_HOST, DH_BEACON_BOX, &beacon);
+    dh_claim_put(d, &beacon);
+    DH_CHECK(d, dh_event_wait(d, DH_BEACON_HOST, "claim.changed", 10000, NULL),
+             "the subscriber connected before the listener healed lost its connection");
+    dh_stop_and_check_clean(d);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-control", DH_STORE_DIR);
@@ -279,6 +498,7 @@ int main(void)
         DH_TEST(test_activatorctl_drives_the_daemon),
         DH_TEST(test_activatorctl_without_a_daemon_exits_3),
         DH_TEST(test_remote_control_over_tls_with_client_certificates),
+        DH_TEST(test_a_client_that_hangs_up_early_does_not_deafen_the_sockets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
