@@ -435,9 +435,11 @@ static void test_a_client_that_hangs_up_early_does_not_deafen_the_sockets(void *
     struct stat made;
     assert_int_equal(stat(d->drv.control_url + strlen("ipc://"), &made), 0);
 
-    /* The wedge is a matter of timing: many tries hit it. */
+    /* The wedge is a matter of timing: most tries hit it here (14 to 19 of
+     * 20), so a few make sure it is met and healed. */
+    enum { CONTROL_TRIES = 8, EVENTS_TRIES = 3 };
     int slowest = 0;
-    for (int i = 0; i < 20; i++) {
+    for (int i = 0; i < CONTROL_TRIES; i++) {
         send_header_and_close(d->drv.control_url, 0x30);
         int ms = ms_until_status_answers(d, HEAL_DEADLINE_MS);
         DH_CHECK(d, ms >= 0,
@@ -456,8 +458,12 @@ static void test_a_client_that_hangs_up_early_does_not_deafen_the_sockets(void *
              "the socket file is mode %o owner %u:%u after healing, was %o %u:%u",
              (unsigned)now.st_mode, (unsigned)now.st_uid, (unsigned)now.st_gid,
              (unsigned)made.st_mode, (unsigned)made.st_uid, (unsigned)made.st_gid);
-    print_message("control: 20 tries, %u times listening again, status within %d ms at worst\n",
-                  healed, slowest);
+    print_message("control: %d tries, %u times listening again, status within %d ms at worst\n",
+                  CONTROL_TRIES, healed, slowest);
+    DH_CHECK(d, healed > 0,
+             "%d clients that sent their SP header and hung up never wedged the control "
+             "listener: nothing was healed, so this test proved nothing (a fixed NNG?)",
+             CONTROL_TRIES);
     static const char status[] = "{\"v\":1,\"op\":\"status\"}";
     int rv = nng_send(kept, (void *)status, sizeof(status) - 1, 0);
     char *buf = NULL;
@@ -470,14 +476,15 @@ static void test_a_client_that_hangs_up_early_does_not_deafen_the_sockets(void *
     nng_free(buf, len);
     nng_close(kept);
 
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < EVENTS_TRIES; i++) {
         send_header_and_close(d->drv.events_url, 0x21);
         DH_CHECK(d, new_subscriber_gets_events(d, HEAL_DEADLINE_MS),
                  "a new subscriber gets no event %d ms after try %d of a client that sent its SP "
                  "header and hung up: the events listener is wedged",
                  HEAL_DEADLINE_MS, i + 1);
     }
-    print_message("events: 5 tries, %u times listening again\n", log_count(d, "Events=ipc://"));
+    print_message("events: %d tries, %u times listening again\n", EVENTS_TRIES,
+                  log_count(d, "Events=ipc://"));
     /* The subscriber the harness made at the start was connected all along. */
     dh_events_mark(d);
     claim beacon;
