@@ -157,6 +157,7 @@ typedef struct soak {
     unsigned faults_made;
     unsigned fault_counts[F__COUNT];
     bool fault_skipped[F__COUNT];
+    bool fault_off[F__COUNT]; /* left out by --only */
     soak_fault_record fault_log[SOAK_FAULT_LOG];
     unsigned next_fault_id;
     atomic_bool daemon_down[FL_BOXES_MAX]; /* the soak stopped it on purpose */
@@ -178,6 +179,8 @@ typedef struct soak {
     /* Baseline of each daemon, taken with every host parked. */
     long baseline_fds[FL_BOXES_MAX], baseline_rss_kib[FL_BOXES_MAX];
     long end_fds[FL_BOXES_MAX], end_rss_kib[FL_BOXES_MAX];
+    long baseline_other_fds[FL_BOXES_MAX];
+    long end_store_fds[FL_BOXES_MAX], end_host_dir_fds[FL_BOXES_MAX];
     char baseline_fd_kinds[FL_BOXES_MAX][1024];
     /* Lulls that found a host parked everywhere with a claim in phase
      * serving (a park's write-back lost to a store outage). */
@@ -223,6 +226,9 @@ void soak_window_close(soak *s, unsigned fault_id);
 
 /* soak_faults.c */
 const char *soak_fault_name(soak_fault_kind kind);
+/* --only wake,park,...: only these faults; -1 (and a message) for a name
+ * that is none. */
+int soak_faults_only(soak *s, const char *list);
 void soak_fault_one(soak *s);
 void soak_fault_log_print(const soak *s);
 

@@ -19,29 +19,54 @@
 #define SWAP_TAIL_MS 5000
 
 typedef struct fault_spec {
-    const char *name;
+    const char *name;  /* for people */
+    const char *token; /* for --only */
     unsigned weight;
 } fault_spec;
 
 static const fault_spec faults[F__COUNT] = {
-    [F_WAKE] = {"wake", 10},
-    [F_PARK] = {"park", 8},
-    [F_SWAP_GOOD] = {"swap (good build)", 8},
-    [F_SWAP_BAD] = {"swap (crashing build)", 5},
-    [F_STAGE_PROMOTE] = {"stage and promote", 6},
-    [F_ASSIGN] = {"claim assign", 6},
-    [F_MOVE] = {"move", 7},
-    [F_KILL_DAEMON] = {"SIGKILL of a daemon", 6},
-    [F_HANDOVER] = {"handover restart", 6},
-    [F_KILL_APP] = {"SIGKILL of an app", 10},
-    [F_STUBBORN_RETIRE] = {"retire of an app ignoring SIGTERM", 4},
-    [F_ETCD_STOP] = {"etcd stopped", 4},
-    [F_ETCD_COMPACT] = {"etcd restarted and compacted", 3},
-    [F_BAD_REQUESTS] = {"bad control requests", 7},
-    [F_RELOAD] = {"config reload", 6},
+    [F_WAKE] = {"wake", "wake", 10},
+    [F_PARK] = {"park", "park", 8},
+    [F_SWAP_GOOD] = {"swap (good build)", "swap-good", 8},
+    [F_SWAP_BAD] = {"swap (crashing build)", "swap-bad", 5},
+    [F_STAGE_PROMOTE] = {"stage and promote", "promote", 6},
+    [F_ASSIGN] = {"claim assign", "assign", 6},
+    [F_MOVE] = {"move", "move", 7},
+    [F_KILL_DAEMON] = {"SIGKILL of a daemon", "kill-daemon", 6},
+    [F_HANDOVER] = {"handover restart", "handover", 6},
+    [F_KILL_APP] = {"SIGKILL of an app", "kill-app", 10},
+    [F_STUBBORN_RETIRE] = {"retire of an app ignoring SIGTERM", "stubborn", 4},
+    [F_ETCD_STOP] = {"etcd stopped", "etcd-stop", 4},
+    [F_ETCD_COMPACT] = {"etcd restarted and compacted", "etcd-compact", 3},
+    [F_BAD_REQUESTS] = {"bad control requests", "bad-requests", 7},
+    [F_RELOAD] = {"config reload", "reload", 6},
     /* ParkMode= (issue 17) is not on main yet: listed, never made. */
-    [F_FREEZE_PARK] = {"freeze park", 0},
+    [F_FREEZE_PARK] = {"freeze park", "freeze", 0},
 };
+
+int soak_faults_only(soak *s, const char *list)
+{
+    for (int k = 0; k < F__COUNT; k++)
+        s->fault_off[k] = true;
+    char copy[512];
+    snprintf(copy, sizeof(copy), "%s", list);
+    char *save = NULL;
+    for (char *token = strtok_r(copy, ",", &save); token; token = strtok_r(NULL, ",", &save)) {
+        int k = 0;
+        while (k < F__COUNT && strcmp(faults[k].token, token) != 0)
+            k++;
+        if (k == F__COUNT || !faults[k].weight) {
+            fprintf(stderr, "soak: no fault \"%s\"; faults are:", token);
+            for (int j = 0; j < F__COUNT; j++)
+                if (faults[j].weight)
+                    fprintf(stderr, " %s", faults[j].token);
+            fprintf(stderr, "\n");
+            return -1;
+        }
+        s->fault_off[k] = false;
+    }
+    return 0;
+}
 
 const char *soak_fault_name(soak_fault_kind kind)
 {
@@ -415,19 +440,19 @@ static soak_fault_kind pick(soak *s)
 {
     unsigned total = 0;
     for (int k = 0; k < F__COUNT; k++)
-        total += faults[k].weight;
+        total += s->fault_off[k] ? 0 : faults[k].weight;
     unsigned at = (unsigned)soak_random_below(s, total);
     for (int k = 0; k < F__COUNT; k++) {
-        if (at < faults[k].weight)
+        unsigned weight = s->fault_off[k] ? 0 : faults[k].weight;
+        if (at < weight)
             return (soak_fault_kind)k;
-        at -= faults[k].weight;
+        at -= weight;
     }
     return F_WAKE;
 }
 
 void soak_fault_one(soak *s)
 {
-    s->fault_skipped[F_FREEZE_PARK] = true;
     soak_fault_kind kind = pick(s);
     soak_host *h = random_host(s);
     switch (kind) {

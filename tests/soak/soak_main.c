@@ -1,5 +1,5 @@
 /* act-soak: see soak.h. Usage:
- *   act-soak [--duration 75s|30m|1h|8h] [--seed N] [--boxes 2|3]
+ *   act-soak [--duration 75s|30m|1h|8h] [--seed N] [--boxes 2|3] [--only FAULT,...]
  * SOAK_DURATION and SOAK_SEED say the same from the environment (the flags
  * win); SOAK_VERBOSE=1 prints every fault as it is made. Exits 0 when
  * nothing broke, 1 when an invariant broke (the logs are kept and their
@@ -68,7 +68,8 @@ static uint64_t parse_duration(const char *text)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: act-soak [--duration 75s|30m|1h] [--seed N] [--boxes 2|3]\n");
+    fprintf(stderr, "usage: act-soak [--duration 75s|30m|1h] [--seed N] [--boxes 2|3] [--only "
+                    "FAULT,...]\n");
     return 2;
 }
 
@@ -76,6 +77,7 @@ static int parse_args(soak *s, int argc, char **argv)
 {
     const char *duration = getenv("SOAK_DURATION"), *seed = getenv("SOAK_SEED");
     s->n_boxes = SOAK_BOXES_DEFAULT;
+    s->fault_skipped[F_FREEZE_PARK] = true; /* ParkMode= is not on main yet */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--duration") == 0 && i + 1 < argc)
             duration = argv[++i];
@@ -83,7 +85,10 @@ static int parse_args(soak *s, int argc, char **argv)
             seed = argv[++i];
         else if (strcmp(argv[i], "--boxes") == 0 && i + 1 < argc)
             s->n_boxes = (size_t)atoi(argv[++i]);
-        else
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+            if (soak_faults_only(s, argv[++i]) < 0)
+                return 2;
+        } else
             return usage();
     }
     s->duration_ms = parse_duration(duration && duration[0] ? duration : "75s");
@@ -188,6 +193,14 @@ int main(int argc, char **argv)
     if (atomic_load(&s->broken))
         return finish_broken(s);
     soak_measure_baseline(s, true);
+    /* SOAK_PAUSE_AT_END=N: N seconds to look at the parked fleet (lsof,
+     * ss, the logs) before it stops. */
+    const char *pause = getenv("SOAK_PAUSE_AT_END");
+    if (pause && atoi(pause) > 0) {
+        for (size_t b = 0; b < s->n_boxes; b++)
+            fprintf(stderr, "soak: %s is pid %d\n", fl_box_name(b), (int)s->fleet.boxes[b].drv.pid);
+        dd_sleep_ms(1000L * atoi(pause));
+    }
     soak_sampler_stop(s);
     soak_router_stop(s);
     soak_check_clean_stop(s);

@@ -30,6 +30,8 @@ void soak_report(const soak *s)
         if (s->fault_skipped[k])
             printf("  %-36s skipped (ParkMode= is not built yet: issue 17)\n",
                    soak_fault_name((soak_fault_kind)k));
+        else if (s->fault_off[k])
+            printf("  %-36s left out (--only)\n", soak_fault_name((soak_fault_kind)k));
         else
             printf("  %-36s %u\n", soak_fault_name((soak_fault_kind)k), s->fault_counts[k]);
     }
@@ -67,8 +69,15 @@ void soak_report(const soak *s)
                s->stale_serving_claims);
     printf("daemons with every host parked, at the start and at the end:\n");
     for (size_t b = 0; b < s->n_boxes; b++)
-        printf("  %s: fds %ld -> %ld, RSS %ld -> %ld KiB\n", fl_box_name(b), s->baseline_fds[b],
-               s->end_fds[b], s->baseline_rss_kib[b], s->end_rss_kib[b]);
+        printf("  %s: fds %ld -> %ld (at the end %ld store connections, %ld host "
+               "directories), RSS %ld -> %ld KiB\n",
+               fl_box_name(b), s->baseline_fds[b], s->end_fds[b], s->end_store_fds[b],
+               s->end_host_dir_fds[b], s->baseline_rss_kib[b], s->end_rss_kib[b]);
+    for (size_t b = 0; b < s->n_boxes; b++)
+        if (s->end_host_dir_fds[b])
+            printf("noticed: %s keeps %ld parked host(s)' directories open (a move's or a "
+                   "checkpoint's end reopens it, nothing closes it until the next wake)\n",
+                   fl_box_name(b), s->end_host_dir_fds[b]);
     printf("soak: %u faults, %" PRIu64 " invariant checks, %" PRIu64 " broken\n", s->faults_made,
            total_checks(s), total_broken(s));
     fflush(stdout);
