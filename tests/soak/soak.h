@@ -158,6 +158,10 @@ typedef struct soak {
     unsigned fault_counts[F__COUNT];
     bool fault_skipped[F__COUNT];
     bool fault_off[F__COUNT]; /* left out by --only */
+    /* --undeclared: the self-test. This fault's windows are not opened, so
+     * the failures it makes are unexplained and must break I_FAILURES. */
+    int undeclared; /* a soak_fault_kind, or -1 */
+    soak_invariant first_broken;
     soak_fault_record fault_log[SOAK_FAULT_LOG];
     unsigned next_fault_id;
     atomic_bool daemon_down[FL_BOXES_MAX]; /* the soak stopped it on purpose */
@@ -229,6 +233,8 @@ const char *soak_fault_name(soak_fault_kind kind);
 /* --only wake,park,...: only these faults; -1 (and a message) for a name
  * that is none. */
 int soak_faults_only(soak *s, const char *list);
+/* The fault named token (as --only names them), or -1. */
+int soak_fault_by_token(const char *token);
 void soak_fault_one(soak *s);
 void soak_fault_log_print(const soak *s);
 

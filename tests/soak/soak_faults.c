@@ -44,6 +44,14 @@ static const fault_spec faults[F__COUNT] = {
     [F_FREEZE_PARK] = {"freeze park", "freeze", 0},
 };
 
+int soak_fault_by_token(const char *token)
+{
+    for (int k = 0; k < F__COUNT; k++)
+        if (faults[k].weight && strcmp(faults[k].token, token) == 0)
+            return k;
+    return -1;
+}
+
 int soak_faults_only(soak *s, const char *list)
 {
     for (int k = 0; k < F__COUNT; k++)

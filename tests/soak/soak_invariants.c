@@ -56,8 +56,10 @@ void soak_check(soak *s, soak_invariant inv, bool held, const char *fmt, ...)
     fprintf(stderr, "soak: BROKEN at +%.3f s: %s: %s\n",
             (double)(soak_now_ms() - s->start_ms) / 1000.0, soak_invariant_name(inv), what);
     pthread_mutex_lock(&s->broken_lock);
-    if (!atomic_load(&s->broken))
+    if (!atomic_load(&s->broken)) {
         snprintf(s->broken_what, sizeof(s->broken_what), "%s: %s", soak_invariant_name(inv), what);
+        s->first_broken = inv;
+    }
     atomic_store(&s->broken, true);
     pthread_mutex_unlock(&s->broken_lock);
 }

@@ -4,7 +4,13 @@
  * win); SOAK_VERBOSE=1 prints every fault as it is made. Exits 0 when
  * nothing broke, 1 when an invariant broke (the logs are kept and their
  * paths printed), 77 when it cannot run here (no root, no cgroup2, no
- * etcd). */
+ * etcd).
+ *
+ * --undeclared FAULT is the soak's test of itself: FAULT is made but its
+ * windows are not declared, so the client failures it causes are
+ * unexplained and must break "every failed request is in a fault's
+ * window". Then the exit status is inverted: 0 when that invariant broke
+ * first, 1 when the run passed or something else broke. */
 #include "soak.h"
 
 #include <errno.h>
@@ -69,7 +75,8 @@ static uint64_t parse_duration(const char *text)
 static int usage(void)
 {
     fprintf(stderr, "usage: act-soak [--duration 75s|30m|1h] [--seed N] [--boxes 2|3] [--only "
-                    "FAULT,...]\n");
+                    "FAULT,...]\n"
+                    "               [--undeclared FAULT]\n");
     return 2;
 }
 
@@ -77,6 +84,7 @@ static int parse_args(soak *s, int argc, char **argv)
 {
     const char *duration = getenv("SOAK_DURATION"), *seed = getenv("SOAK_SEED");
     s->n_boxes = SOAK_BOXES_DEFAULT;
+    s->undeclared = -1;
     s->fault_skipped[F_FREEZE_PARK] = true; /* ParkMode= is not on main yet */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--duration") == 0 && i + 1 < argc)
@@ -85,7 +93,11 @@ static int parse_args(soak *s, int argc, char **argv)
             seed = argv[++i];
         else if (strcmp(argv[i], "--boxes") == 0 && i + 1 < argc)
             s->n_boxes = (size_t)atoi(argv[++i]);
-        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+        else if (strcmp(argv[i], "--undeclared") == 0 && i + 1 < argc) {
+            s->undeclared = soak_fault_by_token(argv[++i]);
+            if (s->undeclared < 0)
+                return usage();
+        } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             if (soak_faults_only(s, argv[++i]) < 0)
                 return 2;
         } else
@@ -119,6 +131,19 @@ static void warm_up(soak *s)
     }
 }
 
+/* The exit status of a run that broke s->first_broken (or nothing, with
+ * broken false). */
+static int exit_status(const soak *s, bool broken)
+{
+    if (s->undeclared < 0)
+        return broken ? 1 : 0;
+    bool caught = broken && s->first_broken == I_FAILURES;
+    printf("soak: self-test: %s's windows were not declared; %s\n",
+           soak_fault_name((soak_fault_kind)s->undeclared),
+           caught ? "the failures it made were caught" : "NOT caught as unexplained failures");
+    return caught ? 0 : 1;
+}
+
 static int finish_broken(soak *s)
 {
     atomic_store(&s->stop_clients, true);
@@ -126,8 +151,10 @@ static int finish_broken(soak *s)
     soak_sampler_stop(s);
     soak_router_stop(s);
     soak_report_broken(s);
-    soak_fleet_teardown(s, true);
-    return 1;
+    /* The self-test's logs are of no interest once it caught what it made. */
+    bool caught = s->undeclared >= 0 && s->first_broken == I_FAILURES;
+    soak_fleet_teardown(s, !caught);
+    return exit_status(s, true);
 }
 
 int main(int argc, char **argv)
@@ -207,9 +234,9 @@ int main(int argc, char **argv)
     if (atomic_load(&s->broken)) {
         soak_report_broken(s);
         soak_fleet_teardown(s, true);
-        return 1;
+        return exit_status(s, true);
     }
     soak_report(s);
     soak_fleet_teardown(s, false);
-    return 0;
+    return exit_status(s, false);
 }
