@@ -381,8 +381,7 @@ static void bad_requests(soak *s)
         "{\"v\":1,\"op\":\"wake\",\"host\":\"plain-1\",\"extra\":1}",
         "{\"v\":1,\"op\":\"swap\",\"host\":\"plain-1\",\"version\":\"never-staged\"}",
         "{\"v\":1,\"op\":\"promote\",\"host\":\"plain-2\",\"version\":\"never-staged\"}",
-        "{\"v\":1,\"op\":\"stage\",\"host\":\"plain-1\",\"version\":\"x\",\"path\":\"/"
-        "nonexistent\"}",
+        "{\"v\":1,\"op\":\"stage\",\"host\":\"plain-1\",\"version\":\"x\",\"path\":\"/no\"}",
         "{\"v\":1,\"op\":\"move\",\"host\":\"plain-1\",\"box\":\"no-such-box\"}",
         "{\"v\":1,\"op\":\"claim.assign\",\"host\":\"plain-2\",\"box\":\"no-such-box\"}",
         "{\"v\":1,\"op\":\"gc\",\"host\":\"plain-1\",\"keep\":-1}",
