@@ -281,6 +281,9 @@ void soak_sampler_stop(soak *s)
 typedef struct host_view {
     char state[32];
     uint64_t generation;
+    /* "unproven_stop" while a leaf a previous daemon left (or a retirement
+     * could not prove empty) is being swept: the daemon knows it. */
+    bool unproven;
 } host_view;
 
 static bool status_of(soak *s, size_t box, const char *host, host_view *out)
@@ -292,6 +295,7 @@ static bool status_of(soak *s, size_t box, const char *host, host_view *out)
         json_object *result = dd_reply_result(reply);
         snprintf(out->state, sizeof(out->state), "%s", dd_json_str(result, "state"));
         out->generation = dd_json_u64(result, "generation");
+        out->unproven = strcmp(dd_json_str(result, "reason"), "unproven_stop") == 0;
     }
     json_object_put(reply);
     return ok;
@@ -331,7 +335,8 @@ static bool check_host_settled(soak *s, soak_host *h, bool last_try)
 {
     host_view before[FL_BOXES_MAX], after[FL_BOXES_MAX];
     for (size_t b = 0; b < s->n_boxes; b++)
-        if (!status_of(s, b, h->name, &before[b]) || !at_rest_state(before[b].state))
+        if (!status_of(s, b, h->name, &before[b]) || !at_rest_state(before[b].state) ||
+            before[b].unproven)
             return false;
     claim c = {0};
     act_error err = {0};
@@ -342,7 +347,7 @@ static bool check_host_settled(soak *s, soak_host *h, bool last_try)
         n[b] = populated_generations(s, b, h->name, gens[b], 8);
     for (size_t b = 0; b < s->n_boxes; b++)
         if (!status_of(s, b, h->name, &after[b]) || strcmp(before[b].state, after[b].state) != 0 ||
-            before[b].generation != after[b].generation)
+            before[b].generation != after[b].generation || after[b].unproven)
             return false;
     if (!have_claim && !last_try)
         return false;
