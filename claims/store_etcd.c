@@ -20,8 +20,13 @@
  * than holding an unbounded backlog. */
 #define WATCH_PENDING_MAX 1024
 
+/* One read, compare-and-swap, delete or list in flight. The store keeps
+ * every one in a list, because freeing the store cancels their calls
+ * without callbacks (etcd_client_free), and a daemon frees its store with
+ * calls in flight when it hands over or stops. */
 typedef struct etcd_op {
     etcd_store *es;
+    struct etcd_op *prev, *next;
     char host[ACT_NAME_MAX + 1];
     claims_read_fn read_fn;
     claims_cas_fn cas_fn;
@@ -100,7 +105,22 @@ static etcd_op *op_new(etcd_store *es, const char *host, void *userdata, act_err
     op->userdata = userdata;
     if (host)
         snprintf(op->host, sizeof(op->host), "%s", host);
+    op->next = es->ops;
+    if (es->ops)
+        es->ops->prev = op;
+    es->ops = op;
     return op;
+}
+
+static void op_free(etcd_op *op)
+{
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        op->es->ops = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    free(op);
 }
 
 int etcd_store_call(etcd_store *es, sd_event *event, const char *path, char *body,
@@ -120,7 +140,7 @@ static int start(etcd_store *es, sd_event *event, const char *path, char *body,
 {
     int r = etcd_store_call(es, event, path, body, done, op, err);
     if (r < 0)
-        free(op);
+        op_free(op);
     return r;
 }
 
@@ -141,7 +161,7 @@ static void on_read_done(etcd_call *call, int result, json_object *response,
         op->read_fn(&op->es->base, r < 0 ? r : 1, r < 0 ? NULL : &current, &parse_err,
                     op->userdata);
     }
-    free(op);
+    op_free(op);
 }
 
 static int etcd_read_async(claim_store *store, sd_event *event, const char *host,
@@ -170,7 +190,7 @@ static void on_txn_done(etcd_call *call, int result, json_object *response, cons
     json_object *succeeded = NULL, *header = NULL;
     if (result < 0) {
         op->cas_fn(store, result, 0, NULL, err, op->userdata);
-        free(op);
+        op_free(op);
         return;
     }
     bool ok = json_object_object_get_ex(response, "succeeded", &succeeded) &&
@@ -196,7 +216,7 @@ static void on_txn_done(etcd_call *call, int result, json_object *response, cons
             op->cas_fn(store, CLAIMS_CHANGED, 0, &current, NULL, op->userdata);
         }
     }
-    free(op);
+    op_free(op);
 }
 
 static int start_txn(etcd_store *es, sd_event *event, const char *host, uint64_t expected,
@@ -252,7 +272,7 @@ static void on_list_done(etcd_call *call, int result, json_object *response,
     json_object *kvs = NULL;
     if (result < 0) {
         op->list_fn(store, result, NULL, 0, 0, err, op->userdata);
-        free(op);
+        op_free(op);
         return;
     }
     json_object *header = NULL;
@@ -288,7 +308,7 @@ static void on_list_done(etcd_call *call, int result, json_object *response,
         qsort(claims, n, sizeof(*claims), claims_compare_by_host);
         op->list_fn(store, 0, claims, n, revision, NULL, op->userdata);
     }
-    free(op);
+    op_free(op);
 }
 
 static int etcd_list_async(claim_store *store, sd_event *event, claims_problem_fn problem,
@@ -624,7 +644,11 @@ static int etcd_watch_start(claim_store *store, sd_event *event, uint64_t from_r
 static void etcd_free(claim_store *store)
 {
     etcd_store *es = (etcd_store *)store;
+    /* Cancels every call in flight without its callback: the ops they
+     * would have freed are freed here. */
     etcd_client_free(es->client);
+    while (es->ops)
+        op_free(es->ops);
     free(es->prefix);
     free(es->list_key);
     free(es->list_end);

@@ -18,6 +18,7 @@ typedef struct etcd_store {
     char *list_end;  /* "<prefix>0": the range end that covers every key under "<prefix>/" */
     char *boxes_key; /* "<prefix>.boxes/": box records are "<prefix>.boxes/<box>" */
     char *boxes_end; /* "<prefix>.boxes0" */
+    struct etcd_op *ops; /* the claim calls in flight (store_etcd.c) */
 } etcd_store;
 
 /* Posts body (taken over) to path on event's loop; done gets userdata. */

@@ -82,6 +82,7 @@ struct ad_daemon {
     int state_dirfd;
     claim_store *store;
     act_offload *offload;            /* workers for durable writes and prepare's hashing */
+    struct record_write *record_writes_in_flight; /* record_writes.c */
     /* Workers for whole builds (stage, promote, a swap's verification, gc):
      * a large build hashed there never delays another host's wake, whose
      * record writes and prepare run on offload. */

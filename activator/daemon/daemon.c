@@ -27,6 +27,7 @@
 #include "activator/daemon/leftovers.h"
 #include "activator/daemon/lifetime.h"
 #include "activator/daemon/recovery.h"
+#include "activator/daemon/record_writes.h"
 #include "activator/daemon/sweep.h"
 #include "activator/daemon/reload.h"
 #include "activator/daemon/telemetry.h"
@@ -476,6 +477,7 @@ static void teardown(daemon_process *process)
     /* Lets the record writes already asked for land (a clean stop removes
      * the records of the generations it retired). */
     act_offload_free(daemon->offload);
+    ad_record_writes_forget(daemon);
     act_offload_free(daemon->release_work);
     ad_reload_free(daemon);
     ad_leftovers_free(daemon);

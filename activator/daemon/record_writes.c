@@ -18,6 +18,11 @@
 #include "common/log.h"
 
 typedef struct record_write {
+    /* Every job in flight, in the daemon's list (record_writes_in_flight):
+     * freeing the offload drops the done() of what it ran, and a handover or
+     * a stop frees it with removals in flight. */
+    struct record_write *prev, *next;
+    ad_daemon *daemon;
     ad_host *host; /* for written(), on the loop only */
     ad_record_written_fn written;
     ad_record_removed_fn removed; /* for removed(), on the loop only */
@@ -46,9 +51,20 @@ static void run_write(void *data)
         job->result = rec_write_generation(job->host_dirfd, &job->record, &job->err);
 }
 
+static void unlink_job(record_write *job)
+{
+    if (job->prev)
+        job->prev->next = job->next;
+    else
+        job->daemon->record_writes_in_flight = job->next;
+    if (job->next)
+        job->next->prev = job->prev;
+}
+
 static void complete_write(void *data)
 {
     _cleanup_free_ record_write *job = data;
+    unlink_job(job);
     if (job->written) {
         job->written(job->host, job->result, &job->err);
     } else {
@@ -62,16 +78,32 @@ static void complete_write(void *data)
 static int submit(ad_host *host, record_write *job, act_error *err)
 {
     job->host = host;
+    job->daemon = ad_host_daemon(host);
     int r = ad_host_dir(host, err);
     if (r >= 0) {
         job->host_dirfd = r;
         snprintf(job->host_name, sizeof(job->host_name), "%s", ad_host_name(host));
-        r = act_offload_submit(ad_host_daemon(host)->offload, act_offload_lane(job->host_name),
-                               run_write, complete_write, job, err);
+        r = act_offload_submit(job->daemon->offload, act_offload_lane(job->host_name), run_write,
+                               complete_write, job, err);
     }
-    if (r < 0)
+    if (r < 0) {
         free(job);
+        return r;
+    }
+    job->next = job->daemon->record_writes_in_flight;
+    if (job->next)
+        job->next->prev = job;
+    job->daemon->record_writes_in_flight = job;
     return r;
+}
+
+void ad_record_writes_forget(ad_daemon *daemon)
+{
+    while (daemon->record_writes_in_flight) {
+        record_write *job = daemon->record_writes_in_flight;
+        unlink_job(job);
+        free(job);
+    }
 }
 
 int ad_record_write_async(ad_host *host, const rec_generation_record *record,

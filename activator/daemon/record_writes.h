@@ -18,3 +18,8 @@ int ad_record_write_async(ad_host *host, const rec_generation_record *record,
 typedef void (*ad_record_removed_fn)(void *userdata);
 void ad_record_remove_async(ad_host *host, uint64_t generation, ad_record_removed_fn removed,
                             void *userdata);
+
+/* Frees the jobs whose done() the offload will not run any more: call once
+ * act_offload_free(daemon->offload) returned (their writes ran to their
+ * end there). */
+void ad_record_writes_forget(ad_daemon *daemon);

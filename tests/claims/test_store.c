@@ -383,6 +383,48 @@ static void async_calls_and_watch_on_the_callers_loop(void **state)
     sd_event_unref(s.event);
 }
 
+static void on_never_cas(claim_store *store, int result, uint64_t new_revision,
+                         const claim *current, const act_error *err, void *userdata)
+{
+    *(bool *)userdata = true;
+}
+
+static void on_never_read(claim_store *store, int result, const claim *c, const act_error *err,
+                          void *userdata)
+{
+    *(bool *)userdata = true;
+}
+
+static void on_never_list(claim_store *store, int result, claim *claims, size_t n,
+                          uint64_t revision, const act_error *err, void *userdata)
+{
+    free(claims);
+    *(bool *)userdata = true;
+}
+
+/* A daemon that hands over or stops frees its store with calls still in
+ * flight (a claim write-back, a read): they end with no callback, and what
+ * they held goes with the store. LeakSanitizer, under which every test
+ * runs, finds anything left (the chaos soak found one with seed 2: a
+ * parked host's write-back in flight at a handover). */
+static void a_store_freed_with_calls_in_flight_frees_them(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    sd_event *event = NULL;
+    assert_int_equal(sd_event_new(&event), 0);
+    assert_int_equal(claims_store_attach_event(store, event, &err), 0);
+    bool called = false;
+    claim c = fixture_claim("web1", 1);
+    assert_int_equal(claims_cas_async(store, "web1", 0, &c, on_never_cas, &called, &err), 0);
+    assert_int_equal(claims_read_async(store, "web1", on_never_read, &called, &err), 0);
+    assert_int_equal(claims_list_async(store, NULL, NULL, on_never_list, &called, &err), 0);
+    claims_store_free(store);
+    sd_event_unref(event);
+    assert_false(called);
+}
+
 static int increment_sessions(const char *url, int rounds)
 {
     claim_store *store;
@@ -763,6 +805,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(list_at_one_revision_then_watch_from_it),
         cmocka_unit_test(watch_sees_every_change_in_order),
         cmocka_unit_test(async_calls_and_watch_on_the_callers_loop),
+        cmocka_unit_test(a_store_freed_with_calls_in_flight_frees_them),
         cmocka_unit_test(two_processes_race_500_increments_each),
         cmocka_unit_test(malformed_claims_are_named_and_skipped),
         cmocka_unit_test(observer_hears_every_async_call),
