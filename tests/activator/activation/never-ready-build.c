@@ -1,8 +1,8 @@
 /* act-never-ready-build: a build that starts and serves but never says
  * READY=1, the build a failed swap is made of. Exec= is one line per host,
  * shared by every build of it, so the flag cannot come from the host file:
- * this staged program adds it and becomes act-e2e-app (which marks the run
- * and becomes act-testapp). It is a C program because staged builds run from
+ * this staged program adds it and runs act-e2e-app's main (which marks the
+ * run and runs act-testapp's). It is a C program because staged builds run from
  * a verified O_CLOEXEC fd, which rules out "#!" scripts. */
 #include <errno.h>
 #include <stdio.h>
@@ -10,17 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifndef DH_E2E_APP
-#error "DH_E2E_APP must name the act-e2e-app executable"
-#endif
-
-/* It runs under the daemon's default seccomp profile, which denies ptrace,
- * and LeakSanitizer needs ptrace at exit; it execs at once anyway. */
-const char *__asan_default_options(void);
-const char *__asan_default_options(void)
-{
-    return "detect_leaks=0";
-}
+/* act-e2e-app's main (tests/activator/daemon/e2e-app.c), linked in under
+ * this name: a staged build must be whole, because a generation's
+ * filesystem view does not show the build tree. */
+int act_e2e_app_main(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
@@ -31,7 +24,5 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         args[i] = argv[i];
     args[argc] = (char *)"--never-ready";
-    execv(DH_E2E_APP, args);
-    fprintf(stderr, "act-never-ready-build: cannot exec %s: %s\n", DH_E2E_APP, strerror(errno));
-    return 127;
+    return act_e2e_app_main(argc + 1, args);
 }

@@ -1,6 +1,8 @@
 /* act-e2e-app: the build the daemon tests stage. It appends "PID GENERATION"
  * to the file named by E2E_MARKER (set through the host's Environment=), then
- * becomes act-testapp with the same arguments.
+ * runs act-testapp's main, linked in, with the same arguments. (It once
+ * exec'd act-testapp from the build tree, which a generation's filesystem
+ * view hides when the tree sits under /tmp.)
  *
  * The marker is how a test proves that an app never ran (a refusal must exec
  * nothing) and learns the pid of every attempt, so it can check afterwards
@@ -14,20 +16,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifndef E2E_TESTAPP
-#error "E2E_TESTAPP must name the act-testapp executable"
+/* act-testapp's main (tests/apps/act-testapp.c, built into this program
+ * under this name; it also sets the sanitizer options). */
+int act_testapp_main(int argc, char **argv);
+
+/* The builds of tests/activator/activation link this file in too, and call
+ * it by another name after their own prologue. */
+#ifndef E2E_APP_MAIN
+#define E2E_APP_MAIN main
 #endif
-
-/* This app runs under the daemon's default seccomp profile, which denies
- * ptrace, and LeakSanitizer needs ptrace at exit. It execs act-testapp at
- * once, so there is nothing of its own to check for leaks. */
-const char *__asan_default_options(void);
-const char *__asan_default_options(void)
-{
-    return "detect_leaks=0";
-}
-
-int main(int argc, char **argv)
+int E2E_APP_MAIN(int argc, char **argv);
+int E2E_APP_MAIN(int argc, char **argv)
 {
     const char *marker = getenv("E2E_MARKER");
     if (marker) {
@@ -45,9 +44,6 @@ int main(int argc, char **argv)
     const char *version = getenv("ACTIVATOR_VERSION");
     if (version && !getenv("ACT_TESTAPP_VERSION"))
         setenv("ACT_TESTAPP_VERSION", version, 1);
-    (void)argc;
     argv[0] = (char *)"act-testapp";
-    execv(E2E_TESTAPP, argv);
-    fprintf(stderr, "act-e2e-app: cannot exec %s: %s\n", E2E_TESTAPP, strerror(errno));
-    return 127;
+    return act_testapp_main(argc, argv);
 }
