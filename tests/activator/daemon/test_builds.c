@@ -273,28 +273,37 @@ static void test_scripts_run_from_their_verified_fd(void **state)
     int port = dh_free_port();
     dh_write_app_host(d, "demo", port, NULL, "MaxStarts=1\n");
 
-    /* A shell script, run by the box's /bin/sh. */
+    /* A shell script, run by the box's /bin/sh. The app it execs is in its
+     * build: a generation's view shows the build it runs, not the build
+     * tree the test runs from (which may be under /tmp). */
     char script[PATH_MAX], text[PATH_MAX + 128];
-    snprintf(script, sizeof(script), "%s/serve.sh", d->drv.dir);
-    snprintf(text, sizeof(text), "#!/bin/sh\nexec %s \"$@\"\n", DH_E2E_APP);
-    write_file(d, script, text, 0755);
-    dh_stage_file(d, "demo", "sh1", script, true, NULL);
+    char src[PATH_MAX / 2], bin[PATH_MAX / 2 + 8], path[PATH_MAX];
+    snprintf(src, sizeof(src), "%s/sh1-src", d->drv.dir);
+    DH_CHECK(d, mkdir(src, 0755) == 0, "mkdir %s: %s", src, strerror(errno));
+    snprintf(path, sizeof(path), "%s/app", src);
+    copy_file(d, DH_E2E_APP, path, 0755, 0);
+    snprintf(path, sizeof(path), "%s/run", src);
+    snprintf(text, sizeof(text), "#!/bin/sh\nexec %s/releases/demo/sh1/app \"$@\"\n",
+             d->drv.state_dir);
+    write_file(d, path, text, 0755);
+    stage_dir(d, "demo", "sh1", src, "run", true);
     dh_start(d, NULL);
     dh_wake(d, "demo");
     expect_answer(d, port, "sh1");
     dh_park(d, "demo");
 
     /* A script whose interpreter is inside the build (a copy of dash). */
-    char src[PATH_MAX / 2], bin[PATH_MAX / 2 + 8], path[PATH_MAX];
     snprintf(src, sizeof(src), "%s/in1-src", d->drv.dir);
     snprintf(bin, sizeof(bin), "%s/bin", src);
     DH_CHECK(d, mkdir(src, 0755) == 0 && mkdir(bin, 0755) == 0, "mkdir %s: %s", bin,
              strerror(errno));
     snprintf(path, sizeof(path), "%s/sh", bin);
     copy_file(d, "/bin/dash", path, 0755, 0);
+    snprintf(path, sizeof(path), "%s/app", src);
+    copy_file(d, DH_E2E_APP, path, 0755, 0);
     snprintf(path, sizeof(path), "%s/run", src);
-    snprintf(text, sizeof(text), "#!%s/releases/demo/in1/bin/sh\nexec %s \"$@\"\n",
-             d->drv.state_dir, DH_E2E_APP);
+    snprintf(text, sizeof(text), "#!%s/releases/demo/in1/bin/sh\nexec %s/releases/demo/in1/app \"$@\"\n",
+             d->drv.state_dir, d->drv.state_dir);
     write_file(d, path, text, 0755);
     stage_dir(d, "demo", "in1", src, "run", true);
     dh_wake(d, "demo");
