@@ -337,7 +337,10 @@ static void test_bad_input_changes_nothing(void **state)
     DH_CHECK(d, text, "cannot read %s", d->drv.config_path);
     char *at = strstr(text, shared.path);
     DH_CHECK(d, at, "Checkpoints= is not in %s", d->drv.config_path);
-    at[strlen(shared.path) - 1] = 'Z'; /* another directory */
+    /* Another directory: mkdtemp's last letter may already be the one we
+     * would write, which would leave the key unchanged. */
+    char *last = at + strlen(shared.path) - 1;
+    *last = *last == 'Z' ? 'Y' : 'Z';
     FILE *f = fopen(d->drv.config_path, "we");
     fputs(text, f);
     fclose(f);
