@@ -96,6 +96,14 @@ typedef struct cg_limits {
  * changes anything. */
 int cg_limits_check(const cg_root *root, const cg_limits *limits, act_error *err);
 
+/* Whether the set limits all go to v2 controllers, which a process joins as
+ * it is cloned (CLONE_INTO_CGROUP) at no cost. A limit that goes to a v1
+ * hierarchy instead (a hybrid host) is joined by the child writing its pid
+ * before it execs: a migration, for which the kernel waits out an RCU grace
+ * period (several milliseconds) unless the hierarchies are mounted with
+ * favordynmods. */
+bool cg_limits_free_at_spawn(const cg_root *root, const cg_limits *limits);
+
 /* ---- leaves ---- */
 
 /* Creates <root>/hosts/<host>/<leaf_name> in v2 (and its v1 mirrors on a

@@ -25,6 +25,17 @@ static int route_check(const cg_root *root, enum cg_controller c, const char *wh
                          what, cg_controller_names[c], root->v2_path);
 }
 
+bool cg_limits_free_at_spawn(const cg_root *root, const cg_limits *limits)
+{
+    assert(root);
+    if (!limits)
+        return true;
+    for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
+        if (cg_v1_mirror_needed(root, c, limits))
+            return false;
+    return true;
+}
+
 int cg_limits_check(const cg_root *root, const cg_limits *limits, act_error *err)
 {
     assert(root);

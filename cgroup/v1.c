@@ -76,11 +76,11 @@ bool cg_v1_mirror_needed(const cg_root *root, enum cg_controller c, const cg_lim
 {
     assert(root);
     assert((unsigned)c < CG_CONTROLLER_COUNT);
-    if (!root->v1_mount[c])
-        return false;
-    /* memory and pids always, for the leaf's stats; cpu only for a limit,
-     * since v2's cpu.stat already gives the usage. */
-    return c != CG_CPU || wants(c, limits);
+    /* Only for a limit v2 cannot enforce. A mirror kept for its stats alone
+     * (memory.usage_in_bytes, pids.current) would cost every spawn a
+     * migration into it, which waits out an RCU grace period: most of a cold
+     * wake on a hybrid host. v2's cpu.stat gives the CPU usage regardless. */
+    return root->v1_mount[c] && !root->v2_has[c] && wants(c, limits);
 }
 
 /* The values of the controllers in mirrors: those of limits that are set,

@@ -445,6 +445,15 @@ static int start(daemon_process *process, const char *config_path, act_error *er
                 "hosts without PidsMax= are held to its default of %d tasks by RLIMIT_NPROC on "
                 "their dynamic user (those with User= not at all) on this box: %s",
                 CFG_PIDS_MAX_DEFAULT, pids_err.message);
+    else if (!cg_limits_free_at_spawn(daemon->cgroups,
+                                      &(cg_limits){.pids_max = CFG_PIDS_MAX_DEFAULT}))
+        act_log(LOG_INFO,
+                "this box has the pids, memory and cpu limits in cgroup v1 only: a host whose "
+                "limits need them joins them at each start, which the kernel makes wait out an "
+                "RCU grace period (milliseconds; mount the hierarchies with favordynmods to "
+                "avoid it); hosts without User= are held to the default PidsMax=%d by "
+                "RLIMIT_NPROC on their dynamic user instead",
+                CFG_PIDS_MAX_DEFAULT);
     if ((r = pl_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
             0 ||
         (r = open_store(daemon, process->n_loaded_hosts ? process->loaded_hosts[0].name : NULL,

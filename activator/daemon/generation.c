@@ -31,19 +31,25 @@
  * (sweep.c) then goes on proving stopped for as long as it takes. */
 #define KILL_PROOF_TIMEOUT_USEC (10 * 1000 * 1000ull)
 
-void ad_limits_from_config(const cg_root *root, const cfg_limits *limits, cg_limits *out)
+/* Whether the default PidsMax= goes into the leaf (see the header). */
+static bool default_pids_in_leaf(const cg_root *root, const cfg_limits *limits, bool own_uid)
 {
-    bool default_pids_enforceable =
-        limits->pids_max_is_default &&
-        cg_limits_check(root, &(cg_limits){.pids_max = limits->pids_max}, NULL) == 0;
+    const cg_limits pids = {.pids_max = limits->pids_max};
+    if (cg_limits_check(root, &pids, NULL) < 0)
+        return false;
+    return !own_uid || cg_limits_free_at_spawn(root, &pids);
+}
+
+void ad_limits_from_config(const cg_root *root, const cfg_limits *limits, bool own_uid,
+                           cg_limits *out)
+{
+    bool pids_unset = limits->pids_max == CFG_LIMIT_INFINITY ||
+                      (limits->pids_max_is_default && !default_pids_in_leaf(root, limits, own_uid));
     /* "infinity" is the cgroup's own default, so it is simply not written. */
     *out = (cg_limits){
         .memory_max = limits->memory_max == CFG_LIMIT_INFINITY ? 0 : limits->memory_max,
         .memory_high = limits->memory_high == CFG_LIMIT_INFINITY ? 0 : limits->memory_high,
-        .pids_max = limits->pids_max == CFG_LIMIT_INFINITY ||
-                            (limits->pids_max_is_default && !default_pids_enforceable)
-                        ? 0
-                        : limits->pids_max,
+        .pids_max = pids_unset ? 0 : limits->pids_max,
         .cpu_quota_percent = limits->cpu_quota_percent,
         .cpu_weight = limits->cpu_weight,
     };
@@ -57,7 +63,7 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
     snprintf(leaf_name, sizeof(leaf_name), "%s-%" PRIu64, kind, number);
     const cfg_host *config = ad_host_config(host);
     cg_limits limits;
-    ad_limits_from_config(ad_host_daemon(host)->cgroups, &config->limits, &limits);
+    ad_limits_from_config(ad_host_daemon(host)->cgroups, &config->limits, !config->user, &limits);
 
     ad_generation *gen = calloc(1, sizeof(*gen));
     if (!gen)
@@ -82,7 +88,8 @@ int ad_generation_set_limits(ad_generation *gen, const cfg_limits *limits, act_e
 {
     assert(gen && limits);
     cg_limits values;
-    ad_limits_from_config(ad_host_daemon(gen->host)->cgroups, limits, &values);
+    ad_limits_from_config(ad_host_daemon(gen->host)->cgroups, limits,
+                          !ad_host_config(gen->host)->user, &values);
     return cg_leaf_set_limits(gen->leaf, &values, err);
 }
 
@@ -291,14 +298,15 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
     spec.working_directory = state_dir;
     cg_rlimit rlimits[2] = {{.resource = RLIMIT_NOFILE, .limit = daemon->nofile}};
     size_t n_rlimits = 1;
-    /* Where the box cannot enforce the default PidsMax= in the leaf (no pids
-     * controller, as in a container on a hybrid host), RLIMIT_NPROC holds
-     * the host to it instead: the kernel counts a real uid's tasks, and a
-     * host without User= has a uid of its own and no capability that would
-     * let it past. A User= may name a user others share, and root is never
-     * held by it, so those hosts get no such stand-in. */
+    /* Where the default PidsMax= is not in the leaf (no pids controller, as
+     * in a container, or only a v1 one, which every spawn would pay a
+     * migration to join), RLIMIT_NPROC holds the host to it instead: the
+     * kernel counts a real uid's tasks, and a host without User= has a uid
+     * of its own and no capability that would let it past. A User= may name
+     * a user others share, and root is never held by it, so those hosts get
+     * no such stand-in. */
     cg_limits enforced;
-    ad_limits_from_config(daemon->cgroups, &config->limits, &enforced);
+    ad_limits_from_config(daemon->cgroups, &config->limits, !config->user, &enforced);
     if (config->limits.pids_max_is_default && enforced.pids_max == 0 && !config->user && uid != 0)
         rlimits[n_rlimits++] = (cg_rlimit){
             .resource = RLIMIT_NPROC,

@@ -92,11 +92,13 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
                       act_error *err);
 /* The [Limits] values as the cgroup layer takes them for leaves of root
  * ("infinity" is the cgroup's default, so it is not written). PidsMax= left
- * to its default is dropped where root cannot enforce it (no pids
- * controller delegated, as in some containers): hosts there run as before
- * rather than all being refused. A PidsMax= the file sets is enforced or
- * refused. */
-void ad_limits_from_config(const cg_root *root, const cfg_limits *limits, cg_limits *out);
+ * to its default stays out of the leaf where root cannot enforce it (no
+ * pids controller delegated, as in some containers), and, for a host with
+ * a uid of its own (own_uid: RLIMIT_NPROC holds it there instead), where
+ * only a v1 pids hierarchy could, whose join would cost every spawn a
+ * migration. A PidsMax= the file sets is enforced or refused. */
+void ad_limits_from_config(const cg_root *root, const cfg_limits *limits, bool own_uid,
+                           cg_limits *out);
 /* Rewrites the limits of gen's running leaf (a reload). */
 int ad_generation_set_limits(ad_generation *gen, const cfg_limits *limits, act_error *err);
 /* Execs the verified build exec_fd with the host's sockets. */

@@ -329,7 +329,7 @@ static void check_limits(const ad_daemon *daemon, reload_job *job, const char *p
     };
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
         cg_limits values;
-        ad_limits_from_config(daemon->cgroups, &keys[i].only, &values);
+        ad_limits_from_config(daemon->cgroups, &keys[i].only, false, &values);
         act_error err = {0};
         if (cg_limits_check(daemon->cgroups, &values, &err) < 0)
             cfg_errors_add(&job->problems, path, keys[i].line, keys[i].key, "%s", err.message);

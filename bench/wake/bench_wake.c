@@ -323,7 +323,10 @@ static int start_daemon(dd_daemon *d, char *address, size_t size, char *cached_a
         if ((r = dd_write_host(d, i == 0 ? FROZEN_CACHED : FROZEN_CLAIM, err,
                                "[Host]\nExec=act-notify-echo\nIdleTimeoutSec=0\n"
                                "StopTimeoutSec=2\nReadyTimeoutSec=10\nParkMode=freeze\n"
-                               "ThawCheck=%s\n[Listen]\nListenStream=%s\n",
+                               "ThawCheck=%s\n[Listen]\nListenStream=%s\n"
+                               /* a limit, so that a hybrid host keeps the
+                                * leaf's memory stats (in a v1 mirror) */
+                               "[Limits]\nMemoryMax=1G\n",
                                i == 0 ? "cached" : "claim",
                                i == 0 ? cached_address : claim_address)) < 0)
             return r;

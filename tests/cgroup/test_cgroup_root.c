@@ -30,7 +30,7 @@ static void read_first_line(const char *dir, const char *file, char *buf, size_t
 
 static bool hybrid_memory(cg_root *root)
 {
-    cg_leaf *probe = cgt_leaf(root, "probe", "g-0", NULL);
+    cg_leaf *probe = cgt_leaf(root, "probe", "g-0", &(cg_limits){.memory_max = 32 << 20});
     bool v1 = cg_leaf_v1_path(probe, "memory") != NULL;
     act_error err = {0};
     assert_int_equal(cg_leaf_remove(probe, &err), 0);
@@ -92,6 +92,28 @@ static void limits_that_cannot_apply_are_errors(void **state)
     assert_int_equal(cg_leaf_create(*state, "web1", "g-2", &bad_weight, &leaf, &err), -EINVAL);
     assert_non_null(strstr(err.message, "CPUWeight"));
     assert_true(cgt_gone(leaf_path));
+}
+
+/* A leaf without limits has no v1 mirror, so that a spawn into it joins
+ * its cgroups by CLONE_INTO_CGROUP alone: a v1 join would make every spawn
+ * wait out an RCU grace period. */
+static void a_leaf_without_limits_is_free_at_spawn(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-3", NULL);
+    assert_null(cg_leaf_v1_path(leaf, "memory"));
+    assert_null(cg_leaf_v1_path(leaf, "pids"));
+    assert_null(cg_leaf_v1_path(leaf, "cpu"));
+    assert_true(cg_limits_free_at_spawn(*state, NULL));
+    act_error err = {0};
+    assert_int_equal(cg_leaf_remove(leaf, &err), 0);
+    cg_leaf_free(leaf);
+    /* A limit only v1 enforces is not free; one v2 enforces is. */
+    cg_limits pids = {.pids_max = 64};
+    cg_leaf *limited = cgt_leaf(*state, "web1", "g-5", &pids);
+    bool via_v1 = cg_leaf_v1_path(limited, "pids") != NULL;
+    assert_int_equal(cg_limits_free_at_spawn(*state, &pids), !via_v1);
+    assert_int_equal(cg_leaf_remove(limited, &err), 0);
+    cg_leaf_free(limited);
 }
 
 /* The limit in force for controller's file: the v1 mirror's when the host
@@ -272,7 +294,10 @@ static void enumerate_finds_leaves_processes_and_pidfds(void **state)
 
 static void an_existing_leaf_reopens_with_stats(void **state)
 {
-    cg_leaf *created = cgt_leaf(*state, "web1", "g-4", NULL);
+    /* With limits, so that a hybrid host mirrors the leaf in v1, where its
+     * memory and pids stats are. */
+    cg_leaf *created =
+        cgt_leaf(*state, "web1", "g-4", &(cg_limits){.memory_max = 64 << 20, .pids_max = 64});
     cg_process proc;
     int out_fd;
     act_error err = {0};
@@ -405,6 +430,7 @@ int main(void)
         T(limits_land_where_the_host_enforces_them),
         T(limits_that_cannot_apply_are_errors),
         T(limits_of_a_running_leaf_are_rewritten),
+        T(a_leaf_without_limits_is_free_at_spawn),
         T(bad_names_are_refused_and_nothing_is_created),
         T(a_leaf_name_is_used_once_and_hosts_go_with_their_last_leaf),
         T(enumerate_finds_leaves_processes_and_pidfds),

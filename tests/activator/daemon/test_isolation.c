@@ -132,23 +132,40 @@ static void expect_kept_out(dh_daemon *d, const char *report, const char *name)
     DH_CHECK(d, found, "expected %s=EACCES or ENOENT in the report:\n%s", name, report);
 }
 
-/* pids.max of host's leaf g-<generation> as the kernel has it: the v1
- * mirror's on a hybrid host, else the v2 leaf's. */
-static char *leaf_pids_max(dh_daemon *d, const char *host, uint64_t generation)
+/* The default PidsMax= (4096) holds pid of host's generation: as pids.max
+ * in its v2 leaf where the v2 pids controller is enabled, else (a hybrid
+ * host, whose v1 mirror every spawn would pay a migration to join) as the
+ * RLIMIT_NPROC of its own uid, with no v1 mirror made. */
+static void expect_default_pids_bound(dh_daemon *d, const char *host, uint64_t generation,
+                                      int64_t pid)
 {
     char leaf_name[32];
     snprintf(leaf_name, sizeof(leaf_name), "g-%" PRIu64, generation);
     cg_leaf *leaf = NULL;
     act_error err = {0};
     DH_CHECK(d, cg_leaf_open(d->drv.cgroups, host, leaf_name, &leaf, &err) == 0, "%s", err.message);
-    const char *v1 = cg_leaf_v1_path(leaf, "pids");
+    bool v1_mirror = cg_leaf_v1_path(leaf, "pids") != NULL;
     char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/pids.max", v1 ? v1 : cg_leaf_path(leaf));
+    snprintf(path, sizeof(path), "%s/pids.max", cg_leaf_path(leaf));
     cg_leaf_free(leaf);
-    char *text = dh_read_text(path);
-    DH_CHECK(d, text, "cannot read %s", path);
-    text[strcspn(text, "\n")] = '\0';
-    return text;
+    DH_CHECK(d, !v1_mirror, "%s's leaf has a v1 pids mirror for the default PidsMax=", host);
+    if (access(path, F_OK) == 0) {
+        char *text = dh_read_text(path);
+        DH_CHECK(d, text && strncmp(text, "4096\n", 5) == 0, "%s has %s, expected 4096", path,
+                 text ? text : "nothing");
+        free(text);
+        return;
+    }
+    snprintf(path, sizeof(path), "/proc/%" PRId64 "/limits", pid);
+    char *limits = dh_read_text(path);
+    DH_CHECK(d, limits, "cannot read %s", path);
+    const char *line = strstr(limits, "Max processes");
+    unsigned long soft = 0, hard = 0;
+    DH_CHECK(d, line && sscanf(line, "Max processes %lu %lu", &soft, &hard) == 2,
+             "no Max processes in %s:\n%s", path, limits);
+    free(limits);
+    DH_CHECK(d, soft == 4096 && hard == 4096, "%s's RLIMIT_NPROC is %lu/%lu, expected 4096", host,
+             soft, hard);
 }
 
 /* The uid a host's dynamic-users record names, or 0. */
@@ -187,10 +204,7 @@ static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
     dh_served served1 = dh_wake(d, "web1");
     int64_t pid1 = served1.pid;
     /* No PidsMax= in the file: the default bounds it. */
-    char *pids_max = leaf_pids_max(d, "web1", served1.generation);
-    DH_CHECK(d, strcmp(pids_max, "4096") == 0, "web1's leaf has pids.max %s, expected 4096",
-             pids_max);
-    free(pids_max);
+    expect_default_pids_bound(d, "web1", served1.generation, pid1);
     DH_CHECK(d, dh_answer_pid(port1) == pid1 && dh_answer_pid(port2) == pid2,
              "the hosts do not answer");
     unsigned uid1 = run_as(d, pid1), uid2 = run_as(d, pid2);

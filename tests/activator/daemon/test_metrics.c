@@ -67,7 +67,9 @@ static void test_wake_moves_the_counters(void **state)
     char conf[64];
     snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
     dh_setup(d, DH_STORE_DIR, conf);
-    dh_add_app_host(d, "demo", NULL, NULL);
+    /* A memory limit: a hybrid host keeps memory stats for a leaf in its v1
+     * mirror, which only a limit makes. */
+    dh_add_app_host(d, "demo", NULL, "[Limits]\nMemoryMax=512M\n");
     dh_start(d, NULL);
 
     body *before = calloc(1, sizeof(*before)), *after = calloc(1, sizeof(*after));
