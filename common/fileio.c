@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,8 +50,8 @@ int act_fsync_dir(int dirfd, act_error *err)
     return 0;
 }
 
-int act_write_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
-                     act_error *err)
+static int write_replacing(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+                           bool durable, act_error *err)
 {
     assert(name);
     assert(data || len == 0);
@@ -68,7 +69,7 @@ int act_write_atomic(int dirfd, const char *name, const void *data, size_t len, 
     int r = write_all(fd, data, len);
     if (r == 0 && fchmod(fd, mode) < 0)
         r = -errno; /* the umask must not narrow what the caller asked for */
-    if (r == 0 && fsync(fd) < 0)
+    if (r == 0 && durable && fsync(fd) < 0)
         r = -errno;
     if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
         r = -errno;
@@ -76,7 +77,19 @@ int act_write_atomic(int dirfd, const char *name, const void *data, size_t len, 
         unlinkat(dirfd, tmp, 0);
         return act_error_set(err, -r, "cannot write %s: %s", name, strerror(-r));
     }
-    return act_fsync_dir(dirfd, err);
+    return durable ? act_fsync_dir(dirfd, err) : 0;
+}
+
+int act_write_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+                     act_error *err)
+{
+    return write_replacing(dirfd, name, data, len, mode, true, err);
+}
+
+int act_write_replace(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+                      act_error *err)
+{
+    return write_replacing(dirfd, name, data, len, mode, false, err);
 }
 
 int act_read_file(int dirfd, const char *name, size_t max, char **out, size_t *out_len,

@@ -15,6 +15,13 @@
 int act_write_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
                      act_error *err);
 
+/* As act_write_atomic, without the two fsyncs: readers still see the old or
+ * the new content, never a torn one, and so does a process that outlives a
+ * crash of the writer (the page cache has it); a power loss may lose it.
+ * For what a power loss makes moot anyway. */
+int act_write_replace(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+                      act_error *err);
+
 /* Reads dirfd/name whole into a NUL-terminated malloc'd buffer. A file larger
  * than max bytes is refused with -EFBIG, read no further. */
 int act_read_file(int dirfd, const char *name, size_t max, char **out, size_t *out_len,

@@ -72,6 +72,18 @@ static int write_json(int dirfd, const char *name, json_object *obj, act_error *
     return act_write_atomic(dirfd, name, text, len, 0644, err);
 }
 
+/* A generation's record is not made durable: it is for a daemon that dies
+ * while the generation lives on, and the page cache keeps it for that one; a
+ * power loss ends the generation with it, and the record then names a
+ * process that is gone, which recovery proves (its leaf is empty). Its two
+ * fsyncs were a millisecond or more of every cold wake. */
+static int write_json_volatile(int dirfd, const char *name, json_object *obj, act_error *err)
+{
+    size_t len = 0;
+    const char *text = json_object_to_json_string_length(obj, JSON_C_TO_STRING_PLAIN, &len);
+    return act_write_replace(dirfd, name, text, len, 0644, err);
+}
+
 /* Strict field readers: a record that lost a field or changed a type is
  * reported with the field's name rather than read as zero. */
 static int get_field(json_object *obj, const char *where, const char *field, json_type type,
@@ -169,7 +181,7 @@ int rec_write_generation(int host_dirfd, const rec_generation_record *record, ac
                              strerror(errno));
     char name[64];
     snprintf(name, sizeof(name), "%" PRIu64 ".json", record->generation);
-    return write_json(dirfd, name, obj, err);
+    return write_json_volatile(dirfd, name, obj, err);
 }
 
 static int parse_phase(const char *text, rec_generation_phase *out)

@@ -10,8 +10,11 @@
  *   <state>/hosts/<host>/checkpoint.json         the restored checkpoint
  *   <state>/hosts/<host>/probe.json              a move's probe here: its op and deadline
  *
- * Every write is temp + fsync + rename + fsync dir: a reader sees the old or
- * the new record, never a torn one. */
+ * Every write is temp + rename: a reader sees the old or the new record,
+ * never a torn one. All but the generation records are made durable too
+ * (fsync of the file and the directory): a generation does not outlive a
+ * power loss, and after a daemon's crash the page cache still has its
+ * record. */
 #pragma once
 
 #include <stdbool.h>
