@@ -15,6 +15,7 @@
 typedef struct prepare_job {
     ad_host *host; /* for done(), on the loop only */
     ad_prepared_fn done;
+    void *userdata;
     rel_store *releases;
     char host_name[ACT_NAME_MAX + 1];
     char state_directory[4096];
@@ -37,8 +38,8 @@ static int check_interpreter(prepare_job *job)
     int state_len = (int)strlen(job->state_directory);
     while (state_len > 1 && job->state_directory[state_len - 1] == '/')
         state_len--;
-    snprintf(build_dir, sizeof(build_dir), "%.*s/releases/%s/%s/", state_len,
-             job->state_directory, job->host_name, id->version);
+    snprintf(build_dir, sizeof(build_dir), "%.*s/releases/%s/%s/", state_len, job->state_directory,
+             job->host_name, id->version);
     size_t prefix = strlen(build_dir);
     if (strncmp(p->interpreter, build_dir, prefix) == 0) {
         rel_pin exact = {0};
@@ -51,8 +52,8 @@ static int check_interpreter(prepare_job *job)
         rel_resolved_release(&interpreter);
         /* Bytes that do not hash to the manifest are the build's fault;
          * a path that names no file of it is the script's. */
-        p->script_problem = r != -EBADMSG && r != -EUCLEAN && r != -ELOOP && r != -EPERM &&
-                            r != -EKEYREJECTED;
+        p->script_problem =
+            r != -EBADMSG && r != -EUCLEAN && r != -ELOOP && r != -EPERM && r != -EKEYREJECTED;
         if (r < 0)
             return act_error_set(&p->err, -r,
                                  "host %s: version %s: %s is a script for the interpreter %s "
@@ -115,11 +116,11 @@ static void run_prepare(void *data)
 static void complete_prepare(void *data)
 {
     _cleanup_free_ prepare_job *job = data;
-    job->done(job->host, &job->prepared);
+    job->done(job->host, &job->prepared, job->userdata);
     rel_resolved_release(&job->prepared.resolved);
 }
 
-int ad_build_prepare_async(ad_host *host, const rel_pin *pin, ad_prepared_fn done,
+int ad_build_prepare_async(ad_host *host, const rel_pin *pin, ad_prepared_fn done, void *userdata,
                            act_error *err)
 {
     assert(host && done);
@@ -129,6 +130,7 @@ int ad_build_prepare_async(ad_host *host, const rel_pin *pin, ad_prepared_fn don
     ad_daemon *daemon = ad_host_daemon(host);
     job->host = host;
     job->done = done;
+    job->userdata = userdata;
     job->releases = daemon->releases;
     job->prepared.resolved.exec_fd = -1;
     snprintf(job->host_name, sizeof(job->host_name), "%s", ad_host_name(host));

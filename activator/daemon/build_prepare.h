@@ -14,10 +14,9 @@
 #include "activator/daemon/shebang.h"
 #include "release/release.h"
 
-
 typedef struct ad_prepared {
-    int result;            /* 0, or a negative errno with err */
-    bool script_problem;   /* result is the script's interpreter's fault, not the build's */
+    int result;          /* 0, or a negative errno with err */
+    bool script_problem; /* result is the script's interpreter's fault, not the build's */
     act_error err;
     rel_resolved resolved; /* exec_fd -1 unless result is 0; the callback takes it */
     /* The executable is a "#!" script: it runs from its fd kept open across
@@ -28,10 +27,10 @@ typedef struct ad_prepared {
 } ad_prepared;
 
 /* prepared is valid during the call; move resolved out to keep the fd. */
-typedef void (*ad_prepared_fn)(ad_host *host, ad_prepared *prepared);
+typedef void (*ad_prepared_fn)(ad_host *host, ad_prepared *prepared, void *userdata);
 
 /* Resolves host's build (pin NULL: the live link, read once) on a worker,
  * then calls done on the loop. Returns 0, or a negative errno with err when
  * the work could not even be queued (done is then not called). */
-int ad_build_prepare_async(ad_host *host, const rel_pin *pin, ad_prepared_fn done,
+int ad_build_prepare_async(ad_host *host, const rel_pin *pin, ad_prepared_fn done, void *userdata,
                            act_error *err);

@@ -31,13 +31,27 @@
  * that 10,000 parked hosts do not each carry two claims and a build. */
 struct ad_wake_state {
     ad_host *host;
-    claim observed;                  /* the claim read at `read` */
-    claim admitted;                  /* our admission, revision = its fencing token */
-    rel_resolved resolved;           /* the verified build (exec_fd -1 when none) */
-    probe_run *probe;                /* readiness or health probe in flight */
-    pl_wake *waiting_wake;           /* an op waiting for an async answer */
-    ad_restore *restore;             /* ExecRestore= in flight */
+    claim observed;              /* the claim read at `read` */
+    claim admitted;              /* our admission, revision = its fencing token */
+    rel_resolved resolved;       /* the verified build (exec_fd -1 when none) */
+    probe_run *probe;            /* readiness or health probe in flight */
+    pl_wake *waiting_wake;       /* an op waiting for an async answer */
+    ad_restore *restore;         /* ExecRestore= in flight */
+    struct early_prepare *early; /* prepare's work, begun beside the admission */
 };
+
+/* prepare's file work (resolve, open, digest), begun as the admission's CAS
+ * goes out, since it does not depend on the admission: the build to run is
+ * the observed claim's choice, which the CAS either keeps or fails. The two
+ * then overlap; prepare uses this answer when its choice is the same. */
+typedef struct early_prepare {
+    ad_wake_state *wake_state; /* NULL once the wake is gone: the answer is dropped */
+    ad_pin_choice choice;
+    rel_pin pin;
+    bool done;
+    bool awaited;         /* prepare waits for it (waiting_wake is set) */
+    ad_prepared prepared; /* once done; its exec fd is ours */
+} early_prepare;
 
 static ad_host *host_of(void *userdata)
 {
@@ -124,10 +138,9 @@ static void judge_observed(pl_wake *wake, ad_host *host)
     /* While this box is a move's target, a wake is the move's probe, and
      * only a probe of that very op may be admitted. */
     const char *probe_op = ad_host_probe_op(host);
-    int r = probe_op ? claim_probe_allows_wake(&state_of(host)->observed, box_of(host), probe_op,
-                                               &err)
-                     : claim_phase_allows_wake(&state_of(host)->observed, box_of(host), false,
-                                               &err);
+    int r = probe_op
+                ? claim_probe_allows_wake(&state_of(host)->observed, box_of(host), probe_op, &err)
+                : claim_phase_allows_wake(&state_of(host)->observed, box_of(host), false, &err);
     if (r < 0) {
         /* A handover in progress: the box that held the host releases it
          * once its generation is proven stopped, and that write wakes the
@@ -192,8 +205,8 @@ static void on_read(claim_store *store, int result, const claim *c, const act_er
         }
         unclaimed_claim(host, &state_of(host)->observed);
         act_error call_err = {0};
-        if (claims_cas_async(store, name_of(host), 0, &state_of(host)->observed, on_unclaimed_created, host,
-                             &call_err) < 0)
+        if (claims_cas_async(store, name_of(host), 0, &state_of(host)->observed,
+                             on_unclaimed_created, host, &call_err) < 0)
             store_call_failed(take_wake(host), host, &call_err);
         return;
     }
@@ -214,6 +227,13 @@ void ad_wake_state_free(void *data)
         return;
     ad_host *host = w->host;
     ad_restore_abandon(w->restore);
+    early_prepare *early = w->early;
+    if (early && early->done) {
+        rel_resolved_release(&early->prepared.resolved);
+        free(early);
+    } else if (early) {
+        early->wake_state = NULL; /* freed with its answer */
+    }
     rel_resolved_release(&w->resolved);
     probe_free(w->probe);
     if (state_of(host) == w)
@@ -262,8 +282,10 @@ static void op_read(pl_wake *wake, void *userdata)
 
 /* ---- admit --------------------------------------------------------------- */
 
-static void on_admitted(claim_store *store, int result, uint64_t new_revision,
-                        const claim *current, const act_error *err, void *userdata)
+static void begin_early_prepare(ad_host *host);
+
+static void on_admitted(claim_store *store, int result, uint64_t new_revision, const claim *current,
+                        const act_error *err, void *userdata)
 {
     ad_host *host = host_of(userdata);
     pl_wake *wake = take_wake(host);
@@ -281,8 +303,8 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision,
     }
     state_of(host)->admitted.revision = new_revision;
     act_error check = {0};
-    if (claim_admission_ok(&state_of(host)->observed, &state_of(host)->admitted, daemon_of(host)->incarnation, &check) <
-        0) {
+    if (claim_admission_ok(&state_of(host)->observed, &state_of(host)->admitted,
+                           daemon_of(host)->incarnation, &check) < 0) {
         pl_wake_complete(wake, PL_REASON_CLAIM_CHANGED, "%s", check.message);
         return;
     }
@@ -301,14 +323,16 @@ static void op_admit(pl_wake *wake, void *userdata)
                                   daemon_of(host)->incarnation, act_wallclock_usec(),
                                   &state_of(host)->admitted);
     else
-        claim_next_admission(&state_of(host)->observed, box_of(host),
-                             daemon_of(host)->incarnation, act_wallclock_usec(),
-                             &state_of(host)->admitted);
+        claim_next_admission(&state_of(host)->observed, box_of(host), daemon_of(host)->incarnation,
+                             act_wallclock_usec(), &state_of(host)->admitted);
     act_error err = {0};
     state_of(host)->waiting_wake = wake;
     if (claims_cas_async(daemon_of(host)->store, name_of(host), state_of(host)->observed.revision,
-                         &state_of(host)->admitted, on_admitted, host, &err) < 0)
+                         &state_of(host)->admitted, on_admitted, host, &err) < 0) {
         store_call_failed(wake, host, &err);
+        return;
+    }
+    begin_early_prepare(host);
 }
 
 /* ---- restore ------------------------------------------------------------- */
@@ -317,8 +341,8 @@ static void op_restore(pl_wake *wake, void *userdata)
 {
     ad_host *host = host_of(userdata);
     ad_wake_state *w = state_of(host);
-    ad_restore_start(host, wake, &w->admitted.state,
-                     claim_admitted_generation(&w->admitted), &w->restore);
+    ad_restore_start(host, wake, &w->admitted.state, claim_admitted_generation(&w->admitted),
+                     &w->restore);
 }
 
 /* ---- reserve, materialize ------------------------------------------------ */
@@ -331,8 +355,8 @@ static void op_reserve(pl_wake *wake, void *userdata)
     /* Every attempt of one admission is the same generation N: the
      * admission names N, and a failed attempt's leaf is removed before the
      * next. */
-    int r = ad_generation_new(host, "g", claim_admitted_generation(&state_of(host)->admitted),
-                              &gen, &err);
+    int r = ad_generation_new(host, "g", claim_admitted_generation(&state_of(host)->admitted), &gen,
+                              &err);
     if (r < 0) {
         pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
         return;
@@ -422,8 +446,9 @@ static void announce_fallback(ad_host *host, const claim *admitted, const ad_gen
     ad_publish(host, EV_EVENT_PIN_FALLBACK, gen, why);
 }
 
-static void on_prepared(ad_host *host, ad_prepared *prepared)
+static void on_prepared(ad_host *host, ad_prepared *prepared, void *userdata)
 {
+    (void)userdata;
     pl_wake *wake = take_wake(host);
     const claim *admitted = &state_of(host)->admitted;
     if (prepared->result < 0) {
@@ -442,7 +467,8 @@ static void on_prepared(ad_host *host, ad_prepared *prepared)
         return;
     }
     rec_build_ref *build = &ad_host_starting(host)->build;
-    snprintf(build->version, sizeof(build->version), "%s", state_of(host)->resolved.identity.version);
+    snprintf(build->version, sizeof(build->version), "%s",
+             state_of(host)->resolved.identity.version);
     snprintf(build->digest, sizeof(build->digest), "%s", state_of(host)->resolved.identity.digest);
     snprintf(build->build_digest, sizeof(build->build_digest), "%s",
              state_of(host)->resolved.identity.build_digest);
@@ -451,6 +477,76 @@ static void on_prepared(ad_host *host, ad_prepared *prepared)
     if (ad_pin_choose(admitted, &unused) == AD_PIN_FALLBACK)
         announce_fallback(host, admitted, ad_host_starting(host));
     pl_wake_ok(wake);
+}
+
+/* An early answer that prepare waits for or takes: on_prepared as usual. */
+static void finish_with_early(ad_host *host, early_prepare *early)
+{
+    state_of(host)->early = NULL;
+    act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(host)},
+                   "host %s: prepare takes the build resolved beside the admission", name_of(host));
+    on_prepared(host, &early->prepared, NULL);
+    rel_resolved_release(&early->prepared.resolved);
+    free(early);
+}
+
+static void on_early_prepared(ad_host *host, ad_prepared *prepared, void *userdata)
+{
+    early_prepare *early = userdata;
+    if (!early->wake_state) {
+        free(early); /* its wake is gone; complete_prepare closes the fd */
+        return;
+    }
+    early->prepared = *prepared;
+    prepared->resolved.exec_fd = -1; /* ours now */
+    early->done = true;
+    if (early->awaited)
+        finish_with_early(host, early);
+}
+
+static void begin_early_prepare(ad_host *host)
+{
+    ad_wake_state *w = state_of(host);
+    if (w->early)
+        return; /* a retried attempt's admission: the first one's answer stands */
+    early_prepare *early = calloc(1, sizeof(*early));
+    if (!early)
+        return; /* prepare then does the work itself */
+    early->wake_state = w;
+    early->prepared.resolved.exec_fd = -1;
+    early->choice = ad_pin_choose(&w->admitted, &early->pin);
+    act_error err = {0};
+    if (early->choice == AD_PIN_FAILED ||
+        ad_build_prepare_async(host, early->choice == AD_PIN_NONE ? NULL : &early->pin,
+                               on_early_prepared, early, &err) < 0) {
+        free(early);
+        return;
+    }
+    w->early = early;
+    act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(host)},
+                   "host %s: resolving its build beside the admission", name_of(host));
+}
+
+/* The early answer, when it was asked for the build prepare chose. */
+static early_prepare *usable_early(ad_host *host, ad_pin_choice choice, const rel_pin *pin)
+{
+    early_prepare *early = state_of(host)->early;
+    if (!early)
+        return NULL;
+    bool same = early->choice == choice &&
+                (choice == AD_PIN_NONE || (strcmp(early->pin.version, pin->version) == 0 &&
+                                           strcmp(early->pin.digest, pin->digest) == 0));
+    if (same)
+        return early;
+    /* Not the build to run after all: drop it when it answers. */
+    state_of(host)->early = NULL;
+    if (early->done) {
+        rel_resolved_release(&early->prepared.resolved);
+        free(early);
+    } else {
+        early->wake_state = NULL;
+    }
+    return NULL;
 }
 
 static void op_prepare(pl_wake *wake, void *userdata)
@@ -469,13 +565,20 @@ static void op_prepare(pl_wake *wake, void *userdata)
                          admitted->pin.failure_message, name_of(host));
         return;
     }
+    early_prepare *early = usable_early(host, choice, &pin);
+    if (early) {
+        state_of(host)->waiting_wake = wake;
+        early->awaited = true;
+        if (early->done)
+            finish_with_early(host, early);
+        return;
+    }
     act_error err = {0};
     state_of(host)->waiting_wake = wake;
-    if (ad_build_prepare_async(host, choice == AD_PIN_NONE ? NULL : &pin, on_prepared, &err) <
+    if (ad_build_prepare_async(host, choice == AD_PIN_NONE ? NULL : &pin, on_prepared, NULL, &err) <
         0) {
         state_of(host)->waiting_wake = NULL;
-        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
-                         err.message);
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
     }
 }
 
@@ -528,8 +631,8 @@ static void on_gate_second_read(claim_store *store, int result, const claim *c,
 
 static void on_gate_written(ad_host *host, int result, const act_error *err);
 
-static void on_gate_first_read(claim_store *store, int result, const claim *c,
-                               const act_error *err, void *userdata)
+static void on_gate_first_read(claim_store *store, int result, const claim *c, const act_error *err,
+                               void *userdata)
 {
     ad_host *host = host_of(userdata);
     pl_wake *wake = take_wake(host);
@@ -587,7 +690,8 @@ static void gate_second_read(ad_host *host)
 static void gate_first_read(ad_host *host)
 {
     act_error err = {0};
-    if (claims_read_async(daemon_of(host)->store, name_of(host), on_gate_first_read, host, &err) < 0)
+    if (claims_read_async(daemon_of(host)->store, name_of(host), on_gate_first_read, host, &err) <
+        0)
         store_call_failed(take_wake(host), host, &err);
 }
 
@@ -766,8 +870,8 @@ static void on_publish_read(claim_store *store, int result, const claim *c, cons
     claim_next_published(c, handle, &next);
     state_of(host)->admitted = next;
     act_error call_err = {0};
-    if (claims_cas_async(store, name_of(host), c->revision, &next, on_published, host,
-                         &call_err) < 0)
+    if (claims_cas_async(store, name_of(host), c->revision, &next, on_published, host, &call_err) <
+        0)
         store_call_failed(take_wake(host), host, &call_err);
 }
 
@@ -846,8 +950,9 @@ static void on_generation_retired(ad_generation *gen, bool proven, const char *w
                        "host %s: generation %" PRIu64 " is NOT proven stopped: %s", name_of(host),
                        number, why);
         if (!ad_host_keep_unproven(host, TAKE_PTR(gen->leaf), number))
-            act_log(LOG_ERR, "host %s: out of memory keeping the leaf of generation %" PRIu64
-                             " for the sweep; only the next daemon retires it",
+            act_log(LOG_ERR,
+                    "host %s: out of memory keeping the leaf of generation %" PRIu64
+                    " for the sweep; only the next daemon retires it",
                     name_of(host), number);
         ad_generation_free(gen);
         pl_wake_retired(wake, false, "host %s: generation %" PRIu64 " not proven stopped: %s",

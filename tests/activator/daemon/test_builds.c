@@ -167,8 +167,8 @@ static void test_failed_swap_falls_back_to_the_build_that_served(void **state)
 
     /* unpin, then promote, then a wake runs the promoted build. */
     dh_park(d, "demo");
-    json_object_put(request_ok(d, "unpin demo",
-                               dh_request(d, 30000, "{\"v\":1,\"op\":\"unpin\",\"host\":\"demo\"}")));
+    json_object_put(request_ok(
+        d, "unpin demo", dh_request(d, 30000, "{\"v\":1,\"op\":\"unpin\",\"host\":\"demo\"}")));
     DH_CHECK(d, dh_claim_get(d, "demo", &c) && !c.has_pin, "unpin left the pin");
     dh_stage(d, "demo", "v3", false, NULL);
     json_object_put(request_ok(
@@ -209,8 +209,7 @@ static void test_a_fresh_daemon_falls_back_to_the_replaced_pin(void **state)
                  strcmp(c.pin.fallback_version, "v2") == 0,
              "the failed pin is %s (\"%s\") with fallback \"%s\"; expected v3 failed, "
              "fallback v2",
-             c.has_pin ? c.pin.version : "(none)", c.pin.failure_reason,
-             c.pin.fallback_version);
+             c.has_pin ? c.pin.version : "(none)", c.pin.failure_reason, c.pin.fallback_version);
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo is not parked");
     dh_events_mark(d);
     expect_answer(d, port, "v2");
@@ -302,7 +301,8 @@ static void test_scripts_run_from_their_verified_fd(void **state)
     snprintf(path, sizeof(path), "%s/app", src);
     copy_file(d, DH_E2E_APP, path, 0755, 0);
     snprintf(path, sizeof(path), "%s/run", src);
-    snprintf(text, sizeof(text), "#!%s/releases/demo/in1/bin/sh\nexec %s/releases/demo/in1/app \"$@\"\n",
+    snprintf(text, sizeof(text),
+             "#!%s/releases/demo/in1/bin/sh\nexec %s/releases/demo/in1/app \"$@\"\n",
              d->drv.state_dir, d->drv.state_dir);
     write_file(d, path, text, 0755);
     stage_dir(d, "demo", "in1", src, "run", true);
@@ -364,8 +364,7 @@ static void test_gc_never_removes_a_version_in_use(void **state)
     json_object_put(reply);
     DH_CHECK(d, planned, "gc --dry-run --keep 0: %s", text);
     for (size_t i = 0; i < 4; i++)
-        DH_CHECK(d, version_staged(d, "demo", versions[i]), "the dry run removed %s",
-                 versions[i]);
+        DH_CHECK(d, version_staged(d, "demo", versions[i]), "the dry run removed %s", versions[i]);
 
     /* A promote collects, keeping ReleasesKeep=1 (v5, live now) and v1,
      * which the serving generation runs. */
@@ -379,9 +378,9 @@ static void test_gc_never_removes_a_version_in_use(void **state)
              "the gc removed the running v1 or the live v5");
 
     /* activatorctl gc with nothing to keep removes nothing in use. */
-    reply = request_ok(d, "gc --keep 0",
-                       dh_request(d, 60000,
-                                  "{\"v\":1,\"op\":\"gc\",\"host\":\"demo\",\"keep\":0}"));
+    reply =
+        request_ok(d, "gc --keep 0",
+                   dh_request(d, 60000, "{\"v\":1,\"op\":\"gc\",\"host\":\"demo\",\"keep\":0}"));
     json_object *removed = names_of(dh_reply_result(reply), "removed");
     bool nothing = removed && json_object_array_length(removed) == 0;
     snprintf(text, sizeof(text), "%s", json_object_to_json_string(reply));
@@ -400,8 +399,7 @@ static void test_gc_never_removes_a_version_in_use(void **state)
 
 /* Lets the held release work go, waits for request's reply, and makes the
  * hold hold again. */
-static void release_and_finish(dh_daemon *d, const char *hold, dh_async *request,
-                               const char *what)
+static void release_and_finish(dh_daemon *d, const char *hold, dh_async *request, const char *what)
 {
     touch(d, hold);
     json_object *reply = dh_request_finish(d, request);
@@ -446,8 +444,8 @@ static void test_release_work_leaves_the_loop_to_the_wakes(void **state)
     wake_beside(d, "stage");
     release_and_finish(d, hold, request, "stage big v2");
 
-    request = dh_request_start(
-        d, 120000, "{\"v\":1,\"op\":\"promote\",\"host\":\"big\",\"version\":\"v2\"}");
+    request = dh_request_start(d, 120000,
+                               "{\"v\":1,\"op\":\"promote\",\"host\":\"big\",\"version\":\"v2\"}");
     wake_beside(d, "promote");
     release_and_finish(d, hold, request, "promote big v2");
     /* The gc after the promote waits at the hold too; let it pass. */
@@ -456,12 +454,37 @@ static void test_release_work_leaves_the_loop_to_the_wakes(void **state)
     expect_answer(d, big_port, "v2");
     DH_CHECK(d, unlink(hold) == 0, "cannot remove %s: %s", hold, strerror(errno));
 
-    request = dh_request_start(
-        d, 120000, "{\"v\":1,\"op\":\"swap\",\"host\":\"big\",\"version\":\"v1\"}");
+    request = dh_request_start(d, 120000,
+                               "{\"v\":1,\"op\":\"swap\",\"host\":\"big\",\"version\":\"v1\"}");
     wake_beside(d, "swap-verify");
     release_and_finish(d, hold, request, "swap big v1");
     touch(d, hold);
     expect_answer(d, big_port, "v1");
+    dh_stop_and_check_clean(d);
+}
+
+/* prepare's file work (resolve, open, digest) does not wait for the
+ * admission: it is begun as the admission's compare-and-swap goes out, and
+ * prepare then takes its answer. The order of the daemon's log says so. */
+static void test_the_build_is_resolved_beside_the_admission(void **state)
+{
+    dh_daemon *d = *state;
+    int port = dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, NULL);
+    dh_wake(d, "demo");
+    expect_answer(d, port, "v1");
+    char *log = dh_read_text(d->drv.log_path);
+    DH_CHECK(d, log, "cannot read %s", d->drv.log_path);
+    const char *begun = strstr(log, "host demo: resolving its build beside the admission");
+    const char *admitted = strstr(log, "host demo: admitted");
+    const char *taken = strstr(log, "host demo: prepare takes the build resolved beside");
+    const char *prepare = strstr(log, "host demo: step prepare");
+    bool in_order = begun && admitted && taken && prepare && begun < admitted &&
+                    admitted < prepare && prepare < taken;
+    free(log);
+    DH_CHECK(d, in_order,
+             "the build was not resolved beside the admission and taken by prepare (begun %d, "
+             "admitted %d, prepare %d, taken %d)",
+             begun != NULL, admitted != NULL, prepare != NULL, taken != NULL);
     dh_stop_and_check_clean(d);
 }
 
@@ -475,6 +498,7 @@ int main(int argc, char **argv)
         DH_TEST(test_a_fresh_daemon_falls_back_to_the_replaced_pin),
         DH_TEST(test_failed_pin_without_fallback_is_refused_until_a_promote),
         DH_TEST(test_scripts_run_from_their_verified_fd),
+        DH_TEST(test_the_build_is_resolved_beside_the_admission),
         DH_TEST(test_gc_never_removes_a_version_in_use),
         DH_TEST(test_release_work_leaves_the_loop_to_the_wakes),
     };
