@@ -278,7 +278,15 @@ int cg_seccomp_compile(const char *profile, const char *const *allow, const char
     scmp_filter_ctx ctx = seccomp_init(allow_list ? SCMP_ACT_ERRNO(EPERM) : SCMP_ACT_ALLOW);
     if (!ctx)
         return act_error_set(err, ENOMEM, "seccomp: cannot create a filter");
-    r = add_rules(ctx, set, allow_list, err);
+    /* A binary tree of the system call numbers rather than a list: the
+     * kernel runs the program for every call number when it is attached (to
+     * cache which are always allowed) and the app for every call it makes,
+     * and a list of 300 compares costs both hundreds of microseconds. */
+    r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+    if (r < 0)
+        r = act_error_set(err, -r, "seccomp: cannot ask for a binary tree: %s", strerror(-r));
+    else
+        r = add_rules(ctx, set, allow_list, err);
     if (r == 0)
         r = export_program(ctx, out, err);
     seccomp_release(ctx);
