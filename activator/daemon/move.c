@@ -98,6 +98,8 @@ static void forget_probe_record(ad_move *m)
     int dirfd = ad_host_dir(m->host, &err);
     if (dirfd < 0 || rec_remove_probe(dirfd, &err) < 0)
         log_move(m, LOG_WARNING, "cannot remove its probe record: %s", err.message);
+    /* A probe that rolled back leaves the host parked here for good. */
+    ad_host_dir_close_unless_used(m->host);
 }
 
 static void schedule(ad_move *m);
@@ -156,6 +158,8 @@ static void resume_deadline(ad_move *m)
     rec_probe record = {0};
     int dirfd = ad_host_dir(m->host, &err);
     int r = dirfd < 0 ? dirfd : rec_read_probe(dirfd, name_of(m), &record, &err);
+    /* The probe's wake opens it again when it needs it. */
+    ad_host_dir_close_unless_used(m->host);
     if (r < 0) {
         log_move(m, LOG_WARNING, "cannot read its probe record: %s", err.message);
         return;
