@@ -238,8 +238,8 @@ static void on_exec_done(ad_host *host, int result, const claim_state *written,
     if (result == 0) {
         act_error record_err = {0};
         int dirfd = ad_host_dir(host, &record_err);
-        int written_r = dirfd < 0 ? dirfd : rec_write_checkpoint(dirfd, written->checkpoint,
-                                                                 &record_err);
+        int written_r =
+            dirfd < 0 ? dirfd : rec_write_checkpoint(dirfd, written->checkpoint, &record_err);
         /* A checkpoint of a parked host (a move's, an operator's) leaves
          * no fd behind it. */
         ad_host_dir_close_unless_used(host);
