@@ -238,7 +238,12 @@ static void on_exec_done(ad_host *host, int result, const claim_state *written,
     if (result == 0) {
         act_error record_err = {0};
         int dirfd = ad_host_dir(host, &record_err);
-        if (dirfd < 0 || rec_write_checkpoint(dirfd, written->checkpoint, &record_err) < 0) {
+        int written_r =
+            dirfd < 0 ? dirfd : rec_write_checkpoint(dirfd, written->checkpoint, &record_err);
+        /* A checkpoint of a parked host (a move's, an operator's) leaves
+         * no fd behind it. */
+        ad_host_dir_close_unless_used(host);
+        if (written_r < 0) {
             act_error failed = {0};
             act_error_set(&failed, EIO, "host %s: checkpoint %s written, but %s",
                           ad_host_name(host), written->checkpoint, record_err.message);

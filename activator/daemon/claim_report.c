@@ -8,6 +8,14 @@
  * write is made again on top of it; if not, another writer owns the claim's
  * truth now and the write-back is left out without a word beyond the log.
  *
+ * A write the store did not answer (unreachable, or too slow) is tried again
+ * with a backoff until it lands or becomes moot, so that a park during an
+ * outage does not leave the claim naming a generation that no longer runs.
+ * Each try reads the claim first: the write that timed out may have landed,
+ * and another writer may have moved the claim on. A wake that begins makes
+ * the retry moot (its admission writes the claim), and one that waits for
+ * the write has it tried at once.
+ *
  * A clean stop parks every host, and its parked write-backs are made like any
  * other: daemon.c waits for them within the stop's deadline, so the claims of
  * a stopped box say parked rather than serving. */
@@ -25,6 +33,11 @@
 /* Unrelated writes that land between ours and the store (a pin, a hold, an
  * operator's note) are written over this many times before we give up. */
 #define CONFLICT_RETRIES 3
+
+/* The store's failures are tried again after 100 ms doubling to 5 s, as the
+ * claim watch heals: an outage costs a try every few seconds per host. */
+#define RETRY_FIRST_USEC (100 * 1000ull)
+#define RETRY_MAX_USEC (5 * 1000 * 1000ull)
 
 typedef enum report_kind {
     REPORT_NONE = 0,
@@ -61,6 +74,10 @@ struct ad_claim_report {
     uint64_t writing_epoch;
     claim written; /* what the write in flight writes */
     unsigned conflicts;
+    /* The write the store failed, waiting for its next try (writing stays
+     * set meanwhile); backoff_usec is 0 while nothing failed. */
+    sd_event_source *retry_timer;
+    uint64_t backoff_usec;
     waiter *waiters;
 };
 
@@ -151,8 +168,8 @@ static bool next_claim(const ad_claim_report *r, const report *rep, const claim 
            next->has_failure != current->has_failure;
 }
 
-static void on_written(claim_store *store, int result, uint64_t new_revision,
-                       const claim *current, const act_error *err, void *userdata);
+static void on_written(claim_store *store, int result, uint64_t new_revision, const claim *current,
+                       const act_error *err, void *userdata);
 
 /* Writes r->writing_report over r->ours by compare-and-swap. Returns true
  * when a write was started. */
@@ -188,8 +205,111 @@ static void write_due(ad_claim_report *r)
         became_idle(r);
 }
 
-static void on_written(claim_store *store, int result, uint64_t new_revision,
-                       const claim *current, const act_error *err, void *userdata)
+/* The write in flight (or waiting for its retry) is over, whatever it did. */
+static void write_ended(ad_claim_report *r)
+{
+    r->retry_timer = sd_event_source_disable_unref(r->retry_timer);
+    r->backoff_usec = 0;
+    r->writing = false;
+    write_due(r);
+}
+
+static void retry_now(ad_claim_report *r);
+
+static int on_retry_due(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    retry_now(userdata);
+    return 0;
+}
+
+/* Tries the write the store failed again after the next delay. */
+static void retry_later(ad_claim_report *r, const act_error *err)
+{
+    const char *phase = phase_of(r->writing_report.kind);
+    bool first = r->backoff_usec == 0;
+    r->backoff_usec = first ? RETRY_FIRST_USEC : r->backoff_usec * 2;
+    if (r->backoff_usec > RETRY_MAX_USEC)
+        r->backoff_usec = RETRY_MAX_USEC;
+    /* Once at the first failure, not at every try: an outage is long. */
+    act_log_fields(first ? LOG_WARNING : LOG_DEBUG, &(act_log_ctx){.host = name_of(r)},
+                   "host %s: cannot write phase %s to its claim: %s; trying again in %" PRIu64
+                   " ms, until the store answers",
+                   name_of(r), phase, err ? err->message : "unknown error", r->backoff_usec / 1000);
+    r->retry_timer = sd_event_source_disable_unref(r->retry_timer);
+    if (sd_event_add_time_relative(ad_host_daemon(r->host)->loop, &r->retry_timer, CLOCK_MONOTONIC,
+                                   r->backoff_usec, 0, on_retry_due, r) < 0) {
+        act_log_fields(LOG_ERR, &(act_log_ctx){.host = name_of(r)},
+                       "host %s: cannot arm the retry of its claim's phase %s; the claim says "
+                       "so only after its next wake",
+                       name_of(r), phase);
+        write_ended(r);
+    }
+}
+
+/* The claim as the store holds it now, for the write the store failed: it
+ * may have landed after all, it may be moot, or it is made again. */
+static void on_read_for_retry(claim_store *store, int result, const claim *current,
+                              const act_error *err, void *userdata)
+{
+    ad_claim_report *r = userdata;
+    const char *phase = phase_of(r->writing_report.kind);
+    if (r->epoch != r->writing_epoch) {
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+                       "host %s: a wake began since phase %s failed to be written; its "
+                       "admission writes the claim",
+                       name_of(r), phase);
+        write_ended(r);
+        return;
+    }
+    if (result < 0) {
+        retry_later(r, err);
+        return;
+    }
+    if (result == 0 || !current->revision) {
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+                       "host %s: its claim is gone; phase %s is not written", name_of(r), phase);
+        write_ended(r);
+        return;
+    }
+    if (claim_same_admission(&r->written, current)) {
+        act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = name_of(r)},
+                       "host %s: the claim says %s (revision %" PRIu64 "): the write the "
+                       "store did not answer had landed",
+                       name_of(r), phase, current->revision);
+        r->ours = *current;
+        write_ended(r);
+        return;
+    }
+    if (!claim_same_admission(&r->ours, current)) {
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+                       "host %s: the claim moved past our admission while the store did not "
+                       "answer (now revision %" PRIu64 ", executor %s); phase %s is not "
+                       "written over it",
+                       name_of(r), current->revision, claim_executor(current), phase);
+        write_ended(r);
+        return;
+    }
+    r->ours = *current;
+    if (write_over_ours(r)) {
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+                       "host %s: the store answers again; writing phase %s to its claim",
+                       name_of(r), phase);
+        return;
+    }
+    write_ended(r);
+}
+
+static void retry_now(ad_claim_report *r)
+{
+    r->retry_timer = sd_event_source_disable_unref(r->retry_timer);
+    act_error err = {0};
+    if (claims_read_async(ad_host_daemon(r->host)->store, name_of(r), on_read_for_retry, r, &err) <
+        0)
+        retry_later(r, &err);
+}
+
+static void on_written(claim_store *store, int result, uint64_t new_revision, const claim *current,
+                       const act_error *err, void *userdata)
 {
     ad_claim_report *r = userdata;
     const char *phase = phase_of(r->writing_report.kind);
@@ -216,13 +336,16 @@ static void on_written(claim_store *store, int result, uint64_t new_revision,
                            current->revision ? claim_executor(current) : "none",
                            current->holder.session, phase);
         }
+    } else if (ours_still) {
+        retry_later(r, err);
+        return;
     } else {
-        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(r)},
-                       "host %s: cannot write phase %s to its claim: %s", name_of(r), phase,
-                       err->message);
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+                       "host %s: cannot write phase %s to its claim (%s), and a wake began "
+                       "since; its admission writes the claim",
+                       name_of(r), phase, err->message);
     }
-    r->writing = false;
-    write_due(r);
+    write_ended(r);
 }
 
 /* ---- what hosts.c and recovery.c tell ------------------------------------ */
@@ -251,6 +374,16 @@ void ad_claim_report_wake_began(ad_host *host)
         return;
     r->ours = (claim){0};
     r->epoch++;
+    /* A write waiting for its retry is moot: the wake's admission writes
+     * the claim, and it must not wait for a store that may be gone. */
+    if (r->retry_timer) {
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+                       "host %s: a wake began; phase %s is not written, its admission writes "
+                       "the claim",
+                       name_of(r), phase_of(r->writing_report.kind));
+        write_ended(r);
+        return;
+    }
     free_when_unused(r);
 }
 
@@ -268,8 +401,7 @@ void ad_claim_report_parked(ad_host *host)
         *slot = (report){.kind = REPORT_PARKED};
 }
 
-void ad_claim_report_failed(ad_host *host, pl_reason reason, const char *message,
-                            unsigned attempts)
+void ad_claim_report_failed(ad_host *host, pl_reason reason, const char *message, unsigned attempts)
 {
     report *slot = report_slot(host);
     if (!slot)
@@ -334,6 +466,9 @@ bool ad_claim_report_defer(ad_host *host, void (*fn)(void *userdata), void *user
     while (*tail)
         tail = &(*tail)->next;
     *tail = w;
+    /* The one waiting needs the store too: no reason to wait out the delay. */
+    if (r->retry_timer)
+        retry_now(r);
     return true;
 }
 
@@ -347,6 +482,7 @@ void ad_claim_report_free(ad_host *host)
         free(r->waiters);
         r->waiters = next;
     }
+    sd_event_source_disable_unref(r->retry_timer);
     ad_host_set_claim_report(host, NULL);
     free(r);
 }

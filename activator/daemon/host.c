@@ -511,6 +511,12 @@ void ad_host_dir_close(ad_host *host)
     host->dirfd = -1;
 }
 
+void ad_host_dir_close_unless_used(ad_host *host)
+{
+    if (!ad_host_serving(host) && !ad_host_starting(host) && !ad_host_wake_state(host))
+        ad_host_dir_close(host);
+}
+
 /* Deeper than this is no state directory but an attack on our stack. */
 #define STATE_TREE_DEPTH_MAX 128
 

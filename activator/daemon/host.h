@@ -122,6 +122,10 @@ const cg_fs_view *ad_host_fs_view(const ad_host *host);
  * open only while the host is active: 10,000 parked hosts hold no dir fd. */
 int ad_host_dir(ad_host *host, act_error *err);
 void ad_host_dir_close(ad_host *host);
+/* Closes it unless something of the host needs it: a generation serving or
+ * starting, or a wake in flight. For the work that opens it while the host
+ * is parked (a move's records, a checkpoint's), once that work is done. */
+void ad_host_dir_close_unless_used(ad_host *host);
 /* <state>/hosts/<host>/state, the app's STATE_DIRECTORY, owned by User=:
  * made before the first program (ExecRestore= or the build) runs in it. */
 int ad_host_state_directory(ad_host *host, act_error *err);

@@ -22,6 +22,12 @@
  * the claim as it is now, this many times. */
 #define WRITE_RETRIES 5
 
+/* A write the store did not answer is tried again after 100 ms doubling to
+ * 5 s: a store that times out once while its watch goes on brings no claim
+ * that would make the step again, and the move would wait for good. */
+#define STORE_RETRY_FIRST_USEC (100 * 1000ull)
+#define STORE_RETRY_MAX_USEC (5 * 1000 * 1000ull)
+
 typedef enum move_role {
     MOVE_SOURCE,
     MOVE_TARGET,
@@ -57,6 +63,8 @@ struct ad_move {
     move_write writing;
     bool detached;
     unsigned retries;
+    sd_event_source *store_retry_timer; /* the step again, after a store error */
+    uint64_t store_backoff_usec;        /* 0 while the store answers */
     char rollback_reason[32];
     char rollback_message[256];
 };
@@ -98,6 +106,8 @@ static void forget_probe_record(ad_move *m)
     int dirfd = ad_host_dir(m->host, &err);
     if (dirfd < 0 || rec_remove_probe(dirfd, &err) < 0)
         log_move(m, LOG_WARNING, "cannot remove its probe record: %s", err.message);
+    /* A probe that rolled back leaves the host parked here for good. */
+    ad_host_dir_close_unless_used(m->host);
 }
 
 static void schedule(ad_move *m);
@@ -156,6 +166,8 @@ static void resume_deadline(ad_move *m)
     rec_probe record = {0};
     int dirfd = ad_host_dir(m->host, &err);
     int r = dirfd < 0 ? dirfd : rec_read_probe(dirfd, name_of(m), &record, &err);
+    /* The probe's wake opens it again when it needs it. */
+    ad_host_dir_close_unless_used(m->host);
     if (r < 0) {
         log_move(m, LOG_WARNING, "cannot read its probe record: %s", err.message);
         return;
@@ -182,6 +194,7 @@ static void move_free(ad_move *m)
     m->checkpointing = false;
     m->step = sd_event_source_disable_unref(m->step);
     m->deadline_timer = sd_event_source_disable_unref(m->deadline_timer);
+    m->store_retry_timer = sd_event_source_disable_unref(m->store_retry_timer);
     if (!m->detached) {
         if (ad_host_move(m->host) == m)
             ad_host_set_move(m->host, NULL);
@@ -224,6 +237,33 @@ static void schedule(ad_move *m)
 
 static void write_claim(ad_move *m);
 
+static int on_store_retry(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    ad_move *m = userdata;
+    m->store_retry_timer = sd_event_source_disable_unref(m->store_retry_timer);
+    schedule(m);
+    return 0;
+}
+
+/* The step that made the write runs again after the next delay, and makes
+ * it again if it is still due (the source's moving, either box's rollback). */
+static void retry_after_store_error(ad_move *m)
+{
+    if (m->detached || m->store_retry_timer)
+        return;
+    m->store_backoff_usec =
+        m->store_backoff_usec ? m->store_backoff_usec * 2 : STORE_RETRY_FIRST_USEC;
+    if (m->store_backoff_usec > STORE_RETRY_MAX_USEC)
+        m->store_backoff_usec = STORE_RETRY_MAX_USEC;
+    if (sd_event_add_time_relative(ad_host_daemon(m->host)->loop, &m->store_retry_timer,
+                                   CLOCK_MONOTONIC, m->store_backoff_usec, 0, on_store_retry,
+                                   m) < 0)
+        log_move(m, LOG_ERR, "cannot arm the retry of its claim write; the next claim brings it");
+    else
+        log_move(m, LOG_INFO, "trying the claim write again in %" PRIu64 " ms",
+                 m->store_backoff_usec / 1000);
+}
+
 static void on_written(claim_store *store, int result, uint64_t new_revision,
                        const claim *current, const act_error *err, void *userdata)
 {
@@ -238,11 +278,15 @@ static void on_written(claim_store *store, int result, uint64_t new_revision,
         log_move(m, LOG_WARNING, "cannot write %s to the claim: %s",
                  what == WRITE_MOVING ? "moving" : "the rollback",
                  result == CLAIMS_CHANGED ? "it kept changing" : err->message);
-        /* A store that failed is tried again at the next claim or event. */
+        /* A claim that kept changing comes back through the watch, which
+         * makes the step again; a store that failed is tried again. */
         if (m->detached)
             free(m);
+        else if (result != CLAIMS_CHANGED)
+            retry_after_store_error(m);
         return;
     }
+    m->store_backoff_usec = 0;
     if (what == WRITE_MOVING) {
         log_move(m, LOG_NOTICE, "drained: box %s may restore and probe it (revision %" PRIu64 ")",
                  m->to, new_revision);
@@ -291,6 +335,8 @@ static void on_read_for_write(claim_store *store, int result, const claim *c,
         log_move(m, LOG_WARNING, "cannot read the claim to write it: %s",
                  result < 0 ? err->message : "it was deleted");
         m->writing = WRITE_NONE;
+        if (result < 0)
+            retry_after_store_error(m);
         return;
     }
     claim next;
@@ -315,6 +361,7 @@ static void on_read_for_write(claim_store *store, int result, const claim *c,
     if (claims_cas_async(store, name_of(m), c->revision, &next, on_written, m, &call_err) < 0) {
         log_move(m, LOG_WARNING, "cannot write the claim: %s", call_err.message);
         m->writing = WRITE_NONE;
+        retry_after_store_error(m);
     }
 }
 
@@ -324,6 +371,7 @@ static void write_claim(ad_move *m)
     if (claims_read_async(store_of(m), name_of(m), on_read_for_write, m, &err) < 0) {
         log_move(m, LOG_WARNING, "cannot read the claim: %s", err.message);
         m->writing = WRITE_NONE;
+        retry_after_store_error(m);
     }
 }
 

@@ -11,9 +11,11 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -28,7 +30,7 @@ typedef struct record_write {
     ad_record_written_fn written;
     ad_record_removed_fn removed; /* for removed(), on the loop only */
     void *removed_userdata;
-    int host_dirfd;
+    int host_dirfd; /* the job's own: the host's may close while it runs */
     char host_name[ACT_NAME_MAX + 1];
     enum { WRITE_RECORD, REMOVE_RECORD } op;
     rec_generation_record record; /* or, to remove, its generation */
@@ -66,6 +68,7 @@ static void complete_write(void *data)
 {
     _cleanup_free_ record_write *job = data;
     unlink_job(job);
+    act_closep(&job->host_dirfd);
     if (job->written) {
         job->written(job->host, job->result, &job->err);
     } else {
@@ -80,14 +83,20 @@ static int submit(ad_host *host, record_write *job, act_error *err)
 {
     job->host = host;
     job->daemon = ad_host_daemon(host);
+    job->host_dirfd = -1;
     int r = ad_host_dir(host, err);
+    /* A copy of the host's fd, which a parked host closes (10,000 parked
+     * hosts hold none) whatever its workers still do with it. */
+    if (r >= 0 && (job->host_dirfd = fcntl(r, F_DUPFD_CLOEXEC, 3)) < 0)
+        r = act_error_set(err, errno, "host %s: cannot duplicate its directory's fd: %s",
+                          ad_host_name(host), strerror(errno));
     if (r >= 0) {
-        job->host_dirfd = r;
         snprintf(job->host_name, sizeof(job->host_name), "%s", ad_host_name(host));
         r = act_offload_submit(job->daemon->offload, act_offload_lane(job->host_name), run_write,
                                complete_write, job, err);
     }
     if (r < 0) {
+        act_closep(&job->host_dirfd);
         free(job);
         return r;
     }
@@ -103,6 +112,7 @@ void ad_record_writes_forget(ad_daemon *daemon)
     while (daemon->record_writes_in_flight) {
         record_write *job = daemon->record_writes_in_flight;
         unlink_job(job);
+        act_closep(&job->host_dirfd);
         free(job);
     }
 }

@@ -109,8 +109,7 @@ static void finish(sweep_leaf *entry)
         return;
     /* Nothing runs for the host now unless it serves (resumed beside a
      * leftover): 10,000 parked hosts hold no directory fd. */
-    if (!ad_host_serving(host) && !ad_host_starting(host) && !ad_host_wake_state(host))
-        ad_host_dir_close(host);
+    ad_host_dir_close_unless_used(host);
     pl_host_report_proof(ad_host_pipeline(host));
 }
 

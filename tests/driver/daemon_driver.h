@@ -243,11 +243,17 @@ int dd_http_get_at(const char *address, int port, char *buf, size_t size);
 int dd_http_get_unix(const char *path, char *buf, size_t size);
 
 /* Runs argv with stdout and stderr captured into out (NUL-terminated).
- * Returns the exit status, or -1. */
+ * Returns the exit status, or -1. A program still running after
+ * DD_RUN_TIMEOUT_MS is killed (SIGKILL): DD_RUN_TIMED_OUT, with a line
+ * saying so at the end of out. The programs the tests run bound their own
+ * waits well below it (activatorctl --timeout 30 at most). */
 int dd_run(char *const argv[], char *out, size_t out_size);
 
-/* Exit statuses of a run that never got to the program. */
+#define DD_RUN_TIMEOUT_MS 60000
+
+/* Exit statuses of a run that never got to the program, or never ended. */
 #define DD_RUN_SETUP_FAILED 120 /* switching to the uid and gid failed */
+#define DD_RUN_TIMED_OUT 124    /* killed after DD_RUN_TIMEOUT_MS, as timeout(1) says */
 #define DD_RUN_EXEC_FAILED 127  /* exec failed */
 
 /* The same as uid/gid (with gid as the only group) when uid != (uid_t)-1.

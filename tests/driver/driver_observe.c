@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,7 +244,18 @@ static int run_program(const char *path, char *const argv[], char *const envp[],
      * full pipe; what does not fit is dropped. */
     size_t used = 0;
     char overflow[4096];
+    uint64_t deadline = dd_now_ms() + DD_RUN_TIMEOUT_MS;
+    bool timed_out = false;
     for (;;) {
+        uint64_t now = dd_now_ms();
+        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+        int ready = now < deadline ? poll(&pfd, 1, (int)(deadline - now)) : 0;
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready == 0) {
+            timed_out = true;
+            break;
+        }
         bool room = used < out_size - 1;
         ssize_t n = room ? read(fds[0], out + used, out_size - 1 - used)
                          : read(fds[0], overflow, sizeof(overflow));
@@ -255,8 +268,22 @@ static int run_program(const char *path, char *const argv[], char *const envp[],
     }
     out[used] = '\0';
     close(fds[0]);
-    int status;
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+    /* Its output ended; its exit follows, within the same deadline. */
+    int status = 0;
+    pid_t waited = 0;
+    while (!timed_out && (waited = waitpid(pid, &status, WNOHANG)) == 0) {
+        timed_out = dd_now_ms() >= deadline;
+        if (!timed_out)
+            dd_sleep_ms(5);
+    }
+    if (timed_out) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        snprintf(out + used, out_size - used, "\n(%s was killed: it ran past %d s)\n", path,
+                 DD_RUN_TIMEOUT_MS / 1000);
+        return DD_RUN_TIMED_OUT;
+    }
+    if (waited < 0 || !WIFEXITED(status))
         return -1;
     return WEXITSTATUS(status);
 }

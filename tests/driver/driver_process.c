@@ -373,10 +373,12 @@ int dd_hand_over(dd_daemon *d, int timeout_ms, act_error *err)
 {
     if (d->pid <= 0)
         return act_error_set(err, ESRCH, "the daemon is not running");
+    /* Closed while the daemon is alive, not while its exit tears the
+     * connection down (see dd_events_connect). */
+    dd_events_close(d);
     kill(d->pid, SIGUSR2);
     int status = wait_exit(d, timeout_ms);
     dd_notify_close(d);
-    dd_events_close(d);
     if (status < 0)
         return act_error_set(err, ETIMEDOUT, "activatord did not exit within %d ms of SIGUSR2",
                              timeout_ms);
@@ -387,10 +389,10 @@ int dd_kill(dd_daemon *d, int timeout_ms, act_error *err)
 {
     if (d->pid <= 0)
         return act_error_set(err, ESRCH, "the daemon is not running");
+    dd_events_close(d); /* before the death, as dd_hand_over does */
     kill(d->pid, SIGKILL);
     int status = wait_exit(d, timeout_ms);
     dd_notify_close(d);
-    dd_events_close(d);
     if (status < 0)
         return act_error_set(err, -status, "activatord did not die within %d ms of SIGKILL",
                              timeout_ms);

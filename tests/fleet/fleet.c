@@ -66,13 +66,16 @@ int fl_teardown(fl_fleet *fl)
 int fl_fixture_setup(void **state)
 {
     *state = calloc(1, sizeof(fl_fleet));
+    dh_watchdog_arm(FL_TEST_BUDGET_MS);
     return *state ? 0 : -1;
 }
 
 int fl_fixture_teardown(void **state)
 {
+    dh_step("the fleet's teardown");
     int r = fl_teardown(*state);
     free(*state);
+    dh_watchdog_disarm();
     return r;
 }
 
@@ -153,12 +156,14 @@ size_t fl_running(fl_fleet *fl, const char *host, int *running_on)
 
 bool fl_wait_running_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms)
 {
-    for (int waited = 0; waited < timeout_ms; waited += 5) {
+    dh_waiting_for("%s to run on %s alone (up to %d ms)", host, fl_box_name(index), timeout_ms);
+    uint64_t deadline = dd_now_ms() + (uint64_t)timeout_ms;
+    do {
         int on = -1;
         if (fl_running(fl, host, &on) == 1 && on == (int)index)
             return true;
         nanosleep(&(struct timespec){.tv_nsec = 5 * 1000 * 1000}, NULL);
-    }
+    } while (dd_now_ms() < deadline);
     return false;
 }
 

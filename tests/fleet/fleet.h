@@ -18,6 +18,11 @@
 
 #define FL_BOXES_MAX 4
 
+/* What one fleet test may take before the watchdog (harness.h) calls it
+ * hung: many times what the slowest takes on a loaded box (seconds), and
+ * well under the 120 s and more that meson gives each fleet program. */
+#define FL_TEST_BUDGET_MS 75000
+
 /* Samples every box's cgroups on a thread of its own: the most boxes ever
  * seen running one host at once. */
 typedef struct fl_overlap {
@@ -49,7 +54,8 @@ void fl_setup(fl_fleet *fl, size_t n_boxes, const char *extra_conf);
 /* Tears every box down (see dh_teardown), then etcd. -1 when a box's cgroup
  * root could not be removed whole. */
 int fl_teardown(fl_fleet *fl);
-/* CMocka fixture: a zeroed fl_fleet; the test calls fl_setup. */
+/* CMocka fixture: a zeroed fl_fleet; the test calls fl_setup. The watchdog
+ * is armed with FL_TEST_BUDGET_MS for the test and its teardown. */
 int fl_fixture_setup(void **state);
 int fl_fixture_teardown(void **state);
 #define FL_TEST(f) cmocka_unit_test_setup_teardown(f, fl_fixture_setup, fl_fixture_teardown)

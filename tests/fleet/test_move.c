@@ -6,6 +6,7 @@
  * --force from the last checkpoint; a daemon killed at any step of its part
  * finishes it after its restart; and what cannot be moved is refused with
  * nothing changed. */
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,10 +79,15 @@ static claim claim_of(fl_fleet *fl, const char *host)
     return c;
 }
 
-/* The claim says index serves host, and host runs there and nowhere else. */
+/* The claim says index serves host, and host runs there and nowhere else.
+ * The deadline is the clock's, not a count of tries: on a loaded box each
+ * try (a store read, a walk of every box's cgroups) takes its own time. */
 static bool serves_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms)
 {
-    for (int waited = 0; waited < timeout_ms; waited += 20) {
+    dh_waiting_for("the claim to say %s serves on %s, and %s to run there alone (up to %d ms)",
+                   host, fl_box_name(index), host, timeout_ms);
+    uint64_t deadline = dd_now_ms() + (uint64_t)timeout_ms;
+    do {
         claim c = claim_of(fl, host);
         int on = -1;
         if (c.op.kind == CLAIM_OP_SERVING && strcmp(c.op.phase, "serving") == 0 &&
@@ -89,8 +95,34 @@ static bool serves_on(fl_fleet *fl, const char *host, size_t index, int timeout_
             on == (int)index)
             return true;
         usleep(20 * 1000);
-    }
+    } while (dd_now_ms() < deadline);
     return false;
+}
+
+/* How many fds box index's daemon holds on host's directory of records
+ * (<state>/hosts/<host>): none while nothing of the host runs there, so
+ * that a box's parked hosts hold no fd each. */
+static size_t host_dir_fds(fl_fleet *fl, size_t index, const char *host)
+{
+    const dh_daemon *box = &fl->boxes[index];
+    char fds[64], wanted[PATH_MAX];
+    snprintf(fds, sizeof(fds), "/proc/%d/fd", (int)box->drv.pid);
+    snprintf(wanted, sizeof(wanted), "%s/hosts/%s", box->drv.state_dir, host);
+    DIR *dir = opendir(fds);
+    assert_non_null(dir);
+    size_t count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(dir))) {
+        char path[PATH_MAX], target[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", fds, entry->d_name);
+        ssize_t n = readlink(path, target, sizeof(target) - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        count += strcmp(target, wanted) == 0;
+    }
+    closedir(dir);
+    return count;
 }
 
 /* Starts move id of web to box as activatorctl would (the draining CAS on
@@ -118,18 +150,18 @@ static void release_hold(const char *hold)
  * rollback or an abort), or -1 when it does not within 5 s. */
 static long counter_when_back(fl_fleet *fl, size_t index, int port)
 {
+    dh_waiting_for("%s to answer on port %d again (up to 5 s)", fl_box_name(index), port);
+    uint64_t deadline = dd_now_ms() + 5000;
     long counter = -1;
-    for (int tries = 0; tries < 200 && counter < 0; tries++) {
-        counter = counter_at(fl, index, port);
-        if (counter < 0)
-            usleep(25 * 1000);
-    }
+    while ((counter = counter_at(fl, index, port)) < 0 && dd_now_ms() < deadline)
+        usleep(25 * 1000);
     return counter;
 }
 
 /* Every box stopped and proven clean, and the checkpoints gone. */
 static void stop_fleet(fl_fleet *fl)
 {
+    dh_step("the fleet's clean stop");
     for (size_t i = 0; i < fl->n_boxes; i++)
         dh_stop_and_check_clean(&fl->boxes[i]);
     remove_checkpoints();
@@ -138,6 +170,7 @@ static void stop_fleet(fl_fleet *fl)
 /* web on box-1 with --counter, serving, its counter at 3. */
 static int start_web_on_box_1(fl_fleet *fl, size_t n_boxes)
 {
+    dh_step("web's start on box-1");
     setup_fleet(fl, n_boxes);
     int port = fl_add_host(fl, "web", "--counter", MOVE_HOST_LINES);
     fl_assign(fl, "web", fl_box_name(0));
@@ -170,12 +203,16 @@ static void *client_run(void *arg)
         /* A router reading the claim: ask the box that it names. */
         claim c = {0};
         act_error err = {0};
-        if (claims_read(cl->store, "web", &c, &err) <= 0)
+        if (claims_read(cl->store, "web", &c, &err) <= 0) {
+            usleep(1000); /* the store is not hammered while it cannot answer */
             continue;
+        }
         size_t index = strcmp(claim_executor(&c), fl_box_name(1)) == 0 ? 1 : 0;
         long counter = counter_at(cl->fl, index, cl->port);
-        if (counter < 0)
+        if (counter < 0) {
+            usleep(1000);
             continue;
+        }
         if (counter <= cl->last)
             atomic_fetch_add(&cl->backwards, 1);
         cl->last = counter;
@@ -183,6 +220,16 @@ static void *client_run(void *arg)
         atomic_fetch_add(&cl->answers, 1);
     }
     return NULL;
+}
+
+/* Waits up to 10 s for the client's answers to reach count. */
+static bool client_answered(client *cl, unsigned count)
+{
+    dh_waiting_for("the client's answers to reach %u (up to 10 s)", count);
+    uint64_t deadline = dd_now_ms() + 10000;
+    while (atomic_load(&cl->answers) < count && dd_now_ms() < deadline)
+        usleep(1000);
+    return atomic_load(&cl->answers) >= count;
 }
 
 static void test_move_under_a_client_keeps_the_counter_and_never_runs_twice(void **state)
@@ -195,8 +242,14 @@ static void test_move_under_a_client_keeps_the_counter_and_never_runs_twice(void
         fail_msg("the client's store: %s", err.message);
     fl_overlap_start(fl, "web");
     assert_int_equal(pthread_create(&cl.thread, NULL, client_run, &cl), 0);
-    while (atomic_load(&cl.answers) < 5)
-        usleep(1000);
+    bool answered = client_answered(&cl, 5);
+    if (!answered) {
+        atomic_store(&cl.stop, true);
+        pthread_join(cl.thread, NULL);
+        claims_store_free(cl.store);
+    }
+    DH_CHECK(&fl->boxes[0], answered, "the client got %u answers from box-1 before the move",
+             atomic_load(&cl.answers));
 
     char out[8192];
     int status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
@@ -205,11 +258,12 @@ static void test_move_under_a_client_keeps_the_counter_and_never_runs_twice(void
                                 strstr(out, "serves on box box-2"),
              "move did not print its phases: %s", out);
     unsigned before = atomic_load(&cl.answers);
-    while (atomic_load(&cl.answers) < before + 5)
-        usleep(1000);
+    answered = client_answered(&cl, before + 5);
     atomic_store(&cl.stop, true);
     pthread_join(cl.thread, NULL);
     claims_store_free(cl.store);
+    DH_CHECK(&fl->boxes[1], answered, "the client got %u answers after the move, %u before it",
+             atomic_load(&cl.answers) - before, before);
     unsigned samples = 0;
     size_t most = fl_overlap_stop(fl, &samples);
     DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once (%u samples)", most,
@@ -226,6 +280,10 @@ static void test_move_under_a_client_keeps_the_counter_and_never_runs_twice(void
              "the claim names checkpoint '%s' by '%s'", c.state.checkpoint, c.state.box);
     DH_CHECK(&fl->boxes[1], dh_event_wait(&fl->boxes[1], "web", "move.done", 5000, NULL),
              "box-2 published no move.done");
+    /* box-1 drained web and handed it over: nothing of it is open there. */
+    size_t open_dirs = host_dir_fds(fl, 0, "web");
+    DH_CHECK(&fl->boxes[0], open_dirs == 0,
+             "box-1 holds %zu fds on web's directory after the move", open_dirs);
     stop_fleet(fl);
 }
 
@@ -263,6 +321,10 @@ static void test_a_probe_that_crashes_rolls_back_to_the_same_counter(void **stat
     size_t most = fl_overlap_stop(fl, NULL);
     DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once", most);
     DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
+    /* box-2's part ended with the rollback: nothing of web is open there. */
+    size_t open_dirs = host_dir_fds(fl, 1, "web");
+    DH_CHECK(&fl->boxes[1], open_dirs == 0,
+             "box-2 holds %zu fds on web's directory after the rollback", open_dirs);
     stop_fleet(fl);
 }
 
@@ -480,6 +542,8 @@ static void kill_at(fl_fleet *fl, size_t index, const char *point, size_t from, 
     snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=%s:%s", point, hold);
     unlink(hold);
     dh_daemon *box = &fl->boxes[index];
+    dh_step("the move of web from %s to %s, %s's daemon killed at %s: the handover before it",
+            fl_box_name(from), fl_box_name(to), fl_box_name(index), point);
     /* A handover: what runs on the box keeps running into the next daemon,
      * which holds the point. Its last wake has ended first (its record
      * written), so there is nothing in flight to hand over. */
@@ -489,11 +553,16 @@ static void kill_at(fl_fleet *fl, size_t index, const char *point, size_t from, 
     dh_start(box, (const char *const[]){env, NULL});
     char id[64];
     snprintf(id, sizeof(id), "kill-%s-%zu", point, index);
+    dh_step("the move of web from %s to %s, %s's daemon killed at %s: the move up to %s",
+            fl_box_name(from), fl_box_name(to), fl_box_name(index), point, point);
     begin_move(fl, fl_box_name(to), id);
     char held[96];
     snprintf(held, sizeof(held), "%s held", point);
     DH_CHECK(box, dh_log_wait(box, held, 15000), "%s: never held at %s", fl_box_name(index),
              point);
+    dh_step("the move of web from %s to %s, %s's daemon killed at %s: the kill, the restart, "
+            "and the rest of the move",
+            fl_box_name(from), fl_box_name(to), fl_box_name(index), point);
     dh_kill(box);
     release_hold(hold);
     dh_start(box, (const char *const[]){env, NULL});

@@ -94,6 +94,8 @@ static void setup_daemon(dh_daemon *d, const char *box, const claims_store_optio
                          const char *extra_conf)
 {
     act_error err = {0};
+    snprintf(d->box, sizeof(d->box), "%s", box);
+    dh_watchdog_watch(d, true);
     dd_options options = {
         .dir_prefix = "/tmp/act-e2e",
         .cgroup_name = "act-e2e",
@@ -179,6 +181,7 @@ void dh_setup_beside(dh_daemon *d, const dh_daemon *first, const char *box,
 int dh_teardown(dh_daemon *d)
 {
     int result = 0;
+    dh_waiting_for("box %s's teardown (its daemon's stop, its cgroups' removal)", d->box);
     free(d->events);
     d->events = NULL;
     claims_store_free(d->store);
@@ -191,6 +194,7 @@ int dh_teardown(dh_daemon *d)
     if (d->etcd_started)
         etcd_harness_destroy(&d->etcd);
     d->etcd_started = false;
+    dh_watchdog_watch(d, false);
     return result;
 }
 
@@ -323,12 +327,15 @@ void dh_dump_log(dh_daemon *d)
 
 bool dh_log_wait(dh_daemon *d, const char *text, int timeout_ms)
 {
+    dh_waiting_for("\"%s\" in box %s's log (up to %d ms)", text, d->box, timeout_ms);
     return dd_log_wait(&d->drv, text, timeout_ms);
 }
 
 void dh_start(dh_daemon *d, const char *const *extra_env)
 {
     act_error err = {0};
+    dh_waiting_for("box %s's daemon to start and say READY=1 (up to %d s)", d->box,
+                   START_TIMEOUT_MS / 1000);
     if (dd_start(&d->drv, START_TIMEOUT_MS, extra_env, &err) < 0) {
         dh_dump_log(d);
         fail_msg("%s", err.message);
@@ -349,6 +356,8 @@ int dh_start_failing(dh_daemon *d)
 int dh_kill(dh_daemon *d)
 {
     act_error err = {0};
+    dh_waiting_for("box %s's daemon to die of SIGKILL (up to %d s)", d->box,
+                   STOP_TIMEOUT_MS / 1000);
     int status = dd_kill(&d->drv, STOP_TIMEOUT_MS, &err);
     if (status == -ESRCH)
         fail_msg("dh_kill: the daemon is not running");
@@ -361,6 +370,8 @@ int dh_kill(dh_daemon *d)
 void dh_hand_over(dh_daemon *d)
 {
     act_error err = {0};
+    dh_waiting_for("box %s's daemon to hand over and exit (up to %d s)", d->box,
+                   STOP_TIMEOUT_MS / 1000);
     int status = dd_hand_over(&d->drv, STOP_TIMEOUT_MS, &err);
     d->n_events = 0;
     d->mark = 0;
@@ -373,6 +384,8 @@ void dh_hand_over(dh_daemon *d)
 int dh_stop(dh_daemon *d)
 {
     act_error err = {0};
+    dh_waiting_for("box %s's daemon to stop after SIGTERM (up to %d s)", d->box,
+                   STOP_TIMEOUT_MS / 1000);
     int status = dd_stop(&d->drv, STOP_TIMEOUT_MS, &err);
     if (status == -ESRCH)
         fail_msg("dh_stop: the daemon is not running");

@@ -77,6 +77,7 @@ typedef dd_event dh_event;
  * order so that a test can search them. */
 typedef struct dh_daemon {
     dd_daemon drv;
+    char box[65];
     dh_store_kind store_kind;
     char store_url[PATH_MAX];
     etcd_harness etcd;
@@ -206,6 +207,25 @@ unsigned dh_notify_stored_fds(dh_daemon *d, char *names, size_t size);
 
 /* Prints the last lines of the daemon's log (stderr of the daemon). */
 void dh_dump_log(dh_daemon *d);
+
+/* ---- the watchdog ---- */
+
+/* A test whose waits are all bounded can still hang in a call no timeout
+ * reaches. Armed, the watchdog lets the running test run budget_ms; past
+ * that it prints the step and the wait the test is in (below), the test
+ * thread's stack and every daemon's log, and aborts: a failure that says
+ * why, well before meson's timeout would kill the test with its output cut.
+ * Arm it in the test's setup; disarm it in its teardown. */
+void dh_watchdog_arm(int budget_ms);
+void dh_watchdog_disarm(void);
+/* Whose log the watchdog prints (dh_setup and the like watch every daemon
+ * they set up, dh_teardown stops). */
+void dh_watchdog_watch(const dh_daemon *d, bool watch);
+/* What the test does now, in its own words ("kill box-1 at drained"), and
+ * what it waits for ("web to serve on box-2 alone"); the harness names its
+ * own waits. */
+void dh_step(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void dh_waiting_for(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define DH_CHECK(d, cond, ...)                                                                     \
     do {                                                                                           \

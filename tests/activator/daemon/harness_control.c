@@ -17,6 +17,7 @@ static json_object *request_text(dh_daemon *d, int timeout_ms, const char *body)
 {
     json_object *reply = NULL;
     act_error err = {0};
+    dh_waiting_for("box %s's reply to %.200s (up to %d ms)", d->box, body, timeout_ms);
     int r = dd_request_json(&d->drv, timeout_ms, &reply, &err, "%s", body);
     DH_CHECK(d, r == 0, "%s", err.message);
     return reply;
@@ -66,6 +67,8 @@ dh_async *dh_request_start(dh_daemon *d, int timeout_ms, const char *fmt, ...)
 
 json_object *dh_request_finish(dh_daemon *d, dh_async *async)
 {
+    dh_waiting_for("box %s's reply to %.200s (up to %d ms)", d->box, async->body,
+                   async->timeout_ms);
     pthread_join(async->thread, NULL);
     int rv = async->rv;
     char *text = async->reply;
@@ -163,6 +166,7 @@ json_object *dh_status(dh_daemon *d, const char *host)
 bool dh_wait_state(dh_daemon *d, const char *host, const char *state, int timeout_ms)
 {
     act_error err = {0};
+    dh_waiting_for("box %s to say host %s is %s (up to %d ms)", d->box, host, state, timeout_ms);
     int r = dd_wait_state(&d->drv, host, state, timeout_ms, 20, &err);
     DH_CHECK(d, r == 0 || r == -ETIME, "status %s: %s", host, err.message);
     return r == 0;

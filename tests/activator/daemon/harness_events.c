@@ -57,6 +57,7 @@ static bool find_event(dh_daemon *d, const char *host, const char *name, dh_even
 
 bool dh_event_wait(dh_daemon *d, const char *host, const char *name, int timeout_ms, dh_event *out)
 {
+    dh_waiting_for("event %s of host %s from box %s (up to %d ms)", name, host, d->box, timeout_ms);
     uint64_t deadline = dh_now_ms() + (uint64_t)timeout_ms;
     for (;;) {
         if (find_event(d, host, name, out))
@@ -80,12 +81,12 @@ size_t dh_events_count(dh_daemon *d, const char *host, const char *name)
 
 /* PUB learns of a subscriber asynchronously, so the harness makes the
  * daemon publish (a claim.changed of the beacon host, which names another
- * box and so is never woken) until one such event arrives. */
+ * box and so is never woken) until one such event arrives. The subscriber
+ * is dd_start's: a second one in its place would close the first while its
+ * connection is still being set up, where NNG 1.5.2's close can hang. */
 void dh_events_subscribe(dh_daemon *d)
 {
-    act_error err = {0};
-    int r = dd_events_connect(&d->drv, &err);
-    DH_CHECK(d, r == 0, "%s", err.message);
+    dh_waiting_for("box %s's event subscriber to receive the beacon's claim.changed", d->box);
     claim beacon;
     /* Assigned to a box no daemon is, so that no box of a fleet wakes it. */
     dh_claim_assigned(DH_BEACON_HOST, DH_BEACON_BOX, &beacon);

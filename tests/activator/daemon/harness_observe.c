@@ -27,6 +27,7 @@ bool dh_claim_get(dh_daemon *d, const char *host, claim *out)
 bool dh_claim_wait_phase(dh_daemon *d, const char *host, const char *phase, int timeout_ms,
                          claim *out)
 {
+    dh_waiting_for("host %s's claim in phase %s (up to %d ms)", host, phase, timeout_ms);
     uint64_t deadline = dh_now_ms() + (uint64_t)timeout_ms;
     for (;;) {
         bool found = dh_claim_get(d, host, out);
@@ -192,12 +193,25 @@ size_t dh_generation_records(dh_daemon *d, const char *host)
     return dd_generation_records(&d->drv, host);
 }
 
+/* "activatorctl --connect ... move web box-2", for the watchdog. */
+static void waiting_for_run(char *const argv[])
+{
+    char command[512] = "";
+    size_t used = 0;
+    for (size_t i = 0; argv[i] && used < sizeof(command) - 1; i++)
+        used +=
+            (size_t)snprintf(command + used, sizeof(command) - used, "%s%s", i ? " " : "", argv[i]);
+    dh_waiting_for("%s to exit (up to %d s)", command, DD_RUN_TIMEOUT_MS / 1000);
+}
+
 int dh_run(char *const argv[], char *out, size_t out_size)
 {
+    waiting_for_run(argv);
     return dd_run(argv, out, out_size);
 }
 
 int dh_run_as(char *const argv[], uid_t uid, gid_t gid, char *out, size_t out_size)
 {
+    waiting_for_run(argv);
     return dd_run_as(argv, uid, gid, out, out_size);
 }

@@ -12,7 +12,10 @@
  *   - etcd restarting while the daemon watches heals the same way;
  *   - etcd down for 20 s: the served host keeps answering, a wake of another
  *     host is refused with store_unavailable, status shows the store
- *     unavailable, and once etcd is back everything converges.
+ *     unavailable, and once etcd is back everything converges;
+ *   - a host parked while etcd is down: the claim write that records the
+ *     park fails, is tried again, and lands once etcd is back, so the claim
+ *     does not go on naming a generation that no longer runs.
  * dir:
  *   - the journal cut short under a stopped daemon: once continued, it heals
  *     by the same list and sees the reassignment. */
@@ -223,6 +226,46 @@ static void test_etcd_down_keeps_serving_and_refuses_wakes(void **state)
     dh_stop_and_check_clean(d);
 }
 
+static void test_a_park_while_etcd_is_down_reaches_the_claim_once_it_is_back(void **state)
+{
+    dh_daemon *d = *state;
+    pid_t app;
+    start_serving_demo(d, &app);
+    claim serving;
+    DH_CHECK(d, dh_claim_wait_phase(d, "demo", "serving", 5000, &serving),
+             "demo's claim does not say serving but %s", serving.op.phase);
+
+    etcd_harness_stop(&d->etcd);
+    dh_park(d, "demo");
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+    DH_CHECK(d, dh_pid_gone(app), "the parked generation's app (pid %d) still runs", (int)app);
+    DH_CHECK(d, dh_log_wait(d, "cannot write phase parked to its claim", 15000),
+             "the park's claim write did not fail while etcd was down");
+    /* Its retries fail too while etcd is down (100 ms, then 200 ms...). */
+    DH_CHECK(d, dh_log_wait(d, "trying again in 400 ms", 15000),
+             "the park's claim write was not tried again while etcd was down");
+
+    act_error err = {0};
+    DH_CHECK(d, etcd_harness_restart(&d->etcd, &err) == 0, "etcd restart: %s", err.message);
+    uint64_t back_at = dd_now_ms();
+    claim parked;
+    /* The retries' delay is at most 5 s, and each try at most the store's
+     * 5 s timeout. */
+    bool written = dh_claim_wait_phase(d, "demo", "parked", 15000, &parked);
+    DH_CHECK(d, written,
+             "15 s after etcd came back, demo's claim still says %s (generation %" PRIu64
+             ", handle '%s'), though demo is parked",
+             parked.op.phase, parked.holder.generation, parked.holder.handle);
+    printf("the park reached the claim %" PRIu64 " ms after etcd came back\n",
+           dd_now_ms() - back_at);
+    DH_CHECK(
+        d, parked.holder.session == serving.holder.session && !parked.holder.handle[0],
+        "the parked claim is not the serving one's admission without a handle: session %" PRIu64
+        " (was %" PRIu64 "), handle '%s'",
+        parked.holder.session, serving.holder.session, parked.holder.handle);
+    dh_stop_and_check_clean(d);
+}
+
 static void test_journal_cut_under_a_stopped_daemon(void **state)
 {
     dh_daemon *d = *state;
@@ -259,6 +302,7 @@ int main(int argc, char **argv)
         DH_TEST(test_compaction_under_a_stopped_daemon),
         DH_TEST(test_etcd_restart_while_watching),
         DH_TEST(test_etcd_down_keeps_serving_and_refuses_wakes),
+        DH_TEST(test_a_park_while_etcd_is_down_reaches_the_claim_once_it_is_back),
     };
     const struct CMUnitTest dir_tests[] = {
         DH_TEST(test_journal_cut_under_a_stopped_daemon),
