@@ -38,6 +38,8 @@ struct ad_wake_state {
     pl_wake *waiting_wake;       /* an op waiting for an async answer */
     ad_restore *restore;         /* ExecRestore= in flight */
     struct early_prepare *early; /* prepare's work, begun beside the admission */
+    bool admission_sent;         /* admit sent its compare-and-swap */
+    unsigned admission_conflicts; /* admissions made again after a write got in first */
 };
 
 /* prepare's file work (resolve, open, digest), begun as the admission's CAS
@@ -120,33 +122,44 @@ static bool refused_for_the_store(pl_wake *wake, ad_host *host)
 
 /* ---- read ---------------------------------------------------------------- */
 
-/* The claim decides: another executor means not ours, and the op's phase
- * must allow a wake. */
-static void judge_observed(pl_wake *wake, ad_host *host)
+/* Whether c lets this box wake the host now: another executor means not
+ * ours, and the op's phase must allow a wake. PL_REASON_NONE, or the refusal
+ * with its sentence in message. */
+static pl_reason judge_claim(const ad_host *host, const claim *c, char *message, size_t size)
 {
     act_error err = {0};
-    ad_host_set_claim_ours(host, claim_owned_by(&state_of(host)->observed, box_of(host)));
-    if (!ad_host_claim_ours(host)) {
-        const char *executor = claim_executor(&state_of(host)->observed);
-        pl_wake_complete(wake, PL_REASON_NOT_OWNER,
-                         executor[0]
-                             ? "host %s: claim names box %s as executor, this box is %s"
-                             : "host %s: claim is released (no executor)%.0s, this box is %s",
-                         name_of(host), executor, box_of(host));
-        return;
+    if (!claim_owned_by(c, box_of(host))) {
+        const char *executor = claim_executor(c);
+        if (executor[0])
+            snprintf(message, size, "host %s: claim names box %s as executor, this box is %s",
+                     name_of(host), executor, box_of(host));
+        else
+            snprintf(message, size, "host %s: claim is released (no executor), this box is %s",
+                     name_of(host), box_of(host));
+        return PL_REASON_NOT_OWNER;
     }
     /* While this box is a move's target, a wake is the move's probe, and
      * only a probe of that very op may be admitted. */
     const char *probe_op = ad_host_probe_op(host);
-    int r = probe_op
-                ? claim_probe_allows_wake(&state_of(host)->observed, box_of(host), probe_op, &err)
-                : claim_phase_allows_wake(&state_of(host)->observed, box_of(host), false, &err);
+    int r = probe_op ? claim_probe_allows_wake(c, box_of(host), probe_op, &err)
+                     : claim_phase_allows_wake(c, box_of(host), false, &err);
     if (r < 0) {
+        snprintf(message, size, "%s", err.message);
         /* A handover in progress: the box that held the host releases it
          * once its generation is proven stopped, and that write wakes the
          * host here (claim_watch.c). */
-        pl_wake_complete(wake, r == -EAGAIN ? PL_REASON_RELEASE_PENDING : PL_REASON_WRONG_PHASE,
-                         "%s", err.message);
+        return r == -EAGAIN ? PL_REASON_RELEASE_PENDING : PL_REASON_WRONG_PHASE;
+    }
+    return PL_REASON_NONE;
+}
+
+static void judge_observed(pl_wake *wake, ad_host *host)
+{
+    char message[sizeof(((act_error *)0)->message)];
+    ad_host_set_claim_ours(host, claim_owned_by(&state_of(host)->observed, box_of(host)));
+    pl_reason reason = judge_claim(host, &state_of(host)->observed, message, sizeof(message));
+    if (reason != PL_REASON_NONE) {
+        pl_wake_complete(wake, reason, "%s", message);
         return;
     }
     pl_wake_ok(wake);
@@ -220,6 +233,12 @@ const claim *ad_wake_ops_admitted(const ad_host *host)
     return w && w->admitted.revision ? &w->admitted : NULL;
 }
 
+bool ad_wake_ops_admission_sent(const ad_host *host)
+{
+    const ad_wake_state *w = state_of(host);
+    return w && w->admission_sent;
+}
+
 void ad_wake_state_free(void *data)
 {
     ad_wake_state *w = data;
@@ -284,16 +303,65 @@ static void op_read(pl_wake *wake, void *userdata)
 
 static void begin_early_prepare(ad_host *host);
 
+/* An admission that lost its compare-and-swap is made again on the claim
+ * now there, at most this many times, when the write that won still lets
+ * this box serve (see admission_may_retry). */
+#define ADMISSION_CONFLICTS_MAX 3
+
+static void admit_on(pl_wake *wake, ad_host *host);
+
+/* The write that won between our read and our admission only changed what
+ * the next start runs or the op this box serves under (an operator's pin,
+ * hold or unpin, a swap's pin, a claim written back): the same executor,
+ * no other admission (the holder's incarnation and session as we read
+ * them), and a phase that still allows this wake. Nothing of ours started
+ * yet, so admitting on current is what a new wake would do, and the
+ * trigger that is waiting is served instead of dropped. Anything else (a
+ * new holder, another box, a move) is a real conflict and stays one. */
+static bool admission_may_retry(const ad_host *host, const claim *observed, const claim *current,
+                                char *why, size_t size)
+{
+    if (current->revision == 0) {
+        snprintf(why, size, "the claim was deleted");
+        return false;
+    }
+    if (strcmp(current->holder.incarnation, observed->holder.incarnation) != 0 ||
+        current->holder.session != observed->holder.session) {
+        snprintf(why, size, "another admission (session %" PRIu64 ") got in first",
+                 current->holder.session);
+        return false;
+    }
+    return judge_claim(host, current, why, size) == PL_REASON_NONE;
+}
+
 static void on_admitted(claim_store *store, int result, uint64_t new_revision, const claim *current,
                         const act_error *err, void *userdata)
 {
     ad_host *host = host_of(userdata);
+    ad_wake_state *w = state_of(host);
     pl_wake *wake = take_wake(host);
     if (result == CLAIMS_CHANGED) {
+        char why[sizeof(((act_error *)0)->message)];
+        if (w->admission_conflicts < ADMISSION_CONFLICTS_MAX &&
+            admission_may_retry(host, &w->observed, current, why, sizeof(why))) {
+            w->admission_conflicts++;
+            act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(host)},
+                           "host %s: the claim changed between read (revision %" PRIu64
+                           ") and admission (now revision %" PRIu64
+                           ") in a way that still lets this box serve; admitting again on it "
+                           "(%u of %u)",
+                           name_of(host), w->observed.revision, current->revision,
+                           w->admission_conflicts, ADMISSION_CONFLICTS_MAX);
+            w->observed = *current;
+            admit_on(wake, host);
+            return;
+        }
+        if (w->admission_conflicts >= ADMISSION_CONFLICTS_MAX)
+            snprintf(why, sizeof(why), "it changed %u times in a row", w->admission_conflicts + 1);
         pl_wake_complete(wake, PL_REASON_CLAIM_CHANGED,
                          "host %s: the claim changed between read (revision %" PRIu64
-                         ") and admission (now revision %" PRIu64 ")",
-                         name_of(host), state_of(host)->observed.revision, current->revision);
+                         ") and admission (now revision %" PRIu64 "): %s",
+                         name_of(host), w->observed.revision, current->revision, why);
         return;
     }
     if (result < 0) {
@@ -301,14 +369,36 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision, c
                          name_of(host), err->message);
         return;
     }
-    state_of(host)->admitted.revision = new_revision;
+    w->admitted.revision = new_revision;
     act_error check = {0};
-    if (claim_admission_ok(&state_of(host)->observed, &state_of(host)->admitted,
-                           daemon_of(host)->incarnation, &check) < 0) {
+    if (claim_admission_ok(&w->observed, &w->admitted, daemon_of(host)->incarnation, &check) < 0) {
         pl_wake_complete(wake, PL_REASON_CLAIM_CHANGED, "%s", check.message);
         return;
     }
     pl_wake_ok(wake);
+}
+
+/* CASes our admission over the observed claim. */
+static void admit_on(pl_wake *wake, ad_host *host)
+{
+    ad_wake_state *w = state_of(host);
+    /* A swap's admission fences N+1 with a new session, but N serves until
+     * N+1 is published, and the claim keeps saying so. */
+    if (pl_wake_is_swap(wake))
+        claim_next_swap_admission(&w->observed, box_of(host), daemon_of(host)->incarnation,
+                                  act_wallclock_usec(), &w->admitted);
+    else
+        claim_next_admission(&w->observed, box_of(host), daemon_of(host)->incarnation,
+                             act_wallclock_usec(), &w->admitted);
+    act_error err = {0};
+    w->waiting_wake = wake;
+    w->admission_sent = true;
+    if (claims_cas_async(daemon_of(host)->store, name_of(host), w->observed.revision, &w->admitted,
+                         on_admitted, host, &err) < 0) {
+        store_call_failed(wake, host, &err);
+        return;
+    }
+    begin_early_prepare(host);
 }
 
 static void op_admit(pl_wake *wake, void *userdata)
@@ -316,23 +406,7 @@ static void op_admit(pl_wake *wake, void *userdata)
     ad_host *host = host_of(userdata);
     if (refused_for_the_store(wake, host))
         return;
-    /* A swap's admission fences N+1 with a new session, but N serves until
-     * N+1 is published, and the claim keeps saying so. */
-    if (pl_wake_is_swap(wake))
-        claim_next_swap_admission(&state_of(host)->observed, box_of(host),
-                                  daemon_of(host)->incarnation, act_wallclock_usec(),
-                                  &state_of(host)->admitted);
-    else
-        claim_next_admission(&state_of(host)->observed, box_of(host), daemon_of(host)->incarnation,
-                             act_wallclock_usec(), &state_of(host)->admitted);
-    act_error err = {0};
-    state_of(host)->waiting_wake = wake;
-    if (claims_cas_async(daemon_of(host)->store, name_of(host), state_of(host)->observed.revision,
-                         &state_of(host)->admitted, on_admitted, host, &err) < 0) {
-        store_call_failed(wake, host, &err);
-        return;
-    }
-    begin_early_prepare(host);
+    admit_on(wake, host);
 }
 
 /* ---- restore ------------------------------------------------------------- */
@@ -504,17 +578,24 @@ static void on_early_prepared(ad_host *host, ad_prepared *prepared, void *userda
         finish_with_early(host, early);
 }
 
+static early_prepare *usable_early(ad_host *host, ad_pin_choice choice, const rel_pin *pin);
+
 static void begin_early_prepare(ad_host *host)
 {
     ad_wake_state *w = state_of(host);
-    if (w->early)
+    rel_pin pin;
+    ad_pin_choice choice = ad_pin_choose(&w->admitted, &pin);
+    /* An admission made again over a pin may run another build than the
+     * first one resolved: that answer is dropped, and this one begun. */
+    if (usable_early(host, choice, &pin))
         return; /* a retried attempt's admission: the first one's answer stands */
     early_prepare *early = calloc(1, sizeof(*early));
     if (!early)
         return; /* prepare then does the work itself */
     early->wake_state = w;
     early->prepared.resolved.exec_fd = -1;
-    early->choice = ad_pin_choose(&w->admitted, &early->pin);
+    early->choice = choice;
+    early->pin = pin;
     act_error err = {0};
     if (early->choice == AD_PIN_FAILED ||
         ad_build_prepare_async(host, early->choice == AD_PIN_NONE ? NULL : &early->pin,

@@ -12,6 +12,14 @@ extern const pl_ops ad_wake_ops;
  * revision of that write; NULL before its admission. */
 const claim *ad_wake_ops_admitted(const ad_host *host);
 
+/* True from the moment a wake of host sends its admission until that wake
+ * ends. A claim write (a swap's pin) landing in that time would fence a
+ * start already under way: its gate would refuse the build it prepared and
+ * drop the clients waiting for it. Before, the wake admits itself on what
+ * the write left (an admission that lost to a write that still lets this
+ * box serve is made again). */
+bool ad_wake_ops_admission_sent(const ad_host *host);
+
 /* Frees a wake's state (the pipeline calls it when the wake ends; hosts.c
  * when the host goes). */
 void ad_wake_state_free(void *state);

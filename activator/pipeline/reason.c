@@ -12,7 +12,11 @@
  * | claim_changed    | yes     | no    | no           | our admission is the fencing token;   |
  * |                  |         |       |              | once it moved, every later step of    |
  * |                  |         |       |              | this wake is fenced; a new wake must  |
- * |                  |         |       |              | read and admit again                  |
+ * |                  |         |       |              | read and admit again. (An admission   |
+ * |                  |         |       |              | that lost to a write still letting    |
+ * |                  |         |       |              | this box serve, a pin or a hold, is   |
+ * |                  |         |       |              | made again inside `admit`, at most 3  |
+ * |                  |         |       |              | times: nothing had started yet.)      |
  * | pin_mismatch     | yes     | no    | no           | the same link and pin resolve to the  |
  * |                  |         |       |              | same bytes on a retry                 |
  * | held_mismatch    | yes     | no    | no           | as pin_mismatch: the operator's hold  |
