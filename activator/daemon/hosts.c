@@ -206,14 +206,17 @@ static void settle(ad_host *host, const pl_wake_event *event)
         ad_idle_watch(host, false);
     if (!ad_host_serving(host) && !ad_host_starting(host))
         ad_host_dir_close(host);
-    if (state != PL_HOST_PARKED)
+    if (state != PL_HOST_PARKED) {
+        /* A swap waits for the wake in flight, whatever followed it. */
+        ad_swap_host_settled(host);
         return;
+    }
     /* Parked, whatever ended (served and parked, gave up, cancelled, or
      * refused): the sockets are ours to watch again, so the next client
      * wakes the host (after the failure-park backoff, if any). */
     if (!daemon->stopping && !ad_host_removed(host))
         watch_demand(host, true);
-    ad_swap_host_parked(host);
+    ad_swap_host_settled(host);
     /* An operator's checkpoint waits for the park it asked for. */
     ad_checkpoint_request_host_parked(host);
     /* Parked because the claim named another box: now that nothing runs,

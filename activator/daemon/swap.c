@@ -9,6 +9,16 @@
  * and for every box to see. stop-first retires N before starting N+1, for
  * apps that cannot run twice.
  *
+ * A swap of a parked host is a wake of the pinned build, so the build is
+ * proven (or its failure recorded on the pin) before a client depends on
+ * it. A swap that arrives while a wake of the host is in flight is ordered
+ * after that wake's admission rather than refused: the pin is written only
+ * while no wake of the host has sent its admission (a pin landing after it
+ * would fence that start at its gate and drop the clients waiting for it;
+ * one landing before it is admitted over, wake_ops.c), and the swap then
+ * joins the wake in flight, which runs the pin, or swaps the generation it
+ * made serve.
+ *
  * The claim's phase and generation are not written here: the swap's
  * admission keeps naming N until N+1 is published, and a swap that fails
  * names N again (claim_report.c). The pin and its failure are, after that
@@ -27,6 +37,7 @@
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/host_status.h"
 #include "activator/daemon/step_holds.h"
+#include "activator/daemon/wake_ops.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -38,6 +49,8 @@ struct ad_swap {
     ctrl_swap_mode mode;
     bool request_no_wait;     /* answer once the swap has started */
     bool waits_for_park;      /* stop-first: N is being retired first */
+    bool waits_to_pin;        /* a wake in flight has sent its admission; pin once it ends */
+    unsigned pin_conflicts;   /* writes of the pin that met another write */
     rel_pin pin;
     /* The build that served when the swap began: what a cold wake runs
      * instead of the pin should the swap fail. Empty when none did. */
@@ -48,8 +61,9 @@ struct ad_swap {
 };
 
 /* Writes that land between our read of the claim and our write of the
- * failure are read over this many times. */
+ * failure, or of the pin, are read over this many times. */
 #define FAILURE_CONFLICTS_MAX 3
+#define PIN_CONFLICTS_MAX 3
 
 static const char *name_of(const ad_host *host)
 {
@@ -194,25 +208,61 @@ static void start_pinned_wake(ad_swap *swap)
     }
 }
 
-void ad_swap_host_parked(ad_host *host)
+static void pin_when_no_admission(ad_swap *swap);
+
+/* The box may begin to stop, or the host leave the configuration, while a
+ * swap waits; true (and the swap answered) when it did. */
+static bool ended_while_waiting(ad_swap *swap, const char *what)
+{
+    char message[256];
+    if (daemon_of(swap->host)->stopping) {
+        snprintf(message, sizeof(message), "the box is stopping; the swap did not %s", what);
+        reply_error(swap, "stopping", message);
+        finish(swap);
+        return true;
+    }
+    if (ad_host_removed(swap->host)) {
+        snprintf(message, sizeof(message),
+                 "the host was removed from the configuration; the swap did not %s", what);
+        reply_error(swap, "unknown_host", message);
+        finish(swap);
+        return true;
+    }
+    return false;
+}
+
+void ad_swap_host_settled(ad_host *host)
 {
     assert(host);
     ad_swap *swap = ad_host_swap(host);
-    if (swap && swap->mode == CTRL_SWAP_STOP_FIRST && swap->waits_for_park) {
-        swap->waits_for_park = false;
-        if (daemon_of(host)->stopping) {
-            reply_error(swap, "stopping", "the box is stopping; the swap did not start N+1");
-            finish(swap);
+    if (!swap)
+        return;
+    if (swap->waits_to_pin) {
+        /* The wake that ended may have been followed by another that has
+         * not admitted yet: that one admits itself on the pin. */
+        if (ad_wake_ops_admission_sent(host))
             return;
-        }
-        if (ad_host_removed(host)) {
-            reply_error(swap, "unknown_host",
-                        "the host was removed from the configuration; the swap did not start N+1");
-            finish(swap);
-            return;
-        }
-        start_pinned_wake(swap);
+        swap->waits_to_pin = false;
+        if (!ended_while_waiting(swap, "pin its version"))
+            pin_when_no_admission(swap);
+        return;
     }
+    pl_host_state state = pl_host_get_state(ad_host_pipeline(host));
+    /* A trigger that came during N's retirement wakes the host at once,
+     * after the pin was written: that wake runs the pin, and is joined. */
+    if (swap->mode == CTRL_SWAP_STOP_FIRST && swap->waits_for_park &&
+        (state == PL_HOST_PARKED || state == PL_HOST_WAKING)) {
+        swap->waits_for_park = false;
+        if (!ended_while_waiting(swap, "start N+1"))
+            start_pinned_wake(swap);
+    }
+}
+
+static bool serves_the_pin(const ad_swap *swap)
+{
+    const ad_generation *serving = ad_host_serving(swap->host);
+    return serving && strcmp(serving->build.version, swap->pin.version) == 0 &&
+           strcmp(serving->build.build_digest, swap->pin.digest) == 0;
 }
 
 static void start_generation(ad_swap *swap)
@@ -220,10 +270,24 @@ static void start_generation(ad_swap *swap)
     ad_host *host = swap->host;
     pl_host *pipeline = ad_host_pipeline(host);
     pl_host_state state = pl_host_get_state(pipeline);
-    if (state == PL_HOST_PARKED) {
+    if (state != PL_HOST_SERVING) {
+        /* Parked, or a wake or a park in flight: every admission from the
+         * pin on runs the pin, so the swap is a wake of it, joined when one
+         * is in flight (or following the park). */
         if (swap->mode == CTRL_SWAP_STOP_FIRST)
             ad_publish(host, EV_EVENT_SWAP_STARTED, NULL, NULL);
         start_pinned_wake(swap);
+        return;
+    }
+    if (serves_the_pin(swap)) {
+        /* A wake that admitted itself on the pin made it serve already. */
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(host), .build = swap->pin.version},
+                       "host %s: serves %s already; nothing to swap", name_of(host),
+                       swap->pin.version);
+        if (swap->reply)
+            ctrl_reply_ok(swap->reply, ad_host_status_json(host));
+        swap->reply = NULL;
+        finish(swap);
         return;
     }
     if (swap->mode == CTRL_SWAP_STOP_FIRST) {
@@ -248,7 +312,8 @@ static void start_generation(ad_swap *swap)
     }
     if (r < 0)
         swap_failed(swap, r == -EBUSY ? "busy" : "internal",
-                    r == -EBUSY ? "the host is busy (a wake or a retirement is in flight)"
+                    r == -EBUSY ? "the host is busy (a swap or a retirement is in flight); "
+                                  "swap it again once it serves or is parked"
                                 : "cannot start the swap");
 }
 
@@ -259,8 +324,17 @@ static void on_pinned(claim_store *store, int result, uint64_t new_revision,
 {
     ad_swap *swap = userdata;
     if (result == CLAIMS_CHANGED) {
-        reply_error(swap, "claim_changed",
-                    "the claim changed while the pin was written; nothing was started, retry");
+        /* A wake's admission, say: it is waited for, and the pin read over. */
+        if (swap->pin_conflicts++ < PIN_CONFLICTS_MAX) {
+            pin_when_no_admission(swap);
+            return;
+        }
+        char message[512];
+        snprintf(message, sizeof(message),
+                 "host %s: the claim changed %u times while the pin to %s was written (other "
+                 "writers: wakes, moves, operators); nothing was started; retry the swap",
+                 name_of(swap->host), swap->pin_conflicts, swap->pin.version);
+        reply_error(swap, "claim_changed", message);
         finish(swap);
         return;
     }
@@ -318,6 +392,11 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
         finish(swap);
         return;
     }
+    /* A wake may have sent its admission while the claim was read. */
+    if (ad_wake_ops_admission_sent(host)) {
+        pin_when_no_admission(swap);
+        return;
+    }
     fallback_from_claim(swap, c);
     claim next = *c;
     next.has_pin = true;
@@ -341,6 +420,28 @@ static void read_for_pin(void *userdata)
         reply_error(swap, "store_error", err.message);
         finish(swap);
     }
+}
+
+/* The pin is written only while no wake of the host has sent its
+ * admission (ad_wake_ops_admission_sent says why); else the swap waits for
+ * that wake to end (ad_swap_host_settled). */
+static void pin_when_no_admission(ad_swap *swap)
+{
+    ad_host *host = swap->host;
+    if (ad_wake_ops_admission_sent(host)) {
+        if (!swap->waits_to_pin)
+            act_log_fields(LOG_INFO,
+                           &(act_log_ctx){.host = name_of(host), .build = swap->pin.version},
+                           "host %s: the swap to %s waits for the wake in flight to end before "
+                           "it pins its version",
+                           name_of(host), swap->pin.version);
+        swap->waits_to_pin = true;
+        return;
+    }
+    /* The write-back of a park or a failed swap goes first, so the pin is
+     * written over it rather than refused by it. */
+    if (!ad_claim_report_defer(host, read_for_pin, swap))
+        read_for_pin(swap);
 }
 
 /* ---- the request ------------------------------------------------------------- */
@@ -429,10 +530,7 @@ static void complete_verify(void *data)
         ctrl_reply_ok(swap->reply, started);
         swap->reply = NULL;
     }
-    /* The write-back of a park or a failed swap goes first, so the pin is
-     * written over it rather than refused by it. */
-    if (!ad_claim_report_defer(host, read_for_pin, swap))
-        read_for_pin(swap);
+    pin_when_no_admission(swap);
 }
 
 /* The build that serves now, or served last: the fallback should the swap
@@ -463,12 +561,6 @@ void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply
     if (daemon_of(host)->stopping) {
         ctrl_reply_error(reply, "stopping", "box %s is stopping; swap refused",
                          daemon_of(host)->config.box);
-        return;
-    }
-    pl_host_state state = pl_host_get_state(ad_host_pipeline(host));
-    if (state == PL_HOST_WAKING || state == PL_HOST_RETIRING) {
-        ctrl_reply_error(reply, "busy", "host %s is %s; swap it once it serves or is parked",
-                         name_of(host), pl_host_state_to_string(state));
         return;
     }
     _cleanup_free_ ad_swap *swap = calloc(1, sizeof(*swap));

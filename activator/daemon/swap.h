@@ -5,12 +5,16 @@
 #include "activator/daemon/host.h"
 
 /* Verifies the version, pins it on the claim, and starts N+1 beside N (or,
- * stop-first, after N). Replies when the swap ends (or at once, no_wait). */
+ * stop-first, after N; for a parked host, a wake of the pinned build). A
+ * wake in flight is not refused: the pin waits until no wake has sent its
+ * admission, and the swap then joins the wake in flight or swaps what it
+ * made serve. Replies when the swap ends (or at once, no_wait). */
 void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply);
 
-/* The host came to rest parked: a stop-first swap now starts its pinned
- * generation. */
-void ad_swap_host_parked(ad_host *host);
+/* A wake, swap or retirement of the host ended (whatever followed it): a
+ * swap that waits for a wake's end now pins its version, and a stop-first
+ * swap whose N was retired starts (or joins) the wake of its pin. */
+void ad_swap_host_settled(ad_host *host);
 
 /* The version swap (may be NULL) goes to, for gc to keep; NULL for none. */
 const char *ad_swap_version(const ad_swap *swap);
