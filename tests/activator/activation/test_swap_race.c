@@ -1,0 +1,299 @@
+/* A swap, or another claim write, racing a wake of a parked host, on the
+ * real daemon. The wake is held at a step (ACTIVATOR_TEST_HOLD) while the
+ * write lands, so every case hits its window on every run:
+ *   - a swap while the connection's wake is between its read and its
+ *     admission: the swap is not refused, its pin lands, the wake admits
+ *     itself again over it and runs the pin, and the connection is answered;
+ *   - an operator's pin written there: the same, without a swap;
+ *   - another admission written there (same box, another daemon start):
+ *     still refused (claim_changed), nothing runs;
+ *   - a swap while the wake has sent its admission: the pin waits for that
+ *     wake to serve (its client answered by the old build), then N+1 of the
+ *     pin replaces it;
+ *   - a swap while a park is being retired: the pinned build wakes after it. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "activation.h"
+
+/* One client connecting to a parked host on a thread of its own: its
+ * connection wakes the host, and it waits for the answer meanwhile. */
+typedef struct client {
+    pthread_t thread;
+    int port;
+    ah_sample sample;
+} client;
+
+static void *client_run(void *arg)
+{
+    client *c = arg;
+    ah_get(c->port, &c->sample);
+    return NULL;
+}
+
+static void client_start(dh_daemon *d, client *c, int port)
+{
+    *c = (client){.port = port};
+    DH_CHECK(d, pthread_create(&c->thread, NULL, client_run, c) == 0, "cannot start a client");
+}
+
+/* Joins the client and checks that build version answered it. */
+static void client_answered_by(dh_daemon *d, client *c, const char *version)
+{
+    pthread_join(c->thread, NULL);
+    DH_CHECK(d, c->sample.error == 0, "the connection that woke the host failed at %s: %s",
+             c->sample.failed_at, strerror(c->sample.error));
+    DH_CHECK(d, strcmp(c->sample.version, version) == 0,
+             "the connection that woke the host was answered by %s, expected %s", c->sample.version,
+             version);
+}
+
+static void touch(dh_daemon *d, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    DH_CHECK(d, f != NULL, "cannot create %s: %s", path, strerror(errno));
+    fclose(f);
+}
+
+/* web parked, with v2 staged beside the live v1, on a daemon that holds
+ * every wake before step until <dir>/<step>-go exists (its path in hold). */
+static int start_held(dh_daemon *d, const char *step, rel_identity *v2, char *hold,
+                      size_t hold_size)
+{
+    dh_setup(d, DH_STORE_DIR, NULL);
+    int port = dh_add_app_host(d, "web", NULL, NULL);
+    ah_stage_variant(d, "web", "v2", false, v2);
+    snprintf(hold, hold_size, "%s/%s-go", d->drv.dir, step);
+    char env[PATH_MAX + 64];
+    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=%s:%s", step, hold);
+    const char *const extra_env[] = {env, NULL};
+    dh_start(d, extra_env);
+    DH_CHECK(d, dh_wait_state(d, "web", "parked", 10000), "web is not parked after start");
+    dh_events_mark(d);
+    return port;
+}
+
+static void wait_held(dh_daemon *d, const char *step, const char *hold)
+{
+    char waiting[PATH_MAX + 64];
+    snprintf(waiting, sizeof(waiting), "step %s held: waiting for %s", step, hold);
+    DH_CHECK(d, dh_log_wait(d, waiting, 10000), "the wake never paused before %s", step);
+}
+
+/* Waits until the claim pins version (the daemon writes it from the loop;
+ * this only waits for that write, it times nothing). */
+static bool claim_pin_wait(dh_daemon *d, const char *version, int timeout_ms, claim *out)
+{
+    for (int waited = 0; waited <= timeout_ms; waited += 10) {
+        if (dh_claim_get(d, "web", out) && out->has_pin && strcmp(out->pin.version, version) == 0)
+            return true;
+        ah_sleep_ms(10);
+    }
+    return false;
+}
+
+static void swap_ok(dh_daemon *d, dh_async *swap)
+{
+    json_object *reply = dh_request_finish(d, swap);
+    DH_CHECK(d, dh_reply_ok(reply), "the swap: %s", json_object_to_json_string(reply));
+    json_object_put(reply);
+}
+
+/* The claim pins v2 without a failure and names the generation that serves,
+ * which v2 runs and which answers. */
+static void check_serves_the_pin(dh_daemon *d, int port, const rel_identity *v2)
+{
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "web", &c), "no claim after the swap");
+    DH_CHECK(d,
+             c.has_pin && strcmp(c.pin.version, "v2") == 0 &&
+                 strcmp(c.pin.digest, v2->build_digest) == 0 && c.pin.failure_reason[0] == '\0',
+             "the claim pins %s (failure \"%s\"), expected v2 without a failure",
+             c.has_pin ? c.pin.version : "(none)", c.pin.failure_reason);
+    ah_sample s;
+    int r = ah_get(port, &s);
+    DH_CHECK(d, r == 0, "a request after the swap failed at %s: %s", s.failed_at, strerror(r));
+    DH_CHECK(d, strcmp(s.version, "v2") == 0 && s.generation == c.holder.generation,
+             "answered by %s generation %" PRIu64 "; the claim names generation %" PRIu64
+             ", expected v2",
+             s.version, s.generation, c.holder.generation);
+}
+
+static void check_nothing_refused(dh_daemon *d)
+{
+    dh_events_pump(d, 200);
+    DH_CHECK(d,
+             dh_events_count(d, "web", "refused") == 0 && dh_events_count(d, "web", "failed") == 0,
+             "%zu refusals and %zu failures of web during the race",
+             dh_events_count(d, "web", "refused"), dh_events_count(d, "web", "failed"));
+}
+
+static void test_swap_between_read_and_admission_serves_the_connection(void **state)
+{
+    dh_daemon *d = *state;
+    rel_identity v2;
+    char hold[PATH_MAX];
+    int port = start_held(d, "admit", &v2, hold, sizeof(hold));
+    client waking;
+    client_start(d, &waking, port);
+    wait_held(d, "admit", hold);
+
+    dh_async *swap =
+        dh_request_start(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"web\",\"version\":\"v2\"}");
+    /* No admission was sent yet: the pin lands at once, under the wake. */
+    claim pinned;
+    DH_CHECK(d, claim_pin_wait(d, "v2", 10000, &pinned),
+             "the swap did not pin v2 while the wake waited before its admission");
+    touch(d, hold);
+
+    client_answered_by(d, &waking, "v2");
+    swap_ok(d, swap);
+    DH_CHECK(d, dh_log_wait(d, "admitting again on it", 1000),
+             "the wake did not admit itself again over the pin");
+    check_nothing_refused(d);
+    DH_CHECK(d, dh_events_count(d, "web", "exec") == 1,
+             "%zu generations started; the wake of the pin is the swap",
+             dh_events_count(d, "web", "exec"));
+    check_serves_the_pin(d, port, &v2);
+    dh_stop_and_check_clean(d);
+}
+
+static void test_operator_pin_between_read_and_admission_is_admitted_over(void **state)
+{
+    dh_daemon *d = *state;
+    rel_identity v2;
+    char hold[PATH_MAX];
+    int port = start_held(d, "admit", &v2, hold, sizeof(hold));
+    client waking;
+    client_start(d, &waking, port);
+    wait_held(d, "admit", hold);
+
+    /* What another box's swap of the host, or an operator's tool, writes. */
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "web", &c), "no claim while the wake is held");
+    c.has_pin = true;
+    c.pin = (claim_pin){0};
+    snprintf(c.pin.version, sizeof(c.pin.version), "v2");
+    snprintf(c.pin.digest, sizeof(c.pin.digest), "%s", v2.build_digest);
+    dh_claim_put(d, &c);
+    touch(d, hold);
+
+    client_answered_by(d, &waking, "v2");
+    check_nothing_refused(d);
+    check_serves_the_pin(d, port, &v2);
+    dh_stop_and_check_clean(d);
+}
+
+static void test_another_admission_between_read_and_admission_is_still_refused(void **state)
+{
+    dh_daemon *d = *state;
+    rel_identity v2;
+    char hold[PATH_MAX];
+    int port = start_held(d, "admit", &v2, hold, sizeof(hold));
+    client waking;
+    client_start(d, &waking, port);
+    wait_held(d, "admit", hold);
+
+    /* Another admission on this very box (a daemon start that is not this
+     * one): the executor is the same, but the holder's session moved, so
+     * every start of ours is fenced and nothing may admit over it. */
+    claim c, taken;
+    DH_CHECK(d, dh_claim_get(d, "web", &c), "no claim while the wake is held");
+    dh_claim_taken_by_other_box(&c, &taken);
+    snprintf(taken.holder.box, sizeof(taken.holder.box), "%s", DH_BOX);
+    snprintf(taken.op.exec, sizeof(taken.op.exec), "%s", DH_BOX);
+    uint64_t taken_revision = dh_claim_put(d, &taken);
+    touch(d, hold);
+
+    dh_event refused;
+    DH_CHECK(d, dh_event_wait(d, "web", "refused", 10000, &refused), "the wake was not refused");
+    DH_CHECK(d, strstr(refused.reason, "claim_changed") != NULL,
+             "the wake was refused with %s, expected claim_changed", refused.reason);
+    pthread_join(waking.thread, NULL);
+    DH_CHECK(d, waking.sample.error != 0,
+             "the connection was answered (by %s) though another box admitted itself",
+             waking.sample.version);
+    DH_CHECK(d, dh_events_count(d, "web", "exec") == 0, "a fenced wake exec'd its build");
+    DH_CHECK(d, dh_claim_get(d, "web", &c) && c.revision == taken_revision,
+             "the refused wake wrote over the other admission (revision %" PRIu64 " -> %" PRIu64
+             ")",
+             taken_revision, c.revision);
+    dh_stop_and_check_clean(d);
+}
+
+static void test_swap_after_admission_waits_for_the_wake(void **state)
+{
+    dh_daemon *d = *state;
+    rel_identity v2;
+    char hold[PATH_MAX];
+    int port = start_held(d, "restore", &v2, hold, sizeof(hold));
+    client waking;
+    client_start(d, &waking, port);
+    wait_held(d, "restore", hold);
+
+    dh_async *swap =
+        dh_request_start(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"web\",\"version\":\"v2\"}");
+    DH_CHECK(
+        d,
+        dh_log_wait(d, "the swap to v2 waits for the wake in flight to end before it pins", 10000),
+        "the swap did not wait for the admitted wake");
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "web", &c) && !c.has_pin,
+             "the swap pinned %s under an admitted wake, whose gate would refuse it",
+             c.pin.version);
+    touch(d, hold);
+
+    /* The wake serves what it admitted (v1); then N+1 runs the pin. */
+    client_answered_by(d, &waking, "v1");
+    swap_ok(d, swap);
+    check_nothing_refused(d);
+    DH_CHECK(d,
+             dh_events_count(d, "web", "exec") == 2 && dh_events_count(d, "web", "swap.done") == 1,
+             "%zu generations started and %zu swaps done; expected the wake's and N+1, one swap",
+             dh_events_count(d, "web", "exec"), dh_events_count(d, "web", "swap.done"));
+    check_serves_the_pin(d, port, &v2);
+    dh_stop_and_check_clean(d);
+}
+
+static void test_swap_during_a_park_wakes_the_pin_after_it(void **state)
+{
+    dh_daemon *d = *state;
+    rel_identity v2;
+    char hold[PATH_MAX];
+    int port = start_held(d, "failed", &v2, hold, sizeof(hold));
+    dh_wake(d, "web");
+    dh_park(d, "web");
+    wait_held(d, "failed", hold);
+
+    dh_async *swap =
+        dh_request_start(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"web\",\"version\":\"v2\"}");
+    claim pinned;
+    DH_CHECK(d, claim_pin_wait(d, "v2", 10000, &pinned), "the swap did not pin v2 during the park");
+    touch(d, hold);
+
+    swap_ok(d, swap);
+    DH_CHECK(d, dh_events_count(d, "web", "parked") == 1, "the park did not end parked");
+    check_nothing_refused(d);
+    check_serves_the_pin(d, port, &v2);
+    dh_stop_and_check_clean(d);
+}
+
+int main(void)
+{
+    int r = dh_check_can_run("activation-swap-race", DH_STORE_DIR);
+    if (r)
+        return r;
+    const struct CMUnitTest tests[] = {
+        AH_LOAD_TEST(test_swap_between_read_and_admission_serves_the_connection),
+        AH_LOAD_TEST(test_operator_pin_between_read_and_admission_is_admitted_over),
+        AH_LOAD_TEST(test_another_admission_between_read_and_admission_is_still_refused),
+        AH_LOAD_TEST(test_swap_after_admission_waits_for_the_wake),
+        AH_LOAD_TEST(test_swap_during_a_park_wakes_the_pin_after_it),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
