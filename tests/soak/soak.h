@@ -70,16 +70,6 @@ typedef struct soak_host {
     struct soak_window *windows;
     size_t n_windows, cap_windows;
 
-    /* A swap refused as busy may have raced a wake of this host, whose
-     * admission then lost to the swap's pin and whose connection was
-     * dropped (found by the soak, seed 1883364852336526; see the README).
-     * Failures while a swap is in flight wait for its answer: explained
-     * when it was refused as busy, broken otherwise; and for 2 s after a
-     * busy refusal they are explained. Under lock. */
-    unsigned pending_swap_failures;
-    char pending_swap_failure[512];
-    uint64_t swap_busy_until_ms;
-
     /* The client's view. */
     long last_counter;
     unsigned requests, answered, failed;
@@ -186,7 +176,6 @@ typedef struct soak {
     pthread_mutex_t failures_lock;
     unsigned failures_by_kind[F__COUNT];
     unsigned failures_declared;   /* the crash-looping host's own */
-    unsigned failures_swap_raced; /* a wake that lost its admission to a refused swap's pin */
     char failure_reasons[8][96];
     unsigned failure_reason_counts[8];
 
@@ -237,9 +226,8 @@ void soak_router_stop(soak *s);
 void soak_window_open(soak *s, soak_host *host, int box, int recover_on, unsigned fault_id,
                       soak_fault_kind kind);
 void soak_window_close(soak *s, unsigned fault_id);
-/* The swap of h in flight was answered, refused as busy or not: it is no
- * longer in flight, and the failures that waited for it are judged. */
-void soak_swap_answered(soak *s, soak_host *h, bool refused_busy);
+/* The swap of h in flight was answered: it is no longer in flight. */
+void soak_swap_answered(soak_host *h);
 
 /* soak_faults.c */
 const char *soak_fault_name(soak_fault_kind kind);

@@ -168,58 +168,23 @@ static void one_request(soak *s, soak_host *h)
     char what[512];
     snprintf(what, sizeof(what),
              "host %s: a request to %s at +%.3f s failed after %llu ms (%s) with no fault "
-             "window open on it",
+             "window open on it%s",
              h->name, fl_box_name((size_t)route), (double)(start - s->start_ms) / 1000.0,
-             (unsigned long long)(end - start), reason);
-    bool swap_raced = false;
-    if (!explained) {
-        pthread_mutex_lock(&h->lock);
-        if (atomic_load(&h->swaps_in_flight) > 0) {
-            /* Judged when the swap is answered (soak_swap_answered). */
-            if (!h->pending_swap_failures++)
-                snprintf(h->pending_swap_failure, sizeof(h->pending_swap_failure), "%s", what);
-            pthread_mutex_unlock(&h->lock);
-            pthread_mutex_lock(&s->failures_lock);
-            tally_reason(s, reason);
-            pthread_mutex_unlock(&s->failures_lock);
-            return;
-        }
-        swap_raced = end <= h->swap_busy_until_ms;
-        pthread_mutex_unlock(&h->lock);
-    }
+             (unsigned long long)(end - start), reason,
+             atomic_load(&h->swaps_in_flight) > 0 ? ", while a swap of it was in flight" : "");
     pthread_mutex_lock(&s->failures_lock);
     tally_reason(s, reason);
     if (declared)
         s->failures_declared++;
     else if (explained)
         s->failures_by_kind[kind]++;
-    else if (swap_raced)
-        s->failures_swap_raced++;
     pthread_mutex_unlock(&s->failures_lock);
-    soak_check(s, I_FAILURES, explained || swap_raced, "%s", what);
+    soak_check(s, I_FAILURES, explained, "%s", what);
 }
 
-void soak_swap_answered(soak *s, soak_host *h, bool refused_busy)
+void soak_swap_answered(soak_host *h)
 {
-    pthread_mutex_lock(&h->lock);
     atomic_fetch_sub(&h->swaps_in_flight, 1);
-    unsigned pending = h->pending_swap_failures;
-    char what[512];
-    snprintf(what, sizeof(what), "%s", h->pending_swap_failure);
-    h->pending_swap_failures = 0;
-    if (refused_busy)
-        h->swap_busy_until_ms = soak_now_ms() + 2000;
-    pthread_mutex_unlock(&h->lock);
-    if (!pending)
-        return;
-    if (refused_busy) {
-        pthread_mutex_lock(&s->failures_lock);
-        s->failures_swap_raced += pending;
-        pthread_mutex_unlock(&s->failures_lock);
-    }
-    for (unsigned i = 0; i < pending; i++)
-        soak_check(s, I_FAILURES, refused_busy, "%s, while a swap of it was in flight that served",
-                   what);
 }
 
 static void *client_run(void *arg)

@@ -189,11 +189,7 @@ static void swap(soak *s, soak_host *h, bool good)
         soak_request(s, box, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"%s\",\"version\":\"%s\"}",
                      h->name, version);
     atomic_store(&h->swap_tail_until_ms, soak_now_ms() + SWAP_TAIL_MS);
-    json_object *error = NULL;
-    if (reply)
-        json_object_object_get_ex(reply, "error", &error);
-    bool busy = reply && !dd_reply_ok(reply) && strcmp(dd_json_str(error, "code"), "busy") == 0;
-    soak_swap_answered(s, h, busy); /* and no longer in flight */
+    soak_swap_answered(h);
     char outcome[160];
     reply_outcome(reply, outcome, sizeof(outcome));
     json_object_put(reply);

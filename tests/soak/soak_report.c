@@ -54,9 +54,6 @@ void soak_report(const soak *s)
     printf("failed requests by the fault whose window they fell in:\n");
     if (s->failures_declared)
         printf("  %-36s %u\n", "the crash-looping host's own crashes", s->failures_declared);
-    if (s->failures_swap_raced)
-        printf("  %-36s %u (a known bug: a wake loses its admission to the swap's pin)\n",
-               "a swap refused as busy", s->failures_swap_raced);
     for (int k = 0; k < F__COUNT; k++)
         if (s->failures_by_kind[k])
             printf("  %-36s %u\n", soak_fault_name((soak_fault_kind)k), s->failures_by_kind[k]);
