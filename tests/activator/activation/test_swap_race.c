@@ -10,7 +10,8 @@
  *   - a swap while the wake has sent its admission: the pin waits for that
  *     wake to serve (its client answered by the old build), then N+1 of the
  *     pin replaces it;
- *   - a swap while a park is being retired: the pinned build wakes after it. */
+ *   - a swap while a park is being retired: the pinned build wakes after it.
+ * On the dir store or a real etcd (argv[1]). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -20,6 +21,8 @@
 #include <unistd.h>
 
 #include "activation.h"
+
+static dh_store_kind store_kind = DH_STORE_DIR;
 
 /* One client connecting to a parked host on a thread of its own: its
  * connection wakes the host, and it waits for the answer meanwhile. */
@@ -65,7 +68,7 @@ static void touch(dh_daemon *d, const char *path)
 static int start_held(dh_daemon *d, const char *step, rel_identity *v2, char *hold,
                       size_t hold_size)
 {
-    dh_setup(d, DH_STORE_DIR, NULL);
+    dh_setup(d, store_kind, NULL);
     int port = dh_add_app_host(d, "web", NULL, NULL);
     ah_stage_variant(d, "web", "v2", false, v2);
     snprintf(hold, hold_size, "%s/%s-go", d->drv.dir, step);
@@ -283,9 +286,13 @@ static void test_swap_during_a_park_wakes_the_pin_after_it(void **state)
     dh_stop_and_check_clean(d);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    int r = dh_check_can_run("activation-swap-race", DH_STORE_DIR);
+    if (argc > 1 && strcmp(argv[1], "etcd") == 0)
+        store_kind = DH_STORE_ETCD;
+    int r = dh_check_can_run(store_kind == DH_STORE_ETCD ? "activation-swap-race-etcd"
+                                                         : "activation-swap-race-dir",
+                             store_kind);
     if (r)
         return r;
     const struct CMUnitTest tests[] = {
