@@ -10,7 +10,9 @@
  *   - a swap while the wake has sent its admission: the pin waits for that
  *     wake to serve (its client answered by the old build), then N+1 of the
  *     pin replaces it;
- *   - a swap while a park is being retired: the pinned build wakes after it.
+ *   - a swap while a park is being retired: the pinned build wakes after it;
+ *   - a stop-first swap whose park is followed at once by a wake: the swap
+ *     joins that wake, which runs the pin.
  * On the dir store or a real etcd (argv[1]). */
 #include <errno.h>
 #include <inttypes.h>
@@ -286,6 +288,32 @@ static void test_swap_during_a_park_wakes_the_pin_after_it(void **state)
     dh_stop_and_check_clean(d);
 }
 
+static void test_stop_first_swap_joins_the_wake_that_followed_the_park(void **state)
+{
+    dh_daemon *d = *state;
+    rel_identity v2;
+    char hold[PATH_MAX];
+    int port = start_held(d, "failed", &v2, hold, sizeof(hold));
+    dh_wake(d, "web");
+
+    dh_async *swap = dh_request_start(
+        d, 60000,
+        "{\"v\":1,\"op\":\"swap\",\"host\":\"web\",\"version\":\"v2\",\"mode\":\"stop-first\"}");
+    wait_held(d, "failed", hold);
+    /* A trigger during N's retirement: it wakes the host as soon as N is
+     * retired, so the host is waking, not parked, when the park ends. */
+    dh_wake_started(d, "web");
+    touch(d, hold);
+
+    swap_ok(d, swap);
+    check_nothing_refused(d);
+    DH_CHECK(d, dh_events_count(d, "web", "exec") == 2,
+             "%zu generations started; expected N and the one wake of the pin",
+             dh_events_count(d, "web", "exec"));
+    check_serves_the_pin(d, port, &v2);
+    dh_stop_and_check_clean(d);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "etcd") == 0)
@@ -301,6 +329,7 @@ int main(int argc, char **argv)
         AH_LOAD_TEST(test_another_admission_between_read_and_admission_is_still_refused),
         AH_LOAD_TEST(test_swap_after_admission_waits_for_the_wake),
         AH_LOAD_TEST(test_swap_during_a_park_wakes_the_pin_after_it),
+        AH_LOAD_TEST(test_stop_first_swap_joins_the_wake_that_followed_the_park),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
