@@ -256,6 +256,7 @@ static void test_swap_after_admission_waits_for_the_wake(void **state)
     /* The wake serves what it admitted (v1); then N+1 runs the pin. */
     client_answered_by(d, &waking, "v1");
     swap_ok(d, swap);
+    DH_CHECK(d, dh_event_wait(d, "web", "swap.done", 10000, NULL), "no swap.done event");
     check_nothing_refused(d);
     DH_CHECK(d,
              dh_events_count(d, "web", "exec") == 2 && dh_events_count(d, "web", "swap.done") == 1,
