@@ -228,6 +228,14 @@ static void test_another_admission_between_read_and_admission_is_still_refused(v
              "the refused wake wrote over the other admission (revision %" PRIu64 " -> %" PRIu64
              ")",
              taken_revision, c.revision);
+    /* The next connection is a new wake, which reads and admits again.
+     * (Its prepare also runs in the host's lane after the one the refused
+     * admission began, so that one has answered before the daemon stops.) */
+    ah_sample next;
+    int r = ah_get(port, &next);
+    DH_CHECK(d, r == 0 && strcmp(next.version, "v1") == 0,
+             "the next connection after the refusal was not served by v1 (%s at %s)",
+             r ? strerror(r) : next.version, r ? next.failed_at : "answer");
     dh_stop_and_check_clean(d);
 }
 
