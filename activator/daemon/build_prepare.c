@@ -13,8 +13,13 @@
 #include "common/cleanup.h"
 
 typedef struct prepare_job {
+    /* Every job in flight, in the daemon's list (prepares_in_flight): a
+     * daemon that stops frees the jobs whose done() will not run. */
+    struct prepare_job *prev, *next;
+    ad_daemon *daemon;
     ad_host *host; /* for done(), on the loop only */
     ad_prepared_fn done;
+    void (*dropped)(void *userdata);
     void *userdata;
     rel_store *releases;
     char host_name[ACT_NAME_MAX + 1];
@@ -113,15 +118,45 @@ static void run_prepare(void *data)
         rel_resolved_release(&p->resolved);
 }
 
+static void unlink_job(prepare_job *job)
+{
+    if (job->prev)
+        job->prev->next = job->next;
+    else
+        job->daemon->prepares_in_flight = job->next;
+    if (job->next)
+        job->next->prev = job->prev;
+}
+
 static void complete_prepare(void *data)
 {
     _cleanup_free_ prepare_job *job = data;
+    unlink_job(job);
     job->done(job->host, &job->prepared, job->userdata);
     rel_resolved_release(&job->prepared.resolved);
 }
 
+void ad_build_prepares_forget(ad_daemon *daemon)
+{
+    while (daemon->prepares_in_flight) {
+        prepare_job *job = daemon->prepares_in_flight;
+        unlink_job(job);
+        if (job->dropped)
+            job->dropped(job->userdata);
+        rel_resolved_release(&job->prepared.resolved);
+        free(job);
+    }
+}
+
 int ad_build_prepare_async(ad_host *host, const rel_pin *pin, ad_prepared_fn done, void *userdata,
                            act_error *err)
+{
+    return ad_build_prepare_async_droppable(host, pin, done, NULL, userdata, err);
+}
+
+int ad_build_prepare_async_droppable(ad_host *host, const rel_pin *pin, ad_prepared_fn done,
+                                     void (*dropped)(void *userdata), void *userdata,
+                                     act_error *err)
 {
     assert(host && done);
     _cleanup_free_ prepare_job *job = calloc(1, sizeof(*job));
@@ -129,7 +164,9 @@ int ad_build_prepare_async(ad_host *host, const rel_pin *pin, ad_prepared_fn don
         return act_error_set(err, ENOMEM, "host %s: out of memory", ad_host_name(host));
     ad_daemon *daemon = ad_host_daemon(host);
     job->host = host;
+    job->daemon = daemon;
     job->done = done;
+    job->dropped = dropped;
     job->userdata = userdata;
     job->releases = daemon->releases;
     job->prepared.resolved.exec_fd = -1;
@@ -144,6 +181,9 @@ int ad_build_prepare_async(ad_host *host, const rel_pin *pin, ad_prepared_fn don
                                complete_prepare, job, err);
     if (r < 0)
         return r;
-    TAKE_PTR(job); /* complete_prepare's now */
+    job->next = daemon->prepares_in_flight;
+    if (job->next)
+        job->next->prev = job;
+    daemon->prepares_in_flight = TAKE_PTR(job); /* complete_prepare's now */
     return 0;
 }

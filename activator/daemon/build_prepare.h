@@ -34,3 +34,12 @@ typedef void (*ad_prepared_fn)(ad_host *host, ad_prepared *prepared, void *userd
  * the work could not even be queued (done is then not called). */
 int ad_build_prepare_async(ad_host *host, const rel_pin *pin, ad_prepared_fn done, void *userdata,
                            act_error *err);
+/* The same, with dropped(userdata) called instead of done when the daemon
+ * stops with the work in flight (ad_build_prepares_forget). */
+int ad_build_prepare_async_droppable(ad_host *host, const rel_pin *pin, ad_prepared_fn done,
+                                     void (*dropped)(void *userdata), void *userdata,
+                                     act_error *err);
+
+/* Frees the jobs whose done() the offload will not run any more: call once
+ * act_offload_free(daemon->offload) returned. */
+void ad_build_prepares_forget(ad_daemon *daemon);

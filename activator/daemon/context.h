@@ -83,6 +83,7 @@ struct ad_daemon {
     claim_store *store;
     act_offload *offload;            /* workers for durable writes and prepare's hashing */
     struct record_write *record_writes_in_flight; /* record_writes.c */
+    struct prepare_job *prepares_in_flight;       /* build_prepare.c */
     /* Workers for whole builds (stage, promote, a swap's verification, gc):
      * a large build hashed there never delays another host's wake, whose
      * record writes and prepare run on offload. */

@@ -16,6 +16,7 @@
 #include <systemd/sd-id128.h>
 
 #include "activator/daemon/box_lease.h"
+#include "activator/daemon/build_prepare.h"
 #include "activator/daemon/builds_gc.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/claim_watch.h"
@@ -487,6 +488,7 @@ static void teardown(daemon_process *process)
      * the records of the generations it retired). */
     act_offload_free(daemon->offload);
     ad_record_writes_forget(daemon);
+    ad_build_prepares_forget(daemon);
     act_offload_free(daemon->release_work);
     ad_reload_free(daemon);
     ad_leftovers_free(daemon);

@@ -578,6 +578,16 @@ static void on_early_prepared(ad_host *host, ad_prepared *prepared, void *userda
         finish_with_early(host, early);
 }
 
+/* The daemon stops with the early work in flight: its wake, if still
+ * there, forgets it. */
+static void early_prepare_dropped(void *userdata)
+{
+    early_prepare *early = userdata;
+    if (early->wake_state)
+        early->wake_state->early = NULL;
+    free(early);
+}
+
 static early_prepare *usable_early(ad_host *host, ad_pin_choice choice, const rel_pin *pin);
 
 static void begin_early_prepare(ad_host *host)
@@ -598,8 +608,9 @@ static void begin_early_prepare(ad_host *host)
     early->pin = pin;
     act_error err = {0};
     if (early->choice == AD_PIN_FAILED ||
-        ad_build_prepare_async(host, early->choice == AD_PIN_NONE ? NULL : &early->pin,
-                               on_early_prepared, early, &err) < 0) {
+        ad_build_prepare_async_droppable(host, early->choice == AD_PIN_NONE ? NULL : &early->pin,
+                                         on_early_prepared, early_prepare_dropped, early,
+                                         &err) < 0) {
         free(early);
         return;
     }
