@@ -584,6 +584,12 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
         cfg_hosts_free(configs, n_configs);
         return excluded;
     }
+    /* The accounts of the box, listed once rather than looked up twice per
+     * host; and one fsync for every record made, before any uid is used. */
+    act_error list_err = {0};
+    if (ad_dynamic_users_read_system(daemon->dynamic_users, &list_err) < 0)
+        act_log(LOG_WARNING, "dynamic users: %s; looking each uid up instead", list_err.message);
+    ad_dynamic_users_defer_sync(daemon->dynamic_users);
     inherited_fds inherited = {0};
     inherited_collect(&inherited);
     /* A host that cannot be set up (its port is taken, its User= is
@@ -607,6 +613,9 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
     cfg_hosts_free(configs, n_configs);
     daemon->n_hosts = n;
     inherited_release(&inherited);
+    int synced = ad_dynamic_users_sync(daemon->dynamic_users, err);
+    if (synced < 0)
+        return synced;
     for (size_t i = 0; i < daemon->n_hosts; i++)
         watch_demand(daemon->hosts[i], true);
     return 0;
