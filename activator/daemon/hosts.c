@@ -533,14 +533,6 @@ static int make_host(ad_daemon *daemon, ad_host_settings *settings, ad_host **ou
     return 0;
 }
 
-/* Creates hosts/<host>/ now, not at the first wake. */
-static int make_host_dir(ad_host *host, act_error *err)
-{
-    int r = ad_host_dir(host, err);
-    ad_host_dir_close(host);
-    return r < 0 ? r : 0;
-}
-
 static int setup_host(ad_daemon *daemon, cfg_host *config, inherited_fds *inherited,
                       ad_host **out, act_error *err)
 {
@@ -550,8 +542,9 @@ static int setup_host(ad_daemon *daemon, cfg_host *config, inherited_fds *inheri
     int r = ad_host_settings_new(daemon, config, &settings, &failed_key, err);
     if (r == 0)
         r = make_host(daemon, settings, &host, err);
-    if (r == 0 &&
-        ((r = make_host_dir(host, err)) < 0 || (r = bind_sockets(host, inherited, err)) < 0))
+    /* hosts/<host>/ is made at the first wake (ad_host_dir), not here: two
+     * mkdirs (an inode each) per parked host and start add up at 10,000. */
+    if (r == 0 && (r = bind_sockets(host, inherited, err)) < 0)
         teardown_host(host);
     if (r == 0)
         *out = host;
@@ -683,9 +676,6 @@ void ad_hosts_insert(ad_daemon *daemon, ad_host *host)
             (daemon->n_hosts - at) * sizeof(*daemon->hosts));
     daemon->hosts[at] = host;
     daemon->n_hosts++;
-    act_error err = {0};
-    if (make_host_dir(host, &err) < 0) /* the first wake tries again */
-        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), err.message);
     store_fds(host);
     watch_demand(host, true);
 }
