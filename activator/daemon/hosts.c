@@ -21,6 +21,7 @@
 #include "activator/daemon/claim_release.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/dynamic_users.h"
+#include "activator/daemon/fd_store.h"
 #include "activator/daemon/freeze.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/idle.h"
@@ -364,9 +365,7 @@ static void inherited_release(inherited_fds *inherited)
  * same socket back and clients never see it closed. */
 static void store_fd(const char *name, int fd)
 {
-    char state[320];
-    snprintf(state, sizeof(state), "FDSTORE=1\nFDNAME=%s", name);
-    sd_pid_notify_with_fds(0, 0, state, &fd, 1);
+    ad_fd_store_put(name, fd);
 }
 
 /* Takes the host's sockets out of the FD store, by their names. */
@@ -622,6 +621,7 @@ void ad_hosts_teardown(ad_daemon *daemon)
         teardown_host(daemon->removed_hosts[i]);
     free(daemon->hosts);
     free(daemon->removed_hosts);
+    ad_fd_store_close();
     daemon->hosts = daemon->removed_hosts = NULL;
     daemon->n_hosts = daemon->n_removed_hosts = 0;
     daemon->cap_hosts = daemon->cap_removed_hosts = 0;
