@@ -282,10 +282,13 @@ static int run(fleet *fleets, act_error *err)
     printf("RATIO start-up %u/%u hosts = %.1f\n", BIG, SMALL,
            bd_samples_quantile(&big->startup_usec, 0.5) /
                bd_samples_quantile(&small->startup_usec, 0.5));
-    printf("RATIO p50 big/small = %.2f (rounds %.2f-%.2f; target <= %.1f: %s)\n", wake50, min50,
-           max50, TARGET_WAKE_RATIO, wake50 <= TARGET_WAKE_RATIO ? "met" : "NOT met");
-    printf("RATIO p99 big/small = %.2f (rounds %.2f-%.2f; target <= %.1f: %s)\n", wake99, min99,
-           max99, TARGET_WAKE_P99_RATIO, wake99 <= TARGET_WAKE_P99_RATIO ? "met" : "NOT met");
+    printf("  wake ratios big/small over the %d rounds: p50 median %.2f (%.2f-%.2f), p99 median "
+           "%.2f (%.2f-%.2f)\n",
+           ROUNDS, wake50, min50, max50, wake99, min99, max99);
+    printf("RATIO p50 big/small = %.2f (target <= %.1f: %s)\n", wake50, TARGET_WAKE_RATIO,
+           wake50 <= TARGET_WAKE_RATIO ? "met" : "NOT met");
+    printf("RATIO p99 big/small = %.2f (target <= %.1f: %s)\n", wake99, TARGET_WAKE_P99_RATIO,
+           wake99 <= TARGET_WAKE_P99_RATIO ? "met" : "NOT met");
     return 0;
 }
 
