@@ -5,9 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
-#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +36,9 @@ struct ad_dynamic_users {
     size_t n;
     uint32_t *excluded; /* sorted: ids hosts name by number in User=, Group= */
     size_t n_excluded;
+    ad_system_ids *system; /* NULL: each id is looked up */
+    bool defer_sync;       /* records are fsync'd by ad_dynamic_users_sync */
+    bool unsynced;         /* a record was made since the last fsync */
 };
 
 /* FNV-1a: a fixed function of the name, the same on every box. */
@@ -127,6 +128,7 @@ void ad_dynamic_users_free(ad_dynamic_users *users)
     free(users->by_host);
     free(users->by_uid);
     free(users->excluded);
+    ad_system_ids_free(users->system);
     if (users->dirfd >= 0)
         close(users->dirfd);
     free(users);
@@ -214,17 +216,36 @@ int ad_dynamic_users_open(int state_dirfd, uint32_t uid_min, uint32_t uid_max,
 }
 
 /* Whether the user or group database has uid (as a uid or a gid): those
- * belong to someone else. A failed lookup counts as taken. */
-static bool known_to_the_system(uint32_t uid)
+ * belong to someone else. */
+static bool known_to_the_system(const ad_dynamic_users *users, uint32_t uid)
 {
-    struct passwd pw, *found_pw = NULL;
-    struct group gr, *found_gr = NULL;
-    char buf[16384];
-    int r = getpwuid_r(uid, &pw, buf, sizeof(buf), &found_pw);
-    if (r != 0 || found_pw)
-        return true;
-    r = getgrgid_r(uid, &gr, buf, sizeof(buf), &found_gr);
-    return r != 0 || found_gr;
+    return ad_system_ids_known(users->system, uid);
+}
+
+int ad_dynamic_users_read_system(ad_dynamic_users *users, act_error *err)
+{
+    ad_system_ids *ids = NULL;
+    int r = ad_system_ids_read(NULL, &ids, err);
+    ad_system_ids_free(users->system);
+    users->system = ids; /* NULL on failure: an old list may miss an account */
+    return r;
+}
+
+void ad_dynamic_users_defer_sync(ad_dynamic_users *users)
+{
+    users->defer_sync = true;
+}
+
+int ad_dynamic_users_sync(ad_dynamic_users *users, act_error *err)
+{
+    users->defer_sync = false;
+    if (!users->unsynced)
+        return 0;
+    int r = act_fsync_dir(users->dirfd, err);
+    if (r < 0)
+        return act_error_prefix(err, "recording the dynamic users in %s/", DIRECTORY);
+    users->unsynced = false;
+    return 0;
 }
 
 /* 65534 is nobody's on every distribution, 65535 the 16-bit -1. */
@@ -310,7 +331,7 @@ int ad_dynamic_user_get(ad_dynamic_users *users, const char *host, uid_t *uid, a
     entry *recorded = find_host(users, host);
     if (recorded) {
         bool in_range = recorded->uid >= users->uid_min && recorded->uid <= users->uid_max;
-        if (in_range && !known_to_the_system(recorded->uid)) {
+        if (in_range && !known_to_the_system(users, recorded->uid)) {
             *uid = recorded->uid;
             return 0;
         }
@@ -328,7 +349,7 @@ int ad_dynamic_user_get(ad_dynamic_users *users, const char *host, uid_t *uid, a
     for (uint64_t tried = 0; tried < size; tried++) {
         uint32_t candidate = users->uid_min + (uint32_t)((start - users->uid_min + tried) % size);
         if (never_dynamic(candidate) || find_uid(users, candidate) || excluded(users, candidate) ||
-            known_to_the_system(candidate))
+            known_to_the_system(users, candidate))
             continue;
         snprintf(name, sizeof(name), "%" PRIu32, candidate);
         if (symlinkat(host, users->dirfd, name) < 0) {
@@ -337,7 +358,11 @@ int ad_dynamic_user_get(ad_dynamic_users *users, const char *host, uid_t *uid, a
             return act_error_set(err, errno, "host %s: cannot record dynamic uid %s in %s/: %s",
                                  host, name, DIRECTORY, strerror(errno));
         }
-        int r = act_fsync_dir(users->dirfd, err);
+        int r = 0;
+        if (users->defer_sync)
+            users->unsynced = true;
+        else
+            r = act_fsync_dir(users->dirfd, err);
         if (r < 0) {
             act_error_prefix(err, "host %s: recording dynamic uid %s", host, name);
         } else {

@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "activator/config/config.h"
+#include "activator/daemon/system_ids.h"
 #include "common/error.h"
 
 typedef struct ad_dynamic_users ad_dynamic_users;
@@ -36,6 +37,21 @@ void ad_dynamic_users_free(ad_dynamic_users *users);
 int ad_dynamic_users_exclude_hosts(ad_dynamic_users *users, const cfg_host *hosts, size_t n,
                                    act_error *err);
 
+/* Lists the user and group databases once (system_ids.h), for the uids
+ * given out from here on: call it before each configuration's hosts get
+ * theirs, so that an account added since is seen. Without it, each uid is
+ * looked up on its own. */
+int ad_dynamic_users_read_system(ad_dynamic_users *users, act_error *err);
+
+/* From here until ad_dynamic_users_sync, a new record is not fsync'd on its
+ * own: a start that gives 10,000 hosts their uids makes the records durable
+ * with one fsync of the directory, which must come before any of those uids
+ * is used (owns a file, runs a process). */
+void ad_dynamic_users_defer_sync(ad_dynamic_users *users);
+/* Fsyncs the directory if a record was made since the last fsync, and ends
+ * the deferral. */
+int ad_dynamic_users_sync(ad_dynamic_users *users, act_error *err);
+
 /* The host whose dynamic user uid is, or NULL: a User= or Group= naming it
  * would share that host's files. */
 const char *ad_dynamic_users_owner(const ad_dynamic_users *users, uint32_t uid);
@@ -44,7 +60,7 @@ const char *ad_dynamic_users_owner(const ad_dynamic_users *users, uint32_t uid);
  * the user and group databases still do not know (a record is the host's
  * even where a User= names its uid: that User= is refused, see
  * ad_dynamic_users_owner), else a new one outside the excluded ids, recorded
- * (and the directory fsync'd) before this returns. Fails naming the range
+ * (and the directory fsync'd, unless deferred) before this returns. Fails naming the range
  * when every uid of it is taken. Blocks on the user and group databases and
  * on the fsync: called once per host and daemon start (and for a host a
  * reload adds). Not thread-safe. */

@@ -21,6 +21,7 @@
 #include "activator/daemon/claim_release.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/dynamic_users.h"
+#include "activator/daemon/fd_store.h"
 #include "activator/daemon/freeze.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/idle.h"
@@ -367,9 +368,7 @@ static void inherited_release(inherited_fds *inherited)
  * same socket back and clients never see it closed. */
 static void store_fd(const char *name, int fd)
 {
-    char state[320];
-    snprintf(state, sizeof(state), "FDSTORE=1\nFDNAME=%s", name);
-    sd_pid_notify_with_fds(0, 0, state, &fd, 1);
+    ad_fd_store_put(name, fd);
 }
 
 /* Takes the host's sockets out of the FD store, by their names. */
@@ -536,14 +535,6 @@ static int make_host(ad_daemon *daemon, ad_host_settings *settings, ad_host **ou
     return 0;
 }
 
-/* Creates hosts/<host>/ now, not at the first wake. */
-static int make_host_dir(ad_host *host, act_error *err)
-{
-    int r = ad_host_dir(host, err);
-    ad_host_dir_close(host);
-    return r < 0 ? r : 0;
-}
-
 static int setup_host(ad_daemon *daemon, cfg_host *config, inherited_fds *inherited,
                       ad_host **out, act_error *err)
 {
@@ -553,8 +544,9 @@ static int setup_host(ad_daemon *daemon, cfg_host *config, inherited_fds *inheri
     int r = ad_host_settings_new(daemon, config, &settings, &failed_key, err);
     if (r == 0)
         r = make_host(daemon, settings, &host, err);
-    if (r == 0 &&
-        ((r = make_host_dir(host, err)) < 0 || (r = bind_sockets(host, inherited, err)) < 0))
+    /* hosts/<host>/ is made at the first wake (ad_host_dir), not here: two
+     * mkdirs (an inode each) per parked host and start add up at 10,000. */
+    if (r == 0 && (r = bind_sockets(host, inherited, err)) < 0)
         teardown_host(host);
     if (r == 0)
         *out = host;
@@ -587,6 +579,12 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
         cfg_hosts_free(configs, n_configs);
         return excluded;
     }
+    /* The accounts of the box, listed once rather than looked up twice per
+     * host; and one fsync for every record made, before any uid is used. */
+    act_error list_err = {0};
+    if (ad_dynamic_users_read_system(daemon->dynamic_users, &list_err) < 0)
+        act_log(LOG_WARNING, "dynamic users: %s; looking each uid up instead", list_err.message);
+    ad_dynamic_users_defer_sync(daemon->dynamic_users);
     inherited_fds inherited = {0};
     inherited_collect(&inherited);
     /* A host that cannot be set up (its port is taken, its User= is
@@ -610,6 +608,9 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
     cfg_hosts_free(configs, n_configs);
     daemon->n_hosts = n;
     inherited_release(&inherited);
+    int synced = ad_dynamic_users_sync(daemon->dynamic_users, err);
+    if (synced < 0)
+        return synced;
     for (size_t i = 0; i < daemon->n_hosts; i++)
         watch_demand(daemon->hosts[i], true);
     return 0;
@@ -623,6 +624,7 @@ void ad_hosts_teardown(ad_daemon *daemon)
         teardown_host(daemon->removed_hosts[i]);
     free(daemon->hosts);
     free(daemon->removed_hosts);
+    ad_fd_store_close();
     daemon->hosts = daemon->removed_hosts = NULL;
     daemon->n_hosts = daemon->n_removed_hosts = 0;
     daemon->cap_hosts = daemon->cap_removed_hosts = 0;
@@ -677,9 +679,6 @@ void ad_hosts_insert(ad_daemon *daemon, ad_host *host)
             (daemon->n_hosts - at) * sizeof(*daemon->hosts));
     daemon->hosts[at] = host;
     daemon->n_hosts++;
-    act_error err = {0};
-    if (make_host_dir(host, &err) < 0) /* the first wake tries again */
-        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), err.message);
     store_fds(host);
     watch_demand(host, true);
 }

@@ -11,6 +11,7 @@
 #include "activator/daemon/recovery.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "activator/daemon/wake_ops.h"
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/names.h"
 
 /* A leftover generation may be resumed when it is the one the record and the
  * claim both name as this box's serving admission, and its main process
@@ -106,13 +108,18 @@ static void retire_leftover(ad_daemon *daemon, ad_host *host, ad_leftover *lefto
                      : "the next daemon retires it");
 }
 
-/* Records whose leaf is gone describe generations that are proven gone. */
+/* Records whose leaf is gone describe generations that are proven gone. A
+ * host never woken has no directory, and so no records: its directory is
+ * opened, not made (ad_host_dir would make it, a mkdir per host and start). */
 static void forget_stale_records(ad_host *host)
 {
     _cleanup_free_ uint64_t *numbers = NULL;
     size_t count = 0;
     act_error err = {0};
-    int dirfd = ad_host_dir(host, &err);
+    char path[ACT_NAME_MAX + 16];
+    snprintf(path, sizeof(path), "hosts/%s", ad_host_name(host));
+    _cleanup_close_ int dirfd = openat(ad_host_daemon(host)->state_dirfd, path,
+                                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dirfd < 0 || rec_list_generations(dirfd, &numbers, &count, &err) < 0)
         return;
     const ad_generation *serving = ad_host_serving(host);

@@ -474,6 +474,10 @@ static int plan_hosts(ad_daemon *daemon, reload_job *job, plan *p)
      * the new configuration names by number. */
     act_error err = {0};
     int r = ad_dynamic_users_exclude_hosts(daemon->dynamic_users, job->hosts, job->n_hosts, &err);
+    /* Accounts added since the last start or reload are seen. */
+    act_error list_err = {0};
+    if (r == 0 && ad_dynamic_users_read_system(daemon->dynamic_users, &list_err) < 0)
+        act_log(LOG_WARNING, "dynamic users: %s; looking each uid up instead", list_err.message);
     if (r < 0)
         cfg_errors_add(&job->problems, job->config_path, 0, NULL, "%s", err.message);
     while (r == 0 && (h < daemon->n_hosts || f < job->n_hosts)) {

@@ -126,6 +126,9 @@ static void collisions_probe_on_and_a_full_range_is_refused(void **state)
         users = open_users(&b, 1, 2);
         err = (act_error){0};
         assert_int_equal(ad_dynamic_user_get(users, "sys", &uid, &err), -ENOSPC);
+        /* Nor when the databases are listed once instead of asked. */
+        assert_int_equal(ad_dynamic_users_read_system(users, &err), 0);
+        assert_int_equal(ad_dynamic_user_get(users, "sys", &uid, &err), -ENOSPC);
         ad_dynamic_users_free(users);
     }
     users = open_users(&b, 65534, 65535);
@@ -207,6 +210,75 @@ static void bad_records_are_refused_by_path(void **state)
     box_close(&b);
 }
 
+/* A start lists the databases once and fsyncs the records once: the uids
+ * are the same as asked one by one, and every record is there. */
+static void a_start_lists_accounts_once_and_syncs_records_once(void **state)
+{
+    (void)state;
+    box one, two;
+    box_open(&one);
+    box_open(&two);
+    ad_dynamic_users *asked = open_users(&one, 200000, 200099);
+    ad_dynamic_users *listed = open_users(&two, 200000, 200099);
+    act_error err = {0};
+    assert_int_equal(ad_dynamic_users_read_system(listed, &err), 0);
+    ad_dynamic_users_defer_sync(listed);
+    for (int i = 0; i < 50; i++) {
+        char host[8];
+        snprintf(host, sizeof(host), "h%d", i);
+        uid_t uid = get(listed, host);
+        assert_int_equal(uid, get(asked, host));
+        char link[64];
+        snprintf(link, sizeof(link), "dynamic-users/%u", (unsigned)uid);
+        assert_int_equal(faccessat(two.fd, link, F_OK, AT_SYMLINK_NOFOLLOW), 0);
+    }
+    assert_int_equal(ad_dynamic_users_sync(listed, &err), 0);
+    assert_int_equal(ad_dynamic_users_sync(listed, &err), 0);
+    ad_dynamic_users_free(asked);
+    ad_dynamic_users_free(listed);
+    box_close(&one);
+    box_close(&two);
+}
+
+/* Only sources that list all they know let a listing stand for lookups. */
+static void nsswitch_names_whether_a_listing_is_whole(void **state)
+{
+    (void)state;
+    assert_true(ad_nsswitch_lists_whole(""));
+    assert_true(ad_nsswitch_lists_whole("passwd: files systemd\ngroup: files systemd\n"));
+    assert_true(ad_nsswitch_lists_whole("# passwd: ldap\npasswd:\tfiles [NOTFOUND=return] "
+                                        "systemd # ldap\nhosts: files dns ldap\n"));
+    assert_true(ad_nsswitch_lists_whole("passwd_compat: nis\npasswd: files extrausers\n"));
+    assert_false(ad_nsswitch_lists_whole("passwd: files ldap\ngroup: files\n"));
+    assert_false(ad_nsswitch_lists_whole("passwd: files\ngroup: files sss\n"));
+    assert_false(ad_nsswitch_lists_whole("  group : compat\n"));
+    assert_false(ad_nsswitch_lists_whole("passwd: files [NOTFOUND=return"));
+}
+
+/* A listing knows root, and a uid only a lookup finds counts when a source
+ * that does not list (here every one, by the file) is named. */
+static void a_listing_knows_the_accounts(void **state)
+{
+    (void)state;
+    ad_system_ids *ids = NULL;
+    act_error err = {0};
+    assert_int_equal(ad_system_ids_read("/nonexistent/nsswitch.conf", &ids, &err), 0);
+    assert_true(ad_system_ids_known(ids, 0));
+    assert_false(ad_system_ids_known(ids, 4000000000u));
+    ad_system_ids_free(ids);
+    char path[] = "/tmp/act-nsswitch-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char text[] = "passwd: files ldap\ngroup: files ldap\n";
+    assert_int_equal(write(fd, text, sizeof(text) - 1), (ssize_t)sizeof(text) - 1);
+    close(fd);
+    assert_int_equal(ad_system_ids_read(path, &ids, &err), 0);
+    assert_true(ad_system_ids_known(ids, 0));
+    assert_false(ad_system_ids_known(ids, 4000000000u)); /* looked up: nobody has it */
+    ad_system_ids_free(ids);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +287,9 @@ int main(void)
         cmocka_unit_test(a_record_outside_a_new_range_is_replaced),
         cmocka_unit_test(numeric_accounts_of_hosts_are_never_given_out),
         cmocka_unit_test(bad_records_are_refused_by_path),
+        cmocka_unit_test(a_start_lists_accounts_once_and_syncs_records_once),
+        cmocka_unit_test(nsswitch_names_whether_a_listing_is_whole),
+        cmocka_unit_test(a_listing_knows_the_accounts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,92 @@
+/* One kept socket for systemd's FD store (see fd_store.h). */
+#include "activator/daemon/fd_store.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+static int kept = -1;
+static struct sockaddr_un address;
+static socklen_t address_len;
+static bool unusable; /* $NOTIFY_SOCKET is not a unix socket path: libsystemd's way */
+
+/* A socket for the unix address in $NOTIFY_SOCKET (a path, or "@" for the
+ * abstract namespace), or -1 where libsystemd must do it (a vsock address,
+ * no variable). */
+static int kept_socket(void)
+{
+    if (kept >= 0 || unusable)
+        return kept;
+    const char *e = getenv("NOTIFY_SOCKET");
+    size_t len = e ? strlen(e) : 0;
+    if (len < 2 || (e[0] != '/' && e[0] != '@') || len > sizeof(address.sun_path)) {
+        unusable = true;
+        return -1;
+    }
+    memset(&address, 0, sizeof(address));
+    address.sun_family = AF_UNIX;
+    memcpy(address.sun_path, e, len);
+    if (e[0] == '@')
+        address.sun_path[0] = '\0';
+    address_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len +
+                              (e[0] == '/' && len < sizeof(address.sun_path)));
+    kept = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    return kept;
+}
+
+static bool send_kept(const char *state, int fd)
+{
+    int s = kept_socket();
+    if (s < 0)
+        return false;
+    struct iovec iov = {.iov_base = (void *)state, .iov_len = strlen(state)};
+    union {
+        struct cmsghdr header;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } control;
+    memset(&control, 0, sizeof(control));
+    struct msghdr msg = {
+        .msg_name = &address,
+        .msg_namelen = address_len,
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control.buf,
+        .msg_controllen = sizeof(control.buf),
+    };
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+    ssize_t n;
+    do
+        n = sendmsg(s, &msg, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n >= 0;
+}
+
+void ad_fd_store_put(const char *name, int fd)
+{
+    char state[320];
+    snprintf(state, sizeof(state), "FDSTORE=1\nFDNAME=%s", name);
+    /* A failed send (the manager re-executing, say) is tried once more the
+     * way libsystemd does it, on a socket of its own. */
+    if (!send_kept(state, fd))
+        sd_pid_notify_with_fds(0, 0, state, &fd, 1);
+}
+
+void ad_fd_store_close(void)
+{
+    if (kept >= 0)
+        close(kept);
+    kept = -1;
+    unusable = false;
+}

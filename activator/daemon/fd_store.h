@@ -1,0 +1,11 @@
+/* systemd's FD store, for the hosts' listening sockets: FDSTORE=1 with
+ * FDNAME=<host>/<n>, one fd per message (an FDNAME= names every fd of its
+ * message). sd_pid_notify_with_fds makes and closes a socket for each call;
+ * a 10,000-host start stores 10,000 sockets, so one socket is kept for all
+ * of them instead. Not thread-safe: the loop thread's. */
+#pragma once
+
+/* Puts fd in the FD store as name. Without $NOTIFY_SOCKET, nothing. */
+void ad_fd_store_put(const char *name, int fd);
+/* Closes the kept socket (at exit; a later put opens it again). */
+void ad_fd_store_close(void);
