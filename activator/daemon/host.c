@@ -53,6 +53,7 @@ struct ad_host {
     uint64_t wake_started_usec;       /* announce.c */
     uint64_t failed_attempts;         /* wake_ops.c */
     bool claim_ours;                  /* wake_ops.c, claim_watch.c */
+    uint64_t build_state_mark;        /* wake_ops.c: what build-state.json names, hashed */
     ad_move *move;                    /* move.c */
     char *probe_op;                   /* move.c sets it, wake_ops.c reads it */
     ad_unproven_leaf *unproven;       /* wake_ops.c keeps them, sweep.c takes them */
@@ -740,6 +741,16 @@ bool ad_host_claim_ours(const ad_host *host)
 void ad_host_set_claim_ours(ad_host *host, bool ours)
 {
     host->claim_ours = ours;
+}
+
+uint64_t ad_host_build_state_mark(const ad_host *host)
+{
+    return host->build_state_mark;
+}
+
+void ad_host_set_build_state_mark(ad_host *host, uint64_t mark)
+{
+    host->build_state_mark = mark;
 }
 
 ad_move *ad_host_move(const ad_host *host)

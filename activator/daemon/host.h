@@ -184,6 +184,10 @@ void ad_host_set_last_active(ad_host *host, uint64_t usec);
 /* The last claim seen names this box as executor (wake_ops.c, claim_watch.c). */
 bool ad_host_claim_ours(const ad_host *host);
 void ad_host_set_claim_ours(ad_host *host, bool ours);
+/* A hash of the build that build-state.json was last seen to name, 0 when
+ * unknown (wake_ops.c: the gate's fast path). */
+uint64_t ad_host_build_state_mark(const ad_host *host);
+void ad_host_set_build_state_mark(ad_host *host, uint64_t mark);
 
 /* ---- moves (move.c) ------------------------------------------------------ */
 

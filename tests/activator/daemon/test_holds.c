@@ -101,6 +101,52 @@ static void test_gate_refuses_when_another_box_took_the_claim(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* A second wake of the same build takes the gate's fast path (the record's
+ * write and the claim's read together, build-state.json unchanged): a claim
+ * another box took after the admission still stops the exec. */
+static void test_gate_fast_path_refuses_when_another_box_took_the_claim(void **state)
+{
+    dh_daemon *d = *state;
+    char hold[PATH_MAX];
+    start_with_hold(d, "gate", hold, sizeof(hold));
+    touch(d, hold);
+    dh_wake(d, "demo");
+    dh_park(d, "demo");
+    DH_CHECK(d, unlink(hold) == 0, "cannot remove %s: %s", hold, strerror(errno));
+    dh_events_mark(d);
+    pid_t before[4];
+    size_t runs = dh_marker_pids(d, "demo", before, 4);
+
+    dh_async *wake = dh_wake_start(d, "demo", 30000);
+    /* Admitted, and held before the gate until the hold exists again. */
+    DH_CHECK(d, dh_event_wait(d, "demo", "admitted", 10000, NULL), "no admitted event");
+    claim admitted, taken;
+    DH_CHECK(d, dh_claim_get(d, "demo", &admitted), "no claim after admission");
+    dh_claim_taken_by_other_box(&admitted, &taken);
+    uint64_t taken_revision = dh_claim_put(d, &taken);
+    touch(d, hold);
+
+    json_object *reply = dh_request_finish(d, wake);
+    DH_CHECK(d, !dh_reply_ok(reply) && strcmp(dh_reply_code(reply), "not_owner") == 0,
+             "second wake after the takeover: expected not_owner, got %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(d, dh_log_wait(d, "host demo: gate: build state unchanged", 1000),
+             "the second wake did not take the gate's fast path");
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+    dh_events_pump(d, 200);
+    DH_CHECK(d, dh_events_count(d, "demo", "exec") == 0, "an exec event despite the takeover");
+    pid_t after_pids[4];
+    DH_CHECK(d, dh_marker_pids(d, "demo", after_pids, 4) == runs,
+             "the app ran again after the takeover");
+    DH_CHECK(d, dh_leaf_count(d, "demo") == 0, "%zu generation leaves left",
+             dh_leaf_count(d, "demo"));
+    claim after;
+    DH_CHECK(d, dh_claim_get(d, "demo", &after) && after.revision == taken_revision,
+             "the refusal wrote over the other box's claim");
+    dh_stop_and_check_clean(d);
+}
+
 static void test_publish_lost_when_the_admission_changed(void **state)
 {
     dh_daemon *d = *state;
@@ -211,6 +257,7 @@ int main(int argc, char **argv)
         return r;
     const struct CMUnitTest tests[] = {
         DH_TEST(test_gate_refuses_when_another_box_took_the_claim),
+        DH_TEST(test_gate_fast_path_refuses_when_another_box_took_the_claim),
         DH_TEST(test_publish_lost_when_the_admission_changed),
         /* Last, so the etcd run can leave it out: the lock is the dir store's. */
         DH_TEST(test_daemon_answers_while_a_wake_waits_for_the_store),
