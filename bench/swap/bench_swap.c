@@ -22,14 +22,26 @@
  * with proof). A request is "during a swap" when its own interval overlaps a
  * swap's, "steady" when it overlaps none.
  *
+ * A control says how much of a ratio is the box rather than the swap: for
+ * each swap, a quiet window as long as it, CONTROL_AFTER_MS after its reply
+ * (so within the steady requests). Its p99 against steady is what a ratio
+ * looks like when nothing happens; on a box shared with other work it
+ * moves as much as the swaps' ratio does.
+ *
  * Requests during a swap are also split by who answered: N (the build
  * swapped from) or N+1 (the build swapped to), since a freshly started
  * process answers its first requests cold (page faults, lazy binding).
+ *
+ * With $ACT_BENCH_SWAP_SAMPLES naming a directory, each client's requests
+ * and swaps are written there (back-to-back.tsv, open-loop.tsv), one line a
+ * request, times in us from the series' first request, to look at where in
+ * a swap the slow ones fall.
  *
  * An error is any request that is refused, reset, times out
  * (SC_REQUEST_TIMEOUT_MS), or is not answered "200 OK" by the app. Targets:
  * open-loop p99 during swaps <= 2x steady, errors 0 for both clients. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,9 +57,15 @@
 
 #define BENCH "bench-swap"
 #define HOST "web"
-#define SWAPS 30
+/* At 2000/s a swap of ~60 ms holds ~120 open-loop requests: 30 swaps hold
+ * ~3,600, whose p99 is their 36th slowest, and one scheduling hiccup of a
+ * busy box decides it. The open loop swaps twice as often. */
+#define SWAPS_BACK_TO_BACK 30
+#define SWAPS_OPEN_LOOP 60
+#define SWAPS_MAX 60
 #define QUIET_MS 400
 #define TARGET_P99 2.0
+#define CONTROL_AFTER_MS 150
 #define DEFAULT_RATE 2000
 #define MAX_RATE 100000
 
@@ -63,8 +81,10 @@ typedef struct window {
 /* One client's series of swaps. */
 typedef struct series {
     sc_client client;
-    window windows[SWAPS];
+    int swaps;
+    window windows[SWAPS_MAX];
     size_t n_windows;
+    uint64_t stopped; /* when the client was told to stop */
     unsigned failed_swaps, switched;
 } series;
 
@@ -75,6 +95,27 @@ static const window *overlapped_swap(const sc_sample *s, const window *windows, 
         if (s->start <= windows[i].end && s->end >= windows[i].start)
             return &windows[i];
     return NULL;
+}
+
+/* Whether a request overlaps the control window of swaps[i]: as long as the
+ * swap, CONTROL_AFTER_MS after its reply, and only if it ends a quiet
+ * period's tail before the next swap (or the client's stop). */
+static bool in_control(const sc_sample *sample, const series *s, size_t i)
+{
+    uint64_t start = s->windows[i].end + CONTROL_AFTER_MS * 1000ULL;
+    uint64_t end = start + (s->windows[i].end - s->windows[i].start);
+    uint64_t next = i + 1 < s->n_windows ? s->windows[i + 1].start : s->stopped;
+    if (end + CONTROL_AFTER_MS * 1000ULL > next)
+        return false;
+    return sample->start <= end && sample->end >= start;
+}
+
+static bool in_any_control(const sc_sample *sample, const series *s)
+{
+    for (size_t i = 0; i < s->n_windows; i++)
+        if (in_control(sample, s, i))
+            return true;
+    return false;
 }
 
 /* The first answer that started after a swap's reply must come from the
@@ -99,7 +140,7 @@ static double first_new_answer_usec(const sc_client *c, const window *w)
     return -1;
 }
 
-/* Runs SWAPS swaps under s's client, which is started here and stopped at
+/* Runs s->swaps swaps under s's client, which is started here and stopped at
  * the end. *serving is the version that serves ('1' or '2'), kept across
  * series. */
 static int run_series(dd_daemon *d, series *s, char *serving, act_error *err)
@@ -109,7 +150,7 @@ static int run_series(dd_daemon *d, series *s, char *serving, act_error *err)
         return r;
     act_error swap_err = {0};
     dd_sleep_ms(QUIET_MS);
-    for (int i = 0; i < SWAPS; i++) {
+    for (int i = 0; i < s->swaps; i++) {
         window *w = &s->windows[s->n_windows++];
         w->to = *serving == '1' ? '2' : '1';
         w->start = act_now_usec();
@@ -126,11 +167,42 @@ static int run_series(dd_daemon *d, series *s, char *serving, act_error *err)
         }
         dd_sleep_ms(QUIET_MS);
     }
+    s->stopped = act_now_usec();
     sc_client_stop(&s->client);
     if (s->client.failure)
         return act_error_set(err, EIO, "the %s client gave up: %s",
                              s->client.rate ? "open-loop" : "back-to-back", s->client.failure);
     return 0;
+}
+
+/* Writes s's requests and swaps to <$ACT_BENCH_SWAP_SAMPLES>/<file>. */
+static void dump_samples(const series *s, const char *file)
+{
+    const char *dir = getenv("ACT_BENCH_SWAP_SAMPLES");
+    const sc_client *c = &s->client;
+    if (!dir || !c->n)
+        return;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    FILE *f = fopen(path, "we");
+    if (!f) {
+        fprintf(stderr, BENCH ": cannot write %s: %s\n", path, strerror(errno));
+        return;
+    }
+    uint64_t t0 = c->samples[0].start;
+    fprintf(f, "# swap\tstart\tend\tto\n");
+    for (size_t i = 0; i < s->n_windows; i++)
+        fprintf(f, "swap\t%" PRIu64 "\t%" PRIu64 "\t%c\n", s->windows[i].start - t0,
+                s->windows[i].end - t0, s->windows[i].to);
+    fprintf(f, "# request\tstart\tsent\tend\tversion\terror\n");
+    for (size_t i = 0; i < c->n; i++) {
+        const sc_sample *r = &c->samples[i];
+        fprintf(f, "request\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%c\t%s\n", r->start - t0,
+                r->sent - t0, r->end - t0, r->version ? r->version : '-',
+                r->error ? r->error : "-");
+    }
+    if (fclose(f) != 0)
+        fprintf(stderr, BENCH ": cannot write %s: %s\n", path, strerror(errno));
 }
 
 static void print_samples(const char *label, bd_samples *samples)
@@ -146,7 +218,7 @@ static size_t report(series *s, const char *variant, bool judged)
 {
     sc_client *c = &s->client;
     bd_samples steady = {0}, during = {0}, during_old = {0}, during_new = {0}, swap_ms = {0},
-               first_new = {0}, lag = {0};
+               first_new = {0}, lag = {0}, control = {0};
     size_t errors_steady = 0, errors_during = 0;
     char first_error[64] = "";
     for (size_t i = 0; i < c->n; i++) {
@@ -163,6 +235,8 @@ static size_t report(series *s, const char *variant, bool judged)
         }
         double usec = (double)(sample->end - sample->start);
         bd_samples_add(in_swap ? &during : &steady, usec);
+        if (!in_swap && in_any_control(sample, s))
+            bd_samples_add(&control, usec);
         if (in_swap)
             bd_samples_add(sample->version == swap->to ? &during_new : &during_old, usec);
     }
@@ -177,11 +251,12 @@ static size_t report(series *s, const char *variant, bool judged)
     size_t errors = errors_steady + errors_during;
     printf(BENCH ": %d overlap swaps v1 <-> v2 of act-testapp, %d ms apart, under %s client "
                  "(%zu requests); state in %s\n",
-           SWAPS, QUIET_MS, variant, c->n, bd_base_dir());
+           s->swaps, QUIET_MS, variant, c->n, bd_base_dir());
     print_samples("steady (no swap in flight)", &steady);
     print_samples("during a swap", &during);
     print_samples("  of which answered by N", &during_old);
     print_samples("  of which answered by N+1", &during_new);
+    print_samples("control (quiet, as long)", &control);
     if (c->rate)
         printf("  sent late against the schedule (client lag): p50 %.0f us, p99 %.0f us, max "
                "in flight %zu\n",
@@ -192,11 +267,12 @@ static size_t report(series *s, const char *variant, bool judged)
     printf("  swap request -> reply (N+1 serving, N retired): p50 %.1f ms, p99 %.1f ms\n",
            bd_samples_quantile(&swap_ms, 0.5), bd_samples_quantile(&swap_ms, 0.99));
     printf("  swaps refused or failed: %u; swaps after which the new build answered: %u/%d\n",
-           s->failed_swaps, s->switched, SWAPS);
+           s->failed_swaps, s->switched, s->swaps);
     printf("  failed requests: %zu during swaps, %zu steady%s%s\n", errors_during, errors_steady,
            first_error[0] ? "; first: " : "", first_error);
     double p99 = bd_samples_quantile(&during, 0.99) / bd_samples_quantile(&steady, 0.99);
     double p50 = bd_samples_quantile(&during, 0.5) / bd_samples_quantile(&steady, 0.5);
+    double control_p99 = bd_samples_quantile(&control, 0.99) / bd_samples_quantile(&steady, 0.99);
     printf("RATIO p50 swap/steady (%s) = %.2f\n", variant, p50);
     if (judged)
         printf("RATIO p99 swap/steady (%s) = %.2f (target <= %.0f: %s)\n", variant, p99, TARGET_P99,
@@ -205,6 +281,8 @@ static size_t report(series *s, const char *variant, bool judged)
         printf("RATIO p99 swap/steady (%s) = %.2f (not judged: this client keeps every core "
                "busy)\n",
                variant, p99);
+    printf("RATIO p99 control/steady (%s) = %.2f (what the box alone gives; no target)\n", variant,
+           control_p99);
     printf("ERRORS (%s) %zu (target 0: %s)\n", variant, errors, errors == 0 ? "met" : "NOT met");
 
     bd_samples_free(&steady);
@@ -214,16 +292,17 @@ static size_t report(series *s, const char *variant, bool judged)
     bd_samples_free(&first_new);
     bd_samples_free(&swap_ms);
     bd_samples_free(&lag);
+    bd_samples_free(&control);
     return errors;
 }
 
 static int check_series(const series *s, const char *variant, act_error *err)
 {
-    if (s->failed_swaps || s->switched != SWAPS)
+    if (s->failed_swaps || s->switched != (unsigned)s->swaps)
         return act_error_set(err, EPROTO,
                              "%s: %u of %d swaps failed and the new build answered after %u: the "
                              "numbers above do not measure %d swaps",
-                             variant, s->failed_swaps, SWAPS, s->switched, SWAPS);
+                             variant, s->failed_swaps, s->swaps, s->switched, s->swaps);
     return 0;
 }
 
@@ -242,7 +321,8 @@ static int run(dd_daemon *d, act_error *err)
             0)
         return r;
 
-    static series back_to_back, open_loop;
+    static series back_to_back = {.swaps = SWAPS_BACK_TO_BACK},
+                  open_loop = {.swaps = SWAPS_OPEN_LOOP};
     if ((r = lsn_parse(address, "client target", &back_to_back.client.target, err)) < 0)
         return r;
     open_loop.client.target = back_to_back.client.target;
@@ -254,10 +334,12 @@ static int run(dd_daemon *d, act_error *err)
     r = run_series(d, &back_to_back, &serving, err);
     if (r == 0) {
         report(&back_to_back, "back to back", false);
+        dump_samples(&back_to_back, "back-to-back.tsv");
         r = run_series(d, &open_loop, &serving, err);
     }
     if (r == 0) {
         report(&open_loop, open_variant, true);
+        dump_samples(&open_loop, "open-loop.tsv");
         if ((r = check_series(&back_to_back, "back to back", err)) == 0)
             r = check_series(&open_loop, open_variant, err);
     }
