@@ -190,6 +190,9 @@ static void dump_samples(const series *s, const char *file)
         return;
     }
     uint64_t t0 = c->samples[0].start;
+    /* CLOCK_MONOTONIC of time 0, to line the file up with other tools
+     * (perf record -k CLOCK_MONOTONIC). */
+    fprintf(f, "# t0 %" PRIu64 " us\n", t0);
     fprintf(f, "# swap\tstart\tend\tto\n");
     for (size_t i = 0; i < s->n_windows; i++)
         fprintf(f, "swap\t%" PRIu64 "\t%" PRIu64 "\t%c\n", s->windows[i].start - t0,
