@@ -19,8 +19,13 @@
  * For each, the main thread alternates quiet periods with overlap swaps
  * v1 -> v2 -> v1 ... through the control socket, each one timed from the
  * request to its reply (the reply comes once N+1 serves and N is retired
- * with proof). A request is "during a swap" when its own interval overlaps a
- * swap's, "steady" when it overlaps none.
+ * with proof). A request is "during a swap" when it starts (is sent, or
+ * scheduled) between a swap's request and its reply, "steady" when its
+ * interval overlaps no swap. The few that started before a swap and were
+ * still open when it began are shown on their own: under the open loop, a
+ * stall of the box in a quiet period keeps every request due in it open,
+ * and counting them all as the next swap's would charge it with the stall.
+ * Their errors count as errors during a swap.
  *
  * A control says how much of a ratio is the box rather than the swap: for
  * each swap, a quiet window as long as it, CONTROL_AFTER_MS after its reply
@@ -88,13 +93,22 @@ typedef struct series {
     unsigned failed_swaps, switched;
 } series;
 
-/* The swap a request overlaps, or NULL. */
-static const window *overlapped_swap(const sc_sample *s, const window *windows, size_t n)
+/* The swap in flight when a request started, or NULL. */
+static const window *started_in_swap(const sc_sample *s, const window *windows, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s->start >= windows[i].start && s->start <= windows[i].end)
+            return &windows[i];
+    return NULL;
+}
+
+/* Whether a request's interval overlaps any swap. */
+static bool overlaps_swap(const sc_sample *s, const window *windows, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (s->start <= windows[i].end && s->end >= windows[i].start)
-            return &windows[i];
-    return NULL;
+            return true;
+    return false;
 }
 
 /* Whether a request overlaps the control window of swaps[i]: as long as the
@@ -221,24 +235,25 @@ static size_t report(series *s, const char *variant, bool judged)
 {
     sc_client *c = &s->client;
     bd_samples steady = {0}, during = {0}, during_old = {0}, during_new = {0}, swap_ms = {0},
-               first_new = {0}, lag = {0}, control = {0};
+               first_new = {0}, lag = {0}, control = {0}, straddling = {0};
     size_t errors_steady = 0, errors_during = 0;
     char first_error[64] = "";
     for (size_t i = 0; i < c->n; i++) {
         const sc_sample *sample = &c->samples[i];
-        const window *swap = overlapped_swap(sample, s->windows, s->n_windows);
+        const window *swap = started_in_swap(sample, s->windows, s->n_windows);
         bool in_swap = swap != NULL;
+        bool straddles = !in_swap && overlaps_swap(sample, s->windows, s->n_windows);
         bd_samples_add(&lag, (double)(sample->sent - sample->start));
         if (!sample->version) {
             if (!first_error[0])
                 snprintf(first_error, sizeof(first_error), "%s (%s)", sample->error,
-                         in_swap ? "during a swap" : "steady");
-            *(in_swap ? &errors_during : &errors_steady) += 1;
+                         in_swap || straddles ? "during a swap" : "steady");
+            *(in_swap || straddles ? &errors_during : &errors_steady) += 1;
             continue;
         }
         double usec = (double)(sample->end - sample->start);
-        bd_samples_add(in_swap ? &during : &steady, usec);
-        if (!in_swap && in_any_control(sample, s))
+        bd_samples_add(in_swap ? &during : straddles ? &straddling : &steady, usec);
+        if (!in_swap && !straddles && in_any_control(sample, s))
             bd_samples_add(&control, usec);
         if (in_swap)
             bd_samples_add(sample->version == swap->to ? &during_new : &during_old, usec);
@@ -259,6 +274,7 @@ static size_t report(series *s, const char *variant, bool judged)
     print_samples("during a swap", &during);
     print_samples("  of which answered by N", &during_old);
     print_samples("  of which answered by N+1", &during_new);
+    print_samples("open when a swap began", &straddling);
     print_samples("control (quiet, as long)", &control);
     if (c->rate)
         printf("  sent late against the schedule (client lag): p50 %.0f us, p99 %.0f us, max "
@@ -296,6 +312,7 @@ static size_t report(series *s, const char *variant, bool judged)
     bd_samples_free(&swap_ms);
     bd_samples_free(&lag);
     bd_samples_free(&control);
+    bd_samples_free(&straddling);
     return errors;
 }
 
