@@ -278,8 +278,9 @@ static size_t report(series *s, const char *variant, bool judged)
     print_samples("control (quiet, as long)", &control);
     if (c->rate)
         printf("  sent late against the schedule (client lag): p50 %.0f us, p99 %.0f us, max "
-               "in flight %zu\n",
-               bd_samples_quantile(&lag, 0.5), bd_samples_quantile(&lag, 0.99), c->max_in_flight);
+               "in flight %zu, waits for an fd %zu\n",
+               bd_samples_quantile(&lag, 0.5), bd_samples_quantile(&lag, 0.99), c->max_in_flight,
+               c->out_of_fds);
     printf("  N+1's first answer in each swap (a fresh process answers cold): p50 %.0f us over "
            "%zu swaps\n",
            bd_samples_quantile(&first_new, 0.5), first_new.n);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -99,18 +100,24 @@ static void *back_to_back_thread(void *arg)
 /* ---- open loop ---- */
 
 typedef struct in_flight {
-    int fd; /* -1: a free slot */
+    int fd; /* -1: no request on this fd */
     size_t sample;
     bool sent;
     size_t got;
     char answer[ANSWER_MAX];
 } in_flight;
 
+/* Every step is O(1) in the number of requests open, so a client that falls
+ * behind (a stall keeps thousands open) does not fall further behind. */
 typedef struct open_loop {
     sc_client *c;
     int epoll_fd;
-    in_flight *slots;
-    size_t n_slots, used;
+    in_flight *by_fd; /* indexed by the connection's fd, which epoll hands back */
+    size_t n_by_fd;
+    int *fd_of; /* by sample index: its connection's fd while open, else -1 */
+    size_t fd_of_cap;
+    size_t oldest; /* no sample before this one is open */
+    size_t used;
 } open_loop;
 
 /* When request i is due: a fixed schedule from t0, so a late client catches
@@ -126,89 +133,107 @@ static void end_request(open_loop *l, in_flight *f, const char *error)
     finish(&l->c->samples[f->sample], f->answer, f->got, error);
     epoll_ctl(l->epoll_fd, EPOLL_CTL_DEL, f->fd, NULL);
     close(f->fd);
+    l->fd_of[f->sample] = -1;
     f->fd = -1;
     l->used--;
 }
 
-/* A free slot's index, or -1. Slots move as they grow, so epoll knows a
- * connection by its slot's index, never its address. */
-static ssize_t free_slot(open_loop *l)
+/* Room for fd in by_fd and for sample in fd_of. */
+static bool make_room(open_loop *l, int fd, size_t sample)
 {
-    for (size_t i = 0; i < l->n_slots; i++)
-        if (l->slots[i].fd < 0)
-            return (ssize_t)i;
-    size_t n = l->n_slots ? l->n_slots * 2 : 64;
-    in_flight *grown = realloc(l->slots, n * sizeof(*grown));
-    if (!grown)
-        return -1;
-    for (size_t i = l->n_slots; i < n; i++)
-        grown[i].fd = -1;
-    ssize_t slot = (ssize_t)l->n_slots;
-    l->slots = grown;
-    l->n_slots = n;
-    return slot;
-}
-
-/* Opens request number i's connection (non-blocking: the send waits for
- * EPOLLOUT). Returns false when the client cannot go on. */
-static bool issue(open_loop *l, uint64_t due)
-{
-    ssize_t i = new_sample(l->c);
-    ssize_t slot = i < 0 ? -1 : free_slot(l);
-    if (slot < 0) {
-        l->c->failure = l->c->failure ? l->c->failure : "out of memory for connections";
-        return false;
+    if ((size_t)fd >= l->n_by_fd) {
+        size_t n = (size_t)fd + 1 > l->n_by_fd * 2 ? (size_t)fd + 1 : l->n_by_fd * 2;
+        in_flight *grown = realloc(l->by_fd, n * sizeof(*grown));
+        if (!grown)
+            return false;
+        for (size_t i = l->n_by_fd; i < n; i++)
+            grown[i].fd = -1;
+        l->by_fd = grown;
+        l->n_by_fd = n;
     }
-    in_flight *f = &l->slots[slot];
-    sc_sample *sample = &l->c->samples[i];
-    sample->start = due;
-    sample->sent = act_now_usec();
-    *f = (in_flight){.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0),
-                     .sample = (size_t)i};
-    if (f->fd < 0) {
-        /* Out of fds is the client's limit, not the daemon's failure. */
-        l->c->failure = "cannot open a socket (raise RLIMIT_NOFILE or lower the rate)";
-        return false;
+    if (sample >= l->fd_of_cap) {
+        size_t n = l->fd_of_cap ? l->fd_of_cap * 2 : 65536;
+        int *grown = realloc(l->fd_of, n * sizeof(*grown));
+        if (!grown)
+            return false;
+        l->fd_of = grown;
+        l->fd_of_cap = n;
     }
-    l->used++;
-    if (connect(f->fd, &l->c->target.addr.sa, l->c->target.len) < 0 && errno != EINPROGRESS) {
-        end_request(l, f, "connect");
-        return true;
-    }
-    struct epoll_event event = {.events = EPOLLOUT | EPOLLIN, .data.u64 = (uint64_t)slot};
-    if (epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, f->fd, &event) < 0) {
-        end_request(l, f, "epoll");
-        return true;
-    }
-    if (l->used > l->c->max_in_flight)
-        l->c->max_in_flight = l->used;
     return true;
 }
 
-static void on_event(open_loop *l, size_t slot, uint32_t events)
+typedef enum issued { ISSUED, OUT_OF_FDS, CANNOT_GO_ON } issued;
+
+/* Opens the connection of the request due at due (non-blocking: the send
+ * waits for EPOLLOUT). */
+static issued issue(open_loop *l, uint64_t due)
 {
-    in_flight *f = &l->slots[slot];
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+        /* The client's own limit: the request waits for a connection to
+         * end, and its latency still runs from due. */
+        l->c->out_of_fds++;
+        return OUT_OF_FDS;
+    }
+    if (fd < 0) {
+        snprintf(l->c->failure_text, sizeof(l->c->failure_text), "cannot open a socket: %s",
+                 strerror(errno));
+        l->c->failure = l->c->failure_text;
+        return CANNOT_GO_ON;
+    }
+    ssize_t i = new_sample(l->c);
+    if (i < 0 || !make_room(l, fd, (size_t)i)) {
+        close(fd);
+        l->c->failure = l->c->failure ? l->c->failure : "out of memory for connections";
+        return CANNOT_GO_ON;
+    }
+    in_flight *f = &l->by_fd[fd];
+    sc_sample *sample = &l->c->samples[i];
+    sample->start = due;
+    sample->sent = act_now_usec();
+    *f = (in_flight){.fd = fd, .sample = (size_t)i};
+    l->fd_of[i] = fd;
+    l->used++;
+    if (connect(fd, &l->c->target.addr.sa, l->c->target.len) < 0 && errno != EINPROGRESS) {
+        end_request(l, f, "connect");
+        return ISSUED;
+    }
+    struct epoll_event event = {.events = EPOLLOUT | EPOLLIN, .data.fd = fd};
+    if (epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, fd, &event) < 0) {
+        end_request(l, f, "epoll");
+        return ISSUED;
+    }
+    if (l->used > l->c->max_in_flight)
+        l->c->max_in_flight = l->used;
+    return ISSUED;
+}
+
+static void on_event(open_loop *l, int fd, uint32_t events)
+{
+    in_flight *f = &l->by_fd[fd];
+    if (f->fd < 0)
+        return;
     if (!f->sent) {
         int so_error = 0;
         socklen_t len = sizeof(so_error);
-        if (getsockopt(f->fd, SOL_SOCKET, SO_ERROR, &so_error, &len) < 0 || so_error) {
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) < 0 || so_error) {
             end_request(l, f, "connect");
             return;
         }
         if (!(events & EPOLLOUT))
             return;
-        if (send(f->fd, request_text, sizeof(request_text) - 1, MSG_NOSIGNAL) !=
+        if (send(fd, request_text, sizeof(request_text) - 1, MSG_NOSIGNAL) !=
             sizeof(request_text) - 1) {
             end_request(l, f, "send");
             return;
         }
         f->sent = true;
-        struct epoll_event event = {.events = EPOLLIN, .data.u64 = slot};
-        epoll_ctl(l->epoll_fd, EPOLL_CTL_MOD, f->fd, &event);
+        struct epoll_event event = {.events = EPOLLIN, .data.fd = fd};
+        epoll_ctl(l->epoll_fd, EPOLL_CTL_MOD, fd, &event);
         return;
     }
     for (;;) {
-        ssize_t n = recv(f->fd, f->answer + f->got, sizeof(f->answer) - 1 - f->got, 0);
+        ssize_t n = recv(fd, f->answer + f->got, sizeof(f->answer) - 1 - f->got, 0);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
         if (n < 0) {
@@ -222,12 +247,16 @@ static void on_event(open_loop *l, size_t slot, uint32_t events)
     }
 }
 
+/* Requests are due in order, so the overdue ones are the oldest open. */
 static void end_overdue(open_loop *l, uint64_t now)
 {
-    for (size_t i = 0; i < l->n_slots; i++) {
-        in_flight *f = &l->slots[i];
-        if (f->fd >= 0 && now - l->c->samples[f->sample].start > SC_REQUEST_TIMEOUT_MS * 1000ULL)
-            end_request(l, f, "timeout");
+    for (; l->oldest < l->c->n; l->oldest++) {
+        int fd = l->fd_of[l->oldest];
+        if (fd < 0)
+            continue;
+        if (now - l->c->samples[l->oldest].start <= SC_REQUEST_TIMEOUT_MS * 1000ULL)
+            break;
+        end_request(l, &l->by_fd[fd], "timeout");
     }
 }
 
@@ -247,16 +276,20 @@ static void *open_loop_thread(void *arg)
     while (sending || l.used) {
         uint64_t now = act_now_usec();
         sending = sending && !atomic_load(&c->stop);
-        while (sending && scheduled(t0, c->rate, next) <= now)
-            if (!issue(&l, scheduled(t0, c->rate, next++)))
-                sending = false;
+        bool out_of_fds = false;
+        while (sending && !out_of_fds && scheduled(t0, c->rate, next) <= now) {
+            issued r = issue(&l, scheduled(t0, c->rate, next));
+            next += r == ISSUED;
+            out_of_fds = r == OUT_OF_FDS;
+            sending = r != CANNOT_GO_ON;
+        }
         end_overdue(&l, now);
         if (!sending && !l.used)
             break;
         /* Wake for the next request due, or every 10 ms while draining (to
-         * end overdue ones). */
+         * end overdue ones), or once a connection has ended when out of fds. */
         uint64_t wait_us = 10000;
-        if (sending) {
+        if (sending && !out_of_fds) {
             uint64_t due = scheduled(t0, c->rate, next);
             wait_us = due > now ? due - now : 0;
         }
@@ -265,12 +298,13 @@ static void *open_loop_thread(void *arg)
         struct epoll_event events[64];
         int n = epoll_pwait2(l.epoll_fd, events, 64, &timeout, NULL);
         for (int i = 0; i < n; i++)
-            on_event(&l, (size_t)events[i].data.u64, events[i].events);
+            on_event(&l, events[i].data.fd, events[i].events);
     }
-    for (size_t i = 0; i < l.n_slots; i++)
-        if (l.slots[i].fd >= 0)
-            close(l.slots[i].fd);
-    free(l.slots);
+    for (size_t i = 0; i < l.n_by_fd; i++)
+        if (l.by_fd[i].fd >= 0)
+            close(l.by_fd[i].fd);
+    free(l.by_fd);
+    free(l.fd_of);
     close(l.epoll_fd);
     return NULL;
 }

@@ -39,7 +39,9 @@ typedef struct sc_client {
     sc_sample *samples;
     size_t n, cap;
     size_t max_in_flight; /* open loop: the most requests open at once */
+    size_t out_of_fds;    /* open loop: times a request waited for an fd */
     const char *failure;  /* why the client thread gave up early, or NULL */
+    char failure_text[128];
     pthread_t thread;
 } sc_client;
 
