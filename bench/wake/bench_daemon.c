@@ -59,6 +59,13 @@ int bd_setup(dd_daemon *d, const char *label, const char *extra_conf, act_error 
 int bd_start_one_host(dd_daemon *d, const char *label, const char *host, const char *exec,
                       int stop_timeout_sec, char *address, size_t size, act_error *err)
 {
+    int r = bd_set_up_one_host(d, label, host, exec, stop_timeout_sec, address, size, err);
+    return r < 0 ? r : dd_start(d, 30000, NULL, err);
+}
+
+int bd_set_up_one_host(dd_daemon *d, const char *label, const char *host, const char *exec,
+                       int stop_timeout_sec, char *address, size_t size, act_error *err)
+{
     int r = bd_setup(d, label, NULL, err);
     if (r < 0)
         return r;
@@ -66,18 +73,15 @@ int bd_start_one_host(dd_daemon *d, const char *label, const char *host, const c
     if (port < 0)
         return port;
     snprintf(address, size, "127.0.0.1:%d", port);
-    r = dd_write_host(d, host, err,
-                      "[Host]\n"
-                      "Exec=%s\n"
-                      "IdleTimeoutSec=0\n"
-                      "StopTimeoutSec=%d\n"
-                      "ReadyTimeoutSec=10\n"
-                      "[Listen]\n"
-                      "ListenStream=%s\n",
-                      exec, stop_timeout_sec, address);
-    if (r < 0)
-        return r;
-    return dd_start(d, 30000, NULL, err);
+    return dd_write_host(d, host, err,
+                         "[Host]\n"
+                         "Exec=%s\n"
+                         "IdleTimeoutSec=0\n"
+                         "StopTimeoutSec=%d\n"
+                         "ReadyTimeoutSec=10\n"
+                         "[Listen]\n"
+                         "ListenStream=%s\n",
+                         exec, stop_timeout_sec, address);
 }
 
 int bd_main(const char *bench, int (*run)(dd_daemon *d, act_error *err))

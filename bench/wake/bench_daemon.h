@@ -37,6 +37,11 @@ int bd_setup(dd_daemon *d, const char *label, const char *extra_conf, act_error 
 int bd_start_one_host(dd_daemon *d, const char *label, const char *host, const char *exec,
                       int stop_timeout_sec, char *address, size_t size, act_error *err);
 
+/* The same daemon set up but not started, for a benchmark that changes how
+ * it starts (dd_daemon's options) before dd_start. */
+int bd_set_up_one_host(dd_daemon *d, const char *label, const char *host, const char *exec,
+                       int stop_timeout_sec, char *address, size_t size, act_error *err);
+
 /* The main() of a benchmark that measures one daemon: checks it can run,
  * runs run() on a fresh dd_daemon, prints its error and the daemon's log on
  * failure and tears the daemon down. Returns the process's exit code. */

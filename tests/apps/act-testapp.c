@@ -234,11 +234,30 @@ static long answer_health_checks(int fd)
     return n;
 }
 
-static void close_conn(conn *c)
+/* Ends the connection in *slot and frees the slot. */
+static void close_conn(conn **slot)
 {
-    close(c->fd);
-    free(c->response);
-    *c = (conn){.fd = -1};
+    close((*slot)->fd);
+    free((*slot)->response);
+    free(*slot);
+    *slot = NULL;
+}
+
+/* array (capacity *cap elements of size) with room for n, or NULL with
+ * array untouched. Doubling: a burst of connections after a stall costs
+ * each one O(1), where growing by one copied every connection so far at
+ * each accept and could fall behind for good. */
+static void *reserve(void *array, size_t *cap, size_t n, size_t size)
+{
+    if (n <= *cap)
+        return array;
+    size_t grown_cap = *cap ? *cap : 16;
+    while (grown_cap < n)
+        grown_cap *= 2;
+    void *grown = realloc(array, grown_cap * size);
+    if (grown)
+        *cap = grown_cap;
+    return grown;
 }
 
 /* When the project is built with AddressSanitizer, this app is too. It runs
@@ -408,8 +427,13 @@ int ACT_TESTAPP_MAIN(int argc, char **argv)
     int sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     signal(SIGPIPE, SIG_IGN);
 
-    conn *conns = NULL;
-    size_t n_conns = 0;
+    /* Pointers, so growing the table moves 8 bytes a connection, not its
+     * request buffer; NULL is a free slot. */
+    conn **conns = NULL;
+    size_t n_conns = 0, conns_cap = 0;
+    struct pollfd *pfds = NULL;
+    size_t *owner = NULL;
+    size_t pfds_cap = 0, owner_cap = 0;
     bool ready = false, stopping = false;
     uint64_t ready_at = start_ms + (uint64_t)opt.ready_delay_ms;
     uint64_t became_ready = 0;
@@ -453,16 +477,20 @@ int ACT_TESTAPP_MAIN(int argc, char **argv)
 
         size_t active = 0;
         for (size_t i = 0; i < n_conns; i++)
-            active += conns[i].fd >= 0;
+            active += conns[i] != NULL;
         if (stopping && active == 0)
             break;
 
         /* poll set: signalfd, the health socket, listeners (while ready and
          * not stopping), conns. */
         size_t cap = 2 + (size_t)n_listen + n_conns;
-        struct pollfd *pfds = calloc(cap, sizeof(*pfds));
-        size_t *owner = calloc(cap, sizeof(*owner));
-        if (!pfds || !owner)
+        struct pollfd *grown_pfds = reserve(pfds, &pfds_cap, cap, sizeof(*pfds));
+        if (grown_pfds)
+            pfds = grown_pfds;
+        size_t *grown_owner = reserve(owner, &owner_cap, cap, sizeof(*owner));
+        if (grown_owner)
+            owner = grown_owner;
+        if (!grown_pfds || !grown_owner)
             return 1;
         size_t n_pfds = 0;
         pfds[n_pfds++] = (struct pollfd){.fd = sig_fd, .events = POLLIN};
@@ -485,8 +513,8 @@ int ACT_TESTAPP_MAIN(int argc, char **argv)
         if (ready && !said_stopping && opt.stopping_after_ms >= 0)
             wake_by(&timeout, now, stopping_at);
         for (size_t i = 0; i < n_conns; i++) {
-            conn *c = &conns[i];
-            if (c->fd < 0)
+            conn *c = conns[i];
+            if (!c)
                 continue;
             short events = 0;
             if (!c->response)
@@ -536,25 +564,28 @@ int ACT_TESTAPP_MAIN(int argc, char **argv)
                     break;
                 size_t slot = n_conns;
                 for (size_t i = 0; i < n_conns; i++)
-                    if (conns[i].fd < 0) {
+                    if (!conns[i]) {
                         slot = i;
                         break;
                     }
-                if (slot == n_conns) {
-                    conn *grown = realloc(conns, (n_conns + 1) * sizeof(*conns));
-                    if (!grown) {
-                        close(fd);
-                        break;
-                    }
+                conn **grown = reserve(conns, &conns_cap, n_conns + 1, sizeof(*conns));
+                if (grown)
                     conns = grown;
-                    n_conns++;
+                conn *c = grown ? calloc(1, sizeof(*c)) : NULL;
+                if (!c) {
+                    close(fd);
+                    break;
                 }
-                conns[slot] = (conn){.fd = fd};
+                if (slot == n_conns)
+                    n_conns++;
+                c->fd = fd;
+                conns[slot] = c;
             }
         }
         for (size_t p = first_conn; p < n_pfds; p++) {
-            conn *c = &conns[owner[p]];
-            if (c->fd < 0 || !pfds[p].revents)
+            conn **slot = &conns[owner[p]];
+            conn *c = *slot;
+            if (!c || !pfds[p].revents)
                 continue;
             if (!c->response) {
                 ssize_t got = read(c->fd, c->request + c->got, REQUEST_MAX - c->got);
@@ -563,26 +594,26 @@ int ACT_TESTAPP_MAIN(int argc, char **argv)
                 if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
                     /* The client went away before asking: nothing to answer. */
                     if (!(got == 0 && c->got > 0)) {
-                        close_conn(c);
+                        close_conn(slot);
                         continue;
                     }
                 }
                 if (request_complete(c) || got == 0)
                     prepare_response(c, &opt, generation);
                 if (!c->response && c->got == REQUEST_MAX)
-                    close_conn(c);
+                    close_conn(slot);
             } else {
                 ssize_t sent =
                     send(c->fd, c->response + c->sent, c->response_len - c->sent, MSG_NOSIGNAL);
                 if (sent > 0)
                     c->sent += (size_t)sent;
                 if ((sent < 0 && errno != EAGAIN && errno != EINTR) || c->sent == c->response_len)
-                    close_conn(c);
+                    close_conn(slot);
             }
         }
-        free(pfds);
-        free(owner);
     }
+    free(pfds);
+    free(owner);
     free(conns);
     return 0;
 }

@@ -54,6 +54,13 @@ typedef struct dd_daemon {
     char cgroup_path[PATH_MAX];
     bool keep_dir; /* teardown leaves the temp dir for a person to look at */
     bool verbose;  /* start the daemon with --verbose */
+    /* Start the daemon in a session of its own, as systemd starts a service.
+     * With the kernel's autogroup scheduling (sched_autogroup_enabled) a
+     * session is one CPU group: in the caller's session the daemon's work
+     * takes the caller's own threads' share, which a benchmark's client
+     * then measures as a stall of the daemon's. It still stops when its
+     * caller dies (PR_SET_PDEATHSIG). */
+    bool own_session;
 
     pid_t pid; /* 0 when not running */
     int pidfd;

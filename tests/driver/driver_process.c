@@ -308,6 +308,8 @@ static int spawn_daemon(dd_daemon *d, const char *const *extra_env, act_error *e
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent)
             _exit(126);
+        if (d->own_session)
+            setsid();
         dup2(log_fd, STDOUT_FILENO);
         dup2(log_fd, STDERR_FILENO);
         sigset_t none;
