@@ -53,6 +53,10 @@ int bd_setup(dd_daemon *d, const char *label, const char *extra_conf, act_error 
     const char *verbose = getenv("ACT_BENCH_VERBOSE");
     d->verbose = verbose && *verbose;
     d->keep_dir = getenv("ACT_BENCH_KEEP") != NULL;
+    /* A session of its own, as systemd starts a service: with the kernel's
+     * autogroup scheduling a session shares the CPU as one group, and a
+     * daemon in the benchmark's session would compete with its client. */
+    d->own_session = true;
     return r;
 }
 
