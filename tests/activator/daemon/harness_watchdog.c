@@ -154,6 +154,9 @@ void dh_watchdog_watch(const dh_daemon *d, bool watch_it)
 }
 
 static void set_text(char *text, size_t size, uint64_t *since, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+
+static void set_text(char *text, size_t size, uint64_t *since, const char *fmt, va_list ap)
 {
     char formatted[512];
     vsnprintf(formatted, sizeof(formatted), fmt, ap);
