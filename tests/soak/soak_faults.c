@@ -429,6 +429,8 @@ static void reload(soak *s)
     for (size_t i = 0; i < s->n_hosts; i++)
         if (s->hosts[i].kind == SOAK_LIMITS)
             limits = &s->hosts[i];
+    if (!limits)
+        return; /* a fleet without a host with limits has nothing to reload */
     size_t box = soak_random_below(s, s->n_boxes);
     unsigned memory_mb = 256 + 64 * (unsigned)soak_random_below(s, 5);
     unsigned id = log_fault(s, F_RELOAD, "reload of %s with %s's MemoryMax=%uM", fl_box_name(box),

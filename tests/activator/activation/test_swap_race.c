@@ -90,6 +90,17 @@ static void wait_held(dh_daemon *d, const char *step, const char *hold)
     DH_CHECK(d, dh_log_wait(d, waiting, 10000), "the wake never paused before %s", step);
 }
 
+/* The start most cases share: a client's connection wakes the host, and the
+ * wake is held at step. Returns the host's port. */
+static int hold_a_wake(dh_daemon *d, const char *step, rel_identity *v2, char *hold, size_t size,
+                       client *waking)
+{
+    int port = start_held(d, step, v2, hold, size);
+    client_start(d, waking, port);
+    wait_held(d, step, hold);
+    return port;
+}
+
 /* Waits until the claim pins version (the daemon writes it from the loop;
  * this only waits for that write, it times nothing). */
 static bool claim_pin_wait(dh_daemon *d, const char *version, int timeout_ms, claim *out)
@@ -143,10 +154,8 @@ static void test_swap_between_read_and_admission_serves_the_connection(void **st
     dh_daemon *d = *state;
     rel_identity v2;
     char hold[PATH_MAX];
-    int port = start_held(d, "admit", &v2, hold, sizeof(hold));
     client waking;
-    client_start(d, &waking, port);
-    wait_held(d, "admit", hold);
+    int port = hold_a_wake(d, "admit", &v2, hold, sizeof(hold), &waking);
 
     dh_async *swap =
         dh_request_start(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"web\",\"version\":\"v2\"}");
@@ -173,10 +182,8 @@ static void test_operator_pin_between_read_and_admission_is_admitted_over(void *
     dh_daemon *d = *state;
     rel_identity v2;
     char hold[PATH_MAX];
-    int port = start_held(d, "admit", &v2, hold, sizeof(hold));
     client waking;
-    client_start(d, &waking, port);
-    wait_held(d, "admit", hold);
+    int port = hold_a_wake(d, "admit", &v2, hold, sizeof(hold), &waking);
 
     /* What another box's swap of the host, or an operator's tool, writes. */
     claim c;
@@ -199,10 +206,8 @@ static void test_another_admission_between_read_and_admission_is_still_refused(v
     dh_daemon *d = *state;
     rel_identity v2;
     char hold[PATH_MAX];
-    int port = start_held(d, "admit", &v2, hold, sizeof(hold));
     client waking;
-    client_start(d, &waking, port);
-    wait_held(d, "admit", hold);
+    int port = hold_a_wake(d, "admit", &v2, hold, sizeof(hold), &waking);
 
     /* Another admission on this very box (a daemon start that is not this
      * one): the executor is the same, but the holder's session moved, so
@@ -244,10 +249,8 @@ static void test_swap_after_admission_waits_for_the_wake(void **state)
     dh_daemon *d = *state;
     rel_identity v2;
     char hold[PATH_MAX];
-    int port = start_held(d, "restore", &v2, hold, sizeof(hold));
     client waking;
-    client_start(d, &waking, port);
-    wait_held(d, "restore", hold);
+    int port = hold_a_wake(d, "restore", &v2, hold, sizeof(hold), &waking);
 
     dh_async *swap =
         dh_request_start(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"web\",\"version\":\"v2\"}");
