@@ -20,6 +20,7 @@ typedef struct offload_job {
     struct offload_job *next;
     act_offload_work_fn work;
     act_offload_done_fn done;
+    act_offload_done_fn drop; /* or NULL */
     void *job;
 } offload_job;
 
@@ -88,13 +89,20 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static void drop_job(offload_job *job)
+{
+    if (job->drop)
+        job->drop(job->job);
+    free(job);
+}
+
 static void release(act_offload *offload)
 {
     for (offload_job *job; (job = pop(&offload->done_head, &offload->done_tail));)
-        free(job);
+        drop_job(job);
     for (unsigned i = 0; i < offload->n_workers; i++) {
         for (offload_job *job; (job = pop(&offload->workers[i].head, &offload->workers[i].tail));)
-            free(job);
+            drop_job(job);
         pthread_cond_destroy(&offload->workers[i].wake);
     }
     sd_event_source_disable_unref(offload->source);
@@ -174,13 +182,20 @@ int act_offload_new(sd_event *loop, unsigned n_threads, act_offload **out, act_e
 int act_offload_submit(act_offload *offload, unsigned lane, act_offload_work_fn work,
                        act_offload_done_fn done, void *job, act_error *err)
 {
+    return act_offload_submit_droppable(offload, lane, work, done, NULL, job, err);
+}
+
+int act_offload_submit_droppable(act_offload *offload, unsigned lane, act_offload_work_fn work,
+                                 act_offload_done_fn done, act_offload_done_fn drop, void *job,
+                                 act_error *err)
+{
     assert(offload);
     assert(work);
     assert(done);
     offload_job *queued = malloc(sizeof(*queued));
     if (!queued)
         return act_error_set(err, ENOMEM, "offload: out of memory");
-    *queued = (offload_job){.work = work, .done = done, .job = job};
+    *queued = (offload_job){.work = work, .done = done, .drop = drop, .job = job};
     worker *target = &offload->workers[lane % offload->n_workers];
     pthread_mutex_lock(&offload->lock);
     append(&target->head, &target->tail, queued);

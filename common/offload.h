@@ -28,9 +28,17 @@ int act_offload_new(sd_event *loop, unsigned n_threads, act_offload **out, act_e
 int act_offload_submit(act_offload *offload, unsigned lane, act_offload_work_fn work,
                        act_offload_done_fn done, void *job, act_error *err);
 
+/* The same, with drop(job) called instead of done(job) for a job that ran
+ * but whose done() the offload will not call any more (it was freed first):
+ * drop frees what the job holds without touching the owner's state, which
+ * is being torn down. */
+int act_offload_submit_droppable(act_offload *offload, unsigned lane, act_offload_work_fn work,
+                                 act_offload_done_fn done, act_offload_done_fn drop, void *job,
+                                 act_error *err);
+
 /* Runs every job already submitted to its end (a write asked for happens),
- * calls no further done(), so the jobs' owner may free them once this
- * returns, and frees the offload. May be called from within a done(). */
+ * calls no further done() (but a droppable job's drop()), so the jobs'
+ * owner may free them once this returns, and frees the offload. May be called from within a done(). */
 void act_offload_free(act_offload *offload);
 DEFINE_TRIVIAL_CLEANUP_FUNC(act_offload *, act_offload_free)
 

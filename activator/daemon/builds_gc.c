@@ -119,6 +119,13 @@ static void complete_gc(void *data)
     ctrl_reply_ok(job->reply, result);
 }
 
+/* The daemon stopped before complete_gc: what was removed is removed; the
+ * job goes (a request's reply is the control server's to end). */
+static void drop_gc(void *data)
+{
+    gc_job_free(data);
+}
+
 static void on_claim(claim_store *store, int result, const claim *c, const act_error *err,
                      void *userdata)
 {
@@ -148,8 +155,8 @@ static void on_claim(claim_store *store, int result, const claim *c, const act_e
     keep_version(job, ad_swap_version(ad_host_swap(host)));
     act_error submit_err = {0};
     ad_daemon *daemon = ad_host_daemon(host);
-    if (act_offload_submit(daemon->release_work, act_offload_lane(job->host_name), run_gc,
-                           complete_gc, job, &submit_err) < 0) {
+    if (act_offload_submit_droppable(daemon->release_work, act_offload_lane(job->host_name),
+                                     run_gc, complete_gc, drop_gc, job, &submit_err) < 0) {
         refuse(job, "release_error", submit_err.message);
         return;
     }

@@ -187,8 +187,9 @@ void ad_promote_start(ad_host *host, const ctrl_request *request, ctrl_reply *re
     snprintf(job->host_name, sizeof(job->host_name), "%s", ad_host_name(host));
     snprintf(job->version, sizeof(job->version), "%s", request->version);
     act_error err = {0};
-    if (act_offload_submit(daemon->release_work, act_offload_lane(job->host_name), run_promote,
-                           complete_promote, job, &err) < 0) {
+    /* A job the stop leaves undelivered holds nothing but itself. */
+    if (act_offload_submit_droppable(daemon->release_work, act_offload_lane(job->host_name),
+                                     run_promote, complete_promote, free, job, &err) < 0) {
         ctrl_reply_error(reply, "release_error", "host %s: %s", job->host_name, err.message);
         return;
     }

@@ -86,8 +86,9 @@ void ad_stage_start(ad_host *host, const ctrl_request *request, ctrl_reply *repl
     snprintf(job->version, sizeof(job->version), "%s", request->version);
     snprintf(job->path, sizeof(job->path), "%s", request->path);
     snprintf(job->executable, sizeof(job->executable), "%s", ad_host_config(host)->exec_argv[0]);
-    if (act_offload_submit(daemon->release_work, act_offload_lane(job->host), run_stage,
-                           complete_stage, job, &err) < 0) {
+    /* A job the stop leaves undelivered holds nothing but itself. */
+    if (act_offload_submit_droppable(daemon->release_work, act_offload_lane(job->host), run_stage,
+                                     complete_stage, free, job, &err) < 0) {
         ctrl_reply_error(reply, "release_error", "host %s: %s", request->host, err.message);
         return;
     }

@@ -586,8 +586,9 @@ void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply
     job->releases = daemon_of(host)->releases;
     snprintf(job->host, sizeof(job->host), "%s", name_of(host));
     snprintf(job->version, sizeof(job->version), "%s", request->version);
-    if (act_offload_submit(daemon_of(host)->release_work, act_offload_lane(job->host), run_verify,
-                           complete_verify, job, &err) < 0) {
+    /* A job the stop leaves undelivered holds nothing but itself. */
+    if (act_offload_submit_droppable(daemon_of(host)->release_work, act_offload_lane(job->host),
+                                     run_verify, complete_verify, free, job, &err) < 0) {
         free(job);
         ctrl_reply_error(reply, "internal", "host %s: %s", name_of(host), err.message);
         return;

@@ -147,7 +147,7 @@ static void different_lanes_run_side_by_side(void **state)
 
 typedef struct slow_job {
     job base;
-    atomic_bool started, finished;
+    atomic_bool started, finished, dropped;
 } slow_job;
 
 static void slow_work(void *data)
@@ -180,6 +180,30 @@ static void free_runs_submitted_work_and_calls_no_done(void **state)
     assert_true(atomic_load(&running.finished));
     assert_true(atomic_load(&queued.finished));
     /* Nothing completes later on the loop either. */
+    assert_true(sd_event_run(r.loop, 50 * 1000) >= 0);
+    sd_event_unref(r.loop);
+}
+
+static void count_drop(void *data)
+{
+    slow_job *j = data;
+    atomic_store(&j->dropped, true);
+}
+
+/* A droppable job that ran but whose done() the freed offload will not
+ * call is handed to its drop(), so its owner can free what it holds. */
+static void free_drops_what_it_will_not_complete(void **state)
+{
+    run r = {0};
+    start(&r, 1);
+    slow_job ran = {.base = {.run = &r}};
+    act_error err = {0};
+    assert_int_equal(
+        act_offload_submit_droppable(r.offload, 0, slow_work, never_done, count_drop, &ran, &err),
+        0);
+    act_offload_free(r.offload);
+    assert_true(atomic_load(&ran.finished));
+    assert_true(atomic_load(&ran.dropped));
     assert_true(sd_event_run(r.loop, 50 * 1000) >= 0);
     sd_event_unref(r.loop);
 }
@@ -226,6 +250,7 @@ int main(void)
         cmocka_unit_test(a_lane_keeps_its_order_and_done_runs_on_the_loop),
         cmocka_unit_test(different_lanes_run_side_by_side),
         cmocka_unit_test(free_runs_submitted_work_and_calls_no_done),
+        cmocka_unit_test(free_drops_what_it_will_not_complete),
         cmocka_unit_test(freeing_from_a_done_stops_the_rest),
         cmocka_unit_test(lanes_of_names_are_stable),
     };
