@@ -301,6 +301,13 @@ static void list_job_free(list_job *job)
     free(job);
 }
 
+/* The daemon stopped before complete_list (the reply is the control
+ * server's to end). */
+static void drop_list(void *data)
+{
+    list_job_free(data);
+}
+
 static void run_list(void *data)
 {
     list_job *job = data;
@@ -360,8 +367,8 @@ static void on_read_to_list(claim_store *store, int result, const claim *c, cons
         snprintf(job->named, sizeof(job->named), "%s", c->state.checkpoint);
     act_error submit_err = {0};
     if (ckpt_parse_url(daemon->config.checkpoints, &job->dir, &submit_err) < 0 ||
-        act_offload_submit(daemon->offload, act_offload_lane(job->host), run_list, complete_list,
-                           job, &submit_err) < 0) {
+        act_offload_submit_droppable(daemon->offload, act_offload_lane(job->host), run_list,
+                                     complete_list, drop_list, job, &submit_err) < 0) {
         ctrl_reply_error(req->reply, "checkpoint_error", "host %s: %s", job->host,
                          submit_err.message);
         list_job_free(job);

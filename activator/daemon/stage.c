@@ -116,6 +116,15 @@ static void run_list(void *data)
     job->result = rel_list(job->releases, job->host, &job->entries, &job->n, &job->err);
 }
 
+/* The daemon stopped before complete_list (the reply is the control
+ * server's to end). */
+static void drop_list(void *data)
+{
+    list_job *job = data;
+    free(job->entries);
+    free(job);
+}
+
 static void complete_list(void *data)
 {
     _cleanup_free_ list_job *job = data;
@@ -156,8 +165,8 @@ void ad_releases_start(ad_host *host, ctrl_reply *reply)
     job->reply = reply;
     job->releases = daemon->releases;
     snprintf(job->host, sizeof(job->host), "%s", ad_host_name(host));
-    if (act_offload_submit(daemon->offload, act_offload_lane(job->host), run_list, complete_list,
-                           job, &err) < 0) {
+    if (act_offload_submit_droppable(daemon->offload, act_offload_lane(job->host), run_list,
+                                     complete_list, drop_list, job, &err) < 0) {
         ctrl_reply_error(reply, "release_error", "host %s: %s", job->host, err.message);
         return;
     }
