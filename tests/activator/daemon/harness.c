@@ -198,16 +198,25 @@ int dh_teardown(dh_daemon *d)
     return result;
 }
 
+/* Longer than any one daemon test takes (the hostile tenant's, the longest,
+ * about 75 s), shorter than meson's 180 s for a whole test program: a hang
+ * then says where it is instead of being killed with its output cut. */
+#define DH_TEST_BUDGET_MS (150 * 1000)
+
 int dh_fixture_setup(void **state)
 {
     *state = calloc(1, sizeof(dh_daemon));
-    return *state ? 0 : -1;
+    if (!*state)
+        return -1;
+    dh_watchdog_arm(DH_TEST_BUDGET_MS);
+    return 0;
 }
 
 int dh_fixture_teardown(void **state)
 {
     int r = dh_teardown(*state);
     free(*state);
+    dh_watchdog_disarm();
     return r;
 }
 
