@@ -162,14 +162,8 @@ static early_prepare *usable_early(ad_host *host, ad_pin_choice choice, const re
                                            strcmp(early->pin.digest, pin->digest) == 0));
     if (same)
         return early;
-    /* Not the build to run after all: drop it when it answers. */
-    state_of(host)->early = NULL;
-    if (early->done) {
-        rel_resolved_release(&early->prepared.resolved);
-        free(early);
-    } else {
-        early->wake_state = NULL;
-    }
+    /* Not the build to run after all: drop it (when it answers). */
+    ad_wake_early_forget(state_of(host));
     return NULL;
 }
 

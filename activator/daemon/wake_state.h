@@ -102,6 +102,7 @@ static inline void store_call_failed(pl_wake *wake, ad_host *host, const act_err
  * admission, and the checks of a build against a claim's pin and hold. */
 void ad_wake_op_prepare(pl_wake *wake, void *userdata);
 void ad_wake_begin_early_prepare(ad_host *host);
+/* Lets go of the early work: freed now if it answered, else when it does. */
 void ad_wake_early_forget(ad_wake_state *w);
 bool ad_wake_pin_mismatch(const ad_host *host, const claim *c);
 bool ad_wake_held_mismatch(const ad_host *host, const claim *c);
