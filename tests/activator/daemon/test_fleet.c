@@ -468,6 +468,24 @@ static int two_boxes_teardown(void **state)
     return r;
 }
 
+/* Waits up to timeout_ms for the box that held demo to write its release
+ * (or for to_box to hold it already: its watch wakes demo on the release).
+ * The old box parks before its release reaches the store, and a wake on
+ * to_box in between is refused with release_pending, as it should be. */
+static bool handed_over_wait(dh_daemon *d, const char *to_box, int timeout_ms)
+{
+    uint64_t deadline = act_now_usec() + (uint64_t)timeout_ms * 1000;
+    for (;;) {
+        claim c;
+        if (dh_claim_get(d, "demo", &c) &&
+            (c.holder.released_usec || strcmp(c.holder.box, to_box) == 0))
+            return true;
+        if (act_now_usec() >= deadline)
+            return false;
+        sleep_ms(20);
+    }
+}
+
 /* from served host demo as generation; assigning it to to_box through how
  * makes from retire it and refuse it, and to serve it as the next one. */
 static dh_served move_by_assignment(dh_daemon *from, dh_served served, dh_daemon *to,
@@ -489,6 +507,8 @@ static dh_served move_by_assignment(dh_daemon *from, dh_served served, dh_daemon
              "a wake on the old box: %s", json_object_to_json_string(reply));
     json_object_put(reply);
 
+    DH_CHECK(from, handed_over_wait(from, to_box, 15000),
+             "the old box did not release demo's claim to %s", to_box);
     dh_served next = dh_wake(to, "demo");
     claim c;
     DH_CHECK(to, dh_claim_get(to, "demo", &c) && strcmp(c.holder.box, to_box) == 0 &&
