@@ -264,6 +264,23 @@ typedef struct cg_process {
  * No PR_SET_PDEATHSIG: a generation must outlive a daemon restart. */
 int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_error *err);
 
+/* A child made ready to run and held just before its exec: cg_spawn_hold
+ * clones it into leaf (its own copy of our memory) and returns at once,
+ * while the child joins the leaf's groups, makes its filesystem view,
+ * drops its credentials and connects its output, then waits. Only its
+ * seccomp filter and the exec are left for cg_held_release, so a caller
+ * that must check something first (that the claim is still ours) starts
+ * the child beside that check and pays only the exec after it. A failure
+ * of the child before the hold is reported by cg_held_release, as
+ * cg_spawn reports it. cg_held_abandon kills and reaps the child (it ran
+ * nothing but our code). Either frees held. */
+typedef struct cg_held_spawn cg_held_spawn;
+int cg_spawn_hold(cg_leaf *leaf, const cg_spawn_spec *spec, cg_held_spawn **out, act_error *err);
+int cg_held_release(cg_held_spawn *held, cg_process *out, act_error *err);
+void cg_held_abandon(cg_held_spawn *held);
+/* The held child's pid, for logs and tests. */
+pid_t cg_held_pid(const cg_held_spawn *held);
+
 /* For a process with many open fds (a daemon holding thousands of listening
  * sockets): reserves n low fd numbers, through which each spawn hands its
  * child what it needs, so the child copies only those instead of our whole

@@ -238,7 +238,7 @@ static const char *step_sentence(enum cg_child_step step)
 }
 
 /* The file behind exec_fd, for error messages only. */
-static void describe_fd(int fd, char *buf, size_t size)
+void cg_spawn_describe_fd(int fd, char *buf, size_t size)
 {
     char link[64];
     snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
@@ -271,20 +271,34 @@ static void describe_view_failure(const struct cg_child_report *report,
                 "path";
 }
 
-static int report_failure(cg_leaf *leaf, const cg_spawn_spec *spec,
-                          const struct cg_child_report *report, const struct cg_view_op *ops,
-                          size_t n_ops, act_error *err)
+struct cg_spawn_facts cg_spawn_facts_of(const cg_spawn_spec *spec, const struct cg_child_plan *plan)
+{
+    return (struct cg_spawn_facts){
+        .exec_fd = spec->exec_fd,
+        .working_directory = spec->working_directory,
+        .uid = spec->uid,
+        .gid = spec->gid,
+        .view_ops = plan->view_ops,
+        .n_view_ops = plan->n_view_ops,
+    };
+}
+
+static int report_failure(cg_leaf *leaf, const struct cg_spawn_facts *facts,
+                          const struct cg_child_report *report, act_error *err)
 {
     char detail[PATH_MAX + 64] = "";
     const char *hint = "";
     if (report->step == CG_STEP_FS_VIEW)
-        describe_view_failure(report, ops, n_ops, detail, sizeof(detail), &hint);
+        describe_view_failure(report, facts->view_ops, facts->n_view_ops, detail, sizeof(detail),
+                              &hint);
+    else if (report->step == CG_STEP_EXEC && facts->exec_name)
+        snprintf(detail, sizeof(detail), "%s", facts->exec_name);
     else if (report->step == CG_STEP_EXEC)
-        describe_fd(spec->exec_fd, detail, sizeof(detail));
-    else if (report->step == CG_STEP_CHDIR && spec->working_directory)
-        snprintf(detail, sizeof(detail), "%s", spec->working_directory);
+        cg_spawn_describe_fd(facts->exec_fd, detail, sizeof(detail));
+    else if (report->step == CG_STEP_CHDIR && facts->working_directory)
+        snprintf(detail, sizeof(detail), "%s", facts->working_directory);
     else if (report->step == CG_STEP_SETUID || report->step == CG_STEP_SETGID)
-        snprintf(detail, sizeof(detail), "uid %" PRIu32 " gid %" PRIu32, spec->uid, spec->gid);
+        snprintf(detail, sizeof(detail), "uid %" PRIu32 " gid %" PRIu32, facts->uid, facts->gid);
     if (report->step == CG_STEP_EXEC && report->error == ENOEXEC)
         hint = "; the file is not a complete executable for this machine (truncated?)";
     else if (report->step == CG_STEP_EXEC && report->error == EACCES)
@@ -446,30 +460,45 @@ static int read_report(int fd, struct cg_child_report *report)
     return (int)got;
 }
 
-int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_error *err)
+void cg_spawn_setup_clear(struct cg_spawn_setup *setup)
 {
-    assert(leaf);
-    assert(spec);
-    assert(out);
+    if (setup->null_fd >= 0)
+        close(setup->null_fd);
+    if (setup->report_read >= 0)
+        close(setup->report_read);
+    if (setup->report_write >= 0)
+        close(setup->report_write);
+    free(setup->fd_sources);
+    free(setup->env_block);
+    free(setup->view_ops);
+    memset(setup, 0, sizeof(*setup));
+    setup->null_fd = setup->report_read = setup->report_write = -1;
+}
+
+int cg_spawn_setup_make(cg_leaf *leaf, const cg_spawn_spec *spec, struct cg_spawn_setup *setup,
+                        act_error *err)
+{
+    memset(setup, 0, sizeof(*setup));
+    setup->null_fd = setup->report_read = setup->report_write = -1;
     int r = check_spec(spec, err);
     if (r < 0)
         return act_error_prefix(err, "leaf %s: cannot spawn", leaf->v2_path);
 
-    _cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY);
-    if (null_fd < 0)
+    setup->null_fd = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY);
+    if (setup->null_fd < 0)
         return act_error_set(err, errno, "cannot open /dev/null: %s", strerror(errno));
     size_t n_fds = 3 + spec->n_listen_fds;
-    _cleanup_free_ int *fd_sources = calloc(2 * n_fds, sizeof(int));
+    int *fd_sources = setup->fd_sources = calloc(2 * n_fds, sizeof(int));
     if (!fd_sources)
         return act_error_set(err, ENOMEM, "out of memory");
-    fd_sources[0] = null_fd;
-    fd_sources[1] = spec->stdout_fd >= 0 ? spec->stdout_fd : null_fd;
-    fd_sources[2] = spec->stderr_fd >= 0 ? spec->stderr_fd : null_fd;
+    fd_sources[0] = setup->null_fd;
+    fd_sources[1] = spec->stdout_fd >= 0 ? spec->stdout_fd : setup->null_fd;
+    fd_sources[2] = spec->stderr_fd >= 0 ? spec->stderr_fd : setup->null_fd;
     for (size_t i = 0; i < spec->n_listen_fds; i++)
         fd_sources[3 + i] = spec->listen_fds[i];
 
-    _cleanup_free_ void *env_block = NULL;
-    struct cg_child_plan plan = {
+    struct cg_child_plan *plan = &setup->plan;
+    *plan = (struct cg_child_plan){
         .v2_procs_fd = -1,
         .fd_sources = fd_sources,
         .fd_scratch = fd_sources + n_fds,
@@ -477,6 +506,7 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
         .exec_fd = spec->exec_fd,
         .join_mount_ns_fd = spec->join_mount_ns_fd,
         .exec_fd_survives = spec->exec_fd_survives,
+        .hold_fd = -1,
         .argv = (char *const *)spec->argv,
         .rlimits = spec->rlimits,
         .n_rlimits = spec->n_rlimits,
@@ -493,95 +523,129 @@ int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_erro
         .no_new_privs = spec->no_new_privs,
         .seccomp = spec->seccomp ? &spec->seccomp->fprog : NULL,
     };
-    if ((r = build_env(spec, &plan, &env_block, err)) < 0)
+    if ((r = build_env(spec, plan, &setup->env_block, err)) < 0)
         return r;
     if (spec->journal_socket && spec->journal_header) {
-        if (strlen(spec->journal_socket) >= sizeof(plan.journal_address.sun_path))
+        if (strlen(spec->journal_socket) >= sizeof(plan->journal_address.sun_path))
             return act_error_set(err, ENAMETOOLONG, "journal socket path %s is too long",
                                  spec->journal_socket);
-        plan.journal = true;
-        plan.journal_address.sun_family = AF_UNIX;
-        memcpy(plan.journal_address.sun_path, spec->journal_socket,
+        plan->journal = true;
+        plan->journal_address.sun_family = AF_UNIX;
+        memcpy(plan->journal_address.sun_path, spec->journal_socket,
                strlen(spec->journal_socket) + 1);
-        plan.journal_header = spec->journal_header;
-        plan.journal_header_len = strlen(spec->journal_header);
+        plan->journal_header = spec->journal_header;
+        plan->journal_header_len = strlen(spec->journal_header);
     }
-    _cleanup_free_ struct cg_view_op *view_ops = NULL;
     if (spec->fs_view &&
-        (r = cg_fs_view_plan(spec->fs_view, spec->fs_passed, spec->fs_read_only,
-                             &plan.view_ops, &plan.n_view_ops, &view_ops, err)) < 0)
+        (r = cg_fs_view_plan(spec->fs_view, spec->fs_passed, spec->fs_read_only, &plan->view_ops,
+                             &plan->n_view_ops, &setup->view_ops, err)) < 0)
         return act_error_prefix(err, "leaf %s: cannot spawn", leaf->v2_path);
     for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
-        plan.v1_procs_fds[c] = leaf->v1_procs_fd[c];
+        plan->v1_procs_fds[c] = leaf->v1_procs_fd[c];
 
     int pipe_fds[2];
     if (pipe2(pipe_fds, O_CLOEXEC) < 0)
         return act_error_set(err, errno, "cannot create the exec report pipe: %s",
                              strerror(errno));
-    _cleanup_close_ int report_read = pipe_fds[0];
-    _cleanup_close_ int report_write = pipe_fds[1];
-    plan.report_fd = report_write;
+    setup->report_read = pipe_fds[0];
+    setup->report_write = pipe_fds[1];
+    plan->report_fd = setup->report_write;
+    return 0;
+}
+
+pid_t cg_spawn_clone(cg_leaf *leaf, struct cg_child_plan *plan, cg_spawn_method method,
+                     int *pidfd, act_error *err)
+{
+    /* With every signal blocked, no handler of ours can run in the child
+     * before it has reset them; the child unblocks right before exec. */
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    _cleanup_close_ int v2_procs_fd = -1;
+    int clone_errno = 0;
+    pid_t pid = clone_into_leaf(leaf, plan, method, pidfd, &v2_procs_fd, &clone_errno);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (pid < 0)
+        return act_error_set(err, clone_errno, "leaf %s: cannot create a process: %s%s",
+                             leaf->v2_path, strerror(clone_errno),
+                             clone_errno == EAGAIN ? " (the leaf's PidsMax may be reached)" : "");
+    if (*pidfd < 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return act_error_set(err, clone_errno, "leaf %s: cannot open a pidfd for pid %d: %s",
+                             leaf->v2_path, (int)pid, strerror(clone_errno));
+    }
+    return pid;
+}
+
+int cg_spawn_await_exec(cg_leaf *leaf, int report_read, int pidfd,
+                        const struct cg_spawn_facts *facts, act_error *err)
+{
+    struct cg_child_report report = {0};
+    int got = read_report(report_read, &report);
+    if (got == 0)
+        return 0;
+    /* The child failed before exec and exited 127; reap it now, its
+     * failure is reported here and nowhere later. */
+    siginfo_t info;
+    waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED);
+    if (got != (int)sizeof(report))
+        return act_error_set(err, EIO, "leaf %s: child sent a malformed exec report",
+                             leaf->v2_path);
+    return report_failure(leaf, facts, &report, err);
+}
+
+int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_error *err)
+{
+    assert(leaf);
+    assert(spec);
+    assert(out);
+    _cleanup_(cg_spawn_setup_clear) struct cg_spawn_setup setup;
+    int r = cg_spawn_setup_make(leaf, spec, &setup, err);
+    if (r < 0)
+        return r;
+    struct cg_child_plan *plan = &setup.plan;
 
     /* What the child needs, through the fd window when we have one (see
      * spawn_fds.c): sources, then the exec fd, then the report pipe, then
      * the namespace to join. */
+    size_t n_fds = plan->n_fds;
     size_t n_window = n_fds + 2 + (spec->join_mount_ns_fd >= 0);
     _cleanup_free_ int *window_fds = NULL;
     int window_highest = -1;
     if (spec->method == CG_SPAWN_AUTO && (window_fds = calloc(2 * n_window, sizeof(int)))) {
-        memcpy(window_fds, fd_sources, n_fds * sizeof(int));
+        memcpy(window_fds, setup.fd_sources, n_fds * sizeof(int));
         window_fds[n_fds] = spec->exec_fd;
-        window_fds[n_fds + 1] = report_write;
+        window_fds[n_fds + 1] = setup.report_write;
         if (spec->join_mount_ns_fd >= 0)
             window_fds[n_fds + 2] = spec->join_mount_ns_fd;
         window_highest = cg_fd_window_enter(window_fds, n_window, window_fds + n_window);
     }
     if (window_highest >= 0) {
         const int *mapped = window_fds + n_window;
-        plan.fd_sources = mapped;
-        plan.exec_fd = mapped[n_fds];
-        plan.report_fd = mapped[n_fds + 1];
+        plan->fd_sources = mapped;
+        plan->exec_fd = mapped[n_fds];
+        plan->report_fd = mapped[n_fds + 1];
         if (spec->join_mount_ns_fd >= 0)
-            plan.join_mount_ns_fd = mapped[n_fds + 2];
-        plan.unshare_fds_below = window_highest + 1;
+            plan->join_mount_ns_fd = mapped[n_fds + 2];
+        plan->unshare_fds_below = window_highest + 1;
     }
 
-    /* With every signal blocked, no handler of ours can run in the child
-     * before it has reset them; the child unblocks right before exec. */
-    sigset_t all, saved;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &saved);
-    _cleanup_close_ int pidfd = -1, v2_procs_fd = -1;
-    int clone_errno = 0;
-    pid_t pid = clone_into_leaf(leaf, &plan, spec->method, &pidfd, &v2_procs_fd,
-                                &clone_errno);
-    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    _cleanup_close_ int pidfd = -1;
+    act_error clone_err = {0};
+    pid_t pid = cg_spawn_clone(leaf, plan, spec->method, &pidfd, &clone_err);
     if (window_highest >= 0)
         cg_fd_window_leave(n_window);
-    if (pid < 0)
-        return act_error_set(err, clone_errno, "leaf %s: cannot create a process: %s%s",
-                             leaf->v2_path, strerror(clone_errno),
-                             clone_errno == EAGAIN ? " (the leaf's PidsMax may be reached)" : "");
-    if (pidfd < 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return act_error_set(err, clone_errno, "leaf %s: cannot open a pidfd for pid %d: %s",
-                             leaf->v2_path, (int)pid, strerror(clone_errno));
+    if (pid < 0) {
+        *err = clone_err;
+        return pid;
     }
 
-    close(TAKE_FD(report_write));
-    struct cg_child_report report = {0};
-    int got = read_report(report_read, &report);
-    if (got != 0) {
-        /* The child failed before exec and exited 127; reap it now, its
-         * failure is reported here and nowhere later. */
-        siginfo_t info;
-        waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED);
-        if (got != (int)sizeof(report))
-            return act_error_set(err, EIO, "leaf %s: child sent a malformed exec report",
-                                 leaf->v2_path);
-        return report_failure(leaf, spec, &report, plan.view_ops, plan.n_view_ops, err);
-    }
+    close(TAKE_FD(setup.report_write));
+    struct cg_spawn_facts facts = cg_spawn_facts_of(spec, plan);
+    r = cg_spawn_await_exec(leaf, setup.report_read, pidfd, &facts, err);
+    if (r < 0)
+        return r;
     out->pid = pid;
     out->pidfd = TAKE_FD(pidfd);
     return 0;

@@ -75,10 +75,34 @@ CG_CHILD_CODE static int write_zero(int fd)
     return syscall(SYS_write, fd, "0", 1) == 1 ? 0 : errno;
 }
 
-/* Moves the wanted fds to 0..n-1 and marks everything else close-on-exec.
- * Sources are first copied above n, so that placing one never overwrites
- * another that still has to be placed. */
-CG_CHILD_CODE static int place_fds(const struct cg_child_plan *plan, int *report_fd, int *exec_fd)
+/* Closes every fd from floor up but the three in keep (-1: none): a held
+ * child copied the daemon's whole table, and closing it here, before the
+ * hold, keeps the exec that follows the release from closing thousands. */
+CG_CHILD_CODE static void close_all_but(int floor, const int keep[3])
+{
+    int sorted[3] = {keep[0], keep[1], keep[2]};
+    for (int i = 1; i < 3; i++)
+        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            int t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    int next = floor;
+    for (int i = 0; i < 3; i++) {
+        if (sorted[i] < next)
+            continue;
+        if (sorted[i] > next)
+            syscall(SYS_close_range, (unsigned)next, (unsigned)sorted[i] - 1, 0);
+        next = sorted[i] + 1;
+    }
+    syscall(SYS_close_range, (unsigned)next, ~0U, 0);
+}
+
+/* Moves the wanted fds to 0..n-1 and marks everything else close-on-exec
+ * (closes it, for a held child). Sources are first copied above n, so that
+ * placing one never overwrites another that still has to be placed. */
+CG_CHILD_CODE static int place_fds(const struct cg_child_plan *plan, int *report_fd, int *exec_fd,
+                                   int *hold_fd)
 {
     int floor = (int)plan->n_fds;
     int moved = (int)syscall(SYS_fcntl, *report_fd, F_DUPFD_CLOEXEC, floor);
@@ -89,6 +113,12 @@ CG_CHILD_CODE static int place_fds(const struct cg_child_plan *plan, int *report
     if (moved < 0)
         return errno;
     *exec_fd = moved;
+    if (*hold_fd >= 0) {
+        moved = (int)syscall(SYS_fcntl, *hold_fd, F_DUPFD_CLOEXEC, floor);
+        if (moved < 0)
+            return errno;
+        *hold_fd = moved;
+    }
     for (size_t i = 0; i < plan->n_fds; i++) {
         plan->fd_scratch[i] = (int)syscall(SYS_fcntl, plan->fd_sources[i], F_DUPFD_CLOEXEC, floor);
         if (plan->fd_scratch[i] < 0)
@@ -97,6 +127,10 @@ CG_CHILD_CODE static int place_fds(const struct cg_child_plan *plan, int *report
     for (size_t i = 0; i < plan->n_fds; i++)
         if (syscall(SYS_dup3, plan->fd_scratch[i], (int)i, 0) < 0)
             return errno;
+    if (*hold_fd >= 0) {
+        close_all_but(floor, (const int[3]){*report_fd, *exec_fd, *hold_fd});
+        return 0;
+    }
     if (syscall(SYS_close_range, (unsigned)floor, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
         /* Kernels before 5.11: mark them one by one. */
         for (int fd = floor; fd < 65536; fd++)
@@ -204,6 +238,7 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
 {
     int report_fd = plan->report_fd;
     int exec_fd = plan->exec_fd;
+    int hold_fd = plan->hold_fd;
     int e;
 
     /* Join the v1 groups before anything else, so every page and task the
@@ -227,7 +262,7 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
 
     if (syscall(SYS_setsid) < 0)
         fail(report_fd, CG_STEP_SETSID, errno);
-    if ((e = place_fds(plan, &report_fd, &exec_fd)) != 0)
+    if ((e = place_fds(plan, &report_fd, &exec_fd, &hold_fd)) != 0)
         fail(report_fd, CG_STEP_FDS, e);
     /* The kernel hands a #! interpreter the script as /dev/fd/N, so N must
      * survive the exec. */
@@ -266,6 +301,20 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
     if (plan->working_directory && syscall(SYS_chdir, plan->working_directory) < 0)
         fail(report_fd, CG_STEP_CHDIR, errno);
     syscall(SYS_umask, plan->umask);
+    /* A held child waits here, everything that could be made ahead made,
+     * for the byte that lets it exec; the pipe's end (the spawn abandoned,
+     * or the daemon gone) ends it instead. Before the filter: read is a
+     * call it may refuse. */
+    if (hold_fd >= 0) {
+        char go = 0;
+        long n;
+        while ((n = syscall(SYS_read, hold_fd, &go, 1)) < 0 && errno == EINTR)
+            ;
+        if (n != 1)
+            for (;;)
+                syscall(SYS_exit_group, 0);
+        syscall(SYS_close, hold_fd);
+    }
     if (plan->no_new_privs && syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         fail(report_fd, CG_STEP_NO_NEW_PRIVS, errno);
     if (plan->seccomp &&

@@ -97,6 +97,10 @@ struct cg_child_plan {
     int join_mount_ns_fd; /* -1: none; see cg_spawn_spec */
     bool exec_fd_survives; /* left open across exec, for a #! script run from it */
     int report_fd;        /* write end of the CLOEXEC report pipe */
+    /* -1, or the read end of a pipe the child waits on just before its
+     * seccomp filter and exec (cg_spawn_hold): a byte lets it go on, the
+     * pipe's end makes it exit. */
+    int hold_fd;
     /* > 0: the child shares our fd table (CLONE_FILES) and unshares it
      * first, keeping only the fds below this number (see spawn_fds.c). */
     int unshare_fds_below;
@@ -128,6 +132,49 @@ struct cg_child_plan {
     const char *journal_header;
     size_t journal_header_len;
 };
+
+/* What a spawn prepares for its child (spawn.c): the plan and what it
+ * points into, owned until the child has exec'd, or, for a held child
+ * (spawn_held.c, memory copied at the clone), until the clone. */
+struct cg_spawn_setup {
+    struct cg_child_plan plan;
+    int null_fd;
+    int *fd_sources;             /* 2 * plan.n_fds: the sources, then the child's scratch */
+    void *env_block;             /* plan.envp and its strings */
+    struct cg_view_op *view_ops; /* merged view ops when the view needed them, else NULL */
+    int report_read;             /* the CLOEXEC report pipe */
+    int report_write;
+};
+
+/* Checks spec and prepares everything the child needs (fds, environment,
+ * view, report pipe). On failure what was made is in setup, for clear. */
+int cg_spawn_setup_make(cg_leaf *leaf, const cg_spawn_spec *spec, struct cg_spawn_setup *setup,
+                        act_error *err);
+void cg_spawn_setup_clear(struct cg_spawn_setup *setup);
+
+/* Clones the child into leaf the way method says, with every signal
+ * blocked around it; the pid, with its pidfd in *pidfd, or a negative
+ * errno with err set. */
+pid_t cg_spawn_clone(cg_leaf *leaf, struct cg_child_plan *plan, cg_spawn_method method,
+                     int *pidfd, act_error *err);
+
+/* What a failed child's report is explained with: the spec's words. */
+struct cg_spawn_facts {
+    int exec_fd;
+    const char *exec_name; /* NULL: read it from exec_fd */
+    const char *working_directory;
+    uint32_t uid, gid;
+    const struct cg_view_op *view_ops;
+    size_t n_view_ops;
+};
+struct cg_spawn_facts cg_spawn_facts_of(const cg_spawn_spec *spec,
+                                        const struct cg_child_plan *plan);
+void cg_spawn_describe_fd(int fd, char *buf, size_t size);
+
+/* Waits for the child's exec (its report pipe's end, with the write end
+ * closed here): 0; or its failure, reaped, as an error naming the step. */
+int cg_spawn_await_exec(cg_leaf *leaf, int report_read, int pidfd,
+                        const struct cg_spawn_facts *facts, act_error *err);
 
 /* The fd window (spawn_fds.c). enter dups needed[0..n) into the window's
  * slots, writes the slot numbers to mapped and returns the window's highest

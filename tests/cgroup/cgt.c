@@ -71,8 +71,57 @@ int cgt_use_fd_window(void)
     return 1;
 }
 
+bool cgt_spawn_held(void)
+{
+    const char *held = getenv("CG_TEST_SPAWN_HELD");
+    return held && strcmp(held, "1") == 0;
+}
+
+bool cgt_blocked_in_read(pid_t pid)
+{
+    char path[64], text[256] = "";
+    snprintf(path, sizeof(path), "/proc/%d/syscall", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    bool got = fgets(text, sizeof(text), f) != NULL;
+    fclose(f);
+    /* "0 0x..." : syscall 0, read, on x86-64. */
+    return got && strncmp(text, "0 ", 2) == 0;
+}
+
+/* The executable pid runs, as /proc shows it. */
+static void exe_of(pid_t pid, char *buf, size_t size)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(path, buf, size - 1);
+    buf[n < 0 ? 0 : n] = '\0';
+}
+
+int cgt_cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *proc, act_error *err)
+{
+    if (!cgt_spawn_held())
+        return cg_spawn(leaf, spec, proc, err);
+    cg_held_spawn *held = NULL;
+    int r = cg_spawn_hold(leaf, spec, &held, err);
+    if (r < 0)
+        return r;
+    char ours[4096], theirs[4096];
+    exe_of(getpid(), ours, sizeof(ours));
+    exe_of(cg_held_pid(held), theirs, sizeof(theirs));
+    /* Unreadable once a child that failed its setup has exited. */
+    if (theirs[0] && strcmp(ours, theirs) != 0) {
+        cg_held_abandon(held);
+        fail_msg("a held child runs %s before its release", theirs);
+    }
+    return cg_held_release(held, proc, err);
+}
+
 const char *cgt_spawn_method_name(void)
 {
+    if (cgt_spawn_held())
+        return "held, then released";
     switch (cgt_spawn_method()) {
     case CG_SPAWN_FORK:
         return "fork fallback";
@@ -170,7 +219,7 @@ int cgt_spawn(cg_leaf *leaf, const char *app, const char *const *args,
     spec.method = cgt_spawn_method();
     if (tweak)
         tweak(&spec, data);
-    int r = cg_spawn(leaf, &spec, proc, err);
+    int r = cgt_cg_spawn(leaf, &spec, proc, err);
     close(pipe_fds[1]);
     if (stdout_read)
         *stdout_read = pipe_fds[0];

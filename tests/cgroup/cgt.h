@@ -28,6 +28,14 @@ cg_spawn_method cgt_spawn_method(void);
  * 1 when it did, 0 when not asked, -1 on failure. */
 int cgt_use_fd_window(void);
 const char *cgt_spawn_method_name(void);
+/* With CG_TEST_SPAWN_HELD=1 every spawn of the tests is held, then
+ * released (cg_spawn_hold): the same promises through the held path. */
+bool cgt_spawn_held(void);
+/* cg_spawn, or hold and release with CG_TEST_SPAWN_HELD=1; held, it also
+ * checks that the child has not exec'd before its release. */
+int cgt_cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *proc, act_error *err);
+/* True when pid is blocked in read(2) (what a held child waits in). */
+bool cgt_blocked_in_read(pid_t pid);
 bool cgt_force_kill_fallback(void);
 
 /* cmocka setup/teardown: *state becomes a fresh throwaway cg_root; the

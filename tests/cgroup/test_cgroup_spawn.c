@@ -2,7 +2,9 @@
  * through the pidfd, exactly the fds asked for, LISTEN_* and WATCHDOG_PID
  * with the child's own pid, credentials, seccomp, another process's mount
  * namespace joined, a journal stream of the child's own, and exec failures
- * reported to the caller.
+ * reported to the caller; a held child that waits in its leaf for its
+ * release, and one abandoned there.
+ * CG_TEST_SPAWN_HELD=1 runs every spawn held, then released.
  * CG_TEST_SPAWN_METHOD=fork or clone3-copy runs the same tests on the paths
  * that the default (clone3 sharing memory, on x86-64) falls back to, and
  * CG_TEST_FD_WINDOW=1 runs them through the spawn fd window. */
@@ -12,6 +14,7 @@
 #include <linux/capability.h>
 #include <linux/securebits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +30,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "tests/cgroup/cgt.h"
 
 static void expect_kv(const char *out, const char *key, const char *want)
@@ -440,7 +444,7 @@ static void exec_failures_reach_the_caller(void **state)
         spec.method = cgt_spawn_method();
         cg_process proc = {.pid = -1, .pidfd = -1};
         act_error err = {0};
-        int r = cg_spawn(leaf, &spec, &proc, &err);
+        int r = cgt_cg_spawn(leaf, &spec, &proc, &err);
         if (r != -cases[i].expected)
             print_error("%s: got %d (%s), expected -%d\n", cases[i].name, r, err.message,
                         cases[i].expected);
@@ -485,7 +489,7 @@ static void script_runs_from_its_fd_when_the_fd_survives(void **state)
         spec.method = cgt_spawn_method();
         cg_process proc = {.pid = -1, .pidfd = -1};
         act_error err = {0};
-        int r = cg_spawn(leaf, &spec, &proc, &err);
+        int r = cgt_cg_spawn(leaf, &spec, &proc, &err);
         if (!survives) {
             /* The kernel cannot hand the interpreter a closed fd. */
             assert_int_equal(r, -ENOENT);
@@ -531,7 +535,7 @@ static void spawn_refuses_a_bad_spec_before_forking(void **state)
     cg_spawn_spec spec;
     cg_spawn_spec_init(&spec);
     spec.argv = argv;
-    assert_int_equal(cg_spawn(leaf, &spec, &proc, &err), -EBADF);
+    assert_int_equal(cgt_cg_spawn(leaf, &spec, &proc, &err), -EBADF);
     assert_non_null(strstr(err.message, "exec fd -1"));
 
     _cleanup_close_ int exec_fd = cgt_open_app("cg-probe");
@@ -541,7 +545,7 @@ static void spawn_refuses_a_bad_spec_before_forking(void **state)
     spec.listen_fds = fds;
     spec.n_listen_fds = 1;
     spec.listen_fdnames = names;
-    assert_int_equal(cg_spawn(leaf, &spec, &proc, &err), -EINVAL);
+    assert_int_equal(cgt_cg_spawn(leaf, &spec, &proc, &err), -EINVAL);
     assert_non_null(strstr(err.message, "a:b"));
 
     spec.n_listen_fds = 0;
@@ -550,13 +554,13 @@ static void spawn_refuses_a_bad_spec_before_forking(void **state)
     const char *const *bad_pid_variables[] = {with_equals, too_many};
     for (size_t i = 0; i < ARRAY_SIZE(bad_pid_variables); i++) {
         spec.pid_variables = bad_pid_variables[i];
-        assert_int_equal(cg_spawn(leaf, &spec, &proc, &err), -EINVAL);
+        assert_int_equal(cgt_cg_spawn(leaf, &spec, &proc, &err), -EINVAL);
         assert_non_null(strstr(err.message, "pid variable"));
     }
     spec.pid_variables = NULL;
 
     spec.uid = 1000;
-    assert_int_equal(cg_spawn(leaf, &spec, &proc, &err), -EINVAL);
+    assert_int_equal(cgt_cg_spawn(leaf, &spec, &proc, &err), -EINVAL);
     assert_non_null(strstr(err.message, "without a gid"));
     bool populated = true;
     assert_int_equal(cg_leaf_populated(leaf, &populated, &err), 0);
@@ -576,7 +580,7 @@ static int run_shell(cg_leaf *leaf, const char *script, cg_spawn_spec *spec, cg_
     spec->method = cgt_spawn_method();
     cg_process proc = {.pid = -1, .pidfd = -1};
     act_error err = {0};
-    int r = cg_spawn(leaf, spec, &proc, &err);
+    int r = cgt_cg_spawn(leaf, spec, &proc, &err);
     if (r < 0) {
         print_error("%s\n", err.message);
         return r;
@@ -723,6 +727,124 @@ static void child_connects_its_own_journal_stream(void **state)
     cg_leaf_free(leaf);
 }
 
+/* ---- held spawns (cg_spawn_hold) ---------------------------------------- */
+
+/* A spec for cg-probe with its stdout on a pipe (read end in *out_read). */
+static void probe_spec(cg_spawn_spec *spec, const char **argv, int exec_fd, int *out_read)
+{
+    int pipe_fds[2];
+    assert_int_equal(pipe2(pipe_fds, O_CLOEXEC), 0);
+    cg_spawn_spec_init(spec);
+    spec->exec_fd = exec_fd;
+    spec->argv = argv;
+    spec->stdout_fd = pipe_fds[1];
+    spec->method = cgt_spawn_method();
+    *out_read = pipe_fds[0];
+}
+
+/* Waits up to 10 s for held's child to sit in the leaf, blocked in its
+ * wait for the release. */
+static void wait_until_held(cg_leaf *leaf, const cg_held_spawn *held)
+{
+    uint64_t deadline = act_now_usec() + 10000000;
+    pid_t pid = cg_held_pid(held);
+    while (!(cgt_pid_in_cgroup(cg_leaf_path(leaf), pid) && cgt_blocked_in_read(pid))) {
+        if (act_now_usec() > deadline)
+            fail_msg("held child %d never reached its hold in the leaf", (int)pid);
+        usleep(1000);
+    }
+}
+
+static void held_child_waits_for_its_release_then_execs(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-20", NULL);
+    _cleanup_close_ int exec_fd = cgt_open_app("cg-probe");
+    const char *argv[] = {"cg-probe", "5", NULL};
+    int out_read;
+    cg_spawn_spec spec;
+    probe_spec(&spec, argv, exec_fd, &out_read);
+    cg_held_spawn *held = NULL;
+    act_error err = {0};
+    assert_int_equal(cg_spawn_hold(leaf, &spec, &held, &err), 0);
+    close(spec.stdout_fd);
+    wait_until_held(leaf, held);
+    /* Held: in the leaf, but nothing of the app has run. */
+    struct pollfd nothing_yet = {.fd = out_read, .events = POLLIN};
+    assert_int_equal(poll(&nothing_yet, 1, 0), 0);
+    pid_t pid = cg_held_pid(held);
+
+    cg_process proc;
+    assert_int_equal(cg_held_release(held, &proc, &err), 0);
+    assert_int_equal(proc.pid, pid);
+    _cleanup_free_ char *out = cgt_read_until(out_read, "end\n", 10000);
+    char pid_text[32];
+    snprintf(pid_text, sizeof(pid_text), "%d", (int)pid);
+    expect_kv(out, "pid", pid_text);
+    siginfo_t info;
+    cgt_reap(proc.pidfd, &info);
+    assert_int_equal(info.si_code, CLD_EXITED);
+    assert_int_equal(info.si_status, 5);
+    close(out_read);
+    assert_int_equal(cg_leaf_wait_empty(leaf, 10000000, &err), 0);
+    cg_leaf_free(leaf);
+}
+
+static void abandoned_held_child_is_gone_and_its_leaf_empty(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-21", NULL);
+    _cleanup_close_ int exec_fd = cgt_open_app("cg-probe");
+    const char *argv[] = {"cg-probe", "0", NULL};
+    int out_read;
+    cg_spawn_spec spec;
+    probe_spec(&spec, argv, exec_fd, &out_read);
+    cg_held_spawn *held = NULL;
+    act_error err = {0};
+    assert_int_equal(cg_spawn_hold(leaf, &spec, &held, &err), 0);
+    close(spec.stdout_fd);
+    wait_until_held(leaf, held);
+    pid_t pid = cg_held_pid(held);
+    cg_held_abandon(held);
+    /* Reaped by the abandon: no child of ours is left, the leaf is empty
+     * at once, and the app never wrote a byte. */
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+    assert_int_equal(kill(pid, 0), -1);
+    bool populated = true;
+    assert_int_equal(cg_leaf_populated(leaf, &populated, &err), 0);
+    assert_false(populated);
+    _cleanup_free_ char *out = cgt_read_until(out_read, "end\n", 1000);
+    assert_string_equal(out, "");
+    close(out_read);
+    assert_int_equal(cg_leaf_remove(leaf, &err), 0);
+    cg_leaf_free(leaf);
+}
+
+static void held_child_failure_is_told_at_release_from_a_spec_long_gone(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-22", NULL);
+    _cleanup_close_ int exec_fd = cgt_open_app("cg-probe");
+    const char *argv[] = {"cg-probe", "0", NULL};
+    int out_read;
+    cg_spawn_spec spec;
+    probe_spec(&spec, argv, exec_fd, &out_read);
+    /* The hold copies what it needs: the spec's memory goes before the
+     * release, which still names the directory. */
+    char *directory = strdup("/nonexistent-held-dir");
+    assert_non_null(directory);
+    spec.working_directory = directory;
+    cg_held_spawn *held = NULL;
+    act_error err = {0};
+    assert_int_equal(cg_spawn_hold(leaf, &spec, &held, &err), 0);
+    close(spec.stdout_fd);
+    memset(directory, 'x', strlen(directory));
+    free(directory);
+    cg_process proc;
+    assert_int_equal(cg_held_release(held, &proc, &err), -ENOENT);
+    assert_non_null(strstr(err.message, "working directory /nonexistent-held-dir"));
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+    close(out_read);
+    cg_leaf_free(leaf);
+}
+
 int main(void)
 {
     int r = cgt_check_can_run("cgroup spawn");
@@ -745,6 +867,9 @@ int main(void)
         T(spawn_refuses_a_bad_spec_before_forking),
         T(child_joins_the_mount_namespace_it_is_given),
         T(child_connects_its_own_journal_stream),
+        T(held_child_waits_for_its_release_then_execs),
+        T(abandoned_held_child_is_gone_and_its_leaf_empty),
+        T(held_child_failure_is_told_at_release_from_a_spec_long_gone),
     };
     if (cgt_use_fd_window() < 0)
         return 1;
