@@ -265,9 +265,11 @@ typedef struct cg_process {
 int cg_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, cg_process *out, act_error *err);
 
 /* A child made ready to run and held just before its exec: cg_spawn_hold
- * clones it into leaf (its own copy of our memory) and returns at once,
- * while the child joins the leaf's groups, makes its filesystem view,
- * drops its credentials and connects its output, then waits. Only its
+ * clones it into leaf (from a thread of its own, which the child borrows
+ * our memory from until its exec) and returns once the child has its copy
+ * of our fds, while the child joins the leaf's groups, makes its
+ * filesystem view, drops its credentials and connects its output, then
+ * waits. Only its
  * seccomp filter and the exec are left for cg_held_release, so a caller
  * that must check something first (that the claim is still ours) starts
  * the child beside that check and pays only the exec after it. A failure

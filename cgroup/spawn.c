@@ -169,7 +169,7 @@ static char *add_pid_variable(char *text, const char *name, struct cg_child_plan
  * *block: the caller's entries minus stale LISTEN_* and pid variable ones,
  * then ours. */
 static int build_env(const cg_spawn_spec *spec, struct cg_child_plan *plan, void **block,
-                     act_error *err)
+                     size_t *block_size, act_error *err)
 {
     size_t n_env = 0, names_len = 0, n_pid_variables = count_pid_variables(spec);
     for (size_t i = 0; spec->envp && spec->envp[i]; i++)
@@ -183,6 +183,7 @@ static int build_env(const cg_spawn_spec *spec, struct cg_child_plan *plan, void
     char *mem = calloc(1, table + strings);
     if (!mem)
         return act_error_set(err, ENOMEM, "out of memory");
+    *block_size = table + strings;
     char **envp = (char **)mem;
     char *text = mem + table;
     size_t k = 0;
@@ -368,8 +369,10 @@ static pid_t clone_sharing_memory(cg_leaf *leaf, struct cg_child_plan *plan, int
     }
     struct clone_args args = {
         .flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP |
-                 (plan->unshare_fds_below > 0 ? CLONE_FILES : 0),
+                 (plan->unshare_fds_below > 0 ? CLONE_FILES : 0) |
+                 (plan->announce_pid ? CLONE_PARENT_SETTID : 0),
         .pidfd = (uint64_t)(uintptr_t)pidfd,
+        .parent_tid = (uint64_t)(uintptr_t)plan->announce_pid,
         .exit_signal = SIGCHLD,
         .stack = (uint64_t)(uintptr_t)(base + page),
         .stack_size = CHILD_STACK_BYTES,
@@ -389,8 +392,9 @@ static pid_t clone_copying_memory(cg_leaf *leaf, struct cg_child_plan *plan, int
                                   int *clone_errno)
 {
     struct clone_args args = {
-        .flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
+        .flags = CLONE_PIDFD | CLONE_INTO_CGROUP | (plan->announce_pid ? CLONE_PARENT_SETTID : 0),
         .pidfd = (uint64_t)(uintptr_t)pidfd,
+        .parent_tid = (uint64_t)(uintptr_t)plan->announce_pid,
         .exit_signal = SIGCHLD,
         .cgroup = (uint64_t)leaf->dir_fd,
     };
@@ -416,6 +420,8 @@ static pid_t fork_then_join(cg_leaf *leaf, struct cg_child_plan *plan, int *pidf
     if (pid == 0)
         cg_child_run(plan);
     *clone_errno = errno;
+    if (pid > 0 && plan->announce_pid)
+        __atomic_store_n(plan->announce_pid, pid, __ATOMIC_RELEASE);
     if (pid > 0) {
         /* Our unreaped child cannot be recycled, so this pidfd is its. */
         *pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -523,7 +529,7 @@ int cg_spawn_setup_make(cg_leaf *leaf, const cg_spawn_spec *spec, struct cg_spaw
         .no_new_privs = spec->no_new_privs,
         .seccomp = spec->seccomp ? &spec->seccomp->fprog : NULL,
     };
-    if ((r = build_env(spec, plan, &setup->env_block, err)) < 0)
+    if ((r = build_env(spec, plan, &setup->env_block, &setup->env_bytes, err)) < 0)
         return r;
     if (spec->journal_socket && spec->journal_header) {
         if (strlen(spec->journal_socket) >= sizeof(plan->journal_address.sun_path))

@@ -101,6 +101,9 @@ struct cg_child_plan {
      * seccomp filter and exec (cg_spawn_hold): a byte lets it go on, the
      * pipe's end makes it exit. */
     int hold_fd;
+    /* NULL, or where the kernel writes the child's pid at the clone, for a
+     * caller that learns it before the clone returns (a held child's). */
+    pid_t *announce_pid;
     /* > 0: the child shares our fd table (CLONE_FILES) and unshares it
      * first, keeping only the fds below this number (see spawn_fds.c). */
     int unshare_fds_below;
@@ -141,6 +144,7 @@ struct cg_spawn_setup {
     int null_fd;
     int *fd_sources;             /* 2 * plan.n_fds: the sources, then the child's scratch */
     void *env_block;             /* plan.envp and its strings */
+    size_t env_bytes;
     struct cg_view_op *view_ops; /* merged view ops when the view needed them, else NULL */
     int report_read;             /* the CLOEXEC report pipe */
     int report_write;

@@ -241,8 +241,10 @@ typedef enum spawn_kind {
     SPAWN_PROBE,
 } spawn_kind;
 
+/* held non-NULL: the child is held before its exec (cg_spawn_hold), and
+ * out is not filled. */
 static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *const *argv,
-                 char **envp, cg_process *out, act_error *err)
+                 char **envp, cg_process *out, cg_held_spawn **held, act_error *err)
 {
     bool is_helper = kind != SPAWN_MAIN;
     ad_host *host = gen->host;
@@ -341,7 +343,7 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
         spec.fs_read_only = read_only;
     }
 
-    return cg_spawn(gen->leaf, &spec, out, err);
+    return held ? cg_spawn_hold(gen->leaf, &spec, held, err) : cg_spawn(gen->leaf, &spec, out, err);
 }
 
 static int watch_exit(ad_generation *gen, act_error *err)
@@ -359,9 +361,9 @@ static int watch_exit(ad_generation *gen, act_error *err)
     return 0;
 }
 
-int ad_generation_spawn(ad_generation *gen, int exec_fd, act_error *err)
+/* The main process's environment and spawn, held (held non-NULL) or not. */
+static int spawn_main(ad_generation *gen, int exec_fd, cg_held_spawn **held, act_error *err)
 {
-    assert(gen && exec_fd >= 0);
     /* As systemd tells a service with WatchdogSec=; WATCHDOG_PID is its pid,
      * which only the child knows (cg_spawn's pid variables). */
     uint64_t watchdog_usec = ad_host_config(gen->host)->watchdog_usec;
@@ -370,10 +372,33 @@ int ad_generation_spawn(ad_generation *gen, int exec_fd, act_error *err)
     _cleanup_(act_strv_freep) char **envp = build_environment(gen, watchdog_usec ? watchdog : NULL);
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
-    int r = spawn(gen, exec_fd, SPAWN_MAIN,
-                  (const char *const *)ad_host_config(gen->host)->exec_argv,
-                  envp, &gen->process, err);
+    return spawn(gen, exec_fd, SPAWN_MAIN,
+                 (const char *const *)ad_host_config(gen->host)->exec_argv, envp, &gen->process,
+                 held, err);
+}
+
+int ad_generation_spawn(ad_generation *gen, int exec_fd, act_error *err)
+{
+    assert(gen);
+    int r;
+    if (gen->held) {
+        r = cg_held_release(TAKE_PTR(gen->held), &gen->process, err);
+    } else {
+        assert(exec_fd >= 0);
+        r = spawn_main(gen, exec_fd, NULL, err);
+    }
     return r < 0 ? r : watch_exit(gen, err);
+}
+
+int ad_generation_spawn_held(ad_generation *gen, int exec_fd, act_error *err)
+{
+    assert(gen && exec_fd >= 0 && !gen->held && gen->process.pidfd < 0);
+    return spawn_main(gen, exec_fd, &gen->held, err);
+}
+
+void ad_generation_drop_held(ad_generation *gen)
+{
+    cg_held_abandon(TAKE_PTR(gen->held));
 }
 
 /* Helpers (ExecRestore=, ExecReplicate=) are absolute paths the operator
@@ -397,7 +422,7 @@ int ad_generation_spawn_helper(ad_generation *gen, char *const *argv, const char
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
     cg_process *process = main_process ? &gen->process : &gen->helper;
-    int r = spawn(gen, fd, SPAWN_HELPER, (const char *const *)argv, envp, process, err);
+    int r = spawn(gen, fd, SPAWN_HELPER, (const char *const *)argv, envp, process, NULL, err);
     if (r < 0 || !main_process)
         return r;
     return watch_exit(gen, err);
@@ -419,7 +444,7 @@ static int spawn_probe(char *const *argv, void *userdata, act_error *err)
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
     cg_process probe = {.pidfd = -1};
-    int r = spawn(gen, fd, SPAWN_PROBE, (const char *const *)argv, envp, &probe, err);
+    int r = spawn(gen, fd, SPAWN_PROBE, (const char *const *)argv, envp, &probe, NULL, err);
     return r < 0 ? r : probe.pidfd;
 }
 
@@ -623,6 +648,9 @@ void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retir
                           void *userdata)
 {
     assert(gen && !gen->retired);
+    /* A held child ran nothing but our code: killed and reaped here, it
+     * leaves the leaf empty for the proof below. */
+    ad_generation_drop_held(gen);
     stop_supervision(gen);
     stop_settling(gen);
     gen->retired = done;
@@ -961,6 +989,7 @@ void ad_generation_free(ad_generation *gen)
     gen->empty_source = sd_event_source_disable_unref(gen->empty_source);
     gen->kill_timer = sd_event_source_disable_unref(gen->kill_timer);
     reap(gen);
+    ad_generation_drop_held(gen);
     ntf_free(gen->notify);
     ad_host_log_free(gen->log);
     if (gen->process.pidfd >= 0)

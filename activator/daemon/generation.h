@@ -42,6 +42,7 @@ struct ad_generation {
     bool exec_is_script;             /* the build's executable is a "#!" script */
     cg_leaf *leaf;
     cg_process process;              /* pid 0 / pidfd -1 before the exec */
+    cg_held_spawn *held;             /* the main process, held before its exec; or NULL */
     cg_process helper;               /* ExecReplicate= in the same leaf; pidfd -1 when none */
     int helper_stdout_fd;            /* a helper's stdout when it answers there
                                         (ExecCheckpoint=); -1: the journal, as for all */
@@ -101,8 +102,15 @@ void ad_limits_from_config(const cg_root *root, const cfg_limits *limits, bool o
                            cg_limits *out);
 /* Rewrites the limits of gen's running leaf (a reload). */
 int ad_generation_set_limits(ad_generation *gen, const cfg_limits *limits, act_error *err);
-/* Execs the verified build exec_fd with the host's sockets. */
+/* Execs the verified build exec_fd with the host's sockets; or, when a
+ * child is held (ad_generation_spawn_held), lets it exec, exec_fd unused. */
 int ad_generation_spawn(ad_generation *gen, int exec_fd, act_error *err);
+/* Makes the main process ready in gen's leaf and holds it before its exec
+ * (cgroup.h: cg_spawn_hold): the build, its view and credentials as
+ * ad_generation_spawn would run them, from gen as it is now. */
+int ad_generation_spawn_held(ad_generation *gen, int exec_fd, act_error *err);
+/* Kills and reaps a held child, if any, leaving the leaf empty. */
+void ad_generation_drop_held(ad_generation *gen);
 /* Execs an operator-installed helper (argv[0] absolute) in gen's leaf, with
  * extra_env ("KEY=VALUE" or NULL) added; as gen's main process or, with
  * main_process false, beside it (ExecReplicate=). */

@@ -208,6 +208,19 @@ static void start_builtin(ad_restore *restore, const claim_state *state)
     *restore->slot = restore;
 }
 
+bool ad_restore_would_run(ad_host *host, const claim_state *state)
+{
+    const cfg_host *config = ad_host_config(host);
+    bool builtin = !config->exec_restore && ad_host_daemon(host)->config.checkpoints;
+    if (config->stateless || (!config->exec_restore && !builtin) || !state->checkpoint[0])
+        return false;
+    char local[160];
+    act_error err = {0};
+    /* Unreadable: the restore step says why; here it counts as work. */
+    return local_checkpoint(host, local, sizeof(local), &err) < 0 ||
+           strcmp(local, state->checkpoint) != 0;
+}
+
 void ad_restore_start(ad_host *host, pl_wake *wake, const claim_state *state, uint64_t generation,
                       ad_restore **slot)
 {

@@ -21,6 +21,10 @@ typedef struct ad_restore ad_restore;
 void ad_restore_start(ad_host *host, pl_wake *wake, const claim_state *state, uint64_t generation,
                       ad_restore **slot);
 
+/* Whether ad_restore_start would restore anything for state (a checkpoint
+ * other than the one the host's state directory holds). */
+bool ad_restore_would_run(ad_host *host, const claim_state *state);
+
 /* Stops a restore in flight (the wake was cancelled): its leaf is killed in
  * the background and the wake is not completed. NULL is fine. */
 void ad_restore_abandon(ad_restore *restore);

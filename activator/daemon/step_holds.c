@@ -18,8 +18,8 @@ static pl_ops held;
 static sd_event *hold_loop;
 static char *hold_paths[_PL_STEP_MAX]; /* by step; NULL: not held */
 
-/* A move's own points, after the pipeline's steps in hold_paths' numbering. */
-static const char *const point_names[] = {"drained", "checkpointed"};
+/* Points outside the pipeline's steps: a move's, and the admission's answer. */
+static const char *const point_names[] = {"drained", "checkpointed", "admitted"};
 #define N_POINTS (sizeof(point_names) / sizeof(point_names[0]))
 static char *point_paths[N_POINTS];
 
@@ -140,7 +140,7 @@ void ad_step_holds_point(ad_host *host, const char *point, void (*go)(ad_host *h
         return;
     }
     *hold = (pending_hold){.userdata = host, .path = path, .go = go};
-    act_log(LOG_NOTICE, "host %s: move point %s held: waiting for %s", ad_host_name(host), point,
+    act_log(LOG_NOTICE, "host %s: point %s held: waiting for %s", ad_host_name(host), point,
             path);
     if (!watch_for(hold)) {
         act_log(LOG_ERR, "test hold %s: cannot watch %s; not holding", point, path);

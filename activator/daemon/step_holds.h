@@ -10,7 +10,9 @@
  *
  * STEP may also name a point of a move outside the pipeline: "drained" (the
  * source has retired the host, before its checkpoint) and "checkpointed"
- * (the checkpoint is written, before the compare-and-swap to moving). */
+ * (the checkpoint is written, before the compare-and-swap to moving); or
+ * "admitted": a wake's admission has its answer from the store, which the
+ * wake takes only once PATH exists (what was begun beside it is done). */
 #pragma once
 
 #include "activator/pipeline/pipeline.h"
@@ -42,7 +44,8 @@ static inline void ad_test_hold_release_work(const char *what, const char *host)
 
 typedef struct ad_host ad_host;
 
-/* Runs go(host) at a move's point named point ("drained", "checkpointed"):
- * at once when it is not held, else from the loop once its PATH exists. go
- * must check that the move it goes on with is still there. */
+/* Runs go(host) at the point named point ("drained", "checkpointed",
+ * "admitted"): at once when it is not held, else from the loop once its
+ * PATH exists. go must check that what it goes on with (the move, the
+ * wake) is still there. */
 void ad_step_holds_point(ad_host *host, const char *point, void (*go)(ad_host *host));

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "activator/daemon/announce.h"
+#include "activator/daemon/step_holds.h"
 #include "activator/daemon/claim_report.h"
 #include "activator/daemon/wake_state.h"
 #include "common/cleanup.h"
@@ -161,6 +162,7 @@ void ad_wake_state_free(void *data)
         return;
     ad_host *host = w->host;
     ad_restore_abandon(w->restore);
+    ad_wake_early_start_discard(w);
     ad_wake_early_forget(w);
     rel_resolved_release(&w->resolved);
     probe_free(w->probe);
@@ -242,11 +244,18 @@ static bool admission_may_retry(const ad_host *host, const claim *observed, cons
     return judge_claim(host, current, why, size) == PL_REASON_NONE;
 }
 
-static void on_admitted(claim_store *store, int result, uint64_t new_revision, const claim *current,
-                        const act_error *err, void *userdata)
+/* The admission's answer, kept in w->answer, taken by the wake. */
+static void admission_answered(ad_host *host)
 {
-    ad_host *host = host_of(userdata);
     ad_wake_state *w = state_of(host);
+    /* A held answer (test hooks) may find its wake gone, or another one. */
+    if (!w || !w->answer.pending)
+        return;
+    w->answer.pending = false;
+    int result = w->answer.result;
+    uint64_t new_revision = w->answer.revision;
+    const claim *current = &w->answer.current;
+    const act_error *err = &w->answer.err;
     pl_wake *wake = take_wake(host);
     if (result == CLAIMS_CHANGED) {
         char why[sizeof(((act_error *)0)->message)];
@@ -286,6 +295,26 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision, c
     pl_wake_ok(wake);
 }
 
+static void on_admitted(claim_store *store, int result, uint64_t new_revision, const claim *current,
+                        const act_error *err, void *userdata)
+{
+    ad_host *host = host_of(userdata);
+    ad_wake_state *w = state_of(host);
+    w->answer.pending = true;
+    w->answer.result = result;
+    w->answer.revision = new_revision;
+    if (current)
+        w->answer.current = *current;
+    if (err)
+        w->answer.err = *err;
+#ifdef ACTIVATOR_TEST_HOOKS
+    /* A test holds the answer here to see what was made beside it. */
+    ad_step_holds_point(host, "admitted", admission_answered);
+#else
+    admission_answered(host);
+#endif
+}
+
 /* CASes our admission over the observed claim. */
 static void admit_on(pl_wake *wake, ad_host *host)
 {
@@ -323,6 +352,9 @@ static void op_restore(pl_wake *wake, void *userdata)
 {
     ad_host *host = host_of(userdata);
     ad_wake_state *w = state_of(host);
+    /* A restore rewrites the state directory an early start's view shows. */
+    if (w->early_gen && ad_restore_would_run(host, &w->admitted.state))
+        ad_wake_early_start_discard(w);
     ad_restore_start(host, wake, &w->admitted.state, claim_admitted_generation(&w->admitted),
                      &w->restore);
 }
@@ -336,10 +368,11 @@ static void op_reserve(pl_wake *wake, void *userdata)
     ad_generation *gen = NULL;
     /* Every attempt of one admission is the same generation N: the
      * admission names N, and a failed attempt's leaf is removed before the
-     * next. */
-    int r = ad_generation_new(host, "g", claim_admitted_generation(&state_of(host)->admitted), &gen,
-                              &err);
-    if (r < 0) {
+     * next. The first attempt may find N made ready beside the admission. */
+    if (ad_wake_early_start_adopt(host)) {
+        gen = ad_host_starting(host);
+    } else if (ad_generation_new(host, "g", claim_admitted_generation(&state_of(host)->admitted),
+                                 &gen, &err) < 0) {
         pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
         return;
     }
@@ -368,6 +401,13 @@ static void on_notify(ntf_socket *notify, const ntf_message *message, void *user
         pl_wake_ok(take_wake(host));
 }
 
+int ad_wake_open_notify(ad_generation *gen, act_error *err)
+{
+    if (!ad_generation_wants_notify(config_of(gen->host)) || gen->notify)
+        return 0;
+    return ad_generation_open_notify(gen, on_notify, err);
+}
+
 static void op_materialize(pl_wake *wake, void *userdata)
 {
     ad_host *host = host_of(userdata);
@@ -377,8 +417,7 @@ static void op_materialize(pl_wake *wake, void *userdata)
         pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
         return;
     }
-    if (ad_generation_wants_notify(config_of(host)) && !gen->notify &&
-        ad_generation_open_notify(gen, on_notify, &err) < 0) {
+    if (ad_wake_open_notify(gen, &err) < 0) {
         pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
         return;
     }

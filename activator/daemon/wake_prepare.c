@@ -72,12 +72,7 @@ static void on_prepared(ad_host *host, ad_prepared *prepared, void *userdata)
                          admitted->held, state_of(host)->resolved.identity.version);
         return;
     }
-    rec_build_ref *build = &ad_host_starting(host)->build;
-    snprintf(build->version, sizeof(build->version), "%s",
-             state_of(host)->resolved.identity.version);
-    snprintf(build->digest, sizeof(build->digest), "%s", state_of(host)->resolved.identity.digest);
-    snprintf(build->build_digest, sizeof(build->build_digest), "%s",
-             state_of(host)->resolved.identity.build_digest);
+    ad_wake_fill_build(&ad_host_starting(host)->build, &state_of(host)->resolved.identity);
     ad_host_starting(host)->exec_is_script = prepared->is_script;
     rel_pin unused;
     if (ad_pin_choose(admitted, &unused) == AD_PIN_FALLBACK)
@@ -108,6 +103,8 @@ static void on_early_prepared(ad_host *host, ad_prepared *prepared, void *userda
     early->done = true;
     if (early->awaited)
         finish_with_early(host, early);
+    else
+        ad_wake_early_start(host, &early->prepared);
 }
 
 /* The daemon stops with the early work in flight: its wake, if still
@@ -121,6 +118,23 @@ static void early_prepare_dropped(void *userdata)
 }
 
 static early_prepare *usable_early(ad_host *host, ad_pin_choice choice, const rel_pin *pin);
+
+/* Whether early was asked for the build choice and pin name. */
+static bool early_is_for(const early_prepare *early, ad_pin_choice choice, const rel_pin *pin)
+{
+    return early->choice == choice &&
+           (choice == AD_PIN_NONE ||
+            (strcmp(early->pin.version, pin->version) == 0 &&
+             strcmp(early->pin.digest, pin->digest) == 0));
+}
+
+bool ad_wake_early_prepare_stands(ad_host *host)
+{
+    const early_prepare *early = state_of(host)->early;
+    rel_pin pin;
+    ad_pin_choice choice = ad_pin_choose(&state_of(host)->admitted, &pin);
+    return early && early->done && early->prepared.result >= 0 && early_is_for(early, choice, &pin);
+}
 
 void ad_wake_begin_early_prepare(ad_host *host)
 {
@@ -157,10 +171,7 @@ static early_prepare *usable_early(ad_host *host, ad_pin_choice choice, const re
     early_prepare *early = state_of(host)->early;
     if (!early)
         return NULL;
-    bool same = early->choice == choice &&
-                (choice == AD_PIN_NONE || (strcmp(early->pin.version, pin->version) == 0 &&
-                                           strcmp(early->pin.digest, pin->digest) == 0));
-    if (same)
+    if (early_is_for(early, choice, pin))
         return early;
     /* Not the build to run after all: drop it (when it answers). */
     ad_wake_early_forget(state_of(host));
@@ -191,6 +202,8 @@ void ad_wake_op_prepare(pl_wake *wake, void *userdata)
             finish_with_early(host, early);
         return;
     }
+    /* A child held for the build the early answer named runs nothing. */
+    ad_generation_drop_held(ad_host_starting(host));
     act_error err = {0};
     state_of(host)->waiting_wake = wake;
     if (ad_build_prepare_async(host, choice == AD_PIN_NONE ? NULL : &pin, on_prepared, NULL, &err) <

@@ -3,6 +3,8 @@
  * those three files. */
 #pragma once
 
+#include <stdio.h>
+
 #include "activator/daemon/build_prepare.h"
 #include "activator/daemon/generation.h"
 #include "activator/daemon/pin_choice.h"
@@ -25,10 +27,18 @@ struct ad_wake_state {
     pl_wake *waiting_wake;       /* an op waiting for an async answer */
     ad_restore *restore;         /* ExecRestore= in flight */
     struct early_prepare *early; /* prepare's work, begun beside the admission */
+    ad_generation *early_gen;    /* the early start: N reserved, its child held */
     unsigned gate_answers_due;   /* the gate's fast path: its write and read in flight */
     pl_reason gate_failure;      /* ... the first of them that refused, and why */
     char gate_why[GATE_WHY_SIZE];
     bool admission_sent;         /* admit sent its compare-and-swap */
+    struct {                     /* its answer, until the wake takes it */
+        bool pending;
+        int result;
+        uint64_t revision;
+        claim current;
+        act_error err;
+    } answer;
     unsigned admission_conflicts; /* admissions made again after a write got in first */
 };
 
@@ -106,6 +116,30 @@ void ad_wake_begin_early_prepare(ad_host *host);
 void ad_wake_early_forget(ad_wake_state *w);
 bool ad_wake_pin_mismatch(const ad_host *host, const claim *c);
 bool ad_wake_held_mismatch(const ad_host *host, const claim *c);
+
+/* Fills build with the resolved build's names. */
+static inline void ad_wake_fill_build(rec_build_ref *build, const rel_identity *id)
+{
+    snprintf(build->version, sizeof(build->version), "%s", id->version);
+    snprintf(build->digest, sizeof(build->digest), "%s", id->digest);
+    snprintf(build->build_digest, sizeof(build->build_digest), "%s", id->build_digest);
+}
+
+/* Whether the early answer is for the build the admission chose, so that
+ * prepare will take it. */
+bool ad_wake_early_prepare_stands(ad_host *host);
+
+/* wake_ops.c: the notify socket gen's build needs (Ready=notify,
+ * WatchdogSec=), opened once. */
+int ad_wake_open_notify(ad_generation *gen, act_error *err);
+
+/* wake_early_start.c: the early start, a cold wake's generation made
+ * ready beside its admission, its child held before the exec. begin
+ * takes the early answer; adopt (at reserve) makes it the starting
+ * generation when it still stands, else discards it. */
+void ad_wake_early_start(ad_host *host, const ad_prepared *prepared);
+bool ad_wake_early_start_adopt(ad_host *host);
+void ad_wake_early_start_discard(ad_wake_state *w);
 
 /* wake_gate.c: the gate, the checks just before every exec. */
 void ad_wake_op_gate(pl_wake *wake, void *userdata);

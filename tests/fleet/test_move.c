@@ -480,7 +480,7 @@ static void test_what_cannot_move_is_refused_with_nothing_changed(void **state)
     /* A move held where box-1 has drained: another move is refused, an
      * abort rolls it back, and box-1's drain then writes nothing. */
     begin_move(fl, "box-2", "move-test");
-    DH_CHECK(&fl->boxes[0], dh_log_wait(&fl->boxes[0], "move point drained held", 10000),
+    DH_CHECK(&fl->boxes[0], dh_log_wait(&fl->boxes[0], "point drained held", 10000),
              "box-1 did not drain");
     DH_CHECK(&fl->boxes[0], fl_running(fl, "web", NULL) == 0, "web still runs while drained");
     json_object *shown = dh_status(&fl->boxes[0], "web");

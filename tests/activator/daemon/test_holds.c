@@ -7,9 +7,15 @@
  *     there; the test changes the admission (a newer session) and lets it go
  *     on. The generation must be retired with proof and the reason is
  *     publish_lost, and the claim is left as the other writer made it.
+ *   - the early start, beside the admission: ACTIVATOR_TEST_HOLD=admitted:
+ *     <path> holds the admission's answer; the generation is reserved and
+ *     its child held in the leaf, not exec'd. Let go, that child is the app;
+ *     with the claim taken by another box meanwhile, it never runs the app
+ *     and nothing is left.
  * And, on the dir store, a wake that waits for the store (another process
  * holds its lock) leaves the daemon answering: its loop never blocks on a
  * claim's file work. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -196,6 +202,121 @@ static void test_publish_lost_when_the_admission_changed(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* The one process in a generation leaf of host (the held child of an
+ * early start), or 0 when there is none or more than one. */
+static pid_t only_process_in_a_leaf(dh_daemon *d, const char *host)
+{
+    char dir[PATH_MAX + 80];
+    snprintf(dir, sizeof(dir), "%s/hosts/%s", d->drv.cgroup_path, host);
+    DIR *leaves = opendir(dir);
+    if (!leaves)
+        return 0;
+    pid_t found = 0;
+    size_t n = 0;
+    struct dirent *entry;
+    while ((entry = readdir(leaves))) {
+        if (strncmp(entry->d_name, "g-", 2) != 0)
+            continue;
+        char procs[PATH_MAX + 400];
+        snprintf(procs, sizeof(procs), "%s/%s/cgroup.procs", dir, entry->d_name);
+        FILE *f = fopen(procs, "re");
+        int pid;
+        while (f && fscanf(f, "%d", &pid) == 1) {
+            found = (pid_t)pid;
+            n++;
+        }
+        if (f)
+            fclose(f);
+    }
+    closedir(leaves);
+    return n == 1 ? found : 0;
+}
+
+/* The executable pid runs, as /proc shows it; "" when unreadable. */
+static void exe_of(pid_t pid, char *buf, size_t size)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(path, buf, size - 1);
+    buf[n < 0 ? 0 : n] = '\0';
+}
+
+/* Holds demo's admission answer, wakes it, and waits for the early start:
+ * the generation reserved and its child held in the leaf, not exec'd (it
+ * still runs the daemon's executable, the app has not run). Returns the
+ * held child's pid. */
+static pid_t wake_until_held_beside_the_admission(dh_daemon *d, char *hold, size_t size,
+                                                  dh_async **wake)
+{
+    start_with_hold(d, "admitted", hold, size);
+    *wake = dh_wake_start(d, "demo", 30000);
+    DH_CHECK(d, dh_log_wait(d, "point admitted held", 10000),
+             "the admission's answer was never held");
+    DH_CHECK(d, dh_log_wait(d, "made ready beside the admission, held before its exec", 10000),
+             "no early start while the admission's answer was held");
+    pid_t held = only_process_in_a_leaf(d, "demo");
+    DH_CHECK(d, held > 0, "no single process in demo's generation leaf during the early start");
+    char held_exe[PATH_MAX], daemon_exe[PATH_MAX];
+    exe_of(held, held_exe, sizeof(held_exe));
+    exe_of(d->drv.pid, daemon_exe, sizeof(daemon_exe));
+    DH_CHECK(d, strcmp(held_exe, daemon_exe) == 0,
+             "the held child (pid %d) runs %s before the admission is taken", (int)held,
+             held_exe);
+    pid_t pids[4];
+    DH_CHECK(d, dh_marker_pids(d, "demo", pids, 4) == 0, "the app ran before its admission");
+    DH_CHECK(d, dh_events_count(d, "demo", "admitted") == 0, "admitted before the answer");
+    return held;
+}
+
+/* The child held beside the admission is the one that runs, once the
+ * admission is taken and the gate has passed. */
+static void test_early_start_execs_the_child_it_held(void **state)
+{
+    dh_daemon *d = *state;
+    char hold[PATH_MAX];
+    dh_async *wake = NULL;
+    pid_t held = wake_until_held_beside_the_admission(d, hold, sizeof(hold), &wake);
+    touch(d, hold);
+    json_object *reply = dh_request_finish(d, wake);
+    DH_CHECK(d, dh_reply_ok(reply), "the wake failed: %s", json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(d, dh_marker_wait(d, "demo", 1, 5000), "the app did not run");
+    pid_t pids[4];
+    DH_CHECK(d, dh_marker_pids(d, "demo", pids, 4) == 1 && pids[0] == held,
+             "the app runs as pid %d, not as the held child %d", (int)pids[0], (int)held);
+    DH_CHECK(d, dh_log_wait(d, "prepare takes the build resolved beside the admission", 1000),
+             "prepare did not take the early answer");
+    dh_stop_and_check_clean(d);
+}
+
+/* A claim another box takes while the early start waits: the held child is
+ * killed without ever running the app, and no leaf is left. */
+static void test_early_start_is_let_go_when_another_box_takes_the_claim(void **state)
+{
+    dh_daemon *d = *state;
+    char hold[PATH_MAX];
+    dh_async *wake = NULL;
+    pid_t held = wake_until_held_beside_the_admission(d, hold, sizeof(hold), &wake);
+    claim admitted, taken;
+    DH_CHECK(d, dh_claim_get(d, "demo", &admitted), "no claim after admission");
+    dh_claim_taken_by_other_box(&admitted, &taken);
+    dh_claim_put(d, &taken);
+    touch(d, hold);
+    json_object *reply = dh_request_finish(d, wake);
+    DH_CHECK(d, !dh_reply_ok(reply), "the wake served a claim another box took: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+    dh_events_pump(d, 200);
+    DH_CHECK(d, dh_events_count(d, "demo", "exec") == 0, "an exec event despite the takeover");
+    pid_t pids[4];
+    DH_CHECK(d, dh_marker_pids(d, "demo", pids, 4) == 0, "the app ran after the takeover");
+    DH_CHECK(d, kill(held, 0) < 0 && errno == ESRCH, "the held child %d is left", (int)held);
+    DH_CHECK(d, dh_leaf_count(d, "demo") == 0, "%zu generation leaves left",
+             dh_leaf_count(d, "demo"));
+    dh_stop_and_check_clean(d);
+}
+
 static void test_daemon_answers_while_a_wake_waits_for_the_store(void **state)
 {
     dh_daemon *d = *state;
@@ -251,6 +372,8 @@ int main(int argc, char **argv)
         DH_TEST(test_gate_refuses_when_another_box_took_the_claim),
         DH_TEST(test_gate_fast_path_refuses_when_another_box_took_the_claim),
         DH_TEST(test_publish_lost_when_the_admission_changed),
+        DH_TEST(test_early_start_execs_the_child_it_held),
+        DH_TEST(test_early_start_is_let_go_when_another_box_takes_the_claim),
         /* Last, so the etcd run can leave it out: the lock is the dir store's. */
         DH_TEST(test_daemon_answers_while_a_wake_waits_for_the_store),
     };
