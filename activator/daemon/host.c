@@ -152,8 +152,8 @@ static int check_not_dynamic(ad_daemon *daemon, const cfg_host *config,
         *failed_key = ids[i].key;
         return act_error_set(err, EEXIST,
                              "host %s: %s=%s: %s %u is the dynamic user of host %s, whose files "
-                             "it owns; name another account (or remove "
-                             "<state>/dynamic-users/%u once host %s and its files are gone)",
+                             "it owns; name another account (or remove the record of uid %u "
+                             "from <state>/dynamic-users/ once host %s and its files are gone)",
                              config->name, ids[i].key, ids[i].value, ids[i].what,
                              (unsigned)ids[i].id, owner, (unsigned)ids[i].id, owner);
     }
