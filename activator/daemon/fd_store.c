@@ -18,9 +18,10 @@ static struct sockaddr_un address;
 static socklen_t address_len;
 static bool unusable; /* $NOTIFY_SOCKET is not a unix socket path: libsystemd's way */
 
-/* A socket for the unix address in $NOTIFY_SOCKET (a path, or "@" for the
- * abstract namespace), or -1 where libsystemd must do it (a vsock address,
- * no variable). */
+/* A socket connected to the unix address in $NOTIFY_SOCKET (a path, or "@"
+ * for the abstract namespace), or -1 where libsystemd must do it (a vsock
+ * address, no variable, a connect that failed). Connected once, so that
+ * storing 10,000 sockets looks the path up once, not with each. */
 static int kept_socket(void)
 {
     if (kept >= 0 || unusable)
@@ -39,6 +40,10 @@ static int kept_socket(void)
     address_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len +
                               (e[0] == '/' && len < sizeof(address.sun_path)));
     kept = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (kept >= 0 && connect(kept, (const struct sockaddr *)&address, address_len) < 0) {
+        close(kept);
+        kept = -1;
+    }
     return kept;
 }
 
@@ -54,8 +59,6 @@ static bool send_kept(const char *state, int fd)
     } control;
     memset(&control, 0, sizeof(control));
     struct msghdr msg = {
-        .msg_name = &address,
-        .msg_namelen = address_len,
         .msg_iov = &iov,
         .msg_iovlen = 1,
         .msg_control = control.buf,
@@ -70,6 +73,12 @@ static bool send_kept(const char *state, int fd)
     do
         n = sendmsg(s, &msg, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        /* The manager's socket may be a new one (it re-executed): the next
+         * put connects again. */
+        close(kept);
+        kept = -1;
+    }
     return n >= 0;
 }
 

@@ -2,7 +2,7 @@
  * FDNAME=<host>/<n>, one fd per message (an FDNAME= names every fd of its
  * message). sd_pid_notify_with_fds makes and closes a socket for each call;
  * a 10,000-host start stores 10,000 sockets, so one socket is kept for all
- * of them instead. Not thread-safe: the loop thread's. */
+ * of them instead, connected once. Not thread-safe: the loop thread's. */
 #pragma once
 
 /* Puts fd in the FD store as name. Without $NOTIFY_SOCKET, nothing. */
