@@ -304,12 +304,25 @@ static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *u
 
 /* ---- sockets ---------------------------------------------------------------- */
 
-/* Sockets handed back by systemd's FD store after a restart, by name. */
+/* Sockets handed back by systemd's FD store after a restart, sorted by
+ * name (then fd, the store's order): each of 10,000 hosts finds its own by
+ * a binary search, not a walk of all of them. */
+typedef struct inherited_socket {
+    char *name;
+    int fd; /* -1 once taken */
+} inherited_socket;
+
 typedef struct inherited_fds {
-    int *fds;
-    char **names;
+    inherited_socket *items;
     size_t n;
 } inherited_fds;
+
+static int compare_inherited(const void *a, const void *b)
+{
+    const inherited_socket *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->fd > y->fd) - (x->fd < y->fd);
+}
 
 static void inherited_collect(inherited_fds *inherited)
 {
@@ -317,30 +330,39 @@ static void inherited_collect(inherited_fds *inherited)
     int n = sd_listen_fds_with_names(1, &names);
     if (n <= 0)
         return;
-    inherited->fds = calloc((size_t)n, sizeof(int));
-    if (!inherited->fds) {
+    inherited->items = calloc((size_t)n, sizeof(*inherited->items));
+    if (!inherited->items) {
         for (int i = 0; i < n; i++)
             free(names[i]);
         free(names);
         return;
     }
-    inherited->names = names;
     inherited->n = (size_t)n;
     for (int i = 0; i < n; i++) {
-        inherited->fds[i] = SD_LISTEN_FDS_START + i;
-        fcntl(inherited->fds[i], F_SETFD, FD_CLOEXEC);
+        inherited->items[i] = (inherited_socket){names[i], SD_LISTEN_FDS_START + i};
+        fcntl(inherited->items[i].fd, F_SETFD, FD_CLOEXEC);
     }
+    free(names); /* the names are the items' now */
+    qsort(inherited->items, inherited->n, sizeof(*inherited->items), compare_inherited);
 }
 
 /* Takes the inherited socket named "<host>/<index>" if it is still bound to
  * what the config says; a socket whose address changed is not reused. */
 static int inherited_take(inherited_fds *inherited, const char *name, const lsn_address *address)
 {
-    for (size_t i = 0; i < inherited->n; i++) {
-        if (inherited->fds[i] < 0 || strcmp(inherited->names[i], name) != 0)
+    size_t lo = 0, hi = inherited->n;
+    while (lo < hi) { /* the first item named name, or where it would be */
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(inherited->items[mid].name, name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < inherited->n && strcmp(inherited->items[i].name, name) == 0; i++) {
+        int fd = inherited->items[i].fd;
+        if (fd < 0)
             continue;
-        int fd = inherited->fds[i];
-        inherited->fds[i] = -1;
+        inherited->items[i].fd = -1;
         if (lsn_fd_matches(fd, address)) {
             fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
             return fd;
@@ -353,15 +375,15 @@ static int inherited_take(inherited_fds *inherited, const char *name, const lsn_
 static void inherited_release(inherited_fds *inherited)
 {
     for (size_t i = 0; i < inherited->n; i++) {
-        if (inherited->fds[i] >= 0) {
+        inherited_socket *item = &inherited->items[i];
+        if (item->fd >= 0) {
             act_log(LOG_NOTICE, "closing inherited socket %s: no configured host uses it now",
-                    inherited->names[i]);
-            close(inherited->fds[i]);
+                    item->name);
+            close(item->fd);
         }
-        free(inherited->names[i]);
+        free(item->name);
     }
-    free(inherited->fds);
-    free(inherited->names);
+    free(inherited->items);
 }
 
 /* Keeps the socket in systemd's FD store, so a restarted daemon gets the
