@@ -410,9 +410,45 @@ static void store_fds(ad_host *host)
             store_fd(names[i], fds[i]);
 }
 
+/* The sockets a start bound, for the FD store: stored together once every
+ * host is set up, before READY=1. */
+typedef struct store_queue {
+    char **names; /* the hosts' own listen names */
+    int *fds;
+    size_t n, cap;
+} store_queue;
+
+static int store_queue_add(store_queue *queue, char *name, int fd)
+{
+    if (queue->n == queue->cap) {
+        size_t cap = queue->cap ? 2 * queue->cap : 1024;
+        char **names = realloc(queue->names, cap * sizeof(*names));
+        if (names)
+            queue->names = names;
+        int *fds = names ? realloc(queue->fds, cap * sizeof(*fds)) : NULL;
+        if (!fds)
+            return -ENOMEM;
+        queue->fds = fds;
+        queue->cap = cap;
+    }
+    queue->names[queue->n] = name;
+    queue->fds[queue->n++] = fd;
+    return 0;
+}
+
+static void store_queue_flush(store_queue *queue)
+{
+    ad_fd_store_put_many(queue->names, queue->fds, queue->n);
+    free(queue->names);
+    free(queue->fds);
+    *queue = (store_queue){0};
+}
+
 /* One socket: from the FD store, else newly bound, else (its address is
- * taken) from a generation that outlived the previous daemon. */
-static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited, act_error *err)
+ * taken) from a generation that outlived the previous daemon. A new one is
+ * queued for the FD store. */
+static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited,
+                         store_queue *queue, act_error *err)
 {
     const cfg_host *config = ad_host_config(host);
     const lsn_address *address = &ad_host_listen_addresses(host)[index];
@@ -429,14 +465,18 @@ static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited
         fd = lsn_bind(address, (int)config->backlog, err);
     if (fd < 0)
         return act_error_prefix(err, "host %s", config->name);
-    store_fd(name, fd);
+    if (store_queue_add(queue, ad_host_listen_names(host)[index], fd) < 0) {
+        close(fd);
+        return act_error_set(err, ENOMEM, "host %s: out of memory", config->name);
+    }
     return fd;
 }
 
-static int bind_sockets(ad_host *host, inherited_fds *inherited, act_error *err)
+static int bind_sockets(ad_host *host, inherited_fds *inherited, store_queue *queue,
+                        act_error *err)
 {
     for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
-        int fd = obtain_socket(host, i, inherited, err);
+        int fd = obtain_socket(host, i, inherited, queue, err);
         if (fd < 0)
             return fd;
         ad_host_set_listen_fd(host, i, fd);
@@ -558,7 +598,7 @@ static int make_host(ad_daemon *daemon, ad_host_settings *settings, ad_host **ou
 }
 
 static int setup_host(ad_daemon *daemon, cfg_host *config, inherited_fds *inherited,
-                      ad_host **out, act_error *err)
+                      store_queue *queue, ad_host **out, act_error *err)
 {
     ad_host_settings *settings = NULL;
     const char *failed_key = NULL;
@@ -568,8 +608,11 @@ static int setup_host(ad_daemon *daemon, cfg_host *config, inherited_fds *inheri
         r = make_host(daemon, settings, &host, err);
     /* hosts/<host>/ is made at the first wake (ad_host_dir), not here: two
      * mkdirs (an inode each) per parked host and start add up at 10,000. */
-    if (r == 0 && (r = bind_sockets(host, inherited, err)) < 0)
+    size_t queued = queue->n;
+    if (r == 0 && (r = bind_sockets(host, inherited, queue, err)) < 0) {
+        queue->n = queued; /* its sockets close with it */
         teardown_host(host);
+    }
     if (r == 0)
         *out = host;
     return r;
@@ -609,6 +652,7 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
     ad_dynamic_users_defer_sync(daemon->dynamic_users);
     inherited_fds inherited = {0};
     inherited_collect(&inherited);
+    store_queue queue = {0};
     /* A host that cannot be set up (its port is taken, its User= is
      * missing) is left out with an error; the others are served. The table
      * stays sorted because the configs are. */
@@ -618,7 +662,8 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
         char name[ACT_NAME_MAX + 1];
         snprintf(name, sizeof(name), "%s", configs[i].name);
         cfg_host *config = take_config(&configs[i]);
-        int r = config ? setup_host(daemon, config, &inherited, &daemon->hosts[n], &host_err)
+        int r = config ? setup_host(daemon, config, &inherited, &queue, &daemon->hosts[n],
+                                    &host_err)
                        : act_error_set(&host_err, ENOMEM, "host %s: out of memory", name);
         if (r < 0) {
             act_log_fields(LOG_ERR, &(act_log_ctx){.host = name}, "%s (host not served)",
@@ -630,6 +675,7 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
     cfg_hosts_free(configs, n_configs);
     daemon->n_hosts = n;
     inherited_release(&inherited);
+    store_queue_flush(&queue);
     int synced = ad_dynamic_users_sync(daemon->dynamic_users, err);
     if (synced < 0)
         return synced;
