@@ -114,7 +114,7 @@ void ad_fd_store_put(const char *name, int fd)
 /* Messages per sendmmsg. */
 #define BATCH 64
 
-void ad_fd_store_put_many(char *const *names, const int *fds, size_t n)
+size_t ad_fd_store_put_many(char *const *names, const int *fds, size_t n, bool wait)
 {
     size_t done = 0;
     int s = n ? kept_socket() : -1;
@@ -126,18 +126,25 @@ void ad_fd_store_put_many(char *const *names, const int *fds, size_t n)
             message_init(&m[k], &msgs[k].msg_hdr, names[done + k], fds[done + k]);
             msgs[k].msg_len = 0;
         }
-        int sent = sendmmsg(s, msgs, k, MSG_NOSIGNAL);
+        int sent = sendmmsg(s, msgs, k, MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT));
         if (sent < 0 && errno == EINTR)
             continue;
+        if (sent < 0 && !wait && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return done; /* the manager's queue is full: the rest later */
         if (sent <= 0) {
             drop_kept();
             break;
         }
         done += (size_t)sent;
+        if (!wait && (unsigned)sent < k)
+            return done;
     }
+    if (!wait)
+        return done;
     /* What a batch did not take goes one by one, with their fallback. */
     for (; done < n; done++)
         ad_fd_store_put(names[done], fds[done]);
+    return n;
 }
 
 void ad_fd_store_close(void)

@@ -5,13 +5,17 @@
  * of them instead, connected once. Not thread-safe: the loop thread's. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Puts fd in the FD store as name. Without $NOTIFY_SOCKET, nothing. */
 void ad_fd_store_put(const char *name, int fd);
 /* Puts fds[i] in the FD store as names[i], i < n: still a message each,
- * but sent in batches (sendmmsg) rather than a syscall each, back to back
- * so the manager reads them in a run rather than being woken for each. */
-void ad_fd_store_put_many(char *const *names, const int *fds, size_t n);
+ * but sent in batches (sendmmsg), so that the manager reads a run of them
+ * rather than being woken for each. With wait false, stops where the
+ * manager's queue is full (a few messages deep) and returns how many it put,
+ * for the caller to offer the rest again once it did other work; with wait
+ * true, puts every one (libsystemd's way where a batch fails), returning n. */
+size_t ad_fd_store_put_many(char *const *names, const int *fds, size_t n, bool wait);
 /* Closes the kept socket (at exit; a later put opens it again). */
 void ad_fd_store_close(void);

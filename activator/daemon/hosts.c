@@ -410,13 +410,19 @@ static void store_fds(ad_host *host)
             store_fd(names[i], fds[i]);
 }
 
-/* The sockets a start bound, for the FD store: stored together once every
- * host is set up, before READY=1. */
+/* The sockets a start bound, for the FD store: offered in runs while the
+ * hosts are set up, which the manager reads in parallel, and all stored
+ * before READY=1. */
 typedef struct store_queue {
     char **names; /* the hosts' own listen names */
     int *fds;
     size_t n, cap;
+    size_t stored; /* those before it are in the store */
 } store_queue;
+
+/* Sockets per run offered while setting up: the manager is woken once for
+ * each run, not for each socket. */
+#define STORE_RUN 16
 
 static int store_queue_add(store_queue *queue, char *name, int fd)
 {
@@ -436,9 +442,19 @@ static int store_queue_add(store_queue *queue, char *name, int fd)
     return 0;
 }
 
+/* Offers what is queued, once a run is there, without waiting. */
+static void store_queue_offer(store_queue *queue)
+{
+    if (queue->n - queue->stored >= STORE_RUN)
+        queue->stored += ad_fd_store_put_many(queue->names + queue->stored,
+                                              queue->fds + queue->stored,
+                                              queue->n - queue->stored, false);
+}
+
 static void store_queue_flush(store_queue *queue)
 {
-    ad_fd_store_put_many(queue->names, queue->fds, queue->n);
+    ad_fd_store_put_many(queue->names + queue->stored, queue->fds + queue->stored,
+                         queue->n - queue->stored, true);
     free(queue->names);
     free(queue->fds);
     *queue = (store_queue){0};
@@ -670,6 +686,7 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
                            host_err.message);
             continue;
         }
+        store_queue_offer(&queue);
         n++;
     }
     cfg_hosts_free(configs, n_configs);
