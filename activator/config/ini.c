@@ -185,8 +185,8 @@ static int handle_key(void *user, const char *section, const char *name, const c
         return 1; /* the section header was reported once */
     const cfg_ini_key *key = NULL;
     size_t index = 0;
-    for (size_t i = 0; i < st->n_keys; i++) {
-        if (strcmp(st->keys[i].section, section) == 0 && strcmp(st->keys[i].name, name) == 0) {
+    for (size_t i = 0; i < st->n_keys && !key; i++) {
+        if (strcmp(st->keys[i].name, name) == 0 && strcmp(st->keys[i].section, section) == 0) {
             key = &st->keys[i];
             index = i;
         }
