@@ -85,8 +85,7 @@ static entry *find_uid(const ad_dynamic_users *users, uint32_t uid)
     }
 }
 
-static void place(entry *by_host, size_t *by_uid, size_t cap, uint32_t uid, bool linked,
-                  char *host)
+static void place(entry *by_host, size_t *by_uid, size_t cap, uint32_t uid, bool linked, char *host)
 {
     size_t slot = hash_name(host) & (cap - 1);
     while (by_host[slot].host)

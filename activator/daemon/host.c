@@ -502,7 +502,7 @@ const cg_seccomp_program *ad_host_seccomp(const ad_host *host)
 const cg_fs_view *ad_host_fs_view(const ad_host *host)
 {
     return uses_shared_fs_view(host->settings->config) ? host->daemon->shared_fs_view
-                                                        : host->settings->fs_view;
+                                                       : host->settings->fs_view;
 }
 
 /* ---- directories --------------------------------------------------------- */

@@ -446,9 +446,9 @@ static int store_queue_add(store_queue *queue, char *name, int fd)
 static void store_queue_offer(store_queue *queue)
 {
     if (queue->n - queue->stored >= STORE_RUN)
-        queue->stored += ad_fd_store_put_many(queue->names + queue->stored,
-                                              queue->fds + queue->stored,
-                                              queue->n - queue->stored, false);
+        queue->stored +=
+            ad_fd_store_put_many(queue->names + queue->stored, queue->fds + queue->stored,
+                                 queue->n - queue->stored, false);
 }
 
 static void store_queue_flush(store_queue *queue)
@@ -488,8 +488,7 @@ static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited
     return fd;
 }
 
-static int bind_sockets(ad_host *host, inherited_fds *inherited, store_queue *queue,
-                        act_error *err)
+static int bind_sockets(ad_host *host, inherited_fds *inherited, store_queue *queue, act_error *err)
 {
     for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
         int fd = obtain_socket(host, i, inherited, queue, err);
@@ -678,9 +677,9 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
         char name[ACT_NAME_MAX + 1];
         snprintf(name, sizeof(name), "%s", configs[i].name);
         cfg_host *config = take_config(&configs[i]);
-        int r = config ? setup_host(daemon, config, &inherited, &queue, &daemon->hosts[n],
-                                    &host_err)
-                       : act_error_set(&host_err, ENOMEM, "host %s: out of memory", name);
+        int r = config
+                    ? setup_host(daemon, config, &inherited, &queue, &daemon->hosts[n], &host_err)
+                    : act_error_set(&host_err, ENOMEM, "host %s: out of memory", name);
         if (r < 0) {
             act_log_fields(LOG_ERR, &(act_log_ctx){.host = name}, "%s (host not served)",
                            host_err.message);
