@@ -2,7 +2,6 @@
  * number in Debian's build), normalises each line and reports what inih would
  * only flag by the first line number, and a handler that dispatches keys. */
 #include <errno.h>
-#include <fcntl.h>
 #include <ini.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,15 +19,14 @@
 #define INI_FILE_MAX (256 * 1024)
 
 typedef struct ini_state {
-    FILE *file;
+    char *text; /* the whole file, NUL-terminated; its lines are cut in place */
+    size_t text_len, next;
     const char *path;
     const cfg_ini_key *keys;
     size_t n_keys;
     void *target;
     unsigned *key_lines;
     cfg_errors *errors;
-    char *line_buf;
-    size_t line_cap;
     unsigned line;
     bool section_known; /* keys of an unknown section were already reported */
     int problems;
@@ -121,12 +119,16 @@ static bool check_section_line(ini_state *st, char *line)
 static char *read_line(char *str, int num, void *stream)
 {
     ini_state *st = stream;
-    ssize_t len = getline(&st->line_buf, &st->line_cap, st->file);
-    if (len < 0)
+    if (st->next >= st->text_len)
         return NULL;
+    char *line = st->text + st->next;
+    char *end = memchr(line, '\n', st->text_len - st->next);
+    size_t len = end ? (size_t)(end - line) : st->text_len - st->next;
+    st->next += len + 1;
+    if (end)
+        *end = '\0';
     st->line++;
-    char *line = st->line_buf;
-    if ((size_t)len != strlen(line)) {
+    if (len != strlen(line)) {
         problem(st, NULL, "the line holds a NUL byte (this is not a text file; fix or remove it)");
         line[0] = '\0';
     }
@@ -183,8 +185,8 @@ static int handle_key(void *user, const char *section, const char *name, const c
         return 1; /* the section header was reported once */
     const cfg_ini_key *key = NULL;
     size_t index = 0;
-    for (size_t i = 0; i < st->n_keys; i++) {
-        if (strcmp(st->keys[i].section, section) == 0 && strcmp(st->keys[i].name, name) == 0) {
+    for (size_t i = 0; i < st->n_keys && !key; i++) {
+        if (strcmp(st->keys[i].name, name) == 0 && strcmp(st->keys[i].section, section) == 0) {
             key = &st->keys[i];
             index = i;
         }
@@ -236,12 +238,54 @@ static int handle_key(void *user, const char *section, const char *name, const c
     return 1;
 }
 
+/* The file whole, NUL-terminated, at once rather than through stdio (a
+ * start reads 10,000 of them): size, from fstat, is what one read takes
+ * unless the file grew since. */
+static int read_whole(int fd, size_t size, char **out, size_t *out_len)
+{
+    size_t cap = size + 1, len = 0;
+    _cleanup_free_ char *text = malloc(cap + 1);
+    if (!text)
+        return -ENOMEM;
+    for (;;) {
+        if (len == cap) {
+            if (cap > INI_FILE_MAX)
+                return -EFBIG;
+            char *grown = realloc(text, 2 * cap + 1);
+            if (!grown)
+                return -ENOMEM;
+            text = grown;
+            cap *= 2;
+        }
+        ssize_t n = read(fd, text + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    if (len > INI_FILE_MAX)
+        return -EFBIG;
+    text[len] = '\0';
+    *out = TAKE_PTR(text);
+    *out_len = len;
+    return 0;
+}
+
+static int cannot_read(cfg_errors *errors, const char *path, int error)
+{
+    cfg_errors_add(errors, path, 0, NULL, "cannot read: %s (check the file)", strerror(error));
+    return -error;
+}
+
 int cfg_ini_parse_fd(int fd, const char *path, const cfg_ini_key *keys, size_t n_keys, void *target,
                      unsigned *key_lines, cfg_errors *errors)
 {
     struct stat stat_buf;
     if (fstat(fd, &stat_buf) < 0)
-        goto cannot_read;
+        return cannot_read(errors, path, errno);
     if (!S_ISREG(stat_buf.st_mode)) {
         cfg_errors_add(errors, path, 0, NULL, "not a regular file (replace it with a text file)");
         return -EISDIR;
@@ -252,11 +296,20 @@ int cfg_ini_parse_fd(int fd, const char *path, const cfg_ini_key *keys, size_t n
                        INI_FILE_MAX / 1024);
         return -EFBIG;
     }
-    int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (dup_fd < 0)
-        goto cannot_read;
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    int r = read_whole(fd, (size_t)stat_buf.st_size, &text, &len);
+    if (r == -EFBIG) {
+        cfg_errors_add(errors, path, 0, NULL,
+                       "the file is larger than %d KiB (is it the right file?)",
+                       INI_FILE_MAX / 1024);
+        return r;
+    }
+    if (r < 0)
+        return cannot_read(errors, path, -r);
     ini_state st = {
-        .file = fdopen(dup_fd, "re"),
+        .text = text,
+        .text_len = len,
         .path = path,
         .keys = keys,
         .n_keys = n_keys,
@@ -264,15 +317,8 @@ int cfg_ini_parse_fd(int fd, const char *path, const cfg_ini_key *keys, size_t n
         .key_lines = key_lines,
         .errors = errors,
     };
-    if (!st.file) {
-        close(dup_fd);
-        goto cannot_read;
-    }
-    int r = ini_parse_stream(read_line, &st, handle_key, &st);
-    bool read_failed = ferror(st.file);
-    fclose(st.file);
-    free(st.line_buf);
-    if (r < 0 || read_failed) {
+    r = ini_parse_stream(read_line, &st, handle_key, &st);
+    if (r < 0) {
         cfg_errors_add(errors, path, 0, NULL, "cannot read the file (check that it is readable)");
         return -EIO;
     }
@@ -284,10 +330,4 @@ int cfg_ini_parse_fd(int fd, const char *path, const cfg_ini_key *keys, size_t n
         return 1;
     }
     return st.problems;
-
-cannot_read : {
-    int saved = errno;
-    cfg_errors_add(errors, path, 0, NULL, "cannot read: %s (check the file)", strerror(saved));
-    return -saved;
-}
 }

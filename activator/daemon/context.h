@@ -77,6 +77,7 @@ struct ad_daemon {
     ad_hosts_observer_fn observe_hosts;
     ad_claim_reports_observer_fn observe_claim_reports;
     cg_seccomp_program *default_seccomp; /* the default SystemCallFilter=, shared by hosts */
+    cg_fs_view *shared_fs_view;          /* of the hosts without ReadWritePaths= (host.c) */
     ad_dynamic_users *dynamic_users;     /* the uids of hosts without User= */
     char incarnation[33];            /* random per start */
     int state_dirfd;

@@ -509,6 +509,7 @@ static void teardown(daemon_process *process)
     if (daemon->state_dirfd >= 0)
         close(daemon->state_dirfd);
     cg_seccomp_program_free(daemon->default_seccomp);
+    cg_fs_view_free(daemon->shared_fs_view);
     ad_dynamic_users_free(daemon->dynamic_users);
     cfg_hosts_free(process->loaded_hosts, process->n_loaded_hosts);
     cfg_daemon_free(&daemon->config);

@@ -19,10 +19,15 @@
 #include "common/names.h"
 
 #define DIRECTORY "dynamic-users"
+/* The records, one "<uid> <host>" line each, in DIRECTORY. */
+#define RECORDS "records"
+/* Far beyond any box's hosts (a line is at most 75 bytes). */
+#define RECORDS_MAX (64u << 20)
 
 typedef struct entry {
     uint32_t uid;
-    char *host; /* NULL: a free slot */
+    bool linked; /* recorded as a symlink <uid> -> <host>, as older daemons did */
+    char *host;  /* NULL: a free slot */
 } entry;
 
 /* Two open-addressing tables over one set of records: by host name and by
@@ -37,8 +42,8 @@ struct ad_dynamic_users {
     uint32_t *excluded; /* sorted: ids hosts name by number in User=, Group= */
     size_t n_excluded;
     ad_system_ids *system; /* NULL: each id is looked up */
-    bool defer_sync;       /* records are fsync'd by ad_dynamic_users_sync */
-    bool unsynced;         /* a record was made since the last fsync */
+    bool defer_sync;       /* records are written by ad_dynamic_users_sync */
+    bool unsynced;         /* RECORDS lacks a record made (or keeps one dropped) */
 };
 
 /* FNV-1a: a fixed function of the name, the same on every box. */
@@ -80,12 +85,12 @@ static entry *find_uid(const ad_dynamic_users *users, uint32_t uid)
     }
 }
 
-static void place(entry *by_host, size_t *by_uid, size_t cap, uint32_t uid, char *host)
+static void place(entry *by_host, size_t *by_uid, size_t cap, uint32_t uid, bool linked, char *host)
 {
     size_t slot = hash_name(host) & (cap - 1);
     while (by_host[slot].host)
         slot = (slot + 1) & (cap - 1);
-    by_host[slot] = (entry){.uid = uid, .host = host};
+    by_host[slot] = (entry){.uid = uid, .linked = linked, .host = host};
     size_t i;
     for (i = hash_uid(uid) & (cap - 1); by_uid[i]; i = (i + 1) & (cap - 1))
         ;
@@ -93,7 +98,7 @@ static void place(entry *by_host, size_t *by_uid, size_t cap, uint32_t uid, char
 }
 
 /* Adds uid -> host (taken) to the tables, growing them; -ENOMEM. */
-static int remember(ad_dynamic_users *users, uint32_t uid, char *host)
+static int remember(ad_dynamic_users *users, uint32_t uid, bool linked, char *host)
 {
     if (2 * (users->n + 1) > users->cap) {
         size_t cap = users->cap ? 2 * users->cap : 64;
@@ -107,14 +112,15 @@ static int remember(ad_dynamic_users *users, uint32_t uid, char *host)
         }
         for (size_t i = 0; i < users->cap; i++)
             if (users->by_host[i].host)
-                place(by_host, by_uid, cap, users->by_host[i].uid, users->by_host[i].host);
+                place(by_host, by_uid, cap, users->by_host[i].uid, users->by_host[i].linked,
+                      users->by_host[i].host);
         free(users->by_host);
         free(users->by_uid);
         users->by_host = by_host;
         users->by_uid = by_uid;
         users->cap = cap;
     }
-    place(users->by_host, users->by_uid, users->cap, uid, host);
+    place(users->by_host, users->by_uid, users->cap, uid, linked, host);
     users->n++;
     return 0;
 }
@@ -147,7 +153,29 @@ static bool parse_uid(const char *text, uint32_t *uid)
     return true;
 }
 
-static int read_record(ad_dynamic_users *users, const char *name, act_error *err)
+/* Adds the record uid -> host read from where (a path, for the error). */
+static int take_record(ad_dynamic_users *users, uint32_t uid, const char *host, bool linked,
+                       const char *where, act_error *err)
+{
+    const entry *other = find_host(users, host);
+    if (other)
+        return act_error_set(err, EEXIST,
+                             "%s: host %s has a uid recorded twice (%" PRIu32 " and %" PRIu32
+                             "); remove the record that is not the owner of its state directory",
+                             where, host, other->uid, uid);
+    if ((other = find_uid(users, uid)))
+        return act_error_set(err, EEXIST,
+                             "%s: uid %" PRIu32 " is recorded for host %s and host %s; remove the "
+                             "record of the host that does not own its files",
+                             where, uid, other->host, host);
+    char *copy = strdup(host);
+    return copy && remember(users, uid, linked, copy) == 0
+               ? 0
+               : act_error_set(err, ENOMEM, "out of memory");
+}
+
+/* A record as older daemons made them: a symlink <uid> -> <host>. */
+static int read_link_record(ad_dynamic_users *users, const char *name, act_error *err)
 {
     uint32_t uid;
     char host[ACT_NAME_MAX + 2];
@@ -158,21 +186,51 @@ static int read_record(ad_dynamic_users *users, const char *name, act_error *err
     if (len > 0 && (size_t)len < sizeof(host) - 1) {
         host[len] = '\0';
         if (act_name_check("host", host, &name_err) == 0) {
-            if (find_host(users, host))
-                return act_error_set(err, EEXIST,
-                                     "%s/%s: host %s has a uid recorded twice; remove the link "
-                                     "that is not the owner of its state directory",
-                                     DIRECTORY, name, host);
-            char *copy = strdup(host);
-            return copy && remember(users, uid, copy) == 0
-                       ? 0
-                       : act_error_set(err, ENOMEM, "out of memory");
+            char where[64];
+            snprintf(where, sizeof(where), DIRECTORY "/%s", name);
+            return take_record(users, uid, host, true, where, err);
         }
     }
     return act_error_set(err, EINVAL,
                          "%s/%s is not a dynamic user's record (a symlink named by a uid that "
                          "names a host); remove it",
                          DIRECTORY, name);
+}
+
+/* RECORDS: "<uid> <host>" lines; '#' starts a comment line. */
+static int read_records(ad_dynamic_users *users, act_error *err)
+{
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    act_error why = {0};
+    int r = act_read_file(users->dirfd, RECORDS, RECORDS_MAX, &text, &len, &why);
+    if (r < 0)
+        return act_error_set(err, -r, "%s/%s: %s", DIRECTORY, RECORDS, why.message);
+    unsigned number = 0;
+    for (char *line = text, *next; line < text + len; line = next) {
+        char *end = memchr(line, '\n', (size_t)(text + len - line));
+        next = end ? end + 1 : text + len;
+        if (end)
+            *end = '\0';
+        number++;
+        if (line[0] == '#' || line[0] == '\0')
+            continue;
+        char *space = strchr(line, ' ');
+        uint32_t uid = 0;
+        act_error name_err = {0};
+        char where[64];
+        snprintf(where, sizeof(where), "%s/%s line %u", DIRECTORY, RECORDS, number);
+        if (space)
+            *space = '\0';
+        if (!space || !parse_uid(line, &uid) || act_name_check("host", space + 1, &name_err) < 0)
+            return act_error_set(err, EINVAL,
+                                 "%s is not a dynamic user's record (\"<uid> <host>\"); fix or "
+                                 "remove the line",
+                                 where);
+        if ((r = take_record(users, uid, space + 1, false, where, err)) < 0)
+            return r;
+    }
+    return 0;
 }
 
 int ad_dynamic_users_open(int state_dirfd, uint32_t uid_min, uint32_t uid_max,
@@ -192,20 +250,20 @@ int ad_dynamic_users_open(int state_dirfd, uint32_t uid_min, uint32_t uid_max,
         ad_dynamic_users_free(users);
         return act_error_set(err, saved, "cannot open %s/: %s", DIRECTORY, strerror(saved));
     }
-    int listing = dup(users->dirfd);
-    DIR *dir = listing >= 0 ? fdopendir(listing) : NULL;
+    DIR *dir = act_opendir_at(users->dirfd, ".");
     if (!dir) {
         int saved = errno;
-        if (listing >= 0)
-            close(listing);
         ad_dynamic_users_free(users);
         return act_error_set(err, saved, "cannot list %s/: %s", DIRECTORY, strerror(saved));
     }
+    /* Dot entries are what a write of RECORDS cut short left. */
     int r = 0;
     struct dirent *de;
     while (r == 0 && (de = readdir(dir)))
-        if (de->d_name[0] != '.')
-            r = read_record(users, de->d_name, err);
+        if (strcmp(de->d_name, RECORDS) == 0)
+            r = read_records(users, err);
+        else if (de->d_name[0] != '.')
+            r = read_link_record(users, de->d_name, err);
     closedir(dir);
     if (r < 0) {
         ad_dynamic_users_free(users);
@@ -236,14 +294,43 @@ void ad_dynamic_users_defer_sync(ad_dynamic_users *users)
     users->defer_sync = true;
 }
 
+static int compare_entries(const void *a, const void *b)
+{
+    uint32_t x = (*(const entry *const *)a)->uid, y = (*(const entry *const *)b)->uid;
+    return x < y ? -1 : x > y;
+}
+
+/* Replaces RECORDS with every record that is not a link, by uid, durably:
+ * one file for every host rather than an inode each. */
+static int write_records(ad_dynamic_users *users, act_error *err)
+{
+    static const char header[] =
+        "# The dynamic users of activatord's hosts: \"<uid> <host>\" lines, written by the\n"
+        "# daemon. A line stays while its host's state directory may hold files of the uid.\n";
+    _cleanup_free_ const entry **sorted = calloc(users->n ? users->n : 1, sizeof(*sorted));
+    _cleanup_free_ char *text = malloc(sizeof(header) + users->n * (11 + ACT_NAME_MAX + 1));
+    if (!sorted || !text)
+        return act_error_set(err, ENOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < users->cap; i++)
+        if (users->by_host[i].host && !users->by_host[i].linked)
+            sorted[k++] = &users->by_host[i];
+    qsort(sorted, k, sizeof(*sorted), compare_entries);
+    size_t len = sizeof(header) - 1;
+    memcpy(text, header, len);
+    for (size_t i = 0; i < k; i++)
+        len += (size_t)sprintf(text + len, "%" PRIu32 " %s\n", sorted[i]->uid, sorted[i]->host);
+    return act_write_atomic(users->dirfd, RECORDS, text, len, 0600, err);
+}
+
 int ad_dynamic_users_sync(ad_dynamic_users *users, act_error *err)
 {
     users->defer_sync = false;
     if (!users->unsynced)
         return 0;
-    int r = act_fsync_dir(users->dirfd, err);
+    int r = write_records(users, err);
     if (r < 0)
-        return act_error_prefix(err, "recording the dynamic users in %s/", DIRECTORY);
+        return act_error_prefix(err, "recording the dynamic users in %s/%s", DIRECTORY, RECORDS);
     users->unsynced = false;
     return 0;
 }
@@ -303,13 +390,9 @@ const char *ad_dynamic_users_owner(const ad_dynamic_users *users, uint32_t uid)
     return e ? e->host : NULL;
 }
 
-/* Replaces a record that can no longer be used. */
-static void forget(ad_dynamic_users *users, entry *stale)
+/* Takes the record out of the tables, which are rebuilt without it. */
+static void drop(ad_dynamic_users *users, entry *stale)
 {
-    char name[16];
-    snprintf(name, sizeof(name), "%" PRIu32, stale->uid);
-    unlinkat(users->dirfd, name, 0);
-    /* The tables are rebuilt without it. */
     size_t cap = users->cap;
     entry *old = users->by_host;
     free(users->by_uid);
@@ -320,9 +403,22 @@ static void forget(ad_dynamic_users *users, entry *stale)
     users->cap = users->n = 0;
     for (size_t i = 0; i < cap; i++)
         if (old[i].host)
-            remember(users, old[i].uid, old[i].host);
+            remember(users, old[i].uid, old[i].linked, old[i].host);
     free(old);
     free(dropped);
+}
+
+/* Replaces a record that can no longer be used: a link goes now, a line
+ * with the next write of RECORDS. */
+static void forget(ad_dynamic_users *users, entry *stale)
+{
+    if (stale->linked) {
+        char name[16];
+        snprintf(name, sizeof(name), "%" PRIu32, stale->uid);
+        unlinkat(users->dirfd, name, 0);
+    }
+    users->unsynced = true;
+    drop(users, stale);
 }
 
 int ad_dynamic_user_get(ad_dynamic_users *users, const char *host, uid_t *uid, act_error *err)
@@ -345,34 +441,21 @@ int ad_dynamic_user_get(ad_dynamic_users *users, const char *host, uid_t *uid, a
 
     uint64_t size = (uint64_t)users->uid_max - users->uid_min + 1;
     uint32_t start = users->uid_min + (uint32_t)(hash_name(host) % size);
-    char name[16];
     for (uint64_t tried = 0; tried < size; tried++) {
         uint32_t candidate = users->uid_min + (uint32_t)((start - users->uid_min + tried) % size);
         if (never_dynamic(candidate) || find_uid(users, candidate) || excluded(users, candidate) ||
             known_to_the_system(users, candidate))
             continue;
-        snprintf(name, sizeof(name), "%" PRIu32, candidate);
-        if (symlinkat(host, users->dirfd, name) < 0) {
-            if (errno == EEXIST) /* recorded since we read the directory */
-                continue;
-            return act_error_set(err, errno, "host %s: cannot record dynamic uid %s in %s/: %s",
-                                 host, name, DIRECTORY, strerror(errno));
-        }
-        int r = 0;
-        if (users->defer_sync)
-            users->unsynced = true;
-        else
-            r = act_fsync_dir(users->dirfd, err);
+        /* Taken in the tables, the reservation; on disk with the next
+         * write of RECORDS, before the uid is used. */
+        char *copy = strdup(host);
+        if (!copy || remember(users, candidate, false, copy) < 0)
+            return act_error_set(err, ENOMEM, "out of memory");
+        users->unsynced = true;
+        int r = users->defer_sync ? 0 : ad_dynamic_users_sync(users, err);
         if (r < 0) {
-            act_error_prefix(err, "host %s: recording dynamic uid %s", host, name);
-        } else {
-            char *copy = strdup(host);
-            if ((r = copy ? remember(users, candidate, copy) : -ENOMEM) < 0)
-                act_error_set(err, ENOMEM, "out of memory");
-        }
-        if (r < 0) {
-            unlinkat(users->dirfd, name, 0);
-            return r;
+            drop(users, find_host(users, host));
+            return act_error_prefix(err, "host %s: dynamic uid %" PRIu32, host, candidate);
         }
         *uid = candidate;
         return 0;

@@ -4,14 +4,18 @@
  * A host's uid is derived from its name (a hash into the range), so that it
  * is the same on every box where that uid is free, and probed onwards from
  * there past every uid the user or group database knows and every uid
- * another host of this daemon was given. Each choice is recorded durably
- * before it is used, as <state>/dynamic-users/<uid>, a symlink naming the
- * host: creating it is the reservation (a second reservation of the uid
- * fails on the existing link), and the next daemon reads them all back, so
- * a host keeps its uid across restarts, and its state directory stays its
- * own. A record is never dropped, not even for a host taken out of the
- * configuration: its state directory may still hold files of that uid,
- * which a new host given the uid would own. */
+ * another host of this daemon was given. The tables here are the
+ * reservation (one daemon owns a state directory); each choice is recorded
+ * durably before it is used, as a "<uid> <host>" line of
+ * <state>/dynamic-users/records, which is replaced whole (temp file, fsync,
+ * rename): one file for every host, so that a start that gives 10,000 hosts
+ * their uids creates one inode, not 10,000. Older daemons recorded each uid
+ * as a symlink <state>/dynamic-users/<uid> naming the host; those are read
+ * as well, and kept. The next daemon reads them all back, so a host keeps
+ * its uid across restarts, and its state directory stays its own. A record
+ * is never dropped, not even for a host taken out of the configuration: its
+ * state directory may still hold files of that uid, which a new host given
+ * the uid would own. */
 #pragma once
 
 #include <stdint.h>
@@ -24,8 +28,9 @@
 typedef struct ad_dynamic_users ad_dynamic_users;
 
 /* Reads (creating the directory when missing) the records in
- * <state_dirfd>/dynamic-users. A record that is not "<uid> -> <host>" is
- * refused with its path, and so is one host named twice. */
+ * <state_dirfd>/dynamic-users. A record that is not "<uid> <host>" (a line)
+ * or "<uid> -> <host>" (a link) is refused with its path (and line), and so
+ * are one host named twice and one uid given to two hosts. */
 int ad_dynamic_users_open(int state_dirfd, uint32_t uid_min, uint32_t uid_max,
                           ad_dynamic_users **out, act_error *err);
 void ad_dynamic_users_free(ad_dynamic_users *users);
@@ -43,13 +48,13 @@ int ad_dynamic_users_exclude_hosts(ad_dynamic_users *users, const cfg_host *host
  * looked up on its own. */
 int ad_dynamic_users_read_system(ad_dynamic_users *users, act_error *err);
 
-/* From here until ad_dynamic_users_sync, a new record is not fsync'd on its
- * own: a start that gives 10,000 hosts their uids makes the records durable
- * with one fsync of the directory, which must come before any of those uids
- * is used (owns a file, runs a process). */
+/* From here until ad_dynamic_users_sync, a new record is not written on its
+ * own: a start that gives 10,000 hosts their uids writes the records once,
+ * which must come before any of those uids is used (owns a file, runs a
+ * process). */
 void ad_dynamic_users_defer_sync(ad_dynamic_users *users);
-/* Fsyncs the directory if a record was made since the last fsync, and ends
- * the deferral. */
+/* Writes the records durably if one was made (or dropped) since the last
+ * write, and ends the deferral. */
 int ad_dynamic_users_sync(ad_dynamic_users *users, act_error *err);
 
 /* The host whose dynamic user uid is, or NULL: a User= or Group= naming it
@@ -60,8 +65,8 @@ const char *ad_dynamic_users_owner(const ad_dynamic_users *users, uint32_t uid);
  * the user and group databases still do not know (a record is the host's
  * even where a User= names its uid: that User= is refused, see
  * ad_dynamic_users_owner), else a new one outside the excluded ids, recorded
- * (and the directory fsync'd, unless deferred) before this returns. Fails naming the range
- * when every uid of it is taken. Blocks on the user and group databases and
- * on the fsync: called once per host and daemon start (and for a host a
- * reload adds). Not thread-safe. */
+ * durably before this returns unless deferred. Fails naming the range when
+ * every uid of it is taken. Blocks on the user and group databases and, not
+ * deferred, on writing the records: called once per host and daemon start
+ * (and for a host a reload adds). Not thread-safe. */
 int ad_dynamic_user_get(ad_dynamic_users *users, const char *host, uid_t *uid, act_error *err);

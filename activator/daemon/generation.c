@@ -329,7 +329,11 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
                  (int)(strrchr(ntf_socket_path(gen->notify), '/') -
                        ntf_socket_path(gen->notify)),
                  ntf_socket_path(gen->notify));
-    const char *passed[] = {notify_dir[0] ? notify_dir : NULL, NULL};
+    /* The state directory too: most hosts share one view that knows no
+     * host's own (ad_host_fs_view). */
+    const char *passed[3] = {state_dir, NULL, NULL};
+    if (notify_dir[0])
+        passed[1] = notify_dir;
     /* And the build it runs, read-only: a "#!" interpreter or libraries
      * ($ORIGIN) inside the build are opened by path. The other versions and
      * the other hosts' releases stay hidden. */

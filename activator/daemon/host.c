@@ -94,24 +94,34 @@ static int compile_filter(ad_daemon *daemon, ad_host_settings *settings, act_err
                  : 0;
 }
 
-/* The host's filesystem view, made once per configuration: the daemon's
- * directories hidden, its state directory and ReadWritePaths= kept. */
+/* Whether the host's view is the one most hosts share: the daemon's
+ * directories hidden and nothing of its own kept but its state directory,
+ * which each spawn passes (generation.c). */
+static bool uses_shared_fs_view(const cfg_host *config)
+{
+    return !config->filesystem_box && !config->read_write_paths;
+}
+
+/* The host's filesystem view, made once per configuration (or once for all
+ * the hosts that share one): the daemon's directories hidden, its state
+ * directory and ReadWritePaths= kept. */
 static int make_fs_view(ad_daemon *daemon, ad_host_settings *settings, act_error *err)
 {
     const cfg_host *config = settings->config;
-    if (config->filesystem_box)
+    bool shared = uses_shared_fs_view(config);
+    if (config->filesystem_box || (shared && daemon->shared_fs_view))
         return 0;
     _cleanup_(cfg_view_paths_clear) cfg_view_paths paths = {0};
     int r = cfg_host_view_paths(&daemon->config, config, &paths, err);
     if (r == 0) {
         cg_fs_view_spec spec = {
             .hidden = (const char *const *)paths.hidden,
-            .writable = (const char *const *)paths.writable,
+            .writable = shared ? NULL : (const char *const *)paths.writable,
             .writable_if_present = (const char *const *)paths.writable_if_present,
             .private_tmp = true,
             .hide_processes = true,
         };
-        r = cg_fs_view_new(&spec, &settings->fs_view, err);
+        r = cg_fs_view_new(&spec, shared ? &daemon->shared_fs_view : &settings->fs_view, err);
     }
     return r < 0 ? act_error_prefix(err, "host %s", config->name) : 0;
 }
@@ -152,8 +162,8 @@ static int check_not_dynamic(ad_daemon *daemon, const cfg_host *config,
         *failed_key = ids[i].key;
         return act_error_set(err, EEXIST,
                              "host %s: %s=%s: %s %u is the dynamic user of host %s, whose files "
-                             "it owns; name another account (or remove "
-                             "<state>/dynamic-users/%u once host %s and its files are gone)",
+                             "it owns; name another account (or remove the record of uid %u "
+                             "from <state>/dynamic-users/ once host %s and its files are gone)",
                              config->name, ids[i].key, ids[i].value, ids[i].what,
                              (unsigned)ids[i].id, owner, (unsigned)ids[i].id, owner);
     }
@@ -491,7 +501,8 @@ const cg_seccomp_program *ad_host_seccomp(const ad_host *host)
 
 const cg_fs_view *ad_host_fs_view(const ad_host *host)
 {
-    return host->settings->fs_view;
+    return uses_shared_fs_view(host->settings->config) ? host->daemon->shared_fs_view
+                                                       : host->settings->fs_view;
 }
 
 /* ---- directories --------------------------------------------------------- */

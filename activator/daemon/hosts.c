@@ -304,12 +304,25 @@ static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *u
 
 /* ---- sockets ---------------------------------------------------------------- */
 
-/* Sockets handed back by systemd's FD store after a restart, by name. */
+/* Sockets handed back by systemd's FD store after a restart, sorted by
+ * name (then fd, the store's order): each of 10,000 hosts finds its own by
+ * a binary search, not a walk of all of them. */
+typedef struct inherited_socket {
+    char *name;
+    int fd; /* -1 once taken */
+} inherited_socket;
+
 typedef struct inherited_fds {
-    int *fds;
-    char **names;
+    inherited_socket *items;
     size_t n;
 } inherited_fds;
+
+static int compare_inherited(const void *a, const void *b)
+{
+    const inherited_socket *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->fd > y->fd) - (x->fd < y->fd);
+}
 
 static void inherited_collect(inherited_fds *inherited)
 {
@@ -317,30 +330,39 @@ static void inherited_collect(inherited_fds *inherited)
     int n = sd_listen_fds_with_names(1, &names);
     if (n <= 0)
         return;
-    inherited->fds = calloc((size_t)n, sizeof(int));
-    if (!inherited->fds) {
+    inherited->items = calloc((size_t)n, sizeof(*inherited->items));
+    if (!inherited->items) {
         for (int i = 0; i < n; i++)
             free(names[i]);
         free(names);
         return;
     }
-    inherited->names = names;
     inherited->n = (size_t)n;
     for (int i = 0; i < n; i++) {
-        inherited->fds[i] = SD_LISTEN_FDS_START + i;
-        fcntl(inherited->fds[i], F_SETFD, FD_CLOEXEC);
+        inherited->items[i] = (inherited_socket){names[i], SD_LISTEN_FDS_START + i};
+        fcntl(inherited->items[i].fd, F_SETFD, FD_CLOEXEC);
     }
+    free(names); /* the names are the items' now */
+    qsort(inherited->items, inherited->n, sizeof(*inherited->items), compare_inherited);
 }
 
 /* Takes the inherited socket named "<host>/<index>" if it is still bound to
  * what the config says; a socket whose address changed is not reused. */
 static int inherited_take(inherited_fds *inherited, const char *name, const lsn_address *address)
 {
-    for (size_t i = 0; i < inherited->n; i++) {
-        if (inherited->fds[i] < 0 || strcmp(inherited->names[i], name) != 0)
+    size_t lo = 0, hi = inherited->n;
+    while (lo < hi) { /* the first item named name, or where it would be */
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(inherited->items[mid].name, name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < inherited->n && strcmp(inherited->items[i].name, name) == 0; i++) {
+        int fd = inherited->items[i].fd;
+        if (fd < 0)
             continue;
-        int fd = inherited->fds[i];
-        inherited->fds[i] = -1;
+        inherited->items[i].fd = -1;
         if (lsn_fd_matches(fd, address)) {
             fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
             return fd;
@@ -353,15 +375,15 @@ static int inherited_take(inherited_fds *inherited, const char *name, const lsn_
 static void inherited_release(inherited_fds *inherited)
 {
     for (size_t i = 0; i < inherited->n; i++) {
-        if (inherited->fds[i] >= 0) {
+        inherited_socket *item = &inherited->items[i];
+        if (item->fd >= 0) {
             act_log(LOG_NOTICE, "closing inherited socket %s: no configured host uses it now",
-                    inherited->names[i]);
-            close(inherited->fds[i]);
+                    item->name);
+            close(item->fd);
         }
-        free(inherited->names[i]);
+        free(item->name);
     }
-    free(inherited->fds);
-    free(inherited->names);
+    free(inherited->items);
 }
 
 /* Keeps the socket in systemd's FD store, so a restarted daemon gets the
@@ -388,9 +410,61 @@ static void store_fds(ad_host *host)
             store_fd(names[i], fds[i]);
 }
 
+/* The sockets a start bound, for the FD store: offered in runs while the
+ * hosts are set up, which the manager reads in parallel, and all stored
+ * before READY=1. */
+typedef struct store_queue {
+    char **names; /* the hosts' own listen names */
+    int *fds;
+    size_t n, cap;
+    size_t stored; /* those before it are in the store */
+} store_queue;
+
+/* Sockets per run offered while setting up: the manager is woken once for
+ * each run, not for each socket. */
+#define STORE_RUN 16
+
+static int store_queue_add(store_queue *queue, char *name, int fd)
+{
+    if (queue->n == queue->cap) {
+        size_t cap = queue->cap ? 2 * queue->cap : 1024;
+        char **names = realloc(queue->names, cap * sizeof(*names));
+        if (names)
+            queue->names = names;
+        int *fds = names ? realloc(queue->fds, cap * sizeof(*fds)) : NULL;
+        if (!fds)
+            return -ENOMEM;
+        queue->fds = fds;
+        queue->cap = cap;
+    }
+    queue->names[queue->n] = name;
+    queue->fds[queue->n++] = fd;
+    return 0;
+}
+
+/* Offers what is queued, once a run is there, without waiting. */
+static void store_queue_offer(store_queue *queue)
+{
+    if (queue->n - queue->stored >= STORE_RUN)
+        queue->stored +=
+            ad_fd_store_put_many(queue->names + queue->stored, queue->fds + queue->stored,
+                                 queue->n - queue->stored, false);
+}
+
+static void store_queue_flush(store_queue *queue)
+{
+    ad_fd_store_put_many(queue->names + queue->stored, queue->fds + queue->stored,
+                         queue->n - queue->stored, true);
+    free(queue->names);
+    free(queue->fds);
+    *queue = (store_queue){0};
+}
+
 /* One socket: from the FD store, else newly bound, else (its address is
- * taken) from a generation that outlived the previous daemon. */
-static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited, act_error *err)
+ * taken) from a generation that outlived the previous daemon. A new one is
+ * queued for the FD store. */
+static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited,
+                         store_queue *queue, act_error *err)
 {
     const cfg_host *config = ad_host_config(host);
     const lsn_address *address = &ad_host_listen_addresses(host)[index];
@@ -407,14 +481,17 @@ static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited
         fd = lsn_bind(address, (int)config->backlog, err);
     if (fd < 0)
         return act_error_prefix(err, "host %s", config->name);
-    store_fd(name, fd);
+    if (store_queue_add(queue, ad_host_listen_names(host)[index], fd) < 0) {
+        close(fd);
+        return act_error_set(err, ENOMEM, "host %s: out of memory", config->name);
+    }
     return fd;
 }
 
-static int bind_sockets(ad_host *host, inherited_fds *inherited, act_error *err)
+static int bind_sockets(ad_host *host, inherited_fds *inherited, store_queue *queue, act_error *err)
 {
     for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
-        int fd = obtain_socket(host, i, inherited, err);
+        int fd = obtain_socket(host, i, inherited, queue, err);
         if (fd < 0)
             return fd;
         ad_host_set_listen_fd(host, i, fd);
@@ -536,7 +613,7 @@ static int make_host(ad_daemon *daemon, ad_host_settings *settings, ad_host **ou
 }
 
 static int setup_host(ad_daemon *daemon, cfg_host *config, inherited_fds *inherited,
-                      ad_host **out, act_error *err)
+                      store_queue *queue, ad_host **out, act_error *err)
 {
     ad_host_settings *settings = NULL;
     const char *failed_key = NULL;
@@ -546,8 +623,11 @@ static int setup_host(ad_daemon *daemon, cfg_host *config, inherited_fds *inheri
         r = make_host(daemon, settings, &host, err);
     /* hosts/<host>/ is made at the first wake (ad_host_dir), not here: two
      * mkdirs (an inode each) per parked host and start add up at 10,000. */
-    if (r == 0 && (r = bind_sockets(host, inherited, err)) < 0)
+    size_t queued = queue->n;
+    if (r == 0 && (r = bind_sockets(host, inherited, queue, err)) < 0) {
+        queue->n = queued; /* its sockets close with it */
         teardown_host(host);
+    }
     if (r == 0)
         *out = host;
     return r;
@@ -587,6 +667,7 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
     ad_dynamic_users_defer_sync(daemon->dynamic_users);
     inherited_fds inherited = {0};
     inherited_collect(&inherited);
+    store_queue queue = {0};
     /* A host that cannot be set up (its port is taken, its User= is
      * missing) is left out with an error; the others are served. The table
      * stays sorted because the configs are. */
@@ -596,18 +677,21 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
         char name[ACT_NAME_MAX + 1];
         snprintf(name, sizeof(name), "%s", configs[i].name);
         cfg_host *config = take_config(&configs[i]);
-        int r = config ? setup_host(daemon, config, &inherited, &daemon->hosts[n], &host_err)
-                       : act_error_set(&host_err, ENOMEM, "host %s: out of memory", name);
+        int r = config
+                    ? setup_host(daemon, config, &inherited, &queue, &daemon->hosts[n], &host_err)
+                    : act_error_set(&host_err, ENOMEM, "host %s: out of memory", name);
         if (r < 0) {
             act_log_fields(LOG_ERR, &(act_log_ctx){.host = name}, "%s (host not served)",
                            host_err.message);
             continue;
         }
+        store_queue_offer(&queue);
         n++;
     }
     cfg_hosts_free(configs, n_configs);
     daemon->n_hosts = n;
     inherited_release(&inherited);
+    store_queue_flush(&queue);
     int synced = ad_dynamic_users_sync(daemon->dynamic_users, err);
     if (synced < 0)
         return synced;

@@ -10,6 +10,7 @@
  * generations on one state. */
 #include "activator/daemon/recovery.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -26,6 +27,7 @@
 #include "activator/daemon/sweep.h"
 #include "activator/daemon/wake_ops.h"
 #include "common/cleanup.h"
+#include "common/fileio.h"
 #include "common/log.h"
 #include "common/names.h"
 
@@ -135,6 +137,20 @@ static void forget_stale_records(ad_host *host)
     }
 }
 
+/* Only a host with a directory has records, and a box of 10,000 hosts
+ * mostly never woken has few: hosts/ is listed once rather than each host's
+ * directory looked for. */
+static void forget_every_stale_record(ad_daemon *daemon)
+{
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(daemon->state_dirfd, "hosts");
+    struct dirent *de;
+    while (dir && (de = readdir(dir))) {
+        ad_host *host = de->d_name[0] != '.' ? ad_hosts_find(daemon, de->d_name) : NULL;
+        if (host)
+            forget_stale_records(host);
+    }
+}
+
 /* Makes the adopted generation the host's serving one: the pipeline
  * resumes as serving without a wake. */
 static int resume(ad_host *host, const ad_leftover *leftover, const rec_generation_record *record,
@@ -215,12 +231,10 @@ void ad_recover(ad_daemon *daemon)
         retire_leftover(daemon, ad_hosts_find(daemon, leftover->host), leftover);
         retiring++;
     }
-    for (size_t i = 0; i < daemon->n_hosts; i++) {
-        ad_host *host = daemon->hosts[i];
-        forget_stale_records(host);
-        if (!ad_host_serving(host))
-            ad_host_dir_close(host);
-    }
+    forget_every_stale_record(daemon);
+    for (size_t i = 0; i < daemon->n_hosts; i++)
+        if (!ad_host_serving(daemon->hosts[i]))
+            ad_host_dir_close(daemon->hosts[i]);
     if (n_leftovers)
         act_log(LOG_NOTICE,
                 "recovery: %u generations resumed, %u leftover leaves being retired with proof "

@@ -480,6 +480,8 @@ static int plan_hosts(ad_daemon *daemon, reload_job *job, plan *p)
         act_log(LOG_WARNING, "dynamic users: %s; looking each uid up instead", list_err.message);
     if (r < 0)
         cfg_errors_add(&job->problems, job->config_path, 0, NULL, "%s", err.message);
+    /* The records of the hosts added are written once, below. */
+    ad_dynamic_users_defer_sync(daemon->dynamic_users);
     while (r == 0 && (h < daemon->n_hosts || f < job->n_hosts)) {
         ad_host *host = h < daemon->n_hosts ? daemon->hosts[h] : NULL;
         cfg_host *loaded = f < job->n_hosts ? &job->hosts[f] : NULL;
@@ -502,6 +504,11 @@ static int plan_hosts(ad_daemon *daemon, reload_job *job, plan *p)
             f++;
         }
     }
+    /* Before any uid given here is used, whatever the plan's fate (a
+     * record is never dropped); a failure refuses the reload. */
+    err = (act_error){0};
+    if (ad_dynamic_users_sync(daemon->dynamic_users, &err) < 0)
+        cfg_errors_add(&job->problems, job->config_path, 0, NULL, "%s", err.message);
     return r;
 }
 

@@ -164,6 +164,27 @@ static int remove_stale_unix_socket(const char *path, act_error *err)
     return 0;
 }
 
+static int bind_failed(const char *shown, act_error *err)
+{
+    return act_error_set(err, errno, "cannot bind %s: %s%s", shown, strerror(errno),
+                         errno == EADDRINUSE ? " (another program listens there)" : "");
+}
+
+/* Bound first, and the path inspected only when it is taken: a look-up
+ * before every bind is one more walk of a directory that may hold the
+ * sockets of 10,000 hosts. */
+static int bind_unix(int fd, const lsn_address *address, const char *shown, act_error *err)
+{
+    if (bind(fd, &address->addr.sa, address->len) == 0)
+        return 0;
+    if (errno != EADDRINUSE)
+        return bind_failed(shown, err);
+    int r = remove_stale_unix_socket(address->addr.un.sun_path, err);
+    if (r < 0)
+        return r;
+    return bind(fd, &address->addr.sa, address->len) == 0 ? 0 : bind_failed(shown, err);
+}
+
 int lsn_bind(const lsn_address *address, int backlog, act_error *err)
 {
     assert(address);
@@ -175,7 +196,7 @@ int lsn_bind(const lsn_address *address, int backlog, act_error *err)
         return act_error_set(err, errno, "cannot create a socket for %s: %s", shown,
                              strerror(errno));
     if (family == AF_UNIX) {
-        int r = remove_stale_unix_socket(address->addr.un.sun_path, err);
+        int r = bind_unix(fd, address, shown, err);
         if (r < 0)
             return r;
     } else {
@@ -191,10 +212,9 @@ int lsn_bind(const lsn_address *address, int backlog, act_error *err)
             setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only)) < 0)
             return act_error_set(err, errno, "cannot set IPV6_V6ONLY on %s: %s", shown,
                                  strerror(errno));
+        if (bind(fd, &address->addr.sa, address->len) < 0)
+            return bind_failed(shown, err);
     }
-    if (bind(fd, &address->addr.sa, address->len) < 0)
-        return act_error_set(err, errno, "cannot bind %s: %s%s", shown, strerror(errno),
-                             errno == EADDRINUSE ? " (another program listens there)" : "");
     if (listen(fd, backlog > 0 ? backlog : SOMAXCONN) < 0)
         return act_error_set(err, errno, "cannot listen on %s: %s", shown, strerror(errno));
     return TAKE_FD(fd);

@@ -9,6 +9,7 @@
 #include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,6 +57,31 @@ static uid_t get(ad_dynamic_users *users, const char *host)
     return uid;
 }
 
+/* Whether dynamic-users/records has the line "<uid> <host>". */
+static bool recorded(box *b, uid_t uid, const char *host)
+{
+    char path[128], line[64], want[64];
+    snprintf(path, sizeof(path), "%s/dynamic-users/records", b->dir);
+    snprintf(want, sizeof(want), "%u %s\n", (unsigned)uid, host);
+    FILE *f = fopen(path, "re");
+    bool found = false;
+    while (f && !found && fgets(line, sizeof(line), f))
+        found = strcmp(line, want) == 0;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+static void write_records(box *b, const char *text)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/dynamic-users/records", b->dir);
+    FILE *f = fopen(path, "we");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
 static ad_dynamic_users *open_users(box *b, uint32_t min, uint32_t max)
 {
     ad_dynamic_users *users = NULL;
@@ -83,12 +109,11 @@ static void same_uid_on_every_box_and_after_a_restart(void **state)
     ad_dynamic_users_free(a);
     ad_dynamic_users_free(b);
 
-    char link[64], target[64];
+    /* One file for every record, no inode per host. */
+    assert_true(recorded(&one, web1, "web1") && recorded(&one, web2, "web2"));
+    char link[64];
     snprintf(link, sizeof(link), "dynamic-users/%u", (unsigned)web1);
-    ssize_t n = readlinkat(one.fd, link, target, sizeof(target) - 1);
-    assert_true(n > 0);
-    target[n] = '\0';
-    assert_string_equal(target, "web1");
+    assert_int_equal(faccessat(one.fd, link, F_OK, AT_SYMLINK_NOFOLLOW), -1);
 
     /* The next daemon reads the records back. */
     a = open_users(&one, 61184, 65519);
@@ -149,9 +174,8 @@ static void a_record_outside_a_new_range_is_replaced(void **state)
     uid_t now = get(users, "web1");
     assert_true(now >= 200000 && now <= 299999);
     ad_dynamic_users_free(users);
-    char link[64];
-    snprintf(link, sizeof(link), "dynamic-users/%u", (unsigned)old);
-    assert_int_equal(faccessat(b.fd, link, F_OK, AT_SYMLINK_NOFOLLOW), -1);
+    assert_false(recorded(&b, old, "web1"));
+    assert_true(recorded(&b, now, "web1"));
     users = open_users(&b, 200000, 299999);
     assert_int_equal(get(users, "web1"), now);
     ad_dynamic_users_free(users);
@@ -200,13 +224,82 @@ static void bad_records_are_refused_by_path(void **state)
         assert_non_null(strstr(err.message, "remove it"));
         assert_int_equal(unlinkat(b.fd, link, 0), 0);
     }
-    /* One host recorded twice. */
+    /* Lines of the records file, by line number. */
+    const char *bad_lines[][2] = {{"# comment\n61200 web1\n61201\n", "line 3"},
+                                  {"61200 ../etc\n", "line 1"},
+                                  {"\n0 web1\n", "line 2"},
+                                  {"61200 web1\n61201  web2\n", "line 2"},
+                                  {"x61200 web1\n", "line 1"}};
+    for (size_t i = 0; i < sizeof(bad_lines) / sizeof(bad_lines[0]); i++) {
+        write_records(&b, bad_lines[i][0]);
+        ad_dynamic_users *users = NULL;
+        act_error err = {0};
+        assert_int_equal(ad_dynamic_users_open(b.fd, 61184, 65519, &users, &err), -EINVAL);
+        assert_null(users);
+        char where[64];
+        snprintf(where, sizeof(where), "dynamic-users/records %s", bad_lines[i][1]);
+        assert_non_null(strstr(err.message, where));
+        assert_non_null(strstr(err.message, "fix or remove the line"));
+    }
+    /* One host recorded twice: two links, a link and a line, two lines. */
+    assert_int_equal(unlinkat(b.fd, "dynamic-users/records", 0), 0);
     assert_int_equal(symlinkat("web1", b.fd, "dynamic-users/61200"), 0);
     assert_int_equal(symlinkat("web1", b.fd, "dynamic-users/61201"), 0);
     ad_dynamic_users *users = NULL;
     act_error err = {0};
     assert_int_equal(ad_dynamic_users_open(b.fd, 61184, 65519, &users, &err), -EEXIST);
     assert_non_null(strstr(err.message, "host web1 has a uid recorded twice"));
+    assert_int_equal(unlinkat(b.fd, "dynamic-users/61201", 0), 0);
+    const char *twice[] = {"61202 web1\n", "61202 web2\n61203 web2\n"};
+    for (size_t i = 0; i < 2; i++) {
+        write_records(&b, twice[i]);
+        err = (act_error){0};
+        assert_int_equal(ad_dynamic_users_open(b.fd, 61184, 65519, &users, &err), -EEXIST);
+        assert_non_null(strstr(err.message, "has a uid recorded twice"));
+        assert_non_null(strstr(err.message, "remove the record that is not the owner"));
+    }
+    /* One uid given to two hosts. */
+    write_records(&b, "61200 web2\n");
+    err = (act_error){0};
+    assert_int_equal(ad_dynamic_users_open(b.fd, 61184, 65519, &users, &err), -EEXIST);
+    assert_non_null(strstr(err.message, "uid 61200 is recorded for host"));
+    box_close(&b);
+}
+
+/* Records older daemons made as links are read and kept beside the file;
+ * one that must be replaced goes, link or line. */
+static void links_of_older_daemons_are_read_and_kept(void **state)
+{
+    (void)state;
+    box b;
+    box_open(&b);
+    assert_int_equal(mkdirat(b.fd, "dynamic-users", 0700), 0);
+    assert_int_equal(symlinkat("web1", b.fd, "dynamic-users/61200"), 0);
+    assert_int_equal(symlinkat("old", b.fd, "dynamic-users/61201"), 0);
+    ad_dynamic_users *users = open_users(&b, 61184, 65519);
+    assert_int_equal(get(users, "web1"), 61200);
+    uid_t web2 = get(users, "web2");
+    assert_int_not_equal(web2, 61200);
+    assert_int_not_equal(web2, 61201);
+    assert_string_equal(ad_dynamic_users_owner(users, 61201), "old");
+    ad_dynamic_users_free(users);
+    assert_true(recorded(&b, web2, "web2"));
+    assert_false(recorded(&b, 61200, "web1"));
+    assert_int_equal(faccessat(b.fd, "dynamic-users/61200", F_OK, AT_SYMLINK_NOFOLLOW), 0);
+
+    /* A new range: the link of web1 and the line of web2 are replaced. */
+    users = open_users(&b, 200000, 299999);
+    uid_t web1 = get(users, "web1");
+    uid_t web2_now = get(users, "web2");
+    ad_dynamic_users_free(users);
+    assert_int_equal(faccessat(b.fd, "dynamic-users/61200", F_OK, AT_SYMLINK_NOFOLLOW), -1);
+    assert_false(recorded(&b, web2, "web2"));
+    assert_true(recorded(&b, web1, "web1") && recorded(&b, web2_now, "web2"));
+    users = open_users(&b, 200000, 299999);
+    assert_int_equal(get(users, "web1"), web1);
+    assert_int_equal(get(users, "web2"), web2_now);
+    assert_string_equal(ad_dynamic_users_owner(users, 61201), "old");
+    ad_dynamic_users_free(users);
     box_close(&b);
 }
 
@@ -228,11 +321,16 @@ static void a_start_lists_accounts_once_and_syncs_records_once(void **state)
         snprintf(host, sizeof(host), "h%d", i);
         uid_t uid = get(listed, host);
         assert_int_equal(uid, get(asked, host));
-        char link[64];
-        snprintf(link, sizeof(link), "dynamic-users/%u", (unsigned)uid);
-        assert_int_equal(faccessat(two.fd, link, F_OK, AT_SYMLINK_NOFOLLOW), 0);
+        assert_true(recorded(&one, uid, host));
+        /* Written once, at the sync. */
+        assert_int_equal(faccessat(two.fd, "dynamic-users/records", F_OK, 0), -1);
     }
     assert_int_equal(ad_dynamic_users_sync(listed, &err), 0);
+    for (int i = 0; i < 50; i++) {
+        char host[8];
+        snprintf(host, sizeof(host), "h%d", i);
+        assert_true(recorded(&two, get(asked, host), host));
+    }
     assert_int_equal(ad_dynamic_users_sync(listed, &err), 0);
     ad_dynamic_users_free(asked);
     ad_dynamic_users_free(listed);
@@ -287,6 +385,7 @@ int main(void)
         cmocka_unit_test(a_record_outside_a_new_range_is_replaced),
         cmocka_unit_test(numeric_accounts_of_hosts_are_never_given_out),
         cmocka_unit_test(bad_records_are_refused_by_path),
+        cmocka_unit_test(links_of_older_daemons_are_read_and_kept),
         cmocka_unit_test(a_start_lists_accounts_once_and_syncs_records_once),
         cmocka_unit_test(nsswitch_names_whether_a_listing_is_whole),
         cmocka_unit_test(a_listing_knows_the_accounts),

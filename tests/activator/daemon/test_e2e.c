@@ -265,6 +265,32 @@ static void test_notify_socket_fd_store_and_status(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* Many hosts: a start stores their sockets in runs, and every one of them,
+ * in order and once, reaches the FD store before READY=1 (40: two runs of
+ * 16 and what is left for the last). */
+static void test_every_socket_reaches_the_fd_store(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, store_kind, NULL);
+    char expected[512] = "";
+    for (int i = 0; i < 40; i++) {
+        char host[8];
+        snprintf(host, sizeof(host), "w%02d", i);
+        dh_write_host(d, host, "[Host]\nExec=bin/x\n[Listen]\nListenStream=%s/%s.sock\n",
+                      d->drv.dir, host);
+        snprintf(expected + strlen(expected), sizeof(expected) - strlen(expected), "%s%s/0",
+                 i ? " " : "", host);
+    }
+    dh_start(d, NULL);
+    char names[512];
+    unsigned stored = dh_notify_stored_fds(d, names, sizeof(names));
+    DH_CHECK(d, stored == 40 && strcmp(names, expected) == 0,
+             "expected the 40 sockets in the FD store at READY=1 as \"%s\", got %u fds named "
+             "\"%s\"",
+             expected, stored, names);
+    dh_stop_and_check_clean(d);
+}
+
 /* Another box named executor under a serving host: the local generation is
  * retired with proof at once, and the other box's claim is left alone. */
 static void test_claim_taken_while_serving_retires_the_generation(void **state)
@@ -306,6 +332,7 @@ int main(int argc, char **argv)
         DH_TEST(test_stage_assign_wake_serves),
         DH_TEST(test_wake_events_in_order_without_gaps),
         DH_TEST(test_notify_socket_fd_store_and_status),
+        DH_TEST(test_every_socket_reaches_the_fd_store),
         DH_TEST(test_sigterm_while_serving),
         DH_TEST(test_sigterm_while_waking),
         DH_TEST(test_claim_taken_while_serving_retires_the_generation),

@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,16 +169,19 @@ static void expect_default_pids_bound(dh_daemon *d, const char *host, uint64_t g
              soft, hard);
 }
 
-/* The uid a host's dynamic-users record names, or 0. */
+/* uid when the dynamic users' records give it to host, or 0. */
 static unsigned recorded_uid(dh_daemon *d, const char *host, unsigned uid)
 {
-    char path[PATH_MAX], target[128];
-    snprintf(path, sizeof(path), "%s/dynamic-users/%u", d->drv.state_dir, uid);
-    ssize_t n = readlink(path, target, sizeof(target) - 1);
-    if (n <= 0)
-        return 0;
-    target[n] = '\0';
-    return strcmp(target, host) == 0 ? uid : 0;
+    char path[PATH_MAX], line[128], want[128];
+    snprintf(path, sizeof(path), "%s/dynamic-users/records", d->drv.state_dir);
+    snprintf(want, sizeof(want), "%u %s\n", uid, host);
+    FILE *f = fopen(path, "re");
+    bool found = false;
+    while (f && !found && fgets(line, sizeof(line), f))
+        found = strcmp(line, want) == 0;
+    if (f)
+        fclose(f);
+    return found ? uid : 0;
 }
 
 static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
