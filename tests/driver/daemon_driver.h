@@ -175,6 +175,15 @@ void dd_notify_reloads(dd_daemon *d, unsigned *reloading, unsigned *ready);
  * (NUL-terminated), or the NNG error, for callers that name it as NNG does. */
 int dd_request_nng(const char *url, const void *body, size_t len, int timeout_ms, char **reply);
 
+/* NNG 1.5.2's nng_close can wait for good for a pipe that is still being
+ * set up or torn down (nanomsg/nng#1499, fixed after 1.5.2): a daemon that
+ * a test kills or restarts leaves such pipes behind. Closes socket on a
+ * thread of its own and waits DD_NNG_CLOSE_TIMEOUT_MS at most; a close that
+ * has not returned by then is left behind with its socket (a leak the test
+ * survives, not a hang it does not), and false is returned. */
+#define DD_NNG_CLOSE_TIMEOUT_MS 5000
+bool dd_nng_close_bounded(nng_socket socket);
+
 /* A request to the daemon's control socket; *reply is the whole reply, a
  * JSON object (the caller puts it), whether it says ok or not. */
 int dd_request_json(dd_daemon *d, int timeout_ms, json_object **reply, act_error *err,

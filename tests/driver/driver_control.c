@@ -37,7 +37,11 @@ int dd_request_nng(const char *url, const void *body, size_t len, int timeout_ms
         if (!*reply)
             rv = NNG_ENOMEM;
     }
-    nng_close(req);
+    if (!dd_nng_close_bounded(req))
+        fprintf(stderr,
+                "driver: closing a request socket to %s did not return within %d ms (NNG "
+                "1.5.2's close can hang); left behind\n",
+                url, DD_NNG_CLOSE_TIMEOUT_MS);
     return rv;
 }
 

@@ -36,89 +36,13 @@ int dd_events_connect(dd_daemon *d, act_error *err)
     return 0;
 }
 
-/* NNG 1.5.2's nng_close can wait for good for a pipe that is still being
- * set up or torn down (its endpoint close is asynchronous; fixed after
- * 1.5.2, nanomsg/nng#1499). The driver avoids closing in those moments,
- * and bounds the close anyway: it runs on a thread of its own, and one that
- * has not returned within CLOSE_TIMEOUT_MS is left behind with its socket,
- * a leak the test survives, rather than a hang it does not. */
-#define CLOSE_TIMEOUT_MS 5000
-
-typedef struct socket_close {
-    nng_socket socket;
-    pthread_mutex_t lock;
-    pthread_cond_t done_cond;
-    bool done;
-    int refs; /* the closing thread's and the waiter's */
-} socket_close;
-
-static void socket_close_unref(socket_close *c)
-{
-    pthread_mutex_lock(&c->lock);
-    bool last = --c->refs == 0;
-    pthread_mutex_unlock(&c->lock);
-    if (!last)
-        return;
-    pthread_mutex_destroy(&c->lock);
-    pthread_cond_destroy(&c->done_cond);
-    free(c);
-}
-
-static void *close_socket(void *arg)
-{
-    socket_close *c = arg;
-    nng_close(c->socket);
-    pthread_mutex_lock(&c->lock);
-    c->done = true;
-    pthread_cond_signal(&c->done_cond);
-    pthread_mutex_unlock(&c->lock);
-    socket_close_unref(c);
-    return NULL;
-}
-
-/* Closes socket within CLOSE_TIMEOUT_MS, or leaves its close behind;
- * false then. */
-static bool close_bounded(nng_socket socket)
-{
-    socket_close *c = calloc(1, sizeof(*c));
-    if (!c) {
-        nng_close(socket);
-        return true;
-    }
-    *c = (socket_close){.socket = socket, .refs = 2};
-    pthread_mutex_init(&c->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->done_cond, &attr);
-    pthread_condattr_destroy(&attr);
-    pthread_t thread;
-    if (pthread_create(&thread, NULL, close_socket, c) != 0) {
-        nng_close(socket);
-        c->refs = 1;
-        socket_close_unref(c);
-        return true;
-    }
-    pthread_detach(thread);
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += CLOSE_TIMEOUT_MS / 1000;
-    pthread_mutex_lock(&c->lock);
-    while (!c->done && pthread_cond_timedwait(&c->done_cond, &c->lock, &until) != ETIMEDOUT)
-        ;
-    bool done = c->done;
-    pthread_mutex_unlock(&c->lock);
-    socket_close_unref(c);
-    return done;
-}
-
 void dd_events_close(dd_daemon *d)
 {
-    if (d->sub_open && !close_bounded(d->sub))
+    if (d->sub_open && !dd_nng_close_bounded(d->sub))
         fprintf(stderr,
                 "driver: closing the event subscriber of %s did not return within %d "
                 "ms (NNG 1.5.2's close can hang); left behind\n",
-                d->events_url, CLOSE_TIMEOUT_MS);
+                d->events_url, DD_NNG_CLOSE_TIMEOUT_MS);
     d->sub_open = false;
 }
 
