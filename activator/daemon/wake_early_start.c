@@ -86,7 +86,7 @@ bool ad_wake_early_start_adopt(ad_host *host)
     if (!gen)
         return false;
     if (gen->number != claim_admitted_generation(&w->admitted) || ad_host_starting(host) ||
-        !ad_wake_early_prepare_stands(host)) {
+        !ad_wake_early_prepare_stands(host, &gen->build)) {
         discard(gen);
         return false;
     }

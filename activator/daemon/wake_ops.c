@@ -270,6 +270,9 @@ static void admission_answered(ad_host *host)
                            name_of(host), w->observed.revision, current->revision,
                            w->admission_conflicts, ADMISSION_CONFLICTS_MAX);
             w->observed = *current;
+            /* The new admission may name another build (a pin) or another
+             * generation: what was made beside the first one goes. */
+            ad_wake_early_start_discard(w);
             admit_on(wake, host);
             return;
         }

@@ -128,12 +128,17 @@ static bool early_is_for(const early_prepare *early, ad_pin_choice choice, const
              strcmp(early->pin.digest, pin->digest) == 0));
 }
 
-bool ad_wake_early_prepare_stands(ad_host *host)
+bool ad_wake_early_prepare_stands(ad_host *host, const rec_build_ref *build)
 {
     const early_prepare *early = state_of(host)->early;
     rel_pin pin;
     ad_pin_choice choice = ad_pin_choose(&state_of(host)->admitted, &pin);
-    return early && early->done && early->prepared.result >= 0 && early_is_for(early, choice, &pin);
+    if (!early || !early->done || early->prepared.result < 0 || !early_is_for(early, choice, &pin))
+        return false;
+    /* And it is the answer build was made from, not a later one's. */
+    const rel_identity *id = &early->prepared.resolved.identity;
+    return strcmp(build->version, id->version) == 0 && strcmp(build->digest, id->digest) == 0 &&
+           strcmp(build->build_digest, id->build_digest) == 0;
 }
 
 void ad_wake_begin_early_prepare(ad_host *host)

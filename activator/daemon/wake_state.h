@@ -126,8 +126,8 @@ static inline void ad_wake_fill_build(rec_build_ref *build, const rel_identity *
 }
 
 /* Whether the early answer is for the build the admission chose, so that
- * prepare will take it. */
-bool ad_wake_early_prepare_stands(ad_host *host);
+ * prepare will take it, and names build (what an early start runs). */
+bool ad_wake_early_prepare_stands(ad_host *host, const rec_build_ref *build);
 
 /* wake_ops.c: the notify socket gen's build needs (Ready=notify,
  * WatchdogSec=), opened once. */
