@@ -729,17 +729,31 @@ static void child_connects_its_own_journal_stream(void **state)
 
 /* ---- held spawns (cg_spawn_hold) ---------------------------------------- */
 
-/* A spec for cg-probe with its stdout on a pipe (read end in *out_read). */
-static void probe_spec(cg_spawn_spec *spec, const char **argv, int exec_fd, int *out_read)
+/* Holds cg-probe (exiting with exit_code) in leaf, its stdout on a pipe
+ * whose read end is returned in *out_read; in working_directory when not
+ * NULL, which the caller may free as soon as this returns. */
+static cg_held_spawn *hold_probe(cg_leaf *leaf, const char *exit_code,
+                                 const char *working_directory, int *out_read)
 {
+    _cleanup_close_ int exec_fd = cgt_open_app("cg-probe");
+    const char *argv[] = {"cg-probe", exit_code, NULL};
     int pipe_fds[2];
     assert_int_equal(pipe2(pipe_fds, O_CLOEXEC), 0);
-    cg_spawn_spec_init(spec);
-    spec->exec_fd = exec_fd;
-    spec->argv = argv;
-    spec->stdout_fd = pipe_fds[1];
-    spec->method = cgt_spawn_method();
+    cg_spawn_spec spec;
+    cg_spawn_spec_init(&spec);
+    spec.exec_fd = exec_fd;
+    spec.argv = argv;
+    spec.stdout_fd = pipe_fds[1];
+    spec.method = cgt_spawn_method();
+    spec.working_directory = working_directory;
+    cg_held_spawn *held = NULL;
+    act_error err = {0};
+    int r = cg_spawn_hold(leaf, &spec, &held, &err);
+    close(pipe_fds[1]);
+    if (r < 0)
+        fail_msg("cg_spawn_hold: %s", err.message);
     *out_read = pipe_fds[0];
+    return held;
 }
 
 /* Waits up to 10 s for held's child to sit in the leaf, blocked in its
@@ -758,15 +772,9 @@ static void wait_until_held(cg_leaf *leaf, const cg_held_spawn *held)
 static void held_child_waits_for_its_release_then_execs(void **state)
 {
     cg_leaf *leaf = cgt_leaf(*state, "web1", "g-20", NULL);
-    _cleanup_close_ int exec_fd = cgt_open_app("cg-probe");
-    const char *argv[] = {"cg-probe", "5", NULL};
     int out_read;
-    cg_spawn_spec spec;
-    probe_spec(&spec, argv, exec_fd, &out_read);
-    cg_held_spawn *held = NULL;
+    cg_held_spawn *held = hold_probe(leaf, "5", NULL, &out_read);
     act_error err = {0};
-    assert_int_equal(cg_spawn_hold(leaf, &spec, &held, &err), 0);
-    close(spec.stdout_fd);
     wait_until_held(leaf, held);
     /* Held: in the leaf, but nothing of the app has run. */
     struct pollfd nothing_yet = {.fd = out_read, .events = POLLIN};
@@ -792,15 +800,9 @@ static void held_child_waits_for_its_release_then_execs(void **state)
 static void abandoned_held_child_is_gone_and_its_leaf_empty(void **state)
 {
     cg_leaf *leaf = cgt_leaf(*state, "web1", "g-21", NULL);
-    _cleanup_close_ int exec_fd = cgt_open_app("cg-probe");
-    const char *argv[] = {"cg-probe", "0", NULL};
     int out_read;
-    cg_spawn_spec spec;
-    probe_spec(&spec, argv, exec_fd, &out_read);
-    cg_held_spawn *held = NULL;
+    cg_held_spawn *held = hold_probe(leaf, "0", NULL, &out_read);
     act_error err = {0};
-    assert_int_equal(cg_spawn_hold(leaf, &spec, &held, &err), 0);
-    close(spec.stdout_fd);
     wait_until_held(leaf, held);
     pid_t pid = cg_held_pid(held);
     cg_held_abandon(held);
@@ -821,22 +823,15 @@ static void abandoned_held_child_is_gone_and_its_leaf_empty(void **state)
 static void held_child_failure_is_told_at_release_from_a_spec_long_gone(void **state)
 {
     cg_leaf *leaf = cgt_leaf(*state, "web1", "g-22", NULL);
-    _cleanup_close_ int exec_fd = cgt_open_app("cg-probe");
-    const char *argv[] = {"cg-probe", "0", NULL};
-    int out_read;
-    cg_spawn_spec spec;
-    probe_spec(&spec, argv, exec_fd, &out_read);
     /* The hold copies what it needs: the spec's memory goes before the
      * release, which still names the directory. */
     char *directory = strdup("/nonexistent-held-dir");
     assert_non_null(directory);
-    spec.working_directory = directory;
-    cg_held_spawn *held = NULL;
-    act_error err = {0};
-    assert_int_equal(cg_spawn_hold(leaf, &spec, &held, &err), 0);
-    close(spec.stdout_fd);
+    int out_read;
+    cg_held_spawn *held = hold_probe(leaf, "0", directory, &out_read);
     memset(directory, 'x', strlen(directory));
     free(directory);
+    act_error err = {0};
     cg_process proc;
     assert_int_equal(cg_held_release(held, &proc, &err), -ENOENT);
     assert_non_null(strstr(err.message, "working directory /nonexistent-held-dir"));
