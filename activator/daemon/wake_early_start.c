@@ -79,6 +79,21 @@ void ad_wake_early_start(ad_host *host, const ad_prepared *prepared)
                    name_of(host), gen->number);
 }
 
+/* Whether the early answer that stands is for the build the admission
+ * chose (prepare takes it) and is the one build was made from. */
+static bool early_answer_stands(ad_host *host, const rec_build_ref *build)
+{
+    const early_prepare *early = state_of(host)->early;
+    rel_pin pin;
+    ad_pin_choice choice = ad_pin_choose(&state_of(host)->admitted, &pin);
+    if (!early || !early->done || early->prepared.result < 0 ||
+        !ad_wake_early_is_for(early, choice, &pin))
+        return false;
+    const rel_identity *id = &early->prepared.resolved.identity;
+    return strcmp(build->version, id->version) == 0 && strcmp(build->digest, id->digest) == 0 &&
+           strcmp(build->build_digest, id->build_digest) == 0;
+}
+
 bool ad_wake_early_start_adopt(ad_host *host)
 {
     ad_wake_state *w = state_of(host);
@@ -86,7 +101,7 @@ bool ad_wake_early_start_adopt(ad_host *host)
     if (!gen)
         return false;
     if (gen->number != claim_admitted_generation(&w->admitted) || ad_host_starting(host) ||
-        !ad_wake_early_prepare_stands(host, &gen->build)) {
+        !early_answer_stands(host, &gen->build)) {
         discard(gen);
         return false;
     }

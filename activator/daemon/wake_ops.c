@@ -390,27 +390,6 @@ static void op_reserve(pl_wake *wake, void *userdata)
     pl_wake_ok(wake);
 }
 
-static void on_notify(ntf_socket *notify, const ntf_message *message, void *userdata)
-{
-    ad_generation *gen = userdata;
-    ad_host *host = gen->host;
-    /* With another Ready=, the socket is there for the watchdog, and the
-     * probe in flight is what completes `ready`. */
-    if (!message->ready || gen->ready || config_of(host)->ready.kind != PROBE_NOTIFY)
-        return;
-    gen->ready = true;
-    if (gen == ad_host_starting(host) && state_of(host)->waiting_wake &&
-        pl_wake_step(state_of(host)->waiting_wake) == PL_STEP_READY)
-        pl_wake_ok(take_wake(host));
-}
-
-int ad_wake_open_notify(ad_generation *gen, act_error *err)
-{
-    if (!ad_generation_wants_notify(config_of(gen->host)) || gen->notify)
-        return 0;
-    return ad_generation_open_notify(gen, on_notify, err);
-}
-
 static void op_materialize(pl_wake *wake, void *userdata)
 {
     ad_host *host = host_of(userdata);

@@ -119,27 +119,6 @@ static void early_prepare_dropped(void *userdata)
 
 static early_prepare *usable_early(ad_host *host, ad_pin_choice choice, const rel_pin *pin);
 
-/* Whether early was asked for the build choice and pin name. */
-static bool early_is_for(const early_prepare *early, ad_pin_choice choice, const rel_pin *pin)
-{
-    return early->choice == choice &&
-           (choice == AD_PIN_NONE ||
-            (strcmp(early->pin.version, pin->version) == 0 &&
-             strcmp(early->pin.digest, pin->digest) == 0));
-}
-
-bool ad_wake_early_prepare_stands(ad_host *host, const rec_build_ref *build)
-{
-    const early_prepare *early = state_of(host)->early;
-    rel_pin pin;
-    ad_pin_choice choice = ad_pin_choose(&state_of(host)->admitted, &pin);
-    if (!early || !early->done || early->prepared.result < 0 || !early_is_for(early, choice, &pin))
-        return false;
-    /* And it is the answer build was made from, not a later one's. */
-    const rel_identity *id = &early->prepared.resolved.identity;
-    return strcmp(build->version, id->version) == 0 && strcmp(build->digest, id->digest) == 0 &&
-           strcmp(build->build_digest, id->build_digest) == 0;
-}
 
 void ad_wake_begin_early_prepare(ad_host *host)
 {
@@ -176,7 +155,7 @@ static early_prepare *usable_early(ad_host *host, ad_pin_choice choice, const re
     early_prepare *early = state_of(host)->early;
     if (!early)
         return NULL;
-    if (early_is_for(early, choice, pin))
+    if (ad_wake_early_is_for(early, choice, pin))
         return early;
     /* Not the build to run after all: drop it (when it answers). */
     ad_wake_early_forget(state_of(host));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdio.h>
+#include <string.h>
 
 #include "activator/daemon/build_prepare.h"
 #include "activator/daemon/generation.h"
@@ -125,11 +126,16 @@ static inline void ad_wake_fill_build(rec_build_ref *build, const rel_identity *
     snprintf(build->build_digest, sizeof(build->build_digest), "%s", id->build_digest);
 }
 
-/* Whether the early answer is for the build the admission chose, so that
- * prepare will take it, and names build (what an early start runs). */
-bool ad_wake_early_prepare_stands(ad_host *host, const rec_build_ref *build);
+/* Whether early was asked for the build choice and pin name. */
+static inline bool ad_wake_early_is_for(const early_prepare *early, ad_pin_choice choice,
+                                        const rel_pin *pin)
+{
+    return early->choice == choice &&
+           (choice == AD_PIN_NONE || (strcmp(early->pin.version, pin->version) == 0 &&
+                                      strcmp(early->pin.digest, pin->digest) == 0));
+}
 
-/* wake_ops.c: the notify socket gen's build needs (Ready=notify,
+/* wake_notify.c: the notify socket gen's build needs (Ready=notify,
  * WatchdogSec=), opened once. */
 int ad_wake_open_notify(ad_generation *gen, act_error *err);
 
