@@ -92,6 +92,41 @@ int act_write_replace(int dirfd, const char *name, const void *data, size_t len,
     return write_replacing(dirfd, name, data, len, mode, false, err);
 }
 
+int act_read_fd(int fd, size_t size_hint, size_t max, char **out, size_t *out_len)
+{
+    assert(out);
+    size_t cap = size_hint + 1, len = 0;
+    _cleanup_free_ char *buf = malloc(cap + 1);
+    if (!buf)
+        return -ENOMEM;
+    for (;;) {
+        if (len == cap) {
+            if (cap > max)
+                return -EFBIG;
+            char *bigger = realloc(buf, 2 * cap + 1);
+            if (!bigger)
+                return -ENOMEM;
+            buf = bigger;
+            cap *= 2;
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    if (len > max)
+        return -EFBIG;
+    buf[len] = '\0';
+    if (out_len)
+        *out_len = len;
+    *out = TAKE_PTR(buf);
+    return 0;
+}
+
 int act_read_file(int dirfd, const char *name, size_t max, char **out, size_t *out_len,
                   act_error *err)
 {
@@ -100,41 +135,14 @@ int act_read_file(int dirfd, const char *name, size_t max, char **out, size_t *o
     _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return act_error_set(err, errno, "cannot open %s: %s", name, strerror(errno));
-
-    size_t cap = 4096, len = 0;
-    _cleanup_free_ char *buf = malloc(cap + 1);
-    if (!buf)
-        return act_error_set(err, ENOMEM, "out of memory reading %s", name);
-    for (;;) {
-        if (len == cap) {
-            if (cap > max)
-                break;
-            size_t grown = cap * 2;
-            char *bigger = realloc(buf, grown + 1);
-            if (!bigger)
-                return act_error_set(err, ENOMEM, "out of memory reading %s", name);
-            buf = bigger;
-            cap = grown;
-        }
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return act_error_set(err, errno, "cannot read %s: %s", name, strerror(errno));
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-        if (len > max)
-            break;
-    }
-    if (len > max)
+    int r = act_read_fd(fd, 4095, max, out, out_len);
+    if (r == -EFBIG)
         return act_error_set(err, EFBIG, "%s is larger than %zu bytes; refusing to read it", name,
                              max);
-    buf[len] = '\0';
-    if (out_len)
-        *out_len = len;
-    *out = TAKE_PTR(buf);
+    if (r == -ENOMEM)
+        return act_error_set(err, ENOMEM, "out of memory reading %s", name);
+    if (r < 0)
+        return act_error_set(err, -r, "cannot read %s: %s", name, strerror(-r));
     return 0;
 }
 

@@ -22,6 +22,11 @@ int act_write_atomic(int dirfd, const char *name, const void *data, size_t len, 
 int act_write_replace(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
                       act_error *err);
 
+/* Reads fd to its end into a NUL-terminated malloc'd buffer, sized for
+ * size_hint bytes first (a file's st_size makes it one read). 0, or -EFBIG
+ * past max bytes, -ENOMEM, or read's -errno. */
+int act_read_fd(int fd, size_t size_hint, size_t max, char **out, size_t *out_len);
+
 /* Reads dirfd/name whole into a NUL-terminated malloc'd buffer. A file larger
  * than max bytes is refused with -EFBIG, read no further. */
 int act_read_file(int dirfd, const char *name, size_t max, char **out, size_t *out_len,

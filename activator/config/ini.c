@@ -13,6 +13,7 @@
 
 #include "activator/config/config-internal.h"
 #include "common/cleanup.h"
+#include "common/fileio.h"
 
 /* A configuration file is a few dozen lines; anything larger is a mistake
  * (a binary, a log) and is refused before it is parsed. */
@@ -238,42 +239,6 @@ static int handle_key(void *user, const char *section, const char *name, const c
     return 1;
 }
 
-/* The file whole, NUL-terminated, at once rather than through stdio (a
- * start reads 10,000 of them): size, from fstat, is what one read takes
- * unless the file grew since. */
-static int read_whole(int fd, size_t size, char **out, size_t *out_len)
-{
-    size_t cap = size + 1, len = 0;
-    _cleanup_free_ char *text = malloc(cap + 1);
-    if (!text)
-        return -ENOMEM;
-    for (;;) {
-        if (len == cap) {
-            if (cap > INI_FILE_MAX)
-                return -EFBIG;
-            char *grown = realloc(text, 2 * cap + 1);
-            if (!grown)
-                return -ENOMEM;
-            text = grown;
-            cap *= 2;
-        }
-        ssize_t n = read(fd, text + len, cap - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    if (len > INI_FILE_MAX)
-        return -EFBIG;
-    text[len] = '\0';
-    *out = TAKE_PTR(text);
-    *out_len = len;
-    return 0;
-}
-
 static int cannot_read(cfg_errors *errors, const char *path, int error)
 {
     cfg_errors_add(errors, path, 0, NULL, "cannot read: %s (check the file)", strerror(error));
@@ -298,7 +263,9 @@ int cfg_ini_parse_fd(int fd, const char *path, const cfg_ini_key *keys, size_t n
     }
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
-    int r = read_whole(fd, (size_t)stat_buf.st_size, &text, &len);
+    /* Whole, at once, rather than through stdio (a start reads 10,000 of
+     * them): st_size is what one read takes unless the file grew since. */
+    int r = act_read_fd(fd, (size_t)stat_buf.st_size, INI_FILE_MAX, &text, &len);
     if (r == -EFBIG) {
         cfg_errors_add(errors, path, 0, NULL,
                        "the file is larger than %d KiB (is it the right file?)",

@@ -119,7 +119,6 @@ static void early_prepare_dropped(void *userdata)
 
 static early_prepare *usable_early(ad_host *host, ad_pin_choice choice, const rel_pin *pin);
 
-
 void ad_wake_begin_early_prepare(ad_host *host)
 {
     ad_wake_state *w = state_of(host);

@@ -201,9 +201,12 @@ int cgt_open_app(const char *name)
     return fd;
 }
 
-int cgt_spawn(cg_leaf *leaf, const char *app, const char *const *args,
-              void (*tweak)(cg_spawn_spec *spec, void *data), void *data, cg_process *proc,
-              int *stdout_read, act_error *err)
+/* app with argv (argv[0] added) and stdout on a pipe, tweaked, handed to
+ * go (a spawn or a hold) with out. */
+static int with_app_spec(cg_leaf *leaf, const char *app, const char *const *args,
+                         void (*tweak)(cg_spawn_spec *spec, void *data), void *data,
+                         int (*go)(cg_leaf *, const cg_spawn_spec *, void *, act_error *),
+                         void *out, int *stdout_read, act_error *err)
 {
     const char *argv[80] = {app};
     for (size_t i = 0; args && args[i] && i < 78; i++)
@@ -219,13 +222,37 @@ int cgt_spawn(cg_leaf *leaf, const char *app, const char *const *args,
     spec.method = cgt_spawn_method();
     if (tweak)
         tweak(&spec, data);
-    int r = cgt_cg_spawn(leaf, &spec, proc, err);
+    int r = go(leaf, &spec, out, err);
     close(pipe_fds[1]);
     if (stdout_read)
         *stdout_read = pipe_fds[0];
     else
         close(pipe_fds[0]);
     return r;
+}
+
+static int go_spawn(cg_leaf *leaf, const cg_spawn_spec *spec, void *out, act_error *err)
+{
+    return cgt_cg_spawn(leaf, spec, out, err);
+}
+
+static int go_hold(cg_leaf *leaf, const cg_spawn_spec *spec, void *out, act_error *err)
+{
+    return cg_spawn_hold(leaf, spec, out, err);
+}
+
+int cgt_spawn(cg_leaf *leaf, const char *app, const char *const *args,
+              void (*tweak)(cg_spawn_spec *spec, void *data), void *data, cg_process *proc,
+              int *stdout_read, act_error *err)
+{
+    return with_app_spec(leaf, app, args, tweak, data, go_spawn, proc, stdout_read, err);
+}
+
+int cgt_hold(cg_leaf *leaf, const char *app, const char *const *args,
+             void (*tweak)(cg_spawn_spec *spec, void *data), void *data, cg_held_spawn **held,
+             int *stdout_read, act_error *err)
+{
+    return with_app_spec(leaf, app, args, tweak, data, go_hold, held, stdout_read, err);
 }
 
 void cgt_start(cg_leaf *leaf, const char *app, const char *const *args, const char *marker,

@@ -57,6 +57,11 @@ int cgt_spawn(cg_leaf *leaf, const char *app, const char *const *args,
               void (*tweak)(cg_spawn_spec *spec, void *data), void *data, cg_process *proc,
               int *stdout_read, act_error *err);
 
+/* The same spec, held (cg_spawn_hold) into *held instead. */
+int cgt_hold(cg_leaf *leaf, const char *app, const char *const *args,
+             void (*tweak)(cg_spawn_spec *spec, void *data), void *data, cg_held_spawn **held,
+             int *stdout_read, act_error *err);
+
 /* cgt_spawn with the default spec, asserting it succeeded, then reads its
  * output until marker ("end\n", "ready\n"): the app is past its start. */
 void cgt_start(cg_leaf *leaf, const char *app, const char *const *args, const char *marker,

@@ -729,30 +729,23 @@ static void child_connects_its_own_journal_stream(void **state)
 
 /* ---- held spawns (cg_spawn_hold) ---------------------------------------- */
 
-/* Holds cg-probe (exiting with exit_code) in leaf, its stdout on a pipe
- * whose read end is returned in *out_read; in working_directory when not
- * NULL, which the caller may free as soon as this returns. */
-static cg_held_spawn *hold_probe(cg_leaf *leaf, const char *exit_code,
-                                 const char *working_directory, int *out_read)
+static void in_directory(cg_spawn_spec *spec, void *data)
 {
-    _cleanup_close_ int exec_fd = cgt_open_app("cg-probe");
-    const char *argv[] = {"cg-probe", exit_code, NULL};
-    int pipe_fds[2];
-    assert_int_equal(pipe2(pipe_fds, O_CLOEXEC), 0);
-    cg_spawn_spec spec;
-    cg_spawn_spec_init(&spec);
-    spec.exec_fd = exec_fd;
-    spec.argv = argv;
-    spec.stdout_fd = pipe_fds[1];
-    spec.method = cgt_spawn_method();
-    spec.working_directory = working_directory;
+    spec->working_directory = data;
+}
+
+/* Holds cg-probe (exiting with exit_code) in leaf, its stdout's read end in
+ * *out_read; in working_directory when not NULL, which the caller may free
+ * as soon as this returns. */
+static cg_held_spawn *hold_probe(cg_leaf *leaf, const char *exit_code,
+                                 char *working_directory, int *out_read)
+{
+    const char *args[] = {exit_code, NULL};
     cg_held_spawn *held = NULL;
     act_error err = {0};
-    int r = cg_spawn_hold(leaf, &spec, &held, &err);
-    close(pipe_fds[1]);
-    if (r < 0)
+    if (cgt_hold(leaf, "cg-probe", args, working_directory ? in_directory : NULL,
+                 working_directory, &held, out_read, &err) < 0)
         fail_msg("cg_spawn_hold: %s", err.message);
-    *out_read = pipe_fds[0];
     return held;
 }
 
