@@ -87,14 +87,26 @@ static void watch_demand(ad_host *host, bool watch)
 /* A host we must not serve (refused for good) answers waiting clients by
  * closing their connections, rather than leaving them hanging until their
  * own timeout, and so that the backlog does not trigger wake after wake. */
+#define DRAIN_BATCH 64
+
 void ad_hosts_drain_backlog(ad_host *host)
 {
     assert(host);
     const int *fds = ad_host_listen_fds(host);
     for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
-        int fd;
-        while ((fd = accept4(fds[i], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
-            close(fd);
+        /* Everything waiting is taken before anything is closed: a client
+         * that sees its connection closed and connects again finds the
+         * drain over, and its connection is a new demand, not drained. */
+        int taken[DRAIN_BATCH];
+        size_t n;
+        do {
+            n = 0;
+            while (n < DRAIN_BATCH &&
+                   (taken[n] = accept4(fds[i], NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0)
+                n++;
+            for (size_t k = 0; k < n; k++)
+                close(taken[k]);
+        } while (n == DRAIN_BATCH);
     }
 }
 
