@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <linux/sched.h>
 #include <pthread.h>
 #include <signal.h>
@@ -339,8 +341,13 @@ static_assert(CHILD_STACK_BYTES % 16 == 0, "the child's stack top must stay 16-b
 static_assert(SYS_clone3 == 435, "clone3_vm.S calls syscall 435 as clone3");
 static_assert(SYS_exit_group == 231, "clone3_vm.S calls syscall 231 as exit_group");
 
-CG_CHILD_CODE static void child_entry(void *plan)
+CG_CHILD_CODE static void child_entry(void *data)
 {
+    struct cg_child_plan *plan = data;
+    /* The kernel wrote our pid into the caller's word before we ran: a
+     * held spawn's caller sleeps on it rather than spin (spawn_held.c). */
+    if (plan->announce_pid)
+        syscall(SYS_futex, plan->announce_pid, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
     cg_child_run(plan);
 }
 
