@@ -241,6 +241,13 @@ typedef enum spawn_kind {
     SPAWN_PROBE,
 } spawn_kind;
 
+/* What the log's marker line says of a start (host_log.h). */
+static void start_marker(const ad_generation *gen, char *whose, size_t size)
+{
+    snprintf(whose, size, "%s %" PRIu64 " starts", gen->announced ? "generation" : "restore",
+             gen->number);
+}
+
 /* held non-NULL: the child is held before its exec (cg_spawn_hold), and
  * out is not filled. */
 static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *const *argv,
@@ -263,12 +270,12 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
     spec.exec_fd_survives = is_helper || gen->exec_is_script;
     spec.argv = argv;
     spec.envp = (const char *const *)envp;
-    /* Never our own stream: see host_log.h. */
+    /* Never our own stream: see host_log.h. A held child's marker waits
+     * for its release: an early start that is discarded ran nothing. */
     if (!gen->log) {
         char whose[64];
-        snprintf(whose, sizeof(whose), "%s %" PRIu64 " starts",
-                 gen->announced ? "generation" : "restore", gen->number);
-        int r = ad_host_log_open(host, whose, &gen->log, err);
+        start_marker(gen, whose, sizeof(whose));
+        int r = ad_host_log_open(host, held ? NULL : whose, &gen->log, err);
         if (r < 0)
             return act_error_prefix(err, "host %s: output", config->name);
     }
@@ -386,6 +393,9 @@ int ad_generation_spawn(ad_generation *gen, int exec_fd, act_error *err)
     assert(gen);
     int r;
     if (gen->held) {
+        char whose[64];
+        start_marker(gen, whose, sizeof(whose));
+        ad_host_log_mark(gen->log, whose);
         r = cg_held_release(TAKE_PTR(gen->held), &gen->process, err);
     } else {
         assert(exec_fd >= 0);

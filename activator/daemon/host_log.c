@@ -109,7 +109,7 @@ static char *journal_header_for(const char *host)
 
 int ad_host_log_open(ad_host *host, const char *whose, ad_host_log **out, act_error *err)
 {
-    assert(host && whose && out);
+    assert(host && out);
     int host_dirfd = ad_host_dir(host, err);
     if (host_dirfd < 0)
         return host_dirfd;
@@ -139,12 +139,19 @@ int ad_host_log_open(ad_host *host, const char *whose, ad_host_log **out, act_er
         free(log->journal_header);
         return act_error_set(err, -r, "cannot watch the log file: %s", strerror(-r));
     }
-    if (!log->journal_header)
-        dprintf(fd, "-- activatord: host %s, %s --\n", ad_host_name(host), whose);
     log->dirfd = TAKE_FD(dirfd);
     log->fd = TAKE_FD(fd);
+    if (whose)
+        ad_host_log_mark(log, whose);
     *out = TAKE_PTR(log);
     return 0;
+}
+
+void ad_host_log_mark(const ad_host_log *log, const char *whose)
+{
+    /* The journal tells each stream's start by itself. */
+    if (log && !log->journal_header)
+        dprintf(log->fd, "-- activatord: host %s, %s --\n", ad_host_name(log->host), whose);
 }
 
 int ad_host_log_fd(const ad_host_log *log)

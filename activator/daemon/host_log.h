@@ -31,8 +31,11 @@ typedef struct ad_host_log ad_host_log;
 
 /* Opens the host's log file for the leaf that writes to it (a marker line
  * "-- activatord: host web1, <whose> --" notes where its output starts,
- * whose being "generation 7 starts", say) and watches its size. */
+ * whose being "generation 7 starts", say; NULL leaves it to
+ * ad_host_log_mark) and watches its size. */
 int ad_host_log_open(ad_host *host, const char *whose, ad_host_log **out, act_error *err);
+/* Writes the marker line now. */
+void ad_host_log_mark(const ad_host_log *log, const char *whose);
 /* The fd to give as stdout and stderr. */
 int ad_host_log_fd(const ad_host_log *log);
 /* The journal stream's socket and header for the spawn, or NULL (no

@@ -241,6 +241,20 @@ static void exe_of(pid_t pid, char *buf, size_t size)
     buf[n < 0 ? 0 : n] = '\0';
 }
 
+/* How many starts demo's output log marks ("-- activatord: host demo,
+ * generation N starts --"): a held child that never ran marks none. */
+static size_t start_marks(dh_daemon *d)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/hosts/demo/log/output.log", d->drv.state_dir);
+    char *text = dh_read_text(path);
+    size_t n = 0;
+    for (const char *p = text; p && (p = strstr(p, " starts --\n")); p++)
+        n++;
+    free(text);
+    return n;
+}
+
 /* Holds demo's admission answer, wakes it, and waits for the early start:
  * the generation reserved and its child held in the leaf, not exec'd (it
  * still runs the daemon's executable, the app has not run). Returns the
@@ -286,6 +300,7 @@ static void test_early_start_execs_the_child_it_held(void **state)
              "the app runs as pid %d, not as the held child %d", (int)pids[0], (int)held);
     DH_CHECK(d, dh_log_wait(d, "prepare takes the build resolved beside the admission", 1000),
              "prepare did not take the early answer");
+    DH_CHECK(d, start_marks(d) == 1, "the output log marks %zu starts for one", start_marks(d));
     dh_stop_and_check_clean(d);
 }
 
@@ -314,6 +329,8 @@ static void test_early_start_is_let_go_when_another_box_takes_the_claim(void **s
     DH_CHECK(d, kill(held, 0) < 0 && errno == ESRCH, "the held child %d is left", (int)held);
     DH_CHECK(d, dh_leaf_count(d, "demo") == 0, "%zu generation leaves left",
              dh_leaf_count(d, "demo"));
+    DH_CHECK(d, start_marks(d) == 0, "the output log marks %zu starts, none ran",
+             start_marks(d));
     dh_stop_and_check_clean(d);
 }
 
