@@ -403,6 +403,14 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
     next.pin = (claim_pin){0};
     snprintf(next.pin.version, sizeof(next.pin.version), "%s", swap->pin.version);
     snprintf(next.pin.digest, sizeof(next.pin.digest), "%s", swap->pin.digest);
+    /* The fallback goes with the pin, not only with its failure: a failure
+     * recorded by a daemon that no longer knows what served (this one
+     * killed before it wrote it, recovery.c) keeps it. A cold wake reads it
+     * only once the pin failed (pin_choice.c). */
+    snprintf(next.pin.fallback_version, sizeof(next.pin.fallback_version), "%s",
+             swap->fallback.version);
+    snprintf(next.pin.fallback_digest, sizeof(next.pin.fallback_digest), "%s",
+             swap->fallback.build_digest);
     act_error call_err = {0};
     if (claims_cas_async(store, name_of(host), c->revision, &next, on_pinned, swap, &call_err) <
         0) {
