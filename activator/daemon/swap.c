@@ -348,14 +348,18 @@ static void on_pinned(claim_store *store, int result, uint64_t new_revision,
 
 /* Nothing of the host served here since this daemon started: the pin the
  * swap replaces served if it did not fail (its swap succeeded), and a
- * failed one's fallback did. Anything else is unknown, and a failed swap
- * then leaves no fallback (pin_failed). */
+ * failed one's fallback did. A swap to the very version pinned already (a
+ * retry, by a daemon that did not see the pin's first swap end) keeps that
+ * pin's fallback. Anything else is unknown, and a failed swap then leaves
+ * no fallback (pin_failed). */
 static void fallback_from_claim(ad_swap *swap, const claim *c)
 {
     if (swap->fallback.version[0] || !c->has_pin)
         return;
-    const char *version = claim_pin_failed(c) ? c->pin.fallback_version : c->pin.version;
-    const char *digest = claim_pin_failed(c) ? c->pin.fallback_digest : c->pin.digest;
+    bool use_fallback =
+        claim_pin_failed(c) || strcmp(c->pin.version, swap->pin.version) == 0;
+    const char *version = use_fallback ? c->pin.fallback_version : c->pin.version;
+    const char *digest = use_fallback ? c->pin.fallback_digest : c->pin.digest;
     if (!version[0] || strcmp(version, swap->pin.version) == 0)
         return;
     snprintf(swap->fallback.version, sizeof(swap->fallback.version), "%s", version);
@@ -549,6 +553,40 @@ static void note_fallback(ad_swap *swap, const char *version)
     const rec_build_ref *served = serving ? &serving->build : ad_host_last_served(swap->host);
     if (served && served->version[0] && strcmp(served->version, version) != 0)
         swap->fallback = *served;
+}
+
+void ad_swap_record_interrupted(ad_host *host, const claim *current, const rec_build_ref *served)
+{
+    assert(host && current && served);
+    /* A pin that failed already, or that names what serves, is no failed
+     * swap of this admission's; and a swap in flight records its own. */
+    if (!current->has_pin || claim_pin_failed(current) || ad_host_swap(host) ||
+        (strcmp(current->pin.version, served->version) == 0 &&
+         strcmp(current->pin.digest, served->build_digest) == 0))
+        return;
+    ad_swap *swap = calloc(1, sizeof(*swap));
+    if (!swap) {
+        act_log(LOG_ERR, "host %s: out of memory; the interrupted swap to %s is not recorded "
+                         "on its pin",
+                name_of(host), current->pin.version);
+        return;
+    }
+    swap->host = host;
+    snprintf(swap->pin.version, sizeof(swap->pin.version), "%s", current->pin.version);
+    snprintf(swap->pin.digest, sizeof(swap->pin.digest), "%s", current->pin.digest);
+    if (strcmp(served->version, swap->pin.version) != 0)
+        swap->fallback = *served;
+    char message[sizeof(swap->message)];
+    snprintf(message, sizeof(message),
+             "host %s: the daemon stopped before generation %" PRIu64 " of the swap to %s was "
+             "published; generation %" PRIu64 " (build %s) serves on, and a cold wake runs %s "
+             "instead of the pin; swap again to retry",
+             name_of(host), current->holder.starting_generation, swap->pin.version,
+             current->holder.generation, served->version, served->version);
+    /* In flight until its failure is written, as any swap: a second one is
+     * refused as busy meanwhile, and gc keeps the version. */
+    ad_host_set_swap(host, swap);
+    swap_failed(swap, "interrupted", message);
 }
 
 const char *ad_swap_version(const ad_swap *swap)
