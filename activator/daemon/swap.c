@@ -209,6 +209,7 @@ static void start_pinned_wake(ad_swap *swap)
 }
 
 static void pin_when_no_admission(ad_swap *swap);
+static void note_fallback(ad_swap *swap, const char *version);
 
 /* The box may begin to stop, or the host leave the configuration, while a
  * swap waits; true (and the swap answered) when it did. */
@@ -401,6 +402,9 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
         pin_when_no_admission(swap);
         return;
     }
+    /* A swap that began while a wake was in flight knew of nothing
+     * serving; that wake has ended now (the pin waits for it). */
+    note_fallback(swap, swap->pin.version);
     fallback_from_claim(swap, c);
     claim next = *c;
     next.has_pin = true;
@@ -546,9 +550,11 @@ static void complete_verify(void *data)
 }
 
 /* The build that serves now, or served last: the fallback should the swap
- * fail. Never the build the swap goes to. */
+ * fail. Never the build the swap goes to; the first one noted stays. */
 static void note_fallback(ad_swap *swap, const char *version)
 {
+    if (swap->fallback.version[0])
+        return;
     const ad_generation *serving = ad_host_serving(swap->host);
     const rec_build_ref *served = serving ? &serving->build : ad_host_last_served(swap->host);
     if (served && served->version[0] && strcmp(served->version, version) != 0)
