@@ -357,8 +357,7 @@ static void fallback_from_claim(ad_swap *swap, const claim *c)
 {
     if (swap->fallback.version[0] || !c->has_pin)
         return;
-    bool use_fallback =
-        claim_pin_failed(c) || strcmp(c->pin.version, swap->pin.version) == 0;
+    bool use_fallback = claim_pin_failed(c) || strcmp(c->pin.version, swap->pin.version) == 0;
     const char *version = use_fallback ? c->pin.fallback_version : c->pin.version;
     const char *digest = use_fallback ? c->pin.fallback_digest : c->pin.digest;
     if (!version[0] || strcmp(version, swap->pin.version) == 0)
@@ -572,8 +571,9 @@ void ad_swap_record_interrupted(ad_host *host, const claim *current, const rec_b
         return;
     ad_swap *swap = calloc(1, sizeof(*swap));
     if (!swap) {
-        act_log(LOG_ERR, "host %s: out of memory; the interrupted swap to %s is not recorded "
-                         "on its pin",
+        act_log(LOG_ERR,
+                "host %s: out of memory; the interrupted swap to %s is not recorded "
+                "on its pin",
                 name_of(host), current->pin.version);
         return;
     }

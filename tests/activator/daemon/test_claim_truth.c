@@ -320,8 +320,9 @@ static void test_swap_failed_before_its_write_back_resumes_n(void **state)
     claim n = check_serving(d, served.generation, port);
 
     dh_step("swap demo to the crashing v2, held before the claim names N again");
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\","
-                                              "\"version\":\"v2\",\"no_wait\":true}");
+    json_object *reply = dh_request(d, 30000,
+                                    "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\","
+                                    "\"version\":\"v2\",\"no_wait\":true}");
     DH_CHECK(d, dh_reply_ok(reply), "the swap did not start: %s",
              json_object_to_json_string(reply));
     json_object_put(reply);
@@ -353,8 +354,7 @@ static void test_swap_failed_before_its_write_back_resumes_n(void **state)
     bool serving_n = strcmp(dh_json_str(status, "state"), "serving") == 0 &&
                      dh_json_u64(status, "generation") == served.generation;
     json_object_put(status);
-    DH_CHECK(d, serving_n, "the restarted daemon does not serve N = %" PRIu64,
-             served.generation);
+    DH_CHECK(d, serving_n, "the restarted daemon does not serve N = %" PRIu64, served.generation);
     claim c;
     DH_CHECK(d, dh_claim_wait(d, "demo", swap_written_back, 10000, &c),
              "the restarted daemon did not write the swap back: generation %" PRIu64
@@ -400,8 +400,9 @@ static void test_swap_interrupted_before_publication_resumes_n(void **state)
     claim n;
     int port = 0;
     dh_served served = start_for_swap(d, hold, sizeof(hold), &n, &port);
-    json_object *reply = dh_request(d, 30000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\","
-                                              "\"version\":\"v2\",\"no_wait\":true}");
+    json_object *reply = dh_request(d, 30000,
+                                    "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\","
+                                    "\"version\":\"v2\",\"no_wait\":true}");
     DH_CHECK(d, dh_reply_ok(reply), "the swap did not start: %s",
              json_object_to_json_string(reply));
     json_object_put(reply);
@@ -417,8 +418,7 @@ static void test_swap_interrupted_before_publication_resumes_n(void **state)
     DH_CHECK(d, dh_answer_pid(port) == served.pid,
              "after the restart pid %" PRId64 " answers, not N's %d", dh_answer_pid(port),
              (int)served.pid);
-    DH_CHECK(d, dh_pid_gone((pid_t)exec.pid), "N+1 (pid %" PRId64 ") was not retired",
-             exec.pid);
+    DH_CHECK(d, dh_pid_gone((pid_t)exec.pid), "N+1 (pid %" PRId64 ") was not retired", exec.pid);
     claim c;
     DH_CHECK(d, dh_claim_wait(d, "demo", swap_written_back, 10000, &c),
              "the restarted daemon did not write the swap back: generation %" PRIu64
@@ -449,16 +449,15 @@ static void test_failed_swap_then_a_kill_resumes_n(void **state)
     dh_start(d, NULL);
     dh_served served = dh_wake(d, "demo");
     claim n = check_serving(d, served.generation, port);
-    json_object *reply = dh_request(
-        d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}");
+    json_object *reply =
+        dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}");
     DH_CHECK(d, !dh_reply_ok(reply), "a swap to a crashing build served: %s",
              json_object_to_json_string(reply));
     json_object_put(reply);
     claim c;
     DH_CHECK(d, dh_claim_wait(d, "demo", swap_written_back, 10000, &c),
              "the failed swap was not written back");
-    DH_CHECK(d,
-             c.holder.generation == n.holder.generation && c.holder.session > n.holder.session,
+    DH_CHECK(d, c.holder.generation == n.holder.generation && c.holder.session > n.holder.session,
              "after the failed swap the claim names generation %" PRIu64 " session %" PRIu64
              "; expected N = %" PRIu64 " under the swap's session, above %" PRIu64,
              c.holder.generation, c.holder.session, n.holder.generation, n.holder.session);
