@@ -140,8 +140,10 @@ static int validate_failure(const claim *c, act_error *err)
 }
 
 /* A pin's failure and its fallback: the fallback is what a cold wake runs
- * instead of the failed pin, so it must name a build exactly, and only a
- * failed pin has one. */
+ * instead of the failed pin, so it must name a build exactly. The swap
+ * writes it with the pin, before anything fails, so that a failure recorded
+ * later (by a daemon that no longer knows what served) keeps it; it means
+ * nothing until the pin fails. */
 static int validate_pin_failure(const claim *c, act_error *err)
 {
     const claim_pin *pin = &c->pin;
@@ -155,8 +157,7 @@ static int validate_pin_failure(const claim *c, act_error *err)
                                           "control character; write it as one line",
                              c->host);
     bool failed = pin->failure_reason[0] != '\0';
-    if (!failed && (pin->failure_message[0] || pin->failure_box[0] || pin->failure_usec ||
-                    pin->fallback_version[0] || pin->fallback_digest[0]))
+    if (!failed && (pin->failure_message[0] || pin->failure_box[0] || pin->failure_usec))
         return act_error_set(err, EINVAL,
                              "host %s: claim field pin.failure_reason is empty but the pin "
                              "describes a failure; name the reason, or drop the failure",

@@ -145,9 +145,10 @@ typedef struct claim_pin {
      * Written with the failure, only when known. */
     char failure_box[65];
     uint64_t failure_usec;
-    /* The build that served when the pin failed (version and build digest),
-     * which a cold wake runs instead of the failed pin; empty when no build
-     * served. Only with a failure. */
+    /* The build that served when the pin's swap began (version and build
+     * digest), which a cold wake runs instead of the pin once it failed;
+     * empty when no build served. Written with the pin, so whoever records
+     * its failure later keeps it; unused while the pin has not failed. */
     char fallback_version[65];
     char fallback_digest[65];
 } claim_pin;

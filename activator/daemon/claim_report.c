@@ -447,6 +447,12 @@ void ad_claim_report_settle(ad_host *host)
     write_due(r);
 }
 
+bool ad_claim_report_serving_due(const ad_host *host)
+{
+    const ad_claim_report *r = report_of(host);
+    return r && r->reported.kind == REPORT_SERVING;
+}
+
 bool ad_claim_report_busy(const ad_host *host)
 {
     const ad_claim_report *r = report_of(host);

@@ -47,6 +47,10 @@ void ad_claim_report_frozen(ad_host *host);
  * was reported, if anything. */
 void ad_claim_report_settle(ad_host *host);
 
+/* True while a report of N serving again (a failed swap's) waits for its
+ * settle. */
+bool ad_claim_report_serving_due(const ad_host *host);
+
 /* True from a report until its write ended. */
 bool ad_claim_report_busy(const ad_host *host);
 

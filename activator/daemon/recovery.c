@@ -24,12 +24,30 @@
 #include "activator/daemon/generation.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/leftovers.h"
+#include "activator/daemon/swap.h"
 #include "activator/daemon/sweep.h"
 #include "activator/daemon/wake_ops.h"
 #include "common/cleanup.h"
 #include "common/fileio.h"
 #include "common/log.h"
 #include "common/names.h"
+
+/* True when the claim routes to generation number on this box: it names
+ * it serving (or frozen) under the record's session, or under a newer
+ * session of this box's that only a swap's admission makes (it keeps
+ * naming N while N+1 starts). That swap did not publish N+1 (which would
+ * name N+1): it is interrupted (N+1 in starting_generation, the daemon
+ * killed before its write-back of "N again") or failed and written back. */
+static bool claim_routes_to(const ad_daemon *daemon, const claim *current, uint64_t number,
+                            uint64_t session)
+{
+    if (!claim_owned_by(current, daemon->config.box) || !claim_names_a_generation(current) ||
+        current->holder.generation != number)
+        return false;
+    return current->holder.session == session ||
+           (current->holder.session > session &&
+            strcmp(current->holder.box, daemon->config.box) == 0);
+}
 
 /* A leftover generation may be resumed when it is the one the record and the
  * claim both name as this box's serving admission, and its main process
@@ -50,8 +68,7 @@ static bool adoptable(ad_host *host, const ad_leftover *leftover, rec_generation
     /* Frozen or not, the claim names the generation (a frozen one's
      * write-back may not have landed before the daemon died). */
     if (claims_read(daemon->store, name, current, &err) != 1 ||
-        !claim_owned_by(current, daemon->config.box) || current->holder.generation != number ||
-        current->holder.session != record->session || !claim_names_a_generation(current))
+        !claim_routes_to(daemon, current, number, record->session))
         return false;
     for (size_t i = 0; i < leftover->n_procs; i++)
         if (leftover->procs[i].pid == record->pid) {
@@ -157,11 +174,18 @@ static int resume(ad_host *host, const ad_leftover *leftover, const rec_generati
                   const claim *current, int main_pidfd, act_error *err)
 {
     ad_generation *gen = NULL;
-    int r = ad_generation_adopt(host, leftover->leaf, record, current, main_pidfd,
+    /* N serves on under the claim's admission, a swap's newer session when
+     * a swap did not publish: its record says so from here on, so the next
+     * daemon finds the two agreeing. */
+    rec_generation_record adopted = *record;
+    adopted.session = current->holder.session;
+    int r = ad_generation_adopt(host, leftover->leaf, &adopted, current, main_pidfd,
                                 ad_wake_ops_on_generation_exit, &gen, err);
     if (r < 0)
         return r;
     ad_host_set_serving(host, gen); /* before SERVING is announced */
+    /* It served: a swap's fallback once it is parked (swap.c). */
+    ad_host_set_last_served(host, &gen->build);
     if (pl_host_adopt_serving(ad_host_pipeline(host)) < 0) {
         ad_host_set_serving(host, NULL);
         gen->process.pidfd = -1; /* still the caller's */
@@ -196,6 +220,30 @@ static int resume(ad_host *host, const ad_leftover *leftover, const rec_generati
     return 0;
 }
 
+/* The claim still names the swap's N+1 as starting: the daemon died before
+ * the swap's write-back (its failure, or the middle of it). N+1 was never
+ * published, and its leaf, if any, is retired as any leftover; what the
+ * previous daemon would have written is written now: N again on the claim,
+ * then the pin's failure with N's build as its fallback. */
+static void finish_interrupted_swap(ad_host *host, const claim *current,
+                                    const rec_generation_record *record)
+{
+    if (!current->holder.starting_generation)
+        return;
+    act_log_fields(LOG_NOTICE,
+                   &(act_log_ctx){.host = ad_host_name(host), .generation = record->generation},
+                   "host %s: the swap to generation %" PRIu64 " was not published before the "
+                   "previous daemon ended; generation %" PRIu64 " serves on, and the claim "
+                   "names it again",
+                   ad_host_name(host), current->holder.starting_generation, record->generation);
+    if (record->phase == REC_GEN_FROZEN)
+        ad_claim_report_frozen(host);
+    else
+        ad_claim_report_serving(host, record->generation);
+    ad_claim_report_settle(host);
+    ad_swap_record_interrupted(host, current, &record->build);
+}
+
 void ad_recover(ad_daemon *daemon)
 {
     unsigned resumed = 0, retiring = 0;
@@ -223,6 +271,7 @@ void ad_recover(ad_daemon *daemon)
                 leftover->procs[j].pidfd = -1; /* the generation owns it now */
         leftover->resumed = true;
         resumed++;
+        finish_interrupted_swap(host, &current, &record);
     }
     for (size_t i = 0; i < n_leftovers; i++) {
         ad_leftover *leftover = &leftovers->items[i];

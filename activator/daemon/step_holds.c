@@ -18,8 +18,9 @@ static pl_ops held;
 static sd_event *hold_loop;
 static char *hold_paths[_PL_STEP_MAX]; /* by step; NULL: not held */
 
-/* Points outside the pipeline's steps: a move's, and the admission's answer. */
-static const char *const point_names[] = {"drained", "checkpointed", "admitted"};
+/* Points outside the pipeline's steps: a move's, the admission's answer,
+ * and a failed swap's write-back. */
+static const char *const point_names[] = {"drained", "checkpointed", "admitted", "swap_failed"};
 #define N_POINTS (sizeof(point_names) / sizeof(point_names[0]))
 static char *point_paths[N_POINTS];
 

@@ -12,7 +12,9 @@
  * source has retired the host, before its checkpoint) and "checkpointed"
  * (the checkpoint is written, before the compare-and-swap to moving); or
  * "admitted": a wake's admission has its answer from the store, which the
- * wake takes only once PATH exists (what was begun beside it is done). */
+ * wake takes only once PATH exists (what was begun beside it is done); or
+ * "swap_failed": a swap's N+1 failed and N serves on, and the claim's
+ * write-back of N again (and so the pin's failure after it) waits for PATH. */
 #pragma once
 
 #include "activator/pipeline/pipeline.h"
@@ -45,7 +47,7 @@ static inline void ad_test_hold_release_work(const char *what, const char *host)
 typedef struct ad_host ad_host;
 
 /* Runs go(host) at the point named point ("drained", "checkpointed",
- * "admitted"): at once when it is not held, else from the loop once its
+ * "admitted", "swap_failed"): at once when it is not held, else from the loop once its
  * PATH exists. go must check that what it goes on with (the move, the
  * wake) is still there. */
 void ad_step_holds_point(ad_host *host, const char *point, void (*go)(ad_host *host));

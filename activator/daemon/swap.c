@@ -209,6 +209,7 @@ static void start_pinned_wake(ad_swap *swap)
 }
 
 static void pin_when_no_admission(ad_swap *swap);
+static void note_fallback(ad_swap *swap, const char *version);
 
 /* The box may begin to stop, or the host leave the configuration, while a
  * swap waits; true (and the swap answered) when it did. */
@@ -348,14 +349,17 @@ static void on_pinned(claim_store *store, int result, uint64_t new_revision,
 
 /* Nothing of the host served here since this daemon started: the pin the
  * swap replaces served if it did not fail (its swap succeeded), and a
- * failed one's fallback did. Anything else is unknown, and a failed swap
- * then leaves no fallback (pin_failed). */
+ * failed one's fallback did. A swap to the very version pinned already (a
+ * retry, by a daemon that did not see the pin's first swap end) keeps that
+ * pin's fallback. Anything else is unknown, and a failed swap then leaves
+ * no fallback (pin_failed). */
 static void fallback_from_claim(ad_swap *swap, const claim *c)
 {
     if (swap->fallback.version[0] || !c->has_pin)
         return;
-    const char *version = claim_pin_failed(c) ? c->pin.fallback_version : c->pin.version;
-    const char *digest = claim_pin_failed(c) ? c->pin.fallback_digest : c->pin.digest;
+    bool use_fallback = claim_pin_failed(c) || strcmp(c->pin.version, swap->pin.version) == 0;
+    const char *version = use_fallback ? c->pin.fallback_version : c->pin.version;
+    const char *digest = use_fallback ? c->pin.fallback_digest : c->pin.digest;
     if (!version[0] || strcmp(version, swap->pin.version) == 0)
         return;
     snprintf(swap->fallback.version, sizeof(swap->fallback.version), "%s", version);
@@ -397,12 +401,23 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
         pin_when_no_admission(swap);
         return;
     }
+    /* A swap that began while a wake was in flight knew of nothing
+     * serving; that wake has ended now (the pin waits for it). */
+    note_fallback(swap, swap->pin.version);
     fallback_from_claim(swap, c);
     claim next = *c;
     next.has_pin = true;
     next.pin = (claim_pin){0};
     snprintf(next.pin.version, sizeof(next.pin.version), "%s", swap->pin.version);
     snprintf(next.pin.digest, sizeof(next.pin.digest), "%s", swap->pin.digest);
+    /* The fallback goes with the pin, not only with its failure: a failure
+     * recorded by a daemon that no longer knows what served (this one
+     * killed before it wrote it, recovery.c) keeps it. A cold wake reads it
+     * only once the pin failed (pin_choice.c). */
+    snprintf(next.pin.fallback_version, sizeof(next.pin.fallback_version), "%s",
+             swap->fallback.version);
+    snprintf(next.pin.fallback_digest, sizeof(next.pin.fallback_digest), "%s",
+             swap->fallback.build_digest);
     act_error call_err = {0};
     if (claims_cas_async(store, name_of(host), c->revision, &next, on_pinned, swap, &call_err) <
         0) {
@@ -534,13 +549,50 @@ static void complete_verify(void *data)
 }
 
 /* The build that serves now, or served last: the fallback should the swap
- * fail. Never the build the swap goes to. */
+ * fail. Never the build the swap goes to; the first one noted stays. */
 static void note_fallback(ad_swap *swap, const char *version)
 {
+    if (swap->fallback.version[0])
+        return;
     const ad_generation *serving = ad_host_serving(swap->host);
     const rec_build_ref *served = serving ? &serving->build : ad_host_last_served(swap->host);
     if (served && served->version[0] && strcmp(served->version, version) != 0)
         swap->fallback = *served;
+}
+
+void ad_swap_record_interrupted(ad_host *host, const claim *current, const rec_build_ref *served)
+{
+    assert(host && current && served);
+    /* A pin that failed already, or that names what serves, is no failed
+     * swap of this admission's; and a swap in flight records its own. */
+    if (!current->has_pin || claim_pin_failed(current) || ad_host_swap(host) ||
+        (strcmp(current->pin.version, served->version) == 0 &&
+         strcmp(current->pin.digest, served->build_digest) == 0))
+        return;
+    ad_swap *swap = calloc(1, sizeof(*swap));
+    if (!swap) {
+        act_log(LOG_ERR,
+                "host %s: out of memory; the interrupted swap to %s is not recorded "
+                "on its pin",
+                name_of(host), current->pin.version);
+        return;
+    }
+    swap->host = host;
+    snprintf(swap->pin.version, sizeof(swap->pin.version), "%s", current->pin.version);
+    snprintf(swap->pin.digest, sizeof(swap->pin.digest), "%s", current->pin.digest);
+    if (strcmp(served->version, swap->pin.version) != 0)
+        swap->fallback = *served;
+    char message[sizeof(swap->message)];
+    snprintf(message, sizeof(message),
+             "host %s: the daemon stopped before generation %" PRIu64 " of the swap to %s was "
+             "published; generation %" PRIu64 " (build %s) serves on, and a cold wake runs %s "
+             "instead of the pin; swap again to retry",
+             name_of(host), current->holder.starting_generation, swap->pin.version,
+             current->holder.generation, served->version, served->version);
+    /* In flight until its failure is written, as any swap: a second one is
+     * refused as busy meanwhile, and gc keeps the version. */
+    ad_host_set_swap(host, swap);
+    swap_failed(swap, "interrupted", message);
 }
 
 const char *ad_swap_version(const ad_swap *swap)

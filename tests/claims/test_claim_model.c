@@ -129,7 +129,8 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
     snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"abc\"}}", op);
     expect_refusal(text, EINVAL, "pin.digest");
     /* A pin's failure: its reason a code, its fallback an exact build, and
-     * neither without the failure. */
+     * no failure's details without its reason. A fallback without a failure
+     * is the swap's, written with the pin (below, accepted). */
     snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
              "\"failure_reason\":\"Not Ready\"}}", op, digest);
     expect_refusal(text, EINVAL, "pin.failure_reason");
@@ -137,8 +138,21 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
              "\"failure_reason\":\"crashed\",\"fallback_version\":\"v0\"}}", op, digest);
     expect_refusal(text, EINVAL, "pin.fallback_digest");
     snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
-             "\"fallback_version\":\"v0\",\"fallback_digest\":\"%s\"}}", op, digest, digest);
+             "\"failure_box\":\"b1\"}}", op, digest);
     expect_refusal(text, EINVAL, "pin.failure_reason");
+    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"fallback_version\":\"v0\"}}", op, digest);
+    expect_refusal(text, EINVAL, "pin.fallback_digest");
+    {
+        snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+                 "\"fallback_version\":\"v0\",\"fallback_digest\":\"%s\"}}", op, digest,
+                 digest);
+        claim pinned;
+        act_error err = {0};
+        assert_int_equal(claim_from_json("web1", text, strlen(text), &pinned, &err), 0);
+        assert_false(claim_pin_failed(&pinned));
+        assert_string_equal(pinned.pin.fallback_version, "v0");
+    }
     snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
              "\"failure_reason\":\"crashed\",\"failure_box\":\"../b\"}}", op, digest);
     expect_refusal(text, EINVAL, "pin.failure_box");

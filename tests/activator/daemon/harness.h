@@ -312,6 +312,12 @@ bool dh_claim_get(dh_daemon *d, const char *host, claim *out);
 bool dh_claim_wait_phase(dh_daemon *d, const char *host, const char *phase, int timeout_ms,
                          claim *out);
 
+/* Waits up to timeout_ms for host's claim to satisfy done (say, a pin's
+ * failure written back): true with it in out, else false with the last one
+ * read (zeroed if none). */
+bool dh_claim_wait(dh_daemon *d, const char *host, bool (*done)(const claim *c), int timeout_ms,
+                   claim *out);
+
 /* Writes c as host's claim whatever is there now (read, CAS, retry). Returns
  * the new revision. */
 uint64_t dh_claim_put(dh_daemon *d, const claim *c);

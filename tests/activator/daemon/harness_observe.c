@@ -41,6 +41,22 @@ bool dh_claim_wait_phase(dh_daemon *d, const char *host, const char *phase, int 
     }
 }
 
+bool dh_claim_wait(dh_daemon *d, const char *host, bool (*done)(const claim *c), int timeout_ms,
+                   claim *out)
+{
+    dh_waiting_for("host %s's claim to be written back (up to %d ms)", host, timeout_ms);
+    uint64_t deadline = dh_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        if (!dh_claim_get(d, host, out))
+            memset(out, 0, sizeof(*out));
+        else if (done(out))
+            return true;
+        if (dh_now_ms() >= deadline)
+            return false;
+        dh_sleep_ms(20);
+    }
+}
+
 uint64_t dh_claim_put(dh_daemon *d, const claim *c)
 {
     for (int i = 0; i < 20; i++) {

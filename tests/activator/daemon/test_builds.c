@@ -218,6 +218,39 @@ static void test_a_fresh_daemon_falls_back_to_the_replaced_pin(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* The generation a restarted daemon resumed served: once it is parked, a
+ * failed swap falls back to its build (the soak's slow host had none, and
+ * every wake after was refused pin_failed). */
+static void test_a_resumed_generation_is_the_fallback(void **state)
+{
+    dh_daemon *d = *state;
+    int port = dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, "MaxStarts=1\n");
+    dh_served served = dh_wake(d, "demo");
+    dh_kill(d);
+    dh_start(d, NULL);
+    DH_CHECK(d, dh_answer_pid(port) == served.pid, "the restarted daemon did not resume demo");
+    dh_park(d, "demo");
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+
+    dh_stage_file(d, "demo", "v2", CRASHING_BUILD, false, NULL);
+    json_object *reply =
+        dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}");
+    DH_CHECK(d, !dh_reply_ok(reply), "a swap to a crashing build served: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "no claim");
+    DH_CHECK(d,
+             c.has_pin && strcmp(c.pin.version, "v2") == 0 && c.pin.failure_reason[0] &&
+                 strcmp(c.pin.fallback_version, "v1") == 0,
+             "the failed pin is %s (\"%s\") with fallback \"%s\"; expected v2 failed, "
+             "fallback v1",
+             c.has_pin ? c.pin.version : "(none)", c.pin.failure_reason, c.pin.fallback_version);
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo is not parked");
+    expect_answer(d, port, "v1");
+    dh_stop_and_check_clean(d);
+}
+
 static void test_failed_pin_without_fallback_is_refused_until_a_promote(void **state)
 {
     dh_daemon *d = *state;
@@ -496,6 +529,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         DH_TEST(test_failed_swap_falls_back_to_the_build_that_served),
         DH_TEST(test_a_fresh_daemon_falls_back_to_the_replaced_pin),
+        DH_TEST(test_a_resumed_generation_is_the_fallback),
         DH_TEST(test_failed_pin_without_fallback_is_refused_until_a_promote),
         DH_TEST(test_scripts_run_from_their_verified_fd),
         DH_TEST(test_the_build_is_resolved_beside_the_admission),

@@ -7,6 +7,12 @@
  *   - during a swap (held before N+1's publication) the claim still names N
  *     serving on N's handle, with N+1 as the starting generation; after it,
  *     N+1; a swap whose N+1 dies after its publication names N again;
+ *   - a swap whose daemon is killed after N+1 failed and before the claim
+ *     named N again (held at swap_failed): the next daemon resumes N, names
+ *     it again, records the pin's failure with N's build as its fallback,
+ *     and a cold wake runs that build;
+ *   - a daemon killed during a swap (N+1 held before publication) or after
+ *     a failed one resumes N;
  *   - a parked write-back never lands over a newer admission or another
  *     box's claim;
  *   - a clean stop leaves the claim parked. */
@@ -150,8 +156,10 @@ static void test_give_up_says_failed_until_a_wake_serves(void **state)
 
 /* demo served as N by a daemon that holds every wake before publication
  * while <dir>/publish-go is missing (it exists for N's own wake), with v2
- * staged to swap to. The hold's path goes to hold. */
-static dh_served start_for_swap(dh_daemon *d, char *hold, size_t hold_size, claim *serving)
+ * staged to swap to. The hold's path goes to hold, demo's port to port
+ * (may be NULL). */
+static dh_served start_for_swap(dh_daemon *d, char *hold, size_t hold_size, claim *serving,
+                                int *port_out)
 {
     dh_setup(d, store_kind, NULL);
     int port = dh_add_app_host(d, "demo", NULL, NULL);
@@ -164,6 +172,8 @@ static dh_served start_for_swap(dh_daemon *d, char *hold, size_t hold_size, clai
     dh_start(d, extra_env);
     dh_served served = dh_wake(d, "demo");
     *serving = check_serving(d, served.generation, port);
+    if (port_out)
+        *port_out = port;
     DH_CHECK(d, unlink(hold) == 0, "cannot remove %s: %s", hold, strerror(errno));
     dh_events_mark(d);
     return served;
@@ -209,7 +219,7 @@ static void test_swap_names_n_until_n_plus_1_is_published(void **state)
     dh_daemon *d = *state;
     char hold[PATH_MAX];
     claim n;
-    start_for_swap(d, hold, sizeof(hold), &n);
+    start_for_swap(d, hold, sizeof(hold), &n, NULL);
     dh_async *swap;
     dh_event exec = swap_until_publication(d, hold, &swap);
     check_names_n_while_n_plus_1_starts(d, &n, &exec);
@@ -238,7 +248,7 @@ static void test_failed_swap_names_n_again(void **state)
     dh_daemon *d = *state;
     char hold[PATH_MAX];
     claim n;
-    dh_served served = start_for_swap(d, hold, sizeof(hold), &n);
+    dh_served served = start_for_swap(d, hold, sizeof(hold), &n, NULL);
     dh_async *swap;
     dh_event exec = swap_until_publication(d, hold, &swap);
     check_names_n_while_n_plus_1_starts(d, &n, &exec);
@@ -273,6 +283,191 @@ static void test_failed_swap_names_n_again(void **state)
                      dh_json_u64(status, "generation") == served.generation;
     json_object_put(status);
     DH_CHECK(d, serving_n, "N does not serve on after the failed swap");
+    dh_stop_and_check_clean(d);
+}
+
+/* The build version act-testapp answers GET / with on port ("version=V"). */
+static void expect_version(dh_daemon *d, int port, const char *version)
+{
+    char body[1024];
+    int n = dh_http_get(port, body, sizeof(body));
+    DH_CHECK(d, n > 0, "GET / on port %d: %s", port, n < 0 ? strerror(-n) : "no answer");
+    const char *v = strstr(body, "version=");
+    DH_CHECK(d, v, "the answer names no version: %s", body);
+    v += strlen("version=");
+    size_t len = strcspn(v, " \n");
+    DH_CHECK(d, strlen(version) == len && strncmp(v, version, len) == 0,
+             "the host answered as %.*s, not %s", (int)len, v, version);
+}
+
+static bool swap_written_back(const claim *c)
+{
+    return c->holder.starting_generation == 0 && claim_pin_failed(c);
+}
+
+static void test_swap_failed_before_its_write_back_resumes_n(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, store_kind, NULL);
+    int port = dh_add_app_host(d, "demo", NULL, "MaxStarts=1\n");
+    dh_stage_file(d, "demo", "v2", CRASHING_BUILD, false, NULL);
+    char hold[PATH_MAX], env[PATH_MAX + 64], waiting[PATH_MAX + 64];
+    snprintf(hold, sizeof(hold), "%s/write-back-go", d->drv.dir);
+    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=swap_failed:%s", hold);
+    const char *const extra_env[] = {env, NULL};
+    dh_start(d, extra_env);
+    dh_served served = dh_wake(d, "demo");
+    claim n = check_serving(d, served.generation, port);
+
+    dh_step("swap demo to the crashing v2, held before the claim names N again");
+    json_object *reply = dh_request(d, 30000,
+                                    "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\","
+                                    "\"version\":\"v2\",\"no_wait\":true}");
+    DH_CHECK(d, dh_reply_ok(reply), "the swap did not start: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    snprintf(waiting, sizeof(waiting), "point swap_failed held: waiting for %s", hold);
+    DH_CHECK(d, dh_log_wait(d, waiting, 30000),
+             "the swap to v2 did not fail, or its write-back was not held");
+    claim during;
+    DH_CHECK(d, dh_claim_get(d, "demo", &during), "no claim after the swap failed");
+    DH_CHECK(d,
+             during.holder.generation == n.holder.generation &&
+                 during.holder.starting_generation > n.holder.generation &&
+                 during.holder.session > n.holder.session && during.has_pin &&
+                 strcmp(during.pin.version, "v2") == 0 && !claim_pin_failed(&during) &&
+                 strcmp(during.pin.fallback_version, "v1") == 0,
+             "before the write-back the claim names generation %" PRIu64 " starting %" PRIu64
+             " pin %s (failure \"%s\", fallback \"%s\"); expected N = %" PRIu64
+             " with N+1 starting, and the pin v2 not failed with its fallback v1",
+             during.holder.generation, during.holder.starting_generation,
+             during.has_pin ? during.pin.version : "(none)", during.pin.failure_reason,
+             during.pin.fallback_version, n.holder.generation);
+
+    dh_step("kill the daemon before the write-back, and start it again");
+    dh_kill(d);
+    dh_start(d, NULL);
+    DH_CHECK(d, dh_answer_pid(port) == served.pid,
+             "after the restart pid %" PRId64 " answers, not N's %d", dh_answer_pid(port),
+             (int)served.pid);
+    json_object *status = dh_status(d, "demo");
+    bool serving_n = strcmp(dh_json_str(status, "state"), "serving") == 0 &&
+                     dh_json_u64(status, "generation") == served.generation;
+    json_object_put(status);
+    DH_CHECK(d, serving_n, "the restarted daemon does not serve N = %" PRIu64, served.generation);
+    claim c;
+    DH_CHECK(d, dh_claim_wait(d, "demo", swap_written_back, 10000, &c),
+             "the restarted daemon did not write the swap back: generation %" PRIu64
+             " starting %" PRIu64 " pin failure \"%s\"",
+             c.holder.generation, c.holder.starting_generation, c.pin.failure_reason);
+    DH_CHECK(d,
+             strcmp(c.op.phase, "serving") == 0 && c.holder.generation == n.holder.generation &&
+                 strcmp(c.holder.handle, n.holder.handle) == 0 &&
+                 strcmp(c.pin.version, "v2") == 0 && strcmp(c.pin.fallback_version, "v1") == 0 &&
+                 strcmp(c.pin.fallback_digest, during.pin.fallback_digest) == 0 &&
+                 strcmp(c.pin.failure_box, DH_BOX) == 0,
+             "after the restart the claim says %s, generation %" PRIu64 " handle \"%s\", pin %s "
+             "failed on \"%s\" with fallback \"%s\"; expected serving N = %" PRIu64
+             " on \"%s\", v2 failed here with fallback v1",
+             c.op.phase, c.holder.generation, c.holder.handle, c.pin.version, c.pin.failure_box,
+             c.pin.fallback_version, n.holder.generation, n.holder.handle);
+
+    dh_step("hand over: the next daemon resumes N too");
+    dh_hand_over(d);
+    dh_start(d, NULL);
+    DH_CHECK(d, dh_answer_pid(port) == served.pid,
+             "after the handover pid %" PRId64 " answers, not N's %d", dh_answer_pid(port),
+             (int)served.pid);
+
+    dh_step("park, then a cold wake by a connection runs the fallback");
+    dh_park(d, "demo");
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+    dh_events_mark(d);
+    expect_version(d, port, "v1");
+    DH_CHECK(d, dh_event_wait(d, "demo", "pin.fallback", 10000, NULL),
+             "no pin.fallback event for the cold wake");
+    dh_stop_and_check_clean(d);
+}
+
+/* The daemon is killed while N+1 of a swap runs, ready and held before
+ * its publication: N+1 was never published, so the next daemon retires it,
+ * resumes N and names it again, and records the pin as failed
+ * (interrupted), its fallback the build N runs. */
+static void test_swap_interrupted_before_publication_resumes_n(void **state)
+{
+    dh_daemon *d = *state;
+    char hold[PATH_MAX], waiting[PATH_MAX + 64];
+    claim n;
+    int port = 0;
+    dh_served served = start_for_swap(d, hold, sizeof(hold), &n, &port);
+    json_object *reply = dh_request(d, 30000,
+                                    "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\","
+                                    "\"version\":\"v2\",\"no_wait\":true}");
+    DH_CHECK(d, dh_reply_ok(reply), "the swap did not start: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    dh_event exec;
+    DH_CHECK(d, dh_event_wait(d, "demo", "exec", 10000, &exec), "the swap exec'd nothing");
+    snprintf(waiting, sizeof(waiting), "step publish held: waiting for %s", hold);
+    DH_CHECK(d, dh_log_wait(d, waiting, 10000), "the swap never paused before publication");
+    check_names_n_while_n_plus_1_starts(d, &n, &exec);
+
+    dh_step("kill the daemon while N+1 waits for its publication, and start it again");
+    dh_kill(d);
+    dh_start(d, NULL);
+    DH_CHECK(d, dh_answer_pid(port) == served.pid,
+             "after the restart pid %" PRId64 " answers, not N's %d", dh_answer_pid(port),
+             (int)served.pid);
+    DH_CHECK(d, dh_pid_gone((pid_t)exec.pid), "N+1 (pid %" PRId64 ") was not retired", exec.pid);
+    claim c;
+    DH_CHECK(d, dh_claim_wait(d, "demo", swap_written_back, 10000, &c),
+             "the restarted daemon did not write the swap back: generation %" PRIu64
+             " starting %" PRIu64 " pin failure \"%s\"",
+             c.holder.generation, c.holder.starting_generation, c.pin.failure_reason);
+    DH_CHECK(d,
+             strcmp(c.op.phase, "serving") == 0 && c.holder.generation == n.holder.generation &&
+                 strcmp(c.pin.version, "v2") == 0 &&
+                 strcmp(c.pin.failure_reason, "interrupted") == 0 &&
+                 strcmp(c.pin.fallback_version, "v1") == 0,
+             "after the restart the claim says %s, generation %" PRIu64 ", pin %s failed \"%s\" "
+             "with fallback \"%s\"; expected serving N = %" PRIu64 ", v2 interrupted, "
+             "fallback v1",
+             c.op.phase, c.holder.generation, c.pin.version, c.pin.failure_reason,
+             c.pin.fallback_version, n.holder.generation);
+    dh_stop_and_check_clean(d);
+}
+
+/* A swap failed and wrote back (the claim names N under the swap's newer
+ * session, its pin failed), then the daemon is killed: the next daemon
+ * resumes N rather than retire it for a session its record does not name. */
+static void test_failed_swap_then_a_kill_resumes_n(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, store_kind, NULL);
+    int port = dh_add_app_host(d, "demo", NULL, "MaxStarts=1\n");
+    dh_stage_file(d, "demo", "v2", CRASHING_BUILD, false, NULL);
+    dh_start(d, NULL);
+    dh_served served = dh_wake(d, "demo");
+    claim n = check_serving(d, served.generation, port);
+    json_object *reply =
+        dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}");
+    DH_CHECK(d, !dh_reply_ok(reply), "a swap to a crashing build served: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    claim c;
+    DH_CHECK(d, dh_claim_wait(d, "demo", swap_written_back, 10000, &c),
+             "the failed swap was not written back");
+    DH_CHECK(d, c.holder.generation == n.holder.generation && c.holder.session > n.holder.session,
+             "after the failed swap the claim names generation %" PRIu64 " session %" PRIu64
+             "; expected N = %" PRIu64 " under the swap's session, above %" PRIu64,
+             c.holder.generation, c.holder.session, n.holder.generation, n.holder.session);
+
+    dh_kill(d);
+    dh_start(d, NULL);
+    DH_CHECK(d, dh_answer_pid(port) == served.pid,
+             "after the restart pid %" PRId64 " answers, not N's %d", dh_answer_pid(port),
+             (int)served.pid);
+    expect_version(d, port, "v1");
     dh_stop_and_check_clean(d);
 }
 
@@ -364,6 +559,9 @@ int main(int argc, char **argv)
         DH_TEST(test_give_up_says_failed_until_a_wake_serves),
         DH_TEST(test_swap_names_n_until_n_plus_1_is_published),
         DH_TEST(test_failed_swap_names_n_again),
+        DH_TEST(test_swap_failed_before_its_write_back_resumes_n),
+        DH_TEST(test_swap_interrupted_before_publication_resumes_n),
+        DH_TEST(test_failed_swap_then_a_kill_resumes_n),
         DH_TEST(test_parked_write_leaves_a_newer_admission),
         DH_TEST(test_parked_write_leaves_another_box_claim),
         DH_TEST(test_clean_stop_leaves_the_claim_parked),
