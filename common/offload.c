@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 typedef struct offload_job {
@@ -41,6 +43,7 @@ struct act_offload {
     int event_fd;
     sd_event_source *source;
     bool dispatching;     /* inside a done() */
+    bool background;      /* workers run at ACT_OFFLOAD_BACKGROUND_NICE */
     bool free_requested; /* freed from inside a done(): finish after it */
 };
 
@@ -69,6 +72,17 @@ static void *worker_main(void *arg)
 {
     worker *self = arg;
     act_offload *offload = self->offload;
+    /* Lowering one's own priority needs no privilege; a failure leaves the
+     * worker as fast as it was, which is only less polite. */
+    if (offload->background) {
+        id_t self_tid = (id_t)syscall(SYS_gettid);
+        errno = 0;
+        int nice_now = getpriority(PRIO_PROCESS, self_tid);
+        if (errno == 0) {
+            int lower = nice_now + ACT_OFFLOAD_BACKGROUND_NICE;
+            (void)setpriority(PRIO_PROCESS, self_tid, lower > 19 ? 19 : lower);
+        }
+    }
     pthread_mutex_lock(&offload->lock);
     for (;;) {
         while (!offload->stop && !self->head)
@@ -140,7 +154,22 @@ static int on_done(sd_event_source *source, int fd, uint32_t revents, void *user
     return 0;
 }
 
+static int offload_new(sd_event *loop, unsigned n_threads, bool background, act_offload **out,
+                       act_error *err);
+
 int act_offload_new(sd_event *loop, unsigned n_threads, act_offload **out, act_error *err)
+{
+    return offload_new(loop, n_threads, false, out, err);
+}
+
+int act_offload_new_background(sd_event *loop, unsigned n_threads, act_offload **out,
+                               act_error *err)
+{
+    return offload_new(loop, n_threads, true, out, err);
+}
+
+static int offload_new(sd_event *loop, unsigned n_threads, bool background, act_offload **out,
+                       act_error *err)
 {
     assert(loop);
     assert(out);
@@ -158,6 +187,7 @@ int act_offload_new(sd_event *loop, unsigned n_threads, act_offload **out, act_e
         pthread_cond_init(&workers[i].wake, NULL);
     offload->workers = workers;
     offload->n_workers = n_threads;
+    offload->background = background;
     offload->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     int r = offload->event_fd < 0 ? -errno : 0;
     if (r == 0)

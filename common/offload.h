@@ -23,6 +23,18 @@ typedef void (*act_offload_done_fn)(void *job);
 /* n_threads workers (lanes map onto them), completions on loop. */
 int act_offload_new(sd_event *loop, unsigned n_threads, act_offload **out, act_error *err);
 
+/* How much nicer than the loop background workers run: what they do may
+ * take seconds and nobody waits on it by the millisecond (hashing whole
+ * builds), while the loop and the other workers are on a wake's path. At
+ * 10 a busy worker gets about a tenth of a CPU the others want, and all of
+ * an idle one. */
+#define ACT_OFFLOAD_BACKGROUND_NICE 10
+
+/* The same, with workers ACT_OFFLOAD_BACKGROUND_NICE nicer than the caller
+ * (at most 19). */
+int act_offload_new_background(sd_event *loop, unsigned n_threads, act_offload **out,
+                               act_error *err);
+
 /* Queues work(job) in lane; done(job) follows on the loop, unless the
  * offload is freed first. The job's memory is the caller's until done. */
 int act_offload_submit(act_offload *offload, unsigned lane, act_offload_work_fn work,

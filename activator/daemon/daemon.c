@@ -391,7 +391,8 @@ static int make_incarnation(ad_daemon *daemon, act_error *err)
  * side by side, and the filesystem commits their fsyncs together. */
 #define RECORD_WRITERS 2
 /* Whole-build work (stage, promote, swap verification, gc) of two hosts at
- * once; a host's own run in order in its lane. */
+ * once; a host's own run in order in its lane. Background workers: hashing
+ * a large build must leave the CPU to the wakes beside it. */
 #define RELEASE_WORKERS 2
 
 static int start(daemon_process *process, const char *config_path, act_error *err)
@@ -431,7 +432,8 @@ static int start(daemon_process *process, const char *config_path, act_error *er
         return r;
     ad_lifetime_start(daemon, &daemon->lifetime);
     if ((r = act_offload_new(daemon->loop, RECORD_WRITERS, &daemon->offload, err)) < 0 ||
-        (r = act_offload_new(daemon->loop, RELEASE_WORKERS, &daemon->release_work, err)) < 0)
+        (r = act_offload_new_background(daemon->loop, RELEASE_WORKERS, &daemon->release_work,
+                                        err)) < 0)
         return r;
     daemon->builds_changed = ad_gc_after_change;
     r = cg_root_open(daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto",

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +74,60 @@ static void loop_until_done(run *r)
     assert_int_equal(sd_event_loop(r->loop), 0);
     sd_event_source_unref(deadline);
     assert_int_equal(r->done_count, r->expected);
+}
+
+/* The nice value of the thread a work() ran on, and of the loop's. */
+typedef struct nice_job {
+    run *run;
+    int work_nice;
+} nice_job;
+
+static int own_nice(void)
+{
+    errno = 0;
+    return getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+}
+
+static void record_nice(void *data)
+{
+    nice_job *j = data;
+    j->work_nice = own_nice();
+}
+
+static void nice_done(void *data)
+{
+    nice_job *j = data;
+    if (++j->run->done_count == j->run->expected)
+        sd_event_exit(j->run->loop, 0);
+}
+
+/* Background workers run at ACT_OFFLOAD_BACKGROUND_NICE above the loop's
+ * nice value, the others at the loop's: a large build's hashing leaves the
+ * CPU to the wakes (and the loop itself keeps its priority). */
+static int nice_of_work(bool background)
+{
+    run r = {.expected = 1};
+    assert_int_equal(sd_event_new(&r.loop), 0);
+    act_error err = {0};
+    assert_int_equal(background ? act_offload_new_background(r.loop, 1, &r.offload, &err)
+                                : act_offload_new(r.loop, 1, &r.offload, &err),
+                     0);
+    nice_job j = {.run = &r, .work_nice = -100};
+    assert_int_equal(act_offload_submit(r.offload, 0, record_nice, nice_done, &j, &err), 0);
+    loop_until_done(&r);
+    finish(&r);
+    return j.work_nice;
+}
+
+static void background_workers_run_at_a_lower_priority(void **state)
+{
+    (void)state;
+    int loop_nice = own_nice();
+    int expected = loop_nice + ACT_OFFLOAD_BACKGROUND_NICE > 19 ? 19
+                                                                 : loop_nice + ACT_OFFLOAD_BACKGROUND_NICE;
+    assert_int_equal(nice_of_work(false), loop_nice);
+    assert_int_equal(nice_of_work(true), expected);
+    assert_int_equal(own_nice(), loop_nice);
 }
 
 static void a_lane_keeps_its_order_and_done_runs_on_the_loop(void **state)
@@ -253,6 +309,7 @@ int main(void)
         cmocka_unit_test(free_drops_what_it_will_not_complete),
         cmocka_unit_test(freeing_from_a_done_stops_the_rest),
         cmocka_unit_test(lanes_of_names_are_stable),
+        cmocka_unit_test(background_workers_run_at_a_lower_priority),
     };
     return cmocka_run_group_tests_name("offload", tests, NULL, NULL);
 }
