@@ -73,8 +73,10 @@ static int add_file(stage_copy *copy, const char *path, uint64_t size, const cha
  * fsync beside a large copy with all of it still in memory waited for
  * hundreds of megabytes (a wake's claim read took 136 ms once, beside a
  * 512 MiB stage): the copy writes back as it goes, and a commit finds at
- * most two chunks to write. */
-#define FLUSH_CHUNK_BYTES (8u << 20)
+ * most two chunks to write. A 512 MiB copy takes no longer this way (0.18
+ * to 0.26 s here with chunks of 2 or 8 MiB or none), and 2 MiB gave wakes
+ * beside it the lower tail. */
+#define FLUSH_CHUNK_BYTES (2u << 20)
 
 /* The writeback behind a copy: [waited, started) is being written out,
  * [started, written) not yet. */
