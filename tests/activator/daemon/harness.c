@@ -352,6 +352,19 @@ void dh_start(dh_daemon *d, const char *const *extra_env)
     dh_events_subscribe(d);
 }
 
+void dh_hold_path(dh_daemon *d, const char *name, char *hold, size_t size)
+{
+    snprintf(hold, size, "%s/%s", d->drv.dir, name);
+}
+
+void dh_start_holding(dh_daemon *d, const char *step, const char *hold)
+{
+    char env[PATH_MAX + 64];
+    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=%s:%s", step, hold);
+    const char *const extra_env[] = {env, NULL};
+    dh_start(d, extra_env);
+}
+
 int dh_start_failing(dh_daemon *d)
 {
     act_error err = {0};

@@ -166,6 +166,12 @@ void dh_staged_exec_path(dh_daemon *d, const char *host, const char *version, ch
  * NULL), waits for READY=1 and connects and synchronises the subscriber. */
 void dh_start(dh_daemon *d, const char *const *extra_env);
 
+/* The path of a hold file: <dir>/name. */
+void dh_hold_path(dh_daemon *d, const char *name, char *hold, size_t size);
+/* dh_start with the pipeline's step (or hold point) step held until the
+ * file hold exists (ACTIVATOR_TEST_HOLD=step:PATH). */
+void dh_start_holding(dh_daemon *d, const char *step, const char *hold);
+
 /* Starts activatord expecting its start to fail: fails the test if it
  * sends READY=1; returns its exit status. */
 int dh_start_failing(dh_daemon *d);
@@ -276,6 +282,12 @@ void dh_park(dh_daemon *d, const char *host);
 
 /* {"ok":true} or not; the error code ("ok" for a success); the result. */
 bool dh_reply_ok(json_object *reply);
+
+/* Swaps host to version (a build that fails) and checks the swap did not
+ * serve, and that the claim's pin then names version as failed with
+ * fallback as the build a cold wake runs instead. */
+void dh_swap_fails_to(dh_daemon *d, const char *host, const char *version,
+                      const char *fallback);
 const char *dh_reply_code(json_object *reply);
 json_object *dh_reply_result(json_object *reply);
 

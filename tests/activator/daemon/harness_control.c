@@ -144,6 +144,26 @@ bool dh_reply_ok(json_object *reply)
     return dd_reply_ok(reply);
 }
 
+void dh_swap_fails_to(dh_daemon *d, const char *host, const char *version,
+                      const char *fallback)
+{
+    json_object *reply = dh_request(
+        d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"%s\",\"version\":\"%s\"}", host,
+        version);
+    DH_CHECK(d, !dh_reply_ok(reply), "a swap of %s to the failing %s served: %s", host, version,
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, host, &c), "no claim of %s", host);
+    DH_CHECK(d,
+             c.has_pin && strcmp(c.pin.version, version) == 0 && c.pin.failure_reason[0] &&
+                 strcmp(c.pin.fallback_version, fallback) == 0,
+             "the failed pin is %s (\"%s\") with fallback \"%s\"; expected %s failed, "
+             "fallback %s",
+             c.has_pin ? c.pin.version : "(none)", c.pin.failure_reason, c.pin.fallback_version,
+             version, fallback);
+}
+
 const char *dh_reply_code(json_object *reply)
 {
     return dd_reply_code(reply);

@@ -197,19 +197,7 @@ static void test_a_fresh_daemon_falls_back_to_the_replaced_pin(void **state)
     dh_start(d, NULL);
 
     dh_stage_file(d, "demo", "v3", CRASHING_BUILD, false, NULL);
-    json_object *reply =
-        dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v3\"}");
-    DH_CHECK(d, !dh_reply_ok(reply), "a swap to a crashing build served: %s",
-             json_object_to_json_string(reply));
-    json_object_put(reply);
-    claim c;
-    DH_CHECK(d, dh_claim_get(d, "demo", &c), "no claim");
-    DH_CHECK(d,
-             c.has_pin && strcmp(c.pin.version, "v3") == 0 && c.pin.failure_reason[0] &&
-                 strcmp(c.pin.fallback_version, "v2") == 0,
-             "the failed pin is %s (\"%s\") with fallback \"%s\"; expected v3 failed, "
-             "fallback v2",
-             c.has_pin ? c.pin.version : "(none)", c.pin.failure_reason, c.pin.fallback_version);
+    dh_swap_fails_to(d, "demo", "v3", "v2");
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo is not parked");
     dh_events_mark(d);
     expect_answer(d, port, "v2");
@@ -233,19 +221,7 @@ static void test_a_resumed_generation_is_the_fallback(void **state)
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
 
     dh_stage_file(d, "demo", "v2", CRASHING_BUILD, false, NULL);
-    json_object *reply =
-        dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}");
-    DH_CHECK(d, !dh_reply_ok(reply), "a swap to a crashing build served: %s",
-             json_object_to_json_string(reply));
-    json_object_put(reply);
-    claim c;
-    DH_CHECK(d, dh_claim_get(d, "demo", &c), "no claim");
-    DH_CHECK(d,
-             c.has_pin && strcmp(c.pin.version, "v2") == 0 && c.pin.failure_reason[0] &&
-                 strcmp(c.pin.fallback_version, "v1") == 0,
-             "the failed pin is %s (\"%s\") with fallback \"%s\"; expected v2 failed, "
-             "fallback v1",
-             c.has_pin ? c.pin.version : "(none)", c.pin.failure_reason, c.pin.fallback_version);
+    dh_swap_fails_to(d, "demo", "v2", "v1");
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo is not parked");
     expect_answer(d, port, "v1");
     dh_stop_and_check_clean(d);

@@ -164,12 +164,9 @@ static dh_served start_for_swap(dh_daemon *d, char *hold, size_t hold_size, clai
     dh_setup(d, store_kind, NULL);
     int port = dh_add_app_host(d, "demo", NULL, NULL);
     dh_stage(d, "demo", "v2", false, NULL);
-    snprintf(hold, hold_size, "%s/publish-go", d->drv.dir);
+    dh_hold_path(d, "publish-go", hold, hold_size);
     touch(d, hold);
-    char env[PATH_MAX + 64];
-    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=publish:%s", hold);
-    const char *const extra_env[] = {env, NULL};
-    dh_start(d, extra_env);
+    dh_start_holding(d, "publish", hold);
     dh_served served = dh_wake(d, "demo");
     *serving = check_serving(d, served.generation, port);
     if (port_out)
@@ -305,27 +302,49 @@ static bool swap_written_back(const claim *c)
     return c->holder.starting_generation == 0 && claim_pin_failed(c);
 }
 
-static void test_swap_failed_before_its_write_back_resumes_n(void **state)
+/* Swaps demo to v2 without waiting for its end (no_wait). */
+static void start_swap_to_v2(dh_daemon *d)
 {
-    dh_daemon *d = *state;
-    dh_setup(d, store_kind, NULL);
-    int port = dh_add_app_host(d, "demo", NULL, "MaxStarts=1\n");
-    dh_stage_file(d, "demo", "v2", CRASHING_BUILD, false, NULL);
-    char hold[PATH_MAX], env[PATH_MAX + 64], waiting[PATH_MAX + 64];
-    snprintf(hold, sizeof(hold), "%s/write-back-go", d->drv.dir);
-    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=swap_failed:%s", hold);
-    const char *const extra_env[] = {env, NULL};
-    dh_start(d, extra_env);
-    dh_served served = dh_wake(d, "demo");
-    claim n = check_serving(d, served.generation, port);
-
-    dh_step("swap demo to the crashing v2, held before the claim names N again");
     json_object *reply = dh_request(d, 30000,
                                     "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\","
                                     "\"version\":\"v2\",\"no_wait\":true}");
     DH_CHECK(d, dh_reply_ok(reply), "the swap did not start: %s",
              json_object_to_json_string(reply));
     json_object_put(reply);
+}
+
+/* N's own process answers on port after a restart or handover (when). */
+static void expect_n_answers(dh_daemon *d, int port, const dh_served *n, const char *when)
+{
+    DH_CHECK(d, dh_answer_pid(port) == n->pid, "after %s pid %" PRId64 " answers, not N's %d",
+             when, dh_answer_pid(port), (int)n->pid);
+}
+
+/* Waits for the restarted daemon to write the interrupted swap back. */
+static claim wait_swap_written_back(dh_daemon *d)
+{
+    claim c;
+    DH_CHECK(d, dh_claim_wait(d, "demo", swap_written_back, 10000, &c),
+             "the restarted daemon did not write the swap back: generation %" PRIu64
+             " starting %" PRIu64 " pin failure \"%s\"",
+             c.holder.generation, c.holder.starting_generation, c.pin.failure_reason);
+    return c;
+}
+
+static void test_swap_failed_before_its_write_back_resumes_n(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, store_kind, NULL);
+    int port = dh_add_app_host(d, "demo", NULL, "MaxStarts=1\n");
+    dh_stage_file(d, "demo", "v2", CRASHING_BUILD, false, NULL);
+    char hold[PATH_MAX], waiting[PATH_MAX + 64];
+    dh_hold_path(d, "write-back-go", hold, sizeof(hold));
+    dh_start_holding(d, "swap_failed", hold);
+    dh_served served = dh_wake(d, "demo");
+    claim n = check_serving(d, served.generation, port);
+
+    dh_step("swap demo to the crashing v2, held before the claim names N again");
+    start_swap_to_v2(d);
     snprintf(waiting, sizeof(waiting), "point swap_failed held: waiting for %s", hold);
     DH_CHECK(d, dh_log_wait(d, waiting, 30000),
              "the swap to v2 did not fail, or its write-back was not held");
@@ -347,19 +366,13 @@ static void test_swap_failed_before_its_write_back_resumes_n(void **state)
     dh_step("kill the daemon before the write-back, and start it again");
     dh_kill(d);
     dh_start(d, NULL);
-    DH_CHECK(d, dh_answer_pid(port) == served.pid,
-             "after the restart pid %" PRId64 " answers, not N's %d", dh_answer_pid(port),
-             (int)served.pid);
+    expect_n_answers(d, port, &served, "the restart");
     json_object *status = dh_status(d, "demo");
     bool serving_n = strcmp(dh_json_str(status, "state"), "serving") == 0 &&
                      dh_json_u64(status, "generation") == served.generation;
     json_object_put(status);
     DH_CHECK(d, serving_n, "the restarted daemon does not serve N = %" PRIu64, served.generation);
-    claim c;
-    DH_CHECK(d, dh_claim_wait(d, "demo", swap_written_back, 10000, &c),
-             "the restarted daemon did not write the swap back: generation %" PRIu64
-             " starting %" PRIu64 " pin failure \"%s\"",
-             c.holder.generation, c.holder.starting_generation, c.pin.failure_reason);
+    claim c = wait_swap_written_back(d);
     DH_CHECK(d,
              strcmp(c.op.phase, "serving") == 0 && c.holder.generation == n.holder.generation &&
                  strcmp(c.holder.handle, n.holder.handle) == 0 &&
@@ -375,9 +388,7 @@ static void test_swap_failed_before_its_write_back_resumes_n(void **state)
     dh_step("hand over: the next daemon resumes N too");
     dh_hand_over(d);
     dh_start(d, NULL);
-    DH_CHECK(d, dh_answer_pid(port) == served.pid,
-             "after the handover pid %" PRId64 " answers, not N's %d", dh_answer_pid(port),
-             (int)served.pid);
+    expect_n_answers(d, port, &served, "the handover");
 
     dh_step("park, then a cold wake by a connection runs the fallback");
     dh_park(d, "demo");
@@ -400,12 +411,7 @@ static void test_swap_interrupted_before_publication_resumes_n(void **state)
     claim n;
     int port = 0;
     dh_served served = start_for_swap(d, hold, sizeof(hold), &n, &port);
-    json_object *reply = dh_request(d, 30000,
-                                    "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\","
-                                    "\"version\":\"v2\",\"no_wait\":true}");
-    DH_CHECK(d, dh_reply_ok(reply), "the swap did not start: %s",
-             json_object_to_json_string(reply));
-    json_object_put(reply);
+    start_swap_to_v2(d);
     dh_event exec;
     DH_CHECK(d, dh_event_wait(d, "demo", "exec", 10000, &exec), "the swap exec'd nothing");
     snprintf(waiting, sizeof(waiting), "step publish held: waiting for %s", hold);
@@ -415,15 +421,9 @@ static void test_swap_interrupted_before_publication_resumes_n(void **state)
     dh_step("kill the daemon while N+1 waits for its publication, and start it again");
     dh_kill(d);
     dh_start(d, NULL);
-    DH_CHECK(d, dh_answer_pid(port) == served.pid,
-             "after the restart pid %" PRId64 " answers, not N's %d", dh_answer_pid(port),
-             (int)served.pid);
+    expect_n_answers(d, port, &served, "the restart");
     DH_CHECK(d, dh_pid_gone((pid_t)exec.pid), "N+1 (pid %" PRId64 ") was not retired", exec.pid);
-    claim c;
-    DH_CHECK(d, dh_claim_wait(d, "demo", swap_written_back, 10000, &c),
-             "the restarted daemon did not write the swap back: generation %" PRIu64
-             " starting %" PRIu64 " pin failure \"%s\"",
-             c.holder.generation, c.holder.starting_generation, c.pin.failure_reason);
+    claim c = wait_swap_written_back(d);
     DH_CHECK(d,
              strcmp(c.op.phase, "serving") == 0 && c.holder.generation == n.holder.generation &&
                  strcmp(c.pin.version, "v2") == 0 &&
@@ -464,9 +464,7 @@ static void test_failed_swap_then_a_kill_resumes_n(void **state)
 
     dh_kill(d);
     dh_start(d, NULL);
-    DH_CHECK(d, dh_answer_pid(port) == served.pid,
-             "after the restart pid %" PRId64 " answers, not N's %d", dh_answer_pid(port),
-             (int)served.pid);
+    expect_n_answers(d, port, &served, "the restart");
     expect_version(d, port, "v1");
     dh_stop_and_check_clean(d);
 }
@@ -510,11 +508,9 @@ static void test_parked_write_leaves_another_box_claim(void **state)
     dh_daemon *d = *state;
     dh_setup(d, store_kind, NULL);
     int port = dh_add_app_host(d, "demo", NULL, NULL);
-    char hold[PATH_MAX], env[PATH_MAX + 64], waiting[PATH_MAX + 64];
-    snprintf(hold, sizeof(hold), "%s/retire-go", d->drv.dir);
-    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=failed:%s", hold);
-    const char *const extra_env[] = {env, NULL};
-    dh_start(d, extra_env);
+    char hold[PATH_MAX], waiting[PATH_MAX + 64];
+    dh_hold_path(d, "retire-go", hold, sizeof(hold));
+    dh_start_holding(d, "failed", hold);
     dh_served served = dh_wake(d, "demo");
     claim serving = check_serving(d, served.generation, port);
 

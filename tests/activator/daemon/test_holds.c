@@ -46,11 +46,8 @@ static void start_with_hold(dh_daemon *d, const char *step, char *hold, size_t s
     claim assigned;
     dh_claim_assigned("demo", DH_BOX, &assigned);
     dh_claim_put(d, &assigned);
-    snprintf(hold, size, "%s/hold-go", d->drv.dir);
-    char env[PATH_MAX + 64];
-    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=%s:%s", step, hold);
-    const char *const extra_env[] = {env, NULL};
-    dh_start(d, extra_env);
+    dh_hold_path(d, "hold-go", hold, size);
+    dh_start_holding(d, step, hold);
     dh_events_mark(d);
 }
 

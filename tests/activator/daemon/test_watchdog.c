@@ -183,13 +183,11 @@ static void test_a_silent_n_during_a_swap_is_retired_as_itself(void **state)
     dh_stage(d, "demo", "v2", false, NULL);
     /* N+1 is held before its gate (N passes: the file is there), so it is
      * still starting when N falls silent. */
-    char hold[PATH_MAX], env[PATH_MAX + 64];
-    snprintf(hold, sizeof(hold), "%s/hold-go", d->drv.dir);
+    char hold[PATH_MAX];
+    dh_hold_path(d, "hold-go", hold, sizeof(hold));
     FILE *file = fopen(hold, "w");
     DH_CHECK(d, file && fclose(file) == 0, "cannot create %s", hold);
-    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=gate:%s", hold);
-    const char *const extra_env[] = {env, NULL};
-    dh_start(d, extra_env);
+    dh_start_holding(d, "gate", hold);
     dh_served served;
     wake_until_serving(d, &served);
     DH_CHECK(d, unlink(hold) == 0, "cannot remove %s", hold);
