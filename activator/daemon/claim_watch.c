@@ -26,6 +26,7 @@
 #include "activator/daemon/claim_release.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/move.h"
+#include "activator/daemon/recovery.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/names.h"
@@ -343,6 +344,9 @@ static void take_baseline(ad_claim_watch *cw, const claim *claims, size_t n)
          * source drains again, a target probes again (same deadline). */
         if (found)
             ad_move_claim_seen(host, &claims[next]);
+        /* What a previous daemon did not live to write (recovery ran). */
+        if (found)
+            ad_recover_settle_claim(host, &claims[next]);
     }
 }
 

@@ -244,6 +244,34 @@ static void finish_interrupted_swap(ad_host *host, const claim *current,
     ad_swap_record_interrupted(host, current, &record->build);
 }
 
+void ad_recover_settle_claim(ad_host *host, const claim *c)
+{
+    const char *box = ad_host_daemon(host)->config.box;
+    if (ad_host_serving(host) || c->op.kind != CLAIM_OP_SERVING ||
+        strcmp(c->holder.box, box) != 0 || !claim_owned_by(c, box) ||
+        (!claim_names_a_generation(c) && strcmp(c->op.phase, "starting") != 0))
+        return;
+    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = ad_host_name(host)},
+                   "host %s: the claim says generation %" PRIu64 " of this box is %s, but "
+                   "nothing of it runs any more; writing it parked",
+                   ad_host_name(host), c->holder.generation, c->op.phase);
+    /* Over exactly this claim: a writer that moved it on since wins. */
+    ad_claim_report_admitted(host, c);
+    ad_claim_report_parked(host);
+    ad_claim_report_settle(host);
+    /* A swap's N+1 was never published, and N is gone too: the pin was
+     * never proven, and a cold wake runs the build that served instead,
+     * when the pin names it (else the pin stays as it is: refusing every
+     * wake pin_failed would be worse than trying it). */
+    if (c->holder.starting_generation && c->has_pin && c->pin.fallback_version[0]) {
+        rec_build_ref fallback = {0};
+        snprintf(fallback.version, sizeof(fallback.version), "%s", c->pin.fallback_version);
+        snprintf(fallback.build_digest, sizeof(fallback.build_digest), "%s",
+                 c->pin.fallback_digest);
+        ad_swap_record_interrupted(host, c, &fallback);
+    }
+}
+
 void ad_recover(ad_daemon *daemon)
 {
     unsigned resumed = 0, retiring = 0;

@@ -377,9 +377,10 @@ static bool check_host_settled(soak *s, soak_host *h, bool last_try)
                    h->name, box, c.holder.box, executor ? executor : "(none)", c.op.phase);
     } else {
         /* Parked everywhere: the claim names the box that will serve it.
-         * Its phase may still say serving when the write-back of the park
-         * was lost to a store outage (claim_report.c does not retry one);
-         * that is counted and shown, not broken (see the report). */
+         * Its phase may still say serving while the write-back of the park
+         * waits out a store outage (claim_report.c retries it) or a killed
+         * daemon's successor has yet to write it (recovery.c); that is
+         * counted and shown, not broken (see the report). */
         soak_check(s, I_CLAIM_TRUE, have_claim && executor && executor[0],
                    "host %s serves nowhere; its claim names no executor (phase %s)", h->name,
                    c.op.phase);

@@ -62,7 +62,8 @@ void soak_report(const soak *s)
         printf("  %-36s %u\n", s->failure_reasons[i], s->failure_reason_counts[i]);
     if (s->stale_serving_claims)
         printf("noticed: %u time(s) a host parked everywhere had a claim in phase serving "
-               "(its park's write-back failed in a store outage and is not retried)\n",
+               "(its park's write-back had not landed yet: a store outage delays it, and a killed "
+               "daemon's successor writes it)\n",
                s->stale_serving_claims);
     printf("daemons with every host parked, at the start and at the end:\n");
     for (size_t b = 0; b < s->n_boxes; b++)

@@ -400,6 +400,19 @@ static void test_swap_failed_before_its_write_back_resumes_n(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* Serves demo (N, whose claim goes to n, its port to port), then swaps it
+ * to v2 and waits until N+1 (exec) is ready and held before publication. */
+static dh_served swap_held_before_publication(dh_daemon *d, claim *n, int *port, dh_event *exec)
+{
+    char hold[PATH_MAX], waiting[PATH_MAX + 64];
+    dh_served served = start_for_swap(d, hold, sizeof(hold), n, port);
+    start_swap_to_v2(d);
+    DH_CHECK(d, dh_event_wait(d, "demo", "exec", 10000, exec), "the swap exec'd nothing");
+    snprintf(waiting, sizeof(waiting), "step publish held: waiting for %s", hold);
+    DH_CHECK(d, dh_log_wait(d, waiting, 10000), "the swap never paused before publication");
+    return served;
+}
+
 /* The daemon is killed while N+1 of a swap runs, ready and held before
  * its publication: N+1 was never published, so the next daemon retires it,
  * resumes N and names it again, and records the pin as failed
@@ -407,15 +420,10 @@ static void test_swap_failed_before_its_write_back_resumes_n(void **state)
 static void test_swap_interrupted_before_publication_resumes_n(void **state)
 {
     dh_daemon *d = *state;
-    char hold[PATH_MAX], waiting[PATH_MAX + 64];
     claim n;
     int port = 0;
-    dh_served served = start_for_swap(d, hold, sizeof(hold), &n, &port);
-    start_swap_to_v2(d);
     dh_event exec;
-    DH_CHECK(d, dh_event_wait(d, "demo", "exec", 10000, &exec), "the swap exec'd nothing");
-    snprintf(waiting, sizeof(waiting), "step publish held: waiting for %s", hold);
-    DH_CHECK(d, dh_log_wait(d, waiting, 10000), "the swap never paused before publication");
+    dh_served served = swap_held_before_publication(d, &n, &port, &exec);
     check_names_n_while_n_plus_1_starts(d, &n, &exec);
 
     dh_step("kill the daemon while N+1 waits for its publication, and start it again");
@@ -434,6 +442,48 @@ static void test_swap_interrupted_before_publication_resumes_n(void **state)
              "fallback v1",
              c.op.phase, c.holder.generation, c.pin.version, c.pin.failure_reason,
              c.pin.fallback_version, n.holder.generation);
+    dh_stop_and_check_clean(d);
+}
+
+static bool parked_with_the_pin_interrupted(const claim *c)
+{
+    return strcmp(c->op.phase, "parked") == 0 && claim_pin_failed(c);
+}
+
+/* The same, but N dies with the daemon (N and N+1 killed too): nothing is
+ * left to resume, so the next daemon writes the claim parked and the pin
+ * failed (interrupted) with N's build as its fallback, which a cold wake
+ * runs instead of the unproven pin. */
+static void test_swap_interrupted_with_n_dead_falls_back(void **state)
+{
+    dh_daemon *d = *state;
+    claim n;
+    int port = 0;
+    dh_event exec;
+    dh_served served = swap_held_before_publication(d, &n, &port, &exec);
+
+    dh_step("kill the daemon, N and N+1, and start the daemon again");
+    dh_kill(d);
+    DH_CHECK(d,
+             kill(served.pid, SIGKILL) == 0 && kill((pid_t)exec.pid, SIGKILL) == 0 &&
+                 dh_pid_gone(served.pid) && dh_pid_gone((pid_t)exec.pid),
+             "cannot kill N (pid %d) and N+1 (pid %" PRId64 ")", (int)served.pid, exec.pid);
+    dh_start(d, NULL);
+    claim c;
+    DH_CHECK(d, dh_claim_wait(d, "demo", parked_with_the_pin_interrupted, 10000, &c),
+             "after the restart the claim says %s with pin %s failed \"%s\"", c.op.phase,
+             c.pin.version, c.pin.failure_reason);
+    DH_CHECK(d,
+             strcmp(c.pin.version, "v2") == 0 && strcmp(c.pin.failure_reason, "interrupted") == 0 &&
+                 strcmp(c.pin.fallback_version, "v1") == 0 && !c.holder.starting_generation,
+             "the pin is %s failed \"%s\" with fallback \"%s\", starting %" PRIu64
+             "; expected v2 interrupted, fallback v1, nothing starting",
+             c.pin.version, c.pin.failure_reason, c.pin.fallback_version,
+             c.holder.starting_generation);
+    dh_events_mark(d);
+    expect_version(d, port, "v1");
+    DH_CHECK(d, dh_event_wait(d, "demo", "pin.fallback", 10000, NULL),
+             "no pin.fallback event for the cold wake");
     dh_stop_and_check_clean(d);
 }
 
@@ -557,6 +607,7 @@ int main(int argc, char **argv)
         DH_TEST(test_failed_swap_names_n_again),
         DH_TEST(test_swap_failed_before_its_write_back_resumes_n),
         DH_TEST(test_swap_interrupted_before_publication_resumes_n),
+        DH_TEST(test_swap_interrupted_with_n_dead_falls_back),
         DH_TEST(test_failed_swap_then_a_kill_resumes_n),
         DH_TEST(test_parked_write_leaves_a_newer_admission),
         DH_TEST(test_parked_write_leaves_another_box_claim),

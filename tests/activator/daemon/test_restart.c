@@ -84,6 +84,34 @@ static void test_generation_whose_claim_moved_is_retired_at_start(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* The generation dies with the daemon (both killed): the claim still says
+ * it serves, and the next daemon, which has nothing to resume, writes it
+ * parked; a connection wakes a new generation. */
+static void test_claim_of_a_generation_that_died_with_the_daemon_says_parked(void **state)
+{
+    dh_daemon *d = *state;
+    int port = dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, NULL);
+    dh_served served = dh_wake(d, "demo");
+    dh_kill(d);
+    DH_CHECK(d, kill(served.pid, SIGKILL) == 0 && dh_pid_gone(served.pid),
+             "cannot kill the app (pid %d)", (int)served.pid);
+    claim stale;
+    DH_CHECK(d, dh_claim_get(d, "demo", &stale) && strcmp(stale.op.phase, "serving") == 0,
+             "the claim does not say serving after both died: phase %s", stale.op.phase);
+
+    dh_start(d, NULL);
+    claim c;
+    DH_CHECK(d, dh_claim_wait_phase(d, "demo", "parked", 10000, &c),
+             "after the restart the claim still says %s, generation %" PRIu64 " handle \"%s\"",
+             c.op.phase, c.holder.generation, c.holder.handle);
+    DH_CHECK(d, !c.holder.handle[0] && c.holder.generation == stale.holder.generation,
+             "the parked claim names handle \"%s\", generation %" PRIu64, c.holder.handle,
+             c.holder.generation);
+    int64_t next = answering_pid(d, port);
+    DH_CHECK(d, next != served.pid, "the dead generation's pid answers");
+    dh_stop_and_check_clean(d);
+}
+
 static void test_handover_keeps_every_app_under_a_client(void **state)
 {
     dh_daemon *d = *state;
@@ -143,6 +171,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         DH_TEST(test_serving_generation_is_resumed_after_a_crash),
         DH_TEST(test_generation_whose_claim_moved_is_retired_at_start),
+        DH_TEST(test_claim_of_a_generation_that_died_with_the_daemon_says_parked),
         DH_TEST(test_handover_keeps_every_app_under_a_client),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
