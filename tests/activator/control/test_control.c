@@ -3,6 +3,7 @@
  * a peer without a role is refused, a viewer may only read, and activatorctl
  * reports an absent daemon with exit status 3. */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,13 +13,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <json-c/json.h>
 #include <nng/nng.h>
 
+#include "activator/control/ipc_heal.h"
+#include "common/clock.h"
 #include "control_harness.h"
 #include "tests/driver/daemon_driver.h"
 
@@ -50,6 +55,89 @@ static void expect_status_ok(const char *url)
     char *reply = NULL;
     const char *status = "{\"v\":1,\"op\":\"status\"}";
     assert_int_equal(dd_request_nng(url, status, strlen(status), 5000, &reply), 0);
+    expect_reply(reply, true, NULL);
+    assert_non_null(strstr(reply, "\"web1\""));
+    free(reply);
+}
+
+/* A REQ peer's exchange on a plain connection to url's socket file: its SP
+ * header, then the header of a message of announced bytes (type 1, then
+ * the length, 64 bits big-endian: NNG's IPC framing) and payload (the
+ * message, or the start of one). Returns how many bytes came back before
+ * the server closed the connection (*closed) or timeout_ms passed; the
+ * server's own SP header is the first 8. Not an NNG client: one whose
+ * connection is dropped loses its dialer and pipe now and then (NNG
+ * 1.5.2), which LeakSanitizer would report as ours. */
+static size_t raw_exchange(const char *url, uint64_t announced, const void *payload, size_t n,
+                           int timeout_ms, bool *closed)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    const char *path = url + strlen("ipc://");
+    assert_true(strlen(path) < sizeof(addr.sun_path));
+    memcpy(addr.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    uint8_t head[8 + 9] = {0, 'S', 'P', 0, 0, 0x30, 0, 0, 1};
+    for (int i = 0; i < 8; i++)
+        head[9 + i] = (uint8_t)(announced >> (56 - 8 * i));
+    /* The server may close before it took all of it. */
+    (void)!write(fd, head, sizeof(head));
+    (void)!write(fd, payload, n);
+    size_t got = 0;
+    char buf[4096];
+    *closed = false;
+    uint64_t deadline = act_now_usec() + (uint64_t)timeout_ms * 1000;
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        uint64_t now = act_now_usec();
+        if (now >= deadline || poll(&pfd, 1, (int)((deadline - now) / 1000) + 1) <= 0)
+            break;
+        ssize_t r = read(fd, buf, sizeof(buf));
+        if (r <= 0) {
+            *closed = true;
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    return got;
+}
+
+/* Above the transport limit the server drops the connection, answering
+ * nothing; the same framing within the limit is answered (so the drop is
+ * the size's). */
+static void expect_oversized_message_dropped(const char *url)
+{
+    static const char status[] = "{\"v\":1,\"op\":\"status\"}";
+    uint8_t request[4 + sizeof(status) - 1] = {0x80, 0, 0, 1}; /* a REQ request id */
+    memcpy(request + 4, status, sizeof(status) - 1);
+    bool closed;
+    size_t got = raw_exchange(url, sizeof(request), request, sizeof(request), 2000, &closed);
+    assert_true(got > 8 + 9 + 4);
+    got = raw_exchange(url, CTRL_RECV_MAX_BYTES + 1024, request, sizeof(request), 5000, &closed);
+    assert_true(closed);
+    assert_true(got <= 8);
+}
+
+/* A fresh client's status is answered within a heal of the listener: a
+ * connection dropped mid-message can wedge NNG 1.5.2's IPC listener, which
+ * the server notices and replaces within a probe's period and timeout
+ * (ipc_heal.h); the rest is slack for a loaded machine. A wedged listener
+ * takes a request and never answers it, so each try waits 1 s. */
+static void expect_status_ok_within_a_heal(const char *url)
+{
+    const char *status = "{\"v\":1,\"op\":\"status\"}";
+    uint64_t deadline = act_now_usec() + IPC_HEAL_PERIOD_USEC + IPC_HEAL_TIMEOUT_USEC +
+                        3500 * 1000ull;
+    char *reply = NULL;
+    int rv;
+    while ((rv = dd_request_nng(url, status, strlen(status), 1000, &reply)) != 0 &&
+           act_now_usec() < deadline)
+        ;
+    if (rv != 0)
+        fail_msg("status after a dropped connection: %s, still past a heal of the listener",
+                 nng_strerror(rv));
     expect_reply(reply, true, NULL);
     assert_non_null(strstr(reply, "\"web1\""));
     free(reply);
@@ -97,15 +185,11 @@ static void test_bad_requests_then_status(void **state)
     free(reply);
 
     /* Above the transport limit the connection is dropped; the server keeps
-     * serving everyone else. */
+     * serving everyone else (within a heal, when the drop wedged NNG's
+     * listener). */
     free(body);
-    big = CTRL_RECV_MAX_BYTES + 1024;
-    body = calloc(1, big);
-    reply = NULL;
-    assert_int_not_equal(dd_request_nng(h.url, body, big, 1000, &reply), 0);
-    assert_null(reply);
-    free(body);
-    expect_status_ok(h.url);
+    expect_oversized_message_dropped(h.url);
+    expect_status_ok_within_a_heal(h.url);
 
     /* A peer that sends garbage at the socket level: nothing breaks. */
     expect_status_ok(h.url);
