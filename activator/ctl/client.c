@@ -215,11 +215,19 @@ static json_object *parse_bytes(const char *text, size_t len)
     return tok ? json_tokener_parse_ex(tok, text, (int)len) : NULL;
 }
 
-/* Delivers every event already received. */
+/* Events delivered per pass at most: under a flood of events (a claim
+ * rewritten a thousand times a second) the next one is always there, and a
+ * drain that took them all would never return to its caller's loop, which
+ * checks for SIGINT (watch) or the reply (a request). */
+#define DRAIN_BATCH 256
+
+/* Delivers the events already received, DRAIN_BATCH at most. */
 static void drain_events(ctl_client *client, ctl_event_fn on_event, void *userdata)
 {
     nng_msg *msg;
-    while (client->sub_open && nng_recvmsg(client->sub, &msg, NNG_FLAG_NONBLOCK) == 0) {
+    for (unsigned n = 0; n < DRAIN_BATCH && client->sub_open &&
+                         nng_recvmsg(client->sub, &msg, NNG_FLAG_NONBLOCK) == 0;
+         n++) {
         size_t topic_len;
         const char *json;
         const char *body = nng_msg_body(msg);
