@@ -357,6 +357,13 @@ int dh_http_get_unix(const char *path, char *buf, size_t size);
 /* The pid that answers GET / on 127.0.0.1:port (act-testapp's "pid=P"), or
  * -1 when nothing does. */
 int64_t dh_answer_pid(int port);
+/* Checks that GET / on 127.0.0.1:port is answered as version (act-testapp's
+ * "version=V"). */
+void dh_expect_version(dh_daemon *d, int port, const char *version);
+/* Checks that a connection on port, to host parked with its pin failed, is
+ * served by version (the fallback) and that the wake said so (its
+ * pin.fallback event). */
+void dh_cold_wake_runs_fallback(dh_daemon *d, const char *host, int port, const char *version);
 
 /* A client making requests back to back on a thread of its own, on a TCP
  * port and, with a unix_path, on that socket too (every other request),

@@ -136,6 +136,27 @@ int64_t dh_answer_pid(int port)
     return pid ? atoll(pid + 4) : -1;
 }
 
+void dh_expect_version(dh_daemon *d, int port, const char *version)
+{
+    char body[1024];
+    int n = dh_http_get(port, body, sizeof(body));
+    DH_CHECK(d, n > 0, "GET / on port %d: %s", port, n < 0 ? strerror(-n) : "no answer");
+    const char *v = strstr(body, "version=");
+    DH_CHECK(d, v, "the answer names no version: %s", body);
+    v += strlen("version=");
+    size_t len = strcspn(v, " \n");
+    DH_CHECK(d, strlen(version) == len && strncmp(v, version, len) == 0,
+             "the host answered as %.*s, not %s", (int)len, v, version);
+}
+
+void dh_cold_wake_runs_fallback(dh_daemon *d, const char *host, int port, const char *version)
+{
+    dh_events_mark(d);
+    dh_expect_version(d, port, version);
+    DH_CHECK(d, dh_event_wait(d, host, "pin.fallback", 10000, NULL),
+             "no pin.fallback event for the cold wake of %s", host);
+}
+
 static void *busy_client_run(void *arg)
 {
     dh_busy_client *client = arg;

@@ -74,27 +74,6 @@ static void touch(dh_daemon *d, const char *path)
     write_file(d, path, "", 0644);
 }
 
-/* The version act-testapp answers GET / with on port ("version=V"). */
-static void answer_version(dh_daemon *d, int port, char *out, size_t size)
-{
-    char body[1024];
-    int n = dh_http_get(port, body, sizeof(body));
-    DH_CHECK(d, n > 0, "GET / on port %d: %s", port, n < 0 ? strerror(-n) : "no answer");
-    const char *v = strstr(body, "version=");
-    DH_CHECK(d, v, "the answer names no version: %s", body);
-    v += strlen("version=");
-    size_t len = strcspn(v, " \n");
-    snprintf(out, size, "%.*s", (int)len, v);
-}
-
-static void expect_answer(dh_daemon *d, int port, const char *version)
-{
-    char answered[80];
-    answer_version(d, port, answered, sizeof(answered));
-    DH_CHECK(d, strcmp(answered, version) == 0, "the host answered as %s, not %s", answered,
-             version);
-}
-
 static json_object *request_ok(dh_daemon *d, const char *what, json_object *reply)
 {
     DH_CHECK(d, dh_reply_ok(reply), "%s: %s", what, json_object_to_json_string(reply));
@@ -132,7 +111,7 @@ static void test_failed_swap_falls_back_to_the_build_that_served(void **state)
     dh_daemon *d = *state;
     int port = dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, "MaxStarts=1\n");
     dh_wake(d, "demo");
-    expect_answer(d, port, "v1");
+    dh_expect_version(d, port, "v1");
 
     dh_stage_file(d, "demo", "v2", CRASHING_BUILD, false, NULL);
     json_object *reply =
@@ -140,7 +119,7 @@ static void test_failed_swap_falls_back_to_the_build_that_served(void **state)
     DH_CHECK(d, !dh_reply_ok(reply), "a swap to a crashing build served: %s",
              json_object_to_json_string(reply));
     json_object_put(reply);
-    expect_answer(d, port, "v1");
+    dh_expect_version(d, port, "v1");
 
     claim c;
     DH_CHECK(d, dh_claim_get(d, "demo", &c), "no claim after the failed swap");
@@ -157,7 +136,7 @@ static void test_failed_swap_falls_back_to_the_build_that_served(void **state)
     dh_park(d, "demo");
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
     dh_events_mark(d);
-    expect_answer(d, port, "v1");
+    dh_expect_version(d, port, "v1");
     dh_event fallback;
     DH_CHECK(d, dh_event_wait(d, "demo", "pin.fallback", 10000, &fallback),
              "no pin.fallback event for the wake");
@@ -175,7 +154,7 @@ static void test_failed_swap_falls_back_to_the_build_that_served(void **state)
         d, "promote demo v3",
         dh_request(d, 60000, "{\"v\":1,\"op\":\"promote\",\"host\":\"demo\",\"version\":\"v3\"}")));
     dh_wake(d, "demo");
-    expect_answer(d, port, "v3");
+    dh_expect_version(d, port, "v3");
     dh_stop_and_check_clean(d);
 }
 
@@ -190,7 +169,7 @@ static void test_a_fresh_daemon_falls_back_to_the_replaced_pin(void **state)
     json_object_put(request_ok(
         d, "swap demo v2",
         dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}")));
-    expect_answer(d, port, "v2");
+    dh_expect_version(d, port, "v2");
     dh_park(d, "demo");
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
     DH_CHECK(d, dh_stop(d) == 0, "the daemon did not stop cleanly");
@@ -199,10 +178,7 @@ static void test_a_fresh_daemon_falls_back_to_the_replaced_pin(void **state)
     dh_stage_file(d, "demo", "v3", CRASHING_BUILD, false, NULL);
     dh_swap_fails_to(d, "demo", "v3", "v2");
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo is not parked");
-    dh_events_mark(d);
-    expect_answer(d, port, "v2");
-    DH_CHECK(d, dh_event_wait(d, "demo", "pin.fallback", 10000, NULL),
-             "no pin.fallback event for the wake");
+    dh_cold_wake_runs_fallback(d, "demo", port, "v2");
     dh_stop_and_check_clean(d);
 }
 
@@ -223,7 +199,7 @@ static void test_a_resumed_generation_is_the_fallback(void **state)
     dh_stage_file(d, "demo", "v2", CRASHING_BUILD, false, NULL);
     dh_swap_fails_to(d, "demo", "v2", "v1");
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo is not parked");
-    expect_answer(d, port, "v1");
+    dh_expect_version(d, port, "v1");
     dh_stop_and_check_clean(d);
 }
 
@@ -268,7 +244,7 @@ static void test_failed_pin_without_fallback_is_refused_until_a_promote(void **s
     DH_CHECK(d, unpinned, "promote did not say it cleared the pin v2: %s", text);
     DH_CHECK(d, dh_claim_get(d, "demo", &c) && !c.has_pin, "the promote left the pin");
     dh_wake(d, "demo");
-    expect_answer(d, port, "v1");
+    dh_expect_version(d, port, "v1");
     dh_stop_and_check_clean(d);
 }
 
@@ -297,7 +273,7 @@ static void test_scripts_run_from_their_verified_fd(void **state)
     stage_dir(d, "demo", "sh1", src, "run", true);
     dh_start(d, NULL);
     dh_wake(d, "demo");
-    expect_answer(d, port, "sh1");
+    dh_expect_version(d, port, "sh1");
     dh_park(d, "demo");
 
     /* A script whose interpreter is inside the build (a copy of dash). */
@@ -316,7 +292,7 @@ static void test_scripts_run_from_their_verified_fd(void **state)
     write_file(d, path, text, 0755);
     stage_dir(d, "demo", "in1", src, "run", true);
     dh_wake(d, "demo");
-    expect_answer(d, port, "in1");
+    dh_expect_version(d, port, "in1");
     dh_park(d, "demo");
 
     /* A script whose interpreter is missing: the failure names it. */
@@ -400,7 +376,7 @@ static void test_gc_never_removes_a_version_in_use(void **state)
     bool still = dh_json_u64(status, "generation") == served.generation;
     json_object_put(status);
     DH_CHECK(d, still, "the generation running v1 did not serve on through the gc");
-    expect_answer(d, port, "v1");
+    dh_expect_version(d, port, "v1");
     dh_stop_and_check_clean(d);
 }
 
@@ -460,7 +436,7 @@ static void test_release_work_leaves_the_loop_to_the_wakes(void **state)
     /* The gc after the promote waits at the hold too; let it pass. */
     touch(d, hold);
     dh_wake(d, "big");
-    expect_answer(d, big_port, "v2");
+    dh_expect_version(d, big_port, "v2");
     DH_CHECK(d, unlink(hold) == 0, "cannot remove %s: %s", hold, strerror(errno));
 
     request = dh_request_start(d, 120000,
@@ -468,7 +444,7 @@ static void test_release_work_leaves_the_loop_to_the_wakes(void **state)
     wake_beside(d, "swap-verify");
     release_and_finish(d, hold, request, "swap big v1");
     touch(d, hold);
-    expect_answer(d, big_port, "v1");
+    dh_expect_version(d, big_port, "v1");
     dh_stop_and_check_clean(d);
 }
 
@@ -480,7 +456,7 @@ static void test_the_build_is_resolved_beside_the_admission(void **state)
     dh_daemon *d = *state;
     int port = dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, NULL);
     dh_wake(d, "demo");
-    expect_answer(d, port, "v1");
+    dh_expect_version(d, port, "v1");
     char *log = dh_read_text(d->drv.log_path);
     DH_CHECK(d, log, "cannot read %s", d->drv.log_path);
     const char *begun = strstr(log, "host demo: resolving its build beside the admission");

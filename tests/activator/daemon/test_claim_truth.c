@@ -283,20 +283,6 @@ static void test_failed_swap_names_n_again(void **state)
     dh_stop_and_check_clean(d);
 }
 
-/* The build version act-testapp answers GET / with on port ("version=V"). */
-static void expect_version(dh_daemon *d, int port, const char *version)
-{
-    char body[1024];
-    int n = dh_http_get(port, body, sizeof(body));
-    DH_CHECK(d, n > 0, "GET / on port %d: %s", port, n < 0 ? strerror(-n) : "no answer");
-    const char *v = strstr(body, "version=");
-    DH_CHECK(d, v, "the answer names no version: %s", body);
-    v += strlen("version=");
-    size_t len = strcspn(v, " \n");
-    DH_CHECK(d, strlen(version) == len && strncmp(v, version, len) == 0,
-             "the host answered as %.*s, not %s", (int)len, v, version);
-}
-
 static bool swap_written_back(const claim *c)
 {
     return c->holder.starting_generation == 0 && claim_pin_failed(c);
@@ -393,10 +379,7 @@ static void test_swap_failed_before_its_write_back_resumes_n(void **state)
     dh_step("park, then a cold wake by a connection runs the fallback");
     dh_park(d, "demo");
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
-    dh_events_mark(d);
-    expect_version(d, port, "v1");
-    DH_CHECK(d, dh_event_wait(d, "demo", "pin.fallback", 10000, NULL),
-             "no pin.fallback event for the cold wake");
+    dh_cold_wake_runs_fallback(d, "demo", port, "v1");
     dh_stop_and_check_clean(d);
 }
 
@@ -480,10 +463,7 @@ static void test_swap_interrupted_with_n_dead_falls_back(void **state)
              "; expected v2 interrupted, fallback v1, nothing starting",
              c.pin.version, c.pin.failure_reason, c.pin.fallback_version,
              c.holder.starting_generation);
-    dh_events_mark(d);
-    expect_version(d, port, "v1");
-    DH_CHECK(d, dh_event_wait(d, "demo", "pin.fallback", 10000, NULL),
-             "no pin.fallback event for the cold wake");
+    dh_cold_wake_runs_fallback(d, "demo", port, "v1");
     dh_stop_and_check_clean(d);
 }
 
@@ -515,7 +495,7 @@ static void test_failed_swap_then_a_kill_resumes_n(void **state)
     dh_kill(d);
     dh_start(d, NULL);
     expect_n_answers(d, port, &served, "the restart");
-    expect_version(d, port, "v1");
+    dh_expect_version(d, port, "v1");
     dh_stop_and_check_clean(d);
 }
 
