@@ -343,8 +343,17 @@ static bool check_host_settled(soak *s, soak_host *h, bool last_try)
     bool have_claim = claims_read(s->fleet.store, h->name, &c, &err) > 0;
     uint64_t gens[FL_BOXES_MAX][8];
     size_t n[FL_BOXES_MAX];
-    for (size_t b = 0; b < s->n_boxes; b++)
+    /* The leaves are listed between the two statuses, so a wake begun
+     * after the second (its leaf made beside the admission) is not taken
+     * for a stray of the state the first and second agree on. */
+    char strays[FL_BOXES_MAX][256];
+    size_t n_strays[FL_BOXES_MAX];
+    for (size_t b = 0; b < s->n_boxes; b++) {
         n[b] = populated_generations(s, b, h->name, gens[b], 8);
+        bool serving = strcmp(before[b].state, "serving") == 0;
+        n_strays[b] = stray_leaves(s, b, h->name, serving ? before[b].generation : 0, strays[b],
+                                   sizeof(strays[b]));
+    }
     for (size_t b = 0; b < s->n_boxes; b++)
         if (!status_of(s, b, h->name, &after[b]) || strcmp(before[b].state, after[b].state) != 0 ||
             before[b].generation != after[b].generation || after[b].unproven)
@@ -358,14 +367,11 @@ static bool check_host_settled(soak *s, soak_host *h, bool last_try)
         if (serving)
             serving_box = (int)b;
         bool known = serving ? n[b] == 1 && gens[b][0] == after[b].generation : n[b] == 0;
-        char strays[256];
-        size_t n_strays =
-            stray_leaves(s, b, h->name, serving ? after[b].generation : 0, strays, sizeof(strays));
-        soak_check(s, I_LEAVES_KNOWN, known && n_strays == 0,
+        soak_check(s, I_LEAVES_KNOWN, known && n_strays[b] == 0,
                    "host %s on %s: the daemon says %s g-%llu; populated g-leaves: %zu (first "
                    "g-%llu); other leaves:%s",
                    h->name, fl_box_name(b), after[b].state, (unsigned long long)after[b].generation,
-                   n[b], (unsigned long long)(n[b] ? gens[b][0] : 0), strays);
+                   n[b], (unsigned long long)(n[b] ? gens[b][0] : 0), strays[b]);
     }
     const char *executor = have_claim ? claim_executor(&c) : NULL;
     if (serving_box >= 0) {
