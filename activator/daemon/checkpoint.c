@@ -77,6 +77,11 @@ static void finish(ad_checkpoint *ckpt, int result, const claim_state *written,
     ad_host *host = ckpt->host;
     if (host && ad_host_checkpoint(host) == ckpt)
         ad_host_set_checkpoint(host, NULL);
+    /* Its start opened the host's directory (the state directory is made
+     * there): a checkpoint of a parked host (a move's, an operator's)
+     * leaves no fd behind it. What done starts opens it again. */
+    if (host)
+        ad_host_dir_close_unless_used(host);
     if (host && ckpt->done)
         ckpt->done(host, result, written, err, ckpt->userdata);
     checkpoint_free(ckpt);
@@ -240,9 +245,6 @@ static void on_exec_done(ad_host *host, int result, const claim_state *written,
         int dirfd = ad_host_dir(host, &record_err);
         int written_r =
             dirfd < 0 ? dirfd : rec_write_checkpoint(dirfd, written->checkpoint, &record_err);
-        /* A checkpoint of a parked host (a move's, an operator's) leaves
-         * no fd behind it. */
-        ad_host_dir_close_unless_used(host);
         if (written_r < 0) {
             act_error failed = {0};
             act_error_set(&failed, EIO, "host %s: checkpoint %s written, but %s",

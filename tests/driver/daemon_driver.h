@@ -293,3 +293,8 @@ size_t dd_leaf_count(const dd_daemon *d, const char *host);
 
 /* How many generation records <state>/hosts/<host>/generations/ holds. */
 size_t dd_generation_records(const dd_daemon *d, const char *host);
+
+/* How many fds the daemon holds on host's directory of records
+ * (<state>/hosts/<host>): none while nothing of the host runs or is in
+ * flight there, so that a box's parked hosts hold no fd each. */
+size_t dd_host_dir_fds(const dd_daemon *d, const char *host);

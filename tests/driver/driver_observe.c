@@ -117,6 +117,26 @@ size_t dd_generation_records(const dd_daemon *d, const char *host)
     return count_subdirs(path, false);
 }
 
+size_t dd_host_dir_fds(const dd_daemon *d, const char *host)
+{
+    char fds[64], wanted[PATH_MAX];
+    snprintf(fds, sizeof(fds), "/proc/%d/fd", (int)d->pid);
+    snprintf(wanted, sizeof(wanted), "%s/hosts/%s", d->state_dir, host);
+    _cleanup_(closedirp) DIR *dir = opendir(fds);
+    size_t count = 0;
+    struct dirent *entry;
+    while (dir && (entry = readdir(dir))) {
+        char path[PATH_MAX], target[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", fds, entry->d_name);
+        ssize_t n = readlink(path, target, sizeof(target) - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        count += strcmp(target, wanted) == 0;
+    }
+    return count;
+}
+
 int dd_copy_file(const char *from, const char *to, mode_t mode, act_error *err)
 {
     _cleanup_close_ int in = open(from, O_RDONLY | O_CLOEXEC);

@@ -6,7 +6,6 @@
  * --force from the last checkpoint; a daemon killed at any step of its part
  * finishes it after its restart; and what cannot be moved is refused with
  * nothing changed. */
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,32 +96,6 @@ static bool serves_on(fl_fleet *fl, const char *host, size_t index, int timeout_
         usleep(20 * 1000);
     } while (dd_now_ms() < deadline);
     return false;
-}
-
-/* How many fds box index's daemon holds on host's directory of records
- * (<state>/hosts/<host>): none while nothing of the host runs there, so
- * that a box's parked hosts hold no fd each. */
-static size_t host_dir_fds(fl_fleet *fl, size_t index, const char *host)
-{
-    const dh_daemon *box = &fl->boxes[index];
-    char fds[64], wanted[PATH_MAX];
-    snprintf(fds, sizeof(fds), "/proc/%d/fd", (int)box->drv.pid);
-    snprintf(wanted, sizeof(wanted), "%s/hosts/%s", box->drv.state_dir, host);
-    DIR *dir = opendir(fds);
-    assert_non_null(dir);
-    size_t count = 0;
-    struct dirent *entry;
-    while ((entry = readdir(dir))) {
-        char path[PATH_MAX], target[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/%s", fds, entry->d_name);
-        ssize_t n = readlink(path, target, sizeof(target) - 1);
-        if (n <= 0)
-            continue;
-        target[n] = '\0';
-        count += strcmp(target, wanted) == 0;
-    }
-    closedir(dir);
-    return count;
 }
 
 /* Starts move id of web to box as activatorctl would (the draining CAS on
@@ -281,7 +254,7 @@ static void test_move_under_a_client_keeps_the_counter_and_never_runs_twice(void
     DH_CHECK(&fl->boxes[1], dh_event_wait(&fl->boxes[1], "web", "move.done", 5000, NULL),
              "box-2 published no move.done");
     /* box-1 drained web and handed it over: nothing of it is open there. */
-    size_t open_dirs = host_dir_fds(fl, 0, "web");
+    size_t open_dirs = dd_host_dir_fds(&fl->boxes[0].drv, "web");
     DH_CHECK(&fl->boxes[0], open_dirs == 0,
              "box-1 holds %zu fds on web's directory after the move", open_dirs);
     stop_fleet(fl);
@@ -322,7 +295,7 @@ static void test_a_probe_that_crashes_rolls_back_to_the_same_counter(void **stat
     DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once", most);
     DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
     /* box-2's part ended with the rollback: nothing of web is open there. */
-    size_t open_dirs = host_dir_fds(fl, 1, "web");
+    size_t open_dirs = dd_host_dir_fds(&fl->boxes[1].drv, "web");
     DH_CHECK(&fl->boxes[1], open_dirs == 0,
              "box-2 holds %zu fds on web's directory after the rollback", open_dirs);
     stop_fleet(fl);

@@ -184,6 +184,7 @@ typedef struct soak {
     long end_fds[FL_BOXES_MAX], end_rss_kib[FL_BOXES_MAX];
     long baseline_other_fds[FL_BOXES_MAX];
     long end_store_fds[FL_BOXES_MAX], end_host_dir_fds[FL_BOXES_MAX];
+    char end_host_dir_names[FL_BOXES_MAX][256];
     char baseline_fd_kinds[FL_BOXES_MAX][1024];
     /* Lulls that found a host parked everywhere with a claim in phase
      * serving (a park's write-back lost to a store outage). */

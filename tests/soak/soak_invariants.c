@@ -511,6 +511,7 @@ static void socket_kind(pid_t pid, unsigned long inode, int store_port, char *ou
  * unix control.ipc 1, anon_inode:[pidfd] 3, ...") for a message. */
 typedef struct fd_census {
     long total, store, host_dirs;
+    char host_dir_names[256]; /* " stubborn counter-1" */
     char kinds[1024];
 } fd_census;
 
@@ -575,8 +576,12 @@ static void count_fds(pid_t pid, int store_port, const char *hosts_dir, fd_censu
             snprintf(target, sizeof(target), "socket (closed TCP, store)");
         if (strstr(target, "store)"))
             out->store++;
-        if (strncmp(target, hosts_dir, strlen(hosts_dir)) == 0 && target[strlen(hosts_dir)] == '/')
+        if (strncmp(target, hosts_dir, strlen(hosts_dir)) == 0 && target[strlen(hosts_dir)] == '/') {
+            size_t named = strlen(out->host_dir_names);
+            snprintf(out->host_dir_names + named, sizeof(out->host_dir_names) - named, " %s",
+                     target + strlen(hosts_dir) + 1);
             out->host_dirs++;
+        }
         size_t k = 0;
         while (k < n_kinds && strncmp(kinds[k].name, target, sizeof(kinds[k].name) - 1) != 0)
             k++;
@@ -636,6 +641,8 @@ void soak_measure_baseline(soak *s, bool at_end)
         s->end_fds[b] = fds.total;
         s->end_store_fds[b] = fds.store;
         s->end_host_dir_fds[b] = fds.host_dirs;
+        snprintf(s->end_host_dir_names[b], sizeof(s->end_host_dir_names[b]), "%s",
+                 fds.host_dir_names);
         s->end_rss_kib[b] = rss;
         /* The store's connection pool is libcurl's and bounded; a parked
          * host's directory left open is counted and shown (see the

@@ -73,9 +73,9 @@ void soak_report(const soak *s)
                s->end_host_dir_fds[b], s->baseline_rss_kib[b], s->end_rss_kib[b]);
     for (size_t b = 0; b < s->n_boxes; b++)
         if (s->end_host_dir_fds[b])
-            printf("noticed: %s keeps %ld parked host(s)' directories open (a move's or a "
-                   "checkpoint's end reopens it, nothing closes it until the next wake)\n",
-                   fl_box_name(b), s->end_host_dir_fds[b]);
+            printf("noticed: %s keeps %ld parked host(s)' directories open (%s): a path "
+                   "that opens one and never closes it while the host is parked\n",
+                   fl_box_name(b), s->end_host_dir_fds[b], s->end_host_dir_names[b] + 1);
     printf("soak: %u faults, %" PRIu64 " invariant checks, %" PRIu64 " broken\n", s->faults_made,
            total_checks(s), total_broken(s));
     fflush(stdout);

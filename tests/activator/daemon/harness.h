@@ -395,6 +395,8 @@ size_t dh_leaf_count(dh_daemon *d, const char *host);
 
 /* How many generation records <state>/hosts/<host>/generations/ holds. */
 size_t dh_generation_records(dh_daemon *d, const char *host);
+/* How many fds the daemon holds on <state>/hosts/<host> (dd_host_dir_fds). */
+size_t dh_host_dir_fds(dh_daemon *d, const char *host);
 
 /* Reads a whole small file into a malloc'd string; NULL when absent. */
 char *dh_read_text(const char *path);

@@ -230,6 +230,11 @@ size_t dh_generation_records(dh_daemon *d, const char *host)
     return dd_generation_records(&d->drv, host);
 }
 
+size_t dh_host_dir_fds(dh_daemon *d, const char *host)
+{
+    return dd_host_dir_fds(&d->drv, host);
+}
+
 /* "activatorctl --connect ... move web box-2", for the watchdog. */
 static void waiting_for_run(char *const argv[])
 {

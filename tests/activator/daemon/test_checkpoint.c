@@ -201,6 +201,11 @@ static void test_checkpoint_then_restore_continues_the_counter(void **state)
 
     claim_state written = checkpoint_now(d);
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 5000), "demo is not parked after checkpoint");
+    /* Parked and written: nothing of demo is open (a box's parked hosts
+     * hold no fd each). */
+    size_t open_dirs = dh_host_dir_fds(d, "demo");
+    DH_CHECK(d, open_dirs == 0, "the daemon holds %zu fds on demo's directory after its checkpoint",
+             open_dirs);
     char archive[PATH_MAX];
     snprintf(archive, sizeof(archive), "%s/demo/%s.tar.zst", shared.path, written.checkpoint);
     DH_CHECK(d, access(archive, F_OK) == 0, "%s is missing", archive);
