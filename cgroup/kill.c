@@ -111,21 +111,21 @@ static int kill_by_freezing(cg_leaf *leaf, act_error *err)
     pid_t seen[1024];
     size_t n_seen = 0;
     for (int round = 0; round < CG_KILL_SWEEPS_MAX; round++) {
-        int r = cg_write_file_at(leaf->dir_fd, "cgroup.freeze", "1");
+        int r = cg_leaf_freeze(leaf, true, err);
         if (r < 0)
-            return act_error_set(err, -r, "cannot freeze %s: %s", leaf->v2_path, strerror(-r));
+            return r;
         for (int sweep = 0; sweep < CG_KILL_SWEEPS_MAX; sweep++) {
             r = kill_listed(leaf, seen, &n_seen, ARRAY_SIZE(seen));
             if (r <= 0)
                 break;
         }
-        int thaw = cg_write_file_at(leaf->dir_fd, "cgroup.freeze", "0");
+        act_error thaw_err = {0};
+        int thaw = cg_leaf_freeze(leaf, false, &thaw_err);
         if (r < 0)
             return act_error_set(err, -r, "cannot read %s/cgroup.procs: %s", leaf->v2_path,
                                  strerror(-r));
         if (thaw < 0)
-            return act_error_set(err, -thaw, "cannot thaw %s after killing: %s", leaf->v2_path,
-                                 strerror(-thaw));
+            return act_error_set(err, -thaw, "after killing: %s", thaw_err.message);
         r = kill_listed(leaf, seen, &n_seen, ARRAY_SIZE(seen));
         if (r == 0)
             return 0;

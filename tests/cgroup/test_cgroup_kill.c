@@ -1,7 +1,8 @@
 /* Kill with proof, retire and containment against real cgroups: a
  * daemonized grandchild, an app that ignores SIGTERM, a process in
  * uninterruptible sleep, a fork bomb under PidsMax, a memory hog under
- * MemoryMax (v1 or v2, whichever this host has).
+ * MemoryMax (v1 or v2, whichever this host has); a leaf frozen and thawed
+ * again and again.
  * CG_TEST_SPAWN_METHOD=fork and CG_TEST_FORCE_KILL_FALLBACK=1 run the same tests
  * on the fork spawn path and the freeze + SIGKILL + thaw kill path. */
 #include <errno.h>
@@ -109,6 +110,58 @@ static void retire_of_a_cooperative_app_ends_when_it_exits(void **state)
     cgt_reap(proc.pidfd, &info);
     assert_int_equal(info.si_code, CLD_EXITED);
     assert_int_equal(info.si_status, 0);
+    close(out_fd);
+    cg_leaf_free(leaf);
+}
+
+/* Until cgroup.events says frozen is want, learnt through the events fd. */
+static void wait_frozen(cg_leaf *leaf, bool want)
+{
+    act_error err = {0};
+    int events = cg_leaf_events_fd(leaf, &err);
+    assert_true(events >= 0);
+    uint64_t deadline = act_now_usec() + 10 * SEC;
+    for (;;) {
+        bool frozen = !want;
+        assert_int_equal(cg_leaf_frozen(leaf, &frozen, &err), 0);
+        if (frozen == want)
+            return;
+        assert_true(act_now_usec() < deadline);
+        struct pollfd pfd = {.fd = events, .events = POLLIN};
+        poll(&pfd, 1, 100);
+    }
+}
+
+/* Freeze and thaw, again and again (the leaf keeps cgroup.freeze open from
+ * the first freeze): a frozen process does not run, not even to die of
+ * the SIGTERM it was sent; thawed, it does. */
+static void a_frozen_leaf_thaws_again_and_again(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-9", NULL);
+    cg_process proc;
+    int out_fd;
+    act_error err = {0};
+    const char *args[] = {"7", "wait", NULL};
+    cgt_start(leaf, "cg-probe", args, "end\n", &proc, &out_fd);
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(cg_leaf_freeze(leaf, true, &err), 0);
+        wait_frozen(leaf, true);
+        assert_int_equal(cg_leaf_freeze(leaf, false, &err), 0);
+        wait_frozen(leaf, false);
+    }
+    assert_int_equal(cg_leaf_freeze(leaf, true, &err), 0);
+    wait_frozen(leaf, true);
+    assert_int_equal(kill(proc.pid, SIGTERM), 0);
+    assert_false(pidfd_exited(proc.pidfd, 200));
+    assert_int_equal(cg_leaf_freeze(leaf, false, &err), 0);
+    assert_true(pidfd_exited(proc.pidfd, 10000));
+    siginfo_t info;
+    cgt_reap(proc.pidfd, &info);
+    assert_int_equal(info.si_code, CLD_EXITED);
+    assert_int_equal(info.si_status, 7);
+    assert_int_equal(cg_leaf_wait_empty(leaf, 10 * SEC, &err), 0);
+    assert_int_equal(cg_leaf_remove(leaf, &err), 0);
+    assert_true(cgt_gone(cg_leaf_path(leaf)));
     close(out_fd);
     cg_leaf_free(leaf);
 }
@@ -290,6 +343,7 @@ int main(void)
         T(retire_kills_an_app_ignoring_sigterm_after_the_grace),
         T(retire_of_a_cooperative_app_ends_when_it_exits),
         T(not_proven_is_told_apart_from_proven),
+        T(a_frozen_leaf_thaws_again_and_again),
         T(events_fd_signals_emptiness),
         cmocka_unit_test_setup_teardown(a_process_in_uninterruptible_sleep_holds_off_the_proof,
                                         cgt_setup_root, release_held_then_teardown),
