@@ -390,8 +390,16 @@ static bool check_host_settled(soak *s, soak_host *h, bool last_try)
         soak_check(s, I_CLAIM_TRUE, have_claim && executor && executor[0],
                    "host %s serves nowhere; its claim names no executor (phase %s)", h->name,
                    c.op.phase);
-        if (have_claim && strcmp(c.op.phase, "serving") == 0)
+        if (have_claim && strcmp(c.op.phase, "serving") == 0) {
             s->stale_serving_claims++;
+            const char *v = getenv("SOAK_VERBOSE");
+            if (v && v[0] == '1')
+                fprintf(stderr,
+                        "soak: +%.3f s host %s is parked everywhere; its claim (revision %" PRIu64
+                        ") says serving, holder %s generation %" PRIu64 "\n",
+                        (double)(soak_now_ms() - s->start_ms) / 1000.0, h->name, c.revision,
+                        c.holder.box, c.holder.generation);
+        }
     }
     return true;
 }
