@@ -478,6 +478,20 @@ bool ad_claim_report_defer(ad_host *host, void (*fn)(void *userdata), void *user
     return true;
 }
 
+void ad_claim_report_store_answers(ad_daemon *daemon)
+{
+    for (size_t i = 0; i < daemon->n_hosts; i++) {
+        ad_claim_report *r = report_of(daemon->hosts[i]);
+        if (!r || !r->retry_timer)
+            continue;
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+                       "host %s: the claim store answers again; trying the write of phase %s "
+                       "now rather than in %" PRIu64 " ms",
+                       name_of(r), phase_of(r->writing_report.kind), r->backoff_usec / 1000);
+        retry_now(r);
+    }
+}
+
 void ad_claim_report_free(ad_host *host)
 {
     ad_claim_report *r = report_of(host);

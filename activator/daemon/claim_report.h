@@ -58,6 +58,11 @@ bool ad_claim_report_busy(const ad_host *host);
  * true is returned; otherwise false, and the caller goes on at once. */
 bool ad_claim_report_defer(ad_host *host, void (*fn)(void *userdata), void *userdata);
 
+/* The claim watch found the store answering again after an outage: every
+ * write-back waiting out its retry's delay (up to 5 s) is tried now, so the
+ * claims say what is true as soon as the daemon says the store is back. */
+void ad_claim_report_store_answers(ad_daemon *daemon);
+
 /* Frees what is kept for host. The store must not call back any more (the
  * loop has ended), or nothing may be in flight. */
 void ad_claim_report_free(ad_host *host);

@@ -24,6 +24,7 @@
 
 #include "activator/daemon/announce.h"
 #include "activator/daemon/claim_release.h"
+#include "activator/daemon/claim_report.h"
 #include "activator/daemon/hosts.h"
 #include "activator/daemon/move.h"
 #include "activator/daemon/recovery.h"
@@ -153,6 +154,7 @@ static void set_store_answers(ad_claim_watch *cw)
             "revision %" PRIu64 " and reconciled; wakes resume",
             cw->daemon->config.store, down_sec, cw->revision - 1);
     *state = (ad_store_state){0};
+    ad_claim_report_store_answers(cw->daemon);
 }
 
 json_object *ad_claim_watch_store_status(const ad_daemon *daemon)
