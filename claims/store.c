@@ -1,5 +1,6 @@
-/* The store front: URL dispatch, argument checks at the edge, and the bridges
- * that give every backend both a synchronous and an asynchronous face. */
+/* The store front: argument checks at the edge, and the bridges that give
+ * every backend both a synchronous and an asynchronous face (store_open.c
+ * picks the backend). */
 #include <assert.h>
 #include <time.h>
 #include <stdlib.h>
@@ -11,8 +12,6 @@
 #include "common/names.h"
 #include "common/offload.h"
 
-#define DEFAULT_TIMEOUT_MS 5000
-#define DEFAULT_WATCH_TIMEOUT_MS 30000
 /* Worker threads for a synchronous backend's asynchronous calls: enough for
  * the daemon's default MaxConcurrentStarts on small boxes; calls of
  * different hosts run side by side, so their fsyncs commit together. */
@@ -23,40 +22,6 @@ int claims_compare_by_host(const void *a, const void *b)
     assert(a);
     assert(b);
     return strcmp(((const claim *)a)->host, ((const claim *)b)->host);
-}
-
-int claims_store_open(const char *url, const claims_store_options *options, claim_store **out,
-                      act_error *err)
-{
-    assert(out);
-    claims_store_options defaults = {0};
-    if (!options)
-        options = &defaults;
-    if (options->timeout_ms < 0 || options->watch_timeout_ms < 0)
-        return act_error_set(err, EINVAL, "claim store: timeout %d ms is negative",
-                             options->timeout_ms < 0 ? options->timeout_ms
-                                                     : options->watch_timeout_ms);
-    claims_store_options effective = *options;
-    if (effective.timeout_ms == 0)
-        effective.timeout_ms = DEFAULT_TIMEOUT_MS;
-    if (effective.watch_timeout_ms == 0)
-        effective.watch_timeout_ms = DEFAULT_WATCH_TIMEOUT_MS;
-    if (!url)
-        return act_error_set(err, EINVAL, "claim store URL is missing; use dir:///path or "
-                                          "etcd://host:port/prefix");
-    claims_url parsed;
-    int r = claims_parse_url(url, &parsed, err);
-    if (r < 0)
-        return r;
-    if (parsed.kind == CLAIMS_URL_DIR)
-        r = claims_dir_open(parsed.path, &effective, out, err);
-    else
-        r = claims_etcd_open(&parsed, &effective, out, err);
-    if (r < 0)
-        return r;
-    (*out)->timeout_ms = effective.timeout_ms;
-    (*out)->watch_timeout_ms = effective.watch_timeout_ms;
-    return 0;
 }
 
 /* A malformed claim a worker's list came across, told to the caller on

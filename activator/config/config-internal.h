@@ -30,6 +30,12 @@ int cfg_ini_parse_fd(int fd, const char *path, const cfg_ini_key *keys, size_t n
 /* Opens the hosts directory, or reports why not (as a problem of dir). */
 int cfg_open_hosts_dir(const char *dir, cfg_errors *errors);
 
+/* The host name a file of the hosts directory gives ("web1.conf": "web1"),
+ * or -EINVAL with the reason added to errors (a path, no .conf, a name
+ * act_name_check refuses). */
+int cfg_host_name_from_file(const char *dir, const char *file_name, char **name,
+                            cfg_errors *errors);
+
 /* cfg_load_host_file on an open hosts directory (dir names it in
  * errors). */
 int cfg_load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_host *host,

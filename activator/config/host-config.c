@@ -686,8 +686,8 @@ static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_
 }
 
 /* Checks file_name and derives the host name; 0 or a problem reported. */
-static int host_name_from_file(const char *dir, const char *file_name, char **name,
-                               cfg_errors *errors)
+int cfg_host_name_from_file(const char *dir, const char *file_name, char **name,
+                            cfg_errors *errors)
 {
     char shown[160];
     snprintf(shown, sizeof(shown), "%s/%.100s", dir, file_name);
@@ -728,7 +728,7 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
 {
     *out = (cfg_host){0};
     _cleanup_free_ char *name = NULL;
-    int r = host_name_from_file(dir, file_name, &name, errors);
+    int r = cfg_host_name_from_file(dir, file_name, &name, errors);
     if (r < 0)
         return r;
     _cleanup_free_ char *path = NULL;
@@ -771,21 +771,6 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
     parse.host.name = TAKE_PTR(name);
     *out = TAKE_STRUCT(parse.host);
     return 0;
-}
-
-int cfg_load_host_file(const char *dir, const char *file_name, cfg_host *host, cfg_errors *errors)
-{
-    *host = (cfg_host){0};
-    /* The name is checked before the directory is even opened: a refused
-     * name touches nothing. */
-    _cleanup_free_ char *name = NULL;
-    int r = host_name_from_file(dir, file_name, &name, errors);
-    if (r < 0)
-        return r;
-    _cleanup_close_ int dir_fd = cfg_open_hosts_dir(dir, errors);
-    if (dir_fd < 0)
-        return dir_fd;
-    return load_host_at(dir_fd, dir, file_name, host, errors);
 }
 
 int cfg_host_credentials(const cfg_host *config, uid_t *uid, gid_t *gid, bool *have, act_error *err)

@@ -143,6 +143,21 @@ int cfg_open_hosts_dir(const char *dir, cfg_errors *errors)
     return dir_fd;
 }
 
+int cfg_load_host_file(const char *dir, const char *file_name, cfg_host *host, cfg_errors *errors)
+{
+    *host = (cfg_host){0};
+    /* The name is checked before the directory is even opened: a refused
+     * name touches nothing. */
+    _cleanup_free_ char *name = NULL;
+    int r = cfg_host_name_from_file(dir, file_name, &name, errors);
+    if (r < 0)
+        return r;
+    _cleanup_close_ int dir_fd = cfg_open_hosts_dir(dir, errors);
+    if (dir_fd < 0)
+        return dir_fd;
+    return cfg_load_host_at(dir_fd, dir, file_name, host, errors);
+}
+
 int cfg_load_hosts(const char *dir, cfg_host **hosts_out, size_t *n_out, cfg_errors *errors)
 {
     *hosts_out = NULL;

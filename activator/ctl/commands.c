@@ -34,17 +34,6 @@
 /* A reload reads every host file and may bind and stop many hosts. */
 #define RELOAD_TIMEOUT_SEC 120
 
-int ctl_usage_error(const ctl_command *command, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "activatorctl: %s: ", command->name);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\nTry 'activatorctl %s --help'.\n", command->name);
-    return CTL_EXIT_USAGE;
-}
-
 static json_object *new_request(const char *op)
 {
     json_object *request = json_object_new_object();
@@ -966,6 +955,39 @@ static int cmd_watch(const ctl_command *self, const ctl_options *options, int ar
     return r;
 }
 
+void ctl_print_main_usage(FILE *out)
+{
+    fprintf(out, "Usage: activatorctl [OPTIONS] COMMAND [ARGS]\n\n"
+                 "Options:\n"
+                 "  --connect URL     control socket (default " CTL_DEFAULT_CONTROL_URL ")\n"
+                 "  --events URL      events socket (default: events.ipc beside the control "
+                 "socket)\n"
+                 "  --json            print the daemon's JSON reply (watch: JSON lines)\n"
+                 "  --timeout SEC     give up waiting for a reply after SEC seconds\n"
+                 "  --tls-cert FILE   client certificate for a tls+tcp:// URL\n"
+                 "  --tls-key FILE    its key\n"
+                 "  --tls-ca FILE     CA that signed the daemon's certificate\n"
+                 "  --store URL       no daemon: run claims, boxes, claim, hold, unhold and "
+                 "unpin\n"
+                 "                    against the claim store itself (dir:///PATH or\n"
+                 "                    etcd://HOST:PORT[,HOST:PORT...]/PREFIX)\n"
+                 "  --store-ca FILE   CA of an https etcd (switches to https)\n"
+                 "  --store-cert FILE client certificate for etcd\n"
+                 "  --store-key FILE  its key\n"
+                 "  --no-color        never colour the output\n"
+                 "  -h, --help        show this help (COMMAND --help for a command)\n\n"
+                 "Commands:\n");
+    /* One column for the summaries, as wide as the longest command. */
+    int width = 0;
+    for (const ctl_command *c = ctl_commands; c->name; c++)
+        if ((int)strlen(c->name) > width)
+            width = (int)strlen(c->name);
+    for (const ctl_command *c = ctl_commands; c->name; c++)
+        fprintf(out, "  %-*s %s\n", width, c->name, ctl_command_summary(c));
+    fprintf(out, "\nExit status: 0 done, 1 refused or failed, 2 usage error, 3 daemon (or "
+                 "--store's store) unreachable.\n");
+}
+
 static int cmd_help(const ctl_command *self, const ctl_options *options, int argc, char **argv);
 
 const ctl_command ctl_commands[] = {
@@ -1082,8 +1104,6 @@ const ctl_command *ctl_command_find(const char *name)
             return c;
     return NULL;
 }
-
-void ctl_print_main_usage(FILE *out);
 
 static int cmd_help(const ctl_command *self, const ctl_options *options, int argc, char **argv)
 {

@@ -8,41 +8,6 @@
 #include "activator/ctl/client.h"
 #include "activator/ctl/commands.h"
 
-void ctl_print_main_usage(FILE *out);
-
-void ctl_print_main_usage(FILE *out)
-{
-    fprintf(out, "Usage: activatorctl [OPTIONS] COMMAND [ARGS]\n\n"
-                 "Options:\n"
-                 "  --connect URL     control socket (default " CTL_DEFAULT_CONTROL_URL ")\n"
-                 "  --events URL      events socket (default: events.ipc beside the control "
-                 "socket)\n"
-                 "  --json            print the daemon's JSON reply (watch: JSON lines)\n"
-                 "  --timeout SEC     give up waiting for a reply after SEC seconds\n"
-                 "  --tls-cert FILE   client certificate for a tls+tcp:// URL\n"
-                 "  --tls-key FILE    its key\n"
-                 "  --tls-ca FILE     CA that signed the daemon's certificate\n"
-                 "  --store URL       no daemon: run claims, boxes, claim, hold, unhold and "
-                 "unpin\n"
-                 "                    against the claim store itself (dir:///PATH or\n"
-                 "                    etcd://HOST:PORT[,HOST:PORT...]/PREFIX)\n"
-                 "  --store-ca FILE   CA of an https etcd (switches to https)\n"
-                 "  --store-cert FILE client certificate for etcd\n"
-                 "  --store-key FILE  its key\n"
-                 "  --no-color        never colour the output\n"
-                 "  -h, --help        show this help (COMMAND --help for a command)\n\n"
-                 "Commands:\n");
-    /* One column for the summaries, as wide as the longest command. */
-    int width = 0;
-    for (const ctl_command *c = ctl_commands; c->name; c++)
-        if ((int)strlen(c->name) > width)
-            width = (int)strlen(c->name);
-    for (const ctl_command *c = ctl_commands; c->name; c++)
-        fprintf(out, "  %-*s %s\n", width, c->name, ctl_command_summary(c));
-    fprintf(out, "\nExit status: 0 done, 1 refused or failed, 2 usage error, 3 daemon (or "
-                 "--store's store) unreachable.\n");
-}
-
 int main(int argc, char **argv)
 {
     ctl_options options = {.connect_url = CTL_DEFAULT_CONTROL_URL};

@@ -13,7 +13,7 @@
 #include <json-c/json.h>
 
 #include "activator/control/ops.h"
-#include "activator/ctl/commands.h"
+#include "activator/ctl/command.h"
 
 /* A command's own options besides its op's fields, such as status --names:
  * on_option returns 0 when it took opt. */

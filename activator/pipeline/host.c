@@ -8,29 +8,6 @@
 #include <string.h>
 
 #include "activator/pipeline/pipeline-internal.h"
-#include "common/clock.h"
-
-uint64_t pl_host_now(const pl_host *host)
-{
-    assert(host);
-    uint64_t now = 0;
-    /* The loop's timestamp of this iteration: every decision made while
-     * dispatching one event sees the same time. */
-    if (sd_event_now(host->loop, CLOCK_MONOTONIC, &now) < 0)
-        now = act_now_usec();
-    return now;
-}
-
-void pl_host_emit(pl_host *host, const pl_wake_event *event)
-{
-    assert(host);
-    assert(event);
-    if (!host->on_event)
-        return;
-    pl_wake_event stamped = *event;
-    stamped.at_usec = act_now_usec();
-    host->on_event(host, &stamped, host->event_userdata);
-}
 
 static void emit_host(pl_host *host, pl_wake_event_type type, pl_reason reason, pl_trigger trigger,
                       pl_park_cause cause, int status, const char *message)

@@ -109,6 +109,7 @@ struct pl_host {
     pl_wake *current; /* the wake or retirement in flight */
 };
 
+/* host_emit.c */
 uint64_t pl_host_now(const pl_host *host);
 void pl_host_emit(pl_host *host, const pl_wake_event *event);
 
