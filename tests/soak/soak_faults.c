@@ -329,6 +329,30 @@ static void kill_app(soak *s, soak_host *h)
     log_outcome(s, id, outcome);
 }
 
+/* Until every running daemon's status says the store answers, at most
+ * STORE_HEAL_WAIT_MS. From the fleet's side an outage lasts until then: a
+ * daemon refuses wakes until its claim watch has listed the claims again
+ * (wake_ops.c), which its backoff may put up to 5 s after etcd is back. A
+ * serving host answers all along, so its answers say nothing of that. */
+#define STORE_HEAL_WAIT_MS 20000
+static void wait_store_answers(soak *s)
+{
+    uint64_t deadline = soak_now_ms() + STORE_HEAL_WAIT_MS;
+    for (size_t b = 0; b < s->n_boxes; b++) {
+        bool ok = false;
+        while (!ok && !atomic_load(&s->daemon_down[b]) && soak_now_ms() < deadline) {
+            json_object *reply = soak_request(s, b, 5000, "{\"v\":1,\"op\":\"status\"}");
+            json_object *store = NULL;
+            ok = reply && dd_reply_ok(reply) &&
+                 json_object_object_get_ex(dd_reply_result(reply), "store", &store) &&
+                 strcmp(dd_json_str(store, "state"), "ok") == 0;
+            json_object_put(reply);
+            if (!ok)
+                dd_sleep_ms(100);
+        }
+    }
+}
+
 static void etcd_outage(soak *s, bool compact)
 {
     fl_fleet *fl = &s->fleet;
@@ -359,6 +383,8 @@ static void etcd_outage(soak *s, bool compact)
         }
     }
     atomic_store(&s->etcd_down, false);
+    if (r == 0)
+        wait_store_answers(s);
     soak_window_close(s, id);
     log_outcome(s, id, outcome);
 }
