@@ -205,9 +205,15 @@ static void test_viewer_group_members_may_only_read(void **state)
     assert_int_equal(pthread_create(&thread, NULL, run_watcher, &w), 0);
     claim beacon;
     dh_claim_assigned(DH_BEACON_HOST, DH_OTHER_BOX, &beacon);
+    /* A beacon every 50 ms or so: enough for the watch to see some, and
+     * few enough that its whole output (and whatever it says on stderr as
+     * it exits) fits what dd_run keeps. Back to back, they filled it with
+     * 16 KiB of beacons, and a watch that exited -1 under that flood
+     * (once in a full run here) left nothing saying why. */
     while (!atomic_load(&w.done)) {
         dh_claim_put(d, &beacon);
         dh_event_wait(d, DH_BEACON_HOST, "claim.changed", 100, NULL);
+        dd_sleep_ms(50);
     }
     pthread_join(thread, NULL);
     DH_CHECK(d, w.status == 0 && strstr(w.out, "claim.changed") && strstr(w.out, DH_BEACON_HOST),
