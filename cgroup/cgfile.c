@@ -11,21 +11,26 @@
 #include "cgroup/internal.h"
 #include "common/cleanup.h"
 
-int cg_write_file_at(int dirfd, const char *name, const char *value)
+int cg_write_fd(int fd, const char *value)
 {
-    assert(name);
     assert(value);
-    _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return -errno;
     size_t len = strlen(value);
     ssize_t n;
     do {
-        n = write(fd, value, len);
+        n = pwrite(fd, value, len, 0);
     } while (n < 0 && errno == EINTR);
     if (n < 0)
         return -errno;
     return (size_t)n == len ? 0 : -EIO;
+}
+
+int cg_write_file_at(int dirfd, const char *name, const char *value)
+{
+    assert(name);
+    _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    return cg_write_fd(fd, value);
 }
 
 int cg_read_file_at(int dirfd, const char *name, char *buf, size_t size)

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cgroup/internal.h"
 
@@ -19,14 +18,7 @@ int cg_leaf_freeze(cg_leaf *leaf, bool freeze, act_error *err)
     assert(leaf);
     if (leaf->freeze_fd < 0)
         leaf->freeze_fd = openat(leaf->dir_fd, "cgroup.freeze", O_WRONLY | O_CLOEXEC | O_NOCTTY);
-    int r = leaf->freeze_fd < 0 ? -errno : 0;
-    if (r == 0) {
-        ssize_t n;
-        do {
-            n = pwrite(leaf->freeze_fd, freeze ? "1" : "0", 1, 0);
-        } while (n < 0 && errno == EINTR);
-        r = n == 1 ? 0 : n < 0 ? -errno : -EIO;
-    }
+    int r = leaf->freeze_fd < 0 ? -errno : cg_write_fd(leaf->freeze_fd, freeze ? "1" : "0");
     if (r < 0)
         return act_error_set(err, -r, "cannot %s %s (writing cgroup.freeze): %s",
                              freeze ? "freeze" : "thaw", leaf->v2_path, strerror(-r));

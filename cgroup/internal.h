@@ -53,6 +53,8 @@ int cg_own_v2_cgroup(char **out, act_error *err);
 
 /* Small control-file I/O (cgfile.c). Both return 0 or -errno. */
 int cg_write_file_at(int dirfd, const char *name, const char *value);
+/* The same on a control file kept open (written at offset 0 each time). */
+int cg_write_fd(int fd, const char *value);
 int cg_read_file_at(int dirfd, const char *name, char *buf, size_t size);
 /* Finds "key <number>" in a flat-keyed file's text. */
 bool cg_parse_keyed(const char *text, const char *key, uint64_t *value);

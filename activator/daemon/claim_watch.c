@@ -342,13 +342,14 @@ static void take_baseline(ad_claim_watch *cw, const claim *claims, size_t n)
             next++;
         bool found = next < n && strcmp(claims[next].host, ad_host_name(host)) == 0;
         ad_host_set_claim_ours(host, found && claim_owned_by(&claims[next], daemon->config.box));
-        /* A move a previous daemon took part in goes on from its phase: a
-         * source drains again, a target probes again (same deadline). */
-        if (found)
+        if (found) {
+            /* A move a previous daemon took part in goes on from its
+             * phase: a source drains again, a target probes again (same
+             * deadline). */
             ad_move_claim_seen(host, &claims[next]);
-        /* What a previous daemon did not live to write (recovery ran). */
-        if (found)
+            /* What a previous daemon did not live to write (recovery ran). */
             ad_recover_settle_claim(host, &claims[next]);
+        }
     }
 }
 
