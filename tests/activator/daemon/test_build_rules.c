@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "activator/daemon/pin_choice.h"
-#include "activator/daemon/shebang.h"
+#include "activator/daemon/wake/pin_choice.h"
+#include "activator/daemon/wake/shebang.h"
 
 static const char *digest_a = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 static const char *digest_b = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";

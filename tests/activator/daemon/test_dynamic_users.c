@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "activator/daemon/dynamic_users.h"
+#include "activator/daemon/accounts/dynamic_users.h"
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {

@@ -1,0 +1,174 @@
+/* Staging a build for a control request, and listing the staged ones, off
+ * the loop.
+ *
+ * A stage copies the build, hashes it and fsyncs every file: for a large
+ * build that is a long time, during which a loop doing it would wake no
+ * host and answer no request. So it runs on a release worker
+ * (daemon->release_work, not the workers of the wakes' record writes), in
+ * the host's lane, from a copy of the request; the reply goes out from the
+ * loop when it is done. */
+#include "activator/daemon/builds/stage.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "activator/daemon/builds/promote.h"
+#include "activator/daemon/host/step_holds.h"
+#include "common/cleanup.h"
+#include "common/json_fields.h"
+
+typedef struct stage_job {
+    ad_host *owner; /* on the loop only */
+    rel_store *releases;
+    ctrl_reply *reply;
+    char host[ACT_NAME_MAX + 1];
+    char version[ACT_NAME_MAX + 1];
+    char path[CTRL_REQUEST_PATH_MAX + 1];
+    char executable[4096]; /* a directory build's executable; "" for a single file */
+    bool promote;
+    int result;
+    rel_identity identity;
+    act_error err;
+} stage_job;
+
+static void run_stage(void *data)
+{
+    stage_job *job = data;
+    ad_test_hold_release_work("stage", job->host);
+    /* A directory build names its executable by the host's Exec= path; a
+     * single file is the executable. */
+    struct stat st;
+    bool directory = stat(job->path, &st) == 0 && S_ISDIR(st.st_mode);
+    job->result = rel_stage(job->releases, job->host, job->version, job->path,
+                            directory ? job->executable : NULL, &job->identity, &job->err);
+    if (job->result == 0 && job->promote)
+        job->result = rel_promote(job->releases, job->host, job->version, &job->err);
+}
+
+static void complete_stage(void *data)
+{
+    _cleanup_free_ stage_job *job = data;
+    if (job->result < 0) {
+        ad_reply_release_error(job->reply, job->result, &job->err);
+    } else {
+        json_object *result = json_object_new_object();
+        json_object_object_add(result, "host", json_object_new_string(job->host));
+        json_object_object_add(result, "version", json_object_new_string(job->identity.version));
+        json_object_object_add(result, "digest",
+                               json_object_new_string(job->identity.build_digest));
+        json_object_object_add(result, "live", json_object_new_boolean(job->promote));
+        if (job->promote)
+            ad_promote_settle(job->owner, job->identity.version, result, job->reply);
+        else
+            ctrl_reply_ok(job->reply, result);
+    }
+}
+
+void ad_stage_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply)
+{
+    assert(host && request && reply);
+    _cleanup_free_ stage_job *job = calloc(1, sizeof(*job));
+    act_error err = {0};
+    if (!job) {
+        ctrl_reply_error(reply, "release_error", "host %s: out of memory", request->host);
+        return;
+    }
+    ad_daemon *daemon = ad_host_daemon(host);
+    job->owner = host;
+    job->releases = daemon->releases;
+    job->reply = reply;
+    job->promote = request->promote;
+    snprintf(job->host, sizeof(job->host), "%s", request->host);
+    snprintf(job->version, sizeof(job->version), "%s", request->version);
+    snprintf(job->path, sizeof(job->path), "%s", request->path);
+    snprintf(job->executable, sizeof(job->executable), "%s", ad_host_config(host)->exec_argv[0]);
+    /* A job the stop leaves undelivered holds nothing but itself. */
+    if (act_offload_submit_droppable(daemon->release_work, act_offload_lane(job->host), run_stage,
+                                     complete_stage, free, job, &err) < 0) {
+        ctrl_reply_error(reply, "release_error", "host %s: %s", request->host, err.message);
+        return;
+    }
+    TAKE_PTR(job); /* complete_stage's now */
+}
+
+/* ---- the list ------------------------------------------------------------ */
+
+/* rel_list reads every manifest of the host: file work, so a worker's. It
+ * runs on the wakes' workers (daemon->offload), not behind a long stage of
+ * the host on the release workers. */
+typedef struct list_job {
+    ctrl_reply *reply;
+    rel_store *releases;
+    char host[ACT_NAME_MAX + 1];
+    rel_entry *entries;
+    size_t n;
+    int result;
+    act_error err;
+} list_job;
+
+static void run_list(void *data)
+{
+    list_job *job = data;
+    job->result = rel_list(job->releases, job->host, &job->entries, &job->n, &job->err);
+}
+
+/* The daemon stopped before complete_list (the reply is the control
+ * server's to end). */
+static void drop_list(void *data)
+{
+    list_job *job = data;
+    free(job->entries);
+    free(job);
+}
+
+static void complete_list(void *data)
+{
+    _cleanup_free_ list_job *job = data;
+    _cleanup_free_ rel_entry *entries = job->entries;
+    if (job->result < 0) {
+        ad_reply_release_error(job->reply, job->result, &job->err);
+        return;
+    }
+    json_object *result = json_object_new_object();
+    act_json_add_string(result, "host", job->host);
+    json_object *list = json_object_new_array();
+    for (size_t i = 0; i < job->n; i++) {
+        json_object *entry = json_object_new_object();
+        act_json_add_string(entry, "version", entries[i].identity.version);
+        act_json_add_string(entry, "digest", entries[i].identity.build_digest);
+        act_json_add_u64(entry, "size", entries[i].identity.size);
+        act_json_add_u64(entry, "staged_usec", entries[i].identity.staged_at);
+        if (!entries[i].manifest_ok)
+            act_json_add_string(entry, "problem", entries[i].problem);
+        if (entries[i].is_live)
+            act_json_add_string(result, "live", entries[i].identity.version);
+        json_object_array_add(list, entry);
+    }
+    json_object_object_add(result, "releases", list);
+    ctrl_reply_ok(job->reply, result);
+}
+
+void ad_releases_start(ad_host *host, ctrl_reply *reply)
+{
+    assert(host && reply);
+    _cleanup_free_ list_job *job = calloc(1, sizeof(*job));
+    act_error err = {0};
+    if (!job) {
+        ctrl_reply_error(reply, "release_error", "host %s: out of memory", ad_host_name(host));
+        return;
+    }
+    ad_daemon *daemon = ad_host_daemon(host);
+    job->reply = reply;
+    job->releases = daemon->releases;
+    snprintf(job->host, sizeof(job->host), "%s", ad_host_name(host));
+    if (act_offload_submit_droppable(daemon->offload, act_offload_lane(job->host), run_list,
+                                     complete_list, drop_list, job, &err) < 0) {
+        ctrl_reply_error(reply, "release_error", "host %s: %s", job->host, err.message);
+        return;
+    }
+    TAKE_PTR(job); /* complete_list's now */
+}

@@ -1,0 +1,650 @@
+/* Zero-downtime build swaps: `activatorctl swap HOST VERSION`.
+ *
+ * The version is verified before anything starts, then pinned on the claim
+ * (so every later start of the host, here or on another box, runs exactly
+ * it), then generation N+1 starts beside N on the same listening sockets
+ * (the pipeline's swap mode). N is retired only once N+1 is ready, published
+ * and healthy, so no connection is refused at any point. A swap that fails
+ * leaves N serving and records the pin failure on the claim, for operators
+ * and for every box to see. stop-first retires N before starting N+1, for
+ * apps that cannot run twice.
+ *
+ * A swap of a parked host is a wake of the pinned build, so the build is
+ * proven (or its failure recorded on the pin) before a client depends on
+ * it. A swap that arrives while a wake of the host is in flight is ordered
+ * after that wake's admission rather than refused: the pin is written only
+ * while no wake of the host has sent its admission (a pin landing after it
+ * would fence that start at its gate and drop the clients waiting for it;
+ * one landing before it is admitted over, wake/ops.c), and the swap then
+ * joins the wake in flight, which runs the pin, or swaps the generation it
+ * made serve.
+ *
+ * The claim's phase and generation are not written here: the swap's
+ * admission keeps naming N until N+1 is published, and a swap that fails
+ * names N again (claim/write_backs.c). The pin and its failure are, after that
+ * write-back has landed, so the two never meet in the store. */
+#include "activator/daemon/builds/swap.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "activator/daemon/generations/announce.h"
+#include "activator/daemon/parking/freeze.h"
+#include "activator/daemon/claim/write_backs.h"
+#include "activator/daemon/box/host_status.h"
+#include "activator/daemon/host/step_holds.h"
+#include "activator/daemon/wake/ops.h"
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/text.h"
+
+struct ad_swap {
+    ad_host *host;
+    ctrl_reply *reply; /* NULL once answered (no_wait) */
+    ctrl_swap_mode mode;
+    bool request_no_wait;     /* answer once the swap has started */
+    bool waits_for_park;      /* stop-first: N is being retired first */
+    bool waits_to_pin;        /* a wake in flight has sent its admission; pin once it ends */
+    unsigned pin_conflicts;   /* writes of the pin that met another write */
+    rel_pin pin;
+    /* The build that served when the swap began: what a cold wake runs
+     * instead of the pin should the swap fail. Empty when none did. */
+    rec_build_ref fallback;
+    char reason[32];
+    char message[1200];
+    unsigned failure_conflicts; /* writes of the failure that met another write */
+};
+
+/* Writes that land between our read of the claim and our write of the
+ * failure, or of the pin, are read over this many times. */
+#define FAILURE_CONFLICTS_MAX 3
+#define PIN_CONFLICTS_MAX 3
+
+static const char *name_of(const ad_host *host)
+{
+    return ad_host_name(host);
+}
+
+static ad_daemon *daemon_of(const ad_host *host)
+{
+    return ad_host_daemon(host);
+}
+
+static void reply_error(ad_swap *swap, const char *code, const char *message)
+{
+    if (swap->reply)
+        ctrl_reply_error(swap->reply, code, "%s", message);
+    swap->reply = NULL;
+}
+
+static void finish(ad_swap *swap)
+{
+    ad_host_set_swap(swap->host, NULL);
+    free(swap);
+}
+
+/* ---- recording a failed swap on the claim -------------------------------- */
+
+static void on_claim_for_failure(claim_store *store, int result, const claim *c,
+                                 const act_error *err, void *userdata);
+
+static void on_failure_recorded(claim_store *store, int result, uint64_t new_revision,
+                                const claim *current, const act_error *err, void *userdata)
+{
+    ad_swap *swap = userdata;
+    if (result == CLAIMS_CHANGED && swap->failure_conflicts++ < FAILURE_CONFLICTS_MAX) {
+        on_claim_for_failure(store, current->revision ? 1 : 0, current, NULL, swap);
+        return;
+    }
+    if (result < 0)
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(swap->host)},
+                       "host %s: cannot record the failed swap to %s on the claim: %s",
+                       name_of(swap->host), swap->pin.version,
+                       result == CLAIMS_CHANGED ? "the claim changed" : err->message);
+    reply_error(swap, swap->reason, swap->message);
+    finish(swap);
+}
+
+/* The claim keeps the pin with its failure next to it. */
+static void on_claim_for_failure(claim_store *store, int result, const claim *c,
+                                 const act_error *err, void *userdata)
+{
+    ad_swap *swap = userdata;
+    ad_host *host = swap->host;
+    if (result <= 0 || !c->has_pin || strcmp(c->pin.version, swap->pin.version) != 0) {
+        /* Gone, or pinned to something else since: not ours to annotate. */
+        reply_error(swap, swap->reason, swap->message);
+        finish(swap);
+        return;
+    }
+    claim next = *c;
+    snprintf(next.pin.failure_reason, sizeof(next.pin.failure_reason), "%s", swap->reason);
+    act_copy_string(next.pin.failure_message, sizeof(next.pin.failure_message), swap->message);
+    snprintf(next.pin.failure_box, sizeof(next.pin.failure_box), "%s",
+             daemon_of(host)->config.box);
+    next.pin.failure_usec = act_wallclock_usec();
+    if (swap->fallback.version[0]) {
+        snprintf(next.pin.fallback_version, sizeof(next.pin.fallback_version), "%s",
+                 swap->fallback.version);
+        snprintf(next.pin.fallback_digest, sizeof(next.pin.fallback_digest), "%s",
+                 swap->fallback.build_digest);
+    }
+    act_error call_err = {0};
+    if (claims_cas_async(store, name_of(host), c->revision, &next, on_failure_recorded, swap,
+                         &call_err) < 0) {
+        reply_error(swap, swap->reason, swap->message);
+        finish(swap);
+    }
+}
+
+static void read_for_failure(void *userdata)
+{
+    ad_swap *swap = userdata;
+    act_error err = {0};
+    if (claims_read_async(daemon_of(swap->host)->store, name_of(swap->host), on_claim_for_failure,
+                          swap, &err) < 0) {
+        reply_error(swap, swap->reason, swap->message);
+        finish(swap);
+    }
+}
+
+static void swap_failed(ad_swap *swap, const char *reason, const char *message)
+{
+    ad_host *host = swap->host;
+    snprintf(swap->reason, sizeof(swap->reason), "%s", reason);
+    snprintf(swap->message, sizeof(swap->message), "%s", message);
+    act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(host), .reason = reason},
+                   "host %s: swap to %s failed: %s", name_of(host), swap->pin.version, message);
+    if (!ad_claim_report_defer(host, read_for_failure, swap))
+        read_for_failure(swap);
+}
+
+/* ---- the outcome ----------------------------------------------------------- */
+
+static void on_swap_done(pl_host *pipeline, const pl_wake_result *result, void *userdata)
+{
+    ad_swap *swap = userdata;
+    ad_host *host = swap->host;
+    if (result->kind == PL_WAKE_SERVING) {
+        const ad_generation *serving = ad_host_serving(host);
+        act_log_fields(LOG_INFO,
+                       &(act_log_ctx){.host = name_of(host),
+                                      .generation = serving ? serving->number : 0,
+                                      .build = swap->pin.version},
+                       "host %s: swapped to %s", name_of(host), swap->pin.version);
+        if (swap->mode == CTRL_SWAP_STOP_FIRST)
+            ad_publish(host, EV_EVENT_SWAP_DONE, serving, NULL);
+        if (swap->reply)
+            ctrl_reply_ok(swap->reply, ad_host_status_json(host));
+        swap->reply = NULL;
+        finish(swap);
+        if (daemon_of(host)->builds_changed)
+            daemon_of(host)->builds_changed(host);
+        return;
+    }
+    const char *reason = result->reason != PL_REASON_NONE ? pl_reason_to_string(result->reason)
+                                                          : pl_wake_kind_to_string(result->kind);
+    if (swap->mode == CTRL_SWAP_STOP_FIRST)
+        ad_publish(host, EV_EVENT_SWAP_FAILED, NULL, reason);
+    swap_failed(swap, reason, result->message ? result->message : "the swap did not serve");
+}
+
+/* stop-first, and a swap of a parked host: a plain wake of the pinned build. */
+static void start_pinned_wake(ad_swap *swap)
+{
+    pl_host *pipeline = ad_host_pipeline(swap->host);
+    int r = pl_host_wake(pipeline, PL_TRIGGER_WARM, on_swap_done, swap);
+    if (r == PL_WAKE_ALREADY_SERVING) {
+        /* Something else woke it first, with the pin already on the claim. */
+        pl_wake_result served = {.kind = PL_WAKE_SERVING};
+        on_swap_done(pipeline, &served, swap);
+    } else if (r < 0) {
+        swap_failed(swap, "internal", "cannot start the pinned wake");
+    }
+}
+
+static void pin_when_no_admission(ad_swap *swap);
+static void note_fallback(ad_swap *swap, const char *version);
+
+/* The box may begin to stop, or the host leave the configuration, while a
+ * swap waits; true (and the swap answered) when it did. */
+static bool ended_while_waiting(ad_swap *swap, const char *what)
+{
+    char message[256];
+    if (daemon_of(swap->host)->stopping) {
+        snprintf(message, sizeof(message), "the box is stopping; the swap did not %s", what);
+        reply_error(swap, "stopping", message);
+        finish(swap);
+        return true;
+    }
+    if (ad_host_removed(swap->host)) {
+        snprintf(message, sizeof(message),
+                 "the host was removed from the configuration; the swap did not %s", what);
+        reply_error(swap, "unknown_host", message);
+        finish(swap);
+        return true;
+    }
+    return false;
+}
+
+void ad_swap_host_settled(ad_host *host)
+{
+    assert(host);
+    ad_swap *swap = ad_host_swap(host);
+    if (!swap)
+        return;
+    if (swap->waits_to_pin) {
+        /* The wake that ended may have been followed by another that has
+         * not admitted yet: that one admits itself on the pin. */
+        if (ad_wake_ops_admission_sent(host))
+            return;
+        swap->waits_to_pin = false;
+        if (!ended_while_waiting(swap, "pin its version"))
+            pin_when_no_admission(swap);
+        return;
+    }
+    pl_host_state state = pl_host_get_state(ad_host_pipeline(host));
+    /* A trigger that came during N's retirement wakes the host at once,
+     * after the pin was written: that wake runs the pin, and is joined. */
+    if (swap->mode == CTRL_SWAP_STOP_FIRST && swap->waits_for_park &&
+        (state == PL_HOST_PARKED || state == PL_HOST_WAKING)) {
+        swap->waits_for_park = false;
+        if (!ended_while_waiting(swap, "start N+1"))
+            start_pinned_wake(swap);
+    }
+}
+
+static bool serves_the_pin(const ad_swap *swap)
+{
+    const ad_generation *serving = ad_host_serving(swap->host);
+    return serving && strcmp(serving->build.version, swap->pin.version) == 0 &&
+           strcmp(serving->build.build_digest, swap->pin.digest) == 0;
+}
+
+static void start_generation(ad_swap *swap)
+{
+    ad_host *host = swap->host;
+    pl_host *pipeline = ad_host_pipeline(host);
+    pl_host_state state = pl_host_get_state(pipeline);
+    if (state != PL_HOST_SERVING) {
+        /* Parked, or a wake or a park in flight: every admission from the
+         * pin on runs the pin, so the swap is a wake of it, joined when one
+         * is in flight (or following the park). */
+        if (swap->mode == CTRL_SWAP_STOP_FIRST)
+            ad_publish(host, EV_EVENT_SWAP_STARTED, NULL, NULL);
+        start_pinned_wake(swap);
+        return;
+    }
+    if (serves_the_pin(swap)) {
+        /* A wake that admitted itself on the pin made it serve already. */
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(host), .build = swap->pin.version},
+                       "host %s: serves %s already; nothing to swap", name_of(host),
+                       swap->pin.version);
+        if (swap->reply)
+            ctrl_reply_ok(swap->reply, ad_host_status_json(host));
+        swap->reply = NULL;
+        finish(swap);
+        return;
+    }
+    if (swap->mode == CTRL_SWAP_STOP_FIRST) {
+        ad_publish(host, EV_EVENT_SWAP_STARTED, ad_host_serving(host), NULL);
+        swap->waits_for_park = true;
+        pl_host_park(pipeline, PL_PARK_REQUEST);
+        return;
+    }
+    /* N serves until N+1 does: a frozen N runs again first (a stop-first
+     * swap parks it above, and its retirement thaws it). */
+    if (ad_freeze_active(host, NULL)) {
+        act_error err = {0};
+        if (ad_freeze_thaw(host, "swap", &err) < 0) {
+            swap_failed(swap, "internal", err.message);
+            return;
+        }
+    }
+    int r = pl_host_swap(pipeline, on_swap_done, swap);
+    if (r == -ESRCH) { /* parked meanwhile: the pinned wake does it */
+        start_pinned_wake(swap);
+        return;
+    }
+    if (r < 0)
+        swap_failed(swap, r == -EBUSY ? "busy" : "internal",
+                    r == -EBUSY ? "the host is busy (a swap or a retirement is in flight); "
+                                  "swap it again once it serves or is parked"
+                                : "cannot start the swap");
+}
+
+/* ---- pinning ----------------------------------------------------------------- */
+
+static void on_pinned(claim_store *store, int result, uint64_t new_revision,
+                      const claim *current, const act_error *err, void *userdata)
+{
+    ad_swap *swap = userdata;
+    if (result == CLAIMS_CHANGED) {
+        /* A wake's admission, say: it is waited for, and the pin read over. */
+        if (swap->pin_conflicts++ < PIN_CONFLICTS_MAX) {
+            pin_when_no_admission(swap);
+            return;
+        }
+        char message[512];
+        snprintf(message, sizeof(message),
+                 "host %s: the claim changed %u times while the pin to %s was written (other "
+                 "writers: wakes, moves, operators); nothing was started; retry the swap",
+                 name_of(swap->host), swap->pin_conflicts, swap->pin.version);
+        reply_error(swap, "claim_changed", message);
+        finish(swap);
+        return;
+    }
+    if (result < 0) {
+        reply_error(swap, "store_error", err->message);
+        finish(swap);
+        return;
+    }
+    start_generation(swap);
+}
+
+/* Nothing of the host served here since this daemon started: the pin the
+ * swap replaces served if it did not fail (its swap succeeded), and a
+ * failed one's fallback did. A swap to the very version pinned already (a
+ * retry, by a daemon that did not see the pin's first swap end) keeps that
+ * pin's fallback. Anything else is unknown, and a failed swap then leaves
+ * no fallback (pin_failed). */
+static void fallback_from_claim(ad_swap *swap, const claim *c)
+{
+    if (swap->fallback.version[0] || !c->has_pin)
+        return;
+    bool use_fallback = claim_pin_failed(c) || strcmp(c->pin.version, swap->pin.version) == 0;
+    const char *version = use_fallback ? c->pin.fallback_version : c->pin.version;
+    const char *digest = use_fallback ? c->pin.fallback_digest : c->pin.digest;
+    if (!version[0] || strcmp(version, swap->pin.version) == 0)
+        return;
+    snprintf(swap->fallback.version, sizeof(swap->fallback.version), "%s", version);
+    snprintf(swap->fallback.build_digest, sizeof(swap->fallback.build_digest), "%s", digest);
+}
+
+static void on_claim_for_pin(claim_store *store, int result, const claim *c,
+                             const act_error *err, void *userdata)
+{
+    ad_swap *swap = userdata;
+    ad_host *host = swap->host;
+    char message[1200];
+    if (result <= 0) {
+        snprintf(message, sizeof(message), "host %s: %s", name_of(host),
+                 result < 0 ? err->message : "no claim names this box; assign it first");
+        reply_error(swap, result < 0 ? "store_error" : "not_owner", message);
+        finish(swap);
+        return;
+    }
+    if (!claim_owned_by(c, daemon_of(host)->config.box)) {
+        snprintf(message, sizeof(message),
+                 "host %s: claim names box %s as executor, this box is %s; swap it there",
+                 name_of(host), claim_executor(c), daemon_of(host)->config.box);
+        reply_error(swap, "not_owner", message);
+        finish(swap);
+        return;
+    }
+    if (c->held[0] && strcmp(c->held, swap->pin.version) != 0) {
+        snprintf(message, sizeof(message),
+                 "host %s: held on version %s by an operator; release the hold before swapping "
+                 "to %s",
+                 name_of(host), c->held, swap->pin.version);
+        reply_error(swap, "held_mismatch", message);
+        finish(swap);
+        return;
+    }
+    /* A wake may have sent its admission while the claim was read. */
+    if (ad_wake_ops_admission_sent(host)) {
+        pin_when_no_admission(swap);
+        return;
+    }
+    /* A swap that began while a wake was in flight knew of nothing
+     * serving; that wake has ended now (the pin waits for it). */
+    note_fallback(swap, swap->pin.version);
+    fallback_from_claim(swap, c);
+    claim next = *c;
+    next.has_pin = true;
+    next.pin = (claim_pin){0};
+    snprintf(next.pin.version, sizeof(next.pin.version), "%s", swap->pin.version);
+    snprintf(next.pin.digest, sizeof(next.pin.digest), "%s", swap->pin.digest);
+    /* The fallback goes with the pin, not only with its failure: a failure
+     * recorded by a daemon that no longer knows what served (this one
+     * killed before it wrote it, hosts/recovery.c) keeps it. A cold wake reads it
+     * only once the pin failed (wake/pin_choice.c). */
+    snprintf(next.pin.fallback_version, sizeof(next.pin.fallback_version), "%s",
+             swap->fallback.version);
+    snprintf(next.pin.fallback_digest, sizeof(next.pin.fallback_digest), "%s",
+             swap->fallback.build_digest);
+    act_error call_err = {0};
+    if (claims_cas_async(store, name_of(host), c->revision, &next, on_pinned, swap, &call_err) <
+        0) {
+        reply_error(swap, "store_error", call_err.message);
+        finish(swap);
+    }
+}
+
+static void read_for_pin(void *userdata)
+{
+    ad_swap *swap = userdata;
+    act_error err = {0};
+    if (claims_read_async(daemon_of(swap->host)->store, name_of(swap->host), on_claim_for_pin,
+                          swap, &err) < 0) {
+        reply_error(swap, "store_error", err.message);
+        finish(swap);
+    }
+}
+
+/* The pin is written only while no wake of the host has sent its
+ * admission (ad_wake_ops_admission_sent says why); else the swap waits for
+ * that wake to end (ad_swap_host_settled). */
+static void pin_when_no_admission(ad_swap *swap)
+{
+    ad_host *host = swap->host;
+    if (ad_wake_ops_admission_sent(host)) {
+        if (!swap->waits_to_pin)
+            act_log_fields(LOG_INFO,
+                           &(act_log_ctx){.host = name_of(host), .build = swap->pin.version},
+                           "host %s: the swap to %s waits for the wake in flight to end before "
+                           "it pins its version",
+                           name_of(host), swap->pin.version);
+        swap->waits_to_pin = true;
+        return;
+    }
+    /* The write-back of a park or a failed swap goes first, so the pin is
+     * written over it rather than refused by it. */
+    if (!ad_claim_report_defer(host, read_for_pin, swap))
+        read_for_pin(swap);
+}
+
+/* ---- the request ------------------------------------------------------------- */
+
+/* Finds the staged build and re-hashes every file of it, so a swap to a
+ * version that is not staged or does not verify is refused before anything
+ * starts. Runs on a release worker: a large build takes seconds to hash. */
+typedef struct verify_job {
+    ad_swap *swap;                 /* on the loop only */
+    rel_store *releases;
+    char host[ACT_NAME_MAX + 1];
+    char version[REL_NAME_SIZE];
+    rel_pin pin;
+    const char *code;
+    int result;
+    act_error err;
+} verify_job;
+
+static int verify_version(rel_store *releases, const char *host, const char *version,
+                          rel_pin *pin, const char **code, act_error *err)
+{
+    _cleanup_free_ rel_entry *entries = NULL;
+    size_t n = 0;
+    *code = "not_staged";
+    int r = rel_list(releases, host, &entries, &n, err);
+    if (r < 0)
+        return r;
+    r = act_error_set(err, ENOENT,
+                      "host %s: version %s is not staged; stage it with 'activatorctl stage %s %s "
+                      "PATH'",
+                      host, version, host, version);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(entries[i].identity.version, version) != 0)
+            continue;
+        act_error_clear(err);
+        snprintf(pin->version, sizeof(pin->version), "%s", version);
+        snprintf(pin->digest, sizeof(pin->digest), "%s", entries[i].identity.build_digest);
+        r = 0;
+        if (!entries[i].manifest_ok) {
+            *code = "digest_mismatch";
+            r = act_error_set(err, EBADMSG, "host %s: version %s: %s", host, version,
+                              entries[i].problem);
+        }
+        break;
+    }
+    if (r == 0 && (r = rel_verify(releases, host, version, err)) < 0)
+        *code = r == -ENOENT ? "not_staged" : "digest_mismatch";
+    return r;
+}
+
+static void run_verify(void *data)
+{
+    verify_job *job = data;
+    ad_test_hold_release_work("swap-verify", job->host);
+    job->result =
+        verify_version(job->releases, job->host, job->version, &job->pin, &job->code, &job->err);
+}
+
+static void complete_verify(void *data)
+{
+    _cleanup_free_ verify_job *job = data;
+    ad_swap *swap = job->swap;
+    ad_host *host = swap->host;
+    if (job->result < 0) {
+        reply_error(swap, job->code, job->err.message);
+        finish(swap);
+        return;
+    }
+    /* The box may have begun to stop, or the host left the configuration,
+     * while the build was hashed. */
+    if (daemon_of(host)->stopping) {
+        reply_error(swap, "stopping", "the box is stopping; the swap did not start");
+        finish(swap);
+        return;
+    }
+    if (ad_host_removed(host)) {
+        reply_error(swap, "unknown_host",
+                    "the host was removed from the configuration; the swap did not start");
+        finish(swap);
+        return;
+    }
+    swap->pin = job->pin;
+    if (swap->request_no_wait) {
+        json_object *started = ad_host_status_json(host);
+        json_object_object_add(started, "swap", json_object_new_string(swap->pin.version));
+        ctrl_reply_ok(swap->reply, started);
+        swap->reply = NULL;
+    }
+    pin_when_no_admission(swap);
+}
+
+/* The build that serves now, or served last: the fallback should the swap
+ * fail. Never the build the swap goes to; the first one noted stays. */
+static void note_fallback(ad_swap *swap, const char *version)
+{
+    if (swap->fallback.version[0])
+        return;
+    const ad_generation *serving = ad_host_serving(swap->host);
+    const rec_build_ref *served = serving ? &serving->build : ad_host_last_served(swap->host);
+    if (served && served->version[0] && strcmp(served->version, version) != 0)
+        swap->fallback = *served;
+}
+
+void ad_swap_record_interrupted(ad_host *host, const claim *current, const rec_build_ref *served)
+{
+    assert(host && current && served);
+    /* A pin that failed already, or that names what serves, is no failed
+     * swap of this admission's; and a swap in flight records its own. */
+    if (!current->has_pin || claim_pin_failed(current) || ad_host_swap(host) ||
+        (strcmp(current->pin.version, served->version) == 0 &&
+         strcmp(current->pin.digest, served->build_digest) == 0))
+        return;
+    ad_swap *swap = calloc(1, sizeof(*swap));
+    if (!swap) {
+        act_log(LOG_ERR,
+                "host %s: out of memory; the interrupted swap to %s is not recorded "
+                "on its pin",
+                name_of(host), current->pin.version);
+        return;
+    }
+    swap->host = host;
+    snprintf(swap->pin.version, sizeof(swap->pin.version), "%s", current->pin.version);
+    snprintf(swap->pin.digest, sizeof(swap->pin.digest), "%s", current->pin.digest);
+    if (strcmp(served->version, swap->pin.version) != 0)
+        swap->fallback = *served;
+    char message[sizeof(swap->message)];
+    snprintf(message, sizeof(message),
+             "host %s: the daemon stopped before generation %" PRIu64 " of the swap to %s was "
+             "published; generation %" PRIu64 " (build %s) serves on, and a cold wake runs %s "
+             "instead of the pin; swap again to retry",
+             name_of(host), current->holder.starting_generation, swap->pin.version,
+             current->holder.generation, served->version, served->version);
+    /* In flight until its failure is written, as any swap: a second one is
+     * refused as busy meanwhile, and gc keeps the version. */
+    ad_host_set_swap(host, swap);
+    swap_failed(swap, "interrupted", message);
+}
+
+const char *ad_swap_version(const ad_swap *swap)
+{
+    return swap ? swap->pin.version : NULL;
+}
+
+void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply)
+{
+    assert(host && request && reply);
+    const ad_swap *in_flight = ad_host_swap(host);
+    if (in_flight) {
+        ctrl_reply_error(reply, "busy",
+                         "host %s: a swap to %s is already in flight; wait for it to end",
+                         name_of(host), in_flight->pin.version);
+        return;
+    }
+    if (daemon_of(host)->stopping) {
+        ctrl_reply_error(reply, "stopping", "box %s is stopping; swap refused",
+                         daemon_of(host)->config.box);
+        return;
+    }
+    _cleanup_free_ ad_swap *swap = calloc(1, sizeof(*swap));
+    if (!swap) {
+        ctrl_reply_error(reply, "internal", "out of memory");
+        return;
+    }
+    swap->host = host;
+    swap->reply = reply;
+    swap->mode = request->mode;
+    swap->request_no_wait = request->no_wait;
+    /* Named now, so a second swap is refused as busy and a gc keeps the
+     * version while it is verified. */
+    snprintf(swap->pin.version, sizeof(swap->pin.version), "%s", request->version);
+    note_fallback(swap, request->version);
+    verify_job *job = calloc(1, sizeof(*job));
+    act_error err = {0};
+    if (!job) {
+        ctrl_reply_error(reply, "internal", "out of memory");
+        return;
+    }
+    job->swap = swap;
+    job->releases = daemon_of(host)->releases;
+    snprintf(job->host, sizeof(job->host), "%s", name_of(host));
+    snprintf(job->version, sizeof(job->version), "%s", request->version);
+    /* A job the stop leaves undelivered holds nothing but itself. */
+    if (act_offload_submit_droppable(daemon_of(host)->release_work, act_offload_lane(job->host),
+                                     run_verify, complete_verify, free, job, &err) < 0) {
+        free(job);
+        ctrl_reply_error(reply, "internal", "host %s: %s", name_of(host), err.message);
+        return;
+    }
+    /* The host's from here: finish() frees it. */
+    ad_host_set_swap(host, TAKE_PTR(swap));
+}

@@ -1,0 +1,29 @@
+/* Zero-downtime build swaps: `activatorctl swap HOST VERSION`. */
+#pragma once
+
+#include "activator/control/control.h"
+#include "activator/daemon/host/host.h"
+
+/* Verifies the version, pins it on the claim, and starts N+1 beside N (or,
+ * stop-first, after N; for a parked host, a wake of the pinned build). A
+ * wake in flight is not refused: the pin waits until no wake has sent its
+ * admission, and the swap then joins the wake in flight or swaps what it
+ * made serve. Replies when the swap ends (or at once, no_wait). */
+void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply);
+
+/* A wake, swap or retirement of the host ended (whatever followed it): a
+ * swap that waits for a wake's end now pins its version, and a stop-first
+ * swap whose N was retired starts (or joins) the wake of its pin. */
+void ad_swap_host_settled(ad_host *host);
+
+/* Recovery found the claim naming this box's generation N serving under a
+ * swap's admission whose N+1 was never published (the daemon died between
+ * the swap's failure, or in the middle of it, and the write-back of "N
+ * again"): records the swap's failure on the claim's pin, reason
+ * "interrupted", with served (N's build) as its fallback, after the claim's
+ * write-back of N lands, as a failed swap does. Nothing when the pin failed
+ * already or names served. */
+void ad_swap_record_interrupted(ad_host *host, const claim *current, const rec_build_ref *served);
+
+/* The version swap (may be NULL) goes to, for gc to keep; NULL for none. */
+const char *ad_swap_version(const ad_swap *swap);

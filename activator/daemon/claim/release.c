@@ -1,0 +1,128 @@
+#include "activator/daemon/claim/release.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "activator/daemon/claim/write_backs.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+/* A write of anything else on the claim meanwhile (a pin, a hold) is read
+ * again and the release tried over it this many times. */
+#define RELEASE_RETRIES 3
+
+typedef struct release {
+    ad_host *host;
+    unsigned tries;
+    claim written;
+} release;
+
+static const char *box_of(const ad_host *host)
+{
+    return ad_host_daemon(host)->config.box;
+}
+
+static void finish(release *rel)
+{
+    ad_host_set_releasing(rel->host, false);
+    free(rel);
+}
+
+static void write_release(release *rel, const claim *current);
+
+static void on_read(claim_store *store, int result, const claim *c, const act_error *err,
+                    void *userdata)
+{
+    release *rel = userdata;
+    if (result < 0) {
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = ad_host_name(rel->host)},
+                       "host %s: cannot read its claim to release it: %s",
+                       ad_host_name(rel->host), err->message);
+        finish(rel);
+        return;
+    }
+    if (result == 0) {
+        finish(rel);
+        return;
+    }
+    write_release(rel, c);
+}
+
+static void read_again(release *rel)
+{
+    act_error err = {0};
+    if (claims_read_async(ad_host_daemon(rel->host)->store, ad_host_name(rel->host), on_read, rel,
+                          &err) < 0) {
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = ad_host_name(rel->host)},
+                       "host %s: cannot read its claim to release it: %s",
+                       ad_host_name(rel->host), err.message);
+        finish(rel);
+    }
+}
+
+static void on_written(claim_store *store, int result, uint64_t new_revision,
+                       const claim *current, const act_error *err, void *userdata)
+{
+    release *rel = userdata;
+    const char *name = ad_host_name(rel->host);
+    if (result == 0) {
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name},
+                       "host %s: released to box %s (revision %" PRIu64 "): nothing of it runs "
+                       "here",
+                       name, claim_executor(&rel->written), new_revision);
+        finish(rel);
+        return;
+    }
+    if (result == CLAIMS_CHANGED && rel->tries++ < RELEASE_RETRIES) {
+        write_release(rel, current);
+        return;
+    }
+    if (result != CLAIMS_CHANGED)
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name},
+                       "host %s: cannot release its claim: %s", name, err->message);
+    finish(rel);
+}
+
+/* Writes the release over current, if it is still due and nothing runs. */
+static void write_release(release *rel, const claim *current)
+{
+    ad_host *host = rel->host;
+    if (!current->revision || !claim_release_due(current, box_of(host)) || !ad_host_at_rest(host) ||
+        ad_host_daemon(host)->stopping) {
+        finish(rel);
+        return;
+    }
+    claim_next_released(current, act_wallclock_usec(), &rel->written);
+    act_error err = {0};
+    if (claims_cas_async(ad_host_daemon(host)->store, ad_host_name(host), current->revision,
+                         &rel->written, on_written, rel, &err) < 0) {
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = ad_host_name(host)},
+                       "host %s: cannot release its claim: %s", ad_host_name(host), err.message);
+        finish(rel);
+    }
+}
+
+static void start_after_reports(void *userdata)
+{
+    read_again(userdata);
+}
+
+void ad_claim_release(ad_host *host, const claim *current)
+{
+    assert(host);
+    ad_daemon *daemon = ad_host_daemon(host);
+    if (daemon->stopping || ad_host_releasing(host) || !ad_host_at_rest(host) ||
+        (current && (!current->revision || !claim_release_due(current, daemon->config.box))))
+        return;
+    release *rel = calloc(1, sizeof(*rel));
+    if (!rel) {
+        act_log(LOG_WARNING, "host %s: out of memory releasing its claim", ad_host_name(host));
+        return;
+    }
+    rel->host = host;
+    ad_host_set_releasing(host, true);
+    /* The write-back of the park that stopped the host goes first. */
+    if (!ad_claim_report_defer(host, start_after_reports, rel))
+        read_again(rel);
+}

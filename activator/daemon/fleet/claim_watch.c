@@ -1,0 +1,388 @@
+/* Claims that change under us, and the watch that tells us. Another box named
+ * executor while we wake or serve the host: the local generation is retired
+ * within this one watch event. A claim that newly names this box wakes the
+ * host. A move's phases are handed to moves/move.c, which drains or probes.
+ *
+ * The watch heals. Whatever ends it (a compaction of the store's history,
+ * the server closing the stream, a silent stream, a lost connection), every
+ * claim is listed again at one revision and every configured host is
+ * reconciled against that list exactly as if its claim had changed (the same
+ * function a watched change goes through), and only then is the store
+ * watched again, from that revision + 1. While the list cannot be had, the
+ * store is unavailable: generations that serve keep serving, and wakes are
+ * refused (wake/ops.c reads daemon->store_state) until a list succeeds. */
+#include "activator/daemon/fleet/claim_watch.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "activator/daemon/generations/announce.h"
+#include "activator/daemon/claim/release.h"
+#include "activator/daemon/claim/write_backs.h"
+#include "activator/daemon/hosts/hosts.h"
+#include "activator/daemon/moves/move.h"
+#include "activator/daemon/hosts/recovery.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "common/text.h"
+
+/* Retries of a list that failed, and heals of a watch that ended soon after
+ * it started: 100 ms doubling to 5 s, each delay drawn from its upper half
+ * so that the boxes of a fleet do not return to the store in step. A watch
+ * that lived longer than the longest delay is healed at once. */
+#define HEAL_BACKOFF_FIRST_USEC (100 * 1000ull)
+#define HEAL_BACKOFF_MAX_USEC (5 * 1000 * 1000ull)
+
+struct ad_claim_watch {
+    ad_daemon *daemon;
+    claims_watch *watch;
+    uint64_t revision;           /* where the next watch starts */
+    uint64_t watch_started_usec; /* CLOCK_MONOTONIC */
+    sd_event_source *retry_timer;
+    uint64_t backoff_usec;       /* the last delay; 0 while nothing failed */
+    /* The hosts whose claims did not parse in the list in flight: a bad
+     * record is not an absent one, so they are left as they are. */
+    char (*malformed)[ACT_NAME_MAX + 1];
+    size_t n_malformed;
+};
+
+static void heal(ad_claim_watch *cw);
+
+/* ---- one changed claim ------------------------------------------------------ */
+
+static void host_claim_changed(ad_host *host, const claim_change *change)
+{
+    const char *box = ad_host_daemon(host)->config.box;
+    pl_host *pipeline = ad_host_pipeline(host);
+    bool ours = change->kind == CLAIM_CHANGE_PUT && claim_owned_by(&change->claim, box);
+    pl_host_state state = pl_host_get_state(pipeline);
+    ad_publish(host, EV_EVENT_CLAIM_CHANGED, NULL,
+               change->kind == CLAIM_CHANGE_DELETE ? "deleted"
+               : ours                              ? "ours"
+                                                   : claim_executor(&change->claim));
+    /* A move's phases ask this box to drain or to probe (or end its part);
+     * the rest below holds for them as for any claim. */
+    if (change->kind == CLAIM_CHANGE_PUT)
+        ad_move_claim_seen(host, &change->claim);
+    else
+        ad_move_free(host);
+    if (!ours) {
+        if (state == PL_HOST_WAKING)
+            pl_host_cancel(pipeline, PL_REASON_NOT_OWNER,
+                           "host %s: the claim no longer names this box", ad_host_name(host));
+        else if (state == PL_HOST_SERVING) {
+            /* Known before the retirement starts: a frozen generation of a
+             * host that is not ours any more is killed frozen, never
+             * thawed to take a client (generations/generation.c). */
+            ad_host_set_claim_ours(host, false);
+            pl_host_park(pipeline, PL_PARK_CLAIM_LOST);
+        }
+        ad_host_set_claim_ours(host, false);
+        /* Already at rest: release it now; otherwise once the park ends
+         * (hosts/hosts.c). */
+        if (change->kind == CLAIM_CHANGE_PUT)
+            ad_claim_release(host, &change->claim);
+        return;
+    }
+    /* Newly ours: the last claim we saw named someone else (or nobody). Or
+     * handed over to us: assigned here, and the box that held it has just
+     * released it. */
+    bool newly = !ad_host_claim_ours(host);
+    bool handed_over = change->claim.holder.box[0] && strcmp(change->claim.holder.box, box) != 0 &&
+                       change->claim.holder.released_usec;
+    ad_host_set_claim_ours(host, true);
+    if ((newly || handed_over) && state == PL_HOST_PARKED && !ad_host_daemon(host)->stopping &&
+        claim_phase_allows_wake(&change->claim, box, false, NULL) == 0)
+        pl_host_wake(pipeline, PL_TRIGGER_CLAIM_CHANGE, NULL, NULL);
+}
+
+/* What a change does, whether the watch told it or a list after a heal
+ * stands for it. */
+static void apply_change(ad_claim_watch *cw, const claim_change *change)
+{
+    if (change->kind == CLAIM_CHANGE_MALFORMED) {
+        act_log(LOG_WARNING, "claim watch: %s", change->problem.message);
+        return;
+    }
+    ad_host *host = ad_hosts_find(cw->daemon, change->claim.host);
+    if (host)
+        host_claim_changed(host, change);
+}
+
+/* ---- the store's health ------------------------------------------------------ */
+
+static void set_store_unavailable(ad_claim_watch *cw, const act_error *err)
+{
+    ad_store_state *state = &cw->daemon->store_state;
+    bool newly = !state->unavailable;
+    if (newly) {
+        state->unavailable = true;
+        state->since_usec = act_wallclock_usec();
+    }
+    act_copy_string(state->last_error, sizeof(state->last_error),
+                    err ? err->message : "unknown error");
+    time_t since = (time_t)(state->since_usec / 1000000);
+    struct tm local;
+    char clock[16] = "?";
+    if (localtime_r(&since, &local))
+        strftime(clock, sizeof(clock), "%H:%M:%S", &local);
+    snprintf(state->refusal, sizeof(state->refusal),
+             "claim store %s unreachable since %s: %s; serving generations keep serving; wakes "
+             "resume when it answers",
+             cw->daemon->config.store, clock, state->last_error);
+    /* Once, not at every retry: the state stays visible in status. */
+    if (newly)
+        act_log(LOG_WARNING, "%s", state->refusal);
+}
+
+static void set_store_answers(ad_claim_watch *cw)
+{
+    ad_store_state *state = &cw->daemon->store_state;
+    cw->backoff_usec = 0;
+    if (!state->unavailable)
+        return;
+    uint64_t down_sec = (act_wallclock_usec() - state->since_usec) / 1000000;
+    act_log(LOG_NOTICE,
+            "claim store %s answers again after %" PRIu64 " s; every claim was listed again at "
+            "revision %" PRIu64 " and reconciled; wakes resume",
+            cw->daemon->config.store, down_sec, cw->revision - 1);
+    *state = (ad_store_state){0};
+    ad_claim_report_store_answers(cw->daemon);
+}
+
+json_object *ad_claim_watch_store_status(const ad_daemon *daemon)
+{
+    const ad_store_state *state = &daemon->store_state;
+    json_object *store = json_object_new_object();
+    json_object_object_add(store, "url", json_object_new_string(daemon->config.store));
+    json_object_object_add(store, "state",
+                           json_object_new_string(state->unavailable ? "unavailable" : "ok"));
+    if (state->unavailable) {
+        json_object_object_add(store, "since_usec", json_object_new_uint64(state->since_usec));
+        json_object_object_add(store, "error", json_object_new_string(state->last_error));
+    }
+    return store;
+}
+
+/* ---- healing ------------------------------------------------------------------ */
+
+static int on_retry(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    ad_claim_watch *cw = userdata;
+    cw->retry_timer = sd_event_source_disable_unref(cw->retry_timer);
+    heal(cw);
+    return 0;
+}
+
+/* Heals after the next delay of the backoff. */
+static void heal_later(ad_claim_watch *cw)
+{
+    if (cw->daemon->stopping)
+        return;
+    cw->backoff_usec = cw->backoff_usec ? cw->backoff_usec * 2 : HEAL_BACKOFF_FIRST_USEC;
+    if (cw->backoff_usec > HEAL_BACKOFF_MAX_USEC)
+        cw->backoff_usec = HEAL_BACKOFF_MAX_USEC;
+    uint32_t draw = 0;
+    if (getrandom(&draw, sizeof(draw), GRND_NONBLOCK) != sizeof(draw))
+        draw = (uint32_t)act_now_usec();
+    uint64_t half = cw->backoff_usec / 2;
+    uint64_t delay = half + draw % (half + 1);
+    cw->retry_timer = sd_event_source_disable_unref(cw->retry_timer);
+    if (sd_event_add_time_relative(cw->daemon->loop, &cw->retry_timer, CLOCK_MONOTONIC, delay, 0,
+                                   on_retry, cw) < 0)
+        act_log(LOG_ERR, "claim watch: cannot arm its retry timer; claims are not watched");
+}
+
+static void heal_failed(ad_claim_watch *cw, const act_error *err)
+{
+    set_store_unavailable(cw, err);
+    heal_later(cw);
+}
+
+static void forget_malformed(ad_claim_watch *cw)
+{
+    free(cw->malformed);
+    cw->malformed = NULL;
+    cw->n_malformed = 0;
+}
+
+static void on_list_problem(const char *host, const act_error *problem, void *userdata)
+{
+    ad_claim_watch *cw = userdata;
+    act_log(LOG_WARNING, "claim watch: %s", problem->message);
+    if (!act_name_is_valid(host))
+        return; /* a key that names no host: no host to leave alone */
+    char(*grown)[ACT_NAME_MAX + 1] =
+        realloc(cw->malformed, (cw->n_malformed + 1) * sizeof(*cw->malformed));
+    if (!grown)
+        return;
+    cw->malformed = grown;
+    snprintf(cw->malformed[cw->n_malformed++], ACT_NAME_MAX + 1, "%s", host);
+}
+
+static bool is_malformed(const ad_claim_watch *cw, const char *host)
+{
+    for (size_t i = 0; i < cw->n_malformed; i++)
+        if (strcmp(cw->malformed[i], host) == 0)
+            return true;
+    return false;
+}
+
+/* Every configured host against the list, as if each claim had changed: a
+ * host the list has is a put of its claim, a host it lacks a delete. Both
+ * are sorted by name, so one pass pairs them. */
+static void reconcile(ad_claim_watch *cw, const claim *claims, size_t n, uint64_t revision)
+{
+    ad_daemon *daemon = cw->daemon;
+    size_t next = 0;
+    for (size_t i = 0; i < daemon->n_hosts; i++) {
+        const char *name = ad_host_name(daemon->hosts[i]);
+        while (next < n && strcmp(claims[next].host, name) < 0)
+            next++;
+        if (is_malformed(cw, name))
+            continue;
+        claim_change change = {.kind = CLAIM_CHANGE_DELETE, .revision = revision};
+        if (next < n && strcmp(claims[next].host, name) == 0) {
+            change.kind = CLAIM_CHANGE_PUT;
+            change.revision = claims[next].revision;
+            change.claim = claims[next];
+        } else {
+            snprintf(change.claim.host, sizeof(change.claim.host), "%s", name);
+        }
+        apply_change(cw, &change);
+    }
+}
+
+static void on_change(claims_watch *watch, const claim_change *change, int error,
+                      const act_error *err, void *userdata);
+
+static int start_watch(ad_claim_watch *cw, act_error *err)
+{
+    cw->watch_started_usec = ad_now(cw->daemon);
+    return claims_watch_start(cw->daemon->store, cw->revision, on_change, cw, &cw->watch, err);
+}
+
+static void on_listed(claim_store *store, int result, claim *claims, size_t n, uint64_t revision,
+                      const act_error *err, void *userdata)
+{
+    ad_claim_watch *cw = userdata;
+    if (result < 0 || cw->daemon->stopping) {
+        free(claims);
+        forget_malformed(cw);
+        if (result < 0)
+            heal_failed(cw, err);
+        return;
+    }
+    reconcile(cw, claims, n, revision);
+    free(claims);
+    forget_malformed(cw);
+    cw->revision = revision + 1;
+    act_error start_err = {0};
+    if (start_watch(cw, &start_err) < 0) {
+        heal_failed(cw, &start_err);
+        return;
+    }
+    set_store_answers(cw);
+}
+
+static void heal(ad_claim_watch *cw)
+{
+    if (cw->daemon->stopping)
+        return;
+    act_error err = {0};
+    if (claims_list_async(cw->daemon->store, on_list_problem, cw, on_listed, cw, &err) < 0)
+        heal_failed(cw, &err);
+}
+
+static void on_change(claims_watch *watch, const claim_change *change, int error,
+                      const act_error *err, void *userdata)
+{
+    ad_claim_watch *cw = userdata;
+    if (error < 0) {
+        /* Logged once per end: a heal makes a new watch, so an end that
+         * repeats (a compacted history) is not logged in a loop. */
+        act_log(error == -ENODATA ? LOG_NOTICE : LOG_WARNING,
+                "claim watch ended: %s; listing every claim again at one revision",
+                err ? err->message : "unknown error");
+        claims_watch_free(cw->watch);
+        cw->watch = NULL;
+        if (ad_now(cw->daemon) - cw->watch_started_usec >= HEAL_BACKOFF_MAX_USEC) {
+            cw->backoff_usec = 0;
+            heal(cw);
+        } else {
+            heal_later(cw);
+        }
+        return;
+    }
+    if (change->revision >= cw->revision)
+        cw->revision = change->revision + 1;
+    apply_change(cw, change);
+}
+
+/* ---- start and stop ---------------------------------------------------------- */
+
+/* Where each host's claim stands now, without the reactions of a change: a
+ * host whose claim names this box is already ours, so a later write that
+ * still names it does not wake the host. Recovery has judged the
+ * generations it resumed. */
+static void take_baseline(ad_claim_watch *cw, const claim *claims, size_t n)
+{
+    ad_daemon *daemon = cw->daemon;
+    size_t next = 0;
+    for (size_t i = 0; i < daemon->n_hosts; i++) {
+        ad_host *host = daemon->hosts[i];
+        while (next < n && strcmp(claims[next].host, ad_host_name(host)) < 0)
+            next++;
+        bool found = next < n && strcmp(claims[next].host, ad_host_name(host)) == 0;
+        ad_host_set_claim_ours(host, found && claim_owned_by(&claims[next], daemon->config.box));
+        if (found) {
+            /* A move a previous daemon took part in goes on from its
+             * phase: a source drains again, a target probes again (same
+             * deadline). */
+            ad_move_claim_seen(host, &claims[next]);
+            /* What a previous daemon did not live to write (recovery ran). */
+            ad_recover_settle_claim(host, &claims[next]);
+        }
+    }
+}
+
+int ad_claim_watch_start(ad_daemon *daemon, act_error *err)
+{
+    assert(daemon && daemon->store);
+    ad_claim_watch *cw = calloc(1, sizeof(*cw));
+    if (!cw)
+        return act_error_set(err, ENOMEM, "out of memory");
+    cw->daemon = daemon;
+    daemon->claim_watch = cw;
+    /* The same start as a heal's, on the store's own loop: the daemon is
+     * not ready until the store answered. */
+    claim *claims = NULL;
+    size_t n = 0;
+    uint64_t revision = 0;
+    int r = claims_list_at(daemon->store, &claims, &n, &revision, NULL, NULL, err);
+    if (r < 0)
+        return act_error_prefix(err, "Store=%s: cannot list the claims", daemon->config.store);
+    take_baseline(cw, claims, n);
+    free(claims);
+    cw->revision = revision + 1;
+    return start_watch(cw, err);
+}
+
+void ad_claim_watch_stop(ad_daemon *daemon)
+{
+    ad_claim_watch *cw = daemon->claim_watch;
+    if (!cw)
+        return;
+    claims_watch_free(cw->watch);
+    sd_event_source_disable_unref(cw->retry_timer);
+    forget_malformed(cw);
+    free(cw);
+    daemon->claim_watch = NULL;
+}

@@ -1,0 +1,205 @@
+/* The fleet ops through a box's daemon (activator/control/fleet.h): claims,
+ * boxes, claim.show, claim.assign, claim.release, hold, unhold and unpin,
+ * each a chain of asynchronous store calls on the loop, with fleet.c's
+ * decisions between them, so they answer as activatorctl --store does. */
+#include "activator/daemon/fleet/requests.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "activator/control/fleet.h"
+#include "activator/daemon/generations/generation.h"
+#include "activator/daemon/hosts/hosts.h"
+#include "common/cleanup.h"
+
+typedef struct fleet_request {
+    ad_daemon *daemon;
+    ctrl_reply *reply;
+    ctrl_request request; /* a copy: the dispatcher's is gone once it returns */
+    int found;
+    claim current;
+    claim next;
+    claims_box *boxes; /* boxes: the records, until the claims are listed */
+    size_t n_boxes;
+} fleet_request;
+
+static void fleet_request_free(fleet_request *pending)
+{
+    if (!pending)
+        return;
+    free(pending->boxes);
+    free(pending);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(fleet_request *, fleet_request_free)
+
+/* Replies with what fleet.c decided, which ends the request. */
+static void answer(fleet_request *pending, ctrl_fleet_outcome *outcome)
+{
+    if (outcome->code)
+        ctrl_reply_error(pending->reply, outcome->code, "%s", outcome->error.message);
+    else
+        ctrl_reply_ok(pending->reply, TAKE_PTR(outcome->result));
+    fleet_request_free(pending);
+}
+
+static void store_failed(fleet_request *pending, const act_error *err)
+{
+    ctrl_fleet_outcome outcome;
+    ctrl_fleet_store_error(&pending->request, err, &outcome);
+    answer(pending, &outcome);
+}
+
+/* ---- the edits ------------------------------------------------------------ */
+
+static void on_written(claim_store *store, int result, uint64_t new_revision,
+                       const claim *current, const act_error *err, void *userdata)
+{
+    fleet_request *pending = userdata;
+    ctrl_fleet_outcome outcome;
+    ctrl_fleet_written(&pending->request, result, new_revision, &pending->next, current, err,
+                       &outcome);
+    answer(pending, &outcome);
+}
+
+static void write_next(fleet_request *pending)
+{
+    act_error err = {0};
+    if (claims_cas_async(pending->daemon->store, pending->request.host, pending->current.revision,
+                         &pending->next, on_written, pending, &err) < 0)
+        store_failed(pending, &err);
+}
+
+static void on_boxes_for_assign(claim_store *store, int result, const claims_box *boxes,
+                                size_t n, const act_error *err, void *userdata)
+{
+    fleet_request *pending = userdata;
+    if (result < 0) {
+        store_failed(pending, err);
+        return;
+    }
+    ctrl_fleet_outcome outcome;
+    if (ctrl_fleet_check_box(&pending->request, &pending->current, boxes, n, &outcome) != 0) {
+        answer(pending, &outcome);
+        return;
+    }
+    write_next(pending);
+}
+
+static void on_read(claim_store *store, int result, const claim *c, const act_error *err,
+                    void *userdata)
+{
+    fleet_request *pending = userdata;
+    if (result < 0) {
+        store_failed(pending, err);
+        return;
+    }
+    pending->found = result;
+    pending->current = result > 0 ? *c : (claim){0};
+    ctrl_fleet_outcome outcome;
+    if (ctrl_fleet_plan(&pending->request, result, &pending->current, &pending->next,
+                        &outcome) != 0) {
+        answer(pending, &outcome);
+        return;
+    }
+    if (!ctrl_fleet_needs_live_box(&pending->request)) {
+        write_next(pending);
+        return;
+    }
+    act_error call_err = {0};
+    if (claims_box_list_async(store, on_boxes_for_assign, pending, &call_err) < 0)
+        store_failed(pending, &call_err);
+}
+
+/* ---- the lists ------------------------------------------------------------ */
+
+/* The build a claim's generation runs, when it is this box's and serves. */
+static const char *local_version(const claim *c, void *userdata)
+{
+    ad_daemon *daemon = userdata;
+    if (strcmp(c->holder.box, daemon->config.box) != 0)
+        return NULL;
+    ad_host *host = ad_hosts_find(daemon, c->host);
+    const ad_generation *serving = host ? ad_host_serving(host) : NULL;
+    return serving && serving->number == c->holder.generation ? serving->build.version : NULL;
+}
+
+/* A claim that does not parse is skipped (and logged by the store), as
+ * activatorctl --store skips it. */
+static void on_claims_listed(claim_store *store, int result, claim *claims, size_t n,
+                             uint64_t revision, const act_error *err, void *userdata)
+{
+    fleet_request *pending = userdata;
+    _cleanup_free_ claim *listed = claims;
+    if (result < 0) {
+        store_failed(pending, err);
+        return;
+    }
+    ctrl_fleet_outcome outcome = {0};
+    if (pending->request.op == CTRL_OP_BOXES)
+        outcome.result = ctrl_fleet_boxes_result(pending->boxes, pending->n_boxes, listed, n);
+    else
+        outcome.result = ctrl_fleet_claims_result(listed, n, local_version, pending->daemon);
+    answer(pending, &outcome);
+}
+
+static void list_claims(fleet_request *pending)
+{
+    act_error err = {0};
+    if (claims_list_async(pending->daemon->store, NULL, NULL, on_claims_listed, pending,
+                          &err) < 0)
+        store_failed(pending, &err);
+}
+
+static void on_boxes_listed(claim_store *store, int result, const claims_box *boxes, size_t n,
+                            const act_error *err, void *userdata)
+{
+    fleet_request *pending = userdata;
+    if (result < 0) {
+        store_failed(pending, err);
+        return;
+    }
+    pending->boxes = n ? malloc(n * sizeof(*boxes)) : NULL;
+    if (n && !pending->boxes) {
+        act_error oom = {0};
+        act_error_set(&oom, ENOMEM, "out of memory");
+        store_failed(pending, &oom);
+        return;
+    }
+    if (n)
+        memcpy(pending->boxes, boxes, n * sizeof(*boxes));
+    pending->n_boxes = n;
+    list_claims(pending);
+}
+
+void ad_fleet_request(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
+{
+    _cleanup_(fleet_request_freep) fleet_request *pending = calloc(1, sizeof(*pending));
+    if (!pending) {
+        ctrl_reply_error(reply, "internal", "out of memory");
+        return;
+    }
+    *pending = (fleet_request){.daemon = daemon, .reply = reply, .request = *request};
+    /* A host released here is retired here first, before another box may
+     * be assigned to it. */
+    ad_host *host = request->host[0] ? ad_hosts_find(daemon, request->host) : NULL;
+    if (request->op == CTRL_OP_CLAIM_RELEASE && host)
+        pl_host_park(ad_host_pipeline(host), PL_PARK_REQUEST);
+    act_error err = {0};
+    int r;
+    switch (request->op) {
+    case CTRL_OP_CLAIMS:
+        r = claims_list_async(daemon->store, NULL, NULL, on_claims_listed, pending, &err);
+        break;
+    case CTRL_OP_BOXES:
+        r = claims_box_list_async(daemon->store, on_boxes_listed, pending, &err);
+        break;
+    default:
+        r = claims_read_async(daemon->store, request->host, on_read, pending, &err);
+        break;
+    }
+    if (r < 0) {
+        store_failed(TAKE_PTR(pending), &err);
+        return;
+    }
+    TAKE_PTR(pending); /* the callbacks' now */
+}

@@ -1,0 +1,183 @@
+/* A generation's stdout and stderr: a journald stream of its own, or the
+ * host's log file, rotated by size. See generations/output.h for why. */
+#include "activator/daemon/generations/output.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+
+#define JOURNAL_STDOUT_SOCKET "/run/systemd/journal/stdout"
+#define LOG_DIRECTORY "log"
+#define LOG_FILE "output.log"
+#define LOG_ROTATED "output.log.1"
+#define LOG_ROTATING "output.log.1.tmp"
+/* How often the file's size is looked at: a host writing faster than
+ * HostLogMaxSize= a second overshoots it by that much, no more. */
+#define ROTATE_CHECK_USEC (1000 * 1000ull)
+
+struct ad_host_log {
+    ad_host *host;
+    int dirfd;  /* <state>/hosts/<host>/log */
+    int fd;     /* output.log, O_APPEND */
+    char *journal_header; /* NULL: no journald */
+    sd_event_source *timer;
+};
+
+/* Under journald when our own stderr is a journal stream (systemd says so
+ * through JOURNAL_STREAM) and its stdout socket is there to connect to. */
+static bool under_journald(void)
+{
+    return act_log_stderr_is_journal() && access(JOURNAL_STDOUT_SOCKET, W_OK) == 0;
+}
+
+static int copy_all(int from, int to, uint64_t limit)
+{
+    uint64_t copied = 0;
+    while (copied < limit) {
+        ssize_t n = copy_file_range(from, NULL, to, NULL, limit - copied, 0);
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        copied += (uint64_t)n;
+    }
+    return 0;
+}
+
+int ad_host_log_rotate_if_needed(int log_dirfd, int fd, uint64_t max_bytes, act_error *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return act_error_set(err, errno, "cannot stat the log file: %s", strerror(errno));
+    if ((uint64_t)st.st_size < max_bytes)
+        return 0;
+    _cleanup_close_ int from = openat(log_dirfd, LOG_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (from < 0)
+        return act_error_set(err, errno, "cannot read %s to rotate it: %s", LOG_FILE,
+                             strerror(errno));
+    _cleanup_close_ int to = openat(log_dirfd, LOG_ROTATING,
+                                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+    if (to < 0)
+        return act_error_set(err, errno, "cannot create %s: %s", LOG_ROTATING, strerror(errno));
+    /* Copied, then emptied in place (logrotate's copytruncate): the host's
+     * processes keep their fds, and lines written between the copy and the
+     * truncation (a few microseconds) are lost, not misplaced. */
+    int r = copy_all(from, to, (uint64_t)st.st_size + 65536);
+    if (r < 0 || renameat(log_dirfd, LOG_ROTATING, log_dirfd, LOG_ROTATED) < 0) {
+        int saved = r < 0 ? -r : errno;
+        unlinkat(log_dirfd, LOG_ROTATING, 0);
+        return act_error_set(err, saved, "cannot rotate %s to %s: %s", LOG_FILE, LOG_ROTATED,
+                             strerror(saved));
+    }
+    if (ftruncate(fd, 0) < 0)
+        return act_error_set(err, errno, "cannot empty %s after rotating it: %s", LOG_FILE,
+                             strerror(errno));
+    return 1;
+}
+
+static int on_rotate_check(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    ad_host_log *log = userdata;
+    act_error err = {0};
+    uint64_t max_bytes = ad_host_daemon(log->host)->config.host_log_max_bytes;
+    if (ad_host_log_rotate_if_needed(log->dirfd, log->fd, max_bytes, &err) < 0)
+        act_log(LOG_WARNING, "host %s: log file: %s", ad_host_name(log->host), err.message);
+    if (sd_event_source_set_time_relative(source, ROTATE_CHECK_USEC) < 0 ||
+        sd_event_source_set_enabled(source, SD_EVENT_ONESHOT) < 0)
+        act_log(LOG_ERR, "host %s: cannot watch the log file's size any more",
+                ad_host_name(log->host));
+    return 0;
+}
+
+/* The stream protocol's header (journald-stream.c): identifier, unit (none:
+ * journald takes it only from root), priority 6 (info), level prefix on (a
+ * "<3>" line is an error), no forwarding to syslog, kmsg or console. */
+static char *journal_header_for(const char *host)
+{
+    char *header = NULL;
+    return asprintf(&header, "%s\n\n6\n1\n0\n0\n0\n", host) < 0 ? NULL : header;
+}
+
+int ad_host_log_open(ad_host *host, const char *whose, ad_host_log **out, act_error *err)
+{
+    assert(host && out);
+    int host_dirfd = ad_host_dir(host, err);
+    if (host_dirfd < 0)
+        return host_dirfd;
+    _cleanup_free_ ad_host_log *log = calloc(1, sizeof(*log));
+    if (!log)
+        return act_error_set(err, ENOMEM, "out of memory");
+    *log = (ad_host_log){.host = host, .dirfd = -1, .fd = -1};
+    /* Root's, 0750: the host's user never reaches its own log's path, so it
+     * cannot swap the file for a link the daemon would then write through. */
+    if (mkdirat(host_dirfd, LOG_DIRECTORY, 0750) < 0 && errno != EEXIST)
+        return act_error_set(err, errno, "cannot create the log directory: %s", strerror(errno));
+    _cleanup_close_ int dirfd =
+        openat(host_dirfd, LOG_DIRECTORY, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dirfd < 0)
+        return act_error_set(err, errno, "cannot open the log directory: %s", strerror(errno));
+    _cleanup_close_ int fd = openat(dirfd, LOG_FILE,
+                                    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+    if (fd < 0)
+        return act_error_set(err, errno, "cannot open the log file %s/%s: %s", LOG_DIRECTORY,
+                             LOG_FILE, strerror(errno));
+    if (under_journald() && !(log->journal_header = journal_header_for(ad_host_name(host))))
+        return act_error_set(err, ENOMEM, "out of memory");
+    int r = sd_event_add_time_relative(ad_host_daemon(host)->loop, &log->timer, CLOCK_MONOTONIC,
+                                       ROTATE_CHECK_USEC, ROTATE_CHECK_USEC / 4, on_rotate_check,
+                                       log);
+    if (r < 0) {
+        free(log->journal_header);
+        return act_error_set(err, -r, "cannot watch the log file: %s", strerror(-r));
+    }
+    log->dirfd = TAKE_FD(dirfd);
+    log->fd = TAKE_FD(fd);
+    if (whose)
+        ad_host_log_mark(log, whose);
+    *out = TAKE_PTR(log);
+    return 0;
+}
+
+void ad_host_log_mark(const ad_host_log *log, const char *whose)
+{
+    /* The journal tells each stream's start by itself. */
+    if (log && !log->journal_header)
+        dprintf(log->fd, "-- activatord: host %s, %s --\n", ad_host_name(log->host), whose);
+}
+
+int ad_host_log_fd(const ad_host_log *log)
+{
+    return log->fd;
+}
+
+const char *ad_host_log_journal_socket(const ad_host_log *log)
+{
+    return log->journal_header ? JOURNAL_STDOUT_SOCKET : NULL;
+}
+
+const char *ad_host_log_journal_header(const ad_host_log *log)
+{
+    return log->journal_header;
+}
+
+void ad_host_log_free(ad_host_log *log)
+{
+    if (!log)
+        return;
+    sd_event_source_disable_unref(log->timer);
+    if (log->fd >= 0)
+        close(log->fd);
+    if (log->dirfd >= 0)
+        close(log->dirfd);
+    free(log->journal_header);
+    free(log);
+}

@@ -1,0 +1,873 @@
+/* One configured host: the struct, and what the host holds of its own. */
+#include "activator/daemon/host/host.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "activator/daemon/accounts/dynamic_users.h"
+#include "activator/records/records.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+
+struct ad_host_settings {
+    cfg_host *config;
+    cg_seccomp_program *seccomp; /* a filter of its own, or NULL for the shared default */
+    cg_fs_view *fs_view;         /* the generation's filesystem; NULL: FilesystemView=box */
+    uid_t uid;                   /* User= and Group=, or the host's dynamic user */
+    gid_t gid;
+};
+
+struct ad_host {
+    ad_daemon *daemon;
+    char name[ACT_NAME_MAX + 1];
+    ad_host_settings *settings;       /* in force */
+    ad_host_settings *pending;        /* for the next start (a reload), or NULL */
+    pl_host *pipeline;                /* hosts/hosts.c */
+    int dirfd;                        /* <state>/hosts/<host>, or -1 */
+    unsigned n_listen;                /* hosts/hosts.c binds them */
+    lsn_address *listen;
+    int *listen_fds;
+    char **listen_names;              /* LISTEN_FDNAMES entries, NULL-terminated */
+    sd_event_source **demand_sources; /* hosts/hosts.c: the sockets watched while parked */
+    bool removed;                     /* hosts/hosts.c */
+
+    ad_generation *serving; /* wake/ops.c */
+    ad_generation *starting;
+    ad_generation *replaced;
+    ad_wake_state *wake_state;        /* wake/ops.c */
+    ad_swap *swap;                    /* builds/swap.c */
+    ad_freeze *freeze;                /* parking/freeze.c */
+    ad_checkpoint *checkpoint;        /* moves/checkpoint.c */
+    ad_checkpoint_request *checkpoint_request; /* moves/checkpoint_request.c */
+    ad_claim_report *claim_report;    /* claim/write_backs.c */
+    sd_event_source *idle_timer;      /* parking/idle.c */
+    uint64_t last_active_usec;
+    uint64_t wake_started_usec;       /* generations/announce.c */
+    uint64_t failed_attempts;         /* wake/ops.c */
+    bool claim_ours;                  /* wake/ops.c, fleet/claim_watch.c */
+    uint64_t build_state_mark;        /* wake/ops.c: what build-state.json names, hashed */
+    ad_move *move;                    /* moves/move.c */
+    char *probe_op;                   /* moves/move.c sets it, wake/ops.c reads it */
+    ad_unproven_leaf *unproven;       /* wake/ops.c keeps them, generations/sweep.c takes them */
+    size_t n_unproven;
+    bool releasing;                   /* claim/release.c */
+    char last_reason[32];             /* hosts/hosts.c, wake/ops.c */
+    char last_message[256];
+    rec_build_ref last_served;        /* wake/ops.c; builds/swap.c names it as a pin's fallback */
+};
+
+static bool uses_plain_default_filter(const cfg_host *config)
+{
+    const cfg_syscall_filter *filter = &config->limits.syscall_filter;
+    return filter->base == CFG_SYSCALLS_DEFAULT && !filter->reset && !filter->allow &&
+           !filter->deny;
+}
+
+static const char *filter_profile(const cfg_syscall_filter *filter)
+{
+    if (filter->reset) /* an empty line last: no filter */
+        return "none";
+    return filter->base == CFG_SYSCALLS_DEFAULT ? "default"
+           : filter->base == CFG_SYSCALLS_ALLOW ? "allow"
+                                                : "none";
+}
+
+/* Most hosts run the default profile: one compiled program serves them all. */
+static int compile_filter(ad_daemon *daemon, ad_host_settings *settings, act_error *err)
+{
+    const cfg_syscall_filter *filter = &settings->config->limits.syscall_filter;
+    bool plain_default = uses_plain_default_filter(settings->config);
+    if (plain_default && daemon->default_seccomp)
+        return 0;
+    cg_seccomp_program **out = plain_default ? &daemon->default_seccomp : &settings->seccomp;
+    int r = cg_seccomp_compile(filter_profile(filter), (const char *const *)filter->allow,
+                               (const char *const *)filter->deny, out, err);
+    return r < 0 ? act_error_prefix(err, "host %s: SystemCallFilter=", settings->config->name)
+                 : 0;
+}
+
+/* Whether the host's view is the one most hosts share: the daemon's
+ * directories hidden and nothing of its own kept but its state directory,
+ * which each spawn passes (generations/generation.c). */
+static bool uses_shared_fs_view(const cfg_host *config)
+{
+    return !config->filesystem_box && !config->read_write_paths;
+}
+
+/* The host's filesystem view, made once per configuration (or once for all
+ * the hosts that share one): the daemon's directories hidden, its state
+ * directory and ReadWritePaths= kept. */
+static int make_fs_view(ad_daemon *daemon, ad_host_settings *settings, act_error *err)
+{
+    const cfg_host *config = settings->config;
+    bool shared = uses_shared_fs_view(config);
+    if (config->filesystem_box || (shared && daemon->shared_fs_view))
+        return 0;
+    _cleanup_(cfg_view_paths_clear) cfg_view_paths paths = {0};
+    int r = cfg_host_view_paths(&daemon->config, config, &paths, err);
+    if (r == 0) {
+        cg_fs_view_spec spec = {
+            .hidden = (const char *const *)paths.hidden,
+            .writable = shared ? NULL : (const char *const *)paths.writable,
+            .writable_if_present = (const char *const *)paths.writable_if_present,
+            .private_tmp = true,
+            .hide_processes = true,
+        };
+        r = cg_fs_view_new(&spec, shared ? &daemon->shared_fs_view : &settings->fs_view, err);
+    }
+    return r < 0 ? act_error_prefix(err, "host %s", config->name) : 0;
+}
+
+void ad_host_settings_free(ad_host_settings *settings)
+{
+    if (!settings)
+        return;
+    if (settings->config) {
+        cfg_host_free(settings->config);
+        free(settings->config);
+    }
+    cg_seccomp_program_free(settings->seccomp);
+    cg_fs_view_free(settings->fs_view);
+    free(settings);
+}
+
+/* An account that User= or Group= names must not be another host's
+ * dynamic user: it would own that host's files. */
+static int check_not_dynamic(ad_daemon *daemon, const cfg_host *config,
+                             const ad_host_settings *settings, const char **failed_key,
+                             act_error *err)
+{
+    const struct {
+        const char *what;
+        uint32_t id;
+        const char *key;
+        const char *value;
+    } ids[] = {
+        {"uid", settings->uid, "User", config->user},
+        {"gid", settings->gid, config->group ? "Group" : "User",
+         config->group ? config->group : config->user},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(ids); i++) {
+        const char *owner = ad_dynamic_users_owner(daemon->dynamic_users, ids[i].id);
+        if (!owner || strcmp(owner, config->name) == 0)
+            continue;
+        *failed_key = ids[i].key;
+        return act_error_set(err, EEXIST,
+                             "host %s: %s=%s: %s %u is the dynamic user of host %s, whose files "
+                             "it owns; name another account (or remove the record of uid %u "
+                             "from <state>/dynamic-users/ once host %s and its files are gone)",
+                             config->name, ids[i].key, ids[i].value, ids[i].what,
+                             (unsigned)ids[i].id, owner, (unsigned)ids[i].id, owner);
+    }
+    return 0;
+}
+
+int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings **out,
+                         const char **failed_key, act_error *err)
+{
+    assert(daemon && config && out && failed_key);
+    *failed_key = NULL;
+    ad_host_settings *settings = calloc(1, sizeof(*settings));
+    if (!settings) {
+        cfg_host_free(config);
+        free(config);
+        return act_error_set(err, ENOMEM, "out of memory");
+    }
+    settings->config = config;
+    /* Without User=, a uid of the host's own; with it, what it names (root
+     * only when it says so, which --check-config warns about). */
+    bool named = false;
+    int r = cfg_host_credentials(config, &settings->uid, &settings->gid, &named, err);
+    if (r < 0) /* the sentence names the key whose lookup failed */
+        *failed_key = config->group && strstr(err->message, "Group=") ? "Group" : "User";
+    if (r == 0 && !named) {
+        uid_t uid = 0;
+        if ((r = ad_dynamic_user_get(daemon->dynamic_users, config->name, &uid, err)) < 0)
+            *failed_key = "User";
+        settings->uid = uid;
+        settings->gid = (gid_t)uid;
+    }
+    /* A dynamic user's files are its host's alone. */
+    if (r == 0 && named)
+        r = check_not_dynamic(daemon, config, settings, failed_key, err);
+    if (r == 0 && named && settings->uid == 0)
+        act_log(LOG_WARNING, "host %s: User=%s runs its code as root (without capabilities)",
+                config->name, config->user);
+    if (r == 0 && (r = compile_filter(daemon, settings, err)) < 0)
+        *failed_key = "SystemCallFilter";
+    if (r == 0 && (r = make_fs_view(daemon, settings, err)) < 0)
+        *failed_key = "ReadWritePaths";
+    if (r < 0) {
+        ad_host_settings_free(settings);
+        return r;
+    }
+    *out = settings;
+    return 0;
+}
+
+const cfg_host *ad_host_settings_config(const ad_host_settings *settings)
+{
+    return settings->config;
+}
+
+/* The slots of a socket table of n, with their names; -1 in every fd slot. */
+typedef struct socket_table {
+    lsn_address *listen;
+    int *fds;
+    char **names;
+    sd_event_source **sources;
+} socket_table;
+
+static void socket_table_free(socket_table *table)
+{
+    for (char **name = table->names; name && *name; name++)
+        free(*name);
+    free(table->names);
+    free(table->listen);
+    free(table->fds);
+    free(table->sources);
+}
+
+static int socket_table_new(const char *host, const lsn_address *addresses, unsigned n,
+                            socket_table *out, act_error *err)
+{
+    socket_table table = {
+        .listen = calloc(n ? n : 1, sizeof(*table.listen)),
+        .fds = calloc(n ? n : 1, sizeof(*table.fds)),
+        .names = calloc(n + 1, sizeof(*table.names)),
+        .sources = calloc(n ? n : 1, sizeof(*table.sources)),
+    };
+    bool failed = !table.listen || !table.fds || !table.names || !table.sources;
+    for (unsigned i = 0; !failed && i < n; i++) {
+        table.listen[i] = addresses[i];
+        table.fds[i] = -1;
+        if (asprintf(&table.names[i], "%s/%u", host, i) < 0) {
+            table.names[i] = NULL;
+            failed = true;
+        }
+    }
+    if (failed) {
+        socket_table_free(&table);
+        return act_error_set(err, ENOMEM, "out of memory");
+    }
+    *out = table;
+    return 0;
+}
+
+/* Ends the watches of the host's sockets and closes those still there. */
+static void close_sockets(ad_host *host)
+{
+    for (unsigned i = 0; i < host->n_listen; i++) {
+        if (host->demand_sources)
+            host->demand_sources[i] = sd_event_source_disable_unref(host->demand_sources[i]);
+        if (host->listen_fds && host->listen_fds[i] >= 0)
+            close(host->listen_fds[i]);
+    }
+    socket_table_free(&(socket_table){host->listen, host->listen_fds, host->listen_names,
+                                      host->demand_sources});
+    host->listen = NULL;
+    host->listen_fds = NULL;
+    host->listen_names = NULL;
+    host->demand_sources = NULL;
+    host->n_listen = 0;
+}
+
+static void take_table(ad_host *host, socket_table *table, unsigned n)
+{
+    host->listen = table->listen;
+    host->listen_fds = table->fds;
+    host->listen_names = table->names;
+    host->demand_sources = table->sources;
+    host->n_listen = n;
+}
+
+int ad_host_new(ad_daemon *daemon, ad_host_settings *settings, ad_host **out, act_error *err)
+{
+    assert(daemon && settings && out);
+    const cfg_host *config = settings->config;
+    ad_host *host = calloc(1, sizeof(*host));
+    socket_table table;
+    int r = host ? socket_table_new(config->name, config->listen, config->n_listen, &table, err)
+                 : act_error_set(err, ENOMEM, "out of memory");
+    if (r < 0) {
+        free(host);
+        ad_host_settings_free(settings);
+        return r;
+    }
+    *host = (ad_host){.daemon = daemon, .settings = settings, .dirfd = -1};
+    snprintf(host->name, sizeof(host->name), "%s", config->name);
+    take_table(host, &table, config->n_listen);
+    *out = host;
+    return 0;
+}
+
+void ad_host_free(ad_host *host)
+{
+    if (!host)
+        return;
+    assert(!host->serving && !host->starting && !host->replaced && !host->wake_state &&
+           !host->swap && !host->claim_report && !host->pipeline && !host->move);
+    free(host->probe_op);
+    close_sockets(host);
+    ad_host_settings_free(host->settings);
+    ad_host_settings_free(host->pending);
+    sd_event_source_disable_unref(host->idle_timer);
+    for (size_t i = 0; i < host->n_unproven; i++)
+        cg_leaf_free(host->unproven[i].leaf);
+    free(host->unproven);
+    ad_host_dir_close(host);
+    free(host);
+}
+
+ad_daemon *ad_host_daemon(const ad_host *host)
+{
+    return host->daemon;
+}
+
+const cfg_host *ad_host_config(const ad_host *host)
+{
+    return host->settings->config;
+}
+
+const char *ad_host_name(const ad_host *host)
+{
+    return host->name;
+}
+
+pl_host *ad_host_pipeline(const ad_host *host)
+{
+    return host->pipeline;
+}
+
+void ad_host_set_pipeline(ad_host *host, pl_host *pipeline)
+{
+    host->pipeline = pipeline;
+}
+
+void ad_host_set_pending(ad_host *host, ad_host_settings *settings)
+{
+    ad_host_settings_free(host->pending);
+    host->pending = settings;
+}
+
+bool ad_host_has_pending(const ad_host *host)
+{
+    return host->pending != NULL;
+}
+
+bool ad_host_apply_pending(ad_host *host)
+{
+    if (!host->pending)
+        return false;
+    assert(!host->serving && !host->starting && !host->replaced && !host->wake_state &&
+           !host->swap);
+    ad_host_settings_free(host->settings);
+    host->settings = TAKE_PTR(host->pending);
+    return true;
+}
+
+static void copy_limit_values(cfg_limits *to, const cfg_limits *from)
+{
+    to->memory_max = from->memory_max;
+    to->memory_high = from->memory_high;
+    to->pids_max = from->pids_max;
+    to->pids_max_is_default = from->pids_max_is_default;
+    to->cpu_quota_percent = from->cpu_quota_percent;
+    to->cpu_weight = from->cpu_weight;
+}
+
+void ad_host_set_limits(ad_host *host, const cfg_limits *limits)
+{
+    copy_limit_values(&host->settings->config->limits, limits);
+    if (host->pending)
+        copy_limit_values(&host->pending->config->limits, limits);
+}
+
+bool ad_host_removed(const ad_host *host)
+{
+    return host->removed;
+}
+
+void ad_host_set_removed(ad_host *host)
+{
+    host->removed = true;
+}
+
+/* ---- sockets ------------------------------------------------------------- */
+
+unsigned ad_host_n_listen(const ad_host *host)
+{
+    return host->n_listen;
+}
+
+const lsn_address *ad_host_listen_addresses(const ad_host *host)
+{
+    return host->listen;
+}
+
+const int *ad_host_listen_fds(const ad_host *host)
+{
+    return host->listen_fds;
+}
+
+char *const *ad_host_listen_names(const ad_host *host)
+{
+    return host->listen_names;
+}
+
+void ad_host_set_listen_fd(ad_host *host, unsigned index, int fd)
+{
+    assert(index < host->n_listen);
+    if (host->listen_fds[index] >= 0)
+        close(host->listen_fds[index]);
+    host->listen_fds[index] = fd;
+}
+
+int ad_host_take_listen_fd(ad_host *host, unsigned index)
+{
+    assert(index < host->n_listen);
+    host->demand_sources[index] = sd_event_source_disable_unref(host->demand_sources[index]);
+    int fd = host->listen_fds[index];
+    host->listen_fds[index] = -1;
+    return fd;
+}
+
+sd_event_source **ad_host_demand_source(ad_host *host, unsigned index)
+{
+    assert(index < host->n_listen);
+    return &host->demand_sources[index];
+}
+
+/* A copy of n items of size bytes; NULL for none (or out of memory). */
+static void *copy_array(const void *items, size_t n, size_t size)
+{
+    void *copy = n ? malloc(n * size) : NULL;
+    if (copy)
+        memcpy(copy, items, n * size);
+    return copy;
+}
+
+int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act_error *err)
+{
+    assert(host && loaded && (fds || !loaded->n_listen));
+    unsigned n = loaded->n_listen;
+    socket_table table;
+    int r = socket_table_new(host->name, loaded->listen, n, &table, err);
+    if (r < 0)
+        return r;
+    lsn_address *listen = copy_array(loaded->listen, n, sizeof(*listen));
+    unsigned *lines = copy_array(loaded->listen_lines, n, sizeof(*lines));
+    if (n && (!listen || !lines)) {
+        free(listen);
+        free(lines);
+        socket_table_free(&table);
+        return act_error_set(err, ENOMEM, "out of memory");
+    }
+    close_sockets(host);
+    for (unsigned i = 0; i < n; i++)
+        table.fds[i] = fds[i];
+    take_table(host, &table, n);
+    cfg_host *config = host->settings->config;
+    free(config->listen);
+    free(config->listen_lines);
+    config->listen = listen;
+    config->listen_lines = lines;
+    config->n_listen = loaded->n_listen;
+    config->backlog = loaded->backlog;
+    return 0;
+}
+
+/* ---- what a generation runs as ------------------------------------------- */
+
+void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid)
+{
+    *uid = host->settings->uid;
+    *gid = host->settings->gid;
+}
+
+const cg_seccomp_program *ad_host_seccomp(const ad_host *host)
+{
+    return uses_plain_default_filter(host->settings->config) ? host->daemon->default_seccomp
+                                                             : host->settings->seccomp;
+}
+
+const cg_fs_view *ad_host_fs_view(const ad_host *host)
+{
+    return uses_shared_fs_view(host->settings->config) ? host->daemon->shared_fs_view
+                                                       : host->settings->fs_view;
+}
+
+/* ---- directories --------------------------------------------------------- */
+
+int ad_host_dir(ad_host *host, act_error *err)
+{
+    if (host->dirfd >= 0)
+        return host->dirfd;
+    int fd = rec_open_host(host->daemon->state_dirfd, host->name, err);
+    if (fd >= 0)
+        host->dirfd = fd;
+    return fd;
+}
+
+void ad_host_dir_close(ad_host *host)
+{
+    act_closep(&host->dirfd);
+    host->dirfd = -1;
+}
+
+void ad_host_dir_close_unless_used(ad_host *host)
+{
+    if (!ad_host_serving(host) && !ad_host_starting(host) && !ad_host_wake_state(host))
+        ad_host_dir_close(host);
+}
+
+/* Deeper than this is no state directory but an attack on our stack. */
+#define STATE_TREE_DEPTH_MAX 128
+
+/* Hands every entry below dir_fd to uid:gid, symlinks themselves rather
+ * than what they name, without leaving the directory's file system. */
+static int chown_tree(int dir_fd, uid_t uid, gid_t gid, unsigned depth, act_error *err)
+{
+    if (depth > STATE_TREE_DEPTH_MAX)
+        return act_error_set(err, ELOOP, "deeper than %d directories", STATE_TREE_DEPTH_MAX);
+    int listing = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dir = listing >= 0 ? fdopendir(listing) : NULL;
+    if (!dir) {
+        int saved = errno;
+        if (listing >= 0)
+            close(listing);
+        return act_error_set(err, saved, "cannot list it: %s", strerror(saved));
+    }
+    struct stat top;
+    int r = fstat(dir_fd, &top) < 0 ? -errno : 0;
+    struct dirent *de;
+    while (r == 0 && (de = readdir(dir))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            fchownat(dir_fd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+            r = act_error_set(err, errno, "%s: %s", de->d_name, strerror(errno));
+            break;
+        }
+        if (!S_ISDIR(st.st_mode) || st.st_dev != top.st_dev)
+            continue;
+        int sub = openat(dir_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+            r = act_error_set(err, errno, "%s: %s", de->d_name, strerror(errno));
+            break;
+        }
+        r = chown_tree(sub, uid, gid, depth + 1, err);
+        close(sub);
+    }
+    closedir(dir);
+    return r < 0 ? r : 0;
+}
+
+int ad_host_state_directory(ad_host *host, act_error *err)
+{
+    int dirfd = ad_host_dir(host, err);
+    if (dirfd < 0)
+        return dirfd;
+    bool made = mkdirat(dirfd, "state", 0750) == 0;
+    if (!made && errno != EEXIST)
+        return act_error_set(err, errno, "cannot create the state directory: %s",
+                             strerror(errno));
+    uid_t uid;
+    gid_t gid;
+    ad_host_run_as(host, &uid, &gid);
+    _cleanup_close_ int state =
+        openat(dirfd, "state", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (state < 0 || fstat(state, &st) < 0)
+        return act_error_set(err, errno, "cannot open the state directory: %s", strerror(errno));
+    if (st.st_uid == uid && st.st_gid == gid)
+        return 0;
+    /* Another owner: the host ran as someone else before (no User= used to
+     * mean root, or User= changed, or its dynamic uid had to change).
+     * Everything in it becomes the new owner's, as systemd does for a
+     * StateDirectory= of a DynamicUser=; the top last, so that a walk cut
+     * short is done again at the next start. */
+    int r = chown_tree(state, uid, gid, 0, err);
+    if (r < 0)
+        return act_error_prefix(err, "cannot hand the state directory to uid %u", (unsigned)uid);
+    if (fchown(state, uid, gid) < 0)
+        return act_error_set(err, errno, "cannot hand the state directory to uid %u: %s",
+                             (unsigned)uid, strerror(errno));
+    if (!made)
+        act_log(LOG_INFO, "host %s: state directory handed from uid %u to uid %u", host->name,
+                (unsigned)st.st_uid, (unsigned)uid);
+    return 0;
+}
+
+void ad_host_format_handle(const ad_host *host, uint64_t generation, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (unsigned i = 0; i < host->n_listen && used + 2 < size; i++) {
+        char address[160];
+        lsn_format(&host->listen[i], address, sizeof(address));
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? "," : "", address);
+    }
+    if (!out[0])
+        snprintf(out, size, "%s/g-%" PRIu64, host->daemon->config.box, generation);
+}
+
+/* ---- generations, wake, swap --------------------------------------------- */
+
+ad_generation *ad_host_serving(const ad_host *host)
+{
+    return host->serving;
+}
+
+void ad_host_set_serving(ad_host *host, ad_generation *gen)
+{
+    host->serving = gen;
+}
+
+ad_generation *ad_host_starting(const ad_host *host)
+{
+    return host->starting;
+}
+
+void ad_host_set_starting(ad_host *host, ad_generation *gen)
+{
+    host->starting = gen;
+}
+
+ad_generation *ad_host_replaced(const ad_host *host)
+{
+    return host->replaced;
+}
+
+void ad_host_set_replaced(ad_host *host, ad_generation *gen)
+{
+    host->replaced = gen;
+}
+
+bool ad_host_at_rest(const ad_host *host)
+{
+    const pl_host *pipeline = host->pipeline;
+    return pl_host_get_state(pipeline) == PL_HOST_PARKED && !pl_host_is_unproven(pipeline) &&
+           !host->serving && !host->starting && !host->replaced && !host->wake_state;
+}
+
+const ad_generation *ad_host_current_generation(const ad_host *host)
+{
+    return host->starting ? host->starting : host->serving;
+}
+
+ad_wake_state *ad_host_wake_state(const ad_host *host)
+{
+    return host->wake_state;
+}
+
+void ad_host_set_wake_state(ad_host *host, ad_wake_state *state)
+{
+    host->wake_state = state;
+}
+
+ad_freeze *ad_host_freeze(const ad_host *host)
+{
+    return host->freeze;
+}
+
+void ad_host_set_freeze(ad_host *host, ad_freeze *freeze)
+{
+    host->freeze = freeze;
+}
+
+ad_swap *ad_host_swap(const ad_host *host)
+{
+    return host->swap;
+}
+
+void ad_host_set_swap(ad_host *host, ad_swap *swap)
+{
+    host->swap = swap;
+}
+
+ad_checkpoint *ad_host_checkpoint(const ad_host *host)
+{
+    return host->checkpoint;
+}
+
+void ad_host_set_checkpoint(ad_host *host, ad_checkpoint *checkpoint)
+{
+    host->checkpoint = checkpoint;
+}
+
+ad_checkpoint_request *ad_host_checkpoint_request(const ad_host *host)
+{
+    return host->checkpoint_request;
+}
+
+void ad_host_set_checkpoint_request(ad_host *host, ad_checkpoint_request *request)
+{
+    host->checkpoint_request = request;
+}
+
+ad_claim_report *ad_host_claim_report(const ad_host *host)
+{
+    return host->claim_report;
+}
+
+void ad_host_set_claim_report(ad_host *host, ad_claim_report *report)
+{
+    host->claim_report = report;
+}
+
+/* ---- idle parking -------------------------------------------------------- */
+
+sd_event_source **ad_host_idle_timer(ad_host *host)
+{
+    return &host->idle_timer;
+}
+
+uint64_t ad_host_last_active(const ad_host *host)
+{
+    return host->last_active_usec;
+}
+
+void ad_host_set_last_active(ad_host *host, uint64_t usec)
+{
+    host->last_active_usec = usec;
+}
+
+/* ---- claim, previous daemon ---------------------------------------------- */
+
+bool ad_host_claim_ours(const ad_host *host)
+{
+    return host->claim_ours;
+}
+
+void ad_host_set_claim_ours(ad_host *host, bool ours)
+{
+    host->claim_ours = ours;
+}
+
+uint64_t ad_host_build_state_mark(const ad_host *host)
+{
+    return host->build_state_mark;
+}
+
+void ad_host_set_build_state_mark(ad_host *host, uint64_t mark)
+{
+    host->build_state_mark = mark;
+}
+
+ad_move *ad_host_move(const ad_host *host)
+{
+    return host->move;
+}
+
+void ad_host_set_move(ad_host *host, ad_move *move)
+{
+    host->move = move;
+}
+
+const char *ad_host_probe_op(const ad_host *host)
+{
+    return host->probe_op;
+}
+
+bool ad_host_set_probe_op(ad_host *host, const char *op_id)
+{
+    char *copy = NULL;
+    if (op_id && !(copy = strdup(op_id)))
+        return false;
+    free(host->probe_op);
+    host->probe_op = copy;
+    return true;
+}
+
+bool ad_host_releasing(const ad_host *host)
+{
+    return host->releasing;
+}
+
+void ad_host_set_releasing(ad_host *host, bool releasing)
+{
+    host->releasing = releasing;
+}
+
+/* ---- leaves not proven stopped -------------------------------------------- */
+
+bool ad_host_keep_unproven(ad_host *host, cg_leaf *leaf, uint64_t generation)
+{
+    assert(leaf);
+    ad_unproven_leaf *grown = realloc(host->unproven, (host->n_unproven + 1) * sizeof(*grown));
+    if (!grown) {
+        cg_leaf_free(leaf);
+        return false;
+    }
+    host->unproven = grown;
+    host->unproven[host->n_unproven++] = (ad_unproven_leaf){.leaf = leaf, .generation = generation};
+    return true;
+}
+
+bool ad_host_take_unproven(ad_host *host, ad_unproven_leaf *out)
+{
+    if (!host->n_unproven)
+        return false;
+    *out = host->unproven[0];
+    memmove(host->unproven, host->unproven + 1, --host->n_unproven * sizeof(*host->unproven));
+    return true;
+}
+
+/* ---- status -------------------------------------------------------------- */
+
+const char *ad_host_last_reason(const ad_host *host)
+{
+    return host->last_reason;
+}
+
+const char *ad_host_last_message(const ad_host *host)
+{
+    return host->last_message;
+}
+
+void ad_host_set_last_failure(ad_host *host, const char *reason, const char *message)
+{
+    snprintf(host->last_reason, sizeof(host->last_reason), "%s", reason ? reason : "");
+    snprintf(host->last_message, sizeof(host->last_message), "%s", message ? message : "");
+}
+
+uint64_t ad_host_failed_attempts(const ad_host *host)
+{
+    return host->failed_attempts;
+}
+
+void ad_host_count_failed_attempt(ad_host *host, const char *reason)
+{
+    host->failed_attempts++;
+    snprintf(host->last_reason, sizeof(host->last_reason), "%s", reason);
+}
+
+uint64_t ad_host_wake_started(const ad_host *host)
+{
+    return host->wake_started_usec;
+}
+
+void ad_host_set_wake_started(ad_host *host, uint64_t usec)
+{
+    host->wake_started_usec = usec;
+}
+
+const rec_build_ref *ad_host_last_served(const ad_host *host)
+{
+    return host->last_served.version[0] ? &host->last_served : NULL;
+}
+
+void ad_host_set_last_served(ad_host *host, const rec_build_ref *build)
+{
+    host->last_served = *build;
+}

@@ -1,0 +1,399 @@
+/* The operator's checkpoint ops (moves/checkpoint_request.h).
+ *
+ * `checkpoint`: the claim is read first (this box must execute the host,
+ * or the checkpoint would be of a state that is not the host's), the host
+ * parked unless ExecCheckpoint= snapshots it live, the checkpoint written
+ * (moves/checkpoint.c), and the claim's state set to it by compare-and-swap over
+ * a fresh read, again only while this box executes the host. From the
+ * request to the end, wakes of the host are refused (wake/ops.c), so the
+ * archive is of a state nothing writes. */
+#include "activator/daemon/moves/checkpoint_request.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "activator/daemon/moves/checkpoint.h"
+#include "checkpoint/checkpoint.h"
+#include "common/cleanup.h"
+#include "common/json_fields.h"
+#include "common/log.h"
+
+/* Other writes on the claim meanwhile (a pin, a report) are read again and
+ * the state written over them this many times. */
+#define NAME_RETRIES 3
+
+struct ad_checkpoint_request {
+    ad_host *host;
+    ctrl_reply *reply;
+    bool parked;         /* this request parked the host */
+    bool waiting;        /* for the park to end */
+    uint64_t generation; /* the claim's, the one whose state it holds */
+    unsigned tries;
+    claim_state written;
+    claim next;
+};
+
+static const char *name_of(const ad_checkpoint_request *req)
+{
+    return ad_host_name(req->host);
+}
+
+static const char *box_of(const ad_checkpoint_request *req)
+{
+    return ad_host_daemon(req->host)->config.box;
+}
+
+static void request_free(ad_checkpoint_request *req)
+{
+    if (ad_host_checkpoint_request(req->host) == req)
+        ad_host_set_checkpoint_request(req->host, NULL);
+    free(req);
+}
+
+static void fail(ad_checkpoint_request *req, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(ad_checkpoint_request *req, const char *code, const char *fmt, ...)
+{
+    char message[1500];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(req)}, "%s", message);
+    ctrl_reply_error(req->reply, code, "%s", message);
+    request_free(req);
+}
+
+static json_object *state_json(const claim_state *state)
+{
+    json_object *object = json_object_new_object();
+    act_json_add_string(object, "checkpoint", state->checkpoint);
+    act_json_add_string(object, "sha256", state->sha256);
+    act_json_add_u64(object, "size", state->size);
+    act_json_add_u64(object, "generation", state->generation);
+    act_json_add_string(object, "box", state->box);
+    act_json_add_u64(object, "stamp_usec", state->stamp_usec);
+    return object;
+}
+
+/* ---- naming it on the claim ---------------------------------------------- */
+
+static void name_on_claim(ad_checkpoint_request *req, const claim *current);
+
+static void on_named(claim_store *store, int result, uint64_t new_revision, const claim *current,
+                     const act_error *err, void *userdata)
+{
+    ad_checkpoint_request *req = userdata;
+    if (result == CLAIMS_CHANGED && req->tries++ < NAME_RETRIES) {
+        name_on_claim(req, current);
+        return;
+    }
+    if (result < 0) {
+        fail(req, result == CLAIMS_CHANGED ? "claim_changed" : "store_error",
+             "host %s: checkpoint %s was written but not named on the claim: %s", name_of(req),
+             req->written.checkpoint,
+             result == CLAIMS_CHANGED ? "the claim kept changing" : err->message);
+        return;
+    }
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(req)},
+                   "host %s: the claim names checkpoint %s (revision %" PRIu64 ")", name_of(req),
+                   req->written.checkpoint, new_revision);
+    json_object *result_json = state_json(&req->written);
+    act_json_add_string(result_json, "host", name_of(req));
+    act_json_add_u64(result_json, "revision", new_revision);
+    json_object_object_add(result_json, "parked", json_object_new_boolean(req->parked));
+    ctrl_reply_ok(req->reply, result_json);
+    request_free(req);
+}
+
+static void name_on_claim(ad_checkpoint_request *req, const claim *current)
+{
+    if (!current || !current->revision || !claim_owned_by(current, box_of(req))) {
+        fail(req, "not_owner",
+             "host %s: checkpoint %s was written, but the claim no longer names box %s as the "
+             "one that runs the host (it names %s), so it was not named there",
+             name_of(req), req->written.checkpoint, box_of(req),
+             current && current->revision && claim_executor(current)[0] ? claim_executor(current)
+                                                                        : "none");
+        return;
+    }
+    req->next = *current;
+    req->next.state = req->written;
+    act_error err = {0};
+    if (claims_cas_async(ad_host_daemon(req->host)->store, name_of(req), current->revision,
+                         &req->next, on_named, req, &err) < 0)
+        fail(req, "store_error",
+             "host %s: checkpoint %s was written but not named on the claim: %s", name_of(req),
+             req->written.checkpoint, err.message);
+}
+
+static void on_read_to_name(claim_store *store, int result, const claim *c, const act_error *err,
+                            void *userdata)
+{
+    ad_checkpoint_request *req = userdata;
+    if (result < 0) {
+        fail(req, "store_error", "host %s: checkpoint %s was written but not named: %s",
+             name_of(req), req->written.checkpoint, err->message);
+        return;
+    }
+    name_on_claim(req, result > 0 ? c : NULL);
+}
+
+static void on_written(ad_host *host, int result, const claim_state *written, const act_error *err,
+                       void *userdata)
+{
+    ad_checkpoint_request *req = userdata;
+    if (result < 0) {
+        fail(req, "checkpoint_failed", "%s", err->message);
+        return;
+    }
+    req->written = *written;
+    act_error read_err = {0};
+    if (claims_read_async(ad_host_daemon(host)->store, name_of(req), on_read_to_name, req,
+                          &read_err) < 0)
+        fail(req, "store_error", "host %s: checkpoint %s was written but not named: %s",
+             name_of(req), written->checkpoint, read_err.message);
+}
+
+/* ---- writing it ------------------------------------------------------------ */
+
+static void start_writing(ad_checkpoint_request *req)
+{
+    req->waiting = false;
+    act_error err = {0};
+    int r = ad_checkpoint_start(req->host, req->generation, on_written, req, &err);
+    if (r < 0)
+        fail(req,
+             r == -EBUSY     ? "busy"
+             : r == -ENOTSUP ? "no_transport"
+                             : "checkpoint_failed",
+             "%s", err.message);
+}
+
+void ad_checkpoint_request_host_parked(ad_host *host)
+{
+    ad_checkpoint_request *req = ad_host_checkpoint_request(host);
+    if (!req || !req->waiting)
+        return;
+    if (ad_host_daemon(host)->stopping) {
+        fail(req, "stopping", "host %s: box %s is stopping; no checkpoint was written",
+             name_of(req), box_of(req));
+        return;
+    }
+    if (pl_host_is_unproven(ad_host_pipeline(host))) {
+        fail(req, "unproven_stop",
+             "host %s: its generation is not proven stopped, so its state may still change; "
+             "no checkpoint was written",
+             name_of(req));
+        return;
+    }
+    if (!ad_host_at_rest(host))
+        return; /* a later transition brings it to rest */
+    start_writing(req);
+}
+
+static void on_read_first(claim_store *store, int result, const claim *c, const act_error *err,
+                          void *userdata)
+{
+    ad_checkpoint_request *req = userdata;
+    ad_host *host = req->host;
+    if (result < 0) {
+        fail(req, "store_error", "host %s: cannot read its claim: %s; no checkpoint was written",
+             name_of(req), err->message);
+        return;
+    }
+    if (result == 0 || !claim_owned_by(c, box_of(req))) {
+        const char *executor = result > 0 ? claim_executor(c) : "";
+        fail(req, "not_owner",
+             "host %s: %s, this box is %s; run activatorctl checkpoint on the box that runs it "
+             "(no checkpoint was written)",
+             name_of(req),
+             result == 0   ? "has no claim yet"
+             : executor[0] ? "the claim names another box as the one that runs it"
+                           : "the claim is released",
+             box_of(req));
+        if (result > 0 && executor[0])
+            act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(req)},
+                           "host %s: checkpoint refused: box %s runs it", name_of(req), executor);
+        return;
+    }
+    req->generation = claim_admitted_generation(c);
+    const cfg_host *config = ad_host_config(host);
+    bool live = config->exec_checkpoint && config->checkpoint_live;
+    if (live || ad_host_at_rest(host)) {
+        start_writing(req);
+        return;
+    }
+    /* Parked first: the archive must be of a state no generation writes.
+     * From here wakes are refused until the request ends (wake/ops.c). */
+    req->parked = true;
+    req->waiting = true;
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(req)},
+                   "host %s: parking it to write a checkpoint of its state", name_of(req));
+    pl_host_park(ad_host_pipeline(host), PL_PARK_REQUEST);
+    ad_checkpoint_request_host_parked(host); /* a host that was parked already */
+}
+
+void ad_checkpoint_request_start(ad_host *host, ctrl_reply *reply)
+{
+    assert(host && reply);
+    ad_daemon *daemon = ad_host_daemon(host);
+    const cfg_host *config = ad_host_config(host);
+    const char *name = ad_host_name(host);
+    if (daemon->stopping) {
+        ctrl_reply_error(reply, "stopping", "box %s is stopping; checkpoint refused",
+                         daemon->config.box);
+        return;
+    }
+    if (config->stateless) {
+        ctrl_reply_error(reply, "stateless",
+                         "host %s has State=none: it has no state to checkpoint (set State=dir "
+                         "in its file if its state directory matters)",
+                         name);
+        return;
+    }
+    if (!config->exec_checkpoint && !daemon->config.checkpoints) {
+        ctrl_reply_error(reply, "no_transport",
+                         "host %s: no checkpoint transport on box %s (set Checkpoints=dir:///PATH "
+                         "in [Activator] of %s, or ExecCheckpoint= in the host's file)",
+                         name, daemon->config.box, daemon->config_path);
+        return;
+    }
+    if (ad_host_checkpoint_request(host) || ad_host_checkpoint(host)) {
+        ctrl_reply_error(reply, "busy",
+                         "host %s: a checkpoint is being written already (wait for it)", name);
+        return;
+    }
+    ad_checkpoint_request *req = calloc(1, sizeof(*req));
+    if (!req) {
+        ctrl_reply_error(reply, "internal", "out of memory");
+        return;
+    }
+    *req = (ad_checkpoint_request){.host = host, .reply = reply};
+    ad_host_set_checkpoint_request(host, req);
+    act_error err = {0};
+    if (claims_read_async(daemon->store, name, on_read_first, req, &err) < 0)
+        fail(req, "store_error", "host %s: cannot read its claim: %s", name, err.message);
+}
+
+/* ---- listing --------------------------------------------------------------- */
+
+typedef struct list_job {
+    ctrl_reply *reply;
+    char *dir;
+    char host[ACT_NAME_MAX + 1];
+    char named[sizeof(((claim_state *)0)->checkpoint)];
+    ckpt_info *items;
+    size_t n;
+    int result;
+    act_error err;
+} list_job;
+
+static void list_job_free(list_job *job)
+{
+    free(job->dir);
+    free(job->items);
+    free(job);
+}
+
+/* The daemon stopped before complete_list (the reply is the control
+ * server's to end). */
+static void drop_list(void *data)
+{
+    list_job_free(data);
+}
+
+static void run_list(void *data)
+{
+    list_job *job = data;
+    job->result = ckpt_list(job->dir, job->host, &job->items, &job->n, &job->err);
+}
+
+static void complete_list(void *data)
+{
+    list_job *job = data;
+    if (job->result < 0) {
+        ctrl_reply_error(job->reply, "checkpoint_error", "host %s: %s", job->host,
+                         job->err.message);
+        list_job_free(job);
+        return;
+    }
+    json_object *result = json_object_new_object();
+    act_json_add_string(result, "host", job->host);
+    if (job->named[0])
+        act_json_add_string(result, "named", job->named);
+    json_object *list = json_object_new_array();
+    for (size_t i = 0; i < job->n; i++) {
+        const ckpt_info *info = &job->items[i];
+        json_object *entry = json_object_new_object();
+        act_json_add_string(entry, "checkpoint", info->id);
+        act_json_add_string(entry, "sha256", info->sha256);
+        act_json_add_u64(entry, "size", info->size);
+        act_json_add_u64(entry, "generation", info->generation);
+        act_json_add_string(entry, "box", info->box);
+        act_json_add_u64(entry, "stamp_usec", info->stamp_usec);
+        json_object_array_add(list, entry);
+    }
+    json_object_object_add(result, "checkpoints", list);
+    ctrl_reply_ok(job->reply, result);
+    list_job_free(job);
+}
+
+typedef struct list_request {
+    ad_host *host;
+    ctrl_reply *reply;
+} list_request;
+
+static void on_read_to_list(claim_store *store, int result, const claim *c, const act_error *err,
+                            void *userdata)
+{
+    _cleanup_free_ list_request *req = userdata;
+    ad_daemon *daemon = ad_host_daemon(req->host);
+    list_job *job = calloc(1, sizeof(*job));
+    if (!job) {
+        ctrl_reply_error(req->reply, "internal", "out of memory");
+        return;
+    }
+    job->reply = req->reply;
+    snprintf(job->host, sizeof(job->host), "%s", ad_host_name(req->host));
+    /* The list is useful without the claim: an unreadable store only
+     * leaves out which one it names. */
+    if (result > 0)
+        snprintf(job->named, sizeof(job->named), "%s", c->state.checkpoint);
+    act_error submit_err = {0};
+    if (ckpt_parse_url(daemon->config.checkpoints, &job->dir, &submit_err) < 0 ||
+        act_offload_submit_droppable(daemon->offload, act_offload_lane(job->host), run_list,
+                                     complete_list, drop_list, job, &submit_err) < 0) {
+        ctrl_reply_error(req->reply, "checkpoint_error", "host %s: %s", job->host,
+                         submit_err.message);
+        list_job_free(job);
+    }
+}
+
+void ad_checkpoints_list(ad_host *host, ctrl_reply *reply)
+{
+    assert(host && reply);
+    ad_daemon *daemon = ad_host_daemon(host);
+    if (!daemon->config.checkpoints) {
+        ctrl_reply_error(reply, "no_transport",
+                         "host %s: box %s has no Checkpoints= directory to list (set "
+                         "Checkpoints=dir:///PATH in [Activator] of %s; checkpoints an "
+                         "ExecCheckpoint= writes are listed by its own tools)",
+                         ad_host_name(host), daemon->config.box, daemon->config_path);
+        return;
+    }
+    list_request *req = calloc(1, sizeof(*req));
+    if (!req) {
+        ctrl_reply_error(reply, "internal", "out of memory");
+        return;
+    }
+    *req = (list_request){.host = host, .reply = reply};
+    act_error err = {0};
+    if (claims_read_async(daemon->store, ad_host_name(host), on_read_to_list, req, &err) < 0)
+        on_read_to_list(daemon->store, -EIO, NULL, &err, req);
+}

@@ -1,0 +1,209 @@
+/* The prepare step (wake/state.h): which build the admission chose, resolved,
+ * opened and hashed off the loop, then checked against the claim's pin and
+ * hold; and that same work begun beside the admission, which it does not
+ * depend on, so that the two overlap. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "activator/daemon/generations/announce.h"
+#include "activator/daemon/wake/state.h"
+#include "common/log.h"
+
+static pl_reason reason_of_resolve(int r)
+{
+    switch (r) {
+    case -ENOENT:
+        return PL_REASON_NOT_STAGED;
+    case -EKEYREJECTED:
+        return PL_REASON_PIN_MISMATCH;
+    case -EBADMSG:
+    case -EUCLEAN:
+    case -ELOOP:
+    case -EPERM:
+        return PL_REASON_DIGEST_MISMATCH;
+    default:
+        return PL_REASON_SETUP_FAILED;
+    }
+}
+
+/* The held version freezes the host: a build that is not it never runs. */
+bool ad_wake_held_mismatch(const ad_host *host, const claim *c)
+{
+    return c->held[0] && strcmp(c->held, state_of(host)->resolved.identity.version) != 0;
+}
+
+/* The pin, or the fallback of a pin that failed (wake/pin_choice.h). */
+bool ad_wake_pin_mismatch(const ad_host *host, const claim *c)
+{
+    const rel_identity *id = &state_of(host)->resolved.identity;
+    return ad_pin_mismatch(c, id->version, id->build_digest);
+}
+
+/* A cold wake does not run a pin that failed: it says which build stands in. */
+static void announce_fallback(ad_host *host, const claim *admitted, const ad_generation *gen)
+{
+    char why[512];
+    snprintf(why, sizeof(why), "pin %s failed (%s); running %s, the build that served last",
+             admitted->pin.version, admitted->pin.failure_reason, gen->build.version);
+    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = name_of(host), .build = gen->build.version},
+                   "host %s: %s", name_of(host), why);
+    ad_publish(host, EV_EVENT_PIN_FALLBACK, gen, why);
+}
+
+static void on_prepared(ad_host *host, ad_prepared *prepared, void *userdata)
+{
+    (void)userdata;
+    pl_wake *wake = take_wake(host);
+    const claim *admitted = &state_of(host)->admitted;
+    if (prepared->result < 0) {
+        pl_wake_complete(wake,
+                         prepared->script_problem ? PL_REASON_SETUP_FAILED
+                                                  : reason_of_resolve(prepared->result),
+                         "%s", prepared->err.message);
+        return;
+    }
+    state_of(host)->resolved = prepared->resolved;
+    prepared->resolved.exec_fd = -1; /* ours now */
+    if (ad_wake_held_mismatch(host, admitted)) {
+        pl_wake_complete(wake, PL_REASON_HELD_MISMATCH,
+                         "host %s: held on version %s, but the build to run is %s", name_of(host),
+                         admitted->held, state_of(host)->resolved.identity.version);
+        return;
+    }
+    ad_wake_fill_build(&ad_host_starting(host)->build, &state_of(host)->resolved.identity);
+    ad_host_starting(host)->exec_is_script = prepared->is_script;
+    rel_pin unused;
+    if (ad_pin_choose(admitted, &unused) == AD_PIN_FALLBACK)
+        announce_fallback(host, admitted, ad_host_starting(host));
+    pl_wake_ok(wake);
+}
+
+/* An early answer that prepare waits for or takes: on_prepared as usual. */
+static void finish_with_early(ad_host *host, early_prepare *early)
+{
+    state_of(host)->early = NULL;
+    act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(host)},
+                   "host %s: prepare takes the build resolved beside the admission", name_of(host));
+    on_prepared(host, &early->prepared, NULL);
+    rel_resolved_release(&early->prepared.resolved);
+    free(early);
+}
+
+static void on_early_prepared(ad_host *host, ad_prepared *prepared, void *userdata)
+{
+    early_prepare *early = userdata;
+    if (!early->wake_state) {
+        free(early); /* its wake is gone; complete_prepare closes the fd */
+        return;
+    }
+    early->prepared = *prepared;
+    prepared->resolved.exec_fd = -1; /* ours now */
+    early->done = true;
+    if (early->awaited)
+        finish_with_early(host, early);
+    else
+        ad_wake_early_start(host, &early->prepared);
+}
+
+/* The daemon stops with the early work in flight: its wake, if still
+ * there, forgets it. */
+static void early_prepare_dropped(void *userdata)
+{
+    early_prepare *early = userdata;
+    if (early->wake_state)
+        early->wake_state->early = NULL;
+    free(early);
+}
+
+static early_prepare *usable_early(ad_host *host, ad_pin_choice choice, const rel_pin *pin);
+
+void ad_wake_begin_early_prepare(ad_host *host)
+{
+    ad_wake_state *w = state_of(host);
+    rel_pin pin;
+    ad_pin_choice choice = ad_pin_choose(&w->admitted, &pin);
+    /* An admission made again over a pin may run another build than the
+     * first one resolved: that answer is dropped, and this one begun. */
+    if (usable_early(host, choice, &pin))
+        return; /* a retried attempt's admission: the first one's answer stands */
+    early_prepare *early = calloc(1, sizeof(*early));
+    if (!early)
+        return; /* prepare then does the work itself */
+    early->wake_state = w;
+    early->prepared.resolved.exec_fd = -1;
+    early->choice = choice;
+    early->pin = pin;
+    act_error err = {0};
+    if (early->choice == AD_PIN_FAILED ||
+        ad_build_prepare_async_droppable(host, early->choice == AD_PIN_NONE ? NULL : &early->pin,
+                                         on_early_prepared, early_prepare_dropped, early,
+                                         &err) < 0) {
+        free(early);
+        return;
+    }
+    w->early = early;
+    act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(host)},
+                   "host %s: resolving its build beside the admission", name_of(host));
+}
+
+/* The early answer, when it was asked for the build prepare chose. */
+static early_prepare *usable_early(ad_host *host, ad_pin_choice choice, const rel_pin *pin)
+{
+    early_prepare *early = state_of(host)->early;
+    if (!early)
+        return NULL;
+    if (ad_wake_early_is_for(early, choice, pin))
+        return early;
+    /* Not the build to run after all: drop it (when it answers). */
+    ad_wake_early_forget(state_of(host));
+    return NULL;
+}
+
+void ad_wake_op_prepare(pl_wake *wake, void *userdata)
+{
+    ad_host *host = host_of(userdata);
+    const claim *admitted = &state_of(host)->admitted;
+    rel_resolved_release(&state_of(host)->resolved);
+    rel_pin pin;
+    ad_pin_choice choice = ad_pin_choose(admitted, &pin);
+    if (choice == AD_PIN_FAILED) {
+        pl_wake_complete(wake, PL_REASON_PIN_FAILED,
+                         "host %s: the pinned build %s failed (%s: %s) and no build that served "
+                         "can stand in; unpin it (activatorctl unpin %s), promote a build, or "
+                         "swap to one",
+                         name_of(host), admitted->pin.version, admitted->pin.failure_reason,
+                         admitted->pin.failure_message, name_of(host));
+        return;
+    }
+    early_prepare *early = usable_early(host, choice, &pin);
+    if (early) {
+        state_of(host)->waiting_wake = wake;
+        early->awaited = true;
+        if (early->done)
+            finish_with_early(host, early);
+        return;
+    }
+    /* A child held for the build the early answer named runs nothing. */
+    ad_generation_drop_held(ad_host_starting(host));
+    act_error err = {0};
+    state_of(host)->waiting_wake = wake;
+    if (ad_build_prepare_async(host, choice == AD_PIN_NONE ? NULL : &pin, on_prepared, NULL, &err) <
+        0) {
+        state_of(host)->waiting_wake = NULL;
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
+    }
+}
+
+void ad_wake_early_forget(ad_wake_state *w)
+{
+    early_prepare *early = w->early;
+    if (early && early->done) {
+        rel_resolved_release(&early->prepared.resolved);
+        free(early);
+    } else if (early) {
+        early->wake_state = NULL; /* freed with its answer */
+    }
+    w->early = NULL;
+}

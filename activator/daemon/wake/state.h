@@ -1,0 +1,151 @@
+/* What the wake's operations (wake/ops.c, wake/prepare.c, wake/gate.c)
+ * share: one wake's state and the small accessors over it. Private to
+ * those three files. */
+#pragma once
+
+#include <stdio.h>
+#include <string.h>
+
+#include "activator/daemon/wake/build_prepare.h"
+#include "activator/daemon/generations/generation.h"
+#include "activator/daemon/wake/pin_choice.h"
+#include "activator/daemon/generations/record_writes.h"
+#include "activator/daemon/wake/restore.h"
+#include "activator/probe/probe.h"
+#include "common/cleanup.h"
+
+/* A refusal's message: a store's error (up to 1024 bytes) with our words. */
+#define GATE_WHY_SIZE 1400
+
+/* What one wake knows, from `read` to its end. Kept apart from the host so
+ * that 10,000 parked hosts do not each carry two claims and a build. */
+struct ad_wake_state {
+    ad_host *host;
+    claim observed;              /* the claim read at `read` */
+    claim admitted;              /* our admission, revision = its fencing token */
+    rel_resolved resolved;       /* the verified build (exec_fd -1 when none) */
+    probe_run *probe;            /* readiness or health probe in flight */
+    pl_wake *waiting_wake;       /* an op waiting for an async answer */
+    ad_restore *restore;         /* ExecRestore= in flight */
+    struct early_prepare *early; /* prepare's work, begun beside the admission */
+    ad_generation *early_gen;    /* the early start: N reserved, its child held */
+    unsigned gate_answers_due;   /* the gate's fast path: its write and read in flight */
+    pl_reason gate_failure;      /* ... the first of them that refused, and why */
+    char gate_why[GATE_WHY_SIZE];
+    bool admission_sent;         /* admit sent its compare-and-swap */
+    struct {                     /* its answer, until the wake takes it */
+        bool pending;
+        int result;
+        uint64_t revision;
+        claim current;
+        act_error err;
+    } answer;
+    unsigned admission_conflicts; /* admissions made again after a write got in first */
+};
+
+/* prepare's file work (resolve, open, digest), begun as the admission's CAS
+ * goes out, since it does not depend on the admission: the build to run is
+ * the observed claim's choice, which the CAS either keeps or fails. The two
+ * then overlap; prepare uses this answer when its choice is the same. */
+typedef struct early_prepare {
+    ad_wake_state *wake_state; /* NULL once the wake is gone: the answer is dropped */
+    ad_pin_choice choice;
+    rel_pin pin;
+    bool done;
+    bool awaited;         /* prepare waits for it (waiting_wake is set) */
+    ad_prepared prepared; /* once done; its exec fd is ours */
+} early_prepare;
+
+static inline ad_host *host_of(void *userdata)
+{
+    return userdata;
+}
+
+static inline ad_wake_state *state_of(const ad_host *host)
+{
+    return ad_host_wake_state(host);
+}
+
+static inline ad_daemon *daemon_of(const ad_host *host)
+{
+    return ad_host_daemon(host);
+}
+
+static inline const cfg_host *config_of(const ad_host *host)
+{
+    return ad_host_config(host);
+}
+
+static inline const char *box_of(const ad_host *host)
+{
+    return daemon_of(host)->config.box;
+}
+
+static inline const char *name_of(const ad_host *host)
+{
+    return ad_host_name(host);
+}
+
+/* gen's record as it stands, written with phase off the loop. */
+static inline int write_record_async(ad_generation *gen, rec_generation_phase phase,
+                              const rec_build_state *build_state, ad_record_written_fn written,
+                              act_error *err)
+{
+    rec_generation_record record;
+    ad_generation_fill_record(gen, phase, &record);
+    return ad_record_write_async(gen->host, &record, build_state, written, err);
+}
+
+/* Takes the parked wake: the answer that arrives completes it exactly once. */
+static inline pl_wake *take_wake(ad_host *host)
+{
+    return TAKE_PTR(state_of(host)->waiting_wake);
+}
+
+/* A claim store call that could not even be started ends the step. */
+static inline void store_call_failed(pl_wake *wake, ad_host *host, const act_error *err)
+{
+    state_of(host)->waiting_wake = NULL;
+    pl_wake_complete(wake, PL_REASON_STORE_ERROR, "host %s: %s", name_of(host), err->message);
+}
+
+/* wake/prepare.c: the prepare step, the work it begins beside the
+ * admission, and the checks of a build against a claim's pin and hold. */
+void ad_wake_op_prepare(pl_wake *wake, void *userdata);
+void ad_wake_begin_early_prepare(ad_host *host);
+/* Lets go of the early work: freed now if it answered, else when it does. */
+void ad_wake_early_forget(ad_wake_state *w);
+bool ad_wake_pin_mismatch(const ad_host *host, const claim *c);
+bool ad_wake_held_mismatch(const ad_host *host, const claim *c);
+
+/* Fills build with the resolved build's names. */
+static inline void ad_wake_fill_build(rec_build_ref *build, const rel_identity *id)
+{
+    snprintf(build->version, sizeof(build->version), "%s", id->version);
+    snprintf(build->digest, sizeof(build->digest), "%s", id->digest);
+    snprintf(build->build_digest, sizeof(build->build_digest), "%s", id->build_digest);
+}
+
+/* Whether early was asked for the build choice and pin name. */
+static inline bool ad_wake_early_is_for(const early_prepare *early, ad_pin_choice choice,
+                                        const rel_pin *pin)
+{
+    return early->choice == choice &&
+           (choice == AD_PIN_NONE || (strcmp(early->pin.version, pin->version) == 0 &&
+                                      strcmp(early->pin.digest, pin->digest) == 0));
+}
+
+/* wake/notify.c: the notify socket gen's build needs (Ready=notify,
+ * WatchdogSec=), opened once. */
+int ad_wake_open_notify(ad_generation *gen, act_error *err);
+
+/* wake/early_start.c: the early start, a cold wake's generation made
+ * ready beside its admission, its child held before the exec. begin
+ * takes the early answer; adopt (at reserve) makes it the starting
+ * generation when it still stands, else discards it. */
+void ad_wake_early_start(ad_host *host, const ad_prepared *prepared);
+bool ad_wake_early_start_adopt(ad_host *host);
+void ad_wake_early_start_discard(ad_wake_state *w);
+
+/* wake/gate.c: the gate, the checks just before every exec. */
+void ad_wake_op_gate(pl_wake *wake, void *userdata);
