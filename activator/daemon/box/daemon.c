@@ -183,7 +183,7 @@ static void update_status(ad_daemon *daemon)
 {
     unsigned by_state[_PL_HOST_STATE_MAX] = {0};
     for (size_t i = 0; i < daemon->n_hosts; i++)
-        by_state[pl_host_get_state(ad_host_pipeline(daemon->hosts[i]))]++;
+        by_state[pl_host_get_state(daemon->hosts[i]->pipeline)]++;
     const char *reload = ad_reload_summary(daemon);
     sd_notifyf(0, "STATUS=%zu hosts: %u serving, %u waking, %u parked, %u retiring%s%s%s",
                daemon->n_hosts, by_state[PL_HOST_SERVING], by_state[PL_HOST_WAKING],
@@ -290,7 +290,7 @@ static void begin_stop(daemon_process *process)
     for (size_t i = 0; i < daemon->n_hosts; i++) {
         ad_host *host = daemon->hosts[i];
         const cfg_host *config = ad_host_config(host);
-        pl_host *pipeline = ad_host_pipeline(host);
+        pl_host *pipeline = host->pipeline;
         if (config->stop_timeout_usec > longest)
             longest = config->stop_timeout_usec;
         pl_host_cancel(pipeline, PL_REASON_CANCELLED, "host %s: the daemon is stopping",
@@ -435,7 +435,6 @@ static int start(daemon_process *process, const char *config_path, act_error *er
         (r = act_offload_new_background(daemon->loop, RELEASE_WORKERS, &daemon->release_work,
                                         err)) < 0)
         return r;
-    daemon->builds_changed = ad_gc_after_change;
     r = cg_root_open(daemon->config.cgroup_root ? daemon->config.cgroup_root : "auto",
                      &daemon->cgroups, err);
     if (r < 0)
@@ -531,7 +530,7 @@ int ad_run(const char *config_path)
          * (a clean stop here would retire every generation on the box). */
         size_t resumed = 0;
         for (size_t i = 0; i < daemon->n_hosts; i++)
-            resumed += ad_host_serving(daemon->hosts[i]) != NULL;
+            resumed += daemon->hosts[i]->serving != NULL;
         act_log(LOG_ERR, "activatord: %s", err.message);
         if (resumed)
             act_log(LOG_NOTICE,

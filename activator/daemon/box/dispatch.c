@@ -104,8 +104,7 @@ static void do_wake(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *
         if (ad_freeze_thaw(host, "warm wake", &thaw_err) < 0)
             act_log(LOG_WARNING, "host %s: %s", request->host, thaw_err.message);
     }
-    int r = pl_host_wake(ad_host_pipeline(host), PL_TRIGGER_WARM, waiting ? on_wake_done : NULL,
-                         waiting);
+    int r = pl_host_wake(host->pipeline, PL_TRIGGER_WARM, waiting ? on_wake_done : NULL, waiting);
     if (r < 0 || r == PL_WAKE_ALREADY_SERVING)
         free(waiting);
     if (r < 0)
@@ -138,11 +137,52 @@ static void do_park(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *
     ad_host *host = find_host(daemon, request, reply);
     if (!host)
         return;
-    pl_host_park(ad_host_pipeline(host), PL_PARK_REQUEST);
+    pl_host_park(host->pipeline, PL_PARK_REQUEST);
     ctrl_reply_ok(reply, ad_host_status_json(host));
 }
 
 /* ---- releases ------------------------------------------------------------ */
+
+/* A swap's operator: answered once, when the swap ended or (no_wait) began;
+ * a swap that made its build current is followed by the automatic gc. */
+typedef struct swap_asker {
+    ctrl_reply *reply; /* NULL once answered */
+} swap_asker;
+
+static void on_swap_news(ad_host *host, const ad_swap_news *news, void *userdata)
+{
+    swap_asker *asker = userdata;
+    if (asker->reply && news->code) {
+        ctrl_reply_error(asker->reply, news->code, "%s", news->message);
+    } else if (asker->reply) {
+        json_object *status = ad_host_status_json(host);
+        if (news->started)
+            json_object_object_add(status, "swap", json_object_new_string(news->version));
+        ctrl_reply_ok(asker->reply, status);
+    }
+    asker->reply = NULL;
+    if (!news->ended)
+        return;
+    free(asker);
+    if (news->made_current)
+        ad_gc_after_change(host);
+}
+
+static void do_swap(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
+{
+    ad_host *host = find_host(daemon, request, reply);
+    if (!host)
+        return;
+    swap_asker *asker = calloc(1, sizeof(*asker));
+    if (!asker) {
+        ctrl_reply_error(reply, "internal", "out of memory");
+        return;
+    }
+    asker->reply = reply;
+    ad_swap_order order = {
+        .version = request->version, .mode = request->mode, .no_wait = request->no_wait};
+    ad_swap_start(host, &order, on_swap_news, asker);
+}
 
 static void do_stage(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
 {
@@ -181,8 +221,8 @@ static void reply_stats(ad_daemon *daemon, ctrl_reply *reply)
     uint64_t by_state[_PL_HOST_STATE_MAX] = {0};
     uint64_t failed_attempts = 0;
     for (size_t i = 0; i < daemon->n_hosts; i++) {
-        by_state[pl_host_get_state(ad_host_pipeline(daemon->hosts[i]))]++;
-        failed_attempts += ad_host_failed_attempts(daemon->hosts[i]);
+        by_state[pl_host_get_state(daemon->hosts[i]->pipeline)]++;
+        failed_attempts += daemon->hosts[i]->failed_attempts;
     }
     json_object *result = json_object_new_object();
     act_json_add_u64(result, "hosts", daemon->n_hosts);
@@ -225,12 +265,9 @@ void ad_dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
     case CTRL_OP_PARK:
         do_park(daemon, request, reply);
         return;
-    case CTRL_OP_SWAP: {
-        ad_host *host = find_host(daemon, request, reply);
-        if (host)
-            ad_swap_start(host, request, reply);
+    case CTRL_OP_SWAP:
+        do_swap(daemon, request, reply);
         return;
-    }
     case CTRL_OP_STAGE:
         do_stage(daemon, request, reply);
         return;

@@ -34,9 +34,9 @@ static void add_generation(json_object *status, const ad_generation *gen)
 json_object *ad_host_status_json(const ad_host *host)
 {
     assert(host);
-    const pl_host *pipeline = ad_host_pipeline(host);
+    const pl_host *pipeline = host->pipeline;
     json_object *status = json_object_new_object();
-    act_json_add_string(status, "host", ad_host_name(host));
+    act_json_add_string(status, "host", host->name);
     /* To the pipeline a frozen host serves; to an operator it is frozen,
      * since when (frozen_since_usec, wall clock) once the kernel says so. */
     uint64_t frozen_since = 0;
@@ -45,20 +45,20 @@ json_object *ad_host_status_json(const ad_host *host)
                         frozen ? "frozen" : pl_host_state_to_string(pl_host_get_state(pipeline)));
     if (frozen)
         act_json_add_u64(status, "frozen_since_usec", frozen_since);
-    const ad_generation *serving = ad_host_serving(host);
-    const ad_generation *gen = serving ? serving : ad_host_starting(host);
+    const ad_generation *serving = host->serving;
+    const ad_generation *gen = serving ? serving : host->starting;
     if (gen)
         add_generation(status, gen);
     if (pl_host_is_unproven(pipeline))
         act_json_add_string(status, "reason", "unproven_stop");
     else
-        act_json_add_string(status, "reason", ad_host_last_reason(host));
-    act_json_add_string(status, "message", ad_host_last_message(host));
+        act_json_add_string(status, "reason", host->last_reason);
+    act_json_add_string(status, "message", host->last_message);
     act_json_add_u64(status, "failure_streak", pl_host_failure_streak(pipeline));
     char move[160];
     if (ad_move_describe(host, move, sizeof(move)))
         act_json_add_string(status, "move", move);
-    if (ad_host_has_pending(host))
+    if (host->pending != NULL)
         act_json_add_string(status, "config", "pending next start");
     return status;
 }

@@ -346,9 +346,9 @@ static bool find_socket(ad_daemon *daemon, ad_host *own, const lsn_address *addr
         ad_host *host = h == 0 ? own : daemon->hosts[h - 1];
         if (!host || (h > 0 && host == own))
             continue;
-        const lsn_address *listen = ad_host_listen_addresses(host);
-        const int *fds = ad_host_listen_fds(host);
-        for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
+        const lsn_address *listen = host->listen;
+        const int *fds = host->listen_fds;
+        for (unsigned i = 0; i < host->n_listen; i++) {
             if (fds[i] >= 0 && lsn_address_equal(&listen[i], address) &&
                 listen[i].dual_stack == address->dual_stack) {
                 *from = host;
@@ -446,7 +446,7 @@ static int plan_changed(ad_daemon *daemon, reload_job *job, plan *p, ad_host *ho
 {
     unsigned changes = cfg_host_changes(ad_host_config(host), loaded);
     /* A file put back as the host runs drops what was pending. */
-    if (!changes && !ad_host_has_pending(host)) {
+    if (!changes && !host->pending) {
         p->unchanged++;
         return 0;
     }
@@ -485,12 +485,12 @@ static int plan_hosts(ad_daemon *daemon, reload_job *job, plan *p)
     while (r == 0 && (h < daemon->n_hosts || f < job->n_hosts)) {
         ad_host *host = h < daemon->n_hosts ? daemon->hosts[h] : NULL;
         cfg_host *loaded = f < job->n_hosts ? &job->hosts[f] : NULL;
-        int order = !host ? 1 : !loaded ? -1 : strcmp(ad_host_name(host), loaded->name);
+        int order = !host ? 1 : !loaded ? -1 : strcmp(host->name, loaded->name);
         if (order < 0) {
             /* A file that is there but was refused is not a removal: the
              * reload fails on its problems. */
             char path[HOST_PATH_MAX];
-            host_path(job, ad_host_name(host), path, sizeof(path));
+            host_path(job, host->name, path, sizeof(path));
             if (!cfg_errors_count_file(&job->problems, path) &&
                 !plan_add(p, CHANGE_REMOVED, host, NULL))
                 r = -ENOMEM;
@@ -651,7 +651,7 @@ static json_object *summarize(const plan *p, char *status, size_t size)
         const host_change *change = &p->items[i];
         by_kind[change->kind]++;
         json_object *entry = json_object_new_object();
-        json_object_object_add(entry, "host", json_object_new_string(ad_host_name(change->host)));
+        json_object_object_add(entry, "host", json_object_new_string(change->host->name));
         json_object_object_add(entry, "change", json_object_new_string(change_names[change->kind]));
         if (change->changes & CFG_HOST_CHANGED_LISTEN)
             json_object_object_add(entry, "listen", json_object_new_string("changed"));
@@ -703,7 +703,7 @@ static void apply(ad_daemon *daemon, ad_reload_state *state, reload_job *job, pl
         if (p->items[i].kind != CHANGE_REMOVED)
             continue;
         ad_hosts_remove(daemon, p->items[i].host);
-        ad_telemetry_forget_host(daemon, ad_host_name(p->items[i].host));
+        ad_telemetry_forget_host(daemon, p->items[i].host->name);
     }
     ad_hosts_update_budgets(daemon);
 
@@ -712,9 +712,8 @@ static void apply(ad_daemon *daemon, ad_reload_state *state, reload_job *job, pl
         summarize(p, status, sizeof(status));
     for (size_t i = 0; i < p->n; i++) {
         const host_change *change = &p->items[i];
-        act_log_fields(LOG_INFO, &(act_log_ctx){.host = ad_host_name(change->host)},
-                       "reload: host %s %s", ad_host_name(change->host),
-                       change_names[change->kind]);
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = change->host->name}, "reload: host %s %s",
+                       change->host->name, change_names[change->kind]);
     }
     act_log(LOG_INFO, "%s", status);
     for (size_t i = 0; i < job->replies.n; i++)

@@ -37,8 +37,8 @@ static void forget_host(const met_daemon_metrics *m, const char *name)
 /* One host's memory and pids, while a generation serves. */
 static void refresh_host(const met_daemon_metrics *m, const ad_host *host)
 {
-    const char *name = ad_host_name(host);
-    const ad_generation *serving = ad_host_serving(host);
+    const char *name = host->name;
+    const ad_generation *serving = host->serving;
     cg_stats stats;
     if (serving && ad_generation_stats(serving, &stats) == 0) {
         met_metric_set(m->host_memory_current, MET_LABELS(name), (double)stats.memory_current);
@@ -65,7 +65,7 @@ static void refresh(met_registry *metrics, void *userdata)
     double by_state[_PL_HOST_STATE_MAX] = {0};
     for (size_t i = 0; i < daemon->n_hosts; i++) {
         const ad_host *host = daemon->hosts[i];
-        by_state[pl_host_get_state(ad_host_pipeline(host))]++;
+        by_state[pl_host_get_state(host->pipeline)]++;
         refresh_host(m, host);
     }
     for (int state = 0; state < _PL_HOST_STATE_MAX; state++)

@@ -149,12 +149,12 @@ static void on_claim(claim_store *store, int result, const claim *c, const act_e
         keep_version(job, c->held);
     }
     ad_host *host = job->host;
-    keep_generation(job, ad_host_serving(host));
-    keep_generation(job, ad_host_starting(host));
-    keep_generation(job, ad_host_replaced(host));
-    keep_version(job, ad_swap_version(ad_host_swap(host)));
+    keep_generation(job, host->serving);
+    keep_generation(job, host->starting);
+    keep_generation(job, host->replaced);
+    keep_version(job, ad_swap_version(host->swap));
     act_error submit_err = {0};
-    ad_daemon *daemon = ad_host_daemon(host);
+    ad_daemon *daemon = host->daemon;
     if (act_offload_submit_droppable(daemon->release_work, act_offload_lane(job->host_name),
                                      run_gc, complete_gc, drop_gc, job, &submit_err) < 0) {
         refuse(job, "release_error", submit_err.message);
@@ -172,13 +172,13 @@ void ad_gc_start(ad_host *host, unsigned keep, bool dry_run, ctrl_reply *reply)
             ctrl_reply_error(reply, "internal", "out of memory");
         return;
     }
-    ad_daemon *daemon = ad_host_daemon(host);
+    ad_daemon *daemon = host->daemon;
     job->host = host;
     job->reply = reply;
     job->releases = daemon->releases;
     job->keep = keep;
     job->dry_run = dry_run;
-    snprintf(job->host_name, sizeof(job->host_name), "%s", ad_host_name(host));
+    snprintf(job->host_name, sizeof(job->host_name), "%s", host->name);
     act_error err = {0};
     if (claims_read_async(daemon->store, job->host_name, on_claim, job, &err) < 0) {
         refuse(job, "store_error", err.message);

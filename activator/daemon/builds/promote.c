@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activator/daemon/builds/gc.h"
 #include "activator/daemon/host/step_holds.h"
 #include "common/cleanup.h"
 #include "common/json_fields.h"
@@ -63,9 +64,7 @@ static void answer(promote_job *job)
     if (job->pin_note[0])
         act_json_add_string(result, "pin", job->pin_note);
     ctrl_reply_ok(job->reply, result);
-    ad_daemon *daemon = ad_host_daemon(job->host);
-    if (daemon->builds_changed)
-        daemon->builds_changed(job->host);
+    ad_gc_after_change(job->host);
     free(job);
 }
 
@@ -106,7 +105,7 @@ static void on_claim(claim_store *store, int result, const claim *c, const act_e
         answer(job);
         return;
     }
-    const char *box = ad_host_daemon(job->host)->config.box;
+    const char *box = job->host->daemon->config.box;
     if (!claim_owned_by(c, box)) {
         snprintf(job->pin_note, sizeof(job->pin_note),
                  "kept on %s: box %s runs the host, not this box %s; unpin it there "
@@ -132,8 +131,7 @@ static void on_claim(claim_store *store, int result, const claim *c, const act_e
 static void settle(promote_job *job)
 {
     act_error err = {0};
-    if (claims_read_async(ad_host_daemon(job->host)->store, job->host_name, on_claim, job, &err) <
-        0) {
+    if (claims_read_async(job->host->daemon->store, job->host_name, on_claim, job, &err) < 0) {
         snprintf(job->pin_note, sizeof(job->pin_note), "unknown: %s", err.message);
         answer(job);
     }
@@ -167,7 +165,7 @@ void ad_promote_settle(ad_host *host, const char *version, json_object *result,
     job->host = host;
     job->reply = reply;
     job->answer = result;
-    snprintf(job->host_name, sizeof(job->host_name), "%s", ad_host_name(host));
+    snprintf(job->host_name, sizeof(job->host_name), "%s", host->name);
     snprintf(job->version, sizeof(job->version), "%s", version);
     settle(job);
 }
@@ -180,11 +178,11 @@ void ad_promote_start(ad_host *host, const ctrl_request *request, ctrl_reply *re
         ctrl_reply_error(reply, "internal", "out of memory");
         return;
     }
-    ad_daemon *daemon = ad_host_daemon(host);
+    ad_daemon *daemon = host->daemon;
     job->host = host;
     job->reply = reply;
     job->releases = daemon->releases;
-    snprintf(job->host_name, sizeof(job->host_name), "%s", ad_host_name(host));
+    snprintf(job->host_name, sizeof(job->host_name), "%s", host->name);
     snprintf(job->version, sizeof(job->version), "%s", request->version);
     act_error err = {0};
     /* A job the stop leaves undelivered holds nothing but itself. */

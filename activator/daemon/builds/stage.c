@@ -77,7 +77,7 @@ void ad_stage_start(ad_host *host, const ctrl_request *request, ctrl_reply *repl
         ctrl_reply_error(reply, "release_error", "host %s: out of memory", request->host);
         return;
     }
-    ad_daemon *daemon = ad_host_daemon(host);
+    ad_daemon *daemon = host->daemon;
     job->owner = host;
     job->releases = daemon->releases;
     job->reply = reply;
@@ -158,13 +158,13 @@ void ad_releases_start(ad_host *host, ctrl_reply *reply)
     _cleanup_free_ list_job *job = calloc(1, sizeof(*job));
     act_error err = {0};
     if (!job) {
-        ctrl_reply_error(reply, "release_error", "host %s: out of memory", ad_host_name(host));
+        ctrl_reply_error(reply, "release_error", "host %s: out of memory", host->name);
         return;
     }
-    ad_daemon *daemon = ad_host_daemon(host);
+    ad_daemon *daemon = host->daemon;
     job->reply = reply;
     job->releases = daemon->releases;
-    snprintf(job->host, sizeof(job->host), "%s", ad_host_name(host));
+    snprintf(job->host, sizeof(job->host), "%s", host->name);
     if (act_offload_submit_droppable(daemon->offload, act_offload_lane(job->host), run_list,
                                      complete_list, drop_list, job, &err) < 0) {
         ctrl_reply_error(reply, "release_error", "host %s: %s", job->host, err.message);

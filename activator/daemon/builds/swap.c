@@ -35,7 +35,6 @@
 #include "activator/daemon/generations/announce.h"
 #include "activator/daemon/parking/freeze.h"
 #include "activator/daemon/claim/write_backs.h"
-#include "activator/daemon/box/host_status.h"
 #include "activator/daemon/host/step_holds.h"
 #include "activator/daemon/wake/ops.h"
 #include "common/cleanup.h"
@@ -45,7 +44,8 @@
 
 struct ad_swap {
     ad_host *host;
-    ctrl_reply *reply; /* NULL once answered (no_wait) */
+    ad_swap_told_fn told; /* NULL: nobody asked (an interrupted swap recorded) */
+    void *told_userdata;
     ctrl_swap_mode mode;
     bool request_no_wait;     /* answer once the swap has started */
     bool waits_for_park;      /* stop-first: N is being retired first */
@@ -65,27 +65,31 @@ struct ad_swap {
 #define FAILURE_CONFLICTS_MAX 3
 #define PIN_CONFLICTS_MAX 3
 
-static const char *name_of(const ad_host *host)
+static void tell(ad_swap *swap, const ad_swap_news *news)
 {
-    return ad_host_name(host);
+    if (swap->told)
+        swap->told(swap->host, news, swap->told_userdata);
 }
 
-static ad_daemon *daemon_of(const ad_host *host)
+/* The swap ended, and whoever asked is told last. code NULL: it serves the
+ * pinned build, made current by this swap when made_current. */
+static void end(ad_swap *swap, const char *code, const char *message, bool made_current)
 {
-    return ad_host_daemon(host);
-}
-
-static void reply_error(ad_swap *swap, const char *code, const char *message)
-{
-    if (swap->reply)
-        ctrl_reply_error(swap->reply, code, "%s", message);
-    swap->reply = NULL;
-}
-
-static void finish(ad_swap *swap)
-{
-    ad_host_set_swap(swap->host, NULL);
+    ad_host *host = swap->host;
+    ad_swap_news news = {.ended = true,
+                         .code = code,
+                         .message = message,
+                         .version = swap->pin.version,
+                         .made_current = made_current};
+    /* Over before anyone hears of it: a gc that follows keeps nothing for it. */
+    host->swap = NULL;
+    tell(swap, &news);
     free(swap);
+}
+
+static void fail(ad_swap *swap, const char *code, const char *message)
+{
+    end(swap, code, message, false);
 }
 
 /* ---- recording a failed swap on the claim -------------------------------- */
@@ -102,12 +106,11 @@ static void on_failure_recorded(claim_store *store, int result, uint64_t new_rev
         return;
     }
     if (result < 0)
-        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(swap->host)},
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = swap->host->name},
                        "host %s: cannot record the failed swap to %s on the claim: %s",
-                       name_of(swap->host), swap->pin.version,
+                       swap->host->name, swap->pin.version,
                        result == CLAIMS_CHANGED ? "the claim changed" : err->message);
-    reply_error(swap, swap->reason, swap->message);
-    finish(swap);
+    fail(swap, swap->reason, swap->message);
 }
 
 /* The claim keeps the pin with its failure next to it. */
@@ -118,15 +121,13 @@ static void on_claim_for_failure(claim_store *store, int result, const claim *c,
     ad_host *host = swap->host;
     if (result <= 0 || !c->has_pin || strcmp(c->pin.version, swap->pin.version) != 0) {
         /* Gone, or pinned to something else since: not ours to annotate. */
-        reply_error(swap, swap->reason, swap->message);
-        finish(swap);
+        fail(swap, swap->reason, swap->message);
         return;
     }
     claim next = *c;
     snprintf(next.pin.failure_reason, sizeof(next.pin.failure_reason), "%s", swap->reason);
     act_copy_string(next.pin.failure_message, sizeof(next.pin.failure_message), swap->message);
-    snprintf(next.pin.failure_box, sizeof(next.pin.failure_box), "%s",
-             daemon_of(host)->config.box);
+    snprintf(next.pin.failure_box, sizeof(next.pin.failure_box), "%s", host->daemon->config.box);
     next.pin.failure_usec = act_wallclock_usec();
     if (swap->fallback.version[0]) {
         snprintf(next.pin.fallback_version, sizeof(next.pin.fallback_version), "%s",
@@ -135,10 +136,9 @@ static void on_claim_for_failure(claim_store *store, int result, const claim *c,
                  swap->fallback.build_digest);
     }
     act_error call_err = {0};
-    if (claims_cas_async(store, name_of(host), c->revision, &next, on_failure_recorded, swap,
+    if (claims_cas_async(store, host->name, c->revision, &next, on_failure_recorded, swap,
                          &call_err) < 0) {
-        reply_error(swap, swap->reason, swap->message);
-        finish(swap);
+        fail(swap, swap->reason, swap->message);
     }
 }
 
@@ -146,10 +146,9 @@ static void read_for_failure(void *userdata)
 {
     ad_swap *swap = userdata;
     act_error err = {0};
-    if (claims_read_async(daemon_of(swap->host)->store, name_of(swap->host), on_claim_for_failure,
-                          swap, &err) < 0) {
-        reply_error(swap, swap->reason, swap->message);
-        finish(swap);
+    if (claims_read_async(swap->host->daemon->store, swap->host->name, on_claim_for_failure, swap,
+                          &err) < 0) {
+        fail(swap, swap->reason, swap->message);
     }
 }
 
@@ -158,8 +157,8 @@ static void swap_failed(ad_swap *swap, const char *reason, const char *message)
     ad_host *host = swap->host;
     snprintf(swap->reason, sizeof(swap->reason), "%s", reason);
     snprintf(swap->message, sizeof(swap->message), "%s", message);
-    act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(host), .reason = reason},
-                   "host %s: swap to %s failed: %s", name_of(host), swap->pin.version, message);
+    act_log_fields(LOG_WARNING, &(act_log_ctx){.host = host->name, .reason = reason},
+                   "host %s: swap to %s failed: %s", host->name, swap->pin.version, message);
     if (!ad_claim_report_defer(host, read_for_failure, swap))
         read_for_failure(swap);
 }
@@ -171,20 +170,15 @@ static void on_swap_done(pl_host *pipeline, const pl_wake_result *result, void *
     ad_swap *swap = userdata;
     ad_host *host = swap->host;
     if (result->kind == PL_WAKE_SERVING) {
-        const ad_generation *serving = ad_host_serving(host);
+        const ad_generation *serving = host->serving;
         act_log_fields(LOG_INFO,
-                       &(act_log_ctx){.host = name_of(host),
+                       &(act_log_ctx){.host = host->name,
                                       .generation = serving ? serving->number : 0,
                                       .build = swap->pin.version},
-                       "host %s: swapped to %s", name_of(host), swap->pin.version);
+                       "host %s: swapped to %s", host->name, swap->pin.version);
         if (swap->mode == CTRL_SWAP_STOP_FIRST)
             ad_publish(host, EV_EVENT_SWAP_DONE, serving, NULL);
-        if (swap->reply)
-            ctrl_reply_ok(swap->reply, ad_host_status_json(host));
-        swap->reply = NULL;
-        finish(swap);
-        if (daemon_of(host)->builds_changed)
-            daemon_of(host)->builds_changed(host);
+        end(swap, NULL, NULL, true);
         return;
     }
     const char *reason = result->reason != PL_REASON_NONE ? pl_reason_to_string(result->reason)
@@ -197,7 +191,7 @@ static void on_swap_done(pl_host *pipeline, const pl_wake_result *result, void *
 /* stop-first, and a swap of a parked host: a plain wake of the pinned build. */
 static void start_pinned_wake(ad_swap *swap)
 {
-    pl_host *pipeline = ad_host_pipeline(swap->host);
+    pl_host *pipeline = swap->host->pipeline;
     int r = pl_host_wake(pipeline, PL_TRIGGER_WARM, on_swap_done, swap);
     if (r == PL_WAKE_ALREADY_SERVING) {
         /* Something else woke it first, with the pin already on the claim. */
@@ -216,17 +210,15 @@ static void note_fallback(ad_swap *swap, const char *version);
 static bool ended_while_waiting(ad_swap *swap, const char *what)
 {
     char message[256];
-    if (daemon_of(swap->host)->stopping) {
+    if (swap->host->daemon->stopping) {
         snprintf(message, sizeof(message), "the box is stopping; the swap did not %s", what);
-        reply_error(swap, "stopping", message);
-        finish(swap);
+        fail(swap, "stopping", message);
         return true;
     }
-    if (ad_host_removed(swap->host)) {
+    if (swap->host->removed) {
         snprintf(message, sizeof(message),
                  "the host was removed from the configuration; the swap did not %s", what);
-        reply_error(swap, "unknown_host", message);
-        finish(swap);
+        fail(swap, "unknown_host", message);
         return true;
     }
     return false;
@@ -235,7 +227,7 @@ static bool ended_while_waiting(ad_swap *swap, const char *what)
 void ad_swap_host_settled(ad_host *host)
 {
     assert(host);
-    ad_swap *swap = ad_host_swap(host);
+    ad_swap *swap = host->swap;
     if (!swap)
         return;
     if (swap->waits_to_pin) {
@@ -248,7 +240,7 @@ void ad_swap_host_settled(ad_host *host)
             pin_when_no_admission(swap);
         return;
     }
-    pl_host_state state = pl_host_get_state(ad_host_pipeline(host));
+    pl_host_state state = pl_host_get_state(host->pipeline);
     /* A trigger that came during N's retirement wakes the host at once,
      * after the pin was written: that wake runs the pin, and is joined. */
     if (swap->mode == CTRL_SWAP_STOP_FIRST && swap->waits_for_park &&
@@ -261,7 +253,7 @@ void ad_swap_host_settled(ad_host *host)
 
 static bool serves_the_pin(const ad_swap *swap)
 {
-    const ad_generation *serving = ad_host_serving(swap->host);
+    const ad_generation *serving = swap->host->serving;
     return serving && strcmp(serving->build.version, swap->pin.version) == 0 &&
            strcmp(serving->build.build_digest, swap->pin.digest) == 0;
 }
@@ -269,7 +261,7 @@ static bool serves_the_pin(const ad_swap *swap)
 static void start_generation(ad_swap *swap)
 {
     ad_host *host = swap->host;
-    pl_host *pipeline = ad_host_pipeline(host);
+    pl_host *pipeline = host->pipeline;
     pl_host_state state = pl_host_get_state(pipeline);
     if (state != PL_HOST_SERVING) {
         /* Parked, or a wake or a park in flight: every admission from the
@@ -282,17 +274,14 @@ static void start_generation(ad_swap *swap)
     }
     if (serves_the_pin(swap)) {
         /* A wake that admitted itself on the pin made it serve already. */
-        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(host), .build = swap->pin.version},
-                       "host %s: serves %s already; nothing to swap", name_of(host),
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = host->name, .build = swap->pin.version},
+                       "host %s: serves %s already; nothing to swap", host->name,
                        swap->pin.version);
-        if (swap->reply)
-            ctrl_reply_ok(swap->reply, ad_host_status_json(host));
-        swap->reply = NULL;
-        finish(swap);
+        end(swap, NULL, NULL, false);
         return;
     }
     if (swap->mode == CTRL_SWAP_STOP_FIRST) {
-        ad_publish(host, EV_EVENT_SWAP_STARTED, ad_host_serving(host), NULL);
+        ad_publish(host, EV_EVENT_SWAP_STARTED, host->serving, NULL);
         swap->waits_for_park = true;
         pl_host_park(pipeline, PL_PARK_REQUEST);
         return;
@@ -334,14 +323,12 @@ static void on_pinned(claim_store *store, int result, uint64_t new_revision,
         snprintf(message, sizeof(message),
                  "host %s: the claim changed %u times while the pin to %s was written (other "
                  "writers: wakes, moves, operators); nothing was started; retry the swap",
-                 name_of(swap->host), swap->pin_conflicts, swap->pin.version);
-        reply_error(swap, "claim_changed", message);
-        finish(swap);
+                 swap->host->name, swap->pin_conflicts, swap->pin.version);
+        fail(swap, "claim_changed", message);
         return;
     }
     if (result < 0) {
-        reply_error(swap, "store_error", err->message);
-        finish(swap);
+        fail(swap, "store_error", err->message);
         return;
     }
     start_generation(swap);
@@ -373,27 +360,24 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
     ad_host *host = swap->host;
     char message[1200];
     if (result <= 0) {
-        snprintf(message, sizeof(message), "host %s: %s", name_of(host),
+        snprintf(message, sizeof(message), "host %s: %s", host->name,
                  result < 0 ? err->message : "no claim names this box; assign it first");
-        reply_error(swap, result < 0 ? "store_error" : "not_owner", message);
-        finish(swap);
+        fail(swap, result < 0 ? "store_error" : "not_owner", message);
         return;
     }
-    if (!claim_owned_by(c, daemon_of(host)->config.box)) {
+    if (!claim_owned_by(c, host->daemon->config.box)) {
         snprintf(message, sizeof(message),
                  "host %s: claim names box %s as executor, this box is %s; swap it there",
-                 name_of(host), claim_executor(c), daemon_of(host)->config.box);
-        reply_error(swap, "not_owner", message);
-        finish(swap);
+                 host->name, claim_executor(c), host->daemon->config.box);
+        fail(swap, "not_owner", message);
         return;
     }
     if (c->held[0] && strcmp(c->held, swap->pin.version) != 0) {
         snprintf(message, sizeof(message),
                  "host %s: held on version %s by an operator; release the hold before swapping "
                  "to %s",
-                 name_of(host), c->held, swap->pin.version);
-        reply_error(swap, "held_mismatch", message);
-        finish(swap);
+                 host->name, c->held, swap->pin.version);
+        fail(swap, "held_mismatch", message);
         return;
     }
     /* A wake may have sent its admission while the claim was read. */
@@ -419,10 +403,8 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
     snprintf(next.pin.fallback_digest, sizeof(next.pin.fallback_digest), "%s",
              swap->fallback.build_digest);
     act_error call_err = {0};
-    if (claims_cas_async(store, name_of(host), c->revision, &next, on_pinned, swap, &call_err) <
-        0) {
-        reply_error(swap, "store_error", call_err.message);
-        finish(swap);
+    if (claims_cas_async(store, host->name, c->revision, &next, on_pinned, swap, &call_err) < 0) {
+        fail(swap, "store_error", call_err.message);
     }
 }
 
@@ -430,10 +412,9 @@ static void read_for_pin(void *userdata)
 {
     ad_swap *swap = userdata;
     act_error err = {0};
-    if (claims_read_async(daemon_of(swap->host)->store, name_of(swap->host), on_claim_for_pin,
-                          swap, &err) < 0) {
-        reply_error(swap, "store_error", err.message);
-        finish(swap);
+    if (claims_read_async(swap->host->daemon->store, swap->host->name, on_claim_for_pin, swap,
+                          &err) < 0) {
+        fail(swap, "store_error", err.message);
     }
 }
 
@@ -445,11 +426,10 @@ static void pin_when_no_admission(ad_swap *swap)
     ad_host *host = swap->host;
     if (ad_wake_ops_admission_sent(host)) {
         if (!swap->waits_to_pin)
-            act_log_fields(LOG_INFO,
-                           &(act_log_ctx){.host = name_of(host), .build = swap->pin.version},
+            act_log_fields(LOG_INFO, &(act_log_ctx){.host = host->name, .build = swap->pin.version},
                            "host %s: the swap to %s waits for the wake in flight to end before "
                            "it pins its version",
-                           name_of(host), swap->pin.version);
+                           host->name, swap->pin.version);
         swap->waits_to_pin = true;
         return;
     }
@@ -521,30 +501,23 @@ static void complete_verify(void *data)
     ad_swap *swap = job->swap;
     ad_host *host = swap->host;
     if (job->result < 0) {
-        reply_error(swap, job->code, job->err.message);
-        finish(swap);
+        fail(swap, job->code, job->err.message);
         return;
     }
     /* The box may have begun to stop, or the host left the configuration,
      * while the build was hashed. */
-    if (daemon_of(host)->stopping) {
-        reply_error(swap, "stopping", "the box is stopping; the swap did not start");
-        finish(swap);
+    if (host->daemon->stopping) {
+        fail(swap, "stopping", "the box is stopping; the swap did not start");
         return;
     }
-    if (ad_host_removed(host)) {
-        reply_error(swap, "unknown_host",
-                    "the host was removed from the configuration; the swap did not start");
-        finish(swap);
+    if (host->removed) {
+        fail(swap, "unknown_host",
+             "the host was removed from the configuration; the swap did not start");
         return;
     }
     swap->pin = job->pin;
-    if (swap->request_no_wait) {
-        json_object *started = ad_host_status_json(host);
-        json_object_object_add(started, "swap", json_object_new_string(swap->pin.version));
-        ctrl_reply_ok(swap->reply, started);
-        swap->reply = NULL;
-    }
+    if (swap->request_no_wait)
+        tell(swap, &(ad_swap_news){.started = true, .version = swap->pin.version});
     pin_when_no_admission(swap);
 }
 
@@ -554,8 +527,10 @@ static void note_fallback(ad_swap *swap, const char *version)
 {
     if (swap->fallback.version[0])
         return;
-    const ad_generation *serving = ad_host_serving(swap->host);
-    const rec_build_ref *served = serving ? &serving->build : ad_host_last_served(swap->host);
+    const ad_generation *serving = swap->host->serving;
+    const rec_build_ref *served =
+        serving ? &serving->build
+                : (swap->host->last_served.version[0] ? &swap->host->last_served : NULL);
     if (served && served->version[0] && strcmp(served->version, version) != 0)
         swap->fallback = *served;
 }
@@ -565,7 +540,7 @@ void ad_swap_record_interrupted(ad_host *host, const claim *current, const rec_b
     assert(host && current && served);
     /* A pin that failed already, or that names what serves, is no failed
      * swap of this admission's; and a swap in flight records its own. */
-    if (!current->has_pin || claim_pin_failed(current) || ad_host_swap(host) ||
+    if (!current->has_pin || claim_pin_failed(current) || host->swap ||
         (strcmp(current->pin.version, served->version) == 0 &&
          strcmp(current->pin.digest, served->build_digest) == 0))
         return;
@@ -574,7 +549,7 @@ void ad_swap_record_interrupted(ad_host *host, const claim *current, const rec_b
         act_log(LOG_ERR,
                 "host %s: out of memory; the interrupted swap to %s is not recorded "
                 "on its pin",
-                name_of(host), current->pin.version);
+                host->name, current->pin.version);
         return;
     }
     swap->host = host;
@@ -587,11 +562,11 @@ void ad_swap_record_interrupted(ad_host *host, const claim *current, const rec_b
              "host %s: the daemon stopped before generation %" PRIu64 " of the swap to %s was "
              "published; generation %" PRIu64 " (build %s) serves on, and a cold wake runs %s "
              "instead of the pin; swap again to retry",
-             name_of(host), current->holder.starting_generation, swap->pin.version,
+             host->name, current->holder.starting_generation, swap->pin.version,
              current->holder.generation, served->version, served->version);
     /* In flight until its failure is written, as any swap: a second one is
      * refused as busy meanwhile, and gc keeps the version. */
-    ad_host_set_swap(host, swap);
+    host->swap = swap;
     swap_failed(swap, "interrupted", message);
 }
 
@@ -600,51 +575,62 @@ const char *ad_swap_version(const ad_swap *swap)
     return swap ? swap->pin.version : NULL;
 }
 
-void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply)
+void ad_swap_start(ad_host *host, const ad_swap_order *order, ad_swap_told_fn told, void *userdata)
 {
-    assert(host && request && reply);
-    const ad_swap *in_flight = ad_host_swap(host);
+    assert(host && order && told);
+    char message[1200];
+    const ad_swap *in_flight = host->swap;
+    ad_swap_news refused = {.ended = true, .version = order->version, .message = message};
     if (in_flight) {
-        ctrl_reply_error(reply, "busy",
-                         "host %s: a swap to %s is already in flight; wait for it to end",
-                         name_of(host), in_flight->pin.version);
+        snprintf(message, sizeof(message),
+                 "host %s: a swap to %s is already in flight; wait for it to end", host->name,
+                 in_flight->pin.version);
+        refused.code = "busy";
+    } else if (host->daemon->stopping) {
+        snprintf(message, sizeof(message), "box %s is stopping; swap refused",
+                 host->daemon->config.box);
+        refused.code = "stopping";
+    }
+    if (refused.code) {
+        told(host, &refused, userdata);
         return;
     }
-    if (daemon_of(host)->stopping) {
-        ctrl_reply_error(reply, "stopping", "box %s is stopping; swap refused",
-                         daemon_of(host)->config.box);
-        return;
-    }
-    _cleanup_free_ ad_swap *swap = calloc(1, sizeof(*swap));
-    if (!swap) {
-        ctrl_reply_error(reply, "internal", "out of memory");
+    ad_swap *swap = calloc(1, sizeof(*swap));
+    verify_job *job = swap ? calloc(1, sizeof(*job)) : NULL;
+    if (!job) {
+        free(swap);
+        told(host,
+             &(ad_swap_news){.ended = true,
+                             .code = "internal",
+                             .message = "out of memory",
+                             .version = order->version},
+             userdata);
         return;
     }
     swap->host = host;
-    swap->reply = reply;
-    swap->mode = request->mode;
-    swap->request_no_wait = request->no_wait;
+    swap->told = told;
+    swap->told_userdata = userdata;
+    swap->mode = order->mode;
+    swap->request_no_wait = order->no_wait;
     /* Named now, so a second swap is refused as busy and a gc keeps the
      * version while it is verified. */
-    snprintf(swap->pin.version, sizeof(swap->pin.version), "%s", request->version);
-    note_fallback(swap, request->version);
-    verify_job *job = calloc(1, sizeof(*job));
-    act_error err = {0};
-    if (!job) {
-        ctrl_reply_error(reply, "internal", "out of memory");
-        return;
-    }
+    snprintf(swap->pin.version, sizeof(swap->pin.version), "%s", order->version);
+    note_fallback(swap, order->version);
     job->swap = swap;
-    job->releases = daemon_of(host)->releases;
-    snprintf(job->host, sizeof(job->host), "%s", name_of(host));
-    snprintf(job->version, sizeof(job->version), "%s", request->version);
+    job->releases = host->daemon->releases;
+    snprintf(job->host, sizeof(job->host), "%s", host->name);
+    snprintf(job->version, sizeof(job->version), "%s", order->version);
+    act_error err = {0};
     /* A job the stop leaves undelivered holds nothing but itself. */
-    if (act_offload_submit_droppable(daemon_of(host)->release_work, act_offload_lane(job->host),
+    if (act_offload_submit_droppable(host->daemon->release_work, act_offload_lane(job->host),
                                      run_verify, complete_verify, free, job, &err) < 0) {
         free(job);
-        ctrl_reply_error(reply, "internal", "host %s: %s", name_of(host), err.message);
+        snprintf(message, sizeof(message), "host %s: %s", host->name, err.message);
+        free(swap);
+        refused.code = "internal";
+        told(host, &refused, userdata);
         return;
     }
-    /* The host's from here: finish() frees it. */
-    ad_host_set_swap(host, TAKE_PTR(swap));
+    /* The host's from here: end() frees it. */
+    host->swap = swap;
 }

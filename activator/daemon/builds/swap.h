@@ -4,12 +4,36 @@
 #include "activator/control/control.h"
 #include "activator/daemon/host/host.h"
 
+/* What an operator asked for. */
+typedef struct ad_swap_order {
+    const char *version;
+    ctrl_swap_mode mode;
+    bool no_wait; /* told as soon as the swap started, and again at its end */
+} ad_swap_order;
+
+/* What a swap tells whoever asked for it (box/dispatch.c answers the
+ * operator with it, and collects old builds after a swap that made one
+ * current). */
+typedef struct ad_swap_news {
+    bool started;        /* no_wait: the swap began; its end is told later */
+    bool ended;          /* the swap is over; nothing is told after this */
+    const char *code;    /* at the end: NULL when the pinned build serves, else why not */
+    const char *message; /* with a code: what happened, for the operator */
+    const char *version; /* the version swapped to */
+    bool made_current;   /* the swap made the pinned build serve here */
+} ad_swap_news;
+
+/* Called once at the end, and with no_wait once before it; news and what
+ * it points to are valid during the call. The host is still there. */
+typedef void (*ad_swap_told_fn)(ad_host *host, const ad_swap_news *news, void *userdata);
+
 /* Verifies the version, pins it on the claim, and starts N+1 beside N (or,
  * stop-first, after N; for a parked host, a wake of the pinned build). A
  * wake in flight is not refused: the pin waits until no wake has sent its
  * admission, and the swap then joins the wake in flight or swaps what it
- * made serve. Replies when the swap ends (or at once, no_wait). */
-void ad_swap_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply);
+ * made serve. told hears how it went (a refusal perhaps from inside this
+ * call). */
+void ad_swap_start(ad_host *host, const ad_swap_order *order, ad_swap_told_fn told, void *userdata);
 
 /* A wake, swap or retirement of the host ended (whatever followed it): a
  * swap that waits for a wake's end now pins its version, and a stop-first

@@ -18,14 +18,9 @@ typedef struct release {
     claim written;
 } release;
 
-static const char *box_of(const ad_host *host)
-{
-    return ad_host_daemon(host)->config.box;
-}
-
 static void finish(release *rel)
 {
-    ad_host_set_releasing(rel->host, false);
+    rel->host->releasing = false;
     free(rel);
 }
 
@@ -36,9 +31,9 @@ static void on_read(claim_store *store, int result, const claim *c, const act_er
 {
     release *rel = userdata;
     if (result < 0) {
-        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = ad_host_name(rel->host)},
-                       "host %s: cannot read its claim to release it: %s",
-                       ad_host_name(rel->host), err->message);
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = rel->host->name},
+                       "host %s: cannot read its claim to release it: %s", rel->host->name,
+                       err->message);
         finish(rel);
         return;
     }
@@ -52,11 +47,10 @@ static void on_read(claim_store *store, int result, const claim *c, const act_er
 static void read_again(release *rel)
 {
     act_error err = {0};
-    if (claims_read_async(ad_host_daemon(rel->host)->store, ad_host_name(rel->host), on_read, rel,
-                          &err) < 0) {
-        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = ad_host_name(rel->host)},
-                       "host %s: cannot read its claim to release it: %s",
-                       ad_host_name(rel->host), err.message);
+    if (claims_read_async(rel->host->daemon->store, rel->host->name, on_read, rel, &err) < 0) {
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = rel->host->name},
+                       "host %s: cannot read its claim to release it: %s", rel->host->name,
+                       err.message);
         finish(rel);
     }
 }
@@ -65,7 +59,7 @@ static void on_written(claim_store *store, int result, uint64_t new_revision,
                        const claim *current, const act_error *err, void *userdata)
 {
     release *rel = userdata;
-    const char *name = ad_host_name(rel->host);
+    const char *name = rel->host->name;
     if (result == 0) {
         act_log_fields(LOG_INFO, &(act_log_ctx){.host = name},
                        "host %s: released to box %s (revision %" PRIu64 "): nothing of it runs "
@@ -88,17 +82,17 @@ static void on_written(claim_store *store, int result, uint64_t new_revision,
 static void write_release(release *rel, const claim *current)
 {
     ad_host *host = rel->host;
-    if (!current->revision || !claim_release_due(current, box_of(host)) || !ad_host_at_rest(host) ||
-        ad_host_daemon(host)->stopping) {
+    if (!current->revision || !claim_release_due(current, host->daemon->config.box) ||
+        !ad_host_at_rest(host) || host->daemon->stopping) {
         finish(rel);
         return;
     }
     claim_next_released(current, act_wallclock_usec(), &rel->written);
     act_error err = {0};
-    if (claims_cas_async(ad_host_daemon(host)->store, ad_host_name(host), current->revision,
-                         &rel->written, on_written, rel, &err) < 0) {
-        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = ad_host_name(host)},
-                       "host %s: cannot release its claim: %s", ad_host_name(host), err.message);
+    if (claims_cas_async(host->daemon->store, host->name, current->revision, &rel->written,
+                         on_written, rel, &err) < 0) {
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = host->name},
+                       "host %s: cannot release its claim: %s", host->name, err.message);
         finish(rel);
     }
 }
@@ -111,17 +105,17 @@ static void start_after_reports(void *userdata)
 void ad_claim_release(ad_host *host, const claim *current)
 {
     assert(host);
-    ad_daemon *daemon = ad_host_daemon(host);
-    if (daemon->stopping || ad_host_releasing(host) || !ad_host_at_rest(host) ||
+    ad_daemon *daemon = host->daemon;
+    if (daemon->stopping || host->releasing || !ad_host_at_rest(host) ||
         (current && (!current->revision || !claim_release_due(current, daemon->config.box))))
         return;
     release *rel = calloc(1, sizeof(*rel));
     if (!rel) {
-        act_log(LOG_WARNING, "host %s: out of memory releasing its claim", ad_host_name(host));
+        act_log(LOG_WARNING, "host %s: out of memory releasing its claim", host->name);
         return;
     }
     rel->host = host;
-    ad_host_set_releasing(host, true);
+    host->releasing = true;
     /* The write-back of the park that stopped the host goes first. */
     if (!ad_claim_report_defer(host, start_after_reports, rel))
         read_again(rel);

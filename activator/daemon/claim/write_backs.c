@@ -81,14 +81,9 @@ struct ad_claim_report {
     waiter *waiters;
 };
 
-static const char *name_of(const ad_claim_report *r)
-{
-    return ad_host_name(r->host);
-}
-
 static ad_claim_report *report_of(const ad_host *host)
 {
-    return ad_host_claim_report(host);
+    return host->claim_report;
 }
 
 static const char *phase_of(report_kind kind)
@@ -117,7 +112,7 @@ static void free_when_unused(ad_claim_report *r)
                                        strcmp(r->ours.op.phase, "frozen") == 0);
     if (r->writing || r->reported.kind != REPORT_NONE || r->waiters || active)
         return;
-    ad_host_set_claim_report(r->host, NULL);
+    r->host->claim_report = NULL;
     free(r);
 }
 
@@ -132,7 +127,7 @@ static void became_idle(ad_claim_report *r)
         free(waiters);
         waiters = next;
     }
-    ad_daemon *daemon = ad_host_daemon(r->host);
+    ad_daemon *daemon = r->host->daemon;
     ad_host *host = r->host;
     free_when_unused(r);
     if (daemon->observe_claim_reports)
@@ -180,10 +175,10 @@ static bool write_over_ours(ad_claim_report *r)
         !next_claim(r, &r->writing_report, &r->ours, &r->written))
         return false;
     act_error err = {0};
-    if (claims_cas_async(ad_host_daemon(r->host)->store, name_of(r), r->ours.revision, &r->written,
+    if (claims_cas_async(r->host->daemon->store, r->host->name, r->ours.revision, &r->written,
                          on_written, r, &err) < 0) {
-        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(r)},
-                       "host %s: cannot write phase %s to its claim: %s", name_of(r),
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = r->host->name},
+                       "host %s: cannot write phase %s to its claim: %s", r->host->name,
                        phase_of(r->writing_report.kind), err.message);
         return false;
     }
@@ -231,17 +226,18 @@ static void retry_later(ad_claim_report *r, const act_error *err)
     if (r->backoff_usec > RETRY_MAX_USEC)
         r->backoff_usec = RETRY_MAX_USEC;
     /* Once at the first failure, not at every try: an outage is long. */
-    act_log_fields(first ? LOG_WARNING : LOG_DEBUG, &(act_log_ctx){.host = name_of(r)},
+    act_log_fields(first ? LOG_WARNING : LOG_DEBUG, &(act_log_ctx){.host = r->host->name},
                    "host %s: cannot write phase %s to its claim: %s; trying again in %" PRIu64
                    " ms, until the store answers",
-                   name_of(r), phase, err ? err->message : "unknown error", r->backoff_usec / 1000);
+                   r->host->name, phase, err ? err->message : "unknown error",
+                   r->backoff_usec / 1000);
     r->retry_timer = sd_event_source_disable_unref(r->retry_timer);
-    if (sd_event_add_time_relative(ad_host_daemon(r->host)->loop, &r->retry_timer, CLOCK_MONOTONIC,
+    if (sd_event_add_time_relative(r->host->daemon->loop, &r->retry_timer, CLOCK_MONOTONIC,
                                    r->backoff_usec, 0, on_retry_due, r) < 0) {
-        act_log_fields(LOG_ERR, &(act_log_ctx){.host = name_of(r)},
+        act_log_fields(LOG_ERR, &(act_log_ctx){.host = r->host->name},
                        "host %s: cannot arm the retry of its claim's phase %s; the claim says "
                        "so only after its next wake",
-                       name_of(r), phase);
+                       r->host->name, phase);
         write_ended(r);
     }
 }
@@ -254,10 +250,10 @@ static void on_read_for_retry(claim_store *store, int result, const claim *curre
     ad_claim_report *r = userdata;
     const char *phase = phase_of(r->writing_report.kind);
     if (r->epoch != r->writing_epoch) {
-        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = r->host->name},
                        "host %s: a wake began since phase %s failed to be written; its "
                        "admission writes the claim",
-                       name_of(r), phase);
+                       r->host->name, phase);
         write_ended(r);
         return;
     }
@@ -266,34 +262,34 @@ static void on_read_for_retry(claim_store *store, int result, const claim *curre
         return;
     }
     if (result == 0 || !current->revision) {
-        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
-                       "host %s: its claim is gone; phase %s is not written", name_of(r), phase);
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = r->host->name},
+                       "host %s: its claim is gone; phase %s is not written", r->host->name, phase);
         write_ended(r);
         return;
     }
     if (claim_same_admission(&r->written, current)) {
-        act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = name_of(r)},
+        act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = r->host->name},
                        "host %s: the claim says %s (revision %" PRIu64 "): the write the "
                        "store did not answer had landed",
-                       name_of(r), phase, current->revision);
+                       r->host->name, phase, current->revision);
         r->ours = *current;
         write_ended(r);
         return;
     }
     if (!claim_same_admission(&r->ours, current)) {
-        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = r->host->name},
                        "host %s: the claim moved past our admission while the store did not "
                        "answer (now revision %" PRIu64 ", executor %s); phase %s is not "
                        "written over it",
-                       name_of(r), current->revision, claim_executor(current), phase);
+                       r->host->name, current->revision, claim_executor(current), phase);
         write_ended(r);
         return;
     }
     r->ours = *current;
     if (write_over_ours(r)) {
-        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = r->host->name},
                        "host %s: the store answers again; writing phase %s to its claim",
-                       name_of(r), phase);
+                       r->host->name, phase);
         return;
     }
     write_ended(r);
@@ -303,8 +299,7 @@ static void retry_now(ad_claim_report *r)
 {
     r->retry_timer = sd_event_source_disable_unref(r->retry_timer);
     act_error err = {0};
-    if (claims_read_async(ad_host_daemon(r->host)->store, name_of(r), on_read_for_retry, r, &err) <
-        0)
+    if (claims_read_async(r->host->daemon->store, r->host->name, on_read_for_retry, r, &err) < 0)
         retry_later(r, &err);
 }
 
@@ -315,8 +310,8 @@ static void on_written(claim_store *store, int result, uint64_t new_revision, co
     const char *phase = phase_of(r->writing_report.kind);
     bool ours_still = r->epoch == r->writing_epoch;
     if (result == 0) {
-        act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(r)},
-                       "host %s: the claim says %s (revision %" PRIu64 ")", name_of(r), phase,
+        act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = r->host->name},
+                       "host %s: the claim says %s (revision %" PRIu64 ")", r->host->name, phase,
                        new_revision);
         if (ours_still) {
             r->ours = r->written;
@@ -329,10 +324,10 @@ static void on_written(claim_store *store, int result, uint64_t new_revision, co
             if (write_over_ours(r))
                 return;
         } else {
-            act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+            act_log_fields(LOG_INFO, &(act_log_ctx){.host = r->host->name},
                            "host %s: the claim moved past our admission (now revision %" PRIu64
                            ", executor %s, session %" PRIu64 "); phase %s is not written over it",
-                           name_of(r), current->revision,
+                           r->host->name, current->revision,
                            current->revision ? claim_executor(current) : "none",
                            current->holder.session, phase);
         }
@@ -340,10 +335,10 @@ static void on_written(claim_store *store, int result, uint64_t new_revision, co
         retry_later(r, err);
         return;
     } else {
-        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = r->host->name},
                        "host %s: cannot write phase %s to its claim (%s), and a wake began "
                        "since; its admission writes the claim",
-                       name_of(r), phase, err->message);
+                       r->host->name, phase, err->message);
     }
     write_ended(r);
 }
@@ -357,11 +352,11 @@ void ad_claim_report_admitted(ad_host *host, const claim *ours)
         r = calloc(1, sizeof(*r));
         if (!r) {
             act_log(LOG_ERR, "host %s: out of memory; its claim will not be written back",
-                    ad_host_name(host));
+                    host->name);
             return;
         }
         r->host = host;
-        ad_host_set_claim_report(host, r);
+        host->claim_report = r;
     }
     r->ours = *ours;
     r->epoch++;
@@ -377,10 +372,10 @@ void ad_claim_report_wake_began(ad_host *host)
     /* A write waiting for its retry is moot: the wake's admission writes
      * the claim, and it must not wait for a store that may be gone. */
     if (r->retry_timer) {
-        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = r->host->name},
                        "host %s: a wake began; phase %s is not written, its admission writes "
                        "the claim",
-                       name_of(r), phase_of(r->writing_report.kind));
+                       r->host->name, phase_of(r->writing_report.kind));
         write_ended(r);
         return;
     }
@@ -413,7 +408,7 @@ void ad_claim_report_failed(ad_host *host, pl_reason reason, const char *message
         act_copy_string(failure->message, sizeof(failure->message), message);
     else
         snprintf(failure->message, sizeof(failure->message),
-                 "host %s: generation %" PRIu64 " failed after it served (%s)", ad_host_name(host),
+                 "host %s: generation %" PRIu64 " failed after it served (%s)", host->name,
                  claim_admitted_generation(&report_of(host)->ours), failure->reason);
     /* The claim's message is one line whatever the failure's text held. */
     for (char *c = failure->message; *c; c++)
@@ -484,10 +479,10 @@ void ad_claim_report_store_answers(ad_daemon *daemon)
         ad_claim_report *r = report_of(daemon->hosts[i]);
         if (!r || !r->retry_timer)
             continue;
-        act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(r)},
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = r->host->name},
                        "host %s: the claim store answers again; trying the write of phase %s "
                        "now rather than in %" PRIu64 " ms",
-                       name_of(r), phase_of(r->writing_report.kind), r->backoff_usec / 1000);
+                       r->host->name, phase_of(r->writing_report.kind), r->backoff_usec / 1000);
         retry_now(r);
     }
 }
@@ -503,6 +498,6 @@ void ad_claim_report_free(ad_host *host)
         r->waiters = next;
     }
     sd_event_source_disable_unref(r->retry_timer);
-    ad_host_set_claim_report(host, NULL);
+    host->claim_report = NULL;
     free(r);
 }

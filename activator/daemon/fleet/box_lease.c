@@ -35,11 +35,6 @@ struct ad_box_lease {
 
 static void renew(ad_box_lease *lease);
 
-static const char *box_of(const ad_box_lease *lease)
-{
-    return lease->daemon->config.box;
-}
-
 static void finish_end(ad_box_lease *lease)
 {
     ad_box_lease_ended_fn ended = lease->ended;
@@ -64,17 +59,19 @@ static void schedule(ad_box_lease *lease)
     if (r >= 0)
         r = sd_event_source_set_enabled(lease->timer, SD_EVENT_ONESHOT);
     if (r < 0)
-        act_log(LOG_ERR, "box lease: cannot arm the renewal timer (%s); box %s will look dead "
-                         "to the fleet once its lease runs out",
-                strerror(-r), box_of(lease));
+        act_log(LOG_ERR,
+                "box lease: cannot arm the renewal timer (%s); box %s will look dead "
+                "to the fleet once its lease runs out",
+                strerror(-r), lease->daemon->config.box);
 }
 
 static void call_failed(ad_box_lease *lease, const char *what, const act_error *err)
 {
     if (!lease->troubled)
-        act_log(LOG_WARNING, "box lease: cannot %s the record of box %s: %s; retrying every "
-                             "%llu ms",
-                what, box_of(lease), err ? err->message : "unknown error",
+        act_log(LOG_WARNING,
+                "box lease: cannot %s the record of box %s: %s; retrying every "
+                "%llu ms",
+                what, lease->daemon->config.box, err ? err->message : "unknown error",
                 (unsigned long long)lease->daemon->config.box_lease_usec / 3000);
     lease->troubled = true;
 }
@@ -86,11 +83,12 @@ static void on_removed(claim_store *store, int result, const claims_box *record,
     lease->in_flight = false;
     lease->have_lease = false;
     if (result < 0)
-        act_log(LOG_WARNING, "box lease: cannot remove the record of box %s: %s; it lapses "
-                             "with its lease",
-                box_of(lease), err ? err->message : "unknown error");
+        act_log(LOG_WARNING,
+                "box lease: cannot remove the record of box %s: %s; it lapses "
+                "with its lease",
+                lease->daemon->config.box, err ? err->message : "unknown error");
     else
-        act_log(LOG_INFO, "box lease: removed the record of box %s", box_of(lease));
+        act_log(LOG_INFO, "box lease: removed the record of box %s", lease->daemon->config.box);
     finish_end(lease);
 }
 
@@ -104,8 +102,8 @@ static void remove_record(ad_box_lease *lease)
     act_error err = {0};
     if (claims_box_remove_async(lease->daemon->store, &lease->record, on_removed, lease, &err) <
         0) {
-        act_log(LOG_WARNING, "box lease: cannot remove the record of box %s: %s", box_of(lease),
-                err.message);
+        act_log(LOG_WARNING, "box lease: cannot remove the record of box %s: %s",
+                lease->daemon->config.box, err.message);
         finish_end(lease);
         return;
     }
@@ -122,11 +120,12 @@ static void on_renewed(claim_store *store, int result, const claims_box *record,
         lease->record = *record;
         lease->have_lease = true;
         if (lease->troubled)
-            act_log(LOG_INFO, "box lease: the record of box %s is renewed again", box_of(lease));
+            act_log(LOG_INFO, "box lease: the record of box %s is renewed again",
+                    lease->daemon->config.box);
         lease->troubled = false;
     } else if (result == CLAIMS_LEASE_LOST && !was_put) {
         act_log(LOG_WARNING, "box lease lost: %s; putting the record of box %s again",
-                err ? err->message : "the store no longer has it", box_of(lease));
+                err ? err->message : "the store no longer has it", lease->daemon->config.box);
         lease->have_lease = false;
         lease->troubled = false;
     } else {
@@ -233,23 +232,26 @@ void ad_box_lease_hand_over(ad_daemon *daemon)
      * handover up for its whole timeout: the record then lapses, or the
      * next daemon puts it first. */
     if (!lease->have_lease || lease->troubled) {
-        act_log(LOG_NOTICE, "handover: the record of box %s stays as it is for the next daemon "
-                            "to put again",
-                box_of(lease));
+        act_log(LOG_NOTICE,
+                "handover: the record of box %s stays as it is for the next daemon "
+                "to put again",
+                lease->daemon->config.box);
         return;
     }
     act_error err = {0};
     claims_box renewed;
     if (claims_box_keepalive(lease->daemon->store, &lease->record, &renewed, &err) < 0) {
-        act_log(LOG_WARNING, "handover: cannot renew the record of box %s: %s; it stays for "
-                             "the next daemon to put again",
-                box_of(lease), err.message);
+        act_log(LOG_WARNING,
+                "handover: cannot renew the record of box %s: %s; it stays for "
+                "the next daemon to put again",
+                lease->daemon->config.box, err.message);
         return;
     }
     lease->record = renewed;
-    act_log(LOG_INFO, "handover: the record of box %s stays, renewed for %llu ms, for the next "
-                      "daemon to take over",
-            box_of(lease), (unsigned long long)lease->record.lease_ttl_usec / 1000);
+    act_log(LOG_INFO,
+            "handover: the record of box %s stays, renewed for %llu ms, for the next "
+            "daemon to take over",
+            lease->daemon->config.box, (unsigned long long)lease->record.lease_ttl_usec / 1000);
 }
 
 void ad_box_lease_free(ad_daemon *daemon)

@@ -59,8 +59,8 @@ static void heal(ad_claim_watch *cw);
 
 static void host_claim_changed(ad_host *host, const claim_change *change)
 {
-    const char *box = ad_host_daemon(host)->config.box;
-    pl_host *pipeline = ad_host_pipeline(host);
+    const char *box = host->daemon->config.box;
+    pl_host *pipeline = host->pipeline;
     bool ours = change->kind == CLAIM_CHANGE_PUT && claim_owned_by(&change->claim, box);
     pl_host_state state = pl_host_get_state(pipeline);
     ad_publish(host, EV_EVENT_CLAIM_CHANGED, NULL,
@@ -76,15 +76,15 @@ static void host_claim_changed(ad_host *host, const claim_change *change)
     if (!ours) {
         if (state == PL_HOST_WAKING)
             pl_host_cancel(pipeline, PL_REASON_NOT_OWNER,
-                           "host %s: the claim no longer names this box", ad_host_name(host));
+                           "host %s: the claim no longer names this box", host->name);
         else if (state == PL_HOST_SERVING) {
             /* Known before the retirement starts: a frozen generation of a
              * host that is not ours any more is killed frozen, never
              * thawed to take a client (generations/generation.c). */
-            ad_host_set_claim_ours(host, false);
+            host->claim_ours = false;
             pl_host_park(pipeline, PL_PARK_CLAIM_LOST);
         }
-        ad_host_set_claim_ours(host, false);
+        host->claim_ours = false;
         /* Already at rest: release it now; otherwise once the park ends
          * (hosts/hosts.c). */
         if (change->kind == CLAIM_CHANGE_PUT)
@@ -94,11 +94,11 @@ static void host_claim_changed(ad_host *host, const claim_change *change)
     /* Newly ours: the last claim we saw named someone else (or nobody). Or
      * handed over to us: assigned here, and the box that held it has just
      * released it. */
-    bool newly = !ad_host_claim_ours(host);
+    bool newly = !host->claim_ours;
     bool handed_over = change->claim.holder.box[0] && strcmp(change->claim.holder.box, box) != 0 &&
                        change->claim.holder.released_usec;
-    ad_host_set_claim_ours(host, true);
-    if ((newly || handed_over) && state == PL_HOST_PARKED && !ad_host_daemon(host)->stopping &&
+    host->claim_ours = true;
+    if ((newly || handed_over) && state == PL_HOST_PARKED && !host->daemon->stopping &&
         claim_phase_allows_wake(&change->claim, box, false, NULL) == 0)
         pl_host_wake(pipeline, PL_TRIGGER_CLAIM_CHANGE, NULL, NULL);
 }
@@ -243,7 +243,7 @@ static void reconcile(ad_claim_watch *cw, const claim *claims, size_t n, uint64_
     ad_daemon *daemon = cw->daemon;
     size_t next = 0;
     for (size_t i = 0; i < daemon->n_hosts; i++) {
-        const char *name = ad_host_name(daemon->hosts[i]);
+        const char *name = daemon->hosts[i]->name;
         while (next < n && strcmp(claims[next].host, name) < 0)
             next++;
         if (is_malformed(cw, name))
@@ -338,10 +338,10 @@ static void take_baseline(ad_claim_watch *cw, const claim *claims, size_t n)
     size_t next = 0;
     for (size_t i = 0; i < daemon->n_hosts; i++) {
         ad_host *host = daemon->hosts[i];
-        while (next < n && strcmp(claims[next].host, ad_host_name(host)) < 0)
+        while (next < n && strcmp(claims[next].host, host->name) < 0)
             next++;
-        bool found = next < n && strcmp(claims[next].host, ad_host_name(host)) == 0;
-        ad_host_set_claim_ours(host, found && claim_owned_by(&claims[next], daemon->config.box));
+        bool found = next < n && strcmp(claims[next].host, host->name) == 0;
+        host->claim_ours = found && claim_owned_by(&claims[next], daemon->config.box);
         if (found) {
             /* A move a previous daemon took part in goes on from its
              * phase: a source drains again, a target probes again (same

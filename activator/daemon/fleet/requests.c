@@ -119,7 +119,7 @@ static const char *local_version(const claim *c, void *userdata)
     if (strcmp(c->holder.box, daemon->config.box) != 0)
         return NULL;
     ad_host *host = ad_hosts_find(daemon, c->host);
-    const ad_generation *serving = host ? ad_host_serving(host) : NULL;
+    const ad_generation *serving = host ? host->serving : NULL;
     return serving && serving->number == c->holder.generation ? serving->build.version : NULL;
 }
 
@@ -183,7 +183,7 @@ void ad_fleet_request(ad_daemon *daemon, const ctrl_request *request, ctrl_reply
      * be assigned to it. */
     ad_host *host = request->host[0] ? ad_hosts_find(daemon, request->host) : NULL;
     if (request->op == CTRL_OP_CLAIM_RELEASE && host)
-        pl_host_park(ad_host_pipeline(host), PL_PARK_REQUEST);
+        pl_host_park(host->pipeline, PL_PARK_REQUEST);
     act_error err = {0};
     int r;
     switch (request->op) {

@@ -12,8 +12,8 @@
 /* event, about host, to subscribers (once the messaging is open). */
 static void publish(ad_host *host, ev_event *event)
 {
-    ev_publisher *events = ad_host_daemon(host)->events;
-    event->host = ad_host_name(host);
+    ev_publisher *events = host->daemon->events;
+    event->host = host->name;
     if (events)
         ev_publish(events, event);
 }
@@ -34,12 +34,11 @@ void ad_publish(ad_host *host, ev_event_kind kind, const ad_generation *gen, con
 void ad_announce_swept(ad_host *host, const char *leaf_name, uint64_t generation)
 {
     assert(host && leaf_name);
-    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = ad_host_name(host), .generation = generation},
-                   "host %s: leaf %s is proven stopped and removed", ad_host_name(host),
-                   leaf_name);
+    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = host->name, .generation = generation},
+                   "host %s: leaf %s is proven stopped and removed", host->name, leaf_name);
     if (!generation)
         return;
-    const met_daemon_metrics *metrics = ad_host_daemon(host)->metrics;
+    const met_daemon_metrics *metrics = host->daemon->metrics;
     if (metrics)
         met_metric_add(metrics->generations_retired, NULL, 1);
     publish(host, &(ev_event){.kind = EV_EVENT_RETIRED, .generation = generation});
@@ -65,7 +64,7 @@ static int priority_of(pl_wake_event_type type)
 
 static void log_event(const ad_host *host, const pl_wake_event *event, const ad_generation *gen)
 {
-    const char *name = ad_host_name(host);
+    const char *name = host->name;
     const char *reason =
         event->reason != PL_REASON_NONE ? pl_reason_to_string(event->reason) : NULL;
     act_log_ctx ctx = {
@@ -156,16 +155,16 @@ static void count_wake(const met_daemon_metrics *metrics, const char *outcome, p
  * that its duration can be observed when it serves. */
 static void count_event(ad_host *host, const pl_wake_event *event)
 {
-    const met_daemon_metrics *metrics = ad_host_daemon(host)->metrics;
+    const met_daemon_metrics *metrics = host->daemon->metrics;
     if (!metrics)
         return;
     if (event->reason == PL_REASON_STORE_ERROR &&
         (event->type == PL_WAKE_EVENT_FAILED || event->type == PL_WAKE_EVENT_REFUSED))
         met_metric_add(metrics->store_errors, MET_LABELS(pl_step_to_string(event->step)), 1);
-    uint64_t started = ad_host_wake_started(host);
+    uint64_t started = host->wake_started_usec;
     switch (event->type) {
     case PL_WAKE_EVENT_WAKING:
-        ad_host_set_wake_started(host, event->at_usec);
+        host->wake_started_usec = event->at_usec;
         break;
     case PL_WAKE_EVENT_SERVING:
         count_wake(metrics, "serving", PL_REASON_NONE);
@@ -220,8 +219,8 @@ void ad_announce_transition(ad_host *host, const pl_wake_event *event)
     bool about_serving =
         event->type == PL_WAKE_EVENT_EXITED || event->type == PL_WAKE_EVENT_FAULTED;
     const ad_generation *gen = event->type == PL_WAKE_EVENT_PROVEN ? NULL
-                               : about_serving                     ? ad_host_serving(host)
-                                                                   : ad_host_current_generation(host);
+                               : about_serving                     ? host->serving
+                                               : ad_host_current_generation(host);
     log_event(host, event, gen);
     count_event(host, event);
     int kind = event_kind_of(host, event);

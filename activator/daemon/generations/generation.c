@@ -63,7 +63,7 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
     snprintf(leaf_name, sizeof(leaf_name), "%s-%" PRIu64, kind, number);
     const cfg_host *config = ad_host_config(host);
     cg_limits limits;
-    ad_limits_from_config(ad_host_daemon(host)->cgroups, &config->limits, !config->user, &limits);
+    ad_limits_from_config(host->daemon->cgroups, &config->limits, !config->user, &limits);
 
     ad_generation *gen = calloc(1, sizeof(*gen));
     if (!gen)
@@ -74,8 +74,8 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
     gen->process.pidfd = -1;
     gen->helper.pidfd = -1;
     gen->helper_stdout_fd = -1;
-    int r = cg_leaf_create(ad_host_daemon(host)->cgroups, config->name, leaf_name, &limits,
-                           &gen->leaf, err);
+    int r =
+        cg_leaf_create(host->daemon->cgroups, config->name, leaf_name, &limits, &gen->leaf, err);
     if (r < 0) {
         free(gen);
         return r;
@@ -88,8 +88,8 @@ int ad_generation_set_limits(ad_generation *gen, const cfg_limits *limits, act_e
 {
     assert(gen && limits);
     cg_limits values;
-    ad_limits_from_config(ad_host_daemon(gen->host)->cgroups, limits,
-                          !ad_host_config(gen->host)->user, &values);
+    ad_limits_from_config(gen->host->daemon->cgroups, limits, !ad_host_config(gen->host)->user,
+                          &values);
     return cg_leaf_set_limits(gen->leaf, &values, err);
 }
 
@@ -107,9 +107,8 @@ void ad_generation_fill_record(ad_generation *gen, rec_generation_phase phase,
         .pid = gen->process.pid,
         .started_usec = act_wallclock_usec(),
     };
-    snprintf(record->host, sizeof(record->host), "%s", ad_host_name(host));
-    snprintf(record->incarnation, sizeof(record->incarnation), "%s",
-             ad_host_daemon(host)->incarnation);
+    snprintf(record->host, sizeof(record->host), "%s", host->name);
+    snprintf(record->incarnation, sizeof(record->incarnation), "%s", host->daemon->incarnation);
 }
 
 int ad_generation_write_record(ad_generation *gen, rec_generation_phase phase, act_error *err)
@@ -149,7 +148,7 @@ static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, vo
     gen->exit_status = exit_status_of(&info);
     /* Its exit is what counts now, not a keep-alive it can no longer send. */
     stop_supervision(gen);
-    const char *name = ad_host_name(gen->host);
+    const char *name = gen->host->name;
     act_log_fields(gen->exit_status == 0 ? LOG_INFO : LOG_WARNING,
                    &(act_log_ctx){.host = name, .generation = gen->number,
                                   .build = gen->build.version},
@@ -221,7 +220,7 @@ static char **build_environment(ad_generation *gen, const char *extra)
     add_entry(envp, &n, format_entry("ACTIVATOR_VERSION=%s", gen->build.version), &failed);
     add_entry(envp, &n,
               format_entry("STATE_DIRECTORY=%s/hosts/%s/state",
-                           ad_host_daemon(gen->host)->config.state_directory, config->name),
+                           gen->host->daemon->config.state_directory, config->name),
               &failed);
     if (extra)
         add_entry(envp, &n, strdup(extra), &failed);
@@ -256,7 +255,7 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
     bool is_helper = kind != SPAWN_MAIN;
     ad_host *host = gen->host;
     const cfg_host *config = ad_host_config(host);
-    const ad_daemon *daemon = ad_host_daemon(host);
+    const ad_daemon *daemon = host->daemon;
 
     char state_dir[4096];
     snprintf(state_dir, sizeof(state_dir), "%s/hosts/%s/state", daemon->config.state_directory,
@@ -286,9 +285,9 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
     spec.journal_socket = ad_host_log_journal_socket(gen->log);
     spec.journal_header = ad_host_log_journal_header(gen->log);
     if (!is_helper) {
-        spec.listen_fds = ad_host_listen_fds(host);
-        spec.n_listen_fds = ad_host_n_listen(host);
-        spec.listen_fdnames = (const char *const *)ad_host_listen_names(host);
+        spec.listen_fds = host->listen_fds;
+        spec.n_listen_fds = host->n_listen;
+        spec.listen_fdnames = (const char *const *)host->listen_names;
         if (config->watchdog_usec)
             spec.pid_variables = watchdog_pid;
     }
@@ -364,8 +363,8 @@ static int watch_exit(ad_generation *gen, act_error *err)
      * rather than through sd_event_add_child_pidfd: an adopted generation
      * is not our child (one path serves both), and child sources need
      * SIGCHLD blocked in every thread, NNG's and the workers' included. */
-    int r = sd_event_add_io(ad_host_daemon(gen->host)->loop, &gen->exit_source, gen->process.pidfd,
-                            EPOLLIN, on_process_exit, gen);
+    int r = sd_event_add_io(gen->host->daemon->loop, &gen->exit_source, gen->process.pidfd, EPOLLIN,
+                            on_process_exit, gen);
     if (r < 0)
         return act_error_set(err, -r, "cannot watch pid %d: %s", (int)gen->process.pid,
                              strerror(-r));
@@ -522,7 +521,7 @@ static void check_settled(ad_generation *gen)
     bool frozen = !gen->frozen;
     act_error err = {0};
     if (cg_leaf_frozen(gen->leaf, &frozen, &err) < 0) {
-        act_log(LOG_WARNING, "host %s: %s", ad_host_name(gen->host), err.message);
+        act_log(LOG_WARNING, "host %s: %s", gen->host->name, err.message);
         return;
     }
     if (frozen != gen->frozen)
@@ -554,7 +553,7 @@ static int set_frozen(ad_generation *gen, bool frozen, void (*settled)(ad_genera
     int events_fd = cg_leaf_events_fd(gen->leaf, err);
     if (events_fd < 0)
         return events_fd;
-    if (sd_event_add_io(ad_host_daemon(gen->host)->loop, &gen->freeze_source, events_fd, EPOLLIN,
+    if (sd_event_add_io(gen->host->daemon->loop, &gen->freeze_source, events_fd, EPOLLIN,
                         on_freeze_events, gen) < 0)
         return act_error_set(err, EIO, "cannot watch %s/cgroup.events", cg_leaf_path(gen->leaf));
     check_settled(gen);
@@ -586,7 +585,7 @@ static void finish_retire(ad_generation *gen, bool proven, const char *why)
     }
     act_error err = {0};
     if (cg_leaf_remove(gen->leaf, &err) < 0)
-        act_log(LOG_WARNING, "host %s: %s", ad_host_name(gen->host), err.message);
+        act_log(LOG_WARNING, "host %s: %s", gen->host->name, err.message);
     /* Retired is announced once the record is gone too: whoever sees the
      * event finds nothing of the generation left. */
     ad_record_remove_async(gen->host, gen->number, on_record_removed, gen);
@@ -622,7 +621,7 @@ static int on_kill_timeout(sd_event_source *source, uint64_t usec, void *userdat
 
 static void start_kill(ad_generation *gen)
 {
-    ad_daemon *daemon = ad_host_daemon(gen->host);
+    ad_daemon *daemon = gen->host->daemon;
     act_error err = {0};
     int events_fd = cg_leaf_events_fd(gen->leaf, &err);
     if (events_fd < 0 ||
@@ -641,7 +640,7 @@ static void start_kill(ad_generation *gen)
      * it leaves no frozen leaf behind, whatever else was in it. */
     if (gen->frozen) {
         if (cg_leaf_freeze(gen->leaf, false, &err) < 0)
-            act_log(LOG_WARNING, "host %s: %s", ad_host_name(gen->host), err.message);
+            act_log(LOG_WARNING, "host %s: %s", gen->host->name, err.message);
         gen->frozen = false;
     }
     check_empty(gen);
@@ -653,7 +652,7 @@ static int on_grace_over(sd_event_source *source, uint64_t usec, void *userdata)
     gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
     act_log(LOG_NOTICE,
             "host %s: generation %" PRIu64 " did not stop within StopTimeoutSec; killing",
-            ad_host_name(gen->host), gen->number);
+            gen->host->name, gen->number);
     start_kill(gen);
     return 0;
 }
@@ -678,10 +677,10 @@ void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retir
          * is killed frozen instead (start_kill thaws after the kill): a
          * thaw would let it take a waiting client it must not serve. */
         act_error err = {0};
-        if (!graceful || !ad_host_claim_ours(host)) {
+        if (!graceful || !host->claim_ours) {
             graceful = false;
         } else if (cg_leaf_freeze(gen->leaf, false, &err) < 0) {
-            act_log(LOG_WARNING, "host %s: %s; killing it frozen", ad_host_name(host), err.message);
+            act_log(LOG_WARNING, "host %s: %s; killing it frozen", host->name, err.message);
             graceful = false;
         } else {
             gen->frozen = false;
@@ -689,7 +688,7 @@ void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retir
     }
     if (graceful && running &&
         syscall(SYS_pidfd_send_signal, gen->process.pidfd, SIGTERM, NULL, 0) == 0 &&
-        sd_event_add_time_relative(ad_host_daemon(host)->loop, &gen->grace_timer, CLOCK_MONOTONIC,
+        sd_event_add_time_relative(host->daemon->loop, &gen->grace_timer, CLOCK_MONOTONIC,
                                    ad_host_config(host)->stop_timeout_usec, 0, on_grace_over,
                                    gen) >= 0)
         return; /* on_process_exit or on_grace_over goes on */
@@ -722,11 +721,10 @@ static int on_watchdog_missed(sd_event_source *source, uint64_t usec, void *user
     ad_generation *gen = userdata;
     gen->watchdog_timer = sd_event_source_disable_unref(gen->watchdog_timer);
     char why[160];
-    snprintf(why, sizeof(why),
-             "host %s: generation %" PRIu64 " sent no WATCHDOG=1 within %" PRIu64
-             " ms (WatchdogSec=)",
-             ad_host_name(gen->host), gen->number,
-             ad_host_config(gen->host)->watchdog_usec / USEC_PER_MSEC);
+    snprintf(
+        why, sizeof(why),
+        "host %s: generation %" PRIu64 " sent no WATCHDOG=1 within %" PRIu64 " ms (WatchdogSec=)",
+        gen->host->name, gen->number, ad_host_config(gen->host)->watchdog_usec / USEC_PER_MSEC);
     notice(gen, AD_NOTICE_WATCHDOG, why);
     return 0;
 }
@@ -740,7 +738,7 @@ static void pet_watchdog(ad_generation *gen)
     if (sd_event_source_set_time_relative(gen->watchdog_timer, watchdog_usec) < 0 ||
         sd_event_source_set_enabled(gen->watchdog_timer, SD_EVENT_ONESHOT) < 0)
         act_log(LOG_ERR, "host %s: cannot re-arm the watchdog of generation %" PRIu64,
-                ad_host_name(gen->host), gen->number);
+                gen->host->name, gen->number);
 }
 
 static int on_health_due(sd_event_source *source, uint64_t usec, void *userdata);
@@ -748,11 +746,10 @@ static int on_health_due(sd_event_source *source, uint64_t usec, void *userdata)
 static void schedule_health_check(ad_generation *gen)
 {
     const cfg_host *config = ad_host_config(gen->host);
-    if (sd_event_add_time_relative(ad_host_daemon(gen->host)->loop, &gen->health_timer,
-                                   CLOCK_MONOTONIC, config->health_check_interval_usec, 0,
-                                   on_health_due, gen) < 0)
+    if (sd_event_add_time_relative(gen->host->daemon->loop, &gen->health_timer, CLOCK_MONOTONIC,
+                                   config->health_check_interval_usec, 0, on_health_due, gen) < 0)
         act_log(LOG_ERR, "host %s: cannot schedule the next health check of generation %" PRIu64,
-                ad_host_name(gen->host), gen->number);
+                gen->host->name, gen->number);
 }
 
 static void health_checked(ad_generation *gen, bool ok, const char *why)
@@ -803,8 +800,8 @@ static int on_health_due(sd_event_source *source, uint64_t usec, void *userdata)
                            : config->ready_timeout_usec;
     act_error err = {0};
     probe_runner runner = ad_generation_probe_runner(gen);
-    if (probe_start(ad_host_daemon(gen->host)->loop, config->health_check, &runner, timeout,
-                    timeout, on_health_probed, gen, &gen->health_probe, &err) < 0)
+    if (probe_start(gen->host->daemon->loop, config->health_check, &runner, timeout, timeout,
+                    on_health_probed, gen, &gen->health_probe, &err) < 0)
         health_checked(gen, false, err.message);
     return 0;
 }
@@ -818,8 +815,8 @@ void ad_generation_supervise(ad_generation *gen, ad_generation_notice_fn on_noti
     gen->on_notice_userdata = userdata;
     const cfg_host *config = ad_host_config(gen->host);
     if (config->watchdog_usec &&
-        sd_event_add_time_relative(ad_host_daemon(gen->host)->loop, &gen->watchdog_timer,
-                                   CLOCK_MONOTONIC, config->watchdog_usec, WATCHDOG_ACCURACY_USEC,
+        sd_event_add_time_relative(gen->host->daemon->loop, &gen->watchdog_timer, CLOCK_MONOTONIC,
+                                   config->watchdog_usec, WATCHDOG_ACCURACY_USEC,
                                    on_watchdog_missed, gen) < 0)
         act_log(LOG_ERR, "host %s: cannot arm the watchdog of generation %" PRIu64, config->name,
                 gen->number);
@@ -868,20 +865,20 @@ static void on_notify(ntf_socket *notify, const ntf_message *message, void *user
     ad_generation *gen = userdata;
     if (message->status)
         act_log_fields(LOG_DEBUG,
-                       &(act_log_ctx){.host = ad_host_name(gen->host), .generation = gen->number},
-                       "host %s: generation %" PRIu64 " status: %s", ad_host_name(gen->host),
-                       gen->number, message->status);
+                       &(act_log_ctx){.host = gen->host->name, .generation = gen->number},
+                       "host %s: generation %" PRIu64 " status: %s", gen->host->name, gen->number,
+                       message->status);
     if (message->watchdog)
         pet_watchdog(gen);
     if (message->watchdog_trigger) {
         char why[160];
         snprintf(why, sizeof(why), "host %s: generation %" PRIu64 " sent WATCHDOG=trigger",
-                 ad_host_name(gen->host), gen->number);
+                 gen->host->name, gen->number);
         notice(gen, AD_NOTICE_WATCHDOG, why);
     } else if (message->stopping) {
         char why[160];
         snprintf(why, sizeof(why), "host %s: generation %" PRIu64 " sent STOPPING=1",
-                 ad_host_name(gen->host), gen->number);
+                 gen->host->name, gen->number);
         notice(gen, AD_NOTICE_STOPPING, why);
     }
     if (gen->on_message)
@@ -907,8 +904,8 @@ static bool started_with_notify_socket(const ad_generation *gen, const char *pat
 int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_error *err)
 {
     assert(gen);
-    const ad_daemon *daemon = ad_host_daemon(gen->host);
-    const char *name = ad_host_name(gen->host);
+    const ad_daemon *daemon = gen->host->daemon;
+    const char *name = gen->host->name;
     char directory[256], socket_name[32], cgroup[4096], label[128];
     /* One directory per host, its user's alone; one socket per generation
      * in it, so N and N+1 of a swap each hear only their own. */
@@ -969,7 +966,7 @@ int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generati
         .serving_usec = act_now_usec(),
     };
     const cfg_host *config = ad_host_config(host);
-    int r = cg_leaf_open(ad_host_daemon(host)->cgroups, config->name, leaf_name, &gen->leaf, err);
+    int r = cg_leaf_open(host->daemon->cgroups, config->name, leaf_name, &gen->leaf, err);
     /* The app still holds the NOTIFY_SOCKET path it was started with. */
     if (r == 0 && ad_generation_wants_notify(config))
         r = ad_generation_open_notify(gen, NULL, err);
@@ -980,7 +977,7 @@ int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generati
     if (r == 0)
         r = ad_host_log_open(host, whose, &gen->log, err);
     if (r == 0)
-        r = sd_event_add_io(ad_host_daemon(host)->loop, &gen->exit_source, main_pidfd, EPOLLIN,
+        r = sd_event_add_io(host->daemon->loop, &gen->exit_source, main_pidfd, EPOLLIN,
                             on_process_exit, gen) < 0
                 ? act_error_set(err, EIO, "cannot watch pid %d", (int)record->pid)
                 : 0;

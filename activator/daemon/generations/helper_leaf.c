@@ -69,7 +69,7 @@ int ad_helper_start(ad_host *host, const ad_helper_spec *spec, ad_helper **out, 
     helper->gen->helper_stdout_fd = -1;
     if (r < 0)
         return r;
-    r = sd_event_add_time_relative(ad_host_daemon(host)->loop, &helper->timer, CLOCK_MONOTONIC,
+    r = sd_event_add_time_relative(host->daemon->loop, &helper->timer, CLOCK_MONOTONIC,
                                    spec->timeout_usec, 0, on_timeout, helper);
     if (r < 0)
         return act_error_set(err, -r, "cannot arm its timeout: %s", strerror(-r));

@@ -88,13 +88,12 @@ static int on_rotate_check(sd_event_source *source, uint64_t usec, void *userdat
 {
     ad_host_log *log = userdata;
     act_error err = {0};
-    uint64_t max_bytes = ad_host_daemon(log->host)->config.host_log_max_bytes;
+    uint64_t max_bytes = log->host->daemon->config.host_log_max_bytes;
     if (ad_host_log_rotate_if_needed(log->dirfd, log->fd, max_bytes, &err) < 0)
-        act_log(LOG_WARNING, "host %s: log file: %s", ad_host_name(log->host), err.message);
+        act_log(LOG_WARNING, "host %s: log file: %s", log->host->name, err.message);
     if (sd_event_source_set_time_relative(source, ROTATE_CHECK_USEC) < 0 ||
         sd_event_source_set_enabled(source, SD_EVENT_ONESHOT) < 0)
-        act_log(LOG_ERR, "host %s: cannot watch the log file's size any more",
-                ad_host_name(log->host));
+        act_log(LOG_ERR, "host %s: cannot watch the log file's size any more", log->host->name);
     return 0;
 }
 
@@ -130,11 +129,11 @@ int ad_host_log_open(ad_host *host, const char *whose, ad_host_log **out, act_er
     if (fd < 0)
         return act_error_set(err, errno, "cannot open the log file %s/%s: %s", LOG_DIRECTORY,
                              LOG_FILE, strerror(errno));
-    if (under_journald() && !(log->journal_header = journal_header_for(ad_host_name(host))))
+    if (under_journald() && !(log->journal_header = journal_header_for(host->name)))
         return act_error_set(err, ENOMEM, "out of memory");
-    int r = sd_event_add_time_relative(ad_host_daemon(host)->loop, &log->timer, CLOCK_MONOTONIC,
-                                       ROTATE_CHECK_USEC, ROTATE_CHECK_USEC / 4, on_rotate_check,
-                                       log);
+    int r =
+        sd_event_add_time_relative(host->daemon->loop, &log->timer, CLOCK_MONOTONIC,
+                                   ROTATE_CHECK_USEC, ROTATE_CHECK_USEC / 4, on_rotate_check, log);
     if (r < 0) {
         free(log->journal_header);
         return act_error_set(err, -r, "cannot watch the log file: %s", strerror(-r));
@@ -151,7 +150,7 @@ void ad_host_log_mark(const ad_host_log *log, const char *whose)
 {
     /* The journal tells each stream's start by itself. */
     if (log && !log->journal_header)
-        dprintf(log->fd, "-- activatord: host %s, %s --\n", ad_host_name(log->host), whose);
+        dprintf(log->fd, "-- activatord: host %s, %s --\n", log->host->name, whose);
 }
 
 int ad_host_log_fd(const ad_host_log *log)

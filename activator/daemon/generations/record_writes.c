@@ -82,16 +82,16 @@ static void complete_write(void *data)
 static int submit(ad_host *host, record_write *job, act_error *err)
 {
     job->host = host;
-    job->daemon = ad_host_daemon(host);
+    job->daemon = host->daemon;
     job->host_dirfd = -1;
     int r = ad_host_dir(host, err);
     /* A copy of the host's fd, which a parked host closes (10,000 parked
      * hosts hold none) whatever its workers still do with it. */
     if (r >= 0 && (job->host_dirfd = fcntl(r, F_DUPFD_CLOEXEC, 3)) < 0)
         r = act_error_set(err, errno, "host %s: cannot duplicate its directory's fd: %s",
-                          ad_host_name(host), strerror(errno));
+                          host->name, strerror(errno));
     if (r >= 0) {
-        snprintf(job->host_name, sizeof(job->host_name), "%s", ad_host_name(host));
+        snprintf(job->host_name, sizeof(job->host_name), "%s", host->name);
         r = act_offload_submit(job->daemon->offload, act_offload_lane(job->host_name), run_write,
                                complete_write, job, err);
     }
@@ -143,7 +143,7 @@ void ad_record_remove_async(ad_host *host, uint64_t generation, ad_record_remove
     act_error err = {0};
     if (!job) {
         act_log(LOG_WARNING, "host %s: out of memory removing the record of generation %" PRIu64,
-                ad_host_name(host), generation);
+                host->name, generation);
         removed(userdata);
         return;
     }
@@ -152,7 +152,7 @@ void ad_record_remove_async(ad_host *host, uint64_t generation, ad_record_remove
     job->removed = removed;
     job->removed_userdata = userdata;
     if (submit(host, job, &err) < 0) {
-        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), err.message);
+        act_log(LOG_WARNING, "host %s: %s", host->name, err.message);
         removed(userdata);
     }
 }

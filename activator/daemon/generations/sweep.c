@@ -110,7 +110,7 @@ static void finish(sweep_leaf *entry)
     /* Nothing runs for the host now unless it serves (resumed beside a
      * leftover): 10,000 parked hosts hold no directory fd. */
     ad_host_dir_close_unless_used(host);
-    pl_host_report_proof(ad_host_pipeline(host));
+    pl_host_report_proof(host->pipeline);
 }
 
 static void on_record_removed(void *userdata)
@@ -290,7 +290,7 @@ void ad_sweep_take_unproven(ad_host *host)
     assert(host);
     ad_unproven_leaf kept;
     while (ad_host_take_unproven(host, &kept)) {
-        const char *name = ad_host_name(host);
+        const char *name = host->name;
         sweep_leaf *entry = leaf_new(host, name, kept.leaf, kept.generation);
         act_error err = {0};
         int r = entry ? 0 : act_error_set(&err, ENOMEM, "out of memory");
@@ -298,7 +298,7 @@ void ad_sweep_take_unproven(ad_host *host)
             /* Its retirement killed it already: the next kill comes after
              * the first wait. */
             entry->kills = 1;
-            r = add(ad_host_daemon(host), entry, entry->retry_usec, &err);
+            r = add(host->daemon, entry, entry->retry_usec, &err);
             if (r < 0)
                 leaf_free(entry);
             else

@@ -89,14 +89,6 @@ struct ad_daemon {
      * a large build hashed there never delays another host's wake, whose
      * record writes and prepare run on offload. */
     act_offload *release_work;
-    /* A promote or a successful swap made a build current: builds/gc.c
-     * collects the old ones (set by box/daemon.c, so builds/swap.c, below it, can
-     * call it). */
-    void (*builds_changed)(ad_host *host);
-    /* A serving host had no connection for IdleTimeoutSec= (parking/idle.c): hosts/hosts.c
-     * decides what follows, a park or, with ParkMode=freeze, a freeze
-     * (set by hosts/hosts.c, so parking/idle.c, below parking/freeze.c, can call it). */
-    void (*host_idle)(ad_host *host);
     rel_store *releases;
     cg_root *cgroups;
     pl_start_cap start_cap;

@@ -25,45 +25,6 @@ struct ad_host_settings {
     gid_t gid;
 };
 
-struct ad_host {
-    ad_daemon *daemon;
-    char name[ACT_NAME_MAX + 1];
-    ad_host_settings *settings;       /* in force */
-    ad_host_settings *pending;        /* for the next start (a reload), or NULL */
-    pl_host *pipeline;                /* hosts/hosts.c */
-    int dirfd;                        /* <state>/hosts/<host>, or -1 */
-    unsigned n_listen;                /* hosts/hosts.c binds them */
-    lsn_address *listen;
-    int *listen_fds;
-    char **listen_names;              /* LISTEN_FDNAMES entries, NULL-terminated */
-    sd_event_source **demand_sources; /* hosts/hosts.c: the sockets watched while parked */
-    bool removed;                     /* hosts/hosts.c */
-
-    ad_generation *serving; /* wake/ops.c */
-    ad_generation *starting;
-    ad_generation *replaced;
-    ad_wake_state *wake_state;        /* wake/ops.c */
-    ad_swap *swap;                    /* builds/swap.c */
-    ad_freeze *freeze;                /* parking/freeze.c */
-    ad_checkpoint *checkpoint;        /* moves/checkpoint.c */
-    ad_checkpoint_request *checkpoint_request; /* moves/checkpoint_request.c */
-    ad_claim_report *claim_report;    /* claim/write_backs.c */
-    sd_event_source *idle_timer;      /* parking/idle.c */
-    uint64_t last_active_usec;
-    uint64_t wake_started_usec;       /* generations/announce.c */
-    uint64_t failed_attempts;         /* wake/ops.c */
-    bool claim_ours;                  /* wake/ops.c, fleet/claim_watch.c */
-    uint64_t build_state_mark;        /* wake/ops.c: what build-state.json names, hashed */
-    ad_move *move;                    /* moves/move.c */
-    char *probe_op;                   /* moves/move.c sets it, wake/ops.c reads it */
-    ad_unproven_leaf *unproven;       /* wake/ops.c keeps them, generations/sweep.c takes them */
-    size_t n_unproven;
-    bool releasing;                   /* claim/release.c */
-    char last_reason[32];             /* hosts/hosts.c, wake/ops.c */
-    char last_message[256];
-    rec_build_ref last_served;        /* wake/ops.c; builds/swap.c names it as a pin's fallback */
-};
-
 static bool uses_plain_default_filter(const cfg_host *config)
 {
     const cfg_syscall_filter *filter = &config->limits.syscall_filter;
@@ -213,11 +174,6 @@ int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings *
     return 0;
 }
 
-const cfg_host *ad_host_settings_config(const ad_host_settings *settings)
-{
-    return settings->config;
-}
-
 /* The slots of a socket table of n, with their names; -1 in every fd slot. */
 typedef struct socket_table {
     lsn_address *listen;
@@ -327,40 +283,15 @@ void ad_host_free(ad_host *host)
     free(host);
 }
 
-ad_daemon *ad_host_daemon(const ad_host *host)
-{
-    return host->daemon;
-}
-
 const cfg_host *ad_host_config(const ad_host *host)
 {
     return host->settings->config;
-}
-
-const char *ad_host_name(const ad_host *host)
-{
-    return host->name;
-}
-
-pl_host *ad_host_pipeline(const ad_host *host)
-{
-    return host->pipeline;
-}
-
-void ad_host_set_pipeline(ad_host *host, pl_host *pipeline)
-{
-    host->pipeline = pipeline;
 }
 
 void ad_host_set_pending(ad_host *host, ad_host_settings *settings)
 {
     ad_host_settings_free(host->pending);
     host->pending = settings;
-}
-
-bool ad_host_has_pending(const ad_host *host)
-{
-    return host->pending != NULL;
 }
 
 bool ad_host_apply_pending(ad_host *host)
@@ -391,37 +322,7 @@ void ad_host_set_limits(ad_host *host, const cfg_limits *limits)
         copy_limit_values(&host->pending->config->limits, limits);
 }
 
-bool ad_host_removed(const ad_host *host)
-{
-    return host->removed;
-}
-
-void ad_host_set_removed(ad_host *host)
-{
-    host->removed = true;
-}
-
 /* ---- sockets ------------------------------------------------------------- */
-
-unsigned ad_host_n_listen(const ad_host *host)
-{
-    return host->n_listen;
-}
-
-const lsn_address *ad_host_listen_addresses(const ad_host *host)
-{
-    return host->listen;
-}
-
-const int *ad_host_listen_fds(const ad_host *host)
-{
-    return host->listen_fds;
-}
-
-char *const *ad_host_listen_names(const ad_host *host)
-{
-    return host->listen_names;
-}
 
 void ad_host_set_listen_fd(ad_host *host, unsigned index, int fd)
 {
@@ -438,12 +339,6 @@ int ad_host_take_listen_fd(ad_host *host, unsigned index)
     int fd = host->listen_fds[index];
     host->listen_fds[index] = -1;
     return fd;
-}
-
-sd_event_source **ad_host_demand_source(ad_host *host, unsigned index)
-{
-    assert(index < host->n_listen);
-    return &host->demand_sources[index];
 }
 
 /* A copy of n items of size bytes; NULL for none (or out of memory). */
@@ -525,7 +420,7 @@ void ad_host_dir_close(ad_host *host)
 
 void ad_host_dir_close_unless_used(ad_host *host)
 {
-    if (!ad_host_serving(host) && !ad_host_starting(host) && !ad_host_wake_state(host))
+    if (!host->serving && !host->starting && !host->wake_state)
         ad_host_dir_close(host);
 }
 
@@ -623,36 +518,6 @@ void ad_host_format_handle(const ad_host *host, uint64_t generation, char *out, 
 
 /* ---- generations, wake, swap --------------------------------------------- */
 
-ad_generation *ad_host_serving(const ad_host *host)
-{
-    return host->serving;
-}
-
-void ad_host_set_serving(ad_host *host, ad_generation *gen)
-{
-    host->serving = gen;
-}
-
-ad_generation *ad_host_starting(const ad_host *host)
-{
-    return host->starting;
-}
-
-void ad_host_set_starting(ad_host *host, ad_generation *gen)
-{
-    host->starting = gen;
-}
-
-ad_generation *ad_host_replaced(const ad_host *host)
-{
-    return host->replaced;
-}
-
-void ad_host_set_replaced(ad_host *host, ad_generation *gen)
-{
-    host->replaced = gen;
-}
-
 bool ad_host_at_rest(const ad_host *host)
 {
     const pl_host *pipeline = host->pipeline;
@@ -665,119 +530,9 @@ const ad_generation *ad_host_current_generation(const ad_host *host)
     return host->starting ? host->starting : host->serving;
 }
 
-ad_wake_state *ad_host_wake_state(const ad_host *host)
-{
-    return host->wake_state;
-}
-
-void ad_host_set_wake_state(ad_host *host, ad_wake_state *state)
-{
-    host->wake_state = state;
-}
-
-ad_freeze *ad_host_freeze(const ad_host *host)
-{
-    return host->freeze;
-}
-
-void ad_host_set_freeze(ad_host *host, ad_freeze *freeze)
-{
-    host->freeze = freeze;
-}
-
-ad_swap *ad_host_swap(const ad_host *host)
-{
-    return host->swap;
-}
-
-void ad_host_set_swap(ad_host *host, ad_swap *swap)
-{
-    host->swap = swap;
-}
-
-ad_checkpoint *ad_host_checkpoint(const ad_host *host)
-{
-    return host->checkpoint;
-}
-
-void ad_host_set_checkpoint(ad_host *host, ad_checkpoint *checkpoint)
-{
-    host->checkpoint = checkpoint;
-}
-
-ad_checkpoint_request *ad_host_checkpoint_request(const ad_host *host)
-{
-    return host->checkpoint_request;
-}
-
-void ad_host_set_checkpoint_request(ad_host *host, ad_checkpoint_request *request)
-{
-    host->checkpoint_request = request;
-}
-
-ad_claim_report *ad_host_claim_report(const ad_host *host)
-{
-    return host->claim_report;
-}
-
-void ad_host_set_claim_report(ad_host *host, ad_claim_report *report)
-{
-    host->claim_report = report;
-}
-
 /* ---- idle parking -------------------------------------------------------- */
 
-sd_event_source **ad_host_idle_timer(ad_host *host)
-{
-    return &host->idle_timer;
-}
-
-uint64_t ad_host_last_active(const ad_host *host)
-{
-    return host->last_active_usec;
-}
-
-void ad_host_set_last_active(ad_host *host, uint64_t usec)
-{
-    host->last_active_usec = usec;
-}
-
 /* ---- claim, previous daemon ---------------------------------------------- */
-
-bool ad_host_claim_ours(const ad_host *host)
-{
-    return host->claim_ours;
-}
-
-void ad_host_set_claim_ours(ad_host *host, bool ours)
-{
-    host->claim_ours = ours;
-}
-
-uint64_t ad_host_build_state_mark(const ad_host *host)
-{
-    return host->build_state_mark;
-}
-
-void ad_host_set_build_state_mark(ad_host *host, uint64_t mark)
-{
-    host->build_state_mark = mark;
-}
-
-ad_move *ad_host_move(const ad_host *host)
-{
-    return host->move;
-}
-
-void ad_host_set_move(ad_host *host, ad_move *move)
-{
-    host->move = move;
-}
-
-const char *ad_host_probe_op(const ad_host *host)
-{
-    return host->probe_op;
-}
 
 bool ad_host_set_probe_op(ad_host *host, const char *op_id)
 {
@@ -787,16 +542,6 @@ bool ad_host_set_probe_op(ad_host *host, const char *op_id)
     free(host->probe_op);
     host->probe_op = copy;
     return true;
-}
-
-bool ad_host_releasing(const ad_host *host)
-{
-    return host->releasing;
-}
-
-void ad_host_set_releasing(ad_host *host, bool releasing)
-{
-    host->releasing = releasing;
 }
 
 /* ---- leaves not proven stopped -------------------------------------------- */
@@ -825,49 +570,14 @@ bool ad_host_take_unproven(ad_host *host, ad_unproven_leaf *out)
 
 /* ---- status -------------------------------------------------------------- */
 
-const char *ad_host_last_reason(const ad_host *host)
-{
-    return host->last_reason;
-}
-
-const char *ad_host_last_message(const ad_host *host)
-{
-    return host->last_message;
-}
-
 void ad_host_set_last_failure(ad_host *host, const char *reason, const char *message)
 {
     snprintf(host->last_reason, sizeof(host->last_reason), "%s", reason ? reason : "");
     snprintf(host->last_message, sizeof(host->last_message), "%s", message ? message : "");
 }
 
-uint64_t ad_host_failed_attempts(const ad_host *host)
-{
-    return host->failed_attempts;
-}
-
 void ad_host_count_failed_attempt(ad_host *host, const char *reason)
 {
     host->failed_attempts++;
     snprintf(host->last_reason, sizeof(host->last_reason), "%s", reason);
-}
-
-uint64_t ad_host_wake_started(const ad_host *host)
-{
-    return host->wake_started_usec;
-}
-
-void ad_host_set_wake_started(ad_host *host, uint64_t usec)
-{
-    host->wake_started_usec = usec;
-}
-
-const rec_build_ref *ad_host_last_served(const ad_host *host)
-{
-    return host->last_served.version[0] ? &host->last_served : NULL;
-}
-
-void ad_host_set_last_served(ad_host *host, const rec_build_ref *build)
-{
-    host->last_served = *build;
 }

@@ -1,8 +1,14 @@
-/* One configured host as the daemon keeps it. The struct is host/host.c's alone:
- * every other part reads and changes a host through the functions here, and
- * each field says which part of the daemon owns it. 10,000 parked hosts
- * each cost one of these, so a wake's working state is not kept here but
- * behind the wake state pointer, and only while a wake runs. */
+/* One configured host as the daemon keeps it.
+ *
+ * The struct is open: each room reads the fields it needs and writes only
+ * those it owns, and every field says which room that is. The functions
+ * below are what a field alone cannot say: the settings in force and
+ * those pending (changed only while nothing uses them), the socket slots
+ * (an fd is closed when replaced), the host's directory (opened on demand
+ * and kept only while the host is active), the leaves not proven stopped,
+ * and the strings copied in. 10,000 parked hosts each cost one of these, so
+ * a wake's working state is not kept here but behind wake_state, and only
+ * while a wake runs. */
 #pragma once
 
 #include <stdbool.h>
@@ -11,6 +17,7 @@
 
 #include "activator/daemon/host/context.h"
 #include "activator/records/records.h"
+#include "common/names.h"
 
 typedef struct ad_generation ad_generation;
 typedef struct ad_wake_state ad_wake_state;
@@ -21,6 +28,71 @@ typedef struct ad_checkpoint_request ad_checkpoint_request;
 typedef struct ad_claim_report ad_claim_report;
 typedef struct ad_move ad_move;
 typedef struct ad_host_settings ad_host_settings;
+
+/* A generation's leaf whose retirement could not prove it empty, with what
+ * the sweep needs to prove it later: the handle, and the record to remove. */
+typedef struct ad_unproven_leaf {
+    cg_leaf *leaf;
+    uint64_t generation;
+} ad_unproven_leaf;
+
+/* What happens to a serving host that stayed idle (parking/idle.c calls it). */
+typedef void (*ad_host_idle_fn)(ad_host *host);
+
+struct ad_host {
+    ad_daemon *daemon;
+    char name[ACT_NAME_MAX + 1]; /* the same for the host's whole life, whatever its config */
+
+    /* host/host.c: the configuration in force and the one pending (below). */
+    ad_host_settings *settings;
+    ad_host_settings *pending; /* for the next start (a reload), or NULL */
+    int dirfd;                 /* <state>/hosts/<host>, or -1: ad_host_dir() */
+
+    /* hosts/: the pipeline, and the listening sockets, one slot per address
+     * of [Listen] as last applied (host/host.c makes and replaces the slots). */
+    pl_host *pipeline;
+    unsigned n_listen;
+    lsn_address *listen;
+    int *listen_fds;                  /* -1 where nothing is bound */
+    char **listen_names;              /* "<host>/<index>": FD store and LISTEN_FDNAMES names */
+    sd_event_source **demand_sources; /* the sockets watched for demand while parked */
+    bool removed;                     /* a reload took the host out of the configuration */
+
+    /* wake/: the generations a wake moves, and what the wake in flight
+     * knows (NULL between wakes). Everyone reads them. */
+    ad_generation *serving;  /* the published generation */
+    ad_generation *starting; /* the one the wake in flight starts */
+    ad_generation *replaced; /* a swap's N, from N+1's publication to N's retirement */
+    ad_wake_state *wake_state;
+    bool claim_ours;           /* the last claim seen names this box (wake/, fleet/) */
+    uint64_t build_state_mark; /* a hash of the build build-state.json names; 0: unknown */
+    uint64_t failed_attempts;  /* attempts recorded against a build */
+    rec_build_ref last_served; /* the build published last (version "" before any) */
+    char last_reason[32];      /* why the last wake did not serve; "" once one served */
+    char last_message[256];    /* (ad_host_set_last_failure) */
+
+    /* generations/announce.c: when the wake in flight began. */
+    uint64_t wake_started_usec;
+
+    /* Each room's own state of the host, NULL while it has none. */
+    ad_swap *swap;                             /* builds/swap.c: the swap in flight */
+    ad_freeze *freeze;                         /* parking/freeze.c: frozen or freezing */
+    ad_checkpoint *checkpoint;                 /* moves/checkpoint.c: one being written */
+    ad_checkpoint_request *checkpoint_request; /* moves/checkpoint_request.c */
+    ad_move *move;                             /* moves/move.c: as source or target */
+    char *probe_op; /* moves/move.c: the op whose probe alone may wake it (wake/ reads) */
+    ad_claim_report *claim_report; /* claim/write_backs.c: what the claim should say */
+    bool releasing;                /* claim/release.c: a release is in flight */
+
+    /* parking/idle.c: the idle watch of a serving host. */
+    sd_event_source *idle_timer;
+    uint64_t last_active_usec;
+    ad_host_idle_fn on_idle;
+
+    /* wake/ keeps them (ad_host_keep_unproven), generations/sweep.c takes them. */
+    ad_unproven_leaf *unproven;
+    size_t n_unproven;
+};
 
 /* ---- configuration ----------------------------------------------------------
  *
@@ -44,29 +116,20 @@ typedef struct ad_host_settings ad_host_settings;
 int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings **out,
                          const char **failed_key, act_error *err);
 void ad_host_settings_free(ad_host_settings *settings);
-const cfg_host *ad_host_settings_config(const ad_host_settings *settings);
 
 /* Sets up a host with settings (taken, on failure too) and one socket slot
  * per ListenStream= of its config, unbound. */
 int ad_host_new(ad_daemon *daemon, ad_host_settings *settings, ad_host **out, act_error *err);
-/* Frees what host/host.c holds (settings, sockets, directory fd). The parts that
- * own the generations, the wake state, the swap and the pipeline free those
- * first. */
+/* Frees what host/host.c holds (settings, sockets, directory fd). The rooms
+ * that own the generations, the wake state, the swap and the pipeline free
+ * those first. */
 void ad_host_free(ad_host *host);
 
-ad_daemon *ad_host_daemon(const ad_host *host);
 /* The configuration in force. */
 const cfg_host *ad_host_config(const ad_host *host);
-/* The host's name: the same for the host's whole life, whatever its config. */
-const char *ad_host_name(const ad_host *host);
-/* The host's wake pipeline; hosts/hosts.c creates and frees it. */
-pl_host *ad_host_pipeline(const ad_host *host);
-void ad_host_set_pipeline(ad_host *host, pl_host *pipeline);
 
-/* Settings for the next start (taken; NULL drops those pending), and
- * whether there are any. */
+/* Settings for the next start (taken; NULL drops those pending). */
 void ad_host_set_pending(ad_host *host, ad_host_settings *settings);
-bool ad_host_has_pending(const ad_host *host);
 /* Puts the pending settings in force and frees the old ones: only when
  * nothing refers to them (no wake, no generation). Returns whether there
  * were any. */
@@ -75,28 +138,12 @@ bool ad_host_apply_pending(ad_host *host);
  * in force and those pending, for every leaf made from here on. */
 void ad_host_set_limits(ad_host *host, const cfg_limits *limits);
 
-/* A host taken out of the configuration by a reload (hosts/hosts.c): no trigger
- * reaches it any more, and its sockets are gone. */
-bool ad_host_removed(const ad_host *host);
-void ad_host_set_removed(ad_host *host);
+/* ---- sockets (hosts/ binds them, generations get them as LISTEN_FDS) ------- */
 
-/* ---- sockets (hosts/hosts.c binds them, generations get them as LISTEN_FDS) ---- */
-
-/* The host's listening sockets: one slot per address of its [Listen], as
- * last applied (at set-up, or by a reload). */
-unsigned ad_host_n_listen(const ad_host *host);
-const lsn_address *ad_host_listen_addresses(const ad_host *host);
-/* -1 where nothing is bound. */
-const int *ad_host_listen_fds(const ad_host *host);
-/* "<host>/<index>" for each slot, NULL-terminated: the FD store and
- * LISTEN_FDNAMES names. */
-char *const *ad_host_listen_names(const ad_host *host);
-/* Takes fd into slot index. */
+/* Takes fd into slot index (a socket already there is closed). */
 void ad_host_set_listen_fd(ad_host *host, unsigned index, int fd);
 /* Takes the fd out of slot index, its demand watch ended; -1 when empty. */
 int ad_host_take_listen_fd(ad_host *host, unsigned index);
-/* The slot of the event source watching socket index for demand. */
-sd_event_source **ad_host_demand_source(ad_host *host, unsigned index);
 /* Replaces the sockets with one slot per ListenStream= of loaded (a load
  * of the host's file since) holding fds (loaded->n_listen, taken on
  * success), and makes loaded's [Listen] the one of the configuration in
@@ -133,17 +180,8 @@ int ad_host_state_directory(ad_host *host, act_error *err);
  * listening addresses, or "<box>/g-<N>" for a host without sockets. */
 void ad_host_format_handle(const ad_host *host, uint64_t generation, char *out, size_t size);
 
-/* ---- generations (wake/ops.c moves them; everyone reads them) ------------- */
+/* ---- what runs ------------------------------------------------------------ */
 
-/* The published generation, if any. */
-ad_generation *ad_host_serving(const ad_host *host);
-void ad_host_set_serving(ad_host *host, ad_generation *gen);
-/* The generation the wake in flight starts. */
-ad_generation *ad_host_starting(const ad_host *host);
-void ad_host_set_starting(ad_host *host, ad_generation *gen);
-/* A swap's N, from N+1's publication to N's retirement. */
-ad_generation *ad_host_replaced(const ad_host *host);
-void ad_host_set_replaced(ad_host *host, ad_generation *gen);
 /* Parked, with no generation, no wake in flight and nothing unproven: nothing
  * of the host runs here. */
 bool ad_host_at_rest(const ad_host *host);
@@ -151,90 +189,21 @@ bool ad_host_at_rest(const ad_host *host);
  * serving (or being retired). */
 const ad_generation *ad_host_current_generation(const ad_host *host);
 
-/* What the wake in flight knows (wake/ops.c); NULL between wakes. */
-ad_wake_state *ad_host_wake_state(const ad_host *host);
-void ad_host_set_wake_state(ad_host *host, ad_wake_state *state);
-/* The swap in flight (builds/swap.c); NULL when none. */
-ad_swap *ad_host_swap(const ad_host *host);
-void ad_host_set_swap(ad_host *host, ad_swap *swap);
-/* The serving generation's freeze (parking/freeze.c), from the idle freeze to its
- * thaw or retirement; NULL while it runs. */
-ad_freeze *ad_host_freeze(const ad_host *host);
-void ad_host_set_freeze(ad_host *host, ad_freeze *freeze);
-/* The checkpoint in flight (moves/checkpoint.c); NULL when none. */
-ad_checkpoint *ad_host_checkpoint(const ad_host *host);
-void ad_host_set_checkpoint(ad_host *host, ad_checkpoint *checkpoint);
-/* An operator's checkpoint in flight, from the request to the claim's
- * write (moves/checkpoint_request.c); NULL when none. */
-ad_checkpoint_request *ad_host_checkpoint_request(const ad_host *host);
-void ad_host_set_checkpoint_request(ad_host *host, ad_checkpoint_request *request);
-/* What the claim should say of the host and the write-back of it in flight
- * (claim/write_backs.c); NULL while there is nothing to say. */
-ad_claim_report *ad_host_claim_report(const ad_host *host);
-void ad_host_set_claim_report(ad_host *host, ad_claim_report *report);
-
-/* ---- idle parking (parking/idle.c) -------------------------------------------------- */
-
-sd_event_source **ad_host_idle_timer(ad_host *host);
-uint64_t ad_host_last_active(const ad_host *host);
-void ad_host_set_last_active(ad_host *host, uint64_t usec);
-
-/* ---- what the claim said --------------------------------------------------- */
-
-/* The last claim seen names this box as executor (wake/ops.c, fleet/claim_watch.c). */
-bool ad_host_claim_ours(const ad_host *host);
-void ad_host_set_claim_ours(ad_host *host, bool ours);
-/* A hash of the build that build-state.json was last seen to name, 0 when
- * unknown (wake/ops.c: the gate's fast path). */
-uint64_t ad_host_build_state_mark(const ad_host *host);
-void ad_host_set_build_state_mark(ad_host *host, uint64_t mark);
-
-/* ---- moves (moves/move.c) ------------------------------------------------------ */
-
-/* The move this box takes part in, as its source or its target; NULL when
- * none (10,000 hosts that never move carry two pointers). */
-ad_move *ad_host_move(const ad_host *host);
-void ad_host_set_move(ad_host *host, ad_move *move);
-/* The op id of the move whose probe this box may make (moves/move.c sets it,
- * wake/ops.c reads it): while it is set, every wake of the host is that
- * probe, admitted only under that op. NULL when none. Setting copies it;
- * false when out of memory (nothing changed). */
-const char *ad_host_probe_op(const ad_host *host);
-bool ad_host_set_probe_op(ad_host *host, const char *op_id);
-
-/* ---- leaves not proven stopped (wake/ops.c keeps them, generations/sweep.c takes them) -- */
-
-/* A generation's leaf whose retirement could not prove it empty, with what
- * the sweep needs to prove it later: the handle, and the record to remove. */
-typedef struct ad_unproven_leaf {
-    cg_leaf *leaf;
-    uint64_t generation;
-} ad_unproven_leaf;
-
 /* Keeps leaf (taken) until the sweep takes it; false when out of memory,
  * with the leaf's handle freed: then only the next daemon retires it. */
 bool ad_host_keep_unproven(ad_host *host, cg_leaf *leaf, uint64_t generation);
 /* Takes the oldest leaf kept; false when none is. */
 bool ad_host_take_unproven(ad_host *host, ad_unproven_leaf *out);
 
-/* A release of the claim is in flight (claim/release.c). */
-bool ad_host_releasing(const ad_host *host);
-void ad_host_set_releasing(ad_host *host, bool releasing);
+/* ---- strings copied in ------------------------------------------------------ */
 
-/* ---- what status shows ---------------------------------------------------- */
-
-/* Why the last wake did not serve; "" once one served (hosts/hosts.c). */
-const char *ad_host_last_reason(const ad_host *host);
-const char *ad_host_last_message(const ad_host *host);
-/* message may be NULL. */
+/* The op id of the move whose probe this box may make (moves/move.c sets it,
+ * wake/ reads probe_op): while it is set, every wake of the host is that
+ * probe, admitted only under that op. NULL clears it. False when out of
+ * memory (nothing changed). */
+bool ad_host_set_probe_op(ad_host *host, const char *op_id);
+/* Why the last wake did not serve, for status (hosts/: a served wake clears
+ * it with NULL). message may be NULL. */
 void ad_host_set_last_failure(ad_host *host, const char *reason, const char *message);
-/* Attempts recorded against a build (wake/ops.c). */
-uint64_t ad_host_failed_attempts(const ad_host *host);
+/* An attempt recorded against a build (wake/). */
 void ad_host_count_failed_attempt(ad_host *host, const char *reason);
-/* The build of the generation published last, by this daemon or one it
- * resumed; NULL before any (wake/ops.c sets it, builds/swap.c reads it). */
-const rec_build_ref *ad_host_last_served(const ad_host *host);
-void ad_host_set_last_served(ad_host *host, const rec_build_ref *build);
-/* When the wake in flight began, for the wake-duration histogram (generations/announce.c). */
-uint64_t ad_host_wake_started(const ad_host *host);
-void ad_host_set_wake_started(ad_host *host, uint64_t usec);

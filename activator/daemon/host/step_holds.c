@@ -141,8 +141,7 @@ void ad_step_holds_point(ad_host *host, const char *point, void (*go)(ad_host *h
         return;
     }
     *hold = (pending_hold){.userdata = host, .path = path, .go = go};
-    act_log(LOG_NOTICE, "host %s: point %s held: waiting for %s", ad_host_name(host), point,
-            path);
+    act_log(LOG_NOTICE, "host %s: point %s held: waiting for %s", host->name, point, path);
     if (!watch_for(hold)) {
         act_log(LOG_ERR, "test hold %s: cannot watch %s; not holding", point, path);
         free(hold);
@@ -164,7 +163,7 @@ static void held_op(pl_wake *wake, void *userdata)
         return;
     }
     *hold = (pending_hold){.wake = wake, .userdata = userdata, .step = step, .path = path};
-    act_log(LOG_NOTICE, "host %s: step %s held: waiting for %s", ad_host_name(userdata),
+    act_log(LOG_NOTICE, "host %s: step %s held: waiting for %s", ((ad_host *)userdata)->name,
             pl_step_to_string(step), path);
     if (!watch_for(hold)) {
         act_log(LOG_ERR, "test hold %s: cannot watch %s; not holding", pl_step_to_string(step),

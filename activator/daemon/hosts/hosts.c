@@ -39,7 +39,7 @@
 static int compare_host_name(const void *key, const void *element)
 {
     const ad_host *const *host = element;
-    return strcmp(key, ad_host_name(*host));
+    return strcmp(key, (*host)->name);
 }
 
 ad_host *ad_hosts_find(ad_daemon *daemon, const char *name)
@@ -60,24 +60,23 @@ static int on_demand(sd_event_source *source, int fd, uint32_t revents, void *us
 {
     ad_host *host = userdata;
     watch_demand(host, false);
-    pl_host_wake(ad_host_pipeline(host), PL_TRIGGER_CONNECTION, NULL, NULL);
+    pl_host_wake(host->pipeline, PL_TRIGGER_CONNECTION, NULL, NULL);
     return 0;
 }
 
 static void watch_demand(ad_host *host, bool watch)
 {
-    const int *fds = ad_host_listen_fds(host);
-    for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
-        sd_event_source **source = ad_host_demand_source(host, i);
+    const int *fds = host->listen_fds;
+    for (unsigned i = 0; i < host->n_listen; i++) {
+        sd_event_source **source = &host->demand_sources[i];
         if (!watch) {
             if (*source)
                 sd_event_source_set_enabled(*source, SD_EVENT_OFF);
             continue;
         }
-        if (!*source && sd_event_add_io(ad_host_daemon(host)->loop, source, fds[i], EPOLLIN,
-                                        on_demand, host) < 0) {
-            act_log(LOG_ERR, "host %s: cannot watch its socket for connections",
-                    ad_host_name(host));
+        if (!*source &&
+            sd_event_add_io(host->daemon->loop, source, fds[i], EPOLLIN, on_demand, host) < 0) {
+            act_log(LOG_ERR, "host %s: cannot watch its socket for connections", host->name);
             continue;
         }
         sd_event_source_set_enabled(*source, SD_EVENT_ON);
@@ -92,8 +91,8 @@ static void watch_demand(ad_host *host, bool watch)
 void ad_hosts_drain_backlog(ad_host *host)
 {
     assert(host);
-    const int *fds = ad_host_listen_fds(host);
-    for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
+    const int *fds = host->listen_fds;
+    for (unsigned i = 0; i < host->n_listen; i++) {
         /* Everything waiting is taken before anything is closed: a client
          * that sees its connection closed and connects again finds the
          * drain over, and its connection is a new demand, not drained. */
@@ -108,25 +107,6 @@ void ad_hosts_drain_backlog(ad_host *host)
                 close(taken[k]);
         } while (n == DRAIN_BATCH);
     }
-}
-
-/* ---- idleness ---------------------------------------------------------------- */
-
-/* IdleTimeoutSec= passed without a connection: parked, or frozen. A host
- * that cannot be frozen is parked, so an idle host never stays running. */
-static void on_host_idle(ad_host *host)
-{
-    if (ad_host_config(host)->park_freeze) {
-        act_error err = {0};
-        char why[96];
-        snprintf(why, sizeof(why), "no connection for %" PRIu64 " s",
-                 ad_host_config(host)->idle_timeout_usec / 1000000);
-        if (ad_freeze_start(host, why, &err) == 0)
-            return;
-        act_log(LOG_WARNING, "host %s: cannot freeze it: %s; parking it instead",
-                ad_host_name(host), err.message);
-    }
-    pl_host_park(ad_host_pipeline(host), PL_PARK_IDLE);
 }
 
 /* ---- transitions ------------------------------------------------------------ */
@@ -155,7 +135,7 @@ static bool is_failure(const pl_wake_event *event)
  * nothing is reported of it. */
 static void report_to_claim(ad_host *host, const pl_wake_event *event)
 {
-    const pl_host *pipeline = ad_host_pipeline(host);
+    const pl_host *pipeline = host->pipeline;
     const claim *admitted;
     switch (event->type) {
     case PL_WAKE_EVENT_WAKING:
@@ -190,8 +170,8 @@ static void report_to_claim(ad_host *host, const pl_wake_event *event)
         /* N serves on: the claim names it again (N+1 may have been published
          * before it failed). A park or an exit during the swap made the host
          * retiring instead, and its parking writes. */
-        if (pl_host_get_state(pipeline) == PL_HOST_SERVING && ad_host_serving(host))
-            ad_claim_report_serving(host, ad_host_serving(host)->number);
+        if (pl_host_get_state(pipeline) == PL_HOST_SERVING && host->serving)
+            ad_claim_report_serving(host, host->serving->number);
         break;
     case PL_WAKE_EVENT_PARKED:
         /* A generation that may still run is no park: the box refuses wakes
@@ -212,8 +192,8 @@ static void report_to_claim(ad_host *host, const pl_wake_event *event)
  * what watches it is set from that state, and the claim is told. */
 static void settle(ad_host *host, const pl_wake_event *event)
 {
-    ad_daemon *daemon = ad_host_daemon(host);
-    pl_host_state state = pl_host_get_state(ad_host_pipeline(host));
+    ad_daemon *daemon = host->daemon;
+    pl_host_state state = pl_host_get_state(host->pipeline);
 #ifdef ACTIVATOR_TEST_HOOKS
     /* A test kills the daemon here, after a swap failed and before the
      * claim names N again (hosts/recovery.c finishes it). */
@@ -225,8 +205,8 @@ static void settle(ad_host *host, const pl_wake_event *event)
     ad_claim_report_settle(host);
 #endif
     if (state != PL_HOST_SERVING)
-        ad_idle_watch(host, false);
-    if (!ad_host_serving(host) && !ad_host_starting(host))
+        ad_idle_unwatch(host);
+    if (!host->serving && !host->starting)
         ad_host_dir_close(host);
     if (state != PL_HOST_PARKED) {
         /* A swap waits for the wake in flight, whatever followed it. */
@@ -236,14 +216,14 @@ static void settle(ad_host *host, const pl_wake_event *event)
     /* Parked, whatever ended (served and parked, gave up, cancelled, or
      * refused): the sockets are ours to watch again, so the next client
      * wakes the host (after the failure-park backoff, if any). */
-    if (!daemon->stopping && !ad_host_removed(host))
+    if (!daemon->stopping && !host->removed)
         watch_demand(host, true);
     ad_swap_host_settled(host);
     /* An operator's checkpoint waits for the park it asked for. */
     ad_checkpoint_request_host_parked(host);
     /* Parked because the claim named another box: now that nothing runs,
      * the handover to that box may go on. */
-    if (!ad_host_claim_ours(host))
+    if (!host->claim_ours)
         ad_claim_release(host, NULL);
 }
 
@@ -253,7 +233,7 @@ static void settle(ad_host *host, const pl_wake_event *event)
 static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *userdata)
 {
     ad_host *host = userdata;
-    ad_daemon *daemon = ad_host_daemon(host);
+    ad_daemon *daemon = host->daemon;
 
     /* Status shows why the last wake did not serve; a served wake clears it. */
     if (event->type == PL_WAKE_EVENT_SERVING)
@@ -289,7 +269,7 @@ static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *u
         /* Its sockets are the generation's now (a resumed one's too, which
          * served without a wake). */
         watch_demand(host, false);
-        ad_idle_watch(host, true);
+        ad_idle_watch(host, ad_freeze_or_park);
         ad_wake_ops_supervise(host);
         break;
     case PL_WAKE_EVENT_SWAP_DONE:
@@ -298,7 +278,7 @@ static void on_transition(pl_host *pipeline, const pl_wake_event *event, void *u
         break;
     case PL_WAKE_EVENT_PARKING:
     case PL_WAKE_EVENT_FAULTED:
-        ad_idle_watch(host, false);
+        ad_idle_unwatch(host);
         break;
     case PL_WAKE_EVENT_REFUSED:
         /* Waiting clients are closed now rather than left to time out: a
@@ -417,16 +397,16 @@ static void store_fd(const char *name, int fd)
 /* Takes the host's sockets out of the FD store, by their names. */
 static void unstore_fds(ad_host *host)
 {
-    char *const *names = ad_host_listen_names(host);
-    for (unsigned i = 0; i < ad_host_n_listen(host); i++)
+    char *const *names = host->listen_names;
+    for (unsigned i = 0; i < host->n_listen; i++)
         sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=%s", names[i]);
 }
 
 static void store_fds(ad_host *host)
 {
-    const int *fds = ad_host_listen_fds(host);
-    char *const *names = ad_host_listen_names(host);
-    for (unsigned i = 0; i < ad_host_n_listen(host); i++)
+    const int *fds = host->listen_fds;
+    char *const *names = host->listen_names;
+    for (unsigned i = 0; i < host->n_listen; i++)
         if (fds[i] >= 0)
             store_fd(names[i], fds[i]);
 }
@@ -488,8 +468,8 @@ static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited
                          store_queue *queue, act_error *err)
 {
     const cfg_host *config = ad_host_config(host);
-    const lsn_address *address = &ad_host_listen_addresses(host)[index];
-    const char *name = ad_host_listen_names(host)[index];
+    const lsn_address *address = &host->listen[index];
+    const char *name = host->listen_names[index];
     int fd = inherited_take(inherited, name, address);
     if (fd >= 0)
         return fd;
@@ -497,12 +477,12 @@ static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited
      * socket its clients connect to: take that one back before binding. A
      * new bind would not do: a TCP address is still in use, and binding a
      * unix socket path replaces the live socket with one nobody serves. */
-    fd = ad_leftovers_take_socket(ad_host_daemon(host), config->name, index, address);
+    fd = ad_leftovers_take_socket(host->daemon, config->name, index, address);
     if (fd < 0)
         fd = lsn_bind(address, (int)config->backlog, err);
     if (fd < 0)
         return act_error_prefix(err, "host %s", config->name);
-    if (store_queue_add(queue, ad_host_listen_names(host)[index], fd) < 0) {
+    if (store_queue_add(queue, host->listen_names[index], fd) < 0) {
         close(fd);
         return act_error_set(err, ENOMEM, "host %s: out of memory", config->name);
     }
@@ -511,7 +491,7 @@ static int obtain_socket(ad_host *host, unsigned index, inherited_fds *inherited
 
 static int bind_sockets(ad_host *host, inherited_fds *inherited, store_queue *queue, act_error *err)
 {
-    for (unsigned i = 0; i < ad_host_n_listen(host); i++) {
+    for (unsigned i = 0; i < host->n_listen; i++) {
         int fd = obtain_socket(host, i, inherited, queue, err);
         if (fd < 0)
             return fd;
@@ -526,10 +506,10 @@ size_t ad_hosts_hand_over(ad_daemon *daemon)
     for (size_t i = 0; i < daemon->n_hosts; i++) {
         ad_host *host = daemon->hosts[i];
         watch_demand(host, false);
-        ad_idle_watch(host, false);
+        ad_idle_unwatch(host);
         ad_freeze_hand_over(host);
         store_fds(host);
-        if (ad_host_serving(host))
+        if (host->serving)
             serving++;
     }
     return serving;
@@ -553,9 +533,9 @@ static void pipeline_config_for(const ad_daemon *daemon, const cfg_host *config,
 static void update_pipeline(ad_host *host)
 {
     pl_config config;
-    pipeline_config_for(ad_host_daemon(host), ad_host_config(host), &config);
+    pipeline_config_for(host->daemon, ad_host_config(host), &config);
     act_error err = {0};
-    if (pl_host_set_config(ad_host_pipeline(host), &config, &err) < 0)
+    if (pl_host_set_config(host->pipeline, &config, &err) < 0)
         act_log(LOG_ERR, "%s", err.message);
 }
 
@@ -564,15 +544,15 @@ static void update_pipeline(ad_host *host)
  * probes on them). */
 static void apply_pending(ad_host *host)
 {
-    if (!ad_host_has_pending(host) || ad_host_serving(host) || ad_host_starting(host) ||
-        ad_host_replaced(host) || ad_host_wake_state(host) || ad_host_swap(host))
+    if (!host->pending || host->serving || host->starting || host->replaced || host->wake_state ||
+        host->swap)
         return;
     ad_host_apply_pending(host);
     update_pipeline(host);
-    act_log_fields(LOG_INFO, &(act_log_ctx){.host = ad_host_name(host)},
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = host->name},
                    "host %s: the configuration loaded by the last reload is in force from this "
                    "start",
-                   ad_host_name(host));
+                   host->name);
 }
 
 /* The pipeline's operations: the daemon's own, wrapped in the tests' step
@@ -589,23 +569,23 @@ static const pl_ops *operations(ad_daemon *daemon)
 
 static void teardown_host(ad_host *host)
 {
-    pl_host *pipeline = ad_host_pipeline(host);
+    pl_host *pipeline = host->pipeline;
     if (pipeline && pl_host_free(pipeline) < 0)
-        act_log(LOG_WARNING, "host %s: pipeline still busy at exit", ad_host_name(host));
-    ad_host_set_pipeline(host, NULL);
-    ad_wake_state_free(ad_host_wake_state(host));
-    ad_host_set_wake_state(host, NULL);
+        act_log(LOG_WARNING, "host %s: pipeline still busy at exit", host->name);
+    host->pipeline = NULL;
+    ad_wake_state_free(host->wake_state);
+    host->wake_state = NULL;
     /* A frozen generation left running stays frozen: its record says so,
      * and the next daemon resumes it that way. */
     ad_freeze_forget(host);
-    ad_generation_free(ad_host_serving(host));
-    ad_host_set_serving(host, NULL);
-    ad_generation_free(ad_host_starting(host));
-    ad_host_set_starting(host, NULL);
-    ad_generation_free(ad_host_replaced(host));
-    ad_host_set_replaced(host, NULL);
-    free(ad_host_swap(host));
-    ad_host_set_swap(host, NULL);
+    ad_generation_free(host->serving);
+    host->serving = NULL;
+    ad_generation_free(host->starting);
+    host->starting = NULL;
+    ad_generation_free(host->replaced);
+    host->replaced = NULL;
+    free(host->swap);
+    host->swap = NULL;
     ad_claim_report_free(host);
     ad_move_free(host);
     ad_host_free(host);
@@ -622,13 +602,13 @@ static int make_host(ad_daemon *daemon, ad_host_settings *settings, ad_host **ou
     pl_config pipeline_config;
     pipeline_config_for(daemon, ad_host_config(host), &pipeline_config);
     pl_host *pipeline = NULL;
-    r = pl_host_new(daemon->loop, ad_host_name(host), &pipeline_config, operations(daemon), host,
+    r = pl_host_new(daemon->loop, host->name, &pipeline_config, operations(daemon), host,
                     on_transition, host, &pipeline, err);
     if (r < 0) {
         teardown_host(host);
         return r;
     }
-    ad_host_set_pipeline(host, pipeline);
+    host->pipeline = pipeline;
     *out = host;
     return 0;
 }
@@ -672,7 +652,6 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
         return act_error_set(err, ENOMEM, "out of memory");
     }
     daemon->cap_hosts = n_configs ? n_configs : 1;
-    daemon->host_idle = on_host_idle;
     /* Before any host is given a dynamic user: none may get a uid another
      * host names by number. */
     int excluded = ad_dynamic_users_exclude_hosts(daemon->dynamic_users, configs, n_configs, err);
@@ -776,9 +755,9 @@ void ad_hosts_discard(ad_host *host)
 void ad_hosts_insert(ad_daemon *daemon, ad_host *host)
 {
     assert(daemon && host && daemon->n_hosts < daemon->cap_hosts);
-    assert(!ad_hosts_find(daemon, ad_host_name(host)));
+    assert(!ad_hosts_find(daemon, host->name));
     size_t at = 0;
-    while (at < daemon->n_hosts && strcmp(ad_host_name(daemon->hosts[at]), ad_host_name(host)) < 0)
+    while (at < daemon->n_hosts && strcmp(daemon->hosts[at]->name, host->name) < 0)
         at++;
     memmove(&daemon->hosts[at + 1], &daemon->hosts[at],
             (daemon->n_hosts - at) * sizeof(*daemon->hosts));
@@ -803,18 +782,18 @@ void ad_hosts_remove(ad_daemon *daemon, ad_host *host)
     /* Out of the table, nothing can trigger it: its sockets close now (its
      * generation keeps its own copies until it is retired), and what runs
      * is retired with proof. The claim is left as it is. */
-    ad_host_set_removed(host);
+    host->removed = true;
     /* Its freeze watches the sockets about to close; the park below
      * retires the generation, thawed first. */
     ad_freeze_forget(host);
     unstore_fds(host);
     act_error err = {0};
     if (ad_host_replace_sockets(host, &(cfg_host){0}, NULL, &err) < 0)
-        act_log(LOG_ERR, "host %s: its sockets stay open: %s", ad_host_name(host), err.message);
-    ad_idle_watch(host, false);
-    pl_host *pipeline = ad_host_pipeline(host);
+        act_log(LOG_ERR, "host %s: its sockets stay open: %s", host->name, err.message);
+    ad_idle_unwatch(host);
+    pl_host *pipeline = host->pipeline;
     pl_host_cancel(pipeline, PL_REASON_CANCELLED,
-                   "host %s: removed from the configuration by a reload", ad_host_name(host));
+                   "host %s: removed from the configuration by a reload", host->name);
     pl_host_park(pipeline, PL_PARK_REQUEST);
 }
 
@@ -830,7 +809,7 @@ ad_host *ad_hosts_find_removed(ad_daemon *daemon, const char *name)
 {
     assert(daemon && name);
     for (size_t i = daemon->n_removed_hosts; i-- > 0;)
-        if (strcmp(ad_host_name(daemon->removed_hosts[i]), name) == 0)
+        if (strcmp(daemon->removed_hosts[i]->name, name) == 0)
             return daemon->removed_hosts[i];
     return NULL;
 }
@@ -842,24 +821,23 @@ int ad_hosts_rebind(ad_host *host, const cfg_host *loaded, int *fds, act_error *
      * thawed, and freezes again once idle, watching the new ones. */
     act_error thaw_err = {0};
     if (ad_freeze_active(host, NULL) && ad_freeze_thaw(host, "reload", &thaw_err) < 0)
-        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), thaw_err.message);
+        act_log(LOG_WARNING, "host %s: %s", host->name, thaw_err.message);
     /* Names follow positions: what moved is stored again under its new
      * name, once the old names are gone. */
     unstore_fds(host);
     int r = ad_host_replace_sockets(host, loaded, fds, err);
     if (r < 0) {
         store_fds(host);
-        return act_error_prefix(err, "host %s", ad_host_name(host));
+        return act_error_prefix(err, "host %s", host->name);
     }
     for (unsigned i = 0; i < loaded->n_listen; i++)
         /* A kept socket takes Backlog= as it is now (listen again on a
          * listening socket changes only that). */
         if (listen(fds[i], (int)loaded->backlog) < 0)
-            act_log(LOG_WARNING, "host %s: cannot set the backlog of %s: %s",
-                    ad_host_name(host), ad_host_listen_names(host)[i], strerror(errno));
+            act_log(LOG_WARNING, "host %s: cannot set the backlog of %s: %s", host->name,
+                    host->listen_names[i], strerror(errno));
     store_fds(host);
-    if (pl_host_get_state(ad_host_pipeline(host)) == PL_HOST_PARKED &&
-        !ad_host_daemon(host)->stopping)
+    if (pl_host_get_state(host->pipeline) == PL_HOST_PARKED && !host->daemon->stopping)
         watch_demand(host, true);
     return 0;
 }
@@ -868,8 +846,7 @@ int ad_hosts_set_limits(ad_host *host, const cfg_limits *limits, act_error *err)
 {
     assert(host && limits);
     ad_host_set_limits(host, limits);
-    ad_generation *running[] = {ad_host_serving(host), ad_host_starting(host),
-                                ad_host_replaced(host)};
+    ad_generation *running[] = {host->serving, host->starting, host->replaced};
     int result = 0;
     for (size_t i = 0; i < ARRAY_SIZE(running); i++) {
         act_error gen_err = {0};
@@ -889,7 +866,7 @@ bool ad_hosts_set_pending(ad_host *host, ad_host_settings *settings)
     ad_host_set_pending(host, settings);
     if (ad_host_at_rest(host))
         apply_pending(host);
-    return ad_host_has_pending(host);
+    return host->pending != NULL;
 }
 
 void ad_hosts_update_budgets(ad_daemon *daemon)

@@ -57,9 +57,9 @@ static bool adoptable(ad_host *host, const ad_leftover *leftover, rec_generation
 {
     uint64_t number = 0;
     act_error err = {0};
-    const char *name = ad_host_name(host);
-    const ad_daemon *daemon = ad_host_daemon(host);
-    if (sscanf(leftover->leaf, "g-%" SCNu64, &number) != 1 || ad_host_serving(host))
+    const char *name = host->name;
+    const ad_daemon *daemon = host->daemon;
+    if (sscanf(leftover->leaf, "g-%" SCNu64, &number) != 1 || host->serving)
         return false;
     int dirfd = ad_host_dir(host, &err);
     if (dirfd < 0 || rec_read_generation(dirfd, name, number, record, &err) < 0 ||
@@ -112,7 +112,7 @@ static void retire_leftover(ad_daemon *daemon, ad_host *host, ad_leftover *lefto
     if (r == -ENOENT)
         return; /* gone since the scan; its record goes with the stale ones */
     if (host)
-        pl_host_mark_unproven(ad_host_pipeline(host));
+        pl_host_mark_unproven(host->pipeline);
     if (r == 0) {
         uint64_t number = 0;
         if (sscanf(leftover->leaf, "g-%" SCNu64, &number) != 1)
@@ -136,20 +136,19 @@ static void forget_stale_records(ad_host *host)
     size_t count = 0;
     act_error err = {0};
     char path[ACT_NAME_MAX + 16];
-    snprintf(path, sizeof(path), "hosts/%s", ad_host_name(host));
-    _cleanup_close_ int dirfd = openat(ad_host_daemon(host)->state_dirfd, path,
-                                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    snprintf(path, sizeof(path), "hosts/%s", host->name);
+    _cleanup_close_ int dirfd =
+        openat(host->daemon->state_dirfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dirfd < 0 || rec_list_generations(dirfd, &numbers, &count, &err) < 0)
         return;
-    const ad_generation *serving = ad_host_serving(host);
+    const ad_generation *serving = host->serving;
     for (size_t i = 0; i < count; i++) {
         if (serving && serving->number == numbers[i])
             continue;
         char leaf_name[32];
         snprintf(leaf_name, sizeof(leaf_name), "g-%" PRIu64, numbers[i]);
         _cleanup_(cg_leaf_freep) cg_leaf *leaf = NULL;
-        if (cg_leaf_open(ad_host_daemon(host)->cgroups, ad_host_name(host), leaf_name, &leaf,
-                         &err) == -ENOENT)
+        if (cg_leaf_open(host->daemon->cgroups, host->name, leaf_name, &leaf, &err) == -ENOENT)
             rec_remove_generation(dirfd, numbers[i], NULL);
     }
 }
@@ -183,40 +182,39 @@ static int resume(ad_host *host, const ad_leftover *leftover, const rec_generati
                                 ad_wake_ops_on_generation_exit, &gen, err);
     if (r < 0)
         return r;
-    ad_host_set_serving(host, gen); /* before SERVING is announced */
+    host->serving = gen; /* before SERVING is announced */
     /* It served: a swap's fallback once it is parked (builds/swap.c). */
-    ad_host_set_last_served(host, &gen->build);
-    if (pl_host_adopt_serving(ad_host_pipeline(host)) < 0) {
-        ad_host_set_serving(host, NULL);
+    host->last_served = gen->build;
+    if (pl_host_adopt_serving(host->pipeline) < 0) {
+        host->serving = NULL;
         gen->process.pidfd = -1; /* still the caller's */
         ad_generation_free(gen);
-        return act_error_set(err, EBUSY, "host %s is not parked", ad_host_name(host));
+        return act_error_set(err, EBUSY, "host %s is not parked", host->name);
     }
     /* The claim names this box: a later change of it that still does (a pin,
      * a write-back of ours) is not news that wakes the host. */
-    ad_host_set_claim_ours(host, true);
+    host->claim_ours = true;
     /* Our write-backs (a park) are made against the admission the previous
      * daemon made. */
     ad_claim_report_admitted(host, current);
     act_error record_err = {0};
     bool frozen = record->phase == REC_GEN_FROZEN;
     if (ad_generation_write_record(gen, frozen ? REC_GEN_FROZEN : REC_GEN_SERVING, &record_err) < 0)
-        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), record_err.message);
+        act_log(LOG_WARNING, "host %s: %s", host->name, record_err.message);
     if (frozen) {
         ad_freeze_resume(host);
     } else if (ad_generation_thaw(gen, NULL, NULL, &record_err) < 0) {
         /* A daemon that died in the middle of a freeze left the leaf
          * frozen under a serving record: it serves, so it runs. */
-        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), record_err.message);
+        act_log(LOG_WARNING, "host %s: %s", host->name, record_err.message);
     }
-    act_log_fields(LOG_NOTICE,
-                   &(act_log_ctx){.host = ad_host_name(host),
-                                  .generation = gen->number,
-                                  .build = gen->build.version},
-                   "host %s: resumed generation %" PRIu64 " (pid %d, build %s) left %s by "
-                   "the previous daemon",
-                   ad_host_name(host), gen->number, (int)gen->process.pid, gen->build.version,
-                   frozen ? "frozen" : "running");
+    act_log_fields(
+        LOG_NOTICE,
+        &(act_log_ctx){.host = host->name, .generation = gen->number, .build = gen->build.version},
+        "host %s: resumed generation %" PRIu64 " (pid %d, build %s) left %s by "
+        "the previous daemon",
+        host->name, gen->number, (int)gen->process.pid, gen->build.version,
+        frozen ? "frozen" : "running");
     return 0;
 }
 
@@ -230,12 +228,11 @@ static void finish_interrupted_swap(ad_host *host, const claim *current,
 {
     if (!current->holder.starting_generation)
         return;
-    act_log_fields(LOG_NOTICE,
-                   &(act_log_ctx){.host = ad_host_name(host), .generation = record->generation},
+    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = host->name, .generation = record->generation},
                    "host %s: the swap to generation %" PRIu64 " was not published before the "
                    "previous daemon ended; generation %" PRIu64 " serves on, and the claim "
                    "names it again",
-                   ad_host_name(host), current->holder.starting_generation, record->generation);
+                   host->name, current->holder.starting_generation, record->generation);
     if (record->phase == REC_GEN_FROZEN)
         ad_claim_report_frozen(host);
     else
@@ -246,15 +243,15 @@ static void finish_interrupted_swap(ad_host *host, const claim *current,
 
 void ad_recover_settle_claim(ad_host *host, const claim *c)
 {
-    const char *box = ad_host_daemon(host)->config.box;
-    if (ad_host_serving(host) || c->op.kind != CLAIM_OP_SERVING ||
-        strcmp(c->holder.box, box) != 0 || !claim_owned_by(c, box) ||
+    const char *box = host->daemon->config.box;
+    if (host->serving || c->op.kind != CLAIM_OP_SERVING || strcmp(c->holder.box, box) != 0 ||
+        !claim_owned_by(c, box) ||
         (!claim_names_a_generation(c) && strcmp(c->op.phase, "starting") != 0))
         return;
-    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = ad_host_name(host)},
+    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = host->name},
                    "host %s: the claim says generation %" PRIu64 " of this box is %s, but "
                    "nothing of it runs any more; writing it parked",
-                   ad_host_name(host), c->holder.generation, c->op.phase);
+                   host->name, c->holder.generation, c->op.phase);
     /* Over exactly this claim: a writer that moved it on since wins. */
     ad_claim_report_admitted(host, c);
     ad_claim_report_parked(host);
@@ -310,7 +307,7 @@ void ad_recover(ad_daemon *daemon)
     }
     forget_every_stale_record(daemon);
     for (size_t i = 0; i < daemon->n_hosts; i++)
-        if (!ad_host_serving(daemon->hosts[i]))
+        if (!daemon->hosts[i]->serving)
             ad_host_dir_close(daemon->hosts[i]);
     if (n_leftovers)
         act_log(LOG_NOTICE,

@@ -75,8 +75,8 @@ static void finish(ad_checkpoint *ckpt, int result, const claim_state *written,
                    const act_error *err)
 {
     ad_host *host = ckpt->host;
-    if (host && ad_host_checkpoint(host) == ckpt)
-        ad_host_set_checkpoint(host, NULL);
+    if (host && host->checkpoint == ckpt)
+        host->checkpoint = NULL;
     /* Its start opened the host's directory (the state directory is made
      * there): a checkpoint of a parked host (a move's, an operator's)
      * leaves no fd behind it. What done starts opens it again. */
@@ -190,7 +190,7 @@ static void on_claim_read(claim_store *store, int result, const claim *c, const 
                        ckpt->name, err->message);
     }
     act_error submit_err = {0};
-    ad_daemon *daemon = ad_host_daemon(ckpt->host);
+    ad_daemon *daemon = ckpt->host->daemon;
     if (act_offload_submit(daemon->offload, act_offload_lane(ckpt->name), run_write, complete_write,
                            ckpt, &submit_err) < 0) {
         ckpt->result = act_error_set(&ckpt->err, submit_err.errnum, "%s", submit_err.message);
@@ -201,7 +201,7 @@ static void on_claim_read(claim_store *store, int result, const claim *c, const 
 static int start_builtin(ad_checkpoint *ckpt, act_error *err)
 {
     ad_host *host = ckpt->host;
-    ad_daemon *daemon = ad_host_daemon(host);
+    ad_daemon *daemon = host->daemon;
     int r = ckpt_parse_url(daemon->config.checkpoints, &ckpt->dir, err);
     if (r < 0)
         return r;
@@ -247,8 +247,8 @@ static void on_exec_done(ad_host *host, int result, const claim_state *written,
             dirfd < 0 ? dirfd : rec_write_checkpoint(dirfd, written->checkpoint, &record_err);
         if (written_r < 0) {
             act_error failed = {0};
-            act_error_set(&failed, EIO, "host %s: checkpoint %s written, but %s",
-                          ad_host_name(host), written->checkpoint, record_err.message);
+            act_error_set(&failed, EIO, "host %s: checkpoint %s written, but %s", host->name,
+                          written->checkpoint, record_err.message);
             finish(ckpt, -EIO, NULL, &failed);
             return;
         }
@@ -262,10 +262,10 @@ int ad_checkpoint_start(ad_host *host, uint64_t generation, ad_checkpoint_done_f
                         void *userdata, act_error *err)
 {
     assert(host && done);
-    const char *name = ad_host_name(host);
-    ad_daemon *daemon = ad_host_daemon(host);
+    const char *name = host->name;
+    ad_daemon *daemon = host->daemon;
     const cfg_host *config = ad_host_config(host);
-    if (ad_host_checkpoint(host))
+    if (host->checkpoint)
         return act_error_set(err, EBUSY,
                              "host %s: a checkpoint is being written already (wait for it)", name);
     if (!config->stateless && !config->exec_checkpoint && !daemon->config.checkpoints)
@@ -304,16 +304,16 @@ int ad_checkpoint_start(ad_host *host, uint64_t generation, ad_checkpoint_done_f
                    config->stateless         ? "State=none: nothing to carry"
                    : config->exec_checkpoint ? "ExecCheckpoint="
                                              : daemon->config.checkpoints);
-    ad_host_set_checkpoint(host, TAKE_PTR(ckpt));
+    host->checkpoint = TAKE_PTR(ckpt);
     return 0;
 }
 
 void ad_checkpoint_cancel(ad_host *host)
 {
-    ad_checkpoint *ckpt = ad_host_checkpoint(host);
+    ad_checkpoint *ckpt = host->checkpoint;
     if (!ckpt)
         return;
-    ad_host_set_checkpoint(host, NULL);
+    host->checkpoint = NULL;
     if (ckpt->exec) {
         ad_checkpoint_exec_abandon(TAKE_PTR(ckpt->exec));
         checkpoint_free(ckpt);

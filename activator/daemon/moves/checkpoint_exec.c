@@ -38,11 +38,6 @@ struct ad_checkpoint_exec {
     claim_state written;
 };
 
-static const char *name_of(const ad_checkpoint_exec *exec)
-{
-    return ad_host_name(exec->host);
-}
-
 static void exec_free(ad_checkpoint_exec *exec)
 {
     sd_event_source_disable_unref(exec->output_source);
@@ -115,13 +110,13 @@ static void on_leaf_retired(bool proven, const char *why, void *userdata)
             exec->result = -EIO;
             act_error_set(&exec->err, EIO,
                           "host %s: the checkpoint program's cgroup is not proven empty: %s",
-                          name_of(exec), why);
+                          exec->host->name, why);
         }
         exec->done(exec->host, exec->result, exec->result == 0 ? &exec->written : NULL,
                    exec->result == 0 ? NULL : &exec->err, exec->userdata);
     } else if (!proven) {
-        act_log(LOG_ERR, "host %s: abandoned ExecCheckpoint= not proven stopped: %s", name_of(exec),
-                why);
+        act_log(LOG_ERR, "host %s: abandoned ExecCheckpoint= not proven stopped: %s",
+                exec->host->name, why);
     }
     exec_free(exec);
 }
@@ -141,23 +136,23 @@ static void on_exit_(int status, void *userdata)
     if (status != 0) {
         exec->result =
             act_error_set(&exec->err, EIO, "host %s: ExecCheckpoint= %s exited with status %d",
-                          name_of(exec), program, status);
+                          exec->host->name, program, status);
     } else if (exec->output_overflow) {
         exec->result = act_error_set(&exec->err, EPROTO,
                                      "host %s: ExecCheckpoint= %s printed more than %d bytes; "
                                      "it prints one line, \"ID SHA256\"",
-                                     name_of(exec), program, OUTPUT_MAX);
+                                     exec->host->name, program, OUTPUT_MAX);
     } else {
         claim_state *w = &exec->written;
         exec->result = ad_checkpoint_exec_parse(exec->output, exec->output_len, w->checkpoint,
                                                 sizeof(w->checkpoint), w->sha256, sizeof(w->sha256),
                                                 &exec->err);
         if (exec->result < 0) {
-            act_error_prefix(&exec->err, "host %s", name_of(exec));
+            act_error_prefix(&exec->err, "host %s", exec->host->name);
         } else {
             w->generation = exec->generation;
             w->stamp_usec = wall_usec();
-            snprintf(w->box, sizeof(w->box), "%s", ad_host_daemon(exec->host)->config.box);
+            snprintf(w->box, sizeof(w->box), "%s", exec->host->daemon->config.box);
         }
     }
 }
@@ -168,7 +163,7 @@ static void on_timeout(void *userdata)
     exec->result = act_error_set(&exec->err, ETIMEDOUT,
                                  "host %s: ExecCheckpoint= did not finish within "
                                  "CheckpointTimeoutSec=%" PRIu64 "s",
-                                 name_of(exec),
+                                 exec->host->name,
                                  ad_host_config(exec->host)->checkpoint_timeout_usec / 1000000u);
 }
 
@@ -177,7 +172,7 @@ int ad_checkpoint_exec_start(ad_host *host, uint64_t generation, ad_checkpoint_d
 {
     assert(host && done && out);
     const cfg_host *config = ad_host_config(host);
-    ad_daemon *daemon = ad_host_daemon(host);
+    ad_daemon *daemon = host->daemon;
     ad_checkpoint_exec *exec = calloc(1, sizeof(*exec));
     if (!exec)
         return act_error_set(err, ENOMEM, "out of memory");

@@ -38,20 +38,10 @@ struct ad_checkpoint_request {
     claim next;
 };
 
-static const char *name_of(const ad_checkpoint_request *req)
-{
-    return ad_host_name(req->host);
-}
-
-static const char *box_of(const ad_checkpoint_request *req)
-{
-    return ad_host_daemon(req->host)->config.box;
-}
-
 static void request_free(ad_checkpoint_request *req)
 {
-    if (ad_host_checkpoint_request(req->host) == req)
-        ad_host_set_checkpoint_request(req->host, NULL);
+    if (req->host->checkpoint_request == req)
+        req->host->checkpoint_request = NULL;
     free(req);
 }
 
@@ -64,7 +54,7 @@ static void fail(ad_checkpoint_request *req, const char *code, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);
-    act_log_fields(LOG_WARNING, &(act_log_ctx){.host = name_of(req)}, "%s", message);
+    act_log_fields(LOG_WARNING, &(act_log_ctx){.host = req->host->name}, "%s", message);
     ctrl_reply_error(req->reply, code, "%s", message);
     request_free(req);
 }
@@ -95,16 +85,16 @@ static void on_named(claim_store *store, int result, uint64_t new_revision, cons
     }
     if (result < 0) {
         fail(req, result == CLAIMS_CHANGED ? "claim_changed" : "store_error",
-             "host %s: checkpoint %s was written but not named on the claim: %s", name_of(req),
+             "host %s: checkpoint %s was written but not named on the claim: %s", req->host->name,
              req->written.checkpoint,
              result == CLAIMS_CHANGED ? "the claim kept changing" : err->message);
         return;
     }
-    act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(req)},
-                   "host %s: the claim names checkpoint %s (revision %" PRIu64 ")", name_of(req),
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = req->host->name},
+                   "host %s: the claim names checkpoint %s (revision %" PRIu64 ")", req->host->name,
                    req->written.checkpoint, new_revision);
     json_object *result_json = state_json(&req->written);
-    act_json_add_string(result_json, "host", name_of(req));
+    act_json_add_string(result_json, "host", req->host->name);
     act_json_add_u64(result_json, "revision", new_revision);
     json_object_object_add(result_json, "parked", json_object_new_boolean(req->parked));
     ctrl_reply_ok(req->reply, result_json);
@@ -113,11 +103,11 @@ static void on_named(claim_store *store, int result, uint64_t new_revision, cons
 
 static void name_on_claim(ad_checkpoint_request *req, const claim *current)
 {
-    if (!current || !current->revision || !claim_owned_by(current, box_of(req))) {
+    if (!current || !current->revision || !claim_owned_by(current, req->host->daemon->config.box)) {
         fail(req, "not_owner",
              "host %s: checkpoint %s was written, but the claim no longer names box %s as the "
              "one that runs the host (it names %s), so it was not named there",
-             name_of(req), req->written.checkpoint, box_of(req),
+             req->host->name, req->written.checkpoint, req->host->daemon->config.box,
              current && current->revision && claim_executor(current)[0] ? claim_executor(current)
                                                                         : "none");
         return;
@@ -125,10 +115,10 @@ static void name_on_claim(ad_checkpoint_request *req, const claim *current)
     req->next = *current;
     req->next.state = req->written;
     act_error err = {0};
-    if (claims_cas_async(ad_host_daemon(req->host)->store, name_of(req), current->revision,
-                         &req->next, on_named, req, &err) < 0)
+    if (claims_cas_async(req->host->daemon->store, req->host->name, current->revision, &req->next,
+                         on_named, req, &err) < 0)
         fail(req, "store_error",
-             "host %s: checkpoint %s was written but not named on the claim: %s", name_of(req),
+             "host %s: checkpoint %s was written but not named on the claim: %s", req->host->name,
              req->written.checkpoint, err.message);
 }
 
@@ -138,7 +128,7 @@ static void on_read_to_name(claim_store *store, int result, const claim *c, cons
     ad_checkpoint_request *req = userdata;
     if (result < 0) {
         fail(req, "store_error", "host %s: checkpoint %s was written but not named: %s",
-             name_of(req), req->written.checkpoint, err->message);
+             req->host->name, req->written.checkpoint, err->message);
         return;
     }
     name_on_claim(req, result > 0 ? c : NULL);
@@ -154,10 +144,10 @@ static void on_written(ad_host *host, int result, const claim_state *written, co
     }
     req->written = *written;
     act_error read_err = {0};
-    if (claims_read_async(ad_host_daemon(host)->store, name_of(req), on_read_to_name, req,
-                          &read_err) < 0)
+    if (claims_read_async(host->daemon->store, req->host->name, on_read_to_name, req, &read_err) <
+        0)
         fail(req, "store_error", "host %s: checkpoint %s was written but not named: %s",
-             name_of(req), written->checkpoint, read_err.message);
+             req->host->name, written->checkpoint, read_err.message);
 }
 
 /* ---- writing it ------------------------------------------------------------ */
@@ -177,19 +167,19 @@ static void start_writing(ad_checkpoint_request *req)
 
 void ad_checkpoint_request_host_parked(ad_host *host)
 {
-    ad_checkpoint_request *req = ad_host_checkpoint_request(host);
+    ad_checkpoint_request *req = host->checkpoint_request;
     if (!req || !req->waiting)
         return;
-    if (ad_host_daemon(host)->stopping) {
+    if (host->daemon->stopping) {
         fail(req, "stopping", "host %s: box %s is stopping; no checkpoint was written",
-             name_of(req), box_of(req));
+             req->host->name, req->host->daemon->config.box);
         return;
     }
-    if (pl_host_is_unproven(ad_host_pipeline(host))) {
+    if (pl_host_is_unproven(host->pipeline)) {
         fail(req, "unproven_stop",
              "host %s: its generation is not proven stopped, so its state may still change; "
              "no checkpoint was written",
-             name_of(req));
+             req->host->name);
         return;
     }
     if (!ad_host_at_rest(host))
@@ -204,22 +194,23 @@ static void on_read_first(claim_store *store, int result, const claim *c, const 
     ad_host *host = req->host;
     if (result < 0) {
         fail(req, "store_error", "host %s: cannot read its claim: %s; no checkpoint was written",
-             name_of(req), err->message);
+             req->host->name, err->message);
         return;
     }
-    if (result == 0 || !claim_owned_by(c, box_of(req))) {
+    if (result == 0 || !claim_owned_by(c, req->host->daemon->config.box)) {
         const char *executor = result > 0 ? claim_executor(c) : "";
         fail(req, "not_owner",
              "host %s: %s, this box is %s; run activatorctl checkpoint on the box that runs it "
              "(no checkpoint was written)",
-             name_of(req),
+             req->host->name,
              result == 0   ? "has no claim yet"
              : executor[0] ? "the claim names another box as the one that runs it"
                            : "the claim is released",
-             box_of(req));
+             req->host->daemon->config.box);
         if (result > 0 && executor[0])
-            act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(req)},
-                           "host %s: checkpoint refused: box %s runs it", name_of(req), executor);
+            act_log_fields(LOG_INFO, &(act_log_ctx){.host = req->host->name},
+                           "host %s: checkpoint refused: box %s runs it", req->host->name,
+                           executor);
         return;
     }
     req->generation = claim_admitted_generation(c);
@@ -233,18 +224,18 @@ static void on_read_first(claim_store *store, int result, const claim *c, const 
      * From here wakes are refused until the request ends (wake/ops.c). */
     req->parked = true;
     req->waiting = true;
-    act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(req)},
-                   "host %s: parking it to write a checkpoint of its state", name_of(req));
-    pl_host_park(ad_host_pipeline(host), PL_PARK_REQUEST);
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = req->host->name},
+                   "host %s: parking it to write a checkpoint of its state", req->host->name);
+    pl_host_park(host->pipeline, PL_PARK_REQUEST);
     ad_checkpoint_request_host_parked(host); /* a host that was parked already */
 }
 
 void ad_checkpoint_request_start(ad_host *host, ctrl_reply *reply)
 {
     assert(host && reply);
-    ad_daemon *daemon = ad_host_daemon(host);
+    ad_daemon *daemon = host->daemon;
     const cfg_host *config = ad_host_config(host);
-    const char *name = ad_host_name(host);
+    const char *name = host->name;
     if (daemon->stopping) {
         ctrl_reply_error(reply, "stopping", "box %s is stopping; checkpoint refused",
                          daemon->config.box);
@@ -264,7 +255,7 @@ void ad_checkpoint_request_start(ad_host *host, ctrl_reply *reply)
                          name, daemon->config.box, daemon->config_path);
         return;
     }
-    if (ad_host_checkpoint_request(host) || ad_host_checkpoint(host)) {
+    if (host->checkpoint_request || host->checkpoint) {
         ctrl_reply_error(reply, "busy",
                          "host %s: a checkpoint is being written already (wait for it)", name);
         return;
@@ -275,7 +266,7 @@ void ad_checkpoint_request_start(ad_host *host, ctrl_reply *reply)
         return;
     }
     *req = (ad_checkpoint_request){.host = host, .reply = reply};
-    ad_host_set_checkpoint_request(host, req);
+    host->checkpoint_request = req;
     act_error err = {0};
     if (claims_read_async(daemon->store, name, on_read_first, req, &err) < 0)
         fail(req, "store_error", "host %s: cannot read its claim: %s", name, err.message);
@@ -353,14 +344,14 @@ static void on_read_to_list(claim_store *store, int result, const claim *c, cons
                             void *userdata)
 {
     _cleanup_free_ list_request *req = userdata;
-    ad_daemon *daemon = ad_host_daemon(req->host);
+    ad_daemon *daemon = req->host->daemon;
     list_job *job = calloc(1, sizeof(*job));
     if (!job) {
         ctrl_reply_error(req->reply, "internal", "out of memory");
         return;
     }
     job->reply = req->reply;
-    snprintf(job->host, sizeof(job->host), "%s", ad_host_name(req->host));
+    snprintf(job->host, sizeof(job->host), "%s", req->host->name);
     /* The list is useful without the claim: an unreadable store only
      * leaves out which one it names. */
     if (result > 0)
@@ -378,13 +369,13 @@ static void on_read_to_list(claim_store *store, int result, const claim *c, cons
 void ad_checkpoints_list(ad_host *host, ctrl_reply *reply)
 {
     assert(host && reply);
-    ad_daemon *daemon = ad_host_daemon(host);
+    ad_daemon *daemon = host->daemon;
     if (!daemon->config.checkpoints) {
         ctrl_reply_error(reply, "no_transport",
                          "host %s: box %s has no Checkpoints= directory to list (set "
                          "Checkpoints=dir:///PATH in [Activator] of %s; checkpoints an "
                          "ExecCheckpoint= writes are listed by its own tools)",
-                         ad_host_name(host), daemon->config.box, daemon->config_path);
+                         host->name, daemon->config.box, daemon->config_path);
         return;
     }
     list_request *req = calloc(1, sizeof(*req));
@@ -394,6 +385,6 @@ void ad_checkpoints_list(ad_host *host, ctrl_reply *reply)
     }
     *req = (list_request){.host = host, .reply = reply};
     act_error err = {0};
-    if (claims_read_async(daemon->store, ad_host_name(host), on_read_to_list, req, &err) < 0)
+    if (claims_read_async(daemon->store, host->name, on_read_to_list, req, &err) < 0)
         on_read_to_list(daemon->store, -EIO, NULL, &err, req);
 }

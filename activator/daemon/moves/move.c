@@ -69,21 +69,6 @@ struct ad_move {
     char rollback_message[256];
 };
 
-static const char *name_of(const ad_move *m)
-{
-    return ad_host_name(m->host);
-}
-
-static const char *box_of(const ad_move *m)
-{
-    return ad_host_daemon(m->host)->config.box;
-}
-
-static claim_store *store_of(const ad_move *m)
-{
-    return ad_host_daemon(m->host)->store;
-}
-
 static void log_move(const ad_move *m, int priority, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -94,8 +79,8 @@ static void log_move(const ad_move *m, int priority, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    act_log_fields(priority, &(act_log_ctx){.host = name_of(m)}, "host %s: move %s: %s",
-                   name_of(m), m->op_id, text);
+    act_log_fields(priority, &(act_log_ctx){.host = m->host->name}, "host %s: move %s: %s",
+                   m->host->name, m->op_id, text);
 }
 
 /* ---- the probe's deadline, journalled ------------------------------------ */
@@ -122,12 +107,11 @@ static int on_deadline(sd_event_source *source, uint64_t usec, void *userdata)
     snprintf(m->failure_message, sizeof(m->failure_message),
              "host %s: the probe on box %s did not serve within ProbeTimeoutSec=%" PRIu64
              " s of its first exec",
-             name_of(m), box_of(m), probe_sec);
+             m->host->name, m->host->daemon->config.box, probe_sec);
     log_move(m, LOG_WARNING, "%s; rolling back", m->failure_message);
     /* A wake in flight is cancelled first: its end rolls the move back. */
-    if (pl_host_get_state(ad_host_pipeline(m->host)) == PL_HOST_WAKING)
-        pl_host_cancel(ad_host_pipeline(m->host), PL_REASON_READY_TIMEOUT, "%s",
-                       m->failure_message);
+    if (pl_host_get_state(m->host->pipeline) == PL_HOST_WAKING)
+        pl_host_cancel(m->host->pipeline, PL_REASON_READY_TIMEOUT, "%s", m->failure_message);
     else
         schedule(m);
     return 0;
@@ -138,8 +122,8 @@ static void arm_deadline(ad_move *m)
     uint64_t now = act_wallclock_usec();
     uint64_t left = m->deadline_usec > now ? m->deadline_usec - now : 0;
     m->deadline_timer = sd_event_source_disable_unref(m->deadline_timer);
-    if (sd_event_add_time_relative(ad_host_daemon(m->host)->loop, &m->deadline_timer,
-                                   CLOCK_MONOTONIC, left, 0, on_deadline, m) < 0)
+    if (sd_event_add_time_relative(m->host->daemon->loop, &m->deadline_timer, CLOCK_MONOTONIC, left,
+                                   0, on_deadline, m) < 0)
         log_move(m, LOG_ERR, "cannot arm the probe's deadline; only --timeout bounds it");
 }
 
@@ -165,7 +149,7 @@ static void resume_deadline(ad_move *m)
     act_error err = {0};
     rec_probe record = {0};
     int dirfd = ad_host_dir(m->host, &err);
-    int r = dirfd < 0 ? dirfd : rec_read_probe(dirfd, name_of(m), &record, &err);
+    int r = dirfd < 0 ? dirfd : rec_read_probe(dirfd, m->host->name, &record, &err);
     /* The probe's wake opens it again when it needs it. */
     ad_host_dir_close_unless_used(m->host);
     if (r < 0) {
@@ -196,8 +180,8 @@ static void move_free(ad_move *m)
     m->deadline_timer = sd_event_source_disable_unref(m->deadline_timer);
     m->store_retry_timer = sd_event_source_disable_unref(m->store_retry_timer);
     if (!m->detached) {
-        if (ad_host_move(m->host) == m)
-            ad_host_set_move(m->host, NULL);
+        if (m->host->move == m)
+            m->host->move = NULL;
         if (m->role == MOVE_TARGET)
             ad_host_set_probe_op(m->host, NULL);
         m->detached = true;
@@ -209,7 +193,7 @@ static void move_free(ad_move *m)
 
 void ad_move_free(ad_host *host)
 {
-    move_free(ad_host_move(host));
+    move_free(host->move);
 }
 
 /* The move left this box's hands (done, rolled back, handed over, or
@@ -227,7 +211,7 @@ static int on_step(sd_event_source *source, void *userdata);
  * transition, so it may park, wake or cancel the host. */
 static void schedule(ad_move *m)
 {
-    if (!m->step && sd_event_add_defer(ad_host_daemon(m->host)->loop, &m->step, on_step, m) < 0)
+    if (!m->step && sd_event_add_defer(m->host->daemon->loop, &m->step, on_step, m) < 0)
         log_move(m, LOG_ERR, "cannot schedule its next step");
     else if (m->step)
         sd_event_source_set_enabled(m->step, SD_EVENT_ONESHOT);
@@ -255,9 +239,8 @@ static void retry_after_store_error(ad_move *m)
         m->store_backoff_usec ? m->store_backoff_usec * 2 : STORE_RETRY_FIRST_USEC;
     if (m->store_backoff_usec > STORE_RETRY_MAX_USEC)
         m->store_backoff_usec = STORE_RETRY_MAX_USEC;
-    if (sd_event_add_time_relative(ad_host_daemon(m->host)->loop, &m->store_retry_timer,
-                                   CLOCK_MONOTONIC, m->store_backoff_usec, 0, on_store_retry,
-                                   m) < 0)
+    if (sd_event_add_time_relative(m->host->daemon->loop, &m->store_retry_timer, CLOCK_MONOTONIC,
+                                   m->store_backoff_usec, 0, on_store_retry, m) < 0)
         log_move(m, LOG_ERR, "cannot arm the retry of its claim write; the next claim brings it");
     else
         log_move(m, LOG_INFO, "trying the claim write again in %" PRIu64 " ms",
@@ -312,15 +295,15 @@ static bool rollback_of(ad_move *m, const claim *current, claim *next)
         return false;
     claim from = *current;
     if (!claim_move_phase(&from)) {
-        if (m->role != MOVE_TARGET || strcmp(current->holder.box, box_of(m)) != 0)
+        if (m->role != MOVE_TARGET || strcmp(current->holder.box, m->host->daemon->config.box) != 0)
             return false;
         from.op.kind = CLAIM_OP_PROBE;
         snprintf(from.op.phase, sizeof(from.op.phase), "probing");
         act_copy_string(from.op.from, sizeof(from.op.from), m->from);
         act_copy_string(from.op.to, sizeof(from.op.to), m->to);
     }
-    return claim_move_rollback(&from, m->rollback_reason, m->rollback_message, box_of(m),
-                               act_wallclock_usec(), next, NULL) == 0;
+    return claim_move_rollback(&from, m->rollback_reason, m->rollback_message,
+                               m->host->daemon->config.box, act_wallclock_usec(), next, NULL) == 0;
 }
 
 static void on_read_for_write(claim_store *store, int result, const claim *c,
@@ -345,7 +328,8 @@ static void on_read_for_write(claim_store *store, int result, const claim *c,
         /* Only over the draining this box was asked for: an abort or
          * another op since then wins. */
         write = c->op.kind == CLAIM_OP_MOVE && strcmp(c->op.phase, "draining") == 0 &&
-                strcmp(c->op.id, m->op_id) == 0 && strcmp(c->op.exec, box_of(m)) == 0;
+                strcmp(c->op.id, m->op_id) == 0 &&
+                strcmp(c->op.exec, m->host->daemon->config.box) == 0;
         if (write)
             claim_move_next_moving(c, &m->written, act_wallclock_usec(), &next);
     } else {
@@ -358,7 +342,7 @@ static void on_read_for_write(claim_store *store, int result, const claim *c,
         return;
     }
     act_error call_err = {0};
-    if (claims_cas_async(store, name_of(m), c->revision, &next, on_written, m, &call_err) < 0) {
+    if (claims_cas_async(store, m->host->name, c->revision, &next, on_written, m, &call_err) < 0) {
         log_move(m, LOG_WARNING, "cannot write the claim: %s", call_err.message);
         m->writing = WRITE_NONE;
         retry_after_store_error(m);
@@ -368,7 +352,7 @@ static void on_read_for_write(claim_store *store, int result, const claim *c,
 static void write_claim(ad_move *m)
 {
     act_error err = {0};
-    if (claims_read_async(store_of(m), name_of(m), on_read_for_write, m, &err) < 0) {
+    if (claims_read_async(m->host->daemon->store, m->host->name, on_read_for_write, m, &err) < 0) {
         log_move(m, LOG_WARNING, "cannot read the claim: %s", err.message);
         m->writing = WRITE_NONE;
         retry_after_store_error(m);
@@ -402,7 +386,7 @@ static void on_checkpointed(ad_host *host, int result, const claim_state *writte
 
 static void hand_over(ad_host *host)
 {
-    ad_move *m = ad_host_move(host);
+    ad_move *m = host->move;
     if (!m || m->role != MOVE_SOURCE || !m->checkpointed)
         return;
     m->held = false;
@@ -422,7 +406,7 @@ static void checkpoint_done(ad_move *m)
 
 static void checkpoint(ad_host *host)
 {
-    ad_move *m = ad_host_move(host);
+    ad_move *m = host->move;
     if (!m || m->role != MOVE_SOURCE || m->checkpointing || m->checkpointed)
         return;
     m->held = false;
@@ -461,7 +445,7 @@ static void on_checkpointed(ad_host *host, int result, const claim_state *writte
 /* Retires whatever runs, then checkpoints what it left. */
 static void drain(ad_move *m)
 {
-    pl_host *pipeline = ad_host_pipeline(m->host);
+    pl_host *pipeline = m->host->pipeline;
     if (m->checkpointed) {
         start_write(m, WRITE_MOVING); /* a write that failed, again */
         return;
@@ -471,10 +455,10 @@ static void drain(ad_move *m)
     switch (pl_host_get_state(pipeline)) {
     case PL_HOST_WAKING:
         pl_host_cancel(pipeline, PL_REASON_WRONG_PHASE,
-                       "host %s: moving to box %s; this box drains it", name_of(m), m->to);
+                       "host %s: moving to box %s; this box drains it", m->host->name, m->to);
         return;
     case PL_HOST_SERVING:
-        m->generation = ad_host_serving(m->host) ? ad_host_serving(m->host)->number : 0;
+        m->generation = m->host->serving ? m->host->serving->number : 0;
         pl_host_park(pipeline, PL_PARK_REQUEST);
         return;
     case PL_HOST_RETIRING:
@@ -499,7 +483,7 @@ static void drain(ad_move *m)
 /* Wakes the probe when nothing runs here; its end says what is next. */
 static void probe(ad_move *m)
 {
-    pl_host *pipeline = ad_host_pipeline(m->host);
+    pl_host *pipeline = m->host->pipeline;
     if (m->writing != WRITE_NONE)
         return;
     if (m->timed_out) {
@@ -510,7 +494,7 @@ static void probe(ad_move *m)
         roll_back(m, m->failure_reason, m->failure_message);
         return;
     }
-    if (pl_host_get_state(pipeline) != PL_HOST_PARKED || ad_host_daemon(m->host)->stopping)
+    if (pl_host_get_state(pipeline) != PL_HOST_PARKED || m->host->daemon->stopping)
         return;
     pl_host_wake(pipeline, PL_TRIGGER_CLAIM_CHANGE, NULL, NULL);
 }
@@ -551,14 +535,14 @@ static void probe_ended(ad_move *m, pl_reason reason)
     act_copy_string(m->failure_reason, sizeof(m->failure_reason), pl_reason_to_string(reason));
     if (!m->failure_message[0])
         snprintf(m->failure_message, sizeof(m->failure_message),
-                 "host %s: the probe on box %s ended with %s", name_of(m), box_of(m),
-                 pl_reason_to_string(reason));
+                 "host %s: the probe on box %s ended with %s", m->host->name,
+                 m->host->daemon->config.box, pl_reason_to_string(reason));
     schedule(m);
 }
 
 void ad_move_on_transition(ad_host *host, const pl_wake_event *event)
 {
-    ad_move *m = ad_host_move(host);
+    ad_move *m = host->move;
     if (!m)
         return;
     switch (event->type) {
@@ -581,12 +565,12 @@ void ad_move_on_transition(ad_host *host, const pl_wake_event *event)
     case PL_WAKE_EVENT_ENDED:
         if (m->role == MOVE_SOURCE) {
             schedule(m);
-        } else if (pl_host_get_state(ad_host_pipeline(host)) == PL_HOST_SERVING) {
+        } else if (pl_host_get_state(host->pipeline) == PL_HOST_SERVING) {
             /* Published and healthy: the claim says serving here. */
             log_move(m, LOG_NOTICE, "done: it serves here");
-            ad_publish(host, EV_EVENT_MOVE_DONE, ad_host_serving(host), m->from);
+            ad_publish(host, EV_EVENT_MOVE_DONE, host->serving, m->from);
             end_move(m);
-        } else if (pl_host_get_state(ad_host_pipeline(host)) == PL_HOST_PARKED) {
+        } else if (pl_host_get_state(host->pipeline) == PL_HOST_PARKED) {
             probe_ended(m, event->reason);
         }
         break;
@@ -621,15 +605,15 @@ static ad_move *begin(ad_host *host, const claim *c, move_role role)
     ad_move *m = calloc(1, sizeof(*m));
     if (!m || (role == MOVE_TARGET && !ad_host_set_probe_op(host, c->op.id))) {
         free(m);
-        act_log(LOG_ERR, "host %s: out of memory; its move %s waits for the next claim",
-                ad_host_name(host), c->op.id);
+        act_log(LOG_ERR, "host %s: out of memory; its move %s waits for the next claim", host->name,
+                c->op.id);
         return NULL;
     }
     *m = (ad_move){.host = host, .role = role, .generation = c->holder.generation};
     act_copy_string(m->op_id, sizeof(m->op_id), c->op.id);
     act_copy_string(m->from, sizeof(m->from), c->op.from);
     act_copy_string(m->to, sizeof(m->to), c->op.to);
-    ad_host_set_move(host, m);
+    host->move = m;
     if (role == MOVE_SOURCE) {
         log_move(m, LOG_NOTICE, "draining for box %s: no wake from now on; retiring what runs, "
                                 "then a checkpoint", m->to);
@@ -645,13 +629,13 @@ static ad_move *begin(ad_host *host, const claim *c, move_role role)
 void ad_move_claim_seen(ad_host *host, const claim *c)
 {
     assert(host && c);
-    const char *box = ad_host_daemon(host)->config.box;
-    ad_move *m = ad_host_move(host);
+    const char *box = host->daemon->config.box;
+    ad_move *m = host->move;
     move_role role = MOVE_SOURCE;
     bool acts = in_role(c, box, &role);
     if (m && m->role == MOVE_TARGET && c->op.kind == CLAIM_OP_SERVING &&
         strcmp(c->op.id, m->op_id) == 0 && strcmp(c->holder.box, box) == 0 &&
-        !c->failure.phase[0] && pl_host_get_state(ad_host_pipeline(host)) == PL_HOST_WAKING)
+        !c->failure.phase[0] && pl_host_get_state(host->pipeline) == PL_HOST_WAKING)
         return; /* its own publication: the probe's end (healthy or not) decides */
     if (m && (!acts || role != m->role || strcmp(c->op.id, m->op_id) != 0)) {
         /* This box's part is over: handed over, done, rolled back, or
@@ -659,7 +643,7 @@ void ad_move_claim_seen(ad_host *host, const claim *c)
         end_move(m);
         m = NULL;
     }
-    if (!acts || ad_host_daemon(host)->stopping)
+    if (!acts || host->daemon->stopping)
         return;
     if (!m && !(m = begin(host, c, role)))
         return;
@@ -671,7 +655,7 @@ void ad_move_claim_seen(ad_host *host, const claim *c)
 
 const char *ad_move_describe(const ad_host *host, char *out, size_t size)
 {
-    const ad_move *m = ad_host_move(host);
+    const ad_move *m = host->move;
     if (!m)
         return NULL;
     if (m->role == MOVE_SOURCE)

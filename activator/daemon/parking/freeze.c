@@ -53,20 +53,20 @@ static void free_freeze(ad_freeze *f)
         sd_event_source_disable_unref(f->demand[i]);
     free(f->demand);
     sd_event_source_disable_unref(f->expiry);
-    ad_host_set_freeze(f->host, NULL);
+    f->host->freeze = NULL;
     free(f);
 }
 
 void ad_freeze_forget(ad_host *host)
 {
-    ad_freeze *f = ad_host_freeze(host);
+    ad_freeze *f = host->freeze;
     if (f)
         free_freeze(f);
 }
 
 bool ad_freeze_active(const ad_host *host, uint64_t *since_usec)
 {
-    const ad_freeze *f = ad_host_freeze(host);
+    const ad_freeze *f = host->freeze;
     if (since_usec)
         *since_usec = f && f->frozen ? f->frozen_wall_usec : 0;
     return f != NULL;
@@ -76,7 +76,7 @@ size_t ad_freeze_count(const ad_daemon *daemon)
 {
     size_t n = 0;
     for (size_t i = 0; i < daemon->n_hosts; i++) {
-        const ad_freeze *f = ad_host_freeze(daemon->hosts[i]);
+        const ad_freeze *f = daemon->hosts[i]->freeze;
         n += f && f->frozen;
     }
     return n;
@@ -87,7 +87,7 @@ ad_host *ad_freeze_coldest(ad_daemon *daemon)
     ad_host *coldest = NULL;
     uint64_t oldest = UINT64_MAX;
     for (size_t i = 0; i < daemon->n_hosts; i++) {
-        const ad_freeze *f = ad_host_freeze(daemon->hosts[i]);
+        const ad_freeze *f = daemon->hosts[i]->freeze;
         if (f && f->frozen && !f->thawing && f->frozen_usec < oldest) {
             oldest = f->frozen_usec;
             coldest = daemon->hosts[i];
@@ -98,10 +98,10 @@ ad_host *ad_freeze_coldest(ad_daemon *daemon)
 
 void ad_freeze_retire(ad_host *host, const char *why)
 {
-    act_log_fields(LOG_INFO, &(act_log_ctx){.host = ad_host_name(host)},
-                   "host %s: %s; retiring its frozen generation", ad_host_name(host), why);
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = host->name},
+                   "host %s: %s; retiring its frozen generation", host->name, why);
     ad_freeze_forget(host);
-    pl_host_park(ad_host_pipeline(host), PL_PARK_IDLE);
+    pl_host_park(host->pipeline, PL_PARK_IDLE);
 }
 
 /* ---- the thaw ------------------------------------------------------------- */
@@ -109,7 +109,7 @@ void ad_freeze_retire(ad_host *host, const char *why)
 static void on_record_written(ad_host *host, int result, const act_error *err)
 {
     if (result < 0)
-        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), err->message);
+        act_log(LOG_WARNING, "host %s: %s", host->name, err->message);
 }
 
 static void write_record(ad_generation *gen, rec_generation_phase phase)
@@ -118,12 +118,12 @@ static void write_record(ad_generation *gen, rec_generation_phase phase)
     ad_generation_fill_record(gen, phase, &record);
     act_error err = {0};
     if (ad_record_write_async(gen->host, &record, NULL, on_record_written, &err) < 0)
-        act_log(LOG_WARNING, "host %s: %s", ad_host_name(gen->host), err.message);
+        act_log(LOG_WARNING, "host %s: %s", gen->host->name, err.message);
 }
 
 static void count_thaw(ad_host *host, const char *outcome, uint64_t demand_usec)
 {
-    const met_daemon_metrics *metrics = ad_host_daemon(host)->metrics;
+    const met_daemon_metrics *metrics = host->daemon->metrics;
     if (!metrics)
         return;
     met_metric_add(metrics->thaws, MET_LABELS(outcome), 1);
@@ -143,32 +143,31 @@ static int thaw_now(ad_freeze *f, const char *why, act_error *err)
     free_freeze(f);
     if (r < 0) {
         /* Neither serving nor surely frozen: it goes, as a crash would. */
-        act_log(LOG_ERR, "host %s: %s; retiring generation %" PRIu64, ad_host_name(host),
-                err->message, gen->number);
-        pl_host_generation_failed(ad_host_pipeline(host), PL_REASON_SETUP_FAILED, false,
-                                  "host %s: %s", ad_host_name(host), err->message);
+        act_log(LOG_ERR, "host %s: %s; retiring generation %" PRIu64, host->name, err->message,
+                gen->number);
+        pl_host_generation_failed(host->pipeline, PL_REASON_SETUP_FAILED, false, "host %s: %s",
+                                  host->name, err->message);
         return r;
     }
     count_thaw(host, "served", demand_usec);
-    act_log_fields(LOG_INFO, &(act_log_ctx){.host = ad_host_name(host), .generation = gen->number},
-                   "host %s: generation %" PRIu64 " thawed (%s)", ad_host_name(host), gen->number,
-                   why);
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = host->name, .generation = gen->number},
+                   "host %s: generation %" PRIu64 " thawed (%s)", host->name, gen->number, why);
     ad_publish(host, EV_EVENT_THAWED, gen, why);
     if (was_frozen) {
         write_record(gen, REC_GEN_SERVING);
         ad_claim_report_serving(host, gen->number);
         ad_claim_report_settle(host);
     }
-    ad_idle_watch(host, true);
+    ad_idle_watch(host, ad_freeze_or_park);
     ad_wake_ops_supervise(host);
     return 0;
 }
 
 int ad_freeze_thaw(ad_host *host, const char *why, act_error *err)
 {
-    ad_freeze *f = ad_host_freeze(host);
+    ad_freeze *f = host->freeze;
     if (!f)
-        return act_error_set(err, ESRCH, "host %s is not frozen", ad_host_name(host));
+        return act_error_set(err, ESRCH, "host %s is not frozen", host->name);
     return thaw_now(f, why, err);
 }
 
@@ -183,15 +182,15 @@ static void thaw_refused(ad_freeze *f, bool lost, const char *why)
 {
     ad_host *host = f->host;
     count_thaw(host, "retired", f->demand_usec);
-    act_log_fields(LOG_NOTICE,
-                   &(act_log_ctx){.host = ad_host_name(host),
-                                  .reason = lost ? "not_owner" : "claim_changed"},
-                   "host %s: not thawing generation %" PRIu64 ": %s; retiring it",
-                   ad_host_name(host), f->gen->number, why);
+    act_log_fields(
+        LOG_NOTICE,
+        &(act_log_ctx){.host = host->name, .reason = lost ? "not_owner" : "claim_changed"},
+        "host %s: not thawing generation %" PRIu64 ": %s; retiring it", host->name, f->gen->number,
+        why);
     free_freeze(f);
     if (lost)
-        ad_host_set_claim_ours(host, false);
-    pl_host_park(ad_host_pipeline(host), lost ? PL_PARK_CLAIM_LOST : PL_PARK_REQUEST);
+        host->claim_ours = false;
+    pl_host_park(host->pipeline, lost ? PL_PARK_CLAIM_LOST : PL_PARK_REQUEST);
 }
 
 typedef struct thaw_read {
@@ -204,13 +203,13 @@ static void on_thaw_read(claim_store *store, int result, const claim *c, const a
 {
     thaw_read *read = userdata;
     ad_host *host = read->host;
-    ad_freeze *f = ad_host_freeze(host);
+    ad_freeze *f = host->freeze;
     bool current = f && f->thawing && f->read_id == read->id;
     free(read);
     if (!current)
         return; /* retired or thawed meanwhile */
     f->thawing = false;
-    const char *box = ad_host_daemon(host)->config.box;
+    const char *box = host->daemon->config.box;
     char why[512];
     if (result < 0) {
         /* Serving generations keep serving while the store is away; a
@@ -218,8 +217,8 @@ static void on_thaw_read(claim_store *store, int result, const claim *c, const a
         act_log(LOG_WARNING,
                 "host %s: the claim could not be read before a thaw (%s); the claim watch "
                 "last said it is %s",
-                ad_host_name(host), err->message, ad_host_claim_ours(host) ? "ours" : "not ours");
-        if (!ad_host_claim_ours(host)) {
+                host->name, err->message, host->claim_ours ? "ours" : "not ours");
+        if (!host->claim_ours) {
             thaw_refused(f, true, "the claim watch last saw the claim name another box");
             return;
         }
@@ -266,7 +265,7 @@ static void demand(ad_freeze *f)
     /* Still freezing: as far as anyone knows it never stopped serving, and
      * its admission is the one the wake checked. */
     if (!f->frozen || ad_host_config(host)->thaw_check_cached) {
-        if (!ad_host_claim_ours(host)) {
+        if (!host->claim_ours) {
             thaw_refused(f, true, "the claim watch saw the claim name another box");
             return;
         }
@@ -281,13 +280,12 @@ static void demand(ad_freeze *f)
     *read = (thaw_read){.host = host, .id = next_read_id++};
     f->thawing = true;
     f->read_id = read->id;
-    if (claims_read_async(ad_host_daemon(host)->store, ad_host_name(host), on_thaw_read, read,
-                          &err) < 0) {
+    if (claims_read_async(host->daemon->store, host->name, on_thaw_read, read, &err) < 0) {
         free(read);
         f->thawing = false;
-        act_log(LOG_WARNING, "host %s: cannot read the claim before a thaw: %s", ad_host_name(host),
+        act_log(LOG_WARNING, "host %s: cannot read the claim before a thaw: %s", host->name,
                 err.message);
-        if (ad_host_claim_ours(host))
+        if (host->claim_ours)
             thaw_now(f, "connection", &err);
         else
             thaw_refused(f, true, "the claim watch last saw the claim name another box");
@@ -303,8 +301,8 @@ static int on_demand(sd_event_source *source, int fd, uint32_t revents, void *us
 static int watch_demand(ad_freeze *f, act_error *err)
 {
     ad_host *host = f->host;
-    unsigned n = ad_host_n_listen(host);
-    const int *fds = ad_host_listen_fds(host);
+    unsigned n = host->n_listen;
+    const int *fds = host->listen_fds;
     f->demand = calloc(n ? n : 1, sizeof(*f->demand));
     if (!f->demand)
         return act_error_set(err, ENOMEM, "out of memory");
@@ -312,10 +310,9 @@ static int watch_demand(ad_freeze *f, act_error *err)
     for (unsigned i = 0; i < n; i++) {
         if (fds[i] < 0)
             continue;
-        if (sd_event_add_io(ad_host_daemon(host)->loop, &f->demand[i], fds[i], EPOLLIN, on_demand,
-                            f) < 0)
+        if (sd_event_add_io(host->daemon->loop, &f->demand[i], fds[i], EPOLLIN, on_demand, f) < 0)
             return act_error_set(err, EIO, "host %s: cannot watch its socket %u for connections",
-                                 ad_host_name(host), i);
+                                 host->name, i);
         /* Before the loop's other sources: a waiting client is the one
          * thing a frozen host has to do. */
         sd_event_source_set_priority(f->demand[i], SD_EVENT_PRIORITY_IMPORTANT);
@@ -338,8 +335,8 @@ static int on_expired(sd_event_source *source, uint64_t usec, void *userdata)
 static void on_frozen_recorded(ad_host *host, int result, const act_error *err)
 {
     if (result < 0)
-        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), err->message);
-    ad_freeze *f = ad_host_freeze(host);
+        act_log(LOG_WARNING, "host %s: %s", host->name, err->message);
+    ad_freeze *f = host->freeze;
     /* Thawed or retired meanwhile: nothing is frozen to tell of. */
     if (!f || !f->frozen || f->announced)
         return;
@@ -358,9 +355,8 @@ static void frozen(ad_freeze *f)
      * count of connections, it thaws the generation again. */
     uint64_t connections = 0;
     act_error err = {0};
-    if (conn_count(ad_host_listen_addresses(host), ad_host_n_listen(host), &connections, &err) <
-        0) {
-        act_log(LOG_WARNING, "host %s: %s; thawing", ad_host_name(host), err.message);
+    if (conn_count(host->listen, host->n_listen, &connections, &err) < 0) {
+        act_log(LOG_WARNING, "host %s: %s; thawing", host->name, err.message);
         connections = 1;
     }
     if (connections > 0) {
@@ -370,21 +366,21 @@ static void frozen(ad_freeze *f)
     f->frozen = true;
     f->frozen_usec = act_now_usec();
     f->frozen_wall_usec = act_wallclock_usec();
-    act_log_fields(LOG_INFO, &(act_log_ctx){.host = ad_host_name(host), .generation = gen->number},
-                   "host %s: generation %" PRIu64 " is frozen", ad_host_name(host), gen->number);
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = host->name, .generation = gen->number},
+                   "host %s: generation %" PRIu64 " is frozen", host->name, gen->number);
     /* Told once the record says so: whoever saw the event may kill the
      * daemon, and the next one must find the generation frozen. */
     rec_generation_record record;
     ad_generation_fill_record(gen, REC_GEN_FROZEN, &record);
     if (ad_record_write_async(host, &record, NULL, on_frozen_recorded, &err) < 0) {
-        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), err.message);
+        act_log(LOG_WARNING, "host %s: %s", host->name, err.message);
         on_frozen_recorded(host, 0, NULL);
     }
-    if (sd_event_add_time_relative(ad_host_daemon(host)->loop, &f->expiry, CLOCK_MONOTONIC,
+    if (sd_event_add_time_relative(host->daemon->loop, &f->expiry, CLOCK_MONOTONIC,
                                    ad_host_config(host)->frozen_max_usec, 1000 * 1000, on_expired,
                                    f) < 0)
         act_log(LOG_ERR, "host %s: cannot arm FrozenMaxSec=; it stays frozen until used",
-                ad_host_name(host));
+                host->name);
 }
 
 typedef struct settle_hold {
@@ -395,7 +391,7 @@ typedef struct settle_hold {
 static void settled_after_hold(void *userdata)
 {
     settle_hold *hold = userdata;
-    ad_freeze *f = ad_host_freeze(hold->host);
+    ad_freeze *f = hold->host->freeze;
     /* Thawed or retired while held: nothing is left to settle. */
     if (f && f->gen == hold->gen && !f->frozen && hold->gen->frozen)
         frozen(f);
@@ -409,8 +405,7 @@ static void on_frozen(ad_generation *gen, void *userdata)
     settle_hold *hold = malloc(sizeof(*hold));
     if (hold) {
         *hold = (settle_hold){.host = f->host, .gen = gen};
-        if (ad_test_hold_freeze(ad_host_name(f->host), ad_host_daemon(f->host)->loop,
-                                settled_after_hold, hold))
+        if (ad_test_hold_freeze(f->host->name, f->host->daemon->loop, settled_after_hold, hold))
             return;
         free(hold);
     }
@@ -423,32 +418,30 @@ static void on_frozen(ad_generation *gen, void *userdata)
 int ad_freeze_start(ad_host *host, const char *why, act_error *err)
 {
     assert(host);
-    const char *name = ad_host_name(host);
-    ad_generation *gen = ad_host_serving(host);
-    if (ad_host_freeze(host))
+    const char *name = host->name;
+    ad_generation *gen = host->serving;
+    if (host->freeze)
         return act_error_set(err, EBUSY, "host %s is frozen already", name);
-    if (pl_host_get_state(ad_host_pipeline(host)) != PL_HOST_SERVING || !gen || gen->retired ||
-        gen->exited)
+    if (pl_host_get_state(host->pipeline) != PL_HOST_SERVING || !gen || gen->retired || gen->exited)
         return act_error_set(err, EBUSY, "host %s is not serving (%s); only a serving host freezes",
-                             name,
-                             pl_host_state_to_string(pl_host_get_state(ad_host_pipeline(host))));
-    if (ad_host_swap(host) || ad_host_starting(host) || ad_host_replaced(host))
+                             name, pl_host_state_to_string(pl_host_get_state(host->pipeline)));
+    if (host->swap || host->starting || host->replaced)
         return act_error_set(err, EBUSY, "host %s: a swap is in flight; freeze it once it ended",
                              name);
-    if (ad_host_checkpoint(host))
+    if (host->checkpoint)
         return act_error_set(
             err, EBUSY, "host %s: a checkpoint is being written; freeze it once it ended", name);
     ad_freeze *f = calloc(1, sizeof(*f));
     if (!f)
         return act_error_set(err, ENOMEM, "out of memory");
     *f = (ad_freeze){.host = host, .gen = gen};
-    ad_host_set_freeze(host, f);
+    host->freeze = f;
     int r = watch_demand(f, err);
     if (r < 0) {
         free_freeze(f);
         return r;
     }
-    ad_idle_watch(host, false);
+    ad_idle_unwatch(host);
     act_log_fields(LOG_INFO, &(act_log_ctx){.host = name, .generation = gen->number},
                    "host %s: %s; freezing generation %" PRIu64, name, why, gen->number);
     r = ad_generation_freeze(gen, on_frozen, f, err);
@@ -457,16 +450,32 @@ int ad_freeze_start(ad_host *host, const char *why, act_error *err)
         act_error thaw_err = {0};
         free_freeze(f);
         ad_generation_thaw(gen, NULL, NULL, &thaw_err);
-        ad_idle_watch(host, true);
+        ad_idle_watch(host, ad_freeze_or_park);
         ad_wake_ops_supervise(host);
         return r;
     }
     return 0;
 }
 
+void ad_freeze_or_park(ad_host *host)
+{
+    const cfg_host *config = ad_host_config(host);
+    if (config->park_freeze) {
+        act_error err = {0};
+        char why[96];
+        snprintf(why, sizeof(why), "no connection for %" PRIu64 " s",
+                 config->idle_timeout_usec / 1000000);
+        if (ad_freeze_start(host, why, &err) == 0)
+            return;
+        act_log(LOG_WARNING, "host %s: cannot freeze it: %s; parking it instead", host->name,
+                err.message);
+    }
+    pl_host_park(host->pipeline, PL_PARK_IDLE);
+}
+
 void ad_freeze_hand_over(ad_host *host)
 {
-    ad_freeze *f = ad_host_freeze(host);
+    ad_freeze *f = host->freeze;
     if (!f)
         return;
     ad_generation *gen = f->gen;
@@ -474,13 +483,13 @@ void ad_freeze_hand_over(ad_host *host)
     free_freeze(f);
     act_error err = {0};
     if (!was_frozen && ad_generation_thaw(gen, NULL, NULL, &err) < 0)
-        act_log(LOG_WARNING, "host %s: %s", ad_host_name(host), err.message);
+        act_log(LOG_WARNING, "host %s: %s", host->name, err.message);
 }
 
 void ad_freeze_resume(ad_host *host)
 {
     act_error err = {0};
     if (ad_freeze_start(host, "frozen by the previous daemon", &err) < 0)
-        act_log(LOG_WARNING, "host %s: cannot resume its frozen generation frozen: %s",
-                ad_host_name(host), err.message);
+        act_log(LOG_WARNING, "host %s: cannot resume its frozen generation frozen: %s", host->name,
+                err.message);
 }

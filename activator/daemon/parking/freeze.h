@@ -27,6 +27,12 @@
  * a failure to freeze leaves it serving. */
 int ad_freeze_start(ad_host *host, const char *why, act_error *err);
 
+/* What follows IdleTimeoutSec= without a connection (the idle watch's
+ * on_idle): with ParkMode=freeze the serving generation is frozen, else, or
+ * when it cannot be frozen, the host is parked: an idle host never stays
+ * running. */
+void ad_freeze_or_park(ad_host *host);
+
 /* Thaws host now (an operator's thaw, a warm wake, a swap): no claim read,
  * since whoever asked checks what it needs. why goes into the thawed event.
  * -ESRCH when the host is not frozen. */

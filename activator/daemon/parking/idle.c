@@ -1,7 +1,8 @@
 /* Idle parking: a serving host with no connection on its sockets for
  * IdleTimeoutSec is parked, its generation retired with proof, and its
  * sockets watched again for the next client; or with ParkMode=freeze
- * frozen (what follows is hosts/hosts.c's choice, through daemon->host_idle). */
+ * frozen. What follows is the choice of whoever asked for the watch
+ * (parking/freeze.c: ad_freeze_or_park). */
 #include "activator/daemon/parking/idle.h"
 
 #include <assert.h>
@@ -26,29 +27,24 @@ static int on_idle_check(sd_event_source *source, uint64_t usec, void *userdata)
 {
     ad_host *host = userdata;
     const cfg_host *config = ad_host_config(host);
-    uint64_t now = ad_now(ad_host_daemon(host));
+    uint64_t now = ad_now(host->daemon);
     uint64_t connections = 0;
     act_error err = {0};
-    if (conn_count(ad_host_listen_addresses(host), ad_host_n_listen(host), &connections,
-                   &err) < 0) {
+    if (conn_count(host->listen, host->n_listen, &connections, &err) < 0) {
         /* Unknown is not idle: never park a host on a failed count. */
         act_log(LOG_WARNING, "host %s: %s", config->name, err.message);
         connections = 1;
     }
     if (connections > 0)
-        ad_host_set_last_active(host, now);
-    if (now - ad_host_last_active(host) >= config->idle_timeout_usec) {
+        host->last_active_usec = now;
+    if (now - host->last_active_usec >= config->idle_timeout_usec) {
         act_log_fields(LOG_INFO, &(act_log_ctx){.host = config->name},
                        "host %s: no connection for %" PRIu64 " s; %s", config->name,
                        config->idle_timeout_usec / 1000000,
                        config->park_freeze ? "freezing" : "parking");
-        sd_event_source **timer = ad_host_idle_timer(host);
-        *timer = sd_event_source_disable_unref(*timer);
-        ad_daemon *daemon = ad_host_daemon(host);
-        if (daemon->host_idle)
-            daemon->host_idle(host);
-        else
-            pl_host_park(ad_host_pipeline(host), PL_PARK_IDLE);
+        ad_host_idle_fn on_idle = host->on_idle;
+        ad_idle_unwatch(host);
+        on_idle(host);
         return 0;
     }
     sd_event_source_set_time_relative(source, check_interval(config));
@@ -56,19 +52,26 @@ static int on_idle_check(sd_event_source *source, uint64_t usec, void *userdata)
     return 0;
 }
 
-void ad_idle_watch(ad_host *host, bool watch)
+void ad_idle_unwatch(ad_host *host)
 {
     assert(host);
+    host->idle_timer = sd_event_source_disable_unref(host->idle_timer);
+    host->on_idle = NULL;
+}
+
+void ad_idle_watch(ad_host *host, ad_host_idle_fn on_idle)
+{
+    assert(host && on_idle);
     const cfg_host *config = ad_host_config(host);
-    ad_daemon *daemon = ad_host_daemon(host);
-    sd_event_source **timer = ad_host_idle_timer(host);
-    *timer = sd_event_source_disable_unref(*timer);
+    ad_daemon *daemon = host->daemon;
+    ad_idle_unwatch(host);
     /* Without sockets the daemon cannot see clients: such a host parks only
      * when its generation exits with status 0. */
-    if (!watch || !config->idle_timeout_usec || !ad_host_n_listen(host))
+    if (!config->idle_timeout_usec || !host->n_listen)
         return;
-    ad_host_set_last_active(host, ad_now(daemon));
-    if (sd_event_add_time_relative(daemon->loop, timer, CLOCK_MONOTONIC, check_interval(config),
-                                   0, on_idle_check, host) < 0)
+    host->on_idle = on_idle;
+    host->last_active_usec = ad_now(daemon);
+    if (sd_event_add_time_relative(daemon->loop, &host->idle_timer, CLOCK_MONOTONIC,
+                                   check_interval(config), 0, on_idle_check, host) < 0)
         act_log(LOG_ERR, "host %s: cannot watch for idleness", config->name);
 }

@@ -161,8 +161,8 @@ int ad_build_prepare_async_droppable(ad_host *host, const rel_pin *pin, ad_prepa
     assert(host && done);
     _cleanup_free_ prepare_job *job = calloc(1, sizeof(*job));
     if (!job)
-        return act_error_set(err, ENOMEM, "host %s: out of memory", ad_host_name(host));
-    ad_daemon *daemon = ad_host_daemon(host);
+        return act_error_set(err, ENOMEM, "host %s: out of memory", host->name);
+    ad_daemon *daemon = host->daemon;
     job->host = host;
     job->daemon = daemon;
     job->done = done;
@@ -170,7 +170,7 @@ int ad_build_prepare_async_droppable(ad_host *host, const rel_pin *pin, ad_prepa
     job->userdata = userdata;
     job->releases = daemon->releases;
     job->prepared.resolved.exec_fd = -1;
-    snprintf(job->host_name, sizeof(job->host_name), "%s", ad_host_name(host));
+    snprintf(job->host_name, sizeof(job->host_name), "%s", host->name);
     snprintf(job->state_directory, sizeof(job->state_directory), "%s",
              daemon->config.state_directory);
     if (pin) {

@@ -29,7 +29,7 @@ static void discard(ad_generation *gen)
         act_log(LOG_ERR,
                 "host %s: cannot remove the leaf of an early start (%s), nor keep it for the "
                 "sweep; the next daemon retires it",
-                name_of(host), err.message);
+                host->name, err.message);
     ad_generation_free(gen);
 }
 
@@ -41,12 +41,12 @@ void ad_wake_early_start_discard(ad_wake_state *w)
 
 void ad_wake_early_start(ad_host *host, const ad_prepared *prepared)
 {
-    ad_wake_state *w = state_of(host);
+    ad_wake_state *w = host->wake_state;
     pl_wake *wake = w->waiting_wake;
     /* Only while the admission is out, and only for a cold start: a swap
      * runs N+1 beside N, and its steps stay in their plain order. */
     if (!wake || pl_wake_step(wake) != PL_STEP_ADMIT || pl_wake_is_swap(wake) || w->early_gen ||
-        ad_host_starting(host) || prepared->result < 0)
+        host->starting || prepared->result < 0)
         return;
     const claim *proposed = &w->admitted;
     const rel_identity *id = &prepared->resolved.identity;
@@ -58,8 +58,8 @@ void ad_wake_early_start(ad_host *host, const ad_prepared *prepared)
     ad_generation *gen = NULL;
     act_error err = {0};
     if (ad_generation_new(host, "g", claim_admitted_generation(proposed), &gen, &err) < 0) {
-        act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(host)},
-                       "host %s: no early start: %s", name_of(host), err.message);
+        act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = host->name}, "host %s: no early start: %s",
+                       host->name, err.message);
         return;
     }
     ad_wake_fill_build(&gen->build, id);
@@ -67,25 +67,25 @@ void ad_wake_early_start(ad_host *host, const ad_prepared *prepared)
     if (ad_host_state_directory(host, &err) < 0 || ad_wake_open_notify(gen, &err) < 0 ||
         ad_generation_spawn_held(gen, prepared->resolved.exec_fd, &err) < 0) {
         /* The steps make it again, and report what fails then. */
-        act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(host)},
-                       "host %s: no early start: %s", name_of(host), err.message);
+        act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = host->name}, "host %s: no early start: %s",
+                       host->name, err.message);
         discard(gen);
         return;
     }
     w->early_gen = gen;
-    act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(host), .generation = gen->number},
+    act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = host->name, .generation = gen->number},
                    "host %s: generation %" PRIu64 " made ready beside the admission, held before "
                    "its exec",
-                   name_of(host), gen->number);
+                   host->name, gen->number);
 }
 
 /* Whether the early answer that stands is for the build the admission
  * chose (prepare takes it) and is the one build was made from. */
 static bool early_answer_stands(ad_host *host, const rec_build_ref *build)
 {
-    const early_prepare *early = state_of(host)->early;
+    const early_prepare *early = host->wake_state->early;
     rel_pin pin;
-    ad_pin_choice choice = ad_pin_choose(&state_of(host)->admitted, &pin);
+    ad_pin_choice choice = ad_pin_choose(&host->wake_state->admitted, &pin);
     if (!early || !early->done || early->prepared.result < 0 ||
         !ad_wake_early_is_for(early, choice, &pin))
         return false;
@@ -96,15 +96,15 @@ static bool early_answer_stands(ad_host *host, const rec_build_ref *build)
 
 bool ad_wake_early_start_adopt(ad_host *host)
 {
-    ad_wake_state *w = state_of(host);
+    ad_wake_state *w = host->wake_state;
     ad_generation *gen = TAKE_PTR(w->early_gen);
     if (!gen)
         return false;
-    if (gen->number != claim_admitted_generation(&w->admitted) || ad_host_starting(host) ||
+    if (gen->number != claim_admitted_generation(&w->admitted) || host->starting ||
         !early_answer_stands(host, &gen->build)) {
         discard(gen);
         return false;
     }
-    ad_host_set_starting(host, gen);
+    host->starting = gen;
     return true;
 }

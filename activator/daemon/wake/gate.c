@@ -21,31 +21,30 @@ static pl_reason gate_claim_verdict(ad_host *host, int result, const claim *fres
                                     const act_error *err, char *why, size_t size)
 {
     if (result < 0) {
-        snprintf(why, size, "host %s: gate cannot read the claim: %s", name_of(host),
-                 err->message);
+        snprintf(why, size, "host %s: gate cannot read the claim: %s", host->name, err->message);
         return PL_REASON_STORE_ERROR;
     }
     if (result == 0) {
-        snprintf(why, size, "host %s: the claim was deleted before exec", name_of(host));
+        snprintf(why, size, "host %s: the claim was deleted before exec", host->name);
         return PL_REASON_NOT_OWNER;
     }
-    if (fresh->revision == state_of(host)->admitted.revision)
+    if (fresh->revision == host->wake_state->admitted.revision)
         return PL_REASON_NONE;
-    if (!claim_owned_by(fresh, box_of(host))) {
+    if (!claim_owned_by(fresh, host->daemon->config.box)) {
         snprintf(why, size,
                  "host %s: before exec, the claim names box %s as executor, this box is %s",
-                 name_of(host), claim_executor(fresh), box_of(host));
+                 host->name, claim_executor(fresh), host->daemon->config.box);
         return PL_REASON_NOT_OWNER;
     }
     if (ad_wake_pin_mismatch(host, fresh)) {
-        snprintf(why, size, "host %s: before exec, the pin changed to %s", name_of(host),
+        snprintf(why, size, "host %s: before exec, the pin changed to %s", host->name,
                  fresh->has_pin ? fresh->pin.version : "(none)");
         return PL_REASON_PIN_MISMATCH;
     }
     snprintf(why, size,
              "host %s: before exec, the claim moved from our admission (revision %" PRIu64
              ") to revision %" PRIu64,
-             name_of(host), state_of(host)->admitted.revision, fresh->revision);
+             host->name, host->wake_state->admitted.revision, fresh->revision);
     return PL_REASON_CLAIM_CHANGED;
 }
 
@@ -63,7 +62,7 @@ static bool gate_claim_still_ours(pl_wake *wake, ad_host *host, int result, cons
 static void on_gate_second_read(claim_store *store, int result, const claim *c,
                                 const act_error *err, void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     pl_wake *wake = take_wake(host);
     if (gate_claim_still_ours(wake, host, result, c, err))
         pl_wake_ok(wake);
@@ -74,17 +73,18 @@ static void on_gate_written(ad_host *host, int result, const act_error *err);
 /* The pin and held checks the gate makes of our admission. */
 static bool gate_build_chosen(pl_wake *wake, ad_host *host)
 {
-    if (ad_wake_pin_mismatch(host, &state_of(host)->admitted)) {
+    if (ad_wake_pin_mismatch(host, &host->wake_state->admitted)) {
         pl_wake_complete(wake, PL_REASON_PIN_MISMATCH,
-                         "host %s: the resolved build %s is not the pinned %s", name_of(host),
-                         state_of(host)->resolved.identity.version,
-                         state_of(host)->admitted.pin.version);
+                         "host %s: the resolved build %s is not the pinned %s", host->name,
+                         host->wake_state->resolved.identity.version,
+                         host->wake_state->admitted.pin.version);
         return false;
     }
-    if (ad_wake_held_mismatch(host, &state_of(host)->admitted)) {
+    if (ad_wake_held_mismatch(host, &host->wake_state->admitted)) {
         pl_wake_complete(wake, PL_REASON_HELD_MISMATCH,
-                         "host %s: held on version %s, but the build to run is %s", name_of(host),
-                         state_of(host)->admitted.held, state_of(host)->resolved.identity.version);
+                         "host %s: held on version %s, but the build to run is %s", host->name,
+                         host->wake_state->admitted.held,
+                         host->wake_state->resolved.identity.version);
         return false;
     }
     return true;
@@ -108,11 +108,11 @@ static uint64_t build_mark(const rec_build_ref *build)
 static void on_gate_first_read(claim_store *store, int result, const claim *c, const act_error *err,
                                void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     pl_wake *wake = take_wake(host);
     if (!gate_claim_still_ours(wake, host, result, c, err) || !gate_build_chosen(wake, host))
         return;
-    ad_generation *gen = ad_host_starting(host);
+    ad_generation *gen = host->starting;
     rec_build_state state = {
         .build = gen->build,
         .generation = gen->number,
@@ -120,10 +120,10 @@ static void on_gate_first_read(claim_store *store, int result, const claim *c, c
         .written_usec = act_wallclock_usec(),
     };
     act_error write_err = {0};
-    state_of(host)->waiting_wake = wake;
+    host->wake_state->waiting_wake = wake;
     if (write_record_async(gen, REC_GEN_STARTING, &state, on_gate_written, &write_err) < 0) {
-        state_of(host)->waiting_wake = NULL;
-        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
+        host->wake_state->waiting_wake = NULL;
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", host->name,
                          write_err.message);
     }
 }
@@ -133,12 +133,12 @@ static void on_gate_first_read(claim_store *store, int result, const claim *c, c
 static void on_gate_written(ad_host *host, int result, const act_error *err)
 {
     if (result < 0) {
-        ad_host_set_build_state_mark(host, 0);
-        pl_wake_complete(take_wake(host), PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host),
+        host->build_state_mark = 0;
+        pl_wake_complete(take_wake(host), PL_REASON_SETUP_FAILED, "host %s: %s", host->name,
                          err->message);
         return;
     }
-    ad_host_set_build_state_mark(host, build_mark(&ad_host_starting(host)->build));
+    host->build_state_mark = build_mark(&host->starting->build);
     gate_second_read(host);
 }
 
@@ -150,7 +150,7 @@ static void on_gate_written(ad_host *host, int result, const act_error *err)
  * ours.) */
 static void gate_fast_answered(ad_host *host, pl_reason reason, const char *why)
 {
-    ad_wake_state *w = state_of(host);
+    ad_wake_state *w = host->wake_state;
     if (reason != PL_REASON_NONE && w->gate_failure == PL_REASON_NONE) {
         w->gate_failure = reason;
         snprintf(w->gate_why, sizeof(w->gate_why), "%s", why);
@@ -168,14 +168,14 @@ static void on_gate_fast_written(ad_host *host, int result, const act_error *err
 {
     char why[GATE_WHY_SIZE] = "";
     if (result < 0)
-        snprintf(why, sizeof(why), "host %s: %s", name_of(host), err->message);
+        snprintf(why, sizeof(why), "host %s: %s", host->name, err->message);
     gate_fast_answered(host, result < 0 ? PL_REASON_SETUP_FAILED : PL_REASON_NONE, why);
 }
 
 static void on_gate_fast_read(claim_store *store, int result, const claim *c, const act_error *err,
                               void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     char why[GATE_WHY_SIZE] = "";
     pl_reason reason = gate_claim_verdict(host, result, c, err, why, sizeof(why));
     gate_fast_answered(host, reason, why);
@@ -183,25 +183,24 @@ static void on_gate_fast_read(claim_store *store, int result, const claim *c, co
 
 static void gate_fast(pl_wake *wake, ad_host *host)
 {
-    ad_generation *gen = ad_host_starting(host);
+    ad_generation *gen = host->starting;
     act_error err = {0};
-    act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(host)},
+    act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = host->name},
                    "host %s: gate: build state unchanged; the record and the claim's read go out "
                    "together",
-                   name_of(host));
-    ad_wake_state *w = state_of(host);
+                   host->name);
+    ad_wake_state *w = host->wake_state;
     w->waiting_wake = wake;
     w->gate_answers_due = 2;
     w->gate_failure = PL_REASON_NONE;
     if (write_record_async(gen, REC_GEN_STARTING, NULL, on_gate_fast_written, &err) < 0) {
         w->waiting_wake = NULL;
-        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", host->name, err.message);
         return;
     }
-    if (claims_read_async(daemon_of(host)->store, name_of(host), on_gate_fast_read, host, &err) <
-        0) {
+    if (claims_read_async(host->daemon->store, host->name, on_gate_fast_read, host, &err) < 0) {
         char why[GATE_WHY_SIZE];
-        snprintf(why, sizeof(why), "host %s: %s", name_of(host), err.message);
+        snprintf(why, sizeof(why), "host %s: %s", host->name, err.message);
         gate_fast_answered(host, PL_REASON_STORE_ERROR, why);
     }
 }
@@ -209,27 +208,25 @@ static void gate_fast(pl_wake *wake, ad_host *host)
 static void gate_second_read(ad_host *host)
 {
     act_error err = {0};
-    if (claims_read_async(daemon_of(host)->store, name_of(host), on_gate_second_read, host, &err) <
-        0)
+    if (claims_read_async(host->daemon->store, host->name, on_gate_second_read, host, &err) < 0)
         store_call_failed(take_wake(host), host, &err);
 }
 
 static void gate_first_read(ad_host *host)
 {
     act_error err = {0};
-    if (claims_read_async(daemon_of(host)->store, name_of(host), on_gate_first_read, host, &err) <
-        0)
+    if (claims_read_async(host->daemon->store, host->name, on_gate_first_read, host, &err) < 0)
         store_call_failed(take_wake(host), host, &err);
 }
 
 void ad_wake_op_gate(pl_wake *wake, void *userdata)
 {
-    ad_host *host = host_of(userdata);
-    if (ad_host_build_state_mark(host) == build_mark(&ad_host_starting(host)->build)) {
+    ad_host *host = userdata;
+    if (host->build_state_mark == build_mark(&host->starting->build)) {
         if (gate_build_chosen(wake, host))
             gate_fast(wake, host);
         return;
     }
-    state_of(host)->waiting_wake = wake;
+    host->wake_state->waiting_wake = wake;
     gate_first_read(host);
 }

@@ -9,17 +9,17 @@ static void on_notify(ntf_socket *notify, const ntf_message *message, void *user
     ad_host *host = gen->host;
     /* With another Ready=, the socket is there for the watchdog, and the
      * probe in flight is what completes `ready`. */
-    if (!message->ready || gen->ready || config_of(host)->ready.kind != PROBE_NOTIFY)
+    if (!message->ready || gen->ready || ad_host_config(host)->ready.kind != PROBE_NOTIFY)
         return;
     gen->ready = true;
-    if (gen == ad_host_starting(host) && state_of(host)->waiting_wake &&
-        pl_wake_step(state_of(host)->waiting_wake) == PL_STEP_READY)
+    if (gen == host->starting && host->wake_state->waiting_wake &&
+        pl_wake_step(host->wake_state->waiting_wake) == PL_STEP_READY)
         pl_wake_ok(take_wake(host));
 }
 
 int ad_wake_open_notify(ad_generation *gen, act_error *err)
 {
-    if (!ad_generation_wants_notify(config_of(gen->host)) || gen->notify)
+    if (!ad_generation_wants_notify(ad_host_config(gen->host)) || gen->notify)
         return 0;
     return ad_generation_open_notify(gen, on_notify, err);
 }

@@ -2,7 +2,7 @@
  *
  * Each operation either completes at once or starts one asynchronous call
  * (a claim read or CAS, a probe, a process, file work on a worker) and
- * parks the wake in state_of(host)->waiting_wake until that call answers on
+ * parks the wake in host->wake_state->waiting_wake until that call answers on
  * the loop. Only one operation of a host is in flight at a time, so one slot
  * is enough. */
 #include "activator/daemon/wake/ops.h"
@@ -28,11 +28,10 @@
  * admission the store cannot fence must not start anything. */
 static bool refused_for_the_store(pl_wake *wake, ad_host *host)
 {
-    const ad_store_state *store = &daemon_of(host)->store_state;
+    const ad_store_state *store = &host->daemon->store_state;
     if (!store->unavailable)
         return false;
-    pl_wake_complete(wake, PL_REASON_STORE_UNAVAILABLE, "host %s: %s", name_of(host),
-                     store->refusal);
+    pl_wake_complete(wake, PL_REASON_STORE_UNAVAILABLE, "host %s: %s", host->name, store->refusal);
     return true;
 }
 
@@ -44,21 +43,21 @@ static bool refused_for_the_store(pl_wake *wake, ad_host *host)
 static pl_reason judge_claim(const ad_host *host, const claim *c, char *message, size_t size)
 {
     act_error err = {0};
-    if (!claim_owned_by(c, box_of(host))) {
+    if (!claim_owned_by(c, host->daemon->config.box)) {
         const char *executor = claim_executor(c);
         if (executor[0])
             snprintf(message, size, "host %s: claim names box %s as executor, this box is %s",
-                     name_of(host), executor, box_of(host));
+                     host->name, executor, host->daemon->config.box);
         else
             snprintf(message, size, "host %s: claim is released (no executor), this box is %s",
-                     name_of(host), box_of(host));
+                     host->name, host->daemon->config.box);
         return PL_REASON_NOT_OWNER;
     }
     /* While this box is a move's target, a wake is the move's probe, and
      * only a probe of that very op may be admitted. */
-    const char *probe_op = ad_host_probe_op(host);
-    int r = probe_op ? claim_probe_allows_wake(c, box_of(host), probe_op, &err)
-                     : claim_phase_allows_wake(c, box_of(host), false, &err);
+    const char *probe_op = host->probe_op;
+    int r = probe_op ? claim_probe_allows_wake(c, host->daemon->config.box, probe_op, &err)
+                     : claim_phase_allows_wake(c, host->daemon->config.box, false, &err);
     if (r < 0) {
         snprintf(message, size, "%s", err.message);
         /* A handover in progress: the box that held the host releases it
@@ -72,8 +71,8 @@ static pl_reason judge_claim(const ad_host *host, const claim *c, char *message,
 static void judge_observed(pl_wake *wake, ad_host *host)
 {
     char message[sizeof(((act_error *)0)->message)];
-    ad_host_set_claim_ours(host, claim_owned_by(&state_of(host)->observed, box_of(host)));
-    pl_reason reason = judge_claim(host, &state_of(host)->observed, message, sizeof(message));
+    host->claim_ours = claim_owned_by(&host->wake_state->observed, host->daemon->config.box);
+    pl_reason reason = judge_claim(host, &host->wake_state->observed, message, sizeof(message));
     if (reason != PL_REASON_NONE) {
         pl_wake_complete(wake, reason, "%s", message);
         return;
@@ -84,23 +83,23 @@ static void judge_observed(pl_wake *wake, ad_host *host)
 static void on_unclaimed_created(claim_store *store, int result, uint64_t new_revision,
                                  const claim *current, const act_error *err, void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     pl_wake *wake = take_wake(host);
     if (result == CLAIMS_CHANGED) {
         /* Someone created a claim at the same moment: judge theirs. */
-        state_of(host)->observed = *current;
+        host->wake_state->observed = *current;
         judge_observed(wake, host);
         return;
     }
     if (result < 0) {
         pl_wake_complete(wake, PL_REASON_STORE_ERROR, "host %s: cannot create its claim: %s",
-                         name_of(host), err->message);
+                         host->name, err->message);
         return;
     }
-    state_of(host)->observed.revision = new_revision;
-    act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(host)},
-                   "host %s: had no claim; claimed it for box %s (ClaimUnclaimed=yes)",
-                   name_of(host), box_of(host));
+    host->wake_state->observed.revision = new_revision;
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = host->name},
+                   "host %s: had no claim; claimed it for box %s (ClaimUnclaimed=yes)", host->name,
+                   host->daemon->config.box);
     judge_observed(wake, host);
 }
 
@@ -108,50 +107,51 @@ static void on_unclaimed_created(claim_store *store, int result, uint64_t new_re
 static void unclaimed_claim(const ad_host *host, claim *out)
 {
     *out = (claim){0};
-    snprintf(out->host, sizeof(out->host), "%s", name_of(host));
+    snprintf(out->host, sizeof(out->host), "%s", host->name);
     snprintf(out->op.id, sizeof(out->op.id), "unclaimed");
     out->op.kind = CLAIM_OP_SERVING;
     snprintf(out->op.phase, sizeof(out->op.phase), "assigned");
-    snprintf(out->op.exec, sizeof(out->op.exec), "%s", box_of(host));
+    snprintf(out->op.exec, sizeof(out->op.exec), "%s", host->daemon->config.box);
 }
 
 static void on_read(claim_store *store, int result, const claim *c, const act_error *err,
                     void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     if (result < 0) {
         pl_wake_complete(take_wake(host), PL_REASON_STORE_ERROR,
-                         "host %s: cannot read its claim: %s", name_of(host), err->message);
+                         "host %s: cannot read its claim: %s", host->name, err->message);
         return;
     }
     if (result == 0) {
-        if (!daemon_of(host)->config.claim_unclaimed) {
+        if (!host->daemon->config.claim_unclaimed) {
             pl_wake_complete(take_wake(host), PL_REASON_NOT_OWNER,
                              "host %s: no claim names this box (%s); assign it with "
                              "'activatorctl claim assign %s %s'",
-                             name_of(host), box_of(host), name_of(host), box_of(host));
+                             host->name, host->daemon->config.box, host->name,
+                             host->daemon->config.box);
             return;
         }
-        unclaimed_claim(host, &state_of(host)->observed);
+        unclaimed_claim(host, &host->wake_state->observed);
         act_error call_err = {0};
-        if (claims_cas_async(store, name_of(host), 0, &state_of(host)->observed,
+        if (claims_cas_async(store, host->name, 0, &host->wake_state->observed,
                              on_unclaimed_created, host, &call_err) < 0)
             store_call_failed(take_wake(host), host, &call_err);
         return;
     }
-    state_of(host)->observed = *c;
+    host->wake_state->observed = *c;
     judge_observed(take_wake(host), host);
 }
 
 const claim *ad_wake_ops_admitted(const ad_host *host)
 {
-    const ad_wake_state *w = state_of(host);
+    const ad_wake_state *w = host->wake_state;
     return w && w->admitted.revision ? &w->admitted : NULL;
 }
 
 bool ad_wake_ops_admission_sent(const ad_host *host)
 {
-    const ad_wake_state *w = state_of(host);
+    const ad_wake_state *w = host->wake_state;
     return w && w->admission_sent;
 }
 
@@ -166,44 +166,43 @@ void ad_wake_state_free(void *data)
     ad_wake_early_forget(w);
     rel_resolved_release(&w->resolved);
     probe_free(w->probe);
-    if (state_of(host) == w)
-        ad_host_set_wake_state(host, NULL);
+    if (host->wake_state == w)
+        host->wake_state = NULL;
     free(w);
 }
 
 static void read_claim(void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     act_error err = {0};
-    if (claims_read_async(daemon_of(host)->store, name_of(host), on_read, host, &err) < 0)
+    if (claims_read_async(host->daemon->store, host->name, on_read, host, &err) < 0)
         store_call_failed(take_wake(host), host, &err);
 }
 
 static void op_read(pl_wake *wake, void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     ad_wake_state *w = calloc(1, sizeof(*w));
     if (!w) {
-        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: out of memory", name_of(host));
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: out of memory", host->name);
         return;
     }
     w->host = host;
     w->resolved.exec_fd = -1;
-    ad_host_set_wake_state(host, w);
+    host->wake_state = w;
     pl_wake_set_data(wake, w, ad_wake_state_free);
     if (refused_for_the_store(wake, host))
         return;
     /* The archive must be of a state nothing writes: a wake waits until
      * the checkpoint is written (unless ExecCheckpoint= snapshots live). */
-    if ((ad_host_checkpoint(host) || ad_host_checkpoint_request(host)) &&
-        !config_of(host)->checkpoint_live) {
+    if ((host->checkpoint || host->checkpoint_request) && !ad_host_config(host)->checkpoint_live) {
         pl_wake_complete(wake, PL_REASON_CHECKPOINTING,
                          "host %s: a checkpoint of its state is being written; wake it again "
                          "once it is (activatorctl checkpoints %s lists them)",
-                         name_of(host), name_of(host));
+                         host->name, host->name);
         return;
     }
-    state_of(host)->waiting_wake = wake;
+    host->wake_state->waiting_wake = wake;
     /* The write-back of the last wake or park goes first: the admission
      * this read leads to must not meet it in the store. */
     if (!ad_claim_report_defer(host, read_claim, host))
@@ -247,7 +246,7 @@ static bool admission_may_retry(const ad_host *host, const claim *observed, cons
 /* The admission's answer, kept in w->answer, taken by the wake. */
 static void admission_answered(ad_host *host)
 {
-    ad_wake_state *w = state_of(host);
+    ad_wake_state *w = host->wake_state;
     /* A held answer (test hooks) may find its wake gone, or another one. */
     if (!w || !w->answer.pending)
         return;
@@ -262,12 +261,12 @@ static void admission_answered(ad_host *host)
         if (w->admission_conflicts < ADMISSION_CONFLICTS_MAX &&
             admission_may_retry(host, &w->observed, current, why, sizeof(why))) {
             w->admission_conflicts++;
-            act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(host)},
+            act_log_fields(LOG_INFO, &(act_log_ctx){.host = host->name},
                            "host %s: the claim changed between read (revision %" PRIu64
                            ") and admission (now revision %" PRIu64
                            ") in a way that still lets this box serve; admitting again on it "
                            "(%u of %u)",
-                           name_of(host), w->observed.revision, current->revision,
+                           host->name, w->observed.revision, current->revision,
                            w->admission_conflicts, ADMISSION_CONFLICTS_MAX);
             w->observed = *current;
             /* The new admission may name another build (a pin) or another
@@ -281,17 +280,17 @@ static void admission_answered(ad_host *host)
         pl_wake_complete(wake, PL_REASON_CLAIM_CHANGED,
                          "host %s: the claim changed between read (revision %" PRIu64
                          ") and admission (now revision %" PRIu64 "): %s",
-                         name_of(host), w->observed.revision, current->revision, why);
+                         host->name, w->observed.revision, current->revision, why);
         return;
     }
     if (result < 0) {
-        pl_wake_complete(wake, PL_REASON_STORE_ERROR, "host %s: admission failed: %s",
-                         name_of(host), err->message);
+        pl_wake_complete(wake, PL_REASON_STORE_ERROR, "host %s: admission failed: %s", host->name,
+                         err->message);
         return;
     }
     w->admitted.revision = new_revision;
     act_error check = {0};
-    if (claim_admission_ok(&w->observed, &w->admitted, daemon_of(host)->incarnation, &check) < 0) {
+    if (claim_admission_ok(&w->observed, &w->admitted, host->daemon->incarnation, &check) < 0) {
         pl_wake_complete(wake, PL_REASON_CLAIM_CHANGED, "%s", check.message);
         return;
     }
@@ -301,8 +300,8 @@ static void admission_answered(ad_host *host)
 static void on_admitted(claim_store *store, int result, uint64_t new_revision, const claim *current,
                         const act_error *err, void *userdata)
 {
-    ad_host *host = host_of(userdata);
-    ad_wake_state *w = state_of(host);
+    ad_host *host = userdata;
+    ad_wake_state *w = host->wake_state;
     w->answer.pending = true;
     w->answer.result = result;
     w->answer.revision = new_revision;
@@ -321,19 +320,19 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision, c
 /* CASes our admission over the observed claim. */
 static void admit_on(pl_wake *wake, ad_host *host)
 {
-    ad_wake_state *w = state_of(host);
+    ad_wake_state *w = host->wake_state;
     /* A swap's admission fences N+1 with a new session, but N serves until
      * N+1 is published, and the claim keeps saying so. */
     if (pl_wake_is_swap(wake))
-        claim_next_swap_admission(&w->observed, box_of(host), daemon_of(host)->incarnation,
+        claim_next_swap_admission(&w->observed, host->daemon->config.box, host->daemon->incarnation,
                                   act_wallclock_usec(), &w->admitted);
     else
-        claim_next_admission(&w->observed, box_of(host), daemon_of(host)->incarnation,
+        claim_next_admission(&w->observed, host->daemon->config.box, host->daemon->incarnation,
                              act_wallclock_usec(), &w->admitted);
     act_error err = {0};
     w->waiting_wake = wake;
     w->admission_sent = true;
-    if (claims_cas_async(daemon_of(host)->store, name_of(host), w->observed.revision, &w->admitted,
+    if (claims_cas_async(host->daemon->store, host->name, w->observed.revision, &w->admitted,
                          on_admitted, host, &err) < 0) {
         store_call_failed(wake, host, &err);
         return;
@@ -343,7 +342,7 @@ static void admit_on(pl_wake *wake, ad_host *host)
 
 static void op_admit(pl_wake *wake, void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     if (refused_for_the_store(wake, host))
         return;
     admit_on(wake, host);
@@ -353,8 +352,8 @@ static void op_admit(pl_wake *wake, void *userdata)
 
 static void op_restore(pl_wake *wake, void *userdata)
 {
-    ad_host *host = host_of(userdata);
-    ad_wake_state *w = state_of(host);
+    ad_host *host = userdata;
+    ad_wake_state *w = host->wake_state;
     /* A restore rewrites the state directory an early start's view shows. */
     if (w->early_gen && ad_restore_would_run(host, &w->admitted.state))
         ad_wake_early_start_discard(w);
@@ -366,24 +365,24 @@ static void op_restore(pl_wake *wake, void *userdata)
 
 static void op_reserve(pl_wake *wake, void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     act_error err = {0};
     ad_generation *gen = NULL;
     /* Every attempt of one admission is the same generation N: the
      * admission names N, and a failed attempt's leaf is removed before the
      * next. The first attempt may find N made ready beside the admission. */
     if (ad_wake_early_start_adopt(host)) {
-        gen = ad_host_starting(host);
-    } else if (ad_generation_new(host, "g", claim_admitted_generation(&state_of(host)->admitted),
+        gen = host->starting;
+    } else if (ad_generation_new(host, "g", claim_admitted_generation(&host->wake_state->admitted),
                                  &gen, &err) < 0) {
-        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", host->name, err.message);
         return;
     }
-    gen->session = state_of(host)->admitted.holder.session;
-    gen->admission_revision = state_of(host)->admitted.revision;
+    gen->session = host->wake_state->admitted.holder.session;
+    gen->admission_revision = host->wake_state->admitted.revision;
     gen->on_exit = ad_wake_ops_on_generation_exit;
     gen->on_exit_userdata = host;
-    ad_host_set_starting(host, gen);
+    host->starting = gen;
     /* Its record is written at the gate, once the build is known and before
      * anything runs in the leaf; a successor daemon that finds an empty leaf
      * without a record retires it with proof. */
@@ -392,15 +391,15 @@ static void op_reserve(pl_wake *wake, void *userdata)
 
 static void op_materialize(pl_wake *wake, void *userdata)
 {
-    ad_host *host = host_of(userdata);
-    ad_generation *gen = ad_host_starting(host);
+    ad_host *host = userdata;
+    ad_generation *gen = host->starting;
     act_error err = {0};
     if (ad_host_state_directory(host, &err) < 0) {
-        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", host->name, err.message);
         return;
     }
     if (ad_wake_open_notify(gen, &err) < 0) {
-        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", host->name, err.message);
         return;
     }
     pl_wake_ok(wake);
@@ -410,13 +409,13 @@ static void op_materialize(pl_wake *wake, void *userdata)
 
 static void op_exec(pl_wake *wake, void *userdata)
 {
-    ad_host *host = host_of(userdata);
-    ad_generation *gen = ad_host_starting(host);
+    ad_host *host = userdata;
+    ad_generation *gen = host->starting;
     act_error err = {0};
-    int r = ad_generation_spawn(gen, state_of(host)->resolved.exec_fd, &err);
-    rel_resolved_release(&state_of(host)->resolved);
+    int r = ad_generation_spawn(gen, host->wake_state->resolved.exec_fd, &err);
+    rel_resolved_release(&host->wake_state->resolved);
     if (r < 0) {
-        pl_wake_complete(wake, PL_REASON_EXEC_FAILED, "host %s: %s", name_of(host), err.message);
+        pl_wake_complete(wake, PL_REASON_EXEC_FAILED, "host %s: %s", host->name, err.message);
         return;
     }
     /* The pid reaches the record at publication (phase serving), the only
@@ -428,23 +427,23 @@ static void publish_read(ad_host *host);
 
 static void on_probe_done(probe_run *probe, bool ok, const char *why, void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     pl_wake *wake = take_wake(host);
     pl_step step = pl_wake_step(wake);
     bool health = step == PL_STEP_HEALTHY || step == PL_STEP_PUBLISH;
     if (ok && step == PL_STEP_PUBLISH) {
         /* A move's probe, healthy: now it may publish. */
-        state_of(host)->waiting_wake = wake;
+        host->wake_state->waiting_wake = wake;
         publish_read(host);
     } else if (ok) {
         pl_wake_ok(wake);
     } else {
         pl_wake_complete(wake, health ? PL_REASON_UNHEALTHY : PL_REASON_READY_TIMEOUT,
-                         "host %s: %s probe failed: %s", name_of(host),
+                         "host %s: %s probe failed: %s", host->name,
                          health ? "health" : "readiness", why);
     }
     /* Last: why is the probe's own text. */
-    probe_free(TAKE_PTR(state_of(host)->probe));
+    probe_free(TAKE_PTR(host->wake_state->probe));
 }
 
 /* gen is the generation probed, from inside it: the one starting (ready),
@@ -453,21 +452,22 @@ static void start_probe(pl_wake *wake, ad_host *host, ad_generation *gen, const 
                         uint64_t timeout_usec)
 {
     act_error err = {0};
-    state_of(host)->waiting_wake = wake;
+    host->wake_state->waiting_wake = wake;
     probe_runner runner = ad_generation_probe_runner(gen);
-    if (probe_start(daemon_of(host)->loop, spec, &runner, timeout_usec, 20 * 1000, on_probe_done,
-                    host, &state_of(host)->probe, &err) < 0) {
-        state_of(host)->waiting_wake = NULL;
-        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
+    if (probe_start(host->daemon->loop, spec, &runner, timeout_usec, 20 * 1000, on_probe_done, host,
+                    &host->wake_state->probe, &err) < 0) {
+        host->wake_state->waiting_wake = NULL;
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", host->name, err.message);
     }
 }
 
 static void op_ready(pl_wake *wake, void *userdata)
 {
-    ad_host *host = host_of(userdata);
-    ad_generation *gen = ad_host_starting(host);
-    if (config_of(host)->ready.kind != PROBE_NOTIFY) {
-        start_probe(wake, host, gen, &config_of(host)->ready, config_of(host)->ready_timeout_usec);
+    ad_host *host = userdata;
+    ad_generation *gen = host->starting;
+    if (ad_host_config(host)->ready.kind != PROBE_NOTIFY) {
+        start_probe(wake, host, gen, &ad_host_config(host)->ready,
+                    ad_host_config(host)->ready_timeout_usec);
         return;
     }
     if (gen->ready) {
@@ -476,13 +476,13 @@ static void op_ready(pl_wake *wake, void *userdata)
     }
     /* on_notify or on_process_exit completes it; the pipeline bounds the
      * wait by ReadyTimeoutSec and calls abandon when it closes. */
-    state_of(host)->waiting_wake = wake;
+    host->wake_state->waiting_wake = wake;
 }
 
 static void op_abandon(pl_wake *wake, pl_step step, void *userdata)
 {
-    ad_host *host = host_of(userdata);
-    ad_wake_state *w = state_of(host);
+    ad_host *host = userdata;
+    ad_wake_state *w = host->wake_state;
     if (!w)
         return;
     if (w->waiting_wake == wake)
@@ -495,11 +495,10 @@ static void op_abandon(pl_wake *wake, pl_step step, void *userdata)
 
 static void op_replicate(pl_wake *wake, void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     act_error err = {0};
-    if (ad_replicate_start(ad_host_starting(host), &err) < 0) {
-        pl_wake_complete(wake, PL_REASON_REPLICATE_FAILED, "host %s: %s", name_of(host),
-                         err.message);
+    if (ad_replicate_start(host->starting, &err) < 0) {
+        pl_wake_complete(wake, PL_REASON_REPLICATE_FAILED, "host %s: %s", host->name, err.message);
         return;
     }
     pl_wake_ok(wake);
@@ -510,34 +509,34 @@ static void on_serving_written(ad_host *host, int result, const act_error *err);
 static void on_published(claim_store *store, int result, uint64_t new_revision,
                          const claim *current, const act_error *err, void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     pl_wake *wake = take_wake(host);
     if (result == CLAIMS_CHANGED) {
         pl_wake_complete(wake, PL_REASON_PUBLISH_LOST,
                          "host %s: the claim changed while publishing generation %" PRIu64,
-                         name_of(host), claim_admitted_generation(&state_of(host)->admitted));
+                         host->name, claim_admitted_generation(&host->wake_state->admitted));
         return;
     }
     if (result < 0) {
-        pl_wake_complete(wake, PL_REASON_STORE_ERROR, "host %s: publishing failed: %s",
-                         name_of(host), err->message);
+        pl_wake_complete(wake, PL_REASON_STORE_ERROR, "host %s: publishing failed: %s", host->name,
+                         err->message);
         return;
     }
-    state_of(host)->admitted.revision = new_revision;
-    ad_generation *gen = ad_host_starting(host);
-    ad_host_set_starting(host, NULL);
+    host->wake_state->admitted.revision = new_revision;
+    ad_generation *gen = host->starting;
+    host->starting = NULL;
     gen->serving_usec = act_now_usec();
     /* In a swap, N serves on until N+1 is healthy; it is retired next. */
     if (pl_wake_is_swap(wake))
-        ad_host_set_replaced(host, ad_host_serving(host));
-    ad_host_set_serving(host, gen);
-    ad_host_set_last_served(host, &gen->build);
+        host->replaced = host->serving;
+    host->serving = gen;
+    host->last_served = gen->build;
     /* The record says serving before the step ends, so a daemon that dies
      * after announcing it can resume the generation. */
     act_error write_err = {0};
-    state_of(host)->waiting_wake = wake;
+    host->wake_state->waiting_wake = wake;
     if (write_record_async(gen, REC_GEN_SERVING, NULL, on_serving_written, &write_err) < 0) {
-        act_log(LOG_WARNING, "host %s: %s", name_of(host), write_err.message);
+        act_log(LOG_WARNING, "host %s: %s", host->name, write_err.message);
         pl_wake_ok(take_wake(host));
     }
 }
@@ -545,86 +544,85 @@ static void on_published(claim_store *store, int result, uint64_t new_revision,
 static void on_serving_written(ad_host *host, int result, const act_error *err)
 {
     if (result < 0)
-        act_log(LOG_WARNING, "host %s: %s", name_of(host), err->message);
+        act_log(LOG_WARNING, "host %s: %s", host->name, err->message);
     pl_wake_ok(take_wake(host));
 }
 
 static void on_publish_read(claim_store *store, int result, const claim *c, const act_error *err,
                             void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     if (result <= 0) {
         pl_wake_complete(take_wake(host),
                          result < 0 ? PL_REASON_STORE_ERROR : PL_REASON_PUBLISH_LOST,
-                         "host %s: before publishing, %s", name_of(host),
+                         "host %s: before publishing, %s", host->name,
                          result < 0 ? err->message : "the claim was deleted");
         return;
     }
-    if (!claim_same_admission(&state_of(host)->admitted, c)) {
+    if (!claim_same_admission(&host->wake_state->admitted, c)) {
         pl_wake_complete(take_wake(host), PL_REASON_PUBLISH_LOST,
                          "host %s: before publishing, the claim no longer describes our "
                          "admission (session %" PRIu64 ", generation %" PRIu64 ")",
-                         name_of(host), state_of(host)->admitted.holder.session,
-                         claim_admitted_generation(&state_of(host)->admitted));
+                         host->name, host->wake_state->admitted.holder.session,
+                         claim_admitted_generation(&host->wake_state->admitted));
         return;
     }
     char handle[sizeof(c->holder.handle)];
     ad_host_format_handle(host, claim_admitted_generation(c), handle, sizeof(handle));
     claim next;
     claim_next_published(c, handle, &next);
-    state_of(host)->admitted = next;
+    host->wake_state->admitted = next;
     act_error call_err = {0};
-    if (claims_cas_async(store, name_of(host), c->revision, &next, on_published, host, &call_err) <
-        0)
+    if (claims_cas_async(store, host->name, c->revision, &next, on_published, host, &call_err) < 0)
         store_call_failed(take_wake(host), host, &call_err);
 }
 
 static void publish_read(ad_host *host)
 {
     act_error err = {0};
-    if (claims_read_async(daemon_of(host)->store, name_of(host), on_publish_read, host, &err) < 0)
+    if (claims_read_async(host->daemon->store, host->name, on_publish_read, host, &err) < 0)
         store_call_failed(take_wake(host), host, &err);
 }
 
 static void op_publish(pl_wake *wake, void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     /* A move's probe passes HealthCheck= before it publishes: its
      * publication ends the move, so what it names must be known to serve
      * (a wake's check comes after, in `healthy`, and runs again there). */
-    if (ad_host_probe_op(host) && config_of(host)->health_check && ad_host_starting(host)) {
-        start_probe(wake, host, ad_host_starting(host), config_of(host)->health_check,
-                    config_of(host)->ready_timeout_usec);
+    if (host->probe_op && ad_host_config(host)->health_check && host->starting) {
+        start_probe(wake, host, host->starting, ad_host_config(host)->health_check,
+                    ad_host_config(host)->ready_timeout_usec);
         return;
     }
-    state_of(host)->waiting_wake = wake;
+    host->wake_state->waiting_wake = wake;
     publish_read(host);
 }
 
 static void op_healthy(pl_wake *wake, void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     /* An exit between ready and here was only noted (the steps in between
      * wait on the claim store): the generation just published is dead. */
-    ad_generation *serving = ad_host_serving(host);
+    ad_generation *serving = host->serving;
     if (serving && serving->exited) {
         pl_wake_complete(wake, PL_REASON_CRASHED,
                          "host %s: generation %" PRIu64 " exited with status %d before it could "
                          "serve",
-                         name_of(host), serving->number, serving->exit_status);
+                         host->name, serving->number, serving->exit_status);
         return;
     }
-    if (!config_of(host)->health_check) {
+    if (!ad_host_config(host)->health_check) {
         pl_wake_ok(wake);
         return;
     }
     if (!serving) {
         pl_wake_complete(wake, PL_REASON_SETUP_FAILED,
-                         "host %s: no published generation to check the health of", name_of(host));
+                         "host %s: no published generation to check the health of", host->name);
         return;
     }
-    start_probe(wake, host, serving, config_of(host)->health_check,
-                config_of(host)->ready_timeout_usec);
+    start_probe(wake, host, serving, ad_host_config(host)->health_check,
+                ad_host_config(host)->ready_timeout_usec);
 }
 
 /* ---- failed -------------------------------------------------------------- */
@@ -633,51 +631,51 @@ static void on_generation_retired(ad_generation *gen, bool proven, const char *w
 {
     pl_wake *wake = userdata;
     ad_host *host = gen->host;
-    if (ad_host_starting(host) == gen)
-        ad_host_set_starting(host, NULL);
-    if (ad_host_replaced(host) == gen)
-        ad_host_set_replaced(host, NULL);
-    if (ad_host_serving(host) == gen) {
+    if (host->starting == gen)
+        host->starting = NULL;
+    if (host->replaced == gen)
+        host->replaced = NULL;
+    if (host->serving == gen) {
         /* A swap's N+1 that failed after its publication: N still serves. */
-        ad_host_set_serving(host, ad_host_replaced(host));
-        ad_host_set_replaced(host, NULL);
+        host->serving = host->replaced;
+        host->replaced = NULL;
     }
     uint64_t number = gen->number;
     if (proven) {
         ad_generation_free(gen);
-        pl_wake_retired(wake, true, "host %s: generation %" PRIu64 " is proven stopped",
-                        name_of(host), number);
+        pl_wake_retired(wake, true, "host %s: generation %" PRIu64 " is proven stopped", host->name,
+                        number);
     } else {
         /* The leaf of an unproven generation is kept on the host: the sweep
          * that the transition starts proves it stopped later. */
-        act_log_fields(LOG_ERR, &(act_log_ctx){.host = name_of(host), .generation = number},
-                       "host %s: generation %" PRIu64 " is NOT proven stopped: %s", name_of(host),
+        act_log_fields(LOG_ERR, &(act_log_ctx){.host = host->name, .generation = number},
+                       "host %s: generation %" PRIu64 " is NOT proven stopped: %s", host->name,
                        number, why);
         if (!ad_host_keep_unproven(host, TAKE_PTR(gen->leaf), number))
             act_log(LOG_ERR,
                     "host %s: out of memory keeping the leaf of generation %" PRIu64
                     " for the sweep; only the next daemon retires it",
-                    name_of(host), number);
+                    host->name, number);
         ad_generation_free(gen);
         pl_wake_retired(wake, false, "host %s: generation %" PRIu64 " not proven stopped: %s",
-                        name_of(host), number, why);
+                        host->name, number, why);
     }
 }
 
 static void op_failed(pl_wake *wake, void *userdata)
 {
-    ad_host *host = host_of(userdata);
+    ad_host *host = userdata;
     const pl_retirement *retirement = pl_wake_retirement(wake);
-    ad_wake_state *w = state_of(host);
+    ad_wake_state *w = host->wake_state;
     if (w) {
         ad_restore_abandon(w->restore);
         rel_resolved_release(&w->resolved);
     }
     if (retirement->record_attempt)
         ad_host_count_failed_attempt(host, pl_reason_to_string(retirement->reason));
-    ad_generation *serving = ad_host_serving(host);
-    ad_generation *starting = ad_host_starting(host);
-    ad_generation *replaced = ad_host_replaced(host);
+    ad_generation *serving = host->serving;
+    ad_generation *starting = host->starting;
+    ad_generation *replaced = host->replaced;
     ad_generation *gen = NULL;
     switch (retirement->cause) {
     case PL_RETIRE_EXITED:
@@ -695,7 +693,7 @@ static void op_failed(pl_wake *wake, void *userdata)
         break;
     }
     if (!gen) {
-        pl_wake_retired(wake, true, "host %s: nothing was started", name_of(host));
+        pl_wake_retired(wake, true, "host %s: nothing was started", host->name);
         return;
     }
     ad_generation_retire(gen, retirement->graceful, on_generation_retired, wake);
@@ -706,7 +704,7 @@ static void op_failed(pl_wake *wake, void *userdata)
 static bool served_long_enough(const ad_generation *gen)
 {
     uint64_t served = act_now_usec() - gen->serving_usec;
-    return served >= daemon_of(gen->host)->config.failure_reset_usec;
+    return served >= gen->host->daemon->config.failure_reset_usec;
 }
 
 /* A generation's main process exited while it was not being retired. Before
@@ -715,21 +713,20 @@ static bool served_long_enough(const ad_generation *gen)
  * the two the exit is only noted, and `healthy` finds it. */
 void ad_wake_ops_on_generation_exit(ad_generation *gen, void *userdata)
 {
-    ad_host *host = host_of(userdata);
-    ad_wake_state *w = state_of(host);
-    if (gen == ad_host_starting(host) && w && w->waiting_wake &&
+    ad_host *host = userdata;
+    ad_wake_state *w = host->wake_state;
+    if (gen == host->starting && w && w->waiting_wake &&
         pl_wake_step(w->waiting_wake) == PL_STEP_READY) {
         pl_wake *wake = take_wake(host);
         probe_free(TAKE_PTR(w->probe));
         pl_wake_complete(wake, PL_REASON_CRASHED,
                          "host %s: generation %" PRIu64 " exited with status %d before it was "
                          "ready",
-                         name_of(host), gen->number, gen->exit_status);
+                         host->name, gen->number, gen->exit_status);
         return;
     }
-    if (gen == ad_host_serving(host))
-        pl_host_generation_exited(ad_host_pipeline(host), gen->exit_status,
-                                  served_long_enough(gen));
+    if (gen == host->serving)
+        pl_host_generation_exited(host->pipeline, gen->exit_status, served_long_enough(gen));
 }
 
 /* What the supervision of the serving generation noticed. A stop notice is
@@ -741,12 +738,12 @@ void ad_wake_ops_on_generation_exit(ad_generation *gen, void *userdata)
 static void on_generation_notice(ad_generation *gen, ad_generation_notice notice, const char *why,
                                  void *userdata)
 {
-    ad_host *host = host_of(userdata);
-    pl_host *pipeline = ad_host_pipeline(host);
-    if (gen != ad_host_serving(host) || pl_host_get_state(pipeline) != PL_HOST_SERVING)
+    ad_host *host = userdata;
+    pl_host *pipeline = host->pipeline;
+    if (gen != host->serving || pl_host_get_state(pipeline) != PL_HOST_SERVING)
         return;
     if (notice == AD_NOTICE_STOPPING) {
-        act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = name_of(host), .generation = gen->number},
+        act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = host->name, .generation = gen->number},
                        "%s; parking", why);
         pl_host_park(pipeline, PL_PARK_IDLE);
         return;
@@ -758,7 +755,7 @@ static void on_generation_notice(ad_generation *gen, ad_generation_notice notice
 
 void ad_wake_ops_supervise(ad_host *host)
 {
-    ad_generation *serving = ad_host_serving(host);
+    ad_generation *serving = host->serving;
     if (serving)
         ad_generation_supervise(serving, on_generation_notice, host);
 }

@@ -31,13 +31,13 @@ static pl_reason reason_of_resolve(int r)
 /* The held version freezes the host: a build that is not it never runs. */
 bool ad_wake_held_mismatch(const ad_host *host, const claim *c)
 {
-    return c->held[0] && strcmp(c->held, state_of(host)->resolved.identity.version) != 0;
+    return c->held[0] && strcmp(c->held, host->wake_state->resolved.identity.version) != 0;
 }
 
 /* The pin, or the fallback of a pin that failed (wake/pin_choice.h). */
 bool ad_wake_pin_mismatch(const ad_host *host, const claim *c)
 {
-    const rel_identity *id = &state_of(host)->resolved.identity;
+    const rel_identity *id = &host->wake_state->resolved.identity;
     return ad_pin_mismatch(c, id->version, id->build_digest);
 }
 
@@ -47,8 +47,8 @@ static void announce_fallback(ad_host *host, const claim *admitted, const ad_gen
     char why[512];
     snprintf(why, sizeof(why), "pin %s failed (%s); running %s, the build that served last",
              admitted->pin.version, admitted->pin.failure_reason, gen->build.version);
-    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = name_of(host), .build = gen->build.version},
-                   "host %s: %s", name_of(host), why);
+    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = host->name, .build = gen->build.version},
+                   "host %s: %s", host->name, why);
     ad_publish(host, EV_EVENT_PIN_FALLBACK, gen, why);
 }
 
@@ -56,7 +56,7 @@ static void on_prepared(ad_host *host, ad_prepared *prepared, void *userdata)
 {
     (void)userdata;
     pl_wake *wake = take_wake(host);
-    const claim *admitted = &state_of(host)->admitted;
+    const claim *admitted = &host->wake_state->admitted;
     if (prepared->result < 0) {
         pl_wake_complete(wake,
                          prepared->script_problem ? PL_REASON_SETUP_FAILED
@@ -64,28 +64,28 @@ static void on_prepared(ad_host *host, ad_prepared *prepared, void *userdata)
                          "%s", prepared->err.message);
         return;
     }
-    state_of(host)->resolved = prepared->resolved;
+    host->wake_state->resolved = prepared->resolved;
     prepared->resolved.exec_fd = -1; /* ours now */
     if (ad_wake_held_mismatch(host, admitted)) {
         pl_wake_complete(wake, PL_REASON_HELD_MISMATCH,
-                         "host %s: held on version %s, but the build to run is %s", name_of(host),
-                         admitted->held, state_of(host)->resolved.identity.version);
+                         "host %s: held on version %s, but the build to run is %s", host->name,
+                         admitted->held, host->wake_state->resolved.identity.version);
         return;
     }
-    ad_wake_fill_build(&ad_host_starting(host)->build, &state_of(host)->resolved.identity);
-    ad_host_starting(host)->exec_is_script = prepared->is_script;
+    ad_wake_fill_build(&host->starting->build, &host->wake_state->resolved.identity);
+    host->starting->exec_is_script = prepared->is_script;
     rel_pin unused;
     if (ad_pin_choose(admitted, &unused) == AD_PIN_FALLBACK)
-        announce_fallback(host, admitted, ad_host_starting(host));
+        announce_fallback(host, admitted, host->starting);
     pl_wake_ok(wake);
 }
 
 /* An early answer that prepare waits for or takes: on_prepared as usual. */
 static void finish_with_early(ad_host *host, early_prepare *early)
 {
-    state_of(host)->early = NULL;
-    act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(host)},
-                   "host %s: prepare takes the build resolved beside the admission", name_of(host));
+    host->wake_state->early = NULL;
+    act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = host->name},
+                   "host %s: prepare takes the build resolved beside the admission", host->name);
     on_prepared(host, &early->prepared, NULL);
     rel_resolved_release(&early->prepared.resolved);
     free(early);
@@ -121,7 +121,7 @@ static early_prepare *usable_early(ad_host *host, ad_pin_choice choice, const re
 
 void ad_wake_begin_early_prepare(ad_host *host)
 {
-    ad_wake_state *w = state_of(host);
+    ad_wake_state *w = host->wake_state;
     rel_pin pin;
     ad_pin_choice choice = ad_pin_choose(&w->admitted, &pin);
     /* An admission made again over a pin may run another build than the
@@ -144,28 +144,28 @@ void ad_wake_begin_early_prepare(ad_host *host)
         return;
     }
     w->early = early;
-    act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = name_of(host)},
-                   "host %s: resolving its build beside the admission", name_of(host));
+    act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = host->name},
+                   "host %s: resolving its build beside the admission", host->name);
 }
 
 /* The early answer, when it was asked for the build prepare chose. */
 static early_prepare *usable_early(ad_host *host, ad_pin_choice choice, const rel_pin *pin)
 {
-    early_prepare *early = state_of(host)->early;
+    early_prepare *early = host->wake_state->early;
     if (!early)
         return NULL;
     if (ad_wake_early_is_for(early, choice, pin))
         return early;
     /* Not the build to run after all: drop it (when it answers). */
-    ad_wake_early_forget(state_of(host));
+    ad_wake_early_forget(host->wake_state);
     return NULL;
 }
 
 void ad_wake_op_prepare(pl_wake *wake, void *userdata)
 {
-    ad_host *host = host_of(userdata);
-    const claim *admitted = &state_of(host)->admitted;
-    rel_resolved_release(&state_of(host)->resolved);
+    ad_host *host = userdata;
+    const claim *admitted = &host->wake_state->admitted;
+    rel_resolved_release(&host->wake_state->resolved);
     rel_pin pin;
     ad_pin_choice choice = ad_pin_choose(admitted, &pin);
     if (choice == AD_PIN_FAILED) {
@@ -173,26 +173,26 @@ void ad_wake_op_prepare(pl_wake *wake, void *userdata)
                          "host %s: the pinned build %s failed (%s: %s) and no build that served "
                          "can stand in; unpin it (activatorctl unpin %s), promote a build, or "
                          "swap to one",
-                         name_of(host), admitted->pin.version, admitted->pin.failure_reason,
-                         admitted->pin.failure_message, name_of(host));
+                         host->name, admitted->pin.version, admitted->pin.failure_reason,
+                         admitted->pin.failure_message, host->name);
         return;
     }
     early_prepare *early = usable_early(host, choice, &pin);
     if (early) {
-        state_of(host)->waiting_wake = wake;
+        host->wake_state->waiting_wake = wake;
         early->awaited = true;
         if (early->done)
             finish_with_early(host, early);
         return;
     }
     /* A child held for the build the early answer named runs nothing. */
-    ad_generation_drop_held(ad_host_starting(host));
+    ad_generation_drop_held(host->starting);
     act_error err = {0};
-    state_of(host)->waiting_wake = wake;
+    host->wake_state->waiting_wake = wake;
     if (ad_build_prepare_async(host, choice == AD_PIN_NONE ? NULL : &pin, on_prepared, NULL, &err) <
         0) {
-        state_of(host)->waiting_wake = NULL;
-        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", name_of(host), err.message);
+        host->wake_state->waiting_wake = NULL;
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", host->name, err.message);
     }
 }
 

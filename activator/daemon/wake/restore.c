@@ -38,11 +38,6 @@ struct ad_restore {
     act_error err;
 };
 
-static const char *name_of(const ad_restore *restore)
-{
-    return ad_host_name(restore->host);
-}
-
 static void restore_free(ad_restore *restore)
 {
     if (restore->slot && *restore->slot == restore)
@@ -61,11 +56,11 @@ static void on_leaf_retired(bool proven, const char *why, void *userdata)
     if (!wake) {
         if (!proven)
             act_log(LOG_ERR, "host %s: abandoned restore not proven stopped: %s",
-                    name_of(restore), why);
+                    restore->host->name, why);
     } else if (!proven) {
         pl_wake_complete(wake, PL_REASON_RESTORE_FAILED,
-                         "host %s: the restore's cgroup is not proven empty: %s", name_of(restore),
-                         why);
+                         "host %s: the restore's cgroup is not proven empty: %s",
+                         restore->host->name, why);
     } else if (restore->reason != PL_REASON_NONE) {
         pl_wake_complete(wake, restore->reason, "%s", restore->message);
     } else {
@@ -99,20 +94,20 @@ static void on_restore_exit(int status, void *userdata)
     char message[1200];
     if (status != 0) {
         snprintf(message, sizeof(message), "host %s: ExecRestore= %s exited with status %d",
-                 name_of(restore), config->exec_restore[0], status);
+                 restore->host->name, config->exec_restore[0], status);
         settle(restore, PL_REASON_RESTORE_FAILED, message);
         return;
     }
     act_error err = {0};
     int dirfd = ad_host_dir(restore->host, &err);
     if (dirfd < 0 || rec_write_checkpoint(dirfd, restore->checkpoint, &err) < 0) {
-        snprintf(message, sizeof(message), "host %s: restored, but %s", name_of(restore),
+        snprintf(message, sizeof(message), "host %s: restored, but %s", restore->host->name,
                  err.message);
         settle(restore, PL_REASON_RESTORE_FAILED, message);
         return;
     }
-    act_log_fields(LOG_INFO, &(act_log_ctx){.host = name_of(restore)},
-                   "host %s: state restored to checkpoint %s", name_of(restore),
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = restore->host->name},
+                   "host %s: state restored to checkpoint %s", restore->host->name,
                    restore->checkpoint);
     settle(restore, PL_REASON_NONE, NULL);
 }
@@ -122,7 +117,7 @@ static void on_restore_timeout(void *userdata)
     ad_restore *restore = userdata;
     char message[1200];
     snprintf(message, sizeof(message), "host %s: ExecRestore= did not finish within %llu s",
-             name_of(restore), RESTORE_TIMEOUT_USEC / 1000000ull);
+             restore->host->name, RESTORE_TIMEOUT_USEC / 1000000ull);
     settle(restore, PL_REASON_RESTORE_FAILED, message);
 }
 
@@ -132,7 +127,7 @@ static int local_checkpoint(ad_host *host, char *out, size_t size, act_error *er
     int dirfd = ad_host_dir(host, err);
     if (dirfd < 0)
         return dirfd;
-    return rec_read_checkpoint(dirfd, ad_host_name(host), out, size, err);
+    return rec_read_checkpoint(dirfd, host->name, out, size, err);
 }
 
 /* ---- the built-in transport (Checkpoints=), on a worker ----------------- */
@@ -180,11 +175,11 @@ static void complete_builtin(void *data)
 static void start_builtin(ad_restore *restore, const claim_state *state)
 {
     ad_host *host = restore->host;
-    ad_daemon *daemon = ad_host_daemon(host);
+    ad_daemon *daemon = host->daemon;
     act_error err = {0};
     restore->builtin = true;
     restore->state_dirfd = daemon->state_dirfd;
-    snprintf(restore->name, sizeof(restore->name), "%s", ad_host_name(host));
+    snprintf(restore->name, sizeof(restore->name), "%s", host->name);
     snprintf(restore->sha256, sizeof(restore->sha256), "%s", state->sha256);
     ad_host_run_as(host, &restore->uid, &restore->gid);
     int r = ckpt_parse_url(daemon->config.checkpoints, &restore->dir, &err);
@@ -211,7 +206,7 @@ static void start_builtin(ad_restore *restore, const claim_state *state)
 bool ad_restore_would_run(ad_host *host, const claim_state *state)
 {
     const cfg_host *config = ad_host_config(host);
-    bool builtin = !config->exec_restore && ad_host_daemon(host)->config.checkpoints;
+    bool builtin = !config->exec_restore && host->daemon->config.checkpoints;
     if (config->stateless || (!config->exec_restore && !builtin) || !state->checkpoint[0])
         return false;
     char local[160];
@@ -226,9 +221,9 @@ void ad_restore_start(ad_host *host, pl_wake *wake, const claim_state *state, ui
 {
     assert(host && wake && state && slot);
     const cfg_host *config = ad_host_config(host);
-    const char *name = ad_host_name(host);
+    const char *name = host->name;
     const char *checkpoint = state->checkpoint;
-    bool builtin = !config->exec_restore && ad_host_daemon(host)->config.checkpoints;
+    bool builtin = !config->exec_restore && host->daemon->config.checkpoints;
     if (config->stateless || (!config->exec_restore && !builtin) || !checkpoint[0]) {
         pl_wake_ok(wake);
         return;

@@ -56,36 +56,6 @@ typedef struct early_prepare {
     ad_prepared prepared; /* once done; its exec fd is ours */
 } early_prepare;
 
-static inline ad_host *host_of(void *userdata)
-{
-    return userdata;
-}
-
-static inline ad_wake_state *state_of(const ad_host *host)
-{
-    return ad_host_wake_state(host);
-}
-
-static inline ad_daemon *daemon_of(const ad_host *host)
-{
-    return ad_host_daemon(host);
-}
-
-static inline const cfg_host *config_of(const ad_host *host)
-{
-    return ad_host_config(host);
-}
-
-static inline const char *box_of(const ad_host *host)
-{
-    return daemon_of(host)->config.box;
-}
-
-static inline const char *name_of(const ad_host *host)
-{
-    return ad_host_name(host);
-}
-
 /* gen's record as it stands, written with phase off the loop. */
 static inline int write_record_async(ad_generation *gen, rec_generation_phase phase,
                               const rec_build_state *build_state, ad_record_written_fn written,
@@ -99,14 +69,14 @@ static inline int write_record_async(ad_generation *gen, rec_generation_phase ph
 /* Takes the parked wake: the answer that arrives completes it exactly once. */
 static inline pl_wake *take_wake(ad_host *host)
 {
-    return TAKE_PTR(state_of(host)->waiting_wake);
+    return TAKE_PTR(host->wake_state->waiting_wake);
 }
 
 /* A claim store call that could not even be started ends the step. */
 static inline void store_call_failed(pl_wake *wake, ad_host *host, const act_error *err)
 {
-    state_of(host)->waiting_wake = NULL;
-    pl_wake_complete(wake, PL_REASON_STORE_ERROR, "host %s: %s", name_of(host), err->message);
+    host->wake_state->waiting_wake = NULL;
+    pl_wake_complete(wake, PL_REASON_STORE_ERROR, "host %s: %s", host->name, err->message);
 }
 
 /* wake/prepare.c: the prepare step, the work it begins beside the
