@@ -8,11 +8,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -469,6 +471,21 @@ bool dh_pid_gone(pid_t pid)
         dh_sleep_ms(20);
     }
     return false;
+}
+
+bool dh_kill_and_wait_exit(pid_t pid)
+{
+    /* The pidfd is taken before the signal, so it is this process's exit
+     * that is waited for, not another's that reused the pid. */
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0)
+        return false;
+    bool exited = syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0;
+    struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+    /* Readable once it exited: the same moment its parent's pidfd says so. */
+    exited = exited && poll(&pfd, 1, 10000) == 1;
+    close(pidfd);
+    return exited;
 }
 
 static void check_marked_pids_gone(dh_daemon *d)

@@ -184,6 +184,13 @@ int dh_stop(dh_daemon *d);
  * re-parented and reaped by init, and its zombie may linger for an instant. */
 bool dh_pid_gone(pid_t pid);
 
+/* SIGKILL to pid, returning once it exited (up to 10 s): a kill() returns
+ * before the process is torn down, and an app under the sanitizers takes
+ * its time to die, so a step released right after kill() can run before
+ * the daemon could know of the death. False when it could not be killed or
+ * did not exit. */
+bool dh_kill_and_wait_exit(pid_t pid);
+
 /* SIGKILL, as a crash or the OOM killer would: the generations keep running.
  * Forgets the events received, because the next daemon numbers its own from
  * 1. Returns the exit status (128 + 9). */
