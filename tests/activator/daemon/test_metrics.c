@@ -1,14 +1,23 @@
 /* The daemon's Prometheus metrics, scraped over HTTP from the real daemon:
- * the text parses, and the counters of a wake move. And the Grafana
- * dashboard (contrib/grafana-dashboard.json) queries only metrics the daemon
- * exports. */
+ * the text parses, and the counters of a wake move; idle connections from
+ * one address do not keep a scrape from another out, and are closed after
+ * the timeout. And the Grafana dashboard (contrib/grafana-dashboard.json)
+ * queries only metrics the daemon exports. */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <json-c/json.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "activator/metrics/server.h"
 #include "harness.h"
 #include "tests/common/prometheus.h"
 
@@ -111,6 +120,90 @@ static void test_wake_moves_the_counters(void **state)
     DH_CHECK(d, sample(d, after, box_info) == 1, "no %s:\n%s", box_info, after->text);
     free(before);
     free(after);
+    dh_stop_and_check_clean(d);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether the daemon closed fd (EOF or a reset), waiting up to wait_ms. */
+static bool closed_by_daemon(int fd, int wait_ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, wait_ms) <= 0)
+        return false;
+    char byte;
+    ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+#define IDLE_CONNECTIONS 200
+
+/* 200 connections from 127.0.0.2 that send nothing: one address holds at
+ * most its limit of them (the rest are refused and counted), a scrape from
+ * 127.0.0.1 is answered meanwhile, and the ones held are closed by the
+ * daemon once idle for the timeout. */
+static void test_idle_connections_from_one_address_leave_room(void **state)
+{
+    dh_daemon *d = *state;
+    int metrics_port = dh_free_port();
+    char conf[64];
+    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
+    dh_setup(d, DH_STORE_DIR, conf);
+    dh_start(d, NULL);
+
+    dh_step("open %d idle connections from 127.0.0.2", IDLE_CONNECTIONS);
+    int idle[IDLE_CONNECTIONS];
+    struct sockaddr_in local = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.2", &local.sin_addr);
+    struct sockaddr_in server = {.sin_family = AF_INET, .sin_port = htons((uint16_t)metrics_port)};
+    server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < IDLE_CONNECTIONS; i++) {
+        idle[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        DH_CHECK(d, idle[i] >= 0, "socket: %s", strerror(errno));
+        DH_CHECK(d, bind(idle[i], (struct sockaddr *)&local, sizeof(local)) == 0,
+                 "bind to 127.0.0.2: %s", strerror(errno));
+        DH_CHECK(d, connect(idle[i], (struct sockaddr *)&server, sizeof(server)) == 0,
+                 "connection %d from 127.0.0.2 to the metrics port: %s", i, strerror(errno));
+    }
+
+    /* The daemon takes connections in the order they came, so all 200 were
+     * taken or refused before the scrape's. */
+    dh_step("scrape from 127.0.0.1");
+    body *scraped = calloc(1, sizeof(*scraped));
+    scrape(d, metrics_port, scraped);
+    char box_info[128];
+    snprintf(box_info, sizeof(box_info), "activator_box_info{box=\"%s\",version=\"%s\"}", DH_BOX,
+             ACTIVATOR_VERSION);
+    DH_CHECK(d, sample(d, scraped, box_info) == 1, "the scrape has no %s:\n%s", box_info,
+             scraped->text);
+    double refused = sample(d, scraped, "activator_metrics_connections_refused_total");
+    DH_CHECK(d, refused == IDLE_CONNECTIONS - MET_MAX_CONNECTIONS_PER_ADDRESS,
+             "%d connections from one address with a limit of %d: %.0f refused counted",
+             IDLE_CONNECTIONS, MET_MAX_CONNECTIONS_PER_ADDRESS, refused);
+    free(scraped);
+
+    /* Every one ends closed by the daemon: the refused at once, the held
+     * ones after the timeout. A generous deadline: the machine's speed
+     * decides when. */
+    dh_waiting_for("the daemon to close %d idle connections", IDLE_CONNECTIONS);
+    int64_t deadline = now_ms() + (MET_CONNECTION_TIMEOUT_SEC + 30) * 1000;
+    for (int i = 0; i < IDLE_CONNECTIONS; i++) {
+        int64_t left = deadline - now_ms();
+        DH_CHECK(d, closed_by_daemon(idle[i], left > 0 ? (int)left : 0),
+                 "idle metrics connection %d from 127.0.0.2 is still open %d s after the "
+                 "scrape (the timeout is %d s)",
+                 i, MET_CONNECTION_TIMEOUT_SEC + 30, MET_CONNECTION_TIMEOUT_SEC);
+        close(idle[i]);
+    }
+    /* And the daemon serves on. */
+    scraped = calloc(1, sizeof(*scraped));
+    scrape(d, metrics_port, scraped);
+    free(scraped);
     dh_stop_and_check_clean(d);
 }
 
@@ -305,6 +398,7 @@ int main(void)
         return r;
     const struct CMUnitTest tests[] = {
         DH_TEST(test_wake_moves_the_counters),
+        DH_TEST(test_idle_connections_from_one_address_leave_room),
         DH_TEST(test_dashboard_queries_exported_metrics),
         DH_TEST(test_swaps_and_failure_parks_are_counted),
     };
