@@ -1,8 +1,9 @@
 /* The daemon's Prometheus metrics, scraped over HTTP from the real daemon:
  * the text parses, and the counters of a wake move; idle connections from
  * one address do not keep a scrape from another out, and are closed after
- * the timeout. And the Grafana dashboard (contrib/grafana-dashboard.json)
- * queries only metrics the daemon exports. */
+ * the timeout; a taken port stops the start with a message that says so.
+ * And the Grafana dashboard (contrib/grafana-dashboard.json) queries only
+ * metrics the daemon exports. */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <curl/curl.h>
@@ -207,6 +208,38 @@ static void test_idle_connections_from_one_address_leave_room(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* MetricsListen= on a port something else listens on: the daemon does not
+ * start, and says which key, which address, what failed and what to do,
+ * once. */
+static void test_a_taken_metrics_port_stops_the_start(void **state)
+{
+    dh_daemon *d = *state;
+    int taken = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in address = {.sin_family = AF_INET};
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(address);
+    DH_CHECK(d,
+             taken >= 0 && bind(taken, (struct sockaddr *)&address, sizeof(address)) == 0 &&
+                 listen(taken, 1) == 0 &&
+                 getsockname(taken, (struct sockaddr *)&address, &len) == 0,
+             "cannot take a port: %s", strerror(errno));
+    char conf[64], said[160];
+    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", ntohs(address.sin_port));
+    dh_setup(d, DH_STORE_DIR, conf);
+    DH_CHECK(d, dh_start_failing(d) == 1, "the start on a taken metrics port did not exit 1");
+    snprintf(said, sizeof(said),
+             "MetricsListen=127.0.0.1:%d: cannot bind 127.0.0.1:%d: Address already in use",
+             ntohs(address.sin_port), ntohs(address.sin_port));
+    DH_CHECK(d, dh_log_wait(d, said, 0), "the failed start does not say \"%s\"", said);
+    DH_CHECK(d, dh_log_wait(d, "choose a free ADDR:PORT", 0),
+             "the failed start does not say what to do");
+    char twice[96];
+    snprintf(twice, sizeof(twice),
+             "MetricsListen=127.0.0.1:%d: MetricsListen=", ntohs(address.sin_port));
+    DH_CHECK(d, !dh_log_wait(d, twice, 0), "the failed start names MetricsListen= twice");
+    close(taken);
+}
+
 /* The sum of a family's series (its "name{" lines). */
 static double family_sum(const body *scraped, const char *name)
 {
@@ -399,6 +432,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         DH_TEST(test_wake_moves_the_counters),
         DH_TEST(test_idle_connections_from_one_address_leave_room),
+        DH_TEST(test_a_taken_metrics_port_stops_the_start),
         DH_TEST(test_dashboard_queries_exported_metrics),
         DH_TEST(test_swaps_and_failure_parks_are_counted),
     };
