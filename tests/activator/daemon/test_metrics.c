@@ -1,9 +1,10 @@
 /* The daemon's Prometheus metrics, scraped over HTTP from the real daemon:
- * the text parses, and the counters of a wake move; idle connections from
- * one address do not keep a scrape from another out, and are closed after
- * the timeout; a taken port stops the start with a message that says so.
- * And the Grafana dashboard (contrib/grafana-dashboard.json) queries only
- * metrics the daemon exports. */
+ * the text parses, and the counters of a wake move; promtool finds nothing
+ * wrong with it; idle connections from one address do not keep a scrape
+ * from another out, and are closed after the timeout; a taken port stops
+ * the start with a message that says so. And the Grafana dashboard
+ * (contrib/grafana-dashboard.json) queries only metrics the daemon
+ * exports. */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <curl/curl.h>
@@ -121,6 +122,76 @@ static void test_wake_moves_the_counters(void **state)
     DH_CHECK(d, sample(d, after, box_info) == 1, "no %s:\n%s", box_info, after->text);
     free(before);
     free(after);
+    dh_stop_and_check_clean(d);
+}
+
+/* promtool (Debian's prometheus package) in PATH, into path. */
+static bool find_promtool(char *path, size_t size)
+{
+    const char *dirs = getenv("PATH");
+    if (!dirs || !*dirs)
+        dirs = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *at = dirs; *at;) {
+        size_t len = strcspn(at, ":");
+        snprintf(path, size, "%.*s/promtool", (int)len, at);
+        if (len && access(path, X_OK) == 0)
+            return true;
+        at += len + (at[len] == ':');
+    }
+    return false;
+}
+
+/* After a wake that serves, one that fails, a swap and control requests, a
+ * scrape of the real daemon passes `promtool check metrics`: its parser
+ * and its lint (names, HELP, TYPE, counters ending in _total, units). */
+static void test_promtool_accepts_a_real_scrape(void **state)
+{
+    dh_daemon *d = *state;
+    char promtool[512];
+    if (!find_promtool(promtool, sizeof(promtool)))
+        fail_msg("promtool is not in PATH; run scripts/install-deps.sh (it installs Debian's "
+                 "prometheus package, which ships /usr/bin/promtool)");
+    int metrics_port = dh_free_port();
+    char conf[64];
+    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
+    dh_setup(d, DH_STORE_DIR, conf);
+    dh_add_app_host(d, "demo", NULL, "[Limits]\nMemoryMax=512M\n");
+    dh_add_app_host(d, "broken", "--exit-immediately 3", "MaxStarts=1\n");
+    dh_start(d, NULL);
+
+    dh_wake(d, "demo");
+    dh_stage(d, "demo", "v2", false, NULL);
+    json_object *reply =
+        dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}");
+    DH_CHECK(d, dh_reply_ok(reply), "the swap did not serve: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    reply = dh_wake_reply(d, "broken", 30000);
+    DH_CHECK(d, !dh_reply_ok(reply), "a build that exits at once served: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    json_object_put(dh_request(d, 5000, "{\"v\":1,\"op\":\"status\"}"));
+
+    body *scraped = calloc(1, sizeof(*scraped));
+    scrape(d, metrics_port, scraped);
+    DH_CHECK(d,
+             sample(d, scraped, "activator_wakes_total{outcome=\"serving\",reason=\"none\"}") >= 1,
+             "the wake is not in the scrape:\n%s", scraped->text);
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/scrape.txt", d->drv.dir);
+    FILE *f = fopen(path, "w");
+    DH_CHECK(d, f && fwrite(scraped->text, 1, scraped->len, f) == scraped->len && fclose(f) == 0,
+             "cannot write %s", path);
+    /* promtool reads the exposition on stdin. */
+    char command[PATH_MAX + 600];
+    snprintf(command, sizeof(command), "exec '%s' check metrics < '%s'", promtool, path);
+    char *const argv[] = {"/bin/sh", "-c", command, NULL};
+    char out[16384];
+    int status = dh_run(argv, out, sizeof(out));
+    DH_CHECK(d, status == 0 && out[0] == '\0',
+             "promtool check metrics (exit %d) on the daemon's metrics:\n%s\n--- the scrape:\n%s",
+             status, out, scraped->text);
+    free(scraped);
     dh_stop_and_check_clean(d);
 }
 
@@ -431,6 +502,7 @@ int main(void)
         return r;
     const struct CMUnitTest tests[] = {
         DH_TEST(test_wake_moves_the_counters),
+        DH_TEST(test_promtool_accepts_a_real_scrape),
         DH_TEST(test_idle_connections_from_one_address_leave_room),
         DH_TEST(test_a_taken_metrics_port_stops_the_start),
         DH_TEST(test_dashboard_queries_exported_metrics),
