@@ -14,12 +14,16 @@ packages=(
   libssl-dev libjson-c-dev libinih-dev libcurl4-openssl-dev
   # checkpoints of a host's state directory: tar + zstd
   libarchive-dev
+  # the metrics endpoint's HTTP server
+  libmicrohttpd-dev
   # NNG's TLS library, which activatord's own NNG TLS engine uses as well
   libmbedtls-dev
   # tests: a real etcd, curl for the HTTP baselines, systemd tools for unit checks,
   # openssl to make the TLS tests' certificates, and a Debian root booted with
   # systemd-nspawn for the unit under a real service manager
   etcd-server etcd-client curl systemd coreutils iproute2 openssl
+  # promtool, which checks a real daemon's metrics (daemon-metrics)
+  prometheus
   # bench-checkpoint's baseline: tar | zstd by hand
   tar zstd
   systemd-container debootstrap

@@ -57,8 +57,9 @@ int met_daemon_metrics_register(met_registry *m, met_daemon_metrics *out, act_er
                             "Control requests by op and outcome.", MET_LABELS("op", "outcome"),
                             NULL, 0, &out->control_requests, err)) < 0 ||
         (r = met_add_family(m, MET_METRIC_COUNTER, "activator_metrics_connections_refused_total",
-                            "Metrics connections refused because the server held its bound.", NULL,
-                            NULL, 0, &out->metrics_refused, err)) < 0 ||
+                            "Metrics connections refused over the server's limits (in all, or from "
+                            "one address).",
+                            NULL, NULL, 0, &out->metrics_refused, err)) < 0 ||
         (r = met_add_family(m, MET_METRIC_GAUGE, "activator_box_info",
                             "Always 1: this daemon's box id and version.",
                             MET_LABELS("box", "version"), NULL, 0, &out->box_info, err)) < 0 ||

@@ -12,8 +12,8 @@
  *   activator_store_errors_total{operation}       counter: claim store failures
  *   activator_events_published_total              counter
  *   activator_control_requests_total{op,outcome}  counter: outcome "ok" or the error code
- *   activator_metrics_connections_refused_total   counter: scrapes refused over the
- *                                                 metrics server's connection bound
+ *   activator_metrics_connections_refused_total   counter: connections refused over the
+ *                                                 metrics server's limits (server.h)
  *   activator_box_info{box,version}               gauge: 1 (join on instance for the box id)
  *   activator_swaps_total{outcome,reason}         counter: outcome done|failed
  *   activator_failure_parks_total{reason}         counter: wakes that gave up, serving

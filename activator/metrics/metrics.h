@@ -4,7 +4,7 @@
  * MET_METRIC_MAX_LABELS label names; a series is one combination of label
  * values. The registry belongs to the event loop thread: every call here is
  * made there, and the HTTP server (activator/metrics/server.h) renders on
- * the loop too, so no lock is needed and NNG never reads live state. */
+ * the loop too, so no lock is needed and no other thread reads live state. */
 #pragma once
 
 #include <stdbool.h>

@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <microhttpd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,208 +20,262 @@
  * waits there for the next iteration rather than hold the loop. */
 #define ACCEPT_BURST 16
 
-typedef struct connection connection;
-
 struct met_server {
     sd_event *event;
-    sd_event_source *listener;
+    char listen[160]; /* as configured, for messages */
+    struct MHD_Daemon *mhd;
+    sd_event_source *listener;  /* our listening socket (owns the fd) */
+    sd_event_source *resume;    /* accepting again after a pause */
+    sd_event_source *mhd_io;    /* MHD's epoll fd (MHD's to close) */
+    sd_event_source *mhd_timer; /* MHD_get_timeout's deadline */
     met_registry *metrics;
     met_refresh_fn refresh;
     void *userdata;
     met_metric *refused_counter;
-    connection *connections; /* a list, at most MET_MAX_CONNECTIONS */
-    unsigned n_connections;
     uint64_t refused;
+    unsigned accept_pauses; /* in a row, 0 while accepting works */
     int port;
+    char mhd_message[256]; /* MHD's last message, for a failed start */
 };
 
-struct connection {
-    met_server *server;
-    connection *next;
-    sd_event_source *io;
-    sd_event_source *deadline;
-    char request[MET_REQUEST_MAX];
-    size_t received;
-    char *response; /* once the request is read: the whole answer */
-    size_t response_len, sent;
-};
-
-static void connection_close(connection *conn)
+/* MHD's own messages (a client's protocol error, a reset): every client
+ * can cause them, so they are debug lines; our own lines say what matters. */
+__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    met_server *server = conn->server;
-    for (connection **at = &server->connections; *at; at = &(*at)->next)
-        if (*at == conn) {
-            *at = conn->next;
-            break;
-        }
-    server->n_connections--;
-    sd_event_source_disable_unref(conn->io); /* owns the fd */
-    sd_event_source_disable_unref(conn->deadline);
-    free(conn->response);
-    free(conn);
+    met_server *server = cls;
+    vsnprintf(server->mhd_message, sizeof(server->mhd_message), fmt, ap);
+    server->mhd_message[strcspn(server->mhd_message, "\n")] = '\0';
+    act_log(LOG_DEBUG, "metrics: libmicrohttpd: %s", server->mhd_message);
 }
 
-static int respond(connection *conn, int status, const char *reason, const char *type,
-                   const char *body, size_t body_len)
-{
-    free(conn->response);
-    char header[256];
-    int header_len = snprintf(header, sizeof(header),
-                              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                              "Connection: close\r\n\r\n",
-                              status, reason, type, body_len);
-    conn->response = malloc((size_t)header_len + body_len);
-    if (!conn->response)
-        return -ENOMEM;
-    memcpy(conn->response, header, (size_t)header_len);
-    memcpy(conn->response + header_len, body, body_len);
-    conn->response_len = (size_t)header_len + body_len;
-    conn->sent = 0;
-    return 0;
-}
+/* ---- answers ------------------------------------------------------------ */
 
 #define TEXT "text/plain; charset=utf-8"
+#define EXPOSITION "text/plain; version=0.0.4; charset=utf-8"
 
-static int respond_text(connection *conn, int status, const char *reason, const char *text)
+/* Queues one answer; body is free()d by MHD with must_free, else static. */
+static enum MHD_Result answer(struct MHD_Connection *connection, unsigned status, const char *type,
+                              char *body, size_t len, bool must_free)
 {
-    return respond(conn, status, reason, TEXT, text, strlen(text));
+    struct MHD_Response *response = MHD_create_response_from_buffer(
+        len, body, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!response) {
+        if (must_free)
+            free(body);
+        return MHD_NO; /* closes the connection */
+    }
+    enum MHD_Result r = MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    /* One request per connection: a scraper comes back seconds later, and a
+     * connection kept open meanwhile would only hold a slot. */
+    if (r == MHD_YES)
+        r = MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (r == MHD_YES && status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        r = MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, "GET");
+    if (r == MHD_YES)
+        r = MHD_queue_response(connection, status, response);
+    MHD_destroy_response(response);
+    return r;
 }
 
-/* The request line of a whole request: what to answer. */
-static int answer(connection *conn)
+static enum MHD_Result answer_text(struct MHD_Connection *connection, unsigned status,
+                                   const char *text)
 {
-    met_server *server = conn->server;
-    char *line_end = strstr(conn->request, "\r\n");
-    *line_end = '\0';
-    char *method = conn->request;
-    char *target = strchr(method, ' ');
-    if (!target)
-        return respond_text(conn, 400, "Bad Request", "not an HTTP request\n");
-    *target++ = '\0';
-    char *version = strchr(target, ' ');
-    if (!version || strncmp(version + 1, "HTTP/1.", 7) != 0)
-        return respond_text(conn, 400, "Bad Request", "not an HTTP/1.x request\n");
-    *version = '\0';
-    target[strcspn(target, "?")] = '\0';
-    if (strcmp(target, MET_PATH) != 0)
-        return respond_text(conn, 404, "Not Found", "metrics are at " MET_PATH "\n");
-    if (strcmp(method, "GET") != 0)
-        return respond_text(conn, 405, "Method Not Allowed", "use GET\n");
+    return answer(connection, status, TEXT, (char *)text, strlen(text), false);
+}
+
+/* MHD_AccessHandlerCallback, on the loop thread (inside MHD_run). Answered
+ * on the first call, once the request line and headers are in; a body is
+ * not wanted and not read. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **request_context)
+{
+    met_server *server = cls;
+    if (*request_context) { /* a body's bytes, after the answer was queued */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    *request_context = server;
+    if (strcmp(url, MET_PATH) != 0)
+        return answer_text(connection, MHD_HTTP_NOT_FOUND, "metrics are at " MET_PATH "\n");
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
+        return answer_text(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "use GET\n");
     if (server->refresh)
         server->refresh(server->metrics, server->userdata);
-    _cleanup_free_ char *text = NULL;
+    char *text = NULL;
     size_t len = 0;
     if (met_render(server->metrics, &text, &len) < 0)
-        return respond_text(conn, 500, "Internal Server Error", "out of memory rendering\n");
-    return respond(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", text, len);
+        return answer_text(connection, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                           "out of memory rendering the metrics\n");
+    return answer(connection, MHD_HTTP_OK, EXPOSITION, text, len, true);
 }
 
-static int on_connection_io(sd_event_source *source, int fd, uint32_t revents, void *userdata)
+/* ---- MHD on the loop ------------------------------------------------------ */
+
+/* After anything MHD did: its next deadline (a connection's timeout, or 0
+ * when it has data in hand it did not get to) on the timer, or none. */
+static void arm_mhd_timer(met_server *server)
 {
-    connection *conn = userdata;
-    if (!conn->response) {
-        ssize_t n = read(fd, conn->request + conn->received,
-                         sizeof(conn->request) - 1 - conn->received);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            return 0;
-        if (n <= 0) {
-            connection_close(conn);
-            return 0;
-        }
-        conn->received += (size_t)n;
-        conn->request[conn->received] = '\0';
-        if (!strstr(conn->request, "\r\n\r\n")) {
-            if (conn->received < sizeof(conn->request) - 1)
-                return 0; /* more to come */
-            respond_text(conn, 431, "Request Header Fields Too Large", "request too large\n");
-        } else if (answer(conn) < 0) {
-            connection_close(conn);
-            return 0;
-        }
-        if (!conn->response || sd_event_source_set_io_events(source, EPOLLOUT) < 0) {
-            connection_close(conn);
-            return 0;
-        }
+    MHD_UNSIGNED_LONG_LONG ms = 0;
+    if (MHD_get_timeout(server->mhd, &ms) != MHD_YES) {
+        sd_event_source_set_enabled(server->mhd_timer, SD_EVENT_OFF);
+        return;
     }
-    ssize_t n = send(fd, conn->response + conn->sent, conn->response_len - conn->sent,
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return 0;
-    if (n >= 0 && (conn->sent += (size_t)n) == conn->response_len)
-        /* Our side ends here; a close alone, with bytes of the client's
-         * still unread, could reset the connection before it read ours. */
-        shutdown(fd, SHUT_WR);
-    if (n < 0 || conn->sent == conn->response_len)
-        connection_close(conn);
+    uint64_t usec = ms > UINT64_MAX / 1000 ? UINT64_MAX : (uint64_t)ms * 1000;
+    int r = sd_event_source_set_time_relative(server->mhd_timer, usec);
+    if (r >= 0)
+        r = sd_event_source_set_enabled(server->mhd_timer, SD_EVENT_ONESHOT);
+    if (r < 0) /* without the timer a timeout could wait for the next event */
+        act_log(LOG_ERR, "metrics: cannot arm the connection timer: %s", strerror(-r));
+}
+
+static void run_mhd(met_server *server)
+{
+    if (MHD_run(server->mhd) != MHD_YES)
+        act_log(LOG_ERR, "metrics: libmicrohttpd failed to run: %s", server->mhd_message);
+    arm_mhd_timer(server);
+}
+
+static int on_mhd_io(sd_event_source *source, int fd, uint32_t revents, void *userdata)
+{
+    run_mhd(userdata);
     return 0;
 }
 
-static int on_deadline(sd_event_source *source, uint64_t usec, void *userdata)
+static int on_mhd_timer(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    connection_close(userdata);
+    run_mhd(userdata);
     return 0;
 }
 
-/* One over the bound: told so in one non-blocking write, then closed. */
-static void refuse(met_server *server, int fd)
+/* ---- accepting -------------------------------------------------------------- */
+
+static void refused(met_server *server, const struct sockaddr_storage *peer, int why)
 {
-    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: " TEXT
-                               "\r\nContent-Length: 22\r\nConnection: close\r\n\r\n"
-                               "too many connections\r\n";
-    (void)!send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    close(fd);
-    if (server->refused++ == 0)
-        act_log(LOG_WARNING,
-                "metrics: %u connections are open, refusing more; further refusals are only "
-                "counted (activator_metrics_connections_refused_total)",
-                server->n_connections);
     if (server->refused_counter)
         met_metric_add(server->refused_counter, NULL, 1);
+    if (server->refused++ > 0)
+        return;
+    char address[INET6_ADDRSTRLEN] = "?";
+    if (peer->ss_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, address, sizeof(address));
+    else if (peer->ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, address,
+                  sizeof(address));
+    unsigned open = met_server_connections(server);
+    if (why == ENFILE && open >= MET_MAX_CONNECTIONS)
+        act_log(LOG_WARNING,
+                "metrics: refused a connection from %s: %u connections are open, the limit; "
+                "further refusals are only counted (activator_metrics_connections_refused_total)",
+                address, open);
+    else if (why == ENFILE)
+        act_log(LOG_WARNING,
+                "metrics: refused a connection from %s: it has %d open, the limit for one "
+                "address; further refusals are only counted "
+                "(activator_metrics_connections_refused_total)",
+                address, MET_MAX_CONNECTIONS_PER_ADDRESS);
+    else
+        act_log(LOG_WARNING,
+                "metrics: refused a connection from %s: %s; further refusals are only counted "
+                "(activator_metrics_connections_refused_total)",
+                address, strerror(why));
 }
 
-static void take(met_server *server, int fd)
+static int on_resume(sd_event_source *source, uint64_t usec, void *userdata)
 {
-    connection *conn = calloc(1, sizeof(*conn));
-    if (!conn) {
-        close(fd);
-        return;
+    met_server *server = userdata;
+    int r = sd_event_source_set_enabled(server->listener, SD_EVENT_ON);
+    if (r < 0)
+        act_log(LOG_ERR, "metrics: %s: cannot watch the listening socket again: %s", server->listen,
+                strerror(-r));
+    return 0;
+}
+
+/* accept() failed for want of a resource: a level-triggered listener would
+ * fire again at once and fail the same way, so it is turned off for a
+ * while (MHD's own accept would busy-wait here when it holds no
+ * connection). */
+static void pause_accepting(met_server *server, int why)
+{
+    if (server->accept_pauses++ == 0)
+        act_log(LOG_WARNING,
+                "metrics: %s: cannot accept a connection: %s; trying again every %llu ms "
+                "meanwhile (if fds run out, raise the daemon's LimitNOFILE=)",
+                server->listen, strerror(why), MET_ACCEPT_PAUSE_USEC / 1000);
+    int r = sd_event_source_set_enabled(server->listener, SD_EVENT_OFF);
+    if (r >= 0)
+        r = sd_event_source_set_time_relative(server->resume, MET_ACCEPT_PAUSE_USEC);
+    if (r >= 0)
+        r = sd_event_source_set_enabled(server->resume, SD_EVENT_ONESHOT);
+    if (r < 0) {
+        act_log(LOG_ERR, "metrics: %s: cannot pause accepting: %s", server->listen, strerror(-r));
+        sd_event_source_set_enabled(server->listener, SD_EVENT_ON);
     }
-    conn->server = server;
-    if (sd_event_add_io(server->event, &conn->io, fd, EPOLLIN, on_connection_io, conn) < 0) {
-        close(fd);
-        free(conn);
-        return;
+}
+
+/* Errors of one connection that accept() passes on (accept(2)): the next
+ * one may be fine. */
+static bool error_of_one_connection(int why)
+{
+    switch (why) {
+    case ECONNABORTED:
+    case EPROTO:
+    case EPERM: /* a firewall rule */
+    case ENETDOWN:
+    case ENOPROTOOPT:
+    case EHOSTDOWN:
+    case ENONET:
+    case EHOSTUNREACH:
+    case EOPNOTSUPP:
+    case ENETUNREACH:
+    case EINTR:
+        return true;
+    default:
+        return false;
     }
-    sd_event_source_set_io_fd_own(conn->io, 1);
-    conn->next = server->connections;
-    server->connections = conn;
-    server->n_connections++;
-    if (sd_event_add_time_relative(server->event, &conn->deadline, CLOCK_MONOTONIC,
-                                   MET_CONNECTION_TIMEOUT_USEC, 0, on_deadline, conn) < 0)
-        connection_close(conn);
 }
 
 static int on_accept(sd_event_source *source, int fd, uint32_t revents, void *userdata)
 {
     met_server *server = userdata;
     for (int i = 0; i < ACCEPT_BURST; i++) {
-        int conn_fd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (conn_fd < 0)
-            break; /* EAGAIN, or a connection reset before we took it */
-        if (server->n_connections >= MET_MAX_CONNECTIONS)
-            refuse(server, conn_fd);
-        else
-            take(server, conn_fd);
+        struct sockaddr_storage peer = {0};
+        socklen_t len = sizeof(peer);
+        int conn = accept4(fd, (struct sockaddr *)&peer, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (conn < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            if (error_of_one_connection(errno))
+                continue;
+            pause_accepting(server, errno);
+            break;
+        }
+        if (server->accept_pauses) {
+            act_log(LOG_INFO, "metrics: %s: accepting connections again", server->listen);
+            server->accept_pauses = 0;
+        }
+        /* MHD checks its limits (in all, and per address) and closes the
+         * socket itself when it does not take it. */
+        if (MHD_add_connection(server->mhd, conn, (const struct sockaddr *)&peer, len) != MHD_YES)
+            refused(server, &peer, errno);
     }
+    /* A connection taken has a deadline now, and may already have its
+     * request in: MHD sees it on its epoll fd, or at the deadline. */
+    arm_mhd_timer(server);
     return 0;
 }
+
+/* ---- the server ------------------------------------------------------------- */
 
 void met_server_free(met_server *server)
 {
     if (!server)
         return;
-    while (server->connections)
-        connection_close(server->connections);
+    sd_event_source_disable_unref(server->mhd_io);
+    sd_event_source_disable_unref(server->mhd_timer);
+    if (server->mhd)
+        MHD_stop_daemon(server->mhd); /* closes every connection and its epoll fd */
+    sd_event_source_disable_unref(server->resume);
     sd_event_source_disable_unref(server->listener);
     free(server);
 }
@@ -248,6 +304,42 @@ static int parse_listen(const char *listen, lsn_address *address)
     return 0;
 }
 
+static int start_mhd(met_server *server, act_error *err)
+{
+    /* No listening socket of MHD's (ours is handed each connection), no
+     * thread (MHD_USE_INTERNAL_POLLING_THREAD unset: MHD_run on the loop),
+     * epoll for the connections. */
+    server->mhd = MHD_start_daemon(
+        MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request,
+        server, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, server, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)MET_MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)MET_MAX_CONNECTIONS_PER_ADDRESS, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)MET_CONNECTION_TIMEOUT_SEC, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)MET_CONNECTION_MEMORY, MHD_OPTION_END);
+    if (!server->mhd)
+        return act_error_set(err, EIO,
+                             "MetricsListen=%s: cannot start libmicrohttpd: %s; check the "
+                             "daemon's log and its limits (fds, memory)",
+                             server->listen,
+                             server->mhd_message[0] ? server->mhd_message : "no reason given");
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(server->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    if (!info || info->epoll_fd < 0)
+        return act_error_set(err, EIO,
+                             "MetricsListen=%s: libmicrohttpd gives no epoll fd; it must be "
+                             "built with epoll support (Debian's is)",
+                             server->listen);
+    int r =
+        sd_event_add_io(server->event, &server->mhd_io, info->epoll_fd, EPOLLIN, on_mhd_io, server);
+    if (r >= 0)
+        r = sd_event_add_time_relative(server->event, &server->mhd_timer, CLOCK_MONOTONIC, 0, 1000,
+                                       on_mhd_timer, server);
+    if (r < 0)
+        return act_error_set(err, -r, "MetricsListen=%s: cannot watch libmicrohttpd: %s",
+                             server->listen, strerror(-r));
+    sd_event_source_set_enabled(server->mhd_timer, SD_EVENT_OFF);
+    return 0;
+}
+
 int met_server_new(sd_event *event, const char *listen, met_registry *metrics,
                    met_refresh_fn refresh, void *userdata, met_server **out, act_error *err)
 {
@@ -261,38 +353,53 @@ int met_server_new(sd_event *event, const char *listen, met_registry *metrics,
                              listen ? listen : "");
     _cleanup_(met_server_freep) met_server *server = calloc(1, sizeof(*server));
     if (!server)
-        return act_error_set(err, ENOMEM, "out of memory for the metrics server");
+        return act_error_set(err, ENOMEM, "MetricsListen=%s: out of memory for its server", listen);
     server->event = event;
     server->metrics = metrics;
     server->refresh = refresh;
     server->userdata = userdata;
+    snprintf(server->listen, sizeof(server->listen), "%s", listen);
+
     act_error bind_err = {0};
-    int fd = lsn_bind(&address, MET_MAX_CONNECTIONS * 4, &bind_err);
+    /* The kernel's largest backlog: a burst of scrapes, or of connections
+     * to refuse, waits there rather than have its SYNs dropped. */
+    int fd = lsn_bind(&address, SOMAXCONN, &bind_err);
     if (fd < 0)
-        return act_error_set(err, -fd,
-                             "MetricsListen=%s: %s; use a free local ADDR:PORT such as "
-                             "127.0.0.1:9464",
-                             listen, bind_err.message);
+        return act_error_set(err, -fd, "MetricsListen=%s: %s; choose a free ADDR:PORT", listen,
+                             bind_err.message);
     int r = sd_event_add_io(event, &server->listener, fd, EPOLLIN, on_accept, server);
     if (r < 0) {
         close(fd);
-        return act_error_set(err, -r, "cannot watch the metrics socket: %s", strerror(-r));
+        return act_error_set(err, -r, "MetricsListen=%s: cannot watch the socket: %s", listen,
+                             strerror(-r));
     }
     sd_event_source_set_io_fd_own(server->listener, 1);
+    r = sd_event_add_time_relative(event, &server->resume, CLOCK_MONOTONIC, MET_ACCEPT_PAUSE_USEC,
+                                   0, on_resume, server);
+    if (r < 0)
+        return act_error_set(err, -r, "MetricsListen=%s: cannot make a timer: %s", listen,
+                             strerror(-r));
+    sd_event_source_set_enabled(server->resume, SD_EVENT_OFF);
+
+    r = start_mhd(server, err);
+    if (r < 0)
+        return r;
+
     struct sockaddr_storage bound;
     socklen_t len = sizeof(bound);
-    if (getsockname(fd, (struct sockaddr *)&bound, &len) == 0)
-        server->port = ntohs(bound.ss_family == AF_INET6
-                                 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                 : ((struct sockaddr_in *)&bound)->sin_port);
+    if (getsockname(fd, (struct sockaddr *)&bound, &len) < 0)
+        return act_error_set(err, errno, "MetricsListen=%s: cannot read the bound port: %s", listen,
+                             strerror(errno));
+    server->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                     : ((struct sockaddr_in *)&bound)->sin_port);
     *out = TAKE_PTR(server);
     return 0;
 }
 
-void met_server_count_refusals(met_server *server, met_metric *refused)
+void met_server_count_refusals(met_server *server, met_metric *refused_counter)
 {
     assert(server);
-    server->refused_counter = refused;
+    server->refused_counter = refused_counter;
 }
 
 int met_server_port(const met_server *server)
@@ -308,5 +415,7 @@ uint64_t met_server_refused(const met_server *server)
 
 unsigned met_server_connections(const met_server *server)
 {
-    return server->n_connections;
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(server->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return info ? info->num_connections : 0;
 }

@@ -297,8 +297,8 @@ static void check_daemon(ad_daemon *daemon, reload_job *job, plan *p)
     if (ad_telemetry_listen(daemon, next->metrics_listen, &p->metrics, &err) < 0)
         cfg_errors_add(&job->problems, job->config_path,
                        cfg_daemon_key_line(next, "MetricsListen"), "MetricsListen",
-                       "%s (choose a free ADDR:PORT; one that overlaps the address metrics "
-                       "are served on now needs a restart)",
+                       "%s (an address that overlaps the one metrics are served on now "
+                       "needs a restart)",
                        err.message);
 }
 

@@ -114,10 +114,11 @@ int ad_telemetry_listen(ad_daemon *daemon, const char *listen, met_server **out,
     *out = NULL;
     if (!listen)
         return 0;
+    /* Its errors name MetricsListen= and the address themselves. */
     int r = met_server_new(daemon->loop, listen, daemon->telemetry->registry, refresh, daemon,
                            out, err);
     if (r < 0)
-        return act_error_prefix(err, "MetricsListen=%s", listen);
+        return r;
     met_server_count_refusals(*out, daemon->telemetry->families.metrics_refused);
     return 0;
 }

@@ -1,14 +1,25 @@
 /* The daemon's Prometheus metrics, scraped over HTTP from the real daemon:
- * the text parses, and the counters of a wake move. And the Grafana
- * dashboard (contrib/grafana-dashboard.json) queries only metrics the daemon
+ * the text parses, and the counters of a wake move; promtool finds nothing
+ * wrong with it; idle connections from one address do not keep a scrape
+ * from another out, and are closed after the timeout; a taken port stops
+ * the start with a message that says so. And the Grafana dashboard
+ * (contrib/grafana-dashboard.json) queries only metrics the daemon
  * exports. */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <json-c/json.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "activator/metrics/server.h"
 #include "harness.h"
 #include "tests/common/prometheus.h"
 
@@ -112,6 +123,192 @@ static void test_wake_moves_the_counters(void **state)
     free(before);
     free(after);
     dh_stop_and_check_clean(d);
+}
+
+/* promtool (Debian's prometheus package) in PATH, into path. */
+static bool find_promtool(char *path, size_t size)
+{
+    const char *dirs = getenv("PATH");
+    if (!dirs || !*dirs)
+        dirs = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *at = dirs; *at;) {
+        size_t len = strcspn(at, ":");
+        snprintf(path, size, "%.*s/promtool", (int)len, at);
+        if (len && access(path, X_OK) == 0)
+            return true;
+        at += len + (at[len] == ':');
+    }
+    return false;
+}
+
+/* After a wake that serves, one that fails, a swap and control requests, a
+ * scrape of the real daemon passes `promtool check metrics`: its parser
+ * and its lint (names, HELP, TYPE, counters ending in _total, units). */
+static void test_promtool_accepts_a_real_scrape(void **state)
+{
+    dh_daemon *d = *state;
+    char promtool[512];
+    if (!find_promtool(promtool, sizeof(promtool)))
+        fail_msg("promtool is not in PATH; run scripts/install-deps.sh (it installs Debian's "
+                 "prometheus package, which ships /usr/bin/promtool)");
+    int metrics_port = dh_free_port();
+    char conf[64];
+    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
+    dh_setup(d, DH_STORE_DIR, conf);
+    dh_add_app_host(d, "demo", NULL, "[Limits]\nMemoryMax=512M\n");
+    dh_add_app_host(d, "broken", "--exit-immediately 3", "MaxStarts=1\n");
+    dh_start(d, NULL);
+
+    dh_wake(d, "demo");
+    dh_stage(d, "demo", "v2", false, NULL);
+    json_object *reply =
+        dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}");
+    DH_CHECK(d, dh_reply_ok(reply), "the swap did not serve: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    reply = dh_wake_reply(d, "broken", 30000);
+    DH_CHECK(d, !dh_reply_ok(reply), "a build that exits at once served: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    json_object_put(dh_request(d, 5000, "{\"v\":1,\"op\":\"status\"}"));
+
+    body *scraped = calloc(1, sizeof(*scraped));
+    scrape(d, metrics_port, scraped);
+    DH_CHECK(d,
+             sample(d, scraped, "activator_wakes_total{outcome=\"serving\",reason=\"none\"}") >= 1,
+             "the wake is not in the scrape:\n%s", scraped->text);
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/scrape.txt", d->drv.dir);
+    FILE *f = fopen(path, "w");
+    DH_CHECK(d, f && fwrite(scraped->text, 1, scraped->len, f) == scraped->len && fclose(f) == 0,
+             "cannot write %s", path);
+    /* promtool reads the exposition on stdin. */
+    char command[PATH_MAX + 600];
+    snprintf(command, sizeof(command), "exec '%s' check metrics < '%s'", promtool, path);
+    char *const argv[] = {"/bin/sh", "-c", command, NULL};
+    char out[16384];
+    int status = dh_run(argv, out, sizeof(out));
+    DH_CHECK(d, status == 0 && out[0] == '\0',
+             "promtool check metrics (exit %d) on the daemon's metrics:\n%s\n--- the scrape:\n%s",
+             status, out, scraped->text);
+    free(scraped);
+    dh_stop_and_check_clean(d);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether the daemon closed fd (EOF or a reset), waiting up to wait_ms. */
+static bool closed_by_daemon(int fd, int wait_ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, wait_ms) <= 0)
+        return false;
+    char byte;
+    ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+#define IDLE_CONNECTIONS 200
+
+/* 200 connections from 127.0.0.2 that send nothing: one address holds at
+ * most its limit of them (the rest are refused and counted), a scrape from
+ * 127.0.0.1 is answered meanwhile, and the ones held are closed by the
+ * daemon once idle for the timeout. */
+static void test_idle_connections_from_one_address_leave_room(void **state)
+{
+    dh_daemon *d = *state;
+    int metrics_port = dh_free_port();
+    char conf[64];
+    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
+    dh_setup(d, DH_STORE_DIR, conf);
+    dh_start(d, NULL);
+
+    dh_step("open %d idle connections from 127.0.0.2", IDLE_CONNECTIONS);
+    int idle[IDLE_CONNECTIONS];
+    struct sockaddr_in local = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.2", &local.sin_addr);
+    struct sockaddr_in server = {.sin_family = AF_INET, .sin_port = htons((uint16_t)metrics_port)};
+    server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < IDLE_CONNECTIONS; i++) {
+        idle[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        DH_CHECK(d, idle[i] >= 0, "socket: %s", strerror(errno));
+        DH_CHECK(d, bind(idle[i], (struct sockaddr *)&local, sizeof(local)) == 0,
+                 "bind to 127.0.0.2: %s", strerror(errno));
+        DH_CHECK(d, connect(idle[i], (struct sockaddr *)&server, sizeof(server)) == 0,
+                 "connection %d from 127.0.0.2 to the metrics port: %s", i, strerror(errno));
+    }
+
+    /* The daemon takes connections in the order they came, so all 200 were
+     * taken or refused before the scrape's. */
+    dh_step("scrape from 127.0.0.1");
+    body *scraped = calloc(1, sizeof(*scraped));
+    scrape(d, metrics_port, scraped);
+    char box_info[128];
+    snprintf(box_info, sizeof(box_info), "activator_box_info{box=\"%s\",version=\"%s\"}", DH_BOX,
+             ACTIVATOR_VERSION);
+    DH_CHECK(d, sample(d, scraped, box_info) == 1, "the scrape has no %s:\n%s", box_info,
+             scraped->text);
+    double refused = sample(d, scraped, "activator_metrics_connections_refused_total");
+    DH_CHECK(d, refused == IDLE_CONNECTIONS - MET_MAX_CONNECTIONS_PER_ADDRESS,
+             "%d connections from one address with a limit of %d: %.0f refused counted",
+             IDLE_CONNECTIONS, MET_MAX_CONNECTIONS_PER_ADDRESS, refused);
+    free(scraped);
+
+    /* Every one ends closed by the daemon: the refused at once, the held
+     * ones after the timeout. A generous deadline: the machine's speed
+     * decides when. */
+    dh_waiting_for("the daemon to close %d idle connections", IDLE_CONNECTIONS);
+    int64_t deadline = now_ms() + (MET_CONNECTION_TIMEOUT_SEC + 30) * 1000;
+    for (int i = 0; i < IDLE_CONNECTIONS; i++) {
+        int64_t left = deadline - now_ms();
+        DH_CHECK(d, closed_by_daemon(idle[i], left > 0 ? (int)left : 0),
+                 "idle metrics connection %d from 127.0.0.2 is still open %d s after the "
+                 "scrape (the timeout is %d s)",
+                 i, MET_CONNECTION_TIMEOUT_SEC + 30, MET_CONNECTION_TIMEOUT_SEC);
+        close(idle[i]);
+    }
+    /* And the daemon serves on. */
+    scraped = calloc(1, sizeof(*scraped));
+    scrape(d, metrics_port, scraped);
+    free(scraped);
+    dh_stop_and_check_clean(d);
+}
+
+/* MetricsListen= on a port something else listens on: the daemon does not
+ * start, and says which key, which address, what failed and what to do,
+ * once. */
+static void test_a_taken_metrics_port_stops_the_start(void **state)
+{
+    dh_daemon *d = *state;
+    int taken = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in address = {.sin_family = AF_INET};
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(address);
+    DH_CHECK(d,
+             taken >= 0 && bind(taken, (struct sockaddr *)&address, sizeof(address)) == 0 &&
+                 listen(taken, 1) == 0 &&
+                 getsockname(taken, (struct sockaddr *)&address, &len) == 0,
+             "cannot take a port: %s", strerror(errno));
+    char conf[64], said[160];
+    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", ntohs(address.sin_port));
+    dh_setup(d, DH_STORE_DIR, conf);
+    DH_CHECK(d, dh_start_failing(d) == 1, "the start on a taken metrics port did not exit 1");
+    snprintf(said, sizeof(said),
+             "MetricsListen=127.0.0.1:%d: cannot bind 127.0.0.1:%d: Address already in use",
+             ntohs(address.sin_port), ntohs(address.sin_port));
+    DH_CHECK(d, dh_log_wait(d, said, 0), "the failed start does not say \"%s\"", said);
+    DH_CHECK(d, dh_log_wait(d, "choose a free ADDR:PORT", 0),
+             "the failed start does not say what to do");
+    char twice[96];
+    snprintf(twice, sizeof(twice),
+             "MetricsListen=127.0.0.1:%d: MetricsListen=", ntohs(address.sin_port));
+    DH_CHECK(d, !dh_log_wait(d, twice, 0), "the failed start names MetricsListen= twice");
+    close(taken);
 }
 
 /* The sum of a family's series (its "name{" lines). */
@@ -305,6 +502,9 @@ int main(void)
         return r;
     const struct CMUnitTest tests[] = {
         DH_TEST(test_wake_moves_the_counters),
+        DH_TEST(test_promtool_accepts_a_real_scrape),
+        DH_TEST(test_idle_connections_from_one_address_leave_room),
+        DH_TEST(test_a_taken_metrics_port_stops_the_start),
         DH_TEST(test_dashboard_queries_exported_metrics),
         DH_TEST(test_swaps_and_failure_parks_are_counted),
     };

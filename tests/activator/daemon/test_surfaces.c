@@ -5,19 +5,16 @@
  *     a datagram from outside the generation is ignored, counted, and
  *     logged once; a flood of it from inside leaves the daemon answering;
  *   - without journald, a host's output goes to a file of its own, rotated
- *     by size;
- *   - the metrics server holds a bounded number of connections. */
+ *     by size.
+ * (The metrics server's connection limits are daemon-metrics'.) */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
 #include <grp.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -358,88 +355,6 @@ static void test_the_log_file_rotates_by_size(void **state)
     rmdir(shared);
 }
 
-static int connect_tcp(int port)
-{
-    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&address, sizeof(address)) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* What a connection is told, whole (the server closes it after answering). */
-static void read_answer(int fd, char *out, size_t size)
-{
-    struct timeval timeout = {.tv_sec = 5};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    size_t used = 0;
-    ssize_t n;
-    while (used + 1 < size && (n = read(fd, out + used, size - 1 - used)) > 0)
-        used += (size_t)n;
-    out[used] = '\0';
-}
-
-#define MAX_METRICS_CONNECTIONS 16 /* MET_MAX_CONNECTIONS */
-
-static void test_the_metrics_server_holds_its_connection_bound(void **state)
-{
-    dh_daemon *d = *state;
-    int port = dh_free_port();
-    char conf[64];
-    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", port);
-    dh_setup(d, DH_STORE_DIR, conf);
-    dh_start(d, NULL);
-
-    /* Connections that never send a request hold their slots. */
-    int idle[MAX_METRICS_CONNECTIONS];
-    for (int i = 0; i < MAX_METRICS_CONNECTIONS; i++) {
-        idle[i] = connect_tcp(port);
-        DH_CHECK(d, idle[i] >= 0, "connection %d to the metrics port: %s", i, strerror(errno));
-    }
-    /* The control socket answers meanwhile, and the daemon has taken them. */
-    json_object *reply = dh_request(d, 5000, "{\"v\":1,\"op\":\"status\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "status failed while the metrics slots were full");
-    json_object_put(reply);
-    char answer[4096];
-    int over = connect_tcp(port);
-    DH_CHECK(d, over >= 0, "the connection over the bound was not even accepted");
-    read_answer(over, answer, sizeof(answer));
-    close(over);
-    DH_CHECK(d, strstr(answer, "503"), "a connection over the bound was answered: %s", answer);
-
-    /* One slot freed: a scrape goes through, and counts the refusal. */
-    close(idle[0]);
-    char body[65536] = "";
-    for (int i = 0; i < 50 && !strstr(body, "200 OK"); i++) {
-        dd_sleep_ms(20);
-        int fd = connect_tcp(port);
-        if (fd < 0)
-            continue;
-        static const char request[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-        (void)!write(fd, request, sizeof(request) - 1);
-        read_answer(fd, body, sizeof(body));
-        close(fd);
-    }
-    DH_CHECK(d, strstr(body, "200 OK"), "no scrape went through a freed slot: %.200s", body);
-    DH_CHECK(d, strstr(body, "activator_metrics_connections_refused_total 1\n"),
-             "the refusal is not counted: %.4000s", body);
-    /* A connection that never sends its request is closed within its 5 s,
-     * so idle ones cannot hold the slots for good. */
-    for (int i = 1; i < MAX_METRICS_CONNECTIONS; i++) {
-        struct timeval timeout = {.tv_sec = 8};
-        setsockopt(idle[i], SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-        char byte;
-        ssize_t n = read(idle[i], &byte, 1);
-        DH_CHECK(d, n == 0, "idle metrics connection %d was not closed by the server (%zd: %s)",
-                 i, n, n < 0 ? strerror(errno) : "data");
-        close(idle[i]);
-    }
-    dh_stop_and_check_clean(d);
-}
-
 int main(void)
 {
     int r = dh_check_can_run("daemon-surfaces", DH_STORE_DIR);
@@ -450,7 +365,6 @@ int main(void)
         DH_TEST(test_notify_socket_is_the_hosts_alone),
         DH_TEST(test_a_notify_flood_leaves_the_daemon_answering),
         DH_TEST(test_the_log_file_rotates_by_size),
-        DH_TEST(test_the_metrics_server_holds_its_connection_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
