@@ -1,7 +1,7 @@
 /* The process layer: cgroup leaves per generation, spawning into them, and
  * killing them with proof that nothing is left.
  *
- * Layout under the activator's cgroup root (see DESIGN.md):
+ * Layout under the activator's cgroup root (docs/formats.md):
  *   <root>/supervisor            the daemon itself, when the root is "auto"
  *   <root>/hosts/<host>/<leaf>   one leaf per generation ("g-7") or helper ("restore-7")
  *

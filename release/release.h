@@ -100,7 +100,7 @@ typedef struct rel_pin {
  * hashed after it was opened: exec it with execveat(fd, "", argv, envp,
  * AT_EMPTY_PATH). An executable that is a "#!" script runs that way only when
  * the fd is made to survive the exec (the kernel hands the interpreter
- * /dev/fd/N); the daemon does so for scripts (activator/daemon/build_prepare.c). */
+ * /dev/fd/N); the daemon does so for scripts (activator/daemon/wake/build_prepare.c). */
 typedef struct rel_resolved {
     rel_identity identity;
     int exec_fd;

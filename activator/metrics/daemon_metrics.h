@@ -1,4 +1,4 @@
-/* The daemon's metric families (issue 6), registered in one place so their
+/* The daemon's metric families, registered in one place so their
  * names and labels are fixed and documented here:
  *
  *   activator_hosts{state}                        gauge: hosts per pipeline state

@@ -1,4 +1,4 @@
-/* The pipeline's configuration: the defaults of DESIGN.md and the issues,
+/* The pipeline's configuration: its defaults (man activatord.conf),
  * and the checks that keep a bad value from reaching a running host. */
 #include <assert.h>
 #include <errno.h>

@@ -98,7 +98,7 @@ typedef struct pl_config {
     pl_start_cap *start_cap;         /* box-wide cap shared by all hosts; NULL for none */
 } pl_config;
 
-/* The defaults of DESIGN.md and the issues: 5 starts, 1 s unit, 30 s ready
+/* The defaults (man activatord.conf): 5 starts, 1 s unit, 30 s ready
  * window, 25 ms .. 30 s failure-park backoff, no rate limit, 30 s budget wait,
  * no cap. */
 void pl_config_init(pl_config *config);

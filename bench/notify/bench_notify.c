@@ -9,7 +9,7 @@
  * and serving the other host meanwhile. Status requests are timed before
  * the flood (the baseline) and during it, alternately in short blocks so
  * that the machine's noise hits both alike; the flood is started once per
- * round. Target (issue 15): p99 during the flood <= 2 x idle. */
+ * round. Target: p99 during the flood <= 2 x idle. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

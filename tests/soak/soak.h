@@ -1,4 +1,4 @@
-/* The chaos soak (issue 19): a small fleet on this machine (a real etcd,
+/* The chaos soak: a small fleet on this machine (a real etcd,
  * real activatord boxes with their own directories and cgroup roots, a
  * dozen hosts of different kinds on every box), open-loop clients at a fixed
  * rate, faults chosen at random from a printed seed, and the invariants

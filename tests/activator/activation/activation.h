@@ -1,4 +1,4 @@
-/* What the activation tests (issue 7) share on top of the daemon harness
+/* What the activation tests share on top of the daemon harness
  * (tests/activator/daemon/harness.h): builds of their own to stage, an HTTP
  * client that records every answer of the app, a steady load of such
  * requests on threads, and small readers of what the daemon published.

@@ -1,4 +1,4 @@
-/* A crash loop degrades only itself (issue 7), on the real daemon.
+/* A crash loop degrades only itself, on the real daemon.
  *
  * Host "loop" runs a build that exits with status 1 at once (act-testapp
  * --exit-immediately 1, MaxStarts=1), so every wake gives up and is a

@@ -1,4 +1,4 @@
-/* Demand-driven activation on the real daemon (issue 7):
+/* Demand-driven activation on the real daemon:
  *   - a parked host takes a burst of 50 concurrent connections during its
  *     cold start: one activation serves them all, none is refused or reset;
  *   - a serving host parks after IdleTimeoutSec with no established

@@ -1,4 +1,4 @@
-/* Zero-downtime swaps under load, on the real daemon (issue 7):
+/* Zero-downtime swaps under load, on the real daemon:
  *   - a swap while clients make requests continuously (over 2,000, each on
  *     a new connection): none fails or is refused; generation N is retired
  *     and its leaf removed; the claim names N+1 and pins the new build; every

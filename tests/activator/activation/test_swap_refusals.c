@@ -1,4 +1,4 @@
-/* Swaps that must not run, or must run one way only (issue 7), on the real
+/* Swaps that must not run, or must run one way only, on the real
  * daemon:
  *   - to a version that is not staged, or whose staged file was tampered
  *     with, or whose name is a path: refused before anything starts (no exec,
