@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "activator/daemon/generations/announce.h"
-#include "activator/daemon/moves/checkpoint.h"
+#include "activator/daemon/moves/checkpoints.h"
 #ifdef ACTIVATOR_TEST_HOOKS
 #include "activator/daemon/host/step_holds.h"
 #endif
