@@ -1,7 +1,8 @@
 /* Claims that change under us, and the watch that tells us. Another box named
  * executor while we wake or serve the host: the local generation is retired
  * within this one watch event. A claim that newly names this box wakes the
- * host. A move's phases are handed to moves/move.c, which drains or probes.
+ * host. A move's phases are handed to moves/move.c, which drains
+ * (moves/source.c) or probes (moves/target.c).
  *
  * The watch heals. Whatever ends it (a compaction of the store's history,
  * the server closing the stream, a silent stream, a lost connection), every

@@ -77,7 +77,7 @@ struct ad_host {
     /* Each room's own state of the host, NULL while it has none. */
     ad_swap *swap;                             /* builds/swap.c: the swap in flight */
     ad_freeze *freeze;                         /* parking/freeze.c: frozen or freezing */
-    ad_checkpoint *checkpoint;                 /* moves/checkpoint.c: one being written */
+    ad_checkpoint *checkpoint;                 /* moves/checkpoints.c: one being written */
     ad_checkpoint_request *checkpoint_request; /* moves/checkpoint_request.c */
     ad_move *move;                             /* moves/move.c: as source or target */
     char *probe_op; /* moves/move.c: the op whose probe alone may wake it (wake/ reads) */

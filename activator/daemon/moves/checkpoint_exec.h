@@ -4,7 +4,7 @@
  * on stdout, "ID SHA256", which is parsed strictly. */
 #pragma once
 
-#include "activator/daemon/moves/checkpoint.h"
+#include "activator/daemon/moves/checkpoints.h"
 
 typedef struct ad_checkpoint_exec ad_checkpoint_exec;
 

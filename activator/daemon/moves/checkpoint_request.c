@@ -3,7 +3,7 @@
  * `checkpoint`: the claim is read first (this box must execute the host,
  * or the checkpoint would be of a state that is not the host's), the host
  * parked unless ExecCheckpoint= snapshots it live, the checkpoint written
- * (moves/checkpoint.c), and the claim's state set to it by compare-and-swap over
+ * (moves/checkpoints.c), and the claim's state set to it by compare-and-swap over
  * a fresh read, again only while this box executes the host. From the
  * request to the end, wakes of the host are refused (wake/ops.c), so the
  * archive is of a state nothing writes. */
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activator/daemon/moves/checkpoint.h"
+#include "activator/daemon/moves/checkpoints.h"
 #include "checkpoint/checkpoint.h"
 #include "common/cleanup.h"
 #include "common/json_fields.h"

@@ -20,7 +20,11 @@
  * writer (an abort, another box) changes nothing. A daemon that died in a
  * step finds its part again from the first list of the claims and does it
  * again from the start of that part (a source drains and checkpoints again;
- * a target makes its probe again, within the same deadline). */
+ * a target makes its probe again, within the same deadline).
+ *
+ * The files: move.c takes the claims and hands this box's part to
+ * source.c or target.c; both write the claim through fence.c, whose top
+ * comment says what fences a move. */
 #pragma once
 
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Checkpoints of a host's state directory (moves/checkpoint.h).
+/* Checkpoints of a host's state directory (moves/checkpoints.h).
  *
  * The built-in transport archives on a worker of daemon->offload, in the
  * host's lane: a large state directory takes seconds to compress and sync,
@@ -8,7 +8,7 @@
  * the worker to stop, which removes its half-written archive. The claim is
  * read first, so the pruning after the write spares the checkpoint it
  * names. */
-#include "activator/daemon/moves/checkpoint.h"
+#include "activator/daemon/moves/checkpoints.h"
 
 #include <assert.h>
 #include <errno.h>
