@@ -1,6 +1,6 @@
 /* One generation of a host: created at `reserve`, spawned at `exec`, and
  * retired with proof of empty, whatever the reason it ends. */
-#include "activator/daemon/generations/generation.h"
+#include "activator/daemon/generations/generation_internal.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -125,7 +125,6 @@ static int exit_status_of(const siginfo_t *info)
 }
 
 static void start_kill(ad_generation *gen);
-static void stop_supervision(ad_generation *gen);
 
 static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata)
 {
@@ -147,7 +146,7 @@ static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, vo
     gen->exited = true;
     gen->exit_status = exit_status_of(&info);
     /* Its exit is what counts now, not a keep-alive it can no longer send. */
-    stop_supervision(gen);
+    ad_generation_stop_supervision(gen);
     const char *name = gen->host->name;
     act_log_fields(gen->exit_status == 0 ? LOG_INFO : LOG_WARNING,
                    &(act_log_ctx){.host = name, .generation = gen->number,
@@ -508,71 +507,6 @@ static void on_record_removed(void *userdata)
     announce_retired(userdata, true, NULL);
 }
 
-/* The freeze or thaw no longer settles through cgroup.events: the events fd
- * is the retirement's from here on (one fd cannot be watched twice). */
-static void stop_settling(ad_generation *gen)
-{
-    gen->freeze_source = sd_event_source_disable_unref(gen->freeze_source);
-    gen->settled = NULL;
-}
-
-static void check_settled(ad_generation *gen)
-{
-    bool frozen = !gen->frozen;
-    act_error err = {0};
-    if (cg_leaf_frozen(gen->leaf, &frozen, &err) < 0) {
-        act_log(LOG_WARNING, "host %s: %s", gen->host->name, err.message);
-        return;
-    }
-    if (frozen != gen->frozen)
-        return;
-    void (*settled)(ad_generation *, void *) = gen->settled;
-    void *userdata = gen->settled_userdata;
-    stop_settling(gen);
-    if (settled)
-        settled(gen, userdata);
-}
-
-static int on_freeze_events(sd_event_source *source, int fd, uint32_t revents, void *userdata)
-{
-    check_settled(userdata);
-    return 0;
-}
-
-static int set_frozen(ad_generation *gen, bool frozen, void (*settled)(ad_generation *, void *),
-                      void *userdata, act_error *err)
-{
-    assert(gen && !gen->retired);
-    stop_settling(gen);
-    int r = cg_leaf_freeze(gen->leaf, frozen, err);
-    if (r < 0)
-        return r;
-    gen->frozen = frozen;
-    gen->settled = settled;
-    gen->settled_userdata = userdata;
-    int events_fd = cg_leaf_events_fd(gen->leaf, err);
-    if (events_fd < 0)
-        return events_fd;
-    if (sd_event_add_io(gen->host->daemon->loop, &gen->freeze_source, events_fd, EPOLLIN,
-                        on_freeze_events, gen) < 0)
-        return act_error_set(err, EIO, "cannot watch %s/cgroup.events", cg_leaf_path(gen->leaf));
-    check_settled(gen);
-    return 0;
-}
-
-int ad_generation_freeze(ad_generation *gen, void (*settled)(ad_generation *, void *),
-                         void *userdata, act_error *err)
-{
-    stop_supervision(gen);
-    return set_frozen(gen, true, settled, userdata, err);
-}
-
-int ad_generation_thaw(ad_generation *gen, void (*settled)(ad_generation *, void *), void *userdata,
-                       act_error *err)
-{
-    return set_frozen(gen, false, settled, userdata, err);
-}
-
 static void finish_retire(ad_generation *gen, bool proven, const char *why)
 {
     gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
@@ -664,8 +598,8 @@ void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retir
     /* A held child ran nothing but our code: killed and reaped here, it
      * leaves the leaf empty for the proof below. */
     ad_generation_drop_held(gen);
-    stop_supervision(gen);
-    stop_settling(gen);
+    ad_generation_stop_supervision(gen);
+    ad_generation_stop_settling(gen);
     gen->retired = done;
     gen->retired_userdata = userdata;
     if (gen->announced)
@@ -700,15 +634,6 @@ void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retir
 #define USEC_PER_MSEC UINT64_C(1000)
 /* The watchdog is a deadline an app is judged by: a millisecond of slack. */
 #define WATCHDOG_ACCURACY_USEC USEC_PER_MSEC
-
-static void stop_supervision(ad_generation *gen)
-{
-    gen->on_notice = NULL;
-    gen->watchdog_timer = sd_event_source_disable_unref(gen->watchdog_timer);
-    gen->health_timer = sd_event_source_disable_unref(gen->health_timer);
-    probe_free(TAKE_PTR(gen->health_probe));
-    gen->health_failures = 0;
-}
 
 static void notice(ad_generation *gen, ad_generation_notice what, const char *why)
 {
@@ -994,8 +919,8 @@ void ad_generation_free(ad_generation *gen)
 {
     if (!gen)
         return;
-    stop_supervision(gen);
-    stop_settling(gen);
+    ad_generation_stop_supervision(gen);
+    ad_generation_stop_settling(gen);
     gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
     gen->empty_source = sd_event_source_disable_unref(gen->empty_source);
     gen->kill_timer = sd_event_source_disable_unref(gen->kill_timer);

@@ -1,0 +1,28 @@
+/* What the files of one generation's life share, and nothing outside
+ * generations/ uses: the one API is generation.h. The files call one way
+ * only, from the top down: generation.c (creation, records, counters,
+ * notify socket, adoption, free), supervise.c, spawn.c, retire.c,
+ * freezer.c; limits.c is below the ones that use it. */
+#pragma once
+
+#include "activator/daemon/generations/generation.h"
+#include "common/cleanup.h"
+
+/* Ends the supervision of gen (supervise.c), which every end of its
+ * serving shares: its exit, its retirement, a freeze, free. Defined here
+ * rather than in supervise.c, which starts its health checks through
+ * spawn.c: retire.c and freezer.c, below spawn.c, end it too. */
+static inline void ad_generation_stop_supervision(ad_generation *gen)
+{
+    gen->on_notice = NULL;
+    gen->watchdog_timer = sd_event_source_disable_unref(gen->watchdog_timer);
+    gen->health_timer = sd_event_source_disable_unref(gen->health_timer);
+    probe_free(TAKE_PTR(gen->health_probe));
+    gen->health_failures = 0;
+}
+
+/* ---- freezer.c ------------------------------------------------------------- */
+
+/* The freeze or thaw no longer settles through cgroup.events: the events fd
+ * is the retirement's from here on (one fd cannot be watched twice). */
+void ad_generation_stop_settling(ad_generation *gen);
