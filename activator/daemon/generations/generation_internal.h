@@ -26,3 +26,13 @@ static inline void ad_generation_stop_supervision(ad_generation *gen)
 /* The freeze or thaw no longer settles through cgroup.events: the events fd
  * is the retirement's from here on (one fd cannot be watched twice). */
 void ad_generation_stop_settling(ad_generation *gen);
+
+/* ---- retire.c -------------------------------------------------------------- */
+
+/* Watches gen's main process (its pidfd, process.pidfd) for its exit: an
+ * exit during a retirement's grace period goes on to the kill, any other to
+ * on_exit. Returns sd_event's negative errno when it cannot. */
+int ad_generation_watch_exit(ad_generation *gen);
+/* Reaps the main process if it is still ours to reap, so no zombie stays;
+ * collects a helper's exit status (ExecReplicate=) too. */
+void ad_generation_reap(ad_generation *gen);
