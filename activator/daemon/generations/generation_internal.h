@@ -36,3 +36,10 @@ int ad_generation_watch_exit(ad_generation *gen);
 /* Reaps the main process if it is still ours to reap, so no zombie stays;
  * collects a helper's exit status (ExecReplicate=) too. */
 void ad_generation_reap(ad_generation *gen);
+
+/* ---- supervise.c ----------------------------------------------------------- */
+
+/* What a notify datagram says to gen's supervision: WATCHDOG=1 starts the
+ * watchdog's deadline again, WATCHDOG=trigger and STOPPING=1 are noticed.
+ * Nothing while gen is not supervised. */
+void ad_generation_supervision_heard(ad_generation *gen, const ntf_message *message);
