@@ -94,64 +94,91 @@ static void start_marker(const ad_generation *gen, char *whose, size_t size)
              gen->number);
 }
 
-/* held non-NULL: the child is held before its exec (cg_spawn_hold), and
- * out is not filled. */
-static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *const *argv,
-                 char **envp, cg_process *out, cg_held_spawn **held, act_error *err)
-{
-    bool is_helper = kind != SPAWN_MAIN;
-    ad_host *host = gen->host;
-    const cfg_host *config = ad_host_config(host);
-    const ad_daemon *daemon = host->daemon;
-
+/* What a spawn's spec points into, alive until cg_spawn has returned. */
+typedef struct spawn_storage {
     char state_dir[4096];
-    snprintf(state_dir, sizeof(state_dir), "%s/hosts/%s/state", daemon->config.state_directory,
-             config->name);
+    char notify_dir[4096];
+    char build_dir[4096];
+    const char *passed[3];
+    const char *read_only[2];
+    cg_rlimit rlimits[2];
+} spawn_storage;
 
-    cg_spawn_spec spec;
-    cg_spawn_spec_init(&spec);
-    spec.exec_fd = exec_fd;
-    /* Scripts (helpers, and builds whose executable prepare found to start
-     * with "#!") run from their fd only if it survives the exec. */
-    spec.exec_fd_survives = is_helper || gen->exec_is_script;
-    spec.argv = argv;
-    spec.envp = (const char *const *)envp;
+/* Its stdout and stderr: the host's log, opened at the generation's first
+ * spawn. */
+static int connect_output(ad_generation *gen, bool is_helper, bool held, cg_spawn_spec *spec,
+                          act_error *err)
+{
     /* Never our own stream: see generations/output.h. A held child's marker waits
      * for its release: an early start that is discarded ran nothing. */
     if (!gen->log) {
         char whose[64];
         start_marker(gen, whose, sizeof(whose));
-        int r = ad_host_log_open(host, held ? NULL : whose, &gen->log, err);
+        int r = ad_host_log_open(gen->host, held ? NULL : whose, &gen->log, err);
         if (r < 0)
-            return act_error_prefix(err, "host %s: output", config->name);
+            return act_error_prefix(err, "host %s: output", ad_host_config(gen->host)->name);
     }
     /* ExecCheckpoint= answers on its stdout, which the daemon reads. */
-    spec.stdout_fd = is_helper && gen->helper_stdout_fd >= 0 ? gen->helper_stdout_fd
-                                                             : ad_host_log_fd(gen->log);
-    spec.stderr_fd = ad_host_log_fd(gen->log);
-    spec.journal_socket = ad_host_log_journal_socket(gen->log);
-    spec.journal_header = ad_host_log_journal_header(gen->log);
-    if (!is_helper) {
-        spec.listen_fds = host->listen_fds;
-        spec.n_listen_fds = host->n_listen;
-        spec.listen_fdnames = (const char *const *)host->listen_names;
-        if (config->watchdog_usec)
-            spec.pid_variables = watchdog_pid;
-    }
+    spec->stdout_fd =
+        is_helper && gen->helper_stdout_fd >= 0 ? gen->helper_stdout_fd : ad_host_log_fd(gen->log);
+    spec->stderr_fd = ad_host_log_fd(gen->log);
+    spec->journal_socket = ad_host_log_journal_socket(gen->log);
+    spec->journal_header = ad_host_log_journal_header(gen->log);
+    return 0;
+}
+
+/* The main process's sockets (LISTEN_FDS), and its pid as WATCHDOG_PID. */
+static void pass_listen_sockets(const ad_generation *gen, cg_spawn_spec *spec)
+{
+    const ad_host *host = gen->host;
+    spec->listen_fds = host->listen_fds;
+    spec->n_listen_fds = host->n_listen;
+    spec->listen_fdnames = (const char *const *)host->listen_names;
+    if (ad_host_config(host)->watchdog_usec)
+        spec->pid_variables = watchdog_pid;
+}
+
+/* The host's user and group, no capability but its ambient ones, no new
+ * privileges, and its seccomp filter. */
+static void run_as_host(const ad_generation *gen, cg_spawn_spec *spec)
+{
     uid_t uid;
     gid_t gid;
-    ad_host_run_as(host, &uid, &gid);
-    spec.uid = uid;
-    spec.gid = gid;
-    spec.drop_capabilities = true;
-    spec.ambient_capabilities = config->ambient_capabilities;
-    /* A probe sees the files its generation sees: it joins the namespace
-     * through the main process, which is alive while a probe is due (a
-     * probe of a generation whose main process ended fails, as it should). */
-    if (kind == SPAWN_PROBE && gen->process.pidfd >= 0 && !gen->exited)
-        spec.join_mount_ns_fd = gen->process.pidfd;
-    spec.working_directory = state_dir;
-    cg_rlimit rlimits[2] = {{.resource = RLIMIT_NOFILE, .limit = daemon->nofile}};
+    ad_host_run_as(gen->host, &uid, &gid);
+    spec->uid = uid;
+    spec->gid = gid;
+    spec->drop_capabilities = true;
+    spec->ambient_capabilities = ad_host_config(gen->host)->ambient_capabilities;
+    spec->no_new_privs = true;
+    spec->seccomp = ad_host_seccomp(gen->host);
+}
+
+/* A probe sees the files its generation sees: it joins the namespace
+ * through the main process, which is alive while a probe is due (a
+ * probe of a generation whose main process ended fails, as it should). */
+static void join_main_mount_ns(const ad_generation *gen, cg_spawn_spec *spec)
+{
+    if (gen->process.pidfd >= 0 && !gen->exited)
+        spec->join_mount_ns_fd = gen->process.pidfd;
+}
+
+/* Every start runs in the host's state directory. */
+static void run_in_state_directory(const ad_generation *gen, spawn_storage *storage,
+                                   cg_spawn_spec *spec)
+{
+    snprintf(storage->state_dir, sizeof(storage->state_dir), "%s/hosts/%s/state",
+             gen->host->daemon->config.state_directory, ad_host_config(gen->host)->name);
+    spec->working_directory = storage->state_dir;
+}
+
+/* RLIMIT_NOFILE as the daemon sets it, and RLIMIT_NPROC where it stands in
+ * for PidsMax=. Needs the uid (run_as_host). */
+static void set_rlimits(const ad_generation *gen, spawn_storage *storage, cg_spawn_spec *spec)
+{
+    const cfg_host *config = ad_host_config(gen->host);
+    const ad_daemon *daemon = gen->host->daemon;
+    cg_rlimit *rlimits = storage->rlimits;
+    rlimits[0] = (cg_rlimit){.resource = RLIMIT_NOFILE, .limit = daemon->nofile};
     size_t n_rlimits = 1;
     /* Where the default PidsMax= is not in the leaf (no pids controller, as
      * in a container, or only a v1 one, which every spawn would pay a
@@ -162,47 +189,79 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
      * no such stand-in. */
     cg_limits enforced;
     ad_limits_from_config(daemon->cgroups, &config->limits, !config->user, &enforced);
-    if (config->limits.pids_max_is_default && enforced.pids_max == 0 && !config->user && uid != 0)
+    if (config->limits.pids_max_is_default && enforced.pids_max == 0 && !config->user &&
+        spec->uid != 0)
         rlimits[n_rlimits++] = (cg_rlimit){
             .resource = RLIMIT_NPROC,
             .limit = {.rlim_cur = config->limits.pids_max, .rlim_max = config->limits.pids_max},
         };
-    spec.rlimits = rlimits;
-    spec.n_rlimits = n_rlimits;
-    spec.no_new_privs = true;
-    spec.seccomp = ad_host_seccomp(host);
-    /* The build runs in the host's filesystem view, reaching its notify
-     * socket there through the socket's directory, not the socket file: a
-     * daemon that restarts binds a new socket at the same path, which a
-     * bound file would not show; helpers (ExecRestore=, ExecReplicate=) are
-     * the operator's tools and see the box's filesystem. */
-    char notify_dir[4096] = "";
+    spec->rlimits = rlimits;
+    spec->n_rlimits = n_rlimits;
+}
+
+/* The build runs in the host's filesystem view, reaching its notify
+ * socket there through the socket's directory, not the socket file: a
+ * daemon that restarts binds a new socket at the same path, which a
+ * bound file would not show; helpers (ExecRestore=, ExecReplicate=) are
+ * the operator's tools and see the box's filesystem. Needs the state
+ * directory (run_in_state_directory). */
+static void enter_fs_view(const ad_generation *gen, spawn_storage *storage, cg_spawn_spec *spec)
+{
+    const ad_host *host = gen->host;
+    storage->notify_dir[0] = '\0';
     if (gen->notify)
-        snprintf(notify_dir, sizeof(notify_dir), "%.*s",
-                 (int)(strrchr(ntf_socket_path(gen->notify), '/') -
-                       ntf_socket_path(gen->notify)),
+        snprintf(storage->notify_dir, sizeof(storage->notify_dir), "%.*s",
+                 (int)(strrchr(ntf_socket_path(gen->notify), '/') - ntf_socket_path(gen->notify)),
                  ntf_socket_path(gen->notify));
     /* The state directory too: most hosts share one view that knows no
      * host's own (ad_host_fs_view). */
-    const char *passed[3] = {state_dir, NULL, NULL};
-    if (notify_dir[0])
-        passed[1] = notify_dir;
+    storage->passed[0] = storage->state_dir;
+    storage->passed[1] = storage->notify_dir[0] ? storage->notify_dir : NULL;
+    storage->passed[2] = NULL;
     /* And the build it runs, read-only: a "#!" interpreter or libraries
      * ($ORIGIN) inside the build are opened by path. The other versions and
      * the other hosts' releases stay hidden. */
-    char build_dir[4096];
-    snprintf(build_dir, sizeof(build_dir), "%s/releases/%s/%s", daemon->config.state_directory,
-             config->name, gen->build.version);
-    const char *read_only[] = {gen->build.version[0] ? build_dir : NULL, NULL};
-    if (!is_helper) {
-        spec.fs_view = ad_host_fs_view(host);
-        spec.fs_passed = passed;
-        spec.fs_read_only = read_only;
-    }
+    snprintf(storage->build_dir, sizeof(storage->build_dir), "%s/releases/%s/%s",
+             host->daemon->config.state_directory, ad_host_config(host)->name, gen->build.version);
+    storage->read_only[0] = gen->build.version[0] ? storage->build_dir : NULL;
+    storage->read_only[1] = NULL;
+    spec->fs_view = ad_host_fs_view(host);
+    spec->fs_passed = storage->passed;
+    spec->fs_read_only = storage->read_only;
+}
 
+/* held non-NULL: the child is held before its exec (cg_spawn_hold), and
+ * out is not filled. */
+static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *const *argv,
+                 char **envp, cg_process *out, cg_held_spawn **held, act_error *err)
+{
+    bool is_helper = kind != SPAWN_MAIN;
+    spawn_storage storage;
+    cg_spawn_spec spec;
+    cg_spawn_spec_init(&spec);
+    spec.exec_fd = exec_fd;
+    /* Scripts (helpers, and builds whose executable prepare found to start
+     * with "#!") run from their fd only if it survives the exec. */
+    spec.exec_fd_survives = is_helper || gen->exec_is_script;
+    spec.argv = argv;
+    spec.envp = (const char *const *)envp;
+    int r = connect_output(gen, is_helper, held != NULL, &spec, err);
+    if (r < 0)
+        return r;
+    if (!is_helper)
+        pass_listen_sockets(gen, &spec);
+    run_as_host(gen, &spec);
+    if (kind == SPAWN_PROBE)
+        join_main_mount_ns(gen, &spec);
+    run_in_state_directory(gen, &storage, &spec);
+    set_rlimits(gen, &storage, &spec);
+    if (!is_helper)
+        enter_fs_view(gen, &storage, &spec);
     return held ? cg_spawn_hold(gen->leaf, &spec, held, err) : cg_spawn(gen->leaf, &spec, out, err);
 }
 
+/* The main process runs: when it was exec'd, and its exit watched from now
+ * on (retire.c). */
 static int watch_exit(ad_generation *gen, act_error *err)
 {
     gen->exec_usec = act_now_usec();
