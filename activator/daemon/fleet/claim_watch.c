@@ -81,7 +81,7 @@ static void host_claim_changed(ad_host *host, const claim_change *change)
         else if (state == PL_HOST_SERVING) {
             /* Known before the retirement starts: a frozen generation of a
              * host that is not ours any more is killed frozen, never
-             * thawed to take a client (generations/generation.c). */
+             * thawed to take a client (generations/retire.c). */
             host->claim_ours = false;
             pl_host_park(pipeline, PL_PARK_CLAIM_LOST);
         }

@@ -112,7 +112,7 @@ static int event_kind_of(const ad_host *host, const pl_wake_event *event)
     case PL_WAKE_EVENT_PARKED:
         return EV_EVENT_PARKED;
     /* retiring and retired are published by the generation itself
-     * (generations/generation.c), which knows which one it is: in a swap, N. */
+     * (generations/retire.c), which knows which one it is: in a swap, N. */
     case PL_WAKE_EVENT_FAILED:
     case PL_WAKE_EVENT_GAVE_UP:
     case PL_WAKE_EVENT_FAULTED: /* a serving generation failed (watchdog, unhealthy) */

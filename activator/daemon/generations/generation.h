@@ -3,7 +3,23 @@
  * to start, watch and retire itself; what an exit means for the host is
  * decided by whoever set on_exit (wake/ops.c for the host's generations,
  * wake/restore.c for ExecRestore='s leaf), and what its supervision notices while
- * it serves, by whoever supervises it (wake/ops.c). */
+ * it serves, by whoever supervises it (wake/ops.c).
+ *
+ * This header is its one API. Its code, by what it does:
+ *   generation.c  creation (the leaf with the host's limits), records,
+ *                 counters (stats), the notify socket, adoption after a
+ *                 daemon restart, free
+ *   spawn.c       starting processes in the leaf as the host: the
+ *                 environment, the main process (at once, or held before
+ *                 its exec), helpers (ExecRestore=, ExecReplicate=), probes
+ *   supervise.c   while it serves: watchdog, health checks, STOPPING=1
+ *   freezer.c     freezing and thawing the leaf (cgroup.freeze), settling
+ *                 through cgroup.events
+ *   retire.c      where a generation is killed with proof: SIGTERM and
+ *                 StopTimeoutSec=, the cgroup kill, the proof of empty,
+ *                 reaping; also the watch on its main process's exit
+ *   limits.c      the [Limits] as the cgroup layer takes them
+ * What those files share is generation_internal.h. */
 #pragma once
 
 #include <stdbool.h>

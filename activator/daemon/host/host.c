@@ -57,7 +57,7 @@ static int compile_filter(ad_daemon *daemon, ad_host_settings *settings, act_err
 
 /* Whether the host's view is the one most hosts share: the daemon's
  * directories hidden and nothing of its own kept but its state directory,
- * which each spawn passes (generations/generation.c). */
+ * which each spawn passes (generations/spawn.c). */
 static bool uses_shared_fs_view(const cfg_host *config)
 {
     return !config->filesystem_box && !config->read_write_paths;

@@ -175,7 +175,7 @@ int ad_freeze_thaw(ad_host *host, const char *why, act_error *err)
  * the client that came. It is retired, and the client waits in the backlog
  * for whatever the claim now says (a refused wake closes it). A claim that
  * names another box is that box's now: the generation is killed frozen
- * (generations/generation.c), and the release follows as for any claim lost. One that
+ * (generations/retire.c), and the release follows as for any claim lost. One that
  * still names this box but not this admission is parked as an operator's
  * park is. */
 static void thaw_refused(ad_freeze *f, bool lost, const char *why)

@@ -40,7 +40,7 @@ int ad_freeze_thaw(ad_host *host, const char *why, act_error *err);
 
 /* The generation stops being the host's frozen one (parked, exited,
  * failed, a reload removed it): what watched it ends. Its retirement thaws
- * it as it must (generations/generation.c). */
+ * it as it must (generations/retire.c). */
 void ad_freeze_forget(ad_host *host);
 
 /* A handover: nothing is watched any more. A frozen generation stays
