@@ -423,18 +423,17 @@ static void op_exec(pl_wake *wake, void *userdata)
     pl_wake_ok(wake);
 }
 
-static void publish_read(ad_host *host);
-
 static void on_probe_done(probe_run *probe, bool ok, const char *why, void *userdata)
 {
     ad_host *host = userdata;
+    ad_wake_passed_fn *passed = host->wake_state->passed;
     pl_wake *wake = take_wake(host);
     pl_step step = pl_wake_step(wake);
     bool health = step == PL_STEP_HEALTHY || step == PL_STEP_PUBLISH;
-    if (ok && step == PL_STEP_PUBLISH) {
-        /* A move's probe, healthy: now it may publish. */
+    if (ok && passed) {
+        /* The step goes on (a move's probe, healthy: now it may publish). */
         host->wake_state->waiting_wake = wake;
-        publish_read(host);
+        passed(host);
     } else if (ok) {
         pl_wake_ok(wake);
     } else {
@@ -447,12 +446,15 @@ static void on_probe_done(probe_run *probe, bool ok, const char *why, void *user
 }
 
 /* gen is the generation probed, from inside it: the one starting (ready),
- * or the one just published (healthy). */
+ * or the one just published (healthy). A failed probe ends the step; a
+ * passing one too, unless passed is set: then the step goes on with
+ * passed(host) (a move's publication). */
 static void start_probe(pl_wake *wake, ad_host *host, ad_generation *gen, const probe_spec *spec,
-                        uint64_t timeout_usec)
+                        uint64_t timeout_usec, ad_wake_passed_fn *passed)
 {
     act_error err = {0};
     host->wake_state->waiting_wake = wake;
+    host->wake_state->passed = passed;
     probe_runner runner = ad_generation_probe_runner(gen);
     if (probe_start(host->daemon->loop, spec, &runner, timeout_usec, 20 * 1000, on_probe_done, host,
                     &host->wake_state->probe, &err) < 0) {
@@ -467,7 +469,7 @@ static void op_ready(pl_wake *wake, void *userdata)
     ad_generation *gen = host->starting;
     if (ad_host_config(host)->ready.kind != PROBE_NOTIFY) {
         start_probe(wake, host, gen, &ad_host_config(host)->ready,
-                    ad_host_config(host)->ready_timeout_usec);
+                    ad_host_config(host)->ready_timeout_usec, NULL);
         return;
     }
     if (gen->ready) {
@@ -589,10 +591,11 @@ static void op_publish(pl_wake *wake, void *userdata)
     ad_host *host = userdata;
     /* A move's probe passes HealthCheck= before it publishes: its
      * publication ends the move, so what it names must be known to serve
-     * (a wake's check comes after, in `healthy`, and runs again there). */
+     * (a wake's check comes after, in `healthy`, and runs again there).
+     * Once the check passes, the step goes on with publish_read. */
     if (host->probe_op && ad_host_config(host)->health_check && host->starting) {
         start_probe(wake, host, host->starting, ad_host_config(host)->health_check,
-                    ad_host_config(host)->ready_timeout_usec);
+                    ad_host_config(host)->ready_timeout_usec, publish_read);
         return;
     }
     host->wake_state->waiting_wake = wake;
@@ -622,7 +625,7 @@ static void op_healthy(pl_wake *wake, void *userdata)
         return;
     }
     start_probe(wake, host, serving, ad_host_config(host)->health_check,
-                ad_host_config(host)->ready_timeout_usec);
+                ad_host_config(host)->ready_timeout_usec, NULL);
 }
 
 /* ---- failed -------------------------------------------------------------- */

@@ -17,6 +17,9 @@
 /* A refusal's message: a store's error (up to 1024 bytes) with our words. */
 #define GATE_WHY_SIZE 1400
 
+/* What a passing probe goes on to in the same step. */
+typedef void ad_wake_passed_fn(ad_host *host);
+
 /* What one wake knows, from `read` to its end. Kept apart from the host so
  * that 10,000 parked hosts do not each carry two claims and a build. */
 struct ad_wake_state {
@@ -25,6 +28,7 @@ struct ad_wake_state {
     claim admitted;              /* our admission, revision = its fencing token */
     rel_resolved resolved;       /* the verified build (exec_fd -1 when none) */
     probe_run *probe;            /* readiness or health probe in flight */
+    ad_wake_passed_fn *passed;   /* ... what its step goes on to if it passes */
     pl_wake *waiting_wake;       /* an op waiting for an async answer */
     ad_restore *restore;         /* ExecRestore= in flight */
     struct early_prepare *early; /* prepare's work, begun beside the admission */
