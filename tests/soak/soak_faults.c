@@ -332,8 +332,9 @@ static void kill_app(soak *s, soak_host *h)
 /* Until every running daemon's status says the store answers, at most
  * STORE_HEAL_WAIT_MS. From the fleet's side an outage lasts until then: a
  * daemon refuses wakes until its claim watch has listed the claims again
- * (wake_ops.c), which its backoff may put up to 5 s after etcd is back. A
- * serving host answers all along, so its answers say nothing of that. */
+ * (activator/daemon/wake/admit.c), which its backoff may put up to 5 s
+ * after etcd is back. A serving host answers all along, so its answers say
+ * nothing of that. */
 #define STORE_HEAL_WAIT_MS 20000
 static void wait_store_answers(soak *s)
 {

@@ -15,7 +15,7 @@
  * after that wake's admission rather than refused: the pin is written only
  * while no wake of the host has sent its admission (a pin landing after it
  * would fence that start at its gate and drop the clients waiting for it;
- * one landing before it is admitted over, wake/ops.c), and the swap then
+ * one landing before it is admitted over, wake/admit.c), and the swap then
  * joins the wake in flight, which runs the pin, or swaps the generation it
  * made serve.
  *

@@ -3,7 +3,7 @@
  * claim still describes that admission: parked after a park, failed (with
  * the reason, the message and the attempts) after a wake gave up, and during
  * a swap that failed, the generation that serves on. Publication itself is
- * the wake's own write (wake/ops.c).
+ * the wake's own write (wake/publish.c).
  *
  * hosts/hosts.c reports what a transition made true, and settles the report when
  * the wake or retirement ended; the write then runs off the loop's callbacks,

@@ -11,7 +11,7 @@
  * function a watched change goes through), and only then is the store
  * watched again, from that revision + 1. While the list cannot be had, the
  * store is unavailable: generations that serve keep serving, and wakes are
- * refused (wake/ops.c reads daemon->store_state) until a list succeeds. */
+ * refused (wake/admit.c reads daemon->store_state) until a list succeeds. */
 #include "activator/daemon/fleet/claim_watch.h"
 
 #include <assert.h>

@@ -1,9 +1,9 @@
 /* One start of a host: its cgroup leaf, its main process, its notify socket.
  * A generation lives from `reserve` until it is proven stopped. It knows how
  * to start, watch and retire itself; what an exit means for the host is
- * decided by whoever set on_exit (wake/ops.c for the host's generations,
+ * decided by whoever set on_exit (wake/supervise.c for the host's generations,
  * wake/restore.c for ExecRestore='s leaf), and what its supervision notices while
- * it serves, by whoever supervises it (wake/ops.c).
+ * it serves, by whoever supervises it (wake/supervise.c).
  *
  * This header is its one API. Its code, by what it does:
  *   generation.c  creation (the leaf with the host's limits), records,

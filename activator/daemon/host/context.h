@@ -45,7 +45,7 @@ typedef struct ad_lifetime {
 } ad_lifetime;
 
 /* The claim store as the claim watch last found it. fleet/claim_watch.c is its
- * only writer; the wake's read and admit steps (wake/ops.c) refuse while it
+ * only writer; the wake's read and admit steps (wake/admit.c) refuse while it
  * is unavailable, and status shows it. */
 typedef struct ad_store_state {
     bool unavailable;    /* the claims could not be listed again after the watch ended */

@@ -5,7 +5,7 @@
  * parked unless ExecCheckpoint= snapshots it live, the checkpoint written
  * (moves/checkpoints.c), and the claim's state set to it by compare-and-swap over
  * a fresh read, again only while this box executes the host. From the
- * request to the end, wakes of the host are refused (wake/ops.c), so the
+ * request to the end, wakes of the host are refused (wake/admit.c), so the
  * archive is of a state nothing writes. */
 #include "activator/daemon/moves/checkpoint_request.h"
 
@@ -221,7 +221,7 @@ static void on_read_first(claim_store *store, int result, const claim *c, const 
         return;
     }
     /* Parked first: the archive must be of a state no generation writes.
-     * From here wakes are refused until the request ends (wake/ops.c). */
+     * From here wakes are refused until the request ends (wake/admit.c). */
     req->parked = true;
     req->waiting = true;
     act_log_fields(LOG_INFO, &(act_log_ctx){.host = req->host->name},

@@ -1,6 +1,8 @@
-/* What the wake's operations (wake/ops.c, wake/prepare.c, wake/gate.c)
- * share: one wake's state and the small accessors over it. Private to
- * those three files. */
+/* What the wake's operations share: one wake's state, the small accessors
+ * over it, and what one of their files defines for another. Private to
+ * wake/ops.c, wake/state.c, wake/admit.c, wake/start.c, wake/prepare.c,
+ * wake/early_start.c, wake/notify.c, wake/gate.c, wake/probe.c,
+ * wake/publish.c and wake/supervise.c. */
 #pragma once
 
 #include <stdio.h>
@@ -17,6 +19,9 @@
 /* A refusal's message: a store's error (up to 1024 bytes) with our words. */
 #define GATE_WHY_SIZE 1400
 
+/* What a passing probe goes on to in the same step (wake/probe.c). */
+typedef void ad_wake_passed_fn(ad_host *host);
+
 /* What one wake knows, from `read` to its end. Kept apart from the host so
  * that 10,000 parked hosts do not each carry two claims and a build. */
 struct ad_wake_state {
@@ -25,6 +30,7 @@ struct ad_wake_state {
     claim admitted;              /* our admission, revision = its fencing token */
     rel_resolved resolved;       /* the verified build (exec_fd -1 when none) */
     probe_run *probe;            /* readiness or health probe in flight */
+    ad_wake_passed_fn *passed;   /* ... what its step goes on to if it passes */
     pl_wake *waiting_wake;       /* an op waiting for an async answer */
     ad_restore *restore;         /* ExecRestore= in flight */
     struct early_prepare *early; /* prepare's work, begun beside the admission */
@@ -79,6 +85,24 @@ static inline void store_call_failed(pl_wake *wake, ad_host *host, const act_err
     pl_wake_complete(wake, PL_REASON_STORE_ERROR, "host %s: %s", host->name, err->message);
 }
 
+/* wake/state.c: host's wake state for wake, freed when the wake ends (by
+ * ad_wake_state_free); NULL when out of memory. */
+ad_wake_state *ad_wake_state_new(pl_wake *wake, ad_host *host);
+
+/* wake/admit.c: read the claim and judge it; compare-and-swap the
+ * admission over it. */
+void ad_wake_op_read(pl_wake *wake, void *userdata);
+void ad_wake_op_admit(pl_wake *wake, void *userdata);
+
+/* wake/start.c: the generation started in its leaf (prepare and the gate
+ * come between materialize and exec). */
+void ad_wake_op_restore(pl_wake *wake, void *userdata);
+void ad_wake_op_reserve(pl_wake *wake, void *userdata);
+void ad_wake_op_materialize(pl_wake *wake, void *userdata);
+void ad_wake_op_exec(pl_wake *wake, void *userdata);
+void ad_wake_op_ready(pl_wake *wake, void *userdata);
+void ad_wake_op_replicate(pl_wake *wake, void *userdata);
+
 /* wake/prepare.c: the prepare step, the work it begins beside the
  * admission, and the checks of a build against a claim's pin and hold. */
 void ad_wake_op_prepare(pl_wake *wake, void *userdata);
@@ -119,3 +143,14 @@ void ad_wake_early_start_discard(ad_wake_state *w);
 
 /* wake/gate.c: the gate, the checks just before every exec. */
 void ad_wake_op_gate(pl_wake *wake, void *userdata);
+
+/* wake/probe.c: runs spec's probe inside gen for the step wake is at. A
+ * failed probe ends the step; a passing one too, unless passed is set:
+ * then the step goes on with passed(host) (a move's publication). */
+void ad_wake_start_probe(pl_wake *wake, ad_host *host, ad_generation *gen, const probe_spec *spec,
+                         uint64_t timeout_usec, ad_wake_passed_fn *passed);
+
+/* wake/publish.c: the claim's write naming the generation that serves;
+ * then its health. */
+void ad_wake_op_publish(pl_wake *wake, void *userdata);
+void ad_wake_op_healthy(pl_wake *wake, void *userdata);

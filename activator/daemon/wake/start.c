@@ -1,0 +1,117 @@
+/* The steps that start the admitted generation N in its leaf: `restore`
+ * (the state directory brought to the claim's checkpoint), `reserve` (N
+ * and its leaf, or the early start taken), `materialize` (the state
+ * directory and N's notify socket), `exec` (the verified build run in the
+ * leaf) and `ready`; then `replicate` (ExecReplicate= beside the app).
+ * `prepare` and the gate run between materialize and exec
+ * (wake/prepare.c, wake/gate.c). `reserve` through `ready` are one
+ * attempt, made again for the same N up to MaxStarts= times. */
+#include "activator/daemon/wake/ops.h"
+
+#include "activator/daemon/wake/state.h"
+
+/* ---- restore ------------------------------------------------------------- */
+
+void ad_wake_op_restore(pl_wake *wake, void *userdata)
+{
+    ad_host *host = userdata;
+    ad_wake_state *w = host->wake_state;
+    /* A restore rewrites the state directory an early start's view shows. */
+    if (w->early_gen && ad_restore_would_run(host, &w->admitted.state))
+        ad_wake_early_start_discard(w);
+    ad_restore_start(host, wake, &w->admitted.state, claim_admitted_generation(&w->admitted),
+                     &w->restore);
+}
+
+/* ---- reserve, materialize ------------------------------------------------ */
+
+void ad_wake_op_reserve(pl_wake *wake, void *userdata)
+{
+    ad_host *host = userdata;
+    act_error err = {0};
+    ad_generation *gen = NULL;
+    /* Every attempt of one admission is the same generation N: the
+     * admission names N, and a failed attempt's leaf is removed before the
+     * next. The first attempt may find N made ready beside the admission. */
+    if (ad_wake_early_start_adopt(host)) {
+        gen = host->starting;
+    } else if (ad_generation_new(host, "g", claim_admitted_generation(&host->wake_state->admitted),
+                                 &gen, &err) < 0) {
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", host->name, err.message);
+        return;
+    }
+    gen->session = host->wake_state->admitted.holder.session;
+    gen->admission_revision = host->wake_state->admitted.revision;
+    gen->on_exit = ad_wake_ops_on_generation_exit;
+    gen->on_exit_userdata = host;
+    host->starting = gen;
+    /* Its record is written at the gate, once the build is known and before
+     * anything runs in the leaf; a successor daemon that finds an empty leaf
+     * without a record retires it with proof. */
+    pl_wake_ok(wake);
+}
+
+void ad_wake_op_materialize(pl_wake *wake, void *userdata)
+{
+    ad_host *host = userdata;
+    ad_generation *gen = host->starting;
+    act_error err = {0};
+    if (ad_host_state_directory(host, &err) < 0) {
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", host->name, err.message);
+        return;
+    }
+    if (ad_wake_open_notify(gen, &err) < 0) {
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", host->name, err.message);
+        return;
+    }
+    pl_wake_ok(wake);
+}
+
+/* ---- exec, ready --------------------------------------------------------- */
+
+void ad_wake_op_exec(pl_wake *wake, void *userdata)
+{
+    ad_host *host = userdata;
+    ad_generation *gen = host->starting;
+    act_error err = {0};
+    int r = ad_generation_spawn(gen, host->wake_state->resolved.exec_fd, &err);
+    rel_resolved_release(&host->wake_state->resolved);
+    if (r < 0) {
+        pl_wake_complete(wake, PL_REASON_EXEC_FAILED, "host %s: %s", host->name, err.message);
+        return;
+    }
+    /* The pid reaches the record at publication (phase serving), the only
+     * phase a successor daemon resumes; no durable write delays readiness. */
+    pl_wake_ok(wake);
+}
+
+void ad_wake_op_ready(pl_wake *wake, void *userdata)
+{
+    ad_host *host = userdata;
+    ad_generation *gen = host->starting;
+    if (ad_host_config(host)->ready.kind != PROBE_NOTIFY) {
+        ad_wake_start_probe(wake, host, gen, &ad_host_config(host)->ready,
+                            ad_host_config(host)->ready_timeout_usec, NULL);
+        return;
+    }
+    if (gen->ready) {
+        pl_wake_ok(wake);
+        return;
+    }
+    /* on_notify or on_process_exit completes it; the pipeline bounds the
+     * wait by ReadyTimeoutSec and calls abandon when it closes. */
+    host->wake_state->waiting_wake = wake;
+}
+
+/* ---- replicate ----------------------------------------------------------- */
+
+void ad_wake_op_replicate(pl_wake *wake, void *userdata)
+{
+    ad_host *host = userdata;
+    act_error err = {0};
+    if (ad_replicate_start(host->starting, &err) < 0) {
+        pl_wake_complete(wake, PL_REASON_REPLICATE_FAILED, "host %s: %s", host->name, err.message);
+        return;
+    }
+    pl_wake_ok(wake);
+}
