@@ -343,7 +343,7 @@ static void on_written(claim_store *store, int result, uint64_t new_revision, co
     write_ended(r);
 }
 
-/* ---- what hosts/hosts.c and hosts/recovery.c tell ------------------------------------ */
+/* ---- what hosts/transitions.c and hosts/recovery.c tell ------------------------------ */
 
 void ad_claim_report_admitted(ad_host *host, const claim *ours)
 {

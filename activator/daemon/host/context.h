@@ -55,7 +55,7 @@ typedef struct ad_store_state {
 } ad_store_state;
 
 /* Told of every transition of every host, after the host's own reactions
- * (hosts/hosts.c); box/daemon.c uses it for STATUS= and to see a clean stop finish. */
+ * (hosts/transitions.c); box/daemon.c uses it for STATUS= and to see a clean stop finish. */
 typedef void (*ad_hosts_observer_fn)(ad_daemon *daemon, ad_host *host, const pl_wake_event *event);
 /* Told when the claim write-backs of a host ended (claim/write_backs.c); box/daemon.c
  * uses it to end a clean stop, which waits for them. */
@@ -65,10 +65,10 @@ struct ad_daemon {
     sd_event *loop;
     const char *config_path; /* the daemon's file, read again by a reload */
     cfg_daemon config;
-    ad_host **hosts; /* the hosts set up (hosts/hosts.c), sorted by name; each owns its config */
+    ad_host **hosts; /* the hosts set up (hosts/table.c), sorted by name; each owns its config */
     size_t n_hosts;
     size_t cap_hosts;
-    /* Hosts a reload took out of the configuration (hosts/hosts.c): kept until
+    /* Hosts a reload took out of the configuration (hosts/table.c): kept until
      * exit, because what they started may still call back with them (claim
      * calls, record writes, their retirement). */
     ad_host **removed_hosts;
