@@ -130,8 +130,9 @@ static void became_idle(ad_claim_report *r)
     ad_daemon *daemon = r->host->daemon;
     ad_host *host = r->host;
     free_when_unused(r);
-    if (daemon->observe_claim_reports)
-        daemon->observe_claim_reports(daemon, host);
+    const ad_box_observers *observers = daemon->observers;
+    if (observers && observers->claim_reports_ended)
+        observers->claim_reports_ended(daemon, host);
 }
 
 /* The claim report would make of current; false when it already says so. */

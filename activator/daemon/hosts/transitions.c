@@ -185,8 +185,10 @@ static void settle(ad_host *host, const pl_wake_event *event)
 }
 
 /* The pipeline's hook: every transition of every host comes here. The
- * reactions are decided here and nowhere else; the observers (generations/announce.c)
- * and the daemon's own (STATUS=, the end of a clean stop) are told after. */
+ * reactions are decided here and nowhere else. The observers only observe:
+ * generations/announce.c's (the journal, the events, the counters), and the
+ * box's (STATUS=, the end of a clean stop), told last, once every reaction
+ * is done. */
 void ad_hosts_on_transition(pl_host *pipeline, const pl_wake_event *event, void *userdata)
 {
     ad_host *host = userdata;
@@ -256,6 +258,7 @@ void ad_hosts_on_transition(pl_host *pipeline, const pl_wake_event *event, void 
         break;
     }
 
-    if (daemon->observe_hosts)
-        daemon->observe_hosts(daemon, host, event);
+    const ad_box_observers *observers = daemon->observers;
+    if (observers && observers->host_transition)
+        observers->host_transition(daemon, host, event);
 }
