@@ -54,8 +54,8 @@ typedef struct daemon_process {
     int exit_code;
 } daemon_process;
 
-/* The hosts observer gets the context; the process around it is found from
- * it, which needs the context first. */
+/* The box's observers get the context; the process around it is found
+ * from it, which needs the context first. */
 static_assert(offsetof(daemon_process, daemon) == 0, "the context must open daemon_process");
 
 static daemon_process *process_of(ad_daemon *daemon)
@@ -278,6 +278,13 @@ static void observe_claim_reports(ad_daemon *daemon, ad_host *host)
         check_stopped(process_of(daemon));
 }
 
+/* What the box observes of its hosts (host/context.h): STATUS= and the end
+ * of a clean stop. Neither changes a host. */
+static const ad_box_observers box_observers = {
+    .host_transition = observe_host,
+    .claim_reports_ended = observe_claim_reports,
+};
+
 static void begin_stop(daemon_process *process)
 {
     ad_daemon *daemon = &process->daemon;
@@ -462,8 +469,7 @@ static int start(daemon_process *process, const char *config_path, act_error *er
                         err)) < 0 ||
         (r = ad_leftovers_scan(daemon, err)) < 0)
         return r;
-    daemon->observe_hosts = observe_host;
-    daemon->observe_claim_reports = observe_claim_reports;
+    daemon->observers = &box_observers;
     r = ad_hosts_setup(daemon, TAKE_PTR(process->loaded_hosts),
                        TAKE_STRUCT(process->n_loaded_hosts), err);
     if (r < 0)

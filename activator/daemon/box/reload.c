@@ -17,7 +17,7 @@
  * host removed is taken out of the table at once and parked: its
  * generation is retired with proof, its sockets closed and taken out of
  * the FD store, its claim left as it is; it stays among the removed hosts
- * until exit (hosts/hosts.c). A host changed gets its new [Listen] at once
+ * until exit (hosts/table.c). A host changed gets its new [Listen] at once
  * (sockets that stay are kept, so no client of theirs is refused), its new
  * [Limits] values at once (written into its running leaves too), and the
  * rest of its file from its next start (pending; host/host.h). */

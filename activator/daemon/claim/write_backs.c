@@ -130,8 +130,9 @@ static void became_idle(ad_claim_report *r)
     ad_daemon *daemon = r->host->daemon;
     ad_host *host = r->host;
     free_when_unused(r);
-    if (daemon->observe_claim_reports)
-        daemon->observe_claim_reports(daemon, host);
+    const ad_box_observers *observers = daemon->observers;
+    if (observers && observers->claim_reports_ended)
+        observers->claim_reports_ended(daemon, host);
 }
 
 /* The claim report would make of current; false when it already says so. */
@@ -343,7 +344,7 @@ static void on_written(claim_store *store, int result, uint64_t new_revision, co
     write_ended(r);
 }
 
-/* ---- what hosts/hosts.c and hosts/recovery.c tell ------------------------------------ */
+/* ---- what hosts/transitions.c and hosts/recovery.c tell ------------------------------ */
 
 void ad_claim_report_admitted(ad_host *host, const claim *ours)
 {

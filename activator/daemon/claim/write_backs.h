@@ -5,8 +5,8 @@
  * a swap that failed, the generation that serves on. Publication itself is
  * the wake's own write (wake/publish.c).
  *
- * hosts/hosts.c reports what a transition made true, and settles the report when
- * the wake or retirement ended; the write then runs off the loop's callbacks,
+ * hosts/transitions.c reports what a transition made true, and settles the
+ * report when the wake or retirement ended; the write then runs off the loop's callbacks,
  * one at a time per host. Another writer always wins: a write that finds the
  * claim moved past our admission (a newer session, another box, an operator's
  * op) leaves it as it is. The next wake's read, and the claim writes of a

@@ -87,7 +87,7 @@ static void host_claim_changed(ad_host *host, const claim_change *change)
         }
         host->claim_ours = false;
         /* Already at rest: release it now; otherwise once the park ends
-         * (hosts/hosts.c). */
+         * (hosts/transitions.c). */
         if (change->kind == CLAIM_CHANGE_PUT)
             ad_claim_release(host, &change->claim);
         return;

@@ -1,7 +1,7 @@
 /* The observers of host transitions: the journal, the NNG events and the
  * Prometheus counters. They read the host and its generations and never
  * change what the daemon does next; what a transition changes is decided by
- * hosts/hosts.c. */
+ * hosts/transitions.c. */
 #pragma once
 
 #include "activator/daemon/generations/generation.h"

@@ -54,28 +54,32 @@ typedef struct ad_store_state {
     char refusal[1024];  /* the sentence a refused wake gets */
 } ad_store_state;
 
-/* Told of every transition of every host, after the host's own reactions
- * (hosts/hosts.c); box/daemon.c uses it for STATUS= and to see a clean stop finish. */
-typedef void (*ad_hosts_observer_fn)(ad_daemon *daemon, ad_host *host, const pl_wake_event *event);
-/* Told when the claim write-backs of a host ended (claim/write_backs.c); box/daemon.c
- * uses it to end a clean stop, which waits for them. */
-typedef void (*ad_claim_reports_observer_fn)(ad_daemon *daemon, ad_host *host);
+/* What the box (box/daemon.c) observes of its hosts, set once before the
+ * hosts are set up. Observers only observe: they update STATUS= and see a
+ * clean stop end; they change no host. Each is called after the reactions
+ * to what it is told of are done. */
+typedef struct ad_box_observers {
+    /* Every transition of every host, last in hosts/transitions.c's hook. */
+    void (*host_transition)(ad_daemon *daemon, ad_host *host, const pl_wake_event *event);
+    /* The claim write-backs of a host ended (claim/write_backs.c), after
+     * whoever waited for them went on: a clean stop waits for them. */
+    void (*claim_reports_ended)(ad_daemon *daemon, ad_host *host);
+} ad_box_observers;
 
 struct ad_daemon {
     sd_event *loop;
     const char *config_path; /* the daemon's file, read again by a reload */
     cfg_daemon config;
-    ad_host **hosts; /* the hosts set up (hosts/hosts.c), sorted by name; each owns its config */
+    ad_host **hosts; /* the hosts set up (hosts/table.c), sorted by name; each owns its config */
     size_t n_hosts;
     size_t cap_hosts;
-    /* Hosts a reload took out of the configuration (hosts/hosts.c): kept until
+    /* Hosts a reload took out of the configuration (hosts/table.c): kept until
      * exit, because what they started may still call back with them (claim
      * calls, record writes, their retirement). */
     ad_host **removed_hosts;
     size_t n_removed_hosts;
     size_t cap_removed_hosts;
-    ad_hosts_observer_fn observe_hosts;
-    ad_claim_reports_observer_fn observe_claim_reports;
+    const ad_box_observers *observers;   /* box/daemon.c's; NULL: none (no box, a unit test) */
     cg_seccomp_program *default_seccomp; /* the default SystemCallFilter=, shared by hosts */
     cg_fs_view *shared_fs_view;          /* of the hosts without ReadWritePaths= (host/host.c) */
     ad_dynamic_users *dynamic_users;     /* the uids of hosts without User= */

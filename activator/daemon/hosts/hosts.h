@@ -1,8 +1,15 @@
-/* The host table, and the one place where a host's transitions change what
- * the daemon does next. */
+/* The API of hosts/: the host table (table.c: set up, found, torn down,
+ * and what a reload applies to it) and the hosts' listening sockets
+ * (sockets.c: handed over, drained). The room also holds the pipeline's
+ * transition hook (transitions.c), the one place where a host's
+ * transitions change what the daemon does next; it needs no API here, as
+ * every host set up here gets it. What the room's files share among
+ * themselves is in hosts_internal.h. */
 #pragma once
 
 #include "activator/daemon/host/host.h"
+
+/* ---- the table (table.c) --------------------------------------------------------- */
 
 /* Sets up a host for every loaded host file (configs, n_configs sorted by
  * name; taken, each host owning its own): its sockets bound (taken back
@@ -15,6 +22,8 @@ int ad_hosts_setup(ad_daemon *daemon, cfg_host *configs, size_t n_configs, act_e
 void ad_hosts_teardown(ad_daemon *daemon);
 ad_host *ad_hosts_find(ad_daemon *daemon, const char *name);
 
+/* ---- the sockets (sockets.c) ----------------------------------------------------- */
+
 /* The daemon hands over to its successor: nothing is watched any more (the
  * next daemon watches the sockets), and every listening socket is put in
  * the FD store again, so none is missing there. Returns how many hosts have
@@ -24,7 +33,7 @@ size_t ad_hosts_hand_over(ad_daemon *daemon);
 /* Accepts and closes the connections waiting on a host's sockets. */
 void ad_hosts_drain_backlog(ad_host *host);
 
-/* ---- reload (box/reload.c decides what changes; these apply it) ---------------- */
+/* ---- reload (box/reload.c decides what changes; table.c applies it) ------------- */
 
 /* Room for adding and removing hosts, so that applying cannot fail. */
 int ad_hosts_reserve(ad_daemon *daemon, size_t adding, size_t removing, act_error *err);

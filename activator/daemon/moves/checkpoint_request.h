@@ -13,7 +13,7 @@
  * checkpoint is written; the reply says so. */
 void ad_checkpoint_request_start(ad_host *host, ctrl_reply *reply);
 
-/* hosts/hosts.c: host reached parked; a request waiting for it goes on. */
+/* hosts/transitions.c: host reached parked; a request waiting for it goes on. */
 void ad_checkpoint_request_host_parked(ad_host *host);
 
 /* Lists host's checkpoints in Checkpoints= (off the loop), newest first,

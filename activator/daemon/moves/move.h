@@ -38,8 +38,8 @@
  * claim that left the move ends what this box did for it. */
 void ad_move_claim_seen(ad_host *host, const claim *c);
 
-/* hosts/hosts.c's on_transition tells every transition: a move waits for the
- * host to be at rest (source) and for its probe's end (target). */
+/* hosts/transitions.c's ad_hosts_on_transition tells every transition: a move
+ * waits for the host to be at rest (source) and for its probe's end (target). */
 void ad_move_on_transition(ad_host *host, const pl_wake_event *event);
 
 /* What status shows of the host's move ("draining for box-2",

@@ -20,7 +20,7 @@ const claim *ad_wake_ops_admitted(const ad_host *host);
  * box serve is made again). */
 bool ad_wake_ops_admission_sent(const ad_host *host);
 
-/* Frees a wake's state (the pipeline calls it when the wake ends; hosts/hosts.c
+/* Frees a wake's state (the pipeline calls it when the wake ends; hosts/table.c
  * when the host goes). */
 void ad_wake_state_free(void *state);
 
