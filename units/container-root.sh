@@ -10,6 +10,8 @@
 set -eu
 packages=systemd,systemd-sysv,dbus,curl,libnng1,libseccomp2,libcgroup2,libjson-c5,libinih1
 packages=$packages,libcurl4,libssl3,libarchive13,libasan8,libubsan1
+# The metrics endpoint's HTTP server.
+packages=$packages,libmicrohttpd12
 # The package's install test (install-deb-under-systemd.sh): what the .deb
 # depends on beyond the above, and man to render its manual pages.
 packages=$packages,libmbedtls14,man-db
