@@ -167,6 +167,26 @@ static int count_notify(app *a, const char *want, int window_ms)
     return count;
 }
 
+/* Counts the notify datagrams containing want until n of them came or
+ * timeout_ms passed; returns how many came. */
+static int count_notify_until(app *a, const char *want, int n, int timeout_ms)
+{
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    int count = 0;
+    struct pollfd pfd = {.fd = a->notify_fd, .events = POLLIN};
+    for (uint64_t now = now_ms(); count < n && now < deadline; now = now_ms()) {
+        if (poll(&pfd, 1, (int)(deadline - now)) != 1)
+            continue;
+        char buf[512];
+        ssize_t got = recv(a->notify_fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+        if (got > 0) {
+            buf[got] = '\0';
+            count += strstr(buf, want) != NULL;
+        }
+    }
+    return count;
+}
+
 /* A connection to 127.0.0.1:port, or -1 when refused. */
 static int connect_port(uint16_t port)
 {
@@ -428,8 +448,11 @@ static void testapp_keeps_its_watchdog_alive_as_told(void **state)
     watchdog_env every_300ms = {.usec = "300000", .pid_is_ours = true};
     start_app_watched(&a, testapp_path, three, &every_300ms);
     assert_true(wait_notify(&a, "READY=1", 5000));
-    /* One every 100 ms: three in the first 300 ms, then none. */
-    assert_int_equal(count_notify(&a, "WATCHDOG=1", 1000), 3);
+    /* One every 100 ms, three of them, then none: the three are waited for
+     * as long as this box takes to send them (a fixed second, when it
+     * stalled, would count two), and then none may follow. */
+    assert_int_equal(count_notify_until(&a, "WATCHDOG=1", 3, 10000), 3);
+    assert_int_equal(count_notify(&a, "WATCHDOG=1", 700), 0);
     assert_int_equal(WEXITSTATUS(stop_app(&a, SIGTERM)), 0);
 
     watchdog_env not_ours = {.usec = "300000", .pid_is_ours = false};
