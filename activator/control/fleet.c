@@ -293,10 +293,13 @@ static bool same_pin(const claim *a, const claim *b)
 
 /* The op on the claim, as an assignment or a release replaces it: the
  * phase is left out, since the holder writes it back after each transition
- * of the same op. */
+ * of the same op (its admission names the box it already executes for). A
+ * release empties op.exec while claim_executor still names the holder, so
+ * both are compared. */
 static bool same_op(const claim *a, const claim *b)
 {
     return strcmp(a->op.id, b->op.id) == 0 && a->op.kind == b->op.kind &&
+           strcmp(a->op.exec, b->op.exec) == 0 &&
            strcmp(claim_executor(a), claim_executor(b)) == 0 &&
            strcmp(a->op.from, b->op.from) == 0 && strcmp(a->op.to, b->op.to) == 0;
 }
@@ -336,9 +339,9 @@ bool ctrl_fleet_same_decision(const ctrl_request *request, const claim *read, co
         if (!same_op(read, now)) {
             snprintf(why, size, "its op is now %s %s/%s on box %s (it was %s %s/%s on box %s)",
                      now->op.id, claim_op_kind_to_string(now->op.kind), now->op.phase,
-                     or_none(claim_executor(now)), read->op.id,
+                     or_none(now->op.exec[0] ? claim_executor(now) : ""), read->op.id,
                      claim_op_kind_to_string(read->op.kind), read->op.phase,
-                     or_none(claim_executor(read)));
+                     or_none(read->op.exec[0] ? claim_executor(read) : ""));
             return false;
         }
         /* --force takes that holder's release as given: not another's. */

@@ -302,6 +302,10 @@ static void a_write_that_changes_the_decision_refuses_the_edit(void **state)
     snprintf(assigned.op.phase, sizeof(assigned.op.phase), CLAIM_PHASE_ASSIGNED);
     snprintf(assigned.op.exec, sizeof(assigned.op.exec), "b3");
     refused_over(RELEASE, &read, &assigned, "its op is now assign serving/assigned on box b3");
+    /* Released meanwhile under the same op id: the holder still names b1. */
+    claim released = parked_back(&read);
+    released.op.exec[0] = '\0';
+    refused_over(ASSIGN_B2, &read, &released, "its op is now op-1 serving/parked on box none");
     claim other_holder = admitted_again(&read);
     snprintf(other_holder.holder.box, sizeof(other_holder.holder.box), "b3");
     snprintf(other_holder.op.exec, sizeof(other_holder.op.exec), "b3");
