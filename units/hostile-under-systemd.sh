@@ -7,6 +7,12 @@
 # operator would (no User=, no limits: the defaults are what is tested):
 #   - ordinary: act-testapp --log-requests on 127.0.0.1:18080;
 #   - hostile:  act-hostile on 127.0.0.1:18090;
+# The fork bomb drives the default PidsMax=4096 here: nspawn gives the
+# container no writable pids controller, so the daemon holds a host without
+# User= to it by RLIMIT_NPROC and refuses a PidsMax= set in a host file
+# (isolation-hostile drives PidsMax=512 in a cgroup instead). The bomb forks
+# until that cap refuses it, for up to two minutes, so a slow box gets there
+# (4094 processes took 17.6 s on the test machine).
 # both staged with activatorctl and woken, then act-hostile-check runs the
 # scenario of tests/isolation/hostile_check.c against the daemon systemd
 # runs, the ordinary host's output looked for in the journal. It passes
@@ -82,7 +88,7 @@ ctl() { activatorctl --no-color "$@" >>/results/activatorctl.txt 2>&1; }
     ctl wake hostile || echo "PROBLEM waking hostile"
 } >"$out" 2>&1
 act-hostile-check --state-dir /var/lib/activator --runtime-dir /run/activator \
-    --hostile hostile:18090 --ordinary ordinary:18080 >>"$out" 2>&1
+    --hostile hostile:18090 --ordinary ordinary:18080 --pids-max 4096 >>"$out" 2>&1
 echo "exit $?" >>"$out"
 activatorctl --no-color status >>/results/activatorctl.txt 2>&1
 systemctl status activatord --no-pager >/results/unit.txt 2>&1

@@ -279,25 +279,130 @@ int ctrl_fleet_check_box(const ctrl_request *request, const claim *current,
     return 1;
 }
 
-void ctrl_fleet_written(const ctrl_request *request, int result, uint64_t new_revision,
-                        const claim *next, const claim *current, const act_error *err,
-                        ctrl_fleet_outcome *out)
+static const char *or_none(const char *name)
 {
-    assert(request && next && out);
+    return name[0] ? name : "none";
+}
+
+static bool same_pin(const claim *a, const claim *b)
+{
+    return a->has_pin == b->has_pin &&
+           (!a->has_pin || (strcmp(a->pin.version, b->pin.version) == 0 &&
+                            strcmp(a->pin.digest, b->pin.digest) == 0));
+}
+
+/* The op on the claim, as an assignment or a release replaces it: the
+ * phase is left out, since the holder writes it back after each transition
+ * of the same op (its admission names the box it already executes for). A
+ * release empties op.exec while claim_executor still names the holder, so
+ * both are compared. */
+static bool same_op(const claim *a, const claim *b)
+{
+    return strcmp(a->op.id, b->op.id) == 0 && a->op.kind == b->op.kind &&
+           strcmp(a->op.exec, b->op.exec) == 0 &&
+           strcmp(claim_executor(a), claim_executor(b)) == 0 &&
+           strcmp(a->op.from, b->op.from) == 0 && strcmp(a->op.to, b->op.to) == 0;
+}
+
+bool ctrl_fleet_same_decision(const ctrl_request *request, const claim *read, const claim *now,
+                              char *why, size_t size)
+{
+    assert(request && read && now && why && size);
+    why[0] = '\0';
+    if ((read->revision == 0) != (now->revision == 0)) {
+        snprintf(why, size, "the claim was %s", now->revision ? "created" : "deleted");
+        return false;
+    }
+    switch (request->op) {
+    case CTRL_OP_UNPIN:
+        /* The pin it drops, whatever its failure says now; or none left. */
+        if (!now->has_pin || same_pin(read, now))
+            return true;
+        snprintf(why, size, "its pin is now %s (it was %s)", now->pin.version,
+                 read->has_pin ? read->pin.version : "none");
+        return false;
+    case CTRL_OP_HOLD:
+    case CTRL_OP_UNHOLD: {
+        /* The hold it replaces, or already the one it makes: another
+         * operator's hold is not one to overwrite unseen. */
+        const char *makes = request->op == CTRL_OP_HOLD ? request->version : "";
+        if (strcmp(now->held, read->held) == 0 || strcmp(now->held, makes) == 0)
+            return true;
+        snprintf(why, size, "its hold is now %s (it was %s)", or_none(now->held),
+                 or_none(read->held));
+        return false;
+    }
+    case CTRL_OP_CLAIM_ASSIGN:
+    case CTRL_OP_CLAIM_RELEASE:
+        /* The op it ends; a holder's write-back within that op changes
+         * nothing the assignment or the release says. */
+        if (!same_op(read, now)) {
+            snprintf(why, size, "its op is now %s %s/%s on box %s (it was %s %s/%s on box %s)",
+                     now->op.id, claim_op_kind_to_string(now->op.kind), now->op.phase,
+                     or_none(now->op.exec[0] ? claim_executor(now) : ""), read->op.id,
+                     claim_op_kind_to_string(read->op.kind), read->op.phase,
+                     or_none(read->op.exec[0] ? claim_executor(read) : ""));
+            return false;
+        }
+        /* --force takes that holder's release as given: not another's. */
+        if (request->op == CTRL_OP_CLAIM_ASSIGN && request->force &&
+            strcmp(read->holder.box, now->holder.box) != 0) {
+            snprintf(why, size,
+                     "its holder is now box %s (it was %s), whose release --force would take "
+                     "as given",
+                     or_none(now->holder.box), or_none(read->holder.box));
+            return false;
+        }
+        return true;
+    default:
+        snprintf(why, size, "%s goes on only from the claim it read", ctrl_op_name(request->op));
+        return false;
+    }
+}
+
+int ctrl_fleet_written(const ctrl_request *request, int result, uint64_t new_revision,
+                       unsigned writes, claim *read, claim *next, const claim *current,
+                       const act_error *err, ctrl_fleet_outcome *out)
+{
+    assert(request && read && next && out);
     *out = (ctrl_fleet_outcome){0};
     if (result == CLAIMS_CHANGED) {
-        char owner[160];
+        char owner[160], why[512];
         claim now = current ? *current : (claim){0};
         claim_describe_owner(&now, owner, sizeof(owner));
-        refuse(out, "claim_changed",
-               "host %s: the claim changed after it was read (now %s); nothing was written, "
-               "look at it again and retry",
-               request->host, owner);
-        return;
+        if (request->op == CTRL_OP_MOVE || request->op == CTRL_OP_MOVE_ABORT) {
+            /* A move's step is fenced by the claim it read: never again. */
+            refuse(out, "claim_changed",
+                   "host %s: the claim changed after it was read (now %s); nothing was "
+                   "written, look at it again and retry",
+                   request->host, owner);
+            return 1;
+        }
+        if (!ctrl_fleet_same_decision(request, read, &now, why, sizeof(why))) {
+            refuse(out, "claim_changed",
+                   "host %s: the claim changed after it was read, and with it what %s decided "
+                   "on: %s (now %s); nothing was written; look at it again (activatorctl claim "
+                   "show %s) and retry",
+                   request->host, ctrl_op_name(request->op), why, owner, request->host);
+            return 1;
+        }
+        if (writes >= CTRL_FLEET_WRITES_MAX) {
+            refuse(out, "claim_changed",
+                   "host %s: the claim changed between read and write %u times in a row (now "
+                   "%s); nothing was written; retry when it is quieter",
+                   request->host, writes, owner);
+            return 1;
+        }
+        /* Only what the op did not decide on changed (the daemon wrote the
+         * claim back, say): the same op on the claim now there. */
+        if (ctrl_fleet_plan(request, now.revision ? 1 : 0, &now, next, out) != 0)
+            return 1;
+        *read = now;
+        return 0;
     }
     if (result < 0) {
         ctrl_fleet_store_error(request, err, out);
-        return;
+        return 1;
     }
     claim written = *next;
     written.revision = new_revision;
@@ -309,6 +414,7 @@ void ctrl_fleet_written(const ctrl_request *request, int result, uint64_t new_re
             written.state.stamp_usec <= now)
             act_json_add_u64(out->result, "checkpoint_age_usec", now - written.state.stamp_usec);
     }
+    return 1;
 }
 
 void ctrl_fleet_store_error(const ctrl_request *request, const act_error *err,

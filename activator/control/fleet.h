@@ -13,7 +13,19 @@
  *   the edits     read -> ctrl_fleet_plan
  *   (and move,    [assign without force, move: list boxes -> ctrl_fleet_check_box]
  *    move.abort)  CAS at the revision read          -> ctrl_fleet_written
+ *                 [a CAS that lost to a write that left the op's decision as it
+ *                  was: planned again on the claim now there, CAS again]
  * and any store call that fails                     -> ctrl_fleet_store_error.
+ *
+ * An edit's CAS can lose to a write that has nothing to do with it: the
+ * daemon writes a host's claim back after its transitions (parked, serving,
+ * an admission's holder and generation). Such a write changes nothing the
+ * edit decided on (ctrl_fleet_same_decision), so the edit is planned again
+ * on the claim now there and written again, as a wake's admission is, up to
+ * CTRL_FLEET_WRITES_MAX writes in all; it is refused claim_changed only when
+ * the claim now there changes what it decided (unpin of pin v2 while the
+ * claim now pins v3, hold while another hold was written), or when it kept
+ * losing.
  *
  * Results (the "result" of a success reply):
  *   claims      {"claims":[{"host","box","holder","op","phase","generation","session",
@@ -38,6 +50,10 @@
 
 #include "activator/control/request.h"
 #include "claims/claims.h"
+
+/* An edit's compare-and-swaps in all, the first included, before it gives
+ * up on a claim that keeps changing under it. */
+#define CTRL_FLEET_WRITES_MAX 8
 
 /* The answer of a fleet op: a result, or a refusal. */
 typedef struct ctrl_fleet_outcome {
@@ -65,11 +81,30 @@ int ctrl_fleet_plan(const ctrl_request *request, int found, const claim *current
 int ctrl_fleet_check_box(const ctrl_request *request, const claim *current,
                          const claims_box *boxes, size_t n, ctrl_fleet_outcome *out);
 
-/* The CAS of next answered (as claims_cas: 0, CLAIMS_CHANGED with current,
- * or a negative errno with err). */
-void ctrl_fleet_written(const ctrl_request *request, int result, uint64_t new_revision,
-                        const claim *next, const claim *current, const act_error *err,
-                        ctrl_fleet_outcome *out);
+/* Whether now, the claim a write put in place after request's op planned
+ * on read, leaves what the op decided as it was, so that it may plan again
+ * on now and write: for unpin, the pin it drops is still the pin (or there
+ * is none any more); for hold and unhold, the hold is still the one read (or
+ * already what the op makes it); for claim.assign and claim.release, the op
+ * on the claim is the same (id, kind, executor, a move's boxes), and for an
+ * assignment with force the holder whose release it takes as given is too.
+ * The daemon's own write-backs (phase, holder, generation, handle, a pin's
+ * recorded failure) never change a decision. A claim created or deleted
+ * meanwhile does, and so does any write under move and move.abort, whose
+ * steps are fenced by the claim they read. false with why (a phrase: "its
+ * pin is now v3 (it was v2)") when the decision changed. */
+bool ctrl_fleet_same_decision(const ctrl_request *request, const claim *read, const claim *now,
+                              char *why, size_t size);
+
+/* The CAS of next, planned on *read, answered (as claims_cas: 0,
+ * CLAIMS_CHANGED with current, or a negative errno with err); writes is how
+ * many CAS the op made, this one included. Returns 1 with *out answered, or
+ * 0 when the CAS lost to a write that left the op's decision as it was and
+ * fewer than CTRL_FLEET_WRITES_MAX were made: *read is then current and
+ * *next the claim planned on it, to CAS at read->revision. */
+int ctrl_fleet_written(const ctrl_request *request, int result, uint64_t new_revision,
+                       unsigned writes, claim *read, claim *next, const claim *current,
+                       const act_error *err, ctrl_fleet_outcome *out);
 
 /* A store call failed with err. */
 void ctrl_fleet_store_error(const ctrl_request *request, const act_error *err,

@@ -9,6 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef ACTIVATOR_TEST_HOOKS
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+#endif
 
 #include "activator/control/fleet.h"
 #include "common/cleanup.h"
@@ -24,7 +29,42 @@ static void free_boxes(claims_box **boxes)
     free(*boxes);
 }
 
-/* The edits and claim.show: read, decide, [check the box], write. */
+#ifdef ACTIVATOR_TEST_HOOKS
+/* Test builds only: ACTIVATOR_TEST_HOLD=fleet_cas:PATH (other items are
+ * the daemon's) holds each compare-and-swap of an edit until PATH exists,
+ * as the daemon's hold of the same name does, so a test can write the
+ * claim between the read and the write. PATH.held is made first, which is
+ * how the test knows the edit is there (its output is read only once it
+ * exits). */
+static void test_hold_before_write(void)
+{
+    const char *spec = getenv("ACTIVATOR_TEST_HOLD");
+    const char *item = spec ? strstr(spec, "fleet_cas:") : NULL;
+    if (!item)
+        return;
+    char path[4096], held[4200];
+    snprintf(path, sizeof(path), "%.*s", (int)strcspn(item + strlen("fleet_cas:"), ","),
+             item + strlen("fleet_cas:"));
+    if (path[0] != '/' || access(path, F_OK) == 0)
+        return;
+    snprintf(held, sizeof(held), "%s.held", path);
+    int fd = open(held, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
+    fprintf(stderr, "activatorctl: point fleet_cas held: waiting for %s\n", path);
+    /* A poll, not a watch: this process has no loop, and a test waits. */
+    while (access(path, F_OK) != 0)
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+}
+#else
+static void test_hold_before_write(void)
+{
+}
+#endif
+
+/* The edits and claim.show: read, decide, [check the box], write; a write
+ * that lost to one that left the decision as it was is planned and made
+ * again on the claim now there (ctrl_fleet_written). */
 static void run_claim_op(claim_store *store, const ctrl_request *request,
                          ctrl_fleet_outcome *out)
 {
@@ -47,10 +87,14 @@ static void run_claim_op(claim_store *store, const ctrl_request *request,
         if (ctrl_fleet_check_box(request, &current, boxes, n, out) != 0)
             return;
     }
-    uint64_t revision = 0;
-    claim now = {0};
-    int r = claims_cas(store, request->host, current.revision, &next, &revision, &now, &err);
-    ctrl_fleet_written(request, r, revision, &next, &now, &err, out);
+    for (unsigned writes = 1;; writes++) {
+        test_hold_before_write();
+        uint64_t revision = 0;
+        claim now = {0};
+        int r = claims_cas(store, request->host, current.revision, &next, &revision, &now, &err);
+        if (ctrl_fleet_written(request, r, revision, writes, &current, &next, &now, &err, out) != 0)
+            return;
+    }
 }
 
 static void run_list_op(claim_store *store, const ctrl_request *request,

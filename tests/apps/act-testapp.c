@@ -221,17 +221,23 @@ static void wake_by(int64_t *timeout, uint64_t now, uint64_t at)
         *timeout = wait;
 }
 
-/* Accepts and closes every connection waiting on the health socket: each is
- * one check that passed. Returns how many. */
-static long answer_health_checks(int fd)
+/* Accepts and closes the connections waiting on the health socket *fd, each
+ * one check that passed, counting them in *checks. With fail_after >= 0, the
+ * check that makes it fail_after closes the listening socket (and sets *fd
+ * to -1) before its own connection: the client sees its check end only once
+ * the socket is gone, so its next connect is refused, never accepted into a
+ * backlog no one reads. */
+static void answer_health_checks(int *fd, long *checks, long fail_after)
 {
-    long n = 0;
     int conn_fd;
-    while ((conn_fd = accept4(fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+    while (*fd >= 0 && (conn_fd = accept4(*fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+        ++*checks;
+        if (fail_after >= 0 && *checks >= fail_after) {
+            close(*fd);
+            *fd = -1;
+        }
         close(conn_fd);
-        n++;
     }
-    return n;
 }
 
 /* Ends the connection in *slot and frees the slot. */
@@ -549,11 +555,7 @@ int ACT_TESTAPP_MAIN(int argc, char **argv)
             }
         }
         if (health_fd >= 0 && (pfds[health_slot].revents & POLLIN)) {
-            health_checks += answer_health_checks(health_fd);
-            if (opt.health_fail_after >= 0 && health_checks >= opt.health_fail_after) {
-                close(health_fd);
-                health_fd = -1;
-            }
+            answer_health_checks(&health_fd, &health_checks, opt.health_fail_after);
         }
         for (size_t p = first_listen; p < first_conn && !stopping; p++) {
             if (!(pfds[p].revents & POLLIN))

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -25,6 +26,14 @@
 #include "common/cleanup.h"
 
 static const char *testapp_path, *echo_path;
+
+/* The app a test started and has not stopped yet: a failed assertion leaves
+ * the test at once, and an app left running would hold the test's output
+ * pipe open, so meson would wait for its timeout instead of reporting the
+ * failure. The teardown ends it. (Copies, not the test's app: that lives on
+ * the stack the failure left.) */
+static pid_t running_pid;
+static int running_notify_fd = -1;
 
 typedef struct app {
     pid_t pid;
@@ -82,6 +91,9 @@ static void start_app_watched(app *a, const char *path, const char *const *extra
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        /* Should this test die where no teardown runs (a sanitizer's abort),
+         * the app must not outlive it either. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         /* This test is single-threaded, so setenv after fork is safe here. */
         /* dup2 onto itself keeps close-on-exec set, so fd 3 already being
          * the socket needs the flag cleared instead. */
@@ -104,6 +116,8 @@ static void start_app_watched(app *a, const char *path, const char *const *extra
     }
     close(listen_fd);
     a->pid = pid;
+    running_pid = pid;
+    running_notify_fd = a->notify_fd;
 }
 
 static void start_app(app *a, const char *path, const char *const *extra_args)
@@ -141,6 +155,26 @@ static int count_notify(app *a, const char *want, int window_ms)
     int count = 0;
     struct pollfd pfd = {.fd = a->notify_fd, .events = POLLIN};
     for (uint64_t now = now_ms(); now < deadline; now = now_ms()) {
+        if (poll(&pfd, 1, (int)(deadline - now)) != 1)
+            continue;
+        char buf[512];
+        ssize_t got = recv(a->notify_fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+        if (got > 0) {
+            buf[got] = '\0';
+            count += strstr(buf, want) != NULL;
+        }
+    }
+    return count;
+}
+
+/* Counts the notify datagrams containing want until n of them came or
+ * timeout_ms passed; returns how many came. */
+static int count_notify_until(app *a, const char *want, int n, int timeout_ms)
+{
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    int count = 0;
+    struct pollfd pfd = {.fd = a->notify_fd, .events = POLLIN};
+    for (uint64_t now = now_ms(); count < n && now < deadline; now = now_ms()) {
         if (poll(&pfd, 1, (int)(deadline - now)) != 1)
             continue;
         char buf[512];
@@ -264,7 +298,25 @@ static int stop_app(app *a, int sig)
     int status;
     assert_int_equal(waitpid(a->pid, &status, 0), a->pid);
     close(a->notify_fd);
+    running_pid = 0;
+    running_notify_fd = -1;
     return status;
+}
+
+/* After every test: the app a failed test left running is killed and
+ * reaped, so the failure is reported now and the next test starts clean. */
+static int end_running_app(void **state)
+{
+    (void)state;
+    if (running_pid > 0) {
+        kill(running_pid, SIGKILL);
+        while (waitpid(running_pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        close(running_notify_fd);
+    }
+    running_pid = 0;
+    running_notify_fd = -1;
+    return 0;
 }
 
 static void testapp_serves_socket_activation(void **state)
@@ -396,8 +448,11 @@ static void testapp_keeps_its_watchdog_alive_as_told(void **state)
     watchdog_env every_300ms = {.usec = "300000", .pid_is_ours = true};
     start_app_watched(&a, testapp_path, three, &every_300ms);
     assert_true(wait_notify(&a, "READY=1", 5000));
-    /* One every 100 ms: three in the first 300 ms, then none. */
-    assert_int_equal(count_notify(&a, "WATCHDOG=1", 1000), 3);
+    /* One every 100 ms, three of them, then none: the three are waited for
+     * as long as this box takes to send them (a fixed second, when it
+     * stalled, would count two), and then none may follow. */
+    assert_int_equal(count_notify_until(&a, "WATCHDOG=1", 3, 10000), 3);
+    assert_int_equal(count_notify(&a, "WATCHDOG=1", 700), 0);
     assert_int_equal(WEXITSTATUS(stop_app(&a, SIGTERM)), 0);
 
     watchdog_env not_ours = {.usec = "300000", .pid_is_ours = false};
@@ -489,14 +544,14 @@ int main(int argc, char **argv)
     echo_path = argv[2];
     srandom((unsigned)getpid());
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(testapp_serves_socket_activation),
-        cmocka_unit_test(testapp_serves_concurrent_clients),
-        cmocka_unit_test(testapp_finishes_in_flight_request_on_sigterm),
-        cmocka_unit_test(testapp_misbehaves_on_request),
-        cmocka_unit_test(testapp_keeps_its_watchdog_alive_as_told),
-        cmocka_unit_test(testapp_says_stopping_and_waits_for_sigterm),
-        cmocka_unit_test(testapp_passes_health_checks_then_fails_them),
-        cmocka_unit_test(notify_echo_echoes),
+        cmocka_unit_test_teardown(testapp_serves_socket_activation, end_running_app),
+        cmocka_unit_test_teardown(testapp_serves_concurrent_clients, end_running_app),
+        cmocka_unit_test_teardown(testapp_finishes_in_flight_request_on_sigterm, end_running_app),
+        cmocka_unit_test_teardown(testapp_misbehaves_on_request, end_running_app),
+        cmocka_unit_test_teardown(testapp_keeps_its_watchdog_alive_as_told, end_running_app),
+        cmocka_unit_test_teardown(testapp_says_stopping_and_waits_for_sigterm, end_running_app),
+        cmocka_unit_test_teardown(testapp_passes_health_checks_then_fails_them, end_running_app),
+        cmocka_unit_test_teardown(notify_echo_echoes, end_running_app),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,8 +4,9 @@
  * ordinary host's output is looked for in the journal.
  *
  *   act-hostile-check --state-dir DIR --runtime-dir DIR \
- *       --hostile HOST:PORT --ordinary HOST:PORT [--pids-max N] [--flood-ms N]
+ *       --hostile HOST:PORT --ordinary HOST:PORT --pids-max N [--flood-ms N]
  *
+ * --pids-max is the hostile host's PidsMax=, the cap its fork bomb drives.
  * Exits 0 when every attempt failed and the box kept serving. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -48,7 +49,7 @@ static bool host_port(const char *arg, char *host, size_t size, int *port)
 int main(int argc, char **argv)
 {
     static char control[4200], events[4200], hostile[128], ordinary[128];
-    hostile_setup setup = {.pids_max = 4096, .flood_ms = 10000, .log_has = journal_has};
+    hostile_setup setup = {.flood_ms = 10000, .log_has = journal_has};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *key = argv[i], *value = argv[i + 1];
         if (strcmp(key, "--state-dir") == 0)
@@ -61,8 +62,15 @@ int main(int argc, char **argv)
         else if (strcmp(key, "--ordinary") == 0 &&
                  host_port(value, ordinary, sizeof(ordinary), &setup.ordinary_port))
             setup.ordinary_host = ordinary;
-        else if (strcmp(key, "--pids-max") == 0)
-            setup.pids_max = atol(value);
+        else if (strcmp(key, "--pids-max") == 0) {
+            char *end = NULL;
+            setup.pids_max = strtol(value, &end, 10);
+            if (!end || *end || setup.pids_max < 8 || setup.pids_max > 1000000) {
+                fprintf(stderr, "act-hostile-check: --pids-max %s: not a number from 8 to "
+                                "1000000; give the hostile host's PidsMax=\n", value);
+                return 2;
+            }
+        }
         else if (strcmp(key, "--flood-ms") == 0)
             setup.flood_ms = atoi(value);
         else {
@@ -70,9 +78,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!setup.state_dir || !setup.runtime_dir || !setup.hostile_host || !setup.ordinary_host) {
+    if (!setup.state_dir || !setup.runtime_dir || !setup.hostile_host || !setup.ordinary_host ||
+        !setup.pids_max) {
         fprintf(stderr, "usage: act-hostile-check --state-dir DIR --runtime-dir DIR "
-                        "--hostile HOST:PORT --ordinary HOST:PORT [--pids-max N] "
+                        "--hostile HOST:PORT --ordinary HOST:PORT --pids-max N "
                         "[--flood-ms N]\n");
         return 2;
     }

@@ -5,9 +5,11 @@
  *   3. the daemon's status latency in idle windows and in windows while the
  *      app floods its own notify socket, alternately: the flood succeeded
  *      if the p99 of the flooded windows is more than twice the idle one's;
- *   4. the fork bomb: it succeeded if it made more processes than PidsMax=,
- *      or if meanwhile the ordinary host, the daemon or this process's own
- *      fork failed;
+ *   4. the fork bomb: it forks until the cap refuses it, however long that
+ *      takes (it succeeded if it made PidsMax= - 1 children, one process
+ *      more than the cap allows with the app and the bomb itself), and
+ *      while it sits at its cap the box is judged: that succeeded if the
+ *      ordinary host, the daemon or this process's own fork failed;
  *   5. the app shuts its stdout and stderr down: that succeeded if the
  *      ordinary host's output stops arriving;
  * and all along, a client asks the ordinary host every 100 ms. */
@@ -52,6 +54,13 @@ static void say(run *r, const char *fmt, ...)
     va_end(ap);
     fputc('\n', r->out);
     fflush(r->out);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void sleep_ms(long ms)
@@ -118,29 +127,45 @@ static void take_report(run *r, const char *body)
     }
 }
 
-/* Polls the app's /results until the nth line (from 1) starting with
- * prefix_a or prefix_b shows up; returns that line (malloc'd) or NULL. */
-static char *wait_result_after(run *r, const char *prefix_a, const char *prefix_b, int nth,
-                               int timeout_ms)
+static bool starts_with_any(const char *line, const char *const *prefixes)
+{
+    for (size_t i = 0; prefixes[i]; i++)
+        if (strncmp(line, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    return false;
+}
+
+/* Polls the app's /results until the nth line (from 1) starting with one of
+ * prefixes (NULL-terminated) shows up; returns that line (malloc'd) or NULL
+ * once timeout_ms passed. */
+static char *wait_result_any(run *r, const char *const *prefixes, int nth, int timeout_ms)
 {
     static char body[512 * 1024];
-    for (int waited = 0; waited <= timeout_ms; waited += 250) {
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
         int seen = nth;
         if (http_get(r->setup->hostile_port, "/results", body, sizeof(body), 5000) >= 0) {
             for (char *line = body; line && *line;) {
                 char *end = strchr(line, '\n');
                 if (end)
                     *end = '\0';
-                if ((strncmp(line, prefix_a, strlen(prefix_a)) == 0 ||
-                     (prefix_b && strncmp(line, prefix_b, strlen(prefix_b)) == 0)) &&
-                    --seen == 0)
+                if (starts_with_any(line, prefixes) && --seen == 0)
                     return strdup(line);
                 line = end ? end + 1 : NULL;
             }
         }
+        if (now_ms() >= deadline)
+            return NULL;
         sleep_ms(250);
     }
-    return NULL;
+}
+
+/* The same for lines starting with prefix_a or prefix_b (may be NULL). */
+static char *wait_result_after(run *r, const char *prefix_a, const char *prefix_b, int nth,
+                               int timeout_ms)
+{
+    const char *prefixes[] = {prefix_a, prefix_b, NULL};
+    return wait_result_any(r, prefixes, nth, timeout_ms);
 }
 
 static bool get_ok(int port, const char *path, char *body, size_t size)
@@ -334,30 +359,57 @@ static void step_flood(run *r)
     latency_samples_free(&flooded);
 }
 
+/* The bomb forks until its cap refuses it, however long this box takes to
+ * get there (up to BOMB_WITHIN_MS, past which it ends untried), and says so
+ * the moment it is refused; the box is judged while it sits at its cap,
+ * then it is let go. */
+#define BOMB_WITHIN_MS 120000
+#define BOMB_AT_CAP_MS 5000
 static void step_forkbomb(run *r, const http_prober *prober)
 {
     const hostile_setup *s = r->setup;
-    const int bomb_ms = 8000;
     unsigned failed_before = atomic_load(&prober->failed);
-    char path[96], body[512];
-    snprintf(path, sizeof(path), "/forkbomb?ms=%d&max=%ld", bomb_ms, s->pids_max + 64);
+    char path[128], body[512];
+    /* The host's cgroup holds the app and the bomb besides the bomb's
+     * children: PidsMax= - 1 children are one process more than the cap
+     * allows, so making them means the cap did not hold. */
+    snprintf(path, sizeof(path), "/forkbomb?max=%ld&within=%d&hold=%d", s->pids_max - 1,
+             BOMB_WITHIN_MS, BOMB_WITHIN_MS);
     if (!get_ok(s->hostile_port, path, body, sizeof(body))) {
         problem(r, "GET %s on the hostile host failed", path);
         return;
     }
-    /* Let it reach the limit before judging the box. */
-    sleep_ms(2000);
-    bool forked = box_can_fork();
+    const char *ends[] = {"attempt forkbomb", "untried forkbomb", NULL};
+    const char *at_cap_or_ends[] = {"note forkbomb", "attempt forkbomb", "untried forkbomb", NULL};
+    char *note = wait_result_any(r, at_cap_or_ends, 1, BOMB_WITHIN_MS + 15000);
+    bool at_cap = note && strncmp(note, "note forkbomb", strlen("note forkbomb")) == 0;
+    bool forked = true;
     latency_stats during = {0};
-    if (!measure(r, "during the fork bomb", bomb_ms - 3000, &during))
-        during.failed = 1;
-    char *line = wait_result_after(r, "attempt forkbomb", "untried forkbomb", 1, 60000);
+    if (at_cap) {
+        say(r, "%s", note);
+        forked = box_can_fork();
+        if (!measure(r, "during the fork bomb, at its cap", BOMB_AT_CAP_MS, &during))
+            during.failed = 1;
+        if (!get_ok(s->hostile_port, "/forkbomb-stop", body, sizeof(body)))
+            problem(r, "GET /forkbomb-stop on the hostile host failed");
+    }
+    /* The bomb's own line: at the cap, once it let go; else the one found. */
+    char *line = at_cap ? wait_result_any(r, ends, 1, 60000) : note;
+    if (at_cap)
+        free(note);
     if (!line) {
         r->outcome->untried++;
         say(r, "untried forkbomb - the app never said how its fork bomb went");
     } else {
         take_report(r, line);
         free(line);
+    }
+    if (!at_cap) {
+        /* Without a cap reached there was no bomb at its cap to judge the
+         * box under (the attempt above says whether it got through). */
+        r->outcome->untried++;
+        say(r, "untried forkbomb-box - the bomb never reached its cap");
+        return;
     }
     unsigned failed = atomic_load(&prober->failed) - failed_before;
     char detail[256];

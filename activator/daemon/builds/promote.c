@@ -5,7 +5,10 @@
  * a large build, and the lock may wait for a stage or a gc of the host. So
  * it runs on a release worker in the host's lane. The pin is then cleared
  * by compare-and-swap, only while this box is the claim's executor: a pin is
- * fleet-wide, but this promote moved only this box's live link. */
+ * fleet-wide, but this promote moved only this box's live link. A
+ * compare-and-swap that lost to a write that left that pin as it was (the
+ * daemon's own write-back of a park or a publication) is planned and made
+ * again, as activatorctl unpin's is (ctrl_fleet_same_decision). */
 #include "activator/daemon/builds/promote.h"
 
 #include <assert.h>
@@ -14,14 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activator/control/fleet.h"
 #include "activator/daemon/builds/gc.h"
 #include "activator/daemon/host/step_holds.h"
 #include "common/cleanup.h"
 #include "common/json_fields.h"
 #include "common/log.h"
-
-/* Writes that meet another write are read over this many times. */
-#define PIN_CONFLICTS_MAX 3
 
 typedef struct promote_job {
     ad_host *host; /* on the loop only */
@@ -32,7 +33,8 @@ typedef struct promote_job {
     char version[REL_NAME_SIZE];
     int result;
     act_error err;
-    unsigned conflicts;
+    claim read;      /* the claim its unpin was planned on */
+    unsigned writes; /* the unpin's compare-and-swaps so far */
     char unpinned[REL_NAME_SIZE]; /* the pin cleared, if one was */
     char pin_note[1200];          /* why a pin was kept, if one was */
 } promote_job;
@@ -75,15 +77,35 @@ static void on_unpinned(claim_store *store, int result, uint64_t new_revision,
                         const claim *current, const act_error *err, void *userdata)
 {
     promote_job *job = userdata;
-    if (result == CLAIMS_CHANGED && job->conflicts++ < PIN_CONFLICTS_MAX) {
+    if (result == CLAIMS_CHANGED) {
         job->unpinned[0] = '\0';
-        on_claim(store, current->revision ? 1 : 0, current, NULL, job);
-        return;
+        claim now = current ? *current : (claim){0};
+        ctrl_request unpin = {.op = CTRL_OP_UNPIN};
+        snprintf(unpin.host, sizeof(unpin.host), "%s", job->host_name);
+        char why[512];
+        if (!ctrl_fleet_same_decision(&unpin, &job->read, &now, why, sizeof(why))) {
+            snprintf(job->pin_note, sizeof(job->pin_note),
+                     "kept: the claim changed after it was read, and with it the pin: %s; "
+                     "unpin it if it should go (activatorctl unpin %s)",
+                     why, job->host_name);
+            act_log_fields(LOG_WARNING, &(act_log_ctx){.host = job->host_name},
+                           "host %s: promoted %s but left the pin: %s", job->host_name,
+                           job->version, job->pin_note);
+            answer(job);
+            return;
+        }
+        if (job->writes < CTRL_FLEET_WRITES_MAX) {
+            on_claim(store, now.revision ? 1 : 0, &now, NULL, job);
+            return;
+        }
     }
     if (result < 0) {
         job->unpinned[0] = '\0';
+        char kept_changing[64];
+        snprintf(kept_changing, sizeof(kept_changing), "it changed %u times in a row",
+                 job->writes);
         snprintf(job->pin_note, sizeof(job->pin_note), "kept: the claim could not be written (%s)",
-                 result == CLAIMS_CHANGED ? "it kept changing" : err->message);
+                 result == CLAIMS_CHANGED ? kept_changing : err->message);
         act_log_fields(LOG_WARNING, &(act_log_ctx){.host = job->host_name},
                        "host %s: promoted %s but could not clear the pin: %s", job->host_name,
                        job->version, job->pin_note);
@@ -118,6 +140,8 @@ static void on_claim(claim_store *store, int result, const claim *c, const act_e
     next.has_pin = false;
     next.pin = (claim_pin){0};
     snprintf(job->unpinned, sizeof(job->unpinned), "%s", c->pin.version);
+    job->read = *c;
+    job->writes++;
     act_error call_err = {0};
     if (claims_cas_async(store, job->host_name, c->revision, &next, on_unpinned, job,
                          &call_err) < 0) {

@@ -4,6 +4,7 @@
  * decisions between them, so they answer as activatorctl --store does. */
 #include "activator/daemon/fleet/requests.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,14 +12,19 @@
 #include "activator/daemon/generations/generation.h"
 #include "activator/daemon/hosts/hosts.h"
 #include "common/cleanup.h"
+#include "common/log.h"
+#ifdef ACTIVATOR_TEST_HOOKS
+#include "activator/daemon/host/step_holds.h"
+#endif
 
 typedef struct fleet_request {
     ad_daemon *daemon;
     ctrl_reply *reply;
     ctrl_request request; /* a copy: the dispatcher's is gone once it returns */
     int found;
-    claim current;
+    claim current; /* as read, and as the last CAS that lost found it */
     claim next;
+    unsigned writes; /* the CAS made so far */
     claims_box *boxes; /* boxes: the records, until the claims are listed */
     size_t n_boxes;
 } fleet_request;
@@ -51,22 +57,48 @@ static void store_failed(fleet_request *pending, const act_error *err)
 
 /* ---- the edits ------------------------------------------------------------ */
 
+static void write_next(fleet_request *pending);
+
 static void on_written(claim_store *store, int result, uint64_t new_revision,
                        const claim *current, const act_error *err, void *userdata)
 {
     fleet_request *pending = userdata;
     ctrl_fleet_outcome outcome;
-    ctrl_fleet_written(&pending->request, result, new_revision, &pending->next, current, err,
-                       &outcome);
+    uint64_t lost_at = pending->current.revision;
+    if (ctrl_fleet_written(&pending->request, result, new_revision, pending->writes,
+                           &pending->current, &pending->next, current, err, &outcome) == 0) {
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = pending->request.host},
+                       "host %s: %s lost its compare-and-swap at revision %" PRIu64
+                       " to a write that left what it decided as it was (now revision %" PRIu64
+                       "); writing it again on that claim (%u of %u)",
+                       pending->request.host, ctrl_op_name(pending->request.op), lost_at,
+                       pending->current.revision, pending->writes + 1, CTRL_FLEET_WRITES_MAX);
+        write_next(pending);
+        return;
+    }
     answer(pending, &outcome);
 }
 
-static void write_next(fleet_request *pending)
+static void write_now(void *userdata)
 {
+    fleet_request *pending = userdata;
+    pending->writes++;
     act_error err = {0};
     if (claims_cas_async(pending->daemon->store, pending->request.host, pending->current.revision,
                          &pending->next, on_written, pending, &err) < 0)
         store_failed(pending, &err);
+}
+
+static void write_next(fleet_request *pending)
+{
+#ifdef ACTIVATOR_TEST_HOOKS
+    char what[128];
+    snprintf(what, sizeof(what), "host %s: %s", pending->request.host,
+             ctrl_op_name(pending->request.op));
+    ad_step_holds_call("fleet_cas", what, write_now, pending);
+#else
+    write_now(pending);
+#endif
 }
 
 static void on_boxes_for_assign(claim_store *store, int result, const claims_box *boxes,

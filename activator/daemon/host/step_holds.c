@@ -19,8 +19,9 @@ static sd_event *hold_loop;
 static char *hold_paths[_PL_STEP_MAX]; /* by step; NULL: not held */
 
 /* Points outside the pipeline's steps: a move's, the admission's answer,
- * and a failed swap's write-back. */
-static const char *const point_names[] = {"drained", "checkpointed", "admitted", "swap_failed"};
+ * a failed swap's write-back, and a fleet op's compare-and-swap. */
+static const char *const point_names[] = {"drained", "checkpointed", "admitted", "swap_failed",
+                                          "fleet_cas"};
 #define N_POINTS (sizeof(point_names) / sizeof(point_names[0]))
 static char *point_paths[N_POINTS];
 
@@ -30,6 +31,7 @@ typedef struct pending_hold {
     pl_step step;
     const char *path;               /* what it waits for */
     void (*go)(ad_host *host);      /* a move's point: what goes on, with userdata */
+    void (*go_call)(void *userdata); /* a point of no host's (ad_step_holds_call) */
 } pending_hold;
 
 static pl_step_fn base_op(pl_step step)
@@ -87,11 +89,14 @@ static void release(sd_event_source *source, pending_hold *hold)
     void *userdata = hold->userdata;
     pl_step step = hold->step;
     void (*go)(ad_host *host) = hold->go;
+    void (*go_call)(void *userdata) = hold->go_call;
     /* The source is floating, the loop's only: taking it back drops that
      * last reference, which frees hold too. */
     sd_event_source_set_enabled(source, SD_EVENT_OFF);
     sd_event_source_set_floating(source, false);
-    if (go)
+    if (go_call)
+        go_call(userdata);
+    else if (go)
         go(userdata);
     else
         run_base(wake, step, userdata);
@@ -125,12 +130,39 @@ static bool watch_for(pending_hold *hold)
     return true;
 }
 
-void ad_step_holds_point(ad_host *host, const char *point, void (*go)(ad_host *host))
+static const char *point_path(const char *point)
 {
-    const char *path = NULL;
     for (size_t i = 0; i < N_POINTS; i++)
         if (strcmp(point_names[i], point) == 0)
-            path = point_paths[i];
+            return point_paths[i];
+    return NULL;
+}
+
+void ad_step_holds_call(const char *point, const char *what, void (*go)(void *userdata),
+                        void *userdata)
+{
+    const char *path = point_path(point);
+    if (!path || !hold_loop || access(path, F_OK) == 0) {
+        go(userdata);
+        return;
+    }
+    pending_hold *hold = calloc(1, sizeof(*hold));
+    if (!hold) {
+        go(userdata);
+        return;
+    }
+    *hold = (pending_hold){.userdata = userdata, .path = path, .go_call = go};
+    act_log(LOG_NOTICE, "%s: point %s held: waiting for %s", what, point, path);
+    if (!watch_for(hold)) {
+        act_log(LOG_ERR, "test hold %s: cannot watch %s; not holding", point, path);
+        free(hold);
+        go(userdata);
+    }
+}
+
+void ad_step_holds_point(ad_host *host, const char *point, void (*go)(ad_host *host))
+{
+    const char *path = point_path(point);
     if (!path || !hold_loop || access(path, F_OK) == 0) {
         go(host);
         return;

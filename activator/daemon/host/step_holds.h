@@ -14,7 +14,11 @@
  * "admitted": a wake's admission has its answer from the store, which the
  * wake takes only once PATH exists (what was begun beside it is done); or
  * "swap_failed": a swap's N+1 failed and N serves on, and the claim's
- * write-back of N again (and so the pin's failure after it) waits for PATH. */
+ * write-back of N again (and so the pin's failure after it) waits for PATH;
+ * or "fleet_cas": a fleet op (claim assign, claim release, hold, unhold,
+ * unpin, move) has read the claim and decided, and its compare-and-swap
+ * waits for PATH (each one it makes), so a test can write the claim in
+ * between. */
 #pragma once
 
 #include "activator/pipeline/pipeline.h"
@@ -51,3 +55,10 @@ typedef struct ad_host ad_host;
  * PATH exists. go must check that what it goes on with (the move, the
  * wake) is still there. */
 void ad_step_holds_point(ad_host *host, const char *point, void (*go)(ad_host *host));
+
+/* The same for a point of no host of this box's ("fleet_cas": a fleet op
+ * may name any host of the store): go(userdata) at once when it is not held,
+ * else from the loop once its PATH exists; what names the op in the log
+ * line that says it is held. */
+void ad_step_holds_call(const char *point, const char *what, void (*go)(void *userdata),
+                        void *userdata);

@@ -90,18 +90,22 @@ static void a_lost_compare_and_swap_names_the_revision_and_the_box(void **state)
     assert_int_equal(ctrl_fleet_plan(&hold, 1, &current, &next, &out), 0);
     assert_string_equal(next.held, "v2");
 
-    /* Another box took it meanwhile. */
-    claim now = current;
+    /* Another operator held it on v3 meanwhile, and assigned it to b3. */
+    claim now = current, read = current;
     now.revision = 15;
+    snprintf(now.held, sizeof(now.held), "v3");
     snprintf(now.op.exec, sizeof(now.op.exec), "b3");
     snprintf(now.op.phase, sizeof(now.op.phase), CLAIM_PHASE_ASSIGNED);
-    ctrl_fleet_written(&hold, CLAIMS_CHANGED, 0, &next, &now, NULL, &out);
+    assert_int_equal(ctrl_fleet_written(&hold, CLAIMS_CHANGED, 0, 1, &read, &next, &now, NULL, &out),
+                     1);
     assert_string_equal(out.code, "claim_changed");
     assert_non_null(strstr(out.error.message, "host web1"));
     assert_non_null(strstr(out.error.message, "revision 15, box b3 (last run by b1)"));
+    assert_non_null(strstr(out.error.message, "its hold is now v3 (it was none)"));
     assert_null(out.result);
+    assert_int_equal(read.revision, 12);
 
-    ctrl_fleet_written(&hold, 0, 16, &next, NULL, NULL, &out);
+    assert_int_equal(ctrl_fleet_written(&hold, 0, 16, 1, &read, &next, NULL, NULL, &out), 1);
     assert_null(out.code);
     json_object *revision = NULL, *changed = NULL;
     assert_true(json_object_object_get_ex(out.result, "revision", &revision));
@@ -124,6 +128,214 @@ static void a_lost_compare_and_swap_names_the_revision_and_the_box(void **state)
     assert_int_equal(ctrl_fleet_plan(&unhold, 0, &absent, &next, &out), 1);
     assert_string_equal(out.code, "no_claim");
     assert_non_null(strstr(out.error.message, "claim assign web1"));
+}
+
+/* web1 served by b1, pinned on v2 (a swap's pin, whose failure the daemon
+ * records beside it) and held on v1, at revision 12. */
+static claim pinned_claim(void)
+{
+    claim c = served_claim();
+    c.has_pin = true;
+    snprintf(c.pin.version, sizeof(c.pin.version), "v2");
+    snprintf(c.pin.digest, sizeof(c.pin.digest), "%064d", 2);
+    snprintf(c.held, sizeof(c.held), "v1");
+    snprintf(c.holder.handle, sizeof(c.holder.handle), "127.0.0.1:8080");
+    return c;
+}
+
+/* What the daemon writes back over c without an operator: the park of the
+ * generation (phase parked, the handle gone), or a new admission (a new
+ * session and generation, phase starting), and a pin's failure. */
+static claim parked_back(const claim *c)
+{
+    claim next;
+    claim_next_parked(c, &next);
+    next.revision = c->revision + 1;
+    return next;
+}
+
+static claim admitted_again(const claim *c)
+{
+    claim next;
+    claim_next_admission(c, "b1", "inc2", c->holder.stamp_usec + 1, &next);
+    if (next.has_pin)
+        snprintf(next.pin.failure_reason, sizeof(next.pin.failure_reason), "not-ready");
+    next.revision = c->revision + 2;
+    return next;
+}
+
+/* One edit, planned on read, whose first CAS lost to now: 0 (written again
+ * on now) or 1 (answered), with next and out as ctrl_fleet_written left them. */
+static int lost_to(const char *request_text, const claim *read_claim, const claim *now,
+                   unsigned writes, claim *next, ctrl_fleet_outcome *out)
+{
+    ctrl_request request = request_of(request_text);
+    claim read = *read_claim;
+    if (ctrl_fleet_plan(&request, read.revision ? 1 : 0, &read, next, out) != 0)
+        fail_msg("%s: planned nothing to write on the claim read (%s)", request_text,
+                 out->code ? out->error.message : "unchanged");
+    int r = ctrl_fleet_written(&request, CLAIMS_CHANGED, 0, writes, &read, next, now, NULL, out);
+    if (r == 0)
+        assert_int_equal(read.revision, now->revision); /* the next CAS goes at now's */
+    return r;
+}
+
+#define UNPIN "{\"v\":1,\"op\":\"unpin\",\"host\":\"web1\"}"
+#define HOLD_V3 "{\"v\":1,\"op\":\"hold\",\"host\":\"web1\",\"version\":\"v3\"}"
+#define UNHOLD "{\"v\":1,\"op\":\"unhold\",\"host\":\"web1\"}"
+#define ASSIGN_B2 "{\"v\":1,\"op\":\"claim.assign\",\"host\":\"web1\",\"box\":\"b2\"}"
+#define FORCE_B2                                                                                   \
+    "{\"v\":1,\"op\":\"claim.assign\",\"host\":\"web1\",\"box\":\"b2\",\"force\":true}"
+#define RELEASE "{\"v\":1,\"op\":\"claim.release\",\"host\":\"web1\"}"
+
+/* The daemon's own write-backs change nothing an operator's edit decided
+ * on: the edit is planned again on the claim now there, keeping what the
+ * daemon wrote, and written at its revision. */
+static void a_write_back_between_read_and_write_is_written_over(void **state)
+{
+    claim read = pinned_claim(), next;
+    ctrl_fleet_outcome out;
+    const claim backs[] = {parked_back(&read), admitted_again(&read)};
+    for (size_t i = 0; i < ARRAY_SIZE(backs); i++) {
+        const claim *now = &backs[i];
+        assert_int_equal(lost_to(UNPIN, &read, now, 1, &next, &out), 0);
+        assert_false(next.has_pin);
+        assert_string_equal(next.op.phase, now->op.phase);
+        assert_int_equal(next.holder.session, now->holder.session);
+        assert_int_equal(next.holder.generation, now->holder.generation);
+
+        assert_int_equal(lost_to(HOLD_V3, &read, now, 1, &next, &out), 0);
+        assert_string_equal(next.held, "v3");
+        assert_string_equal(next.op.phase, now->op.phase);
+
+        assert_int_equal(lost_to(UNHOLD, &read, now, 1, &next, &out), 0);
+        assert_string_equal(next.held, "");
+        assert_string_equal(next.holder.handle, now->holder.handle);
+
+        assert_int_equal(lost_to(ASSIGN_B2, &read, now, 1, &next, &out), 0);
+        assert_string_equal(claim_executor(&next), "b2");
+        assert_int_equal(next.holder.session, now->holder.session);
+        assert_int_equal(lost_to(FORCE_B2, &read, now, 1, &next, &out), 0);
+        assert_string_equal(claim_executor(&next), "b2");
+
+        assert_int_equal(lost_to(RELEASE, &read, now, 1, &next, &out), 0);
+        assert_string_equal(next.op.exec, ""); /* released */
+    }
+
+    /* Up to CTRL_FLEET_WRITES_MAX writes in all, then it says it kept losing. */
+    claim now = parked_back(&read);
+    assert_int_equal(lost_to(UNPIN, &read, &now, CTRL_FLEET_WRITES_MAX - 1, &next, &out), 0);
+    assert_int_equal(lost_to(UNPIN, &read, &now, CTRL_FLEET_WRITES_MAX, &next, &out), 1);
+    assert_string_equal(out.code, "claim_changed");
+    char times[64];
+    snprintf(times, sizeof(times), "%d times in a row", CTRL_FLEET_WRITES_MAX);
+    assert_non_null(strstr(out.error.message, times));
+    assert_non_null(strstr(out.error.message, "revision 13, box b1"));
+
+    /* A write that made the edit already: answered unchanged, no write. */
+    now.has_pin = false;
+    now.pin = (claim_pin){0};
+    assert_int_equal(lost_to(UNPIN, &read, &now, 1, &next, &out), 1);
+    assert_null(out.code);
+    assert_false(json_object_get_boolean(json_object_object_get(out.result, "changed")));
+    assert_int_equal(json_object_get_uint64(json_object_object_get(out.result, "revision")), 13);
+    outcome_free(&out);
+    now = parked_back(&read);
+    snprintf(now.held, sizeof(now.held), "v3");
+    assert_int_equal(lost_to(HOLD_V3, &read, &now, 1, &next, &out), 1);
+    assert_null(out.code);
+    outcome_free(&out);
+}
+
+/* Expects the edit that lost to now to be refused claim_changed, saying
+ * what changed (want) and where the claim stands. */
+static void refused_over(const char *request_text, const claim *read, const claim *now,
+                         const char *want)
+{
+    claim next;
+    ctrl_fleet_outcome out;
+    assert_int_equal(lost_to(request_text, read, now, 1, &next, &out), 1);
+    assert_non_null(out.code);
+    assert_string_equal(out.code, "claim_changed");
+    assert_null(out.result);
+    if (!strstr(out.error.message, want) || !strstr(out.error.message, "host web1") ||
+        !strstr(out.error.message, "nothing was written"))
+        fail_msg("%s: expected \"%s\" in: %s", request_text, want, out.error.message);
+}
+
+/* A write that changes what the edit decided on refuses it, and the
+ * refusal says what changed; so does the same test of the decision made on
+ * its own (ctrl_fleet_same_decision), which promote's unpin asks too. */
+static void a_write_that_changes_the_decision_refuses_the_edit(void **state)
+{
+    claim read = pinned_claim();
+
+    claim repinned = parked_back(&read);
+    snprintf(repinned.pin.version, sizeof(repinned.pin.version), "v3");
+    snprintf(repinned.pin.digest, sizeof(repinned.pin.digest), "%064d", 3);
+    refused_over(UNPIN, &read, &repinned, "its pin is now v3 (it was v2)");
+    refused_over(UNPIN, &read, &repinned, "(now revision 13, box b1)");
+    refused_over(UNPIN, &read, &repinned, "activatorctl claim show web1");
+    /* The same version staged again is another build: another decision. */
+    claim rebuilt = parked_back(&read);
+    snprintf(rebuilt.pin.digest, sizeof(rebuilt.pin.digest), "%064d", 4);
+    refused_over(UNPIN, &read, &rebuilt, "its pin is now v2 (it was v2)");
+
+    claim held_elsewhere = parked_back(&read);
+    snprintf(held_elsewhere.held, sizeof(held_elsewhere.held), "v4");
+    refused_over(HOLD_V3, &read, &held_elsewhere, "its hold is now v4 (it was v1)");
+    refused_over(UNHOLD, &read, &held_elsewhere, "its hold is now v4 (it was v1)");
+    claim unheld = parked_back(&read);
+    unheld.held[0] = '\0';
+    refused_over(HOLD_V3, &read, &unheld, "its hold is now none (it was v1)");
+
+    claim moving = parked_back(&read);
+    snprintf(moving.op.id, sizeof(moving.op.id), "move-1");
+    moving.op.kind = CLAIM_OP_MOVE;
+    snprintf(moving.op.phase, sizeof(moving.op.phase), "draining");
+    snprintf(moving.op.from, sizeof(moving.op.from), "b1");
+    snprintf(moving.op.to, sizeof(moving.op.to), "b3");
+    refused_over(ASSIGN_B2, &read, &moving, "its op is now move-1 move/draining on box b1");
+    refused_over(RELEASE, &read, &moving, "(it was op-1 serving/serving on box b1)");
+    claim assigned = parked_back(&read);
+    snprintf(assigned.op.id, sizeof(assigned.op.id), "assign");
+    snprintf(assigned.op.phase, sizeof(assigned.op.phase), CLAIM_PHASE_ASSIGNED);
+    snprintf(assigned.op.exec, sizeof(assigned.op.exec), "b3");
+    refused_over(RELEASE, &read, &assigned, "its op is now assign serving/assigned on box b3");
+    /* Released meanwhile under the same op id: the holder still names b1. */
+    claim released = parked_back(&read);
+    released.op.exec[0] = '\0';
+    refused_over(ASSIGN_B2, &read, &released, "its op is now op-1 serving/parked on box none");
+    claim other_holder = admitted_again(&read);
+    snprintf(other_holder.holder.box, sizeof(other_holder.holder.box), "b3");
+    snprintf(other_holder.op.exec, sizeof(other_holder.op.exec), "b3");
+    refused_over(FORCE_B2, &read, &other_holder, "its op is now op-1 serving/starting on box b3");
+
+    claim deleted = {0};
+    refused_over(UNPIN, &read, &deleted, "the claim was deleted");
+    claim absent = {0}, created = served_claim();
+    refused_over(ASSIGN_B2, &absent, &created, "the claim was created");
+
+    /* A move's step never goes on from another claim than the one it read. */
+    char why[256];
+    ctrl_request move = request_of("{\"v\":1,\"op\":\"move\",\"host\":\"web1\",\"box\":\"b2\"}");
+    claim unheld_read = read;
+    unheld_read.held[0] = '\0';
+    claim now = parked_back(&unheld_read);
+    assert_false(ctrl_fleet_same_decision(&move, &unheld_read, &now, why, sizeof(why)));
+    claim next;
+    ctrl_fleet_outcome out;
+    assert_int_equal(lost_to("{\"v\":1,\"op\":\"move\",\"host\":\"web1\",\"box\":\"b2\"}",
+                             &unheld_read, &now, 1, &next, &out),
+                     1);
+    assert_string_equal(out.code, "claim_changed");
+
+    /* The test alone, as promote asks it for the pin it lifts. */
+    ctrl_request unpin = request_of(UNPIN);
+    now = admitted_again(&read);
+    assert_true(ctrl_fleet_same_decision(&unpin, &read, &now, why, sizeof(why)));
+    assert_false(ctrl_fleet_same_decision(&unpin, &read, &repinned, why, sizeof(why)));
+    assert_string_equal(why, "its pin is now v3 (it was v2)");
 }
 
 static json_object *row_of(json_object *result, const char *list, const char *key,
@@ -239,6 +451,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(an_assignment_needs_a_live_box_unless_forced),
         cmocka_unit_test(a_lost_compare_and_swap_names_the_revision_and_the_box),
+        cmocka_unit_test(a_write_back_between_read_and_write_is_written_over),
+        cmocka_unit_test(a_write_that_changes_the_decision_refuses_the_edit),
         cmocka_unit_test(the_lists_show_every_claim_and_box),
         cmocka_unit_test(a_move_checks_both_boxes_and_resumes_the_same_move),
     };

@@ -10,11 +10,17 @@
  *     alike through a daemon and straight against the store (--store);
  *   - claim assign refuses a box without a live lease, naming the claim's
  *     revision and its box, unless --force;
+ *   - an edit whose compare-and-swap meets the daemon's own write-back
+ *     (held between its read and its write: ACTIVATOR_TEST_HOLD=fleet_cas)
+ *     is written again over it, through the daemon and with --store; one
+ *     that meets a write changing what it decided is refused claim_changed;
  *   - with two daemons on one store, assigning a host one of them serves to
  *     the other makes the first retire its generation and refuse wakes,
  *     and the second serve it under the next generation; and back. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -446,6 +452,249 @@ static void test_fleet_commands_through_the_daemon_and_the_store(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* ---- an edit between its read and its write ------------------------------- */
+
+static void touch(dh_daemon *d, const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    DH_CHECK(d, fd >= 0, "cannot create %s: %s", path, strerror(errno));
+    close(fd);
+}
+
+/* How many times text is in the daemon's log. */
+static size_t log_count(dh_daemon *d, const char *text)
+{
+    char *log = dh_read_text(d->drv.log_path);
+    size_t n = 0;
+    for (const char *at = log; at && (at = strstr(at, text)); at += strlen(text))
+        n++;
+    free(log);
+    return n;
+}
+
+/* Waits up to timeout_ms for text to be in the daemon's log count times. */
+static bool log_count_wait(dh_daemon *d, const char *text, size_t count, int timeout_ms)
+{
+    uint64_t deadline = act_now_usec() + (uint64_t)timeout_ms * 1000;
+    while (log_count(d, text) < count) {
+        if (act_now_usec() >= deadline)
+            return false;
+        sleep_ms(20);
+    }
+    return true;
+}
+
+static bool path_wait(const char *path, int timeout_ms)
+{
+    uint64_t deadline = act_now_usec() + (uint64_t)timeout_ms * 1000;
+    while (access(path, F_OK) != 0) {
+        if (act_now_usec() >= deadline)
+            return false;
+        sleep_ms(20);
+    }
+    return true;
+}
+
+/* demo's claim pinned on version (as a swap leaves it), its digest digit. */
+static uint64_t pin_demo(dh_daemon *d, const char *version, char digit)
+{
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "demo has no claim");
+    c.has_pin = true;
+    c.pin = (claim_pin){0};
+    snprintf(c.pin.version, sizeof(c.pin.version), "%s", version);
+    memset(c.pin.digest, digit, 64);
+    return dh_claim_put(d, &c);
+}
+
+/* activatorctl --store --json COMMAND... on a thread of its own, held
+ * before its write (ACTIVATOR_TEST_HOLD=fleet_cas:hold, set around the
+ * thread's start). */
+typedef struct ctl_run {
+    dh_daemon *d;
+    const char *command;
+    char *argv[16];
+    pthread_t thread;
+    int status;
+    char out[16384];
+} ctl_run;
+
+static void *ctl_thread(void *arg)
+{
+    ctl_run *run = arg;
+    run->status = dh_run(run->argv, run->out, sizeof(run->out));
+    return NULL;
+}
+
+static void ctl_start_held(dh_daemon *d, ctl_run *run, const char *hold, const char *command,
+                           const char *host, const char *arg)
+{
+    *run = (ctl_run){.d = d, .command = command};
+    size_t n = 0;
+    run->argv[n++] = (char *)DH_ACTIVATORCTL;
+    run->argv[n++] = (char *)"--no-color";
+    run->argv[n++] = (char *)"--store";
+    run->argv[n++] = d->store_url;
+    if (d->store_kind == DH_STORE_ETCD_TLS) {
+        run->argv[n++] = (char *)"--store-ca";
+        run->argv[n++] = d->etcd.ca_file;
+        run->argv[n++] = (char *)"--store-cert";
+        run->argv[n++] = d->etcd.cert_file;
+        run->argv[n++] = (char *)"--store-key";
+        run->argv[n++] = d->etcd.key_file;
+    }
+    run->argv[n++] = (char *)"--json";
+    run->argv[n++] = (char *)command;
+    run->argv[n++] = (char *)host;
+    if (arg)
+        run->argv[n++] = (char *)arg;
+    char env[PATH_MAX + 32];
+    snprintf(env, sizeof(env), "fleet_cas:%s", hold);
+    setenv("ACTIVATOR_TEST_HOLD", env, 1);
+    DH_CHECK(d, pthread_create(&run->thread, NULL, ctl_thread, run) == 0,
+             "cannot start activatorctl's thread");
+    char held[PATH_MAX + 8];
+    snprintf(held, sizeof(held), "%s.held", hold);
+    bool reached = path_wait(held, 30000);
+    /* Only now: the thread hands environ to activatorctl as it starts it. */
+    unsetenv("ACTIVATOR_TEST_HOLD");
+    DH_CHECK(d, reached, "activatorctl --store %s %s never reached its write", command, host);
+}
+
+/* What a test checks of a reply, taken out of it before it is put: a failed
+ * check leaves the test at once, and must leave no reply to LeakSanitizer. */
+typedef struct reply_seen {
+    bool ok;
+    char code[64];
+    uint64_t revision; /* the result's */
+    char text[4096];
+} reply_seen;
+
+static reply_seen seen_and_put(json_object *reply)
+{
+    reply_seen seen = {.ok = dh_reply_ok(reply)};
+    snprintf(seen.code, sizeof(seen.code), "%s", dh_reply_code(reply));
+    seen.revision = seen.ok ? dh_json_u64(dh_reply_result(reply), "revision") : 0;
+    snprintf(seen.text, sizeof(seen.text), "%s", json_object_to_json_string(reply));
+    json_object_put(reply);
+    return seen;
+}
+
+static reply_seen ctl_finish(ctl_run *run)
+{
+    pthread_join(run->thread, NULL);
+    /* Its reply, after what it said on stderr while it was held. */
+    const char *json = strchr(run->out, '{');
+    json_object *reply = json ? json_tokener_parse(json) : NULL;
+    DH_CHECK(run->d, reply, "activatorctl --store %s: exit %d, no JSON reply:\n%s", run->command,
+             run->status, run->out);
+    return seen_and_put(reply);
+}
+
+/* The daemon's write-back of a park, and an admission's and a publication's,
+ * land between an operator's read and write: the edit is written again over
+ * them and succeeds; a write that changes what it decided is refused. */
+static void test_an_edit_is_written_over_the_daemons_write_back(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, store_kind, NULL);
+    dh_add_app_host(d, "demo", NULL, NULL);
+    char hold[PATH_MAX], ctl_hold[PATH_MAX];
+    dh_hold_path(d, "fleet-go", hold, sizeof(hold));
+    dh_start_holding(d, "fleet_cas", hold);
+    dh_wake(d, "demo");
+
+    /* unpin through the daemon, held; the park's write-back lands. */
+    pin_demo(d, "v1", 'a');
+    dh_step("unpin held at its write while demo parks");
+    dh_async *unpin = dh_request_start(d, 30000, "{\"v\":1,\"op\":\"unpin\",\"host\":\"demo\"}");
+    DH_CHECK(d, log_count_wait(d, "host demo: unpin: point fleet_cas held", 1, 10000),
+             "the unpin never reached its write");
+    dh_park(d, "demo");
+    claim parked;
+    DH_CHECK(d, dh_claim_wait_phase(d, "demo", "parked", 10000, &parked) && parked.has_pin,
+             "demo's claim did not say parked with its pin (phase %s)", parked.op.phase);
+    touch(d, hold);
+    reply_seen reply = seen_and_put(dh_request_finish(d, unpin));
+    claim c;
+    DH_CHECK(d, reply.ok && reply.revision > parked.revision,
+             "unpin over the park's write-back (revision %" PRIu64 "): %s", parked.revision,
+             reply.text);
+    DH_CHECK(d, dh_claim_get(d, "demo", &c) && !c.has_pin && strcmp(c.op.phase, "parked") == 0,
+             "after the unpin: pin %s, phase %s", c.has_pin ? c.pin.version : "none",
+             c.op.phase);
+    DH_CHECK(d, dh_log_wait(d, "unpin lost its compare-and-swap", 0),
+             "the unpin did not say it wrote again over the park");
+
+    /* hold through the daemon, held; a wake admits and publishes. */
+    unlink(hold);
+    dh_step("hold held at its write while demo wakes");
+    dh_async *held = dh_request_start(d, 30000,
+                                      "{\"v\":1,\"op\":\"hold\",\"host\":\"demo\",\"version\":\"v1\"}");
+    DH_CHECK(d, log_count_wait(d, "host demo: hold: point fleet_cas held", 1, 10000),
+             "the hold never reached its write");
+    dh_wake(d, "demo");
+    claim serving;
+    DH_CHECK(d, dh_claim_wait_phase(d, "demo", "serving", 10000, &serving),
+             "demo's claim did not say serving (phase %s)", serving.op.phase);
+    touch(d, hold);
+    reply = seen_and_put(dh_request_finish(d, held));
+    DH_CHECK(d, reply.ok && dh_claim_get(d, "demo", &c) && strcmp(c.held, "v1") == 0 &&
+                    strcmp(c.op.phase, "serving") == 0 &&
+                    c.holder.session == serving.holder.session,
+             "hold over the wake's write-backs: held \"%s\", phase %s: %s", c.held, c.op.phase,
+             reply.text);
+
+    /* A write that changes the decision: the pin unpin read is replaced. */
+    unlink(hold);
+    pin_demo(d, "v1", 'a');
+    dh_step("unpin held at its write while another pin is written");
+    unpin = dh_request_start(d, 30000, "{\"v\":1,\"op\":\"unpin\",\"host\":\"demo\"}");
+    DH_CHECK(d, log_count_wait(d, "host demo: unpin: point fleet_cas held", 2, 10000),
+             "the second unpin never reached its write");
+    pin_demo(d, "v2", 'b');
+    touch(d, hold);
+    reply = seen_and_put(dh_request_finish(d, unpin));
+    DH_CHECK(d, !reply.ok && strcmp(reply.code, "claim_changed") == 0 &&
+                    strstr(reply.text, "its pin is now v2 (it was v1)"),
+             "unpin of v1 over a pin of v2: %s", reply.text);
+    DH_CHECK(d, dh_claim_get(d, "demo", &c) && c.has_pin && strcmp(c.pin.version, "v2") == 0,
+             "the refused unpin changed the pin: %s", c.has_pin ? c.pin.version : "none");
+
+    /* --store: unpin over a park's write-back, then a hold over another's. */
+    dh_hold_path(d, "ctl-go", ctl_hold, sizeof(ctl_hold));
+    ctl_run run;
+    dh_step("activatorctl --store unpin held at its write while demo parks");
+    ctl_start_held(d, &run, ctl_hold, "unpin", "demo", NULL);
+    dh_park(d, "demo");
+    DH_CHECK(d, dh_claim_wait_phase(d, "demo", "parked", 10000, &parked) && parked.has_pin,
+             "demo's claim did not say parked with its pin (phase %s)", parked.op.phase);
+    touch(d, ctl_hold);
+    reply = ctl_finish(&run);
+    DH_CHECK(d, run.status == 0 && reply.ok && dh_claim_get(d, "demo", &c) && !c.has_pin &&
+                    strcmp(c.op.phase, "parked") == 0 && c.revision > parked.revision,
+             "activatorctl --store unpin over the park's write-back: exit %d, pin %s:\n%s",
+             run.status, c.has_pin ? c.pin.version : "none", run.out);
+
+    unlink(ctl_hold);
+    char ctl_held[PATH_MAX + 8];
+    snprintf(ctl_held, sizeof(ctl_held), "%s.held", ctl_hold);
+    unlink(ctl_held);
+    dh_step("activatorctl --store hold held at its write while another hold is written");
+    ctl_start_held(d, &run, ctl_hold, "hold", "demo", "v2");
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "demo has no claim");
+    snprintf(c.held, sizeof(c.held), "v3");
+    dh_claim_put(d, &c);
+    touch(d, ctl_hold);
+    reply = ctl_finish(&run);
+    DH_CHECK(d, run.status == 1 && !reply.ok && strcmp(reply.code, "claim_changed") == 0 &&
+                    strstr(run.out, "its hold is now v3 (it was v1)"),
+             "activatorctl --store hold v2 over a hold of v3: exit %d:\n%s", run.status, run.out);
+    DH_CHECK(d, dh_claim_get(d, "demo", &c) && strcmp(c.held, "v3") == 0,
+             "the refused hold changed the hold to %s", c.held);
+    dh_stop_and_check_clean(d);
+}
+
 /* ---- two boxes on one store ---------------------------------------------- */
 
 typedef struct two_boxes {
@@ -566,6 +815,7 @@ int main(int argc, char **argv)
         DH_TEST(test_a_lost_lease_is_put_again),
         DH_TEST(test_a_handover_keeps_the_box_record),
         DH_TEST(test_fleet_commands_through_the_daemon_and_the_store),
+        DH_TEST(test_an_edit_is_written_over_the_daemons_write_back),
         cmocka_unit_test_setup_teardown(test_assign_moves_a_served_host_to_another_box,
                                         two_boxes_setup, two_boxes_teardown),
     };

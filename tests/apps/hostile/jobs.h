@@ -9,7 +9,11 @@
  * flood hurt anyone is for the test to measure. */
 void job_flood(int out_fd, long ms);
 
-/* Forks until max processes run or the kernel refuses, then keeps trying for
- * the rest of ms, as a fork bomb would; then lets them all go. Reports the
- * attempt "forkbomb": succeeded when max processes were made. */
-void job_forkbomb(int out_fd, long ms, long max);
+/* Forks until the kernel refuses (the host's cap), or max processes run,
+ * or within_ms passed with neither. At the first refusal it reports a note
+ * "forkbomb at the cap: ..." at once, and keeps trying, as a fork bomb
+ * would, until SIGUSR1 (the test has judged the box meanwhile) or for
+ * hold_ms; then lets them all go. Reports the attempt "forkbomb": succeeded
+ * when max processes were made; "untried" when within_ms passed before the
+ * cap or max was reached (a box too slow to tell anything). */
+void job_forkbomb(int out_fd, long max, long within_ms, long hold_ms);

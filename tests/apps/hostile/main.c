@@ -9,7 +9,12 @@
  *                               write=, create-in=, connect=, notify=,
  *                               cgroup= (paths percent-encoded, keys repeat)
  *   GET /flood?ms=N             floods its own NOTIFY_SOCKET for N ms
- *   GET /forkbomb?ms=N&max=M    a fork bomb, for N ms or up to M processes
+ *   GET /forkbomb?max=M&within=W&hold=H
+ *                               a fork bomb: forks until refused (the cap) or
+ *                               M processes, giving up after W ms with
+ *                               neither; at the cap it keeps trying until
+ *                               /forkbomb-stop, or for H ms
+ *   GET /forkbomb-stop          lets the fork bomb go
  *   GET /close-stdio            shuts down and closes its stdout and stderr
  *   GET /results                every line reported so far (report.h)
  *
@@ -49,6 +54,7 @@ const char *__asan_default_options(void)
 
 typedef struct job {
     pid_t pid;
+    const char *what;
     int fd; /* the read end of its report pipe; -1 once it closed */
     char pending[4096];
     size_t n_pending;
@@ -135,8 +141,8 @@ static long query_number(const char *query, const char *key, long fallback)
 
 /* ---- jobs ---- */
 
-static void start_job(const char *what, void (*run)(int out_fd, long a, long b), long a, long b,
-                      char *reply, size_t size)
+static void start_job(const char *what, void (*run)(int out_fd, long a, long b, long c), long a,
+                      long b, long c, char *reply, size_t size)
 {
     size_t slot = 0;
     while (slot < MAX_JOBS && jobs[slot].pid)
@@ -158,24 +164,36 @@ static void start_job(const char *what, void (*run)(int out_fd, long a, long b),
     if (pid == 0) {
         close(pipe_fds[0]);
         close(serving_fd);
-        run(pipe_fds[1], a, b);
+        run(pipe_fds[1], a, b, c);
         _exit(0);
     }
     close(pipe_fds[1]);
     fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
-    jobs[slot] = (job){.pid = pid, .fd = pipe_fds[0]};
+    jobs[slot] = (job){.pid = pid, .what = what, .fd = pipe_fds[0]};
     snprintf(reply, size, "started %s pid=%d\n", what, (int)pid);
 }
 
-static void run_flood(int out_fd, long ms, long unused)
+static void run_flood(int out_fd, long ms, long unused, long unused_too)
 {
     (void)unused;
+    (void)unused_too;
     job_flood(out_fd, ms);
 }
 
-static void run_forkbomb(int out_fd, long ms, long max)
+static void run_forkbomb(int out_fd, long max, long within_ms, long hold_ms)
 {
-    job_forkbomb(out_fd, ms, max);
+    job_forkbomb(out_fd, max, within_ms, hold_ms);
+}
+
+/* Tells the running job what (its pid, not yet reaped) to end with sig. */
+static void signal_job(const char *what, int sig, char *reply, size_t size)
+{
+    for (size_t i = 0; i < MAX_JOBS; i++)
+        if (jobs[i].pid && strcmp(jobs[i].what, what) == 0 && kill(jobs[i].pid, sig) == 0) {
+            snprintf(reply, size, "signalled %s pid=%d\n", what, (int)jobs[i].pid);
+            return;
+        }
+    snprintf(reply, size, "no %s runs\n", what);
 }
 
 /* Reads what each job wrote, reports its complete lines, and reaps it. */
@@ -311,11 +329,14 @@ static void serve(int fd)
         return;
     }
     if (strcmp(path, "/flood") == 0)
-        start_job("notify-flood", run_flood, query_number(query, "ms", 10000), 0, reply,
+        start_job("notify-flood", run_flood, query_number(query, "ms", 10000), 0, 0, reply,
                   sizeof(reply));
     else if (strcmp(path, "/forkbomb") == 0)
-        start_job("forkbomb", run_forkbomb, query_number(query, "ms", 5000),
-                  query_number(query, "max", 5000), reply, sizeof(reply));
+        start_job("forkbomb", run_forkbomb, query_number(query, "max", 5000),
+                  query_number(query, "within", 60000), query_number(query, "hold", 30000), reply,
+                  sizeof(reply));
+    else if (strcmp(path, "/forkbomb-stop") == 0)
+        signal_job("forkbomb", SIGUSR1, reply, sizeof(reply));
     else if (strcmp(path, "/close-stdio") == 0)
         close_stdio(reply, sizeof(reply));
     else
