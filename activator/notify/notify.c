@@ -336,14 +336,9 @@ int ntf_open(sd_event *loop, const ntf_options *options, ntf_handler handler, vo
     _cleanup_free_ struct ntf_socket *notify = calloc(1, sizeof(*notify));
     if (!notify)
         return act_error_set(err, ENOMEM, "out of memory");
-    _cleanup_close_ int dir_fd =
-        options->legacy
-            ? open(options->directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            : prepare_directory(options, err);
+    _cleanup_close_ int dir_fd = prepare_directory(options, err);
     if (dir_fd < 0)
-        return options->legacy ? act_error_set(err, errno, "cannot open %s: %s",
-                                               options->directory, strerror(errno))
-                               : dir_fd;
+        return dir_fd;
     _cleanup_close_ int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return act_error_set(err, errno, "cannot create notify socket: %s", strerror(errno));
@@ -355,7 +350,7 @@ int ntf_open(sd_event *loop, const ntf_options *options, ntf_handler handler, vo
     /* The socket inode's mode becomes the file's at bind (less the umask),
      * so the file is never, even for an instant, open to more than its
      * owner. */
-    if (fchmod(fd, options->legacy ? 0666 : 0600) < 0)
+    if (fchmod(fd, 0600) < 0)
         return act_error_set(err, errno, "cannot set the notify socket's mode: %s",
                              strerror(errno));
     /* A socket file left by a crashed daemon for the same generation would
@@ -366,8 +361,7 @@ int ntf_open(sd_event *loop, const ntf_options *options, ntf_handler handler, vo
                              strerror(errno));
     /* The host's user connects to it: the file is theirs (never a link's
      * target: they own the directory and could have swapped the name). */
-    if (!options->legacy &&
-        fchownat(dir_fd, options->name, options->uid, options->gid, AT_SYMLINK_NOFOLLOW) < 0) {
+    if (fchownat(dir_fd, options->name, options->uid, options->gid, AT_SYMLINK_NOFOLLOW) < 0) {
         int saved = errno;
         unlinkat(dir_fd, options->name, 0);
         return act_error_set(err, saved, "cannot hand notify socket %s to uid %u: %s",

@@ -55,11 +55,6 @@ typedef struct ntf_options {
      * whatever it was, so a change of User= follows. */
     const char *directory;
     const char *name; /* the socket's file name in it */
-    /* The layout before per-host directories: the socket is name in the
-     * daemon's own notify directory, which is left as it is, and the file is
-     * open to every user (mode 0666), the sender check alone deciding. Only
-     * for a generation an older daemon started, which holds that path. */
-    bool legacy;
     uid_t uid;
     gid_t gid;
     /* The generation leaf as /proc/<pid>/cgroup's "0::" line shows it, e.g.

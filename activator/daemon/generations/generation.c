@@ -133,22 +133,6 @@ static void on_notify(ntf_socket *notify, const ntf_message *message, void *user
         gen->on_message(notify, message, gen);
 }
 
-/* Whether gen's main process was given NOTIFY_SOCKET=path: read once, from
- * its environment as the kernel keeps it (what it was exec'd with). */
-static bool started_with_notify_socket(const ad_generation *gen, const char *path)
-{
-    char environ_path[64];
-    snprintf(environ_path, sizeof(environ_path), "/proc/%d/environ", (int)gen->process.pid);
-    _cleanup_free_ char *text = NULL;
-    size_t len = 0;
-    if (act_read_file(AT_FDCWD, environ_path, 1 << 20, &text, &len, NULL) < 0)
-        return false;
-    for (size_t at = 0; at < len; at += strlen(text + at) + 1)
-        if (strncmp(text + at, "NOTIFY_SOCKET=", 14) == 0)
-            return strcmp(text + at + 14, path) == 0;
-    return false;
-}
-
 int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_error *err)
 {
     assert(gen);
@@ -168,19 +152,6 @@ int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_er
         .label = label,
     };
     ad_host_run_as(gen->host, &options.uid, &options.gid);
-    /* A generation resumed from a daemon of the layout before per-host
-     * directories still sends to <runtime>/notify/<host>.<N>: it is heard
-     * there, as before, until it retires. */
-    char legacy_directory[256], legacy_name[160], legacy_path[420];
-    snprintf(legacy_directory, sizeof(legacy_directory), "%s/notify",
-             daemon->config.runtime_directory);
-    snprintf(legacy_name, sizeof(legacy_name), "%s.%" PRIu64, name, gen->number);
-    snprintf(legacy_path, sizeof(legacy_path), "%s/%s", legacy_directory, legacy_name);
-    if (gen->adopted && started_with_notify_socket(gen, legacy_path)) {
-        options.directory = legacy_directory;
-        options.name = legacy_name;
-        options.legacy = true;
-    }
     /* Without the id, senders are checked through /proc (older kernels). */
     if (ntf_cgroup_id(cg_leaf_path(gen->leaf), &options.cgroup_id) < 0)
         options.cgroup_id = 0;

@@ -322,41 +322,6 @@ static void flood_is_read_a_window_at_a_time(void **state)
     sd_event_unref(loop);
 }
 
-/* A generation an older daemon started sends to <notify>/<host>.<N>: heard
- * there, in the shared directory left as it was. */
-static void legacy_socket_in_the_shared_directory(void **state)
-{
-    (void)state;
-    char own[4096];
-    assert_int_equal(ntf_pid_cgroup(getpid(), own, sizeof(own)), 0);
-    sd_event *loop = NULL;
-    assert_int_equal(sd_event_new(&loop), 0);
-    char dir[] = "/tmp/act-notify-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    assert_int_equal(chmod(dir, 0755), 0);
-    received got = {0};
-    ntf_socket *notify = NULL;
-    ntf_options options = {.directory = dir, .name = "web1.7", .cgroup_path = own,
-                           .uid = 65534, .gid = 65534, .legacy = true};
-    act_error err = {0};
-    assert_int_equal(ntf_open(loop, &options, on_message, &got, &notify, &err), 0);
-    struct stat st;
-    assert_int_equal(stat(dir, &st), 0);
-    assert_int_equal(st.st_mode & 0777, 0755);
-    assert_int_equal(st.st_uid, getuid());
-    assert_int_equal(lstat(ntf_socket_path(notify), &st), 0);
-    mode_t mask = umask(0);
-    umask(mask);
-    assert_int_equal(st.st_mode & 0777, 0666 & ~mask);
-    assert_int_equal(setenv("NOTIFY_SOCKET", ntf_socket_path(notify), 1), 0);
-    assert_true(sd_notify(0, "READY=1") > 0);
-    drain(loop);
-    assert_int_equal(got.count, 1);
-    ntf_free(notify);
-    assert_int_equal(rmdir(dir), 0);
-    sd_event_unref(loop);
-}
-
 static void too_long_path_is_a_clear_error(void **state)
 {
     (void)state;
@@ -384,7 +349,6 @@ int main(void)
         cmocka_unit_test(other_user_cannot_send),
         cmocka_unit_test(flood_is_read_a_burst_per_iteration),
         cmocka_unit_test(flood_is_read_a_window_at_a_time),
-        cmocka_unit_test(legacy_socket_in_the_shared_directory),
         cmocka_unit_test(too_long_path_is_a_clear_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
