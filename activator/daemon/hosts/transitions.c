@@ -251,6 +251,12 @@ void ad_hosts_on_transition(pl_host *pipeline, const pl_wake_event *event, void 
          * kills it again and again, and its proof clears the refusal. */
         ad_sweep_take_unproven(host);
         break;
+    case PL_WAKE_EVENT_PROVEN:
+        /* Nothing of the host runs here any more: a claim that names another
+         * box waited for this to be released there. */
+        if (!host->claim_ours)
+            ad_claim_release(host, NULL);
+        break;
     case PL_WAKE_EVENT_ENDED:
         settle(host, event);
         break;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "common/clock.h"
 #include "tests/cgroup/stuck.h"
 
 /* The process held in uninterruptible sleep: the fixture's teardown lets it
@@ -34,6 +35,11 @@ static int teardown(void **state)
 }
 
 #define SWEEP_TEST(f) cmocka_unit_test_setup_teardown(f, dh_fixture_setup, teardown)
+
+static bool released(const claim *c)
+{
+    return c->holder.released_usec != 0;
+}
 
 /* Holds a process of the test in uninterruptible sleep inside host's leaf. */
 static void hold_in_leaf(dh_daemon *d, const char *host, const char *leaf)
@@ -121,6 +127,44 @@ static void test_a_generation_not_proven_stopped_is_swept_until_it_is(void **sta
 
     let_go(d);
     expect_proven_then_serving(d, "demo", 1);
+    dh_stop_and_check_clean(d);
+}
+
+/* A host whose stop is not proven stays this box's to release: assigned to
+ * another box meanwhile, its claim is released there once the sweep proves
+ * the leaf empty, not left waiting for some later write. */
+static void test_a_host_not_proven_stopped_is_released_once_it_is(void **state)
+{
+    dh_daemon *d = *state;
+    dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, NULL);
+    dh_wake(d, "demo");
+    hold_in_leaf(d, "demo", "g-1");
+    dh_events_mark(d);
+    dh_park(d, "demo");
+    DH_CHECK(d, dh_event_wait(d, "demo", "failed", 30000, NULL), "no failed event for g-1");
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
+
+    dh_step("assign demo to %s while its leaf is not proven stopped", DH_OTHER_BOX);
+    claim current, assigned;
+    DH_CHECK(d, dh_claim_get(d, "demo", &current), "no claim for demo");
+    claim_edit edit = {.kind = CLAIM_EDIT_ASSIGN, .stamp_usec = act_wallclock_usec()};
+    snprintf(edit.box, sizeof(edit.box), "%s", DH_OTHER_BOX);
+    act_error err = {0};
+    DH_CHECK(d, claim_apply_edit("demo", &current, &edit, &assigned, &err) == 0, "%s",
+             err.message);
+    dh_claim_put(d, &assigned);
+    DH_CHECK(d, dh_event_wait(d, "demo", "claim.changed", 10000, NULL),
+             "the daemon did not see demo's claim change");
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c) && !c.holder.released_usec,
+             "demo's claim was released while its leaf may still run");
+
+    let_go(d);
+    DH_CHECK(d, dh_event_wait(d, "demo", "proven", 10000, NULL), "no proven event");
+    DH_CHECK(d, dh_claim_wait(d, "demo", released, 10000, &c),
+             "demo's claim was not released once its leaf was proven empty (holder %s, "
+             "released %" PRIu64 ")",
+             c.holder.box, c.holder.released_usec);
     dh_stop_and_check_clean(d);
 }
 
@@ -268,6 +312,7 @@ int main(void)
         return r;
     const struct CMUnitTest tests[] = {
         SWEEP_TEST(test_a_generation_not_proven_stopped_is_swept_until_it_is),
+        SWEEP_TEST(test_a_host_not_proven_stopped_is_released_once_it_is),
         SWEEP_TEST(test_a_leftover_not_proven_stopped_is_swept_until_it_is),
         SWEEP_TEST(test_many_leftovers_are_retired_after_ready_side_by_side),
         SWEEP_TEST(test_a_failed_start_leaves_what_it_resumed_running),
