@@ -534,11 +534,13 @@ typedef struct claim_edit {
  * (revision 0: host has no claim). Only an assignment creates a claim; the
  * others refuse an absent one with -ENOENT, err naming the host and what to
  * do. Returns 1 when the claim already is what the edit asks (nothing to
- * write; *next is current), else 0. The holder's box, incarnation, session,
- * generation and handle are never touched: they say who ran the host last,
- * and its session only grows. An assignment or a release starts a fresh op
- * and so ends the holder's admission: they clear what only that admission
- * had, holder.starting_generation and the failure record. */
+ * write; *next is current), else 0. The holder's box, incarnation, session
+ * and generation are never touched: they say who ran the host last, and its
+ * session only grows. An assignment or a release starts a fresh op and so
+ * ends the holder's admission: they clear what only that admission had,
+ * holder.starting_generation and the failure record; an assignment with
+ * holder_gone also writes the holder's release, which clears its handle
+ * (claim_next_released). */
 int claim_apply_edit(const char *host, const claim *current, const claim_edit *edit, claim *next,
                      act_error *err);
 

@@ -70,7 +70,7 @@ typedef struct pl_ops {
     pl_step_fn admit;       /* CAS the claim and verify it: claim_changed, store_error */
     pl_step_fn restore;     /* bring the state directory to the claim's checkpoint */
     pl_step_fn reserve;     /* the attempt's generation: number, cgroup leaf, record */
-    pl_step_fn materialize; /* what the exec needs on disk: state, sockets, notify socket */
+    pl_step_fn materialize; /* what the exec needs on disk: state directory, notify socket */
     pl_step_fn prepare;     /* resolve the live link once, open, hash, compare pin and manifest */
     pl_step_fn gate;        /* ownership, pin, held, build state, ownership again */
     pl_step_fn exec;        /* clone3 the verified fd into the generation's cgroup */

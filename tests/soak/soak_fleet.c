@@ -23,7 +23,8 @@ typedef struct host_spec {
     unsigned interval_ms;
 } host_spec;
 
-/* Every kind the issue names but freeze-parked (ParkMode= is not built). */
+/* The kinds of host the soak runs; none is freeze-parked (ParkMode=freeze
+ * has tests of its own, tests/activator/daemon/test_freeze.c). */
 static const host_spec specs[] = {
     {"plain-1", SOAK_PLAIN, "", NULL, 500},
     {"plain-2", SOAK_PLAIN, "", NULL, 500},

@@ -1,10 +1,10 @@
-/* The generation records' durable writes, off the loop.
+/* The generation records' writes, off the loop.
  *
- * A record is written temp + rename, and the build state (when the build
- * changed) temp + fsync + rename + fsync dir: one to several milliseconds
- * on a disk, during which a loop that wrote it itself would serve no other
- * host. So the
- * write runs on a worker of daemon->offload, in the host's lane (a host's
+ * A record is written temp + rename (atomic, not synced: a generation does
+ * not outlive a power loss), and the build state (when the build changed)
+ * temp + fsync + rename + fsync dir: one to several milliseconds on a disk,
+ * during which a loop that wrote it itself would serve no other host. So
+ * the write runs on a worker of daemon->offload, in the host's lane (a host's
  * record writes and removals land in the order they were made), from a
  * copy of what to write; the step that waits for it continues on the loop. */
 #include "activator/daemon/generations/record_writes.h"

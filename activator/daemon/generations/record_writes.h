@@ -1,5 +1,6 @@
-/* The generation records' durable writes, off the loop, in the host's lane
- * of the daemon's workers. */
+/* The generation records' writes, off the loop, in the host's lane of the
+ * daemon's workers: each record atomic (temp + rename, not synced: a
+ * generation does not outlive a power loss), the build state durable. */
 #pragma once
 
 #include "activator/daemon/host/host.h"

@@ -220,9 +220,9 @@ static void store_queue_flush(ad_hosts_store_queue *queue)
     *queue = (ad_hosts_store_queue){0};
 }
 
-/* One socket: from the FD store, else newly bound, else (its address is
- * taken) from a generation that outlived the previous daemon. A new one is
- * queued for the FD store. */
+/* One socket: from the FD store, else from a generation that outlived the
+ * previous daemon, else newly bound. One not from the FD store is queued
+ * for it. */
 static int obtain_socket(ad_host *host, unsigned index, ad_hosts_inherited_fds *inherited,
                          ad_hosts_store_queue *queue, act_error *err)
 {

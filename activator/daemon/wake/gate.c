@@ -128,8 +128,8 @@ static void on_gate_first_read(claim_store *store, int result, const claim *c, c
     }
 }
 
-/* The build state and the record are durable: ownership once more, then
- * the exec. */
+/* The build state is durable and the record written: ownership once more,
+ * then the exec. */
 static void on_gate_written(ad_host *host, int result, const act_error *err)
 {
     if (result < 0) {
