@@ -141,21 +141,17 @@ static bool find_promtool(char *path, size_t size)
     return false;
 }
 
-/* After a wake that serves, one that fails, a swap and control requests, a
- * scrape of the real daemon passes `promtool check metrics`: its parser
- * and its lint (names, HELP, TYPE, counters ending in _total, units). */
-static void test_promtool_accepts_a_real_scrape(void **state)
+/* A daemon serving its metrics on a free port (returned) whose host demo
+ * was woken and swapped to v2 (demo_lines: its host file's extra lines),
+ * and whose host broken was woken once and failed at once (a failure
+ * park). */
+static int start_swapped_and_failed(dh_daemon *d, const char *demo_lines)
 {
-    dh_daemon *d = *state;
-    char promtool[512];
-    if (!find_promtool(promtool, sizeof(promtool)))
-        fail_msg("promtool is not in PATH; run scripts/install-deps.sh (it installs Debian's "
-                 "prometheus package, which ships /usr/bin/promtool)");
     int metrics_port = dh_free_port();
     char conf[64];
     snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
     dh_setup(d, DH_STORE_DIR, conf);
-    dh_add_app_host(d, "demo", NULL, "[Limits]\nMemoryMax=512M\n");
+    dh_add_app_host(d, "demo", NULL, demo_lines);
     dh_add_app_host(d, "broken", "--exit-immediately 3", "MaxStarts=1\n");
     dh_start(d, NULL);
 
@@ -170,6 +166,20 @@ static void test_promtool_accepts_a_real_scrape(void **state)
     DH_CHECK(d, !dh_reply_ok(reply), "a build that exits at once served: %s",
              json_object_to_json_string(reply));
     json_object_put(reply);
+    return metrics_port;
+}
+
+/* After a wake that serves, one that fails, a swap and control requests, a
+ * scrape of the real daemon passes `promtool check metrics`: its parser
+ * and its lint (names, HELP, TYPE, counters ending in _total, units). */
+static void test_promtool_accepts_a_real_scrape(void **state)
+{
+    dh_daemon *d = *state;
+    char promtool[512];
+    if (!find_promtool(promtool, sizeof(promtool)))
+        fail_msg("promtool is not in PATH; run scripts/install-deps.sh (it installs Debian's "
+                 "prometheus package, which ships /usr/bin/promtool)");
+    int metrics_port = start_swapped_and_failed(d, "[Limits]\nMemoryMax=512M\n");
     json_object_put(dh_request(d, 5000, "{\"v\":1,\"op\":\"status\"}"));
 
     body *scraped = calloc(1, sizeof(*scraped));
@@ -330,25 +340,7 @@ static double family_sum(const body *scraped, const char *name)
 static void test_swaps_and_failure_parks_are_counted(void **state)
 {
     dh_daemon *d = *state;
-    int metrics_port = dh_free_port();
-    char conf[64];
-    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
-    dh_setup(d, DH_STORE_DIR, conf);
-    dh_add_app_host(d, "demo", NULL, NULL);
-    dh_add_app_host(d, "broken", "--exit-immediately 3", "MaxStarts=1\n");
-    dh_start(d, NULL);
-
-    dh_wake(d, "demo");
-    dh_stage(d, "demo", "v2", false, NULL);
-    json_object *reply =
-        dh_request(d, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v2\"}");
-    DH_CHECK(d, dh_reply_ok(reply), "the swap did not serve: %s",
-             json_object_to_json_string(reply));
-    json_object_put(reply);
-    reply = dh_wake_reply(d, "broken", 30000);
-    DH_CHECK(d, !dh_reply_ok(reply), "a build that exits at once served: %s",
-             json_object_to_json_string(reply));
-    json_object_put(reply);
+    int metrics_port = start_swapped_and_failed(d, NULL);
 
     body *scraped = calloc(1, sizeof(*scraped));
     scrape(d, metrics_port, scraped);
