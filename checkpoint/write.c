@@ -37,16 +37,10 @@ typedef struct sink {
 static la_ssize_t sink_write(struct archive *a, void *data, const void *buf, size_t len)
 {
     sink *s = data;
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = write(s->fd, (const char *)buf + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            archive_set_error(a, errno, "cannot write the archive: %s", strerror(errno));
-            return -1;
-        }
-        done += (size_t)n;
+    int r = act_write_all(s->fd, buf, len);
+    if (r < 0) {
+        archive_set_error(a, -r, "cannot write the archive: %s", strerror(-r));
+        return -1;
     }
     if (EVP_DigestUpdate(s->sha, buf, len) != 1) {
         archive_set_error(a, EIO, "SHA-256 update failed in OpenSSL");

@@ -125,23 +125,16 @@ static int read_bounded(int dirfd, const char *where, char **out, size_t *out_le
                              "not a manifest; restage the version",
                              where, (long long)st.st_size, REL_MANIFEST_MAX);
 
-    size_t cap = (size_t)st.st_size + 1, len = 0;
+    size_t cap = (size_t)st.st_size + 1;
     _cleanup_free_ char *buf = malloc(cap + 1);
     if (!buf)
         return act_error_set(err, ENOMEM, "out of memory reading manifest %s", where);
     /* Read one byte more than fstat said, so a file that grew in between is
      * caught as oversized or at least read whole. */
-    while (len < cap) {
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return act_error_set(err, errno, "cannot read manifest %s: %s", where, strerror(errno));
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
+    ssize_t n = act_read_full(fd, buf, cap);
+    if (n < 0)
+        return act_error_set(err, (int)-n, "cannot read manifest %s: %s", where, strerror((int)-n));
+    size_t len = (size_t)n;
     if (len > REL_MANIFEST_MAX)
         return act_error_set(err, EFBIG, "manifest %s is over the %u byte limit", where,
                              REL_MANIFEST_MAX);

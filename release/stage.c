@@ -32,21 +32,6 @@ typedef struct stage_copy {
     act_error *err;
 } stage_copy;
 
-static int write_all(int fd, const unsigned char *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        data += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 static int add_file(stage_copy *copy, const char *path, uint64_t size, const char *digest)
 {
     if (copy->n_files == copy->cap_files) {
@@ -126,18 +111,15 @@ static int copy_file(stage_copy *copy, int src_fd, int dst_dirfd, const char *na
         if (rel_test_abort_after_bytes && rel_test_abort_after_bytes > copy->copied &&
             rel_test_abort_after_bytes - copy->copied < want)
             want = (size_t)(rel_test_abort_after_bytes - copy->copied);
-        ssize_t n = read(src_fd, copy->buf, want);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return act_error_set(err, errno, "cannot read %s from %s: %s", rel_path,
-                                 copy->source_path, strerror(errno));
-        }
+        ssize_t n = act_read_full(src_fd, copy->buf, want);
+        if (n < 0)
+            return act_error_set(err, (int)-n, "cannot read %s from %s: %s", rel_path,
+                                 copy->source_path, strerror((int)-n));
         if (n == 0)
             break;
         if (EVP_DigestUpdate(ctx, copy->buf, (size_t)n) != 1)
             return act_error_set(err, EIO, "SHA-256 update failed in OpenSSL");
-        int r = write_all(dst_fd, copy->buf, (size_t)n);
+        int r = act_write_all(dst_fd, copy->buf, (size_t)n);
         if (r < 0)
             return act_error_set(err, -r, "cannot write the staged copy of %s: %s", rel_path,
                                  strerror(-r));
