@@ -11,6 +11,7 @@
 #include "claims/etcd_wire.h"
 #include "claims/store_etcd.h"
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "common/text.h"
@@ -461,7 +462,7 @@ static bool on_watch_message(etcd_call *call, json_object *message, void *userda
      * after that is delivered. */
     if (w->error)
         return false;
-    sd_event_now(w->event, CLOCK_MONOTONIC, &w->heard_usec);
+    w->heard_usec = act_loop_now_usec(w->event);
     if (json_object_object_get_ex(message, "error", &error)) {
         act_error_set(&err, EIO, "etcd endpoint %s: watch failed: %.300s",
                       etcd_call_endpoint(call), json_object_to_json_string(error));
@@ -564,7 +565,7 @@ static void on_probe_done(etcd_call *call, int result, json_object *response,
     }
     /* Nothing was written anywhere since the stream last spoke: it is only
      * quiet. */
-    sd_event_now(w->event, CLOCK_MONOTONIC, &w->heard_usec);
+    w->heard_usec = act_loop_now_usec(w->event);
     arm_silence(w);
 }
 
@@ -622,7 +623,7 @@ static int etcd_watch_start(claim_store *store, sd_event *event, uint64_t from_r
     w->known_revision = from_revision ? from_revision - 1 : 0;
     /* From here a failed start frees the watch the way any watch is freed. */
     _cleanup_(claims_watch_freep) claims_watch *watch = &w->base;
-    sd_event_now(event, CLOCK_MONOTONIC, &w->heard_usec);
+    w->heard_usec = act_loop_now_usec(event);
     r = sd_event_add_defer(event, &w->deliver, on_watch_deliver, w);
     if (r >= 0)
         r = sd_event_add_time(event, &w->silence, CLOCK_MONOTONIC, UINT64_MAX, 0, on_silence, w);
