@@ -12,6 +12,7 @@
 #include "claims/store_etcd.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
+#include "common/json_fields.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "common/text.h"
@@ -188,14 +189,13 @@ static void on_txn_done(etcd_call *call, int result, json_object *response, cons
 {
     etcd_op *op = userdata;
     claim_store *store = &op->es->base;
-    json_object *succeeded = NULL, *header = NULL;
+    json_object *header = NULL;
     if (result < 0) {
         op->cas_fn(store, result, 0, NULL, err, op->userdata);
         op_free(op);
         return;
     }
-    bool ok = json_object_object_get_ex(response, "succeeded", &succeeded) &&
-              json_object_get_boolean(succeeded);
+    bool ok = act_json_bool_or(response, "succeeded", false);
     json_object_object_get_ex(response, "header", &header);
     uint64_t revision = etcd_json_u64(header, "revision");
     if (ok && op->delete_expects_absent) {
@@ -442,11 +442,10 @@ static void event_to_change(etcd_watch *w, json_object *event, claim_change *cha
  * told every change up to the header's revision. */
 static void note_progress(etcd_watch *w, json_object *result)
 {
-    json_object *header = NULL, *created = NULL;
+    json_object *header = NULL;
     json_object_object_get_ex(result, "header", &header);
     uint64_t revision = etcd_json_u64(header, "revision");
-    bool is_created = json_object_object_get_ex(result, "created", &created) &&
-                      json_object_get_boolean(created);
+    bool is_created = act_json_bool_or(result, "created", false);
     /* From "now", the created answer names now; from a revision, it does
      * not say what was told (the changes since may still be on their way). */
     if ((!is_created || w->from_now) && revision > w->known_revision)
@@ -456,7 +455,7 @@ static void note_progress(etcd_watch *w, json_object *result)
 static bool on_watch_message(etcd_call *call, json_object *message, void *userdata)
 {
     etcd_watch *w = userdata;
-    json_object *result, *events, *canceled, *error;
+    json_object *result, *events, *error;
     act_error err = {0};
     /* The watch already ended (a silent stream, a full queue): nothing
      * after that is delivered. */
@@ -480,8 +479,7 @@ static bool on_watch_message(etcd_call *call, json_object *message, void *userda
         watch_set_error(w, -ENODATA, &err);
         return false;
     }
-    if (json_object_object_get_ex(result, "canceled", &canceled) &&
-        json_object_get_boolean(canceled)) {
+    if (act_json_bool_or(result, "canceled", false)) {
         act_error_set(&err, ECANCELED, "etcd endpoint %s: the server canceled the watch",
                       etcd_call_endpoint(call));
         watch_set_error(w, -ECANCELED, &err);
