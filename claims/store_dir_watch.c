@@ -45,11 +45,6 @@ int dir_journal_parse_line(const char *line, size_t len, claim_change *change, a
     } else if (json_object_object_get_ex(root, "compacted", &compacted)) {
         change->revision = json_object_get_uint64(compacted);
         r = 1;
-    } else if (json_object_object_get_ex(root, "revision_floor", &compacted)) {
-        /* The older header named the first revision kept. */
-        uint64_t floor = json_object_get_uint64(compacted);
-        change->revision = floor ? floor - 1 : 0;
-        r = 1;
     } else if (!json_object_object_get_ex(root, "revision", &rev) ||
                !json_object_is_type(rev, json_type_int) ||
                !json_object_object_get_ex(root, "host", &host) ||
