@@ -203,20 +203,10 @@ static int parse_files(const act_json_reader *rd, json_object *array, const char
     return 0;
 }
 
-int rel_manifest_read(int version_dirfd, const char *where, const char *host, const char *version,
-                      rel_manifest *out, act_error *err)
+/* Parses text as one JSON object, strictly, into *out. */
+static int parse_object(const char *text, size_t len, const char *where, json_object **out,
+                        act_error *err)
 {
-    assert(where);
-    assert(host);
-    assert(version);
-    assert(out);
-    memset(out, 0, sizeof(*out));
-    _cleanup_free_ char *text = NULL;
-    size_t len = 0;
-    int r = read_bounded(version_dirfd, where, &text, &len, err);
-    if (r < 0)
-        return r;
-
     /* A manifest is three levels deep; a small depth limit keeps a hostile
      * file from recursing the parser deep. */
     _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new_ex(8);
@@ -240,63 +230,103 @@ int rel_manifest_read(int version_dirfd, const char *where, const char *host, co
                              where, json_tokener_get_parse_end(tok));
     if (!json_object_is_type(root, json_type_object))
         return act_error_set(err, EUCLEAN, "manifest %s: the top level must be an object", where);
+    *out = TAKE_PTR(root);
+    return 0;
+}
 
-    _cleanup_(rel_manifest_clear) rel_manifest m = {0};
-    char prefix[PATH_MAX + 16];
-    snprintf(prefix, sizeof(prefix), "manifest %s: ", where);
-    act_json_reader rd = manifest_reader(prefix, err);
-    json_object *value = NULL;
+/* The fields about the build as a whole, which must name this host and
+ * version. */
+static int parse_build_fields(const act_json_reader *rd, json_object *root, const char *where,
+                              const char *host, const char *version, rel_manifest *m)
+{
+    act_error *err = rd->err;
     uint64_t format = 0;
-    r = act_json_get_u64(&rd, root, "format", ACT_JSON_REQUIRED, &format);
+    int r = act_json_get_u64(rd, root, "format", ACT_JSON_REQUIRED, &format);
     if (r == 0 && format != MANIFEST_FORMAT)
         r = act_error_set(err, EUCLEAN,
                           "manifest %s: field format is %llu, this activator reads format %d",
                           where, (unsigned long long)format, MANIFEST_FORMAT);
     if (r == 0)
-        r = act_json_get_string(&rd, root, "host", ACT_JSON_REQUIRED, m.host, sizeof(m.host));
-    if (r == 0 && strcmp(m.host, host) != 0)
+        r = act_json_get_string(rd, root, "host", ACT_JSON_REQUIRED, m->host, sizeof(m->host));
+    if (r == 0 && strcmp(m->host, host) != 0)
         r = act_error_set(err, EUCLEAN,
                           "manifest %s: field host is \"%s\" but the build is "
                           "staged for host %s",
-                          where, m.host, host);
+                          where, m->host, host);
     if (r == 0)
-        r = act_json_get_string(&rd, root, "version", ACT_JSON_REQUIRED, m.version,
-                                sizeof(m.version));
-    if (r == 0 && strcmp(m.version, version) != 0)
+        r = act_json_get_string(rd, root, "version", ACT_JSON_REQUIRED, m->version,
+                                sizeof(m->version));
+    if (r == 0 && strcmp(m->version, version) != 0)
         r = act_error_set(err, EUCLEAN,
                           "manifest %s: field version is \"%s\" but the build is "
                           "staged as version %s",
-                          where, m.version, version);
+                          where, m->version, version);
     if (r == 0)
-        r = act_json_get_string(&rd, root, "exec_path", ACT_JSON_REQUIRED, m.exec_path,
-                                sizeof(m.exec_path));
-    if (r == 0 && !rel_build_path_is_valid(m.exec_path))
-        r = act_json_field_error(&rd, "exec_path", "is not a valid path inside a build");
+        r = act_json_get_string(rd, root, "exec_path", ACT_JSON_REQUIRED, m->exec_path,
+                                sizeof(m->exec_path));
+    if (r == 0 && !rel_build_path_is_valid(m->exec_path))
+        r = act_json_field_error(rd, "exec_path", "is not a valid path inside a build");
     if (r == 0)
-        r = act_json_get_string(&rd, root, "build_digest", ACT_JSON_REQUIRED, m.build_digest,
-                                sizeof(m.build_digest));
-    if (r == 0 && !rel_digest_is_valid(m.build_digest))
-        r = act_json_field_error(&rd, "build_digest", "is not 64 lowercase hex digits");
+        r = act_json_get_string(rd, root, "build_digest", ACT_JSON_REQUIRED, m->build_digest,
+                                sizeof(m->build_digest));
+    if (r == 0 && !rel_digest_is_valid(m->build_digest))
+        r = act_json_field_error(rd, "build_digest", "is not 64 lowercase hex digits");
     if (r == 0)
-        r = act_json_get_u64(&rd, root, "staged_at", ACT_JSON_REQUIRED, &m.staged_at);
-    if (r == 0)
-        r = act_json_get_member(&rd, root, "files", json_type_array, ACT_JSON_REQUIRED, &value);
-    if (r == 0)
-        r = parse_files(&rd, value, where, &m);
-    if (r == 0 && !rel_manifest_find(&m, m.exec_path))
-        r = act_error_set(err, EUCLEAN,
-                          "manifest %s: field exec_path names %s, which is not in files", where,
-                          m.exec_path);
+        r = act_json_get_u64(rd, root, "staged_at", ACT_JSON_REQUIRED, &m->staged_at);
+    return r;
+}
+
+/* The executable is among the files, and the files give the build digest
+ * the manifest names. */
+static int check_build_digest(const rel_manifest *m, const char *where, act_error *err)
+{
+    if (!rel_manifest_find(m, m->exec_path))
+        return act_error_set(err, EUCLEAN,
+                             "manifest %s: field exec_path names %s, which is not in files", where,
+                             m->exec_path);
     char computed[REL_DIGEST_SIZE];
-    if (r == 0 && rel_build_digest(m.files, m.n_files, computed) < 0)
-        r = act_error_set(err, EIO, "manifest %s: cannot compute the build digest", where);
+    if (rel_build_digest(m->files, m->n_files, computed) < 0)
+        return act_error_set(err, EIO, "manifest %s: cannot compute the build digest", where);
     /* The build digest is what a pin names; recomputing it from the file
      * list is what binds a pin to the executable resolve hashes. */
-    if (r == 0 && strcmp(computed, m.build_digest) != 0)
-        r = act_error_set(err, EUCLEAN,
-                          "manifest %s: field build_digest is %s but its files list gives %s; "
-                          "the manifest was edited; restage the version",
-                          where, m.build_digest, computed);
+    if (strcmp(computed, m->build_digest) != 0)
+        return act_error_set(err, EUCLEAN,
+                             "manifest %s: field build_digest is %s but its files list gives %s; "
+                             "the manifest was edited; restage the version",
+                             where, m->build_digest, computed);
+    return 0;
+}
+
+int rel_manifest_read(int version_dirfd, const char *where, const char *host, const char *version,
+                      rel_manifest *out, act_error *err)
+{
+    assert(where);
+    assert(host);
+    assert(version);
+    assert(out);
+    memset(out, 0, sizeof(*out));
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    int r = read_bounded(version_dirfd, where, &text, &len, err);
+    if (r < 0)
+        return r;
+    _cleanup_(json_object_putp) json_object *root = NULL;
+    r = parse_object(text, len, where, &root, err);
+    if (r < 0)
+        return r;
+
+    _cleanup_(rel_manifest_clear) rel_manifest m = {0};
+    char prefix[PATH_MAX + 16];
+    snprintf(prefix, sizeof(prefix), "manifest %s: ", where);
+    act_json_reader rd = manifest_reader(prefix, err);
+    json_object *files = NULL;
+    r = parse_build_fields(&rd, root, where, host, version, &m);
+    if (r == 0)
+        r = act_json_get_member(&rd, root, "files", json_type_array, ACT_JSON_REQUIRED, &files);
+    if (r == 0)
+        r = parse_files(&rd, files, where, &m);
+    if (r == 0)
+        r = check_build_digest(&m, where, err);
     if (r < 0)
         return r;
     *out = TAKE_STRUCT(m);
