@@ -1,3 +1,6 @@
+/* The self-healing IPC listener of ipc_heal.h.
+ * Written by hand: NNG 1.5.2 (Debian 12) wedges a listener whose client hangs up mid-handshake.
+ * NNG 1.6.0 fixed that hang-up path (Debian 13 ships 1.10.1), which would remove this file. */
 #include "activator/control/ipc_heal.h"
 
 #include <errno.h>
