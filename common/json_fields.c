@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *type_name(json_type type)
+const char *act_json_type_phrase(json_type type)
 {
     switch (type) {
     case json_type_null:
@@ -14,9 +14,8 @@ static const char *type_name(json_type type)
     case json_type_boolean:
         return "a boolean";
     case json_type_double:
-        return "a number";
     case json_type_int:
-        return "an integer";
+        return "a number";
     case json_type_object:
         return "an object";
     case json_type_array:
@@ -24,7 +23,7 @@ static const char *type_name(json_type type)
     case json_type_string:
         return "a string";
     }
-    return "unknown";
+    return "an unknown type";
 }
 
 static int field_verror(const act_json_reader *rd, const char *key, const char *fmt, va_list ap)
@@ -58,8 +57,11 @@ int act_json_get_member(const act_json_reader *rd, json_object *obj, const char 
     if (!json_object_object_get_ex(obj, key, &member) || !member)
         return need == ACT_JSON_REQUIRED ? act_json_field_error(rd, key, "is missing") : 0;
     if (!json_object_is_type(member, type))
-        return act_json_field_error(rd, key, "must be %s, it is %s", type_name(type),
-                                    type_name(json_object_get_type(member)));
+        /* A count is wanted whole, though JSON calls any number a number. */
+        return act_json_field_error(rd, key, "must be %s, it is %s",
+                                    type == json_type_int ? "an integer"
+                                                          : act_json_type_phrase(type),
+                                    act_json_type_phrase(json_object_get_type(member)));
     *out = member;
     return 0;
 }

@@ -62,6 +62,10 @@ int act_json_get_u64(const act_json_reader *rd, json_object *obj, const char *ke
 int act_json_get_bool(const act_json_reader *rd, json_object *obj, const char *key,
                       act_json_need need, bool *out);
 
+/* A JSON type as a client would say it: "a string", "a number" (an integer
+ * too), "null". */
+const char *act_json_type_phrase(json_type type);
+
 /* Fails naming key in the reader's words, for what the parser checks
  * itself: act_json_field_error(rd, "exec_path", "is not a valid path"). */
 int act_json_field_error(const act_json_reader *rd, const char *key, const char *fmt, ...)
