@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -97,18 +98,6 @@ int act_json_get_u64(const act_json_reader *rd, json_object *obj, const char *ke
     if (json_object_get_int64(member) < 0)
         return act_json_field_error(rd, key, "is negative");
     *out = json_object_get_uint64(member);
-    return 0;
-}
-
-int act_json_get_bool(const act_json_reader *rd, json_object *obj, const char *key,
-                      act_json_need need, bool *out)
-{
-    assert(out);
-    json_object *member;
-    int r = act_json_get_member(rd, obj, key, json_type_boolean, need, &member);
-    if (r < 0 || !member)
-        return r;
-    *out = json_object_get_boolean(member);
     return 0;
 }
 

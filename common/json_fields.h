@@ -4,7 +4,6 @@
  * that common/ itself does not link json-c. */
 #pragma once
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -59,8 +58,6 @@ int act_json_get_string(const act_json_reader *rd, json_object *obj, const char 
 /* A whole number of 0 or more. */
 int act_json_get_u64(const act_json_reader *rd, json_object *obj, const char *key,
                      act_json_need need, uint64_t *out);
-int act_json_get_bool(const act_json_reader *rd, json_object *obj, const char *key,
-                      act_json_need need, bool *out);
 
 /* A JSON type as a client would say it: "a string", "a number" (an integer
  * too), "null". */
