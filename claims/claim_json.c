@@ -206,50 +206,36 @@ static int parse_body(const act_json_reader *rd, json_object *root, claim *c)
 {
     static const char *const allowed[] = {"holder", "op",    "pin",     "held",
                                           "state",  "failure", NULL};
-    json_object *member;
+    const json_type object = json_type_object;
+    json_object *holder = NULL, *op = NULL, *pin = NULL, *state = NULL, *failure = NULL;
     int r = check_known(rd, root, allowed);
-    if (r < 0)
-        return r;
-
-    if ((r = act_json_get_member(rd, root, "holder", json_type_object, ACT_JSON_OPTIONAL,
-                                 &member)) < 0)
-        return r;
-    if (member && (r = parse_holder(rd, member, &c->holder)) < 0)
-        return r;
-
-    if ((r = act_json_get_member(rd, root, "op", json_type_object, ACT_JSON_REQUIRED, &member)) < 0)
-        return r;
-    if ((r = parse_op(rd, member, &c->op)) < 0)
-        return r;
-
-    if ((r = act_json_get_member(rd, root, "pin", json_type_object, ACT_JSON_OPTIONAL, &member)) <
-        0)
-        return r;
-    if (member) {
+    if (r >= 0)
+        r = act_json_get_member(rd, root, "holder", object, ACT_JSON_OPTIONAL, &holder);
+    if (r >= 0 && holder)
+        r = parse_holder(rd, holder, &c->holder);
+    if (r >= 0)
+        r = act_json_get_member(rd, root, "op", object, ACT_JSON_REQUIRED, &op);
+    if (r >= 0)
+        r = parse_op(rd, op, &c->op);
+    if (r >= 0)
+        r = act_json_get_member(rd, root, "pin", object, ACT_JSON_OPTIONAL, &pin);
+    if (r >= 0 && pin) {
         c->has_pin = true;
-        if ((r = parse_pin(rd, member, &c->pin)) < 0)
-            return r;
+        r = parse_pin(rd, pin, &c->pin);
     }
-
-    if ((r = act_json_get_string(rd, root, "held", ACT_JSON_OPTIONAL, c->held, sizeof(c->held))) <
-        0)
-        return r;
-
-    if ((r = act_json_get_member(rd, root, "state", json_type_object, ACT_JSON_OPTIONAL, &member)) <
-        0)
-        return r;
-    if (member && (r = parse_state(rd, member, &c->state)) < 0)
-        return r;
-
-    if ((r = act_json_get_member(rd, root, "failure", json_type_object, ACT_JSON_OPTIONAL,
-                                 &member)) < 0)
-        return r;
-    if (member) {
+    if (r >= 0)
+        r = act_json_get_string(rd, root, "held", ACT_JSON_OPTIONAL, c->held, sizeof(c->held));
+    if (r >= 0)
+        r = act_json_get_member(rd, root, "state", object, ACT_JSON_OPTIONAL, &state);
+    if (r >= 0 && state)
+        r = parse_state(rd, state, &c->state);
+    if (r >= 0)
+        r = act_json_get_member(rd, root, "failure", object, ACT_JSON_OPTIONAL, &failure);
+    if (r >= 0 && failure) {
         c->has_failure = true;
-        if ((r = parse_failure(rd, member, &c->failure)) < 0)
-            return r;
+        r = parse_failure(rd, failure, &c->failure);
     }
-    return 0;
+    return r < 0 ? r : 0;
 }
 
 int claim_from_json(const char *host, const char *text, size_t len, claim *out, act_error *err)
