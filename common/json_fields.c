@@ -27,7 +27,8 @@ const char *act_json_type_phrase(json_type type)
     return "an unknown type";
 }
 
-static int field_verror(const act_json_reader *rd, const char *key, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static int
+field_verror(const act_json_reader *rd, const char *key, const char *fmt, va_list ap)
 {
     char what[256];
     vsnprintf(what, sizeof(what), fmt, ap);
