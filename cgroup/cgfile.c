@@ -10,6 +10,7 @@
 
 #include "cgroup/internal.h"
 #include "common/cleanup.h"
+#include "common/fileio.h"
 
 int cg_write_fd(int fd, const char *value)
 {
@@ -41,17 +42,9 @@ int cg_read_file_at(int dirfd, const char *name, char *buf, size_t size)
     _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return -errno;
-    size_t len = 0;
-    while (len + 1 < size) {
-        ssize_t n = read(fd, buf + len, size - 1 - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
+    ssize_t len = act_read_full(fd, buf, size - 1);
+    if (len < 0)
+        return (int)len;
     buf[len] = '\0';
     return 0;
 }

@@ -24,6 +24,7 @@
 #include "cgroup/seccomp_internal.h"
 #include "cgroup/spawn_internal.h"
 #include "common/cleanup.h"
+#include "common/fileio.h"
 
 /* More listening sockets than this is a configuration mistake. */
 #define CG_LISTEN_FDS_MAX 1024
@@ -457,22 +458,6 @@ static pid_t clone_into_leaf(cg_leaf *leaf, struct cg_child_plan *plan, cg_spawn
     return fork_then_join(leaf, plan, pidfd, v2_procs_fd, clone_errno);
 }
 
-static int read_report(int fd, struct cg_child_report *report)
-{
-    size_t got = 0;
-    while (got < sizeof(*report)) {
-        ssize_t n = read(fd, (char *)report + got, sizeof(*report) - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    return (int)got;
-}
-
 void cg_spawn_setup_clear(struct cg_spawn_setup *setup)
 {
     if (setup->null_fd >= 0)
@@ -595,7 +580,7 @@ int cg_spawn_await_exec(cg_leaf *leaf, int report_read, int pidfd,
                         const struct cg_spawn_facts *facts, act_error *err)
 {
     struct cg_child_report report = {0};
-    int got = read_report(report_read, &report);
+    int got = (int)act_read_full(report_read, &report, sizeof(report));
     if (got == 0)
         return 0;
     /* The child failed before exec and exited 127; reap it now, its

@@ -234,13 +234,10 @@ CG_CHILD_CODE static int settle_capabilities(uint64_t keep)
     return 0;
 }
 
-CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
+/* Joins the generation's cgroups and, for a probe, its mount namespace. */
+CG_CHILD_CODE static void join_groups(const struct cg_child_plan *plan, int report_fd)
 {
-    int report_fd = plan->report_fd;
-    int exec_fd = plan->exec_fd;
-    int hold_fd = plan->hold_fd;
     int e;
-
     /* Join the v1 groups before anything else, so every page and task the
      * child makes from here on is charged where its limits are. */
     for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
@@ -252,24 +249,35 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
      * before any path is resolved, while we are still privileged. */
     if (plan->join_mount_ns_fd >= 0 && syscall(SYS_setns, plan->join_mount_ns_fd, CLONE_NEWNS) < 0)
         fail(report_fd, CG_STEP_JOIN_MOUNT_NS, errno);
+}
 
+/* A session and an fd table of the child's own, with only the fds the
+ * plan names, at their places (the three fds move with them). */
+CG_CHILD_CODE static void own_session_and_fds(const struct cg_child_plan *plan, int *report_fd,
+                                              int *exec_fd, int *hold_fd)
+{
+    int e;
     /* Sharing the parent's fd table: take a copy of only its low part (the
      * window holds everything we need), before touching any fd. */
     if (plan->unshare_fds_below > 0 &&
         syscall(SYS_close_range, (unsigned)plan->unshare_fds_below, ~0U, CLOSE_RANGE_UNSHARE) < 0 &&
         syscall(SYS_unshare, CLONE_FILES) < 0) /* kernels before 5.9: a full copy */
-        fail(report_fd, CG_STEP_FDS, errno);
+        fail(*report_fd, CG_STEP_FDS, errno);
 
     if (syscall(SYS_setsid) < 0)
-        fail(report_fd, CG_STEP_SETSID, errno);
-    if ((e = place_fds(plan, &report_fd, &exec_fd, &hold_fd)) != 0)
-        fail(report_fd, CG_STEP_FDS, e);
+        fail(*report_fd, CG_STEP_SETSID, errno);
+    if ((e = place_fds(plan, report_fd, exec_fd, hold_fd)) != 0)
+        fail(*report_fd, CG_STEP_FDS, e);
     /* The kernel hands a #! interpreter the script as /dev/fd/N, so N must
      * survive the exec. */
-    if (plan->exec_fd_survives && syscall(SYS_fcntl, exec_fd, F_SETFD, 0) < 0)
-        fail(report_fd, CG_STEP_FDS, errno);
-    reset_signal_dispositions();
+    if (plan->exec_fd_survives && syscall(SYS_fcntl, *exec_fd, F_SETFD, 0) < 0)
+        fail(*report_fd, CG_STEP_FDS, errno);
+}
 
+/* The child's own pid into the places the plan left for it, and its
+ * resource limits. */
+CG_CHILD_CODE static void set_pid_and_limits(const struct cg_child_plan *plan, int report_fd)
+{
     long pid = syscall(SYS_getpid);
     for (size_t i = 0; i < plan->n_pid_digits; i++)
         format_pid(plan->pid_digits[i], pid);
@@ -278,6 +286,14 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
         if (syscall(SYS_prlimit64, 0, plan->rlimits[i].resource, &plan->rlimits[i].limit, NULL) <
             0)
             fail(report_fd, CG_STEP_RLIMIT, errno);
+}
+
+/* The filesystem view, then the credentials: groups, gid, uid and what is
+ * left of the capabilities. */
+CG_CHILD_CODE static void enter_view_and_credentials(const struct cg_child_plan *plan,
+                                                     int report_fd)
+{
+    int e;
     /* The view needs CAP_SYS_ADMIN, so it comes before the credentials
      * change; the working directory after it, so it is the view's. */
     int32_t view_failed = 0;
@@ -296,25 +312,39 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
         fail(report_fd, CG_STEP_SETUID, errno);
     if (plan->drop_capabilities && (e = settle_capabilities(plan->ambient_capabilities)) != 0)
         fail(report_fd, CG_STEP_CAPS, e);
+}
+
+/* The journal as stdout and stderr, the working directory and the umask. */
+CG_CHILD_CODE static void set_surroundings(const struct cg_child_plan *plan, int report_fd)
+{
     if (plan->journal)
         connect_journal(plan);
     if (plan->working_directory && syscall(SYS_chdir, plan->working_directory) < 0)
         fail(report_fd, CG_STEP_CHDIR, errno);
     syscall(SYS_umask, plan->umask);
-    /* A held child waits here, everything that could be made ahead made,
-     * for the byte that lets it exec; the pipe's end (the spawn abandoned,
-     * or the daemon gone) ends it instead. Before the filter: read is a
-     * call it may refuse. */
-    if (hold_fd >= 0) {
-        char go = 0;
-        long n;
-        while ((n = syscall(SYS_read, hold_fd, &go, 1)) < 0 && errno == EINTR)
-            ;
-        if (n != 1)
-            for (;;)
-                syscall(SYS_exit_group, 0);
-        syscall(SYS_close, hold_fd);
-    }
+}
+
+/* A held child waits here, everything that could be made ahead made, for
+ * the byte that lets it exec; the pipe's end (the spawn abandoned, or the
+ * daemon gone) ends it instead. Before the filter: read is a call it may
+ * refuse. */
+CG_CHILD_CODE static void wait_for_go(int hold_fd)
+{
+    if (hold_fd < 0)
+        return;
+    char go = 0;
+    long n;
+    while ((n = syscall(SYS_read, hold_fd, &go, 1)) < 0 && errno == EINTR)
+        ;
+    if (n != 1)
+        for (;;)
+            syscall(SYS_exit_group, 0);
+    syscall(SYS_close, hold_fd);
+}
+
+/* No new privileges, the system call filter, and no signal blocked. */
+CG_CHILD_CODE static void lock_down(const struct cg_child_plan *plan, int report_fd)
+{
     if (plan->no_new_privs && syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         fail(report_fd, CG_STEP_NO_NEW_PRIVS, errno);
     if (plan->seccomp &&
@@ -326,6 +356,22 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
     kernel_sigset empty_mask = {0};
     if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, empty_mask, NULL, KERNEL_SIGSET_BYTES) < 0)
         fail(report_fd, CG_STEP_SIGNALS, errno);
+}
+
+CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
+{
+    int report_fd = plan->report_fd;
+    int exec_fd = plan->exec_fd;
+    int hold_fd = plan->hold_fd;
+
+    join_groups(plan, report_fd);
+    own_session_and_fds(plan, &report_fd, &exec_fd, &hold_fd);
+    reset_signal_dispositions();
+    set_pid_and_limits(plan, report_fd);
+    enter_view_and_credentials(plan, report_fd);
+    set_surroundings(plan, report_fd);
+    wait_for_go(hold_fd);
+    lock_down(plan, report_fd);
 
     syscall(SYS_execveat, exec_fd, "", plan->argv, plan->envp, AT_EMPTY_PATH);
     fail(report_fd, CG_STEP_EXEC, errno);

@@ -97,21 +97,17 @@ typedef struct source {
 static la_ssize_t source_read(struct archive *a, void *data, const void **out)
 {
     source *s = data;
-    for (;;) {
-        ssize_t n = read(s->fd, s->buf, CKPT_BLOCK_SIZE);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            archive_set_error(a, errno, "cannot read the archive: %s", strerror(errno));
-            return -1;
-        }
-        if (n > 0 && EVP_DigestUpdate(s->sha, s->buf, (size_t)n) != 1) {
-            archive_set_error(a, EIO, "SHA-256 update failed in OpenSSL");
-            return -1;
-        }
-        *out = s->buf;
-        return n;
+    ssize_t n = act_read_full(s->fd, s->buf, CKPT_BLOCK_SIZE);
+    if (n < 0) {
+        archive_set_error(a, (int)-n, "cannot read the archive: %s", strerror((int)-n));
+        return -1;
     }
+    if (n > 0 && EVP_DigestUpdate(s->sha, s->buf, (size_t)n) != 1) {
+        archive_set_error(a, EIO, "SHA-256 update failed in OpenSSL");
+        return -1;
+    }
+    *out = s->buf;
+    return n;
 }
 
 /* The rest of the file after the archive's end (padding), hashed too, and
@@ -119,12 +115,10 @@ static la_ssize_t source_read(struct archive *a, void *data, const void **out)
 static int check_read_digest(source *s, const char *id, const char *sha256, act_error *err)
 {
     for (;;) {
-        ssize_t n = read(s->fd, s->buf, CKPT_BLOCK_SIZE);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n = act_read_full(s->fd, s->buf, CKPT_BLOCK_SIZE);
         if (n < 0)
-            return act_error_set(err, errno, "checkpoint %s: cannot read the archive: %s", id,
-                                 strerror(errno));
+            return act_error_set(err, (int)-n, "checkpoint %s: cannot read the archive: %s", id,
+                                 strerror((int)-n));
         if (n == 0)
             break;
         if (EVP_DigestUpdate(s->sha, s->buf, (size_t)n) != 1)

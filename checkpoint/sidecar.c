@@ -9,6 +9,7 @@
 #include "checkpoint/internal.h"
 #include "common/cleanup_json.h"
 #include "common/fileio.h"
+#include "common/json_fields.h"
 
 #define SIDECAR_MAX 4096
 
@@ -29,22 +30,6 @@ int ckpt_write_sidecar(int host_dirfd, const ckpt_info *info, act_error *err)
     return act_write_atomic(host_dirfd, name, text, strlen(text), 0600, err);
 }
 
-static void copy_string(json_object *root, const char *key, char *out, size_t size)
-{
-    json_object *value;
-    if (json_object_object_get_ex(root, key, &value) &&
-        json_object_is_type(value, json_type_string))
-        snprintf(out, size, "%s", json_object_get_string(value));
-}
-
-static uint64_t get_u64(json_object *root, const char *key)
-{
-    json_object *value;
-    if (json_object_object_get_ex(root, key, &value) && json_object_is_type(value, json_type_int))
-        return json_object_get_uint64(value);
-    return 0;
-}
-
 /* Only what is well formed is taken: a sidecar is a convenience, the
  * archive and the claim's digest are what a restore trusts. */
 int ckpt_read_sidecar(int host_dirfd, const char *id, ckpt_info *info, act_error *err)
@@ -58,16 +43,14 @@ int ckpt_read_sidecar(int host_dirfd, const char *id, ckpt_info *info, act_error
     _cleanup_(json_object_putp) json_object *root = json_tokener_parse(text);
     if (!root || !json_object_is_type(root, json_type_object))
         return act_error_set(err, EINVAL, "checkpoint %s: %s is not JSON", id, name);
-    char sha256[CKPT_DIGEST_SIZE] = "";
-    copy_string(root, "sha256", sha256, sizeof(sha256));
+    const char *sha256 = act_json_string_or(root, "sha256", "");
     if (strlen(sha256) == CKPT_DIGEST_SIZE - 1 &&
         strspn(sha256, "0123456789abcdef") == CKPT_DIGEST_SIZE - 1)
-        memcpy(info->sha256, sha256, sizeof(sha256));
-    char box[ACT_NAME_MAX + 1] = "";
-    copy_string(root, "box", box, sizeof(box));
+        memcpy(info->sha256, sha256, CKPT_DIGEST_SIZE);
+    const char *box = act_json_string_or(root, "box", "");
     if (act_name_is_valid(box))
-        memcpy(info->box, box, sizeof(box));
-    info->generation = get_u64(root, "generation");
-    info->stamp_usec = get_u64(root, "stamp_usec");
+        snprintf(info->box, sizeof(info->box), "%s", box);
+    info->generation = act_json_u64_or(root, "generation", 0);
+    info->stamp_usec = act_json_u64_or(root, "stamp_usec", 0);
     return 0;
 }

@@ -16,6 +16,7 @@
 
 #include "checkpoint/internal.h"
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/fileio.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct archive *, archive_write_free)
@@ -37,16 +38,10 @@ typedef struct sink {
 static la_ssize_t sink_write(struct archive *a, void *data, const void *buf, size_t len)
 {
     sink *s = data;
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = write(s->fd, (const char *)buf + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            archive_set_error(a, errno, "cannot write the archive: %s", strerror(errno));
-            return -1;
-        }
-        done += (size_t)n;
+    int r = act_write_all(s->fd, buf, len);
+    if (r < 0) {
+        archive_set_error(a, -r, "cannot write the archive: %s", strerror(-r));
+        return -1;
     }
     if (EVP_DigestUpdate(s->sha, buf, len) != 1) {
         archive_set_error(a, EIO, "SHA-256 update failed in OpenSSL");
@@ -54,13 +49,6 @@ static la_ssize_t sink_write(struct archive *a, void *data, const void *buf, siz
     }
     s->size += len;
     return (la_ssize_t)len;
-}
-
-static uint64_t wall_usec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 static int archive_failed(struct archive *a, const char *what, act_error *err)
@@ -187,7 +175,7 @@ int ckpt_write(const char *dir, const char *host, const char *state_dir, uint64_
     _cleanup_close_ int host_dirfd = ckpt_open_host_dir(dir, host, true, err);
     if (host_dirfd < 0)
         return host_dirfd;
-    ckpt_info info = {.generation = generation, .stamp_usec = wall_usec()};
+    ckpt_info info = {.generation = generation, .stamp_usec = act_wallclock_usec()};
     snprintf(info.box, sizeof(info.box), "%s", box && act_name_is_valid(box) ? box : "");
     int r = ckpt_mint_id(info.stamp_usec, info.id, err);
     if (r < 0)

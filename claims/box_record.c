@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/cleanup_json.h"
+#include "common/json_fields.h"
 #include "common/names.h"
 
 static bool url_is_clean(const char *url)
@@ -85,39 +86,6 @@ char *claims_box_to_json(const claims_box *record, bool with_expiry)
     return text ? strdup(text) : NULL;
 }
 
-/* A string member into a fixed field: absent is "", anything but a string
- * that fits is refused. */
-static int take_string(json_object *root, const char *box, const char *key, char *dst,
-                       size_t size, act_error *err)
-{
-    json_object *member;
-    dst[0] = '\0';
-    if (!json_object_object_get_ex(root, key, &member) || !member)
-        return 0;
-    size_t len = json_object_is_type(member, json_type_string)
-                     ? (size_t)json_object_get_string_len(member)
-                     : size;
-    if (len >= size || memchr(json_object_get_string(member), '\0', len))
-        return act_error_set(err, EINVAL, "box %s: record field %s is not a string of under %zu "
-                                          "bytes", box, key, size);
-    memcpy(dst, json_object_get_string(member), len + 1);
-    return 0;
-}
-
-static int take_u64(json_object *root, const char *box, const char *key, uint64_t *dst,
-                    act_error *err)
-{
-    json_object *member;
-    *dst = 0;
-    if (!json_object_object_get_ex(root, key, &member) || !member)
-        return 0;
-    if (!json_object_is_type(member, json_type_int) || json_object_get_int64(member) < 0)
-        return act_error_set(err, EINVAL, "box %s: record field %s is not a whole number", box,
-                             key);
-    *dst = json_object_get_uint64(member);
-    return 0;
-}
-
 int claims_box_from_json(const char *box, const char *text, size_t len, claims_box *out,
                          act_error *err)
 {
@@ -135,29 +103,40 @@ int claims_box_from_json(const char *box, const char *text, size_t len, claims_b
     if (!root || json_tokener_get_error(tok) != json_tokener_success ||
         !json_object_is_type(root, json_type_object))
         return act_error_set(err, EINVAL, "box %s: record is not a JSON object; delete it", box);
-    char named[65];
-    int r = take_string(root, box, "box", named, sizeof(named), err);
+    /* Absent fields stay "" and 0; anything but a string that fits or a
+     * whole number is refused. */
+    char prefix[ACT_NAME_MAX + 16];
+    snprintf(prefix, sizeof(prefix), "box %s: record ", box);
+    act_json_reader rd = {.prefix = prefix, .errnum = EINVAL, .err = err};
+    char named[65] = "";
+    int r = act_json_get_string(&rd, root, "box", ACT_JSON_OPTIONAL, named, sizeof(named));
     if (r >= 0 && strcmp(named, box) != 0)
         r = act_error_set(err, EINVAL, "box %s: record names box \"%.64s\"; delete it", box,
                           named);
-    if (r >= 0)
-        r = take_string(root, box, "incarnation", out->incarnation, sizeof(out->incarnation),
-                        err);
-    if (r >= 0)
-        r = take_string(root, box, "version", out->version, sizeof(out->version), err);
-    if (r >= 0)
-        r = take_string(root, box, "control_url", out->control_url, sizeof(out->control_url),
-                        err);
-    if (r >= 0)
-        r = take_string(root, box, "events_url", out->events_url, sizeof(out->events_url), err);
-    if (r >= 0)
-        r = take_u64(root, box, "started_usec", &out->started_usec, err);
-    if (r >= 0)
-        r = take_u64(root, box, "lease_ttl_usec", &out->lease_ttl_usec, err);
-    if (r >= 0)
-        r = take_u64(root, box, "refreshed_usec", &out->refreshed_usec, err);
-    if (r >= 0)
-        r = take_u64(root, box, "expires_usec", &out->expires_usec, err);
+    const struct {
+        const char *key;
+        char *dst;
+        size_t size;
+    } strings[] = {
+        {"incarnation", out->incarnation, sizeof(out->incarnation)},
+        {"version", out->version, sizeof(out->version)},
+        {"control_url", out->control_url, sizeof(out->control_url)},
+        {"events_url", out->events_url, sizeof(out->events_url)},
+    };
+    for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(strings); i++)
+        r = act_json_get_string(&rd, root, strings[i].key, ACT_JSON_OPTIONAL, strings[i].dst,
+                                strings[i].size);
+    const struct {
+        const char *key;
+        uint64_t *dst;
+    } numbers[] = {
+        {"started_usec", &out->started_usec},
+        {"lease_ttl_usec", &out->lease_ttl_usec},
+        {"refreshed_usec", &out->refreshed_usec},
+        {"expires_usec", &out->expires_usec},
+    };
+    for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(numbers); i++)
+        r = act_json_get_u64(&rd, root, numbers[i].key, ACT_JSON_OPTIONAL, numbers[i].dst);
     snprintf(out->box, sizeof(out->box), "%s", box);
     if (r >= 0)
         r = claims_box_validate(out, err);

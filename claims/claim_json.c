@@ -33,81 +33,11 @@
 #include <string.h>
 
 #include "common/cleanup_json.h"
-
-typedef struct parse_ctx {
-    const char *host;
-    act_error *err;
-} parse_ctx;
-
-static int field_error(parse_ctx *ctx, const char *field, const char *what)
-{
-    return act_error_set(ctx->err, EINVAL, "host %s: claim field %s %s; fix or rewrite the claim",
-                         ctx->host, field, what);
-}
-
-static int get_member(parse_ctx *ctx, json_object *obj, const char *parent, const char *key,
-                      json_type type, bool required, json_object **out)
-{
-    char field[64];
-    snprintf(field, sizeof(field), "%s%s%s", parent, parent[0] ? "." : "", key);
-    *out = NULL;
-    if (!json_object_object_get_ex(obj, key, out) || !*out) {
-        *out = NULL;
-        return required ? field_error(ctx, field, "is missing") : 0;
-    }
-    if (!json_object_is_type(*out, type)) {
-        char what[64];
-        snprintf(what, sizeof(what), "must be %s, not %s", json_type_to_name(type),
-                 json_type_to_name(json_object_get_type(*out)));
-        return field_error(ctx, field, what);
-    }
-    return 0;
-}
-
-static int get_string(parse_ctx *ctx, json_object *obj, const char *parent, const char *key,
-                      bool required, char *dst, size_t dst_size)
-{
-    json_object *member;
-    int r = get_member(ctx, obj, parent, key, json_type_string, required, &member);
-    if (r < 0 || !member)
-        return r;
-    size_t len = (size_t)json_object_get_string_len(member);
-    const char *s = json_object_get_string(member);
-    char field[64];
-    snprintf(field, sizeof(field), "%s%s%s", parent, parent[0] ? "." : "", key);
-    if (len >= dst_size) {
-        char what[64];
-        snprintf(what, sizeof(what), "is longer than %zu bytes", dst_size - 1);
-        return field_error(ctx, field, what);
-    }
-    if (memchr(s, '\0', len))
-        return field_error(ctx, field, "contains a NUL byte");
-    memcpy(dst, s, len + 1);
-    return 0;
-}
-
-static int get_u64(parse_ctx *ctx, json_object *obj, const char *parent, const char *key,
-                   bool required, uint64_t *dst)
-{
-    json_object *member;
-    int r = get_member(ctx, obj, parent, key, json_type_int, required, &member);
-    if (r < 0 || !member)
-        return r;
-    /* json-c keeps values above INT64_MAX as unsigned, where get_int64 clamps
-     * to INT64_MAX; only a really negative number reads below zero. */
-    if (json_object_get_int64(member) < 0) {
-        char field[64];
-        snprintf(field, sizeof(field), "%s.%s", parent, key);
-        return field_error(ctx, field, "is negative");
-    }
-    *dst = json_object_get_uint64(member);
-    return 0;
-}
+#include "common/json_fields.h"
 
 /* Refuses members outside allowed so a typo ("sesion") is an error, not a
  * silently missing value. */
-static int check_known(parse_ctx *ctx, json_object *obj, const char *parent,
-                       const char *const *allowed)
+static int check_known(const act_json_reader *rd, json_object *obj, const char *const *allowed)
 {
     json_object_object_foreach(obj, key, value)
     {
@@ -116,183 +46,196 @@ static int check_known(parse_ctx *ctx, json_object *obj, const char *parent,
         for (const char *const *a = allowed; *a && !known; a++)
             known = strcmp(*a, key) == 0;
         if (!known) {
-            char field[96];
-            snprintf(field, sizeof(field), "%s%s%.40s", parent, parent[0] ? "." : "", key);
-            return field_error(ctx, field, "is not a claim field");
+            char shown[41];
+            snprintf(shown, sizeof(shown), "%s", key);
+            return act_json_field_error(rd, shown, "is not a claim field");
         }
     }
     return 0;
 }
 
-static int parse_holder(parse_ctx *ctx, json_object *obj, claim_holder *h)
+/* The reader of the object nested under parent. */
+static act_json_reader nested(const act_json_reader *rd, const char *parent)
+{
+    act_json_reader in = *rd;
+    in.parent = parent;
+    return in;
+}
+
+static int parse_holder(const act_json_reader *outer, json_object *obj, claim_holder *h)
 {
     static const char *const allowed[] = {
         "box", "incarnation", "session", "generation", "stamp_usec", "handle",
         "starting_generation", "released_usec", NULL};
-    int r = check_known(ctx, obj, "holder", allowed);
+    act_json_reader in = nested(outer, "holder");
+    act_json_reader *rd = &in;
+    int r = check_known(rd, obj, allowed);
     if (r >= 0)
-        r = get_string(ctx, obj, "holder", "box", true, h->box, sizeof(h->box));
+        r = act_json_get_string(rd, obj, "box", ACT_JSON_REQUIRED, h->box, sizeof(h->box));
     if (r >= 0)
-        r = get_string(ctx, obj, "holder", "incarnation", true, h->incarnation,
-                       sizeof(h->incarnation));
+        r = act_json_get_string(rd, obj, "incarnation", ACT_JSON_REQUIRED, h->incarnation,
+                                sizeof(h->incarnation));
     if (r >= 0)
-        r = get_u64(ctx, obj, "holder", "session", true, &h->session);
+        r = act_json_get_u64(rd, obj, "session", ACT_JSON_REQUIRED, &h->session);
     if (r >= 0)
-        r = get_u64(ctx, obj, "holder", "generation", true, &h->generation);
+        r = act_json_get_u64(rd, obj, "generation", ACT_JSON_REQUIRED, &h->generation);
     if (r >= 0)
-        r = get_u64(ctx, obj, "holder", "stamp_usec", true, &h->stamp_usec);
+        r = act_json_get_u64(rd, obj, "stamp_usec", ACT_JSON_REQUIRED, &h->stamp_usec);
     if (r >= 0)
-        r = get_string(ctx, obj, "holder", "handle", false, h->handle, sizeof(h->handle));
+        r = act_json_get_string(rd, obj, "handle", ACT_JSON_OPTIONAL, h->handle, sizeof(h->handle));
     if (r >= 0)
-        r = get_u64(ctx, obj, "holder", "starting_generation", false, &h->starting_generation);
+        r = act_json_get_u64(rd, obj, "starting_generation", ACT_JSON_OPTIONAL,
+                             &h->starting_generation);
     if (r >= 0)
-        r = get_u64(ctx, obj, "holder", "released_usec", false, &h->released_usec);
+        r = act_json_get_u64(rd, obj, "released_usec", ACT_JSON_OPTIONAL, &h->released_usec);
     return r;
 }
 
-static int parse_op(parse_ctx *ctx, json_object *obj, claim_op *op)
+static int parse_op(const act_json_reader *outer, json_object *obj, claim_op *op)
 {
     static const char *const allowed[] = {"id", "kind", "phase", "exec", "from", "to", NULL};
     char kind[32] = "";
-    int r = check_known(ctx, obj, "op", allowed);
+    act_json_reader in = nested(outer, "op");
+    act_json_reader *rd = &in;
+    int r = check_known(rd, obj, allowed);
     if (r >= 0)
-        r = get_string(ctx, obj, "op", "id", true, op->id, sizeof(op->id));
+        r = act_json_get_string(rd, obj, "id", ACT_JSON_REQUIRED, op->id, sizeof(op->id));
     if (r >= 0)
-        r = get_string(ctx, obj, "op", "kind", true, kind, sizeof(kind));
+        r = act_json_get_string(rd, obj, "kind", ACT_JSON_REQUIRED, kind, sizeof(kind));
     if (r >= 0)
-        r = get_string(ctx, obj, "op", "phase", true, op->phase, sizeof(op->phase));
+        r = act_json_get_string(rd, obj, "phase", ACT_JSON_REQUIRED, op->phase, sizeof(op->phase));
     if (r >= 0)
-        r = get_string(ctx, obj, "op", "exec", true, op->exec, sizeof(op->exec));
+        r = act_json_get_string(rd, obj, "exec", ACT_JSON_REQUIRED, op->exec, sizeof(op->exec));
     if (r >= 0)
-        r = get_string(ctx, obj, "op", "from", false, op->from, sizeof(op->from));
+        r = act_json_get_string(rd, obj, "from", ACT_JSON_OPTIONAL, op->from, sizeof(op->from));
     if (r >= 0)
-        r = get_string(ctx, obj, "op", "to", false, op->to, sizeof(op->to));
+        r = act_json_get_string(rd, obj, "to", ACT_JSON_OPTIONAL, op->to, sizeof(op->to));
     if (r < 0)
         return r;
     if (claim_op_kind_from_string(kind, &op->kind) < 0)
-        return field_error(ctx, "op.kind",
-                           "is not one of serving, hold, move, probe");
+        return act_json_field_error(rd, "kind", "is not one of serving, hold, move, probe");
     return 0;
 }
 
-static int parse_pin(parse_ctx *ctx, json_object *obj, claim_pin *pin)
+static int parse_pin(const act_json_reader *outer, json_object *obj, claim_pin *pin)
 {
     static const char *const allowed[] = {"version",          "digest",
                                           "failure_reason",   "failure_message",
                                           "failure_box",      "failure_usec",
                                           "fallback_version", "fallback_digest", NULL};
-    int r = check_known(ctx, obj, "pin", allowed);
+    act_json_reader in = nested(outer, "pin");
+    act_json_reader *rd = &in;
+    int r = check_known(rd, obj, allowed);
     if (r >= 0)
-        r = get_string(ctx, obj, "pin", "version", true, pin->version, sizeof(pin->version));
+        r = act_json_get_string(rd, obj, "version", ACT_JSON_REQUIRED, pin->version,
+                                sizeof(pin->version));
     if (r >= 0)
-        r = get_string(ctx, obj, "pin", "digest", true, pin->digest, sizeof(pin->digest));
+        r = act_json_get_string(rd, obj, "digest", ACT_JSON_REQUIRED, pin->digest,
+                                sizeof(pin->digest));
     if (r >= 0)
-        r = get_string(ctx, obj, "pin", "failure_reason", false, pin->failure_reason,
-                       sizeof(pin->failure_reason));
+        r = act_json_get_string(rd, obj, "failure_reason", ACT_JSON_OPTIONAL, pin->failure_reason,
+                                sizeof(pin->failure_reason));
     if (r >= 0)
-        r = get_string(ctx, obj, "pin", "failure_message", false, pin->failure_message,
-                       sizeof(pin->failure_message));
+        r = act_json_get_string(rd, obj, "failure_message", ACT_JSON_OPTIONAL, pin->failure_message,
+                                sizeof(pin->failure_message));
     if (r >= 0)
-        r = get_string(ctx, obj, "pin", "failure_box", false, pin->failure_box,
-                       sizeof(pin->failure_box));
+        r = act_json_get_string(rd, obj, "failure_box", ACT_JSON_OPTIONAL, pin->failure_box,
+                                sizeof(pin->failure_box));
     if (r >= 0)
-        r = get_u64(ctx, obj, "pin", "failure_usec", false, &pin->failure_usec);
+        r = act_json_get_u64(rd, obj, "failure_usec", ACT_JSON_OPTIONAL, &pin->failure_usec);
     if (r >= 0)
-        r = get_string(ctx, obj, "pin", "fallback_version", false, pin->fallback_version,
-                       sizeof(pin->fallback_version));
+        r = act_json_get_string(rd, obj, "fallback_version", ACT_JSON_OPTIONAL,
+                                pin->fallback_version, sizeof(pin->fallback_version));
     if (r >= 0)
-        r = get_string(ctx, obj, "pin", "fallback_digest", false, pin->fallback_digest,
-                       sizeof(pin->fallback_digest));
+        r = act_json_get_string(rd, obj, "fallback_digest", ACT_JSON_OPTIONAL, pin->fallback_digest,
+                                sizeof(pin->fallback_digest));
     return r;
 }
 
-static int parse_failure(parse_ctx *ctx, json_object *obj, claim_failure *failure)
+static int parse_failure(const act_json_reader *outer, json_object *obj, claim_failure *failure)
 {
     static const char *const allowed[] = {"reason",     "message", "attempts",
                                           "stamp_usec", "phase",   "box",      NULL};
-    int r = check_known(ctx, obj, "failure", allowed);
+    act_json_reader in = nested(outer, "failure");
+    act_json_reader *rd = &in;
+    int r = check_known(rd, obj, allowed);
     if (r >= 0)
-        r = get_string(ctx, obj, "failure", "reason", true, failure->reason,
-                       sizeof(failure->reason));
+        r = act_json_get_string(rd, obj, "reason", ACT_JSON_REQUIRED, failure->reason,
+                                sizeof(failure->reason));
     if (r >= 0)
-        r = get_string(ctx, obj, "failure", "message", true, failure->message,
-                       sizeof(failure->message));
+        r = act_json_get_string(rd, obj, "message", ACT_JSON_REQUIRED, failure->message,
+                                sizeof(failure->message));
     if (r >= 0)
-        r = get_u64(ctx, obj, "failure", "attempts", true, &failure->attempts);
+        r = act_json_get_u64(rd, obj, "attempts", ACT_JSON_REQUIRED, &failure->attempts);
     if (r >= 0)
-        r = get_u64(ctx, obj, "failure", "stamp_usec", true, &failure->stamp_usec);
+        r = act_json_get_u64(rd, obj, "stamp_usec", ACT_JSON_REQUIRED, &failure->stamp_usec);
     if (r >= 0)
-        r = get_string(ctx, obj, "failure", "phase", false, failure->phase,
-                       sizeof(failure->phase));
+        r = act_json_get_string(rd, obj, "phase", ACT_JSON_OPTIONAL, failure->phase,
+                                sizeof(failure->phase));
     if (r >= 0)
-        r = get_string(ctx, obj, "failure", "box", false, failure->box, sizeof(failure->box));
+        r = act_json_get_string(rd, obj, "box", ACT_JSON_OPTIONAL, failure->box,
+                                sizeof(failure->box));
     return r;
 }
 
-static int parse_state(parse_ctx *ctx, json_object *obj, claim_state *state)
+static int parse_state(const act_json_reader *outer, json_object *obj, claim_state *state)
 {
     static const char *const allowed[] = {"checkpoint", "sha256", "size", "generation",
                                           "box",        "stamp_usec", NULL};
-    int r = check_known(ctx, obj, "state", allowed);
+    act_json_reader in = nested(outer, "state");
+    act_json_reader *rd = &in;
+    int r = check_known(rd, obj, allowed);
     if (r >= 0)
-        r = get_string(ctx, obj, "state", "checkpoint", true, state->checkpoint,
-                       sizeof(state->checkpoint));
+        r = act_json_get_string(rd, obj, "checkpoint", ACT_JSON_REQUIRED, state->checkpoint,
+                                sizeof(state->checkpoint));
     if (r >= 0)
-        r = get_string(ctx, obj, "state", "sha256", false, state->sha256, sizeof(state->sha256));
+        r = act_json_get_string(rd, obj, "sha256", ACT_JSON_OPTIONAL, state->sha256,
+                                sizeof(state->sha256));
     if (r >= 0)
-        r = get_u64(ctx, obj, "state", "size", false, &state->size);
+        r = act_json_get_u64(rd, obj, "size", ACT_JSON_OPTIONAL, &state->size);
     if (r >= 0)
-        r = get_u64(ctx, obj, "state", "generation", false, &state->generation);
+        r = act_json_get_u64(rd, obj, "generation", ACT_JSON_OPTIONAL, &state->generation);
     if (r >= 0)
-        r = get_string(ctx, obj, "state", "box", false, state->box, sizeof(state->box));
+        r = act_json_get_string(rd, obj, "box", ACT_JSON_OPTIONAL, state->box, sizeof(state->box));
     if (r >= 0)
-        r = get_u64(ctx, obj, "state", "stamp_usec", false, &state->stamp_usec);
+        r = act_json_get_u64(rd, obj, "stamp_usec", ACT_JSON_OPTIONAL, &state->stamp_usec);
     return r;
 }
 
-static int parse_body(parse_ctx *ctx, json_object *root, claim *c)
+static int parse_body(const act_json_reader *rd, json_object *root, claim *c)
 {
     static const char *const allowed[] = {"holder", "op",    "pin",     "held",
                                           "state",  "failure", NULL};
-    json_object *member;
-    int r = check_known(ctx, root, "", allowed);
-    if (r < 0)
-        return r;
-
-    if ((r = get_member(ctx, root, "", "holder", json_type_object, false, &member)) < 0)
-        return r;
-    if (member && (r = parse_holder(ctx, member, &c->holder)) < 0)
-        return r;
-
-    if ((r = get_member(ctx, root, "", "op", json_type_object, true, &member)) < 0)
-        return r;
-    if ((r = parse_op(ctx, member, &c->op)) < 0)
-        return r;
-
-    if ((r = get_member(ctx, root, "", "pin", json_type_object, false, &member)) < 0)
-        return r;
-    if (member) {
+    const json_type object = json_type_object;
+    json_object *holder = NULL, *op = NULL, *pin = NULL, *state = NULL, *failure = NULL;
+    int r = check_known(rd, root, allowed);
+    if (r >= 0)
+        r = act_json_get_member(rd, root, "holder", object, ACT_JSON_OPTIONAL, &holder);
+    if (r >= 0 && holder)
+        r = parse_holder(rd, holder, &c->holder);
+    if (r >= 0)
+        r = act_json_get_member(rd, root, "op", object, ACT_JSON_REQUIRED, &op);
+    if (r >= 0)
+        r = parse_op(rd, op, &c->op);
+    if (r >= 0)
+        r = act_json_get_member(rd, root, "pin", object, ACT_JSON_OPTIONAL, &pin);
+    if (r >= 0 && pin) {
         c->has_pin = true;
-        if ((r = parse_pin(ctx, member, &c->pin)) < 0)
-            return r;
+        r = parse_pin(rd, pin, &c->pin);
     }
-
-    if ((r = get_string(ctx, root, "", "held", false, c->held, sizeof(c->held))) < 0)
-        return r;
-
-    if ((r = get_member(ctx, root, "", "state", json_type_object, false, &member)) < 0)
-        return r;
-    if (member && (r = parse_state(ctx, member, &c->state)) < 0)
-        return r;
-
-    if ((r = get_member(ctx, root, "", "failure", json_type_object, false, &member)) < 0)
-        return r;
-    if (member) {
+    if (r >= 0)
+        r = act_json_get_string(rd, root, "held", ACT_JSON_OPTIONAL, c->held, sizeof(c->held));
+    if (r >= 0)
+        r = act_json_get_member(rd, root, "state", object, ACT_JSON_OPTIONAL, &state);
+    if (r >= 0 && state)
+        r = parse_state(rd, state, &c->state);
+    if (r >= 0)
+        r = act_json_get_member(rd, root, "failure", object, ACT_JSON_OPTIONAL, &failure);
+    if (r >= 0 && failure) {
         c->has_failure = true;
-        if ((r = parse_failure(ctx, member, &c->failure)) < 0)
-            return r;
+        r = parse_failure(rd, failure, &c->failure);
     }
-    return 0;
+    return r < 0 ? r : 0;
 }
 
 int claim_from_json(const char *host, const char *text, size_t len, claim *out, act_error *err)
@@ -334,14 +277,17 @@ int claim_from_json_object(const char *host, json_object *root, claim *out, act_
     assert(root);
     assert(out);
     const char *shown_host = host && host[0] ? host : "(unnamed)";
-    parse_ctx ctx = {.host = shown_host, .err = err};
+    char prefix[128];
+    snprintf(prefix, sizeof(prefix), "host %s: claim ", shown_host);
+    act_json_reader rd = {
+        .prefix = prefix, .advice = "fix or rewrite the claim", .errnum = EINVAL, .err = err};
     int r;
     memset(out, 0, sizeof(*out));
     if (!json_object_is_type(root, json_type_object))
         r = act_error_set(err, EINVAL, "host %s: claim body must be a JSON object, not %s",
                           shown_host, json_type_to_name(json_object_get_type(root)));
     else
-        r = parse_body(&ctx, root, out);
+        r = parse_body(&rd, root, out);
     if (r < 0) {
         memset(out, 0, sizeof(*out));
         return r;

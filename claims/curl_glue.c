@@ -1,5 +1,6 @@
 /* See curl_glue.h. */
 #include "claims/curl_glue.h"
+#include "common/clock.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -117,8 +118,7 @@ static int timer_function(CURLM *multi, long timeout_ms, void *userp)
     curl_glue *glue = userp;
     if (timeout_ms < 0)
         return sd_event_source_set_enabled(glue->timer, SD_EVENT_OFF) < 0 ? -1 : 0;
-    uint64_t now;
-    sd_event_now(glue->event, CLOCK_MONOTONIC, &now);
+    uint64_t now = act_loop_now_usec(glue->event);
     if (sd_event_source_set_time(glue->timer, now + (uint64_t)timeout_ms * 1000) < 0 ||
         sd_event_source_set_enabled(glue->timer, SD_EVENT_ONESHOT) < 0)
         return -1;

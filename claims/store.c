@@ -8,6 +8,7 @@
 
 #include "claims/store_internal.h"
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "common/offload.h"
@@ -74,13 +75,6 @@ typedef struct claims_timed {
     void *userdata;
 } claims_timed;
 
-static uint64_t now_usec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 void claims_store_set_observer(claim_store *store, claims_observe_fn fn, void *userdata)
 {
     assert(store);
@@ -96,8 +90,10 @@ static claims_timed *timed_new(claim_store *store, const char *operation, void *
     claims_timed *t = calloc(1, sizeof(*t));
     if (!t)
         return NULL; /* unobserved rather than failed */
-    *t = (claims_timed){
-        .store = store, .operation = operation, .started_usec = now_usec(), .userdata = userdata};
+    *t = (claims_timed){.store = store,
+                        .operation = operation,
+                        .started_usec = act_now_usec(),
+                        .userdata = userdata};
     t->next = store->timed;
     if (t->next)
         t->next->prev = &t->next;
@@ -117,7 +113,7 @@ static void timed_unlink(claims_timed *t)
 static void timed_complete(claims_timed *t, int result)
 {
     timed_unlink(t);
-    uint64_t now = now_usec();
+    uint64_t now = act_now_usec();
     if (t->store->observe)
         t->store->observe(t->operation, now > t->started_usec ? now - t->started_usec : 0, result,
                           t->store->observe_userdata);

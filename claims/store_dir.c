@@ -16,6 +16,7 @@
 #include "common/cleanup.h"
 #include "common/cleanup_json.h"
 #include "common/fileio.h"
+#include "common/json_fields.h"
 #include "common/log.h"
 #include "common/names.h"
 
@@ -60,7 +61,7 @@ static int read_envelope(dir_store *ds, const char *host, claim *out, uint64_t *
                              host, ds->path, name,
                              jerr == json_tokener_success ? "wrong type"
                                                           : json_tokener_error_desc(jerr));
-    json_object *rev = NULL, *body = NULL, *deleted = NULL;
+    json_object *rev = NULL, *body = NULL;
     if (!json_object_object_get_ex(root, "revision", &rev) ||
         !json_object_is_type(rev, json_type_int) || json_object_get_int64(rev) <= 0)
         return act_error_set(err, EINVAL,
@@ -68,7 +69,7 @@ static int read_envelope(dir_store *ds, const char *host, claim *out, uint64_t *
                              "delete the file",
                              host, ds->path, name);
     *revision = json_object_get_uint64(rev);
-    if (json_object_object_get_ex(root, "deleted", &deleted) && json_object_get_boolean(deleted))
+    if (act_json_bool_or(root, "deleted", false))
         return 0;
     if (!json_object_object_get_ex(root, "claim", &body))
         return act_error_set(err, EINVAL,

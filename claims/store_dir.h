@@ -14,9 +14,7 @@
  *                       only in the claim files), then one line per change,
  *                       appended under the lock:
  *                       {"revision":N,"host":"h","claim":{...}} or
- *                       {"revision":N,"host":"h","deleted":true}. Older
- *                       stores may have {"revision_floor":C+1} as the header,
- *                       or none
+ *                       {"revision":N,"host":"h","deleted":true}
  *
  * Hidden names cannot collide with hosts: host names never start with '.'.
  * The claim files and the ceiling are the truth and are written temp + fsync

@@ -14,6 +14,7 @@
 #include "claims/store_dir.h"
 #include "common/cleanup.h"
 #include "common/fileio.h"
+#include "common/json_fields.h"
 #include "common/names.h"
 #include "common/text.h"
 
@@ -37,17 +38,12 @@ int dir_journal_parse_line(const char *line, size_t len, claim_change *change, a
     assert(change);
     memset(change, 0, sizeof(*change));
     json_object *root = json_tokener_parse(line);
-    json_object *rev = NULL, *compacted = NULL, *host = NULL, *body = NULL, *deleted = NULL;
+    json_object *rev = NULL, *compacted = NULL, *host = NULL, *body = NULL;
     int r = 0;
     if (!root || !json_object_is_type(root, json_type_object)) {
         r = act_error_set(err, EINVAL, "journal line is not a JSON object");
     } else if (json_object_object_get_ex(root, "compacted", &compacted)) {
         change->revision = json_object_get_uint64(compacted);
-        r = 1;
-    } else if (json_object_object_get_ex(root, "revision_floor", &compacted)) {
-        /* The older header named the first revision kept. */
-        uint64_t floor = json_object_get_uint64(compacted);
-        change->revision = floor ? floor - 1 : 0;
         r = 1;
     } else if (!json_object_object_get_ex(root, "revision", &rev) ||
                !json_object_is_type(rev, json_type_int) ||
@@ -59,8 +55,7 @@ int dir_journal_parse_line(const char *line, size_t len, claim_change *change, a
         change->revision = json_object_get_uint64(rev);
         snprintf(change->claim.host, sizeof(change->claim.host), "%s",
                  json_object_get_string(host));
-        if (json_object_object_get_ex(root, "deleted", &deleted) &&
-            json_object_get_boolean(deleted)) {
+        if (act_json_bool_or(root, "deleted", false)) {
             change->kind = CLAIM_CHANGE_DELETE;
         } else if (!json_object_object_get_ex(root, "claim", &body) ||
                    claim_from_json_object(json_object_get_string(host), body, &change->claim,

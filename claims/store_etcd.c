@@ -11,6 +11,8 @@
 #include "claims/etcd_wire.h"
 #include "claims/store_etcd.h"
 #include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/json_fields.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "common/text.h"
@@ -187,14 +189,13 @@ static void on_txn_done(etcd_call *call, int result, json_object *response, cons
 {
     etcd_op *op = userdata;
     claim_store *store = &op->es->base;
-    json_object *succeeded = NULL, *header = NULL;
+    json_object *header = NULL;
     if (result < 0) {
         op->cas_fn(store, result, 0, NULL, err, op->userdata);
         op_free(op);
         return;
     }
-    bool ok = json_object_object_get_ex(response, "succeeded", &succeeded) &&
-              json_object_get_boolean(succeeded);
+    bool ok = act_json_bool_or(response, "succeeded", false);
     json_object_object_get_ex(response, "header", &header);
     uint64_t revision = etcd_json_u64(header, "revision");
     if (ok && op->delete_expects_absent) {
@@ -441,11 +442,10 @@ static void event_to_change(etcd_watch *w, json_object *event, claim_change *cha
  * told every change up to the header's revision. */
 static void note_progress(etcd_watch *w, json_object *result)
 {
-    json_object *header = NULL, *created = NULL;
+    json_object *header = NULL;
     json_object_object_get_ex(result, "header", &header);
     uint64_t revision = etcd_json_u64(header, "revision");
-    bool is_created = json_object_object_get_ex(result, "created", &created) &&
-                      json_object_get_boolean(created);
+    bool is_created = act_json_bool_or(result, "created", false);
     /* From "now", the created answer names now; from a revision, it does
      * not say what was told (the changes since may still be on their way). */
     if ((!is_created || w->from_now) && revision > w->known_revision)
@@ -455,13 +455,13 @@ static void note_progress(etcd_watch *w, json_object *result)
 static bool on_watch_message(etcd_call *call, json_object *message, void *userdata)
 {
     etcd_watch *w = userdata;
-    json_object *result, *events, *canceled, *error;
+    json_object *result, *events, *error;
     act_error err = {0};
     /* The watch already ended (a silent stream, a full queue): nothing
      * after that is delivered. */
     if (w->error)
         return false;
-    sd_event_now(w->event, CLOCK_MONOTONIC, &w->heard_usec);
+    w->heard_usec = act_loop_now_usec(w->event);
     if (json_object_object_get_ex(message, "error", &error)) {
         act_error_set(&err, EIO, "etcd endpoint %s: watch failed: %.300s",
                       etcd_call_endpoint(call), json_object_to_json_string(error));
@@ -479,8 +479,7 @@ static bool on_watch_message(etcd_call *call, json_object *message, void *userda
         watch_set_error(w, -ENODATA, &err);
         return false;
     }
-    if (json_object_object_get_ex(result, "canceled", &canceled) &&
-        json_object_get_boolean(canceled)) {
+    if (act_json_bool_or(result, "canceled", false)) {
         act_error_set(&err, ECANCELED, "etcd endpoint %s: the server canceled the watch",
                       etcd_call_endpoint(call));
         watch_set_error(w, -ECANCELED, &err);
@@ -564,7 +563,7 @@ static void on_probe_done(etcd_call *call, int result, json_object *response,
     }
     /* Nothing was written anywhere since the stream last spoke: it is only
      * quiet. */
-    sd_event_now(w->event, CLOCK_MONOTONIC, &w->heard_usec);
+    w->heard_usec = act_loop_now_usec(w->event);
     arm_silence(w);
 }
 
@@ -622,7 +621,7 @@ static int etcd_watch_start(claim_store *store, sd_event *event, uint64_t from_r
     w->known_revision = from_revision ? from_revision - 1 : 0;
     /* From here a failed start frees the watch the way any watch is freed. */
     _cleanup_(claims_watch_freep) claims_watch *watch = &w->base;
-    sd_event_now(event, CLOCK_MONOTONIC, &w->heard_usec);
+    w->heard_usec = act_loop_now_usec(event);
     r = sd_event_add_defer(event, &w->deliver, on_watch_deliver, w);
     if (r >= 0)
         r = sd_event_add_time(event, &w->silence, CLOCK_MONOTONIC, UINT64_MAX, 0, on_silence, w);

@@ -1,6 +1,6 @@
 #include "common/clock.h"
 
-#include <time.h>
+#include <assert.h>
 
 static uint64_t clock_usec(clockid_t clock)
 {
@@ -17,4 +17,23 @@ uint64_t act_now_usec(void)
 uint64_t act_wallclock_usec(void)
 {
     return clock_usec(CLOCK_REALTIME);
+}
+
+uint64_t act_loop_now_usec(sd_event *loop)
+{
+    assert(loop);
+    uint64_t now = 0;
+    if (sd_event_now(loop, CLOCK_MONOTONIC, &now) < 0)
+        now = act_now_usec();
+    return now;
+}
+
+struct timespec act_monotonic_after(uint64_t usec)
+{
+    struct timespec at;
+    clock_gettime(CLOCK_MONOTONIC, &at);
+    uint64_t nsec = (uint64_t)at.tv_nsec + (usec % 1000000) * 1000;
+    at.tv_sec += (time_t)(usec / 1000000 + nsec / 1000000000);
+    at.tv_nsec = (long)(nsec % 1000000000);
+    return at;
 }

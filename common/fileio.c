@@ -27,7 +27,24 @@ DIR *act_opendir_at(int dirfd, const char *path)
     return dir;
 }
 
-static int write_all(int fd, const void *data, size_t len)
+ssize_t act_read_full(int fd, void *buf, size_t size)
+{
+    assert(buf || size == 0);
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = read(fd, (char *)buf + got, size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
+}
+
+int act_write_all(int fd, const void *data, size_t len)
 {
     const char *p = data;
     while (len > 0) {
@@ -66,7 +83,7 @@ static int write_replacing(int dirfd, const char *name, const void *data, size_t
     _cleanup_close_ int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (fd < 0)
         return act_error_set(err, errno, "cannot create %s: %s", tmp, strerror(errno));
-    int r = write_all(fd, data, len);
+    int r = act_write_all(fd, data, len);
     if (r == 0 && fchmod(fd, mode) < 0)
         r = -errno; /* the umask must not narrow what the caller asked for */
     if (r == 0 && durable && fsync(fd) < 0)
@@ -109,14 +126,12 @@ int act_read_fd(int fd, size_t size_hint, size_t max, char **out, size_t *out_le
             buf = bigger;
             cap *= 2;
         }
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n = act_read_full(fd, buf + len, cap - len);
         if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
+            return (int)n;
         len += (size_t)n;
+        if (len < cap)
+            break; /* the end of fd */
     }
     if (len > max)
         return -EFBIG;

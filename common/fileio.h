@@ -22,6 +22,16 @@ int act_write_atomic(int dirfd, const char *name, const void *data, size_t len, 
 int act_write_replace(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
                       act_error *err);
 
+/* Reads until size bytes are in buf or the end of fd, retrying a read that
+ * a signal cut short. The bytes read (fewer than size only at the end), or
+ * read's -errno. For blocking fds: on a non-blocking one, -EAGAIN drops what
+ * was read before it. */
+ssize_t act_read_full(int fd, void *buf, size_t size);
+
+/* Writes all len bytes of data, retrying a write that a signal cut short.
+ * 0, or write's -errno. */
+int act_write_all(int fd, const void *data, size_t len);
+
 /* Reads fd to its end into a NUL-terminated malloc'd buffer, sized for
  * size_hint bytes first (a file's st_size makes it one read). 0, or -EFBIG
  * past max bytes, -ENOMEM, or read's -errno. */

@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include "common/cleanup.h"
 #include "common/cleanup_json.h"
 #include "common/fileio.h"
+#include "common/json_fields.h"
 #include "release/internal.h"
 
 #define MANIFEST_FORMAT 1
@@ -125,23 +127,16 @@ static int read_bounded(int dirfd, const char *where, char **out, size_t *out_le
                              "not a manifest; restage the version",
                              where, (long long)st.st_size, REL_MANIFEST_MAX);
 
-    size_t cap = (size_t)st.st_size + 1, len = 0;
+    size_t cap = (size_t)st.st_size + 1;
     _cleanup_free_ char *buf = malloc(cap + 1);
     if (!buf)
         return act_error_set(err, ENOMEM, "out of memory reading manifest %s", where);
     /* Read one byte more than fstat said, so a file that grew in between is
      * caught as oversized or at least read whole. */
-    while (len < cap) {
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return act_error_set(err, errno, "cannot read manifest %s: %s", where, strerror(errno));
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
+    ssize_t n = act_read_full(fd, buf, cap);
+    if (n < 0)
+        return act_error_set(err, (int)-n, "cannot read manifest %s: %s", where, strerror((int)-n));
+    size_t len = (size_t)n;
     if (len > REL_MANIFEST_MAX)
         return act_error_set(err, EFBIG, "manifest %s is over the %u byte limit", where,
                              REL_MANIFEST_MAX);
@@ -151,63 +146,17 @@ static int read_bounded(int dirfd, const char *where, char **out, size_t *out_le
     return 0;
 }
 
-/* Field accessors that name the file and field when the value is missing or
- * of the wrong kind. */
-static int get_field(json_object *obj, const char *where, const char *key, const char *field,
-                     json_type type, json_object **out, act_error *err)
+/* The reader of a manifest's fields: errors name the file and the field. */
+static act_json_reader manifest_reader(const char *prefix, act_error *err)
 {
-    static const char *const type_names[] = {
-        [json_type_null] = "null",        [json_type_boolean] = "a boolean",
-        [json_type_double] = "a number",  [json_type_int] = "an integer",
-        [json_type_object] = "an object", [json_type_array] = "an array",
-        [json_type_string] = "a string",
-    };
-    static_assert(ARRAY_SIZE(type_names) == json_type_string + 1, "a JSON type without a name");
-    json_object *value = NULL;
-    if (!json_object_object_get_ex(obj, key, &value) || !value)
-        return act_error_set(err, EUCLEAN, "manifest %s: field %s is missing; restage the version",
-                             where, field);
-    if (!json_object_is_type(value, type))
-        return act_error_set(err, EUCLEAN, "manifest %s: field %s must be %s, it is %s", where,
-                             field, type_names[type], type_names[json_object_get_type(value)]);
-    *out = value;
-    return 0;
+    return (act_json_reader){
+        .prefix = prefix, .advice = "restage the version", .errnum = EUCLEAN, .err = err};
 }
 
-static int get_uint64(json_object *obj, const char *where, const char *key, const char *field,
-                      uint64_t *out, act_error *err)
+static int parse_files(const act_json_reader *rd, json_object *array, const char *where,
+                       rel_manifest *m)
 {
-    json_object *value = NULL;
-    int r = get_field(obj, where, key, field, json_type_int, &value, err);
-    if (r < 0)
-        return r;
-    /* json-c keeps negative integers as int64; anything below zero is not a
-     * size or a time stamp. */
-    if (json_object_get_int64(value) < 0)
-        return act_error_set(err, EUCLEAN, "manifest %s: field %s is negative", where, field);
-    *out = json_object_get_uint64(value);
-    return 0;
-}
-
-static int get_string(json_object *obj, const char *where, const char *key, const char *field,
-                      char *out, size_t out_size, act_error *err)
-{
-    json_object *value = NULL;
-    int r = get_field(obj, where, key, field, json_type_string, &value, err);
-    if (r < 0)
-        return r;
-    const char *s = json_object_get_string(value);
-    size_t len = (size_t)json_object_get_string_len(value);
-    if (len >= out_size || strlen(s) != len)
-        return act_error_set(err, EUCLEAN,
-                             "manifest %s: field %s is longer than %zu bytes or holds a NUL", where,
-                             field, out_size - 1);
-    memcpy(out, s, len + 1);
-    return 0;
-}
-
-static int parse_files(json_object *array, const char *where, rel_manifest *m, act_error *err)
-{
+    act_error *err = rd->err;
     size_t n = json_object_array_length(array);
     if (n == 0)
         return act_error_set(err, EUCLEAN,
@@ -219,60 +168,45 @@ static int parse_files(json_object *array, const char *where, rel_manifest *m, a
         return act_error_set(err, ENOMEM, "out of memory reading manifest %s", where);
     for (size_t i = 0; i < n; i++) {
         json_object *f = json_object_array_get_idx(array, i);
-        char field[64];
+        char entry[32];
+        snprintf(entry, sizeof(entry), "files[%zu]", i);
         if (!json_object_is_type(f, json_type_object))
-            return act_error_set(err, EUCLEAN, "manifest %s: field files[%zu] must be an object",
-                                 where, i);
+            return act_json_field_error(rd, entry, "must be an object");
+        act_json_reader in = *rd;
+        in.parent = entry;
         rel_file *file = &m->files[i];
         char path[REL_PATH_SIZE];
-        snprintf(field, sizeof(field), "files[%zu].path", i);
-        int r = get_string(f, where, "path", field, path, sizeof(path), err);
+        int r = act_json_get_string(&in, f, "path", ACT_JSON_REQUIRED, path, sizeof(path));
         if (r < 0)
             return r;
         if (!rel_build_path_is_valid(path) || strcmp(path, REL_MANIFEST_NAME) == 0)
-            return act_error_set(err, EUCLEAN,
-                                 "manifest %s: field %s is not a valid path inside a build", where,
-                                 field);
+            return act_json_field_error(&in, "path", "is not a valid path inside a build");
         file->path = strdup(path);
         if (!file->path)
             return act_error_set(err, ENOMEM, "out of memory reading manifest %s", where);
         m->n_files = i + 1;
         if (i > 0 && strcmp(m->files[i - 1].path, path) >= 0)
             return act_error_set(err, EUCLEAN,
-                                 "manifest %s: field %s is out of order or repeated; entries must "
-                                 "be sorted by path without duplicates",
-                                 where, field);
-        snprintf(field, sizeof(field), "files[%zu].size", i);
-        r = get_uint64(f, where, "size", field, &file->size, err);
+                                 "manifest %s: field %s.path is out of order or repeated; entries "
+                                 "must be sorted by path without duplicates",
+                                 where, entry);
+        r = act_json_get_u64(&in, f, "size", ACT_JSON_REQUIRED, &file->size);
         if (r < 0)
             return r;
-        snprintf(field, sizeof(field), "files[%zu].sha256", i);
-        r = get_string(f, where, "sha256", field, file->digest, sizeof(file->digest), err);
+        r = act_json_get_string(&in, f, "sha256", ACT_JSON_REQUIRED, file->digest,
+                                sizeof(file->digest));
         if (r < 0)
             return r;
         if (!rel_digest_is_valid(file->digest))
-            return act_error_set(err, EUCLEAN,
-                                 "manifest %s: field files[%zu].sha256 is not 64 lowercase hex "
-                                 "digits",
-                                 where, i);
+            return act_json_field_error(&in, "sha256", "is not 64 lowercase hex digits");
     }
     return 0;
 }
 
-int rel_manifest_read(int version_dirfd, const char *where, const char *host, const char *version,
-                      rel_manifest *out, act_error *err)
+/* Parses text as one JSON object, strictly, into *out. */
+static int parse_object(const char *text, size_t len, const char *where, json_object **out,
+                        act_error *err)
 {
-    assert(where);
-    assert(host);
-    assert(version);
-    assert(out);
-    memset(out, 0, sizeof(*out));
-    _cleanup_free_ char *text = NULL;
-    size_t len = 0;
-    int r = read_bounded(version_dirfd, where, &text, &len, err);
-    if (r < 0)
-        return r;
-
     /* A manifest is three levels deep; a small depth limit keeps a hostile
      * file from recursing the parser deep. */
     _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new_ex(8);
@@ -296,61 +230,103 @@ int rel_manifest_read(int version_dirfd, const char *where, const char *host, co
                              where, json_tokener_get_parse_end(tok));
     if (!json_object_is_type(root, json_type_object))
         return act_error_set(err, EUCLEAN, "manifest %s: the top level must be an object", where);
+    *out = TAKE_PTR(root);
+    return 0;
+}
 
-    _cleanup_(rel_manifest_clear) rel_manifest m = {0};
-    json_object *value = NULL;
+/* The fields about the build as a whole, which must name this host and
+ * version. */
+static int parse_build_fields(const act_json_reader *rd, json_object *root, const char *where,
+                              const char *host, const char *version, rel_manifest *m)
+{
+    act_error *err = rd->err;
     uint64_t format = 0;
-    r = get_uint64(root, where, "format", "format", &format, err);
+    int r = act_json_get_u64(rd, root, "format", ACT_JSON_REQUIRED, &format);
     if (r == 0 && format != MANIFEST_FORMAT)
         r = act_error_set(err, EUCLEAN,
                           "manifest %s: field format is %llu, this activator reads format %d",
                           where, (unsigned long long)format, MANIFEST_FORMAT);
     if (r == 0)
-        r = get_string(root, where, "host", "host", m.host, sizeof(m.host), err);
-    if (r == 0 && strcmp(m.host, host) != 0)
+        r = act_json_get_string(rd, root, "host", ACT_JSON_REQUIRED, m->host, sizeof(m->host));
+    if (r == 0 && strcmp(m->host, host) != 0)
         r = act_error_set(err, EUCLEAN,
                           "manifest %s: field host is \"%s\" but the build is "
                           "staged for host %s",
-                          where, m.host, host);
+                          where, m->host, host);
     if (r == 0)
-        r = get_string(root, where, "version", "version", m.version, sizeof(m.version), err);
-    if (r == 0 && strcmp(m.version, version) != 0)
+        r = act_json_get_string(rd, root, "version", ACT_JSON_REQUIRED, m->version,
+                                sizeof(m->version));
+    if (r == 0 && strcmp(m->version, version) != 0)
         r = act_error_set(err, EUCLEAN,
                           "manifest %s: field version is \"%s\" but the build is "
                           "staged as version %s",
-                          where, m.version, version);
+                          where, m->version, version);
     if (r == 0)
-        r = get_string(root, where, "exec_path", "exec_path", m.exec_path, sizeof(m.exec_path),
-                       err);
-    if (r == 0 && !rel_build_path_is_valid(m.exec_path))
-        r = act_error_set(err, EUCLEAN,
-                          "manifest %s: field exec_path is not a valid path inside a build", where);
+        r = act_json_get_string(rd, root, "exec_path", ACT_JSON_REQUIRED, m->exec_path,
+                                sizeof(m->exec_path));
+    if (r == 0 && !rel_build_path_is_valid(m->exec_path))
+        r = act_json_field_error(rd, "exec_path", "is not a valid path inside a build");
     if (r == 0)
-        r = get_string(root, where, "build_digest", "build_digest", m.build_digest,
-                       sizeof(m.build_digest), err);
-    if (r == 0 && !rel_digest_is_valid(m.build_digest))
-        r = act_error_set(err, EUCLEAN,
-                          "manifest %s: field build_digest is not 64 lowercase hex digits", where);
+        r = act_json_get_string(rd, root, "build_digest", ACT_JSON_REQUIRED, m->build_digest,
+                                sizeof(m->build_digest));
+    if (r == 0 && !rel_digest_is_valid(m->build_digest))
+        r = act_json_field_error(rd, "build_digest", "is not 64 lowercase hex digits");
     if (r == 0)
-        r = get_uint64(root, where, "staged_at", "staged_at", &m.staged_at, err);
-    if (r == 0)
-        r = get_field(root, where, "files", "files", json_type_array, &value, err);
-    if (r == 0)
-        r = parse_files(value, where, &m, err);
-    if (r == 0 && !rel_manifest_find(&m, m.exec_path))
-        r = act_error_set(err, EUCLEAN,
-                          "manifest %s: field exec_path names %s, which is not in files", where,
-                          m.exec_path);
+        r = act_json_get_u64(rd, root, "staged_at", ACT_JSON_REQUIRED, &m->staged_at);
+    return r;
+}
+
+/* The executable is among the files, and the files give the build digest
+ * the manifest names. */
+static int check_build_digest(const rel_manifest *m, const char *where, act_error *err)
+{
+    if (!rel_manifest_find(m, m->exec_path))
+        return act_error_set(err, EUCLEAN,
+                             "manifest %s: field exec_path names %s, which is not in files", where,
+                             m->exec_path);
     char computed[REL_DIGEST_SIZE];
-    if (r == 0 && rel_build_digest(m.files, m.n_files, computed) < 0)
-        r = act_error_set(err, EIO, "manifest %s: cannot compute the build digest", where);
+    if (rel_build_digest(m->files, m->n_files, computed) < 0)
+        return act_error_set(err, EIO, "manifest %s: cannot compute the build digest", where);
     /* The build digest is what a pin names; recomputing it from the file
      * list is what binds a pin to the executable resolve hashes. */
-    if (r == 0 && strcmp(computed, m.build_digest) != 0)
-        r = act_error_set(err, EUCLEAN,
-                          "manifest %s: field build_digest is %s but its files list gives %s; "
-                          "the manifest was edited; restage the version",
-                          where, m.build_digest, computed);
+    if (strcmp(computed, m->build_digest) != 0)
+        return act_error_set(err, EUCLEAN,
+                             "manifest %s: field build_digest is %s but its files list gives %s; "
+                             "the manifest was edited; restage the version",
+                             where, m->build_digest, computed);
+    return 0;
+}
+
+int rel_manifest_read(int version_dirfd, const char *where, const char *host, const char *version,
+                      rel_manifest *out, act_error *err)
+{
+    assert(where);
+    assert(host);
+    assert(version);
+    assert(out);
+    memset(out, 0, sizeof(*out));
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    int r = read_bounded(version_dirfd, where, &text, &len, err);
+    if (r < 0)
+        return r;
+    _cleanup_(json_object_putp) json_object *root = NULL;
+    r = parse_object(text, len, where, &root, err);
+    if (r < 0)
+        return r;
+
+    _cleanup_(rel_manifest_clear) rel_manifest m = {0};
+    char prefix[PATH_MAX + 16];
+    snprintf(prefix, sizeof(prefix), "manifest %s: ", where);
+    act_json_reader rd = manifest_reader(prefix, err);
+    json_object *files = NULL;
+    r = parse_build_fields(&rd, root, where, host, version, &m);
+    if (r == 0)
+        r = act_json_get_member(&rd, root, "files", json_type_array, ACT_JSON_REQUIRED, &files);
+    if (r == 0)
+        r = parse_files(&rd, files, where, &m);
+    if (r == 0)
+        r = check_build_digest(&m, where, err);
     if (r < 0)
         return r;
     *out = TAKE_STRUCT(m);

@@ -32,21 +32,6 @@ typedef struct stage_copy {
     act_error *err;
 } stage_copy;
 
-static int write_all(int fd, const unsigned char *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        data += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 static int add_file(stage_copy *copy, const char *path, uint64_t size, const char *digest)
 {
     if (copy->n_files == copy->cap_files) {
@@ -126,18 +111,15 @@ static int copy_file(stage_copy *copy, int src_fd, int dst_dirfd, const char *na
         if (rel_test_abort_after_bytes && rel_test_abort_after_bytes > copy->copied &&
             rel_test_abort_after_bytes - copy->copied < want)
             want = (size_t)(rel_test_abort_after_bytes - copy->copied);
-        ssize_t n = read(src_fd, copy->buf, want);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return act_error_set(err, errno, "cannot read %s from %s: %s", rel_path,
-                                 copy->source_path, strerror(errno));
-        }
+        ssize_t n = act_read_full(src_fd, copy->buf, want);
+        if (n < 0)
+            return act_error_set(err, (int)-n, "cannot read %s from %s: %s", rel_path,
+                                 copy->source_path, strerror((int)-n));
         if (n == 0)
             break;
         if (EVP_DigestUpdate(ctx, copy->buf, (size_t)n) != 1)
             return act_error_set(err, EIO, "SHA-256 update failed in OpenSSL");
-        int r = write_all(dst_fd, copy->buf, (size_t)n);
+        int r = act_write_all(dst_fd, copy->buf, (size_t)n);
         if (r < 0)
             return act_error_set(err, -r, "cannot write the staged copy of %s: %s", rel_path,
                                  strerror(-r));
@@ -366,10 +348,10 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-int rel_stage(rel_store *store, const char *host, const char *version, const char *source_path,
-              const char *exec_path, rel_identity *out, act_error *err)
+/* The names and paths of a stage request, before anything is opened. */
+static int check_request(const char *host, const char *version, const char *source_path,
+                         const char *exec_path, act_error *err)
 {
-    assert(store);
     int r = act_name_check("host", host, err);
     if (r < 0)
         return r;
@@ -381,62 +363,79 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
                              version);
     if (exec_path && (r = rel_build_path_check("exec_path", exec_path, err)) < 0)
         return act_error_prefix(err, "host %s: version %s", host, version);
+    return 0;
+}
 
+/* Opens the source and stats it into st: its fd, or a negative errno. */
+static int open_source(const char *host, const char *version, const char *source_path,
+                       struct stat *st, act_error *err)
+{
     /* The top-level source may be reached through a symlink (an operator's
      * "current" link); inside a directory nothing is followed. */
     _cleanup_close_ int src_fd = open(source_path, O_RDONLY | O_NOCTTY | O_CLOEXEC);
     if (src_fd < 0)
         return act_error_set(err, errno, "host %s: version %s: cannot open source %s: %s", host,
                              version, source_path, strerror(errno));
-    struct stat src_st;
-    if (fstat(src_fd, &src_st) < 0)
+    if (fstat(src_fd, st) < 0)
         return act_error_set(err, errno, "host %s: version %s: cannot stat source %s: %s", host,
                              version, source_path, strerror(errno));
+    return TAKE_FD(src_fd);
+}
 
-    char single_name[REL_PATH_SIZE];
-    if (S_ISREG(src_st.st_mode)) {
-        if (exec_path)
+/* The executable inside the build: *exec_path for a directory, which must
+ * name it; the file's own name (into single_name) for a single file. */
+static int choose_exec_path(const char *host, const char *version, const char *source_path,
+                            const struct stat *src_st, const char **exec_path,
+                            char single_name[REL_PATH_SIZE], act_error *err)
+{
+    if (S_ISREG(src_st->st_mode)) {
+        if (*exec_path)
             return act_error_set(err, EINVAL,
                                  "host %s: version %s: source %s is a single file, "
                                  "so exec_path must be empty (the file is the executable)",
                                  host, version, source_path);
         /* A single-file build keeps its file name, so the process sees the
          * argv[0]-like name it was built with. */
-        snprintf(single_name, sizeof(single_name), "%s", base_name(source_path));
+        snprintf(single_name, REL_PATH_SIZE, "%s", base_name(source_path));
         if (!rel_build_path_is_valid(single_name) || strchr(single_name, '/') ||
             strcmp(single_name, REL_MANIFEST_NAME) == 0)
             return act_error_set(err, EINVAL,
                                  "host %s: version %s: source file name \"%s\" "
                                  "cannot be a file name inside a build; rename the file",
                                  host, version, single_name);
-        exec_path = single_name;
-    } else if (S_ISDIR(src_st.st_mode)) {
-        if (!exec_path)
+        *exec_path = single_name;
+        return 0;
+    }
+    if (S_ISDIR(src_st->st_mode)) {
+        if (!*exec_path)
             return act_error_set(err, EINVAL,
                                  "host %s: version %s: source %s is a directory; "
                                  "name the executable inside it (exec_path)",
                                  host, version, source_path);
-    } else {
-        return act_error_set(err, EINVAL,
-                             "host %s: version %s: source %s is neither a regular "
-                             "file nor a directory",
-                             host, version, source_path);
+        return 0;
     }
+    return act_error_set(err, EINVAL,
+                         "host %s: version %s: source %s is neither a regular "
+                         "file nor a directory",
+                         host, version, source_path);
+}
 
-    _cleanup_close_ int host_dirfd = rel_host_open(store, host, true, err);
-    if (host_dirfd < 0)
-        return host_dirfd;
+/* Makes and locks a staging directory of its own under the host (its name
+ * into staging_name): its fd, or a negative errno with nothing left. */
+static int open_staging(rel_store *store, int host_dirfd, const char *host, const char *version,
+                        char staging_name[NAME_MAX + 1], act_error *err)
+{
     /* Under the host lock, the sweep cannot mistake a staging directory
      * that another stage has just made, and not yet locked, for a crashed
      * one. The copy itself runs without the host lock. */
-    r = rel_lock_host(store, host_dirfd, host, err);
+    int r = rel_lock_host(store, host_dirfd, host, err);
     if (r < 0)
         return r;
     rel_sweep_stale(host_dirfd);
 
-    char suffix[9], staging_name[NAME_MAX + 1];
+    char suffix[9];
     rel_random_suffix(suffix);
-    snprintf(staging_name, sizeof(staging_name), "%s%s-%s", REL_STAGING_PREFIX, version, suffix);
+    snprintf(staging_name, NAME_MAX + 1, "%s%s-%s", REL_STAGING_PREFIX, version, suffix);
     if (mkdirat(host_dirfd, staging_name, 0700) < 0)
         return act_error_set(err, errno,
                              "host %s: version %s: cannot create staging directory "
@@ -454,6 +453,60 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
         return drop_staging(host_dirfd, staging_name, host, version, r, err);
     }
     rel_unlock(host_dirfd);
+    return TAKE_FD(staging_fd);
+}
+
+/* Renames the filled staging directory to the version, in one step; when
+ * the version exists, the same content is a success and other content is
+ * refused, and the staging copy goes either way. */
+static int publish(rel_store *store, int host_dirfd, const char *staging_name,
+                   const rel_manifest *m, rel_identity *out, act_error *err)
+{
+    const char *host = m->host, *version = m->version;
+    int r;
+    if (renameat2(host_dirfd, staging_name, host_dirfd, version, RENAME_NOREPLACE) == 0) {
+        r = act_fsync_dir(host_dirfd, err);
+        if (r < 0) {
+            act_error_prefix(err, "host %s: version %s", host, version);
+        } else if (out) {
+            rel_manifest_identity(m, NULL, out);
+        }
+        return r;
+    }
+    if (errno == EEXIST || errno == ENOTEMPTY)
+        r = compare_existing(store, host_dirfd, m, out, err);
+    else
+        r = act_error_set(err, errno,
+                          "host %s: version %s: cannot rename the staged build into "
+                          "place: %s",
+                          host, version, strerror(errno));
+    return drop_staging(host_dirfd, staging_name, host, version, r, err);
+}
+
+int rel_stage(rel_store *store, const char *host, const char *version, const char *source_path,
+              const char *exec_path, rel_identity *out, act_error *err)
+{
+    assert(store);
+    int r = check_request(host, version, source_path, exec_path, err);
+    if (r < 0)
+        return r;
+    struct stat src_st;
+    _cleanup_close_ int src_fd = open_source(host, version, source_path, &src_st, err);
+    if (src_fd < 0)
+        return src_fd;
+    char single_name[REL_PATH_SIZE];
+    r = choose_exec_path(host, version, source_path, &src_st, &exec_path, single_name, err);
+    if (r < 0)
+        return r;
+
+    _cleanup_close_ int host_dirfd = rel_host_open(store, host, true, err);
+    if (host_dirfd < 0)
+        return host_dirfd;
+    char staging_name[NAME_MAX + 1];
+    _cleanup_close_ int staging_fd =
+        open_staging(store, host_dirfd, host, version, staging_name, err);
+    if (staging_fd < 0)
+        return staging_fd;
 
     stage_copy copy = {
         .host = host,
@@ -473,22 +526,5 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
                          version);
         return drop_staging(host_dirfd, staging_name, host, version, r, err);
     }
-
-    if (renameat2(host_dirfd, staging_name, host_dirfd, version, RENAME_NOREPLACE) == 0) {
-        r = act_fsync_dir(host_dirfd, err);
-        if (r < 0) {
-            act_error_prefix(err, "host %s: version %s", host, version);
-        } else if (out) {
-            rel_manifest_identity(&m, NULL, out);
-        }
-        return r;
-    }
-    if (errno == EEXIST || errno == ENOTEMPTY)
-        r = compare_existing(store, host_dirfd, &m, out, err);
-    else
-        r = act_error_set(err, errno,
-                          "host %s: version %s: cannot rename the staged build into "
-                          "place: %s",
-                          host, version, strerror(errno));
-    return drop_staging(host_dirfd, staging_name, host, version, r, err);
+    return publish(store, host_dirfd, staging_name, &m, out, err);
 }

@@ -93,28 +93,7 @@ static int apply_name(cfg_syscall_filter *filter, const char *name, bool deny, a
     return 0;
 }
 
-/* The older form: "default" or "none", then words each with its own ~. */
-static int apply_legacy(cfg_syscall_filter *filter, char **words, act_error *err)
-{
-    filter->base = strcmp(words[0], "none") == 0 ? CFG_SYSCALLS_NONE : CFG_SYSCALLS_DEFAULT;
-    for (size_t i = 1; words[i]; i++) {
-        bool deny = words[i][0] == '~';
-        const char *name = words[i] + (deny ? 1 : 0);
-        if (!deny && filter->base == CFG_SYSCALLS_NONE) {
-            char shown[ACT_TEXT_SHOW_MAX];
-            return act_error_set(err, EINVAL,
-                                 "%s is allowed, but with none nothing is denied (drop the name, "
-                                 "or start with default)",
-                                 act_text_show(name, shown, sizeof(shown)));
-        }
-        int r = apply_name(filter, name, deny, err);
-        if (r < 0)
-            return r;
-    }
-    return 0;
-}
-
-/* systemd's form: a line of names, all denied when it starts with ~. */
+/* A line of names, all denied when it starts with ~. */
 static int apply_line(cfg_syscall_filter *filter, char *const *words, act_error *err)
 {
     bool deny = words[0][0] == '~';
@@ -174,8 +153,6 @@ int cfg_parse_syscall_filter(const char *text, cfg_syscall_filter *filter, act_e
     _cleanup_(cfg_syscall_filter_clear) cfg_syscall_filter next = {0};
     if (!words[0]) {
         next = (cfg_syscall_filter){.base = CFG_SYSCALLS_NONE, .reset = true};
-    } else if (strcmp(words[0], "default") == 0 || strcmp(words[0], "none") == 0) {
-        r = apply_legacy(&next, words, err);
     } else {
         if (copy_filter(filter, &next) < 0)
             return act_error_set(err, ENOMEM, "out of memory");

@@ -31,12 +31,9 @@ typedef struct cfg_syscall_filter {
  *   ""                       reset: no filter, the next line starts a list
  *   "@network-io io_uring_setup"   allow these too
  *   "~@mount keyctl"          refuse these too
- * and the activator's older words, which reset first: "default" (the
- * default allow-list), "none" (no filter), then words each with its own ~
- * ("default ~ptrace io_uring_setup", "none ~kexec_load"). Every name must
- * be a system call libseccomp knows on this machine's architecture and
- * every group one of systemd's, so a typo is an error here rather than a
- * silently missing rule. */
+ * Every name must be a system call libseccomp knows on this machine's
+ * architecture and every group one of systemd's, so a typo is an error
+ * here rather than a silently missing rule. */
 int cfg_parse_syscall_filter(const char *text, cfg_syscall_filter *filter, act_error *err);
 
 void cfg_syscall_filter_clear(cfg_syscall_filter *filter);

@@ -1,3 +1,6 @@
+/* The self-healing IPC listener of ipc_heal.h.
+ * Written by hand: NNG 1.5.2 (Debian 12) wedges a listener whose client hangs up mid-handshake.
+ * NNG 1.6.0 fixed that hang-up path (Debian 13 ships 1.10.1), which would remove this file. */
 #include "activator/control/ipc_heal.h"
 
 #include <errno.h>
@@ -265,11 +268,7 @@ static void stop_probe(ipc_heal *heal)
 /* Sleeps usec unless told to stop; true when told. */
 static bool sleep_or_stop(ipc_heal *heal, uint64_t usec)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    uint64_t nsec = (uint64_t)until.tv_nsec + (usec % 1000000) * 1000;
-    until.tv_sec += (time_t)(usec / 1000000 + nsec / 1000000000);
-    until.tv_nsec = (long)(nsec % 1000000000);
+    struct timespec until = act_monotonic_after(usec);
     pthread_mutex_lock(&heal->stop_lock);
     while (!heal->stopping && pthread_cond_timedwait(&heal->stop_cond, &heal->stop_lock,
                                                      &until) != ETIMEDOUT)

@@ -11,6 +11,7 @@
 
 #include "common/cleanup.h"
 #include "common/cleanup_json.h"
+#include "common/json_fields.h"
 
 const char *ctrl_swap_mode_name(ctrl_swap_mode mode)
 {
@@ -49,26 +50,6 @@ static void quote(const char *s, size_t len, char *out, size_t out_size)
         }
     }
     out[o] = '\0';
-}
-
-static const char *json_type_phrase(json_type type)
-{
-    switch (type) {
-    case json_type_null:
-        return "null";
-    case json_type_boolean:
-        return "a boolean";
-    case json_type_double:
-    case json_type_int:
-        return "a number";
-    case json_type_object:
-        return "an object";
-    case json_type_array:
-        return "an array";
-    case json_type_string:
-        return "a string";
-    }
-    return "an unknown type";
 }
 
 static int parse_json(const char *data, size_t len, json_object **out, ctrl_request_error *err)
@@ -112,7 +93,7 @@ static int parse_json(const char *data, size_t len, json_object **out, ctrl_requ
     if (!json_object_is_type(obj, json_type_object))
         return refuse(err, CTRL_REQ_BAD_TYPE, EINVAL,
                       "request is %s, not an object; send {\"v\":1,\"op\":\"...\"}",
-                      json_type_phrase(json_object_get_type(obj)));
+                      act_json_type_phrase(json_object_get_type(obj)));
     *out = TAKE_PTR(obj);
     return 0;
 }
@@ -255,7 +236,7 @@ static int check_version_and_op(json_object *obj, ctrl_request *req, ctrl_reques
     if (!json_object_is_type(v, json_type_int))
         return refuse(err, CTRL_REQ_BAD_TYPE, EINVAL,
                       "field \"v\" is %s, not an integer; send \"v\":%d",
-                      json_type_phrase(json_object_get_type(v)), CTRL_PROTOCOL_VERSION);
+                      act_json_type_phrase(json_object_get_type(v)), CTRL_PROTOCOL_VERSION);
     int64_t version = json_object_get_int64(v);
     if (version != CTRL_PROTOCOL_VERSION)
         return refuse(err, CTRL_REQ_BAD_VERSION, EINVAL,
@@ -267,7 +248,7 @@ static int check_version_and_op(json_object *obj, ctrl_request *req, ctrl_reques
                       "request has no \"op\" field; send an op such as \"status\"");
     if (!json_object_is_type(op, json_type_string))
         return refuse(err, CTRL_REQ_BAD_TYPE, EINVAL, "field \"op\" is %s, not a string",
-                      json_type_phrase(json_object_get_type(op)));
+                      act_json_type_phrase(json_object_get_type(op)));
     const char *name = json_object_get_string(op);
     int index = ctrl_op_from_name(name);
     if (index < 0 || strlen(name) != (size_t)json_object_get_string_len(op)) {
@@ -324,8 +305,9 @@ int ctrl_request_parse(const void *data, size_t len, ctrl_request *req, ctrl_req
         }
         if (!json_object_is_type(value, json_type_of(field->kind)))
             return refuse(err, CTRL_REQ_BAD_TYPE, EINVAL, "op \"%s\": field \"%s\" is %s, not %s",
-                          spec->name, field->name, json_type_phrase(json_object_get_type(value)),
-                          json_type_phrase(json_type_of(field->kind)));
+                          spec->name, field->name,
+                          act_json_type_phrase(json_object_get_type(value)),
+                          act_json_type_phrase(json_type_of(field->kind)));
         r = take_field(field, value, req, err);
         if (r < 0)
             return r;

@@ -19,6 +19,7 @@
 #include "activator/events/events.h"
 #include "common/cleanup_json.h"
 #include "common/clock.h"
+#include "common/json_fields.h"
 #include "common/names.h"
 
 #ifndef CTL_VERSION
@@ -47,30 +48,15 @@ typedef struct progress {
     uint64_t started_usec;
 } progress;
 
-static uint64_t get_u64(json_object *object, const char *key)
-{
-    json_object *value;
-    if (!json_object_object_get_ex(object, key, &value) || !value)
-        return 0;
-    return (uint64_t)json_object_get_int64(value);
-}
-
-static const char *get_str(json_object *object, const char *key)
-{
-    json_object *value;
-    if (!json_object_object_get_ex(object, key, &value) || !value ||
-        !json_object_is_type(value, json_type_string))
-        return NULL;
-    return json_object_get_string(value);
-}
-
 /* "generation 3, version v2, pid 1234, reason ready_timeout" from an event. */
 static void describe_event(json_object *event, char *buf, size_t size)
 {
     size_t o = 0;
     buf[0] = '\0';
-    uint64_t generation = get_u64(event, "generation"), pid = get_u64(event, "pid");
-    const char *version = get_str(event, "version"), *reason = get_str(event, "reason");
+    uint64_t generation = act_json_u64_or(event, "generation", 0),
+             pid = act_json_u64_or(event, "pid", 0);
+    const char *version = act_json_string_or(event, "version", NULL),
+               *reason = act_json_string_or(event, "reason", NULL);
 #define APPEND(...)                                                                                \
     do {                                                                                           \
         if (o < size)                                                                              \
@@ -90,7 +76,7 @@ static void describe_event(json_object *event, char *buf, size_t size)
 static void on_progress(json_object *event, void *userdata)
 {
     progress *p = userdata;
-    const char *name = get_str(event, "event");
+    const char *name = act_json_string_or(event, "event", NULL);
     char elapsed[32], details[512];
     ctl_format_duration(act_now_usec() - p->started_usec, elapsed, sizeof(elapsed));
     describe_event(event, details, sizeof(details));
@@ -105,27 +91,25 @@ static void on_progress(json_object *event, void *userdata)
 static int print_reply(const ctl_options *options, const char *what, json_object *reply,
                        ctl_render_fn render)
 {
-    json_object *ok = NULL, *result = NULL, *error = NULL;
-    json_object_object_get_ex(reply, "ok", &ok);
+    json_object *result = NULL, *error = NULL;
     json_object_object_get_ex(reply, "result", &result);
     json_object_object_get_ex(reply, "error", &error);
-    bool succeeded = ok && json_object_get_boolean(ok);
+    bool succeeded = act_json_bool_or(reply, "ok", false);
 
     if (options->json) {
         printf("%s\n", json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PLAIN));
     } else if (succeeded) {
         render(result, options);
     } else {
-        const char *code = error ? get_str(error, "code") : NULL;
-        const char *message = error ? get_str(error, "message") : NULL;
+        const char *code = error ? act_json_string_or(error, "code", NULL) : NULL;
+        const char *message = error ? act_json_string_or(error, "message", NULL) : NULL;
         fprintf(stderr, "activatorctl: %s: %s%s%s%s\n", what,
                 message ? message : "the daemon refused without a message",
                 code ? " [" : "", code ? code : "", code ? "]" : "");
         /* What did not fit one sentence (a refused reload's FILE:LINE:
          * KEY: lines), one per line as the daemon wrote them. */
-        json_object *problems = NULL;
-        if (error && json_object_object_get_ex(error, "problems", &problems) &&
-            json_object_is_type(problems, json_type_array))
+        json_object *problems = act_json_find(error, "problems", json_type_array);
+        if (problems)
             for (size_t i = 0; i < json_object_array_length(problems); i++) {
                 json_object *line = json_object_array_get_idx(problems, i);
                 if (json_object_is_type(line, json_type_string))
@@ -196,7 +180,8 @@ static void render_host_outcome(json_object *result, const ctl_options *options)
         render_object(result, options);
         return;
     }
-    const char *host = get_str(result, "host"), *state = get_str(result, "state");
+    const char *host = act_json_string_or(result, "host", NULL),
+               *state = act_json_string_or(result, "state", NULL);
     char details[512];
     describe_event(result, details, sizeof(details));
     const char *color = options->color ? ctl_state_color(state) : NULL;
@@ -210,28 +195,28 @@ static bool names_only;
  * whose store is gone refuses wakes, and this line says so. */
 static void render_store(json_object *store, const ctl_options *options)
 {
-    const char *url = get_str(store, "url"), *state = get_str(store, "state");
+    const char *url = act_json_string_or(store, "url", NULL),
+               *state = act_json_string_or(store, "state", NULL);
     if (!state)
         return;
     bool ok = strcmp(state, "ok") == 0;
     const char *color = options->color ? (ok ? CTL_COLOR_GREEN : CTL_COLOR_RED) : NULL;
     char since[64] = "";
-    uint64_t since_usec = get_u64(store, "since_usec");
+    uint64_t since_usec = act_json_u64_or(store, "since_usec", 0);
     time_t since_sec = (time_t)(since_usec / 1000000);
     struct tm local;
     if (since_usec && localtime_r(&since_sec, &local))
         strftime(since, sizeof(since), " since %H:%M:%S", &local);
-    const char *error = get_str(store, "error");
+    const char *error = act_json_string_or(store, "error", NULL);
     printf("store %s: %s%s%s%s%s%s\n", url ? url : "?", color ? color : "", state,
            color ? CTL_COLOR_RESET : "", since, error ? ": " : "", error ? error : "");
 }
 
 static void render_status(json_object *result, const ctl_options *options)
 {
-    json_object *hosts = NULL;
-    if (!result || !json_object_object_get_ex(result, "hosts", &hosts) ||
-        !json_object_is_type(hosts, json_type_array)) {
-        if (result && get_str(result, "host")) { /* one host as a bare object */
+    json_object *hosts = act_json_find(result, "hosts", json_type_array);
+    if (!hosts) {
+        if (result && act_json_string_or(result, "host", NULL)) { /* one host as a bare object */
             hosts = json_object_new_array();
             json_object_array_add(hosts, json_object_get(result));
             json_object *wrapper = json_object_new_object();
@@ -246,7 +231,8 @@ static void render_status(json_object *result, const ctl_options *options)
     size_t n = json_object_array_length(hosts);
     if (names_only) {
         for (size_t i = 0; i < n; i++) {
-            const char *host = get_str(json_object_array_get_idx(hosts, i), "host");
+            const char *host =
+                act_json_string_or(json_object_array_get_idx(hosts, i), "host", NULL);
             if (host)
                 printf("%s\n", host);
         }
@@ -256,8 +242,8 @@ static void render_status(json_object *result, const ctl_options *options)
      * their own, shown only while some host has them. */
     bool pending = false, moving = false;
     for (size_t i = 0; i < n; i++) {
-        pending |= get_str(json_object_array_get_idx(hosts, i), "config") != NULL;
-        moving |= get_str(json_object_array_get_idx(hosts, i), "move") != NULL;
+        pending |= act_json_string_or(json_object_array_get_idx(hosts, i), "config", NULL) != NULL;
+        moving |= act_json_string_or(json_object_array_get_idx(hosts, i), "move", NULL) != NULL;
     }
     /* A move's part on this box, likewise only while some host has one. */
     const char *columns[13] = {"HOST", "STATE", "GEN", "VERSION", "PID", "UPTIME", "MEMORY",
@@ -274,28 +260,36 @@ static void render_status(json_object *result, const ctl_options *options)
         json_object *h = json_object_array_get_idx(hosts, i);
         char gen[24] = "-", pid[24] = "-", uptime[32] = "-", memory[32] = "-", pids[24] = "-";
         uint64_t v;
-        if ((v = get_u64(h, "generation")))
+        if ((v = act_json_u64_or(h, "generation", 0)))
             snprintf(gen, sizeof(gen), "%llu", (unsigned long long)v);
-        if ((v = get_u64(h, "pid")))
+        if ((v = act_json_u64_or(h, "pid", 0)))
             snprintf(pid, sizeof(pid), "%llu", (unsigned long long)v);
-        if ((v = get_u64(h, "since_usec")) && v <= now)
+        if ((v = act_json_u64_or(h, "since_usec", 0)) && v <= now)
             ctl_format_duration(now - v, uptime, sizeof(uptime));
         /* A frozen host's state says for how long: "frozen 12m". */
         char frozen_for[48];
-        const char *state = get_str(h, "state");
-        if ((v = get_u64(h, "frozen_since_usec")) && v <= now && state) {
+        const char *state = act_json_string_or(h, "state", NULL);
+        if ((v = act_json_u64_or(h, "frozen_since_usec", 0)) && v <= now && state) {
             char span[32];
             ctl_format_duration(now - v, span, sizeof(span));
             snprintf(frozen_for, sizeof(frozen_for), "%s %s", state, span);
             state = frozen_for;
         }
-        if ((v = get_u64(h, "memory_current")))
+        if ((v = act_json_u64_or(h, "memory_current", 0)))
             ctl_format_size(v, memory, sizeof(memory));
-        if ((v = get_u64(h, "pids_current")))
+        if ((v = act_json_u64_or(h, "pids_current", 0)))
             snprintf(pids, sizeof(pids), "%llu", (unsigned long long)v);
-        const char *config = get_str(h, "config"), *move = get_str(h, "move");
-        const char *cells[12] = {get_str(h, "host"), state, gen, get_str(h, "version"), pid,
-                                 uptime, memory, pids, get_str(h, "reason")};
+        const char *config = act_json_string_or(h, "config", NULL),
+                   *move = act_json_string_or(h, "move", NULL);
+        const char *cells[12] = {act_json_string_or(h, "host", NULL),
+                                 state,
+                                 gen,
+                                 act_json_string_or(h, "version", NULL),
+                                 pid,
+                                 uptime,
+                                 memory,
+                                 pids,
+                                 act_json_string_or(h, "reason", NULL)};
         size_t n_cells = 9;
         if (moving)
             cells[n_cells++] = move ? move : "-";
@@ -313,25 +307,25 @@ static void render_status(json_object *result, const ctl_options *options)
 
 static void render_releases(json_object *result, const ctl_options *options)
 {
-    json_object *releases = NULL;
-    if (!result || !json_object_object_get_ex(result, "releases", &releases) ||
-        !json_object_is_type(releases, json_type_array)) {
+    json_object *releases = act_json_find(result, "releases", json_type_array);
+    if (!releases) {
         render_object(result, options);
         return;
     }
-    const char *live = get_str(result, "live");
+    const char *live = act_json_string_or(result, "live", NULL);
     ctl_table table;
     ctl_table_init(&table,
                    (const char *const[]){"VERSION", "LIVE", "DIGEST", "SIZE", "STAGED", NULL});
     uint64_t now = act_wallclock_usec();
     for (size_t i = 0; i < json_object_array_length(releases); i++) {
         json_object *rel = json_object_array_get_idx(releases, i);
-        const char *version = get_str(rel, "version"), *digest = get_str(rel, "digest");
+        const char *version = act_json_string_or(rel, "version", NULL),
+                   *digest = act_json_string_or(rel, "digest", NULL);
         char size[32] = "-", staged[40] = "-", short_digest[16] = "-";
         uint64_t v;
-        if ((v = get_u64(rel, "size")))
+        if ((v = act_json_u64_or(rel, "size", 0)))
             ctl_format_size(v, size, sizeof(size));
-        if ((v = get_u64(rel, "staged_usec")) && v <= now) {
+        if ((v = act_json_u64_or(rel, "staged_usec", 0)) && v <= now) {
             ctl_format_duration(now - v, staged, sizeof(staged) - 4);
             strcat(staged, " ago");
         }
@@ -350,52 +344,50 @@ static void render_releases(json_object *result, const ctl_options *options)
  * the claim at revision 17; it was parked first" */
 static void render_checkpoint(json_object *result, const ctl_options *options)
 {
-    const char *host = result ? get_str(result, "host") : NULL;
-    const char *id = result ? get_str(result, "checkpoint") : NULL;
+    const char *host = result ? act_json_string_or(result, "host", NULL) : NULL;
+    const char *id = result ? act_json_string_or(result, "checkpoint", NULL) : NULL;
     if (!host || !id) {
         render_object(result, options);
         return;
     }
-    const char *sha256 = get_str(result, "sha256");
+    const char *sha256 = act_json_string_or(result, "sha256", NULL);
     char size[32] = "size not known";
-    if (get_u64(result, "size"))
-        ctl_format_size(get_u64(result, "size"), size, sizeof(size));
-    json_object *parked = NULL;
-    bool was_parked = json_object_object_get_ex(result, "parked", &parked) &&
-                      json_object_get_boolean(parked);
+    if (act_json_u64_or(result, "size", 0))
+        ctl_format_size(act_json_u64_or(result, "size", 0), size, sizeof(size));
+    bool was_parked = act_json_bool_or(result, "parked", false);
     printf("%s: checkpoint %s (%s, sha256 %.12s..., generation %" PRIu64
            ") named on the claim at revision %" PRIu64 "%s\n",
-           host, id, size, sha256 ? sha256 : "?", get_u64(result, "generation"),
-           get_u64(result, "revision"),
+           host, id, size, sha256 ? sha256 : "?", act_json_u64_or(result, "generation", 0),
+           act_json_u64_or(result, "revision", 0),
            was_parked ? "; the host was parked first and wakes on its next connection" : "");
 }
 
 static void render_checkpoints(json_object *result, const ctl_options *options)
 {
-    json_object *list = NULL;
-    if (!result || !json_object_object_get_ex(result, "checkpoints", &list) ||
-        !json_object_is_type(list, json_type_array)) {
+    json_object *list = act_json_find(result, "checkpoints", json_type_array);
+    if (!list) {
         render_object(result, options);
         return;
     }
-    const char *named = get_str(result, "named");
+    const char *named = act_json_string_or(result, "named", NULL);
     ctl_table table;
     ctl_table_init(&table, (const char *const[]){"CHECKPOINT", "NAMED", "SHA256", "SIZE",
                                                  "GENERATION", "BOX", "WRITTEN", NULL});
     uint64_t now = act_wallclock_usec();
     for (size_t i = 0; i < json_object_array_length(list); i++) {
         json_object *entry = json_object_array_get_idx(list, i);
-        const char *id = get_str(entry, "checkpoint"), *sha256 = get_str(entry, "sha256");
-        const char *box = get_str(entry, "box");
+        const char *id = act_json_string_or(entry, "checkpoint", NULL),
+                   *sha256 = act_json_string_or(entry, "sha256", NULL);
+        const char *box = act_json_string_or(entry, "box", NULL);
         char size[32] = "-", written[40] = "-", short_sha[16] = "-", generation[24] = "-";
         uint64_t v;
-        if ((v = get_u64(entry, "size")))
+        if ((v = act_json_u64_or(entry, "size", 0)))
             ctl_format_size(v, size, sizeof(size));
-        if ((v = get_u64(entry, "stamp_usec")) && v <= now) {
+        if ((v = act_json_u64_or(entry, "stamp_usec", 0)) && v <= now) {
             ctl_format_duration(now - v, written, sizeof(written) - 4);
             strcat(written, " ago");
         }
-        if ((v = get_u64(entry, "generation")))
+        if ((v = act_json_u64_or(entry, "generation", 0)))
             snprintf(generation, sizeof(generation), "%" PRIu64, v);
         if (sha256 && sha256[0])
             snprintf(short_sha, sizeof(short_sha), "%.12s", sha256);
@@ -421,18 +413,9 @@ static void format_ago(uint64_t stamp_usec, uint64_t now, char *buf, size_t size
     snprintf(buf, size, "%s ago", duration);
 }
 
-static json_object *get_array(json_object *object, const char *key)
-{
-    json_object *value = NULL;
-    if (!object || !json_object_object_get_ex(object, key, &value) ||
-        !json_object_is_type(value, json_type_array))
-        return NULL;
-    return value;
-}
-
 static void format_u64(json_object *object, const char *key, char *buf, size_t size)
 {
-    uint64_t value = get_u64(object, key);
+    uint64_t value = act_json_u64_or(object, key, 0);
     if (value)
         snprintf(buf, size, "%llu", (unsigned long long)value);
     else
@@ -441,7 +424,7 @@ static void format_u64(json_object *object, const char *key, char *buf, size_t s
 
 static void render_claims(json_object *result, const ctl_options *options)
 {
-    json_object *claims = get_array(result, "claims");
+    json_object *claims = act_json_find(result, "claims", json_type_array);
     if (!claims) {
         render_object(result, options);
         return;
@@ -457,17 +440,25 @@ static void render_claims(json_object *result, const ctl_options *options)
         format_u64(c, "generation", gen, sizeof(gen));
         format_u64(c, "session", session, sizeof(session));
         format_u64(c, "revision", revision, sizeof(revision));
-        format_ago(get_u64(c, "stamp_usec"), now, age, sizeof(age));
-        const char *op = get_str(c, "op"), *state = get_str(c, "phase");
+        format_ago(act_json_u64_or(c, "stamp_usec", 0), now, age, sizeof(age));
+        const char *op = act_json_string_or(c, "op", NULL),
+                   *state = act_json_string_or(c, "phase", NULL);
         /* The phase alone for the usual serving op, else "move/draining". */
         if (op && strcmp(op, "serving") != 0)
             snprintf(phase, sizeof(phase), "%s/%s", op, state ? state : "?");
         else
             snprintf(phase, sizeof(phase), "%s", state ? state : "-");
-        const char *box = get_str(c, "box");
-        const char *cells[] = {get_str(c, "host"), box ? box : "(released)", phase, gen,
-                               session, get_str(c, "version"), get_str(c, "pin"),
-                               get_str(c, "held"), age, revision};
+        const char *box = act_json_string_or(c, "box", NULL);
+        const char *cells[] = {act_json_string_or(c, "host", NULL),
+                               box ? box : "(released)",
+                               phase,
+                               gen,
+                               session,
+                               act_json_string_or(c, "version", NULL),
+                               act_json_string_or(c, "pin", NULL),
+                               act_json_string_or(c, "held", NULL),
+                               age,
+                               revision};
         const char *colors[10] = {NULL, NULL, ctl_state_color(state)};
         ctl_table_add(&table, cells, colors);
     }
@@ -477,7 +468,7 @@ static void render_claims(json_object *result, const ctl_options *options)
 
 static void render_boxes(json_object *result, const ctl_options *options)
 {
-    json_object *boxes = get_array(result, "boxes");
+    json_object *boxes = act_json_find(result, "boxes", json_type_array);
     if (!boxes) {
         render_object(result, options);
         return;
@@ -489,22 +480,25 @@ static void render_boxes(json_object *result, const ctl_options *options)
     uint64_t now = act_wallclock_usec();
     for (size_t i = 0; i < json_object_array_length(boxes); i++) {
         json_object *b = json_object_array_get_idx(boxes, i);
-        json_object *live_obj = NULL, *record_obj = NULL;
-        bool live = json_object_object_get_ex(b, "live", &live_obj) &&
-                    json_object_get_boolean(live_obj);
-        bool record = json_object_object_get_ex(b, "record", &record_obj) &&
-                      json_object_get_boolean(record_obj);
+        bool live = act_json_bool_or(b, "live", false);
+        bool record = act_json_bool_or(b, "record", false);
         char renewed[40], lease[32] = "-", hosts[24], started[40];
-        format_ago(get_u64(b, "refreshed_usec"), now, renewed, sizeof(renewed));
-        format_ago(get_u64(b, "started_usec"), now, started, sizeof(started));
-        snprintf(hosts, sizeof(hosts), "%llu", (unsigned long long)get_u64(b, "hosts"));
-        if (get_u64(b, "lease_ttl_usec"))
-            ctl_format_duration(get_u64(b, "lease_ttl_usec"), lease, sizeof(lease));
+        format_ago(act_json_u64_or(b, "refreshed_usec", 0), now, renewed, sizeof(renewed));
+        format_ago(act_json_u64_or(b, "started_usec", 0), now, started, sizeof(started));
+        snprintf(hosts, sizeof(hosts), "%llu", (unsigned long long)act_json_u64_or(b, "hosts", 0));
+        if (act_json_u64_or(b, "lease_ttl_usec", 0))
+            ctl_format_duration(act_json_u64_or(b, "lease_ttl_usec", 0), lease, sizeof(lease));
         /* A box only a claim names has no record at all: never seen alive. */
         const char *state = live ? "live" : record ? "dead" : "unknown";
-        const char *cells[] = {get_str(b, "box"), state, renewed, lease, hosts,
-                               get_str(b, "version"), started, get_str(b, "control_url"),
-                               get_str(b, "events_url")};
+        const char *cells[] = {act_json_string_or(b, "box", NULL),
+                               state,
+                               renewed,
+                               lease,
+                               hosts,
+                               act_json_string_or(b, "version", NULL),
+                               started,
+                               act_json_string_or(b, "control_url", NULL),
+                               act_json_string_or(b, "events_url", NULL)};
         const char *colors[9] = {NULL, live ? CTL_COLOR_GREEN : CTL_COLOR_RED};
         ctl_table_add(&table, cells, colors);
     }
@@ -522,9 +516,10 @@ static void render_claim(json_object *result, const ctl_options *options)
         render_object(result, options);
         return;
     }
-    const char *executor = get_str(result, "executor"), *held = get_str(claim_obj, "held");
+    const char *executor = act_json_string_or(result, "executor", NULL),
+               *held = act_json_string_or(claim_obj, "held", NULL);
     json_object_object_get_ex(claim_obj, "pin", &pin);
-    const char *pinned = pin ? get_str(pin, "version") : NULL;
+    const char *pinned = pin ? act_json_string_or(pin, "version", NULL) : NULL;
     char owner[96] = "released", hold[96] = "not held", pinning[96] = "no pin";
     if (executor && executor[0])
         snprintf(owner, sizeof(owner), "box %s", executor);
@@ -532,25 +527,26 @@ static void render_claim(json_object *result, const ctl_options *options)
         snprintf(hold, sizeof(hold), "held on %s", held);
     if (pinned)
         snprintf(pinning, sizeof(pinning), "pinned to %s", pinned);
-    printf("%s: claim revision %llu, %s, %s, %s%s\n", get_str(result, "host"),
-           (unsigned long long)get_u64(result, "revision"), owner, hold, pinning,
+    printf("%s: claim revision %llu, %s, %s, %s%s\n", act_json_string_or(result, "host", NULL),
+           (unsigned long long)act_json_u64_or(result, "revision", 0), owner, hold, pinning,
            json_object_get_boolean(changed) ? "" : " (unchanged)");
 }
 
 static void render_version(json_object *result, const ctl_options *options)
 {
     printf("activatorctl %s\n", CTL_VERSION);
-    const char *version = result ? get_str(result, "version") : NULL;
-    const char *box = result ? get_str(result, "box") : NULL;
+    const char *version = result ? act_json_string_or(result, "version", NULL) : NULL;
+    const char *box = result ? act_json_string_or(result, "box", NULL) : NULL;
     printf("activatord   %s%s%s%s\n", version ? version : "?", box ? " (box " : "",
            box ? box : "", box ? ")" : "");
     if (!result)
         return;
-    uint64_t starts = get_u64(result, "starts"), handovers = get_u64(result, "handovers");
+    uint64_t starts = act_json_u64_or(result, "starts", 0),
+             handovers = act_json_u64_or(result, "handovers", 0);
     if (starts)
         printf("started      %" PRIu64 " time%s on this box, %" PRIu64 " by handover\n", starts,
                starts == 1 ? "" : "s", handovers);
-    uint64_t last = get_u64(result, "last_handover_usec");
+    uint64_t last = act_json_u64_or(result, "last_handover_usec", 0);
     if (last) {
         char when[64];
         time_t seconds = (time_t)(last / 1000000);
@@ -563,9 +559,8 @@ static void render_version(json_object *result, const ctl_options *options)
  * the hosts left as they were and the daemon's own keys. */
 static void render_reload(json_object *result, const ctl_options *options)
 {
-    json_object *hosts = NULL;
-    if (!result || !json_object_object_get_ex(result, "hosts", &hosts) ||
-        !json_object_is_type(hosts, json_type_array)) {
+    json_object *hosts = act_json_find(result, "hosts", json_type_array);
+    if (!hosts) {
         render_object(result, options);
         return;
     }
@@ -576,9 +571,10 @@ static void render_reload(json_object *result, const ctl_options *options)
                        (const char *const[]){"HOST", "CHANGE", "LISTEN", "LIMITS", "CONFIG", NULL});
         for (size_t i = 0; i < n; i++) {
             json_object *h = json_object_array_get_idx(hosts, i);
-            const char *change = get_str(h, "change");
-            const char *cells[] = {get_str(h, "host"), change, get_str(h, "listen"),
-                                   get_str(h, "limits"), get_str(h, "config")};
+            const char *change = act_json_string_or(h, "change", NULL);
+            const char *cells[] = {
+                act_json_string_or(h, "host", NULL), change, act_json_string_or(h, "listen", NULL),
+                act_json_string_or(h, "limits", NULL), act_json_string_or(h, "config", NULL)};
             for (size_t j = 2; j < ARRAY_SIZE(cells); j++)
                 if (!cells[j])
                     cells[j] = "-";
@@ -592,12 +588,11 @@ static void render_reload(json_object *result, const ctl_options *options)
         ctl_table_print(&table, options->color);
         ctl_table_free(&table);
     }
-    uint64_t unchanged = get_u64(result, "unchanged");
+    uint64_t unchanged = act_json_u64_or(result, "unchanged", 0);
     printf("%s%" PRIu64 " host%s unchanged\n", n ? "" : "no host changed; ", unchanged,
            unchanged == 1 ? "" : "s");
-    json_object *keys = NULL;
-    if (json_object_object_get_ex(result, "daemon", &keys) &&
-        json_object_is_type(keys, json_type_array) && json_object_array_length(keys)) {
+    json_object *keys = act_json_find(result, "daemon", json_type_array);
+    if (keys && json_object_array_length(keys)) {
         printf("daemon: applied");
         for (size_t i = 0; i < json_object_array_length(keys); i++)
             printf("%s %s=", i ? "," : "",
@@ -649,7 +644,7 @@ static void describe_request(const ctl_command *command, json_object *request, c
     size_t n_fields;
     const ctrl_field_spec *fields = ctrl_fields(&n_fields);
     for (size_t i = 0; i < n_fields; i++) {
-        const char *value = get_str(request, fields[i].name);
+        const char *value = act_json_string_or(request, fields[i].name, NULL);
         size_t used = strlen(out);
         if (value && fields[i].kind == CTRL_FIELD_KIND_NAME)
             snprintf(out + used, size - used, " %s", value);
@@ -674,7 +669,9 @@ static int run_op(const ctl_command *command, ctrl_op op, const ctl_extra_option
     }
     char what[256], host[ACT_NAME_MAX + 1];
     describe_request(command, request, what, sizeof(what));
-    snprintf(host, sizeof(host), "%s", get_str(request, "host") ? get_str(request, "host") : "");
+    snprintf(host, sizeof(host), "%s",
+             act_json_string_or(request, "host", NULL) ? act_json_string_or(request, "host", NULL)
+                                                       : "");
     json_object *no_wait = NULL;
     bool waits = (spec->optional & CTRL_FIELD_NO_WAIT) &&
                  !json_object_object_get_ex(request, "no_wait", &no_wait);
@@ -757,7 +754,7 @@ static size_t keep_hosts(json_object *reply, int n_hosts, char **hosts)
 {
     json_object *result = NULL;
     json_object_object_get_ex(reply, "result", &result);
-    json_object *claims = get_array(result, "claims");
+    json_object *claims = act_json_find(result, "claims", json_type_array);
     if (!claims || n_hosts == 0)
         return 0;
     json_object *kept = json_object_new_array();
@@ -766,7 +763,7 @@ static size_t keep_hosts(json_object *reply, int n_hosts, char **hosts)
         bool found = false;
         for (size_t i = 0; i < json_object_array_length(claims) && !found; i++) {
             json_object *c = json_object_array_get_idx(claims, i);
-            const char *host = get_str(c, "host");
+            const char *host = act_json_string_or(c, "host", NULL);
             if (host && strcmp(host, hosts[h]) == 0) {
                 json_object_array_add(kept, json_object_get(c));
                 found = true;
@@ -879,7 +876,7 @@ typedef struct watch_state {
 static void on_watch_event(json_object *event, void *userdata)
 {
     watch_state *w = userdata;
-    uint64_t seq = get_u64(event, "seq");
+    uint64_t seq = act_json_u64_or(event, "seq", 0);
     /* A gap means the publisher dropped messages for us (we were too slow);
      * with a one-host filter gaps are other hosts' events and say nothing. */
     if (w->all_hosts && w->last_seq && seq > w->last_seq + 1)
@@ -891,14 +888,15 @@ static void on_watch_event(json_object *event, void *userdata)
         printf("%s\n", json_object_to_json_string_ext(event, JSON_C_TO_STRING_PLAIN));
         return;
     }
-    uint64_t usec = get_u64(event, "time_usec");
+    uint64_t usec = act_json_u64_or(event, "time_usec", 0);
     time_t secs = (time_t)(usec / 1000000);
     struct tm tm;
     char when[32] = "?";
     if (localtime_r(&secs, &tm))
         snprintf(when, sizeof(when), "%02d:%02d:%02d.%03u", tm.tm_hour, tm.tm_min, tm.tm_sec,
                  (unsigned)(usec % 1000000 / 1000));
-    const char *name = get_str(event, "event"), *host = get_str(event, "host");
+    const char *name = act_json_string_or(event, "event", NULL),
+               *host = act_json_string_or(event, "host", NULL);
     const char *color = w->options->color ? ctl_state_color(name) : NULL;
     char details[512];
     describe_event(event, details, sizeof(details));

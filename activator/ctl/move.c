@@ -8,30 +8,26 @@
 #include "activator/ctl/render.h"
 #include "common/cleanup_json.h"
 #include "common/clock.h"
+#include "common/json_fields.h"
 
 /* Reading the claim this often shows each phase as it comes, at a cost
  * the store does not notice. */
 #define POLL_USEC (50 * 1000ull)
 
+/* What object holds at a (or at a.b): "" or 0 when it is not there. */
+static json_object *inner(json_object *object, const char *a, const char *b)
+{
+    return b ? act_json_find(object, a, json_type_object) : object;
+}
+
 static const char *str_at(json_object *object, const char *a, const char *b)
 {
-    json_object *value = object;
-    if (a && (!value || !json_object_object_get_ex(value, a, &value)))
-        return "";
-    if (b && (!value || !json_object_object_get_ex(value, b, &value)))
-        return "";
-    return value && json_object_is_type(value, json_type_string) ? json_object_get_string(value)
-                                                                  : "";
+    return act_json_string_or(inner(object, a, b), b ? b : a, "");
 }
 
 static uint64_t u64_at(json_object *object, const char *a, const char *b)
 {
-    json_object *value = object;
-    if (a && (!value || !json_object_object_get_ex(value, a, &value)))
-        return 0;
-    if (b && (!value || !json_object_object_get_ex(value, b, &value)))
-        return 0;
-    return value ? (uint64_t)json_object_get_int64(value) : 0;
+    return act_json_u64_or(inner(object, a, b), b ? b : a, 0);
 }
 
 static json_object *new_request(const char *op, const char *host)
@@ -46,9 +42,8 @@ static json_object *new_request(const char *op, const char *host)
 /* The result of a successful reply, or NULL after printing the refusal. */
 static json_object *result_of(json_object *reply, const char *what, const char **code)
 {
-    json_object *ok = NULL, *result = NULL, *error = NULL;
-    json_object_object_get_ex(reply, "ok", &ok);
-    if (ok && json_object_get_boolean(ok) && json_object_object_get_ex(reply, "result", &result))
+    json_object *result = NULL, *error = NULL;
+    if (act_json_bool_or(reply, "ok", false) && json_object_object_get_ex(reply, "result", &result))
         return result;
     json_object_object_get_ex(reply, "error", &error);
     *code = str_at(error, "code", NULL);
@@ -174,7 +169,7 @@ static int judge(const ctl_move_args *args, const char *id, json_object *c)
 
 static void print_started(const ctl_move_args *args, json_object *result, json_object *c)
 {
-    bool changed = json_object_get_boolean(json_object_object_get(result, "changed"));
+    bool changed = act_json_bool_or(result, "changed", false);
     printf("%s: move %s from box %s to box %s %s\n", args->host, str_at(c, "op", "id"),
            str_at(c, "op", "from"), str_at(c, "op", "to"), changed ? "started" : "resumed");
     if (!args->force || !changed)

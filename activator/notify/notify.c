@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 /* systemd caps notify datagrams at the same size; apps never send more. */
@@ -271,8 +272,7 @@ static void rest_until_window_end(struct ntf_socket *notify, sd_event_source *so
 static int on_datagram(sd_event_source *source, int fd, uint32_t revents, void *userdata)
 {
     struct ntf_socket *notify = userdata;
-    uint64_t now = 0;
-    sd_event_now(sd_event_source_get_event(source), CLOCK_MONOTONIC, &now);
+    uint64_t now = act_loop_now_usec(sd_event_source_get_event(source));
     if (now - notify->window_start >= notify->window_usec) {
         notify->window_start = now;
         notify->in_window = 0;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "activator/pipeline/pipeline-internal.h"
+#include "common/clock.h"
 
 static void emit_host(pl_host *host, pl_wake_event_type type, pl_reason reason, pl_trigger trigger,
                       pl_park_cause cause, int status, const char *message)
@@ -30,7 +31,7 @@ static int set_rate(pl_host *host, double rate_per_sec, act_error *err)
     host->rate_limited = rate_per_sec > 0;
     if (!host->rate_limited)
         return 0;
-    int r = pl_token_bucket_init(&host->bucket, rate_per_sec, pl_host_now(host), err);
+    int r = pl_token_bucket_init(&host->bucket, rate_per_sec, act_loop_now_usec(host->loop), err);
     if (r < 0) {
         host->rate_limited = false;
         return act_error_prefix(err, "host %s", host->name);
@@ -253,7 +254,7 @@ static void note_park(pl_host *host, pl_park_cause cause, bool served_long_enoug
 {
     host->failure_streak = pl_failure_streak_next(host->failure_streak, cause, served_long_enough);
     if (cause == PL_PARK_FAILURE)
-        host->last_failure_park_usec = pl_host_now(host);
+        host->last_failure_park_usec = act_loop_now_usec(host->loop);
 }
 
 int pl_host_park(pl_host *host, pl_park_cause cause)

@@ -110,7 +110,6 @@ struct pl_host {
 };
 
 /* host_emit.c */
-uint64_t pl_host_now(const pl_host *host);
 void pl_host_emit(pl_host *host, const pl_wake_event *event);
 
 /* wake.c */

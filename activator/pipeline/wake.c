@@ -15,6 +15,7 @@
 
 #include "activator/pipeline/pipeline-internal.h"
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 /* Timers here are policy (backoff, windows), not measurement: a millisecond
@@ -511,7 +512,7 @@ static void wake_try_budget(pl_wake *wake)
     int r;
 
     if (host->rate_limited) {
-        uint64_t wait = pl_token_bucket_take(&host->bucket, pl_host_now(host));
+        uint64_t wait = pl_token_bucket_take(&host->bucket, act_loop_now_usec(host->loop));
         if (wait > config->budget_wait_max_usec) {
             snprintf(message, sizeof(message),
                      "host %s: start rate limit of %g per second reached; the next start is "
@@ -596,7 +597,7 @@ static void wake_begin(pl_wake *wake)
     uint64_t delay =
         pl_failure_park_delay_usec(host->failure_streak, host->config.park_backoff_base_usec,
                                    host->config.park_backoff_max_usec);
-    uint64_t since = pl_host_now(host) - host->last_failure_park_usec;
+    uint64_t since = act_loop_now_usec(host->loop) - host->last_failure_park_usec;
     if (delay > since) {
         int r = arm(wake, &wake->timer, delay - since, timer_fired);
         if (r >= 0) {
@@ -803,7 +804,7 @@ static void wake_finish(pl_wake *wake, pl_wake_kind kind, pl_reason reason, pl_s
              * waits out the failure-park backoff. */
             host->failure_streak =
                 pl_failure_streak_next(host->failure_streak, PL_PARK_FAILURE, false);
-            host->last_failure_park_usec = pl_host_now(host);
+            host->last_failure_park_usec = act_loop_now_usec(host->loop);
         }
         /* A refused wake already said so with its REFUSED event; the other
          * endings are announced here. */

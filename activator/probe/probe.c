@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/split-argv.h"
 #include "common/text.h"
 #include "common/strv.h"
@@ -124,8 +125,7 @@ static int on_timer(sd_event_source *source, uint64_t usec, void *userdata);
 static void schedule_retry(probe_run *probe)
 {
     end_attempt(probe);
-    uint64_t now = 0;
-    sd_event_now(probe->loop, CLOCK_MONOTONIC, &now);
+    uint64_t now = act_loop_now_usec(probe->loop);
     if (probe->one_try || now >= probe->deadline_usec) {
         finish(probe, false);
         return;
@@ -281,8 +281,7 @@ int probe_start(sd_event *loop, const probe_spec *spec, const probe_runner *runn
     probe_run *probe = calloc(1, sizeof(*probe));
     if (!probe)
         return act_error_set(err, ENOMEM, "out of memory");
-    uint64_t now = 0;
-    sd_event_now(loop, CLOCK_MONOTONIC, &now);
+    uint64_t now = act_loop_now_usec(loop);
     *probe = (probe_run){
         .loop = loop,
         .spec = spec,

@@ -14,6 +14,7 @@
 #include "common/cleanup.h"
 #include "common/cleanup_json.h"
 #include "common/fileio.h"
+#include "common/json_fields.h"
 
 /* Records are small; anything bigger was not written by us. */
 #define RECORD_MAX (64 * 1024)
@@ -86,53 +87,24 @@ static int write_json_volatile(int dirfd, const char *name, json_object *obj, ac
 
 /* Strict field readers: a record that lost a field or changed a type is
  * reported with the field's name rather than read as zero. */
-static int get_field(json_object *obj, const char *where, const char *field, json_type type,
-                     json_object **out, act_error *err)
+static act_json_reader record_reader(const char *prefix, act_error *err)
 {
-    if (!json_object_object_get_ex(obj, field, out) || !json_object_is_type(*out, type))
-        return act_error_set(err, EBADMSG, "%s: field \"%s\" is missing or not a %s", where, field,
-                             json_type_to_name(type));
-    return 0;
+    return (act_json_reader){.prefix = prefix, .quote = true, .errnum = EBADMSG, .err = err};
 }
 
-static int get_string(json_object *obj, const char *where, const char *field, char *out,
-                      size_t out_size, act_error *err)
-{
-    json_object *value;
-    int r = get_field(obj, where, field, json_type_string, &value, err);
-    if (r < 0)
-        return r;
-    if ((size_t)json_object_get_string_len(value) >= out_size)
-        return act_error_set(err, EBADMSG, "%s: field \"%s\" is longer than %zu bytes", where,
-                             field, out_size - 1);
-    memcpy(out, json_object_get_string(value), (size_t)json_object_get_string_len(value) + 1);
-    return 0;
-}
-
-static int get_u64(json_object *obj, const char *where, const char *field, uint64_t *out,
-                   act_error *err)
-{
-    json_object *value;
-    int r = get_field(obj, where, field, json_type_int, &value, err);
-    if (r < 0)
-        return r;
-    if (json_object_get_int64(value) < 0)
-        return act_error_set(err, EBADMSG, "%s: field \"%s\" is negative", where, field);
-    *out = json_object_get_uint64(value);
-    return 0;
-}
-
-static int get_build(json_object *obj, const char *where, rec_build_ref *build, act_error *err)
+static int get_build(const act_json_reader *rd, json_object *obj, rec_build_ref *build)
 {
     json_object *b;
-    int r = get_field(obj, where, "build", json_type_object, &b, err);
+    int r = act_json_get_member(rd, obj, "build", json_type_object, ACT_JSON_REQUIRED, &b);
     if (r == 0)
-        r = get_string(b, where, "version", build->version, sizeof(build->version), err);
+        r = act_json_get_string(rd, b, "version", ACT_JSON_REQUIRED, build->version,
+                                sizeof(build->version));
     if (r == 0)
-        r = get_string(b, where, "digest", build->digest, sizeof(build->digest), err);
+        r = act_json_get_string(rd, b, "digest", ACT_JSON_REQUIRED, build->digest,
+                                sizeof(build->digest));
     if (r == 0)
-        r = get_string(b, where, "build_digest", build->build_digest, sizeof(build->build_digest),
-                       err);
+        r = act_json_get_string(rd, b, "build_digest", ACT_JSON_REQUIRED, build->build_digest,
+                                sizeof(build->build_digest));
     return r;
 }
 
@@ -147,7 +119,7 @@ static int read_json(int dirfd, const char *name, const char *where, json_object
     enum json_tokener_error parse_error = json_tokener_success;
     _cleanup_(json_object_putp) json_object *obj = json_tokener_parse_verbose(text, &parse_error);
     if (!obj || !json_object_is_type(obj, json_type_object))
-        return act_error_set(err, EBADMSG, "%s: not a JSON object (%s)", where,
+        return act_error_set(err, EBADMSG, "%snot a JSON object (%s)", where,
                              json_tokener_error_desc(parse_error));
     *out = TAKE_PTR(obj);
     return 0;
@@ -202,7 +174,8 @@ int rec_read_generation(int host_dirfd, const char *host, uint64_t generation,
     assert(out);
     char name[64], where[160];
     generation_file(generation, name, sizeof(name));
-    snprintf(where, sizeof(where), "host %s: generation record %s", host, name);
+    snprintf(where, sizeof(where), "host %s: generation record %s: ", host, name);
+    act_json_reader rd = record_reader(where, err);
     _cleanup_(json_object_putp) json_object *obj = NULL;
     int r = read_json(host_dirfd, name, where, &obj, err);
     if (r < 0)
@@ -211,33 +184,34 @@ int rec_read_generation(int host_dirfd, const char *host, uint64_t generation,
     rec_generation_record record = {0};
     char phase[16];
     json_object *pid;
-    r = get_string(obj, where, "host", record.host, sizeof(record.host), err);
+    r = act_json_get_string(&rd, obj, "host", ACT_JSON_REQUIRED, record.host, sizeof(record.host));
     if (r == 0)
-        r = get_u64(obj, where, "generation", &record.generation, err);
+        r = act_json_get_u64(&rd, obj, "generation", ACT_JSON_REQUIRED, &record.generation);
     if (r == 0)
-        r = get_u64(obj, where, "session", &record.session, err);
+        r = act_json_get_u64(&rd, obj, "session", ACT_JSON_REQUIRED, &record.session);
     if (r == 0)
-        r = get_u64(obj, where, "admission_revision", &record.admission_revision, err);
+        r = act_json_get_u64(&rd, obj, "admission_revision", ACT_JSON_REQUIRED,
+                             &record.admission_revision);
     if (r == 0)
-        r = get_string(obj, where, "incarnation", record.incarnation, sizeof(record.incarnation),
-                       err);
+        r = act_json_get_string(&rd, obj, "incarnation", ACT_JSON_REQUIRED, record.incarnation,
+                                sizeof(record.incarnation));
     if (r == 0)
-        r = get_build(obj, where, &record.build, err);
+        r = get_build(&rd, obj, &record.build);
     if (r == 0)
-        r = get_string(obj, where, "phase", phase, sizeof(phase), err);
+        r = act_json_get_string(&rd, obj, "phase", ACT_JSON_REQUIRED, phase, sizeof(phase));
     if (r == 0 && parse_phase(phase, &record.phase) < 0)
-        r = act_error_set(err, EBADMSG, "%s: unknown phase \"%s\"", where, phase);
+        r = act_error_set(err, EBADMSG, "%sunknown phase \"%s\"", where, phase);
     if (r == 0)
-        r = get_field(obj, where, "pid", json_type_int, &pid, err);
+        r = act_json_get_member(&rd, obj, "pid", json_type_int, ACT_JSON_REQUIRED, &pid);
     if (r == 0)
-        r = get_u64(obj, where, "started_usec", &record.started_usec, err);
+        r = act_json_get_u64(&rd, obj, "started_usec", ACT_JSON_REQUIRED, &record.started_usec);
     if (r < 0)
         return r;
     record.pid = json_object_get_int(pid);
     /* A record under another host's directory, or naming another number than
      * its file, was moved by hand; trusting it could retire the wrong process. */
     if (strcmp(record.host, host) != 0 || record.generation != generation)
-        return act_error_set(err, EBADMSG, "%s: names host %s generation %" PRIu64, where,
+        return act_error_set(err, EBADMSG, "%snames host %s generation %" PRIu64, where,
                              record.host, record.generation);
     *out = record;
     return 0;
@@ -340,19 +314,20 @@ int rec_read_build_state(int host_dirfd, const char *host, rec_build_state *out,
     assert(host);
     assert(out);
     char where[128];
-    snprintf(where, sizeof(where), "host %s: build-state.json", host);
+    snprintf(where, sizeof(where), "host %s: build-state.json: ", host);
+    act_json_reader rd = record_reader(where, err);
     _cleanup_(json_object_putp) json_object *obj = NULL;
     int r = read_json(host_dirfd, "build-state.json", where, &obj, err);
     if (r < 0)
         return r;
     rec_build_state state = {0};
-    r = get_build(obj, where, &state.build, err);
+    r = get_build(&rd, obj, &state.build);
     if (r == 0)
-        r = get_u64(obj, where, "generation", &state.generation, err);
+        r = act_json_get_u64(&rd, obj, "generation", ACT_JSON_REQUIRED, &state.generation);
     if (r == 0)
-        r = get_u64(obj, where, "session", &state.session, err);
+        r = act_json_get_u64(&rd, obj, "session", ACT_JSON_REQUIRED, &state.session);
     if (r == 0)
-        r = get_u64(obj, where, "written_usec", &state.written_usec, err);
+        r = act_json_get_u64(&rd, obj, "written_usec", ACT_JSON_REQUIRED, &state.written_usec);
     if (r == 0)
         *out = state;
     return r;
@@ -365,7 +340,8 @@ int rec_read_checkpoint(int host_dirfd, const char *host, char *out, size_t out_
     assert(out);
     assert(out_size > 0);
     char where[128];
-    snprintf(where, sizeof(where), "host %s: checkpoint.json", host);
+    snprintf(where, sizeof(where), "host %s: checkpoint.json: ", host);
+    act_json_reader rd = record_reader(where, err);
     _cleanup_(json_object_putp) json_object *obj = NULL;
     int r = read_json(host_dirfd, "checkpoint.json", where, &obj, err);
     if (r == -ENOENT) {
@@ -375,7 +351,7 @@ int rec_read_checkpoint(int host_dirfd, const char *host, char *out, size_t out_
     }
     if (r < 0)
         return r;
-    return get_string(obj, where, "checkpoint", out, out_size, err);
+    return act_json_get_string(&rd, obj, "checkpoint", ACT_JSON_REQUIRED, out, out_size);
 }
 
 int rec_write_checkpoint(int host_dirfd, const char *checkpoint, act_error *err)
@@ -391,7 +367,8 @@ int rec_read_probe(int host_dirfd, const char *host, rec_probe *out, act_error *
     assert(host);
     assert(out);
     char where[128];
-    snprintf(where, sizeof(where), "host %s: probe.json", host);
+    snprintf(where, sizeof(where), "host %s: probe.json: ", host);
+    act_json_reader rd = record_reader(where, err);
     _cleanup_(json_object_putp) json_object *obj = NULL;
     int r = read_json(host_dirfd, "probe.json", where, &obj, err);
     if (r == -ENOENT) {
@@ -400,9 +377,10 @@ int rec_read_probe(int host_dirfd, const char *host, rec_probe *out, act_error *
     }
     rec_probe probe = {0};
     if (r == 0)
-        r = get_string(obj, where, "op", probe.op_id, sizeof(probe.op_id), err);
+        r = act_json_get_string(&rd, obj, "op", ACT_JSON_REQUIRED, probe.op_id,
+                                sizeof(probe.op_id));
     if (r == 0)
-        r = get_u64(obj, where, "deadline_usec", &probe.deadline_usec, err);
+        r = act_json_get_u64(&rd, obj, "deadline_usec", ACT_JSON_REQUIRED, &probe.deadline_usec);
     if (r < 0)
         return r;
     *out = probe;

@@ -26,8 +26,7 @@
 
 typedef struct entry {
     uint32_t uid;
-    bool linked; /* recorded as a symlink <uid> -> <host>, as older daemons did */
-    char *host;  /* NULL: a free slot */
+    char *host; /* NULL: a free slot */
 } entry;
 
 /* Two open-addressing tables over one set of records: by host name and by
@@ -85,12 +84,12 @@ static entry *find_uid(const ad_dynamic_users *users, uint32_t uid)
     }
 }
 
-static void place(entry *by_host, size_t *by_uid, size_t cap, uint32_t uid, bool linked, char *host)
+static void place(entry *by_host, size_t *by_uid, size_t cap, uint32_t uid, char *host)
 {
     size_t slot = hash_name(host) & (cap - 1);
     while (by_host[slot].host)
         slot = (slot + 1) & (cap - 1);
-    by_host[slot] = (entry){.uid = uid, .linked = linked, .host = host};
+    by_host[slot] = (entry){.uid = uid, .host = host};
     size_t i;
     for (i = hash_uid(uid) & (cap - 1); by_uid[i]; i = (i + 1) & (cap - 1))
         ;
@@ -98,7 +97,7 @@ static void place(entry *by_host, size_t *by_uid, size_t cap, uint32_t uid, bool
 }
 
 /* Adds uid -> host (taken) to the tables, growing them; -ENOMEM. */
-static int remember(ad_dynamic_users *users, uint32_t uid, bool linked, char *host)
+static int remember(ad_dynamic_users *users, uint32_t uid, char *host)
 {
     if (2 * (users->n + 1) > users->cap) {
         size_t cap = users->cap ? 2 * users->cap : 64;
@@ -112,15 +111,14 @@ static int remember(ad_dynamic_users *users, uint32_t uid, bool linked, char *ho
         }
         for (size_t i = 0; i < users->cap; i++)
             if (users->by_host[i].host)
-                place(by_host, by_uid, cap, users->by_host[i].uid, users->by_host[i].linked,
-                      users->by_host[i].host);
+                place(by_host, by_uid, cap, users->by_host[i].uid, users->by_host[i].host);
         free(users->by_host);
         free(users->by_uid);
         users->by_host = by_host;
         users->by_uid = by_uid;
         users->cap = cap;
     }
-    place(users->by_host, users->by_uid, users->cap, uid, linked, host);
+    place(users->by_host, users->by_uid, users->cap, uid, host);
     users->n++;
     return 0;
 }
@@ -154,8 +152,8 @@ static bool parse_uid(const char *text, uint32_t *uid)
 }
 
 /* Adds the record uid -> host read from where (a path, for the error). */
-static int take_record(ad_dynamic_users *users, uint32_t uid, const char *host, bool linked,
-                       const char *where, act_error *err)
+static int take_record(ad_dynamic_users *users, uint32_t uid, const char *host, const char *where,
+                       act_error *err)
 {
     const entry *other = find_host(users, host);
     if (other)
@@ -169,32 +167,8 @@ static int take_record(ad_dynamic_users *users, uint32_t uid, const char *host, 
                              "record of the host that does not own its files",
                              where, uid, other->host, host);
     char *copy = strdup(host);
-    return copy && remember(users, uid, linked, copy) == 0
-               ? 0
-               : act_error_set(err, ENOMEM, "out of memory");
-}
-
-/* A record as older daemons made them: a symlink <uid> -> <host>. */
-static int read_link_record(ad_dynamic_users *users, const char *name, act_error *err)
-{
-    uint32_t uid;
-    char host[ACT_NAME_MAX + 2];
-    ssize_t len = -1;
-    if (parse_uid(name, &uid))
-        len = readlinkat(users->dirfd, name, host, sizeof(host) - 1);
-    act_error name_err = {0};
-    if (len > 0 && (size_t)len < sizeof(host) - 1) {
-        host[len] = '\0';
-        if (act_name_check("host", host, &name_err) == 0) {
-            char where[64];
-            snprintf(where, sizeof(where), DIRECTORY "/%s", name);
-            return take_record(users, uid, host, true, where, err);
-        }
-    }
-    return act_error_set(err, EINVAL,
-                         "%s/%s is not a dynamic user's record (a symlink named by a uid that "
-                         "names a host); remove it",
-                         DIRECTORY, name);
+    return copy && remember(users, uid, copy) == 0 ? 0
+                                                   : act_error_set(err, ENOMEM, "out of memory");
 }
 
 /* RECORDS: "<uid> <host>" lines; '#' starts a comment line. */
@@ -227,7 +201,7 @@ static int read_records(ad_dynamic_users *users, act_error *err)
                                  "%s is not a dynamic user's record (\"<uid> <host>\"); fix or "
                                  "remove the line",
                                  where);
-        if ((r = take_record(users, uid, space + 1, false, where, err)) < 0)
+        if ((r = take_record(users, uid, space + 1, where, err)) < 0)
             return r;
     }
     return 0;
@@ -256,14 +230,20 @@ int ad_dynamic_users_open(int state_dirfd, uint32_t uid_min, uint32_t uid_max,
         ad_dynamic_users_free(users);
         return act_error_set(err, saved, "cannot list %s/: %s", DIRECTORY, strerror(saved));
     }
-    /* Dot entries are what a write of RECORDS cut short left. */
+    /* Dot entries are what a write of RECORDS cut short left. Anything
+     * else is not ours to skip: it may stand for a uid that must not be
+     * given to another host. */
     int r = 0;
     struct dirent *de;
     while (r == 0 && (de = readdir(dir)))
         if (strcmp(de->d_name, RECORDS) == 0)
             r = read_records(users, err);
         else if (de->d_name[0] != '.')
-            r = read_link_record(users, de->d_name, err);
+            r = act_error_set(err, EINVAL,
+                              "%s/%s is not the records file; dynamic users are recorded only "
+                              "as \"<uid> <host>\" lines of %s/%s: move what it stands for "
+                              "there, or remove it",
+                              DIRECTORY, de->d_name, DIRECTORY, RECORDS);
     closedir(dir);
     if (r < 0) {
         ad_dynamic_users_free(users);
@@ -300,8 +280,8 @@ static int compare_entries(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Replaces RECORDS with every record that is not a link, by uid, durably:
- * one file for every host rather than an inode each. */
+/* Replaces RECORDS with every record, by uid, durably: one file for every
+ * host rather than an inode each. */
 static int write_records(ad_dynamic_users *users, act_error *err)
 {
     static const char header[] =
@@ -313,7 +293,7 @@ static int write_records(ad_dynamic_users *users, act_error *err)
         return act_error_set(err, ENOMEM, "out of memory");
     size_t k = 0;
     for (size_t i = 0; i < users->cap; i++)
-        if (users->by_host[i].host && !users->by_host[i].linked)
+        if (users->by_host[i].host)
             sorted[k++] = &users->by_host[i];
     qsort(sorted, k, sizeof(*sorted), compare_entries);
     size_t len = sizeof(header) - 1;
@@ -403,20 +383,15 @@ static void drop(ad_dynamic_users *users, entry *stale)
     users->cap = users->n = 0;
     for (size_t i = 0; i < cap; i++)
         if (old[i].host)
-            remember(users, old[i].uid, old[i].linked, old[i].host);
+            remember(users, old[i].uid, old[i].host);
     free(old);
     free(dropped);
 }
 
-/* Replaces a record that can no longer be used: a link goes now, a line
- * with the next write of RECORDS. */
+/* Replaces a record that can no longer be used: its line goes with the
+ * next write of RECORDS. */
 static void forget(ad_dynamic_users *users, entry *stale)
 {
-    if (stale->linked) {
-        char name[16];
-        snprintf(name, sizeof(name), "%" PRIu32, stale->uid);
-        unlinkat(users->dirfd, name, 0);
-    }
     users->unsynced = true;
     drop(users, stale);
 }
@@ -449,7 +424,7 @@ int ad_dynamic_user_get(ad_dynamic_users *users, const char *host, uid_t *uid, a
         /* Taken in the tables, the reservation; on disk with the next
          * write of RECORDS, before the uid is used. */
         char *copy = strdup(host);
-        if (!copy || remember(users, candidate, false, copy) < 0)
+        if (!copy || remember(users, candidate, copy) < 0)
             return act_error_set(err, ENOMEM, "out of memory");
         users->unsynced = true;
         int r = users->defer_sync ? 0 : ad_dynamic_users_sync(users, err);

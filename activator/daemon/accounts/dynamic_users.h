@@ -9,13 +9,11 @@
  * durably before it is used, as a "<uid> <host>" line of
  * <state>/dynamic-users/records, which is replaced whole (temp file, fsync,
  * rename): one file for every host, so that a start that gives 10,000 hosts
- * their uids creates one inode, not 10,000. Older daemons recorded each uid
- * as a symlink <state>/dynamic-users/<uid> naming the host; those are read
- * as well, and kept. The next daemon reads them all back, so a host keeps
- * its uid across restarts, and its state directory stays its own. A record
- * is never dropped, not even for a host taken out of the configuration: its
- * state directory may still hold files of that uid, which a new host given
- * the uid would own. */
+ * their uids creates one inode, not 10,000. The next daemon reads them all
+ * back, so a host keeps its uid across restarts, and its state directory
+ * stays its own. A record is never dropped, not even for a host taken out
+ * of the configuration: its state directory may still hold files of that
+ * uid, which a new host given the uid would own. */
 #pragma once
 
 #include <stdint.h>
@@ -28,9 +26,10 @@
 typedef struct ad_dynamic_users ad_dynamic_users;
 
 /* Reads (creating the directory when missing) the records in
- * <state_dirfd>/dynamic-users. A record that is not "<uid> <host>" (a line)
- * or "<uid> -> <host>" (a link) is refused with its path (and line), and so
- * are one host named twice and one uid given to two hosts. */
+ * <state_dirfd>/dynamic-users/records. A line that is not "<uid> <host>" is
+ * refused with its path and line, and so are any other file in the
+ * directory (but a dot file a cut-short write left), one host named twice
+ * and one uid given to two hosts. */
 int ad_dynamic_users_open(int state_dirfd, uint32_t uid_min, uint32_t uid_max,
                           ad_dynamic_users **out, act_error *err);
 void ad_dynamic_users_free(ad_dynamic_users *users);

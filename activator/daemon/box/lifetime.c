@@ -8,17 +8,10 @@
 #include "common/cleanup_json.h"
 #include "common/clock.h"
 #include "common/fileio.h"
+#include "common/json_fields.h"
 #include "common/log.h"
 
 #define LIFETIME_FILE "daemon.json"
-
-static uint64_t get_u64(json_object *obj, const char *key)
-{
-    json_object *value = NULL;
-    if (!json_object_object_get_ex(obj, key, &value) || !json_object_is_type(value, json_type_int))
-        return 0;
-    return json_object_get_uint64(value);
-}
 
 static void read_record(const ad_daemon *daemon, ad_lifetime *out)
 {
@@ -30,9 +23,9 @@ static void read_record(const ad_daemon *daemon, ad_lifetime *out)
     _cleanup_(json_object_putp) json_object *obj = json_tokener_parse(text);
     if (!obj || !json_object_is_type(obj, json_type_object))
         return;
-    out->starts = get_u64(obj, "starts");
-    out->last_handover_usec = get_u64(obj, "last_handover_usec");
-    out->handovers = get_u64(obj, "handovers");
+    out->starts = act_json_u64_or(obj, "starts", 0);
+    out->last_handover_usec = act_json_u64_or(obj, "last_handover_usec", 0);
+    out->handovers = act_json_u64_or(obj, "handovers", 0);
 }
 
 static void write_record(const ad_daemon *daemon, const ad_lifetime *lifetime)

@@ -43,6 +43,7 @@
 #include "activator/daemon/box/telemetry.h"
 #include "common/cleanup.h"
 #include "common/cleanup_json.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 /* hosts_directory/<host>.conf */
@@ -805,10 +806,8 @@ static void start_job(ad_daemon *daemon, ad_reload_state *state, waiters *replie
     snprintf(job->config_path, sizeof(job->config_path), "%s", daemon->config_path);
     snprintf(job->hosts_directory, sizeof(job->hosts_directory), "%s",
              daemon->config.hosts_directory);
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
     sd_notifyf(0, "RELOADING=1\nSTATUS=reloading the configuration\nMONOTONIC_USEC=%" PRIu64,
-               (uint64_t)now.tv_sec * 1000000 + (uint64_t)now.tv_nsec / 1000);
+               act_now_usec());
     act_log(LOG_INFO, "reload: reading %s and %s", job->config_path, job->hosts_directory);
     act_error err = {0};
     if (act_offload_submit(daemon->offload, act_offload_lane("reload"), read_files, files_read,

@@ -266,7 +266,7 @@ static void on_change(claims_watch *watch, const claim_change *change, int error
 
 static int start_watch(ad_claim_watch *cw, act_error *err)
 {
-    cw->watch_started_usec = ad_now(cw->daemon);
+    cw->watch_started_usec = act_loop_now_usec(cw->daemon->loop);
     return claims_watch_start(cw->daemon->store, cw->revision, on_change, cw, &cw->watch, err);
 }
 
@@ -314,7 +314,7 @@ static void on_change(claims_watch *watch, const claim_change *change, int error
                 err ? err->message : "unknown error");
         claims_watch_free(cw->watch);
         cw->watch = NULL;
-        if (ad_now(cw->daemon) - cw->watch_started_usec >= HEAL_BACKOFF_MAX_USEC) {
+        if (act_loop_now_usec(cw->daemon->loop) - cw->watch_started_usec >= HEAL_BACKOFF_MAX_USEC) {
             cw->backoff_usec = 0;
             heal(cw);
         } else {

@@ -111,11 +111,3 @@ struct ad_daemon {
     ad_box_lease *box_lease;     /* fleet/box_lease.c */
     ad_pressure *pressure;       /* parking/pressure.c: the memory pressure trigger; NULL: none */
 };
-
-/* The loop's time of this iteration (CLOCK_MONOTONIC). */
-static inline uint64_t ad_now(const ad_daemon *daemon)
-{
-    uint64_t now = 0;
-    sd_event_now(daemon->loop, CLOCK_MONOTONIC, &now);
-    return now;
-}

@@ -15,6 +15,7 @@
 
 #include "activator/daemon/generations/helper_leaf.h"
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/text.h"
 
@@ -121,13 +122,6 @@ static void on_leaf_retired(bool proven, const char *why, void *userdata)
     exec_free(exec);
 }
 
-static uint64_t wall_usec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static void on_exit_(int status, void *userdata)
 {
     ad_checkpoint_exec *exec = userdata;
@@ -151,7 +145,7 @@ static void on_exit_(int status, void *userdata)
             act_error_prefix(&exec->err, "host %s", exec->host->name);
         } else {
             w->generation = exec->generation;
-            w->stamp_usec = wall_usec();
+            w->stamp_usec = act_wallclock_usec();
             snprintf(w->box, sizeof(w->box), "%s", exec->host->daemon->config.box);
         }
     }

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 
 #include "activator/connections/connections.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 /* Checks often enough that a host parks within a quarter of its timeout
@@ -27,7 +28,7 @@ static int on_idle_check(sd_event_source *source, uint64_t usec, void *userdata)
 {
     ad_host *host = userdata;
     const cfg_host *config = ad_host_config(host);
-    uint64_t now = ad_now(host->daemon);
+    uint64_t now = act_loop_now_usec(host->daemon->loop);
     uint64_t connections = 0;
     act_error err = {0};
     if (conn_count(host->listen, host->n_listen, &connections, &err) < 0) {
@@ -70,7 +71,7 @@ void ad_idle_watch(ad_host *host, ad_host_idle_fn on_idle)
     if (!config->idle_timeout_usec || !host->n_listen)
         return;
     host->on_idle = on_idle;
-    host->last_active_usec = ad_now(daemon);
+    host->last_active_usec = act_loop_now_usec(daemon->loop);
     if (sd_event_add_time_relative(daemon->loop, &host->idle_timer, CLOCK_MONOTONIC,
                                    check_interval(config), 0, on_idle_check, host) < 0)
         act_log(LOG_ERR, "host %s: cannot watch for idleness", config->name);

@@ -533,7 +533,7 @@ static const char *const good_host = "[Host]\n"
                                      "PidsMax=256\n"
                                      "CPUQuota=200%\n"
                                      "CPUWeight=500\n"
-                                     "SystemCallFilter=default ~ptrace\n";
+                                     "SystemCallFilter=~ptrace\n";
 
 static void host_every_key(void **state)
 {
@@ -619,7 +619,7 @@ static void host_defaults(void **state)
     cfg_host_free(&h);
 
     write_file("inf.conf", "[Host]\nExec=bin/app\n[Limits]\nMemoryMax=infinity\n"
-                           "PidsMax=infinity\nSystemCallFilter=none\n");
+                           "PidsMax=infinity\nSystemCallFilter=\n");
     assert_int_equal(cfg_load_host_file(tmp_dir, "inf.conf", &h, &errors), 0);
     assert_true(h.limits.memory_max == CFG_LIMIT_INFINITY);
     assert_true(h.limits.pids_max == CFG_LIMIT_INFINITY);
@@ -725,7 +725,8 @@ static void host_each_bad_key(void **state)
         {"Limits", "CPUWeight", "10001"},
         {"Limits", "CPUWeight", "0"},
         {"Limits", "SystemCallFilter", "strict"},
-        {"Limits", "SystemCallFilter", "default ~notasyscall"},
+        {"Limits", "SystemCallFilter", "~notasyscall"},
+        {"Limits", "SystemCallFilter", "default ~ptrace"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         char content[512];
@@ -1043,7 +1044,7 @@ static void lines_of_box_checked_keys_are_kept(void **state)
          "[Limits]\n"                      /* 9 */
          "PidsMax=64\n"                    /* 10 */
          "MemoryMax=64M\n"                 /* 11 */
-         "SystemCallFilter=default ~ptrace\n", /* 12 */
+         "SystemCallFilter=~ptrace\n",     /* 12 */
          &host);
     assert_int_equal(host.lines.user, 3);
     assert_int_equal(host.lines.group, 4);
@@ -1162,8 +1163,7 @@ static void changes_are_sorted_by_when_they_apply(void **state)
                      CFG_HOST_CHANGED_LIMITS);
     assert_int_equal(changes_after(NULL, "PidsMax=10\n"), CFG_HOST_CHANGED_LIMITS);
     /* The filter is in [Limits] but is set at the exec. */
-    assert_int_equal(changes_after(NULL, "SystemCallFilter=default ~ptrace\n"),
-                     CFG_HOST_CHANGED_START);
+    assert_int_equal(changes_after(NULL, "SystemCallFilter=~ptrace\n"), CFG_HOST_CHANGED_START);
     assert_int_equal(changes_after("--port 8001", "--port 8002"), CFG_HOST_CHANGED_START);
     assert_int_equal(changes_after("A=1", "A=2"), CFG_HOST_CHANGED_START);
     assert_int_equal(

@@ -469,23 +469,20 @@ static void syscall_filters(void **state)
     (void)state;
     act_error err = {0};
     cfg_syscall_filter f = {0};
-    assert_int_equal(cfg_parse_syscall_filter("default", &f, &err), 0);
+    assert_int_equal(cfg_parse_syscall_filter("~ptrace kexec_load", &f, &err), 0);
     assert_int_equal(f.base, CFG_SYSCALLS_DEFAULT);
-    assert_null(f.deny);
-    assert_int_equal(
-        cfg_parse_syscall_filter("default ~ptrace io_uring_setup ~kexec_load", &f, &err), 0);
     assert_int_equal(act_strv_length(f.deny), 2);
     assert_string_equal(f.deny[0], "ptrace");
     assert_string_equal(f.deny[1], "kexec_load");
+    assert_int_equal(cfg_parse_syscall_filter("io_uring_setup", &f, &err), 0);
     assert_int_equal(act_strv_length(f.allow), 1);
     assert_string_equal(f.allow[0], "io_uring_setup");
-    assert_int_equal(cfg_parse_syscall_filter("none ~ptrace", &f, &err), 0);
-    assert_int_equal(f.base, CFG_SYSCALLS_NONE);
     cfg_syscall_filter_clear(&f);
 
-    const char *bad[] = {
-        "strict",         "default ~ptrac", "@nosuchgroup",     "~@mount keyctl:EPERM",
-        "@mount ~chroot", "none ptrace",    "default 'unclosed"};
+    /* The activator's own older words are no longer read: "default" and
+     * "none" are not system calls. */
+    const char *bad[] = {"strict",         "~ptrac",    "@nosuchgroup",    "~@mount keyctl:EPERM",
+                         "@mount ~chroot", "'unclosed", "default ~ptrace", "none ~kexec_load"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err = (act_error){0};
         assert_true(cfg_parse_syscall_filter(bad[i], &f, &err) < 0);
