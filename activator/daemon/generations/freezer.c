@@ -3,7 +3,7 @@
  * settling, learnt through the leaf's cgroup.events. A retirement takes the
  * events fd over (ad_generation_stop_settling); killing a frozen leaf and
  * thawing it after is the retirement's own (retire.c). */
-#include "activator/daemon/generations/generation_internal.h"
+#include "activator/daemon/generations/internal.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -7,19 +7,20 @@
  *
  * This header is its one API. Its code, by what it does:
  *   generation.c  creation (the leaf with the host's limits), records,
- *                 counters (stats), the notify socket, adoption after a
- *                 daemon restart, free
+ *                 counters (stats)
  *   spawn.c       starting processes in the leaf as the host: the
  *                 environment, the main process (at once, or held before
  *                 its exec), helpers (ExecRestore=, ExecReplicate=), probes
- *   supervise.c   while it serves: watchdog, health checks, STOPPING=1
+ *   supervise.c   while it serves: watchdog, health checks, STOPPING=1,
+ *                 and the notify socket they are heard on
  *   freezer.c     freezing and thawing the leaf (cgroup.freeze), settling
  *                 through cgroup.events
  *   retire.c      where a generation is killed with proof: SIGTERM and
  *                 StopTimeoutSec=, the cgroup kill, the proof of empty,
- *                 reaping; also the watch on its main process's exit
+ *                 reaping; the watch on its main process's exit; free
+ *   adopt.c       a generation that outlived the previous daemon, taken over
  *   limits.c      the [Limits] as the cgroup layer takes them
- * What those files share is generation_internal.h. */
+ * What those files share is internal.h. */
 #pragma once
 
 #include <stdbool.h>

@@ -11,7 +11,7 @@
  * grace period of a retirement or goes to on_exit, whose owner decides
  * whether to retire; and dropping a held child, which leaves the leaf empty
  * for the proof. */
-#include "activator/daemon/generations/generation_internal.h"
+#include "activator/daemon/generations/internal.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -259,4 +259,25 @@ void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retir
                                    gen) >= 0)
         return; /* on_process_exit or on_grace_over goes on */
     start_kill(gen);
+}
+
+/* ---- free ------------------------------------------------------------------ */
+
+void ad_generation_free(ad_generation *gen)
+{
+    if (!gen)
+        return;
+    ad_generation_stop_supervision(gen);
+    ad_generation_stop_settling(gen);
+    gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
+    gen->empty_source = sd_event_source_disable_unref(gen->empty_source);
+    gen->kill_timer = sd_event_source_disable_unref(gen->kill_timer);
+    ad_generation_reap(gen);
+    ad_generation_drop_held(gen);
+    ntf_free(gen->notify);
+    ad_host_log_free(gen->log);
+    if (gen->process.pidfd >= 0)
+        close(gen->process.pidfd);
+    cg_leaf_free(gen->leaf);
+    free(gen);
 }

@@ -4,7 +4,7 @@
  * helpers (ExecRestore=, ExecReplicate=) and the probes (Ready=exec:,
  * HealthCheck=exec:). The main process's exit is watched from its start
  * (retire.c). */
-#include "activator/daemon/generations/generation_internal.h"
+#include "activator/daemon/generations/internal.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -4,9 +4,9 @@
  * HealthCheckIntervalSec=, HealthCheckFailures= of them failed in a row)
  * and its STOPPING=1. What it notices goes to on_notice, whose owner
  * decides (wake/ops.c); it retires nothing itself. It ends
- * (ad_generation_stop_supervision, generation_internal.h) when the
+ * (ad_generation_stop_supervision, internal.h) when the
  * generation exits, is frozen, retired or freed. */
-#include "activator/daemon/generations/generation_internal.h"
+#include "activator/daemon/generations/internal.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -148,3 +148,54 @@ void ad_generation_supervision_heard(ad_generation *gen, const ntf_message *mess
         notice(gen, AD_NOTICE_STOPPING, why);
     }
 }
+
+/* ---- the notify socket ------------------------------------------------------ */
+
+bool ad_generation_wants_notify(const cfg_host *config)
+{
+    return config->ready.kind == PROBE_NOTIFY || config->watchdog_usec;
+}
+
+/* What a datagram says to the generation itself, then to whoever opened
+ * the socket. Before the generation serves, only READY=1 counts (its
+ * opener's): a keep-alive has no deadline yet, and a STOPPING=1 is followed
+ * by the exit that decides. */
+static void on_notify(ntf_socket *notify, const ntf_message *message, void *userdata)
+{
+    ad_generation *gen = userdata;
+    if (message->status)
+        act_log_fields(LOG_DEBUG,
+                       &(act_log_ctx){.host = gen->host->name, .generation = gen->number},
+                       "host %s: generation %" PRIu64 " status: %s", gen->host->name, gen->number,
+                       message->status);
+    ad_generation_supervision_heard(gen, message);
+    if (gen->on_message)
+        gen->on_message(notify, message, gen);
+}
+
+int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_error *err)
+{
+    assert(gen);
+    const ad_daemon *daemon = gen->host->daemon;
+    const char *name = gen->host->name;
+    char directory[256], socket_name[32], cgroup[4096], label[128];
+    /* One directory per host, its user's alone; one socket per generation
+     * in it, so N and N+1 of a swap each hear only their own. */
+    snprintf(directory, sizeof(directory), "%s/notify/%s", daemon->config.runtime_directory, name);
+    snprintf(socket_name, sizeof(socket_name), "g-%" PRIu64, gen->number);
+    snprintf(cgroup, sizeof(cgroup), "/%s", cg_leaf_relative_path(gen->leaf));
+    snprintf(label, sizeof(label), "host %s: generation %" PRIu64, name, gen->number);
+    ntf_options options = {
+        .directory = directory,
+        .name = socket_name,
+        .cgroup_path = cgroup,
+        .label = label,
+    };
+    ad_host_run_as(gen->host, &options.uid, &options.gid);
+    /* Without the id, senders are checked through /proc (older kernels). */
+    if (ntf_cgroup_id(cg_leaf_path(gen->leaf), &options.cgroup_id) < 0)
+        options.cgroup_id = 0;
+    gen->on_message = on_message;
+    return ntf_open(daemon->loop, &options, on_notify, gen, &gen->notify, err);
+}
+

@@ -4,7 +4,7 @@
  * transition hook (transitions.c), the one place where a host's
  * transitions change what the daemon does next; it needs no API here, as
  * every host set up here gets it. What the room's files share among
- * themselves is in hosts_internal.h. */
+ * themselves is in internal.h. */
 #pragma once
 
 #include "activator/daemon/host/host.h"

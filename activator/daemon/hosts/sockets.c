@@ -19,7 +19,7 @@
 
 #include "activator/daemon/generations/leftovers.h"
 #include "activator/daemon/hosts/fd_store.h"
-#include "activator/daemon/hosts/hosts_internal.h"
+#include "activator/daemon/hosts/internal.h"
 #include "activator/daemon/parking/freeze.h"
 #include "activator/daemon/parking/idle.h"
 #include "activator/listen/listen.h"

@@ -16,7 +16,7 @@
 #include "activator/daemon/claim/write_backs.h"
 #include "activator/daemon/generations/generation.h"
 #include "activator/daemon/hosts/fd_store.h"
-#include "activator/daemon/hosts/hosts_internal.h"
+#include "activator/daemon/hosts/internal.h"
 #include "activator/daemon/moves/move.h"
 #include "activator/daemon/parking/freeze.h"
 #include "activator/daemon/parking/idle.h"

@@ -13,7 +13,7 @@
 #include "activator/daemon/generations/announce.h"
 #include "activator/daemon/generations/generation.h"
 #include "activator/daemon/generations/sweep.h"
-#include "activator/daemon/hosts/hosts_internal.h"
+#include "activator/daemon/hosts/internal.h"
 #include "activator/daemon/moves/checkpoint_request.h"
 #include "activator/daemon/moves/move.h"
 #include "activator/daemon/parking/freeze.h"

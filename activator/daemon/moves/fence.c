@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "activator/daemon/generations/announce.h"
-#include "activator/daemon/moves/move_internal.h"
+#include "activator/daemon/moves/internal.h"
 #include "common/clock.h"
 #include "common/text.h"
 

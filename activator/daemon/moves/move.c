@@ -12,7 +12,7 @@
 
 #include "activator/daemon/generations/announce.h"
 #include "activator/daemon/moves/checkpoints.h"
-#include "activator/daemon/moves/move_internal.h"
+#include "activator/daemon/moves/internal.h"
 #include "common/text.h"
 
 /* ---- the move's state ------------------------------------------------------ */

@@ -8,7 +8,7 @@
 
 #include "activator/daemon/generations/announce.h"
 #include "activator/daemon/moves/checkpoints.h"
-#include "activator/daemon/moves/move_internal.h"
+#include "activator/daemon/moves/internal.h"
 #ifdef ACTIVATOR_TEST_HOOKS
 #include "activator/daemon/host/step_holds.h"
 #endif

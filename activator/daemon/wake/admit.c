@@ -23,7 +23,7 @@
 
 #include "activator/daemon/host/step_holds.h"
 #include "activator/daemon/claim/write_backs.h"
-#include "activator/daemon/wake/state.h"
+#include "activator/daemon/wake/internal.h"
 #include "common/clock.h"
 #include "common/log.h"
 

@@ -1,4 +1,4 @@
-/* The early start (wake/state.h): a cold wake's generation made ready
+/* The early start (wake/internal.h): a cold wake's generation made ready
  * beside its admission. The admission's compare-and-swap is a durable
  * write, a millisecond on an ordinary disk, and most of what follows it
  * does not depend on its answer: the leaf, the state directory, the
@@ -14,7 +14,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "activator/daemon/wake/state.h"
+#include "activator/daemon/wake/internal.h"
 #include "common/log.h"
 
 /* Kills and reaps the held child, removes the leaf it never ran in, and

@@ -1,4 +1,4 @@
-/* The gate (wake/state.h): just before every exec, the claim is read again
+/* The gate (wake/internal.h): just before every exec, the claim is read again
  * and must still be our admission, the build must be the one the pin and
  * the hold allow, and the generation's record (and the build state, when
  * the build changed) must be written. */
@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "activator/daemon/wake/state.h"
+#include "activator/daemon/wake/internal.h"
 #include "common/clock.h"
 #include "common/log.h"
 

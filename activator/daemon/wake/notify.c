@@ -1,7 +1,7 @@
-/* A generation's notify socket (wake/state.h): READY=1 on it completes
+/* A generation's notify socket (wake/internal.h): READY=1 on it completes
  * the wake's `ready` step when the host's Ready= is notify. Opened at
  * materialize, or by an early start beside the admission. */
-#include "activator/daemon/wake/state.h"
+#include "activator/daemon/wake/internal.h"
 
 static void on_notify(ntf_socket *notify, const ntf_message *message, void *userdata)
 {

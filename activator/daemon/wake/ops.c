@@ -16,7 +16,7 @@
 
 #include <inttypes.h>
 
-#include "activator/daemon/wake/state.h"
+#include "activator/daemon/wake/internal.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 

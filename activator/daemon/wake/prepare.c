@@ -1,4 +1,4 @@
-/* The prepare step (wake/state.h): which build the admission chose, resolved,
+/* The prepare step (wake/internal.h): which build the admission chose, resolved,
  * opened and hashed off the loop, then checked against the claim's pin and
  * hold; and that same work begun beside the admission, which it does not
  * depend on, so that the two overlap. */
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "activator/daemon/generations/announce.h"
-#include "activator/daemon/wake/state.h"
+#include "activator/daemon/wake/internal.h"
 #include "common/log.h"
 
 static pl_reason reason_of_resolve(int r)

@@ -1,8 +1,8 @@
-/* The probes a wake runs inside a generation (wake/state.h): readiness at
+/* The probes a wake runs inside a generation (wake/internal.h): readiness at
  * `ready` (any Ready= but notify), HealthCheck= at `healthy`, and at
  * `publish` a move's health check, which passes before its publication
  * ends the move. One runs at a time, in host->wake_state->probe. */
-#include "activator/daemon/wake/state.h"
+#include "activator/daemon/wake/internal.h"
 
 static void on_probe_done(probe_run *probe, bool ok, const char *why, void *userdata)
 {

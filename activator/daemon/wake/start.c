@@ -8,7 +8,7 @@
  * attempt, made again for the same N up to MaxStarts= times. */
 #include "activator/daemon/wake/ops.h"
 
-#include "activator/daemon/wake/state.h"
+#include "activator/daemon/wake/internal.h"
 
 /* ---- restore ------------------------------------------------------------- */
 

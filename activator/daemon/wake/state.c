@@ -1,10 +1,10 @@
-/* One wake's state (wake/state.h): made at `read`, freed when the wake
+/* One wake's state (wake/internal.h): made at `read`, freed when the wake
  * ends, or when its host goes. */
 #include "activator/daemon/wake/ops.h"
 
 #include <stdlib.h>
 
-#include "activator/daemon/wake/state.h"
+#include "activator/daemon/wake/internal.h"
 
 ad_wake_state *ad_wake_state_new(pl_wake *wake, ad_host *host)
 {

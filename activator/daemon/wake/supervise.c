@@ -8,7 +8,7 @@
 
 #include <inttypes.h>
 
-#include "activator/daemon/wake/state.h"
+#include "activator/daemon/wake/internal.h"
 #include "common/clock.h"
 #include "common/log.h"
 

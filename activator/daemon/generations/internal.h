@@ -1,8 +1,8 @@
 /* What the files of one generation's life share, and nothing outside
  * generations/ uses: the one API is generation.h. The files call one way
- * only, from the top down: generation.c (creation, records, counters,
- * notify socket, adoption, free), supervise.c, spawn.c, retire.c,
- * freezer.c; limits.c is below the ones that use it. */
+ * only, from the top down: adopt.c, supervise.c, spawn.c, retire.c,
+ * freezer.c, and generation.c (creation, records, counters) under them
+ * all; limits.c is below the ones that use it. */
 #pragma once
 
 #include "activator/daemon/generations/generation.h"
