@@ -1,5 +1,6 @@
 #include "fleet.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,34 +119,59 @@ void fl_assign(fl_fleet *fl, const char *host, const char *box)
         fail_msg("assigning %s to %s: %s", host, box, err.message);
 }
 
-/* Whether any g-* leaf of host under one box's cgroup root has a process. */
-static bool box_runs(const dh_daemon *d, const char *host)
+/* The pids in host's g-* leaves under one box's cgroup root (at most max;
+ * more are not counted). */
+#define PIDS_MAX 64
+static size_t box_pids(const dh_daemon *d, const char *host, long *pids, size_t max)
 {
     char path[PATH_MAX + 80];
     snprintf(path, sizeof(path), "%s/hosts/%s", d->drv.cgroup_path, host);
     _cleanup_(closedirp) DIR *dir = opendir(path);
     if (!dir)
-        return false;
+        return 0;
+    size_t n = 0;
     struct dirent *entry;
-    while ((entry = readdir(dir))) {
+    while ((entry = readdir(dir)) && n < max) {
         if (strncmp(entry->d_name, "g-", 2) != 0)
             continue;
         char procs_path[2 * PATH_MAX];
         snprintf(procs_path, sizeof(procs_path), "%s/%s/cgroup.procs", path, entry->d_name);
         _cleanup_free_ char *procs = dh_read_text(procs_path);
-        if (procs && procs[0])
-            return true;
+        for (char *at = procs, *end; at && *at && n < max; at = end) {
+            long pid = strtol(at, &end, 10);
+            if (end == at)
+                break;
+            pids[n++] = pid;
+        }
     }
-    return false;
+    return n;
 }
 
+/* The boxes are read one after another, so a box read first running and
+ * one read last running need not have run at the same time: the first may
+ * have stopped, and the second started, in between. Each box is read twice,
+ * all of them once and then all of them again; one whose same process is
+ * there both times ran for the whole time between its two reads, and every
+ * such stretch holds the instant between the two rounds. Those boxes ran at
+ * that same instant. */
 size_t fl_running(fl_fleet *fl, const char *host, int *running_on)
 {
+    static_assert(FL_BOXES_MAX <= 8, "the rounds' arrays are on the stack");
+    long first[FL_BOXES_MAX][PIDS_MAX];
+    size_t n_first[FL_BOXES_MAX];
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        n_first[i] = box_pids(&fl->boxes[i], host, first[i], PIDS_MAX);
     size_t running = 0;
     if (running_on)
         *running_on = -1;
     for (size_t i = 0; i < fl->n_boxes; i++) {
-        if (!box_runs(&fl->boxes[i], host))
+        long second[PIDS_MAX];
+        size_t n_second = box_pids(&fl->boxes[i], host, second, PIDS_MAX);
+        bool throughout = false;
+        for (size_t a = 0; a < n_first[i] && !throughout; a++)
+            for (size_t b = 0; b < n_second && !throughout; b++)
+                throughout = first[i][a] == second[b];
+        if (!throughout)
             continue;
         running++;
         if (running_on)

@@ -75,9 +75,9 @@ void fl_start(fl_fleet *fl);
 /* Writes host's claim as assigned to box (a fresh serving op). */
 void fl_assign(fl_fleet *fl, const char *host, const char *box);
 
-/* How many boxes have a process of host running in one of its generations'
- * leaves right now; *running_on (may be NULL) gets the index of the last
- * one found, or -1. */
+/* How many boxes had a process of host running in one of its generations'
+ * leaves at one same instant of this call; *running_on (may be NULL) gets
+ * the index of the last one found, or -1. */
 size_t fl_running(fl_fleet *fl, const char *host, int *running_on);
 /* Waits until host runs on box index alone; false after timeout_ms. */
 bool fl_wait_running_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms);

@@ -355,6 +355,36 @@ static void test_a_probe_that_fails_its_health_check_rolls_back(void **state)
     stop_fleet(fl);
 }
 
+/* The probe passes its health check (the app's own port) before its
+ * publication, and that publication ends the move: box-2 serves, counting
+ * on from box-1's state. */
+static void test_a_probe_that_passes_its_health_check_ends_the_move(void **state)
+{
+    fl_fleet *fl = *state;
+    setup_fleet(fl, 2);
+    int port = fl_add_host(fl, "web", "--counter", MOVE_HOST_LINES);
+    char lines[512];
+    snprintf(lines, sizeof(lines), MOVE_HOST_LINES "HealthCheck=tcp:%s:%d\n", fl_box_address(1),
+             port);
+    dh_write_app_host_at(&fl->boxes[1], "web", fl_box_address(1), port, "--counter", lines);
+    fl_assign(fl, "web", fl_box_name(0));
+    fl_start(fl);
+    DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == 1, "box-1 does not count");
+    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+    char out[8192];
+    int status = ctl(fl, -1, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
+    DH_CHECK(&fl->boxes[1], status == 0 && strstr(out, "serves on box box-2"),
+             "move web box-2: %d %s", status, out);
+    DH_CHECK(&fl->boxes[1], serves_on(fl, "web", 1, 5000), "web does not serve on box-2");
+    DH_CHECK(&fl->boxes[1], dh_event_wait(&fl->boxes[1], "web", "move.done", 5000, NULL),
+             "box-2 published no move.done");
+    /* The health check's own connection counted too: any number past
+     * box-1's says the state came along. */
+    long counter = counter_at(fl, 1, port);
+    DH_CHECK(&fl->boxes[1], counter >= 2, "box-2 answers %ld after the move", counter);
+    stop_fleet(fl);
+}
+
 /* Appends a byte to checkpoint id's archive: its SHA-256 no longer fits. */
 static void tamper(const char *host, const char *id)
 {
@@ -575,6 +605,7 @@ int main(void)
         FL_TEST(test_a_probe_that_crashes_rolls_back_to_the_same_counter),
         FL_TEST(test_a_probe_past_its_deadline_rolls_back),
         FL_TEST(test_a_probe_that_fails_its_health_check_rolls_back),
+        FL_TEST(test_a_probe_that_passes_its_health_check_ends_the_move),
         FL_TEST(test_a_tampered_checkpoint_is_refused_and_rolled_back),
         FL_TEST(test_what_cannot_move_is_refused_with_nothing_changed),
         FL_TEST(test_force_moves_off_a_dead_box_from_its_last_checkpoint),
