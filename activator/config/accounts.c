@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "activator/config/config.h"
-#include "activator/config/parse-account.h"
+#include "activator/config/parse/account.h"
 
 /* The resolvers' sentences begin "KEY=VALUE: "; the line reported names the
  * key already. */

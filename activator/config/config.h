@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "activator/config/parse-syscalls.h"
+#include "activator/config/parse/syscalls.h"
 #include "activator/listen/listen.h"
 #include "activator/probe/probe.h"
 #include "common/error.h"

@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "activator/config/config.h"
-#include "activator/config/parse-duration.h"
+#include "activator/config/parse/duration.h"
 #include "common/cleanup.h"
 #include "common/split-argv.h"
 #include "common/strv.h"

@@ -1,4 +1,4 @@
-#include "activator/config/parse-number.h"
+#include "activator/config/parse/number.h"
 
 #include <errno.h>
 #include <inttypes.h>

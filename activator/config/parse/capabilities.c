@@ -1,4 +1,4 @@
-#include "activator/config/parse-capabilities.h"
+#include "activator/config/parse/capabilities.h"
 
 #include <errno.h>
 #include <linux/capability.h>

@@ -1,4 +1,4 @@
-#include "activator/config/parse-size.h"
+#include "activator/config/parse/size.h"
 
 #include <assert.h>
 #include <errno.h>

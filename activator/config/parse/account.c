@@ -1,4 +1,4 @@
-#include "activator/config/parse-account.h"
+#include "activator/config/parse/account.h"
 
 #include <assert.h>
 #include <errno.h>

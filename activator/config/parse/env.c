@@ -1,4 +1,4 @@
-#include "activator/config/parse-env.h"
+#include "activator/config/parse/env.h"
 
 #include <errno.h>
 #include <string.h>

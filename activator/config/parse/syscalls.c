@@ -1,4 +1,4 @@
-#include "activator/config/parse-syscalls.h"
+#include "activator/config/parse/syscalls.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-#include "activator/config/parse-path.h"
+#include "activator/config/parse/path.h"
 
 #include <errno.h>
 #include <string.h>

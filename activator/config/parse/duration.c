@@ -1,4 +1,4 @@
-#include "activator/config/parse-duration.h"
+#include "activator/config/parse/duration.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-#include "activator/config/parse-url.h"
+#include "activator/config/parse/url.h"
 
 #include <errno.h>
 #include <stdbool.h>
