@@ -1,7 +1,7 @@
 #!/bin/sh
 # hostile-under-systemd.sh SERVICE TMPFILES ACTIVATORD ACTIVATORCTL TESTAPP HOSTILE CHECK
 #
-# The hostile tenant (issue 15) under the real service manager: boots
+# The hostile tenant under the real service manager: boots
 # Debian 12 with systemd as PID 1 in systemd-nspawn, with the shipped
 # activatord.service and tmpfiles entry, and the hosts configured as an
 # operator would (no User=, no limits: the defaults are what is tested):

@@ -1,4 +1,4 @@
-/* The hostile-tenant scenario (issue 15), shared by the daemon test
+/* The hostile-tenant scenario, shared by the daemon test
  * (test_hostile.c, a daemon started by the test) and the check run under a
  * real systemd (act-hostile-check, in systemd-nspawn): both hosts are
  * serving when it starts; it drives act-hostile through its HTTP port,

@@ -1,4 +1,4 @@
-/* A hostile tenant on a real daemon (issue 15): act-hostile runs as a host
+/* A hostile tenant on a real daemon: act-hostile runs as a host
  * beside an ordinary one (act-testapp), both as the daemon runs any host
  * (no User=, the defaults), and the scenario of hostile_check.c must end
  * with every attempt failed:
