@@ -61,6 +61,10 @@ typedef struct dd_daemon {
      * then measures as a stall of the daemon's. It still stops when its
      * caller dies (PR_SET_PDEATHSIG). */
     bool own_session;
+    /* The caller keeps a subscriber of its own to the daemon's events for
+     * as long as it likes (the soak keeps one per box for the whole run):
+     * dd_start connects none, and nothing here closes the caller's. */
+    bool events_by_caller;
 
     pid_t pid; /* 0 when not running */
     int pidfd;
@@ -109,7 +113,7 @@ int dd_write_host(dd_daemon *d, const char *host, act_error *err, const char *fm
 
 /* Starts activatord (fork + exec, its output into the log file; extra_env a
  * NULL-terminated "KEY=VALUE" list, may be NULL), waits up to timeout_ms for
- * READY=1 and connects the event subscriber. */
+ * READY=1 and connects the event subscriber (unless events_by_caller). */
 int dd_start(dd_daemon *d, int timeout_ms, const char *const *extra_env, act_error *err);
 
 /* SIGTERM and waits up to timeout_ms for the exit; returns the exit status
@@ -232,6 +236,10 @@ typedef struct dd_event {
  * asynchronously: the first events may be missed until it is synchronised. */
 int dd_events_connect(dd_daemon *d, act_error *err);
 void dd_events_close(dd_daemon *d);
+
+/* Parses one event message, "host.<host>.<event> <json>", into *out: 0, or
+ * -EBADMSG when it does not parse or its topic does not match its body. */
+int dd_event_parse(const char *data, size_t len, dd_event *out, act_error *err);
 
 /* Receives one event, waiting up to timeout_ms (0: only what is there).
  * Returns 1 with *out filled, 0 when none came, -EBADMSG for an event that

@@ -51,7 +51,7 @@ static void copy_json_string(json_object *obj, const char *key, char *out, size_
     snprintf(out, size, "%s", dd_json_str(obj, key));
 }
 
-static int parse_event(const char *data, size_t len, dd_event *out, act_error *err)
+int dd_event_parse(const char *data, size_t len, dd_event *out, act_error *err)
 {
     const char *space = memchr(data, ' ', len);
     if (!space)
@@ -103,7 +103,7 @@ int dd_event_recv(dd_daemon *d, int timeout_ms, dd_event *out, act_error *err)
         return 0;
     if (rv != 0)
         return act_error_set(err, EIO, "receiving events: %s", nng_strerror(rv));
-    int r = parse_event(nng_msg_body(msg), nng_msg_len(msg), out, err);
+    int r = dd_event_parse(nng_msg_body(msg), nng_msg_len(msg), out, err);
     nng_msg_free(msg);
     return r < 0 ? r : 1;
 }

@@ -43,14 +43,18 @@ static int http_get(int family, const struct sockaddr *addr, socklen_t addr_len,
         return r;
     }
     size_t used = 0;
-    ssize_t n;
+    ssize_t n = 0;
     while (used < size - 1 && (n = recv(fd, buf + used, size - 1 - used, 0)) > 0)
         used += (size_t)n;
+    /* Told apart for whoever reports a failure: no answer within the 5 s
+     * (ETIMEDOUT), the connection reset (ECONNRESET), or closed before a
+     * whole header came (EPROTO). */
+    int recv_errno = n < 0 ? (errno == EAGAIN || errno == EWOULDBLOCK ? ETIMEDOUT : errno) : 0;
     close(fd);
     buf[used] = '\0';
     const char *body = strstr(buf, "\r\n\r\n");
     if (!body)
-        return -EPROTO;
+        return recv_errno ? -recv_errno : -EPROTO;
     body += 4;
     size_t body_len = strlen(body);
     memmove(buf, body, body_len + 1);

@@ -346,7 +346,7 @@ int dd_start(dd_daemon *d, int timeout_ms, const char *const *extra_env, act_err
             return act_error_set(err, ETIMEDOUT, "activatord did not send READY=1 within %d ms",
                                  timeout_ms);
     }
-    return dd_events_connect(d, err);
+    return d->events_by_caller ? 0 : dd_events_connect(d, err);
 }
 
 uint64_t dd_startup_usec(const dd_daemon *d)

@@ -7,9 +7,11 @@
  * The files, one job each:
  *   soak_main.c        the command line, the run's phases, the end
  *   soak_fleet.c       the fleet, its hosts and their builds
+ *   soak_links.c       the control and event sockets to every box, open all run
  *   soak_clients.c     the clients, the router they ask, the fault windows
  *   soak_faults.c      the faults and their log
  *   soak_invariants.c  the checks: sampled continuously, at lulls, at the end
+ *   soak_history.c     what was seen of each host lately, for a break's report
  *   soak_report.c      what is printed
  *
  * Nothing here decides by sleeping for an exact instant: faults land at
@@ -25,6 +27,8 @@
 
 #include "tests/fleet/fleet.h"
 
+#include <nng/nng.h>
+
 #define SOAK_HOSTS_MAX 16
 #define SOAK_BOXES_DEFAULT 3
 /* How long a host may take to answer again once the fault that broke it is
@@ -34,6 +38,21 @@
 #define SOAK_REQUEST_TIMEOUT_MS 5000
 /* The faults remembered for the report of a broken invariant. */
 #define SOAK_FAULT_LOG 32
+/* The lines of each history a host keeps (soak_history.c). */
+#define SOAK_HISTORY 10
+
+/* ---- history: what was seen of a host lately ---- */
+
+typedef struct soak_seen {
+    uint64_t at_ms; /* soak_now_ms() */
+    char what[176];
+} soak_seen;
+
+/* The last SOAK_HISTORY lines, oldest overwritten first. */
+typedef struct soak_history {
+    soak_seen lines[SOAK_HISTORY];
+    unsigned added;
+} soak_history;
 
 /* ---- hosts ---- */
 
@@ -73,7 +92,25 @@ typedef struct soak_host {
     /* The client's view. */
     long last_counter;
     unsigned requests, answered, failed;
+
+    /* What was seen of it lately (soak_history.c), under soak.history_lock:
+     * each box's events, the claim's revisions as the router read them,
+     * and the populated leaves as the sampler read them on each box. */
+    soak_history events[FL_BOXES_MAX];
+    soak_history claims;
+    soak_history leaves[FL_BOXES_MAX];
+    uint64_t claim_revision_seen;
+    char leaves_seen[FL_BOXES_MAX][96];
 } soak_host;
+
+/* ---- links: the soak's own sockets to a box (soak_links.c) ---- */
+
+typedef struct soak_link {
+    nng_socket req, sub;
+    bool req_open, sub_open;
+    pthread_t events_thread;
+    bool events_running;
+} soak_link;
 
 /* ---- faults ---- */
 
@@ -147,6 +184,8 @@ typedef struct soak {
     uint64_t start_ms;
 
     fl_fleet fleet;
+    soak_link links[FL_BOXES_MAX];
+    atomic_bool stop_events;
     char checkpoints[64];
     claim_store *router_store; /* the router's own client of the store */
 
@@ -171,6 +210,8 @@ typedef struct soak {
     atomic_bool broken;
     pthread_mutex_t broken_lock;
     char broken_what[2048];
+    const soak_host *broken_host; /* the host the first break is about, or NULL */
+    pthread_mutex_t history_lock;
 
     /* Failures by the fault kind whose window explained them, and why. */
     pthread_mutex_t failures_lock;
@@ -210,11 +251,37 @@ void soak_stage_good(soak *s, soak_host *host, char *version, size_t size);
 void soak_stage_bad(soak *s, soak_host *host, char *version, size_t size);
 /* Restarts box index's daemon after the soak stopped it. */
 int soak_restart_daemon(soak *s, size_t index);
-/* A control request to box index; the reply (caller puts it) or NULL when
- * the daemon did not answer. Refusals are checked for a reason here. */
+/* A control request to box index (on its link); the reply (caller puts
+ * it) or NULL when the daemon did not answer. Refusals are checked for a
+ * reason here. */
 json_object *soak_request(soak *s, size_t index, int timeout_ms, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void soak_fleet_teardown(soak *s, bool keep_logs);
+
+/* soak_links.c */
+/* Opens every box's request socket and subscriber and starts reading the
+ * events; they redial by themselves when a box restarts. */
+int soak_links_open(soak *s);
+/* Closes them, while the daemons still run (an NNG 1.5.2 close that meets
+ * a redial can hang). */
+void soak_links_close(soak *s);
+/* One request on box's link: 0 with *reply malloc'd (NUL-terminated), or
+ * the NNG error. */
+int soak_link_request(soak *s, size_t box, int timeout_ms, const char *body, size_t len,
+                      char **reply);
+
+/* soak_history.c */
+void soak_history_add(soak *s, soak_history *history, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* An event of box's daemon, into its host's history. */
+void soak_history_event(soak *s, size_t box, const dd_event *event);
+/* The claim of h as the router read it, when its revision is new. */
+void soak_history_claim(soak *s, soak_host *h, const claim *c);
+/* The populated leaves of h on box as the sampler read them ("g-4 g-5",
+ * "" for none), when they changed. */
+void soak_history_leaves(soak *s, soak_host *h, size_t box, const char *leaves);
+/* Everything the soak saw of h lately, and its leaves now, on stdout. */
+void soak_history_print(soak *s, const soak_host *h);
 
 /* soak_clients.c */
 void soak_clients_start(soak *s);
@@ -244,6 +311,10 @@ void soak_fault_log_print(const soak *s);
 const char *soak_invariant_name(soak_invariant inv);
 void soak_check(soak *s, soak_invariant inv, bool held, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same for a check about one host: a break's report shows what the
+ * soak saw of it. */
+void soak_check_host(soak *s, soak_invariant inv, const soak_host *h, bool held, const char *fmt,
+                     ...) __attribute__((format(printf, 5, 6)));
 void soak_sampler_start(soak *s);
 void soak_sampler_stop(soak *s);
 /* Waits (bounded) for every host to be at rest or serving, then checks
@@ -256,4 +327,4 @@ void soak_check_clean_stop(soak *s);
 
 /* soak_report.c */
 void soak_report(const soak *s);
-void soak_report_broken(const soak *s);
+void soak_report_broken(soak *s);

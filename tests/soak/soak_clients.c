@@ -152,9 +152,9 @@ static void one_request(soak *s, soak_host *h)
         const char *counter = strstr(body, "counter=");
         if (h->kind == SOAK_COUNTER && counter) {
             long value = atol(counter + 8);
-            soak_check(s, I_COUNTER, value > h->last_counter,
-                       "host %s: %s answered counter=%ld after counter=%ld", h->name,
-                       fl_box_name((size_t)route), value, h->last_counter);
+            soak_check_host(s, I_COUNTER, h, value > h->last_counter,
+                            "host %s: %s answered counter=%ld after counter=%ld", h->name,
+                            fl_box_name((size_t)route), value, h->last_counter);
             h->last_counter = value;
         }
         return;
@@ -179,7 +179,7 @@ static void one_request(soak *s, soak_host *h)
     else if (explained)
         s->failures_by_kind[kind]++;
     pthread_mutex_unlock(&s->failures_lock);
-    soak_check(s, I_FAILURES, explained, "%s", what);
+    soak_check_host(s, I_FAILURES, h, explained, "%s", what);
 }
 
 void soak_swap_answered(soak_host *h)
@@ -233,6 +233,7 @@ static void route_all(soak *s)
         act_error err = {0};
         if (claims_read(s->router_store, h->name, &c, &err) <= 0)
             continue; /* the store is down: the last route stands */
+        soak_history_claim(s, h, &c);
         const char *executor = claim_executor(&c);
         for (size_t b = 0; executor && b < s->n_boxes; b++)
             if (strcmp(executor, fl_box_name(b)) == 0)

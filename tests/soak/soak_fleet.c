@@ -67,6 +67,10 @@ int soak_fleet_setup(soak *s)
      * the soak means to make. */
     snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\nBoxLeaseSec=15s\n", s->checkpoints);
     fl_setup(fl, s->n_boxes, conf);
+    /* The soak reads every box's events on a subscriber of its own for the
+     * whole run (soak_links.c). */
+    for (size_t b = 0; b < s->n_boxes; b++)
+        fl->boxes[b].drv.events_by_caller = true;
     s->n_hosts = sizeof(specs) / sizeof(specs[0]);
     for (size_t i = 0; i < s->n_hosts; i++) {
         soak_host *h = &s->hosts[i];
@@ -90,7 +94,7 @@ int soak_fleet_setup(soak *s)
         fprintf(stderr, "soak: the router's store: %s\n", err.message);
         return -1;
     }
-    return 0;
+    return soak_links_open(s);
 }
 
 /* A copy of act-e2e-app (or of source) under the Exec= name, made distinct
@@ -143,10 +147,16 @@ json_object *soak_request(soak *s, size_t index, int timeout_ms, const char *fmt
     va_start(ap, fmt);
     vsnprintf(body, sizeof(body), fmt, ap);
     va_end(ap);
-    json_object *reply = NULL;
-    act_error err = {0};
-    if (dd_request_json(&s->fleet.boxes[index].drv, timeout_ms, &reply, &err, "%s", body) < 0)
+    _cleanup_free_ char *text = NULL;
+    if (soak_link_request(s, index, timeout_ms, body, strlen(body), &text) != 0)
         return NULL;
+    json_object *reply = json_tokener_parse(text);
+    if (!reply || !json_object_is_type(reply, json_type_object)) {
+        soak_check(s, I_REASONS, false, "%s answered %.200s with what is not a JSON object: %.300s",
+                   fl_box_name(index), body, text);
+        json_object_put(reply);
+        return NULL;
+    }
     if (!dd_reply_ok(reply)) {
         json_object *error = NULL;
         json_object_object_get_ex(reply, "error", &error);
@@ -161,6 +171,7 @@ json_object *soak_request(soak *s, size_t index, int timeout_ms, const char *fmt
 void soak_fleet_teardown(soak *s, bool keep_logs)
 {
     fl_fleet *fl = &s->fleet;
+    soak_links_close(s);
     if (s->router_store)
         claims_store_free(s->router_store);
     s->router_store = NULL;

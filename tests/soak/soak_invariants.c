@@ -42,26 +42,42 @@ const char *soak_invariant_name(soak_invariant inv)
     return names[inv];
 }
 
-void soak_check(soak *s, soak_invariant inv, bool held, const char *fmt, ...)
+static void check_v(soak *s, soak_invariant inv, const soak_host *h, bool held, const char *fmt,
+                    va_list ap)
 {
     atomic_fetch_add(&s->tally[inv].checked, 1);
     if (held)
         return;
     atomic_fetch_add(&s->tally[inv].broken, 1);
     char what[1536];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
     fprintf(stderr, "soak: BROKEN at +%.3f s: %s: %s\n",
             (double)(soak_now_ms() - s->start_ms) / 1000.0, soak_invariant_name(inv), what);
     pthread_mutex_lock(&s->broken_lock);
     if (!atomic_load(&s->broken)) {
         snprintf(s->broken_what, sizeof(s->broken_what), "%s: %s", soak_invariant_name(inv), what);
         s->first_broken = inv;
+        s->broken_host = h;
     }
     atomic_store(&s->broken, true);
     pthread_mutex_unlock(&s->broken_lock);
+}
+
+void soak_check(soak *s, soak_invariant inv, bool held, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    check_v(s, inv, NULL, held, fmt, ap);
+    va_end(ap);
+}
+
+void soak_check_host(soak *s, soak_invariant inv, const soak_host *h, bool held, const char *fmt,
+                     ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    check_v(s, inv, h, held, fmt, ap);
+    va_end(ap);
 }
 
 /* ---- what the cgroups say ---- */
@@ -106,6 +122,11 @@ static void sample_host(soak *s, soak_host *h)
     for (size_t b = 0; b < s->n_boxes; b++) {
         n[b] = populated_generations(s, b, h->name, gens[b], 8);
         boxes += n[b] > 0;
+        char seen[96] = "";
+        for (size_t i = 0, used = 0; i < n[b] && used < sizeof(seen); i++)
+            used += (size_t)snprintf(seen + used, sizeof(seen) - used, "%sg-%llu", i ? " " : "",
+                                     (unsigned long long)gens[b][i]);
+        soak_history_leaves(s, h, b, seen);
     }
     if (boxes > 1) {
         size_t confirmed = 0;
@@ -122,8 +143,8 @@ static void sample_host(soak *s, soak_host *h)
             }
         }
         boxes = confirmed > 1 ? confirmed : 1;
-        soak_check(s, I_ONE_BOX, confirmed <= 1, "host %s runs on %zu boxes at once:%s", h->name,
-                   confirmed, seen);
+        soak_check_host(s, I_ONE_BOX, h, confirmed <= 1, "host %s runs on %zu boxes at once:%s",
+                        h->name, confirmed, seen);
     } else {
         soak_check(s, I_ONE_BOX, true, "-");
     }
@@ -137,11 +158,11 @@ static void sample_host(soak *s, soak_host *h)
         size_t still = 0;
         for (size_t i = 0; i < n[b]; i++)
             still += generation_populated(s, b, h->name, gens[b][i]);
-        soak_check(s, I_ONE_GENERATION, still <= 1,
-                   "host %s has %zu generations on %s (g-%llu and g-%llu) with no swap in "
-                   "flight",
-                   h->name, still, fl_box_name(b), (unsigned long long)gens[b][0],
-                   (unsigned long long)gens[b][1]);
+        soak_check_host(s, I_ONE_GENERATION, h, still <= 1,
+                        "host %s has %zu generations on %s (g-%llu and g-%llu) with no swap in "
+                        "flight",
+                        h->name, still, fl_box_name(b), (unsigned long long)gens[b][0],
+                        (unsigned long long)gens[b][1]);
     }
 }
 
@@ -329,15 +350,31 @@ static size_t stray_leaves(soak *s, size_t box, const char *host, uint64_t keep,
     return n;
 }
 
+/* What the statuses of one box said, for the report of a lull that waited
+ * too long. */
+static void say_status(char *why, size_t size, size_t box, const char *when, const host_view *v,
+                       bool answered)
+{
+    if (!answered)
+        snprintf(why, size, "%s did not answer a status (%s)", fl_box_name(box), when);
+    else
+        snprintf(why, size, "%s said %s g-%llu%s (%s)", fl_box_name(box), v->state,
+                 (unsigned long long)v->generation, v->unproven ? " unproven_stop" : "", when);
+}
+
 /* One host, checked once it is at rest or serving on every box and stays
- * so across the check. Returns false when it moved meanwhile (try again). */
-static bool check_host_settled(soak *s, soak_host *h, bool last_try)
+ * so across the check. Returns false when it moved meanwhile (try again),
+ * with what stood in the way in why. */
+static bool check_host_settled(soak *s, soak_host *h, bool last_try, char *why, size_t why_size)
 {
     host_view before[FL_BOXES_MAX], after[FL_BOXES_MAX];
-    for (size_t b = 0; b < s->n_boxes; b++)
-        if (!status_of(s, b, h->name, &before[b]) || !at_rest_state(before[b].state) ||
-            before[b].unproven)
+    for (size_t b = 0; b < s->n_boxes; b++) {
+        bool answered = status_of(s, b, h->name, &before[b]);
+        if (!answered || !at_rest_state(before[b].state) || before[b].unproven) {
+            say_status(why, why_size, b, "first status", &before[b], answered);
             return false;
+        }
+    }
     claim c = {0};
     act_error err = {0};
     bool have_claim = claims_read(s->fleet.store, h->name, &c, &err) > 0;
@@ -354,12 +391,18 @@ static bool check_host_settled(soak *s, soak_host *h, bool last_try)
         n_strays[b] = stray_leaves(s, b, h->name, serving ? before[b].generation : 0, strays[b],
                                    sizeof(strays[b]));
     }
-    for (size_t b = 0; b < s->n_boxes; b++)
-        if (!status_of(s, b, h->name, &after[b]) || strcmp(before[b].state, after[b].state) != 0 ||
-            before[b].generation != after[b].generation || after[b].unproven)
+    for (size_t b = 0; b < s->n_boxes; b++) {
+        bool answered = status_of(s, b, h->name, &after[b]);
+        if (!answered || strcmp(before[b].state, after[b].state) != 0 ||
+            before[b].generation != after[b].generation || after[b].unproven) {
+            say_status(why, why_size, b, "second status, changed or unproven", &after[b], answered);
             return false;
-    if (!have_claim && !last_try)
+        }
+    }
+    if (!have_claim && !last_try) {
+        snprintf(why, why_size, "its claim could not be read: %.160s", err.message);
         return false;
+    }
 
     int serving_box = -1;
     for (size_t b = 0; b < s->n_boxes; b++) {
@@ -367,29 +410,31 @@ static bool check_host_settled(soak *s, soak_host *h, bool last_try)
         if (serving)
             serving_box = (int)b;
         bool known = serving ? n[b] == 1 && gens[b][0] == after[b].generation : n[b] == 0;
-        soak_check(s, I_LEAVES_KNOWN, known && n_strays[b] == 0,
-                   "host %s on %s: the daemon says %s g-%llu; populated g-leaves: %zu (first "
-                   "g-%llu); other leaves:%s",
-                   h->name, fl_box_name(b), after[b].state, (unsigned long long)after[b].generation,
-                   n[b], (unsigned long long)(n[b] ? gens[b][0] : 0), strays[b]);
+        soak_check_host(s, I_LEAVES_KNOWN, h, known && n_strays[b] == 0,
+                        "host %s on %s: the daemon says %s g-%llu; populated g-leaves: %zu (first "
+                        "g-%llu); other leaves:%s",
+                        h->name, fl_box_name(b), after[b].state,
+                        (unsigned long long)after[b].generation, n[b],
+                        (unsigned long long)(n[b] ? gens[b][0] : 0), strays[b]);
     }
     const char *executor = have_claim ? claim_executor(&c) : NULL;
     if (serving_box >= 0) {
         const char *box = fl_box_name((size_t)serving_box);
-        soak_check(s, I_CLAIM_TRUE,
-                   have_claim && strcmp(c.holder.box, box) == 0 &&
-                       strcmp(c.op.phase, "serving") == 0 && executor && strcmp(executor, box) == 0,
-                   "host %s serves on %s; its claim names holder %s, executor %s, phase %s",
-                   h->name, box, c.holder.box, executor ? executor : "(none)", c.op.phase);
+        soak_check_host(s, I_CLAIM_TRUE, h,
+                        have_claim && strcmp(c.holder.box, box) == 0 &&
+                            strcmp(c.op.phase, "serving") == 0 && executor &&
+                            strcmp(executor, box) == 0,
+                        "host %s serves on %s; its claim names holder %s, executor %s, phase %s",
+                        h->name, box, c.holder.box, executor ? executor : "(none)", c.op.phase);
     } else {
         /* Parked everywhere: the claim names the box that will serve it.
          * Its phase may still say serving while the write-back of the park
-         * waits out a store outage (claim_report.c retries it) or a killed
-         * daemon's successor has yet to write it (recovery.c); that is
+         * waits out a store outage (claim/write_backs.c retries it) or a killed
+         * daemon's successor has yet to write it (hosts/recovery.c); that is
          * counted and shown, not broken (see the report). */
-        soak_check(s, I_CLAIM_TRUE, have_claim && executor && executor[0],
-                   "host %s serves nowhere; its claim names no executor (phase %s)", h->name,
-                   c.op.phase);
+        soak_check_host(s, I_CLAIM_TRUE, h, have_claim && executor && executor[0],
+                        "host %s serves nowhere; its claim names no executor (phase %s)", h->name,
+                        c.op.phase);
         if (have_claim && strcmp(c.op.phase, "serving") == 0) {
             s->stale_serving_claims++;
             const char *v = getenv("SOAK_VERBOSE");
@@ -433,8 +478,9 @@ static void check_app_pids(soak *s)
                     const char *at = root ? strstr(cgroup, root) : NULL;
                     in_leaf = at && strstr(at, "/hosts/") && strstr(at, "/g-");
                 }
-                soak_check(s, I_IN_LEAVES, in_leaf, "app pid %d of %s is outside every leaf: %s",
-                           (int)pid, s->hosts[i].name, cgroup);
+                soak_check_host(s, I_IN_LEAVES, &s->hosts[i], in_leaf,
+                                "app pid %d of %s is outside every leaf: %s", (int)pid,
+                                s->hosts[i].name, cgroup);
             }
         }
     }
@@ -451,12 +497,13 @@ void soak_check_settled(soak *s, const char *when)
         bool done = false;
         while (!done && !atomic_load(&s->broken)) {
             bool last_try = soak_now_ms() >= deadline;
-            done = check_host_settled(s, h, last_try);
+            char why[256] = "";
+            done = check_host_settled(s, h, last_try, why, sizeof(why));
             if (!done && last_try) {
-                soak_check(s, I_LEAVES_KNOWN, false,
-                           "at the %s lull, host %s was not parked or serving on every box "
-                           "within %d s",
-                           when, h->name, SETTLE_MS / 1000);
+                soak_check_host(s, I_LEAVES_KNOWN, h, false,
+                                "at the %s lull, host %s was not parked or serving on every box "
+                                "within %d s: at the last look %s",
+                                when, h->name, SETTLE_MS / 1000, why);
                 break;
             }
             if (!done)

@@ -178,6 +178,7 @@ int main(int argc, char **argv)
     setenv("ASAN_OPTIONS", asan_options, 1);
     pthread_mutex_init(&s->broken_lock, NULL);
     pthread_mutex_init(&s->failures_lock, NULL);
+    pthread_mutex_init(&s->history_lock, NULL);
     printf("soak: seed %" PRIu64 " (replay with --seed %" PRIu64 "), %zu boxes, %.0f s\n", s->seed,
            s->seed, s->n_boxes, (double)s->duration_ms / 1000.0);
 
@@ -229,6 +230,8 @@ int main(int argc, char **argv)
     }
     soak_sampler_stop(s);
     soak_router_stop(s);
+    /* The soak's sockets go first, while the daemons still answer. */
+    soak_links_close(s);
     soak_check_clean_stop(s);
     if (atomic_load(&s->broken)) {
         soak_report_broken(s);

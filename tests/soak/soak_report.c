@@ -1,7 +1,8 @@
 /* What the soak prints: the faults made (and those --only left out), each invariant with
  * checked/held/broken, the clients' requests and why those that failed
  * failed, and the closing line; or, when an invariant broke, what broke,
- * the seed to replay it and the last faults. */
+ * the seed to replay it, the last faults and what was seen of the host
+ * it broke on. */
 #include "soak.h"
 
 #include <inttypes.h>
@@ -81,12 +82,14 @@ void soak_report(const soak *s)
     fflush(stdout);
 }
 
-void soak_report_broken(const soak *s)
+void soak_report_broken(soak *s)
 {
     printf("soak: BROKEN: %s\n", s->broken_what);
     printf("soak: replay with --seed %" PRIu64 "\n", s->seed);
     printf("soak: the last faults:\n");
     soak_fault_log_print(s);
+    if (s->broken_host)
+        soak_history_print(s, s->broken_host);
     fflush(stdout);
     soak_report(s);
 }

@@ -351,7 +351,8 @@ void dh_start(dh_daemon *d, const char *const *extra_env)
         dh_dump_log(d);
         fail_msg("%s", err.message);
     }
-    dh_events_subscribe(d);
+    if (!d->drv.events_by_caller)
+        dh_events_subscribe(d);
 }
 
 void dh_hold_path(dh_daemon *d, const char *name, char *hold, size_t size)

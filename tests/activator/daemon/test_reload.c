@@ -164,7 +164,7 @@ static void test_a_removed_host_is_retired_and_refuses(void **state)
              json_object_to_json_string(reply));
     json_object_put(reply);
     /* The claim stays this box's: nothing releases or deletes it. It only
-     * comes to say what is true, that nothing runs (claim_report.c). */
+     * comes to say what is true, that nothing runs (claim/write_backs.c). */
     claim after = {0};
     for (int waited = 0; waited < 10000; waited += 10) {
         DH_CHECK(d, dh_claim_get(d, "gone", &after), "the removed host's claim is gone");
