@@ -14,6 +14,8 @@
 #include "common/cleanup.h"
 
 static void history_add_v(soak *s, soak_history *history, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static void history_add_v(soak *s, soak_history *history, const char *fmt, va_list ap)
 {
     pthread_mutex_lock(&s->history_lock);
     soak_seen *line = &history->lines[history->added++ % SOAK_HISTORY];

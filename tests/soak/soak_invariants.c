@@ -43,6 +43,8 @@ const char *soak_invariant_name(soak_invariant inv)
 }
 
 static void check_v(soak *s, soak_invariant inv, const soak_host *h, bool held, const char *fmt,
+                    va_list ap) __attribute__((format(printf, 5, 0)));
+static void check_v(soak *s, soak_invariant inv, const soak_host *h, bool held, const char *fmt,
                     va_list ap)
 {
     atomic_fetch_add(&s->tally[inv].checked, 1);
