@@ -21,6 +21,23 @@
 
 /* Freezes after a second without a client; ThawCheck= as given. */
 #define FREEZE_HOST "ParkMode=freeze\nIdleTimeoutSec=1\n"
+/* The box's memory pressure (PSI) is the whole machine's: a test that is
+ * not about it turns it off, or a stall of the machine's (the test before
+ * it made one on purpose; a CI box under load makes its own) retires the
+ * frozen generation it watches. */
+#define NO_PRESSURE "FreezeMemoryPressure=no\n"
+
+/* A daemon with host (a FREEZE_HOST, and extra_host_lines), deaf to the
+ * machine's memory pressure; host's port. */
+static int start_freezing(dh_daemon *d, const char *host, const char *extra_host_lines)
+{
+    char lines[256];
+    snprintf(lines, sizeof(lines), "%s%s", FREEZE_HOST, extra_host_lines ? extra_host_lines : "");
+    dh_setup(d, DH_STORE_DIR, NO_PRESSURE);
+    int port = dh_add_app_host(d, host, NULL, lines);
+    dh_start(d, NULL);
+    return port;
+}
 
 /* <cgroup of host's generation>/<file>, from its status. */
 static void leaf_file(dh_daemon *d, const char *host, const char *file, char *out, size_t size)
@@ -84,7 +101,7 @@ static int64_t wake_and_freeze(dh_daemon *d, const char *host)
 static void test_idle_host_is_frozen_and_the_same_pid_answers(void **state)
 {
     dh_daemon *d = *state;
-    int port = dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, FREEZE_HOST);
+    int port = start_freezing(d, "demo", NULL);
     int64_t pid = wake_and_freeze(d, "demo");
 
     char text[64];
@@ -119,7 +136,7 @@ static void test_idle_host_is_frozen_and_the_same_pid_answers(void **state)
 static void test_client_during_the_freeze_is_answered(void **state)
 {
     dh_daemon *d = *state;
-    dh_setup(d, DH_STORE_DIR, NULL);
+    dh_setup(d, DH_STORE_DIR, NO_PRESSURE);
     int port = dh_add_app_host(d, "demo", NULL, FREEZE_HOST);
     char hold[PATH_MAX], env[PATH_MAX + 64];
     snprintf(hold, sizeof(hold), "%s/freeze-go", d->drv.dir);
@@ -152,7 +169,7 @@ static void test_client_during_the_freeze_is_answered(void **state)
 static void test_claim_moved_while_frozen_is_not_served(void **state)
 {
     dh_daemon *d = *state;
-    int port = dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, FREEZE_HOST "ThawCheck=claim\n");
+    int port = start_freezing(d, "demo", "ThawCheck=claim\n");
     int64_t pid = wake_and_freeze(d, "demo");
     DH_CHECK(d, claim_phase_is(d, "demo", "frozen", 5000), "the claim is not frozen");
     dh_events_mark(d);
@@ -169,7 +186,7 @@ static void test_claim_moved_while_frozen_is_not_served(void **state)
 static void test_frozen_max_retires(void **state)
 {
     dh_daemon *d = *state;
-    dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, FREEZE_HOST "FrozenMaxSec=1\n");
+    start_freezing(d, "demo", "FrozenMaxSec=1\n");
     int64_t pid = wake_and_freeze(d, "demo");
     DH_CHECK(d, dh_event_wait(d, "demo", "retired", 15000, NULL),
              "not retired after FrozenMaxSec=");
@@ -267,7 +284,7 @@ static void test_memory_pressure_retires_the_coldest_frozen_first(void **state)
 static void test_frozen_host_survives_a_daemon_crash_frozen(void **state)
 {
     dh_daemon *d = *state;
-    int port = dh_start_with_host(d, DH_STORE_DIR, "demo", NULL, FREEZE_HOST);
+    int port = start_freezing(d, "demo", NULL);
     int64_t pid = wake_and_freeze(d, "demo");
     char events[PATH_MAX];
     leaf_file(d, "demo", "cgroup.events", events, sizeof(events));
