@@ -305,3 +305,42 @@ void claim_next_failed(const claim *current, const claim_failure *failure, claim
     next->has_failure = true;
     next->failure = *failure;
 }
+
+static void boxes_add(claim_boxes *boxes, const char *box)
+{
+    if (!box[0])
+        return;
+    for (size_t i = 0; i < boxes->n; i++)
+        if (strcmp(boxes->box[i], box) == 0)
+            return;
+    assert(boxes->n < CLAIM_BOXES_MAX);
+    snprintf(boxes->box[boxes->n++], sizeof(boxes->box[0]), "%s", box);
+}
+
+void claim_named_boxes(const claim *c, claim_boxes *out)
+{
+    assert(c);
+    assert(out);
+    out->n = 0;
+    boxes_add(out, c->holder.box);
+    boxes_add(out, c->op.exec);
+    boxes_add(out, c->op.from);
+    boxes_add(out, c->op.to);
+}
+
+bool claim_names_box(const claim *c, const char *box)
+{
+    assert(c);
+    if (!box || !box[0])
+        return false;
+    return strcmp(c->holder.box, box) == 0 || strcmp(c->op.exec, box) == 0 ||
+           strcmp(c->op.from, box) == 0 || strcmp(c->op.to, box) == 0;
+}
+
+void claim_boxes_merge(claim_boxes *into, const claim_boxes *more)
+{
+    assert(into);
+    assert(more);
+    for (size_t i = 0; i < more->n; i++)
+        boxes_add(into, more->box[i]);
+}

@@ -223,6 +223,22 @@ bool claim_pin_failed(const claim *c);
  * the same kind of error a bad stored claim gets. */
 int claim_validate(const claim *c, act_error *err);
 
+/* The boxes a claim names, each once and in this order: holder.box, op.exec,
+ * op.from, op.to (empty ones left out). They are the boxes the claim
+ * concerns: each finds it in its own listing and watch (claims_list_box_at,
+ * claims_watch_box_start). One claim names at most 4, so the boxes of two
+ * claims (a write's before and after) fit in 8. */
+#define CLAIM_BOXES_MAX 8
+typedef struct claim_boxes {
+    size_t n;
+    char box[CLAIM_BOXES_MAX][65];
+} claim_boxes;
+void claim_named_boxes(const claim *c, claim_boxes *out);
+/* True when box is one of the boxes c names. */
+bool claim_names_box(const claim *c, const char *box);
+/* Adds to into each box of more it does not hold yet. */
+void claim_boxes_merge(claim_boxes *into, const claim_boxes *more);
+
 /* ---- JSON codec ----------------------------------------------------------- */
 
 /* Parses a claim body for host (the store key). Strict: wrong types, missing
@@ -438,6 +454,37 @@ int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_f
 int claims_list_at(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
                    claims_problem_fn problem, void *userdata, act_error *err);
 
+/* ---- a box's own claims -------------------------------------------------------
+ *
+ * A box reads and watches only the claims that concern it, so what it pays
+ * grows with its own hosts, not with the fleet. The store keeps an index per
+ * box, written with the claim in the same atomic step: every write of a
+ * claim updates the entry of each box the claim names before or after the
+ * write (claim_named_boxes). So a box's index holds
+ *   - every claim that names the box, as it is now (same revision), and
+ *   - for a host whose claim named the box once and no longer does: the
+ *     claim as the write that stopped naming the box left it (it names other
+ *     boxes, or none), or the claim's delete; a later write that names the
+ *     box again replaces it.
+ * A claim in a box's listing or watch that does not name the box says only
+ * that the host is not the box's any more; to act on such a host, read its
+ * claim. Layout and why the fencing still holds: docs/claim-protocol.md. */
+
+/* The store layout this code reads and writes. Each store keeps a marker
+ * (etcd: key "<prefix>.layout"; dir: file .layout), written by the first
+ * store that checks it. */
+#define CLAIMS_LAYOUT 2
+/* Writes the marker when there is none; refuses (-EPROTONOSUPPORT, err
+ * naming the store, the layout found and what to do) a store whose marker
+ * says another layout or is not one. A daemon checks it before it lists. */
+int claims_store_check_layout(claim_store *store, act_error *err);
+
+/* The claims box's index holds (see above), sorted by host, as
+ * claims_list_at: at one store revision. A deleted claim is left out. */
+int claims_list_box_at(claim_store *store, const char *box, claim **out, size_t *n_out,
+                       uint64_t *revision, claims_problem_fn problem, void *userdata,
+                       act_error *err);
+
 /* One change seen by a watch, in store revision order. */
 typedef enum claim_change_kind {
     CLAIM_CHANGE_PUT = 0, /* claim holds the new value */
@@ -491,6 +538,10 @@ int claims_delete_async(claim_store *store, const char *host, uint64_t expected_
                         claims_cas_fn fn, void *userdata, act_error *err);
 int claims_list_async(claim_store *store, claims_problem_fn problem, void *problem_userdata,
                       claims_list_fn fn, void *userdata, act_error *err);
+/* claims_list_box_at on the loop. */
+int claims_list_box_async(claim_store *store, const char *box, claims_problem_fn problem,
+                          void *problem_userdata, claims_list_fn fn, void *userdata,
+                          act_error *err);
 
 typedef struct claims_watch claims_watch;
 /* Called for each change in revision order, or once with error < 0 when the
@@ -505,6 +556,11 @@ typedef void (*claims_watch_fn)(claims_watch *watch, const claim_change *change,
  * or inotify on the dir store's change journal. */
 int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_fn fn,
                        void *userdata, claims_watch **out, act_error *err);
+/* The same for box's index (see "a box's own claims"): a write that
+ * concerns box is a put of the claim as the index holds it, a delete of a
+ * claim that named box a delete. */
+int claims_watch_box_start(claim_store *store, const char *box, uint64_t from_revision,
+                           claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);
 /* Stops and frees a watch; safe from inside its own callback. */
 void claims_watch_free(claims_watch *watch);
 DEFINE_TRIVIAL_CLEANUP_FUNC(claims_watch *, claims_watch_free)

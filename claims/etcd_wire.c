@@ -88,9 +88,33 @@ char *etcd_count_body(const char *key, const char *range_end)
     return render(body);
 }
 
-char *etcd_txn_body(const char *key, uint64_t expected, const char *value)
+char *etcd_count_since_body(const char *key, const char *range_end, uint64_t min_mod_revision)
 {
     assert(key);
+    assert(range_end);
+    json_object *body = json_object_new_object();
+    add_b64(body, "key", key);
+    add_b64(body, "range_end", range_end);
+    json_object_object_add(body, "count_only", json_object_new_boolean(1));
+    add_u64_string(body, "min_mod_revision", min_mod_revision);
+    return render(body);
+}
+
+static json_object *put_action(const char *key, const char *value)
+{
+    json_object *action = json_object_new_object();
+    json_object *request = json_object_new_object();
+    add_b64(request, "key", key);
+    add_b64(request, "value", value);
+    json_object_object_add(action, "request_put", request);
+    return action;
+}
+
+char *etcd_txn_body(const char *key, uint64_t expected, const char *value,
+                    const char *const *also_keys, size_t n_also, const char *also_value)
+{
+    assert(key);
+    assert(n_also == 0 || (also_keys && also_value));
     json_object *body = json_object_new_object();
     json_object *compare = json_object_new_object();
     add_b64(compare, "key", key);
@@ -106,17 +130,18 @@ char *etcd_txn_body(const char *key, uint64_t expected, const char *value)
     json_object_array_add(compares, compare);
     json_object_object_add(body, "compare", compares);
 
-    json_object *action = json_object_new_object();
-    json_object *request = json_object_new_object();
-    add_b64(request, "key", key);
-    if (value) {
-        add_b64(request, "value", value);
-        json_object_object_add(action, "request_put", request);
-    } else {
-        json_object_object_add(action, "request_delete_range", request);
-    }
     json_object *success = json_object_new_array();
-    json_object_array_add(success, action);
+    if (value) {
+        json_object_array_add(success, put_action(key, value));
+    } else {
+        json_object *action = json_object_new_object();
+        json_object *request = json_object_new_object();
+        add_b64(request, "key", key);
+        json_object_object_add(action, "request_delete_range", request);
+        json_object_array_add(success, action);
+    }
+    for (size_t i = 0; i < n_also; i++)
+        json_object_array_add(success, put_action(also_keys[i], also_value));
     json_object_object_add(body, "success", success);
 
     json_object *range = json_object_new_object();

@@ -19,10 +19,16 @@ char *etcd_range_body(const char *key, const char *range_end);
 /* A range that only counts the keys: its answer's header revision is the
  * store's revision now, at the cost of no values. */
 char *etcd_count_body(const char *key, const char *range_end);
+/* The same count of only the keys written at min_mod_revision or later (a
+ * key deleted since is not counted). */
+char *etcd_count_since_body(const char *key, const char *range_end, uint64_t min_mod_revision);
 /* A compare-and-swap as one txn: compare MOD == expected (or CREATE == 0 when
  * expected is 0), put value (or delete the key when value is NULL) on
- * success, and range the key on failure so the caller learns what is there. */
-char *etcd_txn_body(const char *key, uint64_t expected, const char *value);
+ * success, and with it put also_value under each of the n_also also_keys
+ * (the boxes' index entries: the same txn, so the same revision); range the
+ * key on failure so the caller learns what is there. */
+char *etcd_txn_body(const char *key, uint64_t expected, const char *value,
+                    const char *const *also_keys, size_t n_also, const char *also_value);
 /* {"create_request":{key, range_end, start_revision, progress_notify}};
  * start 0 = from now. */
 char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_revision);

@@ -384,8 +384,17 @@ int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_f
     return claims_list_at(store, out, n_out, &revision, problem, userdata, err);
 }
 
-int claims_list_at(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
-                   claims_problem_fn problem, void *userdata, act_error *err)
+static int check_box(const char *box, act_error *err)
+{
+    if (!box || !act_name_is_valid(box))
+        return act_error_set(err, EINVAL, "box \"%s\" is not a valid box name",
+                             box ? box : "(null)");
+    return 0;
+}
+
+/* box NULL: every claim. */
+static int list_at(claim_store *store, const char *box, claim **out, size_t *n_out,
+                   uint64_t *revision, claims_problem_fn problem, void *userdata, act_error *err)
 {
     assert(store);
     assert(out);
@@ -395,13 +404,13 @@ int claims_list_at(claim_store *store, claim **out, size_t *n_out, uint64_t *rev
     *n_out = 0;
     *revision = 0;
     if (store->ops->list)
-        return store->ops->list(store, out, n_out, revision, problem, userdata, err);
+        return store->ops->list(store, box, out, n_out, revision, problem, userdata, err);
     sd_event *loop = NULL;
     int r = claims_private_loop(store, &loop, err);
     if (r < 0)
         return r;
     sync_wait wait = {.err = err};
-    r = store->ops->list_async(store, loop, problem, userdata, on_sync_list, &wait, err);
+    r = store->ops->list_async(store, loop, box, problem, userdata, on_sync_list, &wait, err);
     if (r < 0)
         return r;
     r = run_until_done(store, &wait);
@@ -413,6 +422,45 @@ int claims_list_at(claim_store *store, claim **out, size_t *n_out, uint64_t *rev
     *n_out = wait.n_claims;
     *revision = wait.new_revision;
     return 0;
+}
+
+int claims_list_at(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
+                   claims_problem_fn problem, void *userdata, act_error *err)
+{
+    return list_at(store, NULL, out, n_out, revision, problem, userdata, err);
+}
+
+int claims_list_box_at(claim_store *store, const char *box, claim **out, size_t *n_out,
+                       uint64_t *revision, claims_problem_fn problem, void *userdata,
+                       act_error *err)
+{
+    int r = check_box(box, err);
+    if (r < 0)
+        return r;
+    return list_at(store, box, out, n_out, revision, problem, userdata, err);
+}
+
+/* ---- the layout marker ------------------------------------------------------ */
+
+static void on_sync_layout(claim_store *store, int result, const act_error *err, void *userdata)
+{
+    copy_error(userdata, result, err);
+}
+
+int claims_store_check_layout(claim_store *store, act_error *err)
+{
+    assert(store);
+    if (store->ops->check_layout)
+        return store->ops->check_layout(store, err);
+    sd_event *loop = NULL;
+    int r = claims_private_loop(store, &loop, err);
+    if (r < 0)
+        return r;
+    sync_wait wait = {.err = err};
+    r = store->ops->check_layout_async(store, loop, on_sync_layout, &wait, err);
+    if (r < 0)
+        return r;
+    return run_until_done(store, &wait);
 }
 
 /* ---- watch collection on the private loop --------------------------------- */
@@ -456,7 +504,8 @@ static int collect_on(claim_store *store, sd_event *loop, uint64_t from_revision
                       collect_state *state, act_error *err)
 {
     _cleanup_(claims_watch_freep) claims_watch *watch = NULL;
-    int r = store->ops->watch_start(store, loop, from_revision, on_collect, state, &watch, err);
+    int r =
+        store->ops->watch_start(store, loop, NULL, from_revision, on_collect, state, &watch, err);
     if (r < 0)
         return r;
     _cleanup_(sd_event_source_disable_unrefp) sd_event_source *timer = NULL;
@@ -661,6 +710,7 @@ static int claims_delete_async_untimed(claim_store *store, const char *host,
 /* A list of a synchronous backend's, on a worker. */
 typedef struct list_call {
     claims_deferred base;
+    char box[ACT_NAME_MAX + 1]; /* "" = every claim */
     claims_problem_fn problem_fn;
     void *problem_userdata;
     claims_list_fn fn;
@@ -696,8 +746,9 @@ static void collect_problem(const char *host, const act_error *problem, void *us
 static void run_list(claims_deferred *base)
 {
     list_call *call = (list_call *)base;
-    call->result = base->store->ops->list(base->store, &call->claims, &call->n, &call->revision,
-                                          collect_problem, call, &call->err);
+    call->result =
+        base->store->ops->list(base->store, call->box[0] ? call->box : NULL, &call->claims,
+                               &call->n, &call->revision, collect_problem, call, &call->err);
 }
 
 static void discard_list(claims_deferred *base)
@@ -741,7 +792,7 @@ static void complete_list(claims_deferred *base)
  * ".list"): a list does not overtake another. */
 #define LIST_LANE ".list"
 
-static int claims_list_async_untimed(claim_store *store, claims_problem_fn problem,
+static int claims_list_async_untimed(claim_store *store, const char *box, claims_problem_fn problem,
                                      void *problem_userdata, claims_list_fn fn, void *userdata,
                                      act_error *err)
 {
@@ -751,7 +802,7 @@ static int claims_list_async_untimed(claim_store *store, claims_problem_fn probl
     if (r < 0)
         return r;
     if (store->ops->list_async)
-        return store->ops->list_async(store, store->attached, problem, problem_userdata, fn,
+        return store->ops->list_async(store, store->attached, box, problem, problem_userdata, fn,
                                       userdata, err);
     list_call *call = malloc(sizeof(*call));
     if (!call)
@@ -763,6 +814,8 @@ static int claims_list_async_untimed(claim_store *store, claims_problem_fn probl
         .fn = fn,
         .userdata = userdata,
     };
+    if (box)
+        snprintf(call->box, sizeof(call->box), "%s", box);
     r = claims_defer(store, LIST_LANE, &call->base, err);
     if (r < 0)
         free(call);
@@ -778,7 +831,23 @@ int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_
     int r = claims_check_attached(store, err);
     if (r < 0)
         return r;
-    return store->ops->watch_start(store, store->attached, from_revision, fn, userdata, out, err);
+    return store->ops->watch_start(store, store->attached, NULL, from_revision, fn, userdata, out,
+                                   err);
+}
+
+int claims_watch_box_start(claim_store *store, const char *box, uint64_t from_revision,
+                           claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err)
+{
+    assert(store);
+    assert(fn);
+    assert(out);
+    int r = check_box(box, err);
+    if (r >= 0)
+        r = claims_check_attached(store, err);
+    if (r < 0)
+        return r;
+    return store->ops->watch_start(store, store->attached, box, from_revision, fn, userdata, out,
+                                   err);
 }
 
 int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, void *userdata,
@@ -819,15 +888,30 @@ int claims_delete_async(claim_store *store, const char *host, uint64_t expected_
         t, claims_delete_async_untimed(store, host, expected_revision, timed_on_cas, t, err));
 }
 
-int claims_list_async(claim_store *store, claims_problem_fn problem, void *problem_userdata,
-                      claims_list_fn fn, void *userdata, act_error *err)
+static int list_async(claim_store *store, const char *box, claims_problem_fn problem,
+                      void *problem_userdata, claims_list_fn fn, void *userdata, act_error *err)
 {
     assert(store);
     assert(fn);
     claims_timed *t = timed_new(store, "list", userdata);
     if (!t)
-        return claims_list_async_untimed(store, problem, problem_userdata, fn, userdata, err);
+        return claims_list_async_untimed(store, box, problem, problem_userdata, fn, userdata, err);
     t->fn.list = fn;
     return timed_started(
-        t, claims_list_async_untimed(store, problem, problem_userdata, timed_on_list, t, err));
+        t, claims_list_async_untimed(store, box, problem, problem_userdata, timed_on_list, t, err));
+}
+
+int claims_list_async(claim_store *store, claims_problem_fn problem, void *problem_userdata,
+                      claims_list_fn fn, void *userdata, act_error *err)
+{
+    return list_async(store, NULL, problem, problem_userdata, fn, userdata, err);
+}
+
+int claims_list_box_async(claim_store *store, const char *box, claims_problem_fn problem,
+                          void *problem_userdata, claims_list_fn fn, void *userdata, act_error *err)
+{
+    int r = check_box(box, err);
+    if (r < 0)
+        return r;
+    return list_async(store, box, problem, problem_userdata, fn, userdata, err);
 }

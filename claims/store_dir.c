@@ -19,6 +19,7 @@
 #include "common/json_fields.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "common/text.h"
 
 /* An envelope is the body plus a few bytes of wrapper; anything much larger
  * cannot hold a claim within CLAIM_JSON_MAX and is refused unread. */
@@ -177,7 +178,8 @@ static int journal_restart(dir_store *ds, uint64_t compacted, act_error *err)
  * written, and failing the CAS would make the caller retry a write that
  * happened. The append is not fsync'd: the journal only feeds watches, and
  * a watch that finds it short after a crash lists the claims again. */
-static void journal_append(dir_store *ds, const char *host, uint64_t revision, const claim *c)
+static void journal_append(dir_store *ds, const char *host, uint64_t revision, const claim *c,
+                           const claim_boxes *boxes)
 {
     struct stat st;
     act_error err = {0};
@@ -188,6 +190,10 @@ static void journal_append(dir_store *ds, const char *host, uint64_t revision, c
     _cleanup_(json_object_putp) json_object *line = json_object_new_object();
     json_object_object_add(line, "revision", json_object_new_uint64(revision));
     json_object_object_add(line, "host", json_object_new_string(host));
+    json_object *named = json_object_new_array();
+    for (size_t i = 0; i < boxes->n; i++)
+        json_object_array_add(named, json_object_new_string(boxes->box[i]));
+    json_object_object_add(line, "boxes", named);
     if (c)
         json_object_object_add(line, "claim", claim_to_json_object(c));
     else
@@ -208,15 +214,50 @@ static void journal_append(dir_store *ds, const char *host, uint64_t revision, c
                              "miss revision %" PRIu64, ds->path, revision);
 }
 
+/* Makes sure .by-box/<box>/<host> exists for each box c names, durably,
+ * before the claim file that names it is written: a box's listing must
+ * never miss a claim that names it, even after a crash. A hint that is
+ * there already costs one failed open. */
+static int index_hints(dir_store *ds, const char *host, const claim *c, act_error *err)
+{
+    claim_boxes boxes;
+    claim_named_boxes(c, &boxes);
+    for (size_t i = 0; i < boxes.n; i++) {
+        char path[sizeof(DIR_INDEX_DIR) + 2 * (ACT_NAME_MAX + 1)];
+        snprintf(path, sizeof(path), DIR_INDEX_DIR "/%s/%s", boxes.box[i], host);
+        if (faccessat(ds->dirfd, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+            continue;
+        snprintf(path, sizeof(path), DIR_INDEX_DIR "/%s", boxes.box[i]);
+        if ((mkdirat(ds->dirfd, DIR_INDEX_DIR, 0755) < 0 && errno != EEXIST) ||
+            (mkdirat(ds->dirfd, path, 0755) < 0 && errno != EEXIST))
+            return act_error_set(err, errno, "host %s: cannot make %s/%s: %m", host, ds->path,
+                                 path);
+        _cleanup_close_ int boxfd = openat(ds->dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int hint =
+            boxfd < 0 ? -1 : openat(boxfd, host, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        act_error why = {0};
+        if (hint < 0 || act_fsync_dir(boxfd, &why) < 0 || act_fsync_dir(ds->dirfd, &why) < 0)
+            return act_error_set(
+                err, errno ? errno : EIO, "host %s: cannot write the index entry %s/%s/%s: %s",
+                host, ds->path, path, host, why.message[0] ? why.message : "open failed");
+    }
+    return 0;
+}
+
 /* Writes host's next state (c, or a tombstone when c is NULL) under the lock
  * once the expected revision matched: the revision first (the ceiling when
  * it must move, then the last revision), so neither is ever behind a claim
- * file, then the file, then the journal. */
+ * file, then the file, then the journal. before is the claim replaced (NULL
+ * when there was none): the journal line names its boxes with c's. */
 static int commit_locked(dir_store *ds, const char *host, uint64_t current_revision,
-                         const claim *c, uint64_t *new_revision, act_error *err)
+                         const claim *before, const claim *c, uint64_t *new_revision,
+                         act_error *err)
 {
     uint64_t last, ceiling;
-    int r = dir_last_revision(ds, &last, &ceiling, err);
+    int r = c ? index_hints(ds, host, c, err) : 0;
+    if (r < 0)
+        return r;
+    r = dir_last_revision(ds, &last, &ceiling, err);
     if (r < 0)
         return r;
     /* The max guards a host file whose revision got ahead of a hand-edited
@@ -251,7 +292,14 @@ static int commit_locked(dir_store *ds, const char *host, uint64_t current_revis
     snprintf(name, sizeof(name), "%s.json", host);
     if ((r = act_write_atomic(ds->dirfd, name, text, len, 0644, &why)) < 0)
         return act_error_set(err, -r, "host %s: cannot write claim: %s", host, why.message);
-    journal_append(ds, host, next, c);
+    claim_boxes boxes = {0}, after;
+    if (before)
+        claim_named_boxes(before, &boxes);
+    if (c) {
+        claim_named_boxes(c, &after);
+        claim_boxes_merge(&boxes, &after);
+    }
+    journal_append(ds, host, next, c, &boxes);
     *new_revision = next;
     return 0;
 }
@@ -305,7 +353,7 @@ static int dir_write(dir_store *ds, const char *host, uint64_t expected, const c
             snprintf(current->host, sizeof(current->host), "%s", host);
         return CLAIMS_CHANGED;
     }
-    r = commit_locked(ds, host, revision, c, new_revision, err);
+    r = commit_locked(ds, host, revision, r > 0 ? &existing : NULL, c, new_revision, err);
     dir_unlock(ds);
     return r;
 }
@@ -349,21 +397,34 @@ static bool host_file_name(const char *name, char *host, size_t host_size)
     return act_name_is_valid(host);
 }
 
-/* Reads every claim file. The caller holds the lock, so no write lands while
- * the files are read: the list is the store as of one revision. */
-static int list_locked(dir_store *ds, claim **out, size_t *n_out, claims_problem_fn problem,
-                       void *userdata, act_error *err)
+/* Reads every claim file, or (box set) those box's index names. The caller
+ * holds the lock, so no write lands while the files are read: the list is
+ * the store as of one revision. */
+static int list_locked(dir_store *ds, const char *box, claim **out, size_t *n_out,
+                       claims_problem_fn problem, void *userdata, act_error *err)
 {
-    _cleanup_(closedirp) DIR *dir = act_opendir_at(ds->dirfd, ".");
+    char where[sizeof(DIR_INDEX_DIR) + ACT_NAME_MAX + 2] = ".";
+    if (box)
+        snprintf(where, sizeof(where), DIR_INDEX_DIR "/%s", box);
+    _cleanup_(closedirp) DIR *dir = act_opendir_at(ds->dirfd, where);
+    if (!dir && box && errno == ENOENT) {
+        /* No claim ever named box. */
+        *out = NULL;
+        *n_out = 0;
+        return 0;
+    }
     if (!dir)
-        return act_error_set(err, errno, "claim store %s: cannot list: %m", ds->path);
+        return act_error_set(err, errno, "claim store %s: cannot list %s: %m", ds->path, where);
     _cleanup_free_ claim *claims = NULL;
     size_t n = 0, cap = 0;
     struct dirent *entry;
     while ((entry = readdir(dir))) {
         char host[ACT_NAME_MAX + 1];
-        if (!host_file_name(entry->d_name, host, sizeof(host)))
+        if (box ? !act_name_is_valid(entry->d_name) || strlen(entry->d_name) > ACT_NAME_MAX
+                : !host_file_name(entry->d_name, host, sizeof(host)))
             continue;
+        if (box)
+            snprintf(host, sizeof(host), "%s", entry->d_name);
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
             claim *grown = realloc(claims, cap * sizeof(*claims));
@@ -388,8 +449,8 @@ static int list_locked(dir_store *ds, claim **out, size_t *n_out, claims_problem
     return 0;
 }
 
-static int dir_list(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
-                    claims_problem_fn problem, void *userdata, act_error *err)
+static int dir_list(claim_store *store, const char *box, claim **out, size_t *n_out,
+                    uint64_t *revision, claims_problem_fn problem, void *userdata, act_error *err)
 {
     dir_store *ds = (dir_store *)store;
     int r = dir_lock(ds, err);
@@ -398,9 +459,48 @@ static int dir_list(claim_store *store, claim **out, size_t *n_out, uint64_t *re
     uint64_t ceiling;
     r = dir_last_revision(ds, revision, &ceiling, err);
     if (r >= 0)
-        r = list_locked(ds, out, n_out, problem, userdata, err);
+        r = list_locked(ds, box, out, n_out, problem, userdata, err);
     dir_unlock(ds);
     return r;
+}
+
+/* The marker {"layout":2}, written under the lock when there is none. */
+static int dir_check_layout(claim_store *store, act_error *err)
+{
+    dir_store *ds = (dir_store *)store;
+    int r = dir_lock(ds, err);
+    if (r < 0)
+        return r;
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    act_error why = {0};
+    char marker[32];
+    int n = snprintf(marker, sizeof(marker), "{\"layout\":%d}\n", CLAIMS_LAYOUT);
+    r = act_read_file(ds->dirfd, DIR_LAYOUT_FILE, 256, &text, &len, &why);
+    if (r == -ENOENT) {
+        r = act_write_atomic(ds->dirfd, DIR_LAYOUT_FILE, marker, (size_t)n, 0644, &why);
+        dir_unlock(ds);
+        return r < 0 ? act_error_set(err, -r, "claim store %s: cannot write %s: %s", ds->path,
+                                     DIR_LAYOUT_FILE, why.message)
+                     : 0;
+    }
+    dir_unlock(ds);
+    if (r < 0)
+        return act_error_set(err, -r, "claim store %s: cannot read %s: %s", ds->path,
+                             DIR_LAYOUT_FILE, why.message);
+    _cleanup_(json_object_putp) json_object *parsed = json_tokener_parse(text);
+    json_object *field = NULL;
+    if (parsed && json_object_object_get_ex(parsed, "layout", &field) &&
+        json_object_is_type(field, json_type_int) && json_object_get_int64(field) == CLAIMS_LAYOUT)
+        return 0;
+    char shown[ACT_TEXT_SHOW_MAX];
+    return act_error_set(err, EPROTONOSUPPORT,
+                         "claim store %s: its layout marker %s/%s says \"%s\"; this activator "
+                         "reads and writes {\"layout\":%d} only: run the activator the store "
+                         "was laid out for, or point Store= at another directory",
+                         ds->path, ds->path, DIR_LAYOUT_FILE,
+                         act_text_show_bytes(text, strcspn(text, "\n"), shown, sizeof(shown)),
+                         CLAIMS_LAYOUT);
 }
 
 static void dir_free(claim_store *store)
@@ -424,6 +524,7 @@ static const claims_store_ops dir_ops = {
     .cas = dir_cas,
     .del = dir_delete,
     .list = dir_list,
+    .check_layout = dir_check_layout,
     .box_call = dir_box_call,
     .box_list = dir_box_list,
     .watch_start = dir_watch_start,

@@ -13,8 +13,18 @@
  *   <dir>/.journal      a header {"compacted":C} (every revision up to C is
  *                       only in the claim files), then one line per change,
  *                       appended under the lock:
- *                       {"revision":N,"host":"h","claim":{...}} or
- *                       {"revision":N,"host":"h","deleted":true}
+ *                       {"revision":N,"host":"h","boxes":[...],"claim":{...}} or
+ *                       {"revision":N,"host":"h","boxes":[...],"deleted":true},
+ *                       boxes being every box the claim named before or
+ *                       after the write: a box's watch reads only its lines
+ *   <dir>/.by-box/<box>/<host>  an empty file: host's claim names box, or did
+ *                       (claims.h: a box's own claims). Made under the lock
+ *                       before the claim file that names box is written,
+ *                       fsync'd, and never removed by a write: the index is
+ *                       a superset, and a box's listing reads each claim
+ *                       file it names, so the claim files stay the only
+ *                       truth and no crash can hide a claim from its box
+ *   <dir>/.layout       {"layout":2}, written by the first check
  *
  * Hidden names cannot collide with hosts: host names never start with '.'.
  * The claim files and the ceiling are the truth and are written temp + fsync
@@ -38,6 +48,8 @@
 #define DIR_LOCK_FILE ".lock"
 #define DIR_BOXES_DIR ".boxes"
 #define DIR_JOURNAL_FILE ".journal"
+#define DIR_INDEX_DIR ".by-box"
+#define DIR_LAYOUT_FILE ".layout"
 /* Past this size the journal is restarted (under the lock) with only its
  * header, so it never grows without bound; a watcher that had not read what
  * was dropped gets a clear "compacted" error like etcd's, and lists again. */
@@ -67,9 +79,12 @@ int dir_box_call(claim_store *store, claims_box_call call, const claims_box *rec
                  claims_box *out, act_error *err);
 int dir_box_list(claim_store *store, claims_box **out, size_t *n_out, act_error *err);
 
-int dir_watch_start(claim_store *store, sd_event *event, uint64_t from_revision,
+int dir_watch_start(claim_store *store, sd_event *event, const char *box, uint64_t from_revision,
                     claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);
 /* Parses one journal line into a change; returns 0, or 1 for a header
  * (revision set to the compacted revision: nothing up to it is in this
- * journal), or negative for a line that is not a change. */
-int dir_journal_parse_line(const char *line, size_t len, claim_change *change, act_error *err);
+ * journal), or 2 for a change that does not concern box (revision set;
+ * box NULL: every change concerns), or negative for a line that is not a
+ * change. */
+int dir_journal_parse_line(const char *line, size_t len, const char *box, claim_change *change,
+                           act_error *err);

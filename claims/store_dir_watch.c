@@ -27,12 +27,31 @@ typedef struct dir_watch {
     int journal_fd;
     ino_t journal_ino;
     uint64_t next; /* lowest revision not yet delivered */
+    char box[ACT_NAME_MAX + 1]; /* "" = every claim; else only those concerning it */
     char *buf;     /* bytes read past the last complete line */
     size_t buf_len;
     bool dead;
 } dir_watch;
 
-int dir_journal_parse_line(const char *line, size_t len, claim_change *change, act_error *err)
+/* True when the line's boxes (every box the claim named before or after
+ * the write) hold box. */
+static bool line_concerns(json_object *root, const char *box)
+{
+    json_object *boxes = NULL;
+    if (!json_object_object_get_ex(root, "boxes", &boxes) ||
+        !json_object_is_type(boxes, json_type_array))
+        return false;
+    for (size_t i = 0; i < json_object_array_length(boxes); i++) {
+        json_object *named = json_object_array_get_idx(boxes, i);
+        if (json_object_is_type(named, json_type_string) &&
+            strcmp(json_object_get_string(named), box) == 0)
+            return true;
+    }
+    return false;
+}
+
+int dir_journal_parse_line(const char *line, size_t len, const char *box, claim_change *change,
+                           act_error *err)
 {
     assert(line);
     assert(change);
@@ -55,7 +74,9 @@ int dir_journal_parse_line(const char *line, size_t len, claim_change *change, a
         change->revision = json_object_get_uint64(rev);
         snprintf(change->claim.host, sizeof(change->claim.host), "%s",
                  json_object_get_string(host));
-        if (act_json_bool_or(root, "deleted", false)) {
+        if (box && !line_concerns(root, box)) {
+            r = 2;
+        } else if (act_json_bool_or(root, "deleted", false)) {
             change->kind = CLAIM_CHANGE_DELETE;
         } else if (!json_object_object_get_ex(root, "claim", &body) ||
                    claim_from_json_object(json_object_get_string(host), body, &change->claim,
@@ -86,7 +107,7 @@ static bool handle_line(dir_watch *w, const char *line, size_t len)
 {
     claim_change change;
     act_error err = {0};
-    int r = dir_journal_parse_line(line, len, &change, &err);
+    int r = dir_journal_parse_line(line, len, w->box[0] ? w->box : NULL, &change, &err);
     if (r < 0) {
         /* A line torn by a writer that died mid-append (the next writer
          * ended it), or one that is not a change: told, and skipped. Its
@@ -115,6 +136,8 @@ static bool handle_line(dir_watch *w, const char *line, size_t len)
     if (change.revision < w->next)
         return true;
     w->next = change.revision + 1;
+    if (r == 2)
+        return true; /* another box's change */
     return claims_watch_deliver(&w->base, &change, 0, NULL) && !w->dead;
 }
 
@@ -225,7 +248,7 @@ static void dir_watch_free(claims_watch *watch)
     free(w);
 }
 
-int dir_watch_start(claim_store *store, sd_event *event, uint64_t from_revision,
+int dir_watch_start(claim_store *store, sd_event *event, const char *box, uint64_t from_revision,
                     claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err)
 {
     assert(store);
@@ -239,6 +262,8 @@ int dir_watch_start(claim_store *store, sd_event *event, uint64_t from_revision,
     *w = (dir_watch){.base = {.store = store, .fn = fn, .userdata = userdata,
                               .free = dir_watch_free},
                      .ds = ds, .inotify_fd = -1, .journal_fd = -1, .next = from_revision};
+    if (box)
+        snprintf(w->box, sizeof(w->box), "%s", box);
     /* From here a failed start frees the watch the way any watch is freed. */
     _cleanup_(claims_watch_freep) claims_watch *watch = &w->base;
     int r;

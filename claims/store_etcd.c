@@ -37,6 +37,16 @@ typedef struct etcd_op {
     void *problem_userdata;
     bool delete_expects_absent;
     void *userdata;
+    /* A write: what to write (NULL: delete), at which expected revision,
+     * on which loop, and the boxes the claim names after it. */
+    char *value;
+    uint64_t expected;
+    sd_event *event;
+    claim written; /* the claim a cas writes */
+    /* A list or watch of one box's index: the keys' prefix before the host
+     * ("<prefix>/" for every claim). */
+    char *key_prefix;
+    bool index;
 } etcd_op;
 
 static char *key_for(etcd_store *es, const char *host)
@@ -50,28 +60,28 @@ static char *key_for(etcd_store *es, const char *host)
  * is empty, too long, or holds a NUL or any other byte a host name cannot is
  * malformed, and never read as some host's (for problems, shown gets the
  * key as it can be shown). */
-static int kv_host(const etcd_store *es, json_object *kv, char host[static ACT_NAME_MAX + 1],
+static int kv_host(const char *key_prefix, json_object *kv, char host[static ACT_NAME_MAX + 1],
                    char *shown, size_t shown_size, act_error *err)
 {
     json_object *key_obj = NULL;
     _cleanup_free_ char *key = NULL;
-    size_t key_len = 0, prefix_len = strlen(es->list_key);
+    size_t key_len = 0, prefix_len = strlen(key_prefix);
     snprintf(shown, shown_size, "(undecodable key)");
     if (!json_object_object_get_ex(kv, "key", &key_obj) ||
         !json_object_is_type(key_obj, json_type_string) ||
         etcd_b64_decode(json_object_get_string(key_obj), &key, &key_len) < 0)
         return act_error_set(err, EINVAL, "an etcd key under %s is not base64; not a claim",
-                             es->list_key);
+                             key_prefix);
     act_text_show_bytes(key, key_len, shown, shown_size);
     const char *name = key + prefix_len;
     size_t name_len = key_len > prefix_len ? key_len - prefix_len : 0;
     /* The decoded key ends in a NUL, so with none inside, name is a string. */
-    if (key_len <= prefix_len || memcmp(key, es->list_key, prefix_len) != 0 ||
+    if (key_len <= prefix_len || memcmp(key, key_prefix, prefix_len) != 0 ||
         name_len > ACT_NAME_MAX || memchr(name, '\0', name_len) || !act_name_is_valid(name))
         return act_error_set(err, EINVAL,
                              "etcd key \"%s\" is not a claim: what follows %s is not a host "
                              "name (it holds a NUL or a byte a host name cannot); delete the key",
-                             shown, es->list_key);
+                             shown, key_prefix);
     memcpy(host, name, name_len + 1);
     return 0;
 }
@@ -96,6 +106,15 @@ static json_object *first_kv(json_object *range)
     return json_object_array_get_idx(kvs, 0);
 }
 
+/* A box's index entry for a claim that was deleted: an empty value, which
+ * the gateway may leave out of the kv altogether. */
+static bool kv_is_deleted_mark(json_object *kv)
+{
+    json_object *value;
+    return !json_object_object_get_ex(kv, "value", &value) ||
+           (json_object_is_type(value, json_type_string) && !json_object_get_string_len(value));
+}
+
 static etcd_op *op_new(etcd_store *es, const char *host, void *userdata, act_error *err)
 {
     etcd_op *op = calloc(1, sizeof(*op));
@@ -116,6 +135,9 @@ static etcd_op *op_new(etcd_store *es, const char *host, void *userdata, act_err
 
 static void op_free(etcd_op *op)
 {
+    free(op->value);
+    free(op->key_prefix);
+    sd_event_unref(op->event);
     if (op->prev)
         op->prev->next = op->next;
     else
@@ -160,6 +182,8 @@ static void on_read_done(etcd_call *call, int result, json_object *response,
         op->read_fn(&op->es->base, 0, NULL, NULL, op->userdata);
     } else {
         int r = etcd_kv_to_claim(op->host, first_kv(response), &current, &parse_err);
+        if (r >= 0)
+            etcd_memo_remember(op->es, &current);
         op->read_fn(&op->es->base, r < 0 ? r : 1, r < 0 ? NULL : &current, &parse_err,
                     op->userdata);
     }
@@ -180,7 +204,22 @@ static int etcd_read_async(claim_store *store, sd_event *event, const char *host
     return start(es, event, "/v3/kv/range", body, on_read_done, op, err);
 }
 
-/* ---- cas and delete ---------------------------------------------------------- */
+/* ---- cas and delete ---------------------------------------------------------- *
+ *
+ * One txn writes the claim and, with it, the index entry of every box the
+ * claim names before or after the write: a copy of the new claim, or an
+ * empty value for a delete. The boxes it named before come from the memo
+ * (the claim at the expected revision, as this store last saw it), or
+ * else from a read just before the txn; the txn's compare on the expected
+ * revision proves that read still describes the claim it replaces. */
+
+static void answer_changed(etcd_op *op, const claim *current)
+{
+    claim now = current ? *current : (claim){0};
+    snprintf(now.host, sizeof(now.host), "%s", op->host);
+    op->cas_fn(&op->es->base, CLAIMS_CHANGED, 0, &now, NULL, op->userdata);
+    op_free(op);
+}
 
 /* Shared by cas and delete: success gives the txn's revision, failure the
  * current claim from the failure branch's range. */
@@ -201,60 +240,143 @@ static void on_txn_done(etcd_call *call, int result, json_object *response, cons
     if (ok && op->delete_expects_absent) {
         /* A delete whose expected revision was 0: the compare "MOD == 0"
          * held, so the key is absent, which is a conflict for a delete. */
-        claim absent = {0};
-        op->cas_fn(store, CLAIMS_CHANGED, 0, &absent, NULL, op->userdata);
-    } else if (ok) {
-        op->cas_fn(store, 0, revision, NULL, NULL, op->userdata);
-    } else {
-        claim current = {0};
-        act_error parse_err = {0};
-        json_object *kv = first_kv(first_response(response, "response_range"));
-        int r = kv ? etcd_kv_to_claim(op->host, kv, &current, &parse_err) : 0;
-        if (r < 0) {
-            op->cas_fn(store, r, 0, NULL, &parse_err, op->userdata);
-        } else {
-            snprintf(current.host, sizeof(current.host), "%s", op->host);
-            op->cas_fn(store, CLAIMS_CHANGED, 0, &current, NULL, op->userdata);
-        }
+        answer_changed(op, NULL);
+        return;
     }
-    op_free(op);
+    if (ok) {
+        if (op->value) {
+            op->written.revision = revision;
+            etcd_memo_remember(op->es, &op->written);
+        } else {
+            etcd_memo_forget(op->es, op->host);
+        }
+        op->cas_fn(store, 0, revision, NULL, NULL, op->userdata);
+        op_free(op);
+        return;
+    }
+    claim current = {0};
+    act_error parse_err = {0};
+    json_object *kv = first_kv(first_response(response, "response_range"));
+    int r = kv ? etcd_kv_to_claim(op->host, kv, &current, &parse_err) : 0;
+    if (r < 0) {
+        op->cas_fn(store, r, 0, NULL, &parse_err, op->userdata);
+        op_free(op);
+        return;
+    }
+    if (kv)
+        etcd_memo_remember(op->es, &current);
+    answer_changed(op, kv ? &current : NULL);
+}
+
+/* Starts the txn once the boxes the replaced claim named are known. On
+ * failure op is still the caller's. */
+static int txn_call(etcd_op *op, const claim_boxes *before, act_error *err)
+{
+    etcd_store *es = op->es;
+    claim_boxes boxes = *before;
+    if (op->value) {
+        claim_boxes after;
+        claim_named_boxes(&op->written, &after);
+        claim_boxes_merge(&boxes, &after);
+    }
+    char *key = key_for(es, op->host);
+    char **index_keys = etcd_index_keys(es, &boxes, op->host);
+    char *body = key && index_keys
+                     ? etcd_txn_body(key, op->expected, op->value, (const char *const *)index_keys,
+                                     boxes.n, op->value ? op->value : "")
+                     : NULL;
+    free(key);
+    etcd_index_keys_free(index_keys, boxes.n);
+    return etcd_store_call(es, op->event, "/v3/kv/txn", body, on_txn_done, op, err);
+}
+
+/* The claim to be replaced, read because the memo did not have it. */
+static void on_replaced_read(etcd_call *call, int result, json_object *response,
+                             const act_error *err, void *userdata)
+{
+    etcd_op *op = userdata;
+    if (result < 0) {
+        op->cas_fn(&op->es->base, result, 0, NULL, err, op->userdata);
+        op_free(op);
+        return;
+    }
+    json_object *kv = first_kv(response);
+    if (!kv) {
+        answer_changed(op, NULL);
+        return;
+    }
+    claim current;
+    act_error parse_err = {0};
+    claim_boxes before = {0};
+    bool parsed = etcd_kv_to_claim(op->host, kv, &current, &parse_err) >= 0;
+    uint64_t revision = etcd_json_u64(kv, "mod_revision");
+    if (parsed) {
+        etcd_memo_remember(op->es, &current);
+        claim_named_boxes(&current, &before);
+    }
+    /* A value that is not a claim may be replaced by the CAS that names
+     * its revision (that is how it is repaired); it named no box an index
+     * could hold. Otherwise it is the write's answer, as the txn's. */
+    if (revision != op->expected && !parsed) {
+        op->cas_fn(&op->es->base, -parse_err.errnum, 0, NULL, &parse_err, op->userdata);
+        op_free(op);
+        return;
+    }
+    if (revision != op->expected) {
+        answer_changed(op, &current);
+        return;
+    }
+    act_error call_err = {0};
+    if (txn_call(op, &before, &call_err) < 0) {
+        op->cas_fn(&op->es->base, -call_err.errnum, 0, NULL, &call_err, op->userdata);
+        op_free(op);
+    }
 }
 
 static int start_txn(etcd_store *es, sd_event *event, const char *host, uint64_t expected,
-                     const char *value, claims_cas_fn fn, void *userdata, act_error *err)
+                     const claim *c, claims_cas_fn fn, void *userdata, act_error *err)
 {
     etcd_op *op = op_new(es, host, userdata, err);
     if (!op)
         return -ENOMEM;
     op->cas_fn = fn;
-    char *key = key_for(es, host);
-    char *body = NULL;
-    if (key && !value && expected == 0) {
-        /* A delete expecting "absent": the txn's "CREATE == 0" compare holds
-         * only for a missing key, so success there means nothing to delete. */
-        op->delete_expects_absent = true;
+    op->expected = expected;
+    op->event = sd_event_ref(event);
+    if (c) {
+        op->written = *c;
+        snprintf(op->written.host, sizeof(op->written.host), "%s", host);
+        op->value = claim_to_json(c);
+        if (!op->value) {
+            op_free(op);
+            return act_error_set(err, ENOMEM, "host %s: out of memory", host);
+        }
+        if (strlen(op->value) > CLAIM_JSON_MAX) {
+            op_free(op);
+            return act_error_set(err, EFBIG, "host %s: claim is over the %d byte limit", host,
+                                 CLAIM_JSON_MAX);
+        }
     }
-    if (key)
-        body = etcd_txn_body(key, expected, value);
+    /* A delete expecting "absent": the txn's "CREATE == 0" compare holds
+     * only for a missing key, so success there means nothing to delete. */
+    op->delete_expects_absent = !c && expected == 0;
+    claim_boxes before = {0};
+    if (expected == 0 || etcd_memo_recall(es, host, expected, &before)) {
+        int r = txn_call(op, &before, err);
+        if (r < 0)
+            op_free(op);
+        return r;
+    }
+    char *key = key_for(es, host);
+    char *body = key ? etcd_range_body(key, NULL) : NULL;
     free(key);
-    return start(es, event, "/v3/kv/txn", body, on_txn_done, op, err);
+    return start(es, event, "/v3/kv/range", body, on_replaced_read, op, err);
 }
 
 static int etcd_cas_async(claim_store *store, sd_event *event, const char *host,
                           uint64_t expected, const claim *c, claims_cas_fn fn, void *userdata,
                           act_error *err)
 {
-    char *value = claim_to_json(c);
-    if (!value)
-        return act_error_set(err, ENOMEM, "host %s: out of memory", host);
-    if (strlen(value) > CLAIM_JSON_MAX) {
-        free(value);
-        return act_error_set(err, EFBIG, "host %s: claim is over the %d byte limit", host,
-                             CLAIM_JSON_MAX);
-    }
-    int r = start_txn((etcd_store *)store, event, host, expected, value, fn, userdata, err);
-    free(value);
-    return r;
+    return start_txn((etcd_store *)store, event, host, expected, c, fn, userdata, err);
 }
 
 static int etcd_del_async(claim_store *store, sd_event *event, const char *host,
@@ -289,13 +411,15 @@ static void on_list_done(etcd_call *call, int result, json_object *response,
         json_object *kv = json_object_array_get_idx(kvs, i);
         act_error bad = {0};
         char host[ACT_NAME_MAX + 1], shown[ACT_TEXT_SHOW_MAX];
-        int r = kv_host(op->es, kv, host, shown, sizeof(shown), &bad);
+        int r = kv_host(op->key_prefix, kv, host, shown, sizeof(shown), &bad);
         /* A malformed key is named as it can be shown: it names no host. */
         const char *named = r < 0 ? shown : host;
+        if (r >= 0 && op->index && kv_is_deleted_mark(kv))
+            continue;
         if (r >= 0)
             r = etcd_kv_to_claim(host, kv, &claims[n], &bad);
         if (r >= 0)
-            n++;
+            etcd_memo_remember(op->es, &claims[n++]);
         else if (op->problem)
             op->problem(named, &bad, op->problem_userdata);
         else
@@ -312,9 +436,9 @@ static void on_list_done(etcd_call *call, int result, json_object *response,
     op_free(op);
 }
 
-static int etcd_list_async(claim_store *store, sd_event *event, claims_problem_fn problem,
-                           void *problem_userdata, claims_list_fn fn, void *userdata,
-                           act_error *err)
+static int etcd_list_async(claim_store *store, sd_event *event, const char *box,
+                           claims_problem_fn problem, void *problem_userdata, claims_list_fn fn,
+                           void *userdata, act_error *err)
 {
     etcd_store *es = (etcd_store *)store;
     etcd_op *op = op_new(es, NULL, userdata, err);
@@ -323,8 +447,16 @@ static int etcd_list_async(claim_store *store, sd_event *event, claims_problem_f
     op->list_fn = fn;
     op->problem = problem;
     op->problem_userdata = problem_userdata;
-    return start(es, event, "/v3/kv/range", etcd_range_body(es->list_key, es->list_end),
-                 on_list_done, op, err);
+    op->index = box != NULL;
+    _cleanup_free_ char *end = NULL;
+    int r = box ? etcd_index_range(es, box, &op->key_prefix, &end)
+                : ((op->key_prefix = strdup(es->list_key)) ? 0 : -ENOMEM);
+    if (r < 0) {
+        op_free(op);
+        return act_error_set(err, ENOMEM, "etcd list: out of memory");
+    }
+    return start(es, event, "/v3/kv/range",
+                 etcd_range_body(op->key_prefix, box ? end : es->list_end), on_list_done, op, err);
 }
 
 /* ---- watch ------------------------------------------------------------------ */
@@ -380,6 +512,10 @@ typedef struct etcd_watch {
     uint64_t known_revision;
     bool from_now; /* started from "now": the created answer says where that is */
     etcd_call *probe;
+    /* What it watches: "<prefix>/" for every claim, or a box's index. */
+    char *key_prefix;
+    char *range_end;
+    bool index;
 } etcd_watch;
 
 static void watch_set_error(etcd_watch *w, int error, const act_error *err)
@@ -410,7 +546,10 @@ static bool watch_queue(etcd_watch *w, const claim_change *change)
     return true;
 }
 
-static void event_to_change(etcd_watch *w, json_object *event, claim_change *change)
+/* False for an event that is no change to tell: in a box's index, only a
+ * put is news (a claim's delete puts an empty entry); an entry's removal
+ * is the index tidying what no longer concerns the box. */
+static bool event_to_change(etcd_watch *w, json_object *event, claim_change *change)
 {
     json_object *kv = NULL, *type = NULL;
     memset(change, 0, sizeof(*change));
@@ -418,15 +557,20 @@ static void event_to_change(etcd_watch *w, json_object *event, claim_change *cha
     change->revision = etcd_json_u64(kv, "mod_revision");
     char shown[ACT_TEXT_SHOW_MAX];
     /* Checked first, for a delete too: a malformed key is nobody's change. */
-    if (kv_host(w->es, kv, change->claim.host, shown, sizeof(shown), &change->problem) < 0) {
+    if (kv_host(w->key_prefix, kv, change->claim.host, shown, sizeof(shown), &change->problem) <
+        0) {
         change->claim.host[0] = '\0';
         change->kind = CLAIM_CHANGE_MALFORMED;
-        return;
+        return true;
     }
-    if (json_object_object_get_ex(event, "type", &type) &&
-        strcmp(json_object_get_string(type), "DELETE") == 0) {
+    bool removed = json_object_object_get_ex(event, "type", &type) &&
+                   strcmp(json_object_get_string(type), "DELETE") == 0;
+    if (removed && w->index)
+        return false;
+    if (removed || (w->index && kv_is_deleted_mark(kv))) {
         change->kind = CLAIM_CHANGE_DELETE;
-        return;
+        etcd_memo_forget(w->es, change->claim.host);
+        return true;
     }
     claim parsed;
     if (etcd_kv_to_claim(change->claim.host, kv, &parsed, &change->problem) < 0) {
@@ -434,7 +578,9 @@ static void event_to_change(etcd_watch *w, json_object *event, claim_change *cha
     } else {
         change->kind = CLAIM_CHANGE_PUT;
         change->claim = parsed;
+        etcd_memo_remember(w->es, &parsed);
     }
+    return true;
 }
 
 /* A message without events, not the answer to the create and not an end:
@@ -492,7 +638,11 @@ static bool on_watch_message(etcd_call *call, json_object *message, void *userda
     }
     for (size_t i = 0; i < json_object_array_length(events); i++) {
         claim_change change;
-        event_to_change(w, json_object_array_get_idx(events, i), &change);
+        if (!event_to_change(w, json_object_array_get_idx(events, i), &change)) {
+            if (change.revision > w->known_revision)
+                w->known_revision = change.revision;
+            continue;
+        }
         if (!watch_queue(w, &change))
             return false;
     }
@@ -551,7 +701,20 @@ static void on_probe_done(etcd_call *call, int result, json_object *response,
     json_object *header = NULL;
     json_object_object_get_ex(response, "header", &header);
     uint64_t revision = etcd_json_u64(header, "revision");
-    if (revision > w->known_revision) {
+    uint64_t missed = etcd_json_u64(response, "count");
+    if (w->index && missed) {
+        /* The other boxes' writes move the store's revision without a
+         * word to this stream; only an entry of its own index written
+         * after what it was told says the stream missed something. */
+        act_error_set(&dead, ETIMEDOUT,
+                      "etcd: the watch stream was silent for %d ms while %" PRIu64
+                      " entries of its index were written after revision %" PRIu64
+                      "; the stream is taken for dead",
+                      silent_ms, missed, w->known_revision);
+        watch_set_error(w, -ETIMEDOUT, &dead);
+        return;
+    }
+    if (!w->index && revision > w->known_revision) {
         /* Something was written that the stream did not tell (a change of
          * ours, or a key outside the prefix: a count cannot say which). */
         act_error_set(&dead, ETIMEDOUT,
@@ -581,9 +744,11 @@ static int on_silence(sd_event_source *source, uint64_t usec, void *userdata)
     act_error err = {0};
     int r = etcd_client_glue(w->es->client, w->event, &glue, &err);
     if (r >= 0)
-        r = etcd_call_start(w->es->client, glue, "/v3/kv/range",
-                            etcd_count_body(w->es->list_key, w->es->list_end), on_probe_done,
-                            NULL, w, &w->probe, &err);
+        r = etcd_call_start(
+            w->es->client, glue, "/v3/kv/range",
+            w->index ? etcd_count_since_body(w->key_prefix, w->range_end, w->known_revision + 1)
+                     : etcd_count_body(w->key_prefix, w->range_end),
+            on_probe_done, NULL, w, &w->probe, &err);
     if (r < 0)
         watch_set_error(w, r, &err);
     return 0;
@@ -598,12 +763,14 @@ static void etcd_watch_free(claims_watch *watch)
     sd_event_source_disable_unref(w->silence);
     sd_event_unref(w->event);
     free(w->pending.items);
+    free(w->key_prefix);
+    free(w->range_end);
     free(w);
 }
 
-static int etcd_watch_start(claim_store *store, sd_event *event, uint64_t from_revision,
-                            claims_watch_fn fn, void *userdata, claims_watch **out,
-                            act_error *err)
+static int etcd_watch_start(claim_store *store, sd_event *event, const char *box,
+                            uint64_t from_revision, claims_watch_fn fn, void *userdata,
+                            claims_watch **out, act_error *err)
 {
     etcd_store *es = (etcd_store *)store;
     curl_glue *glue;
@@ -619,8 +786,17 @@ static int etcd_watch_start(claim_store *store, sd_event *event, uint64_t from_r
     w->event = sd_event_ref(event);
     w->from_now = from_revision == 0;
     w->known_revision = from_revision ? from_revision - 1 : 0;
+    w->index = box != NULL;
     /* From here a failed start frees the watch the way any watch is freed. */
     _cleanup_(claims_watch_freep) claims_watch *watch = &w->base;
+    if (box)
+        r = etcd_index_range(es, box, &w->key_prefix, &w->range_end);
+    else
+        r = (w->key_prefix = strdup(es->list_key)) && (w->range_end = strdup(es->list_end))
+                ? 0
+                : -ENOMEM;
+    if (r < 0)
+        return act_error_set(err, ENOMEM, "etcd watch: out of memory");
     w->heard_usec = act_loop_now_usec(event);
     r = sd_event_add_defer(event, &w->deliver, on_watch_deliver, w);
     if (r >= 0)
@@ -630,7 +806,7 @@ static int etcd_watch_start(claim_store *store, sd_event *event, uint64_t from_r
     sd_event_source_set_enabled(w->deliver, SD_EVENT_OFF);
     arm_silence(w);
     r = etcd_call_start(es->client, glue, "/v3/watch",
-                        etcd_watch_body(es->list_key, es->list_end, from_revision), on_watch_done,
+                        etcd_watch_body(w->key_prefix, w->range_end, from_revision), on_watch_done,
                         on_watch_message, w, &w->call, err);
     if (r < 0)
         return r;
@@ -653,6 +829,9 @@ static void etcd_free(claim_store *store)
     free(es->list_end);
     free(es->boxes_key);
     free(es->boxes_end);
+    free(es->index_key);
+    free(es->layout_key);
+    etcd_memo_free(es);
     free(es);
 }
 
@@ -666,6 +845,7 @@ static const claims_store_ops etcd_ops = {
     .box_call_async = etcd_box_call_async,
     .box_list_async = etcd_box_list_async,
     .watch_start = etcd_watch_start,
+    .check_layout_async = etcd_check_layout_async,
 };
 
 int claims_etcd_open(const claims_url *url, const claims_store_options *options,
@@ -684,7 +864,9 @@ int claims_etcd_open(const claims_url *url, const claims_store_options *options,
     if (!es->prefix || asprintf(&es->list_key, "%s/", es->prefix) < 0 ||
         asprintf(&es->list_end, "%s0", es->prefix) < 0 ||
         asprintf(&es->boxes_key, "%s" ETCD_BOXES_SUFFIX "/", es->prefix) < 0 ||
-        asprintf(&es->boxes_end, "%s" ETCD_BOXES_SUFFIX "0", es->prefix) < 0)
+        asprintf(&es->boxes_end, "%s" ETCD_BOXES_SUFFIX "0", es->prefix) < 0 ||
+        asprintf(&es->index_key, "%s" ETCD_INDEX_SUFFIX "/", es->prefix) < 0 ||
+        asprintf(&es->layout_key, "%s" ETCD_LAYOUT_SUFFIX, es->prefix) < 0)
         return act_error_set(err, ENOMEM, "etcd: out of memory");
     int r = etcd_client_new(url, options, &es->client, err);
     if (r < 0)

@@ -9,6 +9,14 @@
  * range "<prefix>.boxes/".."<prefix>.boxes0" and the claims' range
  * "<prefix>/".."<prefix>0" never share a key. */
 #define ETCD_BOXES_SUFFIX ".boxes"
+/* Each box's index of the claims that concern it (claims.h: a box's own
+ * claims): "<prefix>.by-box/<box>/<host>", its value a copy of the claim
+ * written in the claim's own txn (so its mod_revision is the claim's
+ * revision), or empty once the claim was deleted. Outside the claims'
+ * range for the same reason as the records. */
+#define ETCD_INDEX_SUFFIX ".by-box"
+/* The layout marker, {"layout":2}. */
+#define ETCD_LAYOUT_SUFFIX ".layout"
 
 typedef struct etcd_store {
     claim_store base;
@@ -18,6 +26,11 @@ typedef struct etcd_store {
     char *list_end;  /* "<prefix>0": the range end that covers every key under "<prefix>/" */
     char *boxes_key; /* "<prefix>.boxes/": box records are "<prefix>.boxes/<box>" */
     char *boxes_end; /* "<prefix>.boxes0" */
+    char *index_key; /* "<prefix>.by-box/": box B's index is "<prefix>.by-box/B/" */
+    char *layout_key; /* "<prefix>.layout" */
+    /* The boxes each recently seen claim named, by host and revision
+     * (store_etcd_index.c). */
+    struct etcd_named_memo *memo;
     struct etcd_op *ops; /* the claim calls in flight (store_etcd.c) */
 } etcd_store;
 
@@ -31,3 +44,28 @@ int etcd_box_call_async(claim_store *store, sd_event *event, claims_box_call cal
                         act_error *err);
 int etcd_box_list_async(claim_store *store, sd_event *event, claims_boxes_fn fn, void *userdata,
                         act_error *err);
+
+/* ---- the boxes' index (store_etcd_index.c) ---- */
+
+/* "<prefix>.by-box/<box>/" and its range end "<prefix>.by-box/<box>0";
+ * malloc'd, 0 or -ENOMEM. */
+int etcd_index_range(const etcd_store *es, const char *box, char **key, char **end);
+/* The index keys of host under each of boxes, malloc'd, for etcd_txn_body;
+ * free with etcd_index_keys_free. NULL only when out of memory. */
+char **etcd_index_keys(const etcd_store *es, const claim_boxes *boxes, const char *host);
+void etcd_index_keys_free(char **keys, size_t n);
+
+/* What a write needs to know of the claim it replaces: the boxes it named.
+ * Remembered for every claim this store read, wrote or was told of, by
+ * host, for one revision each, in a table of fixed size (a host that
+ * another pushed out is read again). */
+void etcd_memo_remember(etcd_store *es, const claim *c);
+void etcd_memo_forget(etcd_store *es, const char *host);
+/* True, with the boxes, when host's claim at revision is remembered. */
+bool etcd_memo_recall(const etcd_store *es, const char *host, uint64_t revision, claim_boxes *out);
+void etcd_memo_free(etcd_store *es);
+
+int etcd_check_layout_async(claim_store *store, sd_event *event,
+                            void (*done)(claim_store *store, int result, const act_error *err,
+                                         void *userdata),
+                            void *userdata, act_error *err);

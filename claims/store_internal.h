@@ -27,7 +27,8 @@ typedef struct claims_store_ops {
                uint64_t *new_revision, claim *current, act_error *err);
     int (*del)(claim_store *store, const char *host, uint64_t expected, uint64_t *new_revision,
                claim *current, act_error *err);
-    int (*list)(claim_store *store, claim **out, size_t *n_out, uint64_t *revision,
+    /* box NULL: every claim; else the box's own (claims_list_box_at). */
+    int (*list)(claim_store *store, const char *box, claim **out, size_t *n_out, uint64_t *revision,
                 claims_problem_fn problem, void *userdata, act_error *err);
 
     int (*read_async)(claim_store *store, sd_event *event, const char *host, claims_read_fn fn,
@@ -36,9 +37,16 @@ typedef struct claims_store_ops {
                      const claim *c, claims_cas_fn fn, void *userdata, act_error *err);
     int (*del_async)(claim_store *store, sd_event *event, const char *host, uint64_t expected,
                      claims_cas_fn fn, void *userdata, act_error *err);
-    int (*list_async)(claim_store *store, sd_event *event, claims_problem_fn problem,
-                      void *problem_userdata, claims_list_fn fn, void *userdata,
-                      act_error *err);
+    int (*list_async)(claim_store *store, sd_event *event, const char *box,
+                      claims_problem_fn problem, void *problem_userdata, claims_list_fn fn,
+                      void *userdata, act_error *err);
+
+    /* The layout marker (claims_store_check_layout), one flavour. */
+    int (*check_layout)(claim_store *store, act_error *err);
+    int (*check_layout_async)(claim_store *store, sd_event *event,
+                              void (*done)(claim_store *store, int result, const act_error *err,
+                                           void *userdata),
+                              void *userdata, act_error *err);
 
     /* Box records, one flavour per backend as for claims. out is the record
      * as stored (put, keepalive); the list is malloc'd, sorted by box. */
@@ -52,7 +60,8 @@ typedef struct claims_store_ops {
                           void *userdata, act_error *err);
 
     /* Required: both backends watch on a loop (the attached or the private). */
-    int (*watch_start)(claim_store *store, sd_event *event, uint64_t from_revision,
+    /* box as for list. */
+    int (*watch_start)(claim_store *store, sd_event *event, const char *box, uint64_t from_revision,
                        claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);
 } claims_store_ops;
 
