@@ -153,6 +153,14 @@ int ctl_store_call(const ctl_options *options, json_object *request_json, json_o
         fprintf(stderr, "activatorctl: --store: %s\n", err.message);
         return CTL_EXIT_USAGE;
     }
+    /* A write into a store laid out otherwise would leave its boxes'
+     * indexes wrong. A store that does not answer is told below, as for
+     * any request. */
+    bool writes = request.op != CTRL_OP_CLAIMS && request.op != CTRL_OP_BOXES;
+    if (writes && claims_store_check_layout(store, &err) == -EPROTONOSUPPORT) {
+        fprintf(stderr, "activatorctl: --store: %s\n", err.message);
+        return CTL_EXIT_USAGE;
+    }
     ctrl_fleet_outcome outcome = {0};
     if (request.op == CTRL_OP_CLAIMS || request.op == CTRL_OP_BOXES)
         run_list_op(store, &request, &outcome);

@@ -132,6 +132,10 @@ static int open_store(ad_daemon *daemon, const char *probe_host, act_error *err)
     if (r < 0)
         return r;
     claims_store_set_observer(daemon->store, ad_telemetry_observe_store, daemon);
+    /* A store laid out otherwise would hide claims from this box's index. */
+    r = claims_store_check_layout(daemon->store, err);
+    if (r < 0)
+        return act_error_prefix(err, "Store=%s", daemon->config.store);
     /* READY=1 promises that the store answered: ask it once. */
     claim probe;
     if (probe_host) {

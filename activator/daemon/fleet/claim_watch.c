@@ -4,9 +4,15 @@
  * host. A move's phases are handed to moves/move.c, which drains
  * (moves/source.c) or probes (moves/target.c).
  *
+ * The box lists and watches only its own index (claims.h: a box's own
+ * claims): every claim that names it, and the last word on each claim
+ * that named it and no longer does. A configured host the index does not
+ * hold has a claim that names other boxes or none, which for this box is
+ * the same as no claim: it is not ours, and a wake reads its claim.
+ *
  * The watch heals. Whatever ends it (a compaction of the store's history,
- * the server closing the stream, a silent stream, a lost connection), every
- * claim is listed again at one revision and every configured host is
+ * the server closing the stream, a silent stream, a lost connection), the
+ * index is listed again at one revision and every configured host is
  * reconciled against that list exactly as if its claim had changed (the same
  * function a watched change goes through), and only then is the store
  * watched again, from that revision + 1. While the list cannot be had, the
@@ -237,8 +243,9 @@ static bool is_malformed(const ad_claim_watch *cw, const char *host)
 }
 
 /* Every configured host against the list, as if each claim had changed: a
- * host the list has is a put of its claim, a host it lacks a delete. Both
- * are sorted by name, so one pass pairs them. */
+ * host the list has is a put of its claim, a host it lacks a delete (its
+ * claim, if any, names other boxes). Both are sorted by name, so one pass
+ * pairs them. */
 static void reconcile(ad_claim_watch *cw, const claim *claims, size_t n, uint64_t revision)
 {
     ad_daemon *daemon = cw->daemon;
@@ -267,7 +274,8 @@ static void on_change(claims_watch *watch, const claim_change *change, int error
 static int start_watch(ad_claim_watch *cw, act_error *err)
 {
     cw->watch_started_usec = act_loop_now_usec(cw->daemon->loop);
-    return claims_watch_start(cw->daemon->store, cw->revision, on_change, cw, &cw->watch, err);
+    return claims_watch_box_start(cw->daemon->store, cw->daemon->config.box, cw->revision,
+                                  on_change, cw, &cw->watch, err);
 }
 
 static void on_listed(claim_store *store, int result, claim *claims, size_t n, uint64_t revision,
@@ -298,7 +306,8 @@ static void heal(ad_claim_watch *cw)
     if (cw->daemon->stopping)
         return;
     act_error err = {0};
-    if (claims_list_async(cw->daemon->store, on_list_problem, cw, on_listed, cw, &err) < 0)
+    if (claims_list_box_async(cw->daemon->store, cw->daemon->config.box, on_list_problem, cw,
+                              on_listed, cw, &err) < 0)
         heal_failed(cw, &err);
 }
 
@@ -367,7 +376,8 @@ int ad_claim_watch_start(ad_daemon *daemon, act_error *err)
     claim *claims = NULL;
     size_t n = 0;
     uint64_t revision = 0;
-    int r = claims_list_at(daemon->store, &claims, &n, &revision, NULL, NULL, err);
+    int r = claims_list_box_at(daemon->store, daemon->config.box, &claims, &n, &revision, NULL,
+                               NULL, err);
     if (r < 0)
         return act_error_prefix(err, "Store=%s: cannot list the claims", daemon->config.store);
     take_baseline(cw, claims, n);

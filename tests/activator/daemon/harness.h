@@ -343,6 +343,10 @@ uint64_t dh_claim_put(dh_daemon *d, const claim *c);
 
 /* A fresh claim for host: a serving op "assigned" on box, no holder. */
 void dh_claim_assigned(const char *host, const char *box, claim *out);
+/* The beacon's claim: assigned to box (not d's), released by d's box, which
+ * ran it last. A box sees only the claims that name it, so the beacon
+ * names d's box; it never wakes there. */
+void dh_claim_beacon(const dh_daemon *d, const char *box, claim *out);
 
 /* from as DH_OTHER_BOX writes it when it admits itself: its holder (another
  * incarnation, the next session and generation), its op.exec, phase

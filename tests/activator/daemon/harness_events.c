@@ -80,8 +80,8 @@ size_t dh_events_count(dh_daemon *d, const char *host, const char *name)
 }
 
 /* PUB learns of a subscriber asynchronously, so the harness makes the
- * daemon publish (a claim.changed of the beacon host, which names another
- * box and so is never woken) until one such event arrives. The subscriber
+ * daemon publish (a claim.changed of the beacon host, which another box
+ * executes, so it is never woken here) until one such event arrives. The subscriber
  * is dd_start's: a second one in its place would close the first while its
  * connection is still being set up, where NNG 1.5.2's close can hang. */
 void dh_events_subscribe(dh_daemon *d)
@@ -89,7 +89,7 @@ void dh_events_subscribe(dh_daemon *d)
     dh_waiting_for("box %s's event subscriber to receive the beacon's claim.changed", d->box);
     claim beacon;
     /* Assigned to a box no daemon is, so that no box of a fleet wakes it. */
-    dh_claim_assigned(DH_BEACON_HOST, DH_BEACON_BOX, &beacon);
+    dh_claim_beacon(d, DH_BEACON_BOX, &beacon);
     for (int i = 0; i < 100; i++) {
         dh_claim_put(d, &beacon);
         if (dh_event_wait(d, DH_BEACON_HOST, "claim.changed", 100, NULL)) {

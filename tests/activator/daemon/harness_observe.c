@@ -83,6 +83,17 @@ void dh_claim_assigned(const char *host, const char *box, claim *out)
     snprintf(out->op.exec, sizeof(out->op.exec), "%s", box);
 }
 
+void dh_claim_beacon(const dh_daemon *d, const char *box, claim *out)
+{
+    dh_claim_assigned(DH_BEACON_HOST, box, out);
+    /* d's box ran it last and released it: the claim names d's box, so the
+     * box's index (and watch) has it, and nothing of it is d's to run. */
+    snprintf(out->holder.box, sizeof(out->holder.box), "%s", d->box);
+    snprintf(out->holder.incarnation, sizeof(out->holder.incarnation), "beacon");
+    out->holder.session = 1;
+    out->holder.released_usec = 1;
+}
+
 /* from as box writes it when it admits itself: its holder (another
  * incarnation, the next session and generation), its op.exec, phase
  * starting, no handle. */

@@ -338,7 +338,7 @@ static int ms_until_status_answers(dh_daemon *d, int deadline_ms)
 static bool new_subscriber_gets_events(dh_daemon *d, int deadline_ms)
 {
     claim beacon;
-    dh_claim_assigned(DH_BEACON_HOST, DH_BEACON_BOX, &beacon);
+    dh_claim_beacon(d, DH_BEACON_BOX, &beacon);
     uint64_t start = act_now_usec();
     while ((int)((act_now_usec() - start) / 1000) <= deadline_ms) {
         nng_socket sub;
@@ -491,7 +491,7 @@ static void test_a_client_that_hangs_up_early_does_not_deafen_the_sockets(void *
     /* The subscriber the harness made at the start was connected all along. */
     dh_events_mark(d);
     claim beacon;
-    dh_claim_assigned(DH_BEACON_HOST, DH_BEACON_BOX, &beacon);
+    dh_claim_beacon(d, DH_BEACON_BOX, &beacon);
     dh_claim_put(d, &beacon);
     DH_CHECK(d, dh_event_wait(d, DH_BEACON_HOST, "claim.changed", 10000, NULL),
              "the subscriber connected before the listener healed lost its connection");

@@ -204,7 +204,7 @@ static void test_viewer_group_members_may_only_read(void **state)
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, run_watcher, &w), 0);
     claim beacon;
-    dh_claim_assigned(DH_BEACON_HOST, DH_OTHER_BOX, &beacon);
+    dh_claim_beacon(d, DH_OTHER_BOX, &beacon);
     /* A beacon every 50 ms or so: enough for the watch to see some, and
      * few enough that its whole output (and whatever it says on stderr as
      * it exits) fits what dd_run keeps. Back to back, they filled it with
