@@ -656,7 +656,18 @@ int claim_move_rollback(const claim *current, const char *reason, const char *me
  *         '.'), rewritten with the time it expires; a record past that time
  *         stays on disk, dead.
  * A box whose lease expired is known dead: on etcd its record is gone, on
- * dir it is listed with live false. */
+ * dir it is listed with live false.
+ *
+ * Two listings. A decision that needs only which boxes are live (claim
+ * assign, move: the fleet's edits) lists for liveness: one store request
+ * however many boxes the fleet has (etcd: one range; a record there is a
+ * live lease, since etcd deletes the key with it). Only etcd's lease knows
+ * when it was renewed and when it runs out, and asking it is one more
+ * request per box, so only the full listing does that, for an operator's
+ * display (activatorctl boxes). A liveness listing on etcd leaves
+ * refreshed_usec and expires_usec 0 (unknown): the record says its
+ * lease_ttl_usec, and since the lease was alive at the listing, it was
+ * renewed less than that before it and lapses less than that after it. */
 
 /* A daemon's control or events URL in a record, and its NUL. */
 #define CLAIMS_BOX_URL_SIZE 256
@@ -675,7 +686,8 @@ typedef struct claims_box {
     uint64_t lease_id;       /* etcd's lease; 0 on dir */
     bool live;               /* the lease has not expired */
     uint64_t refreshed_usec; /* wall clock of the last renewal; 0 when unknown */
-    uint64_t expires_usec;   /* wall clock at which the lease lapses unless renewed */
+    uint64_t expires_usec;   /* wall clock at which the lease lapses unless renewed; 0 when
+                              * unknown (an etcd liveness listing) */
 } claims_box;
 
 /* A keepalive found the lease gone (expired, revoked, the store lost it, or
@@ -695,13 +707,16 @@ int claims_box_compare(const void *a, const void *b);
  * renews the lease of record and fills *out (may be NULL), or returns
  * CLAIMS_LEASE_LOST. remove deletes record and revokes its lease; a record
  * already gone is not an error. list gives every record the store has,
- * sorted by box, in a malloc'd array; one that does not parse is logged and
- * skipped. */
+ * sorted by box, in a malloc'd array, with each lease's refreshed and
+ * expires time (on etcd a request per box: for display only); one that
+ * does not parse is logged and skipped. list_live is the same list from one
+ * store request, for liveness (see above): what a decision uses. */
 int claims_box_put(claim_store *store, const claims_box *record, claims_box *out, act_error *err);
 int claims_box_keepalive(claim_store *store, const claims_box *record, claims_box *out,
                          act_error *err);
 int claims_box_remove(claim_store *store, const claims_box *record, act_error *err);
 int claims_box_list(claim_store *store, claims_box **out, size_t *n_out, act_error *err);
+int claims_box_list_live(claim_store *store, claims_box **out, size_t *n_out, act_error *err);
 
 /* Asynchronous, on the attached loop (see the asynchronous calls above).
  * record in a callback is the record as stored (put, keepalive), valid
@@ -718,3 +733,5 @@ int claims_box_remove_async(claim_store *store, const claims_box *record, claims
                             void *userdata, act_error *err);
 int claims_box_list_async(claim_store *store, claims_boxes_fn fn, void *userdata,
                           act_error *err);
+int claims_box_list_live_async(claim_store *store, claims_boxes_fn fn, void *userdata,
+                               act_error *err);

@@ -100,7 +100,8 @@ int claims_box_remove(claim_store *store, const claims_box *record, act_error *e
     return box_call(store, CLAIMS_BOX_REMOVE, record, NULL, err);
 }
 
-int claims_box_list(claim_store *store, claims_box **out, size_t *n_out, act_error *err)
+static int box_list(claim_store *store, claims_box_listing what, claims_box **out, size_t *n_out,
+                    act_error *err)
 {
     assert(store);
     assert(out);
@@ -108,13 +109,13 @@ int claims_box_list(claim_store *store, claims_box **out, size_t *n_out, act_err
     *out = NULL;
     *n_out = 0;
     if (store->ops->box_list)
-        return store->ops->box_list(store, out, n_out, err);
+        return store->ops->box_list(store, what, out, n_out, err);
     sd_event *loop = NULL;
     int r = claims_private_loop(store, &loop, err);
     if (r < 0)
         return r;
     box_wait wait = {.err = err};
-    r = store->ops->box_list_async(store, loop, on_sync_boxes, &wait, err);
+    r = store->ops->box_list_async(store, loop, what, on_sync_boxes, &wait, err);
     if (r < 0 || (r = claims_run_until(store, &wait.done, err)) < 0)
         return r;
     if (wait.result < 0) {
@@ -126,11 +127,22 @@ int claims_box_list(claim_store *store, claims_box **out, size_t *n_out, act_err
     return 0;
 }
 
+int claims_box_list(claim_store *store, claims_box **out, size_t *n_out, act_error *err)
+{
+    return box_list(store, CLAIMS_BOX_LIST_LEASES, out, n_out, err);
+}
+
+int claims_box_list_live(claim_store *store, claims_box **out, size_t *n_out, act_error *err)
+{
+    return box_list(store, CLAIMS_BOX_LIST_LIVENESS, out, n_out, err);
+}
+
 /* ---- asynchronous calls over a synchronous backend ------------------------ */
 
 typedef struct deferred_box {
     claims_deferred base;
     bool list;
+    claims_box_listing listing; /* list: what it learns */
     claims_box_call call;
     claims_box record;
     claims_box_fn fn;
@@ -149,7 +161,7 @@ static void run_deferred_box(claims_deferred *base)
     deferred_box *d = (deferred_box *)base;
     claim_store *store = base->store;
     if (d->list)
-        d->result = store->ops->box_list(store, &d->boxes, &d->n_boxes, &d->err);
+        d->result = store->ops->box_list(store, d->listing, &d->boxes, &d->n_boxes, &d->err);
     else
         d->result = store->ops->box_call(store, d->call, &d->record, &d->stored, &d->err);
 }
@@ -226,8 +238,8 @@ int claims_box_remove_async(claim_store *store, const claims_box *record, claims
     return box_call_async(store, CLAIMS_BOX_REMOVE, record, fn, userdata, err);
 }
 
-int claims_box_list_async(claim_store *store, claims_boxes_fn fn, void *userdata,
-                          act_error *err)
+static int box_list_async(claim_store *store, claims_box_listing what, claims_boxes_fn fn,
+                          void *userdata, act_error *err)
 {
     assert(store);
     assert(fn);
@@ -235,7 +247,19 @@ int claims_box_list_async(claim_store *store, claims_boxes_fn fn, void *userdata
     if (r < 0)
         return r;
     if (store->ops->box_list_async)
-        return store->ops->box_list_async(store, store->attached, fn, userdata, err);
-    return defer_box(store, &(deferred_box){.list = true, .list_fn = fn, .userdata = userdata},
-                     err);
+        return store->ops->box_list_async(store, store->attached, what, fn, userdata, err);
+    return defer_box(
+        store, &(deferred_box){.list = true, .listing = what, .list_fn = fn, .userdata = userdata},
+        err);
+}
+
+int claims_box_list_async(claim_store *store, claims_boxes_fn fn, void *userdata, act_error *err)
+{
+    return box_list_async(store, CLAIMS_BOX_LIST_LEASES, fn, userdata, err);
+}
+
+int claims_box_list_live_async(claim_store *store, claims_boxes_fn fn, void *userdata,
+                               act_error *err)
+{
+    return box_list_async(store, CLAIMS_BOX_LIST_LIVENESS, fn, userdata, err);
 }

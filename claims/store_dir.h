@@ -77,7 +77,9 @@ void dir_unlock(dir_store *ds);
 /* Box records (store_dir_boxes.c). */
 int dir_box_call(claim_store *store, claims_box_call call, const claims_box *record,
                  claims_box *out, act_error *err);
-int dir_box_list(claim_store *store, claims_box **out, size_t *n_out, act_error *err);
+/* Every listing is the same one: a record carries its expiry in its file. */
+int dir_box_list(claim_store *store, claims_box_listing what, claims_box **out, size_t *n_out,
+                 act_error *err);
 
 int dir_watch_start(claim_store *store, sd_event *event, const char *box, uint64_t from_revision,
                     claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);

@@ -42,8 +42,8 @@ int etcd_store_call(etcd_store *es, sd_event *event, const char *path, char *bod
 int etcd_box_call_async(claim_store *store, sd_event *event, claims_box_call call,
                         const claims_box *record, claims_box_fn fn, void *userdata,
                         act_error *err);
-int etcd_box_list_async(claim_store *store, sd_event *event, claims_boxes_fn fn, void *userdata,
-                        act_error *err);
+int etcd_box_list_async(claim_store *store, sd_event *event, claims_box_listing what,
+                        claims_boxes_fn fn, void *userdata, act_error *err);
 
 /* ---- the boxes' index (store_etcd_index.c) ---- */
 

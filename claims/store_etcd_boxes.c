@@ -1,8 +1,10 @@
 /* Box records on etcd: the value of "<prefix>.boxes/<box>", put bound to an
  * etcd lease of the record's TTL. etcd deletes the key when the lease
  * expires or is revoked, so a record there is a live box; a keepalive
- * renews the lease, and a list asks each record's lease how long it has
- * left (/v3/lease/timetolive) for its age. */
+ * renews the lease. A listing for liveness is therefore one range, however
+ * many boxes there are; only the full listing (an operator's display) then
+ * asks each record's lease how long it has left (/v3/lease/timetolive), one
+ * request per box, for when it was renewed and when it runs out. */
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -172,11 +174,12 @@ int etcd_box_call_async(claim_store *store, sd_event *event, claims_box_call cal
     return r;
 }
 
-/* ---- list: one range, then each record's lease ----------------------------- */
+/* ---- list: one range, then (for the display) each record's lease --------- */
 
 typedef struct list_op {
     etcd_store *es;
     sd_event *event;
+    claims_box_listing what;
     claims_boxes_fn fn;
     void *userdata;
     claims_box *boxes;
@@ -246,9 +249,19 @@ static bool take_record(list_op *list, json_object *kv)
              etcd_b64_decode(json_object_get_string(value_obj), &value, &value_len) < 0)
         act_error_set(&bad, EINVAL, "box %s: etcd value is not base64", box);
     else if (claims_box_from_json(box, value, value_len, record, &bad) >= 0) {
+        /* etcd keeps the renewal and expiry in the lease, never in the
+         * value: one a value says is not believed. */
+        record->refreshed_usec = record->expires_usec = 0;
         record->lease_id = etcd_json_u64(kv, "lease");
-        /* A record put without a lease is no daemon's: nothing keeps it. */
+        /* Liveness is the key's presence, which only a lease makes mean
+         * anything: a record put without one is no daemon's, and nothing
+         * would ever remove it. */
         record->live = record->lease_id != 0;
+        if (!record->live)
+            act_log(LOG_WARNING,
+                    "box list: box %s: etcd key %s%s has no lease, so no daemon keeps it; "
+                    "it is listed as not live; delete the key",
+                    box, list->es->boxes_key, box);
         list->n++;
         return true;
     }
@@ -256,27 +269,37 @@ static bool take_record(list_op *list, json_object *kv)
     return false;
 }
 
-static void on_boxes_ranged(etcd_call *c, int result, json_object *response,
-                            const act_error *err, void *userdata)
+/* The range's kvs: every record under boxes_key, or an error saying what
+ * etcd answered instead. A range without a limit answers all of them; an
+ * answer with fewer than it counts (a proxy that limits ranges) would hide
+ * live boxes, so it is refused rather than taken as the fleet. */
+static int range_kvs(list_op *list, json_object *response, json_object **kvs, act_error *err)
 {
-    list_op *list = userdata;
-    if (result < 0) {
-        list_finish(list, result, err);
-        return;
-    }
-    json_object *kvs = NULL;
-    size_t n_kvs = json_object_object_get_ex(response, "kvs", &kvs)
-                       ? json_object_array_length(kvs)
-                       : 0;
-    list->boxes = calloc(n_kvs ? n_kvs : 1, sizeof(*list->boxes));
-    if (!list->boxes) {
-        act_error oom = {0};
-        act_error_set(&oom, ENOMEM, "box list: out of memory");
-        list_finish(list, -ENOMEM, &oom);
-        return;
-    }
-    for (size_t i = 0; i < n_kvs; i++)
-        take_record(list, json_object_array_get_idx(kvs, i));
+    *kvs = NULL;
+    json_object *found = NULL;
+    if (!json_object_object_get_ex(response, "kvs", &found))
+        return 0; /* etcd leaves out an empty list */
+    if (!json_object_is_type(found, json_type_array))
+        return act_error_set(err, EPROTO,
+                             "box list: etcd's range of %s answered \"kvs\" that is not an "
+                             "array; check that the store's endpoints are etcd v3's JSON gateway",
+                             list->es->boxes_key);
+    size_t n_kvs = json_object_array_length(found);
+    int64_t count = etcd_json_i64(response, "count");
+    if (count > 0 && (uint64_t)count > n_kvs)
+        return act_error_set(err, EPROTO,
+                             "box list: etcd's range of %s answered %zu of the %" PRId64
+                             " records it counts, so live boxes would be missed; check that "
+                             "nothing between activator and etcd limits ranges",
+                             list->es->boxes_key, n_kvs, count);
+    *kvs = found;
+    return 0;
+}
+
+/* Asks each leased record's lease how long it has left; the list finishes
+ * when the last answer came. */
+static void ask_leases(list_op *list)
+{
     /* One more than the asks, released below, so no answer finishes the
      * list while asks are still being made. */
     list->pending = 1;
@@ -300,14 +323,45 @@ static void on_boxes_ranged(etcd_call *c, int result, json_object *response,
         list_finish(list, 0, NULL);
 }
 
-int etcd_box_list_async(claim_store *store, sd_event *event, claims_boxes_fn fn, void *userdata,
-                        act_error *err)
+static void on_boxes_ranged(etcd_call *c, int result, json_object *response, const act_error *err,
+                            void *userdata)
+{
+    list_op *list = userdata;
+    if (result < 0) {
+        list_finish(list, result, err);
+        return;
+    }
+    json_object *kvs = NULL;
+    act_error why = {0};
+    int r = range_kvs(list, response, &kvs, &why);
+    if (r < 0) {
+        list_finish(list, r, &why);
+        return;
+    }
+    size_t n_kvs = kvs ? json_object_array_length(kvs) : 0;
+    list->boxes = calloc(n_kvs ? n_kvs : 1, sizeof(*list->boxes));
+    if (!list->boxes) {
+        act_error_set(&why, ENOMEM, "box list: out of memory");
+        list_finish(list, -ENOMEM, &why);
+        return;
+    }
+    for (size_t i = 0; i < n_kvs; i++)
+        take_record(list, json_object_array_get_idx(kvs, i));
+    /* The range alone says which boxes are live: what a decision needs. */
+    if (list->what == CLAIMS_BOX_LIST_LIVENESS)
+        list_finish(list, 0, NULL);
+    else
+        ask_leases(list);
+}
+
+int etcd_box_list_async(claim_store *store, sd_event *event, claims_box_listing what,
+                        claims_boxes_fn fn, void *userdata, act_error *err)
 {
     etcd_store *es = (etcd_store *)store;
     list_op *list = calloc(1, sizeof(*list));
     if (!list)
         return act_error_set(err, ENOMEM, "box list: out of memory");
-    *list = (list_op){.es = es, .event = event, .fn = fn, .userdata = userdata};
+    *list = (list_op){.es = es, .event = event, .what = what, .fn = fn, .userdata = userdata};
     int r = etcd_store_call(es, event, "/v3/kv/range",
                             etcd_range_body(es->boxes_key, es->boxes_end), on_boxes_ranged, list,
                             err);

@@ -15,6 +15,15 @@ typedef enum claims_box_call {
     CLAIMS_BOX_REMOVE,
 } claims_box_call;
 
+/* What a box listing learns (claims.h: box records). Both say which boxes
+ * are live; a backend where that takes one request per box for the rest
+ * (etcd: a lease's renewal and expiry) makes those requests only for
+ * CLAIMS_BOX_LIST_LEASES, which only the operator's display asks for. */
+typedef enum claims_box_listing {
+    CLAIMS_BOX_LIST_LIVENESS, /* the records and which are live: one store request */
+    CLAIMS_BOX_LIST_LEASES,   /* and each lease's refreshed and expires time */
+} claims_box_listing;
+
 /* A backend provides either the synchronous calls (dir: local files, fast)
  * or the asynchronous ones (etcd: network), and store.c builds the other
  * flavour on top, so each backend implements each operation once. */
@@ -52,12 +61,13 @@ typedef struct claims_store_ops {
      * as stored (put, keepalive); the list is malloc'd, sorted by box. */
     int (*box_call)(claim_store *store, claims_box_call call, const claims_box *record,
                     claims_box *out, act_error *err);
-    int (*box_list)(claim_store *store, claims_box **out, size_t *n_out, act_error *err);
+    int (*box_list)(claim_store *store, claims_box_listing what, claims_box **out, size_t *n_out,
+                    act_error *err);
     int (*box_call_async)(claim_store *store, sd_event *event, claims_box_call call,
                           const claims_box *record, claims_box_fn fn, void *userdata,
                           act_error *err);
-    int (*box_list_async)(claim_store *store, sd_event *event, claims_boxes_fn fn,
-                          void *userdata, act_error *err);
+    int (*box_list_async)(claim_store *store, sd_event *event, claims_box_listing what,
+                          claims_boxes_fn fn, void *userdata, act_error *err);
 
     /* Required: both backends watch on a loop (the attached or the private). */
     /* box as for list. */

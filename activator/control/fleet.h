@@ -11,11 +11,15 @@
  *   boxes         list boxes, list claims           -> ctrl_fleet_boxes_result
  *   claim.show    read                              -> ctrl_fleet_plan
  *   the edits     read -> ctrl_fleet_plan
- *   (and move,    [assign without force, move: list boxes -> ctrl_fleet_check_box]
- *    move.abort)  CAS at the revision read          -> ctrl_fleet_written
+ *   (and move,    [assign without force, move: list boxes for liveness
+ *    move.abort)   -> ctrl_fleet_check_box]
+ *                 CAS at the revision read          -> ctrl_fleet_written
  *                 [a CAS that lost to a write that left the op's decision as it
  *                  was: planned again on the claim now there, CAS again]
  * and any store call that fails                     -> ctrl_fleet_store_error.
+ * boxes shows each lease's renewal and expiry (claims_box_list, on etcd a
+ * request per box); the edits need only which boxes are live
+ * (claims_box_list_live, one store request whatever the fleet's size).
  *
  * An edit's CAS can lose to a write that has nothing to do with it: the
  * daemon writes a host's claim back after its transitions (parked, serving,

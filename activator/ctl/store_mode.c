@@ -80,7 +80,8 @@ static void run_claim_op(claim_store *store, const ctrl_request *request,
     if (ctrl_fleet_needs_live_box(request)) {
         _cleanup_(free_boxes) claims_box *boxes = NULL;
         size_t n = 0;
-        if (claims_box_list(store, &boxes, &n, &err) < 0) {
+        /* Liveness only: one store request, however many boxes there are. */
+        if (claims_box_list_live(store, &boxes, &n, &err) < 0) {
             ctrl_fleet_store_error(request, &err, out);
             return;
         }

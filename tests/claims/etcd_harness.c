@@ -60,8 +60,9 @@ static size_t collect(char *data, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
-long etcd_harness_post(const etcd_harness *h, const char *path, const char *body,
-                       const char *token, char **response)
+/* A POST of body, or a GET when body is NULL. */
+static long request(const etcd_harness *h, const char *path, const char *body, const char *token,
+                    char **response)
 {
     CURL *easy = curl_easy_init();
     if (!easy)
@@ -80,7 +81,8 @@ long etcd_harness_post(const etcd_harness *h, const char *path, const char *body
     }
     char *buf = NULL;
     curl_easy_setopt(easy, CURLOPT_URL, url);
-    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
+    if (body)
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, &buf);
@@ -97,6 +99,47 @@ long etcd_harness_post(const etcd_harness *h, const char *path, const char *body
     else
         free(buf);
     return status;
+}
+
+long etcd_harness_post(const etcd_harness *h, const char *path, const char *body, const char *token,
+                       char **response)
+{
+    return request(h, path, body, token, response);
+}
+
+/* Adds up the samples of one counter in a Prometheus text exposition whose
+ * labels hold label (every sample when label is NULL). */
+static long long sum_samples(const char *text, const char *metric, const char *label)
+{
+    long long sum = 0;
+    size_t metric_len = strlen(metric);
+    for (const char *line = text; line && *line; line = strchr(line, '\n'), line += !!line) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *labels_end = memchr(line, '}', len);
+        if (len <= metric_len || strncmp(line, metric, metric_len) != 0 ||
+            line[metric_len] != '{' || !labels_end)
+            continue;
+        char labels[512];
+        snprintf(labels, sizeof(labels), "%.*s", (int)(labels_end - line), line);
+        if (!label || strstr(labels, label))
+            sum += strtoll(labels_end + 1, NULL, 10);
+    }
+    return sum;
+}
+
+long long etcd_harness_grpc_calls(const etcd_harness *h, const char *method)
+{
+    char *metrics = NULL;
+    long status = request(h, "/metrics", NULL, NULL, &metrics);
+    char label[128];
+    if (method)
+        snprintf(label, sizeof(label), "grpc_method=\"%s\"", method);
+    long long calls = status == 200 && metrics
+                          ? sum_samples(metrics, "grpc_server_started_total", method ? label : NULL)
+                          : -1;
+    free(metrics);
+    return calls;
 }
 
 /* Fresh certificates in <dir>/certs for this run. */

@@ -44,3 +44,8 @@ void etcd_harness_destroy(etcd_harness *h);
  * negative; *response (may be NULL) gets the malloc'd body. */
 long etcd_harness_post(const etcd_harness *h, const char *path, const char *body,
                        const char *token, char **response);
+/* How many gRPC calls etcd has started (its /metrics counter
+ * grpc_server_started_total: every JSON gateway request is one) of method
+ * ("Range", "LeaseTimeToLive"), or of every method when method is NULL;
+ * -1 when /metrics does not answer. */
+long long etcd_harness_grpc_calls(const etcd_harness *h, const char *method);

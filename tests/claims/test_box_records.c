@@ -3,8 +3,9 @@
  *   test_box_records etcd    (a real etcd started on free loopback ports)
  * A record is put under a lease, renewed, listed, removed; a record whose
  * lease is not renewed goes dead; records are never claims: a claim list or
- * watch does not see them; and the asynchronous calls run on the caller's
- * loop. */
+ * watch does not see them; the asynchronous calls run on the caller's
+ * loop; and a listing for liveness is one store request however many
+ * boxes there are (on etcd counted by etcd itself). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "claims/etcd_wire.h"
 #include "common/clock.h"
 #include "store_fixture.h"
 
@@ -175,6 +177,110 @@ static void records_are_never_claims(void **state)
     claims_store_free(store);
 }
 
+/* The calls etcd has started (all methods), or 0 on the dir store. */
+static long long etcd_calls(void)
+{
+    if (!fixture.etcd)
+        return 0;
+    long long calls = etcd_harness_grpc_calls(&fixture.harness, NULL);
+    if (calls < 0)
+        fail_msg("etcd's /metrics at %s does not answer", fixture.harness.endpoint);
+    return calls;
+}
+
+/* Lists store's boxes for liveness, expecting want of them, all live, and
+ * (on etcd, where etcd counts them) exactly one request for it. */
+static void list_live_in_one_request(claim_store *store, size_t want)
+{
+    claims_box *boxes = NULL;
+    size_t n = 0;
+    act_error err = {0};
+    long long before = etcd_calls();
+    if (claims_box_list_live(store, &boxes, &n, &err) < 0)
+        fail_msg("box list for liveness: %s", err.message);
+    long long requests = etcd_calls() - before;
+    if (fixture.etcd && requests != 1)
+        fail_msg("listing %zu boxes for liveness took %lld etcd requests, not 1", n, requests);
+    assert_int_equal(n, want);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(boxes[i].live);
+        assert_int_equal(boxes[i].lease_ttl_usec, 30 * 1000000);
+        /* The dir store's file says when the lease lapses; on etcd only the
+         * lease knows, and asking it is a request per box. */
+        assert_true(fixture.etcd ? boxes[i].expires_usec == 0
+                                 : boxes[i].expires_usec > act_wallclock_usec());
+    }
+    free(boxes);
+}
+
+static void a_liveness_listing_is_one_request(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    claims_box record = record_of("box-000", 30);
+    assert_int_equal(claims_box_put(store, &record, NULL, &err), 0);
+    list_live_in_one_request(store, 1);
+
+    /* 40 boxes cost what one did. */
+    for (unsigned i = 1; i < 40; i++) {
+        char box[16];
+        snprintf(box, sizeof(box), "box-%03u", i);
+        record = record_of(box, 30);
+        assert_int_equal(claims_box_put(store, &record, NULL, &err), 0);
+    }
+    list_live_in_one_request(store, 40);
+
+    /* The full listing (activatorctl boxes) still says when each lease
+     * runs out, asking each lease on etcd. */
+    claims_box *boxes = NULL;
+    size_t n = 0;
+    long long before = etcd_calls();
+    assert_int_equal(claims_box_list(store, &boxes, &n, &err), 0);
+    assert_int_equal(etcd_calls() - before, fixture.etcd ? 1 + 40 : 0);
+    assert_int_equal(n, 40);
+    for (size_t i = 0; i < n; i++)
+        assert_true(boxes[i].live && boxes[i].refreshed_usec > 0 &&
+                    boxes[i].expires_usec > act_wallclock_usec());
+    free(boxes);
+    claims_store_free(store);
+}
+
+/* A record put on etcd by hand, without a lease, is no daemon's: it is
+ * listed as not live (and logged), whichever listing. */
+static void a_record_without_a_lease_is_not_live(void **state)
+{
+    if (!fixture.etcd)
+        skip(); /* every dir record carries its expiry */
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    /* Saying an expiry in the value makes it no more live: on etcd only
+     * the lease does. */
+    const char *value = "{\"box\":\"box-hand\",\"incarnation\":\"inc-hand\","
+                        "\"version\":\"0.1.0\",\"lease_ttl_usec\":30000000,"
+                        "\"expires_usec\":99999999999999999}";
+    char key[300];
+    snprintf(key, sizeof(key), "%s.boxes/box-hand", strchr(url + strlen("etcd://"), '/'));
+    char *body = NULL, *key64 = etcd_b64_encode(key, strlen(key)),
+         *value64 = etcd_b64_encode(value, strlen(value));
+    assert_true(asprintf(&body, "{\"key\":\"%s\",\"value\":\"%s\"}", key64, value64) > 0);
+    assert_int_equal(etcd_harness_post(&fixture.harness, "/v3/kv/put", body, NULL, NULL), 200);
+    free(body);
+    free(key64);
+    free(value64);
+
+    claims_box *boxes = NULL;
+    size_t n = 0;
+    act_error err = {0};
+    assert_int_equal(claims_box_list_live(store, &boxes, &n, &err), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(boxes[0].box, "box-hand");
+    assert_false(boxes[0].live);
+    assert_int_equal(boxes[0].expires_usec, 0);
+    free(boxes);
+    claims_store_free(store);
+}
+
 /* The daemon's way: put, renew, list and remove on its loop. */
 typedef struct async_boxes {
     int step;
@@ -253,6 +359,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(a_lease_not_renewed_makes_the_box_dead),
         cmocka_unit_test(records_are_never_claims),
         cmocka_unit_test(asynchronous_calls_on_the_callers_loop),
+        cmocka_unit_test(a_liveness_listing_is_one_request),
+        cmocka_unit_test(a_record_without_a_lease_is_not_live),
     };
     r = _cmocka_run_group_tests(backend, tests, sizeof(tests) / sizeof(tests[0]), NULL, NULL);
     store_fixture_teardown(&fixture);

@@ -137,8 +137,10 @@ static void on_read(claim_store *store, int result, const claim *c, const act_er
         write_next(pending);
         return;
     }
+    /* Which boxes are live is all the check needs: one store request,
+     * however many boxes the fleet has. */
     act_error call_err = {0};
-    if (claims_box_list_async(store, on_boxes_for_assign, pending, &call_err) < 0)
+    if (claims_box_list_live_async(store, on_boxes_for_assign, pending, &call_err) < 0)
         store_failed(pending, &call_err);
 }
 
@@ -223,6 +225,7 @@ void ad_fleet_request(ad_daemon *daemon, const ctrl_request *request, ctrl_reply
         r = claims_list_async(daemon->store, NULL, NULL, on_claims_listed, pending, &err);
         break;
     case CTRL_OP_BOXES:
+        /* The operator's display: with each lease's renewal and expiry. */
         r = claims_box_list_async(daemon->store, on_boxes_listed, pending, &err);
         break;
     default:

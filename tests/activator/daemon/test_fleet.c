@@ -10,6 +10,9 @@
  *     alike through a daemon and straight against the store (--store);
  *   - claim assign refuses a box without a live lease, naming the claim's
  *     revision and its box, unless --force;
+ *   - on etcd, claim assign and move learn which boxes are live from one
+ *     range, not a lease request per box (etcd's own count), through the
+ *     daemon and with --store;
  *   - an edit whose compare-and-swap meets the daemon's own write-back
  *     (held between its read and its write: ACTIVATOR_TEST_HOLD=fleet_cas)
  *     is written again over it, through the daemon and with --store; one
@@ -420,6 +423,64 @@ static void assign_needs_a_live_box(dh_daemon *d, via how, const char *dead_box)
              claim_executor(&after), out);
 }
 
+/* The lease requests (/v3/lease/timetolive) etcd has served. */
+static long long lease_asks(dh_daemon *d)
+{
+    long long asks = etcd_harness_grpc_calls(&d->etcd, "LeaseTimeToLive");
+    DH_CHECK(d, asks >= 0, "etcd's /metrics at %s does not answer", d->etcd.endpoint);
+    return asks;
+}
+
+#define MANY_BOXES 30
+
+/* On etcd a box record is there only while its lease lives, so the edits
+ * that need a live box (claim assign, move) learn it from one range of the
+ * records: with MANY_BOXES of them, neither through the daemon nor with
+ * --store do they ask etcd about any lease; only boxes, which shows each
+ * lease's renewal, asks each. */
+static void edits_ask_no_lease_per_box(dh_daemon *d)
+{
+    claims_box records[MANY_BOXES];
+    act_error err = {0};
+    for (size_t i = 0; i < MANY_BOXES; i++) {
+        records[i] =
+            (claims_box){.started_usec = act_wallclock_usec(), .lease_ttl_usec = 60 * 1000000ull};
+        snprintf(records[i].box, sizeof(records[i].box), "box-p%02zu", i);
+        snprintf(records[i].incarnation, sizeof(records[i].incarnation), "inc-p%02zu", i);
+        DH_CHECK(d, claims_box_put(d->store, &records[i], &records[i], &err) == 0,
+                 "putting %s's record: %s", records[i].box, err.message);
+    }
+    char out[16384];
+    const via hows[] = {VIA_DAEMON, VIA_STORE};
+    const char *targets[] = {"box-p07", "box-p13"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *name = via_name(hows[i]);
+        long long before = lease_asks(d);
+        int status =
+            ctl(d, hows[i], out, sizeof(out), "claim", "assign", "other", targets[i], NULL);
+        DH_CHECK(d, status == 0, "%s claim assign other %s: exit %d:\n%s", name, targets[i], status,
+                 out);
+        status = ctl(d, hows[i], out, sizeof(out), "move", "other", "box-nope", NULL);
+        DH_CHECK(d, status == 1 && strstr(out, "unknown_box"),
+                 "%s move other box-nope: exit %d (expected 1, unknown_box):\n%s", name, status,
+                 out);
+        long long asks = lease_asks(d) - before;
+        DH_CHECK(d, asks == 0,
+                 "%s claim assign and move with %d box records asked etcd about %lld leases; "
+                 "which boxes are live is one range",
+                 name, MANY_BOXES, asks);
+    }
+    long long before = lease_asks(d);
+    int status = ctl(d, VIA_STORE, out, sizeof(out), "boxes", NULL);
+    long long asks = lease_asks(d) - before;
+    DH_CHECK(d, status == 0 && asks >= MANY_BOXES,
+             "activatorctl --store boxes: exit %d, %lld lease asks for %d records:\n%s", status,
+             asks, MANY_BOXES, out);
+    for (size_t i = 0; i < MANY_BOXES; i++)
+        DH_CHECK(d, claims_box_remove(d->store, &records[i], &err) == 0, "removing %s's record: %s",
+                 records[i].box, err.message);
+}
+
 static void test_fleet_commands_through_the_daemon_and_the_store(void **state)
 {
     dh_daemon *d = *state;
@@ -435,6 +496,8 @@ static void test_fleet_commands_through_the_daemon_and_the_store(void **state)
     fleet_commands(d, VIA_STORE, served.generation);
     assign_needs_a_live_box(d, VIA_DAEMON, "box-8");
     assign_needs_a_live_box(d, VIA_STORE, "box-9");
+    if (d->store_kind != DH_STORE_DIR)
+        edits_ask_no_lease_per_box(d);
 
     /* --store runs the fleet ops only: a wake needs a daemon. */
     char out[4096];
