@@ -16,7 +16,9 @@
  * |                  |         |       |              | that lost to a write still letting    |
  * |                  |         |       |              | this box serve, a pin or a hold, is   |
  * |                  |         |       |              | made again inside `admit`, at most 3  |
- * |                  |         |       |              | times: nothing had started yet.)      |
+ * |                  |         |       |              | times: nothing had started yet. At the|
+ * |                  |         |       |              | gate, such a write keeps the waiting  |
+ * |                  |         |       |              | clients for the next wake.)           |
  * | pin_mismatch     | yes     | no    | no           | the same link and pin resolve to the  |
  * |                  |         |       |              | same bytes on a retry                 |
  * | held_mismatch    | yes     | no    | no           | as pin_mismatch: the operator's hold  |

@@ -39,6 +39,10 @@ typedef struct ad_unproven_leaf {
 /* What happens to a serving host that stayed idle (parking/idle.c calls it). */
 typedef void (*ad_host_idle_fn)(ad_host *host);
 
+/* Wakes refused by a claim write that kept our admission, in a row, after
+ * which their clients are closed as for any refusal (ad_host.wake_again). */
+#define AD_WAKES_AGAIN_MAX 3
+
 struct ad_host {
     ad_daemon *daemon;
     char name[ACT_NAME_MAX + 1]; /* the same for the host's whole life, whatever its config */
@@ -70,6 +74,13 @@ struct ad_host {
     rec_build_ref last_served; /* the build published last (version "" before any) */
     char last_reason[32];      /* why the last wake did not serve; "" once one served */
     char last_message[256];    /* (ad_host_set_last_failure) */
+    /* wake/gate.c: the wake in flight was refused because a write moved
+     * the claim while leaving our admission in place (a pin, a promote's
+     * unpin, a hold): the clients waiting for it wait for the next wake,
+     * which admits again (hosts/transitions.c keeps them). At most
+     * AD_WAKES_AGAIN_MAX in a row, counted until a wake serves. */
+    bool wake_again;
+    unsigned wakes_again_in_a_row;
 
     /* generations/announce.c: when the wake in flight began. */
     uint64_t wake_started_usec;

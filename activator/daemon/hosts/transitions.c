@@ -220,11 +220,13 @@ void ad_hosts_on_transition(pl_host *pipeline, const pl_wake_event *event, void 
 
     switch (event->type) {
     case PL_WAKE_EVENT_WAKING:
+        host->wake_again = false;
         ad_hosts_watch_demand(host, false);
         /* A wake from parked: nothing of the settings in force is in use. */
         ad_hosts_apply_pending(host);
         break;
     case PL_WAKE_EVENT_SERVING:
+        host->wakes_again_in_a_row = 0;
         /* Its sockets are the generation's now (a resumed one's too, which
          * served without a wake). */
         ad_hosts_watch_demand(host, false);
@@ -242,8 +244,10 @@ void ad_hosts_on_transition(pl_host *pipeline, const pl_wake_event *event, void 
     case PL_WAKE_EVENT_REFUSED:
         /* Waiting clients are closed now rather than left to time out: a
          * refusal answers them. Not in a swap: those clients are N's, and N
-         * serves on. */
-        if (!event->swap)
+         * serves on. Nor when the refusal came from a claim write that left
+         * our admission in place: the sockets, watched again once the host
+         * is parked, wake it again for them (wake/gate.c). */
+        if (!event->swap && !host->wake_again)
             ad_hosts_drain_backlog(host);
         break;
     case PL_WAKE_EVENT_UNPROVEN:

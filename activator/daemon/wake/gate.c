@@ -15,6 +15,20 @@
  * if so nothing is exec'd. */
 static void gate_second_read(ad_host *host);
 
+/* A write that moved the claim but left our admission in place fences this
+ * wake all the same (its build may no longer be the one chosen), but not
+ * the next: the clients waiting for this one are kept for it, a few times
+ * in a row at most, so that a promote or a pin landing during a wake does
+ * not cost them their connections. */
+static void wake_again_if_still_admitted(ad_host *host, const claim *fresh)
+{
+    if (!claim_same_admission(&host->wake_state->admitted, fresh) ||
+        host->wakes_again_in_a_row >= AD_WAKES_AGAIN_MAX)
+        return;
+    host->wake_again = true;
+    host->wakes_again_in_a_row++;
+}
+
 /* What the gate's read of the claim says: PL_REASON_NONE when it is still
  * our admission, else why not (with the message in why). */
 static pl_reason gate_claim_verdict(ad_host *host, int result, const claim *fresh,
@@ -36,6 +50,7 @@ static pl_reason gate_claim_verdict(ad_host *host, int result, const claim *fres
                  host->name, claim_executor(fresh), host->daemon->config.box);
         return PL_REASON_NOT_OWNER;
     }
+    wake_again_if_still_admitted(host, fresh);
     if (ad_wake_pin_mismatch(host, fresh)) {
         snprintf(why, size, "host %s: before exec, the pin changed to %s", host->name,
                  fresh->has_pin ? fresh->pin.version : "(none)");

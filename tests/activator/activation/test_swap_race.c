@@ -7,6 +7,9 @@
  *   - an operator's pin written there: the same, without a swap;
  *   - another admission written there (same box, another daemon start):
  *     still refused (claim_changed), nothing runs;
+ *   - an operator's pin written between the admission and the gate: that
+ *     wake is refused, and the next one, for the same connection, runs the
+ *     pin and answers it;
  *   - a swap while the wake has sent its admission: the pin waits for that
  *     wake to serve (its client answered by the old build), then N+1 of the
  *     pin replaces it;
@@ -201,6 +204,39 @@ static void test_operator_pin_between_read_and_admission_is_admitted_over(void *
     dh_stop_and_check_clean(d);
 }
 
+/* The soak's break at +1612 s: a promote landed between a wake's admission
+ * and its gate. The gate refuses the wake (its build is no longer the one
+ * the claim chooses), and the connection that woke it is answered by the
+ * next wake, which admits again, rather than reset. */
+static void test_a_pin_between_admission_and_gate_wakes_again_for_the_connection(void **state)
+{
+    dh_daemon *d = *state;
+    rel_identity v2;
+    char hold[PATH_MAX];
+    client waking;
+    int port = hold_a_wake(d, "gate", &v2, hold, sizeof(hold), &waking);
+
+    /* An operator's pin, written after our admission: it keeps it. */
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "web", &c), "no claim while the wake is held");
+    c.has_pin = true;
+    c.pin = (claim_pin){0};
+    snprintf(c.pin.version, sizeof(c.pin.version), "v2");
+    snprintf(c.pin.digest, sizeof(c.pin.digest), "%s", v2.build_digest);
+    dh_claim_put(d, &c);
+    touch(d, hold);
+
+    client_answered_by(d, &waking, "v2");
+    dh_event refused;
+    DH_CHECK(d, dh_event_wait(d, "web", "refused", 10000, &refused),
+             "the wake past its admission was not refused: the gate let a build the claim no "
+             "longer chooses run");
+    DH_CHECK(d, dh_events_count(d, "web", "exec") == 1, "%zu execs, expected the second wake's",
+             dh_events_count(d, "web", "exec"));
+    check_serves_the_pin(d, port, &v2);
+    dh_stop_and_check_clean(d);
+}
+
 static void test_another_admission_between_read_and_admission_is_still_refused(void **state)
 {
     dh_daemon *d = *state;
@@ -338,6 +374,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         AH_LOAD_TEST(test_swap_between_read_and_admission_serves_the_connection),
         AH_LOAD_TEST(test_operator_pin_between_read_and_admission_is_admitted_over),
+        AH_LOAD_TEST(test_a_pin_between_admission_and_gate_wakes_again_for_the_connection),
         AH_LOAD_TEST(test_another_admission_between_read_and_admission_is_still_refused),
         AH_LOAD_TEST(test_swap_after_admission_waits_for_the_wake),
         AH_LOAD_TEST(test_swap_during_a_park_wakes_the_pin_after_it),
