@@ -180,6 +180,19 @@ static void test_swap_between_read_and_admission_serves_the_connection(void **st
     dh_stop_and_check_clean(d);
 }
 
+/* What another box's swap of the host, or an operator's tool, writes while
+ * a wake is held: a pin of v2 over the claim as it stands. */
+static void pin_as_an_operator(dh_daemon *d, const rel_identity *v2)
+{
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "web", &c), "no claim while the wake is held");
+    c.has_pin = true;
+    c.pin = (claim_pin){0};
+    snprintf(c.pin.version, sizeof(c.pin.version), "v2");
+    snprintf(c.pin.digest, sizeof(c.pin.digest), "%s", v2->build_digest);
+    dh_claim_put(d, &c);
+}
+
 static void test_operator_pin_between_read_and_admission_is_admitted_over(void **state)
 {
     dh_daemon *d = *state;
@@ -188,14 +201,7 @@ static void test_operator_pin_between_read_and_admission_is_admitted_over(void *
     client waking;
     int port = hold_a_wake(d, "admit", &v2, hold, sizeof(hold), &waking);
 
-    /* What another box's swap of the host, or an operator's tool, writes. */
-    claim c;
-    DH_CHECK(d, dh_claim_get(d, "web", &c), "no claim while the wake is held");
-    c.has_pin = true;
-    c.pin = (claim_pin){0};
-    snprintf(c.pin.version, sizeof(c.pin.version), "v2");
-    snprintf(c.pin.digest, sizeof(c.pin.digest), "%s", v2.build_digest);
-    dh_claim_put(d, &c);
+    pin_as_an_operator(d, &v2);
     touch(d, hold);
 
     client_answered_by(d, &waking, "v2");
@@ -217,13 +223,7 @@ static void test_a_pin_between_admission_and_gate_wakes_again_for_the_connection
     int port = hold_a_wake(d, "gate", &v2, hold, sizeof(hold), &waking);
 
     /* An operator's pin, written after our admission: it keeps it. */
-    claim c;
-    DH_CHECK(d, dh_claim_get(d, "web", &c), "no claim while the wake is held");
-    c.has_pin = true;
-    c.pin = (claim_pin){0};
-    snprintf(c.pin.version, sizeof(c.pin.version), "v2");
-    snprintf(c.pin.digest, sizeof(c.pin.digest), "%s", v2.build_digest);
-    dh_claim_put(d, &c);
+    pin_as_an_operator(d, &v2);
     touch(d, hold);
 
     client_answered_by(d, &waking, "v2");
