@@ -394,6 +394,14 @@ typedef struct claims_store_options {
      * watch asks etcd for progress notifications, which reset the silence.
      * 0 = 30000. */
     int watch_timeout_ms;
+    /* etcd: a list reads at most this many keys per request, every page at
+     * the revision of the first, so that no answer grows with the fleet and
+     * the pages together are the store at one revision. 0 = 256. */
+    int list_page_keys;
+    /* For tests: told after each page of a list but the last, on the loop,
+     * so that a test can write between pages. NULL = not told. */
+    void (*between_pages)(void *userdata);
+    void *between_pages_userdata;
 } claims_store_options;
 
 /* Opens the store a URL names (see claims_parse_url); a dir store's directory

@@ -77,6 +77,22 @@ char *etcd_range_body(const char *key, const char *range_end)
     return render(body);
 }
 
+char *etcd_range_page_body(const char *key, size_t key_len, const char *range_end, uint64_t limit,
+                           uint64_t revision)
+{
+    assert(key);
+    assert(range_end);
+    json_object *body = json_object_new_object();
+    char *encoded = etcd_b64_encode(key, key_len);
+    json_object_object_add(body, "key", json_object_new_string(encoded ? encoded : ""));
+    free(encoded);
+    add_b64(body, "range_end", range_end);
+    add_u64_string(body, "limit", limit);
+    if (revision)
+        add_u64_string(body, "revision", revision);
+    return render(body);
+}
+
 char *etcd_count_body(const char *key, const char *range_end)
 {
     assert(key);

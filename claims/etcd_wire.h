@@ -16,6 +16,11 @@ int etcd_b64_decode(const char *text, char **out, size_t *out_len);
 
 /* {"key":..., "range_end":...}; range_end NULL reads one key. */
 char *etcd_range_body(const char *key, const char *range_end);
+/* One page of a range: at most limit keys from key (key_len bytes, which
+ * may end in a NUL: "the key after the last one read"), at revision (0 =
+ * now). The answer's "more" says whether keys are left. */
+char *etcd_range_page_body(const char *key, size_t key_len, const char *range_end, uint64_t limit,
+                           uint64_t revision);
 /* A range that only counts the keys: its answer's header revision is the
  * store's revision now, at the cost of no values. */
 char *etcd_count_body(const char *key, const char *range_end);

@@ -22,6 +22,17 @@
  * than holding an unbounded backlog. */
 #define WATCH_PENDING_MAX 1024
 
+/* A list in pages (etcd_list_async) (claims_store_options.list_page_keys), every page at the
+ * revision of the first: a claim written between pages is not in the list,
+ * and the watch from the list's revision + 1 tells it. Each page is decoded
+ * as it arrives and let go. */
+typedef struct list_pages {
+    char *range_end;
+    uint64_t revision; /* the first page's, 0 before it */
+    claim *claims;
+    size_t n, cap;
+} list_pages;
+
 /* One read, compare-and-swap, delete or list in flight. The store keeps
  * every one in a list, because freeing the store cancels their calls
  * without callbacks (etcd_client_free), and a daemon frees its store with
@@ -47,6 +58,7 @@ typedef struct etcd_op {
      * ("<prefix>/" for every claim). */
     char *key_prefix;
     bool index;
+    list_pages *list_pages; /* a list's pages so far */
 } etcd_op;
 
 static char *key_for(etcd_store *es, const char *host)
@@ -135,6 +147,11 @@ static etcd_op *op_new(etcd_store *es, const char *host, void *userdata, act_err
 
 static void op_free(etcd_op *op)
 {
+    if (op->list_pages) {
+        free(op->list_pages->claims);
+        free(op->list_pages->range_end);
+        free(op->list_pages);
+    }
     free(op->value);
     free(op->key_prefix);
     sd_event_unref(op->event);
@@ -387,27 +404,36 @@ static int etcd_del_async(claim_store *store, sd_event *event, const char *host,
 
 /* ---- list ------------------------------------------------------------------ */
 
-static void on_list_done(etcd_call *call, int result, json_object *response,
-                         const act_error *err, void *userdata)
+/* Answers the list (handing its claims over) and frees it. */
+static void list_finish(etcd_op *op, list_pages *pages, int result, const act_error *err)
 {
-    etcd_op *op = userdata;
     claim_store *store = &op->es->base;
-    json_object *kvs = NULL;
     if (result < 0) {
         op->list_fn(store, result, NULL, 0, 0, err, op->userdata);
-        op_free(op);
-        return;
+    } else {
+        claim *claims = TAKE_PTR(pages->claims);
+        if (claims)
+            qsort(claims, pages->n, sizeof(*claims), claims_compare_by_host);
+        else
+            claims = calloc(1, sizeof(*claims)); /* an array even when empty */
+        op->list_fn(store, 0, claims, pages->n, pages->revision, NULL, op->userdata);
     }
-    json_object *header = NULL;
-    json_object_object_get_ex(response, "header", &header);
-    /* One range is one read of the store: every kv in it is as of this. */
-    uint64_t revision = etcd_json_u64(header, "revision");
-    size_t n_kvs = json_object_object_get_ex(response, "kvs", &kvs)
-                       ? json_object_array_length(kvs)
-                       : 0;
-    claim *claims = calloc(n_kvs ? n_kvs : 1, sizeof(*claims));
-    size_t n = 0;
-    for (size_t i = 0; claims && i < n_kvs; i++) {
+    op_free(op);
+}
+
+/* Takes one page's kvs into pages; false when out of memory. */
+static bool list_take_page(etcd_op *op, list_pages *pages, json_object *kvs)
+{
+    size_t n_kvs = kvs ? json_object_array_length(kvs) : 0;
+    if (pages->n + n_kvs > pages->cap) {
+        size_t cap = pages->n + n_kvs;
+        claim *grown = realloc(pages->claims, (cap ? cap : 1) * sizeof(*grown));
+        if (!grown)
+            return false;
+        pages->claims = grown;
+        pages->cap = cap;
+    }
+    for (size_t i = 0; i < n_kvs; i++) {
         json_object *kv = json_object_array_get_idx(kvs, i);
         act_error bad = {0};
         char host[ACT_NAME_MAX + 1], shown[ACT_TEXT_SHOW_MAX];
@@ -417,23 +443,80 @@ static void on_list_done(etcd_call *call, int result, json_object *response,
         if (r >= 0 && op->index && kv_is_deleted_mark(kv))
             continue;
         if (r >= 0)
-            r = etcd_kv_to_claim(host, kv, &claims[n], &bad);
+            r = etcd_kv_to_claim(host, kv, &pages->claims[pages->n], &bad);
         if (r >= 0)
-            etcd_memo_remember(op->es, &claims[n++]);
+            etcd_memo_remember(op->es, &pages->claims[pages->n++]);
         else if (op->problem)
             op->problem(named, &bad, op->problem_userdata);
         else
             act_log(LOG_WARNING, "claim list skipped: %s", bad.message);
     }
-    if (!claims) {
-        act_error oom = {0};
-        act_error_set(&oom, ENOMEM, "etcd list: out of memory");
-        op->list_fn(store, -ENOMEM, NULL, 0, 0, &oom, op->userdata);
-    } else {
-        qsort(claims, n, sizeof(*claims), claims_compare_by_host);
-        op->list_fn(store, 0, claims, n, revision, NULL, op->userdata);
+    return true;
+}
+
+static void on_list_page(etcd_call *call, int result, json_object *response, const act_error *err,
+                         void *userdata);
+
+/* Asks for the page after key (its raw bytes; NULL: the first page). */
+static int list_ask(etcd_op *op, list_pages *pages, const char *after, size_t after_len,
+                    act_error *err)
+{
+    _cleanup_free_ char *from = NULL;
+    size_t from_len = 0;
+    if (after) {
+        /* The smallest key above the last one read: it with a NUL added. */
+        if (!(from = malloc(after_len + 1)))
+            return act_error_set(err, ENOMEM, "etcd list: out of memory");
+        memcpy(from, after, after_len);
+        from[after_len] = '\0';
+        from_len = after_len + 1;
     }
-    op_free(op);
+    char *body = etcd_range_page_body(after ? from : op->key_prefix,
+                                      after ? from_len : strlen(op->key_prefix), pages->range_end,
+                                      (uint64_t)op->es->base.list_page_keys, pages->revision);
+    return etcd_store_call(op->es, op->event, "/v3/kv/range", body, on_list_page, op, err);
+}
+
+static void on_list_page(etcd_call *call, int result, json_object *response, const act_error *err,
+                         void *userdata)
+{
+    etcd_op *op = userdata;
+    list_pages *pages = op->list_pages;
+    if (result < 0) {
+        list_finish(op, pages, result, err);
+        return;
+    }
+    json_object *header = NULL, *kvs = NULL;
+    json_object_object_get_ex(response, "header", &header);
+    if (!pages->revision)
+        pages->revision = etcd_json_u64(header, "revision");
+    if (json_object_object_get_ex(response, "kvs", &kvs) &&
+        !json_object_is_type(kvs, json_type_array))
+        kvs = NULL;
+    act_error fail = {0};
+    if (!list_take_page(op, pages, kvs)) {
+        act_error_set(&fail, ENOMEM, "etcd list: out of memory");
+        list_finish(op, pages, -ENOMEM, &fail);
+        return;
+    }
+    size_t n_kvs = kvs ? json_object_array_length(kvs) : 0;
+    if (!act_json_bool_or(response, "more", false) || n_kvs == 0) {
+        list_finish(op, pages, 0, NULL);
+        return;
+    }
+    json_object *last = NULL;
+    json_object_object_get_ex(json_object_array_get_idx(kvs, n_kvs - 1), "key", &last);
+    _cleanup_free_ char *key = NULL;
+    size_t key_len = 0;
+    if (!last || etcd_b64_decode(json_object_get_string(last), &key, &key_len) < 0) {
+        act_error_set(&fail, EPROTO, "etcd list: a page's last key is not base64");
+        list_finish(op, pages, -EPROTO, &fail);
+        return;
+    }
+    if (op->es->base.between_pages)
+        op->es->base.between_pages(op->es->base.between_pages_userdata);
+    if (list_ask(op, pages, key, key_len, &fail) < 0)
+        list_finish(op, pages, -fail.errnum, &fail);
 }
 
 static int etcd_list_async(claim_store *store, sd_event *event, const char *box,
@@ -448,15 +531,23 @@ static int etcd_list_async(claim_store *store, sd_event *event, const char *box,
     op->problem = problem;
     op->problem_userdata = problem_userdata;
     op->index = box != NULL;
-    _cleanup_free_ char *end = NULL;
-    int r = box ? etcd_index_range(es, box, &op->key_prefix, &end)
-                : ((op->key_prefix = strdup(es->list_key)) ? 0 : -ENOMEM);
+    op->event = sd_event_ref(event);
+    list_pages *pages = calloc(1, sizeof(*pages));
+    op->list_pages = pages;
+    int r = !pages ? -ENOMEM
+            : box  ? etcd_index_range(es, box, &op->key_prefix, &pages->range_end)
+                   : ((op->key_prefix = strdup(es->list_key)) &&
+                             (pages->range_end = strdup(es->list_end))
+                          ? 0
+                          : -ENOMEM);
     if (r < 0) {
         op_free(op);
         return act_error_set(err, ENOMEM, "etcd list: out of memory");
     }
-    return start(es, event, "/v3/kv/range",
-                 etcd_range_body(op->key_prefix, box ? end : es->list_end), on_list_done, op, err);
+    r = list_ask(op, pages, NULL, 0, err);
+    if (r < 0)
+        op_free(op);
+    return r;
 }
 
 /* ---- watch ------------------------------------------------------------------ */

@@ -108,6 +108,9 @@ struct claim_store {
     const claims_store_ops *ops;
     int timeout_ms;
     int watch_timeout_ms;
+    int list_page_keys;
+    void (*between_pages)(void *userdata);
+    void *between_pages_userdata;
     sd_event *attached;        /* the caller's loop, for the async API */
     sd_event *private_loop;    /* created on first synchronous call of an async backend */
     claims_deferred *deferred; /* async calls of a sync backend not yet completed */

@@ -39,5 +39,8 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
         return r;
     (*out)->timeout_ms = effective.timeout_ms;
     (*out)->watch_timeout_ms = effective.watch_timeout_ms;
+    (*out)->list_page_keys = effective.list_page_keys > 0 ? effective.list_page_keys : 256;
+    (*out)->between_pages = effective.between_pages;
+    (*out)->between_pages_userdata = effective.between_pages_userdata;
     return 0;
 }

@@ -253,6 +253,77 @@ static void a_box_watch_outlives_other_boxes_writes(void **state)
     fixture_close_on_loop(store, event);
 }
 
+typedef struct page_writer {
+    claim_store *other; /* another store of the same URL: the listing one is busy */
+    unsigned pages;
+    uint64_t h1_revision, h5_revision;
+} page_writer;
+
+/* After the first page: one claim already read and one not yet read are
+ * written again. */
+static void write_between_pages(void *userdata)
+{
+    page_writer *w = userdata;
+    if (w->pages++ != 0)
+        return;
+    claim h1 = named("h1", "b1", "b1"), h5 = named("h5", "b1", "b1");
+    h1.holder.session = h5.holder.session = 2;
+    w->h1_revision = write_claim(w->other, &h1, w->h1_revision);
+    w->h5_revision = write_claim(w->other, &h5, w->h5_revision);
+}
+
+static void a_list_in_pages_is_the_store_at_one_revision(void **state)
+{
+    if (!fixture.etcd)
+        skip(); /* the dir store lists under its lock, in one go */
+    char url[512];
+    page_writer writer = {0};
+    claims_store_options options = {.list_page_keys = 2,
+                                    .between_pages = write_between_pages,
+                                    .between_pages_userdata = &writer};
+    sd_event *event = NULL;
+    claim_store *store = fixture_open_on_loop(&fixture, url, sizeof(url), &options, &event);
+    act_error err = {0};
+    assert_int_equal(claims_store_open(url, NULL, &writer.other, &err), 0);
+    uint64_t first = 0;
+    for (int i = 1; i <= 5; i++) {
+        char host[8];
+        snprintf(host, sizeof(host), "h%d", i);
+        claim c = named(host, "b1", "b1");
+        uint64_t revision = write_claim(writer.other, &c, 0);
+        first = first ? first : revision;
+        if (i == 1)
+            writer.h1_revision = revision;
+        if (i == 5)
+            writer.h5_revision = revision;
+    }
+    uint64_t before = writer.h5_revision;
+    claim *claims = NULL;
+    size_t n = 0;
+    uint64_t revision = 0;
+    assert_int_equal(claims_list_box_at(store, "b1", &claims, &n, &revision, NULL, NULL, &err), 0);
+    assert_true(writer.pages >= 2);
+    /* All five, each as it stood at the first page's revision. */
+    assert_int_equal(n, 5);
+    assert_int_equal(revision, before);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(claims[i].holder.session, 1);
+        assert_true(claims[i].revision >= first && claims[i].revision <= before);
+    }
+    free(claims);
+    /* The watch from there tells both writes made between the pages. */
+    fixture_seen seen = {0};
+    claims_watch *watch = box_watch(store, "b1", revision + 1, &seen);
+    fixture_seen_run(event, &seen, 2, 10000);
+    assert_int_equal(seen.error, 0);
+    assert_int_equal(seen.n, 2);
+    assert_int_equal(seen.changes[0].revision, writer.h1_revision);
+    assert_int_equal(seen.changes[1].revision, writer.h5_revision);
+    claims_watch_free(watch);
+    claims_store_free(writer.other);
+    fixture_close_on_loop(store, event);
+}
+
 /* Writes the layout marker as another activator would have. */
 static void plant_marker(const char *url, const char *text)
 {
@@ -322,6 +393,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(a_writer_that_never_read_the_claim_keeps_the_index),
         cmocka_unit_test(a_box_watch_tells_only_what_concerns_it),
         cmocka_unit_test(a_box_watch_outlives_other_boxes_writes),
+        cmocka_unit_test(a_list_in_pages_is_the_store_at_one_revision),
         cmocka_unit_test(the_layout_marker_is_written_once_and_checked),
         cmocka_unit_test(a_bad_box_name_is_refused),
     };
