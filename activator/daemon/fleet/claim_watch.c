@@ -43,7 +43,10 @@
 /* Retries of a list that failed, and heals of a watch that ended soon after
  * it started: 100 ms doubling to 5 s, each delay drawn from its upper half
  * so that the boxes of a fleet do not return to the store in step. A watch
- * that lived longer than the longest delay is healed at once. */
+ * that lived longer than the longest delay is healed after a delay drawn
+ * from 0 to a tenth of StoreWatchTimeoutSec=: what ends one box's watch
+ * (an etcd member restarted, its history compacted) ends every box's at
+ * once, and a fleet's boxes should not list together. */
 #define HEAL_BACKOFF_FIRST_USEC (100 * 1000ull)
 #define HEAL_BACKOFF_MAX_USEC (5 * 1000 * 1000ull)
 
@@ -188,6 +191,15 @@ static int on_retry(sd_event_source *source, uint64_t usec, void *userdata)
     return 0;
 }
 
+/* A random delay below bound, in microseconds. */
+static uint64_t draw_below(uint64_t bound)
+{
+    uint32_t draw = 0;
+    if (getrandom(&draw, sizeof(draw), GRND_NONBLOCK) != sizeof(draw))
+        draw = (uint32_t)act_now_usec();
+    return bound ? draw % bound : 0;
+}
+
 /* Heals after the next delay of the backoff. */
 static void heal_later(ad_claim_watch *cw)
 {
@@ -196,15 +208,23 @@ static void heal_later(ad_claim_watch *cw)
     cw->backoff_usec = cw->backoff_usec ? cw->backoff_usec * 2 : HEAL_BACKOFF_FIRST_USEC;
     if (cw->backoff_usec > HEAL_BACKOFF_MAX_USEC)
         cw->backoff_usec = HEAL_BACKOFF_MAX_USEC;
-    uint32_t draw = 0;
-    if (getrandom(&draw, sizeof(draw), GRND_NONBLOCK) != sizeof(draw))
-        draw = (uint32_t)act_now_usec();
     uint64_t half = cw->backoff_usec / 2;
-    uint64_t delay = half + draw % (half + 1);
+    uint64_t delay = half + draw_below(half + 1);
     cw->retry_timer = sd_event_source_disable_unref(cw->retry_timer);
     if (sd_event_add_time_relative(cw->daemon->loop, &cw->retry_timer, CLOCK_MONOTONIC, delay, 0,
                                    on_retry, cw) < 0)
         act_log(LOG_ERR, "claim watch: cannot arm its retry timer; claims are not watched");
+}
+
+/* Heals after a random part of a tenth of the watch timeout. */
+static void heal_after_jitter(ad_claim_watch *cw)
+{
+    cw->backoff_usec = 0;
+    uint64_t delay = draw_below(cw->daemon->config.store_watch_timeout_usec / 10 + 1);
+    cw->retry_timer = sd_event_source_disable_unref(cw->retry_timer);
+    if (sd_event_add_time_relative(cw->daemon->loop, &cw->retry_timer, CLOCK_MONOTONIC, delay, 0,
+                                   on_retry, cw) < 0)
+        heal(cw);
 }
 
 static void heal_failed(ad_claim_watch *cw, const act_error *err)
@@ -324,8 +344,7 @@ static void on_change(claims_watch *watch, const claim_change *change, int error
         claims_watch_free(cw->watch);
         cw->watch = NULL;
         if (act_loop_now_usec(cw->daemon->loop) - cw->watch_started_usec >= HEAL_BACKOFF_MAX_USEC) {
-            cw->backoff_usec = 0;
-            heal(cw);
+            heal_after_jitter(cw);
         } else {
             heal_later(cw);
         }
