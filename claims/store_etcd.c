@@ -164,6 +164,25 @@ static void op_free(etcd_op *op)
     free(op);
 }
 
+void etcd_held_add(etcd_store *es, etcd_held *held, void (*discard)(etcd_held *held))
+{
+    *held = (etcd_held){.next = es->held, .discard = discard};
+    if (es->held)
+        es->held->prev = held;
+    es->held = held;
+}
+
+void etcd_held_remove(etcd_store *es, etcd_held *held)
+{
+    if (held->prev)
+        held->prev->next = held->next;
+    else
+        es->held = held->next;
+    if (held->next)
+        held->next->prev = held->prev;
+    held->prev = held->next = NULL;
+}
+
 int etcd_store_call(etcd_store *es, sd_event *event, const char *path, char *body,
                     etcd_call_done_fn done, void *userdata, act_error *err)
 {
@@ -915,6 +934,11 @@ static void etcd_free(claim_store *store)
     etcd_client_free(es->client);
     while (es->ops)
         op_free(es->ops);
+    while (es->held) {
+        etcd_held *held = es->held;
+        etcd_held_remove(es, held);
+        held->discard(held);
+    }
     free(es->prefix);
     free(es->list_key);
     free(es->list_end);

@@ -18,7 +18,19 @@
 /* The layout marker, {"layout":2}. */
 #define ETCD_LAYOUT_SUFFIX ".layout"
 
-typedef struct etcd_store {
+/* Work of the store's own that a call in flight holds (a box record call, a
+ * box list): freeing the store cancels the calls without their callbacks,
+ * so it discards these instead. Embedded first in what it tracks. */
+typedef struct etcd_store etcd_store;
+typedef struct etcd_held etcd_held;
+struct etcd_held {
+    etcd_held *prev, *next;
+    void (*discard)(etcd_held *held);
+};
+void etcd_held_add(etcd_store *es, etcd_held *held, void (*discard)(etcd_held *held));
+void etcd_held_remove(etcd_store *es, etcd_held *held);
+
+struct etcd_store {
     claim_store base;
     etcd_client *client;
     char *prefix;    /* "/activator": claims are "<prefix>/<host>" */
@@ -32,7 +44,8 @@ typedef struct etcd_store {
      * (store_etcd_index.c). */
     struct etcd_named_memo *memo;
     struct etcd_op *ops; /* the claim calls in flight (store_etcd.c) */
-} etcd_store;
+    etcd_held *held;     /* the box calls in flight (store_etcd_boxes.c) */
+};
 
 /* Posts body (taken over) to path on event's loop; done gets userdata. */
 int etcd_store_call(etcd_store *es, sd_event *event, const char *path, char *body,

@@ -21,6 +21,7 @@
 #define USEC_PER_SEC 1000000ull
 
 typedef struct box_op {
+    etcd_held held; /* first: freed with the store while its call is out */
     etcd_store *es;
     sd_event *event;
     claims_box_call call;
@@ -45,6 +46,7 @@ static uint64_t ttl_seconds(const claims_box *record)
  * runs while that is still valid. */
 static void finish(box_op *op, int result, const act_error *err)
 {
+    etcd_held_remove(op->es, &op->held);
     _cleanup_free_ box_op *done = op;
     done->fn(store_of(done), result, result >= 0 ? &done->record : NULL, err, done->userdata);
 }
@@ -55,6 +57,11 @@ static void set_renewed(claims_box *record, int64_t ttl)
     record->live = true;
     record->refreshed_usec = act_wallclock_usec();
     record->expires_usec = record->refreshed_usec + (uint64_t)ttl * USEC_PER_SEC;
+}
+
+static void discard_held(etcd_held *held)
+{
+    free(held); /* box_op and list_op begin with it, and own nothing else */
 }
 
 static int call(box_op *op, const char *path, char *body, etcd_call_done_fn done,
@@ -155,6 +162,7 @@ int etcd_box_call_async(claim_store *store, sd_event *event, claims_box_call cal
         return act_error_set(err, ENOMEM, "box %s: out of memory", record->box);
     *op = (box_op){.es = (etcd_store *)store, .event = event, .call = call_kind,
                    .record = *record, .fn = fn, .userdata = userdata};
+    etcd_held_add(op->es, &op->held, discard_held);
     int r;
     switch (call_kind) {
     case CLAIMS_BOX_PUT:
@@ -169,14 +177,17 @@ int etcd_box_call_async(claim_store *store, sd_event *event, claims_box_call cal
         r = call(op, "/v3/lease/revoke", etcd_lease_body(record->lease_id), on_revoked, err);
         break;
     }
-    if (r < 0)
+    if (r < 0) {
+        etcd_held_remove(op->es, &op->held);
         free(op);
+    }
     return r;
 }
 
 /* ---- list: one range, then (for the display) each record's lease --------- */
 
 typedef struct list_op {
+    etcd_held held; /* first: freed with the store while its calls are out */
     etcd_store *es;
     sd_event *event;
     claims_box_listing what;
@@ -185,6 +196,7 @@ typedef struct list_op {
     claims_box *boxes;
     size_t n;
     size_t pending; /* timetolive calls not answered yet */
+    struct lease_ask *asks; /* one per record, the timetolive calls' userdata */
 } list_op;
 
 typedef struct lease_ask {
@@ -192,20 +204,32 @@ typedef struct lease_ask {
     size_t index;
 } lease_ask;
 
+static void list_free(list_op *list)
+{
+    free(list->boxes);
+    free(list->asks);
+    free(list);
+}
+
+static void discard_list(etcd_held *held)
+{
+    list_free((list_op *)held);
+}
+
 static void list_finish(list_op *list, int result, const act_error *err)
 {
     if (result >= 0 && list->n > 1)
         qsort(list->boxes, list->n, sizeof(*list->boxes), claims_box_compare);
     list->fn(&list->es->base, result, list->boxes, result >= 0 ? list->n : 0, err,
              list->userdata);
-    free(list->boxes);
-    free(list);
+    etcd_held_remove(list->es, &list->held);
+    list_free(list);
 }
 
 static void on_time_to_live(etcd_call *c, int result, json_object *response,
                             const act_error *err, void *userdata)
 {
-    _cleanup_free_ lease_ask *ask = userdata;
+    lease_ask *ask = userdata;
     list_op *list = ask->list;
     claims_box *record = &list->boxes[ask->index];
     /* The key was there, so its lease was alive when ranged; without an
@@ -303,21 +327,18 @@ static void ask_leases(list_op *list)
     /* One more than the asks, released below, so no answer finishes the
      * list while asks are still being made. */
     list->pending = 1;
-    for (size_t i = 0; i < list->n; i++) {
+    list->asks = calloc(list->n ? list->n : 1, sizeof(*list->asks));
+    for (size_t i = 0; list->asks && i < list->n; i++) {
         if (!list->boxes[i].lease_id)
             continue;
-        lease_ask *ask = malloc(sizeof(*ask));
+        lease_ask *ask = &list->asks[i];
         act_error why = {0};
-        if (!ask)
-            continue;
         *ask = (lease_ask){list, i};
         list->pending++;
         if (etcd_store_call(list->es, list->event, "/v3/lease/timetolive",
                             etcd_lease_body(list->boxes[i].lease_id), on_time_to_live, ask,
-                            &why) < 0) {
+                            &why) < 0)
             list->pending--;
-            free(ask);
-        }
     }
     if (--list->pending == 0)
         list_finish(list, 0, NULL);
@@ -362,10 +383,13 @@ int etcd_box_list_async(claim_store *store, sd_event *event, claims_box_listing 
     if (!list)
         return act_error_set(err, ENOMEM, "box list: out of memory");
     *list = (list_op){.es = es, .event = event, .what = what, .fn = fn, .userdata = userdata};
+    etcd_held_add(es, &list->held, discard_list);
     int r = etcd_store_call(es, event, "/v3/kv/range",
                             etcd_range_body(es->boxes_key, es->boxes_end), on_boxes_ranged, list,
                             err);
-    if (r < 0)
-        free(list);
+    if (r < 0) {
+        etcd_held_remove(es, &list->held);
+        list_free(list);
+    }
     return r;
 }
