@@ -11,12 +11,19 @@
 #include "common/cleanup_json.h"
 #include "common/clock.h"
 
+#include <sys/random.h>
+
 #define MAX_GLUES 4
 
 struct etcd_client {
     char *endpoints[CLAIMS_URL_ENDPOINTS_MAX];
     size_t n_endpoints;
-    size_t preferred; /* the endpoint that answered last; calls start there */
+    size_t preferred; /* the endpoint that answered last (at first a random one);
+                       * calls start there */
+    /* Told when a call that started on one endpoint was answered by
+     * another: the first stopped answering (etcd_client_on_moved). */
+    void (*moved)(size_t from, size_t to, void *userdata);
+    void *moved_userdata;
     int timeout_ms;
     bool tls;
     char *ca_file, *cert_file, *key_file, *username, *password;
@@ -36,6 +43,7 @@ struct etcd_call {
     char *response;
     size_t response_len;
     size_t endpoint;  /* index into client->endpoints */
+    size_t first_endpoint; /* where it started */
     size_t attempted; /* endpoints tried so far */
     uint64_t deadline_usec;
     char errbuf[CURL_ERROR_SIZE];
@@ -69,6 +77,12 @@ int etcd_client_new(const claims_url *url, const claims_store_options *options,
         client->n_endpoints++;
     }
     client->timeout_ms = options->timeout_ms;
+    /* Each client starts on a random member, so a fleet's boxes spread
+     * over the cluster instead of all loading the first endpoint. */
+    uint32_t draw = 0;
+    if (getrandom(&draw, sizeof(draw), GRND_NONBLOCK) != sizeof(draw))
+        draw = (uint32_t)act_now_usec();
+    client->preferred = draw % client->n_endpoints;
     client->tls = options->ca_file || options->cert_file;
     client->ca_file = dup_or_null(options->ca_file);
     client->cert_file = dup_or_null(options->cert_file);
@@ -153,6 +167,23 @@ int etcd_client_glue(etcd_client *client, sd_event *event, curl_glue **out, act_
     return 0;
 }
 
+void etcd_client_on_moved(etcd_client *client,
+                          void (*moved)(size_t from, size_t to, void *userdata), void *userdata)
+{
+    client->moved = moved;
+    client->moved_userdata = userdata;
+}
+
+size_t etcd_client_answering(const etcd_client *client)
+{
+    return client->preferred;
+}
+
+size_t etcd_call_endpoint_index(const etcd_call *call)
+{
+    return call->endpoint;
+}
+
 const char *etcd_call_endpoint(const etcd_call *call)
 {
     assert(call);
@@ -230,8 +261,12 @@ static int send_call(etcd_call *call, act_error *err);
 
 static void finish(etcd_call *call, int result, json_object *response, const act_error *err)
 {
-    if (result >= 0)
-        call->client->preferred = call->endpoint;
+    etcd_client *client = call->client;
+    if (result >= 0) {
+        client->preferred = call->endpoint;
+        if (call->endpoint != call->first_endpoint && client->moved && !call->waiting)
+            client->moved(call->first_endpoint, call->endpoint, client->moved_userdata);
+    }
     call->done(call, result, response, err, call->userdata);
     call_free(call);
 }
@@ -465,7 +500,12 @@ static int send_call(etcd_call *call, act_error *err)
         snprintf(header, sizeof(header), "Authorization: %s", client->token);
         call->headers = curl_slist_append(call->headers, header);
     }
-    int64_t budget = remaining_ms(call);
+    /* The budget left is shared among the endpoints not tried yet, so that
+     * a member that hangs (accepts, then says nothing) is left in time for
+     * another to answer; the last one tried gets all that is left. */
+    size_t untried =
+        client->n_endpoints > call->attempted - 1 ? client->n_endpoints - (call->attempted - 1) : 1;
+    int64_t budget = remaining_ms(call) / (int64_t)untried;
     if (budget < 1)
         budget = 1;
     curl_easy_setopt(easy, CURLOPT_URL, url);
@@ -518,6 +558,7 @@ static int call_start(etcd_client *client, curl_glue *glue, const char *path, ch
     call->stream = stream;
     call->userdata = userdata;
     call->endpoint = waiting ? waiting->endpoint : client->preferred;
+    call->first_endpoint = call->endpoint;
     call->waiting = waiting;
     call->deadline_usec = act_now_usec() + (uint64_t)client->timeout_ms * 1000;
     call->next = client->calls;

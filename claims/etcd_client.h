@@ -39,3 +39,12 @@ int etcd_call_start(etcd_client *client, curl_glue *glue, const char *path, char
 void etcd_call_cancel(etcd_call *call);
 /* The endpoint the call is on now, for messages. */
 const char *etcd_call_endpoint(const etcd_call *call);
+/* The endpoint that answered last, where calls start. */
+size_t etcd_client_answering(const etcd_client *client);
+/* Its index among the client's endpoints. */
+size_t etcd_call_endpoint_index(const etcd_call *call);
+/* moved is told (on the loop, before the call's callback) whenever a call
+ * that started on endpoint from was answered by endpoint to: from stopped
+ * answering. One per client; NULL stops it. */
+void etcd_client_on_moved(etcd_client *client,
+                          void (*moved)(size_t from, size_t to, void *userdata), void *userdata);

@@ -607,6 +607,7 @@ static void ring_pop(change_ring *ring, claim_change *out)
 typedef struct etcd_watch {
     claims_watch base;
     etcd_store *es;
+    struct etcd_watch *prev, *next; /* the store's watches */
     sd_event *event;
     etcd_call *call;
     sd_event_source *deliver; /* changes are delivered from here, never from curl's callback */
@@ -834,6 +835,16 @@ static void on_probe_done(etcd_call *call, int result, json_object *response,
         watch_set_error(w, -ETIMEDOUT, &dead);
         return;
     }
+    /* The member the stream is on is not the one that answers calls now
+     * (a call left it since): the watch moves there, as a heal. */
+    if (w->call && etcd_call_endpoint_index(w->call) != etcd_client_answering(w->es->client)) {
+        act_error_set(&dead, EHOSTUNREACH,
+                      "etcd: the watch stream on %s was silent for %d ms while calls are "
+                      "answered elsewhere; the watch moves",
+                      etcd_call_endpoint(w->call), silent_ms);
+        watch_set_error(w, -EHOSTUNREACH, &dead);
+        return;
+    }
     /* Nothing was written anywhere since the stream last spoke: it is only
      * quiet. */
     w->heard_usec = act_loop_now_usec(w->event);
@@ -867,6 +878,12 @@ static int on_silence(sd_event_source *source, uint64_t usec, void *userdata)
 static void etcd_watch_free(claims_watch *watch)
 {
     etcd_watch *w = (etcd_watch *)watch;
+    if (w->prev)
+        w->prev->next = w->next;
+    else if (w->es->watches == w)
+        w->es->watches = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
     etcd_call_cancel(w->call);
     etcd_call_cancel(w->probe);
     sd_event_source_disable_unref(w->deliver);
@@ -893,6 +910,10 @@ static int etcd_watch_start(claim_store *store, sd_event *event, const char *box
     w->base = (claims_watch){.store = store, .fn = fn, .userdata = userdata,
                              .free = etcd_watch_free};
     w->es = es;
+    w->next = es->watches;
+    if (es->watches)
+        es->watches->prev = w;
+    es->watches = w;
     w->event = sd_event_ref(event);
     w->from_now = from_revision == 0;
     w->known_revision = from_revision ? from_revision - 1 : 0;
@@ -925,6 +946,24 @@ static int etcd_watch_start(claim_store *store, sd_event *event, const char *box
 }
 
 /* ---- open ------------------------------------------------------------------- */
+
+/* A call that began on endpoint from was answered by endpoint to: from
+ * stopped answering, and a watch on it would only go silent. Each ends now,
+ * and its owner's heal starts the next one where calls are answered. */
+static void on_member_left(size_t from, size_t to, void *userdata)
+{
+    etcd_store *es = userdata;
+    for (etcd_watch *w = es->watches; w; w = w->next) {
+        if (!w->call || etcd_call_endpoint_index(w->call) != from)
+            continue;
+        act_error err = {0};
+        act_error_set(&err, EHOSTUNREACH,
+                      "etcd endpoint %s stopped answering calls (the last one went to the "
+                      "next endpoint); the watch on it ends and moves",
+                      etcd_call_endpoint(w->call));
+        watch_set_error(w, -EHOSTUNREACH, &err);
+    }
+}
 
 static void etcd_free(claim_store *store)
 {
@@ -986,6 +1025,7 @@ int claims_etcd_open(const claims_url *url, const claims_store_options *options,
     int r = etcd_client_new(url, options, &es->client, err);
     if (r < 0)
         return r;
+    etcd_client_on_moved(es->client, on_member_left, es);
     *out = TAKE_PTR(store);
     return 0;
 }

@@ -45,6 +45,7 @@ struct etcd_store {
     struct etcd_named_memo *memo;
     struct etcd_op *ops; /* the claim calls in flight (store_etcd.c) */
     etcd_held *held;     /* the box calls in flight (store_etcd_boxes.c) */
+    struct etcd_watch *watches; /* the watches running (store_etcd.c) */
 };
 
 /* Posts body (taken over) to path on event's loop; done gets userdata. */

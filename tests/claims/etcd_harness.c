@@ -166,7 +166,8 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return remove(path);
 }
 
-static int spawn(etcd_harness *h, act_error *err)
+/* Starts etcd without waiting for it to answer. */
+static int launch(etcd_harness *h, act_error *err)
 {
     char data[PATH_MAX + 8], log[PATH_MAX + 16], client[64], peer[64], cluster[96];
     char server_cert[PATH_MAX + 24], server_key[PATH_MAX + 24];
@@ -178,6 +179,8 @@ static int spawn(etcd_harness *h, act_error *err)
              h->client_port);
     snprintf(peer, sizeof(peer), "http://127.0.0.1:%d", h->peer_port);
     snprintf(cluster, sizeof(cluster), "default=%s", peer);
+    const char *name = h->name[0] ? h->name : "default";
+    const char *members = h->cluster[0] ? h->cluster : cluster;
     pid_t pid = fork();
     if (pid < 0)
         return act_error_set(err, errno, "etcd harness: fork: %m");
@@ -190,26 +193,27 @@ static int spawn(etcd_harness *h, act_error *err)
             dup2(fd, STDOUT_FILENO);
             dup2(fd, STDERR_FILENO);
         }
-        char *const argv[] = {ETCD_HARNESS_BINARY,
-                              "--name", "default",
-                              "--data-dir", data,
-                              "--listen-client-urls", client,
-                              "--advertise-client-urls", client,
-                              "--listen-peer-urls", peer,
-                              "--initial-advertise-peer-urls", peer,
-                              "--initial-cluster", cluster,
-                              "--log-level", "error",
+        char *const argv[] = {ETCD_HARNESS_BINARY, "--name", (char *)name, "--data-dir", data,
+                              "--listen-client-urls", client, "--advertise-client-urls", client,
+                              "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                              "--initial-cluster", (char *)members, "--log-level", "error",
                               /* With TLS, these end the list early otherwise. */
-                              h->tls ? "--cert-file" : NULL, server_cert,
-                              "--key-file", server_key,
-                              "--trusted-ca-file", h->ca_file,
-                              "--client-cert-auth",
-                              NULL};
+                              h->tls ? "--cert-file" : NULL, server_cert, "--key-file", server_key,
+                              "--trusted-ca-file", h->ca_file, "--client-cert-auth", NULL};
         execv(argv[0], argv);
         _exit(127);
     }
     h->pid = pid;
-    /* Wait until it answers; etcd takes about a second to elect itself. */
+    return 0;
+}
+
+/* Waits until it answers; etcd takes about a second to elect itself (a
+ * cluster's member, until a quorum of members runs). */
+static int wait_answering(etcd_harness *h, act_error *err)
+{
+    char log[PATH_MAX + 16];
+    snprintf(log, sizeof(log), "%s/etcd.log", h->dir);
+    pid_t pid = h->pid;
     for (int i = 0; i < 400; i++) {
         long status = etcd_harness_post(h, "/v3/kv/range", "{\"key\":\"AA==\"}", NULL, NULL);
         if (status == 200)
@@ -226,6 +230,12 @@ static int spawn(etcd_harness *h, act_error *err)
     etcd_harness_stop(h);
     return act_error_set(err, ETIMEDOUT, "etcd harness: etcd did not answer on %s within 20 s; "
                                          "see %s", h->endpoint, log);
+}
+
+static int spawn(etcd_harness *h, act_error *err)
+{
+    int r = launch(h, err);
+    return r < 0 ? r : wait_answering(h, err);
 }
 
 static int start(etcd_harness *h, bool tls, act_error *err)
@@ -289,6 +299,41 @@ void etcd_harness_stop(etcd_harness *h)
     kill(h->pid, SIGKILL);
     waitpid(h->pid, &status, 0);
     h->pid = 0;
+}
+
+int etcd_harness_start_cluster(etcd_harness *members, size_t n, act_error *err)
+{
+    char cluster[sizeof(members->cluster)] = "";
+    for (size_t i = 0; i < n; i++) {
+        etcd_harness *h = &members[i];
+        memset(h, 0, sizeof(*h));
+        if (!etcd_harness_available())
+            return act_error_set(err, ENOENT, "%s is not installed (Debian package etcd-server)",
+                                 ETCD_HARNESS_BINARY);
+        snprintf(h->dir, sizeof(h->dir), "/tmp/act-etcd-XXXXXX");
+        if (!mkdtemp(h->dir))
+            return act_error_set(err, errno, "etcd harness: mkdtemp: %m");
+        h->client_port = free_port();
+        h->peer_port = free_port();
+        snprintf(h->name, sizeof(h->name), "m%u", (unsigned)(i % 100));
+        snprintf(h->endpoint, sizeof(h->endpoint), "127.0.0.1:%d", h->client_port);
+        snprintf(h->url_prefix, sizeof(h->url_prefix), "etcd://%s", h->endpoint);
+        size_t used = strlen(cluster);
+        snprintf(cluster + used, sizeof(cluster) - used, "%sm%u=http://127.0.0.1:%d",
+                 used ? "," : "", (unsigned)(i % 100), h->peer_port);
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(members[i].cluster, sizeof(members[i].cluster), "%s", cluster);
+        int r = launch(&members[i], err);
+        if (r < 0)
+            return r;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int r = wait_answering(&members[i], err);
+        if (r < 0)
+            return r;
+    }
+    return 0;
 }
 
 int etcd_harness_restart(etcd_harness *h, act_error *err)

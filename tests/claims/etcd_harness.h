@@ -23,6 +23,10 @@ typedef struct etcd_harness {
     char ca_file[PATH_MAX + 24], cert_file[PATH_MAX + 24], key_file[PATH_MAX + 24];
     char other_cert_file[PATH_MAX + 24], other_key_file[PATH_MAX + 24],
         other_ca_file[PATH_MAX + 24];
+    /* A cluster's member (etcd_harness_start_cluster): its name and every
+     * member's peer URL; "" for a single etcd. */
+    char name[16];
+    char cluster[512];
 } etcd_harness;
 
 /* True when the etcd binary is installed; tests skip (exit 77) otherwise. */
@@ -33,6 +37,9 @@ int etcd_harness_start(etcd_harness *h, act_error *err);
 /* The same over https, requiring client certificates of a CA made for the
  * run (fresh certificates each time, by tests/tls/make-certs.sh). */
 int etcd_harness_start_tls(etcd_harness *h, act_error *err);
+/* Starts n members of one cluster on loopback (m0, m1, ...), each with its
+ * own ports and temp dir, and waits until every one answers. */
+int etcd_harness_start_cluster(etcd_harness *members, size_t n, act_error *err);
 /* SIGTERM and wait; the data dir and ports are kept for a restart. */
 void etcd_harness_stop(etcd_harness *h);
 /* Starts etcd again on the same ports and data. */

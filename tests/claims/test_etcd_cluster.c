@@ -1,0 +1,145 @@
+/* A 3-member etcd cluster on loopback, and a store given all three
+ * endpoints: each member in turn is frozen with SIGSTOP (it accepts
+ * connections and answers nothing), and the store's calls and its box watch
+ * must move to a member that answers, within the call budget. */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/clock.h"
+#include "etcd_harness.h"
+#include "store_fixture.h"
+
+#define MEMBERS 3
+static etcd_harness members[MEMBERS];
+
+/* A store of the given members (bitmask) under prefix, attached to event
+ * when event is set. */
+static claim_store *open_members(unsigned mask, const char *prefix, int timeout_ms, sd_event *event)
+{
+    char url[512] = "etcd://";
+    for (size_t i = 0; i < MEMBERS; i++) {
+        if (!(mask & (1u << i)))
+            continue;
+        size_t used = strlen(url);
+        snprintf(url + used, sizeof(url) - used, "%s%s", used > strlen("etcd://") ? "," : "",
+                 members[i].endpoint);
+    }
+    size_t used = strlen(url);
+    snprintf(url + used, sizeof(url) - used, "/%s", prefix);
+    claims_store_options options = {.timeout_ms = timeout_ms, .watch_timeout_ms = 1000};
+    claim_store *store = NULL;
+    act_error err = {0};
+    if (claims_store_open(url, &options, &store, &err) < 0 ||
+        (event && claims_store_attach_event(store, event, &err) < 0))
+        fail_msg("cannot open %s: %s", url, err.message);
+    return store;
+}
+
+/* Every member answers a read again (a thawed member catches up). */
+static void wait_all_answer(const char *prefix)
+{
+    for (size_t i = 0; i < MEMBERS; i++) {
+        claim_store *one = open_members(1u << i, prefix, 2000, NULL);
+        claim c;
+        act_error err = {0};
+        int r = -1;
+        for (int tries = 0; tries < 100 && r < 0; tries++)
+            r = claims_read(one, "h1", &c, &err);
+        if (r < 0)
+            fail_msg("member %zu does not answer after its thaw: %s", i, err.message);
+        claims_store_free(one);
+    }
+}
+
+static void a_frozen_member_is_left_by_calls_and_watch(void **state)
+{
+    const char *prefix = "frozen";
+    sd_event *event = NULL;
+    assert_int_equal(sd_event_new(&event), 0);
+    /* The box's store: every member, the daemon's call budget of 5 s. A
+     * frozen leader stops every write until the others elect a new one
+     * (etcd's election timeout, 1 s), which the budget must outlast. */
+    claim_store *store = open_members(0x7, prefix, 5000, event);
+    act_error err = {0};
+    claim c = fixture_claim("h1", 1); /* b1 holds and runs it */
+    uint64_t revision = 0;
+    assert_int_equal(claims_cas(store, "h1", 0, &c, &revision, NULL, &err), 0);
+    fixture_seen seen = {0};
+    claims_watch *watch = NULL;
+    uint64_t first_from = revision + 1;
+    assert_int_equal(
+        claims_watch_box_start(store, "b1", first_from, fixture_seen_on_watch, &seen, &watch, &err),
+        0);
+    for (size_t victim = 0; victim < MEMBERS; victim++) {
+        assert_int_equal(kill(members[victim].pid, SIGSTOP), 0);
+        /* The box's own write answers within its budget. */
+        c.holder.session++;
+        uint64_t start = act_now_usec();
+        int r = claims_cas(store, "h1", revision, &c, &revision, NULL, &err);
+        if (r != 0)
+            fail_msg("with member %zu frozen, a write failed after %" PRIu64 " ms: %s", victim,
+                     (act_now_usec() - start) / 1000, err.message);
+        /* Another box's write, through the members that answer: the watch
+         * tells it, wherever it was. */
+        claim_store *other = open_members(0x7 & ~(1u << victim), prefix, 5000, NULL);
+        c.holder.session++;
+        assert_int_equal(claims_cas(other, "h1", revision, &c, &revision, NULL, &err), 0);
+        claims_store_free(other);
+        for (int rounds = 0; rounds < 100; rounds++) {
+            fixture_seen_run(event, &seen, 0, 100);
+            if (seen.error) {
+                /* It ended to move: start it again where calls are answered,
+                 * from where it was, as the daemon's heal does. */
+                claims_watch_free(watch);
+                uint64_t from = seen.n ? seen.changes[seen.n - 1].revision + 1 : first_from;
+                seen.error = 0;
+                assert_int_equal(claims_watch_box_start(store, "b1", from, fixture_seen_on_watch,
+                                                        &seen, &watch, &err),
+                                 0);
+            }
+            if (seen.n && seen.changes[seen.n - 1].revision == revision)
+                break;
+        }
+        if (!seen.n || seen.changes[seen.n - 1].revision != revision)
+            fail_msg("with member %zu frozen, the watch never told revision %" PRIu64, victim,
+                     revision);
+        assert_int_equal(kill(members[victim].pid, SIGCONT), 0);
+        wait_all_answer(prefix);
+    }
+    claims_watch_free(watch);
+    claims_store_free(store);
+    sd_event_unref(event);
+}
+
+int main(void)
+{
+    if (!etcd_harness_available())
+        return 77;
+    act_error err = {0};
+    if (etcd_harness_start_cluster(members, MEMBERS, &err) < 0) {
+        fprintf(stderr, "cannot start a %d-member etcd cluster: %s\n", MEMBERS, err.message);
+        for (size_t i = 0; i < MEMBERS; i++)
+            etcd_harness_destroy(&members[i]);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_frozen_member_is_left_by_calls_and_watch),
+    };
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+    for (size_t i = 0; i < MEMBERS; i++) {
+        if (members[i].pid > 0)
+            kill(members[i].pid, SIGCONT);
+        etcd_harness_destroy(&members[i]);
+    }
+    return r;
+}
