@@ -99,6 +99,10 @@ typedef struct soak_host {
     soak_history events[FL_BOXES_MAX];
     soak_history claims;
     soak_history leaves[FL_BOXES_MAX];
+    /* The kernel's TCP sockets on the host's port (listeners with their
+     * accept queues, connections with their states), read when a request
+     * failed with no fault window open on it. */
+    soak_history sockets;
     uint64_t claim_revision_seen;
     char leaves_seen[FL_BOXES_MAX][96];
 } soak_host;
@@ -281,6 +285,9 @@ void soak_history_claim(soak *s, soak_host *h, const claim *c);
  * "" for none), when they changed. */
 void soak_history_leaves(soak *s, soak_host *h, size_t box, const char *leaves);
 /* Everything the soak saw of h lately, and its leaves now, on stdout. */
+/* Adds to h's history what /proc/net/tcp says of the sockets on port of
+ * the box at address: a line each, with state, queues, uid and inode. */
+void soak_history_sockets(soak *s, soak_host *h, const char *address, int port);
 void soak_history_print(soak *s, const soak_host *h);
 
 /* soak_clients.c */

@@ -165,6 +165,10 @@ static void one_request(soak *s, soak_host *h)
     soak_fault_kind kind = F__COUNT;
     bool declared = h->kind == SOAK_CRASHLOOP;
     bool explained = declared || explain_failure(h, start, end, &kind);
+    /* What the kernel says of the host's port right after: whether anything
+     * listens there, and how many connections wait in its accept queue. */
+    if (!explained)
+        soak_history_sockets(s, h, fl_box_address((size_t)route), h->port);
     char what[512];
     snprintf(what, sizeof(what),
              "host %s: a request to %s at +%.3f s failed after %llu ms (%s) with no fault "

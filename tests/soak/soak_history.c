@@ -5,11 +5,14 @@
  * read them, on each change), and, at the report, the leaves as they are. */
 #include "soak.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/cleanup.h"
 
@@ -105,10 +108,93 @@ static void print_leaves_now(soak *s, const soak_host *h, size_t box)
     }
 }
 
+/* /proc/net/tcp's states, by number. */
+static const char *tcp_state_name(unsigned state)
+{
+    static const char *const names[] = {"?",          "ESTABLISHED", "SYN_SENT",  "SYN_RECV",
+                                        "FIN_WAIT1",  "FIN_WAIT2",   "TIME_WAIT", "CLOSE",
+                                        "CLOSE_WAIT", "LAST_ACK",    "LISTEN",    "CLOSING"};
+    return state < sizeof(names) / sizeof(names[0]) ? names[state] : "?";
+}
+
+/* Which processes hold socket inode (pid and name, a few at most): who can
+ * accept from a listener. */
+static void socket_holders(unsigned long inode, char *out, size_t size)
+{
+    char want[64];
+    snprintf(want, sizeof(want), "socket:[%lu]", inode);
+    out[0] = '\0';
+    _cleanup_(closedirp) DIR *proc = opendir("/proc");
+    struct dirent *entry;
+    unsigned found = 0;
+    while (proc && (entry = readdir(proc)) && found < 4) {
+        char *end;
+        long pid = strtol(entry->d_name, &end, 10);
+        if (*end || pid <= 0)
+            continue;
+        char fd_dir[64];
+        snprintf(fd_dir, sizeof(fd_dir), "/proc/%ld/fd", pid);
+        _cleanup_(closedirp) DIR *fds = opendir(fd_dir);
+        struct dirent *fd;
+        while (fds && (fd = readdir(fds))) {
+            char path[320], target[64];
+            snprintf(path, sizeof(path), "%s/%s", fd_dir, fd->d_name);
+            ssize_t n = readlink(path, target, sizeof(target) - 1);
+            if (n <= 0)
+                continue;
+            target[n] = '\0';
+            if (strcmp(target, want) != 0)
+                continue;
+            char comm_path[64];
+            snprintf(comm_path, sizeof(comm_path), "/proc/%ld/comm", pid);
+            _cleanup_free_ char *comm = dd_read_text(comm_path);
+            if (comm)
+                comm[strcspn(comm, "\n")] = '\0';
+            size_t used = strlen(out);
+            snprintf(out + used, size - used, "%s%ld (%s)", used ? ", " : "", pid,
+                     comm ? comm : "?");
+            found++;
+            break;
+        }
+    }
+}
+
+void soak_history_sockets(soak *s, soak_host *h, const char *address, int port)
+{
+    struct in_addr want;
+    if (inet_pton(AF_INET, address, &want) != 1)
+        return;
+    _cleanup_free_ char *table = dd_read_text("/proc/net/tcp");
+    unsigned listed = 0;
+    char *saved = NULL;
+    for (char *line = table ? strtok_r(table, "\n", &saved) : NULL; line;
+         line = strtok_r(NULL, "\n", &saved)) {
+        unsigned local_addr, local_port, remote_addr, remote_port, state, uid;
+        unsigned long tx, rx, inode;
+        if (sscanf(line, " %*u: %8X:%4X %8X:%4X %2X %8lX:%8lX %*s %*s %u %*u %lu", &local_addr,
+                   &local_port, &remote_addr, &remote_port, &state, &tx, &rx, &uid, &inode) != 9 ||
+            (int)local_port != port || (local_addr != want.s_addr && local_addr != 0))
+            continue;
+        /* A listener's rx queue is its accept queue; a connection's, the
+         * bytes it has not read. */
+        char holders[256] = "";
+        if (state == 10 /* LISTEN */)
+            socket_holders(inode, holders, sizeof(holders));
+        soak_history_add(s, &h->sockets,
+                         "%s port %d: %s from port %u, rx %lu tx %lu, uid %u, inode %lu%s%s",
+                         address, port, tcp_state_name(state), remote_port, rx, tx, uid, inode,
+                         holders[0] ? ", held by " : "", holders);
+        listed++;
+    }
+    if (!listed)
+        soak_history_add(s, &h->sockets, "%s port %d: no TCP socket at all", address, port);
+}
+
 void soak_history_print(soak *s, const soak_host *h)
 {
     printf("soak: what the soak saw of host %s lately (times since the faults began):\n", h->name);
     print_history(s, "its claim, as the router read it", &h->claims);
+    print_history(s, "the TCP sockets of its port when a request failed", &h->sockets);
     for (size_t b = 0; b < s->n_boxes; b++) {
         printf("  on %s:\n", fl_box_name(b));
         print_history(s, "events", &h->events[b]);
