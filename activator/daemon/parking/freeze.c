@@ -32,6 +32,10 @@ struct ad_freeze {
     ad_generation *gen;
     bool frozen;               /* cgroup.events said frozen: announced, recorded, claimed */
     bool announced;            /* its record says frozen, and so do the event and the claim */
+    /* Frozen by the previous daemon: its record and claim say frozen
+     * already, so a thaw before this daemon's freeze settles must say
+     * serving again all the same. */
+    bool resumed;
     bool thawing;              /* the thaw's claim read is in flight */
     uint64_t read_id;          /* the claim read this freeze waits for */
     uint64_t frozen_wall_usec; /* wall clock, for status */
@@ -137,7 +141,7 @@ static int thaw_now(ad_freeze *f, const char *why, act_error *err)
 {
     ad_host *host = f->host;
     ad_generation *gen = f->gen;
-    bool was_frozen = f->frozen;
+    bool was_frozen = f->frozen, resumed = f->resumed;
     uint64_t demand_usec = f->demand_usec;
     int r = ad_generation_thaw(gen, NULL, NULL, err);
     free_freeze(f);
@@ -153,7 +157,7 @@ static int thaw_now(ad_freeze *f, const char *why, act_error *err)
     act_log_fields(LOG_INFO, &(act_log_ctx){.host = host->name, .generation = gen->number},
                    "host %s: generation %" PRIu64 " thawed (%s)", host->name, gen->number, why);
     ad_publish(host, EV_EVENT_THAWED, gen, why);
-    if (was_frozen) {
+    if (was_frozen || resumed) {
         write_record(gen, REC_GEN_SERVING);
         ad_claim_report_serving(host, gen->number);
         ad_claim_report_settle(host);
@@ -415,7 +419,8 @@ static void on_frozen(ad_generation *gen, void *userdata)
     frozen(f);
 }
 
-int ad_freeze_start(ad_host *host, const char *why, act_error *err)
+/* resumed: the previous daemon froze it (ad_freeze.resumed). */
+static int freeze_start(ad_host *host, const char *why, bool resumed, act_error *err)
 {
     assert(host);
     const char *name = host->name;
@@ -434,7 +439,7 @@ int ad_freeze_start(ad_host *host, const char *why, act_error *err)
     ad_freeze *f = calloc(1, sizeof(*f));
     if (!f)
         return act_error_set(err, ENOMEM, "out of memory");
-    *f = (ad_freeze){.host = host, .gen = gen};
+    *f = (ad_freeze){.host = host, .gen = gen, .resumed = resumed};
     host->freeze = f;
     int r = watch_demand(f, err);
     if (r < 0) {
@@ -455,6 +460,11 @@ int ad_freeze_start(ad_host *host, const char *why, act_error *err)
         return r;
     }
     return 0;
+}
+
+int ad_freeze_start(ad_host *host, const char *why, act_error *err)
+{
+    return freeze_start(host, why, false, err);
 }
 
 void ad_freeze_or_park(ad_host *host)
@@ -489,7 +499,7 @@ void ad_freeze_hand_over(ad_host *host)
 void ad_freeze_resume(ad_host *host)
 {
     act_error err = {0};
-    if (ad_freeze_start(host, "frozen by the previous daemon", &err) < 0)
+    if (freeze_start(host, "frozen by the previous daemon", true, &err) < 0)
         act_log(LOG_WARNING, "host %s: cannot resume its frozen generation frozen: %s", host->name,
                 err.message);
 }

@@ -10,10 +10,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -305,6 +308,51 @@ static void test_frozen_host_survives_a_daemon_crash_frozen(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* The soak's break at +239 s: a client waited on a frozen host while its
+ * daemon was gone; the next daemon, freezing the resumed generation again,
+ * saw the client and thawed it, but left the claim saying frozen while the
+ * generation served. Its client is answered and the claim says serving. */
+static void test_a_client_waiting_across_a_crash_thaws_it_and_the_claim_says_so(void **state)
+{
+    dh_daemon *d = *state;
+    int port = start_freezing(d, "demo", NULL);
+    int64_t pid = wake_and_freeze(d, "demo");
+    DH_CHECK(d, claim_phase_is(d, "demo", "frozen", 5000), "the claim does not say frozen");
+    dh_kill(d);
+    /* Connected while no daemon runs: the kernel completes it into the
+     * backlog of the socket the frozen app holds. */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    static const char request[] = "GET / HTTP/1.0\r\n\r\n";
+    DH_CHECK(d,
+             fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
+                 send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL) > 0,
+             "cannot connect to the frozen host: %s", strerror(errno));
+
+    dh_start(d, NULL);
+    struct timeval timeout = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    char answer[1024] = "";
+    size_t used = 0;
+    ssize_t n;
+    while (used < sizeof(answer) - 1 &&
+           (n = recv(fd, answer + used, sizeof(answer) - 1 - used, 0)) > 0)
+        used += (size_t)n;
+    answer[used] = '\0';
+    close(fd);
+    char want[32];
+    snprintf(want, sizeof(want), "pid=%lld", (long long)pid);
+    DH_CHECK(d, strstr(answer, want) != NULL,
+             "the client that waited across the crash got \"%s\", not an answer of %s", answer,
+             want);
+    DH_CHECK(d, claim_phase_is(d, "demo", "serving", 5000),
+             "the resumed generation serves, thawed for the client, but the claim does not say "
+             "serving");
+    dh_stop_and_check_clean(d);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-freeze", DH_STORE_DIR);
@@ -317,6 +365,7 @@ int main(void)
         DH_TEST(test_frozen_max_retires),
         DH_TEST(test_memory_pressure_retires_the_coldest_frozen_first),
         DH_TEST(test_frozen_host_survives_a_daemon_crash_frozen),
+        DH_TEST(test_a_client_waiting_across_a_crash_thaws_it_and_the_claim_says_so),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
