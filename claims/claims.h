@@ -427,6 +427,20 @@ typedef void (*claims_observe_fn)(const char *operation, uint64_t duration_usec,
                                   void *userdata);
 void claims_store_set_observer(claim_store *store, claims_observe_fn fn, void *userdata);
 
+/* What a store's calls cost on the wire, by operation: for etcd, each
+ * gateway path ("kv/range", "kv/txn", "watch", "lease/keepalive", ...):
+ * the requests sent (every attempt on every endpoint) and the bytes of
+ * their bodies and of the answers (a watch's stream included). */
+typedef struct claims_store_traffic {
+    char operation[32];
+    uint64_t requests;
+    uint64_t bytes_sent;
+    uint64_t bytes_received;
+} claims_store_traffic;
+/* Copies up to max of them into out and returns how many there are; 0 for
+ * a dir store, whose calls are local files. */
+size_t claims_store_traffic_get(const claim_store *store, claims_store_traffic *out, size_t max);
+
 /* Synchronous calls, for the CLI and tests. They run the store's private
  * event loop (never the attached one) until the call completes or times out. */
 

@@ -30,6 +30,9 @@ struct etcd_client {
     char *token;
     curl_glue *glues[MAX_GLUES];
     etcd_call *calls; /* every call in flight, for cancellation */
+    /* What each gateway path cost, for the daemon's metrics. */
+    claims_store_traffic traffic[ETCD_TRAFFIC_PATHS];
+    size_t n_traffic;
 };
 
 struct etcd_call {
@@ -190,6 +193,28 @@ const char *etcd_call_endpoint(const etcd_call *call)
     return call->client->endpoints[call->endpoint];
 }
 
+/* The counters of path ("/v3/kv/range" counts as "kv/range"), made on
+ * first use; NULL past ETCD_TRAFFIC_PATHS distinct paths. */
+static claims_store_traffic *traffic_of(etcd_client *client, const char *path)
+{
+    const char *name = strncmp(path, "/v3/", 4) == 0 ? path + 4 : path;
+    for (size_t i = 0; i < client->n_traffic; i++)
+        if (strcmp(client->traffic[i].operation, name) == 0)
+            return &client->traffic[i];
+    if (client->n_traffic == ETCD_TRAFFIC_PATHS)
+        return NULL;
+    claims_store_traffic *t = &client->traffic[client->n_traffic++];
+    snprintf(t->operation, sizeof(t->operation), "%s", name);
+    return t;
+}
+
+size_t etcd_client_traffic(const etcd_client *client, claims_store_traffic *out, size_t max)
+{
+    size_t n = client->n_traffic < max ? client->n_traffic : max;
+    memcpy(out, client->traffic, n * sizeof(*out));
+    return n;
+}
+
 static size_t on_write(char *data, size_t size, size_t nmemb, void *userdata)
 {
     etcd_call *call = userdata;
@@ -205,6 +230,9 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *userdata)
     memcpy(call->response + call->response_len, data, n);
     call->response_len += n;
     call->response[call->response_len] = '\0';
+    claims_store_traffic *traffic = traffic_of(call->client, call->path);
+    if (traffic)
+        traffic->bytes_received += n;
     if (!call->stream)
         return n;
     /* The gateway streams one JSON message per line. */
@@ -481,6 +509,11 @@ static int send_call(etcd_call *call, act_error *err)
     if (!easy)
         return act_error_set(err, ENOMEM, "etcd: cannot create a libcurl handle");
     call->attempted++;
+    claims_store_traffic *traffic = traffic_of(client, call->path);
+    if (traffic) {
+        traffic->requests++;
+        traffic->bytes_sent += strlen(call->body);
+    }
     free(call->response);
     call->response = NULL;
     call->response_len = 0;

@@ -39,6 +39,11 @@ int etcd_call_start(etcd_client *client, curl_glue *glue, const char *path, char
 void etcd_call_cancel(etcd_call *call);
 /* The endpoint the call is on now, for messages. */
 const char *etcd_call_endpoint(const etcd_call *call);
+/* Gateway paths whose traffic is counted apart; more share nothing. */
+#define ETCD_TRAFFIC_PATHS 16
+/* Copies up to max of the client's counters, one per gateway path used so
+ * far; returns how many. */
+size_t etcd_client_traffic(const etcd_client *client, claims_store_traffic *out, size_t max);
 /* The endpoint that answered last, where calls start. */
 size_t etcd_client_answering(const etcd_client *client);
 /* Its index among the client's endpoints. */

@@ -188,6 +188,12 @@ void claims_store_free(claim_store *store)
     sd_event_unref(private_loop);
 }
 
+size_t claims_store_traffic_get(const claim_store *store, claims_store_traffic *out, size_t max)
+{
+    assert(store);
+    return store->ops->traffic ? store->ops->traffic(store, out, max) : 0;
+}
+
 const char *claims_store_kind(const claim_store *store)
 {
     assert(store);

@@ -989,6 +989,11 @@ static void etcd_free(claim_store *store)
     free(es);
 }
 
+static size_t etcd_traffic(const claim_store *store, claims_store_traffic *out, size_t max)
+{
+    return etcd_client_traffic(((const etcd_store *)store)->client, out, max);
+}
+
 static const claims_store_ops etcd_ops = {
     .kind = "etcd",
     .free = etcd_free,
@@ -1000,6 +1005,7 @@ static const claims_store_ops etcd_ops = {
     .box_list_async = etcd_box_list_async,
     .watch_start = etcd_watch_start,
     .check_layout_async = etcd_check_layout_async,
+    .traffic = etcd_traffic,
 };
 
 int claims_etcd_open(const claims_url *url, const claims_store_options *options,

@@ -50,6 +50,8 @@ typedef struct claims_store_ops {
                       claims_problem_fn problem, void *problem_userdata, claims_list_fn fn,
                       void *userdata, act_error *err);
 
+    /* Optional: claims_store_traffic_get. */
+    size_t (*traffic)(const claim_store *store, claims_store_traffic *out, size_t max);
     /* The layout marker (claims_store_check_layout), one flavour. */
     int (*check_layout)(claim_store *store, act_error *err);
     int (*check_layout_async)(claim_store *store, sd_event *event,

@@ -15,6 +15,11 @@ static const double wake_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 static const double store_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                        0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 
+/* A heal lists this box's claims: one request for a box of a few hundred
+ * hosts, a few pages for more, waiting out an etcd member that restarts. */
+static const double heal_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                      0.25,  0.5,    1,     2.5,  5,     10,   30};
+
 /* A thaw is tens of microseconds with ThawCheck=cached and one store
  * round trip with ThawCheck=claim (well under a millisecond on the dir
  * store, a network round trip on etcd). */
@@ -96,7 +101,32 @@ int met_daemon_metrics_register(met_registry *m, met_daemon_metrics *out, act_er
         (r = met_add_family(m, MET_METRIC_COUNTER, "activator_pressure_retirements_total",
                             "Frozen generations retired because the box's memory was under "
                             "pressure (FreezeMemoryPressure=).",
-                            NULL, NULL, 0, &out->pressure_retirements, err)) < 0)
+                            NULL, NULL, 0, &out->pressure_retirements, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_store_requests_total",
+                            "Requests to the claim store on the wire by operation (etcd: the "
+                            "gateway path, e.g. kv/range, kv/txn, watch), every attempt counted.",
+                            MET_LABELS("operation"), NULL, 0, &out->store_requests, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_store_bytes_total",
+                            "Bytes of the claim store's requests (sent) and answers (received) "
+                            "by operation, a watch's stream included.",
+                            MET_LABELS("operation", "direction"), NULL, 0, &out->store_bytes,
+                            err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_claim_changes_total",
+                            "Claim changes this box's watch told, by whether they were about a "
+                            "host configured here (concerning yes) or not.",
+                            MET_LABELS("concerning"), NULL, 0, &out->claim_changes, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_claim_heals_total",
+                            "Times the claim watch ended and this box's claims were listed "
+                            "again, by outcome (ok, error).",
+                            MET_LABELS("outcome"), NULL, 0, &out->claim_heals, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_HISTOGRAM, "activator_claim_heal_duration_seconds",
+                            "Time from a heal's list request to its answer, for the heals "
+                            "that listed.",
+                            NULL, heal_buckets, ARRAY_SIZE(heal_buckets), &out->claim_heal_duration,
+                            err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_claim_heal_claims_total",
+                            "Claims the heals' lists brought: with the index, this box's own.",
+                            NULL, NULL, 0, &out->claim_heal_claims, err)) < 0)
         return r;
     return 0;
 }

@@ -24,6 +24,15 @@
  *   activator_store_operation_duration_seconds{operation,outcome}
  *                                                 histogram: claim store calls, operation
  *                                                 read|cas|delete|list, outcome ok|error
+ *   activator_store_requests_total{operation}      counter: requests on the wire (etcd
+ *                                                 gateway path: kv/range, kv/txn, watch, ...)
+ *   activator_store_bytes_total{operation,direction}
+ *                                                 counter: direction sent|received
+ *   activator_claim_changes_total{concerning}      counter: changes the claim watch told,
+ *                                                 concerning yes (a host of this box) | no
+ *   activator_claim_heals_total{outcome}           counter: heals by outcome ok|error
+ *   activator_claim_heal_duration_seconds          histogram: a heal's list, request to answer
+ *   activator_claim_heal_claims_total              counter: claims the heals listed
  *
  * contrib/grafana-dashboard.json queries these; a test checks each of its
  * queries names one. */
@@ -53,6 +62,12 @@ typedef struct met_daemon_metrics {
     met_metric *thaws;                /* counter by outcome: served, retired */
     met_metric *thaw_duration;        /* histogram: readable socket to the app running */
     met_metric *pressure_retirements; /* counter: frozen generations retired on pressure */
+    met_metric *store_requests;       /* counter by operation: requests on the wire */
+    met_metric *store_bytes;          /* counter by operation, direction */
+    met_metric *claim_changes;        /* counter by concerning: yes, no */
+    met_metric *claim_heals;          /* counter by outcome: ok, error */
+    met_metric *claim_heal_duration;  /* histogram: a heal's list */
+    met_metric *claim_heal_claims;    /* counter: claims the heals listed */
 } met_daemon_metrics;
 
 int met_daemon_metrics_register(met_registry *metrics, met_daemon_metrics *out, act_error *err);

@@ -367,6 +367,34 @@ static void the_layout_marker_is_written_once_and_checked(void **state)
     claims_store_free(store);
 }
 
+/* The wire's cost by operation, for the daemon's metrics: etcd counts each
+ * gateway path; a dir store has no wire. */
+static void the_store_counts_its_traffic(void **state)
+{
+    char url[512];
+    claim_store *store = store_fixture_open_fresh(&fixture, url, sizeof(url));
+    claim h1 = named("h1", "b1", "b1");
+    write_claim(store, &h1, 0);
+    char seen[64];
+    listing(store, "b1", seen, sizeof(seen));
+    claims_store_traffic traffic[16];
+    size_t n = claims_store_traffic_get(store, traffic, 16);
+    if (!fixture.etcd) {
+        assert_int_equal(n, 0);
+        claims_store_free(store);
+        return;
+    }
+    bool txn = false, range = false;
+    for (size_t i = 0; i < n; i++) {
+        const claims_store_traffic *t = &traffic[i];
+        assert_true(t->requests > 0 && t->bytes_sent > 0 && t->bytes_received > 0);
+        txn |= strcmp(t->operation, "kv/txn") == 0;
+        range |= strcmp(t->operation, "kv/range") == 0;
+    }
+    assert_true(txn && range);
+    claims_store_free(store);
+}
+
 static void a_bad_box_name_is_refused(void **state)
 {
     char url[512];
@@ -395,6 +423,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(a_box_watch_outlives_other_boxes_writes),
         cmocka_unit_test(a_list_in_pages_is_the_store_at_one_revision),
         cmocka_unit_test(the_layout_marker_is_written_once_and_checked),
+        cmocka_unit_test(the_store_counts_its_traffic),
         cmocka_unit_test(a_bad_box_name_is_refused),
     };
     r = _cmocka_run_group_tests(backend, tests, sizeof(tests) / sizeof(tests[0]), NULL, NULL);

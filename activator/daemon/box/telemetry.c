@@ -58,6 +58,22 @@ void ad_telemetry_forget_host(ad_daemon *daemon, const char *host)
 /* Before each scrape: hosts by state, per-host memory and pids, and the
  * events sequence. Reading cgroup files per serving host is cheap next to a
  * scrape interval. */
+/* The store's own counters of what went over the wire. */
+static void refresh_store_traffic(const met_daemon_metrics *m, const claim_store *store)
+{
+    if (!store)
+        return;
+    claims_store_traffic traffic[32];
+    size_t n = claims_store_traffic_get(store, traffic, ARRAY_SIZE(traffic));
+    for (size_t i = 0; i < n; i++) {
+        const char *op = traffic[i].operation;
+        met_metric_set(m->store_requests, MET_LABELS(op), (double)traffic[i].requests);
+        met_metric_set(m->store_bytes, MET_LABELS(op, "sent"), (double)traffic[i].bytes_sent);
+        met_metric_set(m->store_bytes, MET_LABELS(op, "received"),
+                       (double)traffic[i].bytes_received);
+    }
+}
+
 static void refresh(met_registry *metrics, void *userdata)
 {
     ad_daemon *daemon = userdata;
@@ -74,6 +90,7 @@ static void refresh(met_registry *metrics, void *userdata)
     met_metric_set(m->frozen_hosts, NULL, (double)ad_freeze_count(daemon));
     if (daemon->events)
         met_metric_set(m->events_published, NULL, (double)ev_sequence(daemon->events));
+    refresh_store_traffic(m, daemon->store);
 }
 
 /* claims_observe_fn: every asynchronous claim store call's duration. The

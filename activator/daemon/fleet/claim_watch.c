@@ -57,6 +57,7 @@ struct ad_claim_watch {
     uint64_t watch_started_usec; /* CLOCK_MONOTONIC */
     sd_event_source *retry_timer;
     uint64_t backoff_usec;       /* the last delay; 0 while nothing failed */
+    uint64_t heal_started_usec;  /* the list in flight's request, CLOCK_MONOTONIC */
     /* The hosts whose claims did not parse in the list in flight: a bad
      * record is not an absent one, so they are left as they are. */
     char (*malformed)[ACT_NAME_MAX + 1];
@@ -126,6 +127,29 @@ static void apply_change(ad_claim_watch *cw, const claim_change *change)
         host_claim_changed(host, change);
 }
 
+/* How many of the changes the watch told were about this box's hosts:
+ * what the box's index saves is the rest. */
+static void count_change(ad_claim_watch *cw, const claim_change *change)
+{
+    const met_daemon_metrics *m = cw->daemon->metrics;
+    if (m)
+        met_metric_add(m->claim_changes,
+                       MET_LABELS(ad_hosts_find(cw->daemon, change->claim.host) ? "yes" : "no"), 1);
+}
+
+static void count_heal(ad_claim_watch *cw, int result, size_t n)
+{
+    const met_daemon_metrics *m = cw->daemon->metrics;
+    if (!m)
+        return;
+    met_metric_add(m->claim_heals, MET_LABELS(result < 0 ? "error" : "ok"), 1);
+    if (result < 0)
+        return;
+    met_metric_observe(m->claim_heal_duration, NULL,
+                       (double)(act_now_usec() - cw->heal_started_usec) / 1e6);
+    met_metric_add(m->claim_heal_claims, NULL, (double)n);
+}
+
 /* ---- the store's health ------------------------------------------------------ */
 
 static void set_store_unavailable(ad_claim_watch *cw, const act_error *err)
@@ -160,7 +184,8 @@ static void set_store_answers(ad_claim_watch *cw)
         return;
     uint64_t down_sec = (act_wallclock_usec() - state->since_usec) / 1000000;
     act_log(LOG_NOTICE,
-            "claim store %s answers again after %" PRIu64 " s; every claim was listed again at "
+            "claim store %s answers again after %" PRIu64
+            " s; this box's claims were listed again at "
             "revision %" PRIu64 " and reconciled; wakes resume",
             cw->daemon->config.store, down_sec, cw->revision - 1);
     *state = (ad_store_state){0};
@@ -302,6 +327,7 @@ static void on_listed(claim_store *store, int result, claim *claims, size_t n, u
                       const act_error *err, void *userdata)
 {
     ad_claim_watch *cw = userdata;
+    count_heal(cw, result, n);
     if (result < 0 || cw->daemon->stopping) {
         free(claims);
         forget_malformed(cw);
@@ -326,6 +352,7 @@ static void heal(ad_claim_watch *cw)
     if (cw->daemon->stopping)
         return;
     act_error err = {0};
+    cw->heal_started_usec = act_now_usec();
     if (claims_list_box_async(cw->daemon->store, cw->daemon->config.box, on_list_problem, cw,
                               on_listed, cw, &err) < 0)
         heal_failed(cw, &err);
@@ -339,7 +366,7 @@ static void on_change(claims_watch *watch, const claim_change *change, int error
         /* Logged once per end: a heal makes a new watch, so an end that
          * repeats (a compacted history) is not logged in a loop. */
         act_log(error == -ENODATA ? LOG_NOTICE : LOG_WARNING,
-                "claim watch ended: %s; listing every claim again at one revision",
+                "claim watch ended: %s; listing this box's claims again at one revision",
                 err ? err->message : "unknown error");
         claims_watch_free(cw->watch);
         cw->watch = NULL;
@@ -352,6 +379,7 @@ static void on_change(claims_watch *watch, const claim_change *change, int error
     }
     if (change->revision >= cw->revision)
         cw->revision = change->revision + 1;
+    count_change(cw, change);
     apply_change(cw, change);
 }
 

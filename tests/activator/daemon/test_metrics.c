@@ -172,6 +172,42 @@ static int start_swapped_and_failed(dh_daemon *d, const char *demo_lines)
 /* After a wake that serves, one that fails, a swap and control requests, a
  * scrape of the real daemon passes `promtool check metrics`: its parser
  * and its lint (names, HELP, TYPE, counters ending in _total, units). */
+/* The box's claim watch reads the box's own index: other boxes' claims,
+ * however often they are written, never reach it, while a write of its own
+ * host's claim does. The heal counters say how the start listed. */
+static void test_the_claim_watch_tells_only_this_boxs_claims(void **state)
+{
+    dh_daemon *d = *state;
+    int metrics_port = dh_free_port();
+    char conf[64];
+    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
+    dh_setup(d, DH_STORE_DIR, conf);
+    dh_add_app_host(d, "demo", NULL, NULL);
+    dh_start(d, NULL);
+    for (int i = 0; i < 20; i++) {
+        char host[32];
+        snprintf(host, sizeof(host), "elsewhere-%d", i);
+        claim c;
+        dh_claim_assigned(host, DH_OTHER_BOX, &c);
+        dh_claim_put(d, &c);
+    }
+    /* The wake writes demo's claim (admitted, published): changes the watch
+     * tells in order after every write above. */
+    dh_wake(d, "demo");
+    DH_CHECK(d, dh_event_wait(d, "demo", "claim.changed", 10000, NULL),
+             "the watch never told demo's claim");
+    body *scraped = calloc(1, sizeof(*scraped));
+    scrape(d, metrics_port, scraped);
+    double concerning = sample(d, scraped, "activator_claim_changes_total{concerning=\"yes\"}");
+    double other = sample(d, scraped, "activator_claim_changes_total{concerning=\"no\"}");
+    DH_CHECK(d, concerning >= 1 && other == 0,
+             "the claim watch told %.0f changes of other boxes' hosts (and %.0f of demo's): it "
+             "reads more than this box's index",
+             other, concerning);
+    free(scraped);
+    dh_stop_and_check_clean(d);
+}
+
 static void test_promtool_accepts_a_real_scrape(void **state)
 {
     dh_daemon *d = *state;
@@ -494,6 +530,7 @@ int main(void)
         return r;
     const struct CMUnitTest tests[] = {
         DH_TEST(test_wake_moves_the_counters),
+        DH_TEST(test_the_claim_watch_tells_only_this_boxs_claims),
         DH_TEST(test_promtool_accepts_a_real_scrape),
         DH_TEST(test_idle_connections_from_one_address_leave_room),
         DH_TEST(test_a_taken_metrics_port_stops_the_start),

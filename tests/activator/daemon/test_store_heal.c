@@ -156,7 +156,7 @@ static void test_etcd_restart_while_watching(void **state)
 
     act_error err = {0};
     DH_CHECK(d, etcd_harness_restart(&d->etcd, &err) == 0, "etcd restart: %s", err.message);
-    DH_CHECK(d, dh_log_wait(d, "listing every claim again", 10000),
+    DH_CHECK(d, dh_log_wait(d, "listing this box's claims again", 10000),
              "the watch did not notice that etcd restarted");
     DH_CHECK(d, wait_store_state(d, "ok", 15000), "the store did not come back in status");
     char body[512];
@@ -289,7 +289,7 @@ static void test_journal_cut_under_a_stopped_daemon(void **state)
     dh_claim_put(d, &elsewhere);
     pause_daemon(d, SIGCONT);
     expect_retired(d, app, taken, dd_now_ms(), RETIRE_BOUND_MS);
-    DH_CHECK(d, dh_log_wait(d, "listing every claim again", 1000),
+    DH_CHECK(d, dh_log_wait(d, "listing this box's claims again", 1000),
              "the daemon did not say it listed the claims again");
     dh_stop_and_check_clean(d);
 }
