@@ -93,7 +93,8 @@ char *etcd_range_page_body(const char *key, size_t key_len, const char *range_en
     return render(body);
 }
 
-char *etcd_count_body(const char *key, const char *range_end)
+/* A count-only range; min_mod_revision 0 counts every key. */
+static char *count_range(const char *key, const char *range_end, uint64_t min_mod_revision)
 {
     assert(key);
     assert(range_end);
@@ -101,19 +102,20 @@ char *etcd_count_body(const char *key, const char *range_end)
     add_b64(body, "key", key);
     add_b64(body, "range_end", range_end);
     json_object_object_add(body, "count_only", json_object_new_boolean(1));
+    if (min_mod_revision)
+        add_u64_string(body, "min_mod_revision", min_mod_revision);
     return render(body);
+}
+
+char *etcd_count_body(const char *key, const char *range_end)
+{
+    return count_range(key, range_end, 0);
 }
 
 char *etcd_count_since_body(const char *key, const char *range_end, uint64_t min_mod_revision)
 {
-    assert(key);
-    assert(range_end);
-    json_object *body = json_object_new_object();
-    add_b64(body, "key", key);
-    add_b64(body, "range_end", range_end);
-    json_object_object_add(body, "count_only", json_object_new_boolean(1));
-    add_u64_string(body, "min_mod_revision", min_mod_revision);
-    return render(body);
+    assert(min_mod_revision > 0);
+    return count_range(key, range_end, min_mod_revision);
 }
 
 static json_object *put_action(const char *key, const char *value)

@@ -71,13 +71,20 @@ static double sample(dh_daemon *d, const body *scraped, const char *want)
     return 0;
 }
 
-static void test_wake_moves_the_counters(void **state)
+/* A daemon on the dir store serving metrics on a free port; the port. */
+static int setup_with_metrics(dh_daemon *d)
 {
-    dh_daemon *d = *state;
     int metrics_port = dh_free_port();
     char conf[64];
     snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
     dh_setup(d, DH_STORE_DIR, conf);
+    return metrics_port;
+}
+
+static void test_wake_moves_the_counters(void **state)
+{
+    dh_daemon *d = *state;
+    int metrics_port = setup_with_metrics(d);
     /* A memory limit: a hybrid host keeps memory stats for a leaf in its v1
      * mirror, which only a limit makes. */
     dh_add_app_host(d, "demo", NULL, "[Limits]\nMemoryMax=512M\n");
@@ -147,10 +154,7 @@ static bool find_promtool(char *path, size_t size)
  * park). */
 static int start_swapped_and_failed(dh_daemon *d, const char *demo_lines)
 {
-    int metrics_port = dh_free_port();
-    char conf[64];
-    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
-    dh_setup(d, DH_STORE_DIR, conf);
+    int metrics_port = setup_with_metrics(d);
     dh_add_app_host(d, "demo", NULL, demo_lines);
     dh_add_app_host(d, "broken", "--exit-immediately 3", "MaxStarts=1\n");
     dh_start(d, NULL);
@@ -169,19 +173,13 @@ static int start_swapped_and_failed(dh_daemon *d, const char *demo_lines)
     return metrics_port;
 }
 
-/* After a wake that serves, one that fails, a swap and control requests, a
- * scrape of the real daemon passes `promtool check metrics`: its parser
- * and its lint (names, HELP, TYPE, counters ending in _total, units). */
 /* The box's claim watch reads the box's own index: other boxes' claims,
  * however often they are written, never reach it, while a write of its own
  * host's claim does. The heal counters say how the start listed. */
 static void test_the_claim_watch_tells_only_this_boxs_claims(void **state)
 {
     dh_daemon *d = *state;
-    int metrics_port = dh_free_port();
-    char conf[64];
-    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
-    dh_setup(d, DH_STORE_DIR, conf);
+    int metrics_port = setup_with_metrics(d);
     dh_add_app_host(d, "demo", NULL, NULL);
     dh_start(d, NULL);
     for (int i = 0; i < 20; i++) {
@@ -208,6 +206,9 @@ static void test_the_claim_watch_tells_only_this_boxs_claims(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* After a wake that serves, one that fails, a swap and control requests, a
+ * scrape of the real daemon passes `promtool check metrics`: its parser
+ * and its lint (names, HELP, TYPE, counters ending in _total, units). */
 static void test_promtool_accepts_a_real_scrape(void **state)
 {
     dh_daemon *d = *state;
@@ -268,10 +269,7 @@ static bool closed_by_daemon(int fd, int wait_ms)
 static void test_idle_connections_from_one_address_leave_room(void **state)
 {
     dh_daemon *d = *state;
-    int metrics_port = dh_free_port();
-    char conf[64];
-    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
-    dh_setup(d, DH_STORE_DIR, conf);
+    int metrics_port = setup_with_metrics(d);
     dh_start(d, NULL);
 
     dh_step("open %d idle connections from 127.0.0.2", IDLE_CONNECTIONS);
@@ -487,10 +485,7 @@ static void test_dashboard_queries_exported_metrics(void **state)
     collect_queries(dashboard, q);
     DH_CHECK(d, q->exprs >= 10, "%s has only %zu queries", DH_DASHBOARD, q->exprs);
 
-    int metrics_port = dh_free_port();
-    char conf[64];
-    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
-    dh_setup(d, DH_STORE_DIR, conf);
+    int metrics_port = setup_with_metrics(d);
     dh_add_app_host(d, "demo", NULL, NULL);
     dh_start(d, NULL);
     body *scraped = calloc(1, sizeof(*scraped));
