@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
@@ -451,6 +452,27 @@ static bool check_host_settled(soak *s, soak_host *h, bool last_try, char *why, 
     return true;
 }
 
+/* True when pid's environment names marker as its E2E_MARKER: the app that
+ * wrote the marker, not another test's app that got its pid since. */
+static bool wrote_marker(pid_t pid, const char *marker)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char env[16384];
+    ssize_t n = read(fd, env, sizeof(env) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    env[n] = '\0';
+    for (char *var = env; var < env + n; var += strlen(var) + 1)
+        if (strncmp(var, "E2E_MARKER=", 11) == 0)
+            return strcmp(var + 11, marker) == 0;
+    return false;
+}
+
 /* Every act-testapp the markers list that still runs is in a leaf of one
  * of the boxes. */
 static void check_app_pids(soak *s)
@@ -468,7 +490,7 @@ static void check_app_pids(soak *s)
                 char path[64];
                 snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
                 _cleanup_free_ char *comm = dd_read_text(path);
-                if (!comm || strncmp(comm, "act-testapp", 11) != 0)
+                if (!comm || strncmp(comm, "act-testapp", 11) != 0 || !wrote_marker(pid, marker))
                     continue; /* gone (or the pid is another program's now) */
                 snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
                 _cleanup_free_ char *cgroup = dd_read_text(path);
