@@ -238,7 +238,8 @@ static int spawn(etcd_harness *h, act_error *err)
     return r < 0 ? r : wait_answering(h, err);
 }
 
-static int start(etcd_harness *h, bool tls, act_error *err)
+/* A cleared harness with its temp dir made. */
+static int prepare(etcd_harness *h, bool tls, act_error *err)
 {
     memset(h, 0, sizeof(*h));
     h->tls = tls;
@@ -248,6 +249,14 @@ static int start(etcd_harness *h, bool tls, act_error *err)
     snprintf(h->dir, sizeof(h->dir), "/tmp/act-etcd-XXXXXX");
     if (!mkdtemp(h->dir))
         return act_error_set(err, errno, "etcd harness: mkdtemp: %m");
+    return 0;
+}
+
+static int start(etcd_harness *h, bool tls, act_error *err)
+{
+    int prepared = prepare(h, tls, err);
+    if (prepared < 0)
+        return prepared;
     if (tls) {
         int r = make_certs(h, err);
         if (r < 0)
@@ -306,13 +315,9 @@ int etcd_harness_start_cluster(etcd_harness *members, size_t n, act_error *err)
     char cluster[sizeof(members->cluster)] = "";
     for (size_t i = 0; i < n; i++) {
         etcd_harness *h = &members[i];
-        memset(h, 0, sizeof(*h));
-        if (!etcd_harness_available())
-            return act_error_set(err, ENOENT, "%s is not installed (Debian package etcd-server)",
-                                 ETCD_HARNESS_BINARY);
-        snprintf(h->dir, sizeof(h->dir), "/tmp/act-etcd-XXXXXX");
-        if (!mkdtemp(h->dir))
-            return act_error_set(err, errno, "etcd harness: mkdtemp: %m");
+        int r = prepare(h, false, err);
+        if (r < 0)
+            return r;
         h->client_port = free_port();
         h->peer_port = free_port();
         snprintf(h->name, sizeof(h->name), "m%u", (unsigned)(i % 100));

@@ -115,26 +115,26 @@ static void host_claim_changed(ad_host *host, const claim_change *change)
 }
 
 /* What a change does, whether the watch told it or a list after a heal
- * stands for it. */
-static void apply_change(ad_claim_watch *cw, const claim_change *change)
+ * stands for it. True when it was about a host of this box. */
+static bool apply_change(ad_claim_watch *cw, const claim_change *change)
 {
     if (change->kind == CLAIM_CHANGE_MALFORMED) {
         act_log(LOG_WARNING, "claim watch: %s", change->problem.message);
-        return;
+        return false;
     }
     ad_host *host = ad_hosts_find(cw->daemon, change->claim.host);
     if (host)
         host_claim_changed(host, change);
+    return host != NULL;
 }
 
 /* How many of the changes the watch told were about this box's hosts:
  * what the box's index saves is the rest. */
-static void count_change(ad_claim_watch *cw, const claim_change *change)
+static void count_change(ad_claim_watch *cw, bool concerning)
 {
     const met_daemon_metrics *m = cw->daemon->metrics;
     if (m)
-        met_metric_add(m->claim_changes,
-                       MET_LABELS(ad_hosts_find(cw->daemon, change->claim.host) ? "yes" : "no"), 1);
+        met_metric_add(m->claim_changes, MET_LABELS(concerning ? "yes" : "no"), 1);
 }
 
 static void count_heal(ad_claim_watch *cw, int result, size_t n)
@@ -379,8 +379,7 @@ static void on_change(claims_watch *watch, const claim_change *change, int error
     }
     if (change->revision >= cw->revision)
         cw->revision = change->revision + 1;
-    count_change(cw, change);
-    apply_change(cw, change);
+    count_change(cw, apply_change(cw, change));
 }
 
 /* ---- start and stop ---------------------------------------------------------- */
