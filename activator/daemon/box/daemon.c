@@ -214,8 +214,9 @@ static void status_changed(daemon_process *process)
 
 /* ---- stopping ------------------------------------------------------------ */
 
-static void on_box_lease_ended(ad_daemon *daemon)
+static void on_box_lease_ended(void *userdata)
 {
+    ad_daemon *daemon = userdata;
     sd_event_exit(daemon->loop, process_of(daemon)->exit_code);
 }
 
@@ -295,6 +296,7 @@ static void begin_stop(daemon_process *process)
     if (daemon->stopping)
         return;
     daemon->stopping = true;
+    ad_claim_watch_hold(daemon);
     sd_notify(0, "STOPPING=1");
     act_log(LOG_INFO, "stopping: retiring every generation with proof");
     uint64_t longest = 0;

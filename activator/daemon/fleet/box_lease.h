@@ -3,9 +3,9 @@
 
 #include "activator/daemon/host/context.h"
 
-/* Called once the record is gone (or could not be removed) after
- * ad_box_lease_end. */
-typedef void (*ad_box_lease_ended_fn)(ad_daemon *daemon);
+/* Called with the daemon once the record is gone (or could not be
+ * removed) after ad_box_lease_end. */
+typedef void (*ad_box_lease_ended_fn)(void *daemon);
 
 /* Puts the record (box, incarnation, start time, version, the URLs served
  * to other machines) under a lease of BoxLeaseSec= before the loop runs

@@ -10,12 +10,13 @@
  * hold has a claim that names other boxes or none, which for this box is
  * the same as no claim: it is not ours, and a wake reads its claim.
  *
- * The watch heals. Whatever ends it (a compaction of the store's history,
- * the server closing the stream, a silent stream, a lost connection), the
- * index is listed again at one revision and every configured host is
- * reconciled against that list exactly as if its claim had changed (the same
- * function a watched change goes through), and only then is the store
- * watched again, from that revision + 1. While the list cannot be had, the
+ * The watch heals (claims/box_view.c: when to list again is the view's).
+ * Whatever ends it (a compaction of the store's history, the server closing
+ * the stream, a silent stream, a lost connection), the index is listed again
+ * at one revision and every configured host is reconciled against that list
+ * exactly as if its claim had changed (the same function a watched change
+ * goes through), and only then is the store watched again, from that
+ * revision + 1. While the list cannot be had, the
  * store is unavailable: generations that serve keep serving, and wakes are
  * refused (wake/admit.c reads daemon->store_state) until a list succeeds. */
 #include "activator/daemon/fleet/claim_watch.h"
@@ -26,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "activator/daemon/generations/announce.h"
@@ -35,36 +35,16 @@
 #include "activator/daemon/hosts/hosts.h"
 #include "activator/daemon/moves/move.h"
 #include "activator/daemon/hosts/recovery.h"
+#include "claims/box_view.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "common/text.h"
 
-/* Retries of a list that failed, and heals of a watch that ended soon after
- * it started: 100 ms doubling to 5 s, each delay drawn from its upper half
- * so that the boxes of a fleet do not return to the store in step. A watch
- * that lived longer than the longest delay is healed after a delay drawn
- * from 0 to a tenth of StoreWatchTimeoutSec=: what ends one box's watch
- * (an etcd member restarted, its history compacted) ends every box's at
- * once, and a fleet's boxes should not list together. */
-#define HEAL_BACKOFF_FIRST_USEC (100 * 1000ull)
-#define HEAL_BACKOFF_MAX_USEC (5 * 1000 * 1000ull)
-
 struct ad_claim_watch {
     ad_daemon *daemon;
-    claims_watch *watch;
-    uint64_t revision;           /* where the next watch starts */
-    uint64_t watch_started_usec; /* CLOCK_MONOTONIC */
-    sd_event_source *retry_timer;
-    uint64_t backoff_usec;       /* the last delay; 0 while nothing failed */
-    uint64_t heal_started_usec;  /* the list in flight's request, CLOCK_MONOTONIC */
-    /* The hosts whose claims did not parse in the list in flight: a bad
-     * record is not an absent one, so they are left as they are. */
-    char (*malformed)[ACT_NAME_MAX + 1];
-    size_t n_malformed;
+    claims_box_view *view;
 };
-
-static void heal(ad_claim_watch *cw);
 
 /* ---- one changed claim ------------------------------------------------------ */
 
@@ -118,10 +98,8 @@ static void host_claim_changed(ad_host *host, const claim_change *change)
  * stands for it. True when it was about a host of this box. */
 static bool apply_change(ad_claim_watch *cw, const claim_change *change)
 {
-    if (change->kind == CLAIM_CHANGE_MALFORMED) {
-        act_log(LOG_WARNING, "claim watch: %s", change->problem.message);
-        return false;
-    }
+    if (change->kind == CLAIM_CHANGE_MALFORMED)
+        return false; /* the view logged it */
     ad_host *host = ad_hosts_find(cw->daemon, change->claim.host);
     if (host)
         host_claim_changed(host, change);
@@ -137,7 +115,7 @@ static void count_change(ad_claim_watch *cw, bool concerning)
         met_metric_add(m->claim_changes, MET_LABELS(concerning ? "yes" : "no"), 1);
 }
 
-static void count_heal(ad_claim_watch *cw, int result, size_t n)
+static void count_heal(ad_claim_watch *cw, int result, size_t n, uint64_t duration_usec)
 {
     const met_daemon_metrics *m = cw->daemon->metrics;
     if (!m)
@@ -145,8 +123,7 @@ static void count_heal(ad_claim_watch *cw, int result, size_t n)
     met_metric_add(m->claim_heals, MET_LABELS(result < 0 ? "error" : "ok"), 1);
     if (result < 0)
         return;
-    met_metric_observe(m->claim_heal_duration, NULL,
-                       (double)(act_now_usec() - cw->heal_started_usec) / 1e6);
+    met_metric_observe(m->claim_heal_duration, NULL, (double)duration_usec / 1e6);
     met_metric_add(m->claim_heal_claims, NULL, (double)n);
 }
 
@@ -179,7 +156,6 @@ static void set_store_unavailable(ad_claim_watch *cw, const act_error *err)
 static void set_store_answers(ad_claim_watch *cw)
 {
     ad_store_state *state = &cw->daemon->store_state;
-    cw->backoff_usec = 0;
     if (!state->unavailable)
         return;
     uint64_t down_sec = (act_wallclock_usec() - state->since_usec) / 1000000;
@@ -187,7 +163,7 @@ static void set_store_answers(ad_claim_watch *cw)
             "claim store %s answers again after %" PRIu64
             " s; this box's claims were listed again at "
             "revision %" PRIu64 " and reconciled; wakes resume",
-            cw->daemon->config.store, down_sec, cw->revision - 1);
+            cw->daemon->config.store, down_sec, claims_box_view_revision(cw->view) - 1);
     *state = (ad_store_state){0};
     ad_claim_report_store_answers(cw->daemon);
 }
@@ -206,100 +182,25 @@ json_object *ad_claim_watch_store_status(const ad_daemon *daemon)
     return store;
 }
 
-/* ---- healing ------------------------------------------------------------------ */
-
-static int on_retry(sd_event_source *source, uint64_t usec, void *userdata)
-{
-    ad_claim_watch *cw = userdata;
-    cw->retry_timer = sd_event_source_disable_unref(cw->retry_timer);
-    heal(cw);
-    return 0;
-}
-
-/* A random delay below bound, in microseconds. */
-static uint64_t draw_below(uint64_t bound)
-{
-    uint32_t draw = 0;
-    if (getrandom(&draw, sizeof(draw), GRND_NONBLOCK) != sizeof(draw))
-        draw = (uint32_t)act_now_usec();
-    return bound ? draw % bound : 0;
-}
-
-/* Heals after the next delay of the backoff. */
-static void heal_later(ad_claim_watch *cw)
-{
-    if (cw->daemon->stopping)
-        return;
-    cw->backoff_usec = cw->backoff_usec ? cw->backoff_usec * 2 : HEAL_BACKOFF_FIRST_USEC;
-    if (cw->backoff_usec > HEAL_BACKOFF_MAX_USEC)
-        cw->backoff_usec = HEAL_BACKOFF_MAX_USEC;
-    uint64_t half = cw->backoff_usec / 2;
-    uint64_t delay = half + draw_below(half + 1);
-    cw->retry_timer = sd_event_source_disable_unref(cw->retry_timer);
-    if (sd_event_add_time_relative(cw->daemon->loop, &cw->retry_timer, CLOCK_MONOTONIC, delay, 0,
-                                   on_retry, cw) < 0)
-        act_log(LOG_ERR, "claim watch: cannot arm its retry timer; claims are not watched");
-}
-
-/* Heals after a random part of a tenth of the watch timeout. */
-static void heal_after_jitter(ad_claim_watch *cw)
-{
-    cw->backoff_usec = 0;
-    uint64_t delay = draw_below(cw->daemon->config.store_watch_timeout_usec / 10 + 1);
-    cw->retry_timer = sd_event_source_disable_unref(cw->retry_timer);
-    if (sd_event_add_time_relative(cw->daemon->loop, &cw->retry_timer, CLOCK_MONOTONIC, delay, 0,
-                                   on_retry, cw) < 0)
-        heal(cw);
-}
-
-static void heal_failed(ad_claim_watch *cw, const act_error *err)
-{
-    set_store_unavailable(cw, err);
-    heal_later(cw);
-}
-
-static void forget_malformed(ad_claim_watch *cw)
-{
-    free(cw->malformed);
-    cw->malformed = NULL;
-    cw->n_malformed = 0;
-}
-
-static void on_list_problem(const char *host, const act_error *problem, void *userdata)
-{
-    ad_claim_watch *cw = userdata;
-    act_log(LOG_WARNING, "claim watch: %s", problem->message);
-    if (!act_name_is_valid(host))
-        return; /* a key that names no host: no host to leave alone */
-    char(*grown)[ACT_NAME_MAX + 1] =
-        realloc(cw->malformed, (cw->n_malformed + 1) * sizeof(*cw->malformed));
-    if (!grown)
-        return;
-    cw->malformed = grown;
-    snprintf(cw->malformed[cw->n_malformed++], ACT_NAME_MAX + 1, "%s", host);
-}
-
-static bool is_malformed(const ad_claim_watch *cw, const char *host)
-{
-    for (size_t i = 0; i < cw->n_malformed; i++)
-        if (strcmp(cw->malformed[i], host) == 0)
-            return true;
-    return false;
-}
+/* ---- the view's owner ------------------------------------------------------- */
 
 /* Every configured host against the list, as if each claim had changed: a
  * host the list has is a put of its claim, a host it lacks a delete (its
  * claim, if any, names other boxes). Both are sorted by name, so one pass
  * pairs them. */
-static void reconcile(ad_claim_watch *cw, const claim *claims, size_t n, uint64_t revision)
+static void reconcile(claims_box_view *view, const claim *claims, size_t n, uint64_t revision,
+                      void *userdata)
 {
+    ad_claim_watch *cw = userdata;
     ad_daemon *daemon = cw->daemon;
+    if (daemon->stopping)
+        return;
     size_t next = 0;
     for (size_t i = 0; i < daemon->n_hosts; i++) {
         const char *name = daemon->hosts[i]->name;
         while (next < n && strcmp(claims[next].host, name) < 0)
             next++;
-        if (is_malformed(cw, name))
+        if (claims_box_view_is_malformed(view, name))
             continue;
         claim_change change = {.kind = CLAIM_CHANGE_DELETE, .revision = revision};
         if (next < n && strcmp(claims[next].host, name) == 0) {
@@ -313,74 +214,34 @@ static void reconcile(ad_claim_watch *cw, const claim *claims, size_t n, uint64_
     }
 }
 
-static void on_change(claims_watch *watch, const claim_change *change, int error,
-                      const act_error *err, void *userdata);
-
-static int start_watch(ad_claim_watch *cw, act_error *err)
-{
-    cw->watch_started_usec = act_loop_now_usec(cw->daemon->loop);
-    return claims_watch_box_start(cw->daemon->store, cw->daemon->config.box, cw->revision,
-                                  on_change, cw, &cw->watch, err);
-}
-
-static void on_listed(claim_store *store, int result, claim *claims, size_t n, uint64_t revision,
-                      const act_error *err, void *userdata)
+static bool changed(claims_box_view *view, const claim_change *change, void *userdata)
 {
     ad_claim_watch *cw = userdata;
-    count_heal(cw, result, n);
-    if (result < 0 || cw->daemon->stopping) {
-        free(claims);
-        forget_malformed(cw);
-        if (result < 0)
-            heal_failed(cw, err);
-        return;
-    }
-    reconcile(cw, claims, n, revision);
-    free(claims);
-    forget_malformed(cw);
-    cw->revision = revision + 1;
-    act_error start_err = {0};
-    if (start_watch(cw, &start_err) < 0) {
-        heal_failed(cw, &start_err);
-        return;
-    }
-    set_store_answers(cw);
+    bool concerning = apply_change(cw, change);
+    count_change(cw, concerning);
+    return concerning;
 }
 
-static void heal(ad_claim_watch *cw)
+static void store_health(claims_box_view *view, const act_error *err, void *userdata)
 {
-    if (cw->daemon->stopping)
-        return;
-    act_error err = {0};
-    cw->heal_started_usec = act_now_usec();
-    if (claims_list_box_async(cw->daemon->store, cw->daemon->config.box, on_list_problem, cw,
-                              on_listed, cw, &err) < 0)
-        heal_failed(cw, &err);
+    if (err)
+        set_store_unavailable(userdata, err);
+    else
+        set_store_answers(userdata);
 }
 
-static void on_change(claims_watch *watch, const claim_change *change, int error,
-                      const act_error *err, void *userdata)
+static void heal_ended(claims_box_view *view, int result, size_t n, uint64_t duration_usec,
+                       void *userdata)
 {
-    ad_claim_watch *cw = userdata;
-    if (error < 0) {
-        /* Logged once per end: a heal makes a new watch, so an end that
-         * repeats (a compacted history) is not logged in a loop. */
-        act_log(error == -ENODATA ? LOG_NOTICE : LOG_WARNING,
-                "claim watch ended: %s; listing this box's claims again at one revision",
-                err ? err->message : "unknown error");
-        claims_watch_free(cw->watch);
-        cw->watch = NULL;
-        if (act_loop_now_usec(cw->daemon->loop) - cw->watch_started_usec >= HEAL_BACKOFF_MAX_USEC) {
-            heal_after_jitter(cw);
-        } else {
-            heal_later(cw);
-        }
-        return;
-    }
-    if (change->revision >= cw->revision)
-        cw->revision = change->revision + 1;
-    count_change(cw, apply_change(cw, change));
+    count_heal(userdata, result, n, duration_usec);
 }
+
+static const claims_box_view_ops view_ops = {
+    .changed = changed,
+    .listed = reconcile,
+    .store_health = store_health,
+    .heal_ended = heal_ended,
+};
 
 /* ---- start and stop ---------------------------------------------------------- */
 
@@ -417,19 +278,29 @@ int ad_claim_watch_start(ad_daemon *daemon, act_error *err)
         return act_error_set(err, ENOMEM, "out of memory");
     cw->daemon = daemon;
     daemon->claim_watch = cw;
+    int r =
+        claims_box_view_new(daemon->store, daemon->loop, daemon->config.box,
+                            daemon->config.store_watch_timeout_usec, &view_ops, cw, &cw->view, err);
+    if (r < 0)
+        return r;
     /* The same start as a heal's, on the store's own loop: the daemon is
      * not ready until the store answered. */
     claim *claims = NULL;
     size_t n = 0;
     uint64_t revision = 0;
-    int r = claims_list_box_at(daemon->store, daemon->config.box, &claims, &n, &revision, NULL,
-                               NULL, err);
+    r = claims_list_box_at(daemon->store, daemon->config.box, &claims, &n, &revision, NULL, NULL,
+                           err);
     if (r < 0)
         return act_error_prefix(err, "Store=%s: cannot list the claims", daemon->config.store);
     take_baseline(cw, claims, n);
     free(claims);
-    cw->revision = revision + 1;
-    return start_watch(cw, err);
+    return claims_box_view_watch_from(cw->view, revision, err);
+}
+
+void ad_claim_watch_hold(ad_daemon *daemon)
+{
+    if (daemon->claim_watch)
+        claims_box_view_hold(daemon->claim_watch->view);
 }
 
 void ad_claim_watch_stop(ad_daemon *daemon)
@@ -437,9 +308,7 @@ void ad_claim_watch_stop(ad_daemon *daemon)
     ad_claim_watch *cw = daemon->claim_watch;
     if (!cw)
         return;
-    claims_watch_free(cw->watch);
-    sd_event_source_disable_unref(cw->retry_timer);
-    forget_malformed(cw);
+    claims_box_view_free(cw->view);
     free(cw);
     daemon->claim_watch = NULL;
 }

@@ -31,7 +31,6 @@ typedef struct ad_leftovers ad_leftovers;
 typedef struct ad_sweep ad_sweep;
 typedef struct ad_telemetry ad_telemetry;
 typedef struct ad_reload_state ad_reload_state;
-typedef struct ad_box_lease ad_box_lease;
 typedef struct ad_dynamic_users ad_dynamic_users;
 typedef struct ad_pressure ad_pressure;
 
@@ -108,6 +107,6 @@ struct ad_daemon {
     ad_sweep *sweep;             /* generations/sweep.c: leaves not proven stopped yet; NULL: none ever */
     ad_telemetry *telemetry;     /* box/telemetry.c */
     ad_reload_state *reload;     /* box/reload.c, from the first reload on */
-    ad_box_lease *box_lease;     /* fleet/box_lease.c */
+    struct claims_box_lease *box_lease; /* fleet/box_lease.c */
     ad_pressure *pressure;       /* parking/pressure.c: the memory pressure trigger; NULL: none */
 };

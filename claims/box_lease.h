@@ -1,0 +1,42 @@
+/* A box's record in the claim store (claims.h: box records), kept alive on
+ * the store's sd-event loop: renewed every third of its lease, put again
+ * when the store lost the lease (etcd restarted without its data, or the
+ * store was out of reach for longer than the lease), and removed when its
+ * owner ends it. At most one call is in flight. The daemon
+ * (fleet/box_lease.c) and the fleet simulator (bench/fleet) keep one each. */
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include "claims/claims.h"
+
+typedef struct claims_box_lease claims_box_lease;
+
+/* Called once the record is gone (or could not be removed) after
+ * claims_box_lease_end. */
+typedef void (*claims_box_lease_ended_fn)(void *userdata);
+
+/* Puts record (its lease_ttl_usec is the lease) synchronously, before the
+ * loop runs: a store that does not take it is retried from the loop,
+ * logged. Then renews it every third of the lease. */
+int claims_box_lease_start(claim_store *store, sd_event *loop, const claims_box *record,
+                           claims_box_lease **out, act_error *err);
+/* Puts record from the loop, without waiting: the start of a box that
+ * does not block its loop. */
+int claims_box_lease_start_async(claim_store *store, sd_event *loop, const claims_box *record,
+                                 claims_box_lease **out, act_error *err);
+/* Stops the renewals, removes the record (revoking its lease), then calls
+ * ended; at once when there is no record. A second call does nothing. */
+void claims_box_lease_end(claims_box_lease *lease, claims_box_lease_ended_fn ended, void *userdata);
+/* Stops the renewals and renews the record once more, synchronously (unless
+ * the store failed the last call), so that it stays alive for the lease's
+ * length; it is never removed. For a handover: the box lives on under the
+ * next daemon, which puts its own record. */
+void claims_box_lease_hand_over(claims_box_lease *lease);
+/* Stops the renewals and leaves the record to lapse with its lease: what
+ * the fleet sees of a box that died. */
+void claims_box_lease_abandon(claims_box_lease *lease);
+/* Whether the store holds the record under a lease (as far as we know). */
+bool claims_box_lease_held(const claims_box_lease *lease);
+/* Frees it; a call still out is the store's to cancel. */
+void claims_box_lease_free(claims_box_lease *lease);
