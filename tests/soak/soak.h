@@ -112,6 +112,10 @@ typedef struct soak_host {
 typedef struct soak_link {
     nng_socket req, sub;
     bool req_open, sub_open;
+    /* The REQ socket stopped reaching its box while a fresh socket did:
+     * every later request to the box goes on a fresh socket. */
+    atomic_bool stuck;
+    uint64_t stuck_at_ms;
     pthread_t events_thread;
     bool events_running;
 } soak_link;

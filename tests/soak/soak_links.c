@@ -8,7 +8,16 @@
  * close can wait for good when it meets a pipe being set up or torn down
  * (nanomsg/nng#1499, fixed after 1.5.2), and a soak restarts a box every
  * half minute: closes left behind by the hundred. Here the only closes are
- * at the end, while every daemon still runs. */
+ * at the end, while every daemon still runs.
+ *
+ * A link can stop reaching its box for good: NNG 1.5.2's dialer gives up
+ * redialing after some connect errors (dialer_connect_cb takes NNG_ECLOSED
+ * as "no further action"). A request the link could not even hand to a
+ * connection is then asked again on a fresh socket, as activatorctl asks;
+ * if that one is answered, the daemon was there all along and the link is
+ * left for fresh sockets (said once, and counted in the summary). A
+ * request that did reach a connection is never asked twice: it may have
+ * run. */
 #include "soak.h"
 
 #include <errno.h>
@@ -159,10 +168,14 @@ static int aio_step(nng_aio *aio, uint64_t deadline_ms, void (*step)(nng_ctx, nn
     return nng_aio_result(aio);
 }
 
-int soak_link_request(soak *s, size_t box, int timeout_ms, const char *body, size_t len,
-                      char **reply)
+/* How long the fresh socket is given once the link failed. */
+#define FRESH_TIMEOUT_MS 5000
+
+static int link_request(soak *s, size_t box, int timeout_ms, const char *body, size_t len,
+                        char **reply, bool *sent)
 {
     *reply = NULL;
+    *sent = false;
     uint64_t deadline = soak_now_ms() + (uint64_t)timeout_ms;
     nng_ctx ctx;
     int rv = nng_ctx_open(&ctx, s->links[box].req);
@@ -178,8 +191,10 @@ int soak_link_request(soak *s, size_t box, int timeout_ms, const char *body, siz
     if (rv == 0) {
         nng_aio_set_msg(aio, msg);
         rv = aio_step(aio, deadline, nng_ctx_send, ctx);
-        if (rv == 0)
+        if (rv == 0) {
             msg = NULL; /* sent: NNG owns it now */
+            *sent = true;
+        }
     }
     if (rv == 0)
         rv = aio_step(aio, deadline, nng_ctx_recv, ctx);
@@ -196,4 +211,30 @@ int soak_link_request(soak *s, size_t box, int timeout_ms, const char *body, siz
         nng_aio_free(aio);
     nng_ctx_close(ctx);
     return rv;
+}
+
+int soak_link_request(soak *s, size_t box, int timeout_ms, const char *body, size_t len,
+                      char **reply)
+{
+    soak_link *link = &s->links[box];
+    const char *url = s->fleet.boxes[box].drv.control_url;
+    if (atomic_load(&link->stuck))
+        return dd_request_nng(url, body, len, timeout_ms, reply);
+    bool sent;
+    int rv = link_request(s, box, timeout_ms, body, len, reply, &sent);
+    if (rv == 0 || sent)
+        return rv;
+    int fresh = dd_request_nng(url, body, len, FRESH_TIMEOUT_MS, reply);
+    if (fresh != 0)
+        return rv;
+    if (!atomic_exchange(&link->stuck, true)) {
+        link->stuck_at_ms = soak_now_ms();
+        fprintf(stderr,
+                "soak: +%.3f s: the request link to %s could not reach it (%s) while a fresh "
+                "socket was answered: NNG's dialer gave up; fresh sockets from here on\n",
+                (double)(link->stuck_at_ms - s->start_ms) / 1000.0, fl_box_name(box),
+                nng_strerror(rv));
+        fflush(stdout);
+    }
+    return 0;
 }

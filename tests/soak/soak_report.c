@@ -66,6 +66,12 @@ void soak_report(const soak *s)
                "(its park's write-back had not landed yet: a store outage delays it, and a killed "
                "daemon's successor writes it)\n",
                s->stale_serving_claims);
+    for (size_t b = 0; b < s->n_boxes; b++)
+        if (atomic_load(&s->links[b].stuck))
+            printf("noticed: the soak's request link to %s stopped reaching it at +%.3f s while "
+                   "fresh sockets were answered (NNG 1.5.2's dialer gave up redialing); its "
+                   "requests went on fresh sockets from then on\n",
+                   fl_box_name(b), (double)(s->links[b].stuck_at_ms - s->start_ms) / 1000.0);
     printf("daemons with every host parked, at the start and at the end:\n");
     for (size_t b = 0; b < s->n_boxes; b++)
         printf("  %s: fds %ld -> %ld (at the end %ld store connections, %ld host "
