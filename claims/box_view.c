@@ -140,6 +140,20 @@ int claims_box_view_watch_from(claims_box_view *view, uint64_t revision, act_err
                                   &view->watch, err);
 }
 
+/* An entry whose claim no longer names the box has told the box so; it is
+ * removed (if still that entry) so the box's listings do not grow with
+ * every host that ever left it. Not waited for: one left behind is
+ * tidied at the next heal. */
+static void tidy(claims_box_view *view, const claim *c, uint64_t revision)
+{
+    if (claim_names_box(c, view->box))
+        return;
+    act_error err = {0};
+    if (claims_index_tidy_async(view->store, view->box, c->host, revision, NULL, NULL, &err) < 0)
+        act_log(LOG_DEBUG, "claim watch of box %s: cannot tidy the index entry of %s: %s",
+                view->box, c->host, err.message);
+}
+
 static void on_listed(claim_store *store, int result, claim *claims, size_t n, uint64_t revision,
                       const act_error *err, void *userdata)
 {
@@ -157,6 +171,8 @@ static void on_listed(claim_store *store, int result, claim *claims, size_t n, u
         return;
     }
     view->ops->listed(view, claims, n, revision, view->userdata);
+    for (size_t i = 0; i < n; i++)
+        tidy(view, &claims[i], claims[i].revision);
     free(claims);
     forget_malformed(view);
     act_error start_err = {0};
@@ -205,6 +221,8 @@ static void on_change(claims_watch *watch, const claim_change *change, int error
     if (change->kind == CLAIM_CHANGE_MALFORMED)
         act_log(LOG_WARNING, "claim watch: %s", change->problem.message);
     view->ops->changed(view, change, view->userdata);
+    if (change->kind == CLAIM_CHANGE_PUT)
+        tidy(view, &change->claim, change->revision);
 }
 
 int claims_box_view_new(claim_store *store, sd_event *loop, const char *box,

@@ -9,6 +9,11 @@
  * then watches again, from that revision + 1. Nothing a watch would have
  * told is lost that way: what changed meanwhile is in the list.
  *
+ * An entry that says its claim no longer names the box (holder, executor,
+ * a move's from or to) is removed by the view once its owner was told
+ * (claims_index_tidy_async): the box's listings hold its own hosts, not
+ * every host that ever left it.
+ *
  * The daemon (fleet/claim_watch.c) and the fleet simulator (bench/fleet)
  * are its owners: what a change means for a host is theirs, when to list
  * again and how to back off is the view's. Everything runs on the store's

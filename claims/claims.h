@@ -560,6 +560,19 @@ int claims_delete_async(claim_store *store, const char *host, uint64_t expected_
                         claims_cas_fn fn, void *userdata, act_error *err);
 int claims_list_async(claim_store *store, claims_problem_fn problem, void *problem_userdata,
                       claims_list_fn fn, void *userdata, act_error *err);
+/* Removes box's index entry of host, if it is still the entry written at
+ * revision (the revision of the claim it copies), for a box that has seen
+ * that the claim no longer names it: the entry told it so, and keeping it
+ * would grow the box's listings with every host that ever left it. A
+ * write that named the box again since has rewritten the entry, so the
+ * compare keeps it (CLAIMS_CHANGED). The dir store keeps its index a
+ * superset (see "a box's own claims"): 0 at once, nothing removed. fn
+ * gets 0, CLAIMS_CHANGED, or a store error; it may be NULL. */
+int claims_index_tidy_async(claim_store *store, const char *box, const char *host,
+                            uint64_t revision, claims_cas_fn fn, void *userdata, act_error *err);
+/* The same, synchronously, for tests and the CLI. */
+int claims_index_tidy(claim_store *store, const char *box, const char *host, uint64_t revision,
+                      act_error *err);
 /* claims_list_box_at on the loop. */
 int claims_list_box_async(claim_store *store, const char *box, claims_problem_fn problem,
                           void *problem_userdata, claims_list_fn fn, void *userdata,

@@ -921,3 +921,32 @@ int claims_list_box_async(claim_store *store, const char *box, claims_problem_fn
         return r;
     return list_async(store, box, problem, problem_userdata, fn, userdata, err);
 }
+
+int claims_index_tidy_async(claim_store *store, const char *box, const char *host,
+                            uint64_t revision, claims_cas_fn fn, void *userdata, act_error *err)
+{
+    int r = check_box(box, err);
+    if (r < 0 || (r = check_host(host, err)) < 0 || (r = claims_check_attached(store, err)) < 0)
+        return r;
+    if (!store->ops->tidy_async)
+        return 0;
+    return store->ops->tidy_async(store, store->attached, box, host, revision, fn, userdata, err);
+}
+
+int claims_index_tidy(claim_store *store, const char *box, const char *host, uint64_t revision,
+                      act_error *err)
+{
+    int r = check_box(box, err);
+    if (r < 0 || (r = check_host(host, err)) < 0)
+        return r;
+    if (!store->ops->tidy_async)
+        return 0;
+    sd_event *loop = NULL;
+    if ((r = claims_private_loop(store, &loop, err)) < 0)
+        return r;
+    sync_wait wait = {.err = err};
+    r = store->ops->tidy_async(store, loop, box, host, revision, on_sync_cas, &wait, err);
+    if (r < 0)
+        return r;
+    return run_until_done(store, &wait);
+}

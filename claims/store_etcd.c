@@ -421,6 +421,51 @@ static int etcd_del_async(claim_store *store, sd_event *event, const char *host,
     return start_txn((etcd_store *)store, event, host, expected, NULL, fn, userdata, err);
 }
 
+/* ---- tidying a box's index ------------------------------------------------------ */
+
+typedef struct tidy_op {
+    etcd_store *es;
+    claims_cas_fn fn;
+    void *userdata;
+} tidy_op;
+
+static void on_tidied(etcd_call *call, int result, json_object *response, const act_error *err,
+                      void *userdata)
+{
+    tidy_op *op = userdata;
+    claim_store *store = &op->es->base;
+    if (!op->fn)
+        ;
+    else if (result < 0)
+        op->fn(store, result, 0, NULL, err, op->userdata);
+    else if (!act_json_bool_or(response, "succeeded", false))
+        op->fn(store, CLAIMS_CHANGED, 0, NULL, NULL, op->userdata);
+    else
+        op->fn(store, 0, 0, NULL, NULL, op->userdata);
+    free(op);
+}
+
+/* The entry's own revision is the claim's (one txn wrote both), so the
+ * compare holds only while no write named the box again. */
+static int etcd_tidy_async(claim_store *store, sd_event *event, const char *box, const char *host,
+                           uint64_t revision, claims_cas_fn fn, void *userdata, act_error *err)
+{
+    etcd_store *es = (etcd_store *)store;
+    tidy_op *op = calloc(1, sizeof(*op));
+    char *key = NULL;
+    if (!op || asprintf(&key, "%s%s/%s", es->index_key, box, host) < 0) {
+        free(op);
+        return act_error_set(err, ENOMEM, "etcd: out of memory");
+    }
+    *op = (tidy_op){.es = es, .fn = fn, .userdata = userdata};
+    char *body = etcd_txn_body(key, revision, NULL, NULL, 0, NULL);
+    free(key);
+    int r = etcd_store_call(es, event, "/v3/kv/txn", body, on_tidied, op, err);
+    if (r < 0)
+        free(op);
+    return r;
+}
+
 /* ---- list ------------------------------------------------------------------ */
 
 /* Answers the list (handing its claims over) and frees it. */
@@ -1001,6 +1046,7 @@ static const claims_store_ops etcd_ops = {
     .cas_async = etcd_cas_async,
     .del_async = etcd_del_async,
     .list_async = etcd_list_async,
+    .tidy_async = etcd_tidy_async,
     .box_call_async = etcd_box_call_async,
     .box_list_async = etcd_box_list_async,
     .watch_start = etcd_watch_start,

@@ -50,6 +50,13 @@ typedef struct claims_store_ops {
                       claims_problem_fn problem, void *problem_userdata, claims_list_fn fn,
                       void *userdata, act_error *err);
 
+    /* Optional (claims_index_tidy): removes box's index entry of host if it
+     * is still the one written at revision; fn gets 0, or CLAIMS_CHANGED
+     * when the entry was written since. NULL: the backend keeps its index
+     * a superset. */
+    int (*tidy_async)(claim_store *store, sd_event *event, const char *box, const char *host,
+                      uint64_t revision, claims_cas_fn fn, void *userdata, act_error *err);
+
     /* Optional: claims_store_traffic_get. */
     size_t (*traffic)(const claim_store *store, claims_store_traffic *out, size_t max);
     /* The layout marker (claims_store_check_layout), one flavour. */

@@ -124,6 +124,38 @@ static void a_claim_that_leaves_a_box_stays_there_only_as_not_naming_it(void **s
     claims_store_free(store);
 }
 
+/* A box that saw a claim leave it removes the entry (etcd), unless a write
+ * named the box again since; the dir store keeps its index a superset. */
+static void a_box_tidies_an_entry_that_no_longer_names_it(void **state)
+{
+    char url[512], seen[512];
+    claim_store *store = store_fixture_open_fresh(&fixture, url, sizeof(url));
+    claim h1 = named("h1", "", "b1");
+    uint64_t named_b1 = write_claim(store, &h1, 0);
+    snprintf(h1.op.exec, sizeof(h1.op.exec), "b2");
+    uint64_t left_b1 = write_claim(store, &h1, named_b1);
+    act_error err = {0};
+    /* The entry as b1 saw it before it left: not the entry now. */
+    int r = claims_index_tidy(store, "b1", "h1", named_b1, &err);
+    assert_int_equal(r, fixture.etcd ? CLAIMS_CHANGED : 0);
+    listing(store, "b1", seen, sizeof(seen));
+    assert_string_equal(seen, "h1@left");
+    /* The entry that told b1 the claim left it: removed. */
+    assert_int_equal(claims_index_tidy(store, "b1", "h1", left_b1, &err), 0);
+    listing(store, "b1", seen, sizeof(seen));
+    assert_string_equal(seen, fixture.etcd ? "" : "h1@left");
+    listing(store, "b2", seen, sizeof(seen));
+    assert_string_equal(seen, "h1@names");
+    /* Named again: the write puts the entry back. */
+    snprintf(h1.op.exec, sizeof(h1.op.exec), "b1");
+    write_claim(store, &h1, left_b1);
+    listing(store, "b1", seen, sizeof(seen));
+    assert_string_equal(seen, "h1@names");
+    /* A bad name changes nothing. */
+    assert_int_equal(claims_index_tidy(store, "b/1", "h1", left_b1, &err), -EINVAL);
+    claims_store_free(store);
+}
+
 /* A writer that never saw the claim it replaces (a store opened afresh:
  * nothing remembered) still updates the index of the boxes it named. */
 static void a_writer_that_never_read_the_claim_keeps_the_index(void **state)
@@ -418,6 +450,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_box_lists_only_the_claims_that_name_it),
         cmocka_unit_test(a_claim_that_leaves_a_box_stays_there_only_as_not_naming_it),
+        cmocka_unit_test(a_box_tidies_an_entry_that_no_longer_names_it),
         cmocka_unit_test(a_writer_that_never_read_the_claim_keeps_the_index),
         cmocka_unit_test(a_box_watch_tells_only_what_concerns_it),
         cmocka_unit_test(a_box_watch_outlives_other_boxes_writes),
