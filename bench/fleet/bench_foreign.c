@@ -27,9 +27,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bench/fleet/seed_claims.h"
 #include "bench/wake/bench_daemon.h"
 #include "claims/claims.h"
-#include "claims/etcd_wire.h"
 #include "common/clock.h"
 #include "tests/claims/etcd_harness.h"
 
@@ -42,7 +42,6 @@
 #define ROUNDS 3
 #define FOREIGN_DEFAULT 100000u
 #define FOREIGN_BOXES 100
-#define PER_TXN 64 /* claim + index entry: 128 puts, etcd's default --max-txn-ops */
 #define WRITE_RATE 1000
 #define WRITE_SEC 10
 #define SETTLE_MS 500
@@ -85,60 +84,34 @@ static long cpu_usec(pid_t pid)
     return (long)(total_ns / 1000);
 }
 
-static void append_put(char **body, size_t *len, size_t *cap, const char *key, const char *value,
-                       bool first)
-{
-    char *k = etcd_b64_encode(key, strlen(key)), *v = etcd_b64_encode(value, strlen(value));
-    size_t need = strlen(k) + strlen(v) + 64;
-    if (*len + need >= *cap) {
-        *cap = (*cap + need) * 2;
-        *body = realloc(*body, *cap);
-    }
-    *len += (size_t)snprintf(*body + *len, *cap - *len,
-                             "%s{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\"}}",
-                             first ? "" : ",", k, v);
-    free(k);
-    free(v);
-}
-
-/* Writes foreign claims [from, from + n) of prefix, PER_TXN to a txn, each
- * assigned to one of FOREIGN_BOXES other boxes, with session as given (a
- * rewrite changes it). */
+/* Writes foreign claims [from, from + n) of prefix, each assigned to one of
+ * FOREIGN_BOXES other boxes, with session as given (a rewrite changes it). */
 static int write_foreign(const char *prefix, unsigned from, unsigned n, uint64_t session,
                          act_error *err)
 {
-    for (unsigned base = from; base < from + n; base += PER_TXN) {
-        size_t len = 0, cap = 65536;
-        char *body = malloc(cap);
-        len += (size_t)snprintf(body, cap, "{\"success\":[");
-        for (unsigned i = base; i < base + PER_TXN && i < from + n; i++) {
-            claim c = {0};
-            snprintf(c.host, sizeof(c.host), "f%06u", i);
-            snprintf(c.op.id, sizeof(c.op.id), "bench");
-            c.op.kind = CLAIM_OP_SERVING;
-            snprintf(c.op.phase, sizeof(c.op.phase), "assigned");
-            snprintf(c.op.exec, sizeof(c.op.exec), "other-%u", i % FOREIGN_BOXES);
-            snprintf(c.holder.box, sizeof(c.holder.box), "other-%u", i % FOREIGN_BOXES);
-            snprintf(c.holder.incarnation, sizeof(c.holder.incarnation), "bench");
-            c.holder.session = session;
-            char *value = claim_to_json(&c);
-            char key[128], index_key[160];
-            snprintf(key, sizeof(key), "%s/%s", prefix, c.host);
-            snprintf(index_key, sizeof(index_key), "%s.by-box/%s/%s", prefix, c.op.exec, c.host);
-            append_put(&body, &len, &cap, key, value, i == base);
-            append_put(&body, &len, &cap, index_key, value, false);
-            free(value);
+    enum { CHUNK = 1024 };
+    claim *chunk = calloc(CHUNK, sizeof(*chunk));
+    if (!chunk)
+        return act_error_set(err, ENOMEM, "writing foreign claims: out of memory");
+    int r = 0;
+    for (unsigned base = from; base < from + n && r == 0; base += CHUNK) {
+        unsigned count = from + n - base < CHUNK ? from + n - base : CHUNK;
+        for (unsigned i = 0; i < count; i++) {
+            claim *c = &chunk[i];
+            *c = (claim){0};
+            snprintf(c->host, sizeof(c->host), "f%06u", base + i);
+            snprintf(c->op.id, sizeof(c->op.id), "bench");
+            c->op.kind = CLAIM_OP_SERVING;
+            snprintf(c->op.phase, sizeof(c->op.phase), "assigned");
+            snprintf(c->op.exec, sizeof(c->op.exec), "other-%u", (base + i) % FOREIGN_BOXES);
+            snprintf(c->holder.box, sizeof(c->holder.box), "other-%u", (base + i) % FOREIGN_BOXES);
+            snprintf(c->holder.incarnation, sizeof(c->holder.incarnation), "bench");
+            c->holder.session = session;
         }
-        if (len + 4 >= cap)
-            body = realloc(body, cap += 8);
-        snprintf(body + len, cap - len, "]}");
-        long status = etcd_harness_post(&etcd, "/v3/kv/txn", body, NULL, NULL);
-        free(body);
-        if (status != 200)
-            return act_error_set(err, EIO, "writing foreign claims: etcd answered HTTP %ld",
-                                 status);
+        r = seed_claims_write(&etcd, prefix, chunk, count, err);
     }
-    return 0;
+    free(chunk);
+    return r;
 }
 
 static int set_up_daemon(dd_daemon *d, variant *v, act_error *err)

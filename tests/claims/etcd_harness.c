@@ -107,37 +107,53 @@ long etcd_harness_post(const etcd_harness *h, const char *path, const char *body
     return request(h, path, body, token, response);
 }
 
-/* Adds up the samples of one counter in a Prometheus text exposition whose
- * labels hold label (every sample when label is NULL). */
-static long long sum_samples(const char *text, const char *metric, const char *label)
+double etcd_harness_metric(const char *text, const char *metric, const char *label)
 {
-    long long sum = 0;
+    double sum = 0;
     size_t metric_len = strlen(metric);
     for (const char *line = text; line && *line; line = strchr(line, '\n'), line += !!line) {
         const char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line);
-        const char *labels_end = memchr(line, '}', len);
-        if (len <= metric_len || strncmp(line, metric, metric_len) != 0 ||
-            line[metric_len] != '{' || !labels_end)
+        if (len <= metric_len || strncmp(line, metric, metric_len) != 0)
             continue;
-        char labels[512];
-        snprintf(labels, sizeof(labels), "%.*s", (int)(labels_end - line), line);
-        if (!label || strstr(labels, label))
-            sum += strtoll(labels_end + 1, NULL, 10);
+        const char *value = line + metric_len;
+        if (*value == '{') {
+            const char *labels_end = memchr(line, '}', len);
+            if (!labels_end)
+                continue;
+            char labels[512];
+            snprintf(labels, sizeof(labels), "%.*s", (int)(labels_end - line), line);
+            if (label && !strstr(labels, label))
+                continue;
+            value = labels_end + 1;
+        } else if (*value != ' ' || label) {
+            continue;
+        }
+        sum += strtod(value, NULL);
     }
     return sum;
 }
 
-long long etcd_harness_grpc_calls(const etcd_harness *h, const char *method)
+char *etcd_harness_metrics(const etcd_harness *h)
 {
     char *metrics = NULL;
     long status = request(h, "/metrics", NULL, NULL, &metrics);
+    if (status != 200) {
+        free(metrics);
+        return NULL;
+    }
+    return metrics;
+}
+
+long long etcd_harness_grpc_calls(const etcd_harness *h, const char *method)
+{
+    char *metrics = etcd_harness_metrics(h);
     char label[128];
     if (method)
         snprintf(label, sizeof(label), "grpc_method=\"%s\"", method);
-    long long calls = status == 200 && metrics
-                          ? sum_samples(metrics, "grpc_server_started_total", method ? label : NULL)
-                          : -1;
+    long long calls = metrics ? (long long)etcd_harness_metric(metrics, "grpc_server_started_total",
+                                                               method ? label : NULL)
+                              : -1;
     free(metrics);
     return calls;
 }

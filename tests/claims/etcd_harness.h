@@ -56,3 +56,9 @@ long etcd_harness_post(const etcd_harness *h, const char *path, const char *body
  * ("Range", "LeaseTimeToLive"), or of every method when method is NULL;
  * -1 when /metrics does not answer. */
 long long etcd_harness_grpc_calls(const etcd_harness *h, const char *method);
+/* etcd's /metrics as text (malloc'd), or NULL when it does not answer. */
+char *etcd_harness_metrics(const etcd_harness *h);
+/* Adds up the samples of metric in a Prometheus text exposition whose
+ * labels hold label (every sample when label is NULL; a metric without
+ * labels only then). */
+double etcd_harness_metric(const char *text, const char *metric, const char *label);
