@@ -152,18 +152,27 @@ static void op_read(pl_wake *wake, void *userdata)
 
 /* ---- admit ---------------------------------------------------------------- */
 
+/* A wake's compare-and-swap that lost to another write: the claim now
+ * there is remembered, and the wake ends with reason. */
+static bool lost_to_another_write(sim_host *host, pl_wake *wake, int result, const claim *current,
+                                  pl_reason reason)
+{
+    if (result != CLAIMS_CHANGED)
+        return false;
+    if (current->revision)
+        remember(host, current);
+    pl_wake_complete(wake, reason, "host %s: the claim changed under the wake", host->name);
+    return true;
+}
+
 static void on_admitted(claim_store *s, int result, uint64_t new_revision, const claim *current,
                         const act_error *err, void *userdata)
 {
     sim_host *host = userdata;
     pl_wake *wake = take_wake(host);
     wake_claims *claims = claims_of(wake);
-    if (result == CLAIMS_CHANGED) {
-        if (current->revision)
-            remember(host, current);
-        pl_wake_complete(wake, PL_REASON_CLAIM_CHANGED, "host %s: the claim changed", host->name);
+    if (lost_to_another_write(host, wake, result, current, PL_REASON_CLAIM_CHANGED))
         return;
-    }
     if (result < 0) {
         store_refusal(host, wake, PL_REASON_STORE_ERROR, "cannot admit", err);
         return;
@@ -303,13 +312,8 @@ static void on_published(claim_store *s, int result, uint64_t new_revision, cons
     sim_host *host = userdata;
     pl_wake *wake = take_wake(host);
     wake_claims *claims = claims_of(wake);
-    if (result == CLAIMS_CHANGED) {
-        if (current->revision)
-            remember(host, current);
-        pl_wake_complete(wake, PL_REASON_PUBLISH_LOST, "host %s: the admission was lost",
-                         host->name);
+    if (lost_to_another_write(host, wake, result, current, PL_REASON_PUBLISH_LOST))
         return;
-    }
     if (result < 0) {
         pl_wake_complete(wake, PL_REASON_PUBLISH_LOST, "host %s: cannot publish: %s", host->name,
                          err->message);
