@@ -210,6 +210,8 @@ static void on_change(claims_watch *watch, const claim_change *change, int error
                 view->box, err ? err->message : "unknown error");
         claims_watch_free(view->watch);
         view->watch = NULL;
+        if (view->ops->watch_ended)
+            view->ops->watch_ended(view, err, view->userdata);
         if (act_loop_now_usec(view->loop) - view->watch_started_usec >= HEAL_BACKOFF_MAX_USEC)
             heal_after_jitter(view);
         else

@@ -42,6 +42,8 @@ typedef struct claims_box_view_ops {
     /* A list or a new watch failed (err), or a heal succeeded (err NULL).
      * Called at every failure and every success. */
     void (*store_health)(claims_box_view *view, const act_error *err, void *userdata);
+    /* Optional: the watch ended (err says why); a heal follows. */
+    void (*watch_ended)(claims_box_view *view, const act_error *err, void *userdata);
     /* Optional: a heal's list ended, with its result, the claims it had and
      * how long it took since its request. */
     void (*heal_ended)(claims_box_view *view, int result, size_t n, uint64_t duration_usec,

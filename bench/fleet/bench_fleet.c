@@ -223,6 +223,7 @@ typedef struct result {
     double requests_per_box_s, sent_per_box_s, received_per_box_s;
     double heal_sec, heal_mbytes, last_refusal_sec;
     uint64_t refusals_store;
+    unsigned boxes_interrupted;
     double lease_gone_sec;
     long etcd_peak_kib, sim_peak_kib;
     double etcd_cpu_pct, sim_cpu_pct;
@@ -264,15 +265,22 @@ static bool all_listed(sim_fleet *fleet)
     return true;
 }
 
-static uint64_t *heals_before;
 static uint64_t heal_started_usec;
+static bool every_box_interrupted; /* one member: every watch ends */
 
+/* Every box whose watch ended since the restart has listed again since,
+ * and with one member, every box's watch ended. */
 static bool all_healed(sim_fleet *fleet)
 {
     for (unsigned i = 0; i < fleet->config.n_boxes; i++) {
         sim_box_stats *s = sim_box_stats_of(fleet->boxes[i]);
-        if (atomic_load(&s->heals_ok) <= heals_before[i] ||
-            atomic_load(&s->last_heal_usec) < heal_started_usec)
+        uint64_t ended = atomic_load(&s->last_watch_end_usec);
+        if (ended < heal_started_usec) {
+            if (every_box_interrupted)
+                return false;
+            continue;
+        }
+        if (atomic_load(&s->last_heal_usec) < ended)
             return false;
     }
     return true;
@@ -345,8 +353,7 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
     }
     fleet.truth = sim_truth_new(n_boxes, n_boxes * HOSTS_PER_BOX);
     fleet.boxes = calloc(n_boxes, sizeof(*fleet.boxes));
-    heals_before = calloc(n_boxes, sizeof(*heals_before));
-    if (!workers || !fleet.truth || !fleet.boxes || !heals_before) {
+    if (!workers || !fleet.truth || !fleet.boxes) {
         r = act_error_set(err, ENOMEM, "out of memory");
         goto out;
     }
@@ -486,8 +493,6 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
     /* 4. the mass heal: the history compacted, a member restarted */
     uint64_t received_before = 0, received_after = 0;
     for (unsigned i = 0; i < n_boxes; i++) {
-        sim_box_stats *s = sim_box_stats_of(fleet.boxes[i]);
-        heals_before[i] = atomic_load(&s->heals_ok);
         traffic_sum t;
         box_traffic(fleet.boxes[i], &t);
         received_before += t.received;
@@ -497,6 +502,7 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
     snprintf(body, sizeof(body), "{\"revision\":\"%" PRIu64 "\",\"physical\":true}", revision);
     etcd_harness_post(&etcd[0], "/v3/kv/compaction", body, NULL, NULL);
     heal_started_usec = act_now_usec();
+    every_box_interrupted = members == 1;
     if ((r = etcd_harness_restart(&etcd[0], err)) < 0)
         goto stop;
     if (wait_until(all_healed, &fleet, 120000) < 0)
@@ -505,7 +511,10 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
     for (unsigned i = 0; i < n_boxes; i++) {
         sim_box_stats *s = sim_box_stats_of(fleet.boxes[i]);
         uint64_t healed = atomic_load(&s->last_heal_usec);
-        last = healed > last ? healed : last;
+        if (atomic_load(&s->last_watch_end_usec) >= heal_started_usec) {
+            res->boxes_interrupted++;
+            last = healed > last ? healed : last;
+        }
         uint64_t refused = atomic_load(&s->last_refusal_usec);
         if (refused > heal_started_usec &&
             (double)(refused - heal_started_usec) / 1e6 > res->last_refusal_sec)
@@ -557,8 +566,6 @@ out:
     claims_store_free(observer);
     free(workers);
     free(fleet.boxes);
-    free(heals_before);
-    heals_before = NULL;
     sim_truth_free(fleet.truth);
     for (int k = 0; k < _SIM_PHASE_MAX; k++) {
         free(fleet.admission_usec[k].values);
@@ -584,7 +591,8 @@ static void print_result(const result *r)
            r->events_per_box, r->concerning_pct, r->owed_per_box, r->missed, r->unknown);
     printf("  start-up: every box listed in %.0f ms; a box's list %.0f B\n", r->startup_ms,
            r->startup_list_bytes);
-    printf("  mass heal: every box healed %.2f s after the restart, %.1f MB received by all "
+    printf("  mass heal: %u boxes' watches ended", r->boxes_interrupted);
+    printf("; every one healed %.2f s after the restart, %.1f MB received by all "
            "boxes meanwhile; wakes refused for the store: %" PRIu64 ", the last %.2f s after; "
            "admission p99 from the restart on %.2f ms (%" PRIu64 " admissions)\n",
            r->heal_sec, r->heal_mbytes, r->refusals_store, r->last_refusal_sec,

@@ -95,6 +95,8 @@ typedef struct sim_box_stats {
     _Atomic uint64_t events_judged;
     _Atomic uint64_t events_concerning; /* about a write that named this box */
     _Atomic uint64_t events_unknown;    /* about a write the truth does not know */
+    _Atomic uint64_t watch_ends;
+    _Atomic uint64_t last_watch_end_usec; /* CLOCK_MONOTONIC */
     _Atomic uint64_t heals_ok, heals_failed;
     _Atomic uint64_t last_heal_usec; /* CLOCK_MONOTONIC of the last heal that succeeded */
     _Atomic uint64_t heal_claims;    /* claims in the heals' lists */

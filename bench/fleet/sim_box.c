@@ -185,6 +185,13 @@ static void store_health(claims_box_view *view, const act_error *err, void *user
     box->store_unavailable = err != NULL;
 }
 
+static void watch_ended(claims_box_view *view, const act_error *err, void *userdata)
+{
+    sim_box *box = userdata;
+    atomic_fetch_add(&box->stats.watch_ends, 1);
+    atomic_store(&box->stats.last_watch_end_usec, act_now_usec());
+}
+
 static void heal_ended(claims_box_view *view, int result, size_t n, uint64_t duration_usec,
                        void *userdata)
 {
@@ -202,6 +209,7 @@ static const claims_box_view_ops view_ops = {
     .changed = changed,
     .listed = listed,
     .store_health = store_health,
+    .watch_ended = watch_ended,
     .heal_ended = heal_ended,
 };
 
