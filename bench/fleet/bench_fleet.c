@@ -605,6 +605,24 @@ static void print_result(const result *r)
            r->runs, r->violations);
 }
 
+/* A whole number in [min, max] at text, up to the end or (with end) a
+ * comma, where *end is left. */
+static bool parse_count(const char *text, unsigned min, unsigned max, unsigned *out,
+                        const char **end)
+{
+    char *stop;
+    errno = 0;
+    if (*text < '0' || *text > '9')
+        return false;
+    unsigned long value = strtoul(text, &stop, 10);
+    if (errno || value < min || value > max || (*stop && !(end && *stop == ',')))
+        return false;
+    *out = (unsigned)value;
+    if (end)
+        *end = stop;
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     int r = bd_check_can_run(BENCH);
@@ -616,25 +634,36 @@ int main(int argc, char **argv)
     }
     unsigned sizes[8] = {10, 100, 1000}, n_sizes = 3, members = 1, steady = STEADY_SEC_DEFAULT,
              threads = 4;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--boxes") == 0) {
+    for (int i = 1; i < argc; i += 2) {
+        const char *option = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = value != NULL;
+        if (ok && strcmp(option, "--boxes") == 0) {
             n_sizes = 0;
-            for (char *p = argv[i + 1]; *p && n_sizes < 8; p += *p == ',')
-                sizes[n_sizes++] = (unsigned)strtoul(p, &p, 10);
-        } else if (strcmp(argv[i], "--members") == 0) {
-            members = (unsigned)atoi(argv[i + 1]);
-        } else if (strcmp(argv[i], "--steady") == 0) {
-            steady = (unsigned)atoi(argv[i + 1]);
-        } else if (strcmp(argv[i], "--threads") == 0) {
-            threads = (unsigned)atoi(argv[i + 1]);
-        } else {
-            fprintf(stderr, BENCH ": unknown option %s\n", argv[i]);
+            for (const char *p = value; ok && *p; p += *p == ',') {
+                ok = n_sizes < 8 && parse_count(p, 2, 9999, &sizes[n_sizes++], &p);
+            }
+            ok = ok && n_sizes > 0;
+        } else if (ok && strcmp(option, "--members") == 0) {
+            ok = parse_count(value, 1, MEMBERS_MAX, &members, NULL) &&
+                 (members == 1 || members == MEMBERS_MAX);
+        } else if (ok && strcmp(option, "--steady") == 0) {
+            ok = parse_count(value, 1, 86400, &steady, NULL);
+        } else if (ok && strcmp(option, "--threads") == 0) {
+            ok = parse_count(value, 1, 64, &threads, NULL);
+        } else if (ok) {
+            fprintf(stderr,
+                    BENCH ": unknown option %s (options: --boxes N[,N...] --members 1|3 "
+                          "--steady SEC --threads T)\n",
+                    option);
             return 2;
         }
-    }
-    if (members != 1 && members != MEMBERS_MAX) {
-        fprintf(stderr, BENCH ": --members is 1 or 3, not %u\n", members);
-        return 2;
+        if (!ok) {
+            fprintf(stderr,
+                    BENCH ": %s needs %s, not '%s' (boxes: 2 to 9999 each, up to 8, comma "
+                          "separated; members: 1 or 3; steady: 1 to 86400 s; threads: 1 to 64)\n",
+                    option, value ? "a value in range" : "a value", value ? value : "");
+            return 2;
+        }
     }
     act_error err = {0};
     /* Every box holds a few connections, and etcd one per connection. */
