@@ -626,12 +626,10 @@ static bool parse_count(const char *text, unsigned min, unsigned max, unsigned *
 int main(int argc, char **argv)
 {
     int r = bd_check_can_run(BENCH);
+    if (!r)
+        r = etcd_harness_require(BENCH);
     if (r)
         return r;
-    if (!etcd_harness_available()) {
-        fprintf(stderr, BENCH ": %s is not installed\n", ETCD_HARNESS_BINARY);
-        return 77;
-    }
     unsigned sizes[8] = {10, 100, 1000}, n_sizes = 3, members = 1, steady = STEADY_SEC_DEFAULT,
              threads = 4;
     for (int i = 1; i < argc; i += 2) {

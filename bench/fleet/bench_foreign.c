@@ -259,12 +259,10 @@ static int run(variant *variants, act_error *err)
 int main(void)
 {
     int r = bd_check_can_run(BENCH);
+    if (!r)
+        r = etcd_harness_require(BENCH);
     if (r)
         return r;
-    if (!etcd_harness_available()) {
-        fprintf(stderr, BENCH ": %s is not installed\n", ETCD_HARNESS_BINARY);
-        return 77;
-    }
     const char *n = getenv("BENCH_FOREIGN_CLAIMS");
     variant variants[2] = {{.label = "alone"}, {.label = "beside"}};
     snprintf(variants[0].prefix, sizeof(variants[0].prefix), "/bench-alone");

@@ -27,6 +27,15 @@ bool etcd_harness_available(void)
     return access(ETCD_HARNESS_BINARY, X_OK) == 0;
 }
 
+int etcd_harness_require(const char *who)
+{
+    if (etcd_harness_available())
+        return 0;
+    fprintf(stderr, "%s: %s is not installed (Debian package etcd-server)\n", who,
+            ETCD_HARNESS_BINARY);
+    return 77;
+}
+
 /* The kernel hands out a free port for port 0; closing it right away leaves a
  * tiny window for someone else to take it, which a retry of the whole start
  * covers. */

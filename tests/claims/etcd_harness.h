@@ -31,6 +31,9 @@ typedef struct etcd_harness {
 
 /* True when the etcd binary is installed; tests skip (exit 77) otherwise. */
 bool etcd_harness_available(void);
+/* For a benchmark's main: 0 when etcd is installed, else 77 (skipped) after
+ * saying so on stderr as who. */
+int etcd_harness_require(const char *who);
 /* Picks free ports (binding port 0), makes the temp dir, starts etcd and
  * waits (up to 20 s) until it answers a range request. */
 int etcd_harness_start(etcd_harness *h, act_error *err);
