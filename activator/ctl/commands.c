@@ -935,6 +935,12 @@ static int cmd_watch(const ctl_command *self, const ctl_options *options, int ar
     char prefix[ACT_NAME_MAX + 8] = "";
     if (host)
         ev_host_prefix(host, prefix, sizeof(prefix));
+    /* Before the subscription: an interrupt that comes while it is being
+     * set up (a slow machine, a daemon still starting) ends the watch as
+     * any interrupt does, with status 0, not by the signal. */
+    struct sigaction sa = {.sa_handler = on_interrupt};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     /* watch needs only the events socket, not the control socket. */
     ctl_client client;
     memset(&client, 0, sizeof(client));
@@ -942,11 +948,8 @@ static int cmd_watch(const ctl_command *self, const ctl_options *options, int ar
     ctl_events_url(options, client.events_url, sizeof(client.events_url));
     if (!ctl_client_subscribe(&client, prefix, true)) {
         ctl_client_close(&client);
-        return CTL_EXIT_UNREACHABLE;
+        return watch_stop ? CTL_EXIT_OK : CTL_EXIT_UNREACHABLE;
     }
-    struct sigaction sa = {.sa_handler = on_interrupt};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
     setvbuf(stdout, NULL, _IOLBF, 0);
     int r = ctl_client_watch(&client, &watch_stop, on_watch_event, &state);
     ctl_client_close(&client);

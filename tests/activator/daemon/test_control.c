@@ -5,6 +5,9 @@
  *     exits 1 with the reason;
  *   - activatorctl against a daemon that is not there exits 3, saying which
  *     URL it tried;
+ *   - activatorctl watch interrupted while it still connects (to a peer that
+ *     accepts the connection and never answers) exits 0, as any interrupted
+ *     watch does, not by the signal;
  *   - remote control over TLS (ControlListen=): a client certificate of
  *     TLSClientCA= whose CN is in ControlOperators= drives the daemon, one in
  *     ControlViewers= may only read, one in neither list may do nothing;
@@ -19,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -193,6 +198,45 @@ static void test_activatorctl_without_a_daemon_exits_3(void **state)
              out);
 }
 
+static void test_a_watch_interrupted_while_it_connects_exits_0(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    /* A listener that never accepts: the kernel completes the connection
+     * and nothing ever answers NNG's handshake, so the watch's subscription
+     * is still being set up when the interrupt comes. */
+    int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(addr);
+    DH_CHECK(d,
+             listener >= 0 && bind(listener, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
+                 listen(listener, 8) == 0 &&
+                 getsockname(listener, (struct sockaddr *)&addr, &len) == 0,
+             "cannot make a silent listener: %s", strerror(errno));
+    char url[64];
+    snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", ntohs(addr.sin_port));
+    char *const argv[] = {(char *)"/usr/bin/timeout",
+                          (char *)"--preserve-status",
+                          (char *)"-k",
+                          (char *)"30",
+                          (char *)"-s",
+                          (char *)"INT",
+                          (char *)"1",
+                          (char *)DH_ACTIVATORCTL,
+                          (char *)"--events",
+                          url,
+                          (char *)"--no-color",
+                          (char *)"watch",
+                          NULL};
+    char out[4096];
+    int status = dh_run(argv, out, sizeof(out));
+    close(listener);
+    DH_CHECK(d, status == 0,
+             "activatorctl watch interrupted while it connected exited %d (expected 0; 130 is "
+             "the interrupt's own default action):\n%s",
+             status, out);
+}
+
 static int ctl_tls(const char *url, const char *certs, const char *client, const char *ca,
                    char *out, size_t size, const char *op, const char *host)
 {
@@ -200,10 +244,19 @@ static int ctl_tls(const char *url, const char *certs, const char *client, const
     snprintf(cert, sizeof(cert), "%s/%s.crt", certs, client);
     snprintf(key, sizeof(key), "%s/%s.key", certs, client);
     snprintf(ca_file, sizeof(ca_file), "%s/%s.crt", certs, ca);
-    char *const argv[] = {(char *)DH_ACTIVATORCTL, (char *)"--connect", (char *)url,
-                          (char *)"--tls-cert", cert, (char *)"--tls-key", key,
-                          (char *)"--tls-ca", ca_file, (char *)"--no-color", (char *)op,
-                          (char *)host, NULL};
+    char *const argv[] = {(char *)DH_ACTIVATORCTL,
+                          (char *)"--connect",
+                          (char *)url,
+                          (char *)"--tls-cert",
+                          cert,
+                          (char *)"--tls-key",
+                          key,
+                          (char *)"--tls-ca",
+                          ca_file,
+                          (char *)"--no-color",
+                          (char *)op,
+                          (char *)host,
+                          NULL};
     return dh_run(argv, out, size);
 }
 
@@ -237,8 +290,8 @@ static void test_remote_control_over_tls_with_client_certificates(void **state)
 
     /* A viewer's certificate reads, and is refused what changes anything. */
     status = ctl_tls(url, certs, "viewer", "ca", out, sizeof(out), "status", "demo");
-    DH_CHECK(d, status == 0 && strstr(out, "serving"), "status as a viewer exited %d:\n%s",
-             status, out);
+    DH_CHECK(d, status == 0 && strstr(out, "serving"), "status as a viewer exited %d:\n%s", status,
+             out);
     status = ctl_tls(url, certs, "viewer", "ca", out, sizeof(out), "park", "demo");
     DH_CHECK(d,
              status == 1 &&
@@ -256,8 +309,7 @@ static void test_remote_control_over_tls_with_client_certificates(void **state)
              out);
     status = ctl_tls(url, certs, "stranger", "ca", out, sizeof(out), "park", "demo");
     DH_CHECK(d, status == 1 && strstr(out, "op park needs the operator role"),
-             "park with an unlisted certificate: exit %d (expected 1, refused):\n%s", status,
-             out);
+             "park with an unlisted certificate: exit %d (expected 1, refused):\n%s", status, out);
 
     status = ctl_tls(url, certs, "other-client", "ca", out, sizeof(out), "park", "demo");
     DH_CHECK(d, status == 3 && strstr(out, url),
@@ -282,7 +334,6 @@ static void test_remote_control_over_tls_with_client_certificates(void **state)
     snprintf(rm, sizeof(rm), "rm -rf '%s'", certs);
     assert_int_equal(system(rm), 0);
 }
-
 
 /* A wedged listener is listening again within a probe's period and timeout;
  * the rest is slack for a loaded machine. */
@@ -473,9 +524,8 @@ static void test_a_client_that_hangs_up_early_does_not_deafen_the_sockets(void *
     size_t len = 0;
     if (rv == 0)
         rv = nng_recv(kept, &buf, &len, NNG_FLAG_ALLOC);
-    DH_CHECK(d, rv == 0,
-             "status on a connection made before the listener healed %u times: %s", healed,
-             nng_strerror(rv));
+    DH_CHECK(d, rv == 0, "status on a connection made before the listener healed %u times: %s",
+             healed, nng_strerror(rv));
     nng_free(buf, len);
     nng_close(kept);
 
@@ -507,6 +557,7 @@ int main(void)
         DH_TEST(test_bad_requests_get_errors_and_the_daemon_keeps_serving),
         DH_TEST(test_activatorctl_drives_the_daemon),
         DH_TEST(test_activatorctl_without_a_daemon_exits_3),
+        DH_TEST(test_a_watch_interrupted_while_it_connects_exits_0),
         DH_TEST(test_remote_control_over_tls_with_client_certificates),
         DH_TEST(test_a_client_that_hangs_up_early_does_not_deafen_the_sockets),
     };
