@@ -347,6 +347,7 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
             (size_t)snprintf(fleet.config.store_url + used, sizeof(fleet.config.store_url) - used,
                              "%s%s", m ? "," : "", etcd[m].endpoint);
     snprintf(fleet.config.store_url + used, sizeof(fleet.config.store_url) - used, "%s", PREFIX);
+    pthread_mutex_init(&fleet.ends_lock, NULL);
     for (int k = 0; k < _SIM_PHASE_MAX; k++) {
         pthread_mutex_init(&fleet.admission_usec[k].lock, NULL);
         pthread_mutex_init(&fleet.published_usec[k].lock, NULL);
@@ -549,6 +550,12 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
     res->violations = sim_truth_violations(fleet.truth);
     res->runs = sim_truth_runs_started(fleet.truth);
     res->sim_peak_kib = peak_rss_kib(getpid());
+    pthread_mutex_lock(&fleet.ends_lock);
+    for (size_t i = 0; i < fleet.n_end_reasons; i++)
+        printf("  N=%u: watches ended %u times in the workload, %u from the restart on: %s\n",
+               n_boxes, fleet.end_reasons[i].count[SIM_STEADY],
+               fleet.end_reasons[i].count[SIM_HEAL], fleet.end_reasons[i].reason);
+    pthread_mutex_unlock(&fleet.ends_lock);
     r = 0;
 
 stop:

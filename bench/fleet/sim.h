@@ -120,6 +120,13 @@ struct sim_fleet {
     atomic_bool workload; /* wakes, swaps and moves are being made */
     _Atomic int phase;    /* sim_phase */
     sim_samples admission_usec[_SIM_PHASE_MAX], published_usec[_SIM_PHASE_MAX];
+    /* Why watches ended, by phase: the first words of each reason. */
+    pthread_mutex_t ends_lock;
+    struct sim_end_reason {
+        char reason[96];
+        unsigned count[_SIM_PHASE_MAX];
+    } end_reasons[16];
+    size_t n_end_reasons;
     sim_box **boxes;
 };
 

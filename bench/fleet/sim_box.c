@@ -190,6 +190,24 @@ static void watch_ended(claims_box_view *view, const act_error *err, void *userd
     sim_box *box = userdata;
     atomic_fetch_add(&box->stats.watch_ends, 1);
     atomic_store(&box->stats.last_watch_end_usec, act_now_usec());
+    /* The reason without what varies (ports, revisions, counts). */
+    char reason[96];
+    size_t n = 0;
+    for (const char *p = err ? err->message : "unknown"; *p && n + 1 < sizeof(reason); p++)
+        if (!(*p >= '0' && *p <= '9'))
+            reason[n++] = *p;
+    reason[n] = '\0';
+    sim_fleet *fleet = box->fleet;
+    int phase = atomic_load(&fleet->phase);
+    pthread_mutex_lock(&fleet->ends_lock);
+    size_t i = 0;
+    while (i < fleet->n_end_reasons && strcmp(fleet->end_reasons[i].reason, reason) != 0)
+        i++;
+    if (i == fleet->n_end_reasons && i < sizeof(fleet->end_reasons) / sizeof(fleet->end_reasons[0]))
+        snprintf(fleet->end_reasons[fleet->n_end_reasons++].reason, sizeof(reason), "%s", reason);
+    if (i < fleet->n_end_reasons)
+        fleet->end_reasons[i].count[phase]++;
+    pthread_mutex_unlock(&fleet->ends_lock);
 }
 
 static void heal_ended(claims_box_view *view, int result, size_t n, uint64_t duration_usec,
