@@ -93,8 +93,7 @@ char *etcd_range_page_body(const char *key, size_t key_len, const char *range_en
     return render(body);
 }
 
-/* A count-only range; min_mod_revision 0 counts every key. */
-static char *count_range(const char *key, const char *range_end, uint64_t min_mod_revision)
+char *etcd_count_body(const char *key, const char *range_end)
 {
     assert(key);
     assert(range_end);
@@ -102,20 +101,21 @@ static char *count_range(const char *key, const char *range_end, uint64_t min_mo
     add_b64(body, "key", key);
     add_b64(body, "range_end", range_end);
     json_object_object_add(body, "count_only", json_object_new_boolean(1));
-    if (min_mod_revision)
-        add_u64_string(body, "min_mod_revision", min_mod_revision);
     return render(body);
 }
 
-char *etcd_count_body(const char *key, const char *range_end)
+char *etcd_written_since_body(const char *key, const char *range_end, uint64_t min_mod_revision)
 {
-    return count_range(key, range_end, 0);
-}
-
-char *etcd_count_since_body(const char *key, const char *range_end, uint64_t min_mod_revision)
-{
+    assert(key);
+    assert(range_end);
     assert(min_mod_revision > 0);
-    return count_range(key, range_end, min_mod_revision);
+    json_object *body = json_object_new_object();
+    add_b64(body, "key", key);
+    add_b64(body, "range_end", range_end);
+    json_object_object_add(body, "keys_only", json_object_new_boolean(1));
+    add_u64_string(body, "limit", 1);
+    add_u64_string(body, "min_mod_revision", min_mod_revision);
+    return render(body);
 }
 
 static json_object *put_action(const char *key, const char *value)

@@ -24,9 +24,11 @@ char *etcd_range_page_body(const char *key, size_t key_len, const char *range_en
 /* A range that only counts the keys: its answer's header revision is the
  * store's revision now, at the cost of no values. */
 char *etcd_count_body(const char *key, const char *range_end);
-/* The same count of only the keys written at min_mod_revision or later (a
- * key deleted since is not counted). */
-char *etcd_count_since_body(const char *key, const char *range_end, uint64_t min_mod_revision);
+/* The first key (name only) written at min_mod_revision or later, if any
+ * (a key deleted since is not there): its answer's kvs say whether there is
+ * one. Not a count: etcd applies min_mod_revision to the keys it returns,
+ * never to its "count", which counts every key of the range. */
+char *etcd_written_since_body(const char *key, const char *range_end, uint64_t min_mod_revision);
 /* A compare-and-swap as one txn: compare MOD == expected (or CREATE == 0 when
  * expected is 0), put value (or delete the key when value is NULL) on
  * success, and with it put also_value under each of the n_also also_keys

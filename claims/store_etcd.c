@@ -857,16 +857,16 @@ static void on_probe_done(etcd_call *call, int result, json_object *response,
     json_object *header = NULL;
     json_object_object_get_ex(response, "header", &header);
     uint64_t revision = etcd_json_u64(header, "revision");
-    uint64_t missed = etcd_json_u64(response, "count");
-    if (w->index && missed) {
+    json_object *kv = first_kv(response);
+    if (w->index && kv) {
         /* The other boxes' writes move the store's revision without a
          * word to this stream; only an entry of its own index written
          * after what it was told says the stream missed something. */
         act_error_set(&dead, ETIMEDOUT,
-                      "etcd: the watch stream was silent for %d ms while %" PRIu64
-                      " entries of its index were written after revision %" PRIu64
-                      "; the stream is taken for dead",
-                      silent_ms, missed, w->known_revision);
+                      "etcd: the watch stream was silent for %d ms while an entry of its index "
+                      "was written at revision %" PRIu64 ", after revision %" PRIu64
+                      ", the last it told; the stream is taken for dead",
+                      silent_ms, etcd_json_u64(kv, "mod_revision"), w->known_revision);
         watch_set_error(w, -ETIMEDOUT, &dead);
         return;
     }
@@ -912,7 +912,7 @@ static int on_silence(sd_event_source *source, uint64_t usec, void *userdata)
     if (r >= 0)
         r = etcd_call_start(
             w->es->client, glue, "/v3/kv/range",
-            w->index ? etcd_count_since_body(w->key_prefix, w->range_end, w->known_revision + 1)
+            w->index ? etcd_written_since_body(w->key_prefix, w->range_end, w->known_revision + 1)
                      : etcd_count_body(w->key_prefix, w->range_end),
             on_probe_done, NULL, w, &w->probe, &err);
     if (r < 0)
