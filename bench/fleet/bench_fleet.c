@@ -26,7 +26,9 @@
  * admission p99 at N = 1,000 within 2x N = 10.
  *
  *   bench-fleet [--boxes 10,100,1000] [--members 1|3] [--steady SEC]
- *               [--threads T] */
+ *               [--threads T] [--wakes-pct P]
+ * --wakes-pct 1 is the issue's own rate; give it a longer --steady for a
+ * p99 at N = 10. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -55,7 +57,7 @@
  * minute per box. That is what a box does; at 10 boxes it gives a sample
  * too thin for a p99 in a minute, so the wakes run at 10 % (a box's
  * whole day compressed), the same at every N. */
-#define WAKES_PCT_PER_MIN 10.0
+#define WAKES_PCT_PER_MIN 10
 #define SWAPS_PER_BOX_MIN 1.0
 #define MOVES_PER_BOX_MIN 1.0
 #define IDLE_USEC (5 * 1000 * 1000ull)
@@ -318,7 +320,7 @@ static int lease_gone(claim_store *store, const char *box, act_error *err)
 }
 
 static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigned steady_sec,
-                   result *res, act_error *err)
+                   unsigned wakes_pct, result *res, act_error *err)
 {
     etcd_harness etcd[MEMBERS_MAX] = {0};
     int r = members > 1 ? etcd_harness_start_cluster(etcd, members, err)
@@ -333,7 +335,7 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
         .n_boxes = n_boxes,
         .hosts_per_box = HOSTS_PER_BOX,
         .threads = threads,
-        .wakes_pct_per_min = WAKES_PCT_PER_MIN,
+        .wakes_pct_per_min = wakes_pct,
         .swaps_per_box_min = SWAPS_PER_BOX_MIN,
         .moves_per_box_min = MOVES_PER_BOX_MIN,
         .idle_usec = IDLE_USEC,
@@ -638,7 +640,7 @@ int main(int argc, char **argv)
     if (r)
         return r;
     unsigned sizes[8] = {10, 100, 1000}, n_sizes = 3, members = 1, steady = STEADY_SEC_DEFAULT,
-             threads = 4;
+             threads = 4, wakes_pct = WAKES_PCT_PER_MIN;
     for (int i = 1; i < argc; i += 2) {
         const char *option = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = value != NULL;
@@ -655,17 +657,20 @@ int main(int argc, char **argv)
             ok = parse_count(value, 1, 86400, &steady, NULL);
         } else if (ok && strcmp(option, "--threads") == 0) {
             ok = parse_count(value, 1, 64, &threads, NULL);
+        } else if (ok && strcmp(option, "--wakes-pct") == 0) {
+            ok = parse_count(value, 1, 100, &wakes_pct, NULL);
         } else if (ok) {
             fprintf(stderr,
                     BENCH ": unknown option %s (options: --boxes N[,N...] --members 1|3 "
-                          "--steady SEC --threads T)\n",
+                          "--steady SEC --threads T --wakes-pct P)\n",
                     option);
             return 2;
         }
         if (!ok) {
             fprintf(stderr,
                     BENCH ": %s needs %s, not '%s' (boxes: 2 to 9999 each, up to 8, comma "
-                          "separated; members: 1 or 3; steady: 1 to 86400 s; threads: 1 to 64)\n",
+                          "separated; members: 1 or 3; steady: 1 to 86400 s; threads: 1 to 64; "
+                          "wakes-pct: 1 to 100)\n",
                     option, value ? "a value in range" : "a value", value ? value : "");
             return 2;
         }
@@ -681,11 +686,11 @@ int main(int argc, char **argv)
     printf(BENCH ": %u hosts a box, on %u etcd member(s); wakes at %.0f %% of a box's hosts a "
                  "minute, %.0f swaps and %.0f moves a box a minute, idle park after %.0f s; %u s "
                  "of workload; %u threads\n",
-           HOSTS_PER_BOX, members, WAKES_PCT_PER_MIN, SWAPS_PER_BOX_MIN, MOVES_PER_BOX_MIN,
+           HOSTS_PER_BOX, members, (double)wakes_pct, SWAPS_PER_BOX_MIN, MOVES_PER_BOX_MIN,
            IDLE_USEC / 1e6, steady, threads);
     result results[8];
     for (unsigned i = 0; i < n_sizes; i++) {
-        if ((r = run_one(sizes[i], members, threads, steady, &results[i], &err)) < 0) {
+        if ((r = run_one(sizes[i], members, threads, steady, wakes_pct, &results[i], &err)) < 0) {
             fprintf(stderr, BENCH ": N=%u: %s\n", sizes[i], err.message);
             return 1;
         }
