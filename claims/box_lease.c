@@ -245,11 +245,6 @@ void claims_box_lease_abandon(claims_box_lease *lease)
     lease->timer = sd_event_source_disable_unref(lease->timer);
 }
 
-bool claims_box_lease_held(const claims_box_lease *lease)
-{
-    return lease->have_lease;
-}
-
 void claims_box_lease_free(claims_box_lease *lease)
 {
     if (!lease)

@@ -36,7 +36,5 @@ void claims_box_lease_hand_over(claims_box_lease *lease);
 /* Stops the renewals and leaves the record to lapse with its lease: what
  * the fleet sees of a box that died. */
 void claims_box_lease_abandon(claims_box_lease *lease);
-/* Whether the store holds the record under a lease (as far as we know). */
-bool claims_box_lease_held(const claims_box_lease *lease);
 /* Frees it; a call still out is the store's to cancel. */
 void claims_box_lease_free(claims_box_lease *lease);

@@ -232,6 +232,35 @@ typedef struct result {
     uint64_t violations, runs;
 } result;
 
+/* What every box did over the whole run, summed: the workload's draws and
+ * what became of them, the heals and the events. */
+static void print_totals(sim_fleet *fleet)
+{
+    uint64_t wakes = 0, skipped = 0, swaps = 0, moves = 0, admissions = 0, publications = 0,
+             refused = 0, heals = 0, heals_failed = 0, ends = 0, events = 0;
+    for (unsigned i = 0; i < fleet->config.n_boxes; i++) {
+        sim_box_stats *s = sim_box_stats_of(fleet->boxes[i]);
+        wakes += atomic_load(&s->wakes);
+        skipped += atomic_load(&s->wakes_skipped);
+        swaps += atomic_load(&s->swaps);
+        moves += atomic_load(&s->moves);
+        admissions += atomic_load(&s->admissions);
+        publications += atomic_load(&s->publications);
+        refused += atomic_load(&s->refusals_other);
+        heals += atomic_load(&s->heals_ok);
+        heals_failed += atomic_load(&s->heals_failed);
+        ends += atomic_load(&s->watch_ends);
+        events += atomic_load(&s->events);
+    }
+    printf("  N=%u, the whole run: %" PRIu64 " wakes (%" PRIu64 " draws found the host busy "
+           "or not the box's), %" PRIu64 " swaps, %" PRIu64 " moves; %" PRIu64
+           " admissions, %" PRIu64 " publications, %" PRIu64
+           " refusals other than the store's; %" PRIu64 " watch ends, %" PRIu64 " heals (%" PRIu64
+           " failed), %" PRIu64 " watch events\n",
+           fleet->config.n_boxes, wakes, skipped, swaps, moves, admissions, publications, refused,
+           ends, heals, heals_failed, events);
+}
+
 /* The steady phase's latencies, while the threads may add to the next
  * phase's. */
 static void steady_latencies(sim_fleet *fleet, result *res)
@@ -552,6 +581,7 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
     res->violations = sim_truth_violations(fleet.truth);
     res->runs = sim_truth_runs_started(fleet.truth);
     res->sim_peak_kib = peak_rss_kib(getpid());
+    print_totals(&fleet);
     pthread_mutex_lock(&fleet.ends_lock);
     for (size_t i = 0; i < fleet.n_end_reasons; i++)
         printf("  N=%u: watches ended %u times in the workload, %u from the restart on: %s\n",

@@ -99,7 +99,6 @@ typedef struct sim_box_stats {
     _Atomic uint64_t last_watch_end_usec; /* CLOCK_MONOTONIC */
     _Atomic uint64_t heals_ok, heals_failed;
     _Atomic uint64_t last_heal_usec; /* CLOCK_MONOTONIC of the last heal that succeeded */
-    _Atomic uint64_t heal_claims;    /* claims in the heals' lists */
     _Atomic uint64_t wakes, wakes_skipped, swaps, moves;
     _Atomic uint64_t admissions, publications;
     _Atomic uint64_t refusals_store;    /* wakes refused: store unavailable or failing */
@@ -160,7 +159,6 @@ bool sim_box_store_unavailable(const sim_box *box);
 int sim_host_new(sim_box *box, unsigned global, sim_host **out, act_error *err);
 void sim_host_free(sim_host *host);
 const char *sim_host_name(const sim_host *host);
-unsigned sim_host_global(const sim_host *host);
 /* Where the host's claim stands at the box's start, without the reactions
  * of a change (as the daemon's baseline: nothing wakes because of it). */
 void sim_host_baseline(sim_host *host, const claim *c);

@@ -219,7 +219,6 @@ static void heal_ended(claims_box_view *view, int result, size_t n, uint64_t dur
         return;
     }
     atomic_fetch_add(&box->stats.heals_ok, 1);
-    atomic_fetch_add(&box->stats.heal_claims, n);
     atomic_store(&box->stats.last_heal_usec, act_now_usec());
 }
 

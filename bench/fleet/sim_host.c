@@ -608,8 +608,3 @@ const char *sim_host_name(const sim_host *host)
 {
     return host->name;
 }
-
-unsigned sim_host_global(const sim_host *host)
-{
-    return host->global;
-}

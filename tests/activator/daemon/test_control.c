@@ -244,19 +244,10 @@ static int ctl_tls(const char *url, const char *certs, const char *client, const
     snprintf(cert, sizeof(cert), "%s/%s.crt", certs, client);
     snprintf(key, sizeof(key), "%s/%s.key", certs, client);
     snprintf(ca_file, sizeof(ca_file), "%s/%s.crt", certs, ca);
-    char *const argv[] = {(char *)DH_ACTIVATORCTL,
-                          (char *)"--connect",
-                          (char *)url,
-                          (char *)"--tls-cert",
-                          cert,
-                          (char *)"--tls-key",
-                          key,
-                          (char *)"--tls-ca",
-                          ca_file,
-                          (char *)"--no-color",
-                          (char *)op,
-                          (char *)host,
-                          NULL};
+    char *const argv[] = {(char *)DH_ACTIVATORCTL, (char *)"--connect", (char *)url,
+                          (char *)"--tls-cert", cert, (char *)"--tls-key", key,
+                          (char *)"--tls-ca", ca_file, (char *)"--no-color", (char *)op,
+                          (char *)host, NULL};
     return dh_run(argv, out, size);
 }
 
@@ -290,8 +281,8 @@ static void test_remote_control_over_tls_with_client_certificates(void **state)
 
     /* A viewer's certificate reads, and is refused what changes anything. */
     status = ctl_tls(url, certs, "viewer", "ca", out, sizeof(out), "status", "demo");
-    DH_CHECK(d, status == 0 && strstr(out, "serving"), "status as a viewer exited %d:\n%s", status,
-             out);
+    DH_CHECK(d, status == 0 && strstr(out, "serving"), "status as a viewer exited %d:\n%s",
+             status, out);
     status = ctl_tls(url, certs, "viewer", "ca", out, sizeof(out), "park", "demo");
     DH_CHECK(d,
              status == 1 &&
@@ -309,7 +300,8 @@ static void test_remote_control_over_tls_with_client_certificates(void **state)
              out);
     status = ctl_tls(url, certs, "stranger", "ca", out, sizeof(out), "park", "demo");
     DH_CHECK(d, status == 1 && strstr(out, "op park needs the operator role"),
-             "park with an unlisted certificate: exit %d (expected 1, refused):\n%s", status, out);
+             "park with an unlisted certificate: exit %d (expected 1, refused):\n%s", status,
+             out);
 
     status = ctl_tls(url, certs, "other-client", "ca", out, sizeof(out), "park", "demo");
     DH_CHECK(d, status == 3 && strstr(out, url),
@@ -334,6 +326,7 @@ static void test_remote_control_over_tls_with_client_certificates(void **state)
     snprintf(rm, sizeof(rm), "rm -rf '%s'", certs);
     assert_int_equal(system(rm), 0);
 }
+
 
 /* A wedged listener is listening again within a probe's period and timeout;
  * the rest is slack for a loaded machine. */
@@ -524,8 +517,9 @@ static void test_a_client_that_hangs_up_early_does_not_deafen_the_sockets(void *
     size_t len = 0;
     if (rv == 0)
         rv = nng_recv(kept, &buf, &len, NNG_FLAG_ALLOC);
-    DH_CHECK(d, rv == 0, "status on a connection made before the listener healed %u times: %s",
-             healed, nng_strerror(rv));
+    DH_CHECK(d, rv == 0,
+             "status on a connection made before the listener healed %u times: %s", healed,
+             nng_strerror(rv));
     nng_free(buf, len);
     nng_close(kept);
 
