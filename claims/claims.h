@@ -402,6 +402,11 @@ typedef struct claims_store_options {
      * so that a test can write between pages. NULL = not told. */
     void (*between_pages)(void *userdata);
     void *between_pages_userdata;
+    /* For tests: told on the loop just before a silent watch asks the store
+     * whether it missed a write, so that a test can write in that window.
+     * NULL = not told. */
+    void (*before_silence_probe)(void *userdata);
+    void *before_silence_probe_userdata;
 } claims_store_options;
 
 /* Opens the store a URL names (see claims_parse_url); a dir store's directory

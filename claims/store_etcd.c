@@ -668,6 +668,11 @@ typedef struct etcd_watch {
     uint64_t known_revision;
     bool from_now; /* started from "now": the created answer says where that is */
     etcd_call *probe;
+    uint64_t probe_sent_usec;
+    /* The last probe found a write the stream had not told: it may only be
+     * on its way (written just before the probe), so the watch looks again
+     * after a grace before it takes the stream for dead. */
+    bool looking_again;
     /* What it watches: "<prefix>/" for every claim, or a box's index. */
     char *key_prefix;
     char *range_end;
@@ -835,8 +840,42 @@ static int on_watch_deliver(sd_event_source *source, void *userdata)
 static void arm_silence(etcd_watch *w)
 {
     uint64_t timeout = (uint64_t)w->es->base.watch_timeout_ms * 1000;
+    w->looking_again = false;
     sd_event_source_set_time(w->silence, w->heard_usec + timeout);
     sd_event_source_set_enabled(w->silence, SD_EVENT_ONESHOT);
+}
+
+/* How long a write the probe found has to reach a live stream: what etcd
+ * wrote before it answered the probe is already on the stream's way. */
+static uint64_t second_look_grace_usec(const etcd_watch *w)
+{
+    uint64_t timeout = (uint64_t)w->es->base.watch_timeout_ms * 1000;
+    return timeout < 2000000 ? timeout : 2000000;
+}
+
+static void look_again(etcd_watch *w)
+{
+    w->looking_again = true;
+    sd_event_source_set_time(w->silence, act_loop_now_usec(w->event) + second_look_grace_usec(w));
+    sd_event_source_set_enabled(w->silence, SD_EVENT_ONESHOT);
+}
+
+/* The probe found a write after what the stream told: a dead stream, or a
+ * write that landed just before the probe and is still on its way. The
+ * first time, the watch looks again after the grace; the second, the stream
+ * had that long to tell it. */
+static void missed_write(etcd_watch *w, const char *what)
+{
+    if (!w->looking_again) {
+        look_again(w);
+        return;
+    }
+    act_error dead = {0};
+    act_error_set(&dead, ETIMEDOUT,
+                  "etcd: the watch stream was silent for %d ms while %s, and still %" PRIu64
+                  " ms later; the stream is taken for dead",
+                  w->es->base.watch_timeout_ms, what, second_look_grace_usec(w) / 1000);
+    watch_set_error(w, -ETIMEDOUT, &dead);
 }
 
 static void on_probe_done(etcd_call *call, int result, json_object *response,
@@ -854,30 +893,34 @@ static void on_probe_done(etcd_call *call, int result, json_object *response,
         watch_set_error(w, result, &dead);
         return;
     }
+    /* The stream spoke while the probe was out: it is alive, whatever the
+     * probe found (what it found is what the stream was telling). */
+    if (w->heard_usec > w->probe_sent_usec) {
+        arm_silence(w);
+        return;
+    }
     json_object *header = NULL;
     json_object_object_get_ex(response, "header", &header);
     uint64_t revision = etcd_json_u64(header, "revision");
     json_object *kv = first_kv(response);
+    char what[200];
     if (w->index && kv) {
         /* The other boxes' writes move the store's revision without a
          * word to this stream; only an entry of its own index written
          * after what it was told says the stream missed something. */
-        act_error_set(&dead, ETIMEDOUT,
-                      "etcd: the watch stream was silent for %d ms while an entry of its index "
-                      "was written at revision %" PRIu64 ", after revision %" PRIu64
-                      ", the last it told; the stream is taken for dead",
-                      silent_ms, etcd_json_u64(kv, "mod_revision"), w->known_revision);
-        watch_set_error(w, -ETIMEDOUT, &dead);
+        snprintf(what, sizeof(what),
+                 "an entry of its index was written at revision %" PRIu64
+                 ", after revision %" PRIu64 ", the last it told",
+                 etcd_json_u64(kv, "mod_revision"), w->known_revision);
+        missed_write(w, what);
         return;
     }
     if (!w->index && revision > w->known_revision) {
         /* Something was written that the stream did not tell (a change of
          * ours, or a key outside the prefix: a count cannot say which). */
-        act_error_set(&dead, ETIMEDOUT,
-                      "etcd: the watch stream was silent for %d ms while the store moved from "
-                      "revision %" PRIu64 " to %" PRIu64 "; the stream is taken for dead",
-                      silent_ms, w->known_revision, revision);
-        watch_set_error(w, -ETIMEDOUT, &dead);
+        snprintf(what, sizeof(what), "the store moved from revision %" PRIu64 " to %" PRIu64,
+                 w->known_revision, revision);
+        missed_write(w, what);
         return;
     }
     /* The member the stream is on is not the one that answers calls now
@@ -902,12 +945,18 @@ static int on_silence(sd_event_source *source, uint64_t usec, void *userdata)
     uint64_t timeout = (uint64_t)w->es->base.watch_timeout_ms * 1000;
     if (w->error || w->probe)
         return 0;
-    if (usec < w->heard_usec + timeout) {
+    /* Silent again since the last look, or only for the grace of a second. */
+    bool spoke =
+        w->looking_again ? w->heard_usec > w->probe_sent_usec : usec < w->heard_usec + timeout;
+    if (spoke) {
         arm_silence(w);
         return 0;
     }
+    if (w->es->base.before_silence_probe)
+        w->es->base.before_silence_probe(w->es->base.before_silence_probe_userdata);
     curl_glue *glue;
     act_error err = {0};
+    w->probe_sent_usec = act_loop_now_usec(w->event);
     int r = etcd_client_glue(w->es->client, w->event, &glue, &err);
     if (r >= 0)
         r = etcd_call_start(

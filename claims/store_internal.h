@@ -120,6 +120,8 @@ struct claim_store {
     int list_page_keys;
     void (*between_pages)(void *userdata);
     void *between_pages_userdata;
+    void (*before_silence_probe)(void *userdata);
+    void *before_silence_probe_userdata;
     sd_event *attached;        /* the caller's loop, for the async API */
     sd_event *private_loop;    /* created on first synchronous call of an async backend */
     claims_deferred *deferred; /* async calls of a sync backend not yet completed */

@@ -42,5 +42,7 @@ int claims_store_open(const char *url, const claims_store_options *options, clai
     (*out)->list_page_keys = effective.list_page_keys > 0 ? effective.list_page_keys : 256;
     (*out)->between_pages = effective.between_pages;
     (*out)->between_pages_userdata = effective.between_pages_userdata;
+    (*out)->before_silence_probe = effective.before_silence_probe;
+    (*out)->before_silence_probe_userdata = effective.before_silence_probe_userdata;
     return 0;
 }

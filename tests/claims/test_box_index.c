@@ -290,6 +290,56 @@ static void a_box_watch_outlives_other_boxes_writes(void **state)
     fixture_close_on_loop(store, event);
 }
 
+typedef struct probe_racer {
+    claim_store *other; /* another store of the same URL, with synchronous calls */
+    unsigned probes;
+    uint64_t revision;
+} probe_racer;
+
+/* The first time the watch asks whether it missed a write, one lands just
+ * before the question: the stream has not told it yet, and will. */
+static void write_before_probe(void *userdata)
+{
+    probe_racer *racer = userdata;
+    if (racer->probes++ != 0)
+        return;
+    claim h1 = named("h1", "b1", "b1");
+    racer->revision = write_claim(racer->other, &h1, 0);
+}
+
+/* A write of the box's own index that lands as the silence probe is asked
+ * is no sign of a dead stream: the stream tells it a moment later. */
+static void a_write_racing_the_silence_probe_is_not_a_dead_stream(void **state)
+{
+    if (!fixture.etcd)
+        skip(); /* the dir store's watch reads a local journal: it has no silence */
+    char url[512];
+    probe_racer racer = {0};
+    claims_store_options options = {.watch_timeout_ms = 200,
+                                    .before_silence_probe = write_before_probe,
+                                    .before_silence_probe_userdata = &racer};
+    sd_event *event = NULL;
+    claim_store *store = fixture_open_on_loop(&fixture, url, sizeof(url), &options, &event);
+    act_error err = {0};
+    assert_int_equal(claims_store_open(url, NULL, &racer.other, &err), 0);
+    claim other = named("other", "b2", "b2");
+    uint64_t revision = write_claim(store, &other, 0);
+    fixture_seen seen = {0};
+    claims_watch *watch = box_watch(store, "b1", revision + 1, &seen);
+    /* The racing write is told, and the watch outlives three more silences. */
+    fixture_seen_run(event, &seen, 1, 10000);
+    assert_int_equal(seen.error, 0);
+    assert_int_equal(seen.n, 1);
+    assert_int_equal(seen.changes[0].revision, racer.revision);
+    while (racer.probes < 4 && !seen.error)
+        fixture_seen_run(event, &seen, 2, 50);
+    assert_int_equal(seen.error, 0);
+    assert_int_equal(seen.n, 1);
+    claims_watch_free(watch);
+    claims_store_free(racer.other);
+    fixture_close_on_loop(store, event);
+}
+
 typedef struct page_writer {
     claim_store *other; /* another store of the same URL: the listing one is busy */
     unsigned pages;
@@ -459,6 +509,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(a_writer_that_never_read_the_claim_keeps_the_index),
         cmocka_unit_test(a_box_watch_tells_only_what_concerns_it),
         cmocka_unit_test(a_box_watch_outlives_other_boxes_writes),
+        cmocka_unit_test(a_write_racing_the_silence_probe_is_not_a_dead_stream),
         cmocka_unit_test(a_list_in_pages_is_the_store_at_one_revision),
         cmocka_unit_test(the_layout_marker_is_written_once_and_checked),
         cmocka_unit_test(the_store_counts_its_traffic),
