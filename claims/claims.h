@@ -601,6 +601,16 @@ int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_
  * claim that named box a delete. */
 int claims_watch_box_start(claim_store *store, const char *box, uint64_t from_revision,
                            claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);
+/* The same for host's claim alone: its puts and its delete. For a caller
+ * that waits for one claim to change (claim.wait), at the cost of one
+ * watch on the store; from_revision 0 = from now. */
+int claims_watch_host_start(claim_store *store, const char *host, uint64_t from_revision,
+                            claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);
+/* The same, synchronously (for the CLI): waits up to timeout_ms for the
+ * first change of host's claim from from_revision on. 1 with *out, 0 when
+ * none came in time, or a store error. */
+int claims_watch_host_next(claim_store *store, const char *host, uint64_t from_revision,
+                           int timeout_ms, claim_change *out, act_error *err);
 /* Stops and frees a watch; safe from inside its own callback. */
 void claims_watch_free(claims_watch *watch);
 DEFINE_TRIVIAL_CLEANUP_FUNC(claims_watch *, claims_watch_free)

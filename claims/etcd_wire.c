@@ -107,11 +107,11 @@ char *etcd_count_body(const char *key, const char *range_end)
 char *etcd_written_since_body(const char *key, const char *range_end, uint64_t min_mod_revision)
 {
     assert(key);
-    assert(range_end);
     assert(min_mod_revision > 0);
     json_object *body = json_object_new_object();
     add_b64(body, "key", key);
-    add_b64(body, "range_end", range_end);
+    if (range_end)
+        add_b64(body, "range_end", range_end);
     json_object_object_add(body, "keys_only", json_object_new_boolean(1));
     add_u64_string(body, "limit", 1);
     add_u64_string(body, "min_mod_revision", min_mod_revision);
@@ -177,7 +177,8 @@ char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_rev
     assert(key);
     json_object *create = json_object_new_object();
     add_b64(create, "key", key);
-    add_b64(create, "range_end", range_end);
+    if (range_end)
+        add_b64(create, "range_end", range_end);
     if (start_revision)
         add_u64_string(create, "start_revision", start_revision);
     /* The server then says now and then that the stream is alive and

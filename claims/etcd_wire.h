@@ -27,7 +27,8 @@ char *etcd_count_body(const char *key, const char *range_end);
 /* The first key (name only) written at min_mod_revision or later, if any
  * (a key deleted since is not there): its answer's kvs say whether there is
  * one. Not a count: etcd applies min_mod_revision to the keys it returns,
- * never to its "count", which counts every key of the range. */
+ * never to its "count", which counts every key of the range. range_end
+ * NULL: key alone. */
 char *etcd_written_since_body(const char *key, const char *range_end, uint64_t min_mod_revision);
 /* A compare-and-swap as one txn: compare MOD == expected (or CREATE == 0 when
  * expected is 0), put value (or delete the key when value is NULL) on
@@ -37,7 +38,7 @@ char *etcd_written_since_body(const char *key, const char *range_end, uint64_t m
 char *etcd_txn_body(const char *key, uint64_t expected, const char *value,
                     const char *const *also_keys, size_t n_also, const char *also_value);
 /* {"create_request":{key, range_end, start_revision, progress_notify}};
- * start 0 = from now. */
+ * start 0 = from now; range_end NULL = key alone. */
 char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_revision);
 
 /* A put of key bound to lease (0: none), the box records' write. */

@@ -506,12 +506,12 @@ static int on_collect_timeout(sd_event_source *source, uint64_t usec, void *user
 
 /* Watches into state until it has what it wants, fails or times out. The
  * watch and its timer are gone on return, so nothing touches state after. */
-static int collect_on(claim_store *store, sd_event *loop, uint64_t from_revision, int timeout_ms,
-                      collect_state *state, act_error *err)
+static int collect_on(claim_store *store, sd_event *loop, const claims_watch_scope *scope,
+                      uint64_t from_revision, int timeout_ms, collect_state *state, act_error *err)
 {
     _cleanup_(claims_watch_freep) claims_watch *watch = NULL;
     int r =
-        store->ops->watch_start(store, loop, NULL, from_revision, on_collect, state, &watch, err);
+        store->ops->watch_start(store, loop, scope, from_revision, on_collect, state, &watch, err);
     if (r < 0)
         return r;
     _cleanup_(sd_event_source_disable_unrefp) sd_event_source *timer = NULL;
@@ -541,7 +541,7 @@ int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want
     if (r < 0)
         return r;
     collect_state state = {.want = want, .err = err};
-    r = collect_on(store, loop, from_revision, timeout_ms, &state, err);
+    r = collect_on(store, loop, NULL, from_revision, timeout_ms, &state, err);
     if (r < 0) {
         free(state.changes);
         return r;
@@ -549,6 +549,26 @@ int claims_watch_collect(claim_store *store, uint64_t from_revision, size_t want
     *out = state.changes;
     *n_out = state.n;
     return 0;
+}
+
+int claims_watch_host_next(claim_store *store, const char *host, uint64_t from_revision,
+                           int timeout_ms, claim_change *out, act_error *err)
+{
+    assert(store);
+    assert(out);
+    int r = check_host(host, err);
+    if (r < 0)
+        return r;
+    sd_event *loop = NULL;
+    if ((r = claims_private_loop(store, &loop, err)) < 0)
+        return r;
+    collect_state state = {.want = 1, .err = err};
+    claims_watch_scope scope = {.host = host};
+    r = collect_on(store, loop, &scope, from_revision, timeout_ms, &state, err);
+    if (r >= 0 && state.n)
+        *out = state.changes[0];
+    free(state.changes);
+    return r < 0 ? r : state.n ? 1 : 0;
 }
 
 /* ---- asynchronous calls over a synchronous backend ------------------------ */
@@ -841,6 +861,22 @@ int claims_watch_start(claim_store *store, uint64_t from_revision, claims_watch_
                                    err);
 }
 
+int claims_watch_host_start(claim_store *store, const char *host, uint64_t from_revision,
+                            claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err)
+{
+    assert(store);
+    assert(fn);
+    assert(out);
+    int r = check_host(host, err);
+    if (r >= 0)
+        r = claims_check_attached(store, err);
+    if (r < 0)
+        return r;
+    claims_watch_scope scope = {.host = host};
+    return store->ops->watch_start(store, store->attached, &scope, from_revision, fn, userdata, out,
+                                   err);
+}
+
 int claims_watch_box_start(claim_store *store, const char *box, uint64_t from_revision,
                            claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err)
 {
@@ -852,7 +888,8 @@ int claims_watch_box_start(claim_store *store, const char *box, uint64_t from_re
         r = claims_check_attached(store, err);
     if (r < 0)
         return r;
-    return store->ops->watch_start(store, store->attached, box, from_revision, fn, userdata, out,
+    claims_watch_scope scope = {.box = box};
+    return store->ops->watch_start(store, store->attached, &scope, from_revision, fn, userdata, out,
                                    err);
 }
 

@@ -81,8 +81,9 @@ int dir_box_call(claim_store *store, claims_box_call call, const claims_box *rec
 int dir_box_list(claim_store *store, claims_box_listing what, claims_box **out, size_t *n_out,
                  act_error *err);
 
-int dir_watch_start(claim_store *store, sd_event *event, const char *box, uint64_t from_revision,
-                    claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);
+int dir_watch_start(claim_store *store, sd_event *event, const claims_watch_scope *scope,
+                    uint64_t from_revision, claims_watch_fn fn, void *userdata, claims_watch **out,
+                    act_error *err);
 /* Parses one journal line into a change; returns 0, or 1 for a header
  * (revision set to the compacted revision: nothing up to it is in this
  * journal), or 2 for a change that does not concern box (revision set;

@@ -27,7 +27,8 @@ typedef struct dir_watch {
     int journal_fd;
     ino_t journal_ino;
     uint64_t next; /* lowest revision not yet delivered */
-    char box[ACT_NAME_MAX + 1]; /* "" = every claim; else only those concerning it */
+    char box[ACT_NAME_MAX + 1];  /* "" = every claim; else only those concerning it */
+    char host[ACT_NAME_MAX + 1]; /* "" = every claim; else only this host's */
     char *buf;     /* bytes read past the last complete line */
     size_t buf_len;
     bool dead;
@@ -136,8 +137,8 @@ static bool handle_line(dir_watch *w, const char *line, size_t len)
     if (change.revision < w->next)
         return true;
     w->next = change.revision + 1;
-    if (r == 2)
-        return true; /* another box's change */
+    if (r == 2 || (w->host[0] && strcmp(change.claim.host, w->host) != 0))
+        return true; /* another box's change, or another host's */
     return claims_watch_deliver(&w->base, &change, 0, NULL) && !w->dead;
 }
 
@@ -248,8 +249,9 @@ static void dir_watch_free(claims_watch *watch)
     free(w);
 }
 
-int dir_watch_start(claim_store *store, sd_event *event, const char *box, uint64_t from_revision,
-                    claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err)
+int dir_watch_start(claim_store *store, sd_event *event, const claims_watch_scope *scope,
+                    uint64_t from_revision, claims_watch_fn fn, void *userdata, claims_watch **out,
+                    act_error *err)
 {
     assert(store);
     assert(event);
@@ -262,8 +264,10 @@ int dir_watch_start(claim_store *store, sd_event *event, const char *box, uint64
     *w = (dir_watch){.base = {.store = store, .fn = fn, .userdata = userdata,
                               .free = dir_watch_free},
                      .ds = ds, .inotify_fd = -1, .journal_fd = -1, .next = from_revision};
-    if (box)
-        snprintf(w->box, sizeof(w->box), "%s", box);
+    if (scope && scope->box)
+        snprintf(w->box, sizeof(w->box), "%s", scope->box);
+    if (scope && scope->host)
+        snprintf(w->host, sizeof(w->host), "%s", scope->host);
     /* From here a failed start frees the watch the way any watch is freed. */
     _cleanup_(claims_watch_freep) claims_watch *watch = &w->base;
     int r;

@@ -673,8 +673,11 @@ typedef struct etcd_watch {
      * on its way (written just before the probe), so the watch looks again
      * after a grace before it takes the stream for dead. */
     bool looking_again;
-    /* What it watches: "<prefix>/" for every claim, or a box's index. */
+    /* What it watches: range_key up to range_end ("<prefix>/" for every
+     * claim, or a box's index), or range_key alone (a host's claim: no
+     * range_end); key_prefix is what precedes a host name in its keys. */
     char *key_prefix;
+    char *range_key;
     char *range_end;
     bool index;
 } etcd_watch;
@@ -837,6 +840,14 @@ static int on_watch_deliver(sd_event_source *source, void *userdata)
     return 0;
 }
 
+/* A watch of a narrow range (a box's index, a host's claim) asks whether a
+ * key of its own was written since: the rest of the fleet moves the
+ * store's revision without a word to its stream. */
+static bool probes_by_key(const etcd_watch *w)
+{
+    return w->index || !w->range_end;
+}
+
 static void arm_silence(etcd_watch *w)
 {
     uint64_t timeout = (uint64_t)w->es->base.watch_timeout_ms * 1000;
@@ -904,7 +915,7 @@ static void on_probe_done(etcd_call *call, int result, json_object *response,
     uint64_t revision = etcd_json_u64(header, "revision");
     json_object *kv = first_kv(response);
     char what[200];
-    if (w->index && kv) {
+    if (probes_by_key(w) && kv) {
         /* The other boxes' writes move the store's revision without a
          * word to this stream; only an entry of its own index written
          * after what it was told says the stream missed something. */
@@ -915,7 +926,7 @@ static void on_probe_done(etcd_call *call, int result, json_object *response,
         missed_write(w, what);
         return;
     }
-    if (!w->index && revision > w->known_revision) {
+    if (!probes_by_key(w) && revision > w->known_revision) {
         /* Something was written that the stream did not tell (a change of
          * ours, or a key outside the prefix: a count cannot say which). */
         snprintf(what, sizeof(what), "the store moved from revision %" PRIu64 " to %" PRIu64,
@@ -959,11 +970,11 @@ static int on_silence(sd_event_source *source, uint64_t usec, void *userdata)
     w->probe_sent_usec = act_loop_now_usec(w->event);
     int r = etcd_client_glue(w->es->client, w->event, &glue, &err);
     if (r >= 0)
-        r = etcd_call_start(
-            w->es->client, glue, "/v3/kv/range",
-            w->index ? etcd_written_since_body(w->key_prefix, w->range_end, w->known_revision + 1)
-                     : etcd_count_body(w->key_prefix, w->range_end),
-            on_probe_done, NULL, w, &w->probe, &err);
+        r = etcd_call_start(w->es->client, glue, "/v3/kv/range",
+                            probes_by_key(w) ? etcd_written_since_body(w->range_key, w->range_end,
+                                                                       w->known_revision + 1)
+                                             : etcd_count_body(w->range_key, w->range_end),
+                            on_probe_done, NULL, w, &w->probe, &err);
     if (r < 0)
         watch_set_error(w, r, &err);
     return 0;
@@ -985,11 +996,31 @@ static void etcd_watch_free(claims_watch *watch)
     sd_event_unref(w->event);
     free(w->pending.items);
     free(w->key_prefix);
+    free(w->range_key);
     free(w->range_end);
     free(w);
 }
 
-static int etcd_watch_start(claim_store *store, sd_event *event, const char *box,
+/* The keys a watch of scope covers (see etcd_watch). */
+static int watch_range(etcd_store *es, const claims_watch_scope *scope, etcd_watch *w)
+{
+    int r = 0;
+    if (scope && scope->box) {
+        r = etcd_index_range(es, scope->box, &w->key_prefix, &w->range_end);
+        w->range_key = r < 0 ? NULL : strdup(w->key_prefix);
+    } else if (scope && scope->host) {
+        w->key_prefix = strdup(es->list_key);
+        w->range_key = key_for(es, scope->host);
+    } else {
+        w->key_prefix = strdup(es->list_key);
+        w->range_key = strdup(es->list_key);
+        w->range_end = strdup(es->list_end);
+        r = w->range_end ? 0 : -ENOMEM;
+    }
+    return r < 0 || !w->key_prefix || !w->range_key ? -ENOMEM : 0;
+}
+
+static int etcd_watch_start(claim_store *store, sd_event *event, const claims_watch_scope *scope,
                             uint64_t from_revision, claims_watch_fn fn, void *userdata,
                             claims_watch **out, act_error *err)
 {
@@ -1011,15 +1042,10 @@ static int etcd_watch_start(claim_store *store, sd_event *event, const char *box
     w->event = sd_event_ref(event);
     w->from_now = from_revision == 0;
     w->known_revision = from_revision ? from_revision - 1 : 0;
-    w->index = box != NULL;
+    w->index = scope && scope->box;
     /* From here a failed start frees the watch the way any watch is freed. */
     _cleanup_(claims_watch_freep) claims_watch *watch = &w->base;
-    if (box)
-        r = etcd_index_range(es, box, &w->key_prefix, &w->range_end);
-    else
-        r = (w->key_prefix = strdup(es->list_key)) && (w->range_end = strdup(es->list_end))
-                ? 0
-                : -ENOMEM;
+    r = watch_range(es, scope, w);
     if (r < 0)
         return act_error_set(err, ENOMEM, "etcd watch: out of memory");
     w->heard_usec = act_loop_now_usec(event);
@@ -1031,7 +1057,7 @@ static int etcd_watch_start(claim_store *store, sd_event *event, const char *box
     sd_event_source_set_enabled(w->deliver, SD_EVENT_OFF);
     arm_silence(w);
     r = etcd_call_start(es->client, glue, "/v3/watch",
-                        etcd_watch_body(w->key_prefix, w->range_end, from_revision), on_watch_done,
+                        etcd_watch_body(w->range_key, w->range_end, from_revision), on_watch_done,
                         on_watch_message, w, &w->call, err);
     if (r < 0)
         return r;

@@ -24,6 +24,13 @@ typedef enum claims_box_listing {
     CLAIMS_BOX_LIST_LEASES,   /* and each lease's refreshed and expires time */
 } claims_box_listing;
 
+/* What a watch covers: every claim (neither set), the claims that name box
+ * (its index), or host's claim alone. */
+typedef struct claims_watch_scope {
+    const char *box;
+    const char *host;
+} claims_watch_scope;
+
 /* A backend provides either the synchronous calls (dir: local files, fast)
  * or the asynchronous ones (etcd: network), and store.c builds the other
  * flavour on top, so each backend implements each operation once. */
@@ -78,10 +85,11 @@ typedef struct claims_store_ops {
     int (*box_list_async)(claim_store *store, sd_event *event, claims_box_listing what,
                           claims_boxes_fn fn, void *userdata, act_error *err);
 
-    /* Required: both backends watch on a loop (the attached or the private). */
-    /* box as for list. */
-    int (*watch_start)(claim_store *store, sd_event *event, const char *box, uint64_t from_revision,
-                       claims_watch_fn fn, void *userdata, claims_watch **out, act_error *err);
+    /* Required: both backends watch on a loop (the attached or the private),
+     * over what scope names. */
+    int (*watch_start)(claim_store *store, sd_event *event, const claims_watch_scope *scope,
+                       uint64_t from_revision, claims_watch_fn fn, void *userdata,
+                       claims_watch **out, act_error *err);
 } claims_store_ops;
 
 /* An asynchronous call of a synchronous backend: run by a worker thread of

@@ -1,6 +1,7 @@
 #include "activator/control/fleet.h"
 
 #include <assert.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ bool ctrl_fleet_is_fleet_op(ctrl_op op)
     case CTRL_OP_CLAIMS:
     case CTRL_OP_BOXES:
     case CTRL_OP_CLAIM_SHOW:
+    case CTRL_OP_CLAIM_WAIT:
     case CTRL_OP_CLAIM_ASSIGN:
     case CTRL_OP_CLAIM_RELEASE:
     case CTRL_OP_HOLD:
@@ -104,6 +106,48 @@ static json_object *edited_result(const claim *c, bool changed)
     json_object_object_add(result, "changed", json_object_new_boolean(changed));
     json_object_object_add(result, "claim", claim_body(c));
     return result;
+}
+
+unsigned ctrl_fleet_wait_sec(const ctrl_request *request)
+{
+    return request->wait_sec ? request->wait_sec : CTRL_CLAIM_WAIT_DEFAULT_SEC;
+}
+
+int ctrl_fleet_wait_plan(const ctrl_request *request, int found, const claim *current,
+                         uint64_t waited_usec, bool last_look, uint64_t *watch_from,
+                         ctrl_fleet_outcome *out)
+{
+    assert(request && current && watch_from && out);
+    *out = (ctrl_fleet_outcome){0};
+    *watch_from = 0;
+    bool changed = found > 0 && current->revision > request->revision;
+    if (found <= 0 && request->revision > 0) {
+        refuse(out, "no_claim",
+               "host %s has no claim: it was deleted after revision %" PRIu64
+               " (activatorctl claims lists the hosts that have one)",
+               request->host, request->revision);
+        return 1;
+    }
+    if (!changed && !last_look) {
+        /* Absent: from now, since what was never written has no revision
+         * to watch from (a claim made before the watch starts is seen by
+         * the last look). */
+        if (found > 0)
+            *watch_from =
+                (current->revision > request->revision ? current->revision : request->revision) + 1;
+        return 0;
+    }
+    if (found <= 0) {
+        refuse(out, "no_claim", "host %s has no claim, and none was written in %u s", request->host,
+               ctrl_fleet_wait_sec(request));
+        return 1;
+    }
+    out->result = json_object_new_object();
+    act_json_add_string(out->result, "host", current->host);
+    json_object_object_add(out->result, "changed", json_object_new_boolean(changed));
+    act_json_add_u64(out->result, "waited_ms", waited_usec / 1000);
+    json_object_object_add(out->result, "claim", claim_body(current));
+    return 1;
 }
 
 /* A move's op id: unique, so a probe or a rollback of another move (an

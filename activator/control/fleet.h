@@ -1,4 +1,4 @@
-/* The fleet ops on claims and boxes (claims, boxes, claim.show,
+/* The fleet ops on claims and boxes (claims, boxes, claim.show, claim.wait,
  * claim.assign, claim.release, hold, unhold, unpin, move, move.abort), done
  * the same way by the daemon for a control request (asynchronously, on its
  * loop) and by
@@ -10,6 +10,7 @@
  *   claims        list claims                       -> ctrl_fleet_claims_result
  *   boxes         list boxes, list claims           -> ctrl_fleet_boxes_result
  *   claim.show    read                              -> ctrl_fleet_plan
+ *   claim.wait    read [-> watch host -> read]      -> ctrl_fleet_wait_plan
  *   the edits     read -> ctrl_fleet_plan
  *   (and move,    [assign without force, move: list boxes for liveness
  *    move.abort)   -> ctrl_fleet_check_box]
@@ -79,6 +80,20 @@ bool ctrl_fleet_needs_live_box(const ctrl_request *request);
  * with *out filled. */
 int ctrl_fleet_plan(const ctrl_request *request, int found, const claim *current, claim *next,
                     ctrl_fleet_outcome *out);
+
+/* claim.wait: how long the request may wait. */
+unsigned ctrl_fleet_wait_sec(const ctrl_request *request);
+
+/* claim.wait, with host's claim as read (found: 1, or 0 with current
+ * zeroed) after waited_usec. Returns 1 with *out when that answers it: the
+ * claim was written after request->revision ("changed": true), is gone
+ * after it (no_claim), or it is the last look, once the wait ran out
+ * ("changed": false). Returns 0 when the caller must watch host's claim
+ * from *watch_from (0: from now) and read it again on its first change,
+ * or at the end of the wait with last_look. */
+int ctrl_fleet_wait_plan(const ctrl_request *request, int found, const claim *current,
+                         uint64_t waited_usec, bool last_look, uint64_t *watch_from,
+                         ctrl_fleet_outcome *out);
 
 /* An assignment without force, once the boxes are listed: 0 when the box
  * has a live lease, else 1 with the refusal in *out. */

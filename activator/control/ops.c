@@ -19,6 +19,8 @@ static const ctrl_field_spec fields[] = {
     {CTRL_FIELD_FORCE, "force", CTRL_FIELD_KIND_FLAG, NULL},
     {CTRL_FIELD_KEEP, "keep", CTRL_FIELD_KIND_COUNT, NULL},
     {CTRL_FIELD_DRY_RUN, "dry_run", CTRL_FIELD_KIND_FLAG, NULL},
+    {CTRL_FIELD_REVISION, "revision", CTRL_FIELD_KIND_REVISION, NULL},
+    {CTRL_FIELD_WAIT, "wait", CTRL_FIELD_KIND_COUNT, NULL},
 };
 
 /* Short names for the table below. */
@@ -33,6 +35,8 @@ enum {
     FORCE = CTRL_FIELD_FORCE,
     KEEP = CTRL_FIELD_KEEP,
     DRY_RUN = CTRL_FIELD_DRY_RUN,
+    REVISION = CTRL_FIELD_REVISION,
+    WAIT = CTRL_FIELD_WAIT,
 };
 
 /* Staging is root's: the daemon reads PATH with its own privileges and staged
@@ -57,6 +61,9 @@ static const ctrl_op_spec ops[CTRL_OP__COUNT] = {
                           "List HOST's staged versions; * marks the live one."},
     [CTRL_OP_CLAIM_SHOW] = {"claim.show", HOST, 0, CTRL_ROLE_VIEWER,
                             "Print HOST's claim: holder, op, pin, held, revision."},
+    [CTRL_OP_CLAIM_WAIT] = {"claim.wait", HOST, REVISION | WAIT, CTRL_ROLE_VIEWER,
+                            "Print HOST's claim once it is written after REVISION (0: once "
+                            "there is one), waiting up to --wait seconds (30)."},
     [CTRL_OP_CLAIM_ASSIGN] = {"claim.assign", HOST | BOX, FORCE, CTRL_ROLE_OPERATOR,
                               "Name BOX as the box that runs HOST; --force for a box "
                               "without a live lease."},

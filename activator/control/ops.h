@@ -24,6 +24,7 @@ typedef enum ctrl_op {
     CTRL_OP_PROMOTE,
     CTRL_OP_RELEASES,
     CTRL_OP_CLAIM_SHOW,
+    CTRL_OP_CLAIM_WAIT,
     CTRL_OP_CLAIM_ASSIGN,
     CTRL_OP_CLAIM_RELEASE,
     CTRL_OP_CLAIMS,
@@ -57,18 +58,26 @@ typedef enum ctrl_field {
     CTRL_FIELD_FORCE = 1u << 7,
     CTRL_FIELD_KEEP = 1u << 8,
     CTRL_FIELD_DRY_RUN = 1u << 9,
+    CTRL_FIELD_REVISION = 1u << 10,
+    CTRL_FIELD_WAIT = 1u << 11,
 } ctrl_field;
 
 typedef enum ctrl_field_kind {
-    CTRL_FIELD_KIND_NAME,   /* a string: a host, version or box name (common/names.h) */
-    CTRL_FIELD_KIND_PATH,   /* a string: an absolute path on the daemon's box */
-    CTRL_FIELD_KIND_CHOICE, /* a string out of a fixed list */
-    CTRL_FIELD_KIND_FLAG,   /* a boolean */
-    CTRL_FIELD_KIND_COUNT,  /* a whole number from 0 to CTRL_FIELD_COUNT_MAX */
+    CTRL_FIELD_KIND_NAME,     /* a string: a host, version or box name (common/names.h) */
+    CTRL_FIELD_KIND_PATH,     /* a string: an absolute path on the daemon's box */
+    CTRL_FIELD_KIND_CHOICE,   /* a string out of a fixed list */
+    CTRL_FIELD_KIND_FLAG,     /* a boolean */
+    CTRL_FIELD_KIND_COUNT,    /* a whole number from 0 to CTRL_FIELD_COUNT_MAX */
+    CTRL_FIELD_KIND_REVISION, /* a whole number from 0 to INT64_MAX: a claim's revision */
 } ctrl_field_kind;
 
 /* The largest value of a count field (gc --keep). */
 #define CTRL_FIELD_COUNT_MAX 1000
+
+/* claim.wait's wait in seconds: when the request names none, and the most
+ * it may name. A wait holds one of the control server's few contexts. */
+#define CTRL_CLAIM_WAIT_DEFAULT_SEC 30
+#define CTRL_CLAIM_WAIT_MAX_SEC 300
 
 typedef struct ctrl_field_spec {
     ctrl_field bit;

@@ -204,15 +204,36 @@ static int take_field(const ctrl_field_spec *field, json_object *value, ctrl_req
     case CTRL_FIELD_DRY_RUN:
         req->dry_run = json_object_get_boolean(value);
         return 0;
+    case CTRL_FIELD_REVISION: {
+        int64_t revision = json_object_get_int64(value);
+        /* json-c saturates what does not fit an int64 at INT64_MAX. */
+        if (revision < 0 || revision == INT64_MAX)
+            return refuse(err, CTRL_REQ_BAD_VALUE, EINVAL,
+                          "field \"revision\" is %s; send a claim's revision, 0 or more",
+                          json_object_to_json_string(value));
+        req->revision = (uint64_t)revision;
+        return 0;
+    }
+    case CTRL_FIELD_WAIT: {
+        int64_t wait = json_object_get_int64(value);
+        if (wait < 1 || wait > CTRL_CLAIM_WAIT_MAX_SEC)
+            return refuse(err, CTRL_REQ_BAD_VALUE, EINVAL,
+                          "field \"wait\" is %lld; wait 1 to %d seconds", (long long)wait,
+                          CTRL_CLAIM_WAIT_MAX_SEC);
+        req->wait_sec = (unsigned)wait;
+        return 0;
+    }
     }
     return refuse(err, CTRL_REQ_UNKNOWN_FIELD, EINVAL, "internal: field without a parser");
 }
 
 static json_type json_type_of(ctrl_field_kind kind)
 {
-    return kind == CTRL_FIELD_KIND_FLAG    ? json_type_boolean
-           : kind == CTRL_FIELD_KIND_COUNT ? json_type_int
-                                           : json_type_string;
+    if (kind == CTRL_FIELD_KIND_FLAG)
+        return json_type_boolean;
+    if (kind == CTRL_FIELD_KIND_COUNT || kind == CTRL_FIELD_KIND_REVISION)
+        return json_type_int;
+    return json_type_string;
 }
 
 /* The field named key among the bits of allowed, or NULL. */

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 #include "activator/control/ops.h"
@@ -45,6 +46,8 @@ typedef struct ctrl_request {
     bool has_keep;                       /* gc: keep was given */
     unsigned keep;                       /* gc: versions kept besides those in use */
     bool dry_run;                        /* gc: say what would go, remove nothing */
+    uint64_t revision;                   /* claim.wait: answer once the claim is past it */
+    unsigned wait_sec; /* claim.wait: 1..CTRL_CLAIM_WAIT_MAX_SEC; 0 = the default */
 } ctrl_request;
 
 /* Stable error codes of refused requests (the "code" of an error reply). */

@@ -57,7 +57,7 @@ _activatorctl()
         wake) opts+=" --no-wait" ;;
         swap) opts+=" --mode --no-wait" ;;
         stage) opts+=" --promote" ;;
-        claim) opts+=" --force" ;;
+        claim) opts+=" --force --revision --wait" ;;
         move) opts+=" --timeout --force --abort" ;;
     esac
     if [[ $cur == -* ]]; then
@@ -88,7 +88,7 @@ _activatorctl()
             ((nargs == 0)) && COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
         claim)
             if ((nargs == 0)); then
-                COMPREPLY=($(compgen -W "show assign release" -- "$cur"))
+                COMPREPLY=($(compgen -W "show wait assign release" -- "$cur"))
             elif ((nargs == 1)); then
                 COMPREPLY=($(compgen -W "$(_activatorctl_hosts)" -- "$cur"))
             fi ;;

@@ -511,7 +511,10 @@ static void render_boxes(json_object *result, const ctl_options *options)
 static void render_claim(json_object *result, const ctl_options *options)
 {
     json_object *changed = NULL, *claim_obj = NULL, *pin = NULL;
-    if (!result || !json_object_object_get_ex(result, "changed", &changed) ||
+    /* claim show, and claim wait (which says whether the claim changed and
+     * after how long): the claim as it is. */
+    if (!result || json_object_object_get_ex(result, "waited_ms", NULL) ||
+        !json_object_object_get_ex(result, "changed", &changed) ||
         !json_object_object_get_ex(result, "claim", &claim_obj)) {
         render_object(result, options);
         return;
@@ -678,6 +681,9 @@ static int run_op(const ctl_command *command, ctrl_op op, const ctl_extra_option
     int timeout = waits                  ? WAIT_TIMEOUT_SEC
                   : command->timeout_sec ? command->timeout_sec
                                          : QUICK_TIMEOUT_SEC;
+    if (op == CTRL_OP_CLAIM_WAIT)
+        timeout =
+            QUICK_TIMEOUT_SEC + (int)act_json_u64_or(request, "wait", CTRL_CLAIM_WAIT_DEFAULT_SEC);
     return perform(options, what, request, waits && *host ? host : NULL, timeout, command->render);
 }
 
@@ -807,7 +813,11 @@ static int move_call(const ctl_options *options, const char *what, json_object *
                      json_object **reply)
 {
     _cleanup_(json_object_putp) json_object *request = request_arg;
-    return obtain_reply(options, what, request, NULL, QUICK_TIMEOUT_SEC, reply);
+    int timeout = QUICK_TIMEOUT_SEC;
+    /* A claim wait is answered at the end of its wait at the latest. */
+    if (strcmp(act_json_string_or(request, "op", ""), ctrl_op_name(CTRL_OP_CLAIM_WAIT)) == 0)
+        timeout += (int)act_json_u64_or(request, "wait", CTRL_CLAIM_WAIT_DEFAULT_SEC);
+    return obtain_reply(options, what, request, NULL, timeout, reply);
 }
 
 /* A move is done in minutes at most: a drain (StopTimeoutSec= and a

@@ -10,9 +10,13 @@
 #include "common/clock.h"
 #include "common/json_fields.h"
 
-/* Reading the claim this often shows each phase as it comes, at a cost
- * the store does not notice. */
-#define POLL_USEC (50 * 1000ull)
+/* The longest one wait for the claim's next write asks for: a daemon
+ * holds few waits at once, and a short one ends soon when this process
+ * does. */
+#define WAIT_CHUNK_SEC 30
+/* When the box holds its most waits (busy), how long a round pauses before
+ * it reads the claim instead. */
+#define BUSY_PAUSE_NSEC (250 * 1000 * 1000L)
 
 /* What object holds at a (or at a.b): "" or 0 when it is not there. */
 static json_object *inner(json_object *object, const char *a, const char *b)
@@ -51,15 +55,30 @@ static json_object *result_of(json_object *reply, const char *what, const char *
     return NULL;
 }
 
-/* Reads the host's claim: CTL_EXIT_OK with *claim_out (owned by *reply). */
-static int read_claim(const ctl_options *options, const ctl_move_args *args,
-                      ctl_move_call_fn call, json_object **reply, json_object **claim_out)
+/* The host's claim once it is written after revision, or as it is after
+ * wait_sec: CTL_EXIT_OK with *claim_out (owned by *reply). The daemon (or
+ * the store) watches the claim, so each phase shows as it is written. */
+static int next_claim(const ctl_options *options, const ctl_move_args *args, ctl_move_call_fn call,
+                      uint64_t revision, int wait_sec, json_object **reply, json_object **claim_out)
 {
     *claim_out = NULL;
-    int r = call(options, "move", new_request(ctrl_op_name(CTRL_OP_CLAIM_SHOW), args->host),
-                 reply);
+    json_object *request = new_request(ctrl_op_name(CTRL_OP_CLAIM_WAIT), args->host);
+    json_object_object_add(request, "revision", json_object_new_int64((int64_t)revision));
+    json_object_object_add(request, "wait", json_object_new_int(wait_sec));
+    int r = call(options, "move", request, reply);
     if (!*reply)
         return r;
+    json_object *error = act_json_find(*reply, "error", json_type_object);
+    if (strcmp(str_at(error, "code", NULL), "busy") == 0) {
+        /* The box holds as many waits as it takes: this round reads the
+         * claim after a pause instead. */
+        json_object_put(*reply);
+        *reply = NULL;
+        nanosleep(&(struct timespec){.tv_nsec = BUSY_PAUSE_NSEC}, NULL);
+        r = call(options, "move", new_request(ctrl_op_name(CTRL_OP_CLAIM_SHOW), args->host), reply);
+        if (!*reply)
+            return r;
+    }
     const char *code = "";
     json_object *result = result_of(*reply, "move", &code);
     if (!result || !json_object_object_get_ex(result, "claim", claim_out))
@@ -92,7 +111,8 @@ static void print_phase(const ctl_options *options, uint64_t started, json_objec
 }
 
 /* The phases of a move that succeeds, in order: a phase passed between two
- * reads of the claim is still shown, as passed. */
+ * reads of the claim (two writes close together) is still shown, as
+ * passed. */
 static const char *const phase_order[] = {"draining", "moving", "probing", "serving"};
 #define N_PHASES (sizeof(phase_order) / sizeof(phase_order[0]))
 
@@ -217,12 +237,17 @@ int ctl_move_run(const ctl_options *options, const ctl_move_args *args, ctl_move
     char last_phase[40];
     snprintf(last_phase, sizeof(last_phase), "%s", str_at(started, "op", "phase"));
     print_phase(options, begun, started);
+    uint64_t seen = u64_at(started, "revision", NULL);
     for (;;) {
         _cleanup_(json_object_putp) json_object *read = NULL;
         json_object *c = NULL;
-        r = read_claim(options, args, call, &read, &c);
+        uint64_t now = act_now_usec();
+        uint64_t left_sec = deadline > now ? (deadline - now + 999999) / 1000000 : 1;
+        int wait_sec = left_sec < WAIT_CHUNK_SEC ? (int)left_sec : WAIT_CHUNK_SEC;
+        r = next_claim(options, args, call, seen, wait_sec, &read, &c);
         if (r != CTL_EXIT_OK)
             return r;
+        seen = u64_at(c, "revision", NULL);
         const char *phase = str_at(c, "op", "phase");
         if (strcmp(phase, last_phase) != 0) {
             bool ours = strcmp(str_at(c, "op", "id"), id) == 0;
@@ -241,7 +266,5 @@ int ctl_move_run(const ctl_options *options, const ctl_move_args *args, ctl_move
             int aborted = abort_move(options, args, call, why);
             return aborted == CTL_EXIT_UNREACHABLE ? aborted : CTL_EXIT_FAILED;
         }
-        struct timespec pause = {0, (long)POLL_USEC * 1000};
-        nanosleep(&pause, NULL);
     }
 }

@@ -95,7 +95,8 @@ void ctl_op_usage(const ctrl_op_spec *spec, char *out, size_t size)
         option_name(&fields[i], option, sizeof(option));
         if (fields[i].kind == CTRL_FIELD_KIND_CHOICE)
             ctrl_field_choices_list(&fields[i], "|", choices, sizeof(choices));
-        else if (fields[i].kind == CTRL_FIELD_KIND_COUNT)
+        else if (fields[i].kind == CTRL_FIELD_KIND_COUNT ||
+                 fields[i].kind == CTRL_FIELD_KIND_REVISION)
             snprintf(choices, sizeof(choices), "N");
         append(out, size, &used, "%s[--%s%s%s]", used ? " " : "", option, *choices ? " " : "",
                choices);
@@ -222,11 +223,13 @@ static int add_option(const ctrl_field_spec *field, const char *value, json_obje
         json_object_object_add(request, field->name, json_object_new_boolean(1));
         return 0;
     }
-    if (field->kind == CTRL_FIELD_KIND_COUNT) {
+    if (field->kind == CTRL_FIELD_KIND_COUNT || field->kind == CTRL_FIELD_KIND_REVISION) {
         char *end = NULL;
         errno = 0;
-        unsigned long n = strtoul(value, &end, 10);
-        if (!isdigit((unsigned char)value[0]) || *end || errno || n > CTRL_FIELD_COUNT_MAX)
+        unsigned long long n = strtoull(value, &end, 10);
+        unsigned long long most =
+            field->kind == CTRL_FIELD_KIND_COUNT ? CTRL_FIELD_COUNT_MAX : INT64_MAX - 1;
+        if (!isdigit((unsigned char)value[0]) || *end || errno || n > most)
             return 1;
         json_object_object_add(request, field->name, json_object_new_int64((int64_t)n));
         return 0;

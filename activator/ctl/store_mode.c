@@ -6,6 +6,7 @@
  * so it is printed the same way. */
 #include "activator/ctl/store_mode.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "activator/control/fleet.h"
 #include "common/cleanup.h"
 #include "common/cleanup_json.h"
+#include "common/clock.h"
 
 static void free_claims(claim **claims)
 {
@@ -98,6 +100,42 @@ static void run_claim_op(claim_store *store, const ctrl_request *request,
     }
 }
 
+/* claim.wait: read, decide, watch the claim until its first change or the
+ * end of the wait, read again. */
+static void run_wait_op(claim_store *store, const ctrl_request *request, ctrl_fleet_outcome *out)
+{
+    uint64_t started = act_now_usec();
+    uint64_t deadline = started + (uint64_t)ctrl_fleet_wait_sec(request) * 1000000ull;
+    bool last_look = false, from_now = false;
+    for (;;) {
+        act_error err = {0};
+        claim current = {0};
+        int found = claims_read(store, request->host, &current, &err);
+        if (found < 0) {
+            ctrl_fleet_store_error(request, &err, out);
+            return;
+        }
+        uint64_t now = act_now_usec(), from = 0;
+        if (ctrl_fleet_wait_plan(request, found, &current, now - started, last_look, &from, out) !=
+            0)
+            return;
+        int left_ms = deadline > now ? (int)((deadline - now + 999) / 1000) : 0;
+        claim_change change;
+        int r = claims_watch_host_next(store, request->host, from_now ? 0 : from, left_ms, &change,
+                                       &err);
+        if (r == -ENODATA && !from_now) {
+            /* Written last before the compaction: still as read. */
+            from_now = true;
+            continue;
+        }
+        if (r < 0) {
+            ctrl_fleet_store_error(request, &err, out);
+            return;
+        }
+        last_look = r == 0;
+    }
+}
+
 static void run_list_op(claim_store *store, const ctrl_request *request,
                         ctrl_fleet_outcome *out)
 {
@@ -165,6 +203,8 @@ int ctl_store_call(const ctl_options *options, json_object *request_json, json_o
     ctrl_fleet_outcome outcome = {0};
     if (request.op == CTRL_OP_CLAIMS || request.op == CTRL_OP_BOXES)
         run_list_op(store, &request, &outcome);
+    else if (request.op == CTRL_OP_CLAIM_WAIT)
+        run_wait_op(store, &request, &outcome);
     else
         run_claim_op(store, &request, &outcome);
     bool unreachable = outcome.code && strcmp(outcome.code, "store_error") == 0;

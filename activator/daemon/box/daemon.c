@@ -19,6 +19,7 @@
 #include "activator/daemon/wake/build_prepare.h"
 #include "activator/daemon/builds/gc.h"
 #include "activator/daemon/claim/write_backs.h"
+#include "activator/daemon/fleet/claim_waits.h"
 #include "activator/daemon/fleet/claim_watch.h"
 #include "activator/daemon/box/daemon_main.h"
 #include "activator/daemon/box/dispatch.h"
@@ -297,6 +298,8 @@ static void begin_stop(daemon_process *process)
         return;
     daemon->stopping = true;
     ad_claim_watch_hold(daemon);
+    /* Answered now, while the replies can still be sent. */
+    ad_claim_waits_end(daemon, false);
     sd_notify(0, "STOPPING=1");
     act_log(LOG_INFO, "stopping: retiring every generation with proof");
     uint64_t longest = 0;
@@ -333,6 +336,7 @@ static void begin_handover(daemon_process *process)
     if (daemon->stopping)
         return;
     daemon->stopping = true;
+    ad_claim_waits_end(daemon, true);
     ctrl_free(TAKE_PTR(process->control));
     ad_claim_watch_stop(daemon);
     size_t serving = ad_hosts_hand_over(daemon);
@@ -508,6 +512,7 @@ static void teardown(daemon_process *process)
     ad_sweep_free(daemon);
     sd_event_source_disable_unref(process->status_timer);
     sd_event_source_disable_unref(process->stop_timer);
+    ad_claim_waits_end(daemon, false);
     ctrl_free(process->control);
     ad_telemetry_close(daemon);
     ev_free(daemon->events);

@@ -14,6 +14,7 @@
 #include "activator/daemon/builds/gc.h"
 #include "activator/daemon/moves/checkpoint_request.h"
 #include "activator/daemon/fleet/claim_watch.h"
+#include "activator/daemon/fleet/claim_waits.h"
 #include "activator/daemon/fleet/requests.h"
 #include "activator/daemon/parking/freeze.h"
 #include "activator/daemon/box/host_status.h"
@@ -233,6 +234,7 @@ static void reply_stats(ad_daemon *daemon, ctrl_reply *reply)
     }
     act_json_add_u64(result, "failed_attempts", failed_attempts);
     act_json_add_u64(result, "events_published", daemon->events ? ev_sequence(daemon->events) : 0);
+    act_json_add_u64(result, "claim_waits", daemon->n_claim_waits);
     ctrl_reply_ok(reply, result);
 }
 
@@ -288,6 +290,9 @@ void ad_dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
     case CTRL_OP_MOVE:
     case CTRL_OP_MOVE_ABORT:
         ad_fleet_request(daemon, request, reply);
+        return;
+    case CTRL_OP_CLAIM_WAIT:
+        ad_claim_wait_start(daemon, request, reply);
         return;
     case CTRL_OP_STATS:
         reply_stats(daemon, reply);

@@ -27,6 +27,7 @@
 typedef struct ad_daemon ad_daemon;
 typedef struct ad_host ad_host;
 typedef struct ad_claim_watch ad_claim_watch;
+typedef struct ad_claim_wait ad_claim_wait;
 typedef struct ad_leftovers ad_leftovers;
 typedef struct ad_sweep ad_sweep;
 typedef struct ad_telemetry ad_telemetry;
@@ -103,6 +104,8 @@ struct ad_daemon {
     ad_store_state store_state;      /* fleet/claim_watch.c */
 
     ad_claim_watch *claim_watch; /* fleet/claim_watch.c */
+    ad_claim_wait *claim_waits;  /* fleet/claim_waits.c: the open claim.wait requests */
+    unsigned n_claim_waits;
     ad_leftovers *leftovers;     /* generations/leftovers.c, from start-up until recovery ran */
     ad_sweep *sweep;             /* generations/sweep.c: leaves not proven stopped yet; NULL: none ever */
     ad_telemetry *telemetry;     /* box/telemetry.c */

@@ -13,6 +13,7 @@
 
 #include "activator/control/fleet.h"
 #include "common/clock.h"
+#include "common/json_fields.h"
 
 static ctrl_request request_of(const char *text)
 {
@@ -446,6 +447,56 @@ static void a_move_checks_both_boxes_and_resumes_the_same_move(void **state)
     assert_string_equal(out.code, "no_move");
 }
 
+/* claim.wait answers once the claim is past the revision named, watches
+ * from the right revision while it is not, and at the last look answers
+ * the claim as it is, or no_claim. */
+static void a_claim_wait_answers_past_its_revision_and_watches_until_then(void **state)
+{
+    claim c = served_claim(); /* revision 12 */
+    claim none = {0};
+    uint64_t from = 99;
+    ctrl_fleet_outcome out;
+    ctrl_request at12 =
+        request_of("{\"v\":1,\"op\":\"claim.wait\",\"host\":\"web1\",\"revision\":12}");
+    /* Not past 12: watched from 13. */
+    assert_int_equal(ctrl_fleet_wait_plan(&at12, 1, &c, 0, false, &from, &out), 0);
+    assert_true(from == 13);
+    /* Past it: the claim, changed. */
+    c.revision = 14;
+    assert_int_equal(ctrl_fleet_wait_plan(&at12, 1, &c, 2500, false, &from, &out), 1);
+    assert_null(out.code);
+    assert_true(act_json_bool_or(out.result, "changed", false));
+    assert_true(act_json_u64_or(out.result, "waited_ms", 0) == 2);
+    json_object *body = act_json_find(out.result, "claim", json_type_object);
+    assert_true(act_json_u64_or(body, "revision", 0) == 14);
+    outcome_free(&out);
+    /* A revision from later than the claim's own: watched from after it. */
+    ctrl_request at20 =
+        request_of("{\"v\":1,\"op\":\"claim.wait\",\"host\":\"web1\",\"revision\":20}");
+    assert_int_equal(ctrl_fleet_wait_plan(&at20, 1, &c, 0, false, &from, &out), 0);
+    assert_true(from == 21);
+    /* The last look answers it unchanged. */
+    assert_int_equal(ctrl_fleet_wait_plan(&at20, 1, &c, 30000000, true, &from, &out), 1);
+    assert_null(out.code);
+    assert_false(act_json_bool_or(out.result, "changed", true));
+    outcome_free(&out);
+    /* Deleted after the revision named: no_claim at once. */
+    assert_int_equal(ctrl_fleet_wait_plan(&at12, 0, &none, 0, false, &from, &out), 1);
+    assert_string_equal(out.code, "no_claim");
+    assert_non_null(strstr(out.error.message, "deleted after revision 12"));
+    /* Revision 0 and no claim: waited for from now, then no_claim. */
+    ctrl_request any = request_of("{\"v\":1,\"op\":\"claim.wait\",\"host\":\"web1\",\"wait\":5}");
+    assert_int_equal(ctrl_fleet_wait_plan(&any, 0, &none, 0, false, &from, &out), 0);
+    assert_true(from == 0);
+    assert_int_equal(ctrl_fleet_wait_plan(&any, 0, &none, 5000000, true, &from, &out), 1);
+    assert_string_equal(out.code, "no_claim");
+    assert_non_null(strstr(out.error.message, "none was written in 5 s"));
+    /* Revision 0 and a claim: at once. */
+    assert_int_equal(ctrl_fleet_wait_plan(&any, 1, &c, 0, false, &from, &out), 1);
+    assert_true(act_json_bool_or(out.result, "changed", false));
+    outcome_free(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -455,6 +506,7 @@ int main(void)
         cmocka_unit_test(a_write_that_changes_the_decision_refuses_the_edit),
         cmocka_unit_test(the_lists_show_every_claim_and_box),
         cmocka_unit_test(a_move_checks_both_boxes_and_resumes_the_same_move),
+        cmocka_unit_test(a_claim_wait_answers_past_its_revision_and_watches_until_then),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,10 +68,11 @@ static void test_version_and_op(void **state)
     expect_refused("{\"v\":1}", CTRL_REQ_MISSING_FIELD, "\"op\"");
     expect_refused("{\"v\":1,\"op\":7}", CTRL_REQ_BAD_TYPE, "field \"op\" is a number");
     expect_refused("{\"v\":1,\"op\":\"reboot\"}", CTRL_REQ_UNKNOWN_OP, "unknown op \"reboot\"");
-    expect_refused("{\"v\":1,\"op\":\"reboot\"}", CTRL_REQ_UNKNOWN_OP,
-                   "ops are status, wake, park, swap, stage, promote, releases, claim.show, "
-                   "claim.assign, claim.release, claims, boxes, hold, unhold, unpin, move, "
-                   "move.abort, stats, version");
+    expect_refused(
+        "{\"v\":1,\"op\":\"reboot\"}", CTRL_REQ_UNKNOWN_OP,
+        "ops are status, wake, park, swap, stage, promote, releases, claim.show, "
+        "claim.wait, claim.assign, claim.release, claims, boxes, hold, unhold, unpin, move, "
+        "move.abort, stats, version");
     expect_refused("{\"v\":1,\"op\":\"sta\\u0000tus\"}", CTRL_REQ_UNKNOWN_OP, "\\x00");
 }
 
@@ -157,6 +158,31 @@ static void test_good_requests(void **state)
                    "needs field(s): version");
     expect_refused("{\"v\":1,\"op\":\"claims\",\"host\":\"web1\"}", CTRL_REQ_UNKNOWN_FIELD,
                    "not part of op \"claims\"");
+
+    const char *wait =
+        "{\"v\":1,\"op\":\"claim.wait\",\"host\":\"web1\",\"revision\":9007199254740993,"
+        "\"wait\":300}";
+    assert_int_equal(ctrl_request_parse(wait, strlen(wait), &req, &err), 0);
+    assert_int_equal(req.op, CTRL_OP_CLAIM_WAIT);
+    assert_true(req.revision == 9007199254740993ull);
+    assert_int_equal(req.wait_sec, 300);
+    const char *bare = "{\"v\":1,\"op\":\"claim.wait\",\"host\":\"web1\"}";
+    assert_int_equal(ctrl_request_parse(bare, strlen(bare), &req, &err), 0);
+    assert_true(req.revision == 0);
+    assert_int_equal(req.wait_sec, 0);
+    expect_refused("{\"v\":1,\"op\":\"claim.wait\",\"host\":\"web1\",\"revision\":-1}",
+                   CTRL_REQ_BAD_VALUE, "field \"revision\" is -1; send a claim's revision");
+    expect_refused("{\"v\":1,\"op\":\"claim.wait\",\"host\":\"web1\",\"revision\":"
+                   "99999999999999999999}",
+                   CTRL_REQ_BAD_VALUE, "field \"revision\"");
+    expect_refused("{\"v\":1,\"op\":\"claim.wait\",\"host\":\"web1\",\"revision\":\"7\"}",
+                   CTRL_REQ_BAD_TYPE, "\"revision\" is a string");
+    expect_refused("{\"v\":1,\"op\":\"claim.wait\",\"host\":\"web1\",\"wait\":0}",
+                   CTRL_REQ_BAD_VALUE, "field \"wait\" is 0; wait 1 to 300 seconds");
+    expect_refused("{\"v\":1,\"op\":\"claim.wait\",\"host\":\"web1\",\"wait\":301}",
+                   CTRL_REQ_BAD_VALUE, "wait 1 to 300 seconds");
+    expect_refused("{\"v\":1,\"op\":\"claim.show\",\"host\":\"web1\",\"wait\":5}",
+                   CTRL_REQ_UNKNOWN_FIELD, "not part of op \"claim.show\"");
 
     for (int op = 0; op < CTRL_OP__COUNT; op++)
         assert_int_equal(ctrl_op_from_name(ctrl_op_name((ctrl_op)op)), op);

@@ -264,6 +264,9 @@ typedef struct dh_async dh_async;
 dh_async *dh_request_start(dh_daemon *d, int timeout_ms, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 json_object *dh_request_finish(dh_daemon *d, dh_async *async);
+/* The same, for a request that is not to be answered: the NNG error it
+ * ended with (NNG_ETIMEDOUT when no reply came), or 0. */
+int dh_request_finish_nng(dh_async *async);
 
 /* A wake of host (the request every test sends to wake one) and its reply,
  * whatever it says (the caller puts it). */

@@ -65,6 +65,15 @@ dh_async *dh_request_start(dh_daemon *d, int timeout_ms, const char *fmt, ...)
     return async;
 }
 
+int dh_request_finish_nng(dh_async *async)
+{
+    pthread_join(async->thread, NULL);
+    int rv = async->rv;
+    free(async->reply);
+    free(async);
+    return rv;
+}
+
 json_object *dh_request_finish(dh_daemon *d, dh_async *async)
 {
     dh_waiting_for("box %s's reply to %.200s (up to %d ms)", d->box, async->body,

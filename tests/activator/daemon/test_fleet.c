@@ -31,7 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "activator/daemon/fleet/claim_waits.h"
 #include "common/clock.h"
+#include "common/json_fields.h"
 #include "harness.h"
 
 #ifndef DH_ACTIVATORCTL
@@ -173,6 +175,19 @@ static void test_a_lost_lease_is_put_again(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* The daemon's open claim waits (its stats). */
+static uint64_t open_claim_waits(dh_daemon *d)
+{
+    json_object *reply = dh_request(d, 5000, "{\"v\":1,\"op\":\"stats\"}");
+    uint64_t n = act_json_u64_or(dh_reply_result(reply), "claim_waits", UINT64_MAX);
+    json_object_put(reply);
+    return n;
+}
+
+/* A claim wait on demo past revision %PRIu64, for up to 30 s. */
+#define DEMO_WAIT_BODY                                                                             \
+    "{\"v\":1,\"op\":\"claim.wait\",\"host\":\"demo\",\"revision\":%" PRIu64 ",\"wait\":30}"
+
 static void test_a_handover_keeps_the_box_record(void **state)
 {
     dh_daemon *d = *state;
@@ -182,6 +197,15 @@ static void test_a_handover_keeps_the_box_record(void **state)
     int64_t pid = dh_wake(d, "demo").pid;
     claims_box before;
     DH_CHECK(d, box_live_wait(d, DH_BOX, 5000, &before), "no live record of " DH_BOX);
+    /* A claim wait open at the handover is left unanswered: the control
+     * socket closes under it (the client sees its connection end). */
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "demo has no claim");
+    dh_async *wait = dh_request_start(d, 3000, DEMO_WAIT_BODY, c.revision);
+    for (int i = 0; open_claim_waits(d) < 1; i++) {
+        DH_CHECK(d, i < 1000, "the claim wait is not open after 20 s");
+        sleep_ms(20);
+    }
 
     /* The box stays alive across a handover: its record is renewed, never
      * removed, so the fleet does not count it dead while the next daemon
@@ -213,7 +237,20 @@ static void test_a_handover_keeps_the_box_record(void **state)
              "the record names incarnation %s, the next daemon is %s", after.incarnation,
              incarnation);
     DH_CHECK(d, dh_wake(d, "demo").pid == pid, "the next daemon did not resume demo");
+    int rv = dh_request_finish_nng(wait);
+    DH_CHECK(d, rv != 0, "the claim wait open at the handover was answered");
+    /* One open at a clean stop is answered: the box is stopping. */
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "demo has no claim");
+    wait = dh_request_start(d, 60000, DEMO_WAIT_BODY, c.revision);
+    for (int i = 0; open_claim_waits(d) < 1; i++) {
+        DH_CHECK(d, i < 1000, "the claim wait is not open after 20 s");
+        sleep_ms(20);
+    }
     dh_stop_and_check_clean(d);
+    json_object *stopped = dh_request_finish(d, wait);
+    DH_CHECK(d, !dh_reply_ok(stopped) && strcmp(dh_reply_code(stopped), "stopping") == 0,
+             "the claim wait open at a clean stop: %s", json_object_to_json_string(stopped));
+    json_object_put(stopped);
     DH_CHECK(d, !box_record(d, DH_BOX, NULL), "the record of " DH_BOX " outlived a clean stop");
 }
 
@@ -399,6 +436,93 @@ static void fleet_commands(dh_daemon *d, via how, uint64_t generation)
              "%s claim show demo: exit %d:\n%s", name, status, out);
 }
 
+/* claim wait through how: at once past the revision named, the claim as it
+ * is once the wait runs out, no_claim for a host without one. */
+static void claim_wait_commands(dh_daemon *d, via how)
+{
+    const char *name = via_name(how);
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "demo has no claim");
+    char out[16384], revision[32], older[32];
+    snprintf(revision, sizeof(revision), "%" PRIu64, c.revision);
+    snprintf(older, sizeof(older), "%" PRIu64, c.revision - 1);
+    int status =
+        ctl(d, how, out, sizeof(out), "--json", "claim", "wait", "demo", "--revision", older, NULL);
+    json_object *reply = json_tokener_parse(out);
+    json_object *result = reply ? dh_reply_result(reply) : NULL;
+    DH_CHECK(d,
+             status == 0 && result && act_json_bool_or(result, "changed", false) &&
+                 act_json_u64_or(act_json_find(result, "claim", json_type_object), "revision", 0) ==
+                     c.revision,
+             "%s claim wait demo --revision %s (the claim is at %s): exit %d:\n%s", name, older,
+             revision, status, out);
+    json_object_put(reply);
+    status = ctl(d, how, out, sizeof(out), "--json", "claim", "wait", "demo", "--revision",
+                 revision, "--wait", "1", NULL);
+    reply = json_tokener_parse(out);
+    result = reply ? dh_reply_result(reply) : NULL;
+    DH_CHECK(d,
+             status == 0 && result && !act_json_bool_or(result, "changed", true) &&
+                 act_json_u64_or(result, "waited_ms", 0) >= 1000,
+             "%s claim wait demo --revision %s --wait 1 (nothing writes it): exit %d:\n%s", name,
+             revision, status, out);
+    json_object_put(reply);
+    status = ctl(d, how, out, sizeof(out), "claim", "wait", "nohost", "--revision", "7", NULL);
+    DH_CHECK(d, status == 1 && strstr(out, "no_claim") && strstr(out, "deleted after revision 7"),
+             "%s claim wait nohost --revision 7: exit %d:\n%s", name, status, out);
+    status = ctl(d, how, out, sizeof(out), "claim", "wait", "demo", "--wait", "301", NULL);
+    /* Refused by the daemon (1), or before any store call by --store (2). */
+    DH_CHECK(d, status == (how == VIA_STORE ? 2 : 1) && strstr(out, "wait 1 to 300 seconds"),
+             "%s claim wait demo --wait 301: exit %d:\n%s", name, status, out);
+}
+
+/* Claim waits through the daemon hear a write made while they wait (the
+ * daemon watches the claim), as many at once as the daemon holds; one
+ * more is refused as busy, and the refusal says what to do. */
+static void claim_waits_hear_a_write(dh_daemon *d)
+{
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "demo has no claim");
+    dh_async *waits[AD_CLAIM_WAITS_MAX];
+    for (size_t i = 0; i < AD_CLAIM_WAITS_MAX; i++)
+        waits[i] = dh_request_start(d, 90000,
+                                    "{\"v\":1,\"op\":\"claim.wait\",\"host\":\"demo\","
+                                    "\"revision\":%" PRIu64 ",\"wait\":60}",
+                                    c.revision);
+    /* Each is watching once the daemon counts it open. */
+    for (int i = 0; open_claim_waits(d) < AD_CLAIM_WAITS_MAX; i++) {
+        DH_CHECK(d, i < 1000, "the daemon holds %" PRIu64 " claim waits of %d after 20 s",
+                 open_claim_waits(d), AD_CLAIM_WAITS_MAX);
+        sleep_ms(20);
+    }
+    json_object *busy = dh_request(d, 5000,
+                                   "{\"v\":1,\"op\":\"claim.wait\",\"host\":\"demo\","
+                                   "\"revision\":%" PRIu64 "}",
+                                   c.revision);
+    DH_CHECK(d,
+             !dh_reply_ok(busy) && strcmp(dh_reply_code(busy), "busy") == 0 &&
+                 strstr(json_object_to_json_string(busy), "claim show demo"),
+             "claim wait beyond the %d a box holds: %s", AD_CLAIM_WAITS_MAX,
+             json_object_to_json_string(busy));
+    json_object_put(busy);
+    c.holder.stamp_usec++;
+    uint64_t written = dh_claim_put(d, &c);
+    for (size_t i = 0; i < AD_CLAIM_WAITS_MAX; i++) {
+        json_object *reply = dh_request_finish(d, waits[i]);
+        json_object *result = dh_reply_result(reply);
+        /* Answered by the write, not by the last look at the end of the wait. */
+        DH_CHECK(d,
+                 dh_reply_ok(reply) && act_json_bool_or(result, "changed", false) &&
+                     act_json_u64_or(result, "waited_ms", UINT64_MAX) < 60 * 1000 &&
+                     act_json_u64_or(act_json_find(result, "claim", json_type_object), "revision",
+                                     0) == written,
+                 "claim wait %zu after the write of revision %" PRIu64 ": %s", i, written,
+                 json_object_to_json_string(reply));
+        json_object_put(reply);
+    }
+    DH_CHECK(d, open_claim_waits(d) == 0, "claim waits still open after they were answered");
+}
+
 /* claim assign to a box with no live lease: refused with the claim's
  * revision and box, and the claim untouched; with --force it is done. */
 static void assign_needs_a_live_box(dh_daemon *d, via how, const char *dead_box)
@@ -494,6 +618,9 @@ static void test_fleet_commands_through_the_daemon_and_the_store(void **state)
 
     fleet_commands(d, VIA_DAEMON, served.generation);
     fleet_commands(d, VIA_STORE, served.generation);
+    claim_wait_commands(d, VIA_DAEMON);
+    claim_wait_commands(d, VIA_STORE);
+    claim_waits_hear_a_write(d);
     assign_needs_a_live_box(d, VIA_DAEMON, "box-8");
     assign_needs_a_live_box(d, VIA_STORE, "box-9");
     if (d->store_kind != DH_STORE_DIR)
