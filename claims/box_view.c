@@ -140,10 +140,13 @@ int claims_box_view_watch_from(claims_box_view *view, uint64_t revision, act_err
                                   &view->watch, err);
 }
 
-/* An entry whose claim no longer names the box has told the box so; it is
- * removed (if still that entry) so the box's listings do not grow with
- * every host that ever left it. Not waited for: one left behind is
- * tidied at the next heal. */
+/* An entry whose claim no longer names the box, or that marks the claim's
+ * delete, has told the box so; it is removed (if still that entry) so the
+ * box's index does not grow with every host that ever left it or was
+ * deleted. Not waited for: an entry of a claim that left is tidied at the
+ * next heal if this one fails; a delete's mark only when its watch tells
+ * it (a listing skips marks), so one told during a watch outage stays: an
+ * empty key the listings read and pass over. */
 static void tidy(claims_box_view *view, const claim *c, uint64_t revision)
 {
     if (claim_names_box(c, view->box))
@@ -223,7 +226,8 @@ static void on_change(claims_watch *watch, const claim_change *change, int error
     if (change->kind == CLAIM_CHANGE_MALFORMED)
         act_log(LOG_WARNING, "claim watch: %s", change->problem.message);
     view->ops->changed(view, change, view->userdata);
-    if (change->kind == CLAIM_CHANGE_PUT)
+    /* A delete's claim names no box: its mark is tidied too. */
+    if (change->kind == CLAIM_CHANGE_PUT || change->kind == CLAIM_CHANGE_DELETE)
         tidy(view, &change->claim, change->revision);
 }
 

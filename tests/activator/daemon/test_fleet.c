@@ -32,6 +32,8 @@
 #include <unistd.h>
 
 #include "activator/daemon/fleet/claim_waits.h"
+#include "claims/etcd_wire.h"
+#include "claims/store_etcd.h"
 #include "common/clock.h"
 #include "common/json_fields.h"
 #include "harness.h"
@@ -252,6 +254,80 @@ static void test_a_handover_keeps_the_box_record(void **state)
              "the claim wait open at a clean stop: %s", json_object_to_json_string(stopped));
     json_object_put(stopped);
     DH_CHECK(d, !box_record(d, DH_BOX, NULL), "the record of " DH_BOX " outlived a clean stop");
+}
+
+/* The hosts of box's index entries in d's etcd, "demo gone " (keys only,
+ * deletes' marks included). */
+static void index_hosts(dh_daemon *d, const char *box, char *out, size_t size)
+{
+    const char *prefix = strchr(d->store_url + strlen("etcd://"), '/');
+    char key[512], end[512];
+    snprintf(key, sizeof(key), "%s" ETCD_INDEX_SUFFIX "/%s/", prefix, box);
+    snprintf(end, sizeof(end), "%s" ETCD_INDEX_SUFFIX "/%s0", prefix, box);
+    char *key64 = etcd_b64_encode(key, strlen(key)), *end64 = etcd_b64_encode(end, strlen(end));
+    char body[1200], *response = NULL;
+    snprintf(body, sizeof(body), "{\"key\":\"%s\",\"range_end\":\"%s\",\"keys_only\":true}", key64,
+             end64);
+    free(key64);
+    free(end64);
+    DH_CHECK(d, etcd_harness_post(&d->etcd, "/v3/kv/range", body, NULL, &response) == 200,
+             "etcd does not answer a range of %s", key);
+    json_object *answer = json_tokener_parse(response);
+    free(response);
+    json_object *kvs = act_json_find(answer, "kvs", json_type_array);
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; kvs && i < json_object_array_length(kvs); i++) {
+        char *name = NULL;
+        size_t len = 0;
+        const char *k64 = act_json_string_or(json_object_array_get_idx(kvs, i), "key", "");
+        if (etcd_b64_decode(k64, &name, &len) == 0 && len > strlen(key))
+            used += (size_t)snprintf(out + used, used < size ? size - used : 0, "%s ",
+                                     name + strlen(key));
+        free(name);
+    }
+    json_object_put(answer);
+}
+
+/* Entries of this box's index whose claim left the box or was deleted are
+ * removed by the box once it heard them, so its index (and every heal's
+ * listing) holds only what concerns it now. */
+static void test_the_index_forgets_hosts_that_left_or_were_deleted(void **state)
+{
+    dh_daemon *d = *state;
+    if (store_kind == DH_STORE_DIR)
+        skip(); /* the dir store's index is hints beside the claims, never tidied */
+    dh_setup(d, store_kind, NULL);
+    dh_add_app_host(d, "demo", NULL, NULL);
+    dh_start(d, NULL);
+    dh_wake(d, "demo");
+    claim left, gone;
+    dh_claim_assigned("left", DH_BOX, &left);
+    dh_claim_assigned("gone", DH_BOX, &gone);
+    uint64_t left_revision = dh_claim_put(d, &left);
+    uint64_t gone_revision = dh_claim_put(d, &gone);
+    char hosts[1024];
+    index_hosts(d, DH_BOX, hosts, sizeof(hosts));
+    /* The harness's beacon names this box too (harness.h). */
+    DH_CHECK(d, strcmp(hosts, "beacon demo gone left ") == 0, "box-1's index holds %s", hosts);
+    /* left goes to another box; gone's claim is deleted. */
+    snprintf(left.op.exec, sizeof(left.op.exec), "%s", DH_OTHER_BOX);
+    left.revision = left_revision;
+    dh_claim_put(d, &left);
+    act_error err = {0};
+    DH_CHECK(d, claims_delete(d->store, "gone", gone_revision, NULL, &err) == 0,
+             "deleting gone's claim: %s", err.message);
+    for (int i = 0;; i++) {
+        index_hosts(d, DH_BOX, hosts, sizeof(hosts));
+        if (strcmp(hosts, "beacon demo ") == 0)
+            break;
+        DH_CHECK(d, i < 500, "box-1's index still holds %s 10 s after left left and gone went",
+                 hosts);
+        sleep_ms(20);
+    }
+    index_hosts(d, DH_OTHER_BOX, hosts, sizeof(hosts));
+    DH_CHECK(d, strcmp(hosts, "left ") == 0, "%s's index holds %s", DH_OTHER_BOX, hosts);
+    dh_stop_and_check_clean(d);
 }
 
 /* How activatorctl reaches the fleet: through d's daemon, or straight
@@ -1005,6 +1081,7 @@ int main(int argc, char **argv)
         DH_TEST(test_a_lost_lease_is_put_again),
         DH_TEST(test_a_handover_keeps_the_box_record),
         DH_TEST(test_fleet_commands_through_the_daemon_and_the_store),
+        DH_TEST(test_the_index_forgets_hosts_that_left_or_were_deleted),
         DH_TEST(test_an_edit_is_written_over_the_daemons_write_back),
         cmocka_unit_test_setup_teardown(test_assign_moves_a_served_host_to_another_box,
                                         two_boxes_setup, two_boxes_teardown),
