@@ -6,7 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
+
+/* See schedule(). */
+#define RENEWAL_ACCURACY_USEC 1000
 
 struct claims_box_lease {
     claim_store *store;
@@ -38,13 +42,19 @@ static int on_timer(sd_event_source *source, uint64_t usec, void *userdata)
     return 0;
 }
 
-/* A third of the lease: two renewals may fail in a row before it lapses. */
+/* A third of the lease, less up to a fifth of that, drawn anew each time:
+ * two renewals may fail in a row before it lapses, and boxes that started
+ * together (a fleet restarted at once) do not keep renewing in step. The
+ * timer's accuracy is a millisecond: sd-event would otherwise move every
+ * renewal of the loop onto one shared instant of its 250 ms grid. */
 static void schedule(claims_box_lease *lease)
 {
-    uint64_t period = lease->record.lease_ttl_usec / 3;
-    int r = lease->timer ? sd_event_source_set_time_relative(lease->timer, period)
-                         : sd_event_add_time_relative(lease->loop, &lease->timer, CLOCK_MONOTONIC,
-                                                      period, 0, on_timer, lease);
+    uint64_t third = lease->record.lease_ttl_usec / 3;
+    uint64_t period = third - act_draw_below(third / 5 + 1);
+    int r = lease->timer
+                ? sd_event_source_set_time_relative(lease->timer, period)
+                : sd_event_add_time_relative(lease->loop, &lease->timer, CLOCK_MONOTONIC, period,
+                                             RENEWAL_ACCURACY_USEC, on_timer, lease);
     if (r >= 0)
         r = sd_event_source_set_enabled(lease->timer, SD_EVENT_ONESHOT);
     if (r < 0)

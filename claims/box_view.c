@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -54,15 +53,6 @@ static int on_retry(sd_event_source *source, uint64_t usec, void *userdata)
     return 0;
 }
 
-/* A random delay below bound, in microseconds. */
-static uint64_t draw_below(uint64_t bound)
-{
-    uint32_t draw = 0;
-    if (getrandom(&draw, sizeof(draw), GRND_NONBLOCK) != sizeof(draw))
-        draw = (uint32_t)act_now_usec();
-    return bound ? draw % bound : 0;
-}
-
 static void heal_after(claims_box_view *view, uint64_t delay)
 {
     view->retry_timer = sd_event_source_disable_unref(view->retry_timer);
@@ -83,7 +73,7 @@ static void heal_later(claims_box_view *view)
     if (view->backoff_usec > HEAL_BACKOFF_MAX_USEC)
         view->backoff_usec = HEAL_BACKOFF_MAX_USEC;
     uint64_t half = view->backoff_usec / 2;
-    heal_after(view, half + draw_below(half + 1));
+    heal_after(view, half + act_draw_below(half + 1));
 }
 
 /* Heals after a random part of a tenth of the watch timeout. */
@@ -92,7 +82,7 @@ static void heal_after_jitter(claims_box_view *view)
     if (view->held)
         return;
     view->backoff_usec = 0;
-    heal_after(view, draw_below(view->watch_timeout_usec / 10 + 1));
+    heal_after(view, act_draw_below(view->watch_timeout_usec / 10 + 1));
 }
 
 static void heal_failed(claims_box_view *view, const act_error *err)

@@ -11,8 +11,6 @@
 #include "common/cleanup_json.h"
 #include "common/clock.h"
 
-#include <sys/random.h>
-
 #define MAX_GLUES 4
 
 struct etcd_client {
@@ -82,10 +80,7 @@ int etcd_client_new(const claims_url *url, const claims_store_options *options,
     client->timeout_ms = options->timeout_ms;
     /* Each client starts on a random member, so a fleet's boxes spread
      * over the cluster instead of all loading the first endpoint. */
-    uint32_t draw = 0;
-    if (getrandom(&draw, sizeof(draw), GRND_NONBLOCK) != sizeof(draw))
-        draw = (uint32_t)act_now_usec();
-    client->preferred = draw % client->n_endpoints;
+    client->preferred = act_draw_below(client->n_endpoints);
     client->tls = options->ca_file || options->cert_file;
     client->ca_file = dup_or_null(options->ca_file);
     client->cert_file = dup_or_null(options->cert_file);

@@ -1,6 +1,7 @@
 #include "common/clock.h"
 
 #include <assert.h>
+#include <sys/random.h>
 
 static uint64_t clock_usec(clockid_t clock)
 {
@@ -36,4 +37,14 @@ struct timespec act_monotonic_after(uint64_t usec)
     at.tv_sec += (time_t)(usec / 1000000 + nsec / 1000000000);
     at.tv_nsec = (long)(nsec % 1000000000);
     return at;
+}
+
+uint64_t act_draw_below(uint64_t bound)
+{
+    uint64_t draw = 0;
+    /* The kernel's pool is ready long before a daemon starts; the clock
+     * only stands in if it is not. */
+    if (getrandom(&draw, sizeof(draw), GRND_NONBLOCK) != sizeof(draw))
+        draw = act_now_usec();
+    return bound ? draw % bound : 0;
 }

@@ -18,6 +18,10 @@ uint64_t act_wallclock_usec(void);
  * clock's now before the loop first runs. */
 uint64_t act_loop_now_usec(sd_event *loop);
 
+/* A random whole number below bound (0 when bound is 0), for spreading the
+ * boxes of a fleet in time: not for secrets. */
+uint64_t act_draw_below(uint64_t bound);
+
 /* CLOCK_MONOTONIC usec from now, as the absolute time pthread_cond_timedwait
  * takes on a condition set to that clock. */
 struct timespec act_monotonic_after(uint64_t usec);
