@@ -64,6 +64,7 @@
 #define LEASE_USEC (10 * 1000 * 1000ull)
 #define WATCH_TIMEOUT_USEC (30 * 1000 * 1000ull)
 #define MEMBERS_MAX 3
+#define LAG_PERIOD_USEC (10 * 1000ull)
 
 typedef struct worker {
     sim_fleet *fleet;
@@ -72,6 +73,7 @@ typedef struct worker {
     int stop_fd;
     sd_event *loop;
     sd_event_source *tick;
+    sd_event_source *lag; /* LAG_PERIOD_USEC, at a microsecond's accuracy */
     atomic_bool ready;
     int result;
     act_error error;
@@ -86,6 +88,19 @@ static int on_tick(sd_event_source *source, uint64_t usec, void *userdata)
         if (w->fleet->boxes[i])
             sim_box_tick(w->fleet->boxes[i]);
     sd_event_source_set_time_relative(source, 100 * 1000);
+    sd_event_source_set_enabled(source, SD_EVENT_ON);
+    return 0;
+}
+
+/* How late the loop runs a timer that is due: what every box of the
+ * thread waits for beyond its own store call. */
+static int on_lag(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    worker *w = userdata;
+    uint64_t now = act_now_usec();
+    sim_samples_add(&w->fleet->loop_lag_usec[atomic_load(&w->fleet->phase)],
+                    now > usec ? (double)(now - usec) : 0);
+    sd_event_source_set_time(source, now + LAG_PERIOD_USEC);
     sd_event_source_set_enabled(source, SD_EVENT_ON);
     return 0;
 }
@@ -107,6 +122,9 @@ static void *run_worker(void *userdata)
     if (r >= 0)
         r = sd_event_add_time_relative(w->loop, &w->tick, CLOCK_MONOTONIC, 100 * 1000, 0, on_tick,
                                        w);
+    if (r >= 0)
+        r = sd_event_add_time_relative(w->loop, &w->lag, CLOCK_MONOTONIC, LAG_PERIOD_USEC, 1,
+                                       on_lag, w);
     if (r < 0)
         act_error_set(&w->error, -r, "sd-event: %s", strerror(-r));
     for (unsigned i = w->number; r >= 0 && i < w->fleet->config.n_boxes; i += w->n_threads)
@@ -120,6 +138,7 @@ static void *run_worker(void *userdata)
         w->fleet->boxes[i] = NULL;
     }
     sd_event_source_disable_unref(w->tick);
+    sd_event_source_disable_unref(w->lag);
     sd_event_source_disable_unref(stop);
     sd_event_unref(w->loop);
     return NULL;
@@ -127,10 +146,47 @@ static void *run_worker(void *userdata)
 
 /* ---- etcd's own view ------------------------------------------------------------------ */
 
+/* The upper bounds of etcd's disk histograms (WAL fsync, backend commit),
+ * in seconds. */
+static const char *const disk_bounds[] = {"0.001", "0.002", "0.004", "0.008", "0.016",
+                                          "0.032", "0.064", "0.128", "0.256", "0.512",
+                                          "1.024", "2.048", "4.096", "8.192"};
+#define N_DISK_BOUNDS (sizeof(disk_bounds) / sizeof(disk_bounds[0]))
+
 typedef struct etcd_view {
     double range, txn, watch_streams, lease_keepalive, lease_grant, all;
     double watchers, sent_bytes, cpu_sec, rss_bytes;
+    /* Cumulative counts at or under each of disk_bounds, and in all. */
+    double wal_fsync[N_DISK_BOUNDS], wal_fsyncs;
+    double commit[N_DISK_BOUNDS], commits;
 } etcd_view;
+
+static void read_disk_histogram(const char *text, const char *name, double *buckets, double *count)
+{
+    char metric[128], label[32];
+    for (size_t b = 0; b < N_DISK_BOUNDS; b++) {
+        snprintf(metric, sizeof(metric), "%s_bucket", name);
+        snprintf(label, sizeof(label), "le=\"%s\"", disk_bounds[b]);
+        buckets[b] += etcd_harness_metric(text, metric, label);
+    }
+    snprintf(metric, sizeof(metric), "%s_count", name);
+    *count += etcd_harness_metric(text, metric, NULL);
+}
+
+/* The bound under which 99 % of what the histogram counted between before
+ * and after fell, in ms; 0 when it counted nothing, -1 when more than 1 %
+ * went over the last bound. */
+static double disk_p99_ms(const double *before, double before_count, const double *after,
+                          double after_count)
+{
+    double n = after_count - before_count;
+    if (n <= 0)
+        return 0;
+    for (size_t b = 0; b < N_DISK_BOUNDS; b++)
+        if (after[b] - before[b] >= 0.99 * n)
+            return strtod(disk_bounds[b], NULL) * 1000.0;
+    return -1;
+}
 
 static void read_etcd_view(const etcd_harness *members, size_t n, etcd_view *out)
 {
@@ -154,6 +210,10 @@ static void read_etcd_view(const etcd_harness *members, size_t n, etcd_view *out
             etcd_harness_metric(text, "etcd_network_client_grpc_sent_bytes_total", NULL);
         out->cpu_sec += etcd_harness_metric(text, "process_cpu_seconds_total", NULL);
         out->rss_bytes += etcd_harness_metric(text, "process_resident_memory_bytes", NULL);
+        read_disk_histogram(text, "etcd_disk_wal_fsync_duration_seconds", out->wal_fsync,
+                            &out->wal_fsyncs);
+        read_disk_histogram(text, "etcd_disk_backend_commit_duration_seconds", out->commit,
+                            &out->commits);
         free(text);
     }
 }
@@ -218,6 +278,8 @@ static void box_traffic(sim_box *box, traffic_sum *out)
 typedef struct result {
     unsigned n_boxes;
     double admission_p50_ms, admission_p99_ms, published_p50_ms, published_p99_ms;
+    double read_p50_ms, read_p99_ms, cas_p50_ms, cas_p99_ms, lag_p99_ms, lag_max_ms;
+    double wal_fsync_p99_ms, commit_p99_ms;
     uint64_t admissions, heal_admissions;
     double heal_admission_p99_ms;
     double startup_ms, startup_list_bytes;
@@ -276,6 +338,19 @@ static void steady_latencies(sim_fleet *fleet, result *res)
     res->published_p50_ms = sim_samples_quantile(published, 0.5) / 1000.0;
     res->published_p99_ms = sim_samples_quantile(published, 0.99) / 1000.0;
     pthread_mutex_unlock(&published->lock);
+    sim_samples *parts[] = {&fleet->read_usec[SIM_STEADY], &fleet->cas_usec[SIM_STEADY],
+                            &fleet->loop_lag_usec[SIM_STEADY]};
+    double *p50s[] = {&res->read_p50_ms, &res->cas_p50_ms, NULL};
+    double *p99s[] = {&res->read_p99_ms, &res->cas_p99_ms, &res->lag_p99_ms};
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        pthread_mutex_lock(&parts[i]->lock);
+        if (p50s[i])
+            *p50s[i] = sim_samples_quantile(parts[i], 0.5) / 1000.0;
+        *p99s[i] = sim_samples_quantile(parts[i], 0.99) / 1000.0;
+        if (i == 2)
+            res->lag_max_ms = sim_samples_quantile(parts[i], 1.0) / 1000.0;
+        pthread_mutex_unlock(&parts[i]->lock);
+    }
 }
 
 static int wait_until(bool (*done)(sim_fleet *fleet), sim_fleet *fleet, int timeout_ms)
@@ -380,8 +455,10 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
     snprintf(fleet.config.store_url + used, sizeof(fleet.config.store_url) - used, "%s", PREFIX);
     pthread_mutex_init(&fleet.ends_lock, NULL);
     for (int k = 0; k < _SIM_PHASE_MAX; k++) {
-        pthread_mutex_init(&fleet.admission_usec[k].lock, NULL);
-        pthread_mutex_init(&fleet.published_usec[k].lock, NULL);
+        sim_samples *each[] = {&fleet.admission_usec[k], &fleet.published_usec[k],
+                               &fleet.read_usec[k], &fleet.cas_usec[k], &fleet.loop_lag_usec[k]};
+        for (size_t i = 0; i < sizeof(each) / sizeof(each[0]); i++)
+            pthread_mutex_init(&each[i]->lock, NULL);
     }
     fleet.truth = sim_truth_new(n_boxes, n_boxes * HOSTS_PER_BOX);
     fleet.boxes = calloc(n_boxes, sizeof(*fleet.boxes));
@@ -506,6 +583,10 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
     res->unknown = unknown;
     res->etcd_cpu_pct = 100.0 * (view_after.cpu_sec - view_before.cpu_sec) / seconds;
     res->sim_cpu_pct = 100.0 * sim_cpu / seconds;
+    res->wal_fsync_p99_ms = disk_p99_ms(view_before.wal_fsync, view_before.wal_fsyncs,
+                                        view_after.wal_fsync, view_after.wal_fsyncs);
+    res->commit_p99_ms =
+        disk_p99_ms(view_before.commit, view_before.commits, view_after.commit, view_after.commits);
     printf("  N=%u: etcd during the workload: %.0f Range/s, %.0f Txn/s, %.1f watch streams "
            "opened/s, %.0f watchers, %.0f KB/s sent, CPU %.0f %% (RSS %.0f MiB); simulator "
            "CPU %.0f %%\n",
@@ -609,6 +690,9 @@ out:
     for (int k = 0; k < _SIM_PHASE_MAX; k++) {
         free(fleet.admission_usec[k].values);
         free(fleet.published_usec[k].values);
+        free(fleet.read_usec[k].values);
+        free(fleet.cas_usec[k].values);
+        free(fleet.loop_lag_usec[k].values);
     }
     for (unsigned m = 0; m < members; m++)
         etcd_harness_destroy(&etcd[m]);
@@ -622,6 +706,11 @@ static void print_result(const result *r)
            "(%" PRIu64 " admissions)\n",
            r->admission_p50_ms, r->admission_p99_ms, r->published_p50_ms, r->published_p99_ms,
            r->admissions);
+    printf("  where an admission's time goes (p50 / p99): the store's read %.2f / %.2f ms, its "
+           "compare-and-swap %.2f / %.2f ms; a thread's loop ran what was due %.2f ms late at "
+           "p99, %.2f ms at most; etcd's WAL fsync p99 <= %.0f ms, backend commit p99 <= %.0f ms\n",
+           r->read_p50_ms, r->read_p99_ms, r->cas_p50_ms, r->cas_p99_ms, r->lag_p99_ms,
+           r->lag_max_ms, r->wal_fsync_p99_ms, r->commit_p99_ms);
     printf("  per box (median): %.2f store requests/s, %.0f B/s sent, %.0f B/s received\n",
            r->requests_per_box_s, r->sent_per_box_s, r->received_per_box_s);
     printf("  watch events per box: %.1f received, %.1f%% concerning it; the writers' truth "

@@ -119,6 +119,11 @@ struct sim_fleet {
     atomic_bool workload; /* wakes, swaps and moves are being made */
     _Atomic int phase;    /* sim_phase */
     sim_samples admission_usec[_SIM_PHASE_MAX], published_usec[_SIM_PHASE_MAX];
+    /* Where an admission's time goes: the store's read and compare-and-swap
+     * (from the call to its answer on the loop), and how late each
+     * thread's loop runs what is due (a 10 ms timer's lateness). */
+    sim_samples read_usec[_SIM_PHASE_MAX], cas_usec[_SIM_PHASE_MAX];
+    sim_samples loop_lag_usec[_SIM_PHASE_MAX];
     /* Why watches ended, by phase: the first words of each reason. */
     pthread_mutex_t ends_lock;
     struct sim_end_reason {

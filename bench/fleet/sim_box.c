@@ -310,6 +310,19 @@ void sim_box_tick(sim_box *box)
 
 /* ---- life ---------------------------------------------------------------------------- */
 
+/* The store's reads and compare-and-swaps, timed for the fleet's breakdown
+ * of an admission. */
+static void on_store_op(const char *operation, uint64_t duration_usec, int result, void *userdata)
+{
+    sim_box *box = userdata;
+    sim_fleet *fleet = box->fleet;
+    int phase = atomic_load(&fleet->phase);
+    if (strcmp(operation, "read") == 0)
+        sim_samples_add(&fleet->read_usec[phase], (double)duration_usec);
+    else if (strcmp(operation, "cas") == 0)
+        sim_samples_add(&fleet->cas_usec[phase], (double)duration_usec);
+}
+
 int sim_box_start(sim_fleet *fleet, unsigned index, sd_event *loop, sim_box **out, act_error *err)
 {
     sim_box *box = calloc(1, sizeof(*box));
@@ -332,6 +345,8 @@ int sim_box_start(sim_fleet *fleet, unsigned index, sd_event *loop, sim_box **ou
     int r = claims_store_open(config->store_url, &options, &box->store, err);
     if (r >= 0)
         r = claims_store_attach_event(box->store, loop, err);
+    if (r >= 0)
+        claims_store_set_observer(box->store, on_store_op, box);
     if (r < 0)
         return act_error_prefix(err, "box %s", box->name);
     for (unsigned i = 0; i < config->hosts_per_box; i++)
