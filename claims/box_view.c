@@ -133,10 +133,8 @@ int claims_box_view_watch_from(claims_box_view *view, uint64_t revision, act_err
 /* An entry whose claim no longer names the box, or that marks the claim's
  * delete, has told the box so; it is removed (if still that entry) so the
  * box's index does not grow with every host that ever left it or was
- * deleted. Not waited for: an entry of a claim that left is tidied at the
- * next heal if this one fails; a delete's mark only when its watch tells
- * it (a listing skips marks), so one told during a watch outage stays: an
- * empty key the listings read and pass over. */
+ * deleted. Not waited for: one left behind is tidied at the next heal (a
+ * listing removes the delete marks it passes over itself). */
 static void tidy(claims_box_view *view, const claim *c, uint64_t revision)
 {
     if (claim_names_box(c, view->box))

@@ -31,6 +31,13 @@ typedef struct list_pages {
     uint64_t revision; /* the first page's, 0 before it */
     claim *claims;
     size_t n, cap;
+    /* A box's list removes the delete marks it passes over (see
+     * list_take_page) and answers once those removals are answered too:
+     * how many are out, and the list's own end once it came. */
+    unsigned tidies_out;
+    bool ended;
+    int result;
+    act_error error;
 } list_pages;
 
 /* One read, compare-and-swap, delete or list in flight. The store keeps
@@ -469,6 +476,55 @@ static int etcd_tidy_async(claim_store *store, sd_event *event, const char *box,
 /* ---- list ------------------------------------------------------------------ */
 
 /* Answers the list (handing its claims over) and frees it. */
+static void list_finish(etcd_op *op, list_pages *pages, int result, const act_error *err);
+
+/* The list ended (read to its last page, or failed): it answers now, or
+ * once the last of its tidies is answered. */
+static void list_end(etcd_op *op, list_pages *pages, int result, const act_error *err)
+{
+    pages->ended = true;
+    pages->result = result;
+    if (err)
+        pages->error = *err;
+    if (!pages->tidies_out)
+        list_finish(op, pages, result, err);
+}
+
+static void on_mark_tidied(etcd_call *call, int result, json_object *response, const act_error *err,
+                           void *userdata)
+{
+    etcd_op *op = userdata;
+    list_pages *pages = op->list_pages;
+    /* Not removed (the store failed, or a write named the box again):
+     * the mark stays for a later list; the list's answer is the same. */
+    if (result < 0)
+        act_log(LOG_DEBUG, "etcd list: a delete mark of the index stays: %s",
+                err ? err->message : "no answer");
+    pages->tidies_out--;
+    if (pages->ended && !pages->tidies_out)
+        list_finish(op, pages, pages->result, pages->result < 0 ? &pages->error : NULL);
+}
+
+/* A delete's mark in the box's index that a list passes over: the box has
+ * heard the delete (its list has no claim of host), so the mark is removed
+ * if it is still that mark, as the box's view removes one its watch told.
+ * Without this, a mark written while the box was not watching would stay
+ * for good. */
+static void tidy_mark(etcd_op *op, list_pages *pages, const char *host, json_object *kv)
+{
+    char *key = NULL;
+    act_error err = {0};
+    if (asprintf(&key, "%s%s", op->key_prefix, host) < 0)
+        return;
+    char *body = etcd_txn_body(key, etcd_json_u64(kv, "mod_revision"), NULL, NULL, 0, NULL);
+    free(key);
+    if (etcd_store_call(op->es, op->event, "/v3/kv/txn", body, on_mark_tidied, op, &err) < 0) {
+        act_log(LOG_DEBUG, "etcd list: cannot remove a delete mark of the index: %s", err.message);
+        return;
+    }
+    pages->tidies_out++;
+}
+
 static void list_finish(etcd_op *op, list_pages *pages, int result, const act_error *err)
 {
     claim_store *store = &op->es->base;
@@ -504,8 +560,10 @@ static bool list_take_page(etcd_op *op, list_pages *pages, json_object *kvs)
         int r = kv_host(op->key_prefix, kv, host, shown, sizeof(shown), &bad);
         /* A malformed key is named as it can be shown: it names no host. */
         const char *named = r < 0 ? shown : host;
-        if (r >= 0 && op->index && kv_is_deleted_mark(kv))
+        if (r >= 0 && op->index && kv_is_deleted_mark(kv)) {
+            tidy_mark(op, pages, host, kv);
             continue;
+        }
         if (r >= 0)
             r = etcd_kv_to_claim(host, kv, &pages->claims[pages->n], &bad);
         if (r >= 0)
@@ -547,7 +605,7 @@ static void on_list_page(etcd_call *call, int result, json_object *response, con
     etcd_op *op = userdata;
     list_pages *pages = op->list_pages;
     if (result < 0) {
-        list_finish(op, pages, result, err);
+        list_end(op, pages, result, err);
         return;
     }
     json_object *header = NULL, *kvs = NULL;
@@ -560,12 +618,12 @@ static void on_list_page(etcd_call *call, int result, json_object *response, con
     act_error fail = {0};
     if (!list_take_page(op, pages, kvs)) {
         act_error_set(&fail, ENOMEM, "etcd list: out of memory");
-        list_finish(op, pages, -ENOMEM, &fail);
+        list_end(op, pages, -ENOMEM, &fail);
         return;
     }
     size_t n_kvs = kvs ? json_object_array_length(kvs) : 0;
     if (!act_json_bool_or(response, "more", false) || n_kvs == 0) {
-        list_finish(op, pages, 0, NULL);
+        list_end(op, pages, 0, NULL);
         return;
     }
     json_object *last = NULL;
@@ -574,13 +632,13 @@ static void on_list_page(etcd_call *call, int result, json_object *response, con
     size_t key_len = 0;
     if (!last || etcd_b64_decode(json_object_get_string(last), &key, &key_len) < 0) {
         act_error_set(&fail, EPROTO, "etcd list: a page's last key is not base64");
-        list_finish(op, pages, -EPROTO, &fail);
+        list_end(op, pages, -EPROTO, &fail);
         return;
     }
     if (op->es->base.between_pages)
         op->es->base.between_pages(op->es->base.between_pages_userdata);
     if (list_ask(op, pages, key, key_len, &fail) < 0)
-        list_finish(op, pages, -fail.errnum, &fail);
+        list_end(op, pages, -fail.errnum, &fail);
 }
 
 static int etcd_list_async(claim_store *store, sd_event *event, const char *box,

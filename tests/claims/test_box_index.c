@@ -156,6 +156,50 @@ static void a_box_tidies_an_entry_that_no_longer_names_it(void **state)
     claims_store_free(store);
 }
 
+/* Whether box's index in url's etcd holds an entry (a mark included) for
+ * host. */
+static bool index_has(const char *url, const char *box, const char *host)
+{
+    const char *prefix = strchr(url + strlen("etcd://"), '/');
+    char key[512];
+    snprintf(key, sizeof(key), "%s.by-box/%s/%s", prefix, box, host);
+    char *key64 = etcd_b64_encode(key, strlen(key));
+    char body[1024], *response = NULL;
+    snprintf(body, sizeof(body), "{\"key\":\"%s\",\"keys_only\":true}", key64);
+    free(key64);
+    assert_int_equal(etcd_harness_post(&fixture.harness, "/v3/kv/range", body, NULL, &response),
+                     200);
+    bool has = strstr(response, "\"kvs\"") != NULL;
+    free(response);
+    return has;
+}
+
+/* A delete leaves a mark in the index of each box the claim named, so
+ * their watches hear it; a box's list passes over marks and removes them
+ * (it has heard the delete), unless the box was named again since. */
+static void a_list_removes_the_delete_marks_it_passes(void **state)
+{
+    if (!fixture.etcd)
+        skip(); /* the dir store's index is hints beside the claims: no marks */
+    char url[512], seen[512];
+    claim_store *store = store_fixture_open_fresh(&fixture, url, sizeof(url));
+    claim h1 = named("h1", "b1", "b1"), h2 = named("h2", "b1", "b1");
+    uint64_t h1_revision = write_claim(store, &h1, 0);
+    uint64_t h2_revision = write_claim(store, &h2, 0);
+    act_error err = {0};
+    assert_int_equal(claims_delete(store, "h1", h1_revision, NULL, &err), 0);
+    assert_int_equal(claims_delete(store, "h2", h2_revision, NULL, &err), 0);
+    assert_true(index_has(url, "b1", "h1"));
+    assert_true(index_has(url, "b1", "h2"));
+    /* h2 is made again, naming b1: its entry is a claim, not a mark. */
+    write_claim(store, &h2, 0);
+    listing(store, "b1", seen, sizeof(seen));
+    assert_string_equal(seen, "h2@names");
+    assert_false(index_has(url, "b1", "h1"));
+    assert_true(index_has(url, "b1", "h2"));
+    claims_store_free(store);
+}
+
 /* A writer that never saw the claim it replaces (a store opened afresh:
  * nothing remembered) still updates the index of the boxes it named. */
 static void a_writer_that_never_read_the_claim_keeps_the_index(void **state)
@@ -507,6 +551,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(a_claim_that_leaves_a_box_stays_there_only_as_not_naming_it),
         cmocka_unit_test(a_box_tidies_an_entry_that_no_longer_names_it),
         cmocka_unit_test(a_writer_that_never_read_the_claim_keeps_the_index),
+        cmocka_unit_test(a_list_removes_the_delete_marks_it_passes),
         cmocka_unit_test(a_box_watch_tells_only_what_concerns_it),
         cmocka_unit_test(a_box_watch_outlives_other_boxes_writes),
         cmocka_unit_test(a_write_racing_the_silence_probe_is_not_a_dead_stream),
