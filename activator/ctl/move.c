@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "activator/control/ops.h"
+#include "activator/control/request.h"
 #include "activator/ctl/render.h"
 #include "common/cleanup_json.h"
 #include "common/clock.h"
@@ -14,8 +15,8 @@
  * holds few waits at once, and a short one ends soon when this process
  * does. */
 #define WAIT_CHUNK_SEC 30
-/* When the box holds its most waits (busy), how long a round pauses before
- * it reads the claim instead. */
+/* When the box holds its most waits (busy) or does not know claim.wait,
+ * how long a round pauses before it reads the claim instead. */
 #define BUSY_PAUSE_NSEC (250 * 1000 * 1000L)
 
 /* What object holds at a (or at a.b): "" or 0 when it is not there. */
@@ -69,9 +70,10 @@ static int next_claim(const ctl_options *options, const ctl_move_args *args, ctl
     if (!*reply)
         return r;
     json_object *error = act_json_find(*reply, "error", json_type_object);
-    if (strcmp(str_at(error, "code", NULL), "busy") == 0) {
-        /* The box holds as many waits as it takes: this round reads the
-         * claim after a pause instead. */
+    const char *refusal = str_at(error, "code", NULL);
+    if (strcmp(refusal, "busy") == 0 || strcmp(refusal, CTRL_REQ_UNKNOWN_OP) == 0) {
+        /* The box holds as many waits as it takes, or is older than
+         * claim.wait: this round reads the claim after a pause instead. */
         json_object_put(*reply);
         *reply = NULL;
         nanosleep(&(struct timespec){.tv_nsec = BUSY_PAUSE_NSEC}, NULL);
