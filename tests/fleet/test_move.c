@@ -6,6 +6,7 @@
  * --force from the last checkpoint; a daemon killed at any step of its part
  * finishes it after its restart; and what cannot be moved is refused with
  * nothing changed. */
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "activator/daemon/fleet/claim_waits.h"
 #include "common/clock.h"
+#include "common/json_fields.h"
 #include "fleet.h"
 
 /* Tight bounds, so a failing step fails the test in seconds. */
@@ -385,6 +388,45 @@ static void test_a_probe_that_passes_its_health_check_ends_the_move(void **state
     stop_fleet(fl);
 }
 
+/* The daemon's open claim waits (its stats). */
+static uint64_t open_claim_waits(dh_daemon *d)
+{
+    json_object *reply = dh_request(d, 5000, "{\"v\":1,\"op\":\"stats\"}");
+    uint64_t n = act_json_u64_or(dh_reply_result(reply), "claim_waits", UINT64_MAX);
+    json_object_put(reply);
+    return n;
+}
+
+/* A move through a box that holds as many claim waits as it takes is
+ * followed all the same: each round reads the claim after a pause. */
+static void test_a_move_through_a_busy_box_is_followed_all_the_same(void **state)
+{
+    fl_fleet *fl = *state;
+    start_web_on_box_1(fl, 2);
+    /* Waits past a revision the claim never reaches: open until box-1 stops. */
+    dh_async *waits[AD_CLAIM_WAITS_MAX];
+    for (size_t i = 0; i < AD_CLAIM_WAITS_MAX; i++)
+        waits[i] = dh_request_start(&fl->boxes[0], 60000,
+                                    "{\"v\":1,\"op\":\"claim.wait\",\"host\":\"web\","
+                                    "\"revision\":1099511627776,\"wait\":60}");
+    for (int i = 0; open_claim_waits(&fl->boxes[0]) < AD_CLAIM_WAITS_MAX; i++) {
+        DH_CHECK(&fl->boxes[0], i < 1000, "box-1 holds %" PRIu64 " claim waits after 20 s",
+                 open_claim_waits(&fl->boxes[0]));
+        usleep(20 * 1000);
+    }
+    char out[8192];
+    int status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
+    DH_CHECK(&fl->boxes[1], status == 0 && strstr(out, "serves on box box-2"),
+             "move web box-2 through a busy box-1: exit %d: %s", status, out);
+    stop_fleet(fl);
+    for (size_t i = 0; i < AD_CLAIM_WAITS_MAX; i++) {
+        json_object *reply = dh_request_finish(&fl->boxes[0], waits[i]);
+        DH_CHECK(&fl->boxes[0], strcmp(dh_reply_code(reply), "stopping") == 0,
+                 "a claim wait open at box-1's stop: %s", json_object_to_json_string(reply));
+        json_object_put(reply);
+    }
+}
+
 /* Appends a byte to checkpoint id's archive: its SHA-256 no longer fits. */
 static void tamper(const char *host, const char *id)
 {
@@ -606,6 +648,7 @@ int main(void)
         FL_TEST(test_a_probe_past_its_deadline_rolls_back),
         FL_TEST(test_a_probe_that_fails_its_health_check_rolls_back),
         FL_TEST(test_a_probe_that_passes_its_health_check_ends_the_move),
+        FL_TEST(test_a_move_through_a_busy_box_is_followed_all_the_same),
         FL_TEST(test_a_tampered_checkpoint_is_refused_and_rolled_back),
         FL_TEST(test_what_cannot_move_is_refused_with_nothing_changed),
         FL_TEST(test_force_moves_off_a_dead_box_from_its_last_checkpoint),
