@@ -522,6 +522,7 @@ static void teardown(daemon_process *process)
     ad_pressure_close(daemon);
     ad_hosts_teardown(daemon);
     claims_store_free(daemon->store);
+    ad_claim_waits_free(daemon);
     rel_store_free(daemon->releases);
     cg_root_free(daemon->cgroups);
     if (daemon->state_dirfd >= 0)

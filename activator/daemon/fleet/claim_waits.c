@@ -19,7 +19,9 @@
 
 struct ad_claim_wait {
     ad_daemon *daemon;
-    struct ad_claim_wait *prev, *next; /* the daemon's open waits */
+    /* The daemon's waits: the open ones, and answered ones whose read is
+     * still out (freed when it answers, or at the daemon's exit). */
+    struct ad_claim_wait *prev, *next;
     ctrl_reply *reply;                 /* NULL once answered */
     ctrl_request request;              /* a copy: the dispatcher's is gone once it returns */
     uint64_t started_usec;
@@ -40,20 +42,28 @@ static void unlink_wait(ad_claim_wait *wait)
     if (wait->next)
         wait->next->prev = wait->prev;
     wait->prev = wait->next = NULL;
-    daemon->n_claim_waits--;
+}
+
+static void free_wait(ad_claim_wait *wait)
+{
+    unlink_wait(wait);
+    claims_watch_free(wait->watch);
+    sd_event_source_disable_unref(wait->deadline);
+    free(wait);
 }
 
 /* Ends the wait's watch and timer and sends nothing more; the memory goes
- * now, or with the read still out. */
+ * now, or when the read still out answers. */
 static void finish(ad_claim_wait *wait)
 {
-    unlink_wait(wait);
+    if (wait->reply)
+        wait->daemon->n_claim_waits--;
     wait->reply = NULL;
     claims_watch_free(wait->watch);
     wait->watch = NULL;
     wait->deadline = sd_event_source_disable_unref(wait->deadline);
     if (!wait->reading)
-        free(wait);
+        free_wait(wait);
 }
 
 static void answer(ad_claim_wait *wait, ctrl_fleet_outcome *outcome)
@@ -99,7 +109,7 @@ static void on_read(claim_store *store, int result, const claim *c, const act_er
     ad_claim_wait *wait = userdata;
     wait->reading = false;
     if (!wait->reply) {
-        free(wait);
+        free_wait(wait);
         return;
     }
     if (result < 0) {
@@ -184,13 +194,25 @@ void ad_claim_wait_start(ad_daemon *daemon, const ctrl_request *request, ctrl_re
 
 void ad_claim_waits_end(ad_daemon *daemon, bool handover)
 {
-    while (daemon->claim_waits) {
-        ad_claim_wait *wait = daemon->claim_waits;
+    ad_claim_wait *next;
+    for (ad_claim_wait *wait = daemon->claim_waits; wait; wait = next) {
+        next = wait->next;
+        if (!wait->reply)
+            continue;
         if (!handover)
             ctrl_reply_error(wait->reply, "stopping",
                              "box %s is stopping; the wait for host %s's claim ended; ask another "
                              "box, or again",
                              daemon->config.box, wait->request.host);
         finish(wait);
+    }
+}
+
+void ad_claim_waits_free(ad_daemon *daemon)
+{
+    ad_claim_wait *next;
+    for (ad_claim_wait *wait = daemon->claim_waits; wait; wait = next) {
+        next = wait->next;
+        free_wait(wait);
     }
 }

@@ -21,3 +21,8 @@ void ad_claim_wait_start(ad_daemon *daemon, const ctrl_request *request, ctrl_re
  * their clients see the connection end (a wait is safe to ask again, of
  * the next daemon). */
 void ad_claim_waits_end(ad_daemon *daemon, bool handover);
+
+/* Frees what is left of the waits (answered ones whose read was still out
+ * when the store was freed, which cancels it unanswered): at the daemon's
+ * exit, after the store. */
+void ad_claim_waits_free(ad_daemon *daemon);
