@@ -388,15 +388,6 @@ static void test_a_probe_that_passes_its_health_check_ends_the_move(void **state
     stop_fleet(fl);
 }
 
-/* The daemon's open claim waits (its stats). */
-static uint64_t open_claim_waits(dh_daemon *d)
-{
-    json_object *reply = dh_request(d, 5000, "{\"v\":1,\"op\":\"stats\"}");
-    uint64_t n = act_json_u64_or(dh_reply_result(reply), "claim_waits", UINT64_MAX);
-    json_object_put(reply);
-    return n;
-}
-
 /* A move through a box that holds as many claim waits as it takes is
  * followed all the same: each round reads the claim after a pause. */
 static void test_a_move_through_a_busy_box_is_followed_all_the_same(void **state)
@@ -409,9 +400,9 @@ static void test_a_move_through_a_busy_box_is_followed_all_the_same(void **state
         waits[i] = dh_request_start(&fl->boxes[0], 60000,
                                     "{\"v\":1,\"op\":\"claim.wait\",\"host\":\"web\","
                                     "\"revision\":1099511627776,\"wait\":60}");
-    for (int i = 0; open_claim_waits(&fl->boxes[0]) < AD_CLAIM_WAITS_MAX; i++) {
+    for (int i = 0; dh_open_claim_waits(&fl->boxes[0]) < AD_CLAIM_WAITS_MAX; i++) {
         DH_CHECK(&fl->boxes[0], i < 1000, "box-1 holds %" PRIu64 " claim waits after 20 s",
-                 open_claim_waits(&fl->boxes[0]));
+                 dh_open_claim_waits(&fl->boxes[0]));
         usleep(20 * 1000);
     }
     char out[8192];

@@ -264,9 +264,12 @@ typedef struct dh_async dh_async;
 dh_async *dh_request_start(dh_daemon *d, int timeout_ms, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 json_object *dh_request_finish(dh_daemon *d, dh_async *async);
-/* The same, for a request that is not to be answered: the NNG error it
- * ended with (NNG_ETIMEDOUT when no reply came), or 0. */
+/* The same as dh_request_finish, for a request that is not to be answered:
+ * the NNG error it ended with (NNG_ETIMEDOUT when no reply came), or 0. */
 int dh_request_finish_nng(dh_async *async);
+
+/* How many claim.wait requests the daemon holds open (its stats). */
+uint64_t dh_open_claim_waits(dh_daemon *d);
 
 /* A wake of host (the request every test sends to wake one) and its reply,
  * whatever it says (the caller puts it). */

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/json_fields.h"
+
 int dh_request_raw(const char *url, const void *body, size_t len, int timeout_ms, char **reply)
 {
     return dd_request_nng(url, body, len, timeout_ms, reply);
@@ -63,6 +65,14 @@ dh_async *dh_request_start(dh_daemon *d, int timeout_ms, const char *fmt, ...)
     if (pthread_create(&async->thread, NULL, async_request, async) != 0)
         fail_msg("cannot start the request thread");
     return async;
+}
+
+uint64_t dh_open_claim_waits(dh_daemon *d)
+{
+    json_object *reply = dh_request(d, 5000, "{\"v\":1,\"op\":\"stats\"}");
+    uint64_t n = act_json_u64_or(dh_reply_result(reply), "claim_waits", UINT64_MAX);
+    json_object_put(reply);
+    return n;
 }
 
 int dh_request_finish_nng(dh_async *async)

@@ -177,15 +177,6 @@ static void test_a_lost_lease_is_put_again(void **state)
     dh_stop_and_check_clean(d);
 }
 
-/* The daemon's open claim waits (its stats). */
-static uint64_t open_claim_waits(dh_daemon *d)
-{
-    json_object *reply = dh_request(d, 5000, "{\"v\":1,\"op\":\"stats\"}");
-    uint64_t n = act_json_u64_or(dh_reply_result(reply), "claim_waits", UINT64_MAX);
-    json_object_put(reply);
-    return n;
-}
-
 /* A claim wait on demo past revision %PRIu64, for up to 30 s. */
 #define DEMO_WAIT_BODY                                                                             \
     "{\"v\":1,\"op\":\"claim.wait\",\"host\":\"demo\",\"revision\":%" PRIu64 ",\"wait\":30}"
@@ -204,7 +195,7 @@ static void test_a_handover_keeps_the_box_record(void **state)
     claim c;
     DH_CHECK(d, dh_claim_get(d, "demo", &c), "demo has no claim");
     dh_async *wait = dh_request_start(d, 3000, DEMO_WAIT_BODY, c.revision);
-    for (int i = 0; open_claim_waits(d) < 1; i++) {
+    for (int i = 0; dh_open_claim_waits(d) < 1; i++) {
         DH_CHECK(d, i < 1000, "the claim wait is not open after 20 s");
         sleep_ms(20);
     }
@@ -244,7 +235,7 @@ static void test_a_handover_keeps_the_box_record(void **state)
     /* One open at a clean stop is answered: the box is stopping. */
     DH_CHECK(d, dh_claim_get(d, "demo", &c), "demo has no claim");
     wait = dh_request_start(d, 60000, DEMO_WAIT_BODY, c.revision);
-    for (int i = 0; open_claim_waits(d) < 1; i++) {
+    for (int i = 0; dh_open_claim_waits(d) < 1; i++) {
         DH_CHECK(d, i < 1000, "the claim wait is not open after 20 s");
         sleep_ms(20);
     }
@@ -566,9 +557,9 @@ static void claim_waits_hear_a_write(dh_daemon *d)
                                     "\"revision\":%" PRIu64 ",\"wait\":60}",
                                     c.revision);
     /* Each is watching once the daemon counts it open. */
-    for (int i = 0; open_claim_waits(d) < AD_CLAIM_WAITS_MAX; i++) {
+    for (int i = 0; dh_open_claim_waits(d) < AD_CLAIM_WAITS_MAX; i++) {
         DH_CHECK(d, i < 1000, "the daemon holds %" PRIu64 " claim waits of %d after 20 s",
-                 open_claim_waits(d), AD_CLAIM_WAITS_MAX);
+                 dh_open_claim_waits(d), AD_CLAIM_WAITS_MAX);
         sleep_ms(20);
     }
     json_object *busy = dh_request(d, 5000,
@@ -596,7 +587,7 @@ static void claim_waits_hear_a_write(dh_daemon *d)
                  json_object_to_json_string(reply));
         json_object_put(reply);
     }
-    DH_CHECK(d, open_claim_waits(d) == 0, "claim waits still open after they were answered");
+    DH_CHECK(d, dh_open_claim_waits(d) == 0, "claim waits still open after they were answered");
 }
 
 /* claim assign to a box with no live lease: refused with the claim's
