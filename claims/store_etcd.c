@@ -452,22 +452,35 @@ static void on_tidied(etcd_call *call, int result, json_object *response, const 
     free(op);
 }
 
-/* The entry's own revision is the claim's (one txn wrote both), so the
- * compare holds only while no write named the box again. */
+/* Deletes the index entry of host under key_prefix (a box's index) if its
+ * revision is still revision. The entry's own revision is the claim's (one
+ * txn wrote both), so the compare holds only while no write named the box
+ * again. */
+static int delete_entry_at(etcd_store *es, sd_event *event, const char *key_prefix,
+                           const char *host, uint64_t revision, etcd_call_done_fn done,
+                           void *userdata, act_error *err)
+{
+    char *key = NULL;
+    if (asprintf(&key, "%s%s", key_prefix, host) < 0)
+        return act_error_set(err, ENOMEM, "etcd: out of memory");
+    char *body = etcd_txn_body(key, revision, NULL, NULL, 0, NULL);
+    free(key);
+    return etcd_store_call(es, event, "/v3/kv/txn", body, done, userdata, err);
+}
+
 static int etcd_tidy_async(claim_store *store, sd_event *event, const char *box, const char *host,
                            uint64_t revision, claims_cas_fn fn, void *userdata, act_error *err)
 {
     etcd_store *es = (etcd_store *)store;
     tidy_op *op = calloc(1, sizeof(*op));
-    char *key = NULL;
-    if (!op || asprintf(&key, "%s%s/%s", es->index_key, box, host) < 0) {
+    char *key_prefix = NULL;
+    if (!op || asprintf(&key_prefix, "%s%s/", es->index_key, box) < 0) {
         free(op);
         return act_error_set(err, ENOMEM, "etcd: out of memory");
     }
     *op = (tidy_op){.es = es, .fn = fn, .userdata = userdata};
-    char *body = etcd_txn_body(key, revision, NULL, NULL, 0, NULL);
-    free(key);
-    int r = etcd_store_call(es, event, "/v3/kv/txn", body, on_tidied, op, err);
+    int r = delete_entry_at(es, event, key_prefix, host, revision, on_tidied, op, err);
+    free(key_prefix);
     if (r < 0)
         free(op);
     return r;
@@ -512,13 +525,9 @@ static void on_mark_tidied(etcd_call *call, int result, json_object *response, c
  * for good. */
 static void tidy_mark(etcd_op *op, list_pages *pages, const char *host, json_object *kv)
 {
-    char *key = NULL;
     act_error err = {0};
-    if (asprintf(&key, "%s%s", op->key_prefix, host) < 0)
-        return;
-    char *body = etcd_txn_body(key, etcd_json_u64(kv, "mod_revision"), NULL, NULL, 0, NULL);
-    free(key);
-    if (etcd_store_call(op->es, op->event, "/v3/kv/txn", body, on_mark_tidied, op, &err) < 0) {
+    if (delete_entry_at(op->es, op->event, op->key_prefix, host, etcd_json_u64(kv, "mod_revision"),
+                        on_mark_tidied, op, &err) < 0) {
         act_log(LOG_DEBUG, "etcd list: cannot remove a delete mark of the index: %s", err.message);
         return;
     }

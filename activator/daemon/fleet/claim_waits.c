@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "activator/control/fleet.h"
+#include "activator/daemon/fleet/requests.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -68,10 +69,7 @@ static void finish(ad_claim_wait *wait)
 
 static void answer(ad_claim_wait *wait, ctrl_fleet_outcome *outcome)
 {
-    if (outcome->code)
-        ctrl_reply_error(wait->reply, outcome->code, "%s", outcome->error.message);
-    else
-        ctrl_reply_ok(wait->reply, TAKE_PTR(outcome->result));
+    ad_fleet_reply(wait->reply, outcome);
     finish(wait);
 }
 

@@ -38,13 +38,18 @@ static void fleet_request_free(fleet_request *pending)
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(fleet_request *, fleet_request_free)
 
+void ad_fleet_reply(ctrl_reply *reply, ctrl_fleet_outcome *outcome)
+{
+    if (outcome->code)
+        ctrl_reply_error(reply, outcome->code, "%s", outcome->error.message);
+    else
+        ctrl_reply_ok(reply, TAKE_PTR(outcome->result));
+}
+
 /* Replies with what fleet.c decided, which ends the request. */
 static void answer(fleet_request *pending, ctrl_fleet_outcome *outcome)
 {
-    if (outcome->code)
-        ctrl_reply_error(pending->reply, outcome->code, "%s", outcome->error.message);
-    else
-        ctrl_reply_ok(pending->reply, TAKE_PTR(outcome->result));
+    ad_fleet_reply(pending->reply, outcome);
     fleet_request_free(pending);
 }
 

@@ -537,6 +537,9 @@ static void claim_wait_commands(dh_daemon *d, via how)
     status = ctl(d, how, out, sizeof(out), "claim", "wait", "nohost", "--revision", "7", NULL);
     DH_CHECK(d, status == 1 && strstr(out, "no_claim") && strstr(out, "deleted after revision 7"),
              "%s claim wait nohost --revision 7: exit %d:\n%s", name, status, out);
+    status = ctl(d, how, out, sizeof(out), "claim", "wait", "demo", "--revision", "-3", NULL);
+    DH_CHECK(d, status == 2 && strstr(out, "bad value '-3' for option '--revision'"),
+             "%s claim wait demo --revision -3: exit %d:\n%s", name, status, out);
     status = ctl(d, how, out, sizeof(out), "claim", "wait", "demo", "--wait", "301", NULL);
     /* Refused by the daemon (1), or before any store call by --store (2). */
     DH_CHECK(d, status == (how == VIA_STORE ? 2 : 1) && strstr(out, "wait 1 to 300 seconds"),
