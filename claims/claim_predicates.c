@@ -4,6 +4,7 @@
 #include "claims/claims.h"
 
 #include <assert.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -125,6 +126,20 @@ bool claim_same_admission(const claim *a, const claim *b)
            strcmp(a->op.id, b->op.id) == 0 &&
            a->op.kind == b->op.kind && strcmp(a->op.phase, b->op.phase) == 0 &&
            strcmp(a->op.exec, b->op.exec) == 0;
+}
+
+bool claim_is_landed_write(const claim *sent, const claim *current, const char *incarnation)
+{
+    if (!sent || !current || !incarnation || current->revision == 0 || !claim_has_holder(sent) ||
+        strcmp(sent->holder.incarnation, incarnation) != 0 ||
+        strcmp(sent->host, current->host) != 0)
+        return false;
+    char *sent_json = claim_to_json(sent);
+    char *current_json = claim_to_json(current);
+    bool same = sent_json && current_json && strcmp(sent_json, current_json) == 0;
+    free(sent_json);
+    free(current_json);
+    return same;
 }
 
 /* The parts every admission writes: our holder, a new session, and a

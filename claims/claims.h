@@ -280,6 +280,14 @@ int claim_admission_ok(const claim *observed, const claim *admitted, const char 
  * same op (id, kind, phase, exec). The revision is deliberately not compared,
  * so a re-read that only saw an unrelated write still matches. */
 bool claim_same_admission(const claim *a, const claim *b);
+/* True when current is, field for field, the claim sent that a writer of
+ * incarnation wrote: a compare-and-swap whose answer was lost (a member that
+ * timed out after it committed) may have landed, and its retry on another
+ * member then meets it. Equal content alone proves nothing, since two
+ * writers can compute one claim from one read; what makes it this writer's
+ * is the holder sent: its incarnation, stamp and session, which no other
+ * writer makes. So sent must name incarnation as its holder's. */
+bool claim_is_landed_write(const claim *sent, const claim *current, const char *incarnation);
 /* Builds the claim a box writes to admit itself: a copy of observed with the
  * holder set to box/incarnation/stamp, session + 1, a generation above any the
  * claim names, op.exec = box, and phase "starting" (kind becomes serving; a

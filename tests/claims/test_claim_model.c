@@ -602,6 +602,35 @@ static void same_admission_ignores_revision_only(void **state)
     assert_false(claim_same_admission(&a, &b));
 }
 
+/* A write's own landing is recognised by every field it wrote, and only
+ * for the writer whose incarnation it names. */
+static void landed_write_is_the_same_claim_of_our_incarnation(void **state)
+{
+    claim observed = serving_by("b1", "b1"), sent;
+    claim_next_admission(&observed, "b1", "inc-new", 77, &sent);
+    sent.revision = 0; /* what a writer holds before the answer */
+    claim current = sent;
+    current.revision = 11;
+    assert_true(claim_is_landed_write(&sent, &current, "inc-new"));
+    /* Another daemon (or an older one of this box) computing the same bytes
+     * would name its own incarnation. */
+    assert_false(claim_is_landed_write(&sent, &current, "inc-old"));
+    /* A later writer changed an unrelated field: not the claim sent. */
+    snprintf(current.held, sizeof(current.held), "v3");
+    assert_false(claim_is_landed_write(&sent, &current, "inc-new"));
+    current = sent;
+    current.revision = 11;
+    current.holder.stamp_usec++;
+    assert_false(claim_is_landed_write(&sent, &current, "inc-new"));
+    current = sent;
+    current.revision = 0; /* the claim is gone */
+    assert_false(claim_is_landed_write(&sent, &current, "inc-new"));
+    /* A write that names no holder cannot be told from another's. */
+    claim released = serving_by("b1", NULL);
+    claim released_now = released;
+    assert_false(claim_is_landed_write(&released, &released_now, "inc-new"));
+}
+
 static void edits_change_only_what_they_name(void **state)
 {
     claim current = full_claim();
@@ -870,6 +899,7 @@ int main(void)
         cmocka_unit_test(parked_and_failed_clear_the_handle),
         cmocka_unit_test(frozen_keeps_the_generation_and_its_handle),
         cmocka_unit_test(same_admission_ignores_revision_only),
+        cmocka_unit_test(landed_write_is_the_same_claim_of_our_incarnation),
         cmocka_unit_test(edits_change_only_what_they_name),
         cmocka_unit_test(describe_owner_names_revision_and_box),
         cmocka_unit_test(a_handover_waits_for_the_holders_release),

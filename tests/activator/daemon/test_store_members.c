@@ -5,14 +5,24 @@
  * is admitted; and its claim watch must leave it too, so that a
  * reassignment written through the other members retires the host it
  * serves within StoreWatchTimeoutSec= and a call budget. The frozen member
- * is continued before the next round. */
+ * is continued before the next round.
+ *
+ * And a daemon whose store endpoints are two proxies to one etcd that lose
+ * the answers of its admission and of its publication after etcd applied
+ * them: the wake takes its own landed writes and serves. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "claims/etcd_wire.h"
 #include "harness.h"
+#include "tests/common/tcp_proxy.h"
 
 #define MEMBERS 3
 #define WATCH_TIMEOUT_SEC 2
@@ -24,6 +34,10 @@
 #define SLACK_MS 4000
 
 static etcd_harness members[MEMBERS];
+/* The lost-answer test's etcd, its two proxies and their shared hold. */
+static etcd_harness single;
+static tcp_proxy *proxies[2];
+static tcp_proxy_hold *lose_one;
 
 static void member_signal(dh_daemon *d, size_t m, int sig)
 {
@@ -89,6 +103,99 @@ static void test_a_frozen_member_is_left_for_the_others(void **state)
     dh_stop_and_check_clean(d);
 }
 
+static void touch(dh_daemon *d, const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    DH_CHECK(d, fd >= 0, "cannot create %s: %s", path, strerror(errno));
+    close(fd);
+}
+
+/* Waits until the wake holds before step (its hold file is hold), checks
+ * that lost_before answers were lost so far, makes the next transaction on
+ * demo's claim lose its answer after etcd applied it, and lets the step go
+ * on. */
+static void lose_the_answer_of(dh_daemon *d, const char *step, const char *hold,
+                               const char *claim_key_b64, unsigned lost_before)
+{
+    char waiting[PATH_MAX + 64];
+    snprintf(waiting, sizeof(waiting), "step %s held: waiting for %s", step, hold);
+    DH_CHECK(d, dh_log_wait(d, waiting, 20000), "the wake never held before %s", step);
+    DH_CHECK(d, tcp_proxy_hold_dropped(lose_one) == lost_before,
+             "before %s, the proxies had lost %u answers, not %u", step,
+             tcp_proxy_hold_dropped(lose_one), lost_before);
+    const char *needles[] = {"/v3/kv/txn", claim_key_b64};
+    tcp_proxy_hold_arm(lose_one, needles, 2);
+    touch(d, hold);
+}
+
+/* A compare-and-swap whose answer is lost after etcd applied it: the store
+ * client waits out its share of the call budget on that endpoint and sends
+ * the same write to the next, where the compare meets the write itself.
+ * The admission and the publication each take such a claim for their own
+ * (it carries this daemon's incarnation and the admission's stamp and
+ * session), rather than ending the wake as if another box got in. Both
+ * endpoints are proxies to one etcd, so whichever the client starts on
+ * loses the answer. */
+static void test_a_write_whose_answer_was_lost_is_taken_as_landed(void **state)
+{
+    dh_daemon *d = *state;
+    act_error err = {0};
+    if (etcd_harness_start(&single, &err) < 0)
+        fail_msg("cannot start etcd: %s", err.message);
+    lose_one = tcp_proxy_hold_new();
+    assert_non_null(lose_one);
+    for (size_t i = 0; i < 2; i++) {
+        proxies[i] = tcp_proxy_start("127.0.0.1", "127.0.0.1", single.client_port, lose_one, &err);
+        if (!proxies[i])
+            fail_msg("%s", err.message);
+    }
+    char url[256];
+    snprintf(url, sizeof(url), "etcd://127.0.0.1:%d,127.0.0.1:%d/landed",
+             tcp_proxy_port(proxies[0]), tcp_proxy_port(proxies[1]));
+    char *key_b64 = etcd_b64_encode("/landed/demo", strlen("/landed/demo"));
+    assert_non_null(key_b64);
+    dh_setup_box(d, DH_BOX, url, NULL);
+    dh_add_app_host(d, "demo", NULL, NULL);
+    char admit_hold[PATH_MAX], publish_hold[PATH_MAX];
+    dh_hold_path(d, "admit-go", admit_hold, sizeof(admit_hold));
+    dh_hold_path(d, "publish-go", publish_hold, sizeof(publish_hold));
+    char env[2 * PATH_MAX + 64];
+    snprintf(env, sizeof(env), "ACTIVATOR_TEST_HOLD=admit:%s,publish:%s", admit_hold, publish_hold);
+    const char *const extra_env[] = {env, NULL};
+    dh_start(d, extra_env);
+    claim before;
+    dh_claim_assigned("demo", DH_BOX, &before);
+    dh_claim_put(d, &before);
+    DH_CHECK(d, dh_claim_get(d, "demo", &before), "no claim for demo");
+
+    dh_async *wake = dh_wake_start(d, "demo", 60000);
+    lose_the_answer_of(d, "admit", admit_hold, key_b64, 0);
+    lose_the_answer_of(d, "publish", publish_hold, key_b64, 1);
+    json_object *reply = dh_request_finish(d, wake);
+    DH_CHECK(d, dh_reply_ok(reply),
+             "a wake whose admission and publication lost their answers "
+             "was not served: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(d, tcp_proxy_hold_dropped(lose_one) == 2,
+             "the proxies lost %u answers, not the admission's and the publication's",
+             tcp_proxy_hold_dropped(lose_one));
+    DH_CHECK(d,
+             dh_log_wait(d, "the claim is our admission", 1000) &&
+                 dh_log_wait(d, "the claim is our publication", 1000),
+             "the daemon did not say it took its own landed writes");
+    claim after;
+    DH_CHECK(d, dh_claim_get(d, "demo", &after), "no claim after the wake");
+    DH_CHECK(d,
+             strcmp(after.op.phase, "serving") == 0 &&
+                 after.holder.session == before.holder.session + 1,
+             "the claim says phase %s, session %" PRIu64 "; expected serving after exactly one "
+             "admission (session %" PRIu64 ")",
+             after.op.phase, after.holder.session, before.holder.session + 1);
+    free(key_b64);
+    dh_stop_and_check_clean(d);
+}
+
 static int teardown(void **state)
 {
     int r = dh_fixture_teardown(state);
@@ -97,6 +204,13 @@ static int teardown(void **state)
             kill(members[m].pid, SIGCONT);
         etcd_harness_destroy(&members[m]);
     }
+    for (size_t i = 0; i < 2; i++) {
+        tcp_proxy_stop(proxies[i]);
+        proxies[i] = NULL;
+    }
+    tcp_proxy_hold_free(lose_one);
+    lose_one = NULL;
+    etcd_harness_destroy(&single);
     return r;
 }
 
@@ -107,6 +221,8 @@ int main(void)
         return r;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_a_frozen_member_is_left_for_the_others,
+                                        dh_fixture_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_write_whose_answer_was_lost_is_taken_as_landed,
                                         dh_fixture_setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
