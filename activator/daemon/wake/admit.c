@@ -225,15 +225,7 @@ static void admission_answered(ad_host *host)
     const claim *current = &w->answer.current;
     const act_error *err = &w->answer.err;
     pl_wake *wake = take_wake(host);
-    if (result == CLAIMS_CHANGED &&
-        claim_is_landed_write(&w->admitted, current, host->daemon->incarnation)) {
-        act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = host->name},
-                       "host %s: the claim is our admission (revision %" PRIu64
-                       "): the write whose answer the store lost had landed",
-                       host->name, current->revision);
-        result = 0;
-        new_revision = current->revision;
-    }
+    ad_wake_take_landed_write(host, "admission", &w->admitted, current, &result, &new_revision);
     if (result == CLAIMS_CHANGED) {
         char why[sizeof(((act_error *)0)->message)];
         if (w->admission_conflicts < ADMISSION_CONFLICTS_MAX &&

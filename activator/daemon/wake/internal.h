@@ -85,6 +85,13 @@ static inline void store_call_failed(pl_wake *wake, ad_host *host, const act_err
     pl_wake_complete(wake, PL_REASON_STORE_ERROR, "host %s: %s", host->name, err->message);
 }
 
+/* wake/state.c: a compare-and-swap of the wake (what: "admission", "publication") that
+ * answered CLAIMS_CHANGED with current: when current is the very write sent,
+ * landed though its answer was lost (claim_is_landed_write), says so and
+ * turns *result into a success at current's revision. */
+void ad_wake_take_landed_write(const ad_host *host, const char *what, const claim *sent,
+                               const claim *current, int *result, uint64_t *new_revision);
+
 /* wake/state.c: host's wake state for wake, freed when the wake ends (by
  * ad_wake_state_free); NULL when out of memory. */
 ad_wake_state *ad_wake_state_new(pl_wake *wake, ad_host *host);

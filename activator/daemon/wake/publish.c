@@ -20,15 +20,8 @@ static void on_published(claim_store *store, int result, uint64_t new_revision,
 {
     ad_host *host = userdata;
     pl_wake *wake = take_wake(host);
-    if (result == CLAIMS_CHANGED &&
-        claim_is_landed_write(&host->wake_state->admitted, current, host->daemon->incarnation)) {
-        act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = host->name},
-                       "host %s: the claim is our publication (revision %" PRIu64
-                       "): the write whose answer the store lost had landed",
-                       host->name, current->revision);
-        result = 0;
-        new_revision = current->revision;
-    }
+    ad_wake_take_landed_write(host, "publication", &host->wake_state->admitted, current, &result,
+                              &new_revision);
     if (result == CLAIMS_CHANGED) {
         pl_wake_complete(wake, PL_REASON_PUBLISH_LOST,
                          "host %s: the claim changed while publishing generation %" PRIu64,

@@ -1,10 +1,13 @@
 /* One wake's state (wake/internal.h): made at `read`, freed when the wake
- * ends, or when its host goes. */
+ * ends, or when its host goes; and what the wake's compare-and-swaps share:
+ * taking a write whose answer was lost for the success it was. */
 #include "activator/daemon/wake/ops.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 
 #include "activator/daemon/wake/internal.h"
+#include "common/log.h"
 
 ad_wake_state *ad_wake_state_new(pl_wake *wake, ad_host *host)
 {
@@ -32,4 +35,18 @@ void ad_wake_state_free(void *data)
     if (host->wake_state == w)
         host->wake_state = NULL;
     free(w);
+}
+
+void ad_wake_take_landed_write(const ad_host *host, const char *what, const claim *sent,
+                               const claim *current, int *result, uint64_t *new_revision)
+{
+    if (*result != CLAIMS_CHANGED ||
+        !claim_is_landed_write(sent, current, host->daemon->incarnation))
+        return;
+    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = host->name},
+                   "host %s: the claim is our %s (revision %" PRIu64
+                   "): the write whose answer the store lost had landed",
+                   host->name, what, current->revision);
+    *result = 0;
+    *new_revision = current->revision;
 }
