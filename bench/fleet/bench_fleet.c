@@ -26,7 +26,7 @@
  * admission p99 at N = 1,000 within 2x N = 10.
  *
  *   bench-fleet [--boxes 10,100,1000] [--members 1|3] [--steady SEC]
- *               [--threads T] [--wakes-pct P]
+ *               [--threads T] [--wakes-pct P] [--lease SEC]
  * --wakes-pct 1 is the issue's own rate; give it a longer --steady for a
  * p99 at N = 10. */
 #include <errno.h>
@@ -41,6 +41,7 @@
 
 #include <curl/curl.h>
 
+#include "bench/fleet/bare_probe.h"
 #include "bench/fleet/seed_claims.h"
 #include "bench/fleet/sim.h"
 #include "bench/wake/bench_daemon.h"
@@ -61,10 +62,14 @@
 #define SWAPS_PER_BOX_MIN 1.0
 #define MOVES_PER_BOX_MIN 1.0
 #define IDLE_USEC (5 * 1000 * 1000ull)
-#define LEASE_USEC (10 * 1000 * 1000ull)
+/* BoxLeaseSec= of every simulated box, unless --lease says otherwise. */
+#define LEASE_SEC_DEFAULT 10
+static uint64_t lease_usec = LEASE_SEC_DEFAULT * 1000 * 1000ull;
 #define WATCH_TIMEOUT_USEC (30 * 1000 * 1000ull)
 #define MEMBERS_MAX 3
 #define LAG_PERIOD_USEC (10 * 1000ull)
+/* The bare probe's mean gap between two of its read-and-CAS pairs. */
+#define BARE_PROBE_GAP_USEC (100 * 1000ull)
 
 typedef struct worker {
     sim_fleet *fleet;
@@ -280,6 +285,10 @@ typedef struct result {
     double admission_p50_ms, admission_p99_ms, published_p50_ms, published_p99_ms;
     double read_p50_ms, read_p99_ms, cas_p50_ms, cas_p99_ms, lag_p99_ms, lag_max_ms;
     double wal_fsync_p99_ms, commit_p99_ms;
+    /* etcd alone at the same moment (bare_probe.h): read, CAS, both. */
+    double bare_read_p50_ms, bare_read_p99_ms, bare_cas_p50_ms, bare_cas_p99_ms;
+    double bare_both_p50_ms, bare_both_p99_ms;
+    uint64_t bare_samples, bare_failures;
     uint64_t admissions, heal_admissions;
     double heal_admission_p99_ms;
     double startup_ms, startup_list_bytes;
@@ -351,6 +360,19 @@ static void steady_latencies(sim_fleet *fleet, result *res)
             res->lag_max_ms = sim_samples_quantile(parts[i], 1.0) / 1000.0;
         pthread_mutex_unlock(&parts[i]->lock);
     }
+}
+
+static void bare_latencies(bare_probe *probe, result *res)
+{
+    sim_samples *each[] = {&probe->read_usec, &probe->cas_usec, &probe->both_usec};
+    double *p50s[] = {&res->bare_read_p50_ms, &res->bare_cas_p50_ms, &res->bare_both_p50_ms};
+    double *p99s[] = {&res->bare_read_p99_ms, &res->bare_cas_p99_ms, &res->bare_both_p99_ms};
+    for (size_t i = 0; i < 3; i++) {
+        *p50s[i] = sim_samples_quantile(each[i], 0.5) / 1000.0;
+        *p99s[i] = sim_samples_quantile(each[i], 0.99) / 1000.0;
+    }
+    res->bare_samples = probe->both_usec.n;
+    res->bare_failures = probe->failures;
 }
 
 static int wait_until(bool (*done)(sim_fleet *fleet), sim_fleet *fleet, int timeout_ms)
@@ -443,7 +465,7 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
         .swaps_per_box_min = SWAPS_PER_BOX_MIN,
         .moves_per_box_min = MOVES_PER_BOX_MIN,
         .idle_usec = IDLE_USEC,
-        .lease_usec = LEASE_USEC,
+        .lease_usec = lease_usec,
         .watch_timeout_usec = WATCH_TIMEOUT_USEC,
     };
     size_t used =
@@ -537,8 +559,16 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
     read_etcd_view(etcd, members, &view_before);
     double cpu_before = self_cpu_sec();
     uint64_t steady_start = act_now_usec();
+    bare_probe probe = {0};
+    if (bare_probe_start(&probe, etcd[0].endpoint, BARE_PROBE_GAP_USEC) < 0) {
+        r = act_error_set(err, EAGAIN, "cannot start the bare etcd probe's thread");
+        goto stop;
+    }
     atomic_store(&fleet.workload, true);
     sleep(steady_sec);
+    bare_probe_stop(&probe);
+    bare_latencies(&probe, res);
+    bare_probe_free(&probe);
     /* What the watches still owe arrives within a moment: the events are
      * counted once the writes of the last second had time to reach them. */
     atomic_store(&fleet.phase, SIM_HEAL);
@@ -587,11 +617,14 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
                                         view_after.wal_fsync, view_after.wal_fsyncs);
     res->commit_p99_ms =
         disk_p99_ms(view_before.commit, view_before.commits, view_after.commit, view_after.commits);
-    printf("  N=%u: etcd during the workload: %.0f Range/s, %.0f Txn/s, %.1f watch streams "
+    printf("  N=%u: etcd during the workload: %.0f Range/s, %.0f Txn/s, %.0f LeaseKeepAlive/s, "
+           "%.0f gRPC calls/s in all, %.1f watch streams "
            "opened/s, %.0f watchers, %.0f KB/s sent, CPU %.0f %% (RSS %.0f MiB); simulator "
            "CPU %.0f %%\n",
            n_boxes, (view_after.range - view_before.range) / seconds,
            (view_after.txn - view_before.txn) / seconds,
+           (view_after.lease_keepalive - view_before.lease_keepalive) / seconds,
+           (view_after.all - view_before.all) / seconds,
            (view_after.watch_streams - view_before.watch_streams) / seconds, view_after.watchers,
            (view_after.sent_bytes - view_before.sent_bytes) / seconds / 1e3, res->etcd_cpu_pct,
            view_after.rss_bytes / 1048576.0, res->sim_cpu_pct);
@@ -645,7 +678,7 @@ static int run_one(unsigned n_boxes, unsigned members, unsigned threads, unsigne
     sim_box_abandon_lease(fleet.boxes[0]);
     uint64_t abandoned = act_now_usec();
     res->lease_gone_sec = -1;
-    while (act_now_usec() - abandoned < 3 * LEASE_USEC) {
+    while (act_now_usec() - abandoned < 3 * lease_usec) {
         act_error why = {0};
         if (lease_gone(observer, "b0000", &why) == 1) {
             res->lease_gone_sec = (double)(act_now_usec() - abandoned) / 1e6;
@@ -711,6 +744,13 @@ static void print_result(const result *r)
            "p99, %.2f ms at most; etcd's WAL fsync p99 <= %.0f ms, backend commit p99 <= %.0f ms\n",
            r->read_p50_ms, r->read_p99_ms, r->cas_p50_ms, r->cas_p99_ms, r->lag_p99_ms,
            r->lag_max_ms, r->wal_fsync_p99_ms, r->commit_p99_ms);
+    printf("  etcd alone at the same moment (a blocking read and CAS of a key of its own, "
+           "%" PRIu64 " pairs, %" PRIu64 " failed; p50 / p99): read %.2f / %.2f ms, CAS %.2f / "
+           "%.2f ms, both %.2f / %.2f ms; an admission's p99 is %.2fx that (%+.2f ms)\n",
+           r->bare_samples, r->bare_failures, r->bare_read_p50_ms, r->bare_read_p99_ms,
+           r->bare_cas_p50_ms, r->bare_cas_p99_ms, r->bare_both_p50_ms, r->bare_both_p99_ms,
+           r->bare_both_p99_ms > 0 ? r->admission_p99_ms / r->bare_both_p99_ms : 0,
+           r->admission_p99_ms - r->bare_both_p99_ms);
     printf("  per box (median): %.2f store requests/s, %.0f B/s sent, %.0f B/s received\n",
            r->requests_per_box_s, r->sent_per_box_s, r->received_per_box_s);
     printf("  watch events per box: %.1f received, %.1f%% concerning it; the writers' truth "
@@ -726,7 +766,7 @@ static void print_result(const result *r)
            r->heal_sec, r->heal_mbytes, r->refusals_store, r->last_refusal_sec,
            r->heal_admission_p99_ms, r->heal_admissions);
     printf("  lease stopped: box b0000 gone from the live list after %.1f s (lease %.0f s)\n",
-           r->lease_gone_sec, LEASE_USEC / 1e6);
+           r->lease_gone_sec, lease_usec / 1e6);
     printf("  peak RSS: etcd %.0f MiB, simulator %.0f MiB; CPU etcd %.0f %%, simulator %.0f %%\n",
            r->etcd_peak_kib / 1024.0, r->sim_peak_kib / 1024.0, r->etcd_cpu_pct, r->sim_cpu_pct);
     printf("  fencing: %" PRIu64 " generations started, %" PRIu64 " run on two boxes at once\n",
@@ -759,7 +799,7 @@ int main(int argc, char **argv)
     if (r)
         return r;
     unsigned sizes[8] = {10, 100, 1000}, n_sizes = 3, members = 1, steady = STEADY_SEC_DEFAULT,
-             threads = 4, wakes_pct = WAKES_PCT_PER_MIN;
+             threads = 4, wakes_pct = WAKES_PCT_PER_MIN, lease_sec = LEASE_SEC_DEFAULT;
     for (int i = 1; i < argc; i += 2) {
         const char *option = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = value != NULL;
@@ -778,10 +818,12 @@ int main(int argc, char **argv)
             ok = parse_count(value, 1, 64, &threads, NULL);
         } else if (ok && strcmp(option, "--wakes-pct") == 0) {
             ok = parse_count(value, 1, 100, &wakes_pct, NULL);
+        } else if (ok && strcmp(option, "--lease") == 0) {
+            ok = parse_count(value, 3, 3600, &lease_sec, NULL);
         } else if (ok) {
             fprintf(stderr,
                     BENCH ": unknown option %s (options: --boxes N[,N...] --members 1|3 "
-                          "--steady SEC --threads T --wakes-pct P)\n",
+                          "--steady SEC --threads T --wakes-pct P --lease SEC)\n",
                     option);
             return 2;
         }
@@ -789,11 +831,12 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     BENCH ": %s needs %s, not '%s' (boxes: 2 to 9999 each, up to 8, comma "
                           "separated; members: 1 or 3; steady: 1 to 86400 s; threads: 1 to 64; "
-                          "wakes-pct: 1 to 100)\n",
+                          "wakes-pct: 1 to 100; lease: 3 to 3600 s)\n",
                     option, value ? "a value in range" : "a value", value ? value : "");
             return 2;
         }
     }
+    lease_usec = (uint64_t)lease_sec * 1000 * 1000;
     act_error err = {0};
     /* Every box holds a few connections, and etcd one per connection. */
     if (bd_raise_nofile(1 << 16, 1 << 14, &err) < 0) {
@@ -804,9 +847,9 @@ int main(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     printf(BENCH ": %u hosts a box, on %u etcd member(s); wakes at %.0f %% of a box's hosts a "
                  "minute, %.0f swaps and %.0f moves a box a minute, idle park after %.0f s; %u s "
-                 "of workload; %u threads\n",
+                 "of workload; %u threads; leases of %u s\n",
            HOSTS_PER_BOX, members, (double)wakes_pct, SWAPS_PER_BOX_MIN, MOVES_PER_BOX_MIN,
-           IDLE_USEC / 1e6, steady, threads);
+           IDLE_USEC / 1e6, steady, threads, lease_sec);
     result results[8];
     for (unsigned i = 0; i < n_sizes; i++) {
         if ((r = run_one(sizes[i], members, threads, steady, wakes_pct, &results[i], &err)) < 0) {
@@ -822,6 +865,10 @@ int main(int argc, char **argv)
         printf("  admission p99 %.2fx (%+.2f ms) [target <= 2x]\n",
                small->admission_p99_ms > 0 ? large->admission_p99_ms / small->admission_p99_ms : 0,
                large->admission_p99_ms - small->admission_p99_ms);
+        printf("  etcd alone's read+CAS p99 at the same moments: %.2fx (%.2f ms against %.2f "
+               "ms): how much of that is etcd's own under the fleet's load on this machine\n",
+               small->bare_both_p99_ms > 0 ? large->bare_both_p99_ms / small->bare_both_p99_ms : 0,
+               large->bare_both_p99_ms, small->bare_both_p99_ms);
         printf("  a box's start-up list %.2fx (%+.0f B) [target <= 2x]\n",
                small->startup_list_bytes > 0 ? large->startup_list_bytes / small->startup_list_bytes
                                              : 0,
