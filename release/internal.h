@@ -64,25 +64,72 @@ int rel_open_beneath_walk(int build_dirfd, const char *path, int flags);
 
 /* ---- manifests (manifest.c) ---- */
 
+/* The manifest formats this activator reads; it writes the newest. Format
+ * 1 listed regular files only; format 2 lists every entry of the build with
+ * its type and mode (release.h). */
+#define REL_MANIFEST_FORMAT_FILES 1
+#define REL_MANIFEST_FORMAT_ENTRIES 2
+
+/* What an entry of a build is. Format 1 manifests hold files only. */
+typedef enum rel_entry_type {
+    REL_ENTRY_FILE,
+    REL_ENTRY_DIR,
+    REL_ENTRY_SYMLINK,
+} rel_entry_type;
+
+/* The modes a stage gives what it copies, which verify insists on: nothing
+ * is writable once staged, and the build's owner (root) is the only one who
+ * could change that. */
+#define REL_MODE_FILE 0444
+#define REL_MODE_EXECUTABLE 0555
+#define REL_MODE_DIR 0755
+#define REL_MODE_SYMLINK 0777
+
 typedef struct rel_file {
     char *path;
-    uint64_t size;
-    char digest[REL_DIGEST_SIZE];
+    rel_entry_type type;
+    unsigned mode;                /* permission bits (07777); 0 in a format 1 manifest */
+    uint64_t size;                /* files only */
+    char digest[REL_DIGEST_SIZE]; /* files only */
+    char *target;                 /* symlinks only: relative, and resolving inside the build */
 } rel_file;
 
 typedef struct rel_manifest {
+    unsigned format;
     char host[REL_NAME_SIZE];
     char version[REL_NAME_SIZE];
     char exec_path[REL_PATH_SIZE];
     char build_digest[REL_DIGEST_SIZE];
     uint64_t staged_at;
-    rel_file *files; /* sorted by path, strcmp order, no duplicates */
+    /* Where the build came from, for an operator and for other boxes: the
+     * absolute path of a directory stage ("" in a format 1 manifest). */
+    char source[REL_PATH_SIZE];
+    rel_file *files; /* every entry, sorted by path, strcmp order, no duplicates */
     size_t n_files;
 } rel_manifest;
 
 /* Computes the build digest (encoding in release.h) of files, which must
- * already be sorted. */
-int rel_build_digest(const rel_file *files, size_t n_files, char out[REL_DIGEST_SIZE]);
+ * already be sorted, as manifest format says. */
+int rel_build_digest(unsigned format, const rel_file *files, size_t n_files,
+                     char out[REL_DIGEST_SIZE]);
+
+/* The type's name in a manifest ("file", "dir", "symlink"). */
+const char *rel_entry_type_name(rel_entry_type type);
+
+/* Frees what an entry owns. */
+void rel_file_clear(rel_file *file);
+
+/* True for a symlink target a build may hold: relative, shorter than
+ * REL_PATH_SIZE, no control characters, not empty. Where it leads is
+ * checked on the staged tree (rel_symlinks_stay_inside). */
+bool rel_symlink_target_is_valid(const char *target);
+
+/* Every symlink of m, followed as the kernel would through the entries m
+ * lists (symlinks within symlinks included), stays inside the build; a
+ * path that ends at an entry the build lacks is allowed, since the build
+ * never changes and it stays missing. label names the build in errors.
+ * -EXDEV when one leads out, -ELOOP for a loop (symlinks.c). */
+int rel_symlinks_stay_inside(const rel_manifest *m, const char *label, act_error *err);
 
 /* Reads and validates <version_dirfd>/manifest.json. where is the file's
  * path for messages. host and version are what the directory says the build

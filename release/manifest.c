@@ -16,14 +16,30 @@
 #include "common/json_fields.h"
 #include "release/internal.h"
 
-#define MANIFEST_FORMAT 1
+static const char *const entry_type_names[] = {
+    [REL_ENTRY_FILE] = "file",
+    [REL_ENTRY_DIR] = "dir",
+    [REL_ENTRY_SYMLINK] = "symlink",
+};
+
+const char *rel_entry_type_name(rel_entry_type type)
+{
+    return entry_type_names[type];
+}
+
+void rel_file_clear(rel_file *file)
+{
+    free(file->path);
+    free(file->target);
+    file->path = file->target = NULL;
+}
 
 void rel_manifest_clear(rel_manifest *m)
 {
     if (!m)
         return;
     for (size_t i = 0; i < m->n_files; i++)
-        free(m->files[i].path);
+        rel_file_clear(&m->files[i]);
     free(m->files);
     memset(m, 0, sizeof(*m));
 }
@@ -50,6 +66,7 @@ void rel_manifest_identity(const rel_manifest *m, const rel_file *exec, rel_iden
         exec = rel_manifest_find(m, m->exec_path);
     snprintf(id->version, sizeof(id->version), "%s", m->version);
     snprintf(id->build_digest, sizeof(id->build_digest), "%s", m->build_digest);
+    snprintf(id->source, sizeof(id->source), "%s", m->source);
     id->staged_at = m->staged_at;
     for (size_t i = 0; i < m->n_files; i++)
         id->size += m->files[i].size;
@@ -67,22 +84,30 @@ int rel_manifest_write(int dirfd, const rel_manifest *m, act_error *err)
     _cleanup_(json_object_putp) json_object *files = json_object_new_array_ext((int)m->n_files);
     if (!root || !files)
         return act_error_set(err, ENOMEM, "out of memory writing the manifest");
-    json_object_object_add(root, "format", json_object_new_int(MANIFEST_FORMAT));
+    json_object_object_add(root, "format", json_object_new_int(REL_MANIFEST_FORMAT_ENTRIES));
     json_object_object_add(root, "host", json_object_new_string(m->host));
     json_object_object_add(root, "version", json_object_new_string(m->version));
     json_object_object_add(root, "exec_path", json_object_new_string(m->exec_path));
     json_object_object_add(root, "build_digest", json_object_new_string(m->build_digest));
     json_object_object_add(root, "staged_at", json_object_new_uint64(m->staged_at));
+    json_object_object_add(root, "source", json_object_new_string(m->source));
     for (size_t i = 0; i < m->n_files; i++) {
+        const rel_file *file = &m->files[i];
         json_object *f = json_object_new_object();
         if (!f)
             return act_error_set(err, ENOMEM, "out of memory writing the manifest");
-        json_object_object_add(f, "path", json_object_new_string(m->files[i].path));
-        json_object_object_add(f, "size", json_object_new_uint64(m->files[i].size));
-        json_object_object_add(f, "sha256", json_object_new_string(m->files[i].digest));
+        json_object_object_add(f, "path", json_object_new_string(file->path));
+        json_object_object_add(f, "type", json_object_new_string(rel_entry_type_name(file->type)));
+        json_object_object_add(f, "mode", json_object_new_int((int)file->mode));
+        if (file->type == REL_ENTRY_FILE) {
+            json_object_object_add(f, "size", json_object_new_uint64(file->size));
+            json_object_object_add(f, "sha256", json_object_new_string(file->digest));
+        } else if (file->type == REL_ENTRY_SYMLINK) {
+            json_object_object_add(f, "target", json_object_new_string(file->target));
+        }
         json_object_array_add(files, f);
     }
-    json_object_object_add(root, "files", TAKE_PTR(files));
+    json_object_object_add(root, "entries", TAKE_PTR(files));
 
     size_t len = 0;
     const char *text = json_object_to_json_string_length(
@@ -153,23 +178,85 @@ static act_json_reader manifest_reader(const char *prefix, act_error *err)
         .prefix = prefix, .advice = "restage the version", .errnum = EUCLEAN, .err = err};
 }
 
+/* The size and digest of a file entry (every entry of a format 1
+ * manifest is one). */
+static int parse_file_content(const act_json_reader *in, json_object *f, rel_file *file)
+{
+    file->type = REL_ENTRY_FILE;
+    int r = act_json_get_u64(in, f, "size", ACT_JSON_REQUIRED, &file->size);
+    if (r < 0)
+        return r;
+    r = act_json_get_string(in, f, "sha256", ACT_JSON_REQUIRED, file->digest, sizeof(file->digest));
+    if (r < 0)
+        return r;
+    if (!rel_digest_is_valid(file->digest))
+        return act_json_field_error(in, "sha256", "is not 64 lowercase hex digits");
+    return 0;
+}
+
+/* The type, mode and content of entry in (a format 2 manifest): a file's
+ * size and digest, a symlink's target. The modes are the ones a stage
+ * gives. */
+static int parse_entry_kind(const act_json_reader *in, json_object *f, rel_file *file)
+{
+    char type[16];
+    int r = act_json_get_string(in, f, "type", ACT_JSON_REQUIRED, type, sizeof(type));
+    if (r < 0)
+        return r;
+    if (strcmp(type, "file") == 0)
+        file->type = REL_ENTRY_FILE;
+    else if (strcmp(type, "dir") == 0)
+        file->type = REL_ENTRY_DIR;
+    else if (strcmp(type, "symlink") == 0)
+        file->type = REL_ENTRY_SYMLINK;
+    else
+        return act_json_field_error(in, "type", "must be \"file\", \"dir\" or \"symlink\"");
+    uint64_t mode = 0;
+    r = act_json_get_u64(in, f, "mode", ACT_JSON_REQUIRED, &mode);
+    if (r < 0)
+        return r;
+    bool mode_ok = file->type == REL_ENTRY_FILE
+                       ? mode == REL_MODE_FILE || mode == REL_MODE_EXECUTABLE
+                   : file->type == REL_ENTRY_DIR ? mode == REL_MODE_DIR
+                                                 : mode == REL_MODE_SYMLINK;
+    if (!mode_ok)
+        return act_json_field_error(in, "mode",
+                                    "is not a mode a stage gives (files 0444 or 0555, "
+                                    "directories 0755, symlinks 0777)");
+    file->mode = (unsigned)mode;
+    if (file->type == REL_ENTRY_SYMLINK) {
+        char target[REL_PATH_SIZE];
+        r = act_json_get_string(in, f, "target", ACT_JSON_REQUIRED, target, sizeof(target));
+        if (r < 0)
+            return r;
+        if (!rel_symlink_target_is_valid(target))
+            return act_json_field_error(in, "target",
+                                        "is not a relative path without control characters");
+        file->target = strdup(target);
+        return file->target ? 0 : act_error_set(in->err, ENOMEM, "out of memory");
+    }
+    if (file->type != REL_ENTRY_FILE)
+        return 0;
+    return parse_file_content(in, f, file);
+}
+
 static int parse_files(const act_json_reader *rd, json_object *array, const char *where,
-                       rel_manifest *m)
+                       const char *field, rel_manifest *m)
 {
     act_error *err = rd->err;
     size_t n = json_object_array_length(array);
     if (n == 0)
         return act_error_set(err, EUCLEAN,
-                             "manifest %s: field files is empty; a build has at "
+                             "manifest %s: field %s is empty; a build has at "
                              "least its executable",
-                             where);
+                             where, field);
     m->files = calloc(n, sizeof(rel_file));
     if (!m->files)
         return act_error_set(err, ENOMEM, "out of memory reading manifest %s", where);
     for (size_t i = 0; i < n; i++) {
         json_object *f = json_object_array_get_idx(array, i);
         char entry[32];
-        snprintf(entry, sizeof(entry), "files[%zu]", i);
+        snprintf(entry, sizeof(entry), "%s[%zu]", field, i);
         if (!json_object_is_type(f, json_type_object))
             return act_json_field_error(rd, entry, "must be an object");
         act_json_reader in = *rd;
@@ -190,15 +277,10 @@ static int parse_files(const act_json_reader *rd, json_object *array, const char
                                  "manifest %s: field %s.path is out of order or repeated; entries "
                                  "must be sorted by path without duplicates",
                                  where, entry);
-        r = act_json_get_u64(&in, f, "size", ACT_JSON_REQUIRED, &file->size);
+        r = m->format == REL_MANIFEST_FORMAT_FILES ? parse_file_content(&in, f, file)
+                                                   : parse_entry_kind(&in, f, file);
         if (r < 0)
             return r;
-        r = act_json_get_string(&in, f, "sha256", ACT_JSON_REQUIRED, file->digest,
-                                sizeof(file->digest));
-        if (r < 0)
-            return r;
-        if (!rel_digest_is_valid(file->digest))
-            return act_json_field_error(&in, "sha256", "is not 64 lowercase hex digits");
     }
     return 0;
 }
@@ -242,10 +324,13 @@ static int parse_build_fields(const act_json_reader *rd, json_object *root, cons
     act_error *err = rd->err;
     uint64_t format = 0;
     int r = act_json_get_u64(rd, root, "format", ACT_JSON_REQUIRED, &format);
-    if (r == 0 && format != MANIFEST_FORMAT)
+    if (r == 0 && format != REL_MANIFEST_FORMAT_FILES && format != REL_MANIFEST_FORMAT_ENTRIES)
         r = act_error_set(err, EUCLEAN,
-                          "manifest %s: field format is %llu, this activator reads format %d",
-                          where, (unsigned long long)format, MANIFEST_FORMAT);
+                          "manifest %s: field format is %llu, this activator reads formats %d "
+                          "and %d; stage the build again with this activator",
+                          where, (unsigned long long)format, REL_MANIFEST_FORMAT_FILES,
+                          REL_MANIFEST_FORMAT_ENTRIES);
+    m->format = (unsigned)format;
     if (r == 0)
         r = act_json_get_string(rd, root, "host", ACT_JSON_REQUIRED, m->host, sizeof(m->host));
     if (r == 0 && strcmp(m->host, host) != 0)
@@ -273,6 +358,9 @@ static int parse_build_fields(const act_json_reader *rd, json_object *root, cons
         r = act_json_field_error(rd, "build_digest", "is not 64 lowercase hex digits");
     if (r == 0)
         r = act_json_get_u64(rd, root, "staged_at", ACT_JSON_REQUIRED, &m->staged_at);
+    if (r == 0 && m->format == REL_MANIFEST_FORMAT_ENTRIES)
+        r = act_json_get_string(rd, root, "source", ACT_JSON_REQUIRED, m->source,
+                                sizeof(m->source));
     return r;
 }
 
@@ -280,12 +368,14 @@ static int parse_build_fields(const act_json_reader *rd, json_object *root, cons
  * the manifest names. */
 static int check_build_digest(const rel_manifest *m, const char *where, act_error *err)
 {
-    if (!rel_manifest_find(m, m->exec_path))
+    const rel_file *exec = rel_manifest_find(m, m->exec_path);
+    if (!exec || exec->type != REL_ENTRY_FILE)
         return act_error_set(err, EUCLEAN,
-                             "manifest %s: field exec_path names %s, which is not in files", where,
-                             m->exec_path);
+                             "manifest %s: field exec_path names %s, which is not a file of the "
+                             "build",
+                             where, m->exec_path);
     char computed[REL_DIGEST_SIZE];
-    if (rel_build_digest(m->files, m->n_files, computed) < 0)
+    if (rel_build_digest(m->format, m->files, m->n_files, computed) < 0)
         return act_error_set(err, EIO, "manifest %s: cannot compute the build digest", where);
     /* The build digest is what a pin names; recomputing it from the file
      * list is what binds a pin to the executable resolve hashes. */
@@ -318,15 +408,20 @@ int rel_manifest_read(int version_dirfd, const char *where, const char *host, co
     _cleanup_(rel_manifest_clear) rel_manifest m = {0};
     char prefix[PATH_MAX + 16];
     snprintf(prefix, sizeof(prefix), "manifest %s: ", where);
+    char label[PATH_MAX + 16];
+    snprintf(label, sizeof(label), "manifest %s", where);
     act_json_reader rd = manifest_reader(prefix, err);
     json_object *files = NULL;
     r = parse_build_fields(&rd, root, where, host, version, &m);
+    const char *field = m.format == REL_MANIFEST_FORMAT_FILES ? "files" : "entries";
     if (r == 0)
-        r = act_json_get_member(&rd, root, "files", json_type_array, ACT_JSON_REQUIRED, &files);
+        r = act_json_get_member(&rd, root, field, json_type_array, ACT_JSON_REQUIRED, &files);
     if (r == 0)
-        r = parse_files(&rd, files, where, &m);
+        r = parse_files(&rd, files, where, field, &m);
     if (r == 0)
         r = check_build_digest(&m, where, err);
+    if (r == 0)
+        r = rel_symlinks_stay_inside(&m, label, err);
     if (r < 0)
         return r;
     *out = TAKE_STRUCT(m);

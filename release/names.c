@@ -99,3 +99,13 @@ bool rel_digest_is_valid(const char *digest)
     }
     return i == REL_DIGEST_SIZE - 1;
 }
+
+bool rel_symlink_target_is_valid(const char *target)
+{
+    if (!target || target[0] == '\0' || target[0] == '/' || strlen(target) >= REL_PATH_SIZE)
+        return false;
+    for (const char *p = target; *p; p++)
+        if (*p != '/' && !component_char_ok((unsigned char)*p))
+            return false;
+    return true;
+}

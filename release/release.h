@@ -60,15 +60,26 @@ typedef struct rel_store rel_store;
 
 /* What a staged build is, as recorded in its manifest.
  *
- * build_digest binds every file of the build to one value that a pin can
- * name. It is the lowercase hex SHA-256 of this byte string:
+ * build_digest binds every entry of the build to one value that a pin can
+ * name. A build holds regular files, directories and symlinks whose
+ * targets stay inside it; a stage copies hard links as separate files and
+ * refuses devices, fifos, sockets and set-user-ID or set-group-ID files.
+ * The digest is the lowercase hex SHA-256 of this byte string (manifest
+ * format 2):
  *
- *   for each file of the build, sorted by path in strcmp (byte) order:
+ *   for each entry of the build, sorted by path in strcmp (byte) order:
  *       path bytes, one NUL byte (0x00),
- *       the file's 64-character lowercase hex SHA-256, one '\n' (0x0a)
+ *       the type ('f' file, 'd' directory, 'l' symlink) and the mode as
+ *       four octal digits ("f0555"), one NUL byte,
+ *       for a file its 64-character lowercase hex SHA-256, for a symlink
+ *       its target's bytes, for a directory nothing; one '\n' (0x0a)
  *
- * A path never contains NUL, so the encoding is unambiguous. For a
- * single-file build the list has one entry. */
+ * Neither a path nor a target holds NUL or a control character, so the
+ * encoding is unambiguous. The modes are the ones a stage gives (files
+ * 0444, or 0555 when executable in the source; directories 0755), so a
+ * build's digest does not depend on the umask or the source's owner.
+ * Format 1 manifests, written before, listed regular files only and
+ * digested "path NUL sha256 \n" for each; they are still read. */
 typedef struct rel_identity {
     char version[REL_NAME_SIZE];
     /* Path of the executable inside the build directory. For a single-file
@@ -86,6 +97,9 @@ typedef struct rel_identity {
     /* When the build was staged, microseconds since the Unix epoch (UTC).
      * gc's keep_newest orders versions by this. */
     uint64_t staged_at;
+    /* Where it was staged from: a directory's absolute path; "" when its
+     * manifest is of format 1, which did not record it. */
+    char source[REL_PATH_SIZE];
 } rel_identity;
 
 /* The version a start must run exactly, chosen by a swap. digest is the

@@ -128,10 +128,14 @@ int rel_resolve(rel_store *store, const char *host, const rel_pin *pin, const ch
     snprintf(label, sizeof(label), "host %s: version %s", host, version);
     const char *exec_path = exec_override ? exec_override : m.exec_path;
     const rel_file *exec = rel_manifest_find(&m, exec_path);
-    if (!exec)
+    if (!exec || exec->type != REL_ENTRY_FILE)
         return act_error_set(err, ENOENT,
-                             "%s: executable override %s is not a file of the build (not in %s)",
-                             label, exec_path, where);
+                             "%s: executable %s is not a file of the build (%s in %s); name a "
+                             "regular file of the build (Exec=)",
+                             label, exec_path,
+                             exec ? (exec->type == REL_ENTRY_DIR ? "a directory" : "a symlink")
+                                  : "not listed",
+                             where);
     if (pin && strcmp(pin->digest, m.build_digest) != 0)
         return act_error_set(err, EKEYREJECTED,
                              "%s: the pin expects build digest %s but the staged build has %s; "

@@ -25,6 +25,7 @@ typedef struct stage_copy {
     const char *version;
     const char *source_path;
     const char *exec_path; /* the executable, relative to the build root */
+    char source_real[REL_PATH_SIZE]; /* source_path made absolute, for the manifest */
     rel_file *files;
     size_t n_files, cap_files;
     uint64_t copied;
@@ -32,7 +33,10 @@ typedef struct stage_copy {
     act_error *err;
 } stage_copy;
 
-static int add_file(stage_copy *copy, const char *path, uint64_t size, const char *digest)
+/* Records an entry of the build: a file's size and digest, a symlink's
+ * target (NULL otherwise). */
+static int add_entry(stage_copy *copy, const char *path, rel_entry_type type, unsigned mode,
+                     uint64_t size, const char *digest, const char *target)
 {
     if (copy->n_files == copy->cap_files) {
         size_t cap = copy->cap_files ? copy->cap_files * 2 : 16;
@@ -43,11 +47,15 @@ static int add_file(stage_copy *copy, const char *path, uint64_t size, const cha
         copy->cap_files = cap;
     }
     rel_file *file = &copy->files[copy->n_files];
+    *file = (rel_file){.type = type, .mode = mode, .size = size};
     file->path = strdup(path);
-    if (!file->path)
+    file->target = target ? strdup(target) : NULL;
+    if (!file->path || (target && !file->target)) {
+        rel_file_clear(file);
         return -ENOMEM;
-    file->size = size;
-    memcpy(file->digest, digest, REL_DIGEST_SIZE);
+    }
+    if (digest)
+        memcpy(file->digest, digest, REL_DIGEST_SIZE);
     copy->n_files++;
     return 0;
 }
@@ -136,7 +144,8 @@ static int copy_file(stage_copy *copy, int src_fd, int dst_dirfd, const char *na
      * executable in the source keep the execute bits. Nothing is writable by
      * group or other, which resolve insists on. */
     bool executable = strcmp(rel_path, copy->exec_path) == 0 || (src_mode & 0111);
-    if (fchmod(dst_fd, executable ? 0555 : 0444) < 0)
+    unsigned mode = executable ? REL_MODE_EXECUTABLE : REL_MODE_FILE;
+    if (fchmod(dst_fd, mode) < 0)
         return act_error_set(err, errno, "cannot set the mode of the staged %s: %s", rel_path,
                              strerror(errno));
     if (fsync(dst_fd) < 0)
@@ -145,7 +154,41 @@ static int copy_file(stage_copy *copy, int src_fd, int dst_dirfd, const char *na
     char digest[REL_DIGEST_SIZE];
     if (act_sha256_final_hex(ctx, digest) < 0)
         return act_error_set(err, EIO, "SHA-256 finalisation failed in OpenSSL");
-    if (add_file(copy, rel_path, size, digest) < 0)
+    if (add_entry(copy, rel_path, REL_ENTRY_FILE, mode, size, digest, NULL) < 0)
+        return act_error_set(err, ENOMEM, "out of memory recording %s", rel_path);
+    return 0;
+}
+
+/* Copies the symlink src_dirfd/name as it is. Its target must be relative;
+ * where it leads is checked once the whole build is staged. */
+static int copy_symlink(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *name,
+                        const char *rel_path)
+{
+    act_error *err = copy->err;
+    char target[REL_PATH_SIZE + 1];
+    ssize_t n = readlinkat(src_dirfd, name, target, sizeof(target));
+    if (n < 0)
+        return act_error_set(err, errno, "source %s: cannot read symlink %s: %s", copy->source_path,
+                             rel_path, strerror(errno));
+    if ((size_t)n >= sizeof(target) - 1)
+        return act_error_set(err, ENAMETOOLONG,
+                             "source %s: symlink %s has a target longer than %d bytes",
+                             copy->source_path, rel_path, REL_PATH_SIZE - 1);
+    target[n] = '\0';
+    if (target[0] == '/')
+        return act_error_set(err, EXDEV,
+                             "source %s: symlink %s -> %s is absolute; on a box it would lead "
+                             "out of the build; make it relative to its directory",
+                             copy->source_path, rel_path, target);
+    if (!rel_symlink_target_is_valid(target))
+        return act_error_set(err, EINVAL,
+                             "source %s: symlink %s has a target with control characters; "
+                             "rename its target",
+                             copy->source_path, rel_path);
+    if (symlinkat(target, dst_dirfd, name) < 0)
+        return act_error_set(err, errno, "cannot create the staged symlink %s: %s", rel_path,
+                             strerror(errno));
+    if (add_entry(copy, rel_path, REL_ENTRY_SYMLINK, REL_MODE_SYMLINK, 0, NULL, target) < 0)
         return act_error_set(err, ENOMEM, "out of memory recording %s", rel_path);
     return 0;
 }
@@ -158,7 +201,9 @@ static int join_path(char *out, const char *prefix, const char *name)
 }
 
 /* Copies the directory src_dirfd into dst_dirfd (both open), entry by
- * entry, refusing anything but regular files and directories. */
+ * entry: regular files (a hard link's every name as a file of its own),
+ * directories and symlinks; devices, fifos, sockets and set-ID files are
+ * refused. */
 static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *prefix, int depth)
 {
     act_error *err = copy->err;
@@ -195,13 +240,15 @@ static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *
         if (fstatat(src_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             return act_error_set(err, errno, "source %s: cannot stat %s: %s", copy->source_path,
                                  rel_path, strerror(errno));
-        if (S_ISLNK(st.st_mode))
-            return act_error_set(err, ELOOP,
-                                 "source %s: %s is a symlink; a build must hold the "
-                                 "real files (copy the target in instead)",
-                                 copy->source_path, rel_path);
+        if (S_ISLNK(st.st_mode)) {
+            int r = copy_symlink(copy, src_dirfd, dst_dirfd, name, rel_path);
+            if (r < 0)
+                return r;
+            errno = 0;
+            continue;
+        }
         if (S_ISDIR(st.st_mode)) {
-            if (mkdirat(dst_dirfd, name, 0755) < 0)
+            if (mkdirat(dst_dirfd, name, 0700) < 0)
                 return act_error_set(err, errno, "cannot create staged directory %s: %s", rel_path,
                                      strerror(errno));
             _cleanup_close_ int src_child =
@@ -211,6 +258,12 @@ static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *
             if (src_child < 0 || dst_child < 0)
                 return act_error_set(err, errno, "source %s: cannot open directory %s: %s",
                                      copy->source_path, rel_path, strerror(errno));
+            /* The mode the manifest records, whatever the umask. */
+            if (fchmod(dst_child, REL_MODE_DIR) < 0)
+                return act_error_set(err, errno, "cannot set the mode of staged directory %s: %s",
+                                     rel_path, strerror(errno));
+            if (add_entry(copy, rel_path, REL_ENTRY_DIR, REL_MODE_DIR, 0, NULL, NULL) < 0)
+                return act_error_set(err, ENOMEM, "out of memory recording %s", rel_path);
             int r = copy_dir(copy, src_child, dst_child, rel_path, depth + 1);
             if (r < 0)
                 return r;
@@ -218,8 +271,14 @@ static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *
         }
         if (!S_ISREG(st.st_mode))
             return act_error_set(err, EPERM,
-                                 "source %s: %s is not a regular file or directory "
+                                 "source %s: %s is not a regular file, directory or symlink "
                                  "(a device, fifo or socket); leave it out of the build",
+                                 copy->source_path, rel_path);
+        if (st.st_mode & (S_ISUID | S_ISGID))
+            return act_error_set(err, EPERM,
+                                 "source %s: %s is set-user-ID or set-group-ID, which a build "
+                                 "may not hold; clear the bit (chmod u-s,g-s) or leave the file "
+                                 "out",
                                  copy->source_path, rel_path);
         _cleanup_close_ int src_fd =
             openat(src_dirfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
@@ -264,19 +323,27 @@ static int fill_staging(stage_copy *copy, int src_fd, const struct stat *src_st,
         return act_error_set(err, errno, "cannot fsync the staging directory: %s", strerror(errno));
 
     qsort(copy->files, copy->n_files, sizeof(rel_file), file_cmp);
+    m->format = REL_MANIFEST_FORMAT_ENTRIES;
     m->files = copy->files;
     m->n_files = copy->n_files;
     const rel_file *exec = rel_manifest_find(m, copy->exec_path);
-    if (!exec)
+    if (!exec || exec->type != REL_ENTRY_FILE)
         return act_error_set(err, ENOENT,
-                             "source %s has no regular file %s; exec_path must name "
+                             "source %s has no regular file %s%s; exec_path must name "
                              "the executable inside the build",
-                             copy->source_path, copy->exec_path);
+                             copy->source_path, copy->exec_path,
+                             exec ? " (it is a symlink or a directory; name the file itself)" : "");
+    char label[PATH_MAX + 16];
+    snprintf(label, sizeof(label), "source %s", copy->source_path);
+    r = rel_symlinks_stay_inside(m, label, err);
+    if (r < 0)
+        return r;
+    snprintf(m->source, sizeof(m->source), "%s", copy->source_real);
     snprintf(m->host, sizeof(m->host), "%s", copy->host);
     snprintf(m->version, sizeof(m->version), "%s", copy->version);
     snprintf(m->exec_path, sizeof(m->exec_path), "%s", copy->exec_path);
     m->staged_at = act_wallclock_usec();
-    if (rel_build_digest(m->files, m->n_files, m->build_digest) < 0)
+    if (rel_build_digest(m->format, m->files, m->n_files, m->build_digest) < 0)
         return act_error_set(err, EIO, "cannot compute the build digest");
     r = rel_manifest_write(staging_fd, m, err);
     if (r < 0)
@@ -515,6 +582,12 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
         .exec_path = exec_path,
         .err = err,
     };
+    /* Recorded for the operator; a path too long for the manifest is not
+     * recorded rather than recorded cut. */
+    char *real = realpath(source_path, NULL);
+    if (real && strlen(real) < sizeof(((rel_manifest *)0)->source))
+        snprintf(copy.source_real, sizeof(copy.source_real), "%s", real);
+    free(real);
     _cleanup_(rel_manifest_clear) rel_manifest m = {0};
     r = fill_staging(&copy, src_fd, &src_st, staging_fd, &m);
     free(copy.buf);

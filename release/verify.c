@@ -1,5 +1,6 @@
 /* rel_verify: re-hash every file of a build and check the build holds
- * exactly what its manifest lists. */
+ * exactly what its manifest lists: the same files, directories and
+ * symlinks (format 2), with the same modes and targets. */
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
@@ -23,16 +24,74 @@ typedef struct verify_walk {
     act_error *err;
 } verify_walk;
 
-static int check_file(verify_walk *walk, int dirfd, const char *name, const char *rel_path)
+/* The manifest's entry for what is at rel_path on disk (of type type),
+ * marked seen; NULL with err set when the manifest does not list it so. */
+static const rel_file *listed_entry(verify_walk *walk, const char *rel_path, rel_entry_type type,
+                                    const struct stat *st)
 {
     act_error *err = walk->err;
-    const rel_file *file = rel_manifest_find(walk->m, rel_path);
-    if (!file)
-        return act_error_set(err, EBADMSG,
-                             "%s: file %s is in the build but not in its manifest; "
-                             "something was added after staging; restage the version",
+    const rel_file *entry = rel_manifest_find(walk->m, rel_path);
+    if (!entry) {
+        act_error_set(err, type == REL_ENTRY_SYMLINK ? ELOOP : EBADMSG,
+                      "%s: %s %s is in the build but not in its manifest; something was added "
+                      "after staging; restage the version",
+                      walk->label, rel_entry_type_name(type), rel_path);
+        return NULL;
+    }
+    if (entry->type != type) {
+        act_error_set(err, type == REL_ENTRY_SYMLINK ? ELOOP : EBADMSG,
+                      "%s: %s is a %s in the build but a %s in its manifest; it was replaced "
+                      "after staging; restage the version",
+                      walk->label, rel_path, rel_entry_type_name(type),
+                      rel_entry_type_name(entry->type));
+        return NULL;
+    }
+    unsigned mode = (unsigned)st->st_mode & 07777;
+    if (walk->m->format != REL_MANIFEST_FORMAT_FILES && type != REL_ENTRY_SYMLINK &&
+        mode != entry->mode) {
+        act_error_set(err, EBADMSG,
+                      "%s: %s has mode %04o, its manifest says %04o; it was changed after "
+                      "staging; restage the version",
+                      walk->label, rel_path, mode, entry->mode);
+        return NULL;
+    }
+    walk->seen[entry - walk->m->files] = true;
+    return entry;
+}
+
+static int check_symlink(verify_walk *walk, int dirfd, const char *name, const char *rel_path,
+                         const struct stat *st)
+{
+    act_error *err = walk->err;
+    if (walk->m->format == REL_MANIFEST_FORMAT_FILES)
+        return act_error_set(err, ELOOP,
+                             "%s: %s is a symlink; a build of this manifest format holds only "
+                             "real files; restage the version",
                              walk->label, rel_path);
-    walk->seen[file - walk->m->files] = true;
+    const rel_file *entry = listed_entry(walk, rel_path, REL_ENTRY_SYMLINK, st);
+    if (!entry)
+        return -err->errnum;
+    char target[REL_PATH_SIZE + 1];
+    ssize_t n = readlinkat(dirfd, name, target, sizeof(target) - 1);
+    if (n < 0)
+        return act_error_set(err, errno, "%s: cannot read symlink %s: %s", walk->label, rel_path,
+                             strerror(errno));
+    target[n] = '\0';
+    if (strcmp(target, entry->target) != 0)
+        return act_error_set(err, EBADMSG,
+                             "%s: symlink %s leads to %s, its manifest says %s; it was changed "
+                             "after staging; restage the version",
+                             walk->label, rel_path, target, entry->target);
+    return 0;
+}
+
+static int check_file(verify_walk *walk, int dirfd, const char *name, const char *rel_path,
+                      const struct stat *st)
+{
+    act_error *err = walk->err;
+    const rel_file *file = listed_entry(walk, rel_path, REL_ENTRY_FILE, st);
+    if (!file)
+        return -err->errnum;
     _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         return act_error_set(err, errno, "%s: cannot open %s: %s", walk->label, rel_path,
@@ -82,6 +141,10 @@ static int walk_dir(verify_walk *walk, int dirfd, const char *prefix, int depth)
                                  strerror(errno));
         int r;
         if (S_ISDIR(st.st_mode)) {
+            /* Format 1 did not list directories. */
+            if (walk->m->format != REL_MANIFEST_FORMAT_FILES &&
+                !listed_entry(walk, rel_path, REL_ENTRY_DIR, &st))
+                return -err->errnum;
             _cleanup_close_ int child =
                 openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (child < 0)
@@ -89,15 +152,12 @@ static int walk_dir(verify_walk *walk, int dirfd, const char *prefix, int depth)
                                      strerror(errno));
             r = walk_dir(walk, child, rel_path, depth + 1);
         } else if (S_ISREG(st.st_mode)) {
-            r = check_file(walk, dirfd, name, rel_path);
+            r = check_file(walk, dirfd, name, rel_path, &st);
         } else if (S_ISLNK(st.st_mode)) {
-            r = act_error_set(err, ELOOP,
-                              "%s: %s is a symlink; a build holds only real files; "
-                              "restage the version",
-                              walk->label, rel_path);
+            r = check_symlink(walk, dirfd, name, rel_path, &st);
         } else {
             r = act_error_set(err, EPERM,
-                              "%s: %s is not a regular file or directory; restage "
+                              "%s: %s is not a regular file, directory or symlink; restage "
                               "the version",
                               walk->label, rel_path);
         }
@@ -131,9 +191,9 @@ int rel_verify_open(rel_store *store, int host_dirfd, const char *host, const ch
     for (size_t i = 0; r == 0 && i < m.n_files; i++)
         if (!seen[i])
             r = act_error_set(err, EBADMSG,
-                              "%s: file %s listed in the manifest is missing from "
+                              "%s: %s %s listed in the manifest is missing from "
                               "the build; restage the version",
-                              label, m.files[i].path);
+                              label, rel_entry_type_name(m.files[i].type), m.files[i].path);
     return r;
 }
 

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "common/cleanup.h"
+#include "release/internal.h"
 #include "release/release.h"
 #include "tests/release/helpers.h"
 
@@ -116,8 +117,46 @@ static void malformed_manifests_name_file_and_field(void **state)
              "\"size\": 1, \"sha256\": \"%.63s\"}]}",
              head, id.build_digest, id.digest);
     expect_refused(fx, text, EUCLEAN, "field files[0].sha256");
-    snprintf(text, sizeof(text), "{\"format\": 2}");
-    expect_refused(fx, text, EUCLEAN, "field format is 2");
+    /* Format 2: each entry's type, mode and target are checked, and a
+     * symlink leading out of the build is refused even under a digest that
+     * matches (the digest is not a key: anyone can compute it). */
+    char head2[512], file2[512];
+    snprintf(head2, sizeof(head2),
+             "\"format\": 2, \"host\": \"web1\", \"version\": \"v1\", "
+             "\"exec_path\": \"rel-test-app-v1\", \"staged_at\": 1, \"source\": \"\"");
+    snprintf(file2, sizeof(file2),
+             "{\"path\": \"rel-test-app-v1\", \"type\": \"file\", \"mode\": 365, "
+             "\"size\": %llu, \"sha256\": \"%s\"}",
+             (unsigned long long)id.exec_size, id.digest);
+    snprintf(text, sizeof(text),
+             "{%s, \"build_digest\": \"%s\", \"entries\": [{\"path\": \"a\", \"type\": "
+             "\"fifo\", \"mode\": 420}, %s]}",
+             head2, good_digest, file2);
+    expect_refused(fx, text, EUCLEAN, "field entries[0].type");
+    snprintf(text, sizeof(text),
+             "{%s, \"build_digest\": \"%s\", \"entries\": [{\"path\": \"a\", \"type\": "
+             "\"dir\", \"mode\": 511}, %s]}",
+             head2, good_digest, file2);
+    expect_refused(fx, text, EUCLEAN, "field entries[0].mode");
+    snprintf(text, sizeof(text),
+             "{%s, \"build_digest\": \"%s\", \"entries\": [{\"path\": \"a\", \"type\": "
+             "\"symlink\", \"mode\": 511, \"target\": \"/etc/passwd\"}, %s]}",
+             head2, good_digest, file2);
+    expect_refused(fx, text, EUCLEAN, "field entries[0].target");
+    rel_file escaping[2] = {
+        {.path = "a", .type = REL_ENTRY_SYMLINK, .mode = 0777, .target = "../x"},
+        {.path = "rel-test-app-v1", .type = REL_ENTRY_FILE, .mode = 0555, .size = id.exec_size},
+    };
+    snprintf(escaping[1].digest, sizeof(escaping[1].digest), "%s", id.digest);
+    char escaping_digest[65];
+    assert_int_equal(rel_build_digest(2, escaping, 2, escaping_digest), 0);
+    snprintf(text, sizeof(text),
+             "{%s, \"build_digest\": \"%s\", \"entries\": [{\"path\": \"a\", \"type\": "
+             "\"symlink\", \"mode\": 511, \"target\": \"../x\"}, %s]}",
+             head2, escaping_digest, file2);
+    expect_refused(fx, text, EXDEV, "a -> ../x leads out of the build");
+    snprintf(text, sizeof(text), "{\"format\": 3}");
+    expect_refused(fx, text, EUCLEAN, "field format is 3");
     expect_refused(fx, "[1, 2]", EUCLEAN, "top level must be an object");
 
     /* Oversized: refused by size before it is parsed. */

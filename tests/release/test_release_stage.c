@@ -2,6 +2,7 @@
  * directory builds, idempotence, refusal of different content, and a stage
  * killed midway. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -58,16 +59,24 @@ static void stage_resolve_exec_prints_version(void **state)
     rel_resolved_release(&resolved);
 }
 
-/* The build digest as release.h defines it, computed here independently. */
-static void expected_build_digest(const char *const *paths, char (*digests)[65], size_t n,
-                                  char out[65])
+/* One entry of a build as release.h's digest encoding spells it. */
+typedef struct digest_entry {
+    const char *path;
+    const char *kind;    /* "f0444", "d0755", "l0777" */
+    const char *payload; /* a file's SHA-256, a symlink's target, "" for a directory */
+} digest_entry;
+
+/* The build digest as release.h defines it (format 2), computed here
+ * independently. */
+static void expected_build_digest(const digest_entry *entries, size_t n, char out[65])
 {
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     assert_non_null(ctx);
     assert_int_equal(EVP_DigestInit_ex(ctx, EVP_sha256(), NULL), 1);
     for (size_t i = 0; i < n; i++) {
-        EVP_DigestUpdate(ctx, paths[i], strlen(paths[i]) + 1); /* with its NUL */
-        EVP_DigestUpdate(ctx, digests[i], 64);
+        EVP_DigestUpdate(ctx, entries[i].path, strlen(entries[i].path) + 1); /* with its NUL */
+        EVP_DigestUpdate(ctx, entries[i].kind, strlen(entries[i].kind) + 1);
+        EVP_DigestUpdate(ctx, entries[i].payload, strlen(entries[i].payload));
         EVP_DigestUpdate(ctx, "\n", 1);
     }
     unsigned char md[32];
@@ -102,16 +111,24 @@ static void directory_build_execs_and_digest_follows_header(void **state)
         fail_msg("stage: %s", err.message);
     assert_string_equal(staged.exec_path, "bin/app");
 
-    /* strcmp order: "README" < "bin/app" < "share/data.txt". */
-    const char *paths[] = {"README", "bin/app", "share/data.txt"};
+    /* Every entry in strcmp order, directories (the empty one too) with
+     * their mode: "README" < "bin" < "bin/app" < "empty" < "share" < ... */
     char digests[3][65];
     rt_sha256_file(readme, digests[0]);
     rt_sha256_file(app, digests[1]);
     rt_sha256_file(data, digests[2]);
+    const digest_entry entries[] = {
+        {"README", "f0444", digests[0]},  {"bin", "d0755", ""},
+        {"bin/app", "f0555", digests[1]}, {"empty", "d0755", ""},
+        {"share", "d0755", ""},           {"share/data.txt", "f0444", digests[2]},
+    };
     char build[65];
-    expected_build_digest(paths, digests, 3, build);
+    expected_build_digest(entries, sizeof(entries) / sizeof(entries[0]), build);
     assert_string_equal(staged.build_digest, build);
     assert_string_equal(staged.digest, digests[1]);
+    char real_src[PATH_MAX];
+    assert_non_null(realpath(src, real_src));
+    assert_string_equal(staged.source, real_src);
 
     /* Staged files are read-only and not writable by group or other. */
     char *staged_app = rt_join(fx->releases, "web1/2.0/bin/app");
@@ -259,9 +276,10 @@ static void stage_refuses_unsafe_sources_and_changes_nothing(void **state)
     char *version_dir = rt_join(host_dir, "v1");
     act_error err = {0};
 
-    assert_int_equal(rel_stage(fx->store, "web1", "v1", src, "app", NULL, &err), -ELOOP);
+    /* An absolute symlink would lead to the box's own file. */
+    assert_int_equal(rel_stage(fx->store, "web1", "v1", src, "app", NULL, &err), -EXDEV);
     assert_non_null(strstr(err.message, "lib.so"));
-    assert_non_null(strstr(err.message, "symlink"));
+    assert_non_null(strstr(err.message, "absolute"));
     assert_false(rt_exists(version_dir));
     assert_int_equal(rt_count_prefix(host_dir, ".staging-"), 0);
     assert_int_equal(unlink(link), 0);
@@ -303,6 +321,230 @@ static void stage_refuses_unsafe_sources_and_changes_nothing(void **state)
     free(src);
 }
 
+/* A source with the links an image is full of: symlinks that stay inside
+ * (one through another, one whose target is missing) and a hard link. */
+static char *make_linked_source(rt_fixture *fx)
+{
+    char *src = rt_join(fx->tmp, "linked");
+    char *lib = rt_join(src, "lib");
+    char *data = rt_join(src, "data");
+    assert_int_equal(mkdir(src, 0755), 0);
+    assert_int_equal(mkdir(lib, 0700), 0); /* staged 0755 whatever the source says */
+    assert_int_equal(mkdir(data, 0755), 0);
+    char *app = rt_join(src, "app");
+    rt_copy_file(rt_app_v1, app, 0755);
+    char *real = rt_join(lib, "libx.so.1");
+    rt_write_file(real, "library\n", 8, 0600);
+    char *so = rt_join(lib, "libx.so");
+    assert_int_equal(symlink("libx.so.1", so), 0);
+    char *up = rt_join(data, "lib");
+    assert_int_equal(symlink("../lib/libx.so", up), 0);
+    char *dangling = rt_join(data, "later");
+    assert_int_equal(symlink("not-there/file", dangling), 0);
+    char *hard = rt_join(src, "app-again");
+    assert_int_equal(link(app, hard), 0);
+    free(lib);
+    free(data);
+    free(app);
+    free(real);
+    free(so);
+    free(up);
+    free(dangling);
+    free(hard);
+    return src;
+}
+
+static void symlinks_that_stay_inside_and_hard_links_are_staged(void **state)
+{
+    rt_fixture *fx = *state;
+    char *src = make_linked_source(fx);
+    act_error err = {0};
+    rel_identity staged;
+    if (rel_stage(fx->store, "web1", "v1", src, "app", &staged, &err) < 0)
+        fail_msg("stage: %s", err.message);
+
+    char *version = rt_join(fx->releases, "web1/v1");
+    char *so = rt_join(version, "lib/libx.so");
+    char target[PATH_MAX];
+    ssize_t n = readlink(so, target, sizeof(target) - 1);
+    assert_true(n > 0);
+    target[n] = '\0';
+    assert_string_equal(target, "libx.so.1");
+    /* The hard link is a file of its own in the build. */
+    char *app = rt_join(version, "app"), *again = rt_join(version, "app-again");
+    struct stat a, b;
+    assert_int_equal(lstat(app, &a), 0);
+    assert_int_equal(lstat(again, &b), 0);
+    assert_true(S_ISREG(b.st_mode) && a.st_ino != b.st_ino);
+    char *lib = rt_join(version, "lib");
+    assert_int_equal(lstat(lib, &a), 0);
+    assert_int_equal(a.st_mode & 07777, 0755);
+
+    char app_digest[65], lib_digest[65];
+    rt_sha256_file(app, app_digest);
+    char *real = rt_join(version, "lib/libx.so.1");
+    rt_sha256_file(real, lib_digest);
+    const digest_entry entries[] = {
+        {"app", "f0555", app_digest},
+        {"app-again", "f0555", app_digest},
+        {"data", "d0755", ""},
+        {"data/later", "l0777", "not-there/file"},
+        {"data/lib", "l0777", "../lib/libx.so"},
+        {"lib", "d0755", ""},
+        {"lib/libx.so", "l0777", "libx.so.1"},
+        {"lib/libx.so.1", "f0444", lib_digest},
+    };
+    char build[65];
+    expected_build_digest(entries, sizeof(entries) / sizeof(entries[0]), build);
+    assert_string_equal(staged.build_digest, build);
+    if (rel_verify(fx->store, "web1", "v1", &err) < 0)
+        fail_msg("verify: %s", err.message);
+
+    /* What changes after staging is found: a symlink led elsewhere, a
+     * directory's mode. */
+    assert_int_equal(unlink(so), 0);
+    assert_int_equal(symlink("../app", so), 0);
+    assert_int_equal(rel_verify(fx->store, "web1", "v1", &err), -EBADMSG);
+    assert_non_null(strstr(err.message, "lib/libx.so leads to ../app"));
+    assert_int_equal(unlink(so), 0);
+    assert_int_equal(symlink("libx.so.1", so), 0);
+    assert_int_equal(rel_verify(fx->store, "web1", "v1", &err), 0);
+    assert_int_equal(chmod(lib, 0777), 0);
+    assert_int_equal(rel_verify(fx->store, "web1", "v1", &err), -EBADMSG);
+    assert_non_null(strstr(err.message, "mode 0777"));
+    assert_int_equal(chmod(lib, 0755), 0);
+
+    /* A symlink is not an executable, even to a file of the build. */
+    assert_int_equal(rel_stage(fx->store, "web1", "v2", src, "data/lib", NULL, &err), -ENOENT);
+    assert_non_null(strstr(err.message, "symlink"));
+    if (rel_promote(fx->store, "web1", "v1", &err) < 0)
+        fail_msg("promote: %s", err.message);
+    rel_resolved resolved;
+    assert_int_equal(rel_resolve(fx->store, "web1", NULL, "lib/libx.so", &resolved, &err),
+                     -ENOENT);
+    assert_non_null(strstr(err.message, "a symlink"));
+    free(real);
+    free(lib);
+    free(app);
+    free(again);
+    free(so);
+    free(version);
+    free(src);
+}
+
+/* Symlinks that lead out, directly or through another symlink, or in a
+ * loop, and set-ID files: refused, nothing staged. */
+static void symlinks_that_lead_out_and_set_id_files_are_refused(void **state)
+{
+    rt_fixture *fx = *state;
+    char *src = rt_join(fx->tmp, "src");
+    char *dir = rt_join(src, "d");
+    assert_int_equal(mkdir(src, 0755), 0);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    char *app = rt_join(src, "app");
+    rt_copy_file(rt_app_v1, app, 0755);
+    char *host_dir = rt_join(fx->releases, "web1");
+    char *version_dir = rt_join(host_dir, "v1");
+    act_error err = {0};
+
+    char *out = rt_join(src, "out");
+    assert_int_equal(symlink("../../etc/passwd", out), 0);
+    assert_int_equal(rel_stage(fx->store, "web1", "v1", src, "app", NULL, &err), -EXDEV);
+    assert_non_null(strstr(err.message, "out -> ../../etc/passwd leads out of the build"));
+    assert_int_equal(unlink(out), 0);
+
+    /* d/up is ".." (the build's root, inside); "d/up/.." from the root is
+     * lexically inside but leads to the root's parent once d/up is
+     * followed. */
+    char *up = rt_join(dir, "up"), *through = rt_join(src, "through");
+    assert_int_equal(symlink("..", up), 0);
+    assert_int_equal(symlink("d/up/..", through), 0);
+    assert_int_equal(rel_stage(fx->store, "web1", "v1", src, "app", NULL, &err), -EXDEV);
+    assert_non_null(strstr(err.message, "through -> d/up/.."));
+    assert_int_equal(unlink(through), 0);
+
+    char *a = rt_join(src, "a"), *b = rt_join(src, "b");
+    assert_int_equal(symlink("b", a), 0);
+    assert_int_equal(symlink("a", b), 0);
+    assert_int_equal(rel_stage(fx->store, "web1", "v1", src, "app", NULL, &err), -ELOOP);
+    assert_int_equal(unlink(a), 0);
+    assert_int_equal(unlink(b), 0);
+
+    char *setuid_file = rt_join(src, "su");
+    rt_copy_file(rt_app_v1, setuid_file, 0755);
+    assert_int_equal(chmod(setuid_file, 04755), 0);
+    assert_int_equal(rel_stage(fx->store, "web1", "v1", src, "app", NULL, &err), -EPERM);
+    assert_non_null(strstr(err.message, "set-user-ID"));
+    assert_int_equal(unlink(setuid_file), 0);
+
+    assert_false(rt_exists(version_dir));
+    assert_int_equal(rt_count_prefix(host_dir, ".staging-"), 0);
+    /* d/up alone stays inside and stages. */
+    if (rel_stage(fx->store, "web1", "v1", src, "app", NULL, &err) < 0)
+        fail_msg("stage: %s", err.message);
+    free(setuid_file);
+    free(a);
+    free(b);
+    free(up);
+    free(through);
+    free(out);
+    free(version_dir);
+    free(host_dir);
+    free(app);
+    free(dir);
+    free(src);
+}
+
+/* A build staged before manifest format 2 (files only, the old digest)
+ * still verifies and resolves. */
+static void a_format_1_manifest_is_still_read(void **state)
+{
+    rt_fixture *fx = *state;
+    act_error err = {0};
+    rel_identity staged;
+    if (rel_stage(fx->store, "web1", "v1", rt_app_v1, NULL, &staged, &err) < 0)
+        fail_msg("stage: %s", err.message);
+    char *version = rt_join(fx->releases, "web1/v1");
+    char *exec = rt_join(version, staged.exec_path);
+    char digest[65];
+    rt_sha256_file(exec, digest);
+    /* Format 1's digest: "path NUL sha256 \n" for each file. */
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    assert_int_equal(EVP_DigestInit_ex(ctx, EVP_sha256(), NULL), 1);
+    EVP_DigestUpdate(ctx, staged.exec_path, strlen(staged.exec_path) + 1);
+    EVP_DigestUpdate(ctx, digest, 64);
+    EVP_DigestUpdate(ctx, "\n", 1);
+    unsigned char md[32];
+    unsigned len = 0;
+    assert_int_equal(EVP_DigestFinal_ex(ctx, md, &len), 1);
+    EVP_MD_CTX_free(ctx);
+    char build[65];
+    for (unsigned i = 0; i < 32; i++)
+        sprintf(build + 2 * i, "%02x", md[i]);
+    char text[2048];
+    snprintf(text, sizeof(text),
+             "{\"format\":1,\"host\":\"web1\",\"version\":\"v1\",\"exec_path\":\"%s\","
+             "\"build_digest\":\"%s\",\"staged_at\":1,\"files\":[{\"path\":\"%s\","
+             "\"size\":%llu,\"sha256\":\"%s\"}]}",
+             staged.exec_path, build, staged.exec_path, (unsigned long long)staged.exec_size,
+             digest);
+    char *manifest = rt_join(version, "manifest.json");
+    assert_int_equal(unlink(manifest), 0);
+    rt_write_file(manifest, text, strlen(text), 0444);
+    if (rel_verify(fx->store, "web1", "v1", &err) < 0)
+        fail_msg("verify: %s", err.message);
+    rel_resolved resolved;
+    rel_pin pin = {.version = "v1"};
+    snprintf(pin.digest, sizeof(pin.digest), "%s", build);
+    if (rel_resolve(fx->store, "web1", &pin, NULL, &resolved, &err) < 0)
+        fail_msg("resolve: %s", err.message);
+    assert_string_equal(resolved.identity.source, "");
+    rel_resolved_release(&resolved);
+    free(manifest);
+    free(exec);
+    free(version);
+}
+
 int main(int argc, char **argv)
 {
     rt_parse_args(argc, argv);
@@ -314,6 +556,11 @@ int main(int argc, char **argv)
                                         rt_teardown),
         cmocka_unit_test_setup_teardown(stage_killed_midway_leaves_nothing_and_retry_succeeds,
                                         rt_setup, rt_teardown),
+        cmocka_unit_test_setup_teardown(symlinks_that_stay_inside_and_hard_links_are_staged,
+                                        rt_setup, rt_teardown),
+        cmocka_unit_test_setup_teardown(symlinks_that_lead_out_and_set_id_files_are_refused,
+                                        rt_setup, rt_teardown),
+        cmocka_unit_test_setup_teardown(a_format_1_manifest_is_still_read, rt_setup, rt_teardown),
         cmocka_unit_test_setup_teardown(stage_refuses_unsafe_sources_and_changes_nothing, rt_setup,
                                         rt_teardown),
     };
