@@ -26,6 +26,9 @@ packages=(
   prometheus
   # bench-checkpoint's baseline: tar | zstd by hand
   tar zstd
+  # images made by standard tools for the image tests: umoci makes the
+  # layers (its own whiteouts), skopeo copies them
+  umoci skopeo
   systemd-container debootstrap
   # the manual pages (scdoc source, roff built at build time)
   scdoc

@@ -1,0 +1,78 @@
+/* Container images as builds: an OCI image read from an image layout
+ * directory (`oci:PATH[:TAG]`, as containers-transports(5) names it) and
+ * its layers applied in order into one directory tree, which the release
+ * store then stages like any directory build.
+ *
+ * What is read: the layout's index.json, the manifest its tag names (an
+ * OCI image manifest or a Docker v2 schema 2 manifest; an index is
+ * descended into for linux/amd64), the config it names, and the layers
+ * (tar, tar+gzip, tar+zstd). Every blob is hashed while it is read and must
+ * match the digest that names it; a blob is read only through its digest.
+ *
+ * The layers are applied as the OCI image spec says: an entry ".wh.NAME"
+ * removes NAME of the layers below, ".wh..wh..opq" empties its directory of
+ * what the layers below put there. Entries must be files, directories,
+ * symlinks or hard links to an earlier entry; devices, fifos, set-user-ID
+ * and set-group-ID files are refused (a build may not hold them). An
+ * absolute symlink target names a path of the image's root, so it is made
+ * relative to the link's directory: followed inside the build it leads
+ * where it led inside the image. Owners are not kept: the release store
+ * owns what it stages. The ENTRYPOINT and CMD of the config are not run;
+ * a host's Exec= names a file of the image's filesystem.
+ *
+ * Errors name the reference, the blob or the entry, and what to do;
+ * -EINVAL for a bad reference, -ENOENT for a missing tag or blob,
+ * -EBADMSG for a digest mismatch, -EPROTO for a malformed or unsupported
+ * manifest, -ENOEXEC for an image of another platform, -EPERM for an entry
+ * a build may not hold. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+/* "sha256:" and 64 hex digits, and the NUL. */
+#define IMG_DIGEST_SIZE 72
+
+/* Manifests and configs larger than this are refused unread (the
+ * distribution registry's own limit for a manifest is 4 MiB). */
+#define IMG_JSON_MAX (4u * 1024u * 1024u)
+
+typedef enum img_compression {
+    IMG_LAYER_TAR,
+    IMG_LAYER_GZIP,
+    IMG_LAYER_ZSTD,
+} img_compression;
+
+typedef struct img_layer {
+    char digest[IMG_DIGEST_SIZE];
+    uint64_t size;
+    img_compression compression;
+} img_layer;
+
+/* An image chosen from a layout: the manifest's own digest (what a pin of
+ * the image's source names), its config's, and its layers, bottom first. */
+typedef struct img_image {
+    char layout[4096]; /* the layout directory */
+    char manifest_digest[IMG_DIGEST_SIZE];
+    char config_digest[IMG_DIGEST_SIZE];
+    img_layer *layers;
+    size_t n_layers;
+} img_image;
+
+/* True for a source an image is read from ("oci:..."), as opposed to a
+ * directory or file path. */
+bool img_is_reference(const char *source);
+
+/* Reads reference ("oci:PATH" or "oci:PATH:TAG") into out: the manifest
+ * its tag names (with no tag, the layout's only one), for linux/amd64. */
+int img_open(const char *reference, img_image *out, act_error *err);
+
+/* Applies out's layers in order into the empty directory dst_path, every
+ * blob verified against its digest as it streams. On failure dst_path may
+ * hold part of the image; the caller removes it. */
+int img_flatten(const img_image *image, const char *dst_path, act_error *err);
+
+void img_image_clear(img_image *image);

@@ -1,0 +1,195 @@
+/* image/: OCI image layouts made by umoci (its layers, its whiteouts),
+ * read, verified and flattened, and the tree staged and run. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "image/image.h"
+#include "release/release.h"
+#include "tests/release/helpers.h"
+
+/* Runs a shell command (umoci, cp, rm: the tools make the image), failing
+ * the test unless it exits 0. */
+static void run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void run(const char *fmt, ...)
+{
+    char command[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(command, sizeof(command), fmt, ap);
+    va_end(ap);
+    int status = system(command);
+    if (status != 0)
+        fail_msg("command failed (status %d): %s", status, command);
+}
+
+/* An image layout at <tmp>/img with tag v1 (one layer: an app, a hard link
+ * to it, a library behind a relative and an absolute symlink, and files to
+ * delete) and v2 (a second layer deleting a directory and a file, adding
+ * one), and tag arm: v1 said to be for arm64. */
+static char *make_layout(rt_fixture *fx)
+{
+    char *layout = rt_join(fx->tmp, "img");
+    const char *t = fx->tmp;
+    char app[PATH_MAX];
+    assert_non_null(realpath(rt_app_v1, app));
+    run("cd %s && umoci init --layout img && umoci new --image img:v1 && "
+        "umoci unpack --image img:v1 b1 >/dev/null",
+        t);
+    run("cd %s/b1/rootfs && mkdir -p bin lib etc gone y && cp %s bin/app && chmod 0755 bin/app && "
+        "ln bin/app bin/app-hard && echo library > lib/libx.so.1 && ln -s libx.so.1 lib/libx.so && "
+        "ln -s /lib/libx.so.1 etc/abs && echo x > gone/file && echo b > y/b && echo c > y/c",
+        t, app);
+    run("cd %s && umoci repack --image img:v1 b1 && umoci unpack --image img:v1 b2 >/dev/null", t);
+    run("cd %s/b2/rootfs && rm -rf gone && rm y/b && echo new > y/new", t);
+    run("cd %s && umoci repack --image img:v2 b2 && "
+        "umoci config --image img:v1 --tag arm --architecture arm64",
+        t);
+    return layout;
+}
+
+static void layers_apply_with_whiteouts_and_links_and_the_tree_stages(void **state)
+{
+    rt_fixture *fx = *state;
+    char *layout = make_layout(fx);
+    char reference[PATH_MAX + 16];
+    snprintf(reference, sizeof(reference), "oci:%s:v2", layout);
+    act_error err = {0};
+    img_image image;
+    if (img_open(reference, &image, &err) < 0)
+        fail_msg("open: %s", err.message);
+    assert_int_equal(image.n_layers, 2);
+    assert_int_equal(image.layers[0].compression, IMG_LAYER_GZIP);
+    assert_int_equal(strncmp(image.manifest_digest, "sha256:", 7), 0);
+
+    char *flat = rt_join(fx->tmp, "flat");
+    assert_int_equal(mkdir(flat, 0700), 0);
+    if (img_flatten(&image, flat, &err) < 0)
+        fail_msg("flatten: %s", err.message);
+    char path[PATH_MAX], target[PATH_MAX];
+    /* The second layer's whiteouts removed a directory and a file. */
+    snprintf(path, sizeof(path), "%s/gone", flat);
+    assert_false(rt_exists(path));
+    snprintf(path, sizeof(path), "%s/y/b", flat);
+    assert_false(rt_exists(path));
+    snprintf(path, sizeof(path), "%s/y/c", flat);
+    assert_true(rt_exists(path));
+    snprintf(path, sizeof(path), "%s/y/new", flat);
+    assert_true(rt_exists(path));
+    /* Symlinks: a relative one as it is, an absolute one made relative. */
+    snprintf(path, sizeof(path), "%s/lib/libx.so", flat);
+    ssize_t n = readlink(path, target, sizeof(target) - 1);
+    assert_true(n > 0);
+    target[n] = '\0';
+    assert_string_equal(target, "libx.so.1");
+    snprintf(path, sizeof(path), "%s/etc/abs", flat);
+    n = readlink(path, target, sizeof(target) - 1);
+    assert_true(n > 0);
+    target[n] = '\0';
+    assert_string_equal(target, "../lib/libx.so.1");
+
+    /* The tree stages as a build, and runs. */
+    rel_identity staged;
+    if (rel_stage(fx->store, "web1", "v2", flat, "bin/app", &staged, &err) < 0)
+        fail_msg("stage: %s", err.message);
+    if (rel_promote(fx->store, "web1", "v2", &err) < 0)
+        fail_msg("promote: %s", err.message);
+    rel_resolved resolved;
+    if (rel_resolve(fx->store, "web1", NULL, NULL, &resolved, &err) < 0)
+        fail_msg("resolve: %s", err.message);
+    char output[256];
+    int status = rt_exec_fd(resolved.exec_fd, output, sizeof(output));
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_string_equal(output, "rel-test-app 1.0\n");
+    rel_resolved_release(&resolved);
+    /* The hard link is a file of its own in the build. */
+    char *staged_hard = rt_join(fx->releases, "web1/v2/bin/app-hard");
+    struct stat st;
+    assert_int_equal(lstat(staged_hard, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+
+    img_image_clear(&image);
+    free(staged_hard);
+    free(flat);
+    free(layout);
+}
+
+static void references_tags_and_platforms_are_checked(void **state)
+{
+    rt_fixture *fx = *state;
+    char *layout = make_layout(fx);
+    char reference[PATH_MAX + 16];
+    act_error err = {0};
+    img_image image;
+    /* Three images: no tag is not enough, and the message lists them. */
+    snprintf(reference, sizeof(reference), "oci:%s", layout);
+    assert_int_equal(img_open(reference, &image, &err), -ENOENT);
+    assert_non_null(strstr(err.message, "v1, v2, arm"));
+    snprintf(reference, sizeof(reference), "oci:%s:v9", layout);
+    assert_int_equal(img_open(reference, &image, &err), -ENOENT);
+    assert_non_null(strstr(err.message, "no image tagged v9"));
+    snprintf(reference, sizeof(reference), "oci:%s:-x", layout);
+    assert_int_equal(img_open(reference, &image, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "not a tag"));
+    snprintf(reference, sizeof(reference), "oci:%s:arm", layout);
+    assert_int_equal(img_open(reference, &image, &err), -ENOEXEC);
+    assert_non_null(strstr(err.message, "linux/arm64"));
+    snprintf(reference, sizeof(reference), "oci:%s/nowhere:v1", fx->tmp);
+    assert_int_equal(img_open(reference, &image, &err), -ENOENT);
+    assert_non_null(strstr(err.message, "index.json"));
+    assert_int_equal(img_open("/srv/build", &image, &err), -EINVAL);
+    free(layout);
+}
+
+/* A layer blob changed in the layout (its gzip header's time field, so it
+ * still unpacks) is refused by its digest. */
+static void a_changed_blob_is_refused(void **state)
+{
+    rt_fixture *fx = *state;
+    char *layout = make_layout(fx);
+    char reference[PATH_MAX + 16];
+    snprintf(reference, sizeof(reference), "oci:%s:v1", layout);
+    act_error err = {0};
+    img_image image;
+    if (img_open(reference, &image, &err) < 0)
+        fail_msg("open: %s", err.message);
+    char blob[PATH_MAX + 128];
+    snprintf(blob, sizeof(blob), "%s/blobs/sha256/%s", layout, image.layers[0].digest + 7);
+    rt_flip_byte(blob, 5);
+    char *flat = rt_join(fx->tmp, "flat");
+    assert_int_equal(mkdir(flat, 0700), 0);
+    assert_int_equal(img_flatten(&image, flat, &err), -EBADMSG);
+    assert_non_null(strstr(err.message, image.layers[0].digest));
+    assert_non_null(strstr(err.message, "copy the image again"));
+    img_image_clear(&image);
+    free(flat);
+    free(layout);
+}
+
+int main(int argc, char **argv)
+{
+    rt_parse_args(argc, argv);
+    if (system("command -v umoci >/dev/null") != 0) {
+        fprintf(stderr, "test-image: umoci is not installed (scripts/install-deps.sh); skipped\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(layers_apply_with_whiteouts_and_links_and_the_tree_stages,
+                                        rt_setup, rt_teardown),
+        cmocka_unit_test_setup_teardown(references_tags_and_platforms_are_checked, rt_setup,
+                                        rt_teardown),
+        cmocka_unit_test_setup_teardown(a_changed_blob_is_refused, rt_setup, rt_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
