@@ -152,6 +152,43 @@ static void references_tags_and_platforms_are_checked(void **state)
     free(layout);
 }
 
+/* An opaque directory (".wh..wh..opq", as docker and buildah write when a
+ * directory is replaced): what the layers below put there goes, what the
+ * same layer puts there stays. umoci writes per-file whiteouts only, so
+ * the layer is a tar made by tar and added verbatim by umoci. */
+static void an_opaque_directory_keeps_only_its_own_layer(void **state)
+{
+    rt_fixture *fx = *state;
+    char *layout = make_layout(fx);
+    run("cd %s && mkdir -p opq/y && touch opq/y/.wh..wh..opq && echo mine > opq/y/mine && "
+        "tar -C opq -cf opq.tar y && umoci raw add-layer --image img:v1 --tag opq opq.tar",
+        fx->tmp);
+    char reference[PATH_MAX + 16];
+    snprintf(reference, sizeof(reference), "oci:%s:opq", layout);
+    act_error err = {0};
+    img_image image;
+    if (img_open(reference, &image, &err) < 0)
+        fail_msg("open: %s", err.message);
+    char *flat = rt_join(fx->tmp, "flat");
+    assert_int_equal(mkdir(flat, 0700), 0);
+    if (img_flatten(&image, flat, &err) < 0)
+        fail_msg("flatten: %s", err.message);
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/y/b", flat);
+    assert_false(rt_exists(path));
+    snprintf(path, sizeof(path), "%s/y/c", flat);
+    assert_false(rt_exists(path));
+    snprintf(path, sizeof(path), "%s/y/mine", flat);
+    assert_true(rt_exists(path));
+    snprintf(path, sizeof(path), "%s/y/.wh..wh..opq", flat);
+    assert_false(rt_exists(path));
+    snprintf(path, sizeof(path), "%s/lib/libx.so.1", flat);
+    assert_true(rt_exists(path));
+    img_image_clear(&image);
+    free(flat);
+    free(layout);
+}
+
 /* A layer blob changed in the layout (its gzip header's time field, so it
  * still unpacks) is refused by its digest. */
 static void a_changed_blob_is_refused(void **state)
@@ -188,6 +225,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(layers_apply_with_whiteouts_and_links_and_the_tree_stages,
                                         rt_setup, rt_teardown),
         cmocka_unit_test_setup_teardown(references_tags_and_platforms_are_checked, rt_setup,
+                                        rt_teardown),
+        cmocka_unit_test_setup_teardown(an_opaque_directory_keeps_only_its_own_layer, rt_setup,
                                         rt_teardown),
         cmocka_unit_test_setup_teardown(a_changed_blob_is_refused, rt_setup, rt_teardown),
     };
