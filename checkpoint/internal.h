@@ -11,8 +11,6 @@
 
 #define CKPT_ARCHIVE_SUFFIX ".tar.zst"
 #define CKPT_SIDECAR_SUFFIX ".json"
-/* Large blocks: an archive is read and written front to back once. */
-#define CKPT_BLOCK_SIZE (1024 * 1024)
 
 /* Checks host and opens <dir>/<host> (created, mode 0700, when create). */
 int ckpt_open_host_dir(const char *dir, const char *host, bool create, act_error *err);

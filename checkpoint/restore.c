@@ -88,45 +88,23 @@ static int archive_failed(struct archive *a, const char *id, act_error *err)
  * as it is read, so the bytes extracted are the bytes whose digest was
  * checked even if the file changed in between (a shared directory other
  * boxes write). No skip callback, so every byte passes through here. */
-typedef struct source {
-    int fd;
-    EVP_MD_CTX *sha;
-    unsigned char *buf;
-} source;
-
 static la_ssize_t source_read(struct archive *a, void *data, const void **out)
 {
-    source *s = data;
-    ssize_t n = act_read_full(s->fd, s->buf, CKPT_BLOCK_SIZE);
-    if (n < 0) {
+    ssize_t n = act_sha256_reader_next(data, out);
+    if (n < 0)
         archive_set_error(a, (int)-n, "cannot read the archive: %s", strerror((int)-n));
-        return -1;
-    }
-    if (n > 0 && EVP_DigestUpdate(s->sha, s->buf, (size_t)n) != 1) {
-        archive_set_error(a, EIO, "SHA-256 update failed in OpenSSL");
-        return -1;
-    }
-    *out = s->buf;
-    return n;
+    return n < 0 ? -1 : n;
 }
 
 /* The rest of the file after the archive's end (padding), hashed too, and
  * the digest of everything read compared with sha256. */
-static int check_read_digest(source *s, const char *id, const char *sha256, act_error *err)
+static int check_read_digest(act_sha256_reader *src, const char *id, const char *sha256,
+                             act_error *err)
 {
-    for (;;) {
-        ssize_t n = act_read_full(s->fd, s->buf, CKPT_BLOCK_SIZE);
-        if (n < 0)
-            return act_error_set(err, (int)-n, "checkpoint %s: cannot read the archive: %s", id,
-                                 strerror((int)-n));
-        if (n == 0)
-            break;
-        if (EVP_DigestUpdate(s->sha, s->buf, (size_t)n) != 1)
-            return act_error_set(err, EIO, "SHA-256 update failed in OpenSSL");
-    }
     char actual[CKPT_DIGEST_SIZE];
-    if (act_sha256_final_hex(s->sha, actual) < 0)
-        return act_error_set(err, EIO, "SHA-256 finalisation failed in OpenSSL");
+    int r = act_sha256_reader_finish(src, "the archive", actual, err);
+    if (r < 0)
+        return act_error_prefix(err, "checkpoint %s", id);
     if (strcmp(actual, sha256) != 0)
         return act_error_set(err, EBADMSG,
                              "checkpoint %s: the archive changed while it was restored (SHA-256 "
@@ -141,15 +119,11 @@ static int check_read_digest(source *s, const char *id, const char *sha256, act_
 static int extract(int fd, const char *id, const char *sha256, const char *prefix, uid_t uid,
                    gid_t gid, act_error *err)
 {
-    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *sha = act_sha256_new();
-    _cleanup_free_ unsigned char *block = malloc(CKPT_BLOCK_SIZE);
-    if (!sha || !block)
-        return act_error_set(err, ENOMEM, "cannot set up SHA-256: out of memory");
-    source src = {.fd = fd, .sha = sha, .buf = block};
+    __attribute__((cleanup(act_sha256_reader_clear))) act_sha256_reader src = {0};
     __attribute__((cleanup(archive_read_freep))) struct archive *in = archive_read_new();
     __attribute__((cleanup(archive_write_freep))) struct archive *out = archive_write_disk_new();
-    if (!in || !out)
-        return act_error_set(err, ENOMEM, "out of memory");
+    if (act_sha256_reader_init(&src, fd) < 0 || !in || !out)
+        return act_error_set(err, ENOMEM, "cannot set up the restore: out of memory");
     archive_read_support_format_tar(in);
     archive_read_support_filter_zstd(in);
     int flags = ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |

@@ -10,6 +10,8 @@
 
 #include <openssl/sha.h>
 
+#include "common/fileio.h"
+
 static_assert(ACT_SHA256_HEX_SIZE == 2 * SHA256_DIGEST_LENGTH + 1,
               "ACT_SHA256_HEX_SIZE is not SHA-256 in hex");
 
@@ -78,5 +80,49 @@ int act_sha256_fd(int fd, const char *what, char out[ACT_SHA256_HEX_SIZE], uint6
         return act_error_set(err, EIO, "SHA-256 finalisation failed in OpenSSL");
     if (size)
         *size = offset;
+    return 0;
+}
+
+int act_sha256_reader_init(act_sha256_reader *r, int fd)
+{
+    *r = (act_sha256_reader){
+        .fd = fd, .sha = act_sha256_new(), .buf = malloc(ACT_SHA256_BLOCK_SIZE)};
+    if (!r->sha || !r->buf) {
+        act_sha256_reader_clear(r);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void act_sha256_reader_clear(act_sha256_reader *r)
+{
+    EVP_MD_CTX_free(r->sha);
+    free(r->buf);
+    r->sha = NULL;
+    r->buf = NULL;
+}
+
+ssize_t act_sha256_reader_next(act_sha256_reader *r, const void **out)
+{
+    ssize_t n = act_read_full(r->fd, r->buf, ACT_SHA256_BLOCK_SIZE);
+    if (n > 0 && EVP_DigestUpdate(r->sha, r->buf, (size_t)n) != 1)
+        return -EIO;
+    *out = r->buf;
+    return n;
+}
+
+int act_sha256_reader_finish(act_sha256_reader *r, const char *what, char out[ACT_SHA256_HEX_SIZE],
+                             act_error *err)
+{
+    for (;;) {
+        const void *block;
+        ssize_t n = act_sha256_reader_next(r, &block);
+        if (n < 0)
+            return act_error_set(err, (int)-n, "cannot read %s: %s", what, strerror((int)-n));
+        if (n == 0)
+            break;
+    }
+    if (act_sha256_final_hex(r->sha, out) < 0)
+        return act_error_set(err, EIO, "SHA-256 finalisation failed in OpenSSL");
     return 0;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <openssl/evp.h>
 
@@ -31,3 +32,26 @@ int act_sha256_final_hex(EVP_MD_CTX *ctx, char out[ACT_SHA256_HEX_SIZE]);
  * error ("the file", "the archive"). */
 int act_sha256_fd(int fd, const char *what, char out[ACT_SHA256_HEX_SIZE], uint64_t *size,
                   act_error *err);
+
+/* A file read front to back through SHA-256, for a reader that must apply
+ * exactly the bytes whose digest it checks (a libarchive read callback
+ * extracting a checkpoint or an image's layer): each block is hashed on its
+ * way to the reader, and at the end the rest of the file (what the reader
+ * left unread, a tar's padding) is hashed too and the digest compared. */
+typedef struct act_sha256_reader {
+    int fd;
+    EVP_MD_CTX *sha;
+    unsigned char *buf; /* ACT_SHA256_BLOCK_SIZE bytes */
+} act_sha256_reader;
+
+/* Sets r up to read fd from its position; -ENOMEM when out of memory. */
+int act_sha256_reader_init(act_sha256_reader *r, int fd);
+void act_sha256_reader_clear(act_sha256_reader *r);
+
+/* The next block (its length, 0 at the end, or -errno) into *out. */
+ssize_t act_sha256_reader_next(act_sha256_reader *r, const void **out);
+
+/* Reads and hashes the rest and writes the digest of everything read as
+ * hex; -errno when the rest cannot be read (err names what). */
+int act_sha256_reader_finish(act_sha256_reader *r, const char *what, char out[ACT_SHA256_HEX_SIZE],
+                             act_error *err);

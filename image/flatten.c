@@ -18,32 +18,17 @@
 #include "common/sha256.h"
 #include "image/internal.h"
 
-#define BLOCK_SIZE (1u << 20)
 #define WHITEOUT_PREFIX ".wh."
 #define OPAQUE_MARKER ".wh..wh..opq"
 
 /* The layer's blob as libarchive reads it, hashed on its way through, so
  * what is applied is what the digest names. */
-typedef struct blob_source {
-    int fd;
-    EVP_MD_CTX *sha;
-    unsigned char *buf;
-} blob_source;
-
 static la_ssize_t blob_read(struct archive *a, void *data, const void **out)
 {
-    blob_source *s = data;
-    ssize_t n = act_read_full(s->fd, s->buf, BLOCK_SIZE);
-    if (n < 0) {
+    ssize_t n = act_sha256_reader_next(data, out);
+    if (n < 0)
         archive_set_error(a, (int)-n, "cannot read the blob: %s", strerror((int)-n));
-        return -1;
-    }
-    if (n > 0 && EVP_DigestUpdate(s->sha, s->buf, (size_t)n) != 1) {
-        archive_set_error(a, EIO, "SHA-256 update failed in OpenSSL");
-        return -1;
-    }
-    *out = s->buf;
-    return n;
+    return n < 0 ? -1 : n;
 }
 
 /* One layer being applied. */
@@ -121,8 +106,7 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
     return remove(path) < 0 && errno != ENOENT ? -1 : 0;
 }
 
-/* Removes path (a file, a link, or a tree) if it is there. */
-static int remove_path(const char *path)
+int img_remove_tree(const char *path)
 {
     struct stat st;
     if (lstat(path, &st) < 0)
@@ -185,7 +169,7 @@ static int apply_opaque(layer_apply *la, const char *dir, const char *entry)
         }
         if (made_by_layer(la, rel))
             continue;
-        int removed = remove_path(child);
+        int removed = img_remove_tree(child);
         if (removed < 0)
             r = layer_error(la, -removed, entry, "cannot empty its directory");
     }
@@ -202,7 +186,7 @@ static int apply_whiteout(layer_apply *la, const char *dir, const char *name, co
     if ((size_t)snprintf(path, sizeof(path), "%s/%s%s%s", la->dst, dir, dir[0] ? "/" : "", name) >=
         sizeof(path))
         return layer_error(la, ENAMETOOLONG, entry, "is too long a path");
-    int r = remove_path(path);
+    int r = img_remove_tree(path);
     return r < 0 ? layer_error(la, -r, entry, "cannot remove what it whites out") : 0;
 }
 
@@ -299,21 +283,13 @@ static int copy_data(layer_apply *la, struct archive *in, struct archive *out)
 
 /* The rest of the blob after the tar's end, hashed, and the digest of all
  * of it compared with the layer's. */
-static int check_digest(layer_apply *la, blob_source *src)
+static int check_digest(layer_apply *la, act_sha256_reader *blob)
 {
-    for (;;) {
-        ssize_t n = act_read_full(src->fd, src->buf, BLOCK_SIZE);
-        if (n < 0)
-            return act_error_set(la->err, (int)-n, "image %s: cannot read layer %zu: %s",
-                                 la->image->layout, la->number, strerror((int)-n));
-        if (n == 0)
-            break;
-        if (EVP_DigestUpdate(src->sha, src->buf, (size_t)n) != 1)
-            return act_error_set(la->err, EIO, "SHA-256 update failed in OpenSSL");
-    }
-    char actual[ACT_SHA256_HEX_SIZE];
-    if (act_sha256_final_hex(src->sha, actual) < 0)
-        return act_error_set(la->err, EIO, "SHA-256 finalisation failed in OpenSSL");
+    char actual[ACT_SHA256_HEX_SIZE], what[64];
+    snprintf(what, sizeof(what), "layer %zu", la->number);
+    int r = act_sha256_reader_finish(blob, what, actual, la->err);
+    if (r < 0)
+        return act_error_prefix(la->err, "image %s", la->image->layout);
     if (strcmp(actual, la->layer->digest + 7) != 0)
         return act_error_set(la->err, EBADMSG,
                              "image %s: layer %zu has digest sha256:%s, not %s, the digest "
@@ -355,13 +331,11 @@ static int apply_layer(layer_apply *la)
     _cleanup_close_ int fd = img_blob_open(la->image->layout, la->layer->digest, la->err);
     if (fd < 0)
         return fd;
-    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *sha = act_sha256_new();
-    _cleanup_free_ unsigned char *block = malloc(BLOCK_SIZE);
+    __attribute__((cleanup(act_sha256_reader_clear))) act_sha256_reader blob = {0};
     __attribute__((cleanup(archive_read_freep))) struct archive *in = archive_read_new();
     __attribute__((cleanup(archive_write_freep))) struct archive *out = archive_write_disk_new();
-    if (!sha || !block || !in || !out)
+    if (act_sha256_reader_init(&blob, fd) < 0 || !in || !out)
         return act_error_set(la->err, ENOMEM, "out of memory");
-    blob_source src = {.fd = fd, .sha = sha, .buf = block};
     archive_read_support_format_tar(in);
     if (la->layer->compression == IMG_LAYER_GZIP)
         archive_read_support_filter_gzip(in);
@@ -372,14 +346,14 @@ static int apply_layer(layer_apply *la)
     archive_write_disk_set_options(out, ARCHIVE_EXTRACT_SECURE_SYMLINKS |
                                             ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_PERM |
                                             ARCHIVE_EXTRACT_UNLINK);
-    if (archive_read_open(in, &src, NULL, blob_read, NULL) != ARCHIVE_OK)
+    if (archive_read_open(in, &blob, NULL, blob_read, NULL) != ARCHIVE_OK)
         return archive_failed(la, in);
     int r = apply_entries(la, in, out);
     if (r < 0)
         return r;
     if (archive_write_close(out) != ARCHIVE_OK)
         return archive_failed(la, out);
-    return check_digest(la, &src);
+    return check_digest(la, &blob);
 }
 
 int img_flatten(const img_image *image, const char *dst_path, act_error *err)

@@ -75,4 +75,13 @@ int img_open(const char *reference, img_image *out, act_error *err);
  * hold part of the image; the caller removes it. */
 int img_flatten(const img_image *image, const char *dst_path, act_error *err);
 
+/* The image as a source another box can fetch the same bytes from: the
+ * reference resolved to the manifest's digest ("oci:PATH@sha256:..."), as
+ * a tag can move. */
+void img_source(const img_image *image, char *out, size_t size);
+
+/* Removes path and all under it, never following a symlink; 0 when it is
+ * gone (or was not there). */
+int img_remove_tree(const char *path);
+
 void img_image_clear(img_image *image);

@@ -30,6 +30,11 @@ bool img_is_reference(const char *source)
     return source && strncmp(source, "oci:", 4) == 0;
 }
 
+void img_source(const img_image *image, char *out, size_t size)
+{
+    snprintf(out, size, "oci:%s@%s", image->layout, image->manifest_digest);
+}
+
 void img_image_clear(img_image *image)
 {
     if (!image)
