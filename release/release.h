@@ -97,8 +97,9 @@ typedef struct rel_identity {
     /* When the build was staged, microseconds since the Unix epoch (UTC).
      * gc's keep_newest orders versions by this. */
     uint64_t staged_at;
-    /* Where it was staged from: a directory's absolute path; "" when its
-     * manifest is of format 1, which did not record it. */
+    /* Where it was staged from: a directory's absolute path, or an image
+     * reference resolved to its manifest's digest ("oci:PATH@sha256:..."); ""
+     * when its manifest is of format 1, which did not record it. */
     char source[REL_PATH_SIZE];
 } rel_identity;
 
@@ -158,6 +159,13 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(rel_store *, rel_store_free)
  * -EEXIST and changes nothing. out may be NULL. */
 int rel_stage(rel_store *store, const char *host, const char *version, const char *source_path,
               const char *exec_path, rel_identity *out, act_error *err);
+
+/* rel_stage of a tree made from something else (an image's layers): the
+ * manifest records source_label as where the build came from ("" when it
+ * is too long to record), not the tree's path. */
+int rel_stage_as(rel_store *store, const char *host, const char *version, const char *source_path,
+                 const char *exec_path, const char *source_label, rel_identity *out,
+                 act_error *err);
 
 /* Points <host>/live at version: a new symlink renamed over the old one, so
  * a reader sees either the old or the new target, never none. The version

@@ -25,7 +25,7 @@ typedef struct stage_copy {
     const char *version;
     const char *source_path;
     const char *exec_path; /* the executable, relative to the build root */
-    char source_real[REL_PATH_SIZE]; /* source_path made absolute, for the manifest */
+    char source_real[REL_PATH_SIZE]; /* what the manifest records as the source */
     rel_file *files;
     size_t n_files, cap_files;
     uint64_t copied;
@@ -553,6 +553,12 @@ static int publish(rel_store *store, int host_dirfd, const char *staging_name,
 int rel_stage(rel_store *store, const char *host, const char *version, const char *source_path,
               const char *exec_path, rel_identity *out, act_error *err)
 {
+    return rel_stage_as(store, host, version, source_path, exec_path, NULL, out, err);
+}
+
+int rel_stage_as(rel_store *store, const char *host, const char *version, const char *source_path,
+                 const char *exec_path, const char *source_label, rel_identity *out, act_error *err)
+{
     assert(store);
     int r = check_request(host, version, source_path, exec_path, err);
     if (r < 0)
@@ -584,9 +590,10 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
     };
     /* Recorded for the operator; a path too long for the manifest is not
      * recorded rather than recorded cut. */
-    char *real = realpath(source_path, NULL);
-    if (real && strlen(real) < sizeof(((rel_manifest *)0)->source))
-        snprintf(copy.source_real, sizeof(copy.source_real), "%s", real);
+    char *real = source_label ? NULL : realpath(source_path, NULL);
+    const char *source = source_label ? source_label : real;
+    if (source && strlen(source) < sizeof(((rel_manifest *)0)->source))
+        snprintf(copy.source_real, sizeof(copy.source_real), "%s", source);
     free(real);
     _cleanup_(rel_manifest_clear) rel_manifest m = {0};
     r = fill_staging(&copy, src_fd, &src_st, staging_fd, &m);

@@ -124,10 +124,12 @@ static int take_path(json_object *value, char *out, ctrl_request_error *err)
     size_t len = (size_t)json_object_get_string_len(value);
     char shown[128];
     quote(s, len, shown, sizeof(shown));
-    if (len == 0 || s[0] != '/')
+    /* A path of this box, or an OCI image layout on it (oci:/PATH[:TAG]). */
+    bool image = len > 4 && strncmp(s, "oci:", 4) == 0;
+    if (len == 0 || (image ? s[4] != '/' : s[0] != '/'))
         return refuse(err, CTRL_REQ_BAD_VALUE, EINVAL,
                       "field \"path\": \"%s\" is not an absolute path; name the build on this box "
-                      "as /absolute/path",
+                      "as /absolute/path, or an image layout as oci:/absolute/path[:tag]",
                       shown);
     if (len > CTRL_REQUEST_PATH_MAX)
         return refuse(err, CTRL_REQ_BAD_VALUE, EINVAL,

@@ -161,10 +161,41 @@ int ctl_check_name(const ctl_command *command, const char *what, const char *nam
     return 0;
 }
 
+/* An image layout's reference, oci:PATH[:TAG], with its path made
+ * absolute (a tag never holds '/', so a last colon followed by one is the
+ * path's own). */
+static int absolute_image_reference(const ctl_command *command, const char *given, char *out,
+                                    size_t size)
+{
+    const char *rest = given + 4, *colon = strrchr(rest, ':');
+    size_t path_len = colon && !strchr(colon, '/') ? (size_t)(colon - rest) : strlen(rest);
+    char path[PATH_MAX], absolute[PATH_MAX];
+    if (path_len == 0 || path_len >= sizeof(path))
+        return ctl_usage_error(command, "'%s' names no image layout; give oci:PATH[:TAG]", given);
+    memcpy(path, rest, path_len);
+    path[path_len] = '\0';
+    if (path[0] == '/') {
+        snprintf(absolute, sizeof(absolute), "%s", path);
+    } else {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof(cwd)) ||
+            snprintf(absolute, sizeof(absolute), "%s/%s", cwd, path) >= (int)sizeof(absolute))
+            return ctl_usage_error(command, "cannot make '%s' an absolute path", path);
+    }
+    if (access(absolute, R_OK) != 0)
+        return ctl_usage_error(command, "%s: %s; name an image layout this user can read", absolute,
+                               strerror(errno));
+    if (snprintf(out, size, "oci:%s%s", absolute, rest + path_len) >= (int)size)
+        return ctl_usage_error(command, "'%s' is too long", given);
+    return 0;
+}
+
 /* The daemon reads a path on its box from its own working directory: a
  * relative one is made absolute here, where the user meant it. */
 static int absolute_path(const ctl_command *command, const char *given, char *out, size_t size)
 {
+    if (strncmp(given, "oci:", 4) == 0)
+        return absolute_image_reference(command, given, out, size);
     if (given[0] == '/') {
         snprintf(out, size, "%s", given);
     } else {

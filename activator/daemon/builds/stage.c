@@ -6,10 +6,17 @@
  * host and answer no request. So it runs on a release worker
  * (daemon->release_work, not the workers of the wakes' record writes), in
  * the host's lane, from a copy of the request; the reply goes out from the
- * loop when it is done. */
+ * loop when it is done.
+ *
+ * The source is a directory or file of this box, or an OCI image layout
+ * (oci:PATH[:TAG]): the image's layers are applied into a work directory
+ * beside the releases (image/), staged from there with the image, resolved
+ * to its manifest's digest, as the build's source, and the work directory
+ * removed. */
 #include "activator/daemon/builds/stage.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +27,8 @@
 #include "activator/daemon/host/step_holds.h"
 #include "common/cleanup.h"
 #include "common/json_fields.h"
+#include "common/log.h"
+#include "image/image.h"
 
 typedef struct stage_job {
     ad_host *owner; /* on the loop only */
@@ -29,22 +38,85 @@ typedef struct stage_job {
     char version[ACT_NAME_MAX + 1];
     char path[CTRL_REQUEST_PATH_MAX + 1];
     char executable[4096]; /* a directory build's executable; "" for a single file */
+    char work_dir[4096];   /* StateDirectory=: where an image's layers are applied */
     bool promote;
     int result;
     rel_identity identity;
     act_error err;
 } stage_job;
 
+#define IMAGE_WORK_PREFIX ".image-"
+
+/* The work directories a stage of host left behind when the daemon died
+ * under it. Stages of one host run one at a time (its lane), so none of
+ * them is in use. */
+static void sweep_image_work(const stage_job *job)
+{
+    DIR *dir = opendir(job->work_dir);
+    if (!dir)
+        return;
+    char prefix[ACT_NAME_MAX + 16];
+    snprintf(prefix, sizeof(prefix), IMAGE_WORK_PREFIX "%s-", job->host);
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        char path[8192];
+        snprintf(path, sizeof(path), "%s/%s", job->work_dir, de->d_name);
+        (void)img_remove_tree(path);
+    }
+    closedir(dir);
+}
+
+/* An image: its layers applied into a work directory, the tree staged with
+ * the image as its source, the work directory removed whatever happened. */
+static int stage_image(stage_job *job)
+{
+    sweep_image_work(job);
+    _cleanup_(img_image_clear) img_image image = {0};
+    int r = img_open(job->path, &image, &job->err);
+    if (r < 0)
+        return act_error_prefix(&job->err, "host %s: version %s: nothing was staged", job->host,
+                                job->version);
+    char work[8192];
+    snprintf(work, sizeof(work), "%s/" IMAGE_WORK_PREFIX "%s-XXXXXX", job->work_dir, job->host);
+    if (!mkdtemp(work))
+        return act_error_set(&job->err, errno,
+                             "host %s: version %s: cannot make a work directory in %s for the "
+                             "image's layers: %s; nothing was staged",
+                             job->host, job->version, job->work_dir, strerror(errno));
+    char source[1024];
+    img_source(&image, source, sizeof(source));
+    r = img_flatten(&image, work, &job->err);
+    if (r < 0)
+        act_error_prefix(&job->err, "host %s: version %s: nothing was staged", job->host,
+                         job->version);
+    else
+        r = rel_stage_as(job->releases, job->host, job->version, work, job->executable, source,
+                         &job->identity, &job->err);
+    int removed = img_remove_tree(work);
+    if (removed < 0)
+        act_log(LOG_WARNING,
+                "host %s: cannot remove the image work directory %s: %s; the next "
+                "stage of the host removes it",
+                job->host, work, strerror(-removed));
+    return r;
+}
+
 static void run_stage(void *data)
 {
     stage_job *job = data;
     ad_test_hold_release_work("stage", job->host);
-    /* A directory build names its executable by the host's Exec= path; a
-     * single file is the executable. */
-    struct stat st;
-    bool directory = stat(job->path, &st) == 0 && S_ISDIR(st.st_mode);
-    job->result = rel_stage(job->releases, job->host, job->version, job->path,
-                            directory ? job->executable : NULL, &job->identity, &job->err);
+    if (img_is_reference(job->path)) {
+        job->result = stage_image(job);
+    } else {
+        /* A directory build names its executable by the host's Exec= path;
+         * a single file is the executable. */
+        struct stat st;
+        bool directory = stat(job->path, &st) == 0 && S_ISDIR(st.st_mode);
+        job->result = rel_stage(job->releases, job->host, job->version, job->path,
+                                directory ? job->executable : NULL, &job->identity, &job->err);
+    }
     if (job->result == 0 && job->promote)
         job->result = rel_promote(job->releases, job->host, job->version, &job->err);
 }
@@ -60,6 +132,7 @@ static void complete_stage(void *data)
         json_object_object_add(result, "version", json_object_new_string(job->identity.version));
         json_object_object_add(result, "digest",
                                json_object_new_string(job->identity.build_digest));
+        json_object_object_add(result, "source", json_object_new_string(job->identity.source));
         json_object_object_add(result, "live", json_object_new_boolean(job->promote));
         if (job->promote)
             ad_promote_settle(job->owner, job->identity.version, result, job->reply);
@@ -86,6 +159,7 @@ void ad_stage_start(ad_host *host, const ctrl_request *request, ctrl_reply *repl
     snprintf(job->version, sizeof(job->version), "%s", request->version);
     snprintf(job->path, sizeof(job->path), "%s", request->path);
     snprintf(job->executable, sizeof(job->executable), "%s", ad_host_config(host)->exec_argv[0]);
+    snprintf(job->work_dir, sizeof(job->work_dir), "%s", daemon->config.state_directory);
     /* A job the stop leaves undelivered holds nothing but itself. */
     if (act_offload_submit_droppable(daemon->release_work, act_offload_lane(job->host), run_stage,
                                      complete_stage, free, job, &err) < 0) {

@@ -22,6 +22,7 @@
  * interpreter is inside the build names it by its path in the release store
  * (<state>/releases/demo/in1/bin/sh); that path must stay visible, read-only,
  * inside the generation for the test to pass there. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -481,6 +482,63 @@ static void test_the_build_is_resolved_beside_the_admission(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* A build staged from an OCI image layout (made by umoci): its layers
+ * applied, the tree staged with the image's digest as its source, and
+ * served; an image the layout lacks is refused with nothing left behind. */
+static void test_a_build_staged_from_an_image_layout_serves(void **state)
+{
+    dh_daemon *d = *state;
+    if (system("command -v umoci >/dev/null") != 0)
+        skip(); /* scripts/install-deps.sh installs it */
+    dh_setup(d, DH_STORE_DIR, NULL);
+    int port = dh_free_port();
+    dh_write_app_host(d, "demo", port, NULL, NULL);
+    char command[3 * PATH_MAX];
+    snprintf(command, sizeof(command),
+             "cd %s && umoci init --layout img && umoci new --image img:v1 && "
+             "umoci unpack --image img:v1 bundle >/dev/null && "
+             "cp %s bundle/rootfs/act-e2e-app && mkdir bundle/rootfs/bin && "
+             "ln -s /act-e2e-app bundle/rootfs/bin/app && umoci repack --image img:v1 bundle",
+             d->drv.dir, DH_E2E_APP);
+    DH_CHECK(d, system(command) == 0, "umoci could not make the image: %s", command);
+    dh_start(d, NULL);
+
+    json_object *reply = dh_request(d, 60000,
+                                    "{\"v\":1,\"op\":\"stage\",\"host\":\"demo\",\"version\":"
+                                    "\"v1\",\"path\":\"oci:%s/img:v1\",\"promote\":true}",
+                                    d->drv.dir);
+    DH_CHECK(d, dh_reply_ok(reply), "stage from the image: %s", json_object_to_json_string(reply));
+    char expected[PATH_MAX + 16];
+    snprintf(expected, sizeof(expected), "oci:%s/img@sha256:", d->drv.dir);
+    const char *source = dh_json_str(dh_reply_result(reply), "source");
+    DH_CHECK(d, source && strncmp(source, expected, strlen(expected)) == 0,
+             "the staged build's source is %s, not the image resolved to its digest",
+             source ? source : "(none)");
+    json_object_put(reply);
+    dh_wake(d, "demo");
+    dh_expect_version(d, port, "v1");
+
+    reply = dh_request(d, 60000,
+                       "{\"v\":1,\"op\":\"stage\",\"host\":\"demo\",\"version\":\"v2\","
+                       "\"path\":\"oci:%s/img:nope\"}",
+                       d->drv.dir);
+    DH_CHECK(
+        d, !dh_reply_ok(reply) && strstr(json_object_to_json_string(reply), "no image tagged nope"),
+        "a tag the layout lacks: %s", json_object_to_json_string(reply));
+    json_object_put(reply);
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/releases/demo/v2", d->drv.state_dir);
+    DH_CHECK(d, access(path, F_OK) != 0, "a refused image left %s", path);
+    DIR *dir = opendir(d->drv.state_dir);
+    DH_CHECK(d, dir, "cannot read %s", d->drv.state_dir);
+    struct dirent *de;
+    while ((de = readdir(dir)))
+        DH_CHECK(d, strncmp(de->d_name, ".image-", 7) != 0, "a stage left its work directory %s",
+                 de->d_name);
+    closedir(dir);
+    dh_stop_and_check_clean(d);
+}
+
 int main(int argc, char **argv)
 {
     int skip = dh_check_can_run("daemon-builds", DH_STORE_DIR);
@@ -492,6 +550,7 @@ int main(int argc, char **argv)
         DH_TEST(test_a_resumed_generation_is_the_fallback),
         DH_TEST(test_failed_pin_without_fallback_is_refused_until_a_promote),
         DH_TEST(test_scripts_run_from_their_verified_fd),
+        DH_TEST(test_a_build_staged_from_an_image_layout_serves),
         DH_TEST(test_the_build_is_resolved_beside_the_admission),
         DH_TEST(test_gc_never_removes_a_version_in_use),
         DH_TEST(test_release_work_leaves_the_loop_to_the_wakes),
