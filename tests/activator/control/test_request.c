@@ -111,6 +111,9 @@ static void test_bad_names(void **state)
     expect_refused(
         "{\"v\":1,\"op\":\"stage\",\"host\":\"w\",\"version\":\"v\",\"path\":\"/a\\nb\"}",
         CTRL_REQ_BAD_VALUE, "control character");
+    expect_refused(
+        "{\"v\":1,\"op\":\"stage\",\"host\":\"w\",\"version\":\"v\",\"path\":\"oci:img:v1\"}",
+        CTRL_REQ_BAD_VALUE, "oci:/absolute/path");
 }
 
 static void test_good_requests(void **state)
@@ -136,6 +139,10 @@ static void test_good_requests(void **state)
     assert_int_equal(ctrl_request_parse(stage, strlen(stage), &req, &err), 0);
     assert_string_equal(req.path, "/srv/builds/web1 v3");
     assert_true(req.promote);
+    const char *image = "{\"v\":1,\"op\":\"stage\",\"host\":\"web1\",\"version\":\"v4\","
+                        "\"path\":\"oci:/srv/images/web1:v4\"}";
+    assert_int_equal(ctrl_request_parse(image, strlen(image), &req, &err), 0);
+    assert_string_equal(req.path, "oci:/srv/images/web1:v4");
 
     const char *assign = "{\"v\":1,\"op\":\"claim.assign\",\"host\":\"web1\",\"box\":\"box-2\"}";
     assert_int_equal(ctrl_request_parse(assign, strlen(assign), &req, &err), 0);
