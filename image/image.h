@@ -66,6 +66,43 @@ typedef struct img_image {
  * directory or file path. */
 bool img_is_reference(const char *source);
 
+/* Where a registry's CA is looked for, as containers and Docker lay it
+ * out: <dir>/<REGISTRY>/ca.crt (REGISTRY with its port, if any). */
+#define IMG_CERTS_DIR_DEFAULT "/etc/activator/certs.d"
+
+/* How registries are reached. */
+typedef struct img_registry_options {
+    /* A containers-auth.json(5) file: {"auths": {"REGISTRY": {"auth":
+     * base64 of "user:password"}}}; refused unless mode 0600. NULL or a
+     * missing file: no credentials. */
+    const char *auth_file;
+    /* IMG_CERTS_DIR_DEFAULT when NULL. Without a ca.crt there, the
+     * system's CAs. */
+    const char *certs_dir;
+    /* Registries reached over plain http (RegistryInsecure=). */
+    const char *const *insecure;
+    size_t n_insecure;
+    /* A transfer that moves nothing for this long ends (30 s when 0). */
+    long timeout_sec;
+} img_registry_options;
+
+/* True for a registry reference ("docker://..."). */
+bool img_is_registry_reference(const char *source);
+
+/* Pulls docker://REGISTRY/REPOSITORY[:TAG] or [@sha256:DIGEST] (a missing
+ * tag is "latest") for linux/amd64 into the image layout directory layout
+ * (made if missing), tagged "pulled" there, so that img_open of
+ * "oci:LAYOUT:pulled" reads it. resolved receives the reference resolved to
+ * the manifest's digest ("docker://REGISTRY/REPOSITORY@sha256:..."). Errors
+ * as above, and -EACCES for refused credentials, -EHOSTUNREACH or
+ * -ETIMEDOUT for a registry that does not answer. On failure the layout may
+ * hold part of the image; the caller removes it. */
+int img_pull(const char *reference, const img_registry_options *options, const char *layout,
+             char *resolved, size_t resolved_size, act_error *err);
+
+/* The tag img_pull gives the image in its layout. */
+#define IMG_PULLED_TAG "pulled"
+
 /* Reads reference ("oci:PATH" or "oci:PATH:TAG") into out: the manifest
  * its tag names (with no tag, the layout's only one), for linux/amd64. */
 int img_open(const char *reference, img_image *out, act_error *err);

@@ -69,6 +69,17 @@ static bool tag_is_valid(const char *tag)
     return true;
 }
 
+int img_parse_reference_tag(const char *reference, const char *tag, char *out, size_t size,
+                            act_error *err)
+{
+    if (!tag_is_valid(tag) || (size_t)snprintf(out, size, "%s", tag) >= size)
+        return act_error_set(err, EINVAL,
+                             "image %s: \"%s\" is not a tag (1 to 128 of [A-Za-z0-9_.-], "
+                             "not starting with '.' or '-')",
+                             reference, tag);
+    return 0;
+}
+
 int img_parse_reference(const char *reference, char *path, size_t path_size, char *tag,
                         size_t tag_size, act_error *err)
 {
@@ -83,11 +94,9 @@ int img_parse_reference(const char *reference, char *path, size_t path_size, cha
     /* A tag never holds '/', so a colon followed by one is part of the path. */
     if (colon && !strchr(colon, '/')) {
         path_len = (size_t)(colon - rest);
-        if ((size_t)snprintf(tag, tag_size, "%s", colon + 1) >= tag_size || !tag_is_valid(tag))
-            return act_error_set(err, EINVAL,
-                                 "image %s: \"%s\" is not a tag (1 to 128 of [A-Za-z0-9_.-], "
-                                 "not starting with '.' or '-')",
-                                 reference, colon + 1);
+        int r = img_parse_reference_tag(reference, colon + 1, tag, tag_size, err);
+        if (r < 0)
+            return r;
     }
     if (path_len == 0 || path_len >= path_size)
         return act_error_set(err, EINVAL, "image %s: the layout's path is %s", reference,
@@ -142,26 +151,40 @@ static int read_json(const char *layout, const char *what, int fd, const char *d
                              what);
     text[n] = '\0';
     if (digest && digest[0]) {
-        char actual[ACT_SHA256_HEX_SIZE];
-        _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *sha = act_sha256_new();
-        if (!sha || EVP_DigestUpdate(sha, text, (size_t)n) != 1 ||
-            act_sha256_final_hex(sha, actual) < 0)
+        char actual[IMG_DIGEST_SIZE];
+        if (img_sha256_digest(text, (size_t)n, actual) < 0)
             return act_error_set(err, EIO, "SHA-256 failed in OpenSSL");
-        if (strcmp(actual, digest + 7) != 0)
+        if (strcmp(actual, digest) != 0)
             return act_error_set(err, EBADMSG,
-                                 "image %s: %s has digest sha256:%s, not %s, the digest that "
-                                 "names it; the layout is damaged, copy the image again",
+                                 "image %s: %s has digest %s, not %s, the digest that names it; "
+                                 "the layout is damaged, copy the image again",
                                  layout, what, actual, digest);
     }
+    return img_parse_json(layout, what, text, (size_t)n, out, err);
+}
+
+int img_sha256_digest(const void *data, size_t len, char out[IMG_DIGEST_SIZE])
+{
+    char hex[ACT_SHA256_HEX_SIZE];
+    _cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *sha = act_sha256_new();
+    if (!sha || EVP_DigestUpdate(sha, data, len) != 1 || act_sha256_final_hex(sha, hex) < 0)
+        return -EIO;
+    snprintf(out, IMG_DIGEST_SIZE, "sha256:%s", hex);
+    return 0;
+}
+
+int img_parse_json(const char *where, const char *what, const char *text, size_t len,
+                   json_object **out, act_error *err)
+{
     _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new_ex(16);
     if (!tok)
         return act_error_set(err, ENOMEM, "out of memory");
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    json_object *root = json_tokener_parse_ex(tok, text, (int)n);
+    json_object *root = json_tokener_parse_ex(tok, text, (int)len);
     if (!root || json_tokener_get_error(tok) != json_tokener_success ||
         !json_object_is_type(root, json_type_object)) {
         json_object_put(root);
-        return act_error_set(err, EPROTO, "image %s: %s is not a JSON object", layout, what);
+        return act_error_set(err, EPROTO, "image %s: %s is not a JSON object", where, what);
     }
     *out = root;
     return 0;
@@ -188,9 +211,8 @@ static int descriptor(const char *layout, const char *what, json_object *d, cons
     return 0;
 }
 
-/* Of an index's manifests, the one for linux/amd64. */
-static int choose_platform(const char *layout, json_object *index, char *digest, char *media_type,
-                           size_t media_size, act_error *err)
+int img_choose_platform(const char *layout, json_object *index, char *digest, char *media_type,
+                        size_t media_size, act_error *err)
 {
     json_object *manifests;
     if (!json_object_object_get_ex(index, "manifests", &manifests) ||
@@ -373,8 +395,8 @@ int img_open(const char *reference, img_image *out, act_error *err)
             return index_fd;
         _cleanup_(json_object_putp) json_object *nested = NULL;
         if ((r = read_json(out->layout, "the image index", index_fd, digest, &nested, err)) < 0 ||
-            (r = choose_platform(out->layout, nested, digest, media_type, sizeof(media_type),
-                                 err)) < 0)
+            (r = img_choose_platform(out->layout, nested, digest, media_type, sizeof(media_type),
+                                     err)) < 0)
             return r;
     }
     if (media_type[0] && strcmp(media_type, MEDIA_OCI_MANIFEST) != 0 &&

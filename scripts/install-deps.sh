@@ -27,8 +27,8 @@ packages=(
   # bench-checkpoint's baseline: tar | zstd by hand
   tar zstd
   # images made by standard tools for the image tests: umoci makes the
-  # layers (its own whiteouts), skopeo copies them
-  umoci skopeo
+  # layers (its own whiteouts), skopeo pushes them to a real registry
+  umoci skopeo docker-registry
   systemd-container debootstrap
   # the manual pages (scdoc source, roff built at build time)
   scdoc

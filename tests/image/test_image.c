@@ -17,52 +17,13 @@
 
 #include "image/image.h"
 #include "release/release.h"
+#include "tests/image/layouts.h"
 #include "tests/release/helpers.h"
-
-/* Runs a shell command (umoci, cp, rm: the tools make the image), failing
- * the test unless it exits 0. */
-static void run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void run(const char *fmt, ...)
-{
-    char command[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(command, sizeof(command), fmt, ap);
-    va_end(ap);
-    int status = system(command);
-    if (status != 0)
-        fail_msg("command failed (status %d): %s", status, command);
-}
-
-/* An image layout at <tmp>/img with tag v1 (one layer: an app, a hard link
- * to it, a library behind a relative and an absolute symlink, and files to
- * delete) and v2 (a second layer deleting a directory and a file, adding
- * one), and tag arm: v1 said to be for arm64. */
-static char *make_layout(rt_fixture *fx)
-{
-    char *layout = rt_join(fx->tmp, "img");
-    const char *t = fx->tmp;
-    char app[PATH_MAX];
-    assert_non_null(realpath(rt_app_v1, app));
-    run("cd %s && umoci init --layout img && umoci new --image img:v1 && "
-        "umoci unpack --image img:v1 b1 >/dev/null",
-        t);
-    run("cd %s/b1/rootfs && mkdir -p bin lib etc gone y && cp %s bin/app && chmod 0755 bin/app && "
-        "ln bin/app bin/app-hard && echo library > lib/libx.so.1 && ln -s libx.so.1 lib/libx.so && "
-        "ln -s /lib/libx.so.1 etc/abs && echo x > gone/file && echo b > y/b && echo c > y/c",
-        t, app);
-    run("cd %s && umoci repack --image img:v1 b1 && umoci unpack --image img:v1 b2 >/dev/null", t);
-    run("cd %s/b2/rootfs && rm -rf gone && rm y/b && echo new > y/new", t);
-    run("cd %s && umoci repack --image img:v2 b2 && "
-        "umoci config --image img:v1 --tag arm --architecture arm64",
-        t);
-    return layout;
-}
 
 static void layers_apply_with_whiteouts_and_links_and_the_tree_stages(void **state)
 {
     rt_fixture *fx = *state;
-    char *layout = make_layout(fx);
+    char *layout = image_make_layout(fx);
     char reference[PATH_MAX + 16];
     snprintf(reference, sizeof(reference), "oci:%s:v2", layout);
     act_error err = {0};
@@ -128,7 +89,7 @@ static void layers_apply_with_whiteouts_and_links_and_the_tree_stages(void **sta
 static void references_tags_and_platforms_are_checked(void **state)
 {
     rt_fixture *fx = *state;
-    char *layout = make_layout(fx);
+    char *layout = image_make_layout(fx);
     char reference[PATH_MAX + 16];
     act_error err = {0};
     img_image image;
@@ -159,10 +120,10 @@ static void references_tags_and_platforms_are_checked(void **state)
 static void an_opaque_directory_keeps_only_its_own_layer(void **state)
 {
     rt_fixture *fx = *state;
-    char *layout = make_layout(fx);
-    run("cd %s && mkdir -p opq/y && touch opq/y/.wh..wh..opq && echo mine > opq/y/mine && "
-        "tar -C opq -cf opq.tar y && umoci raw add-layer --image img:v1 --tag opq opq.tar",
-        fx->tmp);
+    char *layout = image_make_layout(fx);
+    image_run("cd %s && mkdir -p opq/y && touch opq/y/.wh..wh..opq && echo mine > opq/y/mine && "
+              "tar -C opq -cf opq.tar y && umoci raw add-layer --image img:v1 --tag opq opq.tar",
+              fx->tmp);
     char reference[PATH_MAX + 16];
     snprintf(reference, sizeof(reference), "oci:%s:opq", layout);
     act_error err = {0};
@@ -194,7 +155,7 @@ static void an_opaque_directory_keeps_only_its_own_layer(void **state)
 static void a_changed_blob_is_refused(void **state)
 {
     rt_fixture *fx = *state;
-    char *layout = make_layout(fx);
+    char *layout = image_make_layout(fx);
     char reference[PATH_MAX + 16];
     snprintf(reference, sizeof(reference), "oci:%s:v1", layout);
     act_error err = {0};
