@@ -28,3 +28,17 @@ bool act_strv_equal(char *const *a, char *const *b)
             return false;
     return true;
 }
+
+char **act_strv_copy(char *const *strv)
+{
+    if (!strv)
+        return NULL;
+    size_t n = act_strv_length(strv);
+    char **copy = calloc(n + 1, sizeof(char *));
+    for (size_t i = 0; copy && i < n; i++)
+        if (!(copy[i] = strdup(strv[i]))) {
+            act_strv_free(copy);
+            return NULL;
+        }
+    return copy;
+}

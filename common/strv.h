@@ -15,3 +15,7 @@ size_t act_strv_length(char *const *strv);
 
 /* The same strings in the same order; a NULL array equals an empty one. */
 bool act_strv_equal(char *const *a, char *const *b);
+
+/* A copy of strv (NULL for NULL); NULL when out of memory too, so a caller
+ * with a non-NULL strv checks the result. */
+char **act_strv_copy(char *const *strv);

@@ -54,7 +54,7 @@ size_t cfg_errors_print(const cfg_errors *errors, FILE *out);
 size_t cfg_errors_count_file(const cfg_errors *errors, const char *file);
 
 /* How many keys [Activator] has. */
-#define CFG_DAEMON_N_KEYS 35
+#define CFG_DAEMON_N_KEYS 37
 
 /* [Activator] of activatord.conf. Every string is malloc'd and set (defaults
  * filled in) except where NULL is documented. */
@@ -123,6 +123,12 @@ typedef struct cfg_daemon {
                                               within a 2 s window that retires frozen
                                               generations, oldest first; 0 ("no"): not
                                               watched */
+    char *registry_auth_file;              /* RegistryAuthFile=, default
+                                              /etc/activator/registry-auth.json: the
+                                              credentials of docker:// stages (need not exist) */
+    /* RegistryInsecure=: registries (HOST or HOST:PORT) reached over plain
+     * http; NULL-terminated, NULL when none. */
+    char **registry_insecure;
     unsigned key_lines[CFG_DAEMON_N_KEYS]; /* where each key was set; see cfg_daemon_key_line */
 } cfg_daemon;
 

@@ -1,5 +1,6 @@
 /* [Activator] of activatord.conf. */
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -47,6 +48,8 @@ void cfg_daemon_free(cfg_daemon *config)
     free(config->store_password_file);
     free(config->metrics_listen);
     free(config->checkpoints);
+    free(config->registry_auth_file);
+    act_strv_free(config->registry_insecure);
     *config = (cfg_daemon){0};
 }
 
@@ -339,6 +342,64 @@ static int apply_checkpoints(void *target, const char *value, act_error *err)
     return r < 0 ? r : set_string(&((cfg_daemon *)target)->checkpoints, value, err);
 }
 
+static int apply_registry_auth_file(void *target, const char *value, act_error *err)
+{
+    int r = act_path_check_absolute(value, err);
+    return r < 0 ? r : set_string(&((cfg_daemon *)target)->registry_auth_file, value, err);
+}
+
+/* A registry as a reference names it: a host name or address, and a port. */
+static bool registry_host_is_valid(const char *host)
+{
+    size_t len = strlen(host), name = strcspn(host, ":");
+    if (len == 0 || len > 255 || name == 0)
+        return false;
+    for (size_t i = 0; i < name; i++)
+        if (!isalnum((unsigned char)host[i]) && host[i] != '.' && host[i] != '-')
+            return false;
+    if (name == len)
+        return true;
+    char *end;
+    unsigned long port = strtoul(host + name + 1, &end, 10);
+    return host[name + 1] >= '0' && host[name + 1] <= '9' && *end == '\0' && port >= 1 &&
+           port <= 65535;
+}
+
+/* RegistryInsecure=: registries split on spaces, added to the list; an
+ * empty value clears it. A line with one bad name adds none. */
+static int apply_registry_insecure(void *target, const char *value, act_error *err)
+{
+    char ***list = &((cfg_daemon *)target)->registry_insecure;
+    if (value[0] == '\0') {
+        act_strv_free(*list);
+        *list = NULL;
+        return 0;
+    }
+    _cleanup_(act_strv_freep) char **words = NULL;
+    int r = act_split_argv(value, &words, err);
+    if (r < 0)
+        return r;
+    size_t n_words = act_strv_length(words), n = act_strv_length(*list);
+    for (size_t i = 0; i < n_words; i++) {
+        if (registry_host_is_valid(words[i]))
+            continue;
+        char shown[ACT_TEXT_SHOW_MAX];
+        act_text_show(words[i], shown, sizeof(shown));
+        return act_error_set(err, EINVAL,
+                             "\"%s\" is not a registry (a host name or address, and :PORT if "
+                             "not the default, as a docker:// reference names it)",
+                             shown);
+    }
+    char **grown = realloc(*list, (n + n_words + 1) * sizeof(char *));
+    if (!grown)
+        return act_error_set(err, ENOMEM, "out of memory");
+    for (size_t i = 0; i < n_words; i++)
+        grown[n + i] = TAKE_PTR(words[i]);
+    grown[n + n_words] = NULL;
+    *list = grown;
+    return 0;
+}
+
 static int apply_checkpoints_keep(void *target, const char *value, act_error *err)
 {
     uint64_t n;
@@ -397,6 +458,8 @@ enum {
     KEY_CHECKPOINTS,
     KEY_CHECKPOINTS_KEEP,
     KEY_FREEZE_MEMORY_PRESSURE,
+    KEY_REGISTRY_AUTH_FILE,
+    KEY_REGISTRY_INSECURE,
     N_KEYS,
 };
 
@@ -443,6 +506,8 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
     [KEY_CHECKPOINTS_KEEP] = {"Activator", "CheckpointsKeep", apply_checkpoints_keep, false},
     [KEY_FREEZE_MEMORY_PRESSURE] = {"Activator", "FreezeMemoryPressure",
                                     apply_freeze_memory_pressure, false},
+    [KEY_REGISTRY_AUTH_FILE] = {"Activator", "RegistryAuthFile", apply_registry_auth_file, false},
+    [KEY_REGISTRY_INSECURE] = {"Activator", "RegistryInsecure", apply_registry_insecure, true},
 };
 
 /* Sets *field to prefix+arg+suffix unless the file set it. */
@@ -573,7 +638,8 @@ static int finish(cfg_daemon *c, const char *path, const unsigned *key_lines, cf
         default_string(&c->hosts_directory, "", "/etc/activator/hosts", "") < 0 ||
         default_string(&c->store, "dir://", c->state_directory, "/claims") < 0 ||
         default_string(&c->control, "ipc://", c->runtime_directory, "/control.ipc") < 0 ||
-        default_string(&c->events, "ipc://", c->runtime_directory, "/events.ipc") < 0)
+        default_string(&c->events, "ipc://", c->runtime_directory, "/events.ipc") < 0 ||
+        default_string(&c->registry_auth_file, "", "/etc/activator/registry-auth.json", "") < 0)
         return -ENOMEM;
     if (!key_lines[KEY_METRICS_LISTEN] && !(c->metrics_listen = strdup("127.0.0.1:9464")))
         return -ENOMEM;

@@ -124,12 +124,15 @@ static int take_path(json_object *value, char *out, ctrl_request_error *err)
     size_t len = (size_t)json_object_get_string_len(value);
     char shown[128];
     quote(s, len, shown, sizeof(shown));
-    /* A path of this box, or an OCI image layout on it (oci:/PATH[:TAG]). */
+    /* A path of this box, an OCI image layout on it (oci:/PATH[:TAG]), or
+     * an image in a registry (docker://..., checked where it is pulled). */
     bool image = len > 4 && strncmp(s, "oci:", 4) == 0;
-    if (len == 0 || (image ? s[4] != '/' : s[0] != '/'))
+    bool registry = len > 9 && strncmp(s, "docker://", 9) == 0;
+    if (len == 0 || (!registry && (image ? s[4] != '/' : s[0] != '/')))
         return refuse(err, CTRL_REQ_BAD_VALUE, EINVAL,
                       "field \"path\": \"%s\" is not an absolute path; name the build on this box "
-                      "as /absolute/path, or an image layout as oci:/absolute/path[:tag]",
+                      "as /absolute/path, an image layout as oci:/absolute/path[:tag], or an "
+                      "image in a registry as docker://registry/repository:tag",
                       shown);
     if (len > CTRL_REQUEST_PATH_MAX)
         return refuse(err, CTRL_REQ_BAD_VALUE, EINVAL,

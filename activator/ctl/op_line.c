@@ -196,6 +196,12 @@ static int absolute_path(const ctl_command *command, const char *given, char *ou
 {
     if (strncmp(given, "oci:", 4) == 0)
         return absolute_image_reference(command, given, out, size);
+    /* A registry's image: the daemon reads it, not this box's files. */
+    if (strncmp(given, "docker://", 9) == 0) {
+        if (snprintf(out, size, "%s", given) >= (int)size)
+            return ctl_usage_error(command, "'%s' is too long", given);
+        return 0;
+    }
     if (given[0] == '/') {
         snprintf(out, size, "%s", given);
     } else {

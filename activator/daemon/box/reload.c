@@ -45,6 +45,7 @@
 #include "common/cleanup_json.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/strv.h"
 
 /* hosts_directory/<host>.conf */
 #define HOST_PATH_MAX (PATH_MAX + ACT_NAME_MAX + 8)
@@ -112,7 +113,7 @@ typedef struct plan {
     size_t n;
     size_t unchanged;
     size_t removing;
-    const char *daemon_keys[9]; /* daemon keys changed in place */
+    const char *daemon_keys[11]; /* daemon keys changed in place */
     size_t n_daemon_keys;
     met_server *metrics;  /* a new MetricsListen='s server */
     bool metrics_changed; /* ... or none at all */
@@ -286,6 +287,9 @@ static void check_daemon(ad_daemon *daemon, reload_job *job, plan *p)
         {"CheckpointsKeep", now->checkpoints_keep != next->checkpoints_keep},
         {"FreezeMemoryPressure",
          now->freeze_memory_pressure_usec != next->freeze_memory_pressure_usec},
+        /* Read by each stage when it is asked for. */
+        {"RegistryAuthFile", !same_string(now->registry_auth_file, next->registry_auth_file)},
+        {"RegistryInsecure", !same_strv(now->registry_insecure, next->registry_insecure)},
     };
     static_assert(ARRAY_SIZE(in_place) <= ARRAY_SIZE(p->daemon_keys), "room for every key");
     for (size_t i = 0; i < ARRAY_SIZE(in_place); i++)
@@ -586,6 +590,11 @@ static void apply_daemon(ad_daemon *daemon, reload_job *job, plan *p)
     config->claim_unclaimed = next->claim_unclaimed;
     config->host_log_max_bytes = next->host_log_max_bytes;
     config->checkpoints_keep = next->checkpoints_keep;
+    /* A stage in flight has its own copies. */
+    free(config->registry_auth_file);
+    config->registry_auth_file = TAKE_PTR(job->config.registry_auth_file);
+    act_strv_free(config->registry_insecure);
+    config->registry_insecure = TAKE_PTR(job->config.registry_insecure);
     if (config->freeze_memory_pressure_usec != next->freeze_memory_pressure_usec) {
         config->freeze_memory_pressure_usec = next->freeze_memory_pressure_usec;
         ad_pressure_configure(daemon);

@@ -8,11 +8,13 @@
  * the host's lane, from a copy of the request; the reply goes out from the
  * loop when it is done.
  *
- * The source is a directory or file of this box, or an OCI image layout
- * (oci:PATH[:TAG]): the image's layers are applied into a work directory
- * beside the releases (image/), staged from there with the image, resolved
- * to its manifest's digest, as the build's source, and the work directory
- * removed. */
+ * The source is a directory or file of this box, an OCI image layout
+ * (oci:PATH[:TAG]) or an image in a registry (docker://REGISTRY/REPO:TAG or
+ * @sha256:DIGEST, pulled with RegistryAuthFile= and RegistryInsecure=
+ * first into a layout in the work directory): the image's layers are
+ * applied into a work directory beside the releases (image/), staged from
+ * there with the image, resolved to its manifest's digest, as the build's
+ * source, and the work directory removed. */
 #include "activator/daemon/builds/stage.h"
 
 #include <assert.h>
@@ -28,6 +30,7 @@
 #include "common/cleanup.h"
 #include "common/json_fields.h"
 #include "common/log.h"
+#include "common/strv.h"
 #include "image/image.h"
 
 typedef struct stage_job {
@@ -39,6 +42,10 @@ typedef struct stage_job {
     char path[CTRL_REQUEST_PATH_MAX + 1];
     char executable[4096]; /* a directory build's executable; "" for a single file */
     char work_dir[4096];   /* StateDirectory=: where an image's layers are applied */
+    /* RegistryAuthFile= and RegistryInsecure= as the request found them: a
+     * reload may change the daemon's while the job runs. */
+    char registry_auth_file[4096];
+    char **registry_insecure;
     bool promote;
     int result;
     rel_identity identity;
@@ -68,31 +75,57 @@ static void sweep_image_work(const stage_job *job)
     closedir(dir);
 }
 
-/* An image: its layers applied into a work directory, the tree staged with
- * the image as its source, the work directory removed whatever happened. */
+/* A registry's image pulled into the layout <work>/layout; the reference
+ * to open it by, and the source it came from into source. */
+static int pull_image(stage_job *job, const char *work, char *local, size_t local_size,
+                      char *source, size_t source_size)
+{
+    char layout[8300];
+    snprintf(layout, sizeof(layout), "%s/layout", work);
+    img_registry_options options = {
+        .auth_file = job->registry_auth_file,
+        .insecure = (const char *const *)job->registry_insecure,
+        .n_insecure = act_strv_length(job->registry_insecure),
+    };
+    int r = img_pull(job->path, &options, layout, source, source_size, &job->err);
+    if (r == 0)
+        snprintf(local, local_size, "oci:%s:" IMG_PULLED_TAG, layout);
+    return r;
+}
+
+/* An image: pulled if it is a registry's, its layers applied into a work
+ * directory, the tree staged with the image as its source, the work
+ * directory removed whatever happened. */
 static int stage_image(stage_job *job)
 {
     sweep_image_work(job);
-    _cleanup_(img_image_clear) img_image image = {0};
-    int r = img_open(job->path, &image, &job->err);
-    if (r < 0)
-        return act_error_prefix(&job->err, "host %s: version %s: nothing was staged", job->host,
-                                job->version);
     char work[8192];
     snprintf(work, sizeof(work), "%s/" IMAGE_WORK_PREFIX "%s-XXXXXX", job->work_dir, job->host);
     if (!mkdtemp(work))
         return act_error_set(&job->err, errno,
                              "host %s: version %s: cannot make a work directory in %s for the "
-                             "image's layers: %s; nothing was staged",
+                             "image: %s; nothing was staged",
                              job->host, job->version, job->work_dir, strerror(errno));
-    char source[1024];
-    img_source(&image, source, sizeof(source));
-    r = img_flatten(&image, work, &job->err);
+    char local[8400], source[1024] = "", tree[8300];
+    snprintf(local, sizeof(local), "%s", job->path);
+    snprintf(tree, sizeof(tree), "%s/tree", work);
+    int r = img_is_registry_reference(job->path)
+                ? pull_image(job, work, local, sizeof(local), source, sizeof(source))
+                : 0;
+    _cleanup_(img_image_clear) img_image image = {0};
+    if (r == 0)
+        r = img_open(local, &image, &job->err);
+    if (r == 0 && !source[0])
+        img_source(&image, source, sizeof(source));
+    if (r == 0 && mkdir(tree, 0700) < 0)
+        r = act_error_set(&job->err, errno, "cannot make %s: %s", tree, strerror(errno));
+    if (r == 0)
+        r = img_flatten(&image, tree, &job->err);
     if (r < 0)
         act_error_prefix(&job->err, "host %s: version %s: nothing was staged", job->host,
                          job->version);
     else
-        r = rel_stage_as(job->releases, job->host, job->version, work, job->executable, source,
+        r = rel_stage_as(job->releases, job->host, job->version, tree, job->executable, source,
                          &job->identity, &job->err);
     int removed = img_remove_tree(work);
     if (removed < 0)
@@ -107,7 +140,7 @@ static void run_stage(void *data)
 {
     stage_job *job = data;
     ad_test_hold_release_work("stage", job->host);
-    if (img_is_reference(job->path)) {
+    if (img_is_reference(job->path) || img_is_registry_reference(job->path)) {
         job->result = stage_image(job);
     } else {
         /* A directory build names its executable by the host's Exec= path;
@@ -121,9 +154,22 @@ static void run_stage(void *data)
         job->result = rel_promote(job->releases, job->host, job->version, &job->err);
 }
 
+static void stage_job_free(void *data)
+{
+    stage_job *job = data;
+    if (job)
+        act_strv_free(job->registry_insecure);
+    free(job);
+}
+
+static void stage_job_freep(stage_job **job)
+{
+    stage_job_free(*job);
+}
+
 static void complete_stage(void *data)
 {
-    _cleanup_free_ stage_job *job = data;
+    __attribute__((cleanup(stage_job_freep))) stage_job *job = data;
     if (job->result < 0) {
         ad_reply_release_error(job->reply, job->result, &job->err);
     } else {
@@ -144,7 +190,7 @@ static void complete_stage(void *data)
 void ad_stage_start(ad_host *host, const ctrl_request *request, ctrl_reply *reply)
 {
     assert(host && request && reply);
-    _cleanup_free_ stage_job *job = calloc(1, sizeof(*job));
+    __attribute__((cleanup(stage_job_freep))) stage_job *job = calloc(1, sizeof(*job));
     act_error err = {0};
     if (!job) {
         ctrl_reply_error(reply, "release_error", "host %s: out of memory", request->host);
@@ -160,9 +206,16 @@ void ad_stage_start(ad_host *host, const ctrl_request *request, ctrl_reply *repl
     snprintf(job->path, sizeof(job->path), "%s", request->path);
     snprintf(job->executable, sizeof(job->executable), "%s", ad_host_config(host)->exec_argv[0]);
     snprintf(job->work_dir, sizeof(job->work_dir), "%s", daemon->config.state_directory);
+    snprintf(job->registry_auth_file, sizeof(job->registry_auth_file), "%s",
+             daemon->config.registry_auth_file ? daemon->config.registry_auth_file : "");
+    job->registry_insecure = act_strv_copy(daemon->config.registry_insecure);
+    if (daemon->config.registry_insecure && !job->registry_insecure) {
+        ctrl_reply_error(reply, "release_error", "host %s: out of memory", request->host);
+        return;
+    }
     /* A job the stop leaves undelivered holds nothing but itself. */
     if (act_offload_submit_droppable(daemon->release_work, act_offload_lane(job->host), run_stage,
-                                     complete_stage, free, job, &err) < 0) {
+                                     complete_stage, stage_job_free, job, &err) < 0) {
         ctrl_reply_error(reply, "release_error", "host %s: %s", request->host, err.message);
         return;
     }

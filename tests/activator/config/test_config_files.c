@@ -1240,6 +1240,33 @@ static void freeze_keys(void **state)
     }
 }
 
+/* RegistryAuthFile= and RegistryInsecure=: defaults, values, refusals. */
+static void registry_keys(void **state)
+{
+    (void)state;
+    write_file("d.conf", "[Activator]\nBox=box-1\n");
+    cfg_daemon c;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
+    assert_string_equal(c.registry_auth_file, "/etc/activator/registry-auth.json");
+    assert_null(c.registry_insecure);
+    cfg_daemon_free(&c);
+    write_file("d.conf", "[Activator]\nBox=box-1\nRegistryAuthFile=/etc/containers/auth.json\n"
+                         "RegistryInsecure=registry.lab:5000 10.0.0.7\n"
+                         "RegistryInsecure=localhost:5001\n");
+    assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
+    assert_string_equal(c.registry_auth_file, "/etc/containers/auth.json");
+    assert_int_equal(act_strv_length(c.registry_insecure), 3);
+    assert_string_equal(c.registry_insecure[2], "localhost:5001");
+    cfg_daemon_free(&c);
+    write_file("bad.conf", "[Activator]\nBox=box-1\nRegistryAuthFile=auth.json\n");
+    expect_one_error("bad.conf", 3, "RegistryAuthFile", "absolute");
+    write_file("bad.conf", "[Activator]\nBox=box-1\nRegistryInsecure=https://registry.lab\n");
+    expect_one_error("bad.conf", 3, "RegistryInsecure", "is not a registry");
+    write_file("bad.conf", "[Activator]\nBox=box-1\nRegistryInsecure=registry.lab:99999\n");
+    expect_one_error("bad.conf", 3, "RegistryInsecure", "is not a registry");
+}
+
 /* Checkpoints= and CheckpointsKeep=, State=, ExecCheckpoint=,
  * CheckpointLive= and CheckpointTimeoutSec=: their defaults, their values,
  * and the rules between them. */
@@ -1437,6 +1464,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(changes_are_sorted_by_when_they_apply, setup, teardown),
         cmocka_unit_test_setup_teardown(checkpoint_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(registry_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(freeze_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(read_write_paths_and_the_view, setup, teardown),
     };

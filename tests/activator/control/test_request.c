@@ -143,6 +143,10 @@ static void test_good_requests(void **state)
                         "\"path\":\"oci:/srv/images/web1:v4\"}";
     assert_int_equal(ctrl_request_parse(image, strlen(image), &req, &err), 0);
     assert_string_equal(req.path, "oci:/srv/images/web1:v4");
+    const char *pulled = "{\"v\":1,\"op\":\"stage\",\"host\":\"web1\",\"version\":\"v5\","
+                         "\"path\":\"docker://registry.example.com/web1:v5\"}";
+    assert_int_equal(ctrl_request_parse(pulled, strlen(pulled), &req, &err), 0);
+    assert_string_equal(req.path, "docker://registry.example.com/web1:v5");
 
     const char *assign = "{\"v\":1,\"op\":\"claim.assign\",\"host\":\"web1\",\"box\":\"box-2\"}";
     assert_int_equal(ctrl_request_parse(assign, strlen(assign), &req, &err), 0);

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tests/image/registry_harness.h"
 
 /* Crashing at once is what /bin/false does with any arguments. */
 #define CRASHING_BUILD "/bin/false"
@@ -539,6 +540,76 @@ static void test_a_build_staged_from_an_image_layout_serves(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* A build pulled from a registry (docker-registry, fed by skopeo), over
+ * plain http as RegistryInsecure= allows: staged with the image's digest
+ * as its source, and served; with the registry gone, a stage is refused
+ * saying so, with nothing left behind. */
+static reg_harness registry;
+
+static int stop_registry(void **state)
+{
+    reg_harness_stop(&registry);
+    return dh_fixture_teardown(state);
+}
+
+static void test_a_build_pulled_from_a_registry_serves(void **state)
+{
+    dh_daemon *d = *state;
+    if (!reg_harness_available() || system("command -v umoci >/dev/null") != 0)
+        skip(); /* scripts/install-deps.sh installs them */
+    act_error err = {0};
+    DH_CHECK(d, reg_harness_start(&registry, false, false, &err) == 0, "registry: %s", err.message);
+    char conf[128];
+    snprintf(conf, sizeof(conf), "RegistryInsecure=%s\n", registry.address);
+    dh_setup(d, DH_STORE_DIR, conf);
+    int port = dh_free_port();
+    dh_write_app_host(d, "demo", port, NULL, NULL);
+    char command[3 * PATH_MAX];
+    snprintf(command, sizeof(command),
+             "cd %s && umoci init --layout img && umoci new --image img:v1 && "
+             "umoci unpack --image img:v1 bundle >/dev/null && "
+             "cp %s bundle/rootfs/act-e2e-app && umoci repack --image img:v1 bundle",
+             d->drv.dir, DH_E2E_APP);
+    DH_CHECK(d, system(command) == 0, "umoci could not make the image: %s", command);
+    char layout[PATH_MAX];
+    snprintf(layout, sizeof(layout), "%s/img", d->drv.dir);
+    DH_CHECK(d, reg_harness_push(&registry, layout, "v1", "demo/app", &err) == 0, "push: %s",
+             err.message);
+    dh_start(d, NULL);
+
+    json_object *reply = dh_request(d, 60000,
+                                    "{\"v\":1,\"op\":\"stage\",\"host\":\"demo\",\"version\":"
+                                    "\"v1\",\"path\":\"docker://%s/demo/app:v1\",\"promote\":true}",
+                                    registry.address);
+    DH_CHECK(d, dh_reply_ok(reply), "stage from the registry: %s",
+             json_object_to_json_string(reply));
+    char expected[128];
+    snprintf(expected, sizeof(expected), "docker://%s/demo/app@sha256:", registry.address);
+    const char *source = dh_json_str(dh_reply_result(reply), "source");
+    DH_CHECK(d, source && strncmp(source, expected, strlen(expected)) == 0,
+             "the staged build's source is %s, not the image resolved to its digest",
+             source ? source : "(none)");
+    json_object_put(reply);
+    dh_wake(d, "demo");
+    dh_expect_version(d, port, "v1");
+
+    char address[64];
+    snprintf(address, sizeof(address), "%s", registry.address);
+    reg_harness_stop(&registry);
+    reply = dh_request(d, 60000,
+                       "{\"v\":1,\"op\":\"stage\",\"host\":\"demo\",\"version\":\"v2\","
+                       "\"path\":\"docker://%s/demo/app:v1\"}",
+                       address);
+    DH_CHECK(d,
+             !dh_reply_ok(reply) && strstr(json_object_to_json_string(reply), "is the registry up"),
+             "a stage from a registry that is gone: %s", json_object_to_json_string(reply));
+    json_object_put(reply);
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/releases/demo/v2", d->drv.state_dir);
+    DH_CHECK(d, access(path, F_OK) != 0, "a refused pull left %s", path);
+    dh_stop_and_check_clean(d);
+}
+
 int main(int argc, char **argv)
 {
     int skip = dh_check_can_run("daemon-builds", DH_STORE_DIR);
@@ -551,6 +622,8 @@ int main(int argc, char **argv)
         DH_TEST(test_failed_pin_without_fallback_is_refused_until_a_promote),
         DH_TEST(test_scripts_run_from_their_verified_fd),
         DH_TEST(test_a_build_staged_from_an_image_layout_serves),
+        cmocka_unit_test_setup_teardown(test_a_build_pulled_from_a_registry_serves,
+                                        dh_fixture_setup, stop_registry),
         DH_TEST(test_the_build_is_resolved_beside_the_admission),
         DH_TEST(test_gc_never_removes_a_version_in_use),
         DH_TEST(test_release_work_leaves_the_loop_to_the_wakes),
