@@ -184,6 +184,12 @@ int reg_harness_start(reg_harness *h, bool tls, bool auth, act_error *err)
 int reg_harness_push(const reg_harness *h, const char *layout, const char *tag,
                      const char *repository, act_error *err)
 {
+    return reg_harness_push_with(h, layout, tag, repository, NULL, err);
+}
+
+int reg_harness_push_with(const reg_harness *h, const char *layout, const char *tag,
+                          const char *repository, const char *extra_args, act_error *err)
+{
     char tls[512], creds[128] = "";
     if (h->tls)
         snprintf(tls, sizeof(tls), "--dest-cert-dir %s/%s", h->certs_dir, h->address);
@@ -192,8 +198,8 @@ int reg_harness_push(const reg_harness *h, const char *layout, const char *tag,
     if (h->auth)
         snprintf(creds, sizeof(creds), "--dest-creds %s:%s", REG_HARNESS_USER,
                  REG_HARNESS_PASSWORD);
-    return run(err, "skopeo copy --quiet %s %s oci:%s:%s docker://%s/%s:%s >/dev/null", tls, creds,
-               layout, tag, h->address, repository, tag);
+    return run(err, "skopeo copy --quiet %s %s %s oci:%s:%s docker://%s/%s:%s >/dev/null", tls,
+               creds, extra_args ? extra_args : "", layout, tag, h->address, repository, tag);
 }
 
 void reg_harness_stop(reg_harness *h)

@@ -31,8 +31,12 @@ bool reg_harness_available(void);
 /* Starts a registry and waits until it answers /v2/. */
 int reg_harness_start(reg_harness *h, bool tls, bool auth, act_error *err);
 
-/* Pushes the layout's image (oci:LAYOUT:TAG) to REPOSITORY:TAG with skopeo. */
+/* Pushes the layout's image (oci:LAYOUT:TAG) to REPOSITORY:TAG with skopeo;
+ * extra_args (may be NULL) go to skopeo copy as they are ("--format v2s2"
+ * for a Docker manifest, "--dest-compress-format zstd" for zstd layers). */
 int reg_harness_push(const reg_harness *h, const char *layout, const char *tag,
                      const char *repository, act_error *err);
+int reg_harness_push_with(const reg_harness *h, const char *layout, const char *tag,
+                          const char *repository, const char *extra_args, act_error *err);
 
 void reg_harness_stop(reg_harness *h);

@@ -83,6 +83,20 @@ static void an_anonymous_registry_over_http(void **state)
         fail_msg("pull by digest: %s", err.message);
     assert_string_equal(again, resolved);
 
+    /* A Docker v2 schema 2 manifest, and zstd layers, as skopeo makes them. */
+    static const struct {
+        const char *repository, *args;
+    } kinds[] = {{"demo/docker", "--format v2s2"}, {"demo/zstd", "--dest-compress-format zstd"}};
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        if (reg_harness_push_with(&registry, layout, "v2", kinds[i].repository, kinds[i].args,
+                                  &err) < 0)
+            fail_msg("push %s: %s", kinds[i].args, err.message);
+        snprintf(reference, sizeof(reference), "docker://%s/%s:v2", registry.address,
+                 kinds[i].repository);
+        if (pull_and_flatten(fx, reference, &options, again, sizeof(again), &err) < 0)
+            fail_msg("pull of %s: %s", kinds[i].args, err.message);
+    }
+
     /* Refusals. */
     snprintf(reference, sizeof(reference), "docker://%s/demo/app:v9", registry.address);
     assert_int_equal(pull_and_flatten(fx, reference, &options, again, sizeof(again), &err),
