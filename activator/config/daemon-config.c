@@ -163,10 +163,11 @@ GROUP_KEY(apply_control_group, control_group)
 GROUP_KEY(apply_viewer_group, viewer_group)
 #undef GROUP_KEY
 
-/* ControlOperators=, ControlViewers=: CNs split as Exec= words are (so a CN
- * with spaces is written in quotes), added to the list; an empty value
- * clears it. A line with one bad CN adds none of its CNs. */
-static int append_cns(char ***list, const char *value, act_error *err)
+/* Words split as Exec= words are (so one with spaces is written in
+ * quotes), each checked by check, added to *list; an empty value clears
+ * it. A line with one bad word adds none of its words. */
+static int append_words(char ***list, const char *value,
+                        int (*check)(const char *word, act_error *err), act_error *err)
 {
     if (value[0] == '\0') {
         act_strv_free(*list);
@@ -178,17 +179,9 @@ static int append_cns(char ***list, const char *value, act_error *err)
     if (r < 0)
         return r;
     size_t n_words = act_strv_length(words), n = act_strv_length(*list);
-    for (size_t i = 0; i < n_words; i++) {
-        if (act_cn_is_valid(words[i], strlen(words[i])))
-            continue;
-        char shown[ACT_TEXT_SHOW_MAX];
-        act_text_show(words[i], shown, sizeof(shown));
-        return act_error_set(err, EINVAL,
-                             "\"%s\" is not a certificate CN (write each CN as its certificate's "
-                             "subject has it: 1 to %d printable ASCII characters, in quotes when "
-                             "it has spaces)",
-                             shown, ACT_CN_MAX);
-    }
+    for (size_t i = 0; i < n_words; i++)
+        if ((r = check(words[i], err)) < 0)
+            return r;
     char **grown = realloc(*list, (n + n_words + 1) * sizeof(char *));
     if (!grown)
         return act_error_set(err, ENOMEM, "out of memory");
@@ -197,6 +190,25 @@ static int append_cns(char ***list, const char *value, act_error *err)
     grown[n + n_words] = NULL;
     *list = grown;
     return 0;
+}
+
+/* ControlOperators=, ControlViewers=: certificate CNs. */
+static int check_cn(const char *word, act_error *err)
+{
+    if (act_cn_is_valid(word, strlen(word)))
+        return 0;
+    char shown[ACT_TEXT_SHOW_MAX];
+    act_text_show(word, shown, sizeof(shown));
+    return act_error_set(err, EINVAL,
+                         "\"%s\" is not a certificate CN (write each CN as its certificate's "
+                         "subject has it: 1 to %d printable ASCII characters, in quotes when "
+                         "it has spaces)",
+                         shown, ACT_CN_MAX);
+}
+
+static int append_cns(char ***list, const char *value, act_error *err)
+{
+    return append_words(list, value, check_cn, err);
 }
 
 static int apply_control_operators(void *target, const char *value, act_error *err)
@@ -365,39 +377,22 @@ static bool registry_host_is_valid(const char *host)
            port <= 65535;
 }
 
-/* RegistryInsecure=: registries split on spaces, added to the list; an
- * empty value clears it. A line with one bad name adds none. */
+static int check_registry(const char *word, act_error *err)
+{
+    if (registry_host_is_valid(word))
+        return 0;
+    char shown[ACT_TEXT_SHOW_MAX];
+    act_text_show(word, shown, sizeof(shown));
+    return act_error_set(err, EINVAL,
+                         "\"%s\" is not a registry (a host name or address, and :PORT if not "
+                         "the default, as a docker:// reference names it)",
+                         shown);
+}
+
+/* RegistryInsecure=: registries, added to the list. */
 static int apply_registry_insecure(void *target, const char *value, act_error *err)
 {
-    char ***list = &((cfg_daemon *)target)->registry_insecure;
-    if (value[0] == '\0') {
-        act_strv_free(*list);
-        *list = NULL;
-        return 0;
-    }
-    _cleanup_(act_strv_freep) char **words = NULL;
-    int r = act_split_argv(value, &words, err);
-    if (r < 0)
-        return r;
-    size_t n_words = act_strv_length(words), n = act_strv_length(*list);
-    for (size_t i = 0; i < n_words; i++) {
-        if (registry_host_is_valid(words[i]))
-            continue;
-        char shown[ACT_TEXT_SHOW_MAX];
-        act_text_show(words[i], shown, sizeof(shown));
-        return act_error_set(err, EINVAL,
-                             "\"%s\" is not a registry (a host name or address, and :PORT if "
-                             "not the default, as a docker:// reference names it)",
-                             shown);
-    }
-    char **grown = realloc(*list, (n + n_words + 1) * sizeof(char *));
-    if (!grown)
-        return act_error_set(err, ENOMEM, "out of memory");
-    for (size_t i = 0; i < n_words; i++)
-        grown[n + i] = TAKE_PTR(words[i]);
-    grown[n + n_words] = NULL;
-    *list = grown;
-    return 0;
+    return append_words(&((cfg_daemon *)target)->registry_insecure, value, check_registry, err);
 }
 
 static int apply_checkpoints_keep(void *target, const char *value, act_error *err)
