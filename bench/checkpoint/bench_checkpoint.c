@@ -10,31 +10,17 @@
  *   bench-checkpoint [runs]    default: 5 */
 #include <errno.h>
 #include <fcntl.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench/common/bench_util.h"
 #include "checkpoint/checkpoint.h"
 #include "common/clock.h"
 
-extern char **environ;
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static uint64_t median(uint64_t *values, size_t n)
-{
-    qsort(values, n, sizeof(*values), cmp_u64);
-    return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 static int write_file(const char *path, const void *data, size_t len)
 {
@@ -87,20 +73,6 @@ static int make_state(const char *state)
 }
 
 /* sh -c script; its wall time. */
-static int run_sh(const char *script, uint64_t *usec)
-{
-    char *const argv[] = {"sh", "-c", (char *)script, NULL};
-    uint64_t start = act_now_usec();
-    pid_t pid;
-    int r = posix_spawnp(&pid, "sh", NULL, NULL, argv, environ);
-    if (r != 0)
-        return -r;
-    int status = 0;
-    waitpid(pid, &status, 0);
-    *usec = act_now_usec() - start;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
-}
-
 int main(int argc, char **argv)
 {
     size_t runs = argc > 1 ? strtoul(argv[1], NULL, 10) : 5;
@@ -146,7 +118,7 @@ int main(int argc, char **argv)
                  "tar -C %s -cf - . | zstd -q -c > %s/a.tar.zst && sha256sum %s/a.tar.zst "
                  ">/dev/null && sync -f %s",
                  state, by_hand, by_hand, by_hand);
-        if (run_sh(script, &write_base[i]) < 0) {
+        if (bench_run_sh(script, &write_base[i]) < 0) {
             fprintf(stderr, "the baseline failed: %s\n", script);
             goto out;
         }
@@ -163,7 +135,7 @@ int main(int argc, char **argv)
         uint64_t setup_usec;
         snprintf(script, sizeof(script), "rm -rf %s/x && mkdir %s/x && sync -f %s", by_hand,
                  by_hand, by_hand);
-        if (run_sh(script, &setup_usec) < 0) {
+        if (bench_run_sh(script, &setup_usec) < 0) {
             fprintf(stderr, "the baseline's set-up failed: %s\n", script);
             goto out;
         }
@@ -171,14 +143,14 @@ int main(int argc, char **argv)
                  "sha256sum %s/a.tar.zst >/dev/null && tar --zstd -xf %s/a.tar.zst -C %s/x && "
                  "sync -f %s/x",
                  by_hand, by_hand, by_hand, by_hand);
-        if (run_sh(script, &restore_base[i]) < 0) {
+        if (bench_run_sh(script, &restore_base[i]) < 0) {
             fprintf(stderr, "the baseline failed: %s\n", script);
             goto out;
         }
         (void)ckpt_prune(store, "bench", 1, NULL, 0, &err);
     }
-    uint64_t wo = median(write_ours, runs), wb = median(write_base, runs);
-    uint64_t ro = median(restore_ours, runs), rb = median(restore_base, runs);
+    uint64_t wo = bench_median_u64(write_ours, runs), wb = bench_median_u64(write_base, runs);
+    uint64_t ro = bench_median_u64(restore_ours, runs), rb = bench_median_u64(restore_base, runs);
     printf("state 50 MiB (40 x 1 MiB random, 1000 x 10 KiB text), archive %.1f MiB, %zu runs\n",
            archive_size / 1048576.0, runs);
     printf("checkpoint  ckpt_write   %7.1f ms  tar|zstd+sha256sum+sync  %7.1f ms  RATIO %.2f "

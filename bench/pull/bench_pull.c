@@ -19,17 +19,16 @@
  *   bench-pull [runs]    default: 5 */
 #include <errno.h>
 #include <inttypes.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
 
+#include "bench/common/bench_util.h"
 #include "common/clock.h"
 #include "image/image.h"
 #include "release/release.h"
@@ -39,35 +38,6 @@
 #define FILES_PER_LAYER 4
 #define FILE_MIB 10
 
-extern char **environ;
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static uint64_t median(uint64_t *values, size_t n)
-{
-    qsort(values, n, sizeof(*values), cmp_u64);
-    return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
-static int run_sh(const char *script, uint64_t *usec)
-{
-    char *const argv[] = {"sh", "-c", (char *)script, NULL};
-    uint64_t start = act_now_usec();
-    pid_t pid;
-    int r = posix_spawnp(&pid, "sh", NULL, NULL, argv, environ);
-    if (r != 0)
-        return -r;
-    int status;
-    if (waitpid(pid, &status, 0) < 0)
-        return -errno;
-    if (usec)
-        *usec = act_now_usec() - start;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
-}
 
 /* FILES_PER_LAYER files of pseudo-random bytes (xorshift64, a different
  * stream per layer) under dir. */
@@ -113,7 +83,7 @@ static int make_image(const char *tmp, const reg_harness *registry)
              "umoci unpack --image img:big bundle >/dev/null && mkdir -p bundle/rootfs/bin "
              "bundle/rootfs/data && cp /bin/true bundle/rootfs/bin/app",
              tmp);
-    if (run_sh(script, NULL) < 0)
+    if (bench_run_sh(script, NULL) < 0)
         return -EIO;
     for (int layer = 0; layer < LAYERS; layer++) {
         char dir[4200];
@@ -122,7 +92,7 @@ static int make_image(const char *tmp, const reg_harness *registry)
         if (write_layer_files(dir, layer) < 0)
             return -EIO;
         snprintf(script, sizeof(script), "cd %s && umoci repack --image img:big bundle", tmp);
-        if (run_sh(script, NULL) < 0)
+        if (bench_run_sh(script, NULL) < 0)
             return -EIO;
     }
     char layout[4200];
@@ -179,7 +149,7 @@ static int stage_by_hand(const char *tmp, int run, const reg_harness *registry, 
              "docker://%s/bench/big:big oci:hand-%d/img:big >/dev/null && "
              "umoci unpack --image hand-%d/img:big hand-%d/bundle >/dev/null && sync",
              tmp, run, registry->address, run, run, run);
-    int r = run_sh(script, usec);
+    int r = bench_run_sh(script, usec);
     if (r < 0)
         fprintf(stderr, "by hand failed: %s\n", script);
     return r;
@@ -229,8 +199,8 @@ int main(int argc, char **argv)
         uint64_t ours_sorted[50], hand_sorted[50];
         memcpy(ours_sorted, ours, sizeof(uint64_t) * (size_t)runs);
         memcpy(hand_sorted, hand, sizeof(uint64_t) * (size_t)runs);
-        uint64_t m_ours = median(ours_sorted, (size_t)runs);
-        uint64_t m_hand = median(hand_sorted, (size_t)runs);
+        uint64_t m_ours = bench_median_u64(ours_sorted, (size_t)runs);
+        uint64_t m_hand = bench_median_u64(hand_sorted, (size_t)runs);
         printf(
             "image: %d layers of %d MiB (gzip), pushed by skopeo to docker-registry on loopback\n",
             LAYERS, FILES_PER_LAYER * FILE_MIB);
@@ -244,6 +214,6 @@ int main(int argc, char **argv)
     reg_harness_stop(&registry);
     char script[4200];
     snprintf(script, sizeof(script), "rm -rf %s", tmp);
-    run_sh(script, NULL);
+    bench_run_sh(script, NULL);
     return r == 0 ? 0 : 1;
 }
