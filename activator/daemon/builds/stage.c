@@ -65,8 +65,11 @@ static void sweep_image_work(const stage_job *job)
     char prefix[ACT_NAME_MAX + 16];
     snprintf(prefix, sizeof(prefix), IMAGE_WORK_PREFIX "%s-", job->host);
     struct dirent *de;
+    /* The prefix and mkdtemp's six characters, nothing more: host "web"
+     * must not take ".image-web-2-ABCDEF", host web-2's, maybe in use. */
+    size_t name_len = strlen(prefix) + 6;
     while ((de = readdir(dir))) {
-        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 || strlen(de->d_name) != name_len)
             continue;
         char path[8192];
         snprintf(path, sizeof(path), "%s/%s", job->work_dir, de->d_name);
