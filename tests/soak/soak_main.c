@@ -156,6 +156,21 @@ static int finish_broken(soak *s)
     return exit_status(s, true);
 }
 
+/* The soak's own process holds a request and a subscriber socket to every
+ * box, whose daemons it kills and restarts hundreds of times. NNG 1.5.2
+ * (Debian 12) can leave a message it received, at the moment a pipe or a
+ * timed-out request's context closed, in a queue that its close never
+ * frees: a leak whose every frame is NNG's own. Beside a CPU hog one such
+ * message (a 313-byte body) was left in a 75 s soak. The soak frees every
+ * message it takes (soak_links.c), so in this process only NNG's own are
+ * excused; the daemons it runs are other binaries and keep the suite's
+ * suppressions, where only ev_publish's leak is excused. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
+{
+    return "leak:libnng.so\n";
+}
+
 int main(int argc, char **argv)
 {
     static soak run;
