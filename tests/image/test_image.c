@@ -15,7 +15,10 @@
 
 #include <cmocka.h>
 
+#include <json-c/json.h>
+
 #include "image/image.h"
+#include "image/internal.h"
 #include "release/release.h"
 #include "tests/image/layouts.h"
 #include "tests/release/helpers.h"
@@ -113,6 +116,100 @@ static void references_tags_and_platforms_are_checked(void **state)
     free(layout);
 }
 
+/* The descriptor of the layout's image tagged tag, as index.json has it. */
+static json_object *tagged_descriptor(json_object *index, const char *tag)
+{
+    json_object *manifests, *annotations, *name;
+    assert_true(json_object_object_get_ex(index, "manifests", &manifests));
+    for (size_t i = 0; i < json_object_array_length(manifests); i++) {
+        json_object *m = json_object_array_get_idx(manifests, i);
+        if (json_object_object_get_ex(m, "annotations", &annotations) &&
+            json_object_object_get_ex(annotations, "org.opencontainers.image.ref.name", &name) &&
+            strcmp(json_object_get_string(name), tag) == 0)
+            return m;
+    }
+    fail_msg("no image tagged %s in index.json", tag);
+    return NULL;
+}
+
+/* Adds to the layout an image index (a blob) naming the manifests of the
+ * given tags with the given platforms, tagged as index_tag; returns
+ * nothing, the layout is changed in place. umoci makes one platform's
+ * images; the index over them is the test's own. */
+static void add_index(const char *layout, const char *index_tag, const char *const *tags,
+                      const char *const *architectures, size_t n)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/index.json", layout);
+    json_object *index = json_object_from_file(path);
+    assert_non_null(index);
+    json_object *nested = json_object_new_object(), *list = json_object_new_array();
+    json_object_object_add(nested, "schemaVersion", json_object_new_int(2));
+    json_object_object_add(nested, "mediaType",
+                           json_object_new_string("application/vnd.oci.image.index.v1+json"));
+    for (size_t i = 0; i < n; i++) {
+        json_object *entry = NULL;
+        assert_int_equal(json_object_deep_copy(tagged_descriptor(index, tags[i]), &entry, NULL), 0);
+        json_object_object_del(entry, "annotations");
+        json_object *platform = json_object_new_object();
+        json_object_object_add(platform, "architecture", json_object_new_string(architectures[i]));
+        json_object_object_add(platform, "os", json_object_new_string("linux"));
+        json_object_object_add(entry, "platform", platform);
+        json_object_array_add(list, entry);
+    }
+    json_object_object_add(nested, "manifests", list);
+    const char *text = json_object_to_json_string_ext(nested, JSON_C_TO_STRING_PLAIN);
+    char digest[IMG_DIGEST_SIZE];
+    assert_int_equal(img_sha256_digest(text, strlen(text), digest), 0);
+    snprintf(path, sizeof(path), "%s/blobs/sha256/%s", layout, digest + 7);
+    rt_write_file(path, text, strlen(text), 0644);
+    json_object *descriptor = json_object_new_object();
+    json_object_object_add(descriptor, "mediaType",
+                           json_object_new_string("application/vnd.oci.image.index.v1+json"));
+    json_object_object_add(descriptor, "digest", json_object_new_string(digest));
+    json_object_object_add(descriptor, "size", json_object_new_int64((int64_t)strlen(text)));
+    json_object *annotations = json_object_new_object();
+    json_object_object_add(annotations, "org.opencontainers.image.ref.name",
+                           json_object_new_string(index_tag));
+    json_object_object_add(descriptor, "annotations", annotations);
+    json_object *manifests;
+    assert_true(json_object_object_get_ex(index, "manifests", &manifests));
+    json_object_array_add(manifests, descriptor);
+    snprintf(path, sizeof(path), "%s/index.json", layout);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(json_object_to_file_ext(path, index, JSON_C_TO_STRING_PLAIN), 0);
+    json_object_put(nested);
+    json_object_put(index);
+}
+
+/* An index of two platforms is followed to linux/amd64; one without it is
+ * refused, naming what it has. */
+static void an_index_is_followed_to_linux_amd64(void **state)
+{
+    rt_fixture *fx = *state;
+    char *layout = image_make_layout(fx);
+    const char *both[] = {"arm", "v1"}, *both_arch[] = {"arm64", "amd64"};
+    add_index(layout, "multi", both, both_arch, 2);
+    const char *arm_only[] = {"arm"}, *arm_arch[] = {"arm64"};
+    add_index(layout, "armonly", arm_only, arm_arch, 1);
+    char reference[PATH_MAX + 16], v1[PATH_MAX + 16];
+    act_error err = {0};
+    img_image image, expected;
+    snprintf(v1, sizeof(v1), "oci:%s:v1", layout);
+    if (img_open(v1, &expected, &err) < 0)
+        fail_msg("open v1: %s", err.message);
+    snprintf(reference, sizeof(reference), "oci:%s:multi", layout);
+    if (img_open(reference, &image, &err) < 0)
+        fail_msg("open the index: %s", err.message);
+    assert_string_equal(image.manifest_digest, expected.manifest_digest);
+    img_image_clear(&image);
+    img_image_clear(&expected);
+    snprintf(reference, sizeof(reference), "oci:%s:armonly", layout);
+    assert_int_equal(img_open(reference, &image, &err), -ENOEXEC);
+    assert_non_null(strstr(err.message, "the index has: linux/arm64"));
+    free(layout);
+}
+
 /* An opaque directory (".wh..wh..opq", as docker and buildah write when a
  * directory is replaced): what the layers below put there goes, what the
  * same layer puts there stays. umoci writes per-file whiteouts only, so
@@ -187,6 +284,7 @@ int main(int argc, char **argv)
                                         rt_setup, rt_teardown),
         cmocka_unit_test_setup_teardown(references_tags_and_platforms_are_checked, rt_setup,
                                         rt_teardown),
+        cmocka_unit_test_setup_teardown(an_index_is_followed_to_linux_amd64, rt_setup, rt_teardown),
         cmocka_unit_test_setup_teardown(an_opaque_directory_keeps_only_its_own_layer, rt_setup,
                                         rt_teardown),
         cmocka_unit_test_setup_teardown(a_changed_blob_is_refused, rt_setup, rt_teardown),
