@@ -44,3 +44,13 @@ int img_parse_registry_reference(const char *reference, img_registry_ref *out, a
 /* Checks tag (of reference, for the message) and copies it to out. */
 int img_parse_reference_tag(const char *reference, const char *tag, char *out, size_t size,
                             act_error *err);
+
+/* The manifest types this activator reads: an OCI image manifest or a
+ * Docker v2 schema 2 one; and the indexes it follows to one of them. */
+#define IMG_MEDIA_OCI_INDEX "application/vnd.oci.image.index.v1+json"
+#define IMG_MEDIA_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
+#define IMG_MEDIA_DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
+#define IMG_MEDIA_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
+
+bool img_media_type_is_index(const char *type);
+bool img_media_type_is_manifest(const char *type);

@@ -16,14 +16,21 @@
 #include "common/sha256.h"
 #include "image/internal.h"
 
-#define MEDIA_OCI_INDEX "application/vnd.oci.image.index.v1+json"
-#define MEDIA_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
-#define MEDIA_DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
-#define MEDIA_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
 #define REF_NAME_ANNOTATION "org.opencontainers.image.ref.name"
 /* The platform this activator runs builds for. */
 #define PLATFORM_OS "linux"
 #define PLATFORM_ARCH "amd64"
+
+bool img_media_type_is_index(const char *type)
+{
+    return strcmp(type, IMG_MEDIA_OCI_INDEX) == 0 || strcmp(type, IMG_MEDIA_DOCKER_LIST) == 0;
+}
+
+bool img_media_type_is_manifest(const char *type)
+{
+    return strcmp(type, IMG_MEDIA_OCI_MANIFEST) == 0 ||
+           strcmp(type, IMG_MEDIA_DOCKER_MANIFEST) == 0;
+}
 
 bool img_is_reference(const char *source)
 {
@@ -233,7 +240,7 @@ int img_choose_platform(const char *layout, json_object *index, char *digest, ch
                  arch ? arch : "?");
         if (os && arch && strcmp(os, PLATFORM_OS) == 0 && strcmp(arch, PLATFORM_ARCH) == 0) {
             snprintf(digest, IMG_DIGEST_SIZE, "%s", d);
-            snprintf(media_type, media_size, "%s", type ? type : MEDIA_OCI_MANIFEST);
+            snprintf(media_type, media_size, "%s", type ? type : IMG_MEDIA_OCI_MANIFEST);
             return 0;
         }
     }
@@ -389,7 +396,7 @@ int img_open(const char *reference, img_image *out, act_error *err)
                         err)) < 0)
         return r;
     /* An index (a multi-platform image) is descended into once. */
-    if (strcmp(media_type, MEDIA_OCI_INDEX) == 0 || strcmp(media_type, MEDIA_DOCKER_LIST) == 0) {
+    if (img_media_type_is_index(media_type)) {
         _cleanup_close_ int index_fd = img_blob_open(out->layout, digest, err);
         if (index_fd < 0)
             return index_fd;
@@ -399,8 +406,7 @@ int img_open(const char *reference, img_image *out, act_error *err)
                                      err)) < 0)
             return r;
     }
-    if (media_type[0] && strcmp(media_type, MEDIA_OCI_MANIFEST) != 0 &&
-        strcmp(media_type, MEDIA_DOCKER_MANIFEST) != 0)
+    if (media_type[0] && !img_media_type_is_manifest(media_type))
         return act_error_set(err, EPROTO,
                              "image %s: the manifest %s is of media type %s, which this "
                              "activator does not read (an OCI image manifest or a Docker v2 "

@@ -29,10 +29,9 @@
 #include "image/internal.h"
 
 #define ACCEPT_MANIFESTS                                                                           \
-    "Accept: application/vnd.oci.image.index.v1+json, "                                            \
-    "application/vnd.oci.image.manifest.v1+json, "                                                 \
-    "application/vnd.docker.distribution.manifest.list.v2+json, "                                  \
-    "application/vnd.docker.distribution.manifest.v2+json"
+    "Accept: " IMG_MEDIA_OCI_INDEX ", " IMG_MEDIA_OCI_MANIFEST ", " IMG_MEDIA_DOCKER_LIST          \
+    ", " IMG_MEDIA_DOCKER_MANIFEST
+/* A containers-auth.json is a few lines; one larger is not read. */
 #define AUTH_FILE_MAX (1u << 20)
 
 bool img_is_registry_reference(const char *source)
@@ -558,6 +557,25 @@ static int fetch_manifest_blobs(fetch *f, const char *layout, json_object *manif
     return r;
 }
 
+/* The manifest (or index) answered in a, and its media type: the one its
+ * Content-Type names, else its own mediaType field, else an OCI manifest's. */
+static int parse_manifest(const char *reference, const answer *a, char *media_type, size_t size,
+                          json_object **manifest, act_error *err)
+{
+    int r = img_parse_json(reference, "the manifest", a->body, a->len, manifest, err);
+    if (r < 0)
+        return r;
+    json_object *own;
+    if (a->content_type[0] && strncmp(a->content_type, "application/json", 16) != 0)
+        snprintf(media_type, size, "%.*s", (int)strcspn(a->content_type, "; "), a->content_type);
+    else if (json_object_object_get_ex(*manifest, "mediaType", &own) &&
+             json_object_is_type(own, json_type_string))
+        snprintf(media_type, size, "%s", json_object_get_string(own));
+    else /* an OCI manifest need not name its type */
+        snprintf(media_type, size, "%s", IMG_MEDIA_OCI_MANIFEST);
+    return 0;
+}
+
 static bool registry_is_insecure(const img_registry_options *options, const char *registry)
 {
     for (size_t i = 0; options && i < options->n_insecure; i++)
@@ -604,36 +622,33 @@ int img_pull(const char *reference, const img_registry_options *options, const c
     if (r == 0)
         r = fetch_manifest(&f, ref.reference, &a, digest, err);
     char media_type[160] = "";
-    if (r == 0) {
-        snprintf(media_type, sizeof(media_type), "%.*s", (int)strcspn(a.content_type, "; "),
-                 a.content_type);
-        r = img_parse_json(reference, "the manifest", a.body, a.len, &manifest, err);
-    }
+    if (r == 0)
+        r = parse_manifest(reference, &a, media_type, sizeof(media_type), &manifest, err);
     /* An index: the linux/amd64 manifest it names, by digest. */
-    if (r == 0 && (strstr(media_type, "index") || strstr(media_type, "manifest.list"))) {
+    if (r == 0 && img_media_type_is_index(media_type)) {
         char chosen[IMG_DIGEST_SIZE], chosen_type[160];
         r = img_choose_platform(reference, manifest, chosen, chosen_type, sizeof(chosen_type), err);
         json_object_put(manifest);
         manifest = NULL;
         if (r == 0)
             r = fetch_manifest(&f, chosen, &a, digest, err);
-        if (r == 0) {
-            snprintf(media_type, sizeof(media_type), "%s", chosen_type);
-            r = img_parse_json(reference, "the manifest", a.body, a.len, &manifest, err);
-        }
+        if (r == 0)
+            r = parse_manifest(reference, &a, media_type, sizeof(media_type), &manifest, err);
     }
-    char path[4200];
-    if (r == 0 && blob_path(layout, digest, path, sizeof(path)) == 0) {
-        char name[100];
-        snprintf(name, sizeof(name), "blobs/sha256/%s", digest + 7);
+    /* What goes into the layout's index.json is only a type it reads. */
+    if (r == 0 && !img_media_type_is_manifest(media_type))
+        r = act_error_set(err, EPROTO,
+                          "image %s: the registry answered with a %s, which this activator does "
+                          "not read (an OCI image manifest or a Docker v2 schema 2 manifest)",
+                          reference, media_type);
+    char name[100];
+    snprintf(name, sizeof(name), "blobs/sha256/%s", digest + 7);
+    if (r == 0)
         r = write_file_at(layout, name, a.body, a.len, err);
-    }
     if (r == 0)
         r = fetch_manifest_blobs(&f, layout, manifest, err);
     if (r == 0)
-        r = write_index(layout,
-                        media_type[0] ? media_type : "application/vnd.oci.image.manifest.v1+json",
-                        digest, a.len, err);
+        r = write_index(layout, media_type, digest, a.len, err);
     if (r == 0)
         snprintf(resolved, resolved_size, "docker://%s/%s@%s", ref.registry, ref.repository,
                  digest);
