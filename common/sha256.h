@@ -37,7 +37,8 @@ int act_sha256_fd(int fd, const char *what, char out[ACT_SHA256_HEX_SIZE], uint6
  * exactly the bytes whose digest it checks (a libarchive read callback
  * extracting a checkpoint or an image's layer): each block is hashed on its
  * way to the reader, and at the end the rest of the file (what the reader
- * left unread, a tar's padding) is hashed too and the digest compared. */
+ * left unread, a tar's padding) is hashed too, for the caller to compare
+ * the digest with the one it expects. */
 typedef struct act_sha256_reader {
     int fd;
     EVP_MD_CTX *sha;

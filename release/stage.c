@@ -25,7 +25,7 @@ typedef struct stage_copy {
     const char *version;
     const char *source_path;
     const char *exec_path; /* the executable, relative to the build root */
-    char source_real[REL_PATH_SIZE]; /* what the manifest records as the source */
+    char source_recorded[REL_PATH_SIZE]; /* what the manifest records as the source */
     rel_file *files;
     size_t n_files, cap_files;
     uint64_t copied;
@@ -338,7 +338,7 @@ static int fill_staging(stage_copy *copy, int src_fd, const struct stat *src_st,
     r = rel_symlinks_stay_inside(m, label, err);
     if (r < 0)
         return r;
-    snprintf(m->source, sizeof(m->source), "%s", copy->source_real);
+    snprintf(m->source, sizeof(m->source), "%s", copy->source_recorded);
     snprintf(m->host, sizeof(m->host), "%s", copy->host);
     snprintf(m->version, sizeof(m->version), "%s", copy->version);
     snprintf(m->exec_path, sizeof(m->exec_path), "%s", copy->exec_path);
@@ -593,7 +593,7 @@ int rel_stage_as(rel_store *store, const char *host, const char *version, const 
     char *real = source_label ? NULL : realpath(source_path, NULL);
     const char *source = source_label ? source_label : real;
     if (source && strlen(source) < sizeof(((rel_manifest *)0)->source))
-        snprintf(copy.source_real, sizeof(copy.source_real), "%s", source);
+        snprintf(copy.source_recorded, sizeof(copy.source_recorded), "%s", source);
     free(real);
     _cleanup_(rel_manifest_clear) rel_manifest m = {0};
     r = fill_staging(&copy, src_fd, &src_st, staging_fd, &m);

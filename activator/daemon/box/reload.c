@@ -214,14 +214,6 @@ static bool same_string(const char *a, const char *b)
     return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-static bool same_strv(char *const *a, char *const *b)
-{
-    for (; a && *a && b && *b; a++, b++)
-        if (strcmp(*a, *b) != 0)
-            return false;
-    return !(a && *a) && !(b && *b);
-}
-
 /* The same for the fixed keys that are not one string. */
 static void check_fixed_values(const ad_daemon *daemon, reload_job *job)
 {
@@ -237,8 +229,8 @@ static void check_fixed_values(const ad_daemon *daemon, reload_job *job)
         /* Every host's uid was given out of it. */
         {"DynamicUserRange", now->dynamic_uid_min != next->dynamic_uid_min ||
                                  now->dynamic_uid_max != next->dynamic_uid_max},
-        {"ControlOperators", !same_strv(now->control_operators, next->control_operators)},
-        {"ControlViewers", !same_strv(now->control_viewers, next->control_viewers)},
+        {"ControlOperators", !act_strv_equal(now->control_operators, next->control_operators)},
+        {"ControlViewers", !act_strv_equal(now->control_viewers, next->control_viewers)},
     };
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
         if (keys[i].changed)
@@ -289,7 +281,7 @@ static void check_daemon(ad_daemon *daemon, reload_job *job, plan *p)
          now->freeze_memory_pressure_usec != next->freeze_memory_pressure_usec},
         /* Read by each stage when it is asked for. */
         {"RegistryAuthFile", !same_string(now->registry_auth_file, next->registry_auth_file)},
-        {"RegistryInsecure", !same_strv(now->registry_insecure, next->registry_insecure)},
+        {"RegistryInsecure", !act_strv_equal(now->registry_insecure, next->registry_insecure)},
     };
     static_assert(ARRAY_SIZE(in_place) <= ARRAY_SIZE(p->daemon_keys), "room for every key");
     for (size_t i = 0; i < ARRAY_SIZE(in_place); i++)
