@@ -55,3 +55,9 @@ int act_path_check_absolute(const char *path, act_error *err)
                              "\"%s\" has a . or .. component (write the path without them)", shown);
     return act_path_check_characters(path, err);
 }
+
+size_t act_image_layout_path_len(const char *rest)
+{
+    const char *colon = strrchr(rest, ':');
+    return colon && !strchr(colon, '/') ? (size_t)(colon - rest) : strlen(rest);
+}

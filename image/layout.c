@@ -13,6 +13,7 @@
 #include "common/cleanup.h"
 #include "common/cleanup_json.h"
 #include "common/fileio.h"
+#include "common/paths.h"
 #include "common/sha256.h"
 #include "image/internal.h"
 
@@ -95,13 +96,10 @@ int img_parse_reference(const char *reference, char *path, size_t path_size, cha
                              "image %s: not an image reference; give oci:PATH or oci:PATH:TAG",
                              reference ? reference : "");
     const char *rest = reference + 4;
-    const char *colon = strrchr(rest, ':');
-    size_t path_len = strlen(rest);
+    size_t path_len = act_image_layout_path_len(rest);
     tag[0] = '\0';
-    /* A tag never holds '/', so a colon followed by one is part of the path. */
-    if (colon && !strchr(colon, '/')) {
-        path_len = (size_t)(colon - rest);
-        int r = img_parse_reference_tag(reference, colon + 1, tag, tag_size, err);
+    if (rest[path_len] == ':') {
+        int r = img_parse_reference_tag(reference, rest + path_len + 1, tag, tag_size, err);
         if (r < 0)
             return r;
     }

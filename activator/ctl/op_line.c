@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/paths.h"
 #include "common/error.h"
 #include "common/names.h"
 
@@ -162,13 +163,12 @@ int ctl_check_name(const ctl_command *command, const char *what, const char *nam
 }
 
 /* An image layout's reference, oci:PATH[:TAG], with its path made
- * absolute (a tag never holds '/', so a last colon followed by one is the
- * path's own). */
+ * absolute. */
 static int absolute_image_reference(const ctl_command *command, const char *given, char *out,
                                     size_t size)
 {
-    const char *rest = given + 4, *colon = strrchr(rest, ':');
-    size_t path_len = colon && !strchr(colon, '/') ? (size_t)(colon - rest) : strlen(rest);
+    const char *rest = given + 4;
+    size_t path_len = act_image_layout_path_len(rest);
     char path[PATH_MAX], absolute[PATH_MAX];
     if (path_len == 0 || path_len >= sizeof(path))
         return ctl_usage_error(command, "'%s' names no image layout; give oci:PATH[:TAG]", given);

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "common/names.h"
+#include "common/paths.h"
 #include "common/text.h"
 
 static void names_accepts_the_allowed_alphabet(void **state)
@@ -248,6 +249,17 @@ static void trivial_cleanup_frees_once_and_skips_null(void **state)
     assert_int_equal(frees, 1);
 }
 
+/* oci:PATH[:TAG]: the last ':' starts the tag only when no '/' follows. */
+static void image_layout_path_ends_before_its_tag(void **state)
+{
+    (void)state;
+    assert_int_equal(act_image_layout_path_len("img:v1"), 3);
+    assert_int_equal(act_image_layout_path_len("/srv/img"), 8);
+    assert_int_equal(act_image_layout_path_len("/srv/a:b/img"), 12);
+    assert_int_equal(act_image_layout_path_len("/srv/a:b/img:v2"), 12);
+    assert_int_equal(act_image_layout_path_len(":v1"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +274,7 @@ int main(void)
         cmocka_unit_test(text_show_escapes_and_cuts_short),
         cmocka_unit_test(text_escape_keeps_all_of_the_text),
         cmocka_unit_test(trivial_cleanup_frees_once_and_skips_null),
+        cmocka_unit_test(image_layout_path_ends_before_its_tag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
