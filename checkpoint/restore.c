@@ -21,21 +21,10 @@
 
 #include "checkpoint/internal.h"
 #include "common/cleanup.h"
+#include "common/cleanup_archive.h"
 #include "common/fileio.h"
 #include "common/paths.h"
 #include "common/text.h"
-
-static void archive_read_freep(struct archive **a)
-{
-    if (*a)
-        archive_read_free(*a);
-}
-
-static void archive_write_freep(struct archive **a)
-{
-    if (*a)
-        archive_write_free(*a);
-}
 
 #define RESTORE_MARK ".restore-"
 
@@ -120,8 +109,8 @@ static int extract(int fd, const char *id, const char *sha256, const char *prefi
                    gid_t gid, act_error *err)
 {
     __attribute__((cleanup(act_sha256_reader_clear))) act_sha256_reader src = {0};
-    __attribute__((cleanup(archive_read_freep))) struct archive *in = archive_read_new();
-    __attribute__((cleanup(archive_write_freep))) struct archive *out = archive_write_disk_new();
+    _cleanup_(archive_read_freep) struct archive *in = archive_read_new();
+    _cleanup_(archive_write_freep) struct archive *out = archive_write_disk_new();
     if (act_sha256_reader_init(&src, fd) < 0 || !in || !out)
         return act_error_set(err, ENOMEM, "cannot set up the restore: out of memory");
     archive_read_support_format_tar(in);

@@ -16,17 +16,9 @@
 
 #include "checkpoint/internal.h"
 #include "common/cleanup.h"
+#include "common/cleanup_archive.h"
 #include "common/clock.h"
 #include "common/fileio.h"
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct archive *, archive_write_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct archive_entry *, archive_entry_free)
-
-static void archive_read_freep(struct archive **a)
-{
-    if (*a)
-        archive_read_free(*a);
-}
 
 /* Where the archive's bytes go: the file, and the hash beside it. */
 typedef struct sink {
@@ -88,7 +80,7 @@ static int copy_data(struct archive *disk, struct archive *out, const char *stat
 static int archive_tree(const char *state_dir, struct archive *out, const atomic_bool *cancel,
                         act_error *err)
 {
-    __attribute__((cleanup(archive_read_freep))) struct archive *disk = archive_read_disk_new();
+    _cleanup_(archive_read_freep) struct archive *disk = archive_read_disk_new();
     _cleanup_(archive_entry_freep) struct archive_entry *entry = archive_entry_new();
     if (!disk || !entry)
         return act_error_set(err, ENOMEM, "out of memory");

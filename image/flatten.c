@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/cleanup_archive.h"
 #include "common/fileio.h"
 #include "common/sha256.h"
 #include "image/internal.h"
@@ -55,18 +56,6 @@ static int archive_failed(layer_apply *la, struct archive *a)
     const char *why = archive_error_string(a);
     return act_error_set(la->err, errnum, "image %s: layer %zu (%s): %s", la->image->layout,
                          la->number, la->layer->digest, why ? why : strerror(errnum));
-}
-
-static void archive_read_freep(struct archive **a)
-{
-    if (*a)
-        archive_read_free(*a);
-}
-
-static void archive_write_freep(struct archive **a)
-{
-    if (*a)
-        archive_write_free(*a);
 }
 
 /* The entry's path relative to the image's root: "./" and "/" prefixes and
@@ -332,8 +321,8 @@ static int apply_layer(layer_apply *la)
     if (fd < 0)
         return fd;
     __attribute__((cleanup(act_sha256_reader_clear))) act_sha256_reader blob = {0};
-    __attribute__((cleanup(archive_read_freep))) struct archive *in = archive_read_new();
-    __attribute__((cleanup(archive_write_freep))) struct archive *out = archive_write_disk_new();
+    _cleanup_(archive_read_freep) struct archive *in = archive_read_new();
+    _cleanup_(archive_write_freep) struct archive *out = archive_write_disk_new();
     if (act_sha256_reader_init(&blob, fd) < 0 || !in || !out)
         return act_error_set(la->err, ENOMEM, "out of memory");
     archive_read_support_format_tar(in);
