@@ -247,6 +247,48 @@ static void an_opaque_directory_keeps_only_its_own_layer(void **state)
     free(layout);
 }
 
+/* Layers with entries a build may not hold, made by tar and added verbatim
+ * by umoci: a name that climbs out of the root, a set-user-ID file, a
+ * fifo. Each is refused naming the entry, and nothing lands outside. */
+static void layer_entries_a_build_may_not_hold_are_refused(void **state)
+{
+    rt_fixture *fx = *state;
+    char *layout = image_make_layout(fx);
+    image_run("cd %s && mkdir -p bad/d && echo x > bad/d/f && cp /bin/true bad/d/su && "
+              "chmod 4755 bad/d/su && mkfifo bad/d/pipe && cd bad && "
+              "tar -cPf ../esc.tar --transform 's,^d/f$,../../escaped,' d/f && "
+              "tar -cf ../suid.tar d/su && tar -cf ../fifo.tar d/pipe && cd .. && "
+              "for t in esc suid fifo; do umoci raw add-layer --image img:v1 --tag $t $t.tar; "
+              "done",
+              fx->tmp);
+    static const struct {
+        const char *tag, *words;
+    } bad[] = {
+        {"esc", "\"../../escaped\" has a \"..\" component"},
+        {"suid", "\"d/su\" is set-user-ID"},
+        {"fifo", "\"d/pipe\" is a device, fifo or socket"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char reference[PATH_MAX + 16], flat[PATH_MAX];
+        snprintf(reference, sizeof(reference), "oci:%s:%s", layout, bad[i].tag);
+        snprintf(flat, sizeof(flat), "%s/flat-%s", fx->tmp, bad[i].tag);
+        act_error err = {0};
+        img_image image;
+        if (img_open(reference, &image, &err) < 0)
+            fail_msg("open %s: %s", bad[i].tag, err.message);
+        assert_int_equal(mkdir(flat, 0700), 0);
+        assert_int_equal(img_flatten(&image, flat, &err), -EPERM);
+        if (!strstr(err.message, bad[i].words))
+            fail_msg("%s: the error \"%s\" does not say %s", bad[i].tag, err.message, bad[i].words);
+        img_image_clear(&image);
+    }
+    /* Where <tmp>/flat-esc/../../escaped would have landed. */
+    char escaped[PATH_MAX];
+    snprintf(escaped, sizeof(escaped), "%s/../escaped", fx->tmp);
+    assert_false(rt_exists(escaped));
+    free(layout);
+}
+
 /* A layer blob changed in the layout (its gzip header's time field, so it
  * still unpacks) is refused by its digest. */
 static void a_changed_blob_is_refused(void **state)
@@ -286,6 +328,8 @@ int main(int argc, char **argv)
                                         rt_teardown),
         cmocka_unit_test_setup_teardown(an_index_is_followed_to_linux_amd64, rt_setup, rt_teardown),
         cmocka_unit_test_setup_teardown(an_opaque_directory_keeps_only_its_own_layer, rt_setup,
+                                        rt_teardown),
+        cmocka_unit_test_setup_teardown(layer_entries_a_build_may_not_hold_are_refused, rt_setup,
                                         rt_teardown),
         cmocka_unit_test_setup_teardown(a_changed_blob_is_refused, rt_setup, rt_teardown),
     };
