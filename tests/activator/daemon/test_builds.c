@@ -498,6 +498,26 @@ static void make_image_layout(dh_daemon *d)
     DH_CHECK(d, system(command) == 0, "umoci could not make the image: %s", command);
 }
 
+/* Stages image as demo's v1, promoted; checks the reply names the image
+ * resolved to its digest (source_prefix, up to "@sha256:"), wakes demo and
+ * checks v1 serves on port. */
+static void stage_image_and_serve(dh_daemon *d, int port, const char *image,
+                                  const char *source_prefix)
+{
+    json_object *reply = dh_request(d, 60000,
+                                    "{\"v\":1,\"op\":\"stage\",\"host\":\"demo\",\"version\":"
+                                    "\"v1\",\"path\":\"%s\",\"promote\":true}",
+                                    image);
+    DH_CHECK(d, dh_reply_ok(reply), "stage from %s: %s", image, json_object_to_json_string(reply));
+    const char *source = dh_json_str(dh_reply_result(reply), "source");
+    DH_CHECK(d, source && strncmp(source, source_prefix, strlen(source_prefix)) == 0,
+             "the staged build's source is %s, not the image resolved to its digest",
+             source ? source : "(none)");
+    json_object_put(reply);
+    dh_wake(d, "demo");
+    dh_expect_version(d, port, "v1");
+}
+
 /* A build staged from an OCI image layout (made by umoci): its layers
  * applied, the tree staged with the image's digest as its source, and
  * served; an image the layout lacks is refused with nothing left behind. */
@@ -512,20 +532,11 @@ static void test_a_build_staged_from_an_image_layout_serves(void **state)
     make_image_layout(d);
     dh_start(d, NULL);
 
-    json_object *reply = dh_request(d, 60000,
-                                    "{\"v\":1,\"op\":\"stage\",\"host\":\"demo\",\"version\":"
-                                    "\"v1\",\"path\":\"oci:%s/img:v1\",\"promote\":true}",
-                                    d->drv.dir);
-    DH_CHECK(d, dh_reply_ok(reply), "stage from the image: %s", json_object_to_json_string(reply));
-    char expected[PATH_MAX + 16];
+    char image[PATH_MAX + 16], expected[PATH_MAX + 16];
+    snprintf(image, sizeof(image), "oci:%s/img:v1", d->drv.dir);
     snprintf(expected, sizeof(expected), "oci:%s/img@sha256:", d->drv.dir);
-    const char *source = dh_json_str(dh_reply_result(reply), "source");
-    DH_CHECK(d, source && strncmp(source, expected, strlen(expected)) == 0,
-             "the staged build's source is %s, not the image resolved to its digest",
-             source ? source : "(none)");
-    json_object_put(reply);
-    dh_wake(d, "demo");
-    dh_expect_version(d, port, "v1");
+    json_object *reply;
+    stage_image_and_serve(d, port, image, expected);
 
     reply = dh_request(d, 60000,
                        "{\"v\":1,\"op\":\"stage\",\"host\":\"demo\",\"version\":\"v2\","
@@ -579,21 +590,11 @@ static void test_a_build_pulled_from_a_registry_serves(void **state)
              err.message);
     dh_start(d, NULL);
 
-    json_object *reply = dh_request(d, 60000,
-                                    "{\"v\":1,\"op\":\"stage\",\"host\":\"demo\",\"version\":"
-                                    "\"v1\",\"path\":\"docker://%s/demo/app:v1\",\"promote\":true}",
-                                    registry.address);
-    DH_CHECK(d, dh_reply_ok(reply), "stage from the registry: %s",
-             json_object_to_json_string(reply));
-    char expected[128];
+    char image[128], expected[128];
+    snprintf(image, sizeof(image), "docker://%s/demo/app:v1", registry.address);
     snprintf(expected, sizeof(expected), "docker://%s/demo/app@sha256:", registry.address);
-    const char *source = dh_json_str(dh_reply_result(reply), "source");
-    DH_CHECK(d, source && strncmp(source, expected, strlen(expected)) == 0,
-             "the staged build's source is %s, not the image resolved to its digest",
-             source ? source : "(none)");
-    json_object_put(reply);
-    dh_wake(d, "demo");
-    dh_expect_version(d, port, "v1");
+    json_object *reply;
+    stage_image_and_serve(d, port, image, expected);
 
     char address[64];
     snprintf(address, sizeof(address), "%s", registry.address);
