@@ -54,4 +54,11 @@ if ((${#missing[@]})); then
   # etcd-server's package starts a system etcd on the default ports; the tests
   # start their own on free loopback ports and never use it.
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # docker-registry's package starts a registry on :5000 of every address;
+  # the tests want its binary only and start their own on loopback. One this
+  # script installed is stopped and disabled again (one installed before is
+  # the machine's own and left alone).
+  if [[ " ${missing[*]} " == *" docker-registry "* ]] && [[ -d /run/systemd/system ]]; then
+    systemctl disable --now docker-registry.service >/dev/null 2>&1 || true
+  fi
 fi
