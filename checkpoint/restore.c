@@ -21,7 +21,7 @@
 
 #include "checkpoint/internal.h"
 #include "common/cleanup.h"
-#include "common/cleanup_archive.h"
+#include "common/libarchive.h"
 #include "common/fileio.h"
 #include "common/paths.h"
 #include "common/text.h"
@@ -153,20 +153,11 @@ static int extract(int fd, const char *id, const char *sha256, const char *prefi
         archive_entry_set_perm(entry, archive_entry_perm(entry) & 01777);
         if (archive_write_header(out, entry) < ARCHIVE_WARN)
             return archive_failed(out, id, err);
-        if (type == AE_IFREG && archive_entry_size(entry) > 0) {
-            for (;;) {
-                const void *buf;
-                size_t len;
-                la_int64_t offset;
-                int d = archive_read_data_block(in, &buf, &len, &offset);
-                if (d == ARCHIVE_EOF)
-                    break;
-                if (d < ARCHIVE_WARN)
-                    return archive_failed(in, id, err);
-                if (archive_write_data_block(out, buf, len, offset) < ARCHIVE_WARN)
-                    return archive_failed(out, id, err);
-            }
-        }
+        struct archive *failed = type == AE_IFREG && archive_entry_size(entry) > 0
+                                     ? act_archive_copy_data(in, out)
+                                     : NULL;
+        if (failed)
+            return archive_failed(failed, id, err);
         if (archive_write_finish_entry(out) < ARCHIVE_WARN)
             return archive_failed(out, id, err);
     }

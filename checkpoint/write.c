@@ -16,7 +16,7 @@
 
 #include "checkpoint/internal.h"
 #include "common/cleanup.h"
-#include "common/cleanup_archive.h"
+#include "common/libarchive.h"
 #include "common/clock.h"
 #include "common/fileio.h"
 

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
-#include "common/cleanup_archive.h"
+#include "common/libarchive.h"
 #include "common/fileio.h"
 #include "common/sha256.h"
 #include "image/internal.h"
@@ -254,22 +254,6 @@ static int prepare_entry(layer_apply *la, struct archive_entry *entry, char *rel
     return 0;
 }
 
-static int copy_data(layer_apply *la, struct archive *in, struct archive *out)
-{
-    for (;;) {
-        const void *buf;
-        size_t len;
-        la_int64_t offset;
-        int d = archive_read_data_block(in, &buf, &len, &offset);
-        if (d == ARCHIVE_EOF)
-            return 0;
-        if (d < ARCHIVE_WARN)
-            return archive_failed(la, in);
-        if (archive_write_data_block(out, buf, len, offset) < ARCHIVE_WARN)
-            return archive_failed(la, out);
-    }
-}
-
 /* The rest of the blob after the tar's end, hashed, and the digest of all
  * of it compared with the layer's. */
 static int check_digest(layer_apply *la, act_sha256_reader *blob)
@@ -305,9 +289,12 @@ static int apply_entries(layer_apply *la, struct archive *in, struct archive *ou
             continue;
         if (archive_write_header(out, entry) < ARCHIVE_WARN)
             return archive_failed(la, out);
-        if (archive_entry_filetype(entry) == AE_IFREG && archive_entry_size(entry) > 0 &&
-            (r = copy_data(la, in, out)) < 0)
-            return r;
+        struct archive *failed =
+            archive_entry_filetype(entry) == AE_IFREG && archive_entry_size(entry) > 0
+                ? act_archive_copy_data(in, out)
+                : NULL;
+        if (failed)
+            return archive_failed(la, failed);
         if (archive_write_finish_entry(out) < ARCHIVE_WARN)
             return archive_failed(la, out);
         if ((r = remember(la, rel)) < 0)
