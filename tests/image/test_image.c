@@ -67,16 +67,7 @@ static void layers_apply_with_whiteouts_and_links_and_the_tree_stages(void **sta
     rel_identity staged;
     if (rel_stage(fx->store, "web1", "v2", flat, "bin/app", &staged, &err) < 0)
         fail_msg("stage: %s", err.message);
-    if (rel_promote(fx->store, "web1", "v2", &err) < 0)
-        fail_msg("promote: %s", err.message);
-    rel_resolved resolved;
-    if (rel_resolve(fx->store, "web1", NULL, NULL, &resolved, &err) < 0)
-        fail_msg("resolve: %s", err.message);
-    char output[256];
-    int status = rt_exec_fd(resolved.exec_fd, output, sizeof(output));
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    assert_string_equal(output, "rel-test-app 1.0\n");
-    rel_resolved_release(&resolved);
+    rt_promote_and_expect_output(fx, "web1", "v2", "rel-test-app 1.0\n");
     /* The hard link is a file of its own in the build. */
     char *staged_hard = rt_join(fx->releases, "web1/v2/bin/app-hard");
     struct stat st;

@@ -191,3 +191,19 @@ void rt_flip_byte(const char *path, off_t offset)
     close(fd);
     assert_int_equal(chmod(path, 0555), 0);
 }
+
+void rt_promote_and_expect_output(rt_fixture *fx, const char *host, const char *version,
+                                  const char *expected)
+{
+    act_error err = {0};
+    if (rel_promote(fx->store, host, version, &err) < 0)
+        fail_msg("promote: %s", err.message);
+    rel_resolved resolved;
+    if (rel_resolve(fx->store, host, NULL, NULL, &resolved, &err) < 0)
+        fail_msg("resolve: %s", err.message);
+    char output[256];
+    int status = rt_exec_fd(resolved.exec_fd, output, sizeof(output));
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_string_equal(output, expected);
+    rel_resolved_release(&resolved);
+}

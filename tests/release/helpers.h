@@ -49,3 +49,8 @@ int rt_exists(const char *path);
 
 /* Flips one byte of a file in place (making it writable first). */
 void rt_flip_byte(const char *path, off_t offset);
+
+/* Promotes host's version, resolves the live build and runs it: fails the
+ * test unless it exits 0 having printed expected. */
+void rt_promote_and_expect_output(rt_fixture *fx, const char *host, const char *version,
+                                  const char *expected);

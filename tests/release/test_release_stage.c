@@ -143,16 +143,8 @@ static void directory_build_execs_and_digest_follows_header(void **state)
 
     if (rel_verify(fx->store, "web1", "2.0", &err) < 0)
         fail_msg("verify: %s", err.message);
-    if (rel_promote(fx->store, "web1", "2.0", &err) < 0)
-        fail_msg("promote: %s", err.message);
+    rt_promote_and_expect_output(fx, "web1", "2.0", "rel-test-app 2.0\n");
     rel_resolved resolved;
-    if (rel_resolve(fx->store, "web1", NULL, NULL, &resolved, &err) < 0)
-        fail_msg("resolve: %s", err.message);
-    char output[256];
-    int status = rt_exec_fd(resolved.exec_fd, output, sizeof(output));
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    assert_string_equal(output, "rel-test-app 2.0\n");
-    rel_resolved_release(&resolved);
 
     /* An override must name a file of the build and is hashed like the
      * default executable; data.txt is listed but not executable. */
