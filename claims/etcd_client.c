@@ -45,7 +45,11 @@ struct etcd_call {
     size_t response_len;
     size_t endpoint;  /* index into client->endpoints */
     size_t first_endpoint; /* where it started */
-    size_t attempted; /* endpoints tried so far */
+    size_t attempted;      /* endpoints tried so far in this round */
+    unsigned rounds;       /* rounds over every endpoint started so far, less one */
+    bool unavailable;      /* an endpoint of this round said the cluster is in transition */
+    size_t answered; /* the last endpoint that said so: it answers, the next round starts there */
+    sd_event_source *retry; /* the pause before the next round */
     uint64_t deadline_usec;
     char errbuf[CURL_ERROR_SIZE];
     char failures[512]; /* what each endpoint tried so far said */
@@ -99,6 +103,7 @@ static void call_free(etcd_call *call)
             break;
         }
     }
+    sd_event_source_disable_unref(call->retry);
     if (call->job.easy)
         curl_easy_cleanup(call->job.easy);
     curl_slist_free_all(call->headers);
@@ -312,16 +317,71 @@ static int64_t remaining_ms(const etcd_call *call)
     return now >= call->deadline_usec ? 0 : (int64_t)((call->deadline_usec - now) / 1000);
 }
 
-/* Records why this endpoint failed and moves to the next one; false when
- * every endpoint was tried or the budget is spent. */
-static bool fail_over(etcd_call *call, const char *why)
+/* The pause before another round over every endpoint: a leader election
+ * (etcd's election timeout is 1 s by default, randomized up to twice that)
+ * ends within a few of them. */
+#define ROUND_PAUSE_FIRST_MS 50
+#define ROUND_PAUSE_MAX_MS 400
+
+static int on_round_pause_over(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    (void)source;
+    (void)usec;
+    etcd_call *call = userdata;
+    call->retry = sd_event_source_disable_unref(call->retry);
+    act_error err = {0};
+    if (send_call(call, &err) < 0)
+        finish(call, -err.errnum, NULL, &err);
+    return 0;
+}
+
+/* Every endpoint was tried and at least one answered that the cluster is in
+ * transition (no leader, leader changed, member stopping): the answer may
+ * change within the budget, so another round starts after a pause, with
+ * the budget left shared among the endpoints again. A call is idempotent
+ * by construction (reads, compare-and-swaps whose own landed write is
+ * recognized by the claim layer, lease grants whose extra lease expires),
+ * so sending it again is what a first attempt on another member already
+ * does. */
+static bool start_round_later(etcd_call *call)
+{
+    int64_t pause_ms = ROUND_PAUSE_FIRST_MS << (call->rounds < 3 ? call->rounds : 3);
+    if (pause_ms > ROUND_PAUSE_MAX_MS)
+        pause_ms = ROUND_PAUSE_MAX_MS;
+    if (!call->unavailable || call->streamed || remaining_ms(call) < 2 * pause_ms)
+        return false;
+    sd_event *event = curl_glue_event(call->glue);
+    uint64_t now = 0;
+    if (sd_event_now(event, CLOCK_MONOTONIC, &now) < 0 ||
+        sd_event_add_time(event, &call->retry, CLOCK_MONOTONIC, now + (uint64_t)pause_ms * 1000, 0,
+                          on_round_pause_over, call) < 0)
+        return false;
+    call->rounds++;
+    call->attempted = 0;
+    call->unavailable = false;
+    call->endpoint = call->answered;
+    return true;
+}
+
+/* Records why this endpoint failed and arranges the next attempt: at once
+ * on the next endpoint, or after a pause when a round over every endpoint
+ * met a cluster in transition. False when nothing is left to try or the
+ * budget is spent; then the call is the caller's to finish. */
+static bool try_elsewhere(etcd_call *call, const char *why)
 {
     size_t used = strlen(call->failures);
+    if (used && call->attempted == 1)
+        used = 0; /* a new round: keep what its endpoints said */
     snprintf(call->failures + used, sizeof(call->failures) - used, "%s%s: %s",
              used ? "; " : "", etcd_call_endpoint(call), why);
-    if (call->streamed || call->attempted >= call->client->n_endpoints || remaining_ms(call) < 1)
+    if (call->streamed || remaining_ms(call) < 1)
         return false;
+    if (call->attempted >= call->client->n_endpoints)
+        return start_round_later(call);
     call->endpoint = (call->endpoint + 1) % call->client->n_endpoints;
+    act_error err = {0};
+    if (send_call(call, &err) < 0)
+        finish(call, -err.errnum, NULL, &err);
     return true;
 }
 
@@ -430,15 +490,15 @@ static void handle_http_error(etcd_call *call, long status, json_object *respons
     /* 14 = Unavailable (no leader, member stopping): another member may answer. */
     char why[256];
     snprintf(why, sizeof(why), "HTTP %ld: %s", status, message);
-    if ((code == 14 || status >= 500) && fail_over(call, why)) {
-        act_error err = {0};
-        if (send_call(call, &err) < 0)
-            finish(call, -err.errnum, NULL, &err);
-        return;
-    }
-    if (code == 14 || status >= 500)
-        finish_error(call, EIO, "etcd: every endpoint failed: %s", call->failures);
-    else
+    bool transition = code == 14 || status >= 500;
+    if (transition) {
+        call->unavailable = true;
+        call->answered = call->endpoint;
+        if (try_elsewhere(call, why))
+            return;
+        finish_error(call, EIO, "etcd: every endpoint failed%s: %s", call->rounds ? " again" : "",
+                     call->failures);
+    } else
         finish_error(call, EIO, "etcd endpoint %s: %s %s refused (HTTP %ld): %s",
                      etcd_call_endpoint(call), call->path, call->stream ? "stream" : "call",
                      status, message);
@@ -457,12 +517,8 @@ static void on_transfer_done(curl_glue_job *job, CURLcode result)
         else
             snprintf(why, sizeof(why), "%s", call->errbuf[0] ? call->errbuf
                                                              : curl_easy_strerror(result));
-        if (fail_over(call, why)) {
-            act_error err = {0};
-            if (send_call(call, &err) < 0)
-                finish(call, -err.errnum, NULL, &err);
+        if (try_elsewhere(call, why))
             return;
-        }
         if (call->stream && call->streamed)
             finish_error(call, errnum, "etcd endpoint %s: watch stream ended (%s); start a new "
                                        "watch from the last revision seen + 1",

@@ -1,7 +1,11 @@
 /* A 3-member etcd cluster on loopback, and a store given all three
  * endpoints: each member in turn is frozen with SIGSTOP (it accepts
  * connections and answers nothing), and the store's calls and its box watch
- * must move to a member that answers, within the call budget. */
+ * must move to a member that answers, within the call budget.
+ *
+ * And a store given one follower only, whose leader is frozen: the follower
+ * answers "leader changed" until the others elect a new leader, and the
+ * store's calls must ride that election out within their budget. */
 #include <errno.h>
 #include <inttypes.h>
 #include <setjmp.h>
@@ -141,6 +145,71 @@ static void a_frozen_member_is_left_by_calls_and_watch(void **state)
     sd_event_unref(event);
 }
 
+/* The member that leads, by its own /metrics; MEMBERS when none says so. */
+static size_t leader(void)
+{
+    for (size_t i = 0; i < MEMBERS; i++) {
+        char *text = etcd_harness_metrics(&members[i]);
+        double is_leader = text ? etcd_harness_metric(text, "etcd_server_is_leader", NULL) : 0;
+        free(text);
+        if (is_leader == 1)
+            return i;
+    }
+    return MEMBERS;
+}
+
+static void an_election_is_ridden_out(void **state)
+{
+    (void)state;
+    const char *prefix = "election";
+    size_t led = MEMBERS;
+    for (int tries = 0; tries < 100 && led == MEMBERS; tries++) {
+        led = leader();
+        if (led == MEMBERS)
+            usleep(50 * 1000); /* a poll, not a wait for speed: at most 5 s */
+    }
+    if (led == MEMBERS)
+        fail_msg("no member says it leads");
+    size_t follower = (led + 1) % MEMBERS;
+    claim_store *store = open_members(1u << follower, prefix, 5000, NULL);
+    act_error err = {0};
+    claim c = fixture_claim("h1", 1);
+    uint64_t revision = 0;
+    assert_int_equal(claims_cas(store, "h1", 0, &c, &revision, NULL, &err), 0);
+
+    char *text = etcd_harness_metrics(&members[follower]);
+    double changes_before =
+        text ? etcd_harness_metric(text, "etcd_server_leader_changes_seen_total", NULL) : -1;
+    free(text);
+    assert_int_equal(kill(members[led].pid, SIGSTOP), 0);
+    /* Sent at once, both meet the election: the follower's read waits on
+     * the frozen leader until a new one is elected, then answers "leader
+     * changed" (Unavailable), and so does its forwarded write. */
+    uint64_t start = act_now_usec();
+    claim read = {0};
+    int r = claims_read(store, "h1", &read, &err);
+    if (r != 1)
+        fail_msg("with the leader (member %zu) frozen, a read from member %zu failed after "
+                 "%" PRIu64 " ms: %s",
+                 led, follower, (act_now_usec() - start) / 1000, err.message);
+    printf("read through the election in %" PRIu64 " ms\n", (act_now_usec() - start) / 1000);
+    c.holder.session++;
+    start = act_now_usec();
+    r = write_claim(store, &c, revision, &revision, &err);
+    if (r != 0)
+        fail_msg("with the leader (member %zu) frozen, a write through member %zu failed after "
+                 "%" PRIu64 " ms: %s",
+                 led, follower, (act_now_usec() - start) / 1000, err.message);
+    text = etcd_harness_metrics(&members[follower]);
+    double changes_after =
+        text ? etcd_harness_metric(text, "etcd_server_leader_changes_seen_total", NULL) : -1;
+    free(text);
+    assert_true(changes_after > changes_before);
+    assert_int_equal(kill(members[led].pid, SIGCONT), 0);
+    wait_all_answer(prefix);
+    claims_store_free(store);
+}
+
 int main(void)
 {
     if (!etcd_harness_available())
@@ -154,6 +223,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_frozen_member_is_left_by_calls_and_watch),
+        cmocka_unit_test(an_election_is_ridden_out),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     for (size_t i = 0; i < MEMBERS; i++) {
