@@ -57,14 +57,18 @@ int claim_apply_edit(const char *host, const claim *current, const claim_edit *e
         }
         return 0;
     case CLAIM_EDIT_HOLD:
-        if (strcmp(current->held, edit->version) == 0)
+        if (strcmp(current->held, edit->version) == 0 &&
+            strcmp(current->held_digest, edit->digest) == 0 &&
+            strcmp(current->held_source, edit->source) == 0)
             return 1;
         snprintf(next->held, sizeof(next->held), "%s", edit->version);
+        snprintf(next->held_digest, sizeof(next->held_digest), "%s", edit->digest);
+        snprintf(next->held_source, sizeof(next->held_source), "%s", edit->source);
         return 0;
     case CLAIM_EDIT_UNHOLD:
         if (!current->held[0])
             return 1;
-        next->held[0] = '\0';
+        next->held[0] = next->held_digest[0] = next->held_source[0] = '\0';
         return 0;
     case CLAIM_EDIT_UNPIN:
         if (!current->has_pin)

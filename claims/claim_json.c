@@ -11,8 +11,11 @@
  *                "failure_reason": "", "failure_message": "",
  *                "failure_box": "b1", "failure_usec": 1700000000000000,
  *                "fallback_version": "v1",
- *                "fallback_digest": "<sha256 hex>"},     optional; the last four too
+ *                "fallback_digest": "<sha256 hex>",
+ *                "source": "docker://r/app@sha256:<hex>"},  optional; the last five too
  *     "held":   "v1",                                                     optional
+ *     "held_digest": "<sha256 hex>",                            optional, with held
+ *     "held_source": "docker://r/app@sha256:<hex>",        optional, with held_digest
  *     "state":  {"checkpoint": "...", "sha256": "<hex>", "size": 1024,
  *                "generation": 7, "box": "b1", "stamp_usec": ...},  optional; all but
  *                                                                   checkpoint too
@@ -119,10 +122,9 @@ static int parse_op(const act_json_reader *outer, json_object *obj, claim_op *op
 
 static int parse_pin(const act_json_reader *outer, json_object *obj, claim_pin *pin)
 {
-    static const char *const allowed[] = {"version",          "digest",
-                                          "failure_reason",   "failure_message",
-                                          "failure_box",      "failure_usec",
-                                          "fallback_version", "fallback_digest", NULL};
+    static const char *const allowed[] = {
+        "version",      "digest",           "failure_reason",  "failure_message", "failure_box",
+        "failure_usec", "fallback_version", "fallback_digest", "source",          NULL};
     act_json_reader in = nested(outer, "pin");
     act_json_reader *rd = &in;
     int r = check_known(rd, obj, allowed);
@@ -149,6 +151,9 @@ static int parse_pin(const act_json_reader *outer, json_object *obj, claim_pin *
     if (r >= 0)
         r = act_json_get_string(rd, obj, "fallback_digest", ACT_JSON_OPTIONAL, pin->fallback_digest,
                                 sizeof(pin->fallback_digest));
+    if (r >= 0)
+        r = act_json_get_string(rd, obj, "source", ACT_JSON_OPTIONAL, pin->source,
+                                sizeof(pin->source));
     return r;
 }
 
@@ -204,8 +209,8 @@ static int parse_state(const act_json_reader *outer, json_object *obj, claim_sta
 
 static int parse_body(const act_json_reader *rd, json_object *root, claim *c)
 {
-    static const char *const allowed[] = {"holder", "op",    "pin",     "held",
-                                          "state",  "failure", NULL};
+    static const char *const allowed[] = {"holder",      "op",    "pin",     "held", "held_digest",
+                                          "held_source", "state", "failure", NULL};
     const json_type object = json_type_object;
     json_object *holder = NULL, *op = NULL, *pin = NULL, *state = NULL, *failure = NULL;
     int r = check_known(rd, root, allowed);
@@ -225,6 +230,12 @@ static int parse_body(const act_json_reader *rd, json_object *root, claim *c)
     }
     if (r >= 0)
         r = act_json_get_string(rd, root, "held", ACT_JSON_OPTIONAL, c->held, sizeof(c->held));
+    if (r >= 0)
+        r = act_json_get_string(rd, root, "held_digest", ACT_JSON_OPTIONAL, c->held_digest,
+                                sizeof(c->held_digest));
+    if (r >= 0)
+        r = act_json_get_string(rd, root, "held_source", ACT_JSON_OPTIONAL, c->held_source,
+                                sizeof(c->held_source));
     if (r >= 0)
         r = act_json_get_member(rd, root, "state", object, ACT_JSON_OPTIONAL, &state);
     if (r >= 0 && state)
@@ -359,10 +370,16 @@ json_object *claim_to_json_object(const claim *c)
             add_string(pin, "fallback_version", c->pin.fallback_version);
             add_string(pin, "fallback_digest", c->pin.fallback_digest);
         }
+        if (c->pin.source[0])
+            add_string(pin, "source", c->pin.source);
         json_object_object_add(root, "pin", pin);
     }
     if (c->held[0])
         add_string(root, "held", c->held);
+    if (c->held_digest[0])
+        add_string(root, "held_digest", c->held_digest);
+    if (c->held_source[0])
+        add_string(root, "held_source", c->held_source);
     if (c->state.checkpoint[0]) {
         json_object *state = json_object_new_object();
         add_string(state, "checkpoint", c->state.checkpoint);

@@ -172,6 +172,52 @@ static int validate_pin_failure(const claim *c, act_error *err)
     return 0;
 }
 
+/* A build's source as a claim names it: a registry image by digest, which
+ * any box can fetch the same bytes from. The image library parses it at
+ * the fetch; this only keeps what cannot be one out of the claim. */
+static bool is_build_source(const char *s)
+{
+    static const char scheme[] = "docker://", at[] = "@sha256:";
+    size_t n = strlen(s);
+    if (strncmp(s, scheme, strlen(scheme)) != 0 || n < strlen(scheme) + 1 + strlen(at) + 64)
+        return false;
+    if (strncmp(s + n - 64 - strlen(at), at, strlen(at)) != 0 || !is_hex_digest(s + n - 64))
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!isgraph((unsigned char)*p))
+            return false;
+    return true;
+}
+
+static int check_build_source(const claim *c, const char *field, const char *value, act_error *err)
+{
+    if (!value[0] || is_build_source(value))
+        return 0;
+    return act_error_set(err, EINVAL,
+                         "host %s: claim field %s \"%.80s\" is not a registry image by digest "
+                         "(docker://REGISTRY/REPO@sha256:<64 lowercase hex digits>); write the "
+                         "source the build was staged from, or leave it out",
+                         c->host, field, value);
+}
+
+/* A hold names a version, and, when the box that wrote it had that build
+ * staged, its digest and source, as a pin does. */
+static int validate_held(const claim *c, act_error *err)
+{
+    if (c->held_digest[0] && (!c->held[0] || !is_hex_digest(c->held_digest)))
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field held_digest must be 64 lowercase hex digits "
+                             "(a SHA-256) beside held, and absent without it; record the held "
+                             "build's digest",
+                             c->host);
+    if (c->held_source[0] && !c->held_digest[0])
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field held_source is set without held_digest; a "
+                             "source is only fetched for a build of known digest",
+                             c->host);
+    return check_build_source(c, "held_source", c->held_source, err);
+}
+
 bool claim_pin_failed(const claim *c)
 {
     return c && c->has_pin && c->pin.failure_reason[0] != '\0';
@@ -225,7 +271,13 @@ int claim_validate(const claim *c, act_error *err)
         int r = validate_pin_failure(c, err);
         if (r < 0)
             return r;
+        r = check_build_source(c, "pin.source", c->pin.source, err);
+        if (r < 0)
+            return r;
     }
+    int held = validate_held(c, err);
+    if (held < 0)
+        return held;
     if (c->state.sha256[0] && !is_hex_digest(c->state.sha256))
         return act_error_set(err, EINVAL,
                              "host %s: claim field state.sha256 is not 64 lowercase hex digits "

@@ -130,6 +130,10 @@ typedef struct claim_op {
     char to[65];
 } claim_op;
 
+/* A registry reference of a build, with room for a registry name (253), a
+ * repository (255) and "@sha256:" and 64 hex digits. */
+#define CLAIM_SOURCE_SIZE 640
+
 /* The build the next start must run exactly: a swap's choice. A failed swap
  * to this pin is recorded next to it so every box sees why it was abandoned.
  * A pin that failed is never run again by a cold wake: the wake runs the
@@ -151,6 +155,12 @@ typedef struct claim_pin {
      * its failure later keeps it; unused while the pin has not failed. */
     char fallback_version[65];
     char fallback_digest[65];
+    /* Where another box fetches the pinned build when it has not staged it:
+     * the registry image it was staged from, resolved to its manifest's
+     * digest ("docker://REGISTRY/REPO@sha256:<hex>"), as a tag can move.
+     * Empty for a build staged from a directory or a local image layout,
+     * which no other box can reach. */
+    char source[CLAIM_SOURCE_SIZE];
 } claim_pin;
 
 /* Why the holder's last admission does not serve: written with phase
@@ -197,6 +207,10 @@ typedef struct claim {
     bool has_pin;
     claim_pin pin;
     char held[65]; /* version an operator froze the host on; empty = not held */
+    /* The held build's digest and registry source, as a pin's, when the
+     * box that wrote the hold had it staged; empty otherwise. */
+    char held_digest[65];
+    char held_source[CLAIM_SOURCE_SIZE];
     claim_state state;
     bool has_failure;
     claim_failure failure;
@@ -637,6 +651,10 @@ typedef struct claim_edit {
     claim_edit_kind kind;
     char box[65];     /* assign: the box to run the host */
     char version[65]; /* hold: the version to freeze it on */
+    /* hold: that build's digest and registry source, when known ("" when
+     * not): written beside held (claim.held_digest, held_source). */
+    char digest[65];
+    char source[CLAIM_SOURCE_SIZE];
     /* assign: the operator says the box that holds the host runs nothing of
      * it any more (that box is gone): its release is taken as given, stamped
      * stamp_usec, and box may admit itself at once (claim_release_pending). */

@@ -36,7 +36,12 @@ static claim full_claim(void)
     c.pin.failure_usec = 1700000000222222ULL;
     snprintf(c.pin.fallback_version, sizeof(c.pin.fallback_version), "v1");
     snprintf(c.pin.fallback_digest, sizeof(c.pin.fallback_digest), "%s", digest);
+    snprintf(c.pin.source, sizeof(c.pin.source),
+             "docker://registry.example:5000/team/web@sha256:%s", digest);
     snprintf(c.held, sizeof(c.held), "v1");
+    snprintf(c.held_digest, sizeof(c.held_digest), "%s", digest);
+    snprintf(c.held_source, sizeof(c.held_source), "docker://registry.example/web@sha256:%s",
+             digest);
     snprintf(c.state.checkpoint, sizeof(c.state.checkpoint), "ckpt-2024-01-01");
     snprintf(c.state.sha256, sizeof(c.state.sha256), "%s", digest);
     c.state.size = 52428800;
@@ -89,6 +94,9 @@ static void codec_round_trip_preserves_every_field(void **state)
     /* Outside a move the op has no from and to. */
     assert_null(strstr(text, "\"from\""));
     assert_null(strstr(text, "\"to\""));
+    /* Without a registry source, neither a pin nor a hold writes one. */
+    assert_null(strstr(text, "source"));
+    assert_null(strstr(text, "held_digest"));
     free(text);
 }
 
@@ -104,7 +112,8 @@ static void expect_refusal(const char *text, int errnum, const char *field)
 
 static void codec_refuses_bad_input_naming_host_and_field(void **state)
 {
-    const char *op = "\"op\":{\"id\":\"o\",\"kind\":\"serving\",\"phase\":\"serving\",\"exec\":\"b\"}";
+    const char *op =
+        "\"op\":{\"id\":\"o\",\"kind\":\"serving\",\"phase\":\"serving\",\"exec\":\"b\"}";
     char text[512];
     expect_refusal("{", EINVAL, NULL);
     expect_refusal("[]", EINVAL, NULL);
@@ -117,47 +126,84 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
                    EINVAL, "op.phase");
     expect_refusal("{\"op\":{\"id\":5,\"kind\":\"move\",\"phase\":\"moving\",\"exec\":\"\"}}",
                    EINVAL, "op.id");
-    snprintf(text, sizeof(text), "{%s,\"holder\":{\"box\":\"b\",\"incarnation\":\"i\","
-             "\"session\":\"3\",\"generation\":1,\"stamp_usec\":1}}", op);
+    snprintf(text, sizeof(text),
+             "{%s,\"holder\":{\"box\":\"b\",\"incarnation\":\"i\","
+             "\"session\":\"3\",\"generation\":1,\"stamp_usec\":1}}",
+             op);
     expect_refusal(text, EINVAL, "holder.session");
-    snprintf(text, sizeof(text), "{%s,\"holder\":{\"box\":\"b\",\"incarnation\":\"i\","
-             "\"session\":-3,\"generation\":1,\"stamp_usec\":1}}", op);
+    snprintf(text, sizeof(text),
+             "{%s,\"holder\":{\"box\":\"b\",\"incarnation\":\"i\","
+             "\"session\":-3,\"generation\":1,\"stamp_usec\":1}}",
+             op);
     expect_refusal(text, EINVAL, "holder.session");
-    snprintf(text, sizeof(text), "{%s,\"holder\":{\"box\":\"b\",\"incarnation\":\"i\","
-             "\"session\":3,\"stamp_usec\":1}}", op);
+    snprintf(text, sizeof(text),
+             "{%s,\"holder\":{\"box\":\"b\",\"incarnation\":\"i\","
+             "\"session\":3,\"stamp_usec\":1}}",
+             op);
     expect_refusal(text, EINVAL, "holder.generation");
     snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"abc\"}}", op);
     expect_refusal(text, EINVAL, "pin.digest");
     /* A pin's failure: its reason a code, its fallback an exact build, and
      * no failure's details without its reason. A fallback without a failure
      * is the swap's, written with the pin (below, accepted). */
-    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
-             "\"failure_reason\":\"Not Ready\"}}", op, digest);
+    snprintf(text, sizeof(text),
+             "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"failure_reason\":\"Not Ready\"}}",
+             op, digest);
     expect_refusal(text, EINVAL, "pin.failure_reason");
-    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
-             "\"failure_reason\":\"crashed\",\"fallback_version\":\"v0\"}}", op, digest);
+    snprintf(text, sizeof(text),
+             "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"failure_reason\":\"crashed\",\"fallback_version\":\"v0\"}}",
+             op, digest);
     expect_refusal(text, EINVAL, "pin.fallback_digest");
-    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
-             "\"failure_box\":\"b1\"}}", op, digest);
+    snprintf(text, sizeof(text),
+             "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"failure_box\":\"b1\"}}",
+             op, digest);
     expect_refusal(text, EINVAL, "pin.failure_reason");
-    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
-             "\"fallback_version\":\"v0\"}}", op, digest);
+    snprintf(text, sizeof(text),
+             "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"fallback_version\":\"v0\"}}",
+             op, digest);
     expect_refusal(text, EINVAL, "pin.fallback_digest");
     {
-        snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
-                 "\"fallback_version\":\"v0\",\"fallback_digest\":\"%s\"}}", op, digest,
-                 digest);
+        snprintf(text, sizeof(text),
+                 "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+                 "\"fallback_version\":\"v0\",\"fallback_digest\":\"%s\"}}",
+                 op, digest, digest);
         claim pinned;
         act_error err = {0};
         assert_int_equal(claim_from_json("web1", text, strlen(text), &pinned, &err), 0);
         assert_false(claim_pin_failed(&pinned));
         assert_string_equal(pinned.pin.fallback_version, "v0");
     }
-    snprintf(text, sizeof(text), "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
-             "\"failure_reason\":\"crashed\",\"failure_box\":\"../b\"}}", op, digest);
+    snprintf(text, sizeof(text),
+             "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"failure_reason\":\"crashed\",\"failure_box\":\"../b\"}}",
+             op, digest);
     expect_refusal(text, EINVAL, "pin.failure_box");
     snprintf(text, sizeof(text), "{%s,\"held\":\"../etc\"}", op);
     expect_refusal(text, EINVAL, "held");
+    /* A build's source is a registry image by digest: a tag can move, and a
+     * path names a file only its own box has. */
+    const char *bad_sources[] = {"docker://r.example/web:v1",
+                                 "oci:/srv/layout@sha256:", "docker://r.example/web@sha256:ABC",
+                                 "http://r/web@sha256:"};
+    for (size_t i = 0; i < sizeof(bad_sources) / sizeof(bad_sources[0]); i++) {
+        snprintf(text, sizeof(text),
+                 "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\",\"source\":\"%s%s\"}}", op,
+                 digest, bad_sources[i],
+                 strstr(bad_sources[i], "@sha256:") && i != 2 ? digest : "");
+        expect_refusal(text, EINVAL, "pin.source");
+    }
+    snprintf(text, sizeof(text), "{%s,\"held\":\"v1\",\"held_source\":\"docker://r/w@sha256:%s\"}",
+             op, digest);
+    expect_refusal(text, EINVAL, "held_source");
+    snprintf(text, sizeof(text), "{%s,\"held_digest\":\"%s\"}", op, digest);
+    expect_refusal(text, EINVAL, "held_digest");
+    snprintf(text, sizeof(text),
+             "{%s,\"held\":\"v1\",\"held_digest\":\"%s\",\"held_source\":\"r/w\"}", op, digest);
+    expect_refusal(text, EINVAL, "held_source");
     snprintf(text, sizeof(text), "{%s,\"sesion\":1}", op);
     expect_refusal(text, EINVAL, "sesion");
     snprintf(text, sizeof(text), "{%s} trailing", op);
@@ -178,8 +224,10 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
     expect_refusal("{\"op\":{\"id\":\"o\",\"kind\":\"move\",\"phase\":\"moving\","
                    "\"exec\":\"\",\"from\":3}}",
                    EINVAL, "op.from");
-    snprintf(text, sizeof(text), "{%s,\"failure\":{\"reason\":\"r\",\"message\":\"m\","
-             "\"attempts\":0,\"stamp_usec\":1,\"phase\":\"Probing!\"}}", op);
+    snprintf(text, sizeof(text),
+             "{%s,\"failure\":{\"reason\":\"r\",\"message\":\"m\","
+             "\"attempts\":0,\"stamp_usec\":1,\"phase\":\"Probing!\"}}",
+             op);
     expect_refusal(text, EINVAL, "failure.phase");
 
     /* The starting generation is above the serving one, or absent. */
@@ -207,7 +255,8 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
         {"\"reason\":\"crashed\",\"message\":\"m\",\"attempts\":-1,\"stamp_usec\":1",
          "failure.attempts"},
         {"\"reason\":\"crashed\",\"message\":\"m\",\"attempts\":1,\"stamp_usec\":1,"
-         "\"atempts\":1", "failure.atempts"},
+         "\"atempts\":1",
+         "failure.atempts"},
     };
     for (size_t i = 0; i < sizeof(failure_fields) / sizeof(failure_fields[0]); i++) {
         snprintf(text, sizeof(text), "{%s,\"failure\":{%s}}", op, failure_fields[i][0]);
@@ -231,8 +280,10 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
     char long_exec[200];
     memset(long_exec, 'x', 100);
     long_exec[100] = '\0';
-    snprintf(text, sizeof(text), "{\"op\":{\"id\":\"o\",\"kind\":\"serving\",\"phase\":\"serving\","
-             "\"exec\":\"%s\"}}", long_exec);
+    snprintf(text, sizeof(text),
+             "{\"op\":{\"id\":\"o\",\"kind\":\"serving\",\"phase\":\"serving\","
+             "\"exec\":\"%s\"}}",
+             long_exec);
     expect_refusal(text, EINVAL, "op.exec");
 }
 
@@ -682,12 +733,25 @@ static void edits_change_only_what_they_name(void **state)
     /* The admission goes on under a hold: what it had stays. */
     assert_int_equal(next.holder.starting_generation, 13);
     assert_true(next.has_failure);
-    snprintf(hold.version, sizeof(hold.version), "v1"); /* already held there */
-    assert_int_equal(claim_apply_edit("web1", &current, &hold, &next, &err), 1);
+    /* Already held there, by a hold that knew no more. */
+    snprintf(hold.version, sizeof(hold.version), "v1");
+    claim plain = current;
+    plain.held_digest[0] = plain.held_source[0] = '\0';
+    assert_int_equal(claim_apply_edit("web1", &plain, &hold, &next, &err), 1);
+
+    /* A hold that knows the build writes its digest and source beside it;
+     * the same version with them is a change. */
+    snprintf(hold.digest, sizeof(hold.digest), "%s", digest);
+    snprintf(hold.source, sizeof(hold.source), "docker://r.example/web@sha256:%s", digest);
+    assert_int_equal(claim_apply_edit("web1", &plain, &hold, &next, &err), 0);
+    assert_string_equal(next.held_source, hold.source);
+    assert_int_equal(claim_validate(&next, &err), 0);
 
     claim_edit unhold = {.kind = CLAIM_EDIT_UNHOLD};
     assert_int_equal(claim_apply_edit("web1", &current, &unhold, &next, &err), 0);
     assert_string_equal(next.held, "");
+    assert_string_equal(next.held_digest, "");
+    assert_string_equal(next.held_source, "");
     assert_int_equal(claim_apply_edit("web1", &next, &unhold, &next, &err), 1);
 
     claim_edit unpin = {.kind = CLAIM_EDIT_UNPIN};
@@ -822,8 +886,8 @@ static void a_rollback_hands_the_host_back_after_the_targets_release(void **stat
     claim_move_start("web1", &c, "b2", "move-1", false, 5, &draining, &err);
     claim_move_next_moving(&draining, NULL, 7, &moving);
     claim_next_admission(&moving, "b2", "inc-b2", 8, &probing);
-    assert_int_equal(claim_move_rollback(&probing, "restore_failed", "bad\narchive", "b2", 9,
-                                         &back, &err), 0);
+    assert_int_equal(
+        claim_move_rollback(&probing, "restore_failed", "bad\narchive", "b2", 9, &back, &err), 0);
     assert_int_equal(claim_validate(&back, &err), 0);
     assert_int_equal(back.op.kind, CLAIM_OP_SERVING);
     assert_string_equal(back.op.phase, "assigned");
