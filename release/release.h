@@ -167,6 +167,15 @@ int rel_stage_as(rel_store *store, const char *host, const char *version, const 
                  const char *exec_path, const char *source_label, rel_identity *out,
                  act_error *err);
 
+/* rel_stage_as that stages only a build of digest expected_digest (NULL:
+ * any): a tree that hashes otherwise is refused with -EKEYREJECTED before
+ * anything appears under the version. A box fetching a pinned build uses
+ * it, so it never holds a build that differs from the pin under the pin's
+ * version. */
+int rel_stage_expecting(rel_store *store, const char *host, const char *version,
+                        const char *source_path, const char *exec_path, const char *source_label,
+                        const char *expected_digest, rel_identity *out, act_error *err);
+
 /* Points <host>/live at version: a new symlink renamed over the old one, so
  * a reader sees either the old or the new target, never none. The version
  * is fully re-verified first (rel_verify); a build that does not verify is

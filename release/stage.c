@@ -559,6 +559,14 @@ int rel_stage(rel_store *store, const char *host, const char *version, const cha
 int rel_stage_as(rel_store *store, const char *host, const char *version, const char *source_path,
                  const char *exec_path, const char *source_label, rel_identity *out, act_error *err)
 {
+    return rel_stage_expecting(store, host, version, source_path, exec_path, source_label, NULL,
+                               out, err);
+}
+
+int rel_stage_expecting(rel_store *store, const char *host, const char *version,
+                        const char *source_path, const char *exec_path, const char *source_label,
+                        const char *expected_digest, rel_identity *out, act_error *err)
+{
     assert(store);
     int r = check_request(host, version, source_path, exec_path, err);
     if (r < 0)
@@ -604,6 +612,17 @@ int rel_stage_as(rel_store *store, const char *host, const char *version, const 
     if (r < 0) {
         act_error_prefix(err, "host %s: version %s: staging failed, nothing was changed", host,
                          version);
+        return drop_staging(host_dirfd, staging_name, host, version, r, err);
+    }
+    /* Checked before the rename: a build of another digest never appears
+     * under the version, not even for a moment. */
+    if (expected_digest && strcmp(m.build_digest, expected_digest) != 0) {
+        r = act_error_set(err, EKEYREJECTED,
+                          "host %s: version %s: %s makes a build of digest %s, not %s as "
+                          "expected; nothing was staged",
+                          host, version,
+                          copy.source_recorded[0] ? copy.source_recorded : source_path,
+                          m.build_digest, expected_digest);
         return drop_staging(host_dirfd, staging_name, host, version, r, err);
     }
     return publish(store, host_dirfd, staging_name, &m, out, err);

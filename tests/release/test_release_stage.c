@@ -210,6 +210,36 @@ static void same_content_is_noop_different_is_refused(void **state)
     free(other_dir);
 }
 
+/* A fetch of a pinned build stages only the pin's digest: another tree is
+ * refused before anything appears under the version. */
+static void a_stage_expecting_a_digest_refuses_another_build(void **state)
+{
+    rt_fixture *fx = *state;
+    act_error err = {0};
+    rel_identity v1, v2;
+    if (rel_stage(fx->store, "ref", "v1", rt_app_v1, NULL, &v1, &err) < 0 ||
+        rel_stage(fx->store, "ref", "v2", rt_app_v2, NULL, &v2, &err) < 0)
+        fail_msg("stage: %s", err.message);
+    rel_identity got;
+    assert_int_equal(rel_stage_expecting(fx->store, "web1", "v1", rt_app_v2, NULL, "docker://r/a",
+                                         v1.build_digest, &got, &err),
+                     -EKEYREJECTED);
+    assert_non_null(strstr(err.message, v1.build_digest));
+    assert_non_null(strstr(err.message, v2.build_digest));
+    assert_non_null(strstr(err.message, "nothing was staged"));
+    char *host_dir = rt_join(fx->releases, "web1");
+    char *version_dir = rt_join(host_dir, "v1");
+    assert_false(rt_exists(version_dir));
+    assert_int_equal(rt_count_prefix(host_dir, ".staging-"), 0);
+    if (rel_stage_expecting(fx->store, "web1", "v1", rt_app_v1, NULL, "docker://r/a",
+                            v1.build_digest, &got, &err) < 0)
+        fail_msg("stage of the expected build: %s", err.message);
+    assert_string_equal(got.build_digest, v1.build_digest);
+    assert_string_equal(got.source, "docker://r/a");
+    free(version_dir);
+    free(host_dir);
+}
+
 static void stage_killed_midway_leaves_nothing_and_retry_succeeds(void **state)
 {
     rt_fixture *fx = *state;
@@ -412,8 +442,7 @@ static void symlinks_that_stay_inside_and_hard_links_are_staged(void **state)
     if (rel_promote(fx->store, "web1", "v1", &err) < 0)
         fail_msg("promote: %s", err.message);
     rel_resolved resolved;
-    assert_int_equal(rel_resolve(fx->store, "web1", NULL, "lib/libx.so", &resolved, &err),
-                     -ENOENT);
+    assert_int_equal(rel_resolve(fx->store, "web1", NULL, "lib/libx.so", &resolved, &err), -ENOENT);
     assert_non_null(strstr(err.message, "a symlink"));
     free(real);
     free(lib);
@@ -553,6 +582,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(symlinks_that_lead_out_and_set_id_files_are_refused,
                                         rt_setup, rt_teardown),
         cmocka_unit_test_setup_teardown(a_format_1_manifest_is_still_read, rt_setup, rt_teardown),
+        cmocka_unit_test_setup_teardown(a_stage_expecting_a_digest_refuses_another_build, rt_setup,
+                                        rt_teardown),
         cmocka_unit_test_setup_teardown(stage_refuses_unsafe_sources_and_changes_nothing, rt_setup,
                                         rt_teardown),
     };
