@@ -54,7 +54,7 @@ size_t cfg_errors_print(const cfg_errors *errors, FILE *out);
 size_t cfg_errors_count_file(const cfg_errors *errors, const char *file);
 
 /* How many keys [Activator] has. */
-#define CFG_DAEMON_N_KEYS 37
+#define CFG_DAEMON_N_KEYS 38
 
 /* [Activator] of activatord.conf. Every string is malloc'd and set (defaults
  * filled in) except where NULL is documented. */
@@ -129,6 +129,9 @@ typedef struct cfg_daemon {
     /* RegistryInsecure=: registries (HOST or HOST:PORT) reached over plain
      * http; NULL-terminated, NULL when none. */
     char **registry_insecure;
+    uint64_t build_fetch_timeout_usec;     /* BuildFetchTimeoutSec=, 1 s..1 h, default 120 s:
+                                              how long a wake waits for a pinned build this
+                                              box fetches from its registry source */
     unsigned key_lines[CFG_DAEMON_N_KEYS]; /* where each key was set; see cfg_daemon_key_line */
 } cfg_daemon;
 

@@ -389,6 +389,14 @@ static int check_registry(const char *word, act_error *err)
                          shown);
 }
 
+/* BuildFetchTimeoutSec=: long enough for a large image over a slow link;
+ * the fetch itself goes on past it, for the next wake. */
+static int apply_build_fetch_timeout(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 3600 * CFG_USEC_PER_SEC,
+                                    &((cfg_daemon *)target)->build_fetch_timeout_usec, err);
+}
+
 /* RegistryInsecure=: registries, added to the list. */
 static int apply_registry_insecure(void *target, const char *value, act_error *err)
 {
@@ -455,6 +463,7 @@ enum {
     KEY_FREEZE_MEMORY_PRESSURE,
     KEY_REGISTRY_AUTH_FILE,
     KEY_REGISTRY_INSECURE,
+    KEY_BUILD_FETCH_TIMEOUT,
     N_KEYS,
 };
 
@@ -503,6 +512,8 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
                                     apply_freeze_memory_pressure, false},
     [KEY_REGISTRY_AUTH_FILE] = {"Activator", "RegistryAuthFile", apply_registry_auth_file, false},
     [KEY_REGISTRY_INSECURE] = {"Activator", "RegistryInsecure", apply_registry_insecure, true},
+    [KEY_BUILD_FETCH_TIMEOUT] = {"Activator", "BuildFetchTimeoutSec", apply_build_fetch_timeout,
+                                 false},
 };
 
 /* Sets *field to prefix+arg+suffix unless the file set it. */
@@ -725,6 +736,7 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .host_log_max_bytes = 8 * 1024 * 1024,
         .checkpoints_keep = CKPT_DEFAULT_KEEP,
         .freeze_memory_pressure_usec = 200 * 1000,
+        .build_fetch_timeout_usec = 120 * CFG_USEC_PER_SEC,
     };
     int problems = cfg_ini_parse_fd(fd, path, daemon_keys, N_KEYS, &c, c.key_lines, errors);
     if (problems < 0)

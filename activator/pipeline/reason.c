@@ -26,6 +26,10 @@
  * | digest_mismatch  | yes     | no    | no           | a tampered or half-staged build hashes|
  * |                  |         |       |              | the same on a retry; re-stage it      |
  * | not_staged       | yes     | no    | no           | staging is an operator action         |
+ * | build_unavailable| yes     | no    | no           | the pin's build is not here and its   |
+ * |                  |         |       |              | fetch failed or has no source; a      |
+ * |                  |         |       |              | retry would fetch again, which the    |
+ * |                  |         |       |              | next wake does                        |
  * | budget           | yes     | no    | no           | retrying would spend the budget that  |
  * |                  |         |       |              | just ran out; the next trigger asks   |
  * |                  |         |       |              | again                                 |
@@ -111,6 +115,7 @@ static const reason_policy reason_table[] = {
     [PL_REASON_RELEASE_PENDING] = {"release_pending", true, false, false},
     [PL_REASON_PIN_FAILED] = {"pin_failed", true, false, false},
     [PL_REASON_CHECKPOINTING] = {"checkpointing", true, false, false},
+    [PL_REASON_BUILD_UNAVAILABLE] = {"build_unavailable", true, false, false},
 };
 /* pl_reason_from_string walks the whole table: every reason needs its row. */
 static_assert(ARRAY_SIZE(reason_table) == _PL_REASON_MAX, "a reason without a policy row");

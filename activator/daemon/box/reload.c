@@ -113,7 +113,7 @@ typedef struct plan {
     size_t n;
     size_t unchanged;
     size_t removing;
-    const char *daemon_keys[11]; /* daemon keys changed in place */
+    const char *daemon_keys[12]; /* daemon keys changed in place */
     size_t n_daemon_keys;
     met_server *metrics;  /* a new MetricsListen='s server */
     bool metrics_changed; /* ... or none at all */
@@ -282,6 +282,8 @@ static void check_daemon(ad_daemon *daemon, reload_job *job, plan *p)
         /* Read by each stage when it is asked for. */
         {"RegistryAuthFile", !same_string(now->registry_auth_file, next->registry_auth_file)},
         {"RegistryInsecure", !act_strv_equal(now->registry_insecure, next->registry_insecure)},
+        /* Read by each wake that fetches. */
+        {"BuildFetchTimeoutSec", now->build_fetch_timeout_usec != next->build_fetch_timeout_usec},
     };
     static_assert(ARRAY_SIZE(in_place) <= ARRAY_SIZE(p->daemon_keys), "room for every key");
     for (size_t i = 0; i < ARRAY_SIZE(in_place); i++)
@@ -582,6 +584,7 @@ static void apply_daemon(ad_daemon *daemon, reload_job *job, plan *p)
     config->claim_unclaimed = next->claim_unclaimed;
     config->host_log_max_bytes = next->host_log_max_bytes;
     config->checkpoints_keep = next->checkpoints_keep;
+    config->build_fetch_timeout_usec = next->build_fetch_timeout_usec;
     /* A stage in flight has its own copies. */
     free(config->registry_auth_file);
     config->registry_auth_file = TAKE_PTR(job->config.registry_auth_file);

@@ -10,15 +10,11 @@
  *
  * The source is a directory or file of this box, an OCI image layout
  * (oci:PATH[:TAG]) or an image in a registry (docker://REGISTRY/REPO:TAG or
- * @sha256:DIGEST, pulled with RegistryAuthFile= and RegistryInsecure=
- * first into a layout in the work directory): the image's layers are
- * applied into a work directory beside the releases (image/), staged from
- * there with the image, resolved to its manifest's digest, as the build's
- * source, and the work directory removed. */
+ * @sha256:DIGEST, pulled with RegistryAuthFile= and RegistryInsecure=),
+ * staged through fetch/image_stage.h. */
 #include "activator/daemon/builds/stage.h"
 
 #include <assert.h>
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +22,12 @@
 #include <sys/stat.h>
 
 #include "activator/daemon/builds/promote.h"
+#include "activator/daemon/fetch/image_stage.h"
 #include "activator/daemon/host/step_holds.h"
 #include "common/cleanup.h"
 #include "common/json_fields.h"
 #include "common/log.h"
 #include "common/strv.h"
-#include "image/image.h"
 
 typedef struct stage_job {
     ad_host *owner; /* on the loop only */
@@ -52,99 +48,21 @@ typedef struct stage_job {
     act_error err;
 } stage_job;
 
-#define IMAGE_WORK_PREFIX ".image-"
-
-/* The work directories a stage of host left behind when the daemon died
- * under it. Stages of one host run one at a time (its lane), so none of
- * them is in use. */
-static void sweep_image_work(const stage_job *job)
-{
-    DIR *dir = opendir(job->work_dir);
-    if (!dir)
-        return;
-    char prefix[ACT_NAME_MAX + 16];
-    snprintf(prefix, sizeof(prefix), IMAGE_WORK_PREFIX "%s-", job->host);
-    struct dirent *de;
-    /* The prefix and mkdtemp's six characters, nothing more: host "web"
-     * must not take ".image-web-2-ABCDEF", host web-2's, maybe in use. */
-    size_t name_len = strlen(prefix) + 6;
-    while ((de = readdir(dir))) {
-        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 || strlen(de->d_name) != name_len)
-            continue;
-        char path[8192];
-        snprintf(path, sizeof(path), "%s/%s", job->work_dir, de->d_name);
-        (void)img_remove_tree(path);
-    }
-    closedir(dir);
-}
-
-/* A registry's image pulled into the layout <work>/layout; the reference
- * to open it by, and the source it came from into source. */
-static int pull_image(stage_job *job, const char *work, char *local, size_t local_size,
-                      char *source, size_t source_size)
-{
-    char layout[8300];
-    snprintf(layout, sizeof(layout), "%s/layout", work);
-    img_registry_options options = {
-        .auth_file = job->registry_auth_file,
-        .insecure = (const char *const *)job->registry_insecure,
-        .n_insecure = act_strv_length(job->registry_insecure),
-    };
-    int r = img_pull(job->path, &options, layout, source, source_size, &job->err);
-    if (r == 0)
-        snprintf(local, local_size, "oci:%s:" IMG_PULLED_TAG, layout);
-    return r;
-}
-
-/* An image: pulled if it is a registry's, its layers applied into a work
- * directory, the tree staged with the image as its source, the work
- * directory removed whatever happened. */
-static int stage_image(stage_job *job)
-{
-    sweep_image_work(job);
-    char work[8192];
-    snprintf(work, sizeof(work), "%s/" IMAGE_WORK_PREFIX "%s-XXXXXX", job->work_dir, job->host);
-    if (!mkdtemp(work))
-        return act_error_set(&job->err, errno,
-                             "host %s: version %s: cannot make a work directory in %s for the "
-                             "image: %s; nothing was staged",
-                             job->host, job->version, job->work_dir, strerror(errno));
-    char local[8400], source[1024] = "", tree[8300];
-    snprintf(local, sizeof(local), "%s", job->path);
-    snprintf(tree, sizeof(tree), "%s/tree", work);
-    int r = img_is_registry_reference(job->path)
-                ? pull_image(job, work, local, sizeof(local), source, sizeof(source))
-                : 0;
-    _cleanup_(img_image_clear) img_image image = {0};
-    if (r == 0)
-        r = img_open(local, &image, &job->err);
-    if (r == 0 && !source[0])
-        img_source(&image, source, sizeof(source));
-    if (r == 0 && mkdir(tree, 0700) < 0)
-        r = act_error_set(&job->err, errno, "cannot make %s: %s", tree, strerror(errno));
-    if (r == 0)
-        r = img_flatten(&image, tree, &job->err);
-    if (r < 0)
-        act_error_prefix(&job->err, "host %s: version %s: nothing was staged", job->host,
-                         job->version);
-    else
-        r = rel_stage_as(job->releases, job->host, job->version, tree, job->executable, source,
-                         &job->identity, &job->err);
-    int removed = img_remove_tree(work);
-    if (removed < 0)
-        act_log(LOG_WARNING,
-                "host %s: cannot remove the image work directory %s: %s; the next "
-                "stage of the host removes it",
-                job->host, work, strerror(-removed));
-    return r;
-}
-
 static void run_stage(void *data)
 {
     stage_job *job = data;
     ad_test_hold_release_work("stage", job->host);
-    if (img_is_reference(job->path) || img_is_registry_reference(job->path)) {
-        job->result = stage_image(job);
+    if (ad_image_is_source(job->path)) {
+        ad_image_stage in = {
+            .host = job->host,
+            .version = job->version,
+            .reference = job->path,
+            .executable = job->executable,
+            .work_dir = job->work_dir,
+            .registry_auth_file = job->registry_auth_file,
+            .registry_insecure = (const char *const *)job->registry_insecure,
+        };
+        job->result = ad_image_stage_run(job->releases, &in, &job->identity, &job->err);
     } else {
         /* A directory build names its executable by the host's Exec= path;
          * a single file is the executable. */

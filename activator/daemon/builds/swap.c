@@ -37,6 +37,7 @@
 #include "activator/daemon/claim/write_backs.h"
 #include "activator/daemon/host/step_holds.h"
 #include "activator/daemon/wake/ops.h"
+#include "activator/daemon/fetch/image_stage.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -52,6 +53,9 @@ struct ad_swap {
     bool waits_to_pin;        /* a wake in flight has sent its admission; pin once it ends */
     unsigned pin_conflicts;   /* writes of the pin that met another write */
     rel_pin pin;
+    /* Where another box fetches the pinned build: its registry source by
+     * digest ("" for a build staged from a directory). */
+    char source[CLAIM_SOURCE_SIZE];
     /* The build that served when the swap began: what a cold wake runs
      * instead of the pin should the swap fail. Empty when none did. */
     rec_build_ref fallback;
@@ -394,6 +398,7 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
     next.pin = (claim_pin){0};
     snprintf(next.pin.version, sizeof(next.pin.version), "%s", swap->pin.version);
     snprintf(next.pin.digest, sizeof(next.pin.digest), "%s", swap->pin.digest);
+    snprintf(next.pin.source, sizeof(next.pin.source), "%s", swap->source);
     /* The fallback goes with the pin, not only with its failure: a failure
      * recorded by a daemon that no longer knows what served (this one
      * killed before it wrote it, hosts/recovery.c) keeps it. A cold wake reads it
@@ -450,13 +455,14 @@ typedef struct verify_job {
     char host[ACT_NAME_MAX + 1];
     char version[REL_NAME_SIZE];
     rel_pin pin;
+    char source[CLAIM_SOURCE_SIZE];
     const char *code;
     int result;
     act_error err;
 } verify_job;
 
-static int verify_version(rel_store *releases, const char *host, const char *version,
-                          rel_pin *pin, const char **code, act_error *err)
+static int verify_version(rel_store *releases, const char *host, const char *version, rel_pin *pin,
+                          char source[CLAIM_SOURCE_SIZE], const char **code, act_error *err)
 {
     _cleanup_free_ rel_entry *entries = NULL;
     size_t n = 0;
@@ -474,6 +480,7 @@ static int verify_version(rel_store *releases, const char *host, const char *ver
         act_error_clear(err);
         snprintf(pin->version, sizeof(pin->version), "%s", version);
         snprintf(pin->digest, sizeof(pin->digest), "%s", entries[i].identity.build_digest);
+        ad_image_claim_source(&entries[i].identity, source, CLAIM_SOURCE_SIZE);
         r = 0;
         if (!entries[i].manifest_ok) {
             *code = "digest_mismatch";
@@ -491,8 +498,8 @@ static void run_verify(void *data)
 {
     verify_job *job = data;
     ad_test_hold_release_work("swap-verify", job->host);
-    job->result =
-        verify_version(job->releases, job->host, job->version, &job->pin, &job->code, &job->err);
+    job->result = verify_version(job->releases, job->host, job->version, &job->pin, job->source,
+                                 &job->code, &job->err);
 }
 
 static void complete_verify(void *data)
@@ -516,6 +523,7 @@ static void complete_verify(void *data)
         return;
     }
     swap->pin = job->pin;
+    snprintf(swap->source, sizeof(swap->source), "%s", job->source);
     if (swap->request_no_wait)
         tell(swap, &(ad_swap_news){.started = true, .version = swap->pin.version});
     pin_when_no_admission(swap);

@@ -47,6 +47,10 @@ struct ad_wake_state {
         act_error err;
     } answer;
     unsigned admission_conflicts; /* admissions made again after a write got in first */
+    struct ad_fetch *fetch;       /* the pinned build being fetched for prepare */
+    sd_event_source *fetch_timer; /* ... BuildFetchTimeoutSec= for it */
+    void (*fetch_again)(ad_host *host, pl_wake *wake); /* ... and prepare once it is staged */
+    bool fetched;                                      /* prepare fetched once: it does not again */
 };
 
 /* prepare's file work (resolve, open, digest), begun as the admission's CAS
@@ -61,6 +65,16 @@ typedef struct early_prepare {
     bool awaited;         /* prepare waits for it (waiting_wake is set) */
     ad_prepared prepared; /* once done; its exec fd is ours */
 } early_prepare;
+
+/* prepare's answer for a pinned build that is not staged here
+ * (wake/fetch_wait.c): true when it took the wake, fetching the build from
+ * the pin's source and calling again(host, wake) once it is staged, or
+ * refusing build_unavailable; false when the answer is prepare's to give. */
+typedef void ad_wake_fetched_fn(ad_host *host, pl_wake *wake);
+bool ad_wake_fetch_missing_pin(ad_host *host, pl_wake *wake, int resolve_result,
+                               ad_wake_fetched_fn *again);
+/* The wake ends: a fetch in flight goes on without it. */
+void ad_wake_fetch_forget(ad_wake_state *w);
 
 /* gen's record as it stands, written with phase off the loop. */
 static inline int write_record_async(ad_generation *gen, rec_generation_phase phase,

@@ -52,11 +52,29 @@ static void announce_fallback(ad_host *host, const claim *admitted, const ad_gen
     ad_publish(host, EV_EVENT_PIN_FALLBACK, gen, why);
 }
 
+static void on_prepared(ad_host *host, ad_prepared *prepared, void *userdata);
+
+/* The pinned build is staged now (wake/fetch_wait.c): resolved as usual. */
+static void prepare_fetched(ad_host *host, pl_wake *wake)
+{
+    rel_pin pin;
+    ad_pin_choose(&host->wake_state->admitted, &pin);
+    act_error err = {0};
+    host->wake_state->waiting_wake = wake;
+    if (ad_build_prepare_async(host, &pin, on_prepared, NULL, &err) < 0) {
+        host->wake_state->waiting_wake = NULL;
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", host->name, err.message);
+    }
+}
+
 static void on_prepared(ad_host *host, ad_prepared *prepared, void *userdata)
 {
     (void)userdata;
     pl_wake *wake = take_wake(host);
     const claim *admitted = &host->wake_state->admitted;
+    if (prepared->result < 0 && !prepared->script_problem &&
+        ad_wake_fetch_missing_pin(host, wake, prepared->result, prepare_fetched))
+        return;
     if (prepared->result < 0) {
         pl_wake_complete(wake,
                          prepared->script_problem ? PL_REASON_SETUP_FAILED

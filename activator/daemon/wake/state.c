@@ -30,6 +30,7 @@ void ad_wake_state_free(void *data)
     ad_restore_abandon(w->restore);
     ad_wake_early_start_discard(w);
     ad_wake_early_forget(w);
+    ad_wake_fetch_forget(w);
     rel_resolved_release(&w->resolved);
     probe_free(w->probe);
     if (host->wake_state == w)

@@ -1240,7 +1240,8 @@ static void freeze_keys(void **state)
     }
 }
 
-/* RegistryAuthFile= and RegistryInsecure=: defaults, values, refusals. */
+/* RegistryAuthFile=, RegistryInsecure= and BuildFetchTimeoutSec=:
+ * defaults, values, refusals. */
 static void registry_keys(void **state)
 {
     (void)state;
@@ -1250,15 +1251,21 @@ static void registry_keys(void **state)
     assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
     assert_string_equal(c.registry_auth_file, "/etc/activator/registry-auth.json");
     assert_null(c.registry_insecure);
+    assert_int_equal(c.build_fetch_timeout_usec, 120 * CFG_USEC_PER_SEC);
     cfg_daemon_free(&c);
     write_file("d.conf", "[Activator]\nBox=box-1\nRegistryAuthFile=/etc/containers/auth.json\n"
                          "RegistryInsecure=registry.lab:5000 10.0.0.7\n"
-                         "RegistryInsecure=localhost:5001\n");
+                         "RegistryInsecure=localhost:5001\nBuildFetchTimeoutSec=10min\n");
     assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
     assert_string_equal(c.registry_auth_file, "/etc/containers/auth.json");
     assert_int_equal(act_strv_length(c.registry_insecure), 3);
     assert_string_equal(c.registry_insecure[2], "localhost:5001");
+    assert_int_equal(c.build_fetch_timeout_usec, 600 * CFG_USEC_PER_SEC);
     cfg_daemon_free(&c);
+    write_file("bad.conf", "[Activator]\nBox=box-1\nBuildFetchTimeoutSec=0\n");
+    expect_one_error("bad.conf", 3, "BuildFetchTimeoutSec", "out of range (use 1s to 1h)");
+    write_file("bad.conf", "[Activator]\nBox=box-1\nBuildFetchTimeoutSec=2h\n");
+    expect_one_error("bad.conf", 3, "BuildFetchTimeoutSec", "out of range (use 1s to 1h)");
     write_file("bad.conf", "[Activator]\nBox=box-1\nRegistryAuthFile=auth.json\n");
     expect_one_error("bad.conf", 3, "RegistryAuthFile", "absolute");
     write_file("bad.conf", "[Activator]\nBox=box-1\nRegistryInsecure=https://registry.lab\n");

@@ -321,6 +321,18 @@ void dh_stage(dh_daemon *d, const char *host, const char *version, bool promote,
     dh_stage_file(d, host, version, DH_E2E_APP, promote, identity);
 }
 
+void dh_make_image_layout(dh_daemon *d)
+{
+    char command[3 * PATH_MAX];
+    snprintf(command, sizeof(command),
+             "cd %s && umoci init --layout img && umoci new --image img:v1 && "
+             "umoci unpack --image img:v1 bundle >/dev/null && "
+             "cp %s bundle/rootfs/act-e2e-app && mkdir bundle/rootfs/bin && "
+             "ln -s /act-e2e-app bundle/rootfs/bin/app && umoci repack --image img:v1 bundle",
+             d->drv.dir, DH_E2E_APP);
+    DH_CHECK(d, system(command) == 0, "umoci could not make the image: %s", command);
+}
+
 void dh_staged_exec_path(dh_daemon *d, const char *host, const char *version, char *out,
                          size_t size)
 {
@@ -334,6 +346,16 @@ void dh_staged_exec_path(dh_daemon *d, const char *host, const char *version, ch
 void dh_dump_log(dh_daemon *d)
 {
     dd_dump_log(&d->drv);
+}
+
+size_t dh_log_count(dh_daemon *d, const char *text)
+{
+    char *log = dh_read_text(d->drv.log_path);
+    size_t n = 0;
+    for (const char *at = log; at && (at = strstr(at, text)); at += strlen(text))
+        n++;
+    free(log);
+    return n;
 }
 
 bool dh_log_wait(dh_daemon *d, const char *text, int timeout_ms)

@@ -159,6 +159,11 @@ void dh_stage_file(dh_daemon *d, const char *host, const char *version, const ch
                    bool promote, rel_identity *identity);
 
 /* The path of the staged executable of host/version. */
+/* An image layout at <dir>/img made by umoci, tagged v1: the e2e app at
+ * the image's root (Exec=act-e2e-app, as dh_write_app_host writes it), and
+ * bin/app an absolute symlink to it. */
+void dh_make_image_layout(dh_daemon *d);
+
 void dh_staged_exec_path(dh_daemon *d, const char *host, const char *version, char *out,
                          size_t size);
 
@@ -207,6 +212,8 @@ void dh_stop_and_check_clean(dh_daemon *d);
 
 /* Waits up to timeout_ms for text to appear in the daemon's log. */
 bool dh_log_wait(dh_daemon *d, const char *text, int timeout_ms);
+/* How many times text is in the daemon's log so far. */
+size_t dh_log_count(dh_daemon *d, const char *text);
 
 /* Polls status until host is in state (e.g. "parked"); false on timeout. */
 bool dh_wait_state(dh_daemon *d, const char *host, const char *state, int timeout_ms);

@@ -483,21 +483,6 @@ static void test_the_build_is_resolved_beside_the_admission(void **state)
     dh_stop_and_check_clean(d);
 }
 
-/* An image layout at <dir>/img, made by umoci, tagged v1: the e2e app at
- * the image's root (Exec=act-e2e-app), and bin/app an absolute symlink to
- * it. */
-static void make_image_layout(dh_daemon *d)
-{
-    char command[3 * PATH_MAX];
-    snprintf(command, sizeof(command),
-             "cd %s && umoci init --layout img && umoci new --image img:v1 && "
-             "umoci unpack --image img:v1 bundle >/dev/null && "
-             "cp %s bundle/rootfs/act-e2e-app && mkdir bundle/rootfs/bin && "
-             "ln -s /act-e2e-app bundle/rootfs/bin/app && umoci repack --image img:v1 bundle",
-             d->drv.dir, DH_E2E_APP);
-    DH_CHECK(d, system(command) == 0, "umoci could not make the image: %s", command);
-}
-
 /* Stages image as demo's v1, promoted; checks the reply names the image
  * resolved to its digest (source_prefix, up to "@sha256:"), wakes demo and
  * checks v1 serves on port. */
@@ -529,7 +514,7 @@ static void test_a_build_staged_from_an_image_layout_serves(void **state)
     dh_setup(d, DH_STORE_DIR, NULL);
     int port = dh_free_port();
     dh_write_app_host(d, "demo", port, NULL, NULL);
-    make_image_layout(d);
+    dh_make_image_layout(d);
     dh_start(d, NULL);
 
     char image[PATH_MAX + 16], expected[PATH_MAX + 16];
@@ -583,7 +568,7 @@ static void test_a_build_pulled_from_a_registry_serves(void **state)
     dh_setup(d, DH_STORE_DIR, conf);
     int port = dh_free_port();
     dh_write_app_host(d, "demo", port, NULL, NULL);
-    make_image_layout(d);
+    dh_make_image_layout(d);
     char layout[PATH_MAX];
     snprintf(layout, sizeof(layout), "%s/img", d->drv.dir);
     DH_CHECK(d, reg_harness_push(&registry, layout, "v1", "demo/app", &err) == 0, "push: %s",

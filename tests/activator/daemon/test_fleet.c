@@ -722,21 +722,11 @@ static void touch(dh_daemon *d, const char *path)
 }
 
 /* How many times text is in the daemon's log. */
-static size_t log_count(dh_daemon *d, const char *text)
-{
-    char *log = dh_read_text(d->drv.log_path);
-    size_t n = 0;
-    for (const char *at = log; at && (at = strstr(at, text)); at += strlen(text))
-        n++;
-    free(log);
-    return n;
-}
-
 /* Waits up to timeout_ms for text to be in the daemon's log count times. */
 static bool log_count_wait(dh_daemon *d, const char *text, size_t count, int timeout_ms)
 {
     uint64_t deadline = act_now_usec() + (uint64_t)timeout_ms * 1000;
-    while (log_count(d, text) < count) {
+    while (dh_log_count(d, text) < count) {
         if (act_now_usec() >= deadline)
             return false;
         sleep_ms(20);
