@@ -113,6 +113,11 @@ static long probe(const reg_harness *h)
 
 int reg_harness_start(reg_harness *h, bool tls, bool auth, act_error *err)
 {
+    return reg_harness_start_with(h, tls, auth, true, err);
+}
+
+int reg_harness_start_with(reg_harness *h, bool tls, bool auth, bool deletes, act_error *err)
+{
     *h = (reg_harness){.tls = tls, .auth = auth};
     snprintf(h->dir, sizeof(h->dir), "/tmp/act-registry-XXXXXX");
     if (!mkdtemp(h->dir))
@@ -144,8 +149,8 @@ int reg_harness_start(reg_harness *h, bool tls, bool auth, act_error *err)
     }
     snprintf(config, sizeof(config),
              "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n"
-             "  delete:\n    enabled: true\nhttp:\n  addr: %s\n%s%s",
-             h->storage, h->address, tls_part, auth_part);
+             "  delete:\n    enabled: %s\nhttp:\n  addr: %s\n%s%s",
+             h->storage, deletes ? "true" : "false", h->address, tls_part, auth_part);
     char config_path[128], log_path[128];
     snprintf(config_path, sizeof(config_path), "%s/config.yml", h->dir);
     snprintf(log_path, sizeof(log_path), "%s/registry.log", h->dir);

@@ -30,6 +30,8 @@ bool reg_harness_available(void);
 
 /* Starts a registry and waits until it answers /v2/. */
 int reg_harness_start(reg_harness *h, bool tls, bool auth, act_error *err);
+/* The same, with deletion allowed or not (reg_harness_start allows it). */
+int reg_harness_start_with(reg_harness *h, bool tls, bool auth, bool deletes, act_error *err);
 
 /* Pushes the layout's image (oci:LAYOUT:TAG) to REPOSITORY:TAG with skopeo;
  * extra_args (may be NULL) go to skopeo copy as they are ("--format v2s2"

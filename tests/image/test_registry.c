@@ -2,8 +2,12 @@
  * anonymous over plain http, and over TLS with an htpasswd user; by tag
  * and by digest; and every refusal: an unknown tag, a wrong digest,
  * refused credentials, an auth file others can read, a registry that does
- * not answer, and a blob changed in the registry's storage. */
+ * not answer, and a blob changed in the registry's storage.
+ * And artifacts (what Checkpoints=docker:// stores): pushed in one request
+ * and in chunks, over http and over TLS with a user; listed, read back by
+ * digest, deleted, and a deletion the registry does not allow refused. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "common/sha256.h"
+#include "image/artifact.h"
 #include "image/image.h"
 #include "tests/image/layouts.h"
 #include "tests/image/registry_harness.h"
@@ -141,6 +147,46 @@ static void an_anonymous_registry_over_http(void **state)
     free(layout);
 }
 
+/* A file of size pseudo-random bytes at <tmp>/name, opened for reading;
+ * its digest into digest. */
+static int artifact_file(rt_fixture *fx, const char *name, size_t size, char *digest)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s", fx->tmp, name);
+    unsigned char *bytes = malloc(size);
+    assert_non_null(bytes);
+    for (size_t i = 0; i < size; i++)
+        bytes[i] = (unsigned char)((i * 2654435761u) >> 13);
+    rt_write_file(path, bytes, size, 0600);
+    free(bytes);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    char hex[ACT_SHA256_HEX_SIZE];
+    act_error err = {0};
+    assert_int_equal(act_sha256_fd(fd, path, hex, NULL, &err), 0);
+    snprintf(digest, IMG_DIGEST_SIZE, "sha256:%s", hex);
+    return fd;
+}
+
+static void push(const char *repository, const char *tag, int fd, size_t size, const char *digest,
+                 const img_registry_options *options, uint64_t chunk)
+{
+    const img_annotation notes[] = {{"org.activator.test", tag}};
+    img_artifact artifact = {.repository = repository,
+                             .tag = tag,
+                             .artifact_type = "application/vnd.activator.test.v1+json",
+                             .layer_media_type = "application/vnd.activator.test.layer.v1",
+                             .fd = fd,
+                             .size = size,
+                             .digest = digest,
+                             .annotations = notes,
+                             .n_annotations = 1};
+    char manifest_digest[IMG_DIGEST_SIZE];
+    act_error err = {0};
+    if (img_artifact_push(&artifact, options, chunk, manifest_digest, &err) < 0)
+        fail_msg("push of %s: %s", tag, err.message);
+}
+
 static void a_registry_over_tls_with_a_user(void **state)
 {
     rt_fixture *fx = *state;
@@ -157,6 +203,13 @@ static void a_registry_over_tls_with_a_user(void **state)
     if (pull_and_flatten(fx, reference, &options, resolved, sizeof(resolved), &err) < 0)
         fail_msg("pull: %s", err.message);
 
+    /* An artifact pushed with the user, in chunks (Basic on every request
+     * of the upload). */
+    char artifact_digest[IMG_DIGEST_SIZE], repository[300];
+    int fd = artifact_file(fx, "artifact", (1u << 20) + 3, artifact_digest);
+    snprintf(repository, sizeof(repository), "docker://%s/ckpt/web1", registry.address);
+    push(repository, "c1", fd, (1u << 20) + 3, artifact_digest, &options, 512u << 10);
+    close(fd);
     /* No credentials: the registry's challenge is answered with a refusal
      * that says where they go. */
     img_registry_options anonymous = {.certs_dir = registry.certs_dir};
@@ -182,6 +235,86 @@ static void a_registry_over_tls_with_a_user(void **state)
     free(layout);
 }
 
+static void artifacts_are_pushed_listed_read_and_deleted(void **state)
+{
+    rt_fixture *fx = *state;
+    act_error err = {0};
+    if (reg_harness_start(&registry, false, false, &err) < 0)
+        fail_msg("registry: %s", err.message);
+    const char *insecure[] = {registry.address};
+    img_registry_options options = {.insecure = insecure, .n_insecure = 1};
+    char repository[300];
+    snprintf(repository, sizeof(repository), "docker://%s/ckpt/web1", registry.address);
+    /* 3 MiB + 17 bytes in chunks of 1 MiB: four PATCHes; 100 bytes in one. */
+    size_t big_size = (3u << 20) + 17;
+    char big_digest[IMG_DIGEST_SIZE], small_digest[IMG_DIGEST_SIZE];
+    int big = artifact_file(fx, "big", big_size, big_digest);
+    int small = artifact_file(fx, "small", 100, small_digest);
+    push(repository, "c1", big, big_size, big_digest, &options, 1u << 20);
+    push(repository, "c2", small, 100, small_digest, &options, 0);
+
+    char **tags = NULL;
+    assert_int_equal(img_artifact_tags(repository, &options, &tags, &err), 0);
+    assert_non_null(tags[0]);
+    assert_non_null(tags[1]);
+    assert_null(tags[2]);
+    for (size_t i = 0; tags[i]; i++)
+        free(tags[i]);
+    free(tags);
+    json_object *manifest = NULL, *layers, *annotations, *note;
+    char manifest_digest[IMG_DIGEST_SIZE];
+    assert_int_equal(
+        img_artifact_manifest(repository, "c1", &options, &manifest, manifest_digest, &err), 0);
+    assert_true(json_object_object_get_ex(manifest, "layers", &layers));
+    assert_string_equal(json_object_get_string(
+                            json_object_object_get(json_object_array_get_idx(layers, 0), "digest")),
+                        big_digest);
+    assert_true(json_object_object_get_ex(manifest, "annotations", &annotations));
+    assert_true(json_object_object_get_ex(annotations, "org.activator.test", &note));
+    assert_string_equal(json_object_get_string(note), "c1");
+    json_object_put(manifest);
+
+    /* Read back by digest, verified; a digest the repository lacks. */
+    char back[PATH_MAX];
+    snprintf(back, sizeof(back), "%s/back", fx->tmp);
+    int out = open(back, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    assert_true(out >= 0);
+    if (img_blob_download(repository, big_digest, big_size, &options, out, &err) < 0)
+        fail_msg("download: %s", err.message);
+    close(out);
+    struct stat st;
+    assert_int_equal(stat(back, &st), 0);
+    assert_int_equal((size_t)st.st_size, big_size);
+    out = open(back, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    assert_int_equal(
+        img_blob_download(repository,
+                          "sha256:00000000000000000000000000000000000000000000000000000000000000"
+                          "00",
+                          big_size, &options, out, &err),
+        -ENOENT);
+    close(out);
+
+    assert_int_equal(img_artifact_delete(repository, manifest_digest, &options, &err), 0);
+    assert_int_equal(
+        img_artifact_manifest(repository, "c1", &options, &manifest, manifest_digest, &err),
+        -ENOENT);
+    reg_harness_stop(&registry);
+
+    /* A registry that does not allow deletion says so. */
+    if (reg_harness_start_with(&registry, false, false, false, &err) < 0)
+        fail_msg("registry: %s", err.message);
+    insecure[0] = registry.address;
+    snprintf(repository, sizeof(repository), "docker://%s/ckpt/web1", registry.address);
+    push(repository, "c2", small, 100, small_digest, &options, 0);
+    assert_int_equal(
+        img_artifact_manifest(repository, "c2", &options, &manifest, manifest_digest, &err), 0);
+    json_object_put(manifest);
+    assert_int_equal(img_artifact_delete(repository, manifest_digest, &options, &err), -EOPNOTSUPP);
+    assert_non_null(strstr(err.message, "does not allow deletion"));
+    close(big);
+    close(small);
+}
+
 int main(int argc, char **argv)
 {
     rt_parse_args(argc, argv);
@@ -193,6 +326,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(an_anonymous_registry_over_http, rt_setup, teardown),
         cmocka_unit_test_setup_teardown(a_registry_over_tls_with_a_user, rt_setup, teardown),
+        cmocka_unit_test_setup_teardown(artifacts_are_pushed_listed_read_and_deleted, rt_setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
