@@ -1,8 +1,15 @@
-/* Checkpoints: one archive of a host's state directory in a directory every
- * box of the fleet mounts (Checkpoints=dir:///PATH), with its SHA-256.
+/* Checkpoints: one archive of a host's state directory, with its SHA-256,
+ * in a directory every box of the fleet mounts (Checkpoints=dir:///PATH):
  *
  *   <dir>/<host>/<id>.tar.zst   the archive (tar, zstd), mode 0600
  *   <dir>/<host>/<id>.json      what it is: id, sha256, size, generation, box, time
+ *
+ * or in a registry (Checkpoints=docker://REGISTRY/NAMESPACE): each host's
+ * checkpoints are artifacts of the repository NAMESPACE/HOST, one per
+ * checkpoint, tagged with its id, the archive as the single layer (its
+ * digest is the archive's SHA-256) and what the sidecar says as
+ * annotations (checkpoint/registry.c). A ckpt_place names either; the
+ * ckpt_place_* functions work on both.
  *
  * Every function blocks on the filesystem (an archive of a large state
  * directory takes seconds): the daemon runs them on its offload workers,
@@ -33,8 +40,45 @@ typedef struct ckpt_info {
     uint64_t stamp_usec;           /* wall clock when it was written */
 } ckpt_info;
 
-/* "dir:///ABSOLUTE/PATH" into *dir (malloc'd): the only transport built in. */
+/* "dir:///ABSOLUTE/PATH" into *dir (malloc'd); -EPROTONOSUPPORT (with
+ * nothing set) for a docker:// URL, which ckpt_place_parse takes. */
 int ckpt_parse_url(const char *url, char **dir, act_error *err);
+
+/* Where Checkpoints= keeps them, and what a registry needs. */
+typedef struct ckpt_place {
+    char *dir;       /* dir://: the directory; NULL for a registry */
+    char *namespace; /* docker://REGISTRY/NAMESPACE as written; NULL for a directory */
+    /* For a registry: a directory of this box where an archive is written
+     * before its push and read back before its restore (it holds one per
+     * host at a time, and nothing once done), and how the registry is
+     * reached (RegistryAuthFile=, RegistryInsecure=). */
+    char *spool;
+    char *auth_file;
+    char **insecure;
+    uint64_t chunk_bytes; /* uploads above this go in chunks of it; 0: the default */
+} ckpt_place;
+
+/* Parses url (dir:///PATH or docker://REGISTRY/NAMESPACE) into *out. */
+int ckpt_place_parse(const char *url, ckpt_place *out, act_error *err);
+/* The registry's side of out: spool, auth_file and insecure copied. */
+int ckpt_place_set_registry(ckpt_place *out, const char *spool, const char *auth_file,
+                            char *const *insecure, act_error *err);
+void ckpt_place_clear(ckpt_place *place);
+
+/* ckpt_write, ckpt_list, ckpt_prune and ckpt_restore at place. In a
+ * registry, a pruning the registry refuses (deletion not allowed) is
+ * -EOPNOTSUPP, saying so; restore fetches the archive by its digest, and
+ * nothing changes unless its bytes give it. */
+int ckpt_place_write(const ckpt_place *place, const char *host, const char *state_dir,
+                     uint64_t generation, const char *box, const atomic_bool *cancel,
+                     ckpt_info *out, act_error *err);
+int ckpt_place_list(const ckpt_place *place, const char *host, ckpt_info **out, size_t *n,
+                    act_error *err);
+int ckpt_place_prune(const ckpt_place *place, const char *host, unsigned keep,
+                     const char *const *protected, size_t n_protected, act_error *err);
+int ckpt_place_restore(const ckpt_place *place, const char *host, const char *id,
+                       const char *sha256, const char *state_dir, uid_t uid, gid_t gid,
+                       act_error *err);
 
 /* A checkpoint id is a name (common/names.h): it becomes a file name. */
 int ckpt_check_id(const char *id, act_error *err);

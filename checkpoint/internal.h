@@ -25,6 +25,31 @@ int ckpt_write_sidecar(int host_dirfd, const ckpt_info *info, act_error *err);
 /* Fills what the sidecar of id says; -ENOENT when it has none. */
 int ckpt_read_sidecar(int host_dirfd, const char *id, ckpt_info *info, act_error *err);
 
+/* ckpt_restore's work once the archive (fd, at any offset) is known to
+ * hash to sha256: extracted beside state_dir and exchanged with it. */
+int ckpt_restore_verified(int fd, const char *id, const char *sha256, const char *state_dir,
+                          uid_t uid, gid_t gid, act_error *err);
+
+/* For qsort of ckpt_info: newest first, by the time written, then by id
+ * (ids begin with the time, so one without a sidecar still sorts by age). */
+int ckpt_newest_first(const void *a, const void *b);
+
+/* True when id is one of the n_protected ids (NULL entries skipped). */
+bool ckpt_is_protected(const char *id, const char *const *protected, size_t n_protected);
+
+/* The registry's side of the ckpt_place_* calls (checkpoint/registry.c);
+ * digests (may be NULL) gets each listed checkpoint's manifest digest. */
+int ckpt_registry_write(const ckpt_place *place, const char *host, const char *state_dir,
+                        uint64_t generation, const char *box, const atomic_bool *cancel,
+                        ckpt_info *out, act_error *err);
+int ckpt_registry_list(const ckpt_place *place, const char *host, ckpt_info **out, size_t *n,
+                       char (**digests)[80], act_error *err);
+int ckpt_registry_prune(const ckpt_place *place, const char *host, unsigned keep,
+                        const char *const *protected, size_t n_protected, act_error *err);
+int ckpt_registry_restore(const ckpt_place *place, const char *host, const char *id,
+                          const char *sha256, const char *state_dir, uid_t uid, gid_t gid,
+                          act_error *err);
+
 /* Removes name in dirfd and, for a directory, everything below it, never
  * following a symlink. Absent is fine. */
 int ckpt_remove_tree(int dirfd, const char *name);

@@ -12,9 +12,7 @@
 #include "common/cleanup.h"
 #include "common/fileio.h"
 
-/* Newest first: by the time written, then by id (ids begin with the time,
- * so an archive without a sidecar still sorts by age). */
-static int newest_first(const void *a, const void *b)
+int ckpt_newest_first(const void *a, const void *b)
 {
     const ckpt_info *x = a, *y = b;
     if (x->stamp_usec != y->stamp_usec)
@@ -85,13 +83,13 @@ int ckpt_list(const char *dir, const char *host, ckpt_info **out, size_t *n, act
         return r;
     }
     if (count > 1)
-        qsort(items, count, sizeof(*items), newest_first);
+        qsort(items, count, sizeof(*items), ckpt_newest_first);
     *out = items;
     *n = count;
     return 0;
 }
 
-static bool is_protected(const char *id, const char *const *protected, size_t n_protected)
+bool ckpt_is_protected(const char *id, const char *const *protected, size_t n_protected)
 {
     for (size_t i = 0; i < n_protected; i++)
         if (protected[i] && strcmp(protected[i], id) == 0)
@@ -112,7 +110,7 @@ int ckpt_prune(const char *dir, const char *host, unsigned keep, const char *con
         return host_dirfd;
     int removed = 0;
     for (size_t i = keep; i < n; i++) {
-        if (is_protected(items[i].id, protected, n_protected))
+        if (ckpt_is_protected(items[i].id, protected, n_protected))
             continue;
         char name[CKPT_ID_SIZE + 16];
         /* The archive first: a sidecar left alone is never listed. */

@@ -21,8 +21,8 @@ int ckpt_parse_url(const char *url, char **dir, act_error *err)
         char shown[ACT_TEXT_SHOW_MAX];
         act_text_show(url ? url : "", shown, sizeof(shown));
         return act_error_set(err, EINVAL,
-                             "\"%s\" is not a checkpoint URL (write dir:///PATH: a directory "
-                             "every box of the fleet mounts)",
+                             "\"%s\" is not a checkpoint URL (write dir:///PATH, a directory "
+                             "every box of the fleet mounts, or docker://REGISTRY/NAMESPACE)",
                              shown);
     }
     const char *path = url + sizeof(scheme) - 1;

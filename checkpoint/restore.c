@@ -230,7 +230,13 @@ int ckpt_restore(const char *dir, const char *host, const char *id, const char *
     _cleanup_close_ int fd = open_verified(dir, host, id, sha256, err);
     if (fd < 0)
         return fd;
+    return ckpt_restore_verified(fd, id, sha256, state_dir, uid, gid, err);
+}
 
+int ckpt_restore_verified(int fd, const char *id, const char *sha256, const char *state_dir,
+                          uid_t uid, gid_t gid, act_error *err)
+{
+    int r = 0;
     /* The parent, by its real path: the prefix the entries go under then
      * has no symlink for libarchive's check to trip on. */
     _cleanup_free_ char *state_copy = strdup(state_dir);

@@ -349,8 +349,9 @@ static int apply_host_log_max(void *target, const char *value, act_error *err)
 /* Checked by the parser the daemon uses, so what passes here opens. */
 static int apply_checkpoints(void *target, const char *value, act_error *err)
 {
-    _cleanup_free_ char *dir = NULL;
-    int r = ckpt_parse_url(value, &dir, err);
+    ckpt_place place;
+    int r = ckpt_place_parse(value, &place, err);
+    ckpt_place_clear(&place);
     return r < 0 ? r : set_string(&((cfg_daemon *)target)->checkpoints, value, err);
 }
 

@@ -1,7 +1,12 @@
 /* checkpoint/ with real files: a round trip of a tree with files,
  * directories, symlinks, modes and an empty directory; a tampered archive
  * refused with nothing changed; archives naming "../x" or an absolute path
- * refused; pruning keeps the newest and the protected one. */
+ * refused; pruning keeps the newest and the protected one. With a real
+ * registry (docker-registry) as Checkpoints=docker://: the round trip
+ * pushed in chunks and fetched back by digest, listing, a blob changed in
+ * the registry's storage refused with nothing changed, pruning by
+ * deletion, and a registry that does not allow deletion saying so. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -20,6 +25,7 @@
 #include <openssl/evp.h>
 
 #include "checkpoint/checkpoint.h"
+#include "tests/image/registry_harness.h"
 
 typedef struct fixture {
     char tmp[64];
@@ -365,6 +371,118 @@ static void urls_and_ids_are_checked(void **state)
     assert_int_equal(ckpt_check_id("..", &err), -EINVAL);
     assert_int_equal(ckpt_check_id("a/b", &err), -EINVAL);
     assert_int_equal(ckpt_check_id("20261201T000000.000000Z-abcdef01", &err), 0);
+    ckpt_place place;
+    assert_int_equal(ckpt_place_parse("docker://registry.lab:5000/team/ckpt/", &place, &err), 0);
+    assert_string_equal(place.namespace, "docker://registry.lab:5000/team/ckpt");
+    assert_null(place.dir);
+    ckpt_place_clear(&place);
+    const char *bad[] = {"docker://registry.lab", "docker://registry.lab/ckpt:v1",
+                         "docker://registry.lab/ckpt@sha256:00", "docker://registry.lab/Ckpt"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(ckpt_place_parse(bad[i], &place, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "checkpoint namespace"));
+    }
+}
+
+static reg_harness registry;
+
+static void place_in_registry(fixture *fx, ckpt_place *place)
+{
+    char url[200], spool[300];
+    snprintf(url, sizeof(url), "docker://%s/checkpoints", registry.address);
+    snprintf(spool, sizeof(spool), "%s/spool", fx->tmp);
+    act_error err = {0};
+    char *insecure[] = {registry.address, NULL};
+    assert_int_equal(ckpt_place_parse(url, place, &err), 0);
+    assert_int_equal(ckpt_place_set_registry(place, spool, NULL, insecure, &err), 0);
+    place->chunk_bytes = 64; /* the archives are small: several PATCHes each */
+}
+
+static void checkpoints_travel_through_a_registry(void **state)
+{
+    fixture *fx = *state;
+    if (!reg_harness_available())
+        skip(); /* scripts/install-deps.sh installs docker-registry */
+    act_error err = {0};
+    if (reg_harness_start(&registry, false, false, &err) < 0)
+        fail_msg("registry: %s", err.message);
+    ckpt_place place;
+    place_in_registry(fx, &place);
+    make_tree(fx);
+    ckpt_info first, second;
+    if (ckpt_place_write(&place, "web1", fx->state, 7, "box-1", NULL, &first, &err) < 0)
+        fail_msg("write: %s", err.message);
+    write_file(join(fx, "counter"), "42\n", 0600);
+    if (ckpt_place_write(&place, "web1", fx->state, 8, "box-1", NULL, &second, &err) < 0)
+        fail_msg("write: %s", err.message);
+    /* Nothing stays in the spool. */
+    char spooled[300];
+    snprintf(spooled, sizeof(spooled), "%s/spool/web1", fx->tmp);
+    DIR *dir = opendir(spooled);
+    assert_non_null(dir);
+    struct dirent *de;
+    while ((de = readdir(dir)))
+        assert_true(de->d_name[0] == '.');
+    closedir(dir);
+
+    ckpt_info *items = NULL;
+    size_t n = 0;
+    assert_int_equal(ckpt_place_list(&place, "web1", &items, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(items[0].id, second.id);
+    assert_string_equal(items[0].sha256, second.sha256);
+    assert_int_equal(items[0].generation, 8);
+    assert_string_equal(items[0].box, "box-1");
+    assert_int_equal(items[1].size, first.size);
+    free(items);
+
+    /* The first one back, by its digest. */
+    if (ckpt_place_restore(&place, "web1", first.id, first.sha256, fx->state, getuid(), getgid(),
+                           &err) < 0)
+        fail_msg("restore: %s", err.message);
+    assert_string_equal(read_text(join(fx, "counter")), "41\n");
+    assert_string_equal(read_text(join(fx, "data/notes.txt")), "hello\n");
+
+    /* A blob changed in the registry's storage: refused, nothing changed. */
+    char command[1024];
+    snprintf(command, sizeof(command),
+             "printf 'X' | dd of=%s/docker/registry/v2/blobs/sha256/%.2s/%s/data bs=1 seek=3 "
+             "conv=notrunc 2>/dev/null",
+             registry.storage, second.sha256, second.sha256);
+    assert_int_equal(system(command), 0);
+    assert_int_equal(ckpt_place_restore(&place, "web1", second.id, second.sha256, fx->state,
+                                        getuid(), getgid(), &err),
+                     -EBADMSG);
+    assert_non_null(strstr(err.message, "changed or damaged"));
+    assert_string_equal(read_text(join(fx, "counter")), "41\n");
+    /* One the registry never had. */
+    assert_int_equal(
+        ckpt_place_restore(&place, "web1", "nope",
+                           "0000000000000000000000000000000000000000000000000000000000000000",
+                           fx->state, getuid(), getgid(), &err),
+        -ENOENT);
+
+    /* Pruning deletes what is neither among the newest nor protected. */
+    const char *protected[] = {NULL};
+    assert_int_equal(ckpt_place_prune(&place, "web1", 1, protected, 1, &err), 1);
+    assert_int_equal(ckpt_place_list(&place, "web1", &items, &n, &err), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(items[0].id, second.id);
+    free(items);
+    ckpt_place_clear(&place);
+    reg_harness_stop(&registry);
+
+    /* A registry that does not allow deletion: the pruning says so. */
+    if (reg_harness_start_with(&registry, false, false, false, &err) < 0)
+        fail_msg("registry: %s", err.message);
+    place_in_registry(fx, &place);
+    for (int i = 0; i < 2; i++)
+        if (ckpt_place_write(&place, "web1", fx->state, 9, "box-1", NULL, &first, &err) < 0)
+            fail_msg("write: %s", err.message);
+    assert_int_equal(ckpt_place_prune(&place, "web1", 1, protected, 1, &err), -EOPNOTSUPP);
+    assert_non_null(strstr(err.message, "does not allow deletion"));
+    ckpt_place_clear(&place);
+    reg_harness_stop(&registry);
 }
 
 int main(void)
@@ -379,6 +497,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(prune_keeps_the_newest_and_the_protected, setup, teardown),
         cmocka_unit_test_setup_teardown(cancelled_write_leaves_nothing, setup, teardown),
         cmocka_unit_test(urls_and_ids_are_checked),
+        cmocka_unit_test_setup_teardown(checkpoints_travel_through_a_registry, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

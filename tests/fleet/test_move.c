@@ -5,7 +5,12 @@
  * which serves the same counter; a box whose daemon is gone is left with
  * --force from the last checkpoint; a daemon killed at any step of its part
  * finishes it after its restart; and what cannot be moved is refused with
- * nothing changed. */
+ * nothing changed.
+ *
+ * Run as fleet-move-registry (argv[1] "registry"), the boxes share no
+ * checkpoint directory: Checkpoints=docker:// names a real registry
+ * (docker-registry) on loopback, and the moves that carry state through it
+ * run again, a blob changed in the registry's storage among them. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,14 +23,19 @@
 #include "common/clock.h"
 #include "common/json_fields.h"
 #include "fleet.h"
+#include "image/artifact.h"
+#include "tests/image/registry_harness.h"
 
 /* Tight bounds, so a failing step fails the test in seconds. */
 #define MOVE_HOST_LINES "ProbeTimeoutSec=8\nMaxStarts=1\n"
 #define MOVE_TIMEOUT_MS 20000
 
-/* The shared checkpoint directory every box mounts, under the first box's
- * temp dir. */
+/* The shared checkpoint directory every box mounts (and where the tests'
+ * hold files go). */
 static char checkpoints[PATH_MAX];
+/* Or, as fleet-move-registry, the registry the checkpoints go to. */
+static bool through_registry;
+static reg_harness registry;
 
 static void setup_fleet(fl_fleet *fl, size_t n_boxes)
 {
@@ -33,8 +43,13 @@ static void setup_fleet(fl_fleet *fl, size_t n_boxes)
     char dir[] = "/tmp/act-move-XXXXXX";
     assert_non_null(mkdtemp(dir));
     snprintf(checkpoints, sizeof(checkpoints), "%s", dir);
-    char conf[PATH_MAX + 64];
-    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\n", checkpoints);
+    char conf[PATH_MAX + 256];
+    if (through_registry)
+        snprintf(conf, sizeof(conf),
+                 "Checkpoints=docker://%s/checkpoints\nRegistryInsecure=%s\n",
+                 registry.address, registry.address);
+    else
+        snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\n", checkpoints);
     fl_setup(fl, n_boxes, conf);
 }
 
@@ -419,10 +434,35 @@ static void test_a_move_through_a_busy_box_is_followed_all_the_same(void **state
 }
 
 /* Appends a byte to checkpoint id's archive: its SHA-256 no longer fits. */
+/* The blob of checkpoint id of host in the registry's storage: its layer,
+ * as the registry's filesystem driver lays blobs out. */
+static void registry_blob_path(const char *host, const char *id, char *out, size_t size)
+{
+    char repository[300];
+    snprintf(repository, sizeof(repository), "docker://%s/checkpoints/%s", registry.address,
+             host);
+    const char *insecure[] = {registry.address};
+    img_registry_options options = {.insecure = insecure, .n_insecure = 1};
+    json_object *manifest = NULL, *layers;
+    char digest[IMG_DIGEST_SIZE];
+    act_error err = {0};
+    if (img_artifact_manifest(repository, id, &options, &manifest, digest, &err) < 0)
+        fail_msg("checkpoint %s of %s in the registry: %s", id, host, err.message);
+    assert_true(json_object_object_get_ex(manifest, "layers", &layers));
+    const char *layer = json_object_get_string(
+        json_object_object_get(json_object_array_get_idx(layers, 0), "digest"));
+    snprintf(out, size, "%s/docker/registry/v2/blobs/sha256/%.2s/%s/data", registry.storage,
+             layer + 7, layer + 7);
+    json_object_put(manifest);
+}
+
 static void tamper(const char *host, const char *id)
 {
     char path[PATH_MAX + 200];
-    snprintf(path, sizeof(path), "%s/%s/%s.tar.zst", checkpoints, host, id);
+    if (through_registry)
+        registry_blob_path(host, id, path, sizeof(path));
+    else
+        snprintf(path, sizeof(path), "%s/%s/%s.tar.zst", checkpoints, host, id);
     FILE *f = fopen(path, "a");
     if (!f)
         fail_msg("cannot open the archive %s", path);
@@ -628,11 +668,33 @@ static void test_a_daemon_killed_at_each_step_finishes_its_part(void **state)
     stop_fleet(fl);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    int r = fl_check_can_run("fleet-move");
+    through_registry = argc > 1 && strcmp(argv[1], "registry") == 0;
+    int r = fl_check_can_run(through_registry ? "fleet-move-registry" : "fleet-move");
     if (r)
         return r;
+    if (through_registry) {
+        if (!reg_harness_available()) {
+            fprintf(stderr, "fleet-move-registry: docker-registry is missing "
+                            "(scripts/install-deps.sh); skipped\n");
+            return 77;
+        }
+        act_error err = {0};
+        if (reg_harness_start(&registry, false, false, &err) < 0) {
+            fprintf(stderr, "fleet-move-registry: cannot start the registry: %s\n", err.message);
+            return 1;
+        }
+        /* The moves that carry state through the registry. */
+        const struct CMUnitTest carried[] = {
+            FL_TEST(test_move_under_a_client_keeps_the_counter_and_never_runs_twice),
+            FL_TEST(test_a_tampered_checkpoint_is_refused_and_rolled_back),
+            FL_TEST(test_force_moves_off_a_dead_box_from_its_last_checkpoint),
+        };
+        r = cmocka_run_group_tests(carried, NULL, NULL);
+        reg_harness_stop(&registry);
+        return r;
+    }
     const struct CMUnitTest tests[] = {
         FL_TEST(test_move_under_a_client_keeps_the_counter_and_never_runs_twice),
         FL_TEST(test_a_probe_that_crashes_rolls_back_to_the_same_counter),

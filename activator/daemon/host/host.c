@@ -467,6 +467,23 @@ static int chown_tree(int dir_fd, uid_t uid, gid_t gid, unsigned depth, act_erro
     return r < 0 ? r : 0;
 }
 
+int ad_checkpoint_place(const ad_daemon *daemon, ckpt_place *out, act_error *err)
+{
+    *out = (ckpt_place){0};
+    if (!daemon->config.checkpoints)
+        return act_error_set(err, ENOENT, "no Checkpoints= is set");
+    int r = ckpt_place_parse(daemon->config.checkpoints, out, err);
+    if (r < 0 || !out->namespace)
+        return r;
+    char spool[4200];
+    snprintf(spool, sizeof(spool), "%s/checkpoint-spool", daemon->config.state_directory);
+    r = ckpt_place_set_registry(out, spool, daemon->config.registry_auth_file,
+                                daemon->config.registry_insecure, err);
+    if (r < 0)
+        ckpt_place_clear(out);
+    return r;
+}
+
 int ad_host_state_directory(ad_host *host, act_error *err)
 {
     int dirfd = ad_host_dir(host, err);

@@ -17,6 +17,7 @@
 
 #include "activator/daemon/host/context.h"
 #include "activator/records/records.h"
+#include "checkpoint/checkpoint.h"
 #include "common/names.h"
 
 typedef struct ad_generation ad_generation;
@@ -187,6 +188,13 @@ void ad_host_dir_close_unless_used(ad_host *host);
 /* <state>/hosts/<host>/state, the app's STATE_DIRECTORY, owned by User=:
  * made before the first program (ExecRestore= or the build) runs in it. */
 int ad_host_state_directory(ad_host *host, act_error *err);
+
+/* Where Checkpoints= keeps checkpoints, with what a registry needs (the
+ * spool <StateDirectory>/checkpoint-spool, RegistryAuthFile= and
+ * RegistryInsecure=), copied so that a worker may use it while a reload
+ * changes the daemon's; ckpt_place_clear it. -ENOENT when Checkpoints= is
+ * not set. */
+int ad_checkpoint_place(const ad_daemon *daemon, ckpt_place *out, act_error *err);
 /* What a published generation serves on, for routers reading the claim: its
  * listening addresses, or "<box>/g-<N>" for a host without sockets. */
 void ad_host_format_handle(const ad_host *host, uint64_t generation, char *out, size_t size);

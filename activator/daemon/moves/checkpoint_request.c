@@ -251,6 +251,7 @@ void ad_checkpoint_request_start(ad_host *host, ctrl_reply *reply)
     if (!config->exec_checkpoint && !daemon->config.checkpoints) {
         ctrl_reply_error(reply, "no_transport",
                          "host %s: no checkpoint transport on box %s (set Checkpoints=dir:///PATH "
+                         "or docker://REGISTRY/NAMESPACE "
                          "in [Activator] of %s, or ExecCheckpoint= in the host's file)",
                          name, daemon->config.box, daemon->config_path);
         return;
@@ -276,7 +277,7 @@ void ad_checkpoint_request_start(ad_host *host, ctrl_reply *reply)
 
 typedef struct list_job {
     ctrl_reply *reply;
-    char *dir;
+    ckpt_place place;
     char host[ACT_NAME_MAX + 1];
     char named[sizeof(((claim_state *)0)->checkpoint)];
     ckpt_info *items;
@@ -287,7 +288,7 @@ typedef struct list_job {
 
 static void list_job_free(list_job *job)
 {
-    free(job->dir);
+    ckpt_place_clear(&job->place);
     free(job->items);
     free(job);
 }
@@ -302,7 +303,7 @@ static void drop_list(void *data)
 static void run_list(void *data)
 {
     list_job *job = data;
-    job->result = ckpt_list(job->dir, job->host, &job->items, &job->n, &job->err);
+    job->result = ckpt_place_list(&job->place, job->host, &job->items, &job->n, &job->err);
 }
 
 static void complete_list(void *data)
@@ -357,7 +358,7 @@ static void on_read_to_list(claim_store *store, int result, const claim *c, cons
     if (result > 0)
         snprintf(job->named, sizeof(job->named), "%s", c->state.checkpoint);
     act_error submit_err = {0};
-    if (ckpt_parse_url(daemon->config.checkpoints, &job->dir, &submit_err) < 0 ||
+    if (ad_checkpoint_place(daemon, &job->place, &submit_err) < 0 ||
         act_offload_submit_droppable(daemon->offload, act_offload_lane(job->host), run_list,
                                      complete_list, drop_list, job, &submit_err) < 0) {
         ctrl_reply_error(req->reply, "checkpoint_error", "host %s: %s", job->host,
@@ -371,11 +372,13 @@ void ad_checkpoints_list(ad_host *host, ctrl_reply *reply)
     assert(host && reply);
     ad_daemon *daemon = host->daemon;
     if (!daemon->config.checkpoints) {
-        ctrl_reply_error(reply, "no_transport",
-                         "host %s: box %s has no Checkpoints= directory to list (set "
-                         "Checkpoints=dir:///PATH in [Activator] of %s; checkpoints an "
-                         "ExecCheckpoint= writes are listed by its own tools)",
-                         host->name, daemon->config.box, daemon->config_path);
+        ctrl_reply_error(
+            reply, "no_transport",
+            "host %s: box %s has no Checkpoints= to list (set "
+            "Checkpoints=dir:///PATH or docker://REGISTRY/NAMESPACE in [Activator] of %s; "
+            "checkpoints an "
+            "ExecCheckpoint= writes are listed by its own tools)",
+            host->name, daemon->config.box, daemon->config_path);
         return;
     }
     list_request *req = calloc(1, sizeof(*req));

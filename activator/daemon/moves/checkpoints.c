@@ -38,7 +38,7 @@ struct ad_checkpoint {
     /* The worker's inputs and outputs (the built-in transport). */
     atomic_bool stop;
     int state_dirfd;
-    char *dir;
+    ckpt_place place;
     char *state_dir;
     char name[ACT_NAME_MAX + 1];
     char box[ACT_NAME_MAX + 1];
@@ -58,7 +58,7 @@ static void checkpoint_free(ad_checkpoint *ckpt)
         return;
     sd_event_source_disable_unref(ckpt->timer);
     sd_event_source_disable_unref(ckpt->defer);
-    free(ckpt->dir);
+    ckpt_place_clear(&ckpt->place);
     free(ckpt->state_dir);
     free(ckpt);
 }
@@ -92,8 +92,8 @@ static void finish(ad_checkpoint *ckpt, int result, const claim_state *written,
 static void run_write(void *data)
 {
     ad_checkpoint *ckpt = data;
-    ckpt->result = ckpt_write(ckpt->dir, ckpt->name, ckpt->state_dir, ckpt->generation, ckpt->box,
-                              &ckpt->stop, &ckpt->info, &ckpt->err);
+    ckpt->result = ckpt_place_write(&ckpt->place, ckpt->name, ckpt->state_dir, ckpt->generation,
+                                    ckpt->box, &ckpt->stop, &ckpt->info, &ckpt->err);
     if (ckpt->result < 0)
         return;
     /* The record names the new checkpoint, so a rollback to this box, or a
@@ -114,7 +114,7 @@ static void run_write(void *data)
         return;
     const char *protected[] = {ckpt->info.id, previous, ckpt->claim_named};
     act_error prune_err = {0};
-    if (ckpt_prune(ckpt->dir, ckpt->name, ckpt->keep, protected, 3, &prune_err) < 0)
+    if (ckpt_place_prune(&ckpt->place, ckpt->name, ckpt->keep, protected, 3, &prune_err) < 0)
         act_log_fields(LOG_WARNING, &(act_log_ctx){.host = ckpt->name},
                        "host %s: checkpoint %s written, but the old ones were not pruned: %s",
                        ckpt->name, ckpt->info.id, prune_err.message);
@@ -202,7 +202,7 @@ static int start_builtin(ad_checkpoint *ckpt, act_error *err)
 {
     ad_host *host = ckpt->host;
     ad_daemon *daemon = host->daemon;
-    int r = ckpt_parse_url(daemon->config.checkpoints, &ckpt->dir, err);
+    int r = ad_checkpoint_place(daemon, &ckpt->place, err);
     if (r < 0)
         return r;
     /* A host that never ran has an empty state: made here, so the archive
@@ -270,7 +270,8 @@ int ad_checkpoint_start(ad_host *host, uint64_t generation, ad_checkpoint_done_f
                              "host %s: a checkpoint is being written already (wait for it)", name);
     if (!config->stateless && !config->exec_checkpoint && !daemon->config.checkpoints)
         return act_error_set(err, ENOTSUP,
-                             "host %s: no checkpoint transport (set Checkpoints=dir:///PATH in "
+                             "host %s: no checkpoint transport (set Checkpoints=dir:///PATH or "
+                             "docker://REGISTRY/NAMESPACE in "
                              "[Activator] of activatord.conf, or ExecCheckpoint= in the host's "
                              "file, or State=none when the host has no state to carry)",
                              name);

@@ -28,7 +28,7 @@ struct ad_restore {
     /* The built-in transport: what its worker reads and what it says. */
     bool builtin;
     int state_dirfd;
-    char *dir;
+    ckpt_place place;
     char *state_dir;
     char name[ACT_NAME_MAX + 1];
     char sha256[CKPT_DIGEST_SIZE];
@@ -42,7 +42,7 @@ static void restore_free(ad_restore *restore)
 {
     if (restore->slot && *restore->slot == restore)
         *restore->slot = NULL;
-    free(restore->dir);
+    ckpt_place_clear(&restore->place);
     free(restore->state_dir);
     free(restore);
 }
@@ -135,9 +135,9 @@ static int local_checkpoint(ad_host *host, char *out, size_t size, act_error *er
 static void run_builtin(void *data)
 {
     ad_restore *restore = data;
-    restore->result = ckpt_restore(restore->dir, restore->name, restore->checkpoint,
-                                   restore->sha256, restore->state_dir, restore->uid, restore->gid,
-                                   &restore->err);
+    restore->result =
+        ckpt_place_restore(&restore->place, restore->name, restore->checkpoint, restore->sha256,
+                           restore->state_dir, restore->uid, restore->gid, &restore->err);
     if (restore->result < 0)
         return;
     _cleanup_close_ int host_dirfd =
@@ -182,7 +182,7 @@ static void start_builtin(ad_restore *restore, const claim_state *state)
     snprintf(restore->name, sizeof(restore->name), "%s", host->name);
     snprintf(restore->sha256, sizeof(restore->sha256), "%s", state->sha256);
     ad_host_run_as(host, &restore->uid, &restore->gid);
-    int r = ckpt_parse_url(daemon->config.checkpoints, &restore->dir, &err);
+    int r = ad_checkpoint_place(daemon, &restore->place, &err);
     /* Made when missing: the exchange swaps it with the restored tree. */
     if (r == 0)
         r = ad_host_state_directory(host, &err);
