@@ -20,6 +20,8 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include "tests/image/token_issuer.h"
+
 #ifndef ACT_TLS_CERTS_SCRIPT
 #error "ACT_TLS_CERTS_SCRIPT must name tests/tls/make-certs.sh"
 #endif
@@ -116,7 +118,19 @@ int reg_harness_start(reg_harness *h, bool tls, bool auth, act_error *err)
     return reg_harness_start_with(h, tls, auth, true, err);
 }
 
+static int start(reg_harness *h, bool tls, bool auth, bool token, bool deletes, act_error *err);
+
 int reg_harness_start_with(reg_harness *h, bool tls, bool auth, bool deletes, act_error *err)
+{
+    return start(h, tls, auth, false, deletes, err);
+}
+
+int reg_harness_start_token(reg_harness *h, act_error *err)
+{
+    return start(h, false, true, true, true, err);
+}
+
+static int start(reg_harness *h, bool tls, bool auth, bool token, bool deletes, act_error *err)
 {
     *h = (reg_harness){.tls = tls, .auth = auth};
     snprintf(h->dir, sizeof(h->dir), "/tmp/act-registry-XXXXXX");
@@ -139,7 +153,17 @@ int reg_harness_start_with(reg_harness *h, bool tls, bool auth, bool deletes, ac
                  "  tls:\n    certificate: %s/tls/server.crt\n    key: %s/tls/server.key\n", h->dir,
                  h->dir);
     }
-    if (auth) {
+    if (token) {
+        char realm[128];
+        if (token_issuer_start(h->dir, REG_HARNESS_USER, REG_HARNESS_PASSWORD, &h->token, realm,
+                               sizeof(realm), err) < 0 ||
+            write_auth_file(h, err) < 0)
+            return -EIO;
+        snprintf(auth_part, sizeof(auth_part),
+                 "auth:\n  token:\n    realm: %s\n    service: " TOKEN_ISSUER_SERVICE
+                 "\n    issuer: " TOKEN_ISSUER_NAME "\n    rootcertbundle: %s/issuer.crt\n",
+                 realm, h->dir);
+    } else if (auth) {
         char htpasswd[128];
         snprintf(htpasswd, sizeof(htpasswd), "%s/htpasswd", h->dir);
         if (write_htpasswd(h, htpasswd, err) < 0 || write_auth_file(h, err) < 0)
@@ -214,6 +238,8 @@ void reg_harness_stop(reg_harness *h)
         waitpid(h->pid, NULL, 0);
         h->pid = 0;
     }
+    token_issuer_stop(h->token);
+    h->token = NULL;
     if (h->dir[0]) {
         char command[128];
         snprintf(command, sizeof(command), "rm -rf %s", h->dir);

@@ -3,7 +3,9 @@
  * and by digest; and every refusal: an unknown tag, a wrong digest,
  * refused credentials, an auth file others can read, a registry that does
  * not answer, and a blob changed in the registry's storage.
- * And artifacts (what Checkpoints=docker:// stores): pushed in one request
+ * With token auth, its token service the test's own (token_issuer.h): a
+ * pull and an artifact's push with the user's token, and a pull without
+ * credentials refused. And artifacts (what Checkpoints=docker:// stores): pushed in one request
  * and in chunks, over http and over TLS with a user; listed, read back by
  * digest, deleted, and a deletion the registry does not allow refused. */
 #include <errno.h>
@@ -26,6 +28,7 @@
 #include "image/image.h"
 #include "tests/image/layouts.h"
 #include "tests/image/registry_harness.h"
+#include "tests/image/token_issuer.h"
 #include "tests/release/helpers.h"
 
 static reg_harness registry;
@@ -235,6 +238,44 @@ static void a_registry_over_tls_with_a_user(void **state)
     free(layout);
 }
 
+static void a_registry_with_a_token_service(void **state)
+{
+    rt_fixture *fx = *state;
+    act_error err = {0};
+    if (reg_harness_start_token(&registry, &err) < 0)
+        fail_msg("registry: %s", err.message);
+    char *layout = image_make_layout(fx);
+    if (reg_harness_push(&registry, layout, "v1", "demo/app", &err) < 0)
+        fail_msg("push: %s", err.message);
+    const char *insecure[] = {registry.address};
+    img_registry_options options = {
+        .auth_file = registry.auth_file, .insecure = insecure, .n_insecure = 1};
+    char reference[600], resolved[512];
+    snprintf(reference, sizeof(reference), "docker://%s/demo/app:v1", registry.address);
+    unsigned given = token_issuer_given(registry.token);
+    if (pull_and_flatten(fx, reference, &options, resolved, sizeof(resolved), &err) < 0)
+        fail_msg("pull with a token: %s", err.message);
+    assert_true(token_issuer_given(registry.token) > given);
+
+    /* An artifact: its upload asks for a push token. */
+    char digest[IMG_DIGEST_SIZE], repository[300];
+    int fd = artifact_file(fx, "artifact", 5000, digest);
+    snprintf(repository, sizeof(repository), "docker://%s/ckpt/web1", registry.address);
+    push(repository, "c1", fd, 5000, digest, &options, 1024);
+    close(fd);
+
+    /* Without credentials the token service refuses, and the pull says
+     * where they go. */
+    img_registry_options anonymous = {.insecure = insecure, .n_insecure = 1};
+    unsigned refused = token_issuer_refused(registry.token);
+    assert_int_equal(pull_and_flatten(fx, reference, &anonymous, resolved, sizeof(resolved), &err),
+                     -EACCES);
+    assert_non_null(strstr(err.message, "gave no token"));
+    assert_non_null(strstr(err.message, "auth file"));
+    assert_true(token_issuer_refused(registry.token) > refused);
+    free(layout);
+}
+
 static void artifacts_are_pushed_listed_read_and_deleted(void **state)
 {
     rt_fixture *fx = *state;
@@ -326,6 +367,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(an_anonymous_registry_over_http, rt_setup, teardown),
         cmocka_unit_test_setup_teardown(a_registry_over_tls_with_a_user, rt_setup, teardown),
+        cmocka_unit_test_setup_teardown(a_registry_with_a_token_service, rt_setup, teardown),
         cmocka_unit_test_setup_teardown(artifacts_are_pushed_listed_read_and_deleted, rt_setup,
                                         teardown),
     };
