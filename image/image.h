@@ -27,6 +27,7 @@
  * a build may not hold. */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,6 +71,15 @@ bool img_is_reference(const char *source);
  * out: <dir>/<REGISTRY>/ca.crt (REGISTRY with its port, if any). */
 #define IMG_CERTS_DIR_DEFAULT "/etc/activator/certs.d"
 
+/* How far a pull is, for whoever shows it: written by the pulling thread,
+ * read from any other. */
+typedef struct img_progress {
+    _Atomic uint64_t bytes; /* of the layers, received so far */
+    _Atomic uint64_t total; /* of every layer, as the manifest gives their sizes */
+    _Atomic unsigned layer; /* the layer being received, from 1 */
+    _Atomic unsigned layers;
+} img_progress;
+
 /* How registries are reached. */
 typedef struct img_registry_options {
     /* A containers-auth.json(5) file: {"auths": {"REGISTRY": {"auth":
@@ -84,6 +94,8 @@ typedef struct img_registry_options {
     size_t n_insecure;
     /* A transfer that moves nothing for this long ends (30 s when 0). */
     long timeout_sec;
+    /* Where a pull counts what it received; NULL: nowhere. */
+    img_progress *progress;
 } img_registry_options;
 
 /* True for a registry reference ("docker://..."). */

@@ -164,7 +164,7 @@ static int fetch_manifest(img_session *f, const char *reference, img_answer *a, 
 /* The blob named digest into the layout, hashed as it streams; kept only
  * when its bytes give the digest. */
 static int fetch_blob(img_session *f, const char *layout, const char *digest, uint64_t size,
-                      act_error *err)
+                      img_progress *progress, act_error *err)
 {
     char final[4200], partial[4300];
     if (!img_digest_is_valid(digest) || blob_path(layout, digest, final, sizeof(final)) < 0)
@@ -178,7 +178,7 @@ static int fetch_blob(img_session *f, const char *layout, const char *digest, ui
     if (fd < 0 || !sha)
         return act_error_set(err, errno ? errno : ENOMEM, "cannot write %s: %s", partial,
                              strerror(errno));
-    img_answer a = {.fd = fd, .sha = sha, .max = size};
+    img_answer a = {.fd = fd, .sha = sha, .max = size, .progress = progress};
     char path[300];
     snprintf(path, sizeof(path), "blobs/%s", digest);
     long status = img_session_get(f, path, NULL, &a);
@@ -224,8 +224,20 @@ static int fetch_manifest_blobs(img_session *f, const char *layout, json_object 
         return act_error_set(err, EPROTO,
                              "image docker://%s/%s: the manifest names no config or no layers",
                              f->ref.registry, f->ref.repository);
-    int r = fetch_blob(f, layout, json_object_get_string(digest), descriptor_size(config), err);
+    img_progress *progress = f->options ? f->options->progress : NULL;
+    if (progress) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < json_object_array_length(layers); i++)
+            total += descriptor_size(json_object_array_get_idx(layers, i));
+        atomic_store(&progress->total, total);
+        atomic_store(&progress->layers, (unsigned)json_object_array_length(layers));
+    }
+    /* The config is not counted: the manifest's total is the layers'. */
+    int r = fetch_blob(f, layout, json_object_get_string(digest), descriptor_size(config), NULL,
+                       err);
     for (size_t i = 0; r == 0 && i < json_object_array_length(layers); i++) {
+        if (progress)
+            atomic_store(&progress->layer, (unsigned)i + 1);
         json_object *layer = json_object_array_get_idx(layers, i);
         if (!json_object_object_get_ex(layer, "digest", &digest))
             return act_error_set(err, EPROTO, "image docker://%s/%s: layer %zu has no digest",
@@ -234,7 +246,7 @@ static int fetch_manifest_blobs(img_session *f, const char *layout, json_object 
         if (size == 0)
             return act_error_set(err, EPROTO, "image docker://%s/%s: layer %zu has no size",
                                  f->ref.registry, f->ref.repository, i + 1);
-        r = fetch_blob(f, layout, json_object_get_string(digest), size, err);
+        r = fetch_blob(f, layout, json_object_get_string(digest), size, progress, err);
     }
     return r;
 }

@@ -87,6 +87,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *userdata)
         if (act_write_all(a->fd, data, len) < 0 || EVP_DigestUpdate(a->sha, data, len) != 1)
             return 0;
         a->written += len;
+        if (a->progress)
+            atomic_fetch_add(&a->progress->bytes, len);
         return len;
     }
     if (a->len + len > a->max) {

@@ -39,6 +39,7 @@ typedef struct img_answer {
     char challenge[1024];
     char location[2048];
     char digest[160]; /* Docker-Content-Digest */
+    img_progress *progress; /* with fd: the bytes counted there too */
 } img_answer;
 
 /* A request: a method, a path under /v2/<repository>/ (or an absolute URL,

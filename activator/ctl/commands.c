@@ -46,6 +46,7 @@ static json_object *new_request(const char *op)
 typedef struct progress {
     const ctl_options *options;
     uint64_t started_usec;
+    bool line_open; /* a stage.progress line, rewritten in place on a terminal */
 } progress;
 
 /* "generation 3, version v2, pid 1234, reason ready_timeout" from an event. */
@@ -81,8 +82,12 @@ static void on_progress(json_object *event, void *userdata)
     ctl_format_duration(act_now_usec() - p->started_usec, elapsed, sizeof(elapsed));
     describe_event(event, details, sizeof(details));
     const char *color = p->options->color ? ctl_state_color(name) : NULL;
-    printf("  %7s  %s%-13s%s %s\n", elapsed, color ? color : "", name ? name : "?",
-           color ? CTL_COLOR_RESET : "", details);
+    /* A pull's progress, once a second: one line, rewritten, on a terminal. */
+    bool in_place = name && strcmp(name, "stage.progress") == 0 && isatty(STDOUT_FILENO);
+    printf("%s  %7s  %s%-13s%s %s%s", p->line_open ? "\r\033[K" : "", elapsed,
+           color ? color : "", name ? name : "?", color ? CTL_COLOR_RESET : "", details,
+           in_place ? "" : "\n");
+    p->line_open = in_place;
     fflush(stdout);
 }
 
@@ -134,7 +139,7 @@ static int obtain_reply(const ctl_options *options, const char *what, json_objec
         ctl_client_close(&client);
         return r;
     }
-    progress p = {options, act_now_usec()};
+    progress p = {.options = options, .started_usec = act_now_usec()};
     bool live = false;
     if (progress_host && !options->json) {
         char prefix[ACT_NAME_MAX + 8];
@@ -146,6 +151,8 @@ static int obtain_reply(const ctl_options *options, const char *what, json_objec
     r = ctl_client_call(&client, request, options->timeout_sec ? options->timeout_sec
                                                                : default_timeout,
                         live ? on_progress : NULL, &p, reply);
+    if (p.line_open)
+        printf("\n");
     ctl_client_close(&client);
     return r;
 }
@@ -684,7 +691,12 @@ static int run_op(const ctl_command *command, ctrl_op op, const ctl_extra_option
     if (op == CTRL_OP_CLAIM_WAIT)
         timeout =
             QUICK_TIMEOUT_SEC + (int)act_json_u64_or(request, "wait", CTRL_CLAIM_WAIT_DEFAULT_SEC);
-    return perform(options, what, request, waits && *host ? host : NULL, timeout, command->render);
+    /* A stage from a registry shows its pull's progress on a terminal. */
+    const char *path = act_json_string_or(request, "path", "");
+    bool pulls = op == CTRL_OP_STAGE && strncmp(path, "docker://", 9) == 0 &&
+                 isatty(STDOUT_FILENO);
+    return perform(options, what, request, (waits || pulls) && *host ? host : NULL, timeout,
+                   command->render);
 }
 
 static int on_status_option(int opt)

@@ -47,6 +47,7 @@ static const char *const kind_names[] = {
     [EV_EVENT_MOVE_ROLLED_BACK] = "move.rolled_back",
     [EV_EVENT_FROZEN] = "frozen",
     [EV_EVENT_THAWED] = "thawed",
+    [EV_EVENT_STAGE_PROGRESS] = "stage.progress",
 };
 /* ev_event_kind_from_name compares against every entry. */
 static_assert(ARRAY_SIZE(kind_names) == EV_EVENT__COUNT, "an event kind without a name");

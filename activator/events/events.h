@@ -62,6 +62,10 @@ typedef enum ev_event_kind {
      * (reason: what thawed it, "connection", "operator", "swap", ...). */
     EV_EVENT_FROZEN,
     EV_EVENT_THAWED,
+    /* A stage from a registry is pulling: reason says the layer, the bytes
+     * and the rate ("layer 2 of 5: 45.3 of 200.0 MiB, 38.1 MiB/s"), once
+     * a second while it lasts. */
+    EV_EVENT_STAGE_PROGRESS,
     EV_EVENT__COUNT,
 } ev_event_kind;
 

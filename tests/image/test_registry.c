@@ -77,11 +77,18 @@ static void an_anonymous_registry_over_http(void **state)
     if (reg_harness_push(&registry, layout, "v2", "demo/app", &err) < 0)
         fail_msg("push: %s", err.message);
     const char *insecure[] = {registry.address};
-    img_registry_options options = {.insecure = insecure, .n_insecure = 1};
+    img_progress progress = {0};
+    img_registry_options options = {.insecure = insecure, .n_insecure = 1, .progress = &progress};
     char reference[600], resolved[512];
     snprintf(reference, sizeof(reference), "docker://%s/demo/app:v2", registry.address);
     if (pull_and_flatten(fx, reference, &options, resolved, sizeof(resolved), &err) < 0)
         fail_msg("pull: %s", err.message);
+    /* The pull counted every layer's bytes, and the total the manifest gives. */
+    assert_true(atomic_load(&progress.layers) >= 1);
+    assert_int_equal(atomic_load(&progress.layer), atomic_load(&progress.layers));
+    assert_true(atomic_load(&progress.total) > 0);
+    assert_int_equal(atomic_load(&progress.bytes), atomic_load(&progress.total));
+    options.progress = NULL;
     char expected[300];
     snprintf(expected, sizeof(expected), "docker://%s/demo/app@sha256:", registry.address);
     assert_int_equal(strncmp(resolved, expected, strlen(expected)), 0);

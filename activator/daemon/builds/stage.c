@@ -23,8 +23,10 @@
 
 #include "activator/daemon/builds/promote.h"
 #include "activator/daemon/fetch/image_stage.h"
+#include "activator/daemon/generations/announce.h"
 #include "activator/daemon/host/step_holds.h"
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/json_fields.h"
 #include "common/log.h"
 #include "common/strv.h"
@@ -46,6 +48,11 @@ typedef struct stage_job {
     int result;
     rel_identity identity;
     act_error err;
+    /* A pull's progress, published once a second from the loop while the
+     * worker pulls (stage.progress). */
+    img_progress progress;
+    sd_event_source *progress_timer;
+    uint64_t started_usec;
 } stage_job;
 
 static void run_stage(void *data)
@@ -61,6 +68,7 @@ static void run_stage(void *data)
             .work_dir = job->work_dir,
             .registry_auth_file = job->registry_auth_file,
             .registry_insecure = (const char *const *)job->registry_insecure,
+            .progress = &job->progress,
         };
         job->result = ad_image_stage_run(job->releases, &in, &job->identity, &job->err);
     } else {
@@ -78,9 +86,34 @@ static void run_stage(void *data)
 static void stage_job_free(void *data)
 {
     stage_job *job = data;
-    if (job)
+    if (job) {
         act_strv_free(job->registry_insecure);
+        sd_event_source_disable_unref(job->progress_timer);
+    }
     free(job);
+}
+
+#define PROGRESS_PERIOD_USEC (1000 * 1000)
+
+/* Once a second while a pull runs: how far it is, as an event of the
+ * host's, which activatorctl stage shows on a terminal. */
+static int on_progress_timer(sd_event_source *source, uint64_t usec, void *userdata)
+{
+    stage_job *job = userdata;
+    unsigned layers = atomic_load(&job->progress.layers);
+    if (layers) {
+        const double mib = 1024.0 * 1024.0;
+        uint64_t bytes = atomic_load(&job->progress.bytes);
+        uint64_t total = atomic_load(&job->progress.total);
+        double seconds = (double)(act_now_usec() - job->started_usec) / 1e6;
+        char why[160];
+        snprintf(why, sizeof(why), "layer %u of %u: %.1f of %.1f MiB, %.1f MiB/s",
+                 atomic_load(&job->progress.layer), layers, (double)bytes / mib,
+                 (double)total / mib, seconds > 0 ? (double)bytes / mib / seconds : 0.0);
+        ad_publish(job->owner, EV_EVENT_STAGE_PROGRESS, NULL, why);
+    }
+    sd_event_source_set_time(source, usec + PROGRESS_PERIOD_USEC);
+    return 0;
 }
 
 static void stage_job_freep(stage_job **job)
@@ -91,6 +124,7 @@ static void stage_job_freep(stage_job **job)
 static void complete_stage(void *data)
 {
     __attribute__((cleanup(stage_job_freep))) stage_job *job = data;
+    job->progress_timer = sd_event_source_disable_unref(job->progress_timer);
     if (job->result < 0) {
         ad_reply_release_error(job->reply, job->result, &job->err);
     } else {
@@ -134,6 +168,11 @@ void ad_stage_start(ad_host *host, const ctrl_request *request, ctrl_reply *repl
         ctrl_reply_error(reply, "release_error", "host %s: out of memory", request->host);
         return;
     }
+    job->started_usec = act_now_usec();
+    if (img_is_registry_reference(job->path) &&
+        sd_event_add_time_relative(daemon->loop, &job->progress_timer, CLOCK_MONOTONIC,
+                                   PROGRESS_PERIOD_USEC, 0, on_progress_timer, job) >= 0)
+        sd_event_source_set_enabled(job->progress_timer, SD_EVENT_ON);
     /* A job the stop leaves undelivered holds nothing but itself. */
     if (act_offload_submit_droppable(daemon->release_work, act_offload_lane(job->host), run_stage,
                                      complete_stage, stage_job_free, job, &err) < 0) {

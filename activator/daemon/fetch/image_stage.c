@@ -60,6 +60,7 @@ static int pull_image(const ad_image_stage *in, const char *work, char *local, s
             in->registry_auth_file && in->registry_auth_file[0] ? in->registry_auth_file : NULL,
         .insecure = in->registry_insecure,
         .n_insecure = n_insecure,
+        .progress = in->progress,
     };
     int r = img_pull(in->reference, &options, layout, source, source_size, err);
     if (r == 0)

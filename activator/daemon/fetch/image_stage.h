@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "common/error.h"
+#include "image/image.h"
 #include "release/release.h"
 
 typedef struct ad_image_stage {
@@ -18,6 +19,7 @@ typedef struct ad_image_stage {
     const char *registry_auth_file;       /* RegistryAuthFile=; "" or NULL: none */
     const char *const *registry_insecure; /* RegistryInsecure= */
     const char *expected_digest;          /* the build must hash to this; NULL: any */
+    img_progress *progress;               /* where a pull counts; NULL: nowhere */
 } ad_image_stage;
 
 /* True for a source that is an image rather than a directory or a file. */
