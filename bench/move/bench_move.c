@@ -9,7 +9,12 @@
  * archive with its SHA-256 (checkpoint/'s writer), its verified extract
  * (checkpoint/'s restore), and a cold start of the host (a parked host's
  * first answer). It prints p50s and the ratio serves-nowhere / the sum of
- * the parts' p50s. */
+ * the parts' p50s.
+ *
+ * bench-move registry: the same with no shared directory, the checkpoints
+ * in a real registry (docker-registry on loopback, Checkpoints=docker://);
+ * its parts by hand are the archive pushed, and the archive fetched by
+ * digest and extracted (checkpoint/'s registry place), and the cold start. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -28,6 +33,7 @@
 #include "claims/claims.h"
 #include "common/clock.h"
 #include "tests/claims/etcd_harness.h"
+#include "tests/image/registry_harness.h"
 
 #define BENCH "bench-move"
 #define HOST "web"
@@ -37,6 +43,11 @@
 #define STATE_FILE_SIZE (1024 * 1024)
 
 static const char *const box_names[2] = {"box-1", "box-2"};
+
+/* bench-move registry: where the checkpoints go, and the parts' place. */
+static bool through_registry;
+static reg_harness registry;
+static ckpt_place by_hand_place;
 
 typedef struct fleet {
     etcd_harness etcd;
@@ -104,16 +115,24 @@ static int setup_box(fleet *fl, int i, int port, act_error *err)
     dd_daemon *d = &fl->boxes[i];
     char prefix[64], conf[256];
     snprintf(prefix, sizeof(prefix), "%s/act-bench-move", bd_base_dir());
-    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\n", fl->checkpoints);
-    dd_options options = {.dir_prefix = prefix, .cgroup_name = "act-bench-move",
-                          .box = box_names[i], .store_url = fl->url, .extra_conf = conf};
+    if (through_registry)
+        snprintf(conf, sizeof(conf), "Checkpoints=docker://%s/checkpoints\nRegistryInsecure=%s\n",
+                 registry.address, registry.address);
+    else
+        snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\n", fl->checkpoints);
+    dd_options options = {.dir_prefix = prefix,
+                          .cgroup_name = "act-bench-move",
+                          .box = box_names[i],
+                          .store_url = fl->url,
+                          .extra_conf = conf};
     snprintf(fl->addresses[i], sizeof(fl->addresses[i]), "127.0.0.%d:%d", i + 2, port);
     int r = dd_setup(d, &options, err);
-    if (r < 0 || (r = dd_write_host(d, HOST, err,
-                                    "[Host]\nExec=act-notify-echo\nIdleTimeoutSec=0\n"
-                                    "StopTimeoutSec=2\nReadyTimeoutSec=10\nProbeTimeoutSec=60\n"
-                                    "[Listen]\nListenStream=%s\n",
-                                    fl->addresses[i])) < 0 ||
+    if (r < 0 ||
+        (r = dd_write_host(d, HOST, err,
+                           "[Host]\nExec=act-notify-echo\nIdleTimeoutSec=0\n"
+                           "StopTimeoutSec=2\nReadyTimeoutSec=10\nProbeTimeoutSec=60\n"
+                           "[Listen]\nListenStream=%s\n",
+                           fl->addresses[i])) < 0 ||
         (r = dd_start(d, 30000, NULL, err)) < 0)
         return r;
     return dd_stage(d, HOST, "v1", ACT_NOTIFY_ECHO, true, err);
@@ -139,8 +158,8 @@ static int claim_serving_on(fleet *fl, int box, int timeout_ms, act_error *err)
             return 0;
         dd_sleep_ms(2);
     }
-    return act_error_set(err, ETIMEDOUT, "%s does not serve %s within %d ms", box_names[box],
-                         HOST, timeout_ms);
+    return act_error_set(err, ETIMEDOUT, "%s does not serve %s within %d ms", box_names[box], HOST,
+                         timeout_ms);
 }
 
 static int one_move(fleet *fl, int round, bd_samples *nowhere, bd_samples *whole,
@@ -154,8 +173,8 @@ static int one_move(fleet *fl, int round, bd_samples *nowhere, bd_samples *whole
         return r < 0 ? r : act_error_set(err, ENOENT, "%s has no claim", HOST);
     char id[64];
     snprintf(id, sizeof(id), "bench-%d", round);
-    if ((r = claim_move_start(HOST, &current, box_names[to], id, false, act_wallclock_usec(),
-                              &next, err)) != 0)
+    if ((r = claim_move_start(HOST, &current, box_names[to], id, false, act_wallclock_usec(), &next,
+                              err)) != 0)
         return r < 0 ? r : act_error_set(err, EALREADY, "a move is in flight");
     atomic_store(&fl->first_ok[to], 0);
     atomic_store(&fl->armed[to], true);
@@ -169,8 +188,7 @@ static int one_move(fleet *fl, int round, bd_samples *nowhere, bd_samples *whole
     atomic_store(&fl->armed[to], false);
     uint64_t first = atomic_load(&fl->first_ok[to]), last = atomic_load(&fl->last_ok[from]);
     if (!first)
-        return act_error_set(err, ETIMEDOUT, "round %d: %s never answered", round,
-                             box_names[to]);
+        return act_error_set(err, ETIMEDOUT, "round %d: %s never answered", round, box_names[to]);
     if (nowhere) {
         bd_samples_add(nowhere, (double)(first - last));
         bd_samples_add(whole, (double)(served - start));
@@ -194,10 +212,10 @@ static int parts_by_hand(fleet *fl, int serving, bd_samples *archive, bd_samples
         ckpt_info info = {0};
         atomic_bool cancel = false;
         uint64_t t0 = act_now_usec();
-        int r = ckpt_write(fl->checkpoints, "by-hand", state, 1, "bench", &cancel, &info, err);
+        int r = ckpt_place_write(&by_hand_place, "by-hand", state, 1, "bench", &cancel, &info, err);
         uint64_t t1 = act_now_usec();
-        if (r < 0 || (r = ckpt_restore(fl->checkpoints, "by-hand", info.id, info.sha256, scratch,
-                                       0, 0, err)) < 0)
+        if (r < 0 || (r = ckpt_place_restore(&by_hand_place, "by-hand", info.id, info.sha256,
+                                             scratch, 0, 0, err)) < 0)
             return r;
         uint64_t t2 = act_now_usec();
         bd_samples_add(archive, (double)(t1 - t0));
@@ -222,10 +240,26 @@ static int run(fleet *fl, act_error *err)
         return r;
     fl->etcd_started = true;
     snprintf(fl->url, sizeof(fl->url), "%s/bench-move-%d", fl->etcd.url_prefix, (int)getpid());
-    snprintf(fl->checkpoints, sizeof(fl->checkpoints), "%s/act-bench-move-ckpt-%d",
-             bd_base_dir(), (int)getpid());
+    snprintf(fl->checkpoints, sizeof(fl->checkpoints), "%s/act-bench-move-ckpt-%d", bd_base_dir(),
+             (int)getpid());
     if (mkdir(fl->checkpoints, 0700) < 0)
         return act_error_set(err, errno, "mkdir %s: %s", fl->checkpoints, strerror(errno));
+    char url[300];
+    if (through_registry) {
+        if ((r = reg_harness_start(&registry, false, false, err)) < 0)
+            return r;
+        snprintf(url, sizeof(url), "docker://%s/checkpoints", registry.address);
+        char spool[300];
+        snprintf(spool, sizeof(spool), "%s/spool", fl->checkpoints);
+        char *insecure[] = {registry.address, NULL};
+        if ((r = ckpt_place_parse(url, &by_hand_place, err)) < 0 ||
+            (r = ckpt_place_set_registry(&by_hand_place, spool, NULL, insecure, err)) < 0)
+            return r;
+    } else {
+        snprintf(url, sizeof(url), "dir://%s", fl->checkpoints);
+        if ((r = ckpt_place_parse(url, &by_hand_place, err)) < 0)
+            return r;
+    }
     if ((r = claims_store_open(fl->url, NULL, &fl->store, err)) < 0)
         return r;
     int port = dd_free_port(err);
@@ -258,8 +292,7 @@ static int run(fleet *fl, act_error *err)
     bd_samples nowhere = {0}, whole = {0}, archive = {0}, extract = {0}, cold = {0};
     bd_samples draining = {0}, probing = {0};
     for (int round = 1; round <= WARMUP + ROUNDS && r == 0; round++)
-        r = one_move(fl, round, round > WARMUP ? &nowhere : NULL, &whole, &draining, &probing,
-                     err);
+        r = one_move(fl, round, round > WARMUP ? &nowhere : NULL, &whole, &draining, &probing, err);
     atomic_store(&fl->stop, true);
     pthread_join(fl->client, NULL);
     fl->client = 0;
@@ -270,8 +303,9 @@ static int run(fleet *fl, act_error *err)
         double parts = bd_samples_quantile(&archive, 0.5) + bd_samples_quantile(&extract, 0.5) +
                        bd_samples_quantile(&cold, 0.5);
         printf(BENCH ": %d moves of one host with a %d MiB state directory between two "
-                     "activatord boxes on one etcd (state in %s)\n",
-               ROUNDS, STATE_FILES * STATE_FILE_SIZE / (1024 * 1024), bd_base_dir());
+                     "activatord boxes on one etcd (state in %s; checkpoints %s)\n",
+               ROUNDS, STATE_FILES * STATE_FILE_SIZE / (1024 * 1024), bd_base_dir(),
+               through_registry ? "in a registry on loopback" : "in a shared directory");
         printf("  %-48s p50 %9.0f us  p99 %9.0f us\n", "serves nowhere (last answer -> first)",
                bd_samples_quantile(&nowhere, 0.5), bd_samples_quantile(&nowhere, 0.99));
         printf("  %-48s p50 %9.0f us\n", "the whole move (CAS -> claim serving)",
@@ -280,13 +314,18 @@ static int run(fleet *fl, act_error *err)
                bd_samples_quantile(&draining, 0.5));
         printf("  %-48s p50 %9.0f us\n", "  and probing (probing read -> serving)",
                bd_samples_quantile(&probing, 0.5));
-        printf("  %-48s p50 %9.0f us\n", "by hand: archive + SHA-256",
+        printf("  %-48s p50 %9.0f us\n",
+               through_registry ? "by hand: archive + SHA-256 + push"
+                                : "by hand: archive + SHA-256",
                bd_samples_quantile(&archive, 0.5));
-        printf("  %-48s p50 %9.0f us\n", "by hand: verified extract",
+        printf("  %-48s p50 %9.0f us\n",
+               through_registry ? "by hand: fetch by digest + verified extract"
+                                : "by hand: verified extract",
                bd_samples_quantile(&extract, 0.5));
         printf("  %-48s p50 %9.0f us\n", "by hand: cold start", bd_samples_quantile(&cold, 0.5));
-        printf("  serves-nowhere / sum of parts p50 ratio %.2f (target <= 1.3)\n",
-               bd_samples_quantile(&nowhere, 0.5) / parts);
+        printf("  serves-nowhere / sum of parts p50 ratio %.2f (%+.0f us; target <= 1.3)\n",
+               bd_samples_quantile(&nowhere, 0.5) / parts,
+               bd_samples_quantile(&nowhere, 0.5) - parts);
     }
     bd_samples_free(&nowhere);
     bd_samples_free(&whole);
@@ -298,8 +337,13 @@ static int run(fleet *fl, act_error *err)
     return r;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    through_registry = argc > 1 && strcmp(argv[1], "registry") == 0;
+    if (through_registry && !reg_harness_available()) {
+        printf(BENCH ": SKIPPED (docker-registry or skopeo not installed)\n");
+        return 0;
+    }
     int can = bd_check_can_run(BENCH);
     if (can != 0)
         return can;
@@ -337,5 +381,7 @@ int main(void)
     }
     if (fl.etcd_started)
         etcd_harness_destroy(&fl.etcd);
+    ckpt_place_clear(&by_hand_place);
+    reg_harness_stop(&registry);
     return r < 0 ? 1 : 0;
 }

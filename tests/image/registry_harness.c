@@ -119,6 +119,7 @@ int reg_harness_start(reg_harness *h, bool tls, bool auth, act_error *err)
 }
 
 static int start(reg_harness *h, bool tls, bool auth, bool token, bool deletes, act_error *err);
+static int launch(reg_harness *h, act_error *err);
 
 int reg_harness_start_with(reg_harness *h, bool tls, bool auth, bool deletes, act_error *err)
 {
@@ -175,16 +176,25 @@ static int start(reg_harness *h, bool tls, bool auth, bool token, bool deletes, 
              "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n"
              "  delete:\n    enabled: %s\nhttp:\n  addr: %s\n%s%s",
              h->storage, deletes ? "true" : "false", h->address, tls_part, auth_part);
+    char config_path[128];
+    snprintf(config_path, sizeof(config_path), "%s/config.yml", h->dir);
+    if (write_text(config_path, config, 0644, err) < 0)
+        return -EIO;
+    return launch(h, err);
+}
+
+/* Starts docker-registry on the harness's configuration and waits until it
+ * answers. */
+static int launch(reg_harness *h, act_error *err)
+{
     char config_path[128], log_path[128];
     snprintf(config_path, sizeof(config_path), "%s/config.yml", h->dir);
     snprintf(log_path, sizeof(log_path), "%s/registry.log", h->dir);
-    if (write_text(config_path, config, 0644, err) < 0)
-        return -EIO;
     pid_t pid = fork();
     if (pid < 0)
         return act_error_set(err, errno, "fork: %s", strerror(errno));
     if (pid == 0) {
-        int log = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int log = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (log >= 0) {
             dup2(log, 1);
             dup2(log, 2);
@@ -229,6 +239,22 @@ int reg_harness_push_with(const reg_harness *h, const char *layout, const char *
                  REG_HARNESS_PASSWORD);
     return run(err, "skopeo copy --quiet %s %s %s oci:%s:%s docker://%s/%s:%s >/dev/null", tls,
                creds, extra_args ? extra_args : "", layout, tag, h->address, repository, tag);
+}
+
+void reg_harness_pause(reg_harness *h)
+{
+    if (h->pid > 0) {
+        kill(h->pid, SIGTERM);
+        waitpid(h->pid, NULL, 0);
+        h->pid = 0;
+    }
+}
+
+int reg_harness_resume(reg_harness *h, act_error *err)
+{
+    if (h->pid > 0)
+        return 0;
+    return launch(h, err);
 }
 
 void reg_harness_stop(reg_harness *h)

@@ -47,4 +47,10 @@ int reg_harness_push(const reg_harness *h, const char *layout, const char *tag,
 int reg_harness_push_with(const reg_harness *h, const char *layout, const char *tag,
                           const char *repository, const char *extra_args, act_error *err);
 
+/* Stops the registry's process and starts it again on the same port,
+ * configuration and storage (resume waits until it answers): a registry
+ * outage. */
+void reg_harness_pause(reg_harness *h);
+int reg_harness_resume(reg_harness *h, act_error *err);
+
 void reg_harness_stop(reg_harness *h);

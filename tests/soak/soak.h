@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "tests/fleet/fleet.h"
+#include "tests/image/registry_harness.h"
 
 #include <nng/nng.h>
 
@@ -139,6 +140,7 @@ typedef enum soak_fault_kind {
     F_BAD_REQUESTS,
     F_RELOAD,
     F_FREEZE_PARK, /* activatorctl freeze: the next connection thaws it */
+    F_REGISTRY_STOP, /* the checkpoints' registry stopped, a move tried meanwhile */
     F__COUNT,
 } soak_fault_kind;
 
@@ -195,6 +197,10 @@ typedef struct soak {
     soak_link links[FL_BOXES_MAX];
     atomic_bool stop_events;
     char checkpoints[64];
+    /* Where the moves' checkpoints go: a registry (Checkpoints=docker://)
+     * when docker-registry is installed, else the checkpoints directory. */
+    reg_harness registry;
+    bool through_registry;
     claim_store *router_store; /* the router's own client of the store */
 
     soak_host hosts[SOAK_HOSTS_MAX];

@@ -43,6 +43,9 @@ static const fault_spec faults[F__COUNT] = {
     /* An operator's freeze: no window, because the next connection must
      * thaw the generation and be served. */
     [F_FREEZE_PARK] = {"freeze", "freeze", 6},
+    /* The registry of the checkpoints gone: a move meanwhile cannot push its
+     * checkpoint and rolls back to the box it left, which serves on. */
+    [F_REGISTRY_STOP] = {"registry stopped", "registry-stop", 3},
 };
 
 int soak_fault_by_token(const char *token)
@@ -271,6 +274,21 @@ static void move(soak *s, soak_host *h)
     if (newline)
         *newline = '\0';
     log_outcome(s, id, outcome);
+}
+
+/* The registry stopped; a move of h tried while it is down, which must
+ * roll back (its checkpoint cannot be pushed); the registry started again
+ * with its storage. */
+static void registry_outage(soak *s, soak_host *h)
+{
+    reg_harness_pause(&s->registry);
+    unsigned id = log_fault(s, F_REGISTRY_STOP, "registry stopped; a move of %s meanwhile",
+                            h->name);
+    move(s, h);
+    act_error err = {0};
+    int r = reg_harness_resume(&s->registry, &err);
+    soak_check(s, I_DAEMONS_ALIVE, r == 0, "the registry did not start again: %s", err.message);
+    log_outcome(s, id, r == 0 ? "registry back" : "registry did not start again");
 }
 
 static void restart_box(soak *s, soak_fault_kind kind)
@@ -541,6 +559,9 @@ void soak_fault_one(soak *s)
         break;
     case F_RELOAD:
         reload(s);
+        break;
+    case F_REGISTRY_STOP:
+        registry_outage(s, h);
         break;
     case F__COUNT:
         break;

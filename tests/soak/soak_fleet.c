@@ -61,11 +61,24 @@ int soak_fleet_setup(soak *s)
         fprintf(stderr, "soak: mkdtemp: %s\n", strerror(errno));
         return -1;
     }
-    char conf[256];
-    /* Moves carry the state in checkpoints every box reads; a short lease
-     * would count a box killed for a second as dead, which is not a fault
-     * the soak means to make. */
-    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\nBoxLeaseSec=15s\n", s->checkpoints);
+    char conf[512];
+    /* Moves carry the state in checkpoints every box reads: through a
+     * registry when there is one (whose outage is then a fault), else a
+     * shared directory. A short lease would count a box killed for a second
+     * as dead, which is not a fault the soak means to make. */
+    act_error registry_err = {0};
+    s->through_registry = reg_harness_available() &&
+                          reg_harness_start(&s->registry, false, false, &registry_err) == 0;
+    if (registry_err.message[0])
+        fprintf(stderr, "soak: no registry (%s); checkpoints in %s\n", registry_err.message,
+                s->checkpoints);
+    if (s->through_registry)
+        snprintf(conf, sizeof(conf),
+                 "Checkpoints=docker://%s/checkpoints\nRegistryInsecure=%s\nBoxLeaseSec=15s\n",
+                 s->registry.address, s->registry.address);
+    else
+        snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\nBoxLeaseSec=15s\n", s->checkpoints);
+    s->fault_off[F_REGISTRY_STOP] = s->fault_off[F_REGISTRY_STOP] || !s->through_registry;
     fl_setup(fl, s->n_boxes, conf);
     /* The soak reads every box's events on a subscriber of its own for the
      * whole run (soak_links.c). */
@@ -189,6 +202,12 @@ void soak_fleet_teardown(soak *s, bool keep_logs)
         fprintf(stderr, "soak: checkpoints: %s\n", s->checkpoints);
     }
     fl_teardown(fl);
+    if (keep_logs && s->registry.dir[0])
+        fprintf(stderr, "soak: the registry's log: %s/registry.log\n", s->registry.dir);
+    if (keep_logs)
+        reg_harness_pause(&s->registry);
+    else
+        reg_harness_stop(&s->registry);
     if (!keep_logs && s->checkpoints[0]) {
         char command[128];
         snprintf(command, sizeof(command), "rm -rf '%s'", s->checkpoints);
