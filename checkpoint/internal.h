@@ -25,6 +25,9 @@ int ckpt_write_sidecar(int host_dirfd, const ckpt_info *info, act_error *err);
 /* Fills what the sidecar of id says; -ENOENT when it has none. */
 int ckpt_read_sidecar(int host_dirfd, const char *id, ckpt_info *info, act_error *err);
 
+/* A restore's host, id and SHA-256 checked before anything is opened. */
+int ckpt_check_restore(const char *host, const char *id, const char *sha256, act_error *err);
+
 /* ckpt_restore's work once the archive (fd, at any offset) is known to
  * hash to sha256: extracted beside state_dir and exchanged with it. */
 int ckpt_restore_verified(int fd, const char *id, const char *sha256, const char *state_dir,

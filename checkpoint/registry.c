@@ -243,15 +243,8 @@ int ckpt_registry_restore(const ckpt_place *place, const char *host, const char 
                           const char *sha256, const char *state_dir, uid_t uid, gid_t gid,
                           act_error *err)
 {
-    int r = act_name_check("host", host, err);
-    if (r < 0 || (r = ckpt_check_id(id, err)) < 0)
-        return r;
-    if (!sha256 || strlen(sha256) != CKPT_DIGEST_SIZE - 1)
-        return act_error_set(err, EINVAL,
-                             "checkpoint %s of host %s: the claim names no SHA-256 for it, so "
-                             "it cannot be fetched or verified; nothing was restored",
-                             id, host);
-    if ((r = make_spool(place, err)) < 0)
+    int r = ckpt_check_restore(host, id, sha256, err);
+    if (r < 0 || (r = make_spool(place, err)) < 0)
         return r;
     _cleanup_close_ int host_dirfd = ckpt_open_host_dir(place->spool, host, true, err);
     if (host_dirfd < 0)

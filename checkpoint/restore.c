@@ -216,8 +216,7 @@ static int open_verified(const char *dir, const char *host, const char *id, cons
     return TAKE_FD(fd);
 }
 
-int ckpt_restore(const char *dir, const char *host, const char *id, const char *sha256,
-                 const char *state_dir, uid_t uid, gid_t gid, act_error *err)
+int ckpt_check_restore(const char *host, const char *id, const char *sha256, act_error *err)
 {
     int r = act_name_check("host", host, err);
     if (r < 0 || (r = ckpt_check_id(id, err)) < 0)
@@ -225,8 +224,17 @@ int ckpt_restore(const char *dir, const char *host, const char *id, const char *
     if (!sha256 || strlen(sha256) != CKPT_DIGEST_SIZE - 1)
         return act_error_set(err, EINVAL,
                              "checkpoint %s of host %s: the claim names no SHA-256 for it, so "
-                             "it cannot be verified; nothing was restored",
+                             "it cannot be fetched or verified; nothing was restored",
                              id, host);
+    return 0;
+}
+
+int ckpt_restore(const char *dir, const char *host, const char *id, const char *sha256,
+                 const char *state_dir, uid_t uid, gid_t gid, act_error *err)
+{
+    int r = ckpt_check_restore(host, id, sha256, err);
+    if (r < 0)
+        return r;
     _cleanup_close_ int fd = open_verified(dir, host, id, sha256, err);
     if (fd < 0)
         return fd;
