@@ -308,8 +308,8 @@ static int durable_write_once(dd_daemon *d, double *usec, act_error *err)
         return act_error_set(err, errno, "open %s: %s", d->state_dir, strerror(errno));
     static const char record[] = "{\"bench\":\"a record of about the size the daemon writes\"}\n";
     uint64_t start = act_now_usec();
-    int r = act_write_atomic(dirfd, "bench-durable-write.json", record, sizeof(record) - 1, 0644,
-                             err);
+    int r =
+        act_write_atomic(dirfd, "bench-durable-write.json", record, sizeof(record) - 1, 0644, err);
     *usec = (double)(act_now_usec() - start);
     close(dirfd);
     return r;
@@ -317,10 +317,23 @@ static int durable_write_once(dd_daemon *d, double *usec, act_error *err)
 
 /* The echo host, and the big host whose builds the busy box stages (never
  * woken), on one daemon. */
+static size_t busy_mib(void);
+
+/* The busy box's registry, when docker-registry, skopeo and umoci are
+ * installed (the busy box then pulls too). */
+static reg_harness busy_registry;
+
 static int start_daemon(dd_daemon *d, char *address, size_t size, char *cached_address,
                         char *claim_address, act_error *err)
 {
-    int r = bd_setup(d, "wake", NULL, err);
+    char conf[128] = "";
+    act_error registry_err = {0};
+    if (busy_mib() && reg_harness_available() && system("command -v umoci >/dev/null") == 0 &&
+        reg_harness_start(&busy_registry, false, false, &registry_err) == 0)
+        snprintf(conf, sizeof(conf), "RegistryInsecure=%s\n", busy_registry.address);
+    else if (registry_err.message[0])
+        fprintf(stderr, BENCH ": no registry for the busy box (%s)\n", registry_err.message);
+    int r = bd_setup(d, "wake", conf, err);
     int port = r < 0 ? r : dd_free_port(err);
     int big_port = port < 0 ? port : dd_free_port(err);
     int cached_port = big_port < 0 ? big_port : dd_free_port(err);
@@ -375,7 +388,9 @@ static int run_busy(dd_daemon *d, const char *address, bd_samples *quiet, act_er
 {
     busy_builds busy;
     size_t mib = busy_mib();
-    int r = busy_builds_prepare(&busy, d, BIG_HOST, ACT_NOTIFY_ECHO, mib, err);
+    int r =
+        busy_builds_prepare(&busy, d, BIG_HOST, ACT_NOTIFY_ECHO, mib,
+                            busy_registry.pid > 0 ? &busy_registry : NULL, "act-notify-echo", err);
     if (r < 0 || (r = busy_builds_start(&busy, err)) < 0)
         return r;
     bd_samples woken = {0};
@@ -397,9 +412,10 @@ static int run_busy(dd_daemon *d, const char *address, bd_samples *quiet, act_er
     if (r == 0) {
         printf(BENCH " busy box: %d cold wakes while host " BIG_HOST "'s %zu MiB build was "
                      "staged and promoted over and over\n"
-                     "  (%u stage+promote cycles begun, %u done; %u wakes began and ended with "
-                     "one in flight)\n",
-               BUSY_WAKES, mib, begun, atomic_load(&busy.cycles_done), overlapped);
+                     "  (%u stage+promote cycles begun, %u done, %u of them pulls from a "
+                     "registry; %u wakes began and ended with one in flight)\n",
+               BUSY_WAKES, mib, begun, atomic_load(&busy.cycles_done),
+               atomic_load(&busy.pulls_done), overlapped);
         print_line("daemon quiet (the run above)", quiet);
         print_line("daemon busy  (build work beside it)", &woken);
         double p99 = bd_samples_quantile(&woken, 0.99) / bd_samples_quantile(quiet, 0.99);
@@ -528,5 +544,7 @@ static int run(dd_daemon *d, act_error *err)
 
 int main(void)
 {
-    return bd_main(BENCH, run);
+    int r = bd_main(BENCH, run);
+    reg_harness_stop(&busy_registry);
+    return r;
 }

@@ -8,8 +8,29 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The build as an image: umoci makes it, skopeo pushes it. */
+static int make_image(busy_builds *busy, const reg_harness *registry, const char *exec,
+                      act_error *err)
+{
+    char command[4 * PATH_MAX];
+    snprintf(command, sizeof(command),
+             "cd %s && umoci init --layout big-img && umoci new --image big-img:v1 && "
+             "umoci unpack --image big-img:v1 big-bundle >/dev/null && "
+             "cp %s big-bundle/rootfs/%s && umoci repack --image big-img:v1 big-bundle && "
+             "rm -rf big-bundle",
+             busy->d->dir, busy->source, exec);
+    if (system(command) != 0)
+        return act_error_set(err, EIO, "umoci could not make the image: %s", command);
+    char layout[PATH_MAX + 16];
+    snprintf(layout, sizeof(layout), "%s/big-img", busy->d->dir);
+    int r = reg_harness_push(registry, layout, "v1", "busy/big", err);
+    if (r == 0)
+        snprintf(busy->image, sizeof(busy->image), "docker://%s/busy/big:v1", registry->address);
+    return r;
+}
+
 int busy_builds_prepare(busy_builds *busy, dd_daemon *d, const char *host, const char *app,
-                        size_t mib, act_error *err)
+                        size_t mib, const reg_harness *registry, const char *exec, act_error *err)
 {
     *busy = (busy_builds){.d = d, .host = host, .mib = mib};
     snprintf(busy->source, sizeof(busy->source), "%s/big-build", d->dir);
@@ -21,8 +42,8 @@ int busy_builds_prepare(busy_builds *busy, dd_daemon *d, const char *host, const
             close(in);
         if (out >= 0)
             close(out);
-        return act_error_set(err, e, "cannot make the large build %s from %s: %s",
-                             busy->source, app, strerror(e));
+        return act_error_set(err, e, "cannot make the large build %s from %s: %s", busy->source,
+                             app, strerror(e));
     }
     static char block[1 << 20];
     ssize_t n;
@@ -35,8 +56,8 @@ int busy_builds_prepare(busy_builds *busy, dd_daemon *d, const char *host, const
     }
     memset(block, 0, sizeof(block));
     while (r == 0 && written < mib << 20) {
-        size_t chunk = (mib << 20) - written < sizeof(block) ? (mib << 20) - written
-                                                             : sizeof(block);
+        size_t chunk =
+            (mib << 20) - written < sizeof(block) ? (mib << 20) - written : sizeof(block);
         if (write(out, block, chunk) != (ssize_t)chunk)
             r = -errno;
         written += chunk;
@@ -47,7 +68,7 @@ int busy_builds_prepare(busy_builds *busy, dd_daemon *d, const char *host, const
     if (r < 0)
         return act_error_set(err, -r, "cannot write the large build %s: %s", busy->source,
                              strerror(-r));
-    return 0;
+    return registry ? make_image(busy, registry, exec, err) : 0;
 }
 
 static void *run(void *data)
@@ -57,12 +78,13 @@ static void *run(void *data)
         act_error err = {0};
         atomic_store(&busy->in_flight, 1);
         atomic_fetch_add(&busy->cycles_begun, 1);
-        /* Two requests, as an operator makes them: the stage copies and
-         * hashes the build, the promote hashes it all again. */
+        /* Two requests, as an operator makes them: the stage copies (or
+         * pulls) and hashes the build, the promote hashes it all again. */
+        bool pull = busy->image[0] && i % 2 == 0;
         int r = dd_request(busy->d, 600000, NULL, &err,
                            "{\"v\":1,\"op\":\"stage\",\"host\":\"%s\",\"version\":\"b%u\","
                            "\"path\":\"%s\"}",
-                           busy->host, i, busy->source);
+                           busy->host, i, pull ? busy->image : busy->source);
         if (r == 0)
             r = dd_request(busy->d, 600000, NULL, &err,
                            "{\"v\":1,\"op\":\"promote\",\"host\":\"%s\",\"version\":\"b%u\"}",
@@ -74,6 +96,8 @@ static void *run(void *data)
             break;
         }
         atomic_fetch_add(&busy->cycles_done, 1);
+        if (pull)
+            atomic_fetch_add(&busy->pulls_done, 1);
     }
     return NULL;
 }
