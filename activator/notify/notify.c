@@ -20,10 +20,15 @@
 
 #include "common/cleanup.h"
 #include "common/clock.h"
+#include "common/closer.h"
 #include "common/log.h"
 
 /* systemd caps notify datagrams at the same size; apps never send more. */
 #define NOTIFY_DATAGRAM_MAX 4096
+/* The most fds one datagram can carry (the kernel's SCM_MAX_FD): room for
+ * all of them, since those a datagram brings beyond the room are closed by
+ * the kernel inside our recvmsg, where a lingering socket would stall us. */
+#define NOTIFY_FDS_MAX 253
 
 /* Debian 12's headers predate these (Linux 6.5 and 6.13); the values are
  * the kernel's ABI. */
@@ -184,6 +189,18 @@ static void refuse(struct ntf_socket *notify, const struct ucred *cred, const ch
                 notify->label, cred ? (int)cred->pid : -1, why);
 }
 
+/* The handler of a socket being freed: what it still reads goes nowhere. */
+static void ignore_message(ntf_socket *notify, const ntf_message *message, void *userdata)
+{
+    (void)notify;
+    (void)message;
+    (void)userdata;
+}
+
+/* At most this many queued datagrams are read when a socket is freed (the
+ * queue holds far fewer: net.unix.max_dgram_qlen, 512 by default). */
+#define NOTIFY_DRAIN_MAX 4096
+
 /* Reads one datagram; false when the queue is empty. */
 static bool handle_one(struct ntf_socket *notify, int fd)
 {
@@ -192,7 +209,7 @@ static bool handle_one(struct ntf_socket *notify, int fd)
     union {
         struct cmsghdr align;
         char space[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int)) +
-                   CMSG_SPACE(sizeof(int) * 16)];
+                   CMSG_SPACE(sizeof(int) * NOTIFY_FDS_MAX)];
     } control;
     struct msghdr msg = {
         .msg_iov = &iov,
@@ -218,11 +235,16 @@ static bool handle_one(struct ntf_socket *notify, int fd)
                  pidfd < 0)
             memcpy(&pidfd, CMSG_DATA(cmsg), sizeof(int));
         else if (cmsg->cmsg_type == SCM_RIGHTS) {
-            /* Apps may push fds (FDSTORE=1); we keep none of theirs. */
+            /* Apps may push fds (FDSTORE=1); we keep none of theirs, and
+             * none of them may make us wait for its close (a lingering
+             * socket): common/closer.h. */
             int *fds = (int *)CMSG_DATA(cmsg);
             size_t count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < count; i++)
-                close(fds[i]);
+            for (size_t i = 0; i < count; i++) {
+                int one;
+                memcpy(&one, fds + i, sizeof(one));
+                act_close_foreign(one);
+            }
         }
     }
     if ((size_t)n > NOTIFY_DATAGRAM_MAX) {
@@ -417,6 +439,13 @@ void ntf_free(ntf_socket *notify)
 {
     if (!notify)
         return;
+    /* Datagrams still queued are read first: closing the socket with them
+     * would close the fds they carry here, on the loop (handle_one hands
+     * those to the closer). Their messages are no longer anyone's. */
+    int fd = notify->source ? sd_event_source_get_io_fd(notify->source) : -1;
+    notify->handler = ignore_message;
+    for (unsigned n = 0; fd >= 0 && n < NOTIFY_DRAIN_MAX && handle_one(notify, fd); n++)
+        ;
     sd_event_source_disable_unref(notify->source);
     sd_event_source_disable_unref(notify->resume);
     unlink(notify->socket_path);

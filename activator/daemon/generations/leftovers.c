@@ -12,6 +12,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "activator/listen/listen.h"
+#include "common/closer.h"
 
 /* The most sockets one host has (a host file allows 64 ListenStream=). */
 #define LEFTOVER_LISTEN_MAX 64
@@ -94,7 +95,10 @@ int ad_leftovers_take_socket(ad_daemon *daemon, const char *host, unsigned index
                     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
                     return fd;
                 }
-                close(fd);
+                /* Not ours: the generation's own, which it may close the
+                 * moment after, leaving ours the last close of a socket
+                 * that lingers. Closed off the loop. */
+                act_close_later(fd);
             }
         }
     }

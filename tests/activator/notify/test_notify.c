@@ -1,4 +1,7 @@
-/* The per-generation notify socket counts datagrams only from its cgroup. */
+/* The per-generation notify socket counts datagrams only from its cgroup;
+ * fds a sender pushes (a socket whose close lingers, as a tenant would push
+ * to stall the daemon) never make the loop wait, read or still queued when
+ * the socket is freed. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +22,8 @@
 
 #include "activator/notify/notify.h"
 #include "common/cleanup.h"
+#include "common/clock.h"
+#include "tests/common/lingering.h"
 
 typedef struct received {
     int count;
@@ -272,8 +277,8 @@ static void flood_is_read_a_burst_per_iteration(void **state)
     ntf_socket *notify = NULL;
     char dir[] = "/tmp/act-notify-XXXXXX";
     /* Few datagrams: without systemd's sysctl, a socket queues 10. */
-    ntf_options options = {.name = "g-1", .uid = getuid(), .gid = getgid(), .cgroup_path = own,
-                           .burst = 3};
+    ntf_options options = {
+        .name = "g-1", .uid = getuid(), .gid = getgid(), .cgroup_path = own, .burst = 3};
     open_in(loop, &options, &got, &notify, dir);
     for (int i = 0; i < 8; i++)
         assert_true(sd_notify(0, "WATCHDOG=1") > 0);
@@ -299,8 +304,12 @@ static void flood_is_read_a_window_at_a_time(void **state)
     received got = {0};
     ntf_socket *notify = NULL;
     char dir[] = "/tmp/act-notify-XXXXXX";
-    ntf_options options = {.name = "g-1", .uid = getuid(), .gid = getgid(), .cgroup_path = own,
-                           .per_window = 4, .window_usec = 300 * 1000};
+    ntf_options options = {.name = "g-1",
+                           .uid = getuid(),
+                           .gid = getgid(),
+                           .cgroup_path = own,
+                           .per_window = 4,
+                           .window_usec = 300 * 1000};
     open_in(loop, &options, &got, &notify, dir);
     for (int i = 0; i < 8; i++)
         assert_true(sd_notify(0, "WATCHDOG=1") > 0);
@@ -318,6 +327,58 @@ static void flood_is_read_a_window_at_a_time(void **state)
     assert_true(sd_event_now(loop, CLOCK_MONOTONIC, &end) >= 0);
     assert_true(end - start >= options.window_usec - 2000);
     ntf_free(notify);
+    remove_tmpdir(dir);
+    sd_event_unref(loop);
+}
+
+#define LINGER_SEC 3
+/* Far above a loop pass on a loaded machine, below the linger. */
+#define QUICK_USEC (LINGER_SEC * 1000 * 1000 / 2)
+
+/* Sends a lingering socket with FDSTORE=1 and drops our copy: the one in
+ * the datagram is then the last. The peer goes into peers. */
+static void push_lingering(int *peers, size_t *n_peers)
+{
+    int fd = lingering_socket(LINGER_SEC, &peers[(*n_peers)++]);
+    assert_true(fd >= 0);
+    assert_true(sd_pid_notify_with_fds(0, 0, "FDSTORE=1", &fd, 1) > 0);
+    close(fd);
+}
+
+static void pushed_fds_never_make_the_loop_wait(void **state)
+{
+    (void)state;
+    char own[4096];
+    assert_int_equal(ntf_pid_cgroup(getpid(), own, sizeof(own)), 0);
+    sd_event *loop = NULL;
+    assert_int_equal(sd_event_new(&loop), 0);
+    received got = {0};
+    ntf_socket *notify = NULL;
+    char dir[] = "/tmp/act-notify-XXXXXX";
+    open_in_tmpdir(loop, own, &got, &notify, dir);
+    int peers[4];
+    size_t n_peers = 0;
+
+    push_lingering(peers, &n_peers);
+    uint64_t start = act_now_usec();
+    drain(loop);
+    uint64_t took = act_now_usec() - start;
+    assert_int_equal(got.count, 1);
+    if (took >= QUICK_USEC)
+        fail_msg("reading a datagram that carried a lingering socket took %llu ms",
+                 (unsigned long long)(took / 1000));
+
+    /* Still queued when the socket goes (its generation retired). */
+    push_lingering(peers, &n_peers);
+    push_lingering(peers, &n_peers);
+    start = act_now_usec();
+    ntf_free(notify);
+    took = act_now_usec() - start;
+    if (took >= QUICK_USEC)
+        fail_msg("freeing a socket with lingering sockets queued took %llu ms",
+                 (unsigned long long)(took / 1000));
+    for (size_t i = 0; i < n_peers; i++)
+        close(peers[i]);
     remove_tmpdir(dir);
     sd_event_unref(loop);
 }
@@ -350,6 +411,7 @@ int main(void)
         cmocka_unit_test(flood_is_read_a_burst_per_iteration),
         cmocka_unit_test(flood_is_read_a_window_at_a_time),
         cmocka_unit_test(too_long_path_is_a_clear_error),
+        cmocka_unit_test(pushed_fds_never_make_the_loop_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
