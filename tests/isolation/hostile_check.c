@@ -242,8 +242,9 @@ static bool step_start(run *r, pid_t *other_pid)
     snprintf(marker, sizeof(marker), "/hostile-log-before-%d", (int)getpid());
     if (!get_ok(s->ordinary_port, marker, body, sizeof(body)) ||
         !s->log_has(marker + 1, 10000, s->userdata)) {
-        problem(r, "the ordinary host's output (%s) never arrived, so close-stdio cannot be "
-                   "judged",
+        problem(r,
+                "the ordinary host's output (%s) never arrived, so close-stdio cannot be "
+                "judged",
                 marker + 1);
         return false;
     }
@@ -272,8 +273,8 @@ static bool measure_into(run *r, const char *what, int ms, latency_samples *pool
                          latency_stats *stats)
 {
     latency_samples window = {0};
-    int rv = latency_measure(r->setup->control_url, ms, STATUS_PERIOD_MS, STATUS_TIMEOUT_MS,
-                             &window);
+    int rv =
+        latency_measure(r->setup->control_url, ms, STATUS_PERIOD_MS, STATUS_TIMEOUT_MS, &window);
     if (rv < 0) {
         problem(r, "cannot measure status latency %s: %s", what, window.first_failure);
         latency_samples_free(&window);
@@ -366,6 +367,42 @@ static void step_flood(run *r)
     }
     latency_samples_free(&idle);
     latency_samples_free(&flooded);
+}
+
+/* A socket whose close lingers LINGER_SEC, pushed over the app's notify
+ * socket: the daemon keeps no fd of a tenant's, and its close of this one
+ * must not make the loop wait. Status is asked all along the linger; the
+ * attempt succeeded when a status request failed or took over
+ * LINGER_STALL_MS (a loop that waited out the linger answers after it). */
+#define LINGER_SEC 5
+#define LINGER_STALL_MS 2000
+static void step_linger(run *r)
+{
+    const hostile_setup *s = r->setup;
+    char path[64], body[512];
+    snprintf(path, sizeof(path), "/linger?sec=%d", LINGER_SEC);
+    if (!get_ok(s->hostile_port, path, body, sizeof(body))) {
+        problem(r, "GET %s on the hostile host failed", path);
+        return;
+    }
+    latency_stats stats;
+    if (!measure(r, "while a pushed socket lingers", LINGER_SEC * 1000, &stats))
+        return;
+    char *note = wait_result_after(r, "note notify-linger", "untried notify-linger", 1,
+                                   (LINGER_SEC + 10) * 1000);
+    if (!note) {
+        r->outcome->untried++;
+        say(r, "untried notify-linger - the app never said how its push went");
+        return;
+    }
+    take_report(r, note);
+    free(note);
+    char detail[256];
+    snprintf(detail, sizeof(detail),
+             "status max %.2f ms while it lingered (a stall is over %d ms); %zu failed",
+             (double)stats.max_usec / 1000, LINGER_STALL_MS, stats.failed);
+    verdict(r, "notify-linger",
+            stats.failed > 0 || stats.max_usec > (uint64_t)LINGER_STALL_MS * 1000, detail);
 }
 
 /* The bomb forks until its cap refuses it, however long this box takes to
@@ -468,6 +505,7 @@ int hostile_run(const hostile_setup *s, hostile_outcome *outcome, FILE *out)
     }
     step_attack(&r, other_pid);
     step_flood(&r);
+    step_linger(&r);
     step_forkbomb(&r, &prober);
     step_close_stdio(&r);
     http_prober_stop(&prober);
@@ -487,11 +525,11 @@ int hostile_run(const hostile_setup *s, hostile_outcome *outcome, FILE *out)
     if (outcome->untried)
         say(&r, "%u could not be tried (see the untried lines)", outcome->untried);
     if (outcome->controls_failed)
-        say(&r, "%u controls failed: the app could not do what any app must, so its failed "
-                "attempts prove nothing",
+        say(&r,
+            "%u controls failed: the app could not do what any app must, so its failed "
+            "attempts prove nothing",
             outcome->controls_failed);
-    return outcome->succeeded || outcome->untried || outcome->controls_failed ||
-                   outcome->problems
+    return outcome->succeeded || outcome->untried || outcome->controls_failed || outcome->problems
                ? 1
                : 0;
 }

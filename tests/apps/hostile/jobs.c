@@ -16,7 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "report.h"
+#include "tests/common/lingering.h"
 
 static uint64_t now_ms(void)
 {
@@ -77,9 +80,34 @@ void job_flood(int out_fd, long ms)
         bytes += size;
     }
     close(fd);
-    dprintf(out_fd, "note notify-flood sent %lu datagrams (%llu bytes) in %ld ms, %lu refused, "
+    dprintf(out_fd,
+            "note notify-flood sent %lu datagrams (%llu bytes) in %ld ms, %lu refused, "
             "the first with %s\n",
             sent, (unsigned long long)bytes, ms, refused, report_errno_name(first_error));
+}
+
+void job_linger(int out_fd, long sec)
+{
+    int peer = -1;
+    int fd = lingering_socket((int)sec, &peer);
+    if (fd < 0) {
+        dprintf(out_fd, "untried notify-linger - no lingering socket: %s\n",
+                report_errno_name(errno));
+        return;
+    }
+    int r = sd_pid_notify_with_fds(0, 0, "FDSTORE=1\nFDNAME=linger", &fd, 1);
+    close(fd);
+    if (r <= 0) {
+        dprintf(out_fd, "untried notify-linger - sd_pid_notify_with_fds: %s\n",
+                r < 0 ? report_errno_name(-r) : "no NOTIFY_SOCKET");
+        close(peer);
+        return;
+    }
+    /* The peer stays, reading nothing, for as long as the socket lingers:
+     * its close would reset the connection and end the linger. */
+    sleep((unsigned)sec + 1);
+    close(peer);
+    dprintf(out_fd, "note notify-linger pushed a socket lingering %ld s\n", sec);
 }
 
 /* Set by SIGUSR1 (/forkbomb-stop): the test has judged the box at the cap. */

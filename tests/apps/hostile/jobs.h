@@ -9,6 +9,13 @@
  * flood hurt anyone is for the test to measure. */
 void job_flood(int out_fd, long ms);
 
+/* Pushes a TCP socket whose close lingers sec seconds (SO_LINGER, unsent
+ * data: tests/common/lingering.h) over the app's own NOTIFY_SOCKET
+ * (FDSTORE=1) and drops its own copy, so that the daemon's close of it is
+ * the last; holds the socket's peer for the linger, then reports a note.
+ * Whether the daemon's loop waited is for the test to measure. */
+void job_linger(int out_fd, long sec);
+
 /* Forks until the kernel refuses (the host's cap), or max processes run,
  * or within_ms passed with neither. At the first refusal it reports a note
  * "forkbomb at the cap: ..." at once, and keeps trying, as a fork bomb

@@ -9,6 +9,7 @@
  *                               write=, create-in=, connect=, notify=,
  *                               cgroup= (paths percent-encoded, keys repeat)
  *   GET /flood?ms=N             floods its own NOTIFY_SOCKET for N ms
+ *   GET /linger?sec=N           pushes a socket lingering N s over it
  *   GET /forkbomb?max=M&within=W&hold=H
  *                               a fork bomb: forks until refused (the cap) or
  *                               M processes, giving up after W ms with
@@ -180,6 +181,13 @@ static void run_flood(int out_fd, long ms, long unused, long unused_too)
     job_flood(out_fd, ms);
 }
 
+static void run_linger(int out_fd, long sec, long unused, long unused_too)
+{
+    (void)unused;
+    (void)unused_too;
+    job_linger(out_fd, sec);
+}
+
 static void run_forkbomb(int out_fd, long max, long within_ms, long hold_ms)
 {
     job_forkbomb(out_fd, max, within_ms, hold_ms);
@@ -204,8 +212,8 @@ static void collect_jobs(void)
         if (!j->pid)
             continue;
         while (j->fd >= 0) {
-            ssize_t got = read(j->fd, j->pending + j->n_pending,
-                               sizeof(j->pending) - 1 - j->n_pending);
+            ssize_t got =
+                read(j->fd, j->pending + j->n_pending, sizeof(j->pending) - 1 - j->n_pending);
             if (got < 0 && errno == EINTR)
                 continue;
             if (got <= 0) {
@@ -330,6 +338,9 @@ static void serve(int fd)
     }
     if (strcmp(path, "/flood") == 0)
         start_job("notify-flood", run_flood, query_number(query, "ms", 10000), 0, 0, reply,
+                  sizeof(reply));
+    else if (strcmp(path, "/linger") == 0)
+        start_job("notify-linger", run_linger, query_number(query, "sec", 5), 0, 0, reply,
                   sizeof(reply));
     else if (strcmp(path, "/forkbomb") == 0)
         start_job("forkbomb", run_forkbomb, query_number(query, "max", 5000),
