@@ -249,8 +249,16 @@ int ckpt_registry_restore(const ckpt_place *place, const char *host, const char 
     _cleanup_close_ int host_dirfd = ckpt_open_host_dir(place->spool, host, true, err);
     if (host_dirfd < 0)
         return host_dirfd;
-    /* Unlinked at once: a crash leaves nothing in the spool. */
+    /* Unlinked at once: a crash leaves nothing in the spool. A filesystem
+     * without O_TMPFILE gets a named file, unlinked as soon as it is made. */
     _cleanup_close_ int fd = openat(host_dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+        char name[4400];
+        snprintf(name, sizeof(name), "%s/%s/.restore-XXXXXX", place->spool, host);
+        fd = mkostemp(name, O_CLOEXEC);
+        if (fd >= 0)
+            unlink(name);
+    }
     if (fd < 0)
         return act_error_set(err, errno, "cannot make a file in %s/%s: %s", place->spool, host,
                              strerror(errno));

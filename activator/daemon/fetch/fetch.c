@@ -31,6 +31,7 @@ struct ad_fetch {
     char registry_auth_file[4096];
     char **registry_insecure;
     uint64_t started_usec;
+    bool found_staged; /* another fetch staged it first: nothing was pulled */
     int result;
     rel_identity identity;
     act_error err;
@@ -63,8 +64,18 @@ static void run_fetch(void *data)
         .registry_insecure = (const char *const *)fetch->registry_insecure,
         .expected_digest = fetch->pin.digest,
     };
-    /* A version already staged with the pin's digest is a no-op here
-     * (rel_stage keeps it); with another digest, it is refused. */
+    /* A fetch queued behind another of the same pin (a wake after one
+     * that gave up waiting) finds the build staged: nothing to pull. */
+    rel_resolved staged = {.exec_fd = -1};
+    act_error ignored = {0};
+    if (rel_resolve(fetch->releases, fetch->host_name, &fetch->pin, NULL, &staged, &ignored) == 0) {
+        fetch->identity = staged.identity;
+        rel_resolved_release(&staged);
+        fetch->found_staged = true;
+        fetch->result = 0;
+        return;
+    }
+    /* A version staged with another digest is refused by the stage. */
     fetch->result = ad_image_stage_run(fetch->releases, &in, &fetch->identity, &fetch->err);
 }
 
@@ -73,11 +84,12 @@ static void complete_fetch(void *data)
     ad_fetch *fetch = data;
     uint64_t took_ms = (act_now_usec() - fetch->started_usec) / 1000;
     if (fetch->result == 0)
-        act_log_fields(LOG_NOTICE,
-                       &(act_log_ctx){.host = fetch->host_name, .build = fetch->pin.version},
-                       "host %s: fetched version %s (build %s) from %s in %" PRIu64 " ms%s",
-                       fetch->host_name, fetch->pin.version, fetch->pin.digest, fetch->source,
-                       took_ms, fetch->done ? "" : "; the wake that asked for it had ended");
+        act_log_fields(
+            LOG_NOTICE, &(act_log_ctx){.host = fetch->host_name, .build = fetch->pin.version},
+            "host %s: %s version %s (build %s) from %s in %" PRIu64 " ms%s", fetch->host_name,
+            fetch->found_staged ? "found staged, by a fetch before it," : "fetched",
+            fetch->pin.version, fetch->pin.digest, fetch->source, took_ms,
+            fetch->done ? "" : "; the wake that asked for it had ended");
     else
         act_log_fields(LOG_WARNING, &(act_log_ctx){.host = fetch->host_name},
                        "host %s: cannot fetch version %s from %s: %s", fetch->host_name,
