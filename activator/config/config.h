@@ -167,6 +167,13 @@ const char *cfg_host_key_at(size_t i, const char **section);
  * pid_max. */
 #define CFG_PIDS_MAX_DEFAULT 4096
 
+/* LimitNOFILE= of a host file that does not set it, soft and hard: far
+ * more than a server needs, and a tenant cannot raise it to the daemon's
+ * own (524288 under systemd) to hold the box's files open. */
+#define CFG_NOFILE_DEFAULT 65536
+/* The most LimitNOFILE= may name: fs.nr_open's default. */
+#define CFG_NOFILE_MAX 1048576
+
 /* DynamicUserRange= by default: systemd's own DynamicUser= range, which
  * distributions keep free of other accounts. */
 #define CFG_DYNAMIC_UID_MIN 61184
@@ -180,6 +187,9 @@ typedef struct cfg_limits {
                                           CFG_LIMIT_INFINITY */
     bool pids_max_is_default;          /* PidsMax= not set: CFG_PIDS_MAX_DEFAULT applies
                                           where the box can enforce it */
+    uint64_t nofile_soft;              /* LimitNOFILE= SOFT[:HARD], default
+                                          CFG_NOFILE_DEFAULT for both; from the next start */
+    uint64_t nofile_hard;
     uint32_t cpu_quota_percent;        /* CPUQuota=, 100 = one CPU */
     uint16_t cpu_weight;               /* CPUWeight= 1..10000 */
     cfg_syscall_filter syscall_filter; /* SystemCallFilter= lines; zeroed: the default

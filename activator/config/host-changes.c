@@ -37,6 +37,12 @@ static bool same_limits(const cfg_limits *a, const cfg_limits *b)
            a->cpu_quota_percent == b->cpu_quota_percent && a->cpu_weight == b->cpu_weight;
 }
 
+/* The rlimits a start sets: they apply from the next start. */
+static bool same_rlimits(const cfg_limits *a, const cfg_limits *b)
+{
+    return a->nofile_soft == b->nofile_soft && a->nofile_hard == b->nofile_hard;
+}
+
 static bool same_filter(const cfg_syscall_filter *a, const cfg_syscall_filter *b)
 {
     return a->base == b->base && a->reset == b->reset && act_strv_equal(a->allow, b->allow) &&
@@ -61,6 +67,7 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            a->ambient_capabilities == b->ambient_capabilities &&
            a->releases_keep == b->releases_keep &&
            same_filter(&a->limits.syscall_filter, &b->limits.syscall_filter) &&
+           same_rlimits(&a->limits, &b->limits) &&
            act_strv_equal(a->read_write_paths, b->read_write_paths) &&
            a->filesystem_box == b->filesystem_box && a->park_freeze == b->park_freeze &&
            a->frozen_max_usec == b->frozen_max_usec && a->thaw_check_cached == b->thaw_check_cached;

@@ -93,6 +93,7 @@ enum {
     KEY_MEMORY_MAX,
     KEY_MEMORY_HIGH,
     KEY_PIDS_MAX,
+    KEY_LIMIT_NOFILE,
     KEY_CPU_QUOTA,
     KEY_CPU_WEIGHT,
     KEY_SYSTEM_CALL_FILTER,
@@ -487,6 +488,38 @@ static int apply_pids_max(void *target, const char *value, act_error *err)
     return cfg_parse_uint(value, 1, 4194304, &h->limits.pids_max, err);
 }
 
+/* LimitNOFILE=N, or SOFT:HARD as systemd writes it; the soft limit not
+ * above the hard one, both at most fs.nr_open's default. */
+static int apply_limit_nofile(void *target, const char *value, act_error *err)
+{
+    cfg_host *h = target;
+    char soft_text[32];
+    const char *colon = strchr(value, ':');
+    size_t soft_len = colon ? (size_t)(colon - value) : strlen(value);
+    if (soft_len == 0 || soft_len >= sizeof(soft_text))
+        return act_error_set(err, EINVAL,
+                             "\"%.40s\" is not a number of files, or SOFT:HARD (e.g. 65536 or "
+                             "1024:65536)",
+                             value);
+    memcpy(soft_text, value, soft_len);
+    soft_text[soft_len] = '\0';
+    uint64_t soft, hard;
+    int r = cfg_parse_uint(soft_text, 1, CFG_NOFILE_MAX, &soft, err);
+    if (r < 0)
+        return r;
+    hard = soft;
+    if (colon && (r = cfg_parse_uint(colon + 1, 1, CFG_NOFILE_MAX, &hard, err)) < 0)
+        return r;
+    if (soft > hard)
+        return act_error_set(err, EINVAL,
+                             "the soft limit %llu is above the hard limit %llu (write SOFT:HARD "
+                             "with SOFT no higher)",
+                             (unsigned long long)soft, (unsigned long long)hard);
+    h->limits.nofile_soft = soft;
+    h->limits.nofile_hard = hard;
+    return 0;
+}
+
 static int apply_cpu_quota(void *target, const char *value, act_error *err)
 {
     return cfg_parse_percent(value, 1, 100000, &((cfg_host *)target)->limits.cpu_quota_percent,
@@ -594,6 +627,7 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_MEMORY_MAX] = {"Limits", "MemoryMax", apply_memory_max, false},
     [KEY_MEMORY_HIGH] = {"Limits", "MemoryHigh", apply_memory_high, false},
     [KEY_PIDS_MAX] = {"Limits", "PidsMax", apply_pids_max, false},
+    [KEY_LIMIT_NOFILE] = {"Limits", "LimitNOFILE", apply_limit_nofile, false},
     [KEY_CPU_QUOTA] = {"Limits", "CPUQuota", apply_cpu_quota, false},
     [KEY_CPU_WEIGHT] = {"Limits", "CPUWeight", apply_cpu_weight, false},
     [KEY_SYSTEM_CALL_FILTER] = {"Limits", "SystemCallFilter", apply_syscall_filter, true},
@@ -747,19 +781,22 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
     }
     unsigned key_lines[N_KEYS] = {0};
     _cleanup_(host_parse_done) host_parse parse = {
-        .host = {
-            .ready = {.kind = PROBE_NOTIFY},
-            .ready_timeout_usec = 30 * CFG_USEC_PER_SEC,
-            .probe_timeout_usec = 30 * CFG_USEC_PER_SEC,
-            .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
-            .checkpoint_timeout_usec = 300 * CFG_USEC_PER_SEC,
-            .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
-            .frozen_max_usec = 3600 * CFG_USEC_PER_SEC,
-            .max_starts = 5,
-            .releases_keep = 3,
-            .backlog = SOMAXCONN,
-            .limits = {.pids_max = CFG_PIDS_MAX_DEFAULT},
-        },
+        .host =
+            {
+                .ready = {.kind = PROBE_NOTIFY},
+                .ready_timeout_usec = 30 * CFG_USEC_PER_SEC,
+                .probe_timeout_usec = 30 * CFG_USEC_PER_SEC,
+                .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
+                .checkpoint_timeout_usec = 300 * CFG_USEC_PER_SEC,
+                .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
+                .frozen_max_usec = 3600 * CFG_USEC_PER_SEC,
+                .max_starts = 5,
+                .releases_keep = 3,
+                .backlog = SOMAXCONN,
+                .limits = {.pids_max = CFG_PIDS_MAX_DEFAULT,
+                           .nofile_soft = CFG_NOFILE_DEFAULT,
+                           .nofile_hard = CFG_NOFILE_DEFAULT},
+            },
         .key_lines = key_lines,
     };
     int problems = cfg_ini_parse_fd(fd, path, host_keys, N_KEYS, &parse, key_lines, errors);

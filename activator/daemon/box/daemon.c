@@ -437,9 +437,10 @@ static int start(daemon_process *process, const char *config_path, act_error *er
 
     /* One listening socket per ListenStream= of every host, plus notify
      * sockets and pidfds: far past the usual soft limit of 1024. The
-     * generations get the limit we were started with back. */
-    getrlimit(RLIMIT_NOFILE, &daemon->nofile);
-    setrlimit(RLIMIT_NOFILE, &(struct rlimit){daemon->nofile.rlim_max, daemon->nofile.rlim_max});
+     * generations get their host's LimitNOFILE= instead. */
+    struct rlimit nofile;
+    getrlimit(RLIMIT_NOFILE, &nofile);
+    setrlimit(RLIMIT_NOFILE, &(struct rlimit){nofile.rlim_max, nofile.rlim_max});
     /* Before those sockets take the low fd numbers: with thousands of them
      * open, a spawn would otherwise copy and close them all (spawn_fds.c). */
     if ((r = cg_spawn_reserve_fds(SPAWN_FD_WINDOW, err)) < 0)

@@ -171,14 +171,28 @@ static void run_in_state_directory(const ad_generation *gen, spawn_storage *stor
     spec->working_directory = storage->state_dir;
 }
 
-/* RLIMIT_NOFILE as the daemon sets it, and RLIMIT_NPROC where it stands in
- * for PidsMax=. Needs the uid (run_as_host). */
+/* RLIMIT_NOFILE as LimitNOFILE= sets it (the daemon's own is far higher,
+ * and a tenant must not hold that many of the box's files), and
+ * RLIMIT_NPROC where it stands in for PidsMax=. Needs the uid
+ * (run_as_host). */
 static void set_rlimits(const ad_generation *gen, spawn_storage *storage, cg_spawn_spec *spec)
 {
     const cfg_host *config = ad_host_config(gen->host);
     const ad_daemon *daemon = gen->host->daemon;
     cg_rlimit *rlimits = storage->rlimits;
-    rlimits[0] = (cg_rlimit){.resource = RLIMIT_NOFILE, .limit = daemon->nofile};
+    /* A configuration not read from a file (0: not set) gets the default.
+     * The child sets it after giving up its privileges, when it can lower
+     * a hard limit but not raise it: what the daemon was given is the
+     * ceiling (a box whose service runs with less gets that). */
+    rlim_t soft = config->limits.nofile_soft ? config->limits.nofile_soft : CFG_NOFILE_DEFAULT;
+    rlim_t hard = config->limits.nofile_hard ? config->limits.nofile_hard : CFG_NOFILE_DEFAULT;
+    struct rlimit ours;
+    if (getrlimit(RLIMIT_NOFILE, &ours) == 0 && hard > ours.rlim_max)
+        hard = ours.rlim_max;
+    if (soft > hard)
+        soft = hard;
+    rlimits[0] =
+        (cg_rlimit){.resource = RLIMIT_NOFILE, .limit = {.rlim_cur = soft, .rlim_max = hard}};
     size_t n_rlimits = 1;
     /* Where the default PidsMax= is not in the leaf (no pids controller, as
      * in a container, or only a v1 one, which every spawn would pay a

@@ -98,7 +98,6 @@ struct ad_daemon {
     pl_start_cap start_cap;
     ev_publisher *events;            /* NULL until the messaging is open */
     met_daemon_metrics *metrics;     /* the metric families; NULL until registered */
-    struct rlimit nofile;            /* as we were started: what generations get */
     bool stopping;                   /* a stop or handover began: nothing new starts */
     ad_lifetime lifetime;            /* this daemon's starts and handovers (box/lifetime.c) */
     ad_store_state store_state;      /* fleet/claim_watch.c */

@@ -5,7 +5,8 @@
  * capability unless AmbientCapabilities= names it; the default seccomp
  * allow-list refuses keyrings, io_uring, mount and chroot with EPERM, and
  * SystemCallFilter= adds to it and takes off it; PidsMax= is 4096 unless
- * the file says otherwise. act-testapp
+ * the file says otherwise; RLIMIT_NOFILE is LimitNOFILE= (65536 by
+ * default), not the daemon's own. act-testapp
  * --isolation-report writes what it could do into its state directory. */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -404,6 +406,40 @@ static void test_bad_isolation_config_is_reported(void **state)
     DH_CHECK(d, strstr(out, line), "expected \"%s\":\n%s", line, out);
 }
 
+/* "Max open files" of /proc/<pid>/limits: its soft and hard limits. */
+static void open_files_limits(dh_daemon *d, int64_t pid, unsigned long *soft, unsigned long *hard)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%" PRId64 "/limits", pid);
+    char *text = dh_read_text(path);
+    const char *line = text ? strstr(text, "Max open files") : NULL;
+    DH_CHECK(d, line && sscanf(line + strlen("Max open files"), "%lu %lu", soft, hard) == 2,
+             "no \"Max open files\" in %s", path);
+    free(text);
+}
+
+static void test_open_files_are_bounded_by_limit_nofile(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    dh_add_app_host(d, "plain", NULL, NULL);
+    dh_add_app_host(d, "narrow", NULL, "[Limits]\nLimitNOFILE=1024:4096\n");
+    dh_start(d, NULL);
+    /* The daemon's own hard limit (ours, which it inherits) caps it. */
+    struct rlimit ours;
+    DH_CHECK(d, getrlimit(RLIMIT_NOFILE, &ours) == 0, "getrlimit: %s", strerror(errno));
+    unsigned long expected = ours.rlim_max < 65536 ? (unsigned long)ours.rlim_max : 65536;
+    unsigned long soft = 0, hard = 0;
+    open_files_limits(d, dh_wake(d, "plain").pid, &soft, &hard);
+    DH_CHECK(d, soft == expected && hard == expected,
+             "a host without LimitNOFILE= may open %lu (hard %lu) files, not %lu", soft, hard,
+             expected);
+    open_files_limits(d, dh_wake(d, "narrow").pid, &soft, &hard);
+    DH_CHECK(d, soft == 1024 && hard == 4096, "LimitNOFILE=1024:4096 gave soft %lu, hard %lu", soft,
+             hard);
+    dh_stop_and_check_clean(d);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-isolation", DH_STORE_DIR);
@@ -414,6 +450,7 @@ int main(void)
         DH_TEST(test_colliding_hosts_get_distinct_uids),
         DH_TEST(test_user_root_and_ambient_capabilities),
         DH_TEST(test_bad_isolation_config_is_reported),
+        DH_TEST(test_open_files_are_bounded_by_limit_nofile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
