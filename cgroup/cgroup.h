@@ -313,6 +313,8 @@ typedef struct cg_fs_view_spec {
     const char *const *writable;
     const char *const *writable_if_present;
     bool private_tmp;    /* a fresh tmpfs on /tmp, /var/tmp and /dev/shm */
+    uint64_t tmp_size;   /* ... each at most this many bytes; 0: tmpfs's own default
+                            (half the box's memory) */
     bool hide_processes; /* a fresh /proc with hidepid=invisible */
 } cg_fs_view_spec;
 

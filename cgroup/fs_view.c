@@ -16,6 +16,7 @@ struct cg_fs_view {
     size_t n_ops;
     char **paths;           /* what ops[].path point into */
     size_t n_paths;
+    char tmpfs_options[64]; /* what the private tmpfs's ops[].options point to */
 };
 
 void cg_fs_view_free(cg_fs_view *view)
@@ -172,11 +173,19 @@ int cg_fs_view_new(const cg_fs_view_spec *spec, cg_fs_view **out, act_error *err
                 break;
             }
     if (spec->private_tmp) {
+        /* Formatted here: the child allocates nothing. */
+        if (spec->tmp_size)
+            snprintf(view->tmpfs_options, sizeof(view->tmpfs_options), "mode=01777,size=%llu",
+                     (unsigned long long)spec->tmp_size);
+        else
+            snprintf(view->tmpfs_options, sizeof(view->tmpfs_options), "mode=01777");
         /* A box without /var/tmp or /dev/shm simply has none to replace. */
         static const char *const tmp_dirs[] = {"/tmp", "/var/tmp", "/dev/shm"};
         for (size_t i = 0; i < 3; i++)
-            view->ops[view->n_ops++] = (struct cg_view_op){
-                .path = tmp_dirs[i], .kind = CG_VIEW_TMPFS, .if_present = true};
+            view->ops[view->n_ops++] = (struct cg_view_op){.path = tmp_dirs[i],
+                                                           .kind = CG_VIEW_TMPFS,
+                                                           .if_present = true,
+                                                           .options = view->tmpfs_options};
     }
     if (spec->hide_processes)
         view->ops[view->n_ops++] = (struct cg_view_op){.path = "/proc", .kind = CG_VIEW_PROC};

@@ -156,7 +156,8 @@ CG_CHILD_CODE static int take_op(const struct cg_view_op *op, int clone_fd, bool
         syscall(SYS_close, target);
         break;
     case CG_VIEW_TMPFS:
-        r = syscall(SYS_mount, "tmpfs", op->path, "tmpfs", VIEW_TMPFS_FLAGS, "mode=01777");
+        r = syscall(SYS_mount, "tmpfs", op->path, "tmpfs", VIEW_TMPFS_FLAGS,
+                    op->options ? op->options : "mode=01777");
         break;
     case CG_VIEW_HIDE:
         r = syscall(SYS_mount, "tmpfs", op->path, "tmpfs", VIEW_HIDE_FLAGS, "mode=0755");

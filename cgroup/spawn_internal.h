@@ -64,6 +64,7 @@ struct cg_view_op {
     bool if_present;  /* a missing path (or KEEP source) is skipped, not a failure */
     bool make_target; /* beneath a tmpfs of this view: create the mount point and its parents */
     bool read_only;   /* KEEP: the clone is made read-only before it is attached */
+    const char *options; /* TMPFS: the mount's data ("mode=01777,size=...") */
 };
 
 /* cg_child_report.detail for the view steps that are not one op. */

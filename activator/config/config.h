@@ -174,6 +174,11 @@ const char *cfg_host_key_at(size_t i, const char **section);
 /* The most LimitNOFILE= may name: fs.nr_open's default. */
 #define CFG_NOFILE_MAX 1048576
 
+/* PrivateTmpSize= of a host file that does not set it: each of the private
+ * /tmp, /var/tmp and /dev/shm holds at most this much, rather than tmpfs's
+ * default of half the box's memory. */
+#define CFG_PRIVATE_TMP_SIZE_DEFAULT (256ull * 1024 * 1024)
+
 /* DynamicUserRange= by default: systemd's own DynamicUser= range, which
  * distributions keep free of other accounts. */
 #define CFG_DYNAMIC_UID_MIN 61184
@@ -190,6 +195,9 @@ typedef struct cfg_limits {
     uint64_t nofile_soft;              /* LimitNOFILE= SOFT[:HARD], default
                                           CFG_NOFILE_DEFAULT for both; from the next start */
     uint64_t nofile_hard;
+    uint64_t private_tmp_size;         /* PrivateTmpSize= bytes, default
+                                          CFG_PRIVATE_TMP_SIZE_DEFAULT, or CFG_LIMIT_INFINITY
+                                          (tmpfs's own default); from the next start */
     uint32_t cpu_quota_percent;        /* CPUQuota=, 100 = one CPU */
     uint16_t cpu_weight;               /* CPUWeight= 1..10000 */
     cfg_syscall_filter syscall_filter; /* SystemCallFilter= lines; zeroed: the default

@@ -40,7 +40,8 @@ static bool same_limits(const cfg_limits *a, const cfg_limits *b)
 /* The rlimits a start sets: they apply from the next start. */
 static bool same_rlimits(const cfg_limits *a, const cfg_limits *b)
 {
-    return a->nofile_soft == b->nofile_soft && a->nofile_hard == b->nofile_hard;
+    return a->nofile_soft == b->nofile_soft && a->nofile_hard == b->nofile_hard &&
+           a->private_tmp_size == b->private_tmp_size;
 }
 
 static bool same_filter(const cfg_syscall_filter *a, const cfg_syscall_filter *b)

@@ -94,6 +94,7 @@ enum {
     KEY_MEMORY_HIGH,
     KEY_PIDS_MAX,
     KEY_LIMIT_NOFILE,
+    KEY_PRIVATE_TMP_SIZE,
     KEY_CPU_QUOTA,
     KEY_CPU_WEIGHT,
     KEY_SYSTEM_CALL_FILTER,
@@ -520,6 +521,19 @@ static int apply_limit_nofile(void *target, const char *value, act_error *err)
     return 0;
 }
 
+/* PrivateTmpSize=: a size from 1M, or infinity. */
+static int apply_private_tmp_size(void *target, const char *value, act_error *err)
+{
+    uint64_t *size = &((cfg_host *)target)->limits.private_tmp_size;
+    int r = cfg_parse_size(value, size, err);
+    if (r == 0 && *size != CFG_LIMIT_INFINITY && *size < 1024 * 1024)
+        return act_error_set(err, EINVAL,
+                             "\"%.40s\" is below 1M: a private /tmp that small breaks programs "
+                             "(write a size like 256M, or infinity)",
+                             value);
+    return r;
+}
+
 static int apply_cpu_quota(void *target, const char *value, act_error *err)
 {
     return cfg_parse_percent(value, 1, 100000, &((cfg_host *)target)->limits.cpu_quota_percent,
@@ -628,6 +642,7 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_MEMORY_HIGH] = {"Limits", "MemoryHigh", apply_memory_high, false},
     [KEY_PIDS_MAX] = {"Limits", "PidsMax", apply_pids_max, false},
     [KEY_LIMIT_NOFILE] = {"Limits", "LimitNOFILE", apply_limit_nofile, false},
+    [KEY_PRIVATE_TMP_SIZE] = {"Limits", "PrivateTmpSize", apply_private_tmp_size, false},
     [KEY_CPU_QUOTA] = {"Limits", "CPUQuota", apply_cpu_quota, false},
     [KEY_CPU_WEIGHT] = {"Limits", "CPUWeight", apply_cpu_weight, false},
     [KEY_SYSTEM_CALL_FILTER] = {"Limits", "SystemCallFilter", apply_syscall_filter, true},
@@ -795,7 +810,8 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
                 .backlog = SOMAXCONN,
                 .limits = {.pids_max = CFG_PIDS_MAX_DEFAULT,
                            .nofile_soft = CFG_NOFILE_DEFAULT,
-                           .nofile_hard = CFG_NOFILE_DEFAULT},
+                           .nofile_hard = CFG_NOFILE_DEFAULT,
+                           .private_tmp_size = CFG_PRIVATE_TMP_SIZE_DEFAULT},
             },
         .key_lines = key_lines,
     };

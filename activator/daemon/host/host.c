@@ -55,12 +55,23 @@ static int compile_filter(ad_daemon *daemon, ad_host_settings *settings, act_err
                  : 0;
 }
 
+/* PrivateTmpSize= as the view takes it: 0 for infinity (tmpfs's own). */
+static uint64_t tmp_size_of(const cfg_host *config)
+{
+    uint64_t size = config->limits.private_tmp_size;
+    if (size == CFG_LIMIT_INFINITY)
+        return 0;
+    return size ? size : CFG_PRIVATE_TMP_SIZE_DEFAULT;
+}
+
 /* Whether the host's view is the one most hosts share: the daemon's
- * directories hidden and nothing of its own kept but its state directory,
- * which each spawn passes (generations/spawn.c). */
+ * directories hidden, nothing of its own kept but its state directory,
+ * which each spawn passes (generations/spawn.c), and the default size of
+ * its private /tmp. */
 static bool uses_shared_fs_view(const cfg_host *config)
 {
-    return !config->filesystem_box && !config->read_write_paths;
+    return !config->filesystem_box && !config->read_write_paths &&
+           tmp_size_of(config) == CFG_PRIVATE_TMP_SIZE_DEFAULT;
 }
 
 /* The host's filesystem view, made once per configuration (or once for all
@@ -80,6 +91,7 @@ static int make_fs_view(ad_daemon *daemon, ad_host_settings *settings, act_error
             .writable = shared ? NULL : (const char *const *)paths.writable,
             .writable_if_present = (const char *const *)paths.writable_if_present,
             .private_tmp = true,
+            .tmp_size = tmp_size_of(config),
             .hide_processes = true,
         };
         r = cg_fs_view_new(&spec, shared ? &daemon->shared_fs_view : &settings->fs_view, err);

@@ -532,6 +532,7 @@ static const char *const good_host = "[Host]\n"
                                      "MemoryHigh=400M\n"
                                      "PidsMax=256\n"
                                      "LimitNOFILE=1024:8192\n"
+                                     "PrivateTmpSize=64M\n"
                                      "CPUQuota=200%\n"
                                      "CPUWeight=500\n"
                                      "SystemCallFilter=~ptrace\n";
@@ -588,6 +589,7 @@ static void host_every_key(void **state)
     assert_int_equal(h.limits.pids_max, 256);
     assert_int_equal(h.limits.nofile_soft, 1024);
     assert_int_equal(h.limits.nofile_hard, 8192);
+    assert_int_equal(h.limits.private_tmp_size, 64 * 1024 * 1024);
     assert_int_equal(h.limits.cpu_quota_percent, 200);
     assert_int_equal(h.limits.cpu_weight, 500);
     assert_int_equal(h.limits.syscall_filter.base, CFG_SYSCALLS_DEFAULT);
@@ -605,6 +607,7 @@ static void host_defaults(void **state)
     assert_string_equal(h.name, "tiny");
     assert_int_equal(h.limits.nofile_soft, CFG_NOFILE_DEFAULT);
     assert_int_equal(h.limits.nofile_hard, CFG_NOFILE_DEFAULT);
+    assert_int_equal(h.limits.private_tmp_size, CFG_PRIVATE_TMP_SIZE_DEFAULT);
     assert_null(h.environment);
     assert_null(h.user);
     assert_int_equal(h.ready.kind, PROBE_NOTIFY);
@@ -731,6 +734,8 @@ static void host_each_bad_key(void **state)
         {"Limits", "LimitNOFILE", "2000000"},
         {"Limits", "LimitNOFILE", "many"},
         {"Limits", "LimitNOFILE", ":64"},
+        {"Limits", "PrivateTmpSize", "512K"},
+        {"Limits", "PrivateTmpSize", "lots"},
         {"Limits", "CPUQuota", "200"},
         {"Limits", "CPUWeight", "10001"},
         {"Limits", "CPUWeight", "0"},
@@ -1174,6 +1179,7 @@ static void changes_are_sorted_by_when_they_apply(void **state)
     assert_int_equal(changes_after(NULL, "PidsMax=10\n"), CFG_HOST_CHANGED_LIMITS);
     /* The filter and the rlimits are in [Limits] but are set at the exec. */
     assert_int_equal(changes_after(NULL, "LimitNOFILE=4096\n"), CFG_HOST_CHANGED_START);
+    assert_int_equal(changes_after(NULL, "PrivateTmpSize=64M\n"), CFG_HOST_CHANGED_START);
     assert_int_equal(changes_after(NULL, "SystemCallFilter=~ptrace\n"), CFG_HOST_CHANGED_START);
     assert_int_equal(changes_after("--port 8001", "--port 8002"), CFG_HOST_CHANGED_START);
     assert_int_equal(changes_after("A=1", "A=2"), CFG_HOST_CHANGED_START);

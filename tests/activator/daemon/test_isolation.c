@@ -418,6 +418,38 @@ static void open_files_limits(dh_daemon *d, int64_t pid, unsigned long *soft, un
     free(text);
 }
 
+/* The size= of the tmpfs on /tmp in pid's mount namespace, in KiB; 0
+ * when it has none. */
+static unsigned long tmp_size_kib(dh_daemon *d, int64_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%" PRId64 "/mounts", pid);
+    char *text = dh_read_text(path);
+    DH_CHECK(d, text, "cannot read %s", path);
+    unsigned long kib = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        const char *size = strstr(line, "size=");
+        if (strncmp(line, "tmpfs /tmp ", 11) == 0 && size)
+            kib = strtoul(size + 5, NULL, 10);
+    }
+    free(text);
+    return kib;
+}
+
+static void test_private_tmp_is_bounded_by_private_tmp_size(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    dh_add_app_host(d, "plain", NULL, NULL);
+    dh_add_app_host(d, "small", NULL, "[Limits]\nPrivateTmpSize=64M\n");
+    dh_start(d, NULL);
+    unsigned long kib = tmp_size_kib(d, dh_wake(d, "plain").pid);
+    DH_CHECK(d, kib == 256 * 1024, "a host without PrivateTmpSize= has a /tmp of %lu KiB", kib);
+    kib = tmp_size_kib(d, dh_wake(d, "small").pid);
+    DH_CHECK(d, kib == 64 * 1024, "PrivateTmpSize=64M gave a /tmp of %lu KiB", kib);
+    dh_stop_and_check_clean(d);
+}
+
 static void test_open_files_are_bounded_by_limit_nofile(void **state)
 {
     dh_daemon *d = *state;
@@ -451,6 +483,7 @@ int main(void)
         DH_TEST(test_user_root_and_ambient_capabilities),
         DH_TEST(test_bad_isolation_config_is_reported),
         DH_TEST(test_open_files_are_bounded_by_limit_nofile),
+        DH_TEST(test_private_tmp_is_bounded_by_private_tmp_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
