@@ -12,6 +12,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "common/strv.h"
 #include "image/image.h"
 
 #define IMAGE_WORK_PREFIX ".image-"
@@ -52,14 +53,11 @@ static int pull_image(const ad_image_stage *in, const char *work, char *local, s
 {
     char layout[8300];
     snprintf(layout, sizeof(layout), "%s/layout", work);
-    size_t n_insecure = 0;
-    while (in->registry_insecure && in->registry_insecure[n_insecure])
-        n_insecure++;
     img_registry_options options = {
         .auth_file =
             in->registry_auth_file && in->registry_auth_file[0] ? in->registry_auth_file : NULL,
         .insecure = in->registry_insecure,
-        .n_insecure = n_insecure,
+        .n_insecure = act_strv_length((char *const *)in->registry_insecure),
         .progress = in->progress,
     };
     int r = img_pull(in->reference, &options, layout, source, source_size, err);
