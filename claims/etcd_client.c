@@ -589,6 +589,11 @@ static int send_call(etcd_call *call, act_error *err)
      * another to answer; the last one tried gets all that is left. */
     size_t untried =
         client->n_endpoints > call->attempted - 1 ? client->n_endpoints - (call->attempted - 1) : 1;
+    /* Once a member said the cluster is in transition, another round will
+     * follow: a member that hangs gets no more than its share of a round,
+     * so that one is left for the round after. */
+    if (call->unavailable || call->rounds)
+        untried = client->n_endpoints;
     int64_t budget = remaining_ms(call) / (int64_t)untried;
     if (budget < 1)
         budget = 1;
