@@ -315,7 +315,13 @@ typedef struct cg_fs_view_spec {
     bool private_tmp;    /* a fresh tmpfs on /tmp, /var/tmp and /dev/shm */
     uint64_t tmp_size;   /* ... each at most this many bytes; 0: tmpfs's own default
                             (half the box's memory) */
-    bool hide_processes; /* a fresh /proc with hidepid=invisible */
+    /* A fresh /proc with hidepid=invisible, and in it the kernel's settings
+     * (/proc/sys, /proc/sysrq-trigger and the like) read-only: root without
+     * capabilities owns them, so only the mount stops it writing them. */
+    bool hide_processes;
+    /* A fresh /dev with null, zero, full, random, urandom, tty, a pts of
+     * its own and the usual symlinks; no disk, no other device. */
+    bool private_dev;
 } cg_fs_view_spec;
 
 /* The most paths one view takes, all lists together (and fs_passed). */

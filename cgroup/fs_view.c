@@ -60,6 +60,8 @@ static const char *kind_name(uint8_t kind)
     case CG_VIEW_TMPFS: return "a private temporary directory";
     case CG_VIEW_HIDE: return "a hidden directory";
     case CG_VIEW_PROC: return "/proc";
+    case CG_VIEW_DEV:
+        return "the private /dev";
     }
     return "a mount";
 }
@@ -106,7 +108,8 @@ static size_t order_ops(struct cg_view_op *ops, size_t n)
     for (size_t i = 0; i < kept; i++) {
         ops[i].make_target = false;
         for (size_t j = 0; j < i; j++)
-            if ((ops[j].kind == CG_VIEW_TMPFS || ops[j].kind == CG_VIEW_HIDE) &&
+            if ((ops[j].kind == CG_VIEW_TMPFS || ops[j].kind == CG_VIEW_HIDE ||
+                 ops[j].kind == CG_VIEW_DEV) &&
                 beneath(ops[i].path, ops[j].path))
                 ops[i].make_target = ops[i].kind != CG_VIEW_HIDE;
     }
@@ -143,12 +146,12 @@ int cg_fs_view_new(const cg_fs_view_spec *spec, cg_fs_view **out, act_error *err
     *out = NULL;
     size_t n_hidden = count(spec->hidden), n_writable = count(spec->writable),
            n_if_present = count(spec->writable_if_present);
-    size_t n = n_hidden + n_writable + n_if_present + 4;
-    if (n - 4 > CG_FS_VIEW_PATHS_MAX)
+    size_t n = n_hidden + n_writable + n_if_present + CG_FS_VIEW_OWN_OPS;
+    if (n - CG_FS_VIEW_OWN_OPS > CG_FS_VIEW_PATHS_MAX)
         return act_error_set(err, E2BIG,
                              "filesystem view: %zu paths is more than %d; keep fewer paths "
                              "writable",
-                             n - 4, CG_FS_VIEW_PATHS_MAX);
+                             n - CG_FS_VIEW_OWN_OPS, CG_FS_VIEW_PATHS_MAX);
     _cleanup_(cg_fs_view_freep) cg_fs_view *view = calloc(1, sizeof(*view));
     if (!view || !(view->ops = calloc(n, sizeof(*view->ops))) ||
         !(view->paths = calloc(n, sizeof(*view->paths))))
@@ -189,6 +192,12 @@ int cg_fs_view_new(const cg_fs_view_spec *spec, cg_fs_view **out, act_error *err
     }
     if (spec->hide_processes)
         view->ops[view->n_ops++] = (struct cg_view_op){.path = "/proc", .kind = CG_VIEW_PROC};
+    /* A view that keeps /dev itself asked for the box's devices. */
+    bool dev_kept = false;
+    for (size_t i = 0; i < view->n_ops; i++)
+        dev_kept |= view->ops[i].kind == CG_VIEW_KEEP && strcmp(view->ops[i].path, "/dev") == 0;
+    if (spec->private_dev && !dev_kept)
+        view->ops[view->n_ops++] = (struct cg_view_op){.path = "/dev", .kind = CG_VIEW_DEV};
     view->n_ops = order_ops(view->ops, view->n_ops);
     *out = TAKE_PTR(view);
     return 0;
@@ -207,7 +216,7 @@ int cg_fs_view_plan(const cg_fs_view *view, const char *const *passed,
         *n_ops = view->n_ops;
         return 0;
     }
-    if (view->n_ops + n_extra > CG_FS_VIEW_PATHS_MAX + 4)
+    if (view->n_ops + n_extra > CG_FS_VIEW_PATHS_MAX + CG_FS_VIEW_OWN_OPS)
         return act_error_set(err, E2BIG, "filesystem view: %zu passed paths are too many",
                              n_extra);
     struct cg_view_op *merged = calloc(view->n_ops + n_extra, sizeof(*merged));

@@ -14,8 +14,10 @@
  *   3. make the whole tree read-only, recursively (mount_setattr);
  *   4. mount, parents first: the kept clones, the private tmpfs's, the
  *      tmpfs's that hide the daemon's directories (still writable, so the
- *      mount points of what is kept beneath them can be made), /proc;
- *   5. make the hiding tmpfs's read-only.
+ *      mount points of what is kept beneath them can be made), /dev with
+ *      its few devices, /proc with the kernel's settings bound read-only
+ *      over themselves;
+ *   5. make the hiding tmpfs's and /dev read-only.
  *
  * The namespace comes from unshare here rather than CLONE_NEWNS in clone3:
  * the kernel takes either with CLONE_VM | CLONE_VFORK (unsharing the mount
@@ -133,6 +135,80 @@ CG_CHILD_CODE static bool is_directory(int fd)
     return S_ISDIR(stx.stx_mode);
 }
 
+/* The files of a fresh /proc through which root, even without a
+ * capability, changes the kernel rather than its own process: the
+ * settings (/proc/sys: kernel.core_pattern names a program the kernel runs
+ * as full root), the magic SysRq key, and the drivers' and buses' knobs.
+ * The per-process files (/proc/self/...) stay as the kernel guards them. */
+static const char *const kernel_files[] = {
+    "/proc/sys",           "/proc/sysrq-trigger", "/proc/acpi", "/proc/apm",
+    "/proc/asound",        "/proc/bus",           "/proc/fs",   "/proc/irq",
+    "/proc/latency_stats", "/proc/mtrr",          "/proc/scsi", "/proc/timer_stats",
+};
+
+/* Binds each kernel file read-only over itself; one this kernel lacks is
+ * skipped. */
+CG_CHILD_CODE static int protect_kernel_files(void)
+{
+    for (size_t i = 0; i < sizeof(kernel_files) / sizeof(kernel_files[0]); i++) {
+        const char *path = kernel_files[i];
+        if (syscall(SYS_mount, path, path, NULL, MS_BIND | MS_REC, NULL) < 0) {
+            if (errno == ENOENT)
+                continue;
+            return errno;
+        }
+        if (syscall(SYS_mount, NULL, path, NULL,
+                    MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+            return errno;
+    }
+    return 0;
+}
+
+/* The devices of a private /dev: harmless to every user, and what
+ * runtimes open by path. Their numbers are the kernel's fixed ABI
+ * (Documentation/admin-guide/devices.txt), small enough for the old
+ * encoding of a dev_t, major << 8 | minor, which the kernel still takes. */
+static const struct {
+    const char *path;
+    unsigned int major, minor;
+} dev_nodes[] = {
+    {"/dev/null", 1, 3},   {"/dev/zero", 1, 5},    {"/dev/full", 1, 7},
+    {"/dev/random", 1, 8}, {"/dev/urandom", 1, 9}, {"/dev/tty", 5, 0},
+};
+
+static const struct {
+    const char *path, *target;
+} dev_links[] = {
+    {"/dev/fd", "/proc/self/fd"},       {"/dev/stdin", "/proc/self/fd/0"},
+    {"/dev/stdout", "/proc/self/fd/1"}, {"/dev/stderr", "/proc/self/fd/2"},
+    {"/dev/ptmx", "pts/ptmx"},
+};
+
+/* Fills the fresh tmpfs on /dev. The box's /dev/log, a symlink to the
+ * journal's socket where there is one, is recreated from log_target. A
+ * pts of its own is best effort: a kernel or container that refuses a new
+ * devpts instance leaves a host without terminals, which few need. */
+CG_CHILD_CODE static int fill_dev(const char *log_target)
+{
+    for (size_t i = 0; i < sizeof(dev_nodes) / sizeof(dev_nodes[0]); i++) {
+        /* Made 0600 under any umask, then opened to all, as a box's are. */
+        if (syscall(SYS_mknodat, AT_FDCWD, dev_nodes[i].path, S_IFCHR | 0600,
+                    (dev_nodes[i].major << 8) | dev_nodes[i].minor) < 0 ||
+            syscall(SYS_fchmodat, AT_FDCWD, dev_nodes[i].path, 0666) < 0)
+            return errno;
+    }
+    for (size_t i = 0; i < sizeof(dev_links) / sizeof(dev_links[0]); i++)
+        if (syscall(SYS_symlinkat, dev_links[i].target, AT_FDCWD, dev_links[i].path) < 0)
+            return errno;
+    if (log_target[0] && syscall(SYS_symlinkat, log_target, AT_FDCWD, "/dev/log") < 0)
+        return errno;
+    if (syscall(SYS_mkdir, "/dev/pts", 0755) < 0)
+        return errno;
+    syscall(SYS_mount, "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+            "newinstance,ptmxmode=0666,mode=0620");
+    return 0;
+}
+
 /* Step 4 for one op; *mounted says whether anything was mounted. */
 CG_CHILD_CODE static int take_op(const struct cg_view_op *op, int clone_fd, bool *mounted)
 {
@@ -166,7 +242,24 @@ CG_CHILD_CODE static int take_op(const struct cg_view_op *op, int clone_fd, bool
         /* Per-mount proc options arrived in Linux 5.8; before that the
          * option would change the box's own /proc, so EINVAL it is. */
         r = syscall(SYS_mount, "proc", op->path, "proc", VIEW_HIDE_FLAGS, "hidepid=invisible");
+        if (r == 0) {
+            *mounted = true;
+            return protect_kernel_files();
+        }
         break;
+    case CG_VIEW_DEV: {
+        /* The box's /dev/log is read before the tmpfs hides it. */
+        char log_target[PATH_MAX];
+        long n = syscall(SYS_readlinkat, AT_FDCWD, "/dev/log", log_target, sizeof(log_target) - 1);
+        log_target[n > 0 ? n : 0] = '\0';
+        r = syscall(SYS_mount, "tmpfs", op->path, "tmpfs", MS_NOSUID | MS_NOEXEC,
+                    "mode=0755,size=4m,nr_inodes=1024");
+        if (r == 0) {
+            *mounted = true;
+            return fill_dev(log_target);
+        }
+        break;
+    }
     }
     if (r < 0)
         return op->if_present && errno == ENOENT ? 0 : errno;
@@ -176,9 +269,9 @@ CG_CHILD_CODE static int take_op(const struct cg_view_op *op, int clone_fd, bool
 
 CG_CHILD_CODE int cg_child_enter_view(const struct cg_view_op *ops, size_t n_ops, int32_t *failed)
 {
-    int clones[CG_FS_VIEW_PATHS_MAX + 4];
-    bool mounted[CG_FS_VIEW_PATHS_MAX + 4];
-    if (n_ops > CG_FS_VIEW_PATHS_MAX + 4) {
+    int clones[CG_FS_VIEW_PATHS_MAX + CG_FS_VIEW_OWN_OPS];
+    bool mounted[CG_FS_VIEW_PATHS_MAX + CG_FS_VIEW_OWN_OPS];
+    if (n_ops > CG_FS_VIEW_PATHS_MAX + CG_FS_VIEW_OWN_OPS) {
         *failed = CG_VIEW_FAILED_UNSHARE;
         return E2BIG;
     }
@@ -229,11 +322,11 @@ CG_CHILD_CODE int cg_child_enter_view(const struct cg_view_op *ops, size_t n_ops
             return e;
         }
     }
-    /* Only the hiding tmpfs itself, not what is kept beneath it. */
+    /* Only the hiding tmpfs (or /dev) itself, not what is kept beneath it. */
     for (size_t i = 0; i < n_ops; i++)
-        if (ops[i].kind == CG_VIEW_HIDE && mounted[i] &&
-            syscall(SYS_mount_setattr, AT_FDCWD, ops[i].path, 0, &read_only,
-                    sizeof(read_only)) < 0) {
+        if ((ops[i].kind == CG_VIEW_HIDE || ops[i].kind == CG_VIEW_DEV) && mounted[i] &&
+            syscall(SYS_mount_setattr, AT_FDCWD, ops[i].path, 0, &read_only, sizeof(read_only)) <
+                0) {
             *failed = (int32_t)i;
             return errno;
         }

@@ -55,8 +55,15 @@ enum cg_view_kind {
     CG_VIEW_KEEP,  /* bind back the tree cloned before anything changed */
     CG_VIEW_TMPFS, /* a fresh writable tmpfs: a private /tmp */
     CG_VIEW_HIDE,  /* an empty tmpfs, read-only once what is kept beneath it is in place */
-    CG_VIEW_PROC,  /* a fresh /proc showing only the processes we may ptrace */
+    CG_VIEW_PROC,  /* a fresh /proc showing only the processes we may ptrace, its
+                      kernel settings read-only */
+    CG_VIEW_DEV,   /* a fresh /dev holding only the harmless devices, read-only once
+                      what is mounted beneath it is in place */
 };
+
+/* The ops a view adds of its own, beside the paths it is given: /tmp,
+ * /var/tmp, /dev/shm, /proc and /dev. */
+#define CG_FS_VIEW_OWN_OPS 5
 
 struct cg_view_op {
     const char *path;

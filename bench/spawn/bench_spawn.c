@@ -68,6 +68,7 @@ static int make_view(const struct raw_isolation *raw, cg_fs_view **view, act_err
         .writable = writable,
         .private_tmp = true,
         .hide_processes = true,
+        .private_dev = true,
     };
     return cg_fs_view_new(&spec, view, err);
 }

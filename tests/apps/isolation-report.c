@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,6 +42,8 @@ static const char *result(long r, int error)
         return "EFAULT";
     case EADDRINUSE:
         return "EADDRINUSE";
+    case EROFS:
+        return "EROFS";
     default:
         return "other";
     }
@@ -77,6 +80,43 @@ static long bind_port_80(void)
     long r = bind(fd, (struct sockaddr *)&sin, sizeof(sin));
     int saved = errno;
     close(fd);
+    errno = saved;
+    return r;
+}
+
+/* Opening path for writing, closed unwritten: whether a write to a kernel
+ * setting would be let through, without changing it. */
+static long open_for_writing(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0)
+        close(fd);
+    return fd;
+}
+
+/* Opening the first block device in /dev for reading: a disk, whose every
+ * file a reader would see whatever their modes say. ENOENT with none. */
+static long open_a_disk(void)
+{
+    DIR *dev = opendir("/dev");
+    if (!dev)
+        return -1;
+    long r = -1;
+    errno = ENOENT;
+    for (struct dirent *e; r < 0 && errno == ENOENT && (e = readdir(dev));) {
+        struct stat st;
+        if (fstatat(dirfd(dev), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISBLK(st.st_mode)) {
+            errno = ENOENT;
+            continue;
+        }
+        int fd = openat(dirfd(dev), e->d_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd >= 0) {
+            close(fd);
+            r = 0;
+        }
+    }
+    int saved = errno;
+    closedir(dev);
     errno = saved;
     return r;
 }
@@ -156,6 +196,10 @@ void act_isolation_report(void)
     TRY(out, "bind80", bind_port_80());
     TRY(out, "socket", socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     TRY(out, "uname", syscall(SYS_uname, &(char[512]){0}));
+    TRY(out, "kernel_setting", open_for_writing("/proc/sys/kernel/core_pattern"));
+    TRY(out, "sysrq", open_for_writing("/proc/sysrq-trigger"));
+    TRY(out, "disk", open_a_disk());
+    TRY(out, "dev_null", open_for_writing("/dev/null"));
     if (dir)
         try_neighbours(out, dir);
     fprintf(out, "end\n");

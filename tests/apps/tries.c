@@ -46,6 +46,28 @@ static int count_entries(const char *dir, char *detail, size_t size)
     return 0;
 }
 
+/* Opens the first block device found in dir (a disk, had it been a box's
+ * /dev) for reading, and closes it: ENOENT when dir holds none. */
+static int open_block_device(const char *dir, char *detail, size_t size)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno;
+    int e = ENOENT;
+    for (struct dirent *entry; e == ENOENT && (entry = readdir(d));) {
+        struct stat st;
+        if (fstatat(dirfd(d), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISBLK(st.st_mode))
+            continue;
+        int fd = openat(dirfd(d), entry->d_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        e = fd < 0 ? errno : 0;
+        if (fd >= 0)
+            close(fd);
+        snprintf(detail, size, "%s", entry->d_name);
+    }
+    closedir(d);
+    return e;
+}
+
 static int connect_unix(const char *path)
 {
     struct sockaddr_un address = {.sun_family = AF_UNIX};
@@ -115,6 +137,15 @@ static void run_one(const char *action, FILE *out)
         e = fd < 0 ? errno : 0;
         if (fd >= 0)
             close(fd);
+    } else if (strncmp(action, "openw", verb) == 0 && verb == 5) {
+        /* Opened for writing, never written: whether a write would be let
+         * through, without making one (a kernel setting, the SysRq key). */
+        int fd = open(arg, O_WRONLY | O_CLOEXEC);
+        e = fd < 0 ? errno : 0;
+        if (fd >= 0)
+            close(fd);
+    } else if (strncmp(action, "blockdev", verb) == 0 && verb == 8) {
+        e = open_block_device(arg, detail, sizeof(detail));
     } else if (strncmp(action, "list", verb) == 0 && verb == 4) {
         e = count_entries(arg, detail, sizeof(detail));
     } else if (strncmp(action, "proc", verb) == 0 && verb == 4) {

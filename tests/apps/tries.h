@@ -5,6 +5,8 @@
  * ACTION is one of
  *   write:PATH          create PATH (or truncate it) and write a byte
  *   read:PATH           open PATH for reading
+ *   openw:PATH          open PATH for writing, and close it unwritten
+ *   blockdev:DIR        open the first block device in DIR: "ok NAME", or ENOENT
  *   list:DIR            count DIR's entries: "ok N entries"
  *   proc:PID            stat /proc/PID (PID "self" names ourselves)
  *   cgjoin:DIR          write our pid into DIR/cgroup.procs (a cgroup escape)

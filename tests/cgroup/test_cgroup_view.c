@@ -114,6 +114,7 @@ static cg_fs_view *box_view(const box *b, const char *const *extra_writable,
         .writable_if_present = if_present,
         .private_tmp = true,
         .hide_processes = true,
+        .private_dev = true,
     };
     cg_fs_view *view = NULL;
     act_error err = {0};
@@ -290,6 +291,72 @@ static void test_view_is_read_only_for_root(void **state)
     expect_try(report, read_build, "ok");
     expect_try(report, write_build, "EROFS");
     expect_try(report, list_other, "ENOENT");
+    assert_int_equal(cg_leaf_remove(leaf, &err), 0);
+    cg_leaf_free(leaf);
+    remove_box(&b);
+}
+
+/* What root, even with every capability, must not reach in a view, and
+ * what every process needs there; with the same tries outside a view as
+ * the control that shows the test could fail (opening for writing writes
+ * nothing; a disk is opened only for reading). */
+static const char *const kernel_tries[] = {"openw:/proc/sys/kernel/core_pattern",
+                                           "openw:/proc/sysrq-trigger",
+                                           "blockdev:/dev",
+                                           "openw:/dev/null",
+                                           "read:/dev/urandom",
+                                           "read:/dev/ptmx",
+                                           "read:/proc/meminfo",
+                                           "read:/dev/kmsg",
+                                           "write:/dev/act-view",
+                                           "write:/dev/shm/act-view",
+                                           NULL};
+
+static void test_view_guards_the_kernel_and_devices(void **state)
+{
+    box b;
+    make_box(&b);
+    _cleanup_(cg_fs_view_freep) cg_fs_view *view = box_view(&b, NULL, NULL);
+    run_options o = {.view = view};
+    act_error err = {0};
+    cg_leaf *leaf = leaf_of(state, "a", "g-3");
+    _cleanup_free_ char *report = run_tries(leaf, &o, kernel_tries, &err);
+    if (!report)
+        fail_msg("spawn in a view: %s", err.message);
+    expect_try(report, "openw:/proc/sys/kernel/core_pattern", "EROFS");
+    /* A kernel built without the magic SysRq key has no file to guard. */
+    bool sysrq = access("/proc/sysrq-trigger", F_OK) == 0;
+    expect_try(report, "openw:/proc/sysrq-trigger", sysrq ? "EROFS" : "ENOENT");
+    expect_try(report, "blockdev:/dev", "ENOENT");
+    expect_try(report, "openw:/dev/null", "ok");
+    expect_try(report, "read:/dev/urandom", "ok");
+    expect_try(report, "read:/dev/ptmx", "ok");
+    expect_try(report, "read:/proc/meminfo", "ok");
+    expect_try(report, "write:/dev/act-view", "EROFS");
+    expect_try(report, "write:/dev/shm/act-view", "ok");
+    expect_try(report, "read:/dev/kmsg", "ENOENT");
+
+    /* A device named writable is bound back into the private /dev. */
+    const char *const device[] = {"/dev/kmsg", NULL};
+    _cleanup_(cg_fs_view_freep) cg_fs_view *with_device = box_view(&b, device, NULL);
+    run_options o_device = {.view = with_device};
+    _cleanup_free_ char *bound = run_tries(leaf, &o_device, kernel_tries, &err);
+    if (!bound)
+        fail_msg("spawn in a view with /dev/kmsg: %s", err.message);
+    expect_try(bound, "read:/dev/kmsg", "ok");
+    expect_try(bound, "blockdev:/dev", "ENOENT");
+
+    /* The control: the box's own /proc and /dev let root through. */
+    run_options box_wide = {0};
+    _cleanup_free_ char *control = run_tries(leaf, &box_wide, kernel_tries, &err);
+    if (!control)
+        fail_msg("spawn without a view: %s", err.message);
+    expect_try(control, "openw:/proc/sys/kernel/core_pattern", "ok");
+    expect_try(control, "openw:/proc/sysrq-trigger", sysrq ? "ok" : "ENOENT");
+    if (!strstr(control, "try blockdev:/dev: ENOENT"))
+        expect_try(control, "blockdev:/dev", "ok");
+    else
+        print_message("this box's /dev has no block device; that control is untried\n");
     assert_int_equal(cg_leaf_remove(leaf, &err), 0);
     cg_leaf_free(leaf);
     remove_box(&b);
@@ -485,6 +552,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_view_confines_the_filesystem, cgt_setup_root,
                                         cgt_teardown_root),
         cmocka_unit_test_setup_teardown(test_view_is_read_only_for_root, cgt_setup_root,
+                                        cgt_teardown_root),
+        cmocka_unit_test_setup_teardown(test_view_guards_the_kernel_and_devices, cgt_setup_root,
                                         cgt_teardown_root),
         cmocka_unit_test_setup_teardown(test_view_missing_writable_path, cgt_setup_root,
                                         cgt_teardown_root),

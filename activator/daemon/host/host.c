@@ -93,6 +93,7 @@ static int make_fs_view(ad_daemon *daemon, ad_host_settings *settings, act_error
             .private_tmp = true,
             .tmp_size = tmp_size_of(config),
             .hide_processes = true,
+            .private_dev = true,
         };
         r = cg_fs_view_new(&spec, shared ? &daemon->shared_fs_view : &settings->fs_view, err);
     }
