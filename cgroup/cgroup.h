@@ -219,6 +219,12 @@ typedef struct cg_spawn_spec {
      * that resolves a path: how a probe or helper sees the files its
      * generation sees. -1 (default): stay in ours. */
     int join_mount_ns_fd;
+    /* An IPC namespace of its own (SysV shared memory, semaphores and
+     * message queues, POSIX message queues), which the kernel frees with
+     * everything in it when its last process ends; with join_mount_ns_fd,
+     * that process's IPC namespace is joined as well (the pidfd names
+     * both). false: the daemon's. */
+    bool private_ipc;
     /* A journald stream for stdout and stderr, connected by the child
      * itself once it runs as uid (so journald records the child's pid,
      * uid and cgroup, never ours): the stream socket's path

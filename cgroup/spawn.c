@@ -223,6 +223,8 @@ static const char *step_sentence(enum cg_child_step step)
     case CG_STEP_JOIN_V1: return "cannot join the leaf's cgroup v1 groups";
     case CG_STEP_JOIN_V2: return "cannot move into the leaf through cgroup.procs";
     case CG_STEP_JOIN_MOUNT_NS: return "cannot join the mount namespace it was to run in";
+    case CG_STEP_IPC_NS:
+        return "cannot make an IPC namespace of its own";
     case CG_STEP_SETSID: return "cannot start a new session";
     case CG_STEP_FDS: return "cannot set up its file descriptors";
     case CG_STEP_SIGNALS: return "cannot reset its signal mask";
@@ -503,6 +505,7 @@ int cg_spawn_setup_make(cg_leaf *leaf, const cg_spawn_spec *spec, struct cg_spaw
         .n_fds = n_fds,
         .exec_fd = spec->exec_fd,
         .join_mount_ns_fd = spec->join_mount_ns_fd,
+        .private_ipc = spec->private_ipc,
         .exec_fd_survives = spec->exec_fd_survives,
         .hold_fd = -1,
         .argv = (char *const *)spec->argv,

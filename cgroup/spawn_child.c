@@ -245,10 +245,16 @@ CG_CHILD_CODE static void join_groups(const struct cg_child_plan *plan, int repo
             fail(report_fd, CG_STEP_JOIN_V1, e);
     if (plan->v2_procs_fd >= 0 && (e = write_zero(plan->v2_procs_fd)) != 0)
         fail(report_fd, CG_STEP_JOIN_V2, e);
-    /* Another process's mount namespace (a probe joins its generation's):
-     * before any path is resolved, while we are still privileged. */
-    if (plan->join_mount_ns_fd >= 0 && syscall(SYS_setns, plan->join_mount_ns_fd, CLONE_NEWNS) < 0)
-        fail(report_fd, CG_STEP_JOIN_MOUNT_NS, errno);
+    /* Another process's mount namespace (a probe joins its generation's),
+     * and its IPC namespace where it has its own, in one call through the
+     * pidfd: before any path is resolved, while we are still privileged. */
+    if (plan->join_mount_ns_fd >= 0) {
+        if (syscall(SYS_setns, plan->join_mount_ns_fd,
+                    CLONE_NEWNS | (plan->private_ipc ? CLONE_NEWIPC : 0)) < 0)
+            fail(report_fd, CG_STEP_JOIN_MOUNT_NS, errno);
+    } else if (plan->private_ipc && syscall(SYS_unshare, CLONE_NEWIPC) < 0) {
+        fail(report_fd, CG_STEP_IPC_NS, errno);
+    }
 }
 
 /* A session and an fd table of the child's own, with only the fds the

@@ -261,6 +261,11 @@ typedef struct cfg_host {
      * host sees the box's filesystem as the daemon does. */
     char **read_write_paths;
     bool filesystem_box;
+    /* PrivateIPC=, default yes: each generation has an IPC namespace of
+     * its own, whose SysV and POSIX objects the kernel frees when the
+     * generation's last process ends; no: the box's, shared with every
+     * other host that says no and with the box itself. */
+    bool private_ipc;
     cfg_limits limits;
     cfg_host_lines lines;
     uint32_t backlog; /* Backlog=, default SOMAXCONN */

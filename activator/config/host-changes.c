@@ -70,8 +70,9 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            same_filter(&a->limits.syscall_filter, &b->limits.syscall_filter) &&
            same_rlimits(&a->limits, &b->limits) &&
            act_strv_equal(a->read_write_paths, b->read_write_paths) &&
-           a->filesystem_box == b->filesystem_box && a->park_freeze == b->park_freeze &&
-           a->frozen_max_usec == b->frozen_max_usec && a->thaw_check_cached == b->thaw_check_cached;
+           a->filesystem_box == b->filesystem_box && a->private_ipc == b->private_ipc &&
+           a->park_freeze == b->park_freeze && a->frozen_max_usec == b->frozen_max_usec &&
+           a->thaw_check_cached == b->thaw_check_cached;
 }
 
 unsigned cfg_host_changes(const cfg_host *running, const cfg_host *loaded)

@@ -101,6 +101,7 @@ enum {
     KEY_RELEASES_KEEP,
     KEY_READ_WRITE_PATHS,
     KEY_FILESYSTEM_VIEW,
+    KEY_PRIVATE_IPC,
     KEY_PARK_MODE,
     KEY_FROZEN_MAX,
     KEY_THAW_CHECK,
@@ -611,6 +612,11 @@ static int apply_filesystem_view(void *target, const char *value, act_error *err
                          act_text_show(value, shown, sizeof(shown)));
 }
 
+static int apply_private_ipc(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_bool(value, &((cfg_host *)target)->private_ipc, err);
+}
+
 static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_EXEC] = {"Host", "Exec", apply_exec, false},
     [KEY_ENVIRONMENT] = {"Host", "Environment", apply_environment, true},
@@ -649,6 +655,7 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_RELEASES_KEEP] = {"Host", "ReleasesKeep", apply_releases_keep, false},
     [KEY_READ_WRITE_PATHS] = {"Host", "ReadWritePaths", apply_read_write_paths, true},
     [KEY_FILESYSTEM_VIEW] = {"Host", "FilesystemView", apply_filesystem_view, false},
+    [KEY_PRIVATE_IPC] = {"Host", "PrivateIPC", apply_private_ipc, false},
     [KEY_PARK_MODE] = {"Host", "ParkMode", apply_park_mode, false},
     [KEY_FROZEN_MAX] = {"Host", "FrozenMaxSec", apply_frozen_max, false},
     [KEY_THAW_CHECK] = {"Host", "ThawCheck", apply_thaw_check, false},
@@ -808,6 +815,7 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
                 .max_starts = 5,
                 .releases_keep = 3,
                 .backlog = SOMAXCONN,
+                .private_ipc = true,
                 .limits = {.pids_max = CFG_PIDS_MAX_DEFAULT,
                            .nofile_soft = CFG_NOFILE_DEFAULT,
                            .nofile_hard = CFG_NOFILE_DEFAULT,

@@ -57,6 +57,7 @@ static void isolated_spec(cg_spawn_spec *spec, const isolation *iso)
     spec->fs_view = iso->view;
     spec->fs_passed = iso->passed;
     spec->fs_read_only = iso->read_only;
+    spec->private_ipc = true;
 }
 
 static int make_view(const struct raw_isolation *raw, cg_fs_view **view, act_error *err)

@@ -98,7 +98,7 @@ static int private_dev(void)
 int raw_isolate(const struct raw_isolation *iso)
 {
     struct mount_attr read_only = {.attr_set = MOUNT_ATTR_RDONLY};
-    if (syscall(SYS_unshare, CLONE_NEWNS) < 0 ||
+    if (syscall(SYS_unshare, CLONE_NEWIPC) < 0 || syscall(SYS_unshare, CLONE_NEWNS) < 0 ||
         syscall(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return errno;
     int state_tree = (int)syscall(SYS_open_tree, AT_FDCWD, iso->host_state,

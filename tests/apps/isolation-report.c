@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -121,6 +122,18 @@ static long open_a_disk(void)
     return r;
 }
 
+/* A SysV shared memory segment under the key ACT_SHM_KEY names, left
+ * behind on purpose: the test looks for it from the box's side. */
+static long leave_shared_memory(void)
+{
+    const char *key = getenv("ACT_SHM_KEY");
+    if (!key) {
+        errno = ENOENT;
+        return -1;
+    }
+    return shmget((key_t)strtol(key, NULL, 0), 4096, IPC_CREAT | 0600);
+}
+
 /* Creating a file at path (removed again if it worked). */
 static long create_file(const char *path)
 {
@@ -200,6 +213,7 @@ void act_isolation_report(void)
     TRY(out, "sysrq", open_for_writing("/proc/sysrq-trigger"));
     TRY(out, "disk", open_a_disk());
     TRY(out, "dev_null", open_for_writing("/dev/null"));
+    TRY(out, "sysv_shm", leave_shared_memory());
     if (dir)
         try_neighbours(out, dir);
     fprintf(out, "end\n");

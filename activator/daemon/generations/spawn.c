@@ -151,6 +151,7 @@ static void run_as_host(const ad_generation *gen, cg_spawn_spec *spec)
     spec->ambient_capabilities = ad_host_config(gen->host)->ambient_capabilities;
     spec->no_new_privs = true;
     spec->seccomp = ad_host_seccomp(gen->host);
+    spec->private_ipc = ad_host_config(gen->host)->private_ipc;
 }
 
 /* A probe sees the files its generation sees: it joins the namespace

@@ -521,6 +521,7 @@ static const char *const good_host = "[Host]\n"
                                      "ExecRestore=/usr/lib/web1/restore --from s3\n"
                                      "ExecReplicate=/usr/lib/web1/replicate\n"
                                      "StartRateLimit=2.5\n"
+                                     "PrivateIPC=no\n"
                                      "[Listen]\n"
                                      "ListenStream=127.0.0.1:8080\n"
                                      "ListenStream=[::1]:8080\n"
@@ -590,6 +591,7 @@ static void host_every_key(void **state)
     assert_int_equal(h.limits.nofile_soft, 1024);
     assert_int_equal(h.limits.nofile_hard, 8192);
     assert_int_equal(h.limits.private_tmp_size, 64 * 1024 * 1024);
+    assert_false(h.private_ipc);
     assert_int_equal(h.limits.cpu_quota_percent, 200);
     assert_int_equal(h.limits.cpu_weight, 500);
     assert_int_equal(h.limits.syscall_filter.base, CFG_SYSCALLS_DEFAULT);
@@ -608,6 +610,7 @@ static void host_defaults(void **state)
     assert_int_equal(h.limits.nofile_soft, CFG_NOFILE_DEFAULT);
     assert_int_equal(h.limits.nofile_hard, CFG_NOFILE_DEFAULT);
     assert_int_equal(h.limits.private_tmp_size, CFG_PRIVATE_TMP_SIZE_DEFAULT);
+    assert_true(h.private_ipc);
     assert_null(h.environment);
     assert_null(h.user);
     assert_int_equal(h.ready.kind, PROBE_NOTIFY);
@@ -736,6 +739,7 @@ static void host_each_bad_key(void **state)
         {"Limits", "LimitNOFILE", ":64"},
         {"Limits", "PrivateTmpSize", "512K"},
         {"Limits", "PrivateTmpSize", "lots"},
+        {"Host", "PrivateIPC", "sometimes"},
         {"Limits", "CPUQuota", "200"},
         {"Limits", "CPUWeight", "10001"},
         {"Limits", "CPUWeight", "0"},

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -469,6 +470,40 @@ static void test_private_tmp_is_bounded_by_private_tmp_size(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* Each generation's SysV objects are its own (PrivateIPC=yes, the
+ * default): a segment it leaves is not the box's, and dies with it; with
+ * PrivateIPC=no, the control, the box sees it. */
+static void test_ipc_is_private_to_the_generation(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    key_t private_key = 0x41430000 | (getpid() & 0xfff), shared_key = private_key | 0x1000;
+    char extra[128];
+    snprintf(extra, sizeof(extra), "Environment=ACT_SHM_KEY=%d\n", (int)private_key);
+    dh_add_app_host(d, "private", "--isolation-report", extra);
+    snprintf(extra, sizeof(extra), "Environment=ACT_SHM_KEY=%d\nPrivateIPC=no\n", (int)shared_key);
+    dh_add_app_host(d, "shared", "--isolation-report", extra);
+    dh_start(d, NULL);
+    dh_wake(d, "private");
+    char *report = isolation_report(d, "private");
+    expect_result(d, report, "sysv_shm", "ok");
+    free(report);
+    int id = shmget(private_key, 0, 0);
+    DH_CHECK(d, id < 0 && errno == ENOENT,
+             "a segment a host with a private IPC namespace made is the box's (shmget: %d, %s)", id,
+             id < 0 ? strerror(errno) : "found");
+    dh_wake(d, "shared");
+    report = isolation_report(d, "shared");
+    expect_result(d, report, "sysv_shm", "ok");
+    free(report);
+    id = shmget(shared_key, 0, 0);
+    if (id >= 0)
+        shmctl(id, IPC_RMID, NULL);
+    DH_CHECK(d, id >= 0, "with PrivateIPC=no the box does not see the host's segment: %s",
+             strerror(errno));
+    dh_stop_and_check_clean(d);
+}
+
 static void test_open_files_are_bounded_by_limit_nofile(void **state)
 {
     dh_daemon *d = *state;
@@ -503,6 +538,7 @@ int main(void)
         DH_TEST(test_bad_isolation_config_is_reported),
         DH_TEST(test_open_files_are_bounded_by_limit_nofile),
         DH_TEST(test_private_tmp_is_bounded_by_private_tmp_size),
+        DH_TEST(test_ipc_is_private_to_the_generation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
