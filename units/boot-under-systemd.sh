@@ -93,7 +93,7 @@ pid=$(pid_of "$answer")
 uid=$(awk '$1 == "Uid:" { print $2 }' "/proc/$pid/status" 2>/dev/null)
 capeff=$(awk '$1 == "CapEff:" { print $2 }' "/proc/$pid/status" 2>/dev/null)
 owner=$(stat -c %u /var/lib/activator/hosts/demo/state 2>/dev/null)
-[ -n "$uid" ] && [ "$uid" -ge 61184 ] && [ "$uid" -le 65519 ] && [ "$owner" = "$uid" ] &&
+[ -n "$uid" ] && [ "$uid" -ge 1879048192 ] && [ "$uid" -le 1879113727 ] && [ "$owner" = "$uid" ] &&
     [ "$capeff" = 0000000000000000 ] && ok dynamic-user ||
     fail dynamic-user "uid $uid, CapEff $capeff, state directory owned by $owner"
 

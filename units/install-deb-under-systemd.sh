@@ -120,7 +120,7 @@ answer=$(get)
 case $answer in *"version=v1"*) ok answers ;; *) fail answers "got: $answer" ;; esac
 pid=$(pid_of "$answer")
 uid=$(awk '$1 == "Uid:" { print $2 }' "/proc/$pid/status" 2>/dev/null)
-[ -n "$uid" ] && [ "$uid" -ge 61184 ] && [ "$uid" -le 65519 ] && ok dynamic-user ||
+[ -n "$uid" ] && [ "$uid" -ge 1879048192 ] && [ "$uid" -le 1879113727 ] && ok dynamic-user ||
     fail dynamic-user "the app runs as uid $uid"
 
 # The same package again: dpkg runs the maintainer scripts of an upgrade

@@ -104,7 +104,7 @@ typedef struct cfg_daemon {
                                           watch silent this long is checked, and ends
                                           (the claims are listed again) unless the store
                                           says nothing was written */
-    /* DynamicUserRange=, default 61184-65519 (systemd's DynamicUser= range):
+    /* DynamicUserRange=, default 1879048192-1879113727 (CFG_DYNAMIC_UID_MIN):
      * the uids (each its own gid too) hosts without User= run as, one per
      * host, never 0 and never above 4294967294. */
     uint32_t dynamic_uid_min;
@@ -179,10 +179,17 @@ const char *cfg_host_key_at(size_t i, const char **section);
  * default of half the box's memory. */
 #define CFG_PRIVATE_TMP_SIZE_DEFAULT (256ull * 1024 * 1024)
 
-/* DynamicUserRange= by default: systemd's own DynamicUser= range, which
- * distributions keep free of other accounts. */
-#define CFG_DYNAMIC_UID_MIN 61184
-#define CFG_DYNAMIC_UID_MAX 65519
+/* DynamicUserRange= by default: 65,536 uids from 0x70000000, a range no
+ * allocator of the box hands out. systemd's own DynamicUser= range
+ * (61184-65519) is not ours to share: systemd cannot see our uids and would
+ * give one to a service of its own. Its container ranges end at
+ * 0x6FFFFFFF (524288-1879048191); the foreign range of its mountfsd starts
+ * at 0x7FFE0000; the subordinate ids useradd hands out for rootless
+ * containers start at 100000 and grow 65,536 a user, reaching this range
+ * only past 28,000 users. Below 2^31, so no tool's signed uid_t misreads
+ * it. */
+#define CFG_DYNAMIC_UID_MIN 1879048192u
+#define CFG_DYNAMIC_UID_MAX 1879113727u
 
 /* [Limits] of a host file; 0 means "not set" (the cgroup's default). */
 typedef struct cfg_limits {

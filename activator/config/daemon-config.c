@@ -310,8 +310,8 @@ static int apply_dynamic_user_range(void *target, const char *value, act_error *
     size_t first_len = dash ? (size_t)(dash - value) : 0;
     if (!dash || first_len == 0 || first_len >= sizeof(first))
         return act_error_set(err, EINVAL,
-                             "\"%s\" is not a range (write MIN-MAX, e.g. %u-%u, systemd's "
-                             "DynamicUser= range)",
+                             "\"%s\" is not a range (write MIN-MAX, e.g. %u-%u, the "
+                             "default)",
                              shown, CFG_DYNAMIC_UID_MIN, CFG_DYNAMIC_UID_MAX);
     memcpy(first, value, first_len);
     first[first_len] = '\0';

@@ -23,8 +23,9 @@
 
 #include "harness.h"
 
-#define RANGE_MIN 61184
-#define RANGE_MAX 65519
+/* DynamicUserRange='s default. */
+#define RANGE_MIN 1879048192u
+#define RANGE_MAX 1879113727u
 
 /* The value of "Key:" in /proc/<pid>/status, or "" when missing. */
 static void status_field(dh_daemon *d, int64_t pid, const char *key, char *out, size_t size)
@@ -217,7 +218,7 @@ static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
     unsigned uid1 = run_as(d, pid1), uid2 = run_as(d, pid2);
     printf("web1 runs as uid %u, web2 as uid %u\n", uid1, uid2);
     DH_CHECK(d, uid1 >= RANGE_MIN && uid1 <= RANGE_MAX && uid2 >= RANGE_MIN && uid2 <= RANGE_MAX,
-             "uids %u and %u are not in DynamicUserRange=%d-%d", uid1, uid2, RANGE_MIN, RANGE_MAX);
+             "uids %u and %u are not in DynamicUserRange=%u-%u", uid1, uid2, RANGE_MIN, RANGE_MAX);
     DH_CHECK(d, uid1 != uid2, "web1 and web2 share uid %u", uid1);
     DH_CHECK(d, recorded_uid(d, "web1", uid1) && recorded_uid(d, "web2", uid2),
              "the uids are not recorded in %s/dynamic-users", d->drv.state_dir);
