@@ -234,6 +234,9 @@ typedef struct cg_spawn_spec {
      * never waits) stdout_fd and stderr_fd stay as they are. NULL: none. */
     const char *journal_socket;
     const char *journal_header;
+    /* With journal_socket: the stream takes stderr only, and stdout stays
+     * stdout_fd (a helper's answer, read by the daemon). */
+    bool journal_stderr_only;
     /* The filesystem the process sees (see cg_fs_view_new); NULL: the
      * daemon's own. fs_passed: with a view, paths beneath its hidden
      * directories that this one process still reaches as they are (its

@@ -506,6 +506,7 @@ int cg_spawn_setup_make(cg_leaf *leaf, const cg_spawn_spec *spec, struct cg_spaw
         .exec_fd = spec->exec_fd,
         .join_mount_ns_fd = spec->join_mount_ns_fd,
         .private_ipc = spec->private_ipc,
+        .journal_stderr_only = spec->journal_stderr_only,
         .exec_fd_survives = spec->exec_fd_survives,
         .hold_fd = -1,
         .argv = (char *const *)spec->argv,

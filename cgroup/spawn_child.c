@@ -156,7 +156,7 @@ CG_CHILD_CODE static void connect_journal(const struct cg_child_plan *plan)
         return;
     }
     syscall(SYS_shutdown, fd, SHUT_RD);
-    if (syscall(SYS_dup3, fd, STDOUT_FILENO, 0) >= 0)
+    if (plan->journal_stderr_only || syscall(SYS_dup3, fd, STDOUT_FILENO, 0) >= 0)
         syscall(SYS_dup3, fd, STDERR_FILENO, 0);
     syscall(SYS_close, fd);
 }

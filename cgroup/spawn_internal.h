@@ -104,6 +104,7 @@ struct cg_child_plan {
     size_t n_fds;
     int exec_fd;
     int join_mount_ns_fd; /* -1: none; see cg_spawn_spec */
+    bool journal_stderr_only; /* see cg_spawn_spec */
     bool private_ipc;     /* see cg_spawn_spec */
     bool exec_fd_survives; /* left open across exec, for a #! script run from it */
     int report_fd;        /* write end of the CLOEXEC report pipe */

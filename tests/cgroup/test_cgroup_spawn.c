@@ -708,6 +708,22 @@ static void child_connects_its_own_journal_stream(void **state)
     close(stream);
     assert_string_equal(got, JOURNAL_HEADER "to-the-journal\nalso\n");
 
+    /* journal_stderr_only: stdout stays stdout_fd (a helper's answer). */
+    int answer[2];
+    assert_int_equal(pipe2(answer, O_CLOEXEC), 0);
+    spec.stdout_fd = answer[1];
+    spec.journal_stderr_only = true;
+    assert_int_equal(run_shell(leaf, "echo the-answer; echo to-the-journal >&2", &spec, &proc), 0);
+    close(answer[1]);
+    stream = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(stream >= 0);
+    _cleanup_free_ char *logged = read_all(stream);
+    close(stream);
+    _cleanup_free_ char *answered = read_all(answer[0]);
+    close(answer[0]);
+    assert_string_equal(logged, JOURNAL_HEADER "to-the-journal\n");
+    assert_string_equal(answered, "the-answer\n");
+
     /* No journal there: the fallback gets it. */
     unlink(path);
     cg_spawn_spec_init(&spec);

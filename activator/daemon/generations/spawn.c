@@ -118,12 +118,14 @@ static int connect_output(ad_generation *gen, bool is_helper, bool held, cg_spaw
         if (r < 0)
             return act_error_prefix(err, "host %s: output", ad_host_config(gen->host)->name);
     }
-    /* ExecCheckpoint= answers on its stdout, which the daemon reads. */
-    spec->stdout_fd =
-        is_helper && gen->helper_stdout_fd >= 0 ? gen->helper_stdout_fd : ad_host_log_fd(gen->log);
+    /* ExecCheckpoint= answers on its stdout, which the daemon reads, and
+     * which the journal must not take. */
+    bool answers = is_helper && gen->helper_stdout_fd >= 0;
+    spec->stdout_fd = answers ? gen->helper_stdout_fd : ad_host_log_fd(gen->log);
     spec->stderr_fd = ad_host_log_fd(gen->log);
     spec->journal_socket = ad_host_log_journal_socket(gen->log);
     spec->journal_header = ad_host_log_journal_header(gen->log);
+    spec->journal_stderr_only = answers;
     return 0;
 }
 
@@ -217,8 +219,10 @@ static void set_rlimits(const ad_generation *gen, spawn_storage *storage, cg_spa
 /* The build runs in the host's filesystem view, reaching its notify
  * socket there through the socket's directory, not the socket file: a
  * daemon that restarts binds a new socket at the same path, which a
- * bound file would not show; helpers (ExecRestore=, ExecReplicate=) are
- * the operator's tools and see the box's filesystem. Needs the state
+ * bound file would not show. Helpers (ExecRestore=, ExecCheckpoint=,
+ * ExecReplicate=) run in a view of their own made the same way: they run
+ * as the host, whose processes see them in /proc, and outside a view
+ * /proc/<helper>/root would be the box's whole filesystem. Needs the state
  * directory (run_in_state_directory). */
 static void enter_fs_view(const ad_generation *gen, spawn_storage *storage, cg_spawn_spec *spec)
 {
@@ -270,7 +274,7 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
         join_main_mount_ns(gen, &spec);
     run_in_state_directory(gen, &storage, &spec);
     set_rlimits(gen, &storage, &spec);
-    if (!is_helper)
+    if (kind != SPAWN_PROBE) /* a probe joins its generation's view */
         enter_fs_view(gen, &storage, &spec);
     return held ? cg_spawn_hold(gen->leaf, &spec, held, err) : cg_spawn(gen->leaf, &spec, out, err);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -175,13 +176,17 @@ int ad_checkpoint_exec_start(ad_host *host, uint64_t generation, ad_checkpoint_d
                                  .userdata = userdata,
                                  .output_fd = -1,
                                  .generation = generation};
+    /* A socket, not a pipe: the helper runs as the host, whose other
+     * processes could open a pipe through /proc/<helper>/fd/1 and write the
+     * answer themselves; a socket cannot be opened that way (ENXIO). */
     int pipe_fds[2] = {-1, -1};
-    if (pipe2(pipe_fds, O_CLOEXEC) < 0) {
-        int r = act_error_set(err, errno, "cannot make a pipe for its output: %s",
-                              strerror(errno));
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pipe_fds) < 0) {
+        int r =
+            act_error_set(err, errno, "cannot make a socket for its output: %s", strerror(errno));
         exec_free(exec);
         return r;
     }
+    (void)shutdown(pipe_fds[1], SHUT_RD);
     exec->output_fd = pipe_fds[0];
     (void)fcntl(exec->output_fd, F_SETFL, O_NONBLOCK);
     char env[64];

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -293,6 +295,46 @@ int dh_start_with_host(dh_daemon *d, dh_store_kind kind, const char *host, const
     int port = dh_add_app_host(d, host, app_args, extra_host_lines);
     dh_start(d, NULL);
     return port;
+}
+
+uid_t dh_uid_of(dh_daemon *d, pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+    struct stat st;
+    DH_CHECK(d, stat(path, &st) == 0, "stat %s: %s", path, strerror(errno));
+    return st.st_uid;
+}
+
+int dh_open_as(uid_t uid, const char *path, int flags)
+{
+    pid_t child = fork();
+    if (child == 0) {
+        if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
+            _exit(255);
+        int fd = open(path, flags | O_CLOEXEC);
+        _exit(fd >= 0 ? 0 : errno);
+    }
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) < 0 || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
+const char *dh_helper_dir(dh_daemon *d)
+{
+    static __thread char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/helpers", d->drv.dir);
+    DH_CHECK(d, (mkdir(dir, 0777) == 0 || errno == EEXIST) && chmod(dir, 01777) == 0,
+             "cannot make %s: %s", dir, strerror(errno));
+    return dir;
+}
+
+const char *dh_helper_dir_line(dh_daemon *d)
+{
+    static __thread char line[PATH_MAX + 32];
+    snprintf(line, sizeof(line), "ReadWritePaths=%s\n", dh_helper_dir(d));
+    return line;
 }
 
 void dh_stage_file(dh_daemon *d, const char *host, const char *version, const char *source,

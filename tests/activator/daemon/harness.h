@@ -154,6 +154,22 @@ int dh_start_with_host(dh_daemon *d, dh_store_kind kind, const char *host, const
 void dh_stage(dh_daemon *d, const char *host, const char *version, bool promote,
               rel_identity *identity);
 
+/* <dir>/helpers, made writable to every user: where a test puts the
+ * scripts of ExecRestore=, ExecCheckpoint= and ExecReplicate= and what they
+ * write. They run in the host's filesystem view, where the test's
+ * directory (in /tmp) is not, so the host that runs them names this one
+ * in ReadWritePaths= (dh_helper_dir_line). */
+const char *dh_helper_dir(dh_daemon *d);
+/* "ReadWritePaths=<dh_helper_dir>\n", for a host file. */
+const char *dh_helper_dir_line(dh_daemon *d);
+
+/* The uid process pid runs as (the owner of /proc/<pid>). */
+uid_t dh_uid_of(dh_daemon *d, pid_t pid);
+/* What a process running as uid (its gid the same number, no other groups,
+ * no capability: a host's dynamic user) gets opening path with flags: 0 or
+ * the errno; -1 when the child could not be made. */
+int dh_open_as(uid_t uid, const char *path, int flags);
+
 /* The same with another build: the file at source. */
 void dh_stage_file(dh_daemon *d, const char *host, const char *version, const char *source,
                    bool promote, rel_identity *identity);

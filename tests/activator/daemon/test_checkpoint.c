@@ -82,8 +82,8 @@ static long get_counter(dh_daemon *d, int port)
 __attribute__((format(printf, 3, 4))) static int add_hooked_host(dh_daemon *d, const char *after,
                                                                  const char *format, ...)
 {
-    char script[PATH_MAX], host_lines[PATH_MAX + 128];
-    snprintf(script, sizeof(script), "%s/checkpoint.sh", d->drv.dir);
+    char script[PATH_MAX], host_lines[2 * PATH_MAX + 128];
+    snprintf(script, sizeof(script), "%s/checkpoint.sh", dh_helper_dir(d));
     FILE *f = fopen(script, "we");
     DH_CHECK(d, f, "cannot write %s", script);
     va_list ap;
@@ -92,7 +92,8 @@ __attribute__((format(printf, 3, 4))) static int add_hooked_host(dh_daemon *d, c
     va_end(ap);
     fclose(f);
     chmod(script, 0755);
-    snprintf(host_lines, sizeof(host_lines), "ExecCheckpoint=/bin/sh %s\n%s", script, after);
+    snprintf(host_lines, sizeof(host_lines), "ExecCheckpoint=/bin/sh %s\n%s%s", script,
+             dh_helper_dir_line(d), after);
     return dh_add_app_host(d, "demo", "--counter", host_lines);
 }
 
@@ -406,11 +407,11 @@ static void test_exec_checkpoint_live(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    /* The hook runs as the host's dynamic user: it writes into the
-     * harness's markers directory, the one its users may write. */
+    /* The hook runs as the host's dynamic user, in its view: it writes
+     * into the helpers' directory, which the host may write. */
     char markers[PATH_MAX], flag[PATH_MAX];
-    snprintf(markers, sizeof(markers), "%s/markers", d->drv.dir);
-    snprintf(flag, sizeof(flag), "%s/garble", d->drv.dir);
+    snprintf(markers, sizeof(markers), "%s", dh_helper_dir(d));
+    snprintf(flag, sizeof(flag), "%s/garble", dh_helper_dir(d));
     int port = add_hooked_host(d, "CheckpointLive=yes\nExecRestore=/bin/true\n",
                                "#!/bin/sh\n"
                                "set -e\n"
@@ -459,14 +460,14 @@ static void test_wakes_wait_for_the_checkpoint(void **state)
     dh_setup(d, DH_STORE_DIR, NULL);
     char started[PATH_MAX], release[PATH_MAX];
     /* Written by the hook, as the host's dynamic user. */
-    snprintf(started, sizeof(started), "%s/markers/started", d->drv.dir);
-    snprintf(release, sizeof(release), "%s/release", d->drv.dir);
+    snprintf(started, sizeof(started), "%s/started", dh_helper_dir(d));
+    snprintf(release, sizeof(release), "%s/release", dh_helper_dir(d));
     int port = add_hooked_host(d, "ExecRestore=/bin/true\n",
                                "#!/bin/sh\n"
-                               "touch %s\n"
+                               "echo $$ > %s.tmp; mv %s.tmp %s\n"
                                "while [ ! -e %s ]; do sleep 0.05; done\n"
                                "echo 'held-1 %064d'\n",
-                               started, release, 0);
+                               started, started, started, release, 0);
     dh_start(d, NULL);
     DH_CHECK(d, get_counter(d, port) == 1, "the counter does not count");
 
@@ -475,6 +476,21 @@ static void test_wakes_wait_for_the_checkpoint(void **state)
     for (int i = 0; i < 200 && access(started, F_OK) < 0; i++)
         usleep(25000);
     DH_CHECK(d, access(started, F_OK) == 0, "ExecCheckpoint= did not start");
+    /* The hook runs as the host, so the host's processes reach its
+     * /proc/<pid>/fd, as the control shows: its stdin, /dev/null, opens.
+     * Its answer goes to a socket, which cannot be opened there (ENXIO),
+     * whoever made it. */
+    char *pid_text = dh_read_text(started);
+    pid_t hook = pid_text ? (pid_t)atoi(pid_text) : 0;
+    free(pid_text);
+    uid_t uid = dh_uid_of(d, hook);
+    char answer[64], log[64];
+    snprintf(answer, sizeof(answer), "/proc/%d/fd/1", (int)hook);
+    snprintf(log, sizeof(log), "/proc/%d/fd/0", (int)hook);
+    int e = dh_open_as(uid, answer, O_WRONLY);
+    DH_CHECK(d, e != 0, "the host's uid opened the hook's answer %s", answer);
+    e = dh_open_as(uid, log, O_WRONLY);
+    DH_CHECK(d, e == 0, "the host's uid cannot open the hook's stdin %s: %s", log, strerror(e));
     json_object *reply = dh_wake_reply(d, "demo", 10000);
     char text[2048];
     snprintf(text, sizeof(text), "%s", json_object_to_json_string(reply));

@@ -3,12 +3,15 @@
  * generation's proof of empty covers it), sees the host's environment, and
  * is stopped with the generation when the host parks. */
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -94,6 +97,66 @@ static void test_replicate_runs_in_the_generation_and_stops_with_it(void **state
     dh_stop_and_check_clean(d);
 }
 
+/* A replicator whose pid host's report names, once it runs. */
+static pid_t start_replicator(dh_daemon *d, const char *host, const char *host_lines)
+{
+    char script[PATH_MAX], seen[PATH_MAX];
+    snprintf(script, sizeof(script), "%s/%s-replicate.sh", d->drv.dir, host);
+    snprintf(seen, sizeof(seen), "%s/hosts/%s/state/replicator", d->drv.state_dir, host);
+    FILE *f = fopen(script, "we");
+    DH_CHECK(d, f, "cannot write %s: %s", script, strerror(errno));
+    fprintf(f, "#!/bin/sh\necho $$ > %s.tmp\nmv %s.tmp %s\nexec sleep 600\n", seen, seen, seen);
+    fclose(f);
+    chmod(script, 0755);
+    char extra[2 * PATH_MAX];
+    snprintf(extra, sizeof(extra), "ExecReplicate=%s\n%s", script, host_lines);
+    dh_add_app_host(d, host, NULL, extra);
+    return 0;
+}
+
+static pid_t replicator_pid(dh_daemon *d, const char *host)
+{
+    char seen[PATH_MAX];
+    snprintf(seen, sizeof(seen), "%s/hosts/%s/state/replicator", d->drv.state_dir, host);
+    char *report = NULL;
+    for (int i = 0; i < 250 && !(report = dh_read_text(seen)); i++)
+        usleep(20 * 1000);
+    DH_CHECK(d, report, "%s's ExecReplicate= did not run within 5 s of serving", host);
+    pid_t pid = (pid_t)atoi(report);
+    free(report);
+    return pid;
+}
+
+/* A helper runs as its host, so the host's processes see it in /proc; it
+ * runs in the host's filesystem view too, so its root shows them nothing
+ * more than theirs: not the hosts directory, where every host's file (its
+ * Environment= secrets) lies. The control: with FilesystemView=box it
+ * does. */
+static void test_the_box_is_not_read_through_a_helper(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    start_replicator(d, "viewed", "");
+    start_replicator(d, "boxed", "FilesystemView=box\n");
+    dh_start(d, NULL);
+    const char *hosts[] = {"viewed", "boxed"};
+    int expected[] = {ENOENT, 0};
+    for (size_t i = 0; i < 2; i++) {
+        pid_t app = dh_wake(d, hosts[i]).pid;
+        pid_t helper = replicator_pid(d, hosts[i]);
+        uid_t uid = dh_uid_of(d, app);
+        DH_CHECK(d, dh_uid_of(d, helper) == uid, "%s's helper runs as %u, its app as %u", hosts[i],
+                 (unsigned)dh_uid_of(d, helper), (unsigned)uid);
+        char path[PATH_MAX + 64];
+        snprintf(path, sizeof(path), "/proc/%d/root%s/%s.conf", (int)helper, d->drv.hosts_dir,
+                 hosts[i]);
+        int e = dh_open_as(uid, path, O_RDONLY);
+        DH_CHECK(d, e == expected[i], "%s: the host's uid opening %s: %s, expected %s", hosts[i],
+                 path, e ? strerror(e) : "ok", expected[i] ? strerror(expected[i]) : "ok");
+    }
+    dh_stop_and_check_clean(d);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-replicate", DH_STORE_DIR);
@@ -101,6 +164,7 @@ int main(void)
         return r;
     const struct CMUnitTest tests[] = {
         DH_TEST(test_replicate_runs_in_the_generation_and_stops_with_it),
+        DH_TEST(test_the_box_is_not_read_through_a_helper),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,9 +30,10 @@ typedef struct restore_paths {
 
 static void write_restore_script(dh_daemon *d, restore_paths *paths)
 {
-    snprintf(paths->script, sizeof(paths->script), "%s/restore.sh", d->drv.dir);
-    snprintf(paths->runs, sizeof(paths->runs), "%s/restores", d->drv.dir);
-    snprintf(paths->fail_flag, sizeof(paths->fail_flag), "%s/fail-restore", d->drv.dir);
+    const char *dir = dh_helper_dir(d);
+    snprintf(paths->script, sizeof(paths->script), "%s/restore.sh", dir);
+    snprintf(paths->runs, sizeof(paths->runs), "%s/restores", dir);
+    snprintf(paths->fail_flag, sizeof(paths->fail_flag), "%s/fail-restore", dir);
     FILE *f = fopen(paths->script, "we");
     DH_CHECK(d, f, "cannot write %s: %s", paths->script, strerror(errno));
     fprintf(f,
@@ -113,9 +114,9 @@ static void setup_demo(dh_daemon *d, restore_paths *paths, bool through_sh, cons
 {
     dh_setup(d, DH_STORE_DIR, NULL);
     write_restore_script(d, paths);
-    char extra[PATH_MAX + 160];
-    snprintf(extra, sizeof(extra), "ExecRestore=%s%s\n%s", through_sh ? "/bin/sh " : "",
-             paths->script, host_lines ? host_lines : "");
+    char extra[2 * PATH_MAX + 160];
+    snprintf(extra, sizeof(extra), "ExecRestore=%s%s\n%s%s", through_sh ? "/bin/sh " : "",
+             paths->script, dh_helper_dir_line(d), host_lines ? host_lines : "");
     dh_add_app_host(d, "demo", app_args, extra);
     if (with_state_directory)
         make_state_directory(d);
