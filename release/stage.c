@@ -280,11 +280,20 @@ static int copy_dir(stage_copy *copy, int src_dirfd, int dst_dirfd, const char *
                                  "may not hold; clear the bit (chmod u-s,g-s) or leave the file "
                                  "out",
                                  copy->source_path, rel_path);
+        /* Non-blocking, and checked again once open: what was a file when
+         * listed may be a fifo by now, whose open would wait for a writer
+         * that never comes, holding the release worker. */
         _cleanup_close_ int src_fd =
-            openat(src_dirfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+            openat(src_dirfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
         if (src_fd < 0)
             return act_error_set(err, errno, "source %s: cannot open %s: %s", copy->source_path,
                                  rel_path, strerror(errno));
+        struct stat opened;
+        if (fstat(src_fd, &opened) < 0 || !S_ISREG(opened.st_mode))
+            return act_error_set(err, EPERM,
+                                 "source %s: %s changed into something other than a regular "
+                                 "file while it was staged; stage it again once it holds still",
+                                 copy->source_path, rel_path);
         int r = copy_file(copy, src_fd, dst_dirfd, name, rel_path, st.st_mode);
         if (r < 0)
             return r;
@@ -439,13 +448,21 @@ static int open_source(const char *host, const char *version, const char *source
 {
     /* The top-level source may be reached through a symlink (an operator's
      * "current" link); inside a directory nothing is followed. */
-    _cleanup_close_ int src_fd = open(source_path, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+    /* Non-blocking: a fifo named as the source would otherwise hold the
+     * release worker until something writes to it. */
+    _cleanup_close_ int src_fd = open(source_path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
     if (src_fd < 0)
         return act_error_set(err, errno, "host %s: version %s: cannot open source %s: %s", host,
                              version, source_path, strerror(errno));
     if (fstat(src_fd, st) < 0)
         return act_error_set(err, errno, "host %s: version %s: cannot stat source %s: %s", host,
                              version, source_path, strerror(errno));
+    if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
+        return act_error_set(err, EPERM,
+                             "host %s: version %s: source %s is neither a regular file nor a "
+                             "directory (a device, fifo or socket); name the build's file or "
+                             "directory",
+                             host, version, source_path);
     return TAKE_FD(src_fd);
 }
 

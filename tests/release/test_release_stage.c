@@ -310,6 +310,10 @@ static void stage_refuses_unsafe_sources_and_changes_nothing(void **state)
     assert_int_equal(mkfifo(fifo, 0644), 0);
     assert_int_equal(rel_stage(fx->store, "web1", "v1", src, "app", NULL, &err), -EPERM);
     assert_non_null(strstr(err.message, "pipe"));
+    /* Named as the source itself, a fifo is refused at once rather than
+     * waited on for a writer. */
+    assert_int_equal(rel_stage(fx->store, "web1", "v1", fifo, NULL, NULL, &err), -EPERM);
+    assert_non_null(strstr(err.message, "neither a regular file nor a directory"));
     assert_int_equal(unlink(fifo), 0);
 
     char *manifest = rt_join(src, "manifest.json");
