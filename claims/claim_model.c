@@ -234,13 +234,21 @@ int claim_validate(const claim *c, act_error *err)
         const char *field;
         const char *value;
     } names[] = {
-        {"holder.box", c->holder.box},   {"holder.incarnation", c->holder.incarnation},
-        {"op.id", c->op.id},             {"op.exec", c->op.exec},
-        {"held", c->held},               {"pin.version", c->has_pin ? c->pin.version : ""},
-        {"op.from", c->op.from},         {"op.to", c->op.to},
-        {"state.box", c->state.box},     {"failure.box", c->has_failure ? c->failure.box : ""},
+        {"holder.box", c->holder.box},
+        {"holder.incarnation", c->holder.incarnation},
+        {"op.id", c->op.id},
+        {"op.exec", c->op.exec},
+        {"held", c->held},
+        {"pin.version", c->has_pin ? c->pin.version : ""},
+        {"op.from", c->op.from},
+        {"op.to", c->op.to},
+        {"state.box", c->state.box},
+        {"failure.box", c->has_failure ? c->failure.box : ""},
         {"pin.failure_box", c->has_pin ? c->pin.failure_box : ""},
         {"pin.fallback_version", c->has_pin ? c->pin.fallback_version : ""},
+        /* A checkpoint's id becomes a file name (the built-in store) and
+         * ExecRestore='s ACTIVATOR_CHECKPOINT: every writer makes it a name. */
+        {"state.checkpoint", c->state.checkpoint},
     };
     for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
         int r = check_optional_name(c, names[i].field, names[i].value, err);

@@ -210,6 +210,10 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
     expect_refusal(text, EINVAL, NULL);
     snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":7}}", op);
     expect_refusal(text, EINVAL, "state.checkpoint");
+    snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":\"../../cp\"}}", op);
+    expect_refusal(text, EINVAL, "state.checkpoint");
+    snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":\"cp\\nX=1\"}}", op);
+    expect_refusal(text, EINVAL, "state.checkpoint");
     snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":\"c\",\"sha256\":\"ab\"}}", op);
     expect_refusal(text, EINVAL, "state.sha256");
     snprintf(text, sizeof(text), "{%s,\"state\":{\"checkpoint\":\"c\",\"box\":\"../b\"}}", op);
