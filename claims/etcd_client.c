@@ -43,6 +43,11 @@ struct etcd_call {
     struct curl_slist *headers;
     char *response;
     size_t response_len;
+    size_t response_cap;
+    /* A stream: how much of the unfinished message in response is known
+     * to hold no newline, so each chunk is scanned once. */
+    size_t scanned;
+    bool oversized;   /* the answer passed ETCD_ANSWER_MAX: not retried */
     size_t endpoint;  /* index into client->endpoints */
     size_t first_endpoint; /* where it started */
     size_t attempted;      /* endpoints tried so far in this round */
@@ -215,18 +220,42 @@ size_t etcd_client_traffic(const etcd_client *client, claims_store_traffic *out,
     return n;
 }
 
+/* The most one answer, or one message of a stream, may hold: a claim is at
+ * most 64 KiB (about 87 KiB in etcd's base64), so this holds a box's list
+ * of thousands of claims at their limit, and what passes it is not an
+ * answer to anything we asked. */
+#define ETCD_ANSWER_MAX ((size_t)256 * 1024 * 1024)
+
+/* Room for n more bytes and a NUL, growing by doubling so that an answer
+ * of many chunks is copied a bounded number of times. */
+static bool reserve(etcd_call *call, size_t n)
+{
+    size_t need = call->response_len + n + 1;
+    if (need <= call->response_cap)
+        return true;
+    size_t cap = call->response_cap ? call->response_cap : 4096;
+    while (cap < need)
+        cap *= 2;
+    if (cap > ETCD_ANSWER_MAX + 1)
+        cap = ETCD_ANSWER_MAX + 1;
+    char *grown = realloc(call->response, cap);
+    if (!grown)
+        return false;
+    call->response = grown;
+    call->response_cap = cap;
+    return true;
+}
+
 static size_t on_write(char *data, size_t size, size_t nmemb, void *userdata)
 {
     etcd_call *call = userdata;
     size_t n = size * nmemb;
-    /* A claim answer is small; anything far beyond a list of many claims is
-     * not something we asked for. */
-    if (call->response_len + n > (size_t)256 * 1024 * 1024)
+    if (call->response_len + n > ETCD_ANSWER_MAX) {
+        call->oversized = true;
         return 0;
-    char *grown = realloc(call->response, call->response_len + n + 1);
-    if (!grown)
+    }
+    if (!reserve(call, n))
         return 0;
-    call->response = grown;
     memcpy(call->response + call->response_len, data, n);
     call->response_len += n;
     call->response[call->response_len] = '\0';
@@ -235,12 +264,14 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *userdata)
         traffic->bytes_received += n;
     if (!call->stream)
         return n;
-    /* The gateway streams one JSON message per line. */
+    /* The gateway streams one JSON message per line; what was scanned of
+     * an unfinished one is not scanned again. */
     char *start = call->response, *newline;
-    while ((newline = memchr(start, '\n', call->response_len - (size_t)(start - call->response)))) {
+    char *from = call->response + call->scanned;
+    while ((newline = memchr(from, '\n', call->response_len - (size_t)(from - call->response)))) {
         *newline = '\0';
         json_object *message = json_tokener_parse(start);
-        start = newline + 1;
+        start = from = newline + 1;
         if (!message)
             continue;
         call->streamed = true;
@@ -253,6 +284,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *userdata)
     memmove(call->response, start, rest);
     call->response_len = rest;
     call->response[rest] = '\0';
+    call->scanned = rest;
     return n;
 }
 
@@ -509,6 +541,15 @@ static void on_transfer_done(curl_glue_job *job, CURLcode result)
     etcd_call *call = (etcd_call *)job;
     long status = 0;
     curl_easy_getinfo(job->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (result == CURLE_WRITE_ERROR && call->oversized) {
+        /* Another member would send the same: no other attempt. */
+        finish_error(call, EMSGSIZE,
+                     "etcd endpoint %s: the answer to %s passed %zu MiB, far more than any "
+                     "answer asked for; look for keys under the claim prefix that are not "
+                     "claims",
+                     etcd_call_endpoint(call), call->path, ETCD_ANSWER_MAX >> 20);
+        return;
+    }
     if (result != CURLE_OK) {
         int errnum = errno_for_curl(result);
         char why[320];
@@ -567,7 +608,8 @@ static int send_call(etcd_call *call, act_error *err)
     }
     free(call->response);
     call->response = NULL;
-    call->response_len = 0;
+    call->response_len = call->response_cap = call->scanned = 0;
+    call->oversized = false;
     call->errbuf[0] = '\0';
 
     char url[512];

@@ -5,6 +5,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -133,6 +135,64 @@ static void silent_endpoint_times_out(void **state)
     close(fd);
 }
 
+/* An endpoint that answers every connection with 200 and a body without
+ * end, until the client goes; it counts the connections. */
+typedef struct endless {
+    int listener;
+    int connections;
+} endless;
+
+static void *serve_endlessly(void *arg)
+{
+    endless *e = arg;
+    static char chunk[1 << 20];
+    memset(chunk, ' ', sizeof(chunk));
+    for (;;) {
+        int fd = accept(e->listener, NULL, NULL);
+        if (fd < 0)
+            return NULL;
+        __atomic_add_fetch(&e->connections, 1, __ATOMIC_SEQ_CST);
+        char request[4096];
+        (void)!read(fd, request, sizeof(request));
+        static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                   "Content-Length: 1000000000000\r\n\r\n{";
+        ssize_t w = write(fd, head, sizeof(head) - 1);
+        while (w > 0)
+            w = write(fd, chunk, sizeof(chunk));
+        close(fd);
+    }
+}
+
+/* An answer beyond any we ask for is refused once it passes the bound,
+ * with a sentence that says so, and not asked of another member. */
+static void endless_answer_is_cut_off(void **state)
+{
+    (void)state;
+    signal(SIGPIPE, SIG_IGN);
+    endless e = {.listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(addr);
+    assert_int_equal(bind(e.listener, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    assert_int_equal(listen(e.listener, 8), 0);
+    assert_int_equal(getsockname(e.listener, (struct sockaddr *)&addr, &len), 0);
+    pthread_t server;
+    assert_int_equal(pthread_create(&server, NULL, serve_endlessly, &e), 0);
+    char url[256];
+    snprintf(url, sizeof(url), "etcd://127.0.0.1:%d,127.0.0.1:%d/endless", ntohs(addr.sin_port),
+             ntohs(addr.sin_port));
+    claims_store_options options = {.timeout_ms = 60000};
+    claim_store *store = open_url(url, &options);
+    act_error err = {0};
+    claim got;
+    assert_int_equal(claims_read(store, "web1", &got, &err), -EMSGSIZE);
+    assert_non_null(strstr(err.message, "passed 256 MiB"));
+    assert_int_equal(__atomic_load_n(&e.connections, __ATOMIC_SEQ_CST), 1);
+    claims_store_free(store);
+    shutdown(e.listener, SHUT_RDWR);
+    pthread_join(server, NULL);
+    close(e.listener);
+}
+
 static void compacted_watch_is_a_clear_error(void **state)
 {
     char url[512];
@@ -224,6 +284,7 @@ int main(void)
         cmocka_unit_test(stopped_etcd_fails_clearly_then_recovers),
         cmocka_unit_test(dead_endpoint_fails_over_to_a_live_one),
         cmocka_unit_test(silent_endpoint_times_out),
+        cmocka_unit_test(endless_answer_is_cut_off),
         cmocka_unit_test(compacted_watch_is_a_clear_error),
         /* Last: it turns auth on for this etcd. */
         cmocka_unit_test(auth_token_and_auth_failure),
