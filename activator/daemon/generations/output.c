@@ -14,6 +14,8 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/names.h"
+#include "common/offload.h"
 
 #define JOURNAL_STDOUT_SOCKET "/run/systemd/journal/stdout"
 #define LOG_DIRECTORY "log"
@@ -24,12 +26,26 @@
  * HostLogMaxSize= a second overshoots it by that much, no more. */
 #define ROTATE_CHECK_USEC (1000 * 1000ull)
 
+typedef struct rotation rotation;
+
 struct ad_host_log {
     ad_host *host;
     int dirfd;  /* <state>/hosts/<host>/log */
     int fd;     /* output.log, O_APPEND */
     char *journal_header; /* NULL: no journald */
     sd_event_source *timer;
+    rotation *rotating; /* the check off the loop, while it runs */
+};
+
+/* One check (and rotation) on a background worker, with fds of its own:
+ * the log may be freed before it ends, which only detaches it. */
+struct rotation {
+    ad_host_log *log; /* NULL once the log was freed */
+    int dirfd, fd;
+    uint64_t max_bytes;
+    int result;
+    act_error err;
+    char host[ACT_NAME_MAX + 1];
 };
 
 /* Under journald when our own stderr is a journal stream (systemd says so
@@ -39,11 +55,17 @@ static bool under_journald(void)
     return act_log_stderr_is_journal() && access(JOURNAL_STDOUT_SOCKET, W_OK) == 0;
 }
 
-static int copy_all(int from, int to, uint64_t limit)
+/* Copies at most limit bytes of from, starting at offset; a hole there is
+ * skipped to the next data, and a file that holds none after offset copies
+ * nothing. */
+static int copy_tail(int from, off_t offset, int to, uint64_t limit)
 {
+    off_t data = lseek(from, offset, SEEK_DATA);
+    if (data < 0)
+        return errno == ENXIO ? 0 : -errno;
     uint64_t copied = 0;
     while (copied < limit) {
-        ssize_t n = copy_file_range(from, NULL, to, NULL, limit - copied, 0);
+        ssize_t n = copy_file_range(from, &data, to, NULL, limit - copied, 0);
         if (n < 0)
             return -errno;
         if (n == 0)
@@ -71,7 +93,8 @@ int ad_host_log_rotate_if_needed(int log_dirfd, int fd, uint64_t max_bytes, act_
     /* Copied, then emptied in place (logrotate's copytruncate): the host's
      * processes keep their fds, and lines written between the copy and the
      * truncation (a few microseconds) are lost, not misplaced. */
-    int r = copy_all(from, to, (uint64_t)st.st_size + 65536);
+    off_t tail = st.st_size > (off_t)max_bytes ? st.st_size - (off_t)max_bytes : 0;
+    int r = copy_tail(from, tail, to, max_bytes + 65536);
     if (r < 0 || renameat(log_dirfd, LOG_ROTATING, log_dirfd, LOG_ROTATED) < 0) {
         int saved = r < 0 ? -r : errno;
         unlinkat(log_dirfd, LOG_ROTATING, 0);
@@ -84,13 +107,62 @@ int ad_host_log_rotate_if_needed(int log_dirfd, int fd, uint64_t max_bytes, act_
     return 1;
 }
 
+static void rotation_free(void *job)
+{
+    rotation *r = job;
+    if (r->log)
+        r->log->rotating = NULL;
+    close(r->dirfd);
+    close(r->fd);
+    free(r);
+}
+
+static void rotate_work(void *job)
+{
+    rotation *r = job;
+    r->result = ad_host_log_rotate_if_needed(r->dirfd, r->fd, r->max_bytes, &r->err);
+}
+
+static void rotate_done(void *job)
+{
+    rotation *r = job;
+    if (r->result < 0)
+        act_log(LOG_WARNING, "host %s: log file: %s", r->host, r->err.message);
+    rotation_free(r);
+}
+
+/* Starts a check off the loop, unless one still runs: copying even a
+ * bounded tail costs milliseconds the loop owes to every host. */
+static void start_rotation(ad_host_log *log)
+{
+    if (log->rotating)
+        return;
+    rotation *r = calloc(1, sizeof(*r));
+    if (!r)
+        return;
+    *r = (rotation){.log = log,
+                    .dirfd = fcntl(log->dirfd, F_DUPFD_CLOEXEC, 3),
+                    .fd = fcntl(log->fd, F_DUPFD_CLOEXEC, 3),
+                    .max_bytes = log->host->daemon->config.host_log_max_bytes};
+    snprintf(r->host, sizeof(r->host), "%s", log->host->name);
+    act_error err = {0};
+    if (r->dirfd < 0 || r->fd < 0 ||
+        act_offload_submit_droppable(log->host->daemon->release_work,
+                                     act_offload_lane(log->host->name), rotate_work, rotate_done,
+                                     rotation_free, r, &err) < 0) {
+        act_log(LOG_WARNING, "host %s: cannot check the log file's size: %s", log->host->name,
+                err.message[0] ? err.message : strerror(errno));
+        r->log = NULL;
+        rotation_free(r);
+        return;
+    }
+    log->rotating = r;
+}
+
 static int on_rotate_check(sd_event_source *source, uint64_t usec, void *userdata)
 {
     ad_host_log *log = userdata;
-    act_error err = {0};
-    uint64_t max_bytes = log->host->daemon->config.host_log_max_bytes;
-    if (ad_host_log_rotate_if_needed(log->dirfd, log->fd, max_bytes, &err) < 0)
-        act_log(LOG_WARNING, "host %s: log file: %s", log->host->name, err.message);
+    start_rotation(log);
     if (sd_event_source_set_time_relative(source, ROTATE_CHECK_USEC) < 0 ||
         sd_event_source_set_enabled(source, SD_EVENT_ONESHOT) < 0)
         act_log(LOG_ERR, "host %s: cannot watch the log file's size any more", log->host->name);
@@ -172,6 +244,8 @@ void ad_host_log_free(ad_host_log *log)
 {
     if (!log)
         return;
+    if (log->rotating)
+        log->rotating->log = NULL;
     sd_event_source_disable_unref(log->timer);
     if (log->fd >= 0)
         close(log->fd);

@@ -44,8 +44,11 @@ const char *ad_host_log_journal_socket(const ad_host_log *log);
 const char *ad_host_log_journal_header(const ad_host_log *log);
 void ad_host_log_free(ad_host_log *log);
 
-/* Rotates the file now if it is past max_bytes: output.log is copied to
- * output.log.1 (replacing it) and emptied in place, so that every fd the
- * host's processes hold (O_APPEND) goes on writing at its new start.
- * Exposed for tests. */
+/* Rotates the file now if it is past max_bytes: its last max_bytes (what
+ * was written since, too) are copied to output.log.1 (replacing it) and
+ * the file is emptied in place, so that every fd the host's processes hold
+ * (O_APPEND) goes on writing at its new start. Only the tail is read, and
+ * holes are skipped: a host that grows its output with ftruncate() (to a
+ * terabyte, sparse) costs a rotation no more than max_bytes. Blocking; the
+ * daemon runs it off its loop. Exposed for tests. */
 int ad_host_log_rotate_if_needed(int log_dirfd, int fd, uint64_t max_bytes, act_error *err);

@@ -365,6 +365,51 @@ static void test_the_log_file_rotates_by_size(void **state)
     rmdir(shared);
 }
 
+/* A host that grows its output file with ftruncate() to 2 GiB (sparse: it
+ * writes almost nothing) costs a rotation no more than HostLogMaxSize=:
+ * only the file's tail is read, its hole skipped. Copying the whole file,
+ * as rotations once did, writes 2 GiB of zeros into output.log.1. */
+static void test_a_grown_log_costs_a_rotation_its_bound(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, "HostLogMaxSize=64K\n");
+    char shared[64], script[128];
+    make_shared_dir(d, shared, sizeof(shared));
+    snprintf(script, sizeof(script), "%s/grow.sh", shared);
+    write_script(d, script,
+                 "#!/bin/sh\n"
+                 "echo before the hole\n"
+                 "perl -e 'truncate(STDOUT, 2 * 1024**3) or die \"truncate: $!\"' || exit 1\n"
+                 "echo after the hole\n");
+    char ready[256];
+    snprintf(ready, sizeof(ready), "Ready=exec:%s\nReadyTimeoutSec=20\n", script);
+    dh_add_app_host(d, "grower", NULL, ready);
+    dh_start(d, NULL);
+    dh_wake(d, "grower");
+
+    char current[PATH_MAX], rotated[PATH_MAX];
+    snprintf(current, sizeof(current), "%s/hosts/grower/log/output.log", d->drv.state_dir);
+    snprintf(rotated, sizeof(rotated), "%s/hosts/grower/log/output.log.1", d->drv.state_dir);
+    struct stat st;
+    bool rotated_seen = false;
+    for (int i = 0; i < 100 && !rotated_seen; i++) {
+        dd_sleep_ms(100);
+        rotated_seen = stat(rotated, &st) == 0;
+    }
+    DH_CHECK(d, rotated_seen, "%s did not appear", rotated);
+    DH_CHECK(d, st.st_size <= 2 * 64 * 1024, "%s holds %lld bytes, more than its bound", rotated,
+             (long long)st.st_size);
+    char *old = dh_read_text(rotated);
+    bool has_tail = old && strstr(old, "after the hole");
+    free(old);
+    DH_CHECK(d, has_tail, "%s lacks what followed the hole", rotated);
+    DH_CHECK(d, stat(current, &st) == 0 && st.st_size < 64 * 1024,
+             "%s was not emptied by the rotation (%lld bytes)", current, (long long)st.st_size);
+    dh_stop_and_check_clean(d);
+    unlink(script);
+    rmdir(shared);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-surfaces", DH_STORE_DIR);
@@ -375,6 +420,7 @@ int main(void)
         DH_TEST(test_notify_socket_is_the_hosts_alone),
         DH_TEST(test_a_notify_flood_leaves_the_daemon_answering),
         DH_TEST(test_the_log_file_rotates_by_size),
+        DH_TEST(test_a_grown_log_costs_a_rotation_its_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
