@@ -167,6 +167,15 @@ const char *cfg_host_key_at(size_t i, const char **section);
  * pid_max. */
 #define CFG_PIDS_MAX_DEFAULT 4096
 
+/* MemoryMax= by default, as a share of the box's memory: one host that
+ * runs away leaves three quarters of the box to the others (and three at
+ * once still a quarter), while an app that needs more says so. */
+#define CFG_MEMORY_MAX_DEFAULT "25%"
+
+/* CFG_MEMORY_MAX_DEFAULT of this box's memory in bytes; 0 when the box's
+ * memory size is unknown. */
+uint64_t cfg_memory_max_default(void);
+
 /* LimitNOFILE= of a host file that does not set it, soft and hard: far
  * more than a server needs, and a tenant cannot raise it to the daemon's
  * own (524288 under systemd) to hold the box's files open. */
@@ -193,7 +202,11 @@ const char *cfg_host_key_at(size_t i, const char **section);
 
 /* [Limits] of a host file; 0 means "not set" (the cgroup's default). */
 typedef struct cfg_limits {
-    uint64_t memory_max;               /* MemoryMax= bytes or CFG_LIMIT_INFINITY */
+    uint64_t memory_max;               /* MemoryMax= bytes or CFG_LIMIT_INFINITY; not set:
+                                          CFG_MEMORY_MAX_DEFAULT of the box's memory, or 0
+                                          (none) when MemoryHigh= is above that */
+    bool memory_max_is_default;        /* MemoryMax= not set: applies where the box enforces
+                                          it at no cost to a start (limits.c) */
     uint64_t memory_high;              /* MemoryHigh= bytes or CFG_LIMIT_INFINITY */
     uint64_t pids_max;                 /* PidsMax=, default CFG_PIDS_MAX_DEFAULT, or
                                           CFG_LIMIT_INFINITY */

@@ -32,8 +32,9 @@ static bool same_listen(const cfg_host *a, const cfg_host *b)
 
 static bool same_limits(const cfg_limits *a, const cfg_limits *b)
 {
-    return a->memory_max == b->memory_max && a->memory_high == b->memory_high &&
-           a->pids_max == b->pids_max && a->pids_max_is_default == b->pids_max_is_default &&
+    return a->memory_max == b->memory_max && a->memory_max_is_default == b->memory_max_is_default &&
+           a->memory_high == b->memory_high && a->pids_max == b->pids_max &&
+           a->pids_max_is_default == b->pids_max_is_default &&
            a->cpu_quota_percent == b->cpu_quota_percent && a->cpu_weight == b->cpu_weight;
 }
 

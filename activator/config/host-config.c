@@ -612,6 +612,29 @@ static int apply_filesystem_view(void *target, const char *value, act_error *err
                          act_text_show(value, shown, sizeof(shown)));
 }
 
+/* MemoryMax= not set: CFG_MEMORY_MAX_DEFAULT of the box's memory, unless
+ * MemoryHigh= throttles above that, which the default would then cut off
+ * before it ever throttled: the operator's MemoryHigh= is the limit then. */
+uint64_t cfg_memory_max_default(void)
+{
+    uint64_t share = 0;
+    act_error unused = {0};
+    return cfg_parse_size(CFG_MEMORY_MAX_DEFAULT, &share, &unused) < 0 ? 0 : share;
+}
+
+static void default_memory_max(cfg_limits *limits)
+{
+    uint64_t share = cfg_memory_max_default();
+    limits->memory_max_is_default = true;
+    limits->memory_max = 0;
+    if (!share)
+        return; /* a box whose memory size is unknown: no default */
+    if (limits->memory_high && limits->memory_high != CFG_LIMIT_INFINITY &&
+        limits->memory_high >= share)
+        return;
+    limits->memory_max = share;
+}
+
 static int apply_private_ipc(void *target, const char *value, act_error *err)
 {
     return cfg_parse_bool(value, &((cfg_host *)target)->private_ipc, err);
@@ -727,6 +750,8 @@ static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_
         problems++;
     }
     h->limits.pids_max_is_default = !key_lines[KEY_PIDS_MAX];
+    if (!key_lines[KEY_MEMORY_MAX])
+        default_memory_max(&h->limits);
     h->lines = (cfg_host_lines){
         .user = key_lines[KEY_USER],
         .group = key_lines[KEY_GROUP],

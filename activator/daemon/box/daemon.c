@@ -26,6 +26,7 @@
 #include "activator/daemon/parking/pressure.h"
 #include "activator/daemon/accounts/dynamic_users.h"
 #include "activator/daemon/hosts/hosts.h"
+#include "activator/daemon/generations/generation.h"
 #include "activator/daemon/generations/leftovers.h"
 #include "activator/daemon/box/lifetime.h"
 #include "activator/daemon/hosts/recovery.h"
@@ -474,6 +475,14 @@ static int start(daemon_process *process, const char *config_path, act_error *er
                 "avoid it); hosts without User= are held to the default PidsMax=%d by "
                 "RLIMIT_NPROC on their dynamic user instead",
                 CFG_PIDS_MAX_DEFAULT);
+    uint64_t memory_default = cfg_memory_max_default();
+    if (memory_default && !ad_default_memory_in_leaf(daemon->cgroups, memory_default))
+        act_log(LOG_WARNING,
+                "hosts without MemoryMax= run without its default of %s of the box's memory "
+                "here: this box's memory controller is not in cgroup v2, and a v1 group would "
+                "cost every start an RCU grace period; set MemoryMax= for a host that needs a "
+                "limit (its starts pay that wait)",
+                CFG_MEMORY_MAX_DEFAULT);
     if ((r = pl_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
             0 ||
         (r = open_store(daemon, process->n_loaded_hosts ? process->loaded_hosts[0].name : NULL,

@@ -318,7 +318,10 @@ static void check_limits(const ad_daemon *daemon, reload_job *job, const char *p
         unsigned line;
         cfg_limits only;
     } keys[] = {
-        {"MemoryMax", file->lines.memory_max, {.memory_max = limits->memory_max}},
+        {"MemoryMax",
+         file->lines.memory_max,
+         {.memory_max = limits->memory_max,
+          .memory_max_is_default = limits->memory_max_is_default}},
         {"MemoryHigh", file->lines.memory_high, {.memory_high = limits->memory_high}},
         {"PidsMax",
          file->lines.pids_max,

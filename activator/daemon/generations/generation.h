@@ -115,6 +115,10 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
  * a uid of its own (own_uid: RLIMIT_NPROC holds it there instead), where
  * only a v1 pids hierarchy could, whose join would cost every spawn a
  * migration. A PidsMax= the file sets is enforced or refused. */
+/* Whether a MemoryMax= left to its default (of memory_max bytes) goes
+ * into a leaf on this box (limits.c). */
+bool ad_default_memory_in_leaf(const cg_root *root, uint64_t memory_max);
+
 void ad_limits_from_config(const cg_root *root, const cfg_limits *limits, bool own_uid,
                            cg_limits *out);
 /* Rewrites the limits of gen's running leaf (a reload). */

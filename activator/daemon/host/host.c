@@ -321,6 +321,7 @@ bool ad_host_apply_pending(ad_host *host)
 static void copy_limit_values(cfg_limits *to, const cfg_limits *from)
 {
     to->memory_max = from->memory_max;
+    to->memory_max_is_default = from->memory_max_is_default;
     to->memory_high = from->memory_high;
     to->pids_max = from->pids_max;
     to->pids_max_is_default = from->pids_max_is_default;

@@ -592,11 +592,38 @@ static void host_every_key(void **state)
     assert_int_equal(h.limits.nofile_hard, 8192);
     assert_int_equal(h.limits.private_tmp_size, 64 * 1024 * 1024);
     assert_false(h.private_ipc);
+    assert_false(h.limits.memory_max_is_default);
     assert_int_equal(h.limits.cpu_quota_percent, 200);
     assert_int_equal(h.limits.cpu_weight, 500);
     assert_int_equal(h.limits.syscall_filter.base, CFG_SYSCALLS_DEFAULT);
     assert_string_equal(h.limits.syscall_filter.deny[0], "ptrace");
     cfg_host_free(&h);
+}
+
+/* MemoryMax= left out: a quarter of the box, unless MemoryHigh= throttles
+ * above that, which the default would cut off before it ever throttled. */
+static void host_default_memory_max_yields_to_memory_high(void **state)
+{
+    (void)state;
+    uint64_t share = cfg_memory_max_default();
+    assert_true(share > 0);
+    char text[256];
+    const struct {
+        uint64_t high;
+        uint64_t expected;
+    } cases[] = {{share / 2, share}, {share + (1 << 20), 0}, {share, 0}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(text, sizeof(text), "[Host]\nExec=bin/app\n[Limits]\nMemoryHigh=%llu\n",
+                 (unsigned long long)cases[i].high);
+        write_file("high.conf", text);
+        cfg_host h;
+        cfg_errors errors = {0};
+        assert_int_equal(cfg_load_host_file(tmp_dir, "high.conf", &h, &errors), 0);
+        assert_true(h.limits.memory_max_is_default);
+        assert_int_equal(h.limits.memory_max, cases[i].expected);
+        cfg_host_free(&h);
+        cfg_errors_free(&errors);
+    }
 }
 
 static void host_defaults(void **state)
@@ -611,6 +638,9 @@ static void host_defaults(void **state)
     assert_int_equal(h.limits.nofile_hard, CFG_NOFILE_DEFAULT);
     assert_int_equal(h.limits.private_tmp_size, CFG_PRIVATE_TMP_SIZE_DEFAULT);
     assert_true(h.private_ipc);
+    assert_true(h.limits.memory_max_is_default);
+    assert_true(h.limits.memory_max > 0);
+    assert_int_equal(h.limits.memory_max, cfg_memory_max_default());
     assert_null(h.environment);
     assert_null(h.user);
     assert_int_equal(h.ready.kind, PROBE_NOTIFY);
@@ -625,7 +655,7 @@ static void host_defaults(void **state)
     assert_true(h.start_rate_limit == 0);
     assert_int_equal(h.n_listen, 0);
     assert_int_equal(h.backlog, SOMAXCONN);
-    assert_int_equal(h.limits.memory_max, 0);
+    assert_int_equal(h.limits.memory_max, cfg_memory_max_default());
     assert_int_equal(h.limits.syscall_filter.base, CFG_SYSCALLS_DEFAULT);
     cfg_host_free(&h);
 
@@ -1478,6 +1508,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(daemon_missing_file, setup, teardown),
         cmocka_unit_test_setup_teardown(host_every_key, setup, teardown),
         cmocka_unit_test_setup_teardown(host_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(host_default_memory_max_yields_to_memory_high, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(host_systemd_forms, setup, teardown),
         cmocka_unit_test_setup_teardown(host_each_bad_key, setup, teardown),
         cmocka_unit_test_setup_teardown(host_all_errors_and_cross_keys, setup, teardown),

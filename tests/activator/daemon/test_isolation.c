@@ -173,6 +173,38 @@ static void expect_default_pids_bound(dh_daemon *d, const char *host, uint64_t g
              soft, hard);
 }
 
+/* The default MemoryMax= (a quarter of the box's memory) holds host's
+ * generation as memory.max in its v2 leaf where the v2 memory controller
+ * is enabled; where memory is v1 only (this kind of test machine), no v1
+ * mirror is made for it, and the daemon said so at start. */
+static void expect_default_memory_bound(dh_daemon *d, const char *host, uint64_t generation)
+{
+    char leaf_name[32];
+    snprintf(leaf_name, sizeof(leaf_name), "g-%" PRIu64, generation);
+    cg_leaf *leaf = NULL;
+    act_error err = {0};
+    DH_CHECK(d, cg_leaf_open(d->drv.cgroups, host, leaf_name, &leaf, &err) == 0, "%s", err.message);
+    bool v1_mirror = cg_leaf_v1_path(leaf, "memory") != NULL;
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/memory.max", cg_leaf_path(leaf));
+    cg_leaf_free(leaf);
+    DH_CHECK(d, !v1_mirror, "%s's leaf has a v1 memory mirror for the default MemoryMax=", host);
+    if (access(path, F_OK) < 0) {
+        DH_CHECK(d, dh_log_wait(d, "hosts without MemoryMax= run without its default", 1000),
+                 "memory is not limited in %s's v2 leaf, and the daemon did not say why", host);
+        return;
+    }
+    char *text = dh_read_text(path);
+    unsigned long long bytes = text ? strtoull(text, NULL, 10) : 0;
+    free(text);
+    /* The kernel keeps whole pages. */
+    unsigned long long box =
+        (unsigned long long)sysconf(_SC_PHYS_PAGES) * (unsigned long long)sysconf(_SC_PAGESIZE);
+    unsigned long long expected = box * 2500 / 10000 / 4096 * 4096;
+    DH_CHECK(d, bytes == expected, "%s has %llu, expected %llu (a quarter of the box's memory)",
+             path, bytes, expected);
+}
+
 /* uid when the dynamic users' records give it to host, or 0. */
 static unsigned recorded_uid(dh_daemon *d, const char *host, unsigned uid)
 {
@@ -213,6 +245,7 @@ static void test_hosts_run_as_dynamic_users_of_their_own(void **state)
     int64_t pid1 = served1.pid;
     /* No PidsMax= in the file: the default bounds it. */
     expect_default_pids_bound(d, "web1", served1.generation, pid1);
+    expect_default_memory_bound(d, "web1", served1.generation);
     DH_CHECK(d, dh_answer_pid(port1) == pid1 && dh_answer_pid(port2) == pid2,
              "the hosts do not answer");
     unsigned uid1 = run_as(d, pid1), uid2 = run_as(d, pid2);
