@@ -53,6 +53,9 @@ EOT
 cat >"$work/etc/hosts/hostile.conf" <<'EOT'
 [Host]
 Exec=act-hostile
+# A helper the tenant can see (it runs as the host): the attack reads
+# through its /proc/<pid>/root.
+ExecReplicate=/bin/sleep infinity
 Ready=notify
 ReadyTimeoutSec=10
 StopTimeoutSec=5

@@ -221,6 +221,24 @@ static int plant_secret(const hostile_setup *s, char *path, size_t size, char *w
     return 0;
 }
 
+/* A file any user of the box may read, in the daemon's runtime directory,
+ * which a host's view hides: only the view keeps a tenant from it, so it
+ * is the target that shows whether a helper's root leads out of the view
+ * (the other host's secret sits behind a directory of its user's, which
+ * the box's own modes already close). */
+static void plant_canary(const hostile_setup *s, char *path, size_t size)
+{
+    snprintf(path, size, "%s/act-hostile-canary", s->runtime_dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        path[0] = '\0';
+        return;
+    }
+    (void)!write(fd, "the box's file\n", 15);
+    fchmod(fd, 0644);
+    close(fd);
+}
+
 int targets_build(const hostile_setup *s, pid_t other_pid, char *out, size_t size, char *why,
                   size_t why_size)
 {
@@ -234,6 +252,9 @@ int targets_build(const hostile_setup *s, pid_t other_pid, char *out, size_t siz
 
     char path[PATH_MAX];
     add(&q, "read", secret);
+    plant_canary(s, path, sizeof(path));
+    if (path[0])
+        add(&q, "read", path);
     snprintf(path, sizeof(path), "%s/claims/%s.json", s->state_dir, s->ordinary_host);
     if (exists(path))
         add(&q, "read", path);

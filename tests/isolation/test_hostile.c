@@ -96,6 +96,7 @@ static void test_hostile_tenant(void **state)
                   ordinary_port);
     dh_write_host(d, "hostile",
                   "[Host]\nExec=act-hostile\nReady=notify\nReadyTimeoutSec=10\n"
+                  "ExecReplicate=/bin/sleep infinity\n"
                   "StopTimeoutSec=2\nIdleTimeoutSec=0\n[Listen]\nListenStream=127.0.0.1:%d\n"
                   "[Limits]\nPidsMax=%d\n",
                   hostile_port, HOSTILE_PIDS_MAX);

@@ -498,6 +498,78 @@ static void try_proc_pid(pid_t pid)
     report_attempt("proc-other-environ", got >= 0, error, path);
 }
 
+/* ---- through a helper ---- */
+
+/* The pids of other processes running as us (the host's helpers, which the
+ * daemon starts as the host: ExecReplicate=, ExecCheckpoint=), whose
+ * /proc/<pid>/root shows the filesystem they see. Waits up to 5 s for one
+ * to appear, since a helper starts once the generation is ready. */
+static size_t same_uid_strangers(pid_t *pids, size_t max)
+{
+    size_t n = 0;
+    for (int waited = 0; n == 0 && waited <= 5000; waited += 50) {
+        DIR *proc = opendir("/proc");
+        if (!proc)
+            return 0;
+        for (struct dirent *e; n < max && (e = readdir(proc));) {
+            if (e->d_name[0] < '0' || e->d_name[0] > '9')
+                continue;
+            pid_t pid = (pid_t)atoi(e->d_name);
+            char path[64], comm[64] = "";
+            struct stat st;
+            snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+            if (pid == getpid() || stat(path, &st) < 0 || st.st_uid != getuid())
+                continue;
+            /* Our own children (the jobs) share our view: not helpers. */
+            snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+            first_line_of(path, "", comm, sizeof(comm));
+            if (strcmp(comm, "act-hostile") == 0)
+                continue;
+            pids[n++] = pid;
+        }
+        closedir(proc);
+        if (n == 0)
+            usleep(50 * 1000);
+    }
+    return n;
+}
+
+/* Reads each read target through every helper's root: what the helper
+ * sees, the host sees through it. */
+static void try_helper_roots(const target_list *read)
+{
+    pid_t helpers[16];
+    size_t n = same_uid_strangers(helpers, 16);
+    if (n == 0) {
+        report_untried("helper-root", "no process of ours but our own is visible: no helper "
+                                      "runs (give the host ExecReplicate=)");
+        return;
+    }
+    if (read->n == 0) {
+        report_untried("helper-root", "no read= targets given");
+        return;
+    }
+    for (size_t t = 0; t < read->n; t++) {
+        char name[PATH_MAX + 32];
+        snprintf(name, sizeof(name), "helper-root:%s", read->paths[t]);
+        bool opened = false;
+        int error = ENOENT;
+        char detail[128] = "";
+        for (size_t i = 0; i < n && !opened; i++) {
+            char path[PATH_MAX + 64];
+            snprintf(path, sizeof(path), "/proc/%d/root%s", (int)helpers[i], read->paths[t]);
+            int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+            error = errno;
+            opened = fd >= 0;
+            if (fd >= 0)
+                close(fd);
+            snprintf(detail, sizeof(detail), "through pid %d (%zu helpers seen)", (int)helpers[i],
+                     n);
+        }
+        report_attempt(name, opened, opened ? 0 : error, detail);
+    }
+}
+
 /* ---- the controls ---- */
 
 static void controls(void)
@@ -602,5 +674,6 @@ void attack(const attack_targets *t)
         report_untried("proc-other-pid", "no other-pid= given");
     }
     try_proc_foreign();
+    try_helper_roots(&t->read);
     controls();
 }
