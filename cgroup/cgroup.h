@@ -225,6 +225,11 @@ typedef struct cg_spawn_spec {
      * that process's IPC namespace is joined as well (the pidfd names
      * both). false: the daemon's. */
     bool private_ipc;
+    /* A network namespace of its own with only loopback, up: no route out
+     * and no abstract unix socket of the box's; the sockets passed in
+     * (listen_fds) still serve, being the box's. Not with join_mount_ns_fd
+     * (a probe stays in the box's network, where the host's sockets are). */
+    bool private_network;
     /* A journald stream for stdout and stderr, connected by the child
      * itself once it runs as uid (so journald records the child's pid,
      * uid and cgroup, never ours): the stream socket's path

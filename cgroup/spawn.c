@@ -127,6 +127,11 @@ static int check_spec(const cg_spawn_spec *spec, act_error *err)
                              spec->uid);
     if (spec->n_groups && spec->gid == CG_ID_UNSET)
         return act_error_set(err, EINVAL, "supplementary groups need a gid to be set as well");
+    if (spec->private_network && spec->join_mount_ns_fd >= 0)
+        return act_error_set(err, EINVAL,
+                             "a network namespace of its own and a mount namespace to join are "
+                             "both set; a process that joins another's stays in the box's "
+                             "network");
     if (spec->fs_view && spec->join_mount_ns_fd >= 0)
         return act_error_set(err, EINVAL,
                              "a filesystem view and a mount namespace to join are both set; a "
@@ -225,6 +230,8 @@ static const char *step_sentence(enum cg_child_step step)
     case CG_STEP_JOIN_MOUNT_NS: return "cannot join the mount namespace it was to run in";
     case CG_STEP_IPC_NS:
         return "cannot make an IPC namespace of its own";
+    case CG_STEP_NET_NS:
+        return "cannot make a network namespace of its own with loopback up";
     case CG_STEP_SETSID: return "cannot start a new session";
     case CG_STEP_FDS: return "cannot set up its file descriptors";
     case CG_STEP_SIGNALS: return "cannot reset its signal mask";
@@ -506,6 +513,7 @@ int cg_spawn_setup_make(cg_leaf *leaf, const cg_spawn_spec *spec, struct cg_spaw
         .exec_fd = spec->exec_fd,
         .join_mount_ns_fd = spec->join_mount_ns_fd,
         .private_ipc = spec->private_ipc,
+        .private_network = spec->private_network,
         .journal_stderr_only = spec->journal_stderr_only,
         .exec_fd_survives = spec->exec_fd_survives,
         .hold_fd = -1,

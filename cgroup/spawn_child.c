@@ -14,11 +14,13 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/close_range.h>
+#include <net/if.h>
 #include <linux/securebits.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -161,6 +163,29 @@ CG_CHILD_CODE static void connect_journal(const struct cg_child_plan *plan)
     syscall(SYS_close, fd);
 }
 
+/* A network namespace of our own, its loopback brought up (a new
+ * namespace has it down, and an app that talks to itself over 127.0.0.1
+ * would find nothing). */
+CG_CHILD_CODE static int enter_private_network(void)
+{
+    if (syscall(SYS_unshare, CLONE_NEWNET) < 0)
+        return errno;
+    int fd = (int)syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return errno;
+    struct ifreq ifr = {.ifr_name = "lo"};
+    int e = 0;
+    if (syscall(SYS_ioctl, fd, SIOCGIFFLAGS, &ifr) < 0) {
+        e = errno;
+    } else {
+        ifr.ifr_flags |= IFF_UP;
+        if (syscall(SYS_ioctl, fd, SIOCSIFFLAGS, &ifr) < 0)
+            e = errno;
+    }
+    syscall(SYS_close, fd);
+    return e;
+}
+
 /* Handlers vanish at exec anyway, but an ignored signal (the daemon ignores
  * SIGPIPE) would stay ignored in the app. */
 CG_CHILD_CODE static void reset_signal_dispositions(void)
@@ -255,6 +280,8 @@ CG_CHILD_CODE static void join_groups(const struct cg_child_plan *plan, int repo
     } else if (plan->private_ipc && syscall(SYS_unshare, CLONE_NEWIPC) < 0) {
         fail(report_fd, CG_STEP_IPC_NS, errno);
     }
+    if (plan->private_network && (e = enter_private_network()) != 0)
+        fail(report_fd, CG_STEP_NET_NS, e);
 }
 
 /* A session and an fd table of the child's own, with only the fds the

@@ -17,6 +17,7 @@ enum cg_child_step {
     CG_STEP_JOIN_V2,
     CG_STEP_JOIN_MOUNT_NS,
     CG_STEP_IPC_NS,
+    CG_STEP_NET_NS,
     CG_STEP_SETSID,
     CG_STEP_FDS,
     CG_STEP_SIGNALS,
@@ -106,6 +107,7 @@ struct cg_child_plan {
     int join_mount_ns_fd; /* -1: none; see cg_spawn_spec */
     bool journal_stderr_only; /* see cg_spawn_spec */
     bool private_ipc;     /* see cg_spawn_spec */
+    bool private_network; /* see cg_spawn_spec */
     bool exec_fd_survives; /* left open across exec, for a #! script run from it */
     int report_fd;        /* write end of the CLOEXEC report pipe */
     /* -1, or the read end of a pipe the child waits on just before its

@@ -286,6 +286,10 @@ typedef struct cfg_host {
      * generation's last process ends; no: the box's, shared with every
      * other host that says no and with the box itself. */
     bool private_ipc;
+    /* PrivateNetwork=, default no: yes gives each generation's main
+     * process a network namespace with only loopback; it serves through
+     * the sockets the daemon passes it, and reaches nothing else. */
+    bool private_network;
     cfg_limits limits;
     cfg_host_lines lines;
     uint32_t backlog; /* Backlog=, default SOMAXCONN */

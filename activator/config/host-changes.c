@@ -72,8 +72,8 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            same_rlimits(&a->limits, &b->limits) &&
            act_strv_equal(a->read_write_paths, b->read_write_paths) &&
            a->filesystem_box == b->filesystem_box && a->private_ipc == b->private_ipc &&
-           a->park_freeze == b->park_freeze && a->frozen_max_usec == b->frozen_max_usec &&
-           a->thaw_check_cached == b->thaw_check_cached;
+           a->private_network == b->private_network && a->park_freeze == b->park_freeze &&
+           a->frozen_max_usec == b->frozen_max_usec && a->thaw_check_cached == b->thaw_check_cached;
 }
 
 unsigned cfg_host_changes(const cfg_host *running, const cfg_host *loaded)

@@ -102,6 +102,7 @@ enum {
     KEY_READ_WRITE_PATHS,
     KEY_FILESYSTEM_VIEW,
     KEY_PRIVATE_IPC,
+    KEY_PRIVATE_NETWORK,
     KEY_PARK_MODE,
     KEY_FROZEN_MAX,
     KEY_THAW_CHECK,
@@ -640,6 +641,11 @@ static int apply_private_ipc(void *target, const char *value, act_error *err)
     return cfg_parse_bool(value, &((cfg_host *)target)->private_ipc, err);
 }
 
+static int apply_private_network(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_bool(value, &((cfg_host *)target)->private_network, err);
+}
+
 static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_EXEC] = {"Host", "Exec", apply_exec, false},
     [KEY_ENVIRONMENT] = {"Host", "Environment", apply_environment, true},
@@ -679,6 +685,7 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_READ_WRITE_PATHS] = {"Host", "ReadWritePaths", apply_read_write_paths, true},
     [KEY_FILESYSTEM_VIEW] = {"Host", "FilesystemView", apply_filesystem_view, false},
     [KEY_PRIVATE_IPC] = {"Host", "PrivateIPC", apply_private_ipc, false},
+    [KEY_PRIVATE_NETWORK] = {"Host", "PrivateNetwork", apply_private_network, false},
     [KEY_PARK_MODE] = {"Host", "ParkMode", apply_park_mode, false},
     [KEY_FROZEN_MAX] = {"Host", "FrozenMaxSec", apply_frozen_max, false},
     [KEY_THAW_CHECK] = {"Host", "ThawCheck", apply_thaw_check, false},

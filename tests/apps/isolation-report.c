@@ -18,7 +18,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/shm.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -45,6 +47,10 @@ static const char *result(long r, int error)
         return "EADDRINUSE";
     case EROFS:
         return "EROFS";
+    case ECONNREFUSED:
+        return "ECONNREFUSED";
+    case ENETUNREACH:
+        return "ENETUNREACH";
     default:
         return "other";
     }
@@ -134,6 +140,49 @@ static long leave_shared_memory(void)
     return shmget((key_t)strtol(key, NULL, 0), 4096, IPC_CREAT | 0600);
 }
 
+/* A TCP connection to 127.0.0.1:ACT_NET_PORT, a listener of the box's. */
+static long connect_box_port(void)
+{
+    const char *port = getenv("ACT_NET_PORT");
+    if (!port) {
+        errno = ENOENT;
+        return -1;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_port = htons((uint16_t)atoi(port)),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    long r = connect(fd, (struct sockaddr *)&sin, sizeof(sin));
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return r;
+}
+
+/* A connection to the abstract unix socket ACT_ABSTRACT names: abstract
+ * names belong to a network namespace, not to the filesystem. */
+static long connect_abstract(void)
+{
+    const char *name = getenv("ACT_ABSTRACT");
+    if (!name || strlen(name) + 2 > sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        errno = ENOENT;
+        return -1;
+    }
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    memcpy(addr.sun_path + 1, name, strlen(name));
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    long r = connect(fd, (struct sockaddr *)&addr, len);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return r;
+}
+
 /* Creating a file at path (removed again if it worked). */
 static long create_file(const char *path)
 {
@@ -214,6 +263,8 @@ void act_isolation_report(void)
     TRY(out, "disk", open_a_disk());
     TRY(out, "dev_null", open_for_writing("/dev/null"));
     TRY(out, "sysv_shm", leave_shared_memory());
+    TRY(out, "net_box_port", connect_box_port());
+    TRY(out, "net_abstract", connect_abstract());
     if (dir)
         try_neighbours(out, dir);
     fprintf(out, "end\n");

@@ -267,8 +267,13 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
     int r = connect_output(gen, is_helper, held != NULL, &spec, err);
     if (r < 0)
         return r;
-    if (!is_helper)
+    if (!is_helper) {
         pass_listen_sockets(gen, &spec);
+        /* Helpers keep the box's network: a replicator or a checkpoint
+         * talks to storage elsewhere, and a probe to the host's sockets,
+         * which live in the box's. */
+        spec.private_network = ad_host_config(gen->host)->private_network;
+    }
     run_as_host(gen, &spec);
     if (kind == SPAWN_PROBE)
         join_main_mount_ns(gen, &spec);

@@ -522,6 +522,7 @@ static const char *const good_host = "[Host]\n"
                                      "ExecReplicate=/usr/lib/web1/replicate\n"
                                      "StartRateLimit=2.5\n"
                                      "PrivateIPC=no\n"
+                                     "PrivateNetwork=yes\n"
                                      "[Listen]\n"
                                      "ListenStream=127.0.0.1:8080\n"
                                      "ListenStream=[::1]:8080\n"
@@ -592,6 +593,7 @@ static void host_every_key(void **state)
     assert_int_equal(h.limits.nofile_hard, 8192);
     assert_int_equal(h.limits.private_tmp_size, 64 * 1024 * 1024);
     assert_false(h.private_ipc);
+    assert_true(h.private_network);
     assert_false(h.limits.memory_max_is_default);
     assert_int_equal(h.limits.cpu_quota_percent, 200);
     assert_int_equal(h.limits.cpu_weight, 500);
@@ -638,6 +640,7 @@ static void host_defaults(void **state)
     assert_int_equal(h.limits.nofile_hard, CFG_NOFILE_DEFAULT);
     assert_int_equal(h.limits.private_tmp_size, CFG_PRIVATE_TMP_SIZE_DEFAULT);
     assert_true(h.private_ipc);
+    assert_false(h.private_network);
     assert_true(h.limits.memory_max_is_default);
     assert_true(h.limits.memory_max > 0);
     assert_int_equal(h.limits.memory_max, cfg_memory_max_default());
@@ -770,6 +773,7 @@ static void host_each_bad_key(void **state)
         {"Limits", "PrivateTmpSize", "512K"},
         {"Limits", "PrivateTmpSize", "lots"},
         {"Host", "PrivateIPC", "sometimes"},
+        {"Host", "PrivateNetwork", "lo"},
         {"Limits", "CPUQuota", "200"},
         {"Limits", "CPUWeight", "10001"},
         {"Limits", "CPUWeight", "0"},

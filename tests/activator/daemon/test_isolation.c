@@ -17,7 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <netinet/in.h>
+#include <stddef.h>
 #include <sys/shm.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -538,6 +542,55 @@ static void test_ipc_is_private_to_the_generation(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* PrivateNetwork=yes: the app serves through the sockets the daemon
+ * passed it, and reaches neither a port of the box's loopback nor an
+ * abstract unix socket; without it (the control), both. */
+static void test_private_network_serves_and_reaches_nothing(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    DH_CHECK(d,
+             bind(listener, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+                 listen(listener, 8) == 0 &&
+                 getsockname(listener, (struct sockaddr *)&sin, &len) == 0,
+             "cannot listen on loopback: %s", strerror(errno));
+    char abstract[64];
+    snprintf(abstract, sizeof(abstract), "act-test-%d", (int)getpid());
+    int unix_listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    memcpy(addr.sun_path + 1, abstract, strlen(abstract));
+    socklen_t addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(abstract));
+    DH_CHECK(d,
+             bind(unix_listener, (struct sockaddr *)&addr, addr_len) == 0 &&
+                 listen(unix_listener, 8) == 0,
+             "cannot listen on @%s: %s", abstract, strerror(errno));
+    char env[256], extra[320];
+    snprintf(env, sizeof(env), "Environment=ACT_NET_PORT=%d ACT_ABSTRACT=%s\n", ntohs(sin.sin_port),
+             abstract);
+    dh_add_app_host(d, "open", "--isolation-report", env);
+    snprintf(extra, sizeof(extra), "%sPrivateNetwork=yes\n", env);
+    int port = dh_add_app_host(d, "closed", "--isolation-report", extra);
+    dh_start(d, NULL);
+    const char *hosts[] = {"open", "closed"};
+    const char *expected[] = {"ok", "ECONNREFUSED"};
+    for (size_t i = 0; i < 2; i++) {
+        dh_wake(d, hosts[i]);
+        char *report = isolation_report(d, hosts[i]);
+        expect_result(d, report, "net_box_port", expected[i]);
+        expect_result(d, report, "net_abstract", expected[i]);
+        free(report);
+    }
+    char body[256];
+    DH_CHECK(d, dh_http_get(port, body, sizeof(body)) > 0,
+             "a host with PrivateNetwork=yes does not serve on its socket");
+    close(listener);
+    close(unix_listener);
+    dh_stop_and_check_clean(d);
+}
+
 static void test_open_files_are_bounded_by_limit_nofile(void **state)
 {
     dh_daemon *d = *state;
@@ -573,6 +626,7 @@ int main(void)
         DH_TEST(test_open_files_are_bounded_by_limit_nofile),
         DH_TEST(test_private_tmp_is_bounded_by_private_tmp_size),
         DH_TEST(test_ipc_is_private_to_the_generation),
+        DH_TEST(test_private_network_serves_and_reaches_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
