@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -295,6 +296,20 @@ int dh_start_with_host(dh_daemon *d, dh_store_kind kind, const char *host, const
     int port = dh_add_app_host(d, host, app_args, extra_host_lines);
     dh_start(d, NULL);
     return port;
+}
+
+int dh_listen_loopback(dh_daemon *d, int *port)
+{
+    int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(addr);
+    DH_CHECK(d,
+             listener >= 0 && bind(listener, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
+                 listen(listener, 8) == 0 &&
+                 getsockname(listener, (struct sockaddr *)&addr, &len) == 0,
+             "cannot listen on 127.0.0.1: %s", strerror(errno));
+    *port = ntohs(addr.sin_port);
+    return listener;
 }
 
 uid_t dh_uid_of(dh_daemon *d, pid_t pid)

@@ -122,6 +122,10 @@ int dh_fixture_teardown(void **state);
 /* A TCP port on 127.0.0.1 reserved for the daemon (dd_free_port). */
 int dh_free_port(void);
 
+/* A TCP listener on 127.0.0.1 at a port the kernel picks, which nobody
+ * accepts on: its fd, its port in *port. */
+int dh_listen_loopback(dh_daemon *d, int *port);
+
 /* Writes hosts/<host>.conf with the formatted text. */
 void dh_write_host(dh_daemon *d, const char *host, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

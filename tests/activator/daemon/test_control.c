@@ -210,16 +210,10 @@ static void test_a_watch_interrupted_while_it_connects_exits_0(void **state)
      * and nothing ever answers NNG's handshake (it gives up after 10 s), so
      * the watch's subscription is still being set up when the interrupt
      * comes: the interrupt is sent once the connection is there. */
-    int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(addr);
-    DH_CHECK(d,
-             listener >= 0 && bind(listener, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
-                 listen(listener, 8) == 0 &&
-                 getsockname(listener, (struct sockaddr *)&addr, &len) == 0,
-             "cannot make a silent listener: %s", strerror(errno));
+    int port = 0;
+    int listener = dh_listen_loopback(d, &port);
     char url[64];
-    snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", ntohs(addr.sin_port));
+    snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
     pid_t pid = fork();
     DH_CHECK(d, pid >= 0, "fork: %s", strerror(errno));
     if (pid == 0) {

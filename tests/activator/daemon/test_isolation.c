@@ -549,14 +549,8 @@ static void test_private_network_serves_and_reaches_nothing(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sin);
-    DH_CHECK(d,
-             bind(listener, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
-                 listen(listener, 8) == 0 &&
-                 getsockname(listener, (struct sockaddr *)&sin, &len) == 0,
-             "cannot listen on loopback: %s", strerror(errno));
+    int box_port = 0;
+    int listener = dh_listen_loopback(d, &box_port);
     char abstract[64];
     snprintf(abstract, sizeof(abstract), "act-test-%d", (int)getpid());
     int unix_listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -568,8 +562,7 @@ static void test_private_network_serves_and_reaches_nothing(void **state)
                  listen(unix_listener, 8) == 0,
              "cannot listen on @%s: %s", abstract, strerror(errno));
     char env[256], extra[320];
-    snprintf(env, sizeof(env), "Environment=ACT_NET_PORT=%d ACT_ABSTRACT=%s\n", ntohs(sin.sin_port),
-             abstract);
+    snprintf(env, sizeof(env), "Environment=ACT_NET_PORT=%d ACT_ABSTRACT=%s\n", box_port, abstract);
     dh_add_app_host(d, "open", "--isolation-report", env);
     snprintf(extra, sizeof(extra), "%sPrivateNetwork=yes\n", env);
     int port = dh_add_app_host(d, "closed", "--isolation-report", extra);

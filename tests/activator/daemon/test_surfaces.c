@@ -316,6 +316,22 @@ static void test_a_notify_flood_leaves_the_daemon_answering(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* Waits up to 10 s for host's log to be rotated: output.log.1 there,
+ * whose stat goes into *rotated_st; the paths of both files in current
+ * and rotated. */
+static void wait_for_rotation(dh_daemon *d, const char *host, char current[PATH_MAX],
+                              char rotated[PATH_MAX], struct stat *rotated_st)
+{
+    snprintf(current, PATH_MAX, "%s/hosts/%s/log/output.log", d->drv.state_dir, host);
+    snprintf(rotated, PATH_MAX, "%s/hosts/%s/log/output.log.1", d->drv.state_dir, host);
+    bool rotated_seen = false;
+    for (int i = 0; i < 100 && !rotated_seen; i++) {
+        dd_sleep_ms(100);
+        rotated_seen = stat(rotated, rotated_st) == 0;
+    }
+    DH_CHECK(d, rotated_seen, "%s did not appear", rotated);
+}
+
 static void test_the_log_file_rotates_by_size(void **state)
 {
     dh_daemon *d = *state;
@@ -338,15 +354,8 @@ static void test_the_log_file_rotates_by_size(void **state)
     dh_wake(d, "chatty");
 
     char current[PATH_MAX], rotated[PATH_MAX];
-    snprintf(current, sizeof(current), "%s/hosts/chatty/log/output.log", d->drv.state_dir);
-    snprintf(rotated, sizeof(rotated), "%s/hosts/chatty/log/output.log.1", d->drv.state_dir);
     struct stat st;
-    bool rotated_seen = false;
-    for (int i = 0; i < 50 && !rotated_seen; i++) {
-        dd_sleep_ms(100);
-        rotated_seen = stat(rotated, &st) == 0;
-    }
-    DH_CHECK(d, rotated_seen, "%s did not appear", rotated);
+    wait_for_rotation(d, "chatty", current, rotated, &st);
     DH_CHECK(d, st.st_size >= 64 * 1024, "%s holds %lld bytes, less than the 64K it rotated at",
              rotated, (long long)st.st_size);
     char *old = dh_read_text(rotated);
@@ -388,15 +397,8 @@ static void test_a_grown_log_costs_a_rotation_its_bound(void **state)
     dh_wake(d, "grower");
 
     char current[PATH_MAX], rotated[PATH_MAX];
-    snprintf(current, sizeof(current), "%s/hosts/grower/log/output.log", d->drv.state_dir);
-    snprintf(rotated, sizeof(rotated), "%s/hosts/grower/log/output.log.1", d->drv.state_dir);
     struct stat st;
-    bool rotated_seen = false;
-    for (int i = 0; i < 100 && !rotated_seen; i++) {
-        dd_sleep_ms(100);
-        rotated_seen = stat(rotated, &st) == 0;
-    }
-    DH_CHECK(d, rotated_seen, "%s did not appear", rotated);
+    wait_for_rotation(d, "grower", current, rotated, &st);
     DH_CHECK(d, st.st_size <= 2 * 64 * 1024, "%s holds %lld bytes, more than its bound", rotated,
              (long long)st.st_size);
     char *old = dh_read_text(rotated);
