@@ -183,6 +183,27 @@ static long connect_abstract(void)
     return r;
 }
 
+/* A connection to the unix socket at ACT_ROOT_SOCKET: one only root may
+ * connect to, as systemd's and a container engine's are. */
+static long connect_root_socket(void)
+{
+    const char *path = getenv("ACT_ROOT_SOCKET");
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (!path || strlen(path) >= sizeof(addr.sun_path)) {
+        errno = ENOENT;
+        return -1;
+    }
+    memcpy(addr.sun_path, path, strlen(path));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    long r = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return r;
+}
+
 /* Creating a file at path (removed again if it worked). */
 static long create_file(const char *path)
 {
@@ -265,6 +286,7 @@ void act_isolation_report(void)
     TRY(out, "sysv_shm", leave_shared_memory());
     TRY(out, "net_box_port", connect_box_port());
     TRY(out, "net_abstract", connect_abstract());
+    TRY(out, "root_socket", connect_root_socket());
     if (dir)
         try_neighbours(out, dir);
     fprintf(out, "end\n");

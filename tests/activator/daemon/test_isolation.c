@@ -353,8 +353,23 @@ static void test_user_root_and_ambient_capabilities(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    dh_add_app_host(d, "rooted", "--isolation-report", "User=root\n");
-    dh_add_app_host(d, "rooted-box", "--isolation-report", "User=root\nFilesystemView=box\n");
+    /* A socket in /run only root may connect to, as systemd's private bus
+     * and a container engine's are. */
+    char root_socket[64], extra[160];
+    snprintf(root_socket, sizeof(root_socket), "/run/act-test-%d.sock", (int)getpid());
+    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", root_socket);
+    unlink(root_socket);
+    DH_CHECK(d,
+             listener >= 0 && bind(listener, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
+                 chmod(root_socket, 0600) == 0 && listen(listener, 8) == 0,
+             "cannot listen on %s: %s", root_socket, strerror(errno));
+    snprintf(extra, sizeof(extra), "User=root\nEnvironment=ACT_ROOT_SOCKET=%s\n", root_socket);
+    dh_add_app_host(d, "rooted", "--isolation-report", extra);
+    snprintf(extra, sizeof(extra),
+             "User=root\nFilesystemView=box\nEnvironment=ACT_ROOT_SOCKET=%s\n", root_socket);
+    dh_add_app_host(d, "rooted-box", "--isolation-report", extra);
     dh_add_app_host(d, "web80", "--isolation-report", "AmbientCapabilities=CAP_NET_BIND_SERVICE\n");
     dh_add_app_host(d, "filtered", "--isolation-report",
                     "[Limits]\nSystemCallFilter=@keyring chroot\nSystemCallFilter=~uname\n");
@@ -387,6 +402,7 @@ static void test_user_root_and_ambient_capabilities(void **state)
     expect_result(d, report, "sysrq", sysrq ? "EROFS" : "ENOENT");
     expect_result(d, report, "disk", "ENOENT");
     expect_result(d, report, "dev_null", "ok");
+    expect_result(d, report, "root_socket", "ENOENT");
     free(report);
 
     /* The control: the same root with the box's filesystem gets through. */
@@ -398,7 +414,10 @@ static void test_user_root_and_ambient_capabilities(void **state)
         print_message("this box's /dev has no block device; that control is untried\n");
     else
         expect_result(d, report, "disk", "ok");
+    expect_result(d, report, "root_socket", "ok");
     free(report);
+    close(listener);
+    unlink(root_socket);
 
     pid = dh_wake(d, "web80").pid;
     expect_caps(d, pid, 1ULL << CAP_NET_BIND_SERVICE);
