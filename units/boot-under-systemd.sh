@@ -96,6 +96,10 @@ owner=$(stat -c %u /var/lib/activator/hosts/demo/state 2>/dev/null)
 [ -n "$uid" ] && [ "$uid" -ge 1879048192 ] && [ "$uid" -le 1879113727 ] && [ "$owner" = "$uid" ] &&
     [ "$capeff" = 0000000000000000 ] && ok dynamic-user ||
     fail dynamic-user "uid $uid, CapEff $capeff, state directory owned by $owner"
+# The box's user database names that uid through the daemon's userdb
+# service (nss-systemd asks /run/systemd/userdb/io.activator.DynamicUser).
+entry=$(getent passwd "$uid" 2>/dev/null)
+case $entry in "act-demo:"*) ok userdb ;; *) fail userdb "getent passwd $uid: '$entry'" ;; esac
 
 stored=$(systemctl show -p NFileDescriptorStore --value activatord)
 [ "${stored:-0}" -ge 1 ] && ok fd-store || fail fd-store "NFileDescriptorStore=$stored"

@@ -15,6 +15,9 @@ packages=$packages,libmicrohttpd12
 # The package's install test (install-deb-under-systemd.sh): what the .deb
 # depends on beyond the above, and man to render its manual pages.
 packages=$packages,libmbedtls14,man-db
+# nss-systemd, which asks the daemon's user database service for the hosts'
+# users (boot-under-systemd.sh checks getent).
+packages=$packages,libnss-systemd
 cache=/var/cache/activator-tests
 root=$cache/bookworm-$(printf '%s' "$packages" | sha256sum | cut -c1-12)
 if [ ! -e "$root/.complete" ]; then

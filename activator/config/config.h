@@ -54,7 +54,7 @@ size_t cfg_errors_print(const cfg_errors *errors, FILE *out);
 size_t cfg_errors_count_file(const cfg_errors *errors, const char *file);
 
 /* How many keys [Activator] has. */
-#define CFG_DAEMON_N_KEYS 38
+#define CFG_DAEMON_N_KEYS 39
 
 /* [Activator] of activatord.conf. Every string is malloc'd and set (defaults
  * filled in) except where NULL is documented. */
@@ -123,6 +123,11 @@ typedef struct cfg_daemon {
                                               within a 2 s window that retires frozen
                                               generations, oldest first; 0 ("no"): not
                                               watched */
+    /* UserDatabaseDirectory=, default /run/systemd/userdb: where the hosts'
+     * dynamic users are published to the box's user database
+     * (accounts/userdb.h), when that directory exists; NULL ("no"): not
+     * published. */
+    char *user_database_directory;
     char *registry_auth_file;              /* RegistryAuthFile=, default
                                               /etc/activator/registry-auth.json: the
                                               credentials of docker:// stages (need not exist) */

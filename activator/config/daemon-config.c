@@ -47,6 +47,7 @@ void cfg_daemon_free(cfg_daemon *config)
     free(config->store_user);
     free(config->store_password_file);
     free(config->metrics_listen);
+    free(config->user_database_directory);
     free(config->checkpoints);
     free(config->registry_auth_file);
     act_strv_free(config->registry_insecure);
@@ -230,6 +231,23 @@ static int apply_control_listen(void *target, const char *value, act_error *err)
 {
     int r = cfg_parse_nng_url(value, CFG_URL_TLS_TCP, err);
     return r < 0 ? r : set_string(&((cfg_daemon *)target)->control_listen, value, err);
+}
+
+static int apply_user_database_directory(void *target, const char *value, act_error *err)
+{
+    cfg_daemon *c = target;
+    if (strcmp(value, "no") == 0) {
+        free(c->user_database_directory);
+        c->user_database_directory = NULL;
+        return 0;
+    }
+    act_error why = {0};
+    if (act_path_check_absolute(value, &why) < 0)
+        return act_error_set(err, EINVAL,
+                             "%s (write a directory, such as /run/systemd/userdb, or no to "
+                             "publish no users)",
+                             why.message);
+    return set_string(&c->user_database_directory, value, err);
 }
 
 static int apply_metrics_listen(void *target, const char *value, act_error *err)
@@ -465,6 +483,7 @@ enum {
     KEY_REGISTRY_AUTH_FILE,
     KEY_REGISTRY_INSECURE,
     KEY_BUILD_FETCH_TIMEOUT,
+    KEY_USER_DATABASE_DIRECTORY,
     N_KEYS,
 };
 
@@ -515,6 +534,8 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
     [KEY_REGISTRY_INSECURE] = {"Activator", "RegistryInsecure", apply_registry_insecure, true},
     [KEY_BUILD_FETCH_TIMEOUT] = {"Activator", "BuildFetchTimeoutSec", apply_build_fetch_timeout,
                                  false},
+    [KEY_USER_DATABASE_DIRECTORY] = {"Activator", "UserDatabaseDirectory",
+                                     apply_user_database_directory, false},
 };
 
 /* Sets *field to prefix+arg+suffix unless the file set it. */
@@ -649,6 +670,9 @@ static int finish(cfg_daemon *c, const char *path, const unsigned *key_lines, cf
         default_string(&c->registry_auth_file, "", "/etc/activator/registry-auth.json", "") < 0)
         return -ENOMEM;
     if (!key_lines[KEY_METRICS_LISTEN] && !(c->metrics_listen = strdup("127.0.0.1:9464")))
+        return -ENOMEM;
+    if (!key_lines[KEY_USER_DATABASE_DIRECTORY] &&
+        !(c->user_database_directory = strdup("/run/systemd/userdb")))
         return -ENOMEM;
 
     /* The defaults derived from RuntimeDirectory= must still fit a unix

@@ -128,6 +128,11 @@ static int write_daemon_conf(dd_daemon *d, const dd_options *options, act_error 
     else
         snprintf(store, sizeof(store), "dir://%s/claims", d->state_dir);
     const char *extra = options->extra_conf ? options->extra_conf : "";
+    /* The box's own user database is not a test's to write: a directory
+     * of the test's, which publishes nothing until the test makes it. */
+    char userdb[PATH_MAX + 40] = "";
+    if (!strstr(extra, "UserDatabaseDirectory="))
+        snprintf(userdb, sizeof(userdb), "UserDatabaseDirectory=%s/userdb\n", d->dir);
     char text[16384];
     snprintf(text, sizeof(text),
              "# written by the activatord driver (tests/driver)\n"
@@ -139,8 +144,10 @@ static int write_daemon_conf(dd_daemon *d, const dd_options *options, act_error 
              "HostsDirectory=%s\n"
              "CgroupRoot=%s\n"
              "%s"
+             "%s"
              "%s",
              options->box, store, d->state_dir, d->runtime_dir, d->hosts_dir, d->cgroup_path,
+             userdb,
              /* No metrics server unless the caller asks for one on its own port. */
              strstr(extra, "MetricsListen=") ? "" : "MetricsListen=no\n", extra);
     return write_text(d->config_path, text, err);

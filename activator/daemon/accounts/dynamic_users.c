@@ -364,6 +364,27 @@ int ad_dynamic_users_exclude_hosts(ad_dynamic_users *users, const cfg_host *host
     return 0;
 }
 
+uint32_t ad_dynamic_users_uid_of(const ad_dynamic_users *users, const char *host)
+{
+    const entry *e = find_host(users, host);
+    return e ? e->uid : 0;
+}
+
+bool ad_dynamic_users_next(const ad_dynamic_users *users, size_t *cursor, uint32_t *uid,
+                           const char **host)
+{
+    for (; *cursor < users->cap; (*cursor)++) {
+        const entry *e = &users->by_host[*cursor];
+        if (e->host) {
+            *uid = e->uid;
+            *host = e->host;
+            (*cursor)++;
+            return true;
+        }
+    }
+    return false;
+}
+
 const char *ad_dynamic_users_owner(const ad_dynamic_users *users, uint32_t uid)
 {
     const entry *e = find_uid(users, uid);

@@ -16,6 +16,8 @@
  * uid, which a new host given the uid would own. */
 #pragma once
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -59,6 +61,14 @@ int ad_dynamic_users_sync(ad_dynamic_users *users, act_error *err);
 /* The host whose dynamic user uid is, or NULL: a User= or Group= naming it
  * would share that host's files. */
 const char *ad_dynamic_users_owner(const ad_dynamic_users *users, uint32_t uid);
+
+/* The uid recorded for host, without making one: 0 when it has none. */
+uint32_t ad_dynamic_users_uid_of(const ad_dynamic_users *users, const char *host);
+
+/* The records one by one, in no order: *cursor starts at 0; false once
+ * every record was given. */
+bool ad_dynamic_users_next(const ad_dynamic_users *users, size_t *cursor, uint32_t *uid,
+                           const char **host);
 
 /* The uid of host: its record when it has one inside the range whose uid
  * the user and group databases still do not know (a record is the host's

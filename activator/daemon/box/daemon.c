@@ -25,6 +25,7 @@
 #include "activator/daemon/box/dispatch.h"
 #include "activator/daemon/parking/pressure.h"
 #include "activator/daemon/accounts/dynamic_users.h"
+#include "activator/daemon/accounts/userdb.h"
 #include "activator/daemon/hosts/hosts.h"
 #include "activator/daemon/generations/generation.h"
 #include "activator/daemon/generations/leftovers.h"
@@ -93,6 +94,19 @@ static int open_directories(ad_daemon *daemon, act_error *err)
     char releases[4096];
     snprintf(releases, sizeof(releases), "%s/releases", config->state_directory);
     return rel_store_open(releases, &daemon->releases, err);
+}
+
+/* The hosts' dynamic users in the box's user database, so that ps and ls -l
+ * name them and systemd hands none of their uids out. Names only: a box
+ * that cannot take them still runs every host, and says so. */
+static void publish_users(ad_daemon *daemon)
+{
+    const char *directory = daemon->config.user_database_directory;
+    act_error err = {0};
+    if (directory &&
+        ad_userdb_start(daemon->loop, directory, daemon->dynamic_users, &daemon->userdb, &err) < 0)
+        act_log(LOG_WARNING, "the hosts' users are not in the box's user database: %s",
+                err.message);
 }
 
 /* StorePasswordFile=: its first line, without the newline. */
@@ -496,6 +510,7 @@ static int start(daemon_process *process, const char *config_path, act_error *er
         return r;
     ad_recover(daemon);
     ad_pressure_configure(daemon);
+    publish_users(daemon);
     if ((r = open_messaging(process, err)) < 0 || (r = ad_claim_watch_start(daemon, err)) < 0 ||
         (r = ad_box_lease_start(daemon, err)) < 0)
         return r;
@@ -539,6 +554,7 @@ static void teardown(daemon_process *process)
         close(daemon->state_dirfd);
     cg_seccomp_program_free(daemon->default_seccomp);
     cg_fs_view_free(daemon->shared_fs_view);
+    ad_userdb_free(daemon->userdb);
     ad_dynamic_users_free(daemon->dynamic_users);
     cfg_hosts_free(process->loaded_hosts, process->n_loaded_hosts);
     cfg_daemon_free(&daemon->config);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "activator/config/config.h"
+#include "activator/daemon/accounts/userdb.h"
 #include "activator/daemon/box/daemon_main.h"
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -59,6 +60,8 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {0},
     };
+    /* Before any lookup of a user: our own records are not the box's. */
+    ad_userdb_bypass_self();
     const char *config_path = CFG_DAEMON_DEFAULT_PATH;
     bool check = false;
     int option;

@@ -33,6 +33,7 @@ typedef struct ad_sweep ad_sweep;
 typedef struct ad_telemetry ad_telemetry;
 typedef struct ad_reload_state ad_reload_state;
 typedef struct ad_dynamic_users ad_dynamic_users;
+typedef struct ad_userdb ad_userdb;
 typedef struct ad_pressure ad_pressure;
 
 /* The daemon's starts and handovers on this box (box/lifetime.c keeps them in
@@ -83,6 +84,7 @@ struct ad_daemon {
     cg_seccomp_program *default_seccomp; /* the default SystemCallFilter=, shared by hosts */
     cg_fs_view *shared_fs_view;          /* of the hosts without ReadWritePaths= (host/host.c) */
     ad_dynamic_users *dynamic_users;     /* the uids of hosts without User= */
+    ad_userdb *userdb;                   /* them in the box's user database; NULL: not */
     char incarnation[33];            /* random per start */
     int state_dirfd;
     claim_store *store;

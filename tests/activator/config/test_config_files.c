@@ -1295,6 +1295,24 @@ static void freeze_keys(void **state)
     }
 }
 
+/* UserDatabaseDirectory=: its default, no, and a relative path refused. */
+static void user_database_directory(void **state)
+{
+    (void)state;
+    write_file("d.conf", "[Activator]\nBox=box-1\n");
+    cfg_daemon c;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
+    assert_string_equal(c.user_database_directory, "/run/systemd/userdb");
+    cfg_daemon_free(&c);
+    write_file("d.conf", "[Activator]\nBox=box-1\nUserDatabaseDirectory=no\n");
+    assert_int_equal(cfg_load_daemon(path_of("d.conf"), &c, &errors), 0);
+    assert_null(c.user_database_directory);
+    cfg_daemon_free(&c);
+    write_file("bad.conf", "[Activator]\nBox=box-1\nUserDatabaseDirectory=run/userdb\n");
+    expect_one_error("bad.conf", 3, "UserDatabaseDirectory", "or no to publish no users");
+}
+
 /* RegistryAuthFile=, RegistryInsecure= and BuildFetchTimeoutSec=:
  * defaults, values, refusals. */
 static void registry_keys(void **state)
@@ -1528,6 +1546,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(changes_are_sorted_by_when_they_apply, setup, teardown),
         cmocka_unit_test_setup_teardown(checkpoint_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(user_database_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(registry_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(freeze_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(read_write_paths_and_the_view, setup, teardown),

@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 #include <stddef.h>
 #include <sys/shm.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
@@ -603,6 +604,70 @@ static void test_private_network_serves_and_reaches_nothing(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* Connects to the user database socket at path, sends call (with its NUL)
+ * and reads the answer up to its NUL into out; the bytes read, 0 when the
+ * daemon closed the connection without one. */
+static size_t userdb_call(dh_daemon *d, const char *path, const char *call, size_t call_len,
+                          char *out, size_t size)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
+    DH_CHECK(d, fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0,
+             "cannot connect to %s: %s", path, strerror(errno));
+    struct timeval timeout = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    /* A call the daemon cuts off may not be taken whole: what arrives is
+     * checked through the answer. */
+    (void)!send(fd, call, call_len, MSG_NOSIGNAL);
+    size_t n = 0;
+    while (n + 1 < size && (n == 0 || out[n - 1] != '\0')) {
+        ssize_t got = read(fd, out + n, size - 1 - n);
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+    }
+    out[n] = '\0';
+    close(fd);
+    return n;
+}
+
+/* The hosts' dynamic users are in the box's user database: a service of
+ * systemd's userdb interface answers for each host's uid with its name,
+ * which systemd's clients (nss-systemd: ps, ls -l) show and its allocator
+ * of DynamicUser= uids avoids; a call too long is cut off; the socket goes
+ * with a clean stop. */
+static void test_dynamic_users_are_in_the_user_database(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    char dir[PATH_MAX], socket_path[PATH_MAX + 64];
+    snprintf(dir, sizeof(dir), "%s/userdb", d->drv.dir);
+    DH_CHECK(d, mkdir(dir, 0755) == 0, "cannot make %s: %s", dir, strerror(errno));
+    snprintf(socket_path, sizeof(socket_path), "%s/io.activator.DynamicUser", dir);
+    dh_add_app_host(d, "web1", NULL, NULL);
+    dh_start(d, NULL);
+    unsigned uid = run_as(d, dh_wake(d, "web1").pid);
+    char call[512], answer[4096];
+    int n = snprintf(call, sizeof(call),
+                     "{\"method\":\"io.systemd.UserDatabase.GetUserRecord\",\"parameters\":"
+                     "{\"uid\":%u,\"service\":\"io.activator.DynamicUser\"}}",
+                     uid);
+    size_t got = userdb_call(d, socket_path, call, (size_t)n + 1, answer, sizeof(answer));
+    DH_CHECK(d, got > 0 && strstr(answer, "\"userName\":\"act-web1\""),
+             "the user database answered uid %u with: %s", uid, answer);
+
+    /* A call that never ends is cut off at its bound, unanswered. */
+    char endless[8192];
+    memset(endless, '{', sizeof(endless));
+    got = userdb_call(d, socket_path, endless, sizeof(endless), answer, sizeof(answer));
+    DH_CHECK(d, got == 0, "a call of %zu bytes without its end got an answer: %s", sizeof(endless),
+             answer);
+
+    dh_stop_and_check_clean(d);
+    DH_CHECK(d, access(socket_path, F_OK) < 0, "%s is left after a clean stop", socket_path);
+}
+
 static void test_open_files_are_bounded_by_limit_nofile(void **state)
 {
     dh_daemon *d = *state;
@@ -639,6 +704,7 @@ int main(void)
         DH_TEST(test_private_tmp_is_bounded_by_private_tmp_size),
         DH_TEST(test_ipc_is_private_to_the_generation),
         DH_TEST(test_private_network_serves_and_reaches_nothing),
+        DH_TEST(test_dynamic_users_are_in_the_user_database),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
