@@ -4,7 +4,9 @@
  * non-blocking read or write of a few hundred bytes. A client is anyone on
  * the box: its call is bounded (USERDB_CALL_MAX), so are the connections
  * open at once (USERDB_CONNECTIONS_MAX) and the time one may stay
- * (USERDB_IDLE_USEC). */
+ * (USERDB_IDLE_USEC), and every event of this service runs at the loop's
+ * lowest priority: a host's processes reach the socket too (their own
+ * names resolve), and one that floods it delays names, never a wake. */
 #include "activator/daemon/accounts/userdb.h"
 
 #include <assert.h>
@@ -403,6 +405,7 @@ static int on_accept(sd_event_source *source, int fd, uint32_t events, void *use
     userdb->connections = c;
     userdb->n_connections++;
     if (sd_event_add_io(userdb->loop, &c->io, client, EPOLLIN, on_connection, c) < 0 ||
+        sd_event_source_set_priority(c->io, SD_EVENT_PRIORITY_IDLE) < 0 ||
         sd_event_add_time_relative(userdb->loop, &c->idle, CLOCK_MONOTONIC, USERDB_IDLE_USEC, 0,
                                    on_idle, c) < 0)
         connection_free(c);
@@ -446,7 +449,10 @@ int ad_userdb_start(sd_event *loop, const char *directory, const ad_dynamic_user
     userdb->dev = st.st_dev;
     userdb->ino = st.st_ino;
     r = sd_event_add_io(loop, &userdb->listening, fd, EPOLLIN, on_accept, userdb);
+    if (r >= 0)
+        r = sd_event_source_set_priority(userdb->listening, SD_EVENT_PRIORITY_IDLE);
     if (r < 0) {
+        sd_event_source_disable_unref(userdb->listening);
         unlink(userdb->path);
         return act_error_set(err, -r, "the user database: cannot watch %s: %s", userdb->path,
                              strerror(-r));
