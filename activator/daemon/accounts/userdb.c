@@ -306,37 +306,7 @@ static void connection_free(connection *c)
     free(c);
 }
 
-/* Answers every whole call in the buffer; false when the connection must
- * go (a call too long, no memory). */
-static bool answer_calls(connection *c)
-{
-    char *start = c->in, *end;
-    while ((end = memchr(start, '\0', c->n_in - (size_t)(start - c->in)))) {
-        char *text = NULL;
-        size_t len = 0;
-        if (ad_userdb_answer(c->userdb->users, c->userdb->machine_id, start, (size_t)(end - start),
-                             &text, &len) < 0)
-            return false;
-        if (text) {
-            char *grown = realloc(c->out, c->out_len + len);
-            if (!grown) {
-                free(text);
-                return false;
-            }
-            memcpy(grown + c->out_len, text, len);
-            c->out = grown;
-            c->out_len += len;
-            free(text);
-        }
-        start = end + 1;
-    }
-    size_t rest = c->n_in - (size_t)(start - c->in);
-    memmove(c->in, start, rest);
-    c->n_in = rest;
-    return c->n_in < USERDB_CALL_MAX;
-}
-
-/* Sends what it can of the answers; false on a failed write. */
+/* Sends what it can of the answer; false on a failed write. */
 static bool send_answers(connection *c)
 {
     while (c->out_sent < c->out_len) {
@@ -352,31 +322,49 @@ static bool send_answers(connection *c)
     return true;
 }
 
+/* Answers the calls in the buffer one at a time, each only once the last
+ * answer is sent: a client that sends calls and reads nothing holds one
+ * answer, never one per call. False when the connection must go (a call
+ * too long, a failed write, no memory). */
+static bool answer_calls(connection *c)
+{
+    char *end;
+    while (!c->out_len && (end = memchr(c->in, '\0', c->n_in))) {
+        size_t len = (size_t)(end - c->in);
+        if (ad_userdb_answer(c->userdb->users, c->userdb->machine_id, c->in, len, &c->out,
+                             &c->out_len) < 0)
+            return false;
+        c->n_in -= len + 1;
+        memmove(c->in, end + 1, c->n_in);
+        if (!send_answers(c))
+            return false;
+    }
+    return c->n_in < USERDB_CALL_MAX;
+}
+
 static int on_connection(sd_event_source *source, int fd, uint32_t events, void *userdata)
 {
     connection *c = userdata;
-    if (events & EPOLLIN) {
+    bool failed = (events & EPOLLERR) != 0;
+    if (!failed && c->out_len && !send_answers(c))
+        failed = true;
+    if (!failed && !c->out_len && !c->peer_done && (events & EPOLLIN)) {
         ssize_t n = recv(fd, c->in + c->n_in, USERDB_CALL_MAX - c->n_in, MSG_DONTWAIT);
         if (n == 0)
             c->peer_done = true;
-        else if (n < 0 && errno != EAGAIN)
-            events |= EPOLLERR;
-        else if (n > 0) {
+        else if (n > 0)
             c->n_in += (size_t)n;
-            if (!answer_calls(c))
-                events |= EPOLLERR;
-        }
+        else if (errno != EAGAIN)
+            failed = true;
     }
-    if (!(events & EPOLLERR) && !send_answers(c))
-        events |= EPOLLERR;
-    if ((events & EPOLLERR) || (c->peer_done && !c->out_len)) {
+    if (!failed && !answer_calls(c))
+        failed = true;
+    if (failed || (c->peer_done && !c->out_len)) {
         connection_free(c);
         return 0;
     }
-    /* Reads until the client is done; waits to write only while there is
-     * something to write. */
-    (void)sd_event_source_set_io_events(source,
-                                        (c->peer_done ? 0 : EPOLLIN) | (c->out_len ? EPOLLOUT : 0));
+    /* Reads only while no answer waits to be sent. */
+    (void)sd_event_source_set_io_events(source, c->out_len ? EPOLLOUT : EPOLLIN);
     return 0;
 }
 

@@ -604,11 +604,12 @@ static void test_private_network_serves_and_reaches_nothing(void **state)
     dh_stop_and_check_clean(d);
 }
 
-/* Connects to the user database socket at path, sends call (with its NUL)
- * and reads the answer up to its NUL into out; the bytes read, 0 when the
- * daemon closed the connection without one. */
+/* Connects to the user database socket at path, sends call (its calls,
+ * each with its NUL) and reads that many answers, each up to its NUL, into
+ * out; the bytes read, 0 when the daemon closed the connection without
+ * one. */
 static size_t userdb_call(dh_daemon *d, const char *path, const char *call, size_t call_len,
-                          char *out, size_t size)
+                          unsigned answers, char *out, size_t size)
 {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
@@ -621,10 +622,13 @@ static size_t userdb_call(dh_daemon *d, const char *path, const char *call, size
      * checked through the answer. */
     (void)!send(fd, call, call_len, MSG_NOSIGNAL);
     size_t n = 0;
-    while (n + 1 < size && (n == 0 || out[n - 1] != '\0')) {
+    unsigned ends = 0;
+    while (n + 1 < size && ends < answers) {
         ssize_t got = read(fd, out + n, size - 1 - n);
         if (got <= 0)
             break;
+        for (ssize_t i = 0; i < got; i++)
+            ends += out[n + (size_t)i] == '\0';
         n += (size_t)got;
     }
     out[n] = '\0';
@@ -653,14 +657,22 @@ static void test_dynamic_users_are_in_the_user_database(void **state)
                      "{\"method\":\"io.systemd.UserDatabase.GetUserRecord\",\"parameters\":"
                      "{\"uid\":%u,\"service\":\"io.activator.DynamicUser\"}}",
                      uid);
-    size_t got = userdb_call(d, socket_path, call, (size_t)n + 1, answer, sizeof(answer));
+    size_t got = userdb_call(d, socket_path, call, (size_t)n + 1, 1, answer, sizeof(answer));
     DH_CHECK(d, got > 0 && strstr(answer, "\"userName\":\"act-web1\""),
              "the user database answered uid %u with: %s", uid, answer);
+    /* Two calls at once: two answers, in order. */
+    char twice[1100];
+    memcpy(twice, call, (size_t)n + 1);
+    memcpy(twice + n + 1, call, (size_t)n + 1);
+    got = userdb_call(d, socket_path, twice, 2 * ((size_t)n + 1), 2, answer, sizeof(answer));
+    const char *second = got ? memchr(answer, '\0', got) : NULL;
+    DH_CHECK(d, second && second + 1 < answer + got && strstr(second + 1, "act-web1"),
+             "two calls at once did not get two answers (%zu bytes)", got);
 
     /* A call that never ends is cut off at its bound, unanswered. */
     char endless[8192];
     memset(endless, '{', sizeof(endless));
-    got = userdb_call(d, socket_path, endless, sizeof(endless), answer, sizeof(answer));
+    got = userdb_call(d, socket_path, endless, sizeof(endless), 1, answer, sizeof(answer));
     DH_CHECK(d, got == 0, "a call of %zu bytes without its end got an answer: %s", sizeof(endless),
              answer);
 
