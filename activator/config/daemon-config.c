@@ -115,21 +115,28 @@ static int apply_store_user(void *target, const char *value, act_error *err)
     return set_string(&((cfg_daemon *)target)->store_user, value, err);
 }
 
-static int apply_cgroup_root(void *target, const char *value, act_error *err)
+/* An absolute path, or the word that means none (*field NULL); a bad
+ * value's sentence ends with hint. */
+static int set_path_or_none(char **field, const char *value, const char *none, const char *hint,
+                            act_error *err)
 {
-    cfg_daemon *c = target;
-    if (strcmp(value, "auto") == 0) {
-        free(c->cgroup_root);
-        c->cgroup_root = NULL;
+    if (strcmp(value, none) == 0) {
+        free(*field);
+        *field = NULL;
         return 0;
     }
     act_error path_err = {0};
     if (act_path_check_absolute(value, &path_err) < 0)
-        return act_error_set(err, EINVAL,
-                             "%s; write auto for the cgroup systemd delegated to the service, or "
-                             "an absolute cgroup path",
-                             path_err.message);
-    return set_string(&c->cgroup_root, value, err);
+        return act_error_set(err, EINVAL, "%s; %s", path_err.message, hint);
+    return set_string(field, value, err);
+}
+
+static int apply_cgroup_root(void *target, const char *value, act_error *err)
+{
+    return set_path_or_none(&((cfg_daemon *)target)->cgroup_root, value, "auto",
+                            "write auto for the cgroup systemd delegated to the service, or an "
+                            "absolute cgroup path",
+                            err);
 }
 
 static int apply_claim_unclaimed(void *target, const char *value, act_error *err)
@@ -235,19 +242,10 @@ static int apply_control_listen(void *target, const char *value, act_error *err)
 
 static int apply_user_database_directory(void *target, const char *value, act_error *err)
 {
-    cfg_daemon *c = target;
-    if (strcmp(value, "no") == 0) {
-        free(c->user_database_directory);
-        c->user_database_directory = NULL;
-        return 0;
-    }
-    act_error why = {0};
-    if (act_path_check_absolute(value, &why) < 0)
-        return act_error_set(err, EINVAL,
-                             "%s (write a directory, such as /run/systemd/userdb, or no to "
-                             "publish no users)",
-                             why.message);
-    return set_string(&c->user_database_directory, value, err);
+    return set_path_or_none(&((cfg_daemon *)target)->user_database_directory, value, "no",
+                            "write a directory, such as /run/systemd/userdb, or no to publish no "
+                            "users",
+                            err);
 }
 
 static int apply_metrics_listen(void *target, const char *value, act_error *err)
