@@ -185,6 +185,12 @@ typedef struct cg_spawn_spec {
      * one read-only fd leaking into the program. Operator-installed helpers
      * (ExecRestore=) may be scripts; staged builds are run without it. */
     bool exec_fd_survives;
+    /* With exec_fd: run the program by this path instead, once the path is
+     * found, just before the exec, to name exec_fd's very file (device and
+     * inode): a "#!" script then has its own path as $0 and finds its
+     * build's files beside it, while what runs is still what was verified.
+     * The path must be reachable in the process's view. NULL: execveat. */
+    const char *exec_path;
     const char *const *argv;  /* argv[0] required, NULL-terminated */
     const char *const *envp;  /* NULL-terminated or NULL; LISTEN_* entries are replaced */
     int stdout_fd;            /* -1 (default): /dev/null */

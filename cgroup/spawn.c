@@ -245,6 +245,9 @@ static const char *step_sentence(enum cg_child_step step)
     case CG_STEP_CHDIR: return "cannot change to the working directory";
     case CG_STEP_NO_NEW_PRIVS: return "cannot set no_new_privs";
     case CG_STEP_SECCOMP: return "cannot load the seccomp filter";
+    case CG_STEP_EXEC_PATH:
+        return "cannot run the verified file by its path (the path names another file, or "
+               "none, in the process's view)";
     case CG_STEP_EXEC: return "cannot execute";
     }
     return "failed at an unknown step";
@@ -516,6 +519,7 @@ int cg_spawn_setup_make(cg_leaf *leaf, const cg_spawn_spec *spec, struct cg_spaw
         .private_network = spec->private_network,
         .journal_stderr_only = spec->journal_stderr_only,
         .exec_fd_survives = spec->exec_fd_survives,
+        .exec_path = spec->exec_path,
         .hold_fd = -1,
         .argv = (char *const *)spec->argv,
         .rlimits = spec->rlimits,

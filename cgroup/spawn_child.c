@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -391,6 +392,20 @@ CG_CHILD_CODE static void lock_down(const struct cg_child_plan *plan, int report
         fail(report_fd, CG_STEP_SIGNALS, errno);
 }
 
+/* The path names the very file of exec_fd (its device and inode), as the
+ * process sees it, or the spawn fails: run by path, what runs is still
+ * what was verified. Before the filter, which may not allow statx. */
+CG_CHILD_CODE static void check_exec_path(const char *path, int exec_fd, int report_fd)
+{
+    struct statx verified, named;
+    if (syscall(SYS_statx, exec_fd, "", AT_EMPTY_PATH, STATX_INO, &verified) < 0 ||
+        syscall(SYS_statx, AT_FDCWD, path, 0, STATX_INO, &named) < 0)
+        fail(report_fd, CG_STEP_EXEC_PATH, errno);
+    if (verified.stx_ino != named.stx_ino || verified.stx_dev_major != named.stx_dev_major ||
+        verified.stx_dev_minor != named.stx_dev_minor)
+        fail(report_fd, CG_STEP_EXEC_PATH, ESTALE);
+}
+
 CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
 {
     int report_fd = plan->report_fd;
@@ -404,8 +419,13 @@ CG_CHILD_CODE _Noreturn void cg_child_run(const struct cg_child_plan *plan)
     enter_view_and_credentials(plan, report_fd);
     set_surroundings(plan, report_fd);
     wait_for_go(hold_fd);
+    if (plan->exec_path)
+        check_exec_path(plan->exec_path, exec_fd, report_fd);
     lock_down(plan, report_fd);
 
-    syscall(SYS_execveat, exec_fd, "", plan->argv, plan->envp, AT_EMPTY_PATH);
+    if (plan->exec_path)
+        syscall(SYS_execve, plan->exec_path, plan->argv, plan->envp);
+    else
+        syscall(SYS_execveat, exec_fd, "", plan->argv, plan->envp, AT_EMPTY_PATH);
     fail(report_fd, CG_STEP_EXEC, errno);
 }

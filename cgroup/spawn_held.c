@@ -105,6 +105,7 @@ static void copy_plan(copier *c, struct cg_child_plan *plan, const struct cg_spa
             ops[i].path = path;
     }
     const char *working_directory = copy_string(c, plan->working_directory);
+    const char *exec_path = copy_string(c, plan->exec_path);
     const char *journal_header = copy_bytes(c, plan->journal_header, plan->journal_header_len);
     struct sock_fprog *seccomp = NULL;
     const struct sock_filter *filter = NULL;
@@ -121,6 +122,7 @@ static void copy_plan(copier *c, struct cg_child_plan *plan, const struct cg_spa
     plan->groups = groups;
     plan->view_ops = ops;
     plan->working_directory = working_directory;
+    plan->exec_path = exec_path;
     plan->journal_header = journal_header;
     if (seccomp) {
         seccomp->filter = (struct sock_filter *)filter;

@@ -31,6 +31,7 @@ enum cg_child_step {
     CG_STEP_CHDIR,
     CG_STEP_NO_NEW_PRIVS,
     CG_STEP_SECCOMP,
+    CG_STEP_EXEC_PATH,
     CG_STEP_EXEC,
 };
 
@@ -109,6 +110,7 @@ struct cg_child_plan {
     bool private_ipc;     /* see cg_spawn_spec */
     bool private_network; /* see cg_spawn_spec */
     bool exec_fd_survives; /* left open across exec, for a #! script run from it */
+    const char *exec_path; /* see cg_spawn_spec */
     int report_fd;        /* write end of the CLOEXEC report pipe */
     /* -1, or the read end of a pipe the child waits on just before its
      * seccomp filter and exec (cg_spawn_hold): a byte lets it go on, the

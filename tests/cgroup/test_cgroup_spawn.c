@@ -509,6 +509,55 @@ static void script_runs_from_its_fd_when_the_fd_survives(void **state)
     cg_leaf_free(leaf);
 }
 
+/* exec_path: a script run by its path sees it as $0; a path that names
+ * another file than the verified fd (or none) fails, naming the step. */
+static void script_runs_by_its_path_only_when_it_names_the_verified_file(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-9", NULL);
+    char dir[] = "/tmp/cg-script-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char script[128], other[128];
+    snprintf(script, sizeof(script), "%s/run.sh", dir);
+    snprintf(other, sizeof(other), "%s/other.sh", dir);
+    const char *text = "#!/bin/sh\n[ \"$0\" = \"$1\" ] && exit 42\nexit 1\n";
+    for (int i = 0; i < 2; i++) {
+        int fd = open(i ? other : script, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+        close(fd);
+    }
+    for (int named_other = 0; named_other <= 1; named_other++) {
+        _cleanup_close_ int exec_fd = open(script, O_RDONLY | O_CLOEXEC);
+        const char *argv[] = {"run.sh", script, NULL};
+        cg_spawn_spec spec;
+        cg_spawn_spec_init(&spec);
+        spec.exec_fd = exec_fd;
+        spec.exec_path = named_other ? other : script;
+        spec.argv = argv;
+        spec.method = cgt_spawn_method();
+        cg_process proc = {.pid = -1, .pidfd = -1};
+        act_error err = {0};
+        int r = cgt_cg_spawn(leaf, &spec, &proc, &err);
+        if (named_other) {
+            assert_int_equal(r, -ESTALE);
+            assert_non_null(strstr(err.message, "by its path"));
+            continue;
+        }
+        assert_int_equal(r, 0);
+        siginfo_t info;
+        cgt_reap(proc.pidfd, &info);
+        close(proc.pidfd);
+        assert_int_equal(info.si_code, CLD_EXITED);
+        assert_int_equal(info.si_status, 42); /* $0 was the script's path */
+    }
+    unlink(script);
+    unlink(other);
+    rmdir(dir);
+    act_error err = {0};
+    assert_int_equal(cg_leaf_wait_empty(leaf, 10000000, &err), 0);
+    cg_leaf_free(leaf);
+}
+
 static void in_missing_directory(cg_spawn_spec *spec, void *data)
 {
     spec->working_directory = "/nonexistent-cg-dir";
@@ -867,6 +916,7 @@ int main(void)
         T(seccomp_compile_refuses_bad_input),
         T(exec_failures_reach_the_caller),
         T(script_runs_from_its_fd_when_the_fd_survives),
+        T(script_runs_by_its_path_only_when_it_names_the_verified_file),
         T(child_step_failure_names_the_step),
         T(spawn_refuses_a_bad_spec_before_forking),
         T(child_joins_the_mount_namespace_it_is_given),

@@ -99,6 +99,7 @@ typedef struct spawn_storage {
     char state_dir[4096];
     char notify_dir[4096];
     char build_dir[4096];
+    char script[4096 + REL_PATH_SIZE]; /* a "#!" build's path in the release store */
     const char *passed[3];
     const char *read_only[2];
     cg_rlimit rlimits[2];
@@ -249,6 +250,23 @@ static void enter_fs_view(const ad_generation *gen, spawn_storage *storage, cg_s
     spec->fs_read_only = storage->read_only;
 }
 
+/* A build whose executable is a "#!" script runs by its path in the release
+ * store, which its view shows read-only where it was staged: $0 is then a
+ * path in its build, so "$(dirname "$0")/app" finds its own files (run from
+ * its fd it would be /dev/fd/N). The child checks that the path names the
+ * very file that was verified just before the exec. */
+static void run_script_by_path(const ad_generation *gen, spawn_storage *storage,
+                               cg_spawn_spec *spec)
+{
+    if (!gen->exec_is_script || !gen->script_path[0] || !gen->build.version[0])
+        return;
+    const ad_host *host = gen->host;
+    snprintf(storage->script, sizeof(storage->script), "%s/releases/%s/%s/%s",
+             host->daemon->config.state_directory, ad_host_config(host)->name, gen->build.version,
+             gen->script_path);
+    spec->exec_path = storage->script;
+}
+
 /* held non-NULL: the child is held before its exec (cg_spawn_hold), and
  * out is not filled. */
 static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *const *argv,
@@ -259,9 +277,9 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
     cg_spawn_spec spec;
     cg_spawn_spec_init(&spec);
     spec.exec_fd = exec_fd;
-    /* Scripts (helpers, and builds whose executable prepare found to start
-     * with "#!") run from their fd only if it survives the exec. */
-    spec.exec_fd_survives = is_helper || gen->exec_is_script;
+    /* Helpers, which may be scripts, run from their fd, which must then
+     * survive the exec (the interpreter opens /dev/fd/N). */
+    spec.exec_fd_survives = is_helper;
     spec.argv = argv;
     spec.envp = (const char *const *)envp;
     int r = connect_output(gen, is_helper, held != NULL, &spec, err);
@@ -281,6 +299,8 @@ static int spawn(ad_generation *gen, int exec_fd, spawn_kind kind, const char *c
     set_rlimits(gen, &storage, &spec);
     if (kind != SPAWN_PROBE) /* a probe joins its generation's view */
         enter_fs_view(gen, &storage, &spec);
+    if (kind == SPAWN_MAIN)
+        run_script_by_path(gen, &storage, &spec);
     return held ? cg_spawn_hold(gen->leaf, &spec, held, err) : cg_spawn(gen->leaf, &spec, out, err);
 }
 

@@ -63,7 +63,7 @@ void ad_wake_early_start(ad_host *host, const ad_prepared *prepared)
         return;
     }
     ad_wake_fill_build(&gen->build, id);
-    gen->exec_is_script = prepared->is_script;
+    ad_wake_set_script(gen, prepared);
     if (ad_host_state_directory(host, &err) < 0 || ad_wake_open_notify(gen, &err) < 0 ||
         ad_generation_spawn_held(gen, prepared->resolved.exec_fd, &err) < 0) {
         /* The steps make it again, and report what fails then. */

@@ -91,7 +91,7 @@ static void on_prepared(ad_host *host, ad_prepared *prepared, void *userdata)
         return;
     }
     ad_wake_fill_build(&host->starting->build, &host->wake_state->resolved.identity);
-    host->starting->exec_is_script = prepared->is_script;
+    ad_wake_set_script(host->starting, prepared);
     rel_pin unused;
     if (ad_pin_choose(admitted, &unused) == AD_PIN_FALLBACK)
         announce_fallback(host, admitted, host->starting);

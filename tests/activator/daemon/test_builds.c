@@ -305,6 +305,22 @@ static void test_scripts_run_from_their_verified_fd(void **state)
     dh_expect_version(d, port, "in1");
     dh_park(d, "demo");
 
+    /* The most common wrapper: a script in bin/ that execs the app beside
+     * its build's root through $0. Its $0 is its path in the release store,
+     * not /dev/fd/N, so dirname finds the build. */
+    snprintf(src, sizeof(src), "%s/rel1-src", d->drv.dir);
+    snprintf(bin, sizeof(bin), "%s/bin", src);
+    DH_CHECK(d, mkdir(src, 0755) == 0 && mkdir(bin, 0755) == 0, "mkdir %s: %s", bin,
+             strerror(errno));
+    snprintf(path, sizeof(path), "%s/app", src);
+    copy_file(d, DH_E2E_APP, path, 0755, 0);
+    snprintf(path, sizeof(path), "%s/run.sh", bin);
+    write_file(d, path, "#!/bin/sh\nexec \"$(dirname \"$0\")/../app\" \"$@\"\n", 0755);
+    stage_dir(d, "demo", "rel1", src, "bin/run.sh", true);
+    dh_wake(d, "demo");
+    dh_expect_version(d, port, "rel1");
+    dh_park(d, "demo");
+
     /* A script whose interpreter is missing: the failure names it. */
     snprintf(script, sizeof(script), "%s/broken.sh", d->drv.dir);
     write_file(d, script, "#!/nonexistent/act-interpreter -e\nexit 0\n", 0755);
