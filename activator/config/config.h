@@ -347,10 +347,11 @@ int cfg_host_credentials(const cfg_host *config, uid_t *uid, gid_t *gid, bool *h
 /* The paths of a host's filesystem view, from the daemon's directories and
  * the host's own (cfg_host_view_paths); every array NULL-terminated. */
 typedef struct cfg_view_paths {
-    char **hidden;             /* the daemon's state, runtime and hosts directories, and
-                                  the claims directory of a dir:// store */
+    char **hidden;             /* the daemon's state, runtime and hosts directories, the
+                                  claims directory of a dir:// store, and /run for root */
     char **writable;           /* the host's state directory, ReadWritePaths= without "-" */
-    char **writable_if_present; /* ReadWritePaths= with "-" */
+    char **writable_if_present; /* ReadWritePaths= with "-"; for root, what a host uses in
+                                   /run */
 } cfg_view_paths;
 
 void cfg_view_paths_clear(cfg_view_paths *paths);
@@ -359,9 +360,11 @@ void cfg_view_paths_clear(cfg_view_paths *paths);
  * ReadWritePaths= path is one of the hidden directories or inside one
  * (no host may write the daemon's files; its own state directory is
  * writable already), naming it and the directory: "ReadWritePaths=/x/y is
- * inside /x, the daemon's state directory (...), which no host sees". */
-int cfg_host_view_paths(const cfg_daemon *daemon, const cfg_host *config, cfg_view_paths *out,
-                        act_error *err);
+ * inside /x, the daemon's state directory (...), which no host sees".
+ * as_root: the host runs as uid 0, whose view hides /run as well (see
+ * host-view.c). */
+int cfg_host_view_paths(const cfg_daemon *daemon, const cfg_host *config, bool as_root,
+                        cfg_view_paths *out, act_error *err);
 
 /* cfg_host_view_paths for every host, each refusal appended to errors on
  * its ReadWritePaths= line; returns how many. What --check-config and a

@@ -64,8 +64,17 @@ static size_t daemon_dirs(const cfg_daemon *daemon, daemon_dir dirs[4])
     return n;
 }
 
-int cfg_host_view_paths(const cfg_daemon *daemon, const cfg_host *config, cfg_view_paths *out,
-                        act_error *err)
+/* Root without a capability still passes every permission check of a
+ * root-owned socket: systemd's private bus, the system bus, a container
+ * engine's socket, all in /run, would take its orders. So a host that runs
+ * as root sees a /run of its own, empty but for what a host uses there:
+ * the journal's sockets and a systemd-resolved resolv.conf (its notify
+ * socket's directory is passed at each spawn). A socket it must reach is
+ * named in ReadWritePaths=. */
+static const char *const root_run_kept[] = {"/run/systemd/journal", "/run/systemd/resolve"};
+
+int cfg_host_view_paths(const cfg_daemon *daemon, const cfg_host *config, bool as_root,
+                        cfg_view_paths *out, act_error *err)
 {
     *out = (cfg_view_paths){0};
     _cleanup_(cfg_view_paths_clear) cfg_view_paths paths = {0};
@@ -74,6 +83,12 @@ int cfg_host_view_paths(const cfg_daemon *daemon, const cfg_host *config, cfg_vi
     bool ok = true;
     for (size_t i = 0; i < n_dirs; i++)
         ok = ok && append(&paths.hidden, dirs[i].path, dirs[i].len);
+    if (as_root) {
+        ok = ok && append(&paths.hidden, "/run", 4);
+        for (size_t i = 0; i < sizeof(root_run_kept) / sizeof(root_run_kept[0]); i++)
+            ok = ok &&
+                 append(&paths.writable_if_present, root_run_kept[i], strlen(root_run_kept[i]));
+    }
     char state[4096];
     int len = snprintf(state, sizeof(state), "%s/hosts/%s/state", daemon->state_directory,
                        config->name);
@@ -108,7 +123,7 @@ size_t cfg_check_view_paths(const cfg_daemon *config, const cfg_host *hosts, siz
             continue;
         cfg_view_paths paths;
         act_error err = {0};
-        if (cfg_host_view_paths(config, &hosts[i], &paths, &err) < 0) {
+        if (cfg_host_view_paths(config, &hosts[i], false, &paths, &err) < 0) {
             char path[4096];
             snprintf(path, sizeof(path), "%s/%s.conf", config->hosts_directory, hosts[i].name);
             /* The line reported names the key already. */

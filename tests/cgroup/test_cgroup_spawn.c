@@ -462,6 +462,15 @@ static void exec_failures_reach_the_caller(void **state)
     cg_leaf_free(leaf);
 }
 
+/* A new executable file at path holding text. */
+static void write_script(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
 /* An operator's helper may be a "#!" script: run from its fd, it needs the
  * fd to survive the exec (the interpreter reads /dev/fd/N). Without
  * exec_fd_survives the interpreter cannot open it. */
@@ -472,11 +481,7 @@ static void script_runs_from_its_fd_when_the_fd_survives(void **state)
     assert_non_null(mkdtemp(dir));
     char script[128];
     snprintf(script, sizeof(script), "%s/restore.sh", dir);
-    const char *text = "#!/bin/sh\nexit 42\n";
-    int fd = open(script, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
+    write_script(script, "#!/bin/sh\nexit 42\n");
 
     for (int survives = 0; survives <= 1; survives++) {
         _cleanup_close_ int exec_fd = open(script, O_RDONLY | O_CLOEXEC);
@@ -520,12 +525,8 @@ static void script_runs_by_its_path_only_when_it_names_the_verified_file(void **
     snprintf(script, sizeof(script), "%s/run.sh", dir);
     snprintf(other, sizeof(other), "%s/other.sh", dir);
     const char *text = "#!/bin/sh\n[ \"$0\" = \"$1\" ] && exit 42\nexit 1\n";
-    for (int i = 0; i < 2; i++) {
-        int fd = open(i ? other : script, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-        close(fd);
-    }
+    write_script(script, text);
+    write_script(other, text);
     for (int named_other = 0; named_other <= 1; named_other++) {
         _cleanup_close_ int exec_fd = open(script, O_RDONLY | O_CLOEXEC);
         const char *argv[] = {"run.sh", script, NULL};
@@ -611,6 +612,16 @@ static void spawn_refuses_a_bad_spec_before_forking(void **state)
     spec.uid = 1000;
     assert_int_equal(cgt_cg_spawn(leaf, &spec, &proc, &err), -EINVAL);
     assert_non_null(strstr(err.message, "without a gid"));
+    spec.uid = CG_ID_UNSET;
+
+    /* A process that joins another's namespaces stays in the box's
+     * network: a network of its own as well is a contradiction. */
+    spec.join_mount_ns_fd = exec_fd;
+    spec.private_network = true;
+    assert_int_equal(cgt_cg_spawn(leaf, &spec, &proc, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "stays in the box's network"));
+    spec.join_mount_ns_fd = -1;
+    spec.private_network = false;
     bool populated = true;
     assert_int_equal(cg_leaf_populated(leaf, &populated, &err), 0);
     assert_false(populated);

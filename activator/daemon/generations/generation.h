@@ -56,9 +56,9 @@ struct ad_generation {
     uint64_t session;
     uint64_t admission_revision;
     rec_build_ref build;
-    bool exec_is_script;             /* the build's executable is a "#!" script */
-    /* A script's path inside its build ("bin/run.sh"): it runs by its path
-     * in the release store, so that its $0 finds the build's files. */
+    /* When the build's executable is a "#!" script, its path inside the
+     * build ("bin/run.sh"), by which it runs from the release store so that
+     * its $0 finds the build's files; "" for any other executable. */
     char script_path[REL_PATH_SIZE];
     cg_leaf *leaf;
     cg_process process;              /* pid 0 / pidfd -1 before the exec */

@@ -258,7 +258,7 @@ static void enter_fs_view(const ad_generation *gen, spawn_storage *storage, cg_s
 static void run_script_by_path(const ad_generation *gen, spawn_storage *storage,
                                cg_spawn_spec *spec)
 {
-    if (!gen->exec_is_script || !gen->script_path[0] || !gen->build.version[0])
+    if (!gen->script_path[0] || !gen->build.version[0])
         return;
     const ad_host *host = gen->host;
     snprintf(storage->script, sizeof(storage->script), "%s/releases/%s/%s/%s",

@@ -14,7 +14,6 @@
 
 #include "activator/daemon/accounts/dynamic_users.h"
 #include "activator/records/records.h"
-#include "common/strv.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 
@@ -68,47 +67,12 @@ static uint64_t tmp_size_of(const cfg_host *config)
 /* Whether the host's view is the one most hosts share: the daemon's
  * directories hidden, nothing of its own kept but its state directory,
  * which each spawn passes (generations/spawn.c), and the default size of
- * its private /tmp; a host that runs as root has one of its own (below). */
+ * its private /tmp. A host that runs as root has one of its own:
+ * cfg_host_view_paths hides /run from it. */
 static bool uses_shared_fs_view(const cfg_host *config, uid_t uid)
 {
     return !config->filesystem_box && !config->read_write_paths && uid != 0 &&
            tmp_size_of(config) == CFG_PRIVATE_TMP_SIZE_DEFAULT;
-}
-
-/* Root without a capability still passes every permission check of a
- * root-owned socket: systemd's private bus, the system bus, a container
- * engine's socket, all in /run, would take its orders. So a host that runs
- * as root sees a /run of its own, empty but for what a host uses there:
- * the journal's sockets and a systemd-resolved resolv.conf (its notify
- * socket's directory is passed at each spawn). A socket it must reach is
- * named in ReadWritePaths=. */
-static const char *const root_run_hidden[] = {"/run", NULL};
-static const char *const root_run_kept[] = {"/run/systemd/journal", "/run/systemd/resolve", NULL};
-
-/* Appends copies of more to the NULL-terminated *list. */
-static bool append_all(char ***list, const char *const *more)
-{
-    size_t n = act_strv_length(*list), n_more = act_strv_length((char *const *)more);
-    char **grown = realloc(*list, (n + n_more + 1) * sizeof(*grown));
-    if (!grown)
-        return false;
-    *list = grown;
-    for (size_t i = 0; i < n_more; i++) {
-        grown[n] = NULL;
-        if (!(grown[n] = strdup(more[i])))
-            return false;
-        n++;
-    }
-    grown[n] = NULL;
-    return true;
-}
-
-static int add_root_paths(cfg_view_paths *paths, act_error *err)
-{
-    if (!append_all(&paths->hidden, root_run_hidden) ||
-        !append_all(&paths->writable_if_present, root_run_kept))
-        return act_error_set(err, ENOMEM, "out of memory");
-    return 0;
 }
 
 /* The host's filesystem view, made once per configuration (or once for all
@@ -121,9 +85,7 @@ static int make_fs_view(ad_daemon *daemon, ad_host_settings *settings, act_error
     if (config->filesystem_box || (shared && daemon->shared_fs_view))
         return 0;
     _cleanup_(cfg_view_paths_clear) cfg_view_paths paths = {0};
-    int r = cfg_host_view_paths(&daemon->config, config, &paths, err);
-    if (r == 0 && settings->uid == 0)
-        r = add_root_paths(&paths, err);
+    int r = cfg_host_view_paths(&daemon->config, config, settings->uid == 0, &paths, err);
     if (r == 0) {
         cg_fs_view_spec spec = {
             .hidden = (const char *const *)paths.hidden,

@@ -179,15 +179,15 @@ int ad_checkpoint_exec_start(ad_host *host, uint64_t generation, ad_checkpoint_d
     /* A socket, not a pipe: the helper runs as the host, whose other
      * processes could open a pipe through /proc/<helper>/fd/1 and write the
      * answer themselves; a socket cannot be opened that way (ENXIO). */
-    int pipe_fds[2] = {-1, -1};
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pipe_fds) < 0) {
+    int answer_fds[2] = {-1, -1};
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, answer_fds) < 0) {
         int r =
             act_error_set(err, errno, "cannot make a socket for its output: %s", strerror(errno));
         exec_free(exec);
         return r;
     }
-    (void)shutdown(pipe_fds[1], SHUT_RD);
-    exec->output_fd = pipe_fds[0];
+    (void)shutdown(answer_fds[1], SHUT_RD);
+    exec->output_fd = answer_fds[0];
     (void)fcntl(exec->output_fd, F_SETFL, O_NONBLOCK);
     char env[64];
     snprintf(env, sizeof(env), "ACTIVATOR_GENERATION=%" PRIu64, generation);
@@ -196,7 +196,7 @@ int ad_checkpoint_exec_start(ad_host *host, uint64_t generation, ad_checkpoint_d
         .number = generation,
         .argv = config->exec_checkpoint,
         .extra_env = env,
-        .stdout_fd = pipe_fds[1],
+        .stdout_fd = answer_fds[1],
         .timeout_usec = config->checkpoint_timeout_usec,
         .exited = on_exit_,
         .timed_out = on_timeout,
@@ -204,7 +204,7 @@ int ad_checkpoint_exec_start(ad_host *host, uint64_t generation, ad_checkpoint_d
         .userdata = exec,
     };
     int r = ad_helper_start(host, &spec, &exec->helper, err);
-    close(pipe_fds[1]);
+    close(answer_fds[1]);
     if (r < 0 && !exec->helper) {
         exec_free(exec);
         return r;

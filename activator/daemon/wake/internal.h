@@ -141,11 +141,10 @@ static inline void ad_wake_fill_build(rec_build_ref *build, const rel_identity *
     snprintf(build->build_digest, sizeof(build->build_digest), "%s", id->build_digest);
 }
 
-/* Whether the prepared build's executable is a "#!" script, and if so its
- * path in the build, by which the generation runs it. */
+/* The prepared build's executable's path in the build when it is a "#!"
+ * script, by which the generation runs it; "" otherwise. */
 static inline void ad_wake_set_script(ad_generation *gen, const ad_prepared *prepared)
 {
-    gen->exec_is_script = prepared->is_script;
     snprintf(gen->script_path, sizeof(gen->script_path), "%s",
              prepared->is_script ? prepared->resolved.identity.exec_path : "");
 }

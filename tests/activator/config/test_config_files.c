@@ -1450,12 +1450,21 @@ static void read_write_paths_and_the_view(void **state)
     };
     cfg_view_paths paths;
     act_error err = {0};
-    assert_int_equal(cfg_host_view_paths(&daemon, &h, &paths, &err), 0);
+    assert_int_equal(cfg_host_view_paths(&daemon, &h, false, &paths, &err), 0);
     assert_int_equal(act_strv_length(paths.hidden), 4);
     assert_string_equal(paths.hidden[3], "/srv/claims");
     assert_string_equal(paths.writable[0], "/var/lib/activator/hosts/rw/state");
     assert_string_equal(paths.writable[1], "/srv/a");
     assert_string_equal(paths.writable_if_present[0], "/var/cache/a");
+    cfg_view_paths_clear(&paths);
+
+    /* As root: /run hidden too, but for the journal's and resolved's. */
+    assert_int_equal(cfg_host_view_paths(&daemon, &h, true, &paths, &err), 0);
+    assert_int_equal(act_strv_length(paths.hidden), 5);
+    assert_string_equal(paths.hidden[4], "/run");
+    assert_int_equal(act_strv_length(paths.writable_if_present), 3);
+    assert_string_equal(paths.writable_if_present[0], "/run/systemd/journal");
+    assert_string_equal(paths.writable_if_present[1], "/run/systemd/resolve");
     cfg_view_paths_clear(&paths);
 
     /* A path inside a directory of the daemon is refused, naming both. */
@@ -1468,7 +1477,7 @@ static void read_write_paths_and_the_view(void **state)
     for (size_t i = 0; i < sizeof(inside) / sizeof(inside[0]); i++) {
         char *saved = h.read_write_paths[0];
         h.read_write_paths[0] = (char *)inside[i][0];
-        assert_int_equal(cfg_host_view_paths(&daemon, &h, &paths, &err), -EACCES);
+        assert_int_equal(cfg_host_view_paths(&daemon, &h, false, &paths, &err), -EACCES);
         h.read_write_paths[0] = saved;
         if (!strstr(err.message, inside[i][1]) || !strstr(err.message, "no host sees"))
             fail_msg("%s: \"%s\" does not name \"%s\"", inside[i][0], err.message,
@@ -1477,7 +1486,7 @@ static void read_write_paths_and_the_view(void **state)
     /* Not a prefix that merely looks alike. */
     char *saved = h.read_write_paths[0];
     h.read_write_paths[0] = (char *)"/var/lib/activator-other";
-    assert_int_equal(cfg_host_view_paths(&daemon, &h, &paths, &err), 0);
+    assert_int_equal(cfg_host_view_paths(&daemon, &h, false, &paths, &err), 0);
     h.read_write_paths[0] = saved;
     cfg_view_paths_clear(&paths);
     cfg_host_free(&h);
