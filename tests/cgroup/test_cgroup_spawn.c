@@ -46,6 +46,15 @@ static void expect_kv(const char *out, const char *key, const char *want)
     }
 }
 
+/* Reaps the process of pidfd, which must have exited with status. */
+static void expect_exited(int pidfd, int status)
+{
+    siginfo_t info;
+    cgt_reap(pidfd, &info);
+    assert_int_equal(info.si_code, CLD_EXITED);
+    assert_int_equal(info.si_status, status);
+}
+
 static void spawn_joins_leaf_and_pidfd_reports_exit(void **state)
 {
     cg_leaf *leaf = cgt_leaf(*state, "web1", "g-1", NULL);
@@ -64,10 +73,7 @@ static void spawn_joins_leaf_and_pidfd_reports_exit(void **state)
             assert_true(cgt_pid_in_cgroup(cg_leaf_v1_path(leaf, c), proc.pid));
 
     assert_int_equal(syscall(SYS_pidfd_send_signal, proc.pidfd, SIGTERM, NULL, 0), 0);
-    siginfo_t info;
-    cgt_reap(proc.pidfd, &info);
-    assert_int_equal(info.si_code, CLD_EXITED);
-    assert_int_equal(info.si_status, 7);
+    expect_exited(proc.pidfd, 7);
     assert_int_equal(cg_leaf_wait_empty(leaf, 10000000, &err), 0);
     assert_int_equal(cg_leaf_remove(leaf, &err), 0);
     assert_true(cgt_gone(cg_leaf_path(leaf)));
@@ -163,10 +169,7 @@ static void listen_fds_arrive_at_3_and_nothing_leaks(void **state)
     expect_kv(out, "sigign", "0000000000000000");
     expect_kv(out, "nnp", "0");
     expect_kv(out, "seccomp", "0");
-    siginfo_t info;
-    cgt_reap(proc.pidfd, &info);
-    assert_int_equal(info.si_code, CLD_EXITED);
-    assert_int_equal(info.si_status, 0);
+    expect_exited(proc.pidfd, 0);
     close(out_fd);
     /* Nothing of the spawn stays open here: no pipe end, no window slot. */
     assert_int_equal(count_open_fds(), open_before);
@@ -343,10 +346,7 @@ static char *run_syscalls(cg_leaf *leaf, cg_seccomp_program *program)
         print_error("%s\n", err.message);
     assert_int_equal(r, 0);
     char *out = cgt_read_until(out_fd, "end\n", 10000);
-    siginfo_t info;
-    cgt_reap(proc.pidfd, &info);
-    assert_int_equal(info.si_code, CLD_EXITED);
-    assert_int_equal(info.si_status, 0);
+    expect_exited(proc.pidfd, 0);
     close(out_fd);
     return out;
 }
@@ -501,11 +501,8 @@ static void script_runs_from_its_fd_when_the_fd_survives(void **state)
             continue;
         }
         assert_int_equal(r, 0);
-        siginfo_t info;
-        cgt_reap(proc.pidfd, &info);
+        expect_exited(proc.pidfd, 42);
         close(proc.pidfd);
-        assert_int_equal(info.si_code, CLD_EXITED);
-        assert_int_equal(info.si_status, 42);
     }
     unlink(script);
     rmdir(dir);
@@ -545,11 +542,8 @@ static void script_runs_by_its_path_only_when_it_names_the_verified_file(void **
             continue;
         }
         assert_int_equal(r, 0);
-        siginfo_t info;
-        cgt_reap(proc.pidfd, &info);
+        expect_exited(proc.pidfd, 42); /* $0 was the script's path */
         close(proc.pidfd);
-        assert_int_equal(info.si_code, CLD_EXITED);
-        assert_int_equal(info.si_status, 42); /* $0 was the script's path */
     }
     unlink(script);
     unlink(other);
@@ -857,10 +851,7 @@ static void held_child_waits_for_its_release_then_execs(void **state)
     char pid_text[32];
     snprintf(pid_text, sizeof(pid_text), "%d", (int)pid);
     expect_kv(out, "pid", pid_text);
-    siginfo_t info;
-    cgt_reap(proc.pidfd, &info);
-    assert_int_equal(info.si_code, CLD_EXITED);
-    assert_int_equal(info.si_status, 5);
+    expect_exited(proc.pidfd, 5);
     close(out_read);
     assert_int_equal(cg_leaf_wait_empty(leaf, 10000000, &err), 0);
     cg_leaf_free(leaf);
