@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/text.h"
+
 const char *claim_executor(const claim *c)
 {
     assert(c);
@@ -358,4 +360,40 @@ void claim_boxes_merge(claim_boxes *into, const claim_boxes *more)
     assert(more);
     for (size_t i = 0; i < more->n; i++)
         boxes_add(into, more->box[i]);
+}
+
+static bool pins_build(const claim *c, const char *version, const char *digest)
+{
+    return c->has_pin && strcmp(c->pin.version, version) == 0 && strcmp(c->pin.digest, digest) == 0;
+}
+
+bool claim_record_pin_failure(claim *c, const claim_pin *failed, const char *box,
+                              uint64_t stamp_usec)
+{
+    assert(c && failed && box);
+    if (!failed->failure_reason[0] || !pins_build(c, failed->version, failed->digest) ||
+        claim_pin_failed(c))
+        return false;
+    claim_pin *pin = &c->pin;
+    snprintf(pin->failure_reason, sizeof(pin->failure_reason), "%s", failed->failure_reason);
+    act_copy_string(pin->failure_message, sizeof(pin->failure_message), failed->failure_message);
+    /* The claim's message is one line whatever the failure's text held. */
+    for (char *p = pin->failure_message; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = ' ';
+    snprintf(pin->failure_box, sizeof(pin->failure_box), "%s", box);
+    pin->failure_usec = stamp_usec;
+    return true;
+}
+
+bool claim_clear_pin_failure(claim *c, const char *version, const char *digest)
+{
+    assert(c && version && digest);
+    if (!pins_build(c, version, digest) || !claim_pin_failed(c))
+        return false;
+    c->pin.failure_reason[0] = '\0';
+    c->pin.failure_message[0] = '\0';
+    c->pin.failure_box[0] = '\0';
+    c->pin.failure_usec = 0;
+    return true;
 }

@@ -363,6 +363,17 @@ void claim_next_released(const claim *current, uint64_t stamp_usec, claim *next)
  * failure, the handle and the starting generation cleared. */
 void claim_next_failed(const claim *current, const claim_failure *failure, claim *next);
 
+/* The pin's failure, as the build's own outcome: failed names the pin
+ * (version, digest) and carries failure_reason and failure_message; box
+ * and stamp_usec say where and when. Recorded on c only while c is pinned
+ * to exactly that build and no failure is recorded yet (the first failure
+ * stands; another pin is not ours to annotate). True when c changed. */
+bool claim_record_pin_failure(claim *c, const claim_pin *failed, const char *box,
+                              uint64_t stamp_usec);
+/* A start of the pinned build (version, digest) served: whatever failure c
+ * records of that pin is cleared, its fallback kept. True when c changed. */
+bool claim_clear_pin_failure(claim *c, const char *version, const char *digest);
+
 /* ---- stores --------------------------------------------------------------- */
 
 typedef struct claim_store claim_store;

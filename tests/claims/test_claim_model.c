@@ -937,6 +937,47 @@ static void a_forced_move_starts_at_moving_with_the_release_given(void **state)
     assert_int_equal(claim_probe_allows_wake(&next, "b2", "move-1", &err), 0);
 }
 
+/* The pin's failure is recorded on exactly that pin, once; a start of the
+ * pin that serves clears it and keeps the fallback. */
+static void a_pin_failure_lands_on_its_own_pin_once(void **state)
+{
+    (void)state;
+    claim c = {0};
+    c.has_pin = true;
+    snprintf(c.pin.version, sizeof(c.pin.version), "v2");
+    snprintf(c.pin.digest, sizeof(c.pin.digest), "%064d", 2);
+    snprintf(c.pin.fallback_version, sizeof(c.pin.fallback_version), "v1");
+    claim_pin failed = c.pin;
+    snprintf(failed.failure_reason, sizeof(failed.failure_reason), "crashed");
+    snprintf(failed.failure_message, sizeof(failed.failure_message), "exited\nwith 1");
+
+    /* Another build of the same version is not this pin. */
+    claim_pin other = failed;
+    snprintf(other.digest, sizeof(other.digest), "%064d", 3);
+    assert_false(claim_record_pin_failure(&c, &other, "b1", 5));
+    assert_false(claim_pin_failed(&c));
+
+    assert_true(claim_record_pin_failure(&c, &failed, "b1", 5));
+    assert_true(claim_pin_failed(&c));
+    assert_string_equal(c.pin.failure_reason, "crashed");
+    assert_string_equal(c.pin.failure_message, "exited with 1");
+    assert_string_equal(c.pin.failure_box, "b1");
+    assert_int_equal(c.pin.failure_usec, 5);
+    /* The first failure stands. */
+    snprintf(failed.failure_reason, sizeof(failed.failure_reason), "ready_timeout");
+    assert_false(claim_record_pin_failure(&c, &failed, "b2", 6));
+    assert_string_equal(c.pin.failure_box, "b1");
+
+    assert_false(claim_clear_pin_failure(&c, "v1", c.pin.digest));
+    assert_true(claim_clear_pin_failure(&c, "v2", c.pin.digest));
+    assert_false(claim_pin_failed(&c));
+    assert_string_equal(c.pin.failure_box, "");
+    assert_string_equal(c.pin.fallback_version, "v1");
+    /* No failure reason: nothing to record. */
+    failed.failure_reason[0] = '\0';
+    assert_false(claim_record_pin_failure(&c, &failed, "b1", 7));
+}
+
 static void describe_owner_names_revision_and_box(void **state)
 {
     char text[128];
@@ -970,6 +1011,7 @@ int main(void)
         cmocka_unit_test(landed_write_is_the_same_claim_of_our_incarnation),
         cmocka_unit_test(edits_change_only_what_they_name),
         cmocka_unit_test(describe_owner_names_revision_and_box),
+        cmocka_unit_test(a_pin_failure_lands_on_its_own_pin_once),
         cmocka_unit_test(a_handover_waits_for_the_holders_release),
         cmocka_unit_test(a_move_starts_draining_and_refuses_what_it_cannot_do),
         cmocka_unit_test(the_source_drains_then_only_the_targets_probe_may_wake),
