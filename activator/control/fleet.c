@@ -487,8 +487,20 @@ json_object *ctrl_fleet_claims_result(const claim *claims, size_t n, ctrl_fleet_
         act_json_add_u64(row, "generation", c->holder.generation);
         act_json_add_u64(row, "session", c->holder.session);
         const char *running = version ? version(c, userdata) : NULL;
-        act_json_add_string(row, "version", c->has_pin ? c->pin.version : running);
+        /* What a start runs: the pin, or once it failed, its fallback (none
+         * for a failed pin without one: no start runs). */
+        const char *runs = running;
+        if (c->has_pin)
+            runs = claim_pin_failed(c) ? c->pin.fallback_version : c->pin.version;
+        act_json_add_string(row, "version", runs);
         act_json_add_string(row, "pin", c->has_pin ? c->pin.version : "");
+        if (claim_pin_failed(c)) {
+            /* The fleet view shows that every box now runs the fallback. */
+            act_json_add_string(row, "pin_failure", c->pin.failure_reason);
+            act_json_add_string(row, "pin_failure_message", c->pin.failure_message);
+            act_json_add_string(row, "pin_failure_box", c->pin.failure_box);
+            act_json_add_string(row, "pin_fallback", c->pin.fallback_version);
+        }
         act_json_add_string(row, "held", c->held);
         if (c->holder.stamp_usec)
             act_json_add_u64(row, "stamp_usec", c->holder.stamp_usec);

@@ -456,13 +456,21 @@ static void render_claims(json_object *result, const ctl_options *options)
         else
             snprintf(phase, sizeof(phase), "%s", state ? state : "-");
         const char *box = act_json_string_or(c, "box", NULL);
+        /* "v2 failed (crashed)": every start runs the fallback (VERSION). */
+        const char *pin_version = act_json_string_or(c, "pin", NULL);
+        const char *pin_failure = act_json_string_or(c, "pin_failure", NULL);
+        char pin[160];
+        if (pin_version && pin_failure)
+            snprintf(pin, sizeof(pin), "%s failed (%s)", pin_version, pin_failure);
+        else
+            snprintf(pin, sizeof(pin), "%s", pin_version ? pin_version : "");
         const char *cells[] = {act_json_string_or(c, "host", NULL),
                                box ? box : "(released)",
                                phase,
                                gen,
                                session,
                                act_json_string_or(c, "version", NULL),
-                               act_json_string_or(c, "pin", NULL),
+                               pin[0] ? pin : NULL,
                                act_json_string_or(c, "held", NULL),
                                age,
                                revision};

@@ -366,21 +366,34 @@ static const char *running_here(const claim *c, void *userdata)
 
 static void the_lists_show_every_claim_and_box(void **state)
 {
-    claim claims[3] = {served_claim(), served_claim(), served_claim()};
+    claim claims[4] = {served_claim(), served_claim(), served_claim(), served_claim()};
     snprintf(claims[1].host, sizeof(claims[1].host), "web2");
     claims[1].has_pin = true;
     snprintf(claims[1].pin.version, sizeof(claims[1].pin.version), "v3");
+    /* web4's pin failed: every start runs its fallback, and the row says so. */
+    snprintf(claims[3].host, sizeof(claims[3].host), "web4");
+    claims[3].has_pin = true;
+    snprintf(claims[3].pin.version, sizeof(claims[3].pin.version), "v5");
+    snprintf(claims[3].pin.failure_reason, sizeof(claims[3].pin.failure_reason), "crashed");
+    snprintf(claims[3].pin.failure_box, sizeof(claims[3].pin.failure_box), "b2");
+    snprintf(claims[3].pin.fallback_version, sizeof(claims[3].pin.fallback_version), "v4");
     snprintf(claims[2].host, sizeof(claims[2].host), "web3");
     snprintf(claims[2].op.exec, sizeof(claims[2].op.exec), "gone");
     snprintf(claims[2].op.phase, sizeof(claims[2].op.phase), CLAIM_PHASE_ASSIGNED);
 
-    json_object *result = ctrl_fleet_claims_result(claims, 3, running_here, NULL);
+    json_object *result = ctrl_fleet_claims_result(claims, 4, running_here, NULL);
     /* The version: the pin's, else the holder's build where it is known. */
     assert_string_equal(field(row_of(result, "claims", "host", "web1"), "version"), "v7");
     assert_string_equal(field(row_of(result, "claims", "host", "web2"), "version"), "v3");
     assert_string_equal(field(row_of(result, "claims", "host", "web2"), "pin"), "v3");
     assert_string_equal(field(row_of(result, "claims", "host", "web3"), "box"), "gone");
     assert_string_equal(field(row_of(result, "claims", "host", "web3"), "holder"), "b1");
+    json_object *web4 = row_of(result, "claims", "host", "web4");
+    assert_string_equal(field(web4, "pin"), "v5");
+    assert_string_equal(field(web4, "pin_failure"), "crashed");
+    assert_string_equal(field(web4, "pin_failure_box"), "b2");
+    assert_string_equal(field(web4, "pin_fallback"), "v4");
+    assert_string_equal(field(web4, "version"), "v4");
     json_object_put(result);
 
     /* b1 has a record; "gone" is only named by a claim: dead, no record. */
