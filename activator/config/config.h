@@ -269,6 +269,9 @@ typedef struct cfg_host {
     uint64_t probe_timeout_usec;  /* ProbeTimeoutSec=, 1 s..10 min, default 30 s: a move's probe
                                      on the box it lands on must serve this long after its
                                      first exec, or the move rolls back */
+    uint64_t wake_timeout_usec;   /* WakeTimeoutSec=, 1 s..1 h, default 90 s; 0 (infinity in
+                                     the file): no bound. From a wake's read, no attempt starts
+                                     and no ready window runs past it */
     uint64_t stop_timeout_usec;   /* StopTimeoutSec=, default 10 s */
     uint64_t idle_timeout_usec;   /* IdleTimeoutSec=, default 300 s; 0 (or infinity in the
                                      file): never park when idle */

@@ -63,6 +63,7 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            same_probe(&a->ready, &b->ready) && same_probe(a->health_check, b->health_check) &&
            a->ready_timeout_usec == b->ready_timeout_usec &&
            a->probe_timeout_usec == b->probe_timeout_usec &&
+           a->wake_timeout_usec == b->wake_timeout_usec &&
            a->stop_timeout_usec == b->stop_timeout_usec &&
            a->idle_timeout_usec == b->idle_timeout_usec &&
            a->start_rate_limit == b->start_rate_limit && a->max_starts == b->max_starts &&

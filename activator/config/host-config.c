@@ -74,6 +74,7 @@ enum {
     KEY_READY,
     KEY_READY_TIMEOUT,
     KEY_PROBE_TIMEOUT,
+    KEY_WAKE_TIMEOUT,
     KEY_HEALTH_CHECK,
     KEY_STOP_TIMEOUT,
     KEY_IDLE_TIMEOUT,
@@ -329,6 +330,20 @@ static int apply_probe_timeout(void *target, const char *value, act_error *err)
 {
     return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 600 * CFG_USEC_PER_SEC,
                                     &((cfg_host *)target)->probe_timeout_usec, err);
+}
+
+/* infinity: no bound, as before the key (MaxStarts= ready windows and
+ * their backoffs bound a wake then). */
+static int apply_wake_timeout(void *target, const char *value, act_error *err)
+{
+    cfg_host *h = target;
+    uint64_t usec;
+    if (cfg_parse_duration(value, &usec, NULL) == 0 && usec == CFG_USEC_INFINITY) {
+        h->wake_timeout_usec = 0;
+        return 0;
+    }
+    return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 3600 * CFG_USEC_PER_SEC,
+                                    &h->wake_timeout_usec, err);
 }
 
 static int apply_stop_timeout(void *target, const char *value, act_error *err)
@@ -655,6 +670,7 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_READY] = {"Host", "Ready", apply_ready, false},
     [KEY_READY_TIMEOUT] = {"Host", "ReadyTimeoutSec", apply_ready_timeout, false},
     [KEY_PROBE_TIMEOUT] = {"Host", "ProbeTimeoutSec", apply_probe_timeout, false},
+    [KEY_WAKE_TIMEOUT] = {"Host", "WakeTimeoutSec", apply_wake_timeout, false},
     [KEY_HEALTH_CHECK] = {"Host", "HealthCheck", apply_health_check, false},
     [KEY_STOP_TIMEOUT] = {"Host", "StopTimeoutSec", apply_stop_timeout, false},
     [KEY_IDLE_TIMEOUT] = {"Host", "IdleTimeoutSec", apply_idle_timeout, false},
@@ -840,6 +856,7 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
                 .ready = {.kind = PROBE_NOTIFY},
                 .ready_timeout_usec = 30 * CFG_USEC_PER_SEC,
                 .probe_timeout_usec = 30 * CFG_USEC_PER_SEC,
+                .wake_timeout_usec = 90 * CFG_USEC_PER_SEC,
                 .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
                 .checkpoint_timeout_usec = 300 * CFG_USEC_PER_SEC,
                 .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,

@@ -16,6 +16,9 @@ void pl_config_init(pl_config *config)
         .max_starts = 5,
         .backoff_unit_usec = USEC_PER_SEC,
         .ready_timeout_usec = 30 * USEC_PER_SEC,
+        /* The pipeline alone bounds nothing end to end; the daemon sets the
+         * host's WakeTimeoutSec= (90 s unless configured). */
+        .wake_timeout_usec = 0,
         .park_backoff_base_usec = 25 * USEC_PER_MSEC,
         .park_backoff_max_usec = 30 * USEC_PER_SEC,
         .start_rate_per_sec = 0,
@@ -40,6 +43,11 @@ int pl_config_check(const pl_config *config, act_error *err)
                              "ReadyTimeoutSec of %llu us is out of range: use above 0 and at "
                              "most 30 s",
                              (unsigned long long)config->ready_timeout_usec);
+    if (config->wake_timeout_usec > 3600 * USEC_PER_SEC)
+        return act_error_set(err, EINVAL,
+                             "WakeTimeoutSec of %llu us is out of range: use 0 for no bound, or "
+                             "at most 1 h",
+                             (unsigned long long)config->wake_timeout_usec);
     if (config->park_backoff_base_usec == 0 ||
         config->park_backoff_max_usec < config->park_backoff_base_usec)
         return act_error_set(err, EINVAL,

@@ -56,6 +56,12 @@ struct pl_wake {
     bool attempt_live; /* reserve was called and `failed` has not retired it */
     bool exec_started; /* the current attempt's build runs */
     bool published;
+    /* When read began (loop clock): WakeTimeoutSec= counts from here. */
+    uint64_t read_usec;
+    bool room_for_fallback; /* this attempt's window leaves a fallback's */
+    bool next_attempt_now;  /* `failed` asked for the next attempt without backoff */
+    bool window_cut;        /* the ready window armed was cut by WakeTimeoutSec= */
+    uint64_t window_usec;   /* ... and how long it is */
 
     /* The failure being handled while `failed` runs. */
     pl_reason failure_reason;

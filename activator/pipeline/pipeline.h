@@ -91,6 +91,9 @@ typedef struct pl_config {
     unsigned max_starts;             /* attempts per wake, 1 to 5 */
     uint64_t backoff_unit_usec;      /* attempt backoff unit: waits 1, 2, 4, 8 units */
     uint64_t ready_timeout_usec;     /* the ready window, above 0 and at most 30 s */
+    /* WakeTimeoutSec=: from a wake's read, no attempt starts and no ready
+     * window runs past it; 0 for no bound. */
+    uint64_t wake_timeout_usec;
     uint64_t park_backoff_base_usec; /* failure-park backoff base (25 ms) */
     uint64_t park_backoff_max_usec;  /* failure-park backoff cap (30 s) */
     double start_rate_per_sec;       /* per-host token bucket rate; 0 for no limit */
@@ -395,6 +398,18 @@ pl_step pl_wake_step(const pl_wake *wake);
 unsigned pl_wake_attempt(const pl_wake *wake);
 /* What `failed` must retire; valid while `failed` runs. */
 const pl_retirement *pl_wake_retirement(const pl_wake *wake);
+/* The failure `failed` is retiring the attempt for, in words; valid while
+ * `failed` runs. */
+const char *pl_wake_failure_message(const pl_wake *wake);
+/* From `failed`: the next attempt runs another build (a failed pin's
+ * fallback), so it starts without the backoff, which paces retries of one
+ * build. It still counts against max_starts and WakeTimeoutSec=. */
+void pl_wake_next_attempt_at_once(pl_wake *wake);
+/* From `prepare`: this attempt's build has a fallback that must still fit
+ * in the wake's bound should it fail, so its ready window ends a fallback's
+ * window (ReadyTimeoutSec=, at most half of WakeTimeoutSec=) before the
+ * bound. Reset at every attempt. */
+void pl_wake_keep_room_for_fallback(pl_wake *wake);
 /* True for a wake started by pl_host_swap: ops use it to keep the serving
  * generation separate from the one being started (two generations of the host
  * run at once only during a swap). */

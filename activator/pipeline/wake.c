@@ -208,6 +208,38 @@ int pl_wake_retired(pl_wake *wake, bool proven, const char *fmt, ...)
     return 0;
 }
 
+/* What is left of WakeTimeoutSec= (0 when it passed); UINT64_MAX without
+ * a bound. */
+static uint64_t wake_time_left_usec(const pl_wake *wake)
+{
+    uint64_t bound = wake->host->config.wake_timeout_usec;
+    if (!bound)
+        return UINT64_MAX;
+    uint64_t spent = act_loop_now_usec(wake->host->loop) - wake->read_usec;
+    return spent >= bound ? 0 : bound - spent;
+}
+
+/* ReadyTimeoutSec=, cut so that it ends within WakeTimeoutSec=, and for a
+ * build with a fallback, a fallback's window before that. */
+static uint64_t ready_window_usec(pl_wake *wake)
+{
+    const pl_config *config = &wake->host->config;
+    uint64_t window = config->ready_timeout_usec;
+    uint64_t left = wake_time_left_usec(wake);
+    if (left != UINT64_MAX && wake->room_for_fallback) {
+        uint64_t reserve = config->ready_timeout_usec < config->wake_timeout_usec / 2
+                               ? config->ready_timeout_usec
+                               : config->wake_timeout_usec / 2;
+        left = left > reserve ? left - reserve : 0;
+    }
+    wake->window_cut = left < window;
+    if (wake->window_cut)
+        window = left;
+    /* A window of nothing would close before the exec could answer. */
+    wake->window_usec = window > USEC_PER_MSEC ? window : USEC_PER_MSEC;
+    return wake->window_usec;
+}
+
 static void wake_call(pl_wake *wake, pl_step step)
 {
     pl_host *host = wake->host;
@@ -217,13 +249,14 @@ static void wake_call(pl_wake *wake, pl_step step)
         wake->starts++;
         wake->attempt_live = true;
         wake->exec_started = false;
+        wake->room_for_fallback = false;
     }
     emit(wake, step == PL_STEP_FAILED ? PL_WAKE_EVENT_RETIRING : PL_WAKE_EVENT_STEP, step,
          step == PL_STEP_FAILED ? wake->retirement.reason : PL_REASON_NONE, 0, NULL);
     if (step == PL_STEP_READY) {
         /* The window is the pipeline's, not the operation's, so a ready
          * probe that never answers cannot hold the host forever. */
-        int r = arm(wake, &wake->window, host->config.ready_timeout_usec, window_closed);
+        int r = arm(wake, &wake->window, ready_window_usec(wake), window_closed);
         if (r < 0) {
             complete_internally(wake, PL_REASON_SETUP_FAILED,
                                 "host %s: cannot arm the ready window timer: %s", host->name,
@@ -255,10 +288,14 @@ static int window_closed(sd_event_source *source, uint64_t usec, void *userdata)
     if (wake->phase != PL_PHASE_OP || wake->step != PL_STEP_READY)
         return 0;
     wake_abandon(wake);
-    complete_internally(
-        wake, PL_REASON_READY_TIMEOUT,
-        "host %s: attempt %u was not ready within %llu ms (ReadyTimeoutSec)", wake->host->name,
-        wake->attempt, (unsigned long long)(wake->host->config.ready_timeout_usec / USEC_PER_MSEC));
+    complete_internally(wake, PL_REASON_READY_TIMEOUT,
+                        "host %s: attempt %u was not ready within %llu ms (ReadyTimeoutSec%s)",
+                        wake->host->name, wake->attempt,
+                        (unsigned long long)(wake->window_usec / USEC_PER_MSEC),
+                        !wake->window_cut         ? ""
+                        : wake->room_for_fallback ? ", cut short by WakeTimeoutSec to leave its "
+                                                    "fallback a window"
+                                                  : ", cut short by WakeTimeoutSec");
     return 0;
 }
 
@@ -401,8 +438,24 @@ static void wake_retired(pl_wake *wake)
         wake_finish(wake, kind, wake->failure_reason, wake->failure_step, message);
         return;
     }
+    bool at_once = wake->next_attempt_now;
+    wake->next_attempt_now = false;
     if (wake->failure_retry && wake->attempt < host->config.max_starts) {
-        uint64_t delay = pl_attempt_backoff_usec(wake->attempt, host->config.backoff_unit_usec);
+        uint64_t delay =
+            at_once ? 0 : pl_attempt_backoff_usec(wake->attempt, host->config.backoff_unit_usec);
+        if (delay >= wake_time_left_usec(wake)) {
+            snprintf(message, sizeof(message),
+                     "%s; host %s: no further start, as WakeTimeoutSec (%llu ms) %s",
+                     wake->failure_message, host->name,
+                     (unsigned long long)(host->config.wake_timeout_usec / USEC_PER_MSEC),
+                     delay ? "would pass during the backoff" : "passed");
+            wake_finish(wake, kind, wake->failure_reason, wake->failure_step, message);
+            return;
+        }
+        if (at_once) {
+            wake_begin_attempt(wake);
+            return;
+        }
         int r = arm(wake, &wake->timer, delay, timer_fired);
         if (r >= 0) {
             wake->phase = PL_PHASE_BACKOFF;
@@ -574,6 +627,7 @@ static void wake_check_and_read(pl_wake *wake)
         wake_finish(wake, PL_WAKE_REFUSED, PL_REASON_UNPROVEN_STOP, PL_STEP_NONE, message);
         return;
     }
+    wake->read_usec = act_loop_now_usec(host->loop);
     wake_call(wake, PL_STEP_READ);
 }
 
@@ -904,6 +958,24 @@ const pl_retirement *pl_wake_retirement(const pl_wake *wake)
 {
     assert(wake);
     return &wake->retirement;
+}
+
+const char *pl_wake_failure_message(const pl_wake *wake)
+{
+    assert(wake);
+    return wake->failure_message;
+}
+
+void pl_wake_next_attempt_at_once(pl_wake *wake)
+{
+    assert(wake);
+    wake->next_attempt_now = true;
+}
+
+void pl_wake_keep_room_for_fallback(pl_wake *wake)
+{
+    assert(wake);
+    wake->room_for_fallback = true;
 }
 
 bool pl_wake_is_swap(const pl_wake *wake)

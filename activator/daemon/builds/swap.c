@@ -52,6 +52,13 @@ struct ad_swap {
     bool waits_for_park;      /* stop-first: N is being retired first */
     bool waits_to_pin;        /* a wake in flight has sent its admission; pin once it ends */
     unsigned pin_conflicts;   /* writes of the pin that met another write */
+    /* The swap is a plain wake of the pin (a parked host, stop-first): that
+     * wake writes the pin's failure with its own claim write. */
+    bool pinned_wake;
+    /* The pin's failure in the wake (ad_swap_note_pin_failure): why the swap
+     * failed when its fallback serves instead. */
+    char pin_failure_reason[32];
+    char pin_failure_message[256];
     rel_pin pin;
     /* Where another box fetches the pinned build: its registry source by
      * digest ("" for a build staged from a directory). */
@@ -123,16 +130,21 @@ static void on_claim_for_failure(claim_store *store, int result, const claim *c,
 {
     ad_swap *swap = userdata;
     ad_host *host = swap->host;
-    if (result <= 0 || !c->has_pin || strcmp(c->pin.version, swap->pin.version) != 0) {
-        /* Gone, or pinned to something else since: not ours to annotate. */
+    claim next;
+    claim_pin failed = {0};
+    snprintf(failed.version, sizeof(failed.version), "%s", swap->pin.version);
+    snprintf(failed.digest, sizeof(failed.digest), "%s", swap->pin.digest);
+    snprintf(failed.failure_reason, sizeof(failed.failure_reason), "%s", swap->reason);
+    act_copy_string(failed.failure_message, sizeof(failed.failure_message), swap->message);
+    if (result > 0)
+        next = *c;
+    /* Gone, pinned to something else since, or failed already: not ours to
+     * annotate. */
+    if (result <= 0 ||
+        !claim_record_pin_failure(&next, &failed, host->daemon->config.box, act_wallclock_usec())) {
         fail(swap, swap->reason, swap->message);
         return;
     }
-    claim next = *c;
-    snprintf(next.pin.failure_reason, sizeof(next.pin.failure_reason), "%s", swap->reason);
-    act_copy_string(next.pin.failure_message, sizeof(next.pin.failure_message), swap->message);
-    snprintf(next.pin.failure_box, sizeof(next.pin.failure_box), "%s", host->daemon->config.box);
-    next.pin.failure_usec = act_wallclock_usec();
     if (swap->fallback.version[0]) {
         snprintf(next.pin.fallback_version, sizeof(next.pin.fallback_version), "%s",
                  swap->fallback.version);
@@ -169,11 +181,24 @@ static void swap_failed(ad_swap *swap, const char *reason, const char *message)
 
 /* ---- the outcome ----------------------------------------------------------- */
 
+static bool serves_the_pin(const ad_swap *swap)
+{
+    const ad_generation *serving = swap->host->serving;
+    return serving && strcmp(serving->build.version, swap->pin.version) == 0 &&
+           strcmp(serving->build.build_digest, swap->pin.digest) == 0;
+}
+
+static void answer_failure(void *userdata)
+{
+    ad_swap *swap = userdata;
+    fail(swap, swap->reason, swap->message);
+}
+
 static void on_swap_done(pl_host *pipeline, const pl_wake_result *result, void *userdata)
 {
     ad_swap *swap = userdata;
     ad_host *host = swap->host;
-    if (result->kind == PL_WAKE_SERVING) {
+    if (result->kind == PL_WAKE_SERVING && serves_the_pin(swap)) {
         const ad_generation *serving = host->serving;
         act_log_fields(LOG_INFO,
                        &(act_log_ctx){.host = host->name,
@@ -185,17 +210,58 @@ static void on_swap_done(pl_host *pipeline, const pl_wake_result *result, void *
         end(swap, NULL, NULL, true);
         return;
     }
-    const char *reason = result->reason != PL_REASON_NONE ? pl_reason_to_string(result->reason)
-                                                          : pl_wake_kind_to_string(result->kind);
+    char message[sizeof(swap->message)];
+    const char *reason;
+    if (result->kind == PL_WAKE_SERVING) {
+        /* The pinned wake's pin failed and its fallback serves: the
+         * publication recorded the failure on the pin. */
+        reason = swap->pin_failure_reason[0] ? swap->pin_failure_reason : "pin_failed";
+        snprintf(message, sizeof(message), "host %s: %s failed (%s); %s serves instead", host->name,
+                 swap->pin.version,
+                 swap->pin_failure_message[0] ? swap->pin_failure_message : reason,
+                 host->serving ? host->serving->build.version : "its fallback");
+    } else {
+        reason = result->reason != PL_REASON_NONE ? pl_reason_to_string(result->reason)
+                                                  : pl_wake_kind_to_string(result->kind);
+        snprintf(message, sizeof(message), "%s",
+                 result->message ? result->message : "the swap did not serve");
+    }
     if (swap->mode == CTRL_SWAP_STOP_FIRST)
         ad_publish(host, EV_EVENT_SWAP_FAILED, NULL, reason);
-    swap_failed(swap, reason, result->message ? result->message : "the swap did not serve");
+    /* Only the build's own failure is recorded on the pin, for every box to
+     * see; a cancel, a refusal, a budget or a fence says nothing of the
+     * build, and the pin stays for the next start. A pinned wake wrote its
+     * failure with its own claim write. */
+    if (!swap->pinned_wake && pl_reason_blames_build(result->reason)) {
+        swap_failed(swap, reason, message);
+        return;
+    }
+    act_log_fields(LOG_WARNING, &(act_log_ctx){.host = host->name, .reason = reason},
+                   "host %s: swap to %s failed: %s", host->name, swap->pin.version, message);
+    snprintf(swap->reason, sizeof(swap->reason), "%s", reason);
+    snprintf(swap->message, sizeof(swap->message), "%s", message);
+    /* The operator hears of it once the claim says what the wake wrote (the
+     * pin's failure among it), as for a failure the swap records itself. */
+    if (!ad_claim_report_defer(host, answer_failure, swap))
+        answer_failure(swap);
+}
+
+void ad_swap_note_pin_failure(ad_host *host, const claim_pin *failed)
+{
+    ad_swap *swap = host->swap;
+    if (!swap || !failed || strcmp(failed->version, swap->pin.version) != 0)
+        return;
+    snprintf(swap->pin_failure_reason, sizeof(swap->pin_failure_reason), "%s",
+             failed->failure_reason);
+    snprintf(swap->pin_failure_message, sizeof(swap->pin_failure_message), "%s",
+             failed->failure_message);
 }
 
 /* stop-first, and a swap of a parked host: a plain wake of the pinned build. */
 static void start_pinned_wake(ad_swap *swap)
 {
     pl_host *pipeline = swap->host->pipeline;
+    swap->pinned_wake = true;
     int r = pl_host_wake(pipeline, PL_TRIGGER_WARM, on_swap_done, swap);
     if (r == PL_WAKE_ALREADY_SERVING) {
         /* Something else woke it first, with the pin already on the claim. */
@@ -253,13 +319,6 @@ void ad_swap_host_settled(ad_host *host)
         if (!ended_while_waiting(swap, "start N+1"))
             start_pinned_wake(swap);
     }
-}
-
-static bool serves_the_pin(const ad_swap *swap)
-{
-    const ad_generation *serving = swap->host->serving;
-    return serving && strcmp(serving->build.version, swap->pin.version) == 0 &&
-           strcmp(serving->build.build_digest, swap->pin.digest) == 0;
 }
 
 static void start_generation(ad_swap *swap)

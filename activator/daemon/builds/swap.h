@@ -49,5 +49,10 @@ void ad_swap_host_settled(ad_host *host);
  * already or names served. */
 void ad_swap_record_interrupted(ad_host *host, const claim *current, const rec_build_ref *served);
 
+/* The wake that ended (its outcome is delivered next) failed the pin:
+ * failed names it with its reason and message, which the swap of that pin
+ * answers with. NULL, or another pin: nothing. */
+void ad_swap_note_pin_failure(ad_host *host, const claim_pin *failed);
+
 /* The version swap (may be NULL) goes to, for gc to keep; NULL for none. */
 const char *ad_swap_version(const ad_swap *swap);

@@ -50,6 +50,7 @@ typedef enum report_kind {
 typedef struct report {
     report_kind kind;
     claim_failure failure; /* REPORT_FAILED */
+    claim_pin pin_failure; /* REPORT_FAILED: the pin's failure in the wake; empty reason: none */
     uint64_t generation;   /* REPORT_SERVING */
 } report;
 
@@ -146,6 +147,8 @@ static bool next_claim(const ad_claim_report *r, const report *rep, const claim 
         break;
     case REPORT_FAILED:
         claim_next_failed(current, &rep->failure, next);
+        claim_record_pin_failure(next, &rep->pin_failure, r->host->daemon->config.box,
+                                 rep->failure.stamp_usec);
         break;
     case REPORT_SERVING:
         ad_host_format_handle(r->host, rep->generation, handle, sizeof(handle));
@@ -161,7 +164,8 @@ static bool next_claim(const ad_claim_report *r, const report *rep, const claim 
            strcmp(next->holder.handle, current->holder.handle) != 0 ||
            next->holder.generation != current->holder.generation ||
            next->holder.starting_generation != current->holder.starting_generation ||
-           next->has_failure != current->has_failure;
+           next->has_failure != current->has_failure ||
+           strcmp(next->pin.failure_reason, current->pin.failure_reason) != 0;
 }
 
 static void on_written(claim_store *store, int result, uint64_t new_revision, const claim *current,
@@ -418,6 +422,13 @@ void ad_claim_report_failed(ad_host *host, pl_reason reason, const char *message
     failure->attempts =
         attempts > CLAIM_FAILURE_ATTEMPTS_MAX ? CLAIM_FAILURE_ATTEMPTS_MAX : attempts;
     failure->stamp_usec = act_wallclock_usec();
+}
+
+void ad_claim_report_pin_failure(ad_host *host, const claim_pin *failed)
+{
+    report *slot = report_slot(host);
+    if (slot && slot->kind == REPORT_FAILED && failed)
+        slot->pin_failure = *failed;
 }
 
 void ad_claim_report_serving(ad_host *host, uint64_t generation)

@@ -36,6 +36,10 @@ void ad_claim_report_parked(ad_host *host);
  * may be NULL (a generation that failed after it served). */
 void ad_claim_report_failed(ad_host *host, pl_reason reason, const char *message,
                             unsigned attempts);
+/* With the failed report just made: the pinned build failed in the wake
+ * (failed names it, with its reason and message), so the pin records it too,
+ * if the claim is still pinned to it. NULL: nothing. */
+void ad_claim_report_pin_failure(ad_host *host, const claim_pin *failed);
 /* generation serves on after a swap failed: named again as serving. */
 void ad_claim_report_serving(ad_host *host, uint64_t generation);
 

@@ -35,6 +35,7 @@ void ad_hosts_pipeline_config(const ad_daemon *daemon, const cfg_host *config, p
     pl_config_init(out);
     out->max_starts = config->max_starts;
     out->ready_timeout_usec = config->ready_timeout_usec;
+    out->wake_timeout_usec = config->wake_timeout_usec;
     out->park_backoff_max_usec = daemon->config.failure_backoff_max_usec;
     out->budget_wait_max_usec = daemon->config.start_budget_wait_usec;
     out->start_rate_per_sec = config->start_rate_limit;
@@ -117,8 +118,10 @@ static void report_to_claim(ad_host *host, const pl_wake_event *event)
     case PL_WAKE_EVENT_REFUSED:
     case PL_WAKE_EVENT_GAVE_UP:
         /* A swap's N+1 that did not make it: N serves on (below). */
-        if (!event->swap)
+        if (!event->swap) {
             ad_claim_report_failed(host, event->reason, event->message, event->attempt);
+            ad_claim_report_pin_failure(host, ad_wake_ops_pin_failure(host));
+        }
         break;
     case PL_WAKE_EVENT_CANCELLED:
         ad_claim_report_parked(host);
@@ -201,6 +204,10 @@ void ad_hosts_on_transition(pl_host *pipeline, const pl_wake_event *event, void 
         ad_host_set_last_failure(host, pl_reason_to_string(event->reason), event->message);
 
     ad_announce_transition(host, event);
+    /* A swap's pinned wake ends: the swap answers with the pin's failure. */
+    if (event->type == PL_WAKE_EVENT_SERVING || event->type == PL_WAKE_EVENT_GAVE_UP ||
+        event->type == PL_WAKE_EVENT_REFUSED)
+        ad_swap_note_pin_failure(host, ad_wake_ops_pin_failure(host));
     report_to_claim(host, event);
     /* A move waits for the source at rest and for the target's probe. */
     ad_move_on_transition(host, event);

@@ -1,7 +1,7 @@
 /* What the wake's operations share: one wake's state, the small accessors
  * over it, and what one of their files defines for another. Private to
  * wake/ops.c, wake/state.c, wake/admit.c, wake/start.c, wake/prepare.c,
- * wake/early_start.c, wake/notify.c, wake/gate.c, wake/probe.c,
+ * wake/early_start.c, wake/notify.c, wake/gate.c, wake/probe.c, wake/pin_failure.c,
  * wake/publish.c and wake/supervise.c. */
 #pragma once
 
@@ -27,7 +27,8 @@ typedef void ad_wake_passed_fn(ad_host *host);
 struct ad_wake_state {
     ad_host *host;
     claim observed;              /* the claim read at `read` */
-    claim admitted;              /* our admission, revision = its fencing token */
+    claim admitted;              /* our admission, revision = its fencing token; once the pin
+                                  * failed in this wake, with that failure (wake/pin_failure.c) */
     rel_resolved resolved;       /* the verified build (exec_fd -1 when none) */
     probe_run *probe;            /* readiness or health probe in flight */
     ad_wake_passed_fn *passed;   /* ... what its step goes on to if it passes */
@@ -51,18 +52,23 @@ struct ad_wake_state {
     sd_event_source *fetch_timer; /* ... BuildFetchTimeoutSec= for it */
     void (*fetch_again)(ad_host *host, pl_wake *wake); /* ... and prepare once it is staged */
     bool fetched;                                      /* prepare fetched once: it does not again */
+    /* The pinned build's own failure in this wake, the first one: names
+     * the pin and its failure_reason (empty: none). */
+    claim_pin pin_failure;
 };
 
 /* prepare's file work (resolve, open, digest), begun as the admission's CAS
  * goes out, since it does not depend on the admission: the build to run is
  * the observed claim's choice, which the CAS either keeps or fails. The two
  * then overlap; prepare uses this answer when its choice is the same. */
+typedef void ad_wake_checked_fn(ad_host *host, const ad_prepared *prepared);
 typedef struct early_prepare {
     ad_wake_state *wake_state; /* NULL once the wake is gone: the answer is dropped */
     ad_pin_choice choice;
     rel_pin pin;
     bool done;
-    bool awaited;         /* prepare waits for it (waiting_wake is set) */
+    bool awaited;                /* prepare waits for it (waiting_wake is set) */
+    ad_wake_checked_fn *checked; /* restore waits to check it (and makes no early start) */
     ad_prepared prepared; /* once done; its exec fd is ours */
 } early_prepare;
 
@@ -131,6 +137,16 @@ void ad_wake_begin_early_prepare(ad_host *host);
 /* Lets go of the early work: freed now if it answered, else when it does. */
 void ad_wake_early_forget(ad_wake_state *w);
 bool ad_wake_pin_mismatch(const ad_host *host, const claim *c);
+/* prepare's refusals of a resolved build: completes wake with the reason
+ * (the resolve's failure, a hold on another version) and returns true; false
+ * when prepared may run. */
+bool ad_wake_prepared_refused(ad_host *host, pl_wake *wake, const ad_prepared *prepared);
+/* A failed pin with no fallback: completes wake pin_failed, returns true. */
+bool ad_wake_refuse_failed_pin(ad_host *host, pl_wake *wake);
+/* The early answer for the admission's build, begun now if it was not, is
+ * given to checked (once it answers, perhaps at once) without being taken:
+ * prepare takes it later. False when it could not be begun. */
+bool ad_wake_early_prepare_check(ad_host *host, ad_wake_checked_fn *checked);
 bool ad_wake_held_mismatch(const ad_host *host, const claim *c);
 
 /* Fills build with the resolved build's names. */
@@ -157,6 +173,15 @@ static inline bool ad_wake_early_is_for(const early_prepare *early, ad_pin_choic
            (choice == AD_PIN_NONE || (strcmp(early->pin.version, pin->version) == 0 &&
                                       strcmp(early->pin.digest, pin->digest) == 0));
 }
+
+/* wake/pin_failure.c: from `failed`, notes the failure of gen when it ran
+ * the pin and the build is to blame; before ready with a fallback named
+ * (and not in a swap), the wake runs the fallback next. */
+void ad_wake_note_pin_failure(pl_wake *wake, ad_host *host, const ad_generation *gen);
+/* The publication next of the build published: clears the failure of the
+ * pin when it is that build, or records this wake's pin failure (its
+ * fallback serves). */
+void ad_wake_pin_failure_onto(const ad_host *host, const rec_build_ref *published, claim *next);
 
 /* wake/notify.c: the notify socket gen's build needs (Ready=notify,
  * WatchdogSec=), opened once. */

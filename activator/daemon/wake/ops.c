@@ -87,6 +87,8 @@ static void op_failed(pl_wake *wake, void *userdata)
         gen = starting ? starting : (pl_wake_is_swap(wake) && !replaced ? NULL : serving);
         break;
     }
+    if (retirement->cause == PL_RETIRE_ATTEMPT || retirement->cause == PL_RETIRE_UNCERTAIN)
+        ad_wake_note_pin_failure(wake, host, gen);
     if (!gen) {
         pl_wake_retired(wake, true, "host %s: nothing was started", host->name);
         return;

@@ -20,6 +20,11 @@ const claim *ad_wake_ops_admitted(const ad_host *host);
  * box serve is made again). */
 bool ad_wake_ops_admission_sent(const ad_host *host);
 
+/* The pin's failure in the wake in flight (its version, digest, reason and
+ * message), written with the claim's failed phase should the wake give up;
+ * NULL when the pin did not fail in it. */
+const claim_pin *ad_wake_ops_pin_failure(const ad_host *host);
+
 /* Frees a wake's state (the pipeline calls it when the wake ends; hosts/table.c
  * when the host goes). */
 void ad_wake_state_free(void *state);

@@ -67,6 +67,40 @@ static void prepare_fetched(ad_host *host, pl_wake *wake)
     }
 }
 
+bool ad_wake_prepared_refused(ad_host *host, pl_wake *wake, const ad_prepared *prepared)
+{
+    const claim *admitted = &host->wake_state->admitted;
+    if (prepared->result < 0) {
+        pl_wake_complete(wake,
+                         prepared->script_problem ? PL_REASON_SETUP_FAILED
+                                                  : reason_of_resolve(prepared->result),
+                         "%s", prepared->err.message);
+        return true;
+    }
+    if (admitted->held[0] && strcmp(admitted->held, prepared->resolved.identity.version) != 0) {
+        pl_wake_complete(wake, PL_REASON_HELD_MISMATCH,
+                         "host %s: held on version %s, but the build to run is %s", host->name,
+                         admitted->held, prepared->resolved.identity.version);
+        return true;
+    }
+    return false;
+}
+
+bool ad_wake_refuse_failed_pin(ad_host *host, pl_wake *wake)
+{
+    const claim *admitted = &host->wake_state->admitted;
+    rel_pin unused;
+    if (ad_pin_choose(admitted, &unused) != AD_PIN_FAILED)
+        return false;
+    pl_wake_complete(wake, PL_REASON_PIN_FAILED,
+                     "host %s: the pinned build %s failed (%s: %s) and no build that served "
+                     "can stand in; unpin it (activatorctl unpin %s), promote a build, or "
+                     "swap to one",
+                     host->name, admitted->pin.version, admitted->pin.failure_reason,
+                     admitted->pin.failure_message, host->name);
+    return true;
+}
+
 static void on_prepared(ad_host *host, ad_prepared *prepared, void *userdata)
 {
     (void)userdata;
@@ -75,21 +109,10 @@ static void on_prepared(ad_host *host, ad_prepared *prepared, void *userdata)
     if (prepared->result < 0 && !prepared->script_problem &&
         ad_wake_fetch_missing_pin(host, wake, prepared->result, prepare_fetched))
         return;
-    if (prepared->result < 0) {
-        pl_wake_complete(wake,
-                         prepared->script_problem ? PL_REASON_SETUP_FAILED
-                                                  : reason_of_resolve(prepared->result),
-                         "%s", prepared->err.message);
+    if (ad_wake_prepared_refused(host, wake, prepared))
         return;
-    }
     host->wake_state->resolved = prepared->resolved;
     prepared->resolved.exec_fd = -1; /* ours now */
-    if (ad_wake_held_mismatch(host, admitted)) {
-        pl_wake_complete(wake, PL_REASON_HELD_MISMATCH,
-                         "host %s: held on version %s, but the build to run is %s", host->name,
-                         admitted->held, host->wake_state->resolved.identity.version);
-        return;
-    }
     ad_wake_fill_build(&host->starting->build, &host->wake_state->resolved.identity);
     ad_wake_set_script(host->starting, prepared);
     rel_pin unused;
@@ -121,6 +144,8 @@ static void on_early_prepared(ad_host *host, ad_prepared *prepared, void *userda
     early->done = true;
     if (early->awaited)
         finish_with_early(host, early);
+    else if (early->checked)
+        early->checked(host, &early->prepared);
     else
         ad_wake_early_start(host, &early->prepared);
 }
@@ -186,15 +211,12 @@ void ad_wake_op_prepare(pl_wake *wake, void *userdata)
     rel_resolved_release(&host->wake_state->resolved);
     rel_pin pin;
     ad_pin_choice choice = ad_pin_choose(admitted, &pin);
-    if (choice == AD_PIN_FAILED) {
-        pl_wake_complete(wake, PL_REASON_PIN_FAILED,
-                         "host %s: the pinned build %s failed (%s: %s) and no build that served "
-                         "can stand in; unpin it (activatorctl unpin %s), promote a build, or "
-                         "swap to one",
-                         host->name, admitted->pin.version, admitted->pin.failure_reason,
-                         admitted->pin.failure_message, host->name);
+    if (ad_wake_refuse_failed_pin(host, wake))
         return;
-    }
+    /* Should the pin fail, its fallback runs in this wake, and must still
+     * fit in it (wake/pin_failure.c). */
+    if (choice == AD_PIN_EXACT && admitted->pin.fallback_version[0] && !pl_wake_is_swap(wake))
+        pl_wake_keep_room_for_fallback(wake);
     early_prepare *early = usable_early(host, choice, &pin);
     if (early) {
         host->wake_state->waiting_wake = wake;
@@ -212,6 +234,26 @@ void ad_wake_op_prepare(pl_wake *wake, void *userdata)
         host->wake_state->waiting_wake = NULL;
         pl_wake_complete(wake, PL_REASON_SETUP_FAILED, "host %s: %s", host->name, err.message);
     }
+}
+
+bool ad_wake_early_prepare_check(ad_host *host, ad_wake_checked_fn *checked)
+{
+    ad_wake_state *w = host->wake_state;
+    rel_pin pin;
+    ad_pin_choice choice = ad_pin_choose(&w->admitted, &pin);
+    early_prepare *early = usable_early(host, choice, &pin);
+    if (!early) {
+        ad_wake_begin_early_prepare(host);
+        early = w->early;
+    }
+    if (!early)
+        return false;
+    if (early->done) {
+        checked(host, &early->prepared);
+        return true;
+    }
+    early->checked = checked;
+    return true;
 }
 
 void ad_wake_early_forget(ad_wake_state *w)

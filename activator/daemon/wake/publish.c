@@ -82,6 +82,7 @@ static void on_publish_read(claim_store *store, int result, const claim *c, cons
     ad_host_format_handle(host, claim_admitted_generation(c), handle, sizeof(handle));
     claim next;
     claim_next_published(c, handle, &next);
+    ad_wake_pin_failure_onto(host, &host->starting->build, &next);
     host->wake_state->admitted = next;
     act_error call_err = {0};
     if (claims_cas_async(store, host->name, c->revision, &next, on_published, host, &call_err) < 0)

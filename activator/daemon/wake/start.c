@@ -12,15 +12,62 @@
 
 /* ---- restore ------------------------------------------------------------- */
 
+/* A restore rewrites the host's state for the start that follows, so that
+ * start must be one that may happen: before a restore changes anything,
+ * the build the admission chose is resolved and hashed (the work prepare
+ * would do, begun beside the admission and taken by prepare afterwards)
+ * and checked against the pin and the hold, as prepare checks it. The
+ * admission itself (our compare-and-swap) proved the claim ours. A wake
+ * refused by these checks leaves the state as it was. */
+
+static void restore_now(ad_host *host, pl_wake *wake)
+{
+    ad_wake_state *w = host->wake_state;
+    ad_restore_start(host, wake, &w->admitted.state, claim_admitted_generation(&w->admitted),
+                     &w->restore);
+}
+
+static void restore_after_fetch(ad_host *host, pl_wake *wake)
+{
+    /* The answer that said "not staged" goes; the fetched build is resolved. */
+    ad_wake_early_forget(host->wake_state);
+    ad_wake_op_restore(wake, host);
+}
+
+static void on_build_checked(ad_host *host, const ad_prepared *prepared)
+{
+    pl_wake *wake = take_wake(host);
+    if (!wake)
+        return;
+    if (prepared->result < 0 && !prepared->script_problem &&
+        ad_wake_fetch_missing_pin(host, wake, prepared->result, restore_after_fetch))
+        return;
+    if (ad_wake_prepared_refused(host, wake, prepared))
+        return;
+    restore_now(host, wake);
+}
+
 void ad_wake_op_restore(pl_wake *wake, void *userdata)
 {
     ad_host *host = userdata;
     ad_wake_state *w = host->wake_state;
-    /* A restore rewrites the state directory an early start's view shows. */
-    if (w->early_gen && ad_restore_would_run(host, &w->admitted.state))
+    if (!ad_restore_would_run(host, &w->admitted.state)) {
+        restore_now(host, wake); /* nothing to change: ends at once */
+        return;
+    }
+    /* The restore rewrites the state directory an early start's view shows. */
+    if (w->early_gen)
         ad_wake_early_start_discard(w);
-    ad_restore_start(host, wake, &w->admitted.state, claim_admitted_generation(&w->admitted),
-                     &w->restore);
+    if (ad_wake_refuse_failed_pin(host, wake))
+        return;
+    w->waiting_wake = wake;
+    if (!ad_wake_early_prepare_check(host, on_build_checked)) {
+        w->waiting_wake = NULL;
+        pl_wake_complete(wake, PL_REASON_SETUP_FAILED,
+                         "host %s: cannot resolve the build before the restore (out of memory, "
+                         "or the release workers are stopping)",
+                         host->name);
+    }
 }
 
 /* ---- reserve, materialize ------------------------------------------------ */

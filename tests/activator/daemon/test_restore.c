@@ -9,9 +9,13 @@
  *   - it runs on the first wake of a host, whose state directory does not
  *     exist yet;
  *   - an executable script named directly in ExecRestore= runs (operators'
- *     helpers are often scripts). */
+ *     helpers are often scripts);
+ *   - a wake refused by the checks of its build (a hold on another
+ *     version, a failed pin with nothing to stand in) leaves the state
+ *     directory byte for byte as it was: the restore never ran. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +45,7 @@ static void write_restore_script(dh_daemon *d, restore_paths *paths)
             "echo \"$ACTIVATOR_HOST $ACTIVATOR_CHECKPOINT $ACTIVATOR_GENERATION $STATE_DIRECTORY\" "
             ">> %s\n"
             "if [ -e %s ]; then exit 3; fi\n"
+            "echo \"$ACTIVATOR_CHECKPOINT\" > \"$STATE_DIRECTORY/restored-to\"\n"
             "exit 0\n",
             paths->runs, paths->fail_flag);
     fclose(f);
@@ -234,6 +239,103 @@ static void test_restore_on_a_fresh_host(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* ---- a refused wake restores nothing ------------------------------------ */
+
+/* FNV-1a over every path, mode, size and byte under the state directory,
+ * in nftw's order (which does not change while nothing does). */
+static uint64_t tree_hash;
+static size_t tree_prefix;
+
+static void hash_bytes(const void *data, size_t size)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < size; i++)
+        tree_hash = (tree_hash ^ p[i]) * 1099511628211ull;
+}
+
+static int hash_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)ftw;
+    hash_bytes(path + tree_prefix, strlen(path + tree_prefix) + 1);
+    hash_bytes(&st->st_mode, sizeof(st->st_mode));
+    hash_bytes(&st->st_size, sizeof(st->st_size));
+    if (type == FTW_F) {
+        char *text = dh_read_text(path);
+        if (text) {
+            hash_bytes(text, strlen(text));
+            free(text);
+        }
+    }
+    return 0;
+}
+
+static uint64_t state_hash(dh_daemon *d)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/hosts/demo/state", d->drv.state_dir);
+    tree_hash = 1469598103934665603ull;
+    tree_prefix = strlen(path);
+    DH_CHECK(d, nftw(path, hash_entry, 16, FTW_PHYS) == 0, "cannot walk %s: %s", path,
+             strerror(errno));
+    return tree_hash;
+}
+
+static void write_state_file(dh_daemon *d, const char *name, const char *text)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/hosts/demo/state/%s", d->drv.state_dir, name);
+    FILE *f = fopen(path, "we");
+    DH_CHECK(d, f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
+}
+
+static void edit_claim(dh_daemon *d, const char *held, bool failed_pin)
+{
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "no claim of demo");
+    snprintf(c.held, sizeof(c.held), "%s", held);
+    c.has_pin = failed_pin;
+    c.pin = (claim_pin){0};
+    if (failed_pin) {
+        rel_identity v2;
+        dh_stage(d, "demo", "v2", false, &v2);
+        snprintf(c.pin.version, sizeof(c.pin.version), "v2");
+        snprintf(c.pin.digest, sizeof(c.pin.digest), "%s", v2.build_digest);
+        snprintf(c.pin.failure_reason, sizeof(c.pin.failure_reason), "crashed");
+        snprintf(c.pin.failure_message, sizeof(c.pin.failure_message), "v2 exited");
+    }
+    dh_claim_put(d, &c);
+}
+
+static void test_a_refused_wake_leaves_the_state_as_it_was(void **state)
+{
+    dh_daemon *d = *state;
+    restore_paths paths;
+    setup_demo(d, &paths, true, NULL, NULL, true);
+    write_state_file(d, "data", "what the host wrote before\n");
+    dh_start(d, NULL);
+    uint64_t before = state_hash(d);
+
+    /* Held on a version that is not the one the wake would run. */
+    edit_claim(d, "v9", false);
+    wake_expect(d, "held_mismatch");
+    char lines[8][256];
+    DH_CHECK(d, restore_runs(&paths, lines, 8) == 0, "a wake refused held_mismatch restored");
+    DH_CHECK(d, state_hash(d) == before, "a wake refused held_mismatch changed the state");
+
+    /* A failed pin with no fallback. */
+    edit_claim(d, "", true);
+    wake_expect(d, "pin_failed");
+    DH_CHECK(d, restore_runs(&paths, lines, 8) == 0, "a wake refused pin_failed restored");
+    DH_CHECK(d, state_hash(d) == before, "a wake refused pin_failed changed the state");
+
+    /* The control: allowed, the same wake restores, and the state changes. */
+    edit_claim(d, "", false);
+    wake_expect(d, "ok");
+    DH_CHECK(d, restore_runs(&paths, lines, 8) == 1, "the allowed wake did not restore");
+    DH_CHECK(d, state_hash(d) != before, "the restore left the state as it was");
+    dh_stop_and_check_clean(d);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-restore", DH_STORE_DIR);
@@ -245,6 +347,7 @@ int main(void)
         DH_TEST(test_failed_restore_execs_nothing_and_runs_again),
         DH_TEST(test_restore_on_a_fresh_host),
         DH_TEST(test_restore_script_named_directly),
+        DH_TEST(test_a_refused_wake_leaves_the_state_as_it_was),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -166,6 +166,64 @@ static void ready_timeout_is_retried_with_doubling_backoff_then_given_up(void **
     assert_int_equal(pl_host_failure_streak(f->host), 1);
 }
 
+/* WakeTimeoutSec= ends the wake where the backoff would run past it, long
+ * before MaxStarts=; every window ends within it. Timing only makes the
+ * count smaller on a slow machine. */
+static void the_wake_timeout_ends_the_attempts(void **state)
+{
+    fixture *f = *state;
+    f->config.max_starts = 5;
+    f->config.wake_timeout_usec = 200 * MSEC;
+    f->fake.hang[PL_STEP_READY] = true;
+    make_host(f);
+    fake_result result = {0};
+    wake_and_wait(f, &result);
+    assert_int_equal(result.kind, PL_WAKE_FAILED);
+    assert_int_equal(result.reason, PL_REASON_READY_TIMEOUT);
+    /* 30 ms windows, backoffs of 20, 40, 80 ms: the third backoff ends past
+     * 200 ms. */
+    assert_true(result.attempts >= 1 && result.attempts <= 3);
+    assert_non_null(strstr(result.message, "no further start, as WakeTimeoutSec (200 ms)"));
+}
+
+static unsigned fallback_failures;
+
+/* The attempt's build has a fallback; its failure asks for the next
+ * attempt at once (what the daemon does for a failed pin). */
+static void as_a_pin_with_a_fallback(fake_ops *fake, pl_wake *wake, pl_step step)
+{
+    if (step == PL_STEP_PREPARE && pl_wake_attempt(wake) == 1)
+        pl_wake_keep_room_for_fallback(wake);
+    if (step == PL_STEP_FAILED && fallback_failures++ == 0)
+        pl_wake_next_attempt_at_once(wake);
+}
+
+static void a_pin_leaves_its_fallback_a_window(void **state)
+{
+    fixture *f = *state;
+    f->config.max_starts = 2;
+    f->config.ready_timeout_usec = 30000 * MSEC;
+    f->config.wake_timeout_usec = 400 * MSEC;
+    f->fake.hang[PL_STEP_READY] = true;
+    fallback_failures = 0;
+    f->fake.on_call = as_a_pin_with_a_fallback;
+    make_host(f);
+    fake_result result = {0};
+    wake_and_wait(f, &result);
+    assert_int_equal(result.attempts, 2);
+    /* No backoff between the pin and its fallback. */
+    assert_int_equal(fake_count_events(&f->fake, PL_WAKE_EVENT_BACKOFF), 0);
+    /* The pin's window was half the bound (min(ReadyTimeoutSec=, 400 / 2));
+     * the fallback had the rest. Neither had ReadyTimeoutSec='s 30 s. */
+    int first = fake_find_event(&f->fake, PL_WAKE_EVENT_FAILED, 0);
+    int second = fake_find_event(&f->fake, PL_WAKE_EVENT_FAILED, 1);
+    assert_true(first >= 0 && second > first);
+    uint64_t began = f->fake.events[0].at_usec;
+    assert_true(f->fake.events[first].at_usec - began < 400 * MSEC);
+    assert_true(f->fake.events[second].at_usec - began >= 400 * MSEC);
+    assert_non_null(strstr(result.message, "cut short by WakeTimeoutSec"));
+}
+
 static void a_crash_before_ready_is_retried_and_can_then_serve(void **state)
 {
     fixture *f = *state;
@@ -903,6 +961,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             ready_timeout_is_retried_with_doubling_backoff_then_given_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(the_wake_timeout_ends_the_attempts, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_pin_leaves_its_fallback_a_window, setup, teardown),
         cmocka_unit_test_setup_teardown(a_crash_before_ready_is_retried_and_can_then_serve, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_gate_refusal_records_no_failed_attempt, setup, teardown),
