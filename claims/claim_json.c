@@ -185,8 +185,9 @@ static int parse_failure(const act_json_reader *outer, json_object *obj, claim_f
 
 static int parse_state(const act_json_reader *outer, json_object *obj, claim_state *state)
 {
-    static const char *const allowed[] = {"checkpoint", "sha256", "size", "generation",
-                                          "box",        "stamp_usec", NULL};
+    static const char *const allowed[] = {"checkpoint",    "sha256",       "size",
+                                          "generation",    "box",          "stamp_usec",
+                                          "build_version", "build_digest", NULL};
     act_json_reader in = nested(outer, "state");
     act_json_reader *rd = &in;
     int r = check_known(rd, obj, allowed);
@@ -204,6 +205,12 @@ static int parse_state(const act_json_reader *outer, json_object *obj, claim_sta
         r = act_json_get_string(rd, obj, "box", ACT_JSON_OPTIONAL, state->box, sizeof(state->box));
     if (r >= 0)
         r = act_json_get_u64(rd, obj, "stamp_usec", ACT_JSON_OPTIONAL, &state->stamp_usec);
+    if (r >= 0)
+        r = act_json_get_string(rd, obj, "build_version", ACT_JSON_OPTIONAL, state->build_version,
+                                sizeof(state->build_version));
+    if (r >= 0)
+        r = act_json_get_string(rd, obj, "build_digest", ACT_JSON_OPTIONAL, state->build_digest,
+                                sizeof(state->build_digest));
     return r;
 }
 
@@ -395,6 +402,10 @@ json_object *claim_to_json_object(const claim *c)
         if (c->state.stamp_usec)
             json_object_object_add(state, "stamp_usec",
                                    json_object_new_uint64(c->state.stamp_usec));
+        if (c->state.build_version[0])
+            add_string(state, "build_version", c->state.build_version);
+        if (c->state.build_digest[0])
+            add_string(state, "build_digest", c->state.build_digest);
         json_object_object_add(root, "state", state);
     }
     if (c->has_failure) {

@@ -249,6 +249,7 @@ int claim_validate(const claim *c, act_error *err)
         /* A checkpoint's id becomes a file name (the built-in store) and
          * ExecRestore='s ACTIVATOR_CHECKPOINT: every writer makes it a name. */
         {"state.checkpoint", c->state.checkpoint},
+        {"state.build_version", c->state.build_version},
     };
     for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
         int r = check_optional_name(c, names[i].field, names[i].value, err);
@@ -291,8 +292,16 @@ int claim_validate(const claim *c, act_error *err)
                              "host %s: claim field state.sha256 is not 64 lowercase hex digits "
                              "(a SHA-256); record the checkpoint's digest, or leave it out",
                              c->host);
+    if (c->state.build_digest[0] &&
+        (!c->state.build_version[0] || !is_hex_digest(c->state.build_digest)))
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field state.build_digest must be 64 lowercase hex "
+                             "digits beside state.build_version; record the build's digest with "
+                             "its version, or leave both out",
+                             c->host);
     if (c->state.checkpoint[0] == '\0' &&
-        (c->state.sha256[0] || c->state.size || c->state.generation || c->state.box[0]))
+        (c->state.sha256[0] || c->state.size || c->state.generation || c->state.box[0] ||
+         c->state.build_version[0]))
         return act_error_set(err, EINVAL,
                              "host %s: claim field state.checkpoint is empty but the state "
                              "describes a checkpoint; name it, or drop the state",

@@ -198,6 +198,11 @@ typedef struct claim_state {
     uint64_t generation;   /* the generation whose state it holds; 0 = not known */
     char box[65];          /* the box that wrote it; empty = not known */
     uint64_t stamp_usec;   /* wall clock when it was written; 0 = not known */
+    /* The build that last ran against the state the checkpoint holds (its
+     * version and build digest), so a restore on any box knows what wrote
+     * it; empty = not known. build_digest only beside build_version. */
+    char build_version[65];
+    char build_digest[65];
 } claim_state;
 
 typedef struct claim {

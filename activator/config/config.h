@@ -298,6 +298,10 @@ typedef struct cfg_host {
      * process a network namespace with only loopback; it serves through
      * the sockets the daemon passes it, and reaches nothing else. */
     bool private_network;
+    /* RestoreRequiresSameBuild=, default no: yes refuses a wake whose
+     * restore would bring a state that another build (by build digest)
+     * last ran against; no says so and restores. */
+    bool restore_requires_same_build;
     cfg_limits limits;
     cfg_host_lines lines;
     uint32_t backlog; /* Backlog=, default SOMAXCONN */

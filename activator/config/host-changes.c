@@ -74,6 +74,7 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            act_strv_equal(a->read_write_paths, b->read_write_paths) &&
            a->filesystem_box == b->filesystem_box && a->private_ipc == b->private_ipc &&
            a->private_network == b->private_network && a->park_freeze == b->park_freeze &&
+           a->restore_requires_same_build == b->restore_requires_same_build &&
            a->frozen_max_usec == b->frozen_max_usec && a->thaw_check_cached == b->thaw_check_cached;
 }
 

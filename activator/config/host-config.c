@@ -87,6 +87,7 @@ enum {
     KEY_EXEC_CHECKPOINT,
     KEY_STATE,
     KEY_CHECKPOINT_LIVE,
+    KEY_RESTORE_REQUIRES_SAME_BUILD,
     KEY_CHECKPOINT_TIMEOUT,
     KEY_START_RATE_LIMIT,
     KEY_LISTEN_STREAM,
@@ -180,6 +181,11 @@ static int apply_state(void *target, const char *value, act_error *err)
 static int apply_checkpoint_live(void *target, const char *value, act_error *err)
 {
     return cfg_parse_bool(value, &((cfg_host *)target)->checkpoint_live, err);
+}
+
+static int apply_restore_requires_same_build(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_bool(value, &((cfg_host *)target)->restore_requires_same_build, err);
 }
 
 static int apply_checkpoint_timeout(void *target, const char *value, act_error *err)
@@ -685,6 +691,8 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_EXEC_CHECKPOINT] = {"Host", "ExecCheckpoint", apply_exec_checkpoint, false},
     [KEY_STATE] = {"Host", "State", apply_state, false},
     [KEY_CHECKPOINT_LIVE] = {"Host", "CheckpointLive", apply_checkpoint_live, false},
+    [KEY_RESTORE_REQUIRES_SAME_BUILD] = {"Host", "RestoreRequiresSameBuild",
+                                         apply_restore_requires_same_build, false},
     [KEY_CHECKPOINT_TIMEOUT] = {"Host", "CheckpointTimeoutSec", apply_checkpoint_timeout, false},
     [KEY_START_RATE_LIMIT] = {"Host", "StartRateLimit", apply_start_rate_limit, false},
     [KEY_LISTEN_STREAM] = {"Listen", "ListenStream", apply_listen_stream, true},

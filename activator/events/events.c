@@ -48,6 +48,7 @@ static const char *const kind_names[] = {
     [EV_EVENT_FROZEN] = "frozen",
     [EV_EVENT_THAWED] = "thawed",
     [EV_EVENT_STAGE_PROGRESS] = "stage.progress",
+    [EV_EVENT_STATE_OTHER_BUILD] = "state.other_build",
 };
 /* ev_event_kind_from_name compares against every entry. */
 static_assert(ARRAY_SIZE(kind_names) == EV_EVENT__COUNT, "an event kind without a name");

@@ -66,6 +66,10 @@ typedef enum ev_event_kind {
      * and the rate ("layer 2 of 5: 45.3 of 200.0 MiB, 38.1 MiB/s"), once
      * a second while it lasts. */
     EV_EVENT_STAGE_PROGRESS,
+    /* A wake restores a state that another build than the one it runs
+     * last ran against: version is the build about to run, reason names
+     * both (the claim's state.build_version and build_digest). */
+    EV_EVENT_STATE_OTHER_BUILD,
     EV_EVENT__COUNT,
 } ev_event_kind;
 

@@ -70,6 +70,10 @@
  * | pin_failed       | yes     | no    | no           | the pinned build failed its swap and  |
  * |                  |         |       |              | no build that served can stand in: an |
  * |                  |         |       |              | operator unpins, promotes or swaps    |
+ * | state_build_     | yes     | no    | no           | RestoreRequiresSameBuild=yes: the     |
+ * |   mismatch       |         |       |              | state to restore is another build's;  |
+ * |                  |         |       |              | an operator runs that build or drops  |
+ * |                  |         |       |              | the requirement                       |
  *
  * Whatever the table says, a refusal by the gate is never retried and never
  * recorded as a failed attempt, and nothing after ready is retried: those
@@ -116,6 +120,7 @@ static const reason_policy reason_table[] = {
     [PL_REASON_PIN_FAILED] = {"pin_failed", true, false, false},
     [PL_REASON_CHECKPOINTING] = {"checkpointing", true, false, false},
     [PL_REASON_BUILD_UNAVAILABLE] = {"build_unavailable", true, false, false},
+    [PL_REASON_STATE_BUILD_MISMATCH] = {"state_build_mismatch", true, false, false},
 };
 /* pl_reason_from_string walks the whole table: every reason needs its row. */
 static_assert(ARRAY_SIZE(reason_table) == _PL_REASON_MAX, "a reason without a policy row");

@@ -35,6 +35,8 @@ typedef enum pl_reason {
     PL_REASON_PIN_FAILED,        /* the pin failed and no build that served can stand in */
     PL_REASON_CHECKPOINTING,     /* a checkpoint of the parked host's state is being written */
     PL_REASON_BUILD_UNAVAILABLE, /* the pinned build is not staged here and cannot be fetched */
+    PL_REASON_STATE_BUILD_MISMATCH, /* RestoreRequiresSameBuild=yes, and the state to restore was
+                                     * written by another build */
     _PL_REASON_MAX,
 } pl_reason;
 

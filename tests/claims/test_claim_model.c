@@ -48,6 +48,8 @@ static claim full_claim(void)
     c.state.generation = 11;
     snprintf(c.state.box, sizeof(c.state.box), "b1");
     c.state.stamp_usec = 1700000000111111ULL;
+    snprintf(c.state.build_version, sizeof(c.state.build_version), "v1");
+    snprintf(c.state.build_digest, sizeof(c.state.build_digest), "%s", digest);
     snprintf(c.op.from, sizeof(c.op.from), "b1");
     snprintf(c.op.to, sizeof(c.op.to), "b2");
     c.holder.starting_generation = 13;
@@ -116,6 +118,13 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
         "\"op\":{\"id\":\"o\",\"kind\":\"serving\",\"phase\":\"serving\",\"exec\":\"b\"}";
     char text[512];
     expect_refusal("{", EINVAL, NULL);
+    /* The build that wrote a state: a name, and a digest only beside it. */
+    snprintf(text, sizeof(text),
+             "{%s,\"state\":{\"checkpoint\":\"c1\",\"build_version\":\"../v1\"}}", op);
+    expect_refusal(text, EINVAL, "state.build_version");
+    snprintf(text, sizeof(text),
+             "{%s,\"state\":{\"checkpoint\":\"c1\",\"build_digest\":\"%064d\"}}", op, 1);
+    expect_refusal(text, EINVAL, "state.build_digest");
     expect_refusal("[]", EINVAL, NULL);
     expect_refusal("{}", EINVAL, "op");
     expect_refusal("{\"op\":{\"id\":\"o\",\"kind\":\"serving\",\"phase\":\"serving\"}}", EINVAL,

@@ -269,6 +269,14 @@ static void test_move_under_a_client_keeps_the_counter_and_never_runs_twice(void
     claim c = claim_of(fl, "web");
     DH_CHECK(&fl->boxes[1], c.state.checkpoint[0] && strcmp(c.state.box, "box-1") == 0,
              "the claim names checkpoint '%s' by '%s'", c.state.checkpoint, c.state.box);
+    /* The build that wrote the state went with it; the target runs that
+     * build, so its restore had nothing to say. */
+    DH_CHECK(&fl->boxes[1],
+             strcmp(c.state.build_version, "v1") == 0 && strlen(c.state.build_digest) == 64,
+             "the moved state names build '%s' ('%s'); expected v1", c.state.build_version,
+             c.state.build_digest);
+    DH_CHECK(&fl->boxes[1], dh_events_count(&fl->boxes[1], "web", "state.other_build") == 0,
+             "box-2 said another build wrote the state it restored");
     DH_CHECK(&fl->boxes[1], dh_event_wait(&fl->boxes[1], "web", "move.done", 5000, NULL),
              "box-2 published no move.done");
     /* box-1 drained web and handed it over: nothing of it is open there. */

@@ -69,12 +69,32 @@ bool ad_checkpoint_stateless(const ad_host *host)
     return ad_host_config(host)->stateless;
 }
 
+/* The build that last ran against the state (build-state.json), named with
+ * the checkpoint so that a restore on any box knows what wrote it. A host
+ * that never ran, or a file that cannot be read, names none. */
+static void name_the_build(ad_host *host, claim_state *written)
+{
+    act_error err = {0};
+    rec_build_state build;
+    int dirfd = ad_host_dir(host, &err);
+    if (dirfd < 0 || rec_read_build_state(dirfd, host->name, &build, &err) < 0)
+        return;
+    snprintf(written->build_version, sizeof(written->build_version), "%s", build.build.version);
+    snprintf(written->build_digest, sizeof(written->build_digest), "%s", build.build.build_digest);
+}
+
 /* Ends the checkpoint on the loop: the host's slot is cleared before done
  * runs, so done may start the next one. */
 static void finish(ad_checkpoint *ckpt, int result, const claim_state *written,
                    const act_error *err)
 {
     ad_host *host = ckpt->host;
+    claim_state named;
+    if (host && result == 0 && written && written->checkpoint[0]) {
+        named = *written;
+        name_the_build(host, &named);
+        written = &named;
+    }
     if (host && host->checkpoint == ckpt)
         host->checkpoint = NULL;
     /* Its start opened the host's directory (the state directory is made

@@ -8,7 +8,9 @@
  * attempt, made again for the same N up to MaxStarts= times. */
 #include "activator/daemon/wake/ops.h"
 
+#include "activator/daemon/generations/announce.h"
 #include "activator/daemon/wake/internal.h"
+#include "common/log.h"
 
 /* ---- restore ------------------------------------------------------------- */
 
@@ -34,6 +36,35 @@ static void restore_after_fetch(ad_host *host, pl_wake *wake)
     ad_wake_op_restore(wake, host);
 }
 
+/* The checkpoint names the build that last ran against its state: another
+ * one than this wake runs is said, and refused when the host asks. True
+ * when the wake was refused. */
+static bool refused_for_the_states_build(ad_host *host, pl_wake *wake, const ad_prepared *prepared)
+{
+    const claim_state *state = &host->wake_state->admitted.state;
+    const rel_identity *id = &prepared->resolved.identity;
+    if (!state->build_version[0] || !state->build_digest[0] ||
+        strcmp(state->build_digest, id->build_digest) == 0)
+        return false;
+    char why[512];
+    snprintf(why, sizeof(why),
+             "checkpoint %s holds a state that build %s (digest %.12s) last ran against; this "
+             "wake runs %s (digest %.12s)",
+             state->checkpoint, state->build_version, state->build_digest, id->version,
+             id->build_digest);
+    act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = host->name, .build = id->version},
+                   "host %s: %s", host->name, why);
+    ad_publish(host, EV_EVENT_STATE_OTHER_BUILD, NULL, why);
+    if (!ad_host_config(host)->restore_requires_same_build)
+        return false;
+    pl_wake_complete(
+        wake, PL_REASON_STATE_BUILD_MISMATCH,
+        "host %s: %s, and RestoreRequiresSameBuild=yes refuses it; run %s (activatorctl "
+        "swap %s %s), or set RestoreRequiresSameBuild=no if %s reads its state",
+        host->name, why, state->build_version, host->name, state->build_version, id->version);
+    return true;
+}
+
 static void on_build_checked(ad_host *host, const ad_prepared *prepared)
 {
     pl_wake *wake = take_wake(host);
@@ -42,7 +73,8 @@ static void on_build_checked(ad_host *host, const ad_prepared *prepared)
     if (prepared->result < 0 && !prepared->script_problem &&
         ad_wake_fetch_missing_pin(host, wake, prepared->result, restore_after_fetch))
         return;
-    if (ad_wake_prepared_refused(host, wake, prepared))
+    if (ad_wake_prepared_refused(host, wake, prepared) ||
+        refused_for_the_states_build(host, wake, prepared))
         return;
     restore_now(host, wake);
 }

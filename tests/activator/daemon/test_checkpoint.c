@@ -201,6 +201,10 @@ static void test_checkpoint_then_restore_continues_the_counter(void **state)
         DH_CHECK(d, get_counter(d, port) == i, "the counter does not count");
 
     claim_state written = checkpoint_now(d);
+    DH_CHECK(d, strcmp(written.build_version, "v1") == 0 && strlen(written.build_digest) == 64,
+             "the checkpoint names build \"%s\" (digest \"%s\"); expected v1, the build that ran "
+             "against the state",
+             written.build_version, written.build_digest);
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 5000), "demo is not parked after checkpoint");
     /* Parked and written: nothing of demo is open (a box's parked hosts
      * hold no fd each). */
@@ -228,6 +232,9 @@ static void test_checkpoint_then_restore_continues_the_counter(void **state)
     DH_CHECK(d, get_counter(d, port) == 4, "the restored counter did not continue from 3");
     DH_CHECK(d, dh_log_wait(d, "state restored to checkpoint", 5000),
              "the daemon did not say it restored");
+    /* The same build wrote the state as runs now: nothing to say. */
+    DH_CHECK(d, dh_events_count(d, "demo", "state.other_build") == 0,
+             "a restore of v1's state under v1 said another build wrote it");
     dh_stop_and_check_clean(d);
     shared_dir_remove(&shared);
 }

@@ -12,7 +12,10 @@
  *     helpers are often scripts);
  *   - a wake refused by the checks of its build (a hold on another
  *     version, a failed pin with nothing to stand in) leaves the state
- *     directory byte for byte as it was: the restore never ran. */
+ *     directory byte for byte as it was: the restore never ran;
+ *   - a state another build last ran against is said (event and log,
+ *     naming both), and with RestoreRequiresSameBuild=yes refused before
+ *     the restore, leaving the state as it was. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -336,6 +339,64 @@ static void test_a_refused_wake_leaves_the_state_as_it_was(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* The claim's checkpoint says build v0 (another digest) last ran against it. */
+static void name_the_states_build(dh_daemon *d, const char *checkpoint, const char *digest)
+{
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "no claim of demo");
+    snprintf(c.state.checkpoint, sizeof(c.state.checkpoint), "%s", checkpoint);
+    snprintf(c.state.build_version, sizeof(c.state.build_version), "v0");
+    snprintf(c.state.build_digest, sizeof(c.state.build_digest), "%s", digest);
+    dh_claim_put(d, &c);
+}
+
+static void test_a_state_of_another_build_is_said_and_can_be_refused(void **state)
+{
+    dh_daemon *d = *state;
+    restore_paths paths;
+    setup_demo(d, &paths, true, NULL, "RestoreRequiresSameBuild=yes\n", true);
+    write_state_file(d, "data", "what v0 wrote\n");
+    dh_start(d, NULL);
+    uint64_t before = state_hash(d);
+    char other[65];
+    memset(other, 'a', 64);
+    other[64] = '\0';
+
+    name_the_states_build(d, "cp-1", other);
+    dh_events_mark(d);
+    wake_expect(d, "state_build_mismatch");
+    dh_event said;
+    DH_CHECK(d, dh_event_wait(d, "demo", "state.other_build", 10000, &said),
+             "no state.other_build event");
+    DH_CHECK(d, strstr(said.reason, "v0") && strstr(said.reason, "v1"),
+             "state.other_build says \"%s\"; expected both v0 and v1 named", said.reason);
+    char lines[8][256];
+    DH_CHECK(d, restore_runs(&paths, lines, 8) == 0, "the refused wake restored");
+    DH_CHECK(d, state_hash(d) == before, "the refused wake changed the state");
+
+    /* Without the requirement (a reload), the same wake says so and restores. */
+    char conf[PATH_MAX];
+    snprintf(conf, sizeof(conf), "%s/demo.conf", d->drv.hosts_dir);
+    char *text = dh_read_text(conf);
+    DH_CHECK(d, text, "cannot read %s", conf);
+    char *line = strstr(text, "RestoreRequiresSameBuild=yes");
+    DH_CHECK(d, line, "the host file lost its RestoreRequiresSameBuild=yes");
+    memcpy(line, "RestoreRequiresSameBuild=no ", strlen("RestoreRequiresSameBuild=yes"));
+    FILE *f = fopen(conf, "we");
+    DH_CHECK(d, f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", conf);
+    free(text);
+    json_object *reloaded = dh_request(d, 30000, "{\"v\":1,\"op\":\"reload\"}");
+    bool ok = dh_reply_ok(reloaded);
+    json_object_put(reloaded);
+    DH_CHECK(d, ok, "the reload was refused");
+    dh_events_mark(d);
+    wake_expect(d, "ok");
+    DH_CHECK(d, dh_event_wait(d, "demo", "state.other_build", 10000, NULL),
+             "no state.other_build event for the restore that went on");
+    DH_CHECK(d, restore_runs(&paths, lines, 8) == 1, "the allowed wake did not restore");
+    dh_stop_and_check_clean(d);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-restore", DH_STORE_DIR);
@@ -348,6 +409,7 @@ int main(void)
         DH_TEST(test_restore_on_a_fresh_host),
         DH_TEST(test_restore_script_named_directly),
         DH_TEST(test_a_refused_wake_leaves_the_state_as_it_was),
+        DH_TEST(test_a_state_of_another_build_is_said_and_can_be_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
