@@ -73,6 +73,8 @@ static bool edit_of(const ctrl_request *request, claim_edit *edit)
     case CTRL_OP_HOLD:
         edit->kind = CLAIM_EDIT_HOLD;
         snprintf(edit->version, sizeof(edit->version), "%s", request->version);
+        snprintf(edit->digest, sizeof(edit->digest), "%s", request->held_digest);
+        snprintf(edit->source, sizeof(edit->source), "%s", request->held_source);
         return true;
     case CTRL_OP_UNHOLD:
         edit->kind = CLAIM_EDIT_UNHOLD;

@@ -48,6 +48,11 @@ typedef struct ctrl_request {
     bool dry_run;                        /* gc: say what would go, remove nothing */
     uint64_t revision;                   /* claim.wait: answer once the claim is past it */
     unsigned wait_sec; /* claim.wait: 1..CTRL_CLAIM_WAIT_MAX_SEC; 0 = the default */
+    /* hold: the held build's digest and registry source (the claim's
+     * held_digest and held_source), filled by the daemon that takes the
+     * request when it has the version staged; never read from the wire. */
+    char held_digest[65];
+    char held_source[640];
 } ctrl_request;
 
 /* Stable error codes of refused requests (the "code" of an error reply). */

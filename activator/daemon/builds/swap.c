@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activator/daemon/builds/identify.h"
 #include "activator/daemon/generations/announce.h"
 #include "activator/daemon/parking/freeze.h"
 #include "activator/daemon/claim/write_backs.h"
@@ -523,31 +524,7 @@ typedef struct verify_job {
 static int verify_version(rel_store *releases, const char *host, const char *version, rel_pin *pin,
                           char source[CLAIM_SOURCE_SIZE], const char **code, act_error *err)
 {
-    _cleanup_free_ rel_entry *entries = NULL;
-    size_t n = 0;
-    *code = "not_staged";
-    int r = rel_list(releases, host, &entries, &n, err);
-    if (r < 0)
-        return r;
-    r = act_error_set(err, ENOENT,
-                      "host %s: version %s is not staged; stage it with 'activatorctl stage %s %s "
-                      "PATH'",
-                      host, version, host, version);
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(entries[i].identity.version, version) != 0)
-            continue;
-        act_error_clear(err);
-        snprintf(pin->version, sizeof(pin->version), "%s", version);
-        snprintf(pin->digest, sizeof(pin->digest), "%s", entries[i].identity.build_digest);
-        ad_image_claim_source(&entries[i].identity, source, CLAIM_SOURCE_SIZE);
-        r = 0;
-        if (!entries[i].manifest_ok) {
-            *code = "digest_mismatch";
-            r = act_error_set(err, EBADMSG, "host %s: version %s: %s", host, version,
-                              entries[i].problem);
-        }
-        break;
-    }
+    int r = ad_build_identify(releases, host, version, pin, source, code, err);
     if (r == 0 && (r = rel_verify(releases, host, version, err)) < 0)
         *code = r == -ENOENT ? "not_staged" : "digest_mismatch";
     return r;

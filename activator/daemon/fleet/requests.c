@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "activator/control/fleet.h"
+#include "activator/daemon/builds/identify.h"
 #include "activator/daemon/generations/generation.h"
 #include "activator/daemon/hosts/hosts.h"
 #include "common/cleanup.h"
@@ -210,6 +211,76 @@ static void on_boxes_listed(claim_store *store, int result, const claims_box *bo
     list_claims(pending);
 }
 
+/* ---- a hold names its build ----------------------------------------------- */
+
+/* A hold of a version this box has staged names that build (its digest and
+ * registry source) on the claim, as a pin does: every start then runs
+ * exactly it, and a box without it fetches it. Looked up on a release
+ * worker, as the release store is read off the loop. */
+typedef struct hold_lookup {
+    fleet_request *pending;
+    rel_store *releases;
+    rel_pin pin;
+    char source[CLAIM_SOURCE_SIZE];
+    const char *code;
+    int result;
+    act_error err;
+} hold_lookup;
+
+static void run_hold_lookup(void *data)
+{
+    hold_lookup *job = data;
+    const ctrl_request *request = &job->pending->request;
+    job->result = ad_build_identify(job->releases, request->host, request->version, &job->pin,
+                                    job->source, &job->code, &job->err);
+}
+
+static void drop_hold_lookup(void *data)
+{
+    hold_lookup *job = data;
+    fleet_request_free(job->pending);
+    free(job);
+}
+
+static void complete_hold_lookup(void *data)
+{
+    _cleanup_free_ hold_lookup *job = data;
+    _cleanup_(fleet_request_freep) fleet_request *pending = job->pending;
+    ctrl_request *request = &pending->request;
+    if (job->result == 0) {
+        snprintf(request->held_digest, sizeof(request->held_digest), "%s", job->pin.digest);
+        snprintf(request->held_source, sizeof(request->held_source), "%s", job->source);
+    } else {
+        /* Still a hold: boxes refuse any other build, and a box that lacks
+         * this one is refused before it admits itself. */
+        act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = request->host},
+                       "host %s: the hold on %s names no build, as this box cannot identify it "
+                       "(%s)",
+                       request->host, request->version, job->err.message);
+    }
+    act_error err = {0};
+    if (claims_read_async(pending->daemon->store, request->host, on_read, pending, &err) < 0) {
+        store_failed(TAKE_PTR(pending), &err);
+        return;
+    }
+    TAKE_PTR(pending);
+}
+
+static int look_up_held_build(fleet_request *pending, act_error *err)
+{
+    hold_lookup *job = calloc(1, sizeof(*job));
+    if (!job)
+        return act_error_set(err, ENOMEM, "out of memory");
+    job->pending = pending;
+    job->releases = pending->daemon->releases;
+    int r = act_offload_submit_droppable(pending->daemon->release_work,
+                                         act_offload_lane(pending->request.host), run_hold_lookup,
+                                         complete_hold_lookup, drop_hold_lookup, job, err);
+    if (r < 0)
+        free(job);
+    return r;
+}
+
 void ad_fleet_request(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *reply)
 {
     _cleanup_(fleet_request_freep) fleet_request *pending = calloc(1, sizeof(*pending));
@@ -232,6 +303,9 @@ void ad_fleet_request(ad_daemon *daemon, const ctrl_request *request, ctrl_reply
     case CTRL_OP_BOXES:
         /* The operator's display: with each lease's renewal and expiry. */
         r = claims_box_list_async(daemon->store, on_boxes_listed, pending, &err);
+        break;
+    case CTRL_OP_HOLD:
+        r = look_up_held_build(pending, &err);
         break;
     default:
         r = claims_read_async(daemon->store, request->host, on_read, pending, &err);

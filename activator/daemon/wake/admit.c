@@ -287,8 +287,9 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision, c
 #endif
 }
 
-/* CASes our admission over the observed claim. */
-static void admit_on(pl_wake *wake, ad_host *host)
+/* The admission the wake would write over the observed claim, in
+ * w->admitted (its revision still the observed one's). */
+static void make_admission(pl_wake *wake, ad_host *host)
 {
     ad_wake_state *w = host->wake_state;
     /* A swap's admission fences N+1 with a new session, but N serves until
@@ -299,6 +300,13 @@ static void admit_on(pl_wake *wake, ad_host *host)
     else
         claim_next_admission(&w->observed, host->daemon->config.box, host->daemon->incarnation,
                              act_wallclock_usec(), &w->admitted);
+}
+
+/* CASes our admission over the observed claim. */
+static void admit_on(pl_wake *wake, ad_host *host)
+{
+    ad_wake_state *w = host->wake_state;
+    make_admission(wake, host);
     act_error err = {0};
     w->waiting_wake = wake;
     w->admission_sent = true;
@@ -310,11 +318,56 @@ static void admit_on(pl_wake *wake, ad_host *host)
     ad_wake_begin_early_prepare(host);
 }
 
+/* ---- a held claim: its build is checked before the admission ------------ */
+
+/* A hold freezes the host on one version: a wake whose build is not it is
+ * refused, and so is one whose build is not staged here (a pinned one is
+ * fetched first). Those refusals come before the admission, so a held
+ * host that cannot run here spends no session and writes nothing: the
+ * build is resolved and hashed first (the early prepare, which prepare
+ * then takes). Only held claims wait for it; a plain wake overlaps the two. */
+
+static void admit_after_fetch(ad_host *host, pl_wake *wake)
+{
+    ad_wake_early_forget(host->wake_state); /* it said "not staged" */
+    ad_wake_op_admit(wake, host);
+}
+
+static void on_held_build_checked(ad_host *host, const ad_prepared *prepared)
+{
+    pl_wake *wake = take_wake(host);
+    if (!wake)
+        return;
+    if (prepared->result < 0 && !prepared->script_problem &&
+        ad_wake_fetch_missing_pin(host, wake, prepared->result, admit_after_fetch))
+        return;
+    if (ad_wake_prepared_refused(host, wake, prepared))
+        return;
+    admit_on(wake, host);
+}
+
+static void check_held_build_then_admit(pl_wake *wake, ad_host *host)
+{
+    ad_wake_state *w = host->wake_state;
+    make_admission(wake, host); /* prepare's choice reads it */
+    if (ad_wake_refuse_failed_pin(host, wake))
+        return;
+    w->waiting_wake = wake;
+    if (!ad_wake_early_prepare_check(host, on_held_build_checked)) {
+        w->waiting_wake = NULL;
+        admit_on(wake, host); /* prepare checks it after the admission */
+    }
+}
+
 void ad_wake_op_admit(pl_wake *wake, void *userdata)
 {
     ad_host *host = userdata;
     if (refused_for_the_store(wake, host))
         return;
+    if (host->wake_state->observed.held[0] && !pl_wake_is_swap(wake)) {
+        check_held_build_then_admit(wake, host);
+        return;
+    }
     admit_on(wake, host);
 }
 

@@ -1,5 +1,5 @@
-/* A pinned build this box has not staged, waited for by prepare
- * (wake/internal.h): fetched from the pin's registry source through
+/* A pinned (or held) build this box has not staged, waited for by prepare
+ * (wake/internal.h): fetched from the pin's (or hold's) registry source through
  * fetch/fetch.h within BuildFetchTimeoutSec=, with the waiting clients
  * held as for any cold wake; refused build_unavailable, saying why, when
  * the pin names no source, the fetch fails, or it takes too long. A fetch
@@ -12,6 +12,23 @@
 #include "activator/daemon/fetch/fetch.h"
 #include "activator/daemon/wake/internal.h"
 #include "common/log.h"
+
+/* What the claim names to fetch: the pin's build, or the held one when no
+ * pin decides; "pinned" or "held" says which in messages. NULL for nothing
+ * a fetch could bring (no pin or hold naming a build, a failed pin). */
+static const char *fetchable(const claim *c, rel_pin *pin, const char **source)
+{
+    switch (ad_pin_choose(c, pin)) {
+    case AD_PIN_EXACT:
+        *source = c->pin.source;
+        return "pinned";
+    case AD_PIN_HELD:
+        *source = c->held_source;
+        return "held";
+    default:
+        return NULL;
+    }
+}
 
 static void stop_waiting(ad_wake_state *w)
 {
@@ -34,11 +51,13 @@ static void on_fetched(ad_host *host, int result, const act_error *err, void *us
     pl_wake *wake = take_wake(host);
     if (!wake)
         return; /* abandoned meanwhile (a park) */
-    const claim *admitted = &w->admitted;
+    rel_pin pin;
+    const char *source = "";
+    const char *which = fetchable(&w->admitted, &pin, &source);
     if (result < 0) {
         pl_wake_complete(wake, PL_REASON_BUILD_UNAVAILABLE,
-                         "host %s: the pinned build %s could not be fetched from %s: %s",
-                         host->name, admitted->pin.version, admitted->pin.source, err->message);
+                         "host %s: the %s build %s could not be fetched from %s: %s", host->name,
+                         which ? which : "pinned", pin.version, source, err->message);
         return;
     }
     w->fetched = true;
@@ -53,12 +72,15 @@ static int on_fetch_timeout(sd_event_source *source, uint64_t usec, void *userda
     ad_host *host = w->host;
     stop_waiting(w);
     pl_wake *wake = take_wake(host);
+    rel_pin pin;
+    const char *from = "";
+    const char *which = fetchable(&w->admitted, &pin, &from);
     if (wake)
         pl_wake_complete(wake, PL_REASON_BUILD_UNAVAILABLE,
-                         "host %s: the pinned build %s was not fetched from %s within %" PRIu64
+                         "host %s: the %s build %s was not fetched from %s within %" PRIu64
                          " s (BuildFetchTimeoutSec=); the fetch goes on, and a wake once it is "
                          "staged runs it",
-                         host->name, w->admitted.pin.version, w->admitted.pin.source,
+                         host->name, which ? which : "pinned", pin.version, from,
                          host->daemon->config.build_fetch_timeout_usec / 1000000);
     return 0;
 }
@@ -67,27 +89,28 @@ bool ad_wake_fetch_missing_pin(ad_host *host, pl_wake *wake, int resolve_result,
                                ad_wake_fetched_fn *again)
 {
     ad_wake_state *w = host->wake_state;
-    const claim *admitted = &w->admitted;
     rel_pin pin;
-    if (resolve_result != -ENOENT || w->fetched || ad_pin_choose(admitted, &pin) != AD_PIN_EXACT)
+    const char *source = "";
+    const char *which = fetchable(&w->admitted, &pin, &source);
+    if (resolve_result != -ENOENT || w->fetched || !which)
         return false;
-    if (!admitted->pin.source[0]) {
+    if (!source[0]) {
         pl_wake_complete(wake, PL_REASON_BUILD_UNAVAILABLE,
-                         "host %s: the pinned build %s (digest %s) is not staged on this box, and "
-                         "the pin names no source to fetch it from: it was staged from a "
+                         "host %s: the %s build %s (digest %s) is not staged on this box, and "
+                         "the claim names no source to fetch it from: it was staged from a "
                          "directory or a local image layout; stage the same build here "
-                         "(activatorctl stage %s %s PATH), or swap to a build staged from a "
+                         "(activatorctl stage %s %s PATH), or use a build staged from a "
                          "registry (docker://)",
-                         host->name, pin.version, pin.digest, host->name, pin.version);
+                         host->name, which, pin.version, pin.digest, host->name, pin.version);
         return true;
     }
     ad_daemon *daemon = host->daemon;
     act_error err = {0};
     uint64_t now = 0;
-    if (ad_fetch_start(host, &pin, admitted->pin.source, on_fetched, w, &w->fetch, &err) < 0) {
+    if (ad_fetch_start(host, &pin, source, on_fetched, w, &w->fetch, &err) < 0) {
         pl_wake_complete(wake, PL_REASON_BUILD_UNAVAILABLE,
-                         "host %s: cannot start the fetch of the pinned build %s: %s", host->name,
-                         pin.version, err.message);
+                         "host %s: cannot start the fetch of the %s build %s: %s", host->name,
+                         which, pin.version, err.message);
         return true;
     }
     if (sd_event_now(daemon->loop, CLOCK_MONOTONIC, &now) < 0 ||

@@ -9,6 +9,11 @@ ad_pin_choice ad_pin_choose(const claim *c, rel_pin *out)
 {
     assert(c && out);
     *out = (rel_pin){0};
+    if (!c->has_pin && c->held[0] && c->held_digest[0]) {
+        snprintf(out->version, sizeof(out->version), "%s", c->held);
+        snprintf(out->digest, sizeof(out->digest), "%s", c->held_digest);
+        return AD_PIN_HELD;
+    }
     if (!c->has_pin)
         return AD_PIN_NONE;
     if (!claim_pin_failed(c)) {
@@ -33,6 +38,7 @@ bool ad_pin_mismatch(const claim *c, const char *version, const char *build_dige
         return true;
     case AD_PIN_EXACT:
     case AD_PIN_FALLBACK:
+    case AD_PIN_HELD:
         break;
     }
     return strcmp(wanted.version, version) != 0 || strcmp(wanted.digest, build_digest) != 0;

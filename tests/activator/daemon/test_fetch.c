@@ -9,6 +9,10 @@
  *     (ACTIVATOR_TEST_RELEASE_HOLD): with BuildFetchTimeoutSec=1s the wake
  *     is refused build_unavailable, saying so, and the fetch goes on; once
  *     it is let go and done, the next wake runs v2 without fetching again;
+ *   - a hold made through box A, which has v2 from the registry, names the
+ *     build (held_digest, held_source); with no pin, box B runs exactly the
+ *     held build although its live version is v1, and having lost v2, B
+ *     fetches it from the hold's source, before it admits itself;
  *   - pins B cannot run are refused build_unavailable with nothing staged:
  *     a pin whose source makes a build of another digest, a pin with no
  *     source (a build staged from a directory), and a pin whose image was
@@ -183,6 +187,7 @@ static void test_a_pinned_build_is_fetched_from_its_source(void **state)
              "the fetch that outlasted its wake did not finish");
     /* B's watch may have woken demo on the release too: each wake that
      * found v2 missing fetched it; the one that finds it staged does not. */
+    char command[PATH_MAX * 2];
     size_t fetches = dh_log_count(second, "fetching it from");
     dh_served served = dh_wake(second, "demo");
     dh_expect_version(second, second_port, "v2");
@@ -192,6 +197,39 @@ static void test_a_pinned_build_is_fetched_from_its_source(void **state)
                          c.holder.generation == served.generation,
              "the claim does not name box B's generation %" PRIu64, served.generation);
 
+    dh_step("a hold names its build; box B, without it, fetches it and runs it");
+    dh_park(second, "demo");
+    request_ok(second, "unpin demo",
+               dh_request(second, 30000, "{\"v\":1,\"op\":\"unpin\",\"host\":\"demo\"}"));
+    request_ok(
+        first, "hold demo v2",
+        dh_request(first, 30000, "{\"v\":1,\"op\":\"hold\",\"host\":\"demo\",\"version\":\"v2\"}"));
+    DH_CHECK(first,
+             dh_claim_get(first, "demo", &c) && strcmp(c.held, "v2") == 0 &&
+                 strcmp(c.held_digest, digest) == 0 && strcmp(c.held_source, source) == 0,
+             "the hold names %s %s from \"%s\", not v2 %s from %s", c.held, c.held_digest,
+             c.held_source, digest, source);
+    snprintf(command, sizeof(command), "rm -rf %s/releases/demo/v2", second->drv.state_dir);
+    DH_CHECK(second, system(command) == 0 && !version_staged(second, "v2"),
+             "cannot remove box B's v2");
+    fetches = dh_log_count(second, "fetched version v2");
+    reply = dh_wake_reply(second, "demo", 60000);
+    if (!dh_reply_ok(reply)) {
+        /* The fetch may outlast BuildFetchTimeoutSec=1s on a slow machine:
+         * the wake is refused saying so, and the fetch goes on. */
+        const char *text = json_object_to_json_string(reply);
+        DH_CHECK(second,
+                 strcmp(dh_reply_code(reply), "build_unavailable") == 0 &&
+                     strstr(text, "held build v2"),
+                 "the wake of the held build answered %s", text);
+        for (int i = 0; i < 600 && dh_log_count(second, "fetched version v2") == fetches; i++)
+            usleep(100 * 1000);
+    }
+    json_object_put(reply);
+    dh_expect_version(second, second_port, "v2");
+    request_ok(second, "unhold demo",
+               dh_request(second, 30000, "{\"v\":1,\"op\":\"unhold\",\"host\":\"demo\"}"));
+
     dh_step("pins box B cannot run are refused, with nothing staged");
     dh_park(second, "demo");
     pin_demo(second, "v5", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
@@ -199,7 +237,6 @@ static void test_a_pinned_build_is_fetched_from_its_source(void **state)
     wake_refused(second, "not 0123456789abcdef", "v5");
     pin_demo(second, "v4", digest, "");
     wake_refused(second, "names no source", "v4");
-    char command[PATH_MAX * 2];
     snprintf(command, sizeof(command),
              "for f in $(find %s/docker/registry/v2/blobs -name data -size +1k); do "
              "printf 'X' | dd of=\"$f\" bs=1 seek=5 conv=notrunc 2>/dev/null; done",

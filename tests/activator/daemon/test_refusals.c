@@ -1,7 +1,8 @@
 /* Wakes activatord must refuse, each with nothing exec'd: the claim names
  * another box (or none), the claim's op does not allow a wake, the pin names
  * another digest than the staged build, the held version is not the live
- * one, and the staged build was tampered with. For each: the wake's reply
+ * one (refused before the admission, which it does not spend), and the
+ * staged build was tampered with. For each: the wake's reply
  * and the refused event carry the reason code, no exec event is published,
  * the app never ran (its marker is absent), no generation leaf or record is
  * left, no failed attempt of the build is recorded, and the daemon still
@@ -148,8 +149,9 @@ static void test_held_version_is_not_live(void **state)
     claim c;
     dh_claim_assigned("demo", DH_BOX, &c);
     snprintf(c.held, sizeof(c.held), "v1");
-    dh_claim_put(d, &c);
-    expect_refusal(d, "held_mismatch", false, 0);
+    /* Refused before the admission: the claim is left as it was written. */
+    uint64_t revision = dh_claim_put(d, &c);
+    expect_refusal(d, "held_mismatch", true, revision);
 }
 
 static void test_tampered_build(void **state)
