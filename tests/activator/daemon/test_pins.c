@@ -3,7 +3,9 @@
  *     leave the pin as it was: no failure, and the next cold wake runs it;
  *   - a cold wake of a pinned build that crashes before ready, with no
  *     fallback, records the failure on the pin, and the next wake is
- *     refused pin_failed rather than crash-looping it again;
+ *     refused pin_failed rather than crash-looping it again; with a
+ *     fallback but no start left, the next box the host is assigned to
+ *     runs the fallback;
  *   - a first wake of a crashing pin with a fallback named serves the
  *     fallback to the very client that woke it, and the claim records the
  *     pin's failure; so does the swap of a parked host to a crashing build;
@@ -252,6 +254,79 @@ static void test_the_pins_ready_window_leaves_its_fallback_one(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* Two daemons on one dir store, each with its own release directory. */
+typedef struct two_boxes {
+    dh_daemon first, second;
+} two_boxes;
+
+static int two_boxes_setup(void **state)
+{
+    *state = calloc(1, sizeof(two_boxes));
+    return *state ? 0 : -1;
+}
+
+static int two_boxes_teardown(void **state)
+{
+    two_boxes *boxes = *state;
+    /* The second first: the first one's teardown removes the store. */
+    int r = dh_teardown(&boxes->second);
+    r |= dh_teardown(&boxes->first);
+    free(boxes);
+    return r;
+}
+
+static bool released(const claim *c)
+{
+    return c->holder.released_usec != 0 || strcmp(c->holder.box, "box-b") == 0;
+}
+
+static void test_the_next_box_runs_the_fallback_of_a_pin_a_wake_failed(void **state)
+{
+    two_boxes *boxes = *state;
+    dh_daemon *a = &boxes->first, *b = &boxes->second;
+    dh_setup(a, DH_STORE_DIR, NULL);
+    dh_add_app_host(a, "demo", NULL, "MaxStarts=1\n");
+    dh_setup_beside(b, a, "box-b", NULL);
+    int b_port = dh_add_app_host(b, "demo", NULL, "MaxStarts=1\n");
+    rel_identity v2, v3, v3_on_b;
+    dh_stage_file(a, "demo", "v2", CRASHING_BUILD, false, &v2);
+    dh_stage(a, "demo", "v3", false, &v3);
+    dh_stage(b, "demo", "v3", false, &v3_on_b);
+    DH_CHECK(b, strcmp(v3.build_digest, v3_on_b.build_digest) == 0,
+             "v3 staged on the two boxes has two digests");
+    claim c;
+    dh_claim_assigned("demo", DH_BOX, &c);
+    dh_claim_put(a, &c);
+    dh_start(a, NULL);
+    dh_start(b, NULL);
+    pin_claim(a, &v2, &v3);
+
+    /* Box A's only start of the pin crashes: no start is left for the
+     * fallback, and the wake records the pin's failure. */
+    json_object *reply = dh_wake_reply(a, "demo", 60000);
+    bool crashed = strcmp(dh_reply_code(reply), "crashed") == 0;
+    json_object_put(reply);
+    DH_CHECK(a, crashed, "box A's wake of the crashing pin did not end crashed");
+    expect_pin_failed(a, "v2", "crashed", "box A's wake that crashed");
+
+    /* Box B, which never ran v2, reads the failure and runs the fallback. */
+    /* (Its claim watch may wake demo on the release, before any client.) */
+    dh_events_mark(b);
+    json_object *assigned = dh_request(
+        a, 30000, "{\"v\":1,\"op\":\"claim.assign\",\"host\":\"demo\",\"box\":\"box-b\"}");
+    bool ok = dh_reply_ok(assigned);
+    json_object_put(assigned);
+    DH_CHECK(a, ok, "claim.assign demo box-b was refused");
+    DH_CHECK(a, dh_claim_wait(a, "demo", released, 15000, &c), "box A did not release demo");
+    dh_expect_version(b, b_port, "v3");
+    DH_CHECK(b, dh_event_wait(b, "demo", "pin.fallback", 10000, NULL), "box B ran no fallback");
+    DH_CHECK(b, dh_events_count(b, "demo", "exec") == 1,
+             "box B made %zu execs; expected the fallback's alone",
+             dh_events_count(b, "demo", "exec"));
+    dh_stop_and_check_clean(b);
+    dh_stop_and_check_clean(a);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-pins", DH_STORE_DIR);
@@ -264,6 +339,8 @@ int main(void)
         DH_TEST(test_a_first_wake_serves_the_fallback_to_its_client),
         DH_TEST(test_a_swap_of_a_parked_host_to_a_crashing_build_serves_the_fallback),
         DH_TEST(test_the_pins_ready_window_leaves_its_fallback_one),
+        cmocka_unit_test_setup_teardown(test_the_next_box_runs_the_fallback_of_a_pin_a_wake_failed,
+                                        two_boxes_setup, two_boxes_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
