@@ -338,12 +338,8 @@ static void on_held_build_checked(ad_host *host, const ad_prepared *prepared)
     pl_wake *wake = take_wake(host);
     if (!wake)
         return;
-    if (prepared->result < 0 && !prepared->script_problem &&
-        ad_wake_fetch_missing_pin(host, wake, prepared->result, admit_after_fetch))
-        return;
-    if (ad_wake_prepared_refused(host, wake, prepared))
-        return;
-    admit_on(wake, host);
+    if (!ad_wake_prepared_stops(host, wake, prepared, admit_after_fetch))
+        admit_on(wake, host);
 }
 
 static void check_held_build_then_admit(pl_wake *wake, ad_host *host)

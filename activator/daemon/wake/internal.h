@@ -141,6 +141,11 @@ bool ad_wake_pin_mismatch(const ad_host *host, const claim *c);
  * (the resolve's failure, a hold on another version) and returns true; false
  * when prepared may run. */
 bool ad_wake_prepared_refused(ad_host *host, pl_wake *wake, const ad_prepared *prepared);
+/* What every check of a resolved build does: a pinned or held build not
+ * staged here is fetched (then again(host, wake) checks once more), and a
+ * refusal completes wake; true when either took the wake. */
+bool ad_wake_prepared_stops(ad_host *host, pl_wake *wake, const ad_prepared *prepared,
+                            ad_wake_fetched_fn *again);
 /* A failed pin with no fallback: completes wake pin_failed, returns true. */
 bool ad_wake_refuse_failed_pin(ad_host *host, pl_wake *wake);
 /* The early answer for the admission's build, begun now if it was not, is

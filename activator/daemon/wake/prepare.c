@@ -86,6 +86,15 @@ bool ad_wake_prepared_refused(ad_host *host, pl_wake *wake, const ad_prepared *p
     return false;
 }
 
+bool ad_wake_prepared_stops(ad_host *host, pl_wake *wake, const ad_prepared *prepared,
+                            ad_wake_fetched_fn *again)
+{
+    if (prepared->result < 0 && !prepared->script_problem &&
+        ad_wake_fetch_missing_pin(host, wake, prepared->result, again))
+        return true;
+    return ad_wake_prepared_refused(host, wake, prepared);
+}
+
 bool ad_wake_refuse_failed_pin(ad_host *host, pl_wake *wake)
 {
     const claim *admitted = &host->wake_state->admitted;
@@ -106,10 +115,7 @@ static void on_prepared(ad_host *host, ad_prepared *prepared, void *userdata)
     (void)userdata;
     pl_wake *wake = take_wake(host);
     const claim *admitted = &host->wake_state->admitted;
-    if (prepared->result < 0 && !prepared->script_problem &&
-        ad_wake_fetch_missing_pin(host, wake, prepared->result, prepare_fetched))
-        return;
-    if (ad_wake_prepared_refused(host, wake, prepared))
+    if (ad_wake_prepared_stops(host, wake, prepared, prepare_fetched))
         return;
     host->wake_state->resolved = prepared->resolved;
     prepared->resolved.exec_fd = -1; /* ours now */

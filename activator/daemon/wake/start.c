@@ -70,10 +70,7 @@ static void on_build_checked(ad_host *host, const ad_prepared *prepared)
     pl_wake *wake = take_wake(host);
     if (!wake)
         return;
-    if (prepared->result < 0 && !prepared->script_problem &&
-        ad_wake_fetch_missing_pin(host, wake, prepared->result, restore_after_fetch))
-        return;
-    if (ad_wake_prepared_refused(host, wake, prepared) ||
+    if (ad_wake_prepared_stops(host, wake, prepared, restore_after_fetch) ||
         refused_for_the_states_build(host, wake, prepared))
         return;
     restore_now(host, wake);

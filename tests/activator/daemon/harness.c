@@ -225,6 +225,22 @@ int dh_fixture_teardown(void **state)
     return r;
 }
 
+int dh_two_boxes_setup(void **state)
+{
+    *state = calloc(1, sizeof(dh_two_boxes));
+    return *state ? 0 : -1;
+}
+
+int dh_two_boxes_teardown(void **state)
+{
+    dh_two_boxes *boxes = *state;
+    int r = dh_teardown(&boxes->second);
+    r |= dh_teardown(&boxes->first);
+    free(boxes);
+    dh_watchdog_disarm();
+    return r;
+}
+
 int dh_free_port(void)
 {
     act_error err = {0};

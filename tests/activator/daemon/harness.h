@@ -119,6 +119,17 @@ int dh_fixture_setup(void **state);
 int dh_fixture_teardown(void **state);
 #define DH_TEST(f) cmocka_unit_test_setup_teardown(f, dh_fixture_setup, dh_fixture_teardown)
 
+/* Two daemons on one store (the second set up with dh_setup_beside): the
+ * state is a zeroed dh_two_boxes; teardown stops the second first, as the
+ * first one's teardown removes the store (or the etcd) they share. */
+typedef struct dh_two_boxes {
+    dh_daemon first, second;
+} dh_two_boxes;
+int dh_two_boxes_setup(void **state);
+int dh_two_boxes_teardown(void **state);
+#define DH_TEST_TWO_BOXES(f)                                                                       \
+    cmocka_unit_test_setup_teardown(f, dh_two_boxes_setup, dh_two_boxes_teardown)
+
 /* A TCP port on 127.0.0.1 reserved for the daemon (dd_free_port). */
 int dh_free_port(void);
 

@@ -947,26 +947,6 @@ static void test_an_edit_is_written_over_the_daemons_write_back(void **state)
 
 /* ---- two boxes on one store ---------------------------------------------- */
 
-typedef struct two_boxes {
-    dh_daemon first, second;
-} two_boxes;
-
-static int two_boxes_setup(void **state)
-{
-    *state = calloc(1, sizeof(two_boxes));
-    return *state ? 0 : -1;
-}
-
-static int two_boxes_teardown(void **state)
-{
-    two_boxes *boxes = *state;
-    /* The second first: the first one's teardown stops the etcd they share. */
-    int r = dh_teardown(&boxes->second);
-    r |= dh_teardown(&boxes->first);
-    free(boxes);
-    return r;
-}
-
 /* Waits up to timeout_ms for the box that held demo to write its release
  * (or for to_box to hold it already: its watch wakes demo on the release).
  * The old box parks before its release reaches the store, and a wake on
@@ -1025,7 +1005,7 @@ static dh_served move_by_assignment(dh_daemon *from, dh_served served, dh_daemon
 
 static void test_assign_moves_a_served_host_to_another_box(void **state)
 {
-    two_boxes *boxes = *state;
+    dh_two_boxes *boxes = *state;
     dh_daemon *first = &boxes->first, *second = &boxes->second;
     dh_setup(first, store_kind, NULL);
     dh_add_app_host(first, "demo", NULL, NULL);
@@ -1067,8 +1047,7 @@ int main(int argc, char **argv)
         DH_TEST(test_fleet_commands_through_the_daemon_and_the_store),
         DH_TEST(test_the_index_forgets_hosts_that_left_or_were_deleted),
         DH_TEST(test_an_edit_is_written_over_the_daemons_write_back),
-        cmocka_unit_test_setup_teardown(test_assign_moves_a_served_host_to_another_box,
-                                        two_boxes_setup, two_boxes_teardown),
+        DH_TEST_TWO_BOXES(test_assign_moves_a_served_host_to_another_box),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -254,27 +254,6 @@ static void test_the_pins_ready_window_leaves_its_fallback_one(void **state)
     dh_stop_and_check_clean(d);
 }
 
-/* Two daemons on one dir store, each with its own release directory. */
-typedef struct two_boxes {
-    dh_daemon first, second;
-} two_boxes;
-
-static int two_boxes_setup(void **state)
-{
-    *state = calloc(1, sizeof(two_boxes));
-    return *state ? 0 : -1;
-}
-
-static int two_boxes_teardown(void **state)
-{
-    two_boxes *boxes = *state;
-    /* The second first: the first one's teardown removes the store. */
-    int r = dh_teardown(&boxes->second);
-    r |= dh_teardown(&boxes->first);
-    free(boxes);
-    return r;
-}
-
 static bool released(const claim *c)
 {
     return c->holder.released_usec != 0 || strcmp(c->holder.box, "box-b") == 0;
@@ -282,7 +261,7 @@ static bool released(const claim *c)
 
 static void test_the_next_box_runs_the_fallback_of_a_pin_a_wake_failed(void **state)
 {
-    two_boxes *boxes = *state;
+    dh_two_boxes *boxes = *state;
     dh_daemon *a = &boxes->first, *b = &boxes->second;
     dh_setup(a, DH_STORE_DIR, NULL);
     dh_add_app_host(a, "demo", NULL, "MaxStarts=1\n");
@@ -339,8 +318,7 @@ int main(void)
         DH_TEST(test_a_first_wake_serves_the_fallback_to_its_client),
         DH_TEST(test_a_swap_of_a_parked_host_to_a_crashing_build_serves_the_fallback),
         DH_TEST(test_the_pins_ready_window_leaves_its_fallback_one),
-        cmocka_unit_test_setup_teardown(test_the_next_box_runs_the_fallback_of_a_pin_a_wake_failed,
-                                        two_boxes_setup, two_boxes_teardown),
+        DH_TEST_TWO_BOXES(test_the_next_box_runs_the_fallback_of_a_pin_a_wake_failed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
