@@ -66,6 +66,12 @@ typedef enum ev_event_kind {
      * and the rate ("layer 2 of 5: 45.3 of 200.0 MiB, 38.1 MiB/s"), once
      * a second while it lasts. */
     EV_EVENT_STAGE_PROGRESS,
+    /* The replica (ExecReplicate='s process) of a generation exited, pid
+     * its pid; reason says what follows and how it ended ("restarting:
+     * exited with status 1", "stopped: ...", "exhausted: ..."). A
+     * retirement's kill is not told. And it runs again: pid the new one. */
+    EV_EVENT_REPLICA_EXITED,
+    EV_EVENT_REPLICA_RESTARTED,
     EV_EVENT__COUNT,
 } ev_event_kind;
 
