@@ -196,6 +196,10 @@ static int on_restart_due(sd_event_source *source, uint64_t usec, void *userdata
      * the spawn waits for: the restart waits for the thaw instead. */
     if (gen->frozen) {
         gen->replica.restart_held = true;
+        act_log_fields(LOG_INFO, &(act_log_ctx){.host = gen->host->name, .generation = gen->number},
+                       "host %s: generation %" PRIu64 " is frozen; its replica restarts once "
+                       "it is thawed",
+                       gen->host->name, gen->number);
         return 0;
     }
     assert(gen->replica.process.pidfd < 0);

@@ -476,6 +476,44 @@ static void test_a_required_replica_dead_during_the_health_check_fails_at_once(v
     dh_stop_and_check_clean(d);
 }
 
+/* A replica killed while its generation is frozen (ParkMode=freeze): its
+ * restart waits for the thaw, since a process started into a frozen leaf
+ * would freeze before its exec and hold the daemon's spawn; the
+ * connection that thaws the generation brings the replica back. */
+static void test_a_replica_killed_while_frozen_restarts_at_the_thaw(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, "FreezeMemoryPressure=no\n");
+    int port = add_replicated_host(d, "demo", RUNS_ON,
+                                   "ParkMode=freeze\nIdleTimeoutSec=1\nReplicateRestartSec=10ms\n");
+    dh_start(d, NULL);
+    dh_served served = dh_wake(d, "demo");
+    pid_t first = replicator_pid(d, "demo", 0);
+    DH_CHECK(d, dh_event_wait(d, "demo", "frozen", 15000, NULL), "demo did not freeze");
+
+    dh_events_mark(d);
+    DH_CHECK(d, dh_kill_and_wait_exit(first), "cannot kill the frozen replicator (pid %d)",
+             (int)first);
+    expect_replica_exited(d, first, served.generation, "restarting: was killed by signal 9");
+    DH_CHECK(d, dh_log_wait(d, "its replica restarts once it is thawed", 10000),
+             "the restart did not wait for the thaw");
+    json_object *status = dh_status(d, "demo");
+    bool frozen = strcmp(dh_json_str(status, "state"), "frozen") == 0;
+    json_object_put(status);
+    DH_CHECK(d, frozen && dh_events_count(d, "demo", "replica.restarted") == 0,
+             "the replica was restarted into a frozen generation");
+
+    DH_CHECK(d, dh_answer_pid(port) == served.pid, "the thawed app (pid %d) did not answer",
+             (int)served.pid);
+    dh_event restarted;
+    DH_CHECK(d, dh_event_wait(d, "demo", "replica.restarted", 10000, &restarted),
+             "the thaw did not restart the replica");
+    DH_CHECK(d, restarted.pid > 0 && in_leaf(d, "demo", served.generation, (pid_t)restarted.pid),
+             "the restarted replicator (pid %" PRId64 ") is not in the generation's leaf",
+             restarted.pid);
+    dh_stop_and_check_clean(d);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-replicate", DH_STORE_DIR);
@@ -490,6 +528,7 @@ int main(void)
         DH_TEST(test_a_replica_that_keeps_failing_exhausts_its_restarts),
         DH_TEST(test_a_required_replica_dead_at_once_fails_the_wake),
         DH_TEST(test_a_required_replica_dead_during_the_health_check_fails_at_once),
+        DH_TEST(test_a_replica_killed_while_frozen_restarts_at_the_thaw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
