@@ -36,6 +36,15 @@ static size_t leaf_pids(dh_daemon *d, const char *host, uint64_t generation, pid
     return n;
 }
 
+/* A new executable script at path, open for its text; the caller closes
+ * it. */
+static FILE *new_script(dh_daemon *d, const char *path)
+{
+    FILE *f = fopen(path, "we");
+    DH_CHECK(d, f && fchmod(fileno(f), 0755) == 0, "cannot write %s: %s", path, strerror(errno));
+    return f;
+}
+
 static void test_replicate_runs_in_the_generation_and_stops_with_it(void **state)
 {
     dh_daemon *d = *state;
@@ -45,8 +54,7 @@ static void test_replicate_runs_in_the_generation_and_stops_with_it(void **state
     /* In the host's state directory: the replicator runs as the host's
      * user, which may write nowhere else. */
     snprintf(seen, sizeof(seen), "%s/hosts/demo/state/replicated", d->drv.state_dir);
-    FILE *f = fopen(script, "we");
-    DH_CHECK(d, f, "cannot write %s: %s", script, strerror(errno));
+    FILE *f = new_script(d, script);
     /* Long-running, as a replicator is: it reports who it is, then waits. */
     fprintf(f,
             "#!/bin/sh\n"
@@ -55,7 +63,6 @@ static void test_replicate_runs_in_the_generation_and_stops_with_it(void **state
             "exec sleep 600\n",
             seen, seen, seen);
     fclose(f);
-    chmod(script, 0755);
     char extra[PATH_MAX + 32];
     snprintf(extra, sizeof(extra), "ExecReplicate=%s\n", script);
     dh_add_app_host(d, "demo", NULL, extra);
@@ -121,8 +128,7 @@ static int add_replicated_host(dh_daemon *d, const char *host, replicator_kind k
     char script[PATH_MAX], seen[PATH_MAX];
     snprintf(script, sizeof(script), "%s/%s-replicate.sh", d->drv.dir, host);
     snprintf(seen, sizeof(seen), "%s/hosts/%s/state/replicator", d->drv.state_dir, host);
-    FILE *f = fopen(script, "we");
-    DH_CHECK(d, f, "cannot write %s: %s", script, strerror(errno));
+    FILE *f = new_script(d, script);
     fprintf(f, "#!/bin/sh\n");
     if (kind == FAILS_AGAIN)
         fprintf(f, "[ -e %s ] && exit 3\n", seen);
@@ -135,7 +141,6 @@ static int add_replicated_host(dh_daemon *d, const char *host, replicator_kind k
     else
         fprintf(f, "exec sleep 600\n");
     fclose(f);
-    chmod(script, 0755);
     char extra[2 * PATH_MAX];
     snprintf(extra, sizeof(extra), "ExecReplicate=%s\n%s", script, host_lines);
     return dh_add_app_host(d, host, NULL, extra);
@@ -242,54 +247,62 @@ static void expect_failed_for_its_replica(dh_daemon *d, int metrics_port, dh_ser
         "the failure park is not counted for replicate_failed");
 }
 
-/* What each test of a replica's death starts from: the daemon started,
- * demo served, its replicator reported (*killed: its pid) and killed. */
-static dh_served serve_then_kill_the_replicator(dh_daemon *d, pid_t *killed)
+/* What each test of a replica's death starts from: a daemon serving its
+ * metrics, demo (with a replicator of kind, and host_lines) served, its
+ * replicator reported, and killed. */
+typedef struct replica_death {
+    int port;         /* demo's app */
+    int metrics_port; /* the daemon's metrics */
+    dh_served served;
+    pid_t killed; /* the replicator */
+} replica_death;
+
+static replica_death serve_then_kill_the_replicator(dh_daemon *d, replicator_kind kind,
+                                                    const char *host_lines)
 {
+    replica_death r = {.metrics_port = dh_setup_with_metrics(d)};
+    r.port = add_replicated_host(d, "demo", kind, host_lines);
     dh_start(d, NULL);
-    dh_served served = dh_wake(d, "demo");
-    *killed = replicator_pid(d, "demo", 0);
+    r.served = dh_wake(d, "demo");
+    r.killed = replicator_pid(d, "demo", 0);
     dh_events_mark(d);
-    DH_CHECK(d, dh_kill_and_wait_exit(*killed), "cannot kill the replicator (pid %d)",
-             (int)*killed);
-    return served;
+    DH_CHECK(d, dh_kill_and_wait_exit(r.killed), "cannot kill the replicator (pid %d)",
+             (int)r.killed);
+    return r;
 }
 
 static void test_a_killed_replica_is_restarted_and_told(void **state)
 {
     dh_daemon *d = *state;
-    int metrics_port = dh_setup_with_metrics(d);
-    add_replicated_host(d, "demo", RUNS_ON, "ReplicateRestartSec=10ms\n");
-    pid_t first;
-    dh_served served = serve_then_kill_the_replicator(d, &first);
-    expect_replica_exited(d, first, served.generation, "restarting: was killed by signal 9");
+    replica_death r = serve_then_kill_the_replicator(d, RUNS_ON, "ReplicateRestartSec=10ms\n");
+    expect_replica_exited(d, r.killed, r.served.generation, "restarting: was killed by signal 9");
     dh_event restarted;
     DH_CHECK(d, dh_event_wait(d, "demo", "replica.restarted", 10000, &restarted),
              "no replica.restarted event");
-    pid_t second = replicator_pid(d, "demo", first);
-    DH_CHECK(d, restarted.pid == second && restarted.generation == served.generation,
+    pid_t second = replicator_pid(d, "demo", r.killed);
+    DH_CHECK(d, restarted.pid == second && restarted.generation == r.served.generation,
              "replica.restarted names pid %" PRId64 " generation %" PRIu64
              "; the new replicator is %d of %" PRIu64,
-             restarted.pid, restarted.generation, (int)second, served.generation);
-    DH_CHECK(d, in_leaf(d, "demo", served.generation, second),
+             restarted.pid, restarted.generation, (int)second, r.served.generation);
+    DH_CHECK(d, in_leaf(d, "demo", r.served.generation, second),
              "the restarted replicator (pid %d) is not in the generation's leaf", (int)second);
     char said[160];
     snprintf(said, sizeof(said),
              "generation %" PRIu64 "'s replica (pid %d) was killed by signal 9; restarting it in "
              "10 ms (restart 1 of at most 5 in a row)",
-             served.generation, (int)first);
+             r.served.generation, (int)r.killed);
     DH_CHECK(d, dh_log_wait(d, said, 5000), "the log does not say: %s", said);
     DH_CHECK(d,
-             metric(d, metrics_port,
+             metric(d, r.metrics_port,
                     "activator_replica_exits_total{host=\"demo\",outcome=\"restarting\"}") == 1,
              "the replica's exit is not counted as restarting");
 
     /* The generation served on all along. */
     json_object *status = dh_status(d, "demo");
     bool serving = strcmp(dh_json_str(status, "state"), "serving") == 0 &&
-                   dh_json_u64(status, "generation") == served.generation;
+                   dh_json_u64(status, "generation") == r.served.generation;
     json_object_put(status);
-    DH_CHECK(d, serving, "demo no longer serves generation %" PRIu64, served.generation);
+    DH_CHECK(d, serving, "demo no longer serves generation %" PRIu64, r.served.generation);
     park_quietly(d, second);
     dh_stop_and_check_clean(d);
 }
@@ -297,50 +310,45 @@ static void test_a_killed_replica_is_restarted_and_told(void **state)
 static void test_with_restart_no_a_dead_replica_is_told_and_left_down(void **state)
 {
     dh_daemon *d = *state;
-    int metrics_port = dh_setup_with_metrics(d);
-    int port = add_replicated_host(d, "demo", RUNS_ON, "ReplicateRestart=no\n");
-    pid_t first;
-    dh_served served = serve_then_kill_the_replicator(d, &first);
-    expect_replica_exited(d, first, served.generation, "stopped: was killed by signal 9");
+    replica_death r = serve_then_kill_the_replicator(d, RUNS_ON, "ReplicateRestart=no\n");
+    expect_replica_exited(d, r.killed, r.served.generation, "stopped: was killed by signal 9");
     DH_CHECK(
         d,
         dh_log_wait(d, "not restarted (ReplicateRestart=no); the host serves on without it", 5000),
         "the log does not say the replica is left down");
     DH_CHECK(d,
-             metric(d, metrics_port,
+             metric(d, r.metrics_port,
                     "activator_replica_exits_total{host=\"demo\",outcome=\"stopped\"}") == 1,
              "the replica's exit is not counted as stopped");
     /* Not required: the app serves on, and nothing runs beside it. */
-    DH_CHECK(d, dh_answer_pid(port) == served.pid, "the app (pid %d) no longer answers",
-             (int)served.pid);
+    DH_CHECK(d, dh_answer_pid(r.port) == r.served.pid, "the app (pid %d) no longer answers",
+             (int)r.served.pid);
     pid_t pids[16];
-    size_t n = leaf_pids(d, "demo", served.generation, pids, 16);
-    DH_CHECK(d, n == 1 && pids[0] == served.pid,
-             "the leaf holds %zu processes, expected the app (pid %d) alone", n, (int)served.pid);
+    size_t n = leaf_pids(d, "demo", r.served.generation, pids, 16);
+    DH_CHECK(d, n == 1 && pids[0] == r.served.pid,
+             "the leaf holds %zu processes, expected the app (pid %d) alone", n, (int)r.served.pid);
     /* No restart came before the park (its events arrive in order). */
     DH_CHECK(d, dh_events_count(d, "demo", "replica.restarted") == 0, "the replica was restarted");
-    park_quietly(d, first);
+    park_quietly(d, r.killed);
     dh_stop_and_check_clean(d);
 }
 
 static void test_a_required_replica_that_dies_fails_its_generation(void **state)
 {
     dh_daemon *d = *state;
-    int metrics_port = dh_setup_with_metrics(d);
-    add_replicated_host(d, "demo", RUNS_ON, "ReplicateRestart=no\nReplicateRequired=yes\n");
-    pid_t first;
-    dh_served served = serve_then_kill_the_replicator(d, &first);
-    expect_replica_exited(d, first, served.generation, "stopped: was killed by signal 9");
-    expect_failed_for_its_replica(d, metrics_port, served);
+    replica_death r =
+        serve_then_kill_the_replicator(d, RUNS_ON, "ReplicateRestart=no\nReplicateRequired=yes\n");
+    expect_replica_exited(d, r.killed, r.served.generation, "stopped: was killed by signal 9");
+    expect_failed_for_its_replica(d, r.metrics_port, r.served);
     char said[160];
     snprintf(said, sizeof(said), "ReplicateRequired=yes, so generation %" PRIu64 " fails",
-             served.generation);
+             r.served.generation);
     DH_CHECK(d, dh_log_wait(d, said, 5000), "the log does not say: %s", said);
 
     /* A failure park, not the end: the next wake serves with a replica. */
     dh_served next = dh_wake(d, "demo");
-    DH_CHECK(d, next.generation > served.generation, "no new generation served");
-    pid_t again = replicator_pid(d, "demo", first);
+    DH_CHECK(d, next.generation > r.served.generation, "no new generation served");
+    pid_t again = replicator_pid(d, "demo", r.killed);
     park_quietly(d, again);
     dh_stop_and_check_clean(d);
 }
@@ -351,12 +359,9 @@ static void test_a_required_replica_that_dies_fails_its_generation(void **state)
 static void test_a_replica_that_keeps_failing_exhausts_its_restarts(void **state)
 {
     dh_daemon *d = *state;
-    int metrics_port = dh_setup_with_metrics(d);
-    add_replicated_host(d, "demo", FAILS_AGAIN,
-                        "ReplicateRestartSec=10ms\nReplicateRequired=yes\n");
-    pid_t first;
-    dh_served served = serve_then_kill_the_replicator(d, &first);
-    expect_failed_for_its_replica(d, metrics_port, served);
+    replica_death r = serve_then_kill_the_replicator(
+        d, FAILS_AGAIN, "ReplicateRestartSec=10ms\nReplicateRequired=yes\n");
+    expect_failed_for_its_replica(d, r.metrics_port, r.served);
     size_t exits = dh_events_count(d, "demo", "replica.exited");
     size_t restarts = dh_events_count(d, "demo", "replica.restarted");
     DH_CHECK(d, exits == 6 && restarts == 5,
@@ -368,7 +373,7 @@ static void test_a_replica_that_keeps_failing_exhausts_its_restarts(void **state
         char sample[128];
         snprintf(sample, sizeof(sample),
                  "activator_replica_exits_total{host=\"demo\",outcome=\"%s\"}", outcomes[i]);
-        counted[i] = metric(d, metrics_port, sample);
+        counted[i] = metric(d, r.metrics_port, sample);
     }
     DH_CHECK(d, counted[0] == 5 && counted[1] == 1,
              "exits counted: %.0f restarting, %.0f exhausted; expected 5 and 1", counted[0],
@@ -456,15 +461,13 @@ static void test_a_required_replica_dead_during_the_health_check_fails_at_once(v
     char probe[PATH_MAX], lines[PATH_MAX + 128], state_dir[PATH_MAX];
     snprintf(probe, sizeof(probe), "%s/health.sh", d->drv.dir);
     snprintf(state_dir, sizeof(state_dir), "%s/hosts/demo/state", d->drv.state_dir);
-    FILE *f = fopen(probe, "we");
-    DH_CHECK(d, f, "cannot write %s: %s", probe, strerror(errno));
+    FILE *f = new_script(d, probe);
     fprintf(f,
             "#!/bin/sh\n"
             "[ -e %s/die ] && ! kill -0 \"$(cat %s/replicator)\" 2>/dev/null && exit 0\n"
             "touch %s/die\nexit 1\n",
             state_dir, state_dir, state_dir);
     fclose(f);
-    chmod(probe, 0755);
     snprintf(lines, sizeof(lines),
              "ReplicateRestart=no\nReplicateRequired=yes\nHealthCheck=exec:%s\n", probe);
     add_replicated_host(d, "demo", DIES_WHEN_TOLD, lines);
