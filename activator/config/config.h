@@ -245,6 +245,22 @@ typedef struct cfg_host_lines {
     unsigned read_write_paths; /* the last ReadWritePaths= line */
 } cfg_host_lines;
 
+/* ReplicateRestart=: which exits of the replica (the process ExecReplicate=
+ * runs beside a generation) start it again while its generation serves.
+ * On-failure is 0, so a configuration not read from a file gets the
+ * default. */
+typedef enum cfg_replicate_restart {
+    CFG_REPLICATE_RESTART_ON_FAILURE, /* after a non-zero status or a signal */
+    CFG_REPLICATE_RESTART_ALWAYS,     /* after any exit, status 0 too */
+    CFG_REPLICATE_RESTART_NO,         /* never */
+} cfg_replicate_restart;
+
+/* ReplicateRestartSec='s default and bounds, in microseconds: the wait
+ * before the first restart in a row, which each further one doubles. */
+#define CFG_REPLICATE_RESTART_USEC_DEFAULT UINT64_C(1000000)
+#define CFG_REPLICATE_RESTART_USEC_MIN UINT64_C(10000)
+#define CFG_REPLICATE_RESTART_USEC_MAX UINT64_C(30000000)
+
 /* One host file. Kept compact (heap strings, arrays sized to their content)
  * because a box holds 10,000 of them. */
 typedef struct cfg_host {
@@ -317,6 +333,15 @@ typedef struct cfg_host {
                                       snapshot a host that serves */
     uint64_t checkpoint_timeout_usec; /* CheckpointTimeoutSec=, 1 s..1 h, default 300 s: bounds
                                          ExecCheckpoint= and the built-in archive */
+    /* The replica while its generation serves: ReplicateRestart= (a
+     * cfg_replicate_restart, default on-failure) says which of its exits
+     * start it again, ReplicateRestartSec= (default 1 s; 0: not set, the
+     * default) how long the first restart in a row waits;
+     * ReplicateRequired= (default no) makes a replica that stays down a
+     * failure of its generation. */
+    uint8_t replicate_restart;
+    bool replicate_required;
+    uint64_t replicate_restart_usec;
     /* ParkMode=freeze (default stop): an idle generation is frozen (the
      * cgroup v2 freezer) instead of retired, and the next connection thaws
      * it; frozen for FrozenMaxSec= (1 s..30 days, default 1 h) it is

@@ -57,6 +57,9 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            act_strv_equal(a->environment, b->environment) && same_string(a->user, b->user) &&
            same_string(a->group, b->group) && act_strv_equal(a->exec_restore, b->exec_restore) &&
            act_strv_equal(a->exec_replicate, b->exec_replicate) &&
+           a->replicate_restart == b->replicate_restart &&
+           a->replicate_restart_usec == b->replicate_restart_usec &&
+           a->replicate_required == b->replicate_required &&
            act_strv_equal(a->exec_checkpoint, b->exec_checkpoint) && a->stateless == b->stateless &&
            a->checkpoint_live == b->checkpoint_live &&
            a->checkpoint_timeout_usec == b->checkpoint_timeout_usec &&

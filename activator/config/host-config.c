@@ -84,6 +84,9 @@ enum {
     KEY_MAX_STARTS,
     KEY_EXEC_RESTORE,
     KEY_EXEC_REPLICATE,
+    KEY_REPLICATE_RESTART,
+    KEY_REPLICATE_RESTART_SEC,
+    KEY_REPLICATE_REQUIRED,
     KEY_EXEC_CHECKPOINT,
     KEY_STATE,
     KEY_CHECKPOINT_LIVE,
@@ -157,6 +160,41 @@ static int apply_exec_restore(void *target, const char *value, act_error *err)
 static int apply_exec_replicate(void *target, const char *value, act_error *err)
 {
     return parse_host_command(value, &((cfg_host *)target)->exec_replicate, err);
+}
+
+static int apply_replicate_restart(void *target, const char *value, act_error *err)
+{
+    static const struct {
+        const char *word;
+        cfg_replicate_restart policy;
+    } policies[] = {
+        {"on-failure", CFG_REPLICATE_RESTART_ON_FAILURE},
+        {"always", CFG_REPLICATE_RESTART_ALWAYS},
+        {"no", CFG_REPLICATE_RESTART_NO},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(policies); i++)
+        if (strcmp(value, policies[i].word) == 0) {
+            ((cfg_host *)target)->replicate_restart = (uint8_t)policies[i].policy;
+            return 0;
+        }
+    char shown[ACT_TEXT_SHOW_MAX];
+    return act_error_set(err, EINVAL,
+                         "\"%s\" is not a restart policy (use on-failure, the default: the "
+                         "replica is started again after it fails; always: after any exit; or "
+                         "no: never)",
+                         act_text_show(value, shown, sizeof(shown)));
+}
+
+static int apply_replicate_restart_sec(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_duration_range(value, CFG_REPLICATE_RESTART_USEC_MIN,
+                                    CFG_REPLICATE_RESTART_USEC_MAX,
+                                    &((cfg_host *)target)->replicate_restart_usec, err);
+}
+
+static int apply_replicate_required(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_bool(value, &((cfg_host *)target)->replicate_required, err);
 }
 
 static int apply_exec_checkpoint(void *target, const char *value, act_error *err)
@@ -688,6 +726,10 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_MAX_STARTS] = {"Host", "MaxStarts", apply_max_starts, false},
     [KEY_EXEC_RESTORE] = {"Host", "ExecRestore", apply_exec_restore, false},
     [KEY_EXEC_REPLICATE] = {"Host", "ExecReplicate", apply_exec_replicate, false},
+    [KEY_REPLICATE_RESTART] = {"Host", "ReplicateRestart", apply_replicate_restart, false},
+    [KEY_REPLICATE_RESTART_SEC] = {"Host", "ReplicateRestartSec", apply_replicate_restart_sec,
+                                   false},
+    [KEY_REPLICATE_REQUIRED] = {"Host", "ReplicateRequired", apply_replicate_required, false},
     [KEY_EXEC_CHECKPOINT] = {"Host", "ExecCheckpoint", apply_exec_checkpoint, false},
     [KEY_STATE] = {"Host", "State", apply_state, false},
     [KEY_CHECKPOINT_LIVE] = {"Host", "CheckpointLive", apply_checkpoint_live, false},
@@ -714,6 +756,37 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_FROZEN_MAX] = {"Host", "FrozenMaxSec", apply_frozen_max, false},
     [KEY_THAW_CHECK] = {"Host", "ThawCheck", apply_thaw_check, false},
 };
+
+/* The keys that shape the replica mean nothing without ExecReplicate=, and
+ * a restart's wait nothing when nothing restarts: each such line is
+ * reported, so the operator learns the file does not do what it says. */
+static int check_replicate_keys(const cfg_host *h, const char *path, const unsigned *key_lines,
+                                cfg_errors *errors)
+{
+    static const int shaping[] = {KEY_REPLICATE_RESTART, KEY_REPLICATE_RESTART_SEC,
+                                  KEY_REPLICATE_REQUIRED};
+    int problems = 0;
+    if (!key_lines[KEY_EXEC_REPLICATE]) {
+        for (size_t i = 0; i < ARRAY_SIZE(shaping); i++) {
+            int key = shaping[i];
+            if (!key_lines[key])
+                continue;
+            cfg_errors_add(errors, path, key_lines[key], host_keys[key].name,
+                           "set without ExecReplicate=, so there is no replica it could apply "
+                           "to (set ExecReplicate= too, or remove %s=)",
+                           host_keys[key].name);
+            problems++;
+        }
+        return problems;
+    }
+    if (key_lines[KEY_REPLICATE_RESTART_SEC] && h->replicate_restart == CFG_REPLICATE_RESTART_NO) {
+        cfg_errors_add(errors, path, key_lines[KEY_REPLICATE_RESTART_SEC], "ReplicateRestartSec",
+                       "set with ReplicateRestart=no, which never restarts the replica (remove "
+                       "it, or set ReplicateRestart=on-failure or always)");
+        problems++;
+    }
+    return problems;
+}
 
 /* Checks what spans keys. A key whose value was refused has been reported
  * on its line: it counts as set (so it is not "not set" as well), and the
@@ -766,6 +839,7 @@ static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_
                        "or remove ExecCheckpoint= to use the built-in Checkpoints=)");
         problems++;
     }
+    problems += check_replicate_keys(h, path, key_lines, errors);
     if (h->stateless && (key_lines[KEY_EXEC_CHECKPOINT] || key_lines[KEY_EXEC_RESTORE])) {
         int key = key_lines[KEY_EXEC_CHECKPOINT] ? KEY_EXEC_CHECKPOINT : KEY_EXEC_RESTORE;
         cfg_errors_add(errors, path, key_lines[key], host_keys[key].name,
@@ -867,6 +941,7 @@ static int load_host_at(int dir_fd, const char *dir, const char *file_name, cfg_
                 .wake_timeout_usec = 90 * CFG_USEC_PER_SEC,
                 .stop_timeout_usec = 10 * CFG_USEC_PER_SEC,
                 .checkpoint_timeout_usec = 300 * CFG_USEC_PER_SEC,
+                .replicate_restart_usec = CFG_REPLICATE_RESTART_USEC_DEFAULT,
                 .idle_timeout_usec = 300 * CFG_USEC_PER_SEC,
                 .frozen_max_usec = 3600 * CFG_USEC_PER_SEC,
                 .max_starts = 5,

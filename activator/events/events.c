@@ -49,6 +49,8 @@ static const char *const kind_names[] = {
     [EV_EVENT_THAWED] = "thawed",
     [EV_EVENT_STAGE_PROGRESS] = "stage.progress",
     [EV_EVENT_STATE_OTHER_BUILD] = "state.other_build",
+    [EV_EVENT_REPLICA_EXITED] = "replica.exited",
+    [EV_EVENT_REPLICA_RESTARTED] = "replica.restarted",
 };
 /* ev_event_kind_from_name compares against every entry. */
 static_assert(ARRAY_SIZE(kind_names) == EV_EVENT__COUNT, "an event kind without a name");

@@ -70,6 +70,12 @@ typedef enum ev_event_kind {
      * last ran against: version is the build about to run, reason names
      * both (the claim's state.build_version and build_digest). */
     EV_EVENT_STATE_OTHER_BUILD,
+    /* The replica (ExecReplicate='s process) of a generation exited, pid
+     * its pid; reason says what follows and how it ended ("restarting:
+     * exited with status 1", "stopped: ...", "exhausted: ..."). A
+     * retirement's kill is not told. And it runs again: pid the new one. */
+    EV_EVENT_REPLICA_EXITED,
+    EV_EVENT_REPLICA_RESTARTED,
     EV_EVENT__COUNT,
 } ev_event_kind;
 

@@ -126,7 +126,13 @@ int met_daemon_metrics_register(met_registry *m, met_daemon_metrics *out, act_er
                             err)) < 0 ||
         (r = met_add_family(m, MET_METRIC_COUNTER, "activator_claim_heal_claims_total",
                             "Claims the heals' lists brought: with the index, this box's own.",
-                            NULL, NULL, 0, &out->claim_heal_claims, err)) < 0)
+                            NULL, NULL, 0, &out->claim_heal_claims, err)) < 0 ||
+        (r = met_add_family(
+             m, MET_METRIC_COUNTER, "activator_replica_exits_total",
+             "Exits of a generation's replica (ExecReplicate=) before its retirement, "
+             "by host and by what followed (restarting; stopped: not restarted; "
+             "exhausted: restarts in a row ran out).",
+             MET_LABELS("host", "outcome"), NULL, 0, &out->replica_exits, err)) < 0)
         return r;
     return 0;
 }

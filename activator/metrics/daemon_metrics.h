@@ -33,6 +33,9 @@
  *   activator_claim_heals_total{outcome}           counter: heals by outcome ok|error
  *   activator_claim_heal_duration_seconds          histogram: a heal's list, request to answer
  *   activator_claim_heal_claims_total              counter: claims the heals listed
+ *   activator_replica_exits_total{host,outcome}    counter: exits of a generation's replica
+ *                                                 (ExecReplicate=) by what follows: outcome
+ *                                                 restarting|stopped|exhausted
  *
  * contrib/grafana-dashboard.json queries these; a test checks each of its
  * queries names one. */
@@ -68,6 +71,8 @@ typedef struct met_daemon_metrics {
     met_metric *claim_heals;          /* counter by outcome: ok, error */
     met_metric *claim_heal_duration;  /* histogram: a heal's list */
     met_metric *claim_heal_claims;    /* counter: claims the heals listed */
+    met_metric *replica_exits;        /* counter by host, outcome: restarting, stopped,
+                                         exhausted */
 } met_daemon_metrics;
 
 int met_daemon_metrics_register(met_registry *metrics, met_daemon_metrics *out, act_error *err);

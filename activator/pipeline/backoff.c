@@ -24,12 +24,17 @@ uint64_t pl_attempt_backoff_usec(unsigned failed_starts, uint64_t unit_usec)
     return doubled(unit_usec, failed_starts - 1);
 }
 
+uint64_t pl_doubling_delay_usec(unsigned n, uint64_t unit_usec, uint64_t max_usec)
+{
+    if (n == 0)
+        return 0;
+    uint64_t delay = doubled(unit_usec, n - 1);
+    return delay < max_usec ? delay : max_usec;
+}
+
 uint64_t pl_failure_park_delay_usec(unsigned streak, uint64_t base_usec, uint64_t max_usec)
 {
-    if (streak == 0)
-        return 0;
-    uint64_t delay = doubled(base_usec, streak - 1);
-    return delay < max_usec ? delay : max_usec;
+    return pl_doubling_delay_usec(streak, base_usec, max_usec);
 }
 
 const char *pl_park_cause_to_string(pl_park_cause cause)

@@ -5,7 +5,9 @@
  *     admission: unit · 2^(n-1) after the n-th failed start (1, 2, 4, 8 s);
  *   - across wakes, the failure-park backoff before re-activating a host whose
  *     last n tenures ended in failure: base · 2^(n-1), capped (25 ms .. 30 s).
- * Both take their units as arguments so tests can shrink them. */
+ * Both take their units as arguments so tests can shrink them. The capped
+ * doubling of the second also paces the restarts of a replica
+ * (ExecReplicate=) while its generation serves. */
 #pragma once
 
 #include <stdbool.h>
@@ -15,6 +17,12 @@
  * unit_usec · 2^(failed_starts-1). 0 for failed_starts 0. Saturates instead of
  * overflowing. */
 uint64_t pl_attempt_backoff_usec(unsigned failed_starts, uint64_t unit_usec);
+
+/* The n-th wait of a run of waits that double, capped:
+ * min(max_usec, unit_usec · 2^(n-1)); 0 for n 0. The failure-park backoff
+ * is one such run; the restarts of a replica (ExecReplicate=) in a row are
+ * another. */
+uint64_t pl_doubling_delay_usec(unsigned n, uint64_t unit_usec, uint64_t max_usec);
 
 /* Wait before re-activating a host after streak consecutive failure parks:
  * min(max_usec, base_usec · 2^(streak-1)); 0 for streak 0. */

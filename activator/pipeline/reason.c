@@ -56,6 +56,10 @@
  * | publish_lost     | no      | no    | no           | after ready the outcome at the store  |
  * |                  |         |       |              | is uncertain: give up, never retry    |
  * | replicate_failed | no      | no    | no           | after ready: give up, as publish_lost |
+ * |                  |         |       |              | (while serving, a required replica    |
+ * |                  |         |       |              | that stays down: the host parks, as   |
+ * |                  |         |       |              | for a crash); the replica is the      |
+ * |                  |         |       |              | operator's tool, not the build        |
  * | unhealthy        | no      | no    | yes          | after publication: uncertain, give up |
  * |                  |         |       |              | (while serving: the host parks)       |
  * | watchdog         | no      | no    | yes          | only while serving, where nothing is  |

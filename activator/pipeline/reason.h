@@ -25,7 +25,8 @@ typedef enum pl_reason {
     PL_REASON_NOT_STAGED,        /* the build to run is not staged */
     PL_REASON_SETUP_FAILED,      /* a local resource (cgroup, file, socket) could not be set up */
     PL_REASON_CRASHED,           /* the generation exited (before ready, or while serving) */
-    PL_REASON_REPLICATE_FAILED,  /* ExecReplicate= could not be started */
+    PL_REASON_REPLICATE_FAILED,  /* ExecReplicate= could not be started, or with
+                                  * ReplicateRequired=yes its replica stayed down */
     PL_REASON_UNHEALTHY,         /* the health check after publication failed, or
                                   * HealthCheckFailures= repeated ones in a row */
     PL_REASON_WATCHDOG,          /* no WATCHDOG=1 within WatchdogSec=, or WATCHDOG=trigger */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "activator/daemon/parking/freeze.h"
+#include "activator/daemon/generations/announce.h"
 #include "activator/daemon/generations/generation.h"
 #include "activator/metrics/server.h"
 #include "common/log.h"
@@ -51,8 +52,13 @@ static void refresh_host(const met_daemon_metrics *m, const ad_host *host)
 void ad_telemetry_forget_host(ad_daemon *daemon, const char *host)
 {
     assert(daemon && host);
-    if (daemon->metrics)
-        forget_host(daemon->metrics, host);
+    if (!daemon->metrics)
+        return;
+    forget_host(daemon->metrics, host);
+    /* Counted while the host was configured, and of no host now. */
+    for (ad_replica_next next = 0; next < _AD_REPLICA_NEXT_MAX; next++)
+        met_metric_remove(daemon->metrics->replica_exits,
+                          MET_LABELS(host, ad_replica_next_name(next)));
 }
 
 /* Before each scrape: hosts by state, per-host memory and pids, and the

@@ -1,7 +1,11 @@
 /* A generation that outlived the previous daemon (KillMode=process), taken
  * over at start-up: its leaf opened, its notify socket heard again at the
  * path its app still holds, its output logged on, its main process's exit
- * watched. hosts/recovery.c decides which ones are resumed. */
+ * watched. hosts/recovery.c decides which ones are resumed. Its replica
+ * (ExecReplicate=), if it still runs, is not watched again: no record
+ * names its pid, and it is not the new daemon's child to reap, so it goes
+ * on unsupervised until the generation's retirement kills it with the rest
+ * of the leaf. */
 #include "activator/daemon/generations/internal.h"
 
 #include <assert.h>
@@ -28,7 +32,7 @@ int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generati
         .admission_revision = current->revision,
         .build = record->build,
         .process = {.pid = record->pid, .pidfd = main_pidfd},
-        .helper = {.pidfd = -1},
+        .replica = {.process = {.pidfd = -1}},
         .helper_stdout_fd = -1,
         .on_exit = on_exit,
         .on_exit_userdata = host,

@@ -1,5 +1,6 @@
-/* Pipeline transitions, told to the journal, to NNG subscribers and to the
- * metrics. Nothing here decides anything. */
+/* Pipeline transitions, and the exits and restarts of a generation's
+ * replica, told to the journal, to NNG subscribers and to the metrics.
+ * Nothing here decides anything. */
 #include "activator/daemon/generations/announce.h"
 
 #include <assert.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/cleanup.h"
 #include "common/log.h"
 
 /* event, about host, to subscribers (once the messaging is open). */
@@ -42,6 +44,78 @@ void ad_announce_swept(ad_host *host, const char *leaf_name, uint64_t generation
     if (metrics)
         met_metric_add(metrics->generations_retired, NULL, 1);
     publish(host, &(ev_event){.kind = EV_EVENT_RETIRED, .generation = generation});
+}
+
+const char *ad_replica_next_name(ad_replica_next next)
+{
+    static const char *const names[] = {
+        [AD_REPLICA_RESTARTING] = "restarting",
+        [AD_REPLICA_STOPPED] = "stopped",
+        [AD_REPLICA_EXHAUSTED] = "exhausted",
+    };
+    static_assert(ARRAY_SIZE(names) == _AD_REPLICA_NEXT_MAX, "a replica outcome without a name");
+    return (unsigned)next < ARRAY_SIZE(names) ? names[next] : "unknown";
+}
+
+/* The journal's fields for gen, with reason (may be NULL). */
+static act_log_ctx log_ctx_of(const ad_generation *gen, const char *reason)
+{
+    return (act_log_ctx){
+        .host = gen->host->name,
+        .generation = gen->number,
+        .build = gen->build.version[0] ? gen->build.version : NULL,
+        .reason = reason,
+    };
+}
+
+/* A replica event: gen's, with the replica's pid rather than the main
+ * process's. */
+static void publish_replica(const ad_generation *gen, ev_event_kind kind, pid_t pid,
+                            const char *reason)
+{
+    publish(gen->host, &(ev_event){
+                           .kind = kind,
+                           .generation = gen->number,
+                           .version = gen->build.version[0] ? gen->build.version : NULL,
+                           .digest = gen->build.build_digest[0] ? gen->build.build_digest : NULL,
+                           .pid = pid,
+                           .reason = reason,
+                       });
+}
+
+void ad_announce_replica_exited(const ad_generation *gen, pid_t pid, ad_replica_next next,
+                                const char *how, const char *what_next)
+{
+    assert(gen && how && what_next);
+    const char *name = gen->host->name, *outcome = ad_replica_next_name(next);
+    act_log_ctx ctx = log_ctx_of(gen, NULL);
+    char who[32] = "";
+    if (pid > 0)
+        snprintf(who, sizeof(who), " (pid %d)", (int)pid);
+    /* A replica that stays down leaves the host without its copy. */
+    act_log_fields(next == AD_REPLICA_RESTARTING ? LOG_WARNING : LOG_ERR, &ctx,
+                   "host %s: generation %" PRIu64 "'s replica%s %s; %s", name, gen->number, who,
+                   how, what_next);
+    /* Counted before it is published: whoever hears the event finds it
+     * counted. */
+    const met_daemon_metrics *metrics = gen->host->daemon->metrics;
+    if (metrics)
+        met_metric_add(metrics->replica_exits, MET_LABELS(name, outcome), 1);
+    char reason[256];
+    snprintf(reason, sizeof(reason), "%s: %s", outcome, how);
+    publish_replica(gen, EV_EVENT_REPLICA_EXITED, pid, reason);
+}
+
+void ad_announce_replica_restarted(const ad_generation *gen, unsigned restart)
+{
+    assert(gen);
+    act_log_ctx ctx = log_ctx_of(gen, NULL);
+    pid_t pid = gen->replica.process.pid;
+    act_log_fields(LOG_NOTICE, &ctx,
+                   "host %s: generation %" PRIu64 "'s replica runs again (pid %d, restart %u in "
+                   "a row)",
+                   gen->host->name, gen->number, (int)pid, restart);
+    publish_replica(gen, EV_EVENT_REPLICA_RESTARTED, pid, NULL);
 }
 
 static int priority_of(pl_wake_event_type type)

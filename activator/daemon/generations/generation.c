@@ -38,7 +38,7 @@ int ad_generation_new(ad_host *host, const char *kind, uint64_t number, ad_gener
     gen->number = number;
     gen->announced = strcmp(kind, "g") == 0;
     gen->process.pidfd = -1;
-    gen->helper.pidfd = -1;
+    gen->replica.process.pidfd = -1;
     gen->helper_stdout_fd = -1;
     int r =
         cg_leaf_create(host->daemon->cgroups, config->name, leaf_name, &limits, &gen->leaf, err);

@@ -13,6 +13,9 @@
  *                 its exec), helpers (ExecRestore=, ExecReplicate=), probes
  *   supervise.c   while it serves: watchdog, health checks, STOPPING=1,
  *                 and the notify socket they are heard on
+ *   replica.c     ExecReplicate='s replica beside the main process: its
+ *                 exits watched and told, restarts as ReplicateRestart=
+ *                 says
  *   freezer.c     freezing and thawing the leaf (cgroup.freeze), settling
  *                 through cgroup.events
  *   retire.c      where a generation is killed with proof: SIGTERM and
@@ -43,6 +46,10 @@ typedef enum ad_generation_notice {
     AD_NOTICE_WATCHDOG,  /* no WATCHDOG=1 within WatchdogSec=, or WATCHDOG=trigger */
     AD_NOTICE_UNHEALTHY, /* HealthCheckFailures= repeated health checks failed in a row */
     AD_NOTICE_STOPPING,  /* the app sent STOPPING=1 */
+    /* ReplicateRequired=yes, and the replica exited and is not started
+     * again (ReplicateRestart= does not restart that exit, or its
+     * restarts in a row ran out) */
+    AD_NOTICE_REPLICA_FAILED,
 } ad_generation_notice;
 
 /* why is one sentence, valid during the call. */
@@ -63,7 +70,20 @@ struct ad_generation {
     cg_leaf *leaf;
     cg_process process;              /* pid 0 / pidfd -1 before the exec */
     cg_held_spawn *held;             /* the main process, held before its exec; or NULL */
-    cg_process helper;               /* ExecReplicate= in the same leaf; pidfd -1 when none */
+    /* ExecReplicate='s process beside the main one, in the same leaf
+     * (replica.c): watched from its start, started again as
+     * ReplicateRestart= says, until the main process exits or the
+     * generation retires. */
+    struct {
+        cg_process process;           /* pidfd -1 while none runs */
+        sd_event_source *exit_source; /* its pidfd, while it is watched */
+        sd_event_source *timer;       /* its restart due, or the word of its failure */
+        uint64_t started_usec;        /* CLOCK_MONOTONIC at its last start */
+        unsigned restarts_in_a_row;   /* since one ran FailureResetSec= */
+        bool restart_held;            /* its restart came due while the leaf was frozen */
+        bool failed;                  /* down for good: it ended, and nothing restarts it */
+        char failure[400];            /* ... in one sentence, once failed */
+    } replica;
     int helper_stdout_fd;            /* a helper's stdout when it answers there
                                         (ExecCheckpoint=); -1: the journal, as for all */
     /* An exit of the main process while the generation is not being
@@ -137,9 +157,20 @@ int ad_generation_spawn_held(ad_generation *gen, int exec_fd, act_error *err);
 void ad_generation_drop_held(ad_generation *gen);
 /* Execs an operator-installed helper (argv[0] absolute) in gen's leaf, with
  * extra_env ("KEY=VALUE" or NULL) added; as gen's main process or, with
- * main_process false, beside it (ExecReplicate=). */
+ * main_process false, beside it as its replica (replica.process). */
 int ad_generation_spawn_helper(ad_generation *gen, char *const *argv, const char *extra_env,
                                bool main_process, act_error *err);
+/* Starts ExecReplicate= (when the host has one) in gen's leaf beside its
+ * main process, where the generation's retirement stops it with the same
+ * proof, and keeps it running: each exit is logged, published
+ * (replica.exited) and counted, and, as ReplicateRestart= says, followed
+ * by a restart after ReplicateRestartSec= doubled for each restart in a
+ * row, at most 5 in a row. One that stays down is replica.failed; with
+ * ReplicateRequired=yes it is noticed (AD_NOTICE_REPLICA_FAILED) as soon as
+ * gen is supervised. Nothing of this goes on once the main process exited
+ * or the retirement began: its kill is the generation's end, not a
+ * failure of the replica. */
+int ad_generation_start_replica(ad_generation *gen, act_error *err);
 /* How gen's exec: probes (Ready=, HealthCheck=) run: in its leaf, as the
  * host's user with its seccomp filter, its environment and its main
  * process's mount namespace, never as the daemon. gen must outlive the
@@ -163,9 +194,11 @@ bool ad_generation_wants_notify(const cfg_host *config);
 int ad_generation_open_notify(ad_generation *gen, ntf_handler on_message, act_error *err);
 /* Starts supervising a serving generation as its host file says: its
  * watchdog (WatchdogSec=, from now), its repeated health checks
- * (HealthCheckIntervalSec=) and its STOPPING=1. on_notice gets what they
- * notice; it may retire the generation. Once supervised, a second call
- * changes nothing; retiring or freeing the generation ends it. */
+ * (HealthCheckIntervalSec=), its STOPPING=1 and the failure of a required
+ * replica, told on the loop's next turn when it failed before. on_notice
+ * gets what they notice; it may retire the generation. A restart of the
+ * replica that a freeze held goes ahead now. Once supervised, a second
+ * call changes nothing; retiring or freeing the generation ends it. */
 void ad_generation_supervise(ad_generation *gen, ad_generation_notice_fn on_notice, void *userdata);
 /* Freezes every process of gen's leaf (cgroup.freeze) and stops its
  * supervision (a frozen app sends no keep-alive and answers no check).

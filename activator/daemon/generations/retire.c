@@ -33,11 +33,6 @@
  * (generations/sweep.c) then goes on proving stopped for as long as it takes. */
 #define KILL_PROOF_TIMEOUT_USEC (10 * 1000 * 1000ull)
 
-static int exit_status_of(const siginfo_t *info)
-{
-    return info->si_code == CLD_EXITED ? info->si_status : 128 + info->si_status;
-}
-
 static void start_kill(ad_generation *gen);
 
 static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata)
@@ -58,9 +53,11 @@ static int on_process_exit(sd_event_source *source, int fd, uint32_t revents, vo
     }
     gen->exit_source = sd_event_source_disable_unref(gen->exit_source);
     gen->exited = true;
-    gen->exit_status = exit_status_of(&info);
-    /* Its exit is what counts now, not a keep-alive it can no longer send. */
+    gen->exit_status = ad_exit_status_of(&info);
+    /* Its exit is what counts now, not a keep-alive it can no longer send,
+     * nor a replica that outlives it until the kill. */
     ad_generation_stop_supervision(gen);
+    ad_generation_stop_replica(gen);
     const char *name = gen->host->name;
     act_log_fields(gen->exit_status == 0 ? LOG_INFO : LOG_WARNING,
                    &(act_log_ctx){.host = name, .generation = gen->number,
@@ -102,20 +99,20 @@ void ad_generation_drop_held(ad_generation *gen)
 void ad_generation_reap(ad_generation *gen)
 {
     gen->exit_source = sd_event_source_disable_unref(gen->exit_source);
-    if (gen->helper.pidfd >= 0) {
-        /* The helper lived in the same leaf, so the proof of empty covers
+    if (gen->replica.process.pidfd >= 0) {
+        /* The replica lived in the same leaf, so the proof of empty covers
          * it; this only collects its exit status. */
         siginfo_t info = {0};
-        waitid(P_PIDFD, (id_t)gen->helper.pidfd, &info, WEXITED | WNOHANG);
-        close(gen->helper.pidfd);
-        gen->helper.pidfd = -1;
+        waitid(P_PIDFD, (id_t)gen->replica.process.pidfd, &info, WEXITED | WNOHANG);
+        close(gen->replica.process.pidfd);
+        gen->replica.process.pidfd = -1;
     }
     if (gen->process.pidfd >= 0 && !gen->exited) {
         siginfo_t info = {0};
         if (waitid(P_PIDFD, (id_t)gen->process.pidfd, &info, WEXITED | WNOHANG) == 0 &&
             info.si_pid != 0) {
             gen->exited = true;
-            gen->exit_status = exit_status_of(&info);
+            gen->exit_status = ad_exit_status_of(&info);
         }
     }
 }
@@ -231,6 +228,7 @@ void ad_generation_retire(ad_generation *gen, bool graceful, ad_generation_retir
      * leaves the leaf empty for the proof below. */
     ad_generation_drop_held(gen);
     ad_generation_stop_supervision(gen);
+    ad_generation_stop_replica(gen);
     ad_generation_stop_settling(gen);
     gen->retired = done;
     gen->retired_userdata = userdata;
@@ -268,6 +266,7 @@ void ad_generation_free(ad_generation *gen)
     if (!gen)
         return;
     ad_generation_stop_supervision(gen);
+    ad_generation_stop_replica(gen);
     ad_generation_stop_settling(gen);
     gen->grace_timer = sd_event_source_disable_unref(gen->grace_timer);
     gen->empty_source = sd_event_source_disable_unref(gen->empty_source);

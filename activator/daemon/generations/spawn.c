@@ -374,7 +374,7 @@ int ad_generation_spawn_helper(ad_generation *gen, char *const *argv, const char
     _cleanup_(act_strv_freep) char **envp = build_environment(gen, extra_env);
     if (!envp)
         return act_error_set(err, ENOMEM, "out of memory building the environment");
-    cg_process *process = main_process ? &gen->process : &gen->helper;
+    cg_process *process = main_process ? &gen->process : &gen->replica.process;
     int r = spawn(gen, fd, SPAWN_HELPER, (const char *const *)argv, envp, process, NULL, err);
     if (r < 0 || !main_process)
         return r;

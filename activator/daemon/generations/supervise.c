@@ -2,8 +2,9 @@
  * its watchdog (WatchdogSec=: a WATCHDOG=1 within each period, or
  * WATCHDOG=trigger), its repeated health checks (HealthCheck= every
  * HealthCheckIntervalSec=, HealthCheckFailures= of them failed in a row)
- * and its STOPPING=1. What it notices goes to on_notice, whose owner
- * decides (wake/ops.c); it retires nothing itself. It ends
+ * and its STOPPING=1; its replica's failure comes from replica.c. What it
+ * notices goes to on_notice, whose owner decides (wake/supervise.c); it
+ * retires nothing itself. It ends
  * (ad_generation_stop_supervision, internal.h) when the
  * generation exits, is frozen, retired or freed. */
 #include "activator/daemon/generations/internal.h"
@@ -18,12 +19,6 @@
 /* The watchdog is a deadline an app is judged by: a millisecond of slack. */
 #define WATCHDOG_ACCURACY_USEC USEC_PER_MSEC
 
-static void notice(ad_generation *gen, ad_generation_notice what, const char *why)
-{
-    if (gen->on_notice)
-        gen->on_notice(gen, what, why, gen->on_notice_userdata);
-}
-
 static int on_watchdog_missed(sd_event_source *source, uint64_t usec, void *userdata)
 {
     ad_generation *gen = userdata;
@@ -33,7 +28,7 @@ static int on_watchdog_missed(sd_event_source *source, uint64_t usec, void *user
         why, sizeof(why),
         "host %s: generation %" PRIu64 " sent no WATCHDOG=1 within %" PRIu64 " ms (WatchdogSec=)",
         gen->host->name, gen->number, ad_host_config(gen->host)->watchdog_usec / USEC_PER_MSEC);
-    notice(gen, AD_NOTICE_WATCHDOG, why);
+    ad_generation_tell(gen, AD_NOTICE_WATCHDOG, why);
     return 0;
 }
 
@@ -83,7 +78,7 @@ static void health_checked(ad_generation *gen, bool ok, const char *why)
              "(HealthCheckFailures=), the last: %s",
              config->name, gen->number, gen->health_failures, why);
     gen->health_failures = 0;
-    notice(gen, AD_NOTICE_UNHEALTHY, message);
+    ad_generation_tell(gen, AD_NOTICE_UNHEALTHY, message);
 }
 
 static void on_health_probed(probe_run *probe, bool ok, const char *why, void *userdata)
@@ -130,6 +125,7 @@ void ad_generation_supervise(ad_generation *gen, ad_generation_notice_fn on_noti
                 gen->number);
     if (config->health_check && config->health_check_interval_usec)
         schedule_health_check(gen);
+    ad_generation_replica_supervised(gen);
 }
 
 void ad_generation_supervision_heard(ad_generation *gen, const ntf_message *message)
@@ -140,12 +136,12 @@ void ad_generation_supervision_heard(ad_generation *gen, const ntf_message *mess
         char why[160];
         snprintf(why, sizeof(why), "host %s: generation %" PRIu64 " sent WATCHDOG=trigger",
                  gen->host->name, gen->number);
-        notice(gen, AD_NOTICE_WATCHDOG, why);
+        ad_generation_tell(gen, AD_NOTICE_WATCHDOG, why);
     } else if (message->stopping) {
         char why[160];
         snprintf(why, sizeof(why), "host %s: generation %" PRIu64 " sent STOPPING=1",
                  gen->host->name, gen->number);
-        notice(gen, AD_NOTICE_STOPPING, why);
+        ad_generation_tell(gen, AD_NOTICE_STOPPING, why);
     }
 }
 

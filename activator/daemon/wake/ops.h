@@ -34,7 +34,7 @@ void ad_wake_state_free(void *state);
 void ad_wake_ops_on_generation_exit(ad_generation *gen, void *userdata);
 
 /* The host serves: its serving generation is supervised from now on as its
- * host file says (WatchdogSec=, HealthCheckIntervalSec=, STOPPING=1), and
- * what the supervision notices parks the host. Called again for the same
- * generation, it changes nothing. */
+ * host file says (WatchdogSec=, HealthCheckIntervalSec=, STOPPING=1,
+ * ReplicateRequired=), and what the supervision notices parks the host.
+ * Called again for the same generation, it changes nothing. */
 void ad_wake_ops_supervise(ad_host *host);

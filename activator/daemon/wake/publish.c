@@ -125,6 +125,12 @@ void ad_wake_op_healthy(pl_wake *wake, void *userdata)
                          host->name, serving->number, serving->exit_status);
         return;
     }
+    /* So was a required replica (ReplicateRequired=yes) that went down for
+     * good since `replicate`: the generation does not serve without it. */
+    if (serving && serving->replica.failed && ad_host_config(host)->replicate_required) {
+        pl_wake_complete(wake, PL_REASON_REPLICATE_FAILED, "%s", serving->replica.failure);
+        return;
+    }
     if (!ad_host_config(host)->health_check) {
         pl_wake_ok(wake);
         return;

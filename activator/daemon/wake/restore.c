@@ -301,12 +301,3 @@ void ad_restore_abandon(ad_restore *restore)
     }
     finish(restore, PL_REASON_CANCELLED, NULL);
 }
-
-int ad_replicate_start(ad_generation *gen, act_error *err)
-{
-    assert(gen);
-    char **exec_replicate = ad_host_config(gen->host)->exec_replicate;
-    if (!exec_replicate)
-        return 0;
-    return ad_generation_spawn_helper(gen, exec_replicate, NULL, false, err);
-}

@@ -1,7 +1,7 @@
-/* Restores, and ExecReplicate=: the state directory brought to the claim's
- * checkpoint before the first exec (by the built-in transport of
- * Checkpoints=, or the operator's ExecRestore=), and kept copied out while
- * the host serves. */
+/* Restores: the state directory brought to the claim's checkpoint before
+ * the first exec (by the built-in transport of Checkpoints=, or the
+ * operator's ExecRestore=). ExecReplicate=, which keeps it copied out while
+ * the host serves, is the generation's (generations/replica.c). */
 #pragma once
 
 #include "activator/daemon/generations/generation.h"
@@ -28,7 +28,3 @@ bool ad_restore_would_run(ad_host *host, const claim_state *state);
 /* Stops a restore in flight (the wake was cancelled): its leaf is killed in
  * the background and the wake is not completed. NULL is fine. */
 void ad_restore_abandon(ad_restore *restore);
-
-/* Starts ExecReplicate= (if set) inside gen's leaf, beside the main
- * process, so the generation's retirement stops it with the same proof. */
-int ad_replicate_start(ad_generation *gen, act_error *err);

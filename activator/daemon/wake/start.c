@@ -181,12 +181,16 @@ void ad_wake_op_ready(pl_wake *wake, void *userdata)
 
 /* ---- replicate ----------------------------------------------------------- */
 
+/* From here the generation keeps its replica running as ReplicateRestart=
+ * says (generations/replica.c); a replica that cannot start at all is a
+ * setup the host's file got wrong, which no restart would mend. */
 void ad_wake_op_replicate(pl_wake *wake, void *userdata)
 {
     ad_host *host = userdata;
     act_error err = {0};
-    if (ad_replicate_start(host->starting, &err) < 0) {
-        pl_wake_complete(wake, PL_REASON_REPLICATE_FAILED, "host %s: %s", host->name, err.message);
+    if (ad_generation_start_replica(host->starting, &err) < 0) {
+        pl_wake_complete(wake, PL_REASON_REPLICATE_FAILED,
+                         "host %s: cannot start ExecReplicate=: %s", host->name, err.message);
         return;
     }
     pl_wake_ok(wake);

@@ -1,9 +1,9 @@
 /* What a host's generations do once they run, watched: the exit handler of
  * every generation of the host (set at `reserve`, and by recovery for a
  * generation it resumes), and the supervision of the one that serves
- * (WatchdogSec=, HealthCheckIntervalSec=, STOPPING=1). An exit before
- * ready fails the wake waiting for it; what happens to the serving one
- * parks the host. */
+ * (WatchdogSec=, HealthCheckIntervalSec=, STOPPING=1, ReplicateRequired=).
+ * An exit before ready fails the wake waiting for it; what happens to the
+ * serving one parks the host. */
 #include "activator/daemon/wake/ops.h"
 
 #include <inttypes.h>
@@ -42,12 +42,28 @@ void ad_wake_ops_on_generation_exit(ad_generation *gen, void *userdata)
         pl_host_generation_exited(host->pipeline, gen->exit_status, served_long_enough(gen));
 }
 
+/* The reason a serving generation fails for what its supervision noticed. */
+static pl_reason failure_of(ad_generation_notice notice)
+{
+    switch (notice) {
+    case AD_NOTICE_WATCHDOG:
+        return PL_REASON_WATCHDOG;
+    case AD_NOTICE_REPLICA_FAILED:
+        return PL_REASON_REPLICATE_FAILED;
+    case AD_NOTICE_UNHEALTHY:
+    default:
+        return PL_REASON_UNHEALTHY;
+    }
+}
+
 /* What the supervision of the serving generation noticed. A stop notice is
  * the app asking to stop: the host parks, gracefully, as when it is idle, and
  * its sockets are watched again for the next client. A missed watchdog or
- * failed health checks are failures of the build: the generation is
- * retired at once and the failure-park backoff applies. Only the serving
- * generation of a serving host counts: anything else is on its way out. */
+ * failed health checks are failures of the build, and a required replica
+ * that stays down (ReplicateRequired=yes) one of the generation: it is
+ * retired at once, as a crashed one is, and the failure-park backoff
+ * applies. Only the serving generation of a serving host counts: anything
+ * else is on its way out. */
 static void on_generation_notice(ad_generation *gen, ad_generation_notice notice, const char *why,
                                  void *userdata)
 {
@@ -61,9 +77,7 @@ static void on_generation_notice(ad_generation *gen, ad_generation_notice notice
         pl_host_park(pipeline, PL_PARK_IDLE);
         return;
     }
-    pl_host_generation_failed(
-        pipeline, notice == AD_NOTICE_WATCHDOG ? PL_REASON_WATCHDOG : PL_REASON_UNHEALTHY,
-        served_long_enough(gen), "%s", why);
+    pl_host_generation_failed(pipeline, failure_of(notice), served_long_enough(gen), "%s", why);
 }
 
 void ad_wake_ops_supervise(ad_host *host)

@@ -1295,6 +1295,85 @@ static void freeze_keys(void **state)
     }
 }
 
+/* ReplicateRestart=, ReplicateRestartSec= and ReplicateRequired=: their
+ * defaults, their values, their bad values and the rules between them
+ * (one error each, on the key's line, saying what to do), and that
+ * changing them applies from the next start. */
+static void replicate_keys(void **state)
+{
+    (void)state;
+    cfg_host h;
+    load_host("plain", "[Host]\nExec=bin/app\nExecReplicate=/usr/lib/web1/replicate\n", &h);
+    assert_int_equal(h.replicate_restart, CFG_REPLICATE_RESTART_ON_FAILURE);
+    assert_int_equal(h.replicate_restart_usec, CFG_REPLICATE_RESTART_USEC_DEFAULT);
+    assert_false(h.replicate_required);
+    cfg_host_free(&h);
+    load_host("shaped",
+              "[Host]\nExec=bin/app\nExecReplicate=/usr/lib/web1/replicate\n"
+              "ReplicateRestart=always\nReplicateRestartSec=250ms\nReplicateRequired=yes\n",
+              &h);
+    assert_int_equal(h.replicate_restart, CFG_REPLICATE_RESTART_ALWAYS);
+    assert_int_equal(h.replicate_restart_usec, 250 * 1000);
+    assert_true(h.replicate_required);
+    cfg_host_free(&h);
+    load_host("never",
+              "[Host]\nExec=bin/app\nExecReplicate=/usr/lib/web1/replicate\n"
+              "ReplicateRestart=no\n",
+              &h);
+    assert_int_equal(h.replicate_restart, CFG_REPLICATE_RESTART_NO);
+    cfg_host_free(&h);
+
+    static const struct {
+        const char *text, *key, *words;
+    } bad[] = {
+        {"ExecReplicate=/r\nReplicateRestart=on-abort\n", "ReplicateRestart",
+         "is not a restart policy (use on-failure"},
+        {"ExecReplicate=/r\nReplicateRestart=yes\n", "ReplicateRestart", "is not a restart policy"},
+        {"ExecReplicate=/r\nReplicateRestartSec=1ms\n", "ReplicateRestartSec", "out of range"},
+        {"ExecReplicate=/r\nReplicateRestartSec=1min\n", "ReplicateRestartSec", "out of range"},
+        {"ExecReplicate=/r\nReplicateRequired=maybe\n", "ReplicateRequired", ""},
+        {"ReplicateRestart=always\n", "ReplicateRestart", "set without ExecReplicate="},
+        {"ReplicateRestartSec=2s\n", "ReplicateRestartSec", "set without ExecReplicate="},
+        {"ReplicateRequired=yes\n", "ReplicateRequired", "or remove ReplicateRequired="},
+        {"ExecReplicate=/r\nReplicateRestart=no\nReplicateRestartSec=2s\n", "ReplicateRestartSec",
+         "set with ReplicateRestart=no"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        char text[256];
+        snprintf(text, sizeof(text), "[Host]\nExec=bin/app\n%s", bad[i].text);
+        write_file("bad.conf", text);
+        cfg_errors errors = {0};
+        assert_int_equal(cfg_load_host_file(tmp_dir, "bad.conf", &h, &errors), -EINVAL);
+        /* file:line: the key's own line, the last of the text. */
+        unsigned line = 2;
+        for (const char *c = bad[i].text; *c; c++)
+            line += *c == '\n';
+        if (errors.n != 1 || errors.items[0].line != line ||
+            !strstr(errors.items[0].text, bad[i].key) ||
+            !strstr(errors.items[0].text, bad[i].words)) {
+            cfg_errors_print(&errors, stderr);
+            fail_msg("%s: expected one error on line %u about %s saying \"%s\"", bad[i].text, line,
+                     bad[i].key, bad[i].words);
+        }
+        cfg_errors_free(&errors);
+    }
+    /* Each applies from the next start: the running replica keeps what
+     * it started with. */
+    static const char replicated[] = "[Host]\nExec=bin/app\nExecReplicate=/r\n";
+    static const char *const changed[] = {"ReplicateRestart=no\n", "ReplicateRestartSec=2s\n",
+                                          "ReplicateRequired=yes\n"};
+    cfg_host running;
+    load_host("running", replicated, &running);
+    for (size_t i = 0; i < ARRAY_SIZE(changed); i++) {
+        char text[256];
+        snprintf(text, sizeof(text), "%s%s", replicated, changed[i]);
+        load_host("loaded", text, &h);
+        assert_int_equal(cfg_host_changes(&running, &h), CFG_HOST_CHANGED_START);
+        cfg_host_free(&h);
+    }
+    cfg_host_free(&running);
+}
+
 /* UserDatabaseDirectory=: its default, no, and a relative path refused. */
 static void user_database_directory(void **state)
 {
@@ -1558,6 +1637,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(user_database_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(registry_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(freeze_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(replicate_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(read_write_paths_and_the_view, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

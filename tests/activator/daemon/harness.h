@@ -345,6 +345,11 @@ json_object *dh_reply_result(json_object *reply);
 /* status of one host: the result object (the caller puts it). */
 json_object *dh_status(dh_daemon *d, const char *host);
 
+/* Checks that status says host is parked, why its last wake did not serve
+ * (reason; "" for none) and the failure-park streak that paces its next
+ * wake. */
+void dh_expect_parked_for(dh_daemon *d, const char *host, const char *reason, uint64_t streak);
+
 /* Small readers of a JSON object: "" or 0 when the key is absent. */
 const char *dh_json_str(json_object *obj, const char *key);
 uint64_t dh_json_u64(json_object *obj, const char *key);
@@ -363,6 +368,25 @@ bool dh_event_wait(dh_daemon *d, const char *host, const char *name, int timeout
 
 /* How many events of host named name arrived after the mark. */
 size_t dh_events_count(dh_daemon *d, const char *host, const char *name);
+
+/* ---- metrics ---- */
+
+/* dh_setup on the dir store with MetricsListen= on a free port: the port. */
+int dh_setup_with_metrics(dh_daemon *d);
+
+/* One scrape of the daemon's metrics (GET /metrics on its port); large, so
+ * tests allocate it. */
+typedef struct dh_metrics {
+    char text[256 * 1024];
+    size_t len;
+} dh_metrics;
+void dh_metrics_scrape(dh_daemon *d, int port, dh_metrics *out);
+
+/* The value of one sample of a scrape (a full name with its labels:
+ * activator_wakes_total{outcome="serving",reason="none"}), or 0 when the
+ * family has no such series yet; fails the test when the text does not
+ * parse. */
+double dh_metrics_sample(dh_daemon *d, const dh_metrics *scraped, const char *want);
 
 /* ---- claims ---- */
 

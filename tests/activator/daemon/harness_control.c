@@ -3,6 +3,7 @@
 #include "harness_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +201,19 @@ json_object *dh_status(dh_daemon *d, const char *host)
     json_object *result = json_object_get(dh_reply_result(reply));
     json_object_put(reply);
     return result;
+}
+
+void dh_expect_parked_for(dh_daemon *d, const char *host, const char *reason, uint64_t streak)
+{
+    json_object *status = dh_status(d, host);
+    bool as_expected = strcmp(dh_json_str(status, "state"), "parked") == 0 &&
+                       strcmp(dh_json_str(status, "reason"), reason) == 0 &&
+                       dh_json_u64(status, "failure_streak") == streak;
+    char text[1024];
+    snprintf(text, sizeof(text), "%s", json_object_to_json_string(status));
+    json_object_put(status);
+    DH_CHECK(d, as_expected, "status should say %s parked, reason %s, streak %" PRIu64 ": %s", host,
+             reason[0] ? reason : "(none)", streak, text);
 }
 
 bool dh_wait_state(dh_daemon *d, const char *host, const char *state, int timeout_ms)

@@ -7,7 +7,6 @@
  * exports. */
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <json-c/json.h>
 #include <netinet/in.h>
@@ -21,112 +20,58 @@
 
 #include "activator/metrics/server.h"
 #include "harness.h"
-#include "tests/common/prometheus.h"
-
-typedef struct body {
-    char text[256 * 1024];
-    size_t len;
-} body;
-
-static size_t append(char *data, size_t size, size_t n, void *userdata)
-{
-    body *b = userdata;
-    size_t len = size * n;
-    if (b->len + len >= sizeof(b->text))
-        return 0;
-    memcpy(b->text + b->len, data, len);
-    b->len += len;
-    b->text[b->len] = '\0';
-    return len;
-}
-
-static void scrape(dh_daemon *d, int port, body *out)
-{
-    char url[64];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/metrics", port);
-    out->len = 0;
-    out->text[0] = '\0';
-    CURL *curl = curl_easy_init();
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
-    CURLcode rc = curl_easy_perform(curl);
-    long status = 0;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(curl);
-    DH_CHECK(d, rc == CURLE_OK && status == 200, "GET %s: %s (HTTP %ld)", url,
-             curl_easy_strerror(rc), status);
-}
-
-/* The value of one sample, or 0 when the family has no such series yet. */
-static double sample(dh_daemon *d, const body *scraped, const char *want)
-{
-    double value = 0;
-    char why[256] = "";
-    if (parse_prometheus(scraped->text, want, &value, why, sizeof(why)))
-        return value;
-    DH_CHECK(d, strstr(why, "no sample") != NULL, "metrics do not parse: %s\n%s", why,
-             scraped->text);
-    return 0;
-}
-
-/* A daemon on the dir store serving metrics on a free port; the port. */
-static int setup_with_metrics(dh_daemon *d)
-{
-    int metrics_port = dh_free_port();
-    char conf[64];
-    snprintf(conf, sizeof(conf), "MetricsListen=127.0.0.1:%d\n", metrics_port);
-    dh_setup(d, DH_STORE_DIR, conf);
-    return metrics_port;
-}
 
 static void test_wake_moves_the_counters(void **state)
 {
     dh_daemon *d = *state;
-    int metrics_port = setup_with_metrics(d);
+    int metrics_port = dh_setup_with_metrics(d);
     /* A memory limit: a hybrid host keeps memory stats for a leaf in its v1
      * mirror, which only a limit makes. */
     dh_add_app_host(d, "demo", NULL, "[Limits]\nMemoryMax=512M\n");
     dh_start(d, NULL);
 
-    body *before = calloc(1, sizeof(*before)), *after = calloc(1, sizeof(*after));
-    scrape(d, metrics_port, before);
-    DH_CHECK(d, sample(d, before, "activator_hosts{state=\"parked\"}") >= 1,
+    dh_metrics *before = calloc(1, sizeof(*before)), *after = calloc(1, sizeof(*after));
+    dh_metrics_scrape(d, metrics_port, before);
+    DH_CHECK(d, dh_metrics_sample(d, before, "activator_hosts{state=\"parked\"}") >= 1,
              "no parked host counted before the wake:\n%s", before->text);
 
     dh_wake(d, "demo");
-    scrape(d, metrics_port, after);
+    dh_metrics_scrape(d, metrics_port, after);
 
     const char *wakes = "activator_wakes_total{outcome=\"serving\",reason=\"none\"}";
-    DH_CHECK(d, sample(d, after, wakes) == sample(d, before, wakes) + 1,
+    DH_CHECK(d, dh_metrics_sample(d, after, wakes) == dh_metrics_sample(d, before, wakes) + 1,
              "%s did not move by one:\n%s", wakes, after->text);
-    DH_CHECK(d, sample(d, after, "activator_generations_started_total") == 1,
+    DH_CHECK(d, dh_metrics_sample(d, after, "activator_generations_started_total") == 1,
              "generations started:\n%s", after->text);
-    DH_CHECK(d, sample(d, after, "activator_wake_duration_seconds_count") == 1,
+    DH_CHECK(d, dh_metrics_sample(d, after, "activator_wake_duration_seconds_count") == 1,
              "the wake duration histogram has no observation:\n%s", after->text);
-    DH_CHECK(d, sample(d, after, "activator_hosts{state=\"serving\"}") == 1,
+    DH_CHECK(d, dh_metrics_sample(d, after, "activator_hosts{state=\"serving\"}") == 1,
              "hosts by state:\n%s", after->text);
-    DH_CHECK(d, sample(d, after, "activator_host_memory_current_bytes{host=\"demo\"}") > 0,
+    DH_CHECK(d,
+             dh_metrics_sample(d, after, "activator_host_memory_current_bytes{host=\"demo\"}") > 0,
              "no memory.current for the serving host:\n%s", after->text);
-    DH_CHECK(d, sample(d, after, "activator_control_requests_total{op=\"wake\",outcome=\"ok\"}") >= 1,
+    DH_CHECK(d,
+             dh_metrics_sample(d, after,
+                               "activator_control_requests_total{op=\"wake\",outcome=\"ok\"}") >= 1,
              "control requests are not counted:\n%s", after->text);
-    DH_CHECK(d, sample(d, after, "activator_events_published_total") >
-                    sample(d, before, "activator_events_published_total"),
+    DH_CHECK(d,
+             dh_metrics_sample(d, after, "activator_events_published_total") >
+                 dh_metrics_sample(d, before, "activator_events_published_total"),
              "events published did not move:\n%s", after->text);
     /* The wake read and wrote the claim: the store's calls are timed. */
-    DH_CHECK(d,
-             sample(d, after,
-                    "activator_store_operation_duration_seconds_count{operation=\"read\","
-                    "outcome=\"ok\"}") >= 1 &&
-                 sample(d, after,
-                        "activator_store_operation_duration_seconds_count{operation=\"cas\","
-                        "outcome=\"ok\"}") >= 1,
-             "claim store calls are not timed:\n%s", after->text);
+    DH_CHECK(
+        d,
+        dh_metrics_sample(d, after,
+                          "activator_store_operation_duration_seconds_count{operation=\"read\","
+                          "outcome=\"ok\"}") >= 1 &&
+            dh_metrics_sample(d, after,
+                              "activator_store_operation_duration_seconds_count{operation=\"cas\","
+                              "outcome=\"ok\"}") >= 1,
+        "claim store calls are not timed:\n%s", after->text);
     char box_info[128];
     snprintf(box_info, sizeof(box_info), "activator_box_info{box=\"%s\",version=\"%s\"}", DH_BOX,
              ACTIVATOR_VERSION);
-    DH_CHECK(d, sample(d, after, box_info) == 1, "no %s:\n%s", box_info, after->text);
+    DH_CHECK(d, dh_metrics_sample(d, after, box_info) == 1, "no %s:\n%s", box_info, after->text);
     free(before);
     free(after);
     dh_stop_and_check_clean(d);
@@ -154,7 +99,7 @@ static bool find_promtool(char *path, size_t size)
  * park). */
 static int start_swapped_and_failed(dh_daemon *d, const char *demo_lines)
 {
-    int metrics_port = setup_with_metrics(d);
+    int metrics_port = dh_setup_with_metrics(d);
     dh_add_app_host(d, "demo", NULL, demo_lines);
     dh_add_app_host(d, "broken", "--exit-immediately 3", "MaxStarts=1\n");
     dh_start(d, NULL);
@@ -179,7 +124,7 @@ static int start_swapped_and_failed(dh_daemon *d, const char *demo_lines)
 static void test_the_claim_watch_tells_only_this_boxs_claims(void **state)
 {
     dh_daemon *d = *state;
-    int metrics_port = setup_with_metrics(d);
+    int metrics_port = dh_setup_with_metrics(d);
     dh_add_app_host(d, "demo", NULL, NULL);
     dh_start(d, NULL);
     for (int i = 0; i < 20; i++) {
@@ -194,10 +139,12 @@ static void test_the_claim_watch_tells_only_this_boxs_claims(void **state)
     dh_wake(d, "demo");
     DH_CHECK(d, dh_event_wait(d, "demo", "claim.changed", 10000, NULL),
              "the watch never told demo's claim");
-    body *scraped = calloc(1, sizeof(*scraped));
-    scrape(d, metrics_port, scraped);
-    double concerning = sample(d, scraped, "activator_claim_changes_total{concerning=\"yes\"}");
-    double other = sample(d, scraped, "activator_claim_changes_total{concerning=\"no\"}");
+    dh_metrics *scraped = calloc(1, sizeof(*scraped));
+    dh_metrics_scrape(d, metrics_port, scraped);
+    double concerning =
+        dh_metrics_sample(d, scraped, "activator_claim_changes_total{concerning=\"yes\"}");
+    double other =
+        dh_metrics_sample(d, scraped, "activator_claim_changes_total{concerning=\"no\"}");
     DH_CHECK(d, concerning >= 1 && other == 0,
              "the claim watch told %.0f changes of other boxes' hosts (and %.0f of demo's): it "
              "reads more than this box's index",
@@ -219,10 +166,11 @@ static void test_promtool_accepts_a_real_scrape(void **state)
     int metrics_port = start_swapped_and_failed(d, "[Limits]\nMemoryMax=512M\n");
     json_object_put(dh_request(d, 5000, "{\"v\":1,\"op\":\"status\"}"));
 
-    body *scraped = calloc(1, sizeof(*scraped));
-    scrape(d, metrics_port, scraped);
+    dh_metrics *scraped = calloc(1, sizeof(*scraped));
+    dh_metrics_scrape(d, metrics_port, scraped);
     DH_CHECK(d,
-             sample(d, scraped, "activator_wakes_total{outcome=\"serving\",reason=\"none\"}") >= 1,
+             dh_metrics_sample(d, scraped,
+                               "activator_wakes_total{outcome=\"serving\",reason=\"none\"}") >= 1,
              "the wake is not in the scrape:\n%s", scraped->text);
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/scrape.txt", d->drv.dir);
@@ -269,7 +217,7 @@ static bool closed_by_daemon(int fd, int wait_ms)
 static void test_idle_connections_from_one_address_leave_room(void **state)
 {
     dh_daemon *d = *state;
-    int metrics_port = setup_with_metrics(d);
+    int metrics_port = dh_setup_with_metrics(d);
     dh_start(d, NULL);
 
     dh_step("open %d idle connections from 127.0.0.2", IDLE_CONNECTIONS);
@@ -290,14 +238,14 @@ static void test_idle_connections_from_one_address_leave_room(void **state)
     /* The daemon takes connections in the order they came, so all 200 were
      * taken or refused before the scrape's. */
     dh_step("scrape from 127.0.0.1");
-    body *scraped = calloc(1, sizeof(*scraped));
-    scrape(d, metrics_port, scraped);
+    dh_metrics *scraped = calloc(1, sizeof(*scraped));
+    dh_metrics_scrape(d, metrics_port, scraped);
     char box_info[128];
     snprintf(box_info, sizeof(box_info), "activator_box_info{box=\"%s\",version=\"%s\"}", DH_BOX,
              ACTIVATOR_VERSION);
-    DH_CHECK(d, sample(d, scraped, box_info) == 1, "the scrape has no %s:\n%s", box_info,
+    DH_CHECK(d, dh_metrics_sample(d, scraped, box_info) == 1, "the scrape has no %s:\n%s", box_info,
              scraped->text);
-    double refused = sample(d, scraped, "activator_metrics_connections_refused_total");
+    double refused = dh_metrics_sample(d, scraped, "activator_metrics_connections_refused_total");
     DH_CHECK(d, refused == IDLE_CONNECTIONS - MET_MAX_CONNECTIONS_PER_ADDRESS,
              "%d connections from one address with a limit of %d: %.0f refused counted",
              IDLE_CONNECTIONS, MET_MAX_CONNECTIONS_PER_ADDRESS, refused);
@@ -318,7 +266,7 @@ static void test_idle_connections_from_one_address_leave_room(void **state)
     }
     /* And the daemon serves on. */
     scraped = calloc(1, sizeof(*scraped));
-    scrape(d, metrics_port, scraped);
+    dh_metrics_scrape(d, metrics_port, scraped);
     free(scraped);
     dh_stop_and_check_clean(d);
 }
@@ -356,7 +304,7 @@ static void test_a_taken_metrics_port_stops_the_start(void **state)
 }
 
 /* The sum of a family's series (its "name{" lines). */
-static double family_sum(const body *scraped, const char *name)
+static double family_sum(const dh_metrics *scraped, const char *name)
 {
     char prefix[160];
     snprintf(prefix, sizeof(prefix), "\n%s{", name);
@@ -376,9 +324,11 @@ static void test_swaps_and_failure_parks_are_counted(void **state)
     dh_daemon *d = *state;
     int metrics_port = start_swapped_and_failed(d, NULL);
 
-    body *scraped = calloc(1, sizeof(*scraped));
-    scrape(d, metrics_port, scraped);
-    DH_CHECK(d, sample(d, scraped, "activator_swaps_total{outcome=\"done\",reason=\"none\"}") == 1,
+    dh_metrics *scraped = calloc(1, sizeof(*scraped));
+    dh_metrics_scrape(d, metrics_port, scraped);
+    DH_CHECK(d,
+             dh_metrics_sample(d, scraped,
+                               "activator_swaps_total{outcome=\"done\",reason=\"none\"}") == 1,
              "the swap is not counted:\n%s", scraped->text);
     DH_CHECK(d, family_sum(scraped, "activator_failure_parks_total") >= 1,
              "the failed wake is not counted as a failure park:\n%s", scraped->text);
@@ -388,7 +338,7 @@ static void test_swaps_and_failure_parks_are_counted(void **state)
 
 /* The type of family name in the scraped text ("counter", ...), or NULL
  * when the daemon does not export it. */
-static const char *family_type(const body *scraped, const char *name, char *type, size_t size)
+static const char *family_type(const dh_metrics *scraped, const char *name, char *type, size_t size)
 {
     char prefix[256];
     snprintf(prefix, sizeof(prefix), "# TYPE %s ", name);
@@ -406,7 +356,7 @@ static const char *family_type(const body *scraped, const char *name, char *type
 
 /* A metric name the daemon exports: a family, or a histogram family's
  * _bucket, _sum or _count series. */
-static bool exported(const body *scraped, const char *name)
+static bool exported(const dh_metrics *scraped, const char *name)
 {
     char type[32];
     if (family_type(scraped, name, type, sizeof(type)))
@@ -485,11 +435,11 @@ static void test_dashboard_queries_exported_metrics(void **state)
     collect_queries(dashboard, q);
     DH_CHECK(d, q->exprs >= 10, "%s has only %zu queries", DH_DASHBOARD, q->exprs);
 
-    int metrics_port = setup_with_metrics(d);
+    int metrics_port = dh_setup_with_metrics(d);
     dh_add_app_host(d, "demo", NULL, NULL);
     dh_start(d, NULL);
-    body *scraped = calloc(1, sizeof(*scraped));
-    scrape(d, metrics_port, scraped);
+    dh_metrics *scraped = calloc(1, sizeof(*scraped));
+    dh_metrics_scrape(d, metrics_port, scraped);
     for (size_t i = 0; i < q->n; i++)
         DH_CHECK(d, exported(scraped, q->names[i]),
                  "%s queries %s, which the daemon does not export:\n%s", DH_DASHBOARD, q->names[i],

@@ -52,20 +52,6 @@ static dh_event expect_retired_for(dh_daemon *d, const char *reason, const dh_se
     return failed;
 }
 
-/* Status shows reason and the failure-park streak that paces the next wake. */
-static void expect_status(dh_daemon *d, const char *reason, uint64_t streak)
-{
-    json_object *status = dh_status(d, "demo");
-    bool as_expected = strcmp(dh_json_str(status, "state"), "parked") == 0 &&
-                       strcmp(dh_json_str(status, "reason"), reason) == 0 &&
-                       dh_json_u64(status, "failure_streak") == streak;
-    char text[1024];
-    snprintf(text, sizeof(text), "%s", json_object_to_json_string(status));
-    json_object_put(status);
-    DH_CHECK(d, as_expected, "status should say parked, reason %s, streak %" PRIu64 ": %s",
-             reason[0] ? reason : "(none)", streak, text);
-}
-
 static void test_an_app_that_stops_its_keepalives_is_retired_for_its_watchdog(void **state)
 {
     dh_daemon *d = *state;
@@ -81,7 +67,7 @@ static void test_an_app_that_stops_its_keepalives_is_retired_for_its_watchdog(vo
         DH_CHECK(d, after >= 0.95 && after <= 2.7,
                  "retired %.2f s after serving; WatchdogSec=1 after the last keep-alive", after);
         /* A failure park, like a crash: the streak paces the next wake. */
-        expect_status(d, "watchdog", streak);
+        dh_expect_parked_for(d, "demo", "watchdog", streak);
         DH_CHECK(d, dh_log_wait(d, "sent no WATCHDOG=1 within 1000 ms", 1000),
                  "the log does not say why the generation was retired");
     }
@@ -209,7 +195,7 @@ static void test_a_silent_n_during_a_swap_is_retired_as_itself(void **state)
     json_object_put(reply);
     DH_CHECK(d, dh_wait_state(d, "demo", "parked", 10000), "demo did not park");
     DH_CHECK(d, dh_pid_gone(served.pid), "N (pid %d) still runs", (int)served.pid);
-    expect_status(d, "watchdog", 1);
+    dh_expect_parked_for(d, "demo", "watchdog", 1);
     dh_stop_and_check_clean(d);
 }
 
@@ -225,7 +211,7 @@ static void test_watchdog_trigger_retires_at_once(void **state)
     double after = seconds_between(&serving, &failed);
     DH_CHECK(d, after <= 3.0, "WATCHDOG=trigger (0.3 s after READY=1) retired %.2f s after serving",
              after);
-    expect_status(d, "watchdog", 1);
+    dh_expect_parked_for(d, "demo", "watchdog", 1);
     DH_CHECK(d, dh_log_wait(d, "sent WATCHDOG=trigger", 1000), "the log does not say why");
     dh_stop_and_check_clean(d);
 }
@@ -244,7 +230,7 @@ static void test_stopping_parks_the_host_and_the_next_client_wakes_it(void **sta
     DH_CHECK(d, dh_pid_gone(served.pid), "the stopping app (pid %d) still runs", (int)served.pid);
     DH_CHECK(d, dh_events_count(d, "demo", "failed") == 0, "a stop notice counted as a failure");
     /* An orderly end: no failure, no backoff. */
-    expect_status(d, "", 0);
+    dh_expect_parked_for(d, "demo", "", 0);
 
     /* The sockets are watched again: a client wakes a new generation. */
     dh_events_mark(d);
@@ -285,7 +271,7 @@ static void test_a_health_check_that_starts_failing_retires_the_generation(void 
              dh_log_wait(d, "failed a health check (1 of 2 in a row)", 1000) &&
                  dh_log_wait(d, "failed 2 health checks in a row", 1000),
              "the log does not count the failed checks");
-    expect_status(d, "unhealthy", 1);
+    dh_expect_parked_for(d, "demo", "unhealthy", 1);
     dh_stop_and_check_clean(d);
 }
 

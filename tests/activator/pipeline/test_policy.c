@@ -42,6 +42,19 @@ static void failure_park_delay_follows_25ms_doubling_capped_at_30s(void **state)
     assert_int_equal(pl_failure_park_delay_usec(4000000000u, base, cap), cap);
 }
 
+/* A replica's restarts in a row wait ReplicateRestartSec= doubled each
+ * time, up to the cap, whatever the unit. */
+static void doubling_delays_start_at_the_unit_and_stop_at_the_cap(void **state)
+{
+    assert_int_equal(pl_doubling_delay_usec(0, SEC, 30 * SEC), 0);
+    assert_int_equal(pl_doubling_delay_usec(1, SEC, 30 * SEC), 1 * SEC);
+    assert_int_equal(pl_doubling_delay_usec(5, SEC, 30 * SEC), 16 * SEC);
+    assert_int_equal(pl_doubling_delay_usec(6, SEC, 30 * SEC), 30 * SEC);
+    assert_int_equal(pl_doubling_delay_usec(3, 10 * MSEC, 30 * SEC), 40 * MSEC);
+    assert_int_equal(pl_doubling_delay_usec(2, 20 * SEC, 30 * SEC), 30 * SEC);
+    assert_int_equal(pl_doubling_delay_usec(4000000000u, 10 * MSEC, 30 * SEC), 30 * SEC);
+}
+
 static void the_failure_streak_is_reset_by_idle_and_by_serving_long(void **state)
 {
     assert_int_equal(pl_failure_streak_next(0, PL_PARK_FAILURE, false), 1);
@@ -263,6 +276,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(attempt_backoff_doubles_from_the_unit),
         cmocka_unit_test(failure_park_delay_follows_25ms_doubling_capped_at_30s),
+        cmocka_unit_test(doubling_delays_start_at_the_unit_and_stop_at_the_cap),
         cmocka_unit_test(the_failure_streak_is_reset_by_idle_and_by_serving_long),
         cmocka_unit_test(token_bucket_allows_one_second_of_burst_then_the_rate),
         cmocka_unit_test(token_bucket_below_one_per_second_still_allows_one_start),
