@@ -213,14 +213,19 @@ static void on_swap_done(pl_host *pipeline, const pl_wake_result *result, void *
     }
     char message[sizeof(swap->message)];
     const char *reason;
-    if (result->kind == PL_WAKE_SERVING) {
+    const char *serves = host->serving ? host->serving->build.version : "another build";
+    if (result->kind == PL_WAKE_SERVING && swap->pin_failure_reason[0]) {
         /* The pinned wake's pin failed and its fallback serves: the
          * publication recorded the failure on the pin. */
-        reason = swap->pin_failure_reason[0] ? swap->pin_failure_reason : "pin_failed";
+        reason = swap->pin_failure_reason;
         snprintf(message, sizeof(message), "host %s: %s failed (%s); %s serves instead", host->name,
-                 swap->pin.version,
-                 swap->pin_failure_message[0] ? swap->pin_failure_message : reason,
-                 host->serving ? host->serving->build.version : "its fallback");
+                 swap->pin.version, swap->pin_failure_message, serves);
+    } else if (result->kind == PL_WAKE_SERVING) {
+        /* A wake admitted before the pin made another build serve. */
+        reason = "claim_changed";
+        snprintf(message, sizeof(message),
+                 "host %s: %s serves, started by a wake admitted before the pin to %s; swap again",
+                 host->name, serves, swap->pin.version);
     } else {
         reason = result->reason != PL_REASON_NONE ? pl_reason_to_string(result->reason)
                                                   : pl_wake_kind_to_string(result->kind);
