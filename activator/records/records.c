@@ -145,6 +145,8 @@ int rec_write_generation(int host_dirfd, const rec_generation_record *record, ac
                            json_object_new_string(rec_generation_phase_name(record->phase)));
     json_object_object_add(obj, "pid", json_object_new_int(record->pid));
     json_object_object_add(obj, "started_usec", json_object_new_uint64(record->started_usec));
+    if (record->replica_pid > 0)
+        json_object_object_add(obj, "replica_pid", json_object_new_int(record->replica_pid));
 
     _cleanup_close_ int dirfd =
         openat(host_dirfd, "generations", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -205,9 +207,14 @@ int rec_read_generation(int host_dirfd, const char *host, uint64_t generation,
         r = act_json_get_member(&rd, obj, "pid", json_type_int, ACT_JSON_REQUIRED, &pid);
     if (r == 0)
         r = act_json_get_u64(&rd, obj, "started_usec", ACT_JSON_REQUIRED, &record.started_usec);
+    json_object *replica_pid = NULL;
+    if (r == 0)
+        r = act_json_get_member(&rd, obj, "replica_pid", json_type_int, ACT_JSON_OPTIONAL,
+                                &replica_pid);
     if (r < 0)
         return r;
     record.pid = json_object_get_int(pid);
+    record.replica_pid = replica_pid ? json_object_get_int(replica_pid) : 0;
     /* A record under another host's directory, or naming another number than
      * its file, was moved by hand; trusting it could retire the wrong process. */
     if (strcmp(record.host, host) != 0 || record.generation != generation)

@@ -51,6 +51,10 @@ typedef struct rec_generation_record {
     rec_generation_phase phase;
     int32_t pid; /* main process; 0 before the exec */
     uint64_t started_usec; /* wall clock */
+    /* ExecReplicate='s replica running beside it when the record was
+     * written (rewritten at each restart of it), so that the next daemon
+     * watches it on; 0: none. */
+    int32_t replica_pid;
 } rec_generation_record;
 
 /* The build that runs against a host's state. generation and session are

@@ -1,11 +1,8 @@
 /* A generation that outlived the previous daemon (KillMode=process), taken
  * over at start-up: its leaf opened, its notify socket heard again at the
  * path its app still holds, its output logged on, its main process's exit
- * watched. hosts/recovery.c decides which ones are resumed. Its replica
- * (ExecReplicate=), if it still runs, is not watched again: no record
- * names its pid, and it is not the new daemon's child to reap, so it goes
- * on unsupervised until the generation's retirement kills it with the rest
- * of the leaf. */
+ * watched. hosts/recovery.c decides which ones are resumed, and hands over
+ * the replica its record names (ad_generation_adopt_replica). */
 #include "activator/daemon/generations/internal.h"
 
 #include <assert.h>

@@ -72,6 +72,7 @@ void ad_generation_fill_record(ad_generation *gen, rec_generation_phase phase,
         .phase = phase,
         .pid = gen->process.pid,
         .started_usec = act_wallclock_usec(),
+        .replica_pid = gen->replica.process.pidfd >= 0 ? gen->replica.process.pid : 0,
     };
     snprintf(record->host, sizeof(record->host), "%s", host->name);
     snprintf(record->incarnation, sizeof(record->incarnation), "%s", host->daemon->incarnation);

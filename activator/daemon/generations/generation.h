@@ -82,6 +82,7 @@ struct ad_generation {
         unsigned restarts_in_a_row;   /* since one ran FailureResetSec= */
         bool restart_held;            /* its restart came due while the leaf was frozen */
         bool failed;                  /* down for good: it ended, and nothing restarts it */
+        bool adopted;                 /* started by the previous daemon: not ours to reap */
         char failure[400];            /* ... in one sentence, once failed */
     } replica;
     int helper_stdout_fd;            /* a helper's stdout when it answers there
@@ -171,6 +172,12 @@ int ad_generation_spawn_helper(ad_generation *gen, char *const *argv, const char
  * or the retirement began: its kill is the generation's end, not a
  * failure of the replica. */
 int ad_generation_start_replica(ad_generation *gen, act_error *err);
+/* gen was resumed from the previous daemon, whose record named its replica
+ * as pid: watched on with pidfd (the caller's no more), as if this daemon
+ * had started it, though its exit status is not ours to read (it was the
+ * previous daemon's child): its end counts as a failure. pidfd -1: it ended
+ * while no daemon watched it, and is handled as such an end at once. */
+void ad_generation_adopt_replica(ad_generation *gen, pid_t pid, int pidfd);
 /* How gen's exec: probes (Ready=, HealthCheck=) run: in its leaf, as the
  * host's user with its seccomp filter, its environment and its main
  * process's mount namespace, never as the daemon. gen must outlive the

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "activator/daemon/generations/announce.h"
+#include "activator/daemon/generations/record_writes.h"
 #include "activator/pipeline/backoff.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -165,9 +166,13 @@ static int on_exit_readable(sd_event_source *source, int fd, uint32_t revents, v
 {
     ad_generation *gen = userdata;
     siginfo_t info = {0};
-    char how[64];
+    char how[96];
     int status;
-    if (waitid(P_PIDFD, (id_t)fd, &info, WEXITED | WNOHANG) < 0) {
+    if (gen->replica.adopted) {
+        /* The previous daemon's child: reaped by whoever inherited it. */
+        status = 255;
+        snprintf(how, sizeof(how), "ended (started by the previous daemon: its status is unknown)");
+    } else if (waitid(P_PIDFD, (id_t)fd, &info, WEXITED | WNOHANG) < 0) {
         /* Our child, so this cannot be; and an fd that stays readable must
          * not keep the loop spinning. */
         status = 255;
@@ -184,8 +189,31 @@ static int on_exit_readable(sd_event_source *source, int fd, uint32_t revents, v
     gen->replica.exit_source = sd_event_source_disable_unref(gen->replica.exit_source);
     close(gen->replica.process.pidfd);
     gen->replica.process = (cg_process){.pidfd = -1};
+    gen->replica.adopted = false;
     ended(gen, pid, status != 0, true, how);
     return 0;
+}
+
+static void on_record_written(ad_host *host, int result, const act_error *err)
+{
+    if (result < 0)
+        act_log_fields(LOG_WARNING, &(act_log_ctx){.host = host->name},
+                       "host %s: the record of its replica's restart was not written (the next "
+                       "daemon would not watch it): %s",
+                       host->name, err->message);
+}
+
+/* A published generation's record names its replica, so that the next
+ * daemon watches the one that runs now (publication writes the first). */
+static void record_the_replica(ad_generation *gen)
+{
+    if (!gen->serving_usec)
+        return;
+    rec_generation_record record;
+    ad_generation_fill_record(gen, gen->frozen ? REC_GEN_FROZEN : REC_GEN_SERVING, &record);
+    act_error err = {0};
+    if (ad_record_write_async(gen->host, &record, NULL, on_record_written, &err) < 0)
+        on_record_written(gen->host, -EIO, &err);
 }
 
 static int on_restart_due(sd_event_source *source, uint64_t usec, void *userdata)
@@ -206,6 +234,7 @@ static int on_restart_due(sd_event_source *source, uint64_t usec, void *userdata
     act_error err = {0};
     if (start(gen, &err) == 0) {
         ad_announce_replica_restarted(gen, gen->replica.restarts_in_a_row);
+        record_the_replica(gen);
         return 0;
     }
     char how[sizeof(err.message) + 32];
@@ -229,6 +258,27 @@ int ad_generation_start_replica(ad_generation *gen, act_error *err)
         return 0;
     assert(gen->replica.process.pidfd < 0);
     return start(gen, err);
+}
+
+void ad_generation_adopt_replica(ad_generation *gen, pid_t pid, int pidfd)
+{
+    assert(gen && gen->replica.process.pidfd < 0);
+    gen->replica.started_usec = act_now_usec();
+    if (pidfd >= 0) {
+        gen->replica.process = (cg_process){.pid = pid, .pidfd = pidfd};
+        gen->replica.adopted = true;
+        int r = sd_event_add_io(gen->host->daemon->loop, &gen->replica.exit_source, pidfd, EPOLLIN,
+                                on_exit_readable, gen);
+        if (r >= 0)
+            return;
+        act_log_fields(LOG_ERR, &(act_log_ctx){.host = gen->host->name, .generation = gen->number},
+                       "host %s: generation %" PRIu64 "'s replica (pid %d) cannot be watched: %s; "
+                       "it runs on unwatched",
+                       gen->host->name, gen->number, (int)pid, strerror(-r));
+        return;
+    }
+    /* Ended between the two daemons: what its end calls for follows. */
+    ended(gen, pid, true, true, "ended while no daemon watched it");
 }
 
 void ad_generation_replica_supervised(ad_generation *gen)

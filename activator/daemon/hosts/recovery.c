@@ -167,9 +167,19 @@ static void forget_every_stale_record(ad_daemon *daemon)
     }
 }
 
+/* The replica the record names, taken from the leftover to be watched on:
+ * its pidfd, or -1 when it is no longer in the leaf. */
+static int take_replica_pidfd(ad_leftover *leftover, const rec_generation_record *record)
+{
+    for (size_t i = 0; record->replica_pid > 0 && i < leftover->n_procs; i++)
+        if (leftover->procs[i].pid == record->replica_pid)
+            return TAKE_FD(leftover->procs[i].pidfd);
+    return -1;
+}
+
 /* Makes the adopted generation the host's serving one: the pipeline
  * resumes as serving without a wake. */
-static int resume(ad_host *host, const ad_leftover *leftover, const rec_generation_record *record,
+static int resume(ad_host *host, ad_leftover *leftover, const rec_generation_record *record,
                   const claim *current, int main_pidfd, act_error *err)
 {
     ad_generation *gen = NULL;
@@ -182,6 +192,9 @@ static int resume(ad_host *host, const ad_leftover *leftover, const rec_generati
                                 ad_wake_ops_on_generation_exit, &gen, err);
     if (r < 0)
         return r;
+    /* Its replica is watched on, as the previous daemon watched it. */
+    if (record->replica_pid > 0)
+        ad_generation_adopt_replica(gen, record->replica_pid, take_replica_pidfd(leftover, record));
     host->serving = gen; /* before SERVING is announced */
     /* It served: a swap's fallback once it is parked (builds/swap.c). */
     host->last_served = gen->build;

@@ -307,6 +307,48 @@ static void test_a_killed_replica_is_restarted_and_told(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* The daemon dies (SIGKILL) with demo serving: the next one resumes the
+ * generation and watches its replica on, from the pid the record names,
+ * both the one the first daemon started and one it restarted. */
+static void test_the_next_daemon_watches_a_resumed_generations_replica(void **state)
+{
+    dh_daemon *d = *state;
+    replica_death r = serve_then_kill_the_replicator(d, RUNS_ON, "ReplicateRestartSec=10ms\n");
+    expect_replica_exited(d, r.killed, r.served.generation, "restarting: was killed by signal 9");
+    pid_t second = replicator_pid(d, "demo", r.killed);
+    /* The restart's record is written off the loop: wait for it to name the
+     * new replica before the daemon dies. */
+    char record_path[PATH_MAX], wanted[48];
+    snprintf(record_path, sizeof(record_path), "%s/hosts/demo/generations/%" PRIu64 ".json",
+             d->drv.state_dir, r.served.generation);
+    snprintf(wanted, sizeof(wanted), "\"replica_pid\":%d", (int)second);
+    dh_waiting_for("generation %" PRIu64 "'s record to name replica %d", r.served.generation,
+                   (int)second);
+    bool named = false;
+    for (int i = 0; i < 500 && !named; i++) {
+        char *text = dh_read_text(record_path);
+        named = text && strstr(text, wanted);
+        free(text);
+        if (!named)
+            usleep(20 * 1000);
+    }
+    DH_CHECK(d, named, "the record never named the restarted replica %d", (int)second);
+
+    dh_kill(d);
+    dh_start(d, NULL);
+    DH_CHECK(d, dh_answer_pid(r.port) == r.served.pid, "the next daemon did not resume demo");
+    dh_events_mark(d);
+    DH_CHECK(d, dh_kill_and_wait_exit(second), "cannot kill the replicator (pid %d)", (int)second);
+    expect_replica_exited(d, second, r.served.generation,
+                          "restarting: ended (started by the previous daemon");
+    pid_t third = replicator_pid(d, "demo", second);
+    DH_CHECK(d, in_leaf(d, "demo", r.served.generation, third),
+             "the replicator the next daemon restarted (pid %d) is not in the generation's leaf",
+             (int)third);
+    park_quietly(d, third);
+    dh_stop_and_check_clean(d);
+}
+
 static void test_with_restart_no_a_dead_replica_is_told_and_left_down(void **state)
 {
     dh_daemon *d = *state;
@@ -526,6 +568,7 @@ int main(void)
         DH_TEST(test_replicate_runs_in_the_generation_and_stops_with_it),
         DH_TEST(test_the_box_is_not_read_through_a_helper),
         DH_TEST(test_a_killed_replica_is_restarted_and_told),
+        DH_TEST(test_the_next_daemon_watches_a_resumed_generations_replica),
         DH_TEST(test_with_restart_no_a_dead_replica_is_told_and_left_down),
         DH_TEST(test_a_required_replica_that_dies_fails_its_generation),
         DH_TEST(test_a_replica_that_keeps_failing_exhausts_its_restarts),

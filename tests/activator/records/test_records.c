@@ -69,6 +69,7 @@ static void generation_record_round_trips(void **state)
     rec_generation_record written = sample_record();
     assert_int_equal(rec_write_generation(host_fd, &written, &err), 0);
     written.generation = 9;
+    written.replica_pid = 31338;
     assert_int_equal(rec_write_generation(host_fd, &written, &err), 0);
 
     rec_generation_record read = {0};
@@ -83,6 +84,10 @@ static void generation_record_round_trips(void **state)
     assert_int_equal(read.phase, REC_GEN_SERVING);
     assert_int_equal(read.pid, 31337);
     assert_int_equal(read.started_usec, 1700000000000000ull);
+    /* No replica: none is written, and none read back. */
+    assert_int_equal(read.replica_pid, 0);
+    assert_int_equal(rec_read_generation(host_fd, "web1", 9, &read, &err), 0);
+    assert_int_equal(read.replica_pid, 31338);
 
     /* A temp file left by a crash mid-write is not a record. */
     _cleanup_close_ int gen_fd = openat(host_fd, "generations", O_RDONLY | O_DIRECTORY);
