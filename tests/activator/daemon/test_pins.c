@@ -132,6 +132,10 @@ static void test_a_swap_cancelled_by_a_park_leaves_the_pin_unfailed(void **state
     /* Still the pin: the next cold wake runs v2 first (and, as it is never
      * ready, then its fallback, the build that served). */
     dh_events_mark(d);
+    json_object *woken = dh_wake_reply(d, "demo", 60000);
+    bool served = dh_reply_ok(woken);
+    json_object_put(woken);
+    DH_CHECK(d, served, "the wake after the cancelled swap did not serve");
     dh_expect_version(d, port, "v1");
     dh_event exec;
     DH_CHECK(d, dh_event_wait(d, "demo", "exec", 10000, &exec), "no exec event for the wake");
@@ -241,7 +245,12 @@ static void test_the_pins_ready_window_leaves_its_fallback_one(void **state)
     stage_never_ready(d, "v2", &v2);
     pin_claim(d, &v2, &v3);
 
-    dh_events_mark(d);
+    /* The pin's window is about 5 s, as long as the harness's client
+     * waits: the wake's own answer is waited for instead. */
+    json_object *woken = dh_wake_reply(d, "demo", 60000);
+    bool served = dh_reply_ok(woken);
+    json_object_put(woken);
+    DH_CHECK(d, served, "the wake did not serve the fallback");
     dh_expect_version(d, port, "v3");
     claim c;
     dh_claim_wait(d, "demo", pin_failed, 10000, &c);
