@@ -122,9 +122,17 @@ static int parse_op(const act_json_reader *outer, json_object *obj, claim_op *op
 
 static int parse_pin(const act_json_reader *outer, json_object *obj, claim_pin *pin)
 {
-    static const char *const allowed[] = {
-        "version",      "digest",           "failure_reason",  "failure_message", "failure_box",
-        "failure_usec", "fallback_version", "fallback_digest", "source",          NULL};
+    static const char *const allowed[] = {"version",
+                                          "digest",
+                                          "failure_reason",
+                                          "failure_message",
+                                          "failure_box",
+                                          "failure_usec",
+                                          "fallback_version",
+                                          "fallback_digest",
+                                          "fallback_source",
+                                          "source",
+                                          NULL};
     act_json_reader in = nested(outer, "pin");
     act_json_reader *rd = &in;
     int r = check_known(rd, obj, allowed);
@@ -151,6 +159,9 @@ static int parse_pin(const act_json_reader *outer, json_object *obj, claim_pin *
     if (r >= 0)
         r = act_json_get_string(rd, obj, "fallback_digest", ACT_JSON_OPTIONAL, pin->fallback_digest,
                                 sizeof(pin->fallback_digest));
+    if (r >= 0)
+        r = act_json_get_string(rd, obj, "fallback_source", ACT_JSON_OPTIONAL, pin->fallback_source,
+                                sizeof(pin->fallback_source));
     if (r >= 0)
         r = act_json_get_string(rd, obj, "source", ACT_JSON_OPTIONAL, pin->source,
                                 sizeof(pin->source));
@@ -376,6 +387,8 @@ json_object *claim_to_json_object(const claim *c)
         if (c->pin.fallback_version[0]) {
             add_string(pin, "fallback_version", c->pin.fallback_version);
             add_string(pin, "fallback_digest", c->pin.fallback_digest);
+            if (c->pin.fallback_source[0])
+                add_string(pin, "fallback_source", c->pin.fallback_source);
         }
         if (c->pin.source[0])
             add_string(pin, "source", c->pin.source);

@@ -169,6 +169,11 @@ static int validate_pin_failure(const claim *c, act_error *err)
                              "digits (a SHA-256) with pin.fallback_version, and absent without "
                              "it; record the fallback build's digest",
                              c->host);
+    if (pin->fallback_source[0] && !pin->fallback_digest[0])
+        return act_error_set(err, EINVAL,
+                             "host %s: claim field pin.fallback_source is set without "
+                             "pin.fallback_digest; a source names a build the fallback names",
+                             c->host);
     return 0;
 }
 
@@ -281,6 +286,9 @@ int claim_validate(const claim *c, act_error *err)
         if (r < 0)
             return r;
         r = check_build_source(c, "pin.source", c->pin.source, err);
+        if (r < 0)
+            return r;
+        r = check_build_source(c, "pin.fallback_source", c->pin.fallback_source, err);
         if (r < 0)
             return r;
     }

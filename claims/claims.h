@@ -155,6 +155,10 @@ typedef struct claim_pin {
      * its failure later keeps it; unused while the pin has not failed. */
     char fallback_version[65];
     char fallback_digest[65];
+    /* Where a box that has not staged the fallback fetches it, as source is
+     * for the pin: empty when the fallback came from no registry. Only
+     * beside fallback_digest. */
+    char fallback_source[CLAIM_SOURCE_SIZE];
     /* Where another box fetches the pinned build when it has not staged it:
      * the registry image it was staged from, resolved to its manifest's
      * digest ("docker://REGISTRY/REPO@sha256:<hex>"), as a tag can move.

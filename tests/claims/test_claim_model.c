@@ -38,6 +38,8 @@ static claim full_claim(void)
     snprintf(c.pin.fallback_digest, sizeof(c.pin.fallback_digest), "%s", digest);
     snprintf(c.pin.source, sizeof(c.pin.source),
              "docker://registry.example:5000/team/web@sha256:%s", digest);
+    snprintf(c.pin.fallback_source, sizeof(c.pin.fallback_source),
+             "docker://registry.example:5000/team/web@sha256:%s", digest);
     snprintf(c.held, sizeof(c.held), "v1");
     snprintf(c.held_digest, sizeof(c.held_digest), "%s", digest);
     snprintf(c.held_source, sizeof(c.held_source), "docker://registry.example/web@sha256:%s",
@@ -205,6 +207,17 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
                  strstr(bad_sources[i], "@sha256:") && i != 2 ? digest : "");
         expect_refusal(text, EINVAL, "pin.source");
     }
+    /* The fallback's source: a registry image by digest, beside its digest. */
+    snprintf(text, sizeof(text),
+             "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\",\"fallback_version\":\"v0\","
+             "\"fallback_digest\":\"%s\",\"fallback_source\":\"docker://r/w:v0\"}}",
+             op, digest, digest);
+    expect_refusal(text, EINVAL, "pin.fallback_source");
+    snprintf(text, sizeof(text),
+             "{%s,\"pin\":{\"version\":\"v1\",\"digest\":\"%s\","
+             "\"fallback_source\":\"docker://r/w@sha256:%s\"}}",
+             op, digest, digest);
+    expect_refusal(text, EINVAL, "pin.fallback_source");
     snprintf(text, sizeof(text), "{%s,\"held\":\"v1\",\"held_source\":\"docker://r/w@sha256:%s\"}",
              op, digest);
     expect_refusal(text, EINVAL, "held_source");

@@ -67,6 +67,9 @@ struct ad_swap {
     /* The build that served when the swap began: what a cold wake runs
      * instead of the pin should the swap fail. Empty when none did. */
     rec_build_ref fallback;
+    /* ... and where a box without it fetches it: its registry source by
+     * digest, when known ("" for a build from no registry, or unknown). */
+    char fallback_source[CLAIM_SOURCE_SIZE];
     char reason[32];
     char message[1200];
     unsigned failure_conflicts; /* writes of the failure that met another write */
@@ -146,11 +149,17 @@ static void on_claim_for_failure(claim_store *store, int result, const claim *c,
         fail(swap, swap->reason, swap->message);
         return;
     }
-    if (swap->fallback.version[0]) {
+    /* The fallback the pin names already keeps its source; another one
+     * (a daemon that knew no fallback when it pinned) takes the swap's. */
+    if (swap->fallback.version[0] &&
+        (strcmp(next.pin.fallback_version, swap->fallback.version) != 0 ||
+         strcmp(next.pin.fallback_digest, swap->fallback.build_digest) != 0)) {
         snprintf(next.pin.fallback_version, sizeof(next.pin.fallback_version), "%s",
                  swap->fallback.version);
         snprintf(next.pin.fallback_digest, sizeof(next.pin.fallback_digest), "%s",
                  swap->fallback.build_digest);
+        snprintf(next.pin.fallback_source, sizeof(next.pin.fallback_source), "%s",
+                 swap->fallback_source);
     }
     act_error call_err = {0};
     if (claims_cas_async(store, host->name, c->revision, &next, on_failure_recorded, swap,
@@ -416,10 +425,12 @@ static void fallback_from_claim(ad_swap *swap, const claim *c)
     bool use_fallback = claim_pin_failed(c) || strcmp(c->pin.version, swap->pin.version) == 0;
     const char *version = use_fallback ? c->pin.fallback_version : c->pin.version;
     const char *digest = use_fallback ? c->pin.fallback_digest : c->pin.digest;
+    const char *source = use_fallback ? c->pin.fallback_source : c->pin.source;
     if (!version[0] || strcmp(version, swap->pin.version) == 0)
         return;
     snprintf(swap->fallback.version, sizeof(swap->fallback.version), "%s", version);
     snprintf(swap->fallback.build_digest, sizeof(swap->fallback.build_digest), "%s", digest);
+    snprintf(swap->fallback_source, sizeof(swap->fallback_source), "%s", source);
 }
 
 static void on_claim_for_pin(claim_store *store, int result, const claim *c,
@@ -472,6 +483,8 @@ static void on_claim_for_pin(claim_store *store, int result, const claim *c,
              swap->fallback.version);
     snprintf(next.pin.fallback_digest, sizeof(next.pin.fallback_digest), "%s",
              swap->fallback.build_digest);
+    snprintf(next.pin.fallback_source, sizeof(next.pin.fallback_source), "%s",
+             swap->fallback.version[0] ? swap->fallback_source : "");
     act_error call_err = {0};
     if (claims_cas_async(store, host->name, c->revision, &next, on_pinned, swap, &call_err) < 0) {
         fail(swap, "store_error", call_err.message);
@@ -524,6 +537,10 @@ typedef struct verify_job {
     const char *code;
     int result;
     act_error err;
+    /* The fallback noted at the start, identified beside: its source, kept
+     * when it is the very build (the digest noted). */
+    rec_build_ref fallback;
+    char fallback_source[CLAIM_SOURCE_SIZE];
 } verify_job;
 
 static int verify_version(rel_store *releases, const char *host, const char *version, rel_pin *pin,
@@ -541,6 +558,14 @@ static void run_verify(void *data)
     ad_test_hold_release_work("swap-verify", job->host);
     job->result = verify_version(job->releases, job->host, job->version, &job->pin, job->source,
                                  &job->code, &job->err);
+    rel_pin fallback;
+    const char *unused_code;
+    act_error unused = {0};
+    if (job->fallback.version[0] &&
+        (ad_build_identify(job->releases, job->host, job->fallback.version, &fallback,
+                           job->fallback_source, &unused_code, &unused) < 0 ||
+         strcmp(fallback.digest, job->fallback.build_digest) != 0))
+        job->fallback_source[0] = '\0';
 }
 
 static void complete_verify(void *data)
@@ -565,6 +590,8 @@ static void complete_verify(void *data)
     }
     swap->pin = job->pin;
     snprintf(swap->source, sizeof(swap->source), "%s", job->source);
+    if (rec_build_ref_equal(&swap->fallback, &job->fallback))
+        snprintf(swap->fallback_source, sizeof(swap->fallback_source), "%s", job->fallback_source);
     if (swap->request_no_wait)
         tell(swap, &(ad_swap_news){.started = true, .version = swap->pin.version});
     pin_when_no_admission(swap);
@@ -669,6 +696,7 @@ void ad_swap_start(ad_host *host, const ad_swap_order *order, ad_swap_told_fn to
     job->releases = host->daemon->releases;
     snprintf(job->host, sizeof(job->host), "%s", host->name);
     snprintf(job->version, sizeof(job->version), "%s", order->version);
+    job->fallback = swap->fallback;
     act_error err = {0};
     /* A job the stop leaves undelivered holds nothing but itself. */
     if (act_offload_submit_droppable(host->daemon->release_work, act_offload_lane(job->host),

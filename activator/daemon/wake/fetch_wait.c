@@ -1,5 +1,5 @@
-/* A pinned (or held) build this box has not staged, waited for by prepare
- * (wake/internal.h): fetched from the pin's (or hold's) registry source through
+/* A pinned, fallback or held build this box has not staged, waited for by
+ * prepare (wake/internal.h): fetched from the registry source the claim names through
  * fetch/fetch.h within BuildFetchTimeoutSec=, with the waiting clients
  * held as for any cold wake; refused build_unavailable, saying why, when
  * the pin names no source, the fetch fails, or it takes too long. A fetch
@@ -8,14 +8,16 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "activator/daemon/fetch/fetch.h"
 #include "activator/daemon/wake/internal.h"
 #include "common/log.h"
 
-/* What the claim names to fetch: the pin's build, or the held one when no
- * pin decides; "pinned" or "held" says which in messages. NULL for nothing
- * a fetch could bring (no pin or hold naming a build, a failed pin). */
+/* What the claim names to fetch: the pin's build, the failed pin's
+ * fallback, or the held one when no pin decides; "pinned", "fallback" or
+ * "held" says which in messages. NULL for nothing a fetch could bring (no
+ * pin or hold naming a build, a failed pin without a fallback). */
 static const char *fetchable(const claim *c, rel_pin *pin, const char **source)
 {
     switch (ad_pin_choose(c, pin)) {
@@ -25,6 +27,9 @@ static const char *fetchable(const claim *c, rel_pin *pin, const char **source)
     case AD_PIN_HELD:
         *source = c->held_source;
         return "held";
+    case AD_PIN_FALLBACK:
+        *source = c->pin.fallback_source;
+        return "fallback";
     default:
         return NULL;
     }
@@ -60,7 +65,7 @@ static void on_fetched(ad_host *host, int result, const act_error *err, void *us
                          which ? which : "pinned", pin.version, source, err->message);
         return;
     }
-    w->fetched = true;
+    w->fetched = pin; /* not fetched again in this wake */
     w->fetch_again(host, wake);
 }
 
@@ -92,7 +97,9 @@ bool ad_wake_fetch_missing_pin(ad_host *host, pl_wake *wake, int resolve_result,
     rel_pin pin;
     const char *source = "";
     const char *which = fetchable(&w->admitted, &pin, &source);
-    if (resolve_result != -ENOENT || w->fetched || !which)
+    if (resolve_result != -ENOENT || !which ||
+        (strcmp(w->fetched.version, pin.version) == 0 &&
+         strcmp(w->fetched.digest, pin.digest) == 0))
         return false;
     if (!source[0]) {
         pl_wake_complete(wake, PL_REASON_BUILD_UNAVAILABLE,

@@ -51,7 +51,9 @@ struct ad_wake_state {
     struct ad_fetch *fetch;       /* the pinned build being fetched for prepare */
     sd_event_source *fetch_timer; /* ... BuildFetchTimeoutSec= for it */
     void (*fetch_again)(ad_host *host, pl_wake *wake); /* ... and prepare once it is staged */
-    bool fetched;                                      /* prepare fetched once: it does not again */
+    /* The build this wake fetched: not fetched again (the pin's, then its
+     * fallback's, may each be fetched once). */
+    rel_pin fetched;
     /* The pinned build's own failure in this wake, the first one: names
      * the pin and its failure_reason (empty: none). */
     claim_pin pin_failure;

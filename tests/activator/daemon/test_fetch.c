@@ -106,6 +106,26 @@ static void pin_demo(dh_daemon *d, const char *version, const char *digest, cons
     dh_claim_put(d, &c);
 }
 
+/* A wake of demo on d fetches v2 (the build what names) and serves it. The
+ * fetch may outlast BuildFetchTimeoutSec=1s on a slow machine: the wake is
+ * then refused saying so, the fetch goes on, and a wake once it is done
+ * serves v2. */
+static void wake_fetching_v2(dh_daemon *d, int port, const char *what)
+{
+    size_t fetches = dh_log_count(d, "fetched version v2");
+    json_object *reply = dh_wake_reply(d, "demo", 60000);
+    if (!dh_reply_ok(reply)) {
+        const char *text = json_object_to_json_string(reply);
+        DH_CHECK(d, strcmp(dh_reply_code(reply), "build_unavailable") == 0 && strstr(text, what),
+                 "the wake of the %s answered %s", what, text);
+        dh_waiting_for("the fetch of the %s", what);
+        for (int i = 0; i < 600 && dh_log_count(d, "fetched version v2") == fetches; i++)
+            usleep(100 * 1000);
+    }
+    json_object_put(reply);
+    dh_expect_version(d, port, "v2");
+}
+
 /* Box A let demo go to box B (or B holds it already: its watch wakes a
  * host on the release). */
 static bool released_to_second(const claim *c)
@@ -212,23 +232,31 @@ static void test_a_pinned_build_is_fetched_from_its_source(void **state)
     snprintf(command, sizeof(command), "rm -rf %s/releases/demo/v2", second->drv.state_dir);
     DH_CHECK(second, system(command) == 0 && !version_staged(second, "v2"),
              "cannot remove box B's v2");
-    fetches = dh_log_count(second, "fetched version v2");
-    reply = dh_wake_reply(second, "demo", 60000);
-    if (!dh_reply_ok(reply)) {
-        /* The fetch may outlast BuildFetchTimeoutSec=1s on a slow machine:
-         * the wake is refused saying so, and the fetch goes on. */
-        const char *text = json_object_to_json_string(reply);
-        DH_CHECK(second,
-                 strcmp(dh_reply_code(reply), "build_unavailable") == 0 &&
-                     strstr(text, "held build v2"),
-                 "the wake of the held build answered %s", text);
-        for (int i = 0; i < 600 && dh_log_count(second, "fetched version v2") == fetches; i++)
-            usleep(100 * 1000);
-    }
-    json_object_put(reply);
-    dh_expect_version(second, second_port, "v2");
+    wake_fetching_v2(second, second_port, "held build v2");
     request_ok(second, "unhold demo",
                dh_request(second, 30000, "{\"v\":1,\"op\":\"unhold\",\"host\":\"demo\"}"));
+
+    dh_step("a failed pin's fallback from the registry is fetched by a box without it");
+    /* B serves v2 from the registry: its swap to a crashing v8 fails, and
+     * the pin names v2 as the fallback, with where to fetch it. */
+    dh_stage_file(second, "demo", "v8", "/bin/false", false, NULL);
+    reply =
+        dh_request(second, 60000, "{\"v\":1,\"op\":\"swap\",\"host\":\"demo\",\"version\":\"v8\"}");
+    DH_CHECK(second, !dh_reply_ok(reply), "a swap to a crashing build served: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(second,
+             dh_claim_get(second, "demo", &c) && claim_pin_failed(&c) &&
+                 strcmp(c.pin.fallback_version, "v2") == 0 &&
+                 strcmp(c.pin.fallback_digest, digest) == 0 &&
+                 strcmp(c.pin.fallback_source, source) == 0,
+             "the failed pin's fallback is %s %s from \"%s\", not v2 %s from %s",
+             c.pin.fallback_version, c.pin.fallback_digest, c.pin.fallback_source, digest, source);
+    dh_park(second, "demo");
+    DH_CHECK(second, dh_wait_state(second, "demo", "parked", 10000), "demo did not park");
+    DH_CHECK(second, system(command) == 0 && !version_staged(second, "v2"),
+             "cannot remove box B's v2");
+    wake_fetching_v2(second, second_port, "fallback build v2");
 
     dh_step("pins box B cannot run are refused, with nothing staged");
     dh_park(second, "demo");
