@@ -57,6 +57,18 @@ static void pin_claim(dh_daemon *d, const rel_identity *pinned, const rel_identi
     dh_claim_put(d, &c);
 }
 
+/* A wake of demo, by its own answer (a wake that runs a pin and then its
+ * fallback may take longer than the harness's HTTP client waits). */
+static void wake_serves(dh_daemon *d, const char *what)
+{
+    json_object *woken = dh_wake_reply(d, "demo", 60000);
+    bool served = dh_reply_ok(woken);
+    char text[1024];
+    snprintf(text, sizeof(text), "%s", json_object_to_json_string(woken));
+    json_object_put(woken);
+    DH_CHECK(d, served, "%s did not serve: %s", what, text);
+}
+
 static void park(dh_daemon *d)
 {
     dh_park(d, "demo");
@@ -132,10 +144,7 @@ static void test_a_swap_cancelled_by_a_park_leaves_the_pin_unfailed(void **state
     /* Still the pin: the next cold wake runs v2 first (and, as it is never
      * ready, then its fallback, the build that served). */
     dh_events_mark(d);
-    json_object *woken = dh_wake_reply(d, "demo", 60000);
-    bool served = dh_reply_ok(woken);
-    json_object_put(woken);
-    DH_CHECK(d, served, "the wake after the cancelled swap did not serve");
+    wake_serves(d, "the wake after the cancelled swap");
     dh_expect_version(d, port, "v1");
     dh_event exec;
     DH_CHECK(d, dh_event_wait(d, "demo", "exec", 10000, &exec), "no exec event for the wake");
@@ -247,10 +256,7 @@ static void test_the_pins_ready_window_leaves_its_fallback_one(void **state)
 
     /* The pin's window is about 5 s, as long as the harness's client
      * waits: the wake's own answer is waited for instead. */
-    json_object *woken = dh_wake_reply(d, "demo", 60000);
-    bool served = dh_reply_ok(woken);
-    json_object_put(woken);
-    DH_CHECK(d, served, "the wake did not serve the fallback");
+    wake_serves(d, "the wake of the never-ready pin");
     dh_expect_version(d, port, "v3");
     claim c;
     dh_claim_wait(d, "demo", pin_failed, 10000, &c);
