@@ -112,10 +112,11 @@ static void test_replicate_runs_in_the_generation_and_stops_with_it(void **state
 
 /* How a test's replicator behaves after its first run. */
 typedef enum replicator_kind {
-    RUNS_ON,        /* every run reports its pid and runs on */
-    FAILS_AGAIN,    /* the later runs exit with status 3 at once */
-    FAILS_AT_ONCE,  /* every run exits with status 3 at once, reporting nothing */
-    DIES_WHEN_TOLD, /* exits with status 3 once the file "die" is in the state directory */
+    RUNS_ON,             /* every run reports its pid and runs on */
+    FAILS_AGAIN,         /* the later runs exit with status 3 at once */
+    FAILS_AT_ONCE,       /* every run exits with status 3 at once, reporting nothing */
+    DIES_WHEN_TOLD,      /* exits with status 3 once the file "die" is in the state directory */
+    ENDS_WELL_WHEN_TOLD, /* removes the file "die" once it is there, and exits with status 0 */
 } replicator_kind;
 
 /* host as dh_add_app_host makes it, with host_lines, and an ExecReplicate=
@@ -138,6 +139,11 @@ static int add_replicated_host(dh_daemon *d, const char *host, replicator_kind k
     if (kind == DIES_WHEN_TOLD)
         fprintf(f, "while [ ! -e %s/hosts/%s/state/die ]; do sleep 0.01; done\nexit 3\n",
                 d->drv.state_dir, host);
+    else if (kind == ENDS_WELL_WHEN_TOLD)
+        fprintf(f,
+                "while [ ! -e %s/hosts/%s/state/die ]; do sleep 0.01; done\n"
+                "rm -f %s/hosts/%s/state/die\nexit 0\n",
+                d->drv.state_dir, host, d->drv.state_dir, host);
     else
         fprintf(f, "exec sleep 600\n");
     fclose(f);
@@ -395,6 +401,32 @@ static void test_a_required_replica_that_dies_fails_its_generation(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* ReplicateRestart=always restarts a replica that ended well, which
+ * on-failure leaves down. */
+static void test_always_restarts_a_replica_that_ended_well(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    add_replicated_host(d, "demo", ENDS_WELL_WHEN_TOLD,
+                        "ReplicateRestart=always\nReplicateRestartSec=10ms\n");
+    dh_start(d, NULL);
+    dh_served served = dh_wake(d, "demo");
+    pid_t first = replicator_pid(d, "demo", 0);
+    dh_events_mark(d);
+    char die[PATH_MAX];
+    snprintf(die, sizeof(die), "%s/hosts/demo/state/die", d->drv.state_dir);
+    FILE *f = fopen(die, "we");
+    DH_CHECK(d, f && fclose(f) == 0, "cannot create %s", die);
+    expect_replica_exited(d, first, served.generation, "restarting: exited with status 0");
+    DH_CHECK(d, dh_event_wait(d, "demo", "replica.restarted", 10000, NULL),
+             "the replica that ended well was not restarted");
+    pid_t second = replicator_pid(d, "demo", first);
+    DH_CHECK(d, in_leaf(d, "demo", served.generation, second),
+             "the restarted replicator (pid %d) is not in the generation's leaf", (int)second);
+    park_quietly(d, second);
+    dh_stop_and_check_clean(d);
+}
+
 /* A replica that fails each time it is restarted stops after 5 restarts in
  * a row, each waiting twice as long as the one before; required, it then
  * fails its generation. */
@@ -568,6 +600,7 @@ int main(void)
         DH_TEST(test_replicate_runs_in_the_generation_and_stops_with_it),
         DH_TEST(test_the_box_is_not_read_through_a_helper),
         DH_TEST(test_a_killed_replica_is_restarted_and_told),
+        DH_TEST(test_always_restarts_a_replica_that_ended_well),
         DH_TEST(test_the_next_daemon_watches_a_resumed_generations_replica),
         DH_TEST(test_with_restart_no_a_dead_replica_is_told_and_left_down),
         DH_TEST(test_a_required_replica_that_dies_fails_its_generation),
