@@ -12,7 +12,7 @@
  * again and the release tried over it this many times. */
 #define RELEASE_RETRIES 3
 
-typedef struct release {
+typedef struct ad_release {
     ad_host *host;
     unsigned tries;
     claim written;
@@ -20,7 +20,7 @@ typedef struct release {
 
 static void finish(release *rel)
 {
-    rel->host->releasing = false;
+    rel->host->release = NULL;
     free(rel);
 }
 
@@ -102,11 +102,19 @@ static void start_after_reports(void *userdata)
     read_again(userdata);
 }
 
+void ad_claim_release_free(ad_host *host)
+{
+    /* Its store call, or its wait for the write-backs, was dropped with
+     * the store (claims_store_free calls no callback). */
+    free(host->release);
+    host->release = NULL;
+}
+
 void ad_claim_release(ad_host *host, const claim *current)
 {
     assert(host);
     ad_daemon *daemon = host->daemon;
-    if (daemon->stopping || host->releasing || !ad_host_at_rest(host) ||
+    if (daemon->stopping || host->release || !ad_host_at_rest(host) ||
         (current && (!current->revision || !claim_release_due(current, daemon->config.box))))
         return;
     release *rel = calloc(1, sizeof(*rel));
@@ -115,7 +123,7 @@ void ad_claim_release(ad_host *host, const claim *current)
         return;
     }
     rel->host = host;
-    host->releasing = true;
+    host->release = rel;
     /* The write-back of the park that stopped the host goes first. */
     if (!ad_claim_report_defer(host, start_after_reports, rel))
         read_again(rel);

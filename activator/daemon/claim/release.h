@@ -14,3 +14,7 @@
  * seen (a watch change or a list), or NULL to read it from the store. Does
  * nothing while the daemon stops. */
 void ad_claim_release(ad_host *host, const claim *current);
+
+/* Frees the release in flight of host, if any. The store must not call
+ * back any more (it is freed, or nothing is in flight). */
+void ad_claim_release_free(ad_host *host);

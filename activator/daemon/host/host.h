@@ -94,7 +94,7 @@ struct ad_host {
     ad_move *move;                             /* moves/move.c: as source or target */
     char *probe_op; /* moves/move.c: the op whose probe alone may wake it (wake/ reads) */
     ad_claim_report *claim_report; /* claim/write_backs.c: what the claim should say */
-    bool releasing;                /* claim/release.c: a release is in flight */
+    struct ad_release *release;    /* claim/release.c: the release in flight, or NULL */
 
     /* parking/idle.c: the idle watch of a serving host. */
     sd_event_source *idle_timer;

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "activator/daemon/accounts/dynamic_users.h"
+#include "activator/daemon/claim/release.h"
 #include "activator/daemon/claim/write_backs.h"
 #include "activator/daemon/generations/generation.h"
 #include "activator/daemon/hosts/fd_store.h"
@@ -74,6 +75,7 @@ static void teardown_host(ad_host *host)
     free(host->swap);
     host->swap = NULL;
     ad_claim_report_free(host);
+    ad_claim_release_free(host);
     ad_move_free(host);
     ad_host_free(host);
 }
