@@ -130,11 +130,22 @@ static void test_gate_fast_path_refuses_when_another_box_took_the_claim(void **s
     pid_t before[4];
     size_t runs = dh_marker_pids(d, "demo", before, 4);
 
+    /* The first wake paused at the gate too: the second's pause is the
+     * next line that says so. */
+    char waiting[PATH_MAX + 32];
+    snprintf(waiting, sizeof(waiting), "waiting for %s", hold);
+    size_t pauses = dh_log_count(d, waiting);
     dh_async *wake = dh_wake_start(d, "demo", 30000);
-    /* Admitted, and held before the gate until the hold exists again. */
+    /* Admitted, and held before the gate until the hold exists again: the
+     * takeover must come while it is paused there, or the claim watch may
+     * end the wake before it reaches the gate. */
     DH_CHECK(d, dh_event_wait(d, "demo", "admitted", 10000, NULL), "no admitted event");
+    dh_waiting_for("the second wake to pause at the gate hook");
+    for (int i = 0; i < 1000 && dh_log_count(d, waiting) == pauses; i++)
+        usleep(10 * 1000);
+    DH_CHECK(d, dh_log_count(d, waiting) > pauses, "the second wake never paused at the gate hook");
     uint64_t taken_revision = take_over_and_expect_refusal(d, hold, wake, runs);
-    DH_CHECK(d, dh_log_wait(d, "host demo: gate: build state unchanged", 1000),
+    DH_CHECK(d, dh_log_wait(d, "host demo: gate: build state unchanged", 10000),
              "the second wake did not take the gate's fast path");
     claim after;
     DH_CHECK(d, dh_claim_get(d, "demo", &after) && after.revision == taken_revision,
@@ -271,8 +282,7 @@ static pid_t wake_until_held_beside_the_admission(dh_daemon *d, char *hold, size
     exe_of(held, held_exe, sizeof(held_exe));
     exe_of(d->drv.pid, daemon_exe, sizeof(daemon_exe));
     DH_CHECK(d, strcmp(held_exe, daemon_exe) == 0,
-             "the held child (pid %d) runs %s before the admission is taken", (int)held,
-             held_exe);
+             "the held child (pid %d) runs %s before the admission is taken", (int)held, held_exe);
     pid_t pids[4];
     DH_CHECK(d, dh_marker_pids(d, "demo", pids, 4) == 0, "the app ran before its admission");
     DH_CHECK(d, dh_events_count(d, "demo", "admitted") == 0, "admitted before the answer");
@@ -326,8 +336,7 @@ static void test_early_start_is_let_go_when_another_box_takes_the_claim(void **s
     DH_CHECK(d, kill(held, 0) < 0 && errno == ESRCH, "the held child %d is left", (int)held);
     DH_CHECK(d, dh_leaf_count(d, "demo") == 0, "%zu generation leaves left",
              dh_leaf_count(d, "demo"));
-    DH_CHECK(d, start_marks(d) == 0, "the output log marks %zu starts, none ran",
-             start_marks(d));
+    DH_CHECK(d, start_marks(d) == 0, "the output log marks %zu starts, none ran", start_marks(d));
     dh_stop_and_check_clean(d);
 }
 
