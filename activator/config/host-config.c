@@ -376,38 +376,38 @@ static int apply_probe_timeout(void *target, const char *value, act_error *err)
                                     &((cfg_host *)target)->probe_timeout_usec, err);
 }
 
-/* infinity: no bound, as before the key (MaxStarts= ready windows and
- * their backoffs bound a wake then). */
-static int apply_wake_timeout(void *target, const char *value, act_error *err)
-{
-    cfg_host *h = target;
-    uint64_t usec;
-    if (cfg_parse_duration(value, &usec, NULL) == 0 && usec == CFG_USEC_INFINITY) {
-        h->wake_timeout_usec = 0;
-        return 0;
-    }
-    return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 3600 * CFG_USEC_PER_SEC,
-                                    &h->wake_timeout_usec, err);
-}
-
 static int apply_stop_timeout(void *target, const char *value, act_error *err)
 {
     return cfg_parse_duration_range(value, 0, 3600 * CFG_USEC_PER_SEC,
                                     &((cfg_host *)target)->stop_timeout_usec, err);
 }
 
-/* 0 and infinity both mean "never park when idle": systemd spells "no
- * timeout" either way. */
-static int apply_idle_timeout(void *target, const char *value, act_error *err)
+/* A span from min_usec to max_usec, or infinity, which is stored as 0 (as
+ * systemd spells "no timeout"). */
+static int parse_span_or_infinity(const char *value, uint64_t min_usec, uint64_t max_usec,
+                                  uint64_t *usec, act_error *err)
 {
-    cfg_host *h = target;
-    uint64_t usec;
-    if (cfg_parse_duration(value, &usec, NULL) == 0 && usec == CFG_USEC_INFINITY) {
-        h->idle_timeout_usec = 0;
+    uint64_t parsed;
+    if (cfg_parse_duration(value, &parsed, NULL) == 0 && parsed == CFG_USEC_INFINITY) {
+        *usec = 0;
         return 0;
     }
-    return cfg_parse_duration_range(value, 0, 365 * 86400 * CFG_USEC_PER_SEC, &h->idle_timeout_usec,
-                                    err);
+    return cfg_parse_duration_range(value, min_usec, max_usec, usec, err);
+}
+
+/* 0 and infinity both mean "never park when idle". */
+static int apply_idle_timeout(void *target, const char *value, act_error *err)
+{
+    return parse_span_or_infinity(value, 0, 365 * 86400 * CFG_USEC_PER_SEC,
+                                  &((cfg_host *)target)->idle_timeout_usec, err);
+}
+
+/* infinity: no bound, as before the key (MaxStarts= ready windows and
+ * their backoffs bound a wake then). */
+static int apply_wake_timeout(void *target, const char *value, act_error *err)
+{
+    return parse_span_or_infinity(value, CFG_USEC_PER_SEC, 3600 * CFG_USEC_PER_SEC,
+                                  &((cfg_host *)target)->wake_timeout_usec, err);
 }
 
 /* A span where 0 and infinity both mean "none": no watchdog, no repeated

@@ -1022,18 +1022,24 @@ static void binary_input_is_escaped_in_errors(void **state)
     static const char binary[] = "[Ho\x1bst]\n"
                                  "Exec=bin/x\n"
                                  "[Host]\n"
-                                 "Ex\x07" "ec=bin/x\n"
+                                 "Ex\x07"
+                                 "ec=bin/x\n"
                                  "Exec=\x1b[31m/red\x7f\xff\n"
                                  "User=\x01\x02\n"
-                                 "Ready=tcp:\x9b" "1.2.3.4:80\n"
-                                 "\x80\x81=\x90" "\n"
+                                 "Ready=tcp:\x9b"
+                                 "1.2.3.4:80\n"
+                                 "\x80\x81=\x90"
+                                 "\n"
                                  "Environment=A=\\\x01\n"
                                  "[Listen]\n"
                                  "ListenStream=\x1b]0;title\x07\n"
                                  "\x00\x01\x02\x03\n"
-                                 "\xde\xad\xbe\xef" "\r\n";
+                                 "\xde\xad\xbe\xef"
+                                 "\r\n";
     write_bytes("hosts/bin.conf", binary, sizeof(binary) - 1);
-    write_file("hosts/es\x1b" "c.conf", "[Host]\nExec=bin/x\n");
+    write_file("hosts/es\x1b"
+               "c.conf",
+               "[Host]\nExec=bin/x\n");
     unsigned char noise[4096];
     for (size_t i = 0; i < sizeof(noise); i++)
         noise[i] = (unsigned char)(i * 131 + 7);
@@ -1086,19 +1092,19 @@ static void lines_of_box_checked_keys_are_kept(void **state)
 {
     cfg_host host;
     load_host("web1",
-         "[Host]\n"                        /* 1 */
-         "Exec=bin/server\n"               /* 2 */
-         "User=nobody\n"                   /* 3 */
-         "Group=nogroup\n"                 /* 4 */
-         "[Listen]\n"                      /* 5 */
-         "ListenStream=127.0.0.1:8001\n"   /* 6 */
-         "# a comment\n"                   /* 7 */
-         "ListenStream=/run/web1.sock\n"   /* 8 */
-         "[Limits]\n"                      /* 9 */
-         "PidsMax=64\n"                    /* 10 */
-         "MemoryMax=64M\n"                 /* 11 */
-         "SystemCallFilter=~ptrace\n",     /* 12 */
-         &host);
+              "[Host]\n"                      /* 1 */
+              "Exec=bin/server\n"             /* 2 */
+              "User=nobody\n"                 /* 3 */
+              "Group=nogroup\n"               /* 4 */
+              "[Listen]\n"                    /* 5 */
+              "ListenStream=127.0.0.1:8001\n" /* 6 */
+              "# a comment\n"                 /* 7 */
+              "ListenStream=/run/web1.sock\n" /* 8 */
+              "[Limits]\n"                    /* 9 */
+              "PidsMax=64\n"                  /* 10 */
+              "MemoryMax=64M\n"               /* 11 */
+              "SystemCallFilter=~ptrace\n",   /* 12 */
+              &host);
     assert_int_equal(host.lines.user, 3);
     assert_int_equal(host.lines.group, 4);
     assert_int_equal(host.n_listen, 2);
@@ -1112,9 +1118,9 @@ static void lines_of_box_checked_keys_are_kept(void **state)
 
     /* An empty ListenStream= clears the list, lines and all. */
     load_host("web2",
-         "[Host]\nExec=bin/server\n[Listen]\nListenStream=127.0.0.1:8001\nListenStream=\n"
-         "ListenStream=127.0.0.1:8002\n",
-         &host);
+              "[Host]\nExec=bin/server\n[Listen]\nListenStream=127.0.0.1:8001\nListenStream=\n"
+              "ListenStream=127.0.0.1:8002\n",
+              &host);
     assert_int_equal(host.n_listen, 1);
     assert_int_equal(host.listen_lines[0], 6);
     cfg_host_free(&host);
@@ -1212,8 +1218,7 @@ static void changes_are_sorted_by_when_they_apply(void **state)
                      CFG_HOST_CHANGED_LISTEN);
     assert_int_equal(changes_after("[Listen]\n", "[Listen]\nBacklog=16\n"),
                      CFG_HOST_CHANGED_LISTEN);
-    assert_int_equal(changes_after("MemoryMax=64M\n", "MemoryMax=128M\n"),
-                     CFG_HOST_CHANGED_LIMITS);
+    assert_int_equal(changes_after("MemoryMax=64M\n", "MemoryMax=128M\n"), CFG_HOST_CHANGED_LIMITS);
     assert_int_equal(changes_after(NULL, "PidsMax=10\n"), CFG_HOST_CHANGED_LIMITS);
     /* The filter and the rlimits are in [Limits] but are set at the exec. */
     assert_int_equal(changes_after(NULL, "LimitNOFILE=4096\n"), CFG_HOST_CHANGED_START);
@@ -1295,6 +1300,60 @@ static void freeze_keys(void **state)
     }
 }
 
+/* A host file of "[Host]\nExec=bin/app\n" and lines is refused with one
+ * error, on the last of lines (the key's own), naming key and saying words. */
+static void expect_one_error_on_its_line(const char *lines, const char *key, const char *words)
+{
+    char text[256];
+    snprintf(text, sizeof(text), "[Host]\nExec=bin/app\n%s", lines);
+    write_file("bad.conf", text);
+    cfg_host h;
+    cfg_errors errors = {0};
+    assert_int_equal(cfg_load_host_file(tmp_dir, "bad.conf", &h, &errors), -EINVAL);
+    unsigned line = 2;
+    for (const char *c = lines; *c; c++)
+        line += *c == '\n';
+    if (errors.n != 1 || errors.items[0].line != line || !strstr(errors.items[0].text, key) ||
+        !strstr(errors.items[0].text, words)) {
+        cfg_errors_print(&errors, stderr);
+        fail_msg("%s: expected one error on line %u about %s saying \"%s\"", lines, line, key,
+                 words);
+    }
+    cfg_errors_free(&errors);
+}
+
+/* WakeTimeoutSec= and RestoreRequiresSameBuild=: their defaults, their
+ * values, and their bad values (one error each, on the key's line). */
+static void wake_bound_and_restore_keys(void **state)
+{
+    (void)state;
+    cfg_host h;
+    load_host("plain", "[Host]\nExec=bin/app\n", &h);
+    assert_int_equal(h.wake_timeout_usec, 90 * 1000 * 1000);
+    assert_false(h.restore_requires_same_build);
+    cfg_host_free(&h);
+    load_host("set", "[Host]\nExec=bin/app\nWakeTimeoutSec=20s\nRestoreRequiresSameBuild=yes\n",
+              &h);
+    assert_int_equal(h.wake_timeout_usec, 20 * 1000 * 1000);
+    assert_true(h.restore_requires_same_build);
+    cfg_host_free(&h);
+    load_host("unbounded", "[Host]\nExec=bin/app\nWakeTimeoutSec=infinity\n", &h);
+    assert_int_equal(h.wake_timeout_usec, 0);
+    cfg_host_free(&h);
+
+    static const struct {
+        const char *text, *key, *words;
+    } bad[] = {
+        {"WakeTimeoutSec=0\n", "WakeTimeoutSec", "out of range"},
+        {"WakeTimeoutSec=500ms\n", "WakeTimeoutSec", "out of range"},
+        {"WakeTimeoutSec=2h\n", "WakeTimeoutSec", "out of range"},
+        {"WakeTimeoutSec=soon\n", "WakeTimeoutSec", "soon"},
+        {"RestoreRequiresSameBuild=maybe\n", "RestoreRequiresSameBuild", "maybe"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+        expect_one_error_on_its_line(bad[i].text, bad[i].key, bad[i].words);
+}
+
 /* ReplicateRestart=, ReplicateRestartSec= and ReplicateRequired=: their
  * defaults, their values, their bad values and the rules between them
  * (one error each, on the key's line, saying what to do), and that
@@ -1338,25 +1397,8 @@ static void replicate_keys(void **state)
         {"ExecReplicate=/r\nReplicateRestart=no\nReplicateRestartSec=2s\n", "ReplicateRestartSec",
          "set with ReplicateRestart=no"},
     };
-    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-        char text[256];
-        snprintf(text, sizeof(text), "[Host]\nExec=bin/app\n%s", bad[i].text);
-        write_file("bad.conf", text);
-        cfg_errors errors = {0};
-        assert_int_equal(cfg_load_host_file(tmp_dir, "bad.conf", &h, &errors), -EINVAL);
-        /* file:line: the key's own line, the last of the text. */
-        unsigned line = 2;
-        for (const char *c = bad[i].text; *c; c++)
-            line += *c == '\n';
-        if (errors.n != 1 || errors.items[0].line != line ||
-            !strstr(errors.items[0].text, bad[i].key) ||
-            !strstr(errors.items[0].text, bad[i].words)) {
-            cfg_errors_print(&errors, stderr);
-            fail_msg("%s: expected one error on line %u about %s saying \"%s\"", bad[i].text, line,
-                     bad[i].key, bad[i].words);
-        }
-        cfg_errors_free(&errors);
-    }
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+        expect_one_error_on_its_line(bad[i].text, bad[i].key, bad[i].words);
     /* Each applies from the next start: the running replica keeps what
      * it started with. */
     static const char replicated[] = "[Host]\nExec=bin/app\nExecReplicate=/r\n";
@@ -1559,8 +1601,7 @@ static void read_write_paths_and_the_view(void **state)
         assert_int_equal(cfg_host_view_paths(&daemon, &h, false, &paths, &err), -EACCES);
         h.read_write_paths[0] = saved;
         if (!strstr(err.message, inside[i][1]) || !strstr(err.message, "no host sees"))
-            fail_msg("%s: \"%s\" does not name \"%s\"", inside[i][0], err.message,
-                     inside[i][1]);
+            fail_msg("%s: \"%s\" does not name \"%s\"", inside[i][0], err.message, inside[i][1]);
     }
     /* Not a prefix that merely looks alike. */
     char *saved = h.read_write_paths[0];
@@ -1600,9 +1641,8 @@ static void read_write_paths_and_the_view(void **state)
     assert_int_equal(
         changes_after("StopTimeoutSec=3\n", "StopTimeoutSec=3\nReadWritePaths=/srv/b\n"),
         CFG_HOST_CHANGED_START);
-    assert_int_equal(
-        changes_after("StopTimeoutSec=3\n", "StopTimeoutSec=3\nFilesystemView=box\n"),
-        CFG_HOST_CHANGED_START);
+    assert_int_equal(changes_after("StopTimeoutSec=3\n", "StopTimeoutSec=3\nFilesystemView=box\n"),
+                     CFG_HOST_CHANGED_START);
 }
 
 int main(void)
@@ -1638,6 +1678,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(registry_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(freeze_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(replicate_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(wake_bound_and_restore_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(read_write_paths_and_the_view, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
