@@ -60,8 +60,8 @@ struct pl_wake {
     uint64_t read_usec;
     bool room_for_fallback; /* this attempt's window leaves a fallback's */
     bool next_attempt_now;  /* `failed` asked for the next attempt without backoff */
-    bool window_cut;        /* the ready window armed was cut by WakeTimeoutSec= */
-    uint64_t window_usec;   /* ... and how long it is */
+    uint64_t window_usec;   /* the ready window armed: below ReadyTimeoutSec= when
+                             * WakeTimeoutSec= cut it */
 
     /* The failure being handled while `failed` runs. */
     pl_reason failure_reason;

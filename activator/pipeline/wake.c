@@ -232,8 +232,7 @@ static uint64_t ready_window_usec(pl_wake *wake)
                                : config->wake_timeout_usec / 2;
         left = left > reserve ? left - reserve : 0;
     }
-    wake->window_cut = left < window;
-    if (wake->window_cut)
+    if (left < window)
         window = left;
     /* A window of nothing would close before the exec could answer. */
     wake->window_usec = window > USEC_PER_MSEC ? window : USEC_PER_MSEC;
@@ -292,7 +291,7 @@ static int window_closed(sd_event_source *source, uint64_t usec, void *userdata)
                         "host %s: attempt %u was not ready within %llu ms (ReadyTimeoutSec%s)",
                         wake->host->name, wake->attempt,
                         (unsigned long long)(wake->window_usec / USEC_PER_MSEC),
-                        !wake->window_cut         ? ""
+                        wake->window_usec >= wake->host->config.ready_timeout_usec ? ""
                         : wake->room_for_fallback ? ", cut short by WakeTimeoutSec to leave its "
                                                     "fallback a window"
                                                   : ", cut short by WakeTimeoutSec");

@@ -95,7 +95,8 @@ static bool gate_build_chosen(pl_wake *wake, ad_host *host)
                          host->wake_state->admitted.pin.version);
         return false;
     }
-    if (ad_wake_held_mismatch(host, &host->wake_state->admitted)) {
+    if (ad_wake_held_mismatch(&host->wake_state->admitted,
+                              host->wake_state->resolved.identity.version)) {
         pl_wake_complete(wake, PL_REASON_HELD_MISMATCH,
                          "host %s: held on version %s, but the build to run is %s", host->name,
                          host->wake_state->admitted.held,

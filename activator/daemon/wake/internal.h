@@ -154,7 +154,7 @@ bool ad_wake_refuse_failed_pin(ad_host *host, pl_wake *wake);
  * given to checked (once it answers, perhaps at once) without being taken:
  * prepare takes it later. False when it could not be begun. */
 bool ad_wake_early_prepare_check(ad_host *host, ad_wake_checked_fn *checked);
-bool ad_wake_held_mismatch(const ad_host *host, const claim *c);
+bool ad_wake_held_mismatch(const claim *c, const char *version);
 
 /* Fills build with the resolved build's names. */
 static inline void ad_wake_fill_build(rec_build_ref *build, const rel_identity *id)

@@ -29,9 +29,9 @@ static pl_reason reason_of_resolve(int r)
 }
 
 /* The held version freezes the host: a build that is not it never runs. */
-bool ad_wake_held_mismatch(const ad_host *host, const claim *c)
+bool ad_wake_held_mismatch(const claim *c, const char *version)
 {
-    return c->held[0] && strcmp(c->held, host->wake_state->resolved.identity.version) != 0;
+    return c->held[0] && strcmp(c->held, version) != 0;
 }
 
 /* The pin, or the fallback of a pin that failed (wake/pin_choice.h). */
@@ -77,7 +77,7 @@ bool ad_wake_prepared_refused(ad_host *host, pl_wake *wake, const ad_prepared *p
                          "%s", prepared->err.message);
         return true;
     }
-    if (admitted->held[0] && strcmp(admitted->held, prepared->resolved.identity.version) != 0) {
+    if (ad_wake_held_mismatch(admitted, prepared->resolved.identity.version)) {
         pl_wake_complete(wake, PL_REASON_HELD_MISMATCH,
                          "host %s: held on version %s, but the build to run is %s", host->name,
                          admitted->held, prepared->resolved.identity.version);
