@@ -12,6 +12,7 @@
 
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/cleanup_json.h"
@@ -143,4 +144,80 @@ int claims_box_from_json(const char *box, const char *text, size_t len, claims_b
     if (r < 0)
         memset(out, 0, sizeof(*out));
     return r;
+}
+
+char *claims_drain_to_json(const char *box, uint64_t drained_usec)
+{
+    _cleanup_(json_object_putp) json_object *root = json_object_new_object();
+    if (!root)
+        return NULL;
+    json_object_object_add(root, "box", json_object_new_string(box));
+    json_object_object_add(root, "drained_usec", json_object_new_uint64(drained_usec));
+    const char *text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN);
+    return text ? strdup(text) : NULL;
+}
+
+int claims_drain_from_json(const char *box, const char *text, size_t len, uint64_t *drained_usec,
+                           act_error *err)
+{
+    *drained_usec = 0;
+    if (len > CLAIMS_BOX_JSON_MAX)
+        return act_error_set(err, EFBIG,
+                             "box %s: drain mark is %zu bytes, over the %d byte "
+                             "limit; undrain the box and drain it again",
+                             box, len, CLAIMS_BOX_JSON_MAX);
+    _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return act_error_set(err, ENOMEM, "box %s: out of memory", box);
+    _cleanup_(json_object_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
+    if (!root || json_tokener_get_error(tok) != json_tokener_success ||
+        !json_object_is_type(root, json_type_object))
+        return act_error_set(err, EINVAL,
+                             "box %s: drain mark is not a JSON object; undrain "
+                             "the box and drain it again",
+                             box);
+    char prefix[ACT_NAME_MAX + 24];
+    snprintf(prefix, sizeof(prefix), "box %s: drain mark ", box);
+    act_json_reader rd = {.prefix = prefix, .errnum = EINVAL, .err = err};
+    char named[65] = "";
+    uint64_t stamp = 0;
+    int r = act_json_get_string(&rd, root, "box", ACT_JSON_REQUIRED, named, sizeof(named));
+    if (r >= 0 && strcmp(named, box) != 0)
+        r = act_error_set(err, EINVAL,
+                          "box %s: drain mark names box \"%.64s\"; undrain the "
+                          "box and drain it again",
+                          box, named);
+    if (r >= 0)
+        r = act_json_get_u64(&rd, root, "drained_usec", ACT_JSON_REQUIRED, &stamp);
+    if (r >= 0 && stamp == 0)
+        r = act_error_set(err, EINVAL,
+                          "box %s: drain mark says drained_usec 0; undrain the box "
+                          "and drain it again",
+                          box);
+    if (r >= 0)
+        *drained_usec = stamp;
+    return r;
+}
+
+int claims_box_list_add_drain(claims_box **boxes, size_t *n, size_t *cap, const char *box,
+                              uint64_t drained_usec, act_error *err)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*boxes)[i].box, box) == 0) {
+            (*boxes)[i].drained_usec = drained_usec;
+            return 0;
+        }
+    if (*n == *cap) {
+        size_t grown_cap = *cap ? *cap * 2 : 8;
+        claims_box *grown = realloc(*boxes, grown_cap * sizeof(**boxes));
+        if (!grown)
+            return act_error_set(err, ENOMEM, "box list: out of memory");
+        *boxes = grown;
+        *cap = grown_cap;
+    }
+    claims_box *added = &(*boxes)[(*n)++];
+    memset(added, 0, sizeof(*added));
+    snprintf(added->box, sizeof(added->box), "%s", box);
+    added->drained_usec = drained_usec;
+    return 0;
 }

@@ -784,6 +784,11 @@ typedef struct claims_box {
     uint64_t refreshed_usec; /* wall clock of the last renewal; 0 when unknown */
     uint64_t expires_usec;   /* wall clock at which the lease lapses unless renewed; 0 when
                               * unknown (an etcd liveness listing) */
+    /* Set by a listing from the box's drain mark (claims_box_drain): the
+     * wall clock at which an operator drained the box; 0 = not drained. A
+     * mark outlives the lease, so a drained box that is down is listed
+     * too, not live, with only box and drained_usec set. */
+    uint64_t drained_usec;
 } claims_box;
 
 /* A keepalive found the lease gone (expired, revoked, the store lost it, or
@@ -814,6 +819,17 @@ int claims_box_remove(claim_store *store, const claims_box *record, act_error *e
 int claims_box_list(claim_store *store, claims_box **out, size_t *n_out, act_error *err);
 int claims_box_list_live(claim_store *store, claims_box **out, size_t *n_out, act_error *err);
 
+/* Drain marks: an operator's word that box takes no new host (no
+ * assignment, no move to it, no host nobody claimed), kept apart from the
+ * record and under no lease, so neither a restart of the box nor its death
+ * forgets it. etcd: key "<prefix>.drain/<box>"; dir: <dir>/.drain/<box>.json;
+ * the value {"box":..,"drained_usec":..}. Both box listings report it
+ * (claims_box.drained_usec) in the same store request. drain puts the mark
+ * (a box already drained keeps its first stamp); undrain removes it (a box
+ * not drained is not an error). Neither needs the box to be live. */
+int claims_box_drain(claim_store *store, const char *box, uint64_t stamp_usec, act_error *err);
+int claims_box_undrain(claim_store *store, const char *box, act_error *err);
+
 /* Asynchronous, on the attached loop (see the asynchronous calls above).
  * record in a callback is the record as stored (put, keepalive), valid
  * during the callback only. */
@@ -831,3 +847,9 @@ int claims_box_list_async(claim_store *store, claims_boxes_fn fn, void *userdata
                           act_error *err);
 int claims_box_list_live_async(claim_store *store, claims_boxes_fn fn, void *userdata,
                                act_error *err);
+/* claims_box_drain and claims_box_undrain on the loop; record in fn names
+ * the box and its drained_usec (0 after an undrain). */
+int claims_box_drain_async(claim_store *store, const char *box, uint64_t stamp_usec,
+                           claims_box_fn fn, void *userdata, act_error *err);
+int claims_box_undrain_async(claim_store *store, const char *box, claims_box_fn fn, void *userdata,
+                             act_error *err);

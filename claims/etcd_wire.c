@@ -172,6 +172,23 @@ char *etcd_txn_body(const char *key, uint64_t expected, const char *value,
     return render(body);
 }
 
+char *etcd_two_ranges_body(const char *key1, const char *end1, const char *key2, const char *end2)
+{
+    json_object *body = json_object_new_object();
+    json_object *success = json_object_new_array();
+    const char *ranges[2][2] = {{key1, end1}, {key2, end2}};
+    for (size_t i = 0; i < 2; i++) {
+        json_object *range = json_object_new_object();
+        add_b64(range, "key", ranges[i][0]);
+        add_b64(range, "range_end", ranges[i][1]);
+        json_object *action = json_object_new_object();
+        json_object_object_add(action, "request_range", range);
+        json_object_array_add(success, action);
+    }
+    json_object_object_add(body, "success", success);
+    return render(body);
+}
+
 char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_revision)
 {
     assert(key);

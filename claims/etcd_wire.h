@@ -37,6 +37,9 @@ char *etcd_written_since_body(const char *key, const char *range_end, uint64_t m
  * key on failure so the caller learns what is there. */
 char *etcd_txn_body(const char *key, uint64_t expected, const char *value,
                     const char *const *also_keys, size_t n_also, const char *also_value);
+/* A txn with no compare whose success ranges key1..end1 and key2..end2:
+ * two ranges at one revision in one request. */
+char *etcd_two_ranges_body(const char *key1, const char *end1, const char *key2, const char *end2);
 /* {"create_request":{key, range_end, start_revision, progress_notify}};
  * start 0 = from now; range_end NULL = key alone. */
 char *etcd_watch_body(const char *key, const char *range_end, uint64_t start_revision);

@@ -2,11 +2,13 @@
  * and the bridges that give each backend's one flavour the other face, the
  * way store.c does for claims. */
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "claims/store_internal.h"
 #include "common/cleanup.h"
+#include "common/names.h"
 
 /* ---- synchronous calls over an asynchronous backend ---------------------- */
 
@@ -54,17 +56,42 @@ static void on_sync_boxes(claim_store *store, int result, const claims_box *boxe
     wait_done(wait, result, err);
 }
 
-static int check_record(const claims_box *record, act_error *err)
+/* A drain call reads only the box's name (and the stamp); the rest is the
+ * record's. */
+static bool is_drain_call(claims_box_call call)
+{
+    return call == CLAIMS_BOX_DRAIN || call == CLAIMS_BOX_UNDRAIN;
+}
+
+static int check_record(claims_box_call call, const claims_box *record, act_error *err)
 {
     assert(record);
-    return claims_box_validate(record, err);
+    if (!is_drain_call(call))
+        return claims_box_validate(record, err);
+    act_error why = {0};
+    if (act_name_check("box", record->box, &why) < 0)
+        return act_error_set(err, EINVAL, "drain: %s", why.message);
+    if (call == CLAIMS_BOX_DRAIN && !record->drained_usec)
+        return act_error_set(err, EINVAL, "drain: box %s: the mark needs a stamp", record->box);
+    return 0;
+}
+
+/* The record a drain call carries: the box and its stamp. */
+static claims_box drain_record(const char *box, uint64_t stamp_usec)
+{
+    claims_box record = {.drained_usec = stamp_usec};
+    if (box && strlen(box) < sizeof(record.box))
+        snprintf(record.box, sizeof(record.box), "%s", box);
+    else
+        snprintf(record.box, sizeof(record.box), "%s", "(name too long)");
+    return record;
 }
 
 static int box_call(claim_store *store, claims_box_call call, const claims_box *record,
                     claims_box *out, act_error *err)
 {
     assert(store);
-    int r = check_record(record, err);
+    int r = check_record(call, record, err);
     if (r < 0)
         return r;
     claims_box ignored;
@@ -98,6 +125,18 @@ int claims_box_keepalive(claim_store *store, const claims_box *record, claims_bo
 int claims_box_remove(claim_store *store, const claims_box *record, act_error *err)
 {
     return box_call(store, CLAIMS_BOX_REMOVE, record, NULL, err);
+}
+
+int claims_box_drain(claim_store *store, const char *box, uint64_t stamp_usec, act_error *err)
+{
+    claims_box record = drain_record(box, stamp_usec ? stamp_usec : 1);
+    return box_call(store, CLAIMS_BOX_DRAIN, &record, NULL, err);
+}
+
+int claims_box_undrain(claim_store *store, const char *box, act_error *err)
+{
+    claims_box record = drain_record(box, 0);
+    return box_call(store, CLAIMS_BOX_UNDRAIN, &record, NULL, err);
 }
 
 static int box_list(claim_store *store, claims_box_listing what, claims_box **out, size_t *n_out,
@@ -209,7 +248,7 @@ static int box_call_async(claim_store *store, claims_box_call call, const claims
     assert(store);
     assert(fn);
     int r = claims_check_attached(store, err);
-    if (r < 0 || (r = check_record(record, err)) < 0)
+    if (r < 0 || (r = check_record(call, record, err)) < 0)
         return r;
     if (store->ops->box_call_async)
         return store->ops->box_call_async(store, store->attached, call, record, fn, userdata,
@@ -236,6 +275,20 @@ int claims_box_remove_async(claim_store *store, const claims_box *record, claims
                             void *userdata, act_error *err)
 {
     return box_call_async(store, CLAIMS_BOX_REMOVE, record, fn, userdata, err);
+}
+
+int claims_box_drain_async(claim_store *store, const char *box, uint64_t stamp_usec,
+                           claims_box_fn fn, void *userdata, act_error *err)
+{
+    claims_box record = drain_record(box, stamp_usec ? stamp_usec : 1);
+    return box_call_async(store, CLAIMS_BOX_DRAIN, &record, fn, userdata, err);
+}
+
+int claims_box_undrain_async(claim_store *store, const char *box, claims_box_fn fn, void *userdata,
+                             act_error *err)
+{
+    claims_box record = drain_record(box, 0);
+    return box_call_async(store, CLAIMS_BOX_UNDRAIN, &record, fn, userdata, err);
 }
 
 static int box_list_async(claim_store *store, claims_box_listing what, claims_boxes_fn fn,

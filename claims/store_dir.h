@@ -47,6 +47,7 @@
 #define DIR_REVISION_STEP 1000
 #define DIR_LOCK_FILE ".lock"
 #define DIR_BOXES_DIR ".boxes"
+#define DIR_DRAIN_DIR ".drain"
 #define DIR_JOURNAL_FILE ".journal"
 #define DIR_INDEX_DIR ".by-box"
 #define DIR_LAYOUT_FILE ".layout"

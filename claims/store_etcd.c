@@ -1170,6 +1170,8 @@ static void etcd_free(claim_store *store)
     free(es->list_end);
     free(es->boxes_key);
     free(es->boxes_end);
+    free(es->drain_key);
+    free(es->drain_end);
     free(es->index_key);
     free(es->layout_key);
     etcd_memo_free(es);
@@ -1213,6 +1215,8 @@ int claims_etcd_open(const claims_url *url, const claims_store_options *options,
         asprintf(&es->list_end, "%s0", es->prefix) < 0 ||
         asprintf(&es->boxes_key, "%s" ETCD_BOXES_SUFFIX "/", es->prefix) < 0 ||
         asprintf(&es->boxes_end, "%s" ETCD_BOXES_SUFFIX "0", es->prefix) < 0 ||
+        asprintf(&es->drain_key, "%s" ETCD_DRAIN_SUFFIX "/", es->prefix) < 0 ||
+        asprintf(&es->drain_end, "%s" ETCD_DRAIN_SUFFIX "0", es->prefix) < 0 ||
         asprintf(&es->index_key, "%s" ETCD_INDEX_SUFFIX "/", es->prefix) < 0 ||
         asprintf(&es->layout_key, "%s" ETCD_LAYOUT_SUFFIX, es->prefix) < 0)
         return act_error_set(err, ENOMEM, "etcd: out of memory");

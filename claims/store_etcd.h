@@ -9,6 +9,9 @@
  * range "<prefix>.boxes/".."<prefix>.boxes0" and the claims' range
  * "<prefix>/".."<prefix>0" never share a key. */
 #define ETCD_BOXES_SUFFIX ".boxes"
+/* An operator's drain mark of a box, "<prefix>.drain/<box>", under no
+ * lease; outside the claims' range for the same reason. */
+#define ETCD_DRAIN_SUFFIX ".drain"
 /* Each box's index of the claims that concern it (claims.h: a box's own
  * claims): "<prefix>.by-box/<box>/<host>", its value a copy of the claim
  * written in the claim's own txn (so its mod_revision is the claim's
@@ -38,6 +41,8 @@ struct etcd_store {
     char *list_end;  /* "<prefix>0": the range end that covers every key under "<prefix>/" */
     char *boxes_key; /* "<prefix>.boxes/": box records are "<prefix>.boxes/<box>" */
     char *boxes_end; /* "<prefix>.boxes0" */
+    char *drain_key; /* "<prefix>.drain/": drain marks are "<prefix>.drain/<box>" */
+    char *drain_end; /* "<prefix>.drain0" */
     char *index_key; /* "<prefix>.by-box/": box B's index is "<prefix>.by-box/B/" */
     char *layout_key; /* "<prefix>.layout" */
     /* The boxes each recently seen claim named, by host and revision

@@ -2,9 +2,11 @@
  * etcd lease of the record's TTL. etcd deletes the key when the lease
  * expires or is revoked, so a record there is a live box; a keepalive
  * renews the lease. A listing for liveness is therefore one range, however
- * many boxes there are; only the full listing (an operator's display) then
- * asks each record's lease how long it has left (/v3/lease/timetolive), one
- * request per box, for when it was renewed and when it runs out. */
+ * many boxes there are (a txn of two ranges: the records and the drain
+ * marks under "<prefix>.drain/", which no lease holds); only the full
+ * listing (an operator's display) then asks each record's lease how long
+ * it has left (/v3/lease/timetolive), one request per box, for when it was
+ * renewed and when it runs out. */
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -150,11 +152,69 @@ static void on_revoked(etcd_call *c, int result, json_object *response, const ac
     finish(op, 0, NULL);
 }
 
+/* ---- drain marks: a put only where none is, or a delete ------------------ */
+
+/* The mark's key, malloc'd; NULL when out of memory. */
+static char *drain_key(const box_op *op)
+{
+    char *key = NULL;
+    return asprintf(&key, "%s%s", op->es->drain_key, op->record.box) < 0 ? NULL : key;
+}
+
+static void on_drain_put(etcd_call *c, int result, json_object *response, const act_error *err,
+                         void *userdata)
+{
+    box_op *op = userdata;
+    if (result < 0) {
+        finish(op, result, err);
+        return;
+    }
+    /* Not put: a mark was there; its first stamp stands. */
+    if (!json_object_get_boolean(json_object_object_get(response, "succeeded"))) {
+        json_object *responses = json_object_object_get(response, "responses");
+        json_object *range =
+            json_object_object_get(json_object_array_get_idx(responses, 0), "response_range");
+        json_object *kvs = json_object_object_get(range, "kvs");
+        json_object *value_obj = json_object_object_get(json_object_array_get_idx(kvs, 0), "value");
+        _cleanup_free_ char *value = NULL;
+        size_t len = 0;
+        uint64_t since = 0;
+        act_error bad = {0};
+        if (value_obj && etcd_b64_decode(json_object_get_string(value_obj), &value, &len) == 0 &&
+            claims_drain_from_json(op->record.box, value, len, &since, &bad) == 0)
+            op->record.drained_usec = since;
+    }
+    finish(op, 0, NULL);
+}
+
+static void on_undrained(etcd_call *c, int result, json_object *response, const act_error *err,
+                         void *userdata)
+{
+    box_op *op = userdata;
+    if (result >= 0)
+        op->record.drained_usec = 0;
+    finish(op, result, err);
+}
+
+static int drain_call(box_op *op, act_error *err)
+{
+    _cleanup_free_ char *key = drain_key(op), *value = NULL;
+    if (!key)
+        return act_error_set(err, ENOMEM, "box %s: out of memory", op->record.box);
+    if (op->call == CLAIMS_BOX_UNDRAIN)
+        return call(op, "/v3/kv/deleterange", etcd_range_body(key, NULL), on_undrained, err);
+    value = claims_drain_to_json(op->record.box, op->record.drained_usec);
+    if (!value)
+        return act_error_set(err, ENOMEM, "box %s: out of memory", op->record.box);
+    return call(op, "/v3/kv/txn", etcd_txn_body(key, 0, value, NULL, 0, NULL), on_drain_put, err);
+}
+
 int etcd_box_call_async(claim_store *store, sd_event *event, claims_box_call call_kind,
                         const claims_box *record, claims_box_fn fn, void *userdata,
                         act_error *err)
 {
-    if (call_kind != CLAIMS_BOX_PUT && !record->lease_id)
+    bool drain = call_kind == CLAIMS_BOX_DRAIN || call_kind == CLAIMS_BOX_UNDRAIN;
+    if (call_kind != CLAIMS_BOX_PUT && !drain && !record->lease_id)
         return act_error_set(err, EINVAL, "box %s: the record has no lease; it was never put",
                              record->box);
     box_op *op = calloc(1, sizeof(*op));
@@ -171,6 +231,10 @@ int etcd_box_call_async(claim_store *store, sd_event *event, claims_box_call cal
         break;
     case CLAIMS_BOX_KEEPALIVE:
         r = call(op, "/v3/lease/keepalive", etcd_lease_body(record->lease_id), on_keepalive, err);
+        break;
+    case CLAIMS_BOX_DRAIN:
+    case CLAIMS_BOX_UNDRAIN:
+        r = drain_call(op, err);
         break;
     case CLAIMS_BOX_REMOVE:
     default:
@@ -195,6 +259,7 @@ typedef struct list_op {
     void *userdata;
     claims_box *boxes;
     size_t n;
+    size_t cap;
     size_t pending; /* timetolive calls not answered yet */
     struct lease_ask *asks; /* one per record, the timetolive calls' userdata */
 } list_op;
@@ -293,11 +358,43 @@ static bool take_record(list_op *list, json_object *kv)
     return false;
 }
 
-/* The range's kvs: every record under boxes_key, or an error saying what
- * etcd answered instead. A range without a limit answers all of them; an
- * answer with fewer than it counts (a proxy that limits ranges) would hide
- * live boxes, so it is refused rather than taken as the fleet. */
-static int range_kvs(list_op *list, json_object *response, json_object **kvs, act_error *err)
+/* Notes one kv of the drain range on the listing; one that cannot be read
+ * still marks its box drained (the side that hands it no host), logged. */
+static int take_drain(list_op *list, json_object *kv, act_error *err)
+{
+    json_object *key_obj = NULL, *value_obj = NULL;
+    _cleanup_free_ char *key = NULL, *value = NULL;
+    size_t key_len = 0, value_len = 0, prefix_len = strlen(list->es->drain_key);
+    if (!json_object_object_get_ex(kv, "key", &key_obj) ||
+        etcd_b64_decode(json_object_get_string(key_obj), &key, &key_len) < 0 ||
+        key_len <= prefix_len || strlen(key) != key_len || !act_name_is_valid(key + prefix_len)) {
+        act_log(LOG_WARNING,
+                "box list skipped: an etcd key under %s does not end in a valid "
+                "box name; delete it",
+                list->es->drain_key);
+        return 0;
+    }
+    const char *box = key + prefix_len;
+    uint64_t since = 0;
+    act_error bad = {0};
+    if (!json_object_object_get_ex(kv, "value", &value_obj) ||
+        etcd_b64_decode(json_object_get_string(value_obj), &value, &value_len) < 0)
+        act_error_set(&bad, EINVAL, "box %s: drain mark is not base64", box);
+    else
+        claims_drain_from_json(box, value, value_len, &since, &bad);
+    if (!since)
+        act_log(LOG_WARNING, "box list: %s; the box is listed as drained", bad.message);
+    return claims_box_list_add_drain(&list->boxes, &list->n, &list->cap, box, since ? since : 1,
+                                     err);
+}
+
+/* The range's kvs: every key under what (boxes_key, drain_key), or an
+ * error saying what etcd answered instead. A range without a limit answers
+ * all of them; an answer with fewer than it counts (a proxy that limits
+ * ranges) would hide live boxes, so it is refused rather than taken as the
+ * fleet. */
+static int range_kvs(list_op *list, const char *what, json_object *response, json_object **kvs,
+                     act_error *err)
 {
     *kvs = NULL;
     json_object *found = NULL;
@@ -307,7 +404,7 @@ static int range_kvs(list_op *list, json_object *response, json_object **kvs, ac
         return act_error_set(err, EPROTO,
                              "box list: etcd's range of %s answered \"kvs\" that is not an "
                              "array; check that the store's endpoints are etcd v3's JSON gateway",
-                             list->es->boxes_key);
+                             what);
     size_t n_kvs = json_object_array_length(found);
     int64_t count = etcd_json_i64(response, "count");
     if (count > 0 && (uint64_t)count > n_kvs)
@@ -315,7 +412,7 @@ static int range_kvs(list_op *list, json_object *response, json_object **kvs, ac
                              "box list: etcd's range of %s answered %zu of the %" PRId64
                              " records it counts, so live boxes would be missed; check that "
                              "nothing between activator and etcd limits ranges",
-                             list->es->boxes_key, n_kvs, count);
+                             what, n_kvs, count);
     *kvs = found;
     return 0;
 }
@@ -352,15 +449,25 @@ static void on_boxes_ranged(etcd_call *c, int result, json_object *response, con
         list_finish(list, result, err);
         return;
     }
-    json_object *kvs = NULL;
+    /* One txn ranged the records and the drain marks, at one revision. */
+    json_object *responses = json_object_object_get(response, "responses");
+    json_object *ranges[2] = {NULL, NULL};
+    for (size_t i = 0; i < 2; i++)
+        ranges[i] =
+            json_object_object_get(json_object_array_get_idx(responses, i), "response_range");
+    json_object *kvs = NULL, *drains = NULL;
     act_error why = {0};
-    int r = range_kvs(list, response, &kvs, &why);
+    int r = range_kvs(list, list->es->boxes_key, ranges[0], &kvs, &why);
+    if (r >= 0)
+        r = range_kvs(list, list->es->drain_key, ranges[1], &drains, &why);
     if (r < 0) {
         list_finish(list, r, &why);
         return;
     }
     size_t n_kvs = kvs ? json_object_array_length(kvs) : 0;
-    list->boxes = calloc(n_kvs ? n_kvs : 1, sizeof(*list->boxes));
+    size_t n_drains = drains ? json_object_array_length(drains) : 0;
+    list->cap = n_kvs + n_drains ? n_kvs + n_drains : 1;
+    list->boxes = calloc(list->cap, sizeof(*list->boxes));
     if (!list->boxes) {
         act_error_set(&why, ENOMEM, "box list: out of memory");
         list_finish(list, -ENOMEM, &why);
@@ -368,6 +475,12 @@ static void on_boxes_ranged(etcd_call *c, int result, json_object *response, con
     }
     for (size_t i = 0; i < n_kvs; i++)
         take_record(list, json_object_array_get_idx(kvs, i));
+    for (size_t i = 0; i < n_drains && r >= 0; i++)
+        r = take_drain(list, json_object_array_get_idx(drains, i), &why);
+    if (r < 0) {
+        list_finish(list, r, &why);
+        return;
+    }
     /* The range alone says which boxes are live: what a decision needs. */
     if (list->what == CLAIMS_BOX_LIST_LIVENESS)
         list_finish(list, 0, NULL);
@@ -384,9 +497,10 @@ int etcd_box_list_async(claim_store *store, sd_event *event, claims_box_listing 
         return act_error_set(err, ENOMEM, "box list: out of memory");
     *list = (list_op){.es = es, .event = event, .what = what, .fn = fn, .userdata = userdata};
     etcd_held_add(es, &list->held, discard_list);
-    int r = etcd_store_call(es, event, "/v3/kv/range",
-                            etcd_range_body(es->boxes_key, es->boxes_end), on_boxes_ranged, list,
-                            err);
+    int r = etcd_store_call(
+        es, event, "/v3/kv/txn",
+        etcd_two_ranges_body(es->boxes_key, es->boxes_end, es->drain_key, es->drain_end),
+        on_boxes_ranged, list, err);
     if (r < 0) {
         etcd_held_remove(es, &list->held);
         list_free(list);

@@ -13,6 +13,10 @@ typedef enum claims_box_call {
     CLAIMS_BOX_PUT,
     CLAIMS_BOX_KEEPALIVE,
     CLAIMS_BOX_REMOVE,
+    /* The drain mark (claims_box_drain): record names the box and, for
+     * DRAIN, the stamp; nothing else of it is read or written. */
+    CLAIMS_BOX_DRAIN,
+    CLAIMS_BOX_UNDRAIN,
 } claims_box_call;
 
 /* What a box listing learns (claims.h: box records). Both say which boxes
@@ -180,3 +184,13 @@ char *claims_box_to_json(const claims_box *record, bool with_expiry);
 /* Parses the value stored under box; the store sets the lease fields. */
 int claims_box_from_json(const char *box, const char *text, size_t len, claims_box *out,
                          act_error *err);
+/* A drain mark's value, and its reading: 0 with *drained_usec, or an error
+ * naming the box. */
+char *claims_drain_to_json(const char *box, uint64_t drained_usec);
+int claims_drain_from_json(const char *box, const char *text, size_t len, uint64_t *drained_usec,
+                           act_error *err);
+/* Notes box's drain mark in a listing: on its record when listed, else as
+ * a record of its own (not live, only box and drained_usec). *boxes is
+ * malloc'd and may move; *cap is its room. */
+int claims_box_list_add_drain(claims_box **boxes, size_t *n, size_t *cap, const char *box,
+                              uint64_t drained_usec, act_error *err);

@@ -4,8 +4,10 @@
  * A record is put under a lease, renewed, listed, removed; a record whose
  * lease is not renewed goes dead; records are never claims: a claim list or
  * watch does not see them; the asynchronous calls run on the caller's
- * loop; and a listing for liveness is one store request however many
- * boxes there are (on etcd counted by etcd itself). */
+ * loop; a listing for liveness is one store request however many
+ * boxes there are (on etcd counted by etcd itself); and an operator's
+ * drain mark is listed with the record, outlives it, and goes with an
+ * undrain. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -246,6 +248,64 @@ static void a_liveness_listing_is_one_request(void **state)
     claims_store_free(store);
 }
 
+/* A drain mark: put once (a second drain keeps the first stamp), listed on
+ * the box's record by both listings in the one request, outliving the
+ * record (a drained box that is down is listed, not live), gone with an
+ * undrain; an undrain of a box never drained is no error, and a bad box
+ * name is refused with nothing written. */
+static void a_drain_mark_outlives_the_record_until_undrained(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    claims_box b1 = record_of("box-1", 30), b2 = record_of("box-2", 30), stored;
+    assert_int_equal(claims_box_put(store, &b1, &stored, &err), 0);
+    assert_int_equal(claims_box_put(store, &b2, NULL, &err), 0);
+    assert_int_equal(claims_box_drain(store, "box-1", 1111, &err), 0);
+    assert_int_equal(claims_box_drain(store, "box-1", 2222, &err), 0);
+    /* A box with no record yet may be drained too (before it first starts). */
+    assert_int_equal(claims_box_drain(store, "box-3", 3333, &err), 0);
+
+    claims_box record;
+    assert_true(listed(store, "box-1", &record));
+    assert_true(record.live);
+    assert_int_equal(record.drained_usec, 1111);
+    assert_true(listed(store, "box-2", &record));
+    assert_int_equal(record.drained_usec, 0);
+    assert_true(listed(store, "box-3", &record));
+    assert_false(record.live);
+    assert_int_equal(record.drained_usec, 3333);
+
+    /* The decision's listing sees it in its one request. */
+    claims_box *boxes = NULL;
+    size_t n = 0;
+    long long before = etcd_calls();
+    assert_int_equal(claims_box_list_live(store, &boxes, &n, &err), 0);
+    if (fixture.etcd)
+        assert_int_equal(etcd_calls() - before, 1);
+    assert_int_equal(n, 3);
+    assert_int_equal(claims_box_find(boxes, n, "box-1")->drained_usec, 1111);
+    assert_int_equal(claims_box_find(boxes, n, "box-3")->drained_usec, 3333);
+    free(boxes);
+
+    /* The mark is not the record's: the box's record goes, the mark stays. */
+    assert_int_equal(claims_box_remove(store, &stored, &err), 0);
+    assert_true(listed(store, "box-1", &record));
+    assert_false(record.live);
+    assert_int_equal(record.drained_usec, 1111);
+
+    assert_int_equal(claims_box_undrain(store, "box-1", &err), 0);
+    assert_int_equal(claims_box_undrain(store, "box-1", &err), 0);
+    assert_int_equal(claims_box_undrain(store, "box-2", &err), 0);
+    assert_false(listed(store, "box-1", NULL));
+    assert_true(listed(store, "box-3", NULL));
+
+    assert_int_equal(claims_box_drain(store, "../box-1", 1, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "../box-1"));
+    assert_false(listed(store, "../box-1", NULL));
+    claims_store_free(store);
+}
+
 /* A record put on etcd by hand, without a lease, is no daemon's: it is
  * listed as not live (and logged), whichever listing. */
 static void a_record_without_a_lease_is_not_live(void **state)
@@ -393,6 +453,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(asynchronous_calls_on_the_callers_loop),
         cmocka_unit_test(a_liveness_listing_is_one_request),
         cmocka_unit_test(a_record_without_a_lease_is_not_live),
+        cmocka_unit_test(a_drain_mark_outlives_the_record_until_undrained),
         cmocka_unit_test(a_store_freed_with_box_calls_in_flight_frees_them),
     };
     r = _cmocka_run_group_tests(backend, tests, sizeof(tests) / sizeof(tests[0]), NULL, NULL);
