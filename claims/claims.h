@@ -825,9 +825,11 @@ int claims_box_list_live(claim_store *store, claims_box **out, size_t *n_out, ac
  * forgets it. etcd: key "<prefix>.drain/<box>"; dir: <dir>/.drain/<box>.json;
  * the value {"box":..,"drained_usec":..}. Both box listings report it
  * (claims_box.drained_usec) in the same store request. drain puts the mark
- * (a box already drained keeps its first stamp); undrain removes it (a box
+ * (a box already drained keeps its first stamp, which *drained_usec, when
+ * not NULL, gets); undrain removes it (a box
  * not drained is not an error). Neither needs the box to be live. */
-int claims_box_drain(claim_store *store, const char *box, uint64_t stamp_usec, act_error *err);
+int claims_box_drain(claim_store *store, const char *box, uint64_t stamp_usec,
+                     uint64_t *drained_usec, act_error *err);
 int claims_box_undrain(claim_store *store, const char *box, act_error *err);
 
 /* Asynchronous, on the attached loop (see the asynchronous calls above).

@@ -127,10 +127,14 @@ int claims_box_remove(claim_store *store, const claims_box *record, act_error *e
     return box_call(store, CLAIMS_BOX_REMOVE, record, NULL, err);
 }
 
-int claims_box_drain(claim_store *store, const char *box, uint64_t stamp_usec, act_error *err)
+int claims_box_drain(claim_store *store, const char *box, uint64_t stamp_usec,
+                     uint64_t *drained_usec, act_error *err)
 {
-    claims_box record = drain_record(box, stamp_usec ? stamp_usec : 1);
-    return box_call(store, CLAIMS_BOX_DRAIN, &record, NULL, err);
+    claims_box record = drain_record(box, stamp_usec ? stamp_usec : 1), stored = {0};
+    int r = box_call(store, CLAIMS_BOX_DRAIN, &record, &stored, err);
+    if (r >= 0 && drained_usec)
+        *drained_usec = stored.drained_usec;
+    return r;
 }
 
 int claims_box_undrain(claim_store *store, const char *box, act_error *err)

@@ -40,18 +40,21 @@ bool ctrl_fleet_is_fleet_op(ctrl_op op)
     case CTRL_OP_UNPIN:
     case CTRL_OP_MOVE:
     case CTRL_OP_MOVE_ABORT:
+    case CTRL_OP_BOX_DRAIN:
+    case CTRL_OP_BOX_UNDRAIN:
         return true;
     default:
         return false;
     }
 }
 
-bool ctrl_fleet_needs_live_box(const ctrl_request *request)
+bool ctrl_fleet_lists_boxes(const ctrl_request *request)
 {
     /* A move looks at both boxes' leases, --force included: it is refused
      * while the source's lease is live, since a live source can drain. */
-    return (request->op == CTRL_OP_CLAIM_ASSIGN && !request->force) ||
-           request->op == CTRL_OP_MOVE;
+    /* An assignment with --force skips only the lease: a drained box is
+     * refused all the same. */
+    return request->op == CTRL_OP_CLAIM_ASSIGN || request->op == CTRL_OP_MOVE;
 }
 
 /* The edit an op makes; false for an op that edits nothing. */
@@ -257,6 +260,26 @@ static void describe_lease(const claims_box *record, char *out, size_t size)
         snprintf(out, size, "its lease has expired");
 }
 
+/* A box an operator drained takes no new host, by assignment or move,
+ * --force or not: 1 with the refusal. */
+static int refuse_drained(const ctrl_request *request, const claim *current,
+                          const claims_box *record, ctrl_fleet_outcome *out)
+{
+    if (!record || !record->drained_usec)
+        return 0;
+    char owner[160], since[40] = "";
+    claim_describe_owner(current, owner, sizeof(owner));
+    uint64_t now = act_wallclock_usec();
+    if (record->drained_usec > 1 && record->drained_usec <= now)
+        snprintf(since, sizeof(since), " %llu s ago",
+                 (unsigned long long)(now - record->drained_usec) / 1000000);
+    refuse(out, "box_drained",
+           "host %s: box %s was drained%s and takes no new host; nothing was changed (%s); name "
+           "another box, or 'activatorctl undrain %s' first",
+           request->host, request->box, since, owner, request->box);
+    return 1;
+}
+
 /* A move goes to a box whose daemon runs (it must restore and probe), from
  * one whose daemon runs (it must drain) unless --force says that box is
  * gone, which its lease must then say too. */
@@ -266,6 +289,8 @@ static int check_move_boxes(const ctrl_request *request, const claim *current,
     char owner[160], seen[96];
     claim_describe_owner(current, owner, sizeof(owner));
     const claims_box *target = claims_box_find(boxes, n, request->box);
+    if (refuse_drained(request, current, target, out))
+        return 1;
     if (!target || !target->live) {
         describe_lease(target, seen, sizeof(seen));
         refuse(out, target ? "box_not_live" : "unknown_box",
@@ -306,7 +331,9 @@ int ctrl_fleet_check_box(const ctrl_request *request, const claim *current,
     if (request->op == CTRL_OP_MOVE)
         return check_move_boxes(request, current, boxes, n, out);
     const claims_box *record = claims_box_find(boxes, n, request->box);
-    if (record && record->live)
+    if (refuse_drained(request, current, record, out))
+        return 1;
+    if ((record && record->live) || request->force)
         return 0;
     char owner[160], seen[96];
     claim_describe_owner(current, owner, sizeof(owner));
@@ -544,6 +571,8 @@ static json_object *box_row(const claims_box *record, const claim *claims, size_
         act_json_add_u64(row, "refreshed_usec", record->refreshed_usec);
     if (record->expires_usec)
         act_json_add_u64(row, "expires_usec", record->expires_usec);
+    if (record->drained_usec)
+        act_json_add_u64(row, "drained_usec", record->drained_usec);
     act_json_add_u64(row, "hosts", hosts_on(claims, n_claims, record->box));
     return row;
 }
@@ -574,5 +603,16 @@ json_object *ctrl_fleet_boxes_result(const claims_box *boxes, size_t n, const cl
         json_object_array_add(list, box_row(&all[i], claims, n_claims));
     json_object *result = json_object_new_object();
     json_object_object_add(result, "boxes", list);
+    return result;
+}
+
+json_object *ctrl_fleet_drain_result(const ctrl_request *request, const claims_box *record)
+{
+    json_object *result = json_object_new_object();
+    act_json_add_string(result, "box", request->box);
+    json_object_object_add(result, "drained",
+                           json_object_new_boolean(request->op == CTRL_OP_BOX_DRAIN));
+    if (record && record->drained_usec)
+        act_json_add_u64(result, "drained_usec", record->drained_usec);
     return result;
 }

@@ -1,5 +1,6 @@
 /* The fleet ops on claims and boxes (claims, boxes, claim.show, claim.wait,
- * claim.assign, claim.release, hold, unhold, unpin, move, move.abort), done
+ * claim.assign, claim.release, hold, unhold, unpin, move, move.abort,
+ * box.drain, box.undrain), done
  * the same way by the daemon for a control request (asynchronously, on its
  * loop) and by
  * activatorctl --store against the store itself (synchronously, no daemon
@@ -37,11 +38,15 @@
  *                "version","pin","held","stamp_usec","revision","handle"}]}
  *   boxes       {"boxes":[{"box","live","record","incarnation","version","started_usec",
  *                "control_url","events_url","lease_ttl_usec","refreshed_usec",
- *                "expires_usec","hosts"}]}
+ *                "expires_usec","drained_usec","hosts"}]}
+ *   box.drain, box.undrain  {"box","drained","drained_usec"}
  *   claim.show  {"host","claim":{...the claim...,"revision"}}
  *   the edits   {"host","executor","revision","changed","claim":{...}}
  *   move        as the edits, and "checkpoint_age_usec" after --force
- * Refusal codes: no_claim, claim_changed, box_not_live, store_error; for a
+ * box.drain and box.undrain put or remove the box's drain mark
+ * (claims_box_drain): one store call, no claim read.
+ * Refusal codes: no_claim, claim_changed, box_not_live, box_drained (an
+ * assignment or a move to a drained box, --force or not), store_error; for a
  * move also move_refused (held, released, to the box that runs it, another
  * move in flight), unknown_box, source_live (--force while the source's
  * lease lives) and no_move (an abort with no move in flight); every refusal
@@ -70,9 +75,9 @@ typedef struct ctrl_fleet_outcome {
 /* Whether op is one of the fleet ops above. */
 bool ctrl_fleet_is_fleet_op(ctrl_op op);
 
-/* Whether request's op must see the assigned box's live lease before it
- * writes (claim.assign without force). */
-bool ctrl_fleet_needs_live_box(const ctrl_request *request);
+/* Whether request's op must list the boxes before it writes: claim.assign
+ * (the box's lease, unless --force, and its drain mark) and move. */
+bool ctrl_fleet_lists_boxes(const ctrl_request *request);
 
 /* A claim was read for request (found: 1, or 0 with current zeroed). Returns
  * 0 with *next, the claim to CAS at current->revision, or 1 when the op is
@@ -95,8 +100,10 @@ int ctrl_fleet_wait_plan(const ctrl_request *request, int found, const claim *cu
                          uint64_t waited_usec, bool last_look, uint64_t *watch_from,
                          ctrl_fleet_outcome *out);
 
-/* An assignment without force, once the boxes are listed: 0 when the box
- * has a live lease, else 1 with the refusal in *out. */
+/* An assignment or a move, once the boxes are listed: 0 when the box
+ * named is not drained and has a live lease (an assignment with --force
+ * needs no lease; a move checks its source's too), else 1 with the
+ * refusal in *out. */
 int ctrl_fleet_check_box(const ctrl_request *request, const claim *current,
                          const claims_box *boxes, size_t n, ctrl_fleet_outcome *out);
 
@@ -136,6 +143,11 @@ typedef const char *(*ctrl_fleet_version_fn)(const claim *c, void *userdata);
 /* The claims result; version may be NULL (only pins are known then). */
 json_object *ctrl_fleet_claims_result(const claim *claims, size_t n, ctrl_fleet_version_fn version,
                                       void *userdata);
+
+/* box.drain and box.undrain, once the store put or removed the mark:
+ * {"box","drained","drained_usec"} (the mark's first stamp; a box drained
+ * twice keeps it). */
+json_object *ctrl_fleet_drain_result(const ctrl_request *request, const claims_box *record);
 
 /* The boxes result: every record, and every box a claim names that has no
  * record (a box that died long ago, or never ran), dead. */

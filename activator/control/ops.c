@@ -105,6 +105,11 @@ static const ctrl_op_spec ops[CTRL_OP__COUNT] = {
     [CTRL_OP_THAW] = {"thaw", HOST, 0, CTRL_ROLE_OPERATOR,
                       "Thaw HOST's frozen generation now; it serves and is watched for "
                       "idleness again."},
+    [CTRL_OP_BOX_DRAIN] = {"box.drain", BOX, 0, CTRL_ROLE_OPERATOR,
+                           "Mark BOX drained: no host is assigned or moved to it, nor claimed "
+                           "by it, until it is undrained."},
+    [CTRL_OP_BOX_UNDRAIN] = {"box.undrain", BOX, 0, CTRL_ROLE_OPERATOR,
+                             "Lift BOX's drain mark: it may be given hosts again."},
 };
 
 const ctrl_op_spec *ctrl_op_spec_of(ctrl_op op)

@@ -42,6 +42,8 @@ typedef enum ctrl_op {
     CTRL_OP_CHECKPOINTS,
     CTRL_OP_FREEZE,
     CTRL_OP_THAW,
+    CTRL_OP_BOX_DRAIN,
+    CTRL_OP_BOX_UNDRAIN,
     CTRL_OP__COUNT,
 } ctrl_op;
 

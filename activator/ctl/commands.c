@@ -9,9 +9,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "activator/config/parse/duration.h"
 #include "activator/control/fleet.h"
 #include "activator/ctl/client.h"
 #include "activator/ctl/commands.h"
+#include "activator/ctl/drain.h"
 #include "activator/ctl/move.h"
 #include "activator/ctl/op_line.h"
 #include "activator/ctl/render.h"
@@ -505,6 +507,11 @@ static void render_boxes(json_object *result, const ctl_options *options)
             ctl_format_duration(act_json_u64_or(b, "lease_ttl_usec", 0), lease, sizeof(lease));
         /* A box only a claim names has no record at all: never seen alive. */
         const char *state = live ? "live" : record ? "dead" : "unknown";
+        char state_drained[32];
+        if (act_json_u64_or(b, "drained_usec", 0)) {
+            snprintf(state_drained, sizeof(state_drained), "%s, drained", state);
+            state = state_drained;
+        }
         const char *cells[] = {act_json_string_or(b, "box", NULL),
                                state,
                                renewed,
@@ -761,14 +768,16 @@ static bool runs_on_the_store(const ctl_command *command)
     if (command->op >= 0)
         return ctrl_fleet_is_fleet_op((ctrl_op)command->op);
     return command->ops_prefix || strcmp(command->name, "help") == 0 ||
-           strcmp(command->name, "move") == 0;
+           strcmp(command->name, "move") == 0 || strcmp(command->name, "drain") == 0 ||
+           strcmp(command->name, "undrain") == 0;
 }
 
 int ctl_command_run(const ctl_command *command, const ctl_options *options, int argc, char **argv)
 {
     if (options->store_url && !runs_on_the_store(command))
         return ctl_usage_error(command, "needs a daemon; with --store only claims, boxes, claim, "
-                                        "hold, unhold, unpin and move run (drop --store)");
+                                        "hold, unhold, unpin, move, drain and undrain run (drop "
+                                        "--store)");
     if (command->run)
         return command->run(command, options, argc, argv);
     return run_op(command, (ctrl_op)command->op, NULL, options, argc, argv);
@@ -844,6 +853,10 @@ static int move_call(const ctl_options *options, const char *what, json_object *
  * checkpoint), a restore and a probe (ProbeTimeoutSec=). */
 #define MOVE_TIMEOUT_SEC 300
 
+/* A drain's moves at once: enough to empty a box of tens of hosts in
+ * minutes, few enough that the boxes' release workers do not queue. */
+#define DRAIN_PARALLEL_DEFAULT 4
+
 /* "move HOST BOX [--timeout SEC] [--force]" and "move --abort HOST". */
 static int cmd_move(const ctl_command *self, const ctl_options *options, int argc, char **argv)
 {
@@ -888,6 +901,49 @@ static int cmd_move(const ctl_command *self, const ctl_options *options, int arg
     args.host = names[0];
     args.box = names[1];
     return ctl_move_run(options, &args, move_call);
+}
+
+/* "drain BOX [--parallel N] [--deadline DURATION]" and "undrain BOX". */
+static int cmd_drain(const ctl_command *self, const ctl_options *options, int argc, char **argv)
+{
+    if (want_help(argc, argv)) {
+        ctl_command_usage(self, stdout);
+        return CTL_EXIT_OK;
+    }
+    bool undrain = strcmp(self->name, "undrain") == 0;
+    ctl_drain_args args = {.parallel = DRAIN_PARALLEL_DEFAULT};
+    for (int i = 1; i < argc; i++) {
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!undrain && strcmp(argv[i], "--parallel") == 0) {
+            char *end = NULL;
+            long n = value ? strtol(value, &end, 10) : 0;
+            if (!value || !end || *end || n < 1 || n > CTL_DRAIN_PARALLEL_MAX)
+                return ctl_usage_error(self, "--parallel takes a number of moves from 1 to %d",
+                                       CTL_DRAIN_PARALLEL_MAX);
+            args.parallel = (unsigned)n;
+            i++;
+        } else if (!undrain && strcmp(argv[i], "--deadline") == 0) {
+            act_error err = {0};
+            if (!value ||
+                cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 7 * 86400 * CFG_USEC_PER_SEC,
+                                         &args.deadline_usec, &err) < 0)
+                return ctl_usage_error(self, "--deadline: %s",
+                                       value ? err.message : "missing a duration (30s, 10min)");
+            i++;
+        } else if (argv[i][0] == '-') {
+            return ctl_usage_error(self, "unknown option '%s'", argv[i]);
+        } else if (!args.box) {
+            args.box = argv[i];
+        } else {
+            return ctl_usage_error(self, "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!args.box)
+        return ctl_usage_error(self, "missing BOX");
+    if (ctl_check_name(self, "box", args.box))
+        return CTL_EXIT_USAGE;
+    return undrain ? ctl_undrain_run(options, args.box, move_call)
+                   : ctl_drain_run(options, &args, move_call);
 }
 
 static volatile bool watch_stop;
@@ -1065,7 +1121,8 @@ const ctl_command ctl_commands[] = {
      .run = cmd_claims},
     {.name = "boxes",
      .op = CTRL_OP_BOXES,
-     .help = "  dead: its lease ran out; unknown: a claim names it, but it has no record.\n",
+     .help = "  dead: its lease ran out; unknown: a claim names it, but it has no record;\n"
+             "  drained: an operator drained it, so no new host goes to it.\n",
      .render = render_boxes},
     {.name = "hold", .op = CTRL_OP_HOLD, .render = render_claim},
     {.name = "unhold", .op = CTRL_OP_UNHOLD, .render = render_claim},
@@ -1090,6 +1147,24 @@ const ctl_command ctl_commands[] = {
              "                 the last checkpoint the claim names, and say how old it is\n"
              "  --abort        roll HOST's unfinished move back to the box it leaves\n",
      .run = cmd_move},
+    {.name = "drain",
+     .op = -1,
+     .summary = "Drain BOX: no new host goes to it, and every host it runs moves elsewhere.",
+     .usage = "BOX [--parallel N] [--deadline DURATION]",
+     .help = "  Marks BOX drained (the mark stays through its restarts: no host is assigned\n"
+             "  or moved to it, nor claimed by it), then moves every host it runs, serving\n"
+             "  or parked, with its state to the live boxes that are not drained, the least\n"
+             "  loaded first, printing each step. A host whose move fails goes to the next\n"
+             "  box. Exits 0 once BOX runs no host (it can then be stopped with nothing\n"
+             "  lost), 1 naming each host left and why. Running it again resumes.\n"
+             "  --parallel N          moves in flight at once (default 4)\n"
+             "  --deadline DURATION   roll back the moves in flight and stop then (30s, 10min)\n",
+     .run = cmd_drain},
+    {.name = "undrain",
+     .op = -1,
+     .summary = "Lift BOX's drain mark: it may be given hosts again.",
+     .usage = "BOX",
+     .run = cmd_drain},
     {.name = "watch",
      .op = -1,
      .usage = "[HOST]",

@@ -79,7 +79,7 @@ static void run_claim_op(claim_store *store, const ctrl_request *request,
     }
     if (ctrl_fleet_plan(request, found, &current, &next, out) != 0)
         return;
-    if (ctrl_fleet_needs_live_box(request)) {
+    if (ctrl_fleet_lists_boxes(request)) {
         _cleanup_(free_boxes) claims_box *boxes = NULL;
         size_t n = 0;
         /* Liveness only: one store request, however many boxes there are. */
@@ -154,6 +154,23 @@ static void run_list_op(claim_store *store, const ctrl_request *request,
                       : ctrl_fleet_claims_result(claims, n_claims, NULL, NULL);
 }
 
+/* box.drain, box.undrain: the mark alone. */
+static void run_drain_op(claim_store *store, const ctrl_request *request, ctrl_fleet_outcome *out)
+{
+    act_error err = {0};
+    claims_box mark = {0};
+    int r =
+        request->op == CTRL_OP_BOX_DRAIN
+            ? claims_box_drain(store, request->box, act_wallclock_usec(), &mark.drained_usec, &err)
+            : claims_box_undrain(store, request->box, &err);
+    if (r < 0) {
+        ctrl_fleet_store_error(request, &err, out);
+        return;
+    }
+    *out = (ctrl_fleet_outcome){0};
+    out->result = ctrl_fleet_drain_result(request, &mark);
+}
+
 /* {"ok":true,"result":...} or {"ok":false,"error":{"code","message"}}. */
 static json_object *reply_of(ctrl_fleet_outcome *outcome)
 {
@@ -205,6 +222,8 @@ int ctl_store_call(const ctl_options *options, json_object *request_json, json_o
         run_list_op(store, &request, &outcome);
     else if (request.op == CTRL_OP_CLAIM_WAIT)
         run_wait_op(store, &request, &outcome);
+    else if (request.op == CTRL_OP_BOX_DRAIN || request.op == CTRL_OP_BOX_UNDRAIN)
+        run_drain_op(store, &request, &outcome);
     else
         run_claim_op(store, &request, &outcome);
     bool unreachable = outcome.code && strcmp(outcome.code, "store_error") == 0;

@@ -261,10 +261,13 @@ static void a_drain_mark_outlives_the_record_until_undrained(void **state)
     claims_box b1 = record_of("box-1", 30), b2 = record_of("box-2", 30), stored;
     assert_int_equal(claims_box_put(store, &b1, &stored, &err), 0);
     assert_int_equal(claims_box_put(store, &b2, NULL, &err), 0);
-    assert_int_equal(claims_box_drain(store, "box-1", 1111, &err), 0);
-    assert_int_equal(claims_box_drain(store, "box-1", 2222, &err), 0);
+    uint64_t since = 0;
+    assert_int_equal(claims_box_drain(store, "box-1", 1111, &since, &err), 0);
+    assert_int_equal(since, 1111);
+    assert_int_equal(claims_box_drain(store, "box-1", 2222, &since, &err), 0);
+    assert_int_equal(since, 1111);
     /* A box with no record yet may be drained too (before it first starts). */
-    assert_int_equal(claims_box_drain(store, "box-3", 3333, &err), 0);
+    assert_int_equal(claims_box_drain(store, "box-3", 3333, NULL, &err), 0);
 
     claims_box record;
     assert_true(listed(store, "box-1", &record));
@@ -300,7 +303,7 @@ static void a_drain_mark_outlives_the_record_until_undrained(void **state)
     assert_false(listed(store, "box-1", NULL));
     assert_true(listed(store, "box-3", NULL));
 
-    assert_int_equal(claims_box_drain(store, "../box-1", 1, &err), -EINVAL);
+    assert_int_equal(claims_box_drain(store, "../box-1", 1, NULL, &err), -EINVAL);
     assert_non_null(strstr(err.message, "../box-1"));
     assert_false(listed(store, "../box-1", NULL));
     claims_store_free(store);

@@ -2,6 +2,7 @@
 
 #include <assert.h>
 #include <dirent.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,4 +232,55 @@ size_t fl_overlap_stop(fl_fleet *fl, unsigned *samples)
     if (samples)
         *samples = atomic_load(&overlap->samples);
     return atomic_load(&overlap->most_running);
+}
+
+int fl_ctl(fl_fleet *fl, int index, char *out, size_t size, ...)
+{
+    char *argv[24] = {(char *)DH_ACTIVATORCTL, (char *)"--no-color"};
+    size_t n = 2;
+    argv[n++] = (char *)(index < 0 ? "--store" : "--connect");
+    argv[n++] = index < 0 ? fl->store_url : fl->boxes[index].drv.control_url;
+    va_list ap;
+    va_start(ap, size);
+    for (const char *arg; (arg = va_arg(ap, const char *)) && n < 23;)
+        argv[n++] = (char *)arg;
+    va_end(ap);
+    argv[n] = NULL;
+    return dh_run(argv, out, size);
+}
+
+long fl_counter_at(fl_fleet *fl, size_t index, int port)
+{
+    char body[512];
+    int n = dd_http_get_at(fl_box_address(index), port, body, sizeof(body));
+    const char *counter = n > 0 ? strstr(body, "counter=") : NULL;
+    return counter ? atol(counter + 8) : -1;
+}
+
+claim fl_claim_of(fl_fleet *fl, const char *host)
+{
+    claim c = {0};
+    act_error err = {0};
+    if (claims_read(fl->store, host, &c, &err) < 0)
+        fail_msg("reading %s's claim: %s", host, err.message);
+    return c;
+}
+
+/* The deadline is the clock's, not a count of tries: on a loaded box each
+ * try (a store read, a walk of every box's cgroups) takes its own time. */
+bool fl_serves_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms)
+{
+    dh_waiting_for("the claim to say %s serves on %s, and %s to run there alone (up to %d ms)",
+                   host, fl_box_name(index), host, timeout_ms);
+    uint64_t deadline = dd_now_ms() + (uint64_t)timeout_ms;
+    do {
+        claim c = fl_claim_of(fl, host);
+        int on = -1;
+        if (c.op.kind == CLAIM_OP_SERVING && strcmp(c.op.phase, "serving") == 0 &&
+            strcmp(c.holder.box, fl_box_name(index)) == 0 && fl_running(fl, host, &on) == 1 &&
+            on == (int)index)
+            return true;
+        usleep(20 * 1000);
+    } while (dd_now_ms() < deadline);
+    return false;
 }

@@ -88,3 +88,16 @@ void fl_overlap_start(fl_fleet *fl, const char *host);
 /* Stops it; returns the most boxes seen running the host at once, and the
  * number of samples taken in *samples (may be NULL). */
 size_t fl_overlap_stop(fl_fleet *fl, unsigned *samples);
+
+/* activatorctl through box index's daemon, or with index -1 against the
+ * store, with the arguments that follow (NULL-terminated); the exit
+ * status, with its output in out. */
+int fl_ctl(fl_fleet *fl, int index, char *out, size_t size, ...);
+/* The counter host (an act-e2e-app --counter) answers with on port at box
+ * index, or -1 when it does not answer. */
+long fl_counter_at(fl_fleet *fl, size_t index, int port);
+/* host's claim as the store has it (zeroed when there is none). */
+claim fl_claim_of(fl_fleet *fl, const char *host);
+/* Waits up to timeout_ms until the claim says box index serves host, and
+ * host runs there and nowhere else. */
+bool fl_serves_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms);

@@ -61,66 +61,11 @@ static void remove_checkpoints(void)
         print_error("cannot remove %s\n", checkpoints);
 }
 
-/* activatorctl through box index's daemon, or with index -1 against the
- * store; the exit status, with its output in out. */
-static int ctl(fl_fleet *fl, int index, char *out, size_t size, ...)
-{
-    char *argv[24] = {(char *)DH_ACTIVATORCTL, (char *)"--no-color"};
-    size_t n = 2;
-    argv[n++] = (char *)(index < 0 ? "--store" : "--connect");
-    argv[n++] = index < 0 ? fl->store_url : fl->boxes[index].drv.control_url;
-    va_list ap;
-    va_start(ap, size);
-    for (const char *arg; (arg = va_arg(ap, const char *)) && n < 23;)
-        argv[n++] = (char *)arg;
-    va_end(ap);
-    argv[n] = NULL;
-    return dh_run(argv, out, size);
-}
-
-/* The counter box index answers with on port, or -1 when it does not. */
-static long counter_at(fl_fleet *fl, size_t index, int port)
-{
-    char body[512];
-    int n = dd_http_get_at(fl_box_address(index), port, body, sizeof(body));
-    const char *counter = n > 0 ? strstr(body, "counter=") : NULL;
-    return counter ? atol(counter + 8) : -1;
-}
-
-static claim claim_of(fl_fleet *fl, const char *host)
-{
-    claim c = {0};
-    act_error err = {0};
-    if (claims_read(fl->store, host, &c, &err) < 0)
-        fail_msg("reading %s's claim: %s", host, err.message);
-    return c;
-}
-
-/* The claim says index serves host, and host runs there and nowhere else.
- * The deadline is the clock's, not a count of tries: on a loaded box each
- * try (a store read, a walk of every box's cgroups) takes its own time. */
-static bool serves_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms)
-{
-    dh_waiting_for("the claim to say %s serves on %s, and %s to run there alone (up to %d ms)",
-                   host, fl_box_name(index), host, timeout_ms);
-    uint64_t deadline = dd_now_ms() + (uint64_t)timeout_ms;
-    do {
-        claim c = claim_of(fl, host);
-        int on = -1;
-        if (c.op.kind == CLAIM_OP_SERVING && strcmp(c.op.phase, "serving") == 0 &&
-            strcmp(c.holder.box, fl_box_name(index)) == 0 && fl_running(fl, host, &on) == 1 &&
-            on == (int)index)
-            return true;
-        usleep(20 * 1000);
-    } while (dd_now_ms() < deadline);
-    return false;
-}
-
 /* Starts move id of web to box as activatorctl would (the draining CAS on
  * the claim as it is now), leaving the rest to the daemons. */
 static void begin_move(fl_fleet *fl, const char *box, const char *id)
 {
-    claim current = claim_of(fl, "web"), draining;
+    claim current = fl_claim_of(fl, "web"), draining;
     act_error err = {0};
     if (claim_move_start("web", &current, box, id, false, 1, &draining, &err) != 0)
         fail_msg("move %s of web to %s: %s", id, box, err.message);
@@ -144,7 +89,7 @@ static long counter_when_back(fl_fleet *fl, size_t index, int port)
     dh_waiting_for("%s to answer on port %d again (up to 5 s)", fl_box_name(index), port);
     uint64_t deadline = dd_now_ms() + 5000;
     long counter = -1;
-    while ((counter = counter_at(fl, index, port)) < 0 && dd_now_ms() < deadline)
+    while ((counter = fl_counter_at(fl, index, port)) < 0 && dd_now_ms() < deadline)
         usleep(25 * 1000);
     return counter;
 }
@@ -167,10 +112,10 @@ static int start_web_on_box_1(fl_fleet *fl, size_t n_boxes)
     fl_assign(fl, "web", fl_box_name(0));
     fl_start(fl);
     for (long want = 1; want <= 3; want++)
-        DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == want, "box-1 does not count to %ld",
+        DH_CHECK(&fl->boxes[0], fl_counter_at(fl, 0, port) == want, "box-1 does not count to %ld",
                  want);
     /* The app answers once ready; its publication follows. */
-    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+    DH_CHECK(&fl->boxes[0], fl_serves_on(fl, "web", 0, 5000), "web is not published on box-1");
     return port;
 }
 
@@ -199,7 +144,7 @@ static void *client_run(void *arg)
             continue;
         }
         size_t index = strcmp(claim_executor(&c), fl_box_name(1)) == 0 ? 1 : 0;
-        long counter = counter_at(cl->fl, index, cl->port);
+        long counter = fl_counter_at(cl->fl, index, cl->port);
         if (counter < 0) {
             usleep(1000);
             continue;
@@ -243,7 +188,7 @@ static void test_move_under_a_client_keeps_the_counter_and_never_runs_twice(void
              atomic_load(&cl.answers));
 
     char out[8192];
-    int status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
+    int status = fl_ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
     DH_CHECK(&fl->boxes[1], status == 0, "move web box-2 exited %d: %s", status, out);
     DH_CHECK(&fl->boxes[0], strstr(out, "draining") && strstr(out, "moving") &&
                                 strstr(out, "serves on box box-2"),
@@ -259,14 +204,14 @@ static void test_move_under_a_client_keeps_the_counter_and_never_runs_twice(void
     size_t most = fl_overlap_stop(fl, &samples);
     DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once (%u samples)", most,
              samples);
-    DH_CHECK(&fl->boxes[1], serves_on(fl, "web", 1, 5000), "web does not serve on box-2 alone");
+    DH_CHECK(&fl->boxes[1], fl_serves_on(fl, "web", 1, 5000), "web does not serve on box-2 alone");
     /* The state came along: the target counts on from where the source
      * stopped, and no answer ever went back. */
     DH_CHECK(&fl->boxes[1], cl.last_on[1] > cl.last_on[0] && cl.last_on[0] >= 3,
              "box-1 counted to %ld, box-2 to %ld", cl.last_on[0], cl.last_on[1]);
     DH_CHECK(&fl->boxes[1], atomic_load(&cl.backwards) == 0,
              "%u answers counted lower than one before", atomic_load(&cl.backwards));
-    claim c = claim_of(fl, "web");
+    claim c = fl_claim_of(fl, "web");
     DH_CHECK(&fl->boxes[1], c.state.checkpoint[0] && strcmp(c.state.box, "box-1") == 0,
              "the claim names checkpoint '%s' by '%s'", c.state.checkpoint, c.state.box);
     /* The build that wrote the state went with it; the target runs that
@@ -297,16 +242,16 @@ static void test_a_probe_that_crashes_rolls_back_to_the_same_counter(void **stat
     fl_assign(fl, "web", fl_box_name(0));
     fl_start(fl);
     for (long want = 1; want <= 3; want++)
-        DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == want, "box-1 does not count");
+        DH_CHECK(&fl->boxes[0], fl_counter_at(fl, 0, port) == want, "box-1 does not count");
     fl_overlap_start(fl, "web");
     char out[8192];
-    int status = ctl(fl, -1, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
+    int status = fl_ctl(fl, -1, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
     DH_CHECK(&fl->boxes[1], status == 1 && strstr(out, "failed in phase probing on box box-2") &&
                                 strstr(out, "crashed") && strstr(out, "runs on box box-1"),
              "move web box-2 exited %d: %s", status, out);
     /* The rollback's failure went with box-1's next admission; its event
      * stays. */
-    claim c = claim_of(fl, "web");
+    claim c = fl_claim_of(fl, "web");
     DH_CHECK(&fl->boxes[0], c.op.kind == CLAIM_OP_SERVING && strcmp(c.op.exec, "box-1") == 0,
              "after the rollback the claim is %s/%s on %s", claim_op_kind_to_string(c.op.kind),
              c.op.phase, c.op.exec);
@@ -319,7 +264,7 @@ static void test_a_probe_that_crashes_rolls_back_to_the_same_counter(void **stat
              counter);
     size_t most = fl_overlap_stop(fl, NULL);
     DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once", most);
-    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
+    DH_CHECK(&fl->boxes[0], fl_serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
     /* box-2's part ended with the rollback: nothing of web is open there. */
     size_t open_dirs = dd_host_dir_fds(&fl->boxes[1].drv, "web");
     DH_CHECK(&fl->boxes[1], open_dirs == 0,
@@ -338,11 +283,11 @@ static void test_a_probe_past_its_deadline_rolls_back(void **state)
                          "ProbeTimeoutSec=1\nReadyTimeoutSec=20\nMaxStarts=1\n");
     fl_assign(fl, "web", fl_box_name(0));
     fl_start(fl);
-    DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == 1, "box-1 does not count");
-    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+    DH_CHECK(&fl->boxes[0], fl_counter_at(fl, 0, port) == 1, "box-1 does not count");
+    DH_CHECK(&fl->boxes[0], fl_serves_on(fl, "web", 0, 5000), "web is not published on box-1");
     char out[8192];
     uint64_t started = act_now_usec();
-    int status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "20", NULL);
+    int status = fl_ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "20", NULL);
     uint64_t took_ms = (act_now_usec() - started) / 1000;
     DH_CHECK(&fl->boxes[1], status == 1 && strstr(out, "probe_timeout") &&
                                 strstr(out, "runs on box box-1"),
@@ -365,11 +310,11 @@ static void test_a_probe_that_fails_its_health_check_rolls_back(void **state)
                          MOVE_HOST_LINES "HealthCheck=tcp:127.0.0.3:1\nReadyTimeoutSec=1\n");
     fl_assign(fl, "web", fl_box_name(0));
     fl_start(fl);
-    DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == 1, "box-1 does not count");
-    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+    DH_CHECK(&fl->boxes[0], fl_counter_at(fl, 0, port) == 1, "box-1 does not count");
+    DH_CHECK(&fl->boxes[0], fl_serves_on(fl, "web", 0, 5000), "web is not published on box-1");
     fl_overlap_start(fl, "web");
     char out[8192];
-    int status = ctl(fl, -1, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
+    int status = fl_ctl(fl, -1, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
     DH_CHECK(&fl->boxes[1], status == 1 && strstr(out, "unhealthy") &&
                                 strstr(out, "runs on box box-1"),
              "move web box-2: %d %s", status, out);
@@ -377,7 +322,7 @@ static void test_a_probe_that_fails_its_health_check_rolls_back(void **state)
     DH_CHECK(&fl->boxes[0], counter == 2, "box-1 answers %ld after the rollback", counter);
     size_t most = fl_overlap_stop(fl, NULL);
     DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once", most);
-    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
+    DH_CHECK(&fl->boxes[0], fl_serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
     stop_fleet(fl);
 }
 
@@ -395,18 +340,18 @@ static void test_a_probe_that_passes_its_health_check_ends_the_move(void **state
     dh_write_app_host_at(&fl->boxes[1], "web", fl_box_address(1), port, "--counter", lines);
     fl_assign(fl, "web", fl_box_name(0));
     fl_start(fl);
-    DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == 1, "box-1 does not count");
-    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+    DH_CHECK(&fl->boxes[0], fl_counter_at(fl, 0, port) == 1, "box-1 does not count");
+    DH_CHECK(&fl->boxes[0], fl_serves_on(fl, "web", 0, 5000), "web is not published on box-1");
     char out[8192];
-    int status = ctl(fl, -1, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
+    int status = fl_ctl(fl, -1, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
     DH_CHECK(&fl->boxes[1], status == 0 && strstr(out, "serves on box box-2"),
              "move web box-2: %d %s", status, out);
-    DH_CHECK(&fl->boxes[1], serves_on(fl, "web", 1, 5000), "web does not serve on box-2");
+    DH_CHECK(&fl->boxes[1], fl_serves_on(fl, "web", 1, 5000), "web does not serve on box-2");
     DH_CHECK(&fl->boxes[1], dh_event_wait(&fl->boxes[1], "web", "move.done", 5000, NULL),
              "box-2 published no move.done");
     /* The health check's own connection counted too: any number past
      * box-1's says the state came along. */
-    long counter = counter_at(fl, 1, port);
+    long counter = fl_counter_at(fl, 1, port);
     DH_CHECK(&fl->boxes[1], counter >= 2, "box-2 answers %ld after the move", counter);
     stop_fleet(fl);
 }
@@ -429,7 +374,7 @@ static void test_a_move_through_a_busy_box_is_followed_all_the_same(void **state
         usleep(20 * 1000);
     }
     char out[8192];
-    int status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
+    int status = fl_ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "30", NULL);
     DH_CHECK(&fl->boxes[1], status == 0 && strstr(out, "serves on box box-2"),
              "move web box-2 through a busy box-1: exit %d: %s", status, out);
     stop_fleet(fl);
@@ -490,8 +435,8 @@ static void test_a_tampered_checkpoint_is_refused_and_rolled_back(void **state)
     dh_start(&fl->boxes[0], (const char *const[]){env, NULL});
     dh_start(&fl->boxes[1], NULL);
     for (long want = 1; want <= 3; want++)
-        DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == want, "box-1 does not count");
-    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+        DH_CHECK(&fl->boxes[0], fl_counter_at(fl, 0, port) == want, "box-1 does not count");
+    DH_CHECK(&fl->boxes[0], fl_serves_on(fl, "web", 0, 5000), "web is not published on box-1");
 
     /* The move, held once box-1 has written its checkpoint. */
     begin_move(fl, "box-2", "move-tampered");
@@ -513,7 +458,7 @@ static void test_a_tampered_checkpoint_is_refused_and_rolled_back(void **state)
     long counter = counter_when_back(fl, 0, port);
     DH_CHECK(&fl->boxes[0], counter == 4, "box-1 answers counter %ld after the rollback",
              counter);
-    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
+    DH_CHECK(&fl->boxes[0], fl_serves_on(fl, "web", 0, 5000), "web does not serve on box-1 alone");
     DH_CHECK(&fl->boxes[1], fl_running(fl, "web", NULL) == 1, "web runs on two boxes");
     stop_fleet(fl);
 }
@@ -521,10 +466,10 @@ static void test_a_tampered_checkpoint_is_refused_and_rolled_back(void **state)
 /* Each refusal says why and changes nothing. */
 static void refused(fl_fleet *fl, int via, const char *want, const char *box)
 {
-    claim before = claim_of(fl, "web");
+    claim before = fl_claim_of(fl, "web");
     char out[8192];
-    int status = ctl(fl, via, out, sizeof(out), "move", "web", box, "--timeout", "5", NULL);
-    claim after = claim_of(fl, "web");
+    int status = fl_ctl(fl, via, out, sizeof(out), "move", "web", box, "--timeout", "5", NULL);
+    claim after = fl_claim_of(fl, "web");
     DH_CHECK(&fl->boxes[0], status == 1 && strstr(out, want),
              "move web %s exited %d without \"%s\": %s", box, status, want, out);
     DH_CHECK(&fl->boxes[0], after.revision == before.revision,
@@ -543,23 +488,23 @@ static void test_what_cannot_move_is_refused_with_nothing_changed(void **state)
     fl_assign(fl, "web", fl_box_name(0));
     dh_start(&fl->boxes[0], (const char *const[]){env, NULL});
     dh_start(&fl->boxes[1], NULL);
-    DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == 1, "box-1 does not serve");
-    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web is not published on box-1");
+    DH_CHECK(&fl->boxes[0], fl_counter_at(fl, 0, port) == 1, "box-1 does not serve");
+    DH_CHECK(&fl->boxes[0], fl_serves_on(fl, "web", 0, 5000), "web is not published on box-1");
 
     refused(fl, 0, "box box-9 is not known", "box-9");
     refused(fl, -1, "already runs on box box-1", "box-1");
     char out[8192];
-    DH_CHECK(&fl->boxes[0], ctl(fl, 0, out, sizeof(out), "hold", "web", "v1", NULL) == 0,
+    DH_CHECK(&fl->boxes[0], fl_ctl(fl, 0, out, sizeof(out), "hold", "web", "v1", NULL) == 0,
              "hold: %s", out);
     refused(fl, 0, "held on version v1", "box-2");
-    DH_CHECK(&fl->boxes[0], ctl(fl, 0, out, sizeof(out), "unhold", "web", NULL) == 0,
+    DH_CHECK(&fl->boxes[0], fl_ctl(fl, 0, out, sizeof(out), "unhold", "web", NULL) == 0,
              "unhold: %s", out);
     /* --force while box-1 lives: it can drain, so it must. */
-    claim before = claim_of(fl, "web");
-    int status = ctl(fl, -1, out, sizeof(out), "move", "web", "box-2", "--force", NULL);
+    claim before = fl_claim_of(fl, "web");
+    int status = fl_ctl(fl, -1, out, sizeof(out), "move", "web", "box-2", "--force", NULL);
     DH_CHECK(&fl->boxes[0], status == 1 && strstr(out, "source_live"), "--force: %d %s", status,
              out);
-    assert_int_equal(claim_of(fl, "web").revision, before.revision);
+    assert_int_equal(fl_claim_of(fl, "web").revision, before.revision);
 
     /* A move held where box-1 has drained: another move is refused, an
      * abort rolls it back, and box-1's drain then writes nothing. */
@@ -573,18 +518,18 @@ static void test_what_cannot_move_is_refused_with_nothing_changed(void **state)
     json_object_put(shown);
     refused(fl, -1, "move move-test from box-1 to box-2 is in flight", "box-3");
     /* The same move again follows it; its --timeout rolls it back. */
-    status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "1", NULL);
+    status = fl_ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", "--timeout", "1", NULL);
     DH_CHECK(&fl->boxes[0], status == 1 && strstr(out, "resumed") &&
                                 strstr(out, "not done within 1 s") && strstr(out, "rolled back"),
              "move with --timeout 1: %d %s", status, out);
     /* Nothing is left to abort. */
-    claim rolled = claim_of(fl, "web");
-    status = ctl(fl, -1, out, sizeof(out), "move", "--abort", "web", NULL);
+    claim rolled = fl_claim_of(fl, "web");
+    status = fl_ctl(fl, -1, out, sizeof(out), "move", "--abort", "web", NULL);
     DH_CHECK(&fl->boxes[0], status == 1 && strstr(out, "no move is in flight"), "abort: %d %s",
              status, out);
-    assert_int_equal(claim_of(fl, "web").revision, rolled.revision);
+    assert_int_equal(fl_claim_of(fl, "web").revision, rolled.revision);
     release_hold(hold);
-    claim back = claim_of(fl, "web");
+    claim back = fl_claim_of(fl, "web");
     DH_CHECK(&fl->boxes[0], strcmp(back.failure.reason, "aborted") == 0 &&
                                 strcmp(back.op.exec, "box-1") == 0,
              "after the abort: exec %s, failure %s", back.op.exec, back.failure.reason);
@@ -599,19 +544,19 @@ static void test_force_moves_off_a_dead_box_from_its_last_checkpoint(void **stat
     fl_fleet *fl = *state;
     int port = start_web_on_box_1(fl, 2);
     char out[8192];
-    int status = ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", NULL);
+    int status = fl_ctl(fl, 0, out, sizeof(out), "move", "web", "box-2", NULL);
     DH_CHECK(&fl->boxes[1], status == 0, "move web box-2: %d %s", status, out);
-    DH_CHECK(&fl->boxes[1], counter_at(fl, 1, port) == 4, "box-2 does not count on");
+    DH_CHECK(&fl->boxes[1], fl_counter_at(fl, 1, port) == 4, "box-2 does not count on");
     /* box-2 goes away (its record with it); what it counted after the
      * checkpoint is lost with it. */
     dh_stop_and_check_clean(&fl->boxes[1]);
     refused(fl, -1, "has no live lease", "box-1");
-    status = ctl(fl, -1, out, sizeof(out), "move", "web", "box-1", "--force", NULL);
+    status = fl_ctl(fl, -1, out, sizeof(out), "move", "web", "box-1", "--force", NULL);
     DH_CHECK(&fl->boxes[0], status == 0 && strstr(out, "--force: from checkpoint") &&
                                 strstr(out, "ago by box box-1"),
              "move --force: %d %s", status, out);
-    DH_CHECK(&fl->boxes[0], serves_on(fl, "web", 0, 5000), "web does not serve on box-1");
-    DH_CHECK(&fl->boxes[0], counter_at(fl, 0, port) == 4,
+    DH_CHECK(&fl->boxes[0], fl_serves_on(fl, "web", 0, 5000), "web does not serve on box-1");
+    DH_CHECK(&fl->boxes[0], fl_counter_at(fl, 0, port) == 4,
              "box-1 does not count on from the checkpoint");
     dh_stop_and_check_clean(&fl->boxes[0]);
     remove_checkpoints();
@@ -650,7 +595,7 @@ static void kill_at(fl_fleet *fl, size_t index, const char *point, size_t from, 
     dh_kill(box);
     release_hold(hold);
     dh_start(box, (const char *const[]){env, NULL});
-    DH_CHECK(box, serves_on(fl, "web", to, MOVE_TIMEOUT_MS),
+    DH_CHECK(box, fl_serves_on(fl, "web", to, MOVE_TIMEOUT_MS),
              "killed at %s on %s: web does not serve on %s alone", point, fl_box_name(index),
              fl_box_name(to));
     DH_CHECK(box, atomic_load(&fl->overlap.most_running) <= 1,
@@ -672,7 +617,7 @@ static void test_a_daemon_killed_at_each_step_finishes_its_part(void **state)
     size_t most = fl_overlap_stop(fl, NULL);
     DH_CHECK(&fl->boxes[0], most == 1, "web ran on %zu boxes at once", most);
     /* Five moves, each a checkpoint of the one before: the count held. */
-    DH_CHECK(&fl->boxes[1], counter_at(fl, 1, port) == 4, "box-2 does not count on");
+    DH_CHECK(&fl->boxes[1], fl_counter_at(fl, 1, port) == 4, "box-2 does not count on");
     stop_fleet(fl);
 }
 

@@ -289,6 +289,8 @@ void ad_dispatch(const ctrl_request *request, ctrl_reply *reply, void *userdata)
     case CTRL_OP_UNPIN:
     case CTRL_OP_MOVE:
     case CTRL_OP_MOVE_ABORT:
+    case CTRL_OP_BOX_DRAIN:
+    case CTRL_OP_BOX_UNDRAIN:
         ad_fleet_request(daemon, request, reply);
         return;
     case CTRL_OP_CLAIM_WAIT:

@@ -1,5 +1,6 @@
 /* The fleet ops through a box's daemon (activator/control/fleet.h): claims,
- * boxes, claim.show, claim.assign, claim.release, hold, unhold and unpin,
+ * boxes, claim.show, claim.assign, claim.release, hold, unhold, unpin,
+ * box.drain and box.undrain,
  * each a chain of asynchronous store calls on the loop, with fleet.c's
  * decisions between them, so they answer as activatorctl --store does. */
 #include "activator/daemon/fleet/requests.h"
@@ -10,6 +11,7 @@
 
 #include "activator/control/fleet.h"
 #include "activator/daemon/builds/identify.h"
+#include "common/clock.h"
 #include "activator/daemon/generations/generation.h"
 #include "activator/daemon/hosts/hosts.h"
 #include "common/cleanup.h"
@@ -107,6 +109,23 @@ static void write_next(fleet_request *pending)
 #endif
 }
 
+/* ---- box.drain, box.undrain: the mark alone ------------------------------- */
+
+static void on_drain_marked(claim_store *store, int result, const claims_box *record,
+                            const act_error *err, void *userdata)
+{
+    fleet_request *pending = userdata;
+    if (result < 0) {
+        store_failed(pending, err);
+        return;
+    }
+    act_log(LOG_NOTICE, "box %s %s by an operator's request", pending->request.box,
+            pending->request.op == CTRL_OP_BOX_DRAIN ? "drained" : "undrained");
+    ctrl_fleet_outcome outcome = {0};
+    outcome.result = ctrl_fleet_drain_result(&pending->request, record);
+    answer(pending, &outcome);
+}
+
 static void on_boxes_for_assign(claim_store *store, int result, const claims_box *boxes,
                                 size_t n, const act_error *err, void *userdata)
 {
@@ -139,7 +158,7 @@ static void on_read(claim_store *store, int result, const claim *c, const act_er
         answer(pending, &outcome);
         return;
     }
-    if (!ctrl_fleet_needs_live_box(&pending->request)) {
+    if (!ctrl_fleet_lists_boxes(&pending->request)) {
         write_next(pending);
         return;
     }
@@ -306,6 +325,13 @@ void ad_fleet_request(ad_daemon *daemon, const ctrl_request *request, ctrl_reply
         break;
     case CTRL_OP_HOLD:
         r = look_up_held_build(pending, &err);
+        break;
+    case CTRL_OP_BOX_DRAIN:
+        r = claims_box_drain_async(daemon->store, request->box, act_wallclock_usec(),
+                                   on_drain_marked, pending, &err);
+        break;
+    case CTRL_OP_BOX_UNDRAIN:
+        r = claims_box_undrain_async(daemon->store, request->box, on_drain_marked, pending, &err);
         break;
     default:
         r = claims_read_async(daemon->store, request->host, on_read, pending, &err);

@@ -117,6 +117,34 @@ static void unclaimed_claim(const ad_host *host, claim *out)
     snprintf(out->op.exec, sizeof(out->op.exec), "%s", host->daemon->config.box);
 }
 
+/* The boxes listed before a claim is made for a host nobody claimed: a box
+ * an operator drained takes no new host, this way neither. */
+static void on_boxes_for_unclaimed(claim_store *store, int result, const claims_box *boxes,
+                                   size_t n, const act_error *err, void *userdata)
+{
+    ad_host *host = userdata;
+    if (result < 0) {
+        pl_wake_complete(take_wake(host), PL_REASON_STORE_ERROR,
+                         "host %s: cannot list the boxes before claiming it: %s", host->name,
+                         err->message);
+        return;
+    }
+    const claims_box *self = claims_box_find(boxes, n, host->daemon->config.box);
+    if (self && self->drained_usec) {
+        pl_wake_complete(take_wake(host), PL_REASON_NOT_OWNER,
+                         "host %s: no claim names it, and this box (%s) is drained, so it claims "
+                         "no host (ClaimUnclaimed= is for a box that takes hosts); assign it to "
+                         "another box with 'activatorctl claim assign %s BOX'",
+                         host->name, host->daemon->config.box, host->name);
+        return;
+    }
+    unclaimed_claim(host, &host->wake_state->observed);
+    act_error call_err = {0};
+    if (claims_cas_async(store, host->name, 0, &host->wake_state->observed, on_unclaimed_created,
+                         host, &call_err) < 0)
+        store_call_failed(take_wake(host), host, &call_err);
+}
+
 static void on_read(claim_store *store, int result, const claim *c, const act_error *err,
                     void *userdata)
 {
@@ -135,10 +163,10 @@ static void on_read(claim_store *store, int result, const claim *c, const act_er
                              host->daemon->config.box);
             return;
         }
-        unclaimed_claim(host, &host->wake_state->observed);
+        /* One request more, only for the first wake of a host nobody
+         * claimed yet. */
         act_error call_err = {0};
-        if (claims_cas_async(store, host->name, 0, &host->wake_state->observed,
-                             on_unclaimed_created, host, &call_err) < 0)
+        if (claims_box_list_live_async(store, on_boxes_for_unclaimed, host, &call_err) < 0)
             store_call_failed(take_wake(host), host, &call_err);
         return;
     }

@@ -62,8 +62,9 @@ static void an_assignment_needs_a_live_box_unless_forced(void **state)
                                      "\"box\":\"b2\"}");
     ctrl_request forced = request_of("{\"v\":1,\"op\":\"claim.assign\",\"host\":\"web1\","
                                      "\"box\":\"b2\",\"force\":true}");
-    assert_true(ctrl_fleet_needs_live_box(&assign));
-    assert_false(ctrl_fleet_needs_live_box(&forced));
+    /* Both list the boxes: --force skips the lease, never the drain mark. */
+    assert_true(ctrl_fleet_lists_boxes(&assign));
+    assert_true(ctrl_fleet_lists_boxes(&forced));
 
     claim current = served_claim(), next;
     ctrl_fleet_outcome out;
@@ -78,8 +79,40 @@ static void an_assignment_needs_a_live_box_unless_forced(void **state)
     assert_non_null(strstr(out.error.message, "--force"));
     assert_int_equal(ctrl_fleet_check_box(&assign, &current, boxes, 1, &out), 1);
     assert_non_null(strstr(out.error.message, "no record"));
+    assert_int_equal(ctrl_fleet_check_box(&forced, &current, boxes, 2, &out), 0);
     boxes[1].live = true;
     assert_int_equal(ctrl_fleet_check_box(&assign, &current, boxes, 2, &out), 0);
+}
+
+/* A drained box takes no host: an assignment, forced or not, and a move
+ * to it are refused, naming the box and how to lift the mark. */
+static void a_drained_box_is_refused_forced_or_not(void **state)
+{
+    ctrl_request assign = request_of("{\"v\":1,\"op\":\"claim.assign\",\"host\":\"web1\","
+                                     "\"box\":\"b2\"}");
+    ctrl_request forced = request_of("{\"v\":1,\"op\":\"claim.assign\",\"host\":\"web1\","
+                                     "\"box\":\"b2\",\"force\":true}");
+    ctrl_request move = request_of("{\"v\":1,\"op\":\"move\",\"host\":\"web1\","
+                                   "\"box\":\"b2\"}");
+    claim current = served_claim();
+    claims_box boxes[] = {box_record("b1", true), box_record("b2", true)};
+    boxes[1].drained_usec = act_wallclock_usec() - 120 * 1000000ull;
+    const ctrl_request *requests[] = {&assign, &forced, &move};
+    for (size_t i = 0; i < 3; i++) {
+        ctrl_fleet_outcome out;
+        assert_int_equal(ctrl_fleet_check_box(requests[i], &current, boxes, 2, &out), 1);
+        assert_string_equal(out.code, "box_drained");
+        assert_non_null(strstr(out.error.message, "box b2 was drained 120 s ago"));
+        assert_non_null(strstr(out.error.message, "activatorctl undrain b2"));
+        assert_non_null(strstr(out.error.message, "revision 12, box b1"));
+    }
+    /* A box drained while down is refused as drained, not as dead. */
+    boxes[1].live = false;
+    ctrl_fleet_outcome out;
+    assert_int_equal(ctrl_fleet_check_box(&forced, &current, boxes, 2, &out), 1);
+    assert_string_equal(out.code, "box_drained");
+    boxes[1].drained_usec = 0;
+    assert_int_equal(ctrl_fleet_check_box(&forced, &current, boxes, 2, &out), 0);
 }
 
 static void a_lost_compare_and_swap_names_the_revision_and_the_box(void **state)
@@ -422,8 +455,8 @@ static void a_move_checks_both_boxes_and_resumes_the_same_move(void **state)
     ctrl_request forced = request_of("{\"v\":1,\"op\":\"move\",\"host\":\"web1\","
                                      "\"box\":\"b2\",\"force\":true}");
     assert_true(ctrl_fleet_is_fleet_op(CTRL_OP_MOVE));
-    assert_true(ctrl_fleet_needs_live_box(&move));
-    assert_true(ctrl_fleet_needs_live_box(&forced));
+    assert_true(ctrl_fleet_lists_boxes(&move));
+    assert_true(ctrl_fleet_lists_boxes(&forced));
     assert_int_equal(ctrl_fleet_plan(&move, 1, &current, &next, &out), 0);
     assert_int_equal(next.op.kind, CLAIM_OP_MOVE);
     assert_string_equal(next.op.phase, "draining");
@@ -514,6 +547,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(an_assignment_needs_a_live_box_unless_forced),
+        cmocka_unit_test(a_drained_box_is_refused_forced_or_not),
         cmocka_unit_test(a_lost_compare_and_swap_names_the_revision_and_the_box),
         cmocka_unit_test(a_write_back_between_read_and_write_is_written_over),
         cmocka_unit_test(a_write_that_changes_the_decision_refuses_the_edit),
