@@ -4,7 +4,7 @@ _activatorctl()
     local cur prev words cword
     _init_completion || return
 
-    local commands="status wake park freeze thaw swap stage promote releases gc claim claims boxes hold unhold unpin move checkpoint checkpoints watch stats version reload help"
+    local commands="status wake park freeze thaw swap stage promote releases gc claim claims boxes hold unhold unpin move drain undrain checkpoint checkpoints watch stats version reload help"
     local global_opts="--connect --events --json --timeout --tls-cert --tls-key --tls-ca --store --store-ca --store-cert --store-key --no-color --help"
 
     case $prev in
@@ -100,6 +100,8 @@ _activatorctl()
             elif ((nargs == 1)); then
                 COMPREPLY=($(compgen -W "$(_activatorctl_boxes)" -- "$cur"))
             fi ;;
+        drain | undrain)
+            ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_activatorctl_boxes)" -- "$cur")) ;;
         claims)
             COMPREPLY=($(compgen -W "$(_activatorctl_hosts)" -- "$cur")) ;;
         stage)
