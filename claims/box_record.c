@@ -27,6 +27,27 @@ static bool url_is_clean(const char *url)
     return true;
 }
 
+/* text as one JSON object, what (a record, a drain mark) of box; a value
+ * that is not is refused saying remedy. */
+static int parse_object(const char *box, const char *what, const char *remedy, const char *text,
+                        size_t len, json_object **out, act_error *err)
+{
+    if (len > CLAIMS_BOX_JSON_MAX)
+        return act_error_set(err, EFBIG, "box %s: %s is %zu bytes, over the %d byte limit; %s", box,
+                             what, len, CLAIMS_BOX_JSON_MAX, remedy);
+    _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return act_error_set(err, ENOMEM, "box %s: out of memory", box);
+    json_object *root = json_tokener_parse_ex(tok, text, (int)len);
+    if (!root || json_tokener_get_error(tok) != json_tokener_success ||
+        !json_object_is_type(root, json_type_object)) {
+        json_object_put(root);
+        return act_error_set(err, EINVAL, "box %s: %s is not a JSON object; %s", box, what, remedy);
+    }
+    *out = root;
+    return 0;
+}
+
 int claims_box_validate(const claims_box *record, act_error *err)
 {
     assert(record);
@@ -94,23 +115,17 @@ int claims_box_from_json(const char *box, const char *text, size_t len, claims_b
     assert(text || len == 0);
     assert(out);
     memset(out, 0, sizeof(*out));
-    if (len > CLAIMS_BOX_JSON_MAX)
-        return act_error_set(err, EFBIG, "box %s: record is %zu bytes, over the %d byte limit; "
-                                         "delete it", box, len, CLAIMS_BOX_JSON_MAX);
-    _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new();
-    if (!tok)
-        return act_error_set(err, ENOMEM, "box %s: out of memory", box);
-    _cleanup_(json_object_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
-    if (!root || json_tokener_get_error(tok) != json_tokener_success ||
-        !json_object_is_type(root, json_type_object))
-        return act_error_set(err, EINVAL, "box %s: record is not a JSON object; delete it", box);
+    _cleanup_(json_object_putp) json_object *root = NULL;
+    int r = parse_object(box, "record", "delete it", text, len, &root, err);
+    if (r < 0)
+        return r;
     /* Absent fields stay "" and 0; anything but a string that fits or a
      * whole number is refused. */
     char prefix[ACT_NAME_MAX + 16];
     snprintf(prefix, sizeof(prefix), "box %s: record ", box);
     act_json_reader rd = {.prefix = prefix, .errnum = EINVAL, .err = err};
     char named[65] = "";
-    int r = act_json_get_string(&rd, root, "box", ACT_JSON_OPTIONAL, named, sizeof(named));
+    r = act_json_get_string(&rd, root, "box", ACT_JSON_OPTIONAL, named, sizeof(named));
     if (r >= 0 && strcmp(named, box) != 0)
         r = act_error_set(err, EINVAL, "box %s: record names box \"%.64s\"; delete it", box,
                           named);
@@ -161,27 +176,17 @@ int claims_drain_from_json(const char *box, const char *text, size_t len, uint64
                            act_error *err)
 {
     *drained_usec = 0;
-    if (len > CLAIMS_BOX_JSON_MAX)
-        return act_error_set(err, EFBIG,
-                             "box %s: drain mark is %zu bytes, over the %d byte "
-                             "limit; undrain the box and drain it again",
-                             box, len, CLAIMS_BOX_JSON_MAX);
-    _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new();
-    if (!tok)
-        return act_error_set(err, ENOMEM, "box %s: out of memory", box);
-    _cleanup_(json_object_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
-    if (!root || json_tokener_get_error(tok) != json_tokener_success ||
-        !json_object_is_type(root, json_type_object))
-        return act_error_set(err, EINVAL,
-                             "box %s: drain mark is not a JSON object; undrain "
-                             "the box and drain it again",
-                             box);
+    _cleanup_(json_object_putp) json_object *root = NULL;
+    int r = parse_object(box, "drain mark", "undrain the box and drain it again", text, len, &root,
+                         err);
+    if (r < 0)
+        return r;
     char prefix[ACT_NAME_MAX + 24];
     snprintf(prefix, sizeof(prefix), "box %s: drain mark ", box);
     act_json_reader rd = {.prefix = prefix, .errnum = EINVAL, .err = err};
     char named[65] = "";
     uint64_t stamp = 0;
-    int r = act_json_get_string(&rd, root, "box", ACT_JSON_REQUIRED, named, sizeof(named));
+    r = act_json_get_string(&rd, root, "box", ACT_JSON_REQUIRED, named, sizeof(named));
     if (r >= 0 && strcmp(named, box) != 0)
         r = act_error_set(err, EINVAL,
                           "box %s: drain mark names box \"%.64s\"; undrain the "

@@ -38,23 +38,34 @@ static int open_boxes(dir_store *ds, bool create, act_error *err)
     return open_subdir(ds, DIR_BOXES_DIR, create, err);
 }
 
+/* Reads <dir>/<subdir>/<box>.json: 1 with *text (malloc'd) and *len, 0
+ * when there is none. */
+static int read_box_file(dir_store *ds, int fd, const char *subdir, const char *box, char **text,
+                         size_t *len, act_error *err)
+{
+    char name[ACT_NAME_MAX + 8];
+    snprintf(name, sizeof(name), "%s.json", box);
+    act_error why = {0};
+    int r = act_read_file(fd, name, CLAIMS_BOX_JSON_MAX, text, len, &why);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return act_error_set(err, -r, "box %s: cannot read %s/%s/%s: %s", box, ds->path, subdir,
+                             name, why.message);
+    return 1;
+}
+
 /* Reads box's record: 1 with *out (live judged now), 0 when there is none. */
 static int read_record(dir_store *ds, int boxes_fd, const char *box, claims_box *out,
                        act_error *err)
 {
-    char name[ACT_NAME_MAX + 8];
-    snprintf(name, sizeof(name), "%s.json", box);
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
-    act_error why = {0};
-    int r = act_read_file(boxes_fd, name, CLAIMS_BOX_JSON_MAX, &text, &len, &why);
-    if (r == -ENOENT)
-        return 0;
-    if (r < 0)
-        return act_error_set(err, -r, "box %s: cannot read %s/%s/%s: %s", box, ds->path,
-                             DIR_BOXES_DIR, name, why.message);
+    int r = read_box_file(ds, boxes_fd, DIR_BOXES_DIR, box, &text, &len, err);
+    if (r <= 0)
+        return r;
     if ((r = claims_box_from_json(box, text, len, out, err)) < 0)
-        return act_error_prefix(err, "%s/%s/%s", ds->path, DIR_BOXES_DIR, name);
+        return act_error_prefix(err, "%s/%s/%s.json", ds->path, DIR_BOXES_DIR, box);
     out->live = out->expires_usec > act_wallclock_usec();
     return 1;
 }
@@ -124,19 +135,13 @@ static int remove_record(dir_store *ds, int boxes_fd, const claims_box *record, 
 static int read_drain(dir_store *ds, int drain_fd, const char *box, uint64_t *drained_usec,
                       act_error *err)
 {
-    char name[ACT_NAME_MAX + 8];
-    snprintf(name, sizeof(name), "%s.json", box);
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
-    act_error why = {0};
-    int r = act_read_file(drain_fd, name, CLAIMS_BOX_JSON_MAX, &text, &len, &why);
-    if (r == -ENOENT)
-        return 0;
-    if (r < 0)
-        return act_error_set(err, -r, "box %s: cannot read %s/%s/%s: %s", box, ds->path,
-                             DIR_DRAIN_DIR, name, why.message);
+    int r = read_box_file(ds, drain_fd, DIR_DRAIN_DIR, box, &text, &len, err);
+    if (r <= 0)
+        return r;
     if ((r = claims_drain_from_json(box, text, len, drained_usec, err)) < 0)
-        return act_error_prefix(err, "%s/%s/%s", ds->path, DIR_DRAIN_DIR, name);
+        return act_error_prefix(err, "%s/%s/%s.json", ds->path, DIR_DRAIN_DIR, box);
     return 1;
 }
 
