@@ -333,6 +333,10 @@ typedef struct cfg_host {
                                       snapshot a host that serves */
     uint64_t checkpoint_timeout_usec; /* CheckpointTimeoutSec=, 1 s..1 h, default 300 s: bounds
                                          ExecCheckpoint= and the built-in archive */
+    /* CheckpointEverySec=, 0 (default: none) or 1 s..1 day: how often a
+     * serving host's state is checkpointed and named on its claim
+     * (moves/checkpoint_every.c), so a box lost loses at most that much. */
+    uint64_t checkpoint_every_usec;
     /* The replica while its generation serves: ReplicateRestart= (a
      * cfg_replicate_restart, default on-failure) says which of its exits
      * start it again, ReplicateRestartSec= (default 1 s; 0: not set, the

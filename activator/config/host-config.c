@@ -92,6 +92,7 @@ enum {
     KEY_CHECKPOINT_LIVE,
     KEY_RESTORE_REQUIRES_SAME_BUILD,
     KEY_CHECKPOINT_TIMEOUT,
+    KEY_CHECKPOINT_EVERY,
     KEY_START_RATE_LIMIT,
     KEY_LISTEN_STREAM,
     KEY_BACKLOG,
@@ -230,6 +231,17 @@ static int apply_checkpoint_timeout(void *target, const char *value, act_error *
 {
     return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 3600 * CFG_USEC_PER_SEC,
                                     &((cfg_host *)target)->checkpoint_timeout_usec, err);
+}
+
+/* 0 (the default) takes none; else 1 s to a day. */
+static int apply_checkpoint_every(void *target, const char *value, act_error *err)
+{
+    uint64_t *every = &((cfg_host *)target)->checkpoint_every_usec;
+    if (strcmp(value, "0") == 0) {
+        *every = 0;
+        return 0;
+    }
+    return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 86400 * CFG_USEC_PER_SEC, every, err);
 }
 
 static int apply_park_mode(void *target, const char *value, act_error *err)
@@ -736,6 +748,7 @@ static const cfg_ini_key host_keys[N_KEYS] = {
     [KEY_RESTORE_REQUIRES_SAME_BUILD] = {"Host", "RestoreRequiresSameBuild",
                                          apply_restore_requires_same_build, false},
     [KEY_CHECKPOINT_TIMEOUT] = {"Host", "CheckpointTimeoutSec", apply_checkpoint_timeout, false},
+    [KEY_CHECKPOINT_EVERY] = {"Host", "CheckpointEverySec", apply_checkpoint_every, false},
     [KEY_START_RATE_LIMIT] = {"Host", "StartRateLimit", apply_start_rate_limit, false},
     [KEY_LISTEN_STREAM] = {"Listen", "ListenStream", apply_listen_stream, true},
     [KEY_BACKLOG] = {"Listen", "Backlog", apply_backlog, false},
@@ -822,6 +835,12 @@ static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_
     }
     if (!h->health_check_failures)
         h->health_check_failures = 3;
+    if (h->checkpoint_every_usec && h->stateless) {
+        cfg_errors_add(errors, path, key_lines[KEY_CHECKPOINT_EVERY], "CheckpointEverySec",
+                       "set with State=none, which has no state to checkpoint (remove "
+                       "CheckpointEverySec=, or set State=dir)");
+        problems++;
+    }
     if (h->checkpoint_live && !key_lines[KEY_EXEC_CHECKPOINT]) {
         cfg_errors_add(errors, path, key_lines[KEY_CHECKPOINT_LIVE], "CheckpointLive",
                        "set without ExecCheckpoint= (the built-in checkpoint parks the host "

@@ -26,6 +26,11 @@ static const double heal_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0
 static const double thaw_buckets[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
                                       0.005,   0.01,   0.025,   0.05,   0.1,   0.5};
 
+/* A periodic checkpoint freezes the app while its state is archived: a
+ * few milliseconds for a small state, seconds for gigabytes. */
+static const double pause_buckets[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
+                                       0.2,    0.5,   1,     2,     5,    10,   60};
+
 int met_daemon_metrics_register(met_registry *m, met_daemon_metrics *out, act_error *err)
 {
     assert(m);
@@ -97,6 +102,17 @@ int met_daemon_metrics_register(met_registry *m, met_daemon_metrics *out, act_er
                             "Time from the connection that thawed a frozen generation to its "
                             "thaw (the claim read of ThawCheck=claim included).",
                             NULL, thaw_buckets, ARRAY_SIZE(thaw_buckets), &out->thaw_duration,
+                            err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_periodic_checkpoints_total",
+                            "Checkpoints CheckpointEverySec= took, by outcome (named: written "
+                            "and named on the claim; discarded: written, but what it archived "
+                            "may have changed, so not named; failed; skipped: the host was "
+                            "busy or frozen).",
+                            MET_LABELS("outcome"), NULL, 0, &out->checkpoints, err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_HISTOGRAM, "activator_checkpoint_pause_seconds",
+                            "How long a periodic checkpoint held a serving generation frozen "
+                            "while its state directory was archived.",
+                            NULL, pause_buckets, ARRAY_SIZE(pause_buckets), &out->checkpoint_pause,
                             err)) < 0 ||
         (r = met_add_family(m, MET_METRIC_COUNTER, "activator_pressure_retirements_total",
                             "Frozen generations retired because the box's memory was under "

@@ -1,6 +1,7 @@
 #include "fleet.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -281,6 +282,48 @@ bool fl_serves_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms)
             on == (int)index)
             return true;
         usleep(20 * 1000);
+    } while (dd_now_ms() < deadline);
+    return false;
+}
+
+void fl_power_cut(fl_fleet *fl, size_t index)
+{
+    dh_daemon *box = &fl->boxes[index];
+    dh_kill(box);
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/cgroup.kill", box->drv.cgroup_path);
+    FILE *f = fopen(path, "we");
+    if (!f || fputs("1", f) < 0 || fclose(f) != 0)
+        fail_msg("cannot write %s: %s", path, strerror(errno));
+    dh_waiting_for("%s's cgroup root to be empty (up to 10 s)", fl_box_name(index));
+    snprintf(path, sizeof(path), "%s/cgroup.events", box->drv.cgroup_path);
+    uint64_t deadline = dd_now_ms() + 10000;
+    for (;;) {
+        _cleanup_free_ char *events = dh_read_text(path);
+        if (events && strstr(events, "populated 0"))
+            return;
+        if (dd_now_ms() >= deadline)
+            fail_msg("%s's cgroup root still has processes after cgroup.kill", fl_box_name(index));
+        usleep(5 * 1000);
+    }
+}
+
+bool fl_wait_dead(fl_fleet *fl, size_t index, int timeout_ms)
+{
+    dh_waiting_for("%s's lease to lapse (up to %d ms)", fl_box_name(index), timeout_ms);
+    uint64_t deadline = dd_now_ms() + (uint64_t)timeout_ms;
+    do {
+        claims_box *boxes = NULL;
+        size_t n = 0;
+        act_error err = {0};
+        if (claims_box_list_live(fl->store, &boxes, &n, &err) == 0) {
+            const claims_box *record = claims_box_find(boxes, n, fl_box_name(index));
+            bool live = record && record->live;
+            free(boxes);
+            if (!live)
+                return true;
+        }
+        usleep(50 * 1000);
     } while (dd_now_ms() < deadline);
     return false;
 }

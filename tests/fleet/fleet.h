@@ -101,3 +101,11 @@ claim fl_claim_of(fl_fleet *fl, const char *host);
 /* Waits up to timeout_ms until the claim says box index serves host, and
  * host runs there and nowhere else. */
 bool fl_serves_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms);
+
+/* A power cut of box index, as far as one machine can show one: its daemon
+ * SIGKILLed, then every process of its cgroup root at once (cgroup.kill),
+ * waited for until the root is empty. Its record stays until its lease
+ * lapses. */
+void fl_power_cut(fl_fleet *fl, size_t index);
+/* Waits up to timeout_ms until the store lists box index as not live. */
+bool fl_wait_dead(fl_fleet *fl, size_t index, int timeout_ms);

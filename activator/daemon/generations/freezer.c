@@ -49,6 +49,7 @@ static int set_frozen(ad_generation *gen, bool frozen, void (*settled)(ad_genera
     if (r < 0)
         return r;
     gen->frozen = frozen;
+    gen->freezer_writes++;
     gen->settled = settled;
     gen->settled_userdata = userdata;
     int events_fd = cg_leaf_events_fd(gen->leaf, err);

@@ -117,6 +117,10 @@ struct ad_generation {
 
     /* The freezer (ParkMode=freeze, parking/freeze.c decides when). */
     bool frozen;                    /* cgroup.freeze is 1: frozen, or on its way there */
+    /* Writes of cgroup.freeze so far: a freeze that still holds is the
+     * same one while this has not moved (a periodic checkpoint's archive
+     * is crash-consistent only then). */
+    uint64_t freezer_writes;
     sd_event_source *freeze_source; /* cgroup.events while a freeze or thaw settles */
     void (*settled)(ad_generation *gen, void *userdata);
     void *settled_userdata;

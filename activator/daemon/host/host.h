@@ -26,6 +26,7 @@ typedef struct ad_swap ad_swap;
 typedef struct ad_freeze ad_freeze;
 typedef struct ad_checkpoint ad_checkpoint;
 typedef struct ad_checkpoint_request ad_checkpoint_request;
+typedef struct ad_checkpoint_every ad_checkpoint_every;
 typedef struct ad_claim_report ad_claim_report;
 typedef struct ad_move ad_move;
 typedef struct ad_host_settings ad_host_settings;
@@ -91,6 +92,7 @@ struct ad_host {
     ad_freeze *freeze;                         /* parking/freeze.c: frozen or freezing */
     ad_checkpoint *checkpoint;                 /* moves/checkpoints.c: one being written */
     ad_checkpoint_request *checkpoint_request; /* moves/checkpoint_request.c */
+    ad_checkpoint_every *checkpoint_every;     /* moves/checkpoint_every.c: CheckpointEverySec= */
     ad_move *move;                             /* moves/move.c: as source or target */
     char *probe_op; /* moves/move.c: the op whose probe alone may wake it (wake/ reads) */
     ad_claim_report *claim_report; /* claim/write_backs.c: what the claim should say */

@@ -20,6 +20,7 @@
 #include "activator/daemon/generations/leftovers.h"
 #include "activator/daemon/hosts/fd_store.h"
 #include "activator/daemon/hosts/internal.h"
+#include "activator/daemon/moves/checkpoint_every.h"
 #include "activator/daemon/parking/freeze.h"
 #include "activator/daemon/parking/idle.h"
 #include "activator/listen/listen.h"
@@ -289,6 +290,9 @@ size_t ad_hosts_hand_over(ad_daemon *daemon)
         ad_hosts_watch_demand(host, false);
         ad_idle_unwatch(host);
         ad_freeze_hand_over(host);
+        /* A periodic checkpoint's freeze ends: the app runs on under the
+         * next daemon. */
+        ad_checkpoint_every_stop(host, true);
         ad_hosts_store_fds(host);
         if (host->serving)
             serving++;

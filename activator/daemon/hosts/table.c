@@ -18,6 +18,7 @@
 #include "activator/daemon/generations/generation.h"
 #include "activator/daemon/hosts/fd_store.h"
 #include "activator/daemon/hosts/internal.h"
+#include "activator/daemon/moves/checkpoint_every.h"
 #include "activator/daemon/moves/move.h"
 #include "activator/daemon/parking/freeze.h"
 #include "activator/daemon/parking/idle.h"
@@ -66,6 +67,7 @@ static void teardown_host(ad_host *host)
     /* A frozen generation left running stays frozen: its record says so,
      * and the next daemon resumes it that way. */
     ad_freeze_forget(host);
+    ad_checkpoint_every_stop(host, true);
     ad_generation_free(host->serving);
     host->serving = NULL;
     ad_generation_free(host->starting);

@@ -14,6 +14,7 @@
 #include "activator/daemon/generations/generation.h"
 #include "activator/daemon/generations/sweep.h"
 #include "activator/daemon/hosts/internal.h"
+#include "activator/daemon/moves/checkpoint_every.h"
 #include "activator/daemon/moves/checkpoint_request.h"
 #include "activator/daemon/moves/move.h"
 #include "activator/daemon/parking/freeze.h"
@@ -218,8 +219,10 @@ void ad_hosts_on_transition(pl_host *pipeline, const pl_wake_event *event, void 
     case PL_WAKE_EVENT_EXITED:
     case PL_WAKE_EVENT_RETIRING:
         /* Whatever retires now, its retirement thaws it as it must: the
-         * freeze of the serving generation (if any) is over. */
+         * freeze of the serving generation (if any) is over, and so is a
+         * periodic checkpoint's. */
         ad_freeze_forget(host);
+        ad_checkpoint_every_stop(host, false);
         break;
     default:
         break;
@@ -239,6 +242,7 @@ void ad_hosts_on_transition(pl_host *pipeline, const pl_wake_event *event, void 
         ad_hosts_watch_demand(host, false);
         ad_idle_watch(host, ad_freeze_or_park);
         ad_wake_ops_supervise(host);
+        ad_checkpoint_every_arm(host, ad_wake_ops_supervise);
         break;
     case PL_WAKE_EVENT_SWAP_DONE:
         /* N+1 serves now, and is supervised from here on as N was. */

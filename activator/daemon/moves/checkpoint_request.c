@@ -3,8 +3,8 @@
  * `checkpoint`: the claim is read first (this box must execute the host,
  * or the checkpoint would be of a state that is not the host's), the host
  * parked unless ExecCheckpoint= snapshots it live, the checkpoint written
- * (moves/checkpoints.c), and the claim's state set to it by compare-and-swap over
- * a fresh read, again only while this box executes the host. From the
+ * (moves/checkpoints.c), and the claim's state set to it
+ * (moves/checkpoint_naming.c), again only while this box executes the host. From the
  * request to the end, wakes of the host are refused (wake/admit.c), so the
  * archive is of a state nothing writes. */
 #include "activator/daemon/moves/checkpoint_request.h"
@@ -17,15 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activator/daemon/moves/checkpoint_naming.h"
 #include "activator/daemon/moves/checkpoints.h"
 #include "checkpoint/checkpoint.h"
 #include "common/cleanup.h"
 #include "common/json_fields.h"
 #include "common/log.h"
-
-/* Other writes on the claim meanwhile (a pin, a report) are read again and
- * the state written over them this many times. */
-#define NAME_RETRIES 3
 
 struct ad_checkpoint_request {
     ad_host *host;
@@ -33,9 +30,7 @@ struct ad_checkpoint_request {
     bool parked;         /* this request parked the host */
     bool waiting;        /* for the park to end */
     uint64_t generation; /* the claim's, the one whose state it holds */
-    unsigned tries;
     claim_state written;
-    claim next;
 };
 
 static void request_free(ad_checkpoint_request *req)
@@ -73,21 +68,12 @@ static json_object *state_json(const claim_state *state)
 
 /* ---- naming it on the claim ---------------------------------------------- */
 
-static void name_on_claim(ad_checkpoint_request *req, const claim *current);
-
-static void on_named(claim_store *store, int result, uint64_t new_revision, const claim *current,
+static void on_named(ad_host *host, int result, uint64_t new_revision, const char *code,
                      const act_error *err, void *userdata)
 {
     ad_checkpoint_request *req = userdata;
-    if (result == CLAIMS_CHANGED && req->tries++ < NAME_RETRIES) {
-        name_on_claim(req, current);
-        return;
-    }
     if (result < 0) {
-        fail(req, result == CLAIMS_CHANGED ? "claim_changed" : "store_error",
-             "host %s: checkpoint %s was written but not named on the claim: %s", req->host->name,
-             req->written.checkpoint,
-             result == CLAIMS_CHANGED ? "the claim kept changing" : err->message);
+        fail(req, code, "%s", err->message);
         return;
     }
     act_log_fields(LOG_INFO, &(act_log_ctx){.host = req->host->name},
@@ -101,39 +87,6 @@ static void on_named(claim_store *store, int result, uint64_t new_revision, cons
     request_free(req);
 }
 
-static void name_on_claim(ad_checkpoint_request *req, const claim *current)
-{
-    if (!current || !current->revision || !claim_owned_by(current, req->host->daemon->config.box)) {
-        fail(req, "not_owner",
-             "host %s: checkpoint %s was written, but the claim no longer names box %s as the "
-             "one that runs the host (it names %s), so it was not named there",
-             req->host->name, req->written.checkpoint, req->host->daemon->config.box,
-             current && current->revision && claim_executor(current)[0] ? claim_executor(current)
-                                                                        : "none");
-        return;
-    }
-    req->next = *current;
-    req->next.state = req->written;
-    act_error err = {0};
-    if (claims_cas_async(req->host->daemon->store, req->host->name, current->revision, &req->next,
-                         on_named, req, &err) < 0)
-        fail(req, "store_error",
-             "host %s: checkpoint %s was written but not named on the claim: %s", req->host->name,
-             req->written.checkpoint, err.message);
-}
-
-static void on_read_to_name(claim_store *store, int result, const claim *c, const act_error *err,
-                            void *userdata)
-{
-    ad_checkpoint_request *req = userdata;
-    if (result < 0) {
-        fail(req, "store_error", "host %s: checkpoint %s was written but not named: %s",
-             req->host->name, req->written.checkpoint, err->message);
-        return;
-    }
-    name_on_claim(req, result > 0 ? c : NULL);
-}
-
 static void on_written(ad_host *host, int result, const claim_state *written, const act_error *err,
                        void *userdata)
 {
@@ -143,11 +96,10 @@ static void on_written(ad_host *host, int result, const claim_state *written, co
         return;
     }
     req->written = *written;
-    act_error read_err = {0};
-    if (claims_read_async(host->daemon->store, req->host->name, on_read_to_name, req, &read_err) <
-        0)
+    act_error name_err = {0};
+    if (ad_checkpoint_name(host, written, 0, on_named, req, &name_err) < 0)
         fail(req, "store_error", "host %s: checkpoint %s was written but not named: %s",
-             req->host->name, written->checkpoint, read_err.message);
+             req->host->name, written->checkpoint, name_err.message);
 }
 
 /* ---- writing it ------------------------------------------------------------ */

@@ -1469,7 +1469,8 @@ static void registry_keys(void **state)
 }
 
 /* Checkpoints= and CheckpointsKeep=, State=, ExecCheckpoint=,
- * CheckpointLive= and CheckpointTimeoutSec=: their defaults, their values,
+ * CheckpointLive=, CheckpointTimeoutSec= and CheckpointEverySec=: their
+ * defaults, their values,
  * and the rules between them. */
 static void checkpoint_keys(void **state)
 {
@@ -1498,6 +1499,13 @@ static void checkpoint_keys(void **state)
     assert_null(h.exec_checkpoint);
     assert_false(h.checkpoint_live);
     assert_int_equal(h.checkpoint_timeout_usec, 300 * CFG_USEC_PER_SEC);
+    assert_int_equal(h.checkpoint_every_usec, 0);
+    cfg_host_free(&h);
+    load_host("every", "[Host]\nExec=bin/app\nCheckpointEverySec=30s\n", &h);
+    assert_int_equal(h.checkpoint_every_usec, 30 * CFG_USEC_PER_SEC);
+    cfg_host_free(&h);
+    load_host("never", "[Host]\nExec=bin/app\nCheckpointEverySec=0\n", &h);
+    assert_int_equal(h.checkpoint_every_usec, 0);
     cfg_host_free(&h);
     load_host("hooks",
               "[Host]\nExec=bin/app\nState=dir\nExecCheckpoint=/usr/lib/snap --live\n"
@@ -1523,6 +1531,10 @@ static void checkpoint_keys(void **state)
         {"CheckpointLive=yes\n", "CheckpointLive", "without ExecCheckpoint="},
         {"State=none\nExecRestore=/usr/lib/fetch\n", "ExecRestore", "State=none"},
         {"CheckpointTimeoutSec=0\n", "CheckpointTimeoutSec", ""},
+        {"CheckpointEverySec=500ms\n", "CheckpointEverySec", "out of range"},
+        {"CheckpointEverySec=2d\n", "CheckpointEverySec", "out of range"},
+        {"CheckpointEverySec=often\n", "CheckpointEverySec", "often"},
+        {"State=none\nCheckpointEverySec=30s\n", "CheckpointEverySec", "State=none"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         char text[256];

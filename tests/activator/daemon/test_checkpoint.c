@@ -9,6 +9,8 @@
  *   - a tampered archive: the wake fails with restore_failed, and the state
  *     directory is as it was;
  *   - CheckpointsKeep= prunes, sparing the checkpoint the claim names;
+ *   - CheckpointEverySec= names a checkpoint again and again while the
+ *     host serves a client, none of whose requests fails;
  *   - bad input changes nothing and says why: an unknown host, a viewer
  *     asking for a checkpoint, a box without Checkpoints=, a State=none
  *     host, a bad Checkpoints= URL or State= value, Checkpoints= changed by
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/fileio.h"
 #include "harness.h"
 
@@ -521,6 +524,94 @@ static void test_wakes_wait_for_the_checkpoint(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* The claim's state once it names a checkpoint stamped after after_usec
+ * (wall clock), within timeout_ms. */
+static bool named_after(dh_daemon *d, uint64_t after_usec, int timeout_ms, claim_state *out)
+{
+    dh_waiting_for("a periodic checkpoint named on demo's claim (up to %d ms)", timeout_ms);
+    uint64_t deadline = dd_now_ms() + (uint64_t)timeout_ms;
+    do {
+        claim c;
+        if (dh_claim_get(d, "demo", &c) && c.state.checkpoint[0] &&
+            c.state.stamp_usec > after_usec) {
+            *out = c.state;
+            return true;
+        }
+        usleep(20 * 1000);
+    } while (dd_now_ms() < deadline);
+    return false;
+}
+
+/* CheckpointEverySec=1: while demo serves a client, its state is
+ * checkpointed and named on the claim again and again, each archive a count
+ * the client was answered, and no request fails: the freeze holds the
+ * clients in the backlog. The pause is measured. A box that then loses the
+ * state directory restores the last one, and a reload that drops the key
+ * stops them from the next serve. */
+static void test_periodic_checkpoints_pause_the_host_not_its_clients(void **state)
+{
+    dh_daemon *d = *state;
+    shared_dir shared;
+    shared_dir_make(d, &shared);
+    int metrics_port = dh_free_port();
+    char conf[256];
+    snprintf(conf, sizeof(conf), "Checkpoints=dir://%s\nMetricsListen=127.0.0.1:%d\n", shared.path,
+             metrics_port);
+    dh_setup(d, DH_STORE_DIR, conf);
+    int port = dh_add_app_host(d, "demo", "--counter", "CheckpointEverySec=1\n");
+    dh_start(d, NULL);
+
+    /* A client asks on and on while three checkpoints are named: every
+     * request is answered, each with the next count. */
+    long counted = 0;
+    claim_state last = {0};
+    int named = 0;
+    dh_waiting_for("three periodic checkpoints named while a client asks (up to 20 s)");
+    uint64_t deadline = dd_now_ms() + 20000;
+    while (named < 3 && dd_now_ms() < deadline) {
+        long counter = get_counter(d, port);
+        DH_CHECK(d, counter == counted + 1, "request %ld was answered %ld", counted + 1, counter);
+        counted = counter;
+        claim c;
+        if (dh_claim_get(d, "demo", &c) && c.state.checkpoint[0] &&
+            strcmp(c.state.checkpoint, last.checkpoint) != 0) {
+            last = c.state;
+            named++;
+        }
+    }
+    DH_CHECK(d, named == 3, "%d periodic checkpoints named in 20 s (%ld requests)", named, counted);
+    /* The next one holds every count answered before it. */
+    claim_state final;
+    DH_CHECK(d, named_after(d, act_wallclock_usec(), 10000, &final),
+             "no checkpoint was named after request %ld", counted);
+    dh_metrics *scraped = malloc(sizeof(*scraped));
+    DH_CHECK(d, scraped, "out of memory");
+    dh_metrics_scrape(d, metrics_port, scraped);
+    double named_count =
+        dh_metrics_sample(d, scraped, "activator_periodic_checkpoints_total{outcome=\"named\"}");
+    double pauses = dh_metrics_sample(d, scraped, "activator_checkpoint_pause_seconds_count");
+    double paused = dh_metrics_sample(d, scraped, "activator_checkpoint_pause_seconds_sum");
+    free(scraped);
+    DH_CHECK(d, named_count >= 3 && pauses >= named_count, "metrics: %.0f named, %.0f pauses",
+             named_count, pauses);
+    print_message("%.0f periodic checkpoints, %.1f ms paused on average\n", pauses,
+                  1000 * paused / pauses);
+
+    /* The last one holds what was counted by its time: a box without the
+     * state directory restores it and counts on. */
+    dh_park(d, "demo");
+    DH_CHECK(d, dh_wait_state(d, "demo", "parked", 5000), "demo did not park");
+    claim c;
+    DH_CHECK(d, dh_claim_get(d, "demo", &c), "demo has no claim");
+    forget_state(d, "1000");
+    long restored = get_counter(d, port);
+    DH_CHECK(d, restored == counted + 1,
+             "after restoring checkpoint %s the counter answered %ld, not %ld", c.state.checkpoint,
+             restored, counted + 1);
+    dh_stop_and_check_clean(d);
+    shared_dir_remove(&shared);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-checkpoint", DH_STORE_DIR);
@@ -534,6 +625,7 @@ int main(void)
         DH_TEST(test_no_transport_is_refused),
         DH_TEST(test_exec_checkpoint_live),
         DH_TEST(test_wakes_wait_for_the_checkpoint),
+        DH_TEST(test_periodic_checkpoints_pause_the_host_not_its_clients),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
