@@ -22,6 +22,7 @@
  *     "failure": {"reason": "crashed", "message": "...", "attempts": 2,
  *                 "stamp_usec": 1700000000000000,
  *                 "phase": "probing", "box": "b2"}         optional; phase, box too
+ *     "failover": {"boxes": ["b2", "b3"]}      optional (failover on); boxes may be []
  *   }
  * starting_generation is written only when set, so a claim outside a swap
  * reads as it always did.
@@ -225,10 +226,37 @@ static int parse_state(const act_json_reader *outer, json_object *obj, claim_sta
     return r;
 }
 
+static int parse_failover(const act_json_reader *outer, json_object *obj,
+                          claim_failover *failover)
+{
+    static const char *const allowed[] = {"boxes", NULL};
+    act_json_reader in = nested(outer, "failover");
+    act_json_reader *rd = &in;
+    json_object *boxes = NULL;
+    int r = check_known(rd, obj, allowed);
+    if (r >= 0)
+        r = act_json_get_member(rd, obj, "boxes", json_type_array, ACT_JSON_REQUIRED, &boxes);
+    size_t n = r >= 0 ? json_object_array_length(boxes) : 0;
+    if (r >= 0 && n > CLAIM_FAILOVER_BOXES_MAX)
+        r = act_json_field_error(rd, "boxes", "names %zu boxes, more than %d", n,
+                                 CLAIM_FAILOVER_BOXES_MAX);
+    for (size_t i = 0; r >= 0 && i < n; i++) {
+        json_object *box = json_object_array_get_idx(boxes, i);
+        const char *name = json_object_is_type(box, json_type_string) ? json_object_get_string(box)
+                                                                       : NULL;
+        if (!name || strlen(name) >= sizeof(failover->boxes[0]))
+            r = act_json_field_error(rd, "boxes", "item %zu is not a box name", i);
+        else
+            snprintf(failover->boxes[failover->n_boxes++], sizeof(failover->boxes[0]), "%s", name);
+    }
+    return r;
+}
+
 static int parse_body(const act_json_reader *rd, json_object *root, claim *c)
 {
-    static const char *const allowed[] = {"holder",      "op",    "pin",     "held", "held_digest",
-                                          "held_source", "state", "failure", NULL};
+    static const char *const allowed[] = {"holder", "op",          "pin",   "held",
+                                          "held_digest", "held_source", "state", "failure",
+                                          "failover", NULL};
     const json_type object = json_type_object;
     json_object *holder = NULL, *op = NULL, *pin = NULL, *state = NULL, *failure = NULL;
     int r = check_known(rd, root, allowed);
@@ -263,6 +291,13 @@ static int parse_body(const act_json_reader *rd, json_object *root, claim *c)
     if (r >= 0 && failure) {
         c->has_failure = true;
         r = parse_failure(rd, failure, &c->failure);
+    }
+    json_object *failover = NULL;
+    if (r >= 0)
+        r = act_json_get_member(rd, root, "failover", object, ACT_JSON_OPTIONAL, &failover);
+    if (r >= 0 && failover) {
+        c->has_failover = true;
+        r = parse_failover(rd, failover, &c->failover);
     }
     return r < 0 ? r : 0;
 }
@@ -433,6 +468,14 @@ json_object *claim_to_json_object(const claim *c)
         if (c->failure.box[0])
             add_string(failure, "box", c->failure.box);
         json_object_object_add(root, "failure", failure);
+    }
+    if (c->has_failover) {
+        json_object *failover = json_object_new_object();
+        json_object *boxes = json_object_new_array();
+        for (size_t i = 0; i < c->failover.n_boxes; i++)
+            json_object_array_add(boxes, json_object_new_string(c->failover.boxes[i]));
+        json_object_object_add(failover, "boxes", boxes);
+        json_object_object_add(root, "failover", failover);
     }
     return root;
 }

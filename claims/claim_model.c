@@ -223,6 +223,40 @@ static int validate_held(const claim *c, act_error *err)
     return check_build_source(c, "held_source", c->held_source, err);
 }
 
+/* Each box named once, each a box name. */
+static int validate_failover(const claim *c, act_error *err)
+{
+    if (!c->has_failover)
+        return 0;
+    if (c->failover.n_boxes > CLAIM_FAILOVER_BOXES_MAX)
+        return act_error_set(err, EINVAL, "host %s: claim field failover.boxes names more than %d "
+                                          "boxes", c->host, CLAIM_FAILOVER_BOXES_MAX);
+    for (size_t i = 0; i < c->failover.n_boxes; i++) {
+        act_error why = {0};
+        if (act_name_check("box", c->failover.boxes[i], &why) < 0)
+            return act_error_set(err, EINVAL, "host %s: claim field failover.boxes[%zu]: %s",
+                                 c->host, i, why.message);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(c->failover.boxes[i], c->failover.boxes[j]) == 0)
+                return act_error_set(err, EINVAL,
+                                     "host %s: claim field failover.boxes names box %s twice",
+                                     c->host, c->failover.boxes[i]);
+    }
+    return 0;
+}
+
+bool claim_failover_allows(const claim *c, const char *box)
+{
+    if (!c || !c->has_failover || !box)
+        return false;
+    if (c->failover.n_boxes == 0)
+        return true;
+    for (size_t i = 0; i < c->failover.n_boxes; i++)
+        if (strcmp(c->failover.boxes[i], box) == 0)
+            return true;
+    return false;
+}
+
 bool claim_pin_failed(const claim *c)
 {
     return c && c->has_pin && c->pin.failure_reason[0] != '\0';
@@ -295,6 +329,9 @@ int claim_validate(const claim *c, act_error *err)
     int held = validate_held(c, err);
     if (held < 0)
         return held;
+    int failover = validate_failover(c, err);
+    if (failover < 0)
+        return failover;
     if (c->state.sha256[0] && !is_hex_digest(c->state.sha256))
         return act_error_set(err, EINVAL,
                              "host %s: claim field state.sha256 is not 64 lowercase hex digits "

@@ -209,6 +209,21 @@ typedef struct claim_state {
     char build_digest[65];
 } claim_state;
 
+/* A failover policy names at most this many boxes. */
+#define CLAIM_FAILOVER_BOXES_MAX 16
+
+/* The failover policy of the host (Failover=yes, FailoverBoxes= in the
+ * host file of the box that admitted it), copied into the claim at each
+ * admission: host files are each box's own and may disagree, so fencing
+ * and takeover act on this copy alone. Present (has_failover) only when
+ * failover is on: the admitting box's lease fences it, and another box may
+ * take it once that lease expired. boxes names the boxes that may; none
+ * named: every box that configures the host. */
+typedef struct claim_failover {
+    size_t n_boxes;
+    char boxes[CLAIM_FAILOVER_BOXES_MAX][65];
+} claim_failover;
+
 typedef struct claim {
     char host[65]; /* the store key; not in the JSON body, so a body cannot claim another host */
     claim_holder holder;
@@ -223,6 +238,8 @@ typedef struct claim {
     claim_state state;
     bool has_failure;
     claim_failure failure;
+    bool has_failover;
+    claim_failover failover;
     /* The store revision this claim was read or written at: the fencing token.
      * Not part of the JSON body. 0 never names a stored claim, so a "current"
      * claim with revision 0 means "absent". */
@@ -239,6 +256,9 @@ int claim_op_kind_from_string(const char *name, claim_op_kind *out);
 bool claim_phase_is_valid(claim_op_kind kind, const char *phase);
 /* True when a holder has been recorded (its box is set). */
 bool claim_has_holder(const claim *c);
+/* True when c's failover policy lets box take the host (failover on, and
+ * box among its boxes or none named). */
+bool claim_failover_allows(const claim *c, const char *box);
 /* True when c is pinned and its pin failed: a cold wake must not run it. */
 bool claim_pin_failed(const claim *c);
 /* Checks every field against the rules the codec enforces (names, digest,

@@ -62,6 +62,10 @@ static claim full_claim(void)
     c.failure.stamp_usec = 1700000000654321ULL;
     snprintf(c.failure.phase, sizeof(c.failure.phase), "probing");
     snprintf(c.failure.box, sizeof(c.failure.box), "b2");
+    c.has_failover = true;
+    c.failover.n_boxes = 2;
+    snprintf(c.failover.boxes[0], sizeof(c.failover.boxes[0]), "b2");
+    snprintf(c.failover.boxes[1], sizeof(c.failover.boxes[1]), "b3");
     c.revision = 99;
     return c;
 }
@@ -101,6 +105,20 @@ static void codec_round_trip_preserves_every_field(void **state)
     /* Without a registry source, neither a pin nor a hold writes one. */
     assert_null(strstr(text, "source"));
     assert_null(strstr(text, "held_digest"));
+    /* Failover off: no policy is written, as before it existed. */
+    assert_null(strstr(text, "failover"));
+    assert_false(claim_failover_allows(&back, "b2"));
+    free(text);
+
+    /* Failover on for every box that configures the host: an empty list. */
+    minimal.has_failover = true;
+    text = claim_to_json(&minimal);
+    assert_non_null(strstr(text, "\"failover\":{\"boxes\":[]}"));
+    assert_int_equal(claim_from_json("web2", text, strlen(text), &back, &err), 0);
+    assert_memory_equal(&minimal, &back, sizeof(minimal));
+    assert_true(claim_failover_allows(&back, "any-box"));
+    assert_true(claim_failover_allows(&c, "b3"));
+    assert_false(claim_failover_allows(&c, "b4"));
     free(text);
 }
 
@@ -127,6 +145,25 @@ static void codec_refuses_bad_input_naming_host_and_field(void **state)
     snprintf(text, sizeof(text),
              "{%s,\"state\":{\"checkpoint\":\"c1\",\"build_digest\":\"%064d\"}}", op, 1);
     expect_refusal(text, EINVAL, "state.build_digest");
+    /* The failover policy: a list of box names, each once, at most 16. */
+    snprintf(text, sizeof(text), "{%s,\"failover\":{}}", op);
+    expect_refusal(text, EINVAL, "failover.boxes");
+    snprintf(text, sizeof(text), "{%s,\"failover\":{\"boxes\":\"b2\"}}", op);
+    expect_refusal(text, EINVAL, "failover.boxes");
+    snprintf(text, sizeof(text), "{%s,\"failover\":{\"boxes\":[2]}}", op);
+    expect_refusal(text, EINVAL, "failover.boxes");
+    snprintf(text, sizeof(text), "{%s,\"failover\":{\"boxes\":[\"../b2\"]}}", op);
+    expect_refusal(text, EINVAL, "failover.boxes[0]");
+    snprintf(text, sizeof(text), "{%s,\"failover\":{\"boxes\":[\"b2\",\"b2\"]}}", op);
+    expect_refusal(text, EINVAL, "twice");
+    snprintf(text, sizeof(text), "{%s,\"failover\":{\"boxes\":[],\"grace\":3}}", op);
+    expect_refusal(text, EINVAL, "failover.grace");
+    char many[512];
+    size_t len = (size_t)snprintf(many, sizeof(many), "{%s,\"failover\":{\"boxes\":[", op);
+    for (int i = 0; i < 17; i++)
+        len += (size_t)snprintf(many + len, sizeof(many) - len, "%s\"b%d\"", i ? "," : "", i);
+    snprintf(many + len, sizeof(many) - len, "]}}");
+    expect_refusal(many, EINVAL, "more than 16");
     expect_refusal("[]", EINVAL, NULL);
     expect_refusal("{}", EINVAL, "op");
     expect_refusal("{\"op\":{\"id\":\"o\",\"kind\":\"serving\",\"phase\":\"serving\"}}", EINVAL,
