@@ -24,7 +24,20 @@ struct claims_box_lease {
     bool stopped;           /* handed over or abandoned: no more calls */
     claims_box_lease_ended_fn ended;
     void *ended_userdata;
+    /* CLOCK_MONOTONIC: when the call in flight was sent, and when the last
+     * call the store acknowledged (a put or a renewal) was. The store's
+     * lease runs at least lease_ttl_usec from the latter. */
+    uint64_t sent_usec;
+    uint64_t acked_sent_usec;
+    claims_box_lease_fn observer;
+    void *observer_userdata;
 };
+
+static void tell_observer(claims_box_lease *lease, bool lost)
+{
+    if (lease->observer)
+        lease->observer(lease, lost, lease->observer_userdata);
+}
 
 static void renew(claims_box_lease *lease);
 
@@ -117,6 +130,7 @@ static void on_renewed(claim_store *store, int result, const claims_box *record,
     if (result >= 0) {
         lease->record = *record;
         lease->have_lease = true;
+        lease->acked_sent_usec = lease->sent_usec;
         if (lease->troubled)
             act_log(LOG_INFO, "box lease: the record of box %s is renewed again",
                     lease->record.box);
@@ -140,6 +154,8 @@ static void on_renewed(claim_store *store, int result, const claims_box *record,
         renew(lease);
     else
         schedule(lease);
+    if (result >= 0 || result == CLAIMS_LEASE_LOST)
+        tell_observer(lease, result == CLAIMS_LEASE_LOST);
 }
 
 static void renew(claims_box_lease *lease)
@@ -147,6 +163,7 @@ static void renew(claims_box_lease *lease)
     if (lease->in_flight || lease->ending || lease->stopped)
         return;
     act_error err = {0};
+    lease->sent_usec = act_now_usec();
     int r = lease->have_lease
                 ? claims_box_keepalive_async(lease->store, &lease->record, on_renewed, lease, &err)
                 : claims_box_put_async(lease->store, &lease->record, on_renewed, lease, &err);
@@ -184,9 +201,11 @@ int claims_box_lease_start(claim_store *store, sd_event *loop, const claims_box 
     /* The loop does not run yet, so nothing waits on this call. */
     act_error why = {0};
     claims_box stored;
+    uint64_t sent = act_now_usec();
     if (claims_box_put(store, record, &stored, &why) == 0) {
         lease->record = stored;
         lease->have_lease = true;
+        lease->acked_sent_usec = sent;
     } else {
         call_failed(lease, "put", &why);
     }
@@ -261,4 +280,20 @@ void claims_box_lease_free(claims_box_lease *lease)
         return;
     sd_event_source_disable_unref(lease->timer);
     free(lease);
+}
+
+void claims_box_lease_observe(claims_box_lease *lease, claims_box_lease_fn fn, void *userdata)
+{
+    lease->observer = fn;
+    lease->observer_userdata = userdata;
+}
+
+uint64_t claims_box_lease_acked_sent(const claims_box_lease *lease)
+{
+    return lease && lease->have_lease ? lease->acked_sent_usec : 0;
+}
+
+uint64_t claims_box_lease_ttl(const claims_box_lease *lease)
+{
+    return lease ? lease->record.lease_ttl_usec : 0;
 }

@@ -36,5 +36,17 @@ void claims_box_lease_hand_over(claims_box_lease *lease);
 /* Stops the renewals and leaves the record to lapse with its lease: what
  * the fleet sees of a box that died. */
 void claims_box_lease_abandon(claims_box_lease *lease);
+/* What fencing needs to know of the lease (activator/daemon/hosts/
+ * self_fence.c). fn is called after each call the store acknowledged
+ * (lost false: the lease holds until at least acked_sent + ttl) and when a
+ * renewal found the lease gone (lost true; a new one is being put). */
+typedef void (*claims_box_lease_fn)(claims_box_lease *lease, bool lost, void *userdata);
+void claims_box_lease_observe(claims_box_lease *lease, claims_box_lease_fn fn, void *userdata);
+/* CLOCK_MONOTONIC of the send of the last put or renewal the store
+ * acknowledged, which the store's lease outlives by at least its TTL; 0
+ * when no lease is held (none granted yet, or it was found lost). */
+uint64_t claims_box_lease_acked_sent(const claims_box_lease *lease);
+/* The lease's TTL. */
+uint64_t claims_box_lease_ttl(const claims_box_lease *lease);
 /* Frees it; a call still out is the store's to cancel. */
 void claims_box_lease_free(claims_box_lease *lease);

@@ -337,6 +337,11 @@ typedef struct cfg_host {
      * serving host's state is checkpointed and named on its claim
      * (moves/checkpoint_every.c), so a box lost loses at most that much. */
     uint64_t checkpoint_every_usec;
+    /* Failover= (default no) and FailoverBoxes= (NULL: every box that
+     * configures the host): copied into the claim at each admission
+     * (claim.failover), where fencing and takeover read them. */
+    bool failover;
+    char **failover_boxes;
     /* The replica while its generation serves: ReplicateRestart= (a
      * cfg_replicate_restart, default on-failure) says which of its exits
      * start it again, ReplicateRestartSec= (default 1 s; 0: not set, the

@@ -63,7 +63,8 @@ static bool same_start(const cfg_host *a, const cfg_host *b)
            act_strv_equal(a->exec_checkpoint, b->exec_checkpoint) && a->stateless == b->stateless &&
            a->checkpoint_live == b->checkpoint_live &&
            a->checkpoint_timeout_usec == b->checkpoint_timeout_usec &&
-           a->checkpoint_every_usec == b->checkpoint_every_usec &&
+           a->checkpoint_every_usec == b->checkpoint_every_usec && a->failover == b->failover &&
+           act_strv_equal(a->failover_boxes, b->failover_boxes) &&
            same_probe(&a->ready, &b->ready) && same_probe(a->health_check, b->health_check) &&
            a->ready_timeout_usec == b->ready_timeout_usec &&
            a->probe_timeout_usec == b->probe_timeout_usec &&

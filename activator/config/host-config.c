@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "claims/claims.h"
 #include "activator/config/config-internal.h"
 #include "activator/config/config.h"
 #include "activator/config/parse/account.h"
@@ -17,6 +18,7 @@
 #include "activator/config/parse/number.h"
 #include "activator/config/parse/path.h"
 #include "activator/config/parse/size.h"
+#include "claims/claims.h"
 #include "common/cleanup.h"
 #include "common/names.h"
 #include "common/paths.h"
@@ -37,6 +39,7 @@ void cfg_host_free(cfg_host *host)
     act_strv_free(host->exec_replicate);
     act_strv_free(host->exec_checkpoint);
     act_strv_free(host->read_write_paths);
+    act_strv_free(host->failover_boxes);
     probe_spec_clear(&host->ready);
     if (host->health_check) {
         probe_spec_clear(host->health_check);
@@ -93,6 +96,8 @@ enum {
     KEY_RESTORE_REQUIRES_SAME_BUILD,
     KEY_CHECKPOINT_TIMEOUT,
     KEY_CHECKPOINT_EVERY,
+    KEY_FAILOVER,
+    KEY_FAILOVER_BOXES,
     KEY_START_RATE_LIMIT,
     KEY_LISTEN_STREAM,
     KEY_BACKLOG,
@@ -231,6 +236,53 @@ static int apply_checkpoint_timeout(void *target, const char *value, act_error *
 {
     return cfg_parse_duration_range(value, CFG_USEC_PER_SEC, 3600 * CFG_USEC_PER_SEC,
                                     &((cfg_host *)target)->checkpoint_timeout_usec, err);
+}
+
+static int apply_failover(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_bool(value, &((cfg_host *)target)->failover, err);
+}
+
+/* Box names, added to those of earlier lines (each once); an empty value
+ * clears them. */
+static int apply_failover_boxes(void *target, const char *value, act_error *err)
+{
+    cfg_host *h = target;
+    _cleanup_(act_strv_freep) char **words = NULL;
+    int r = act_split_argv(value, &words, err);
+    if (r < 0)
+        return r;
+    size_t n_words = act_strv_length(words);
+    if (n_words == 0) {
+        act_strv_free(h->failover_boxes);
+        h->failover_boxes = NULL;
+        return 0;
+    }
+    for (size_t i = 0; i < n_words; i++) {
+        act_error why = {0};
+        if (act_name_check("box", words[i], &why) < 0)
+            return act_error_set(err, EINVAL, "%s", why.message);
+    }
+    size_t n = act_strv_length(h->failover_boxes);
+    char **grown = realloc(h->failover_boxes, (n + n_words + 1) * sizeof(char *));
+    if (!grown)
+        return act_error_set(err, ENOMEM, "out of memory");
+    h->failover_boxes = grown;
+    grown[n] = NULL;
+    for (size_t i = 0; i < n_words; i++) {
+        bool listed = false;
+        for (size_t j = 0; j < n && !listed; j++)
+            listed = strcmp(grown[j], words[i]) == 0;
+        if (listed)
+            continue;
+        if (n == CLAIM_FAILOVER_BOXES_MAX)
+            return act_error_set(err, E2BIG, "names more than %d boxes, the most a claim holds",
+                                 CLAIM_FAILOVER_BOXES_MAX);
+        if (!(grown[n] = strdup(words[i])))
+            return act_error_set(err, ENOMEM, "out of memory");
+        grown[++n] = NULL;
+    }
+    return 0;
 }
 
 /* 0 (the default) takes none; else 1 s to a day. */
@@ -749,6 +801,8 @@ static const cfg_ini_key host_keys[N_KEYS] = {
                                          apply_restore_requires_same_build, false},
     [KEY_CHECKPOINT_TIMEOUT] = {"Host", "CheckpointTimeoutSec", apply_checkpoint_timeout, false},
     [KEY_CHECKPOINT_EVERY] = {"Host", "CheckpointEverySec", apply_checkpoint_every, false},
+    [KEY_FAILOVER] = {"Host", "Failover", apply_failover, false},
+    [KEY_FAILOVER_BOXES] = {"Host", "FailoverBoxes", apply_failover_boxes, true},
     [KEY_START_RATE_LIMIT] = {"Host", "StartRateLimit", apply_start_rate_limit, false},
     [KEY_LISTEN_STREAM] = {"Listen", "ListenStream", apply_listen_stream, true},
     [KEY_BACKLOG] = {"Listen", "Backlog", apply_backlog, false},
@@ -835,6 +889,12 @@ static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_
     }
     if (!h->health_check_failures)
         h->health_check_failures = 3;
+    if (h->failover_boxes && !h->failover) {
+        cfg_errors_add(errors, path, key_lines[KEY_FAILOVER_BOXES], "FailoverBoxes",
+                       "set without Failover=yes (it names the boxes that may take the host "
+                       "over; set Failover=yes too, or remove FailoverBoxes=)");
+        problems++;
+    }
     if (h->checkpoint_every_usec && h->stateless) {
         cfg_errors_add(errors, path, key_lines[KEY_CHECKPOINT_EVERY], "CheckpointEverySec",
                        "set with State=none, which has no state to checkpoint (remove "

@@ -51,6 +51,8 @@ static const char *const kind_names[] = {
     [EV_EVENT_STATE_OTHER_BUILD] = "state.other_build",
     [EV_EVENT_REPLICA_EXITED] = "replica.exited",
     [EV_EVENT_REPLICA_RESTARTED] = "replica.restarted",
+    [EV_EVENT_FENCED] = "fenced",
+    [EV_EVENT_UNFENCED] = "unfenced",
 };
 /* ev_event_kind_from_name compares against every entry. */
 static_assert(ARRAY_SIZE(kind_names) == EV_EVENT__COUNT, "an event kind without a name");

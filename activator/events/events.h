@@ -76,6 +76,11 @@ typedef enum ev_event_kind {
      * retirement's kill is not told. And it runs again: pid the new one. */
     EV_EVENT_REPLICA_EXITED,
     EV_EVENT_REPLICA_RESTARTED,
+    /* Self-fencing (Failover=yes): the box could not prove its lease, so
+     * the host's generation is frozen and its wakes refused; and it is
+     * lifted (reason: thawed, or retired and why). */
+    EV_EVENT_FENCED,
+    EV_EVENT_UNFENCED,
     EV_EVENT__COUNT,
 } ev_event_kind;
 

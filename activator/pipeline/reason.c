@@ -78,6 +78,10 @@
  * |   mismatch       |         |       |              | state to restore is another build's;  |
  * |                  |         |       |              | an operator runs that build or drops  |
  * |                  |         |       |              | the requirement                       |
+ * | fenced           | yes     | no    | no           | the box cannot prove its lease, and   |
+ * |                  |         |       |              | another box may take a failover host  |
+ * |                  |         |       |              | once it expired: only a renewal the   |
+ * |                  |         |       |              | store acknowledges lifts it           |
  *
  * Whatever the table says, a refusal by the gate is never retried and never
  * recorded as a failed attempt, and nothing after ready is retried: those
@@ -125,6 +129,7 @@ static const reason_policy reason_table[] = {
     [PL_REASON_CHECKPOINTING] = {"checkpointing", true, false, false},
     [PL_REASON_BUILD_UNAVAILABLE] = {"build_unavailable", true, false, false},
     [PL_REASON_STATE_BUILD_MISMATCH] = {"state_build_mismatch", true, false, false},
+    [PL_REASON_FENCED] = {"fenced", true, false, false},
 };
 /* pl_reason_from_string walks the whole table: every reason needs its row. */
 static_assert(ARRAY_SIZE(reason_table) == _PL_REASON_MAX, "a reason without a policy row");

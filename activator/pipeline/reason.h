@@ -38,6 +38,7 @@ typedef enum pl_reason {
     PL_REASON_BUILD_UNAVAILABLE, /* the pinned build is not staged here and cannot be fetched */
     PL_REASON_STATE_BUILD_MISMATCH, /* RestoreRequiresSameBuild=yes, and the state to restore was
                                      * written by another build */
+    PL_REASON_FENCED, /* the box cannot prove its lease: its failover hosts are fenced */
     _PL_REASON_MAX,
 } pl_reason;
 

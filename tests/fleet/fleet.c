@@ -3,6 +3,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <dirent.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,10 +33,11 @@ const char *fl_box_address(size_t index)
     return addresses[index];
 }
 
-void fl_setup(fl_fleet *fl, size_t n_boxes, const char *extra_conf)
+static void setup(fl_fleet *fl, size_t n_boxes, const char *extra_conf, int proxied)
 {
     assert_true(n_boxes >= 1 && n_boxes <= FL_BOXES_MAX);
     memset(fl, 0, sizeof(*fl));
+    fl->proxied = proxied;
     act_error err = {0};
     if (etcd_harness_start(&fl->etcd, &err) < 0)
         fail_msg("cannot start etcd: %s", err.message);
@@ -44,10 +46,27 @@ void fl_setup(fl_fleet *fl, size_t n_boxes, const char *extra_conf)
              (int)getpid());
     if (claims_store_open(fl->store_url, NULL, &fl->store, &err) < 0)
         fail_msg("cannot open the claim store %s: %s", fl->store_url, err.message);
+    char proxied_url[PATH_MAX];
+    if (proxied >= 0) {
+        fl_proxy_start(&fl->proxy, fl->etcd.client_port);
+        snprintf(proxied_url, sizeof(proxied_url), "etcd://127.0.0.1:%d/fleet-%d", fl->proxy.port,
+                 (int)getpid());
+    }
     for (size_t i = 0; i < n_boxes; i++) {
-        dh_setup_box(&fl->boxes[i], fl_box_name(i), fl->store_url, extra_conf);
+        dh_setup_box(&fl->boxes[i], fl_box_name(i), (int)i == proxied ? proxied_url : fl->store_url,
+                     extra_conf);
         fl->n_boxes++;
     }
+}
+
+void fl_setup(fl_fleet *fl, size_t n_boxes, const char *extra_conf)
+{
+    setup(fl, n_boxes, extra_conf, -1);
+}
+
+void fl_setup_cut_off(fl_fleet *fl, size_t n_boxes, const char *extra_conf, size_t index)
+{
+    setup(fl, n_boxes, extra_conf, (int)index);
 }
 
 int fl_teardown(fl_fleet *fl)
@@ -58,6 +77,7 @@ int fl_teardown(fl_fleet *fl)
         if (dh_teardown(&fl->boxes[i]) < 0)
             result = -1;
     fl->n_boxes = 0;
+    fl_proxy_stop(&fl->proxy);
     claims_store_free(fl->store);
     fl->store = NULL;
     if (fl->etcd_started)
@@ -121,8 +141,35 @@ void fl_assign(fl_fleet *fl, const char *host, const char *box)
         fail_msg("assigning %s to %s: %s", host, box, err.message);
 }
 
-/* The pids in host's g-* leaves under one box's cgroup root (at most max;
- * more are not counted). */
+/* Whether pid can still run its own code: not exiting (PF_EXITING, 0x4 in
+ * /proc/PID/stat's flags: a retirement kills a frozen leaf, then thaws it,
+ * and its processes are listed until they are torn down, though they never
+ * return to user space), not a zombie, no SIGKILL pending. */
+static bool can_run(long pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    _cleanup_free_ char *stat = dh_read_text(path);
+    const char *after = stat ? strrchr(stat, ')') : NULL;
+    char state = 0;
+    unsigned long flags = 0;
+    if (!after || sscanf(after, ") %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+        return false;
+    if (state == 'Z' || state == 'X' || (flags & 0x4))
+        return false;
+    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+    _cleanup_free_ char *status = dh_read_text(path);
+    for (const char *key = "\nSigPnd:"; status && key;
+         key = strcmp(key, "\nSigPnd:") == 0 ? "\nShdPnd:" : NULL) {
+        const char *at = strstr(status, key);
+        if (at && (strtoull(at + strlen(key), NULL, 16) & (1ull << (SIGKILL - 1))))
+            return false;
+    }
+    return status != NULL;
+}
+
+/* The pids that can run in host's g-* leaves that are not frozen, under one
+ * box's cgroup root (at most max; more are not counted). */
 #define PIDS_MAX 64
 static size_t box_pids(const dh_daemon *d, const char *host, long *pids, size_t max)
 {
@@ -137,13 +184,19 @@ static size_t box_pids(const dh_daemon *d, const char *host, long *pids, size_t 
         if (strncmp(entry->d_name, "g-", 2) != 0)
             continue;
         char procs_path[2 * PATH_MAX];
+        /* A frozen generation serves nobody: it is not running. */
+        snprintf(procs_path, sizeof(procs_path), "%s/%s/cgroup.events", path, entry->d_name);
+        _cleanup_free_ char *events = dh_read_text(procs_path);
+        if (events && strstr(events, "frozen 1"))
+            continue;
         snprintf(procs_path, sizeof(procs_path), "%s/%s/cgroup.procs", path, entry->d_name);
         _cleanup_free_ char *procs = dh_read_text(procs_path);
         for (char *at = procs, *end; at && *at && n < max; at = end) {
             long pid = strtol(at, &end, 10);
             if (end == at)
                 break;
-            pids[n++] = pid;
+            if (can_run(pid))
+                pids[n++] = pid;
         }
     }
     return n;

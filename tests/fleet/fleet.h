@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "proxy.h"
 #include "tests/activator/daemon/harness.h"
 
 #define FL_BOXES_MAX 4
@@ -43,6 +44,10 @@ typedef struct fl_fleet {
     dh_daemon boxes[FL_BOXES_MAX];
     size_t n_boxes;
     fl_overlap overlap;
+    /* fl_setup_cut_off: the one box whose etcd traffic goes through a
+     * proxy of its own (-1: none). */
+    int proxied;
+    fl_proxy proxy;
 } fl_fleet;
 
 /* Whether fleet tests can run here (root, cgroup2, etcd); see dh_check_can_run. */
@@ -51,6 +56,9 @@ int fl_check_can_run(const char *suite);
 /* Starts etcd and sets up n_boxes boxes on it (not started yet); extra_conf
  * (may be NULL) goes into every box's [Activator]. */
 void fl_setup(fl_fleet *fl, size_t n_boxes, const char *extra_conf);
+/* fl_setup, with box index's etcd traffic through a TCP proxy of its own
+ * (fl->proxy), so that box alone can be cut off (fl_proxy_cut). */
+void fl_setup_cut_off(fl_fleet *fl, size_t n_boxes, const char *extra_conf, size_t index);
 /* Tears every box down (see dh_teardown), then etcd. -1 when a box's cgroup
  * root could not be removed whole. */
 int fl_teardown(fl_fleet *fl);
@@ -75,8 +83,9 @@ void fl_start(fl_fleet *fl);
 /* Writes host's claim as assigned to box (a fresh serving op). */
 void fl_assign(fl_fleet *fl, const char *host, const char *box);
 
-/* How many boxes had a process of host running in one of its generations'
- * leaves at one same instant of this call; *running_on (may be NULL) gets
+/* How many boxes had a process of host running (in a leaf of its that is
+ * not frozen: a frozen generation serves nobody) at one same instant of
+ * this call; *running_on (may be NULL) gets
  * the index of the last one found, or -1. */
 size_t fl_running(fl_fleet *fl, const char *host, int *running_on);
 /* Waits until host runs on box index alone; false after timeout_ms. */

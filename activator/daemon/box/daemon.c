@@ -31,6 +31,7 @@
 #include "activator/daemon/generations/leftovers.h"
 #include "activator/daemon/box/lifetime.h"
 #include "activator/daemon/hosts/recovery.h"
+#include "activator/daemon/hosts/self_fence.h"
 #include "activator/daemon/generations/record_writes.h"
 #include "activator/daemon/generations/sweep.h"
 #include "activator/daemon/box/reload.h"
@@ -508,11 +509,15 @@ static int start(daemon_process *process, const char *config_path, act_error *er
                        TAKE_STRUCT(process->n_loaded_hosts), err);
     if (r < 0)
         return r;
+    /* The lease is put before anything is resumed: a failover host whose
+     * lease this daemon cannot prove is resumed fenced (hosts/self_fence.h). */
+    if ((r = ad_box_lease_start(daemon, err)) < 0)
+        return r;
+    ad_self_fence_start(daemon);
     ad_recover(daemon);
     ad_pressure_configure(daemon);
     publish_users(daemon);
-    if ((r = open_messaging(process, err)) < 0 || (r = ad_claim_watch_start(daemon, err)) < 0 ||
-        (r = ad_box_lease_start(daemon, err)) < 0)
+    if ((r = open_messaging(process, err)) < 0 || (r = ad_claim_watch_start(daemon, err)) < 0)
         return r;
     sd_event_set_watchdog(daemon->loop, true);
     act_log(LOG_INFO, "activatord %s: box %s, incarnation %s, %zu hosts, store %s, cgroup %s",
@@ -543,6 +548,7 @@ static void teardown(daemon_process *process)
     ev_free(daemon->events);
     daemon->events = NULL;
     ad_claim_watch_stop(daemon);
+    ad_self_fence_free(daemon);
     ad_box_lease_free(daemon);
     ad_pressure_close(daemon);
     ad_hosts_teardown(daemon);

@@ -90,6 +90,15 @@ static void do_wake(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *
         ctrl_reply_error(reply, "stopping", "box %s is stopping; wake refused", daemon->config.box);
         return;
     }
+    /* Its generation (if any) is frozen by the fence, not serving. */
+    if (host->fenced || (daemon->fenced && host->claim_failover)) {
+        ctrl_reply_error(reply, "fenced",
+                         "host %s: box %s cannot prove its lease to the claim store, and the "
+                         "host fails over (Failover=yes), so it is fenced here until the store "
+                         "acknowledges a renewal; wake refused",
+                         host->name, daemon->config.box);
+        return;
+    }
     wake_request *waiting = NULL;
     if (!request->no_wait) {
         waiting = calloc(1, sizeof(*waiting));

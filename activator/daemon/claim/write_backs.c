@@ -365,6 +365,7 @@ void ad_claim_report_admitted(ad_host *host, const claim *ours)
     }
     r->ours = *ours;
     r->epoch++;
+    host->claim_failover = ours->has_failover;
 }
 
 void ad_claim_report_wake_began(ad_host *host)

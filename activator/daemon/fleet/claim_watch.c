@@ -89,6 +89,7 @@ static void host_claim_changed(ad_host *host, const claim_change *change)
     bool handed_over = change->claim.holder.box[0] && strcmp(change->claim.holder.box, box) != 0 &&
                        change->claim.holder.released_usec;
     host->claim_ours = true;
+    host->claim_failover = change->claim.has_failover;
     if ((newly || handed_over) && state == PL_HOST_PARKED && !host->daemon->stopping &&
         claim_phase_allows_wake(&change->claim, box, false, NULL) == 0)
         pl_host_wake(pipeline, PL_TRIGGER_CLAIM_CHANGE, NULL, NULL);
@@ -259,6 +260,7 @@ static void take_baseline(ad_claim_watch *cw, const claim *claims, size_t n)
             next++;
         bool found = next < n && strcmp(claims[next].host, host->name) == 0;
         host->claim_ours = found && claim_owned_by(&claims[next], daemon->config.box);
+        host->claim_failover = host->claim_ours && claims[next].has_failover;
         if (found) {
             /* A move a previous daemon took part in goes on from its
              * phase: a source drains again, a target probes again (same

@@ -101,6 +101,10 @@ struct ad_daemon {
     ev_publisher *events;            /* NULL until the messaging is open */
     met_daemon_metrics *metrics;     /* the metric families; NULL until registered */
     bool stopping;                   /* a stop or handover began: nothing new starts */
+    /* hosts/self_fence.c: the lease cannot be proven, so failover hosts are
+     * fenced; its state. */
+    bool fenced;
+    struct ad_self_fence *self_fence;
     ad_lifetime lifetime;            /* this daemon's starts and handovers (box/lifetime.c) */
     ad_store_state store_state;      /* fleet/claim_watch.c */
 

@@ -71,6 +71,11 @@ struct ad_host {
     ad_generation *replaced; /* a swap's N, from N+1's publication to N's retirement */
     ad_wake_state *wake_state;
     bool claim_ours;           /* the last claim seen names this box (wake/, fleet/) */
+    /* The last claim seen of this box's admission says failover is on
+     * (claim.failover): the lease fences the host (hosts/self_fence.c). */
+    bool claim_failover;
+    bool fenced;               /* hosts/self_fence.c: frozen or refused until the lease is proven */
+    bool fence_froze;          /* the fence froze its serving generation itself */
     uint64_t build_state_mark; /* a hash of the build build-state.json names; 0: unknown */
     uint64_t failed_attempts;  /* attempts recorded against a build */
     rec_build_ref last_served; /* the build published last (version "" before any) */

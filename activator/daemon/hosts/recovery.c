@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "activator/daemon/hosts/self_fence.h"
 #include "activator/daemon/claim/write_backs.h"
 #include "activator/daemon/parking/freeze.h"
 #include "activator/daemon/generations/generation.h"
@@ -214,7 +215,10 @@ static int resume(ad_host *host, ad_leftover *leftover, const rec_generation_rec
     bool frozen = record->phase == REC_GEN_FROZEN;
     if (ad_generation_write_record(gen, frozen ? REC_GEN_FROZEN : REC_GEN_SERVING, &record_err) < 0)
         act_log(LOG_WARNING, "host %s: %s", host->name, record_err.message);
-    if (frozen) {
+    if (host->daemon->fenced && host->claim_failover) {
+        /* Its lease not proven: it stays (or is made) frozen. */
+        ad_self_fence_resumed(host);
+    } else if (frozen) {
         ad_freeze_resume(host);
     } else if (ad_generation_thaw(gen, NULL, NULL, &record_err) < 0) {
         /* A daemon that died in the middle of a freeze left the leaf

@@ -172,6 +172,11 @@ int ad_freeze_thaw(ad_host *host, const char *why, act_error *err)
     ad_freeze *f = host->freeze;
     if (!f)
         return act_error_set(err, ESRCH, "host %s is not frozen", host->name);
+    if (host->fenced)
+        return act_error_set(err, EPERM,
+                             "host %s is fenced (its box cannot prove its lease): it stays "
+                             "frozen",
+                             host->name);
     return thaw_now(f, why, err);
 }
 
@@ -262,7 +267,9 @@ static void demand(ad_freeze *f)
 {
     ad_host *host = f->host;
     stop_demand(f);
-    if (f->thawing)
+    /* Fenced: the client waits in the backlog until the lease is proven
+     * (hosts/self_fence.c watches the sockets again) or the host goes. */
+    if (f->thawing || host->fenced)
         return;
     f->demand_usec = act_now_usec();
     act_error err = {0};
@@ -494,6 +501,14 @@ void ad_freeze_hand_over(ad_host *host)
     act_error err = {0};
     if (!was_frozen && ad_generation_thaw(gen, NULL, NULL, &err) < 0)
         act_log(LOG_WARNING, "host %s: %s", host->name, err.message);
+}
+
+void ad_freeze_watch_again(ad_host *host)
+{
+    ad_freeze *f = host->freeze;
+    for (unsigned i = 0; f && i < f->n_demand; i++)
+        if (f->demand[i])
+            sd_event_source_set_enabled(f->demand[i], SD_EVENT_ON);
 }
 
 void ad_freeze_resume(ad_host *host)

@@ -52,6 +52,10 @@ void ad_freeze_hand_over(ad_host *host);
  * says so): frozen again, and watched for connections as before. */
 void ad_freeze_resume(ad_host *host);
 
+/* A frozen host's sockets are watched for connections again (after a
+ * fence, which left a connection waiting). */
+void ad_freeze_watch_again(ad_host *host);
+
 /* True while host's generation is frozen or freezing; *since_usec (may be
  * NULL) gets the wall clock at which it froze, 0 while still freezing. */
 bool ad_freeze_active(const ad_host *host, uint64_t *since_usec);

@@ -191,6 +191,16 @@ void ad_wake_op_read(pl_wake *wake, void *userdata)
     }
     if (refused_for_the_store(wake, host))
         return;
+    /* Another box may take a failover host once this box's lease expired:
+     * none starts here while the lease cannot be proven. */
+    if (host->fenced || (host->daemon->fenced && host->claim_failover)) {
+        pl_wake_complete(wake, PL_REASON_FENCED,
+                         "host %s: box %s cannot prove its lease to the claim store, and the "
+                         "host fails over (Failover=yes), so it starts nowhere here until the "
+                         "store acknowledges a renewal",
+                         host->name, host->daemon->config.box);
+        return;
+    }
     /* The archive must be of a state nothing writes: a wake waits until
      * the checkpoint is written (unless ExecCheckpoint= snapshots live). */
     if ((host->checkpoint || host->checkpoint_request) && !ad_host_config(host)->checkpoint_live) {
@@ -315,6 +325,27 @@ static void on_admitted(claim_store *store, int result, uint64_t new_revision, c
 #endif
 }
 
+/* The failover policy of this box's host file goes into every admission:
+ * the claim's copy is what fences the host and lets another box take it. */
+static void copy_failover(const ad_host *host, const claim *observed, claim *admitted)
+{
+    const cfg_host *config = ad_host_config(host);
+    if (observed->has_failover != config->failover)
+        act_log_fields(LOG_NOTICE, &(act_log_ctx){.host = host->name},
+                       "host %s: the claim says failover is %s (box %s admitted it last), this "
+                       "box's host file says Failover=%s; this admission writes this box's",
+                       host->name, observed->has_failover ? "on" : "off",
+                       observed->holder.box[0] ? observed->holder.box : "none",
+                       config->failover ? "yes" : "no");
+    admitted->has_failover = config->failover;
+    admitted->failover = (claim_failover){0};
+    for (char **box = config->failover_boxes;
+         config->failover && box && *box && admitted->failover.n_boxes < CLAIM_FAILOVER_BOXES_MAX;
+         box++)
+        snprintf(admitted->failover.boxes[admitted->failover.n_boxes++],
+                 sizeof(admitted->failover.boxes[0]), "%s", *box);
+}
+
 /* The admission the wake would write over the observed claim, in
  * w->admitted (its revision still the observed one's). */
 static void make_admission(pl_wake *wake, ad_host *host)
@@ -328,6 +359,7 @@ static void make_admission(pl_wake *wake, ad_host *host)
     else
         claim_next_admission(&w->observed, host->daemon->config.box, host->daemon->incarnation,
                              act_wallclock_usec(), &w->admitted);
+    copy_failover(host, &w->observed, &w->admitted);
 }
 
 /* CASes our admission over the observed claim. */
@@ -388,6 +420,16 @@ void ad_wake_op_admit(pl_wake *wake, void *userdata)
     ad_host *host = userdata;
     if (refused_for_the_store(wake, host))
         return;
+    /* Another box may take a failover host once this box's lease expired:
+     * none starts here while the lease cannot be proven. */
+    if (host->fenced || (host->daemon->fenced && host->claim_failover)) {
+        pl_wake_complete(wake, PL_REASON_FENCED,
+                         "host %s: box %s cannot prove its lease to the claim store, and the "
+                         "host fails over (Failover=yes), so it starts nowhere here until the "
+                         "store acknowledges a renewal",
+                         host->name, host->daemon->config.box);
+        return;
+    }
     if (host->wake_state->observed.held[0] && !pl_wake_is_swap(wake)) {
         check_held_build_then_admit(wake, host);
         return;

@@ -1507,6 +1507,14 @@ static void checkpoint_keys(void **state)
     load_host("never", "[Host]\nExec=bin/app\nCheckpointEverySec=0\n", &h);
     assert_int_equal(h.checkpoint_every_usec, 0);
     cfg_host_free(&h);
+    load_host("failover",
+              "[Host]\nExec=bin/app\nFailover=yes\nFailoverBoxes=box-2 box-3\n"
+              "FailoverBoxes=box-3 box-4\n",
+              &h);
+    assert_true(h.failover);
+    assert_int_equal(act_strv_length(h.failover_boxes), 3);
+    assert_string_equal(h.failover_boxes[2], "box-4");
+    cfg_host_free(&h);
     load_host("hooks",
               "[Host]\nExec=bin/app\nState=dir\nExecCheckpoint=/usr/lib/snap --live\n"
               "ExecRestore=/usr/lib/fetch\nCheckpointLive=yes\nCheckpointTimeoutSec=2min\n",
@@ -1535,6 +1543,9 @@ static void checkpoint_keys(void **state)
         {"CheckpointEverySec=2d\n", "CheckpointEverySec", "out of range"},
         {"CheckpointEverySec=often\n", "CheckpointEverySec", "often"},
         {"State=none\nCheckpointEverySec=30s\n", "CheckpointEverySec", "State=none"},
+        {"FailoverBoxes=box-2\n", "FailoverBoxes", "without Failover=yes"},
+        {"Failover=yes\nFailoverBoxes=box-2 ../box-3\n", "FailoverBoxes", "../box-3"},
+        {"Failover=perhaps\n", "Failover", "perhaps"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         char text[256];

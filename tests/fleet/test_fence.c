@@ -1,0 +1,164 @@
+/* Self-fencing between real boxes on one etcd. box-1 reaches etcd through a
+ * TCP proxy of its own, which the test cuts at a random instant of box-1's
+ * renewal cycle, trial after trial (ACT_FENCE_TRIALS, 4 by default; the
+ * issue's 50 by hand):
+ *   - box-1 freezes its failover host ("fo", Failover=yes) before its lease
+ *     can have expired: from the daemons' own event stamps (one clock, one
+ *     machine), box-1's fenced comes before box-2's exec of fo, which
+ *     follows an operator's claim assign --force once box-1's lease is
+ *     gone; sampling both boxes' cgroups never sees fo unfrozen on both;
+ *   - its other host ("plain", no failover) answers all along;
+ *   - healed, box-1 takes nothing back: it retires its frozen fo (box-2
+ *     holds the claim), and fo runs on box-2 alone;
+ *   - a wake of fo on box-1 while it is fenced is refused `fenced`. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "fleet.h"
+
+#define TRIALS_DEFAULT 4
+
+typedef struct plain_client {
+    fl_fleet *fl;
+    int port;
+    pthread_t thread;
+    atomic_bool stop;
+    atomic_uint answers;
+    atomic_uint failures;
+} plain_client;
+
+static void *plain_run(void *arg)
+{
+    plain_client *cl = arg;
+    while (!atomic_load(&cl->stop)) {
+        if (fl_counter_at(cl->fl, 0, cl->port) > 0)
+            atomic_fetch_add(&cl->answers, 1);
+        else
+            atomic_fetch_add(&cl->failures, 1);
+        usleep(20 * 1000);
+    }
+    return NULL;
+}
+
+/* Asks host on box index until it answers (which wakes it there). */
+static bool answers_on(fl_fleet *fl, size_t index, int port, int timeout_ms)
+{
+    dh_waiting_for("port %d to answer on %s (up to %d ms)", port, fl_box_name(index), timeout_ms);
+    uint64_t deadline = dd_now_ms() + (uint64_t)timeout_ms;
+    do {
+        if (fl_counter_at(fl, index, port) > 0)
+            return true;
+        usleep(50 * 1000);
+    } while (dd_now_ms() < deadline);
+    return false;
+}
+
+static void trial(fl_fleet *fl, unsigned k, int fo_port)
+{
+    dh_daemon *box1 = &fl->boxes[0], *box2 = &fl->boxes[1];
+    dh_step("trial %u: fo serves on box-1", k);
+    DH_CHECK(box1, answers_on(fl, 0, fo_port, 20000), "trial %u: fo does not answer on box-1", k);
+    DH_CHECK(box1, fl_serves_on(fl, "fo", 0, 10000), "trial %u: fo does not serve on box-1", k);
+    claim c = fl_claim_of(fl, "fo");
+    DH_CHECK(box1, c.has_failover, "trial %u: box-1's admission wrote no failover policy", k);
+    dh_events_mark(box1);
+    dh_events_mark(box2);
+    fl_overlap_start(fl, "fo");
+
+    /* Anywhere in the renewal cycle (a third of the 2 s lease). */
+    usleep((useconds_t)(rand() % 700) * 1000);
+    dh_step("trial %u: box-1 cut off", k);
+    fl_proxy_cut(&fl->proxy);
+    dh_event fenced, exec, lifted;
+    DH_CHECK(box1, dh_event_wait(box1, "fo", "fenced", 10000, &fenced),
+             "trial %u: box-1 never fenced fo", k);
+    DH_CHECK(box1, fl_wait_dead(fl, 0, 15000), "trial %u: box-1's lease does not lapse", k);
+    /* Fenced: a wake here is refused, whatever its trigger. */
+    char out[8192];
+    int status = fl_ctl(fl, 0, out, sizeof(out), "wake", "fo", NULL);
+    DH_CHECK(box1, status != 0 && strstr(out, "fenced"),
+             "trial %u: a wake of fo on the fenced box-1 exited %d: %s", k, status, out);
+
+    dh_step("trial %u: the operator takes fo over on box-2", k);
+    status = fl_ctl(fl, -1, out, sizeof(out), "claim", "assign", "fo", "box-2", "--force", NULL);
+    DH_CHECK(box2, status == 0, "trial %u: claim assign --force exited %d: %s", k, status, out);
+    DH_CHECK(box2, answers_on(fl, 1, fo_port, 20000), "trial %u: fo does not answer on box-2", k);
+    DH_CHECK(box2, dh_event_wait(box2, "fo", "exec", 5000, &exec), "trial %u: no exec on box-2", k);
+    DH_CHECK(box1, fenced.time_usec < exec.time_usec,
+             "trial %u: box-1 fenced fo at %" PRIu64 ", box-2 exec'd it at %" PRIu64 " (%" PRId64
+             " us before)",
+             k, fenced.time_usec, exec.time_usec,
+             (int64_t)fenced.time_usec - (int64_t)exec.time_usec);
+    print_message("trial %u: fenced %.0f ms before box-2's exec\n", k,
+                  (double)(exec.time_usec - fenced.time_usec) / 1000);
+
+    dh_step("trial %u: box-1 back: it takes nothing back", k);
+    fl_proxy_heal(&fl->proxy);
+    DH_CHECK(box1, dh_event_wait(box1, "fo", "unfenced", 20000, &lifted),
+             "trial %u: box-1 never lifted its fence", k);
+    DH_CHECK(box1, strstr(lifted.reason, "retired") && strstr(lifted.reason, "box-2"),
+             "trial %u: box-1 lifted its fence with: %s", k, lifted.reason);
+    DH_CHECK(box2, fl_wait_running_on(fl, "fo", 1, 10000),
+             "trial %u: fo does not run on box-2 alone", k);
+    unsigned samples = 0;
+    size_t most = fl_overlap_stop(fl, &samples);
+    if (most > 1) {
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), "grep -h 'host fo' %s %s | grep -v '<7>' | tail -80",
+                 box1->drv.log_path, box2->drv.log_path);
+        if (system(cmd) != 0)
+            print_error("cannot show the logs\n");
+    }
+    DH_CHECK(box1, most == 1, "trial %u: fo ran unfrozen on %zu boxes at once (%u samples)", k,
+             most, samples);
+
+    dh_step("trial %u: fo back to box-1", k);
+    status = fl_ctl(fl, -1, out, sizeof(out), "claim", "assign", "fo", "box-1", NULL);
+    DH_CHECK(box1, status == 0, "trial %u: claim assign fo box-1 exited %d: %s", k, status, out);
+}
+
+static void test_a_cut_off_box_fences_itself_before_another_box_serves(void **state)
+{
+    fl_fleet *fl = *state;
+    const char *env = getenv("ACT_FENCE_TRIALS");
+    unsigned trials = env ? (unsigned)atoi(env) : TRIALS_DEFAULT;
+    /* Each trial waits out a lease and its heal. */
+    dh_watchdog_arm(FL_TEST_BUDGET_MS + trials * 20000);
+    unsigned seed = (unsigned)time(NULL);
+    print_message("seed %u, %u trials\n", seed, trials);
+    srand(seed);
+    fl_setup_cut_off(fl, 2, "BoxLeaseSec=2\n", 0);
+    int fo_port = fl_add_host(fl, "fo", "--counter", "Failover=yes\n");
+    int plain_port = fl_add_host(fl, "plain", "--counter", NULL);
+    fl_assign(fl, "fo", fl_box_name(0));
+    fl_assign(fl, "plain", fl_box_name(0));
+    fl_start(fl);
+    DH_CHECK(&fl->boxes[0], answers_on(fl, 0, plain_port, 20000), "plain does not answer");
+    plain_client cl = {.fl = fl, .port = plain_port};
+    assert_int_equal(pthread_create(&cl.thread, NULL, plain_run, &cl), 0);
+    for (unsigned k = 1; k <= trials; k++)
+        trial(fl, k, fo_port);
+    atomic_store(&cl.stop, true);
+    pthread_join(cl.thread, NULL);
+    DH_CHECK(&fl->boxes[0], atomic_load(&cl.failures) == 0,
+             "plain, without failover, failed %u of %u requests across the cuts",
+             atomic_load(&cl.failures), atomic_load(&cl.answers) + atomic_load(&cl.failures));
+    for (size_t i = 0; i < fl->n_boxes; i++)
+        dh_stop_and_check_clean(&fl->boxes[i]);
+}
+
+int main(void)
+{
+    int r = fl_check_can_run("fleet-fence");
+    if (r)
+        return r;
+    const struct CMUnitTest tests[] = {
+        FL_TEST(test_a_cut_off_box_fences_itself_before_another_box_serves),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
