@@ -520,6 +520,16 @@ int claims_read(claim_store *store, const char *host, claim *out, act_error *err
  * may be NULL), or a negative errno. */
 int claims_cas(claim_store *store, const char *host, uint64_t expected_revision, const claim *c,
                uint64_t *new_revision, claim *current_on_conflict, act_error *err);
+/* A takeover's write: claims_cas, landing only while dead_box (the box
+ * whose host it takes) has no live record, in the same atomic step (etcd:
+ * the txn also compares that the box's record key is absent, which it is
+ * only once its lease expired, so a box that came back under a new lease is
+ * never taken from; dir: the record is read under the store's lock). A box
+ * found live: CLAIMS_BOX_LIVE, nothing written. */
+#define CLAIMS_BOX_LIVE (-EALREADY)
+int claims_cas_unless_live(claim_store *store, const char *host, uint64_t expected_revision,
+                           const claim *c, const char *dead_box, uint64_t *new_revision,
+                           claim *current_on_conflict, act_error *err);
 /* Deletes host's claim if its revision is still expected_revision. Returns 0,
  * CLAIMS_CHANGED (current_on_conflict filled, may be NULL) or a negative
  * errno. Deleting an absent claim is CLAIMS_CHANGED with revision 0. */
@@ -622,6 +632,9 @@ int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, v
 /* result as claims_cas; current is set on CLAIMS_CHANGED (revision 0 = absent). */
 int claims_cas_async(claim_store *store, const char *host, uint64_t expected_revision,
                      const claim *c, claims_cas_fn fn, void *userdata, act_error *err);
+int claims_cas_unless_live_async(claim_store *store, const char *host, uint64_t expected_revision,
+                                 const claim *c, const char *dead_box, claims_cas_fn fn,
+                                 void *userdata, act_error *err);
 /* result as claims_delete; new_revision is the delete's revision. */
 int claims_delete_async(claim_store *store, const char *host, uint64_t expected_revision,
                         claims_cas_fn fn, void *userdata, act_error *err);

@@ -129,7 +129,8 @@ static json_object *put_action(const char *key, const char *value)
 }
 
 char *etcd_txn_body(const char *key, uint64_t expected, const char *value,
-                    const char *const *also_keys, size_t n_also, const char *also_value)
+                    const char *const *also_keys, size_t n_also, const char *also_value,
+                    const char *absent_key)
 {
     assert(key);
     assert(n_also == 0 || (also_keys && also_value));
@@ -146,6 +147,14 @@ char *etcd_txn_body(const char *key, uint64_t expected, const char *value,
     json_object_object_add(compare, "result", json_object_new_string("EQUAL"));
     json_object *compares = json_object_new_array();
     json_object_array_add(compares, compare);
+    if (absent_key) {
+        json_object *absent = json_object_new_object();
+        add_b64(absent, "key", absent_key);
+        json_object_object_add(absent, "target", json_object_new_string("CREATE"));
+        add_u64_string(absent, "create_revision", 0);
+        json_object_object_add(absent, "result", json_object_new_string("EQUAL"));
+        json_object_array_add(compares, absent);
+    }
     json_object_object_add(body, "compare", compares);
 
     json_object *success = json_object_new_array();
@@ -168,6 +177,13 @@ char *etcd_txn_body(const char *key, uint64_t expected, const char *value,
     json_object_object_add(failure_action, "request_range", range);
     json_object *failure = json_object_new_array();
     json_object_array_add(failure, failure_action);
+    if (absent_key) {
+        json_object *absent_range = json_object_new_object();
+        add_b64(absent_range, "key", absent_key);
+        json_object *absent_action = json_object_new_object();
+        json_object_object_add(absent_action, "request_range", absent_range);
+        json_object_array_add(failure, absent_action);
+    }
     json_object_object_add(body, "failure", failure);
     return render(body);
 }

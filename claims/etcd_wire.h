@@ -34,9 +34,12 @@ char *etcd_written_since_body(const char *key, const char *range_end, uint64_t m
  * expected is 0), put value (or delete the key when value is NULL) on
  * success, and with it put also_value under each of the n_also also_keys
  * (the boxes' index entries: the same txn, so the same revision); range the
- * key on failure so the caller learns what is there. */
+ * key on failure so the caller learns what is there. absent_key (NULL:
+ * none) must also be absent (CREATE == 0; a takeover's "the box's record is
+ * gone"), and is ranged on failure too. */
 char *etcd_txn_body(const char *key, uint64_t expected, const char *value,
-                    const char *const *also_keys, size_t n_also, const char *also_value);
+                    const char *const *also_keys, size_t n_also, const char *also_value,
+                    const char *absent_key);
 /* A txn with no compare whose success ranges key1..end1 and key2..end2:
  * two ranges at one revision in one request. */
 char *etcd_two_ranges_body(const char *key1, const char *end1, const char *key2, const char *end2);

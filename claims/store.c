@@ -39,6 +39,7 @@ typedef struct deferred_call {
     char host[ACT_NAME_MAX + 1];
     uint64_t expected;
     claim value;
+    char dead_box[ACT_NAME_MAX + 1]; /* a takeover's: "" for a plain CAS */
     claims_read_fn read_fn;
     claims_cas_fn cas_fn;
     void *userdata;
@@ -235,6 +236,15 @@ static int check_host(const char *host, act_error *err)
 
 /* A claim written under host is validated as that host's, whatever its own
  * host field says, so the key and the body can never disagree. */
+/* The box a takeover's write takes the host from: a box name. */
+static int check_dead_box(const char *box, act_error *err)
+{
+    act_error why = {0};
+    if (act_name_check("box", box, &why) < 0)
+        return act_error_set(err, EINVAL, "takeover: %s", why.message);
+    return 0;
+}
+
 static int check_claim_for(const char *host, const claim *c, claim *checked, act_error *err)
 {
     *checked = *c;
@@ -336,30 +346,48 @@ int claims_read(claim_store *store, const char *host, claim *out, act_error *err
     return run_until_done(store, &wait);
 }
 
-int claims_cas(claim_store *store, const char *host, uint64_t expected_revision, const claim *c,
-               uint64_t *new_revision, claim *current_on_conflict, act_error *err)
+static int cas_sync(claim_store *store, const char *host, uint64_t expected_revision,
+                    const claim *c, const char *dead_box, uint64_t *new_revision,
+                    claim *current_on_conflict, act_error *err)
 {
     assert(store);
     assert(c);
     claim checked;
     int r = check_host(host, err);
-    if (r < 0 || (r = check_claim_for(host, c, &checked, err)) < 0)
+    if (r < 0 || (r = check_claim_for(host, c, &checked, err)) < 0 ||
+        (dead_box && (r = check_dead_box(dead_box, err)) < 0))
         return r;
     if (store->ops->cas)
-        return store->ops->cas(store, host, expected_revision, &checked, new_revision,
+        return store->ops->cas(store, host, expected_revision, &checked, dead_box, new_revision,
                                current_on_conflict, err);
     sd_event *loop = NULL;
     if ((r = claims_private_loop(store, &loop, err)) < 0)
         return r;
     sync_wait wait = {.claim_out = current_on_conflict, .err = err};
-    r = store->ops->cas_async(store, loop, host, expected_revision, &checked, on_sync_cas, &wait,
-                              err);
+    r = store->ops->cas_async(store, loop, host, expected_revision, &checked, dead_box, on_sync_cas,
+                              &wait, err);
     if (r < 0)
         return r;
     r = run_until_done(store, &wait);
     if (r == 0 && new_revision)
         *new_revision = wait.new_revision;
     return r;
+}
+
+int claims_cas(claim_store *store, const char *host, uint64_t expected_revision, const claim *c,
+               uint64_t *new_revision, claim *current_on_conflict, act_error *err)
+{
+    return cas_sync(store, host, expected_revision, c, NULL, new_revision, current_on_conflict,
+                    err);
+}
+
+int claims_cas_unless_live(claim_store *store, const char *host, uint64_t expected_revision,
+                           const claim *c, const char *dead_box, uint64_t *new_revision,
+                           claim *current_on_conflict, act_error *err)
+{
+    assert(dead_box);
+    return cas_sync(store, host, expected_revision, c, dead_box, new_revision, current_on_conflict,
+                    err);
 }
 
 int claims_delete(claim_store *store, const char *host, uint64_t expected_revision,
@@ -585,6 +613,7 @@ static void run_deferred(claims_deferred *base)
         break;
     case DEFERRED_CAS:
         call->result = store->ops->cas(store, call->host, call->expected, &call->value,
+                                       call->dead_box[0] ? call->dead_box : NULL,
                                        &call->new_revision, &call->current, &call->err);
         break;
     case DEFERRED_DELETE:
@@ -695,8 +724,9 @@ static int claims_read_async_untimed(claim_store *store, const char *host, claim
 }
 
 static int claims_cas_async_untimed(claim_store *store, const char *host,
-                                    uint64_t expected_revision, const claim *c, claims_cas_fn fn,
-                                    void *userdata, act_error *err)
+                                    uint64_t expected_revision, const claim *c,
+                                    const char *dead_box, claims_cas_fn fn, void *userdata,
+                                    act_error *err)
 {
     assert(store);
     assert(c);
@@ -704,14 +734,16 @@ static int claims_cas_async_untimed(claim_store *store, const char *host,
     claim checked;
     int r = claims_check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0 ||
-        (r = check_claim_for(host, c, &checked, err)) < 0)
+        (r = check_claim_for(host, c, &checked, err)) < 0 ||
+        (dead_box && (r = check_dead_box(dead_box, err)) < 0))
         return r;
     if (store->ops->cas_async)
         return store->ops->cas_async(store, store->attached, host, expected_revision, &checked,
-                                     fn, userdata, err);
+                                     dead_box, fn, userdata, err);
     deferred_call call = {.op = DEFERRED_CAS, .expected = expected_revision, .value = checked,
                           .cas_fn = fn, .userdata = userdata};
     snprintf(call.host, sizeof(call.host), "%s", host);
+    snprintf(call.dead_box, sizeof(call.dead_box), "%s", dead_box ? dead_box : "");
     return defer_call(store, &call, err);
 }
 
@@ -905,17 +937,33 @@ int claims_read_async(claim_store *store, const char *host, claims_read_fn fn, v
     return timed_started(t, claims_read_async_untimed(store, host, timed_on_read, t, err));
 }
 
-int claims_cas_async(claim_store *store, const char *host, uint64_t expected_revision,
-                     const claim *c, claims_cas_fn fn, void *userdata, act_error *err)
+static int cas_async(claim_store *store, const char *host, uint64_t expected_revision,
+                     const claim *c, const char *dead_box, claims_cas_fn fn, void *userdata,
+                     act_error *err)
 {
     assert(store);
     assert(fn);
     claims_timed *t = timed_new(store, "cas", userdata);
     if (!t)
-        return claims_cas_async_untimed(store, host, expected_revision, c, fn, userdata, err);
+        return claims_cas_async_untimed(store, host, expected_revision, c, dead_box, fn, userdata,
+                                        err);
     t->fn.cas = fn;
-    return timed_started(
-        t, claims_cas_async_untimed(store, host, expected_revision, c, timed_on_cas, t, err));
+    return timed_started(t, claims_cas_async_untimed(store, host, expected_revision, c, dead_box,
+                                                     timed_on_cas, t, err));
+}
+
+int claims_cas_async(claim_store *store, const char *host, uint64_t expected_revision,
+                     const claim *c, claims_cas_fn fn, void *userdata, act_error *err)
+{
+    return cas_async(store, host, expected_revision, c, NULL, fn, userdata, err);
+}
+
+int claims_cas_unless_live_async(claim_store *store, const char *host, uint64_t expected_revision,
+                                 const claim *c, const char *dead_box, claims_cas_fn fn,
+                                 void *userdata, act_error *err)
+{
+    assert(dead_box);
+    return cas_async(store, host, expected_revision, c, dead_box, fn, userdata, err);
 }
 
 int claims_delete_async(claim_store *store, const char *host, uint64_t expected_revision,

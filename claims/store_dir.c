@@ -328,7 +328,7 @@ void dir_unlock(dir_store *ds)
 
 /* The shared body of cas and delete; c == NULL deletes. */
 static int dir_write(dir_store *ds, const char *host, uint64_t expected, const claim *c,
-                     uint64_t *new_revision, claim *current, act_error *err)
+                     const char *dead_box, uint64_t *new_revision, claim *current, act_error *err)
 {
     int r = dir_lock(ds, err);
     if (r < 0)
@@ -353,16 +353,27 @@ static int dir_write(dir_store *ds, const char *host, uint64_t expected, const c
             snprintf(current->host, sizeof(current->host), "%s", host);
         return CLAIMS_CHANGED;
     }
+    bool live = false;
+    if (dead_box && dir_box_live_locked(ds, dead_box, &live, err) < 0) {
+        dir_unlock(ds);
+        return -err->errnum;
+    }
+    if (live) {
+        dir_unlock(ds);
+        return act_error_set(err, -CLAIMS_BOX_LIVE,
+                             "host %s: box %s has a live record again; it was not taken from it",
+                             host, dead_box);
+    }
     r = commit_locked(ds, host, revision, r > 0 ? &existing : NULL, c, new_revision, err);
     dir_unlock(ds);
     return r;
 }
 
 static int dir_cas(claim_store *store, const char *host, uint64_t expected, const claim *c,
-                   uint64_t *new_revision, claim *current, act_error *err)
+                   const char *dead_box, uint64_t *new_revision, claim *current, act_error *err)
 {
     uint64_t revision = 0;
-    int r = dir_write((dir_store *)store, host, expected, c, &revision, current, err);
+    int r = dir_write((dir_store *)store, host, expected, c, dead_box, &revision, current, err);
     if (r == 0 && new_revision)
         *new_revision = revision;
     return r;
@@ -384,7 +395,7 @@ static int dir_delete(claim_store *store, const char *host, uint64_t expected,
         }
         return CLAIMS_CHANGED;
     }
-    return dir_write((dir_store *)store, host, expected, NULL, new_revision, current, err);
+    return dir_write((dir_store *)store, host, expected, NULL, NULL, new_revision, current, err);
 }
 
 static bool host_file_name(const char *name, char *host, size_t host_size)

@@ -92,3 +92,7 @@ int dir_watch_start(claim_store *store, sd_event *event, const claims_watch_scop
  * change. */
 int dir_journal_parse_line(const char *line, size_t len, const char *box, claim_change *change,
                            act_error *err);
+
+/* Whether box has a live record, for a takeover's write; the caller holds
+ * the store's lock (store_dir_boxes.c). */
+int dir_box_live_locked(dir_store *ds, const char *box, bool *live, act_error *err);

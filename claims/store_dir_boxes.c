@@ -321,3 +321,18 @@ int dir_box_list(claim_store *store, claims_box_listing what, claims_box **out, 
     *n_out = n;
     return 0;
 }
+
+int dir_box_live_locked(dir_store *ds, const char *box, bool *live, act_error *err)
+{
+    *live = false;
+    _cleanup_close_ int boxes_fd = open_boxes(ds, false, err);
+    if (boxes_fd == -ENOENT)
+        return 0;
+    if (boxes_fd < 0)
+        return boxes_fd;
+    claims_box record;
+    int r = read_record(ds, boxes_fd, box, &record, err);
+    if (r > 0)
+        *live = record.live;
+    return r < 0 ? r : 0;
+}

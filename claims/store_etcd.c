@@ -61,6 +61,7 @@ typedef struct etcd_op {
     uint64_t expected;
     sd_event *event;
     claim written; /* the claim a cas writes */
+    char *dead_key; /* a takeover's: the record key of the box taken from, which must be absent */
     /* A list or watch of one box's index: the keys' prefix before the host
      * ("<prefix>/" for every claim). */
     char *key_prefix;
@@ -160,6 +161,7 @@ static void op_free(etcd_op *op)
         free(op->list_pages);
     }
     free(op->value);
+    free(op->dead_key);
     free(op->key_prefix);
     sd_event_unref(op->event);
     if (op->prev)
@@ -264,6 +266,19 @@ static void answer_changed(etcd_op *op, const claim *current)
     op_free(op);
 }
 
+/* A takeover's txn failed: whether the box's record key is there (the
+ * failure branch's second range). */
+static bool dead_box_back(json_object *txn)
+{
+    json_object *responses = NULL, *range = NULL, *kvs = NULL;
+    if (!json_object_object_get_ex(txn, "responses", &responses) ||
+        json_object_array_length(responses) < 2 ||
+        !json_object_object_get_ex(json_object_array_get_idx(responses, 1), "response_range",
+                                   &range))
+        return false;
+    return json_object_object_get_ex(range, "kvs", &kvs) && json_object_array_length(kvs) > 0;
+}
+
 /* Shared by cas and delete: success gives the txn's revision, failure the
  * current claim from the failure branch's range. */
 static void on_txn_done(etcd_call *call, int result, json_object *response, const act_error *err,
@@ -297,6 +312,16 @@ static void on_txn_done(etcd_call *call, int result, json_object *response, cons
         op_free(op);
         return;
     }
+    if (op->dead_key && dead_box_back(response)) {
+        act_error live = {0};
+        act_error_set(&live, -CLAIMS_BOX_LIVE,
+                      "host %s: the box it was to be taken from has a live record again; it "
+                      "was not taken",
+                      op->host);
+        op->cas_fn(store, CLAIMS_BOX_LIVE, 0, NULL, &live, op->userdata);
+        op_free(op);
+        return;
+    }
     claim current = {0};
     act_error parse_err = {0};
     json_object *kv = first_kv(first_response(response, "response_range"));
@@ -326,7 +351,7 @@ static int txn_call(etcd_op *op, const claim_boxes *before, act_error *err)
     char **index_keys = etcd_index_keys(es, &boxes, op->host);
     char *body = key && index_keys
                      ? etcd_txn_body(key, op->expected, op->value, (const char *const *)index_keys,
-                                     boxes.n, op->value ? op->value : "")
+                                     boxes.n, op->value ? op->value : "", op->dead_key)
                      : NULL;
     free(key);
     etcd_index_keys_free(index_keys, boxes.n);
@@ -377,11 +402,17 @@ static void on_replaced_read(etcd_call *call, int result, json_object *response,
 }
 
 static int start_txn(etcd_store *es, sd_event *event, const char *host, uint64_t expected,
-                     const claim *c, claims_cas_fn fn, void *userdata, act_error *err)
+                     const claim *c, const char *dead_box, claims_cas_fn fn, void *userdata,
+                     act_error *err)
 {
     etcd_op *op = op_new(es, host, userdata, err);
     if (!op)
         return -ENOMEM;
+    if (dead_box && asprintf(&op->dead_key, "%s%s", es->boxes_key, dead_box) < 0) {
+        op->dead_key = NULL;
+        op_free(op);
+        return act_error_set(err, ENOMEM, "host %s: out of memory", host);
+    }
     op->cas_fn = fn;
     op->expected = expected;
     op->event = sd_event_ref(event);
@@ -415,17 +446,17 @@ static int start_txn(etcd_store *es, sd_event *event, const char *host, uint64_t
     return start(es, event, "/v3/kv/range", body, on_replaced_read, op, err);
 }
 
-static int etcd_cas_async(claim_store *store, sd_event *event, const char *host,
-                          uint64_t expected, const claim *c, claims_cas_fn fn, void *userdata,
+static int etcd_cas_async(claim_store *store, sd_event *event, const char *host, uint64_t expected,
+                          const claim *c, const char *dead_box, claims_cas_fn fn, void *userdata,
                           act_error *err)
 {
-    return start_txn((etcd_store *)store, event, host, expected, c, fn, userdata, err);
+    return start_txn((etcd_store *)store, event, host, expected, c, dead_box, fn, userdata, err);
 }
 
 static int etcd_del_async(claim_store *store, sd_event *event, const char *host,
                           uint64_t expected, claims_cas_fn fn, void *userdata, act_error *err)
 {
-    return start_txn((etcd_store *)store, event, host, expected, NULL, fn, userdata, err);
+    return start_txn((etcd_store *)store, event, host, expected, NULL, NULL, fn, userdata, err);
 }
 
 /* ---- tidying a box's index ------------------------------------------------------ */
@@ -463,7 +494,7 @@ static int delete_entry_at(etcd_store *es, sd_event *event, const char *key_pref
     char *key = NULL;
     if (asprintf(&key, "%s%s", key_prefix, host) < 0)
         return act_error_set(err, ENOMEM, "etcd: out of memory");
-    char *body = etcd_txn_body(key, revision, NULL, NULL, 0, NULL);
+    char *body = etcd_txn_body(key, revision, NULL, NULL, 0, NULL, NULL);
     free(key);
     return etcd_store_call(es, event, "/v3/kv/txn", body, done, userdata, err);
 }

@@ -206,7 +206,8 @@ static int drain_call(box_op *op, act_error *err)
     value = claims_drain_to_json(op->record.box, op->record.drained_usec);
     if (!value)
         return act_error_set(err, ENOMEM, "box %s: out of memory", op->record.box);
-    return call(op, "/v3/kv/txn", etcd_txn_body(key, 0, value, NULL, 0, NULL), on_drain_put, err);
+    return call(op, "/v3/kv/txn", etcd_txn_body(key, 0, value, NULL, 0, NULL, NULL), on_drain_put,
+                err);
 }
 
 int etcd_box_call_async(claim_store *store, sd_event *event, claims_box_call call_kind,

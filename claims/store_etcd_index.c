@@ -194,8 +194,8 @@ int etcd_check_layout_async(claim_store *store, sd_event *event,
     /* Written only where there is none (CREATE == 0), read otherwise, in
      * one txn: two boxes starting on an empty store agree on one marker. */
     int r = etcd_store_call(es, event, "/v3/kv/txn",
-                            etcd_txn_body(es->layout_key, 0, marker, NULL, 0, NULL), on_layout_txn,
-                            check, err);
+                            etcd_txn_body(es->layout_key, 0, marker, NULL, 0, NULL, NULL),
+                            on_layout_txn, check, err);
     if (r < 0)
         free(check);
     return r;

@@ -43,8 +43,10 @@ typedef struct claims_store_ops {
     void (*free)(claim_store *store);
 
     int (*read)(claim_store *store, const char *host, claim *out, act_error *err);
+    /* dead_box (NULL: none): the write lands only while that box has no
+     * live record, else CLAIMS_BOX_LIVE (claims_cas_unless_live). */
     int (*cas)(claim_store *store, const char *host, uint64_t expected, const claim *c,
-               uint64_t *new_revision, claim *current, act_error *err);
+               const char *dead_box, uint64_t *new_revision, claim *current, act_error *err);
     int (*del)(claim_store *store, const char *host, uint64_t expected, uint64_t *new_revision,
                claim *current, act_error *err);
     /* box NULL: every claim; else the box's own (claims_list_box_at). */
@@ -54,7 +56,8 @@ typedef struct claims_store_ops {
     int (*read_async)(claim_store *store, sd_event *event, const char *host, claims_read_fn fn,
                       void *userdata, act_error *err);
     int (*cas_async)(claim_store *store, sd_event *event, const char *host, uint64_t expected,
-                     const claim *c, claims_cas_fn fn, void *userdata, act_error *err);
+                     const claim *c, const char *dead_box, claims_cas_fn fn, void *userdata,
+                     act_error *err);
     int (*del_async)(claim_store *store, sd_event *event, const char *host, uint64_t expected,
                      claims_cas_fn fn, void *userdata, act_error *err);
     int (*list_async)(claim_store *store, sd_event *event, const char *box,

@@ -179,6 +179,44 @@ static void records_are_never_claims(void **state)
     claims_store_free(store);
 }
 
+/* A takeover's write lands only while the box it takes from has no live
+ * record: refused with CLAIMS_BOX_LIVE (nothing written) while box-1 is
+ * live, written once its record is gone; a plain conflict is still
+ * CLAIMS_CHANGED; a bad box name is refused. */
+static void a_takeover_lands_only_while_the_box_is_dead(void **state)
+{
+    char url[512];
+    claim_store *store = open_fresh(url, sizeof(url));
+    act_error err = {0};
+    uint64_t first = 0, taken = 0;
+    claim c = fixture_claim("web1", 1), next = fixture_claim("web1", 2), now;
+    assert_int_equal(claims_cas(store, "web1", 0, &c, &first, NULL, &err), 0);
+    claims_box record = record_of("box-1", 30), stored;
+    assert_int_equal(claims_box_put(store, &record, &stored, &err), 0);
+    assert_int_equal(
+        claims_cas_unless_live(store, "web1", first, &next, "box-1", &taken, &now, &err),
+        CLAIMS_BOX_LIVE);
+    assert_non_null(strstr(err.message, "web1"));
+    claim read;
+    assert_int_equal(claims_read(store, "web1", &read, &err), 1);
+    assert_int_equal(read.revision, first);
+    /* Another box's record says nothing about box-1. */
+    assert_int_equal(claims_box_remove(store, &stored, &err), 0);
+    record = record_of("box-2", 30);
+    assert_int_equal(claims_box_put(store, &record, NULL, &err), 0);
+    assert_int_equal(
+        claims_cas_unless_live(store, "web1", first + 1000, &next, "box-1", &taken, &now, &err),
+        CLAIMS_CHANGED);
+    assert_int_equal(now.revision, first);
+    assert_int_equal(
+        claims_cas_unless_live(store, "web1", first, &next, "box-1", &taken, &now, &err), 0);
+    assert_true(taken > first);
+    assert_int_equal(
+        claims_cas_unless_live(store, "web1", taken, &next, "../box-1", &taken, &now, &err),
+        -EINVAL);
+    claims_store_free(store);
+}
+
 /* The calls etcd has started (all methods), or 0 on the dir store. */
 static long long etcd_calls(void)
 {
@@ -457,6 +495,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(a_liveness_listing_is_one_request),
         cmocka_unit_test(a_record_without_a_lease_is_not_live),
         cmocka_unit_test(a_drain_mark_outlives_the_record_until_undrained),
+        cmocka_unit_test(a_takeover_lands_only_while_the_box_is_dead),
         cmocka_unit_test(a_store_freed_with_box_calls_in_flight_frees_them),
     };
     r = _cmocka_run_group_tests(backend, tests, sizeof(tests) / sizeof(tests[0]), NULL, NULL);
