@@ -297,3 +297,9 @@ uint64_t claims_box_lease_ttl(const claims_box_lease *lease)
 {
     return lease ? lease->record.lease_ttl_usec : 0;
 }
+
+uint64_t claims_box_lease_margin(uint64_t ttl_usec)
+{
+    const uint64_t floor_usec = 500 * 1000;
+    return ttl_usec / 5 < floor_usec ? floor_usec : ttl_usec / 5;
+}

@@ -48,5 +48,10 @@ void claims_box_lease_observe(claims_box_lease *lease, claims_box_lease_fn fn, v
 uint64_t claims_box_lease_acked_sent(const claims_box_lease *lease);
 /* The lease's TTL. */
 uint64_t claims_box_lease_ttl(const claims_box_lease *lease);
+/* The self-fencing margin M of a lease of ttl_usec: max(TTL/5, 500 ms).
+ * A box fences its failover hosts at acked + TTL - M and retires them at
+ * acked + TTL + M; another box takes them no sooner than M after the
+ * lease expired (FailoverGraceSec=). docs/claim-protocol.md argues it. */
+uint64_t claims_box_lease_margin(uint64_t ttl_usec);
 /* Frees it; a call still out is the store's to cancel. */
 void claims_box_lease_free(claims_box_lease *lease);

@@ -54,7 +54,7 @@ size_t cfg_errors_print(const cfg_errors *errors, FILE *out);
 size_t cfg_errors_count_file(const cfg_errors *errors, const char *file);
 
 /* How many keys [Activator] has. */
-#define CFG_DAEMON_N_KEYS 39
+#define CFG_DAEMON_N_KEYS 40
 
 /* [Activator] of activatord.conf. Every string is malloc'd and set (defaults
  * filled in) except where NULL is documented. */
@@ -100,6 +100,10 @@ typedef struct cfg_daemon {
     uint64_t start_budget_wait_usec;   /* StartBudgetWaitSec=, default 30 s */
     uint64_t box_lease_usec;           /* BoxLeaseSec=, 2 s..1 h, default 10 s: the lease of
                                           this box's record in the store */
+    uint64_t failover_grace_usec;      /* FailoverGraceSec=, default the lease's self-fencing
+                                          margin (claims_box_lease_margin), never below it:
+                                          how long after a box's lease expired this box may
+                                          take its failover hosts */
     uint64_t store_watch_timeout_usec; /* StoreWatchTimeoutSec=, default 30 s: an etcd claim
                                           watch silent this long is checked, and ends
                                           (the claims are listed again) unless the store

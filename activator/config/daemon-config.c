@@ -16,6 +16,7 @@
 #include "activator/config/parse/size.h"
 #include "activator/config/parse/url.h"
 #include "checkpoint/checkpoint.h"
+#include "claims/box_lease.h"
 #include "claims/claims.h"
 #include "common/cleanup.h"
 #include "common/names.h"
@@ -312,6 +313,12 @@ static int apply_box_lease(void *target, const char *value, act_error *err)
                                     &((cfg_daemon *)target)->box_lease_usec, err);
 }
 
+static int apply_failover_grace(void *target, const char *value, act_error *err)
+{
+    return cfg_parse_duration_range(value, 0, 3600 * CFG_USEC_PER_SEC,
+                                    &((cfg_daemon *)target)->failover_grace_usec, err);
+}
+
 /* DynamicUserRange=MIN-MAX. uid 0 is root's; 4294967295 is (uid_t)-1, "no
  * change" to setresuid. */
 static int apply_dynamic_user_range(void *target, const char *value, act_error *err)
@@ -472,6 +479,7 @@ enum {
     KEY_FAILURE_RESET,
     KEY_START_BUDGET_WAIT,
     KEY_BOX_LEASE,
+    KEY_FAILOVER_GRACE,
     KEY_STORE_WATCH_TIMEOUT,
     KEY_DYNAMIC_USER_RANGE,
     KEY_HOST_LOG_MAX,
@@ -520,6 +528,7 @@ static const cfg_ini_key daemon_keys[N_KEYS] = {
     [KEY_FAILURE_RESET] = {"Activator", "FailureResetSec", apply_failure_reset, false},
     [KEY_START_BUDGET_WAIT] = {"Activator", "StartBudgetWaitSec", apply_start_budget_wait, false},
     [KEY_BOX_LEASE] = {"Activator", "BoxLeaseSec", apply_box_lease, false},
+    [KEY_FAILOVER_GRACE] = {"Activator", "FailoverGraceSec", apply_failover_grace, false},
     [KEY_STORE_WATCH_TIMEOUT] = {"Activator", "StoreWatchTimeoutSec", apply_store_watch_timeout,
                                  false},
     [KEY_DYNAMIC_USER_RANGE] = {"Activator", "DynamicUserRange", apply_dynamic_user_range, false},
@@ -603,6 +612,30 @@ static int check_store_access(const cfg_daemon *c, bool store_refused, const cha
         problems++;
     }
     return problems;
+}
+
+/* A box takes a dead box's failover hosts no sooner than the margin after
+ * its lease expired: by then that box retired its own copies, if it runs
+ * at all. Unset, the grace is the margin. */
+static int check_failover_grace(cfg_daemon *c, const char *path, const unsigned *key_lines,
+                                cfg_errors *errors)
+{
+    uint64_t margin = claims_box_lease_margin(c->box_lease_usec);
+    /* Unset, or refused on its line already. */
+    if (c->failover_grace_usec == UINT64_MAX) {
+        c->failover_grace_usec = margin;
+        return 0;
+    }
+    if (c->failover_grace_usec >= margin)
+        return 0;
+    char grace[32], shown[32];
+    cfg_format_duration(margin, grace, sizeof(grace));
+    cfg_format_duration(c->failover_grace_usec, shown, sizeof(shown));
+    cfg_errors_add(errors, path, key_lines[KEY_FAILOVER_GRACE], "FailoverGraceSec",
+                   "%s is below the self-fencing margin of BoxLeaseSec= (%s): a dead box may "
+                   "still be retiring its copies then (set it to %s or more)",
+                   shown, grace, grace);
+    return 1;
 }
 
 /* Who may control the box: the two groups differ, and the CN lists come
@@ -710,6 +743,7 @@ static int finish(cfg_daemon *c, const char *path, const unsigned *key_lines, cf
         problems++;
     }
     problems += check_control_roles(c, path, key_lines, errors);
+    problems += check_failover_grace(c, path, key_lines, errors);
     return problems + check_store_access(c, store_refused, path, key_lines, errors);
 }
 
@@ -753,6 +787,7 @@ int cfg_load_daemon(const char *path, cfg_daemon *config, cfg_errors *errors)
         .failure_reset_usec = 10 * CFG_USEC_PER_SEC,
         .start_budget_wait_usec = 30 * CFG_USEC_PER_SEC,
         .box_lease_usec = 10 * CFG_USEC_PER_SEC,
+        .failover_grace_usec = UINT64_MAX, /* unset: the margin, once the lease is known */
         .store_watch_timeout_usec = 30 * CFG_USEC_PER_SEC,
         .dynamic_uid_min = CFG_DYNAMIC_UID_MIN,
         .dynamic_uid_max = CFG_DYNAMIC_UID_MAX,

@@ -53,6 +53,7 @@ static const char *const kind_names[] = {
     [EV_EVENT_REPLICA_RESTARTED] = "replica.restarted",
     [EV_EVENT_FENCED] = "fenced",
     [EV_EVENT_UNFENCED] = "unfenced",
+    [EV_EVENT_TAKEN_OVER] = "taken_over",
 };
 /* ev_event_kind_from_name compares against every entry. */
 static_assert(ARRAY_SIZE(kind_names) == EV_EVENT__COUNT, "an event kind without a name");

@@ -81,6 +81,9 @@ typedef enum ev_event_kind {
      * lifted (reason: thawed, or retired and why). */
     EV_EVENT_FENCED,
     EV_EVENT_UNFENCED,
+    /* A failover host taken from a box whose lease expired (reason: from
+     * which box, and the checkpoint it starts from and its age). */
+    EV_EVENT_TAKEN_OVER,
     EV_EVENT__COUNT,
 } ev_event_kind;
 

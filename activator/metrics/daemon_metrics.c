@@ -114,6 +114,11 @@ int met_daemon_metrics_register(met_registry *m, met_daemon_metrics *out, act_er
                             "while its state directory was archived.",
                             NULL, pause_buckets, ARRAY_SIZE(pause_buckets), &out->checkpoint_pause,
                             err)) < 0 ||
+        (r = met_add_family(m, MET_METRIC_COUNTER, "activator_takeovers_total",
+                            "Failover hosts of boxes whose lease expired that this box tried to "
+                            "take, by outcome (taken; lost: another box or an operator wrote "
+                            "the claim first; failed: the store did not answer).",
+                            MET_LABELS("outcome"), NULL, 0, &out->takeovers, err)) < 0 ||
         (r = met_add_family(m, MET_METRIC_COUNTER, "activator_pressure_retirements_total",
                             "Frozen generations retired because the box's memory was under "
                             "pressure (FreezeMemoryPressure=).",

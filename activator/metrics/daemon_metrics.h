@@ -66,6 +66,7 @@ typedef struct met_daemon_metrics {
     met_metric *thaw_duration;        /* histogram: readable socket to the app running */
     met_metric *checkpoints;          /* counter by outcome: CheckpointEverySec='s checkpoints */
     met_metric *checkpoint_pause;     /* histogram: a periodic checkpoint's freeze to its thaw */
+    met_metric *takeovers;            /* counter by outcome: failover hosts of dead boxes */
     met_metric *pressure_retirements; /* counter: frozen generations retired on pressure */
     met_metric *store_requests;       /* counter by operation: requests on the wire */
     met_metric *store_bytes;          /* counter by operation, direction */

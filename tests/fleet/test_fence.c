@@ -10,7 +10,10 @@
  *   - its other host ("plain", no failover) answers all along;
  *   - healed, box-1 takes nothing back: it retires its frozen fo (box-2
  *     holds the claim), and fo runs on box-2 alone;
- *   - a wake of fo on box-1 while it is fenced is refused `fenced`. */
+ *   - a wake of fo on box-1 while it is fenced is refused `fenced`.
+ * And a box's power cut: its failover hosts are taken over by the other
+ * boxes by themselves, each counting on from its last periodic checkpoint,
+ * its parked failover host too, and its host without failover stays its. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +155,110 @@ static void test_a_cut_off_box_fences_itself_before_another_box_serves(void **st
         dh_stop_and_check_clean(&fl->boxes[i]);
 }
 
+/* The claim says a box other than box-1 serves host, and it runs there
+ * alone: that box's index, or -1 after timeout_ms. */
+static int served_elsewhere(fl_fleet *fl, const char *host, int timeout_ms)
+{
+    dh_waiting_for("%s to serve on a box other than box-1 (up to %d ms)", host, timeout_ms);
+    uint64_t deadline = dd_now_ms() + (uint64_t)timeout_ms;
+    do {
+        claim c = fl_claim_of(fl, host);
+        int on = -1;
+        for (size_t i = 1; i < fl->n_boxes; i++)
+            if (c.op.kind == CLAIM_OP_SERVING && strcmp(c.op.phase, "serving") == 0 &&
+                strcmp(c.holder.box, fl_box_name(i)) == 0 && fl_running(fl, host, &on) == 1 &&
+                on == (int)i)
+                return (int)i;
+        usleep(20 * 1000);
+    } while (dd_now_ms() < deadline);
+    return -1;
+}
+
+#define TAKEN_HOSTS 4
+
+/* Box-1's power cut: its daemon and every process of its cgroup root
+ * killed at once. Its failover hosts, checkpointed every second, serve on
+ * box-2 or box-3 by themselves, each counting on from its last checkpoint;
+ * its parked failover host is taken too and serves elsewhere; the host
+ * without failover stays box-1's. */
+static void test_a_dead_boxs_failover_hosts_are_taken_over(void **state)
+{
+    fl_fleet *fl = *state;
+    char dir[] = "/tmp/act-takeover-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char conf[PATH_MAX + 64];
+    snprintf(conf, sizeof(conf), "BoxLeaseSec=2\nCheckpoints=dir://%s\n", dir);
+    fl_setup(fl, 3, conf);
+    int ports[TAKEN_HOSTS];
+    char names[TAKEN_HOSTS][16];
+    for (int i = 0; i < TAKEN_HOSTS; i++) {
+        snprintf(names[i], sizeof(names[i]), "fo-%d", i);
+        ports[i] = fl_add_host(fl, names[i], "--counter", "Failover=yes\nCheckpointEverySec=1\n");
+        fl_assign(fl, names[i], fl_box_name(0));
+    }
+    int parked_port = fl_add_host(fl, "fp", "--counter", "Failover=yes\n");
+    fl_assign(fl, "fp", fl_box_name(0));
+    int plain_port = fl_add_host(fl, "plain", "--counter", NULL);
+    fl_assign(fl, "plain", fl_box_name(0));
+    fl_start(fl);
+    dh_step("every host counts on box-1; fp is parked");
+    for (int i = 0; i < TAKEN_HOSTS; i++)
+        for (long want = 1; want <= 3; want++)
+            DH_CHECK(&fl->boxes[0], fl_counter_at(fl, 0, ports[i]) == want,
+                     "%s does not count to %ld on box-1", names[i], want);
+    DH_CHECK(&fl->boxes[0], fl_counter_at(fl, 0, parked_port) == 1, "fp does not answer");
+    DH_CHECK(&fl->boxes[0], fl_counter_at(fl, 0, plain_port) == 1, "plain does not answer");
+    dh_park(&fl->boxes[0], "fp");
+    uint64_t counted = act_wallclock_usec();
+    for (int i = 0; i < TAKEN_HOSTS; i++) {
+        dh_waiting_for("a checkpoint of %s after its third request (up to 10 s)", names[i]);
+        uint64_t deadline = dd_now_ms() + 10000;
+        claim c = fl_claim_of(fl, names[i]);
+        while (c.state.stamp_usec <= counted && dd_now_ms() < deadline) {
+            usleep(20 * 1000);
+            c = fl_claim_of(fl, names[i]);
+        }
+        DH_CHECK(&fl->boxes[0], c.state.stamp_usec > counted && c.has_failover,
+                 "%s: no checkpoint after its third request, or no failover in its claim",
+                 names[i]);
+    }
+    DH_CHECK(&fl->boxes[0], strcmp(fl_claim_of(fl, "fp").op.phase, "parked") == 0,
+             "fp is not parked");
+
+    dh_step("box-1's power cut");
+    uint64_t cut = dd_now_ms();
+    fl_power_cut(fl, 0);
+    size_t on[FL_BOXES_MAX] = {0};
+    for (int i = 0; i < TAKEN_HOSTS; i++) {
+        int index = served_elsewhere(fl, names[i], 30000);
+        DH_CHECK(&fl->boxes[1], index > 0, "%s was not taken over", names[i]);
+        long counter = fl_counter_at(fl, (size_t)index, ports[i]);
+        DH_CHECK(&fl->boxes[index], counter == 4,
+                 "%s answers %ld on %s; its last checkpoint held 3", names[i], counter,
+                 fl_box_name((size_t)index));
+        on[index]++;
+    }
+    int index = served_elsewhere(fl, "fp", 30000);
+    DH_CHECK(&fl->boxes[1], index > 0, "fp, parked on box-1, was not taken over");
+    DH_CHECK(&fl->boxes[index], fl_counter_at(fl, (size_t)index, parked_port) > 0,
+             "fp does not answer on %s", fl_box_name((size_t)index));
+    print_message("taken over within %llu ms of the power cut: %zu on box-2, %zu on box-3\n",
+                  (unsigned long long)(dd_now_ms() - cut), on[1], on[2]);
+    /* Without failover the host stays the dead box's until an operator moves it. */
+    claim plain = fl_claim_of(fl, "plain");
+    DH_CHECK(&fl->boxes[1], strcmp(claim_executor(&plain), "box-1") == 0,
+             "plain, without failover, was taken to %s", claim_executor(&plain));
+    for (size_t i = 1; i < fl->n_boxes; i++)
+        DH_CHECK(&fl->boxes[i], dh_events_count(&fl->boxes[i], "plain", "taken_over") == 0,
+                 "%s took plain", fl_box_name(i));
+    for (size_t i = 1; i < fl->n_boxes; i++)
+        dh_stop_and_check_clean(&fl->boxes[i]);
+    char command[PATH_MAX + 16];
+    snprintf(command, sizeof(command), "rm -rf %s", dir);
+    if (system(command) != 0)
+        print_error("cannot remove %s\n", dir);
+}
+
 int main(void)
 {
     int r = fl_check_can_run("fleet-fence");
@@ -159,6 +266,7 @@ int main(void)
         return r;
     const struct CMUnitTest tests[] = {
         FL_TEST(test_a_cut_off_box_fences_itself_before_another_box_serves),
+        FL_TEST(test_a_dead_boxs_failover_hosts_are_taken_over),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <systemd/sd-id128.h>
 
 #include "activator/daemon/fleet/box_lease.h"
+#include "activator/daemon/fleet/takeover.h"
 #include "activator/daemon/wake/build_prepare.h"
 #include "activator/daemon/builds/gc.h"
 #include "activator/daemon/claim/write_backs.h"
@@ -519,6 +520,7 @@ static int start(daemon_process *process, const char *config_path, act_error *er
     publish_users(daemon);
     if ((r = open_messaging(process, err)) < 0 || (r = ad_claim_watch_start(daemon, err)) < 0)
         return r;
+    ad_takeover_start(daemon);
     sd_event_set_watchdog(daemon->loop, true);
     act_log(LOG_INFO, "activatord %s: box %s, incarnation %s, %zu hosts, store %s, cgroup %s",
             ACTIVATOR_VERSION, daemon->config.box, daemon->incarnation, daemon->n_hosts,
@@ -548,6 +550,7 @@ static void teardown(daemon_process *process)
     ev_free(daemon->events);
     daemon->events = NULL;
     ad_claim_watch_stop(daemon);
+    ad_takeover_free(daemon);
     ad_self_fence_free(daemon);
     ad_box_lease_free(daemon);
     ad_pressure_close(daemon);

@@ -37,6 +37,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "activator/daemon/accounts/dynamic_users.h"
+#include "activator/daemon/fleet/takeover.h"
 #include "activator/daemon/generations/generation.h"
 #include "activator/daemon/hosts/hosts.h"
 #include "activator/daemon/parking/pressure.h"
@@ -113,7 +114,7 @@ typedef struct plan {
     size_t n;
     size_t unchanged;
     size_t removing;
-    const char *daemon_keys[12]; /* daemon keys changed in place */
+    const char *daemon_keys[13]; /* daemon keys changed in place */
     size_t n_daemon_keys;
     met_server *metrics;  /* a new MetricsListen='s server */
     bool metrics_changed; /* ... or none at all */
@@ -274,6 +275,8 @@ static void check_daemon(ad_daemon *daemon, reload_job *job, plan *p)
         {"FailureResetSec", now->failure_reset_usec != next->failure_reset_usec},
         {"StartBudgetWaitSec", now->start_budget_wait_usec != next->start_budget_wait_usec},
         {"ClaimUnclaimed", now->claim_unclaimed != next->claim_unclaimed},
+        /* Read at each listing of the boxes (fleet/takeover.c). */
+        {"FailoverGraceSec", now->failover_grace_usec != next->failover_grace_usec},
         {"MetricsListen", !same_string(now->metrics_listen, next->metrics_listen)},
         {"HostLogMaxSize", now->host_log_max_bytes != next->host_log_max_bytes},
         {"CheckpointsKeep", now->checkpoints_keep != next->checkpoints_keep},
@@ -585,6 +588,7 @@ static void apply_daemon(ad_daemon *daemon, reload_job *job, plan *p)
     config->failure_reset_usec = next->failure_reset_usec;
     config->start_budget_wait_usec = next->start_budget_wait_usec;
     config->claim_unclaimed = next->claim_unclaimed;
+    config->failover_grace_usec = next->failover_grace_usec;
     config->host_log_max_bytes = next->host_log_max_bytes;
     config->checkpoints_keep = next->checkpoints_keep;
     config->build_fetch_timeout_usec = next->build_fetch_timeout_usec;
@@ -714,6 +718,8 @@ static void apply(ad_daemon *daemon, ad_reload_state *state, reload_job *job, pl
         ad_telemetry_forget_host(daemon, p->items[i].host->name);
     }
     ad_hosts_update_budgets(daemon);
+    /* A host added with Failover=yes: this box watches for dead boxes now. */
+    ad_takeover_start(daemon);
 
     char status[256];
     _cleanup_(json_object_putp) json_object *result =

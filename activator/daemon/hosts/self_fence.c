@@ -16,10 +16,6 @@
 #include "common/clock.h"
 #include "common/log.h"
 
-/* The margin M (see self_fence.h): a fifth of the lease, at least half a
- * second. */
-#define MARGIN_MIN_USEC (500 * 1000)
-
 typedef struct ad_self_fence ad_self_fence;
 
 struct ad_self_fence {
@@ -31,7 +27,7 @@ struct ad_self_fence {
 
 static uint64_t margin_of(uint64_t ttl)
 {
-    return ttl / 5 < MARGIN_MIN_USEC ? MARGIN_MIN_USEC : ttl / 5;
+    return claims_box_lease_margin(ttl);
 }
 
 /* ---- fencing ----------------------------------------------------------------- */

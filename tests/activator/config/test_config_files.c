@@ -142,6 +142,7 @@ static void daemon_every_key(void **state)
                          "FailureBackoffMaxSec=1min\n"
                          "FailureResetSec=20s\n"
                          "BoxLeaseSec=1min 30s\n"
+                         "FailoverGraceSec=20s\n"
                          "StoreWatchTimeoutSec=5s\n");
     cfg_daemon c;
     cfg_errors errors = {0};
@@ -172,6 +173,7 @@ static void daemon_every_key(void **state)
     assert_int_equal(c.failure_backoff_max_usec, 60 * CFG_USEC_PER_SEC);
     assert_int_equal(c.failure_reset_usec, 20 * CFG_USEC_PER_SEC);
     assert_int_equal(c.box_lease_usec, 90 * CFG_USEC_PER_SEC);
+    assert_int_equal(c.failover_grace_usec, 20 * CFG_USEC_PER_SEC);
     assert_int_equal(c.store_watch_timeout_usec, 5 * CFG_USEC_PER_SEC);
     cfg_daemon_free(&c);
 
@@ -226,6 +228,9 @@ static void daemon_each_bad_key(void **state)
         {"FailureResetSec", "0"},
         {"BoxLeaseSec", "1s"},
         {"BoxLeaseSec", "2h"},
+        /* Below the default lease's self-fencing margin (2 s). */
+        {"FailoverGraceSec", "1s"},
+        {"FailoverGraceSec", "soon"},
         {"StoreWatchTimeoutSec", "100ms"},
         {"StoreWatchTimeoutSec", "never"},
     };
