@@ -17,6 +17,7 @@
 
 #include "activator/daemon/fleet/box_lease.h"
 #include "activator/daemon/fleet/takeover.h"
+#include "activator/daemon/moves/checkpoint_naming.h"
 #include "activator/daemon/wake/build_prepare.h"
 #include "activator/daemon/builds/gc.h"
 #include "activator/daemon/claim/write_backs.h"
@@ -556,6 +557,7 @@ static void teardown(daemon_process *process)
     ad_pressure_close(daemon);
     ad_hosts_teardown(daemon);
     claims_store_free(daemon->store);
+    ad_checkpoint_namings_free(daemon);
     ad_claim_waits_free(daemon);
     rel_store_free(daemon->releases);
     cg_root_free(daemon->cgroups);

@@ -91,7 +91,7 @@ static void do_wake(ad_daemon *daemon, const ctrl_request *request, ctrl_reply *
         return;
     }
     /* Its generation (if any) is frozen by the fence, not serving. */
-    if (host->fenced || (daemon->fenced && host->claim_failover)) {
+    if (ad_host_fenced(host)) {
         ctrl_reply_error(reply, "fenced",
                          "host %s: box %s cannot prove its lease to the claim store, and the "
                          "host fails over (Failover=yes), so it is fenced here until the store "

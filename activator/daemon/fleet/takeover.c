@@ -33,8 +33,7 @@ typedef struct ad_takeover {
     dead_box *dead;
     size_t n_dead;
     /* The dead box whose claims are being gone through, one host at a
-     * time. run_id tells a stale answer (the run ended, or another began). */
-    uint64_t run_id;
+     * time. */
     bool running;
     size_t run_dead; /* index into dead */
     claim *claims;
@@ -66,7 +65,6 @@ static void end_run(ad_takeover *t)
     if (t->running && t->run_dead < t->n_dead)
         t->dead[t->run_dead].taken = !t->store_failed;
     t->running = false;
-    t->run_id++;
     free(t->claims);
     t->claims = NULL;
     t->n_claims = t->next = 0;
@@ -84,10 +82,16 @@ static size_t load_of(const ad_daemon *daemon)
     return n;
 }
 
-typedef struct take_call {
-    ad_daemon *daemon;
-    uint64_t run_id;
-} take_call;
+/* A run ends only once its store call has answered (or the takeover is
+ * freed), so at most one call is out at a time: its answer finds the
+ * daemon's takeover, and it is that call's unless the takeover is gone.
+ * The daemon outlives every call, so it is the calls' userdata (nothing is
+ * allocated that a store freed with the call in flight would leak). */
+static ad_takeover *answering(ad_daemon *daemon)
+{
+    ad_takeover *t = of(daemon);
+    return t && t->running ? t : NULL;
+}
 
 static void checkpoint_age(const claim *c, char *out, size_t size)
 {
@@ -104,11 +108,8 @@ static void checkpoint_age(const claim *c, char *out, size_t size)
 static void on_taken(claim_store *store, int result, uint64_t new_revision, const claim *current,
                      const act_error *err, void *userdata)
 {
-    take_call *call = userdata;
-    ad_takeover *t = of(call->daemon);
-    bool stale = !t || !t->running || call->run_id != t->run_id;
-    free(call);
-    if (stale)
+    ad_takeover *t = answering(userdata);
+    if (!t)
         return;
     const claim *c = &t->claims[t->next - 1];
     const char *dead = t->dead[t->run_dead].box;
@@ -154,16 +155,12 @@ static int on_stagger_over(sd_event_source *source, uint64_t usec, void *userdat
         .kind = CLAIM_EDIT_ASSIGN, .holder_gone = true, .stamp_usec = act_wallclock_usec()};
     snprintf(edit.box, sizeof(edit.box), "%s", daemon->config.box);
     act_error err = {0};
-    take_call *call = calloc(1, sizeof(*call));
-    if (!call || claim_apply_edit(c->host, c, &edit, &t->next_claim, &err) != 0) {
-        free(call);
+    if (claim_apply_edit(c->host, c, &edit, &t->next_claim, &err) != 0) {
         take_next(t);
         return 0;
     }
-    *call = (take_call){.daemon = daemon, .run_id = t->run_id};
     if (claims_cas_unless_live_async(daemon->store, c->host, c->revision, &t->next_claim,
-                                     t->dead[t->run_dead].box, on_taken, call, &err) < 0) {
-        free(call);
+                                     t->dead[t->run_dead].box, on_taken, daemon, &err) < 0) {
         act_log(LOG_WARNING, "host %s: cannot take it over: %s", c->host, err.message);
         t->store_failed = true;
         take_next(t);
@@ -198,11 +195,8 @@ static void take_next(ad_takeover *t)
 static void on_dead_claims(claim_store *store, int result, claim *claims, size_t n,
                            uint64_t revision, const act_error *err, void *userdata)
 {
-    take_call *call = userdata;
-    ad_takeover *t = of(call->daemon);
-    bool stale = !t || !t->running || call->run_id != t->run_id;
-    free(call);
-    if (stale) {
+    ad_takeover *t = answering(userdata);
+    if (!t) {
         free(claims);
         return;
     }
@@ -224,22 +218,16 @@ static void on_dead_claims(claim_store *store, int result, claim *claims, size_t
 
 static void start_run(ad_takeover *t, size_t dead_index)
 {
-    take_call *call = calloc(1, sizeof(*call));
-    if (!call)
-        return;
     t->running = true;
-    t->run_id++;
     t->run_dead = dead_index;
     t->store_failed = false;
-    *call = (take_call){.daemon = t->daemon, .run_id = t->run_id};
     act_log(LOG_NOTICE,
             "box %s is dead (its lease expired); taking the failover hosts it ran "
             "that this box may take",
             t->dead[dead_index].box);
     act_error err = {0};
     if (claims_list_box_async(t->daemon->store, t->dead[dead_index].box, NULL, NULL, on_dead_claims,
-                              call, &err) < 0) {
-        free(call);
+                              t->daemon, &err) < 0) {
         t->store_failed = true;
         end_run(t);
     }

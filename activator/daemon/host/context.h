@@ -106,6 +106,7 @@ struct ad_daemon {
     bool fenced;
     struct ad_self_fence *self_fence;
     struct ad_takeover *takeover;    /* fleet/takeover.c: the dead boxes' failover hosts */
+    struct ad_checkpoint_naming *namings; /* moves/checkpoint_naming.c: checkpoints being named */
     ad_lifetime lifetime;            /* this daemon's starts and handovers (box/lifetime.c) */
     ad_store_state store_state;      /* fleet/claim_watch.c */
 

@@ -614,3 +614,8 @@ void ad_host_count_failed_attempt(ad_host *host, const char *reason)
     host->failed_attempts++;
     snprintf(host->last_reason, sizeof(host->last_reason), "%s", reason);
 }
+
+bool ad_host_fenced(const ad_host *host)
+{
+    return host->fenced || (host->daemon->fenced && host->claim_failover);
+}

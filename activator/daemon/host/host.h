@@ -76,6 +76,8 @@ struct ad_host {
     bool claim_failover;
     bool fenced;               /* hosts/self_fence.c: frozen or refused until the lease is proven */
     bool fence_froze;          /* the fence froze its serving generation itself */
+    bool fence_reading;        /* a lift's claim read is out */
+    bool fence_read_stale;     /* and a fence came after it was sent */
     uint64_t build_state_mark; /* a hash of the build build-state.json names; 0: unknown */
     uint64_t failed_attempts;  /* attempts recorded against a build */
     rec_build_ref last_served; /* the build published last (version "" before any) */
@@ -143,6 +145,11 @@ int ad_host_new(ad_daemon *daemon, ad_host_settings *settings, ad_host **out, ac
  * that own the generations, the wake state, the swap and the pipeline free
  * those first. */
 void ad_host_free(ad_host *host);
+
+/* Whether host starts nowhere here now: fenced itself, or a failover host
+ * (its claim's copy) while the box cannot prove its lease
+ * (hosts/self_fence.c). */
+bool ad_host_fenced(const ad_host *host);
 
 /* The configuration in force. */
 const cfg_host *ad_host_config(const ad_host *host);

@@ -22,7 +22,6 @@ struct ad_self_fence {
     ad_daemon *daemon;
     sd_event_source *fence_timer; /* acked + TTL - M */
     sd_event_source *gone_timer;  /* acked + TTL + M, armed once fenced */
-    uint64_t round;               /* the unfence round a claim read answers */
 };
 
 static uint64_t margin_of(uint64_t ttl)
@@ -70,8 +69,12 @@ static void fence_all(ad_self_fence *f, const char *why)
                 "refused, until the store acknowledges a renewal",
                 daemon->config.box, why);
     daemon->fenced = true;
-    for (size_t i = 0; i < daemon->n_hosts; i++)
+    for (size_t i = 0; i < daemon->n_hosts; i++) {
+        /* A lift's read in flight speaks of a time before this fence. */
+        if (daemon->hosts[i]->fence_reading)
+            daemon->hosts[i]->fence_read_stale = true;
         fence_host(daemon->hosts[i], why);
+    }
 }
 
 /* The lease is gone: another box may run the fenced hosts now, so their
@@ -130,13 +133,6 @@ static int on_fence_due(sd_event_source *source, uint64_t usec, void *userdata)
 
 /* ---- lifting it ---------------------------------------------------------------- */
 
-/* Holds the daemon, not the fence: a read may outlive the fence (a stop). */
-typedef struct unfence_read {
-    ad_daemon *daemon;
-    ad_host *host;
-    uint64_t round;
-} unfence_read;
-
 static void unfenced(ad_host *host, const char *what)
 {
     host->fenced = false;
@@ -146,18 +142,29 @@ static void unfenced(ad_host *host, const char *what)
     ad_publish(host, EV_EVENT_UNFENCED, host->serving, what);
 }
 
+static void read_claim(ad_host *host);
+
+/* One read per fenced host at a time, its userdata the host (nothing is
+ * allocated that a store freed with the read in flight would leak); a read
+ * that a new fence overtook is stale (fence_read_stale), and the lift in
+ * force reads again. */
 static void on_unfence_read(claim_store *store, int result, const claim *c, const act_error *err,
                             void *userdata)
 {
-    unfence_read *read = userdata;
-    ad_self_fence *f = read->daemon->self_fence;
-    ad_host *host = read->host;
-    bool current = f && read->round == f->round && !f->daemon->fenced && host->fenced;
-    free(read);
-    if (!current)
-        return; /* fenced again meanwhile, or lifted by a later round */
-    if (result < 0)
-        return; /* stays fenced; the next renewal tries again */
+    ad_host *host = userdata;
+    ad_self_fence *f = host->daemon->self_fence;
+    bool stale = host->fence_read_stale;
+    host->fence_reading = false;
+    host->fence_read_stale = false;
+    if (!f || f->daemon->fenced || !host->fenced)
+        return; /* fenced again, or lifted already */
+    if (stale || result < 0) {
+        /* Overtaken by a fence since: read again under the lift in force. A
+         * store error leaves it fenced until the next renewal lifts again. */
+        if (stale)
+            read_claim(host);
+        return;
+    }
     ad_daemon *daemon = f->daemon;
     ad_generation *gen = host->serving;
     bool live = gen && !gen->retired && !gen->exited;
@@ -202,23 +209,21 @@ static void lift(ad_self_fence *f)
         act_log(LOG_NOTICE, "box %s: the store acknowledged the lease again; lifting the fence",
                 daemon->config.box);
     daemon->fenced = false;
-    f->round++;
     f->gone_timer = sd_event_source_disable_unref(f->gone_timer);
-    for (size_t i = 0; i < daemon->n_hosts; i++) {
-        ad_host *host = daemon->hosts[i];
-        if (!host->fenced)
-            continue;
-        unfence_read *read = calloc(1, sizeof(*read));
-        act_error err = {0};
-        if (!read)
-            continue;
-        *read = (unfence_read){.daemon = daemon, .host = host, .round = f->round};
-        if (claims_read_async(daemon->store, host->name, on_unfence_read, read, &err) < 0) {
-            act_log(LOG_WARNING, "host %s: cannot read its claim to lift its fence: %s", host->name,
-                    err.message);
-            free(read);
-        }
+    for (size_t i = 0; i < daemon->n_hosts; i++)
+        if (daemon->hosts[i]->fenced && !daemon->hosts[i]->fence_reading)
+            read_claim(daemon->hosts[i]);
+}
+
+static void read_claim(ad_host *host)
+{
+    act_error err = {0};
+    if (claims_read_async(host->daemon->store, host->name, on_unfence_read, host, &err) < 0) {
+        act_log(LOG_WARNING, "host %s: cannot read its claim to lift its fence: %s", host->name,
+                err.message);
+        return;
     }
+    host->fence_reading = true;
 }
 
 /* ---- the lease ------------------------------------------------------------------ */

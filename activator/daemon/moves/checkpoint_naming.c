@@ -11,7 +11,10 @@
  * the state written over them this many times. */
 #define NAME_RETRIES 3
 
-typedef struct naming {
+/* Linked in the daemon while its store call is out: a store freed with the
+ * call in flight never answers it, and teardown frees what is left. */
+typedef struct ad_checkpoint_naming {
+    struct ad_checkpoint_naming *link_next, **link_prev;
     ad_host *host;
     claim_state written;
     uint64_t session;
@@ -21,8 +24,16 @@ typedef struct naming {
     void *userdata;
 } naming;
 
+static void unlink_naming(naming *n)
+{
+    if (n->link_next)
+        n->link_next->link_prev = n->link_prev;
+    *n->link_prev = n->link_next;
+}
+
 static void finish(naming *n, int result, uint64_t revision, const char *code, const act_error *err)
 {
+    unlink_naming(n);
     _cleanup_free_ naming *done = n;
     done->done(done->host, result, revision, code, err, done->userdata);
 }
@@ -101,7 +112,24 @@ int ad_checkpoint_name(ad_host *host, const claim_state *written, uint64_t sessi
     *n = (naming){
         .host = host, .written = *written, .session = session, .done = done, .userdata = userdata};
     int r = claims_read_async(host->daemon->store, host->name, on_read, n, err);
-    if (r < 0)
+    if (r < 0) {
         free(n);
+        return r;
+    }
+    ad_daemon *daemon = host->daemon;
+    n->link_prev = &daemon->namings;
+    n->link_next = daemon->namings;
+    if (n->link_next)
+        n->link_next->link_prev = &n->link_next;
+    daemon->namings = n;
     return r;
+}
+
+void ad_checkpoint_namings_free(ad_daemon *daemon)
+{
+    while (daemon->namings) {
+        naming *n = daemon->namings;
+        unlink_naming(n);
+        free(n);
+    }
 }

@@ -22,3 +22,6 @@ typedef void (*ad_checkpoint_named_fn)(ad_host *host, int result, uint64_t new_r
  * Returns 0 (done follows, never from inside the call) or -errno with err. */
 int ad_checkpoint_name(ad_host *host, const claim_state *written, uint64_t session,
                        ad_checkpoint_named_fn done, void *userdata, act_error *err);
+
+/* Teardown, once the store is freed: the namings whose call it dropped. */
+void ad_checkpoint_namings_free(ad_daemon *daemon);

@@ -182,6 +182,20 @@ static void read_claim(void *userdata)
         store_call_failed(take_wake(host), host, &err);
 }
 
+/* Another box may take a failover host once this box's lease expired:
+ * none starts here while the lease cannot be proven (hosts/self_fence.c). */
+static bool refused_for_the_fence(pl_wake *wake, ad_host *host)
+{
+    if (!ad_host_fenced(host))
+        return false;
+    pl_wake_complete(wake, PL_REASON_FENCED,
+                     "host %s: box %s cannot prove its lease to the claim store, and the host "
+                     "fails over (Failover=yes), so it starts nowhere here until the store "
+                     "acknowledges a renewal",
+                     host->name, host->daemon->config.box);
+    return true;
+}
+
 void ad_wake_op_read(pl_wake *wake, void *userdata)
 {
     ad_host *host = userdata;
@@ -191,16 +205,8 @@ void ad_wake_op_read(pl_wake *wake, void *userdata)
     }
     if (refused_for_the_store(wake, host))
         return;
-    /* Another box may take a failover host once this box's lease expired:
-     * none starts here while the lease cannot be proven. */
-    if (host->fenced || (host->daemon->fenced && host->claim_failover)) {
-        pl_wake_complete(wake, PL_REASON_FENCED,
-                         "host %s: box %s cannot prove its lease to the claim store, and the "
-                         "host fails over (Failover=yes), so it starts nowhere here until the "
-                         "store acknowledges a renewal",
-                         host->name, host->daemon->config.box);
+    if (refused_for_the_fence(wake, host))
         return;
-    }
     /* The archive must be of a state nothing writes: a wake waits until
      * the checkpoint is written (unless ExecCheckpoint= snapshots live). */
     if ((host->checkpoint || host->checkpoint_request) && !ad_host_config(host)->checkpoint_live) {
@@ -420,16 +426,8 @@ void ad_wake_op_admit(pl_wake *wake, void *userdata)
     ad_host *host = userdata;
     if (refused_for_the_store(wake, host))
         return;
-    /* Another box may take a failover host once this box's lease expired:
-     * none starts here while the lease cannot be proven. */
-    if (host->fenced || (host->daemon->fenced && host->claim_failover)) {
-        pl_wake_complete(wake, PL_REASON_FENCED,
-                         "host %s: box %s cannot prove its lease to the claim store, and the "
-                         "host fails over (Failover=yes), so it starts nowhere here until the "
-                         "store acknowledges a renewal",
-                         host->name, host->daemon->config.box);
+    if (refused_for_the_fence(wake, host))
         return;
-    }
     if (host->wake_state->observed.held[0] && !pl_wake_is_swap(wake)) {
         check_held_build_then_admit(wake, host);
         return;
