@@ -12,9 +12,9 @@
 #include "common/log.h"
 
 /* Before each host, this long per host this box runs or wakes, and up to
- * as much again drawn at random: the least loaded box asks first. */
-#define STAGGER_PER_HOST_USEC (20 * 1000)
-#define STAGGER_JITTER_USEC (20 * 1000)
+ * as much again drawn at random: a more loaded box asks later. */
+#define STAGGER_PER_HOST_USEC (5 * 1000)
+#define STAGGER_JITTER_USEC (5 * 1000)
 /* Listings come at least this far apart. */
 #define POLL_MIN_USEC (500 * 1000)
 
@@ -38,7 +38,8 @@ typedef struct ad_takeover {
     size_t run_dead; /* index into dead */
     claim *claims;
     size_t n_claims;
-    size_t next;
+    size_t next;       /* claims gone through so far */
+    size_t offset;     /* where this box starts in them (see at()) */
     bool store_failed; /* a call failed: the box is gone through again */
     sd_event_source *stagger;
     claim next_claim;
@@ -69,6 +70,22 @@ static void end_run(ad_takeover *t)
     t->claims = NULL;
     t->n_claims = t->next = 0;
     t->stagger = sd_event_source_disable_unref(t->stagger);
+}
+
+/* The i-th claim this box goes through. Each box starts at its own place
+ * in the dead box's list (a hash of its name), so the survivors rarely
+ * race for one host: they take the list from different ends. */
+static claim *at(ad_takeover *t, size_t i)
+{
+    return &t->claims[(t->offset + i) % t->n_claims];
+}
+
+static size_t offset_of(const char *box, size_t n)
+{
+    uint32_t hash = 2166136261u; /* FNV-1a */
+    for (const char *c = box; *c; c++)
+        hash = (hash ^ (uint8_t)*c) * 16777619u;
+    return n ? hash % n : 0;
 }
 
 /* The hosts this box runs or is waking. */
@@ -111,7 +128,7 @@ static void on_taken(claim_store *store, int result, uint64_t new_revision, cons
     ad_takeover *t = answering(userdata);
     if (!t)
         return;
-    const claim *c = &t->claims[t->next - 1];
+    const claim *c = at(t, t->next - 1);
     const char *dead = t->dead[t->run_dead].box;
     ad_host *host = ad_hosts_find(t->daemon, c->host);
     if (result == 0 && host) {
@@ -150,7 +167,7 @@ static int on_stagger_over(sd_event_source *source, uint64_t usec, void *userdat
     ad_takeover *t = userdata;
     t->stagger = sd_event_source_disable_unref(t->stagger);
     ad_daemon *daemon = t->daemon;
-    const claim *c = &t->claims[t->next++];
+    const claim *c = at(t, t->next++);
     claim_edit edit = {
         .kind = CLAIM_EDIT_ASSIGN, .holder_gone = true, .stamp_usec = act_wallclock_usec()};
     snprintf(edit.box, sizeof(edit.box), "%s", daemon->config.box);
@@ -179,7 +196,7 @@ static bool takeable(const ad_takeover *t, const claim *c, const char *dead)
 static void take_next(ad_takeover *t)
 {
     const char *dead = t->dead[t->run_dead].box;
-    while (t->next < t->n_claims && !takeable(t, &t->claims[t->next], dead))
+    while (t->next < t->n_claims && !takeable(t, at(t, t->next), dead))
         t->next++;
     if (t->next >= t->n_claims) {
         end_run(t);
@@ -213,6 +230,7 @@ static void on_dead_claims(claim_store *store, int result, claim *claims, size_t
     t->claims = claims;
     t->n_claims = n;
     t->next = 0;
+    t->offset = offset_of(t->daemon->config.box, n);
     take_next(t);
 }
 
