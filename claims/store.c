@@ -236,12 +236,11 @@ static int check_host(const char *host, act_error *err)
 
 /* A claim written under host is validated as that host's, whatever its own
  * host field says, so the key and the body can never disagree. */
-/* The box a takeover's write takes the host from: a box name. */
-static int check_dead_box(const char *box, act_error *err)
+static int check_box(const char *box, act_error *err)
 {
-    act_error why = {0};
-    if (act_name_check("box", box, &why) < 0)
-        return act_error_set(err, EINVAL, "takeover: %s", why.message);
+    if (!box || !act_name_is_valid(box))
+        return act_error_set(err, EINVAL, "box \"%s\" is not a valid box name",
+                             box ? box : "(null)");
     return 0;
 }
 
@@ -355,7 +354,7 @@ static int cas_sync(claim_store *store, const char *host, uint64_t expected_revi
     claim checked;
     int r = check_host(host, err);
     if (r < 0 || (r = check_claim_for(host, c, &checked, err)) < 0 ||
-        (dead_box && (r = check_dead_box(dead_box, err)) < 0))
+        (dead_box && (r = check_box(dead_box, err)) < 0))
         return r;
     if (store->ops->cas)
         return store->ops->cas(store, host, expected_revision, &checked, dead_box, new_revision,
@@ -416,14 +415,6 @@ int claims_list(claim_store *store, claim **out, size_t *n_out, claims_problem_f
 {
     uint64_t revision;
     return claims_list_at(store, out, n_out, &revision, problem, userdata, err);
-}
-
-static int check_box(const char *box, act_error *err)
-{
-    if (!box || !act_name_is_valid(box))
-        return act_error_set(err, EINVAL, "box \"%s\" is not a valid box name",
-                             box ? box : "(null)");
-    return 0;
 }
 
 /* box NULL: every claim. */
@@ -735,7 +726,7 @@ static int claims_cas_async_untimed(claim_store *store, const char *host,
     int r = claims_check_attached(store, err);
     if (r < 0 || (r = check_host(host, err)) < 0 ||
         (r = check_claim_for(host, c, &checked, err)) < 0 ||
-        (dead_box && (r = check_dead_box(dead_box, err)) < 0))
+        (dead_box && (r = check_box(dead_box, err)) < 0))
         return r;
     if (store->ops->cas_async)
         return store->ops->cas_async(store, store->attached, host, expected_revision, &checked,

@@ -66,25 +66,20 @@ static bool is_drain_call(claims_box_call call)
 static int check_record(claims_box_call call, const claims_box *record, act_error *err)
 {
     assert(record);
-    if (!is_drain_call(call))
-        return claims_box_validate(record, err);
-    act_error why = {0};
-    if (act_name_check("box", record->box, &why) < 0)
-        return act_error_set(err, EINVAL, "drain: %s", why.message);
-    if (call == CLAIMS_BOX_DRAIN && !record->drained_usec)
-        return act_error_set(err, EINVAL, "drain: box %s: the mark needs a stamp", record->box);
-    return 0;
+    /* A drain call's record is made by drain_record, which checked it. */
+    return is_drain_call(call) ? 0 : claims_box_validate(record, err);
 }
 
-/* The record a drain call carries: the box and its stamp. */
-static claims_box drain_record(const char *box, uint64_t stamp_usec)
+/* The record a drain call carries: the box, checked as a name, and the
+ * stamp. */
+static int drain_record(const char *box, uint64_t stamp_usec, claims_box *out, act_error *err)
 {
-    claims_box record = {.drained_usec = stamp_usec};
-    if (box && strlen(box) < sizeof(record.box))
-        snprintf(record.box, sizeof(record.box), "%s", box);
-    else
-        snprintf(record.box, sizeof(record.box), "%s", "(name too long)");
-    return record;
+    act_error why = {0};
+    if (act_name_check("box", box, &why) < 0)
+        return act_error_set(err, EINVAL, "drain: %s", why.message);
+    *out = (claims_box){.drained_usec = stamp_usec};
+    snprintf(out->box, sizeof(out->box), "%s", box);
+    return 0;
 }
 
 static int box_call(claim_store *store, claims_box_call call, const claims_box *record,
@@ -130,8 +125,10 @@ int claims_box_remove(claim_store *store, const claims_box *record, act_error *e
 int claims_box_drain(claim_store *store, const char *box, uint64_t stamp_usec,
                      uint64_t *drained_usec, act_error *err)
 {
-    claims_box record = drain_record(box, stamp_usec ? stamp_usec : 1), stored = {0};
-    int r = box_call(store, CLAIMS_BOX_DRAIN, &record, &stored, err);
+    claims_box record, stored = {0};
+    int r = drain_record(box, stamp_usec ? stamp_usec : 1, &record, err);
+    if (r >= 0)
+        r = box_call(store, CLAIMS_BOX_DRAIN, &record, &stored, err);
     if (r >= 0 && drained_usec)
         *drained_usec = stored.drained_usec;
     return r;
@@ -139,8 +136,9 @@ int claims_box_drain(claim_store *store, const char *box, uint64_t stamp_usec,
 
 int claims_box_undrain(claim_store *store, const char *box, act_error *err)
 {
-    claims_box record = drain_record(box, 0);
-    return box_call(store, CLAIMS_BOX_UNDRAIN, &record, NULL, err);
+    claims_box record;
+    int r = drain_record(box, 0, &record, err);
+    return r < 0 ? r : box_call(store, CLAIMS_BOX_UNDRAIN, &record, NULL, err);
 }
 
 static int box_list(claim_store *store, claims_box_listing what, claims_box **out, size_t *n_out,
@@ -284,15 +282,17 @@ int claims_box_remove_async(claim_store *store, const claims_box *record, claims
 int claims_box_drain_async(claim_store *store, const char *box, uint64_t stamp_usec,
                            claims_box_fn fn, void *userdata, act_error *err)
 {
-    claims_box record = drain_record(box, stamp_usec ? stamp_usec : 1);
-    return box_call_async(store, CLAIMS_BOX_DRAIN, &record, fn, userdata, err);
+    claims_box record;
+    int r = drain_record(box, stamp_usec ? stamp_usec : 1, &record, err);
+    return r < 0 ? r : box_call_async(store, CLAIMS_BOX_DRAIN, &record, fn, userdata, err);
 }
 
 int claims_box_undrain_async(claim_store *store, const char *box, claims_box_fn fn, void *userdata,
                              act_error *err)
 {
-    claims_box record = drain_record(box, 0);
-    return box_call_async(store, CLAIMS_BOX_UNDRAIN, &record, fn, userdata, err);
+    claims_box record;
+    int r = drain_record(box, 0, &record, err);
+    return r < 0 ? r : box_call_async(store, CLAIMS_BOX_UNDRAIN, &record, fn, userdata, err);
 }
 
 static int box_list_async(claim_store *store, claims_box_listing what, claims_boxes_fn fn,

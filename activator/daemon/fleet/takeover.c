@@ -40,7 +40,7 @@ typedef struct ad_takeover {
     size_t n_claims;
     size_t next;       /* claims gone through so far */
     size_t offset;     /* where this box starts in them (see at()) */
-    bool store_failed; /* a call failed: the box is gone through again */
+    bool store_failed; /* a call failed, or the run stopped short: gone through again */
     sd_event_source *stagger;
     claim next_claim;
 } ad_takeover;
@@ -185,17 +185,24 @@ static int on_stagger_over(sd_event_source *source, uint64_t usec, void *userdat
     return 0;
 }
 
-/* Whether this box may take c from the dead box now. */
+/* Whether this box may take c from the dead box. */
 static bool takeable(const ad_takeover *t, const claim *c, const char *dead)
 {
     ad_daemon *daemon = t->daemon;
     return strcmp(claim_executor(c), dead) == 0 && claim_failover_allows(c, daemon->config.box) &&
-           ad_hosts_find(daemon, c->host) && !daemon->fenced && !daemon->stopping;
+           ad_hosts_find(daemon, c->host);
 }
 
 static void take_next(ad_takeover *t)
 {
     const char *dead = t->dead[t->run_dead].box;
+    /* Fenced or stopping meanwhile: this box takes nothing now, and goes
+     * through the dead box again once it may. */
+    if (t->daemon->fenced || t->daemon->stopping) {
+        t->store_failed = true;
+        end_run(t);
+        return;
+    }
     while (t->next < t->n_claims && !takeable(t, at(t, t->next), dead))
         t->next++;
     if (t->next >= t->n_claims) {

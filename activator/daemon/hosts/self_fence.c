@@ -24,36 +24,47 @@ struct ad_self_fence {
     sd_event_source *gone_timer;  /* acked + TTL + M, armed once fenced */
 };
 
-static uint64_t margin_of(uint64_t ttl)
-{
-    return claims_box_lease_margin(ttl);
-}
-
 /* ---- fencing ----------------------------------------------------------------- */
+
+/* Stops gen's processes (if any run); false when it could not. */
+static bool freeze_for_fence(ad_host *host, ad_generation *gen)
+{
+    if (!gen || gen->retired || gen->exited)
+        return true;
+    act_error err = {0};
+    if (ad_generation_freeze(gen, NULL, NULL, &err) == 0)
+        return true;
+    act_log(LOG_ERR, "host %s: cannot freeze generation %" PRIu64 " to fence it: %s", host->name,
+            gen->number, err.message);
+    return false;
+}
 
 static void fence_host(ad_host *host, const char *why)
 {
     if (host->fenced || !host->claim_failover)
         return;
     host->fenced = true;
-    if (pl_host_get_state(host->pipeline) == PL_HOST_WAKING)
-        pl_host_cancel(host->pipeline, PL_REASON_FENCED, "host %s: %s", host->name, why);
-    ad_generation *gen = host->serving;
     /* A host frozen for idleness stays frozen: its sockets no longer thaw
-     * it (parking/freeze.c reads host->fenced). */
-    if (gen && !gen->retired && !gen->exited && !host->freeze) {
+     * it (parking/freeze.c reads host->fenced). Otherwise whatever runs
+     * stops: the serving generation and a swap's N+1 beside it. */
+    bool frozen = true;
+    if (!host->freeze) {
         ad_checkpoint_every_stop(host, false);
         ad_idle_unwatch(host);
-        act_error err = {0};
-        if (ad_generation_freeze(gen, NULL, NULL, &err) < 0) {
-            /* Neither serving nor surely stopped: it goes now. */
-            act_log(LOG_ERR, "host %s: cannot freeze it to fence it: %s; retiring it", host->name,
-                    err.message);
-            host->claim_ours = false;
+        frozen = freeze_for_fence(host, host->serving);
+        frozen = freeze_for_fence(host, host->starting) && frozen;
+        host->fence_froze = true;
+    }
+    /* A start in flight (a cold wake, a swap's N+1) could publish only
+     * through the store: it ends now, and with the claim taken as lost its
+     * generation is killed frozen, never thawed to serve (the lift reads
+     * the claim again). So does whatever could not be frozen. */
+    if (!frozen || pl_host_get_state(host->pipeline) == PL_HOST_WAKING || host->starting) {
+        host->claim_ours = false;
+        if (pl_host_get_state(host->pipeline) == PL_HOST_SERVING && !frozen)
             pl_host_park(host->pipeline, PL_PARK_CLAIM_LOST);
-        } else {
-            host->fence_froze = true;
-        }
+        else
+            pl_host_cancel(host->pipeline, PL_REASON_FENCED, "host %s: %s", host->name, why);
     }
     act_log_fields(LOG_WARNING, &(act_log_ctx){.host = host->name, .reason = "fenced"},
                    "host %s: fenced: %s", host->name, why);
@@ -127,7 +138,7 @@ static int on_fence_due(sd_event_source *source, uint64_t usec, void *userdata)
              "no lease renewal acknowledged for %" PRIu64 " ms (the lease is %" PRIu64 " ms)",
              (act_now_usec() - acked) / 1000, ttl / 1000);
     fence_all(f, why);
-    arm(f, &f->gone_timer, acked + ttl + margin_of(ttl), on_gone);
+    arm(f, &f->gone_timer, acked + ttl + claims_box_lease_margin(ttl), on_gone);
     return 0;
 }
 
@@ -237,10 +248,10 @@ static void rearm(ad_self_fence *f)
         fence_all(f, "the box holds no lease in the store");
         /* A lease of a previous daemon may live up to its length from now. */
         if (!f->gone_timer)
-            arm(f, &f->gone_timer, act_now_usec() + ttl + margin_of(ttl), on_gone);
+            arm(f, &f->gone_timer, act_now_usec() + ttl + claims_box_lease_margin(ttl), on_gone);
         return;
     }
-    arm(f, &f->fence_timer, acked + ttl - margin_of(ttl), on_fence_due);
+    arm(f, &f->fence_timer, acked + ttl - claims_box_lease_margin(ttl), on_fence_due);
 }
 
 static void on_lease(claims_box_lease *lease, bool lost, void *userdata)

@@ -111,17 +111,18 @@ int ad_checkpoint_name(ad_host *host, const claim_state *written, uint64_t sessi
         return act_error_set(err, ENOMEM, "host %s: out of memory", host->name);
     *n = (naming){
         .host = host, .written = *written, .session = session, .done = done, .userdata = userdata};
-    int r = claims_read_async(host->daemon->store, host->name, on_read, n, err);
-    if (r < 0) {
-        free(n);
-        return r;
-    }
+    /* Linked before the call, so however it answers, finish finds it. */
     ad_daemon *daemon = host->daemon;
     n->link_prev = &daemon->namings;
     n->link_next = daemon->namings;
     if (n->link_next)
         n->link_next->link_prev = &n->link_next;
     daemon->namings = n;
+    int r = claims_read_async(daemon->store, host->name, on_read, n, err);
+    if (r < 0) {
+        unlink_naming(n);
+        free(n);
+    }
     return r;
 }
 

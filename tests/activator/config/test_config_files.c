@@ -1551,6 +1551,9 @@ static void checkpoint_keys(void **state)
         {"FailoverBoxes=box-2\n", "FailoverBoxes", "without Failover=yes"},
         {"Failover=yes\nFailoverBoxes=box-2 ../box-3\n", "FailoverBoxes", "../box-3"},
         {"Failover=perhaps\n", "Failover", "perhaps"},
+        {"Failover=yes\nFailoverBoxes=b0 b1 b2 b3 b4 b5 b6 b7 b8 b9 b10 b11 b12 b13 b14 b15 "
+         "b16\n",
+         "FailoverBoxes", "more than 16"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         char text[256];
