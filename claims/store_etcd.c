@@ -462,16 +462,23 @@ static int etcd_del_async(claim_store *store, sd_event *event, const char *host,
 /* ---- tidying a box's index ------------------------------------------------------ */
 
 typedef struct tidy_op {
+    etcd_held held; /* first: freed with the store while its call is out */
     etcd_store *es;
     claims_cas_fn fn;
     void *userdata;
 } tidy_op;
+
+static void discard_tidy(etcd_held *held)
+{
+    free(held); /* tidy_op begins with it and owns nothing else */
+}
 
 static void on_tidied(etcd_call *call, int result, json_object *response, const act_error *err,
                       void *userdata)
 {
     tidy_op *op = userdata;
     claim_store *store = &op->es->base;
+    etcd_held_remove(op->es, &op->held);
     if (!op->fn)
         ;
     else if (result < 0)
@@ -510,10 +517,13 @@ static int etcd_tidy_async(claim_store *store, sd_event *event, const char *box,
         return act_error_set(err, ENOMEM, "etcd: out of memory");
     }
     *op = (tidy_op){.es = es, .fn = fn, .userdata = userdata};
+    etcd_held_add(es, &op->held, discard_tidy);
     int r = delete_entry_at(es, event, key_prefix, host, revision, on_tidied, op, err);
     free(key_prefix);
-    if (r < 0)
+    if (r < 0) {
+        etcd_held_remove(es, &op->held);
         free(op);
+    }
     return r;
 }
 
