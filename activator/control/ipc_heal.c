@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -26,6 +28,9 @@ typedef struct heal_listener {
     int id;
     unsigned pipes;
     uint64_t retired_usec; /* 0: the current one, which the socket file leads to */
+    /* The probe that retired it, while the listener has not read its SP
+     * header yet (see close_read_probe), or -1. */
+    int probe_fd;
 } heal_listener;
 
 struct ipc_heal {
@@ -138,7 +143,7 @@ static int listen_new(ipc_heal *heal, act_error *err)
     }
     if (heal->n_listeners < heal->cap_listeners) {
         heal->listeners[heal->n_listeners++] =
-            (heal_listener){.listener = listener, .id = nng_listener_id(listener)};
+            (heal_listener){.listener = listener, .id = nng_listener_id(listener), .probe_fd = -1};
         added = true;
     }
     pthread_mutex_unlock(&heal->lock);
@@ -172,9 +177,30 @@ static int listen_new(ipc_heal *heal, act_error *err)
     return 0;
 }
 
-/* Prober thread: closes every retired listener whose pipes are all gone and
- * that was retired long enough ago for a connect that found it before the
- * rename to have joined. Its close unlinks only its own temporary name. */
+/* Closes a probe connection if the listener has read the SP header it sent
+ * (nothing of it is left unread: SIOCOUTQ of a unix stream socket counts
+ * what the peer has not read yet), and says whether it did. Closing it
+ * earlier would be a client hanging up mid-handshake: it would wedge the
+ * listener, and with it every connection the listener has accepted but not
+ * yet delivered. That is how a listener that was only slow to deliver the
+ * probe (a loaded machine) could strand a client that connected in the same
+ * instant, for good. */
+static bool close_read_probe(int *fd)
+{
+    int unread = 0;
+    if (*fd < 0)
+        return true;
+    if (ioctl(*fd, SIOCOUTQ, &unread) == 0 && unread > 0)
+        return false;
+    close(*fd);
+    *fd = -1;
+    return true;
+}
+
+/* Prober thread: closes every retired listener whose pipes are all gone, and
+ * whose probe was read, and that was retired long enough ago for a connect
+ * that found it before the rename to have joined. Its close unlinks only its
+ * own temporary name. */
 static void close_idle_retired(ipc_heal *heal, uint64_t now)
 {
     nng_listener idle[8];
@@ -182,7 +208,7 @@ static void close_idle_retired(ipc_heal *heal, uint64_t now)
     pthread_mutex_lock(&heal->lock);
     for (size_t i = 0; i < heal->n_listeners && n_idle < ARRAY_SIZE(idle);) {
         heal_listener *l = &heal->listeners[i];
-        if (l->retired_usec && l->pipes == 0 &&
+        if (l->retired_usec && close_read_probe(&l->probe_fd) && l->pipes == 0 &&
             now - l->retired_usec >= IPC_HEAL_PERIOD_USEC - IPC_HEAL_TIMEOUT_USEC) {
             idle[n_idle++] = l->listener;
             *l = heal->listeners[--heal->n_listeners];
@@ -204,9 +230,16 @@ static void listen_again(ipc_heal *heal)
     uint64_t now = act_now_usec();
     pthread_mutex_lock(&heal->lock);
     for (size_t i = 0; i < heal->n_listeners; i++)
-        if (!heal->listeners[i].retired_usec)
+        if (!heal->listeners[i].retired_usec) {
             heal->listeners[i].retired_usec = now;
+            heal->listeners[i].probe_fd = heal->probe_fd; /* closed once read */
+            heal->probe_fd = -1;
+        }
     pthread_mutex_unlock(&heal->lock);
+    if (heal->probe_fd >= 0) { /* no current listener to hand it to */
+        close(heal->probe_fd);
+        heal->probe_fd = -1;
+    }
     heal->listening = false;
 
     act_error err = {0};
@@ -254,9 +287,9 @@ static void start_probe(ipc_heal *heal)
     heal->probe_fd = fd;
 }
 
-/* Closed only once judged: a probe that got through finished the header
- * exchange, so its close is an ordinary hang-up (closing earlier is what
- * wedges a listener); one that did not is on a listener that retires. */
+/* Closed once it got through: it finished the header exchange, so its close
+ * is an ordinary hang-up. One that did not is handed to the listener that
+ * retires (listen_again). */
 static void stop_probe(ipc_heal *heal)
 {
     if (heal->probe_fd < 0)
@@ -292,9 +325,8 @@ static void *run_prober(void *arg)
         bool probed = heal->probe_fd >= 0;
         bool stopping = sleep_or_stop(heal, IPC_HEAL_TIMEOUT_USEC);
         bool seen = atomic_load(&heal->probe_seen);
-        /* Closed first: the probe's own pipe is then not among the pipes
-         * that keep a retired listener open. */
-        stop_probe(heal);
+        if (seen || stopping)
+            stop_probe(heal);
         if (stopping)
             break;
         if (probed && !seen)
@@ -346,6 +378,9 @@ bool ipc_heal_note_pipe(ipc_heal *heal, nng_pipe pipe)
     int id = listener_of(pipe);
     pthread_mutex_lock(&heal->lock);
     heal_listener *l = find_listener(heal, id);
+    /* A retired listener's probe that arrives late proves nothing of the
+     * current listener's. */
+    bool current = l && !l->retired_usec;
     if (l)
         l->pipes++;
     pthread_mutex_unlock(&heal->lock);
@@ -353,7 +388,8 @@ bool ipc_heal_note_pipe(ipc_heal *heal, nng_pipe pipe)
     if (!l || nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_PID, &pid) != 0 ||
         pid != (uint64_t)heal->pid)
         return false;
-    atomic_store(&heal->probe_seen, true);
+    if (current)
+        atomic_store(&heal->probe_seen, true);
     return true;
 }
 
@@ -380,6 +416,9 @@ void ipc_heal_free(ipc_heal *heal)
     if (heal->listening && stat(heal->path, &st) == 0 && st.st_dev == heal->current.st_dev &&
         st.st_ino == heal->current.st_ino)
         (void)unlink(heal->path);
+    for (size_t i = 0; i < heal->n_listeners; i++)
+        if (heal->listeners[i].probe_fd >= 0)
+            close(heal->listeners[i].probe_fd);
     pthread_mutex_destroy(&heal->lock);
     pthread_mutex_destroy(&heal->stop_lock);
     pthread_cond_destroy(&heal->stop_cond);

@@ -27,7 +27,18 @@
  * closed once the last of them is gone (the owner's pipe callbacks count
  * them through ipc_heal_note_pipe and ipc_heal_note_pipe_gone). A probe
  * that was only slow costs as little: a listener that was not wedged serves
- * its pipes until they go, like a wedged one. NNG 1.5.2 now and then loses
+ * its pipes until they go, like a wedged one. Only the probe must not hang
+ * up before the listener has read its header, or the prober itself would
+ * wedge a listener that was merely slow (a loaded machine), and strand a
+ * client whose connection it had accepted but not yet delivered: the
+ * retiring listener keeps the probe's connection until its header is read.
+ *
+ * What no healing mends: a connection that was still in its handshake when
+ * the listener wedged (another client hung up in that instant) is kept by
+ * NNG and never delivered. It is closed when its listener closes, once the
+ * listener's delivered pipes are gone; its client then sees the connection
+ * close (activatorctl says so and exits 3; an NNG client that reconnects
+ * sends its request again). NNG 1.5.2 now and then loses
  * some memory of a wedged listener when it closes (never a descriptor): a
  * few KiB for each wedge, a price against a deaf control socket.
  *

@@ -459,6 +459,19 @@ static void start_excusing_wedged_listeners(dh_daemon *d)
     free(saved);
 }
 
+/* One request and its reply on an open REQ socket; 0 or NNG's error. */
+static int kept_request(nng_socket kept, const char *body, size_t size)
+{
+    int rv = nng_send(kept, (void *)body, size, 0);
+    char *buf = NULL;
+    size_t len = 0;
+    if (rv == 0)
+        rv = nng_recv(kept, &buf, &len, NNG_FLAG_ALLOC);
+    if (rv == 0)
+        nng_free(buf, len);
+    return rv;
+}
+
 static void test_a_client_that_hangs_up_early_does_not_deafen_the_sockets(void **state)
 {
     dh_daemon *d = *state;
@@ -475,6 +488,14 @@ static void test_a_client_that_hangs_up_early_does_not_deafen_the_sockets(void *
     nng_socket_set_ms(kept, NNG_OPT_RECVTIMEO, 10000);
     nng_socket_set_ms(kept, NNG_OPT_SENDTIMEO, 10000);
     assert_int_equal(nng_dial(kept, d->drv.control_url, NULL, 0), 0);
+    /* nng_dial returns once the client has the daemon's SP header, which
+     * the daemon sends before it reads the client's: a hang-up in that
+     * instant would wedge the listener with this connection not yet
+     * delivered, and no healing delivers such a one (ipc_heal.h). An answer
+     * proves it joined. */
+    static const char status[] = "{\"v\":1,\"op\":\"status\"}";
+    int rv = kept_request(kept, status, sizeof(status) - 1);
+    DH_CHECK(d, rv == 0, "status on a fresh connection: %s", nng_strerror(rv));
 
     /* A new listener makes the socket file anew, as the daemon's start does. */
     struct stat made;
@@ -512,16 +533,9 @@ static void test_a_client_that_hangs_up_early_does_not_deafen_the_sockets(void *
              "%d clients that sent their SP header and hung up never wedged the control "
              "listener: nothing was healed, so this test proved nothing (a fixed NNG?)",
              tries);
-    static const char status[] = "{\"v\":1,\"op\":\"status\"}";
-    int rv = nng_send(kept, (void *)status, sizeof(status) - 1, 0);
-    char *buf = NULL;
-    size_t len = 0;
-    if (rv == 0)
-        rv = nng_recv(kept, &buf, &len, NNG_FLAG_ALLOC);
-    DH_CHECK(d, rv == 0,
-             "status on a connection made before the listener healed %u times: %s", healed,
-             nng_strerror(rv));
-    nng_free(buf, len);
+    rv = kept_request(kept, status, sizeof(status) - 1);
+    DH_CHECK(d, rv == 0, "status on a connection made before the listener healed %u times: %s",
+             healed, nng_strerror(rv));
     nng_close(kept);
 
     for (int i = 0; i < EVENTS_TRIES; i++) {
