@@ -58,7 +58,11 @@ static void accept_one(fl_proxy *proxy)
 static bool forward(fl_proxy *proxy, int from, int to)
 {
     char buf[65536];
-    ssize_t n = read(from, buf, sizeof(buf));
+    /* Never waits: poll said from had something, but an error or a hang-up
+     * may be all it had. */
+    ssize_t n = recv(from, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return true;
     /* A connection held across a heal is half a conversation: it goes. */
     if (n <= 0 || proxy->healed < atomic_load(&proxy->heals))
         return false;
@@ -98,9 +102,12 @@ static void *run(void *arg)
             if (read(proxy->wake[0], drain, sizeof(drain)) < 0)
                 continue;
         }
+        /* Only the pairs polled have their entries in fds: one accepted
+         * now is polled next time round. */
+        size_t polled = proxy->n_pairs;
         if (fds[1].revents & POLLIN)
             accept_one(proxy);
-        for (size_t i = proxy->n_pairs; i-- > 0;) {
+        for (size_t i = polled; i-- > 0;) {
             const struct pollfd *down = &fds[2 + 2 * i], *up = &fds[3 + 2 * i];
             bool alive = true;
             if (down->revents)
