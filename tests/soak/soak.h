@@ -106,6 +106,7 @@ typedef struct soak_host {
     soak_history sockets;
     uint64_t claim_revision_seen;
     char leaves_seen[FL_BOXES_MAX][96];
+    bool failover; /* Failover=yes: a dead or cut-off box's other boxes take it */
 } soak_host;
 
 /* ---- links: the soak's own sockets to a box (soak_links.c) ---- */
@@ -139,8 +140,11 @@ typedef enum soak_fault_kind {
     F_ETCD_COMPACT,
     F_BAD_REQUESTS,
     F_RELOAD,
-    F_FREEZE_PARK, /* activatorctl freeze: the next connection thaws it */
+    F_FREEZE_PARK,   /* activatorctl freeze: the next connection thaws it */
     F_REGISTRY_STOP, /* the checkpoints' registry stopped, a move tried meanwhile */
+    F_POWER_CUT,     /* a box's daemon and every process of its root killed, the box kept down */
+    F_PARTITION,     /* the proxied box cut off from etcd for a while */
+    F_DRAIN,         /* activatorctl drain of a box, then undrain */
     F__COUNT,
 } soak_fault_kind;
 
@@ -177,6 +181,7 @@ typedef enum soak_invariant {
     I_DAEMONS_ALIVE,  /* no daemon dies but those the soak kills */
     I_BASELINE,       /* fds and RSS back to their baseline once the faults stop */
     I_CLEAN_STOP,     /* every daemon stops cleanly and leaves nothing */
+    I_TAKEN_OVER,     /* a dead box's failover hosts are claimed by a live box */
     I__COUNT,
 } soak_invariant;
 

@@ -46,6 +46,13 @@ static const fault_spec faults[F__COUNT] = {
     /* The registry of the checkpoints gone: a move meanwhile cannot push its
      * checkpoint and rolls back to the box it left, which serves on. */
     [F_REGISTRY_STOP] = {"registry stopped", "registry-stop", 3},
+    /* A box gone for good, as far as one machine shows it: its failover
+     * hosts are taken over by the others, then the box comes back. */
+    [F_POWER_CUT] = {"power cut of a box", "power-cut", 3},
+    /* box-1 cut off from etcd (its proxy drops every byte), for long enough
+     * at times that it fences its failover hosts and the others take them. */
+    [F_PARTITION] = {"box-1 cut off from etcd", "partition", 3},
+    [F_DRAIN] = {"drain of a box", "drain", 3},
 };
 
 int soak_fault_by_token(const char *token)
@@ -317,6 +324,160 @@ static void restart_box(soak *s, soak_fault_kind kind)
     log_outcome(s, id, r == 0 ? "back" : "did not start");
 }
 
+/* How long a dead box's failover hosts may take to be claimed elsewhere:
+ * the lease (6 s), the grace (1.2 s), a poll of the others (1.5 s) and
+ * their stagger, with room for a loaded machine. */
+#define TAKEOVER_WAIT_MS 30000
+
+/* Kills every process left in box's cgroup root and waits until it is
+ * empty; false if it is not within 10 s. */
+static bool kill_root(soak *s, size_t box)
+{
+    const char *root = s->fleet.boxes[box].drv.cgroup_path;
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/cgroup.kill", root);
+    FILE *f = fopen(path, "we");
+    bool written = f && fputs("1", f) >= 0;
+    if (f && fclose(f) != 0)
+        written = false;
+    if (!written)
+        return false;
+    snprintf(path, sizeof(path), "%s/cgroup.events", root);
+    uint64_t deadline = soak_now_ms() + 10000;
+    do {
+        _cleanup_free_ char *events = dd_read_text(path);
+        if (events && strstr(events, "populated 0"))
+            return true;
+        dd_sleep_ms(5);
+    } while (soak_now_ms() < deadline);
+    return false;
+}
+
+/* Waits until no failover host in hosts (those box served) is routed to
+ * box any more (the router follows the claims' executors), at most
+ * timeout_ms; the number that still are. */
+static size_t wait_taken_over(soak *s, size_t box, soak_host **hosts, size_t n, int timeout_ms)
+{
+    uint64_t deadline = soak_now_ms() + (uint64_t)timeout_ms;
+    size_t left;
+    do {
+        left = 0;
+        for (size_t i = 0; i < n; i++)
+            left += atomic_load(&hosts[i]->route) == (int)box;
+        if (left)
+            dd_sleep_ms(100);
+    } while (left && soak_now_ms() < deadline);
+    return left;
+}
+
+/* The failover hosts box serves (its clients are routed there). */
+static size_t failover_hosts_on(soak *s, size_t box, soak_host **out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_hosts; i++)
+        if (s->hosts[i].failover && route_of(&s->hosts[i]) == box)
+            out[n++] = &s->hosts[i];
+    return n;
+}
+
+/* The machine's power cut: the daemon SIGKILLed, then every process of its
+ * cgroup root. The box stays down until its failover hosts are claimed by
+ * the others (I_TAKEN_OVER), then comes back as a repaired machine would;
+ * its other hosts wait for it. */
+static void power_cut(soak *s)
+{
+    size_t box = soak_random_below(s, s->n_boxes);
+    dh_daemon *d = &s->fleet.boxes[box];
+    soak_host *failover[SOAK_HOSTS_MAX];
+    size_t n_failover = failover_hosts_on(s, box, failover);
+    unsigned id = log_fault(s, F_POWER_CUT, "power cut of %s (%zu failover hosts)",
+                            fl_box_name(box), n_failover);
+    soak_window_open(s, NULL, (int)box, -1, id, F_POWER_CUT);
+    atomic_store(&s->daemon_down[box], true);
+    act_error err = {0};
+    (void)dd_kill(&d->drv, 30000, &err);
+    bool emptied = kill_root(s, box);
+    soak_check(s, I_DAEMONS_ALIVE, emptied, "%s's cgroup root kept processes after cgroup.kill",
+               fl_box_name(box));
+    size_t left = wait_taken_over(s, box, failover, n_failover, TAKEOVER_WAIT_MS);
+    soak_check(s, I_TAKEN_OVER, left == 0,
+               "%zu of %s's %zu failover hosts still name it %d ms after its power cut", left,
+               fl_box_name(box), n_failover, TAKEOVER_WAIT_MS);
+    int r = soak_restart_daemon(s, box);
+    soak_check(s, I_DAEMONS_ALIVE, r == 0, "%s did not start again after its power cut (log: %s)",
+               fl_box_name(box), d->drv.log_path);
+    atomic_store(&s->daemon_down[box], false);
+    soak_window_close(s, id);
+    char outcome[96];
+    snprintf(outcome, sizeof(outcome), "%zu of %zu taken over; %s", n_failover - left, n_failover,
+             r == 0 ? "back" : "did not start");
+    log_outcome(s, id, outcome);
+}
+
+static void wait_store_answers(soak *s);
+
+/* box-1 alone loses etcd: its proxy drops every byte for 1 to 13 s. Past
+ * its fence (4.8 s after its last renewal) its failover hosts freeze; past
+ * the lease and the grace the others take them; its other hosts serve on.
+ * A frozen generation serves nowhere (I_ONE_BOX). */
+static void partition(soak *s)
+{
+    long cut_ms = 1000 + (long)soak_random_below(s, 12000);
+    unsigned id =
+        log_fault(s, F_PARTITION, "%s cut off from etcd for %ld ms", fl_box_name(0), cut_ms);
+    soak_window_open(s, NULL, 0, -1, id, F_PARTITION);
+    fl_proxy_cut(&s->fleet.proxy);
+    dd_sleep_ms(cut_ms);
+    fl_proxy_heal(&s->fleet.proxy);
+    wait_store_answers(s);
+    soak_window_close(s, id);
+    log_outcome(s, id, "healed");
+}
+
+/* The last non-empty line of out, for a fault's log. */
+static void last_line(const char *out, char *line, size_t size)
+{
+    size_t end = strlen(out);
+    while (end > 0 && out[end - 1] == '\n')
+        end--;
+    size_t start = end;
+    while (start > 0 && out[start - 1] != '\n')
+        start--;
+    snprintf(line, size, "%.*s", (int)(end - start), out + start);
+}
+
+/* activatorctl drain of a random box (its hosts moved to the others, a few
+ * at a time), then undrain, through the box's own daemon. */
+static void drain(soak *s)
+{
+    size_t box = soak_random_below(s, s->n_boxes);
+    unsigned id = log_fault(s, F_DRAIN, "drain of %s, then undrain", fl_box_name(box));
+    soak_window_open(s, NULL, (int)box, -1, id, F_DRAIN);
+    char *url = s->fleet.boxes[box].drv.control_url;
+    char *drain_argv[] = {
+        (char *)DH_ACTIVATORCTL,  (char *)"--no-color", (char *)"--connect", url, (char *)"drain",
+        (char *)fl_box_name(box), (char *)"--deadline", (char *)"60s",       NULL};
+    char out[8192];
+    int status = dd_run(drain_argv, out, sizeof(out));
+    char line[120];
+    last_line(out, line, sizeof(line));
+    char *undrain_argv[] = {(char *)DH_ACTIVATORCTL,
+                            (char *)"--no-color",
+                            (char *)"--connect",
+                            url,
+                            (char *)"undrain",
+                            (char *)fl_box_name(box),
+                            NULL};
+    char undrain_out[1024];
+    int undrained = dd_run(undrain_argv, undrain_out, sizeof(undrain_out));
+    soak_check(s, I_REASONS, undrained == 0, "activatorctl undrain %s exited %d: %.300s",
+               fl_box_name(box), undrained, undrain_out);
+    soak_window_close(s, id);
+    char outcome[160];
+    snprintf(outcome, sizeof(outcome), "exit %d: %s", status, line);
+    log_outcome(s, id, outcome);
+}
+
 static void kill_app(soak *s, soak_host *h)
 {
     size_t box = route_of(h);
@@ -562,6 +723,15 @@ void soak_fault_one(soak *s)
         break;
     case F_REGISTRY_STOP:
         registry_outage(s, h);
+        break;
+    case F_POWER_CUT:
+        power_cut(s);
+        break;
+    case F_PARTITION:
+        partition(s);
+        break;
+    case F_DRAIN:
+        drain(s);
         break;
     case F__COUNT:
         break;

@@ -39,6 +39,7 @@ const char *soak_invariant_name(soak_invariant inv)
         [I_DAEMONS_ALIVE] = "no daemon dies unless the soak kills it",
         [I_BASELINE] = "fds and RSS back to baseline",
         [I_CLEAN_STOP] = "clean handovers and stops leave nothing",
+        [I_TAKEN_OVER] = "a dead box's failover hosts go to live boxes",
     };
     return names[inv];
 }
@@ -85,9 +86,20 @@ void soak_check_host(soak *s, soak_invariant inv, const soak_host *h, bool held,
 
 /* ---- what the cgroups say ---- */
 
-/* The numbers of host's populated g-N leaves on box (at most max). */
+/* Whether the leaf at path (a g-N directory) is frozen: a fenced or
+ * operator-frozen generation answers nothing, so it serves nowhere. */
+static bool leaf_frozen(const char *path)
+{
+    char events_path[2 * PATH_MAX];
+    snprintf(events_path, sizeof(events_path), "%s/cgroup.events", path);
+    _cleanup_free_ char *events = dd_read_text(events_path);
+    return events && strstr(events, "frozen 1");
+}
+
+/* The numbers of host's populated g-N leaves on box (at most max); with
+ * serving_only, not those frozen. */
 static size_t populated_generations(soak *s, size_t box, const char *host, uint64_t *numbers,
-                                    size_t max)
+                                    size_t max, bool serving_only)
 {
     char path[PATH_MAX + 80];
     snprintf(path, sizeof(path), "%s/hosts/%s", s->fleet.boxes[box].drv.cgroup_path, host);
@@ -97,22 +109,25 @@ static size_t populated_generations(soak *s, size_t box, const char *host, uint6
     while (dir && (entry = readdir(dir)) && n < max) {
         if (strncmp(entry->d_name, "g-", 2) != 0)
             continue;
-        char procs_path[2 * PATH_MAX];
-        snprintf(procs_path, sizeof(procs_path), "%s/%s/cgroup.procs", path, entry->d_name);
+        char leaf[2 * PATH_MAX], procs_path[2 * PATH_MAX + 16];
+        snprintf(leaf, sizeof(leaf), "%s/%s", path, entry->d_name);
+        snprintf(procs_path, sizeof(procs_path), "%s/cgroup.procs", leaf);
         _cleanup_free_ char *procs = dd_read_text(procs_path);
-        if (procs && procs[0])
+        if (procs && procs[0] && !(serving_only && leaf_frozen(leaf)))
             numbers[n++] = strtoull(entry->d_name + 2, NULL, 10);
     }
     return n;
 }
 
-static bool generation_populated(soak *s, size_t box, const char *host, uint64_t number)
+/* Whether g-number of host on box has a process and is not frozen. */
+static bool generation_serving(soak *s, size_t box, const char *host, uint64_t number)
 {
-    char path[PATH_MAX + 160];
-    snprintf(path, sizeof(path), "%s/hosts/%s/g-%llu/cgroup.procs",
-             s->fleet.boxes[box].drv.cgroup_path, host, (unsigned long long)number);
+    char leaf[PATH_MAX + 160], path[PATH_MAX + 180];
+    snprintf(leaf, sizeof(leaf), "%s/hosts/%s/g-%llu", s->fleet.boxes[box].drv.cgroup_path, host,
+             (unsigned long long)number);
+    snprintf(path, sizeof(path), "%s/cgroup.procs", leaf);
     _cleanup_free_ char *procs = dd_read_text(path);
-    return procs && procs[0];
+    return procs && procs[0] && !leaf_frozen(leaf);
 }
 
 /* One box per host, one generation per box outside swaps. Leaves are read
@@ -123,7 +138,7 @@ static void sample_host(soak *s, soak_host *h)
     uint64_t gens[FL_BOXES_MAX][8];
     size_t n[FL_BOXES_MAX], boxes = 0;
     for (size_t b = 0; b < s->n_boxes; b++) {
-        n[b] = populated_generations(s, b, h->name, gens[b], 8);
+        n[b] = populated_generations(s, b, h->name, gens[b], 8, true);
         boxes += n[b] > 0;
         char seen[96] = "";
         for (size_t i = 0, used = 0; i < n[b] && used < sizeof(seen); i++)
@@ -137,7 +152,7 @@ static void sample_host(soak *s, soak_host *h)
         for (size_t b = 0; b < s->n_boxes; b++) {
             bool still = false;
             for (size_t i = 0; i < n[b] && !still; i++)
-                still = generation_populated(s, b, h->name, gens[b][i]);
+                still = generation_serving(s, b, h->name, gens[b][i]);
             if (still) {
                 confirmed++;
                 size_t len = strlen(seen);
@@ -160,7 +175,7 @@ static void sample_host(soak *s, soak_host *h)
         }
         size_t still = 0;
         for (size_t i = 0; i < n[b]; i++)
-            still += generation_populated(s, b, h->name, gens[b][i]);
+            still += generation_serving(s, b, h->name, gens[b][i]);
         soak_check_host(s, I_ONE_GENERATION, h, still <= 1,
                         "host %s has %zu generations on %s (g-%llu and g-%llu) with no swap in "
                         "flight",
@@ -389,7 +404,7 @@ static bool check_host_settled(soak *s, soak_host *h, bool last_try, char *why, 
     char strays[FL_BOXES_MAX][256];
     size_t n_strays[FL_BOXES_MAX];
     for (size_t b = 0; b < s->n_boxes; b++) {
-        n[b] = populated_generations(s, b, h->name, gens[b], 8);
+        n[b] = populated_generations(s, b, h->name, gens[b], 8, false);
         bool serving = strcmp(before[b].state, "serving") == 0;
         n_strays[b] = stray_leaves(s, b, h->name, serving ? before[b].generation : 0, strays[b],
                                    sizeof(strays[b]));
