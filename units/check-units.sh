@@ -31,7 +31,7 @@ for line in 'Type=notify' 'Delegate=yes' 'Restart=always' 'KillMode=process' \
         status=1
     fi
 done
-for key in WatchdogSec FileDescriptorStoreMax ExecReload; do
+for key in WatchdogSec TimeoutAbortSec FileDescriptorStoreMax ExecReload; do
     if ! grep -q "^$key=" "$service"; then
         echo "FAIL: $service lacks $key="
         status=1
