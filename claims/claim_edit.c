@@ -40,12 +40,17 @@ int claim_apply_edit(const char *host, const claim *current, const claim_edit *e
          * was assigned or released. */
         snprintf(next->op.id, sizeof(next->op.id), "%s", edit_op_ids[edit->kind]);
         next->op.kind = CLAIM_OP_SERVING;
+        next->op.from[0] = next->op.to[0] = '\0';
         next->holder.starting_generation = 0;
         next->has_failure = false;
         next->failure = (claim_failure){0};
         if (edit->kind == CLAIM_EDIT_ASSIGN) {
             snprintf(next->op.phase, sizeof(next->op.phase), CLAIM_PHASE_ASSIGNED);
             snprintf(next->op.exec, sizeof(next->op.exec), "%s", edit->box);
+            if (edit->taken_from[0]) {
+                snprintf(next->op.id, sizeof(next->op.id), "%s", CLAIM_OP_ID_TAKEOVER);
+                snprintf(next->op.from, sizeof(next->op.from), "%s", edit->taken_from);
+            }
             if (edit->holder_gone && claim_release_pending(next, edit->box)) {
                 claim released;
                 claim_next_released(next, edit->stamp_usec, &released);

@@ -124,11 +124,16 @@ typedef struct claim_op {
     /* A move's two boxes, set by whoever starts the move and kept through
      * its phases (move/draining, move/moving, probe/probing) so that every
      * step, and a rollback, knows both ends: from = the box the host
-     * leaves, to = the box it goes to. Empty outside a move, and written to
-     * the JSON only when set. */
+     * leaves, to = the box it goes to. Outside a move, from names the dead
+     * box a takeover took the host from (op id CLAIM_OP_ID_TAKEOVER), kept
+     * until the next op; else both are empty. Written to the JSON only when
+     * set. */
     char from[65];
     char to[65];
 } claim_op;
+
+/* The op id of a takeover's assignment: its from names the dead box. */
+#define CLAIM_OP_ID_TAKEOVER "takeover"
 
 /* A registry reference of a build, with room for a registry name (253), a
  * repository (255) and "@sha256:" and 64 hex digits. */
@@ -713,6 +718,11 @@ typedef struct claim_edit {
      * stamp_usec, and box may admit itself at once (claim_release_pending). */
     bool holder_gone;
     uint64_t stamp_usec;
+    /* assign: the dead box a takeover takes the host from (with
+     * holder_gone), or "": the op is then id "takeover" with from = that
+     * box, which stays through the new box's admission until the next op,
+     * so that the claim says where the host came from. */
+    char taken_from[65];
 } claim_edit;
 
 /* Builds in *next the claim that edit makes of current, host's claim as read

@@ -551,6 +551,42 @@ static size_t hosts_on(const claim *claims, size_t n, const char *box)
     return count;
 }
 
+/* Whether c was taken over from box (and not moved or assigned since). */
+static bool taken_from(const claim *c, const char *box)
+{
+    return strcmp(c->op.id, CLAIM_OP_ID_TAKEOVER) == 0 && strcmp(c->op.from, box) == 0;
+}
+
+/* What became of the hosts of a box: those taken over from it, each with
+ * the box that took it, and, when the box is not live, the hosts whose
+ * claim still names it to run them (no box may wake them: a host without
+ * failover waits for the box, an operator's move --force, or an assign). */
+static void add_hosts_fate(json_object *row, const claims_box *record, const claim *claims,
+                           size_t n_claims)
+{
+    json_object *taken = json_object_new_array();
+    json_object *stranded = json_object_new_array();
+    for (size_t i = 0; i < n_claims; i++) {
+        const claim *c = &claims[i];
+        if (taken_from(c, record->box)) {
+            json_object *entry = json_object_new_object();
+            act_json_add_string(entry, "host", c->host);
+            act_json_add_string(entry, "to", claim_executor(c));
+            json_object_array_add(taken, entry);
+        } else if (!record->live && c->op.exec[0] && strcmp(claim_executor(c), record->box) == 0) {
+            json_object_array_add(stranded, json_object_new_string(c->host));
+        }
+    }
+    if (json_object_array_length(taken))
+        json_object_object_add(row, "taken_over", taken);
+    else
+        json_object_put(taken);
+    if (json_object_array_length(stranded))
+        json_object_object_add(row, "stranded", stranded);
+    else
+        json_object_put(stranded);
+}
+
 static json_object *box_row(const claims_box *record, const claim *claims, size_t n_claims)
 {
     json_object *row = json_object_new_object();
@@ -574,6 +610,7 @@ static json_object *box_row(const claims_box *record, const claim *claims, size_
     if (record->drained_usec)
         act_json_add_u64(row, "drained_usec", record->drained_usec);
     act_json_add_u64(row, "hosts", hosts_on(claims, n_claims, record->box));
+    add_hosts_fate(row, record, claims, n_claims);
     return row;
 }
 
@@ -581,13 +618,15 @@ json_object *ctrl_fleet_boxes_result(const claims_box *boxes, size_t n, const cl
                                      size_t n_claims)
 {
     /* The records, then a bare dead entry for each box a claim names that
-     * has none, in one list sorted by box. */
-    _cleanup_free_ claims_box *all = calloc(n + 2 * n_claims + 1, sizeof(*all));
+     * has none (as its executor, its holder, or the box a takeover took it
+     * from), in one list sorted by box. */
+    _cleanup_free_ claims_box *all = calloc(n + 3 * n_claims + 1, sizeof(*all));
     size_t n_all = 0;
     for (size_t i = 0; all && i < n; i++)
         all[n_all++] = boxes[i];
     for (size_t i = 0; all && i < n_claims; i++) {
-        const char *named[] = {claims[i].op.exec, claims[i].holder.box};
+        const char *named[] = {claims[i].op.exec, claims[i].holder.box,
+                               taken_from(&claims[i], claims[i].op.from) ? claims[i].op.from : ""};
         for (size_t k = 0; k < ARRAY_SIZE(named); k++) {
             if (!named[k][0] || claims_box_find(all, n_all, named[k]))
                 continue;

@@ -73,7 +73,8 @@ static const ctrl_op_spec ops[CTRL_OP__COUNT] = {
                         "List every claim: host, box, phase, generation, session, version, "
                         "pin, held, age."},
     [CTRL_OP_BOXES] = {"boxes", 0, 0, CTRL_ROLE_VIEWER,
-                       "List the boxes, live and dead, with their lease age and URLs."},
+                       "List the boxes, live and dead, with their lease age and URLs, and which "
+                       "hosts were taken over from each and where they went."},
     [CTRL_OP_HOLD] = {"hold", HOST | VERSION, 0, CTRL_ROLE_OPERATOR,
                       "Freeze HOST on VERSION: a wake that would run another build is refused."},
     [CTRL_OP_UNHOLD] = {"unhold", HOST, 0, CTRL_ROLE_OPERATOR,

@@ -483,6 +483,42 @@ static void render_claims(json_object *result, const ctl_options *options)
     ctl_table_free(&table);
 }
 
+/* At most this many hosts are named on a line of print_hosts_fate. */
+#define FATE_NAMES_MAX 10
+
+/* Under the table: for a box hosts were taken over from, which went where;
+ * for a box that is not live, which hosts still wait for it. */
+static void print_hosts_fate(json_object *b)
+{
+    const char *box = act_json_string_or(b, "box", "?");
+    const char *state = act_json_bool_or(b, "live", false) ? "live" : "dead";
+    json_object *taken = act_json_find(b, "taken_over", json_type_array);
+    size_t n = taken ? json_object_array_length(taken) : 0;
+    if (n) {
+        printf("%s (%s): %zu host%s taken over:", box, state, n, n == 1 ? "" : "s");
+        for (size_t i = 0; i < n && i < FATE_NAMES_MAX; i++) {
+            json_object *entry = json_object_array_get_idx(taken, i);
+            printf("%s %s -> %s", i ? "," : "", act_json_string_or(entry, "host", "?"),
+                   act_json_string_or(entry, "to", "?"));
+        }
+        if (n > FATE_NAMES_MAX)
+            printf(" and %zu more", n - FATE_NAMES_MAX);
+        printf("\n");
+    }
+    json_object *stranded = act_json_find(b, "stranded", json_type_array);
+    n = stranded ? json_object_array_length(stranded) : 0;
+    if (n) {
+        printf("%s (%s): %zu host%s still assigned to it:", box, state, n, n == 1 ? "" : "s");
+        for (size_t i = 0; i < n && i < FATE_NAMES_MAX; i++)
+            printf("%s %s", i ? "," : "",
+                   json_object_get_string(json_object_array_get_idx(stranded, i)));
+        if (n > FATE_NAMES_MAX)
+            printf(" and %zu more", n - FATE_NAMES_MAX);
+        printf(" (no box wakes them until it comes back; 'activatorctl move --force HOST BOX' "
+               "moves one from its last checkpoint)\n");
+    }
+}
+
 static void render_boxes(json_object *result, const ctl_options *options)
 {
     json_object *boxes = act_json_find(result, "boxes", json_type_array);
@@ -526,6 +562,8 @@ static void render_boxes(json_object *result, const ctl_options *options)
     }
     ctl_table_print(&table, options->color);
     ctl_table_free(&table);
+    for (size_t i = 0; i < json_object_array_length(boxes); i++)
+        print_hosts_fate(json_object_array_get_idx(boxes, i));
 }
 
 /* An edit's outcome as one line, "web1: claim revision 57, box box-2, held on

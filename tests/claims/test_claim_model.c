@@ -777,6 +777,30 @@ static void edits_change_only_what_they_name(void **state)
     assert_false(claim_release_pending(&taken, "b2"));
     assert_int_equal(taken.holder.released_usec, 4321);
     assert_int_equal(claim_phase_allows_wake(&taken, "b2", false, &err), 0);
+    assert_string_equal(taken.op.id, "assign");
+    assert_string_equal(taken.op.from, "");
+    /* A takeover's assignment says where the host came from, until the
+     * next op; any other assignment or release ends a move's from and to. */
+    claim_edit takeover = forced;
+    snprintf(takeover.taken_from, sizeof(takeover.taken_from), "b1");
+    assert_int_equal(claim_apply_edit("web1", &current, &takeover, &taken, &err), 0);
+    assert_string_equal(taken.op.id, CLAIM_OP_ID_TAKEOVER);
+    assert_string_equal(taken.op.from, "b1");
+    assert_string_equal(taken.op.to, "");
+    assert_int_equal(taken.holder.released_usec, 4321);
+    assert_int_equal(claim_validate(&taken, &err), 0);
+    claim moving = current;
+    moving.op.kind = CLAIM_OP_MOVE;
+    snprintf(moving.op.phase, sizeof(moving.op.phase), "draining");
+    snprintf(moving.op.from, sizeof(moving.op.from), "b1");
+    snprintf(moving.op.to, sizeof(moving.op.to), "b3");
+    for (claim_edit_kind kind = CLAIM_EDIT_ASSIGN; kind <= CLAIM_EDIT_RELEASE; kind++) {
+        claim_edit fresh = {.kind = kind};
+        snprintf(fresh.box, sizeof(fresh.box), "b2");
+        assert_int_equal(claim_apply_edit("web1", &moving, &fresh, &next, &err), 0);
+        assert_string_equal(next.op.from, "");
+        assert_string_equal(next.op.to, "");
+    }
 
     claim_edit release = {.kind = CLAIM_EDIT_RELEASE};
     assert_int_equal(claim_apply_edit("web1", &current, &release, &next, &err), 0);

@@ -251,6 +251,29 @@ static void test_a_dead_boxs_failover_hosts_are_taken_over(void **state)
     for (size_t i = 1; i < fl->n_boxes; i++)
         DH_CHECK(&fl->boxes[i], dh_events_count(&fl->boxes[i], "plain", "taken_over") == 0,
                  "%s took plain", fl_box_name(i));
+
+    dh_step("activatorctl boxes says what became of box-1's hosts");
+    char out[8192];
+    int status = fl_ctl(fl, 1, out, sizeof(out), "boxes", NULL);
+    DH_CHECK(&fl->boxes[1], status == 0, "activatorctl boxes exited %d: %s", status, out);
+    for (int i = 0; i <= TAKEN_HOSTS; i++) {
+        const char *name = i < TAKEN_HOSTS ? names[i] : "fp";
+        claim c = fl_claim_of(fl, name);
+        char went[96];
+        snprintf(went, sizeof(went), " %s -> %s", name, claim_executor(&c));
+        DH_CHECK(&fl->boxes[1],
+                 strcmp(c.op.id, CLAIM_OP_ID_TAKEOVER) == 0 && strcmp(c.op.from, "box-1") == 0,
+                 "%s's claim does not say it was taken over from box-1 (op %s from '%s')", name,
+                 c.op.id, c.op.from);
+        DH_CHECK(&fl->boxes[1], strstr(out, went) != NULL, "activatorctl boxes does not say%s:\n%s",
+                 went, out);
+    }
+    char taken_line[64];
+    snprintf(taken_line, sizeof(taken_line), "box-1 (dead): %d hosts taken over:", TAKEN_HOSTS + 1);
+    DH_CHECK(
+        &fl->boxes[1],
+        strstr(out, taken_line) && strstr(out, "box-1 (dead): 1 host still assigned to it: plain"),
+        "activatorctl boxes does not say which of box-1's hosts went and which wait:\n%s", out);
     for (size_t i = 1; i < fl->n_boxes; i++)
         dh_stop_and_check_clean(&fl->boxes[i]);
     char command[PATH_MAX + 16];

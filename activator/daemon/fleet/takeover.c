@@ -171,6 +171,7 @@ static int on_stagger_over(sd_event_source *source, uint64_t usec, void *userdat
     claim_edit edit = {
         .kind = CLAIM_EDIT_ASSIGN, .holder_gone = true, .stamp_usec = act_wallclock_usec()};
     snprintf(edit.box, sizeof(edit.box), "%s", daemon->config.box);
+    snprintf(edit.taken_from, sizeof(edit.taken_from), "%s", t->dead[t->run_dead].box);
     act_error err = {0};
     if (claim_apply_edit(c->host, c, &edit, &t->next_claim, &err) != 0) {
         take_next(t);
