@@ -8,12 +8,15 @@
 
 #include "activator/daemon/generations/announce.h"
 #include "activator/daemon/hosts/hosts.h"
+#include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/log.h"
 
-/* Before each host, this long per host this box runs or wakes, and up to
- * as much again drawn at random: a more loaded box asks later. */
+/* Before each host, this long per host this box runs or wakes, this long per
+ * thousandth of the box's memory in use (50 ms when all of it is), and up to
+ * 5 ms drawn at random: a more loaded box asks later. */
 #define STAGGER_PER_HOST_USEC (5 * 1000)
+#define STAGGER_PER_PERMILLE_USEC 50
 #define STAGGER_JITTER_USEC (5 * 1000)
 /* Listings come at least this far apart. */
 #define POLL_MIN_USEC (500 * 1000)
@@ -97,6 +100,22 @@ static size_t load_of(const ad_daemon *daemon)
         n += state == PL_HOST_SERVING || state == PL_HOST_WAKING;
     }
     return n;
+}
+
+/* The box's memory in use, in thousandths: MemTotal less MemAvailable, as
+ * /proc/meminfo says; 0 when it cannot be read. */
+static unsigned memory_used_permille(void)
+{
+    _cleanup_fclose_ FILE *meminfo = fopen("/proc/meminfo", "re");
+    unsigned long long total = 0, available = 0, value;
+    char line[128];
+    while (meminfo && fgets(line, sizeof(line), meminfo)) {
+        if (sscanf(line, "MemTotal: %llu kB", &value) == 1)
+            total = value;
+        else if (sscanf(line, "MemAvailable: %llu kB", &value) == 1)
+            available = value;
+    }
+    return total && available <= total ? (unsigned)((total - available) * 1000 / total) : 0;
 }
 
 /* A run ends only once its store call has answered (or the takeover is
@@ -210,8 +229,9 @@ static void take_next(ad_takeover *t)
         end_run(t);
         return;
     }
-    uint64_t wait =
-        load_of(t->daemon) * STAGGER_PER_HOST_USEC + act_draw_below(STAGGER_JITTER_USEC + 1);
+    uint64_t wait = load_of(t->daemon) * STAGGER_PER_HOST_USEC +
+                    memory_used_permille() * STAGGER_PER_PERMILLE_USEC +
+                    act_draw_below(STAGGER_JITTER_USEC + 1);
     if (sd_event_add_time_relative(t->daemon->loop, &t->stagger, CLOCK_MONOTONIC, wait, 1000,
                                    on_stagger_over, t) < 0)
         on_stagger_over(NULL, 0, t);
