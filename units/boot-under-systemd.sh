@@ -202,14 +202,7 @@ systemctl poweroff
 EOF
 chmod +x "$work/act-check"
 
-nspawn_boot 180 "$root" "$work" \
-    --bind-ro="$activatord:/usr/local/sbin/activatord" \
-    --bind-ro="$activatorctl:/usr/local/bin/activatorctl" \
-    --bind-ro="$testapp:/opt/act-testapp" \
-    --bind-ro="$service:/etc/systemd/system/activatord.service" \
-    --bind-ro="$work/dropin:/etc/systemd/system/activatord.service.d" \
-    --bind-ro="$tmpfiles:/etc/tmpfiles.d/activator.conf" \
-    --bind="$work/etc:/etc/activator"
+nspawn_boot_activator 180 "$root" "$work"
 nspawn_report "$work/results/checks.txt"
 grep -q '^FAIL' "$work/results/checks.txt" 2>/dev/null && nspawn_status=1
 nspawn_finish 60 activatorctl.txt journal.txt console.txt

@@ -101,16 +101,9 @@ systemctl poweroff
 EOT
 chmod +x "$work/act-check"
 
-nspawn_boot 300 "$root" "$work" \
-    --bind-ro="$activatord:/usr/local/sbin/activatord" \
-    --bind-ro="$activatorctl:/usr/local/bin/activatorctl" \
-    --bind-ro="$testapp:/opt/act-testapp" \
+nspawn_boot_activator 300 "$root" "$work" \
     --bind-ro="$hostile:/opt/act-hostile" \
-    --bind-ro="$check:/usr/local/bin/act-hostile-check" \
-    --bind-ro="$service:/etc/systemd/system/activatord.service" \
-    --bind-ro="$work/dropin:/etc/systemd/system/activatord.service.d" \
-    --bind-ro="$tmpfiles:/etc/tmpfiles.d/activator.conf" \
-    --bind="$work/etc:/etc/activator"
+    --bind-ro="$check:/usr/local/bin/act-hostile-check"
 nspawn_report "$work/results/hostile.txt"
 grep -qx "exit 0" "$work/results/hostile.txt" 2>/dev/null || nspawn_status=1
 grep -q "^[0-9]* tried, 0 succeeded$" "$work/results/hostile.txt" 2>/dev/null || nspawn_status=1

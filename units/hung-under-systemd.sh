@@ -230,15 +230,8 @@ finish
 EOF
 chmod +x "$work/act-check"
 
-nspawn_boot 240 "$root" "$work" \
-    --bind-ro="$activatord:/usr/local/sbin/activatord" \
-    --bind-ro="$activatorctl:/usr/local/bin/activatorctl" \
-    --bind-ro="$testapp:/opt/act-testapp" \
+nspawn_boot_activator 240 "$root" "$work" \
     --bind-ro="$etcd:/usr/local/bin/etcd" \
-    --bind-ro="$service:/etc/systemd/system/activatord.service" \
-    --bind-ro="$work/dropin:/etc/systemd/system/activatord.service.d" \
-    --bind-ro="$tmpfiles:/etc/tmpfiles.d/activator.conf" \
-    --bind="$work/etc:/etc/activator" \
     --bind="$work/etc2:/etc/activator-box2"
 nspawn_report "$work/results/checks.txt"
 cat "$work/results/timing.txt" 2>/dev/null || true

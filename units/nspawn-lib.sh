@@ -23,6 +23,13 @@
 #                           goes to WORK/results/console.txt; OPTIONs are the
 #                           script's own nspawn options (its --bind-ro= lines).
 #                           Sets nspawn_rc to nspawn's exit status.
+#   nspawn_boot_activator SECONDS ROOT WORK [OPTION...]
+#                           nspawn_boot with the binaries and the unit of the
+#                           tests that run activatord.service as shipped:
+#                           $activatord, $activatorctl and $testapp (at
+#                           /opt/act-testapp), $service with WORK/dropin as
+#                           its drop-in directory, $tmpfiles, and WORK/etc
+#                           as /etc/activator
 #   nspawn_report FILE      what the container left: says FAIL when nspawn
 #                           failed, prints FILE (the checks' lines), and sets
 #                           nspawn_status=1 when FILE is missing or has no
@@ -105,6 +112,20 @@ nspawn_boot() {
         >"$nspawn_work/results/console.txt" 2>&1
     nspawn_rc=$?
     set -e
+}
+
+nspawn_boot_activator() {
+    boot_seconds=$1 boot_root=$2 boot_work=$3
+    shift 3
+    nspawn_boot "$boot_seconds" "$boot_root" "$boot_work" \
+        --bind-ro="$activatord:/usr/local/sbin/activatord" \
+        --bind-ro="$activatorctl:/usr/local/bin/activatorctl" \
+        --bind-ro="$testapp:/opt/act-testapp" \
+        --bind-ro="$service:/etc/systemd/system/activatord.service" \
+        --bind-ro="$boot_work/dropin:/etc/systemd/system/activatord.service.d" \
+        --bind-ro="$tmpfiles:/etc/tmpfiles.d/activator.conf" \
+        --bind="$boot_work/etc:/etc/activator" \
+        "$@"
 }
 
 nspawn_report() {
