@@ -598,6 +598,13 @@ static void socket_kind(pid_t pid, unsigned long inode, int store_port, char *ou
     }
 }
 
+/* The port box's store connections go to: etcd's, or for the box cut off
+ * through a proxy of its own (the partition fault), the proxy's. */
+static int store_port_of(const soak *s, size_t box)
+{
+    return (int)box == s->fleet.proxied ? s->fleet.proxy.port : s->fleet.etcd.client_port;
+}
+
 /* A daemon's fds: how many in all, how many are the store client's
  * connections (libcurl keeps a pool, whose size follows the calls that
  * were in flight at once, and closes a dead one when it next looks), how
@@ -713,7 +720,7 @@ void soak_measure_baseline(soak *s, bool at_end)
         char hosts_dir[PATH_MAX];
         snprintf(hosts_dir, sizeof(hosts_dir), "%s/hosts", d->state_dir);
         fd_census fds;
-        count_fds(d->pid, s->fleet.etcd.client_port, hosts_dir, &fds);
+        count_fds(d->pid, store_port_of(s, b), hosts_dir, &fds);
         /* The daemon probes its own control and events sockets every 3 s
          * (activator/control/ipc_heal.c), and a probe holds two ends of a
          * unix connection for a moment: a count is taken again, for up to
@@ -722,7 +729,7 @@ void soak_measure_baseline(soak *s, bool at_end)
                             fds.total - fds.store - fds.host_dirs > s->baseline_other_fds[b];
              again++) {
             dd_sleep_ms(300);
-            count_fds(d->pid, s->fleet.etcd.client_port, hosts_dir, &fds);
+            count_fds(d->pid, store_port_of(s, b), hosts_dir, &fds);
         }
         long rss = dd_rss_kib(d);
         if (!at_end) {
