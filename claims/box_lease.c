@@ -11,6 +11,8 @@
 
 /* See schedule(). */
 #define RENEWAL_ACCURACY_USEC 1000
+/* The first retry after a failed renewal or put (schedule). */
+#define RETRY_FIRST_USEC (250 * 1000ull)
 
 struct claims_box_lease {
     claim_store *store;
@@ -19,6 +21,7 @@ struct claims_box_lease {
     bool have_lease;        /* the store granted record's lease */
     bool in_flight;         /* a call is out; its answer schedules what follows */
     bool troubled;          /* the last call failed; said once until one succeeds */
+    uint64_t retry_usec;    /* the wait after the next failed call (see schedule) */
     sd_event_source *timer; /* the next renewal */
     bool ending;            /* the owner asked for the record to go */
     bool stopped;           /* handed over or abandoned: no more calls */
@@ -64,6 +67,21 @@ static void schedule(claims_box_lease *lease)
 {
     uint64_t third = lease->record.lease_ttl_usec / 3;
     uint64_t period = third - act_draw_below(third / 5 + 1);
+    /* After a failed call the next comes sooner, from 250 ms doubling up to
+     * the period: a store that answers again (a partition healed, etcd
+     * back) is renewed within a moment, before the box's fence
+     * (acked + TTL - M) can fall due on a lease that was never in danger,
+     * while a store that stays down is not asked more than a few times a
+     * second. */
+    if (lease->troubled) {
+        if (!lease->retry_usec)
+            lease->retry_usec = RETRY_FIRST_USEC;
+        if (lease->retry_usec < period)
+            period = lease->retry_usec;
+        lease->retry_usec *= 2;
+    } else {
+        lease->retry_usec = 0;
+    }
     int r = lease->timer
                 ? sd_event_source_set_time_relative(lease->timer, period)
                 : sd_event_add_time_relative(lease->loop, &lease->timer, CLOCK_MONOTONIC, period,
@@ -81,9 +99,10 @@ static void call_failed(claims_box_lease *lease, const char *what, const act_err
 {
     if (!lease->troubled)
         act_log(LOG_WARNING,
-                "box lease: cannot %s the record of box %s: %s; retrying every "
-                "%llu ms",
+                "box lease: cannot %s the record of box %s: %s; retrying from %llu ms on, "
+                "up to every %llu ms",
                 what, lease->record.box, err ? err->message : "unknown error",
+                (unsigned long long)RETRY_FIRST_USEC / 1000,
                 (unsigned long long)lease->record.lease_ttl_usec / 3000);
     lease->troubled = true;
 }
