@@ -339,26 +339,38 @@ bool fl_serves_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms)
     return false;
 }
 
-void fl_power_cut(fl_fleet *fl, size_t index)
+bool fl_kill_root(fl_fleet *fl, size_t index)
 {
-    dh_daemon *box = &fl->boxes[index];
-    dh_kill(box);
+    const char *root = fl->boxes[index].drv.cgroup_path;
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/cgroup.kill", box->drv.cgroup_path);
+    snprintf(path, sizeof(path), "%s/cgroup.kill", root);
     FILE *f = fopen(path, "we");
-    if (!f || fputs("1", f) < 0 || fclose(f) != 0)
-        fail_msg("cannot write %s: %s", path, strerror(errno));
-    dh_waiting_for("%s's cgroup root to be empty (up to 10 s)", fl_box_name(index));
-    snprintf(path, sizeof(path), "%s/cgroup.events", box->drv.cgroup_path);
+    bool written = f && fputs("1", f) >= 0;
+    if (f && fclose(f) != 0)
+        written = false;
+    if (!written)
+        return false;
+    snprintf(path, sizeof(path), "%s/cgroup.events", root);
     uint64_t deadline = dd_now_ms() + 10000;
     for (;;) {
         _cleanup_free_ char *events = dh_read_text(path);
         if (events && strstr(events, "populated 0"))
-            return;
+            return true;
         if (dd_now_ms() >= deadline)
-            fail_msg("%s's cgroup root still has processes after cgroup.kill", fl_box_name(index));
+            return false;
         usleep(5 * 1000);
     }
+}
+
+void fl_power_cut(fl_fleet *fl, size_t index)
+{
+    dh_kill(&fl->boxes[index]);
+    dh_waiting_for("%s's cgroup root to be empty after cgroup.kill (up to 10 s)",
+                   fl_box_name(index));
+    if (!fl_kill_root(fl, index))
+        fail_msg("%s's cgroup root: cgroup.kill could not be written, or processes remain "
+                 "10 s after it",
+                 fl_box_name(index));
 }
 
 bool fl_wait_dead(fl_fleet *fl, size_t index, int timeout_ms)

@@ -116,5 +116,8 @@ bool fl_serves_on(fl_fleet *fl, const char *host, size_t index, int timeout_ms);
  * waited for until the root is empty. Its record stays until its lease
  * lapses. */
 void fl_power_cut(fl_fleet *fl, size_t index);
+/* cgroup.kill of box index's whole cgroup root, then until it is empty (at
+ * most 10 s); false if it could not be written or is not empty by then. */
+bool fl_kill_root(fl_fleet *fl, size_t index);
 /* Waits up to timeout_ms until the store lists box index as not live. */
 bool fl_wait_dead(fl_fleet *fl, size_t index, int timeout_ms);

@@ -244,6 +244,18 @@ static void assign(soak *s, soak_host *h)
     log_outcome(s, id, outcome);
 }
 
+/* The last non-empty line of out, for a fault's log. */
+static void last_line(const char *out, char *line, size_t size)
+{
+    size_t end = strlen(out);
+    while (end > 0 && out[end - 1] == '\n')
+        end--;
+    size_t start = end;
+    while (start > 0 && out[start - 1] != '\n')
+        start--;
+    snprintf(line, size, "%.*s", (int)(end - start), out + start);
+}
+
 static void move(soak *s, soak_host *h)
 {
     size_t from = route_of(h), to = other_box(s, from);
@@ -263,23 +275,9 @@ static void move(soak *s, soak_host *h)
     char out[8192];
     int status = dd_run(argv, out, sizeof(out));
     soak_window_close(s, id);
-    char outcome[160];
-    const char *last = strrchr(out, '\n');
-    while (last && last > out && last[1] == '\0') { /* the last non-empty line */
-        const char *prev = last - 1;
-        while (prev > out && *prev != '\n')
-            prev--;
-        if (prev == out || last - prev > 1) {
-            last = prev;
-            break;
-        }
-        last = prev;
-    }
-    snprintf(outcome, sizeof(outcome), "exit %d: %.120s", status,
-             last ? (*last == '\n' ? last + 1 : last) : out);
-    char *newline = strchr(outcome, '\n');
-    if (newline)
-        *newline = '\0';
+    char line[120], outcome[160];
+    last_line(out, line, sizeof(line));
+    snprintf(outcome, sizeof(outcome), "exit %d: %s", status, line);
     log_outcome(s, id, outcome);
 }
 
@@ -329,30 +327,6 @@ static void restart_box(soak *s, soak_fault_kind kind)
  * their stagger, with room for a loaded machine. */
 #define TAKEOVER_WAIT_MS 30000
 
-/* Kills every process left in box's cgroup root and waits until it is
- * empty; false if it is not within 10 s. */
-static bool kill_root(soak *s, size_t box)
-{
-    const char *root = s->fleet.boxes[box].drv.cgroup_path;
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/cgroup.kill", root);
-    FILE *f = fopen(path, "we");
-    bool written = f && fputs("1", f) >= 0;
-    if (f && fclose(f) != 0)
-        written = false;
-    if (!written)
-        return false;
-    snprintf(path, sizeof(path), "%s/cgroup.events", root);
-    uint64_t deadline = soak_now_ms() + 10000;
-    do {
-        _cleanup_free_ char *events = dd_read_text(path);
-        if (events && strstr(events, "populated 0"))
-            return true;
-        dd_sleep_ms(5);
-    } while (soak_now_ms() < deadline);
-    return false;
-}
-
 /* Waits until no failover host in hosts (those box served) is routed to
  * box any more (the router follows the claims' executors), at most
  * timeout_ms; the number that still are. */
@@ -396,7 +370,7 @@ static void power_cut(soak *s)
     atomic_store(&s->daemon_down[box], true);
     act_error err = {0};
     (void)dd_kill(&d->drv, 30000, &err);
-    bool emptied = kill_root(s, box);
+    bool emptied = fl_kill_root(&s->fleet, box);
     soak_check(s, I_DAEMONS_ALIVE, emptied, "%s's cgroup root kept processes after cgroup.kill",
                fl_box_name(box));
     size_t left = wait_taken_over(s, box, failover, n_failover, TAKEOVER_WAIT_MS);
@@ -432,18 +406,6 @@ static void partition(soak *s)
     wait_store_answers(s);
     soak_window_close(s, id);
     log_outcome(s, id, "healed");
-}
-
-/* The last non-empty line of out, for a fault's log. */
-static void last_line(const char *out, char *line, size_t size)
-{
-    size_t end = strlen(out);
-    while (end > 0 && out[end - 1] == '\n')
-        end--;
-    size_t start = end;
-    while (start > 0 && out[start - 1] != '\n')
-        start--;
-    snprintf(line, size, "%.*s", (int)(end - start), out + start);
 }
 
 /* activatorctl drain of a random box (its hosts moved to the others, a few
