@@ -69,6 +69,14 @@ int cg_root_destroy_throwaway(cg_root *root, act_error *err);
 void cg_root_free(cg_root *root);
 DEFINE_TRIVIAL_CLEANUP_FUNC(cg_root *, cg_root_free)
 
+/* Moves process pid into <root>/<node>, a leaf of the root's own beside
+ * hosts/ and supervisor/ (made when missing): for a process of the daemon's
+ * that outlives it as the generations do, and dies with the root (the log
+ * keeper). Its v1 groups stay the caller's. */
+int cg_root_place_process(cg_root *root, const char *node, pid_t pid, act_error *err);
+/* Removes <root>/<node>; fails with -EBUSY while a process is in it. */
+int cg_root_remove_node(cg_root *root, const char *node, act_error *err);
+
 /* The root's absolute v2 path, for logs and operators. */
 const char *cg_root_path(const cg_root *root);
 /* Where the cgroup2 hierarchy is mounted (from /proc/self/mountinfo): its

@@ -169,24 +169,46 @@ static int open_hosts_node(cg_root *root, act_error *err)
     return 0;
 }
 
+/* Writes pid ("0": the caller) into <root>/<node>/cgroup.procs, making
+ * the node when it is missing. */
+static int move_into_node(cg_root *root, const char *node, const char *pid, act_error *err)
+{
+    if (mkdirat(root->dir_fd, node, 0755) < 0 && errno != EEXIST)
+        return act_error_set(err, errno, "cannot create %s/%s: %s", root->v2_path, node,
+                             strerror(errno));
+    _cleanup_close_ int fd = openat(root->dir_fd, node, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return act_error_set(err, errno, "cannot open %s/%s: %s", root->v2_path, node,
+                             strerror(errno));
+    int r = cg_write_file_at(fd, "cgroup.procs", pid);
+    if (r < 0)
+        return act_error_set(err, -r,
+                             "cannot move process %s into %s/%s: %s; is the cgroup "
+                             "delegated to us (Delegate=yes)?",
+                             strcmp(pid, "0") == 0 ? "activatord" : pid, root->v2_path, node,
+                             strerror(-r));
+    return 0;
+}
+
 /* Moves the calling process into <root>/supervisor, so the root itself
  * holds no process and may enable controllers for its children. */
 static int move_into_supervisor(cg_root *root, act_error *err)
 {
-    if (mkdirat(root->dir_fd, "supervisor", 0755) < 0 && errno != EEXIST)
-        return act_error_set(err, errno, "cannot create %s/supervisor: %s", root->v2_path,
+    return move_into_node(root, "supervisor", "0", err);
+}
+
+int cg_root_place_process(cg_root *root, const char *node, pid_t pid, act_error *err)
+{
+    char text[32];
+    snprintf(text, sizeof(text), "%d", (int)pid);
+    return move_into_node(root, node, text, err);
+}
+
+int cg_root_remove_node(cg_root *root, const char *node, act_error *err)
+{
+    if (unlinkat(root->dir_fd, node, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        return act_error_set(err, errno, "cannot remove %s/%s: %s", root->v2_path, node,
                              strerror(errno));
-    _cleanup_close_ int fd =
-        openat(root->dir_fd, "supervisor", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return act_error_set(err, errno, "cannot open %s/supervisor: %s", root->v2_path,
-                             strerror(errno));
-    int r = cg_write_file_at(fd, "cgroup.procs", "0");
-    if (r < 0)
-        return act_error_set(err, -r,
-                             "cannot move this process into %s/supervisor: %s; is the cgroup "
-                             "delegated to us (Delegate=yes)?",
-                             root->v2_path, strerror(-r));
     return 0;
 }
 

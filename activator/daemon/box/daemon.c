@@ -28,6 +28,7 @@
 #include "activator/daemon/parking/pressure.h"
 #include "activator/daemon/accounts/dynamic_users.h"
 #include "activator/daemon/accounts/userdb.h"
+#include "activator/daemon/generations/log_keeper_link.h"
 #include "activator/daemon/hosts/hosts.h"
 #include "activator/daemon/generations/generation.h"
 #include "activator/daemon/generations/leftovers.h"
@@ -58,6 +59,7 @@ typedef struct daemon_process {
     sd_event_source *stop_timer;     /* the clean stop's deadline */
     size_t stop_cursor;              /* hosts before it are at rest, during a stop */
     int exit_code;
+    bool handed_over; /* the generations run on for the next daemon */
 } daemon_process;
 
 /* The box's observers get the context; the process around it is found
@@ -367,6 +369,7 @@ static void begin_handover(daemon_process *process)
     act_log(LOG_INFO, "handover: %zu serving generations keep running for the next daemon",
             serving);
     process->exit_code = 0;
+    process->handed_over = true;
     sd_event_exit(daemon->loop, 0);
 }
 
@@ -500,7 +503,8 @@ static int start(daemon_process *process, const char *config_path, act_error *er
                 "cost every start an RCU grace period; set MemoryMax= for a host that needs a "
                 "limit (its starts pay that wait)",
                 CFG_MEMORY_MAX_DEFAULT);
-    if ((r = pl_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
+    if ((r = ad_log_keeper_open(daemon, err)) < 0 ||
+        (r = pl_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
             0 ||
         (r = open_store(daemon, process->n_loaded_hosts ? process->loaded_hosts[0].name : NULL,
                         err)) < 0 ||
@@ -556,6 +560,8 @@ static void teardown(daemon_process *process)
     ad_box_lease_free(daemon);
     ad_pressure_close(daemon);
     ad_hosts_teardown(daemon);
+    /* After the hosts, whose logs held the pipes' write ends. */
+    ad_log_keeper_close(daemon, daemon->stopping && !process->handed_over);
     claims_store_free(daemon->store);
     ad_checkpoint_namings_free(daemon);
     ad_claim_waits_free(daemon);

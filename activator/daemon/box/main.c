@@ -8,6 +8,8 @@
 #include "activator/config/config.h"
 #include "activator/daemon/accounts/userdb.h"
 #include "activator/daemon/box/daemon_main.h"
+#include "activator/log_keeper/log_keeper.h"
+#include "activator/log_keeper/protocol.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 
@@ -60,6 +62,10 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {0},
     };
+    /* The box's log keeper is this binary too, started by the daemon with
+     * its listening socket (activator/log_keeper/log_keeper.h). */
+    if (argc == 2 && strcmp(argv[1], LK_ARGUMENT) == 0)
+        return lk_keeper_main(LK_LISTEN_FD);
     /* Before any lookup of a user: our own records are not the box's. */
     ad_userdb_bypass_self();
     const char *config_path = CFG_DAEMON_DEFAULT_PATH;

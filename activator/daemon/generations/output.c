@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "activator/daemon/generations/log_keeper_link.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/names.h"
@@ -31,7 +32,8 @@ typedef struct rotation rotation;
 struct ad_host_log {
     ad_host *host;
     int dirfd;  /* <state>/hosts/<host>/log */
-    int fd;     /* output.log, O_APPEND */
+    int fd;     /* the keeper's pipe (its write end), or output.log, O_APPEND */
+    bool kept;  /* fd is the keeper's pipe */
     char *journal_header; /* NULL: no journald */
     sd_event_source *timer;
     rotation *rotating; /* the check off the loop, while it runs */
@@ -196,16 +198,28 @@ int ad_host_log_open(ad_host *host, const char *whose, ad_host_log **out, act_er
         openat(host_dirfd, LOG_DIRECTORY, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dirfd < 0)
         return act_error_set(err, errno, "cannot open the log directory: %s", strerror(errno));
-    _cleanup_close_ int fd = openat(dirfd, LOG_FILE,
-                                    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
-    if (fd < 0)
-        return act_error_set(err, errno, "cannot open the log file %s/%s: %s", LOG_DIRECTORY,
-                             LOG_FILE, strerror(errno));
-    if (under_journald() && !(log->journal_header = journal_header_for(host->name)))
+    bool journald = under_journald();
+    if (journald && !(log->journal_header = journal_header_for(host->name)))
         return act_error_set(err, ENOMEM, "out of memory");
-    int r =
-        sd_event_add_time_relative(host->daemon->loop, &log->timer, CLOCK_MONOTONIC,
-                                   ROTATE_CHECK_USEC, ROTATE_CHECK_USEC / 4, on_rotate_check, log);
+    _cleanup_close_ int fd = -1;
+    /* Under journald the file is only the fallback of a stream that cannot
+     * be connected; otherwise the keeper's pipe, and the file when there is
+     * no keeper (the host can then grow it; rotation bounds what that
+     * costs). */
+    if (!journald && ad_log_keeper_pipe(host->daemon, host->name, dirfd,
+                                        host->daemon->config.host_log_max_bytes, &fd) == 0)
+        log->kept = true;
+    else if ((fd = openat(dirfd, LOG_FILE, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+                          0640)) < 0) {
+        int saved = errno;
+        free(log->journal_header);
+        return act_error_set(err, saved, "cannot open the log file %s/%s: %s", LOG_DIRECTORY,
+                             LOG_FILE, strerror(saved));
+    }
+    int r = log->kept ? 0
+                      : sd_event_add_time_relative(host->daemon->loop, &log->timer, CLOCK_MONOTONIC,
+                                                   ROTATE_CHECK_USEC, ROTATE_CHECK_USEC / 4,
+                                                   on_rotate_check, log);
     if (r < 0) {
         free(log->journal_header);
         return act_error_set(err, -r, "cannot watch the log file: %s", strerror(-r));
@@ -220,8 +234,13 @@ int ad_host_log_open(ad_host *host, const char *whose, ad_host_log **out, act_er
 
 void ad_host_log_mark(const ad_host_log *log, const char *whose)
 {
-    /* The journal tells each stream's start by itself. */
-    if (log && !log->journal_header)
+    /* The journal tells each stream's start by itself. The keeper's pipe is
+     * the host's too: a write there could wait for its reader. */
+    if (!log || log->journal_header)
+        return;
+    if (log->kept)
+        ad_log_keeper_mark(log->host->daemon, log->host->name, whose);
+    else
         dprintf(log->fd, "-- activatord: host %s, %s --\n", log->host->name, whose);
 }
 

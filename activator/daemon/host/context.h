@@ -97,6 +97,7 @@ struct ad_daemon {
     act_offload *release_work;
     rel_store *releases;
     cg_root *cgroups;
+    struct ad_log_keeper *log_keeper; /* generations/log_keeper_link.c */
     pl_start_cap start_cap;
     ev_publisher *events;            /* NULL until the messaging is open */
     met_daemon_metrics *metrics;     /* the metric families; NULL until registered */

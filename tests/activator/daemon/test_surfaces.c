@@ -4,8 +4,10 @@
  *   - the notify socket is the host user's alone (another uid gets EACCES),
  *     a datagram from outside the generation is ignored, counted, and
  *     logged once; a flood of it from inside leaves the daemon answering;
- *   - without journald, a host's output goes to a file of its own, rotated
- *     by size.
+ *   - without journald, a host's output goes through the log keeper into a
+ *     file of its own, rotated by size, which the host cannot grow (and
+ *     without the keeper, the control, can, at the cost of one bounded
+ *     rotation); the output outlives the daemon's death and the keeper's.
  * (The metrics server's connection limits are daemon-metrics'.) */
 #include <errno.h>
 #include <inttypes.h>
@@ -356,14 +358,24 @@ static void test_the_log_file_rotates_by_size(void **state)
     char current[PATH_MAX], rotated[PATH_MAX];
     struct stat st;
     wait_for_rotation(d, "chatty", current, rotated, &st);
-    DH_CHECK(d, st.st_size >= 64 * 1024, "%s holds %lld bytes, less than the 64K it rotated at",
-             rotated, (long long)st.st_size);
-    char *old = dh_read_text(rotated);
-    bool has_lines = old && strstr(old, "chatty line 2999:");
-    free(old);
-    DH_CHECK(d, has_lines, "%s lacks the host's last line", rotated);
+    /* The keeper rotates once a write takes the file to 64K: a rotated file
+     * holds at least that and at most one more read of the pipe. */
+    DH_CHECK(d, st.st_size >= 64 * 1024 && st.st_size <= 2 * 64 * 1024,
+             "%s holds %lld bytes, not between the 64K it rotated at and 128K", rotated,
+             (long long)st.st_size);
+    bool has_last = false;
+    for (int i = 0; i < 100 && !has_last; i++) {
+        char *old = dh_read_text(rotated), *now = dh_read_text(current);
+        has_last =
+            (old && strstr(old, "chatty line 2999:")) || (now && strstr(now, "chatty line 2999:"));
+        free(old);
+        free(now);
+        if (!has_last)
+            dd_sleep_ms(100);
+    }
+    DH_CHECK(d, has_last, "neither %s nor %s has the host's last line", current, rotated);
     DH_CHECK(d, stat(current, &st) == 0 && st.st_size < 64 * 1024,
-             "%s was not emptied by the rotation (%lld bytes)", current, (long long)st.st_size);
+             "%s is past its bound (%lld bytes)", current, (long long)st.st_size);
     /* Not a line of it in the daemon's own output. */
     char *log = dh_read_text(d->drv.log_path);
     bool leaked = log && strstr(log, "chatty line");
@@ -374,13 +386,27 @@ static void test_the_log_file_rotates_by_size(void **state)
     rmdir(shared);
 }
 
-/* A host that grows its output file with ftruncate() to 2 GiB (sparse: it
- * writes almost nothing) costs a rotation no more than HostLogMaxSize=:
- * only the file's tail is read, its hole skipped. Copying the whole file,
- * as rotations once did, writes 2 GiB of zeros into output.log.1. */
-static void test_a_grown_log_costs_a_rotation_its_bound(void **state)
+/* Waits up to 10 s for text in host's output.log; whether it came. */
+static bool wait_for_output(dh_daemon *d, const char *host, const char *text)
 {
-    dh_daemon *d = *state;
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/hosts/%s/log/output.log", d->drv.state_dir, host);
+    for (int i = 0; i < 100; i++) {
+        char *now = dh_read_text(path);
+        bool found = now && strstr(now, text);
+        free(now);
+        if (found)
+            return true;
+        dd_sleep_ms(100);
+    }
+    return false;
+}
+
+/* A host tries to grow its output to 2 GiB with ftruncate() (sparse: it
+ * writes almost nothing). Its output is the log keeper's pipe, which
+ * cannot be truncated: the file stays small. */
+static void grow_the_log(dh_daemon *d, bool keeper)
+{
     dh_setup(d, DH_STORE_DIR, "HostLogMaxSize=64K\n");
     char shared[64], script[128];
     make_shared_dir(d, shared, sizeof(shared));
@@ -388,25 +414,142 @@ static void test_a_grown_log_costs_a_rotation_its_bound(void **state)
     write_script(d, script,
                  "#!/bin/sh\n"
                  "echo before the hole\n"
-                 "perl -e 'truncate(STDOUT, 2 * 1024**3) or die \"truncate: $!\"' || exit 1\n"
+                 "perl -e 'if (truncate(STDOUT, 2 * 1024**3)) { print \"grown to 2 GiB\\n\" }"
+                 " else { print \"truncate refused: $!\\n\" }'\n"
                  "echo after the hole\n");
     char ready[256];
     snprintf(ready, sizeof(ready), "Ready=exec:%s\nReadyTimeoutSec=20\n", script);
     dh_add_app_host(d, "grower", NULL, ready);
-    dh_start(d, NULL);
+    const char *const no_keeper[] = {"ACTIVATOR_TEST_NO_LOG_KEEPER=1", NULL};
+    dh_start(d, keeper ? NULL : no_keeper);
     dh_wake(d, "grower");
 
-    char current[PATH_MAX], rotated[PATH_MAX];
-    struct stat st;
-    wait_for_rotation(d, "grower", current, rotated, &st);
-    DH_CHECK(d, st.st_size <= 2 * 64 * 1024, "%s holds %lld bytes, more than its bound", rotated,
-             (long long)st.st_size);
-    char *old = dh_read_text(rotated);
-    bool has_tail = old && strstr(old, "after the hole");
-    free(old);
-    DH_CHECK(d, has_tail, "%s lacks what followed the hole", rotated);
-    DH_CHECK(d, stat(current, &st) == 0 && st.st_size < 64 * 1024,
-             "%s was not emptied by the rotation (%lld bytes)", current, (long long)st.st_size);
+    if (keeper) {
+        DH_CHECK(d, wait_for_output(d, "grower", "after the hole"),
+                 "the host's output did not reach its log");
+        DH_CHECK(d, wait_for_output(d, "grower", "truncate refused"),
+                 "the host's truncate of its output was not refused");
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/hosts/grower/log/output.log", d->drv.state_dir);
+        DH_CHECK(d, stat(path, &st) == 0 && st.st_size < 64 * 1024 && st.st_blocks * 512 < 1 << 20,
+                 "%s grew to %lld bytes", path, (long long)st.st_size);
+    } else {
+        /* The control: the host holds the file itself, and grows it. Its
+         * rotation then costs no more than HostLogMaxSize=: only the
+         * file's tail is read, its hole skipped (copying the whole file,
+         * as rotations once did, writes 2 GiB of zeros into output.log.1). */
+        char current[PATH_MAX], rotated[PATH_MAX];
+        struct stat st;
+        wait_for_rotation(d, "grower", current, rotated, &st);
+        DH_CHECK(d, st.st_size <= 2 * 64 * 1024, "%s holds %lld bytes, more than its bound",
+                 rotated, (long long)st.st_size);
+        char *old = dh_read_text(rotated);
+        bool grown = old && strstr(old, "grown to 2 GiB") && strstr(old, "after the hole");
+        free(old);
+        DH_CHECK(d, grown, "%s lacks what followed the hole", rotated);
+    }
+    dh_stop_and_check_clean(d);
+    unlink(script);
+    rmdir(shared);
+}
+
+static void test_a_host_cannot_grow_its_log(void **state)
+{
+    grow_the_log(*state, true);
+}
+
+static void test_without_the_keeper_a_grown_log_costs_a_rotation_its_bound(void **state)
+{
+    grow_the_log(*state, false);
+}
+
+/* The highest N of the lines "tick PID N" that pid wrote into host's
+ * output.log; -1: none. With pid 0, the first pid seen goes into *pid. */
+static long last_tick(dh_daemon *d, const char *host, long *pid)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/hosts/%s/log/output.log", d->drv.state_dir, host);
+    char *text = dh_read_text(path);
+    long last = -1;
+    for (const char *at = text; at && (at = strstr(at, "tick ")); at += 5) {
+        long who, n;
+        if (sscanf(at, "tick %ld %ld", &who, &n) != 2)
+            continue;
+        if (!*pid)
+            *pid = who;
+        if (who == *pid && n > last)
+            last = n;
+    }
+    free(text);
+    return last;
+}
+
+/* Waits up to 20 s for pid's ticks to pass after; whether they did. */
+static bool ticks_pass(dh_daemon *d, const char *host, long pid, long after)
+{
+    for (int i = 0; i < 200; i++) {
+        if (last_tick(d, host, &pid) > after)
+            return true;
+        dd_sleep_ms(100);
+    }
+    return false;
+}
+
+/* The keeper's pid, from its cgroup under the daemon's root; 0: none. */
+static pid_t keeper_pid(dh_daemon *d)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/log-keeper/cgroup.procs", d->drv.cgroup_path);
+    char *text = dh_read_text(path);
+    pid_t pid = text ? (pid_t)atoi(text) : 0;
+    free(text);
+    return pid;
+}
+
+/* A generation's output is a pipe that outlives both its readers one at a
+ * time: the daemon killed, the keeper goes on writing what the host says;
+ * the keeper killed, the daemon starts another and hands it the pipe. The
+ * same process writes throughout: a pipe left without a reader would have
+ * killed it (SIGPIPE) at its next line. */
+static void test_output_outlives_the_daemon_and_the_keeper(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    char shared[64], script[128];
+    make_shared_dir(d, shared, sizeof(shared));
+    snprintf(script, sizeof(script), "%s/ticker.sh", shared);
+    write_script(d, script,
+                 "#!/bin/sh\n"
+                 "i=0\n"
+                 "while :; do echo \"tick $$ $i\"; i=$((i + 1)); sleep 0.05; done\n");
+    char replicate[256];
+    snprintf(replicate, sizeof(replicate), "ExecReplicate=%s\n", script);
+    dh_add_app_host(d, "ticker", NULL, replicate);
+    dh_start(d, NULL);
+    dh_wake(d, "ticker");
+    long pid = 0;
+    DH_CHECK(d, ticks_pass(d, "ticker", 0, 2), "the ticker's output did not reach its log");
+    last_tick(d, "ticker", &pid);
+    pid_t first_keeper = keeper_pid(d);
+    DH_CHECK(d, first_keeper > 0, "no log keeper in %s/log-keeper", d->drv.cgroup_path);
+
+    dh_kill(d);
+    long before = last_tick(d, "ticker", &pid);
+    DH_CHECK(d, ticks_pass(d, "ticker", pid, before + 5),
+             "with the daemon killed, the ticker's output stopped at tick %ld", before);
+    DH_CHECK(d, keeper_pid(d) == first_keeper, "the keeper did not outlive the daemon");
+
+    dh_start(d, NULL);
+    DH_CHECK(d, kill(first_keeper, SIGKILL) == 0 && dh_pid_gone(first_keeper),
+             "cannot kill the keeper (pid %d)", (int)first_keeper);
+    before = last_tick(d, "ticker", &pid);
+    DH_CHECK(d, ticks_pass(d, "ticker", pid, before + 5),
+             "with the keeper killed, the ticker's output stopped at tick %ld", before);
+    pid_t second_keeper = keeper_pid(d);
+    DH_CHECK(d, second_keeper > 0 && second_keeper != first_keeper,
+             "no other keeper took over (pid %d)", (int)second_keeper);
+    DH_CHECK(d, kill((pid_t)pid, 0) == 0, "the ticker (pid %ld) died", pid);
     dh_stop_and_check_clean(d);
     unlink(script);
     rmdir(shared);
@@ -422,7 +565,9 @@ int main(void)
         DH_TEST(test_notify_socket_is_the_hosts_alone),
         DH_TEST(test_a_notify_flood_leaves_the_daemon_answering),
         DH_TEST(test_the_log_file_rotates_by_size),
-        DH_TEST(test_a_grown_log_costs_a_rotation_its_bound),
+        DH_TEST(test_a_host_cannot_grow_its_log),
+        DH_TEST(test_without_the_keeper_a_grown_log_costs_a_rotation_its_bound),
+        DH_TEST(test_output_outlives_the_daemon_and_the_keeper),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
