@@ -3,6 +3,7 @@
  *
  * Layout under the activator's cgroup root (docs/formats.md):
  *   <root>/supervisor            the daemon itself, when the root is "auto"
+ *   <root>/log-keeper            the daemon's log keeper (cg_root_place_process)
  *   <root>/hosts/<host>/<leaf>   one leaf per generation ("g-7") or helper ("restore-7")
  *
  * Processes only ever live in leaves, so every inner node may carry enabled

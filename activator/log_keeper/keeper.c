@@ -342,8 +342,12 @@ static int on_connection(sd_event_source *source, int fd, uint32_t revents, void
     else {
         for (size_t i = 0; i < n_fds; i++)
             close(fds[i]);
+        uint64_t bound;
         if (strncmp(text, "mark ", 5) == 0)
             on_mark(k, text + 5);
+        else if (sscanf(text, "bound %" SCNu64, &bound) == 1 && bound > 0)
+            for (host_file *file = k->files; file; file = file->next)
+                file->max_bytes = bound;
         else
             act_log(LOG_WARNING, "log keeper: unknown message \"%.40s\"", text);
     }

@@ -9,6 +9,7 @@
  *                        on both sides
  *     mark HOST TEXT     write "-- activatord: host HOST, TEXT --" into
  *                        HOST's output.log, after what its pipes hold now
+ *     bound MAX          rotate every host's file at MAX bytes from now on
  *   keeper -> daemon
  *     hello PID          first, to each daemon that connects
  *     held INO HOST      [pipe read end, the log directory]  one of the

@@ -197,10 +197,11 @@ static leaves_walk *current_walk; /* nftw has no userdata; one walker thread at 
 static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Whether a cgroup below a box's root may hold processes: a leaf of a host
- * (hosts/<host>/<kind>-<N>), or the daemon's own supervisor leaf. */
+ * (hosts/<host>/<kind>-<N>), the daemon's own supervisor leaf, or its log
+ * keeper's. */
 static bool may_hold(const char *relative)
 {
-    if (strcmp(relative, "supervisor") == 0)
+    if (strcmp(relative, "supervisor") == 0 || strcmp(relative, "log-keeper") == 0)
         return true;
     if (strncmp(relative, "hosts/", 6) != 0)
         return false;
@@ -231,6 +232,18 @@ static int walk_entry(const char *path, const struct stat *st, int flag, struct 
             char *next = strchr(line, '\n');
             line = next ? next + 1 : NULL;
         }
+    }
+    if (held && strcmp(relative, "log-keeper") == 0) {
+        /* One process, the keeper: "activatord --log-keeper". */
+        char cmdline_path[64], cmdline[64] = "";
+        snprintf(cmdline_path, sizeof(cmdline_path), "/proc/%ld/cmdline", atol(procs));
+        FILE *f = fopen(cmdline_path, "re");
+        size_t n = f ? fread(cmdline, 1, sizeof(cmdline) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        size_t first = strnlen(cmdline, n);
+        held = !strchr(procs, '\n') || strchr(procs, '\n')[1] == '\0';
+        held = held && first + 1 < n && strcmp(cmdline + first + 1, "--log-keeper") == 0;
     }
     char shown[128];
     snprintf(shown, sizeof(shown), "%.120s", procs);

@@ -29,6 +29,7 @@
 #include "activator/daemon/accounts/dynamic_users.h"
 #include "activator/daemon/accounts/userdb.h"
 #include "activator/daemon/generations/log_keeper_link.h"
+#include "activator/daemon/generations/output.h"
 #include "activator/daemon/hosts/hosts.h"
 #include "activator/daemon/generations/generation.h"
 #include "activator/daemon/generations/leftovers.h"
@@ -503,7 +504,7 @@ static int start(daemon_process *process, const char *config_path, act_error *er
                 "cost every start an RCU grace period; set MemoryMax= for a host that needs a "
                 "limit (its starts pay that wait)",
                 CFG_MEMORY_MAX_DEFAULT);
-    if ((r = ad_log_keeper_open(daemon, err)) < 0 ||
+    if ((r = ad_log_keeper_open(daemon, ad_host_output_kept(), err)) < 0 ||
         (r = pl_start_cap_init(&daemon->start_cap, daemon->config.max_concurrent_starts, err)) <
             0 ||
         (r = open_store(daemon, process->n_loaded_hosts ? process->loaded_hosts[0].name : NULL,

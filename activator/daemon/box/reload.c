@@ -38,6 +38,7 @@
 
 #include "activator/daemon/accounts/dynamic_users.h"
 #include "activator/daemon/fleet/takeover.h"
+#include "activator/daemon/generations/log_keeper_link.h"
 #include "activator/daemon/generations/generation.h"
 #include "activator/daemon/hosts/hosts.h"
 #include "activator/daemon/parking/pressure.h"
@@ -589,6 +590,8 @@ static void apply_daemon(ad_daemon *daemon, reload_job *job, plan *p)
     config->start_budget_wait_usec = next->start_budget_wait_usec;
     config->claim_unclaimed = next->claim_unclaimed;
     config->failover_grace_usec = next->failover_grace_usec;
+    if (config->host_log_max_bytes != next->host_log_max_bytes)
+        ad_log_keeper_set_bound(daemon, next->host_log_max_bytes);
     config->host_log_max_bytes = next->host_log_max_bytes;
     config->checkpoints_keep = next->checkpoints_keep;
     config->build_fetch_timeout_usec = next->build_fetch_timeout_usec;

@@ -343,8 +343,10 @@ static int on_retry(sd_event_source *source, uint64_t usec, void *userdata)
 
 /* ---- the API ------------------------------------------------------------- */
 
-int ad_log_keeper_open(ad_daemon *daemon, act_error *err)
+int ad_log_keeper_open(ad_daemon *daemon, bool needed, act_error *err)
 {
+    if (!needed)
+        return 0;
     ad_log_keeper *lk = calloc(1, sizeof(*lk));
     if (!lk)
         return act_error_set(err, ENOMEM, "out of memory");
@@ -416,6 +418,24 @@ void ad_log_keeper_mark(ad_daemon *daemon, const char *host, const char *text)
     snprintf(message, sizeof(message), "mark %s %s", host, text);
     /* Dropped when the keeper's socket is full: a mark is worth no wait. */
     lk_send(lk->connection, message, NULL, 0, MSG_DONTWAIT);
+}
+
+void ad_log_keeper_set_bound(ad_daemon *daemon, uint64_t max_bytes)
+{
+    ad_log_keeper *lk = daemon->log_keeper;
+    if (!lk)
+        return;
+    for (size_t i = 0; i < lk->n_pipes; i++)
+        lk->pipes[i].max_bytes = max_bytes;
+    if (lk->connection < 0)
+        return;
+    char message[LK_MESSAGE_MAX];
+    snprintf(message, sizeof(message), "bound %" PRIu64, max_bytes);
+    if (lk_send(lk->connection, message, NULL, 0, MSG_DONTWAIT) < 0)
+        act_log(LOG_WARNING,
+                "log keeper: cannot tell it HostLogMaxSize=%" PRIu64
+                "; it applies to the hosts' next generations",
+                max_bytes);
 }
 
 void ad_log_keeper_close(ad_daemon *daemon, bool wait_for_exit)

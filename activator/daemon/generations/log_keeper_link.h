@@ -19,10 +19,11 @@
 
 typedef struct ad_log_keeper ad_log_keeper;
 
-/* Connects to the keeper, or starts one in <cgroup root>/log-keeper. A box
- * without one still runs (the hosts' output goes to their files, and the
- * daemon says why); only out of memory fails. */
-int ad_log_keeper_open(ad_daemon *daemon, act_error *err);
+/* Connects to the keeper, or starts one in <cgroup root>/log-keeper; none
+ * when not needed (under journald). A box without one still runs (the
+ * hosts' output goes to their files, and the daemon says why); only out of
+ * memory fails. */
+int ad_log_keeper_open(ad_daemon *daemon, bool needed, act_error *err);
 
 /* A new pipe whose read end the keeper drains into output.log in dir_fd
  * (host's log directory, which the caller keeps), rotated at max_bytes;
@@ -34,6 +35,11 @@ int ad_log_keeper_pipe(ad_daemon *daemon, const char *host, int dir_fd, uint64_t
 /* A line "-- activatord: host <host>, <text> --" in host's output.log, after
  * what its pipes hold now; dropped while there is no keeper. */
 void ad_log_keeper_mark(ad_daemon *daemon, const char *host, const char *text);
+
+/* HostLogMaxSize= changed: every host's file is rotated at max_bytes from
+ * its next write on. Dropped while there is no keeper (the next keeper
+ * gets the bound with each pipe). */
+void ad_log_keeper_set_bound(ad_daemon *daemon, uint64_t max_bytes);
 
 /* Closes the link; with wait_for_exit (a clean stop, every generation gone)
  * waits up to a second for the keeper to drain what is left and exit, and

@@ -57,6 +57,11 @@ static bool under_journald(void)
     return act_log_stderr_is_journal() && access(JOURNAL_STDOUT_SOCKET, W_OK) == 0;
 }
 
+bool ad_host_output_kept(void)
+{
+    return !under_journald();
+}
+
 /* Copies at most limit bytes of from, starting at offset; a hole there is
  * skipped to the next data, and a file that holds none after offset copies
  * nothing. */

@@ -17,10 +17,14 @@
  * `journalctl _SYSTEMD_CGROUP=<leaf>` one generation; the daemon's own
  * lines about the generation carry HOST= and GENERATION=.
  *
- * Without journald, and as the fallback when a stream cannot be connected,
- * the output goes to <state>/hosts/<host>/log/output.log (a directory of
- * root's, out of the host's reach), appended to by every generation of the
- * host, rotated by size (HostLogMaxSize=) into output.log.1. */
+ * Without journald, the output is a pipe the box's log keeper drains into
+ * <state>/hosts/<host>/log/output.log (a directory of root's, out of the
+ * host's reach), rotated by size (HostLogMaxSize=) into output.log.1
+ * (generations/log_keeper_link.h): the host never holds the file, so it
+ * cannot grow it, and the daemon's loop never writes a host's output.
+ * Where there is no keeper, and as the fallback when a journal stream
+ * cannot be connected, the host's processes append to that file
+ * themselves, and the daemon rotates it (ad_host_log_rotate_if_needed). */
 #pragma once
 
 #include <stdint.h>
@@ -28,6 +32,10 @@
 #include "activator/daemon/host/host.h"
 
 typedef struct ad_host_log ad_host_log;
+
+/* Whether the hosts' output goes through the log keeper on this box: not
+ * under journald, whose streams the hosts' processes connect themselves. */
+bool ad_host_output_kept(void);
 
 /* Opens the host's log file for the leaf that writes to it (a marker line
  * "-- activatord: host web1, <whose> --" notes where its output starts,
@@ -44,7 +52,8 @@ const char *ad_host_log_journal_socket(const ad_host_log *log);
 const char *ad_host_log_journal_header(const ad_host_log *log);
 void ad_host_log_free(ad_host_log *log);
 
-/* Rotates the file now if it is past max_bytes: its last max_bytes (what
+/* For a file the host holds (no keeper): rotates it now if it is past
+ * max_bytes: its last max_bytes (what
  * was written since, too) are copied to output.log.1 (replacing it) and
  * the file is emptied in place, so that every fd the host's processes hold
  * (O_APPEND) goes on writing at its new start. Only the tail is read, and

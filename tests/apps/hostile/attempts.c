@@ -570,6 +570,16 @@ static void try_helper_roots(const target_list *read)
     }
 }
 
+/* Its output grown to 1 TiB with ftruncate() (sparse: nothing written).
+ * A log file the host held itself would take it; its output is the log
+ * keeper's pipe, or a journal stream, which cannot be truncated. The
+ * positive control, the file without the keeper, is daemon-surfaces'. */
+static void try_grow_output(void)
+{
+    int r = ftruncate(STDOUT_FILENO, (off_t)1 << 40);
+    report_attempt("output-grow", r == 0, errno, "ftruncate(stdout, 1 TiB)");
+}
+
 /* ---- the controls ---- */
 
 static void controls(void)
@@ -675,5 +685,6 @@ void attack(const attack_targets *t)
     }
     try_proc_foreign();
     try_helper_roots(&t->read);
+    try_grow_output();
     controls();
 }
