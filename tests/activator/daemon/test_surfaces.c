@@ -231,6 +231,36 @@ static int compare_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* A script of the host's, in a fresh shared dir. */
+typedef struct host_script {
+    char dir[64];
+    char path[128];
+} host_script;
+
+typedef enum { SCRIPT_READY_PROBE, SCRIPT_REPLICA } script_role;
+
+/* Adds host with an app and text as its Ready=exec: probe (20 s) or its
+ * ExecReplicate=. */
+static void add_script_host(dh_daemon *d, const char *host, script_role role, const char *text,
+                            host_script *script)
+{
+    make_shared_dir(d, script->dir, sizeof(script->dir));
+    snprintf(script->path, sizeof(script->path), "%s/%s.sh", script->dir, host);
+    write_script(d, script->path, text);
+    char lines[256];
+    if (role == SCRIPT_READY_PROBE)
+        snprintf(lines, sizeof(lines), "Ready=exec:%s\nReadyTimeoutSec=20\n", script->path);
+    else
+        snprintf(lines, sizeof(lines), "ExecReplicate=%s\n", script->path);
+    dh_add_app_host(d, host, NULL, lines);
+}
+
+static void remove_script(host_script *script)
+{
+    unlink(script->path);
+    rmdir(script->dir);
+}
+
 static uint64_t now_us(void)
 {
     struct timespec ts;
@@ -338,20 +368,18 @@ static void test_the_log_file_rotates_by_size(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, "HostLogMaxSize=64K\n");
-    char shared[64], script[128];
-    make_shared_dir(d, shared, sizeof(shared));
-    snprintf(script, sizeof(script), "%s/chatty.sh", shared);
+    host_script script;
     /* 300 KB of output from inside the generation, then ready. */
-    write_script(d, script,
-                 "#!/bin/sh\n"
-                 "i=0\n"
-                 "while [ $i -lt 3000 ]; do\n"
-                 "  echo \"chatty line $i: 0123456789012345678901234567890123456789012345678901234567890123456789012345678\"\n"
-                 "  i=$((i + 1))\n"
-                 "done\n");
-    char ready[256];
-    snprintf(ready, sizeof(ready), "Ready=exec:%s\nReadyTimeoutSec=20\n", script);
-    dh_add_app_host(d, "chatty", NULL, ready);
+    add_script_host(
+        d, "chatty", SCRIPT_READY_PROBE,
+        "#!/bin/sh\n"
+        "i=0\n"
+        "while [ $i -lt 3000 ]; do\n"
+        "  echo \"chatty line $i: "
+        "0123456789012345678901234567890123456789012345678901234567890123456789012345678\"\n"
+        "  i=$((i + 1))\n"
+        "done\n",
+        &script);
     dh_start(d, NULL);
     dh_wake(d, "chatty");
 
@@ -382,8 +410,7 @@ static void test_the_log_file_rotates_by_size(void **state)
     free(log);
     DH_CHECK(d, !leaked, "the host's output reached the daemon's own stream");
     dh_stop_and_check_clean(d);
-    unlink(script);
-    rmdir(shared);
+    remove_script(&script);
 }
 
 /* Waits up to 10 s for text in host's output.log; whether it came. */
@@ -408,18 +435,14 @@ static bool wait_for_output(dh_daemon *d, const char *host, const char *text)
 static void grow_the_log(dh_daemon *d, bool keeper)
 {
     dh_setup(d, DH_STORE_DIR, "HostLogMaxSize=64K\n");
-    char shared[64], script[128];
-    make_shared_dir(d, shared, sizeof(shared));
-    snprintf(script, sizeof(script), "%s/grow.sh", shared);
-    write_script(d, script,
-                 "#!/bin/sh\n"
-                 "echo before the hole\n"
-                 "perl -e 'if (truncate(STDOUT, 2 * 1024**3)) { print \"grown to 2 GiB\\n\" }"
-                 " else { print \"truncate refused: $!\\n\" }'\n"
-                 "echo after the hole\n");
-    char ready[256];
-    snprintf(ready, sizeof(ready), "Ready=exec:%s\nReadyTimeoutSec=20\n", script);
-    dh_add_app_host(d, "grower", NULL, ready);
+    host_script script;
+    add_script_host(d, "grower", SCRIPT_READY_PROBE,
+                    "#!/bin/sh\n"
+                    "echo before the hole\n"
+                    "perl -e 'if (truncate(STDOUT, 2 * 1024**3)) { print \"grown to 2 GiB\\n\" }"
+                    " else { print \"truncate refused: $!\\n\" }'\n"
+                    "echo after the hole\n",
+                    &script);
     const char *const no_keeper[] = {"ACTIVATOR_TEST_NO_LOG_KEEPER=1", NULL};
     dh_start(d, keeper ? NULL : no_keeper);
     dh_wake(d, "grower");
@@ -450,8 +473,7 @@ static void grow_the_log(dh_daemon *d, bool keeper)
         DH_CHECK(d, grown, "%s lacks what followed the hole", rotated);
     }
     dh_stop_and_check_clean(d);
-    unlink(script);
-    rmdir(shared);
+    remove_script(&script);
 }
 
 static void test_a_host_cannot_grow_its_log(void **state)
@@ -516,16 +538,12 @@ static void test_output_outlives_the_daemon_and_the_keeper(void **state)
 {
     dh_daemon *d = *state;
     dh_setup(d, DH_STORE_DIR, NULL);
-    char shared[64], script[128];
-    make_shared_dir(d, shared, sizeof(shared));
-    snprintf(script, sizeof(script), "%s/ticker.sh", shared);
-    write_script(d, script,
-                 "#!/bin/sh\n"
-                 "i=0\n"
-                 "while :; do echo \"tick $$ $i\"; i=$((i + 1)); sleep 0.05; done\n");
-    char replicate[256];
-    snprintf(replicate, sizeof(replicate), "ExecReplicate=%s\n", script);
-    dh_add_app_host(d, "ticker", NULL, replicate);
+    host_script script;
+    add_script_host(d, "ticker", SCRIPT_REPLICA,
+                    "#!/bin/sh\n"
+                    "i=0\n"
+                    "while :; do echo \"tick $$ $i\"; i=$((i + 1)); sleep 0.05; done\n",
+                    &script);
     dh_start(d, NULL);
     dh_wake(d, "ticker");
     long pid = 0;
@@ -551,8 +569,7 @@ static void test_output_outlives_the_daemon_and_the_keeper(void **state)
              "no other keeper took over (pid %d)", (int)second_keeper);
     DH_CHECK(d, kill((pid_t)pid, 0) == 0, "the ticker (pid %ld) died", pid);
     dh_stop_and_check_clean(d);
-    unlink(script);
-    rmdir(shared);
+    remove_script(&script);
 }
 
 int main(void)
