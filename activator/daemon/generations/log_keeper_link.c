@@ -97,7 +97,7 @@ static int pipe_add(ad_log_keeper *lk, uint64_t ino, int read_fd, int dir_fd, ui
     kept_pipe *pipe = &lk->pipes[lk->n_pipes++];
     *pipe = (kept_pipe){
         .ino = ino, .read_fd = read_fd, .dir_fd = dir_fd, .max_bytes = max_bytes, .sent = sent};
-    snprintf(pipe->host, sizeof(pipe->host), "%s", host);
+    snprintf(pipe->host, sizeof(pipe->host), "%.*s", ACT_NAME_MAX, host);
     return 0;
 }
 
