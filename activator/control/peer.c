@@ -6,20 +6,19 @@
 #include <inttypes.h>
 #include <linux/posix_acl.h>
 #include <linux/posix_acl_xattr.h>
-#include <poll.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/fileio.h"
-
-/* /proc/PID/status with NGROUPS_MAX (65536) groups of 10 digits each. */
-#define STATUS_MAX (1024 * 1024)
 
 void ctrl_peer_judge_local(const ctrl_access *access, uid_t uid, gid_t gid, bool held_control,
                            bool held_viewer, ctrl_peer *out)
@@ -68,104 +67,105 @@ void ctrl_peer_judge_cn(const ctrl_access *access, const char *cn, ctrl_peer *ou
     out->has_role = true;
 }
 
-/* The second number of a "Uid:" or "Gid:" line (real, effective, saved,
- * filesystem): the effective id. */
-static int parse_effective(const char *line, uint32_t *out)
+/* Whether fd is the accepted end of a unix stream connection at local
+ * address path (NULL: any), made by process pid with uid and gid as the
+ * kernel recorded them at connect (SO_PEERCRED). */
+static bool is_peer_socket(int fd, const char *path, pid_t pid, uid_t uid, gid_t gid)
 {
-    char *end;
-    errno = 0;
-    strtoul(line, &end, 10);
-    if (errno || end == line)
-        return -EBADMSG;
-    const char *start = end;
-    unsigned long value = strtoul(start, &end, 10);
-    if (errno || end == start || value > UINT32_MAX)
-        return -EBADMSG;
-    *out = (uint32_t)value;
+    int value;
+    socklen_t len = sizeof(value);
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &value, &len) < 0 || value != AF_UNIX)
+        return false;
+    len = sizeof(value);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &value, &len) < 0 || value != SOCK_STREAM)
+        return false;
+    len = sizeof(value);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &value, &len) < 0 || value)
+        return false;
+    struct ucred cred;
+    len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid != pid ||
+        cred.uid != uid || cred.gid != gid)
+        return false;
+    if (!path)
+        return true;
+    struct sockaddr_un local;
+    len = sizeof(local);
+    if (getsockname(fd, (struct sockaddr *)&local, &len) < 0 || local.sun_family != AF_UNIX ||
+        len <= offsetof(struct sockaddr_un, sun_path))
+        return false;
+    size_t path_len = len - offsetof(struct sockaddr_un, sun_path);
+    return strnlen(local.sun_path, path_len) == strlen(path) &&
+           memcmp(local.sun_path, path, strlen(path)) == 0;
+}
+
+/* Marks in held each gid of wanted among the supplementary groups the
+ * kernel recorded for fd's peer at connect (SO_PEERGROUPS). */
+static int peer_socket_holds(int fd, const gid_t *wanted, bool *held, size_t n)
+{
+    socklen_t len = 64 * sizeof(gid_t);
+    _cleanup_free_ gid_t *groups = NULL;
+    for (;;) {
+        gid_t *bigger = realloc(groups, len);
+        if (!bigger)
+            return -ENOMEM;
+        groups = bigger;
+        socklen_t size = len;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &size) == 0) {
+            len = size;
+            break;
+        }
+        if (errno != ERANGE || size <= len)
+            return -errno;
+        len = size;
+    }
+    for (size_t i = 0; i < n; i++) {
+        held[i] = false;
+        for (size_t g = 0; g < len / sizeof(gid_t); g++)
+            held[i] = held[i] || groups[g] == wanted[i];
+    }
     return 0;
 }
 
-/* Marks in held each gid of wanted that the Groups: line (up to its newline)
- * names. */
-static int parse_groups(const char *line, const gid_t *wanted, bool *held, size_t n)
+int ctrl_peer_groups_from_sockets(const char *path, pid_t pid, uid_t uid, gid_t gid,
+                                  const gid_t *wanted, bool *held, size_t n)
 {
-    const char *p = line;
-    for (;;) {
-        p += strspn(p, " \t");
-        if (*p == '\n' || *p == '\0')
-            return 0;
-        char *end;
-        errno = 0;
-        unsigned long gid = strtoul(p, &end, 10);
-        if (errno || end == p || gid > UINT32_MAX)
-            return -EBADMSG;
-        for (size_t i = 0; i < n; i++)
-            if (wanted[i] == (gid_t)gid)
-                held[i] = true;
-        p = end;
-    }
-}
-
-int ctrl_peer_parse_status(const char *status, uid_t *euid, gid_t *egid, const gid_t *wanted,
-                           bool *held, size_t n)
-{
-    bool have_uid = false, have_gid = false, have_groups = false;
-    for (size_t i = 0; i < n; i++)
-        held[i] = false;
-    for (const char *line = status; *line;) {
-        uint32_t id;
-        if (strncmp(line, "Uid:", 4) == 0) {
-            if (parse_effective(line + 4, &id) < 0)
-                return -EBADMSG;
-            *euid = id;
-            have_uid = true;
-        } else if (strncmp(line, "Gid:", 4) == 0) {
-            if (parse_effective(line + 4, &id) < 0)
-                return -EBADMSG;
-            *egid = id;
-            have_gid = true;
-        } else if (strncmp(line, "Groups:", 7) == 0) {
-            if (parse_groups(line + 7, wanted, held, n) < 0)
-                return -EBADMSG;
-            have_groups = true;
-        }
-        const char *newline = strchr(line, '\n');
-        if (!newline)
-            break;
-        line = newline + 1;
-    }
-    return have_uid && have_gid && have_groups ? 0 : -EBADMSG;
-}
-
-/* The supplementary groups of process pid, if it is still the process that
- * connected with uid and gid (see peer.h). */
-static int read_peer_groups(pid_t pid, uid_t uid, gid_t gid, const gid_t *wanted, bool *held,
-                            size_t n)
-{
-    if (pid <= 0) /* not visible from our pid namespace */
-        return -ESRCH;
-    _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (pidfd < 0)
+    if (n > CTRL_PEER_WANTED_MAX)
+        return -EINVAL;
+    DIR *dir = opendir("/proc/self/fd");
+    if (!dir)
         return -errno;
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    _cleanup_free_ char *status = NULL;
-    size_t len;
-    int r = act_read_file(AT_FDCWD, path, STATUS_MAX, &status, &len, NULL);
+    bool every[CTRL_PEER_WANTED_MAX];
+    for (size_t i = 0; i < n; i++)
+        every[i] = true;
+    size_t found = 0;
+    int r = 0;
+    struct dirent *entry;
+    while (r == 0 && (entry = readdir(dir))) {
+        char *end;
+        long number = strtol(entry->d_name, &end, 10);
+        struct stat st;
+        if (*end || end == entry->d_name || number == dirfd(dir) || fstat((int)number, &st) < 0 ||
+            !S_ISSOCK(st.st_mode))
+            continue;
+        /* A copy, so that every check reads one socket even if another
+         * thread closes the number and a new socket takes it. */
+        _cleanup_close_ int fd = fcntl((int)number, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0 || !is_peer_socket(fd, path, pid, uid, gid))
+            continue;
+        bool these[CTRL_PEER_WANTED_MAX];
+        r = peer_socket_holds(fd, wanted, these, n);
+        for (size_t i = 0; r == 0 && i < n; i++)
+            every[i] = every[i] && these[i];
+        found++;
+    }
+    closedir(dir);
     if (r < 0)
         return r;
-    uid_t euid;
-    gid_t egid;
-    r = ctrl_peer_parse_status(status, &euid, &egid, wanted, held, n);
-    if (r < 0)
-        return r;
-    if (euid != uid || egid != gid)
-        return -ESTALE;
-    /* A pidfd polls readable once its process exits: then the pid may be
-     * another process's by now, and so may the status just read. */
-    struct pollfd exited = {.fd = pidfd, .events = POLLIN};
-    if (poll(&exited, 1, 0) != 0)
-        return -ESRCH;
+    if (!found)
+        return -ENOENT;
+    for (size_t i = 0; i < n; i++)
+        held[i] = every[i];
     return 0;
 }
 
@@ -183,8 +183,15 @@ void ctrl_peer_of_ipc_pipe(const ctrl_access *access, nng_pipe pipe, ctrl_peer *
     bool groups_matter = uid != 0 && (access->control_group || access->viewer_group);
     bool unread = false;
     if (groups_matter) {
-        if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_PID, &pid) != 0 || pid > INT32_MAX ||
-            read_peer_groups((pid_t)pid, (uid_t)uid, (gid_t)gid, wanted, held, 2) < 0) {
+        nng_sockaddr local;
+        const char *path =
+            nng_pipe_get_addr(pipe, NNG_OPT_LOCADDR, &local) == 0 && local.s_family == NNG_AF_IPC
+                ? local.s_ipc.sa_path
+                : NULL;
+        if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_PID, &pid) != 0 || pid == 0 ||
+            pid > INT32_MAX ||
+            ctrl_peer_groups_from_sockets(path, (pid_t)pid, (uid_t)uid, (gid_t)gid, wanted, held,
+                                          2) < 0) {
             held[0] = held[1] = false;
             unread = true;
         }
@@ -240,8 +247,8 @@ static void without_role(const ctrl_access *access, const ctrl_peer *peer, char 
         return;
     }
     const char *unread = peer->groups_unread
-                             ? " (its supplementary groups could not be read: the process that "
-                               "connected has exited or changed its credentials)"
+                             ? " (its supplementary groups could not be read: its connection "
+                               "was gone before it was judged)"
                              : "";
     if (access->control_group && access->viewer_group)
         snprintf(buf, size,

@@ -11,15 +11,16 @@
  * Membership is the peer process's own: its effective gid and the
  * supplementary groups it holds, not the group database (a process that
  * dropped a group does not keep its power, and a user added to a group gets
- * it with the next login, as everywhere else). NNG 1.5.2 gives the pid, uid
- * and gid the kernel recorded at connect (SO_PEERCRED) but not the socket, so
- * SO_PEERGROUPS is out of reach: the supplementary groups are read from
- * /proc/PID/status once, when the connection is made, under a pidfd. The race
- * this leaves is a pid reused between the connect and that read (at most
- * NNG's 10 s negotiation): the status read must show the uid and gid the
- * kernel recorded at connect, and the process must still live after the read,
- * or only the uid and effective gid count. So a peer can at most borrow the
- * groups of another process of its own user and group, never another user's.
+ * it with the next login, as everywhere else). All of it is what the kernel
+ * recorded when the peer connected: its uid, gid and pid (SO_PEERCRED, which
+ * NNG 1.5.2 hands over) and its supplementary groups (SO_PEERGROUPS). NNG
+ * does not hand over the socket that SO_PEERGROUPS needs, so the socket is
+ * found among the daemon's descriptors by its local address and its peer's
+ * credentials (ctrl_peer_groups_from_sockets). Nothing is read from
+ * /proc/PID: a process that connects, delays its handshake and exits cannot
+ * lend the groups of whichever process gets its pid next. A pid that
+ * connected twice, or was reused between two connects, has a group only if
+ * every one of its connections held it.
  *
  * Both groups can connect to the socket files: ctrl_ipc_socket_grant gives
  * the file to ControlGroup= (or ViewerGroup= alone) with mode 0660, and with
@@ -75,14 +76,18 @@ void ctrl_peer_judge_local(const ctrl_access *access, uid_t uid, gid_t gid, bool
  * that a list can name). */
 void ctrl_peer_judge_cn(const ctrl_access *access, const char *cn, ctrl_peer *out);
 
-/* Parses the text of /proc/PID/status: the effective uid and gid, and for
- * each of the n gids of wanted whether the Groups: line holds it. -EBADMSG
- * when a line is missing or malformed. */
-int ctrl_peer_parse_status(const char *status, uid_t *euid, gid_t *egid, const gid_t *wanted,
-                           bool *held, size_t n);
+#define CTRL_PEER_WANTED_MAX 2
 
-/* Judges the peer of an ipc pipe (any thread; reads /proc, never the group
- * database). */
+/* For each of the n (at most CTRL_PEER_WANTED_MAX) gids of wanted, whether
+ * process pid, with uid and gid, held it when it connected to the unix
+ * socket at path (NULL: any): read from the kernel's record of each such
+ * connection among this process's descriptors (SO_PEERGROUPS), and held
+ * only if every one of them held it. -ENOENT when there is none. Any
+ * thread; never the group database. */
+int ctrl_peer_groups_from_sockets(const char *path, pid_t pid, uid_t uid, gid_t gid,
+                                  const gid_t *wanted, bool *held, size_t n);
+
+/* Judges the peer of an ipc pipe (any thread; never the group database). */
 void ctrl_peer_of_ipc_pipe(const ctrl_access *access, nng_pipe pipe, ctrl_peer *out);
 
 /* "uid 1001", "the TLS client CN=ops-1", for messages. */

@@ -1,9 +1,10 @@
-/* The roles of peers (activator/control/peer.h) without sockets: reading
- * /proc/PID/status, which role credentials and CNs get, and the sentences
+/* The roles of peers (activator/control/peer.h): the groups a connection
+ * was made with, which role credentials and CNs get, and the sentences
  * that refuse an op. The sockets themselves are tested with real users in
  * test_control.c and against the daemon in tests/activator/daemon. */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -18,70 +21,54 @@
 #include "activator/control/peer.h"
 #include "common/fileio.h"
 
-static const char status_text[] = "Name:\tactivatorctl\n"
-                                  "Umask:\t0022\n"
-                                  "State:\tR (running)\n"
-                                  "Uid:\t1001\t1002\t1002\t1002\n"
-                                  "Gid:\t1001\t2000\t2000\t2000\n"
-                                  "FDSize:\t64\n"
-                                  "Groups:\t27 60001 4000000000 \n"
-                                  "NStgid:\t4242\n";
-
-static void parses_effective_ids_and_groups(void **state)
+/* Groups as the kernel recorded them at connect: this process connects to
+ * a socket of its own, in two groups, then leaves one of them; the
+ * accepted end still holds both. A path that is not the socket's finds no
+ * connection. Needs root to set the groups. */
+static void groups_come_from_the_connection(void **state)
 {
-    uid_t euid;
-    gid_t egid;
-    gid_t wanted[] = {60001, 60002, 4000000000u};
-    bool held[3];
-    assert_int_equal(ctrl_peer_parse_status(status_text, &euid, &egid, wanted, held, 3), 0);
-    assert_int_equal(euid, 1002);
-    assert_int_equal(egid, 2000);
-    assert_true(held[0]);
-    assert_false(held[1]);
-    assert_true(held[2]);
+    if (geteuid() != 0)
+        skip();
+    gid_t saved[64];
+    int n_saved = getgroups(64, saved);
+    assert_true(n_saved >= 0);
+    char dir[] = "/tmp/act-peer-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    snprintf(address.sun_path, sizeof(address.sun_path), "%s/s", dir);
+    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)), 0);
+    assert_int_equal(listen(listener, 4), 0);
+    const gid_t two[] = {60011, 60012};
+    assert_int_equal(setgroups(2, two), 0);
+    int client = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(client, (struct sockaddr *)&address, sizeof(address)), 0);
+    assert_int_equal(setgroups(1, two), 0);
+    int accepted = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(accepted >= 0);
 
-    /* No supplementary groups at all. */
-    static const char none[] = "Uid:\t0\t5\t5\t5\nGid:\t0\t6\t6\t6\nGroups:\t\n";
-    held[0] = true;
-    assert_int_equal(ctrl_peer_parse_status(none, &euid, &egid, wanted, held, 1), 0);
-    assert_int_equal(euid, 5);
-    assert_int_equal(egid, 6);
-    assert_false(held[0]);
-}
-
-static void refuses_what_is_not_a_status(void **state)
-{
-    static const char *const bad[] = {
-        "",
-        "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\n",          /* no Groups: */
-        "Uid:\t1\nGid:\t1\t1\t1\t1\nGroups:\t\n",        /* no effective uid */
-        "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nGroups:\tx\n", /* not a number */
-        "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nGroups:\t99999999999\n",
-    };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        uid_t euid;
-        gid_t egid;
-        gid_t wanted = 1;
-        bool held;
-        if (ctrl_peer_parse_status(bad[i], &euid, &egid, &wanted, &held, 1) != -EBADMSG)
-            fail_msg("status %zu was accepted: %s", i, bad[i]);
-    }
-}
-
-/* The kernel's own status of this process parses, and shows our ids. */
-static void parses_this_process(void **state)
-{
-    char *text = NULL;
-    size_t len;
-    assert_int_equal(act_read_file(AT_FDCWD, "/proc/self/status", 1 << 20, &text, &len, NULL), 0);
-    uid_t euid;
-    gid_t egid;
-    gid_t wanted = getegid();
-    bool held;
-    assert_int_equal(ctrl_peer_parse_status(text, &euid, &egid, &wanted, &held, 1), 0);
-    assert_int_equal(euid, geteuid());
-    assert_int_equal(egid, getegid());
-    free(text);
+    const gid_t wanted[] = {60012, 60013};
+    bool held[2] = {false, true};
+    assert_int_equal(ctrl_peer_groups_from_sockets(address.sun_path, getpid(), geteuid(), getegid(),
+                                                   wanted, held, 2),
+                     0);
+    assert_true(held[0]);  /* left after the connect: the connection keeps it */
+    assert_false(held[1]); /* never held */
+    assert_int_equal(ctrl_peer_groups_from_sockets("/nonexistent", getpid(), geteuid(), getegid(),
+                                                   wanted, held, 2),
+                     -ENOENT);
+    assert_int_equal(ctrl_peer_groups_from_sockets(address.sun_path, getpid() + 1, geteuid(),
+                                                   getegid(), wanted, held, 2),
+                     -ENOENT);
+    close(accepted);
+    assert_int_equal(ctrl_peer_groups_from_sockets(address.sun_path, getpid(), geteuid(), getegid(),
+                                                   wanted, held, 2),
+                     -ENOENT);
+    close(client);
+    close(listener);
+    unlink(address.sun_path);
+    rmdir(dir);
+    assert_int_equal(setgroups((size_t)n_saved, saved), 0);
 }
 
 static const ctrl_access both = {
@@ -184,9 +171,7 @@ static void refusals_name_the_op_and_the_role(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(parses_effective_ids_and_groups),
-        cmocka_unit_test(refuses_what_is_not_a_status),
-        cmocka_unit_test(parses_this_process),
+        cmocka_unit_test(groups_come_from_the_connection),
         cmocka_unit_test(local_roles),
         cmocka_unit_test(certificate_roles),
         cmocka_unit_test(refusals_name_the_op_and_the_role),

@@ -1,14 +1,23 @@
 /* Who may drive the real daemon, as real unprivileged users: root; with
  * ControlGroup= its members, as operators; with ViewerGroup= its members,
  * who may only read and watch; anyone else is refused, whether the socket
- * file keeps them out or the daemon's own role check does. */
+ * file keeps them out or the daemon's own role check does. A role is what
+ * the kernel recorded at the peer's connect: a pid reused after it lends
+ * nothing. */
+#include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -241,6 +250,192 @@ static void test_viewer_group_members_may_only_read(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* ---- the peer-group race, driven ---- */
+
+static bool read_exactly(int fd, void *buf, size_t len)
+{
+    for (size_t got = 0; got < len;) {
+        ssize_t n = read(fd, (char *)buf + got, len - got);
+        if (n <= 0)
+            return false;
+        got += (size_t)n;
+    }
+    return true;
+}
+
+/* One request over a raw connection to the control socket, as a REQ peer,
+ * in NNG 1.5.2's IPC framing: an 8-byte header each way ("\0SP\0", the
+ * protocol, two zeros), then messages of a type byte (1) and a 64-bit
+ * big-endian length, and for REQ/REP a 32-bit request id with its top bit
+ * set before the body. The reply's body goes into reply. */
+static bool raw_request(int fd, const char *body, char *reply, size_t size)
+{
+    static const unsigned char req_header[8] = {0, 'S', 'P', 0, 0x00, 0x30, 0, 0};
+    unsigned char rep_header[8];
+    if (write(fd, req_header, 8) != 8 || !read_exactly(fd, rep_header, 8) || rep_header[5] != 0x31)
+        return false;
+    unsigned char frame[13] = {1};
+    uint64_t length = htobe64(strlen(body) + 4);
+    uint32_t id = htobe32(0x80000001u);
+    memcpy(frame + 1, &length, 8);
+    memcpy(frame + 9, &id, 4);
+    if (write(fd, frame, sizeof(frame)) != (ssize_t)sizeof(frame) ||
+        write(fd, body, strlen(body)) != (ssize_t)strlen(body) || !read_exactly(fd, frame, 13))
+        return false;
+    memcpy(&length, frame + 1, 8);
+    size_t n = be64toh(length) - 4;
+    if (frame[0] != 1 || n >= size || !read_exactly(fd, reply, n))
+        return false;
+    reply[n] = '\0';
+    return true;
+}
+
+/* Forks a process of uid 65534 with groups; with path, it connects there
+ * and hands the connection back over to_parent before it exits; without,
+ * it waits to be killed. Only system calls after the fork: this process
+ * runs NNG's threads. */
+static pid_t fork_user(const gid_t *groups, size_t n, const char *path, int to_parent)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    if (setgroups(n, groups) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+        setresuid(65534, 65534, 65534) < 0)
+        _exit(2);
+    if (!path)
+        for (;;)
+            pause();
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    snprintf(address.sun_path, sizeof(address.sun_path), "%s", path);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&address, sizeof(address)) < 0)
+        _exit(3);
+    union {
+        char buffer[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control = {0};
+    struct iovec iov = {.iov_base = "f", .iov_len = 1};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = control.buffer,
+                         .msg_controllen = sizeof(control.buffer)};
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+    _exit(sendmsg(to_parent, &msg, 0) == 1 ? 0 : 4);
+}
+
+static int receive_fd(int from)
+{
+    union {
+        char buffer[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    char c;
+    struct iovec iov = {.iov_base = &c, .iov_len = 1};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = control.buffer,
+                         .msg_controllen = sizeof(control.buffer)};
+    if (recvmsg(from, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) != 1 || !CMSG_FIRSTHDR(&msg))
+        return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&msg)), sizeof(int));
+    return fd;
+}
+
+/* Whether /proc/PID/status lists gid among its groups. */
+static bool status_lists_group(pid_t pid, gid_t gid)
+{
+    char path[64], wanted[32];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    char *text = dh_read_text(path);
+    const char *groups = text ? strstr(text, "\nGroups:") : NULL;
+    snprintf(wanted, sizeof(wanted), "%u", (unsigned)gid);
+    const char *end = groups ? strchr(groups + 1, '\n') : NULL;
+    const char *at = groups ? strstr(groups, wanted) : NULL;
+    bool listed = at && (!end || at < end);
+    free(text);
+    return listed;
+}
+
+/* A viewer connects to the control socket, holds back its handshake, and
+ * exits; an operator of the same uid and gid is made to get its pid (the
+ * test sets the next pid through /proc/sys/kernel/ns_last_pid). Then the
+ * viewer's connection, kept alive by the test, sends its handshake and
+ * asks to park a host. Its role is what the kernel recorded at its connect
+ * (viewer): /proc/PID/status now shows the operator's groups, which is
+ * what a check that read it would have granted (checked first: the race
+ * is really set up). */
+static void test_a_reused_pid_lends_no_groups(void **state)
+{
+    dh_daemon *d = *state;
+    char conf[128];
+    snprintf(conf, sizeof(conf), "ControlGroup=%d\nViewerGroup=%d\n", OPERATOR_GID, VIEWER_GID);
+    dh_setup(d, DH_STORE_DIR, conf);
+    dh_add_app_host(d, "demo", NULL, NULL);
+    dh_start(d, NULL);
+    open_path_to_socket(d);
+    dh_wake(d, "demo");
+    const char *path = d->drv.control_url + strlen("ipc://");
+
+    int pair[2];
+    DH_CHECK(d, socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair) == 0, "socketpair: %s",
+             strerror(errno));
+    pid_t viewer = fork_user(viewer_groups, 2, path, pair[1]);
+    int status = -1;
+    waitpid(viewer, &status, 0);
+    int connection = receive_fd(pair[0]);
+    DH_CHECK(d, connection >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+             "the viewer could not connect (status %d)", status);
+    struct timeval timeout = {.tv_sec = 10};
+    setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+
+    pid_t lender = -1;
+    for (int attempt = 0; attempt < 200 && lender != viewer; attempt++) {
+        if (lender > 0) {
+            kill(lender, SIGKILL);
+            waitpid(lender, NULL, 0);
+        }
+        FILE *last = fopen("/proc/sys/kernel/ns_last_pid", "we");
+        DH_CHECK(d, last, "cannot open ns_last_pid: %s", strerror(errno));
+        fprintf(last, "%d", (int)viewer - 1);
+        fclose(last);
+        lender = fork_user(operator_groups, 2, NULL, -1);
+    }
+    DH_CHECK(d, lender == viewer, "no process got the viewer's pid %d in 200 tries", (int)viewer);
+    /* The positive control: a check that read /proc/<pid> now sees the
+     * operator's groups under the viewer's connection. */
+    bool lent = false;
+    for (int i = 0; i < 100 && !lent; i++) {
+        lent = status_lists_group(lender, OPERATOR_GID);
+        if (!lent)
+            dd_sleep_ms(10);
+    }
+    DH_CHECK(d, lent, "pid %d does not show ControlGroup=%d: the race is not set up", (int)lender,
+             OPERATOR_GID);
+
+    char reply[4096];
+    bool answered = raw_request(connection, "{\"v\":1,\"op\":\"park\",\"host\":\"demo\"}", reply,
+                                sizeof(reply));
+    kill(lender, SIGKILL);
+    waitpid(lender, NULL, 0);
+    close(connection);
+    close(pair[0]);
+    close(pair[1]);
+    DH_CHECK(d, answered, "no answer to the viewer's request: %s", strerror(errno));
+    print_message("the viewer's park, asked under a reused pid: %s\n", reply);
+    DH_CHECK(d, strstr(reply, "forbidden") && strstr(reply, "viewer"),
+             "the viewer's park under the operator's pid was not refused as a viewer's: %s", reply);
+    json_object *demo = dh_status(d, "demo");
+    bool serving = strcmp(dh_json_str(demo, "state"), "serving") == 0;
+    json_object_put(demo);
+    DH_CHECK(d, serving, "demo was parked");
+    dh_stop_and_check_clean(d);
+}
+
 int main(void)
 {
     int r = dh_check_can_run("daemon-credentials", DH_STORE_DIR);
@@ -250,6 +445,7 @@ int main(void)
         DH_TEST(test_unprivileged_user_is_refused),
         DH_TEST(test_control_group_members_are_admitted),
         DH_TEST(test_viewer_group_members_may_only_read),
+        DH_TEST(test_a_reused_pid_lends_no_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
