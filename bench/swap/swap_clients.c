@@ -311,8 +311,15 @@ static void *open_loop_thread(void *arg)
 
 int sc_client_start(sc_client *c, act_error *err)
 {
-    if (pthread_create(&c->thread, NULL, c->rate ? open_loop_thread : back_to_back_thread, c) != 0)
-        return act_error_set(err, EAGAIN, "cannot start the client thread");
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    if (c->cpus)
+        pthread_attr_setaffinity_np(&attributes, sizeof(*c->cpus), c->cpus);
+    int r = pthread_create(&c->thread, &attributes,
+                           c->rate ? open_loop_thread : back_to_back_thread, c);
+    pthread_attr_destroy(&attributes);
+    if (r != 0)
+        return act_error_set(err, r, "cannot start the client thread: %s", strerror(r));
     return 0;
 }
 

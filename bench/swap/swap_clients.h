@@ -14,6 +14,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -35,6 +36,7 @@ typedef struct sc_sample {
 typedef struct sc_client {
     lsn_address target;
     unsigned rate; /* requests per second; 0 for back to back */
+    const cpu_set_t *cpus; /* where the thread runs; NULL: where its starter does */
     atomic_bool stop;
     sc_sample *samples;
     size_t n, cap;
@@ -46,7 +48,7 @@ typedef struct sc_client {
 } sc_client;
 
 /* Starts c's thread: back to back when c->rate is 0, else open loop at
- * c->rate. c->target must be set; the rest zeroed. */
+ * c->rate, on c->cpus. c->target must be set; the rest zeroed but cpus. */
 int sc_client_start(sc_client *c, act_error *err);
 
 /* Tells the thread to stop sending, waits for the requests in flight (each
