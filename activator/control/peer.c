@@ -144,9 +144,13 @@ int ctrl_peer_groups_from_sockets(const char *path, pid_t pid, uid_t uid, gid_t 
     while (r == 0 && (entry = readdir(dir))) {
         char *end;
         long number = strtol(entry->d_name, &end, 10);
-        struct stat st;
-        if (*end || end == entry->d_name || number == dirfd(dir) || fstat((int)number, &st) < 0 ||
-            !S_ISSOCK(st.st_mode))
+        int domain;
+        socklen_t len = sizeof(domain);
+        /* One system call for each of the daemon's many other descriptors
+         * (a host's listening sockets, pipes, files): not a socket, or not
+         * a unix one, ends here. */
+        if (*end || end == entry->d_name || number == dirfd(dir) ||
+            getsockopt((int)number, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0 || domain != AF_UNIX)
             continue;
         /* A copy, so that every check reads one socket even if another
          * thread closes the number and a new socket takes it. */
