@@ -133,6 +133,19 @@ static int ctl_in_groups(dh_daemon *d, uid_t uid, gid_t gid, const gid_t *groups
     return dd_run_as_groups((char *const *)argv, uid, gid, groups, n, out, size);
 }
 
+/* The daemon with ControlGroup= and ViewerGroup= and one host, demo (its
+ * port returned), its sockets reachable by the groups' members. */
+static int start_with_both_groups(dh_daemon *d)
+{
+    char conf[128];
+    snprintf(conf, sizeof(conf), "ControlGroup=%d\nViewerGroup=%d\n", OPERATOR_GID, VIEWER_GID);
+    dh_setup(d, DH_STORE_DIR, conf);
+    int port = dh_add_app_host(d, "demo", NULL, NULL);
+    dh_start(d, NULL);
+    open_path_to_socket(d);
+    return port;
+}
+
 /* The socket at url (ipc://PATH) belongs to gid, with mode 0660 and an ACL
  * that lets one more group in. */
 static void expect_socket_for_both_groups(dh_daemon *d, const char *url)
@@ -177,12 +190,7 @@ static void *run_watcher(void *arg)
 static void test_viewer_group_members_may_only_read(void **state)
 {
     dh_daemon *d = *state;
-    char conf[128];
-    snprintf(conf, sizeof(conf), "ControlGroup=%d\nViewerGroup=%d\n", OPERATOR_GID, VIEWER_GID);
-    dh_setup(d, DH_STORE_DIR, conf);
-    int port = dh_add_app_host(d, "demo", NULL, NULL);
-    dh_start(d, NULL);
-    open_path_to_socket(d);
+    int port = start_with_both_groups(d);
     expect_socket_for_both_groups(d, d->drv.control_url);
     expect_socket_for_both_groups(d, d->drv.events_url);
     dh_wake(d, "demo");
@@ -372,12 +380,7 @@ static bool status_lists_group(pid_t pid, gid_t gid)
 static void test_a_reused_pid_lends_no_groups(void **state)
 {
     dh_daemon *d = *state;
-    char conf[128];
-    snprintf(conf, sizeof(conf), "ControlGroup=%d\nViewerGroup=%d\n", OPERATOR_GID, VIEWER_GID);
-    dh_setup(d, DH_STORE_DIR, conf);
-    dh_add_app_host(d, "demo", NULL, NULL);
-    dh_start(d, NULL);
-    open_path_to_socket(d);
+    start_with_both_groups(d);
     dh_wake(d, "demo");
     const char *path = d->drv.control_url + strlen("ipc://");
 
