@@ -9,8 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
@@ -388,6 +391,25 @@ static int on_listen(sd_event_source *source, int fd, uint32_t revents, void *us
     return 0;
 }
 
+/* The keeper needs no privilege: it writes into directories of root's that
+ * the daemon hands it open, as their owner. So it holds no capability (none
+ * to gain back by an exec either): a flaw in it, fed by what tenants write,
+ * is worth no more than uid 0 without capabilities inside fds it holds. */
+static int give_up_privileges(void)
+{
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return -errno;
+    for (unsigned long cap = 0; cap < 64; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+            if (errno == EINVAL) /* past the kernel's last capability */
+                break;
+            return -errno;
+        }
+    struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = {0};
+    return syscall(SYS_capset, &header, none) < 0 ? -errno : 0;
+}
+
 static int on_first_connection_due(sd_event_source *source, uint64_t usec, void *userdata)
 {
     keeper *k = userdata;
@@ -402,6 +424,9 @@ int lk_keeper_main(int listen_fd)
      * (the listening sockets of hosts) are not the keeper's to hold. */
     close_range(LK_LISTEN_FD + 1, ~0u, 0);
     signal(SIGPIPE, SIG_IGN);
+    int dropped = give_up_privileges();
+    if (dropped < 0)
+        act_log(LOG_WARNING, "log keeper: cannot give up its capabilities: %s", strerror(-dropped));
     _cleanup_free_ keeper *k = calloc(1, sizeof(*k));
     if (!k)
         return 1;

@@ -551,6 +551,15 @@ static void test_output_outlives_the_daemon_and_the_keeper(void **state)
     last_tick(d, "ticker", &pid);
     pid_t first_keeper = keeper_pid(d);
     DH_CHECK(d, first_keeper > 0, "no log keeper in %s/log-keeper", d->drv.cgroup_path);
+    /* What tenants write is all it reads: it holds no capability. */
+    char status_path[64];
+    snprintf(status_path, sizeof(status_path), "/proc/%d/status", (int)first_keeper);
+    char *status = dh_read_text(status_path);
+    bool unprivileged = status && strstr(status, "\nCapEff:\t0000000000000000\n") &&
+                        strstr(status, "\nCapBnd:\t0000000000000000\n") &&
+                        strstr(status, "\nNoNewPrivs:\t1\n");
+    free(status);
+    DH_CHECK(d, unprivileged, "the log keeper (pid %d) holds capabilities", (int)first_keeper);
 
     dh_kill(d);
     long before = last_tick(d, "ticker", &pid);
