@@ -382,12 +382,13 @@ static int on_listen(sd_event_source *source, int fd, uint32_t revents, void *us
     k->connection = connection;
     k->ever_connected = true;
     char text[LK_MESSAGE_MAX];
-    snprintf(text, sizeof(text), "hello %d", (int)getpid());
-    send_to_daemon(k, text, NULL, 0);
     for (drained_pipe *pipe = k->pipes; pipe && k->connection >= 0; pipe = pipe->next) {
         snprintf(text, sizeof(text), "held %" PRIu64 " %s", pipe->ino, pipe->file->host);
         send_to_daemon(k, text, (int[]){pipe->fd, pipe->file->dirfd}, 2);
     }
+    /* Last: the daemon knows it holds every pipe once this comes. */
+    snprintf(text, sizeof(text), "hello %d", (int)getpid());
+    send_to_daemon(k, text, NULL, 0);
     return 0;
 }
 

@@ -11,10 +11,11 @@
  *                        HOST's output.log, after what its pipes hold now
  *     bound MAX          rotate every host's file at MAX bytes from now on
  *   keeper -> daemon
- *     hello PID          first, to each daemon that connects
  *     held INO HOST      [pipe read end, the log directory]  one of the
  *                        pipes it drains, sent to each daemon that
  *                        connects, which keeps a copy
+ *     hello PID          after the last "held": the daemon now holds
+ *                        every pipe the keeper does
  *     ended INO          every writer of that pipe closed it, and what it
  *                        held is in the file
  *

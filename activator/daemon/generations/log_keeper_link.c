@@ -28,6 +28,8 @@
  * once. */
 #define HEALTHY_USEC (10 * 1000 * 1000ull)
 #define EXIT_WAIT_MS 1000
+/* What a running keeper holds comes at once: it is a list of datagrams. */
+#define HELLO_WAIT_USEC (2 * 1000 * 1000ull)
 
 extern char **environ;
 
@@ -138,8 +140,9 @@ static void flush(ad_log_keeper *lk)
         sd_event_source_set_io_events(lk->connection_source, EPOLLIN);
 }
 
-/* "held INO HOST" [read end, log directory], "ended INO", "hello PID". */
-static void on_message(ad_log_keeper *lk, const char *text, int *fds, size_t n_fds)
+/* "held INO HOST" [read end, log directory], "ended INO", "hello PID";
+ * whether it was the hello. */
+static bool on_message(ad_log_keeper *lk, const char *text, int *fds, size_t n_fds)
 {
     uint64_t ino;
     char host[ACT_NAME_MAX + 2];
@@ -154,7 +157,7 @@ static void on_message(ad_log_keeper *lk, const char *text, int *fds, size_t n_f
         } else if (pipe_add(lk, ino, fds[0], fds[1], lk->daemon->config.host_log_max_bytes, host,
                             true) < 0)
             act_log(LOG_WARNING, "log keeper: out of memory for a copy of host %s's pipe", host);
-        return;
+        return false;
     }
     for (size_t i = 0; i < n_fds; i++)
         close(fds[i]);
@@ -166,8 +169,10 @@ static void on_message(ad_log_keeper *lk, const char *text, int *fds, size_t n_f
         if (lk->pidfd >= 0)
             close(lk->pidfd);
         lk->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        return true;
     } else
         act_log(LOG_WARNING, "log keeper: unknown message \"%.40s\"", text);
+    return false;
 }
 
 static int on_connection(sd_event_source *source, int fd, uint32_t revents, void *userdata)
@@ -274,12 +279,53 @@ static int try_connect(ad_log_keeper *lk)
     return 0;
 }
 
-/* The keeper a daemon before us left, or a new one. */
-static int connect_or_start(ad_log_keeper *lk, act_error *err)
+/* Reads what the keeper a daemon before us left says on connecting, up to
+ * its hello: before that, only the keeper holds the pipes of the
+ * generations this daemon is about to adopt, and a keeper that died then
+ * would take them along. */
+static void take_what_it_holds(ad_log_keeper *lk)
+{
+    uint64_t deadline = now_usec() + HELLO_WAIT_USEC;
+    bool hello = false;
+    size_t held = lk->n_pipes;
+    while (!hello && lk->connection >= 0) {
+        uint64_t now = now_usec();
+        struct pollfd readable = {.fd = lk->connection, .events = POLLIN};
+        if (now >= deadline || poll(&readable, 1, (int)((deadline - now + 999) / 1000)) <= 0)
+            break;
+        char text[LK_MESSAGE_MAX];
+        int fds[LK_FDS_MAX];
+        size_t n_fds;
+        ssize_t n = lk_receive(lk->connection, text, sizeof(text), fds, LK_FDS_MAX, &n_fds);
+        if (n == -EAGAIN || n == -EBADMSG)
+            continue;
+        if (n <= 0) {
+            connection_lost(lk, n == 0 ? "it exited" : strerror((int)-n));
+            break;
+        }
+        hello = on_message(lk, text, fds, n_fds);
+    }
+    if (hello)
+        act_log(LOG_INFO, "log keeper: connected to the one running; it keeps %zu pipes",
+                lk->n_pipes - held);
+    else if (lk->connection >= 0)
+        act_log(LOG_WARNING,
+                "log keeper: connected to the one running, which did not say what "
+                "it keeps within %llu ms; its pipes come when it does",
+                HELLO_WAIT_USEC / 1000);
+}
+
+/* The keeper a daemon before us left, or a new one. At start, before the
+ * loop runs, what a running keeper holds is taken at once; later the loop
+ * takes it as it comes. */
+static int connect_or_start(ad_log_keeper *lk, bool at_start, act_error *err)
 {
     int r = try_connect(lk);
     if (r == 0) {
-        act_log(LOG_INFO, "log keeper: connected to the one running");
+        if (at_start)
+            take_what_it_holds(lk);
+        else
+            act_log(LOG_INFO, "log keeper: connected to the one running");
         return 0;
     }
     if (r != -ECONNREFUSED && r != -ENOENT)
@@ -332,7 +378,7 @@ static int on_retry(sd_event_source *source, uint64_t usec, void *userdata)
     ad_log_keeper *lk = userdata;
     lk->retry_timer = sd_event_source_disable_unref(lk->retry_timer);
     act_error err = {0};
-    if (connect_or_start(lk, &err) < 0) {
+    if (connect_or_start(lk, false, &err) < 0) {
         act_log(LOG_WARNING, "log keeper: %s; trying again", err.message);
         schedule_retry(lk);
         return 0;
@@ -371,7 +417,7 @@ int ad_log_keeper_open(ad_daemon *daemon, bool needed, act_error *err)
         return 0;
     }
     act_error start_err = {0};
-    if (connect_or_start(lk, &start_err) < 0) {
+    if (connect_or_start(lk, true, &start_err) < 0) {
         act_log(LOG_WARNING, "log keeper: %s; the hosts' output goes to their files until "
                              "one runs",
                 start_err.message);
