@@ -175,26 +175,39 @@ static bool on_message(ad_log_keeper *lk, const char *text, int *fds, size_t n_f
     return false;
 }
 
+/* Takes one message the keeper sent, if one is there: RECEIVED (and
+ * *hello whether it was the hello), NOTHING, or LOST (the connection ended,
+ * and connection_lost ran). */
+typedef enum { RECEIVED, NOTHING, LOST } receipt;
+
+static receipt receive_one(ad_log_keeper *lk, bool *hello)
+{
+    char text[LK_MESSAGE_MAX];
+    int fds[LK_FDS_MAX];
+    size_t n_fds;
+    ssize_t n = lk_receive(lk->connection, text, sizeof(text), fds, LK_FDS_MAX, &n_fds);
+    if (n == -EAGAIN)
+        return NOTHING;
+    if (n == -EBADMSG) /* refused, its descriptors closed: the next may be fine */
+        return RECEIVED;
+    if (n <= 0) {
+        connection_lost(lk, n == 0 ? "it exited" : strerror((int)-n));
+        return LOST;
+    }
+    bool was_hello = on_message(lk, text, fds, n_fds);
+    if (hello)
+        *hello = was_hello;
+    return RECEIVED;
+}
+
 static int on_connection(sd_event_source *source, int fd, uint32_t revents, void *userdata)
 {
     ad_log_keeper *lk = userdata;
     if (revents & EPOLLOUT)
         flush(lk);
-    for (int i = 0; i < 64 && lk->connection == fd; i++) {
-        char text[LK_MESSAGE_MAX];
-        int fds[LK_FDS_MAX];
-        size_t n_fds;
-        ssize_t n = lk_receive(fd, text, sizeof(text), fds, LK_FDS_MAX, &n_fds);
-        if (n == -EAGAIN)
+    for (int i = 0; i < 64 && lk->connection == fd; i++)
+        if (receive_one(lk, NULL) != RECEIVED)
             break;
-        if (n == -EBADMSG)
-            continue;
-        if (n <= 0) {
-            connection_lost(lk, n == 0 ? "it exited" : strerror((int)-n));
-            break;
-        }
-        on_message(lk, text, fds, n_fds);
-    }
     return 0;
 }
 
@@ -291,19 +304,9 @@ static void take_what_it_holds(ad_log_keeper *lk)
     while (!hello && lk->connection >= 0) {
         uint64_t now = now_usec();
         struct pollfd readable = {.fd = lk->connection, .events = POLLIN};
-        if (now >= deadline || poll(&readable, 1, (int)((deadline - now + 999) / 1000)) <= 0)
+        if (now >= deadline || poll(&readable, 1, (int)((deadline - now + 999) / 1000)) <= 0 ||
+            receive_one(lk, &hello) == LOST)
             break;
-        char text[LK_MESSAGE_MAX];
-        int fds[LK_FDS_MAX];
-        size_t n_fds;
-        ssize_t n = lk_receive(lk->connection, text, sizeof(text), fds, LK_FDS_MAX, &n_fds);
-        if (n == -EAGAIN || n == -EBADMSG)
-            continue;
-        if (n <= 0) {
-            connection_lost(lk, n == 0 ? "it exited" : strerror((int)-n));
-            break;
-        }
-        hello = on_message(lk, text, fds, n_fds);
     }
     if (hello)
         act_log(LOG_INFO, "log keeper: connected to the one running; it keeps %zu pipes",
