@@ -107,6 +107,19 @@ static void test_claim_of_a_generation_that_died_with_the_daemon_says_parked(voi
     DH_CHECK(d, !c.holder.handle[0] && c.holder.generation == stale.holder.generation,
              "the parked claim names handle \"%s\", generation %" PRIu64, c.holder.handle,
              c.holder.generation);
+    /* The dead generation's leaf is retired with proof beside the claim's
+     * write; until that proof a wake is refused (unproven_stop), as it must
+     * be. The next wake comes after it: the leaf removed. */
+    char leaf[PATH_MAX + 32];
+    snprintf(leaf, sizeof(leaf), "%s/hosts/demo/g-%" PRIu64, d->drv.cgroup_path,
+             stale.holder.generation);
+    bool removed = false;
+    for (int i = 0; i < 1000 && !removed; i++) {
+        removed = access(leaf, F_OK) != 0;
+        if (!removed)
+            dd_sleep_ms(10);
+    }
+    DH_CHECK(d, removed, "the dead generation's leaf %s was not retired within 10 s", leaf);
     int64_t next = answering_pid(d, port);
     DH_CHECK(d, next != served.pid, "the dead generation's pid answers");
     dh_stop_and_check_clean(d);
