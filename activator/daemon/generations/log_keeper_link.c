@@ -499,7 +499,7 @@ void ad_log_keeper_close(ad_daemon *daemon, bool wait_for_exit)
     for (size_t i = 0; i < lk->n_pipes; i++)
         pipe_close(&lk->pipes[i]);
     free(lk->pipes);
-    int pidfd = lk->pidfd >= 0 ? lk->pidfd : -1;
+    int pidfd = lk->pidfd;
     /* Every writer is gone after a clean stop: the keeper drains what the
      * pipes still hold, sees no daemon, and exits; its leaf goes after it. */
     if (wait_for_exit && pidfd >= 0) {
