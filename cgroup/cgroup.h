@@ -227,6 +227,16 @@ typedef struct cg_spawn_spec {
      * switch can bring any back. Needs CAP_SETPCAP (a root parent). */
     bool drop_capabilities;
     uint64_t ambient_capabilities;
+    /* Root only in a user namespace of its own: the child takes gid and
+     * uid (neither 0) on the box, then makes a new user namespace that maps
+     * its uid 0 to uid and its gid 0 to gid, one id each, and becomes 0
+     * there. It is root to itself, but the kernel checks its signals,
+     * files and /proc writes against uid, so it reaches nothing of the
+     * box's root. Capabilities in that namespace reach nothing of the box,
+     * so ambient_capabilities must be 0; drop_capabilities is required.
+     * The filesystem view, IPC and network namespaces are made first,
+     * owned by the box's root, which the process cannot undo. */
+    bool root_in_user_namespace;
     bool no_new_privs;        /* PR_SET_NO_NEW_PRIVS; required for seccomp with a non-root uid */
     const cg_seccomp_program *seccomp; /* NULL: no filter */
     /* A pidfd (or nsfd) of a process whose mount namespace the child joins

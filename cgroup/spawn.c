@@ -136,6 +136,13 @@ static int check_spec(const cg_spawn_spec *spec, act_error *err)
         return act_error_set(err, EINVAL,
                              "a filesystem view and a mount namespace to join are both set; a "
                              "process either gets a view of its own or joins another's");
+    if (spec->root_in_user_namespace &&
+        (spec->uid == CG_ID_UNSET || spec->uid == 0 || spec->gid == 0 || !spec->drop_capabilities ||
+         spec->ambient_capabilities))
+        return act_error_set(err, EINVAL,
+                             "root in a user namespace needs a uid and gid other than 0 to map "
+                             "it to, and every capability dropped (one kept there would reach "
+                             "nothing of the box)");
     int r = check_pid_variables(spec, err);
     if (r < 0)
         return r;
@@ -240,6 +247,9 @@ static const char *step_sentence(enum cg_child_step step)
     case CG_STEP_SETGROUPS: return "cannot set the supplementary groups";
     case CG_STEP_SETGID: return "cannot switch group id";
     case CG_STEP_SETUID: return "cannot switch user id";
+    case CG_STEP_USER_NS:
+        return "cannot become root in a user namespace of its own (are user namespaces "
+               "disabled, user.max_user_namespaces 0?)";
     case CG_STEP_CAP_BOUNDING: return "cannot drop its bounding set and lock its securebits";
     case CG_STEP_CAPS: return "cannot set its capabilities (AmbientCapabilities=)";
     case CG_STEP_CHDIR: return "cannot change to the working directory";
@@ -532,11 +542,16 @@ int cg_spawn_setup_make(cg_leaf *leaf, const cg_spawn_spec *spec, struct cg_spaw
         .uid = spec->uid,
         .drop_capabilities = spec->drop_capabilities,
         .ambient_capabilities = spec->drop_capabilities ? spec->ambient_capabilities : 0,
+        .root_in_user_namespace = spec->root_in_user_namespace,
         .working_directory = spec->working_directory,
         .umask = spec->umask & 0777,
         .no_new_privs = spec->no_new_privs,
         .seccomp = spec->seccomp ? &spec->seccomp->fprog : NULL,
     };
+    if (spec->root_in_user_namespace) {
+        snprintf(plan->uid_map, sizeof(plan->uid_map), "0 %" PRIu32 " 1\n", spec->uid);
+        snprintf(plan->gid_map, sizeof(plan->gid_map), "0 %" PRIu32 " 1\n", spec->gid);
+    }
     if ((r = build_env(spec, plan, &setup->env_block, &setup->env_bytes, err)) < 0)
         return r;
     if (spec->journal_socket && spec->journal_header) {

@@ -260,6 +260,60 @@ CG_CHILD_CODE static int settle_capabilities(uint64_t keep)
     return 0;
 }
 
+/* Writes text to one of our own /proc/self files. */
+CG_CHILD_CODE static int write_own_proc_file(const char *path, const char *text)
+{
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    size_t len = 0;
+    while (text[len])
+        len++;
+    int e = syscall(SYS_write, fd, text, len) == (long)len ? 0 : (errno ? errno : EIO);
+    syscall(SYS_close, fd);
+    return e;
+}
+
+/* Root in a user namespace of our own, mapped to plan->uid and plan->gid
+ * (cg_spawn_spec.root_in_user_namespace); from real root, the view made.
+ *
+ * The namespace is made with plan->uid as effective uid: its owner is
+ * then that uid, not the box's root, and its maps may name that uid and
+ * gid alone, which a process may write for itself. Three things of the
+ * old credentials are kept until the maps are written:
+ * - the saved uid 0, and with it the permitted set, so that CAP_SYS_ADMIN
+ *   is in effect at the unshare (a box may allow user namespaces only to
+ *   privileged processes, as Debian's sysctl and Ubuntu's AppArmor do);
+ * - the filesystem uid 0: the uid change left us non-dumpable, which makes
+ *   the box's root the owner of our /proc/self files, and only their
+ *   owner may open the maps for writing.
+ * setresuid(0) within the namespace then drops both for good. The
+ * capabilities the namespace gave us are dropped after this, as for any
+ * host (drop_bounding_and_lock and settle_capabilities, which the new
+ * namespace's fresh bounding set and securebits need anyway). */
+CG_CHILD_CODE static int become_root_in_user_namespace(const struct cg_child_plan *plan)
+{
+    if (syscall(SYS_setgroups, plan->n_groups, plan->groups) < 0 ||
+        syscall(SYS_setresgid, plan->gid, plan->gid, plan->gid) < 0 ||
+        syscall(SYS_setresuid, plan->uid, plan->uid, 0) < 0)
+        return errno;
+    syscall(SYS_setfsuid, 0); /* returns the old fsuid, never an error */
+    struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {0};
+    data[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective = data[CAP_TO_INDEX(CAP_SYS_ADMIN)].permitted =
+        CAP_TO_MASK(CAP_SYS_ADMIN);
+    if (syscall(SYS_capset, &header, data) < 0 || syscall(SYS_unshare, CLONE_NEWUSER) < 0)
+        return errno;
+    int e;
+    if ((e = write_own_proc_file("/proc/self/setgroups", "deny")) != 0 ||
+        (e = write_own_proc_file("/proc/self/uid_map", plan->uid_map)) != 0 ||
+        (e = write_own_proc_file("/proc/self/gid_map", plan->gid_map)) != 0)
+        return e;
+    if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
+        return errno;
+    return 0;
+}
+
 /* Joins the generation's cgroups and, for a probe, its mount namespace. */
 CG_CHILD_CODE static void join_groups(const struct cg_child_plan *plan, int report_fd)
 {
@@ -334,6 +388,15 @@ CG_CHILD_CODE static void enter_view_and_credentials(const struct cg_child_plan 
     if (plan->n_view_ops &&
         (e = cg_child_enter_view(plan->view_ops, plan->n_view_ops, &view_failed)) != 0)
         fail_at(report_fd, CG_STEP_FS_VIEW, e, view_failed);
+    if (plan->root_in_user_namespace) {
+        if ((e = become_root_in_user_namespace(plan)) != 0)
+            fail(report_fd, CG_STEP_USER_NS, e);
+        if ((e = drop_bounding_and_lock(0)) != 0)
+            fail(report_fd, CG_STEP_CAP_BOUNDING, e);
+        if ((e = settle_capabilities(0)) != 0)
+            fail(report_fd, CG_STEP_CAPS, e);
+        return;
+    }
     if (plan->drop_capabilities && (e = drop_bounding_and_lock(plan->ambient_capabilities)) != 0)
         fail(report_fd, CG_STEP_CAP_BOUNDING, e);
     if (plan->set_gid) {

@@ -26,6 +26,7 @@ enum cg_child_step {
     CG_STEP_SETGROUPS,
     CG_STEP_SETGID,
     CG_STEP_SETUID,
+    CG_STEP_USER_NS,
     CG_STEP_CAP_BOUNDING,
     CG_STEP_CAPS,
     CG_STEP_CHDIR,
@@ -140,6 +141,11 @@ struct cg_child_plan {
     uid_t uid;
     bool drop_capabilities;
     uint64_t ambient_capabilities; /* 1 << CAP_*: what survives the drop */
+    /* See cg_spawn_spec.root_in_user_namespace: the maps to write, "0 <id>
+     * 1", made ready by the parent (the child cannot format). */
+    bool root_in_user_namespace;
+    char uid_map[32];
+    char gid_map[32];
     const char *working_directory;
     mode_t umask;
     bool no_new_privs;

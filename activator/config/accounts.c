@@ -33,6 +33,15 @@ static size_t check_host(const char *path, const cfg_host *host, cfg_errors *err
                        without_key(err.message, "Group"));
         return 1;
     }
+    if (uid == 0 && host->ambient_capabilities) {
+        cfg_errors_add(errors, path, host->lines.ambient_capabilities, "AmbientCapabilities",
+                       "set with User=%s: a root host runs as root in a user namespace of its "
+                       "own, where a capability reaches nothing of the box; name an "
+                       "unprivileged User= (or remove User= for a dynamic user) to keep "
+                       "capabilities",
+                       host->user);
+        return 1;
+    }
     return 0;
 }
 
@@ -72,10 +81,10 @@ size_t cfg_check_root_hosts(const cfg_daemon *config, const cfg_host *hosts, siz
         char path[4096];
         snprintf(path, sizeof(path), "%s/%s.conf", config->hosts_directory, hosts[i].name);
         cfg_errors_add(warnings, path, hosts[i].lines.user, "User",
-                       "warning: %s is root: the host's code runs as root (without "
-                       "capabilities, but owning every root-owned file of the box); remove "
-                       "User= to give it a dynamic user of its own, or name an unprivileged "
-                       "user",
+                       "warning: %s is root: the host's code runs as root only in a user "
+                       "namespace of its own, as its dynamic user on the box, without "
+                       "capabilities: the box's root-owned files are not its own; remove "
+                       "User= if it needs no uid 0",
                        hosts[i].user);
         found++;
     }

@@ -247,6 +247,7 @@ typedef struct cfg_host_lines {
     unsigned cpu_weight;
     unsigned system_call_filter;
     unsigned read_write_paths; /* the last ReadWritePaths= line */
+    unsigned ambient_capabilities; /* the last AmbientCapabilities= line */
 } cfg_host_lines;
 
 /* ReplicateRestart=: which exits of the replica (the process ExecReplicate=

@@ -939,6 +939,7 @@ static int finish(cfg_host *h, const char *path, const unsigned *key_lines, cfg_
     h->lines = (cfg_host_lines){
         .user = key_lines[KEY_USER],
         .group = key_lines[KEY_GROUP],
+        .ambient_capabilities = key_lines[KEY_AMBIENT_CAPABILITIES],
         .memory_max = key_lines[KEY_MEMORY_MAX],
         .memory_high = key_lines[KEY_MEMORY_HIGH],
         .pids_max = key_lines[KEY_PIDS_MAX],

@@ -287,6 +287,8 @@ void act_isolation_report(void)
     TRY(out, "net_box_port", connect_box_port());
     TRY(out, "net_abstract", connect_abstract());
     TRY(out, "root_socket", connect_root_socket());
+    /* Signal 0 checks the permission and sends nothing; pid 1 is root's. */
+    TRY(out, "signal_root", syscall(SYS_kill, 1, 0));
     if (dir)
         try_neighbours(out, dir);
     fprintf(out, "end\n");

@@ -31,6 +31,7 @@
 
 #include "common/cleanup.h"
 #include "common/clock.h"
+#include "common/fileio.h"
 #include "tests/cgroup/cgt.h"
 
 static void expect_kv(const char *out, const char *key, const char *want)
@@ -328,6 +329,108 @@ static void capabilities_are_dropped_but_the_ambient_ones(void **state)
         close(out_fd);
         cg_leaf_free(leaf);
     }
+}
+
+/* with_dropped_capabilities, as root in a user namespace of its own. */
+static void with_mapped_root_case(cg_spawn_spec *spec, void *data)
+{
+    with_dropped_capabilities(spec, data);
+    spec->root_in_user_namespace = true;
+}
+
+/* Root in a user namespace of its own, mapped to uid and gid 65534. */
+static void as_mapped_root(cg_spawn_spec *spec, void *data)
+{
+    (void)data;
+    spec->uid = 65534;
+    spec->gid = 65534;
+    spec->root_in_user_namespace = true;
+    spec->no_new_privs = true;
+    spec->drop_capabilities = true;
+    spec->working_directory = "/";
+}
+
+/* What the child of a root_in_user_namespace spawn reports: uid 0 to
+ * itself, uid 65534 on the box (its map, and its status seen from here),
+ * no capability, its securebits locked, and no signal to the box's root. */
+static void expect_mapped_root(const char *out, pid_t pid)
+{
+    expect_kv(out, "uid", "0");
+    expect_kv(out, "gid", "0");
+    expect_kv(out, "uid_map", "0 65534 1");
+    expect_kv(out, "signal_pid1", "EPERM");
+    const char *sets[] = {"capinh", "capprm", "capeff", "capbnd", "capamb"};
+    for (size_t i = 0; i < ARRAY_SIZE(sets); i++)
+        expect_kv(out, sets[i], "0000000000000000");
+    char bits[16];
+    assert_true(cgt_value(out, "securebits", bits, sizeof(bits)));
+    int value = atoi(bits);
+    assert_true((value & SECBIT_NOROOT) && (value & SECBIT_NOROOT_LOCKED));
+    assert_true(value & SECBIT_KEEP_CAPS_LOCKED);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    _cleanup_free_ char *status = NULL;
+    size_t len = 0;
+    act_error err = {0};
+    assert_int_equal(act_read_file(AT_FDCWD, path, 1 << 16, &status, &len, &err), 0);
+    assert_non_null(strstr(status, "\nUid:\t65534\t65534\t65534\t65534\n"));
+    assert_non_null(strstr(status, "\nGid:\t65534\t65534\t65534\t65534\n"));
+}
+
+static void root_in_a_user_namespace_is_root_to_itself_alone(void **state)
+{
+    /* Spawned at once, and held, then released. */
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-40", NULL);
+    const char *const args[] = {"0", "wait", NULL};
+    cg_process proc;
+    int out_fd;
+    act_error err = {0};
+    int r = cgt_spawn(leaf, "cg-probe", args, as_mapped_root, NULL, &proc, &out_fd, &err);
+    if (r < 0)
+        fail_msg("%s", err.message);
+    _cleanup_free_ char *out = cgt_read_until(out_fd, "end\n", 10000);
+    expect_mapped_root(out, proc.pid);
+    /* The box's root may still signal it: the namespace is owned by uid
+     * 65534, which the box's root outranks. */
+    assert_int_equal(kill(proc.pid, SIGTERM), 0);
+    cgt_reap(proc.pidfd, NULL);
+    close(out_fd);
+    cg_leaf_free(leaf);
+
+    leaf = cgt_leaf(*state, "web1", "g-41", NULL);
+    cg_held_spawn *held = NULL;
+    if (cgt_hold(leaf, "cg-probe", args, as_mapped_root, NULL, &held, &out_fd, &err) < 0)
+        fail_msg("cg_spawn_hold: %s", err.message);
+    assert_int_equal(cg_held_release(held, &proc, &err), 0);
+    _cleanup_free_ char *held_out = cgt_read_until(out_fd, "end\n", 10000);
+    expect_mapped_root(held_out, proc.pid);
+    assert_int_equal(kill(proc.pid, SIGTERM), 0);
+    cgt_reap(proc.pidfd, NULL);
+    close(out_fd);
+    cg_leaf_free(leaf);
+}
+
+/* A spec that would map root to root, or keep capabilities that reach
+ * nothing, is refused before any clone. */
+static void root_in_a_user_namespace_refuses_what_it_cannot_be(void **state)
+{
+    cg_leaf *leaf = cgt_leaf(*state, "web1", "g-42", NULL);
+    const struct {
+        uint32_t uid;
+        uint64_t ambient;
+    } bad[] = {{0, 0}, {65534, 1ULL << CAP_NET_BIND_SERVICE}};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        caps_case c = {.uid = bad[i].uid, .ambient = bad[i].ambient};
+        cg_process proc;
+        int out_fd = -1;
+        act_error err = {0};
+        int r = cgt_spawn(leaf, "cg-probe", NULL, with_mapped_root_case, &c, &proc, &out_fd, &err);
+        assert_int_equal(r, -EINVAL);
+        assert_non_null(strstr(err.message, "root in a user namespace needs a uid and gid"));
+        if (out_fd >= 0)
+            close(out_fd);
+    }
+    cg_leaf_free(leaf);
 }
 
 static void with_filter(cg_spawn_spec *spec, void *data)
@@ -913,6 +1016,8 @@ int main(void)
         T(a_pid_variable_gets_the_childs_pid),
         T(credentials_no_new_privs_and_seccomp_apply),
         T(capabilities_are_dropped_but_the_ambient_ones),
+        T(root_in_a_user_namespace_is_root_to_itself_alone),
+        T(root_in_a_user_namespace_refuses_what_it_cannot_be),
         T(default_profile_denies_admin_calls_and_allows_server_calls),
         T(profile_allow_and_deny_lists_change_the_filter),
         T(seccomp_compile_refuses_bad_input),

@@ -23,6 +23,9 @@ struct ad_host_settings {
     cg_fs_view *fs_view;         /* the generation's filesystem; NULL: FilesystemView=box */
     uid_t uid;                   /* User= and Group=, or the host's dynamic user */
     gid_t gid;
+    /* User=root: uid and gid are the host's dynamic user (gid: or Group=),
+     * which its uid 0 maps to in a user namespace of its own. */
+    bool root_in_user_namespace;
 };
 
 static bool uses_plain_default_filter(const cfg_host *config)
@@ -64,14 +67,22 @@ static uint64_t tmp_size_of(const cfg_host *config)
     return size ? size : CFG_PRIVATE_TMP_SIZE_DEFAULT;
 }
 
+/* User=root, in a user namespace of its own or (a test build's control)
+ * not: its view hides more, in case. */
+static bool runs_as_root(const ad_host_settings *settings)
+{
+    return settings->root_in_user_namespace || settings->uid == 0;
+}
+
 /* Whether the host's view is the one most hosts share: the daemon's
  * directories hidden, nothing of its own kept but its state directory,
  * which each spawn passes (generations/spawn.c), and the default size of
  * its private /tmp. A host that runs as root has one of its own:
  * cfg_host_view_paths hides /run from it. */
-static bool uses_shared_fs_view(const cfg_host *config, uid_t uid)
+static bool uses_shared_fs_view(const ad_host_settings *settings)
 {
-    return !config->filesystem_box && !config->read_write_paths && uid != 0 &&
+    const cfg_host *config = settings->config;
+    return !config->filesystem_box && !config->read_write_paths && !runs_as_root(settings) &&
            tmp_size_of(config) == CFG_PRIVATE_TMP_SIZE_DEFAULT;
 }
 
@@ -81,11 +92,11 @@ static bool uses_shared_fs_view(const cfg_host *config, uid_t uid)
 static int make_fs_view(ad_daemon *daemon, ad_host_settings *settings, act_error *err)
 {
     const cfg_host *config = settings->config;
-    bool shared = uses_shared_fs_view(config, settings->uid);
+    bool shared = uses_shared_fs_view(settings);
     if (config->filesystem_box || (shared && daemon->shared_fs_view))
         return 0;
     _cleanup_(cfg_view_paths_clear) cfg_view_paths paths = {0};
-    int r = cfg_host_view_paths(&daemon->config, config, settings->uid == 0, &paths, err);
+    int r = cfg_host_view_paths(&daemon->config, config, runs_as_root(settings), &paths, err);
     if (r == 0) {
         cg_fs_view_spec spec = {
             .hidden = (const char *const *)paths.hidden,
@@ -145,6 +156,56 @@ static int check_not_dynamic(ad_daemon *daemon, const cfg_host *config,
     return 0;
 }
 
+/* Whether this build runs User=root as the box's root (a test switch: the
+ * control of the tests that show what the user namespace keeps out). */
+static bool root_without_user_namespace(void)
+{
+#ifdef ACTIVATOR_TEST_HOOKS
+    const char *value = getenv("ACTIVATOR_TEST_ROOT_WITHOUT_USER_NAMESPACE");
+    return value && strcmp(value, "1") == 0;
+#else
+    return false;
+#endif
+}
+
+/* User=root runs as root only in a user namespace of its own, whose uid 0
+ * is the host's dynamic user on the box (and gid 0 its group, unless
+ * Group= names another): the kernel then checks its signals, files and
+ * kernel settings against that uid, which owns nothing of the box's.
+ * Capabilities there would reach nothing of the box, so none is kept. */
+static int map_root_to_dynamic_user(ad_daemon *daemon, ad_host_settings *settings,
+                                    const char **failed_key, act_error *err)
+{
+    const cfg_host *config = settings->config;
+    if (root_without_user_namespace()) {
+        act_log(LOG_WARNING,
+                "host %s: User=%s runs as the box's root "
+                "(ACTIVATOR_TEST_ROOT_WITHOUT_USER_NAMESPACE=1)",
+                config->name, config->user);
+        return 0;
+    }
+    if (config->ambient_capabilities) {
+        *failed_key = "AmbientCapabilities";
+        return act_error_set(err, EINVAL,
+                             "host %s: AmbientCapabilities= with User=%s: a root host runs as "
+                             "root in a user namespace of its own, where a capability reaches "
+                             "nothing of the box; name an unprivileged User= (or remove User= "
+                             "for a dynamic user) to keep capabilities",
+                             config->name, config->user);
+    }
+    uid_t uid = 0;
+    int r = ad_dynamic_user_get(daemon->dynamic_users, config->name, &uid, err);
+    if (r < 0) {
+        *failed_key = "User";
+        return r;
+    }
+    settings->uid = uid;
+    if (settings->gid == 0)
+        settings->gid = (gid_t)uid;
+    settings->root_in_user_namespace = true;
+    return 0;
+}
+
 int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings **out,
                          const char **failed_key, act_error *err)
 {
@@ -174,8 +235,7 @@ int ad_host_settings_new(ad_daemon *daemon, cfg_host *config, ad_host_settings *
     if (r == 0 && named)
         r = check_not_dynamic(daemon, config, settings, failed_key, err);
     if (r == 0 && named && settings->uid == 0)
-        act_log(LOG_WARNING, "host %s: User=%s runs its code as root (without capabilities)",
-                config->name, config->user);
+        r = map_root_to_dynamic_user(daemon, settings, failed_key, err);
     if (r == 0 && (r = compile_filter(daemon, settings, err)) < 0)
         *failed_key = "SystemCallFilter";
     if (r == 0 && (r = make_fs_view(daemon, settings, err)) < 0)
@@ -403,6 +463,11 @@ void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid)
     *gid = host->settings->gid;
 }
 
+bool ad_host_root_in_user_namespace(const ad_host *host)
+{
+    return host->settings->root_in_user_namespace;
+}
+
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host)
 {
     return uses_plain_default_filter(host->settings->config) ? host->daemon->default_seccomp
@@ -411,9 +476,8 @@ const cg_seccomp_program *ad_host_seccomp(const ad_host *host)
 
 const cg_fs_view *ad_host_fs_view(const ad_host *host)
 {
-    return uses_shared_fs_view(host->settings->config, host->settings->uid)
-               ? host->daemon->shared_fs_view
-               : host->settings->fs_view;
+    return uses_shared_fs_view(host->settings) ? host->daemon->shared_fs_view
+                                               : host->settings->fs_view;
 }
 
 /* ---- directories --------------------------------------------------------- */

@@ -184,6 +184,9 @@ int ad_host_replace_sockets(ad_host *host, const cfg_host *loaded, int *fds, act
  * looked up on this box, or without User= the host's dynamic user (uid ==
  * gid, accounts/dynamic_users.h). Always known: settings are not made without it. */
 void ad_host_run_as(const ad_host *host, uid_t *uid, gid_t *gid);
+/* Whether the host is User=root, run as uid 0 of a user namespace of its
+ * own that maps it to ad_host_run_as's uid and gid. */
+bool ad_host_root_in_user_namespace(const ad_host *host);
 /* The compiled SystemCallFilter= (shared for the plain default). */
 const cg_seccomp_program *ad_host_seccomp(const ad_host *host);
 /* The filesystem its generations see; NULL with FilesystemView=box. */

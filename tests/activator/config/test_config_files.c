@@ -1152,6 +1152,9 @@ static void missing_accounts_are_reported_on_their_lines(void **state)
     write_file("hosts/good.conf", "[Host]\nExec=bin/a\nUser=root\nGroup=0\n");
     write_file("hosts/bad.conf", "[Host]\nExec=bin/a\n\nUser=nosuchuser_act\n");
     write_file("hosts/badgroup.conf", "[Host]\nExec=bin/a\nUser=root\nGroup=nosuchgroup_act\n");
+    /* Capabilities in a root host's own user namespace reach nothing. */
+    write_file("hosts/rootcaps.conf",
+               "[Host]\nExec=bin/a\nUser=root\nAmbientCapabilities=CAP_NET_BIND_SERVICE\n");
     write_file("activatord.conf", "[Activator]\nBox=box-1\nControlGroup=nosuchgroup_act\n");
     char config_path[512];
     snprintf(config_path, sizeof(config_path), "%s", path_of("activatord.conf"));
@@ -1163,17 +1166,21 @@ static void missing_accounts_are_reported_on_their_lines(void **state)
     cfg_host *hosts = NULL;
     size_t n = 0;
     assert_int_equal(cfg_load_hosts(hosts_dir, &hosts, &n, &errors), 0);
-    assert_int_equal(n, 3);
-    assert_int_equal(cfg_check_accounts(config_path, &config, hosts, n, &errors), 3);
-    assert_int_equal(errors.n, 3);
-    char expected[3][700];
+    assert_int_equal(n, 4);
+    assert_int_equal(cfg_check_accounts(config_path, &config, hosts, n, &errors), 4);
+    assert_int_equal(errors.n, 4);
+    char expected[4][700];
     snprintf(expected[0], sizeof(expected[0]),
              "%s/bad.conf:4: User: nosuchuser_act: no such user on this box", hosts_dir);
     snprintf(expected[1], sizeof(expected[1]),
              "%s/badgroup.conf:4: Group: nosuchgroup_act: no such group on this box", hosts_dir);
     snprintf(expected[2], sizeof(expected[2]),
+             "%s/rootcaps.conf:4: AmbientCapabilities: set with User=root: a root host runs as "
+             "root in a user namespace of its own",
+             hosts_dir);
+    snprintf(expected[3], sizeof(expected[3]),
              "%s:3: ControlGroup: nosuchgroup_act: no such group on this box", config_path);
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < 4; i++)
         if (strncmp(errors.items[i].text, expected[i], strlen(expected[i])) != 0)
             fail_msg("problem %zu is \"%s\", expected \"%s...\"", i, errors.items[i].text,
                      expected[i]);

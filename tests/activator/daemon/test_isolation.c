@@ -1,7 +1,8 @@
 /* Who a host runs as and what it may call, on the real daemon with real
  * processes: without User= each host has a dynamic uid of its own from
  * DynamicUserRange=, the same after a restart and never another host's;
- * User=root runs as root (and --check-config warns); no generation has a
+ * User=root runs as root only in a user namespace of its own, as its
+ * dynamic user on the box (and --check-config warns); no generation has a
  * capability unless AmbientCapabilities= names it; the default seccomp
  * allow-list refuses keyrings, io_uring, mount and chroot with EPERM, and
  * SystemCallFilter= adds to it and takes off it; PidsMax= is 4096 unless
@@ -356,7 +357,7 @@ static void test_user_root_and_ambient_capabilities(void **state)
     dh_setup(d, DH_STORE_DIR, NULL);
     /* A socket in /run only root may connect to, as systemd's private bus
      * and a container engine's are. */
-    char root_socket[64], extra[160];
+    char root_socket[64], extra[PATH_MAX + 160];
     snprintf(root_socket, sizeof(root_socket), "/run/act-test-%d.sock", (int)getpid());
     int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
@@ -366,7 +367,17 @@ static void test_user_root_and_ambient_capabilities(void **state)
              listener >= 0 && bind(listener, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
                  chmod(root_socket, 0600) == 0 && listen(listener, 8) == 0,
              "cannot listen on %s: %s", root_socket, strerror(errno));
-    snprintf(extra, sizeof(extra), "User=root\nEnvironment=ACT_ROOT_SOCKET=%s\n", root_socket);
+    /* Its health check, a probe the daemon starts, notes who it is. */
+    char probe[PATH_MAX];
+    snprintf(probe, sizeof(probe), "%s/whoami.sh", d->drv.dir);
+    FILE *f = fopen(probe, "we");
+    DH_CHECK(d,
+             f && fputs("#!/bin/sh\n{ id -u; cat /proc/self/uid_map; } > probe-id\n", f) >= 0 &&
+                 fclose(f) == 0 && chmod(probe, 0755) == 0,
+             "cannot write %s", probe);
+    snprintf(extra, sizeof(extra),
+             "User=root\nEnvironment=ACT_ROOT_SOCKET=%s\nHealthCheck=exec:%s\n", root_socket,
+             probe);
     dh_add_app_host(d, "rooted", "--isolation-report", extra);
     snprintf(extra, sizeof(extra),
              "User=root\nFilesystemView=box\nEnvironment=ACT_ROOT_SOCKET=%s\n", root_socket);
@@ -389,24 +400,78 @@ static void test_user_root_and_ambient_capabilities(void **state)
              "--check-config exited %d without the warning \"%s<line>: User: warning:\":\n%s",
              status, where, out);
 
+    /* Root in a user namespace of its own: uid 0 to itself, its dynamic
+     * user on the box, which owns its state directory. Each defence keeps
+     * it out alone: the view (rooted) and the user namespace (rooted-box,
+     * the box's files, where the kernel checks the uid it really has). */
     dh_start(d, NULL);
     int64_t pid = dh_wake(d, "rooted").pid;
-    DH_CHECK(d, run_as(d, pid) == 0, "User=root does not run as root");
+    unsigned uid = run_as(d, pid);
+    DH_CHECK(d, uid >= RANGE_MIN && uid <= RANGE_MAX,
+             "User=root runs as %u on the box, not as a dynamic user of DynamicUserRange=", uid);
     expect_caps(d, pid, 0);
+    char path[PATH_MAX];
+    state_path(d, "rooted", NULL, path, sizeof(path));
+    struct stat st;
+    DH_CHECK(d, stat(path, &st) == 0 && st.st_uid == uid && st.st_gid == uid,
+             "%s is not owned by %u:%u", path, uid, uid);
+    bool sysrq = access("/proc/sysrq-trigger", F_OK) == 0;
     char *report = isolation_report(d, "rooted");
+    expect_result(d, report, "uid", "0");
+    expect_result(d, report, "gid", "0");
     expect_result(d, report, "mount", "EPERM");
     expect_result(d, report, "keyctl", "EPERM");
-    /* Root without capabilities still owns the kernel's settings and the
-     * disks: only its view keeps it from them. */
-    bool sysrq = access("/proc/sysrq-trigger", F_OK) == 0;
-    expect_result(d, report, "kernel_setting", "EROFS");
-    expect_result(d, report, "sysrq", sysrq ? "EROFS" : "ENOENT");
+    /* The kernel checks the uid before the read-only mount. */
+    expect_result(d, report, "kernel_setting", "EACCES");
+    expect_result(d, report, "sysrq", sysrq ? "EACCES" : "ENOENT");
     expect_result(d, report, "disk", "ENOENT");
     expect_result(d, report, "dev_null", "ok");
     expect_result(d, report, "root_socket", "ENOENT");
+    expect_result(d, report, "signal_root", "EPERM");
     free(report);
+    /* So is the probe: root to itself, the same uid on the box. */
+    state_path(d, "rooted", "probe-id", path, sizeof(path));
+    char *probe_id = dh_read_text(path);
+    unsigned inside = 1, outside = 0, count = 0;
+    DH_CHECK(d,
+             probe_id &&
+                 sscanf(probe_id, "%u %u %u %u", &inside, &(unsigned){0}, &outside, &count) == 4 &&
+                 inside == 0 && outside == uid && count == 1,
+             "the health check's probe is not root in a namespace mapped to %u: %s", uid,
+             probe_id ? probe_id : "(no probe-id)");
+    free(probe_id);
+    pid = dh_wake(d, "rooted-box").pid;
+    report = isolation_report(d, "rooted-box");
+    expect_result(d, report, "uid", "0");
+    expect_result(d, report, "kernel_setting", "EACCES");
+    expect_result(d, report, "sysrq", sysrq ? "EACCES" : "ENOENT");
+    DH_CHECK(d, strstr(report, "\ndisk=ENOENT\n") || strstr(report, "\ndisk=EACCES\n"),
+             "rooted-box opened a disk:\n%s", report);
+    expect_result(d, report, "root_socket", "EACCES");
+    expect_result(d, report, "signal_root", "EPERM");
+    free(report);
+    dh_stop_and_check_clean(d);
 
-    /* The control: the same root with the box's filesystem gets through. */
+    /* The controls, in a test build that runs User=root as the box's
+     * root: the view alone still keeps rooted out, and the same root with
+     * the box's filesystem gets through, so each defence above is one. */
+    const char *const as_box_root[] = {"ACTIVATOR_TEST_ROOT_WITHOUT_USER_NAMESPACE=1", NULL};
+    const char *hosts[] = {"rooted", "rooted-box"};
+    for (size_t i = 0; i < ARRAY_SIZE(hosts); i++) {
+        state_path(d, hosts[i], "isolation-report", path, sizeof(path));
+        unlink(path);
+    }
+    dh_start(d, as_box_root);
+    pid = dh_wake(d, "rooted").pid;
+    DH_CHECK(d, run_as(d, pid) == 0, "the control's User=root does not run as root");
+    expect_caps(d, pid, 0);
+    report = isolation_report(d, "rooted");
+    expect_result(d, report, "kernel_setting", "EROFS");
+    expect_result(d, report, "sysrq", sysrq ? "EROFS" : "ENOENT");
+    expect_result(d, report, "disk", "ENOENT");
+    expect_result(d, report, "root_socket", "ENOENT");
+    expect_result(d, report, "signal_root", "ok");
+    free(report);
     pid = dh_wake(d, "rooted-box").pid;
     report = isolation_report(d, "rooted-box");
     expect_result(d, report, "kernel_setting", "ok");
@@ -416,9 +481,12 @@ static void test_user_root_and_ambient_capabilities(void **state)
     else
         expect_result(d, report, "disk", "ok");
     expect_result(d, report, "root_socket", "ok");
+    expect_result(d, report, "signal_root", "ok");
     free(report);
     close(listener);
     unlink(root_socket);
+    dh_stop_and_check_clean(d);
+    dh_start(d, NULL);
 
     pid = dh_wake(d, "web80").pid;
     expect_caps(d, pid, 1ULL << CAP_NET_BIND_SERVICE);
