@@ -60,8 +60,15 @@ static_assert(ARRAY_SIZE(kind_names) == EV_EVENT__COUNT, "an event kind without 
 
 struct ev_publisher {
     nng_socket socket;
+    /* One send aio for every event, reused: nng_send would allocate (and
+     * seed, and free) an aio per message, which cost more than the whole
+     * formatting of the event. The publisher is the loop's alone. */
+    nng_aio *send;
     uint64_t sequence;
     char box[ACT_NAME_MAX + 1];
+    /* box as a JSON value, rendered once. */
+    char box_json[2 * (ACT_NAME_MAX + 1) + 8];
+    size_t box_json_len;
     ctrl_access access;
     char *url;
     /* The listener, probed and healed: a new subscriber is as much at the
@@ -201,7 +208,7 @@ int ev_publish(ev_publisher *events, const ev_event *event)
     PUT_LITERAL(&w, ",\"time_usec\":");
     put_u64(&w, act_wallclock_usec());
     PUT_LITERAL(&w, ",\"box\":");
-    put_string(&w, events->box);
+    put(&w, events->box_json, events->box_json_len);
     PUT_LITERAL(&w, ",\"event\":\"");
     put(&w, kind, strlen(kind));
     PUT_LITERAL(&w, "\",\"host\":\"");
@@ -225,10 +232,20 @@ int ev_publish(ev_publisher *events, const ev_event *event)
     PUT_LITERAL(&w, "}");
 
     /* PUB never blocks: a subscriber whose queue is full loses this message
-     * (and sees the gap in seq), the loop never waits for it. */
-    int rv = nng_send(events->socket, buf, w.len, NNG_FLAG_NONBLOCK);
+     * (and sees the gap in seq), the loop never waits for it. The aio's
+     * zero timeout says so too; the wait returns at once. */
+    nng_msg *msg = NULL;
+    int rv = nng_msg_alloc(&msg, w.len);
     if (rv != 0)
         return -ctrl_nng_errno(rv);
+    memcpy(nng_msg_body(msg), buf, w.len);
+    nng_aio_set_msg(events->send, msg);
+    nng_send_aio(events->socket, events->send);
+    nng_aio_wait(events->send);
+    if ((rv = nng_aio_result(events->send)) != 0) {
+        nng_msg_free(nng_aio_get_msg(events->send));
+        return -ctrl_nng_errno(rv);
+    }
     events->sequence = sequence;
     return 0;
 }
@@ -280,6 +297,9 @@ int ev_new(const ev_options *options, ev_publisher **out, act_error *err)
         return act_error_set(err, ENOMEM, "out of memory for the events publisher");
     if (options->box)
         snprintf(events->box, sizeof(events->box), "%s", options->box);
+    writer box_json = {events->box_json, 0, sizeof(events->box_json)};
+    put_string(&box_json, options->box ? events->box : NULL);
+    events->box_json_len = box_json.len;
     events->access = options->access;
 
     events->url = strdup(options->url);
@@ -295,7 +315,9 @@ int ev_new(const ev_options *options, ev_publisher **out, act_error *err)
                              nng_strerror(rv));
     }
     int buffer = options->send_buffer ? options->send_buffer : 1024;
-    if ((rv = nng_socket_set_int(events->socket, NNG_OPT_SENDBUF, buffer)) != 0 ||
+    if ((rv = nng_aio_alloc(&events->send, NULL, NULL)) == 0)
+        nng_aio_set_timeout(events->send, NNG_DURATION_ZERO);
+    if (rv != 0 || (rv = nng_socket_set_int(events->socket, NNG_OPT_SENDBUF, buffer)) != 0 ||
         (rv = nng_pipe_notify(events->socket, NNG_PIPE_EV_ADD_PRE, on_pipe, events)) != 0 ||
         (rv = nng_pipe_notify(events->socket, NNG_PIPE_EV_REM_POST, on_pipe, events)) != 0) {
         int r = act_error_set(err, ctrl_nng_errno(rv), "Events=%s: %s", options->url,
@@ -329,6 +351,8 @@ void ev_free(ev_publisher *events)
         return;
     ipc_heal_stop(events->heal);
     nng_close(events->socket);
+    if (events->send)
+        nng_aio_free(events->send);
     /* After the socket: its pipe callback notes the healer's probe. */
     ipc_heal_free(events->heal);
     free(events->url);
