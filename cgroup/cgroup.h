@@ -21,6 +21,7 @@
  * cg_root, which must outlive it. */
 #pragma once
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -408,14 +409,17 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(cg_seccomp_program *, cg_seccomp_program_free)
  * once; emptiness is proven by cgroup.events, see below. */
 int cg_leaf_kill_start(cg_leaf *leaf, act_error *err);
 
-/* An fd (inotify on the leaf's cgroup.events) that becomes readable when the
- * leaf's populated state may have changed. Owned by the leaf; register it
- * with the event loop and call cg_leaf_populated when it fires. */
+/* An fd (the leaf's cgroup.events) that signals CG_LEAF_EVENTS_POLL when the
+ * leaf's populated or frozen state may have changed. Owned by the leaf;
+ * register it with the event loop for CG_LEAF_EVENTS_POLL alone (it is
+ * always readable, so POLLIN would fire at once) and call cg_leaf_populated
+ * or cg_leaf_frozen when it fires. */
+#define CG_LEAF_EVENTS_POLL POLLPRI
 int cg_leaf_events_fd(cg_leaf *leaf, act_error *err);
 
-/* Reads "populated" from cgroup.events without blocking. It first drains the
- * events fd, so a change after this read always makes the fd readable again
- * and an edge is never lost. */
+/* Reads "populated" from cgroup.events without blocking. The read
+ * acknowledges the change it sees, so a change after it always signals the
+ * events fd again and an edge is never lost. */
 int cg_leaf_populated(cg_leaf *leaf, bool *populated, act_error *err);
 
 /* ---- the freezer (ParkMode=freeze) ---- */

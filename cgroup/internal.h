@@ -39,8 +39,7 @@ struct cg_leaf {
     char *v2_path;
     char *v1_path[CG_CONTROLLER_COUNT];
     int dir_fd;       /* for CLONE_INTO_CGROUP and openat of control files */
-    int cgevents_fd;  /* cgroup.events, read with pread */
-    int inotify_fd;   /* lazily created by cg_leaf_events_fd */
+    int cgevents_fd;  /* cgroup.events, read with pread and polled for POLLPRI */
     int freeze_fd;    /* cgroup.freeze, opened by the first freeze and kept for the thaw */
     int v1_procs_fd[CG_CONTROLLER_COUNT]; /* the child writes "0" here to join */
     bool force_kill_fallback;

@@ -123,7 +123,7 @@ int cg_leaf_wait_empty(cg_leaf *leaf, uint64_t timeout_usec, act_error *err)
                                  "empty",
                                  leaf->v2_path, (unsigned long long)(timeout_usec / 1000));
         uint64_t left_ms = (deadline - now + 999) / 1000;
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        struct pollfd pfd = {.fd = fd, .events = CG_LEAF_EVENTS_POLL};
         if (poll(&pfd, 1, left_ms > 60000 ? 60000 : (int)left_ms) < 0 && errno != EINTR)
             return act_error_set(err, errno, "cannot poll the events of %s: %s", leaf->v2_path,
                                  strerror(errno));

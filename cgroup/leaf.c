@@ -17,7 +17,7 @@ void cg_leaf_free(cg_leaf *leaf)
 {
     if (!leaf)
         return;
-    int fds[] = {leaf->dir_fd, leaf->cgevents_fd, leaf->inotify_fd, leaf->freeze_fd};
+    int fds[] = {leaf->dir_fd, leaf->cgevents_fd, leaf->freeze_fd};
     for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
         if (fds[i] >= 0)
             close(fds[i]);
@@ -108,7 +108,7 @@ int cg_leaf_open_rel(cg_root *root, const char *rel, const char *host, const cha
     if (!leaf)
         return act_error_set(err, ENOMEM, "out of memory");
     leaf->root = root;
-    leaf->dir_fd = leaf->cgevents_fd = leaf->inotify_fd = leaf->freeze_fd = -1;
+    leaf->dir_fd = leaf->cgevents_fd = leaf->freeze_fd = -1;
     for (int c = 0; c < CG_CONTROLLER_COUNT; c++)
         leaf->v1_procs_fd[c] = -1;
     snprintf(leaf->host, sizeof(leaf->host), "%s", host);
@@ -325,7 +325,7 @@ static void close_control_files(cg_leaf *leaf)
             close(leaf->v1_procs_fd[c]);
         leaf->v1_procs_fd[c] = -1;
     }
-    int *fds[] = {&leaf->cgevents_fd, &leaf->inotify_fd, &leaf->freeze_fd};
+    int *fds[] = {&leaf->cgevents_fd, &leaf->freeze_fd};
     for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
         if (*fds[i] >= 0)
             close(*fds[i]);

@@ -74,7 +74,7 @@ static int set_frozen(cg_leaf *leaf, bool frozen, act_error *err)
             return r;
         if (now == frozen)
             return 0;
-        struct pollfd p = {.fd = fd, .events = POLLPRI | POLLIN};
+        struct pollfd p = {.fd = fd, .events = CG_LEAF_EVENTS_POLL};
         poll(&p, 1, 100);
     }
 }

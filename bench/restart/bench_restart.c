@@ -108,19 +108,39 @@ static int start_hosts(dd_daemon *d, load *l, act_error *err)
     return r;
 }
 
+/* Where a takeover's time goes: the old daemon's exit after the signal,
+ * the next one's start to READY=1, and from there to its first answer
+ * (the harness's events subscription, then the status request). */
+typedef struct takeover_phases {
+    bd_samples exited, ready, answered;
+} takeover_phases;
+
 /* The signal, the next daemon started, and its first status answer. */
-static int hand_over_once(dd_daemon *d, double *usec, act_error *err)
+static int hand_over_once(dd_daemon *d, double *usec, takeover_phases *spent, act_error *err)
 {
+    /* The harness's events subscriber is closed first: closing an NNG
+     * socket is the harness's time, not the handover's. */
+    dd_events_close(d);
     uint64_t start = act_now_usec();
     int status = dd_hand_over(d, 30000, err);
     if (status != 0)
         return status < 0 ? status : act_error_set(err, EIO, "the handover exited %d", status);
+    uint64_t exited = act_now_usec();
     int r = dd_start(d, 30000, NULL, err);
+    uint64_t ready = d->ready_usec;
     json_object *result = NULL;
     if (r == 0)
         r = dd_request(d, 5000, &result, err, "{\"v\":1,\"op\":\"status\"}");
     json_object_put(result);
-    *usec = (double)(act_now_usec() - start);
+    uint64_t answered = act_now_usec();
+    *usec = (double)(answered - start);
+    if (r == 0 && ready > exited && answered > ready) {
+        bd_samples_add(&spent->exited, (double)(exited - start));
+        fprintf(stderr, "kill at %.6f exited %.0f ready %.0f\n", start / 1e6,
+                (double)(exited - start), (double)(ready - exited));
+        bd_samples_add(&spent->ready, (double)(ready - exited));
+        bd_samples_add(&spent->answered, (double)(answered - ready));
+    }
     return r;
 }
 
@@ -146,10 +166,11 @@ static int run(dd_daemon *d, act_error *err)
     }
     usleep(STEADY_USEC);
     bd_samples takeover = {0};
+    takeover_phases phases = {0};
     for (int i = 0; i < HANDOVERS && r == 0; i++) {
         atomic_store(&l.in_handover, true);
         double usec = 0;
-        r = hand_over_once(d, &usec, err);
+        r = hand_over_once(d, &usec, &phases, err);
         atomic_store(&l.in_handover, false);
         if (r == 0)
             bd_samples_add(&takeover, usec);
@@ -165,6 +186,9 @@ static int run(dd_daemon *d, act_error *err)
         print_line("client, steady", &l.steady);
         print_line("client, during handovers", &l.handover);
         print_line("signal -> next daemon answers status", &takeover);
+        print_line("  of which: signal -> old daemon exited", &phases.exited);
+        print_line("            its exit -> next daemon READY=1", &phases.ready);
+        print_line("            READY=1 -> status answered", &phases.answered);
         printf("  failed requests: %u during handovers (target 0), %u steady%s%s\n",
                l.failed_handover, l.failed_steady, l.first_failure[0] ? "; first: " : "",
                l.first_failure);
@@ -175,6 +199,9 @@ static int run(dd_daemon *d, act_error *err)
     bd_samples_free(&l.steady);
     bd_samples_free(&l.handover);
     bd_samples_free(&takeover);
+    bd_samples_free(&phases.exited);
+    bd_samples_free(&phases.ready);
+    bd_samples_free(&phases.answered);
     return r;
 }
 

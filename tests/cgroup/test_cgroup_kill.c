@@ -127,7 +127,7 @@ static void wait_frozen(cg_leaf *leaf, bool want)
         if (frozen == want)
             return;
         assert_true(act_now_usec() < deadline);
-        struct pollfd pfd = {.fd = events, .events = POLLIN};
+        struct pollfd pfd = {.fd = events, .events = CG_LEAF_EVENTS_POLL};
         poll(&pfd, 1, 100);
     }
 }
@@ -199,7 +199,7 @@ static void events_fd_signals_emptiness(void **state)
     bool populated = false;
     assert_int_equal(cg_leaf_populated(leaf, &populated, &err), 0);
     assert_true(populated);
-    struct pollfd pfd = {.fd = events, .events = POLLIN};
+    struct pollfd pfd = {.fd = events, .events = CG_LEAF_EVENTS_POLL};
     assert_int_equal(poll(&pfd, 1, 0), 0);
 
     assert_int_equal(cg_leaf_kill_start(leaf, &err), 0);
@@ -263,7 +263,7 @@ static void a_process_in_uninterruptible_sleep_holds_off_the_proof(void **state)
     assert_int_equal(cgt_stuck_release(&held, what, sizeof(what)), 0);
     /* It died of the SIGKILL that waited for it, not of the failed read. */
     assert_non_null(strstr(what, "killed=9"));
-    struct pollfd pfd = {.fd = events, .events = POLLIN};
+    struct pollfd pfd = {.fd = events, .events = CG_LEAF_EVENTS_POLL};
     assert_int_equal(poll(&pfd, 1, 10000), 1);
     assert_int_equal(cg_leaf_populated(leaf, &populated, &err), 0);
     assert_false(populated);

@@ -55,8 +55,8 @@ static int set_frozen(ad_generation *gen, bool frozen, void (*settled)(ad_genera
     int events_fd = cg_leaf_events_fd(gen->leaf, err);
     if (events_fd < 0)
         return events_fd;
-    if (sd_event_add_io(gen->host->daemon->loop, &gen->freeze_source, events_fd, EPOLLIN,
-                        on_freeze_events, gen) < 0)
+    if (sd_event_add_io(gen->host->daemon->loop, &gen->freeze_source, events_fd,
+                        CG_LEAF_EVENTS_POLL, on_freeze_events, gen) < 0)
         return act_error_set(err, EIO, "cannot watch %s/cgroup.events", cg_leaf_path(gen->leaf));
     check_settled(gen);
     return 0;

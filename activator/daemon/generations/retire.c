@@ -188,8 +188,8 @@ static void start_kill(ad_generation *gen)
     act_error err = {0};
     int events_fd = cg_leaf_events_fd(gen->leaf, &err);
     if (events_fd < 0 ||
-        sd_event_add_io(daemon->loop, &gen->empty_source, events_fd, EPOLLIN, on_leaf_events,
-                        gen) < 0 ||
+        sd_event_add_io(daemon->loop, &gen->empty_source, events_fd, CG_LEAF_EVENTS_POLL,
+                        on_leaf_events, gen) < 0 ||
         sd_event_add_time_relative(daemon->loop, &gen->kill_timer, CLOCK_MONOTONIC,
                                    KILL_PROOF_TIMEOUT_USEC, 0, on_kill_timeout, gen) < 0) {
         finish_retire(gen, false, events_fd < 0 ? err.message : "cannot watch cgroup.events");

@@ -238,7 +238,8 @@ static int add(ad_daemon *daemon, sweep_leaf *entry, uint64_t first_usec, act_er
     int events_fd = cg_leaf_events_fd(entry->leaf, err);
     if (events_fd < 0)
         return events_fd;
-    int r = sd_event_add_io(daemon->loop, &entry->emptied, events_fd, EPOLLIN, on_emptied, entry);
+    int r = sd_event_add_io(daemon->loop, &entry->emptied, events_fd, CG_LEAF_EVENTS_POLL,
+                            on_emptied, entry);
     if (r >= 0)
         r = arm(entry, first_usec);
     if (r < 0)
