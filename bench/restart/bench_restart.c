@@ -136,8 +136,6 @@ static int hand_over_once(dd_daemon *d, double *usec, takeover_phases *spent, ac
     *usec = (double)(answered - start);
     if (r == 0 && ready > exited && answered > ready) {
         bd_samples_add(&spent->exited, (double)(exited - start));
-        fprintf(stderr, "kill at %.6f exited %.0f ready %.0f\n", start / 1e6,
-                (double)(exited - start), (double)(ready - exited));
         bd_samples_add(&spent->ready, (double)(ready - exited));
         bd_samples_add(&spent->answered, (double)(answered - ready));
     }

@@ -6,6 +6,7 @@
  * whatever the reason it ends, and frees it; adopt.c takes one over that
  * outlived the previous daemon. */
 #include "activator/daemon/generations/internal.h"
+#include "activator/daemon/generations/record_writes.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -78,12 +79,19 @@ void ad_generation_fill_record(ad_generation *gen, rec_generation_phase phase,
     snprintf(record->incarnation, sizeof(record->incarnation), "%s", host->daemon->incarnation);
 }
 
-int ad_generation_write_record(ad_generation *gen, rec_generation_phase phase, act_error *err)
+static void on_record_written(ad_host *host, int result, const act_error *err)
+{
+    if (result < 0)
+        act_log(LOG_WARNING, "host %s: %s", host->name, err->message);
+}
+
+void ad_generation_write_record(ad_generation *gen, rec_generation_phase phase)
 {
     rec_generation_record record;
     ad_generation_fill_record(gen, phase, &record);
-    int dirfd = ad_host_dir(gen->host, err);
-    return dirfd < 0 ? dirfd : rec_write_generation(dirfd, &record, err);
+    act_error err = {0};
+    if (ad_record_write_async(gen->host, &record, NULL, on_record_written, &err) < 0)
+        act_log(LOG_WARNING, "host %s: %s", gen->host->name, err.message);
 }
 
 /* ---- counters --------------------------------------------------------------- */

@@ -243,5 +243,6 @@ int ad_generation_adopt(ad_host *host, const char *leaf_name, const rec_generati
 /* gen's record as it stands, to be written with phase. */
 void ad_generation_fill_record(ad_generation *gen, rec_generation_phase phase,
                                rec_generation_record *record);
-/* Writes it now, on the loop: only where nothing else runs yet (recovery). */
-int ad_generation_write_record(ad_generation *gen, rec_generation_phase phase, act_error *err);
+/* Writes it off the loop, in the host's lane of the workers (ordered with
+ * the host's later record writes); a failure is logged. */
+void ad_generation_write_record(ad_generation *gen, rec_generation_phase phase);

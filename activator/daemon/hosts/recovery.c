@@ -211,10 +211,13 @@ static int resume(ad_host *host, ad_leftover *leftover, const rec_generation_rec
     /* Our write-backs (a park) are made against the admission the previous
      * daemon made. */
     ad_claim_report_admitted(host, current);
+    /* Off the loop: a hundred resumed generations would each hold the
+     * start-up (and READY=1) for a file's write and rename. Until it lands
+     * the old record stands, and a daemon that dies first resumes from it
+     * as this one did. */
     act_error record_err = {0};
     bool frozen = record->phase == REC_GEN_FROZEN;
-    if (ad_generation_write_record(gen, frozen ? REC_GEN_FROZEN : REC_GEN_SERVING, &record_err) < 0)
-        act_log(LOG_WARNING, "host %s: %s", host->name, record_err.message);
+    ad_generation_write_record(gen, frozen ? REC_GEN_FROZEN : REC_GEN_SERVING);
     if (host->daemon->fenced && host->claim_failover) {
         /* Its lease not proven: it stays (or is made) frozen. */
         ad_self_fence_resumed(host);
