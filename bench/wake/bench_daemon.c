@@ -39,6 +39,13 @@ const char *bd_base_dir(void)
     return base && base[0] == '/' && strlen(base) < 24 ? base : "/tmp";
 }
 
+static const char *store_in_use;
+
+void bd_use_store(const char *store_url)
+{
+    store_in_use = store_url;
+}
+
 int bd_setup(dd_daemon *d, const char *label, const char *extra_conf, act_error *err)
 {
     char prefix[64];
@@ -47,6 +54,7 @@ int bd_setup(dd_daemon *d, const char *label, const char *extra_conf, act_error 
         .dir_prefix = prefix,
         .cgroup_name = "act-bench",
         .box = BD_BOX,
+        .store_url = store_in_use,
         .extra_conf = extra_conf,
     };
     int r = dd_setup(d, &options, err);

@@ -31,6 +31,9 @@ const char *bd_base_dir(void);
  * --verbose when $ACT_BENCH_VERBOSE is set (every pipeline step in its log,
  * to see where a wake waits); $ACT_BENCH_KEEP keeps the temp dir. */
 int bd_setup(dd_daemon *d, const char *label, const char *extra_conf, act_error *err);
+/* The Store= of every later bd_setup; NULL (the default): the daemon's own
+ * dir:// store in its state directory. The string must outlive them. */
+void bd_use_store(const char *store_url);
 
 /* A daemon with one host that runs exec on a free 127.0.0.1 port (written
  * to address), IdleTimeoutSec=0 (the benchmark parks it itself), started. */
