@@ -580,6 +580,43 @@ static void try_grow_output(void)
     report_attempt("output-grow", r == 0, errno, "ftruncate(stdout, 1 TiB)");
 }
 
+/* What root owns on the box: the kernel's settings (core_pattern names a
+ * program the kernel runs as full root), the magic SysRq key, a disk and
+ * the box's processes. Opening for writing is the whole attempt (nothing
+ * is written; a disk is opened to read), and signal 0 to pid 1 checks the
+ * permission and sends nothing. Refused by the host's uid, by its view,
+ * and for User=root by its user namespace; the controls (the same root as
+ * the box's root, with the box's files) are daemon-isolation's. */
+static void try_box_root_surfaces(void)
+{
+    int fd = open("/proc/sys/kernel/core_pattern", O_WRONLY | O_CLOEXEC);
+    report_attempt("core-pattern", fd >= 0, errno, "/proc/sys/kernel/core_pattern for writing");
+    if (fd >= 0)
+        close(fd);
+    fd = open("/proc/sysrq-trigger", O_WRONLY | O_CLOEXEC);
+    report_attempt("sysrq-trigger", fd >= 0, errno, "/proc/sysrq-trigger for writing");
+    if (fd >= 0)
+        close(fd);
+    /* The box's first disk, by the name the kernel gives it (a box with
+     * none: the usual name, which is then nowhere). */
+    char disk[PATH_MAX] = "/dev/sda";
+    DIR *block = opendir("/sys/block");
+    for (struct dirent *e; block && (e = readdir(block));)
+        if (e->d_name[0] != '.' && strncmp(e->d_name, "loop", 4) != 0 &&
+            strncmp(e->d_name, "ram", 3) != 0) {
+            snprintf(disk, sizeof(disk), "/dev/%s", e->d_name);
+            break;
+        }
+    if (block)
+        closedir(block);
+    fd = open(disk, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    report_attempt("open-disk", fd >= 0, errno, disk);
+    if (fd >= 0)
+        close(fd);
+    int k = kill(1, 0);
+    report_attempt("kill-root", k == 0, errno, "kill(1, 0)");
+}
+
 /* ---- the controls ---- */
 
 static void controls(void)
@@ -686,5 +723,6 @@ void attack(const attack_targets *t)
     try_proc_foreign();
     try_helper_roots(&t->read);
     try_grow_output();
+    try_box_root_surfaces();
     controls();
 }
