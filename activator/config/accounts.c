@@ -35,11 +35,7 @@ static size_t check_host(const char *path, const cfg_host *host, cfg_errors *err
     }
     if (uid == 0 && host->ambient_capabilities) {
         cfg_errors_add(errors, path, host->lines.ambient_capabilities, "AmbientCapabilities",
-                       "set with User=%s: a root host runs as root in a user namespace of its "
-                       "own, where a capability reaches nothing of the box; name an "
-                       "unprivileged User= (or remove User= for a dynamic user) to keep "
-                       "capabilities",
-                       host->user);
+                       "set with User=%s: " CFG_ROOT_CAPABILITIES_REFUSED, host->user);
         return 1;
     }
     return 0;

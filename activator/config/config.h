@@ -427,6 +427,14 @@ size_t cfg_check_view_paths(const cfg_daemon *config, const cfg_host *hosts, siz
 size_t cfg_check_accounts(const char *config_path, const cfg_daemon *config,
                           const cfg_host *hosts, size_t n, cfg_errors *errors);
 
+/* Why AmbientCapabilities= cannot go with a User= of uid 0, and what to do:
+ * the sentence --check-config (cfg_check_accounts) and the daemon's start
+ * give alike. */
+#define CFG_ROOT_CAPABILITIES_REFUSED                                                              \
+    "a root host runs as root in a user namespace of its own, where a capability reaches "         \
+    "nothing of the box; name an unprivileged User= (or remove User= for a dynamic user) to "      \
+    "keep capabilities"
+
 /* Hosts that run as root (User=root, User=0, or a name of uid 0): one
  * "FILE:LINE: User: warning: ..." each, appended to warnings. Allowed, but
  * --check-config says so. Returns how many. Not thread-safe either. */

@@ -151,9 +151,9 @@ static void run_as_host(const ad_generation *gen, cg_spawn_spec *spec)
     spec->uid = uid;
     spec->gid = gid;
     spec->drop_capabilities = true;
+    /* A root host has no AmbientCapabilities= (host/host.c refuses them). */
     spec->root_in_user_namespace = ad_host_root_in_user_namespace(gen->host);
-    spec->ambient_capabilities =
-        spec->root_in_user_namespace ? 0 : ad_host_config(gen->host)->ambient_capabilities;
+    spec->ambient_capabilities = ad_host_config(gen->host)->ambient_capabilities;
     spec->no_new_privs = true;
     spec->seccomp = ad_host_seccomp(gen->host);
     spec->private_ipc = ad_host_config(gen->host)->private_ipc;

@@ -186,12 +186,10 @@ static int map_root_to_dynamic_user(ad_daemon *daemon, ad_host_settings *setting
     }
     if (config->ambient_capabilities) {
         *failed_key = "AmbientCapabilities";
-        return act_error_set(err, EINVAL,
-                             "host %s: AmbientCapabilities= with User=%s: a root host runs as "
-                             "root in a user namespace of its own, where a capability reaches "
-                             "nothing of the box; name an unprivileged User= (or remove User= "
-                             "for a dynamic user) to keep capabilities",
-                             config->name, config->user);
+        return act_error_set(
+            err, EINVAL,
+            "host %s: AmbientCapabilities= with User=%s: " CFG_ROOT_CAPABILITIES_REFUSED,
+            config->name, config->user);
     }
     uid_t uid = 0;
     int r = ad_dynamic_user_get(daemon->dynamic_users, config->name, &uid, err);

@@ -211,22 +211,22 @@ static int resume(ad_host *host, ad_leftover *leftover, const rec_generation_rec
     /* Our write-backs (a park) are made against the admission the previous
      * daemon made. */
     ad_claim_report_admitted(host, current);
+    bool frozen = record->phase == REC_GEN_FROZEN;
     /* Off the loop: a hundred resumed generations would each hold the
      * start-up (and READY=1) for a file's write and rename. Until it lands
      * the old record stands, and a daemon that dies first resumes from it
      * as this one did. */
-    act_error record_err = {0};
-    bool frozen = record->phase == REC_GEN_FROZEN;
     ad_generation_write_record(gen, frozen ? REC_GEN_FROZEN : REC_GEN_SERVING);
+    act_error thaw_err = {0};
     if (host->daemon->fenced && host->claim_failover) {
         /* Its lease not proven: it stays (or is made) frozen. */
         ad_self_fence_resumed(host);
     } else if (frozen) {
         ad_freeze_resume(host);
-    } else if (ad_generation_thaw(gen, NULL, NULL, &record_err) < 0) {
+    } else if (ad_generation_thaw(gen, NULL, NULL, &thaw_err) < 0) {
         /* A daemon that died in the middle of a freeze left the leaf
          * frozen under a serving record: it serves, so it runs. */
-        act_log(LOG_WARNING, "host %s: %s", host->name, record_err.message);
+        act_log(LOG_WARNING, "host %s: %s", host->name, thaw_err.message);
     }
     act_log_fields(
         LOG_NOTICE,

@@ -509,6 +509,34 @@ static void test_user_root_and_ambient_capabilities(void **state)
     dh_stop_and_check_clean(d);
 }
 
+/* --check-config refuses AmbientCapabilities= with User=root (config-files
+ * tests that); a daemon started on such a file leaves that host out with
+ * the same sentence, gives it no dynamic user, and serves the others. */
+static void test_root_with_capabilities_is_left_out_at_start(void **state)
+{
+    dh_daemon *d = *state;
+    dh_setup(d, DH_STORE_DIR, NULL);
+    dh_add_app_host(d, "rootcaps", "--isolation-report",
+                    "User=root\nAmbientCapabilities=CAP_NET_BIND_SERVICE\n");
+    dh_add_app_host(d, "plain", "--isolation-report", NULL);
+    dh_start(d, NULL);
+    DH_CHECK(d,
+             dh_log_wait(d,
+                         "host rootcaps: AmbientCapabilities= with User=root: a root host runs "
+                         "as root in a user namespace of its own",
+                         5000),
+             "the daemon did not refuse AmbientCapabilities= with User=root");
+    DH_CHECK(d, dh_log_wait(d, "(host not served)", 5000), "host rootcaps was not left out");
+    char records[PATH_MAX];
+    snprintf(records, sizeof(records), "%s/dynamic-users/records", d->drv.state_dir);
+    char *text = dh_read_text(records);
+    DH_CHECK(d, !text || !strstr(text, " rootcaps"),
+             "the refused host was given a dynamic user:\n%s", text);
+    free(text);
+    DH_CHECK(d, dh_wake(d, "plain").pid > 0, "the other host does not serve");
+    dh_stop_and_check_clean(d);
+}
+
 /* Every problem names file, line, key and what to do. */
 static void test_bad_isolation_config_is_reported(void **state)
 {
@@ -779,6 +807,7 @@ int main(void)
         DH_TEST(test_hosts_run_as_dynamic_users_of_their_own),
         DH_TEST(test_colliding_hosts_get_distinct_uids),
         DH_TEST(test_user_root_and_ambient_capabilities),
+        DH_TEST(test_root_with_capabilities_is_left_out_at_start),
         DH_TEST(test_bad_isolation_config_is_reported),
         DH_TEST(test_open_files_are_bounded_by_limit_nofile),
         DH_TEST(test_private_tmp_is_bounded_by_private_tmp_size),
