@@ -318,6 +318,9 @@ static void send_to_daemon(keeper *k, const char *text, const int *fds, size_t n
                              "next",
                 strerror(-r));
         connection_close(k);
+        /* The end of the connection will not be read now: a keeper that
+         * holds no pipe goes here, as it would on that end. */
+        maybe_exit(k);
     }
 }
 
