@@ -21,75 +21,141 @@
 #include "common/names.h"
 #include "common/text.h"
 
-/* An envelope is the body plus a few bytes of wrapper; anything much larger
- * cannot hold a claim within CLAIM_JSON_MAX and is refused unread. */
-#define ENVELOPE_MAX (CLAIM_JSON_MAX + 256)
+/* One host's claim file, open, and what it holds. */
+typedef struct claim_file {
+    int fd; /* -1: no file */
+    uint8_t *image;
+    size_t size;
+    claim_slot_pick pick;
+} claim_file;
 
-/* Reads <host>.json. Returns 1 with the claim, 0 when absent (no file or a
- * tombstone; *revision is then the tombstone's or 0), negative when the file
- * is unreadable. *revision is set whenever the envelope's revision could be
- * read, even if the claim inside is malformed, so a CAS can repair it. */
-static int read_envelope(dir_store *ds, const char *host, claim *out, uint64_t *revision,
-                         act_error *err)
+static void claim_file_close(claim_file *cf)
 {
-    char name[ACT_NAME_MAX + 8];
-    snprintf(name, sizeof(name), "%s.json", host);
+    if (cf->fd >= 0)
+        close(cf->fd);
+    free(cf->image);
+    *cf = (claim_file){.fd = -1};
+}
+
+/* A read that met both slots failing their checksums tries again this many
+ * times: outside the lock, a writer may be rewriting the older slot while
+ * the newer one is read, and only two writes inside one read could fail
+ * both. Under the lock it is damage at once. */
+#define TORN_READ_TRIES 3
+
+/* Opens <host>.claim and reads it whole. 1 with *cf (cf->pick.slot -1 when
+ * both slots fail their checksums), 0 when there is no file, negative with
+ * *err when it cannot be read or is no claim file. writable opens it for a
+ * write in place, and means the caller holds the lock. */
+static int claim_file_open(dir_store *ds, const char *host, bool writable, claim_file *cf,
+                           act_error *err)
+{
+    char name[ACT_NAME_MAX + sizeof(DIR_CLAIM_SUFFIX)];
+    snprintf(name, sizeof(name), "%s" DIR_CLAIM_SUFFIX, host);
+    *cf = (claim_file){.fd = -1};
+    cf->fd = openat(ds->dirfd, name, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+    if (cf->fd < 0 && errno == ENOENT)
+        return 0;
+    if (cf->fd < 0)
+        return act_error_set(err, errno, "host %s: cannot open claim file %s/%s: %m", host,
+                             ds->path, name);
+    struct stat st;
+    if (fstat(cf->fd, &st) < 0) {
+        int e = errno;
+        claim_file_close(cf);
+        return act_error_set(err, e, "host %s: cannot stat claim file %s/%s: %s", host, ds->path,
+                             name, strerror(e));
+    }
+    const char *why = "it is not a regular file";
+    if (S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size <= 2 * CLAIM_SLOT_SIZE_MAX) {
+        cf->size = (size_t)st.st_size;
+        cf->image = malloc(cf->size);
+        if (!cf->image) {
+            claim_file_close(cf);
+            return act_error_set(err, ENOMEM, "host %s: out of memory", host);
+        }
+        for (int tries = writable ? 1 : TORN_READ_TRIES; tries > 0; tries--) {
+            ssize_t n = pread(cf->fd, cf->image, cf->size, 0);
+            if (n < 0) {
+                int e = errno;
+                claim_file_close(cf);
+                return act_error_set(err, e, "host %s: cannot read claim file %s/%s: %s", host,
+                                     ds->path, name, strerror(e));
+            }
+            if ((size_t)n != cf->size ||
+                claim_slots_pick(cf->image, cf->size, &cf->pick, &why) < 0) {
+                why = (size_t)n != cf->size ? "it changed size while read" : why;
+                break;
+            }
+            if (cf->pick.slot >= 0)
+                return 1;
+        }
+        if (cf->pick.slot < 0 && cf->pick.slot_size)
+            return 1;
+    } else if (S_ISREG(st.st_mode) && st.st_size > 0) {
+        claim_file_close(cf);
+        return act_error_set(err, EFBIG,
+                             "host %s: %s/%s is larger than any claim file (a claim's limit is "
+                             "%d bytes); it is not a claim: delete it",
+                             host, ds->path, name, CLAIM_JSON_MAX);
+    } else if (S_ISREG(st.st_mode)) {
+        why = "it is empty";
+    }
+    claim_file_close(cf);
+    return act_error_set(err, EINVAL,
+                         "host %s: %s/%s is not a claim file (%s); delete it and write the claim "
+                         "again (activatorctl claim import)",
+                         host, ds->path, name, why);
+}
+
+/* The claim cf holds. 1 with *out, 0 for a tombstone, negative when the
+ * file is damaged (both slots torn) or its claim malformed. *revision is
+ * set whenever a slot is whole, even if its claim is malformed, so a CAS
+ * naming it can repair it. */
+static int claim_file_claim(dir_store *ds, const char *host, const claim_file *cf, claim *out,
+                            uint64_t *revision, act_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    *revision = 0;
+    if (cf->pick.slot < 0)
+        return act_error_set(err, EIO,
+                             "host %s: both slots of claim file %s/%s" DIR_CLAIM_SUFFIX
+                             " fail their checksums: it is damaged; delete it and write the "
+                             "claim again (activatorctl claim import)",
+                             host, ds->path, host);
+    *revision = cf->pick.revision;
+    if (cf->pick.deleted)
+        return 0;
+    int r = claim_from_json(host, cf->pick.payload, cf->pick.len, out, err);
+    if (r < 0)
+        return act_error_prefix(err,
+                                "claim file %s/%s" DIR_CLAIM_SUFFIX " holds no valid claim; "
+                                "rewrite it with a CAS",
+                                ds->path, host);
+    out->revision = cf->pick.revision;
+    return 1;
+}
+
+/* Reads host's claim. Returns 1 with the claim, 0 when absent (no file or a
+ * tombstone; *revision is then the tombstone's or 0), negative when the file
+ * is unreadable. *revision as claim_file_claim sets it. */
+static int read_claim(dir_store *ds, const char *host, claim *out, uint64_t *revision,
+                      act_error *err)
+{
+    claim_file cf;
     *revision = 0;
     memset(out, 0, sizeof(*out));
-    _cleanup_free_ char *text = NULL;
-    size_t len = 0;
-    act_error why = {0};
-    int r = act_read_file(ds->dirfd, name, ENVELOPE_MAX, &text, &len, &why);
-    if (r == -ENOENT)
-        return 0;
-    if (r == -EFBIG)
-        return act_error_set(err, EFBIG,
-                             "host %s: claim file %s/%s is over the %d byte claim limit; it is "
-                             "not a claim, delete it",
-                             host, ds->path, name, CLAIM_JSON_MAX);
-    if (r < 0)
-        return act_error_set(err, -r, "host %s: cannot read claim: %s", host, why.message);
-
-    _cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new();
-    if (!tok)
-        return act_error_set(err, ENOMEM, "host %s: out of memory", host);
-    _cleanup_(json_object_putp) json_object *root = json_tokener_parse_ex(tok, text, (int)len);
-    enum json_tokener_error jerr = json_tokener_get_error(tok);
-    if (!root || jerr != json_tokener_success || !json_object_is_type(root, json_type_object))
-        return act_error_set(err, EINVAL,
-                             "host %s: claim file %s/%s is not a JSON object (%s); rewrite it "
-                             "with a CAS or delete the file",
-                             host, ds->path, name,
-                             jerr == json_tokener_success ? "wrong type"
-                                                          : json_tokener_error_desc(jerr));
-    json_object *rev = NULL, *body = NULL;
-    if (!json_object_object_get_ex(root, "revision", &rev) ||
-        !json_object_is_type(rev, json_type_int) || json_object_get_int64(rev) <= 0)
-        return act_error_set(err, EINVAL,
-                             "host %s: claim file %s/%s has no positive integer field revision; "
-                             "delete the file",
-                             host, ds->path, name);
-    *revision = json_object_get_uint64(rev);
-    if (act_json_bool_or(root, "deleted", false))
-        return 0;
-    if (!json_object_object_get_ex(root, "claim", &body))
-        return act_error_set(err, EINVAL,
-                             "host %s: claim file %s/%s has no field claim; rewrite it with a CAS "
-                             "or delete the file", host, ds->path, name);
-    if (len > CLAIM_JSON_MAX)
-        return act_error_set(err, EFBIG, "host %s: claim body is over the %d byte limit; "
-                                         "rewrite it with a CAS", host, CLAIM_JSON_MAX);
-    r = claim_from_json_object(host, body, out, err);
-    if (r < 0)
-        return r;
-    out->revision = *revision;
-    return 1;
+    int r = claim_file_open(ds, host, false, &cf, err);
+    if (r > 0)
+        r = claim_file_claim(ds, host, &cf, out, revision, err);
+    claim_file_close(&cf);
+    return r;
 }
 
 static int dir_read(claim_store *store, const char *host, claim *out, act_error *err)
 {
     uint64_t revision;
-    return read_envelope((dir_store *)store, host, out, &revision, err);
+    return read_claim((dir_store *)store, host, out, &revision, err);
 }
 
 static int read_ceiling(dir_store *ds, uint64_t *out, act_error *err)
@@ -244,12 +310,53 @@ static int index_hints(dir_store *ds, const char *host, const claim *c, act_erro
     return 0;
 }
 
+int dir_create_claim_file(dir_store *ds, const char *host, uint64_t revision, const char *payload,
+                          size_t len, act_error *err)
+{
+    bool deleted = payload == NULL;
+    size_t slot_size = claim_slots_size_for(len);
+    _cleanup_free_ uint8_t *image = calloc(2, slot_size);
+    if (!image)
+        return act_error_set(err, ENOMEM, "host %s: out of memory", host);
+    claim_slots_encode(image, slot_size, 0, revision, deleted, deleted ? "" : payload,
+                       deleted ? 0 : len);
+    char name[ACT_NAME_MAX + sizeof(DIR_CLAIM_SUFFIX)];
+    snprintf(name, sizeof(name), "%s" DIR_CLAIM_SUFFIX, host);
+    act_error why = {0};
+    int r = act_write_atomic(ds->dirfd, name, image, 2 * slot_size, 0644, &why);
+    return r < 0 ? act_error_set(err, -r, "host %s: cannot write claim: %s", host, why.message) : 0;
+}
+
+/* Writes host's record into its claim file: in place into the slot that
+ * does not hold the claim now, when the file is there and the record fits
+ * (one write, one fdatasync); else a new file made whole beside it and
+ * renamed over it (a host's first claim, or one that outgrew its slots). */
+static int write_claim_file(dir_store *ds, const char *host, claim_file *cf, uint64_t revision,
+                            const char *payload, size_t len, act_error *err)
+{
+    bool deleted = payload == NULL;
+    if (deleted)
+        payload = "", len = 0;
+    act_error why = {0};
+    if (cf->fd >= 0 && cf->pick.slot_size && len + CLAIM_SLOT_HEADER <= cf->pick.slot_size) {
+        int slot = cf->pick.slot == 0 ? 1 : 0;
+        int r = claim_slots_write(cf->fd, cf->pick.slot_size, slot, revision, deleted, payload, len,
+                                  ds->io, &why);
+        return r < 0
+                   ? act_error_set(err, -r,
+                                   "host %s: cannot write claim file %s/%s" DIR_CLAIM_SUFFIX ": %s",
+                                   host, ds->path, host, why.message)
+                   : 0;
+    }
+    return dir_create_claim_file(ds, host, revision, deleted ? NULL : payload, len, err);
+}
+
 /* Writes host's next state (c, or a tombstone when c is NULL) under the lock
  * once the expected revision matched: the revision first (the ceiling when
  * it must move, then the last revision), so neither is ever behind a claim
  * file, then the file, then the journal. before is the claim replaced (NULL
  * when there was none): the journal line names its boxes with c's. */
-static int commit_locked(dir_store *ds, const char *host, uint64_t current_revision,
+static int commit_locked(dir_store *ds, const char *host, claim_file *cf, uint64_t current_revision,
                          const claim *before, const claim *c, uint64_t *new_revision,
                          act_error *err)
 {
@@ -257,6 +364,13 @@ static int commit_locked(dir_store *ds, const char *host, uint64_t current_revis
     int r = c ? index_hints(ds, host, c, err) : 0;
     if (r < 0)
         return r;
+    _cleanup_free_ char *payload = c ? claim_to_json(c) : NULL;
+    if (c && !payload)
+        return act_error_set(err, ENOMEM, "host %s: out of memory", host);
+    size_t len = payload ? strlen(payload) : 0;
+    if (len > CLAIM_JSON_MAX)
+        return act_error_set(err, EFBIG, "host %s: claim is over the %d byte limit", host,
+                             CLAIM_JSON_MAX);
     r = dir_last_revision(ds, &last, &ceiling, err);
     if (r < 0)
         return r;
@@ -274,24 +388,8 @@ static int commit_locked(dir_store *ds, const char *host, uint64_t current_revis
     }
     if ((r = write_last_revision(ds, next, err)) < 0)
         return r;
-
-    _cleanup_(json_object_putp) json_object *envelope = json_object_new_object();
-    json_object_object_add(envelope, "revision", json_object_new_uint64(next));
-    if (c)
-        json_object_object_add(envelope, "claim", claim_to_json_object(c));
-    else
-        json_object_object_add(envelope, "deleted", json_object_new_boolean(1));
-    const char *text = json_object_to_json_string_ext(envelope, JSON_C_TO_STRING_PLAIN);
-    if (!text)
-        return act_error_set(err, ENOMEM, "host %s: out of memory", host);
-    size_t len = strlen(text);
-    if (len > ENVELOPE_MAX)
-        return act_error_set(err, EFBIG, "host %s: claim is over the %d byte limit", host,
-                             CLAIM_JSON_MAX);
-    char name[ACT_NAME_MAX + 8];
-    snprintf(name, sizeof(name), "%s.json", host);
-    if ((r = act_write_atomic(ds->dirfd, name, text, len, 0644, &why)) < 0)
-        return act_error_set(err, -r, "host %s: cannot write claim: %s", host, why.message);
+    if ((r = write_claim_file(ds, host, cf, next, payload, len, err)) < 0)
+        return r;
     claim_boxes boxes = {0}, after;
     if (before)
         claim_named_boxes(before, &boxes);
@@ -333,19 +431,24 @@ static int dir_write(dir_store *ds, const char *host, uint64_t expected, const c
     int r = dir_lock(ds, err);
     if (r < 0)
         return r;
+    claim_file cf;
     claim existing;
     uint64_t revision = 0;
     act_error read_err = {0};
-    r = read_envelope(ds, host, &existing, &revision, &read_err);
+    r = claim_file_open(ds, host, true, &cf, &read_err);
+    if (r > 0)
+        r = claim_file_claim(ds, host, &cf, &existing, &revision, &read_err);
     /* A malformed claim whose revision is known can be replaced by a CAS that
      * names that revision; that is how an operator repairs it. */
     if (r < 0 && !(revision != 0 && revision == expected && expected != 0)) {
+        claim_file_close(&cf);
         dir_unlock(ds);
         *err = read_err;
         return -read_err.errnum;
     }
     uint64_t current_revision = r > 0 ? revision : 0;
     if (r >= 0 && current_revision != expected) {
+        claim_file_close(&cf);
         dir_unlock(ds);
         if (current)
             *current = r > 0 ? existing : (claim){0};
@@ -355,16 +458,19 @@ static int dir_write(dir_store *ds, const char *host, uint64_t expected, const c
     }
     bool live = false;
     if (dead_box && dir_box_live_locked(ds, dead_box, &live, err) < 0) {
+        claim_file_close(&cf);
         dir_unlock(ds);
         return -err->errnum;
     }
     if (live) {
+        claim_file_close(&cf);
         dir_unlock(ds);
         return act_error_set(err, -CLAIMS_BOX_LIVE,
                              "host %s: box %s has a live record again; it was not taken from it",
                              host, dead_box);
     }
-    r = commit_locked(ds, host, revision, r > 0 ? &existing : NULL, c, new_revision, err);
+    r = commit_locked(ds, host, &cf, revision, r > 0 ? &existing : NULL, c, new_revision, err);
+    claim_file_close(&cf);
     dir_unlock(ds);
     return r;
 }
@@ -398,13 +504,15 @@ static int dir_delete(claim_store *store, const char *host, uint64_t expected,
     return dir_write((dir_store *)store, host, expected, NULL, NULL, new_revision, current, err);
 }
 
-static bool host_file_name(const char *name, char *host, size_t host_size)
+/* Whether name is "<host><suffix>" of a valid host name, which it copies
+ * into host. */
+static bool host_file_name(const char *name, const char *suffix, char *host, size_t host_size)
 {
-    size_t len = strlen(name);
-    if (len <= 5 || strcmp(name + len - 5, ".json") != 0 || len - 5 >= host_size)
+    size_t len = strlen(name), tail = strlen(suffix);
+    if (len <= tail || strcmp(name + len - tail, suffix) != 0 || len - tail >= host_size)
         return false;
-    memcpy(host, name, len - 5);
-    host[len - 5] = '\0';
+    memcpy(host, name, len - tail);
+    host[len - tail] = '\0';
     return act_name_is_valid(host);
 }
 
@@ -432,7 +540,7 @@ static int list_locked(dir_store *ds, const char *box, claim **out, size_t *n_ou
     while ((entry = readdir(dir))) {
         char host[ACT_NAME_MAX + 1];
         if (box ? !act_name_is_valid(entry->d_name) || strlen(entry->d_name) > ACT_NAME_MAX
-                : !host_file_name(entry->d_name, host, sizeof(host)))
+                : !host_file_name(entry->d_name, DIR_CLAIM_SUFFIX, host, sizeof(host)))
             continue;
         if (box)
             snprintf(host, sizeof(host), "%s", entry->d_name);
@@ -445,7 +553,7 @@ static int list_locked(dir_store *ds, const char *box, claim **out, size_t *n_ou
         }
         uint64_t revision;
         act_error bad = {0};
-        int r = read_envelope(ds, host, &claims[n], &revision, &bad);
+        int r = read_claim(ds, host, &claims[n], &revision, &bad);
         if (r > 0)
             n++;
         else if (r < 0 && problem)
@@ -475,7 +583,10 @@ static int dir_list(claim_store *store, const char *box, claim **out, size_t *n_
     return r;
 }
 
-/* The marker {"layout":2}, written under the lock when there is none. */
+/* The marker {"layout":3}. A store without one, or laid out as 2 (a JSON
+ * file per claim), has its claims moved into claim files first
+ * (store_dir_migrate.c), all under the lock, and gets the marker last: a
+ * crash on the way leaves a store the next check moves on from. */
 static int dir_check_layout(claim_store *store, act_error *err)
 {
     dir_store *ds = (dir_store *)store;
@@ -485,33 +596,43 @@ static int dir_check_layout(claim_store *store, act_error *err)
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
     act_error why = {0};
-    char marker[32];
-    int n = snprintf(marker, sizeof(marker), "{\"layout\":%d}\n", CLAIMS_LAYOUT);
     r = act_read_file(ds->dirfd, DIR_LAYOUT_FILE, 256, &text, &len, &why);
-    if (r == -ENOENT) {
-        r = act_write_atomic(ds->dirfd, DIR_LAYOUT_FILE, marker, (size_t)n, 0644, &why);
+    if (r < 0 && r != -ENOENT) {
         dir_unlock(ds);
-        return r < 0 ? act_error_set(err, -r, "claim store %s: cannot write %s: %s", ds->path,
-                                     DIR_LAYOUT_FILE, why.message)
-                     : 0;
-    }
-    dir_unlock(ds);
-    if (r < 0)
         return act_error_set(err, -r, "claim store %s: cannot read %s: %s", ds->path,
                              DIR_LAYOUT_FILE, why.message);
-    _cleanup_(json_object_putp) json_object *parsed = json_tokener_parse(text);
+    }
+    _cleanup_(json_object_putp) json_object *parsed = r < 0 ? NULL : json_tokener_parse(text);
     json_object *field = NULL;
+    int64_t layout = r == -ENOENT ? 0 : -1;
     if (parsed && json_object_object_get_ex(parsed, "layout", &field) &&
-        json_object_is_type(field, json_type_int) && json_object_get_int64(field) == CLAIMS_LAYOUT)
+        json_object_is_type(field, json_type_int))
+        layout = json_object_get_int64(field);
+    if (layout == DIR_LAYOUT) {
+        dir_unlock(ds);
         return 0;
+    }
+    if (layout == 0 || layout == DIR_LAYOUT_JSON_FILES) {
+        char marker[32];
+        int n = snprintf(marker, sizeof(marker), "{\"layout\":%d}\n", DIR_LAYOUT);
+        r = dir_migrate_json_claims_locked(ds, err);
+        if (r >= 0 &&
+            (r = act_write_atomic(ds->dirfd, DIR_LAYOUT_FILE, marker, (size_t)n, 0644, &why)) < 0)
+            act_error_set(err, -r, "claim store %s: cannot write %s: %s", ds->path, DIR_LAYOUT_FILE,
+                          why.message);
+        dir_unlock(ds);
+        return r < 0 ? r : 0;
+    }
+    dir_unlock(ds);
     char shown[ACT_TEXT_SHOW_MAX];
     return act_error_set(err, EPROTONOSUPPORT,
                          "claim store %s: its layout marker %s/%s says \"%s\"; this activator "
-                         "reads and writes {\"layout\":%d} only: run the activator the store "
-                         "was laid out for, or point Store= at another directory",
+                         "reads and writes {\"layout\":%d} (and moves a store of layout %d "
+                         "to it) only: run the activator the store was laid out for, or point "
+                         "Store= at another directory",
                          ds->path, ds->path, DIR_LAYOUT_FILE,
                          act_text_show_bytes(text, strcspn(text, "\n"), shown, sizeof(shown)),
-                         CLAIMS_LAYOUT);
+                         DIR_LAYOUT, DIR_LAYOUT_JSON_FILES);
 }
 
 static void dir_free(claim_store *store)
@@ -568,6 +689,7 @@ int claims_dir_open(const char *path, const claims_store_options *options, claim
     if (!ds)
         return act_error_set(err, ENOMEM, "claim store %s: out of memory", path);
     ds->base.ops = &dir_ops;
+    ds->io = &claim_slots_system_io;
     ds->dirfd = ds->lockfd = ds->last_fd = -1;
     pthread_mutex_init(&ds->thread_lock, NULL);
     /* From here a failed open frees the store the way any store is freed. */
@@ -589,4 +711,10 @@ int claims_dir_open(const char *path, const claims_store_options *options, claim
                              DIR_REVISION_LAST_FILE);
     *out = TAKE_PTR(store);
     return 0;
+}
+
+void claims_dir_use_io(claim_store *store, const claim_slots_io *io)
+{
+    assert(store && store->ops == &dir_ops);
+    ((dir_store *)store)->io = io ? io : &claim_slots_system_io;
 }

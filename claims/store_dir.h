@@ -1,8 +1,8 @@
 /* The dir store's on-disk layout, shared by its CAS side and its watch side.
  *
- *   <dir>/<host>.json   {"revision":N,"claim":{...body...}}
- *                       or the tombstone {"revision":N,"deleted":true}, left by a
- *                       delete so the deleted claim's revision keeps growing
+ *   <dir>/<host>.claim  the claim and its revision in two slots written
+ *                       alternately in place (claim_slots.h), or a tombstone
+ *                       left by a delete so the host's revision keeps growing
  *   <dir>/.revision     the ceiling of the store-wide revision (decimal): no
  *                       revision above it was ever handed out
  *   <dir>/.revision-last  "<last revision handed out> <boot id>", fixed width
@@ -24,12 +24,14 @@
  *                       a superset, and a box's listing reads each claim
  *                       file it names, so the claim files stay the only
  *                       truth and no crash can hide a claim from its box
- *   <dir>/.layout       {"layout":2}, written by the first check
+ *   <dir>/.layout       {"layout":3}, written by the first check
  *
  * Hidden names cannot collide with hosts: host names never start with '.'.
- * The claim files and the ceiling are the truth and are written temp + fsync
- * + rename + fsync dir. The ceiling moves in steps of DIR_REVISION_STEP, so
- * most writes pay for one durable file, not two. .revision-last is written
+ * The claim files and the ceiling are the truth. A claim file is made (a
+ * host's first claim, or one outgrowing its slots) temp + fsync + rename +
+ * fsync dir, and then written in place: one write, one fdatasync. The
+ * ceiling is written temp + fsync + rename + fsync dir and moves in steps
+ * of DIR_REVISION_STEP, so most writes pay for the claim's write alone. .revision-last is written
  * in place without fsync: the page cache keeps it exact for every process
  * of this boot, and after a reboot (another boot id) it is not trusted and
  * the next revision starts above the ceiling, so a power loss can skip
@@ -40,6 +42,7 @@
 
 #include <pthread.h>
 
+#include "claims/claim_slots.h"
 #include "claims/store_internal.h"
 
 #define DIR_REVISION_FILE ".revision"
@@ -51,6 +54,13 @@
 #define DIR_JOURNAL_FILE ".journal"
 #define DIR_INDEX_DIR ".by-box"
 #define DIR_LAYOUT_FILE ".layout"
+#define DIR_CLAIM_SUFFIX ".claim"
+/* The layout this store writes: claims in two-slot files (claim_slots.h).
+ * Layout 2 kept one JSON file per claim, "<host>.json"; a store of it is
+ * moved to this one by the first layout check. The etcd store's layout
+ * (CLAIMS_LAYOUT) is its own. */
+#define DIR_LAYOUT 3
+#define DIR_LAYOUT_JSON_FILES 2
 /* Past this size the journal is restarted (under the lock) with only its
  * header, so it never grows without bound; a watcher that had not read what
  * was dropped gets a clear "compacted" error like etcd's, and lists again. */
@@ -65,6 +75,9 @@ typedef struct dir_store {
      * lock file's description), and asynchronous calls run on workers. */
     pthread_mutex_t thread_lock;
     int last_fd;      /* .revision-last, read and written in place */
+    /* The calls a claim's write in place makes: the system's, or in a crash
+     * test a recorder's (claims_dir_use_io). */
+    const claim_slots_io *io;
     char boot_id[40]; /* this boot's id, or "" when the kernel does not say */
 } dir_store;
 
@@ -74,6 +87,17 @@ typedef struct dir_store {
 int dir_last_revision(dir_store *ds, uint64_t *last, uint64_t *ceiling, act_error *err);
 int dir_lock(dir_store *ds, act_error *err);
 void dir_unlock(dir_store *ds);
+
+/* Makes host's claim file anew, whole, holding one record (a tombstone when
+ * payload is NULL), atomically: temp file, fsync, rename, fsync dir. */
+int dir_create_claim_file(dir_store *ds, const char *host, uint64_t revision, const char *payload,
+                          size_t len, act_error *err);
+/* Moves every "<host>.json" claim of layout 2 into its claim file, keeping
+ * its revision (store_dir_migrate.c). The caller holds the lock. */
+int dir_migrate_json_claims_locked(dir_store *ds, act_error *err);
+/* Routes the writes in place of store (a dir store) through io, for a test
+ * that records them. */
+void claims_dir_use_io(claim_store *store, const claim_slots_io *io);
 
 /* Box records (store_dir_boxes.c). */
 int dir_box_call(claim_store *store, claims_box_call call, const claims_box *record,

@@ -88,8 +88,10 @@ _activatorctl()
             ((nargs == 0)) && COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
         claim)
             if ((nargs == 0)); then
-                COMPREPLY=($(compgen -W "show wait assign release" -- "$cur"))
-            elif ((nargs == 1)); then
+                COMPREPLY=($(compgen -W "show wait assign release export import" -- "$cur"))
+            elif ((nargs == 1)) && [[ ${words[cword - 1]} == import ]]; then
+                COMPREPLY=($(compgen -f -- "$cur"))
+            elif ((nargs == 1)) && [[ ${words[cword - 1]} != export ]]; then
                 COMPREPLY=($(compgen -W "$(_activatorctl_hosts)" -- "$cur"))
             fi ;;
         status | wake | park | freeze | thaw | releases | watch | swap | promote | hold | unhold | unpin | gc | checkpoint | checkpoints)

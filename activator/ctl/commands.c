@@ -11,6 +11,7 @@
 
 #include "activator/config/parse/duration.h"
 #include "activator/control/fleet.h"
+#include "activator/ctl/claim_transfer.h"
 #include "activator/ctl/client.h"
 #include "activator/ctl/commands.h"
 #include "activator/ctl/drain.h"
@@ -783,6 +784,8 @@ static int cmd_sub_op(const ctl_command *self, const ctl_options *options, int a
         return CTL_EXIT_OK;
     }
     const char *sub = argc >= 2 ? argv[1] : NULL;
+    if (strcmp(self->name, "claim") == 0 && ctl_claim_transfer_is(sub))
+        return ctl_claim_transfer(self, options, argc - 1, argv + 1);
     for (ctrl_op op = 0; sub && op < CTRL_OP__COUNT; op++) {
         const char *name = ctl_sub_command(self, ctrl_op_spec_of(op));
         if (name && strcmp(name, sub) == 0) {
@@ -1146,8 +1149,13 @@ const ctl_command ctl_commands[] = {
      .op = -1,
      .ops_prefix = "claim.",
      .summary = "Show or change which box may run HOST.",
+     .usage = "export | import FILE",
      .help = "  assign --force  name a box that has no live lease in the store (its daemon is\n"
-             "                  down, or has not started yet)\n",
+             "                  down, or has not started yet)\n"
+             "  export          (with --store) print every claim as a JSON line\n"
+             "  import FILE     (with --store) write the claims of FILE (export's lines; - for\n"
+             "                  standard input) by compare-and-swap on the claims there now;\n"
+             "                  nothing is written when a line is wrong\n",
      .render = render_claim,
      .run = cmd_sub_op},
     {.name = "claims",

@@ -144,6 +144,9 @@ void ctl_command_arguments(const ctl_command *command, char *out, size_t size)
     out[0] = '\0';
     if (command->ops_prefix) {
         sub_commands_usage(command, out, size);
+        used = strlen(out);
+        if (command->usage)
+            append(out, size, &used, "%s%s", used ? " | " : "", command->usage);
         return;
     }
     if (command->op >= 0) {

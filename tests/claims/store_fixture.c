@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "claims/claim_slots.h"
 #include "claims/etcd_wire.h"
 #include "common/clock.h"
 
@@ -77,10 +78,22 @@ void store_fixture_plant(store_fixture *f, const char *url, const char *host, co
                          size_t len)
 {
     if (!f->etcd) {
+        /* A claim file whose newest slot holds text at revision 3; text too
+         * large for any slot is the whole file. */
         char path[512];
-        snprintf(path, sizeof(path), "%s/%s.json", url + strlen("dir://"), host);
+        snprintf(path, sizeof(path), "%s/%s.claim", url + strlen("dir://"), host);
+        size_t slot_size = claim_slots_size_for(len);
+        void *image = NULL;
+        if (len + CLAIM_SLOT_HEADER <= slot_size) {
+            image = calloc(2, slot_size);
+            claim_slots_encode(image, slot_size, 0, 3, false, text, len);
+            text = image;
+            len = 2 * slot_size;
+        }
         FILE *out = fopen(path, "w");
-        if (!out || fwrite(text, 1, len, out) != len || fclose(out) != 0) {
+        bool written = out && fwrite(text, 1, len, out) == len;
+        free(image);
+        if (!out || !written || fclose(out) != 0) {
             fprintf(stderr, "cannot plant %s\n", path);
             abort();
         }

@@ -488,10 +488,10 @@ static void the_layout_marker_is_written_once_and_checked(void **state)
     claims_store_free(store);
 
     store = store_fixture_open_fresh(&fixture, url, sizeof(url));
-    plant_marker(url, "{\"layout\":3}");
+    plant_marker(url, "{\"layout\":9}");
     assert_int_equal(claims_store_check_layout(store, &err), -EPROTONOSUPPORT);
     assert_non_null(strstr(err.message, "layout"));
-    assert_non_null(strstr(err.message, "3"));
+    assert_non_null(strstr(err.message, "9"));
     assert_non_null(strstr(err.message, "Store="));
     plant_marker(url, "not json");
     assert_int_equal(claims_store_check_layout(store, &err), -EPROTONOSUPPORT);

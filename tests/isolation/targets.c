@@ -255,7 +255,7 @@ int targets_build(const hostile_setup *s, pid_t other_pid, char *out, size_t siz
     plant_canary(s, path, sizeof(path));
     if (path[0])
         add(&q, "read", path);
-    snprintf(path, sizeof(path), "%s/claims/%s.json", s->state_dir, s->ordinary_host);
+    snprintf(path, sizeof(path), "%s/claims/%s.claim", s->state_dir, s->ordinary_host);
     if (exists(path))
         add(&q, "read", path);
     snprintf(path, sizeof(path), "%s/hosts/%s/build-state.json", s->state_dir, s->ordinary_host);

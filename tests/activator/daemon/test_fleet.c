@@ -675,6 +675,65 @@ static void edits_ask_no_lease_per_box(dh_daemon *d)
                  records[i].box, err.message);
 }
 
+static void write_text(dh_daemon *d, const char *path, const char *text)
+{
+    FILE *out = fopen(path, "w");
+    DH_CHECK(d, out && fputs(text, out) >= 0 && fclose(out) == 0, "cannot write %s", path);
+}
+
+/* claim export and import with the daemon serving: the export holds every
+ * claim; an import with one wrong line writes nothing; an import puts back
+ * a claim that was deleted, with its body, and leaves the others be. */
+static void claims_export_and_import(dh_daemon *d)
+{
+    static char out[32768], more[65536];
+    int status = ctl(d, VIA_STORE, out, sizeof(out), "claim", "export", NULL);
+    DH_CHECK(
+        d, status == 0 && strstr(out, "{\"host\":\"demo\",") && strstr(out, "{\"host\":\"other\","),
+        "activatorctl --store claim export: exit %d:\n%s", status, out);
+    char exported[PATH_MAX], wrong[PATH_MAX];
+    snprintf(exported, sizeof(exported), "%s/claims.jsonl", d->drv.dir);
+    snprintf(wrong, sizeof(wrong), "%s/wrong.jsonl", d->drv.dir);
+    write_text(d, exported, out);
+    claim other, demo;
+    DH_CHECK(d, dh_claim_get(d, "other", &other) && dh_claim_get(d, "demo", &demo),
+             "no claims to import over");
+
+    snprintf(more, sizeof(more),
+             "{\"host\":\"fresh\",\"claim\":{\"op\":{\"id\":\"a\","
+             "\"kind\":\"serving\",\"phase\":\"assigned\",\"exec\":\"b\"}}}\n"
+             "%s{\"host\":\"x1\",\"claim\":{\"bogus\":1}}\n",
+             out);
+    write_text(d, wrong, more);
+    status = ctl(d, VIA_STORE, more, sizeof(more), "claim", "import", wrong, NULL);
+    claim after;
+    DH_CHECK(d,
+             status == 1 && strstr(more, "wrong.jsonl:") && strstr(more, "bogus") &&
+                 strstr(more, "nothing was written") && !dh_claim_get(d, "fresh", &after),
+             "an import with a wrong line: exit %d:\n%s", status, more);
+
+    act_error err = {0};
+    DH_CHECK(d, claims_delete(d->store, "other", other.revision, NULL, &err) == 0,
+             "deleting other's claim: %s", err.message);
+    status = ctl(d, VIA_STORE, more, sizeof(more), "claim", "import", exported, NULL);
+    DH_CHECK(d, status == 0 && strstr(more, "other written") && strstr(more, "demo unchanged"),
+             "activatorctl --store claim import: exit %d:\n%s", status, more);
+    char *was = claim_to_json(&other), *now = NULL;
+    DH_CHECK(d, dh_claim_get(d, "other", &after), "the import did not put other's claim back");
+    now = claim_to_json(&after);
+    DH_CHECK(d, strcmp(was, now) == 0 && after.revision > other.revision,
+             "other's claim came back as %s (revision %" PRIu64 "), not %s", now, after.revision,
+             was);
+    free(was);
+    free(now);
+    DH_CHECK(d, dh_claim_get(d, "demo", &after) && after.revision == demo.revision,
+             "the import wrote demo's claim, which it held already");
+
+    status = ctl(d, VIA_DAEMON, more, sizeof(more), "claim", "import", exported, NULL);
+    DH_CHECK(d, status == 2 && strstr(more, "--store"),
+             "claim import without --store: exit %d:\n%s", status, more);
+}
+
 static void test_fleet_commands_through_the_daemon_and_the_store(void **state)
 {
     dh_daemon *d = *state;
@@ -695,6 +754,7 @@ static void test_fleet_commands_through_the_daemon_and_the_store(void **state)
     assign_needs_a_live_box(d, VIA_STORE, "box-9");
     if (d->store_kind != DH_STORE_DIR)
         edits_ask_no_lease_per_box(d);
+    claims_export_and_import(d);
 
     /* --store runs the fleet ops only: a wake needs a daemon. */
     char out[4096];

@@ -119,7 +119,7 @@ static void test_two_hosts_each_in_its_view(void **state)
              d->drv.state_dir);
     snprintf(other_build, sizeof(other_build), "read:%s/releases/b/v1/manifest.json",
              d->drv.state_dir);
-    snprintf(claims, sizeof(claims), "read:%s/claims/a.json", d->drv.state_dir);
+    snprintf(claims, sizeof(claims), "read:%s/claims/a.claim", d->drv.state_dir);
     snprintf(secret, sizeof(secret), "%s/hosts/b/state/secret", d->drv.state_dir);
     snprintf(other, sizeof(other), "read:%s", secret);
     snprintf(hosts_dir, sizeof(hosts_dir), "read:%s/b.conf", d->drv.hosts_dir);
