@@ -501,10 +501,14 @@ void ad_log_keeper_close(ad_daemon *daemon, bool wait_for_exit)
     free(lk->pipes);
     int pidfd = lk->pidfd;
     /* Every writer is gone after a clean stop: the keeper drains what the
-     * pipes still hold, sees no daemon, and exits; its leaf goes after it. */
-    if (wait_for_exit && pidfd >= 0) {
-        struct pollfd exited = {.fd = pidfd, .events = POLLIN};
-        if (poll(&exited, 1, EXIT_WAIT_MS) == 1) {
+     * pipes still hold, sees no daemon, and exits; its leaf goes after it.
+     * A keeper this daemon started and stopped before its hello came is
+     * waited for by the pidfd of the child; with neither, it was reaped
+     * already (or never started). */
+    int exit_fd = pidfd >= 0 ? pidfd : lk->child_pidfd;
+    if (wait_for_exit) {
+        struct pollfd exited = {.fd = exit_fd, .events = POLLIN};
+        if (exit_fd < 0 || poll(&exited, 1, EXIT_WAIT_MS) == 1) {
             act_error err = {0};
             if (lk->child_pidfd >= 0)
                 waitid(P_PIDFD, (id_t)lk->child_pidfd, &(siginfo_t){0}, WEXITED | WNOHANG);
