@@ -318,6 +318,7 @@ static void on_written(claim_store *store, int result, uint64_t new_revision, co
         act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = r->host->name},
                        "host %s: the claim says %s (revision %" PRIu64 ")", r->host->name, phase,
                        new_revision);
+        ad_host_claim_seen(r->host, &r->written, new_revision);
         if (ours_still) {
             r->ours = r->written;
             r->ours.revision = new_revision;

@@ -51,6 +51,8 @@ struct ad_claim_watch {
 static void host_claim_changed(ad_host *host, const claim_change *change)
 {
     const char *box = host->daemon->config.box;
+    ad_host_claim_seen(host, change->kind == CLAIM_CHANGE_PUT ? &change->claim : NULL,
+                       change->revision);
     pl_host *pipeline = host->pipeline;
     bool ours = change->kind == CLAIM_CHANGE_PUT && claim_owned_by(&change->claim, box);
     pl_host_state state = pl_host_get_state(pipeline);
@@ -262,6 +264,7 @@ static void take_baseline(ad_claim_watch *cw, const claim *claims, size_t n)
         host->claim_ours = found && claim_owned_by(&claims[next], daemon->config.box);
         host->claim_failover = host->claim_ours && claims[next].has_failover;
         if (found) {
+            ad_host_claim_seen(host, &claims[next], claims[next].revision);
             /* A move a previous daemon took part in goes on from its
              * phase: a source drains again, a target probes again (same
              * deadline). */

@@ -344,6 +344,7 @@ void ad_host_free(ad_host *host)
     assert(!host->serving && !host->starting && !host->replaced && !host->wake_state &&
            !host->swap && !host->claim_report && !host->pipeline && !host->move);
     free(host->probe_op);
+    free(host->claim_seen_json);
     close_sockets(host);
     ad_host_settings_free(host->settings);
     ad_host_settings_free(host->pending);
@@ -353,6 +354,26 @@ void ad_host_free(ad_host *host)
     free(host->unproven);
     ad_host_dir_close(host);
     free(host);
+}
+
+void ad_host_claim_seen(ad_host *host, const claim *c, uint64_t revision)
+{
+    if (revision < host->claim_seen_revision ||
+        (revision == host->claim_seen_revision && host->claim_seen_json))
+        return;
+    free(host->claim_seen_json);
+    /* Out of memory forgets it: the next wake reads the claim. */
+    host->claim_seen_json = c ? claim_to_json(c) : NULL;
+    host->claim_seen_revision = revision;
+}
+
+bool ad_host_claim_last_seen(const ad_host *host, claim *out)
+{
+    if (!host->claim_seen_json || claim_from_json(host->name, host->claim_seen_json,
+                                                  strlen(host->claim_seen_json), out, NULL) < 0)
+        return false;
+    out->revision = host->claim_seen_revision;
+    return true;
 }
 
 const cfg_host *ad_host_config(const ad_host *host)

@@ -71,6 +71,12 @@ struct ad_host {
     ad_generation *replaced; /* a swap's N, from N+1's publication to N's retirement */
     ad_wake_state *wake_state;
     bool claim_ours;           /* the last claim seen names this box (wake/, fleet/) */
+    /* The last whole claim of this host the box saw (ad_host_claim_seen),
+     * as JSON at its revision, NULL when none is known: a wake admits on it
+     * without reading the claim first (wake/admit.c). Text, not a claim: a
+     * claim is 5 KiB, its JSON a few hundred bytes. */
+    char *claim_seen_json;
+    uint64_t claim_seen_revision;
     /* The last claim seen of this box's admission says failover is on
      * (claim.failover): the lease fences the host (hosts/self_fence.c). */
     bool claim_failover;
@@ -238,6 +244,13 @@ bool ad_host_take_unproven(ad_host *host, ad_unproven_leaf *out);
  * probe, admitted only under that op. NULL clears it. False when out of
  * memory (nothing changed). */
 bool ad_host_set_probe_op(ad_host *host, const char *op_id);
+/* The claim the store holds for host at revision, as this box learned it
+ * (its watch, or a write of its own that the store took); c NULL: the claim
+ * was deleted at revision. Older than what is known already, it is left. */
+void ad_host_claim_seen(ad_host *host, const claim *c, uint64_t revision);
+/* The last claim ad_host_claim_seen kept, with its revision, into *out;
+ * false when none is known (or it no longer parses). */
+bool ad_host_claim_last_seen(const ad_host *host, claim *out);
 /* Why the last wake did not serve, for status (hosts/: a served wake clears
  * it with NULL). message may be NULL. */
 void ad_host_set_last_failure(ad_host *host, const char *reason, const char *message);

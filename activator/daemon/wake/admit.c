@@ -177,6 +177,23 @@ static void on_read(claim_store *store, int result, const claim *c, const act_er
 static void read_claim(void *userdata)
 {
     ad_host *host = userdata;
+    ad_wake_state *w = host->wake_state;
+    /* The claim this box saw last, when it lets the wake go on, is the one
+     * the admission is made on: its compare-and-swap names that revision,
+     * so a claim the store has moved past is caught there, and the store's
+     * answer taken as the read this wake did not make (admission_answered).
+     * One that would refuse the wake is never trusted: the store is read. */
+    char why[sizeof(((act_error *)0)->message)];
+    if (ad_host_claim_last_seen(host, &w->observed) &&
+        judge_claim(host, &w->observed, why, sizeof(why)) == PL_REASON_NONE) {
+        w->observed_seen = true;
+        act_log_fields(LOG_DEBUG, &(act_log_ctx){.host = host->name},
+                       "host %s: admitting on the claim this box saw last (revision %" PRIu64
+                       "), not read again",
+                       host->name, w->observed.revision);
+        judge_observed(take_wake(host), host);
+        return;
+    }
     act_error err = {0};
     if (claims_read_async(host->daemon->store, host->name, on_read, host, &err) < 0)
         store_call_failed(take_wake(host), host, &err);
@@ -256,6 +273,30 @@ static bool admission_may_retry(const ad_host *host, const claim *observed, cons
     return judge_claim(host, current, why, size) == PL_REASON_NONE;
 }
 
+/* The admission was made on the claim this box saw last, not read, and the
+ * store had moved past it: current, its answer, is what a read would have
+ * given, and the wake goes on as if it had read it (admitted on it, or
+ * refused for what it says). Returns whether it took the wake. */
+static bool admit_on_the_stores_claim(pl_wake *wake, ad_host *host, const claim *current)
+{
+    ad_wake_state *w = host->wake_state;
+    char why[sizeof(((act_error *)0)->message)];
+    pl_reason reason = judge_claim(host, current, why, sizeof(why));
+    host->claim_ours = claim_owned_by(current, host->daemon->config.box);
+    if (reason != PL_REASON_NONE) {
+        pl_wake_complete(wake, reason, "%s", why);
+        return true;
+    }
+    act_log_fields(LOG_INFO, &(act_log_ctx){.host = host->name},
+                   "host %s: the claim this box saw last (revision %" PRIu64
+                   ") was behind the store's (revision %" PRIu64 "); admitting on the store's",
+                   host->name, w->observed.revision, current->revision);
+    w->observed = *current;
+    ad_wake_early_start_discard(w);
+    admit_on(wake, host);
+    return true;
+}
+
 /* The admission's answer, kept in w->answer, taken by the wake. */
 static void admission_answered(ad_host *host)
 {
@@ -272,6 +313,10 @@ static void admission_answered(ad_host *host)
     ad_wake_take_landed_write(host, "admission", &w->admitted, current, &result, &new_revision);
     if (result == CLAIMS_CHANGED) {
         char why[sizeof(((act_error *)0)->message)];
+        bool seen = w->observed_seen;
+        w->observed_seen = false;
+        if (current->revision)
+            ad_host_claim_seen(host, current, current->revision);
         if (w->admission_conflicts < ADMISSION_CONFLICTS_MAX &&
             admission_may_retry(host, &w->observed, current, why, sizeof(why))) {
             w->admission_conflicts++;
@@ -289,6 +334,8 @@ static void admission_answered(ad_host *host)
             admit_on(wake, host);
             return;
         }
+        if (seen && current->revision && admit_on_the_stores_claim(wake, host, current))
+            return;
         if (w->admission_conflicts >= ADMISSION_CONFLICTS_MAX)
             snprintf(why, sizeof(why), "it changed %u times in a row", w->admission_conflicts + 1);
         pl_wake_complete(wake, PL_REASON_CLAIM_CHANGED,
@@ -308,6 +355,7 @@ static void admission_answered(ad_host *host)
         pl_wake_complete(wake, PL_REASON_CLAIM_CHANGED, "%s", check.message);
         return;
     }
+    ad_host_claim_seen(host, &w->admitted, new_revision);
     pl_wake_ok(wake);
 }
 

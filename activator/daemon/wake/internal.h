@@ -27,6 +27,7 @@ typedef void ad_wake_passed_fn(ad_host *host);
 struct ad_wake_state {
     ad_host *host;
     claim observed;              /* the claim read at `read` */
+    bool observed_seen;          /* ... or the one this box saw last, not read (admit.c) */
     claim admitted;              /* our admission, revision = its fencing token; once the pin
                                   * failed in this wake, with that failure (wake/pin_failure.c) */
     rel_resolved resolved;       /* the verified build (exec_fd -1 when none) */

@@ -34,6 +34,7 @@ static void on_published(claim_store *store, int result, uint64_t new_revision,
         return;
     }
     host->wake_state->admitted.revision = new_revision;
+    ad_host_claim_seen(host, &host->wake_state->admitted, new_revision);
     ad_generation *gen = host->starting;
     host->starting = NULL;
     gen->serving_usec = act_now_usec();

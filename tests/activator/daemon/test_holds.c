@@ -12,6 +12,11 @@
  *     its child held in the leaf, not exec'd. Let go, that child is the app;
  *     with the claim taken by another box meanwhile, it never runs the app
  *     and nothing is left.
+ *   - the admission, on the claim the daemon saw last instead of one read:
+ *     ACTIVATOR_TEST_HOLD=admit:<path> pauses the wake before it; the test
+ *     writes another admission naming this box, then another box's claim.
+ *     The first wake is admitted on the store's claim, the second refused
+ *     not_owner, each as a wake that had read that claim would be.
  * And, on the dir store, a wake that waits for the store (another process
  * holds its lock) leaves the daemon answering: its loop never blocks on a
  * claim's file work. */
@@ -51,20 +56,11 @@ static void start_with_hold(dh_daemon *d, const char *step, char *hold, size_t s
     dh_events_mark(d);
 }
 
-/* Another box takes the claim of the wake held at the gate, the hold is
- * let go, and the wake must be refused not_owner with nothing exec'd: no
- * exec event, the app's runs still runs_before, no leaf left. Returns the
- * revision the other box wrote. */
-static uint64_t take_over_and_expect_refusal(dh_daemon *d, const char *hold, dh_async *wake,
-                                             size_t runs_before)
+/* The held wake is let go and must be refused not_owner with nothing
+ * exec'd: no exec event, the app's runs still runs_before, no leaf left. */
+static void expect_refusal(dh_daemon *d, const char *hold, dh_async *wake, size_t runs_before)
 {
-    claim admitted, taken;
-    DH_CHECK(d, dh_claim_get(d, "demo", &admitted), "no claim after admission");
-    DH_CHECK(d, strcmp(admitted.holder.box, DH_BOX) == 0, "the admission did not name " DH_BOX);
-    dh_claim_taken_by_other_box(&admitted, &taken);
-    uint64_t taken_revision = dh_claim_put(d, &taken);
     touch(d, hold);
-
     json_object *reply = dh_request_finish(d, wake);
     DH_CHECK(d, !dh_reply_ok(reply) && strcmp(dh_reply_code(reply), "not_owner") == 0,
              "wake after the takeover: expected not_owner, got %s",
@@ -79,6 +75,20 @@ static uint64_t take_over_and_expect_refusal(dh_daemon *d, const char *hold, dh_
              runs > runs_before ? runs - runs_before : 0);
     DH_CHECK(d, dh_leaf_count(d, "demo") == 0, "%zu generation leaves left",
              dh_leaf_count(d, "demo"));
+}
+
+/* Another box takes the claim of the wake held at the gate, the hold is
+ * let go, and the wake must be refused (expect_refusal). Returns the
+ * revision the other box wrote. */
+static uint64_t take_over_and_expect_refusal(dh_daemon *d, const char *hold, dh_async *wake,
+                                             size_t runs_before)
+{
+    claim admitted, taken;
+    DH_CHECK(d, dh_claim_get(d, "demo", &admitted), "no claim after admission");
+    DH_CHECK(d, strcmp(admitted.holder.box, DH_BOX) == 0, "the admission did not name " DH_BOX);
+    dh_claim_taken_by_other_box(&admitted, &taken);
+    uint64_t taken_revision = dh_claim_put(d, &taken);
+    expect_refusal(d, hold, wake, runs_before);
     return taken_revision;
 }
 
@@ -340,6 +350,70 @@ static void test_early_start_is_let_go_when_another_box_takes_the_claim(void **s
     dh_stop_and_check_clean(d);
 }
 
+/* Waits until the wake is paused at the admit hook (its nth pause), and
+ * checks that its read took the claim the daemon saw last. */
+static void paused_before_the_admission(dh_daemon *d, const char *hold, size_t nth)
+{
+    char waiting[PATH_MAX + 32];
+    snprintf(waiting, sizeof(waiting), "waiting for %s", hold);
+    dh_waiting_for("the wake's pause before its admission");
+    for (int i = 0; i < 1000 && dh_log_count(d, waiting) < nth; i++)
+        usleep(10 * 1000);
+    DH_CHECK(d, dh_log_count(d, waiting) >= nth, "the wake never paused before its admission");
+    DH_CHECK(d, dh_log_count(d, "admitting on the claim this box saw last") >= nth,
+             "the wake read the claim instead of admitting on the one the daemon saw last");
+}
+
+/* A wake admits on the claim the daemon saw last, without reading it. When
+ * the store has moved past that claim before the admission (here: another
+ * admission naming this box, then another box's), the compare-and-swap's
+ * answer is taken as the read: the wake is admitted on it, or refused for
+ * what it says, as if it had read it. */
+static void test_a_wake_admits_on_the_claim_it_saw_last(void **state)
+{
+    dh_daemon *d = *state;
+    char hold[PATH_MAX];
+    start_with_hold(d, "admit", hold, sizeof(hold));
+    dh_async *wake = dh_wake_start(d, "demo", 30000);
+    paused_before_the_admission(d, hold, 1);
+    claim seen, newer;
+    DH_CHECK(d, dh_claim_get(d, "demo", &seen), "no claim");
+    newer = seen;
+    snprintf(newer.holder.box, sizeof(newer.holder.box), "%s", DH_BOX);
+    snprintf(newer.holder.incarnation, sizeof(newer.holder.incarnation),
+             "0123456789abcdef0123456789abcdef");
+    newer.holder.session = seen.holder.session + 5;
+    dh_claim_put(d, &newer);
+    touch(d, hold);
+    json_object *reply = dh_request_finish(d, wake);
+    DH_CHECK(d, dh_reply_ok(reply), "the wake over a claim the store moved past failed: %s",
+             json_object_to_json_string(reply));
+    json_object_put(reply);
+    DH_CHECK(d, dh_log_wait(d, "admitting on the store's", 1000),
+             "the wake did not say it admitted on the store's claim");
+    claim served;
+    DH_CHECK(d, dh_claim_get(d, "demo", &served), "no claim after the wake");
+    DH_CHECK(d,
+             served.holder.session > newer.holder.session &&
+                 strcmp(served.holder.incarnation, newer.holder.incarnation) != 0,
+             "the serving claim's session %" PRIu64 " is not past the store's %" PRIu64,
+             served.holder.session, newer.holder.session);
+
+    dh_park(d, "demo");
+    DH_CHECK(d, unlink(hold) == 0, "cannot remove %s: %s", hold, strerror(errno));
+    dh_events_mark(d);
+    wake = dh_wake_start(d, "demo", 30000);
+    paused_before_the_admission(d, hold, 2);
+    claim parked, taken;
+    DH_CHECK(d, dh_claim_get(d, "demo", &parked), "no claim after the park");
+    dh_claim_taken_by_other_box(&parked, &taken);
+    pid_t pids[8];
+    size_t runs = dh_marker_pids(d, "demo", pids, 8);
+    dh_claim_put(d, &taken);
+    expect_refusal(d, hold, wake, runs);
+    dh_stop_and_check_clean(d);
+}
+
 static void test_daemon_answers_while_a_wake_waits_for_the_store(void **state)
 {
     dh_daemon *d = *state;
@@ -398,6 +472,7 @@ int main(int argc, char **argv)
         DH_TEST(test_early_start_execs_the_child_it_held),
         DH_TEST(test_early_start_is_let_go_when_another_box_takes_the_claim),
         /* Last, so the etcd run can leave it out: the lock is the dir store's. */
+        DH_TEST(test_a_wake_admits_on_the_claim_it_saw_last),
         DH_TEST(test_daemon_answers_while_a_wake_waits_for_the_store),
     };
     size_t n_tests = sizeof(tests) / sizeof(tests[0]) - (store_kind == DH_STORE_ETCD ? 1 : 0);
