@@ -66,40 +66,35 @@ static int claim_file_open(dir_store *ds, const char *host, bool writable, claim
         return act_error_set(err, e, "host %s: cannot stat claim file %s/%s: %s", host, ds->path,
                              name, strerror(e));
     }
-    const char *why = "it is not a regular file";
-    if (S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size <= 2 * CLAIM_SLOT_SIZE_MAX) {
-        cf->size = (size_t)st.st_size;
-        cf->image = malloc(cf->size);
-        if (!cf->image) {
-            claim_file_close(cf);
-            return act_error_set(err, ENOMEM, "host %s: out of memory", host);
-        }
-        for (int tries = writable ? 1 : TORN_READ_TRIES; tries > 0; tries--) {
-            ssize_t n = pread(cf->fd, cf->image, cf->size, 0);
-            if (n < 0) {
-                int e = errno;
-                claim_file_close(cf);
-                return act_error_set(err, e, "host %s: cannot read claim file %s/%s: %s", host,
-                                     ds->path, name, strerror(e));
-            }
-            if ((size_t)n != cf->size ||
-                claim_slots_pick(cf->image, cf->size, &cf->pick, &why) < 0) {
-                why = (size_t)n != cf->size ? "it changed size while read" : why;
-                break;
-            }
-            if (cf->pick.slot >= 0)
-                return 1;
-        }
-        if (cf->pick.slot < 0 && cf->pick.slot_size)
-            return 1;
-    } else if (S_ISREG(st.st_mode) && st.st_size > 0) {
+    if (S_ISREG(st.st_mode) && st.st_size > 2 * CLAIM_SLOT_SIZE_MAX) {
         claim_file_close(cf);
         return act_error_set(err, EFBIG,
                              "host %s: %s/%s is larger than any claim file (a claim's limit is "
                              "%d bytes); it is not a claim: delete it",
                              host, ds->path, name, CLAIM_JSON_MAX);
-    } else if (S_ISREG(st.st_mode)) {
-        why = "it is empty";
+    }
+    const char *why = !S_ISREG(st.st_mode) ? "it is not a regular file"
+                      : st.st_size == 0    ? "it is empty"
+                                           : NULL;
+    cf->size = (size_t)st.st_size;
+    cf->image = why ? NULL : malloc(cf->size);
+    if (!why && !cf->image) {
+        claim_file_close(cf);
+        return act_error_set(err, ENOMEM, "host %s: out of memory", host);
+    }
+    for (int tries = writable ? 1 : TORN_READ_TRIES; !why && tries > 0; tries--) {
+        ssize_t n = pread(cf->fd, cf->image, cf->size, 0);
+        if (n < 0) {
+            int e = errno;
+            claim_file_close(cf);
+            return act_error_set(err, e, "host %s: cannot read claim file %s/%s: %s", host,
+                                 ds->path, name, strerror(e));
+        }
+        if ((size_t)n != cf->size)
+            why = "it changed size while read";
+        else if (claim_slots_pick(cf->image, cf->size, &cf->pick, &why) == 0 &&
+                 (cf->pick.slot >= 0 || tries == 1))
+            return 1;
     }
     claim_file_close(cf);
     return act_error_set(err, EINVAL,
@@ -244,7 +239,7 @@ static int journal_restart(dir_store *ds, uint64_t compacted, act_error *err)
  * written, and failing the CAS would make the caller retry a write that
  * happened. The append is not fsync'd: the journal only feeds watches, and
  * a watch that finds it short after a crash lists the claims again. */
-static void journal_append(dir_store *ds, const char *host, uint64_t revision, const claim *c,
+static void journal_append(dir_store *ds, const char *host, uint64_t revision, const char *payload,
                            const claim_boxes *boxes)
 {
     struct stat st;
@@ -253,20 +248,16 @@ static void journal_append(dir_store *ds, const char *host, uint64_t revision, c
     if ((missing || st.st_size > DIR_JOURNAL_MAX) && journal_restart(ds, revision - 1, &err) < 0)
         act_log(LOG_WARNING, "claim store %s: cannot start the journal afresh: %s", ds->path,
                 err.message);
-    _cleanup_(json_object_putp) json_object *line = json_object_new_object();
-    json_object_object_add(line, "revision", json_object_new_uint64(revision));
-    json_object_object_add(line, "host", json_object_new_string(host));
-    json_object *named = json_object_new_array();
-    for (size_t i = 0; i < boxes->n; i++)
-        json_object_array_add(named, json_object_new_string(boxes->box[i]));
-    json_object_object_add(line, "boxes", named);
-    if (c)
-        json_object_object_add(line, "claim", claim_to_json_object(c));
-    else
-        json_object_object_add(line, "deleted", json_object_new_boolean(1));
-    const char *text = json_object_to_json_string_ext(line, JSON_C_TO_STRING_PLAIN);
+    /* Written as text around the claim's JSON the claim file got, not
+     * encoded again: host and box names need no escaping (common/names.c). */
+    char named[CLAIM_BOXES_MAX * (ACT_NAME_MAX + 3) + 1] = "";
+    for (size_t i = 0, used = 0; i < boxes->n; i++)
+        used += (size_t)snprintf(named + used, sizeof(named) - used, "%s\"%s\"", i ? "," : "",
+                                 boxes->box[i]);
     _cleanup_free_ char *with_newline = NULL;
-    if (asprintf(&with_newline, "%s\n", text) < 0)
+    if (asprintf(&with_newline, "{\"revision\":%" PRIu64 ",\"host\":\"%s\",\"boxes\":[%s],%s%s}\n",
+                 revision, host, named, payload ? "\"claim\":" : "\"deleted\":true",
+                 payload ? payload : "") < 0)
         return;
     _cleanup_close_ int fd =
         openat(ds->dirfd, DIR_JOURNAL_FILE, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -327,28 +318,26 @@ int dir_create_claim_file(dir_store *ds, const char *host, uint64_t revision, co
     return r < 0 ? act_error_set(err, -r, "host %s: cannot write claim: %s", host, why.message) : 0;
 }
 
-/* Writes host's record into its claim file: in place into the slot that
+/* Writes host's record (a tombstone when payload is NULL) into its claim
+ * file: in place into the slot that
  * does not hold the claim now, when the file is there and the record fits
  * (one write, one fdatasync); else a new file made whole beside it and
  * renamed over it (a host's first claim, or one that outgrew its slots). */
 static int write_claim_file(dir_store *ds, const char *host, claim_file *cf, uint64_t revision,
                             const char *payload, size_t len, act_error *err)
 {
-    bool deleted = payload == NULL;
-    if (deleted)
-        payload = "", len = 0;
-    act_error why = {0};
     if (cf->fd >= 0 && cf->pick.slot_size && len + CLAIM_SLOT_HEADER <= cf->pick.slot_size) {
+        act_error why = {0};
         int slot = cf->pick.slot == 0 ? 1 : 0;
-        int r = claim_slots_write(cf->fd, cf->pick.slot_size, slot, revision, deleted, payload, len,
-                                  ds->io, &why);
+        int r = claim_slots_write(cf->fd, cf->pick.slot_size, slot, revision, !payload,
+                                  payload ? payload : "", len, ds->io, &why);
         return r < 0
                    ? act_error_set(err, -r,
                                    "host %s: cannot write claim file %s/%s" DIR_CLAIM_SUFFIX ": %s",
                                    host, ds->path, host, why.message)
                    : 0;
     }
-    return dir_create_claim_file(ds, host, revision, deleted ? NULL : payload, len, err);
+    return dir_create_claim_file(ds, host, revision, payload, len, err);
 }
 
 /* Writes host's next state (c, or a tombstone when c is NULL) under the lock
@@ -397,7 +386,7 @@ static int commit_locked(dir_store *ds, const char *host, claim_file *cf, uint64
         claim_named_boxes(c, &after);
         claim_boxes_merge(&boxes, &after);
     }
-    journal_append(ds, host, next, c, &boxes);
+    journal_append(ds, host, next, payload, &boxes);
     *new_revision = next;
     return 0;
 }
@@ -504,9 +493,7 @@ static int dir_delete(claim_store *store, const char *host, uint64_t expected,
     return dir_write((dir_store *)store, host, expected, NULL, NULL, new_revision, current, err);
 }
 
-/* Whether name is "<host><suffix>" of a valid host name, which it copies
- * into host. */
-static bool host_file_name(const char *name, const char *suffix, char *host, size_t host_size)
+bool dir_host_file_name(const char *name, const char *suffix, char *host, size_t host_size)
 {
     size_t len = strlen(name), tail = strlen(suffix);
     if (len <= tail || strcmp(name + len - tail, suffix) != 0 || len - tail >= host_size)
@@ -540,7 +527,7 @@ static int list_locked(dir_store *ds, const char *box, claim **out, size_t *n_ou
     while ((entry = readdir(dir))) {
         char host[ACT_NAME_MAX + 1];
         if (box ? !act_name_is_valid(entry->d_name) || strlen(entry->d_name) > ACT_NAME_MAX
-                : !host_file_name(entry->d_name, DIR_CLAIM_SUFFIX, host, sizeof(host)))
+                : !dir_host_file_name(entry->d_name, DIR_CLAIM_SUFFIX, host, sizeof(host)))
             continue;
         if (box)
             snprintf(host, sizeof(host), "%s", entry->d_name);

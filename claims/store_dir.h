@@ -31,8 +31,8 @@
  * host's first claim, or one outgrowing its slots) temp + fsync + rename +
  * fsync dir, and then written in place: one write, one fdatasync. The
  * ceiling is written temp + fsync + rename + fsync dir and moves in steps
- * of DIR_REVISION_STEP, so most writes pay for the claim's write alone. .revision-last is written
- * in place without fsync: the page cache keeps it exact for every process
+ * of DIR_REVISION_STEP, so most writes pay for the claim's write alone.
+ * .revision-last is written in place without fsync: the page cache keeps it exact for every process
  * of this boot, and after a reboot (another boot id) it is not trusted and
  * the next revision starts above the ceiling, so a power loss can skip
  * revisions but never repeat one. The journal only feeds watches, so it is
@@ -88,6 +88,9 @@ int dir_last_revision(dir_store *ds, uint64_t *last, uint64_t *ceiling, act_erro
 int dir_lock(dir_store *ds, act_error *err);
 void dir_unlock(dir_store *ds);
 
+/* Whether name is "<host><suffix>" of a valid host name, which it copies
+ * into host (host_size bytes). */
+bool dir_host_file_name(const char *name, const char *suffix, char *host, size_t host_size);
 /* Makes host's claim file anew, whole, holding one record (a tombstone when
  * payload is NULL), atomically: temp file, fsync, rename, fsync dir. */
 int dir_create_claim_file(dir_store *ds, const char *host, uint64_t revision, const char *payload,

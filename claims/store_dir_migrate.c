@@ -75,14 +75,8 @@ int dir_migrate_json_claims_locked(dir_store *ds, act_error *err)
     unsigned moved = 0;
     struct dirent *entry;
     while ((entry = readdir(dir))) {
-        size_t len = strlen(entry->d_name), tail = strlen(LEGACY_SUFFIX);
         char host[ACT_NAME_MAX + 1];
-        if (len <= tail || len - tail > ACT_NAME_MAX ||
-            strcmp(entry->d_name + len - tail, LEGACY_SUFFIX) != 0)
-            continue;
-        memcpy(host, entry->d_name, len - tail);
-        host[len - tail] = '\0';
-        if (!act_name_is_valid(host))
+        if (!dir_host_file_name(entry->d_name, LEGACY_SUFFIX, host, sizeof(host)))
             continue;
         int r = migrate_one(ds, host, entry->d_name, err);
         if (r < 0)

@@ -5,6 +5,7 @@
  * daemons running on the store (a claim one of them changes meanwhile is
  * reported, not overwritten). */
 #include "activator/ctl/claim_transfer.h"
+#include "activator/ctl/store_mode.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -26,25 +27,6 @@ typedef struct transfer_line {
 bool ctl_claim_transfer_is(const char *sub)
 {
     return sub && (strcmp(sub, "export") == 0 || strcmp(sub, "import") == 0);
-}
-
-static int open_store(const ctl_command *self, const ctl_options *options, claim_store **out)
-{
-    if (!options->store_url)
-        return ctl_usage_error(self, "export and import read and write the claim store itself: "
-                                     "give --store URL (Store= of activatord.conf)");
-    claims_store_options store_options = {
-        .timeout_ms = options->timeout_sec * 1000,
-        .ca_file = options->store_ca,
-        .cert_file = options->store_cert,
-        .key_file = options->store_key,
-    };
-    act_error err = {0};
-    if (claims_store_open(options->store_url, &store_options, out, &err) < 0) {
-        fprintf(stderr, "activatorctl: --store: %s\n", err.message);
-        return CTL_EXIT_USAGE;
-    }
-    return CTL_EXIT_OK;
 }
 
 typedef struct export_problems {
@@ -242,8 +224,11 @@ int ctl_claim_transfer(const ctl_command *self, const ctl_options *options, int 
         return ctl_usage_error(self, exporting ? "export takes no argument"
                                                : "import takes one argument, FILE (- for "
                                                  "standard input)");
+    if (!options->store_url)
+        return ctl_usage_error(self, "export and import read and write the claim store itself: "
+                                     "give --store URL (Store= of activatord.conf)");
     _cleanup_(claims_store_freep) claim_store *store = NULL;
-    int status = open_store(self, options, &store);
+    int status = ctl_store_open(options, &store);
     if (status != CTL_EXIT_OK)
         return status;
     return exporting ? run_export(store) : run_import(store, argv[1]);

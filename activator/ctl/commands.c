@@ -784,8 +784,6 @@ static int cmd_sub_op(const ctl_command *self, const ctl_options *options, int a
         return CTL_EXIT_OK;
     }
     const char *sub = argc >= 2 ? argv[1] : NULL;
-    if (strcmp(self->name, "claim") == 0 && ctl_claim_transfer_is(sub))
-        return ctl_claim_transfer(self, options, argc - 1, argv + 1);
     for (ctrl_op op = 0; sub && op < CTRL_OP__COUNT; op++) {
         const char *name = ctl_sub_command(self, ctrl_op_spec_of(op));
         if (name && strcmp(name, sub) == 0) {
@@ -801,6 +799,14 @@ static int cmd_sub_op(const ctl_command *self, const ctl_options *options, int a
                                usage);
     return ctl_usage_error(self, "unknown sub-command '%s'; usage: activatorctl %s %s", sub,
                            self->name, usage);
+}
+
+/* claim: its ops, and export and import, which are activatorctl's own. */
+static int cmd_claim(const ctl_command *self, const ctl_options *options, int argc, char **argv)
+{
+    if (argc >= 2 && ctl_claim_transfer_is(argv[1]))
+        return ctl_claim_transfer(self, options, argc - 1, argv + 1);
+    return cmd_sub_op(self, options, argc, argv);
 }
 
 /* With --store there is no daemon: only the fleet ops, and help, run. */
@@ -1157,7 +1163,7 @@ const ctl_command ctl_commands[] = {
              "                  standard input) by compare-and-swap on the claims there now;\n"
              "                  nothing is written when a line is wrong\n",
      .render = render_claim,
-     .run = cmd_sub_op},
+     .run = cmd_claim},
     {.name = "claims",
      .op = CTRL_OP_CLAIMS,
      .usage = "[HOST...]",

@@ -187,6 +187,22 @@ static json_object *reply_of(ctrl_fleet_outcome *outcome)
     return reply;
 }
 
+int ctl_store_open(const ctl_options *options, claim_store **out)
+{
+    claims_store_options store_options = {
+        .timeout_ms = options->timeout_sec * 1000,
+        .ca_file = options->store_ca,
+        .cert_file = options->store_cert,
+        .key_file = options->store_key,
+    };
+    act_error err = {0};
+    if (claims_store_open(options->store_url, &store_options, out, &err) < 0) {
+        fprintf(stderr, "activatorctl: --store: %s\n", err.message);
+        return CTL_EXIT_USAGE;
+    }
+    return CTL_EXIT_OK;
+}
+
 int ctl_store_call(const ctl_options *options, json_object *request_json, json_object **reply)
 {
     *reply = NULL;
@@ -197,18 +213,11 @@ int ctl_store_call(const ctl_options *options, json_object *request_json, json_o
         fprintf(stderr, "activatorctl: %s\n", refused.error.message);
         return CTL_EXIT_USAGE;
     }
-    claims_store_options store_options = {
-        .timeout_ms = options->timeout_sec * 1000,
-        .ca_file = options->store_ca,
-        .cert_file = options->store_cert,
-        .key_file = options->store_key,
-    };
     _cleanup_(claims_store_freep) claim_store *store = NULL;
+    int opened = ctl_store_open(options, &store);
+    if (opened != CTL_EXIT_OK)
+        return opened;
     act_error err = {0};
-    if (claims_store_open(options->store_url, &store_options, &store, &err) < 0) {
-        fprintf(stderr, "activatorctl: --store: %s\n", err.message);
-        return CTL_EXIT_USAGE;
-    }
     /* A write into a store laid out otherwise would leave its boxes'
      * indexes wrong. A store that does not answer is told below, as for
      * any request. */

@@ -256,17 +256,26 @@ static void a_power_cut_leaves_the_old_claim_or_the_new_one(void **state)
     claims_store_free(store);
 }
 
+/* A fresh store (its URL in url) holding host's first claim, at
+ * *revision. */
+static claim_store *store_with_claim(char *url, size_t size, const char *host, uint64_t *revision)
+{
+    claim_store *store = store_fixture_open_fresh(&fixture, url, size);
+    act_error err = {0};
+    claim first = versioned_claim(host, 1);
+    assert_int_equal(claims_cas(store, host, 0, &first, revision, NULL, &err), 0);
+    return store;
+}
+
 /* Readers never see a torn claim: a child writes 400 claims of varying
- * sizes (versioned_claim's) while the parent reads, and every read is a whole claim whose
- * revision never goes back. */
+ * sizes (versioned_claim's) while the parent reads, and every read is a
+ * whole claim whose revision never goes back. */
 static void readers_racing_a_writer_see_whole_claims(void **state)
 {
     char url[512];
-    claim_store *store = store_fixture_open_fresh(&fixture, url, sizeof(url));
-    act_error err = {0};
-    claim first = versioned_claim("race", 1);
     uint64_t revision = 0;
-    assert_int_equal(claims_cas(store, "race", 0, &first, &revision, NULL, &err), 0);
+    claim_store *store = store_with_claim(url, sizeof(url), "race", &revision);
+    act_error err = {0};
     pid_t child = fork();
     assert_true(child >= 0);
     if (child == 0) {
@@ -325,6 +334,7 @@ static void a_store_of_json_files_is_moved_into_claim_files(void **state)
     plant_text(dir, "web1.json", envelope);
     plant_text(dir, "gone.json", "{\"revision\":42,\"deleted\":true}");
     plant_text(dir, ".revision", "1000\n");
+    plant_text(dir, "junk.json", "{");
     plant_text(dir, ".layout", "{\"layout\":2}\n");
     free(body);
     free(envelope);
@@ -346,12 +356,47 @@ static void a_store_of_json_files_is_moved_into_claim_files(void **state)
     char path[600];
     snprintf(path, sizeof(path), "%s/web1.json", dir);
     assert_int_equal(access(path, F_OK), -1);
+    /* A JSON file that held no claim is left as it was, and is no claim. */
+    snprintf(path, sizeof(path), "%s/junk.json", dir);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(claims_read(store, "junk", &got, &err), 0);
     size_t len;
     snprintf(path, sizeof(path), "%s/.layout", dir);
     unsigned char *marker = read_whole(path, &len);
     assert_memory_equal(marker, "{\"layout\":3}", 12);
     free(marker);
     assert_int_equal(claims_store_check_layout(store, &err), 0);
+    claims_store_free(store);
+}
+
+/* A claim file whose both slots fail their checksums (damage, a hand
+ * edit): every read names the file and says what to do, and a write is
+ * refused, leaving the file as it was. */
+static void a_damaged_claim_file_is_named_and_left_alone(void **state)
+{
+    char url[512];
+    uint64_t revision = 0;
+    claim_store *store = store_with_claim(url, sizeof(url), "hurt", &revision);
+    act_error err = {0};
+    char path[600];
+    snprintf(path, sizeof(path), "%s/hurt.claim", url + strlen("dir://"));
+    size_t len;
+    unsigned char *image = read_whole(path, &len);
+    image[100] ^= 0xff; /* slot 0's body; slot 1 was never written */
+    write_whole(path, image, len);
+    claim got;
+    assert_int_equal(claims_read(store, "hurt", &got, &err), -EIO);
+    assert_non_null(strstr(err.message, "hurt.claim"));
+    assert_non_null(strstr(err.message, "checksums"));
+    assert_non_null(strstr(err.message, "import"));
+    claim next = versioned_claim("hurt", 2);
+    assert_true(claims_cas(store, "hurt", revision, &next, NULL, NULL, &err) < 0);
+    size_t after_len;
+    unsigned char *after = read_whole(path, &after_len);
+    assert_int_equal(after_len, len);
+    assert_memory_equal(after, image, len);
+    free(after);
+    free(image);
     claims_store_free(store);
 }
 
@@ -372,6 +417,7 @@ int main(void)
         cmocka_unit_test(a_power_cut_leaves_the_old_claim_or_the_new_one),
         cmocka_unit_test(readers_racing_a_writer_see_whole_claims),
         cmocka_unit_test(a_store_of_json_files_is_moved_into_claim_files),
+        cmocka_unit_test(a_damaged_claim_file_is_named_and_left_alone),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -273,28 +273,34 @@ static bool admission_may_retry(const ad_host *host, const claim *observed, cons
     return judge_claim(host, current, why, size) == PL_REASON_NONE;
 }
 
+/* The admission is made again on current, the claim its lost
+ * compare-and-swap found. The new admission may name another build (a pin)
+ * or another generation: what was made beside the first one goes. */
+static void admit_again_on(pl_wake *wake, ad_host *host, const claim *current)
+{
+    host->wake_state->observed = *current;
+    ad_wake_early_start_discard(host->wake_state);
+    admit_on(wake, host);
+}
+
 /* The admission was made on the claim this box saw last, not read, and the
  * store had moved past it: current, its answer, is what a read would have
  * given, and the wake goes on as if it had read it (admitted on it, or
- * refused for what it says). Returns whether it took the wake. */
-static bool admit_on_the_stores_claim(pl_wake *wake, ad_host *host, const claim *current)
+ * refused for what it says). */
+static void admit_on_the_stores_claim(pl_wake *wake, ad_host *host, const claim *current)
 {
-    ad_wake_state *w = host->wake_state;
     char why[sizeof(((act_error *)0)->message)];
     pl_reason reason = judge_claim(host, current, why, sizeof(why));
     host->claim_ours = claim_owned_by(current, host->daemon->config.box);
     if (reason != PL_REASON_NONE) {
         pl_wake_complete(wake, reason, "%s", why);
-        return true;
+        return;
     }
     act_log_fields(LOG_INFO, &(act_log_ctx){.host = host->name},
                    "host %s: the claim this box saw last (revision %" PRIu64
                    ") was behind the store's (revision %" PRIu64 "); admitting on the store's",
-                   host->name, w->observed.revision, current->revision);
-    w->observed = *current;
-    ad_wake_early_start_discard(w);
-    admit_on(wake, host);
-    return true;
+                   host->name, host->wake_state->observed.revision, current->revision);
+    admit_again_on(wake, host, current);
 }
 
 /* The admission's answer, kept in w->answer, taken by the wake. */
@@ -327,15 +333,13 @@ static void admission_answered(ad_host *host)
                            "(%u of %u)",
                            host->name, w->observed.revision, current->revision,
                            w->admission_conflicts, ADMISSION_CONFLICTS_MAX);
-            w->observed = *current;
-            /* The new admission may name another build (a pin) or another
-             * generation: what was made beside the first one goes. */
-            ad_wake_early_start_discard(w);
-            admit_on(wake, host);
+            admit_again_on(wake, host, current);
             return;
         }
-        if (seen && current->revision && admit_on_the_stores_claim(wake, host, current))
+        if (seen && current->revision) {
+            admit_on_the_stores_claim(wake, host, current);
             return;
+        }
         if (w->admission_conflicts >= ADMISSION_CONFLICTS_MAX)
             snprintf(why, sizeof(why), "it changed %u times in a row", w->admission_conflicts + 1);
         pl_wake_complete(wake, PL_REASON_CLAIM_CHANGED,

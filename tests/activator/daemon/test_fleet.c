@@ -732,6 +732,18 @@ static void claims_export_and_import(dh_daemon *d)
     status = ctl(d, VIA_DAEMON, more, sizeof(more), "claim", "import", exported, NULL);
     DH_CHECK(d, status == 2 && strstr(more, "--store"),
              "claim import without --store: exit %d:\n%s", status, more);
+    status = ctl(d, VIA_STORE, more, sizeof(more), "claim", "export", "extra", NULL);
+    DH_CHECK(d, status == 2 && strstr(more, "no argument"),
+             "claim export with an argument: exit %d:\n%s", status, more);
+    status = ctl(d, VIA_STORE, more, sizeof(more), "claim", "import", "/nonexistent.jsonl", NULL);
+    DH_CHECK(d, status == 1 && strstr(more, "cannot open /nonexistent.jsonl"),
+             "claim import of a missing file: exit %d:\n%s", status, more);
+    /* The same host twice: nothing written, both lines named. */
+    snprintf(more, sizeof(more), "%s%s", out, out);
+    write_text(d, wrong, more);
+    status = ctl(d, VIA_STORE, more, sizeof(more), "claim", "import", wrong, NULL);
+    DH_CHECK(d, status == 1 && strstr(more, "is on line") && strstr(more, "nothing"),
+             "an import naming a host twice: exit %d:\n%s", status, more);
 }
 
 static void test_fleet_commands_through_the_daemon_and_the_store(void **state)
