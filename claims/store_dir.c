@@ -319,10 +319,10 @@ int dir_create_claim_file(dir_store *ds, const char *host, uint64_t revision, co
 }
 
 /* Writes host's record (a tombstone when payload is NULL) into its claim
- * file: in place into the slot that
- * does not hold the claim now, when the file is there and the record fits
- * (one write, one fdatasync); else a new file made whole beside it and
- * renamed over it (a host's first claim, or one that outgrew its slots). */
+ * file: in place into the slot that does not hold the claim now, when the
+ * file is there and the record fits (one write, one fdatasync); else a new
+ * file made whole beside it and renamed over it (a host's first claim, or
+ * one that outgrew its slots). */
 static int write_claim_file(dir_store *ds, const char *host, claim_file *cf, uint64_t revision,
                             const char *payload, size_t len, act_error *err)
 {
