@@ -27,7 +27,11 @@
  * daemon has a large build (ACT_BENCH_BUSY_MIB, 512 MiB by default; 0 skips
  * it) staged and promoted over and over through the control socket
  * (busy_builds.h). The hashing of whole builds must not stall the wakes:
- * target p99 busy <= 2x the quiet p99 of the same run.
+ * target p99 busy <= 2x the quiet p99 of the same run. Where a busy wake's
+ * tail goes is printed beside it (each part's quantile, quiet and busy),
+ * and what one claim write in place costs between the busy wakes: the
+ * build work's own writes and deletions are what the disk's flush waits
+ * for.
  *
  * Frozen: two more hosts of the same app with ParkMode=freeze, one with
  * ThawCheck=cached and one with ThawCheck=claim (one read of the dir://
@@ -190,6 +194,25 @@ static void mark_event(const dd_event *event, void *userdata)
 typedef struct breakdown {
     bd_samples to_waking, to_admitted, to_exec, to_first_byte, to_serving;
 } breakdown;
+
+static void breakdown_free(breakdown *parts)
+{
+    bd_samples_free(&parts->to_waking);
+    bd_samples_free(&parts->to_admitted);
+    bd_samples_free(&parts->to_exec);
+    bd_samples_free(&parts->to_first_byte);
+    bd_samples_free(&parts->to_serving);
+}
+
+/* One line of a breakdown at quantile q: which part of a wake a tail is in. */
+static void print_breakdown(const char *what, breakdown *parts, double q)
+{
+    printf("    %s p%.0f: connect -> waking %.0f us, waking -> admitted %.0f us,\n"
+           "      admitted -> exec %.0f us, exec -> first byte %.0f us\n",
+           what, q * 100, bd_samples_quantile(&parts->to_waking, q),
+           bd_samples_quantile(&parts->to_admitted, q), bd_samples_quantile(&parts->to_exec, q),
+           bd_samples_quantile(&parts->to_first_byte, q));
+}
 
 static int daemon_once(dd_daemon *d, const char *address, double *usec, breakdown *parts,
                        act_error *err)
@@ -406,7 +429,8 @@ static void print_line(const char *what, bd_samples *samples)
 
 /* The busy box: BUSY_WAKES cold wakes while big's builds are staged and
  * promoted; quiet holds the quiet run's daemon wakes. */
-static int run_busy(dd_daemon *d, const char *address, bd_samples *quiet, act_error *err)
+static int run_busy(dd_daemon *d, const char *address, bd_samples *quiet, breakdown *quiet_parts,
+                    bd_samples *quiet_durable, act_error *err)
 {
     busy_builds busy;
     size_t mib = busy_mib();
@@ -415,17 +439,21 @@ static int run_busy(dd_daemon *d, const char *address, bd_samples *quiet, act_er
                             busy_registry.pid > 0 ? &busy_registry : NULL, "act-notify-echo", err);
     if (r < 0 || (r = busy_builds_start(&busy, err)) < 0)
         return r;
-    bd_samples woken = {0};
+    bd_samples woken = {0}, durable = {0};
+    breakdown parts = {0};
     unsigned overlapped = 0;
     for (int i = 0; i < BUSY_WAKES && r == 0; i++) {
         double usec = 0;
         bool during = atomic_load(&busy.in_flight);
-        r = daemon_once(d, address, &usec, NULL, err);
+        r = daemon_once(d, address, &usec, &parts, err);
         /* Counted only when build work was in flight at both ends. */
         if (r == 0 && during && atomic_load(&busy.in_flight))
             overlapped++;
         if (r == 0)
             bd_samples_add(&woken, usec);
+        double durable_usec = 0;
+        if (r == 0 && (r = durable_write_once(d, &durable_usec, err)) == 0)
+            bd_samples_add(&durable, durable_usec);
     }
     unsigned begun = atomic_load(&busy.cycles_begun);
     int stopped = busy_builds_stop(&busy, r == 0 ? err : NULL);
@@ -440,11 +468,21 @@ static int run_busy(dd_daemon *d, const char *address, bd_samples *quiet, act_er
                atomic_load(&busy.pulls_done), overlapped);
         print_line("daemon quiet (the run above)", quiet);
         print_line("daemon busy  (build work beside it)", &woken);
+        printf("  where the tail goes (each part's own quantile, from the daemon's stamps):\n");
+        print_breakdown("quiet", quiet_parts, 0.99);
+        print_breakdown("busy ", &parts, 0.5);
+        print_breakdown("busy ", &parts, 0.99);
+        printf("    one claim write in place (pwrite, fdatasync): quiet p50 %.0f us p99 %.0f us, "
+               "busy p50 %.0f us p99 %.0f us\n",
+               bd_samples_quantile(quiet_durable, 0.5), bd_samples_quantile(quiet_durable, 0.99),
+               bd_samples_quantile(&durable, 0.5), bd_samples_quantile(&durable, 0.99));
         double p99 = bd_samples_quantile(&woken, 0.99) / bd_samples_quantile(quiet, 0.99);
         printf("RATIO p99 busy/quiet = %.2f (target <= %.1f: %s)\n", p99, BUSY_TARGET,
                p99 <= BUSY_TARGET ? "met" : "NOT met");
     }
     bd_samples_free(&woken);
+    bd_samples_free(&durable);
+    breakdown_free(&parts);
     return r;
 }
 
@@ -549,18 +587,14 @@ static int run(dd_daemon *d, act_error *err)
         print_frozen_memory(d, FROZEN_CACHED);
     }
     if (r == 0 && busy_mib())
-        r = run_busy(d, address, &woken, err);
+        r = run_busy(d, address, &woken, &parts, &durable, err);
     bd_samples_free(&direct);
     bd_samples_free(&woken);
     bd_samples_free(&durable);
     bd_samples_free(&thawed_cached);
     bd_samples_free(&thawed_claim);
     bd_samples_free(&serving);
-    bd_samples_free(&parts.to_waking);
-    bd_samples_free(&parts.to_admitted);
-    bd_samples_free(&parts.to_exec);
-    bd_samples_free(&parts.to_first_byte);
-    bd_samples_free(&parts.to_serving);
+    breakdown_free(&parts);
     if (app.listen_fd >= 0)
         close(app.listen_fd);
     free(app.envp);
