@@ -60,6 +60,34 @@ int act_write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
+/* Cuts the large regular file dirfd/name down from its end, one chunk per
+ * commit. Advice only: any failure stops it and leaves the rest to unlink. */
+static void cut_down(int dirfd, const char *name)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+        st.st_nlink != 1 || (uint64_t)st.st_blocks * 512 <= 2 * (uint64_t)ACT_UNLINK_CHUNK_BYTES)
+        return;
+    /* Opened only when it was a regular file, and checked again once open:
+     * opening a device or a FIFO for writing could do something. */
+    _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat opened;
+    if (fd < 0 || fstat(fd, &opened) < 0 || opened.st_ino != st.st_ino ||
+        opened.st_dev != st.st_dev || !S_ISREG(opened.st_mode) || opened.st_nlink != 1)
+        return;
+    for (off_t size = opened.st_size; size > (off_t)ACT_UNLINK_CHUNK_BYTES;) {
+        size -= (off_t)ACT_UNLINK_CHUNK_BYTES;
+        if (ftruncate(fd, size) < 0 || fdatasync(fd) < 0)
+            return;
+    }
+}
+
+int act_unlink_gently(int dirfd, const char *name)
+{
+    cut_down(dirfd, name);
+    return unlinkat(dirfd, name, 0);
+}
+
 int act_fsync_dir(int dirfd, act_error *err)
 {
     if (fsync(dirfd) < 0)

@@ -48,6 +48,20 @@ int act_read_file(int dirfd, const char *name, size_t max, char **out, size_t *o
  * set on failure. */
 DIR *act_opendir_at(int dirfd, const char *path);
 
+/* unlinkat(dirfd, name, 0), but a large regular file (more than two
+ * ACT_UNLINK_CHUNK_BYTES on disk, one link) is first cut down a chunk at a
+ * time, each cut made durable before the next. A filesystem frees a deleted
+ * file's blocks in the commit that follows the unlink, and with online
+ * discard (ext4's -o discard) it sends the device a discard of all of them
+ * there: every fdatasync on the box waits behind it (57 ms for 512 MiB on a
+ * virtio disk, against 3.4 ms at most when cut in 4 MiB steps). For
+ * background work (old builds, leftovers) whose deletion may take longer
+ * so that the wakes' durable writes do not. A file that cannot be opened
+ * for writing (a running executable: ETXTBSY) is unlinked at once. 0, or
+ * -1 with errno set as unlinkat sets it. */
+#define ACT_UNLINK_CHUNK_BYTES (4u << 20)
+int act_unlink_gently(int dirfd, const char *name);
+
 /* fsyncs the directory itself, making a rename or unlink in it durable. */
 int act_fsync_dir(int dirfd, act_error *err);
 

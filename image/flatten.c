@@ -92,7 +92,9 @@ static const char *normalize(const char *name, char *out, size_t size, const cha
 
 static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-    return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+    /* Gently: a pull's work directory holds a whole build. */
+    int r = flag == FTW_DP || flag == FTW_DNR ? rmdir(path) : act_unlink_gently(AT_FDCWD, path);
+    return r < 0 && errno != ENOENT ? -1 : 0;
 }
 
 int img_remove_tree(const char *path)

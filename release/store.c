@@ -211,7 +211,8 @@ static int remove_children(int dirfd, int depth)
     while ((de = readdir(dir))) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (unlinkat(dirfd, de->d_name, 0) == 0 || errno == ENOENT)
+        /* Gently: a removal of old builds runs beside wakes. */
+        if (act_unlink_gently(dirfd, de->d_name) == 0 || errno == ENOENT)
             continue;
         if (errno != EISDIR && errno != EPERM) {
             r = -errno;

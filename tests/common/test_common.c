@@ -117,6 +117,66 @@ static void fileio_atomic_write_replaces_and_reads_back(void **state)
     assert_int_equal(rmdir(dir), 0); /* no temp file left behind */
 }
 
+/* A file of size bytes with every block written (not sparse). */
+static void write_whole_file(int dirfd, const char *name, size_t size)
+{
+    _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+    assert_true(fd >= 0);
+    static char block[1 << 16];
+    memset(block, 'b', sizeof(block));
+    for (size_t done = 0; done < size; done += sizeof(block))
+        assert_int_equal(write(fd, block, sizeof(block)), sizeof(block));
+}
+
+static void fileio_unlink_gently_cuts_down_only_a_large_file_of_its_own(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/act-common-XXXXXX";
+    _cleanup_close_ int dirfd = open_fresh_dir(dir);
+    const size_t large = 5 * (size_t)ACT_UNLINK_CHUNK_BYTES;
+
+    /* A large file is cut down before it goes: a reader that still holds it
+     * open sees at most one chunk left (its blocks went a chunk a time). */
+    write_whole_file(dirfd, "large", large);
+    _cleanup_close_ int held = openat(dirfd, "large", O_RDONLY | O_CLOEXEC);
+    assert_true(held >= 0);
+    assert_int_equal(act_unlink_gently(dirfd, "large"), 0);
+    struct stat st;
+    assert_int_equal(fstat(held, &st), 0);
+    assert_true(st.st_size > 0 && st.st_size <= (off_t)ACT_UNLINK_CHUNK_BYTES);
+    assert_int_equal(faccessat(dirfd, "large", F_OK, AT_SYMLINK_NOFOLLOW), -1);
+
+    /* One with a second name is only unlinked: the other name keeps it whole. */
+    write_whole_file(dirfd, "shared", large);
+    assert_int_equal(linkat(dirfd, "shared", dirfd, "shared-too", 0), 0);
+    assert_int_equal(act_unlink_gently(dirfd, "shared"), 0);
+    assert_int_equal(fstatat(dirfd, "shared-too", &st, 0), 0);
+    assert_int_equal(st.st_size, (off_t)large);
+
+    /* A symlink is unlinked, never followed. */
+    assert_int_equal(symlinkat("shared-too", dirfd, "link"), 0);
+    assert_int_equal(act_unlink_gently(dirfd, "link"), 0);
+    assert_int_equal(fstatat(dirfd, "shared-too", &st, 0), 0);
+    assert_int_equal(st.st_size, (off_t)large);
+    assert_int_equal(unlinkat(dirfd, "shared-too", 0), 0);
+
+    /* A FIFO is not opened (that would block with no reader), a small file
+     * goes at once, and what unlinkat refuses is refused the same way. */
+    assert_int_equal(mkfifoat(dirfd, "fifo", 0600), 0);
+    assert_int_equal(act_unlink_gently(dirfd, "fifo"), 0);
+    write_whole_file(dirfd, "small", 1 << 16);
+    assert_int_equal(act_unlink_gently(dirfd, "small"), 0);
+    errno = 0;
+    assert_int_equal(act_unlink_gently(dirfd, "absent"), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(mkdirat(dirfd, "sub", 0700), 0);
+    errno = 0;
+    assert_int_equal(act_unlink_gently(dirfd, "sub"), -1);
+    assert_int_equal(errno, EISDIR);
+    assert_int_equal(unlinkat(dirfd, "sub", AT_REMOVEDIR), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 static void fileio_mkdir_p_creates_nested(void **state)
 {
     (void)state;
@@ -268,6 +328,7 @@ int main(void)
         cmocka_unit_test(names_error_escapes_control_bytes),
         cmocka_unit_test(error_prefix_keeps_errno),
         cmocka_unit_test(fileio_atomic_write_replaces_and_reads_back),
+        cmocka_unit_test(fileio_unlink_gently_cuts_down_only_a_large_file_of_its_own),
         cmocka_unit_test(fileio_mkdir_p_creates_nested),
         cmocka_unit_test(opendir_at_reads_afresh_and_refuses_symlinks),
         cmocka_unit_test(copy_string_cuts_short_and_says_so),
