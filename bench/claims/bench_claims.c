@@ -4,8 +4,10 @@
  * over several runs). For etcd it also runs the same txn as a bare HTTP POST
  * with plain libcurl on one reused connection, interleaved with ours in the
  * same run, and prints RATIO = our p50 / bare p50 (target <= 1.2: the claims
- * client adds little over the wire). Starts its own etcd on free loopback
- * ports; skips the etcd part when etcd is not installed. */
+ * client adds little over the wire). The same for one claim's read (what a
+ * wake's gate makes before the exec) against a bare range request. Starts
+ * its own etcd on free loopback ports; skips the etcd part when etcd is not
+ * installed. */
 #include <curl/curl.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -83,10 +85,30 @@ static int run_store(claim_store *store, uint64_t *revision, run_result *out)
     return 0;
 }
 
+/* OPS_PER_RUN reads of the claim through the claims API. */
+static int run_store_reads(claim_store *store, run_result *out)
+{
+    uint64_t latencies[OPS_PER_RUN];
+    act_error err = {0};
+    uint64_t start = act_now_usec();
+    for (size_t i = 0; i < OPS_PER_RUN; i++) {
+        claim c;
+        uint64_t t = act_now_usec();
+        int r = claims_read(store, "bench", &c, &err);
+        latencies[i] = act_now_usec() - t;
+        if (r != 1) {
+            fprintf(stderr, "bench-claims: read failed (%d): %s\n", r, err.message);
+            return -1;
+        }
+    }
+    *out = summarize(latencies, OPS_PER_RUN, act_now_usec() - start);
+    return 0;
+}
+
 typedef struct bare_client {
     CURL *easy;
     struct curl_slist *headers;
-    char url[128];
+    char url[128], range_url[128];
     char *key64, *value64;
     char response[4096];
     size_t response_len;
@@ -132,6 +154,33 @@ static int run_bare(bare_client *bare, uint64_t *revision, run_result *out)
     return 0;
 }
 
+/* One claim's range request, as a hand-formatted POST on the same handle. */
+static int run_bare_reads(bare_client *bare, run_result *out)
+{
+    uint64_t latencies[OPS_PER_RUN];
+    char body[512];
+    snprintf(body, sizeof(body), "{\"key\":\"%s\"}", bare->key64);
+    curl_easy_setopt(bare->easy, CURLOPT_URL, bare->range_url);
+    curl_easy_setopt(bare->easy, CURLOPT_POSTFIELDS, body);
+    uint64_t start = act_now_usec();
+    int r = 0;
+    for (size_t i = 0; i < OPS_PER_RUN && r == 0; i++) {
+        uint64_t t = act_now_usec();
+        bare->response_len = 0;
+        CURLcode code = curl_easy_perform(bare->easy);
+        latencies[i] = act_now_usec() - t;
+        if (code != CURLE_OK || !strstr(bare->response, "\"kvs\"")) {
+            fprintf(stderr, "bench-claims: bare range failed: %s %s\n", curl_easy_strerror(code),
+                    bare->response);
+            r = -1;
+        }
+    }
+    curl_easy_setopt(bare->easy, CURLOPT_URL, bare->url);
+    if (r == 0)
+        *out = summarize(latencies, OPS_PER_RUN, act_now_usec() - start);
+    return r;
+}
+
 static run_result median_of(run_result *runs, size_t n)
 {
     double ops[RUNS], p50[RUNS], p99[RUNS];
@@ -146,10 +195,15 @@ static run_result median_of(run_result *runs, size_t n)
     return (run_result){ops[n / 2], p50[n / 2], p99[n / 2]};
 }
 
+static void print_ops(const char *name, const char *ops, run_result r)
+{
+    printf("%-22s %9.0f %s/s  p50 %8.1f us   p99 %8.1f us   (median of %d runs x %d)\n", name,
+           r.ops_per_sec, ops, r.p50_us, r.p99_us, RUNS, OPS_PER_RUN);
+}
+
 static void print_result(const char *name, run_result r)
 {
-    printf("%-22s %9.0f CAS/s   p50 %8.1f us   p99 %8.1f us   (median of %d runs x %d)\n",
-           name, r.ops_per_sec, r.p50_us, r.p99_us, RUNS, OPS_PER_RUN);
+    print_ops(name, "CAS", r);
 }
 
 static int create_claim(claim_store *store, uint64_t *revision)
@@ -181,14 +235,18 @@ static int bench_dir(void)
     act_error err = {0};
     int r = claims_store_open(url, NULL, &store, &err);
     uint64_t revision = 0;
-    run_result runs[RUNS];
+    run_result runs[RUNS], reads[RUNS];
     if (r == 0)
         r = create_claim(store, &revision);
-    for (int i = 0; r == 0 && i < RUNS; i++)
+    for (int i = 0; r == 0 && i < RUNS; i++) {
         r = run_store(store, &revision, &runs[i]);
-    if (r == 0)
+        if (r == 0)
+            r = run_store_reads(store, &reads[i]);
+    }
+    if (r == 0) {
         print_result("dir (/var/tmp)", median_of(runs, RUNS));
-    else if (err.message[0])
+        print_ops("dir read", "read", median_of(reads, RUNS));
+    } else if (err.message[0])
         fprintf(stderr, "bench-claims: %s\n", err.message);
     claims_store_free(store);
     nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -223,6 +281,7 @@ static int bench_etcd(void)
         free(value);
         bare.easy = curl_easy_init();
         snprintf(bare.url, sizeof(bare.url), "http://%s/v3/kv/txn", harness.endpoint);
+        snprintf(bare.range_url, sizeof(bare.range_url), "http://%s/v3/kv/range", harness.endpoint);
         bare.headers = curl_slist_append(NULL, "Content-Type: application/json");
         bare.headers = curl_slist_append(bare.headers, "Expect:");
         curl_easy_setopt(bare.easy, CURLOPT_URL, bare.url);
@@ -231,12 +290,16 @@ static int bench_etcd(void)
         curl_easy_setopt(bare.easy, CURLOPT_WRITEDATA, &bare);
         curl_easy_setopt(bare.easy, CURLOPT_TCP_NODELAY, 1L);
     }
-    run_result ours[RUNS], base[RUNS];
+    run_result ours[RUNS], base[RUNS], ours_read[RUNS], base_read[RUNS];
     /* Interleaved so drift in etcd or the machine hits both alike. */
     for (int i = 0; r == 0 && i < RUNS; i++) {
         r = run_store(store, &revision, &ours[i]);
         if (r == 0)
             r = run_bare(&bare, &revision, &base[i]);
+        if (r == 0)
+            r = run_store_reads(store, &ours_read[i]);
+        if (r == 0)
+            r = run_bare_reads(&bare, &base_read[i]);
     }
     if (r == 0) {
         run_result o = median_of(ours, RUNS), b = median_of(base, RUNS);
@@ -247,6 +310,11 @@ static int bench_etcd(void)
                ratio <= 1.2 ? "OK" : "OVER TARGET");
         printf("RATIO etcd bare-POST CAS/s / claims-store CAS/s = %.3f\n",
                b.ops_per_sec / o.ops_per_sec);
+        run_result ro = median_of(ours_read, RUNS), rb = median_of(base_read, RUNS);
+        print_ops("etcd read (claims)", "read", ro);
+        print_ops("etcd read (bare)", "read", rb);
+        printf("RATIO etcd claims-store read p50 / bare range p50 = %.3f (%+.0f us)\n",
+               ro.p50_us / rb.p50_us, ro.p50_us - rb.p50_us);
     } else if (err.message[0]) {
         fprintf(stderr, "bench-claims: %s\n", err.message);
     }
