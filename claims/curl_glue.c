@@ -4,6 +4,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -11,6 +12,7 @@ struct curl_glue {
     sd_event *event;
     CURLM *multi;
     sd_event_source *timer;
+    sd_event_source *now; /* curl's "act now" timeout, without a timerfd */
     /* Every io source handed to curl, so freeing the glue releases any that
      * curl did not ask us to remove before its cleanup. */
     sd_event_source **ios;
@@ -113,10 +115,22 @@ static int socket_function(CURL *easy, curl_socket_t fd, int what, void *userp, 
     return 0;
 }
 
+static int on_now(sd_event_source *source, void *userdata)
+{
+    return on_timer(source, 0, userdata);
+}
+
+/* Each call replaces the timeout before it. A timeout of 0, which starts
+ * every request and finishes it, runs on the loop's next pass as a deferred
+ * source: the timer's timerfd would cost a settime, an epoll wait for its
+ * expiry and a read, before each request's first byte left. */
 static int timer_function(CURLM *multi, long timeout_ms, void *userp)
 {
     curl_glue *glue = userp;
-    if (timeout_ms < 0)
+    bool at_once = timeout_ms == 0;
+    if (sd_event_source_set_enabled(glue->now, at_once ? SD_EVENT_ONESHOT : SD_EVENT_OFF) < 0)
+        return -1;
+    if (timeout_ms <= 0)
         return sd_event_source_set_enabled(glue->timer, SD_EVENT_OFF) < 0 ? -1 : 0;
     uint64_t now = act_loop_now_usec(glue->event);
     if (sd_event_source_set_time(glue->timer, now + (uint64_t)timeout_ms * 1000) < 0 ||
@@ -137,6 +151,10 @@ int curl_glue_new(sd_event *event, curl_glue **out)
     int r = glue->multi ? 0 : -ENOMEM;
     if (r == 0)
         r = sd_event_add_time(event, &glue->timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_timer, glue);
+    if (r == 0)
+        r = sd_event_add_defer(event, &glue->now, on_now, glue);
+    if (r == 0)
+        r = sd_event_source_set_enabled(glue->now, SD_EVENT_OFF);
     if (r < 0) {
         curl_glue_free(glue);
         return r;
@@ -165,6 +183,7 @@ void curl_glue_free(curl_glue *glue)
         sd_event_source_disable_unref(glue->ios[i]);
     free(glue->ios);
     sd_event_source_disable_unref(glue->timer);
+    sd_event_source_disable_unref(glue->now);
     sd_event_unref(glue->event);
     free(glue);
 }
