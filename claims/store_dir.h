@@ -32,12 +32,12 @@
  * fsync dir, and then written in place: one write, one fdatasync. The
  * ceiling is written temp + fsync + rename + fsync dir and moves in steps
  * of DIR_REVISION_STEP, so most writes pay for the claim's write alone.
- * .revision-last is written in place without fsync: the page cache keeps it exact for every process
- * of this boot, and after a reboot (another boot id) it is not trusted and
- * the next revision starts above the ceiling, so a power loss can skip
- * revisions but never repeat one. The journal only feeds watches, so it is
- * appended without fsync: a crash can lose its tail, never a claim, and a
- * line is applied only once its newline is there. */
+ * .revision-last is written in place without fsync: the page cache keeps
+ * it exact for every process of this boot, and after a reboot (another
+ * boot id) it is not trusted and the next revision starts above the
+ * ceiling, so a power loss can skip revisions but never repeat one. The journal only feeds watches,
+ * so it is appended without fsync: a crash can lose its tail, never a claim, and a line is applied
+ * only once its newline is there. */
 #pragma once
 
 #include <pthread.h>

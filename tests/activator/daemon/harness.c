@@ -431,6 +431,17 @@ size_t dh_log_count(dh_daemon *d, const char *text)
     return n;
 }
 
+bool dh_log_wait_count(dh_daemon *d, const char *text, size_t n, int timeout_ms)
+{
+    dh_waiting_for("\"%s\" %zu times in box %s's log (up to %d ms)", text, n, d->box, timeout_ms);
+    for (int waited = 0; dh_log_count(d, text) < n; waited += 10) {
+        if (waited >= timeout_ms)
+            return false;
+        usleep(10 * 1000); /* polls the log for the line itself */
+    }
+    return true;
+}
+
 bool dh_log_wait(dh_daemon *d, const char *text, int timeout_ms)
 {
     dh_waiting_for("\"%s\" in box %s's log (up to %d ms)", text, d->box, timeout_ms);

@@ -245,6 +245,9 @@ void dh_stop_and_check_clean(dh_daemon *d);
 bool dh_log_wait(dh_daemon *d, const char *text, int timeout_ms);
 /* How many times text is in the daemon's log so far. */
 size_t dh_log_count(dh_daemon *d, const char *text);
+/* Until text is in box d's log at least n times (or timeout_ms passed):
+ * the nth pause at a hold, say. Whether it got there. */
+bool dh_log_wait_count(dh_daemon *d, const char *text, size_t n, int timeout_ms);
 
 /* Polls status until host is in state (e.g. "parked"); false on timeout. */
 bool dh_wait_state(dh_daemon *d, const char *host, const char *state, int timeout_ms);

@@ -150,10 +150,8 @@ static void test_gate_fast_path_refuses_when_another_box_took_the_claim(void **s
      * takeover must come while it is paused there, or the claim watch may
      * end the wake before it reaches the gate. */
     DH_CHECK(d, dh_event_wait(d, "demo", "admitted", 10000, NULL), "no admitted event");
-    dh_waiting_for("the second wake to pause at the gate hook");
-    for (int i = 0; i < 1000 && dh_log_count(d, waiting) == pauses; i++)
-        usleep(10 * 1000);
-    DH_CHECK(d, dh_log_count(d, waiting) > pauses, "the second wake never paused at the gate hook");
+    DH_CHECK(d, dh_log_wait_count(d, waiting, pauses + 1, 10000),
+             "the second wake never paused at the gate hook");
     uint64_t taken_revision = take_over_and_expect_refusal(d, hold, wake, runs);
     DH_CHECK(d, dh_log_wait(d, "host demo: gate: build state unchanged", 10000),
              "the second wake did not take the gate's fast path");
@@ -356,10 +354,8 @@ static void paused_before_the_admission(dh_daemon *d, const char *hold, size_t n
 {
     char waiting[PATH_MAX + 32];
     snprintf(waiting, sizeof(waiting), "waiting for %s", hold);
-    dh_waiting_for("the wake's pause before its admission");
-    for (int i = 0; i < 1000 && dh_log_count(d, waiting) < nth; i++)
-        usleep(10 * 1000);
-    DH_CHECK(d, dh_log_count(d, waiting) >= nth, "the wake never paused before its admission");
+    DH_CHECK(d, dh_log_wait_count(d, waiting, nth, 10000),
+             "the wake never paused before its admission");
     DH_CHECK(d, dh_log_count(d, "admitting on the claim this box saw last") >= nth,
              "the wake read the claim instead of admitting on the one the daemon saw last");
 }
